@@ -1,0 +1,141 @@
+// Package alloc owns allocations: their state machine (the only code that
+// changes allocations.state), creation with placement, release, and the
+// FIFO queue of requests waiting for capacity.
+package alloc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/gpuaas/gpuaas/controld/node"
+	"github.com/gpuaas/gpuaas/controld/outbox"
+	"github.com/gpuaas/gpuaas/controld/project"
+	"github.com/gpuaas/gpuaas/controld/store"
+	"github.com/gpuaas/gpuaas/internal/api"
+)
+
+// Actor is who acts on an allocation.
+type Actor struct {
+	UserID string
+	Role   string // platform role
+}
+
+func (a Actor) operator() bool { return a.Role == api.RoleOperator || a.Role == api.RoleAdmin }
+
+const allocColumns = `SELECT id, project_id, user_id, sku_id, shape, gpus, state, version, queued,
+	coalesce(node_id, ''), reason, created_at, updated_at FROM allocations`
+
+func scanAlloc(r pgx.CollectableRow) (api.Allocation, error) {
+	var a api.Allocation
+	err := r.Scan(&a.ID, &a.ProjectID, &a.UserID, &a.SKU, &a.Shape, &a.GPUs, &a.State, &a.Version, &a.Queued,
+		&a.NodeID, &a.Reason, &a.CreatedAt, &a.UpdatedAt)
+	a.Slots = []api.Slot{}
+	return a, err
+}
+
+// load reads one allocation with its slots.
+func load(ctx context.Context, q store.Querier, id string) (api.Allocation, error) {
+	rows, err := q.Query(ctx, allocColumns+` WHERE id=$1`, id)
+	if err != nil {
+		return api.Allocation{}, fmt.Errorf("load allocation: %w", err)
+	}
+	a, err := pgx.CollectExactlyOneRow(rows, scanAlloc)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return a, notFound(id)
+	}
+	if err != nil {
+		return a, fmt.Errorf("load allocation: %w", err)
+	}
+	if a.Slots, err = node.Slots(ctx, q, `allocation_id = $1`, a.ID); err != nil {
+		return a, err
+	}
+	return a, nil
+}
+
+func notFound(id string) error {
+	return api.Errorf(api.CodeNotFound, "allocation %s not found", id).WithHint("see `gpuaas alloc list`")
+}
+
+// Get returns an allocation the actor may see. Allocations in projects the
+// actor cannot read are reported as not found.
+func Get(ctx context.Context, q store.Querier, actor Actor, id string) (api.Allocation, error) {
+	a, err := load(ctx, q, id)
+	if err != nil {
+		return a, err
+	}
+	if _, err := project.Authorize(ctx, q, a.ProjectID, actor.UserID, actor.Role, project.AccessRead); err != nil {
+		if api.CodeOf(err) == api.CodeNotFound {
+			return api.Allocation{}, notFound(id)
+		}
+		return api.Allocation{}, err
+	}
+	return a, nil
+}
+
+// List returns the actor's allocations, newest first: in one project when
+// req.Project is set, else across every project the actor belongs to.
+// Released and failed allocations are left out unless req.All or a state
+// filter asks for them.
+func List(ctx context.Context, q store.Querier, actor Actor, req api.AllocListRequest) ([]api.Allocation, error) {
+	where, args := `project_id IN (SELECT project_id FROM project_members WHERE user_id = $1)`, []any{actor.UserID}
+	if req.Project != "" {
+		p, err := project.Authorize(ctx, q, req.Project, actor.UserID, actor.Role, project.AccessRead)
+		if err != nil {
+			return nil, err
+		}
+		where, args = `project_id = $1`, []any{p.ID}
+	}
+	switch {
+	case req.State != "":
+		if _, ok := transitions[req.State]; !ok {
+			return nil, api.Errorf(api.CodeInvalidArgument, "unknown state %q", req.State).
+				WithHint("states: requested, provisioning, active, releasing, released, failed, release_failed")
+		}
+		where += ` AND state = $2`
+		args = append(args, req.State)
+	case !req.All:
+		where += ` AND state NOT IN ('released', 'failed')`
+	}
+	rows, err := q.Query(ctx, allocColumns+` WHERE `+where+` ORDER BY created_at DESC, id LIMIT 1000`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list allocations: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, scanAlloc)
+	if err != nil {
+		return nil, fmt.Errorf("list allocations: %w", err)
+	}
+	if len(out) == 0 {
+		return out, nil
+	}
+	byID := make(map[string]*api.Allocation, len(out))
+	idList := make([]string, len(out))
+	for i := range out {
+		byID[out[i].ID] = &out[i]
+		idList[i] = out[i].ID
+	}
+	slots, err := node.Slots(ctx, q, `allocation_id = ANY($1)`, idList)
+	if err != nil {
+		return nil, err
+	}
+	for _, s := range slots {
+		a := byID[s.AllocationID]
+		a.Slots = append(a.Slots, s)
+	}
+	return out, nil
+}
+
+// stateEvent is the outbox event for a state change, told to every member
+// of the allocation's project.
+func stateEvent(ctx context.Context, q store.Querier, a api.Allocation, from string) (outbox.Event, error) {
+	users, err := project.MemberIDs(ctx, q, a.ProjectID)
+	if err != nil {
+		return outbox.Event{}, err
+	}
+	return outbox.Event{
+		Kind: api.EventAllocState, Subject: a.ID, ProjectID: a.ProjectID, Users: users,
+		Payload: api.AllocStateChange{From: from, To: a.State, Reason: a.Reason, Allocation: a},
+	}, nil
+}

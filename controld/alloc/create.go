@@ -1,0 +1,112 @@
+package alloc
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/gpuaas/gpuaas/controld/audit"
+	"github.com/gpuaas/gpuaas/controld/catalog"
+	"github.com/gpuaas/gpuaas/controld/mutate"
+	"github.com/gpuaas/gpuaas/controld/outbox"
+	"github.com/gpuaas/gpuaas/controld/project"
+	"github.com/gpuaas/gpuaas/controld/sched"
+	"github.com/gpuaas/gpuaas/controld/tasks"
+	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/ids"
+)
+
+// ProvisionParams are the params of the provisioning task.
+type ProvisionParams struct {
+	AllocationID string   `json:"allocation_id"`
+	UserID       string   `json:"user_id"`
+	Slots        []string `json:"slots"`
+	GPUPCI       []string `json:"gpu_pci"`
+}
+
+// Create validates req, inserts the allocation and places it in tx. When
+// nothing fits, it fails with no_capacity and changes nothing, unless
+// req.Queue asks to wait in the SKU's FIFO queue. A placed allocation is
+// provisioning, with its provisioning task queued for the node.
+func Create(ctx context.Context, tx pgx.Tx, actor Actor, req api.AllocCreateRequest, now time.Time) (api.Allocation, mutate.Effect, error) {
+	var eff mutate.Effect
+	if req.SKU == "" {
+		return api.Allocation{}, eff, api.Errorf(api.CodeInvalidArgument, "no SKU given").WithHint("see `gpuaas catalog list`")
+	}
+	p, err := project.Authorize(ctx, tx, req.Project, actor.UserID, actor.Role, project.AccessWrite)
+	if err != nil {
+		return api.Allocation{}, eff, err
+	}
+	sku, err := catalog.Get(ctx, tx, req.SKU)
+	if err != nil {
+		return api.Allocation{}, eff, err
+	}
+	if err := catalog.CheckGPUs(sku, req.GPUs); err != nil {
+		return api.Allocation{}, eff, err
+	}
+	a := api.Allocation{
+		ID: ids.New(ids.Allocation), ProjectID: p.ID, UserID: actor.UserID, SKU: sku.ID, Shape: sku.Shape,
+		GPUs: req.GPUs, State: api.AllocRequested, Version: 1, Slots: []api.Slot{}, CreatedAt: now, UpdatedAt: now,
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO allocations (id, project_id, user_id, sku_id, shape, gpus, state, version, queued, created_at, updated_at)
+		VALUES ($1,$2,$3,$4,$5,$6,'requested',1,false,$7,$7)`, a.ID, a.ProjectID, a.UserID, a.SKU, a.Shape, a.GPUs, now); err != nil {
+		return api.Allocation{}, eff, fmt.Errorf("insert allocation: %w", err)
+	}
+	from := a.State
+	placed, err := place(ctx, tx, &a, sku, actor.UserID, now)
+	switch {
+	case err != nil:
+		return api.Allocation{}, eff, err
+	case !placed && !req.Queue:
+		return api.Allocation{}, eff, api.Errorf(api.CodeNoCapacity, "no capacity for %d × %s right now", a.GPUs, sku.ID).
+			WithHint("add --queue to wait in line for capacity, or pick another SKU (`gpuaas catalog list`)")
+	case !placed:
+		if _, err := tx.Exec(ctx, `UPDATE allocations SET queued = true WHERE id = $1`, a.ID); err != nil {
+			return api.Allocation{}, eff, fmt.Errorf("queue allocation: %w", err)
+		}
+		a.Queued, a.Reason = true, "waiting for capacity"
+	}
+	ev, err := stateEvent(ctx, tx, a, from)
+	if err != nil {
+		return api.Allocation{}, eff, err
+	}
+	eff.Audit = audit.Entry{Action: "alloc.create", TargetType: "allocation", TargetID: a.ID, ProjectID: a.ProjectID,
+		Detail: map[string]any{"sku": a.SKU, "gpus": a.GPUs, "queued": a.Queued, "node_id": a.NodeID}}
+	eff.Events = []outbox.Event{ev}
+	return a, eff, nil
+}
+
+// place tries to reserve slots for a requested allocation; on success it
+// moves it to provisioning and queues the provisioning task. It reports
+// false (and changes nothing) when there is no capacity.
+func place(ctx context.Context, tx pgx.Tx, a *api.Allocation, sku api.SKU, actor string, now time.Time) (bool, error) {
+	pl, err := sched.Place(ctx, tx, sched.Request{AllocationID: a.ID, Shape: sku.Shape, GPUModel: sku.GPUModel, GPUs: a.GPUs})
+	if sched.IsNoCapacity(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if _, err := tx.Exec(ctx, `UPDATE allocations SET node_id = $2 WHERE id = $1`, a.ID, pl.NodeID); err != nil {
+		return false, fmt.Errorf("assign node: %w", err)
+	}
+	a.NodeID, a.Slots = pl.NodeID, pl.Slots
+	if err := transition(ctx, tx, a, api.AllocProvisioning, "slots reserved on "+pl.NodeID, actor, now); err != nil {
+		return false, err
+	}
+	params := ProvisionParams{AllocationID: a.ID, UserID: a.UserID}
+	for _, s := range pl.Slots {
+		params.Slots = append(params.Slots, s.ID)
+		params.GPUPCI = append(params.GPUPCI, s.GPUPCI)
+	}
+	typ := tasks.TypeVMProvision
+	if a.Shape == api.ShapeBaremetal {
+		typ = tasks.TypeProvisionUser
+	}
+	if _, err := tasks.Enqueue(ctx, tx, tasks.Task{NodeID: pl.NodeID, AllocationID: a.ID, Type: typ, Params: params}, now); err != nil {
+		return false, err
+	}
+	return true, nil
+}

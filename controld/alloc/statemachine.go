@@ -1,0 +1,70 @@
+package alloc
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/gpuaas/gpuaas/internal/api"
+)
+
+// transitions is the one table of legal state changes (DESIGN.md,
+// "Allocation lifecycle"). Nothing else in controld changes an
+// allocation's state.
+var transitions = map[string][]string{
+	api.AllocRequested:     {api.AllocProvisioning, api.AllocReleased, api.AllocFailed},
+	api.AllocProvisioning:  {api.AllocActive, api.AllocFailed, api.AllocReleasing},
+	api.AllocActive:        {api.AllocReleasing},
+	api.AllocReleasing:     {api.AllocReleased, api.AllocReleaseFailed},
+	api.AllocReleaseFailed: {api.AllocReleasing},
+	api.AllocFailed:        {api.AllocReleasing},
+	api.AllocReleased:      nil,
+}
+
+// CanTransition reports whether from → to is legal.
+func CanTransition(from, to string) bool {
+	for _, s := range transitions[from] {
+		if s == to {
+			return true
+		}
+	}
+	return false
+}
+
+// Terminal reports whether no transition leaves state.
+func Terminal(state string) bool { return len(transitions[state]) == 0 }
+
+// ErrIllegalTransition is wrapped by transition for a change the table
+// does not allow.
+var ErrIllegalTransition = api.ErrConflict
+
+// transition moves a to state `to` if the table allows it and nobody
+// changed the row since it was read (optimistic lock on version). It
+// records the change and updates a in place.
+func transition(ctx context.Context, tx pgx.Tx, a *api.Allocation, to, reason, actor string, now time.Time) error {
+	from := a.State
+	if !CanTransition(from, to) {
+		return api.Errorf(api.CodeConflict, "allocation %s is %s; it cannot become %s", a.ID, from, to)
+	}
+	tag, err := tx.Exec(ctx, `UPDATE allocations SET state=$3, version=version+1, reason=$4, updated_at=$5,
+		queued = queued AND $3 = 'requested'
+		WHERE id=$1 AND version=$2`, a.ID, a.Version, to, reason, now)
+	if err != nil {
+		return fmt.Errorf("transition %s %s→%s: %w", a.ID, from, to, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return api.Errorf(api.CodeConflict, "allocation %s was changed by someone else", a.ID).
+			WithHint("run `gpuaas alloc get " + a.ID + "` to see its state, then retry")
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO allocation_transitions (allocation_id, from_state, to_state, reason, actor_id, at)
+		VALUES ($1,$2,$3,$4,$5,$6)`, a.ID, from, to, reason, actor, now); err != nil {
+		return fmt.Errorf("record transition: %w", err)
+	}
+	a.State, a.Version, a.Reason, a.UpdatedAt = to, a.Version+1, reason, now
+	if to != api.AllocRequested {
+		a.Queued = false
+	}
+	return nil
+}

@@ -1,0 +1,176 @@
+package controld
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/nats-io/nats.go/micro"
+
+	"github.com/gpuaas/gpuaas/controld/alloc"
+	"github.com/gpuaas/gpuaas/controld/identity"
+	"github.com/gpuaas/gpuaas/controld/mutate"
+	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/ids"
+)
+
+// call is one API request as the handlers see it.
+type call struct {
+	req       micro.Request
+	principal *identity.Principal // nil on endpoints that need no login
+	project   string              // Gpuaas-Project header
+	corr      string
+}
+
+// decode reads the JSON body into v, refusing unknown fields so a typo in
+// a script is an error rather than a silently ignored option.
+func (c *call) decode(v any) error {
+	data := c.req.Data()
+	if len(bytes.TrimSpace(data)) == 0 {
+		data = []byte("{}")
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return api.Errorf(api.CodeInvalidArgument, "malformed request body: %v", err)
+	}
+	return nil
+}
+
+func (c *call) actor() alloc.Actor {
+	return alloc.Actor{UserID: c.principal.UserID, Role: c.principal.Role}
+}
+
+// queryFunc handles a read.
+type queryFunc func(ctx context.Context, c *call) (any, error)
+
+// mutationFunc validates a mutating request and returns the work to run in
+// the mutation's transaction.
+type mutationFunc func(ctx context.Context, c *call) (mutate.Func, error)
+
+type access int
+
+const (
+	public access = iota
+	loggedIn
+	operatorOnly
+)
+
+// endpoint adapts a handler to micro: concurrency bound, deadline,
+// authentication, error mapping. micro delivers one endpoint's requests
+// sequentially, so each runs in its own goroutine.
+func (s *Server) endpoint(name string, need access, fn func(ctx context.Context, c *call) ([]byte, error)) micro.Handler {
+	return micro.HandlerFunc(func(req micro.Request) {
+		s.sem <- struct{}{}
+		go func() {
+			defer func() { <-s.sem }()
+			ctx, cancel := context.WithTimeout(context.Background(), s.cfg.RequestTimeout)
+			defer cancel()
+			c := &call{req: req, project: req.Headers().Get(api.HeaderProject), corr: req.Headers().Get(api.HeaderCorrelationID)}
+			if c.corr == "" {
+				c.corr = ids.New("c")
+			}
+			out, err := s.authorize(ctx, c, need)
+			if err == nil {
+				out, err = fn(ctx, c)
+			}
+			if err != nil {
+				s.replyError(req, name, c.corr, err)
+				return
+			}
+			_ = req.Respond(out)
+		}()
+	})
+}
+
+func (s *Server) authorize(ctx context.Context, c *call, need access) ([]byte, error) {
+	if need == public {
+		return nil, nil
+	}
+	p, err := s.identity.Authenticate(ctx, s.pool, c.req.Headers().Get(api.HeaderAuthorization))
+	if err != nil {
+		return nil, err
+	}
+	if need == operatorOnly && !p.IsOperator() {
+		return nil, api.Errorf(api.CodeForbidden, "this needs the operator role")
+	}
+	c.principal = p
+	return nil, nil
+}
+
+func (s *Server) query(name string, need access, fn queryFunc) micro.Handler {
+	return s.endpoint(name, need, func(ctx context.Context, c *call) ([]byte, error) {
+		resp, err := fn(ctx, c)
+		if err != nil {
+			return nil, err
+		}
+		return json.Marshal(resp)
+	})
+}
+
+func (s *Server) mutation(name string, need access, fn mutationFunc) micro.Handler {
+	return s.endpoint(name, need, func(ctx context.Context, c *call) ([]byte, error) {
+		key := c.req.Headers().Get(api.HeaderIdempotencyKey)
+		if err := mutate.ValidateKey(name, key); err != nil {
+			return nil, err
+		}
+		work, err := fn(ctx, c)
+		if err != nil {
+			return nil, err
+		}
+		actor := ""
+		if c.principal != nil {
+			actor = c.principal.UserID
+		}
+		return s.mut.Run(ctx, mutate.Request{
+			Endpoint: name, ActorID: actor, Key: key, CorrelationID: c.corr,
+			Fingerprint: append([]byte(c.project+"\n"), c.req.Data()...),
+		}, work)
+	})
+}
+
+// replyError sends a catalog error. Anything that is not already an
+// *api.Error is logged with the correlation id and reported as internal,
+// without leaking details.
+func (s *Server) replyError(req micro.Request, endpoint, corr string, err error) {
+	var e *api.Error
+	switch {
+	case errors.As(err, &e):
+	case errors.Is(err, context.DeadlineExceeded):
+		e = api.Errorf(api.CodeUnavailable, "controld took too long to answer %s", endpoint).WithHint("retry in a moment")
+	default:
+		s.cfg.Log.Error("request failed", "endpoint", endpoint, "correlation_id", corr, "err", err)
+		e = api.Errorf(api.CodeInternal, "internal error (correlation id %s)", corr)
+	}
+	msg := e.Message
+	if msg == "" {
+		msg = string(e.Code)
+	}
+	_ = req.Error(string(e.Code), strings.ReplaceAll(msg, "\n", " "), e.Marshal())
+}
+
+// registerAPI adds every endpoint to the micro service.
+func (s *Server) registerAPI() error {
+	svc, err := micro.AddService(s.cfg.NATS, micro.Config{
+		Name: api.ServiceName, Version: "0.1.0", Description: "gpuaas control API",
+	})
+	if err != nil {
+		return fmt.Errorf("add service: %w", err)
+	}
+	s.svc = svc
+	for _, ep := range s.endpoints() {
+		if err := svc.AddEndpoint(strings.ReplaceAll(ep.name, ".", "-"), ep.handler,
+			micro.WithEndpointSubject(api.Subject(ep.name))); err != nil {
+			return fmt.Errorf("add endpoint %s: %w", ep.name, err)
+		}
+	}
+	return nil
+}
+
+type endpointDef struct {
+	name    string
+	handler micro.Handler
+}

@@ -1,0 +1,52 @@
+// Package audit writes audit_logs rows. Every privileged mutation writes
+// exactly one, in the same transaction as its effect.
+package audit
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/gpuaas/gpuaas/controld/store"
+)
+
+// Entry is what a mutation records about itself.
+type Entry struct {
+	Action     string // "alloc.create"
+	TargetType string // "allocation"
+	TargetID   string
+	ProjectID  string
+	Detail     any
+}
+
+// Meta is who did it and how it can be traced.
+type Meta struct {
+	At             time.Time
+	ActorID        string
+	CorrelationID  string
+	IdempotencyKey string
+}
+
+// Write inserts one audit row.
+func Write(ctx context.Context, q store.Querier, m Meta, e Entry) error {
+	detail := []byte("{}")
+	if e.Detail != nil {
+		var err error
+		if detail, err = json.Marshal(e.Detail); err != nil {
+			return fmt.Errorf("audit detail: %w", err)
+		}
+	}
+	var project *string
+	if e.ProjectID != "" {
+		project = &e.ProjectID
+	}
+	_, err := q.Exec(ctx, `INSERT INTO audit_logs
+		(at, actor_id, action, target_type, target_id, project_id, correlation_id, idempotency_key, detail)
+		VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9)`,
+		m.At, m.ActorID, e.Action, e.TargetType, e.TargetID, project, m.CorrelationID, m.IdempotencyKey, detail)
+	if err != nil {
+		return fmt.Errorf("write audit %s: %w", e.Action, err)
+	}
+	return nil
+}

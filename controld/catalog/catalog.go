@@ -1,0 +1,101 @@
+// Package catalog owns skus: what can be rented and at what price.
+package catalog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/gpuaas/gpuaas/controld/store"
+	"github.com/gpuaas/gpuaas/internal/api"
+)
+
+// Defaults is the catalog `gpuaas dev` and fresh installs are seeded with.
+var Defaults = []api.SKU{
+	{ID: "h200-slice", Shape: api.ShapeGPUSlice, GPUModel: "H200", GPUCounts: []int{1, 2, 4, 8},
+		PricePerGPUHourMinor: 350, Currency: "usd", Description: "VM with whole H200 GPUs passed through"},
+	{ID: "h100-slice", Shape: api.ShapeGPUSlice, GPUModel: "H100", GPUCounts: []int{1, 2, 4, 8},
+		PricePerGPUHourMinor: 250, Currency: "usd", Description: "VM with whole H100 GPUs passed through"},
+	{ID: "h100-baremetal", Shape: api.ShapeBaremetal, GPUModel: "H100", GPUCounts: []int{8},
+		PricePerGPUHourMinor: 220, Currency: "usd", Description: "a whole 8×H100 node"},
+}
+
+// Seed inserts the SKUs that do not exist yet; existing ones are kept as
+// the operator left them.
+func Seed(ctx context.Context, q store.Querier, skus []api.SKU) error {
+	for _, s := range skus {
+		_, err := q.Exec(ctx, `INSERT INTO skus (id, shape, gpu_model, gpu_counts, price_per_gpu_hour_minor, currency, description)
+			VALUES ($1,$2,$3,$4,$5,$6,$7) ON CONFLICT (id) DO NOTHING`,
+			s.ID, s.Shape, s.GPUModel, s.GPUCounts, s.PricePerGPUHourMinor, s.Currency, s.Description)
+		if err != nil {
+			return fmt.Errorf("seed sku %s: %w", s.ID, err)
+		}
+	}
+	return nil
+}
+
+const skuColumns = `SELECT id, shape, gpu_model, gpu_counts, price_per_gpu_hour_minor, currency, description FROM skus`
+
+// List returns the active SKUs.
+func List(ctx context.Context, q store.Querier) ([]api.SKU, error) {
+	rows, err := q.Query(ctx, skuColumns+` WHERE active ORDER BY shape DESC, gpu_model, id`)
+	if err != nil {
+		return nil, fmt.Errorf("list skus: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, scanSKU)
+	if err != nil {
+		return nil, fmt.Errorf("list skus: %w", err)
+	}
+	return out, nil
+}
+
+// Get returns one active SKU; an unknown id is not_found with the list of
+// ids that do exist in the hint.
+func Get(ctx context.Context, q store.Querier, id string) (api.SKU, error) {
+	rows, err := q.Query(ctx, skuColumns+` WHERE id=$1 AND active`, id)
+	if err != nil {
+		return api.SKU{}, fmt.Errorf("get sku: %w", err)
+	}
+	s, err := pgx.CollectExactlyOneRow(rows, scanSKU)
+	if errors.Is(err, pgx.ErrNoRows) {
+		all, _ := List(ctx, q)
+		names := make([]string, 0, len(all))
+		for _, k := range all {
+			names = append(names, k.ID)
+		}
+		return s, api.Errorf(api.CodeNotFound, "unknown SKU %q", id).
+			WithHint("available: " + strings.Join(names, ", ") + " (see `gpuaas catalog list`)")
+	}
+	if err != nil {
+		return s, fmt.Errorf("get sku: %w", err)
+	}
+	return s, nil
+}
+
+func scanSKU(r pgx.CollectableRow) (api.SKU, error) {
+	var s api.SKU
+	var counts []int32
+	err := r.Scan(&s.ID, &s.Shape, &s.GPUModel, &counts, &s.PricePerGPUHourMinor, &s.Currency, &s.Description)
+	for _, c := range counts {
+		s.GPUCounts = append(s.GPUCounts, int(c))
+	}
+	return s, err
+}
+
+// CheckGPUs validates a requested GPU count against the SKU.
+func CheckGPUs(s api.SKU, gpus int) error {
+	if slices.Contains(s.GPUCounts, gpus) {
+		return nil
+	}
+	allowed := make([]string, len(s.GPUCounts))
+	for i, c := range s.GPUCounts {
+		allowed[i] = strconv.Itoa(c)
+	}
+	return api.Errorf(api.CodeInvalidArgument, "SKU %s does not offer %d GPUs", s.ID, gpus).
+		WithHint("allowed GPU counts: " + strings.Join(allowed, ", "))
+}

@@ -1,0 +1,196 @@
+// Package controld is the control daemon: the only writer of Postgres. It
+// serves the API as a NATS micro service and runs the singleton loops
+// (outbox relay, queue placement). Stateless apart from Postgres, so N
+// replicas may run side by side.
+package controld
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nats.go/micro"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/gpuaas/gpuaas/controld/alloc"
+	"github.com/gpuaas/gpuaas/controld/identity"
+	"github.com/gpuaas/gpuaas/controld/mutate"
+	"github.com/gpuaas/gpuaas/controld/outbox"
+	"github.com/gpuaas/gpuaas/controld/store"
+)
+
+// Config configures controld.
+type Config struct {
+	// DatabaseURL of the Postgres database. Required.
+	DatabaseURL string
+	// NATS is an established connection. Required.
+	NATS *nats.Conn
+	// MaxConns of the database pool (default 32).
+	MaxConns int32
+	// SessionTTL of session tokens (default 12h).
+	SessionTTL time.Duration
+	// BcryptCost for new passwords (default bcrypt.DefaultCost).
+	BcryptCost int
+	// OIDC enables auth.exchange for an identity provider.
+	OIDC identity.OIDCConfig
+	// QueueInterval is how often queued requests are retried (default 2s).
+	QueueInterval time.Duration
+	// MaxInflight bounds requests handled at once (default 256).
+	MaxInflight int
+	// RequestTimeout bounds one request's work (default 30s).
+	RequestTimeout time.Duration
+	Now            func() time.Time
+	Log            *slog.Logger
+}
+
+// CheckAndSetDefaults validates c and fills defaults.
+func (c *Config) CheckAndSetDefaults() error {
+	if c.DatabaseURL == "" {
+		return errors.New("controld: DatabaseURL is required")
+	}
+	if c.NATS == nil {
+		return errors.New("controld: NATS connection is required")
+	}
+	if c.MaxConns == 0 {
+		c.MaxConns = 32
+	}
+	if c.QueueInterval == 0 {
+		c.QueueInterval = 2 * time.Second
+	}
+	if c.MaxInflight == 0 {
+		c.MaxInflight = 256
+	}
+	if c.RequestTimeout == 0 {
+		c.RequestTimeout = 30 * time.Second
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.Log == nil {
+		c.Log = slog.New(slog.DiscardHandler)
+	}
+	return nil
+}
+
+// Server is a running controld.
+type Server struct {
+	cfg      Config
+	pool     *pgxpool.Pool
+	js       jetstream.JetStream
+	identity *identity.Service
+	mut      *mutate.Runner
+	sem      chan struct{}
+	svc      micro.Service
+	ready    chan struct{}
+	// kick wakes the queue loop after a change that may free capacity.
+	kick chan struct{}
+}
+
+// New connects to the database, applies migrations and prepares the
+// service. Run starts serving.
+func New(ctx context.Context, cfg Config) (*Server, error) {
+	if err := cfg.CheckAndSetDefaults(); err != nil {
+		return nil, err
+	}
+	pool, err := store.Open(ctx, cfg.DatabaseURL, cfg.MaxConns)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{cfg: cfg, pool: pool, sem: make(chan struct{}, cfg.MaxInflight),
+		ready: make(chan struct{}), kick: make(chan struct{}, 1)}
+	if err := s.init(ctx); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Server) init(ctx context.Context) error {
+	if err := store.MigratePool(ctx, s.pool); err != nil {
+		return err
+	}
+	key, err := loadOrCreateKey(ctx, s.pool, sessionKeyName)
+	if err != nil {
+		return err
+	}
+	if s.identity, err = identity.New(identity.Config{SigningKey: key, SessionTTL: s.cfg.SessionTTL,
+		BcryptCost: s.cfg.BcryptCost, OIDC: s.cfg.OIDC, Now: s.cfg.Now, Log: s.cfg.Log}); err != nil {
+		return err
+	}
+	s.mut = &mutate.Runner{Pool: s.pool, Now: s.now}
+	if s.js, err = jetstream.New(s.cfg.NATS); err != nil {
+		return fmt.Errorf("jetstream: %w", err)
+	}
+	return outbox.EnsureStream(ctx, s.js)
+}
+
+func (s *Server) now() time.Time { return s.cfg.Now().UTC() }
+
+// Pool is controld's database pool (for seeding and tests).
+func (s *Server) Pool() *pgxpool.Pool { return s.pool }
+
+// Identity is controld's identity service (for seeding and tests).
+func (s *Server) Identity() *identity.Service { return s.identity }
+
+// Ready is closed once the API answers.
+func (s *Server) Ready() <-chan struct{} { return s.ready }
+
+// Run serves the API and runs the background loops until ctx ends, then
+// stops taking requests and closes the pool.
+func (s *Server) Run(ctx context.Context) error {
+	defer s.pool.Close()
+	if err := s.registerAPI(); err != nil {
+		return err
+	}
+	close(s.ready)
+	s.cfg.Log.Info("controld serving", "subjects", "gpuaas.api.v1.>")
+	relay, err := outbox.NewRelay(outbox.RelayConfig{Pool: s.pool, JS: s.js, Now: s.cfg.Now, Log: s.cfg.Log})
+	if err != nil {
+		return err
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return relay.Run(gctx) })
+	g.Go(func() error { return outbox.Fanout(gctx, s.js, s.cfg.NATS, s.cfg.Log) })
+	g.Go(func() error { return s.queueLoop(gctx) })
+	err = g.Wait()
+	if stopErr := s.svc.Stop(); stopErr != nil && err == nil {
+		err = fmt.Errorf("stop api: %w", stopErr)
+	}
+	// Let handlers in flight finish before the pool closes.
+	for range cap(s.sem) {
+		s.sem <- struct{}{}
+	}
+	return err
+}
+
+// queueLoop places queued requests when capacity may have appeared. It is
+// safe on several replicas: each head of queue is claimed with SKIP LOCKED.
+func (s *Server) queueLoop(ctx context.Context) error {
+	t := time.NewTicker(s.cfg.QueueInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		case <-s.kick:
+		}
+		if n, err := alloc.PlaceQueued(ctx, s.pool, s.now); err != nil && ctx.Err() == nil {
+			s.cfg.Log.Warn("place queued", "err", err)
+		} else if n > 0 {
+			s.cfg.Log.Info("placed queued allocations", "count", n)
+		}
+	}
+}
+
+func (s *Server) kickQueue() {
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+}

@@ -1,0 +1,146 @@
+// Package controldtest starts a real controld for tests: a private
+// Postgres database cloned from the migrated template, an embedded NATS
+// server, and a seeded admin, project and nodes.
+package controldtest
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"golang.org/x/crypto/bcrypt"
+
+	"github.com/gpuaas/gpuaas/controld"
+	"github.com/gpuaas/gpuaas/controld/catalog"
+	"github.com/gpuaas/gpuaas/controld/identity"
+	"github.com/gpuaas/gpuaas/controld/node"
+	"github.com/gpuaas/gpuaas/controld/store"
+	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/testutil"
+)
+
+// Template is the migrated database every test database is cloned from.
+var Template = testutil.NewTemplate("controld", store.Migrate)
+
+// Admin credentials of every test environment.
+const (
+	AdminEmail    = "admin@example.test"
+	AdminPassword = "correct horse battery"
+	ProjectName   = "testproj"
+)
+
+// Options adjust an environment.
+type Options struct {
+	// Nodes to register with approved slots (default: DefaultNodes()).
+	Nodes []node.Spec
+	// NoNodes registers none.
+	NoNodes bool
+	// Now is the clock (default time.Now).
+	Now  func() time.Time
+	OIDC identity.OIDCConfig
+	// MaxConns of controld's pool.
+	MaxConns int32
+}
+
+// Env is a running controld with what tests need to drive it.
+type Env struct {
+	Server     *controld.Server
+	NATSURL    string
+	NC         *nats.Conn
+	Admin      api.User
+	AdminToken string
+	Project    api.Project
+}
+
+// SliceNode returns a gpu_slice node spec with 8 GPUs, 4 on each of two
+// NUMA nodes.
+func SliceNode(name, model string) node.Spec {
+	s := node.Spec{Name: name, Shape: api.ShapeGPUSlice, GPUModel: model}
+	for i := range 8 {
+		s.Slots = append(s.Slots, node.SlotSpec{GPUPCI: fmt.Sprintf("0000:%02x:00.0", 0x18+i*0x10),
+			NVMe: fmt.Sprintf("nvme-%s-%d", name, i), FabricVF: fmt.Sprintf("0000:%02x:00.%d", 0xa0+i/4, i%4+1), NUMANode: i / 4})
+	}
+	return s
+}
+
+// BaremetalNode returns a baremetal node spec with 8 GPUs.
+func BaremetalNode(name, model string) node.Spec {
+	s := SliceNode(name, model)
+	s.Shape = api.ShapeBaremetal
+	return s
+}
+
+// DefaultNodes is one H200 slice host and one H100 bare-metal host, as in
+// `gpuaas dev`.
+func DefaultNodes() []node.Spec {
+	return []node.Spec{SliceNode("slice-1", "H200"), BaremetalNode("metal-1", "H100")}
+}
+
+// Start runs controld until the test ends.
+func Start(t testing.TB, opts Options) *Env {
+	t.Helper()
+	dsn := testutil.Postgres(t, Template)
+	url := testutil.NATS(t)
+	nc := testutil.Connect(t, url)
+	ctx, cancel := context.WithCancel(context.Background())
+	srv, err := controld.New(ctx, controld.Config{DatabaseURL: dsn, NATS: nc, BcryptCost: bcrypt.MinCost,
+		Now: opts.Now, OIDC: opts.OIDC, Log: testutil.Logger(t), MaxConns: opts.MaxConns, QueueInterval: 100 * time.Millisecond})
+	if err != nil {
+		cancel()
+		t.Fatalf("controld: %v", err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("controld run: %v", err)
+		}
+	})
+	select {
+	case <-srv.Ready():
+	case err := <-done:
+		t.Fatalf("controld stopped: %v", err)
+	}
+	nodes := opts.Nodes
+	if nodes == nil && !opts.NoNodes {
+		nodes = DefaultNodes()
+	}
+	res, err := srv.ApplySeed(ctx, controld.Seed{Catalog: catalog.Defaults, AdminEmail: AdminEmail,
+		AdminPassword: AdminPassword, Project: ProjectName, Nodes: nodes, ApproveSlots: true})
+	if err != nil {
+		t.Fatalf("seed: %v", err)
+	}
+	env := &Env{Server: srv, NATSURL: url, NC: nc, Admin: res.Admin, Project: res.Project}
+	env.AdminToken = env.Login(t, AdminEmail, AdminPassword)
+	return env
+}
+
+// Client returns an API client with token and the test project.
+func (e *Env) Client(token string, opts ...api.ClientOption) *api.Client {
+	return api.NewClient(e.NC, append([]api.ClientOption{api.WithToken(token), api.WithProject(e.Project.Name)}, opts...)...)
+}
+
+// Login logs a local user in and returns the session token.
+func (e *Env) Login(t testing.TB, email, password string) string {
+	t.Helper()
+	resp, err := api.NewClient(e.NC).Login(context.Background(), api.LoginRequest{Email: email, Password: password})
+	if err != nil {
+		t.Fatalf("login %s: %v", email, err)
+	}
+	return resp.Token
+}
+
+// AddUser creates a local user with role and returns their token.
+func (e *Env) AddUser(t testing.TB, email, role string) (api.User, string) {
+	t.Helper()
+	const pw = "another good password"
+	u, err := e.Server.Identity().CreateLocalUser(context.Background(), e.Server.Pool(),
+		identity.NewUser{Email: email, Role: role, Password: pw})
+	if err != nil {
+		t.Fatalf("add user: %v", err)
+	}
+	return u, e.Login(t, email, pw)
+}

@@ -1,0 +1,105 @@
+package identity
+
+import (
+	"context"
+	"crypto/ed25519"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/gpuaas/gpuaas/controld/store"
+	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/ids"
+)
+
+// tokenIssuer is the iss claim of controld's session tokens.
+const tokenIssuer = "gpuaas-controld"
+
+var loginHint = "run `gpuaas login`"
+
+func (s *Service) openSession(ctx context.Context, q store.Querier, userID string) (*api.LoginResponse, error) {
+	now := s.cfg.Now().UTC().Truncate(time.Second)
+	sid := ids.New(ids.Session)
+	exp := now.Add(s.cfg.SessionTTL)
+	if _, err := q.Exec(ctx, `INSERT INTO sessions (id, user_id, created_at, expires_at) VALUES ($1,$2,$3,$4)`,
+		sid, userID, now, exp); err != nil {
+		return nil, fmt.Errorf("open session: %w", err)
+	}
+	tok := jwt.NewWithClaims(jwt.SigningMethodEdDSA, jwt.RegisteredClaims{
+		Issuer:    tokenIssuer,
+		Subject:   userID,
+		ID:        sid,
+		IssuedAt:  jwt.NewNumericDate(now),
+		NotBefore: jwt.NewNumericDate(now),
+		ExpiresAt: jwt.NewNumericDate(exp),
+	})
+	signed, err := tok.SignedString(s.cfg.SigningKey)
+	if err != nil {
+		return nil, fmt.Errorf("sign session token: %w", err)
+	}
+	user, err := UserByID(ctx, q, userID)
+	if err != nil {
+		return nil, err
+	}
+	return &api.LoginResponse{Token: signed, SessionID: sid, ExpiresAt: exp, User: user}, nil
+}
+
+// Authenticate verifies a bearer token: signature (Ed25519 only), issuer,
+// validity window against the injected clock, and that its session exists,
+// belongs to the subject and is not revoked.
+func (s *Service) Authenticate(ctx context.Context, q store.Querier, bearer string) (*Principal, error) {
+	raw, ok := strings.CutPrefix(bearer, "Bearer ")
+	if !ok || raw == "" {
+		return nil, api.Errorf(api.CodeUnauthenticated, "not logged in").WithHint(loginHint)
+	}
+	var claims jwt.RegisteredClaims
+	_, err := jwt.ParseWithClaims(raw, &claims, func(t *jwt.Token) (any, error) {
+		return s.pub, nil
+	}, jwt.WithValidMethods([]string{jwt.SigningMethodEdDSA.Alg()}), jwt.WithIssuer(tokenIssuer),
+		jwt.WithTimeFunc(s.cfg.Now), jwt.WithExpirationRequired())
+	switch {
+	case errors.Is(err, jwt.ErrTokenExpired):
+		return nil, api.Errorf(api.CodeUnauthenticated, "your session has expired").WithHint(loginHint)
+	case err != nil:
+		return nil, api.Errorf(api.CodeUnauthenticated, "invalid session token").WithHint(loginHint)
+	}
+	p := &Principal{SessionID: claims.ID, ExpiresAt: claims.ExpiresAt.Time}
+	var owner string
+	var revoked *time.Time
+	var expires time.Time
+	err = q.QueryRow(ctx, `SELECT s.user_id, s.revoked_at, s.expires_at, u.email, u.role
+		FROM sessions s JOIN users u ON u.id = s.user_id WHERE s.id = $1`, claims.ID).
+		Scan(&owner, &revoked, &expires, &p.Email, &p.Role)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, api.Errorf(api.CodeUnauthenticated, "unknown session").WithHint(loginHint)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("authenticate: %w", err)
+	}
+	if owner != claims.Subject {
+		return nil, api.Errorf(api.CodeUnauthenticated, "invalid session token").WithHint(loginHint)
+	}
+	if revoked != nil {
+		return nil, api.Errorf(api.CodeUnauthenticated, "this session was logged out").WithHint(loginHint)
+	}
+	if !s.cfg.Now().Before(expires) {
+		return nil, api.Errorf(api.CodeUnauthenticated, "your session has expired").WithHint(loginHint)
+	}
+	p.UserID = owner
+	return p, nil
+}
+
+// Revoke ends a session; later requests with its token are refused.
+func Revoke(ctx context.Context, q store.Querier, sessionID string, at time.Time) error {
+	if _, err := q.Exec(ctx, `UPDATE sessions SET revoked_at=$2 WHERE id=$1 AND revoked_at IS NULL`, sessionID, at); err != nil {
+		return fmt.Errorf("revoke session: %w", err)
+	}
+	return nil
+}
+
+// PublicKey is the key session tokens verify against.
+func (s *Service) PublicKey() ed25519.PublicKey { return s.pub }

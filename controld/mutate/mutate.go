@@ -1,0 +1,164 @@
+// Package mutate runs every controld mutation the same way: one
+// transaction holding the effect, its audit row, its outbox row and its
+// idempotency record (DESIGN.md, "The API").
+package mutate
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+	"unicode"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/gpuaas/gpuaas/controld/audit"
+	"github.com/gpuaas/gpuaas/controld/outbox"
+	"github.com/gpuaas/gpuaas/internal/api"
+)
+
+// MaxKeyLength bounds an Idempotency-Key.
+const MaxKeyLength = 200
+
+// Request describes one mutating call.
+type Request struct {
+	Endpoint      string
+	ActorID       string // who is acting: the user id, or "anonymous:<email>" for logins
+	Key           string // Idempotency-Key
+	CorrelationID string
+	// Fingerprint is everything that makes two requests "the same" (the
+	// body and the headers that change meaning, such as the project).
+	Fingerprint []byte
+	// NoReplay skips storing the response (login and exchange: a session
+	// token must not be kept in the idempotency table). The key is still
+	// required and still guards against concurrent duplicates.
+	NoReplay bool
+}
+
+// Effect is what a mutation records besides its own rows.
+type Effect struct {
+	Audit audit.Entry
+	// Events are enqueued in the same transaction. A mutation normally has
+	// exactly one.
+	Events []outbox.Event
+}
+
+// Func performs the change inside tx and returns the response body.
+type Func func(ctx context.Context, tx pgx.Tx) (resp any, eff Effect, err error)
+
+// Runner runs mutations against one database.
+type Runner struct {
+	Pool *pgxpool.Pool
+	Now  func() time.Time
+}
+
+// ValidateKey checks an Idempotency-Key at the edge.
+func ValidateKey(endpoint, key string) error {
+	if key == "" {
+		return api.Errorf(api.CodeInvalidArgument, "%s needs an Idempotency-Key header", endpoint).
+			WithHint("the gpuaas client sets one on every mutation; scripts calling NATS directly must send one")
+	}
+	if len(key) > MaxKeyLength {
+		return api.Errorf(api.CodeInvalidArgument, "Idempotency-Key is longer than %d characters", MaxKeyLength)
+	}
+	for _, r := range key {
+		if r > unicode.MaxASCII || !unicode.IsPrint(r) {
+			return api.Errorf(api.CodeInvalidArgument, "Idempotency-Key must be printable ASCII")
+		}
+	}
+	return nil
+}
+
+// Run executes fn under the idempotency rules:
+//   - same actor and key, same fingerprint: the stored response is replayed
+//     and fn does not run;
+//   - same actor and key, another fingerprint: idempotency_mismatch;
+//   - same actor and key while the first is still running: conflict.
+//
+// On success the effect, one audit row, the outbox rows and the
+// idempotency record commit together. On error nothing is written, so the
+// same key may be retried.
+func (r *Runner) Run(ctx context.Context, req Request, fn Func) ([]byte, error) {
+	if err := ValidateKey(req.Endpoint, req.Key); err != nil {
+		return nil, err
+	}
+	hash := sha256.Sum256(append([]byte(req.Endpoint+"\n"), req.Fingerprint...))
+	var out []byte
+	err := pgx.BeginFunc(ctx, r.Pool, func(tx pgx.Tx) error {
+		var locked bool
+		if err := tx.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock(hashtextextended($1, 42))`,
+			req.ActorID+"\n"+req.Key).Scan(&locked); err != nil {
+			return fmt.Errorf("lock idempotency key: %w", err)
+		}
+		if !locked {
+			return api.Errorf(api.CodeConflict, "a request with this Idempotency-Key is still in progress").
+				WithHint("wait for it to finish, then retry with the same key to get its result")
+		}
+		stored, found, err := lookup(ctx, tx, req, hash[:])
+		if err != nil || found {
+			out = stored
+			return err
+		}
+		resp, eff, err := fn(ctx, tx)
+		if err != nil {
+			return err
+		}
+		if out, err = json.Marshal(resp); err != nil {
+			return fmt.Errorf("encode %s response: %w", req.Endpoint, err)
+		}
+		return r.record(ctx, tx, req, hash[:], out, eff)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func lookup(ctx context.Context, tx pgx.Tx, req Request, hash []byte) ([]byte, bool, error) {
+	var endpoint string
+	var storedHash, resp []byte
+	err := tx.QueryRow(ctx, `SELECT endpoint, request_hash, response FROM idempotency_keys
+		WHERE actor = $1 AND key = $2`, req.ActorID, req.Key).Scan(&endpoint, &storedHash, &resp)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("look up idempotency key: %w", err)
+	}
+	if endpoint != req.Endpoint || !bytes.Equal(storedHash, hash) {
+		return nil, false, api.Errorf(api.CodeIdempotencyMismatch,
+			"Idempotency-Key %q was already used for a different request (%s)", req.Key, endpoint).
+			WithHint("use a new key for a new request")
+	}
+	if resp == nil || string(resp) == "null" {
+		return nil, false, api.Errorf(api.CodeConflict, "this request already succeeded; its response is not replayable").
+			WithHint("use a new Idempotency-Key")
+	}
+	return resp, true, nil
+}
+
+func (r *Runner) record(ctx context.Context, tx pgx.Tx, req Request, hash, resp []byte, eff Effect) error {
+	now := r.Now()
+	meta := audit.Meta{At: now, ActorID: req.ActorID, CorrelationID: req.CorrelationID, IdempotencyKey: req.Key}
+	if err := audit.Write(ctx, tx, meta, eff.Audit); err != nil {
+		return err
+	}
+	for _, ev := range eff.Events {
+		if _, err := outbox.Enqueue(ctx, tx, now, ev); err != nil {
+			return err
+		}
+	}
+	stored := resp
+	if req.NoReplay {
+		stored = []byte("null")
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO idempotency_keys (actor, key, endpoint, request_hash, response, created_at)
+		VALUES ($1,$2,$3,$4,$5,$6)`, req.ActorID, req.Key, req.Endpoint, hash, stored, now); err != nil {
+		return fmt.Errorf("record idempotency key: %w", err)
+	}
+	return nil
+}

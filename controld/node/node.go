@@ -1,0 +1,155 @@
+// Package node owns nodes and the operator-facing side of slots:
+// registration, approval, draining. Placement (reserving and freeing slots)
+// belongs to the scheduler, controld/sched.
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/gpuaas/gpuaas/controld/store"
+	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/ids"
+)
+
+// SlotSpec describes one discovered GPU slot.
+type SlotSpec struct {
+	GPUPCI   string
+	NVMe     string
+	FabricVF string
+	NUMANode int
+}
+
+// Spec describes a node to register.
+type Spec struct {
+	Name     string
+	Shape    string
+	GPUModel string
+	Slots    []SlotSpec
+}
+
+// Register inserts a ready node with its slots pending approval.
+func Register(ctx context.Context, q store.Querier, s Spec, now time.Time) (api.Node, error) {
+	if s.Shape != api.ShapeBaremetal && s.Shape != api.ShapeGPUSlice {
+		return api.Node{}, api.Errorf(api.CodeInvalidArgument, "unknown shape %q", s.Shape)
+	}
+	n := api.Node{ID: ids.New(ids.Node), Name: s.Name, Shape: s.Shape, GPUModel: s.GPUModel, State: api.NodeReady, CreatedAt: now.UTC()}
+	_, err := q.Exec(ctx, `INSERT INTO nodes (id, name, shape, gpu_model, state, created_at, updated_at)
+		VALUES ($1,$2,$3,$4,'ready',$5,$5)`, n.ID, n.Name, n.Shape, n.GPUModel, n.CreatedAt)
+	if store.IsUniqueViolation(err, "nodes_name_key") {
+		return api.Node{}, api.Errorf(api.CodeConflict, "node %q already exists", s.Name)
+	}
+	if err != nil {
+		return api.Node{}, fmt.Errorf("register node: %w", err)
+	}
+	for i, sl := range s.Slots {
+		if _, err := q.Exec(ctx, `INSERT INTO slots (id, node_id, idx, gpu_pci, nvme, fabric_vf, numa_node, state)
+			VALUES ($1,$2,$3,$4,$5,$6,$7,'pending')`, ids.New(ids.Slot), n.ID, i, sl.GPUPCI, sl.NVMe, sl.FabricVF, sl.NUMANode); err != nil {
+			return api.Node{}, fmt.Errorf("register slot %d: %w", i, err)
+		}
+	}
+	n.SlotsTotal = len(s.Slots)
+	return n, nil
+}
+
+const nodeColumns = `SELECT n.id, n.name, n.shape, n.gpu_model, n.state, n.created_at,
+	(SELECT count(*) FROM slots s WHERE s.node_id = n.id AND s.state <> 'disabled'),
+	(SELECT count(*) FROM slots s WHERE s.node_id = n.id AND s.state = 'free')
+	FROM nodes n`
+
+func scanNode(r pgx.CollectableRow) (api.Node, error) {
+	var n api.Node
+	return n, r.Scan(&n.ID, &n.Name, &n.Shape, &n.GPUModel, &n.State, &n.CreatedAt, &n.SlotsTotal, &n.SlotsFree)
+}
+
+// List returns every node.
+func List(ctx context.Context, q store.Querier) ([]api.Node, error) {
+	rows, err := q.Query(ctx, nodeColumns+` ORDER BY n.name`)
+	if err != nil {
+		return nil, fmt.Errorf("list nodes: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, scanNode)
+	if err != nil {
+		return nil, fmt.Errorf("list nodes: %w", err)
+	}
+	return out, nil
+}
+
+// Get returns a node (by id or name) with its slots.
+func Get(ctx context.Context, q store.Querier, ref string) (api.NodeDetail, error) {
+	rows, err := q.Query(ctx, nodeColumns+` WHERE n.id=$1 OR n.name=$1`, ref)
+	if err != nil {
+		return api.NodeDetail{}, fmt.Errorf("get node: %w", err)
+	}
+	n, err := pgx.CollectExactlyOneRow(rows, scanNode)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return api.NodeDetail{}, api.Errorf(api.CodeNotFound, "node %q not found", ref).WithHint("see `gpuaas node list`")
+	}
+	if err != nil {
+		return api.NodeDetail{}, fmt.Errorf("get node: %w", err)
+	}
+	slots, err := Slots(ctx, q, `node_id=$1`, n.ID)
+	if err != nil {
+		return api.NodeDetail{}, err
+	}
+	return api.NodeDetail{Node: n, Slots: slots}, nil
+}
+
+// Slots returns the slots matching a WHERE clause, by node and index.
+func Slots(ctx context.Context, q store.Querier, where string, args ...any) ([]api.Slot, error) {
+	rows, err := q.Query(ctx, `SELECT id, node_id, idx, gpu_pci, nvme, fabric_vf, numa_node, state, coalesce(allocation_id, '')
+		FROM slots WHERE `+where+` ORDER BY node_id, idx`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list slots: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (api.Slot, error) {
+		var s api.Slot
+		return s, r.Scan(&s.ID, &s.NodeID, &s.Index, &s.GPUPCI, &s.NVMe, &s.FabricVF, &s.NUMANode, &s.State, &s.AllocationID)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list slots: %w", err)
+	}
+	return out, nil
+}
+
+// ApproveSlots turns pending slots into free ones. With no ids every
+// pending slot of the node is approved; naming a slot that is not pending
+// on this node is an error and approves nothing.
+func ApproveSlots(ctx context.Context, q store.Querier, nodeID string, slotIDs []string) (int, error) {
+	if len(slotIDs) == 0 {
+		tag, err := q.Exec(ctx, `UPDATE slots SET state='free' WHERE node_id=$1 AND state='pending'`, nodeID)
+		if err != nil {
+			return 0, fmt.Errorf("approve slots: %w", err)
+		}
+		return int(tag.RowsAffected()), nil
+	}
+	tag, err := q.Exec(ctx, `UPDATE slots SET state='free' WHERE node_id=$1 AND state='pending' AND id = ANY($2)`, nodeID, slotIDs)
+	if err != nil {
+		return 0, fmt.Errorf("approve slots: %w", err)
+	}
+	if int(tag.RowsAffected()) != len(slotIDs) {
+		return 0, api.Errorf(api.CodeInvalidArgument, "%d of the %d slots named are not pending slots of this node",
+			len(slotIDs)-int(tag.RowsAffected()), len(slotIDs)).WithHint("see `gpuaas node get NODE`")
+	}
+	return len(slotIDs), nil
+}
+
+// Drain stops new placements on a node; allocations on it keep running.
+func Drain(ctx context.Context, q store.Querier, nodeID string, now time.Time) error {
+	var state string
+	err := q.QueryRow(ctx, `SELECT state FROM nodes WHERE id=$1 FOR UPDATE`, nodeID).Scan(&state)
+	if err != nil {
+		return fmt.Errorf("drain node: %w", err)
+	}
+	if state == api.NodeDraining {
+		return api.Errorf(api.CodeConflict, "node is already draining")
+	}
+	if _, err := q.Exec(ctx, `UPDATE nodes SET state='draining', updated_at=$2 WHERE id=$1`, nodeID, now); err != nil {
+		return fmt.Errorf("drain node: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,49 @@
+// Package outbox owns outbox_events: domain code enqueues an event in the
+// transaction of its change, the Relay publishes committed rows to
+// JetStream exactly once per row, and the Fanout forwards them to users.
+package outbox
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/gpuaas/gpuaas/controld/store"
+)
+
+// Event is a domain change waiting to be published.
+type Event struct {
+	Kind      string   // api.EventAllocState, ...
+	Subject   string   // the id of what changed
+	ProjectID string   // optional
+	Users     []string // who is told (fanned out to gpuaas.user.<uid>.evt.<kind>)
+	Payload   any
+}
+
+// Enqueue inserts ev as a pending row and returns its id.
+func Enqueue(ctx context.Context, q store.Querier, at time.Time, ev Event) (int64, error) {
+	payload := []byte("{}")
+	if ev.Payload != nil {
+		var err error
+		if payload, err = json.Marshal(ev.Payload); err != nil {
+			return 0, fmt.Errorf("outbox payload: %w", err)
+		}
+	}
+	var project *string
+	if ev.ProjectID != "" {
+		project = &ev.ProjectID
+	}
+	users := ev.Users
+	if users == nil {
+		users = []string{}
+	}
+	var id int64
+	err := q.QueryRow(ctx, `INSERT INTO outbox_events (kind, subject, project_id, users, payload, created_at)
+		VALUES ($1,$2,$3,$4,$5,$6) RETURNING id`,
+		ev.Kind, ev.Subject, project, users, payload, at).Scan(&id)
+	if err != nil {
+		return 0, fmt.Errorf("enqueue %s event: %w", ev.Kind, err)
+	}
+	return id, nil
+}

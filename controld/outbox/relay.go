@@ -1,0 +1,259 @@
+package outbox
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/gpuaas/gpuaas/internal/api"
+)
+
+// relayLockKey is the advisory lock that keeps one relay active across
+// controld replicas.
+const relayLockKey = 0x67707561_0001
+
+// DuplicateWindow is how long JetStream remembers a Nats-Msg-Id. A relay
+// that dies after publishing but before marking its rows republishes them
+// on restart; JetStream drops those duplicates within this window.
+const DuplicateWindow = 10 * time.Minute
+
+// RelayConfig configures a Relay.
+type RelayConfig struct {
+	Pool *pgxpool.Pool
+	JS   jetstream.JetStream
+	// BatchSize rows are claimed per transaction (default 256).
+	BatchSize int
+	// PollInterval is the fallback when no NOTIFY arrives (default 1s).
+	PollInterval time.Duration
+	// MaxAttempts before a row is moved to dead (default 20).
+	MaxAttempts int
+	Now         func() time.Time
+	Log         *slog.Logger
+	// beforeMark, when set (tests), runs after the batch is published and
+	// before rows are marked; an error aborts the batch as a crash would.
+	beforeMark func(published []int64) error
+}
+
+// CheckAndSetDefaults validates c and fills defaults.
+func (c *RelayConfig) CheckAndSetDefaults() error {
+	if c.Pool == nil || c.JS == nil {
+		return errors.New("outbox relay: Pool and JS are required")
+	}
+	if c.BatchSize == 0 {
+		c.BatchSize = 256
+	}
+	if c.PollInterval == 0 {
+		c.PollInterval = time.Second
+	}
+	if c.MaxAttempts == 0 {
+		c.MaxAttempts = 20
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.Log == nil {
+		c.Log = slog.New(slog.DiscardHandler)
+	}
+	return nil
+}
+
+// Relay publishes committed outbox rows to the EVENTS stream.
+type Relay struct{ cfg RelayConfig }
+
+// NewRelay returns a Relay.
+func NewRelay(cfg RelayConfig) (*Relay, error) {
+	if err := cfg.CheckAndSetDefaults(); err != nil {
+		return nil, err
+	}
+	return &Relay{cfg: cfg}, nil
+}
+
+// EnsureStream creates or updates the EVENTS stream.
+func EnsureStream(ctx context.Context, js jetstream.JetStream) error {
+	_, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name:       api.EventStreamName,
+		Subjects:   []string{api.EventSubjectPrefix + ".>"},
+		Storage:    jetstream.FileStorage,
+		Duplicates: DuplicateWindow,
+		MaxAge:     7 * 24 * time.Hour,
+	})
+	if err != nil {
+		return fmt.Errorf("ensure %s stream: %w", api.EventStreamName, err)
+	}
+	return nil
+}
+
+// Run holds the relay lock (waiting for it while another replica has it),
+// then publishes batches as rows commit (LISTEN/NOTIFY, with polling as
+// the fallback) until ctx ends.
+func (r *Relay) Run(ctx context.Context) error {
+	conn, err := r.cfg.Pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("relay: %w", err)
+	}
+	// The lock lives in this session; closing it (rather than returning it
+	// to the pool) is what releases it.
+	defer func() { _ = conn.Hijack().Close(context.WithoutCancel(ctx)) }()
+	for {
+		var got bool
+		if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1)`, relayLockKey).Scan(&got); err != nil {
+			return ctxErr(ctx, fmt.Errorf("relay lock: %w", err))
+		}
+		if got {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(r.cfg.PollInterval):
+		}
+	}
+	if _, err := conn.Exec(ctx, `LISTEN outbox_events`); err != nil {
+		return ctxErr(ctx, fmt.Errorf("relay listen: %w", err))
+	}
+	r.cfg.Log.Info("outbox relay active")
+	for {
+		for {
+			n, err := r.RunOnce(ctx)
+			if err != nil {
+				if ctx.Err() != nil {
+					return nil
+				}
+				r.cfg.Log.Warn("outbox batch", "err", err)
+				break
+			}
+			if n < r.cfg.BatchSize {
+				break
+			}
+		}
+		wctx, cancel := context.WithTimeout(ctx, r.cfg.PollInterval)
+		_, err := conn.Conn().WaitForNotification(wctx)
+		cancel()
+		if ctx.Err() != nil {
+			return nil
+		}
+		if err != nil && !errors.Is(err, context.DeadlineExceeded) {
+			return fmt.Errorf("relay wait: %w", err)
+		}
+	}
+}
+
+func ctxErr(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return nil
+	}
+	return err
+}
+
+type row struct {
+	ev       api.Event
+	attempts int
+}
+
+// RunOnce claims one batch of due rows, publishes them and marks the ones
+// JetStream acknowledged. It returns how many rows it claimed.
+func (r *Relay) RunOnce(ctx context.Context) (int, error) {
+	claimed := 0
+	err := pgx.BeginFunc(ctx, r.cfg.Pool, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, `SELECT id, kind, subject, coalesce(project_id, ''), users, payload, created_at, attempts
+			FROM outbox_events WHERE state = 'pending' AND next_attempt_at <= $1
+			ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED`, r.cfg.Now(), r.cfg.BatchSize)
+		if err != nil {
+			return fmt.Errorf("claim outbox rows: %w", err)
+		}
+		batch, err := pgx.CollectRows(rows, func(cr pgx.CollectableRow) (row, error) {
+			var rw row
+			var payload []byte
+			err := cr.Scan(&rw.ev.ID, &rw.ev.Kind, &rw.ev.Subject, &rw.ev.ProjectID, &rw.ev.Users, &payload, &rw.ev.At, &rw.attempts)
+			rw.ev.Data = payload
+			return rw, err
+		})
+		if err != nil {
+			return fmt.Errorf("claim outbox rows: %w", err)
+		}
+		claimed = len(batch)
+		if claimed == 0 {
+			return nil
+		}
+		ok, failed := r.publish(ctx, batch)
+		if r.cfg.beforeMark != nil {
+			if err := r.cfg.beforeMark(ok); err != nil {
+				return err
+			}
+		}
+		return r.mark(ctx, tx, ok, failed)
+	})
+	return claimed, err
+}
+
+// publish sends the batch asynchronously and waits for every ack.
+func (r *Relay) publish(ctx context.Context, batch []row) (ok []int64, failed map[int64]failure) {
+	failed = map[int64]failure{}
+	futures := make([]jetstream.PubAckFuture, len(batch))
+	for i, rw := range batch {
+		body, _ := json.Marshal(rw.ev) // plain struct with RawMessage from jsonb: always valid
+		msg := &nats.Msg{Subject: api.EventSubject(rw.ev.Kind), Data: body, Header: nats.Header{}}
+		msg.Header.Set(jetstream.MsgIDHeader, strconv.FormatInt(rw.ev.ID, 10))
+		f, err := r.cfg.JS.PublishMsgAsync(msg)
+		if err != nil {
+			failed[rw.ev.ID] = failure{rw.attempts, err}
+			continue
+		}
+		futures[i] = f
+	}
+	timeout := time.After(10 * time.Second)
+	for i, f := range futures {
+		if f == nil {
+			continue
+		}
+		select {
+		case <-f.Ok():
+			ok = append(ok, batch[i].ev.ID)
+		case err := <-f.Err():
+			failed[batch[i].ev.ID] = failure{batch[i].attempts, err}
+		case <-timeout:
+			failed[batch[i].ev.ID] = failure{batch[i].attempts, errors.New("no ack from JetStream")}
+		case <-ctx.Done():
+			failed[batch[i].ev.ID] = failure{batch[i].attempts, ctx.Err()}
+		}
+	}
+	return ok, failed
+}
+
+type failure struct {
+	attempts int
+	err      error
+}
+
+func (r *Relay) mark(ctx context.Context, tx pgx.Tx, ok []int64, failed map[int64]failure) error {
+	now := r.cfg.Now()
+	if len(ok) > 0 {
+		if _, err := tx.Exec(ctx, `UPDATE outbox_events SET state = 'published', published_at = $2,
+			attempts = attempts + 1 WHERE id = ANY($1)`, ok, now); err != nil {
+			return fmt.Errorf("mark published: %w", err)
+		}
+	}
+	for id, f := range failed {
+		attempts := f.attempts + 1
+		state := "pending"
+		if attempts >= r.cfg.MaxAttempts {
+			state = "dead"
+			r.cfg.Log.Error("outbox event dead", "id", id, "err", f.err)
+		}
+		backoff := min(time.Duration(1<<min(attempts, 10))*100*time.Millisecond, time.Minute)
+		if _, err := tx.Exec(ctx, `UPDATE outbox_events SET state = $2, attempts = $3, last_error = $4,
+			next_attempt_at = $5 WHERE id = $1`, id, state, attempts, f.err.Error(), now.Add(backoff)); err != nil {
+			return fmt.Errorf("mark failed: %w", err)
+		}
+	}
+	return nil
+}

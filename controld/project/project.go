@@ -1,0 +1,193 @@
+// Package project owns projects and project_members, and answers the
+// question every other domain asks: what is this user's role here?
+package project
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/gpuaas/gpuaas/controld/store"
+	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/ids"
+)
+
+var nameRE = regexp.MustCompile(`^[a-z][a-z0-9-]{1,38}[a-z0-9]$`)
+
+// ValidateName checks a project name: 3–40 characters, lower-case letters,
+// digits and dashes, starting with a letter.
+func ValidateName(name string) error {
+	if !nameRE.MatchString(name) {
+		return api.Errorf(api.CodeInvalidArgument, "%q is not a valid project name", name).
+			WithHint("use 3–40 lower-case letters, digits and dashes, starting with a letter")
+	}
+	return nil
+}
+
+// Create inserts a project with owner as its owner.
+func Create(ctx context.Context, q store.Querier, name, owner string, now time.Time) (api.Project, error) {
+	if err := ValidateName(name); err != nil {
+		return api.Project{}, err
+	}
+	p := api.Project{ID: ids.New(ids.Project), Name: name, Role: api.ProjectOwner, CreatedAt: now.UTC()}
+	_, err := q.Exec(ctx, `INSERT INTO projects (id, name, created_by, created_at) VALUES ($1,$2,$3,$4)`,
+		p.ID, p.Name, owner, p.CreatedAt)
+	if store.IsUniqueViolation(err, "projects_name_key") {
+		return api.Project{}, api.Errorf(api.CodeConflict, "project %q already exists", name)
+	}
+	if err != nil {
+		return api.Project{}, fmt.Errorf("create project: %w", err)
+	}
+	if _, err := q.Exec(ctx, `INSERT INTO project_members (project_id, user_id, role, added_at) VALUES ($1,$2,'owner',$3)`,
+		p.ID, owner, p.CreatedAt); err != nil {
+		return api.Project{}, fmt.Errorf("add owner: %w", err)
+	}
+	return p, nil
+}
+
+// Resolve finds a project by id or name. An empty ref is an invalid
+// argument with a hint, so "no project chosen" reads differently from
+// "no such project".
+func Resolve(ctx context.Context, q store.Querier, ref string) (api.Project, error) {
+	if ref == "" {
+		return api.Project{}, api.Errorf(api.CodeInvalidArgument, "no project given").
+			WithHint("pass --project NAME, or set a default with `gpuaas project use NAME`")
+	}
+	var p api.Project
+	err := q.QueryRow(ctx, `SELECT id, name, created_at FROM projects WHERE id=$1 OR name=$1`, ref).
+		Scan(&p.ID, &p.Name, &p.CreatedAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return p, api.Errorf(api.CodeNotFound, "project %q not found", ref).WithHint("see `gpuaas project list`")
+	}
+	if err != nil {
+		return p, fmt.Errorf("resolve project: %w", err)
+	}
+	return p, nil
+}
+
+// RoleOf returns userID's role in projectID, or "" when not a member.
+func RoleOf(ctx context.Context, q store.Querier, projectID, userID string) (string, error) {
+	var role string
+	err := q.QueryRow(ctx, `SELECT role FROM project_members WHERE project_id=$1 AND user_id=$2`, projectID, userID).Scan(&role)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("project role: %w", err)
+	}
+	return role, nil
+}
+
+// Access is what a caller may do in a project.
+type Access int
+
+// Access levels, each including the ones before it.
+const (
+	AccessRead  Access = iota + 1 // viewer
+	AccessWrite                   // member: create and release allocations
+	AccessAdmin                   // owner: manage members
+)
+
+// Authorize resolves ref and checks that the caller has at least want.
+// Platform operators and admins may read every project; admins may do
+// everything. Non-members learn nothing more than "not found".
+func Authorize(ctx context.Context, q store.Querier, ref, userID, platformRole string, want Access) (api.Project, error) {
+	p, err := Resolve(ctx, q, ref)
+	if err != nil {
+		return p, err
+	}
+	role, err := RoleOf(ctx, q, p.ID, userID)
+	if err != nil {
+		return p, err
+	}
+	p.Role = role
+	have := accessOf(role)
+	if platformRole == api.RoleAdmin {
+		have = AccessAdmin
+	} else if platformRole == api.RoleOperator && have < AccessRead {
+		have = AccessRead
+	}
+	switch {
+	case have == 0:
+		return p, api.Errorf(api.CodeNotFound, "project %q not found", ref).WithHint("see `gpuaas project list`")
+	case have < want:
+		return p, api.Errorf(api.CodeForbidden, "your role in project %s (%s) does not allow this", p.Name, role)
+	}
+	return p, nil
+}
+
+func accessOf(role string) Access {
+	switch role {
+	case api.ProjectOwner:
+		return AccessAdmin
+	case api.ProjectMember:
+		return AccessWrite
+	case api.ProjectViewer:
+		return AccessRead
+	}
+	return 0
+}
+
+// ListForUser lists the projects userID belongs to, with their role.
+func ListForUser(ctx context.Context, q store.Querier, userID string) ([]api.Project, error) {
+	rows, err := q.Query(ctx, `SELECT p.id, p.name, m.role, p.created_at FROM projects p
+		JOIN project_members m ON m.project_id = p.id WHERE m.user_id = $1 ORDER BY p.name`, userID)
+	if err != nil {
+		return nil, fmt.Errorf("list projects: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (api.Project, error) {
+		var p api.Project
+		return p, r.Scan(&p.ID, &p.Name, &p.Role, &p.CreatedAt)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list projects: %w", err)
+	}
+	return out, nil
+}
+
+// Members lists a project's members.
+func Members(ctx context.Context, q store.Querier, projectID string) ([]api.Member, error) {
+	rows, err := q.Query(ctx, `SELECT m.user_id, u.email, m.role, m.added_at FROM project_members m
+		JOIN users u ON u.id = m.user_id WHERE m.project_id = $1 ORDER BY m.added_at, u.email`, projectID)
+	if err != nil {
+		return nil, fmt.Errorf("list members: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (api.Member, error) {
+		var m api.Member
+		return m, r.Scan(&m.UserID, &m.Email, &m.Role, &m.AddedAt)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list members: %w", err)
+	}
+	return out, nil
+}
+
+// MemberIDs lists the user ids of a project's members (for event fan-out).
+func MemberIDs(ctx context.Context, q store.Querier, projectID string) ([]string, error) {
+	rows, err := q.Query(ctx, `SELECT user_id FROM project_members WHERE project_id=$1 ORDER BY user_id`, projectID)
+	if err != nil {
+		return nil, fmt.Errorf("member ids: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("member ids: %w", err)
+	}
+	return out, nil
+}
+
+// SetMember adds userID to a project with role, or changes their role.
+func SetMember(ctx context.Context, q store.Querier, projectID, userID, role string, now time.Time) error {
+	if accessOf(role) == 0 {
+		return api.Errorf(api.CodeInvalidArgument, "%q is not a project role", role).WithHint("use owner, member or viewer")
+	}
+	_, err := q.Exec(ctx, `INSERT INTO project_members (project_id, user_id, role, added_at) VALUES ($1,$2,$3,$4)
+		ON CONFLICT (project_id, user_id) DO UPDATE SET role = EXCLUDED.role`, projectID, userID, role, now)
+	if err != nil {
+		return fmt.Errorf("set member: %w", err)
+	}
+	return nil
+}

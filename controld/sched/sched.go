@@ -1,0 +1,215 @@
+// Package sched places allocations on slots. It owns the placement columns
+// of slots (state free/reserved and allocation_id): reserving happens in
+// the caller's transaction with FOR UPDATE SKIP LOCKED, so concurrent
+// placements never wait on each other and never double-book.
+package sched
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/gpuaas/gpuaas/controld/node"
+	"github.com/gpuaas/gpuaas/controld/store"
+	"github.com/gpuaas/gpuaas/internal/api"
+)
+
+// ErrNoCapacity means no node can take the request right now.
+var ErrNoCapacity = api.ErrNoCapacity
+
+// maxCandidates bounds how many nodes one placement tries before giving
+// up; candidates beyond it are almost always locked by concurrent
+// placements that will use them anyway.
+const maxCandidates = 32
+
+// Request is what to place.
+type Request struct {
+	AllocationID string
+	Shape        string
+	GPUModel     string
+	GPUs         int
+}
+
+// Placement is where a request went.
+type Placement struct {
+	NodeID string
+	Slots  []api.Slot
+}
+
+// Place reserves slots for r inside tx. Slices go to a single NUMA node
+// when any node has room there, best-fit (the fullest group that still
+// fits) to keep large groups free; otherwise to the best-fitting node
+// across its NUMA nodes. Bare metal takes a whole node whose every slot is
+// free. It returns an error wrapping ErrNoCapacity when nothing fits.
+func Place(ctx context.Context, tx pgx.Tx, r Request) (Placement, error) {
+	if r.GPUs <= 0 {
+		return Placement{}, api.Errorf(api.CodeInvalidArgument, "gpus must be positive")
+	}
+	var attempts []attempt
+	var err error
+	switch r.Shape {
+	case api.ShapeBaremetal:
+		attempts, err = baremetalCandidates(ctx, tx, r)
+	case api.ShapeGPUSlice:
+		attempts, err = sliceCandidates(ctx, tx, r)
+	default:
+		return Placement{}, api.Errorf(api.CodeInvalidArgument, "unknown shape %q", r.Shape)
+	}
+	if err != nil {
+		return Placement{}, err
+	}
+	for _, a := range attempts {
+		p, ok, err := tryReserve(ctx, tx, r, a)
+		if err != nil {
+			return Placement{}, err
+		}
+		if ok {
+			return p, nil
+		}
+	}
+	return Placement{}, api.Errorf(api.CodeNoCapacity, "no capacity for %d × %s (%s) right now", r.GPUs, r.GPUModel, r.Shape).
+		WithHint("add --queue to wait in line for capacity, or pick another SKU (`gpuaas catalog list`)")
+}
+
+// attempt is one place to try: a NUMA group of a node (numa >= 0), or a
+// whole node (numa < 0).
+type attempt struct {
+	nodeID string
+	numa   int
+	whole  bool // bare metal: every free slot, and exactly GPUs of them
+}
+
+func sliceCandidates(ctx context.Context, tx pgx.Tx, r Request) ([]attempt, error) {
+	rows, err := tx.Query(ctx, `SELECT s.node_id, s.numa_node FROM slots s JOIN nodes n ON n.id = s.node_id
+		WHERE s.state = 'free' AND n.state = 'ready' AND n.shape = $1 AND n.gpu_model = $2
+		GROUP BY s.node_id, s.numa_node HAVING count(*) >= $3
+		ORDER BY count(*), s.node_id, s.numa_node LIMIT $4`, r.Shape, r.GPUModel, r.GPUs, maxCandidates)
+	if err != nil {
+		return nil, fmt.Errorf("slice candidates: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (attempt, error) {
+		var a attempt
+		return a, row.Scan(&a.nodeID, &a.numa)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("slice candidates: %w", err)
+	}
+	// Then nodes that fit only across NUMA nodes.
+	rows, err = tx.Query(ctx, `SELECT s.node_id FROM slots s JOIN nodes n ON n.id = s.node_id
+		WHERE s.state = 'free' AND n.state = 'ready' AND n.shape = $1 AND n.gpu_model = $2
+		GROUP BY s.node_id HAVING count(*) >= $3
+		ORDER BY count(*), s.node_id LIMIT $4`, r.Shape, r.GPUModel, r.GPUs, maxCandidates)
+	if err != nil {
+		return nil, fmt.Errorf("spread candidates: %w", err)
+	}
+	spread, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("spread candidates: %w", err)
+	}
+	for _, id := range spread {
+		out = append(out, attempt{nodeID: id, numa: -1})
+	}
+	return out, nil
+}
+
+func baremetalCandidates(ctx context.Context, tx pgx.Tx, r Request) ([]attempt, error) {
+	rows, err := tx.Query(ctx, `SELECT n.id FROM nodes n
+		WHERE n.state = 'ready' AND n.shape = $1 AND n.gpu_model = $2
+		  AND (SELECT count(*) FROM slots s WHERE s.node_id = n.id AND s.state = 'free') = $3
+		  AND NOT EXISTS (SELECT 1 FROM slots s WHERE s.node_id = n.id AND s.state IN ('reserved', 'pending'))
+		ORDER BY n.id LIMIT $4`, r.Shape, r.GPUModel, r.GPUs, maxCandidates)
+	if err != nil {
+		return nil, fmt.Errorf("baremetal candidates: %w", err)
+	}
+	nodes, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("baremetal candidates: %w", err)
+	}
+	out := make([]attempt, len(nodes))
+	for i, id := range nodes {
+		out[i] = attempt{nodeID: id, numa: -1, whole: true}
+	}
+	return out, nil
+}
+
+// tryReserve locks free slots of one candidate, skipping rows other
+// placements hold, inside a savepoint: when too few are left the savepoint
+// is rolled back, which releases the row locks taken here so other
+// placements can use them.
+func tryReserve(ctx context.Context, tx pgx.Tx, r Request, a attempt) (Placement, bool, error) {
+	sp, err := tx.Begin(ctx)
+	if err != nil {
+		return Placement{}, false, fmt.Errorf("savepoint: %w", err)
+	}
+	defer func() { _ = sp.Rollback(ctx) }() // no-op after commit
+	where := `node_id = $1 AND state = 'free'`
+	args := []any{a.nodeID}
+	if a.numa >= 0 {
+		where += ` AND numa_node = $2`
+		args = append(args, a.numa)
+	}
+	rows, err := sp.Query(ctx, `SELECT id, numa_node FROM slots WHERE `+where+` ORDER BY idx FOR UPDATE SKIP LOCKED`, args...)
+	if err != nil {
+		return Placement{}, false, fmt.Errorf("lock slots: %w", err)
+	}
+	type free struct {
+		id   string
+		numa int
+	}
+	locked, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (free, error) {
+		var f free
+		return f, row.Scan(&f.id, &f.numa)
+	})
+	if err != nil {
+		return Placement{}, false, fmt.Errorf("lock slots: %w", err)
+	}
+	if len(locked) < r.GPUs || (a.whole && len(locked) != r.GPUs) {
+		return Placement{}, false, nil
+	}
+	if a.numa < 0 && !a.whole {
+		// Spread as little as possible: fill from the NUMA nodes with the
+		// most free slots first.
+		count := map[int]int{}
+		for _, f := range locked {
+			count[f.numa]++
+		}
+		sort.SliceStable(locked, func(i, j int) bool {
+			ci, cj := count[locked[i].numa], count[locked[j].numa]
+			if ci != cj {
+				return ci > cj
+			}
+			return locked[i].numa < locked[j].numa
+		})
+	}
+	chosen := make([]string, r.GPUs)
+	for i := range chosen {
+		chosen[i] = locked[i].id
+	}
+	if _, err := sp.Exec(ctx, `UPDATE slots SET state = 'reserved', allocation_id = $1 WHERE id = ANY($2)`,
+		r.AllocationID, chosen); err != nil {
+		return Placement{}, false, fmt.Errorf("reserve slots for %s: %w", r.AllocationID, err)
+	}
+	if err := sp.Commit(ctx); err != nil {
+		return Placement{}, false, fmt.Errorf("release savepoint: %w", err)
+	}
+	slots, err := node.Slots(ctx, tx, `allocation_id = $1`, r.AllocationID)
+	if err != nil {
+		return Placement{}, false, err
+	}
+	return Placement{NodeID: a.nodeID, Slots: slots}, true, nil
+}
+
+// Free returns an allocation's slots to the pool.
+func Free(ctx context.Context, q store.Querier, allocationID string) (int, error) {
+	tag, err := q.Exec(ctx, `UPDATE slots SET state = 'free', allocation_id = NULL WHERE allocation_id = $1`, allocationID)
+	if err != nil {
+		return 0, fmt.Errorf("free slots of %s: %w", allocationID, err)
+	}
+	return int(tag.RowsAffected()), nil
+}
+
+// IsNoCapacity reports whether err is a no-capacity placement failure.
+func IsNoCapacity(err error) bool { return errors.Is(err, ErrNoCapacity) }

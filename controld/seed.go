@@ -1,0 +1,87 @@
+package controld
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/gpuaas/gpuaas/controld/catalog"
+	"github.com/gpuaas/gpuaas/controld/identity"
+	"github.com/gpuaas/gpuaas/controld/node"
+	"github.com/gpuaas/gpuaas/controld/project"
+	"github.com/gpuaas/gpuaas/internal/api"
+)
+
+// Seed describes what a fresh installation (or `gpuaas dev`) starts with.
+// Seeding is idempotent: what exists already is left alone.
+type Seed struct {
+	Catalog []api.SKU
+	// Admin is created when no user with its email exists. Password is
+	// then required.
+	AdminEmail    string
+	AdminPassword string
+	// Project is created (owned by the admin) when missing.
+	Project string
+	// Nodes are registered when no node of that name exists; with
+	// ApproveSlots their slots are approved at once (dev only: real nodes
+	// wait for an operator).
+	Nodes        []node.Spec
+	ApproveSlots bool
+}
+
+// SeedResult reports what Seed created.
+type SeedResult struct {
+	AdminCreated bool
+	Admin        api.User
+	Project      api.Project
+}
+
+// ApplySeed applies sd in one transaction.
+func (s *Server) ApplySeed(ctx context.Context, sd Seed) (SeedResult, error) {
+	var res SeedResult
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if err := catalog.Seed(ctx, tx, sd.Catalog); err != nil {
+			return err
+		}
+		if sd.AdminEmail != "" {
+			u, err := identity.UserByEmail(ctx, tx, sd.AdminEmail)
+			if errors.Is(err, api.ErrNotFound) {
+				u, err = s.identity.CreateLocalUser(ctx, tx, identity.NewUser{Email: sd.AdminEmail, Name: "Administrator",
+					Role: api.RoleAdmin, Password: sd.AdminPassword})
+				res.AdminCreated = err == nil
+			}
+			if err != nil {
+				return fmt.Errorf("seed admin: %w", err)
+			}
+			res.Admin = u
+		}
+		if sd.Project != "" && res.Admin.ID != "" {
+			p, err := project.Resolve(ctx, tx, sd.Project)
+			if errors.Is(err, api.ErrNotFound) {
+				p, err = project.Create(ctx, tx, sd.Project, res.Admin.ID, s.now())
+			}
+			if err != nil {
+				return fmt.Errorf("seed project: %w", err)
+			}
+			res.Project = p
+		}
+		for _, spec := range sd.Nodes {
+			if _, err := node.Get(ctx, tx, spec.Name); err == nil {
+				continue
+			}
+			n, err := node.Register(ctx, tx, spec, s.now())
+			if err != nil {
+				return fmt.Errorf("seed node %s: %w", spec.Name, err)
+			}
+			if sd.ApproveSlots {
+				if _, err := node.ApproveSlots(ctx, tx, n.ID, nil); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+	return res, err
+}

@@ -1,0 +1,153 @@
+package api
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
+)
+
+// DefaultTimeout bounds one request when the context has no deadline.
+const DefaultTimeout = 15 * time.Second
+
+// Client is the typed API client over NATS used by the CLI, the TUI,
+// sshgate and tests. It is safe for concurrent use.
+type Client struct {
+	nc      *nats.Conn
+	token   string
+	project string
+	timeout time.Duration
+}
+
+// ClientOption configures a Client.
+type ClientOption func(*Client)
+
+// WithToken sets the bearer session token sent with every request.
+func WithToken(token string) ClientOption { return func(c *Client) { c.token = token } }
+
+// WithProject sets the default project (Gpuaas-Project header).
+func WithProject(project string) ClientOption { return func(c *Client) { c.project = project } }
+
+// WithTimeout sets the per-request timeout used when ctx has no deadline.
+func WithTimeout(d time.Duration) ClientOption { return func(c *Client) { c.timeout = d } }
+
+// NewClient returns a Client on an established connection.
+func NewClient(nc *nats.Conn, opts ...ClientOption) *Client {
+	c := &Client{nc: nc, timeout: DefaultTimeout}
+	for _, o := range opts {
+		o(c)
+	}
+	return c
+}
+
+// Conn returns the underlying connection.
+func (c *Client) Conn() *nats.Conn { return c.nc }
+
+// CallOption adjusts one call.
+type CallOption func(*nats.Msg)
+
+// WithIdempotencyKey sets the Idempotency-Key of a mutation; without it
+// each mutating call generates a fresh key.
+func WithIdempotencyKey(key string) CallOption {
+	return func(m *nats.Msg) { m.Header.Set(HeaderIdempotencyKey, key) }
+}
+
+// WithCorrelationID tags a call for tracing through logs and audit rows.
+func WithCorrelationID(id string) CallOption {
+	return func(m *nats.Msg) { m.Header.Set(HeaderCorrelationID, id) }
+}
+
+// NewIdempotencyKey returns a random key suitable for Idempotency-Key.
+func NewIdempotencyKey() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// Call sends req to endpoint and decodes the reply into resp (which may be
+// nil). Error replies come back as *Error with their catalog code.
+func (c *Client) Call(ctx context.Context, endpoint string, req, resp any, opts ...CallOption) error {
+	return c.call(ctx, endpoint, false, req, resp, opts)
+}
+
+// Mutate is Call for a mutating endpoint: it always carries an
+// Idempotency-Key, generated when the caller gave none.
+func (c *Client) Mutate(ctx context.Context, endpoint string, req, resp any, opts ...CallOption) error {
+	return c.call(ctx, endpoint, true, req, resp, opts)
+}
+
+func (c *Client) call(ctx context.Context, endpoint string, mutation bool, req, resp any, opts []CallOption) error {
+	body := []byte("{}")
+	if req != nil {
+		var err error
+		if body, err = json.Marshal(req); err != nil {
+			return fmt.Errorf("encode %s: %w", endpoint, err)
+		}
+	}
+	msg := nats.NewMsg(Subject(endpoint))
+	msg.Data = body
+	if c.token != "" {
+		msg.Header.Set(HeaderAuthorization, "Bearer "+c.token)
+	}
+	if c.project != "" {
+		msg.Header.Set(HeaderProject, c.project)
+	}
+	for _, o := range opts {
+		o(msg)
+	}
+	if mutation && msg.Header.Get(HeaderIdempotencyKey) == "" {
+		msg.Header.Set(HeaderIdempotencyKey, NewIdempotencyKey())
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.timeout)
+		defer cancel()
+	}
+	reply, err := c.nc.RequestMsgWithContext(ctx, msg)
+	if err != nil {
+		return transportError(endpoint, err)
+	}
+	if code := reply.Header.Get(micro.ErrorCodeHeader); code != "" {
+		return decodeError(code, reply)
+	}
+	if resp == nil {
+		return nil
+	}
+	if err := json.Unmarshal(reply.Data, resp); err != nil {
+		return fmt.Errorf("decode %s reply: %w", endpoint, err)
+	}
+	return nil
+}
+
+func transportError(endpoint string, err error) error {
+	switch {
+	case errors.Is(err, nats.ErrNoResponders):
+		return &Error{Code: CodeUnavailable, Message: "controld is not answering (no responders for " + endpoint + ")",
+			Hint: "check that controld (or `gpuaas dev`) is running and that the server in your config is right"}
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrTimeout):
+		return &Error{Code: CodeUnavailable, Message: "timed out waiting for controld (" + endpoint + ")",
+			Hint: "retry; mutations are idempotent when retried with the same key"}
+	case errors.Is(err, context.Canceled):
+		return err
+	}
+	return &Error{Code: CodeUnavailable, Message: fmt.Sprintf("%s: %v", endpoint, err)}
+}
+
+func decodeError(code string, reply *nats.Msg) error {
+	e := &Error{}
+	if len(reply.Data) > 0 && json.Unmarshal(reply.Data, e) == nil && e.Code != "" {
+		return e
+	}
+	e.Code = Code(code)
+	if !e.Code.Known() {
+		e.Code = CodeInternal
+	}
+	e.Message = reply.Header.Get(micro.ErrorHeader)
+	return e
+}

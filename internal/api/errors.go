@@ -1,0 +1,112 @@
+package api
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+)
+
+// Code is an error code from the one catalog shared by controld, the CLI and
+// every other client. Codes are stable wire values; messages are not.
+type Code string
+
+// The error catalog (DESIGN.md). The CLI maps each code to its own exit code.
+const (
+	CodeUnauthenticated     Code = "unauthenticated"
+	CodeForbidden           Code = "forbidden"
+	CodeNotFound            Code = "not_found"
+	CodeInvalidArgument     Code = "invalid_argument"
+	CodeConflict            Code = "conflict"
+	CodeNoCapacity          Code = "no_capacity"
+	CodeInsufficientFunds   Code = "insufficient_funds"
+	CodeRateLimited         Code = "rate_limited"
+	CodeIdempotencyMismatch Code = "idempotency_mismatch"
+	CodeUnavailable         Code = "unavailable"
+	CodeInternal            Code = "internal"
+)
+
+// Codes lists every catalog code, in documentation order.
+var Codes = []Code{
+	CodeUnauthenticated, CodeForbidden, CodeNotFound, CodeInvalidArgument,
+	CodeConflict, CodeNoCapacity, CodeInsufficientFunds, CodeRateLimited,
+	CodeIdempotencyMismatch, CodeUnavailable, CodeInternal,
+}
+
+// Sentinels, one per code: errors.Is(err, api.ErrNotFound) holds for any
+// *Error carrying that code, so callers never compare strings.
+var (
+	ErrUnauthenticated     = &Error{Code: CodeUnauthenticated}
+	ErrForbidden           = &Error{Code: CodeForbidden}
+	ErrNotFound            = &Error{Code: CodeNotFound}
+	ErrInvalidArgument     = &Error{Code: CodeInvalidArgument}
+	ErrConflict            = &Error{Code: CodeConflict}
+	ErrNoCapacity          = &Error{Code: CodeNoCapacity}
+	ErrInsufficientFunds   = &Error{Code: CodeInsufficientFunds}
+	ErrRateLimited         = &Error{Code: CodeRateLimited}
+	ErrIdempotencyMismatch = &Error{Code: CodeIdempotencyMismatch}
+	ErrUnavailable         = &Error{Code: CodeUnavailable}
+	ErrInternal            = &Error{Code: CodeInternal}
+)
+
+// Error is the body of every error reply: {code, message, hint}.
+type Error struct {
+	Code    Code   `json:"code"`
+	Message string `json:"message"`
+	Hint    string `json:"hint,omitempty"`
+}
+
+// Error implements error.
+func (e *Error) Error() string {
+	if e.Message == "" {
+		return string(e.Code)
+	}
+	return e.Message
+}
+
+// Is reports whether target is an *Error with the same code, so that
+// errors.Is(err, api.ErrConflict) works for any conflict.
+func (e *Error) Is(target error) bool {
+	var t *Error
+	if !errors.As(target, &t) {
+		return false
+	}
+	return t.Code == e.Code
+}
+
+// Errorf builds an *Error with a formatted message.
+func Errorf(code Code, format string, args ...any) *Error {
+	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// WithHint returns a copy of e carrying hint.
+func (e *Error) WithHint(hint string) *Error {
+	c := *e
+	c.Hint = hint
+	return &c
+}
+
+// CodeOf returns the catalog code of err, or CodeInternal for errors that
+// carry none.
+func CodeOf(err error) Code {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	return CodeInternal
+}
+
+// Marshal encodes e as the JSON error body.
+func (e *Error) Marshal() []byte {
+	b, _ := json.Marshal(e) // a struct of strings always marshals
+	return b
+}
+
+// Known reports whether c is in the catalog.
+func (c Code) Known() bool {
+	for _, k := range Codes {
+		if k == c {
+			return true
+		}
+	}
+	return false
+}

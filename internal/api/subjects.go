@@ -1,0 +1,61 @@
+package api
+
+import "fmt"
+
+// ServiceName is the NATS micro service name controld registers.
+const ServiceName = "gpuaas"
+
+// SubjectPrefix is the versioned prefix of every API subject:
+// gpuaas.api.v1.<noun>.<verb>.
+const SubjectPrefix = "gpuaas.api.v1"
+
+// Endpoints, as <noun>.<verb> below SubjectPrefix.
+const (
+	EndpointAuthLogin    = "auth.login"
+	EndpointAuthLogout   = "auth.logout"
+	EndpointAuthWhoami   = "auth.whoami"
+	EndpointAuthExchange = "auth.exchange"
+
+	EndpointProjectCreate  = "project.create"
+	EndpointProjectList    = "project.list"
+	EndpointProjectMembers = "project.members"
+	EndpointProjectAddMem  = "project.add_member"
+
+	EndpointCatalogList = "catalog.list"
+
+	EndpointNodeList     = "node.list"
+	EndpointNodeGet      = "node.get"
+	EndpointSlotsApprove = "node.slots_approve"
+	EndpointNodeDrain    = "node.drain"
+
+	EndpointAllocCreate  = "alloc.create"
+	EndpointAllocGet     = "alloc.get"
+	EndpointAllocList    = "alloc.list"
+	EndpointAllocRelease = "alloc.release"
+)
+
+// Subject returns the full subject of an endpoint.
+func Subject(endpoint string) string { return SubjectPrefix + "." + endpoint }
+
+// EventStreamName is the JetStream stream the outbox relay publishes to.
+const EventStreamName = "EVENTS"
+
+// EventSubjectPrefix is the subject space of the EVENTS stream.
+const EventSubjectPrefix = "gpuaas.evt"
+
+// EventSubject is the stream subject of an event kind ("alloc.state").
+func EventSubject(kind string) string { return EventSubjectPrefix + "." + kind }
+
+// UserEventSubject is where controld fans an event out for one user.
+func UserEventSubject(userID, kind string) string {
+	return fmt.Sprintf("gpuaas.user.%s.evt.%s", userID, kind)
+}
+
+// UserEventWildcard matches every event fanned out to one user.
+func UserEventWildcard(userID string) string {
+	return fmt.Sprintf("gpuaas.user.%s.evt.>", userID)
+}
+
+// UserInboxPrefix is the custom reply-inbox prefix of a user's connections,
+// so that NATS permissions can confine each user to their own replies.
+func UserInboxPrefix(userID string) string { return "_INBOX_" + userID }

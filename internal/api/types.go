@@ -1,0 +1,279 @@
+package api
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Platform roles.
+const (
+	RoleUser     = "user"
+	RoleOperator = "operator"
+	RoleAdmin    = "admin"
+)
+
+// Project roles.
+const (
+	ProjectOwner  = "owner"
+	ProjectMember = "member"
+	ProjectViewer = "viewer"
+)
+
+// Shapes of what can be rented.
+const (
+	ShapeBaremetal = "baremetal"
+	ShapeGPUSlice  = "gpu_slice"
+)
+
+// User is a person known to controld.
+type User struct {
+	ID        string    `json:"id"`
+	Email     string    `json:"email"`
+	Name      string    `json:"name,omitempty"`
+	Role      string    `json:"role"`
+	Provider  string    `json:"provider"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+// LoginRequest logs in with the local provider.
+type LoginRequest struct {
+	Email    string `json:"email"`
+	Password string `json:"password"`
+}
+
+// ExchangeRequest trades an OIDC ID token for a session token.
+type ExchangeRequest struct {
+	IDToken string `json:"id_token"`
+}
+
+// LoginResponse carries a fresh session token.
+type LoginResponse struct {
+	Token     string    `json:"token"`
+	SessionID string    `json:"session_id"`
+	ExpiresAt time.Time `json:"expires_at"`
+	User      User      `json:"user"`
+}
+
+// LogoutResponse confirms that a session was revoked.
+type LogoutResponse struct {
+	SessionID string `json:"session_id"`
+}
+
+// WhoamiResponse describes the caller.
+type WhoamiResponse struct {
+	User      User      `json:"user"`
+	SessionID string    `json:"session_id"`
+	ExpiresAt time.Time `json:"expires_at"`
+	Projects  []Project `json:"projects"`
+}
+
+// Project groups allocations and the people who may use them.
+type Project struct {
+	ID        string    `json:"id"`
+	Name      string    `json:"name"`
+	Role      string    `json:"role,omitempty"` // the caller's role in it
+	CreatedAt time.Time `json:"created_at"`
+}
+
+// ProjectCreateRequest creates a project owned by the caller.
+type ProjectCreateRequest struct {
+	Name string `json:"name"`
+}
+
+// ProjectListResponse lists the caller's projects.
+type ProjectListResponse struct {
+	Projects []Project `json:"projects"`
+}
+
+// ProjectRef names a project by id or name.
+type ProjectRef struct {
+	Project string `json:"project"`
+}
+
+// Member is one person's role in a project.
+type Member struct {
+	UserID  string    `json:"user_id"`
+	Email   string    `json:"email"`
+	Role    string    `json:"role"`
+	AddedAt time.Time `json:"added_at"`
+}
+
+// MembersResponse lists a project's members.
+type MembersResponse struct {
+	Project Project  `json:"project"`
+	Members []Member `json:"members"`
+}
+
+// AddMemberRequest adds (or changes the role of) a member.
+type AddMemberRequest struct {
+	Project string `json:"project"`
+	Email   string `json:"email"`
+	Role    string `json:"role"`
+}
+
+// SKU is something that can be rented, with its price.
+type SKU struct {
+	ID                   string `json:"id"`
+	Shape                string `json:"shape"`
+	GPUModel             string `json:"gpu_model"`
+	GPUCounts            []int  `json:"gpu_counts"`
+	PricePerGPUHourMinor int64  `json:"price_per_gpu_hour_minor"`
+	Currency             string `json:"currency"`
+	Description          string `json:"description,omitempty"`
+}
+
+// CatalogResponse lists the SKUs on offer.
+type CatalogResponse struct {
+	SKUs []SKU `json:"skus"`
+}
+
+// Node states.
+const (
+	NodeReady    = "ready"
+	NodeDraining = "draining"
+	NodeDown     = "down"
+)
+
+// Slot states.
+const (
+	SlotPending  = "pending"  // discovered, waiting for an operator
+	SlotFree     = "free"     // approved and unused
+	SlotReserved = "reserved" // held by an allocation
+	SlotDisabled = "disabled"
+)
+
+// Node is one GPU host.
+type Node struct {
+	ID         string    `json:"id"`
+	Name       string    `json:"name"`
+	Shape      string    `json:"shape"`
+	GPUModel   string    `json:"gpu_model"`
+	State      string    `json:"state"`
+	SlotsTotal int       `json:"slots_total"`
+	SlotsFree  int       `json:"slots_free"`
+	CreatedAt  time.Time `json:"created_at"`
+}
+
+// Slot is one GPU of a node with what travels with it.
+type Slot struct {
+	ID           string `json:"id"`
+	NodeID       string `json:"node_id"`
+	Index        int    `json:"index"`
+	GPUPCI       string `json:"gpu_pci"`
+	NVMe         string `json:"nvme,omitempty"`
+	FabricVF     string `json:"fabric_vf,omitempty"`
+	NUMANode     int    `json:"numa_node"`
+	State        string `json:"state"`
+	AllocationID string `json:"allocation_id,omitempty"`
+}
+
+// NodeListResponse lists nodes.
+type NodeListResponse struct {
+	Nodes []Node `json:"nodes"`
+}
+
+// NodeRef names a node by id or name.
+type NodeRef struct {
+	Node string `json:"node"`
+}
+
+// NodeDetail is a node with its slots.
+type NodeDetail struct {
+	Node  Node   `json:"node"`
+	Slots []Slot `json:"slots"`
+}
+
+// SlotsApproveRequest approves pending slots of a node; no ids means all.
+type SlotsApproveRequest struct {
+	Node  string   `json:"node"`
+	Slots []string `json:"slots,omitempty"`
+}
+
+// Allocation states (DESIGN.md).
+const (
+	AllocRequested     = "requested"
+	AllocProvisioning  = "provisioning"
+	AllocActive        = "active"
+	AllocReleasing     = "releasing"
+	AllocReleased      = "released"
+	AllocFailed        = "failed"
+	AllocReleaseFailed = "release_failed"
+)
+
+// Allocation is a rented node or slice.
+type Allocation struct {
+	ID        string    `json:"id"`
+	ProjectID string    `json:"project_id"`
+	UserID    string    `json:"user_id"`
+	SKU       string    `json:"sku"`
+	Shape     string    `json:"shape"`
+	GPUs      int       `json:"gpus"`
+	State     string    `json:"state"`
+	Version   int64     `json:"version"`
+	Queued    bool      `json:"queued"`
+	NodeID    string    `json:"node_id,omitempty"`
+	Slots     []Slot    `json:"slots"`
+	Reason    string    `json:"reason,omitempty"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
+// AllocCreateRequest asks for an allocation. Project defaults to the
+// Gpuaas-Project header.
+type AllocCreateRequest struct {
+	Project string `json:"project,omitempty"`
+	SKU     string `json:"sku"`
+	GPUs    int    `json:"gpus"`
+	Queue   bool   `json:"queue,omitempty"`
+}
+
+// AllocRef names an allocation.
+type AllocRef struct {
+	ID string `json:"id"`
+}
+
+// AllocListRequest filters the caller's allocations.
+type AllocListRequest struct {
+	Project string `json:"project,omitempty"`
+	State   string `json:"state,omitempty"`
+	All     bool   `json:"all,omitempty"` // include released and failed
+}
+
+// AllocListResponse lists allocations, newest first.
+type AllocListResponse struct {
+	Allocations []Allocation `json:"allocations"`
+}
+
+// AllocReleaseRequest releases an allocation. Force (operators) releases
+// from any non-terminal state.
+type AllocReleaseRequest struct {
+	ID     string `json:"id"`
+	Force  bool   `json:"force,omitempty"`
+	Reason string `json:"reason,omitempty"`
+}
+
+// Event is a domain change, published from the outbox.
+type Event struct {
+	ID        int64           `json:"id"`
+	Kind      string          `json:"kind"`
+	At        time.Time       `json:"at"`
+	ProjectID string          `json:"project_id,omitempty"`
+	Subject   string          `json:"subject,omitempty"` // e.g. the allocation id
+	Users     []string        `json:"users,omitempty"`   // who it is fanned out to
+	Data      json.RawMessage `json:"data,omitempty"`
+}
+
+// Event kinds.
+const (
+	EventAllocState = "alloc.state"
+	EventProject    = "project.changed"
+	EventNode       = "node.changed"
+)
+
+// AllocStateChange is the payload of an alloc.state event.
+type AllocStateChange struct {
+	From       string     `json:"from"`
+	To         string     `json:"to"`
+	Reason     string     `json:"reason,omitempty"`
+	Allocation Allocation `json:"allocation"`
+}

@@ -1,0 +1,120 @@
+// Package bus runs the embedded NATS server (JetStream on disk) that
+// `gpuaas dev` and the tests use, and holds the connection options shared by
+// every process that talks to NATS.
+package bus
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+)
+
+// ErrNotReady is returned when the embedded server does not come up in time.
+var ErrNotReady = errors.New("nats server not ready")
+
+// Config configures an embedded NATS server.
+type Config struct {
+	// Host to listen on; loopback by default. The embedded server has no
+	// connection auth (see DESIGN.md, NATS security), so it must not be
+	// exposed beyond the machine.
+	Host string
+	// Port to listen on; -1 (the default when zero) picks a free port.
+	Port int
+	// StoreDir holds JetStream data. Required.
+	StoreDir string
+	// ServerName names the server in cluster and JetStream metadata.
+	ServerName string
+	// ReadyTimeout bounds the wait for the server to accept connections.
+	ReadyTimeout time.Duration
+	// Logger receives server start/stop lines.
+	Logger *slog.Logger
+}
+
+// CheckAndSetDefaults validates cfg and fills defaults.
+func (c *Config) CheckAndSetDefaults() error {
+	if c.StoreDir == "" {
+		return errors.New("bus: StoreDir is required")
+	}
+	if c.Host == "" {
+		c.Host = "127.0.0.1"
+	}
+	if c.Port == 0 {
+		c.Port = -1
+	}
+	if c.ServerName == "" {
+		c.ServerName = "gpuaas-embedded"
+	}
+	if c.ReadyTimeout == 0 {
+		c.ReadyTimeout = 10 * time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return nil
+}
+
+// Server is a running embedded NATS server.
+type Server struct {
+	ns  *server.Server
+	log *slog.Logger
+}
+
+// Start starts an embedded NATS server with JetStream and waits until it
+// accepts connections.
+func Start(cfg Config) (*Server, error) {
+	if err := cfg.CheckAndSetDefaults(); err != nil {
+		return nil, err
+	}
+	ns, err := server.NewServer(&server.Options{
+		ServerName:         cfg.ServerName,
+		Host:               cfg.Host,
+		Port:               cfg.Port,
+		JetStream:          true,
+		StoreDir:           cfg.StoreDir,
+		NoSigs:             true,
+		NoLog:              true,
+		MaxPayload:         8 << 20,
+		JetStreamMaxMemory: 256 << 20,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("nats server: %w", err)
+	}
+	ns.Start()
+	if !ns.ReadyForConnections(cfg.ReadyTimeout) {
+		ns.Shutdown()
+		return nil, fmt.Errorf("start nats on %s:%d: %w", cfg.Host, cfg.Port, ErrNotReady)
+	}
+	cfg.Logger.Info("nats started", "url", ns.ClientURL(), "store", cfg.StoreDir)
+	return &Server{ns: ns, log: cfg.Logger}, nil
+}
+
+// ClientURL is the URL clients connect to.
+func (s *Server) ClientURL() string { return s.ns.ClientURL() }
+
+// Shutdown stops the server and waits for it to finish.
+func (s *Server) Shutdown() {
+	s.ns.Shutdown()
+	s.ns.WaitForShutdown()
+	s.log.Info("nats stopped")
+}
+
+// Connect dials url with the options every gpuaas process shares
+// (reconnect forever with jitter, a name for monitoring), plus extra.
+func Connect(url, name string, extra ...nats.Option) (*nats.Conn, error) {
+	opts := append([]nats.Option{
+		nats.Name(name),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(250 * time.Millisecond),
+		nats.ReconnectJitter(100*time.Millisecond, time.Second),
+		nats.Timeout(5 * time.Second),
+	}, extra...)
+	nc, err := nats.Connect(url, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("connect %s: %w", url, err)
+	}
+	return nc, nil
+}

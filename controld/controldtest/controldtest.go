@@ -5,7 +5,6 @@ package controldtest
 
 import (
 	"context"
-	"fmt"
 	"testing"
 	"time"
 
@@ -17,6 +16,7 @@ import (
 	"github.com/gpuaas/gpuaas/controld/identity"
 	"github.com/gpuaas/gpuaas/controld/node"
 	"github.com/gpuaas/gpuaas/controld/store"
+	"github.com/gpuaas/gpuaas/hostd/sim"
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/testutil"
 )
@@ -54,29 +54,15 @@ type Env struct {
 	Project    api.Project
 }
 
-// SliceNode returns a gpu_slice node spec with 8 GPUs, 4 on each of two
-// NUMA nodes.
-func SliceNode(name, model string) node.Spec {
-	s := node.Spec{Name: name, Shape: api.ShapeGPUSlice, GPUModel: model}
-	for i := range 8 {
-		s.Slots = append(s.Slots, node.SlotSpec{GPUPCI: fmt.Sprintf("0000:%02x:00.0", 0x18+i*0x10),
-			NVMe: fmt.Sprintf("nvme-%s-%d", name, i), FabricVF: fmt.Sprintf("0000:%02x:00.%d", 0xa0+i/4, i%4+1), NUMANode: i / 4})
-	}
-	return s
-}
+// SliceNode is an 8-GPU slice host spec, 4 GPUs on each of two NUMA nodes.
+func SliceNode(name, model string) node.Spec { return sim.SliceHost(name, model) }
 
-// BaremetalNode returns a baremetal node spec with 8 GPUs.
-func BaremetalNode(name, model string) node.Spec {
-	s := SliceNode(name, model)
-	s.Shape = api.ShapeBaremetal
-	return s
-}
+// BaremetalNode is an 8-GPU bare-metal host spec.
+func BaremetalNode(name, model string) node.Spec { return sim.BaremetalHost(name, model) }
 
-// DefaultNodes is one H200 slice host and one H100 bare-metal host, as in
-// `gpuaas dev`.
-func DefaultNodes() []node.Spec {
-	return []node.Spec{SliceNode("slice-1", "H200"), BaremetalNode("metal-1", "H100")}
-}
+// DefaultNodes is the `gpuaas dev` fleet: one H200 slice host and one
+// H100 bare-metal host.
+func DefaultNodes() []node.Spec { return sim.DevFleet() }
 
 // Start runs controld until the test ends.
 func Start(t testing.TB, opts Options) *Env {

@@ -87,6 +87,12 @@ func (r *Runner) Run(ctx context.Context, req Request, fn Func) ([]byte, error) 
 		return nil, err
 	}
 	hash := sha256.Sum256(append([]byte(req.Endpoint+"\n"), req.Fingerprint...))
+	if req.NoReplay {
+		// The fingerprint of a login holds the password (or ID token): an
+		// unsalted SHA-256 of it must not be stored. Such requests are
+		// never replayed, so the endpoint alone tells repeats apart.
+		hash = sha256.Sum256([]byte(req.Endpoint + "\n"))
+	}
 	var out []byte
 	err := pgx.BeginFunc(ctx, r.Pool, func(tx pgx.Tx) error {
 		var locked bool
@@ -121,7 +127,9 @@ func (r *Runner) Run(ctx context.Context, req Request, fn Func) ([]byte, error) 
 func lookup(ctx context.Context, tx pgx.Tx, req Request, hash []byte) ([]byte, bool, error) {
 	var endpoint string
 	var storedHash, resp []byte
-	err := tx.QueryRow(ctx, `SELECT endpoint, request_hash, response FROM idempotency_keys
+	// response holds the exact bytes as a JSON string (see record); #>>
+	// unwraps it, and yields NULL for the JSON null of NoReplay rows.
+	err := tx.QueryRow(ctx, `SELECT endpoint, request_hash, response #>> '{}' FROM idempotency_keys
 		WHERE actor = $1 AND key = $2`, req.ActorID, req.Key).Scan(&endpoint, &storedHash, &resp)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, false, nil
@@ -152,12 +160,16 @@ func (r *Runner) record(ctx context.Context, tx pgx.Tx, req Request, hash, resp 
 			return err
 		}
 	}
-	stored := resp
-	if req.NoReplay {
-		stored = []byte("null")
+	// The response is stored as a JSON string holding its exact bytes: a
+	// jsonb object would come back with its keys reordered and spaces
+	// added, and a replay must be byte for byte the original reply.
+	var stored *string // nil is stored as JSON null
+	if !req.NoReplay {
+		text := string(resp)
+		stored = &text
 	}
 	if _, err := tx.Exec(ctx, `INSERT INTO idempotency_keys (actor, key, endpoint, request_hash, response, created_at)
-		VALUES ($1,$2,$3,$4,$5,$6)`, req.ActorID, req.Key, req.Endpoint, hash, stored, now); err != nil {
+		VALUES ($1,$2,$3,$4,coalesce(to_jsonb($5::text), 'null'),$6)`, req.ActorID, req.Key, req.Endpoint, hash, stored, now); err != nil {
 		return fmt.Errorf("record idempotency key: %w", err)
 	}
 	return nil

@@ -1,0 +1,29 @@
+# The two commands of README.md: `make build && ./gpuaas dev`, and `make test`.
+GO ?= go
+
+.PHONY: build test test-short vet lint fmt-check bench generate
+
+build:
+	$(GO) build -o gpuaas .
+
+## test: the whole suite, race detector on, against real PostgreSQL and NATS.
+test:
+	$(GO) test -race -timeout 30m ./...
+
+test-short:
+	$(GO) test -short ./...
+
+vet:
+	$(GO) vet ./...
+
+lint:
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
+
+fmt-check:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem ./controld/
+
+generate:
+	$(GO) generate ./...

@@ -1,0 +1,127 @@
+package alloc
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gpuaas/gpuaas/cli/cmdutil"
+	"github.com/gpuaas/gpuaas/internal/api"
+)
+
+// CreateOptions are the inputs of `gpuaas alloc create`.
+type CreateOptions struct {
+	IO       *cmdutil.IOStreams
+	Client   func() (*api.Client, error)
+	Now      func() time.Time
+	Exporter cmdutil.Exporter
+
+	SKU            string
+	GPUs           int // 0: take the SKU's only count
+	Queue          bool
+	IdempotencyKey string
+}
+
+// NewCmdCreate builds `gpuaas alloc create`; runF replaces createRun in tests.
+func NewCmdCreate(f *cmdutil.Factory, runF func(context.Context, *CreateOptions) error) *cobra.Command {
+	opts := &CreateOptions{IO: f.IOStreams, Client: f.Client, Now: f.Now}
+	cmd := &cobra.Command{
+		Use:   "create --sku SKU [--gpus N] [--queue]",
+		Short: "Rent a GPU node or slice",
+		Long: `Request an allocation of a SKU in the current project.
+
+--gpus may be left out for a baremetal SKU that comes in one size; otherwise
+it is required. With --queue, a request that cannot be placed now waits for
+capacity (first come, first served per SKU) instead of failing with
+no_capacity.
+
+Retrying with the same --idempotency-key never allocates twice.`,
+		Example: `  gpuaas alloc create --sku h100-slice --gpus 2
+  gpuaas alloc create --sku h100-node --queue
+  gpuaas alloc create --sku h100-slice --gpus 1 --json id --jq .id`,
+		Args: cmdutil.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			if opts.SKU == "" {
+				return cmdutil.FlagErrorf("--sku is required (see `gpuaas catalog list`)")
+			}
+			if c.Flags().Changed("gpus") && opts.GPUs <= 0 {
+				return cmdutil.FlagErrorf("--gpus must be at least 1, got %d", opts.GPUs)
+			}
+			if runF != nil {
+				return runF(c.Context(), opts)
+			}
+			return createRun(c.Context(), opts)
+		},
+	}
+	cmd.Flags().StringVar(&opts.SKU, "sku", "", "SKU to rent (required)")
+	cmd.Flags().IntVar(&opts.GPUs, "gpus", 0, "Number of GPUs (default: the SKU's only size)")
+	cmd.Flags().BoolVar(&opts.Queue, "queue", false, "Wait in line for capacity instead of failing")
+	cmd.Flags().StringVar(&opts.IdempotencyKey, "idempotency-key", "", "Key that makes retries safe (default: random)")
+	cmdutil.AddJSONFlags(cmd, &opts.Exporter, cmdutil.FieldsOf(api.Allocation{}))
+	return cmd
+}
+
+func createRun(ctx context.Context, opts *CreateOptions) error {
+	client, err := opts.Client()
+	if err != nil {
+		return err
+	}
+	gpus := opts.GPUs
+	if gpus == 0 {
+		if gpus, err = defaultGPUs(ctx, client, opts.SKU); err != nil {
+			return err
+		}
+	}
+	var callOpts []api.CallOption
+	if opts.IdempotencyKey != "" {
+		callOpts = append(callOpts, api.WithIdempotencyKey(opts.IdempotencyKey))
+	}
+	a, err := client.AllocCreate(ctx, api.AllocCreateRequest{SKU: opts.SKU, GPUs: gpus, Queue: opts.Queue}, callOpts...)
+	if err != nil {
+		return err
+	}
+	if opts.Exporter != nil {
+		return opts.Exporter.Write(ctx, opts.IO, a)
+	}
+	return printAllocation(opts.IO, opts.Now(), a)
+}
+
+// defaultGPUs is the GPU count of a baremetal SKU sold in one size.
+func defaultGPUs(ctx context.Context, client *api.Client, sku string) (int, error) {
+	cat, err := client.CatalogList(ctx)
+	if err != nil {
+		return 0, err
+	}
+	s, ok := findSKU(cat.SKUs, sku)
+	if !ok {
+		return 0, &api.Error{Code: api.CodeNotFound, Message: fmt.Sprintf("no SKU %q in the catalog", sku),
+			Hint: "see `gpuaas catalog list`"}
+	}
+	return gpusFor(s)
+}
+
+func findSKU(skus []api.SKU, id string) (api.SKU, bool) {
+	for _, s := range skus {
+		if s.ID == id {
+			return s, true
+		}
+	}
+	return api.SKU{}, false
+}
+
+// gpusFor picks the count when --gpus was left out: only a baremetal SKU
+// with a single size has an obvious one.
+func gpusFor(s api.SKU) (int, error) {
+	if s.Shape == api.ShapeBaremetal && len(s.GPUCounts) == 1 {
+		return s.GPUCounts[0], nil
+	}
+	counts := make([]string, len(s.GPUCounts))
+	for i, n := range s.GPUCounts {
+		counts[i] = strconv.Itoa(n)
+	}
+	return 0, cmdutil.FlagErrorf("--gpus is required for %s SKU %s (one of %s)", s.Shape, s.ID, strings.Join(counts, ", "))
+}

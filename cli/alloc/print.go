@@ -1,0 +1,113 @@
+package alloc
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gpuaas/gpuaas/cli/cmdutil"
+	"github.com/gpuaas/gpuaas/internal/api"
+)
+
+var listHeader = []string{"id", "state", "sku", "gpus", "node", "created"}
+
+// printAllocations prints allocations as a table.
+func printAllocations(ios *cmdutil.IOStreams, now time.Time, allocs []api.Allocation) error {
+	if len(allocs) == 0 && ios.IsStdoutTTY() {
+		fmt.Fprintln(ios.ErrOut, "No allocations")
+		return nil
+	}
+	t := cmdutil.NewTablePrinter(ios)
+	t.AddHeader(listHeader...)
+	for _, a := range allocs {
+		addAllocationRow(t, ios, now, a)
+	}
+	return t.Render()
+}
+
+func addAllocationRow(t *cmdutil.TablePrinter, ios *cmdutil.IOStreams, now time.Time, a api.Allocation) {
+	t.AddField(a.ID)
+	t.AddField(a.State, cmdutil.WithColor(stateColor(ios.ColorScheme(), a.State)))
+	t.AddField(a.SKU)
+	t.AddField(strconv.Itoa(a.GPUs))
+	t.AddField(a.NodeID)
+	t.AddField(cmdutil.FormatTime(ios, now, a.CreatedAt))
+	t.EndRow()
+}
+
+// printAllocation prints one allocation: a short summary on a terminal,
+// the same tab-separated row as `alloc list` when piped.
+func printAllocation(ios *cmdutil.IOStreams, now time.Time, a *api.Allocation) error {
+	if !ios.IsStdoutTTY() {
+		t := cmdutil.NewTablePrinter(ios)
+		addAllocationRow(t, ios, now, *a)
+		return t.Render()
+	}
+	cs := ios.ColorScheme()
+	state := a.State
+	if a.Queued {
+		state += " (queued for capacity)"
+	}
+	fmt.Fprintf(ios.Out, "%s  %s\n", cs.Bold(a.ID), stateColor(cs, a.State)(state))
+	t := cmdutil.NewTablePrinter(ios)
+	t.AddRow("  sku", fmt.Sprintf("%s (%s, %s)", a.SKU, a.Shape, plural(a.GPUs, "GPU")))
+	if a.NodeID != "" {
+		t.AddRow("  node", a.NodeID)
+	}
+	if len(a.Slots) > 0 {
+		t.AddRow("  slots", describeSlots(a.Slots))
+		t.AddRow("  numa", numaNodes(a.Slots))
+	}
+	t.AddRow("  project", a.ProjectID)
+	t.AddRow("  created", cmdutil.FuzzyAgo(now, a.CreatedAt))
+	if a.Reason != "" {
+		t.AddRow("  reason", a.Reason)
+	}
+	return t.Render()
+}
+
+// describeSlots lists slots as "#index pci", e.g. "#0 0000:17:00.0, #1 0000:18:00.0".
+func describeSlots(slots []api.Slot) string {
+	parts := make([]string, len(slots))
+	for i, s := range slots {
+		parts[i] = fmt.Sprintf("#%d %s", s.Index, s.GPUPCI)
+	}
+	return strings.Join(parts, ", ")
+}
+
+// numaNodes lists the distinct NUMA nodes of slots, e.g. "0" or "0,1".
+func numaNodes(slots []api.Slot) string {
+	var nodes []int
+	for _, s := range slots {
+		if !slices.Contains(nodes, s.NUMANode) {
+			nodes = append(nodes, s.NUMANode)
+		}
+	}
+	slices.Sort(nodes)
+	parts := make([]string, len(nodes))
+	for i, n := range nodes {
+		parts[i] = strconv.Itoa(n)
+	}
+	return strings.Join(parts, ",")
+}
+
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+func stateColor(cs cmdutil.ColorScheme, state string) func(string) string {
+	switch state {
+	case api.AllocActive:
+		return cs.Green
+	case api.AllocFailed, api.AllocReleaseFailed:
+		return cs.Red
+	case api.AllocReleased:
+		return cs.Gray
+	}
+	return cs.Yellow
+}

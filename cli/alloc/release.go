@@ -1,0 +1,75 @@
+package alloc
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gpuaas/gpuaas/cli/cmdutil"
+	"github.com/gpuaas/gpuaas/internal/api"
+)
+
+// ReleaseOptions are the inputs of `gpuaas alloc release`.
+type ReleaseOptions struct {
+	IO       *cmdutil.IOStreams
+	Client   func() (*api.Client, error)
+	Now      func() time.Time
+	Exporter cmdutil.Exporter
+
+	ID     string
+	Force  bool
+	Reason string
+	Yes    bool
+}
+
+// NewCmdRelease builds `gpuaas alloc release`; runF replaces releaseRun in tests.
+func NewCmdRelease(f *cmdutil.Factory, runF func(context.Context, *ReleaseOptions) error) *cobra.Command {
+	opts := &ReleaseOptions{IO: f.IOStreams, Client: f.Client, Now: f.Now}
+	cmd := &cobra.Command{
+		Use:   "release ID [--yes]",
+		Short: "Give an allocation back and stop paying for it",
+		Long: `Release an allocation: its VM or user is removed and its GPUs are wiped
+and freed. On a terminal you are asked to confirm unless --yes is given.
+
+--force (operators) releases from any state that is not final.`,
+		Args: cmdutil.ExactArgs(1, "an allocation ID"),
+		RunE: func(c *cobra.Command, args []string) error {
+			opts.ID = args[0]
+			if runF != nil {
+				return runF(c.Context(), opts)
+			}
+			return releaseRun(c.Context(), opts)
+		},
+	}
+	cmd.Flags().BoolVar(&opts.Force, "force", false, "Release from any non-final state (operators)")
+	cmd.Flags().StringVar(&opts.Reason, "reason", "", "Why, for the audit log")
+	cmd.Flags().BoolVarP(&opts.Yes, "yes", "y", false, "Do not ask for confirmation")
+	cmdutil.AddJSONFlags(cmd, &opts.Exporter, cmdutil.FieldsOf(api.Allocation{}))
+	return cmd
+}
+
+func releaseRun(ctx context.Context, opts *ReleaseOptions) error {
+	if !opts.Yes && opts.IO.CanPrompt() {
+		ok, err := opts.IO.Confirm(ctx, fmt.Sprintf("Release allocation %s?", opts.ID))
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return cmdutil.ErrCancelled
+		}
+	}
+	client, err := opts.Client()
+	if err != nil {
+		return err
+	}
+	a, err := client.AllocRelease(ctx, api.AllocReleaseRequest{ID: opts.ID, Force: opts.Force, Reason: opts.Reason})
+	if err != nil {
+		return err
+	}
+	if opts.Exporter != nil {
+		return opts.Exporter.Write(ctx, opts.IO, a)
+	}
+	return printAllocation(opts.IO, opts.Now(), a)
+}

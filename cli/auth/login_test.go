@@ -1,0 +1,142 @@
+package auth
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gpuaas/gpuaas/cli/cmdutil"
+	"github.com/gpuaas/gpuaas/cli/config"
+	"github.com/gpuaas/gpuaas/internal/api"
+)
+
+func TestNewCmdLogin(t *testing.T) {
+	tests := []struct {
+		name    string
+		tty     bool
+		args    []string
+		want    LoginOptions
+		wantErr string
+	}{
+		{name: "tty", tty: true, args: nil, want: LoginOptions{}},
+		{name: "flags", tty: false, args: []string{"--email", "ada@example.com", "--password-stdin"},
+			want: LoginOptions{Email: "ada@example.com", PasswordStdin: true}},
+		{name: "piped without --password-stdin", tty: false, args: []string{"--email", "ada@example.com"},
+			wantErr: "use --password-stdin"},
+		{name: "argument", tty: true, args: []string{"ada"}, wantErr: "unexpected argument"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ios, _, _, _ := testStreams(tt.tty)
+			f, _ := testFactory(t, ios, nil)
+			var got *LoginOptions
+			cmd := NewCmdLogin(f, func(_ context.Context, o *LoginOptions) error { got = o; return nil })
+			err := execute(cmd, tt.args...)
+			if tt.wantErr != "" {
+				var fe *cmdutil.FlagError
+				if !errors.As(err, &fe) || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("got %v; want a usage error containing %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Email != tt.want.Email || got.PasswordStdin != tt.want.PasswordStdin {
+				t.Errorf("got %+v; want %+v", *got, tt.want)
+			}
+		})
+	}
+}
+
+func TestLoginCredentials(t *testing.T) {
+	tests := []struct {
+		name          string
+		tty           bool
+		email         string
+		passwordStdin bool
+		storedUser    string
+		input         string
+		wantEmail     string
+		wantPassword  string
+		wantErr       string
+		wantPrompts   string
+	}{
+		{name: "prompts for both on a terminal", tty: true, input: "ada@example.com\nhunter2\n",
+			wantEmail: "ada@example.com", wantPassword: "hunter2", wantPrompts: "Email: Password: "},
+		{name: "stored user is reused", tty: true, storedUser: "ada@example.com", input: "hunter2\n",
+			wantEmail: "ada@example.com", wantPassword: "hunter2", wantPrompts: "Password: "},
+		{name: "--email wins", tty: true, email: "grace@example.com", storedUser: "ada@example.com", input: "pw\n",
+			wantEmail: "grace@example.com", wantPassword: "pw", wantPrompts: "Password: "},
+		{name: "password from stdin, newline trimmed", email: "ada@example.com", passwordStdin: true, input: "s3cret word\r\n",
+			wantEmail: "ada@example.com", wantPassword: "s3cret word"},
+		{name: "password from stdin needs an email", passwordStdin: true, input: "pw\n", wantErr: "--email is required"},
+		{name: "empty password", email: "ada@example.com", passwordStdin: true, input: "\n", wantErr: "empty password"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ios, in, _, errOut := testStreams(tt.tty)
+			in.WriteString(tt.input)
+			opts := &LoginOptions{IO: ios, Email: tt.email, PasswordStdin: tt.passwordStdin}
+			active := config.Active{Name: "dev", Context: config.Context{User: tt.storedUser}}
+			ctx := context.Background()
+			email, err := loginEmail(ctx, opts, active)
+			var password string
+			if err == nil {
+				password, err = loginPassword(ctx, opts)
+			}
+			if tt.wantErr != "" {
+				var fe *cmdutil.FlagError
+				if !errors.As(err, &fe) || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("got %v; want a usage error containing %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if email != tt.wantEmail || password != tt.wantPassword {
+				t.Errorf("got %q/%q; want %q/%q", email, password, tt.wantEmail, tt.wantPassword)
+			}
+			if errOut.String() != tt.wantPrompts {
+				t.Errorf("got prompts %q; want %q", errOut.String(), tt.wantPrompts)
+			}
+		})
+	}
+}
+
+func TestStoreLogin(t *testing.T) {
+	exp := now.Add(12 * time.Hour)
+	resp := &api.LoginResponse{Token: "new-token", ExpiresAt: exp, User: api.User{ID: "u-9", Email: "ada@example.com"}}
+	tests := []struct {
+		name   string
+		stored *config.Context
+		active config.Active
+		want   config.Context
+	}{
+		{"existing context keeps server and project",
+			&config.Context{Server: "nats://dev:4222", Project: "dev", Token: "old"},
+			config.Active{Name: "dev", Exists: true, Context: config.Context{Server: "nats://dev:4222"}},
+			config.Context{Server: "nats://dev:4222", Project: "dev", User: "ada@example.com", UserID: "u-9", Token: "new-token", TokenExpiresAt: exp}},
+		{"new context is created on the active server",
+			nil,
+			config.Active{Name: "dev", Context: config.Context{Server: "nats://env:4222"}},
+			config.Context{Server: "nats://env:4222", User: "ada@example.com", UserID: "u-9", Token: "new-token", TokenExpiresAt: exp}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ios, _, _, _ := testStreams(false)
+			_, cfg := testFactory(t, ios, tt.stored)
+			storeLogin(cfg, tt.active, resp)
+			got, _ := cfg.Context("dev")
+			if got != tt.want {
+				t.Errorf("got %+v; want %+v", got, tt.want)
+			}
+			if cfg.CurrentContext != "dev" {
+				t.Errorf("got current context %q; want dev", cfg.CurrentContext)
+			}
+		})
+	}
+}

@@ -1,0 +1,91 @@
+package daemon
+
+import (
+	"context"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gpuaas/gpuaas/cli/cmdutil"
+	"github.com/gpuaas/gpuaas/controld"
+	"github.com/gpuaas/gpuaas/controld/catalog"
+	"github.com/gpuaas/gpuaas/controld/identity"
+	"github.com/gpuaas/gpuaas/internal/bus"
+)
+
+// ControldOptions are the inputs of `gpuaas controld`.
+type ControldOptions struct {
+	IO           *cmdutil.IOStreams
+	DatabaseURL  string
+	NATSURL      string
+	SessionTTL   time.Duration
+	OIDCIssuer   string
+	OIDCClientID string
+	SeedCatalog  bool
+	LogLevel     string
+}
+
+// NewCmdControld builds `gpuaas controld`.
+func NewCmdControld(f *cmdutil.Factory, runF func(context.Context, *ControldOptions) error) *cobra.Command {
+	opts := &ControldOptions{IO: f.IOStreams}
+	cmd := &cobra.Command{
+		Use:     "controld",
+		Short:   "Run the control daemon",
+		GroupID: "daemon",
+		Long: `Run the control daemon: the API as a NATS micro service on gpuaas.api.v1.>,
+the scheduler, the outbox relay and event fan-out. It applies database
+migrations at start. Run as many replicas as you like against one Postgres
+and one NATS (cluster).
+
+Environment: GPUAAS_DATABASE_URL and GPUAAS_NATS_URL stand in for the flags.`,
+		Example: `  gpuaas controld --database-url postgres://gpuaas@db/gpuaas --nats-url nats://nats:4222`,
+		Args:    cmdutil.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			opts.DatabaseURL = envOr(os.Getenv, "GPUAAS_DATABASE_URL", opts.DatabaseURL)
+			opts.NATSURL = envOr(os.Getenv, "GPUAAS_NATS_URL", opts.NATSURL)
+			if opts.DatabaseURL == "" {
+				return cmdutil.FlagErrorf("--database-url (or GPUAAS_DATABASE_URL) is required")
+			}
+			if (opts.OIDCIssuer == "") != (opts.OIDCClientID == "") {
+				return cmdutil.FlagErrorf("--oidc-issuer and --oidc-client-id go together")
+			}
+			if runF != nil {
+				return runF(c.Context(), opts)
+			}
+			return controldRun(c.Context(), opts)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&opts.DatabaseURL, "database-url", "", "Postgres connection string")
+	fl.StringVar(&opts.NATSURL, "nats-url", "nats://127.0.0.1:4222", "NATS server URL")
+	fl.DurationVar(&opts.SessionTTL, "session-ttl", 12*time.Hour, "Lifetime of session tokens")
+	fl.StringVar(&opts.OIDCIssuer, "oidc-issuer", "", "Accept ID tokens from this OIDC issuer (auth.exchange)")
+	fl.StringVar(&opts.OIDCClientID, "oidc-client-id", "", "Audience expected in OIDC ID tokens")
+	fl.BoolVar(&opts.SeedCatalog, "seed-catalog", true, "Add the default SKUs that do not exist yet")
+	fl.StringVar(&opts.LogLevel, "log-level", "info", "Log level: debug, info, warn, error")
+	return cmd
+}
+
+func controldRun(ctx context.Context, opts *ControldOptions) error {
+	log, err := newLogger(opts.IO.ErrOut, opts.LogLevel)
+	if err != nil {
+		return err
+	}
+	nc, err := bus.Connect(opts.NATSURL, "gpuaas-controld")
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	srv, err := controld.New(ctx, controld.Config{DatabaseURL: opts.DatabaseURL, NATS: nc, SessionTTL: opts.SessionTTL,
+		OIDC: identity.OIDCConfig{Issuer: opts.OIDCIssuer, ClientID: opts.OIDCClientID}, Log: log})
+	if err != nil {
+		return err
+	}
+	if opts.SeedCatalog {
+		if _, err := srv.ApplySeed(ctx, controld.Seed{Catalog: catalog.Defaults}); err != nil {
+			return err
+		}
+	}
+	return srv.Run(ctx)
+}

@@ -1,0 +1,329 @@
+package daemon
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base32"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/spf13/cobra"
+
+	"github.com/gpuaas/gpuaas/cli/cmdutil"
+	"github.com/gpuaas/gpuaas/cli/config"
+	"github.com/gpuaas/gpuaas/controld"
+	"github.com/gpuaas/gpuaas/controld/catalog"
+	"github.com/gpuaas/gpuaas/hostd/sim"
+	"github.com/gpuaas/gpuaas/internal/bus"
+	"github.com/gpuaas/gpuaas/internal/pgserver"
+)
+
+// Dev defaults.
+const (
+	DevAdminEmail  = "admin@localhost"
+	DevProject     = "dev"
+	DevContextName = "dev"
+	devDatabase    = "gpuaas"
+)
+
+// DevOptions are the inputs of `gpuaas dev`.
+type DevOptions struct {
+	IO           *cmdutil.IOStreams
+	DataDir      string
+	Reset        bool
+	PasswordFile string
+	Host         string
+	NATSPort     int
+	LogLevel     string
+	SessionTTL   time.Duration
+	// WriteConfig writes the dev context into the client config.
+	WriteConfig bool
+	// ConfigDir overrides the client config directory (tests).
+	ConfigDir string
+	// Ready, when set, is called with the NATS URL once everything serves
+	// (tests).
+	Ready func(natsURL string)
+}
+
+// NewCmdDev builds `gpuaas dev`.
+func NewCmdDev(f *cmdutil.Factory, runF func(context.Context, *DevOptions) error) *cobra.Command {
+	opts := &DevOptions{IO: f.IOStreams, WriteConfig: true}
+	cmd := &cobra.Command{
+		Use:     "dev",
+		Short:   "Run the whole platform on this machine",
+		GroupID: "daemon",
+		Long: `Run the whole platform in one process: an embedded NATS server (JetStream on
+disk), a private PostgreSQL cluster started from the local PostgreSQL
+install, and controld, with simulated GPU hosts.
+
+The first start seeds the catalog, a local admin user (its password is
+printed once, or taken from --password-file), a "dev" project and two
+simulated hosts (8×H200 slices on two NUMA nodes, and an 8×H100 bare-metal
+node). It writes a "dev" context into the client config so that
+"gpuaas login" works from another shell. Later starts reuse the data;
+--reset starts over. Ctrl-C stops everything, PostgreSQL included.`,
+		Example: `  gpuaas dev
+  gpuaas dev --data /tmp/gpuaas-dev --reset
+  gpuaas dev --password-file ./admin-password`,
+		Args: cmdutil.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			if opts.DataDir == "" {
+				dir, err := defaultDataDir()
+				if err != nil {
+					return err
+				}
+				opts.DataDir = dir
+			}
+			abs, err := filepath.Abs(opts.DataDir)
+			if err != nil {
+				return cmdutil.FlagErrorf("--data: %v", err)
+			}
+			opts.DataDir = abs
+			if opts.NATSPort < 0 || opts.NATSPort > 65535 {
+				return cmdutil.FlagErrorf("--nats-port must be 0-65535")
+			}
+			if runF != nil {
+				return runF(c.Context(), opts)
+			}
+			return devRun(c.Context(), opts)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&opts.DataDir, "data", "", "Data directory (default: /var/lib/gpuaas/dev as root, else $XDG_DATA_HOME/gpuaas/dev)")
+	fl.BoolVar(&opts.Reset, "reset", false, "Delete the data directory first and start from scratch")
+	fl.StringVar(&opts.PasswordFile, "password-file", "", "Set the admin password from this file instead of generating one")
+	fl.StringVar(&opts.Host, "host", "127.0.0.1", "Address NATS listens on (keep it on loopback: dev has no connection auth)")
+	fl.IntVar(&opts.NATSPort, "nats-port", 4222, "NATS port (0 picks a free one)")
+	fl.StringVar(&opts.LogLevel, "log-level", "info", "Log level: debug, info, warn, error")
+	fl.DurationVar(&opts.SessionTTL, "session-ttl", 12*time.Hour, "Lifetime of session tokens")
+	return cmd
+}
+
+// defaultDataDir keeps root's data where the postgres account can reach it
+// (root's home is usually 0700).
+func defaultDataDir() (string, error) {
+	if os.Geteuid() == 0 {
+		return "/var/lib/gpuaas/dev", nil
+	}
+	if d := os.Getenv("XDG_DATA_HOME"); d != "" {
+		return filepath.Join(d, "gpuaas", "dev"), nil
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return "", fmt.Errorf("no data directory: pass --data")
+	}
+	return filepath.Join(home, ".local", "share", "gpuaas", "dev"), nil
+}
+
+func devRun(ctx context.Context, opts *DevOptions) (err error) {
+	log, err := newLogger(opts.IO.ErrOut, opts.LogLevel)
+	if err != nil {
+		return err
+	}
+	password, err := readPasswordFile(opts.PasswordFile)
+	if err != nil {
+		return err
+	}
+	if opts.Reset {
+		if err := os.RemoveAll(opts.DataDir); err != nil {
+			return fmt.Errorf("reset %s: %w", opts.DataDir, err)
+		}
+	}
+	if err := os.MkdirAll(opts.DataDir, 0o755); err != nil {
+		return fmt.Errorf("data dir: %w", err)
+	}
+	if opts.NATSPort != 0 {
+		if err := checkPortFree(opts.Host, opts.NATSPort); err != nil {
+			return err
+		}
+	}
+
+	pg, err := pgserver.Start(ctx, pgserver.Config{DataDir: filepath.Join(opts.DataDir, "pg"), Logger: log})
+	if err != nil {
+		return fmt.Errorf("postgres: %w", err)
+	}
+	defer func() {
+		stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		if stopErr := pg.Stop(stopCtx); stopErr != nil && err == nil {
+			err = fmt.Errorf("stop postgres: %w", stopErr)
+		}
+	}()
+	if err := ensureDatabase(ctx, pg, devDatabase); err != nil {
+		return err
+	}
+
+	ns, err := bus.Start(bus.Config{Host: opts.Host, Port: opts.NATSPort, StoreDir: filepath.Join(opts.DataDir, "nats"), Logger: log})
+	if err != nil {
+		return err
+	}
+	defer ns.Shutdown()
+	nc, err := bus.Connect(ns.ClientURL(), "gpuaas-dev-controld")
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+
+	srv, err := controld.New(ctx, controld.Config{DatabaseURL: pg.ConnString(devDatabase), NATS: nc, Log: log,
+		SessionTTL: opts.SessionTTL})
+	if err != nil {
+		return err
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(runCtx) }()
+	defer func() {
+		stop()
+		if runErr := <-done; runErr != nil && err == nil {
+			err = runErr
+		}
+	}()
+	select {
+	case <-srv.Ready():
+	case err := <-done:
+		done <- err
+		return err
+	}
+
+	generated := false
+	if password == "" {
+		password, generated = newPassword(), true
+	}
+	res, err := srv.ApplySeed(ctx, controld.Seed{Catalog: catalog.Defaults, AdminEmail: DevAdminEmail, AdminPassword: password,
+		Project: DevProject, Nodes: sim.DevFleet(), ApproveSlots: true})
+	if err != nil {
+		return err
+	}
+	if !res.AdminCreated && opts.PasswordFile != "" {
+		if err := srv.Identity().SetPassword(ctx, srv.Pool(), DevAdminEmail, password); err != nil {
+			return err
+		}
+	}
+	if opts.WriteConfig {
+		if err := writeDevContext(opts.ConfigDir, ns.ClientURL(), opts.Reset); err != nil {
+			return err
+		}
+	}
+	printBanner(opts, ns.ClientURL(), res.AdminCreated && generated, password)
+	if opts.Ready != nil {
+		opts.Ready(ns.ClientURL())
+	}
+	select {
+	case <-ctx.Done():
+		fmt.Fprintln(opts.IO.ErrOut, "stopping gpuaas dev…")
+		return nil
+	case <-pg.Done():
+		return fmt.Errorf("postgres exited unexpectedly: %v (log: %s)", pg.Wait(), filepath.Join(opts.DataDir, "pg", "postgres.log"))
+	case err := <-done:
+		done <- err
+		if err == nil {
+			err = errors.New("controld stopped unexpectedly")
+		}
+		return err
+	}
+}
+
+func readPasswordFile(path string) (string, error) {
+	if path == "" {
+		return "", nil
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", cmdutil.FlagErrorf("--password-file: %v", err)
+	}
+	pw := strings.TrimRight(string(b), "\r\n")
+	if len(pw) < 8 {
+		return "", cmdutil.FlagErrorf("--password-file: the password must be at least 8 characters")
+	}
+	return pw, nil
+}
+
+func newPassword() string {
+	var b [15]byte
+	_, _ = rand.Read(b[:])
+	return strings.ToLower(base32.StdEncoding.EncodeToString(b[:]))
+}
+
+func checkPortFree(host string, port int) error {
+	l, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
+	if err != nil {
+		return cmdutil.FlagErrorf("cannot listen on %s:%d (%v): is another `gpuaas dev` running? pick another --nats-port", host, port, err)
+	}
+	return l.Close()
+}
+
+// ensureDatabase creates the dev database on first start.
+func ensureDatabase(ctx context.Context, pg *pgserver.Server, name string) error {
+	conn, err := pgx.Connect(ctx, pg.ConnString("postgres"))
+	if err != nil {
+		return fmt.Errorf("connect postgres: %w", err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	var exists bool
+	if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)`, name).Scan(&exists); err != nil {
+		return fmt.Errorf("check database: %w", err)
+	}
+	if exists {
+		return nil
+	}
+	if _, err := conn.Exec(ctx, `CREATE DATABASE `+pgx.Identifier{name}.Sanitize()); err != nil {
+		return fmt.Errorf("create database: %w", err)
+	}
+	return nil
+}
+
+// writeDevContext points the "dev" context at this server and makes it
+// current. A token from an earlier run is kept (the data, and so the
+// session, survive restarts) unless the data was reset.
+func writeDevContext(dir, url string, reset bool) error {
+	var cfg *config.Config
+	var err error
+	if dir != "" {
+		cfg, err = config.Load(dir)
+	} else {
+		cfg, err = config.LoadDefault()
+	}
+	if err != nil {
+		return err
+	}
+	cfg.UpdateContext(DevContextName, func(c *config.Context) {
+		if reset || c.Server != url {
+			*c = config.Context{}
+		}
+		c.Server, c.User = url, DevAdminEmail
+		if c.Project == "" {
+			c.Project = DevProject
+		}
+	})
+	if err := cfg.UseContext(DevContextName); err != nil {
+		return err
+	}
+	return cfg.Save()
+}
+
+func printBanner(opts *DevOptions, url string, showPassword bool, password string) {
+	w := opts.IO.ErrOut
+	fmt.Fprintln(w, "\ngpuaas dev is running")
+	fmt.Fprintln(w, describe("server", url))
+	fmt.Fprintln(w, describe("data", opts.DataDir))
+	if showPassword {
+		fmt.Fprintln(w, describe("admin", DevAdminEmail+"  password: "+password+"  (shown once; keep it)"))
+	} else {
+		fmt.Fprintln(w, describe("admin", DevAdminEmail+"  (password as set before; --password-file sets a new one)"))
+	}
+	fmt.Fprintln(w, describe("project", DevProject))
+	fmt.Fprintln(w, "\nNext, from another shell:")
+	fmt.Fprintln(w, "  gpuaas login")
+	fmt.Fprintln(w, "  gpuaas catalog list")
+	fmt.Fprintln(w, "  gpuaas alloc create --sku h200-slice --gpus 2")
+	fmt.Fprintln(w, "  gpuaas alloc list")
+	fmt.Fprintln(w, "\nPress Ctrl-C to stop.")
+}

@@ -1,0 +1,12 @@
+package cli
+
+import (
+	"github.com/spf13/cobra"
+
+	"github.com/gpuaas/gpuaas/cli/cmdutil"
+	"github.com/gpuaas/gpuaas/cli/daemon"
+)
+
+// daemonCommands returns the daemon commands (`gpuaas dev`, `gpuaas
+// controld`) added to the root by Main.
+func daemonCommands(f *cmdutil.Factory) []*cobra.Command { return daemon.Commands(f) }

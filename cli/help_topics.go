@@ -1,0 +1,37 @@
+package cli
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gpuaas/gpuaas/cli/cmdutil"
+)
+
+// newExitCodesTopic is `gpuaas help exit-codes`: a hidden command whose help
+// is the exit-code table.
+func newExitCodesTopic() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:    "exit-codes",
+		Short:  "Exit codes of gpuaas",
+		Long:   exitCodesText(),
+		Hidden: true,
+		Args:   cmdutil.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			_, err := fmt.Fprint(c.OutOrStdout(), c.Long)
+			return err
+		},
+	}
+	cmd.SetHelpFunc(func(c *cobra.Command, _ []string) { fmt.Fprint(c.OutOrStdout(), c.Long) })
+	return cmd
+}
+
+func exitCodesText() string {
+	var b strings.Builder
+	b.WriteString("gpuaas exits with one of these codes:\n\n")
+	for _, e := range cmdutil.ExitCodes {
+		fmt.Fprintf(&b, "  %3d  %-21s %s\n", e.Code, e.Name, e.Meaning)
+	}
+	return b.String()
+}

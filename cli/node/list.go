@@ -1,0 +1,53 @@
+package node
+
+import (
+	"context"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gpuaas/gpuaas/cli/cmdutil"
+	"github.com/gpuaas/gpuaas/internal/api"
+)
+
+// ListOptions are the inputs of `gpuaas node list`.
+type ListOptions struct {
+	IO       *cmdutil.IOStreams
+	Client   func() (*api.Client, error)
+	Now      func() time.Time
+	Exporter cmdutil.Exporter
+}
+
+// NewCmdList builds `gpuaas node list`; runF replaces listRun in tests.
+func NewCmdList(f *cmdutil.Factory, runF func(context.Context, *ListOptions) error) *cobra.Command {
+	opts := &ListOptions{IO: f.IOStreams, Client: f.Client, Now: f.Now}
+	cmd := &cobra.Command{
+		Use:     "list",
+		Aliases: []string{"ls"},
+		Short:   "List GPU nodes with their free and total slots",
+		Args:    cmdutil.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			if runF != nil {
+				return runF(c.Context(), opts)
+			}
+			return listRun(c.Context(), opts)
+		},
+	}
+	cmdutil.AddJSONFlags(cmd, &opts.Exporter, cmdutil.FieldsOf(api.Node{}))
+	return cmd
+}
+
+func listRun(ctx context.Context, opts *ListOptions) error {
+	client, err := opts.Client()
+	if err != nil {
+		return err
+	}
+	resp, err := client.NodeList(ctx)
+	if err != nil {
+		return err
+	}
+	if opts.Exporter != nil {
+		return opts.Exporter.Write(ctx, opts.IO, resp.Nodes)
+	}
+	return printNodes(opts.IO, opts.Now(), resp.Nodes)
+}

@@ -1,0 +1,59 @@
+package project
+
+import (
+	"context"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gpuaas/gpuaas/cli/cmdutil"
+	"github.com/gpuaas/gpuaas/cli/config"
+	"github.com/gpuaas/gpuaas/internal/api"
+)
+
+// ListOptions are the inputs of `gpuaas project list`.
+type ListOptions struct {
+	IO       *cmdutil.IOStreams
+	Active   func() (config.Active, error)
+	Client   func() (*api.Client, error)
+	Now      func() time.Time
+	Exporter cmdutil.Exporter
+}
+
+// NewCmdList builds `gpuaas project list`; runF replaces listRun in tests.
+func NewCmdList(f *cmdutil.Factory, runF func(context.Context, *ListOptions) error) *cobra.Command {
+	opts := &ListOptions{IO: f.IOStreams, Active: f.Active, Client: f.Client, Now: f.Now}
+	cmd := &cobra.Command{
+		Use:     "list",
+		Aliases: []string{"ls"},
+		Short:   "List your projects",
+		Args:    cmdutil.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			if runF != nil {
+				return runF(c.Context(), opts)
+			}
+			return listRun(c.Context(), opts)
+		},
+	}
+	cmdutil.AddJSONFlags(cmd, &opts.Exporter, cmdutil.FieldsOf(api.Project{}))
+	return cmd
+}
+
+func listRun(ctx context.Context, opts *ListOptions) error {
+	client, err := opts.Client()
+	if err != nil {
+		return err
+	}
+	resp, err := client.ProjectList(ctx)
+	if err != nil {
+		return err
+	}
+	if opts.Exporter != nil {
+		return opts.Exporter.Write(ctx, opts.IO, resp.Projects)
+	}
+	active, err := opts.Active()
+	if err != nil {
+		return err
+	}
+	return printProjects(opts.IO, opts.Now(), active.Project, resp.Projects)
+}

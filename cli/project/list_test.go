@@ -1,0 +1,23 @@
+package project
+
+import (
+	"context"
+	"testing"
+)
+
+func TestNewCmdList(t *testing.T) {
+	ios, _, out, _ := testStreams(false)
+	f, _ := testFactory(t, ios, nil)
+	var got *ListOptions
+	cmd := NewCmdList(f, func(_ context.Context, o *ListOptions) error { got = o; return nil })
+	if err := execute(cmd, "--jq", ".[].name"); err != nil {
+		t.Fatal(err)
+	}
+	if err := got.Exporter.Write(context.Background(), ios, testProjects()); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := out.String(), "dev\nml\n"; got != want {
+		t.Errorf("got %q; want %q", got, want)
+	}
+	wantUsageError(t, execute(NewCmdList(f, nil), "extra"), "unexpected argument")
+}

@@ -1,0 +1,31 @@
+package project
+
+import (
+	"context"
+	"testing"
+)
+
+func TestNewCmdUse(t *testing.T) {
+	ios, _, _, _ := testStreams(false)
+	f, _ := testFactory(t, ios, nil)
+	var got *UseOptions
+	if err := execute(NewCmdUse(f, func(_ context.Context, o *UseOptions) error { got = o; return nil }), "ml"); err != nil {
+		t.Fatal(err)
+	}
+	if got.Project != "ml" {
+		t.Errorf("got %q; want ml", got.Project)
+	}
+	wantUsageError(t, execute(NewCmdUse(f, nil)), "requires a project name")
+}
+
+func TestFindProject(t *testing.T) {
+	for _, ref := range []string{"ml", "p-2"} {
+		p, ok := findProject(testProjects(), ref)
+		if !ok || p.Name != "ml" {
+			t.Errorf("%s: got %+v, %v; want ml", ref, p, ok)
+		}
+	}
+	if _, ok := findProject(testProjects(), "nope"); ok {
+		t.Error("found a project that is not there")
+	}
+}

@@ -1,0 +1,141 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// devProc is a running `gpuaas dev`.
+type devProc struct {
+	cmd       *exec.Cmd
+	stderr    *syncBuffer
+	done      chan error
+	dataDir   string
+	configDir string
+}
+
+// syncBuffer is a bytes.Buffer safe for the writer goroutine and readers.
+type syncBuffer struct {
+	// mu protects buf.
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// tempDir returns a directory the postgres account can traverse (t.TempDir
+// is 0700 and root-owned), removed at cleanup.
+func tempDir(t *testing.T, prefix string) string {
+	t.Helper()
+	d, err := os.MkdirTemp("", prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(d, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(d) })
+	return d
+}
+
+// startDev starts `gpuaas dev` with args and waits for its banner.
+func startDev(t *testing.T, dataDir, configDir string, args ...string) *devProc {
+	t.Helper()
+	args = append([]string{"dev", "--data", dataDir, "--nats-port", "0"}, args...)
+	cmd := exec.Command(binary, args...)
+	cmd.Env = append(os.Environ(), "GPUAAS_CONFIG_DIR="+configDir)
+	p := &devProc{cmd: cmd, stderr: &syncBuffer{}, done: make(chan error, 1), dataDir: dataDir, configDir: configDir}
+	cmd.Stdout, cmd.Stderr = p.stderr, p.stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { p.done <- cmd.Wait() }()
+	t.Cleanup(func() { p.stop(t) })
+	deadline := time.After(60 * time.Second)
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for !strings.Contains(p.stderr.String(), "gpuaas dev is running") {
+		select {
+		case err := <-p.done:
+			p.done <- err
+			t.Fatalf("gpuaas dev exited early (%v):\n%s", err, p.stderr.String())
+		case <-deadline:
+			t.Fatalf("gpuaas dev did not come up:\n%s", p.stderr.String())
+		case <-tick.C:
+		}
+	}
+	return p
+}
+
+// stop sends SIGINT and waits for a clean exit.
+func (p *devProc) stop(t *testing.T) {
+	if p.cmd.ProcessState != nil {
+		return
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGINT)
+	select {
+	case err := <-p.done:
+		p.done <- err
+		if err != nil {
+			t.Errorf("gpuaas dev exited with %v:\n%s", err, p.stderr.String())
+		}
+	case <-time.After(60 * time.Second):
+		_ = p.cmd.Process.Kill()
+		t.Errorf("gpuaas dev did not stop on SIGINT:\n%s", p.stderr.String())
+	}
+}
+
+// result of one CLI run.
+type result struct {
+	stdout, stderr string
+	code           int
+}
+
+// gpuaas runs the CLI against p's config with stdin.
+func (p *devProc) gpuaas(t *testing.T, stdin string, args ...string) result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binary, args...)
+	cmd.Env = append(os.Environ(), "GPUAAS_CONFIG_DIR="+p.configDir, "NO_COLOR=1")
+	cmd.Stdin = strings.NewReader(stdin)
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	code := 0
+	var exit *exec.ExitError
+	if errors.As(err, &exit) {
+		code = exit.ExitCode()
+	} else if err != nil {
+		t.Fatalf("run gpuaas %v: %v", args, err)
+	}
+	return result{out.String(), errOut.String(), code}
+}
+
+func writeFile(t *testing.T, dir, name, content string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}

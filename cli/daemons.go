@@ -10,3 +10,7 @@ import (
 // daemonCommands returns the daemon commands (`gpuaas dev`, `gpuaas
 // controld`) added to the root by Main.
 func daemonCommands(f *cmdutil.Factory) []*cobra.Command { return daemon.Commands(f) }
+
+// Root returns the whole command tree, daemons included, built on f. The
+// doc generator uses it.
+func Root(f *cmdutil.Factory) *cobra.Command { return NewRootCmd(f, daemonCommands(f)...) }

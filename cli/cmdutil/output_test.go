@@ -17,7 +17,7 @@ type widget struct {
 	Tags    []string  `json:"tags"`
 	Note    string    `json:"note,omitempty"`
 	Created time.Time `json:"created_at"`
-	secret  string
+	Hidden  string    `json:"-"`
 }
 
 var widgets = []widget{

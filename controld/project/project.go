@@ -184,6 +184,21 @@ func SetMember(ctx context.Context, q store.Querier, projectID, userID, role str
 	if accessOf(role) == 0 {
 		return api.Errorf(api.CodeInvalidArgument, "%q is not a project role", role).WithHint("use owner, member or viewer")
 	}
+	if role != api.ProjectOwner {
+		// Lock the owners so two concurrent demotions cannot both pass.
+		rows, err := q.Query(ctx, `SELECT user_id FROM project_members WHERE project_id=$1 AND role='owner' FOR UPDATE`, projectID)
+		if err != nil {
+			return fmt.Errorf("set member: %w", err)
+		}
+		owners, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			return fmt.Errorf("set member: %w", err)
+		}
+		if len(owners) == 1 && owners[0] == userID {
+			return api.Errorf(api.CodeConflict, "that would leave the project without an owner").
+				WithHint("make someone else an owner first")
+		}
+	}
 	_, err := q.Exec(ctx, `INSERT INTO project_members (project_id, user_id, role, added_at) VALUES ($1,$2,$3,$4)
 		ON CONFLICT (project_id, user_id) DO UPDATE SET role = EXCLUDED.role`, projectID, userID, role, now)
 	if err != nil {

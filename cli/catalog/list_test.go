@@ -1,0 +1,111 @@
+package catalog
+
+import (
+	"context"
+	"errors"
+	"io"
+	"testing"
+
+	"github.com/gpuaas/gpuaas/cli/cmdutil"
+	"github.com/gpuaas/gpuaas/internal/api"
+)
+
+var testSKUs = []api.SKU{
+	{ID: "h100-node", Shape: api.ShapeBaremetal, GPUModel: "H100 SXM", GPUCounts: []int{8}, PricePerGPUHourMinor: 250, Currency: "USD"},
+	{ID: "h100-slice", Shape: api.ShapeGPUSlice, GPUModel: "H100 SXM", GPUCounts: []int{1, 2, 4, 8}, PricePerGPUHourMinor: 275, Currency: "usd"},
+}
+
+func TestFormatPrice(t *testing.T) {
+	tests := []struct {
+		minor    int64
+		currency string
+		want     string
+	}{
+		{250, "USD", "$2.50"},
+		{5, "usd", "$0.05"},
+		{99, "EUR", "€0.99"},
+		{1200, "CHF", "12.00 CHF"},
+		{-150, "USD", "-$1.50"},
+		{100, "", "1.00"},
+	}
+	for _, tt := range tests {
+		if got := FormatPrice(tt.minor, tt.currency); got != tt.want {
+			t.Errorf("FormatPrice(%d, %q) = %q; want %q", tt.minor, tt.currency, got, tt.want)
+		}
+	}
+}
+
+func TestPrintSKUs(t *testing.T) {
+	tests := []struct {
+		name string
+		tty  bool
+		want string
+	}{
+		{"tty", true, "SKU         SHAPE      GPU       COUNTS   PRICE/GPU-HR\n" +
+			"h100-node   baremetal  H100 SXM  8        $2.50\n" +
+			"h100-slice  gpu_slice  H100 SXM  1,2,4,8  $2.75\n"},
+		{"piped", false, "h100-node\tbaremetal\tH100 SXM\t8\t$2.50\nh100-slice\tgpu_slice\tH100 SXM\t1,2,4,8\t$2.75\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ios, _, out, _ := cmdutil.Test()
+			ios.SetStdoutTTY(tt.tty)
+			ios.SetNoColor(true)
+			if err := printSKUs(ios, testSKUs); err != nil {
+				t.Fatal(err)
+			}
+			if got := out.String(); got != tt.want {
+				t.Errorf("got\n%q\nwant\n%q", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestNewCmdList(t *testing.T) {
+	tests := []struct {
+		name    string
+		args    []string
+		want    string // exporter output for testSKUs; "" means no exporter
+		wantErr bool
+	}{
+		{name: "table", args: nil},
+		{name: "json fields", args: []string{"--json=id,gpu_counts"}, want: `[{"gpu_counts":[8],"id":"h100-node"},{"gpu_counts":[1,2,4,8],"id":"h100-slice"}]` + "\n"},
+		{name: "jq", args: []string{"--jq", `.[] | select(.shape == "gpu_slice") | .price_per_gpu_hour_minor`}, want: "275\n"},
+		{name: "template", args: []string{"--template", `{{range .}}{{.id}}={{join "/" .gpu_counts}} {{end}}`}, want: "h100-node=8 h100-slice=1/2/4/8 "},
+		{name: "argument", args: []string{"h100"}, wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ios, _, out, _ := cmdutil.Test()
+			f := &cmdutil.Factory{IOStreams: ios}
+			var got *ListOptions
+			cmd := NewCmdList(f, func(_ context.Context, o *ListOptions) error { got = o; return nil })
+			cmd.SetArgs(tt.args)
+			cmd.SetOut(io.Discard)
+			cmd.SetErr(io.Discard)
+			_, err := cmd.ExecuteC()
+			if tt.wantErr {
+				var fe *cmdutil.FlagError
+				if !errors.As(err, &fe) {
+					t.Fatalf("got %v; want a usage error", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tt.want == "" {
+				if got.Exporter != nil {
+					t.Error("got an exporter; want none")
+				}
+				return
+			}
+			if err := got.Exporter.Write(context.Background(), ios, testSKUs); err != nil {
+				t.Fatal(err)
+			}
+			if out.String() != tt.want {
+				t.Errorf("got %q; want %q", out.String(), tt.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,96 @@
+package node
+
+import (
+	"bytes"
+	"io"
+	"testing"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gpuaas/gpuaas/cli/cmdutil"
+	"github.com/gpuaas/gpuaas/internal/api"
+)
+
+var now = time.Date(2030, 1, 10, 12, 0, 0, 0, time.UTC)
+
+func testDetail() *api.NodeDetail {
+	return &api.NodeDetail{
+		Node: api.Node{ID: "n-1", Name: "gpu-01", Shape: api.ShapeGPUSlice, GPUModel: "H100", State: api.NodeReady,
+			SlotsTotal: 2, SlotsFree: 1, CreatedAt: now.Add(-24 * time.Hour)},
+		Slots: []api.Slot{
+			{ID: "s-0", NodeID: "n-1", Index: 0, GPUPCI: "0000:17:00.0", NVMe: "nvme0", FabricVF: "0000:3b:00.2", NUMANode: 0, State: api.SlotFree},
+			{ID: "s-1", NodeID: "n-1", Index: 1, GPUPCI: "0000:18:00.0", NUMANode: 1, State: api.SlotReserved, AllocationID: "a-1"},
+		},
+	}
+}
+
+func testStreams(tty bool) (*cmdutil.IOStreams, *bytes.Buffer, *bytes.Buffer) {
+	ios, _, out, errOut := cmdutil.Test()
+	ios.SetStdoutTTY(tty)
+	ios.SetNoColor(true)
+	return ios, out, errOut
+}
+
+func testFactory(ios *cmdutil.IOStreams) *cmdutil.Factory {
+	return &cmdutil.Factory{IOStreams: ios, Now: func() time.Time { return now }}
+}
+
+func execute(cmd *cobra.Command, args ...string) error {
+	cmd.SetArgs(args)
+	cmd.SetOut(io.Discard)
+	cmd.SetErr(io.Discard)
+	_, err := cmd.ExecuteC()
+	return err
+}
+
+func TestPrintNodes(t *testing.T) {
+	nodes := []api.Node{testDetail().Node}
+	tests := []struct {
+		name string
+		tty  bool
+		want string
+	}{
+		{"tty", true, "NAME    ID   SHAPE      GPU   STATE  FREE  TOTAL  CREATED\ngpu-01  n-1  gpu_slice  H100  ready  1     2      24h ago\n"},
+		{"piped", false, "gpu-01\tn-1\tgpu_slice\tH100\tready\t1\t2\t2030-01-09T12:00:00Z\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ios, out, _ := testStreams(tt.tty)
+			if err := printNodes(ios, now, nodes); err != nil {
+				t.Fatal(err)
+			}
+			if got := out.String(); got != tt.want {
+				t.Errorf("got\n%q\nwant\n%q", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestPrintNodeDetail(t *testing.T) {
+	tests := []struct {
+		name string
+		tty  bool
+		want string
+	}{
+		{"tty", true, "NAME    ID   SHAPE      GPU   STATE  FREE  TOTAL  CREATED\n" +
+			"gpu-01  n-1  gpu_slice  H100  ready  1     2      24h ago\n" +
+			"\n" +
+			"SLOT  INDEX  STATE     NUMA  GPU PCI       NVME   FABRIC VF     ALLOCATION\n" +
+			"s-0   0      free      0     0000:17:00.0  nvme0  0000:3b:00.2\n" +
+			"s-1   1      reserved  1     0000:18:00.0                       a-1\n"},
+		{"piped: slots only", false, "s-0\t0\tfree\t0\t0000:17:00.0\tnvme0\t0000:3b:00.2\t\n" +
+			"s-1\t1\treserved\t1\t0000:18:00.0\t\t\ta-1\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ios, out, _ := testStreams(tt.tty)
+			if err := printNodeDetail(ios, now, testDetail()); err != nil {
+				t.Fatal(err)
+			}
+			if got := out.String(); got != tt.want {
+				t.Errorf("got\n%q\nwant\n%q", got, tt.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,99 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+
+	"github.com/gpuaas/gpuaas/cli/cmdutil"
+)
+
+func wantUsageError(t *testing.T, err error) {
+	t.Helper()
+	var fe *cmdutil.FlagError
+	if !errors.As(err, &fe) {
+		t.Errorf("got %v; want a usage error", err)
+	}
+}
+
+func TestNewCmdList(t *testing.T) {
+	ios, out, _ := testStreams(false)
+	var got *ListOptions
+	if err := execute(NewCmdList(testFactory(ios), func(_ context.Context, o *ListOptions) error { got = o; return nil }), "--json=name,state"); err != nil {
+		t.Fatal(err)
+	}
+	if err := got.Exporter.Write(context.Background(), ios, []any{testDetail().Node}); err != nil {
+		t.Fatal(err)
+	}
+	if want := `[{"name":"gpu-01","state":"ready"}]` + "\n"; out.String() != want {
+		t.Errorf("got %q; want %q", out.String(), want)
+	}
+	wantUsageError(t, execute(NewCmdList(testFactory(ios), nil), "gpu-01"))
+}
+
+func TestNewCmdGet(t *testing.T) {
+	ios, out, _ := testStreams(false)
+	var got *GetOptions
+	if err := execute(NewCmdGet(testFactory(ios), func(_ context.Context, o *GetOptions) error { got = o; return nil }),
+		"gpu-01", "--jq", `.slots[] | select(.state == "free") | .id`); err != nil {
+		t.Fatal(err)
+	}
+	if got.Node != "gpu-01" {
+		t.Errorf("got node %q; want gpu-01", got.Node)
+	}
+	if err := got.Exporter.Write(context.Background(), ios, testDetail()); err != nil {
+		t.Fatal(err)
+	}
+	if out.String() != "s-0\n" {
+		t.Errorf("got %q; want s-0", out.String())
+	}
+	wantUsageError(t, execute(NewCmdGet(testFactory(ios), nil)))
+}
+
+func TestNewCmdSlotsApprove(t *testing.T) {
+	tests := []struct {
+		name      string
+		args      []string
+		wantNode  string
+		wantSlots []string
+	}{
+		{"all pending", []string{"gpu-01"}, "gpu-01", []string{}},
+		{"some", []string{"gpu-01", "s-0", "s-1"}, "gpu-01", []string{"s-0", "s-1"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ios, _, _ := testStreams(false)
+			var got *SlotsApproveOptions
+			if err := execute(NewCmdSlotsApprove(testFactory(ios), func(_ context.Context, o *SlotsApproveOptions) error { got = o; return nil }), tt.args...); err != nil {
+				t.Fatal(err)
+			}
+			if got.Node != tt.wantNode || !slices.Equal(got.Slots, tt.wantSlots) {
+				t.Errorf("got %q %q; want %q %q", got.Node, got.Slots, tt.wantNode, tt.wantSlots)
+			}
+		})
+	}
+	ios, _, _ := testStreams(false)
+	wantUsageError(t, execute(NewCmdSlotsApprove(testFactory(ios), nil)))
+}
+
+func TestNewCmdDrain(t *testing.T) {
+	ios, out, _ := testStreams(false)
+	var got *DrainOptions
+	if err := execute(NewCmdDrain(testFactory(ios), func(_ context.Context, o *DrainOptions) error { got = o; return nil }),
+		"gpu-01", "--template", "{{.name}} {{.state}}"); err != nil {
+		t.Fatal(err)
+	}
+	if got.Node != "gpu-01" {
+		t.Errorf("got node %q; want gpu-01", got.Node)
+	}
+	n := testDetail().Node
+	n.State = "draining"
+	if err := got.Exporter.Write(context.Background(), ios, &n); err != nil {
+		t.Fatal(err)
+	}
+	if out.String() != "gpu-01 draining" {
+		t.Errorf("got %q; want %q", out.String(), "gpu-01 draining")
+	}
+	wantUsageError(t, execute(NewCmdDrain(testFactory(ios), nil), "a", "b"))
+}

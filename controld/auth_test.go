@@ -10,6 +10,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -433,6 +434,13 @@ func TestOIDCExchange(t *testing.T) {
 	if n := count(t, env, `SELECT count(*) FROM users WHERE provider = 'oidc'`); n != 1 {
 		t.Fatalf("oidc users after two exchanges: got %d; want 1", n)
 	}
+	// An OIDC user has no password: a password login reads like any other
+	// failed one.
+	_, oidcLogin := anon.Login(ctx, api.LoginRequest{Email: first.User.Email, Password: "any password at all"})
+	_, unknown := anon.Login(ctx, api.LoginRequest{Email: "nobody@example.test", Password: "any password at all"})
+	if !errors.Is(oidcLogin, api.ErrUnauthenticated) || oidcLogin.Error() != unknown.Error() {
+		t.Fatalf("password login of an oidc user got %v; want the unknown-email error %v", oidcLogin, unknown)
+	}
 
 	_, unknownKey := rsaKeys()
 	tests := []struct {
@@ -503,5 +511,48 @@ func TestOIDCExchangeNotConfigured(t *testing.T) {
 	}
 	if got := countRows(t, env); got != before {
 		t.Fatalf("refused exchange left %+v; want %+v", got, before)
+	}
+}
+
+// Regression: concurrent first exchanges for one subject raced to create
+// the user, and the losers were told their email belonged to another
+// account.
+func TestOIDCConcurrentFirstExchanges(t *testing.T) {
+	t.Parallel()
+	idp := newTestIdP(t)
+	env := controldtest.Start(t, controldtest.Options{NoNodes: true,
+		OIDC: identity.OIDCConfig{Issuer: idp.URL, ClientID: oidcClientID}})
+	ctx := t.Context()
+	// Discovery happens once, before the race.
+	if _, err := api.NewClient(env.NC).Exchange(ctx, api.ExchangeRequest{
+		IDToken: idToken(t, idp.key, idp.kid, idp.claims(time.Now(), "warm-up", nil))}); err != nil {
+		t.Fatal(err)
+	}
+	tok := idToken(t, idp.key, idp.kid, idp.claims(time.Now(), "dana", nil))
+	const n = 8
+	users := make([]string, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			resp, err := api.NewClient(env.NC).Exchange(ctx, api.ExchangeRequest{IDToken: tok})
+			if err == nil {
+				users[i] = resp.User.ID
+			}
+			errs[i] = err
+		})
+	}
+	wg.Wait()
+	want := slices.DeleteFunc(slices.Clone(users), func(u string) bool { return u == "" })
+	if len(want) == 0 {
+		t.Fatalf("every exchange failed: %v", errs)
+	}
+	for i := range n {
+		if errs[i] != nil || users[i] != want[0] {
+			t.Errorf("exchange %d got user %q, %v; want user %s", i, users[i], errs[i], want[0])
+		}
+	}
+	if got := count(t, env, `SELECT count(*) FROM users WHERE oidc_subject = 'dana'`); got != 1 {
+		t.Fatalf("users for subject dana: got %d; want 1", got)
 	}
 }

@@ -109,14 +109,25 @@ func (s *Service) oidcUser(ctx context.Context, q store.Querier, issuer, subject
 		return "", fmt.Errorf("find oidc user: %w", err)
 	}
 	id = ids.New(ids.User)
-	_, err = q.Exec(ctx, `INSERT INTO users (id, email, name, role, provider, oidc_issuer, oidc_subject, created_at)
-		VALUES ($1,$2,$3,$4,'oidc',$5,$6,$7)`, id, c.Email, c.Name, s.oidc.cfg.DefaultRole, issuer, subject, s.cfg.Now().UTC())
+	// Two first logins of one subject may race (two terminals): the loser
+	// waits on the winner's row and then uses it. Without the ON CONFLICT
+	// it would trip the email index and be told the email is taken.
+	tag, err := q.Exec(ctx, `INSERT INTO users (id, email, name, role, provider, oidc_issuer, oidc_subject, created_at)
+		VALUES ($1,$2,$3,$4,'oidc',$5,$6,$7)
+		ON CONFLICT (oidc_issuer, oidc_subject) WHERE provider = 'oidc' DO NOTHING`,
+		id, c.Email, c.Name, s.oidc.cfg.DefaultRole, issuer, subject, s.cfg.Now().UTC())
 	if store.IsUniqueViolation(err, "users_email_key") {
 		return "", api.Errorf(api.CodeConflict, "email %s already belongs to another account", c.Email).
 			WithHint("ask an administrator to link the accounts")
 	}
 	if err != nil {
 		return "", fmt.Errorf("create oidc user: %w", err)
+	}
+	if tag.RowsAffected() == 0 {
+		if err := q.QueryRow(ctx, `SELECT id FROM users WHERE provider='oidc' AND oidc_issuer=$1 AND oidc_subject=$2`,
+			issuer, subject).Scan(&id); err != nil {
+			return "", fmt.Errorf("find oidc user: %w", err)
+		}
 	}
 	return id, nil
 }

@@ -39,8 +39,10 @@ func Enqueue(ctx context.Context, q store.Querier, at time.Time, ev Event) (int6
 		users = []string{}
 	}
 	var id int64
-	err := q.QueryRow(ctx, `INSERT INTO outbox_events (kind, subject, project_id, users, payload, created_at)
-		VALUES ($1,$2,$3,$4,$5,$6) RETURNING id`,
+	// next_attempt_at comes from the caller's clock, like the relay's "due"
+	// check, rather than the column's default of the database's now().
+	err := q.QueryRow(ctx, `INSERT INTO outbox_events (kind, subject, project_id, users, payload, created_at, next_attempt_at)
+		VALUES ($1,$2,$3,$4,$5,$6,$6) RETURNING id`,
 		ev.Kind, ev.Subject, project, users, payload, at).Scan(&id)
 	if err != nil {
 		return 0, fmt.Errorf("enqueue %s event: %w", ev.Kind, err)

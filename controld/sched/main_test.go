@@ -24,14 +24,55 @@ func TestMain(m *testing.M) { os.Exit(testutil.Main(m)) }
 
 var pgTemplate = testutil.NewTemplate("sched", store.Migrate)
 
-// fleet is a test database with a user and project (so allocation rows
-// can exist), and the nodes a test describes, by name.
-type fleet struct {
+// db is a test database with a user and project, so that allocation rows
+// can exist.
+type db struct {
 	pool    *pgxpool.Pool
 	userID  string
 	project string
-	nodeID  map[string]string // name → id
-	name    map[string]string // id → name
+}
+
+func newDB(t *testing.T) *db {
+	t.Helper()
+	ctx := context.Background()
+	pool, err := store.Open(ctx, testutil.Postgres(t, pgTemplate), 40)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	d := &db{pool: pool, userID: ids.New(ids.User), project: ids.New(ids.Project)}
+	now := time.Now().UTC()
+	for _, q := range []struct {
+		sql  string
+		args []any
+	}{
+		{`INSERT INTO users (id, email, role, provider, password_hash, created_at)
+			VALUES ($1, 'sched@example.test', 'user', 'local', 'x', $2)`, []any{d.userID, now}},
+		{`INSERT INTO projects (id, name, created_by, created_at) VALUES ($1, 'proj', $2, $3)`, []any{d.project, d.userID, now}},
+	} {
+		if _, err := pool.Exec(ctx, q.sql, q.args...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := catalog.Seed(ctx, pool, catalog.Defaults); err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// querier is a pool or a transaction: fleets of table cases live in a
+// transaction that is rolled back, so the cases share one database.
+type querier interface {
+	store.Querier
+	Begin(ctx context.Context) (pgx.Tx, error)
+}
+
+// fleet is a set of nodes, by name, in a test database.
+type fleet struct {
+	*db
+	q      querier
+	nodeID map[string]string // name → id
+	name   map[string]string // id → name
 	// filler holds the slots a test marks as used.
 	filler string
 }
@@ -50,23 +91,17 @@ type nodeSetup struct {
 	disabled []int
 }
 
+// newFleet is a fresh database holding nodes.
 func newFleet(t *testing.T, nodes ...nodeSetup) *fleet {
 	t.Helper()
-	ctx := context.Background()
-	pool, err := store.Open(ctx, testutil.Postgres(t, pgTemplate), 40)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	f := &fleet{pool: pool, userID: ids.New(ids.User), project: ids.New(ids.Project),
-		nodeID: map[string]string{}, name: map[string]string{}}
-	now := time.Now().UTC()
-	f.exec(t, `INSERT INTO users (id, email, role, provider, password_hash, created_at)
-		VALUES ($1, 'sched@example.test', 'user', 'local', 'x', $2)`, f.userID, now)
-	f.exec(t, `INSERT INTO projects (id, name, created_by, created_at) VALUES ($1, 'proj', $2, $3)`, f.project, f.userID, now)
-	if err := catalog.Seed(ctx, pool, catalog.Defaults); err != nil {
-		t.Fatal(err)
-	}
+	d := newDB(t)
+	return d.fleet(t, d.pool, nodes...)
+}
+
+// fleet adds nodes through q.
+func (d *db) fleet(t *testing.T, q querier, nodes ...nodeSetup) *fleet {
+	t.Helper()
+	f := &fleet{db: d, q: q, nodeID: map[string]string{}, name: map[string]string{}}
 	f.filler = f.newAlloc(t)
 	for _, n := range nodes {
 		f.addNode(t, n)
@@ -76,7 +111,7 @@ func newFleet(t *testing.T, nodes ...nodeSetup) *fleet {
 
 func (f *fleet) exec(t testing.TB, sql string, args ...any) {
 	t.Helper()
-	if _, err := f.pool.Exec(context.Background(), sql, args...); err != nil {
+	if _, err := f.q.Exec(context.Background(), sql, args...); err != nil {
 		t.Fatalf("%s: %v", sql, err)
 	}
 }
@@ -84,7 +119,7 @@ func (f *fleet) exec(t testing.TB, sql string, args ...any) {
 func (f *fleet) count(t testing.TB, sql string, args ...any) int {
 	t.Helper()
 	var n int
-	if err := f.pool.QueryRow(context.Background(), sql, args...).Scan(&n); err != nil {
+	if err := f.q.QueryRow(context.Background(), sql, args...).Scan(&n); err != nil {
 		t.Fatalf("%s: %v", sql, err)
 	}
 	return n
@@ -107,7 +142,7 @@ func (f *fleet) addNode(t *testing.T, n nodeSetup) {
 	for i, nn := range numa {
 		spec.Slots = append(spec.Slots, node.SlotSpec{GPUPCI: fmt.Sprintf("0000:%02x:00.0", 0x18+i), NUMANode: nn})
 	}
-	created, err := node.Register(ctx, f.pool, spec, time.Now())
+	created, err := node.Register(ctx, f.q, spec, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,13 +168,13 @@ func (f *fleet) newAlloc(t testing.TB) string {
 	return id
 }
 
-// place runs sched.Place for a new allocation in a transaction of its own,
-// committed on success.
+// place runs sched.Place for a new allocation in a (sub)transaction of
+// its own, committed on success.
 func (f *fleet) place(t *testing.T, shape, model string, gpus int) (sched.Request, sched.Placement, error) {
 	t.Helper()
 	r := sched.Request{AllocationID: f.newAlloc(t), Shape: shape, GPUModel: model, GPUs: gpus}
 	var p sched.Placement
-	err := pgx.BeginFunc(context.Background(), f.pool, func(tx pgx.Tx) error {
+	err := pgx.BeginFunc(context.Background(), f.q, func(tx pgx.Tx) error {
 		var err error
 		p, err = sched.Place(context.Background(), tx, r)
 		return err
@@ -159,7 +194,7 @@ func numaCounts(slots []api.Slot) map[int]int {
 // freePerNUMA is a node's free slots per NUMA node, in NUMA order.
 func (f *fleet) freePerNUMA(t *testing.T, nodeName string) []int {
 	t.Helper()
-	rows, err := f.pool.Query(context.Background(), `SELECT count(*) FILTER (WHERE state = 'free')
+	rows, err := f.q.Query(context.Background(), `SELECT count(*) FILTER (WHERE state = 'free')
 		FROM slots WHERE node_id = $1 GROUP BY numa_node ORDER BY numa_node`, f.nodeID[nodeName])
 	if err != nil {
 		t.Fatal(err)
@@ -175,7 +210,7 @@ func (f *fleet) freePerNUMA(t *testing.T, nodeName string) []int {
 // slots for the allocation, all reserved, all on the placement's node.
 func (f *fleet) checkReserved(t *testing.T, r sched.Request, p sched.Placement) {
 	t.Helper()
-	slots, err := node.Slots(context.Background(), f.pool, `allocation_id = $1`, r.AllocationID)
+	slots, err := node.Slots(context.Background(), f.q, `allocation_id = $1`, r.AllocationID)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
 
 	"github.com/jackc/pgx/v5"
 
@@ -138,55 +137,42 @@ func baremetalCandidates(ctx context.Context, tx pgx.Tx, r Request) ([]attempt, 
 // tryReserve locks free slots of one candidate, skipping rows other
 // placements hold, inside a savepoint: when too few are left the savepoint
 // is rolled back, which releases the row locks taken here so other
-// placements can use them.
+// placements can use them. It locks only the slots it will reserve (row
+// locks last until the transaction ends, so a lock on a slot it does not
+// take would hide that slot from concurrent placements until then).
 func tryReserve(ctx context.Context, tx pgx.Tx, r Request, a attempt) (Placement, bool, error) {
 	sp, err := tx.Begin(ctx)
 	if err != nil {
 		return Placement{}, false, fmt.Errorf("savepoint: %w", err)
 	}
 	defer func() { _ = sp.Rollback(ctx) }() // no-op after commit
-	where := `node_id = $1 AND state = 'free'`
-	args := []any{a.nodeID}
-	if a.numa >= 0 {
-		where += ` AND numa_node = $2`
-		args = append(args, a.numa)
-	}
-	rows, err := sp.Query(ctx, `SELECT id, numa_node FROM slots WHERE `+where+` ORDER BY idx FOR UPDATE SKIP LOCKED`, args...)
-	if err != nil {
-		return Placement{}, false, fmt.Errorf("lock slots: %w", err)
-	}
-	type free struct {
-		id   string
-		numa int
-	}
-	locked, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (free, error) {
-		var f free
-		return f, row.Scan(&f.id, &f.numa)
-	})
-	if err != nil {
-		return Placement{}, false, fmt.Errorf("lock slots: %w", err)
-	}
-	if len(locked) < r.GPUs || (a.whole && len(locked) != r.GPUs) {
-		return Placement{}, false, nil
-	}
-	if a.numa < 0 && !a.whole {
+	var rows pgx.Rows
+	switch {
+	case a.whole:
+		// Bare metal takes every slot of the node.
+		rows, err = sp.Query(ctx, `SELECT id FROM slots WHERE node_id = $1 AND state = 'free'
+			ORDER BY idx FOR UPDATE SKIP LOCKED`, a.nodeID)
+	case a.numa >= 0:
+		rows, err = sp.Query(ctx, `SELECT id FROM slots WHERE node_id = $1 AND numa_node = $2 AND state = 'free'
+			ORDER BY idx LIMIT $3 FOR UPDATE SKIP LOCKED`, a.nodeID, a.numa, r.GPUs)
+	default:
 		// Spread as little as possible: fill from the NUMA nodes with the
 		// most free slots first.
-		count := map[int]int{}
-		for _, f := range locked {
-			count[f.numa]++
-		}
-		sort.SliceStable(locked, func(i, j int) bool {
-			ci, cj := count[locked[i].numa], count[locked[j].numa]
-			if ci != cj {
-				return ci > cj
-			}
-			return locked[i].numa < locked[j].numa
-		})
+		rows, err = sp.Query(ctx, `SELECT s.id FROM slots s
+			JOIN (SELECT numa_node, count(*) AS free FROM slots WHERE node_id = $1 AND state = 'free'
+			      GROUP BY numa_node) g ON g.numa_node = s.numa_node
+			WHERE s.node_id = $1 AND s.state = 'free'
+			ORDER BY g.free DESC, s.numa_node, s.idx LIMIT $2 FOR UPDATE OF s SKIP LOCKED`, a.nodeID, r.GPUs)
 	}
-	chosen := make([]string, r.GPUs)
-	for i := range chosen {
-		chosen[i] = locked[i].id
+	if err != nil {
+		return Placement{}, false, fmt.Errorf("lock slots: %w", err)
+	}
+	chosen, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return Placement{}, false, fmt.Errorf("lock slots: %w", err)
+	}
+	if len(chosen) != r.GPUs {
+		return Placement{}, false, nil
 	}
 	if _, err := sp.Exec(ctx, `UPDATE slots SET state = 'reserved', allocation_id = $1 WHERE id = ANY($2)`,
 		r.AllocationID, chosen); err != nil {

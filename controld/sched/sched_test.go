@@ -113,10 +113,15 @@ func TestPlace(t *testing.T) {
 		{name: "full fleet", shape: slice, gpus: 1,
 			nodes: []nodeSetup{{name: "a", used: map[int]int{0: 4, 1: 4}}}},
 	}
+	d := newDB(t)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			f := newFleet(t, tt.nodes...)
+			tx, err := d.pool.Begin(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = tx.Rollback(context.Background()) }()
+			f := d.fleet(t, tx, tt.nodes...)
 			model := tt.model
 			if model == "" {
 				model = "H200"

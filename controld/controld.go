@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/gpuaas/gpuaas/controld/alloc"
+	"github.com/gpuaas/gpuaas/controld/hosts"
 	"github.com/gpuaas/gpuaas/controld/identity"
 	"github.com/gpuaas/gpuaas/controld/mutate"
 	"github.com/gpuaas/gpuaas/controld/outbox"
@@ -44,8 +45,19 @@ type Config struct {
 	MaxInflight int
 	// RequestTimeout bounds one request's work (default 30s).
 	RequestTimeout time.Duration
-	Now            func() time.Time
-	Log            *slog.Logger
+	// Hosts tunes the hostd side: heartbeats, task deadlines, discovery.
+	Hosts HostsConfig
+	Now   func() time.Time
+	Log   *slog.Logger
+}
+
+// HostsConfig tunes controld's side of hostd (see hosts.Config).
+type HostsConfig struct {
+	HeartbeatInterval time.Duration
+	TaskDeadline      time.Duration
+	SlotSubnet        string
+	// AutoApproveSlots approves discovered slots at once (dev only).
+	AutoApproveSlots bool
 }
 
 // CheckAndSetDefaults validates c and fills defaults.
@@ -86,6 +98,7 @@ type Server struct {
 	mut      *mutate.Runner
 	sem      chan struct{}
 	svc      micro.Service
+	hosts    *hosts.Service
 	ready    chan struct{}
 	// kick wakes the queue loop after a change that may free capacity.
 	kick chan struct{}
@@ -123,6 +136,16 @@ func (s *Server) init(ctx context.Context) error {
 		return err
 	}
 	s.mut = &mutate.Runner{Pool: s.pool, Now: s.now}
+	taskKey, err := loadOrCreateKey(ctx, s.pool, taskKeyName)
+	if err != nil {
+		return err
+	}
+	if s.hosts, err = hosts.New(hosts.Config{Pool: s.pool, NATS: s.cfg.NATS, TaskKey: taskKey,
+		HeartbeatInterval: s.cfg.Hosts.HeartbeatInterval, TaskDeadline: s.cfg.Hosts.TaskDeadline,
+		SlotSubnet: s.cfg.Hosts.SlotSubnet, AutoApproveSlots: s.cfg.Hosts.AutoApproveSlots,
+		SlotsFreed: s.kickQueue, Now: s.cfg.Now, Log: s.cfg.Log}); err != nil {
+		return err
+	}
 	if s.js, err = jetstream.New(s.cfg.NATS); err != nil {
 		return fmt.Errorf("jetstream: %w", err)
 	}
@@ -157,6 +180,7 @@ func (s *Server) Run(ctx context.Context) error {
 	g.Go(func() error { return relay.Run(gctx) })
 	g.Go(func() error { return outbox.Fanout(gctx, s.js, s.cfg.NATS, s.cfg.Log) })
 	g.Go(func() error { return s.queueLoop(gctx) })
+	g.Go(func() error { return s.hosts.Run(gctx) })
 	err = g.Wait()
 	if stopErr := s.svc.Stop(); stopErr != nil && err == nil {
 		err = fmt.Errorf("stop api: %w", stopErr)

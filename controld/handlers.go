@@ -10,6 +10,7 @@ import (
 	"github.com/gpuaas/gpuaas/controld/alloc"
 	"github.com/gpuaas/gpuaas/controld/audit"
 	"github.com/gpuaas/gpuaas/controld/catalog"
+	"github.com/gpuaas/gpuaas/controld/hosts"
 	"github.com/gpuaas/gpuaas/controld/identity"
 	"github.com/gpuaas/gpuaas/controld/mutate"
 	"github.com/gpuaas/gpuaas/controld/node"
@@ -36,6 +37,7 @@ func (s *Server) endpoints() []endpointDef {
 		{api.EndpointNodeGet, s.query(api.EndpointNodeGet, operatorOnly, s.nodeGet)},
 		{api.EndpointSlotsApprove, s.mutation(api.EndpointSlotsApprove, operatorOnly, s.slotsApprove)},
 		{api.EndpointNodeDrain, s.mutation(api.EndpointNodeDrain, operatorOnly, s.nodeDrain)},
+		{api.EndpointNodeEnroll, s.mutation(api.EndpointNodeEnroll, operatorOnly, s.nodeEnroll)},
 
 		{api.EndpointAllocCreate, s.mutation(api.EndpointAllocCreate, loggedIn, s.allocCreate)},
 		{api.EndpointAllocGet, s.query(api.EndpointAllocGet, loggedIn, s.allocGet)},
@@ -306,7 +308,22 @@ func (s *Server) allocGet(ctx context.Context, c *call) (any, error) {
 	if err := c.decode(&req); err != nil {
 		return nil, err
 	}
-	return alloc.Get(ctx, s.pool, c.actor(), req.ID)
+	a, err := alloc.Get(ctx, s.pool, c.actor(), req.ID)
+	if err != nil {
+		return nil, err
+	}
+	a.Timeline, err = hosts.Timeline(ctx, s.pool, a.ID)
+	return a, err
+}
+
+func (s *Server) nodeEnroll(_ context.Context, c *call) (mutate.Func, error) {
+	var req api.EnrollTokenRequest
+	if err := c.decode(&req); err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context, tx pgx.Tx) (any, mutate.Effect, error) {
+		return hosts.CreateEnrollToken(ctx, tx, req, c.principal.UserID, s.now())
+	}, nil
 }
 
 func (s *Server) allocList(ctx context.Context, c *call) (any, error) {

@@ -12,6 +12,9 @@ import (
 // sessionKeyName names the Ed25519 key that signs session tokens.
 const sessionKeyName = "session-token"
 
+// taskKeyName names the Ed25519 key that signs hostd task envelopes.
+const taskKeyName = "task-signing"
+
 // loadOrCreateKey returns the named private key, generating it on first
 // start. Replicas racing at first start all end up with the one row that
 // won the insert. The key lives in Postgres, readable only by controld's

@@ -18,14 +18,6 @@ import (
 	"github.com/gpuaas/gpuaas/internal/ids"
 )
 
-// ProvisionParams are the params of the provisioning task.
-type ProvisionParams struct {
-	AllocationID string   `json:"allocation_id"`
-	UserID       string   `json:"user_id"`
-	Slots        []string `json:"slots"`
-	GPUPCI       []string `json:"gpu_pci"`
-}
-
 // Create validates req, inserts the allocation and places it in tx. When
 // nothing fits, it fails with no_capacity and changes nothing, unless
 // req.Queue asks to wait in the SKU's FIFO queue. A placed allocation is
@@ -96,16 +88,17 @@ func place(ctx context.Context, tx pgx.Tx, a *api.Allocation, sku api.SKU, actor
 	if err := transition(ctx, tx, a, api.AllocProvisioning, "slots reserved on "+pl.NodeID, actor, now); err != nil {
 		return false, err
 	}
-	params := ProvisionParams{AllocationID: a.ID, UserID: a.UserID}
-	for _, s := range pl.Slots {
-		params.Slots = append(params.Slots, s.ID)
-		params.GPUPCI = append(params.GPUPCI, s.GPUPCI)
-	}
-	typ := tasks.TypeVMProvision
+	var task tasks.Task
 	if a.Shape == api.ShapeBaremetal {
-		typ = tasks.TypeProvisionUser
+		task = tasks.Task{Type: api.TaskProvisionUser, Params: api.UserProvisionParams{
+			AllocationID: a.ID, UserID: a.UserID, PosixUser: api.PosixUser(a.ID)}}
+	} else {
+		task = tasks.Task{Type: api.TaskVMProvision, Params: api.VMProvisionParams{
+			AllocationID: a.ID, UserID: a.UserID, PosixUser: api.PosixUser(a.ID), Slots: pl.Slots,
+			VCPUs: sku.VCPUsPerGPU * a.GPUs, MemoryMiB: sku.MemoryMiBPerGPU * a.GPUs, Image: sku.Image}}
 	}
-	if _, err := tasks.Enqueue(ctx, tx, tasks.Task{NodeID: pl.NodeID, AllocationID: a.ID, Type: typ, Params: params}, now); err != nil {
+	task.NodeID, task.AllocationID = pl.NodeID, a.ID
+	if _, err := tasks.Enqueue(ctx, tx, task, now); err != nil {
 		return false, err
 	}
 	return true, nil

@@ -2,6 +2,7 @@ package alloc
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -13,13 +14,6 @@ import (
 	"github.com/gpuaas/gpuaas/controld/tasks"
 	"github.com/gpuaas/gpuaas/internal/api"
 )
-
-// ReleaseParams are the params of the release task.
-type ReleaseParams struct {
-	AllocationID string `json:"allocation_id"`
-	UserID       string `json:"user_id"`
-	Force        bool   `json:"force,omitempty"`
-}
 
 // Release starts releasing an allocation. A queued request is simply
 // withdrawn (released at once); a placed one goes to releasing with its
@@ -80,15 +74,18 @@ func Release(ctx context.Context, tx pgx.Tx, actor Actor, req api.AllocReleaseRe
 	return a, eff, nil
 }
 
-func enqueueRelease(ctx context.Context, tx pgx.Tx, a api.Allocation, force bool, now time.Time) error {
+func enqueueRelease(ctx context.Context, tx pgx.Tx, a api.Allocation, cleanup bool, now time.Time) error {
 	if a.NodeID == "" {
 		return nil
 	}
-	typ := tasks.TypeVMRelease
+	task := tasks.Task{NodeID: a.NodeID, AllocationID: a.ID, Type: api.TaskVMRelease,
+		Params: api.VMReleaseParams{AllocationID: a.ID, Slots: a.Slots, Cleanup: cleanup}}
 	if a.Shape == api.ShapeBaremetal {
-		typ = tasks.TypeDeprovisionUser
+		task.Type = api.TaskDeprovisionUser
+		task.Params = api.UserDeprovisionParams{AllocationID: a.ID, PosixUser: api.PosixUser(a.ID), Cleanup: cleanup}
 	}
-	_, err := tasks.Enqueue(ctx, tx, tasks.Task{NodeID: a.NodeID, AllocationID: a.ID, Type: typ,
-		Params: ReleaseParams{AllocationID: a.ID, UserID: a.UserID, Force: force}}, now)
-	return err
+	if _, err := tasks.Enqueue(ctx, tx, task, now); err != nil {
+		return fmt.Errorf("queue release: %w", err)
+	}
+	return nil
 }

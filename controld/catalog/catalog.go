@@ -15,12 +15,19 @@ import (
 	"github.com/gpuaas/gpuaas/internal/api"
 )
 
+// DefaultImage is the base image slice VMs boot unless a SKU says
+// otherwise. Its checksum is that of the image the simulated hosts carry
+// (hostd/sim); operators pin their real image's checksum per SKU.
+var DefaultImage = api.VMImage{Name: "ubuntu-24.04-gpu", SHA256: "8f7c8d26e5ec2a8d1f5a3f0b8c1b9c64a6b2a8a9ce2ae3e8c6b5f5d1a7e1c5f2"}
+
 // Defaults is the catalog `gpuaas dev` and fresh installs are seeded with.
 var Defaults = []api.SKU{
 	{ID: "h200-slice", Shape: api.ShapeGPUSlice, GPUModel: "H200", GPUCounts: []int{1, 2, 4, 8},
-		PricePerGPUHourMinor: 350, Currency: "usd", Description: "VM with whole H200 GPUs passed through"},
+		PricePerGPUHourMinor: 350, Currency: "usd", Description: "VM with whole H200 GPUs passed through",
+		VCPUsPerGPU: 16, MemoryMiBPerGPU: 196608, Image: DefaultImage},
 	{ID: "h100-slice", Shape: api.ShapeGPUSlice, GPUModel: "H100", GPUCounts: []int{1, 2, 4, 8},
-		PricePerGPUHourMinor: 250, Currency: "usd", Description: "VM with whole H100 GPUs passed through"},
+		PricePerGPUHourMinor: 250, Currency: "usd", Description: "VM with whole H100 GPUs passed through",
+		VCPUsPerGPU: 16, MemoryMiBPerGPU: 131072, Image: DefaultImage},
 	{ID: "h100-baremetal", Shape: api.ShapeBaremetal, GPUModel: "H100", GPUCounts: []int{8},
 		PricePerGPUHourMinor: 220, Currency: "usd", Description: "a whole 8×H100 node"},
 }
@@ -29,9 +36,17 @@ var Defaults = []api.SKU{
 // the operator left them.
 func Seed(ctx context.Context, q store.Querier, skus []api.SKU) error {
 	for _, s := range skus {
-		_, err := q.Exec(ctx, `INSERT INTO skus (id, shape, gpu_model, gpu_counts, price_per_gpu_hour_minor, currency, description)
-			VALUES ($1,$2,$3,$4,$5,$6,$7) ON CONFLICT (id) DO NOTHING`,
-			s.ID, s.Shape, s.GPUModel, s.GPUCounts, s.PricePerGPUHourMinor, s.Currency, s.Description)
+		if s.VCPUsPerGPU == 0 {
+			s.VCPUsPerGPU = 8
+		}
+		if s.MemoryMiBPerGPU == 0 {
+			s.MemoryMiBPerGPU = 65536
+		}
+		_, err := q.Exec(ctx, `INSERT INTO skus (id, shape, gpu_model, gpu_counts, price_per_gpu_hour_minor, currency, description,
+			vcpus_per_gpu, memory_mib_per_gpu, image, image_sha256)
+			VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11) ON CONFLICT (id) DO NOTHING`,
+			s.ID, s.Shape, s.GPUModel, s.GPUCounts, s.PricePerGPUHourMinor, s.Currency, s.Description,
+			s.VCPUsPerGPU, s.MemoryMiBPerGPU, s.Image.Name, s.Image.SHA256)
 		if err != nil {
 			return fmt.Errorf("seed sku %s: %w", s.ID, err)
 		}
@@ -39,7 +54,8 @@ func Seed(ctx context.Context, q store.Querier, skus []api.SKU) error {
 	return nil
 }
 
-const skuColumns = `SELECT id, shape, gpu_model, gpu_counts, price_per_gpu_hour_minor, currency, description FROM skus`
+const skuColumns = `SELECT id, shape, gpu_model, gpu_counts, price_per_gpu_hour_minor, currency, description,
+	vcpus_per_gpu, memory_mib_per_gpu, image, image_sha256 FROM skus`
 
 // List returns the active SKUs.
 func List(ctx context.Context, q store.Querier) ([]api.SKU, error) {
@@ -80,7 +96,8 @@ func Get(ctx context.Context, q store.Querier, id string) (api.SKU, error) {
 func scanSKU(r pgx.CollectableRow) (api.SKU, error) {
 	var s api.SKU
 	var counts []int32
-	err := r.Scan(&s.ID, &s.Shape, &s.GPUModel, &counts, &s.PricePerGPUHourMinor, &s.Currency, &s.Description)
+	err := r.Scan(&s.ID, &s.Shape, &s.GPUModel, &counts, &s.PricePerGPUHourMinor, &s.Currency, &s.Description,
+		&s.VCPUsPerGPU, &s.MemoryMiBPerGPU, &s.Image.Name, &s.Image.SHA256)
 	for _, c := range counts {
 		s.GPUCounts = append(s.GPUCounts, int(c))
 	}

@@ -22,6 +22,8 @@ type SlotSpec struct {
 	NVMe     string
 	FabricVF string
 	NUMANode int
+	MAC      string
+	IP       string
 }
 
 // Spec describes a node to register.
@@ -47,8 +49,8 @@ func Register(ctx context.Context, q store.Querier, s Spec, now time.Time) (api.
 		return api.Node{}, fmt.Errorf("register node: %w", err)
 	}
 	for i, sl := range s.Slots {
-		if _, err := q.Exec(ctx, `INSERT INTO slots (id, node_id, idx, gpu_pci, nvme, fabric_vf, numa_node, state)
-			VALUES ($1,$2,$3,$4,$5,$6,$7,'pending')`, ids.New(ids.Slot), n.ID, i, sl.GPUPCI, sl.NVMe, sl.FabricVF, sl.NUMANode); err != nil {
+		if _, err := q.Exec(ctx, `INSERT INTO slots (id, node_id, idx, gpu_pci, nvme, fabric_vf, numa_node, mac, ip, state)
+			VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,'pending')`, ids.New(ids.Slot), n.ID, i, sl.GPUPCI, sl.NVMe, sl.FabricVF, sl.NUMANode, sl.MAC, sl.IP); err != nil {
 			return api.Node{}, fmt.Errorf("register slot %d: %w", i, err)
 		}
 	}
@@ -56,14 +58,21 @@ func Register(ctx context.Context, q store.Querier, s Spec, now time.Time) (api.
 	return n, nil
 }
 
-const nodeColumns = `SELECT n.id, n.name, n.shape, n.gpu_model, n.state, n.created_at,
-	(SELECT count(*) FROM slots s WHERE s.node_id = n.id AND s.state <> 'disabled'),
-	(SELECT count(*) FROM slots s WHERE s.node_id = n.id AND s.state = 'free')
+const nodeColumns = `SELECT n.id, n.name, n.shape, n.gpu_model, n.state, n.created_at, n.last_heartbeat_at, n.health,
+	(SELECT count(*) FROM slots s WHERE s.node_id = n.id AND s.state IN ('free', 'reserved')),
+	(SELECT count(*) FROM slots s WHERE s.node_id = n.id AND s.state = 'free'),
+	(SELECT count(*) FROM slots s WHERE s.node_id = n.id AND s.state = 'pending')
 	FROM nodes n`
 
 func scanNode(r pgx.CollectableRow) (api.Node, error) {
 	var n api.Node
-	return n, r.Scan(&n.ID, &n.Name, &n.Shape, &n.GPUModel, &n.State, &n.CreatedAt, &n.SlotsTotal, &n.SlotsFree)
+	var health []byte
+	err := r.Scan(&n.ID, &n.Name, &n.Shape, &n.GPUModel, &n.State, &n.CreatedAt, &n.LastHeartbeat, &health,
+		&n.SlotsTotal, &n.SlotsFree, &n.SlotsPending)
+	if len(health) > 2 { // not "{}"
+		n.Health = health
+	}
+	return n, err
 }
 
 // List returns every node.
@@ -101,14 +110,14 @@ func Get(ctx context.Context, q store.Querier, ref string) (api.NodeDetail, erro
 
 // Slots returns the slots matching a WHERE clause, by node and index.
 func Slots(ctx context.Context, q store.Querier, where string, args ...any) ([]api.Slot, error) {
-	rows, err := q.Query(ctx, `SELECT id, node_id, idx, gpu_pci, nvme, fabric_vf, numa_node, state, coalesce(allocation_id, '')
+	rows, err := q.Query(ctx, `SELECT id, node_id, idx, gpu_pci, nvme, fabric_vf, numa_node, mac, ip, state, coalesce(allocation_id, '')
 		FROM slots WHERE `+where+` ORDER BY node_id, idx`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list slots: %w", err)
 	}
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (api.Slot, error) {
 		var s api.Slot
-		return s, r.Scan(&s.ID, &s.NodeID, &s.Index, &s.GPUPCI, &s.NVMe, &s.FabricVF, &s.NUMANode, &s.State, &s.AllocationID)
+		return s, r.Scan(&s.ID, &s.NodeID, &s.Index, &s.GPUPCI, &s.NVMe, &s.FabricVF, &s.NUMANode, &s.MAC, &s.IP, &s.State, &s.AllocationID)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("list slots: %w", err)

@@ -98,7 +98,7 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream) error {
 func (r *Relay) Run(ctx context.Context) error {
 	conn, err := r.cfg.Pool.Acquire(ctx)
 	if err != nil {
-		return fmt.Errorf("relay: %w", err)
+		return ctxErr(ctx, fmt.Errorf("relay: %w", err))
 	}
 	// The lock lives in this session; closing it (rather than returning it
 	// to the pool) is what releases it.

@@ -13,18 +13,11 @@ import (
 	"github.com/gpuaas/gpuaas/internal/ids"
 )
 
-// Task types (DESIGN.md, "Tasks").
+// Task states.
 const (
-	TypeHealthProbe       = "diag.health_probe"
-	TypeTopologyDiscover  = "slice.topology_discover"
-	TypeVMProvision       = "slice.vm_provision"
-	TypeVMRelease         = "slice.vm_release"
-	TypeProvisionUser     = "allocation.provision_user"
-	TypeDeprovisionUser   = "allocation.deprovision_user"
-	StatePending          = "pending"
-	StateSucceeded        = "succeeded"
-	StateFailed           = "failed"
-	defaultParamsEncoding = "{}"
+	StatePending   = "pending"
+	StateSucceeded = "succeeded"
+	StateFailed    = "failed"
 )
 
 // Task is a row of node_tasks.
@@ -40,7 +33,7 @@ type Task struct {
 
 // Enqueue inserts a pending task and returns its id.
 func Enqueue(ctx context.Context, q store.Querier, t Task, now time.Time) (string, error) {
-	params := []byte(defaultParamsEncoding)
+	params := []byte("{}")
 	if t.Params != nil {
 		var err error
 		if params, err = json.Marshal(t.Params); err != nil {

@@ -23,28 +23,28 @@ const (
 	VendorIntel    = 0x8086
 	VendorAMD      = 0x1022
 
-	DeviceH100      = 0x2330 // GH100 [H100 SXM5 80GB]
-	DeviceH200      = 0x2335 // GH100 [H200 SXM 141GB]
-	DeviceNVSwitch  = 0x22a3 // GH100 [H100 NVSwitch]
-	DeviceCX7       = 0x1021 // MT2910 Family [ConnectX-7]
-	DeviceCX7VF     = 0x101e // ConnectX Family mlx5Gen Virtual Function
-	DevicePM1733    = 0xa824 // NVMe SSD Controller PM173X
-	deviceRootPortI = 0x352a
-	deviceRootPortA = 0x14ab
+	DeviceH100          = 0x2330 // GH100 [H100 SXM5 80GB]
+	DeviceH200          = 0x2335 // GH100 [H200 SXM 141GB]
+	DeviceNVSwitch      = 0x22a3 // GH100 [H100 NVSwitch]
+	DeviceCX7           = 0x1021 // MT2910 Family [ConnectX-7]
+	DeviceCX7VF         = 0x101e // ConnectX Family mlx5Gen Virtual Function
+	DevicePM1733        = 0xa824 // NVMe SSD Controller PM173X
+	deviceRootPortIntel = 0x352a
+	deviceRootPortAMD   = 0x14ab
 )
 
 // PCI class codes (class, subclass, programming interface).
 const (
-	ClassVGA      = 0x030000
-	Class3D       = 0x030200
-	ClassNVMe     = 0x010802
-	ClassEthernet = 0x020000
-	ClassBridge   = 0x068000
-	ClassPCIPort  = 0x060400
+	Class3D          = 0x030200
+	ClassNVMe        = 0x010802
+	ClassEthernet    = 0x020000
+	ClassOtherBridge = 0x068000 // "Bridge: other", as NVSwitches are
+	ClassPCIPort     = 0x060400
 )
 
-// GPUDeviceIDs maps the GPU models the sim knows to their PCI device ids.
-var GPUDeviceIDs = map[string]uint16{"H100": DeviceH100, "H200": DeviceH200}
+// gpuDeviceIDs maps the GPU models the sim knows to their PCI device ids;
+// other models are given H100's.
+var gpuDeviceIDs = map[string]uint16{"H100": DeviceH100, "H200": DeviceH200}
 
 // Profile is a simulated GPU host. Its fields are plain data: tests change
 // them (or use the knobs in knobs.go) to break the host in known ways.
@@ -254,13 +254,13 @@ func hgx8(name, model, gpuDriver, switchDriver string) Profile {
 	p := Profile{Name: name, GPUModel: model}
 	group := 10
 	next := func() int { group++; return group }
-	devID, ok := GPUDeviceIDs[model]
+	devID, ok := gpuDeviceIDs[model]
 	if !ok {
 		devID = DeviceH100
 	}
 	for i := range 4 {
 		p.Other = append(p.Other, Device{Func: Func{PCI: fmt.Sprintf("0000:%02x:00.0", 0x05+i), IOMMUGroup: next(), Driver: switchDriver},
-			Vendor: VendorNVIDIA, DeviceID: DeviceNVSwitch, Class: ClassBridge})
+			Vendor: VendorNVIDIA, DeviceID: DeviceNVSwitch, Class: ClassOtherBridge})
 	}
 	for n := range 2 {
 		p.Other = append(p.Other, Device{Func: Func{PCI: fmt.Sprintf("0000:%02x:00.0", 0xa0+n), NUMANode: n, IOMMUGroup: next(), Driver: "mlx5_core"},

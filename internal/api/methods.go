@@ -103,3 +103,10 @@ func (c *Client) AllocRelease(ctx context.Context, req AllocReleaseRequest, opts
 	var out Allocation
 	return &out, c.Mutate(ctx, EndpointAllocRelease, req, &out, opts...)
 }
+
+// NodeEnroll creates a one-time enrollment token for a new node
+// (operators).
+func (c *Client) NodeEnroll(ctx context.Context, req EnrollTokenRequest, opts ...CallOption) (*EnrollTokenResponse, error) {
+	var out EnrollTokenResponse
+	return &out, c.Mutate(ctx, EndpointNodeEnroll, req, &out, opts...)
+}

@@ -27,6 +27,7 @@ const (
 	EndpointNodeGet      = "node.get"
 	EndpointSlotsApprove = "node.slots_approve"
 	EndpointNodeDrain    = "node.drain"
+	EndpointNodeEnroll   = "node.enroll"
 
 	EndpointAllocCreate  = "alloc.create"
 	EndpointAllocGet     = "alloc.get"

@@ -120,6 +120,10 @@ type SKU struct {
 	PricePerGPUHourMinor int64  `json:"price_per_gpu_hour_minor"`
 	Currency             string `json:"currency"`
 	Description          string `json:"description,omitempty"`
+	// What a slice VM gets per GPU, and the image it boots.
+	VCPUsPerGPU     int     `json:"vcpus_per_gpu,omitempty"`
+	MemoryMiBPerGPU int     `json:"memory_mib_per_gpu,omitempty"`
+	Image           VMImage `json:"image,omitzero"`
 }
 
 // CatalogResponse lists the SKUs on offer.
@@ -129,6 +133,7 @@ type CatalogResponse struct {
 
 // Node states.
 const (
+	NodeEnrolled = "enrolled" // registered, waiting for discovery
 	NodeReady    = "ready"
 	NodeDraining = "draining"
 	NodeDown     = "down"
@@ -144,14 +149,18 @@ const (
 
 // Node is one GPU host.
 type Node struct {
-	ID         string    `json:"id"`
-	Name       string    `json:"name"`
-	Shape      string    `json:"shape"`
-	GPUModel   string    `json:"gpu_model"`
-	State      string    `json:"state"`
-	SlotsTotal int       `json:"slots_total"`
-	SlotsFree  int       `json:"slots_free"`
-	CreatedAt  time.Time `json:"created_at"`
+	ID         string `json:"id"`
+	Name       string `json:"name"`
+	Shape      string `json:"shape"`
+	GPUModel   string `json:"gpu_model"`
+	State      string `json:"state"`
+	SlotsTotal int    `json:"slots_total"`
+	SlotsFree  int    `json:"slots_free"`
+	// SlotsPending await an operator's approval.
+	SlotsPending  int             `json:"slots_pending"`
+	LastHeartbeat *time.Time      `json:"last_heartbeat,omitempty"`
+	Health        json.RawMessage `json:"health,omitempty"`
+	CreatedAt     time.Time       `json:"created_at"`
 }
 
 // Slot is one GPU of a node with what travels with it.
@@ -163,6 +172,8 @@ type Slot struct {
 	NVMe         string `json:"nvme,omitempty"`
 	FabricVF     string `json:"fabric_vf,omitempty"`
 	NUMANode     int    `json:"numa_node"`
+	MAC          string `json:"mac,omitempty"`
+	IP           string `json:"ip,omitempty"`
 	State        string `json:"state"`
 	AllocationID string `json:"allocation_id,omitempty"`
 }
@@ -216,6 +227,8 @@ type Allocation struct {
 	Reason    string    `json:"reason,omitempty"`
 	CreatedAt time.Time `json:"created_at"`
 	UpdatedAt time.Time `json:"updated_at"`
+	// Timeline is the host-side progress, phase by phase (alloc.get only).
+	Timeline []PhaseTiming `json:"timeline,omitempty"`
 }
 
 // AllocCreateRequest asks for an allocation. Project defaults to the

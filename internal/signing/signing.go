@@ -93,3 +93,27 @@ func (v *Verifier) Verify(env Envelope) (Task, error) {
 	}
 	return t, nil
 }
+
+// Seal signs any JSON-encodable message (hostd's reports to controld)
+// the same way tasks are signed.
+func Seal(key ed25519.PrivateKey, v any) (Envelope, error) {
+	payload, err := json.Marshal(v)
+	if err != nil {
+		return Envelope{}, fmt.Errorf("seal: %w", err)
+	}
+	return Envelope{Payload: payload, Signature: ed25519.Sign(key, payload)}, nil
+}
+
+// Open checks env's signature against key and decodes its payload into v.
+func Open(key ed25519.PublicKey, env Envelope, v any) error {
+	if len(key) != ed25519.PublicKeySize || len(env.Signature) != ed25519.SignatureSize {
+		return ErrMalformed
+	}
+	if !ed25519.Verify(key, env.Payload, env.Signature) {
+		return ErrBadSignature
+	}
+	if err := json.Unmarshal(env.Payload, v); err != nil {
+		return ErrMalformed
+	}
+	return nil
+}

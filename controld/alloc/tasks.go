@@ -1,0 +1,96 @@
+package alloc
+
+import (
+	"context"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/gpuaas/gpuaas/controld/outbox"
+	"github.com/gpuaas/gpuaas/controld/sched"
+	"github.com/gpuaas/gpuaas/internal/api"
+)
+
+// HostActor is the actor id recorded for changes driven by hostd results.
+const HostActor = "system:hostd"
+
+// ProvisionDone applies the outcome of an allocation's provisioning task:
+// provisioning → active on success; on failure the allocation fails and a
+// cleanup task is queued, whose success frees the slots. An allocation
+// that is already releasing keeps releasing: its release task, queued
+// behind this one, cleans up either way. It returns the events to
+// enqueue, and whether slots were freed.
+func ProvisionDone(ctx context.Context, tx pgx.Tx, allocationID, status, reason string, now time.Time) ([]outbox.Event, error) {
+	a, err := load(ctx, tx, allocationID)
+	if err != nil {
+		return nil, err
+	}
+	if a.State != api.AllocProvisioning {
+		return nil, nil
+	}
+	from := a.State
+	if status == api.TaskSucceeded {
+		err = transition(ctx, tx, &a, api.AllocActive, "provisioned", HostActor, now)
+	} else {
+		if reason == "" {
+			reason = "provisioning " + status
+		}
+		if err = transition(ctx, tx, &a, api.AllocFailed, reason, HostActor, now); err == nil {
+			err = enqueueCleanup(ctx, tx, a, now)
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	ev, err := stateEvent(ctx, tx, a, from)
+	if err != nil {
+		return nil, err
+	}
+	return []outbox.Event{ev}, nil
+}
+
+// ReleaseDone applies the outcome of a release or cleanup task. Success
+// frees the slots (and releases a releasing allocation); failure leaves the
+// slots held and a releasing allocation release_failed, for an operator.
+// It reports whether slots were freed so the caller can retry the queue.
+func ReleaseDone(ctx context.Context, tx pgx.Tx, allocationID, status, reason string, now time.Time) ([]outbox.Event, bool, error) {
+	a, err := load(ctx, tx, allocationID)
+	if err != nil {
+		return nil, false, err
+	}
+	from := a.State
+	freed := false
+	if status == api.TaskSucceeded {
+		if _, err := sched.Free(ctx, tx, a.ID); err != nil {
+			return nil, false, err
+		}
+		freed = true
+		if a.State == api.AllocReleasing {
+			if err := transition(ctx, tx, &a, api.AllocReleased, "released", HostActor, now); err != nil {
+				return nil, false, err
+			}
+		}
+	} else if a.State == api.AllocReleasing {
+		if reason == "" {
+			reason = "release " + status
+		}
+		if err := transition(ctx, tx, &a, api.AllocReleaseFailed, reason, HostActor, now); err != nil {
+			return nil, false, err
+		}
+	}
+	if a.State == from {
+		return nil, freed, nil
+	}
+	a.Slots = []api.Slot{}
+	ev, err := stateEvent(ctx, tx, a, from)
+	if err != nil {
+		return nil, false, err
+	}
+	return []outbox.Event{ev}, freed, nil
+}
+
+// enqueueCleanup queues the release task that undoes whatever a failed
+// provisioning left on the node.
+func enqueueCleanup(ctx context.Context, tx pgx.Tx, a api.Allocation, now time.Time) error {
+	return enqueueRelease(ctx, tx, a, true, now)
+}

@@ -1,0 +1,196 @@
+package hosts
+
+import (
+	"context"
+	"crypto/ed25519"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nats-io/nats.go"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/gpuaas/gpuaas/internal/api"
+)
+
+// Config configures the hosts service.
+type Config struct {
+	Pool *pgxpool.Pool
+	NATS *nats.Conn
+	// TaskKey signs task envelopes. Required.
+	TaskKey ed25519.PrivateKey
+	// HeartbeatInterval nodes are told to use (default 5s).
+	HeartbeatInterval time.Duration
+	// DownAfter marks a silent node down (default 3 heartbeats).
+	DownAfter time.Duration
+	// EnvelopeTTL is how long a signed envelope stays valid (default 5m).
+	EnvelopeTTL time.Duration
+	// TaskDeadline fails a task no node has finished by then, so nothing
+	// waits forever on a dead node (default 15m).
+	TaskDeadline time.Duration
+	// DeliveryTimeout bounds one delivery request (default 5s).
+	DeliveryTimeout time.Duration
+	// SlotSubnet is passed to topology discovery.
+	SlotSubnet string
+	// AutoApproveSlots approves discovered slots at once (dev only).
+	AutoApproveSlots bool
+	// SlotsFreed is called after a result freed slots (to retry queued
+	// requests).
+	SlotsFreed func()
+	Now        func() time.Time
+	Log        *slog.Logger
+}
+
+// CheckAndSetDefaults validates c and fills defaults.
+func (c *Config) CheckAndSetDefaults() error {
+	if c.Pool == nil || c.NATS == nil || len(c.TaskKey) != ed25519.PrivateKeySize {
+		return errors.New("hosts: Pool, NATS and TaskKey are required")
+	}
+	if c.HeartbeatInterval == 0 {
+		c.HeartbeatInterval = 5 * time.Second
+	}
+	if c.DownAfter == 0 {
+		c.DownAfter = 3 * c.HeartbeatInterval
+	}
+	if c.EnvelopeTTL == 0 {
+		c.EnvelopeTTL = 5 * time.Minute
+	}
+	if c.TaskDeadline == 0 {
+		c.TaskDeadline = 15 * time.Minute
+	}
+	if c.DeliveryTimeout == 0 {
+		c.DeliveryTimeout = 5 * time.Second
+	}
+	if c.SlotsFreed == nil {
+		c.SlotsFreed = func() {}
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.Log == nil {
+		c.Log = slog.New(slog.DiscardHandler)
+	}
+	return nil
+}
+
+// Service runs controld's side of hostd.
+type Service struct {
+	cfg  Config
+	wake chan struct{}
+
+	// keysMu protects keys: node public keys, which never change once
+	// enrolled.
+	keysMu sync.Mutex
+	keys   map[string]ed25519.PublicKey
+}
+
+// New returns a Service.
+func New(cfg Config) (*Service, error) {
+	if err := cfg.CheckAndSetDefaults(); err != nil {
+		return nil, err
+	}
+	return &Service{cfg: cfg, wake: make(chan struct{}, 1), keys: map[string]ed25519.PublicKey{}}, nil
+}
+
+func (d *Service) now() time.Time { return d.cfg.Now().UTC() }
+
+// Wake makes the dispatcher look for work now.
+func (d *Service) Wake() {
+	select {
+	case d.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Run serves node reports and runs the dispatcher and liveness loops until
+// ctx ends.
+func (d *Service) Run(ctx context.Context) error {
+	const queue = "controld-hosts"
+	subs := []struct {
+		subject string
+		handle  func(ctx context.Context, m *nats.Msg) (any, error)
+	}{
+		{api.SubjectEnroll, d.handleEnroll},
+		{api.HostCtlWildcard(api.HostHeartbeat), d.handleHeartbeat},
+		{api.HostCtlWildcard(api.HostProgress), d.handleProgress},
+		{api.HostCtlWildcard(api.HostResult), d.handleResult},
+		{api.HostCtlWildcard(api.HostPull), d.handlePull},
+	}
+	sem := make(chan struct{}, 64)
+	var inflight sync.WaitGroup
+	for _, s := range subs {
+		handle := s.handle
+		sub, err := d.cfg.NATS.QueueSubscribe(s.subject, queue, func(m *nats.Msg) {
+			sem <- struct{}{}
+			inflight.Add(1)
+			go func() {
+				defer func() { <-sem; inflight.Done() }()
+				hctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+				defer cancel()
+				resp, err := handle(hctx, m)
+				if m.Reply == "" {
+					if err != nil && ctx.Err() == nil {
+						d.cfg.Log.Warn("node report", "subject", m.Subject, "err", err)
+					}
+					return
+				}
+				d.reply(m, resp, err)
+			}()
+		})
+		if err != nil {
+			return fmt.Errorf("subscribe %s: %w", s.subject, err)
+		}
+		defer func() { _ = sub.Unsubscribe() }()
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return d.dispatchLoop(gctx) })
+	g.Go(func() error { return d.livenessLoop(gctx) })
+	err := g.Wait()
+	inflight.Wait()
+	return err
+}
+
+// reply answers a node request: the value, or an api.Error body with the
+// micro error headers so api clients decode it alike.
+func (d *Service) reply(m *nats.Msg, resp any, err error) {
+	out := &nats.Msg{Subject: m.Reply, Header: nats.Header{}}
+	if err != nil {
+		var e *api.Error
+		if !errors.As(err, &e) {
+			d.cfg.Log.Error("node request failed", "subject", m.Subject, "err", err)
+			e = api.Errorf(api.CodeInternal, "internal error")
+		}
+		out.Header.Set("Nats-Service-Error-Code", string(e.Code))
+		out.Header.Set("Nats-Service-Error", e.Message)
+		out.Data = e.Marshal()
+	} else {
+		out.Data, _ = json.Marshal(resp)
+	}
+	_ = m.RespondMsg(out)
+}
+
+// nodeOf extracts <node> from gpuaas.ctl.host.<node>.<kind>.
+func nodeOf(subject string) string {
+	parts := strings.Split(subject, ".")
+	if len(parts) != 5 {
+		return ""
+	}
+	return parts[3]
+}
+
+func (d *Service) handleEnroll(ctx context.Context, m *nats.Msg) (any, error) {
+	var req api.EnrollRequest
+	if err := json.Unmarshal(m.Data, &req); err != nil {
+		return nil, api.Errorf(api.CodeInvalidArgument, "malformed enrollment request")
+	}
+	resp, err := d.enroll(ctx, req)
+	if err == nil {
+		d.Wake()
+	}
+	return resp, err
+}

@@ -1,0 +1,85 @@
+package outbox
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/testutil"
+)
+
+func TestFanoutDeliversToListedUsersOnly(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := t.Context()
+
+	// One subscriber sees every user's events, in the order Fanout sends them.
+	watcher := testutil.Connect(t, f.nc.ConnectedUrl())
+	got := make(chan *nats.Msg, 64)
+	if _, err := watcher.ChanSubscribe("gpuaas.user.*.evt.>", got); err != nil {
+		t.Fatal(err)
+	}
+	if err := watcher.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	fctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- Fanout(fctx, f.js, f.nc, testutil.Logger(t)) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("fanout: %v", err)
+		}
+	})
+
+	now := f.clock.Now()
+	alice, err := Enqueue(ctx, f.pool, now, Event{Kind: api.EventAllocState, Subject: "a-1", Users: []string{"u-alice", "u-bob"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Enqueue(ctx, f.pool, now, Event{Kind: api.EventNode, Subject: "n-1"}); err != nil { // for no one
+		t.Fatal(err)
+	}
+	last, err := Enqueue(ctx, f.pool, now, Event{Kind: api.EventProject, Subject: "p-1", Users: []string{"u-bob"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := f.relay(t, nil).RunOnce(ctx); err != nil || n != 3 {
+		t.Fatalf("relay got %d rows, %v; want 3, nil", n, err)
+	}
+
+	want := []struct {
+		subject string
+		id      int64
+	}{
+		{api.UserEventSubject("u-alice", api.EventAllocState), alice},
+		{api.UserEventSubject("u-bob", api.EventAllocState), alice},
+		{api.UserEventSubject("u-bob", api.EventProject), last},
+	}
+	timeout := time.After(15 * time.Second)
+	for i, w := range want {
+		select {
+		case m := <-got:
+			var ev api.Event
+			if err := json.Unmarshal(m.Data, &ev); err != nil {
+				t.Fatal(err)
+			}
+			if m.Subject != w.subject || ev.ID != w.id {
+				t.Fatalf("delivery %d got event %d on %s; want event %d on %s", i, ev.ID, m.Subject, w.id, w.subject)
+			}
+		case <-timeout:
+			t.Fatalf("delivery %d: timed out waiting for event %d on %s", i, w.id, w.subject)
+		}
+	}
+	// The last event was fanned out after the one for no one, so anything
+	// sent for that one would have arrived by now.
+	select {
+	case m := <-got:
+		t.Fatalf("extra delivery on %s: %s", m.Subject, m.Data)
+	default:
+	}
+}

@@ -1,0 +1,59 @@
+// Package tasks holds hostd's task handlers, one file per task type, and
+// what they share: the registry, the environment of host interfaces, and
+// the phased runner that times each phase and undoes completed phases when
+// a later one fails.
+package tasks
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/gpuaas/gpuaas/hostd/host"
+)
+
+// Env is everything a handler may touch. Handlers reach the machine only
+// through these interfaces, so the same code runs on real and sim hosts.
+type Env struct {
+	NodeID     string
+	NodeName   string
+	Hypervisor host.Hypervisor
+	Users      host.Users
+	Runner     host.Runner
+	// StateDir is hostd's own directory: leases, seeds, VM keys live below.
+	StateDir string
+	// ImageDir holds base images, <name>.img.
+	ImageDir string
+	// Faults injects failures and delays into named phases (sim and
+	// tests); nil on real hosts.
+	Faults *Faults
+	Now    func() time.Time
+	Log    *slog.Logger
+}
+
+// Reporter receives a task's progress, phase by phase.
+type Reporter interface {
+	Progress(phase, status string, elapsed time.Duration, message string)
+}
+
+// Handler runs one task type. The result is JSON-encoded into the task's
+// result; an error fails the task (a *PhaseError names the phase).
+type Handler func(ctx context.Context, env *Env, params json.RawMessage, rep Reporter) (any, error)
+
+// Registry maps task types to handlers.
+type Registry map[string]Handler
+
+// Typed adapts a handler with typed params.
+func Typed[P any](fn func(ctx context.Context, env *Env, p P, rep Reporter) (any, error)) Handler {
+	return func(ctx context.Context, env *Env, raw json.RawMessage, rep Reporter) (any, error) {
+		var p P
+		if len(raw) > 0 {
+			if err := json.Unmarshal(raw, &p); err != nil {
+				return nil, fmt.Errorf("decode params: %w", err)
+			}
+		}
+		return fn(ctx, env, p, rep)
+	}
+}

@@ -1,0 +1,64 @@
+package api
+
+import "time"
+
+// VMImage names a base image and pins its content.
+type VMImage struct {
+	Name   string `json:"name"`
+	SHA256 string `json:"sha256"`
+}
+
+// VMProvisionParams are the params of slice.vm_provision.
+type VMProvisionParams struct {
+	AllocationID string   `json:"allocation_id"`
+	UserID       string   `json:"user_id"`
+	PosixUser    string   `json:"posix_user"`
+	Slots        []Slot   `json:"slots"`
+	VCPUs        int      `json:"vcpus"`
+	MemoryMiB    int      `json:"memory_mib"`
+	Image        VMImage  `json:"image"`
+	SSHKeys      []string `json:"ssh_keys,omitempty"`
+}
+
+// VMProvisionResult is what slice.vm_provision reports.
+type VMProvisionResult struct {
+	Domain  string `json:"domain"`
+	Address string `json:"address"` // host:port of the VM's sshd
+}
+
+// VMReleaseParams are the params of slice.vm_release. Cleanup marks the
+// release that follows a failed provisioning: every step tolerates what
+// was never created.
+type VMReleaseParams struct {
+	AllocationID    string        `json:"allocation_id"`
+	Slots           []Slot        `json:"slots"`
+	Wipe            bool          `json:"wipe,omitempty"`
+	Cleanup         bool          `json:"cleanup,omitempty"`
+	ShutdownTimeout time.Duration `json:"shutdown_timeout,omitempty"`
+}
+
+// UserProvisionParams are the params of allocation.provision_user (bare
+// metal).
+type UserProvisionParams struct {
+	AllocationID string   `json:"allocation_id"`
+	UserID       string   `json:"user_id"`
+	PosixUser    string   `json:"posix_user"`
+	SSHKeys      []string `json:"ssh_keys,omitempty"`
+}
+
+// UserDeprovisionParams are the params of allocation.deprovision_user.
+type UserDeprovisionParams struct {
+	AllocationID string `json:"allocation_id"`
+	PosixUser    string `json:"posix_user"`
+	Cleanup      bool   `json:"cleanup,omitempty"`
+}
+
+// Task types (DESIGN.md, "Tasks").
+const (
+	TaskHealthProbe      = "diag.health_probe"
+	TaskTopologyDiscover = "slice.topology_discover"
+	TaskVMProvision      = "slice.vm_provision"
+	TaskVMRelease        = "slice.vm_release"
+	TaskProvisionUser    = "allocation.provision_user"
+	TaskDeprovisionUser  = "allocation.deprovision_user"
+)

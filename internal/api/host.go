@@ -1,0 +1,180 @@
+package api
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Subjects between controld and hostd. controld → hostd requests go to
+// gpuaas.host.<node>.*; hostd → controld messages go to
+// gpuaas.ctl.host.<node>.*, each signed with the node's enrolled key.
+const (
+	SubjectEnroll = "gpuaas.ctl.enroll"
+)
+
+// HostTaskSubject is where controld delivers signed tasks to a node.
+func HostTaskSubject(nodeID string) string { return "gpuaas.host." + nodeID + ".task" }
+
+// HostCtlSubject is where a node reports to controld: kind is heartbeat,
+// progress, result or pull.
+func HostCtlSubject(nodeID, kind string) string { return "gpuaas.ctl.host." + nodeID + "." + kind }
+
+// HostCtlWildcard matches every node's reports of one kind.
+func HostCtlWildcard(kind string) string { return "gpuaas.ctl.host.*." + kind }
+
+// Kinds of node reports.
+const (
+	HostHeartbeat = "heartbeat"
+	HostProgress  = "progress"
+	HostResult    = "result"
+	HostPull      = "pull"
+)
+
+// EnrollRequest registers a node once, with a one-time token.
+type EnrollRequest struct {
+	Token        string `json:"token"`
+	PublicKey    []byte `json:"public_key"` // the node's Ed25519 key
+	Hostname     string `json:"hostname"`
+	Version      string `json:"version"`
+	TerminalAddr string `json:"terminal_addr,omitempty"`
+}
+
+// EnrollResponse tells the node who it is and which keys sign its tasks.
+type EnrollResponse struct {
+	NodeID            string        `json:"node_id"`
+	Name              string        `json:"name"`
+	Shape             string        `json:"shape"`
+	TaskKeys          [][]byte      `json:"task_keys"`
+	HeartbeatInterval time.Duration `json:"heartbeat_interval"`
+}
+
+// EnrollTokenRequest asks for a one-time enrollment token (operators).
+type EnrollTokenRequest struct {
+	Name  string `json:"name"`
+	Shape string `json:"shape"`
+}
+
+// EnrollTokenResponse carries the token; it is shown once.
+type EnrollTokenResponse struct {
+	Name      string    `json:"name"`
+	Shape     string    `json:"shape"`
+	Token     string    `json:"token"`
+	ExpiresAt time.Time `json:"expires_at"`
+}
+
+// Task reply statuses.
+const (
+	TaskAccepted  = "accepted"
+	TaskDuplicate = "duplicate"
+	TaskRefused   = "refused"
+)
+
+// TaskReply is hostd's answer to a task delivery.
+type TaskReply struct {
+	Status string `json:"status"`
+	State  string `json:"state,omitempty"` // for duplicates: what hostd knows of it
+	Reason string `json:"reason,omitempty"`
+}
+
+// Task result statuses.
+const (
+	TaskSucceeded   = "succeeded"
+	TaskFailed      = "failed"
+	TaskInterrupted = "interrupted" // hostd restarted while it ran
+)
+
+// Heartbeat is a node's periodic health report.
+type Heartbeat struct {
+	NodeID string          `json:"node_id"`
+	At     time.Time       `json:"at"`
+	Health json.RawMessage `json:"health,omitempty"`
+}
+
+// Phase statuses of progress reports.
+const (
+	PhaseStarted = "started"
+	PhaseDone    = "done"
+	PhaseFailed  = "failed"
+	PhaseCleanup = "cleanup"
+)
+
+// TaskProgress reports one phase of a running task.
+type TaskProgress struct {
+	NodeID    string    `json:"node_id"`
+	TaskID    string    `json:"task_id"`
+	Phase     string    `json:"phase"`
+	Status    string    `json:"status"`
+	ElapsedMS int64     `json:"elapsed_ms"`
+	Message   string    `json:"message,omitempty"`
+	At        time.Time `json:"at"`
+}
+
+// TaskResult is the outcome of a task; hostd resends it until controld
+// acknowledges, and controld applies it once.
+type TaskResult struct {
+	NodeID string          `json:"node_id"`
+	TaskID string          `json:"task_id"`
+	Status string          `json:"status"`
+	Result json.RawMessage `json:"result,omitempty"`
+	Error  string          `json:"error,omitempty"`
+	Phase  string          `json:"phase,omitempty"` // where it failed
+	At     time.Time       `json:"at"`
+}
+
+// PullRequest asks for the tasks pending for a node (on (re)connect).
+type PullRequest struct {
+	NodeID string    `json:"node_id"`
+	At     time.Time `json:"at"`
+}
+
+// HostAck acknowledges a node report.
+type HostAck struct {
+	OK bool `json:"ok"`
+}
+
+// PhaseTiming is one step of an allocation's provisioning timeline.
+type PhaseTiming struct {
+	Task      string    `json:"task"`
+	Phase     string    `json:"phase"`
+	Status    string    `json:"status"`
+	At        time.Time `json:"at"`
+	ElapsedMS int64     `json:"elapsed_ms"`
+	Message   string    `json:"message,omitempty"`
+}
+
+// PosixUser is the POSIX account an allocation's user gets on the host or
+// in the VM: derived from the allocation id so it is unique per host.
+func PosixUser(allocationID string) string {
+	if len(allocationID) > 2 && allocationID[1] == '-' {
+		return "g" + allocationID[2:]
+	}
+	return "g" + allocationID
+}
+
+// PullResponse carries the envelopes of a node's unfinished tasks, oldest
+// first.
+type PullResponse struct {
+	Tasks []SignedTask `json:"tasks"`
+}
+
+// SignedTask is a signed envelope as carried in JSON (the same shape as
+// signing.Envelope, which internal/api does not import).
+type SignedTask struct {
+	Payload   []byte `json:"payload"`
+	Signature []byte `json:"signature"`
+}
+
+// EventAllocProgress is the kind of a provisioning or release progress
+// event.
+const EventAllocProgress = "alloc.progress"
+
+// AllocProgress is the payload of an alloc.progress event.
+type AllocProgress struct {
+	AllocationID string    `json:"allocation_id"`
+	TaskID       string    `json:"task_id"`
+	Phase        string    `json:"phase"`
+	Status       string    `json:"status"`
+	ElapsedMS    int64     `json:"elapsed_ms"`
+	Message      string    `json:"message,omitempty"`
+	At           time.Time `json:"at"`
+}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gpuaas/gpuaas/hostd/host"
+	"github.com/gpuaas/gpuaas/hostd/topology"
 )
 
 // Env is everything a handler may touch. Handlers reach the machine only
@@ -22,6 +23,8 @@ type Env struct {
 	Hypervisor host.Hypervisor
 	Users      host.Users
 	Runner     host.Runner
+	// Topology reads the host's sysfs, devfs and procfs (or a sim tree).
+	Topology topology.Host
 	// StateDir is hostd's own directory: leases, seeds, VM keys live below.
 	StateDir string
 	// ImageDir holds base images, <name>.img.

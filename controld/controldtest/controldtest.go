@@ -42,6 +42,8 @@ type Options struct {
 	OIDC identity.OIDCConfig
 	// MaxConns of controld's pool.
 	MaxConns int32
+	// Hosts tunes the hostd side (heartbeats, deadlines, auto-approval).
+	Hosts controld.HostsConfig
 }
 
 // Env is a running controld with what tests need to drive it.
@@ -52,6 +54,8 @@ type Env struct {
 	Admin      api.User
 	AdminToken string
 	Project    api.Project
+	// DSN is the test database.
+	DSN string
 }
 
 // SliceNode is an 8-GPU slice host spec, 4 GPUs on each of two NUMA nodes.
@@ -72,7 +76,7 @@ func Start(t testing.TB, opts Options) *Env {
 	nc := testutil.Connect(t, url)
 	ctx, cancel := context.WithCancel(context.Background())
 	srv, err := controld.New(ctx, controld.Config{DatabaseURL: dsn, NATS: nc, BcryptCost: bcrypt.MinCost,
-		Now: opts.Now, OIDC: opts.OIDC, Log: testutil.Logger(t), MaxConns: opts.MaxConns, QueueInterval: 100 * time.Millisecond})
+		Now: opts.Now, OIDC: opts.OIDC, Log: testutil.Logger(t), Hosts: opts.Hosts, MaxConns: opts.MaxConns, QueueInterval: 100 * time.Millisecond})
 	if err != nil {
 		cancel()
 		t.Fatalf("controld: %v", err)
@@ -99,7 +103,7 @@ func Start(t testing.TB, opts Options) *Env {
 	if err != nil {
 		t.Fatalf("seed: %v", err)
 	}
-	env := &Env{Server: srv, NATSURL: url, NC: nc, Admin: res.Admin, Project: res.Project}
+	env := &Env{Server: srv, NATSURL: url, NC: nc, Admin: res.Admin, Project: res.Project, DSN: dsn}
 	env.AdminToken = env.Login(t, AdminEmail, AdminPassword)
 	return env
 }

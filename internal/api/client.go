@@ -82,7 +82,17 @@ func (c *Client) Mutate(ctx context.Context, endpoint string, req, resp any, opt
 	return c.call(ctx, endpoint, true, req, resp, opts)
 }
 
+// Request sends req to a raw subject outside the API tree (hostd's
+// reports, enrollment) and decodes the reply like Call.
+func (c *Client) Request(ctx context.Context, subject string, req, resp any) error {
+	return c.do(ctx, subject, subject, false, req, resp, nil)
+}
+
 func (c *Client) call(ctx context.Context, endpoint string, mutation bool, req, resp any, opts []CallOption) error {
+	return c.do(ctx, Subject(endpoint), endpoint, mutation, req, resp, opts)
+}
+
+func (c *Client) do(ctx context.Context, subject, endpoint string, mutation bool, req, resp any, opts []CallOption) error {
 	body := []byte("{}")
 	if req != nil {
 		var err error
@@ -90,7 +100,7 @@ func (c *Client) call(ctx context.Context, endpoint string, mutation bool, req, 
 			return fmt.Errorf("encode %s: %w", endpoint, err)
 		}
 	}
-	msg := nats.NewMsg(Subject(endpoint))
+	msg := nats.NewMsg(subject)
 	msg.Data = body
 	if c.token != "" {
 		msg.Header.Set(HeaderAuthorization, "Bearer "+c.token)

@@ -1,0 +1,216 @@
+// Package agent is hostd's core: it enrolls the node once, keeps its
+// identity, sends heartbeats, and runs the typed tasks controld signs —
+// verifying each envelope, running each task id at most once (the seen-set
+// survives restarts), reporting progress, and resending results until
+// controld acknowledges them.
+package agent
+
+import (
+	"context"
+	"crypto/ed25519"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/gpuaas/gpuaas/hostd/tasks"
+	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/bus"
+	"github.com/gpuaas/gpuaas/internal/signing"
+)
+
+// Version is reported at enrollment.
+const Version = "0.1.0"
+
+// Config configures an agent.
+type Config struct {
+	// Server is the NATS URL. Required.
+	Server string
+	// StateDir holds the identity and task records. Required.
+	StateDir string
+	// Token enrolls the node on first start; ignored once enrolled.
+	Token string
+	// Env is what the task handlers run against. Required; the agent fills
+	// NodeID and NodeName after enrollment.
+	Env *tasks.Env
+	// Handlers by task type (default tasks.Default()).
+	Handlers tasks.Registry
+	Hostname string
+	// TerminalAddr is where sshgate reaches this node's terminal server.
+	TerminalAddr string
+	// Skew tolerated on envelope times (default 30s).
+	Skew time.Duration
+	// RecordRetention keeps acknowledged task records this long (24h).
+	RecordRetention time.Duration
+	Now             func() time.Time
+	Log             *slog.Logger
+}
+
+// CheckAndSetDefaults validates c and fills defaults.
+func (c *Config) CheckAndSetDefaults() error {
+	if c.Server == "" || c.StateDir == "" || c.Env == nil {
+		return errors.New("hostd: Server, StateDir and Env are required")
+	}
+	if c.Handlers == nil {
+		return errors.New("hostd: Handlers are required")
+	}
+	if c.Hostname == "" {
+		c.Hostname, _ = os.Hostname()
+	}
+	if c.Skew == 0 {
+		c.Skew = 30 * time.Second
+	}
+	if c.RecordRetention == 0 {
+		c.RecordRetention = 24 * time.Hour
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.Log == nil {
+		c.Log = slog.New(slog.DiscardHandler)
+	}
+	if c.Env.Now == nil {
+		c.Env.Now = c.Now
+	}
+	if c.Env.Log == nil {
+		c.Env.Log = c.Log
+	}
+	return nil
+}
+
+// Agent is a running hostd.
+type Agent struct {
+	cfg      Config
+	id       *identity
+	key      ed25519.PrivateKey
+	nc       *nats.Conn
+	client   *api.Client
+	verifier *signing.Verifier
+	ctx      context.Context
+	// resend wakes the result sender.
+	resend chan struct{}
+	// reconnected asks for a pull of pending tasks.
+	reconnected chan struct{}
+	running     sync.WaitGroup
+
+	// mu protects records.
+	mu      sync.Mutex
+	records map[string]*record
+}
+
+// New prepares an agent; Run enrolls if needed and serves.
+func New(cfg Config) (*Agent, error) {
+	if err := cfg.CheckAndSetDefaults(); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
+		return nil, fmt.Errorf("state dir: %w", err)
+	}
+	return &Agent{cfg: cfg, resend: make(chan struct{}, 1), reconnected: make(chan struct{}, 1)}, nil
+}
+
+// NodeID is the enrolled node's id ("" before enrollment).
+func (a *Agent) NodeID() string {
+	if a.id == nil {
+		return ""
+	}
+	return a.id.NodeID
+}
+
+func (a *Agent) now() time.Time { return a.cfg.Now().UTC() }
+
+// Run enrolls (first start), recovers tasks interrupted by a previous
+// stop, and serves until ctx ends. Tasks still running at shutdown are
+// left unfinished on disk; the next start reports them interrupted.
+func (a *Agent) Run(ctx context.Context) error {
+	a.ctx = ctx
+	nc, err := bus.Connect(a.cfg.Server, "gpuaas-hostd", nats.ReconnectHandler(func(*nats.Conn) {
+		a.kick(a.reconnected)
+		a.kick(a.resend)
+	}))
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	a.nc, a.client = nc, api.NewClient(nc)
+	if err := a.loadOrEnroll(ctx); err != nil {
+		return err
+	}
+	a.key = a.id.key()
+	a.verifier = &signing.Verifier{NodeID: a.id.NodeID, Skew: a.cfg.Skew, Now: a.cfg.Now}
+	for _, k := range a.id.TaskKeys {
+		a.verifier.Keys = append(a.verifier.Keys, ed25519.PublicKey(k))
+	}
+	a.cfg.Env.NodeID, a.cfg.Env.NodeName = a.id.NodeID, a.id.Name
+	if a.records, err = loadRecords(a.cfg.StateDir, a.now(), a.cfg.RecordRetention); err != nil {
+		return err
+	}
+	a.recoverInterrupted()
+	sub, err := nc.Subscribe(api.HostTaskSubject(a.id.NodeID), a.onTask)
+	if err != nil {
+		return fmt.Errorf("subscribe tasks: %w", err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	if err := nc.Flush(); err != nil {
+		return fmt.Errorf("subscribe tasks: %w", err)
+	}
+	a.cfg.Log.Info("hostd serving", "node", a.id.NodeID, "name", a.id.Name)
+
+	var loops sync.WaitGroup
+	for _, loop := range []func(context.Context){a.resultLoop, a.heartbeatLoop, a.pullLoop} {
+		loops.Add(1)
+		go func() { defer loops.Done(); loop(ctx) }()
+	}
+	a.kick(a.reconnected) // pull what is pending for us
+	a.kick(a.resend)
+	<-ctx.Done()
+	_ = sub.Unsubscribe()
+	loops.Wait()
+	a.running.Wait()
+	return nil
+}
+
+func (a *Agent) kick(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
+
+// loadOrEnroll reads the identity, or enrolls with the one-time token.
+func (a *Agent) loadOrEnroll(ctx context.Context) error {
+	id, err := loadIdentity(a.cfg.StateDir)
+	if err != nil {
+		return err
+	}
+	if id != nil {
+		a.id = id
+		return nil
+	}
+	if a.cfg.Token == "" {
+		return errors.New("this node is not enrolled: pass an enrollment token (`gpuaas node enroll --name NAME` prints one)")
+	}
+	pub, priv, err := ed25519.GenerateKey(nil)
+	if err != nil {
+		return fmt.Errorf("generate node key: %w", err)
+	}
+	var resp api.EnrollResponse
+	if err := a.client.Request(ctx, api.SubjectEnroll, api.EnrollRequest{Token: a.cfg.Token, PublicKey: pub,
+		Hostname: a.cfg.Hostname, Version: Version, TerminalAddr: a.cfg.TerminalAddr}, &resp); err != nil {
+		return fmt.Errorf("enroll: %w", err)
+	}
+	a.id = &identity{NodeID: resp.NodeID, Name: resp.Name, Shape: resp.Shape, Seed: priv.Seed(),
+		TaskKeys: resp.TaskKeys, HeartbeatInterval: resp.HeartbeatInterval}
+	if err := saveIdentity(a.cfg.StateDir, a.id); err != nil {
+		return fmt.Errorf("save identity (the token is spent: ask for a new one): %w", err)
+	}
+	a.cfg.Log.Info("enrolled", "node", resp.NodeID, "name", resp.Name, "shape", resp.Shape)
+	return nil
+}
+
+// StateDir is where the agent keeps its identity and task records.
+func (a *Agent) StateDir() string { return a.cfg.StateDir }

@@ -1,0 +1,140 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/signing"
+)
+
+// resultLoop sends finished results until controld acknowledges each,
+// with backoff while it cannot be reached.
+func (a *Agent) resultLoop(ctx context.Context) {
+	backoff := 100 * time.Millisecond
+	for {
+		if a.sendResults(ctx) {
+			backoff = 100 * time.Millisecond
+			select {
+			case <-ctx.Done():
+				return
+			case <-a.resend:
+			}
+			continue
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-a.resend:
+		case <-time.After(backoff):
+			backoff = min(backoff*2, 10*time.Second)
+		}
+	}
+}
+
+// sendResults sends every unacknowledged result; it reports whether all
+// went through.
+func (a *Agent) sendResults(ctx context.Context) bool {
+	a.mu.Lock()
+	var due []api.TaskResult
+	for _, r := range a.records {
+		if r.State == stateDone && !r.Acked && r.Result != nil {
+			due = append(due, *r.Result)
+		}
+	}
+	a.mu.Unlock()
+	all := true
+	for _, res := range due {
+		env, err := signing.Seal(a.key, res)
+		if err != nil {
+			continue
+		}
+		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		var ack api.HostAck
+		err = a.client.Request(rctx, api.HostCtlSubject(a.id.NodeID, api.HostResult), env, &ack)
+		cancel()
+		if errors.Is(err, api.ErrNotFound) {
+			// controld knows no such task (its database was reset): nothing
+			// will ever take this result.
+			a.cfg.Log.Warn("controld does not know this task; dropping its result", "task", res.TaskID)
+			err = nil
+		}
+		if err != nil {
+			if ctx.Err() == nil {
+				a.cfg.Log.Warn("result not delivered yet", "task", res.TaskID, "err", err)
+			}
+			all = false
+			continue
+		}
+		a.update(res.TaskID, func(r *record) { r.Acked = true })
+	}
+	return all
+}
+
+// heartbeatLoop tells controld the node is alive.
+func (a *Agent) heartbeatLoop(ctx context.Context) {
+	interval := a.id.HeartbeatInterval
+	if interval <= 0 {
+		interval = 5 * time.Second
+	}
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		env, err := signing.Seal(a.key, api.Heartbeat{NodeID: a.id.NodeID, At: a.now()})
+		if err == nil {
+			b, _ := json.Marshal(env)
+			_ = a.nc.Publish(api.HostCtlSubject(a.id.NodeID, api.HostHeartbeat), b)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// pullLoop asks controld for the node's pending tasks at start and after
+// every reconnect, retrying until it gets an answer.
+func (a *Agent) pullLoop(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-a.reconnected:
+		}
+		for backoff := 100 * time.Millisecond; ctx.Err() == nil; backoff = min(backoff*2, 10*time.Second) {
+			if err := a.pull(ctx); err == nil {
+				break
+			} else {
+				a.cfg.Log.Warn("pull pending tasks", "err", err)
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(backoff):
+			}
+		}
+	}
+}
+
+func (a *Agent) pull(ctx context.Context) error {
+	env, err := signing.Seal(a.key, api.PullRequest{NodeID: a.id.NodeID, At: a.now()})
+	if err != nil {
+		return err
+	}
+	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	var resp api.PullResponse
+	if err := a.client.Request(rctx, api.HostCtlSubject(a.id.NodeID, api.HostPull), env, &resp); err != nil {
+		return err
+	}
+	for _, st := range resp.Tasks {
+		task, _, run := a.admit(signing.Envelope{Payload: st.Payload, Signature: st.Signature})
+		if run {
+			a.start(task)
+		}
+	}
+	return nil
+}

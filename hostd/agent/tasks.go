@@ -1,0 +1,162 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/gpuaas/gpuaas/hostd/tasks"
+	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/signing"
+)
+
+// onTask answers a delivery: refused (nothing runs) for an envelope that
+// fails verification, duplicate for a task id already seen, accepted —
+// after the id is persisted — for a new task, which then runs.
+func (a *Agent) onTask(m *nats.Msg) {
+	var env signing.Envelope
+	reply := api.TaskReply{Status: api.TaskRefused, Reason: "malformed envelope"}
+	var task signing.Task
+	var run bool
+	if err := json.Unmarshal(m.Data, &env); err == nil {
+		task, reply, run = a.admit(env)
+	}
+	b, _ := json.Marshal(reply)
+	_ = m.Respond(b)
+	if run {
+		a.start(task)
+	}
+}
+
+// admit verifies an envelope and records its task id.
+func (a *Agent) admit(env signing.Envelope) (signing.Task, api.TaskReply, bool) {
+	task, err := a.verifier.Verify(env)
+	if err != nil {
+		a.cfg.Log.Warn("refused task envelope", "err", err)
+		return task, api.TaskReply{Status: api.TaskRefused, Reason: err.Error()}, false
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if r, ok := a.records[task.ID]; ok {
+		return task, api.TaskReply{Status: api.TaskDuplicate, State: r.State}, false
+	}
+	r := &record{ID: task.ID, Type: task.Type, State: stateAccepted, AcceptedAt: a.now()}
+	if err := saveRecord(a.cfg.StateDir, r); err != nil {
+		a.cfg.Log.Error("cannot persist task; refusing it", "task", task.ID, "err", err)
+		return task, api.TaskReply{Status: api.TaskRefused, Reason: "hostd cannot persist the task: " + err.Error()}, false
+	}
+	a.records[task.ID] = r
+	return task, api.TaskReply{Status: api.TaskAccepted}, true
+}
+
+func (a *Agent) start(t signing.Task) {
+	a.running.Add(1)
+	go func() {
+		defer a.running.Done()
+		a.runTask(a.ctx, t)
+	}()
+}
+
+// reporter persists the current phase (so an interruption can name it)
+// and tells controld.
+type reporter struct {
+	a    *Agent
+	task string
+}
+
+func (r reporter) Progress(phase, status string, elapsed time.Duration, message string) {
+	r.a.update(r.task, func(rec *record) {
+		rec.State, rec.Phase = stateRunning, phase
+	})
+	env, err := signing.Seal(r.a.key, api.TaskProgress{NodeID: r.a.id.NodeID, TaskID: r.task, Phase: phase,
+		Status: status, ElapsedMS: elapsed.Milliseconds(), Message: message, At: r.a.now()})
+	if err != nil {
+		return
+	}
+	b, _ := json.Marshal(env)
+	_ = r.a.nc.Publish(api.HostCtlSubject(r.a.id.NodeID, api.HostProgress), b)
+}
+
+func (a *Agent) update(id string, fn func(*record)) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	r, ok := a.records[id]
+	if !ok {
+		return
+	}
+	fn(r)
+	if err := saveRecord(a.cfg.StateDir, r); err != nil {
+		a.cfg.Log.Error("persist task record", "task", id, "err", err)
+	}
+}
+
+// runTask runs the handler and queues its result. When hostd is stopping
+// the outcome is not recorded: the task stays unfinished on disk and is
+// reported interrupted at the next start, with its cleanup left to the
+// release controld then queues.
+func (a *Agent) runTask(ctx context.Context, t signing.Task) {
+	res := api.TaskResult{NodeID: a.id.NodeID, TaskID: t.ID, Status: api.TaskSucceeded}
+	h, ok := a.cfg.Handlers[t.Type]
+	var out any
+	var err error
+	if !ok {
+		err = fmt.Errorf("unknown task type %q", t.Type)
+	} else {
+		out, err = runHandler(ctx, h, a.cfg.Env, t.Params, reporter{a, t.ID})
+	}
+	if ctx.Err() != nil {
+		a.cfg.Log.Warn("stopping: task left unfinished", "task", t.ID, "type", t.Type)
+		return
+	}
+	if err != nil {
+		res.Status, res.Error = api.TaskFailed, err.Error()
+		var pe *tasks.PhaseError
+		if errors.As(err, &pe) {
+			res.Phase, res.Error = pe.Phase, pe.Err.Error()
+		}
+	} else if out != nil {
+		if res.Result, err = json.Marshal(out); err != nil {
+			res.Status, res.Error = api.TaskFailed, "encode result: "+err.Error()
+		}
+	}
+	a.finish(t.ID, res)
+}
+
+// runHandler turns a handler panic into a task failure, so one bad task
+// cannot take the node's agent down.
+func runHandler(ctx context.Context, h tasks.Handler, env *tasks.Env, params json.RawMessage, rep tasks.Reporter) (out any, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("handler panicked: %v", p)
+		}
+	}()
+	return h(ctx, env, params, rep)
+}
+
+func (a *Agent) finish(id string, res api.TaskResult) {
+	res.At = a.now()
+	a.update(id, func(r *record) {
+		r.State, r.Result = stateDone, &res
+		if res.Phase == "" && res.Status != api.TaskSucceeded {
+			res.Phase = r.Phase
+		}
+	})
+	a.kick(a.resend)
+}
+
+// recoverInterrupted reports every task a previous run left unfinished as
+// interrupted, naming the phase it was in.
+func (a *Agent) recoverInterrupted() {
+	for id, r := range a.records {
+		if r.State == stateDone {
+			continue
+		}
+		a.cfg.Log.Warn("task interrupted by a restart", "task", id, "type", r.Type, "phase", r.Phase)
+		a.finish(id, api.TaskResult{NodeID: a.id.NodeID, TaskID: id, Status: api.TaskInterrupted, Phase: r.Phase,
+			Error: "hostd stopped while the task ran"})
+	}
+}

@@ -24,6 +24,8 @@ type CreateOptions struct {
 	GPUs           int // 0: take the SKU's only count
 	Queue          bool
 	IdempotencyKey string
+	Wait           bool
+	Timeout        time.Duration
 }
 
 // NewCmdCreate builds `gpuaas alloc create`; runF replaces createRun in tests.
@@ -38,6 +40,10 @@ func NewCmdCreate(f *cmdutil.Factory, runF func(context.Context, *CreateOptions)
 it is required. With --queue, a request that cannot be placed now waits for
 capacity (first come, first served per SKU) instead of failing with
 no_capacity.
+
+With --wait, it follows the provisioning phase by phase on stderr and
+returns once the allocation is active, exiting 20 if it fails (with the
+reason) and 21 if --timeout passes first.
 
 Retrying with the same --idempotency-key never allocates twice.`,
 		Example: `  gpuaas alloc create --sku h100-slice --gpus 2
@@ -61,6 +67,8 @@ Retrying with the same --idempotency-key never allocates twice.`,
 	cmd.Flags().IntVar(&opts.GPUs, "gpus", 0, "Number of GPUs (default: the SKU's only size)")
 	cmd.Flags().BoolVar(&opts.Queue, "queue", false, "Wait in line for capacity instead of failing")
 	cmd.Flags().StringVar(&opts.IdempotencyKey, "idempotency-key", "", "Key that makes retries safe (default: random)")
+	cmd.Flags().BoolVar(&opts.Wait, "wait", false, "Wait until the allocation is active, showing its phases")
+	cmd.Flags().DurationVar(&opts.Timeout, "timeout", 30*time.Minute, "With --wait: how long to wait")
 	cmdutil.AddJSONFlags(cmd, &opts.Exporter, cmdutil.FieldsOf(api.Allocation{}))
 	return cmd
 }
@@ -83,6 +91,11 @@ func createRun(ctx context.Context, opts *CreateOptions) error {
 	a, err := client.AllocCreate(ctx, api.AllocCreateRequest{SKU: opts.SKU, GPUs: gpus, Queue: opts.Queue}, callOpts...)
 	if err != nil {
 		return err
+	}
+	if opts.Wait {
+		if a, err = waitFor(ctx, opts.IO, client, a.ID, opts.Timeout, api.AllocActive); err != nil {
+			return err
+		}
 	}
 	if opts.Exporter != nil {
 		return opts.Exporter.Write(ctx, opts.IO, a)

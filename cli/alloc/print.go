@@ -65,7 +65,21 @@ func printAllocation(ios *cmdutil.IOStreams, now time.Time, a *api.Allocation) e
 	if a.Reason != "" {
 		t.AddRow("  reason", a.Reason)
 	}
-	return t.Render()
+	if err := t.Render(); err != nil {
+		return err
+	}
+	if len(a.Timeline) == 0 {
+		return nil
+	}
+	fmt.Fprintln(ios.Out, "  timeline")
+	tl := cmdutil.NewTablePrinter(ios)
+	for _, p := range a.Timeline {
+		if p.Status == api.PhaseStarted {
+			continue
+		}
+		tl.AddRow("    "+p.At.Local().Format("15:04:05.000"), p.Task, p.Phase, p.Status, fmt.Sprintf("%dms", p.ElapsedMS), p.Message)
+	}
+	return tl.Render()
 }
 
 // describeSlots lists slots as "#index pci", e.g. "#0 0000:17:00.0, #1 0000:18:00.0".

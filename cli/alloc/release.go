@@ -20,8 +20,10 @@ type ReleaseOptions struct {
 
 	ID     string
 	Force  bool
-	Reason string
-	Yes    bool
+	Reason  string
+	Yes     bool
+	Wait    bool
+	Timeout time.Duration
 }
 
 // NewCmdRelease builds `gpuaas alloc release`; runF replaces releaseRun in tests.
@@ -33,7 +35,11 @@ func NewCmdRelease(f *cmdutil.Factory, runF func(context.Context, *ReleaseOption
 		Long: `Release an allocation: its VM or user is removed and its GPUs are wiped
 and freed. On a terminal you are asked to confirm unless --yes is given.
 
---force (operators) releases from any state that is not final.`,
+--force (operators) releases from any state that is not final.
+
+With --wait, it follows the release phase by phase on stderr and returns
+once the allocation is released and its GPUs are free, exiting 20 if the
+release fails and 21 if --timeout passes first.`,
 		Args: cmdutil.ExactArgs(1, "an allocation ID"),
 		RunE: func(c *cobra.Command, args []string) error {
 			opts.ID = args[0]
@@ -46,6 +52,8 @@ and freed. On a terminal you are asked to confirm unless --yes is given.
 	cmd.Flags().BoolVar(&opts.Force, "force", false, "Release from any non-final state (operators)")
 	cmd.Flags().StringVar(&opts.Reason, "reason", "", "Why, for the audit log")
 	cmd.Flags().BoolVarP(&opts.Yes, "yes", "y", false, "Do not ask for confirmation")
+	cmd.Flags().BoolVar(&opts.Wait, "wait", false, "Wait until the allocation is released")
+	cmd.Flags().DurationVar(&opts.Timeout, "timeout", 30*time.Minute, "With --wait: how long to wait")
 	cmdutil.AddJSONFlags(cmd, &opts.Exporter, cmdutil.FieldsOf(api.Allocation{}))
 	return cmd
 }
@@ -67,6 +75,11 @@ func releaseRun(ctx context.Context, opts *ReleaseOptions) error {
 	a, err := client.AllocRelease(ctx, api.AllocReleaseRequest{ID: opts.ID, Force: opts.Force, Reason: opts.Reason})
 	if err != nil {
 		return err
+	}
+	if opts.Wait {
+		if a, err = waitFor(ctx, opts.IO, client, a.ID, opts.Timeout, api.AllocReleased); err != nil {
+			return err
+		}
 	}
 	if opts.Exporter != nil {
 		return opts.Exporter.Write(ctx, opts.IO, a)

@@ -67,3 +67,16 @@ func RangeArgs(min, max int, what string) cobra.PositionalArgs {
 		return nil
 	}
 }
+
+// CodedError is an error with its own exit code (a failed allocation, a
+// wait that timed out).
+type CodedError struct {
+	Code int
+	Err  error
+}
+
+// Error implements error.
+func (e *CodedError) Error() string { return e.Err.Error() }
+
+// Unwrap returns the underlying error.
+func (e *CodedError) Unwrap() error { return e.Err }

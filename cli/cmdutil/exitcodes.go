@@ -24,6 +24,11 @@ const (
 	ExitRateLimited         = 11
 	ExitIdempotencyMismatch = 12
 	ExitUnavailable         = 13
+	// ExitAllocFailed: an allocation waited on ended failed (or
+	// release_failed).
+	ExitAllocFailed = 20
+	// ExitWaitTimeout: a wait ran out of time before the state was reached.
+	ExitWaitTimeout = 21
 	// ExitInterrupted is the shell's code for a process killed by SIGINT
 	// (128+2), so scripts see the same code whether or not gpuaas caught
 	// the signal to clean up first.
@@ -54,6 +59,8 @@ var ExitCodes = []ExitCode{
 	{ExitRateLimited, string(api.CodeRateLimited), "too many requests; retry later"},
 	{ExitIdempotencyMismatch, string(api.CodeIdempotencyMismatch), "the idempotency key was used before with a different request"},
 	{ExitUnavailable, string(api.CodeUnavailable), "the server could not be reached or did not answer in time"},
+	{ExitAllocFailed, "alloc_failed", "the allocation waited on failed (--wait); the reason is printed"},
+	{ExitWaitTimeout, "wait_timeout", "the wait ran out of time before the allocation got there"},
 	{ExitInterrupted, "interrupted", "interrupted by Ctrl-C (SIGINT) or SIGTERM"},
 }
 
@@ -75,9 +82,12 @@ var exitByCode = map[api.Code]int{
 func ExitCodeOf(err error) int {
 	var flagErr *FlagError
 	var apiErr *api.Error
+	var exitErr *CodedError
 	switch {
 	case err == nil:
 		return ExitOK
+	case errors.As(err, &exitErr):
+		return exitErr.Code
 	case errors.As(err, &flagErr):
 		return ExitUsage
 	case errors.Is(err, ErrCancelled):

@@ -22,6 +22,7 @@ func NewCmdNode(f *cmdutil.Factory) *cobra.Command {
 		NewCmdList(f, nil),
 		NewCmdGet(f, nil),
 		NewCmdDrain(f, nil),
+		NewCmdEnroll(f, nil),
 		slots,
 	)
 	return cmd

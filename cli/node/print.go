@@ -1,6 +1,7 @@
 package node
 
 import (
+	"encoding/json"
 	"fmt"
 	"strconv"
 	"time"
@@ -16,12 +17,14 @@ func printNodes(ios *cmdutil.IOStreams, now time.Time, nodes []api.Node) error {
 		return nil
 	}
 	t := cmdutil.NewTablePrinter(ios)
-	t.AddHeader("name", "id", "shape", "gpu", "state", "free", "total", "created")
+	t.AddHeader(nodeHeader...)
 	for _, n := range nodes {
 		addNodeRow(t, ios, now, n)
 	}
 	return t.Render()
 }
+
+var nodeHeader = []string{"name", "id", "shape", "gpu", "state", "used", "free", "pending", "heartbeat"}
 
 func addNodeRow(t *cmdutil.TablePrinter, ios *cmdutil.IOStreams, now time.Time, n api.Node) {
 	t.AddField(n.Name)
@@ -29,10 +32,39 @@ func addNodeRow(t *cmdutil.TablePrinter, ios *cmdutil.IOStreams, now time.Time, 
 	t.AddField(n.Shape)
 	t.AddField(n.GPUModel)
 	t.AddField(n.State, cmdutil.WithColor(nodeStateColor(ios.ColorScheme(), n.State)))
+	t.AddField(strconv.Itoa(n.SlotsTotal - n.SlotsFree))
 	t.AddField(strconv.Itoa(n.SlotsFree))
-	t.AddField(strconv.Itoa(n.SlotsTotal))
-	t.AddField(cmdutil.FormatTime(ios, now, n.CreatedAt))
+	t.AddField(strconv.Itoa(n.SlotsPending))
+	hb := "never"
+	if n.LastHeartbeat != nil {
+		hb = cmdutil.FormatTime(ios, now, *n.LastHeartbeat)
+	}
+	t.AddField(hb)
 	t.EndRow()
+}
+
+func cs(ios *cmdutil.IOStreams) cmdutil.ColorScheme { return ios.ColorScheme() }
+
+// blockers lists what topology discovery found in the way of serving
+// slots, from the node's health.
+func blockers(n api.Node) []string {
+	var h struct {
+		Topology struct {
+			Blockers []api.Blocker `json:"blockers"`
+		} `json:"topology"`
+	}
+	if len(n.Health) == 0 || json.Unmarshal(n.Health, &h) != nil {
+		return nil
+	}
+	out := make([]string, 0, len(h.Topology.Blockers))
+	for _, b := range h.Topology.Blockers {
+		line := string(b.Code) + ": " + b.Message
+		if b.Device != "" {
+			line += " (" + b.Device + ")"
+		}
+		out = append(out, line)
+	}
+	return out
 }
 
 // printNodeDetail prints a node and its slots. On a terminal: the node's
@@ -41,10 +73,13 @@ func addNodeRow(t *cmdutil.TablePrinter, ios *cmdutil.IOStreams, now time.Time, 
 func printNodeDetail(ios *cmdutil.IOStreams, now time.Time, d *api.NodeDetail) error {
 	if ios.IsStdoutTTY() {
 		t := cmdutil.NewTablePrinter(ios)
-		t.AddHeader("name", "id", "shape", "gpu", "state", "free", "total", "created")
+		t.AddHeader(nodeHeader...)
 		addNodeRow(t, ios, now, d.Node)
 		if err := t.Render(); err != nil {
 			return err
+		}
+		for _, b := range blockers(d.Node) {
+			fmt.Fprintf(ios.Out, "%s %s\n", cs(ios).Red("blocker:"), b)
 		}
 		fmt.Fprintln(ios.Out)
 		if len(d.Slots) == 0 {

@@ -1,0 +1,77 @@
+package node
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gpuaas/gpuaas/cli/cmdutil"
+	"github.com/gpuaas/gpuaas/internal/api"
+)
+
+// EnrollOptions are the inputs of `gpuaas node enroll`.
+type EnrollOptions struct {
+	IO       *cmdutil.IOStreams
+	Client   func() (*api.Client, error)
+	Exporter cmdutil.Exporter
+
+	Name  string
+	Shape string
+}
+
+// NewCmdEnroll builds `gpuaas node enroll`; runF replaces enrollRun in tests.
+func NewCmdEnroll(f *cmdutil.Factory, runF func(context.Context, *EnrollOptions) error) *cobra.Command {
+	opts := &EnrollOptions{IO: f.IOStreams, Client: f.Client}
+	cmd := &cobra.Command{
+		Use:   "enroll --name NAME [--shape gpu_slice|baremetal]",
+		Short: "Make a one-time token that lets a new GPU host join",
+		Long: `Make a one-time enrollment token for a new GPU host. Start hostd on the host
+with it; hostd generates its key, registers once (the token is then spent)
+and discovers its GPUs. The discovered slots wait for
+` + "`gpuaas node slots approve NAME`" + `.
+
+The token is printed once and expires after an hour.`,
+		Example: `  gpuaas node enroll --name gpu-017 --shape gpu_slice
+  gpuaas hostd --server nats://control:4222 --state-dir /var/lib/gpuaas/hostd --token "$TOKEN"`,
+		Args: cmdutil.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			if opts.Name == "" {
+				return cmdutil.FlagErrorf("--name is required")
+			}
+			if opts.Shape != api.ShapeGPUSlice && opts.Shape != api.ShapeBaremetal {
+				return cmdutil.FlagErrorf("--shape must be gpu_slice or baremetal, got %q", opts.Shape)
+			}
+			if runF != nil {
+				return runF(c.Context(), opts)
+			}
+			return enrollRun(c.Context(), opts)
+		},
+	}
+	cmd.Flags().StringVar(&opts.Name, "name", "", "Name of the new node (required)")
+	cmd.Flags().StringVar(&opts.Shape, "shape", api.ShapeGPUSlice, "What the node is rented as: gpu_slice or baremetal")
+	cmdutil.AddJSONFlags(cmd, &opts.Exporter, cmdutil.FieldsOf(api.EnrollTokenResponse{}))
+	return cmd
+}
+
+func enrollRun(ctx context.Context, opts *EnrollOptions) error {
+	client, err := opts.Client()
+	if err != nil {
+		return err
+	}
+	tok, err := client.NodeEnroll(ctx, api.EnrollTokenRequest{Name: opts.Name, Shape: opts.Shape})
+	if err != nil {
+		return err
+	}
+	if opts.Exporter != nil {
+		return opts.Exporter.Write(ctx, opts.IO, tok)
+	}
+	if !opts.IO.IsStdoutTTY() {
+		_, err := fmt.Fprintln(opts.IO.Out, tok.Token)
+		return err
+	}
+	fmt.Fprintf(opts.IO.Out, "Enrollment token for %s (%s), valid until %s:\n\n  %s\n\n", tok.Name, tok.Shape,
+		tok.ExpiresAt.Local().Format("15:04 MST"), tok.Token)
+	fmt.Fprintf(opts.IO.ErrOut, "On the host: gpuaas hostd --server <nats-url> --state-dir /var/lib/gpuaas/hostd --token %s\n", tok.Token)
+	return nil
+}

@@ -112,6 +112,16 @@ func (s *Server) query(name string, need access, fn queryFunc) micro.Handler {
 }
 
 func (s *Server) mutation(name string, need access, fn mutationFunc) micro.Handler {
+	return s.mutationWith(name, need, false, fn)
+}
+
+// secretMutation is a mutation whose response holds a secret (a token):
+// it is never stored, so a retry with the same key cannot replay it.
+func (s *Server) secretMutation(name string, need access, fn mutationFunc) micro.Handler {
+	return s.mutationWith(name, need, true, fn)
+}
+
+func (s *Server) mutationWith(name string, need access, noReplay bool, fn mutationFunc) micro.Handler {
 	return s.endpoint(name, need, func(ctx context.Context, c *call) ([]byte, error) {
 		key := c.req.Headers().Get(api.HeaderIdempotencyKey)
 		if err := mutate.ValidateKey(name, key); err != nil {
@@ -127,7 +137,7 @@ func (s *Server) mutation(name string, need access, fn mutationFunc) micro.Handl
 		}
 		return s.mut.Run(ctx, mutate.Request{
 			Endpoint: name, ActorID: actor, Key: key, CorrelationID: c.corr,
-			Fingerprint: append([]byte(c.project+"\n"), c.req.Data()...),
+			Fingerprint: append([]byte(c.project+"\n"), c.req.Data()...), NoReplay: noReplay,
 		}, work)
 	})
 }

@@ -181,6 +181,7 @@ func (s *Server) Run(ctx context.Context) error {
 	g.Go(func() error { return outbox.Fanout(gctx, s.js, s.cfg.NATS, s.cfg.Log) })
 	g.Go(func() error { return s.queueLoop(gctx) })
 	g.Go(func() error { return s.hosts.Run(gctx) })
+	g.Go(func() error { return s.housekeeping(gctx) })
 	err = g.Wait()
 	if stopErr := s.svc.Stop(); stopErr != nil && err == nil {
 		err = fmt.Errorf("stop api: %w", stopErr)
@@ -208,6 +209,27 @@ func (s *Server) queueLoop(ctx context.Context) error {
 			s.cfg.Log.Warn("place queued", "err", err)
 		} else if n > 0 {
 			s.cfg.Log.Info("placed queued allocations", "count", n)
+		}
+	}
+}
+
+// IdempotencyRetention is how long a mutation's response stays replayable.
+const IdempotencyRetention = 24 * time.Hour
+
+// housekeeping prunes idempotency records past their retention. Safe on
+// every replica: deletes are idempotent.
+func (s *Server) housekeeping(ctx context.Context) error {
+	t := time.NewTicker(10 * time.Minute)
+	defer t.Stop()
+	for {
+		if _, err := s.pool.Exec(ctx, `DELETE FROM idempotency_keys WHERE created_at < $1`,
+			s.now().Add(-IdempotencyRetention)); err != nil && ctx.Err() == nil {
+			s.cfg.Log.Warn("prune idempotency keys", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
 		}
 	}
 }

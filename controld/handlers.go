@@ -37,7 +37,7 @@ func (s *Server) endpoints() []endpointDef {
 		{api.EndpointNodeGet, s.query(api.EndpointNodeGet, operatorOnly, s.nodeGet)},
 		{api.EndpointSlotsApprove, s.mutation(api.EndpointSlotsApprove, operatorOnly, s.slotsApprove)},
 		{api.EndpointNodeDrain, s.mutation(api.EndpointNodeDrain, operatorOnly, s.nodeDrain)},
-		{api.EndpointNodeEnroll, s.mutation(api.EndpointNodeEnroll, operatorOnly, s.nodeEnroll)},
+		{api.EndpointNodeEnroll, s.secretMutation(api.EndpointNodeEnroll, operatorOnly, s.nodeEnroll)},
 
 		{api.EndpointAllocCreate, s.mutation(api.EndpointAllocCreate, loggedIn, s.allocCreate)},
 		{api.EndpointAllocGet, s.query(api.EndpointAllocGet, loggedIn, s.allocGet)},

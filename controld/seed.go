@@ -2,12 +2,15 @@ package controld
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/gpuaas/gpuaas/controld/catalog"
+	"github.com/gpuaas/gpuaas/controld/hosts"
+	"github.com/gpuaas/gpuaas/controld/mutate"
 	"github.com/gpuaas/gpuaas/controld/identity"
 	"github.com/gpuaas/gpuaas/controld/node"
 	"github.com/gpuaas/gpuaas/controld/project"
@@ -84,4 +87,19 @@ func (s *Server) ApplySeed(ctx context.Context, sd Seed) (SeedResult, error) {
 		return nil
 	})
 	return res, err
+}
+
+// IssueEnrollToken makes a one-time enrollment token on behalf of actorID,
+// as `gpuaas node enroll` does (used by `gpuaas dev` for its sim hosts).
+func (s *Server) IssueEnrollToken(ctx context.Context, req api.EnrollTokenRequest, actorID string) (api.EnrollTokenResponse, error) {
+	var out api.EnrollTokenResponse
+	body, err := s.mut.Run(ctx, mutate.Request{Endpoint: api.EndpointNodeEnroll, ActorID: actorID,
+		Key: api.NewIdempotencyKey(), Fingerprint: []byte(req.Name + "\n" + req.Shape), NoReplay: true},
+		func(ctx context.Context, tx pgx.Tx) (any, mutate.Effect, error) {
+			return hosts.CreateEnrollToken(ctx, tx, req, actorID, s.now())
+		})
+	if err != nil {
+		return out, err
+	}
+	return out, json.Unmarshal(body, &out)
 }

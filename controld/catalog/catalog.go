@@ -18,7 +18,7 @@ import (
 // DefaultImage is the base image slice VMs boot unless a SKU says
 // otherwise. Its checksum is that of the image the simulated hosts carry
 // (hostd/sim); operators pin their real image's checksum per SKU.
-var DefaultImage = api.VMImage{Name: "ubuntu-24.04-gpu", SHA256: "8f7c8d26e5ec2a8d1f5a3f0b8c1b9c64a6b2a8a9ce2ae3e8c6b5f5d1a7e1c5f2"}
+var DefaultImage = api.VMImage{Name: "ubuntu-24.04-gpu", SHA256: "23b18fb2fcf105c89307a2d13dd66af650d5516d167d8821bd025c3d3611a81a"}
 
 // Defaults is the catalog `gpuaas dev` and fresh installs are seeded with.
 var Defaults = []api.SKU{

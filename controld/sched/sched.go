@@ -19,9 +19,9 @@ import (
 // ErrNoCapacity means no node can take the request right now.
 var ErrNoCapacity = api.ErrNoCapacity
 
-// maxCandidates bounds how many nodes one placement tries before giving
-// up; candidates beyond it are almost always locked by concurrent
-// placements that will use them anyway.
+// maxCandidates is the page size of candidates: one placement reads the
+// next page only when every candidate of this one is taken or locked by
+// concurrent placements (possibly on other controld replicas).
 const maxCandidates = 32
 
 // Request is what to place.
@@ -47,26 +47,34 @@ func Place(ctx context.Context, tx pgx.Tx, r Request) (Placement, error) {
 	if r.GPUs <= 0 {
 		return Placement{}, api.Errorf(api.CodeInvalidArgument, "gpus must be positive")
 	}
-	var attempts []attempt
-	var err error
+	var pages []candidatePage
 	switch r.Shape {
 	case api.ShapeBaremetal:
-		attempts, err = baremetalCandidates(ctx, tx, r)
+		pages = []candidatePage{baremetalCandidates}
 	case api.ShapeGPUSlice:
-		attempts, err = sliceCandidates(ctx, tx, r)
+		// One NUMA node first; across NUMA nodes only when no group fits.
+		pages = []candidatePage{numaCandidates, spreadCandidates}
 	default:
 		return Placement{}, api.Errorf(api.CodeInvalidArgument, "unknown shape %q", r.Shape)
 	}
-	if err != nil {
-		return Placement{}, err
-	}
-	for _, a := range attempts {
-		p, ok, err := tryReserve(ctx, tx, r, a)
-		if err != nil {
-			return Placement{}, err
-		}
-		if ok {
-			return p, nil
+	for _, page := range pages {
+		for offset := 0; ; offset += maxCandidates {
+			attempts, err := page(ctx, tx, r, offset)
+			if err != nil {
+				return Placement{}, err
+			}
+			for _, a := range attempts {
+				p, ok, err := tryReserve(ctx, tx, r, a)
+				if err != nil {
+					return Placement{}, err
+				}
+				if ok {
+					return p, nil
+				}
+			}
+			if len(attempts) < maxCandidates {
+				break
+			}
 		}
 	}
 	return Placement{}, api.Errorf(api.CodeNoCapacity, "no capacity for %d × %s (%s) right now", r.GPUs, r.GPUModel, r.Shape).
@@ -81,11 +89,17 @@ type attempt struct {
 	whole  bool // bare metal: every free slot, and exactly GPUs of them
 }
 
-func sliceCandidates(ctx context.Context, tx pgx.Tx, r Request) ([]attempt, error) {
+// candidatePage returns up to maxCandidates places to try, best first,
+// skipping the first offset.
+type candidatePage func(ctx context.Context, tx pgx.Tx, r Request, offset int) ([]attempt, error)
+
+// numaCandidates are NUMA groups with room for the whole request, the
+// fullest first (best fit).
+func numaCandidates(ctx context.Context, tx pgx.Tx, r Request, offset int) ([]attempt, error) {
 	rows, err := tx.Query(ctx, `SELECT s.node_id, s.numa_node FROM slots s JOIN nodes n ON n.id = s.node_id
 		WHERE s.state = 'free' AND n.state = 'ready' AND n.shape = $1 AND n.gpu_model = $2
 		GROUP BY s.node_id, s.numa_node HAVING count(*) >= $3
-		ORDER BY count(*), s.node_id, s.numa_node LIMIT $4`, r.Shape, r.GPUModel, r.GPUs, maxCandidates)
+		ORDER BY count(*), s.node_id, s.numa_node LIMIT $4 OFFSET $5`, r.Shape, r.GPUModel, r.GPUs, maxCandidates, offset)
 	if err != nil {
 		return nil, fmt.Errorf("slice candidates: %w", err)
 	}
@@ -96,11 +110,16 @@ func sliceCandidates(ctx context.Context, tx pgx.Tx, r Request) ([]attempt, erro
 	if err != nil {
 		return nil, fmt.Errorf("slice candidates: %w", err)
 	}
-	// Then nodes that fit only across NUMA nodes.
-	rows, err = tx.Query(ctx, `SELECT s.node_id FROM slots s JOIN nodes n ON n.id = s.node_id
+	return out, nil
+}
+
+// spreadCandidates are nodes with room for the request across their NUMA
+// nodes, the fullest first.
+func spreadCandidates(ctx context.Context, tx pgx.Tx, r Request, offset int) ([]attempt, error) {
+	rows, err := tx.Query(ctx, `SELECT s.node_id FROM slots s JOIN nodes n ON n.id = s.node_id
 		WHERE s.state = 'free' AND n.state = 'ready' AND n.shape = $1 AND n.gpu_model = $2
 		GROUP BY s.node_id HAVING count(*) >= $3
-		ORDER BY count(*), s.node_id LIMIT $4`, r.Shape, r.GPUModel, r.GPUs, maxCandidates)
+		ORDER BY count(*), s.node_id LIMIT $4 OFFSET $5`, r.Shape, r.GPUModel, r.GPUs, maxCandidates, offset)
 	if err != nil {
 		return nil, fmt.Errorf("spread candidates: %w", err)
 	}
@@ -108,18 +127,20 @@ func sliceCandidates(ctx context.Context, tx pgx.Tx, r Request) ([]attempt, erro
 	if err != nil {
 		return nil, fmt.Errorf("spread candidates: %w", err)
 	}
-	for _, id := range spread {
-		out = append(out, attempt{nodeID: id, numa: -1})
+	out := make([]attempt, len(spread))
+	for i, id := range spread {
+		out[i] = attempt{nodeID: id, numa: -1}
 	}
 	return out, nil
 }
 
-func baremetalCandidates(ctx context.Context, tx pgx.Tx, r Request) ([]attempt, error) {
+// baremetalCandidates are nodes whose every slot is free.
+func baremetalCandidates(ctx context.Context, tx pgx.Tx, r Request, offset int) ([]attempt, error) {
 	rows, err := tx.Query(ctx, `SELECT n.id FROM nodes n
 		WHERE n.state = 'ready' AND n.shape = $1 AND n.gpu_model = $2
 		  AND (SELECT count(*) FROM slots s WHERE s.node_id = n.id AND s.state = 'free') = $3
 		  AND NOT EXISTS (SELECT 1 FROM slots s WHERE s.node_id = n.id AND s.state IN ('reserved', 'pending'))
-		ORDER BY n.id LIMIT $4`, r.Shape, r.GPUModel, r.GPUs, maxCandidates)
+		ORDER BY n.id LIMIT $4 OFFSET $5`, r.Shape, r.GPUModel, r.GPUs, maxCandidates, offset)
 	if err != nil {
 		return nil, fmt.Errorf("baremetal candidates: %w", err)
 	}

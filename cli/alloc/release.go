@@ -18,8 +18,8 @@ type ReleaseOptions struct {
 	Now      func() time.Time
 	Exporter cmdutil.Exporter
 
-	ID     string
-	Force  bool
+	ID      string
+	Force   bool
 	Reason  string
 	Yes     bool
 	Wait    bool

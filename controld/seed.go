@@ -103,3 +103,6 @@ func (s *Server) IssueEnrollToken(ctx context.Context, req api.EnrollTokenReques
 	}
 	return out, json.Unmarshal(body, &out)
 }
+
+// Nodes lists every node (used by `gpuaas dev` to wait for its hosts).
+func (s *Server) Nodes(ctx context.Context) ([]api.Node, error) { return node.List(ctx, s.pool) }

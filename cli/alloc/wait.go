@@ -24,7 +24,7 @@ func waitFor(ctx context.Context, ios *cmdutil.IOStreams, client *api.Client, id
 		ctx, cancel = context.WithTimeout(ctx, timeout)
 		defer cancel()
 	}
-	shown := 0
+	shown := map[api.PhaseTiming]bool{}
 	lastState := ""
 	for {
 		a, err := client.AllocGet(ctx, id)
@@ -38,8 +38,11 @@ func waitFor(ctx context.Context, ios *cmdutil.IOStreams, client *api.Client, id
 			fmt.Fprintf(ios.ErrOut, "%s is %s\n", a.ID, a.State)
 			lastState = a.State
 		}
-		for ; shown < len(a.Timeline); shown++ {
-			printPhase(ios, a.Timeline[shown])
+		for _, p := range a.Timeline {
+			if !shown[p] {
+				shown[p] = true
+				printPhase(ios, p)
+			}
 		}
 		switch {
 		case slices.Contains(want, a.State):

@@ -20,7 +20,6 @@ import (
 	"github.com/gpuaas/gpuaas/cli/config"
 	"github.com/gpuaas/gpuaas/controld"
 	"github.com/gpuaas/gpuaas/controld/catalog"
-	"github.com/gpuaas/gpuaas/hostd/sim"
 	"github.com/gpuaas/gpuaas/internal/bus"
 	"github.com/gpuaas/gpuaas/internal/pgserver"
 )
@@ -43,6 +42,8 @@ type DevOptions struct {
 	NATSPort     int
 	LogLevel     string
 	SessionTTL   time.Duration
+	// Hosts is how many simulated GPU hosts to run.
+	Hosts int
 	// WriteConfig writes the dev context into the client config.
 	WriteConfig bool
 	// ConfigDir overrides the client config directory (tests).
@@ -86,6 +87,9 @@ node). It writes a "dev" context into the client config so that
 				return cmdutil.FlagErrorf("--data: %v", err)
 			}
 			opts.DataDir = abs
+			if opts.Hosts < 0 || opts.Hosts > 64 {
+				return cmdutil.FlagErrorf("--hosts must be 0-64")
+			}
 			if opts.NATSPort < 0 || opts.NATSPort > 65535 {
 				return cmdutil.FlagErrorf("--nats-port must be 0-65535")
 			}
@@ -103,6 +107,7 @@ node). It writes a "dev" context into the client config so that
 	fl.IntVar(&opts.NATSPort, "nats-port", 4222, "NATS port (0 picks a free one)")
 	fl.StringVar(&opts.LogLevel, "log-level", "info", "Log level: debug, info, warn, error")
 	fl.DurationVar(&opts.SessionTTL, "session-ttl", 12*time.Hour, "Lifetime of session tokens")
+	fl.IntVar(&opts.Hosts, "hosts", 2, "Simulated GPU hosts to run: slice and bare-metal hosts, alternately")
 	return cmd
 }
 
@@ -172,7 +177,8 @@ func devRun(ctx context.Context, opts *DevOptions) (err error) {
 	defer nc.Close()
 
 	srv, err := controld.New(ctx, controld.Config{DatabaseURL: pg.ConnString(devDatabase), NATS: nc, Log: log,
-		SessionTTL: opts.SessionTTL})
+		SessionTTL: opts.SessionTTL,
+		Hosts:      controld.HostsConfig{HeartbeatInterval: time.Second, AutoApproveSlots: true}})
 	if err != nil {
 		return err
 	}
@@ -198,7 +204,7 @@ func devRun(ctx context.Context, opts *DevOptions) (err error) {
 		password, generated = newPassword(), true
 	}
 	res, err := srv.ApplySeed(ctx, controld.Seed{Catalog: catalog.Defaults, AdminEmail: DevAdminEmail, AdminPassword: password,
-		Project: DevProject, Nodes: sim.DevFleet(), ApproveSlots: true})
+		Project: DevProject})
 	if err != nil {
 		return err
 	}
@@ -207,12 +213,20 @@ func devRun(ctx context.Context, opts *DevOptions) (err error) {
 			return err
 		}
 	}
+	fleet, err := startSimHosts(runCtx, srv, res.Admin.ID, ns.ClientURL(), opts, log)
+	if err != nil {
+		return err
+	}
+	defer fleet.stop()
+	if err := fleet.waitReady(ctx, srv); err != nil {
+		return err
+	}
 	if opts.WriteConfig {
 		if err := writeDevContext(opts.ConfigDir, ns.ClientURL(), opts.Reset); err != nil {
 			return err
 		}
 	}
-	printBanner(opts, ns.ClientURL(), res.AdminCreated && generated, password)
+	printBanner(opts, ns.ClientURL(), res.AdminCreated && generated, password, opts.PasswordFile != "")
 	if opts.Ready != nil {
 		opts.Ready(ns.ClientURL())
 	}
@@ -228,6 +242,8 @@ func devRun(ctx context.Context, opts *DevOptions) (err error) {
 			err = errors.New("controld stopped unexpectedly")
 		}
 		return err
+	case err := <-fleet.failed:
+		return fmt.Errorf("simulated host stopped: %w", err)
 	}
 }
 
@@ -309,21 +325,24 @@ func writeDevContext(dir, url string, reset bool) error {
 	return cfg.Save()
 }
 
-func printBanner(opts *DevOptions, url string, showPassword bool, password string) {
+func printBanner(opts *DevOptions, url string, showPassword bool, password string, fromFile bool) {
 	w := opts.IO.ErrOut
 	fmt.Fprintln(w, "\ngpuaas dev is running")
 	fmt.Fprintln(w, describe("server", url))
 	fmt.Fprintln(w, describe("data", opts.DataDir))
 	if showPassword {
 		fmt.Fprintln(w, describe("admin", DevAdminEmail+"  password: "+password+"  (shown once; keep it)"))
+	} else if fromFile {
+		fmt.Fprintln(w, describe("admin", DevAdminEmail+"  (password from --password-file)"))
 	} else {
 		fmt.Fprintln(w, describe("admin", DevAdminEmail+"  (password as set before; --password-file sets a new one)"))
 	}
 	fmt.Fprintln(w, describe("project", DevProject))
+	fmt.Fprintln(w, describe("hosts", fmt.Sprintf("%d simulated (gpuaas node list)", opts.Hosts)))
 	fmt.Fprintln(w, "\nNext, from another shell:")
 	fmt.Fprintln(w, "  gpuaas login")
 	fmt.Fprintln(w, "  gpuaas catalog list")
-	fmt.Fprintln(w, "  gpuaas alloc create --sku h200-slice --gpus 2")
+	fmt.Fprintln(w, "  gpuaas alloc create --sku h200-slice --gpus 2 --wait")
 	fmt.Fprintln(w, "  gpuaas alloc list")
 	fmt.Fprintln(w, "\nPress Ctrl-C to stop.")
 }

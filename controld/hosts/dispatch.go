@@ -118,7 +118,13 @@ func (d *Service) dispatchOnce(ctx context.Context) (int, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := d.deliver(ctx, c); err != nil && ctx.Err() == nil {
+			err := d.deliver(ctx, c)
+			switch {
+			case err == nil || ctx.Err() != nil:
+			case errors.Is(err, nats.ErrNoResponders):
+				// The node is offline (or enrolling): it pulls on connect.
+				d.cfg.Log.Debug("node not listening; task stays pending", "task", c.id, "node", c.nodeID)
+			default:
 				d.cfg.Log.Warn("deliver task", "task", c.id, "node", c.nodeID, "err", err)
 			}
 		}()

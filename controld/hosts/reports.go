@@ -206,6 +206,9 @@ func (d *Service) settle(ctx context.Context, nodeID string, r api.TaskResult) e
 			finished_at = $6, updated_at = $6 WHERE id = $1`, r.TaskID, r.Status, result, r.Error, r.Phase, now); err != nil {
 			return fmt.Errorf("settle %s: %w", r.TaskID, err)
 		}
+		if err := recordPhases(ctx, tx, r); err != nil {
+			return err
+		}
 		var events []outbox.Event
 		reason := r.Error
 		if r.Phase != "" && reason != "" {
@@ -272,4 +275,23 @@ func (d *Service) handlePull(ctx context.Context, m *nats.Msg) (any, error) {
 		return nil, api.Errorf(api.CodeUnauthenticated, "stale pull request")
 	}
 	return d.pending(ctx, nodeID)
+}
+
+// recordPhases makes the result's progress log the task's timeline; live
+// reports that raced the result, or were lost, are replaced by it.
+func recordPhases(ctx context.Context, tx pgx.Tx, r api.TaskResult) error {
+	if len(r.Phases) == 0 {
+		return nil
+	}
+	if _, err := tx.Exec(ctx, `DELETE FROM node_task_events WHERE task_id = $1`, r.TaskID); err != nil {
+		return fmt.Errorf("replace timeline: %w", err)
+	}
+	for _, p := range r.Phases {
+		status := p.Status
+		if _, err := tx.Exec(ctx, `INSERT INTO node_task_events (task_id, at, phase, status, elapsed_ms, message)
+			VALUES ($1,$2,$3,$4,$5,$6)`, r.TaskID, p.At, p.Phase, status, p.ElapsedMS, p.Message); err != nil {
+			return fmt.Errorf("record timeline: %w", err)
+		}
+	}
+	return nil
 }

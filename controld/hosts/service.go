@@ -122,12 +122,22 @@ func (d *Service) Run(ctx context.Context) error {
 		{api.HostCtlWildcard(api.HostPull), d.handlePull},
 	}
 	sem := make(chan struct{}, 64)
+	// mu guards closed and the Add side of inflight: no handler may start
+	// once Run is waiting for the running ones.
+	var mu sync.Mutex
+	closed := false
 	var inflight sync.WaitGroup
 	for _, s := range subs {
 		handle := s.handle
 		sub, err := d.cfg.NATS.QueueSubscribe(s.subject, queue, func(m *nats.Msg) {
-			sem <- struct{}{}
+			mu.Lock()
+			if closed {
+				mu.Unlock()
+				return
+			}
 			inflight.Add(1)
+			mu.Unlock()
+			sem <- struct{}{}
 			go func() {
 				defer func() { <-sem; inflight.Done() }()
 				hctx, cancel := context.WithTimeout(ctx, 30*time.Second)
@@ -147,12 +157,16 @@ func (d *Service) Run(ctx context.Context) error {
 		}
 		defer func() { _ = sub.Unsubscribe() }()
 	}
+	defer func() {
+		mu.Lock()
+		closed = true
+		mu.Unlock()
+		inflight.Wait()
+	}()
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return d.dispatchLoop(gctx) })
 	g.Go(func() error { return d.livenessLoop(gctx) })
-	err := g.Wait()
-	inflight.Wait()
-	return err
+	return g.Wait()
 }
 
 // reply answers a node request: the value, or an api.Error body with the

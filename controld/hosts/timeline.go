@@ -14,7 +14,7 @@ import (
 func Timeline(ctx context.Context, q store.Querier, allocationID string) ([]api.PhaseTiming, error) {
 	rows, err := q.Query(ctx, `SELECT t.type, e.phase, e.status, e.at, e.elapsed_ms, e.message
 		FROM node_task_events e JOIN node_tasks t ON t.id = e.task_id
-		WHERE t.allocation_id = $1 ORDER BY e.id`, allocationID)
+		WHERE t.allocation_id = $1 ORDER BY e.at, e.id`, allocationID)
 	if err != nil {
 		return nil, fmt.Errorf("timeline: %w", err)
 	}

@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -96,6 +97,9 @@ type Agent struct {
 	// reconnected asks for a pull of pending tasks.
 	reconnected chan struct{}
 	running     sync.WaitGroup
+	// nodeID is set once enrolled; ready is closed once tasks are served.
+	nodeID atomic.Value
+	ready  chan struct{}
 
 	// mu protects records.
 	mu      sync.Mutex
@@ -110,16 +114,19 @@ func New(cfg Config) (*Agent, error) {
 	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
 		return nil, fmt.Errorf("state dir: %w", err)
 	}
-	return &Agent{cfg: cfg, resend: make(chan struct{}, 1), reconnected: make(chan struct{}, 1)}, nil
+	return &Agent{cfg: cfg, resend: make(chan struct{}, 1), reconnected: make(chan struct{}, 1),
+		ready: make(chan struct{})}, nil
 }
 
-// NodeID is the enrolled node's id ("" before enrollment).
+// NodeID is the enrolled node's id ("" before enrollment). Safe to call
+// while Run runs.
 func (a *Agent) NodeID() string {
-	if a.id == nil {
-		return ""
-	}
-	return a.id.NodeID
+	id, _ := a.nodeID.Load().(string)
+	return id
 }
+
+// Ready is closed once the agent is enrolled and takes tasks.
+func (a *Agent) Ready() <-chan struct{} { return a.ready }
 
 func (a *Agent) now() time.Time { return a.cfg.Now().UTC() }
 
@@ -158,6 +165,8 @@ func (a *Agent) Run(ctx context.Context) error {
 	if err := nc.Flush(); err != nil {
 		return fmt.Errorf("subscribe tasks: %w", err)
 	}
+	a.nodeID.Store(a.id.NodeID)
+	close(a.ready)
 	a.cfg.Log.Info("hostd serving", "node", a.id.NodeID, "name", a.id.Name)
 
 	var loops sync.WaitGroup

@@ -124,15 +124,14 @@ func startAgent(t *testing.T, env *controldtest.Env, stateDir, token string, reg
 		})
 	}
 	t.Cleanup(stop)
-	waitFor(t, "agent enrolled", func() bool {
-		select {
-		case err := <-done:
-			done <- err
-			t.Fatalf("agent stopped: %v", err)
-		default:
-		}
-		return a.NodeID() != ""
-	})
+	select {
+	case <-a.Ready():
+	case err := <-done:
+		done <- err
+		t.Fatalf("agent stopped: %v", err)
+	case <-time.After(20 * time.Second):
+		t.Fatal("agent did not get ready")
+	}
 	return &runningAgent{a, stop}
 }
 

@@ -32,13 +32,14 @@ const identityFile = "identity.json"
 // record is what hostd remembers of a task: the persisted seen-set (a task
 // id is run at most once) and the outbox of results not yet acknowledged.
 type record struct {
-	ID         string          `json:"id"`
-	Type       string          `json:"type"`
-	State      string          `json:"state"` // accepted, running, done
-	Phase      string          `json:"phase,omitempty"`
-	AcceptedAt time.Time       `json:"accepted_at"`
-	Result     *api.TaskResult `json:"result,omitempty"`
-	Acked      bool            `json:"acked,omitempty"`
+	ID         string             `json:"id"`
+	Type       string             `json:"type"`
+	State      string             `json:"state"` // accepted, running, done
+	Phase      string             `json:"phase,omitempty"`
+	Phases     []api.TaskProgress `json:"phases,omitempty"`
+	AcceptedAt time.Time          `json:"accepted_at"`
+	Result     *api.TaskResult    `json:"result,omitempty"`
+	Acked      bool               `json:"acked,omitempty"`
 }
 
 // Record states.

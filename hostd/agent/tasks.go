@@ -69,11 +69,13 @@ type reporter struct {
 }
 
 func (r reporter) Progress(phase, status string, elapsed time.Duration, message string) {
+	p := api.TaskProgress{NodeID: r.a.id.NodeID, TaskID: r.task, Phase: phase,
+		Status: status, ElapsedMS: elapsed.Milliseconds(), Message: message, At: r.a.now()}
 	r.a.update(r.task, func(rec *record) {
 		rec.State, rec.Phase = stateRunning, phase
+		rec.Phases = append(rec.Phases, p)
 	})
-	env, err := signing.Seal(r.a.key, api.TaskProgress{NodeID: r.a.id.NodeID, TaskID: r.task, Phase: phase,
-		Status: status, ElapsedMS: elapsed.Milliseconds(), Message: message, At: r.a.now()})
+	env, err := signing.Seal(r.a.key, p)
 	if err != nil {
 		return
 	}
@@ -140,10 +142,11 @@ func runHandler(ctx context.Context, h tasks.Handler, env *tasks.Env, params jso
 func (a *Agent) finish(id string, res api.TaskResult) {
 	res.At = a.now()
 	a.update(id, func(r *record) {
-		r.State, r.Result = stateDone, &res
 		if res.Phase == "" && res.Status != api.TaskSucceeded {
 			res.Phase = r.Phase
 		}
+		res.Phases = r.Phases
+		r.State, r.Result = stateDone, &res
 	})
 	a.kick(a.resend)
 }

@@ -119,6 +119,10 @@ type TaskResult struct {
 	Error  string          `json:"error,omitempty"`
 	Phase  string          `json:"phase,omitempty"` // where it failed
 	At     time.Time       `json:"at"`
+	// Phases is the task's whole progress log: controld records it as the
+	// authoritative timeline, since live progress reports may arrive late
+	// or not at all.
+	Phases []TaskProgress `json:"phases,omitempty"`
 }
 
 // PullRequest asks for the tasks pending for a node (on (re)connect).

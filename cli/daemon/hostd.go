@@ -1,0 +1,160 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gpuaas/gpuaas/cli/cmdutil"
+	"github.com/gpuaas/gpuaas/hostd/agent"
+	"github.com/gpuaas/gpuaas/hostd/host"
+	"github.com/gpuaas/gpuaas/hostd/libvirt"
+	"github.com/gpuaas/gpuaas/hostd/sim"
+	"github.com/gpuaas/gpuaas/hostd/tasks"
+	"github.com/gpuaas/gpuaas/hostd/topology"
+)
+
+// HostdOptions are the inputs of `gpuaas hostd`.
+type HostdOptions struct {
+	IO           *cmdutil.IOStreams
+	Server       string
+	StateDir     string
+	Token        string
+	Sim          string
+	LibvirtURI   string
+	ImageDir     string
+	TerminalAddr string
+	FailPhases   []string
+	DelayPhases  []string
+	LogLevel     string
+}
+
+// SimProfiles are the simulated hosts `gpuaas hostd --sim` can be.
+var SimProfiles = map[string]func() sim.Profile{
+	"h200-slice":     sim.H200Slice8,
+	"h100-baremetal": sim.H100Baremetal8,
+}
+
+// NewCmdHostd builds `gpuaas hostd`.
+func NewCmdHostd(f *cmdutil.Factory, runF func(context.Context, *HostdOptions) error) *cobra.Command {
+	opts := &HostdOptions{IO: f.IOStreams}
+	cmd := &cobra.Command{
+		Use:     "hostd",
+		Short:   "Run the host daemon on a GPU node",
+		GroupID: "daemon",
+		Long: `Run the host daemon: it executes the typed tasks controld signs for this node
+(topology discovery, slice VMs through libvirt, users for bare metal), sends
+heartbeats, and never runs anything else.
+
+The first start enrolls the node with a one-time token from
+` + "`gpuaas node enroll`" + `; the node's key and identity are then kept in --state-dir
+(0600) and later starts need no token.
+
+--sim runs a simulated host (h200-slice or h100-baremetal) with the same task
+code: its hardware is a generated sysfs tree and its VMs are SSH servers on
+loopback. --fail-phase and --delay-phase make sim phases fail or take longer.
+
+Environment: GPUAAS_NATS_URL and GPUAAS_ENROLL_TOKEN stand in for the flags.`,
+		Example: `  gpuaas hostd --server nats://control:4222 --token gpe_...
+  gpuaas hostd --sim h200-slice --state-dir /tmp/h1 --token gpe_... --delay-phase define_start=30s`,
+		Args: cmdutil.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			opts.Server = envOr(os.Getenv, "GPUAAS_NATS_URL", opts.Server)
+			opts.Token = envOr(os.Getenv, "GPUAAS_ENROLL_TOKEN", opts.Token)
+			if opts.Sim != "" {
+				if _, ok := SimProfiles[opts.Sim]; !ok {
+					return cmdutil.FlagErrorf("unknown --sim profile %q (h200-slice, h100-baremetal)", opts.Sim)
+				}
+			} else if len(opts.FailPhases)+len(opts.DelayPhases) > 0 {
+				return cmdutil.FlagErrorf("--fail-phase and --delay-phase need --sim")
+			}
+			if _, err := parseFaults(opts.FailPhases, opts.DelayPhases); err != nil {
+				return err
+			}
+			if runF != nil {
+				return runF(c.Context(), opts)
+			}
+			return hostdRun(c.Context(), opts)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&opts.Server, "server", "nats://127.0.0.1:4222", "NATS URL of the control plane")
+	fl.StringVar(&opts.StateDir, "state-dir", "/var/lib/gpuaas/hostd", "Where the node's identity, task records, leases and seeds live")
+	fl.StringVar(&opts.Token, "token", "", "One-time enrollment token (first start only)")
+	fl.StringVar(&opts.Sim, "sim", "", "Run a simulated host: h200-slice or h100-baremetal")
+	fl.StringVar(&opts.LibvirtURI, "libvirt-uri", "qemu:///system", "libvirt connection URI (real hosts)")
+	fl.StringVar(&opts.ImageDir, "image-dir", "/var/lib/gpuaas/images", "Base VM images, <name>.img (real hosts)")
+	fl.StringVar(&opts.TerminalAddr, "terminal-addr", "", "Address sshgate reaches this node's terminal server at")
+	fl.StringArrayVar(&opts.FailPhases, "fail-phase", nil, "Sim: make PHASE fail (repeatable)")
+	fl.StringArrayVar(&opts.DelayPhases, "delay-phase", nil, "Sim: make PHASE=DURATION slower (repeatable)")
+	fl.StringVar(&opts.LogLevel, "log-level", "info", "Log level: debug, info, warn, error")
+	return cmd
+}
+
+// parseFaults builds the sim's fault injection from the flags.
+func parseFaults(fail, delay []string) (*tasks.Faults, error) {
+	f := &tasks.Faults{}
+	for _, p := range fail {
+		f.Fail(p, "")
+	}
+	for _, d := range delay {
+		phase, dur, ok := strings.Cut(d, "=")
+		if !ok {
+			return nil, cmdutil.FlagErrorf("--delay-phase wants PHASE=DURATION, got %q", d)
+		}
+		v, err := time.ParseDuration(dur)
+		if err != nil || v < 0 {
+			return nil, cmdutil.FlagErrorf("--delay-phase %s: bad duration %q", phase, dur)
+		}
+		f.Delay(phase, v)
+	}
+	return f, nil
+}
+
+func hostdRun(ctx context.Context, opts *HostdOptions) error {
+	log, err := newLogger(opts.IO.ErrOut, opts.LogLevel)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(opts.StateDir, 0o700); err != nil {
+		return fmt.Errorf("state dir: %w", err)
+	}
+	env, closeEnv, err := hostEnv(ctx, opts, log)
+	if err != nil {
+		return err
+	}
+	defer closeEnv()
+	a, err := agent.New(agent.Config{Server: opts.Server, StateDir: opts.StateDir, Token: opts.Token, Env: env,
+		Handlers: tasks.Default(), TerminalAddr: opts.TerminalAddr, Log: log})
+	if err != nil {
+		return err
+	}
+	return a.Run(ctx)
+}
+
+// hostEnv builds the task environment: the sim's, or the real machine's
+// (/sys, libvirt, useradd).
+func hostEnv(ctx context.Context, opts *HostdOptions, log *slog.Logger) (*tasks.Env, func(), error) {
+	if opts.Sim != "" {
+		h, err := sim.NewHost(opts.StateDir, SimProfiles[opts.Sim](), "")
+		if err != nil {
+			return nil, nil, err
+		}
+		faults, _ := parseFaults(opts.FailPhases, opts.DelayPhases) // checked in RunE
+		h.Faults = faults
+		env := h.Env("", log)
+		return env, func() { _ = h.Close() }, nil
+	}
+	hv, err := libvirt.New(ctx, libvirt.Config{URI: opts.LibvirtURI, Log: log})
+	if err != nil {
+		return nil, nil, err
+	}
+	env := &tasks.Env{Hypervisor: hv, Users: host.PosixUsers{}, Runner: host.ExecRunner{},
+		Topology: topology.Real(), StateDir: opts.StateDir, ImageDir: opts.ImageDir, Log: log}
+	return env, func() { _ = hv.Close() }, nil
+}

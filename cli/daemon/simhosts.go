@@ -1,0 +1,128 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/gpuaas/gpuaas/controld"
+	"github.com/gpuaas/gpuaas/hostd/agent"
+	"github.com/gpuaas/gpuaas/hostd/sim"
+	"github.com/gpuaas/gpuaas/hostd/tasks"
+	"github.com/gpuaas/gpuaas/internal/api"
+)
+
+// simFleet is the simulated hosts of `gpuaas dev`, each a real hostd agent
+// with the sim's hardware, in this process.
+type simFleet struct {
+	names  []string
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	hosts  []*sim.Host
+	failed chan error
+}
+
+// simHostSpec names the i-th dev host: slice hosts and bare-metal hosts
+// alternate, starting with a slice host.
+func simHostSpec(i int) (name, shape string, profile sim.Profile) {
+	if i%2 == 0 {
+		return fmt.Sprintf("sim-slice-%d", i+1), api.ShapeGPUSlice, sim.H200Slice8()
+	}
+	return fmt.Sprintf("sim-metal-%d", i+1), api.ShapeBaremetal, sim.H100Baremetal8()
+}
+
+// startSimHosts starts opts.Hosts sim hostds. A host that has no identity
+// yet is enrolled with a fresh token, as an operator would.
+func startSimHosts(ctx context.Context, srv *controld.Server, adminID, natsURL string, opts *DevOptions, log *slog.Logger) (*simFleet, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	f := &simFleet{cancel: cancel, failed: make(chan error, opts.Hosts)}
+	for i := range opts.Hosts {
+		name, shape, profile := simHostSpec(i)
+		dir := filepath.Join(opts.DataDir, "hosts", name)
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			f.stop()
+			return nil, err
+		}
+		token := ""
+		if _, err := os.Stat(filepath.Join(dir, "identity.json")); errors.Is(err, os.ErrNotExist) {
+			tok, err := srv.IssueEnrollToken(ctx, api.EnrollTokenRequest{Name: name, Shape: shape}, adminID)
+			if err != nil {
+				f.stop()
+				return nil, fmt.Errorf("enroll %s: %w (its state in %s is gone; start over with --reset)", name, err, dir)
+			}
+			token = tok.Token
+		}
+		h, err := sim.NewHost(dir, profile, name)
+		if err != nil {
+			f.stop()
+			return nil, err
+		}
+		f.hosts = append(f.hosts, h)
+		hlog := log.With("host", name)
+		a, err := agent.New(agent.Config{Server: natsURL, StateDir: dir, Token: token, Env: h.Env("", hlog),
+			Handlers: tasks.Default(), Hostname: name, Log: hlog})
+		if err != nil {
+			f.stop()
+			return nil, err
+		}
+		f.names = append(f.names, name)
+		f.wg.Add(1)
+		go func() {
+			defer f.wg.Done()
+			if err := a.Run(ctx); err != nil {
+				f.failed <- fmt.Errorf("%s: %w", name, err)
+			}
+		}()
+	}
+	return f, nil
+}
+
+// waitReady waits until every sim host is enrolled, discovered and ready.
+func (f *simFleet) waitReady(ctx context.Context, srv *controld.Server) error {
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		nodes, err := srv.Nodes(ctx)
+		if err != nil {
+			return err
+		}
+		ready := map[string]bool{}
+		for _, n := range nodes {
+			if n.State == api.NodeReady && n.SlotsTotal > 0 {
+				ready[n.Name] = true
+			}
+		}
+		missing := 0
+		for _, name := range f.names {
+			if !ready[name] {
+				missing++
+			}
+		}
+		if missing == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%d simulated hosts did not become ready", missing)
+		}
+		select {
+		case err := <-f.failed:
+			return fmt.Errorf("simulated host stopped: %w", err)
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// stop ends the hostds and stops the sim guests' SSH servers.
+func (f *simFleet) stop() {
+	f.cancel()
+	f.wg.Wait()
+	for _, h := range f.hosts {
+		_ = h.Close()
+	}
+}

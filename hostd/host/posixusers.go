@@ -1,0 +1,226 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/user"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+var (
+	// ErrUserExists is returned by Users.Create for a name that is taken.
+	ErrUserExists = errors.New("user already exists")
+	// ErrInvalidUser is returned for a user name useradd would refuse or
+	// an authorized key that is not one line.
+	ErrInvalidUser = errors.New("invalid user")
+)
+
+// userNameRE is the portable POSIX user name useradd accepts by default.
+var userNameRE = regexp.MustCompile(`^[a-z_][a-z0-9_-]{0,31}$`)
+
+// CheckUserName refuses names useradd would refuse or that could be read
+// as an option or a path.
+func CheckUserName(name string) error {
+	if !userNameRE.MatchString(name) {
+		return fmt.Errorf("%w: user name %q: want [a-z_][a-z0-9_-]{0,31}", ErrInvalidUser, name)
+	}
+	return nil
+}
+
+// PosixUsers is the real Users: useradd, userdel and pkill on the host.
+// hostd runs as root for it.
+type PosixUsers struct {
+	// Runner runs useradd, userdel, pkill and pgrep; nil means ExecRunner.
+	Runner Runner
+	// KillWait is how long KillProcesses waits after SIGTERM before
+	// SIGKILL; zero means 2s.
+	KillWait time.Duration
+	// Shell is the login shell; empty means /bin/bash.
+	Shell string
+}
+
+var _ Users = PosixUsers{}
+
+func (u PosixUsers) run(ctx context.Context, name string, args ...string) ([]byte, error) {
+	r := u.Runner
+	if r == nil {
+		r = ExecRunner{}
+	}
+	return r.Run(ctx, name, args...)
+}
+
+// Create adds the user with a home directory, a group of its own and a
+// login shell, and writes ~/.ssh/authorized_keys (0600 in a 0700 .ssh,
+// both owned by the user). If the keys cannot be written the user is
+// removed again.
+func (u PosixUsers) Create(ctx context.Context, name string, authorizedKeys []string) error {
+	if err := CheckUserName(name); err != nil {
+		return err
+	}
+	content, err := AuthorizedKeysFile(authorizedKeys)
+	if err != nil {
+		return err
+	}
+	if ok, err := u.Exists(ctx, name); err != nil {
+		return err
+	} else if ok {
+		return fmt.Errorf("create user %s: %w", name, ErrUserExists)
+	}
+	shell := u.Shell
+	if shell == "" {
+		shell = "/bin/bash"
+	}
+	if _, err := u.run(ctx, "useradd", "-m", "-s", shell, "-U", "--", name); err != nil {
+		if ExitCode(err) == 9 { // useradd: username already in use
+			return fmt.Errorf("create user %s: %w", name, ErrUserExists)
+		}
+		return fmt.Errorf("create user %s: %w", name, err)
+	}
+	if err := writeAuthorizedKeys(name, content); err != nil {
+		_ = u.Delete(context.WithoutCancel(ctx), name)
+		return fmt.Errorf("create user %s: %w", name, err)
+	}
+	return nil
+}
+
+// AuthorizedKeysFile joins keys into an authorized_keys file, refusing a
+// key that spans lines (it could smuggle in other keys or options).
+func AuthorizedKeysFile(keys []string) ([]byte, error) {
+	var b strings.Builder
+	for _, k := range keys {
+		k = strings.TrimSpace(k)
+		if k == "" {
+			continue
+		}
+		if strings.ContainsAny(k, "\r\n\x00") {
+			return nil, fmt.Errorf("%w: an authorized key spans lines", ErrInvalidUser)
+		}
+		b.WriteString(k)
+		b.WriteByte('\n')
+	}
+	return []byte(b.String()), nil
+}
+
+// writeAuthorizedKeys writes ~/.ssh/authorized_keys of a user that was
+// just created: nothing in the home is the user's doing yet, but links
+// are still not followed.
+func writeAuthorizedKeys(name string, content []byte) error {
+	usr, err := user.Lookup(name)
+	if err != nil {
+		return fmt.Errorf("look up %s: %w", name, err)
+	}
+	uid, err1 := strconv.Atoi(usr.Uid)
+	gid, err2 := strconv.Atoi(usr.Gid)
+	if err := errors.Join(err1, err2); err != nil {
+		return fmt.Errorf("ids of %s: %w", name, err)
+	}
+	if usr.HomeDir == "" || !filepath.IsAbs(usr.HomeDir) {
+		return fmt.Errorf("home of %s is %q", name, usr.HomeDir)
+	}
+	sshDir := filepath.Join(usr.HomeDir, ".ssh")
+	if err := os.Mkdir(sshDir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+		return err
+	}
+	if fi, err := os.Lstat(sshDir); err != nil {
+		return err
+	} else if !fi.IsDir() {
+		return fmt.Errorf("%s is not a directory", sshDir)
+	}
+	if err := os.Chmod(sshDir, 0o700); err != nil {
+		return err
+	}
+	if err := os.Lchown(sshDir, uid, gid); err != nil {
+		return err
+	}
+	keys := filepath.Join(sshDir, "authorized_keys")
+	f, err := os.OpenFile(keys, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|syscall.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return err
+	}
+	_, werr := f.Write(content)
+	cerr := f.Chmod(0o600)
+	oerr := f.Chown(uid, gid)
+	if err := errors.Join(werr, cerr, oerr, f.Close()); err != nil {
+		return fmt.Errorf("write %s: %w", keys, err)
+	}
+	return nil
+}
+
+// Exists reports whether the user is in the host's user database.
+func (u PosixUsers) Exists(_ context.Context, name string) (bool, error) {
+	_, err := user.Lookup(name)
+	var unknown user.UnknownUserError
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.As(err, &unknown):
+		return false, nil
+	}
+	return false, fmt.Errorf("look up user %s: %w", name, err)
+}
+
+// KillProcesses sends SIGTERM to every process of the user, waits up to
+// KillWait for them to go, then sends SIGKILL to what is left. A user
+// without processes, or without an account, is not an error.
+func (u PosixUsers) KillProcesses(ctx context.Context, name string) error {
+	if err := CheckUserName(name); err != nil {
+		return err
+	}
+	if ok, err := u.Exists(ctx, name); err != nil || !ok {
+		return err
+	}
+	if err := u.pkill(ctx, "-TERM", name); err != nil {
+		return err
+	}
+	wait := u.KillWait
+	if wait == 0 {
+		wait = 2 * time.Second
+	}
+	deadline := time.Now().Add(wait)
+	for time.Now().Before(deadline) {
+		// pgrep exits 1 when nothing matches.
+		if _, err := u.run(ctx, "pgrep", "-u", name); ExitCode(err) == 1 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	return u.pkill(ctx, "-KILL", name)
+}
+
+func (u PosixUsers) pkill(ctx context.Context, signal, name string) error {
+	_, err := u.run(ctx, "pkill", signal, "-u", name)
+	if err != nil && ExitCode(err) != 1 { // 1: no process matched
+		return fmt.Errorf("kill processes of %s: %w", name, err)
+	}
+	return nil
+}
+
+// Delete removes the user, their group and home directory. A user that
+// does not exist is not an error.
+func (u PosixUsers) Delete(ctx context.Context, name string) error {
+	if err := CheckUserName(name); err != nil {
+		return err
+	}
+	if ok, err := u.Exists(ctx, name); err != nil || !ok {
+		return err
+	}
+	_, err := u.run(ctx, "userdel", "-r", "--", name)
+	switch {
+	case err == nil, ExitCode(err) == 6: // 6: no such user (gone in the meantime)
+		return nil
+	case ExitCode(err) == 12: // the account is gone; its home could not be removed
+		return fmt.Errorf("delete user %s: home not fully removed: %w", name, err)
+	}
+	return fmt.Errorf("delete user %s: %w", name, err)
+}

@@ -1,0 +1,140 @@
+package sim
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/gpuaas/gpuaas/hostd/tasks"
+	"github.com/gpuaas/gpuaas/hostd/topology"
+	"github.com/gpuaas/gpuaas/internal/api"
+)
+
+// Host is a simulated GPU host: everything a hostd needs to run the real
+// task code against the sim, kept under <stateDir>/sim:
+//
+//	sim/tree/{sys,dev,proc}   the profile's sysfs/devfs/procfs (written once)
+//	sim/images/<name>.img     base images (DefaultImageName)
+//	sim/hypervisor/           domain records, guest host keys and sandboxes
+//	sim/users/<name>/         sandbox users
+type Host struct {
+	// StateDir is hostd's state directory, which the tasks use for leases,
+	// seeds, VM keys and overlay disks.
+	StateDir   string
+	NodeName   string
+	Profile    Profile
+	Hypervisor *Hypervisor
+	Users      *Users
+	Runner     *Runner
+	Topology   topology.Host
+	ImageDir   string
+	// ImageSHA256 is the checksum of DefaultImageName as written.
+	ImageSHA256 string
+	Faults      *tasks.Faults
+}
+
+// NewHost opens (or first makes) the sim host kept under stateDir/sim. The
+// profile's tree is written only when absent, so a restarted hostd sees
+// the same hardware, and the domains it left running are running again.
+//
+// On a gpu_slice host the fabric VFs are first bound to vfio-pci, as an
+// operator prepares a slice host (driverctl set-override): the profiles
+// list them on mlx5_core, and hostd passes through only what is on
+// vfio-pci.
+func NewHost(stateDir string, p Profile, nodeName string) (*Host, error) {
+	if p.Shape == api.ShapeGPUSlice {
+		p = p.BindVFs("vfio-pci")
+	}
+	simDir := filepath.Join(stateDir, "sim")
+	if err := os.MkdirAll(simDir, 0o755); err != nil {
+		return nil, fmt.Errorf("sim host: %w", err)
+	}
+	tree := filepath.Join(simDir, "tree")
+	if err := writeTreeOnce(tree, p); err != nil {
+		return nil, fmt.Errorf("sim host: %w", err)
+	}
+	imageDir := filepath.Join(simDir, "images")
+	sum, err := WriteImage(imageDir, DefaultImageName)
+	if err != nil {
+		return nil, fmt.Errorf("sim host: %w", err)
+	}
+	users, err := NewUsers(filepath.Join(simDir, "users"))
+	if err != nil {
+		return nil, err
+	}
+	hv, err := NewHypervisor(filepath.Join(simDir, "hypervisor"))
+	if err != nil {
+		return nil, err
+	}
+	return &Host{
+		StateDir:    stateDir,
+		NodeName:    nodeName,
+		Profile:     p,
+		Hypervisor:  hv,
+		Users:       users,
+		Runner:      NewRunner(),
+		Topology:    topology.At(tree, p.LookPath),
+		ImageDir:    imageDir,
+		ImageSHA256: sum,
+		Faults:      &tasks.Faults{},
+	}, nil
+}
+
+// BindVFs binds every fabric VF to driver ("" for none).
+func (p Profile) BindVFs(driver string) Profile {
+	c := p.Clone()
+	for i := range c.VFs {
+		c.VFs[i].Driver = driver
+	}
+	return c
+}
+
+// writeTreeOnce writes the profile under dir unless a tree is there: into
+// a temporary directory first, so a crash never leaves half a tree.
+func writeTreeOnce(dir string, p Profile) error {
+	if _, err := os.Stat(dir); err == nil {
+		return nil
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	tmp, err := os.MkdirTemp(filepath.Dir(dir), ".tree-*")
+	if err != nil {
+		return err
+	}
+	if err := WriteTree(tmp, p); err != nil {
+		_ = os.RemoveAll(tmp)
+		return err
+	}
+	if err := os.Rename(tmp, dir); err != nil {
+		_ = os.RemoveAll(tmp)
+		return err
+	}
+	return nil
+}
+
+// Env is a task environment on this host.
+func (h *Host) Env(nodeID string, log *slog.Logger) *tasks.Env {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &tasks.Env{
+		NodeID:     nodeID,
+		NodeName:   h.NodeName,
+		Hypervisor: h.Hypervisor,
+		Users:      h.Users,
+		Runner:     h.Runner,
+		Topology:   h.Topology,
+		StateDir:   h.StateDir,
+		ImageDir:   h.ImageDir,
+		Faults:     h.Faults,
+		Now:        time.Now,
+		Log:        log,
+	}
+}
+
+// Close stops the guests' SSH servers; the domains stay recorded as they
+// are (see Hypervisor.Close).
+func (h *Host) Close() error { return h.Hypervisor.Close() }

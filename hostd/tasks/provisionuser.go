@@ -1,0 +1,69 @@
+package tasks
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/gpuaas/gpuaas/hostd/host"
+	"github.com/gpuaas/gpuaas/internal/api"
+)
+
+// Phases of allocation.provision_user and allocation.deprovision_user.
+const (
+	PhaseUserCreate    = "user_create"
+	PhaseKillProcesses = "kill_processes"
+	PhaseUserDelete    = "user_delete"
+)
+
+// UserResult is what the bare-metal user tasks report.
+type UserResult struct {
+	PosixUser string `json:"posix_user"`
+	// Replaced is set when provisioning found the user left by an
+	// interrupted attempt and made it afresh; Existed, when
+	// deprovisioning found the user at all.
+	Replaced bool `json:"replaced,omitempty"`
+	Existed  bool `json:"existed,omitempty"`
+}
+
+// provisionUser creates the allocation's POSIX user on a bare-metal host
+// with the renter's keys. A user of that name can only be left from an
+// earlier attempt for the same allocation (the name derives from its id),
+// so it is removed and made afresh: its keys or home may be half-made.
+func provisionUser(ctx context.Context, env *Env, p api.UserProvisionParams, rep Reporter) (any, error) {
+	if err := checkAllocationID(p.AllocationID); err != nil {
+		return nil, err
+	}
+	if err := host.CheckUserName(p.PosixUser); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidParams, err)
+	}
+	keys, err := normalizeKeys(p.SSHKeys)
+	if err != nil {
+		return nil, err
+	}
+	res := UserResult{PosixUser: p.PosixUser}
+	ph := NewPhased(env, rep)
+	err = ph.Run(ctx, PhaseUserCreate, func(ctx context.Context) error {
+		exists, err := env.Users.Exists(ctx, p.PosixUser)
+		if err != nil {
+			return err
+		}
+		if exists {
+			res.Replaced = true
+			if err := removeUser(ctx, env, p.PosixUser); err != nil {
+				return fmt.Errorf("remove leftover user: %w", err)
+			}
+		}
+		return env.Users.Create(ctx, p.PosixUser, keys)
+	}, func(ctx context.Context) error { return removeUser(ctx, env, p.PosixUser) })
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// removeUser ends the user's processes and deletes it; a missing user is
+// fine.
+func removeUser(ctx context.Context, env *Env, name string) error {
+	return errors.Join(env.Users.KillProcesses(ctx, name), env.Users.Delete(ctx, name))
+}

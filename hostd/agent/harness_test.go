@@ -87,7 +87,7 @@ func (f *fakeHost) registry() tasks.Registry {
 }
 
 // fleet is controld with hostd enrollment tuned for tests.
-func fleet(t *testing.T, hosts controld.HostsConfig) (*controldtest.Env, *api.Client) {
+func fleet(t testing.TB, hosts controld.HostsConfig) (*controldtest.Env, *api.Client) {
 	t.Helper()
 	if hosts.HeartbeatInterval == 0 {
 		hosts.HeartbeatInterval = 200 * time.Millisecond
@@ -104,7 +104,7 @@ type runningAgent struct {
 }
 
 // startAgent runs an agent on stateDir until stop or the test's end.
-func startAgent(t *testing.T, env *controldtest.Env, stateDir, token string, reg tasks.Registry) *runningAgent {
+func startAgent(t testing.TB, env *controldtest.Env, stateDir, token string, reg tasks.Registry) *runningAgent {
 	t.Helper()
 	a, err := agent.New(agent.Config{Server: env.NATSURL, StateDir: stateDir, Token: token, Env: &tasks.Env{},
 		Handlers: reg, Log: testutil.Logger(t)})
@@ -136,7 +136,7 @@ func startAgent(t *testing.T, env *controldtest.Env, stateDir, token string, reg
 }
 
 // enroll makes a token for a node.
-func enroll(t *testing.T, c *api.Client, name string) string {
+func enroll(t testing.TB, c *api.Client, name string) string {
 	t.Helper()
 	tok, err := c.NodeEnroll(context.Background(), api.EnrollTokenRequest{Name: name, Shape: api.ShapeGPUSlice})
 	if err != nil {
@@ -146,7 +146,7 @@ func enroll(t *testing.T, c *api.Client, name string) string {
 }
 
 // waitFor polls cond until it holds or 20 s pass.
-func waitFor(t *testing.T, what string, cond func() bool) {
+func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for !cond() {
@@ -158,7 +158,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 }
 
 // waitAlloc waits for an allocation to reach state.
-func waitAlloc(t *testing.T, c *api.Client, id, state string) *api.Allocation {
+func waitAlloc(t testing.TB, c *api.Client, id, state string) *api.Allocation {
 	t.Helper()
 	var a *api.Allocation
 	waitFor(t, id+" to be "+state, func() bool {
@@ -170,7 +170,7 @@ func waitAlloc(t *testing.T, c *api.Client, id, state string) *api.Allocation {
 }
 
 // readyNode waits for the agent's node to be ready with 8 free slots.
-func readyNode(t *testing.T, c *api.Client, nodeID string) {
+func readyNode(t testing.TB, c *api.Client, nodeID string) {
 	t.Helper()
 	waitFor(t, "node ready", func() bool {
 		d, err := c.NodeGet(context.Background(), nodeID)
@@ -179,7 +179,7 @@ func readyNode(t *testing.T, c *api.Client, nodeID string) {
 }
 
 // taskKey reads controld's task signing key from its database.
-func taskKey(t *testing.T, env *controldtest.Env) ed25519.PrivateKey {
+func taskKey(t testing.TB, env *controldtest.Env) ed25519.PrivateKey {
 	t.Helper()
 	var seed []byte
 	if err := env.Server.Pool().QueryRow(context.Background(),

@@ -68,7 +68,7 @@ func (a *Agent) sendResults(ctx context.Context) bool {
 			all = false
 			continue
 		}
-		a.update(res.TaskID, func(r *record) { r.Acked = true })
+		a.update(res.TaskID, false, func(r *record) { r.Acked = true })
 	}
 	return all
 }

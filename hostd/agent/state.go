@@ -49,10 +49,11 @@ const (
 	stateDone     = "done"
 )
 
-// writeFileAtomic writes data to path through a synced temporary file and
-// a rename, then syncs the directory, so a crash leaves the old or the new
-// content, never a torn one.
-func writeFileAtomic(path string, data []byte, perm os.FileMode) error {
+// writeFileAtomic writes data to path through a temporary file and a
+// rename, so a crash of hostd leaves the old or the new content, never a
+// torn one. With durable, the file and the directory are also synced, so
+// the write survives a power loss too.
+func writeFileAtomic(path string, data []byte, perm os.FileMode, durable bool) error {
 	dir := filepath.Dir(path)
 	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
 	if err != nil {
@@ -67,15 +68,20 @@ func writeFileAtomic(path string, data []byte, perm os.FileMode) error {
 		tmp.Close()
 		return err
 	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
+	if durable {
+		if err := tmp.Sync(); err != nil {
+			tmp.Close()
+			return err
+		}
 	}
 	if err := tmp.Close(); err != nil {
 		return err
 	}
 	if err := os.Rename(tmp.Name(), path); err != nil {
 		return err
+	}
+	if !durable {
+		return nil
 	}
 	d, err := os.Open(dir)
 	if err != nil {
@@ -105,17 +111,19 @@ func saveIdentity(dir string, id *identity) error {
 	if err != nil {
 		return err
 	}
-	return writeFileAtomic(filepath.Join(dir, identityFile), b, 0o600)
+	return writeFileAtomic(filepath.Join(dir, identityFile), b, 0o600, true)
 }
 
 func tasksDir(stateDir string) string { return filepath.Join(stateDir, "tasks") }
 
-func saveRecord(stateDir string, r *record) error {
+// saveRecord writes a task record; durable for the writes whose loss
+// would matter after a power cut (the seen-set entry, the result).
+func saveRecord(stateDir string, r *record, durable bool) error {
 	b, err := json.Marshal(r)
 	if err != nil {
 		return err
 	}
-	if err := writeFileAtomic(filepath.Join(tasksDir(stateDir), r.ID+".json"), b, 0o600); err != nil {
+	if err := writeFileAtomic(filepath.Join(tasksDir(stateDir), r.ID+".json"), b, 0o600, durable); err != nil {
 		return fmt.Errorf("persist task %s: %w", r.ID, err)
 	}
 	return nil

@@ -45,7 +45,7 @@ func (a *Agent) admit(env signing.Envelope) (signing.Task, api.TaskReply, bool) 
 		return task, api.TaskReply{Status: api.TaskDuplicate, State: r.State}, false
 	}
 	r := &record{ID: task.ID, Type: task.Type, State: stateAccepted, AcceptedAt: a.now()}
-	if err := saveRecord(a.cfg.StateDir, r); err != nil {
+	if err := saveRecord(a.cfg.StateDir, r, true); err != nil {
 		a.cfg.Log.Error("cannot persist task; refusing it", "task", task.ID, "err", err)
 		return task, api.TaskReply{Status: api.TaskRefused, Reason: "hostd cannot persist the task: " + err.Error()}, false
 	}
@@ -71,7 +71,7 @@ type reporter struct {
 func (r reporter) Progress(phase, status string, elapsed time.Duration, message string) {
 	p := api.TaskProgress{NodeID: r.a.id.NodeID, TaskID: r.task, Phase: phase,
 		Status: status, ElapsedMS: elapsed.Milliseconds(), Message: message, At: r.a.now()}
-	r.a.update(r.task, func(rec *record) {
+	r.a.update(r.task, false, func(rec *record) {
 		rec.State, rec.Phase = stateRunning, phase
 		rec.Phases = append(rec.Phases, p)
 	})
@@ -83,7 +83,8 @@ func (r reporter) Progress(phase, status string, elapsed time.Duration, message 
 	_ = r.a.nc.Publish(api.HostCtlSubject(r.a.id.NodeID, api.HostProgress), b)
 }
 
-func (a *Agent) update(id string, fn func(*record)) {
+// update changes a task record and writes it; durable as for saveRecord.
+func (a *Agent) update(id string, durable bool, fn func(*record)) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	r, ok := a.records[id]
@@ -91,7 +92,7 @@ func (a *Agent) update(id string, fn func(*record)) {
 		return
 	}
 	fn(r)
-	if err := saveRecord(a.cfg.StateDir, r); err != nil {
+	if err := saveRecord(a.cfg.StateDir, r, durable); err != nil {
 		a.cfg.Log.Error("persist task record", "task", id, "err", err)
 	}
 }
@@ -141,7 +142,7 @@ func runHandler(ctx context.Context, h tasks.Handler, env *tasks.Env, params jso
 
 func (a *Agent) finish(id string, res api.TaskResult) {
 	res.At = a.now()
-	a.update(id, func(r *record) {
+	a.update(id, true, func(r *record) {
 		if res.Phase == "" && res.Status != api.TaskSucceeded {
 			res.Phase = r.Phase
 		}

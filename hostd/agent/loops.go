@@ -6,6 +6,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/gpuaas/gpuaas/hostd/tasks"
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/signing"
 )
@@ -73,7 +74,11 @@ func (a *Agent) sendResults(ctx context.Context) bool {
 	return all
 }
 
-// heartbeatLoop tells controld the node is alive.
+// healthEvery is how often a heartbeat carries a fresh health probe.
+const healthEvery = 30 * time.Second
+
+// heartbeatLoop tells controld the node is alive, with a health probe
+// (kernel, memory, KVM, VFIO, GPUs, fabric links) every healthEvery.
 func (a *Agent) heartbeatLoop(ctx context.Context) {
 	interval := a.id.HeartbeatInterval
 	if interval <= 0 {
@@ -81,8 +86,17 @@ func (a *Agent) heartbeatLoop(ctx context.Context) {
 	}
 	t := time.NewTicker(interval)
 	defer t.Stop()
+	var lastHealth time.Time
 	for {
-		env, err := signing.Seal(a.key, api.Heartbeat{NodeID: a.id.NodeID, At: a.now()})
+		hb := api.Heartbeat{NodeID: a.id.NodeID, At: a.now()}
+		if hb.At.Sub(lastHealth) >= healthEvery {
+			if report, err := tasks.ProbeHealth(a.cfg.Env); err == nil {
+				if hb.Health, err = json.Marshal(report); err == nil {
+					lastHealth = hb.At
+				}
+			}
+		}
+		env, err := signing.Seal(a.key, hb)
 		if err == nil {
 			b, _ := json.Marshal(env)
 			_ = a.nc.Publish(api.HostCtlSubject(a.id.NodeID, api.HostHeartbeat), b)

@@ -28,6 +28,9 @@ const (
 	HostProgress  = "progress"
 	HostResult    = "result"
 	HostPull      = "pull"
+	// HostCAs asks for the keys of the internal CA that signs gateway
+	// tickets (signed like a pull request; answered with SSHCAsResponse).
+	HostCAs = "cas"
 )
 
 // EnrollRequest registers a node once, with a one-time token.

@@ -16,7 +16,11 @@ import (
 	"github.com/gpuaas/gpuaas/cli/catalog"
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
 	"github.com/gpuaas/gpuaas/cli/node"
+	"github.com/gpuaas/gpuaas/cli/ops"
 	"github.com/gpuaas/gpuaas/cli/project"
+	"github.com/gpuaas/gpuaas/cli/session"
+	sshcmd "github.com/gpuaas/gpuaas/cli/ssh"
+	"github.com/gpuaas/gpuaas/cli/sshconfig"
 	"github.com/gpuaas/gpuaas/internal/api"
 )
 
@@ -58,6 +62,8 @@ func printError(w io.Writer, cmd *cobra.Command, err error) {
 	switch {
 	case errors.Is(err, cmdutil.ErrCancelled):
 		return // the user said no; the prompt is on screen
+	case errors.Is(err, cmdutil.ErrReported):
+		return // ssh (or another program we ran) already said why
 	case errors.Is(err, context.Canceled):
 		fmt.Fprintln(w, "interrupted")
 		return
@@ -119,8 +125,11 @@ $XDG_CONFIG_HOME/gpuaas or ~/.config/gpuaas). See ` + "`gpuaas help exit-codes`"
 		project.NewCmdProject(f),
 		catalog.NewCmdCatalog(f),
 		alloc.NewCmdAlloc(f),
+		sshcmd.NewCmdSSH(f, nil),
+		sshconfig.NewCmdSSHConfig(f, nil),
+		session.NewCmdSession(f),
 	)
-	addToGroup(root, groupOperator, node.NewCmdNode(f))
+	addToGroup(root, groupOperator, node.NewCmdNode(f), ops.NewCmdOps(f))
 	addToGroup(root, groupDaemon, extra...)
 	root.AddCommand(newExitCodesTopic())
 

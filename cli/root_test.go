@@ -53,6 +53,10 @@ func TestUsageErrors(t *testing.T) {
 		{"local validation", []string{"alloc", "create", "--sku", "h100", "--gpus", "0"}, "--gpus must be at least 1", "gpuaas alloc create --help"},
 		{"unknown json field", []string{"catalog", "list", "--json=nope"}, `unknown JSON field "nope"`, "gpuaas catalog list --help"},
 		{"login needs a terminal or --password-stdin", []string{"login", "--email", "a@b"}, "--password-stdin", "gpuaas login --help"},
+		{"ssh needs an allocation", []string{"ssh"}, "requires an allocation ID", "gpuaas ssh --help"},
+		{"ssh refuses an option as the allocation", []string{"ssh", "--", "-oProxyCommand=x"}, `invalid allocation ID "-oProxyCommand=x"`, "gpuaas ssh --help"},
+		{"ssh-config checks --gateway", []string{"ssh-config", "--gateway", "gw:none"}, "--gateway", "gpuaas ssh-config --help"},
+		{"session play needs an ID", []string{"session", "play"}, "requires a session ID", "gpuaas session play --help"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -133,6 +137,7 @@ func TestHints(t *testing.T) {
 			"error: no h100 free\nhint: retry with --queue\n"},
 		{"plain error", errors.New("disk full"), "error: disk full\n"},
 		{"declined prompt is quiet", cmdutil.ErrCancelled, ""},
+		{"ssh's exit status is quiet", cmdutil.ExitStatus("ssh", 3), ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -151,6 +156,14 @@ func TestInterrupted(t *testing.T) {
 	code, _, stderr := runCLI(t, ctx, []string{"fail"}, failing(errors.New("read: interrupted system call")))
 	if code != cmdutil.ExitInterrupted || stderr != "interrupted\n" {
 		t.Errorf("got exit %d, stderr %q; want %d, interrupted", code, stderr, cmdutil.ExitInterrupted)
+	}
+}
+
+func TestExitStatusPassesThrough(t *testing.T) {
+	isolate(t)
+	code, _, stderr := runCLI(t, context.Background(), []string{"fail"}, failing(cmdutil.ExitStatus("ssh", 255)))
+	if code != 255 || stderr != "" {
+		t.Errorf("got exit %d, stderr %q; want 255 and nothing printed (ssh printed its own error)", code, stderr)
 	}
 }
 

@@ -57,6 +57,14 @@ const (
 	public access = iota
 	loggedIn
 	operatorOnly
+	adminOnly
+	// gatewayOnly is for sshgate's service principal (role gateway) alone:
+	// not even admins, so a stolen admin token cannot mint node tickets.
+	gatewayOnly
+	// optionalLogin is public, but a valid bearer token, when sent, sets
+	// the principal (for answers that depend on who asks); an invalid one
+	// is ignored.
+	optionalLogin
 )
 
 // endpoint adapts a handler to micro: concurrency bound, deadline,
@@ -87,15 +95,26 @@ func (s *Server) endpoint(name string, need access, fn func(ctx context.Context,
 }
 
 func (s *Server) authorize(ctx context.Context, c *call, need access) ([]byte, error) {
-	if need == public {
+	bearer := c.req.Headers().Get(api.HeaderAuthorization)
+	if need == public || (need == optionalLogin && bearer == "") {
 		return nil, nil
 	}
-	p, err := s.identity.Authenticate(ctx, s.pool, c.req.Headers().Get(api.HeaderAuthorization))
+	p, err := s.identity.Authenticate(ctx, s.pool, bearer)
+	if err != nil && need == optionalLogin {
+		// A stale token must not break a public answer (`gpuaas ssh-config`
+		// after the session ended); the caller is served as anonymous.
+		return nil, nil
+	}
 	if err != nil {
 		return nil, err
 	}
-	if need == operatorOnly && !p.IsOperator() {
+	switch {
+	case need == operatorOnly && !p.IsOperator():
 		return nil, api.Errorf(api.CodeForbidden, "this needs the operator role")
+	case need == adminOnly && !p.IsAdmin():
+		return nil, api.Errorf(api.CodeForbidden, "this needs the admin role")
+	case need == gatewayOnly && !p.IsGateway():
+		return nil, api.Errorf(api.CodeForbidden, "only the SSH gateway's service principal may call this")
 	}
 	c.principal = p
 	return nil, nil

@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/gpuaas/gpuaas/controld/alloc"
+	"github.com/gpuaas/gpuaas/controld/ca"
 	"github.com/gpuaas/gpuaas/controld/hosts"
 	"github.com/gpuaas/gpuaas/controld/identity"
 	"github.com/gpuaas/gpuaas/controld/mutate"
@@ -47,8 +48,17 @@ type Config struct {
 	RequestTimeout time.Duration
 	// Hosts tunes the hostd side: heartbeats, task deadlines, discovery.
 	Hosts HostsConfig
-	Now   func() time.Time
-	Log   *slog.Logger
+	// SSHCertTTL caps user SSH certificates (default 12h); a certificate
+	// never outlives the session that asked for it either.
+	SSHCertTTL time.Duration
+	// GatewayAddr is where users ssh to ("host:port"), told to clients by
+	// ssh.cas; empty when unknown.
+	GatewayAddr string
+	// CAKeyEncryptionKey, when set (32 random bytes), seals the SSH CA
+	// private keys at rest (see controld/ca).
+	CAKeyEncryptionKey []byte
+	Now                func() time.Time
+	Log                *slog.Logger
 }
 
 // HostsConfig tunes controld's side of hostd (see hosts.Config).
@@ -80,6 +90,12 @@ func (c *Config) CheckAndSetDefaults() error {
 	if c.RequestTimeout == 0 {
 		c.RequestTimeout = 30 * time.Second
 	}
+	if c.SSHCertTTL == 0 {
+		c.SSHCertTTL = 12 * time.Hour
+	}
+	if c.SSHCertTTL < 0 {
+		return errors.New("controld: SSHCertTTL must be positive")
+	}
 	if c.Now == nil {
 		c.Now = time.Now
 	}
@@ -99,6 +115,7 @@ type Server struct {
 	sem      chan struct{}
 	svc      micro.Service
 	hosts    *hosts.Service
+	cas      *ca.Service
 	ready    chan struct{}
 	// kick wakes the queue loop after a change that may free capacity.
 	kick chan struct{}
@@ -140,10 +157,16 @@ func (s *Server) init(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if s.cas, err = ca.New(ca.Config{KEK: s.cfg.CAKeyEncryptionKey, Now: s.cfg.Now, Log: s.cfg.Log}); err != nil {
+		return err
+	}
+	if err := s.cas.Init(ctx, s.pool); err != nil {
+		return err
+	}
 	if s.hosts, err = hosts.New(hosts.Config{Pool: s.pool, NATS: s.cfg.NATS, TaskKey: taskKey,
 		HeartbeatInterval: s.cfg.Hosts.HeartbeatInterval, TaskDeadline: s.cfg.Hosts.TaskDeadline,
 		SlotSubnet: s.cfg.Hosts.SlotSubnet, AutoApproveSlots: s.cfg.Hosts.AutoApproveSlots,
-		SlotsFreed: s.kickQueue, Now: s.cfg.Now, Log: s.cfg.Log}); err != nil {
+		SlotsFreed: s.kickQueue, TicketCAKeys: s.ticketCAKeys, Now: s.cfg.Now, Log: s.cfg.Log}); err != nil {
 		return err
 	}
 	if s.js, err = jetstream.New(s.cfg.NATS); err != nil {

@@ -20,7 +20,7 @@ import (
 )
 
 func (s *Server) endpoints() []endpointDef {
-	return []endpointDef{
+	return append([]endpointDef{
 		{api.EndpointAuthLogin, s.authEndpoint(api.EndpointAuthLogin)},
 		{api.EndpointAuthExchange, s.authEndpoint(api.EndpointAuthExchange)},
 		{api.EndpointAuthLogout, s.mutation(api.EndpointAuthLogout, loggedIn, s.logout)},
@@ -43,7 +43,7 @@ func (s *Server) endpoints() []endpointDef {
 		{api.EndpointAllocGet, s.query(api.EndpointAllocGet, loggedIn, s.allocGet)},
 		{api.EndpointAllocList, s.query(api.EndpointAllocList, loggedIn, s.allocList)},
 		{api.EndpointAllocRelease, s.mutation(api.EndpointAllocRelease, loggedIn, s.allocRelease)},
-	}
+	}, s.sshEndpoints()...)
 }
 
 // authEndpoint serves login and exchange: mutations without a logged-in

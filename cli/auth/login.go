@@ -6,11 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
 	"github.com/gpuaas/gpuaas/cli/config"
+	"github.com/gpuaas/gpuaas/cli/sshkeys"
 	"github.com/gpuaas/gpuaas/internal/api"
 )
 
@@ -20,6 +22,7 @@ type LoginOptions struct {
 	Config func() (*config.Config, error)
 	Active func() (config.Active, error)
 	Client func() (*api.Client, error)
+	Now    func() time.Time
 
 	Email         string
 	PasswordStdin bool
@@ -27,12 +30,14 @@ type LoginOptions struct {
 
 // NewCmdLogin builds `gpuaas login`; runF replaces loginRun in tests.
 func NewCmdLogin(f *cmdutil.Factory, runF func(context.Context, *LoginOptions) error) *cobra.Command {
-	opts := &LoginOptions{IO: f.IOStreams, Config: f.Config, Active: f.Active, Client: f.Client}
+	opts := &LoginOptions{IO: f.IOStreams, Config: f.Config, Active: f.Active, Client: f.Client, Now: f.Now}
 	cmd := &cobra.Command{
 		Use:   "login",
 		Short: "Log in and store a session token in the current context",
 		Long: `Log in with the local provider (email and password) and store the session
-token, user id and expiry in the current config context.
+token, user id and expiry in the current config context. Then have the
+server sign an SSH certificate for the context's ed25519 key (generated on
+first login, kept afterwards), for ` + "`gpuaas ssh`" + ` and ` + "`gpuaas ssh-config`" + `.
 
 The email defaults to the context's user; the password is read without echo
 from the terminal, or from standard input with --password-stdin.`,
@@ -90,7 +95,26 @@ func loginRun(ctx context.Context, opts *LoginOptions) error {
 		return err
 	}
 	fmt.Fprintf(opts.IO.ErrOut, "Logged in as %s (context %s)\n", resp.User.Email, active.Name)
+	// The session is what matters; without a certificate only ssh is
+	// missing, and the commands that need one retry.
+	if id, err := issueSSHCert(ctx, opts, cfg, active, resp, client); err != nil {
+		fmt.Fprintf(opts.IO.ErrOut, "warning: no SSH certificate yet: %v (`gpuaas ssh-config` retries)\n", err)
+	} else if end := sshkeys.ValidBefore(id.Cert); !end.IsZero() {
+		fmt.Fprintf(opts.IO.ErrOut, "SSH certificate for %s valid until %s\n", id.Paths.Key, end.Local().Format(time.DateTime))
+	}
 	return nil
+}
+
+// issueSSHCert has the new session sign the context's key (generated on
+// first use). It always renews: the certificate's lifetime follows the
+// session it was signed under.
+func issueSSHCert(ctx context.Context, opts *LoginOptions, cfg *config.Config, active config.Active,
+	resp *api.LoginResponse, client *api.Client) (*sshkeys.Identity, error) {
+	active.Token, active.TokenExpiresAt = resp.Token, resp.ExpiresAt
+	// The client at hand carries the token of before the login.
+	withSession := api.NewClient(client.Conn(), api.WithToken(resp.Token), api.WithProject(active.Project))
+	r := sshkeys.ForActive(cfg, active, func() (*api.Client, error) { return withSession, nil }, opts.Now)
+	return r.Renew(ctx)
 }
 
 func loginEmail(ctx context.Context, opts *LoginOptions, active config.Active) (string, error) {

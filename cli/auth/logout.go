@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
 	"github.com/gpuaas/gpuaas/cli/config"
+	"github.com/gpuaas/gpuaas/cli/sshkeys"
 	"github.com/gpuaas/gpuaas/internal/api"
 )
 
@@ -28,8 +30,8 @@ func NewCmdLogout(f *cmdutil.Factory, runF func(context.Context, *LogoutOptions)
 		Use:   "logout",
 		Short: "Revoke the session and forget its token",
 		Long: `Revoke the current context's session on the server and remove its token
-from the config. The token is removed even when the server says it is
-already invalid.`,
+from the config, and the context's SSH certificate (its key is kept). The
+token is removed even when the server says it is already invalid.`,
 		Args: cmdutil.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			if runF != nil {
@@ -47,7 +49,7 @@ func logoutRun(ctx context.Context, opts *LogoutOptions) error {
 	}
 	if active.Token == "" {
 		fmt.Fprintf(opts.IO.ErrOut, "Not logged in (context %s)\n", active.Name)
-		return nil
+		return removeSSHCert(opts, active.Name)
 	}
 	client, err := opts.Client()
 	if err != nil {
@@ -67,7 +69,18 @@ func logoutRun(ctx context.Context, opts *LogoutOptions) error {
 		}
 	}
 	fmt.Fprintf(opts.IO.ErrOut, "Logged out of %s (context %s)\n", active.Server, active.Name)
-	return nil
+	return removeSSHCert(opts, active.Name)
+}
+
+// removeSSHCert deletes the context's SSH certificate, keeping its key for
+// the next login.
+func removeSSHCert(opts *LogoutOptions, contextName string) error {
+	cfg, err := opts.Config()
+	if err != nil {
+		return err
+	}
+	_, err = sshkeys.RemoveCert(sshkeys.For(filepath.Dir(cfg.Path()), contextName))
+	return err
 }
 
 // clearToken removes the session from the named context, keeping the user

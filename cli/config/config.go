@@ -45,6 +45,9 @@ type Context struct {
 	Token          string    `json:"token,omitempty"`
 	TokenExpiresAt time.Time `json:"token_expires_at,omitzero"`
 	Project        string    `json:"project,omitempty"`
+	// Gateway overrides the SSH gateway address ("host:port") controld
+	// publishes; set with `gpuaas ssh-config --gateway`.
+	Gateway string `json:"gateway,omitempty"`
 }
 
 // Load reads dir/config.json. A missing file is an empty config that Save

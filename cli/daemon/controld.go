@@ -24,6 +24,9 @@ type ControldOptions struct {
 	OIDCClientID string
 	SeedCatalog  bool
 	LogLevel     string
+	GatewayAddr  string
+	CAKeyFile    string
+	SSHCertTTL   time.Duration
 }
 
 // NewCmdControld builds `gpuaas controld`.
@@ -64,6 +67,9 @@ Environment: GPUAAS_DATABASE_URL and GPUAAS_NATS_URL stand in for the flags.`,
 	fl.StringVar(&opts.OIDCClientID, "oidc-client-id", "", "Audience expected in OIDC ID tokens")
 	fl.BoolVar(&opts.SeedCatalog, "seed-catalog", true, "Add the default SKUs that do not exist yet")
 	fl.StringVar(&opts.LogLevel, "log-level", "info", "Log level: debug, info, warn, error")
+	fl.StringVar(&opts.GatewayAddr, "gateway-addr", "", "Where users ssh to (host:port), told to clients by ssh.cas")
+	fl.StringVar(&opts.CAKeyFile, "ca-key-file", "", "File with 32 random bytes that seal the SSH CA keys in Postgres")
+	fl.DurationVar(&opts.SSHCertTTL, "ssh-cert-ttl", 12*time.Hour, "Longest life of a user SSH certificate (never past the session)")
 	return cmd
 }
 
@@ -77,8 +83,18 @@ func controldRun(ctx context.Context, opts *ControldOptions) error {
 		return err
 	}
 	defer nc.Close()
+	var kek []byte
+	if opts.CAKeyFile != "" {
+		if kek, err = os.ReadFile(opts.CAKeyFile); err != nil {
+			return cmdutil.FlagErrorf("--ca-key-file: %v", err)
+		}
+		if len(kek) != 32 {
+			return cmdutil.FlagErrorf("--ca-key-file must hold exactly 32 bytes, has %d (head -c 32 /dev/urandom > FILE)", len(kek))
+		}
+	}
 	srv, err := controld.New(ctx, controld.Config{DatabaseURL: opts.DatabaseURL, NATS: nc, SessionTTL: opts.SessionTTL,
-		OIDC: identity.OIDCConfig{Issuer: opts.OIDCIssuer, ClientID: opts.OIDCClientID}, Log: log})
+		OIDC: identity.OIDCConfig{Issuer: opts.OIDCIssuer, ClientID: opts.OIDCClientID}, Log: log,
+		GatewayAddr: opts.GatewayAddr, CAKeyEncryptionKey: kek, SSHCertTTL: opts.SSHCertTTL})
 	if err != nil {
 		return err
 	}

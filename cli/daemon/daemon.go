@@ -16,7 +16,7 @@ import (
 
 // Commands returns the daemon commands for the root command.
 func Commands(f *cmdutil.Factory) []*cobra.Command {
-	return []*cobra.Command{NewCmdDev(f, nil), NewCmdControld(f, nil), NewCmdHostd(f, nil)}
+	return []*cobra.Command{NewCmdDev(f, nil), NewCmdControld(f, nil), NewCmdHostd(f, nil), NewCmdSSHGate(f, nil)}
 }
 
 // newLogger returns a text logger at the named level.

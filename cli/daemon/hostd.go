@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	gossh "golang.org/x/crypto/ssh"
 
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
 	"github.com/gpuaas/gpuaas/hostd/agent"
@@ -16,6 +18,7 @@ import (
 	"github.com/gpuaas/gpuaas/hostd/libvirt"
 	"github.com/gpuaas/gpuaas/hostd/sim"
 	"github.com/gpuaas/gpuaas/hostd/tasks"
+	"github.com/gpuaas/gpuaas/hostd/term"
 	"github.com/gpuaas/gpuaas/hostd/topology"
 )
 
@@ -29,9 +32,11 @@ type HostdOptions struct {
 	LibvirtURI   string
 	ImageDir     string
 	TerminalAddr string
-	FailPhases   []string
-	DelayPhases  []string
-	LogLevel     string
+	// TerminalListen is where the terminal server listens; "" runs none.
+	TerminalListen string
+	FailPhases     []string
+	DelayPhases    []string
+	LogLevel       string
 }
 
 // SimProfiles are the simulated hosts `gpuaas hostd --sim` can be.
@@ -59,8 +64,14 @@ The first start enrolls the node with a one-time token from
 code: its hardware is a generated sysfs tree and its VMs are SSH servers on
 loopback. --fail-phase and --delay-phase make sim phases fail or take longer.
 
+The terminal server (what sshgate dials with a one-minute ticket) listens on
+--terminal-listen and is advertised to controld as --terminal-addr, or as the
+listener's address. The default listens on loopback, for a gateway on the same
+machine; for a gateway elsewhere listen on an interface it can reach.
+
 Environment: GPUAAS_NATS_URL and GPUAAS_ENROLL_TOKEN stand in for the flags.`,
 		Example: `  gpuaas hostd --server nats://control:4222 --token gpe_...
+  gpuaas hostd --terminal-listen :7022 --terminal-addr node1.internal:7022
   gpuaas hostd --sim h200-slice --state-dir /tmp/h1 --token gpe_... --delay-phase define_start=30s`,
 		Args: cmdutil.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
@@ -89,7 +100,8 @@ Environment: GPUAAS_NATS_URL and GPUAAS_ENROLL_TOKEN stand in for the flags.`,
 	fl.StringVar(&opts.Sim, "sim", "", "Run a simulated host: h200-slice or h100-baremetal")
 	fl.StringVar(&opts.LibvirtURI, "libvirt-uri", "qemu:///system", "libvirt connection URI (real hosts)")
 	fl.StringVar(&opts.ImageDir, "image-dir", "/var/lib/gpuaas/images", "Base VM images, <name>.img (real hosts)")
-	fl.StringVar(&opts.TerminalAddr, "terminal-addr", "", "Address sshgate reaches this node's terminal server at")
+	fl.StringVar(&opts.TerminalListen, "terminal-listen", "127.0.0.1:0", "Where the terminal server listens (host:port; empty: no terminal server)")
+	fl.StringVar(&opts.TerminalAddr, "terminal-addr", "", "Address sshgate reaches this node's terminal server at (default: the listener's)")
 	fl.StringArrayVar(&opts.FailPhases, "fail-phase", nil, "Sim: make PHASE fail (repeatable)")
 	fl.StringArrayVar(&opts.DelayPhases, "delay-phase", nil, "Sim: make PHASE=DURATION slower (repeatable)")
 	fl.StringVar(&opts.LogLevel, "log-level", "info", "Log level: debug, info, warn, error")
@@ -124,37 +136,48 @@ func hostdRun(ctx context.Context, opts *HostdOptions) error {
 	if err := os.MkdirAll(opts.StateDir, 0o700); err != nil {
 		return fmt.Errorf("state dir: %w", err)
 	}
-	env, closeEnv, err := hostEnv(ctx, opts, log)
+	env, accounts, closeEnv, err := hostEnv(ctx, opts, log)
 	if err != nil {
 		return err
 	}
 	defer closeEnv()
-	a, err := agent.New(agent.Config{Server: opts.Server, StateDir: opts.StateDir, Token: opts.Token, Env: env,
-		Handlers: tasks.Default(), TerminalAddr: opts.TerminalAddr, Log: log})
+	cfg := agent.Config{Server: opts.Server, StateDir: opts.StateDir, Token: opts.Token, Env: env,
+		Handlers: tasks.Default(), TerminalAddr: opts.TerminalAddr, Log: log}
+	if opts.TerminalListen != "" {
+		t, err := startTerminal(opts.TerminalListen, opts.TerminalAddr, opts.StateDir, accounts, env.Hypervisor, log)
+		if err != nil {
+			return err
+		}
+		defer func() { _ = t.stop() }()
+		cfg.TerminalAddr, cfg.Terminal = t.addr, t.srv
+		cfg.TerminalHostKey = string(bytes.TrimSpace(gossh.MarshalAuthorizedKey(t.srv.HostKey())))
+	}
+	a, err := agent.New(cfg)
 	if err != nil {
 		return err
 	}
 	return a.Run(ctx)
 }
 
-// hostEnv builds the task environment: the sim's, or the real machine's
-// (/sys, libvirt, useradd).
-func hostEnv(ctx context.Context, opts *HostdOptions, log *slog.Logger) (*tasks.Env, func(), error) {
+// hostEnv builds the task environment and the accounts terminal sessions
+// run as: the sim's (sandbox users), or the real machine's (/sys, libvirt,
+// useradd, /etc/passwd).
+func hostEnv(ctx context.Context, opts *HostdOptions, log *slog.Logger) (*tasks.Env, term.Accounts, func(), error) {
 	if opts.Sim != "" {
 		h, err := sim.NewHost(opts.StateDir, SimProfiles[opts.Sim](), "")
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		faults, _ := parseFaults(opts.FailPhases, opts.DelayPhases) // checked in RunE
 		h.Faults = faults
 		env := h.Env("", log)
-		return env, func() { _ = h.Close() }, nil
+		return env, term.SandboxAccounts{Home: h.Users.Home}, func() { _ = h.Close() }, nil
 	}
 	hv, err := libvirt.New(ctx, libvirt.Config{URI: opts.LibvirtURI, Log: log})
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	env := &tasks.Env{Hypervisor: hv, Users: host.PosixUsers{}, Runner: host.ExecRunner{},
 		Topology: topology.Real(), StateDir: opts.StateDir, ImageDir: opts.ImageDir, Log: log}
-	return env, func() { _ = hv.Close() }, nil
+	return env, term.SystemAccounts{}, func() { _ = hv.Close() }, nil
 }

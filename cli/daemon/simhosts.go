@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -10,21 +11,26 @@ import (
 	"sync"
 	"time"
 
+	gossh "golang.org/x/crypto/ssh"
+
 	"github.com/gpuaas/gpuaas/controld"
 	"github.com/gpuaas/gpuaas/hostd/agent"
 	"github.com/gpuaas/gpuaas/hostd/sim"
 	"github.com/gpuaas/gpuaas/hostd/tasks"
+	"github.com/gpuaas/gpuaas/hostd/term"
 	"github.com/gpuaas/gpuaas/internal/api"
 )
 
 // simFleet is the simulated hosts of `gpuaas dev`, each a real hostd agent
-// with the sim's hardware, in this process.
+// with the sim's hardware and a terminal server on loopback, in this
+// process.
 type simFleet struct {
-	names  []string
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-	hosts  []*sim.Host
-	failed chan error
+	names     []string
+	cancel    context.CancelFunc
+	wg        sync.WaitGroup
+	hosts     []*sim.Host
+	terminals []*terminal
+	failed    chan error
 }
 
 // simHostSpec names the i-th dev host: slice hosts and bare-metal hosts
@@ -64,8 +70,16 @@ func startSimHosts(ctx context.Context, srv *controld.Server, adminID, natsURL s
 		}
 		f.hosts = append(f.hosts, h)
 		hlog := log.With("host", name)
+		// A fresh loopback port each start: the heartbeat reports it.
+		ts, err := startTerminal("127.0.0.1:0", "", dir, term.SandboxAccounts{Home: h.Users.Home}, h.Hypervisor, hlog)
+		if err != nil {
+			f.stop()
+			return nil, err
+		}
+		f.terminals = append(f.terminals, ts)
 		a, err := agent.New(agent.Config{Server: natsURL, StateDir: dir, Token: token, Env: h.Env("", hlog),
-			Handlers: tasks.Default(), Hostname: name, Log: hlog})
+			Handlers: tasks.Default(), Hostname: name, TerminalAddr: ts.addr, Terminal: ts.srv, Log: hlog,
+			TerminalHostKey: string(bytes.TrimSpace(gossh.MarshalAuthorizedKey(ts.srv.HostKey())))})
 		if err != nil {
 			f.stop()
 			return nil, err
@@ -118,10 +132,14 @@ func (f *simFleet) waitReady(ctx context.Context, srv *controld.Server) error {
 	}
 }
 
-// stop ends the hostds and stops the sim guests' SSH servers.
+// stop ends the hostds and their terminal servers and stops the sim
+// guests' SSH servers.
 func (f *simFleet) stop() {
 	f.cancel()
 	f.wg.Wait()
+	for _, t := range f.terminals {
+		_ = t.stop()
+	}
 	for _, h := range f.hosts {
 		_ = h.Close()
 	}

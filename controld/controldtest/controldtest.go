@@ -44,6 +44,9 @@ type Options struct {
 	MaxConns int32
 	// Hosts tunes the hostd side (heartbeats, deadlines, auto-approval).
 	Hosts controld.HostsConfig
+	// SSHCertTTL and GatewayAddr are passed to controld.
+	SSHCertTTL  time.Duration
+	GatewayAddr string
 }
 
 // Env is a running controld with what tests need to drive it.
@@ -76,7 +79,8 @@ func Start(t testing.TB, opts Options) *Env {
 	nc := testutil.Connect(t, url)
 	ctx, cancel := context.WithCancel(context.Background())
 	srv, err := controld.New(ctx, controld.Config{DatabaseURL: dsn, NATS: nc, BcryptCost: bcrypt.MinCost,
-		Now: opts.Now, OIDC: opts.OIDC, Log: testutil.Logger(t), Hosts: opts.Hosts, MaxConns: opts.MaxConns, QueueInterval: 100 * time.Millisecond})
+		Now: opts.Now, OIDC: opts.OIDC, Log: testutil.Logger(t), Hosts: opts.Hosts, MaxConns: opts.MaxConns, QueueInterval: 100 * time.Millisecond,
+		SSHCertTTL: opts.SSHCertTTL, GatewayAddr: opts.GatewayAddr})
 	if err != nil {
 		cancel()
 		t.Fatalf("controld: %v", err)

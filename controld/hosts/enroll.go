@@ -115,9 +115,9 @@ func (d *Service) enroll(ctx context.Context, req api.EnrollRequest) (api.Enroll
 		}
 		nodeID := ids.New(ids.Node)
 		if _, err := tx.Exec(ctx, `INSERT INTO nodes (id, name, shape, gpu_model, state, created_at, updated_at,
-			public_key, terminal_addr, hostd_version, last_heartbeat_at)
-			VALUES ($1,$2,$3,'','enrolled',$4,$4,$5,$6,$7,$4)`,
-			nodeID, name, shape, now, []byte(req.PublicKey), req.TerminalAddr, req.Version); err != nil {
+			public_key, terminal_addr, terminal_host_key, hostd_version, last_heartbeat_at)
+			VALUES ($1,$2,$3,'','enrolled',$4,$4,$5,$6,$7,$8,$4)`,
+			nodeID, name, shape, now, []byte(req.PublicKey), req.TerminalAddr, req.TerminalHostKey, req.Version); err != nil {
 			return fmt.Errorf("create node: %w", err)
 		}
 		if _, err := tx.Exec(ctx, `UPDATE enrollment_tokens SET used_at = $2, node_id = $3 WHERE id = $1`, tokID, now, nodeID); err != nil {

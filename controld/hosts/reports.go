@@ -90,7 +90,7 @@ func (d *Service) handleHeartbeat(ctx context.Context, m *nats.Msg) (any, error)
 	if err != nil {
 		return nil, err
 	}
-	return api.HostAck{OK: true}, node.SetHealth(ctx, d.cfg.Pool, nodeID, hb.Health, d.now())
+	return api.HostAck{OK: true}, node.SetHealth(ctx, d.cfg.Pool, nodeID, hb.Health, hb.TerminalAddr, hb.TerminalHostKey, d.now())
 }
 
 // handleProgress records a phase of a running task and tells the
@@ -236,7 +236,7 @@ func (d *Service) settle(ctx context.Context, nodeID string, r api.TaskResult) e
 			}
 		case api.TaskHealthProbe:
 			if r.Status == api.TaskSucceeded {
-				err = node.SetHealth(ctx, tx, nodeID, r.Result, now)
+				err = node.SetHealth(ctx, tx, nodeID, r.Result, "", "", now)
 			}
 		}
 		if err != nil {

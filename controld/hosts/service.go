@@ -42,8 +42,11 @@ type Config struct {
 	// SlotsFreed is called after a result freed slots (to retry queued
 	// requests).
 	SlotsFreed func()
-	Now        func() time.Time
-	Log        *slog.Logger
+	// TicketCAKeys returns the internal CA's trusted keys (authorized_keys
+	// lines) for nodes that ask; nil answers them "unavailable".
+	TicketCAKeys func(ctx context.Context) ([]string, error)
+	Now          func() time.Time
+	Log          *slog.Logger
 }
 
 // CheckAndSetDefaults validates c and fills defaults.
@@ -120,6 +123,7 @@ func (d *Service) Run(ctx context.Context) error {
 		{api.HostCtlWildcard(api.HostProgress), d.handleProgress},
 		{api.HostCtlWildcard(api.HostResult), d.handleResult},
 		{api.HostCtlWildcard(api.HostPull), d.handlePull},
+		{api.HostCtlWildcard(api.HostCAs), d.handleCAs},
 	}
 	sem := make(chan struct{}, 64)
 	// mu guards closed and the Add side of inflight: no handler may start

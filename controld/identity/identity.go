@@ -35,6 +35,9 @@ func (p *Principal) IsOperator() bool { return p.Role == api.RoleOperator || p.R
 // IsAdmin reports whether p is an administrator.
 func (p *Principal) IsAdmin() bool { return p.Role == api.RoleAdmin }
 
+// IsGateway reports whether p is sshgate's service principal.
+func (p *Principal) IsGateway() bool { return p.Role == api.RoleGateway }
+
 // Config configures the identity service.
 type Config struct {
 	// SigningKey signs session tokens. Required.

@@ -22,9 +22,13 @@ const tokenIssuer = "gpuaas-controld"
 var loginHint = "run `gpuaas login`"
 
 func (s *Service) openSession(ctx context.Context, q store.Querier, userID string) (*api.LoginResponse, error) {
+	return s.openSessionFor(ctx, q, userID, s.cfg.SessionTTL)
+}
+
+func (s *Service) openSessionFor(ctx context.Context, q store.Querier, userID string, ttl time.Duration) (*api.LoginResponse, error) {
 	now := s.cfg.Now().UTC().Truncate(time.Second)
 	sid := ids.New(ids.Session)
-	exp := now.Add(s.cfg.SessionTTL)
+	exp := now.Add(ttl)
 	if _, err := q.Exec(ctx, `INSERT INTO sessions (id, user_id, created_at, expires_at) VALUES ($1,$2,$3,$4)`,
 		sid, userID, now, exp); err != nil {
 		return nil, fmt.Errorf("open session: %w", err)

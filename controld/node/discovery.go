@@ -66,16 +66,19 @@ func ApplyDiscovery(ctx context.Context, q store.Querier, nodeID string, r api.T
 	return nil
 }
 
-// SetHealth stores the latest health probe and heartbeat time; a node that
-// was down comes back to what it was before (ready, or enrolled when it
-// never finished discovery).
-func SetHealth(ctx context.Context, q store.Querier, nodeID string, probe json.RawMessage, now time.Time) error {
+// SetHealth stores the latest health probe and heartbeat time, and the
+// terminal server's address when the node reports one (it may change when
+// hostd restarts); a node that was down comes back to what it was before
+// (ready, or enrolled when it never finished discovery).
+func SetHealth(ctx context.Context, q store.Querier, nodeID string, probe json.RawMessage, terminalAddr, terminalHostKey string, now time.Time) error {
 	_, err := q.Exec(ctx, `UPDATE nodes SET last_heartbeat_at = $2,
 		health = CASE WHEN $3::jsonb IS NULL THEN health ELSE health || jsonb_build_object('probe', $3::jsonb) END,
+		terminal_addr = CASE WHEN $4::text = '' THEN terminal_addr ELSE $4::text END,
+		terminal_host_key = CASE WHEN $5::text = '' THEN terminal_host_key ELSE $5::text END,
 		state = CASE WHEN state <> 'down' THEN state
 			WHEN EXISTS (SELECT 1 FROM slots s WHERE s.node_id = nodes.id AND s.state <> 'pending') THEN 'ready'
 			ELSE 'enrolled' END
-		WHERE id = $1`, nodeID, now, nullJSON(probe))
+		WHERE id = $1`, nodeID, now, nullJSON(probe), terminalAddr, terminalHostKey)
 	if err != nil {
 		return fmt.Errorf("node health: %w", err)
 	}

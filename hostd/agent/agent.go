@@ -41,8 +41,18 @@ type Config struct {
 	// Handlers by task type (default tasks.Default()).
 	Handlers tasks.Registry
 	Hostname string
-	// TerminalAddr is where sshgate reaches this node's terminal server.
+	// TerminalAddr is where sshgate reaches this node's terminal server;
+	// it is reported at enrollment and in every heartbeat (it may change
+	// across restarts).
 	TerminalAddr string
+	// TerminalHostKey is the terminal server's host key (authorized_keys
+	// format), reported so sshgate can check it.
+	TerminalHostKey string
+	// Terminal, when set, is told the node's id and shape and kept
+	// supplied with the ticket CA keys (see casLoop).
+	Terminal Terminal
+	// CAsInterval is how often the ticket CA keys are refreshed (1m).
+	CAsInterval time.Duration
 	// Skew tolerated on envelope times (default 30s).
 	Skew time.Duration
 	// RecordRetention keeps acknowledged task records this long (24h).
@@ -64,6 +74,9 @@ func (c *Config) CheckAndSetDefaults() error {
 	}
 	if c.Skew == 0 {
 		c.Skew = 30 * time.Second
+	}
+	if c.CAsInterval <= 0 {
+		c.CAsInterval = time.Minute
 	}
 	if c.RecordRetention == 0 {
 		c.RecordRetention = 24 * time.Hour
@@ -153,6 +166,9 @@ func (a *Agent) Run(ctx context.Context) error {
 		a.verifier.Keys = append(a.verifier.Keys, ed25519.PublicKey(k))
 	}
 	a.cfg.Env.NodeID, a.cfg.Env.NodeName = a.id.NodeID, a.id.Name
+	if a.cfg.Terminal != nil {
+		a.cfg.Terminal.SetNode(a.id.NodeID, a.id.Shape)
+	}
 	if a.records, err = loadRecords(a.cfg.StateDir, a.now(), a.cfg.RecordRetention); err != nil {
 		return err
 	}
@@ -170,7 +186,11 @@ func (a *Agent) Run(ctx context.Context) error {
 	a.cfg.Log.Info("hostd serving", "node", a.id.NodeID, "name", a.id.Name)
 
 	var loops sync.WaitGroup
-	for _, loop := range []func(context.Context){a.resultLoop, a.heartbeatLoop, a.pullLoop} {
+	run := []func(context.Context){a.resultLoop, a.heartbeatLoop, a.pullLoop}
+	if a.cfg.Terminal != nil {
+		run = append(run, a.casLoop)
+	}
+	for _, loop := range run {
 		loops.Add(1)
 		go func() { defer loops.Done(); loop(ctx) }()
 	}
@@ -209,7 +229,7 @@ func (a *Agent) loadOrEnroll(ctx context.Context) error {
 	}
 	var resp api.EnrollResponse
 	if err := a.client.Request(ctx, api.SubjectEnroll, api.EnrollRequest{Token: a.cfg.Token, PublicKey: pub,
-		Hostname: a.cfg.Hostname, Version: Version, TerminalAddr: a.cfg.TerminalAddr}, &resp); err != nil {
+		Hostname: a.cfg.Hostname, Version: Version, TerminalAddr: a.cfg.TerminalAddr, TerminalHostKey: a.cfg.TerminalHostKey}, &resp); err != nil {
 		return fmt.Errorf("enroll: %w", err)
 	}
 	a.id = &identity{NodeID: resp.NodeID, Name: resp.Name, Shape: resp.Shape, Seed: priv.Seed(),

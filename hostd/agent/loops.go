@@ -88,7 +88,8 @@ func (a *Agent) heartbeatLoop(ctx context.Context) {
 	defer t.Stop()
 	var lastHealth time.Time
 	for {
-		hb := api.Heartbeat{NodeID: a.id.NodeID, At: a.now()}
+		hb := api.Heartbeat{NodeID: a.id.NodeID, At: a.now(), TerminalAddr: a.cfg.TerminalAddr,
+			TerminalHostKey: a.cfg.TerminalHostKey}
 		if hb.At.Sub(lastHealth) >= healthEvery {
 			if report, err := tasks.ProbeHealth(a.cfg.Env); err == nil {
 				if hb.Health, err = json.Marshal(report); err == nil {

@@ -12,20 +12,31 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
 	"syscall"
 	"time"
 
+	"github.com/creack/pty"
 	"github.com/gliderlabs/ssh"
+	"github.com/pkg/sftp"
 	"go.yaml.in/yaml/v3"
 	gossh "golang.org/x/crypto/ssh"
+	"golang.org/x/sys/unix"
 
 	"github.com/gpuaas/gpuaas/hostd/host"
 )
 
 // vm is a running sim guest: an SSH server on 127.0.0.1 that lets in the
-// users of the domain's cloud-init seed with their keys and runs their
-// commands with sh in a sandbox home directory. There is no PTY: a
-// session without a command gets sh reading its stdin.
+// users of the domain's cloud-init seed with their keys and, like a VM's
+// sshd, runs their commands with sh in a sandbox home directory (with a
+// PTY when asked, resized on window-change), serves the sftp subsystem
+// (in-process, starting in the home) and direct-tcpip to the guest's
+// "loopback" (which is the host's: 127.0.0.0/8, ::1 and localhost only).
+// A session without a command gets sh: interactive with a PTY, reading
+// its stdin without one. As with any gliderlabs/ssh server, PTY output
+// has its line ends normalised to \r\n.
 type vm struct {
 	srv  *ssh.Server
 	ln   net.Listener
@@ -59,6 +70,13 @@ func startVM(spec host.DomainSpec, hostKey gossh.Signer, sandbox string) (*vm, e
 			return false
 		},
 		Handler: func(s ssh.Session) { serveSession(s, filepath.Join(sandbox, s.User())) },
+		SubsystemHandlers: map[string]ssh.SubsystemHandler{
+			"sftp": func(s ssh.Session) { serveSFTP(s, filepath.Join(sandbox, s.User())) },
+		},
+		ChannelHandlers: map[string]ssh.ChannelHandler{
+			"session":      ssh.DefaultSessionHandler,
+			"direct-tcpip": directTCPIP,
+		},
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -82,14 +100,9 @@ func (v *vm) stop() {
 	<-v.done
 }
 
-// serveSession runs the session's command (or sh on its stdin) in home
-// and reports its exit status.
+// serveSession runs the session's command (or sh) in home, with a PTY
+// when one was requested, and reports its exit status.
 func serveSession(s ssh.Session, home string) {
-	if s.Subsystem() != "" {
-		fmt.Fprintf(s.Stderr(), "subsystem %s is not available in a sim guest\n", s.Subsystem())
-		_ = s.Exit(1)
-		return
-	}
 	if err := os.MkdirAll(home, 0o700); err != nil {
 		fmt.Fprintf(s.Stderr(), "sim guest: %v\n", err)
 		_ = s.Exit(1)
@@ -101,14 +114,23 @@ func serveSession(s ssh.Session, home string) {
 	}
 	cmd := exec.CommandContext(s.Context(), args[0], args[1:]...)
 	cmd.Dir = home
-	cmd.Env = append(s.Environ(), "HOME="+home, "USER="+s.User(), "LOGNAME="+s.User(), "SHELL=/bin/sh", "PATH="+guestPath)
-	cmd.Stdout, cmd.Stderr = s, s.Stderr()
-	// A process group of its own, so the whole command goes when the
-	// session does; WaitDelay stops a background child that keeps the
-	// output open from holding the session.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Env = s.Environ()
+	ptyReq, winch, isPty := s.Pty()
+	if isPty && ptyReq.Term != "" {
+		cmd.Env = append(cmd.Env, "TERM="+ptyReq.Term)
+	}
+	cmd.Env = append(cmd.Env, "HOME="+home, "USER="+s.User(), "LOGNAME="+s.User(), "SHELL=/bin/sh", "PATH="+guestPath)
+	// A session of its own, so the whole command goes when the session
+	// does; WaitDelay stops a background child that keeps the output open
+	// from holding the session.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = 2 * time.Second
+	if isPty {
+		runWithPTY(s, cmd, ptyReq.Window, winch)
+		return
+	}
+	cmd.Stdout, cmd.Stderr = s, s.Stderr()
 	stdin, err := cmd.StdinPipe()
 	if err == nil {
 		err = cmd.Start()
@@ -124,6 +146,66 @@ func serveSession(s ssh.Session, home string) {
 		_, _ = io.Copy(stdin, s)
 		_ = stdin.Close()
 	}()
+	stopSignals := forwardSignals(s, func() int { return cmd.Process.Pid })
+	err = cmd.Wait()
+	stopSignals()
+	_ = s.Exit(exitCode(cmd, err))
+}
+
+// runWithPTY runs cmd on a new PTY of size win, resized from winch.
+func runWithPTY(s ssh.Session, cmd *exec.Cmd, win ssh.Window, winch <-chan ssh.Window) {
+	ptmx, tty, err := openPTY()
+	if err != nil {
+		fmt.Fprintf(s.Stderr(), "sim guest: %v\n", err)
+		_ = s.Exit(1)
+		return
+	}
+	defer ptmx.Close()
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = tty, tty, tty
+	cmd.SysProcAttr.Setctty = true
+	err = setWinsize(ptmx, win)
+	if err == nil {
+		err = cmd.Start()
+	}
+	_ = tty.Close()
+	if err != nil {
+		fmt.Fprintf(s.Stderr(), "sim guest: %v\n", err)
+		_ = s.Exit(127)
+		return
+	}
+	// winch is closed when the session's requests end.
+	go func() {
+		for w := range winch {
+			_ = setWinsize(ptmx, w)
+		}
+	}()
+	out := make(chan struct{})
+	go func() {
+		_, _ = io.Copy(s, ptmx)
+		close(out)
+	}()
+	go func() { _, _ = io.Copy(ptmx, s) }()
+	// Signals go to the terminal's foreground job, as a key press would.
+	stopSignals := forwardSignals(s, func() int {
+		if pg, err := foregroundGroup(ptmx); err == nil && pg > 0 {
+			return pg
+		}
+		return cmd.Process.Pid
+	})
+	err = cmd.Wait()
+	stopSignals()
+	select {
+	case <-out: // the last holder of the terminal closed it
+	case <-time.After(2 * time.Second):
+	}
+	_ = ptmx.Close()
+	<-out
+	_ = s.Exit(exitCode(cmd, err))
+}
+
+// forwardSignals sends the session's signals to the process group group()
+// names until stop is called.
+func forwardSignals(s ssh.Session, group func() int) (stop func()) {
 	signals := make(chan ssh.Signal, 1)
 	s.Signals(signals)
 	exited := make(chan struct{})
@@ -132,23 +214,143 @@ func serveSession(s ssh.Session, home string) {
 			select {
 			case sig := <-signals:
 				if n, ok := signalNumbers[sig]; ok {
-					_ = syscall.Kill(-cmd.Process.Pid, n)
+					_ = syscall.Kill(-group(), n)
 				}
 			case <-exited:
 				return
 			}
 		}
 	}()
-	err = cmd.Wait()
-	close(exited)
-	code := 0
+	return func() {
+		s.Signals(nil)
+		close(exited)
+	}
+}
+
+func exitCode(cmd *exec.Cmd, err error) int {
 	switch {
 	case cmd.ProcessState != nil && cmd.ProcessState.ExitCode() >= 0:
-		code = cmd.ProcessState.ExitCode()
+		return cmd.ProcessState.ExitCode()
 	case err != nil:
-		code = 255 // killed by a signal
+		return 255 // killed by a signal
+	}
+	return 0
+}
+
+// serveSFTP serves the sftp subsystem in-process, starting in home.
+func serveSFTP(s ssh.Session, home string) {
+	if err := os.MkdirAll(home, 0o700); err != nil {
+		_ = s.Exit(1)
+		return
+	}
+	srv, err := sftp.NewServer(s, sftp.WithServerWorkingDirectory(home))
+	if err == nil {
+		err = srv.Serve()
+	}
+	code := 0
+	if err != nil {
+		code = 1
 	}
 	_ = s.Exit(code)
+}
+
+// directTCPIP forwards to the guest's loopback only: a sim guest's
+// loopback is the host's, and a VM's user reaches nothing else through
+// its sshd here. Each direction's EOF is passed on.
+func directTCPIP(_ *ssh.Server, _ *gossh.ServerConn, nc gossh.NewChannel, ctx ssh.Context) {
+	var d struct {
+		Host       string
+		Port       uint32
+		OriginHost string
+		OriginPort uint32
+	}
+	if err := gossh.Unmarshal(nc.ExtraData(), &d); err != nil {
+		_ = nc.Reject(gossh.ConnectionFailed, "malformed direct-tcpip request")
+		return
+	}
+	host := d.Host
+	if strings.EqualFold(host, "localhost") {
+		host = "127.0.0.1"
+	}
+	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() || d.Port == 0 || d.Port > 65535 {
+		_ = nc.Reject(gossh.Prohibited, "only the guest's loopback can be reached")
+		return
+	}
+	var dialer net.Dialer
+	c, err := dialer.DialContext(ctx, "tcp", net.JoinHostPort(host, strconv.Itoa(int(d.Port))))
+	if err != nil {
+		_ = nc.Reject(gossh.ConnectionFailed, err.Error())
+		return
+	}
+	ch, reqs, err := nc.Accept()
+	if err != nil {
+		_ = c.Close()
+		return
+	}
+	go gossh.DiscardRequests(reqs)
+	tc := c.(*net.TCPConn)
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		_, _ = io.Copy(ch, tc)
+		_ = ch.CloseWrite()
+	}()
+	go func() {
+		defer wg.Done()
+		_, _ = io.Copy(tc, ch)
+		_ = tc.CloseWrite()
+	}()
+	wg.Wait()
+	_ = ch.Close()
+	_ = tc.Close()
+}
+
+// openPTY opens a PTY pair with a pollable master, so that closing it
+// ends a pending Read (creack/pty leaves the master in blocking mode).
+func openPTY() (ptmx, tty *os.File, err error) {
+	m, tty, err := pty.Open()
+	if err != nil {
+		return nil, nil, err
+	}
+	fd, err := unix.FcntlInt(m.Fd(), unix.F_DUPFD_CLOEXEC, 0)
+	_ = m.Close()
+	if err == nil {
+		if err = unix.SetNonblock(fd, true); err != nil {
+			_ = unix.Close(fd)
+		}
+	}
+	if err != nil {
+		_ = tty.Close()
+		return nil, nil, err
+	}
+	return os.NewFile(uintptr(fd), "/dev/ptmx"), tty, nil
+}
+
+func setWinsize(ptmx *os.File, w ssh.Window) error {
+	rc, err := ptmx.SyscallConn()
+	if err != nil {
+		return err
+	}
+	ws := &unix.Winsize{Col: uint16(min(max(w.Width, 0), 0xffff)), Row: uint16(min(max(w.Height, 0), 0xffff))}
+	var ierr error
+	if err := rc.Control(func(fd uintptr) { ierr = unix.IoctlSetWinsize(int(fd), unix.TIOCSWINSZ, ws) }); err != nil {
+		return err
+	}
+	return ierr
+}
+
+func foregroundGroup(ptmx *os.File) (int, error) {
+	rc, err := ptmx.SyscallConn()
+	if err != nil {
+		return 0, err
+	}
+	var pg int
+	var ierr error
+	if err := rc.Control(func(fd uintptr) { pg, ierr = unix.IoctlGetInt(int(fd), unix.TIOCGPGRP) }); err != nil {
+		return 0, err
+	}
+	return pg, ierr
 }
 
 var signalNumbers = map[ssh.Signal]syscall.Signal{

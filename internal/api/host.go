@@ -40,6 +40,9 @@ type EnrollRequest struct {
 	Hostname     string `json:"hostname"`
 	Version      string `json:"version"`
 	TerminalAddr string `json:"terminal_addr,omitempty"`
+	// TerminalHostKey is the terminal server's host key (authorized_keys
+	// format), which sshgate checks when it connects.
+	TerminalHostKey string `json:"terminal_host_key,omitempty"`
 }
 
 // EnrollResponse tells the node who it is and which keys sign its tasks.
@@ -91,6 +94,11 @@ type Heartbeat struct {
 	NodeID string          `json:"node_id"`
 	At     time.Time       `json:"at"`
 	Health json.RawMessage `json:"health,omitempty"`
+	// TerminalAddr is where the node's terminal server listens now
+	// (host:port), when it runs one: it may change across restarts.
+	TerminalAddr string `json:"terminal_addr,omitempty"`
+	// TerminalHostKey is the terminal server's host key, if it serves one.
+	TerminalHostKey string `json:"terminal_host_key,omitempty"`
 }
 
 // Phase statuses of progress reports.

@@ -26,10 +26,17 @@ const (
 	// EndpointServiceToken issues a long-lived token for a service
 	// principal such as sshgate (admins).
 	EndpointServiceToken = "ops.service_token"
+	// EndpointCAList lists every CA key with its state (operators).
+	EndpointCAList = "ops.ca_list"
 )
 
 // RoleGateway is the platform role of sshgate's service principal.
 const RoleGateway = "gateway"
+
+// ProviderService is the identity provider of service principals: users
+// with no password who cannot log in, whose tokens an admin issues with
+// `gpuaas ops service-token`.
+const ProviderService = "service"
 
 // CA names.
 const (
@@ -69,13 +76,16 @@ type GateAuthorizeRequest struct {
 
 // GateAuthorizeResponse says where to go and with what.
 type GateAuthorizeResponse struct {
-	AllocationID string    `json:"allocation_id"`
-	NodeID       string    `json:"node_id"`
-	Shape        string    `json:"shape"`
-	PosixUser    string    `json:"posix_user"`
-	TerminalAddr string    `json:"terminal_addr"`
-	Ticket       string    `json:"ticket"` // authorized_keys format certificate
-	ValidBefore  time.Time `json:"valid_before"`
+	AllocationID string `json:"allocation_id"`
+	NodeID       string `json:"node_id"`
+	Shape        string `json:"shape"`
+	PosixUser    string `json:"posix_user"`
+	TerminalAddr string `json:"terminal_addr"`
+	// TerminalHostKey is the host key the node's terminal server must
+	// present (authorized_keys format).
+	TerminalHostKey string    `json:"terminal_host_key"`
+	Ticket          string    `json:"ticket"` // authorized_keys format certificate
+	ValidBefore     time.Time `json:"valid_before"`
 }
 
 // GateHostCertRequest asks for a host certificate for the gateway.
@@ -83,6 +93,14 @@ type GateHostCertRequest struct {
 	PublicKey  string   `json:"public_key"`
 	Principals []string `json:"principals"`
 }
+
+// Kinds of terminal sessions.
+const (
+	SessionShell   = "shell"
+	SessionExec    = "exec"
+	SessionSFTP    = "sftp"
+	SessionForward = "forward"
+)
 
 // TerminalSession is one recorded SSH session.
 type TerminalSession struct {
@@ -98,6 +116,33 @@ type TerminalSession struct {
 	// Recording names the asciicast object in the recordings bucket;
 	// empty for sessions without a PTY.
 	Recording string `json:"recording,omitempty"`
+	// Gateway names the gateway instance that served the session.
+	Gateway string `json:"gateway,omitempty"`
+}
+
+// SessionStartRequest indexes a session as the gateway opens it. controld
+// assigns the id; Recording may be given now or at the end.
+type SessionStartRequest struct {
+	UserID       string `json:"user_id"`
+	AllocationID string `json:"allocation_id"`
+	Kind         string `json:"kind"`
+	Command      string `json:"command,omitempty"`
+	Recording    string `json:"recording,omitempty"`
+	Gateway      string `json:"gateway,omitempty"`
+}
+
+// SessionEndRequest closes a session's index entry. Ending a session that
+// has already ended returns it unchanged.
+type SessionEndRequest struct {
+	ID         string `json:"id"`
+	Bytes      int64  `json:"bytes"`
+	ExitStatus *int   `json:"exit_status,omitempty"`
+	Recording  string `json:"recording,omitempty"`
+}
+
+// SessionRef names one session.
+type SessionRef struct {
+	ID string `json:"id"`
 }
 
 // SessionListRequest filters sessions.
@@ -116,12 +161,44 @@ const RecordingsBucket = "terminal-recordings"
 
 // CARotateRequest starts (adds a new active key) or finishes (retires a
 // key) a rotation.
+//
+// ops.ca_rotate with neither Stage nor KeyID adds a key and signs with it
+// at once (the old key stays trusted). With Stage it adds a key that is
+// trusted but does not sign yet, so clients can learn it first (the host
+// CA: users' known_hosts); a later ops.ca_rotate with KeyID makes that
+// staged key the signing key.
 type CARotateRequest struct {
 	CA    string `json:"ca"`
-	KeyID string `json:"key_id,omitempty"` // for retire: the fingerprint of the key to drop
+	KeyID string `json:"key_id,omitempty"` // retire: the key to drop; rotate: the staged key to activate
+	Stage bool   `json:"stage,omitempty"`  // rotate: add a trusted key that does not sign yet
 }
 
-// ServiceTokenRequest asks for a token for a service principal.
+// CAKey is one key of a CA.
+type CAKey struct {
+	CA          string     `json:"ca"`
+	ID          string     `json:"id"`         // SHA256 fingerprint
+	PublicKey   string     `json:"public_key"` // authorized_keys format
+	Active      bool       `json:"active"`     // the key that signs
+	CreatedAt   time.Time  `json:"created_at"`
+	ActivatedAt *time.Time `json:"activated_at,omitempty"`
+	RetiredAt   *time.Time `json:"retired_at,omitempty"`
+}
+
+// CAListRequest filters ops.ca_list.
+type CAListRequest struct {
+	CA      string `json:"ca,omitempty"`      // one CA; empty means all three
+	Retired bool   `json:"retired,omitempty"` // include retired keys
+}
+
+// CAListResponse lists CA keys by CA, the active key first, then the other
+// trusted keys newest first, then retired ones.
+type CAListResponse struct {
+	Keys []CAKey `json:"keys"`
+}
+
+// ServiceTokenRequest asks for a token for a service principal. The
+// principal is the user <name>@service.gpuaas, created on first use; the
+// answer is a LoginResponse, shown once.
 type ServiceTokenRequest struct {
 	Name string        `json:"name"` // e.g. "sshgate"
 	Role string        `json:"role"` // RoleGateway

@@ -225,6 +225,10 @@ func randomSerial(r io.Reader) (uint64, error) {
 	}
 }
 
+// keyAlgoDSA is OpenSSH's name for DSA keys (x/crypto deprecated its
+// constant with the algorithm; the name is still what old clients send).
+const keyAlgoDSA = "ssh-dss"
+
 // checkSubjectKey refuses keys a CA should not certify: none, a certificate,
 // DSA, and RSA under 2048 bits.
 func checkSubjectKey(pub ssh.PublicKey) error {
@@ -235,7 +239,7 @@ func checkSubjectKey(pub ssh.PublicKey) error {
 		return fmt.Errorf("%w: cannot certify a certificate", ErrInvalidRequest)
 	}
 	switch pub.Type() {
-	case ssh.InsecureKeyAlgoDSA:
+	case keyAlgoDSA:
 		return fmt.Errorf("%w: DSA keys are not accepted", ErrInvalidRequest)
 	case ssh.KeyAlgoRSA:
 		if ck, ok := pub.(ssh.CryptoPublicKey); ok {

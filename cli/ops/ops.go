@@ -1,0 +1,39 @@
+// Package ops holds `gpuaas ops`: platform administration that is neither a
+// node nor a user's business — the SSH certificate authorities and service
+// principals' tokens.
+package ops
+
+import (
+	"github.com/spf13/cobra"
+
+	"github.com/gpuaas/gpuaas/cli/cmdutil"
+)
+
+// NewCmdOps builds `gpuaas ops`.
+func NewCmdOps(f *cmdutil.Factory) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "ops <command>",
+		Short: "Run the platform: SSH CAs and service tokens (admins)",
+	}
+	ca := &cobra.Command{
+		Use:   "ca <command>",
+		Short: "List, rotate and retire the SSH certificate authorities' keys",
+		Long: `controld runs three SSH certificate authorities: user (certificates from
+` + "`gpuaas login`" + `), host (the gateway's host certificate) and internal
+(one-minute tickets from the gateway to hostd). Each signs with one active
+key and trusts every key that is not retired.
+
+A rotation: ` + "`gpuaas ops ca rotate --ca user`" + ` adds a key that signs from
+then on while the old one stays trusted; once the old certificates have
+expired (12h for user certificates), ` + "`gpuaas ops ca retire`" + ` drops it.
+For the host CA, stage the new key first (--stage) so users' known_hosts
+learn it (` + "`gpuaas ssh-config`" + `) before the gateway presents it.`,
+	}
+	ca.AddCommand(
+		NewCmdCAList(f, nil),
+		NewCmdCARotate(f, nil),
+		NewCmdCARetire(f, nil),
+	)
+	cmd.AddCommand(ca, NewCmdServiceToken(f, nil))
+	return cmd
+}

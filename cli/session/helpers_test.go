@@ -1,0 +1,77 @@
+package session
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/spf13/cobra"
+
+	"github.com/gpuaas/gpuaas/cli/cmdutil"
+	"github.com/gpuaas/gpuaas/cli/sshkeys/sshkeystest"
+	"github.com/gpuaas/gpuaas/internal/api"
+)
+
+func execute(cmd *cobra.Command, args ...string) error {
+	cmd.SetArgs(args)
+	cmd.SetOut(io.Discard)
+	cmd.SetErr(io.Discard)
+	cmd.SetContext(context.Background())
+	_, err := cmd.ExecuteC()
+	return err
+}
+
+func testFactory(ios *cmdutil.IOStreams) *cmdutil.Factory {
+	return &cmdutil.Factory{IOStreams: ios, Now: time.Now,
+		Client: func() (*api.Client, error) {
+			return nil, &api.Error{Code: api.CodeUnavailable, Message: "no server in this test"}
+		}}
+}
+
+var started = time.Date(2030, 1, 10, 12, 0, 0, 0, time.UTC)
+
+func intPtr(v int) *int { return &v }
+
+func testSessions() []api.TerminalSession {
+	ended := started.Add(90 * time.Second)
+	return []api.TerminalSession{
+		{ID: "s-2", UserID: "u-1", AllocationID: "a-1", Kind: api.SessionShell, StartedAt: started, EndedAt: &ended,
+			Bytes: 1234, ExitStatus: intPtr(0), Recording: "s-2.cast"},
+		{ID: "s-1", UserID: "u-1", AllocationID: "a-2", Kind: api.SessionExec, Command: "nvidia-smi", StartedAt: started,
+			ExitStatus: nil},
+	}
+}
+
+// serveSessions answers session.list and session.get from sessions on the
+// controld stand-in. The list requests it got are returned by the func.
+func serveSessions(t *testing.T, ctrl *sshkeystest.Controld, sessions []api.TerminalSession) func() []api.SessionListRequest {
+	var mu sync.Mutex // protects reqs
+	var reqs []api.SessionListRequest
+	ctrl.Handle(t, api.EndpointSessionList, func(m *nats.Msg) (any, error) {
+		var req api.SessionListRequest
+		_ = json.Unmarshal(m.Data, &req)
+		mu.Lock()
+		reqs = append(reqs, req)
+		mu.Unlock()
+		return api.SessionListResponse{Sessions: sessions}, nil
+	})
+	ctrl.Handle(t, api.EndpointSessionGet, func(m *nats.Msg) (any, error) {
+		var ref api.SessionRef
+		_ = json.Unmarshal(m.Data, &ref)
+		for _, s := range sessions {
+			if s.ID == ref.ID {
+				return s, nil
+			}
+		}
+		return nil, api.Errorf(api.CodeNotFound, "session %s not found", ref.ID)
+	})
+	return func() []api.SessionListRequest {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]api.SessionListRequest(nil), reqs...)
+	}
+}

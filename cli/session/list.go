@@ -1,0 +1,103 @@
+package session
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gpuaas/gpuaas/cli/cmdutil"
+	"github.com/gpuaas/gpuaas/internal/api"
+)
+
+// ListOptions are the inputs of `gpuaas session list`.
+type ListOptions struct {
+	IO       *cmdutil.IOStreams
+	Client   func() (*api.Client, error)
+	Now      func() time.Time
+	Exporter cmdutil.Exporter
+
+	AllocID string
+}
+
+// NewCmdList builds `gpuaas session list`; runF replaces listRun in tests.
+func NewCmdList(f *cmdutil.Factory, runF func(context.Context, *ListOptions) error) *cobra.Command {
+	opts := &ListOptions{IO: f.IOStreams, Client: f.Client, Now: f.Now}
+	cmd := &cobra.Command{
+		Use:     "list",
+		Aliases: []string{"ls"},
+		Short:   "List your SSH sessions through the gateway, newest first",
+		Long: `List your SSH sessions through the gateway, newest first: shells, commands,
+sftp and port forwards. Sessions with a terminal were recorded; play one
+with ` + "`gpuaas session play ID`" + `.`,
+		Example: `  gpuaas session list
+  gpuaas session list --alloc a-7k2m9x4q1c
+  gpuaas session list --json id,exit_status`,
+		Args: cmdutil.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			if runF != nil {
+				return runF(c.Context(), opts)
+			}
+			return listRun(c.Context(), opts)
+		},
+	}
+	cmd.Flags().StringVar(&opts.AllocID, "alloc", "", "Only sessions on this allocation `ID`")
+	cmdutil.AddJSONFlags(cmd, &opts.Exporter, cmdutil.FieldsOf(api.TerminalSession{}))
+	return cmd
+}
+
+func listRun(ctx context.Context, opts *ListOptions) error {
+	client, err := opts.Client()
+	if err != nil {
+		return err
+	}
+	resp, err := client.SessionList(ctx, api.SessionListRequest{AllocationID: opts.AllocID})
+	if err != nil {
+		return err
+	}
+	if opts.Exporter != nil {
+		return opts.Exporter.Write(ctx, opts.IO, resp.Sessions)
+	}
+	return printSessions(opts.IO, opts.Now(), resp.Sessions)
+}
+
+var listHeader = []string{"id", "alloc", "kind", "started", "duration", "bytes", "exit", "recorded"}
+
+func printSessions(ios *cmdutil.IOStreams, now time.Time, sessions []api.TerminalSession) error {
+	if len(sessions) == 0 && ios.IsStdoutTTY() {
+		fmt.Fprintln(ios.ErrOut, "No sessions")
+		return nil
+	}
+	cs := ios.ColorScheme()
+	t := cmdutil.NewTablePrinter(ios)
+	t.AddHeader(listHeader...)
+	for _, s := range sessions {
+		t.AddField(s.ID)
+		t.AddField(s.AllocationID)
+		t.AddField(s.Kind)
+		t.AddField(cmdutil.FormatTime(ios, now, s.StartedAt))
+		if s.EndedAt == nil {
+			t.AddField("running", cmdutil.WithColor(cs.Yellow))
+		} else {
+			t.AddField(s.EndedAt.Sub(s.StartedAt).Round(time.Second).String())
+		}
+		t.AddField(strconv.FormatInt(s.Bytes, 10))
+		switch {
+		case s.ExitStatus == nil:
+			t.AddField("")
+		case *s.ExitStatus == 0:
+			t.AddField("0", cmdutil.WithColor(cs.Green))
+		default:
+			t.AddField(strconv.Itoa(*s.ExitStatus), cmdutil.WithColor(cs.Red))
+		}
+		if s.Recording != "" {
+			t.AddField("yes")
+		} else {
+			t.AddField("no")
+		}
+		t.EndRow()
+	}
+	return t.Render()
+}

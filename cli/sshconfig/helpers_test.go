@@ -1,0 +1,65 @@
+package sshconfig
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"testing"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gpuaas/gpuaas/cli/cmdutil"
+	"github.com/gpuaas/gpuaas/cli/config"
+	"github.com/gpuaas/gpuaas/cli/sshkeys/sshkeystest"
+	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/testutil"
+)
+
+// fixture is a logged-in "dev" context against the controld stand-in.
+type fixture struct {
+	ctrl   *sshkeystest.Controld
+	clock  *testutil.Clock
+	cfg    *config.Config
+	dir    string
+	env    Env
+	out    *bytes.Buffer
+	errOut *bytes.Buffer
+}
+
+func newFixture(t *testing.T, now time.Time) *fixture {
+	t.Helper()
+	for _, env := range []string{config.EnvServer, config.EnvToken, config.EnvProject, config.EnvContext} {
+		t.Setenv(env, "")
+	}
+	clock := testutil.NewClock(now)
+	ctrl := sshkeystest.Start(t, clock.Now)
+	dir := t.TempDir()
+	cfg, err := config.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.SetContext("dev", config.Context{Server: ctrl.URL, User: sshkeystest.Email, UserID: sshkeystest.UserID,
+		Token: sshkeystest.Token, TokenExpiresAt: now.Add(12 * time.Hour)})
+	ios, _, out, errOut := cmdutil.Test()
+	f := &fixture{ctrl: ctrl, clock: clock, cfg: cfg, dir: dir, out: out, errOut: errOut}
+	f.env = Env{
+		IO:     ios,
+		Config: func() (*config.Config, error) { return cfg, nil },
+		Active: func() (config.Active, error) { return cfg.Active(config.Overrides{}), nil },
+		Client: func() (*api.Client, error) {
+			return ctrl.Client(cfg.Active(config.Overrides{}).Token), nil
+		},
+		Now: clock.Now,
+	}
+	return f
+}
+
+func execute(cmd *cobra.Command, args ...string) error {
+	cmd.SetArgs(args)
+	cmd.SetOut(io.Discard)
+	cmd.SetErr(io.Discard)
+	cmd.SetContext(context.Background())
+	_, err := cmd.ExecuteC()
+	return err
+}

@@ -1,0 +1,86 @@
+package sshconfig
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/gpuaas/gpuaas/cli/sshkeys"
+)
+
+// UserConfigPath is the OpenSSH user config, ~/.ssh/config.
+func UserConfigPath() (string, error) {
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return "", fmt.Errorf("find ~/.ssh/config: %w", err)
+	}
+	return filepath.Join(home, ".ssh", "config"), nil
+}
+
+// AddInclude puts includeLine at the top of the OpenSSH user config at
+// path, where an Include applies to every host, unless an Include line
+// there already names target. It reports whether it changed the file. A
+// symlinked config (dotfile managers) is edited where it points; a new one
+// is created 0600 in a 0700 directory.
+func AddInclude(path, includeLine, target string) (bool, error) {
+	if real, err := filepath.EvalSymlinks(path); err == nil {
+		path = real
+	}
+	old, err := os.ReadFile(path)
+	mode := fs.FileMode(0o600)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+			return false, fmt.Errorf("create %s: %w", filepath.Dir(path), err)
+		}
+	case err != nil:
+		return false, fmt.Errorf("read %s: %w", path, err)
+	default:
+		if includes(old, target) {
+			return false, nil
+		}
+		if st, err := os.Stat(path); err == nil {
+			mode = st.Mode().Perm()
+		}
+	}
+	var b bytes.Buffer
+	b.WriteString("# Added by `gpuaas ssh-config --write`.\n")
+	b.WriteString(includeLine + "\n")
+	if len(old) > 0 {
+		b.WriteByte('\n')
+		b.Write(old)
+	}
+	if err := sshkeys.WriteFile(path, b.Bytes(), mode); err != nil {
+		return false, fmt.Errorf("write %s: %w", path, err)
+	}
+	return true, nil
+}
+
+// includes reports whether an Include line of config names target.
+func includes(config []byte, target string) bool {
+	sc := bufio.NewScanner(bytes.NewReader(config))
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		const keyword = "include"
+		if len(line) <= len(keyword) || !strings.EqualFold(line[:len(keyword)], keyword) ||
+			!strings.ContainsRune(" \t=", rune(line[len(keyword)])) {
+			continue
+		}
+		rest := strings.TrimSpace(strings.TrimLeft(line[len(keyword):], " \t="))
+		if strings.Trim(rest, `"`) == target { // one path, maybe quoted with spaces
+			return true
+		}
+		for _, arg := range strings.Fields(rest) {
+			if strings.Trim(arg, `"`) == target {
+				return true
+			}
+		}
+	}
+	return false
+}

@@ -1,0 +1,189 @@
+// Package sshkeystest stands in for controld's SSH endpoints (auth.login,
+// auth.ssh_cert, ssh.cas) on a real NATS server, with real certificate
+// authorities, for the CLI's tests.
+package sshkeystest
+
+import (
+	"encoding/json"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
+	"golang.org/x/crypto/ssh"
+
+	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/sshcert"
+	"github.com/gpuaas/gpuaas/internal/testutil"
+)
+
+// Identity of the one user the stand-in knows.
+const (
+	UserID = "u-1"
+	Email  = "ada@example.com"
+	Token  = "session-token"
+)
+
+// Controld answers the SSH endpoints.
+type Controld struct {
+	URL    string
+	NC     *nats.Conn
+	UserCA *sshcert.Authority
+	HostCA *sshcert.Authority
+	// Now is controld's clock.
+	Now func() time.Time
+
+	// mu protects the following.
+	mu       sync.Mutex
+	settings Settings
+	signed   int
+	handlers map[string]func(*nats.Msg) (any, error) // by endpoint
+}
+
+// Settings change what the endpoints answer.
+type Settings struct {
+	// SessionEnd bounds certificates (and is the login's expiry); TTL
+	// caps them.
+	SessionEnd time.Time
+	TTL        time.Duration
+	// Gateway is what ssh.cas publishes.
+	Gateway string
+	// HostCAs, when set, replaces the host CA lines ssh.cas returns.
+	HostCAs []string
+}
+
+// Update changes the settings.
+func (c *Controld) Update(fn func(*Settings)) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	fn(&c.settings)
+}
+
+func (c *Controld) current() Settings {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.settings
+}
+
+// Start runs the stand-in on a fresh NATS server with JetStream.
+func Start(t testing.TB, now func() time.Time) *Controld {
+	t.Helper()
+	url := testutil.NATS(t)
+	c := &Controld{URL: url, NC: testutil.Connect(t, url), Now: now,
+		settings: Settings{SessionEnd: now().Add(12 * time.Hour), TTL: 8 * time.Hour, Gateway: "localhost:2222"}}
+	c.UserCA = newCA(t, api.CAUser)
+	c.HostCA = newCA(t, api.CAHost)
+	c.Handle(t, api.EndpointAuthLogin, c.login)
+	c.Handle(t, api.EndpointSSHCert, c.sshCert)
+	c.Handle(t, api.EndpointSSHCAs, c.sshCAs)
+	return c
+}
+
+func newCA(t testing.TB, name string) *sshcert.Authority {
+	t.Helper()
+	key, err := sshcert.GenerateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := sshcert.New(name, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+// Client returns an API client carrying token.
+func (c *Controld) Client(token string) *api.Client {
+	return api.NewClient(c.NC, api.WithToken(token))
+}
+
+// Signed counts the certificates signed so far.
+func (c *Controld) Signed() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.signed
+}
+
+// Handle answers endpoint with fn, replacing what answered it before: its
+// value as JSON, or its error (an *api.Error) as an error reply.
+func (c *Controld) Handle(t testing.TB, endpoint string, fn func(*nats.Msg) (any, error)) {
+	t.Helper()
+	c.mu.Lock()
+	_, subscribed := c.handlers[endpoint]
+	if c.handlers == nil {
+		c.handlers = map[string]func(*nats.Msg) (any, error){}
+	}
+	c.handlers[endpoint] = fn
+	c.mu.Unlock()
+	if subscribed {
+		return
+	}
+	sub, err := c.NC.Subscribe(api.Subject(endpoint), func(m *nats.Msg) {
+		c.mu.Lock()
+		fn := c.handlers[endpoint]
+		c.mu.Unlock()
+		v, err := fn(m)
+		reply := nats.NewMsg(m.Reply)
+		if err != nil {
+			apiErr, ok := err.(*api.Error)
+			if !ok {
+				apiErr = &api.Error{Code: api.CodeInternal, Message: err.Error()}
+			}
+			reply.Header.Set(micro.ErrorCodeHeader, "400")
+			reply.Header.Set(micro.ErrorHeader, apiErr.Message)
+			v = apiErr
+		}
+		reply.Data, _ = json.Marshal(v)
+		_ = m.RespondMsg(reply)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	if err := c.NC.Flush(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (c *Controld) login(*nats.Msg) (any, error) {
+	return api.LoginResponse{Token: Token, SessionID: "s-1", ExpiresAt: c.current().SessionEnd,
+		User: api.User{ID: UserID, Email: Email, Role: "user", Provider: "local"}}, nil
+}
+
+func (c *Controld) sshCert(m *nats.Msg) (any, error) {
+	if m.Header.Get(api.HeaderAuthorization) != "Bearer "+Token {
+		return nil, &api.Error{Code: api.CodeUnauthenticated, Message: "session expired or revoked"}
+	}
+	if m.Header.Get(api.HeaderIdempotencyKey) == "" {
+		return nil, &api.Error{Code: api.CodeInvalidArgument, Message: "no Idempotency-Key"}
+	}
+	var req api.SSHCertRequest
+	if err := json.Unmarshal(m.Data, &req); err != nil {
+		return nil, &api.Error{Code: api.CodeInvalidArgument, Message: err.Error()}
+	}
+	pub, _, _, _, err := ssh.ParseAuthorizedKey([]byte(req.PublicKey))
+	if err != nil {
+		return nil, &api.Error{Code: api.CodeInvalidArgument, Message: err.Error()}
+	}
+	set := c.current()
+	cert, err := c.UserCA.SignUser(pub, sshcert.UserCert{UserID: UserID, KeyID: Email, ValidBefore: set.SessionEnd, MaxTTL: set.TTL}, c.Now())
+	if err != nil {
+		return nil, &api.Error{Code: api.CodeInvalidArgument, Message: err.Error()}
+	}
+	c.mu.Lock()
+	c.signed++
+	c.mu.Unlock()
+	return api.SSHCertResponse{Certificate: strings.TrimSpace(string(ssh.MarshalAuthorizedKey(cert))),
+		ValidBefore: time.Unix(int64(cert.ValidBefore), 0).UTC()}, nil
+}
+
+func (c *Controld) sshCAs(*nats.Msg) (any, error) {
+	set := c.current()
+	host := set.HostCAs
+	if host == nil {
+		host = c.HostCA.AuthorizedKeysLines()
+	}
+	return api.SSHCAsResponse{User: c.UserCA.AuthorizedKeysLines(), Host: host, Gateway: set.Gateway}, nil
+}

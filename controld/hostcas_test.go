@@ -1,0 +1,87 @@
+package controld_test
+
+import (
+	"crypto/ed25519"
+	"crypto/rand"
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/gpuaas/gpuaas/controld/controldtest"
+	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/signing"
+)
+
+// TestNodeAsksForTicketCAs enrolls a node and has it ask for the internal
+// CA's keys the way hostd does: a pull-like request signed with its key.
+func TestNodeAsksForTicketCAs(t *testing.T) {
+	t.Parallel()
+	env := controldtest.Start(t, controldtest.Options{NoNodes: true})
+	ctx := t.Context()
+	admin := env.Client(env.AdminToken)
+	tok, err := admin.NodeEnroll(ctx, api.EnrollTokenRequest{Name: "gpu-77", Shape: api.ShapeBaremetal})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodePub, nodeKey, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, otherKey, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw := api.NewClient(env.NC)
+	var enrolled api.EnrollResponse
+	if err := raw.Request(ctx, api.SubjectEnroll, api.EnrollRequest{Token: tok.Token, PublicKey: nodePub,
+		Hostname: "gpu-77", TerminalAddr: "127.0.0.1:2022"}, &enrolled); err != nil {
+		t.Fatal(err)
+	}
+	id := enrolled.NodeID
+	ask := func(key ed25519.PrivateKey, asNode string, at time.Time) (*api.SSHCAsResponse, error) {
+		env, err := signing.Seal(key, api.PullRequest{NodeID: asNode, At: at})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out api.SSHCAsResponse
+		return &out, raw.Request(ctx, api.HostCtlSubject(id, api.HostCAs), env, &out)
+	}
+
+	got, err := ask(nodeKey, id, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := admin.SSHCAs(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Internal) != 1 || !slices.Equal(got.Internal, want.Internal) {
+		t.Errorf("node got internal keys %q; want %q", got.Internal, want.Internal)
+	}
+	// After a rotation the node hears of both keys.
+	if _, err := admin.CARotate(ctx, api.CARotateRequest{CA: api.CAInternal}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err = ask(nodeKey, id, time.Now()); err != nil || len(got.Internal) != 2 {
+		t.Errorf("after rotation the node got %q, %v; want two keys", got.Internal, err)
+	}
+
+	refused := []struct {
+		name string
+		key  ed25519.PrivateKey
+		node string
+		at   time.Time
+	}{
+		{"signed by another key", otherKey, id, time.Now()},
+		{"for another node", nodeKey, "n-000000000000", time.Now()},
+		{"stale", nodeKey, id, time.Now().Add(-time.Hour)},
+	}
+	for _, tt := range refused {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, err := ask(tt.key, tt.node, tt.at); !errors.Is(err, api.ErrUnauthenticated) {
+				t.Errorf("got %v; want unauthenticated", err)
+			}
+		})
+	}
+}

@@ -1,0 +1,220 @@
+package controld_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/gpuaas/gpuaas/controld/controldtest"
+	"github.com/gpuaas/gpuaas/internal/api"
+)
+
+func TestTerminalSessions(t *testing.T) {
+	t.Parallel()
+	env := controldtest.Start(t, controldtest.Options{})
+	ctx := t.Context()
+	admin := env.Client(env.AdminToken)
+	a := activeAlloc(t, env, admin)
+	b := activeAlloc(t, env, admin)
+	bob, bobToken := env.AddUser(t, "bob@example.test", api.RoleUser)
+	if _, err := admin.ProjectAddMember(ctx, api.AddMemberRequest{Email: bob.Email, Role: api.ProjectMember}); err != nil {
+		t.Fatal(err)
+	}
+	bobc := env.Client(bobToken)
+	gw := gatewayClient(t, env)
+
+	shell, err := gw.SessionStart(ctx, api.SessionStartRequest{UserID: bob.ID, AllocationID: a.ID, Kind: api.SessionShell,
+		Recording: "rec-1.cast", Gateway: "gw-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if shell.ID == "" || shell.UserID != bob.ID || shell.EndedAt != nil || shell.Gateway != "gw-1" {
+		t.Fatalf("start got %+v", shell)
+	}
+	exec, err := gw.SessionStart(ctx, api.SessionStartRequest{UserID: bob.ID, AllocationID: b.ID, Kind: api.SessionExec, Command: "echo hi; exit 3"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if exec.Gateway != "sshgate@service.gpuaas" {
+		t.Errorf("gateway defaults to %q; want the gateway principal", exec.Gateway)
+	}
+	if _, err := gw.SessionStart(ctx, api.SessionStartRequest{UserID: env.Admin.ID, AllocationID: a.ID, Kind: api.SessionSFTP}); err != nil {
+		t.Fatal(err)
+	}
+	three := 3
+	ended, err := gw.SessionEnd(ctx, api.SessionEndRequest{ID: exec.ID, Bytes: 3, ExitStatus: &three})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ended.EndedAt == nil || ended.Bytes != 3 || ended.ExitStatus == nil || *ended.ExitStatus != 3 || ended.Command != "echo hi; exit 3" {
+		t.Fatalf("end got %+v", ended)
+	}
+	again, err := gw.SessionEnd(ctx, api.SessionEndRequest{ID: exec.ID, Bytes: 99})
+	if err != nil || again.Bytes != 3 || !again.EndedAt.Equal(*ended.EndedAt) {
+		t.Errorf("ending twice got %+v, %v; want the first end unchanged", again, err)
+	}
+
+	tests := []struct {
+		name  string
+		c     *api.Client
+		alloc string
+		want  []string
+	}{
+		{"own sessions", bobc, "", []string{exec.ID, shell.ID}},
+		{"own sessions of one allocation", bobc, a.ID, []string{shell.ID}},
+		{"operators see all", admin, a.ID, nil}, // length checked below
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			list, err := tt.c.SessionList(ctx, api.SessionListRequest{AllocationID: tt.alloc})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, s := range list.Sessions {
+				got = append(got, s.ID)
+			}
+			if tt.want == nil {
+				if len(got) != 2 {
+					t.Errorf("got %d sessions; want 2", len(got))
+				}
+				return
+			}
+			if len(got) != len(tt.want) || got[0] != tt.want[0] || got[len(got)-1] != tt.want[len(tt.want)-1] {
+				t.Errorf("got %v; want %v", got, tt.want)
+			}
+		})
+	}
+	if got, err := bobc.SessionGet(ctx, shell.ID); err != nil || got.Recording != "rec-1.cast" {
+		t.Errorf("get own session got %+v, %v", got, err)
+	}
+	_, carolToken := env.AddUser(t, "carol@example.test", api.RoleUser)
+	carol := env.Client(carolToken)
+	if _, err := carol.SessionGet(ctx, shell.ID); !errors.Is(err, api.ErrNotFound) {
+		t.Errorf("another user's session got %v; want not found", err)
+	}
+	if list, err := carol.SessionList(ctx, api.SessionListRequest{}); err != nil || len(list.Sessions) != 0 {
+		t.Errorf("carol's list got %+v, %v; want empty", list, err)
+	}
+
+	bad := []struct {
+		name string
+		c    *api.Client
+		req  api.SessionStartRequest
+		want error
+	}{
+		{"unknown kind", gw, api.SessionStartRequest{UserID: bob.ID, AllocationID: a.ID, Kind: "x11"}, api.ErrInvalidArgument},
+		{"unknown allocation", gw, api.SessionStartRequest{UserID: bob.ID, AllocationID: "a-000000000000", Kind: api.SessionShell}, api.ErrNotFound},
+		{"no user", gw, api.SessionStartRequest{AllocationID: a.ID, Kind: api.SessionShell}, api.ErrInvalidArgument},
+		{"a user", bobc, api.SessionStartRequest{UserID: bob.ID, AllocationID: a.ID, Kind: api.SessionShell}, api.ErrForbidden},
+		{"an admin", admin, api.SessionStartRequest{UserID: bob.ID, AllocationID: a.ID, Kind: api.SessionShell}, api.ErrForbidden},
+	}
+	for _, tt := range bad {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, err := tt.c.SessionStart(ctx, tt.req); !errors.Is(err, tt.want) {
+				t.Errorf("got %v; want %v", err, tt.want)
+			}
+		})
+	}
+	if _, err := gw.SessionEnd(ctx, api.SessionEndRequest{ID: "ts-000000000000"}); !errors.Is(err, api.ErrNotFound) {
+		t.Errorf("ending an unknown session got %v; want not found", err)
+	}
+	if _, err := bobc.SessionEnd(ctx, api.SessionEndRequest{ID: shell.ID}); !errors.Is(err, api.ErrForbidden) {
+		t.Errorf("a user ending a session got %v; want forbidden", err)
+	}
+}
+
+func TestServiceToken(t *testing.T) {
+	t.Parallel()
+	env := controldtest.Start(t, controldtest.Options{NoNodes: true})
+	ctx := t.Context()
+	admin := env.Client(env.AdminToken)
+	first, err := admin.ServiceToken(ctx, api.ServiceTokenRequest{Name: "sshgate", Role: api.RoleGateway, TTL: 8760 * time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.User.Email != "sshgate@service.gpuaas" || first.User.Role != api.RoleGateway || first.User.Provider != api.ProviderService {
+		t.Fatalf("got user %+v; want the gateway service principal", first.User)
+	}
+	if d := time.Until(first.ExpiresAt); d < 8759*time.Hour {
+		t.Errorf("token valid for %s; want a year", d)
+	}
+	second, err := admin.ServiceToken(ctx, api.ServiceTokenRequest{Name: "sshgate", Role: api.RoleGateway, TTL: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if second.User.ID != first.User.ID || second.Token == first.Token {
+		t.Errorf("second token for %s (%s); want a new token for the same principal %s", second.User.ID, second.Token, first.User.ID)
+	}
+	gw := env.Client(first.Token)
+	who, err := gw.Whoami(ctx)
+	if err != nil || who.User.Role != api.RoleGateway {
+		t.Fatalf("whoami as the gateway got %+v, %v", who, err)
+	}
+	_, line := newSSHKey(t)
+	if _, err := gw.GateHostCert(ctx, api.GateHostCertRequest{PublicKey: line, Principals: []string{"localhost"}}); err != nil {
+		t.Errorf("gate.host_cert as the gateway: %v", err)
+	}
+	// `gpuaas dev` issues its in-process sshgate's token the same way.
+	dev, err := env.Server.IssueServiceToken(ctx, api.ServiceTokenRequest{Name: "sshgate", Role: api.RoleGateway, TTL: time.Hour}, env.Admin.ID)
+	if err != nil || dev.User.ID != first.User.ID {
+		t.Fatalf("IssueServiceToken got %+v, %v; want a token for %s", dev, err, first.User.ID)
+	}
+	if _, err := env.Client(dev.Token).GateHostCert(ctx, api.GateHostCertRequest{PublicKey: line, Principals: []string{"localhost"}}); err != nil {
+		t.Errorf("gate.host_cert with the in-process token: %v", err)
+	}
+	// Login with any password fails: a service principal has none.
+	if _, err := env.Client("").Login(ctx, api.LoginRequest{Email: "sshgate@service.gpuaas", Password: "whatever password"}); !errors.Is(err, api.ErrUnauthenticated) {
+		t.Errorf("login as the service principal got %v; want unauthenticated", err)
+	}
+
+	_, bobToken := env.AddUser(t, "bob@example.test", api.RoleUser)
+	_, opToken := env.AddUser(t, "op@example.test", api.RoleOperator)
+	refused := []struct {
+		name string
+		call func() error
+		want error
+	}{
+		{"gateway rotates a CA", func() error {
+			_, err := gw.CARotate(ctx, api.CARotateRequest{CA: api.CAUser})
+			return err
+		}, api.ErrForbidden},
+		{"gateway issues a service token", func() error {
+			_, err := gw.ServiceToken(ctx, api.ServiceTokenRequest{Name: "x", Role: api.RoleGateway, TTL: time.Hour})
+			return err
+		}, api.ErrForbidden},
+		{"gateway lists nodes", func() error { _, err := gw.NodeList(ctx); return err }, api.ErrForbidden},
+		{"operator issues a service token", func() error {
+			_, err := env.Client(opToken).ServiceToken(ctx, api.ServiceTokenRequest{Name: "x", Role: api.RoleGateway, TTL: time.Hour})
+			return err
+		}, api.ErrForbidden},
+		{"user issues a service token", func() error {
+			_, err := env.Client(bobToken).ServiceToken(ctx, api.ServiceTokenRequest{Name: "x", Role: api.RoleGateway, TTL: time.Hour})
+			return err
+		}, api.ErrForbidden},
+		{"admin role for a service", func() error {
+			_, err := admin.ServiceToken(ctx, api.ServiceTokenRequest{Name: "root", Role: api.RoleAdmin, TTL: time.Hour})
+			return err
+		}, api.ErrInvalidArgument},
+		{"too long", func() error {
+			_, err := admin.ServiceToken(ctx, api.ServiceTokenRequest{Name: "sshgate", Role: api.RoleGateway, TTL: 3 * 8760 * time.Hour})
+			return err
+		}, api.ErrInvalidArgument},
+		{"bad name", func() error {
+			_, err := admin.ServiceToken(ctx, api.ServiceTokenRequest{Name: "Ssh Gate", Role: api.RoleGateway, TTL: time.Hour})
+			return err
+		}, api.ErrInvalidArgument},
+	}
+	for _, tt := range refused {
+		t.Run(tt.name, func(t *testing.T) {
+			if err := tt.call(); !errors.Is(err, tt.want) {
+				t.Errorf("got %v; want %v", err, tt.want)
+			}
+		})
+	}
+	var stored int
+	if err := env.Server.Pool().QueryRow(ctx, `SELECT count(*) FROM idempotency_keys WHERE endpoint = $1 AND response #>> '{}' LIKE '%token%'`,
+		api.EndpointServiceToken).Scan(&stored); err != nil || stored != 0 {
+		t.Errorf("%d stored responses hold a service token (%v); want none", stored, err)
+	}
+}

@@ -1,0 +1,252 @@
+package controld
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"golang.org/x/crypto/ssh"
+
+	"github.com/gpuaas/gpuaas/controld/audit"
+	"github.com/gpuaas/gpuaas/controld/ca"
+	"github.com/gpuaas/gpuaas/controld/identity"
+	"github.com/gpuaas/gpuaas/controld/mutate"
+	"github.com/gpuaas/gpuaas/controld/outbox"
+	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/sshcert"
+)
+
+// HostCertValidity is how long the gateway's host certificate is valid;
+// sshgate renews it well before.
+const HostCertValidity = 30 * 24 * time.Hour
+
+// EventSSHCA is the kind of the event a CA change emits.
+const EventSSHCA = "ssh.ca"
+
+func (s *Server) sshEndpoints() []endpointDef {
+	return []endpointDef{
+		{api.EndpointSSHCert, s.mutation(api.EndpointSSHCert, loggedIn, s.sshCert)},
+		{api.EndpointSSHCAs, s.query(api.EndpointSSHCAs, optionalLogin, s.sshCAs)},
+
+		{api.EndpointGateAuthorize, s.query(api.EndpointGateAuthorize, gatewayOnly, s.gateAuthorize)},
+		{api.EndpointGateHostCert, s.query(api.EndpointGateHostCert, gatewayOnly, s.gateHostCert)},
+
+		{api.EndpointSessionStart, s.mutation(api.EndpointSessionStart, gatewayOnly, s.sessionStart)},
+		{api.EndpointSessionEnd, s.mutation(api.EndpointSessionEnd, gatewayOnly, s.sessionEnd)},
+		{api.EndpointSessionList, s.query(api.EndpointSessionList, loggedIn, s.sessionList)},
+		{api.EndpointSessionGet, s.query(api.EndpointSessionGet, loggedIn, s.sessionGet)},
+
+		{api.EndpointCAList, s.query(api.EndpointCAList, operatorOnly, s.caList)},
+		{api.EndpointCARotate, s.mutation(api.EndpointCARotate, adminOnly, s.caRotate)},
+		{api.EndpointCARetire, s.mutation(api.EndpointCARetire, adminOnly, s.caRetire)},
+		{api.EndpointServiceToken, s.secretMutation(api.EndpointServiceToken, adminOnly, s.serviceToken)},
+	}
+}
+
+// ticketCAKeys is what nodes are told to trust for gateway tickets.
+func (s *Server) ticketCAKeys(ctx context.Context) ([]string, error) {
+	a, err := s.cas.Authority(ctx, s.pool, api.CAInternal)
+	if err != nil {
+		return nil, err
+	}
+	return a.AuthorizedKeysLines(), nil
+}
+
+// certError turns what sshcert refuses to mint into invalid_argument.
+func certError(err error) error {
+	if errors.Is(err, sshcert.ErrInvalidRequest) {
+		return api.Errorf(api.CodeInvalidArgument, "%v", err)
+	}
+	return err
+}
+
+func marshalCert(cert *ssh.Certificate) api.SSHCertResponse {
+	return api.SSHCertResponse{
+		Certificate: strings.TrimSpace(string(ssh.MarshalAuthorizedKey(cert))),
+		ValidBefore: time.Unix(int64(cert.ValidBefore), 0).UTC(),
+	}
+}
+
+// sshCert signs the caller's key as a user certificate: principal = user
+// id, key id = email, valid until the session ends or SSHCertTTL, whichever
+// is first. Service principals get none: they never ssh as a user.
+func (s *Server) sshCert(_ context.Context, c *call) (mutate.Func, error) {
+	var req api.SSHCertRequest
+	if err := c.decode(&req); err != nil {
+		return nil, err
+	}
+	p := c.principal
+	if p.Role == api.RoleGateway {
+		return nil, api.Errorf(api.CodeForbidden, "service principals do not get user certificates")
+	}
+	pub, err := ca.ParseSubjectKey(req.PublicKey)
+	if err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context, tx pgx.Tx) (any, mutate.Effect, error) {
+		a, err := s.cas.Authority(ctx, tx, api.CAUser)
+		if err != nil {
+			return nil, mutate.Effect{}, err
+		}
+		cert, err := a.SignUser(pub, sshcert.UserCert{UserID: p.UserID, KeyID: p.Email,
+			ValidBefore: p.ExpiresAt, MaxTTL: s.cfg.SSHCertTTL}, s.now())
+		if err != nil {
+			return nil, mutate.Effect{}, certError(err)
+		}
+		resp := marshalCert(cert)
+		detail := map[string]any{"serial": cert.Serial, "key": ssh.FingerprintSHA256(pub),
+			"ca_key": ssh.FingerprintSHA256(a.Active()), "valid_before": resp.ValidBefore, "session_id": p.SessionID}
+		return resp, mutate.Effect{
+			Audit: audit.Entry{Action: "ssh.cert_issue", TargetType: "user", TargetID: p.UserID, Detail: detail},
+			Events: []outbox.Event{{Kind: "ssh.cert_issue", Subject: p.UserID, Users: []string{p.UserID},
+				Payload: detail}},
+		}, nil
+	}, nil
+}
+
+// sshCAs publishes the CA keys. CA public keys are not secret, so anyone
+// may ask; the internal CA is listed only to gateways and operators, who
+// are the only ones with a use for it.
+func (s *Server) sshCAs(ctx context.Context, c *call) (any, error) {
+	set, err := s.cas.Load(ctx, s.pool)
+	if err != nil {
+		return nil, err
+	}
+	resp := api.SSHCAsResponse{User: set.User.AuthorizedKeysLines(), Host: set.Host.AuthorizedKeysLines(),
+		Gateway: s.cfg.GatewayAddr}
+	if p := c.principal; p != nil && (p.IsGateway() || p.IsOperator()) {
+		resp.Internal = set.Internal.AuthorizedKeysLines()
+	}
+	return resp, nil
+}
+
+func (s *Server) caList(ctx context.Context, c *call) (any, error) {
+	var req api.CAListRequest
+	if err := c.decode(&req); err != nil {
+		return nil, err
+	}
+	keys, err := ca.List(ctx, s.pool, req)
+	if err != nil {
+		return nil, err
+	}
+	return api.CAListResponse{Keys: keys}, nil
+}
+
+// caRotate adds a key to a CA, active at once or staged, or activates a
+// staged key (req.KeyID).
+func (s *Server) caRotate(_ context.Context, c *call) (mutate.Func, error) {
+	var req api.CARotateRequest
+	if err := c.decode(&req); err != nil {
+		return nil, err
+	}
+	if err := ca.ValidName(req.CA); err != nil {
+		return nil, err
+	}
+	if req.Stage && req.KeyID != "" {
+		return nil, api.Errorf(api.CodeInvalidArgument, "stage adds a new key; key_id activates an existing one: pick one")
+	}
+	return func(ctx context.Context, tx pgx.Tx) (any, mutate.Effect, error) {
+		var k api.CAKey
+		var err error
+		action := "ssh.ca_rotate"
+		if req.KeyID != "" {
+			action = "ssh.ca_activate"
+			k, err = s.cas.Activate(ctx, tx, req.CA, req.KeyID)
+		} else {
+			k, err = s.cas.Rotate(ctx, tx, req.CA, req.Stage)
+		}
+		if err != nil {
+			return nil, mutate.Effect{}, err
+		}
+		return s.caChanged(ctx, tx, action, k)
+	}, nil
+}
+
+// caRetire stops trusting a CA key.
+func (s *Server) caRetire(_ context.Context, c *call) (mutate.Func, error) {
+	var req api.CARotateRequest
+	if err := c.decode(&req); err != nil {
+		return nil, err
+	}
+	if err := ca.ValidName(req.CA); err != nil {
+		return nil, err
+	}
+	if req.KeyID == "" || req.Stage {
+		return nil, api.Errorf(api.CodeInvalidArgument, "retire needs key_id (and no stage)").
+			WithHint("see `gpuaas ops ca list` for the fingerprints")
+	}
+	return func(ctx context.Context, tx pgx.Tx) (any, mutate.Effect, error) {
+		k, err := s.cas.Retire(ctx, tx, req.CA, req.KeyID)
+		if err != nil {
+			return nil, mutate.Effect{}, err
+		}
+		return s.caChanged(ctx, tx, "ssh.ca_retire", k)
+	}, nil
+}
+
+// caChanged answers a CA change with the CA's keys, retired ones included.
+func (s *Server) caChanged(ctx context.Context, tx pgx.Tx, action string, k api.CAKey) (any, mutate.Effect, error) {
+	keys, err := ca.List(ctx, tx, api.CAListRequest{CA: k.CA, Retired: true})
+	if err != nil {
+		return nil, mutate.Effect{}, err
+	}
+	return api.CAListResponse{Keys: keys}, mutate.Effect{
+		Audit:  audit.Entry{Action: action, TargetType: "ssh_ca_key", TargetID: k.ID, Detail: k},
+		Events: []outbox.Event{{Kind: EventSSHCA, Subject: k.CA, Payload: k}},
+	}, nil
+}
+
+// serviceToken creates (or reuses) a service principal and opens a session
+// for it. The token is in this response only (a secret mutation: never
+// stored for replay).
+func (s *Server) serviceToken(_ context.Context, c *call) (mutate.Func, error) {
+	var req api.ServiceTokenRequest
+	if err := c.decode(&req); err != nil {
+		return nil, err
+	}
+	return s.serviceTokenWork(req)
+}
+
+func (s *Server) serviceTokenWork(req api.ServiceTokenRequest) (mutate.Func, error) {
+	if req.Role == "" {
+		req.Role = api.RoleGateway
+	}
+	if req.TTL <= 0 || req.TTL > identity.MaxServiceTokenTTL {
+		return nil, api.Errorf(api.CodeInvalidArgument, "ttl %s is not in (0, %s]", req.TTL, identity.MaxServiceTokenTTL)
+	}
+	return func(ctx context.Context, tx pgx.Tx) (any, mutate.Effect, error) {
+		u, err := s.identity.EnsureServicePrincipal(ctx, tx, req.Name, req.Role)
+		if err != nil {
+			return nil, mutate.Effect{}, err
+		}
+		resp, err := s.identity.ServiceSession(ctx, tx, u, req.TTL)
+		if err != nil {
+			return nil, mutate.Effect{}, err
+		}
+		return resp, mutate.Effect{
+			Audit: audit.Entry{Action: "ops.service_token", TargetType: "user", TargetID: u.ID,
+				Detail: map[string]any{"name": req.Name, "role": req.Role, "ttl": req.TTL.String(),
+					"session_id": resp.SessionID, "expires_at": resp.ExpiresAt}},
+		}, nil
+	}, nil
+}
+
+// IssueServiceToken issues a service principal's token on behalf of
+// actorID, as `gpuaas ops service-token` does (for `gpuaas dev`, which runs
+// sshgate in-process).
+func (s *Server) IssueServiceToken(ctx context.Context, req api.ServiceTokenRequest, actorID string) (*api.LoginResponse, error) {
+	work, err := s.serviceTokenWork(req)
+	if err != nil {
+		return nil, err
+	}
+	body, err := s.mut.Run(ctx, mutate.Request{Endpoint: api.EndpointServiceToken, ActorID: actorID,
+		Key: api.NewIdempotencyKey(), Fingerprint: []byte(req.Name + "\n" + req.Role), NoReplay: true}, work)
+	if err != nil {
+		return nil, err
+	}
+	var out api.LoginResponse
+	return &out, json.Unmarshal(body, &out)
+}

@@ -1,0 +1,171 @@
+package term
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/gliderlabs/ssh"
+	gossh "golang.org/x/crypto/ssh"
+
+	"github.com/gpuaas/gpuaas/hostd/tasks"
+	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/sshcert"
+)
+
+// connKey is the context key of a connection's *conn.
+type connKey struct{}
+
+// conn is one client connection: the ticket it authenticated with and,
+// once the first channel opens, the target it is served by.
+type conn struct {
+	s   *Server
+	ctx ssh.Context
+	nc  net.Conn
+
+	// mu protects the following.
+	mu     sync.Mutex
+	ticket *sshcert.Ticket
+	exts   map[string]string
+	target target
+	err    error
+}
+
+// target serves a connection's channels: the node itself for bare metal,
+// the allocation's VM for a slice.
+type target interface {
+	// session serves a session channel.
+	session(nc gossh.NewChannel)
+	// directTCPIP serves a direct-tcpip channel to d.
+	directTCPIP(nc gossh.NewChannel, d forwardDest)
+	// close ends what the target holds for the connection.
+	close()
+}
+
+func (c *conn) authenticated(t sshcert.Ticket, exts map[string]string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.ticket, c.exts = &t, exts
+	_ = c.nc.SetDeadline(time.Time{})
+}
+
+// permits reports whether the ticket carries the extension.
+func (c *conn) permits(ext string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, ok := c.exts[ext]
+	return ok
+}
+
+// connOf returns the connection's state after checking, once more, that
+// its identity is a ticket confirmed for the key that authenticated, and
+// resolves its target on first use. A connection without one is closed.
+func (s *Server) connOf(ctx ssh.Context, sc *gossh.ServerConn) (*conn, error) {
+	c, _ := ctx.Value(connKey{}).(*conn)
+	v, err := sshcert.VerifiedFrom(sc.Permissions)
+	if err == nil && (c == nil || v.Ticket == nil) {
+		err = sshcert.ErrUnverifiedKey
+	}
+	if err != nil {
+		_ = sc.Close()
+		return nil, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.ticket == nil || c.ticket.Serial != v.Ticket.Serial {
+		_ = sc.Close()
+		return nil, fmt.Errorf("%w: connection state does not match its identity", sshcert.ErrUnverifiedKey)
+	}
+	if c.target == nil && c.err == nil {
+		c.target, c.err = s.resolve(ctx, *c.ticket, c)
+		if c.target != nil {
+			t := c.target
+			go func() {
+				<-ctx.Done()
+				t.close()
+			}()
+		}
+	}
+	return c, c.err
+}
+
+// resolve decides how the allocation is served. The node's shape decides:
+// a gpu_slice node hops into the allocation's VM, a baremetal node serves
+// the POSIX user. A node whose shape is not known yet treats an
+// allocation with a VM key on it as a slice.
+func (s *Server) resolve(ctx context.Context, t sshcert.Ticket, c *conn) (target, error) {
+	_, shape, _ := s.state()
+	vmKey := tasks.PathsFor(s.cfg.StateDir, t.Allocation).VMKey
+	slice := shape == api.ShapeGPUSlice
+	if shape == "" {
+		_, err := os.Stat(vmKey)
+		slice = err == nil
+	}
+	if slice {
+		if _, err := os.Stat(vmKey); err != nil {
+			return nil, fmt.Errorf("%w: %s: %w", ErrNotProvisioned, t.Allocation, err)
+		}
+		return &vmTarget{s: s, c: c, ticket: t, ctx: ctx}, nil
+	}
+	acct, err := s.cfg.Accounts.Lookup(ctx, t.PosixUser)
+	if err != nil {
+		return nil, err
+	}
+	return &localTarget{s: s, c: c, acct: acct, ctx: ctx}, nil
+}
+
+func (s *Server) handleSession(_ *ssh.Server, sc *gossh.ServerConn, nc gossh.NewChannel, ctx ssh.Context) {
+	c, err := s.connOf(ctx, sc)
+	if err != nil {
+		s.refuseChannel(nc, gossh.Prohibited, "session", err)
+		return
+	}
+	c.target.session(nc)
+}
+
+func (s *Server) handleDirectTCPIP(_ *ssh.Server, sc *gossh.ServerConn, nc gossh.NewChannel, ctx ssh.Context) {
+	c, err := s.connOf(ctx, sc)
+	if err != nil {
+		s.refuseChannel(nc, gossh.Prohibited, "direct-tcpip", err)
+		return
+	}
+	var d forwardDest
+	if err := gossh.Unmarshal(nc.ExtraData(), &d); err != nil {
+		s.refuseChannel(nc, gossh.ConnectionFailed, "direct-tcpip", err)
+		return
+	}
+	if !c.permits(sshcert.ExtensionPermitPortForwarding) {
+		s.refuseChannel(nc, gossh.Prohibited, "direct-tcpip", fmt.Errorf("%w: ticket lacks %s", ErrForwardDenied, sshcert.ExtensionPermitPortForwarding))
+		return
+	}
+	c.target.directTCPIP(nc, d)
+}
+
+// refuseChannel rejects a channel and logs why; the client sees only the
+// rejection reason.
+func (s *Server) refuseChannel(nc gossh.NewChannel, reason gossh.RejectionReason, kind string, err error) {
+	s.cfg.Log.Info("terminal channel refused", "type", kind, "err", err)
+	msg := "refused"
+	switch {
+	case errors.Is(err, ErrNotProvisioned), errors.Is(err, ErrNoAccount):
+		msg = "allocation not available on this node"
+	case errors.Is(err, ErrForwardDenied):
+		msg = "port forwarding refused"
+	case reason == gossh.ConnectionFailed:
+		msg = "connection failed"
+	}
+	_ = nc.Reject(reason, msg)
+}
+
+// forwardDest is the payload of a direct-tcpip channel open (RFC 4254
+// 7.2).
+type forwardDest struct {
+	Host       string
+	Port       uint32
+	OriginHost string
+	OriginPort uint32
+}

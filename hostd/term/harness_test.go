@@ -1,0 +1,303 @@
+package term_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/pem"
+	"errors"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	gossh "golang.org/x/crypto/ssh"
+
+	"github.com/gpuaas/gpuaas/hostd/host"
+	"github.com/gpuaas/gpuaas/hostd/sim"
+	"github.com/gpuaas/gpuaas/hostd/tasks"
+	"github.com/gpuaas/gpuaas/hostd/term"
+	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/sshcert"
+)
+
+const testNode = "n-1"
+
+// shapes are the two ways an allocation is served.
+var shapes = []string{api.ShapeBaremetal, api.ShapeGPUSlice}
+
+// harness is a terminal server on 127.0.0.1 for one allocation, with its
+// internal CA: a sim user for bare metal, a running sim VM for a slice.
+type harness struct {
+	t        *testing.T
+	shape    string
+	stateDir string
+	alloc    string
+	user     string
+	caKey    ed25519.PrivateKey
+	ca       *sshcert.Authority
+	srv      *term.Server
+	addr     string
+	users    *sim.Users
+	hv       *sim.Hypervisor
+	hostKey  gossh.PublicKey
+	log      *syncBuffer
+}
+
+// syncBuffer collects the server's log.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+func newHarness(t *testing.T, shape string) *harness {
+	t.Helper()
+	return newHarnessFor(t, shape, "a-7f3e", nil)
+}
+
+// newHarnessFor serves allocation alloc; with accounts, bare-metal users
+// are found there instead of being made as sim users.
+func newHarnessFor(t *testing.T, shape, alloc string, accounts term.Accounts) *harness {
+	t.Helper()
+	h := &harness{t: t, shape: shape, stateDir: t.TempDir(), alloc: alloc, user: api.PosixUser(alloc), log: &syncBuffer{}}
+	h.caKey = newKey(t)
+	h.ca = newCA(t, h.caKey)
+	var err error
+	if h.users, err = sim.NewUsers(filepath.Join(h.stateDir, "sim", "users")); err != nil {
+		t.Fatal(err)
+	}
+	cfg := term.Config{StateDir: h.stateDir, Accounts: accounts,
+		Log: slog.New(slog.NewTextHandler(h.log, &slog.HandlerOptions{Level: slog.LevelDebug}))}
+	switch {
+	case shape == api.ShapeBaremetal && accounts == nil:
+		cfg.Accounts = term.SandboxAccounts{Home: h.users.Home}
+		if err := h.users.Create(context.Background(), h.user, nil); err != nil {
+			t.Fatal(err)
+		}
+	case shape == api.ShapeGPUSlice:
+		cfg.Accounts = term.SandboxAccounts{Home: h.users.Home}
+		h.hv = h.startVM()
+		cfg.Hypervisor = h.hv
+	}
+	h.srv, err = term.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.hostKey = h.srv.HostKey()
+	h.srv.SetNode(testNode, shape)
+	h.srv.SetTrusted(h.ca.Trusted())
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.addr = ln.Addr().String()
+	served := make(chan error, 1)
+	go func() { served <- h.srv.Serve(ln) }()
+	t.Cleanup(func() {
+		_ = h.srv.Close()
+		if err := <-served; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	})
+	return h
+}
+
+// startVM provisions the allocation's VM the way slice.vm_provision leaves
+// it for the terminal: the per-VM key at tasks.PathsFor(...).VMKey, a seed
+// authorizing it for the POSIX user, and a running sim domain.
+func (h *harness) startVM() *sim.Hypervisor {
+	t := h.t
+	hv, err := sim.NewHypervisor(filepath.Join(h.stateDir, "sim", "hypervisor"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = hv.Close() })
+	paths := tasks.PathsFor(h.stateDir, h.alloc)
+	key := newKey(t)
+	block, err := gossh.MarshalPrivateKey(key, "gpuaas-hostd@"+h.alloc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustWrite(t, paths.VMKey, pem.EncodeToMemory(block), 0o600)
+	pub, err := gossh.NewPublicKey(key.Public())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ud := "#cloud-config\nusers:\n  - name: " + h.user + "\n    ssh_authorized_keys:\n      - " +
+		strings.TrimSpace(string(gossh.MarshalAuthorizedKey(pub))) + "\n"
+	mustWrite(t, filepath.Join(paths.SeedDir, "user-data"), []byte(ud), 0o600)
+	mustWrite(t, paths.SeedISO, []byte("iso"), 0o600)
+	ctx := context.Background()
+	spec := host.DomainSpec{Name: h.alloc, VCPUs: 1, MemoryMiB: 512, NUMANode: -1, SeedISO: paths.SeedISO}
+	if err := hv.Define(ctx, spec); err != nil {
+		t.Fatal(err)
+	}
+	if err := hv.Start(ctx, h.alloc); err != nil {
+		t.Fatal(err)
+	}
+	return hv
+}
+
+// home is where the POSIX user's files land: the sandbox user's home on
+// bare metal, the guest's home in the VM.
+func (h *harness) home() string {
+	if h.shape == api.ShapeGPUSlice {
+		return filepath.Join(h.hv.Sandbox(h.alloc), h.user)
+	}
+	return h.users.Home(h.user)
+}
+
+// ticket mints a ticket for the harness's allocation, with changes.
+func (h *harness) ticket(change func(*sshcert.Ticket)) gossh.Signer {
+	h.t.Helper()
+	tk := sshcert.Ticket{Node: testNode, Allocation: h.alloc, PosixUser: h.user, KeyID: "test"}
+	if change != nil {
+		change(&tk)
+	}
+	return h.ticketFrom(h.ca, tk, time.Now())
+}
+
+func (h *harness) ticketFrom(ca *sshcert.Authority, tk sshcert.Ticket, at time.Time) gossh.Signer {
+	h.t.Helper()
+	key := newSigner(h.t)
+	cert, err := ca.SignTicket(key.PublicKey(), tk, at)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return certSigner(h.t, cert, key)
+}
+
+// dial connects as user with the auth methods given (a fresh ticket when
+// none), checking the server's host key.
+func (h *harness) dial(user string, auth ...gossh.AuthMethod) (*gossh.Client, error) {
+	if len(auth) == 0 {
+		auth = []gossh.AuthMethod{gossh.PublicKeys(h.ticket(nil))}
+	}
+	return gossh.Dial("tcp", h.addr, &gossh.ClientConfig{
+		User:            user,
+		Auth:            auth,
+		HostKeyCallback: gossh.FixedHostKey(h.hostKey),
+		Timeout:         10 * time.Second,
+	})
+}
+
+// client is a connection with a fresh valid ticket.
+func (h *harness) client() *gossh.Client {
+	h.t.Helper()
+	c, err := h.dial(h.user)
+	if err != nil {
+		h.t.Fatalf("dial with a valid ticket: %v", err)
+	}
+	h.t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+func newKey(t *testing.T) ed25519.PrivateKey {
+	t.Helper()
+	_, k, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+func newSigner(t *testing.T) gossh.Signer {
+	t.Helper()
+	s, err := gossh.NewSignerFromKey(newKey(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func newCA(t *testing.T, key ed25519.PrivateKey, alsoTrusted ...gossh.PublicKey) *sshcert.Authority {
+	t.Helper()
+	a, err := sshcert.New(api.CAInternal, key, alsoTrusted...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+func certSigner(t *testing.T, cert *gossh.Certificate, key gossh.Signer) gossh.Signer {
+	t.Helper()
+	s, err := gossh.NewCertSigner(cert, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func mustWrite(t *testing.T, name string, data []byte, perm os.FileMode) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(name), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(name, data, perm); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// readUntil reads r until the text read so far contains want, or fails
+// the test after a deadline.
+func readUntil(t *testing.T, r *bufio.Reader, want string) string {
+	t.Helper()
+	got := make(chan string, 1)
+	go func() {
+		var sb strings.Builder
+		for {
+			b, err := r.ReadByte()
+			if err != nil {
+				got <- sb.String()
+				return
+			}
+			sb.WriteByte(b)
+			if strings.Contains(sb.String(), want) {
+				got <- sb.String()
+				return
+			}
+		}
+	}()
+	select {
+	case s := <-got:
+		if !strings.Contains(s, want) {
+			t.Fatalf("got output %q; want it to contain %q", s, want)
+		}
+		return s
+	case <-time.After(20 * time.Second):
+		t.Fatalf("got no %q within 20s", want)
+		return ""
+	}
+}
+
+// exitStatus is the exit status in err from Session.Wait or Run (0 for
+// nil), or the test fails.
+func exitStatus(t *testing.T, err error) int {
+	t.Helper()
+	if err == nil {
+		return 0
+	}
+	var exit *gossh.ExitError
+	if !errors.As(err, &exit) {
+		t.Fatalf("got %v; want an exit status", err)
+	}
+	return exit.ExitStatus()
+}

@@ -1,0 +1,200 @@
+package term
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+
+	gossh "golang.org/x/crypto/ssh"
+
+	"github.com/gpuaas/gpuaas/hostd/tasks"
+	"github.com/gpuaas/gpuaas/internal/sshcert"
+)
+
+// vmTarget serves a slice allocation through one SSH connection into its
+// VM, made with the per-VM key as the POSIX user on the first channel and
+// shared by the connection's channels.
+type vmTarget struct {
+	s      *Server
+	c      *conn
+	ticket sshcert.Ticket
+	ctx    context.Context
+
+	once   sync.Once
+	client *gossh.Client
+	err    error
+}
+
+// dialVM connects to the VM; the first outcome is kept for the connection.
+func (v *vmTarget) dialVM() (*gossh.Client, error) {
+	v.once.Do(func() { v.client, v.err = v.connect() })
+	return v.client, v.err
+}
+
+func (v *vmTarget) connect() (*gossh.Client, error) {
+	alloc := v.ticket.Allocation
+	paths := tasks.PathsFor(v.s.cfg.StateDir, alloc)
+	pemBytes, err := os.ReadFile(paths.VMKey)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrNotProvisioned, err)
+	}
+	key, err := gossh.ParsePrivateKey(pemBytes)
+	if err != nil {
+		return nil, fmt.Errorf("VM key of %s: %w", alloc, err)
+	}
+	addr, err := v.s.vmAddress(v.ctx, alloc)
+	if err != nil {
+		return nil, fmt.Errorf("address of %s's VM: %w", alloc, err)
+	}
+	nc, err := v.s.dial(v.ctx, addr)
+	if err != nil {
+		return nil, err
+	}
+	cc, chans, reqs, err := gossh.NewClientConn(nc, addr, &gossh.ClientConfig{
+		User:            v.ticket.PosixUser,
+		Auth:            []gossh.AuthMethod{gossh.PublicKeys(key)},
+		HostKeyCallback: v.s.vmHostKeyCallback(alloc, key.PublicKey()),
+		Timeout:         v.s.cfg.DialTimeout,
+	})
+	if err != nil {
+		_ = nc.Close()
+		return nil, fmt.Errorf("ssh into %s's VM: %w", alloc, err)
+	}
+	// The VM may open channels towards us (forwarded-tcpip, agent, x11):
+	// none are asked for, all are refused by NewClient's handling.
+	return gossh.NewClient(cc, chans, reqs), nil
+}
+
+// vmAddress is where the allocation's VM listens for SSH: the hypervisor
+// says when it can (the sim), else the slot IP from the VM's seed, port 22.
+func (s *Server) vmAddress(ctx context.Context, alloc string) (string, error) {
+	env := &tasks.Env{Hypervisor: s.cfg.Hypervisor}
+	if _, ok := s.cfg.Hypervisor.(tasks.Addresser); ok {
+		return tasks.VMAddress(ctx, env, alloc, "")
+	}
+	ip, err := slotIP(tasks.PathsFor(s.cfg.StateDir, alloc).SeedDir)
+	if err != nil {
+		return "", err
+	}
+	return tasks.VMAddress(ctx, env, alloc, ip)
+}
+
+func (v *vmTarget) close() {
+	v.once.Do(func() { v.err = errors.New("connection closed") })
+	if v.client != nil {
+		_ = v.client.Close()
+	}
+}
+
+func (v *vmTarget) session(nc gossh.NewChannel) {
+	client, err := v.dialVM()
+	if err != nil {
+		v.s.refuseChannel(nc, gossh.ConnectionFailed, "session", err)
+		return
+	}
+	vch, vreqs, err := client.OpenChannel("session", nil)
+	if err != nil {
+		v.s.refuseChannel(nc, gossh.ConnectionFailed, "session", err)
+		return
+	}
+	ch, reqs, err := nc.Accept()
+	if err != nil {
+		_ = vch.Close()
+		return
+	}
+	v.relaySession(ch, reqs, vch, vreqs)
+}
+
+// relaySession joins the client's session channel to one in the VM: the
+// allowed requests go in (with the VM's answer coming back), exit-status
+// and exit-signal come out, data flows both ways, and each side's EOF and
+// close reach the other.
+func (v *vmTarget) relaySession(ch gossh.Channel, reqs <-chan *gossh.Request, vch gossh.Channel, vreqs <-chan *gossh.Request) {
+	go func() {
+		for req := range reqs {
+			ok := false
+			switch {
+			case !sessionRequestAllowed(v.c, req):
+			case req.Type == "window-change" || req.Type == "signal":
+				// Sent without asking for a reply (RFC 4254), as some
+				// servers never answer these: a client that asks is
+				// answered here.
+				_, err := vch.SendRequest(req.Type, false, req.Payload)
+				ok = err == nil
+			default:
+				var err error
+				if ok, err = vch.SendRequest(req.Type, req.WantReply, req.Payload); err != nil {
+					ok = false
+				}
+			}
+			if !ok {
+				v.s.cfg.Log.Debug("terminal request refused", "type", req.Type, "allocation", v.ticket.Allocation)
+			}
+			if req.WantReply {
+				_ = req.Reply(ok, nil)
+			}
+		}
+		// The client closed its channel: so does the VM's.
+		_ = vch.Close()
+	}()
+	fromVM := make(chan struct{})
+	go func() {
+		defer close(fromVM)
+		for req := range vreqs {
+			switch req.Type {
+			case "exit-status", "exit-signal":
+				_, _ = ch.SendRequest(req.Type, false, req.Payload)
+			default: // keepalive@openssh.com, eow@openssh.com, ...
+				if req.WantReply {
+					_ = req.Reply(false, nil)
+				}
+			}
+		}
+	}()
+	go func() {
+		_, _ = io.Copy(vch, ch)
+		_ = vch.CloseWrite()
+	}()
+	var out sync.WaitGroup
+	out.Add(2)
+	go func() { defer out.Done(); _, _ = io.Copy(ch, vch) }()
+	go func() { defer out.Done(); _, _ = io.Copy(ch.Stderr(), vch.Stderr()) }()
+	out.Wait()
+	_ = ch.CloseWrite()
+	// The VM's requests end when it closes the channel, after its exit
+	// status: only then is the client's channel closed.
+	<-fromVM
+	_ = ch.Close()
+}
+
+func (v *vmTarget) directTCPIP(nc gossh.NewChannel, d forwardDest) {
+	client, err := v.dialVM()
+	if err != nil {
+		v.s.refuseChannel(nc, gossh.ConnectionFailed, "direct-tcpip", err)
+		return
+	}
+	// The VM's sshd applies its own policy: inside the VM the user may
+	// reach whatever the VM can, so the same request is made there.
+	vch, vreqs, err := client.OpenChannel("direct-tcpip", gossh.Marshal(d))
+	if err != nil {
+		var oce *gossh.OpenChannelError
+		if errors.As(err, &oce) {
+			v.s.cfg.Log.Info("terminal channel refused by the VM", "type", "direct-tcpip", "err", err)
+			_ = nc.Reject(oce.Reason, oce.Message)
+			return
+		}
+		v.s.refuseChannel(nc, gossh.ConnectionFailed, "direct-tcpip", err)
+		return
+	}
+	go gossh.DiscardRequests(vreqs)
+	ch, reqs, err := nc.Accept()
+	if err != nil {
+		_ = vch.Close()
+		return
+	}
+	go gossh.DiscardRequests(reqs)
+	splice(ch, vch)
+}

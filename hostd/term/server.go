@@ -1,0 +1,261 @@
+// Package term is hostd's terminal endpoint: the SSH server sshgate dials
+// with a one-minute ticket certificate from controld's internal CA.
+//
+// A connection is let in only with a ticket for this node, signed by a
+// trusted ticket CA key, whose SSH user is the ticket's POSIX user, and
+// whose serial has not been used before; the identity is bound to the key
+// that authenticated (sshcert's CVE-2024-45337 guard). It is then served
+// for that allocation only:
+//
+//   - bare metal (the node's shape is baremetal): processes run as the
+//     POSIX user (a login shell with a PTY, exec with or without a PTY, the
+//     sftp subsystem), and direct-tcpip reaches loopback ports of the node;
+//   - slice (the node's shape is gpu_slice): hostd opens an SSH connection
+//     into the allocation's VM with the per-VM key and relays each channel
+//     and request to it.
+//
+// Only session and direct-tcpip channels are accepted; in a session only
+// pty-req, env (TERM, LANG, LC_*), shell, exec, subsystem sftp,
+// window-change and signal. Everything else is refused. Data moves with
+// io.Copy between flow-controlled SSH channels, pipes and PTYs: nothing is
+// buffered beyond one copy buffer and the SSH windows.
+//
+// The rules, in one place:
+//
+//   - Which way an allocation is served: by the node's shape (SetNode). A
+//     node whose shape is not known treats an allocation with a VM key
+//     (tasks.PathsFor(...).VMKey) as a slice, any other as bare metal.
+//   - Whom a ticket may name: an allocation id tasks accept (it names
+//     files) and exactly its POSIX user, api.PosixUser(allocation), which
+//     must also be the SSH user. Accounts with uid 0 are never served.
+//   - Replay: a ticket's serial is spent when its key proves possession,
+//     and refused until the ticket expires (in memory: a restarted hostd
+//     forgets, and tickets live a minute).
+//   - Extensions: a PTY needs permit-pty, direct-tcpip needs
+//     permit-port-forwarding, both read from the certificate that
+//     authenticated.
+//   - Bare-metal processes run as the account (uid, gid, supplementary
+//     groups), in a session of their own, in its home (/ when missing),
+//     with HOME, USER, LOGNAME, SHELL, PATH, TERM and the allowed client
+//     variables; the shell is the account's login shell ("-bash") or, for
+//     exec, "$SHELL -c". No PAM session is opened (no pam_limits, no
+//     logind scope). Signals go to the process group, with a PTY to the
+//     terminal's foreground job. A closed channel hangs up (SIGHUP).
+//   - sftp: a real account gets the system's sftp-server run as itself
+//     (refused when none is installed); an account run as hostd's own user
+//     (the sim) is served in-process by pkg/sftp, starting in its home.
+//     scp is a command like any other (scp -t/-f), or sftp.
+//   - direct-tcpip on bare metal reaches only the node's loopback
+//     (localhost, 127.0.0.0/8, ::1): the user can reach the rest of the
+//     network from their shell anyway, but hostd is not to dial other
+//     hosts on their behalf. In a slice the request is made by the VM's
+//     sshd, which applies its own policy.
+//   - The VM hop authenticates with the per-VM key as the POSIX user and
+//     pins the VM's host key on first use (see vmHostKeyCallback).
+package term
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/gliderlabs/ssh"
+	gossh "golang.org/x/crypto/ssh"
+
+	"github.com/gpuaas/gpuaas/hostd/host"
+)
+
+// Config configures a terminal Server.
+type Config struct {
+	// StateDir is hostd's state directory. The VM keys are read from it
+	// (tasks.PathsFor); the terminal keeps its own host key and the VMs'
+	// pinned host keys in StateDir/terminal. Required.
+	StateDir string
+	// Accounts finds the POSIX users of bare-metal allocations. Required.
+	Accounts Accounts
+	// Hypervisor locates slice VMs (tasks.VMAddress); nil on a node that
+	// serves no slices.
+	Hypervisor host.Hypervisor
+	// HostKey is the server's host key; nil loads (or first makes) an
+	// ed25519 key in StateDir/terminal/host_key.
+	HostKey gossh.Signer
+	// SFTPServer is the sftp-server binary run as a real account for the
+	// sftp subsystem; empty means the first of the usual OpenSSH paths
+	// that exists. Accounts run as hostd itself (the sim) are served
+	// in-process instead.
+	SFTPServer string
+	// DialTimeout bounds dialling a VM or a forwarded port (default 10s).
+	DialTimeout time.Duration
+	// HandshakeTimeout bounds a connection's SSH handshake and
+	// authentication (default 30s); an established connection has none.
+	HandshakeTimeout time.Duration
+	Now              func() time.Time
+	Log              *slog.Logger
+}
+
+// CheckAndSetDefaults validates c and fills defaults.
+func (c *Config) CheckAndSetDefaults() error {
+	if c.StateDir == "" || c.Accounts == nil {
+		return errors.New("terminal: StateDir and Accounts are required")
+	}
+	if c.DialTimeout <= 0 {
+		c.DialTimeout = 10 * time.Second
+	}
+	if c.HandshakeTimeout <= 0 {
+		c.HandshakeTimeout = 30 * time.Second
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.Log == nil {
+		c.Log = slog.New(slog.DiscardHandler)
+	}
+	if c.SFTPServer == "" {
+		for _, p := range sftpServerPaths {
+			if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() {
+				c.SFTPServer = p
+				break
+			}
+		}
+	}
+	return nil
+}
+
+// sftpServerPaths are where distributions install OpenSSH's sftp-server.
+var sftpServerPaths = []string{
+	"/usr/lib/openssh/sftp-server",     // Debian, Ubuntu
+	"/usr/libexec/openssh/sftp-server", // RHEL, Fedora
+	"/usr/lib/ssh/sftp-server",         // Arch
+	"/usr/libexec/sftp-server",         // Alpine, BSDs
+}
+
+// Server is a node's terminal endpoint. Tell it the node it serves
+// (SetNode) and the ticket CA keys to trust (SetTrusted); until both are
+// known every connection is refused.
+type Server struct {
+	cfg    Config
+	srv    *ssh.Server
+	replay *replaySet
+	// pinMu serialises reading and writing the pinned VM host keys.
+	pinMu sync.Mutex
+
+	// mu protects the following.
+	mu      sync.Mutex
+	node    string
+	shape   string
+	trusted []gossh.PublicKey
+}
+
+// New returns a Server; Serve runs it.
+func New(cfg Config) (*Server, error) {
+	if err := cfg.CheckAndSetDefaults(); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(filepath.Join(cfg.StateDir, "terminal"), 0o700); err != nil {
+		return nil, fmt.Errorf("terminal: %w", err)
+	}
+	if cfg.HostKey == nil {
+		k, err := loadOrMakeKey(filepath.Join(cfg.StateDir, "terminal", "host_key"))
+		if err != nil {
+			return nil, fmt.Errorf("terminal host key: %w", err)
+		}
+		cfg.HostKey = k
+	}
+	s := &Server{cfg: cfg, replay: newReplaySet()}
+	s.srv = &ssh.Server{
+		Version:                  "gpuaas-hostd",
+		HostSigners:              []ssh.Signer{cfg.HostKey},
+		PublicKeyHandler:         s.offered,
+		ServerConfigCallback:     s.serverConfig,
+		ConnectionFailedCallback: s.handshakeFailed,
+		ConnCallback: func(ctx ssh.Context, c net.Conn) net.Conn {
+			// Cleared once a ticket is accepted: a client that stalls the
+			// handshake does not hold a connection forever.
+			_ = c.SetDeadline(time.Now().Add(cfg.HandshakeTimeout))
+			ctx.SetValue(connKey{}, &conn{s: s, ctx: ctx, nc: c})
+			return ownDeadline{c}
+		},
+		// No "default" entries: other channel types are rejected as
+		// unknown, and every global request (tcpip-forward, ...) is
+		// answered false.
+		ChannelHandlers: map[string]ssh.ChannelHandler{
+			"session":      s.handleSession,
+			"direct-tcpip": s.handleDirectTCPIP,
+		},
+	}
+	return s, nil
+}
+
+// SetNode tells the server which node it is (tickets must name it) and the
+// node's shape: api.ShapeGPUSlice hops into the allocation's VM,
+// api.ShapeBaremetal serves the POSIX user on the node. With an empty
+// shape, an allocation with a VM key on this node is a slice.
+func (s *Server) SetNode(id, shape string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.node, s.shape = id, shape
+}
+
+// SetTrusted replaces the trusted ticket CA keys (controld's internal CA,
+// both keys during a rotation). Connections already in are kept; new ones
+// are checked against the new list. Certificates are not CA keys and are
+// dropped.
+func (s *Server) SetTrusted(keys []gossh.PublicKey) {
+	var plain []gossh.PublicKey
+	for _, k := range keys {
+		if _, cert := k.(*gossh.Certificate); k != nil && !cert {
+			plain = append(plain, k)
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.trusted = plain
+}
+
+// HostKey is the public half of the server's host key.
+func (s *Server) HostKey() gossh.PublicKey { return s.cfg.HostKey.PublicKey() }
+
+func (s *Server) state() (node, shape string, trusted []gossh.PublicKey) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.node, s.shape, slices.Clone(s.trusted)
+}
+
+// Serve accepts connections on ln until Close; it returns nil after Close.
+func (s *Server) Serve(ln net.Listener) error {
+	err := s.srv.Serve(ln)
+	if errors.Is(err, ssh.ErrServerClosed) {
+		return nil
+	}
+	return err
+}
+
+// Close stops the listeners and closes every connection; the processes
+// of bare-metal sessions get SIGHUP, as when a client disconnects.
+func (s *Server) Close() error { return s.srv.Close() }
+
+func (s *Server) now() time.Time { return s.cfg.Now() }
+
+func (s *Server) handshakeFailed(c net.Conn, err error) {
+	s.cfg.Log.Info("terminal connection refused", "remote", c.RemoteAddr().String(), "err", err)
+}
+
+// dial is how the server reaches VMs and forwarded ports.
+func (s *Server) dial(ctx context.Context, addr string) (net.Conn, error) {
+	d := net.Dialer{Timeout: s.cfg.DialTimeout}
+	return d.DialContext(ctx, "tcp", addr)
+}
+
+// ownDeadline keeps the connection's deadline the server's own: the
+// gliderlabs server resets it before every read and write (to none, as no
+// idle timeout is configured), which would lift the handshake timeout.
+type ownDeadline struct{ net.Conn }
+
+func (ownDeadline) SetDeadline(time.Time) error { return nil }

@@ -1,0 +1,84 @@
+package api
+
+import "context"
+
+// SSHCert has controld sign the caller's public key (authorized_keys
+// format) as a user certificate that ends no later than the session.
+func (c *Client) SSHCert(ctx context.Context, req SSHCertRequest, opts ...CallOption) (*SSHCertResponse, error) {
+	var out SSHCertResponse
+	return &out, c.Mutate(ctx, EndpointSSHCert, req, &out, opts...)
+}
+
+// SSHCAs returns the trusted CA keys and the gateway address. It needs no
+// login; with a gateway's or operator's token it also lists the internal
+// CA.
+func (c *Client) SSHCAs(ctx context.Context) (*SSHCAsResponse, error) {
+	var out SSHCAsResponse
+	return &out, c.Call(ctx, EndpointSSHCAs, nil, &out)
+}
+
+// GateAuthorize asks whether a user may open an allocation and, if so, for
+// a one-minute ticket for req.TicketKey (gateway principals only). Each
+// call is audited; a retry simply mints a fresh ticket.
+func (c *Client) GateAuthorize(ctx context.Context, req GateAuthorizeRequest) (*GateAuthorizeResponse, error) {
+	var out GateAuthorizeResponse
+	return &out, c.Call(ctx, EndpointGateAuthorize, req, &out)
+}
+
+// GateHostCert has the host CA sign the gateway's host key for
+// req.Principals, valid for 30 days (gateway principals only).
+func (c *Client) GateHostCert(ctx context.Context, req GateHostCertRequest) (*SSHCertResponse, error) {
+	var out SSHCertResponse
+	return &out, c.Call(ctx, EndpointGateHostCert, req, &out)
+}
+
+// SessionStart indexes a terminal session as it opens (gateway only).
+func (c *Client) SessionStart(ctx context.Context, req SessionStartRequest, opts ...CallOption) (*TerminalSession, error) {
+	var out TerminalSession
+	return &out, c.Mutate(ctx, EndpointSessionStart, req, &out, opts...)
+}
+
+// SessionEnd records how a terminal session ended (gateway only).
+func (c *Client) SessionEnd(ctx context.Context, req SessionEndRequest, opts ...CallOption) (*TerminalSession, error) {
+	var out TerminalSession
+	return &out, c.Mutate(ctx, EndpointSessionEnd, req, &out, opts...)
+}
+
+// SessionList lists the caller's terminal sessions (operators: everyone's),
+// newest first.
+func (c *Client) SessionList(ctx context.Context, req SessionListRequest) (*SessionListResponse, error) {
+	var out SessionListResponse
+	return &out, c.Call(ctx, EndpointSessionList, req, &out)
+}
+
+// SessionGet returns one terminal session.
+func (c *Client) SessionGet(ctx context.Context, id string) (*TerminalSession, error) {
+	var out TerminalSession
+	return &out, c.Call(ctx, EndpointSessionGet, SessionRef{ID: id}, &out)
+}
+
+// CARotate adds a key to a CA (admins); see CARotateRequest.
+func (c *Client) CARotate(ctx context.Context, req CARotateRequest, opts ...CallOption) (*CAListResponse, error) {
+	var out CAListResponse
+	return &out, c.Mutate(ctx, EndpointCARotate, req, &out, opts...)
+}
+
+// CARetire stops trusting a CA key (admins): certificates it signed are
+// refused from then on.
+func (c *Client) CARetire(ctx context.Context, req CARotateRequest, opts ...CallOption) (*CAListResponse, error) {
+	var out CAListResponse
+	return &out, c.Mutate(ctx, EndpointCARetire, req, &out, opts...)
+}
+
+// CAList lists CA keys (operators).
+func (c *Client) CAList(ctx context.Context, req CAListRequest) (*CAListResponse, error) {
+	var out CAListResponse
+	return &out, c.Call(ctx, EndpointCAList, req, &out)
+}
+
+// ServiceToken issues a token for a service principal such as sshgate
+// (admins). The token is in the response only; it is never stored.
+func (c *Client) ServiceToken(ctx context.Context, req ServiceTokenRequest, opts ...CallOption) (*LoginResponse, error) {
+	var out LoginResponse
+	return &out, c.Mutate(ctx, EndpointServiceToken, req, &out, opts...)
+}

@@ -1,0 +1,211 @@
+package sshgate
+
+import (
+	"crypto/rand"
+	"errors"
+	"io"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	gossh "golang.org/x/crypto/ssh"
+
+	"github.com/gpuaas/gpuaas/internal/ids"
+	"github.com/gpuaas/gpuaas/internal/sshcert"
+)
+
+// TestAuthRefusals: only a user certificate of the user CA, inside its
+// window, for exactly one principal that is a user id, with no critical
+// options, gets in; every other credential is refused at the handshake.
+func TestAuthRefusals(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	alloc := e.ctl.addAlloc("u-000000000000")
+	now := time.Now()
+	fresh := func() gossh.Signer { return newSigner(t) }
+	userCert := func(ca *sshcert.Authority, id string, at time.Time) func() gossh.AuthMethod {
+		return func() gossh.AuthMethod {
+			k := fresh()
+			c, err := ca.SignUser(k.PublicKey(), sshcert.UserCert{UserID: id, KeyID: "x@example.test", MaxTTL: time.Hour}, at)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return gossh.PublicKeys(certSigner(t, c, k))
+		}
+	}
+	crafted := func(cert gossh.Certificate) func() gossh.AuthMethod {
+		return func() gossh.AuthMethod {
+			k := fresh()
+			cert.Key = k.PublicKey()
+			cert.Serial = 42
+			if err := cert.SignCert(rand.Reader, e.ctl.userCAKey); err != nil {
+				t.Fatal(err)
+			}
+			return gossh.PublicKeys(certSigner(t, &cert, k))
+		}
+	}
+	window := func(after, before time.Duration) (uint64, uint64) {
+		return uint64(now.Add(after).Unix()), uint64(now.Add(before).Unix())
+	}
+	va, vb := window(-time.Minute, time.Hour)
+	userID := ids.New(ids.User)
+	ext := map[string]string{sshcert.ExtensionPermitPTY: ""}
+
+	tests := []struct {
+		name string
+		auth func() gossh.AuthMethod
+	}{
+		{"expired certificate", userCert(e.ctl.userCA, userID, now.Add(-2*time.Hour))},
+		{"not yet valid certificate", userCert(e.ctl.userCA, userID, now.Add(2*time.Hour))},
+		{"certificate from another CA", userCert(newAuthority(t, "user"), userID, now)},
+		{"host certificate as user certificate", crafted(gossh.Certificate{CertType: gossh.HostCert,
+			ValidPrincipals: []string{userID}, ValidAfter: va, ValidBefore: vb})},
+		{"principal that is not a user id", userCert(e.ctl.userCA, "root", now)},
+		{"principal that is an allocation id", userCert(e.ctl.userCA, alloc, now)},
+		{"two principals", crafted(gossh.Certificate{CertType: gossh.UserCert, ValidPrincipals: []string{userID, ids.New(ids.User)},
+			ValidAfter: va, ValidBefore: vb, Permissions: gossh.Permissions{Extensions: ext}})},
+		{"critical option (a ticket's)", crafted(gossh.Certificate{CertType: gossh.UserCert, ValidPrincipals: []string{userID},
+			ValidAfter: va, ValidBefore: vb, Permissions: gossh.Permissions{
+				CriticalOptions: map[string]string{sshcert.OptionNode: "n-1"}, Extensions: ext}})},
+		{"source-address option", crafted(gossh.Certificate{CertType: gossh.UserCert, ValidPrincipals: []string{userID},
+			ValidAfter: va, ValidBefore: vb, Permissions: gossh.Permissions{
+				CriticalOptions: map[string]string{"source-address": "127.0.0.1/32"}, Extensions: ext}})},
+		{"infinite validity", crafted(gossh.Certificate{CertType: gossh.UserCert, ValidPrincipals: []string{userID},
+			ValidAfter: va, ValidBefore: gossh.CertTimeInfinity, Permissions: gossh.Permissions{Extensions: ext}})},
+		{"plain key", func() gossh.AuthMethod { return gossh.PublicKeys(fresh()) }},
+		{"CA key itself", func() gossh.AuthMethod { return gossh.PublicKeys(e.ctl.userCAKey) }},
+		{"password", func() gossh.AuthMethod { return gossh.Password("hunter2") }},
+		{"keyboard-interactive", func() gossh.AuthMethod {
+			return gossh.KeyboardInteractive(func(string, string, []string, []bool) ([]string, error) { return nil, nil })
+		}},
+		{"none", nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var auth []gossh.AuthMethod
+			if tt.auth != nil {
+				auth = append(auth, tt.auth())
+			}
+			for _, sshUser := range []string{alloc, CommandUser} {
+				c, err := gossh.Dial("tcp", e.addr, e.clientConfig(sshUser, auth...))
+				if err == nil {
+					c.Close()
+					t.Fatalf("%s@gateway: got a connection; want the handshake refused", sshUser)
+				}
+				if !strings.Contains(err.Error(), "unable to authenticate") {
+					t.Fatalf("%s@gateway: got %v; want an authentication failure", sshUser, err)
+				}
+			}
+		})
+	}
+	if got := e.ctl.authorizedUsers(); len(got) != 0 {
+		t.Fatalf("got gate.authorize calls for %q; want none", got)
+	}
+
+	// The control: a good certificate gets in.
+	u := e.newUser()
+	e.dial(u, CommandUser)
+}
+
+// offerOnly offers a key without proving it holds it (an SSH "query"):
+// anyone can do that with a certificate they copied.
+type offerOnly struct{ gossh.Signer }
+
+func (offerOnly) Sign(io.Reader, []byte) (*gossh.Signature, error) {
+	return nil, errors.New("offered only: no private key")
+}
+
+// steps plays auth methods in order, one per attempt.
+func steps(methods ...gossh.AuthMethod) gossh.ClientAuthCallback {
+	var mu sync.Mutex
+	return func(*gossh.ClientAuthContext) (gossh.AuthMethod, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(methods) == 0 {
+			return nil, errors.New("no more steps")
+		}
+		m := methods[0]
+		methods = methods[1:]
+		return m, nil
+	}
+}
+
+// TestKeyConfusion is CVE-2024-45337 against the gateway: a client that
+// offers Bob's certificate (the gateway's PublicKeyHandler accepts it) and
+// then authenticates with Alice's key is Alice, or nobody — never Bob.
+// Whose identity the gateway acts on is what it sends gate.authorize.
+func TestKeyConfusion(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	alice, bob := e.newUser(), e.newUser()
+	allocA, allocB := e.ctl.addAlloc(alice.id), e.ctl.addAlloc(bob.id)
+
+	flows := []struct {
+		name     string
+		sshUser  string
+		methods  []gossh.AuthMethod
+		wantIn   bool   // the handshake succeeds
+		wantEcho string // what `echo ok` prints ("" when the session is refused)
+	}{
+		{"offer B, authenticate A, open B's allocation", allocB,
+			[]gossh.AuthMethod{gossh.PublicKeys(offerOnly{bob.auth}), gossh.PublicKeys(alice.auth)}, true, ""},
+		{"offer B, authenticate A, open A's allocation", allocA,
+			[]gossh.AuthMethod{gossh.PublicKeys(offerOnly{bob.auth}), gossh.PublicKeys(alice.auth)}, true, "ok\n"},
+		{"offer A, offer B, authenticate A", allocB,
+			[]gossh.AuthMethod{gossh.PublicKeys(offerOnly{alice.auth}), gossh.PublicKeys(offerOnly{bob.auth}), gossh.PublicKeys(alice.auth)}, true, ""},
+		{"offer B, then password", allocB,
+			[]gossh.AuthMethod{gossh.PublicKeys(offerOnly{bob.auth}), gossh.Password("x")}, false, ""},
+		{"offer B, then keyboard-interactive", allocB,
+			[]gossh.AuthMethod{gossh.PublicKeys(offerOnly{bob.auth}),
+				gossh.KeyboardInteractive(func(string, string, []string, []bool) ([]string, error) { return nil, nil })}, false, ""},
+		{"offer B only", allocB, []gossh.AuthMethod{gossh.PublicKeys(offerOnly{bob.auth})}, false, ""},
+		{"B's certificate on A's key", allocB,
+			[]gossh.AuthMethod{gossh.PublicKeys(certSignerUnchecked{cert: bob.cert, Signer: alice.signer})}, false, ""},
+	}
+	for _, f := range flows {
+		t.Run(f.name, func(t *testing.T) {
+			cfg := e.clientConfig(f.sshUser)
+			cfg.AuthCallback = steps(f.methods...)
+			c, err := gossh.Dial("tcp", e.addr, cfg)
+			if !f.wantIn {
+				if err == nil {
+					c.Close()
+					t.Fatal("got a connection; want the handshake refused")
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("dial: %v", err)
+			}
+			defer c.Close()
+			stdout, stderr, status, err := run(t, c, "echo ok")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if f.wantEcho == "" {
+				if status != exitGatewayError || stdout != "" || !strings.Contains(stderr, "not yours") {
+					t.Fatalf("got status %d, stdout %q, stderr %q; want %d and Alice refused Bob's allocation",
+						status, stdout, stderr, exitGatewayError)
+				}
+			} else if stdout != f.wantEcho || status != 0 {
+				t.Fatalf("got status %d, stdout %q, stderr %q; want 0 and %q", status, stdout, stderr, f.wantEcho)
+			}
+		})
+	}
+	got := e.ctl.authorizedUsers()
+	if slices.Contains(got, bob.id) {
+		t.Fatalf("gate.authorize was asked for Bob (%s) in %q; want only Alice (%s)", bob.id, got, alice.id)
+	}
+	if !slices.Contains(got, alice.id) {
+		t.Fatalf("got gate.authorize calls for %q; want Alice's", got)
+	}
+}
+
+// certSignerUnchecked presents cert but signs with another key: the
+// signature does not verify against the certificate's key.
+type certSignerUnchecked struct {
+	gossh.Signer
+	cert *gossh.Certificate
+}
+
+func (c certSignerUnchecked) PublicKey() gossh.PublicKey { return c.cert }

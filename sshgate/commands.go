@@ -1,0 +1,152 @@
+package sshgate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+
+	"github.com/charmbracelet/ssh"
+
+	"github.com/gpuaas/gpuaas/cli/cmdutil"
+	"github.com/gpuaas/gpuaas/cli/config"
+	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/sshcert"
+)
+
+// Command mode: `ssh gpuaas@gateway alloc list` runs a gpuaas command for
+// the certificate's user, on a fresh command tree per session whose
+// streams are the session.
+//
+// The commands call the API, and the API knows a caller only by a bearer
+// token. The gateway's own token is a service principal's, and controld
+// has no endpoint that gives the gateway a token for a user on the
+// strength of a certificate it verified. So the gateway does not invent
+// one: it uses the user's own session token when the client sends it
+// (SendEnv GPUAAS_TOKEN) and it belongs to the certificate's user;
+// otherwise API commands fail with a clear "not available yet" error.
+// With an endpoint such as gate.user_token (see the package
+// documentation), clientFor would ask controld instead.
+
+// Environment a client may send for command mode.
+const (
+	envToken   = "GPUAAS_TOKEN"
+	envProject = "GPUAAS_PROJECT"
+)
+
+// errActAsUserUnavailable is command mode's answer when it cannot act as
+// the user.
+var errActAsUserUnavailable = &api.Error{
+	Code: api.CodeUnavailable,
+	Message: "gpuaas commands over SSH cannot act as you yet: the gateway has no way to get a session " +
+		"token from your certificate",
+	Hint: "run the command with the local gpuaas CLI, or pass your session token: " +
+		"GPUAAS_TOKEN=<token> ssh -o SendEnv=GPUAAS_TOKEN gpuaas@<gateway> <command>",
+}
+
+// commandSession runs one gpuaas command for id.
+func (g *Gateway) commandSession(s ssh.Session, id sshcert.Identity) {
+	if s.Subsystem() != "" {
+		fail(s, fmt.Errorf("subsystem %s needs an allocation: sftp <allocation-id>@gateway", s.Subsystem()))
+		return
+	}
+	if g.cfg.Commands == nil {
+		fail(s, errors.New("command mode is off on this gateway"))
+		return
+	}
+	_, hasPty := g.ptyOf(s)
+	env := environ(s.Environ())
+	var out, errOut io.Writer = s, s.Stderr()
+	if hasPty {
+		// The client's terminal is in raw mode: a bare "\n" would not
+		// return the carriage.
+		out, errOut = ssh.NewPtyWriter(out), ssh.NewPtyWriter(errOut)
+	}
+	ios := &cmdutil.IOStreams{In: s, Out: out, ErrOut: errOut}
+	ios.SetStdinTTY(hasPty)
+	ios.SetStdoutTTY(hasPty)
+	ios.SetStderrTTY(hasPty)
+	_, noColor := env["NO_COLOR"]
+	ios.SetNoColor(noColor || env["TERM"] == "dumb")
+
+	ctx := s.Context()
+	f := &cmdutil.Factory{
+		IOStreams: ios,
+		Now:       g.cfg.Now,
+		// An in-memory config with no path: nothing a command does can
+		// write the gateway's files (Save fails without a path).
+		Config: sync.OnceValues(func() (*config.Config, error) {
+			return &config.Config{CurrentContext: "ssh", Contexts: map[string]config.Context{
+				"ssh": {UserID: id.UserID, User: id.KeyID, Project: env[envProject]},
+			}}, nil
+		}),
+		Client: sync.OnceValues(func() (*api.Client, error) { return g.clientFor(ctx, id, env) }),
+	}
+	args := s.Command()
+	if len(args) == 0 {
+		// No TUI over SSH yet: say who the user is and what works.
+		_, _ = fmt.Fprintf(out, "Signed in as %s (%s). Run gpuaas commands here: ssh %s@<gateway> <command>, e.g. `alloc list`.\n\n",
+			id.UserID, id.KeyID, CommandUser)
+		args = []string{"--help"}
+	}
+	root := g.cfg.Commands(f)
+	root.SetArgs(args)
+	root.SetIn(ios.In)
+	root.SetOut(ios.Out)
+	root.SetErr(ios.ErrOut)
+	cmd, err := root.ExecuteContextC(ctx)
+	if err != nil {
+		printCommandError(errOut, cmd.CommandPath(), err)
+	}
+	_ = s.Exit(cmdutil.ExitCodeOf(err))
+}
+
+// clientFor returns an API client acting as id: with the session token the
+// client sent, once controld confirms it is id's.
+func (g *Gateway) clientFor(ctx context.Context, id sshcert.Identity, env map[string]string) (*api.Client, error) {
+	token := env[envToken]
+	if token == "" {
+		return nil, errActAsUserUnavailable
+	}
+	c := api.NewClient(g.cfg.Client.Conn(), api.WithToken(token), api.WithProject(env[envProject]))
+	who, err := c.Whoami(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if who.User.ID != id.UserID {
+		g.log.Warn("command mode: token of another user", "cert_user", id.UserID, "token_user", who.User.ID)
+		return nil, &api.Error{Code: api.CodeForbidden, Message: "the token in " + envToken + " is not your certificate's user's"}
+	}
+	return c, nil
+}
+
+// printCommandError prints a command's error and its hint, as the local
+// CLI does.
+func printCommandError(w io.Writer, path string, err error) {
+	var flagErr *cmdutil.FlagError
+	var apiErr *api.Error
+	switch {
+	case errors.Is(err, cmdutil.ErrCancelled), errors.Is(err, cmdutil.ErrReported):
+		return
+	case errors.As(err, &flagErr):
+		_, _ = fmt.Fprintf(w, "error: %v\nRun '%s --help' for usage.\n", err, path)
+		return
+	}
+	_, _ = fmt.Fprintf(w, "error: %v\n", err)
+	if errors.As(err, &apiErr) && apiErr.Hint != "" {
+		_, _ = fmt.Fprintf(w, "hint: %s\n", apiErr.Hint)
+	}
+}
+
+// environ turns "k=v" pairs into a map; later pairs win.
+func environ(kvs []string) map[string]string {
+	m := make(map[string]string, len(kvs))
+	for _, kv := range kvs {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			m[k] = v
+		}
+	}
+	return m
+}

@@ -1,0 +1,150 @@
+package sshgate
+
+import (
+	"crypto/ed25519"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gpuaas/gpuaas/cli/cmdutil"
+	"github.com/gpuaas/gpuaas/internal/api"
+)
+
+// Defaults filled in by CheckAndSetDefaults.
+const (
+	DefaultRefreshInterval   = time.Minute
+	DefaultDialTimeout       = 10 * time.Second
+	DefaultShutdownGrace     = 10 * time.Second
+	DefaultHandshakeTimeout  = 30 * time.Second
+	DefaultMaxRecordingBytes = 256 << 20
+	DefaultName              = "sshgate"
+)
+
+// CommandTree builds the gpuaas command tree served by
+// `ssh gateway <command>`. It is called once per session: cobra commands
+// keep flag state, so a tree is never shared.
+type CommandTree func(f *cmdutil.Factory) *cobra.Command
+
+// Config is what a Gateway needs.
+type Config struct {
+	// Listen is the TCP address to serve SSH on, e.g. ":2222". Required.
+	Listen string
+	// HostKeyPath is the gateway's ed25519 host key (OpenSSH PEM). It is
+	// generated, mode 0600, when missing. Required unless HostKey is set.
+	HostKeyPath string
+	// HostKey, when set, is the host key (tests, gpuaas dev); HostKeyPath
+	// is then ignored.
+	HostKey ed25519.PrivateKey
+	// Principals are the host names users dial; the host certificate names
+	// them and OpenSSH checks the name it dialled against them. Default:
+	// the host of Advertise, else the host of Listen when it is not a
+	// wildcard, else "localhost".
+	Principals []string
+	// Advertise is the host:port users ssh to, used in messages.
+	Advertise string
+	// Name identifies this gateway instance in the session index.
+	// Default: DefaultName.
+	Name string
+
+	// Client talks to controld as the gateway's service principal (role
+	// api.RoleGateway). Required. Its NATS connection also carries the
+	// recordings to JetStream.
+	Client *api.Client
+
+	// Commands builds the command tree for `ssh gateway <command>`. Nil
+	// turns command mode off.
+	Commands CommandTree
+
+	// RecordingDir holds recordings until they are uploaded, as files
+	// unlinked at creation. Default: os.TempDir().
+	RecordingDir string
+	// MaxRecordingBytes caps the output recorded per session; output past
+	// it still flows and is counted, and the recording says it was cut.
+	// Default: DefaultMaxRecordingBytes.
+	MaxRecordingBytes int64
+
+	// RefreshInterval is how often the CA keys are re-read (rotation) and
+	// the host certificate checked for renewal. Default: DefaultRefreshInterval.
+	RefreshInterval time.Duration
+	// DialTimeout bounds dialling a node's terminal server, handshake
+	// included. Default: DefaultDialTimeout.
+	DialTimeout time.Duration
+	// HandshakeTimeout bounds a connection's handshake, authentication
+	// included, so idle unauthenticated connections do not pile up.
+	// Default: DefaultHandshakeTimeout.
+	HandshakeTimeout time.Duration
+	// ShutdownGrace is how long Run lets open sessions finish after its
+	// context ends before closing them. Default: DefaultShutdownGrace.
+	ShutdownGrace time.Duration
+
+	// Now is the clock certificates are checked against. Default: time.Now.
+	Now func() time.Time
+	// Log receives the gateway's logs. Default: discard.
+	Log *slog.Logger
+}
+
+// CheckAndSetDefaults fails on missing required fields and fills in the
+// defaults.
+func (c *Config) CheckAndSetDefaults() error {
+	if c.Listen == "" {
+		return fmt.Errorf("sshgate config: %w: Listen is required", ErrConfig)
+	}
+	if c.Client == nil {
+		return fmt.Errorf("sshgate config: %w: Client is required", ErrConfig)
+	}
+	if c.HostKey == nil && c.HostKeyPath == "" {
+		return fmt.Errorf("sshgate config: %w: HostKeyPath or HostKey is required", ErrConfig)
+	}
+	if c.HostKey != nil && len(c.HostKey) != ed25519.PrivateKeySize {
+		return fmt.Errorf("sshgate config: %w: HostKey is not an ed25519 private key", ErrConfig)
+	}
+	if len(c.Principals) == 0 {
+		c.Principals = []string{defaultPrincipal(c.Advertise, c.Listen)}
+	}
+	if c.Name == "" {
+		c.Name = DefaultName
+	}
+	if c.RecordingDir == "" {
+		c.RecordingDir = os.TempDir()
+	}
+	if c.MaxRecordingBytes <= 0 {
+		c.MaxRecordingBytes = DefaultMaxRecordingBytes
+	}
+	if c.RefreshInterval <= 0 {
+		c.RefreshInterval = DefaultRefreshInterval
+	}
+	if c.DialTimeout <= 0 {
+		c.DialTimeout = DefaultDialTimeout
+	}
+	if c.HandshakeTimeout <= 0 {
+		c.HandshakeTimeout = DefaultHandshakeTimeout
+	}
+	if c.ShutdownGrace <= 0 {
+		c.ShutdownGrace = DefaultShutdownGrace
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.Log == nil {
+		c.Log = slog.New(slog.DiscardHandler)
+	}
+	return nil
+}
+
+// defaultPrincipal is the host name users most likely dial.
+func defaultPrincipal(advertise, listen string) string {
+	for _, addr := range []string{advertise, listen} {
+		host, _, err := net.SplitHostPort(addr)
+		if err != nil {
+			host = addr
+		}
+		if ip := net.ParseIP(host); host != "" && (ip == nil || !ip.IsUnspecified()) {
+			return host
+		}
+	}
+	return "localhost"
+}

@@ -1,0 +1,321 @@
+package sshgate
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pkg/sftp"
+	gossh "golang.org/x/crypto/ssh"
+
+	"github.com/gpuaas/gpuaas/controld"
+	"github.com/gpuaas/gpuaas/controld/controldtest"
+	"github.com/gpuaas/gpuaas/hostd/agent"
+	"github.com/gpuaas/gpuaas/hostd/sim"
+	"github.com/gpuaas/gpuaas/hostd/tasks"
+	"github.com/gpuaas/gpuaas/hostd/term"
+	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/sshcert"
+	"github.com/gpuaas/gpuaas/internal/testutil"
+)
+
+// realStack is the gateway in front of the real thing: controld (real
+// Postgres and NATS), and sim hosts enrolled by real hostd agents, each
+// with hostd's terminal server (hostd/term) on loopback.
+type realStack struct {
+	t      *testing.T
+	env    *controldtest.Env
+	admin  *api.Client
+	gw     *Gateway
+	addr   string
+	hostCA []gossh.PublicKey
+}
+
+func startRealStack(t *testing.T) *realStack {
+	t.Helper()
+	ctx := context.Background()
+	env := controldtest.Start(t, controldtest.Options{NoNodes: true,
+		Hosts: controld.HostsConfig{HeartbeatInterval: 200 * time.Millisecond, AutoApproveSlots: true}})
+	s := &realStack{t: t, env: env, admin: env.Client(env.AdminToken)}
+	for _, h := range []struct {
+		name, shape string
+		profile     sim.Profile
+	}{
+		{"metal-1", api.ShapeBaremetal, sim.H100Baremetal8()},
+		{"slice-1", api.ShapeGPUSlice, sim.H200Slice8()},
+	} {
+		s.startHost(ctx, h.name, h.shape, h.profile)
+	}
+	eventually(t, "both sim hosts ready", func() bool {
+		nodes, err := env.Server.Nodes(ctx)
+		ready := 0
+		for _, n := range nodes {
+			if n.State == api.NodeReady && n.SlotsTotal > 0 {
+				ready++
+			}
+		}
+		return err == nil && ready == 2
+	})
+
+	tok, err := env.Server.IssueServiceToken(ctx, api.ServiceTokenRequest{Name: "sshgate", Role: api.RoleGateway, TTL: time.Hour}, env.Admin.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw, err := New(Config{Listen: "127.0.0.1:0", HostKey: newPrivateKey(t), Client: env.Client(tok.Token),
+		RecordingDir: t.TempDir(), Name: "gw-test", Log: testutil.Logger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- gw.Run(runCtx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("gateway: %v", err)
+		}
+	})
+	select {
+	case <-gw.Ready():
+	case err := <-done:
+		t.Fatalf("gateway: %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("gateway not ready")
+	}
+	s.gw, s.addr = gw, gw.Addr().String()
+	cas, err := s.admin.SSHCAs(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.hostCA, err = sshcert.ParseTrusted([]byte(strings.Join(cas.Host, "\n"))); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// startHost enrolls a sim host with its terminal server, as `gpuaas dev`
+// does.
+func (s *realStack) startHost(ctx context.Context, name, shape string, profile sim.Profile) {
+	t := s.t
+	dir := t.TempDir()
+	tok, err := s.env.Server.IssueEnrollToken(ctx, api.EnrollTokenRequest{Name: name, Shape: shape}, s.env.Admin.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := sim.NewHost(dir, profile, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := testutil.Logger(t).With("host", name)
+	ts, err := term.New(term.Config{StateDir: dir, Accounts: term.SandboxAccounts{Home: h.Users.Home}, Hypervisor: h.Hypervisor, Log: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = ts.Serve(ln) }()
+	a, err := agent.New(agent.Config{Server: s.env.NATSURL, StateDir: dir, Token: tok.Token, Env: h.Env("", log),
+		Handlers: tasks.Default(), Hostname: name, TerminalAddr: ln.Addr().String(), Terminal: ts, Log: log,
+		TerminalHostKey: strings.TrimSpace(string(gossh.MarshalAuthorizedKey(ts.HostKey())))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- a.Run(runCtx) }()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+		_ = ts.Close()
+		_ = ln.Close()
+		_ = h.Close()
+	})
+}
+
+// login gives a user a key and a certificate from controld's user CA, as
+// `gpuaas login` does.
+func (s *realStack) login(c *api.Client, id string) *user {
+	t := s.t
+	u := &user{id: id, key: newPrivateKey(t)}
+	u.signer = signerOf(t, u.key)
+	resp, err := c.SSHCert(context.Background(), api.SSHCertRequest{PublicKey: string(gossh.MarshalAuthorizedKey(u.signer.PublicKey()))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, _, _, _, err := gossh.ParseAuthorizedKey([]byte(resp.Certificate))
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.cert = pub.(*gossh.Certificate)
+	u.auth = certSigner(t, u.cert, u.signer)
+	return u
+}
+
+func (s *realStack) dial(u *user, sshUser string) *gossh.Client {
+	s.t.Helper()
+	c, err := gossh.Dial("tcp", s.addr, &gossh.ClientConfig{User: sshUser, Auth: []gossh.AuthMethod{gossh.PublicKeys(u.auth)},
+		HostKeyCallback: sshcert.HostKeyCallback(s.hostCA, time.Now), Timeout: 10 * time.Second})
+	if err != nil {
+		s.t.Fatalf("dial gateway as %s@: %v", sshUser, err)
+	}
+	s.t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+func (s *realStack) createAlloc(c *api.Client, sku string, gpus int) *api.Allocation {
+	s.t.Helper()
+	a, err := c.AllocCreate(context.Background(), api.AllocCreateRequest{Project: controldtest.ProjectName, SKU: sku, GPUs: gpus})
+	if err != nil {
+		s.t.Fatalf("alloc create %s: %v", sku, err)
+	}
+	var got *api.Allocation
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		got, err = c.AllocGet(context.Background(), a.ID)
+		if err == nil && got.State == api.AllocActive {
+			return got
+		}
+		if time.Now().After(deadline) || (err == nil && got.State == api.AllocFailed) {
+			s.t.Fatalf("allocation %s: %+v, %v; want active", a.ID, got, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestEndToEnd: ssh <alloc>@gateway against controld, hostd agents with
+// sim hosts and hostd's terminal server — bare metal and a slice (through
+// the VM hop): exec with exit status, a recorded PTY session listed by
+// controld and byte-identical in the object store, sftp, a port forward;
+// refused for a user who may not, and once the allocation is released.
+func TestEndToEnd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts Postgres, controld and two sim hosts")
+	}
+	s := startRealStack(t)
+	ctx := context.Background()
+	owner := s.login(s.admin, s.env.Admin.ID)
+	metal := s.createAlloc(s.admin, "h100-baremetal", 8)
+	slice := s.createAlloc(s.admin, "h200-slice", 2)
+
+	for _, a := range []*api.Allocation{metal, slice} {
+		t.Run(a.Shape, func(t *testing.T) {
+			c := s.dial(owner, a.ID)
+			out, stderr, status, err := run(t, c, "echo hi; exit 3")
+			if err != nil || out != "hi\n" || status != 3 {
+				t.Fatalf("exec: got %q, %q, %d, %v; want \"hi\\n\" and 3", out, stderr, status, err)
+			}
+			// A recorded PTY session, listed and played back byte for byte.
+			sess, err := c.NewSession()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := sess.RequestPty("xterm", 30, 100, nil); err != nil {
+				t.Fatal(err)
+			}
+			var seen safeBuffer
+			sess.Stdout = &seen
+			err = sess.Run("echo recorded-" + a.Shape + "; exit 2")
+			var exitErr *gossh.ExitError
+			if !errors.As(err, &exitErr) || exitErr.ExitStatus() != 2 || !strings.Contains(seen.String(), "recorded-"+a.Shape) {
+				t.Fatalf("pty exec: got %v, output %q; want exit 2 and the output", err, seen.String())
+			}
+			var ts api.TerminalSession
+			eventually(t, "the session listed with its recording", func() bool {
+				list, err := s.admin.SessionList(ctx, api.SessionListRequest{AllocationID: a.ID})
+				if err != nil {
+					return false
+				}
+				for _, x := range list.Sessions {
+					if x.Command == "echo recorded-"+a.Shape+"; exit 2" && x.EndedAt != nil && x.Recording != "" {
+						ts = x
+						return true
+					}
+				}
+				return false
+			})
+			if ts.ExitStatus == nil || *ts.ExitStatus != 2 || ts.UserID != owner.id || ts.Kind != api.SessionExec {
+				t.Fatalf("got session %+v; want exec by %s with exit status 2", ts, owner.id)
+			}
+			cast := fetchRecording(t, &env{client: s.env.Client("")}, ts.Recording)
+			if cast.output != seen.String() || cast.header.Width != 100 || cast.header.Height != 30 {
+				t.Fatalf("recording: got %q (%dx%d); want %q (100x30)", cast.output, cast.header.Width, cast.header.Height, seen.String())
+			}
+
+			// sftp, byte for byte.
+			sc, err := sftp.NewClient(c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer sc.Close()
+			payload := bytes.Repeat([]byte(a.ID), 100000)
+			f, err := sc.Create("upload.bin")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := f.ReadFrom(bytes.NewReader(payload)); err != nil {
+				t.Fatal(err)
+			}
+			f.Close()
+			f, err = sc.Open("upload.bin")
+			if err != nil {
+				t.Fatal(err)
+			}
+			back, err := io.ReadAll(f)
+			f.Close()
+			if err != nil || !bytes.Equal(back, payload) {
+				t.Fatalf("sftp: got %d bytes back (%v); want the %d sent", len(back), err, len(payload))
+			}
+		})
+	}
+
+	t.Run("forward", func(t *testing.T) {
+		echo := listenEcho(t) // bare metal: the node's loopback is this machine's
+		conn, err := s.dial(owner, metal.ID).Dial("tcp", echo)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		if _, err := conn.Write([]byte("ping")); err != nil {
+			t.Fatal(err)
+		}
+		buf := make([]byte, 4)
+		if _, err := io.ReadFull(conn, buf); err != nil || string(buf) != "ping" {
+			t.Fatalf("got %q, %v; want ping echoed", buf, err)
+		}
+	})
+
+	t.Run("openssh", func(t *testing.T) {
+		o := newOpenSSHFor(t, s.addr, owner, s.hostCA)
+		out, errOut, code := o.run(nil, "ssh", metal.ID+"@127.0.0.1", "echo hi; exit 3")
+		if out != "hi\n" || code != 3 {
+			t.Fatalf("got %q, %q, exit %d; want hi and 3", out, errOut, code)
+		}
+	})
+
+	t.Run("refused", func(t *testing.T) {
+		other, otherToken := s.env.AddUser(t, "mallory@example.test", api.RoleUser)
+		mallory := s.login(s.env.Client(otherToken), other.ID)
+		_, stderr, status, err := run(t, s.dial(mallory, metal.ID), "echo in")
+		if err != nil || status != exitGatewayError || !strings.Contains(stderr, "gpuaas gateway:") {
+			t.Fatalf("another user's allocation: got %q, %d, %v; want refused", stderr, status, err)
+		}
+		if _, err := s.admin.AllocRelease(ctx, api.AllocReleaseRequest{ID: slice.ID}); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "the slice released", func() bool {
+			a, err := s.admin.AllocGet(ctx, slice.ID)
+			return err == nil && a.State == api.AllocReleased
+		})
+		_, stderr, status, err = run(t, s.dial(owner, slice.ID), "echo in")
+		if err != nil || status != exitGatewayError || !strings.Contains(stderr, "not active") {
+			t.Fatalf("released allocation: got %q, %d, %v; want refused as not active", stderr, status, err)
+		}
+	})
+}

@@ -1,0 +1,110 @@
+package sshgate
+
+import (
+	"errors"
+	"io"
+	"net"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/charmbracelet/ssh"
+	gossh "golang.org/x/crypto/ssh"
+
+	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/ids"
+	"github.com/gpuaas/gpuaas/internal/sshcert"
+)
+
+// directTCPIPMsg is the extra data of a direct-tcpip channel (RFC 4254 §7.2).
+type directTCPIPMsg struct {
+	DestAddr   string
+	DestPort   uint32
+	OriginAddr string
+	OriginPort uint32
+}
+
+// directTCPIP serves `ssh -L`: the channel is opened, unchanged, as a
+// direct-tcpip channel on the link to the allocation's node, which decides
+// what the destination may be (ports on the target). The gateway itself
+// never dials the destination.
+func (g *Gateway) directTCPIP(_ *ssh.Server, _ *gossh.ServerConn, newChan gossh.NewChannel, ctx ssh.Context) {
+	g.bg.add()
+	defer g.bg.done()
+	id, err := g.identityOf(ctx)
+	if err != nil {
+		g.log.Warn("port forward refused", "user", ctx.User(), "remote", ctx.RemoteAddr(), "err", err)
+		_ = newChan.Reject(gossh.Prohibited, "authentication no longer valid")
+		return
+	}
+	alloc := ctx.User()
+	if !ids.Valid(ids.Allocation, alloc) {
+		_ = newChan.Reject(gossh.Prohibited, "port forwarding needs an allocation: ssh -L ... <allocation-id>@gateway")
+		return
+	}
+	if !permits(id, sshcert.ExtensionPermitPortForwarding) {
+		_ = newChan.Reject(gossh.Prohibited, ErrNotPermitted.Error())
+		return
+	}
+	var dest directTCPIPMsg
+	if err := gossh.Unmarshal(newChan.ExtraData(), &dest); err != nil {
+		_ = newChan.Reject(gossh.ConnectionFailed, "malformed direct-tcpip request")
+		return
+	}
+	target := net.JoinHostPort(dest.DestAddr, strconv.FormatUint(uint64(dest.DestPort), 10))
+
+	up, err := g.upstreamFor(ctx, id)
+	if err != nil {
+		g.log.Warn("allocation refused", "allocation", alloc, "user", id.UserID, "err", err)
+		_ = newChan.Reject(gossh.ConnectionFailed, publicError(err).Error())
+		return
+	}
+	sessionID, err := g.startIndex(ctx, id, alloc, api.SessionForward, target)
+	if err != nil {
+		g.log.Error("forward not indexed; refusing it", "allocation", alloc, "err", err)
+		_ = newChan.Reject(gossh.ResourceShortage, "cannot record this connection right now; try again")
+		return
+	}
+	nodeCh, nodeReqs, err := up.client.OpenChannel("direct-tcpip", newChan.ExtraData())
+	if err != nil {
+		var open *gossh.OpenChannelError
+		if errors.As(err, &open) {
+			_ = newChan.Reject(open.Reason, open.Message)
+		} else {
+			_ = newChan.Reject(gossh.ConnectionFailed, "the node did not open the connection")
+		}
+		g.finishSession(sessionID, nil, sessionResult{})
+		return
+	}
+	ch, reqs, err := newChan.Accept()
+	if err != nil {
+		_ = nodeCh.Close()
+		g.finishSession(sessionID, nil, sessionResult{})
+		return
+	}
+	go gossh.DiscardRequests(reqs)
+	go gossh.DiscardRequests(nodeReqs)
+
+	g.log.Info("forward start", "allocation", alloc, "user", id.UserID, "target", target, "session", sessionID)
+	start := time.Now()
+	var bytes atomic.Int64
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); pipe(nodeCh, ch, &bytes) }()
+	go func() { defer wg.Done(); pipe(ch, nodeCh, &bytes) }()
+	wg.Wait()
+	_ = ch.Close()
+	_ = nodeCh.Close()
+	g.log.Info("forward end", "allocation", alloc, "session", sessionID, "bytes", bytes.Load(),
+		"duration", time.Since(start).Round(time.Millisecond))
+	g.finishSession(sessionID, nil, sessionResult{bytes: bytes.Load()})
+}
+
+// pipe copies src to dst, then passes the EOF on: a half-closed TCP
+// connection stays half-closed end to end.
+func pipe(dst, src gossh.Channel, n *atomic.Int64) {
+	copied, _ := io.Copy(dst, src)
+	n.Add(copied)
+	_ = dst.CloseWrite()
+}

@@ -1,0 +1,253 @@
+package sshgate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/charmbracelet/ssh"
+	"github.com/charmbracelet/wish"
+	"github.com/nats-io/nats.go/jetstream"
+	gossh "golang.org/x/crypto/ssh"
+)
+
+// Gateway is the SSH gateway. Build it with New, serve with Run.
+type Gateway struct {
+	cfg   Config
+	log   *slog.Logger
+	trust trust
+	ready chan struct{}
+
+	// ptys holds the PTY request of each session that has one, from
+	// pty-req until the session's channel closes (see ptyHandler).
+	ptys sync.Map // ssh.Session → ssh.Pty
+
+	// conns counts client connections, for a graceful shutdown. (The
+	// library's own Shutdown races a handshake that completes meanwhile.)
+	conns tracker
+	// bg counts sessions and the work that outlives them: uploading a
+	// recording and closing its index entry. Run waits for it before
+	// returning.
+	bg tracker
+
+	// mu protects the following.
+	mu         sync.Mutex
+	srv        *ssh.Server
+	addr       net.Addr
+	hostCert   *hostCert
+	recordings jetstream.ObjectStore
+}
+
+// New checks cfg and returns a Gateway. Nothing is dialled or read until
+// Run.
+func New(cfg Config) (*Gateway, error) {
+	if err := cfg.CheckAndSetDefaults(); err != nil {
+		return nil, err
+	}
+	g := &Gateway{cfg: cfg, log: cfg.Log.With("component", "sshgate"), ready: make(chan struct{})}
+	return g, nil
+}
+
+// Ready is closed once Run serves.
+func (g *Gateway) Ready() <-chan struct{} { return g.ready }
+
+// Addr is the address Run listens on, nil before Ready.
+func (g *Gateway) Addr() net.Addr {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.addr
+}
+
+// Run loads the host key, fetches the CA keys and the host certificate
+// from controld, makes sure the recordings bucket exists, and serves SSH
+// until ctx ends. Open sessions then get ShutdownGrace to finish, and
+// pending recording uploads are waited for.
+func (g *Gateway) Run(ctx context.Context) error {
+	hostKey := g.cfg.HostKey
+	if hostKey == nil {
+		var err error
+		if hostKey, err = loadOrCreateHostKey(g.cfg.HostKeyPath); err != nil {
+			return err
+		}
+	}
+	hostSigner, err := gossh.NewSignerFromKey(hostKey)
+	if err != nil {
+		return fmt.Errorf("host key: %w", err)
+	}
+	ts, err := fetchTrust(ctx, g.cfg.Client)
+	if err != nil {
+		return err
+	}
+	g.trust.cur.Store(ts)
+	hc, err := requestHostCert(ctx, g.cfg.Client, hostSigner, g.cfg.Principals)
+	if err != nil {
+		return err
+	}
+	recordings, err := ensureRecordings(ctx, g.cfg.Client.Conn())
+	if err != nil {
+		return err
+	}
+	srv, err := g.newServer(hostSigner, hc.signer)
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", g.cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listen %s: %w", g.cfg.Listen, err)
+	}
+	g.mu.Lock()
+	g.srv, g.addr, g.hostCert, g.recordings = srv, ln.Addr(), hc, recordings
+	g.mu.Unlock()
+
+	g.log.Info("serving ssh", "addr", ln.Addr().String(), "principals", g.cfg.Principals,
+		"host_key", gossh.FingerprintSHA256(hostSigner.PublicKey()), "cert_valid_before", time.Unix(int64(hc.cert.ValidBefore), 0).UTC())
+	close(g.ready)
+
+	refreshCtx, stopRefresh := context.WithCancel(ctx)
+	defer stopRefresh()
+	go g.refreshLoop(refreshCtx, hostSigner)
+
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	select {
+	case err := <-served:
+		_ = srv.Close()
+		_ = g.bg.wait(context.Background())
+		return fmt.Errorf("serve ssh: %w", err)
+	case <-ctx.Done():
+	}
+	g.log.Info("shutting down", "grace", g.cfg.ShutdownGrace)
+	_ = ln.Close() // no new connections; open ones may finish
+	<-served
+	graceCtx, cancel := context.WithTimeout(context.Background(), g.cfg.ShutdownGrace)
+	defer cancel()
+	if err := g.conns.wait(graceCtx); err != nil {
+		g.log.Warn("closing sessions still open after the grace period")
+	}
+	_ = srv.Close()
+	_ = g.bg.wait(context.Background())
+	return nil
+}
+
+// newServer builds the wish server. Everything a connection can do is
+// decided here: the one authentication method, the session middleware
+// chain, the one subsystem, the two channel types, and no global requests.
+func (g *Gateway) newServer(hostKey, hostCert gossh.Signer) (*ssh.Server, error) {
+	return wish.NewServer(
+		wish.WithVersion("gpuaas-sshgate"),
+		func(s *ssh.Server) error {
+			// Both: OpenSSH with the @cert-authority line for this host asks
+			// for the certificate; a client without it still gets a key.
+			s.AddHostKey(hostCert)
+			s.AddHostKey(hostKey)
+			return nil
+		},
+		// Only user certificates: no PasswordHandler, no
+		// KeyboardInteractiveHandler, and NoClientAuth stays false.
+		wish.WithPublicKeyAuth(g.publicKeyHandler),
+		func(s *ssh.Server) error {
+			s.ServerConfigCallback = g.serverConfig
+			s.ConnCallback = g.connCallback
+			s.PtyCallback = g.ptyCallback
+			s.PtyHandler = g.ptyHandler
+			s.ConnectionFailedCallback = func(conn net.Conn, err error) {
+				g.log.Debug("connection failed", "remote", conn.RemoteAddr(), "err", err)
+			}
+			s.Handler = g.sessionHandler()
+			s.SubsystemHandlers = map[string]ssh.SubsystemHandler{"sftp": ssh.SubsystemHandler(g.sessionHandler())}
+			s.ChannelHandlers = map[string]ssh.ChannelHandler{
+				"session":      ssh.DefaultSessionHandler,
+				"direct-tcpip": g.directTCPIP,
+			}
+			// Non-nil and empty: every global request (tcpip-forward,
+			// streamlocal, keepalives) is answered false.
+			s.RequestHandlers = map[string]ssh.RequestHandler{}
+			return nil
+		},
+	)
+}
+
+// refreshLoop re-reads the CA keys (so a rotation reaches the gateway
+// without a restart) and renews the host certificate when it is due.
+func (g *Gateway) refreshLoop(ctx context.Context, hostKey gossh.Signer) {
+	t := time.NewTicker(g.cfg.RefreshInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		g.refresh(ctx, hostKey)
+	}
+}
+
+func (g *Gateway) refresh(ctx context.Context, hostKey gossh.Signer) {
+	ts, err := fetchTrust(ctx, g.cfg.Client)
+	if err != nil {
+		if !errors.Is(err, context.Canceled) {
+			g.log.Warn("refresh CA keys; keeping the previous ones", "err", err)
+		}
+		return
+	}
+	g.trust.cur.Store(ts)
+
+	g.mu.Lock()
+	hc, srv := g.hostCert, g.srv
+	g.mu.Unlock()
+	if !hc.due(g.cfg.Now(), ts.host) {
+		return
+	}
+	renewed, err := requestHostCert(ctx, g.cfg.Client, hostKey, g.cfg.Principals)
+	if err != nil {
+		g.log.Warn("renew host certificate", "err", err, "valid_before", time.Unix(int64(hc.cert.ValidBefore), 0).UTC())
+		return
+	}
+	// AddHostKey replaces the signer of the same type: the old certificate.
+	srv.AddHostKey(renewed.signer)
+	g.mu.Lock()
+	g.hostCert = renewed
+	g.mu.Unlock()
+	g.log.Info("renewed host certificate", "valid_before", time.Unix(int64(renewed.cert.ValidBefore), 0).UTC())
+}
+
+// connCallback counts the connection and gives it its state, released
+// (with the link to the node, if any) when the client's connection ends.
+func (g *Gateway) connCallback(ctx ssh.Context, conn net.Conn) net.Conn {
+	// The handshake deadline holds until authentication succeeds
+	// (serverConfig lifts it).
+	tc := newTrackedConn(conn, &g.conns, time.Now().Add(g.cfg.HandshakeTimeout))
+	st := &connState{conn: tc}
+	ctx.SetValue(connStateKey{}, st)
+	go func() {
+		<-ctx.Done()
+		st.close()
+	}()
+	return tc
+}
+
+// ptyHandler notes the PTY request for the session instead of allocating
+// or emulating a PTY: the node allocates the real one. (The library's
+// default emulation rewrites "\n" to "\r\n" in everything the session
+// writes, which would corrupt the proxied byte stream.) The returned func
+// runs when the session's channel closes.
+func (g *Gateway) ptyHandler(_ ssh.Context, s ssh.Session, pty ssh.Pty) (func() error, error) {
+	g.ptys.Store(s, pty)
+	return func() error {
+		g.ptys.Delete(s)
+		return nil
+	}, nil
+}
+
+// ptyOf returns the session's PTY request, if it made one.
+func (g *Gateway) ptyOf(s ssh.Session) (ssh.Pty, bool) {
+	v, ok := g.ptys.Load(s)
+	if !ok {
+		return ssh.Pty{}, false
+	}
+	return v.(ssh.Pty), true
+}

@@ -1,0 +1,530 @@
+package sshgate
+
+import (
+	"context"
+	"crypto/ed25519"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/spf13/cobra"
+	gossh "golang.org/x/crypto/ssh"
+
+	"github.com/gpuaas/gpuaas/cli/alloc"
+	"github.com/gpuaas/gpuaas/cli/auth"
+	"github.com/gpuaas/gpuaas/cli/cmdutil"
+	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/ids"
+	"github.com/gpuaas/gpuaas/internal/sshcert"
+	"github.com/gpuaas/gpuaas/internal/testutil"
+)
+
+func TestConfigCheckAndSetDefaults(t *testing.T) {
+	client := &api.Client{}
+	tests := []struct {
+		name    string
+		cfg     Config
+		wantErr bool
+		want    []string // principals
+	}{
+		{name: "no listen", cfg: Config{Client: client, HostKeyPath: "k"}, wantErr: true},
+		{name: "no client", cfg: Config{Listen: ":22", HostKeyPath: "k"}, wantErr: true},
+		{name: "no host key", cfg: Config{Listen: ":22", Client: client}, wantErr: true},
+		{name: "bad host key", cfg: Config{Listen: ":22", Client: client, HostKey: ed25519.PrivateKey{1}}, wantErr: true},
+		{name: "advertise wins", cfg: Config{Listen: "10.0.0.1:22", Advertise: "ssh.example.test:22", Client: client, HostKeyPath: "k"},
+			want: []string{"ssh.example.test"}},
+		{name: "listen host", cfg: Config{Listen: "10.0.0.1:22", Client: client, HostKeyPath: "k"}, want: []string{"10.0.0.1"}},
+		{name: "wildcard listen", cfg: Config{Listen: ":22", Client: client, HostKeyPath: "k"}, want: []string{"localhost"}},
+		{name: "explicit", cfg: Config{Listen: ":22", Principals: []string{"a", "b"}, Client: client, HostKeyPath: "k"}, want: []string{"a", "b"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.cfg.CheckAndSetDefaults()
+			if tt.wantErr {
+				if !errors.Is(err, ErrConfig) {
+					t.Fatalf("got %v; want ErrConfig", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if strings.Join(tt.cfg.Principals, ",") != strings.Join(tt.want, ",") || tt.cfg.Now == nil || tt.cfg.Log == nil {
+				t.Fatalf("got principals %q (clock set: %v); want %q and defaults", tt.cfg.Principals, tt.cfg.Now != nil, tt.want)
+			}
+		})
+	}
+}
+
+func TestHostKeyFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state", "host_ed25519_key")
+	k1, err := loadOrCreateHostKey(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := os.Stat(path)
+	if err != nil || info.Mode().Perm() != 0o600 {
+		t.Fatalf("got %v, mode %v; want the key written 0600", err, info.Mode().Perm())
+	}
+	k2, err := loadOrCreateHostKey(path)
+	if err != nil || !k1.Equal(k2) {
+		t.Fatalf("got %v, same key %v; want the stored key back", err, k1.Equal(k2))
+	}
+	if err := os.Chmod(path, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := loadOrCreateHostKey(path); err == nil {
+		t.Fatal("got a key from a world-readable file; want it refused")
+	}
+}
+
+// TestCARotation: with the old and the new user CA keys trusted,
+// certificates of both work; once the old key is retired, its
+// certificates are refused — new connections at the handshake, new
+// sessions on a connection opened before at the auth re-check.
+func TestCARotation(t *testing.T) {
+	e := newEnv(t, envOptions{config: func(c *Config) { c.RefreshInterval = 20 * time.Millisecond }})
+	oldCA, newCA := e.ctl.userCA, newAuthority(t, api.CAUser)
+	id := ids.New(ids.User)
+	alloc := e.ctl.addAlloc(id)
+	oldUser, newUser := e.userWithCert(oldCA, id), e.userWithCert(newCA, id)
+	dial := func(u *user) (*gossh.Client, error) {
+		return gossh.Dial("tcp", e.addr, e.clientConfig(alloc, gossh.PublicKeys(u.auth)))
+	}
+
+	if _, err := dial(newUser); err == nil {
+		t.Fatal("new CA before it is trusted: got in; want refused")
+	}
+	e.ctl.setUserCAKeys(oldCA.Active(), newCA.Active())
+	eventually(t, "the new CA trusted", func() bool {
+		c, err := dial(newUser)
+		if err == nil {
+			c.Close()
+		}
+		return err == nil
+	})
+	early, err := dial(oldUser)
+	if err != nil {
+		t.Fatalf("old CA during the overlap: %v; want in", err)
+	}
+	defer early.Close()
+	if out, _, status, err := run(t, early, "echo old"); err != nil || status != 0 || out != "old\n" {
+		t.Fatalf("old certificate during the overlap: got %q, %d, %v; want it to work", out, status, err)
+	}
+
+	e.ctl.setUserCAKeys(newCA.Active())
+	eventually(t, "the old CA retired", func() bool {
+		c, err := dial(oldUser)
+		if err == nil {
+			c.Close()
+		}
+		return err != nil
+	})
+	if _, stderr, status, _ := run(t, early, "echo old"); status != exitGatewayError || !strings.Contains(stderr, "no longer valid") {
+		t.Fatalf("new session on a connection of the retired CA: got status %d, stderr %q; want it refused", status, stderr)
+	}
+	c, err := dial(newUser)
+	if err != nil {
+		t.Fatalf("new CA after the rotation: %v", err)
+	}
+	c.Close()
+}
+
+// TestHostdKey: the gateway hands a session only to the terminal server
+// presenting the host key controld has for the node (hostd reported it,
+// signed); without one, only a host certificate of the internal CA for the
+// node will do. Never trust on first use.
+func TestHostdKey(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	u := e.newUser()
+	alloc := e.ctl.addAlloc(u.id)
+	certified := func(ca *sshcert.Authority, principal string) gossh.Signer {
+		k := newSigner(t)
+		c, err := ca.SignHost(k.PublicKey(), []string{principal}, time.Hour, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return certSigner(t, c, k)
+	}
+	plain := newSigner(t)
+	tests := []struct {
+		name     string
+		serves   gossh.Signer    // what the terminal server presents
+		reported gossh.PublicKey // what controld has for the node
+		wantOK   bool
+	}{
+		{"the reported key", plain, plain.PublicKey(), true},
+		{"another key than the reported one", newSigner(t), plain.PublicKey(), false},
+		{"a certificate of the reported key", certSigner(t, mustSignHost(t, e.ctl.intCA, plain, e.ctl.node), plain), plain.PublicKey(), true},
+		{"no reported key, plain key", plain, nil, false},
+		{"no reported key, internal CA certificate for the node", certified(e.ctl.intCA, e.ctl.node), nil, true},
+		{"no reported key, certificate for another node", certified(e.ctl.intCA, ids.New(ids.Node)), nil, false},
+		{"no reported key, host CA certificate", certified(e.ctl.hostCA, e.ctl.node), nil, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := startTestHostd(t, e.ctl.node, e.ctl.intCA.Trusted(), tt.serves)
+			e.ctl.setNode(e.ctl.node, h.addr, tt.reported)
+			out, stderr, status, err := run(t, e.dial(u, alloc), "echo in")
+			if got := err == nil && status == 0 && out == "in\n"; got != tt.wantOK {
+				t.Fatalf("got %q, %q, status %d, %v; want served=%v", out, stderr, status, err, tt.wantOK)
+			}
+			if !tt.wantOK && (status != exitGatewayError || !strings.Contains(stderr, "cannot reach")) {
+				t.Fatalf("got status %d, stderr %q; want %d and the user told", status, stderr, exitGatewayError)
+			}
+			h.mu.Lock()
+			served := len(h.users)
+			h.mu.Unlock()
+			if served > 0 != tt.wantOK {
+				t.Fatalf("the terminal server served %d sessions; want served=%v", served, tt.wantOK)
+			}
+		})
+	}
+}
+
+func mustSignHost(t *testing.T, ca *sshcert.Authority, k gossh.Signer, principal string) *gossh.Certificate {
+	t.Helper()
+	c, err := ca.SignHost(k.PublicKey(), []string{principal}, time.Hour, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// sshTree is a small command tree for command mode tests (the real one,
+// daemon.SSHCommandTree, imports this package).
+func sshTree(f *cmdutil.Factory) *cobra.Command {
+	root := &cobra.Command{Use: "gpuaas", SilenceUsage: true, SilenceErrors: true}
+	root.PersistentFlags().StringVarP(&f.Flags.Project, "project", "p", "", "Project")
+	root.AddCommand(auth.NewCmdWhoami(f, nil), alloc.NewCmdAlloc(f))
+	return root
+}
+
+// TestCommandMode: ssh gpuaas@gateway <command> runs the command for the
+// certificate's user, with the user's own token or not at all.
+func TestCommandMode(t *testing.T) {
+	e := newEnv(t, envOptions{config: func(c *Config) { c.Commands = sshTree }})
+	u, other := e.newUser(), e.newUser()
+	e.ctl.mu.Lock()
+	e.ctl.tokens["tok-u"], e.ctl.tokens["tok-other"] = u.id, other.id
+	e.ctl.mu.Unlock()
+
+	tests := []struct {
+		name       string
+		sshUser    string
+		env        map[string]string
+		command    string
+		wantStatus int
+		wantOut    string
+		wantErr    string
+	}{
+		{name: "no command", sshUser: CommandUser, wantOut: "Signed in as " + u.id},
+		{name: "help needs no API", sshUser: u.id, command: "alloc --help", wantOut: "alloc"},
+		{name: "no token: not available yet", sshUser: CommandUser, command: "whoami",
+			wantStatus: cmdutil.ExitUnavailable, wantErr: "cannot act as you yet"},
+		{name: "own token", sshUser: CommandUser, env: map[string]string{envToken: "tok-u"}, command: "whoami --json user",
+			wantOut: u.id},
+		{name: "another user's token", sshUser: CommandUser, env: map[string]string{envToken: "tok-other"}, command: "whoami",
+			wantStatus: cmdutil.ExitForbidden, wantErr: "not your certificate"},
+		{name: "login is not served", sshUser: CommandUser, command: "login", wantStatus: 1, wantErr: "unknown command"},
+		{name: "another user's id", sshUser: other.id, command: "whoami", wantStatus: exitGatewayError, wantErr: "not an allocation id"},
+	}
+	c := e.dial(u, CommandUser)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			conn := c
+			if tt.sshUser != CommandUser {
+				conn = e.dial(u, tt.sshUser)
+			}
+			s, err := conn.NewSession()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			for k, v := range tt.env {
+				if err := s.Setenv(k, v); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var out, errOut safeBuffer
+			s.Stdout, s.Stderr = &out, &errOut
+			if tt.command == "" {
+				err = s.Shell()
+				if err == nil {
+					err = s.Wait()
+				}
+			} else {
+				err = s.Run(tt.command)
+			}
+			status := 0
+			var exitErr *gossh.ExitError
+			if errors.As(err, &exitErr) {
+				status = exitErr.ExitStatus()
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			if status != tt.wantStatus || !strings.Contains(out.String(), tt.wantOut) || !strings.Contains(errOut.String(), tt.wantErr) {
+				t.Fatalf("got status %d, stdout %q, stderr %q; want %d, stdout with %q, stderr with %q",
+					status, out.String(), errOut.String(), tt.wantStatus, tt.wantOut, tt.wantErr)
+			}
+		})
+	}
+	if got := e.ctl.authorizedUsers(); len(got) != 0 {
+		t.Fatalf("command mode asked gate.authorize for %q; want nothing", got)
+	}
+}
+
+// TestBackpressure: a command that writes as fast as it can, to a client
+// that does not read, is held back by flow control: the node stops being
+// able to write after a few windows, and gateway memory stays bounded
+// while a lot flows once the client reads.
+func TestBackpressure(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	u := e.newUser()
+	c := e.dial(u, e.ctl.addAlloc(u.id))
+	s, err := c.NewSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	stdout, err := s.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start("cat /dev/zero"); err != nil {
+		t.Fatal(err)
+	}
+	// Not reading: production must stall.
+	var last int64 = -1
+	eventually(t, "the node's output to stall", func() bool {
+		time.Sleep(200 * time.Millisecond)
+		n := e.hostd.produced.Load()
+		stalled := n == last && n > 0
+		last = n
+		return stalled
+	})
+	const maxBuffered = 16 << 20 // a few 2 MiB windows and pipe buffers
+	if last > maxBuffered {
+		t.Fatalf("the node wrote %d bytes to a client that read nothing; want at most %d", last, maxBuffered)
+	}
+
+	// Now read 256 MiB while watching the heap.
+	const total = 256 << 20
+	peak := make(chan uint64, 1)
+	stop := make(chan struct{})
+	go func() {
+		var max uint64
+		var ms runtime.MemStats
+		for {
+			select {
+			case <-stop:
+				peak <- max
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+			runtime.ReadMemStats(&ms)
+			max = maxU(max, ms.HeapInuse)
+		}
+	}()
+	if _, err := io.CopyN(io.Discard, stdout, total); err != nil {
+		t.Fatal(err)
+	}
+	close(stop)
+	if p := <-peak; p > 128<<20 {
+		t.Fatalf("heap in use peaked at %d MiB while %d MiB flowed; want it bounded", p>>20, total>>20)
+	}
+}
+
+func maxU(a, b uint64) uint64 {
+	if a > b {
+		return a
+	}
+	return b
+}
+
+// TestRecordingCap: a PTY session that outputs more than the cap is
+// recorded up to the cap, marked cut, and the client still gets it all.
+func TestRecordingCap(t *testing.T) {
+	const limit = 64 << 10
+	e := newEnv(t, envOptions{config: func(c *Config) { c.MaxRecordingBytes = limit }})
+	u := e.newUser()
+	c := e.dial(u, e.ctl.addAlloc(u.id))
+	s, err := c.NewSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.RequestPty("xterm", 24, 80, nil); err != nil {
+		t.Fatal(err)
+	}
+	var out safeBuffer
+	s.Stdout = &out
+	if err := s.Run("head -c 1000000 /dev/zero | tr '\\0' a"); err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(out.String(), "a"); n != 1000000 {
+		t.Fatalf("client got %d bytes of output; want 1000000", n)
+	}
+	ts := e.ctl.endedSession(t, api.SessionExec, "")
+	cast := fetchRecording(t, e, ts.Recording)
+	if len(cast.output) != limit || len(cast.markers) != 1 {
+		t.Fatalf("got %d recorded bytes, markers %q; want %d and one marker", len(cast.output), cast.markers, limit)
+	}
+}
+
+// TestAbruptDisconnect: clients that vanish mid-session leave nothing
+// behind in the gateway — the goroutine count returns to where it was.
+func TestAbruptDisconnect(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	u := e.newUser()
+	alloc := e.ctl.addAlloc(u.id)
+	// Warm up (first connection pins, starts pools).
+	if _, _, status, err := run(t, e.dial(u, alloc), "true"); err != nil || status != 0 {
+		t.Fatalf("warm-up: %d, %v", status, err)
+	}
+	e.ctl.endedSession(t, api.SessionExec, "true")
+	runtime.GC()
+	base := runtime.NumGoroutine()
+
+	const n = 20
+	for range n {
+		c, err := gossh.Dial("tcp", e.addr, e.clientConfig(alloc, gossh.PublicKeys(u.auth)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := c.NewSession()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.RequestPty("xterm", 24, 80, nil); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.StdinPipe(); err != nil { // open, never closed
+			t.Fatal(err)
+		}
+		var out safeBuffer
+		s.Stdout = &out
+		if err := s.Start("echo up; cat"); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "the session up", func() bool { return strings.Contains(out.String(), "up") })
+		c.Close() // the TCP connection, without closing the channel
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for runtime.NumGoroutine() > base+5 {
+		if time.Now().After(deadline) {
+			buf := make([]byte, 1<<20)
+			t.Fatalf("got %d goroutines 20s after %d clients vanished; want at most %d:\n%s",
+				runtime.NumGoroutine(), n, base+5, buf[:runtime.Stack(buf, true)])
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestHandshakeTimeout: a connection that never authenticates is dropped;
+// one that did is not.
+func TestHandshakeTimeout(t *testing.T) {
+	e := newEnv(t, envOptions{config: func(c *Config) { c.HandshakeTimeout = 300 * time.Millisecond }})
+	raw, err := net.Dial("tcp", e.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	_ = raw.SetReadDeadline(time.Now().Add(20 * time.Second))
+	if _, err := io.Copy(io.Discard, raw); err != nil {
+		t.Fatalf("idle unauthenticated connection: got %v; want the gateway to close it", err)
+	}
+	u := e.newUser()
+	c := e.dial(u, e.ctl.addAlloc(u.id))
+	time.Sleep(600 * time.Millisecond) // past the handshake timeout
+	if out, _, status, err := run(t, c, "echo still"); err != nil || status != 0 || out != "still\n" {
+		t.Fatalf("authenticated connection after the handshake timeout: got %q, %d, %v; want it alive", out, status, err)
+	}
+}
+
+func TestHostCertDue(t *testing.T) {
+	ca, other := newAuthority(t, api.CAHost), newAuthority(t, api.CAHost)
+	k := newSigner(t)
+	issued := time.Now()
+	c, err := ca.SignHost(k.PublicKey(), []string{"gw"}, 30*24*time.Hour, issued)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &hostCert{cert: c}
+	tests := []struct {
+		name  string
+		at    time.Time
+		trust []gossh.PublicKey
+		want  bool
+	}{
+		{"fresh", issued.Add(time.Hour), ca.Trusted(), false},
+		{"half way", issued.Add(15 * 24 * time.Hour), ca.Trusted(), false},
+		{"two thirds", issued.Add(20*24*time.Hour + time.Hour), ca.Trusted(), true},
+		{"CA retired", issued.Add(time.Hour), other.Trusted(), true},
+		{"CA list unknown", issued.Add(time.Hour), nil, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := h.due(tt.at, tt.trust); got != tt.want {
+				t.Fatalf("due = %v; want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestHostCertRenewed: the refresh renews a host certificate that is due
+// and serves the new one.
+func TestHostCertRenewed(t *testing.T) {
+	clock := time.Now()
+	var mu sync.Mutex
+	now := func() time.Time { mu.Lock(); defer mu.Unlock(); return clock }
+	e := newEnv(t, envOptions{config: func(c *Config) { c.Now = now; c.RefreshInterval = 20 * time.Millisecond }})
+	// The host certificate served, read from the handshake (which then stops).
+	served := func() uint64 {
+		var serial uint64
+		cfg := e.clientConfig(CommandUser)
+		cfg.HostKeyCallback = func(_ string, _ net.Addr, key gossh.PublicKey) error {
+			if c, ok := key.(*gossh.Certificate); ok {
+				serial = c.Serial
+			}
+			return errors.New("seen")
+		}
+		_, _ = gossh.Dial("tcp", e.addr, cfg)
+		return serial
+	}
+	first := served()
+	if first == 0 {
+		t.Fatal("got no host certificate served; want one")
+	}
+	mu.Lock()
+	clock = clock.Add(25 * 24 * time.Hour)
+	mu.Unlock()
+	eventually(t, "the renewed certificate served", func() bool {
+		s := served()
+		return s != 0 && s != first
+	})
+}
+
+// TestRunFails: a gateway that cannot get what it needs from controld
+// does not start.
+func TestRunFails(t *testing.T) {
+	nc := testutil.Connect(t, testutil.NATS(t))
+	ctl := newFakeControld(t, nc)
+	ctl.setUserCAKeys() // an empty list
+	gw, err := New(Config{Listen: "127.0.0.1:0", HostKey: newPrivateKey(t), Client: api.NewClient(nc), Log: testutil.Logger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := gw.Run(ctx); !errors.Is(err, ErrNoCAKeys) {
+		t.Fatalf("got %v; want ErrNoCAKeys", err)
+	}
+}

@@ -1,0 +1,132 @@
+package sshgate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/sshcert"
+)
+
+const (
+	// maxIndexedCommand bounds the command stored in the session index.
+	maxIndexedCommand = 4096
+	// finishTimeout bounds uploading a recording and closing its index
+	// entry after a session.
+	finishTimeout = 5 * time.Minute
+)
+
+// ensureRecordings returns the recordings bucket, creating it when missing
+// (controld or another gateway may race to create it: either wins).
+func ensureRecordings(ctx context.Context, nc *nats.Conn) (jetstream.ObjectStore, error) {
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, fmt.Errorf("recordings bucket: %w", err)
+	}
+	obs, err := js.ObjectStore(ctx, api.RecordingsBucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		obs, err = js.CreateObjectStore(ctx, jetstream.ObjectStoreConfig{
+			Bucket:      api.RecordingsBucket,
+			Description: "asciicast v2 recordings of PTY sessions through sshgate, named by session id",
+			Storage:     jetstream.FileStorage,
+		})
+		if errors.Is(err, jetstream.ErrBucketExists) {
+			obs, err = js.ObjectStore(ctx, api.RecordingsBucket)
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("recordings bucket %s: %w", api.RecordingsBucket, err)
+	}
+	return obs, nil
+}
+
+// startIndex opens the session's entry in controld's index and returns its
+// id. A session that cannot be indexed is not served.
+func (g *Gateway) startIndex(ctx context.Context, id sshcert.Identity, alloc, kind, command string) (string, error) {
+	ts, err := g.cfg.Client.SessionStart(ctx, api.SessionStartRequest{
+		UserID:       id.UserID,
+		AllocationID: alloc,
+		Kind:         kind,
+		Command:      truncate(command, maxIndexedCommand),
+		Gateway:      g.cfg.Name,
+	})
+	if err != nil {
+		return "", fmt.Errorf("index %s session: %w", kind, err)
+	}
+	return ts.ID, nil
+}
+
+// sessionResult is how a session ended, for its index entry.
+type sessionResult struct {
+	bytes int64
+	exit  *int // nil when the node sent no exit status
+}
+
+// finishSession uploads the recording (if any) and closes the index entry,
+// in the background so the client is not kept waiting. Run waits for it.
+// The caller holds a g.bg count across the call.
+func (g *Gateway) finishSession(sessionID string, rec *recorder, res sessionResult) {
+	g.bg.add()
+	go func() {
+		defer g.bg.done()
+		ctx, cancel := context.WithTimeout(context.Background(), finishTimeout)
+		defer cancel()
+		req := api.SessionEndRequest{ID: sessionID, Bytes: res.bytes, ExitStatus: res.exit}
+		if rec != nil {
+			if err := g.upload(ctx, sessionID, rec); err != nil {
+				g.log.Error("upload recording", "session", sessionID, "err", err)
+			} else {
+				req.Recording = sessionID
+			}
+			_ = rec.Close()
+		}
+		// session.end is idempotent: retry a transient failure with the
+		// same key.
+		key := api.WithIdempotencyKey("sshgate-session-end-" + sessionID)
+		for attempt, wait := 1, time.Second; ; attempt, wait = attempt+1, wait*2 {
+			_, err := g.cfg.Client.SessionEnd(ctx, req, key)
+			if err == nil {
+				return
+			}
+			if attempt == 4 || !errors.Is(err, api.ErrUnavailable) {
+				g.log.Error("close session index entry", "session", sessionID, "err", err)
+				return
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(wait):
+			}
+		}
+	}()
+}
+
+// upload streams the recording, converted to asciicast v2, into the
+// recordings bucket under the session id. Memory stays bounded: the object
+// store reads the pipe chunk by chunk.
+func (g *Gateway) upload(ctx context.Context, sessionID string, rec *recorder) error {
+	g.mu.Lock()
+	obs := g.recordings
+	g.mu.Unlock()
+	if obs == nil {
+		return errors.New("no recordings bucket")
+	}
+	pr, pw := io.Pipe()
+	go func() { pw.CloseWithError(rec.WriteAsciicast(pw)) }()
+	_, err := obs.Put(ctx, jetstream.ObjectMeta{
+		Name:        sessionID,
+		Description: "asciicast v2",
+		Headers:     nats.Header{"Content-Type": []string{"application/x-asciicast"}},
+	}, pr)
+	pr.CloseWithError(errors.New("upload ended")) // unblocks the writer if Put stopped early
+	if err != nil {
+		return fmt.Errorf("put %s/%s: %w", api.RecordingsBucket, sessionID, err)
+	}
+	return nil
+}

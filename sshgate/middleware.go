@@ -1,0 +1,132 @@
+package sshgate
+
+import (
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"time"
+
+	"github.com/charmbracelet/ssh"
+	"github.com/charmbracelet/wish"
+
+	"github.com/gpuaas/gpuaas/internal/ids"
+	"github.com/gpuaas/gpuaas/internal/sshcert"
+)
+
+// exitGatewayError is the exit status of a session the gateway could not
+// serve (the allocation refused, the node unreachable): 255, what OpenSSH's
+// ssh exits with when the failure is its own rather than the command's.
+const exitGatewayError = 255
+
+// CommandUser is the SSH user name of command mode
+// (`ssh gpuaas@gateway alloc list`); the certificate's own user id works
+// too. Any other user name must be an allocation id.
+const CommandUser = "gpuaas"
+
+// sessionHandler is the middleware chain every session and subsystem goes
+// through, outermost first:
+//
+//	recover → logging → auth re-check → dispatch
+//
+// dispatch sends allocation sessions (user name = allocation id) to the
+// proxy, and everything else to command mode. Direct-tcpip channels are
+// not sessions; directTCPIP makes the same auth re-check itself.
+func (g *Gateway) sessionHandler() ssh.Handler {
+	return chain(g.dispatch,
+		g.recoverMiddleware,
+		g.loggingMiddleware,
+		g.authMiddleware,
+	)
+}
+
+// chain wraps h in mws, the first one outermost. (wish.WithMiddleware
+// takes them the other way round.)
+func chain(h ssh.Handler, mws ...wish.Middleware) ssh.Handler {
+	for i := len(mws) - 1; i >= 0; i-- {
+		h = mws[i](h)
+	}
+	return h
+}
+
+// recoverMiddleware turns a panic in one session into a logged error and a
+// closed session, not a dead gateway.
+func (g *Gateway) recoverMiddleware(next ssh.Handler) ssh.Handler {
+	return func(s ssh.Session) {
+		defer func() {
+			if r := recover(); r != nil {
+				g.log.Error("panic in session", "user", s.User(), "remote", s.RemoteAddr(), "panic", r, "stack", string(debug.Stack()))
+				fail(s, errors.New("internal error in the gateway"))
+			}
+		}()
+		next(s)
+	}
+}
+
+// loggingMiddleware logs each session's start and end.
+func (g *Gateway) loggingMiddleware(next ssh.Handler) ssh.Handler {
+	return func(s ssh.Session) {
+		start := time.Now()
+		_, hasPty := g.ptyOf(s)
+		attrs := []any{"user", s.User(), "remote", s.RemoteAddr().String(), "pty", hasPty}
+		switch {
+		case s.Subsystem() != "":
+			attrs = append(attrs, "subsystem", s.Subsystem())
+		case s.RawCommand() != "":
+			attrs = append(attrs, "command", truncate(s.RawCommand(), 200))
+		}
+		g.log.Info("session start", attrs...)
+		next(s)
+		g.log.Info("session end", append(attrs, "duration", time.Since(start).Round(time.Millisecond))...)
+	}
+}
+
+// identityKey is the context key of the identity authMiddleware checked.
+type identityKey struct{}
+
+// authMiddleware re-checks, for every session, that the connection's
+// identity was proven by the key that authenticated and that its
+// certificate is still valid and trusted; the identity it hands on is the
+// only one the handlers below use.
+func (g *Gateway) authMiddleware(next ssh.Handler) ssh.Handler {
+	return func(s ssh.Session) {
+		id, err := g.identityOf(s.Context())
+		if err != nil {
+			g.log.Warn("session refused", "user", s.User(), "remote", s.RemoteAddr(), "err", err)
+			fail(s, errors.New("authentication no longer valid: run `gpuaas login` and reconnect"))
+			return
+		}
+		s.Context().SetValue(identityKey{}, id)
+		next(s)
+	}
+}
+
+// dispatch picks the handler for the session's user name.
+func (g *Gateway) dispatch(s ssh.Session) {
+	id, ok := s.Context().Value(identityKey{}).(sshcert.Identity)
+	if !ok {
+		fail(s, ErrNoIdentity)
+		return
+	}
+	switch user := s.User(); {
+	case ids.Valid(ids.Allocation, user):
+		g.proxySession(s, id)
+	case user == CommandUser || user == id.UserID:
+		g.commandSession(s, id)
+	default:
+		fail(s, fmt.Errorf("%q is not an allocation id: ssh <allocation-id>@gateway opens an allocation, ssh %s@gateway <command> runs gpuaas commands", user, CommandUser))
+	}
+}
+
+// fail tells the client why its session ends and ends it with
+// exitGatewayError.
+func fail(s ssh.Session, err error) {
+	_, _ = fmt.Fprintf(s.Stderr(), "gpuaas gateway: %v\r\n", err)
+	_ = s.Exit(exitGatewayError)
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}

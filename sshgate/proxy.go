@@ -1,0 +1,369 @@
+package sshgate
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/charmbracelet/ssh"
+	gossh "golang.org/x/crypto/ssh"
+
+	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/sshcert"
+)
+
+// proxySession serves one session of an allocation connection: it opens a
+// session on the node's terminal server (over the connection's one link to
+// the node) and relays the client's requests and both byte streams, then
+// the node's exit status or signal. PTY sessions are recorded.
+//
+// Backpressure: every byte moves through io.Copy between two SSH channels,
+// each with its own flow-control window. When the client reads slowly, the
+// copy blocks on the client's window, stops reading the node's channel,
+// and the node's window closes: the gateway holds at most one copy buffer
+// per direction, whatever the node writes. The recorder only appends to a
+// local file.
+func (g *Gateway) proxySession(s ssh.Session, id sshcert.Identity) {
+	g.bg.add()
+	defer g.bg.done()
+	ctx := s.Context()
+	alloc := s.User()
+	pty, hasPty := g.ptyOf(s)
+	kind, command := api.SessionShell, ""
+	switch {
+	case s.Subsystem() != "":
+		kind, command = api.SessionSFTP, s.Subsystem()
+	case s.RawCommand() != "":
+		kind, command = api.SessionExec, s.RawCommand()
+	}
+
+	up, err := g.upstreamFor(ctx, id)
+	if err != nil {
+		g.log.Warn("allocation refused", "allocation", alloc, "user", id.UserID, "err", err)
+		fail(s, publicError(err))
+		return
+	}
+	sessionID, err := g.startIndex(ctx, id, alloc, kind, command)
+	if err != nil {
+		g.log.Error("session not indexed; refusing it", "allocation", alloc, "user", id.UserID, "err", err)
+		fail(s, errors.New("cannot record this session right now; try again"))
+		return
+	}
+	var rec *recorder
+	if hasPty {
+		rec, err = newRecorder(g.cfg.RecordingDir, pty.Term, pty.Window.Width, pty.Window.Height, g.cfg.MaxRecordingBytes, g.cfg.Now)
+		if err != nil {
+			// Every PTY session is recorded; one that cannot be is not served.
+			g.log.Error("cannot record; refusing the session", "session", sessionID, "err", err)
+			fail(s, errors.New("cannot record this session right now; try again"))
+			g.finishSession(sessionID, nil, sessionResult{})
+			return
+		}
+	}
+	res := g.relay(s, up, pty, hasPty, kind, rec)
+	if rec != nil && rec.Err() != nil {
+		g.log.Error("recording failed during the session", "session", sessionID, "err", rec.Err())
+	}
+	g.finishSession(sessionID, rec, res)
+}
+
+// relay runs the session on the node and returns how it ended. It works
+// on the raw channel (not x/crypto's Session, which cannot wait for a
+// subsystem) and mirrors what the client asked, in order: env, pty-req,
+// then shell, exec or subsystem.
+func (g *Gateway) relay(s ssh.Session, up *upstream, pty ssh.Pty, hasPty bool, kind string, rec *recorder) sessionResult {
+	var res sessionResult
+	node, nodeReqs, err := up.client.OpenChannel("session", nil)
+	if err != nil {
+		g.log.Warn("open session on node", "node", up.auth.NodeID, "err", err)
+		fail(s, errors.New("the node did not open a session"))
+		return res
+	}
+	defer node.Close()
+	exit := make(chan exitInfo, 1)
+	go collectExit(nodeReqs, exit)
+
+	// Refusals are the node's policy (it allows TERM, LANG, LC_*); the
+	// client is not told, as with OpenSSH's AcceptEnv.
+	for _, kv := range forwardedEnv(s.Environ(), hasPty) {
+		_, _ = node.SendRequest("env", true, gossh.Marshal(envMsg{Name: kv[0], Value: kv[1]}))
+	}
+	if hasPty {
+		if ok, err := node.SendRequest("pty-req", true, ptyRequest(pty)); err != nil || !ok {
+			fail(s, errors.New("the node refused a terminal"))
+			return res
+		}
+	}
+	var start []byte
+	switch kind {
+	case api.SessionExec:
+		start = gossh.Marshal(commandMsg{Command: s.RawCommand()})
+	case api.SessionSFTP:
+		start = gossh.Marshal(subsystemMsg{Name: s.Subsystem()})
+	}
+	if ok, err := node.SendRequest(startRequest[kind], true, start); err != nil || !ok {
+		fail(s, fmt.Errorf("the node refused the %s request", kind))
+		return res
+	}
+
+	var in, out atomic.Int64
+	var stdout io.Writer = s
+	if rec != nil {
+		// The client first: the recording holds what the client was sent.
+		stdout = io.MultiWriter(s, rec)
+	}
+	closeNode := sync.OnceFunc(func() { _ = node.Close() })
+	done := make(chan struct{})
+	go func() {
+		_, _ = io.Copy(node, &countingReader{r: s, n: &in})
+		_ = node.CloseWrite() // EOF to the node
+	}()
+	go func() {
+		// The client's whole connection went away.
+		select {
+		case <-s.Context().Done():
+			closeNode()
+		case <-done:
+		}
+	}()
+	if hasPty {
+		_, winCh, _ := s.Pty()
+		go relayWindowChanges(winCh, node, rec, done, closeNode)
+	}
+	stopSignals := relaySignals(s, node)
+
+	var copies sync.WaitGroup
+	copies.Add(2)
+	go func() {
+		defer copies.Done()
+		_, _ = io.Copy(&clientWriter{w: stdout, n: &out, gone: closeNode}, node)
+	}()
+	go func() {
+		defer copies.Done()
+		_, _ = io.Copy(&clientWriter{w: s.Stderr(), n: &out, gone: closeNode}, node.Stderr())
+	}()
+	copies.Wait()
+	ex := <-exit // the node closed the channel: nothing more will come
+	close(done)
+	stopSignals()
+	res.bytes = in.Load() + out.Load()
+	_ = s.CloseWrite()
+
+	switch {
+	case ex.signal != nil:
+		code := 128 + signalNumber(ex.signal.Signal)
+		res.exit = &code
+		_, _ = s.SendRequest("exit-signal", false, gossh.Marshal(ex.signal))
+		_ = s.Close()
+	case ex.status != nil:
+		res.exit = ex.status
+		_ = s.Exit(*ex.status)
+	default:
+		// No exit status from the node (its link dropped, or the client
+		// went away and the gateway closed the node's channel): close
+		// without one, as sshd would.
+		g.log.Info("session ended without exit status", "node", up.auth.NodeID)
+		_ = s.Close()
+	}
+	return res
+}
+
+// exitInfo is what the node said about how the session ended.
+type exitInfo struct {
+	status *int
+	signal *exitSignalMsg
+}
+
+// collectExit serves the node's requests on the session channel until it
+// closes, keeping the exit status or signal, and sends the result.
+func collectExit(reqs <-chan *gossh.Request, out chan<- exitInfo) {
+	var ex exitInfo
+	for req := range reqs {
+		switch req.Type {
+		case "exit-status":
+			if len(req.Payload) >= 4 {
+				code := int(binary.BigEndian.Uint32(req.Payload))
+				ex.status = &code
+			}
+		case "exit-signal":
+			var sig exitSignalMsg
+			if gossh.Unmarshal(req.Payload, &sig) == nil {
+				ex.signal = &sig
+			}
+		}
+		if req.WantReply {
+			_ = req.Reply(false, nil)
+		}
+	}
+	out <- ex
+}
+
+// startRequest is the request that starts a session of each kind.
+var startRequest = map[string]string{api.SessionShell: "shell", api.SessionExec: "exec", api.SessionSFTP: "subsystem"}
+
+// signalNumber is the Linux number of an SSH signal name, for the exit
+// status recorded for a session a signal ended (128+n, as shells report).
+func signalNumber(name string) int {
+	n, ok := map[string]int{"HUP": 1, "INT": 2, "QUIT": 3, "ILL": 4, "ABRT": 6, "FPE": 8, "KILL": 9, "USR1": 10,
+		"SEGV": 11, "USR2": 12, "PIPE": 13, "ALRM": 14, "TERM": 15}[name]
+	if !ok {
+		return 0
+	}
+	return n
+}
+
+// relayWindowChanges forwards the client's window changes to the node and
+// the recording until the session is done, then keeps draining winCh: the
+// library's request loop blocks on it, and it closes only when the client's
+// channel does (which also ends the node's session).
+func relayWindowChanges(winCh <-chan ssh.Window, node gossh.Channel, rec *recorder, done <-chan struct{}, closeNode func()) {
+	first := true
+	for w := range winCh {
+		if first {
+			// The size of the pty-req itself, which the library queues.
+			first = false
+			continue
+		}
+		select {
+		case <-done:
+			continue
+		default:
+		}
+		_, _ = node.SendRequest("window-change", false, gossh.Marshal(windowChangeMsg{
+			Columns: uint32(w.Width), Rows: uint32(w.Height), Width: uint32(w.WidthPixels), Height: uint32(w.HeightPixels)}))
+		if rec != nil {
+			rec.Resize(w.Width, w.Height)
+		}
+	}
+	closeNode()
+}
+
+// relaySignals forwards the client's signals to the node until the
+// returned func is called.
+func relaySignals(s ssh.Session, node gossh.Channel) (stop func()) {
+	sigs := make(chan ssh.Signal, 8)
+	quit := make(chan struct{})
+	s.Signals(sigs)
+	go func() {
+		for {
+			select {
+			case sig := <-sigs:
+				_, _ = node.SendRequest("signal", false, gossh.Marshal(signalMsg{Signal: string(sig)}))
+			case <-quit:
+				return
+			}
+		}
+	}()
+	return func() {
+		// Unregister while still draining: the library sends with its lock held.
+		s.Signals(nil)
+		close(quit)
+	}
+}
+
+// clientWriter writes what the node sends to the client, counts it, and
+// closes the node's session when the client can no longer be written to
+// (its channel closed), so a node still producing output is not left
+// blocked on a window nobody will open.
+type clientWriter struct {
+	w    io.Writer
+	n    *atomic.Int64
+	gone func()
+}
+
+func (c *clientWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n.Add(int64(n))
+	if err != nil {
+		c.gone()
+	}
+	return n, err
+}
+
+// countingReader counts what the client sends.
+type countingReader struct {
+	r io.Reader
+	n *atomic.Int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n.Add(int64(n))
+	return n, err
+}
+
+// forwardedEnv is the client's environment the node is offered: the
+// locale and, without a PTY, TERM (a PTY carries TERM in its request).
+// Nothing else leaves the gateway: in particular not GPUAAS_TOKEN, which
+// only command mode reads.
+func forwardedEnv(environ []string, hasPty bool) [][2]string {
+	var out [][2]string
+	for _, kv := range environ {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok {
+			continue
+		}
+		if k == "LANG" || strings.HasPrefix(k, "LC_") || (k == "TERM" && !hasPty) {
+			out = append(out, [2]string{k, v})
+		}
+	}
+	return out
+}
+
+// Wire forms of session requests (RFC 4254 §6).
+type (
+	ptyRequestMsg struct {
+		Term     string
+		Columns  uint32
+		Rows     uint32
+		Width    uint32
+		Height   uint32
+		Modelist string
+	}
+	windowChangeMsg struct {
+		Columns uint32
+		Rows    uint32
+		Width   uint32
+		Height  uint32
+	}
+	envMsg struct {
+		Name  string
+		Value string
+	}
+	commandMsg struct {
+		Command string
+	}
+	subsystemMsg struct {
+		Name string
+	}
+	signalMsg struct {
+		Signal string
+	}
+	exitSignalMsg struct {
+		Signal     string
+		CoreDumped bool
+		Error      string
+		Lang       string
+	}
+)
+
+// ptyRequest encodes the client's pty-req for the node, terminal modes and
+// pixel sizes included.
+func ptyRequest(p ssh.Pty) []byte {
+	var modes []byte
+	for op, val := range p.Modes {
+		var b [5]byte
+		b[0] = op
+		binary.BigEndian.PutUint32(b[1:], val)
+		modes = append(modes, b[:]...)
+	}
+	modes = append(modes, 0) // TTY_OP_END
+	return gossh.Marshal(ptyRequestMsg{
+		Term: p.Term, Columns: uint32(p.Window.Width), Rows: uint32(p.Window.Height),
+		Width: uint32(p.Window.WidthPixels), Height: uint32(p.Window.HeightPixels), Modelist: string(modes),
+	})
+}

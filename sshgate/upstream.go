@@ -1,0 +1,180 @@
+package sshgate
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/charmbracelet/ssh"
+	gossh "golang.org/x/crypto/ssh"
+
+	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/sshcert"
+)
+
+// connStateKey is the context key of a connection's connState.
+type connStateKey struct{}
+
+// connState is what the gateway keeps per client connection: the one SSH
+// connection to the node that all the client's channels (sessions and
+// port forwards) are multiplexed on. It is opened on the first channel
+// that needs it and closed with the client's connection.
+type connState struct {
+	conn *trackedConn // the client's
+
+	// mu protects the following. It is held while dialling, so the
+	// channels of one connection wait for one authorization.
+	mu     sync.Mutex
+	up     *upstream
+	err    error // why the connection to the node could not be made
+	closed bool
+}
+
+// upstream is an authorized SSH connection to a node's terminal server.
+type upstream struct {
+	auth   *api.GateAuthorizeResponse
+	client *gossh.Client
+	dead   chan struct{} // closed when the connection to the node ends
+}
+
+func (st *connState) close() {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.closed = true
+	if st.up != nil {
+		_ = st.up.client.Close()
+	}
+}
+
+// upstreamFor returns the connection's link to the allocation's node,
+// authorizing and dialling it on first use. A failure is kept: every later
+// channel of the connection gets the same answer (reconnect to retry). A
+// link that died (the node's terminal server restarted) is re-dialled.
+func (g *Gateway) upstreamFor(ctx ssh.Context, id sshcert.Identity) (*upstream, error) {
+	st, ok := ctx.Value(connStateKey{}).(*connState)
+	if !ok {
+		return nil, errors.New("no connection state")
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.closed {
+		return nil, errors.New("connection closed")
+	}
+	if st.err != nil {
+		return nil, st.err
+	}
+	if st.up != nil {
+		select {
+		case <-st.up.dead:
+			g.log.Info("connection to node lost; dialling again", "allocation", ctx.User(), "node", st.up.auth.NodeID)
+			st.up = nil
+		default:
+			return st.up, nil
+		}
+	}
+	up, err := g.dialNode(ctx, id, ctx.User())
+	if err != nil {
+		st.err = err
+		return nil, err
+	}
+	st.up = up
+	return up, nil
+}
+
+// dialNode asks controld whether id may open alloc and, with the ticket it
+// returns for a key made for this connection alone, dials the node's
+// terminal server as the allocation's POSIX user.
+func (g *Gateway) dialNode(ctx context.Context, id sshcert.Identity, alloc string) (*upstream, error) {
+	_, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		return nil, fmt.Errorf("ticket key: %w", err)
+	}
+	key, err := gossh.NewSignerFromKey(priv)
+	if err != nil {
+		return nil, fmt.Errorf("ticket key: %w", err)
+	}
+	auth, err := g.cfg.Client.GateAuthorize(ctx, api.GateAuthorizeRequest{
+		AllocationID: alloc,
+		UserID:       id.UserID,
+		TicketKey:    strings.TrimSpace(string(gossh.MarshalAuthorizedKey(key.PublicKey()))),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("authorize %s: %w", alloc, err)
+	}
+	if auth.AllocationID != alloc {
+		return nil, fmt.Errorf("authorize %s: controld answered for %q", alloc, auth.AllocationID)
+	}
+	ticket, err := parseTicket(auth.Ticket, key.PublicKey())
+	if err != nil {
+		return nil, fmt.Errorf("authorize %s: %w", alloc, err)
+	}
+	ticketSigner, err := gossh.NewCertSigner(ticket, key)
+	if err != nil {
+		return nil, fmt.Errorf("authorize %s: ticket: %w", alloc, err)
+	}
+
+	dialCtx, cancel := context.WithTimeout(ctx, g.cfg.DialTimeout)
+	defer cancel()
+	var d net.Dialer
+	conn, err := d.DialContext(dialCtx, "tcp", auth.TerminalAddr)
+	if err != nil {
+		return nil, fmt.Errorf("dial node %s at %s: %w", auth.NodeID, auth.TerminalAddr, err)
+	}
+	// The handshake gets the same deadline as the dial.
+	if deadline, ok := dialCtx.Deadline(); ok {
+		_ = conn.SetDeadline(deadline)
+	}
+	cc, chans, reqs, err := gossh.NewClientConn(conn, auth.TerminalAddr, &gossh.ClientConfig{
+		User:            auth.PosixUser,
+		Auth:            []gossh.AuthMethod{gossh.PublicKeys(ticketSigner)},
+		HostKeyCallback: hostdKeyCallback(auth, g.trust.get().internal, g.cfg.Now),
+		ClientVersion:   "SSH-2.0-gpuaas-sshgate",
+	})
+	if err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("ssh to node %s at %s: %w", auth.NodeID, auth.TerminalAddr, err)
+	}
+	_ = conn.SetDeadline(time.Time{})
+	up := &upstream{auth: auth, client: gossh.NewClient(cc, chans, reqs), dead: make(chan struct{})}
+	go func() {
+		_ = up.client.Wait()
+		close(up.dead)
+	}()
+	g.log.Info("connected to node", "allocation", alloc, "user", id.UserID, "node", auth.NodeID,
+		"addr", auth.TerminalAddr, "posix_user", auth.PosixUser)
+	return up, nil
+}
+
+// parseTicket reads the ticket controld returned and checks it certifies
+// key (the gateway's own fresh key); hostd checks the rest.
+func parseTicket(s string, key gossh.PublicKey) (*gossh.Certificate, error) {
+	pub, _, _, _, err := gossh.ParseAuthorizedKey([]byte(s))
+	if err != nil {
+		return nil, fmt.Errorf("ticket: %w", err)
+	}
+	cert, ok := pub.(*gossh.Certificate)
+	if !ok {
+		return nil, fmt.Errorf("ticket: a %s, not a certificate", pub.Type())
+	}
+	if string(cert.Key.Marshal()) != string(key.Marshal()) {
+		return nil, errors.New("ticket: certifies another key")
+	}
+	return cert, nil
+}
+
+// publicError is what the client is told about a failure to reach its
+// allocation: the API's message (controld wrote it for users), or a
+// generic line for anything internal.
+func publicError(err error) error {
+	var apiErr *api.Error
+	if errors.As(err, &apiErr) {
+		return apiErr
+	}
+	return errors.New("cannot reach the allocation's node right now; try again")
+}

@@ -44,6 +44,8 @@ type DevOptions struct {
 	SessionTTL   time.Duration
 	// Hosts is how many simulated GPU hosts to run.
 	Hosts int
+	// SSHPort is where the SSH gateway listens on loopback (0: any).
+	SSHPort int
 	// WriteConfig writes the dev context into the client config.
 	WriteConfig bool
 	// ConfigDir overrides the client config directory (tests).
@@ -51,6 +53,13 @@ type DevOptions struct {
 	// Ready, when set, is called with the NATS URL once everything serves
 	// (tests).
 	Ready func(natsURL string)
+
+	gatewayAddr string // set once chosen
+}
+
+func (o *DevOptions) gatewayHost() string {
+	host, _, _ := net.SplitHostPort(o.gatewayAddr)
+	return host
 }
 
 // NewCmdDev builds `gpuaas dev`.
@@ -90,6 +99,9 @@ node). It writes a "dev" context into the client config so that
 			if opts.Hosts < 0 || opts.Hosts > 64 {
 				return cmdutil.FlagErrorf("--hosts must be 0-64")
 			}
+			if opts.SSHPort < 0 || opts.SSHPort > 65535 {
+				return cmdutil.FlagErrorf("--ssh-port must be 0-65535")
+			}
 			if opts.NATSPort < 0 || opts.NATSPort > 65535 {
 				return cmdutil.FlagErrorf("--nats-port must be 0-65535")
 			}
@@ -108,6 +120,7 @@ node). It writes a "dev" context into the client config so that
 	fl.StringVar(&opts.LogLevel, "log-level", "info", "Log level: debug, info, warn, error")
 	fl.DurationVar(&opts.SessionTTL, "session-ttl", 12*time.Hour, "Lifetime of session tokens")
 	fl.IntVar(&opts.Hosts, "hosts", 2, "Simulated GPU hosts to run: slice and bare-metal hosts, alternately")
+	fl.IntVar(&opts.SSHPort, "ssh-port", 2222, "Port of the SSH gateway on loopback (0 picks a free one)")
 	return cmd
 }
 
@@ -149,6 +162,11 @@ func devRun(ctx context.Context, opts *DevOptions) (err error) {
 			return err
 		}
 	}
+	gatewayAddr, err := gatewayAddress(opts.SSHPort)
+	if err != nil {
+		return err
+	}
+	opts.gatewayAddr = gatewayAddr
 
 	pg, err := pgserver.Start(ctx, pgserver.Config{DataDir: filepath.Join(opts.DataDir, "pg"), Logger: log})
 	if err != nil {
@@ -177,8 +195,8 @@ func devRun(ctx context.Context, opts *DevOptions) (err error) {
 	defer nc.Close()
 
 	srv, err := controld.New(ctx, controld.Config{DatabaseURL: pg.ConnString(devDatabase), NATS: nc, Log: log,
-		SessionTTL: opts.SessionTTL,
-		Hosts:      controld.HostsConfig{HeartbeatInterval: time.Second, AutoApproveSlots: true}})
+		SessionTTL: opts.SessionTTL, GatewayAddr: gatewayAddr,
+		Hosts: controld.HostsConfig{HeartbeatInterval: time.Second, AutoApproveSlots: true}})
 	if err != nil {
 		return err
 	}
@@ -221,8 +239,13 @@ func devRun(ctx context.Context, opts *DevOptions) (err error) {
 	if err := fleet.waitReady(ctx, srv); err != nil {
 		return err
 	}
+	gw, err := startGateway(runCtx, srv, res.Admin.ID, ns.ClientURL(), gatewayAddr, opts, log)
+	if err != nil {
+		return err
+	}
+	defer gw.stop()
 	if opts.WriteConfig {
-		if err := writeDevContext(opts.ConfigDir, ns.ClientURL(), opts.Reset); err != nil {
+		if err := writeDevContext(opts.ConfigDir, ns.ClientURL(), gatewayAddr, opts.Reset); err != nil {
 			return err
 		}
 	}
@@ -244,6 +267,8 @@ func devRun(ctx context.Context, opts *DevOptions) (err error) {
 		return err
 	case err := <-fleet.failed:
 		return fmt.Errorf("simulated host stopped: %w", err)
+	case err := <-gw.failed:
+		return fmt.Errorf("ssh gateway stopped: %w", err)
 	}
 }
 
@@ -299,7 +324,7 @@ func ensureDatabase(ctx context.Context, pg *pgserver.Server, name string) error
 // writeDevContext points the "dev" context at this server and makes it
 // current. A token from an earlier run is kept (the data, and so the
 // session, survive restarts) unless the data was reset.
-func writeDevContext(dir, url string, reset bool) error {
+func writeDevContext(dir, url, gateway string, reset bool) error {
 	var cfg *config.Config
 	var err error
 	if dir != "" {
@@ -314,7 +339,7 @@ func writeDevContext(dir, url string, reset bool) error {
 		if reset || c.Server != url {
 			*c = config.Context{}
 		}
-		c.Server, c.User = url, DevAdminEmail
+		c.Server, c.User, c.Gateway = url, DevAdminEmail, gateway
 		if c.Project == "" {
 			c.Project = DevProject
 		}
@@ -339,10 +364,12 @@ func printBanner(opts *DevOptions, url string, showPassword bool, password strin
 	}
 	fmt.Fprintln(w, describe("project", DevProject))
 	fmt.Fprintln(w, describe("hosts", fmt.Sprintf("%d simulated (gpuaas node list)", opts.Hosts)))
+	fmt.Fprintln(w, describe("ssh", "gateway on "+opts.gatewayAddr))
 	fmt.Fprintln(w, "\nNext, from another shell:")
 	fmt.Fprintln(w, "  gpuaas login")
 	fmt.Fprintln(w, "  gpuaas catalog list")
 	fmt.Fprintln(w, "  gpuaas alloc create --sku h200-slice --gpus 2 --wait")
 	fmt.Fprintln(w, "  gpuaas alloc list")
+	fmt.Fprintln(w, "  gpuaas ssh-config --write && ssh <alloc-id>@"+opts.gatewayHost())
 	fmt.Fprintln(w, "\nPress Ctrl-C to stop.")
 }

@@ -60,7 +60,7 @@ func tempDir(t *testing.T, prefix string) string {
 // startDev starts `gpuaas dev` with args and waits for its banner.
 func startDev(t *testing.T, dataDir, configDir string, args ...string) *devProc {
 	t.Helper()
-	args = append([]string{"dev", "--data", dataDir, "--nats-port", "0"}, args...)
+	args = append([]string{"dev", "--data", dataDir, "--nats-port", "0", "--ssh-port", "0"}, args...)
 	cmd := exec.Command(binary, args...)
 	cmd.Env = append(os.Environ(), "GPUAAS_CONFIG_DIR="+configDir)
 	p := &devProc{cmd: cmd, stderr: &syncBuffer{}, done: make(chan error, 1), dataDir: dataDir, configDir: configDir}

@@ -12,6 +12,7 @@ import (
 
 	gossh "golang.org/x/crypto/ssh"
 
+	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/ids"
 	"github.com/gpuaas/gpuaas/internal/sshcert"
 )
@@ -20,8 +21,13 @@ import (
 // window, for exactly one principal that is a user id, with no critical
 // options, gets in; every other credential is refused at the handshake.
 func TestAuthRefusals(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envOptions{})
-	alloc := e.ctl.addAlloc("u-000000000000")
+	owner := e.newUser()
+	alloc := e.addAlloc(owner)
+	// controld's user CA, for certificates it would not mint itself.
+	userCA := e.authority(api.CAUser)
+	userCAKey := signerOf(t, e.caKey(api.CAUser))
 	now := time.Now()
 	fresh := func() gossh.Signer { return newSigner(t) }
 	userCert := func(ca *sshcert.Authority, id string, at time.Time) func() gossh.AuthMethod {
@@ -39,7 +45,7 @@ func TestAuthRefusals(t *testing.T) {
 			k := fresh()
 			cert.Key = k.PublicKey()
 			cert.Serial = 42
-			if err := cert.SignCert(rand.Reader, e.ctl.userCAKey); err != nil {
+			if err := cert.SignCert(rand.Reader, userCAKey); err != nil {
 				t.Fatal(err)
 			}
 			return gossh.PublicKeys(certSigner(t, &cert, k))
@@ -49,20 +55,20 @@ func TestAuthRefusals(t *testing.T) {
 		return uint64(now.Add(after).Unix()), uint64(now.Add(before).Unix())
 	}
 	va, vb := window(-time.Minute, time.Hour)
-	userID := ids.New(ids.User)
+	userID := owner.id // a real user, whose certificate is what is wrong
 	ext := map[string]string{sshcert.ExtensionPermitPTY: ""}
 
 	tests := []struct {
 		name string
 		auth func() gossh.AuthMethod
 	}{
-		{"expired certificate", userCert(e.ctl.userCA, userID, now.Add(-2*time.Hour))},
-		{"not yet valid certificate", userCert(e.ctl.userCA, userID, now.Add(2*time.Hour))},
+		{"expired certificate", userCert(userCA, userID, now.Add(-2*time.Hour))},
+		{"not yet valid certificate", userCert(userCA, userID, now.Add(2*time.Hour))},
 		{"certificate from another CA", userCert(newAuthority(t, "user"), userID, now)},
 		{"host certificate as user certificate", crafted(gossh.Certificate{CertType: gossh.HostCert,
 			ValidPrincipals: []string{userID}, ValidAfter: va, ValidBefore: vb})},
-		{"principal that is not a user id", userCert(e.ctl.userCA, "root", now)},
-		{"principal that is an allocation id", userCert(e.ctl.userCA, alloc, now)},
+		{"principal that is not a user id", userCert(userCA, "root", now)},
+		{"principal that is an allocation id", userCert(userCA, alloc, now)},
 		{"two principals", crafted(gossh.Certificate{CertType: gossh.UserCert, ValidPrincipals: []string{userID, ids.New(ids.User)},
 			ValidAfter: va, ValidBefore: vb, Permissions: gossh.Permissions{Extensions: ext}})},
 		{"critical option (a ticket's)", crafted(gossh.Certificate{CertType: gossh.UserCert, ValidPrincipals: []string{userID},
@@ -74,7 +80,7 @@ func TestAuthRefusals(t *testing.T) {
 		{"infinite validity", crafted(gossh.Certificate{CertType: gossh.UserCert, ValidPrincipals: []string{userID},
 			ValidAfter: va, ValidBefore: gossh.CertTimeInfinity, Permissions: gossh.Permissions{Extensions: ext}})},
 		{"plain key", func() gossh.AuthMethod { return gossh.PublicKeys(fresh()) }},
-		{"CA key itself", func() gossh.AuthMethod { return gossh.PublicKeys(e.ctl.userCAKey) }},
+		{"CA key itself", func() gossh.AuthMethod { return gossh.PublicKeys(userCAKey) }},
 		{"password", func() gossh.AuthMethod { return gossh.Password("hunter2") }},
 		{"keyboard-interactive", func() gossh.AuthMethod {
 			return gossh.KeyboardInteractive(func(string, string, []string, []bool) ([]string, error) { return nil, nil })
@@ -99,13 +105,15 @@ func TestAuthRefusals(t *testing.T) {
 			}
 		})
 	}
-	if got := e.ctl.authorizedUsers(); len(got) != 0 {
+	if got := e.authorizedUsers(); len(got) != 0 {
 		t.Fatalf("got gate.authorize calls for %q; want none", got)
 	}
 
-	// The control: a good certificate gets in.
-	u := e.newUser()
-	e.dial(u, CommandUser)
+	// The control: a good certificate gets in, to the allocation too.
+	e.dial(owner, CommandUser)
+	if out, stderr, status, err := run(t, e.dial(owner, alloc), "echo in"); err != nil || status != 0 || out != "in\n" {
+		t.Fatalf("the owner's own certificate: got %q, %q, %d, %v; want in", out, stderr, status, err)
+	}
 }
 
 // offerOnly offers a key without proving it holds it (an SSH "query"):
@@ -136,9 +144,10 @@ func steps(methods ...gossh.AuthMethod) gossh.ClientAuthCallback {
 // then authenticates with Alice's key is Alice, or nobody — never Bob.
 // Whose identity the gateway acts on is what it sends gate.authorize.
 func TestKeyConfusion(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envOptions{})
-	alice, bob := e.newUser(), e.newUser()
-	allocA, allocB := e.ctl.addAlloc(alice.id), e.ctl.addAlloc(bob.id)
+	alice, bob := e.newUser(), e.newUser() // each in a project of their own
+	allocA, allocB := e.addAlloc(alice), e.addAlloc(bob)
 
 	flows := []struct {
 		name     string
@@ -183,7 +192,8 @@ func TestKeyConfusion(t *testing.T) {
 				t.Fatal(err)
 			}
 			if f.wantEcho == "" {
-				if status != exitGatewayError || stdout != "" || !strings.Contains(stderr, "not yours") {
+				// controld does not tell Alice that Bob's allocation exists.
+				if status != exitGatewayError || stdout != "" || !strings.Contains(stderr, "allocation "+allocB+" not found") {
 					t.Fatalf("got status %d, stdout %q, stderr %q; want %d and Alice refused Bob's allocation",
 						status, stdout, stderr, exitGatewayError)
 				}
@@ -192,7 +202,7 @@ func TestKeyConfusion(t *testing.T) {
 			}
 		})
 	}
-	got := e.ctl.authorizedUsers()
+	got := e.authorizedUsers()
 	if slices.Contains(got, bob.id) {
 		t.Fatalf("gate.authorize was asked for Bob (%s) in %q; want only Alice (%s)", bob.id, got, alice.id)
 	}

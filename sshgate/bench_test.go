@@ -1,15 +1,15 @@
 package sshgate
 
 import (
+	"context"
 	"io"
 	"strconv"
+	"strings"
 	"testing"
-	"time"
 
 	gossh "golang.org/x/crypto/ssh"
 
 	"github.com/gpuaas/gpuaas/internal/api"
-	"github.com/gpuaas/gpuaas/internal/sshcert"
 )
 
 // BenchmarkThroughput moves 64 MiB of command output to the client, through
@@ -19,7 +19,7 @@ import (
 func BenchmarkThroughput(b *testing.B) {
 	e := newEnv(b, envOptions{})
 	u := e.newUser()
-	alloc := e.ctl.addAlloc(u.id)
+	alloc := e.addAlloc(u)
 	const size = 64 << 20
 	cmd := "head -c " + strconv.Itoa(size) + " /dev/zero"
 
@@ -31,14 +31,19 @@ func BenchmarkThroughput(b *testing.B) {
 		}
 	})
 	b.Run("direct", func(b *testing.B) {
+		// A ticket from controld, as the gateway gets one.
 		k := newSigner(b)
-		ticket, err := e.ctl.intCA.SignTicket(k.PublicKey(), sshcert.Ticket{Node: e.ctl.node, Allocation: alloc,
-			PosixUser: api.PosixUser(alloc), TTL: sshcert.MaxTicketTTL}, time.Now())
+		auth, err := e.client.GateAuthorize(context.Background(), api.GateAuthorizeRequest{AllocationID: alloc, UserID: u.id,
+			TicketKey: strings.TrimSpace(string(gossh.MarshalAuthorizedKey(k.PublicKey())))})
 		if err != nil {
 			b.Fatal(err)
 		}
-		c, err := gossh.Dial("tcp", e.hostd.addr, &gossh.ClientConfig{User: api.PosixUser(alloc),
-			Auth: []gossh.AuthMethod{gossh.PublicKeys(certSigner(b, ticket, k))}, HostKeyCallback: gossh.InsecureIgnoreHostKey()})
+		ticket, _, _, _, err := gossh.ParseAuthorizedKey([]byte(auth.Ticket))
+		if err != nil {
+			b.Fatal(err)
+		}
+		c, err := gossh.Dial("tcp", auth.TerminalAddr, &gossh.ClientConfig{User: auth.PosixUser,
+			Auth: []gossh.AuthMethod{gossh.PublicKeys(certSigner(b, ticket.(*gossh.Certificate), k))}, HostKeyCallback: gossh.FixedHostKey(e.hostd.hostKey.PublicKey())})
 		if err != nil {
 			b.Fatal(err)
 		}

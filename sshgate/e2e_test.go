@@ -141,22 +141,7 @@ func (s *realStack) startHost(ctx context.Context, name, shape string, profile s
 
 // login gives a user a key and a certificate from controld's user CA, as
 // `gpuaas login` does.
-func (s *realStack) login(c *api.Client, id string) *user {
-	t := s.t
-	u := &user{id: id, key: newPrivateKey(t)}
-	u.signer = signerOf(t, u.key)
-	resp, err := c.SSHCert(context.Background(), api.SSHCertRequest{PublicKey: string(gossh.MarshalAuthorizedKey(u.signer.PublicKey()))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pub, _, _, _, err := gossh.ParseAuthorizedKey([]byte(resp.Certificate))
-	if err != nil {
-		t.Fatal(err)
-	}
-	u.cert = pub.(*gossh.Certificate)
-	u.auth = certSigner(t, u.cert, u.signer)
-	return u
-}
+func (s *realStack) login(c *api.Client, id string) *user { return login(s.t, c, id) }
 
 func (s *realStack) dial(u *user, sshUser string) *gossh.Client {
 	s.t.Helper()

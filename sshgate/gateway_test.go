@@ -20,9 +20,8 @@ import (
 	"github.com/gpuaas/gpuaas/cli/alloc"
 	"github.com/gpuaas/gpuaas/cli/auth"
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
+	"github.com/gpuaas/gpuaas/controld/controldtest"
 	"github.com/gpuaas/gpuaas/internal/api"
-	"github.com/gpuaas/gpuaas/internal/ids"
-	"github.com/gpuaas/gpuaas/internal/sshcert"
 	"github.com/gpuaas/gpuaas/internal/testutil"
 )
 
@@ -85,25 +84,49 @@ func TestHostKeyFile(t *testing.T) {
 	}
 }
 
-// TestCARotation: with the old and the new user CA keys trusted,
-// certificates of both work; once the old key is retired, its
-// certificates are refused — new connections at the handshake, new
-// sessions on a connection opened before at the auth re-check.
+// TestCARotation, through controld's ops.ca_rotate and ops.ca_retire:
+// a user CA key controld does not list is refused; after a rotation,
+// certificates of the new key and of the old one both work; once the old
+// key is retired, its certificates are refused — new connections at the
+// handshake, new sessions on a connection opened before at the auth
+// re-check.
 func TestCARotation(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envOptions{config: func(c *Config) { c.RefreshInterval = 20 * time.Millisecond }})
-	oldCA, newCA := e.ctl.userCA, newAuthority(t, api.CAUser)
-	id := ids.New(ids.User)
-	alloc := e.ctl.addAlloc(id)
-	oldUser, newUser := e.userWithCert(oldCA, id), e.userWithCert(newCA, id)
+	ctx := context.Background()
+	oldUser := e.newUser() // certified by the user CA's first key
+	alloc := e.addAlloc(oldUser)
 	dial := func(u *user) (*gossh.Client, error) {
 		return gossh.Dial("tcp", e.addr, e.clientConfig(alloc, gossh.PublicKeys(u.auth)))
 	}
 
-	if _, err := dial(newUser); err == nil {
-		t.Fatal("new CA before it is trusted: got in; want refused")
+	if c, err := dial(e.userWithCert(newAuthority(t, api.CAUser), oldUser.id)); err == nil {
+		c.Close()
+		t.Fatal("a user CA key controld does not list: got in; want refused")
 	}
-	e.ctl.setUserCAKeys(oldCA.Active(), newCA.Active())
-	eventually(t, "the new CA trusted", func() bool {
+	rotated, err := e.admin.CARotate(ctx, api.CARotateRequest{CA: api.CAUser})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var oldKey, newKey api.CAKey
+	for _, k := range rotated.Keys {
+		switch {
+		case k.RetiredAt != nil:
+		case k.Active:
+			newKey = k
+		default:
+			oldKey = k
+		}
+	}
+	if oldKey.ID == "" || newKey.ID == "" || oldKey.ID != gossh.FingerprintSHA256(oldUser.cert.SignatureKey) {
+		t.Fatalf("after the rotation got keys %+v; want the old key (which signed %s) trusted and a new one active",
+			rotated.Keys, gossh.FingerprintSHA256(oldUser.cert.SignatureKey))
+	}
+	newUser := e.relogin(oldUser) // the same user, certified by the new key
+	if got := gossh.FingerprintSHA256(newUser.cert.SignatureKey); got != newKey.ID {
+		t.Fatalf("certificate after the rotation signed by %s; want the new key %s", got, newKey.ID)
+	}
+	eventually(t, "the new CA key trusted", func() bool {
 		c, err := dial(newUser)
 		if err == nil {
 			c.Close()
@@ -112,15 +135,17 @@ func TestCARotation(t *testing.T) {
 	})
 	early, err := dial(oldUser)
 	if err != nil {
-		t.Fatalf("old CA during the overlap: %v; want in", err)
+		t.Fatalf("old CA key during the overlap: %v; want in", err)
 	}
 	defer early.Close()
 	if out, _, status, err := run(t, early, "echo old"); err != nil || status != 0 || out != "old\n" {
 		t.Fatalf("old certificate during the overlap: got %q, %d, %v; want it to work", out, status, err)
 	}
 
-	e.ctl.setUserCAKeys(newCA.Active())
-	eventually(t, "the old CA retired", func() bool {
+	if _, err := e.admin.CARetire(ctx, api.CARotateRequest{CA: api.CAUser, KeyID: oldKey.ID}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the old CA key retired", func() bool {
 		c, err := dial(oldUser)
 		if err == nil {
 			c.Close()
@@ -128,74 +153,13 @@ func TestCARotation(t *testing.T) {
 		return err != nil
 	})
 	if _, stderr, status, _ := run(t, early, "echo old"); status != exitGatewayError || !strings.Contains(stderr, "no longer valid") {
-		t.Fatalf("new session on a connection of the retired CA: got status %d, stderr %q; want it refused", status, stderr)
+		t.Fatalf("new session on a connection of the retired CA key: got status %d, stderr %q; want it refused", status, stderr)
 	}
 	c, err := dial(newUser)
 	if err != nil {
-		t.Fatalf("new CA after the rotation: %v", err)
+		t.Fatalf("new CA key after the rotation: %v", err)
 	}
 	c.Close()
-}
-
-// TestHostdKey: the gateway hands a session only to the terminal server
-// presenting the host key controld has for the node (hostd reported it,
-// signed); without one, only a host certificate of the internal CA for the
-// node will do. Never trust on first use.
-func TestHostdKey(t *testing.T) {
-	e := newEnv(t, envOptions{})
-	u := e.newUser()
-	alloc := e.ctl.addAlloc(u.id)
-	certified := func(ca *sshcert.Authority, principal string) gossh.Signer {
-		k := newSigner(t)
-		c, err := ca.SignHost(k.PublicKey(), []string{principal}, time.Hour, time.Now())
-		if err != nil {
-			t.Fatal(err)
-		}
-		return certSigner(t, c, k)
-	}
-	plain := newSigner(t)
-	tests := []struct {
-		name     string
-		serves   gossh.Signer    // what the terminal server presents
-		reported gossh.PublicKey // what controld has for the node
-		wantOK   bool
-	}{
-		{"the reported key", plain, plain.PublicKey(), true},
-		{"another key than the reported one", newSigner(t), plain.PublicKey(), false},
-		{"a certificate of the reported key", certSigner(t, mustSignHost(t, e.ctl.intCA, plain, e.ctl.node), plain), plain.PublicKey(), true},
-		{"no reported key, plain key", plain, nil, false},
-		{"no reported key, internal CA certificate for the node", certified(e.ctl.intCA, e.ctl.node), nil, true},
-		{"no reported key, certificate for another node", certified(e.ctl.intCA, ids.New(ids.Node)), nil, false},
-		{"no reported key, host CA certificate", certified(e.ctl.hostCA, e.ctl.node), nil, false},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			h := startTestHostd(t, e.ctl.node, e.ctl.intCA.Trusted(), tt.serves)
-			e.ctl.setNode(e.ctl.node, h.addr, tt.reported)
-			out, stderr, status, err := run(t, e.dial(u, alloc), "echo in")
-			if got := err == nil && status == 0 && out == "in\n"; got != tt.wantOK {
-				t.Fatalf("got %q, %q, status %d, %v; want served=%v", out, stderr, status, err, tt.wantOK)
-			}
-			if !tt.wantOK && (status != exitGatewayError || !strings.Contains(stderr, "cannot reach")) {
-				t.Fatalf("got status %d, stderr %q; want %d and the user told", status, stderr, exitGatewayError)
-			}
-			h.mu.Lock()
-			served := len(h.users)
-			h.mu.Unlock()
-			if served > 0 != tt.wantOK {
-				t.Fatalf("the terminal server served %d sessions; want served=%v", served, tt.wantOK)
-			}
-		})
-	}
-}
-
-func mustSignHost(t *testing.T, ca *sshcert.Authority, k gossh.Signer, principal string) *gossh.Certificate {
-	t.Helper()
-	c, err := ca.SignHost(k.PublicKey(), []string{principal}, time.Hour, time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
 }
 
 // sshTree is a small command tree for command mode tests (the real one,
@@ -210,11 +174,9 @@ func sshTree(f *cmdutil.Factory) *cobra.Command {
 // TestCommandMode: ssh gpuaas@gateway <command> runs the command for the
 // certificate's user, with the user's own token or not at all.
 func TestCommandMode(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envOptions{config: func(c *Config) { c.Commands = sshTree }})
 	u, other := e.newUser(), e.newUser()
-	e.ctl.mu.Lock()
-	e.ctl.tokens["tok-u"], e.ctl.tokens["tok-other"] = u.id, other.id
-	e.ctl.mu.Unlock()
 
 	tests := []struct {
 		name       string
@@ -229,9 +191,9 @@ func TestCommandMode(t *testing.T) {
 		{name: "help needs no API", sshUser: u.id, command: "alloc --help", wantOut: "alloc"},
 		{name: "no token: not available yet", sshUser: CommandUser, command: "whoami",
 			wantStatus: cmdutil.ExitUnavailable, wantErr: "cannot act as you yet"},
-		{name: "own token", sshUser: CommandUser, env: map[string]string{envToken: "tok-u"}, command: "whoami --json user",
+		{name: "own token", sshUser: CommandUser, env: map[string]string{envToken: u.token}, command: "whoami --json user",
 			wantOut: u.id},
-		{name: "another user's token", sshUser: CommandUser, env: map[string]string{envToken: "tok-other"}, command: "whoami",
+		{name: "another user's token", sshUser: CommandUser, env: map[string]string{envToken: other.token}, command: "whoami",
 			wantStatus: cmdutil.ExitForbidden, wantErr: "not your certificate"},
 		{name: "login is not served", sshUser: CommandUser, command: "login", wantStatus: 1, wantErr: "unknown command"},
 		{name: "another user's id", sshUser: other.id, command: "whoami", wantStatus: exitGatewayError, wantErr: "not an allocation id"},
@@ -276,7 +238,7 @@ func TestCommandMode(t *testing.T) {
 			}
 		})
 	}
-	if got := e.ctl.authorizedUsers(); len(got) != 0 {
+	if got := e.authorizedUsers(); len(got) != 0 {
 		t.Fatalf("command mode asked gate.authorize for %q; want nothing", got)
 	}
 }
@@ -286,9 +248,10 @@ func TestCommandMode(t *testing.T) {
 // able to write after a few windows, and gateway memory stays bounded
 // while a lot flows once the client reads.
 func TestBackpressure(t *testing.T) {
+	// Not parallel: it measures the process's heap.
 	e := newEnv(t, envOptions{})
 	u := e.newUser()
-	c := e.dial(u, e.ctl.addAlloc(u.id))
+	c := e.dial(u, e.addAlloc(u))
 	s, err := c.NewSession()
 	if err != nil {
 		t.Fatal(err)
@@ -352,10 +315,11 @@ func maxU(a, b uint64) uint64 {
 // TestRecordingCap: a PTY session that outputs more than the cap is
 // recorded up to the cap, marked cut, and the client still gets it all.
 func TestRecordingCap(t *testing.T) {
+	t.Parallel()
 	const limit = 64 << 10
 	e := newEnv(t, envOptions{config: func(c *Config) { c.MaxRecordingBytes = limit }})
 	u := e.newUser()
-	c := e.dial(u, e.ctl.addAlloc(u.id))
+	c := e.dial(u, e.addAlloc(u))
 	s, err := c.NewSession()
 	if err != nil {
 		t.Fatal(err)
@@ -372,7 +336,7 @@ func TestRecordingCap(t *testing.T) {
 	if n := strings.Count(out.String(), "a"); n != 1000000 {
 		t.Fatalf("client got %d bytes of output; want 1000000", n)
 	}
-	ts := e.ctl.endedSession(t, api.SessionExec, "")
+	ts := e.endedSession(t, api.SessionExec, "")
 	cast := fetchRecording(t, e, ts.Recording)
 	if len(cast.output) != limit || len(cast.markers) != 1 {
 		t.Fatalf("got %d recorded bytes, markers %q; want %d and one marker", len(cast.output), cast.markers, limit)
@@ -382,14 +346,15 @@ func TestRecordingCap(t *testing.T) {
 // TestAbruptDisconnect: clients that vanish mid-session leave nothing
 // behind in the gateway — the goroutine count returns to where it was.
 func TestAbruptDisconnect(t *testing.T) {
+	// Not parallel: it counts the process's goroutines.
 	e := newEnv(t, envOptions{})
 	u := e.newUser()
-	alloc := e.ctl.addAlloc(u.id)
+	alloc := e.addAlloc(u)
 	// Warm up (first connection pins, starts pools).
 	if _, _, status, err := run(t, e.dial(u, alloc), "true"); err != nil || status != 0 {
 		t.Fatalf("warm-up: %d, %v", status, err)
 	}
-	e.ctl.endedSession(t, api.SessionExec, "true")
+	e.endedSession(t, api.SessionExec, "true")
 	runtime.GC()
 	base := runtime.NumGoroutine()
 
@@ -431,6 +396,7 @@ func TestAbruptDisconnect(t *testing.T) {
 // TestHandshakeTimeout: a connection that never authenticates is dropped;
 // one that did is not.
 func TestHandshakeTimeout(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envOptions{config: func(c *Config) { c.HandshakeTimeout = 300 * time.Millisecond }})
 	raw, err := net.Dial("tcp", e.addr)
 	if err != nil {
@@ -442,7 +408,7 @@ func TestHandshakeTimeout(t *testing.T) {
 		t.Fatalf("idle unauthenticated connection: got %v; want the gateway to close it", err)
 	}
 	u := e.newUser()
-	c := e.dial(u, e.ctl.addAlloc(u.id))
+	c := e.dial(u, e.addAlloc(u))
 	time.Sleep(600 * time.Millisecond) // past the handshake timeout
 	if out, _, status, err := run(t, c, "echo still"); err != nil || status != 0 || out != "still\n" {
 		t.Fatalf("authenticated connection after the handshake timeout: got %q, %d, %v; want it alive", out, status, err)
@@ -482,6 +448,7 @@ func TestHostCertDue(t *testing.T) {
 // TestHostCertRenewed: the refresh renews a host certificate that is due
 // and serves the new one.
 func TestHostCertRenewed(t *testing.T) {
+	t.Parallel()
 	clock := time.Now()
 	var mu sync.Mutex
 	now := func() time.Time { mu.Lock(); defer mu.Unlock(); return clock }
@@ -513,18 +480,39 @@ func TestHostCertRenewed(t *testing.T) {
 }
 
 // TestRunFails: a gateway that cannot get what it needs from controld
-// does not start.
+// does not start: without a token, or with one that is not a gateway's,
+// controld signs it no host certificate; with no controld, nothing
+// answers at all.
 func TestRunFails(t *testing.T) {
-	nc := testutil.Connect(t, testutil.NATS(t))
-	ctl := newFakeControld(t, nc)
-	ctl.setUserCAKeys() // an empty list
-	gw, err := New(Config{Listen: "127.0.0.1:0", HostKey: newPrivateKey(t), Client: api.NewClient(nc), Log: testutil.Logger(t)})
-	if err != nil {
-		t.Fatal(err)
+	t.Parallel()
+	ctl := controldtest.Start(t, controldtest.Options{NoNodes: true})
+	_, userToken := ctl.AddUser(t, "user@example.test", api.RoleUser)
+	tests := []struct {
+		name   string
+		client *api.Client
+		want   error
+	}{
+		{"no token", api.NewClient(ctl.NC), api.ErrUnauthenticated},
+		{"a user's token", api.NewClient(ctl.NC, api.WithToken(userToken)), api.ErrForbidden},
+		{"an admin's token", api.NewClient(ctl.NC, api.WithToken(ctl.AdminToken)), api.ErrForbidden},
+		{"no controld", api.NewClient(testutil.Connect(t, testutil.NATS(t))), api.ErrUnavailable},
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	if err := gw.Run(ctx); !errors.Is(err, ErrNoCAKeys) {
-		t.Fatalf("got %v; want ErrNoCAKeys", err)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			gw, err := New(Config{Listen: "127.0.0.1:0", HostKey: newPrivateKey(t), Client: tt.client, Log: testutil.Logger(t)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			if err := gw.Run(ctx); !errors.Is(err, tt.want) {
+				t.Fatalf("got %v; want %v", err, tt.want)
+			}
+			select {
+			case <-gw.Ready():
+				t.Fatal("the gateway got ready; want it never to serve")
+			default:
+			}
+		})
 	}
 }

@@ -32,7 +32,7 @@ type openSSH struct {
 
 func newOpenSSH(t *testing.T, e *env, u *user) *openSSH {
 	t.Helper()
-	return newOpenSSHFor(t, e.addr, u, e.ctl.hostCA.Trusted())
+	return newOpenSSHFor(t, e.addr, u, e.hostCA)
 }
 
 // newOpenSSHFor sets OpenSSH up for the gateway at addr whose host CA
@@ -105,9 +105,10 @@ func (o *openSSH) run(stdin []byte, prog string, args ...string) (stdout, stderr
 // status, a forced PTY (recorded), sftp and scp both ways byte for byte,
 // and a direct-tcpip forward (ssh -W).
 func TestOpenSSH(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envOptions{})
 	u := e.newUser()
-	alloc := e.ctl.addAlloc(u.id)
+	alloc := e.addAlloc(u)
 	o := newOpenSSH(t, e, u)
 	target := alloc + "@127.0.0.1"
 
@@ -122,7 +123,7 @@ func TestOpenSSH(t *testing.T) {
 		if !strings.Contains(out, "pty-ok\r\n") || code != 4 {
 			t.Fatalf("got stdout %q, stderr %q, exit %d; want pty-ok with CRLF and 4", out, errOut, code)
 		}
-		if ts := e.ctl.endedSession(t, api.SessionExec, "echo pty-ok; exit 4"); ts.Recording == "" {
+		if ts := e.endedSession(t, api.SessionExec, "echo pty-ok; exit 4"); ts.Recording == "" {
 			t.Fatalf("got index entry %+v; want a recording", ts)
 		}
 	})

@@ -22,9 +22,10 @@ import (
 // TestExec: commands run on the node as the allocation's POSIX user; their
 // output, stderr and exit status come back; stdin goes through with its EOF.
 func TestExec(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envOptions{})
 	u := e.newUser()
-	alloc := e.ctl.addAlloc(u.id)
+	alloc := e.addAlloc(u)
 	c := e.dial(u, alloc)
 
 	tests := []struct {
@@ -65,10 +66,10 @@ func TestExec(t *testing.T) {
 	}
 	// All sessions of the connection share one authorization and one link
 	// to the node.
-	if got := e.ctl.authorizedUsers(); len(got) != 1 {
-		t.Fatalf("got %d gate.authorize calls (%q); want 1 per connection", len(got), got)
+	if got := e.authorizedUsers(); !slices.Equal(got, []string{u.id}) {
+		t.Fatalf("got %d gate.authorize calls (%q); want 1 per connection, for %s", len(got), got, u.id)
 	}
-	ts := e.ctl.endedSession(t, api.SessionExec, "")
+	ts := e.endedSession(t, api.SessionExec, "")
 	if ts.UserID != u.id || ts.AllocationID != alloc || ts.ExitStatus == nil || ts.Recording != "" {
 		t.Fatalf("got index entry %+v; want user %s, allocation %s, an exit status, no recording", ts, u.id, alloc)
 	}
@@ -77,9 +78,10 @@ func TestExec(t *testing.T) {
 // TestSessionEnv: only the locale (and TERM without a PTY) reaches the
 // node; the user's session token, which command mode reads, never does.
 func TestSessionEnv(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envOptions{})
 	u := e.newUser()
-	c := e.dial(u, e.ctl.addAlloc(u.id))
+	c := e.dial(u, e.addAlloc(u))
 	s, err := c.NewSession()
 	if err != nil {
 		t.Fatal(err)
@@ -103,9 +105,10 @@ func TestSessionEnv(t *testing.T) {
 // TestSignals: the client's signals reach the command, and a command
 // killed by a signal is reported to the client as that signal.
 func TestSignals(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envOptions{})
 	u := e.newUser()
-	c := e.dial(u, e.ctl.addAlloc(u.id))
+	c := e.dial(u, e.addAlloc(u))
 
 	s, err := c.NewSession()
 	if err != nil {
@@ -141,9 +144,10 @@ func TestSignals(t *testing.T) {
 // asciicast recording in the object store holding exactly the output the
 // client received, indexed with its exit status.
 func TestPTYSessionRecorded(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envOptions{})
 	u := e.newUser()
-	alloc := e.ctl.addAlloc(u.id)
+	alloc := e.addAlloc(u)
 	c := e.dial(u, alloc)
 
 	s, err := c.NewSession()
@@ -191,7 +195,7 @@ func TestPTYSessionRecorded(t *testing.T) {
 		}
 	}
 
-	ts := e.ctl.endedSession(t, api.SessionShell, "")
+	ts := e.endedSession(t, api.SessionShell, "")
 	if ts.Recording != ts.ID || ts.ExitStatus == nil || *ts.ExitStatus != 5 || ts.Bytes < int64(len(seen)) {
 		t.Fatalf("got index entry %+v; want recording %s, exit status 5, bytes >= %d", ts, ts.ID, len(seen))
 	}
@@ -278,9 +282,10 @@ func parseCast(t *testing.T, data []byte) asciicast {
 
 // TestSFTP: the sftp subsystem through the gateway, bytes intact both ways.
 func TestSFTP(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envOptions{})
 	u := e.newUser()
-	c := e.dial(u, e.ctl.addAlloc(u.id))
+	c := e.dial(u, e.addAlloc(u))
 	client, err := sftp.NewClient(c)
 	if err != nil {
 		t.Fatal(err)
@@ -315,16 +320,17 @@ func TestSFTP(t *testing.T) {
 		t.Fatalf("got %d bytes back; want the %d bytes written", back.Len(), len(payload))
 	}
 	client.Close()
-	if ts := e.ctl.endedSession(t, api.SessionSFTP, ""); ts.Command != "sftp" || ts.Bytes < int64(2*len(payload)) {
+	if ts := e.endedSession(t, api.SessionSFTP, ""); ts.Command != "sftp" || ts.Bytes < int64(2*len(payload)) {
 		t.Fatalf("got index entry %+v; want command sftp and at least %d bytes", ts, 2*len(payload))
 	}
 }
 
 // TestDirectTCPIP: ssh -L reaches a port on the target through the node.
 func TestDirectTCPIP(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envOptions{})
 	u := e.newUser()
-	c := e.dial(u, e.ctl.addAlloc(u.id))
+	c := e.dial(u, e.addAlloc(u))
 	echo := listenEcho(t)
 
 	conn, err := c.Dial("tcp", echo)
@@ -341,7 +347,7 @@ func TestDirectTCPIP(t *testing.T) {
 		t.Fatal("got different bytes back through the forward")
 	}
 	conn.Close()
-	if ts := e.ctl.endedSession(t, api.SessionForward, ""); ts.Command != echo {
+	if ts := e.endedSession(t, api.SessionForward, ""); ts.Command != echo {
 		t.Fatalf("got index entry %+v; want command %s", ts, echo)
 	}
 
@@ -359,9 +365,10 @@ func TestDirectTCPIP(t *testing.T) {
 // TestRefusedRequests: channel types other than session and direct-tcpip,
 // global requests, and subsystems other than sftp are refused.
 func TestRefusedRequests(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envOptions{})
 	u := e.newUser()
-	c := e.dial(u, e.ctl.addAlloc(u.id))
+	c := e.dial(u, e.addAlloc(u))
 
 	for _, typ := range []string{"x11", "forwarded-tcpip", "auth-agent@openssh.com", "direct-streamlocal@openssh.com", "tun@openssh.com"} {
 		_, _, err := c.OpenChannel(typ, nil)

@@ -110,13 +110,25 @@ func (s *Service) oidcUser(ctx context.Context, q store.Querier, issuer, subject
 	}
 	id = ids.New(ids.User)
 	// Two first logins of one subject may race (two terminals): the loser
-	// waits on the winner's row and then uses it. Without the ON CONFLICT
-	// it would trip the email index and be told the email is taken.
+	// waits on the winner's row and then uses it. The ON CONFLICT covers
+	// the subject index; when the email index trips first, the savepoint
+	// lets us look again once the winner has committed. q is the
+	// mutation's transaction.
+	if _, err := q.Exec(ctx, `SAVEPOINT oidc_user`); err != nil {
+		return "", fmt.Errorf("create oidc user: %w", err)
+	}
 	tag, err := q.Exec(ctx, `INSERT INTO users (id, email, name, role, provider, oidc_issuer, oidc_subject, created_at)
 		VALUES ($1,$2,$3,$4,'oidc',$5,$6,$7)
 		ON CONFLICT (oidc_issuer, oidc_subject) WHERE provider = 'oidc' DO NOTHING`,
 		id, c.Email, c.Name, s.oidc.cfg.DefaultRole, issuer, subject, s.cfg.Now().UTC())
 	if store.IsUniqueViolation(err, "users_email_key") {
+		if _, rerr := q.Exec(ctx, `ROLLBACK TO SAVEPOINT oidc_user`); rerr != nil {
+			return "", fmt.Errorf("create oidc user: %w", rerr)
+		}
+		if rerr := q.QueryRow(ctx, `SELECT id FROM users WHERE provider='oidc' AND oidc_issuer=$1 AND oidc_subject=$2`,
+			issuer, subject).Scan(&id); rerr == nil {
+			return id, nil // a concurrent first login of the same subject won
+		}
 		return "", api.Errorf(api.CodeConflict, "email %s already belongs to another account", c.Email).
 			WithHint("ask an administrator to link the accounts")
 	}
@@ -128,6 +140,9 @@ func (s *Service) oidcUser(ctx context.Context, q store.Querier, issuer, subject
 			issuer, subject).Scan(&id); err != nil {
 			return "", fmt.Errorf("find oidc user: %w", err)
 		}
+	}
+	if _, err := q.Exec(ctx, `RELEASE SAVEPOINT oidc_user`); err != nil {
+		return "", fmt.Errorf("create oidc user: %w", err)
 	}
 	return id, nil
 }

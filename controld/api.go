@@ -82,6 +82,9 @@ func (s *Server) endpoint(name string, need access, fn func(ctx context.Context,
 				c.corr = ids.New("c")
 			}
 			out, err := s.authorize(ctx, c, need)
+			if err == nil && c.principal != nil && c.principal.Delegated && delegatedRefused(name, need) {
+				err = errDelegated
+			}
 			if err == nil {
 				out, err = fn(ctx, c)
 			}
@@ -92,6 +95,22 @@ func (s *Server) endpoint(name string, need access, fn func(ctx context.Context,
 			_ = req.Respond(out)
 		}()
 	})
+}
+
+// errDelegated refuses a delegated session (gate.user_token) what only a
+// session the user opened themselves may do.
+var errDelegated = api.Errorf(api.CodeForbidden, "a session delegated through the SSH gateway cannot do this").
+	WithHint("run `gpuaas login` and use your own session")
+
+// delegatedRefused reports whether a delegated session is refused endpoint
+// name: anything beyond a user's own reach (ops.*, gate.*, operator, admin
+// and gateway endpoints). Minting SSH certificates is refused in sshCert.
+func delegatedRefused(name string, need access) bool {
+	switch need {
+	case operatorOnly, adminOnly, gatewayOnly:
+		return true
+	}
+	return strings.HasPrefix(name, "ops.") || strings.HasPrefix(name, "gate.")
 }
 
 func (s *Server) authorize(ctx context.Context, c *call, need access) ([]byte, error) {

@@ -120,6 +120,52 @@ func (s *Server) gateAuthorize(ctx context.Context, c *call) (any, error) {
 	})
 }
 
+// gateUserToken opens a delegated session for a user who authenticated to
+// the gateway with a user certificate, so `ssh gpuaas@gateway <command>`
+// can act as them without their own token. The certificate is re-verified
+// here against the user CA (the gateway's word is not enough: a stolen
+// gateway token then cannot act as users whose certificates it does not
+// hold). The session ends with the certificate or after MaxDelegatedTTL,
+// whichever is first, and is delegated: it mints no credentials and
+// reaches no ops.* or gate.* endpoint. The token is in the response only;
+// the audit row names the session, never the token.
+func (s *Server) gateUserToken(ctx context.Context, c *call) (any, error) {
+	var req api.GateUserTokenRequest
+	if err := c.decode(&req); err != nil {
+		return nil, err
+	}
+	if req.UserID == "" || req.Certificate == "" {
+		return nil, api.Errorf(api.CodeInvalidArgument, "user_id and certificate are required")
+	}
+	key, _, _, _, err := ssh.ParseAuthorizedKey([]byte(req.Certificate))
+	if err != nil {
+		return nil, api.Errorf(api.CodeInvalidArgument, "certificate is not an SSH certificate: %v", err)
+	}
+	return s.audited(ctx, c, func(ctx context.Context, tx pgx.Tx, e *audit.Entry) (any, error) {
+		detail := map[string]any{"certificate": ssh.FingerprintSHA256(key)}
+		*e = audit.Entry{Action: "gate.user_token", TargetType: "user", TargetID: req.UserID, Detail: detail}
+		uca, err := s.cas.Authority(ctx, tx, api.CAUser)
+		if err != nil {
+			return nil, err
+		}
+		id, err := sshcert.VerifyUser(uca.Trusted(), key, req.UserID, s.now())
+		if err != nil {
+			return nil, api.Errorf(api.CodeForbidden, "the certificate does not prove %s: %v", req.UserID, err)
+		}
+		detail["serial"], detail["ca_key"], detail["cert_valid_before"] = id.Serial, id.CA, id.ValidBefore
+		u, err := identity.UserByID(ctx, tx, req.UserID)
+		if err != nil {
+			return nil, api.Errorf(api.CodeNotFound, "no user %s", req.UserID)
+		}
+		resp, err := s.identity.DelegatedSession(ctx, tx, u, id.ValidBefore)
+		if err != nil {
+			return nil, err
+		}
+		detail["session_id"], detail["expires_at"] = resp.SessionID, resp.ExpiresAt
+		return resp, nil
+	})
+}
+
 // gateHostCert signs the gateway's host key with the host CA.
 func (s *Server) gateHostCert(ctx context.Context, c *call) (any, error) {
 	var req api.GateHostCertRequest

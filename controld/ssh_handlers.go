@@ -33,6 +33,7 @@ func (s *Server) sshEndpoints() []endpointDef {
 
 		{api.EndpointGateAuthorize, s.query(api.EndpointGateAuthorize, gatewayOnly, s.gateAuthorize)},
 		{api.EndpointGateHostCert, s.query(api.EndpointGateHostCert, gatewayOnly, s.gateHostCert)},
+		{api.EndpointGateUserToken, s.query(api.EndpointGateUserToken, gatewayOnly, s.gateUserToken)},
 
 		{api.EndpointSessionStart, s.mutation(api.EndpointSessionStart, gatewayOnly, s.sessionStart)},
 		{api.EndpointSessionEnd, s.mutation(api.EndpointSessionEnd, gatewayOnly, s.sessionEnd)},
@@ -81,6 +82,9 @@ func (s *Server) sshCert(_ context.Context, c *call) (mutate.Func, error) {
 	p := c.principal
 	if p.Role == api.RoleGateway {
 		return nil, api.Errorf(api.CodeForbidden, "service principals do not get user certificates")
+	}
+	if p.Delegated {
+		return nil, errDelegated
 	}
 	pub, err := ca.ParseSubjectKey(req.PublicKey)
 	if err != nil {

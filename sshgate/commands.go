@@ -1,7 +1,6 @@
 package sshgate
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -9,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/charmbracelet/ssh"
+	gossh "golang.org/x/crypto/ssh"
 
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
 	"github.com/gpuaas/gpuaas/cli/config"
@@ -21,14 +21,12 @@ import (
 // streams are the session.
 //
 // The commands call the API, and the API knows a caller only by a bearer
-// token. The gateway's own token is a service principal's, and controld
-// has no endpoint that gives the gateway a token for a user on the
-// strength of a certificate it verified. So the gateway does not invent
-// one: it uses the user's own session token when the client sends it
-// (SendEnv GPUAAS_TOKEN) and it belongs to the certificate's user;
-// otherwise API commands fail with a clear "not available yet" error.
-// With an endpoint such as gate.user_token (see the package
-// documentation), clientFor would ask controld instead.
+// token. When the client sends its own session token (SendEnv
+// GPUAAS_TOKEN) and controld confirms it is the certificate's user's, the
+// gateway uses it. Otherwise it exchanges the certificate the user
+// authenticated with for a delegated session (gate.user_token): controld
+// re-verifies the certificate, and the session ends with it or after 15
+// minutes, and can mint no credentials nor reach ops.* or gate.*.
 
 // Environment a client may send for command mode.
 const (
@@ -37,11 +35,10 @@ const (
 )
 
 // errActAsUserUnavailable is command mode's answer when it cannot act as
-// the user.
+// the user: the certificate that authenticated is not at hand.
 var errActAsUserUnavailable = &api.Error{
-	Code: api.CodeUnavailable,
-	Message: "gpuaas commands over SSH cannot act as you yet: the gateway has no way to get a session " +
-		"token from your certificate",
+	Code:    api.CodeUnavailable,
+	Message: "gpuaas commands over SSH cannot act as you: the gateway cannot tell which certificate you authenticated with",
 	Hint: "run the command with the local gpuaas CLI, or pass your session token: " +
 		"GPUAAS_TOKEN=<token> ssh -o SendEnv=GPUAAS_TOKEN gpuaas@<gateway> <command>",
 }
@@ -82,7 +79,7 @@ func (g *Gateway) commandSession(s ssh.Session, id sshcert.Identity) {
 				"ssh": {UserID: id.UserID, User: id.KeyID, Project: env[envProject]},
 			}}, nil
 		}),
-		Client: sync.OnceValues(func() (*api.Client, error) { return g.clientFor(ctx, id, env) }),
+		Client: sync.OnceValues(func() (*api.Client, error) { return g.clientFor(s, id, env) }),
 	}
 	args := s.Command()
 	if len(args) == 0 {
@@ -104,11 +101,13 @@ func (g *Gateway) commandSession(s ssh.Session, id sshcert.Identity) {
 }
 
 // clientFor returns an API client acting as id: with the session token the
-// client sent, once controld confirms it is id's.
-func (g *Gateway) clientFor(ctx context.Context, id sshcert.Identity, env map[string]string) (*api.Client, error) {
+// client sent, once controld confirms it is id's; without one, with a
+// delegated session controld opens for the certificate that authenticated.
+func (g *Gateway) clientFor(s ssh.Session, id sshcert.Identity, env map[string]string) (*api.Client, error) {
+	ctx := s.Context()
 	token := env[envToken]
 	if token == "" {
-		return nil, errActAsUserUnavailable
+		return g.delegatedClient(s, id, env)
 	}
 	c := api.NewClient(g.cfg.Client.Conn(), api.WithToken(token), api.WithProject(env[envProject]))
 	who, err := c.Whoami(ctx)
@@ -120,6 +119,28 @@ func (g *Gateway) clientFor(ctx context.Context, id sshcert.Identity, env map[st
 		return nil, &api.Error{Code: api.CodeForbidden, Message: "the token in " + envToken + " is not your certificate's user's"}
 	}
 	return c, nil
+}
+
+// delegatedClient asks controld for a delegated session for id on the
+// strength of the certificate the connection authenticated with. The
+// context's public key is the last one the handler accepted; it is used
+// only when it is the very certificate the identity was verified from and
+// confirmed for (sshcert.FingerprintMatches), and controld re-verifies it.
+func (g *Gateway) delegatedClient(s ssh.Session, id sshcert.Identity, env map[string]string) (*api.Client, error) {
+	key := s.PublicKey()
+	perms := s.Permissions()
+	if key == nil || perms.Permissions == nil || !sshcert.FingerprintMatches(perms.Permissions, key) {
+		return nil, errActAsUserUnavailable
+	}
+	resp, err := g.cfg.Client.GateUserToken(s.Context(), api.GateUserTokenRequest{UserID: id.UserID,
+		Certificate: strings.TrimSpace(string(gossh.MarshalAuthorizedKey(key)))})
+	if err != nil {
+		return nil, fmt.Errorf("get a session for your certificate: %w", err)
+	}
+	if resp.User.ID != id.UserID {
+		return nil, fmt.Errorf("get a session for your certificate: controld answered for %s", resp.User.ID)
+	}
+	return api.NewClient(g.cfg.Client.Conn(), api.WithToken(resp.Token), api.WithProject(env[envProject])), nil
 }
 
 // printCommandError prints a command's error and its hint, as the local

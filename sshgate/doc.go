@@ -69,13 +69,12 @@
 //
 // Commands run on a fresh cobra tree per session (Config.Commands) whose
 // streams are the session. They need a bearer token for the certificate's
-// user, and controld has no way yet to give the gateway one for a
-// certificate it verified: the gateway uses the user's own token when the
-// client sends it (SendEnv GPUAAS_TOKEN) and controld confirms it is that
-// user's; otherwise API commands fail with "not available yet". The
-// endpoint it needs is a gateway-only gate.user_token: given the user id
-// and the certificate the user authenticated with, controld re-verifies the
-// certificate against its user CA and returns a short-lived session token
-// for that user (no longer than the certificate, audited as issued through
-// the gateway, unable to mint certificates or tokens itself).
+// user: the user's own token when the client sends it (SendEnv
+// GPUAAS_TOKEN) and controld confirms it is that user's; otherwise the
+// gateway calls the gateway-only gate.user_token with the user id and the
+// certificate the user authenticated with. controld re-verifies the
+// certificate against its user CA and opens a delegated session for that
+// user: no longer than the certificate nor 15 minutes, audited as issued
+// through the gateway, unable to mint certificates or tokens or reach
+// ops.* and gate.* endpoints.
 package sshgate

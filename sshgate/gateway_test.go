@@ -172,11 +172,16 @@ func sshTree(f *cmdutil.Factory) *cobra.Command {
 }
 
 // TestCommandMode: ssh gpuaas@gateway <command> runs the command for the
-// certificate's user, with the user's own token or not at all.
+// certificate's user, with the user's own token or, without one, a
+// delegated session controld opens for the certificate (gate.user_token).
 func TestCommandMode(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, envOptions{config: func(c *Config) { c.Commands = sshTree }})
 	u, other := e.newUser(), e.newUser()
+	who, err := u.client.Whoami(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	tests := []struct {
 		name       string
@@ -189,8 +194,9 @@ func TestCommandMode(t *testing.T) {
 	}{
 		{name: "no command", sshUser: CommandUser, wantOut: "Signed in as " + u.id},
 		{name: "help needs no API", sshUser: u.id, command: "alloc --help", wantOut: "alloc"},
-		{name: "no token: not available yet", sshUser: CommandUser, command: "whoami",
-			wantStatus: cmdutil.ExitUnavailable, wantErr: "cannot act as you yet"},
+		{name: "no token: delegated session", sshUser: CommandUser, command: "whoami", wantOut: who.User.Email},
+		{name: "no token: as the user", sshUser: CommandUser, command: "whoami --json user", wantOut: u.id},
+		{name: "no token: alloc list", sshUser: CommandUser, command: "alloc list -p " + u.project},
 		{name: "own token", sshUser: CommandUser, env: map[string]string{envToken: u.token}, command: "whoami --json user",
 			wantOut: u.id},
 		{name: "another user's token", sshUser: CommandUser, env: map[string]string{envToken: other.token}, command: "whoami",

@@ -27,6 +27,10 @@ type Principal struct {
 	Role      string
 	SessionID string
 	ExpiresAt time.Time
+	// Delegated is set on sessions sshgate opened for a certificate-holding
+	// user (gate.user_token): they act as the user but may not mint
+	// credentials nor call ops.* or gate.* endpoints.
+	Delegated bool
 }
 
 // IsOperator reports whether p may use operator endpoints.

@@ -80,3 +80,23 @@ func validServiceName(s string) bool {
 	}
 	return true
 }
+
+// MaxDelegatedTTL bounds a delegated session (gate.user_token).
+const MaxDelegatedTTL = 15 * time.Minute
+
+// DelegatedSession opens a delegated session for a (non-service) user,
+// ending at validBefore or MaxDelegatedTTL from now, whichever is first.
+func (s *Service) DelegatedSession(ctx context.Context, q store.Querier, u api.User, validBefore time.Time) (*api.LoginResponse, error) {
+	if u.Provider == api.ProviderService {
+		return nil, api.Errorf(api.CodeForbidden, "%s is a service principal", u.Email)
+	}
+	now := s.cfg.Now().UTC().Truncate(time.Second)
+	exp := now.Add(MaxDelegatedTTL)
+	if vb := validBefore.UTC().Truncate(time.Second); vb.Before(exp) {
+		exp = vb
+	}
+	if !exp.After(now) {
+		return nil, api.Errorf(api.CodeUnauthenticated, "the certificate has expired")
+	}
+	return s.openSessionUntil(ctx, q, u.ID, now, exp, true)
+}

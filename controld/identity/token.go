@@ -27,10 +27,15 @@ func (s *Service) openSession(ctx context.Context, q store.Querier, userID strin
 
 func (s *Service) openSessionFor(ctx context.Context, q store.Querier, userID string, ttl time.Duration) (*api.LoginResponse, error) {
 	now := s.cfg.Now().UTC().Truncate(time.Second)
+	return s.openSessionUntil(ctx, q, userID, now, now.Add(ttl), false)
+}
+
+// openSessionUntil opens a session from now until exp; a delegated one is
+// marked so (see Principal.Delegated).
+func (s *Service) openSessionUntil(ctx context.Context, q store.Querier, userID string, now, exp time.Time, delegated bool) (*api.LoginResponse, error) {
 	sid := ids.New(ids.Session)
-	exp := now.Add(ttl)
-	if _, err := q.Exec(ctx, `INSERT INTO sessions (id, user_id, created_at, expires_at) VALUES ($1,$2,$3,$4)`,
-		sid, userID, now, exp); err != nil {
+	if _, err := q.Exec(ctx, `INSERT INTO sessions (id, user_id, created_at, expires_at, delegated) VALUES ($1,$2,$3,$4,$5)`,
+		sid, userID, now, exp, delegated); err != nil {
 		return nil, fmt.Errorf("open session: %w", err)
 	}
 	tok := jwt.NewWithClaims(jwt.SigningMethodEdDSA, jwt.RegisteredClaims{
@@ -75,9 +80,9 @@ func (s *Service) Authenticate(ctx context.Context, q store.Querier, bearer stri
 	var owner string
 	var revoked *time.Time
 	var expires time.Time
-	err = q.QueryRow(ctx, `SELECT s.user_id, s.revoked_at, s.expires_at, u.email, u.role
+	err = q.QueryRow(ctx, `SELECT s.user_id, s.revoked_at, s.expires_at, s.delegated, u.email, u.role
 		FROM sessions s JOIN users u ON u.id = s.user_id WHERE s.id = $1`, claims.ID).
-		Scan(&owner, &revoked, &expires, &p.Email, &p.Role)
+		Scan(&owner, &revoked, &expires, &p.Delegated, &p.Email, &p.Role)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, api.Errorf(api.CodeUnauthenticated, "unknown session").WithHint(loginHint)
 	}

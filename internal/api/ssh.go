@@ -14,6 +14,10 @@ const (
 	EndpointGateAuthorize = "gate.authorize"
 	// EndpointGateHostCert signs the gateway's host key (gateway only).
 	EndpointGateHostCert = "gate.host_cert"
+	// EndpointGateUserToken opens a short-lived, delegated session for a
+	// user who authenticated to the gateway with a user certificate
+	// (gateway only).
+	EndpointGateUserToken = "gate.user_token"
 	// EndpointSessionStart and EndpointSessionEnd index terminal
 	// recordings (gateway only); list and get are for users.
 	EndpointSessionStart = "session.start"
@@ -87,6 +91,17 @@ type GateAuthorizeResponse struct {
 	Ticket          string    `json:"ticket"` // authorized_keys format certificate
 	ValidBefore     time.Time `json:"valid_before"`
 }
+
+// GateUserTokenRequest asks for a delegated session for UserID, proven by
+// the user certificate the client authenticated to the gateway with.
+type GateUserTokenRequest struct {
+	UserID      string `json:"user_id"`
+	Certificate string `json:"certificate"` // authorized_keys format
+}
+
+// GateUserTokenResponse is LoginResponse: the delegated session's token
+// lives until the certificate expires or 15 minutes, whichever is first.
+type GateUserTokenResponse = LoginResponse
 
 // GateHostCertRequest asks for a host certificate for the gateway.
 type GateHostCertRequest struct {

@@ -32,6 +32,14 @@ func (c *Client) GateHostCert(ctx context.Context, req GateHostCertRequest) (*SS
 	return &out, c.Call(ctx, EndpointGateHostCert, req, &out)
 }
 
+// GateUserToken exchanges the user certificate a client authenticated to
+// the gateway with for a short-lived, delegated session token acting as
+// that user (gateway principals only). Each call is audited.
+func (c *Client) GateUserToken(ctx context.Context, req GateUserTokenRequest) (*GateUserTokenResponse, error) {
+	var out GateUserTokenResponse
+	return &out, c.Call(ctx, EndpointGateUserToken, req, &out)
+}
+
 // SessionStart indexes a terminal session as it opens (gateway only).
 func (c *Client) SessionStart(ctx context.Context, req SessionStartRequest, opts ...CallOption) (*TerminalSession, error) {
 	var out TerminalSession

@@ -34,6 +34,10 @@ func TestOpenSSHThroughGateway(t *testing.T) {
 	if r := dev.gpuaas(t, devPassword, "login", "--password-stdin"); r.code != 0 {
 		t.Fatalf("login: exit %d %s", r.code, r.stderr)
 	}
+	// The dev context knows its gateway, so login already wrote the config.
+	if _, err := os.Stat(filepath.Join(cfg, "ssh", "dev", "config")); err != nil {
+		t.Fatalf("login did not write the SSH config: %v", err)
+	}
 	if r := dev.gpuaas(t, "", "ssh-config"); r.code != 0 || !strings.Contains(r.stderr, "Include ") {
 		t.Fatalf("ssh-config: exit %d %s", r.code, r.stderr)
 	}

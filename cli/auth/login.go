@@ -12,6 +12,7 @@ import (
 
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
 	"github.com/gpuaas/gpuaas/cli/config"
+	"github.com/gpuaas/gpuaas/cli/sshconfig"
 	"github.com/gpuaas/gpuaas/cli/sshkeys"
 	"github.com/gpuaas/gpuaas/internal/api"
 )
@@ -101,8 +102,25 @@ func loginRun(ctx context.Context, opts *LoginOptions) error {
 		fmt.Fprintf(opts.IO.ErrOut, "warning: no SSH certificate yet: %v (`gpuaas ssh-config` retries)\n", err)
 	} else if end := sshkeys.ValidBefore(id.Cert); !end.IsZero() {
 		fmt.Fprintf(opts.IO.ErrOut, "SSH certificate for %s valid until %s\n", id.Paths.Key, end.Local().Format(time.DateTime))
+		writeSSHConfig(ctx, opts, active)
 	}
 	return nil
+}
+
+// writeSSHConfig refreshes the context's OpenSSH config when the context
+// knows its gateway (as `gpuaas dev` sets up), so `ssh <alloc>@gateway`
+// works right after a login; otherwise `gpuaas ssh-config` does it.
+func writeSSHConfig(ctx context.Context, opts *LoginOptions, active config.Active) {
+	if active.Gateway == "" {
+		return
+	}
+	setup, err := sshconfig.Prepare(ctx, sshconfig.Env{IO: opts.IO, Config: opts.Config, Active: opts.Active,
+		Client: opts.Client, Now: opts.Now}, "")
+	if err != nil {
+		fmt.Fprintf(opts.IO.ErrOut, "warning: SSH config not written: %v (run `gpuaas ssh-config`)\n", err)
+		return
+	}
+	fmt.Fprintf(opts.IO.ErrOut, "SSH config %s is current (see `gpuaas ssh-config` for the Include line)\n", setup.Paths.Config)
 }
 
 // issueSSHCert has the new session sign the context's key (generated on

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/fsutil"
 )
 
 // identity is what enrollment gave this node, kept in the state directory
@@ -49,46 +50,14 @@ const (
 	stateDone     = "done"
 )
 
-// writeFileAtomic writes data to path through a temporary file and a
-// rename, so a crash of hostd leaves the old or the new content, never a
-// torn one. With durable, the file and the directory are also synced, so
-// the write survives a power loss too.
+// writeFileAtomic writes a state file; durable for the writes whose loss
+// after a power cut would matter.
 func writeFileAtomic(path string, data []byte, perm os.FileMode, durable bool) error {
-	dir := filepath.Dir(path)
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name()) // no-op after the rename
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Chmod(perm); err != nil {
-		tmp.Close()
-		return err
-	}
+	d := fsutil.Atomic
 	if durable {
-		if err := tmp.Sync(); err != nil {
-			tmp.Close()
-			return err
-		}
+		d = fsutil.Durable
 	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return err
-	}
-	if !durable {
-		return nil
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
+	return fsutil.WriteFile(path, data, perm, d)
 }
 
 func loadIdentity(dir string) (*identity, error) {

@@ -14,6 +14,7 @@ import (
 	"unicode"
 
 	"github.com/gpuaas/gpuaas/hostd/host"
+	"github.com/gpuaas/gpuaas/internal/fsutil"
 )
 
 // Errors of the sim Hypervisor, shaped after libvirt's.
@@ -401,7 +402,7 @@ func (h *Hypervisor) persist(d *domain) error {
 	if err != nil {
 		return err
 	}
-	return writeFileAtomic(h.recordPath(d.rec.Spec.Name), b, 0o600)
+	return fsutil.WriteFile(h.recordPath(d.rec.Spec.Name), b, 0o600, fsutil.Synced)
 }
 
 func removeIfExists(name string) error {

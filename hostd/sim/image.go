@@ -9,6 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/gpuaas/gpuaas/internal/fsutil"
 )
 
 // DefaultImageName is the base image every sim host carries; it is
@@ -50,32 +52,9 @@ func WriteImage(dir, name string) (string, error) {
 		return "", fmt.Errorf("write sim image: %w", err)
 	}
 	data := ImageBytes(name)
-	if err := writeFileAtomic(filepath.Join(dir, name+".img"), data, 0o644); err != nil {
+	if err := fsutil.WriteFile(filepath.Join(dir, name+".img"), data, 0o644, fsutil.Synced); err != nil {
 		return "", fmt.Errorf("write sim image: %w", err)
 	}
 	sum := sha256.Sum256(data)
 	return hex.EncodeToString(sum[:]), nil
-}
-
-// writeFileAtomic writes data to a temporary file beside name and renames
-// it over name, so readers see the old content or the new, never a part.
-func writeFileAtomic(name string, data []byte, perm os.FileMode) error {
-	f, err := os.CreateTemp(filepath.Dir(name), "."+filepath.Base(name)+".tmp*")
-	if err != nil {
-		return err
-	}
-	_, werr := f.Write(data)
-	if werr == nil {
-		werr = f.Chmod(perm)
-	}
-	if cerr := f.Close(); werr == nil {
-		werr = cerr
-	}
-	if werr == nil {
-		werr = os.Rename(f.Name(), name)
-	}
-	if werr != nil {
-		_ = os.Remove(f.Name())
-	}
-	return werr
 }

@@ -26,6 +26,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/gpuaas/gpuaas/hostd/host"
+	"github.com/gpuaas/gpuaas/internal/fsutil"
 )
 
 // vm is a running sim guest: an SSH server on 127.0.0.1 that lets in the
@@ -418,7 +419,7 @@ func loadOrMakeHostKey(path string) (gossh.Signer, error) {
 			return nil, err
 		}
 		b = pem.EncodeToMemory(block)
-		if err := writeFileAtomic(path, b, 0o600); err != nil {
+		if err := fsutil.WriteFile(path, b, 0o600, fsutil.Synced); err != nil {
 			return nil, fmt.Errorf("host key: %w", err)
 		}
 	} else if err != nil {

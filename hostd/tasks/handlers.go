@@ -2,9 +2,7 @@ package tasks
 
 import (
 	"context"
-	"fmt"
 	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/gpuaas/gpuaas/internal/api"
@@ -70,33 +68,6 @@ func poll(ctx context.Context, interval time.Duration, check func() (done bool, 
 		case <-t.C:
 		}
 	}
-}
-
-// writeFileAtomic writes data beside name and renames it over name, so a
-// crash leaves the old file or the new one, never a part.
-func writeFileAtomic(name string, data []byte, perm os.FileMode) error {
-	f, err := os.CreateTemp(filepath.Dir(name), "."+filepath.Base(name)+".tmp*")
-	if err != nil {
-		return err
-	}
-	_, werr := f.Write(data)
-	if werr == nil {
-		werr = f.Chmod(perm)
-	}
-	if werr == nil {
-		werr = f.Sync()
-	}
-	if cerr := f.Close(); werr == nil {
-		werr = cerr
-	}
-	if werr == nil {
-		werr = os.Rename(f.Name(), name)
-	}
-	if werr != nil {
-		_ = os.Remove(f.Name())
-		return fmt.Errorf("write %s: %w", name, werr)
-	}
-	return nil
 }
 
 // removeIfExists removes a file or an empty directory; a missing one is

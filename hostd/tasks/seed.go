@@ -17,6 +17,7 @@ import (
 	gossh "golang.org/x/crypto/ssh"
 
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/fsutil"
 )
 
 // The cloud-init NoCloud seed of a slice VM (seed phase).
@@ -162,7 +163,7 @@ func makeVMKey(paths SlicePaths, alloc string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if err := writeFileAtomic(paths.VMKey, pem.EncodeToMemory(block), 0o600); err != nil {
+	if err := fsutil.WriteFile(paths.VMKey, pem.EncodeToMemory(block), 0o600, fsutil.Synced); err != nil {
 		return "", err
 	}
 	sshPub, err := gossh.NewPublicKey(pub)
@@ -170,7 +171,7 @@ func makeVMKey(paths SlicePaths, alloc string) (string, error) {
 		return "", err
 	}
 	line := strings.TrimSpace(string(gossh.MarshalAuthorizedKey(sshPub))) + " " + comment
-	if err := writeFileAtomic(paths.VMKeyPub, []byte(line+"\n"), 0o644); err != nil {
+	if err := fsutil.WriteFile(paths.VMKeyPub, []byte(line+"\n"), 0o644, fsutil.Synced); err != nil {
 		return "", err
 	}
 	return line, nil
@@ -195,7 +196,7 @@ func writeSeed(ctx context.Context, env *Env, p api.VMProvisionParams, keys []st
 	}
 	files := map[string][]byte{"user-data": userData, "meta-data": meta, "network-config": network}
 	for name, data := range files {
-		if err := writeFileAtomic(filepath.Join(paths.SeedDir, name), data, 0o600); err != nil {
+		if err := fsutil.WriteFile(filepath.Join(paths.SeedDir, name), data, 0o600, fsutil.Synced); err != nil {
 			return err
 		}
 	}

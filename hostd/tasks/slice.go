@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/fsutil"
 )
 
 // SlicePaths are where a slice VM's host-side files live under hostd's
@@ -131,7 +132,7 @@ func acquireLease(dir string, l lease) error {
 	if err != nil {
 		return err
 	}
-	return writeFileAtomic(filepath.Join(dir, l.AllocationID+".json"), b, 0o600)
+	return fsutil.WriteFile(filepath.Join(dir, l.AllocationID+".json"), b, 0o600, fsutil.Synced)
 }
 
 // leasedDevices maps every leased device to its allocation. A lease file

@@ -14,6 +14,8 @@ import (
 
 	"go.yaml.in/yaml/v3"
 	gossh "golang.org/x/crypto/ssh"
+
+	"github.com/gpuaas/gpuaas/internal/fsutil"
 )
 
 // loadOrMakeKey reads an ed25519 key in OpenSSH PEM form, making it (0600)
@@ -30,7 +32,7 @@ func loadOrMakeKey(path string) (gossh.Signer, error) {
 			return nil, err
 		}
 		b = pem.EncodeToMemory(block)
-		if err := writeFileAtomic(path, b, 0o600); err != nil {
+		if err := fsutil.WriteFile(path, b, 0o600, fsutil.Synced); err != nil {
 			return nil, err
 		}
 	} else if err != nil {
@@ -84,34 +86,8 @@ func (s *Server) vmHostKeyCallback(alloc string, vmKey gossh.PublicKey) gossh.Ho
 			return err
 		}
 		s.cfg.Log.Info("pinned VM host key", "allocation", alloc, "host_key", gossh.FingerprintSHA256(key))
-		return writeFileAtomic(path, b, 0o600)
+		return fsutil.WriteFile(path, b, 0o600, fsutil.Synced)
 	}
-}
-
-// writeFileAtomic writes data beside name and renames it over name.
-func writeFileAtomic(name string, data []byte, perm os.FileMode) error {
-	f, err := os.CreateTemp(filepath.Dir(name), "."+filepath.Base(name)+".tmp*")
-	if err != nil {
-		return err
-	}
-	_, werr := f.Write(data)
-	if werr == nil {
-		werr = f.Chmod(perm)
-	}
-	if werr == nil {
-		werr = f.Sync()
-	}
-	if cerr := f.Close(); werr == nil {
-		werr = cerr
-	}
-	if werr == nil {
-		werr = os.Rename(f.Name(), name)
-	}
-	if werr != nil {
-		_ = os.Remove(f.Name())
-		return fmt.Errorf("write %s: %w", name, werr)
-	}
-	return nil
 }
 
 // slotIP reads the VM's address from its cloud-init network-config (the

@@ -42,7 +42,7 @@ type devGateway struct {
 
 // startGateway runs sshgate in this process with a fresh service token.
 func startGateway(ctx context.Context, srv *controld.Server, adminID, natsURL, addr string, opts *DevOptions, log *slog.Logger) (*devGateway, error) {
-	tok, err := srv.IssueServiceToken(ctx, api.ServiceTokenRequest{Name: "sshgate-dev", Role: api.RoleGateway, TTL: 24 * time.Hour}, adminID)
+	tok, err := srv.IssueServiceToken(ctx, api.ServiceTokenRequest{Name: "sshgate-dev", Role: api.RoleGateway, TTL: 30 * 24 * time.Hour}, adminID)
 	if err != nil {
 		return nil, fmt.Errorf("ssh gateway token: %w", err)
 	}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/gpuaas/gpuaas/controld/alloc"
@@ -92,7 +93,7 @@ func (s *Server) endpoint(name string, need access, fn func(ctx context.Context,
 				s.replyError(req, name, c.corr, err)
 				return
 			}
-			_ = req.Respond(out)
+			s.reply(req, out, nil)
 		}()
 	})
 }
@@ -197,7 +198,24 @@ func (s *Server) replyError(req micro.Request, endpoint, corr string, err error)
 	if msg == "" {
 		msg = string(e.Code)
 	}
-	_ = req.Error(string(e.Code), strings.ReplaceAll(msg, "\n", " "), e.Marshal())
+	s.reply(req, e.Marshal(), nats.Header{
+		micro.ErrorHeader:     []string{strings.ReplaceAll(msg, "\n", " ")},
+		micro.ErrorCodeHeader: []string{string(e.Code)},
+	})
+}
+
+// reply publishes a response to the request's reply subject. Handlers run
+// in their own goroutines, after micro's handler has returned, so they
+// must not touch the micro request's own bookkeeping (Respond and Error
+// record into it, which micro reads concurrently for its stats); the
+// reply is published directly, with micro's error headers for errors.
+func (s *Server) reply(req micro.Request, data []byte, hdr nats.Header) {
+	if req.Reply() == "" {
+		return
+	}
+	if err := s.cfg.NATS.PublishMsg(&nats.Msg{Subject: req.Reply(), Data: data, Header: hdr}); err != nil {
+		s.cfg.Log.Warn("reply", "subject", req.Subject(), "err", err)
+	}
 }
 
 // registerAPI adds every endpoint to the micro service.

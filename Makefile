@@ -7,8 +7,10 @@ build:
 	$(GO) build -o gpuaas .
 
 ## test: the whole suite, race detector on, against real PostgreSQL and NATS.
+## -count=1: never trust cached results; e2e drives a binary it builds
+## itself, which the test cache cannot see change.
 test:
-	$(GO) test -race -timeout 30m ./...
+	$(GO) test -race -count=1 -timeout 30m ./...
 
 test-short:
 	$(GO) test -short ./...

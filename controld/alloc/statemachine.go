@@ -36,10 +36,6 @@ func CanTransition(from, to string) bool {
 // Terminal reports whether no transition leaves state.
 func Terminal(state string) bool { return len(transitions[state]) == 0 }
 
-// ErrIllegalTransition is wrapped by transition for a change the table
-// does not allow.
-var ErrIllegalTransition = api.ErrConflict
-
 // transition moves a to state `to` if the table allows it and nobody
 // changed the row since it was read (optimistic lock on version). It
 // records the change and updates a in place.

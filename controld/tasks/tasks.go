@@ -13,22 +13,12 @@ import (
 	"github.com/gpuaas/gpuaas/internal/ids"
 )
 
-// Task states.
-const (
-	StatePending   = "pending"
-	StateSucceeded = "succeeded"
-	StateFailed    = "failed"
-)
-
-// Task is a row of node_tasks.
+// Task is a task to queue for a node.
 type Task struct {
-	ID           string
 	NodeID       string
 	AllocationID string
 	Type         string
 	Params       any
-	State        string
-	CreatedAt    time.Time
 }
 
 // Enqueue inserts a pending task and returns its id.
@@ -50,23 +40,4 @@ func Enqueue(ctx context.Context, q store.Querier, t Task, now time.Time) (strin
 		return "", fmt.Errorf("enqueue %s for %s: %w", t.Type, t.NodeID, err)
 	}
 	return id, nil
-}
-
-// ForAllocation lists an allocation's tasks, oldest first.
-func ForAllocation(ctx context.Context, q store.Querier, allocationID string) ([]Task, error) {
-	rows, err := q.Query(ctx, `SELECT id, node_id, type, state, created_at FROM node_tasks
-		WHERE allocation_id = $1 ORDER BY created_at, id`, allocationID)
-	if err != nil {
-		return nil, fmt.Errorf("list tasks: %w", err)
-	}
-	defer rows.Close()
-	var out []Task
-	for rows.Next() {
-		t := Task{AllocationID: allocationID}
-		if err := rows.Scan(&t.ID, &t.NodeID, &t.Type, &t.State, &t.CreatedAt); err != nil {
-			return nil, fmt.Errorf("list tasks: %w", err)
-		}
-		out = append(out, t)
-	}
-	return out, rows.Err()
 }

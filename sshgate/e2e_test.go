@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"log/slog"
 	"net"
 	"strings"
 	"testing"
@@ -28,20 +29,26 @@ import (
 // Postgres and NATS), and sim hosts enrolled by real hostd agents, each
 // with hostd's terminal server (hostd/term) on loopback.
 type realStack struct {
-	t      *testing.T
+	t      testing.TB
 	env    *controldtest.Env
 	admin  *api.Client
 	gw     *Gateway
 	addr   string
 	hostCA []gossh.PublicKey
+	log    *slog.Logger
 }
 
-func startRealStack(t *testing.T) *realStack {
+// startRealStack starts it; the gateway and the hosts log to log, or
+// through t.Log when it is nil.
+func startRealStack(t testing.TB, log *slog.Logger) *realStack {
 	t.Helper()
+	if log == nil {
+		log = testutil.Logger(t)
+	}
 	ctx := context.Background()
 	env := controldtest.Start(t, controldtest.Options{NoNodes: true,
 		Hosts: controld.HostsConfig{HeartbeatInterval: 200 * time.Millisecond, AutoApproveSlots: true}})
-	s := &realStack{t: t, env: env, admin: env.Client(env.AdminToken)}
+	s := &realStack{t: t, env: env, admin: env.Client(env.AdminToken), log: log}
 	for _, h := range []struct {
 		name, shape string
 		profile     sim.Profile
@@ -67,7 +74,7 @@ func startRealStack(t *testing.T) *realStack {
 		t.Fatal(err)
 	}
 	gw, err := New(Config{Listen: "127.0.0.1:0", HostKey: newPrivateKey(t), Client: env.Client(tok.Token),
-		RecordingDir: t.TempDir(), Name: "gw-test", Log: testutil.Logger(t)})
+		RecordingDir: t.TempDir(), Name: "gw-test", Log: log})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,7 +118,7 @@ func (s *realStack) startHost(ctx context.Context, name, shape string, profile s
 	if err != nil {
 		t.Fatal(err)
 	}
-	log := testutil.Logger(t).With("host", name)
+	log := s.log.With("host", name)
 	ts, err := term.New(term.Config{StateDir: dir, Accounts: term.SandboxAccounts{Home: h.Users.Home}, Hypervisor: h.Hypervisor, Log: log})
 	if err != nil {
 		t.Fatal(err)
@@ -183,7 +190,7 @@ func TestEndToEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts Postgres, controld and two sim hosts")
 	}
-	s := startRealStack(t)
+	s := startRealStack(t, nil)
 	ctx := context.Background()
 	owner := s.login(s.admin, s.env.Admin.ID)
 	metal := s.createAlloc(s.admin, "h100-baremetal", 8)

@@ -8,4 +8,11 @@ import (
 )
 
 // TestMain stops the private Postgres cluster the end-to-end test starts.
-func TestMain(m *testing.M) { os.Exit(testutil.Main(m)) }
+// Started by BenchmarkIdleSessions as its client process, the binary runs
+// the clients instead.
+func TestMain(m *testing.M) {
+	if spec := os.Getenv(idleClientsEnv); spec != "" {
+		os.Exit(idleClientsMain(spec))
+	}
+	os.Exit(testutil.Main(m))
+}

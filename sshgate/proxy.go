@@ -144,7 +144,9 @@ func (g *Gateway) relay(s ssh.Session, up *upstream, pty ssh.Pty, hasPty bool, k
 	}()
 	go func() {
 		defer copies.Done()
-		_, _ = io.Copy(&clientWriter{w: s.Stderr(), n: &out, gone: closeNode}, node.Stderr())
+		// A small buffer: it is held for the whole session, and stderr is
+		// seldom busy (with a PTY the node sends none at all).
+		_, _ = io.CopyBuffer(&clientWriter{w: s.Stderr(), n: &out, gone: closeNode}, node.Stderr(), make([]byte, stderrBuffer))
 	}()
 	copies.Wait()
 	ex := <-exit // the node closed the channel: nothing more will come
@@ -171,6 +173,9 @@ func (g *Gateway) relay(s ssh.Session, up *upstream, pty ssh.Pty, hasPty bool, k
 	}
 	return res
 }
+
+// stderrBuffer is the copy buffer of a session's stderr.
+const stderrBuffer = 4 << 10
 
 // exitInfo is what the node said about how the session ended.
 type exitInfo struct {

@@ -29,6 +29,12 @@ const (
 	// maxFrame bounds one frame's payload; output chunks are at most the
 	// 32 KiB io.Copy buffer.
 	maxFrame = 1 << 20
+	// recordBuffer is the write buffer of a running recording. It is held
+	// for the whole session, idle or not, so it is small: interactive
+	// output comes in small chunks it gathers, and a chunk larger than
+	// what is left goes to the file in one write anyway
+	// (BenchmarkIdleSessions).
+	recordBuffer = 8 << 10
 )
 
 // recorder records one PTY session. Its Write never fails and never
@@ -68,7 +74,7 @@ func newRecorder(dir, term string, width, height int, limit int64, now func() ti
 		height = 24
 	}
 	return &recorder{start: now(), now: now, term: term, width: width, height: height, limit: limit,
-		f: f, w: bufio.NewWriterSize(f, 64<<10)}, nil
+		f: f, w: bufio.NewWriterSize(f, recordBuffer)}, nil
 }
 
 // Write records p as output. It always reports success.

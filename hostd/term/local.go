@@ -234,10 +234,10 @@ func (l *localSession) spawnPTY(cmd *exec.Cmd) (func(), error) {
 	return func() {
 		out := make(chan struct{})
 		go func() {
-			_, _ = io.Copy(l.ch, ptmx)
+			_, _ = copyPTY(l.ch, ptmx)
 			close(out)
 		}()
-		go func() { _, _ = io.Copy(ptmx, l.ch) }()
+		go func() { _, _ = copyPTY(ptmx, l.ch) }()
 		_ = cmd.Wait()
 		select {
 		case <-out: // the last holder of the terminal closed it
@@ -247,6 +247,20 @@ func (l *localSession) spawnPTY(cmd *exec.Cmd) (func(), error) {
 		<-out
 		l.exit(cmd.ProcessState)
 	}, nil
+}
+
+// ptyCopyBuffer is the copy buffer each way between a PTY and its channel.
+// A read from the terminal mostly returns 4 KiB or less (the line
+// discipline's buffer), and the buffers are held for the whole session,
+// idle or not; io.Copy's default would be 32 KiB each
+// (sshgate's BenchmarkIdleSessions).
+const ptyCopyBuffer = 8 << 10
+
+// copyPTY copies src to dst through a ptyCopyBuffer. (Given an *os.File,
+// io.CopyBuffer would use its ReadFrom or WriteTo, which allocate their own
+// 32 KiB.)
+func copyPTY(dst io.Writer, src io.Reader) (int64, error) {
+	return io.CopyBuffer(struct{ io.Writer }{dst}, struct{ io.Reader }{src}, make([]byte, ptyCopyBuffer))
 }
 
 // sftpInProcess serves sftp from hostd itself, starting in the account's

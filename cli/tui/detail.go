@@ -99,25 +99,25 @@ func (m *Model) renderDetail(w, h int) string {
 	if a.Queued {
 		state += " (queued)"
 	}
-	lines = append(lines, m.st.bold.Render(a.ID)+"  "+m.st.state(a.State).Render(state))
-	add("sku", fmt.Sprintf("%s (%s, %d GPU)", a.SKU, a.Shape, a.GPUs))
-	if a.NodeID != "" {
-		add("node", a.NodeID)
-	}
-	if len(a.Slots) > 0 {
-		add("slots", slotList(a.Slots))
-	}
-	add("project", a.ProjectID)
-	add("created", cmdutil.FuzzyAgo(now, a.CreatedAt))
+	lines = append(lines, m.st.bold.Render(a.ID)+"  "+m.st.state(a.State).Render(state)+"  "+
+		m.st.dim.Render(fmt.Sprintf("%s · %s × %d GPU", a.SKU, a.Shape, a.GPUs)))
 	if s, ok := m.skuByID(a.SKU); ok {
-		add("price", catalog.FormatPrice(hourlyMinor(s, a.GPUs), s.Currency)+"/h")
 		d := activeSpan(a, now)
-		add("cost", fmt.Sprintf("%s so far (%s active, est.)", catalog.FormatPrice(costMinor(s, a.GPUs, d), s.Currency), cmdutil.FuzzyDuration(d)))
+		add("cost", fmt.Sprintf("%s so far at %s/h (%s active, est.)", catalog.FormatPrice(costMinor(s, a.GPUs, d), s.Currency),
+			catalog.FormatPrice(hourlyMinor(s, a.GPUs), s.Currency), cmdutil.FuzzyDuration(d)))
 	}
+	add("ssh", "gpuaas ssh "+a.ID+"  or  ssh "+a.ID+"@<gateway>")
 	if a.Reason != "" {
 		add("reason", a.Reason)
 	}
-	add("ssh", "gpuaas ssh "+a.ID)
+	where := a.NodeID
+	if len(a.Slots) > 0 {
+		where += "  slots " + slotList(a.Slots)
+	}
+	if where != "" {
+		add("node", where)
+	}
+	add("project", a.ProjectID+m.st.dim.Render("  created "+cmdutil.FuzzyAgo(now, a.CreatedAt)))
 	lines = append(lines, m.st.paneTitle.Render("timeline"))
 	switch {
 	case m.detailErr != nil:

@@ -9,15 +9,15 @@ func (m *Model) renderHelp(width, h int) string {
 	var lines []string
 	lines = append(lines, m.st.paneTitle.Render("Keys"))
 	for _, b := range m.keys.full() {
-		lines = append(lines, "  "+m.st.key.Render(fit(b.Help().Key, 8, false))+" "+b.Help().Desc)
+		lines = append(lines, "  "+m.st.key.Render(fit(b.Help().Key, 6, false))+" "+b.Help().Desc)
 	}
 	cmds := []string{m.st.paneTitle.Render("Commands (after :)")}
 	for _, c := range commands {
-		cmds = append(cmds, "  "+m.st.key.Render(fit(c.name, 14, false))+" "+c.help)
+		cmds = append(cmds, "  "+m.st.key.Render(fit(c.name, 13, false))+" "+c.help)
 	}
-	if width >= 100 {
+	if width >= 76 {
 		// Two columns side by side.
-		left := 30
+		left := 24
 		var out []string
 		for i := 0; i < max(len(lines), len(cmds)); i++ {
 			l, r := "", ""

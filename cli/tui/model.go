@@ -184,7 +184,7 @@ func (m *Model) setError(err error) {
 func errorText(err error) string {
 	var apiErr *api.Error
 	if errors.As(err, &apiErr) && apiErr.Hint != "" {
-		return apiErr.Error() + " (" + apiErr.Hint + ")"
+		return err.Error() + " (" + apiErr.Hint + ")"
 	}
 	return err.Error()
 }

@@ -60,15 +60,20 @@ func nodeHealth(n api.Node) (string, bool) {
 	if err := json.Unmarshal(n.Health, &h); err != nil {
 		return "unreadable", false
 	}
-	var issues []string
-	if h.Probe != nil && len(h.Probe.Problems) > 0 {
-		issues = append(issues, plural(len(h.Probe.Problems), "problem"))
+	var problems, blockers int
+	if h.Probe != nil {
+		problems = len(h.Probe.Problems)
 	}
-	if h.Topology != nil && len(h.Topology.Blockers) > 0 {
-		issues = append(issues, plural(len(h.Topology.Blockers), "blocker"))
+	if h.Topology != nil {
+		blockers = len(h.Topology.Blockers)
 	}
-	if len(issues) > 0 {
-		return strings.Join(issues, ", "), false
+	switch {
+	case problems > 0 && blockers > 0:
+		return plural(problems+blockers, "issue"), false
+	case problems > 0:
+		return plural(problems, "problem"), false
+	case blockers > 0:
+		return plural(blockers, "blocker"), false
 	}
 	if h.Probe == nil {
 		return "no probe yet", true
@@ -84,14 +89,22 @@ func plural(n int, noun string) string {
 }
 
 var nodeColumns = []column{
-	{"NAME", 14, false}, {"STATE", 9, false}, {"GPU", 14, false}, {"USED", 4, true}, {"FREE", 4, true},
-	{"PEND", 4, true}, {"HEALTH", 20, false}, {"HEARTBEAT", 9, true},
+	{"NAME", 12, false}, {"STATE", 9, false}, {"GPU", 10, false}, {"USED", 4, true}, {"FREE", 4, true},
+	{"PEND", 4, true}, {"HEALTH", 10, false}, {"HEARTBEAT", 9, true},
+}
+
+// shapeShort names a shape in a few letters for the nodes table.
+func shapeShort(shape string) string {
+	if shape == api.ShapeBaremetal {
+		return "metal"
+	}
+	return "slice"
 }
 
 // renderNodes renders the nodes table, width wide and h rows tall.
 func (m *Model) renderNodes(width, h int) string {
 	var b strings.Builder
-	b.WriteString(m.st.header.Render(fit(headerLine(nodeColumns), width, false)))
+	b.WriteString(m.st.header.Render(fit("  "+headerLine(nodeColumns), width, false)))
 	switch {
 	case m.nodesErr != nil:
 		b.WriteString("\n" + m.st.bad.Render("cannot list nodes: "+errorText(m.nodesErr)))
@@ -109,7 +122,7 @@ func (m *Model) renderNodes(width, h int) string {
 		if n.LastHeartbeat != nil {
 			hb = cmdutil.FuzzyAgo(now, *n.LastHeartbeat)
 		}
-		cells := []string{n.Name, n.State, n.GPUModel + " " + n.Shape, strconv.Itoa(n.SlotsTotal - n.SlotsFree),
+		cells := []string{n.Name, n.State, n.GPUModel + " " + shapeShort(n.Shape), strconv.Itoa(n.SlotsTotal - n.SlotsFree),
 			strconv.Itoa(n.SlotsFree), strconv.Itoa(n.SlotsPending), health, hb}
 		b.WriteByte('\n')
 		parts := make([]string, len(cells))
@@ -117,9 +130,10 @@ func (m *Model) renderNodes(width, h int) string {
 			parts[j] = fit(c, nodeColumns[j].width, nodeColumns[j].right)
 		}
 		if i == m.nodeCursor {
-			b.WriteString(m.st.selected.Render(fit(strings.Join(parts, "  "), width, false)))
+			b.WriteString(m.st.selected.Render(fit("› "+strings.Join(parts, "  "), width, false)))
 			continue
 		}
+		b.WriteString("  ")
 		switch {
 		case n.State != api.NodeReady:
 			parts[1] = m.st.warn.Render(parts[1])

@@ -148,7 +148,7 @@ type column struct {
 // node column only when there is room.
 func allocColumns(width int) []column {
 	cols := []column{{"ID", 14, false}, {"STATE", 14, false}, {"SKU", 14, false}, {"GPUS", 4, true}}
-	if width >= 96 {
+	if width >= 100 {
 		cols = append(cols, column{"NODE", 14, false})
 	}
 	return append(cols, column{"AGE", 6, true}, column{"$/HR", 9, true})
@@ -192,7 +192,7 @@ func headerLine(cols []column) string {
 func (m *Model) renderAllocTable(width, h int) string {
 	cols := allocColumns(width)
 	var b strings.Builder
-	b.WriteString(m.st.header.Render(fit(headerLine(cols), width, false)))
+	b.WriteString(m.st.header.Render(fit("  "+headerLine(cols), width, false)))
 	if !m.loaded {
 		b.WriteString("\n" + m.st.dim.Render(m.loadingText()))
 		return b.String()
@@ -216,9 +216,10 @@ func (m *Model) renderAllocTable(width, h int) string {
 			for i, c := range cells {
 				parts[i] = fit(c, cols[i].width, cols[i].right)
 			}
-			b.WriteString(m.st.selected.Render(fit(strings.Join(parts, "  "), width, false)))
+			b.WriteString(m.st.selected.Render(fit("› "+strings.Join(parts, "  "), width, false)))
 			continue
 		}
+		b.WriteString("  ")
 		for i, c := range cells {
 			if i > 0 {
 				b.WriteString("  ")

@@ -45,7 +45,7 @@ func (m *Model) View() string {
 // paneHeight is the height of the detail pane, border included.
 func (m *Model) paneHeight() int {
 	mainH := max(chromeLines+2, m.height) - chromeLines
-	return max(0, min(mainH-4, max(8, mainH/2+1)))
+	return max(0, min(mainH-4, max(8, mainH*3/5)))
 }
 
 // tableHeight is how many allocation rows fit on screen.

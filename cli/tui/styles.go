@@ -57,7 +57,7 @@ func newStyles(r *lipgloss.Renderer) styles {
 	accent := lipgloss.AdaptiveColor{Light: "#5A3FD0", Dark: "#9D8CFF"}
 	return styles{
 		title:     r.NewStyle().Bold(true).Foreground(accent),
-		header:    r.NewStyle().Bold(true).Underline(true),
+		header:    r.NewStyle().Bold(true),
 		selected:  r.NewStyle().Reverse(true),
 		dim:       r.NewStyle().Faint(true),
 		bold:      r.NewStyle().Bold(true),

@@ -38,7 +38,10 @@ type Backend interface {
 // answer (an older controld, or one without billing).
 var ErrUnsupported = errors.New("not supported by this server")
 
-// Verdict is controld's answer to a dry-run create.
+// Verdict is controld's answer to a dry-run create. The JSON names are
+// this package's reading of the dry-run reply another branch adds
+// (price_per_hour, fits, queue position, balance/runway); align them with
+// the final api type when wiring it.
 type Verdict struct {
 	Fits              bool   `json:"fits"`
 	PricePerHourMinor int64  `json:"price_per_hour_minor"`

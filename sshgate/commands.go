@@ -53,7 +53,7 @@ func (g *Gateway) commandSession(s ssh.Session, id sshcert.Identity) {
 		fail(s, errors.New("command mode is off on this gateway"))
 		return
 	}
-	_, hasPty := g.ptyOf(s)
+	pty, hasPty := g.ptyOf(s)
 	env := environ(s.Environ())
 	var out, errOut io.Writer = s, s.Stderr()
 	if hasPty {
@@ -82,8 +82,16 @@ func (g *Gateway) commandSession(s ssh.Session, id sshcert.Identity) {
 		Client: sync.OnceValues(func() (*api.Client, error) { return g.clientFor(s, id, env) }),
 	}
 	args := s.Command()
+	if len(args) == 0 && hasPty && g.cfg.TUI != nil {
+		err := g.cfg.TUI(s, pty, f)
+		if err != nil {
+			printCommandError(errOut, "gpuaas", err)
+		}
+		_ = s.Exit(cmdutil.ExitCodeOf(err))
+		return
+	}
 	if len(args) == 0 {
-		// No TUI over SSH yet: say who the user is and what works.
+		// No PTY (or no dashboard): say who the user is and what works.
 		_, _ = fmt.Fprintf(out, "Signed in as %s (%s). Run gpuaas commands here: ssh %s@<gateway> <command>, e.g. `alloc list`.\n\n",
 			id.UserID, id.KeyID, CommandUser)
 		args = []string{"--help"}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/charmbracelet/ssh"
 	"github.com/spf13/cobra"
 
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
@@ -28,6 +29,12 @@ const (
 // `ssh gateway <command>`. It is called once per session: cobra commands
 // keep flag state, so a tree is never shared.
 type CommandTree func(f *cmdutil.Factory) *cobra.Command
+
+// TUIServer serves the dashboard on a session with a PTY and no command
+// (`ssh -t gateway`), acting as the user f acts for, until the user quits
+// or the session ends. pty is the session's PTY request (the gateway
+// allocates no PTY itself, so s.Pty() does not report it).
+type TUIServer func(s ssh.Session, pty ssh.Pty, f *cmdutil.Factory) error
 
 // Config is what a Gateway needs.
 type Config struct {
@@ -58,6 +65,9 @@ type Config struct {
 	// Commands builds the command tree for `ssh gateway <command>`. Nil
 	// turns command mode off.
 	Commands CommandTree
+	// TUI serves `ssh -t gateway` (a PTY, no command) when command mode is
+	// on. Nil: such sessions get the command help.
+	TUI TUIServer
 
 	// RecordingDir holds recordings until they are uploaded, as files
 	// unlinked at creation. Default: os.TempDir().

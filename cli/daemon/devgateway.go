@@ -11,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/gpuaas/gpuaas/cli/tui"
 	"github.com/gpuaas/gpuaas/controld"
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/bus"
@@ -59,6 +60,7 @@ func startGateway(ctx context.Context, srv *controld.Server, adminID, natsURL, a
 		Name:        "dev",
 		Client:      api.NewClient(nc, api.WithToken(tok.Token)),
 		Commands:    SSHCommandTree,
+		TUI:         tui.ServeSSH,
 		Log:         log.With("component", "sshgate"),
 	})
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
 	"github.com/gpuaas/gpuaas/cli/project"
 	"github.com/gpuaas/gpuaas/cli/session"
+	"github.com/gpuaas/gpuaas/cli/tui"
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/bus"
 	"github.com/gpuaas/gpuaas/sshgate"
@@ -133,6 +134,7 @@ func sshgateRun(ctx context.Context, opts *SSHGateOptions) error {
 		Name:         name,
 		Client:       api.NewClient(nc, api.WithToken(opts.Token)),
 		Commands:     SSHCommandTree,
+		TUI:          tui.ServeSSH,
 		RecordingDir: opts.RecordingDir,
 		Log:          log,
 	})

@@ -1,0 +1,85 @@
+package tui
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/gpuaas/gpuaas/controld/controldtest"
+	"github.com/gpuaas/gpuaas/internal/api"
+)
+
+// TestBackendAgainstControld runs the API adapter against a real controld
+// (Postgres, embedded NATS): every call the dashboard makes, the event
+// subscription, and the optional endpoints this controld lacks.
+func TestBackendAgainstControld(t *testing.T) {
+	ctl := controldtest.Start(t, controldtest.Options{})
+	b := NewBackend(ctl.Client(ctl.AdminToken, api.WithProject(controldtest.ProjectName)))
+	ctx := t.Context()
+
+	who, err := b.Whoami(ctx)
+	if err != nil || who.User.Role != api.RoleAdmin {
+		t.Fatalf("whoami: %+v, %v", who, err)
+	}
+	events, err := b.Events(ctx, who.User.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ctl.NC.Flush(); err != nil { // the subscription is in place
+		t.Fatal(err)
+	}
+	if skus, err := b.ListCatalog(ctx); err != nil || len(skus) == 0 {
+		t.Fatalf("catalog: %d SKUs, %v", len(skus), err)
+	}
+	if ps, err := b.ListProjects(ctx); err != nil || len(ps) != 1 || ps[0].Name != controldtest.ProjectName {
+		t.Fatalf("projects: %+v, %v", ps, err)
+	}
+
+	// A controld without dry-run support refuses the field: nothing is
+	// created, and the wizard says the verdict is unavailable.
+	req := api.AllocCreateRequest{SKU: "h200-slice", GPUs: 2, Project: controldtest.ProjectName}
+	if _, err := b.DryRun(ctx, req); !errors.Is(err, ErrUnsupported) {
+		t.Fatalf("dry run: got %v; want ErrUnsupported", err)
+	}
+	if as, err := b.ListAllocs(ctx); err != nil || len(as) != 0 {
+		t.Fatalf("after the dry run: %d allocations, %v; want none", len(as), err)
+	}
+	if _, err := b.Balance(ctx); !errors.Is(err, ErrUnsupported) {
+		t.Fatalf("balance without billing: got %v; want ErrUnsupported", err)
+	}
+
+	a, err := b.CreateAlloc(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.After(20 * time.Second)
+	for seen := false; !seen; {
+		select {
+		case ev := <-events:
+			seen = ev.Kind == api.EventAllocState && ev.Subject == a.ID
+		case <-deadline:
+			t.Fatalf("no alloc.state event for %s within 20s", a.ID)
+		}
+	}
+	got, err := b.GetAlloc(ctx, a.ID)
+	if err != nil || got.ID != a.ID || got.GPUs != 2 {
+		t.Fatalf("get: %+v, %v", got, err)
+	}
+	if as, err := b.ListAllocs(ctx); err != nil || len(as) != 1 {
+		t.Fatalf("list: %d, %v; want the one", len(as), err)
+	}
+	if ns, err := b.ListNodes(ctx); err != nil || len(ns) != 2 {
+		t.Fatalf("nodes as admin: %d, %v; want the 2 seeded", len(ns), err)
+	}
+	_, userToken := ctl.AddUser(t, "plain@example.test", api.RoleUser)
+	if _, err := NewBackend(ctl.Client(userToken)).ListNodes(ctx); !errors.Is(err, api.ErrForbidden) {
+		t.Fatalf("nodes as a user: got %v; want forbidden", err)
+	}
+	rel, err := b.ReleaseAlloc(ctx, a.ID)
+	if err != nil || (rel.State != api.AllocReleasing && rel.State != api.AllocReleased) {
+		t.Fatalf("release: %+v, %v", rel, err)
+	}
+	if _, err := b.ReleaseAlloc(ctx, "a-000000000000"); !errors.Is(err, api.ErrNotFound) {
+		t.Fatalf("release of an unknown allocation: got %v; want not_found", err)
+	}
+}

@@ -1,0 +1,85 @@
+package tui
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+
+	tea "github.com/charmbracelet/bubbletea"
+	"github.com/spf13/cobra"
+
+	"github.com/gpuaas/gpuaas/cli/cmdutil"
+	sshcmd "github.com/gpuaas/gpuaas/cli/ssh"
+	"github.com/gpuaas/gpuaas/cli/sshconfig"
+)
+
+// NewCmdTUI builds `gpuaas tui`.
+func NewCmdTUI(f *cmdutil.Factory) *cobra.Command {
+	return &cobra.Command{
+		Use:   "tui",
+		Short: "Open the terminal dashboard",
+		Long: `Open the terminal dashboard: your allocations with live status, the
+details of the selected one (provisioning timeline, cost so far, how to
+ssh in), a wizard to create one, release with confirmation, and ssh into
+the selected allocation. Operators also get a nodes view.
+
+Keys: c create, x release, s ssh, enter details, / filter, : command line
+(:nodes, :allocs, :q), ? help, q quit.
+
+The same dashboard is what ` + "`ssh -t gpuaas@<gateway>`" + ` shows.`,
+		Args: cmdutil.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			return run(c.Context(), f)
+		},
+	}
+}
+
+func run(ctx context.Context, f *cmdutil.Factory) error {
+	ios := f.IOStreams
+	if !ios.IsStdinTTY() || !ios.IsStdoutTTY() {
+		return cmdutil.FlagErrorf("gpuaas tui needs a terminal; use `gpuaas alloc list` in scripts")
+	}
+	client, err := f.Client()
+	if err != nil {
+		return err
+	}
+	active, err := f.Active()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	m := New(Options{
+		Backend:  NewBackend(client),
+		Context:  ctx,
+		Now:      f.Now,
+		Renderer: NewRenderer(ios.Out, ProfileFor(os.Getenv)),
+		SSH:      localSSH(f),
+		Project:  active.Project,
+	})
+	p := tea.NewProgram(m, tea.WithAltScreen(), tea.WithContext(ctx), tea.WithInput(ios.In), tea.WithOutput(ios.Out))
+	if _, err := p.Run(); err != nil && !errors.Is(err, tea.ErrProgramKilled) {
+		return fmt.Errorf("tui: %w", err)
+	}
+	return nil
+}
+
+// localSSH runs what `gpuaas ssh <alloc>` runs: the system OpenSSH with
+// the context's fresh certificate and generated config.
+func localSSH(f *cmdutil.Factory) SSHFunc {
+	env := sshconfig.EnvOf(f)
+	return func(ctx context.Context, allocID string) (*exec.Cmd, error) {
+		path, err := exec.LookPath("ssh")
+		if err != nil {
+			return nil, errors.New("ssh not found: install the OpenSSH client")
+		}
+		s, err := sshconfig.Prepare(ctx, env, "")
+		if err != nil {
+			return nil, err
+		}
+		argv := sshcmd.Argv(path, s.Paths.Config, s.Alias, allocID, nil)
+		return exec.Command(argv[0], argv[1:]...), nil
+	}
+}

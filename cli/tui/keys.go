@@ -1,0 +1,47 @@
+package tui
+
+import "github.com/charmbracelet/bubbles/key"
+
+// keyMap is every key the dashboard answers in its normal mode.
+type keyMap struct {
+	Up, Down, PageUp, PageDown, Top, Bottom key.Binding
+	Detail, Back                            key.Binding
+	Create, Release, SSH, Refresh, All      key.Binding
+	Filter, Command, Help, Nodes, Quit      key.Binding
+}
+
+func defaultKeys() keyMap {
+	return keyMap{
+		Up:       key.NewBinding(key.WithKeys("up", "k"), key.WithHelp("↑/k", "up")),
+		Down:     key.NewBinding(key.WithKeys("down", "j"), key.WithHelp("↓/j", "down")),
+		PageUp:   key.NewBinding(key.WithKeys("pgup", "ctrl+b"), key.WithHelp("pgup", "page up")),
+		PageDown: key.NewBinding(key.WithKeys("pgdown", "ctrl+f"), key.WithHelp("pgdn", "page down")),
+		Top:      key.NewBinding(key.WithKeys("home", "g"), key.WithHelp("g", "first")),
+		Bottom:   key.NewBinding(key.WithKeys("end", "G"), key.WithHelp("G", "last")),
+		Detail:   key.NewBinding(key.WithKeys("enter"), key.WithHelp("enter", "details")),
+		Back:     key.NewBinding(key.WithKeys("esc"), key.WithHelp("esc", "back")),
+		Create:   key.NewBinding(key.WithKeys("c", "n"), key.WithHelp("c", "create")),
+		Release:  key.NewBinding(key.WithKeys("x", "delete"), key.WithHelp("x", "release")),
+		SSH:      key.NewBinding(key.WithKeys("s"), key.WithHelp("s", "ssh")),
+		Refresh:  key.NewBinding(key.WithKeys("r", "ctrl+r"), key.WithHelp("r", "refresh")),
+		All:      key.NewBinding(key.WithKeys("a"), key.WithHelp("a", "all/recent")),
+		Filter:   key.NewBinding(key.WithKeys("/"), key.WithHelp("/", "filter")),
+		Command:  key.NewBinding(key.WithKeys(":"), key.WithHelp(":", "command")),
+		Help:     key.NewBinding(key.WithKeys("?"), key.WithHelp("?", "help")),
+		Nodes:    key.NewBinding(key.WithKeys("tab"), key.WithHelp("tab", "allocs/nodes")),
+		Quit:     key.NewBinding(key.WithKeys("q", "ctrl+c"), key.WithHelp("q", "quit")),
+	}
+}
+
+// short is the key hint line at the bottom of the allocations view.
+func (k keyMap) short() []key.Binding {
+	return []key.Binding{k.Create, k.Release, k.SSH, k.Detail, k.Filter, k.Command, k.Help, k.Quit}
+}
+
+// full is every binding, in the help screen's order.
+func (k keyMap) full() []key.Binding {
+	return []key.Binding{
+		k.Up, k.Down, k.PageUp, k.PageDown, k.Top, k.Bottom, k.Detail, k.Back,
+		k.Create, k.Release, k.SSH, k.Refresh, k.All, k.Filter, k.Command, k.Nodes, k.Help, k.Quit,
+	}
+}

@@ -1,0 +1,71 @@
+package tui
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	tea "github.com/charmbracelet/bubbletea"
+	"github.com/charmbracelet/ssh"
+
+	"github.com/gpuaas/gpuaas/cli/cmdutil"
+)
+
+// ServeSSH runs the dashboard on an SSH session with the PTY request pty
+// (`ssh -t gateway` with no command), as the user f acts for. Nothing is asked of
+// the client's terminal: the colour profile comes from the PTY request's
+// TERM and the session's environment, the size from the PTY request and
+// its window-change events. `s` (ssh into an allocation) is not offered:
+// the gateway's machine is not the user's.
+func ServeSSH(s ssh.Session, pty ssh.Pty, f *cmdutil.Factory) error {
+	if pty.Window.Width <= 0 || pty.Window.Height <= 0 {
+		return errors.New("the dashboard needs a terminal with a size: ssh -t")
+	}
+	// The channel of window changes exists whenever a PTY was requested,
+	// emulated or not, and starts with the requested size.
+	_, winCh, _ := s.Pty()
+	env := environ(s.Environ())
+	env["TERM"] = pty.Term
+	client, err := f.Client()
+	if err != nil {
+		return err
+	}
+	active, err := f.Active()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(s.Context())
+	defer cancel()
+	m := New(Options{
+		Backend:  NewBackend(client),
+		Context:  ctx,
+		Now:      f.Now,
+		Renderer: NewRenderer(s, ProfileFor(func(k string) string { return env[k] })),
+		Project:  active.Project,
+	})
+	m.Update(tea.WindowSizeMsg{Width: pty.Window.Width, Height: pty.Window.Height})
+	p := tea.NewProgram(m, tea.WithInput(s), tea.WithOutput(s), tea.WithAltScreen(), tea.WithContext(ctx),
+		tea.WithoutSignalHandler())
+	go func() {
+		for w := range winCh { // closed when the session's requests end
+			p.Send(tea.WindowSizeMsg{Width: w.Width, Height: w.Height})
+		}
+	}()
+	_, err = p.Run()
+	if err != nil && !(errors.Is(err, tea.ErrProgramKilled) && ctx.Err() != nil) {
+		return fmt.Errorf("tui: %w", err)
+	}
+	return nil
+}
+
+// environ turns "k=v" pairs into a map; later pairs win.
+func environ(kvs []string) map[string]string {
+	m := make(map[string]string, len(kvs))
+	for _, kv := range kvs {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			m[k] = v
+		}
+	}
+	return m
+}

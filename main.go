@@ -8,9 +8,11 @@ import (
 	"syscall"
 
 	"github.com/gpuaas/gpuaas/cli"
+	"github.com/gpuaas/gpuaas/internal/termquiet"
 )
 
 func main() {
+	termquiet.Restore()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	code := cli.Main(ctx, os.Args[1:])
 	stop()

@@ -62,7 +62,7 @@ type Config struct {
 	// at the quoted price. Unset, quotes leave both out.
 	Balance BalanceFunc
 	Now     func() time.Time
-	Log                *slog.Logger
+	Log     *slog.Logger
 }
 
 // BalanceFunc reads a project's balance, in minor units, through q.

@@ -21,6 +21,7 @@ import (
 	"github.com/gpuaas/gpuaas/cli/session"
 	sshcmd "github.com/gpuaas/gpuaas/cli/ssh"
 	"github.com/gpuaas/gpuaas/cli/sshconfig"
+	"github.com/gpuaas/gpuaas/cli/watch"
 	"github.com/gpuaas/gpuaas/internal/api"
 )
 
@@ -128,6 +129,7 @@ $XDG_CONFIG_HOME/gpuaas or ~/.config/gpuaas). See ` + "`gpuaas help exit-codes`"
 		sshcmd.NewCmdSSH(f, nil),
 		sshconfig.NewCmdSSHConfig(f, nil),
 		session.NewCmdSession(f),
+		watch.NewCmdWatch(f, nil),
 	)
 	addToGroup(root, groupOperator, node.NewCmdNode(f), ops.NewCmdOps(f))
 	addToGroup(root, groupDaemon, extra...)

@@ -135,7 +135,7 @@ func (m progressModel) View() string {
 	if m.done {
 		return b.String()
 	}
-	b.WriteString(m.spinner.View() + " " + m.id)
+	b.WriteString(strings.TrimSpace(m.spinner.View()) + " " + m.id)
 	if m.state != "" {
 		b.WriteString(" " + m.state)
 	}

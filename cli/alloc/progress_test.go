@@ -26,7 +26,7 @@ func TestProgressModel(t *testing.T) {
 	if m.Init() == nil {
 		t.Fatal("Init returned no command; want the spinner's tick")
 	}
-	frame0 := m.spinner.View()
+	frame0 := strings.TrimSpace(m.spinner.View())
 	if got, want := m.View(), frame0+" a-1"; got != want {
 		t.Errorf("initial view %q; want %q", got, want)
 	}
@@ -49,7 +49,7 @@ func TestProgressModel(t *testing.T) {
 	if cmd == nil {
 		t.Error("a tick returned no next tick")
 	}
-	if frame1 := m.spinner.View(); frame1 == frame0 || !strings.HasSuffix(m.View(), frame1+" a-1 provisioning") {
+	if frame1 := strings.TrimSpace(m.spinner.View()); frame1 == frame0 || !strings.HasSuffix(m.View(), frame1+" a-1 provisioning") {
 		t.Errorf("after a tick: view %q; want the next frame", m.View())
 	}
 

@@ -33,5 +33,15 @@ func exitCodesText() string {
 	for _, e := range cmdutil.ExitCodes {
 		fmt.Fprintf(&b, "  %3d  %-21s %s\n", e.Code, e.Name, e.Meaning)
 	}
+	b.WriteString(waitCodesText)
 	return b.String()
 }
+
+// waitCodesText says which commands wait and when they exit 20 or 21.
+const waitCodesText = `
+Waiting: ` + "`gpuaas alloc wait ID --for active|released`" + `, ` + "`alloc create --wait`" + ` and
+` + "`alloc release --wait`" + ` exit 0 once the allocation is there, 20 when it can no
+longer get there (it failed or release_failed, with the reason printed; or it
+was released, or is being released, while waiting for active), and 21 when
+--timeout passes first. ` + "`gpuaas watch`" + ` runs until interrupted (130).
+`

@@ -22,6 +22,7 @@ import (
 	sshcmd "github.com/gpuaas/gpuaas/cli/ssh"
 	"github.com/gpuaas/gpuaas/cli/sshconfig"
 	"github.com/gpuaas/gpuaas/cli/tui"
+	"github.com/gpuaas/gpuaas/cli/watch"
 	"github.com/gpuaas/gpuaas/internal/api"
 )
 
@@ -130,6 +131,7 @@ $XDG_CONFIG_HOME/gpuaas or ~/.config/gpuaas). See ` + "`gpuaas help exit-codes`"
 		sshconfig.NewCmdSSHConfig(f, nil),
 		session.NewCmdSession(f),
 		tui.NewCmdTUI(f),
+		watch.NewCmdWatch(f, nil),
 	)
 	addToGroup(root, groupOperator, node.NewCmdNode(f), ops.NewCmdOps(f))
 	addToGroup(root, groupDaemon, extra...)

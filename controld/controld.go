@@ -57,9 +57,16 @@ type Config struct {
 	// CAKeyEncryptionKey, when set (32 random bytes), seals the SSH CA
 	// private keys at rest (see controld/ca).
 	CAKeyEncryptionKey []byte
-	Now                func() time.Time
-	Log                *slog.Logger
+	// Balance, when set, reads a project's balance in minor units (the
+	// billing ledger); alloc.quote then reports the balance and its runway
+	// at the quoted price. Unset, quotes leave both out.
+	Balance BalanceFunc
+	Now     func() time.Time
+	Log     *slog.Logger
 }
+
+// BalanceFunc reads a project's balance, in minor units, through q.
+type BalanceFunc func(ctx context.Context, q store.Querier, projectID string) (int64, error)
 
 // HostsConfig tunes controld's side of hostd (see hosts.Config).
 type HostsConfig struct {

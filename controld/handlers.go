@@ -2,6 +2,7 @@ package controld
 
 import (
 	"context"
+	"fmt"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -43,6 +44,7 @@ func (s *Server) endpoints() []endpointDef {
 		{api.EndpointAllocGet, s.query(api.EndpointAllocGet, loggedIn, s.allocGet)},
 		{api.EndpointAllocList, s.query(api.EndpointAllocList, loggedIn, s.allocList)},
 		{api.EndpointAllocRelease, s.mutation(api.EndpointAllocRelease, loggedIn, s.allocRelease)},
+		{api.EndpointAllocQuote, s.query(api.EndpointAllocQuote, loggedIn, s.allocQuote)},
 	}, s.sshEndpoints()...)
 }
 
@@ -287,20 +289,55 @@ func (s *Server) nodeDrain(_ context.Context, c *call) (mutate.Func, error) {
 	}, nil
 }
 
-func (s *Server) allocCreate(_ context.Context, c *call) (mutate.Func, error) {
+// decodeAllocCreate reads and checks the request alloc.create and
+// alloc.quote share.
+func decodeAllocCreate(c *call) (api.AllocCreateRequest, error) {
 	var req api.AllocCreateRequest
 	if err := c.decode(&req); err != nil {
-		return nil, err
+		return req, err
 	}
 	if req.Project == "" {
 		req.Project = c.project
 	}
 	if req.GPUs <= 0 {
-		return nil, api.Errorf(api.CodeInvalidArgument, "gpus must be a positive number, got %d", req.GPUs)
+		return req, api.Errorf(api.CodeInvalidArgument, "gpus must be a positive number, got %d", req.GPUs)
+	}
+	return req, nil
+}
+
+func (s *Server) allocCreate(_ context.Context, c *call) (mutate.Func, error) {
+	req, err := decodeAllocCreate(c)
+	if err != nil {
+		return nil, err
 	}
 	return func(ctx context.Context, tx pgx.Tx) (any, mutate.Effect, error) {
 		return alloc.Create(ctx, tx, c.actor(), req, s.now())
 	}, nil
+}
+
+// allocQuote is `alloc create --dry-run`: a read, not a mutation, so it
+// needs no Idempotency-Key and can leave no idempotency record behind.
+func (s *Server) allocQuote(ctx context.Context, c *call) (any, error) {
+	req, err := decodeAllocCreate(c)
+	if err != nil {
+		return nil, err
+	}
+	q, err := alloc.Quote(ctx, s.pool, c.actor(), req, s.now())
+	if err != nil {
+		return nil, err
+	}
+	if s.cfg.Balance == nil {
+		return q, nil
+	}
+	balance, err := s.cfg.Balance(ctx, s.pool, q.ProjectID)
+	if err != nil {
+		return nil, fmt.Errorf("quote balance: %w", err)
+	}
+	q.BalanceMinor = &balance
+	if runway, ok := alloc.Runway(balance, q.PricePerHourMinor); ok {
+		q.RunwaySeconds = &runway
+	}
+	return q, nil
 }
 
 func (s *Server) allocGet(ctx context.Context, c *call) (any, error) {

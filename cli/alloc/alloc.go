@@ -19,6 +19,7 @@ func NewCmdAlloc(f *cmdutil.Factory) *cobra.Command {
 		NewCmdGet(f, nil),
 		NewCmdList(f, nil),
 		NewCmdRelease(f, nil),
+		NewCmdWait(f, nil),
 	)
 	return cmd
 }

@@ -26,6 +26,7 @@ type CreateOptions struct {
 	IdempotencyKey string
 	Wait           bool
 	Timeout        time.Duration
+	DryRun         bool
 }
 
 // NewCmdCreate builds `gpuaas alloc create`; runF replaces createRun in tests.
@@ -41,14 +42,21 @@ it is required. With --queue, a request that cannot be placed now waits for
 capacity (first come, first served per SKU) instead of failing with
 no_capacity.
 
-With --wait, it follows the provisioning phase by phase on stderr and
-returns once the allocation is active, exiting 20 if it fails (with the
-reason) and 21 if --timeout passes first.
+With --wait, it follows the provisioning phase by phase on stderr (a
+spinner on a terminal, plain lines otherwise) and returns once the
+allocation is active, exiting 20 if it fails (with the reason) and 21 if
+--timeout passes first.
+
+With --dry-run, nothing is created: it checks the request exactly as a
+create would, and reports the price per hour, whether it fits now (or its
+place in line with --queue), and how long the project's balance lasts at
+that price when the server knows the balance.
 
 Retrying with the same --idempotency-key never allocates twice.`,
 		Example: `  gpuaas alloc create --sku h100-slice --gpus 2
   gpuaas alloc create --sku h100-node --queue
-  gpuaas alloc create --sku h100-slice --gpus 1 --json id --jq .id`,
+  gpuaas alloc create --sku h100-slice --gpus 1 --json id --jq .id
+  gpuaas alloc create --sku h200-slice --gpus 4 --dry-run`,
 		Args: cmdutil.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			if opts.SKU == "" {
@@ -56,6 +64,9 @@ Retrying with the same --idempotency-key never allocates twice.`,
 			}
 			if c.Flags().Changed("gpus") && opts.GPUs <= 0 {
 				return cmdutil.FlagErrorf("--gpus must be at least 1, got %d", opts.GPUs)
+			}
+			if opts.DryRun && opts.Wait {
+				return cmdutil.FlagErrorf("--dry-run creates nothing to --wait for")
 			}
 			if runF != nil {
 				return runF(c.Context(), opts)
@@ -69,7 +80,8 @@ Retrying with the same --idempotency-key never allocates twice.`,
 	cmd.Flags().StringVar(&opts.IdempotencyKey, "idempotency-key", "", "Key that makes retries safe (default: random)")
 	cmd.Flags().BoolVar(&opts.Wait, "wait", false, "Wait until the allocation is active, showing its phases")
 	cmd.Flags().DurationVar(&opts.Timeout, "timeout", 30*time.Minute, "With --wait: how long to wait")
-	cmdutil.AddJSONFlags(cmd, &opts.Exporter, cmdutil.FieldsOf(api.Allocation{}))
+	cmd.Flags().BoolVar(&opts.DryRun, "dry-run", false, "Report price, fit and balance runway; create nothing")
+	cmdutil.AddJSONFlags(cmd, &opts.Exporter, createFields())
 	return cmd
 }
 
@@ -84,11 +96,15 @@ func createRun(ctx context.Context, opts *CreateOptions) error {
 			return err
 		}
 	}
+	req := api.AllocCreateRequest{SKU: opts.SKU, GPUs: gpus, Queue: opts.Queue}
+	if opts.DryRun {
+		return quoteRun(ctx, opts, client, req)
+	}
 	var callOpts []api.CallOption
 	if opts.IdempotencyKey != "" {
 		callOpts = append(callOpts, api.WithIdempotencyKey(opts.IdempotencyKey))
 	}
-	a, err := client.AllocCreate(ctx, api.AllocCreateRequest{SKU: opts.SKU, GPUs: gpus, Queue: opts.Queue}, callOpts...)
+	a, err := client.AllocCreate(ctx, req, callOpts...)
 	if err != nil {
 		return err
 	}

@@ -3,8 +3,10 @@ package alloc
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
 	"github.com/gpuaas/gpuaas/internal/api"
@@ -24,6 +26,9 @@ func TestNewCmdCreate(t *testing.T) {
 		{name: "zero gpus", args: []string{"--sku", "x", "--gpus", "0"}, wantErr: "--gpus must be at least 1"},
 		{name: "negative gpus", args: []string{"--sku", "x", "--gpus", "-2"}, wantErr: "--gpus must be at least 1"},
 		{name: "argument", args: []string{"--sku", "x", "extra"}, wantErr: "unexpected argument"},
+		{name: "dry run", args: []string{"--sku", "x", "--gpus", "2", "--dry-run"}, want: CreateOptions{SKU: "x", GPUs: 2, DryRun: true}},
+		{name: "dry run json", args: []string{"--sku", "x", "--dry-run", "--json", "fits,runway_seconds"}, want: CreateOptions{SKU: "x", DryRun: true}},
+		{name: "dry run with wait", args: []string{"--sku", "x", "--dry-run", "--wait"}, wantErr: "--dry-run creates nothing to --wait for"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -41,11 +46,11 @@ func TestNewCmdCreate(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got.SKU != tt.want.SKU || got.GPUs != tt.want.GPUs || got.Queue != tt.want.Queue || got.IdempotencyKey != tt.want.IdempotencyKey {
+			if got.SKU != tt.want.SKU || got.GPUs != tt.want.GPUs || got.Queue != tt.want.Queue || got.IdempotencyKey != tt.want.IdempotencyKey || got.DryRun != tt.want.DryRun {
 				t.Errorf("got %+v; want %+v", *got, tt.want)
 			}
-			if got.Exporter != nil {
-				t.Error("got an exporter without --json")
+			if (got.Exporter != nil) != slices.Contains(tt.args, "--json") {
+				t.Errorf("got exporter %v with args %v", got.Exporter, tt.args)
 			}
 		})
 	}
@@ -105,5 +110,90 @@ func TestCreateJSONOutput(t *testing.T) {
 				t.Errorf("got %q; want %q", got, tt.want)
 			}
 		})
+	}
+}
+
+func TestPrintQuote(t *testing.T) {
+	balance, runway := int64(1000), int64(5142)
+	fits := api.AllocQuote{ProjectID: "p-1", SKU: "h200-slice", Shape: api.ShapeGPUSlice, GPUs: 2,
+		PricePerHourMinor: 700, Currency: "usd", Fits: true, NodeID: "n-1"}
+	withBalance := fits
+	withBalance.BalanceMinor, withBalance.RunwaySeconds = &balance, &runway
+	queued := api.AllocQuote{SKU: "h100-baremetal", Shape: api.ShapeBaremetal, GPUs: 8, PricePerHourMinor: 1760,
+		Currency: "usd", Queued: true, QueuePosition: 3}
+	full := queued
+	full.Queued, full.QueuePosition = false, 0
+	tests := []struct {
+		name string
+		tty  bool
+		q    api.AllocQuote
+		want string
+	}{
+		{"fits", true, fits, "  sku    h200-slice (gpu_slice, 2 GPUs)\n  price  $7.00 per hour\n  fits   yes, now (on n-1)\n"},
+		{"fits with balance", true, withBalance, "  sku      h200-slice (gpu_slice, 2 GPUs)\n  price    $7.00 per hour\n" +
+			"  fits     yes, now (on n-1)\n  balance  $10.00\n  runway   1h 25m at this price\n"},
+		{"queued", true, queued, "  sku    h100-baremetal (baremetal, 8 GPUs)\n  price  $17.60 per hour\n" +
+			"  fits   not now: it would be #3 in line for h100-baremetal\n"},
+		{"no capacity", true, full, "  sku    h100-baremetal (baremetal, 8 GPUs)\n  price  $17.60 per hour\n" +
+			"  fits   no capacity now (add --queue to wait in line)\n"},
+		{"piped", false, withBalance, "h200-slice\t2\t700\tusd\ttrue\t0\t1000\t5142\n"},
+		{"piped, no balance known", false, queued, "h100-baremetal\t8\t1760\tusd\tfalse\t3\t\t\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ios, _, out, errOut := testStreams(tt.tty)
+			if err := printQuote(ios, &tt.q); err != nil {
+				t.Fatal(err)
+			}
+			if got := out.String(); got != tt.want {
+				t.Errorf("got\n%q\nwant\n%q", got, tt.want)
+			}
+			wantErr := ""
+			if tt.tty {
+				wantErr = "Dry run: nothing was created.\n"
+			}
+			if got := errOut.String(); got != wantErr {
+				t.Errorf("got stderr %q; want %q", got, wantErr)
+			}
+		})
+	}
+}
+
+func TestFormatRunway(t *testing.T) {
+	tests := []struct {
+		seconds int64
+		want    string
+	}{
+		{-5, "none left"}, {0, "none left"}, {59, "under a minute"}, {60, "1m"}, {3599, "59m"},
+		{3600, "1h 0m"}, {5142, "1h 25m"}, {86400 + 7200, "1d 2h"}, {400 * 86400, "400d 0h"},
+	}
+	for _, tt := range tests {
+		if got := formatRunway(tt.seconds); got != tt.want {
+			t.Errorf("formatRunway(%d) = %q; want %q", tt.seconds, got, tt.want)
+		}
+	}
+}
+
+// TestCreateDryRun runs `alloc create --dry-run` against a real controld:
+// it reports the quote and leaves no allocation behind.
+func TestCreateDryRun(t *testing.T) {
+	_, c := waitEnv(t)
+	ios, _, out, _ := testStreams(false)
+	opts := &CreateOptions{IO: ios, Now: func() time.Time { return now }, SKU: "h100-baremetal", DryRun: true,
+		Client: func() (*api.Client, error) { return c, nil }}
+	if err := createRun(context.Background(), opts); err != nil {
+		t.Fatal(err)
+	}
+	// The GPU count came from the catalog (one size), the price from the SKU.
+	if got, want := out.String(), "h100-baremetal\t8\t1760\tusd\ttrue\t0\t\t\n"; got != want {
+		t.Errorf("got %q; want %q", got, want)
+	}
+	list, err := c.AllocList(context.Background(), api.AllocListRequest{All: true})
+	if err != nil || len(list.Allocations) != 0 {
+		t.Fatalf("after a dry run: %v, %d allocations; want none", err, len(list.Allocations))
+	}
+	opts.SKU, opts.GPUs = "h200-slice", 3
+	if err := createRun(context.Background(), opts); !errors.Is(err, api.ErrInvalidArgument) {
+		t.Errorf("dry run of 3 GPUs got %v; want invalid_argument as create would", err)
 	}
 }

@@ -5,89 +5,152 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
 	"github.com/gpuaas/gpuaas/internal/api"
 )
 
-// pollInterval is how often a wait re-reads the allocation.
-const pollInterval = 250 * time.Millisecond
+// Fallback re-reads of a wait: events drive it, and a periodic read makes
+// sure a lost event (or a server that fans out none) only delays it.
+// Variables so tests can show that events alone drive a wait.
+var (
+	pollWithEvents    = 2 * time.Second
+	pollWithoutEvents = 250 * time.Millisecond
+)
 
-// waitFor polls an allocation until it reaches one of want, printing each
-// new phase of its timeline to stderr as it happens. A failed (or
-// release_failed) allocation ends the wait with ExitAllocFailed and its
-// reason; running out of time ends it with ExitWaitTimeout.
+// waitFor follows an allocation until it reaches one of want, showing its
+// state and each new phase of its timeline on stderr as they happen. An
+// allocation that can no longer get there (failed, release_failed,
+// released or releasing when waiting for active) ends the wait with
+// ExitAllocFailed and its reason; running out of time ends it with
+// ExitWaitTimeout.
 func waitFor(ctx context.Context, ios *cmdutil.IOStreams, client *api.Client, id string, timeout time.Duration, want ...string) (*api.Allocation, error) {
+	view := newProgressView(ios, id)
+	defer view.stop()
+	return follow(ctx, client, view, id, timeout, want)
+}
+
+func follow(ctx context.Context, client *api.Client, view progressView, id string, timeout time.Duration, want []string) (*api.Allocation, error) {
 	if timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, timeout)
 		defer cancel()
 	}
+	// Subscribe first, then read, then follow the events: a change made
+	// between the read and the subscription cannot be missed.
+	events, err := subscribe(ctx, client)
+	if err != nil {
+		return nil, waitErr(ctx, err, id, "", timeout, want)
+	}
+	poll := pollWithEvents
+	if events == nil {
+		poll = pollWithoutEvents
+	}
 	shown := map[api.PhaseTiming]bool{}
-	lastState := ""
 	for {
 		a, err := client.AllocGet(ctx, id)
 		if err != nil {
-			if ctx.Err() != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
-				return nil, timedOut(id, lastState, timeout, want)
-			}
-			return nil, err
+			return nil, waitErr(ctx, err, id, "", timeout, want)
 		}
-		if a.State != lastState {
-			fmt.Fprintf(ios.ErrOut, "%s is %s\n", a.ID, a.State)
-			lastState = a.State
-		}
+		view.state(a)
 		for _, p := range a.Timeline {
 			if !shown[p] {
 				shown[p] = true
-				printPhase(ios, p)
+				view.phase(p)
 			}
 		}
-		switch {
-		case slices.Contains(want, a.State):
-			return a, nil
-		case a.State == api.AllocFailed || a.State == api.AllocReleaseFailed:
-			return a, &cmdutil.CodedError{Code: cmdutil.ExitAllocFailed,
-				Err: fmt.Errorf("allocation %s %s: %s", a.ID, a.State, a.Reason)}
-		case a.State == api.AllocReleased && !slices.Contains(want, api.AllocReleased):
-			return a, &cmdutil.CodedError{Code: cmdutil.ExitAllocFailed,
-				Err: fmt.Errorf("allocation %s was released before it got there", a.ID)}
+		if done, err := reached(a, want); done {
+			return a, err
 		}
-		select {
-		case <-ctx.Done():
-			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-				return a, timedOut(id, lastState, timeout, want)
-			}
-			return a, ctx.Err()
-		case <-time.After(pollInterval):
+		if events, err = nextChange(ctx, events, id, poll); err != nil {
+			return a, waitErr(ctx, err, id, a.State, timeout, want)
+		}
+		if events == nil {
+			poll = pollWithoutEvents
 		}
 	}
+}
+
+// subscribe follows the caller's events; nil (and no error) means there
+// are none to follow and the wait polls instead.
+func subscribe(ctx context.Context, client *api.Client) (<-chan api.Event, error) {
+	who, err := client.Whoami(ctx)
+	if err != nil {
+		return nil, err
+	}
+	events, err := client.SubscribeEvents(ctx, who.User.ID)
+	if err != nil {
+		return nil, nil // polling still gets there
+	}
+	return events, nil
+}
+
+// nextChange waits for an event about allocation id, or for the poll
+// interval to pass. It returns the events channel to keep using: nil once
+// the stream has ended.
+func nextChange(ctx context.Context, events <-chan api.Event, id string, poll time.Duration) (<-chan api.Event, error) {
+	t := time.NewTimer(poll)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return events, ctx.Err()
+		case <-t.C:
+			return events, nil
+		case ev, ok := <-events:
+			if !ok {
+				return nil, nil
+			}
+			if ev.Subject == id {
+				return events, nil
+			}
+		}
+	}
+}
+
+// reached decides whether the wait is over: the state is wanted (no
+// error), or it can no longer become a wanted one (ExitAllocFailed).
+func reached(a *api.Allocation, want []string) (bool, error) {
+	if slices.Contains(want, a.State) {
+		return true, nil
+	}
+	var why string
+	switch a.State {
+	case api.AllocFailed, api.AllocReleaseFailed:
+		why = a.State
+	case api.AllocReleased:
+		why = "was released before it became " + strings.Join(want, " or ")
+	case api.AllocReleasing:
+		if slices.Contains(want, api.AllocReleased) {
+			return false, nil
+		}
+		why = "is being released; it will not become " + strings.Join(want, " or ")
+	default:
+		return false, nil
+	}
+	msg := fmt.Sprintf("allocation %s %s", a.ID, why)
+	if a.Reason != "" {
+		msg += ": " + a.Reason
+	}
+	return true, &cmdutil.CodedError{Code: cmdutil.ExitAllocFailed, Err: errors.New(msg)}
+}
+
+// waitErr turns an error of the wait into the timeout exit when the
+// deadline is what ended it.
+func waitErr(ctx context.Context, err error, id, state string, timeout time.Duration, want []string) error {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return timedOut(id, state, timeout, want)
+	}
+	return err
 }
 
 func timedOut(id, state string, timeout time.Duration, want []string) error {
+	still := "still " + state
+	if state == "" {
+		still = "not there"
+	}
 	return &cmdutil.CodedError{Code: cmdutil.ExitWaitTimeout,
-		Err: fmt.Errorf("allocation %s is still %s after %s (waiting for %v)", id, state, timeout, want)}
-}
-
-// printPhase writes one timeline step: "  define_start  done  812ms".
-func printPhase(ios *cmdutil.IOStreams, p api.PhaseTiming) {
-	cs := ios.ColorScheme()
-	status := p.Status
-	switch p.Status {
-	case api.PhaseDone:
-		status = cs.Green(status)
-	case api.PhaseFailed:
-		status = cs.Red(status)
-	case api.PhaseCleanup:
-		status = cs.Yellow(status)
-	}
-	line := fmt.Sprintf("  %-16s %-8s", p.Phase, status)
-	if p.Status != api.PhaseStarted {
-		line += fmt.Sprintf(" %6dms", p.ElapsedMS)
-	}
-	if p.Message != "" {
-		line += "  " + p.Message
-	}
-	fmt.Fprintln(ios.ErrOut, line)
+		Err: fmt.Errorf("allocation %s is %s after %s (waiting for %s)", id, still, timeout, strings.Join(want, " or "))}
 }

@@ -24,27 +24,13 @@ import (
 // provisioning, with its provisioning task queued for the node.
 func Create(ctx context.Context, tx pgx.Tx, actor Actor, req api.AllocCreateRequest, now time.Time) (api.Allocation, mutate.Effect, error) {
 	var eff mutate.Effect
-	if req.SKU == "" {
-		return api.Allocation{}, eff, api.Errorf(api.CodeInvalidArgument, "no SKU given").WithHint("see `gpuaas catalog list`")
-	}
-	p, err := project.Authorize(ctx, tx, req.Project, actor.UserID, actor.Role, project.AccessWrite)
+	p, sku, err := checkCreate(ctx, tx, actor, req)
 	if err != nil {
 		return api.Allocation{}, eff, err
 	}
-	sku, err := catalog.Get(ctx, tx, req.SKU)
+	a, err := insertRequested(ctx, tx, p, sku, actor, req.GPUs, now)
 	if err != nil {
 		return api.Allocation{}, eff, err
-	}
-	if err := catalog.CheckGPUs(sku, req.GPUs); err != nil {
-		return api.Allocation{}, eff, err
-	}
-	a := api.Allocation{
-		ID: ids.New(ids.Allocation), ProjectID: p.ID, UserID: actor.UserID, SKU: sku.ID, Shape: sku.Shape,
-		GPUs: req.GPUs, State: api.AllocRequested, Version: 1, Slots: []api.Slot{}, CreatedAt: now, UpdatedAt: now,
-	}
-	if _, err := tx.Exec(ctx, `INSERT INTO allocations (id, project_id, user_id, sku_id, shape, gpus, state, version, queued, created_at, updated_at)
-		VALUES ($1,$2,$3,$4,$5,$6,'requested',1,false,$7,$7)`, a.ID, a.ProjectID, a.UserID, a.SKU, a.Shape, a.GPUs, now); err != nil {
-		return api.Allocation{}, eff, fmt.Errorf("insert allocation: %w", err)
 	}
 	from := a.State
 	placed, err := place(ctx, tx, &a, sku, actor.UserID, now)
@@ -68,6 +54,39 @@ func Create(ctx context.Context, tx pgx.Tx, actor Actor, req api.AllocCreateRequ
 		Detail: map[string]any{"sku": a.SKU, "gpus": a.GPUs, "queued": a.Queued, "node_id": a.NodeID}}
 	eff.Events = []outbox.Event{ev}
 	return a, eff, nil
+}
+
+// checkCreate is the validation Create and Quote share: a SKU on offer in
+// a GPU count it comes in, in a project the actor may create in.
+func checkCreate(ctx context.Context, tx pgx.Tx, actor Actor, req api.AllocCreateRequest) (api.Project, api.SKU, error) {
+	if req.SKU == "" {
+		return api.Project{}, api.SKU{}, api.Errorf(api.CodeInvalidArgument, "no SKU given").WithHint("see `gpuaas catalog list`")
+	}
+	p, err := project.Authorize(ctx, tx, req.Project, actor.UserID, actor.Role, project.AccessWrite)
+	if err != nil {
+		return api.Project{}, api.SKU{}, err
+	}
+	sku, err := catalog.Get(ctx, tx, req.SKU)
+	if err != nil {
+		return api.Project{}, api.SKU{}, err
+	}
+	if err := catalog.CheckGPUs(sku, req.GPUs); err != nil {
+		return api.Project{}, api.SKU{}, err
+	}
+	return p, sku, nil
+}
+
+// insertRequested inserts a new allocation in state requested.
+func insertRequested(ctx context.Context, tx pgx.Tx, p api.Project, sku api.SKU, actor Actor, gpus int, now time.Time) (api.Allocation, error) {
+	a := api.Allocation{
+		ID: ids.New(ids.Allocation), ProjectID: p.ID, UserID: actor.UserID, SKU: sku.ID, Shape: sku.Shape,
+		GPUs: gpus, State: api.AllocRequested, Version: 1, Slots: []api.Slot{}, CreatedAt: now, UpdatedAt: now,
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO allocations (id, project_id, user_id, sku_id, shape, gpus, state, version, queued, created_at, updated_at)
+		VALUES ($1,$2,$3,$4,$5,$6,'requested',1,false,$7,$7)`, a.ID, a.ProjectID, a.UserID, a.SKU, a.Shape, a.GPUs, now); err != nil {
+		return api.Allocation{}, fmt.Errorf("insert allocation: %w", err)
+	}
+	return a, nil
 }
 
 // place tries to reserve slots for a requested allocation; on success it

@@ -86,6 +86,13 @@ func (c *Client) AllocCreate(ctx context.Context, req AllocCreateRequest, opts .
 	return &out, c.Mutate(ctx, EndpointAllocCreate, req, &out, opts...)
 }
 
+// AllocQuote prices req and reports whether it would be placed now,
+// changing nothing (`gpuaas alloc create --dry-run`).
+func (c *Client) AllocQuote(ctx context.Context, req AllocCreateRequest) (*AllocQuote, error) {
+	var out AllocQuote
+	return &out, c.Call(ctx, EndpointAllocQuote, req, &out)
+}
+
 // AllocGet returns one allocation.
 func (c *Client) AllocGet(ctx context.Context, id string) (*Allocation, error) {
 	var out Allocation

@@ -33,6 +33,7 @@ const (
 	EndpointAllocGet     = "alloc.get"
 	EndpointAllocList    = "alloc.list"
 	EndpointAllocRelease = "alloc.release"
+	EndpointAllocQuote   = "alloc.quote"
 )
 
 // Subject returns the full subject of an endpoint.

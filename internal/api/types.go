@@ -240,6 +240,32 @@ type AllocCreateRequest struct {
 	Queue   bool   `json:"queue,omitempty"`
 }
 
+// AllocQuote is the answer of alloc.quote (`gpuaas alloc create
+// --dry-run`): what a create with the same request would cost and whether
+// it would be placed now, computed without changing anything.
+type AllocQuote struct {
+	ProjectID string `json:"project_id"`
+	SKU       string `json:"sku"`
+	Shape     string `json:"shape"`
+	GPUs      int    `json:"gpus"`
+	// PricePerHourMinor is the SKU's price per GPU-hour times GPUs, in
+	// minor units of Currency.
+	PricePerHourMinor int64  `json:"price_per_hour_minor"`
+	Currency          string `json:"currency"`
+	// Fits reports whether placement would succeed now; NodeID is where.
+	Fits   bool   `json:"fits"`
+	NodeID string `json:"node_id,omitempty"`
+	// Queued reports that the request would wait for capacity (--queue and
+	// no fit), at QueuePosition (1 = next) in its SKU's line.
+	Queued        bool `json:"queued,omitempty"`
+	QueuePosition int  `json:"queue_position,omitempty"`
+	// BalanceMinor is the project's balance and RunwaySeconds how long it
+	// pays for this allocation at PricePerHourMinor; both are absent when
+	// controld has no ledger to ask.
+	BalanceMinor  *int64 `json:"balance_minor,omitempty"`
+	RunwaySeconds *int64 `json:"runway_seconds,omitempty"`
+}
+
 // AllocRef names an allocation.
 type AllocRef struct {
 	ID string `json:"id"`

@@ -1,0 +1,93 @@
+package alloc
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+
+	"github.com/gpuaas/gpuaas/cli/catalog"
+	"github.com/gpuaas/gpuaas/cli/cmdutil"
+	"github.com/gpuaas/gpuaas/internal/api"
+)
+
+// createFields are the --json fields of `alloc create`: the allocation's,
+// and with --dry-run the quote's (fields the output lacks come out null).
+func createFields() []string {
+	fields := cmdutil.FieldsOf(api.Allocation{})
+	for _, f := range cmdutil.FieldsOf(api.AllocQuote{}) {
+		if !slices.Contains(fields, f) {
+			fields = append(fields, f)
+		}
+	}
+	return fields
+}
+
+// quoteRun is `alloc create --dry-run`.
+func quoteRun(ctx context.Context, opts *CreateOptions, client *api.Client, req api.AllocCreateRequest) error {
+	q, err := client.AllocQuote(ctx, req)
+	if err != nil {
+		return err
+	}
+	if opts.Exporter != nil {
+		return opts.Exporter.Write(ctx, opts.IO, q)
+	}
+	return printQuote(opts.IO, q)
+}
+
+// printQuote shows a quote: a summary on a terminal, one tab-separated row
+// when piped (sku, gpus, price per hour in minor units, currency, fits,
+// queue position, balance and runway in seconds, the last two empty when
+// unknown).
+func printQuote(ios *cmdutil.IOStreams, q *api.AllocQuote) error {
+	if !ios.IsStdoutTTY() {
+		t := cmdutil.NewTablePrinter(ios)
+		t.AddRow(q.SKU, strconv.Itoa(q.GPUs), strconv.FormatInt(q.PricePerHourMinor, 10), q.Currency,
+			strconv.FormatBool(q.Fits), strconv.Itoa(q.QueuePosition), optInt(q.BalanceMinor), optInt(q.RunwaySeconds))
+		return t.Render()
+	}
+	cs := ios.ColorScheme()
+	fmt.Fprintln(ios.ErrOut, "Dry run: nothing was created.")
+	t := cmdutil.NewTablePrinter(ios)
+	t.AddRow("  sku", fmt.Sprintf("%s (%s, %s)", q.SKU, q.Shape, plural(q.GPUs, "GPU")))
+	t.AddRow("  price", catalog.FormatPrice(q.PricePerHourMinor, q.Currency)+" per hour")
+	switch {
+	case q.Fits:
+		t.AddRow("  fits", cs.Green("yes, now")+" (on "+q.NodeID+")")
+	case q.Queued:
+		t.AddRow("  fits", cs.Yellow(fmt.Sprintf("not now: it would be #%d in line for %s", q.QueuePosition, q.SKU)))
+	default:
+		t.AddRow("  fits", cs.Red("no capacity now")+" (add --queue to wait in line)")
+	}
+	if q.BalanceMinor != nil {
+		t.AddRow("  balance", catalog.FormatPrice(*q.BalanceMinor, q.Currency))
+	}
+	if q.RunwaySeconds != nil {
+		t.AddRow("  runway", formatRunway(*q.RunwaySeconds)+" at this price")
+	}
+	return t.Render()
+}
+
+func optInt(v *int64) string {
+	if v == nil {
+		return ""
+	}
+	return strconv.FormatInt(*v, 10)
+}
+
+// formatRunway renders seconds as the two largest units: "3d 4h",
+// "5h 42m", "17m".
+func formatRunway(seconds int64) string {
+	days, hours, mins := seconds/86400, seconds/3600%24, seconds/60%60
+	switch {
+	case seconds <= 0:
+		return "none left"
+	case days > 0:
+		return fmt.Sprintf("%dd %dh", days, hours)
+	case hours > 0:
+		return fmt.Sprintf("%dh %dm", hours, mins)
+	case mins > 0:
+		return fmt.Sprintf("%dm", mins)
+	}
+	return "under a minute"
+}

@@ -1,0 +1,11 @@
+package alloc
+
+import (
+	"os"
+	"testing"
+
+	"github.com/gpuaas/gpuaas/internal/testutil"
+)
+
+// The wait tests run against a real controld (Postgres and NATS).
+func TestMain(m *testing.M) { os.Exit(testutil.Main(m)) }

@@ -1,0 +1,147 @@
+// Package watch holds `gpuaas watch`: the caller's events, live.
+package watch
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gpuaas/gpuaas/cli/cmdutil"
+	"github.com/gpuaas/gpuaas/internal/api"
+)
+
+// Options are the inputs of `gpuaas watch`.
+type Options struct {
+	IO       *cmdutil.IOStreams
+	Client   func() (*api.Client, error)
+	Exporter cmdutil.Exporter
+
+	Alloc string
+}
+
+// NewCmdWatch builds `gpuaas watch`; runF replaces watchRun in tests.
+func NewCmdWatch(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
+	opts := &Options{IO: f.IOStreams, Client: f.Client}
+	cmd := &cobra.Command{
+		Use:   "watch [--alloc ID] [--json]",
+		Short: "Follow your events as they happen",
+		Long: `Print the events of your projects as they happen: allocations changing
+state (alloc.state), provisioning and release phases (alloc.progress),
+projects and nodes changing. It runs until interrupted (Ctrl-C, exit 130).
+
+Without --json, each event is one line: time, allocation (or other
+subject), kind, and what changed. With --json, each event is one JSON
+object on its own line (NDJSON), written as it arrives; --jq and --template
+apply to each event.
+
+--alloc keeps only the events of one allocation.`,
+		Example: `  gpuaas watch
+  gpuaas watch --alloc a-4f2k9x
+  gpuaas watch --json | jq -c 'select(.kind == "alloc.state") | .data.to'
+  gpuaas watch --jq 'select(.kind == "alloc.state") | "\(.subject) \(.data.to)"'`,
+		Args: cmdutil.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			if runF != nil {
+				return runF(c.Context(), opts)
+			}
+			return watchRun(c.Context(), opts)
+		},
+	}
+	cmd.Flags().StringVar(&opts.Alloc, "alloc", "", "Only the events of this allocation")
+	cmdutil.AddJSONFlags(cmd, &opts.Exporter, cmdutil.FieldsOf(api.Event{}))
+	return cmd
+}
+
+func watchRun(ctx context.Context, opts *Options) error {
+	client, err := opts.Client()
+	if err != nil {
+		return err
+	}
+	who, err := client.Whoami(ctx)
+	if err != nil {
+		return err
+	}
+	if opts.Alloc != "" {
+		// Fail now on an allocation that does not exist (or is not
+		// yours) rather than wait forever for its events.
+		if _, err := client.AllocGet(ctx, opts.Alloc); err != nil {
+			return err
+		}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	events, err := client.SubscribeEvents(ctx, who.User.ID)
+	if err != nil {
+		return err
+	}
+	if opts.IO.IsStderrTTY() {
+		fmt.Fprintf(opts.IO.ErrOut, "Watching events of %s; Ctrl-C to stop\n", who.User.Email)
+	}
+	// One JSON value per line, even on a terminal (no indenting).
+	stream := *opts.IO
+	stream.SetStdoutTTY(false)
+	for ev := range events {
+		if opts.Alloc != "" && ev.Subject != opts.Alloc {
+			continue
+		}
+		if opts.Exporter != nil {
+			err = opts.Exporter.Write(ctx, &stream, ev)
+		} else {
+			err = printEvent(opts.IO, ev)
+		}
+		if err != nil {
+			return fmt.Errorf("write event: %w", err)
+		}
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return &api.Error{Code: api.CodeUnavailable, Message: "the event stream ended: the connection to the server closed",
+		Hint: "run `gpuaas watch` again once the server is back"}
+}
+
+// printEvent writes the human line of an event: aligned on a terminal,
+// tab-separated with an RFC 3339 time when piped.
+func printEvent(ios *cmdutil.IOStreams, ev api.Event) error {
+	detail := describe(ev)
+	if !ios.IsStdoutTTY() {
+		_, err := fmt.Fprintf(ios.Out, "%s\t%s\t%s\t%s\n", ev.At.UTC().Format(time.RFC3339), ev.Subject, ev.Kind, detail)
+		return err
+	}
+	_, err := fmt.Fprintf(ios.Out, "%s  %-14s  %-15s %s\n", ev.At.Local().Format("15:04:05"), ev.Subject, ev.Kind, detail)
+	return err
+}
+
+// describe says what an event changed: "provisioning → active (reason)"
+// for a state change, "define_start done 812ms" for a phase.
+func describe(ev api.Event) string {
+	switch ev.Kind {
+	case api.EventAllocState:
+		var c api.AllocStateChange
+		if json.Unmarshal(ev.Data, &c) != nil {
+			return ""
+		}
+		s := c.From + " → " + c.To
+		if c.Reason != "" {
+			s += " (" + c.Reason + ")"
+		}
+		return s
+	case api.EventAllocProgress:
+		var p api.AllocProgress
+		if json.Unmarshal(ev.Data, &p) != nil {
+			return ""
+		}
+		s := p.Phase + " " + p.Status
+		if p.Status != api.PhaseStarted {
+			s += fmt.Sprintf(" %dms", p.ElapsedMS)
+		}
+		if p.Message != "" {
+			s += " (" + p.Message + ")"
+		}
+		return s
+	}
+	return ""
+}

@@ -1,0 +1,69 @@
+package api_test
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/testutil"
+)
+
+func publishEvent(t *testing.T, c *api.Client, user string, ev api.Event) {
+	t.Helper()
+	b, err := json.Marshal(ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Conn().Publish(api.UserEventSubject(user, ev.Kind), b); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestSubscribeEvents(t *testing.T) {
+	url := testutil.NATS(t)
+	sub := api.NewClient(testutil.Connect(t, url))
+	pub := api.NewClient(testutil.Connect(t, url))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	events, err := sub.SubscribeEvents(ctx, "u-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Published from another connection right after SubscribeEvents
+	// returns: the subscription must already be registered.
+	publishEvent(t, pub, "u-1", api.Event{ID: 1, Kind: api.EventAllocState, Subject: "a-1"})
+	publishEvent(t, pub, "u-2", api.Event{ID: 2, Kind: api.EventAllocState, Subject: "a-2"}) // someone else's
+	if err := pub.Conn().Publish(api.UserEventSubject("u-1", "junk"), []byte("not json")); err != nil {
+		t.Fatal(err)
+	}
+	publishEvent(t, pub, "u-1", api.Event{ID: 1, Kind: api.EventAllocState, Subject: "a-1"}) // a repeat
+	publishEvent(t, pub, "u-1", api.Event{ID: 3, Kind: api.EventAllocProgress, Subject: "a-1"})
+
+	var got []int64
+	for len(got) < 2 {
+		select {
+		case ev := <-events:
+			got = append(got, ev.ID)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("got events %v; want 1 and 3", got)
+		}
+	}
+	if got[0] != 1 || got[1] != 3 {
+		t.Errorf("got events %v; want [1 3]", got)
+	}
+	cancel()
+	for ev := range events { // must close once ctx ends
+		t.Errorf("got event %d after the other user's, the junk and the repeat; want none", ev.ID)
+	}
+}
+
+func TestSubscribeEventsBadUser(t *testing.T) {
+	c := api.NewClient(testutil.Connect(t, testutil.NATS(t)))
+	for _, u := range []string{"", "u.1", "*", ">"} {
+		if _, err := c.SubscribeEvents(context.Background(), u); err == nil {
+			t.Errorf("user %q: got no error; want one", u)
+		}
+	}
+}

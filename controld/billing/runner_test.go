@@ -160,7 +160,7 @@ func TestLowBalanceAndDepletion(t *testing.T) {
 	if err != nil || bal < 400 {
 		t.Fatalf("balance after the top-up %d, %v", bal, err)
 	}
-	appendEntry(t, f.app, credit(p, -(bal - 100), clock.Now())) // down to 100: low, not depleted
+	appendEntry(t, f.app, credit(p, -(bal-100), clock.Now())) // down to 100: low, not depleted
 	clock.Advance(time.Minute)
 	if _, err := r.Tick(ctx); err != nil {
 		t.Fatal(err)

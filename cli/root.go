@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpuaas/gpuaas/cli/alloc"
+	"github.com/gpuaas/gpuaas/cli/billing"
 	"github.com/gpuaas/gpuaas/cli/auth"
 	"github.com/gpuaas/gpuaas/cli/catalog"
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
@@ -125,6 +126,7 @@ $XDG_CONFIG_HOME/gpuaas or ~/.config/gpuaas). See ` + "`gpuaas help exit-codes`"
 		project.NewCmdProject(f),
 		catalog.NewCmdCatalog(f),
 		alloc.NewCmdAlloc(f),
+		billing.NewCmdBilling(f),
 		sshcmd.NewCmdSSH(f, nil),
 		sshconfig.NewCmdSSHConfig(f, nil),
 		session.NewCmdSession(f),

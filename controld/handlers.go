@@ -2,6 +2,7 @@ package controld
 
 import (
 	"context"
+	"slices"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -43,7 +44,7 @@ func (s *Server) endpoints() []endpointDef {
 		{api.EndpointAllocGet, s.query(api.EndpointAllocGet, loggedIn, s.allocGet)},
 		{api.EndpointAllocList, s.query(api.EndpointAllocList, loggedIn, s.allocList)},
 		{api.EndpointAllocRelease, s.mutation(api.EndpointAllocRelease, loggedIn, s.allocRelease)},
-	}, s.sshEndpoints()...)
+	}, slices.Concat(s.sshEndpoints(), s.billingEndpoints())...)
 }
 
 // authEndpoint serves login and exchange: mutations without a logged-in

@@ -47,6 +47,8 @@ type Options struct {
 	// SSHCertTTL and GatewayAddr are passed to controld.
 	SSHCertTTL  time.Duration
 	GatewayAddr string
+	// Billing tunes billing (window, grace, threshold, SMTP).
+	Billing controld.BillingConfig
 }
 
 // Env is a running controld with what tests need to drive it.
@@ -80,7 +82,7 @@ func Start(t testing.TB, opts Options) *Env {
 	ctx, cancel := context.WithCancel(context.Background())
 	srv, err := controld.New(ctx, controld.Config{DatabaseURL: dsn, NATS: nc, BcryptCost: bcrypt.MinCost,
 		Now: opts.Now, OIDC: opts.OIDC, Log: testutil.Logger(t), Hosts: opts.Hosts, MaxConns: opts.MaxConns, QueueInterval: 100 * time.Millisecond,
-		SSHCertTTL: opts.SSHCertTTL, GatewayAddr: opts.GatewayAddr})
+		SSHCertTTL: opts.SSHCertTTL, GatewayAddr: opts.GatewayAddr, Billing: opts.Billing})
 	if err != nil {
 		cancel()
 		t.Fatalf("controld: %v", err)

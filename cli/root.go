@@ -12,8 +12,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpuaas/gpuaas/cli/alloc"
-	"github.com/gpuaas/gpuaas/cli/billing"
 	"github.com/gpuaas/gpuaas/cli/auth"
+	"github.com/gpuaas/gpuaas/cli/billing"
 	"github.com/gpuaas/gpuaas/cli/catalog"
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
 	"github.com/gpuaas/gpuaas/cli/node"

@@ -36,7 +36,9 @@ func (s *Server) newBillingRunner() (*billing.Runner, error) {
 }
 
 // BillingTick runs one billing tick now (for tests and `gpuaas dev`).
-func (s *Server) BillingTick(ctx context.Context) (billing.TickResult, error) { return s.billing.Tick(ctx) }
+func (s *Server) BillingTick(ctx context.Context) (billing.TickResult, error) {
+	return s.billing.Tick(ctx)
+}
 
 // errNoLongerDepleted stops releasing a project's allocations: its
 // account was topped up (or the grace period restarted) meanwhile.

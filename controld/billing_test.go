@@ -327,4 +327,3 @@ func TestBillingConfigChecks(t *testing.T) {
 		})
 	}
 }
-

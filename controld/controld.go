@@ -65,7 +65,7 @@ type Config struct {
 	// Billing tunes accrual, low-balance warnings and depletion.
 	Billing BillingConfig
 	Now     func() time.Time
-	Log                *slog.Logger
+	Log     *slog.Logger
 }
 
 // HostsConfig tunes controld's side of hostd (see hosts.Config).

@@ -327,3 +327,26 @@ func TestBillingConfigChecks(t *testing.T) {
 		})
 	}
 }
+
+// TestSeedCreditsOnce: the initial credit of a seed is booked and audited
+// once, however often the seed is applied.
+func TestSeedCreditsOnce(t *testing.T) {
+	t.Parallel()
+	env := controldtest.Start(t, controldtest.Options{NoNodes: true})
+	ctx := t.Context()
+	for range 2 {
+		if _, err := env.Server.ApplySeed(ctx, controld.Seed{AdminEmail: controldtest.AdminEmail,
+			Project: controldtest.ProjectName, InitialCreditMinor: 100_00}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bal, err := env.Client(env.AdminToken).BillingBalance(ctx, api.BillingRequest{})
+	if err != nil || bal.BalanceMinor != 100_00 {
+		t.Fatalf("balance %+v, %v; want 10000", bal, err)
+	}
+	var n int
+	if err := env.Server.Pool().QueryRow(ctx, `SELECT count(*) FROM audit_logs WHERE action = 'billing.credit'
+		AND target_id = $1`, env.Project.ID).Scan(&n); err != nil || n != 1 {
+		t.Errorf("%d credit audit rows (%v); want 1", n, err)
+	}
+}

@@ -44,12 +44,12 @@ func checkEntry(e Entry) error {
 	return nil
 }
 
-// Append inserts e inside tx, chained to the project's last entry. The
-// ledger_entries_chain trigger locks the account row, so appends to one
-// account are serialised and the chain never forks; it also fills in
-// PrevHash and Hash (ID comes from the sequence). If an entry with the
-// same (Kind, Reference) exists, Append returns that entry and
-// inserted=false, and books nothing.
+// Append inserts e inside tx, chained to the project's last entry. It
+// locks the account row (creating the account on its first entry), so
+// appends to one account are serialised and the chain never forks; the
+// ledger_entries_chain trigger fills in PrevHash and Hash (ID comes from
+// the sequence). If an entry with the same (Kind, Reference) exists,
+// Append returns that entry and inserted=false, and books nothing.
 func Append(ctx context.Context, tx pgx.Tx, e Entry) (stored Entry, inserted bool, err error) {
 	if e.Currency == "" {
 		e.Currency = DefaultCurrency
@@ -57,7 +57,27 @@ func Append(ctx context.Context, tx pgx.Tx, e Entry) (stored Entry, inserted boo
 	if err := checkEntry(e); err != nil {
 		return Entry{}, false, err
 	}
-	rows, err := tx.Query(ctx, `INSERT INTO ledger_entries
+	if _, err := tx.Exec(ctx, `INSERT INTO billing_accounts (project_id, currency, created_at) VALUES ($1, $2, $3)
+		ON CONFLICT (project_id) DO NOTHING`, e.ProjectID, e.Currency, e.CreatedAt); err != nil {
+		return Entry{}, false, fmt.Errorf("append %s %s: account: %w", e.Kind, e.Reference, err)
+	}
+	if _, err := tx.Exec(ctx, `SELECT 1 FROM billing_accounts WHERE project_id = $1 FOR UPDATE`, e.ProjectID); err != nil {
+		return Entry{}, false, fmt.Errorf("append %s %s: lock account: %w", e.Kind, e.Reference, err)
+	}
+	// Under the account lock, a booking committed by anyone before is
+	// visible (read committed: each statement sees the latest commits).
+	rows, err := tx.Query(ctx, entryColumns+` WHERE kind = $1 AND reference = $2`, e.Kind, e.Reference)
+	if err != nil {
+		return Entry{}, false, fmt.Errorf("find %s %s: %w", e.Kind, e.Reference, err)
+	}
+	stored, err = pgx.CollectExactlyOneRow(rows, scanEntry)
+	if err == nil {
+		return stored, false, nil
+	}
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return Entry{}, false, fmt.Errorf("find %s %s: %w", e.Kind, e.Reference, err)
+	}
+	rows, err = tx.Query(ctx, `INSERT INTO ledger_entries
 		(project_id, seq, kind, reference, amount_minor, currency, memo, actor_id, created_at, prev_hash, hash)
 		VALUES ($1, 0, $2, $3, $4, $5, $6, $7, $8, '', '')
 		RETURNING id, project_id, kind, reference, amount_minor, currency, memo, actor_id, created_at, prev_hash, hash`,
@@ -66,22 +86,10 @@ func Append(ctx context.Context, tx pgx.Tx, e Entry) (stored Entry, inserted boo
 		return Entry{}, false, fmt.Errorf("append %s %s: %w", e.Kind, e.Reference, err)
 	}
 	stored, err = pgx.CollectExactlyOneRow(rows, scanEntry)
-	if err == nil {
-		return stored, true, nil
-	}
-	if !errors.Is(err, pgx.ErrNoRows) {
+	if err != nil {
 		return Entry{}, false, fmt.Errorf("append %s %s: %w", e.Kind, e.Reference, err)
 	}
-	// The trigger skipped the row: this booking exists already.
-	rows, err = tx.Query(ctx, entryColumns+` WHERE kind = $1 AND reference = $2`, e.Kind, e.Reference)
-	if err != nil {
-		return Entry{}, false, fmt.Errorf("find %s %s: %w", e.Kind, e.Reference, err)
-	}
-	stored, err = pgx.CollectExactlyOneRow(rows, scanEntry)
-	if err != nil {
-		return Entry{}, false, fmt.Errorf("find %s %s: %w", e.Kind, e.Reference, err)
-	}
-	return stored, false, nil
+	return stored, true, nil
 }
 
 // Balance is the project's balance: the sum of its ledger entries.

@@ -3,6 +3,7 @@ package controld
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -45,7 +46,7 @@ func (s *Server) endpoints() []endpointDef {
 		{api.EndpointAllocList, s.query(api.EndpointAllocList, loggedIn, s.allocList)},
 		{api.EndpointAllocRelease, s.mutation(api.EndpointAllocRelease, loggedIn, s.allocRelease)},
 		{api.EndpointAllocQuote, s.query(api.EndpointAllocQuote, loggedIn, s.allocQuote)},
-	}, s.sshEndpoints()...)
+	}, slices.Concat(s.sshEndpoints(), s.billingEndpoints())...)
 }
 
 // authEndpoint serves login and exchange: mutations without a logged-in

@@ -62,8 +62,9 @@ func TestAllocQuoteChangesNothing(t *testing.T) {
 	if q.PricePerHourMinor != 700 || q.Currency != "usd" || q.SKU != "h200-slice" || q.GPUs != 2 || q.ProjectID != env.Project.ID {
 		t.Errorf("got %+v; want 2 × 350 = 700 usd/h in the test project", q)
 	}
-	if q.BalanceMinor != nil || q.RunwaySeconds != nil {
-		t.Errorf("got balance %v runway %v without a ledger; want neither", q.BalanceMinor, q.RunwaySeconds)
+	// The ledger answers: the test project has no credit, so no runway.
+	if q.BalanceMinor == nil || *q.BalanceMinor != 0 || q.RunwaySeconds == nil || *q.RunwaySeconds != 0 {
+		t.Errorf("got balance %v runway %v; want 0 and 0 from an empty ledger", q.BalanceMinor, q.RunwaySeconds)
 	}
 	sameSnapshot(t, "a fitting quote", before, dbSnapshot(t, env))
 

@@ -49,6 +49,8 @@ type Options struct {
 	GatewayAddr string
 	// Balance is passed to controld (alloc.quote's runway).
 	Balance controld.BalanceFunc
+	// Billing tunes billing (window, grace, threshold, SMTP).
+	Billing controld.BillingConfig
 }
 
 // Env is a running controld with what tests need to drive it.
@@ -82,7 +84,7 @@ func Start(t testing.TB, opts Options) *Env {
 	ctx, cancel := context.WithCancel(context.Background())
 	srv, err := controld.New(ctx, controld.Config{DatabaseURL: dsn, NATS: nc, BcryptCost: bcrypt.MinCost,
 		Now: opts.Now, OIDC: opts.OIDC, Log: testutil.Logger(t), Hosts: opts.Hosts, MaxConns: opts.MaxConns, QueueInterval: 100 * time.Millisecond,
-		SSHCertTTL: opts.SSHCertTTL, GatewayAddr: opts.GatewayAddr, Balance: opts.Balance})
+		SSHCertTTL: opts.SSHCertTTL, GatewayAddr: opts.GatewayAddr, Balance: opts.Balance, Billing: opts.Billing})
 	if err != nil {
 		cancel()
 		t.Fatalf("controld: %v", err)

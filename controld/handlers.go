@@ -43,6 +43,10 @@ func (s *Server) endpoints() []endpointDef {
 		{api.EndpointAllocGet, s.query(api.EndpointAllocGet, loggedIn, s.allocGet)},
 		{api.EndpointAllocList, s.query(api.EndpointAllocList, loggedIn, s.allocList)},
 		{api.EndpointAllocRelease, s.mutation(api.EndpointAllocRelease, loggedIn, s.allocRelease)},
+
+		{api.EndpointBillingTopup, s.mutation(api.EndpointBillingTopup, loggedIn, s.billingTopup)},
+		{api.EndpointAdminRefund, s.mutation(api.EndpointAdminRefund, adminOnly, s.adminRefund)},
+		{api.EndpointAdminCredit, s.mutation(api.EndpointAdminCredit, adminOnly, s.adminCredit)},
 	}, s.sshEndpoints()...)
 }
 

@@ -27,14 +27,36 @@ type Querier interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
+// AppRole is the database role controld does its normal work as
+// (migration 0005): it may read and write every table but only read and
+// append to the ledger.
+const AppRole = "gpuaas_app"
+
 // Open connects a pool to connString.
 func Open(ctx context.Context, connString string, maxConns int32) (*pgxpool.Pool, error) {
+	return OpenAs(ctx, connString, maxConns, "")
+}
+
+// OpenAs connects a pool to connString whose connections act as role
+// (SET ROLE right after connecting) when role is not empty. The login
+// role must be a member of role; it keeps owning the schema, and
+// migrations run on connections of their own.
+func OpenAs(ctx context.Context, connString string, maxConns int32, role string) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(connString)
 	if err != nil {
 		return nil, fmt.Errorf("parse database url: %w", err)
 	}
 	if maxConns > 0 {
 		cfg.MaxConns = maxConns
+	}
+	if role != "" {
+		setRole := "SET ROLE " + pgx.Identifier{role}.Sanitize()
+		cfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
+			if _, err := c.Exec(ctx, setRole); err != nil {
+				return fmt.Errorf("set role %s: %w", role, err)
+			}
+			return nil
+		}
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
@@ -65,6 +87,17 @@ func Migrate(ctx context.Context, conn *pgx.Conn) error {
 		return fmt.Errorf("migrate: %w", err)
 	}
 	return nil
+}
+
+// MigrateURL runs Migrate on a connection of its own to connString, as the
+// role it logs in as (the schema's owner).
+func MigrateURL(ctx context.Context, connString string) error {
+	conn, err := pgx.Connect(ctx, connString)
+	if err != nil {
+		return fmt.Errorf("connect to migrate: %w", err)
+	}
+	defer conn.Close(ctx)
+	return Migrate(ctx, conn)
 }
 
 // MigratePool runs Migrate on a connection borrowed from pool.

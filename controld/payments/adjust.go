@@ -27,7 +27,7 @@ func (s *Service) Adjust(ctx context.Context, tx pgx.Tx, projectID, actorID stri
 		return api.CreditResponse{}, none, err
 	}
 	entry, _, err := billing.Append(ctx, tx, billing.Entry{ProjectID: projectID, Kind: billing.KindAdjustment,
-		Reference: ids.New("adj"), AmountMinor: req.AmountMinor, Currency: s.cfg.Currency, Memo: req.Reason, ActorID: actorID})
+		Reference: ids.New("adj"), AmountMinor: req.AmountMinor, Currency: s.cfg.Currency, Memo: req.Reason, ActorID: actorID, CreatedAt: s.now()})
 	if err != nil {
 		return api.CreditResponse{}, none, wrap("record adjustment", err)
 	}

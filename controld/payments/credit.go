@@ -74,9 +74,10 @@ func (s *Service) creditCheckout(ctx context.Context, tx pgx.Tx, ev stripe.Event
 	if cs.PaymentIntent != nil && cs.PaymentIntent.ID != "" {
 		pi = &cs.PaymentIntent.ID
 	}
+	now := s.now()
 	entry, inserted, err := billing.Append(ctx, tx, billing.Entry{
 		ProjectID: row.ProjectID, Kind: billing.KindTopup, Reference: cs.ID, AmountMinor: amount,
-		Currency: currency, Memo: "Stripe top-up " + cs.ID, ActorID: row.UserID,
+		Currency: currency, Memo: "Stripe top-up " + cs.ID, ActorID: row.UserID, CreatedAt: now,
 	})
 	if err != nil {
 		return "", wrap("credit top-up", err)
@@ -84,7 +85,6 @@ func (s *Service) creditCheckout(ctx context.Context, tx pgx.Tx, ev stripe.Event
 	if !inserted {
 		return OutcomeAlready, nil
 	}
-	now := s.now()
 	if _, err := tx.Exec(ctx, `UPDATE stripe_checkout_sessions SET state = 'paid', payment_intent = $2,
 		paid_minor = $3, paid_at = $4, paid_event_id = $5 WHERE id = $1`, cs.ID, pi, amount, now, ev.ID); err != nil {
 		return "", wrap("mark checkout session paid", err)

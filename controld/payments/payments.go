@@ -153,9 +153,8 @@ func (s *Service) now() time.Time { return s.cfg.Now().UTC() }
 // slogLogger lets stripe-go log through controld's logger.
 type slogLogger struct{ log *slog.Logger }
 
-func (l slogLogger) Debugf(format string, v ...any) {
-	l.log.Debug("stripe: " + fmt.Sprintf(format, v...))
-}
+// Debugf drops stripe-go's debug lines: they hold whole responses.
+func (l slogLogger) Debugf(string, ...any) {}
 func (l slogLogger) Infof(format string, v ...any) {
 	l.log.Debug("stripe: " + fmt.Sprintf(format, v...))
 }

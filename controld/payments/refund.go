@@ -123,7 +123,7 @@ func (s *Service) Refund(ctx context.Context, tx pgx.Tx, in RefundInput) (api.Re
 		memo += ": " + in.Reason
 	}
 	entry, inserted, err := billing.Append(ctx, tx, billing.Entry{ProjectID: row.ProjectID, Kind: billing.KindRefund,
-		Reference: re.ID, AmountMinor: -amount, Currency: row.Currency, Memo: memo, ActorID: in.ActorID})
+		Reference: re.ID, AmountMinor: -amount, Currency: row.Currency, Memo: memo, ActorID: in.ActorID, CreatedAt: now})
 	if err != nil {
 		return api.RefundResponse{}, none, wrap("debit refund", err)
 	}

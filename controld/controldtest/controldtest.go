@@ -15,6 +15,7 @@ import (
 	"github.com/gpuaas/gpuaas/controld/catalog"
 	"github.com/gpuaas/gpuaas/controld/identity"
 	"github.com/gpuaas/gpuaas/controld/node"
+	"github.com/gpuaas/gpuaas/controld/payments"
 	"github.com/gpuaas/gpuaas/controld/store"
 	"github.com/gpuaas/gpuaas/hostd/sim"
 	"github.com/gpuaas/gpuaas/internal/api"
@@ -47,6 +48,10 @@ type Options struct {
 	// SSHCertTTL and GatewayAddr are passed to controld.
 	SSHCertTTL  time.Duration
 	GatewayAddr string
+
+	// Stripe and HTTPAddr are passed to controld (payments tests).
+	Stripe   payments.Settings
+	HTTPAddr string
 }
 
 // Env is a running controld with what tests need to drive it.
@@ -80,7 +85,8 @@ func Start(t testing.TB, opts Options) *Env {
 	ctx, cancel := context.WithCancel(context.Background())
 	srv, err := controld.New(ctx, controld.Config{DatabaseURL: dsn, NATS: nc, BcryptCost: bcrypt.MinCost,
 		Now: opts.Now, OIDC: opts.OIDC, Log: testutil.Logger(t), Hosts: opts.Hosts, MaxConns: opts.MaxConns, QueueInterval: 100 * time.Millisecond,
-		SSHCertTTL: opts.SSHCertTTL, GatewayAddr: opts.GatewayAddr})
+		SSHCertTTL: opts.SSHCertTTL, GatewayAddr: opts.GatewayAddr,
+		Stripe: opts.Stripe, HTTPAddr: opts.HTTPAddr})
 	if err != nil {
 		cancel()
 		t.Fatalf("controld: %v", err)

@@ -229,6 +229,9 @@ type Allocation struct {
 	UpdatedAt time.Time `json:"updated_at"`
 	// Timeline is the host-side progress, phase by phase (alloc.get only).
 	Timeline []PhaseTiming `json:"timeline,omitempty"`
+	// Usage is what it has cost so far (alloc.get, and alloc.release once
+	// billing stopped); absent if it never became active.
+	Usage *AllocationUsage `json:"usage,omitempty"`
 }
 
 // AllocCreateRequest asks for an allocation. Project defaults to the

@@ -1,0 +1,195 @@
+package billing
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Defaults of Config.
+const (
+	DefaultWindow                   = 60 * time.Second
+	DefaultGrace                    = 15 * time.Minute
+	DefaultLowBalanceThresholdMinor = 1000 // $10
+)
+
+// accrualLockKey names the advisory lock that lets one replica at a time
+// run the billing loop.
+const accrualLockKey = "gpuaas.billing.accrual"
+
+// ReleaseFunc force-releases every open allocation of a depleted project
+// through the allocation state machine and returns how many it released.
+// It must re-check, in each release's transaction, that the project is
+// still depleted past its grace period (see StillDepleted): a top-up may
+// land in between. controld provides it (billing cannot import
+// controld/alloc, which calls billing when allocations start and stop).
+type ReleaseFunc func(ctx context.Context, projectID string) (int, error)
+
+// Config configures a Runner.
+type Config struct {
+	// Pool is controld's database pool. Required.
+	Pool *pgxpool.Pool
+	// Window is how often usage is charged (default DefaultWindow).
+	Window time.Duration
+	// Grace is how long a depleted account keeps its allocations (default
+	// DefaultGrace).
+	Grace time.Duration
+	// LowBalanceThresholdMinor is the default low-balance threshold of
+	// accounts that set none (default DefaultLowBalanceThresholdMinor).
+	LowBalanceThresholdMinor int64
+	// Release releases a depleted project's allocations. Required.
+	Release ReleaseFunc
+	// Mailer, when set, also emails project members about low and
+	// depleted balances.
+	Mailer Mailer
+	Now    func() time.Time
+	Log    *slog.Logger
+}
+
+// CheckAndSetDefaults validates c and fills defaults.
+func (c *Config) CheckAndSetDefaults() error {
+	if c.Pool == nil {
+		return errors.New("billing: Pool is required")
+	}
+	if c.Release == nil {
+		return errors.New("billing: Release is required")
+	}
+	if c.Window == 0 {
+		c.Window = DefaultWindow
+	}
+	if c.Window < time.Second {
+		return fmt.Errorf("billing: window %v is shorter than a second", c.Window)
+	}
+	if c.Grace == 0 {
+		c.Grace = DefaultGrace
+	}
+	if c.Grace < 0 {
+		return errors.New("billing: grace must not be negative")
+	}
+	if c.LowBalanceThresholdMinor == 0 {
+		c.LowBalanceThresholdMinor = DefaultLowBalanceThresholdMinor
+	}
+	if c.LowBalanceThresholdMinor < 0 {
+		return errors.New("billing: low-balance threshold must not be negative")
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.Log == nil {
+		c.Log = slog.New(slog.DiscardHandler)
+	}
+	return nil
+}
+
+// Runner is the billing loop: every window it charges the running meters,
+// warns about low balances, marks depleted accounts and releases the
+// allocations of those whose grace period is over.
+type Runner struct {
+	cfg Config
+}
+
+// NewRunner returns a Runner for cfg.
+func NewRunner(cfg Config) (*Runner, error) {
+	if err := cfg.CheckAndSetDefaults(); err != nil {
+		return nil, err
+	}
+	return &Runner{cfg: cfg}, nil
+}
+
+// Config returns the runner's configuration with its defaults.
+func (r *Runner) Config() Config { return r.cfg }
+
+// Run ticks every window until ctx ends.
+func (r *Runner) Run(ctx context.Context) error {
+	t := time.NewTicker(r.cfg.Window)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		res, err := r.Tick(ctx)
+		switch {
+		case err != nil && ctx.Err() == nil:
+			r.cfg.Log.Warn("billing tick", "err", err)
+		case res.Accrual.Windows > 0 || res.Released > 0:
+			r.cfg.Log.Info("billing tick", "windows", res.Accrual.Windows, "charged_minor", res.Accrual.AmountMinor,
+				"low_balance", res.LowBalance, "depleted", res.Depleted, "released", res.Released)
+		}
+	}
+}
+
+// TickResult is what one tick did.
+type TickResult struct {
+	// Skipped is true when another replica held the billing lock.
+	Skipped    bool
+	Accrual    AccrualResult
+	LowBalance int // warnings sent
+	Depleted   int // accounts newly depleted
+	Released   int // allocations released
+}
+
+// Tick runs the loop once: under a transaction-scoped advisory lock (one
+// replica at a time; a replica that does not get it skips the tick), it
+// charges every running meter up to the last window boundary and updates
+// the accounts' low-balance and depleted state with their events; after
+// committing it sends the emails and releases the allocations of accounts
+// depleted for longer than the grace period.
+func (r *Runner) Tick(ctx context.Context) (TickResult, error) {
+	var res TickResult
+	now := r.cfg.Now().UTC()
+	var notes []notice
+	err := pgx.BeginFunc(ctx, r.cfg.Pool, func(tx pgx.Tx) error {
+		var locked bool
+		if err := tx.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock(hashtextextended($1, 0))`, accrualLockKey).Scan(&locked); err != nil {
+			return fmt.Errorf("billing lock: %w", err)
+		}
+		if !locked {
+			res.Skipped = true
+			return nil
+		}
+		var err error
+		if res.Accrual, err = Accrue(ctx, tx, WindowEnd(now, r.cfg.Window), now); err != nil {
+			return err
+		}
+		notes, err = evaluate(ctx, tx, r.cfg.LowBalanceThresholdMinor, r.cfg.Grace, now)
+		return err
+	})
+	if err != nil || res.Skipped {
+		return res, err
+	}
+	for _, n := range notes {
+		switch n.kind {
+		case noticeLow:
+			res.LowBalance++
+		case noticeDepleted:
+			res.Depleted++
+		}
+		if r.cfg.Mailer != nil && len(n.emails) > 0 {
+			if err := r.cfg.Mailer.Send(ctx, n.emails, n.subject, n.body); err != nil {
+				r.cfg.Log.Warn("billing email", "project", n.projectID, "err", err)
+			}
+		}
+	}
+	due, err := depletedPastGrace(ctx, r.cfg.Pool, r.cfg.Grace, now)
+	if err != nil {
+		return res, err
+	}
+	for _, p := range due {
+		n, err := r.cfg.Release(ctx, p)
+		res.Released += n
+		if err != nil {
+			return res, fmt.Errorf("release allocations of depleted project %s: %w", p, err)
+		}
+		if n > 0 {
+			r.cfg.Log.Info("released allocations of a depleted project", "project", p, "count", n)
+		}
+	}
+	return res, nil
+}

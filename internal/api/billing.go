@@ -1,0 +1,205 @@
+package api
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// Billing endpoints.
+const (
+	EndpointBillingBalance  = "billing.balance"
+	EndpointBillingLedger   = "billing.ledger"
+	EndpointBillingUsage    = "billing.usage"
+	EndpointOpsLedgerVerify = "ops.ledger_verify"
+)
+
+// Billing event kinds, told to every member of the project.
+const (
+	// EventBillingLowBalance: the balance fell below the project's
+	// low-balance threshold (once per crossing).
+	EventBillingLowBalance = "billing.low_balance"
+	// EventBillingDepleted: the balance reached zero; the project's
+	// allocations are released when the grace period ends unless it is
+	// topped up.
+	EventBillingDepleted = "billing.depleted"
+)
+
+// Ledger entry kinds (see controld/billing).
+const (
+	LedgerTopup      = "topup"
+	LedgerUsage      = "usage"
+	LedgerRefund     = "refund"
+	LedgerAdjustment = "adjustment"
+)
+
+// BillingRequest names the project of a billing read (default: the
+// Gpuaas-Project header).
+type BillingRequest struct {
+	Project string `json:"project,omitempty"`
+}
+
+// BillingBalance is a project account's state.
+type BillingBalance struct {
+	ProjectID    string `json:"project_id"`
+	Project      string `json:"project"`
+	BalanceMinor int64  `json:"balance_minor"`
+	Currency     string `json:"currency"`
+	// LowBalanceThresholdMinor is when a low-balance warning is sent.
+	LowBalanceThresholdMinor int64 `json:"low_balance_threshold_minor"`
+	LowBalance               bool  `json:"low_balance"`
+	// DepletedAt is when the balance reached zero; GraceEndsAt when the
+	// project's allocations are released if it is not topped up.
+	DepletedAt  *time.Time `json:"depleted_at,omitempty"`
+	GraceEndsAt *time.Time `json:"grace_ends_at,omitempty"`
+	// BurnRateMinorPerHour is what the running allocations cost per hour.
+	BurnRateMinorPerHour int64 `json:"burn_rate_minor_per_hour"`
+	RunningAllocations   int   `json:"running_allocations"`
+}
+
+// LedgerEntry is one booking in a project's ledger.
+type LedgerEntry struct {
+	ID          int64     `json:"id"`
+	ProjectID   string    `json:"project_id"`
+	Kind        string    `json:"kind"`
+	Reference   string    `json:"reference"`
+	AmountMinor int64     `json:"amount_minor"` // credit > 0, debit < 0
+	Currency    string    `json:"currency"`
+	Memo        string    `json:"memo,omitempty"`
+	ActorID     string    `json:"actor_id"`
+	CreatedAt   time.Time `json:"created_at"`
+	PrevHash    string    `json:"prev_hash"`
+	Hash        string    `json:"hash"`
+}
+
+// BillingLedgerRequest pages through a project's ledger, newest first.
+type BillingLedgerRequest struct {
+	Project string `json:"project,omitempty"`
+	Limit   int    `json:"limit,omitempty"`  // default and maximum 1000
+	Before  int64  `json:"before,omitempty"` // only entries with smaller ids
+}
+
+// BillingLedgerResponse lists ledger entries, newest first.
+type BillingLedgerResponse struct {
+	ProjectID string        `json:"project_id"`
+	Entries   []LedgerEntry `json:"entries"`
+}
+
+// BillingUsageRequest asks for a project's usage, or one allocation's
+// with its windows.
+type BillingUsageRequest struct {
+	Project    string `json:"project,omitempty"`
+	Allocation string `json:"allocation,omitempty"`
+}
+
+// AllocationUsage is what an allocation has been charged while active.
+type AllocationUsage struct {
+	AllocationID         string        `json:"allocation_id"`
+	SKU                  string        `json:"sku"`
+	GPUs                 int           `json:"gpus"`
+	PricePerGPUHourMinor int64         `json:"price_per_gpu_hour_minor"`
+	Currency             string        `json:"currency"`
+	StartedAt            time.Time     `json:"started_at"`
+	StoppedAt            *time.Time    `json:"stopped_at,omitempty"`
+	Seconds              int64         `json:"seconds"`
+	AmountMinor          int64         `json:"amount_minor"`
+	Windows              []UsageWindow `json:"windows,omitempty"`
+}
+
+// UsageWindow is one charged window of an allocation.
+type UsageWindow struct {
+	Start       time.Time `json:"start"`
+	End         time.Time `json:"end"`
+	Seconds     int64     `json:"seconds"`
+	AmountMinor int64     `json:"amount_minor"`
+}
+
+// BillingUsageResponse lists allocations' usage, most recent first.
+type BillingUsageResponse struct {
+	ProjectID  string            `json:"project_id"`
+	Usage      []AllocationUsage `json:"usage"`
+	TotalMinor int64             `json:"total_minor"`
+	Currency   string            `json:"currency"`
+}
+
+// LedgerAccountCheck is what ops.ledger_verify found for one account.
+type LedgerAccountCheck struct {
+	ProjectID          string   `json:"project_id"`
+	Entries            int64    `json:"entries"`
+	BalanceMinor       int64    `json:"balance_minor"`        // sum of the entries
+	CachedBalanceMinor int64    `json:"cached_balance_minor"` // the account row
+	OK                 bool     `json:"ok"`
+	Problems           []string `json:"problems,omitempty"`
+}
+
+// LedgerVerifyResponse is the outcome of recomputing every chain.
+type LedgerVerifyResponse struct {
+	OK       bool                 `json:"ok"`
+	Accounts []LedgerAccountCheck `json:"accounts"`
+}
+
+// BillingLowBalance is the payload of a billing.low_balance event.
+type BillingLowBalance struct {
+	ProjectID      string `json:"project_id"`
+	BalanceMinor   int64  `json:"balance_minor"`
+	ThresholdMinor int64  `json:"threshold_minor"`
+	Currency       string `json:"currency"`
+}
+
+// BillingDepleted is the payload of a billing.depleted event.
+type BillingDepleted struct {
+	ProjectID    string    `json:"project_id"`
+	BalanceMinor int64     `json:"balance_minor"`
+	Currency     string    `json:"currency"`
+	GraceEndsAt  time.Time `json:"grace_ends_at"`
+}
+
+// FormatMoney renders minor units: FormatMoney(-1234, "usd") is "-$12.34";
+// other currencies read "12.34 EUR".
+func FormatMoney(minor int64, currency string) string {
+	sign := ""
+	if minor < 0 {
+		sign, minor = "-", -minor
+	}
+	amount := fmt.Sprintf("%d.%02d", minor/100, minor%100)
+	if currency == "" || currency == "usd" {
+		return sign + "$" + amount
+	}
+	return fmt.Sprintf("%s%s %s", sign, amount, currencyUpper(currency))
+}
+
+func currencyUpper(c string) string {
+	b := []byte(c)
+	for i, ch := range b {
+		if 'a' <= ch && ch <= 'z' {
+			b[i] = ch - 'a' + 'A'
+		}
+	}
+	return string(b)
+}
+
+// BillingBalance returns a project's balance.
+func (c *Client) BillingBalance(ctx context.Context, req BillingRequest) (*BillingBalance, error) {
+	var out BillingBalance
+	return &out, c.Call(ctx, EndpointBillingBalance, req, &out)
+}
+
+// BillingLedger lists a project's ledger entries, newest first.
+func (c *Client) BillingLedger(ctx context.Context, req BillingLedgerRequest) (*BillingLedgerResponse, error) {
+	var out BillingLedgerResponse
+	return &out, c.Call(ctx, EndpointBillingLedger, req, &out)
+}
+
+// BillingUsage lists a project's usage per allocation, or one
+// allocation's windows.
+func (c *Client) BillingUsage(ctx context.Context, req BillingUsageRequest) (*BillingUsageResponse, error) {
+	var out BillingUsageResponse
+	return &out, c.Call(ctx, EndpointBillingUsage, req, &out)
+}
+
+// LedgerVerify recomputes every account's hash chain and balance
+// (admins).
+func (c *Client) LedgerVerify(ctx context.Context) (*LedgerVerifyResponse, error) {
+	var out LedgerVerifyResponse
+	return &out, c.Call(ctx, EndpointOpsLedgerVerify, nil, &out)
+}

@@ -90,6 +90,6 @@ func creditRun(ctx context.Context, opts *CreditOptions) error {
 		verb, amount = "Debited %s from", -amount
 	}
 	_, err = fmt.Fprintf(opts.IO.Out, verb+" project %s (entry %d); balance now %s\n",
-		api.FormatMinor(amount, r.Currency), r.ProjectID, r.LedgerEntryID, api.FormatMinor(r.BalanceMinor, r.Currency))
+		api.FormatMoney(amount, r.Currency), r.ProjectID, r.LedgerEntryID, api.FormatMoney(r.BalanceMinor, r.Currency))
 	return err
 }

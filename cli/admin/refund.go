@@ -73,7 +73,7 @@ func refundRun(ctx context.Context, opts *RefundOptions) error {
 	if !opts.Yes && opts.IO.CanPrompt() {
 		what := "all that remains of top-up " + opts.Topup
 		if opts.AmountMinor > 0 {
-			what = api.FormatMinor(opts.AmountMinor, "") + " of top-up " + opts.Topup
+			what = opts.Amount + " of top-up " + opts.Topup
 		}
 		ok, err := opts.IO.Confirm(ctx, fmt.Sprintf("Refund %s through Stripe?", what))
 		if err != nil {
@@ -103,6 +103,6 @@ func refundRun(ctx context.Context, opts *RefundOptions) error {
 		return err
 	}
 	_, err = fmt.Fprintf(opts.IO.Out, "Refunded %s of top-up %s (refund %s, project %s); %s left refundable\n",
-		api.FormatMinor(r.AmountMinor, r.Currency), r.Topup, r.RefundID, r.ProjectID, api.FormatMinor(r.RemainingMinor, r.Currency))
+		api.FormatMoney(r.AmountMinor, r.Currency), r.Topup, r.RefundID, r.ProjectID, api.FormatMoney(r.RemainingMinor, r.Currency))
 	return err
 }

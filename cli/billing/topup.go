@@ -79,7 +79,7 @@ func topupRun(ctx context.Context, opts *TopupOptions) error {
 		_, err := fmt.Fprintln(opts.IO.Out, resp.URL)
 		return err
 	}
-	fmt.Fprintf(opts.IO.Out, "Pay %s at:\n\n  %s\n\n", api.FormatMinor(resp.AmountMinor, resp.Currency), resp.URL)
+	fmt.Fprintf(opts.IO.Out, "Pay %s at:\n\n  %s\n\n", api.FormatMoney(resp.AmountMinor, resp.Currency), resp.URL)
 	fmt.Fprintln(opts.IO.ErrOut, "The balance is credited once Stripe confirms the payment.")
 	return nil
 }

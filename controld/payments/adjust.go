@@ -56,7 +56,7 @@ func ValidateAdjustment(req api.CreditRequest) error {
 			WithHint("a positive amount credits, a negative one debits")
 	}
 	if req.AmountMinor > MaxAdjustmentMinor || req.AmountMinor < -MaxAdjustmentMinor {
-		return api.Errorf(api.CodeInvalidArgument, "an adjustment is at most %s either way", api.FormatMinor(MaxAdjustmentMinor, ""))
+		return api.Errorf(api.CodeInvalidArgument, "an adjustment is at most %s either way", api.FormatMoney(MaxAdjustmentMinor, ""))
 	}
 	return ValidateReason(req.Reason, true)
 }

@@ -28,8 +28,8 @@ func (s *Service) ValidateAmount(amount int64) error {
 	c := s.cfg
 	if amount < c.MinTopupMinor || amount > c.MaxTopupMinor {
 		return api.Errorf(api.CodeInvalidArgument, "a top-up must be between %s and %s, got %s",
-			api.FormatMinor(c.MinTopupMinor, c.Currency), api.FormatMinor(c.MaxTopupMinor, c.Currency),
-			api.FormatMinor(amount, c.Currency))
+			api.FormatMoney(c.MinTopupMinor, c.Currency), api.FormatMoney(c.MaxTopupMinor, c.Currency),
+			api.FormatMoney(amount, c.Currency))
 	}
 	return nil
 }

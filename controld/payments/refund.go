@@ -86,7 +86,7 @@ func (s *Service) Refund(ctx context.Context, tx pgx.Tx, in RefundInput) (api.Re
 		return api.RefundResponse{}, none, api.Errorf(api.CodeConflict, "top-up %s is already refunded in full", row.ID)
 	case amount > remaining:
 		return api.RefundResponse{}, none, api.Errorf(api.CodeInvalidArgument, "top-up %s has %s left to refund; %s is more",
-			row.ID, api.FormatMinor(remaining, row.Currency), api.FormatMinor(amount, row.Currency))
+			row.ID, api.FormatMoney(remaining, row.Currency), api.FormatMoney(amount, row.Currency))
 	}
 	balance, err := billing.Balance(ctx, tx, row.ProjectID)
 	if err != nil {
@@ -94,7 +94,7 @@ func (s *Service) Refund(ctx context.Context, tx pgx.Tx, in RefundInput) (api.Re
 	}
 	if balance < amount {
 		return api.RefundResponse{}, none, api.Errorf(api.CodeInsufficientFunds,
-			"project balance is %s, less than the refund of %s", api.FormatMinor(balance, row.Currency), api.FormatMinor(amount, row.Currency)).
+			"project balance is %s, less than the refund of %s", api.FormatMoney(balance, row.Currency), api.FormatMoney(amount, row.Currency)).
 			WithHint("refund at most the balance: credit already spent is not refunded")
 	}
 

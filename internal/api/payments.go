@@ -144,17 +144,3 @@ func digits(s string) bool {
 	}
 	return true
 }
-
-// FormatMinor writes minor units as a major-unit amount with its currency:
-// FormatMinor(-1250, "usd") is "-12.50 USD".
-func FormatMinor(v int64, currency string) string {
-	sign := ""
-	if v < 0 {
-		sign, v = "-", -v
-	}
-	s := fmt.Sprintf("%s%d.%02d", sign, v/100, v%100)
-	if currency != "" {
-		s += " " + strings.ToUpper(currency)
-	}
-	return s
-}

@@ -41,21 +41,3 @@ func TestParseMinor(t *testing.T) {
 		})
 	}
 }
-
-func TestFormatMinor(t *testing.T) {
-	tests := []struct {
-		v    int64
-		cur  string
-		want string
-	}{
-		{5000, "usd", "50.00 USD"},
-		{-1250, "usd", "-12.50 USD"},
-		{7, "eur", "0.07 EUR"},
-		{0, "", "0.00"},
-	}
-	for _, tt := range tests {
-		if got := FormatMinor(tt.v, tt.cur); got != tt.want {
-			t.Errorf("FormatMinor(%d, %q): got %q; want %q", tt.v, tt.cur, got, tt.want)
-		}
-	}
-}

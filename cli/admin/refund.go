@@ -72,7 +72,7 @@ If the answer is lost (a timeout), run the command again with the same
 func refundRun(ctx context.Context, opts *RefundOptions) error {
 	if !opts.Yes && opts.IO.CanPrompt() {
 		what := "all that remains of top-up " + opts.Topup
-		if opts.AmountMinor > 0 {
+		if opts.Amount != "" {
 			what = opts.Amount + " of top-up " + opts.Topup
 		}
 		ok, err := opts.IO.Confirm(ctx, fmt.Sprintf("Refund %s through Stripe?", what))

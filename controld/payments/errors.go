@@ -13,7 +13,7 @@ import (
 // ErrNotConfigured answers top-ups and refunds when controld has no Stripe
 // key.
 var ErrNotConfigured = api.Errorf(api.CodeUnavailable, "Stripe is not configured on this controld, so top-ups and refunds are unavailable").
-	WithHint("an operator starts controld with --stripe-secret-key (or `gpuaas dev --stripe-api URL`)")
+	WithHint("an operator sets GPUAAS_STRIPE_SECRET_KEY for controld (or runs `gpuaas dev --stripe-api URL`)")
 
 // Webhook refusals: the request is answered 400 and nothing is written.
 var (
@@ -43,7 +43,7 @@ func stripeError(op string, err error) error {
 	switch {
 	case se.HTTPStatusCode == http.StatusUnauthorized || se.HTTPStatusCode == http.StatusForbidden:
 		return api.Errorf(api.CodeUnavailable, "%s: Stripe refused controld's API key: %s", op, msg).
-			WithHint("an operator checks --stripe-secret-key")
+			WithHint("an operator checks GPUAAS_STRIPE_SECRET_KEY")
 	case se.HTTPStatusCode == http.StatusTooManyRequests:
 		return api.Errorf(api.CodeRateLimited, "%s: Stripe is rate limiting: %s", op, msg).WithHint("retry in a moment")
 	case se.HTTPStatusCode >= 400 && se.HTTPStatusCode < 500:

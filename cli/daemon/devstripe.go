@@ -13,9 +13,9 @@ import (
 )
 
 // Stripe test credentials of `gpuaas dev` when the environment gives none.
-// stripe-mock accepts any sk_test_ key.
+// stripe-mock accepts any sk_test_ key of letters and digits.
 const (
-	devStripeKey     = "sk_test_gpuaas_dev"
+	devStripeKey     = "sk_test_gpuaasdev"
 	devWebhookSecret = "whsec_gpuaas_dev"
 )
 

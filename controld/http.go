@@ -67,6 +67,9 @@ func (s *Server) serveHTTP(ctx context.Context) error {
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(s.httpListener) }()
 	s.cfg.Log.Info("controld http serving", "addr", s.HTTPAddr(), "stripe_webhook", StripeWebhookPath)
+	if s.cfg.Stripe.WebhookSecret == "" {
+		s.cfg.Log.Warn("no Stripe webhook secret: webhook deliveries are answered 503 and nothing is credited")
+	}
 	select {
 	case err := <-errc:
 		return fmt.Errorf("http server: %w", err)

@@ -14,6 +14,7 @@ import (
 	"github.com/gpuaas/gpuaas/cli/admin"
 	"github.com/gpuaas/gpuaas/cli/alloc"
 	"github.com/gpuaas/gpuaas/cli/auth"
+	"github.com/gpuaas/gpuaas/cli/billing"
 	"github.com/gpuaas/gpuaas/cli/catalog"
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
 	"github.com/gpuaas/gpuaas/cli/node"
@@ -126,6 +127,7 @@ $XDG_CONFIG_HOME/gpuaas or ~/.config/gpuaas). See ` + "`gpuaas help exit-codes`"
 		project.NewCmdProject(f),
 		catalog.NewCmdCatalog(f),
 		alloc.NewCmdAlloc(f),
+		billing.NewCmdBilling(f),
 		sshcmd.NewCmdSSH(f, nil),
 		sshconfig.NewCmdSSHConfig(f, nil),
 		session.NewCmdSession(f),

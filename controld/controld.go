@@ -1,6 +1,6 @@
 // Package controld is the control daemon: the only writer of Postgres. It
 // serves the API as a NATS micro service and runs the singleton loops
-// (outbox relay, queue placement). Stateless apart from Postgres, so N
+// (outbox relay, queue placement, billing). Stateless apart from Postgres, so N
 // replicas may run side by side.
 package controld
 
@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/gpuaas/gpuaas/controld/alloc"
+	"github.com/gpuaas/gpuaas/controld/billing"
 	"github.com/gpuaas/gpuaas/controld/ca"
 	"github.com/gpuaas/gpuaas/controld/hosts"
 	"github.com/gpuaas/gpuaas/controld/identity"
@@ -59,8 +60,14 @@ type Config struct {
 	// CAKeyEncryptionKey, when set (32 random bytes), seals the SSH CA
 	// private keys at rest (see controld/ca).
 	CAKeyEncryptionKey []byte
-	Now                func() time.Time
-	Log                *slog.Logger
+	// DatabaseRole is the role controld's pool acts as (SET ROLE on every
+	// connection; default store.AppRole, which may only read and append to
+	// the ledger). Migrations run as the role DatabaseURL logs in as.
+	DatabaseRole string
+	// Billing tunes accrual, low-balance warnings and depletion.
+	Billing BillingConfig
+	Now     func() time.Time
+	Log     *slog.Logger
 
 	// Stripe configures top-ups and refunds (controld/payments); without
 	// a secret key billing.topup and admin.refund answer unavailable.
@@ -77,6 +84,54 @@ type HostsConfig struct {
 	SlotSubnet        string
 	// AutoApproveSlots approves discovered slots at once (dev only).
 	AutoApproveSlots bool
+}
+
+// BillingConfig tunes billing (see controld/billing).
+type BillingConfig struct {
+	// Window is how often usage is charged (default 60s).
+	Window time.Duration
+	// Grace is how long a depleted project keeps its allocations (default 15m).
+	Grace time.Duration
+	// LowBalanceThresholdMinor is the default low-balance warning
+	// threshold of a project, in minor units (default 1000, $10).
+	LowBalanceThresholdMinor int64
+	// SMTP, when Addr is set, also emails project members about low and
+	// depleted balances.
+	SMTP SMTPConfig
+}
+
+// SMTPConfig is an SMTP relay for billing emails.
+type SMTPConfig struct {
+	Addr     string // host:port
+	From     string
+	Username string
+	Password string
+}
+
+// CheckAndSetDefaults validates c and fills defaults.
+func (b *BillingConfig) CheckAndSetDefaults() error {
+	if b.Window == 0 {
+		b.Window = billing.DefaultWindow
+	}
+	if b.Window < time.Second {
+		return fmt.Errorf("controld: billing window %v is shorter than a second", b.Window)
+	}
+	if b.Grace == 0 {
+		b.Grace = billing.DefaultGrace
+	}
+	if b.Grace < 0 {
+		return errors.New("controld: billing grace must not be negative")
+	}
+	if b.LowBalanceThresholdMinor == 0 {
+		b.LowBalanceThresholdMinor = billing.DefaultLowBalanceThresholdMinor
+	}
+	if b.LowBalanceThresholdMinor < 0 {
+		return errors.New("controld: low-balance threshold must not be negative")
+	}
+	if b.SMTP.Addr != "" && b.SMTP.From == "" {
+		return errors.New("controld: billing SMTP needs a From address")
+	}
+	return nil
 }
 
 // CheckAndSetDefaults validates c and fills defaults.
@@ -105,6 +160,12 @@ func (c *Config) CheckAndSetDefaults() error {
 	if c.SSHCertTTL < 0 {
 		return errors.New("controld: SSHCertTTL must be positive")
 	}
+	if c.DatabaseRole == "" {
+		c.DatabaseRole = store.AppRole
+	}
+	if err := c.Billing.CheckAndSetDefaults(); err != nil {
+		return err
+	}
 	if c.Now == nil {
 		c.Now = time.Now
 	}
@@ -125,6 +186,7 @@ type Server struct {
 	svc      micro.Service
 	hosts    *hosts.Service
 	cas      *ca.Service
+	billing  *billing.Runner
 	ready    chan struct{}
 	// kick wakes the queue loop after a change that may free capacity.
 	kick chan struct{}
@@ -140,7 +202,12 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	if err := cfg.CheckAndSetDefaults(); err != nil {
 		return nil, err
 	}
-	pool, err := store.Open(ctx, cfg.DatabaseURL, cfg.MaxConns)
+	// Migrations run as the login role (the schema's owner); everything
+	// else as cfg.DatabaseRole.
+	if err := store.MigrateURL(ctx, cfg.DatabaseURL); err != nil {
+		return nil, err
+	}
+	pool, err := store.OpenAs(ctx, cfg.DatabaseURL, cfg.MaxConns, cfg.DatabaseRole)
 	if err != nil {
 		return nil, err
 	}
@@ -154,9 +221,6 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 }
 
 func (s *Server) init(ctx context.Context) error {
-	if err := store.MigratePool(ctx, s.pool); err != nil {
-		return err
-	}
 	key, err := loadOrCreateKey(ctx, s.pool, sessionKeyName)
 	if err != nil {
 		return err
@@ -184,6 +248,9 @@ func (s *Server) init(ctx context.Context) error {
 		HeartbeatInterval: s.cfg.Hosts.HeartbeatInterval, TaskDeadline: s.cfg.Hosts.TaskDeadline,
 		SlotSubnet: s.cfg.Hosts.SlotSubnet, AutoApproveSlots: s.cfg.Hosts.AutoApproveSlots,
 		SlotsFreed: s.kickQueue, TicketCAKeys: s.ticketCAKeys, Now: s.cfg.Now, Log: s.cfg.Log}); err != nil {
+		return err
+	}
+	if s.billing, err = s.newBillingRunner(); err != nil {
 		return err
 	}
 	if s.js, err = jetstream.New(s.cfg.NATS); err != nil {
@@ -225,6 +292,7 @@ func (s *Server) Run(ctx context.Context) error {
 	g.Go(func() error { return s.queueLoop(gctx) })
 	g.Go(func() error { return s.hosts.Run(gctx) })
 	g.Go(func() error { return s.housekeeping(gctx) })
+	g.Go(func() error { return s.billing.Run(gctx) })
 	g.Go(func() error { return s.serveHTTP(gctx) })
 	err = g.Wait()
 	if stopErr := s.svc.Stop(); stopErr != nil && err == nil {

@@ -2,6 +2,7 @@ package controld
 
 import (
 	"context"
+	"slices"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -47,7 +48,7 @@ func (s *Server) endpoints() []endpointDef {
 		{api.EndpointBillingTopup, s.mutation(api.EndpointBillingTopup, loggedIn, s.billingTopup)},
 		{api.EndpointAdminRefund, s.mutation(api.EndpointAdminRefund, adminOnly, s.adminRefund)},
 		{api.EndpointAdminCredit, s.mutation(api.EndpointAdminCredit, adminOnly, s.adminCredit)},
-	}, s.sshEndpoints()...)
+	}, slices.Concat(s.sshEndpoints(), s.billingEndpoints())...)
 }
 
 // authEndpoint serves login and exchange: mutations without a logged-in

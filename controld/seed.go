@@ -8,6 +8,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/gpuaas/gpuaas/controld/audit"
+	"github.com/gpuaas/gpuaas/controld/billing"
 	"github.com/gpuaas/gpuaas/controld/catalog"
 	"github.com/gpuaas/gpuaas/controld/hosts"
 	"github.com/gpuaas/gpuaas/controld/identity"
@@ -32,6 +34,9 @@ type Seed struct {
 	// wait for an operator).
 	Nodes        []node.Spec
 	ApproveSlots bool
+	// InitialCreditMinor, when positive, credits Project once (an audited
+	// adjustment by the admin; later seeds find it booked and add nothing).
+	InitialCreditMinor int64
 }
 
 // SeedResult reports what Seed created.
@@ -69,6 +74,11 @@ func (s *Server) ApplySeed(ctx context.Context, sd Seed) (SeedResult, error) {
 				return fmt.Errorf("seed project: %w", err)
 			}
 			res.Project = p
+			if sd.InitialCreditMinor > 0 {
+				if err := s.seedCredit(ctx, tx, p, res.Admin.ID, sd.InitialCreditMinor); err != nil {
+					return err
+				}
+			}
 		}
 		for _, spec := range sd.Nodes {
 			if _, err := node.Get(ctx, tx, spec.Name); err == nil {
@@ -106,3 +116,16 @@ func (s *Server) IssueEnrollToken(ctx context.Context, req api.EnrollTokenReques
 
 // Nodes lists every node (used by `gpuaas dev` to wait for its hosts).
 func (s *Server) Nodes(ctx context.Context) ([]api.Node, error) { return node.List(ctx, s.pool) }
+
+// seedCredit books a project's initial credit once, with its audit row.
+func (s *Server) seedCredit(ctx context.Context, tx pgx.Tx, p api.Project, adminID string, amount int64) error {
+	e, inserted, err := billing.Append(ctx, tx, billing.Entry{ProjectID: p.ID, Kind: billing.KindAdjustment,
+		Reference: "seed:initial-credit:" + p.ID, AmountMinor: amount, Memo: "initial credit (seed)",
+		ActorID: adminID, CreatedAt: s.now()})
+	if err != nil || !inserted {
+		return err
+	}
+	return audit.Write(ctx, tx, audit.Meta{At: s.now(), ActorID: adminID}, audit.Entry{Action: "billing.credit",
+		TargetType: "project", TargetID: p.ID, ProjectID: p.ID,
+		Detail: map[string]any{"ledger_entry": e.ID, "amount_minor": amount, "reason": "seed"}})
+}

@@ -65,6 +65,9 @@ func printAllocation(ios *cmdutil.IOStreams, now time.Time, a *api.Allocation) e
 	if a.Reason != "" {
 		t.AddRow("  reason", a.Reason)
 	}
+	if a.Usage != nil {
+		t.AddRow("  cost", describeCost(a.Usage))
+	}
 	if err := t.Render(); err != nil {
 		return err
 	}
@@ -80,6 +83,17 @@ func printAllocation(ios *cmdutil.IOStreams, now time.Time, a *api.Allocation) e
 		tl.AddRow("    "+p.At.Local().Format("15:04:05.000"), p.Task, p.Phase, p.Status, fmt.Sprintf("%dms", p.ElapsedMS), p.Message)
 	}
 	return tl.Render()
+}
+
+// describeCost says what an allocation has cost, e.g. "$1.23 for 10m47s
+// at $3.50 per GPU-hour (so far)".
+func describeCost(u *api.AllocationUsage) string {
+	s := fmt.Sprintf("%s for %s at %s per GPU-hour", api.FormatMoney(u.AmountMinor, u.Currency),
+		time.Duration(u.Seconds)*time.Second, api.FormatMoney(u.PricePerGPUHourMinor, u.Currency))
+	if u.StoppedAt == nil {
+		s += " (so far)"
+	}
+	return s
 }
 
 // describeSlots lists slots as "#index pci", e.g. "#0 0000:17:00.0, #1 0000:18:00.0".

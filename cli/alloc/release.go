@@ -39,7 +39,10 @@ and freed. On a terminal you are asked to confirm unless --yes is given.
 
 With --wait, it follows the release phase by phase on stderr and returns
 once the allocation is released and its GPUs are free, exiting 20 if the
-release fails and 21 if --timeout passes first.`,
+release fails and 21 if --timeout passes first.
+
+Billing stops when the release is asked for: the final partial window is
+charged at once and what the allocation cost is printed on stderr.`,
 		Args: cmdutil.ExactArgs(1, "an allocation ID"),
 		RunE: func(c *cobra.Command, args []string) error {
 			opts.ID = args[0]
@@ -80,6 +83,10 @@ func releaseRun(ctx context.Context, opts *ReleaseOptions) error {
 		if a, err = waitFor(ctx, opts.IO, client, a.ID, opts.Timeout, api.AllocReleased); err != nil {
 			return err
 		}
+	}
+	if a.Usage != nil && a.Usage.StoppedAt != nil {
+		// Billing stopped at the release request: the cost is final.
+		fmt.Fprintf(opts.IO.ErrOut, "Allocation %s cost %s\n", a.ID, describeCost(a.Usage))
 	}
 	if opts.Exporter != nil {
 		return opts.Exporter.Write(ctx, opts.IO, a)

@@ -30,6 +30,8 @@ const (
 	DevProject     = "dev"
 	DevContextName = "dev"
 	devDatabase    = "gpuaas"
+	// DevCreditMinor is the dev project's initial credit: $100.
+	DevCreditMinor = 100_00
 )
 
 // DevOptions are the inputs of `gpuaas dev`.
@@ -46,6 +48,9 @@ type DevOptions struct {
 	Hosts int
 	// SSHPort is where the SSH gateway listens on loopback (0: any).
 	SSHPort int
+	// BillingWindow is how often usage is charged (short in dev, so the
+	// balance visibly falls).
+	BillingWindow time.Duration
 	// WriteConfig writes the dev context into the client config.
 	WriteConfig bool
 	// ConfigDir overrides the client config directory (tests).
@@ -82,7 +87,8 @@ install, and controld, with simulated GPU hosts.
 The first start seeds the catalog, a local admin user (its password is
 printed once, or taken from --password-file), a "dev" project and two
 simulated hosts (8×H200 slices on two NUMA nodes, and an 8×H100 bare-metal
-node). It writes a "dev" context into the client config so that
+node). The dev project starts with a $100 credit, charged every
+--billing-window while allocations are active (see "gpuaas billing balance"). It writes a "dev" context into the client config so that
 "gpuaas login" works from another shell. Later starts reuse the data;
 --reset starts over. Ctrl-C stops everything, PostgreSQL included.`,
 		Example: `  gpuaas dev
@@ -108,6 +114,9 @@ node). It writes a "dev" context into the client config so that
 			if opts.SSHPort < 0 || opts.SSHPort > 65535 {
 				return cmdutil.FlagErrorf("--ssh-port must be 0-65535")
 			}
+			if opts.BillingWindow < time.Second {
+				return cmdutil.FlagErrorf("--billing-window must be at least 1s")
+			}
 			if opts.NATSPort < 0 || opts.NATSPort > 65535 {
 				return cmdutil.FlagErrorf("--nats-port must be 0-65535")
 			}
@@ -130,6 +139,7 @@ node). It writes a "dev" context into the client config so that
 	fl.DurationVar(&opts.SessionTTL, "session-ttl", 12*time.Hour, "Lifetime of session tokens")
 	fl.IntVar(&opts.Hosts, "hosts", 2, "Simulated GPU hosts to run: slice and bare-metal hosts, alternately")
 	fl.IntVar(&opts.SSHPort, "ssh-port", 2222, "Port of the SSH gateway on loopback (0 picks a free one)")
+	fl.DurationVar(&opts.BillingWindow, "billing-window", 10*time.Second, "How often active allocations are charged")
 	fl.StringVar(&opts.StripeAPI, "stripe-api", "", "Enable top-ups against this Stripe API, e.g. stripe-mock at http://127.0.0.1:12111 (key: $GPUAAS_STRIPE_SECRET_KEY, default a test key)")
 	fl.IntVar(&opts.HTTPPort, "http-port", 8787, "With --stripe-api: port of controld's HTTP server (Stripe webhooks) on loopback (0 picks a free one)")
 	return cmd
@@ -211,8 +221,9 @@ func devRun(ctx context.Context, opts *DevOptions) (err error) {
 	}
 	srv, err := controld.New(ctx, controld.Config{DatabaseURL: pg.ConnString(devDatabase), NATS: nc, Log: log,
 		SessionTTL: opts.SessionTTL, GatewayAddr: gatewayAddr,
-		Hosts:  controld.HostsConfig{HeartbeatInterval: time.Second, AutoApproveSlots: true},
-		Stripe: stripe, HTTPAddr: httpAddr})
+		Hosts:   controld.HostsConfig{HeartbeatInterval: time.Second, AutoApproveSlots: true},
+		Billing: controld.BillingConfig{Window: opts.BillingWindow},
+		Stripe:  stripe, HTTPAddr: httpAddr})
 	if err != nil {
 		return err
 	}
@@ -238,7 +249,7 @@ func devRun(ctx context.Context, opts *DevOptions) (err error) {
 		password, generated = newPassword(), true
 	}
 	res, err := srv.ApplySeed(ctx, controld.Seed{Catalog: catalog.Defaults, AdminEmail: DevAdminEmail, AdminPassword: password,
-		Project: DevProject})
+		Project: DevProject, InitialCreditMinor: DevCreditMinor})
 	if err != nil {
 		return err
 	}

@@ -13,7 +13,7 @@ import (
 func NewCmdOps(f *cmdutil.Factory) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "ops <command>",
-		Short: "Run the platform: SSH CAs and service tokens (admins)",
+		Short: "Run the platform: SSH CAs, service tokens and the ledger check (admins)",
 	}
 	ca := &cobra.Command{
 		Use:   "ca <command>",
@@ -34,6 +34,6 @@ learn it (` + "`gpuaas ssh-config`" + `) before the gateway presents it.`,
 		NewCmdCARotate(f, nil),
 		NewCmdCARetire(f, nil),
 	)
-	cmd.AddCommand(ca, NewCmdServiceToken(f, nil))
+	cmd.AddCommand(ca, NewCmdServiceToken(f, nil), NewCmdLedger(f))
 	return cmd
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/gpuaas/gpuaas/controld/billing"
 	"github.com/gpuaas/gpuaas/controld/node"
 	"github.com/gpuaas/gpuaas/controld/outbox"
 	"github.com/gpuaas/gpuaas/controld/project"
@@ -72,7 +73,29 @@ func Get(ctx context.Context, q store.Querier, actor Actor, id string) (api.Allo
 		}
 		return api.Allocation{}, err
 	}
+	u, metered, err := billing.AllocationUsage(ctx, q, a.ID)
+	if err != nil {
+		return api.Allocation{}, err
+	}
+	if metered {
+		a.Usage = usageOf(u)
+	}
 	return a, nil
+}
+
+// OpenInProject lists the allocations of a project that are not final
+// and not already releasing: what a depleted account has to give back.
+func OpenInProject(ctx context.Context, q store.Querier, projectID string) ([]string, error) {
+	rows, err := q.Query(ctx, `SELECT id FROM allocations WHERE project_id = $1
+		AND state IN ('requested', 'provisioning', 'active') ORDER BY created_at, id`, projectID)
+	if err != nil {
+		return nil, fmt.Errorf("open allocations of %s: %w", projectID, err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("open allocations of %s: %w", projectID, err)
+	}
+	return out, nil
 }
 
 // List returns the actor's allocations, newest first: in one project when

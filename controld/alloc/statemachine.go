@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/gpuaas/gpuaas/controld/billing"
 	"github.com/gpuaas/gpuaas/internal/api"
 )
 
@@ -62,5 +63,34 @@ func transition(ctx context.Context, tx pgx.Tx, a *api.Allocation, to, reason, a
 	if to != api.AllocRequested {
 		a.Queued = false
 	}
+	return meter(ctx, tx, a, from, to, now)
+}
+
+// meter starts billing when an allocation becomes active and stops it,
+// charging the final partial window, when it leaves active: billing runs
+// exactly while the allocation is active, and stops at the release
+// request rather than when hostd has finished.
+func meter(ctx context.Context, tx pgx.Tx, a *api.Allocation, from, to string, now time.Time) error {
+	switch {
+	case to == api.AllocActive:
+		return billing.StartMeter(ctx, tx, a.ID, now)
+	case from == api.AllocActive:
+		u, err := billing.StopMeter(ctx, tx, a.ID, now)
+		if err != nil {
+			return err
+		}
+		a.Usage = usageOf(u)
+	}
 	return nil
+}
+
+// usageOf is the wire form of an allocation's usage.
+func usageOf(u billing.Usage) *api.AllocationUsage {
+	out := &api.AllocationUsage{AllocationID: u.AllocationID, SKU: u.SKU, GPUs: u.GPUs,
+		PricePerGPUHourMinor: u.PricePerGPUHourMinor, Currency: u.Currency, StartedAt: u.StartedAt,
+		StoppedAt: u.StoppedAt, Seconds: u.Seconds, AmountMinor: u.AmountMinor}
+	for _, w := range u.Windows {
+		out.Windows = append(out.Windows, api.UsageWindow{Start: w.Start, End: w.End, Seconds: w.Seconds, AmountMinor: w.AmountMinor})
+	}
+	return out
 }

@@ -48,6 +48,8 @@ type Options struct {
 	// SSHCertTTL and GatewayAddr are passed to controld.
 	SSHCertTTL  time.Duration
 	GatewayAddr string
+	// Billing tunes billing (window, grace, threshold, SMTP).
+	Billing controld.BillingConfig
 
 	// Stripe and HTTPAddr are passed to controld (payments tests).
 	Stripe   payments.Settings
@@ -85,7 +87,7 @@ func Start(t testing.TB, opts Options) *Env {
 	ctx, cancel := context.WithCancel(context.Background())
 	srv, err := controld.New(ctx, controld.Config{DatabaseURL: dsn, NATS: nc, BcryptCost: bcrypt.MinCost,
 		Now: opts.Now, OIDC: opts.OIDC, Log: testutil.Logger(t), Hosts: opts.Hosts, MaxConns: opts.MaxConns, QueueInterval: 100 * time.Millisecond,
-		SSHCertTTL: opts.SSHCertTTL, GatewayAddr: opts.GatewayAddr,
+		SSHCertTTL: opts.SSHCertTTL, GatewayAddr: opts.GatewayAddr, Billing: opts.Billing,
 		Stripe: opts.Stripe, HTTPAddr: opts.HTTPAddr})
 	if err != nil {
 		cancel()

@@ -1,0 +1,126 @@
+package billing
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gpuaas/gpuaas/cli/cmdutil"
+	"github.com/gpuaas/gpuaas/internal/api"
+)
+
+// UsageOptions are the inputs of `gpuaas billing usage`.
+type UsageOptions struct {
+	IO       *cmdutil.IOStreams
+	Client   func() (*api.Client, error)
+	Now      func() time.Time
+	Exporter cmdutil.Exporter
+
+	Project    string
+	Allocation string
+}
+
+// NewCmdUsage builds `gpuaas billing usage`; runF replaces usageRun in tests.
+func NewCmdUsage(f *cmdutil.Factory, runF func(context.Context, *UsageOptions) error) *cobra.Command {
+	opts := &UsageOptions{IO: f.IOStreams, Client: f.Client, Now: f.Now}
+	cmd := &cobra.Command{
+		Use:   "usage [--alloc ID]",
+		Short: "Show what each allocation has cost, or one allocation's charged windows",
+		Long: `Show what each allocation of the project has cost while active, most
+recent first; with --alloc, that allocation's charged windows. Time is
+counted in whole seconds and an allocation's total is
+price × GPUs × seconds / 3600, rounded down once.`,
+		Args: cmdutil.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			if runF != nil {
+				return runF(c.Context(), opts)
+			}
+			return usageRun(c.Context(), opts)
+		},
+	}
+	cmd.Flags().StringVar(&opts.Project, "project", "", "Project (default: the current one)")
+	cmd.Flags().StringVar(&opts.Allocation, "alloc", "", "Only this allocation, window by window")
+	cmdutil.AddJSONFlags(cmd, &opts.Exporter, cmdutil.FieldsOf(api.AllocationUsage{}))
+	return cmd
+}
+
+func usageRun(ctx context.Context, opts *UsageOptions) error {
+	client, err := opts.Client()
+	if err != nil {
+		return err
+	}
+	resp, err := client.BillingUsage(ctx, api.BillingUsageRequest{Project: opts.Project, Allocation: opts.Allocation})
+	if err != nil {
+		return err
+	}
+	if opts.Exporter != nil {
+		return opts.Exporter.Write(ctx, opts.IO, resp.Usage)
+	}
+	if opts.Allocation != "" {
+		return printWindows(opts.IO, opts.Allocation, resp.Usage)
+	}
+	return printUsage(opts.IO, opts.Now(), resp)
+}
+
+func money(ios *cmdutil.IOStreams, minor int64, currency string) string {
+	if ios.IsStdoutTTY() {
+		return api.FormatMoney(minor, currency)
+	}
+	return fmt.Sprint(minor)
+}
+
+func printUsage(ios *cmdutil.IOStreams, now time.Time, resp *api.BillingUsageResponse) error {
+	if len(resp.Usage) == 0 && ios.IsStdoutTTY() {
+		fmt.Fprintln(ios.ErrOut, "No usage yet")
+		return nil
+	}
+	t := cmdutil.NewTablePrinter(ios)
+	t.AddHeader("allocation", "sku", "gpus", "started", "active", "cost")
+	for _, u := range resp.Usage {
+		t.AddField(u.AllocationID)
+		t.AddField(u.SKU)
+		t.AddField(fmt.Sprint(u.GPUs))
+		t.AddField(cmdutil.FormatTime(ios, now, u.StartedAt))
+		active := (time.Duration(u.Seconds) * time.Second).String()
+		if u.StoppedAt == nil {
+			active += " (running)"
+		}
+		t.AddField(active)
+		t.AddField(money(ios, u.AmountMinor, u.Currency))
+		t.EndRow()
+	}
+	if err := t.Render(); err != nil {
+		return err
+	}
+	if ios.IsStdoutTTY() {
+		fmt.Fprintf(ios.Out, "total %s\n", api.FormatMoney(resp.TotalMinor, resp.Currency))
+	}
+	return nil
+}
+
+func printWindows(ios *cmdutil.IOStreams, id string, us []api.AllocationUsage) error {
+	if len(us) == 0 {
+		if ios.IsStdoutTTY() {
+			fmt.Fprintf(ios.ErrOut, "Allocation %s has not been active, so it has cost nothing\n", id)
+		}
+		return nil
+	}
+	u := us[0]
+	if ios.IsStdoutTTY() {
+		fmt.Fprintf(ios.Out, "%s  %s × %s at %s per GPU-hour: %s for %s\n", ios.ColorScheme().Bold(u.AllocationID), fmt.Sprint(u.GPUs),
+			u.SKU, api.FormatMoney(u.PricePerGPUHourMinor, u.Currency), api.FormatMoney(u.AmountMinor, u.Currency),
+			time.Duration(u.Seconds)*time.Second)
+	}
+	t := cmdutil.NewTablePrinter(ios)
+	t.AddHeader("start", "end", "seconds", "cost")
+	for _, w := range u.Windows {
+		t.AddField(w.Start.Local().Format(time.DateTime))
+		t.AddField(w.End.Local().Format(time.DateTime))
+		t.AddField(fmt.Sprint(w.Seconds))
+		t.AddField(money(ios, w.AmountMinor, u.Currency))
+		t.EndRow()
+	}
+	return t.Render()
+}

@@ -1,0 +1,64 @@
+package billing
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// Account is a project account's state, for `gpuaas billing balance`.
+type Account struct {
+	ProjectID    string
+	BalanceMinor int64 // the sum of the entries
+	Currency     string
+	// LowBalanceThresholdMinor is the account's own threshold, or the
+	// default when it has none.
+	LowBalanceThresholdMinor int64
+	LowBalance               bool
+	DepletedAt               *time.Time
+	// BurnRateMinorPerHour is what the running meters cost per hour.
+	BurnRateMinorPerHour int64
+	RunningMeters        int
+}
+
+// AccountOf reads a project's account; a project that never had an entry
+// has an empty one.
+func AccountOf(ctx context.Context, q Querier, projectID string, defaultThreshold int64) (Account, error) {
+	a := Account{ProjectID: projectID, Currency: DefaultCurrency, LowBalanceThresholdMinor: defaultThreshold}
+	var threshold *int64
+	err := q.QueryRow(ctx, `SELECT coalesce((SELECT sum(amount_minor) FROM ledger_entries WHERE project_id = $1), 0)::bigint,
+		coalesce(a.currency, 'usd'), a.low_balance_threshold_minor, a.depleted_at,
+		(SELECT coalesce(sum(m.price_per_gpu_hour_minor * m.gpus), 0)::bigint FROM billing_meters m
+			WHERE m.project_id = $1 AND m.stopped_at IS NULL),
+		(SELECT count(*) FROM billing_meters m WHERE m.project_id = $1 AND m.stopped_at IS NULL)
+		FROM (SELECT 1) one LEFT JOIN billing_accounts a ON a.project_id = $1`, projectID).Scan(
+		&a.BalanceMinor, &a.Currency, &threshold, &a.DepletedAt, &a.BurnRateMinorPerHour, &a.RunningMeters)
+	if err != nil {
+		return a, fmt.Errorf("account of %s: %w", projectID, err)
+	}
+	if threshold != nil {
+		a.LowBalanceThresholdMinor = *threshold
+	}
+	a.LowBalance = a.BalanceMinor < a.LowBalanceThresholdMinor
+	if a.DepletedAt != nil {
+		t := a.DepletedAt.UTC()
+		a.DepletedAt = &t
+	}
+	return a, nil
+}
+
+// SetLowBalanceThreshold sets a project's own low-balance threshold
+// (minor units, ≥ 0); nil goes back to the default.
+func SetLowBalanceThreshold(ctx context.Context, q Querier, projectID string, minor *int64, now time.Time) error {
+	if minor != nil && *minor < 0 {
+		return fmt.Errorf("%w: threshold %d is negative", ErrInvalidEntry, *minor)
+	}
+	_, err := q.Exec(ctx, `INSERT INTO billing_accounts (project_id, low_balance_threshold_minor, created_at)
+		VALUES ($1, $2, $3)
+		ON CONFLICT (project_id) DO UPDATE SET low_balance_threshold_minor = excluded.low_balance_threshold_minor`,
+		projectID, minor, now)
+	if err != nil {
+		return fmt.Errorf("set low-balance threshold of %s: %w", projectID, err)
+	}
+	return nil
+}

@@ -1,0 +1,214 @@
+package controld
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/gpuaas/gpuaas/controld/alloc"
+	"github.com/gpuaas/gpuaas/controld/billing"
+	"github.com/gpuaas/gpuaas/controld/mutate"
+	"github.com/gpuaas/gpuaas/controld/project"
+	"github.com/gpuaas/gpuaas/internal/api"
+)
+
+// billingEndpoints are the billing reads and the ledger check. (Top-ups,
+// refunds and credits are the payments endpoints.)
+func (s *Server) billingEndpoints() []endpointDef {
+	return []endpointDef{
+		{api.EndpointBillingBalance, s.query(api.EndpointBillingBalance, loggedIn, s.billingBalance)},
+		{api.EndpointBillingLedger, s.query(api.EndpointBillingLedger, loggedIn, s.billingLedger)},
+		{api.EndpointBillingUsage, s.query(api.EndpointBillingUsage, loggedIn, s.billingUsage)},
+		{api.EndpointOpsLedgerVerify, s.query(api.EndpointOpsLedgerVerify, adminOnly, s.ledgerVerify)},
+	}
+}
+
+func (s *Server) newBillingRunner() (*billing.Runner, error) {
+	var mailer billing.Mailer
+	if m := s.cfg.Billing.SMTP; m.Addr != "" {
+		mailer = &billing.SMTPMailer{Addr: m.Addr, From: m.From, Username: m.Username, Password: m.Password}
+	}
+	return billing.NewRunner(billing.Config{Pool: s.pool, Window: s.cfg.Billing.Window, Grace: s.cfg.Billing.Grace,
+		LowBalanceThresholdMinor: s.cfg.Billing.LowBalanceThresholdMinor, Release: s.releaseDepleted,
+		Mailer: mailer, Now: s.cfg.Now, Log: s.cfg.Log.With("loop", "billing")})
+}
+
+// BillingTick runs one billing tick now (for tests and `gpuaas dev`).
+func (s *Server) BillingTick(ctx context.Context) (billing.TickResult, error) {
+	return s.billing.Tick(ctx)
+}
+
+// errNoLongerDepleted stops releasing a project's allocations: its
+// account was topped up (or the grace period restarted) meanwhile.
+var errNoLongerDepleted = errors.New("account no longer depleted")
+
+// releaseDepleted releases every open allocation of a project whose
+// balance ran out more than the grace period ago, each through
+// alloc.Release (the state machine's release path, as an operator would)
+// in a mutation of its own: audit row, alloc.state events to the
+// project's members, idempotency. Each release re-checks the account in
+// its transaction, so a top-up that lands meanwhile stops the rest.
+func (s *Server) releaseDepleted(ctx context.Context, projectID string) (int, error) {
+	open, err := alloc.OpenInProject(ctx, s.pool, projectID)
+	if err != nil {
+		return 0, err
+	}
+	actor := alloc.Actor{UserID: billing.SystemActor, Role: api.RoleOperator}
+	released := 0
+	for _, id := range open {
+		_, err := s.mut.Run(ctx, mutate.Request{Endpoint: api.EndpointAllocRelease, ActorID: billing.SystemActor,
+			Key: "billing.depleted:" + id, Fingerprint: []byte(projectID + "\n" + id)},
+			func(ctx context.Context, tx pgx.Tx) (any, mutate.Effect, error) {
+				due, err := billing.StillDepleted(ctx, tx, projectID, s.cfg.Billing.Grace, s.now())
+				if err != nil {
+					return nil, mutate.Effect{}, err
+				}
+				if !due {
+					return nil, mutate.Effect{}, errNoLongerDepleted
+				}
+				a, eff, err := alloc.Release(ctx, tx, actor, api.AllocReleaseRequest{ID: id,
+					Reason: "the project's balance ran out and its grace period ended"}, s.now())
+				if err != nil {
+					return nil, eff, err
+				}
+				eff.Audit.Action = "billing.depleted_release"
+				return a, eff, nil
+			})
+		switch {
+		case errors.Is(err, errNoLongerDepleted):
+			return released, nil
+		case errors.Is(err, api.ErrConflict), errors.Is(err, api.ErrIdempotencyMismatch):
+			// Changed meanwhile (released by its user, say): nothing to do.
+			s.cfg.Log.Info("depleted release skipped", "allocation", id, "err", err)
+		case err != nil:
+			return released, fmt.Errorf("release %s: %w", id, err)
+		default:
+			released++
+		}
+	}
+	if released > 0 {
+		s.kickQueue()
+	}
+	return released, nil
+}
+
+// billingProject resolves the project of a billing read and checks that
+// the caller may read it.
+func (s *Server) billingProject(ctx context.Context, c *call, ref string) (api.Project, error) {
+	if ref == "" {
+		ref = c.project
+	}
+	if ref == "" {
+		return api.Project{}, api.Errorf(api.CodeInvalidArgument, "no project given").
+			WithHint("pass --project or choose one with `gpuaas project use`")
+	}
+	return project.Authorize(ctx, s.pool, ref, c.principal.UserID, c.principal.Role, project.AccessRead)
+}
+
+func (s *Server) billingBalance(ctx context.Context, c *call) (any, error) {
+	var req api.BillingRequest
+	if err := c.decode(&req); err != nil {
+		return nil, err
+	}
+	p, err := s.billingProject(ctx, c, req.Project)
+	if err != nil {
+		return nil, err
+	}
+	a, err := billing.AccountOf(ctx, s.pool, p.ID, s.cfg.Billing.LowBalanceThresholdMinor)
+	if err != nil {
+		return nil, err
+	}
+	out := api.BillingBalance{ProjectID: p.ID, Project: p.Name, BalanceMinor: a.BalanceMinor, Currency: a.Currency,
+		LowBalanceThresholdMinor: a.LowBalanceThresholdMinor, LowBalance: a.LowBalance, DepletedAt: a.DepletedAt,
+		BurnRateMinorPerHour: a.BurnRateMinorPerHour, RunningAllocations: a.RunningMeters}
+	if a.DepletedAt != nil {
+		ends := a.DepletedAt.Add(s.cfg.Billing.Grace)
+		out.GraceEndsAt = &ends
+	}
+	return out, nil
+}
+
+func (s *Server) billingLedger(ctx context.Context, c *call) (any, error) {
+	var req api.BillingLedgerRequest
+	if err := c.decode(&req); err != nil {
+		return nil, err
+	}
+	if req.Limit < 0 || req.Limit > 1000 || req.Before < 0 {
+		return nil, api.Errorf(api.CodeInvalidArgument, "limit must be within 0..1000 and before not negative")
+	}
+	p, err := s.billingProject(ctx, c, req.Project)
+	if err != nil {
+		return nil, err
+	}
+	es, err := billing.Entries(ctx, s.pool, p.ID, req.Before, req.Limit)
+	if err != nil {
+		return nil, err
+	}
+	out := api.BillingLedgerResponse{ProjectID: p.ID, Entries: make([]api.LedgerEntry, len(es))}
+	for i, e := range es {
+		out.Entries[i] = api.LedgerEntry{ID: e.ID, ProjectID: e.ProjectID, Kind: string(e.Kind), Reference: e.Reference,
+			AmountMinor: e.AmountMinor, Currency: e.Currency, Memo: e.Memo, ActorID: e.ActorID, CreatedAt: e.CreatedAt,
+			PrevHash: e.PrevHash, Hash: e.Hash}
+	}
+	return out, nil
+}
+
+func (s *Server) billingUsage(ctx context.Context, c *call) (any, error) {
+	var req api.BillingUsageRequest
+	if err := c.decode(&req); err != nil {
+		return nil, err
+	}
+	out := api.BillingUsageResponse{Usage: []api.AllocationUsage{}, Currency: billing.DefaultCurrency}
+	var us []billing.Usage
+	if req.Allocation != "" {
+		a, err := alloc.Get(ctx, s.pool, c.actor(), req.Allocation)
+		if err != nil {
+			return nil, err
+		}
+		out.ProjectID = a.ProjectID
+		u, metered, err := billing.AllocationWindows(ctx, s.pool, a.ID)
+		if err != nil {
+			return nil, err
+		}
+		if metered {
+			us = []billing.Usage{u}
+		}
+	} else {
+		p, err := s.billingProject(ctx, c, req.Project)
+		if err != nil {
+			return nil, err
+		}
+		out.ProjectID = p.ID
+		if us, err = billing.ProjectUsage(ctx, s.pool, p.ID, 1000); err != nil {
+			return nil, err
+		}
+	}
+	for _, u := range us {
+		w := api.AllocationUsage{AllocationID: u.AllocationID, SKU: u.SKU, GPUs: u.GPUs,
+			PricePerGPUHourMinor: u.PricePerGPUHourMinor, Currency: u.Currency, StartedAt: u.StartedAt,
+			StoppedAt: u.StoppedAt, Seconds: u.Seconds, AmountMinor: u.AmountMinor}
+		for _, win := range u.Windows {
+			w.Windows = append(w.Windows, api.UsageWindow{Start: win.Start, End: win.End, Seconds: win.Seconds,
+				AmountMinor: win.AmountMinor})
+		}
+		out.Usage = append(out.Usage, w)
+		out.TotalMinor += u.AmountMinor
+	}
+	return out, nil
+}
+
+func (s *Server) ledgerVerify(ctx context.Context, _ *call) (any, error) {
+	checks, err := billing.Verify(ctx, s.pool)
+	if err != nil {
+		return nil, err
+	}
+	out := api.LedgerVerifyResponse{OK: true, Accounts: make([]api.LedgerAccountCheck, len(checks))}
+	for i, c := range checks {
+		out.Accounts[i] = api.LedgerAccountCheck{ProjectID: c.ProjectID, Entries: c.Entries, BalanceMinor: c.BalanceMinor,
+			CachedBalanceMinor: c.CachedBalanceMinor, OK: c.OK(), Problems: c.Problems}
+		out.OK = out.OK && c.OK()
+	}
+	return out, nil
+}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gpuaas/gpuaas/cli/admin"
 	"github.com/gpuaas/gpuaas/cli/alloc"
 	"github.com/gpuaas/gpuaas/cli/auth"
 	"github.com/gpuaas/gpuaas/cli/billing"
@@ -136,6 +137,7 @@ $XDG_CONFIG_HOME/gpuaas or ~/.config/gpuaas). See ` + "`gpuaas help exit-codes`"
 		watch.NewCmdWatch(f, nil),
 	)
 	addToGroup(root, groupOperator, node.NewCmdNode(f), ops.NewCmdOps(f))
+	addToGroup(root, groupOperator, admin.NewCmdAdmin(f))
 	addToGroup(root, groupDaemon, extra...)
 	root.AddCommand(newExitCodesTopic())
 

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -24,6 +25,7 @@ import (
 	"github.com/gpuaas/gpuaas/controld/identity"
 	"github.com/gpuaas/gpuaas/controld/mutate"
 	"github.com/gpuaas/gpuaas/controld/outbox"
+	"github.com/gpuaas/gpuaas/controld/payments"
 	"github.com/gpuaas/gpuaas/controld/store"
 )
 
@@ -70,6 +72,13 @@ type Config struct {
 	Billing BillingConfig
 	Now     func() time.Time
 	Log     *slog.Logger
+
+	// Stripe configures top-ups and refunds (controld/payments); without
+	// a secret key billing.topup and admin.refund answer unavailable.
+	Stripe payments.Settings
+	// HTTPAddr is where the HTTP server for Stripe webhooks listens
+	// ("127.0.0.1:8080", port 0 for any); empty disables it.
+	HTTPAddr string
 }
 
 // BalanceFunc reads a project's balance, in minor units, through q.
@@ -193,6 +202,10 @@ type Server struct {
 	ready    chan struct{}
 	// kick wakes the queue loop after a change that may free capacity.
 	kick chan struct{}
+
+	payments *payments.Service
+	// httpListener is bound by Run when Config.HTTPAddr is set.
+	httpListener net.Listener
 }
 
 // New connects to the database, applies migrations and prepares the
@@ -239,6 +252,10 @@ func (s *Server) init(ctx context.Context) error {
 	if err := s.cas.Init(ctx, s.pool); err != nil {
 		return err
 	}
+	if s.payments, err = payments.New(payments.Config{Settings: s.cfg.Stripe, Pool: s.pool,
+		Now: s.cfg.Now, Log: s.cfg.Log}); err != nil {
+		return err
+	}
 	if s.hosts, err = hosts.New(hosts.Config{Pool: s.pool, NATS: s.cfg.NATS, TaskKey: taskKey,
 		HeartbeatInterval: s.cfg.Hosts.HeartbeatInterval, TaskDeadline: s.cfg.Hosts.TaskDeadline,
 		SlotSubnet: s.cfg.Hosts.SlotSubnet, AutoApproveSlots: s.cfg.Hosts.AutoApproveSlots,
@@ -272,6 +289,9 @@ func (s *Server) Run(ctx context.Context) error {
 	if err := s.registerAPI(); err != nil {
 		return err
 	}
+	if err := s.listenHTTP(); err != nil {
+		return errors.Join(err, s.svc.Stop())
+	}
 	close(s.ready)
 	s.cfg.Log.Info("controld serving", "subjects", "gpuaas.api.v1.>")
 	relay, err := outbox.NewRelay(outbox.RelayConfig{Pool: s.pool, JS: s.js, Now: s.cfg.Now, Log: s.cfg.Log})
@@ -285,6 +305,7 @@ func (s *Server) Run(ctx context.Context) error {
 	g.Go(func() error { return s.hosts.Run(gctx) })
 	g.Go(func() error { return s.housekeeping(gctx) })
 	g.Go(func() error { return s.billing.Run(gctx) })
+	g.Go(func() error { return s.serveHTTP(gctx) })
 	err = g.Wait()
 	if stopErr := s.svc.Stop(); stopErr != nil && err == nil {
 		err = fmt.Errorf("stop api: %w", stopErr)

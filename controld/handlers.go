@@ -46,6 +46,10 @@ func (s *Server) endpoints() []endpointDef {
 		{api.EndpointAllocList, s.query(api.EndpointAllocList, loggedIn, s.allocList)},
 		{api.EndpointAllocRelease, s.mutation(api.EndpointAllocRelease, loggedIn, s.allocRelease)},
 		{api.EndpointAllocQuote, s.query(api.EndpointAllocQuote, loggedIn, s.allocQuote)},
+
+		{api.EndpointBillingTopup, s.mutation(api.EndpointBillingTopup, loggedIn, s.billingTopup)},
+		{api.EndpointAdminRefund, s.mutation(api.EndpointAdminRefund, adminOnly, s.adminRefund)},
+		{api.EndpointAdminCredit, s.mutation(api.EndpointAdminCredit, adminOnly, s.adminCredit)},
 	}, slices.Concat(s.sshEndpoints(), s.billingEndpoints())...)
 }
 

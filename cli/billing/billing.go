@@ -12,7 +12,7 @@ import (
 func NewCmdBilling(f *cmdutil.Factory) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "billing <command>",
-		Short: "See the project's balance, ledger and usage",
+		Short: "See the project's balance, ledger and usage; top it up",
 		Long: `Every project has a prepaid account. Active allocations are charged every
 billing window (a minute by default) at their SKU's price per GPU-hour, to
 the second; the final partial window is charged when the release is asked
@@ -24,7 +24,7 @@ allocation of the project is released.`,
 		NewCmdBalance(f, nil),
 		NewCmdLedger(f, nil),
 		NewCmdUsage(f, nil),
-		// Verbs that move money (topup.go, ...) are added here.
+		NewCmdTopup(f),
 	)
 	return cmd
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/gpuaas/gpuaas/controld"
 	"github.com/gpuaas/gpuaas/controld/catalog"
 	"github.com/gpuaas/gpuaas/controld/identity"
+	"github.com/gpuaas/gpuaas/controld/payments"
 	"github.com/gpuaas/gpuaas/internal/bus"
 )
 
@@ -27,6 +28,13 @@ type ControldOptions struct {
 	GatewayAddr  string
 	CAKeyFile    string
 	SSHCertTTL   time.Duration
+
+	// Stripe (top-ups and refunds): the secrets come from the environment
+	// (GPUAAS_STRIPE_SECRET_KEY, GPUAAS_STRIPE_WEBHOOK_SECRET), never argv.
+	StripeAPI        string
+	StripeSuccessURL string
+	StripeCancelURL  string
+	HTTPAddr         string
 }
 
 // NewCmdControld builds `gpuaas controld`.
@@ -41,7 +49,10 @@ the scheduler, the outbox relay and event fan-out. It applies database
 migrations at start. Run as many replicas as you like against one Postgres
 and one NATS (cluster).
 
-Environment: GPUAAS_DATABASE_URL and GPUAAS_NATS_URL stand in for the flags.`,
+Environment: GPUAAS_DATABASE_URL and GPUAAS_NATS_URL stand in for the flags.
+Stripe top-ups need GPUAAS_STRIPE_SECRET_KEY, --stripe-success-url and
+--stripe-cancel-url; its webhook needs GPUAAS_STRIPE_WEBHOOK_SECRET and
+--http-addr (POST /stripe/webhook, API version ` + payments.APIVersion + `).`,
 		Example: `  gpuaas controld --database-url postgres://gpuaas@db/gpuaas --nats-url nats://nats:4222`,
 		Args:    cmdutil.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
@@ -70,6 +81,10 @@ Environment: GPUAAS_DATABASE_URL and GPUAAS_NATS_URL stand in for the flags.`,
 	fl.StringVar(&opts.GatewayAddr, "gateway-addr", "", "Where users ssh to (host:port), told to clients by ssh.cas")
 	fl.StringVar(&opts.CAKeyFile, "ca-key-file", "", "File with 32 random bytes that seal the SSH CA keys in Postgres")
 	fl.DurationVar(&opts.SSHCertTTL, "ssh-cert-ttl", 12*time.Hour, "Longest life of a user SSH certificate (never past the session)")
+	fl.StringVar(&opts.StripeAPI, "stripe-api", payments.DefaultAPIBase, "Stripe API base URL")
+	fl.StringVar(&opts.StripeSuccessURL, "stripe-success-url", "", "Where Stripe Checkout sends the browser after a paid top-up")
+	fl.StringVar(&opts.StripeCancelURL, "stripe-cancel-url", "", "Where Stripe Checkout sends the browser after a cancelled top-up")
+	fl.StringVar(&opts.HTTPAddr, "http-addr", "", "Address of the HTTP server for Stripe webhooks (host:port); empty: none")
 	return cmd
 }
 
@@ -94,7 +109,10 @@ func controldRun(ctx context.Context, opts *ControldOptions) error {
 	}
 	srv, err := controld.New(ctx, controld.Config{DatabaseURL: opts.DatabaseURL, NATS: nc, SessionTTL: opts.SessionTTL,
 		OIDC: identity.OIDCConfig{Issuer: opts.OIDCIssuer, ClientID: opts.OIDCClientID}, Log: log,
-		GatewayAddr: opts.GatewayAddr, CAKeyEncryptionKey: kek, SSHCertTTL: opts.SSHCertTTL})
+		GatewayAddr: opts.GatewayAddr, CAKeyEncryptionKey: kek, SSHCertTTL: opts.SSHCertTTL,
+		Stripe: payments.Settings{APIBase: opts.StripeAPI, SecretKey: os.Getenv("GPUAAS_STRIPE_SECRET_KEY"),
+			WebhookSecret: os.Getenv("GPUAAS_STRIPE_WEBHOOK_SECRET"), SuccessURL: opts.StripeSuccessURL, CancelURL: opts.StripeCancelURL},
+		HTTPAddr: opts.HTTPAddr})
 	if err != nil {
 		return err
 	}

@@ -58,8 +58,14 @@ type DevOptions struct {
 	// Ready, when set, is called with the NATS URL once everything serves
 	// (tests).
 	Ready func(natsURL string)
+	// StripeAPI, when set, enables top-ups against this Stripe API base
+	// (stripe-mock, or Stripe's test mode) and starts controld's HTTP
+	// server for webhooks on HTTPPort.
+	StripeAPI string
+	HTTPPort  int
 
 	gatewayAddr string // set once chosen
+	webhookURL  string // set once chosen, with --stripe-api
 }
 
 func (o *DevOptions) gatewayHost() string {
@@ -114,6 +120,9 @@ node). The dev project starts with a $100 credit, charged every
 			if opts.NATSPort < 0 || opts.NATSPort > 65535 {
 				return cmdutil.FlagErrorf("--nats-port must be 0-65535")
 			}
+			if opts.HTTPPort < 0 || opts.HTTPPort > 65535 {
+				return cmdutil.FlagErrorf("--http-port must be 0-65535")
+			}
 			if runF != nil {
 				return runF(c.Context(), opts)
 			}
@@ -131,6 +140,8 @@ node). The dev project starts with a $100 credit, charged every
 	fl.IntVar(&opts.Hosts, "hosts", 2, "Simulated GPU hosts to run: slice and bare-metal hosts, alternately")
 	fl.IntVar(&opts.SSHPort, "ssh-port", 2222, "Port of the SSH gateway on loopback (0 picks a free one)")
 	fl.DurationVar(&opts.BillingWindow, "billing-window", 10*time.Second, "How often active allocations are charged")
+	fl.StringVar(&opts.StripeAPI, "stripe-api", "", "Enable top-ups against this Stripe API, e.g. stripe-mock at http://127.0.0.1:12111 (key: $GPUAAS_STRIPE_SECRET_KEY, default a test key)")
+	fl.IntVar(&opts.HTTPPort, "http-port", 8787, "With --stripe-api: port of controld's HTTP server (Stripe webhooks) on loopback (0 picks a free one)")
 	return cmd
 }
 
@@ -204,10 +215,15 @@ func devRun(ctx context.Context, opts *DevOptions) (err error) {
 	}
 	defer nc.Close()
 
+	stripe, httpAddr, err := devStripe(opts)
+	if err != nil {
+		return err
+	}
 	srv, err := controld.New(ctx, controld.Config{DatabaseURL: pg.ConnString(devDatabase), NATS: nc, Log: log,
 		SessionTTL: opts.SessionTTL, GatewayAddr: gatewayAddr,
 		Hosts:   controld.HostsConfig{HeartbeatInterval: time.Second, AutoApproveSlots: true},
-		Billing: controld.BillingConfig{Window: opts.BillingWindow}})
+		Billing: controld.BillingConfig{Window: opts.BillingWindow},
+		Stripe:  stripe, HTTPAddr: httpAddr})
 	if err != nil {
 		return err
 	}
@@ -376,6 +392,11 @@ func printBanner(opts *DevOptions, url string, showPassword bool, password strin
 	fmt.Fprintln(w, describe("project", DevProject))
 	fmt.Fprintln(w, describe("hosts", fmt.Sprintf("%d simulated (gpuaas node list)", opts.Hosts)))
 	fmt.Fprintln(w, describe("ssh", "gateway on "+opts.gatewayAddr))
+	if opts.StripeAPI != "" {
+		fmt.Fprintln(w, describe("stripe", opts.StripeAPI+"; webhook "+opts.webhookURL+" (secret from $GPUAAS_STRIPE_WEBHOOK_SECRET, default "+devWebhookSecret+")"))
+	} else {
+		fmt.Fprintln(w, describe("stripe", "off: `gpuaas billing topup` is unavailable (see --stripe-api)"))
+	}
 	fmt.Fprintln(w, "\nNext, from another shell:")
 	fmt.Fprintln(w, "  gpuaas login")
 	fmt.Fprintln(w, "  gpuaas catalog list")

@@ -15,6 +15,7 @@ import (
 	"github.com/gpuaas/gpuaas/controld/catalog"
 	"github.com/gpuaas/gpuaas/controld/identity"
 	"github.com/gpuaas/gpuaas/controld/node"
+	"github.com/gpuaas/gpuaas/controld/payments"
 	"github.com/gpuaas/gpuaas/controld/store"
 	"github.com/gpuaas/gpuaas/hostd/sim"
 	"github.com/gpuaas/gpuaas/internal/api"
@@ -51,6 +52,10 @@ type Options struct {
 	Balance controld.BalanceFunc
 	// Billing tunes billing (window, grace, threshold, SMTP).
 	Billing controld.BillingConfig
+
+	// Stripe and HTTPAddr are passed to controld (payments tests).
+	Stripe   payments.Settings
+	HTTPAddr string
 }
 
 // Env is a running controld with what tests need to drive it.
@@ -84,7 +89,8 @@ func Start(t testing.TB, opts Options) *Env {
 	ctx, cancel := context.WithCancel(context.Background())
 	srv, err := controld.New(ctx, controld.Config{DatabaseURL: dsn, NATS: nc, BcryptCost: bcrypt.MinCost,
 		Now: opts.Now, OIDC: opts.OIDC, Log: testutil.Logger(t), Hosts: opts.Hosts, MaxConns: opts.MaxConns, QueueInterval: 100 * time.Millisecond,
-		SSHCertTTL: opts.SSHCertTTL, GatewayAddr: opts.GatewayAddr, Balance: opts.Balance, Billing: opts.Billing})
+		SSHCertTTL: opts.SSHCertTTL, GatewayAddr: opts.GatewayAddr, Balance: opts.Balance, Billing: opts.Billing,
+		Stripe: opts.Stripe, HTTPAddr: opts.HTTPAddr})
 	if err != nil {
 		cancel()
 		t.Fatalf("controld: %v", err)

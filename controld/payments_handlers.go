@@ -1,0 +1,97 @@
+package controld
+
+import (
+	"context"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/gpuaas/gpuaas/controld/audit"
+	"github.com/gpuaas/gpuaas/controld/mutate"
+	"github.com/gpuaas/gpuaas/controld/payments"
+	"github.com/gpuaas/gpuaas/controld/project"
+	"github.com/gpuaas/gpuaas/internal/api"
+)
+
+// requestKey identifies a mutation for Stripe's idempotency: the actor
+// and their Idempotency-Key, as mutate keys its records.
+func (c *call) requestKey() string {
+	return c.principal.UserID + "\n" + c.req.Headers().Get(api.HeaderIdempotencyKey)
+}
+
+// billingTopup creates a Stripe Checkout Session for a project the caller
+// may write to (owner or member); the webhook credits it once paid.
+func (s *Server) billingTopup(_ context.Context, c *call) (mutate.Func, error) {
+	var req api.TopupRequest
+	if err := c.decode(&req); err != nil {
+		return nil, err
+	}
+	if req.Project == "" {
+		req.Project = c.project
+	}
+	if !s.payments.Settings().Enabled() {
+		return nil, payments.ErrNotConfigured
+	}
+	if err := s.payments.ValidateAmount(req.AmountMinor); err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context, tx pgx.Tx) (any, mutate.Effect, error) {
+		p, err := project.Authorize(ctx, tx, req.Project, c.principal.UserID, c.principal.Role, project.AccessWrite)
+		if err != nil {
+			return nil, mutate.Effect{}, err
+		}
+		resp, err := s.payments.CreateCheckout(ctx, tx, payments.CheckoutInput{ProjectID: p.ID, ProjectName: p.Name,
+			UserID: c.principal.UserID, AmountMinor: req.AmountMinor, RequestKey: c.requestKey()})
+		if err != nil {
+			return nil, mutate.Effect{}, err
+		}
+		return resp, mutate.Effect{Audit: audit.Entry{Action: api.EndpointBillingTopup, TargetType: "project",
+			TargetID: p.ID, ProjectID: p.ID, Detail: resp}}, nil
+	}, nil
+}
+
+// adminRefund refunds a paid top-up through Stripe and mirrors it in the
+// ledger (admins).
+func (s *Server) adminRefund(_ context.Context, c *call) (mutate.Func, error) {
+	var req api.RefundRequest
+	if err := c.decode(&req); err != nil {
+		return nil, err
+	}
+	if !s.payments.Settings().Enabled() {
+		return nil, payments.ErrNotConfigured
+	}
+	if req.Topup == "" {
+		return nil, api.Errorf(api.CodeInvalidArgument, "which top-up? give its checkout session (cs_…) or payment intent (pi_…)")
+	}
+	if req.AmountMinor < 0 {
+		return nil, api.Errorf(api.CodeInvalidArgument, "a refund amount must be positive")
+	}
+	if err := payments.ValidateReason(req.Reason, false); err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context, tx pgx.Tx) (any, mutate.Effect, error) {
+		return s.payments.Refund(ctx, tx, payments.RefundInput{RefundRequest: req,
+			ActorID: c.principal.UserID, RequestKey: c.requestKey()})
+	}, nil
+}
+
+// adminCredit records an operator's manual credit or debit with its
+// reason (admins).
+func (s *Server) adminCredit(_ context.Context, c *call) (mutate.Func, error) {
+	var req api.CreditRequest
+	if err := c.decode(&req); err != nil {
+		return nil, err
+	}
+	if req.Project == "" {
+		req.Project = c.project
+	}
+	if err := payments.ValidateAdjustment(req); err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context, tx pgx.Tx) (any, mutate.Effect, error) {
+		p, err := project.Resolve(ctx, tx, req.Project)
+		if err != nil {
+			return nil, mutate.Effect{}, err
+		}
+		return s.payments.Adjust(ctx, tx, p.ID, c.principal.UserID, req)
+	}, nil
+}

@@ -8,7 +8,6 @@ import (
 
 	"github.com/gpuaas/gpuaas/controld/alloc"
 	"github.com/gpuaas/gpuaas/controld/controldtest"
-	"github.com/gpuaas/gpuaas/controld/store"
 	"github.com/gpuaas/gpuaas/internal/api"
 )
 
@@ -162,18 +161,16 @@ func TestAllocQuoteBadInput(t *testing.T) {
 
 func TestAllocQuoteBalance(t *testing.T) {
 	t.Parallel()
-	// A fake ledger: only the arithmetic and the wiring are under test.
-	var asked string
-	env := controldtest.Start(t, controldtest.Options{Balance: func(_ context.Context, _ store.Querier, projectID string) (int64, error) {
-		asked = projectID
-		return 1000, nil
-	}})
-	q, err := env.Client(env.AdminToken).AllocQuote(context.Background(), api.AllocCreateRequest{SKU: "h200-slice", GPUs: 2})
-	if err != nil {
+	// The real ledger: an operator credits $10, and the quote reports it.
+	env := controldtest.Start(t, controldtest.Options{})
+	c := env.Client(env.AdminToken)
+	ctx := context.Background()
+	if _, err := c.AdminCredit(ctx, api.CreditRequest{Project: env.Project.Name, AmountMinor: 1000, Reason: "quote test"}); err != nil {
 		t.Fatal(err)
 	}
-	if asked != env.Project.ID {
-		t.Errorf("balance asked for project %q; want %q", asked, env.Project.ID)
+	q, err := c.AllocQuote(ctx, api.AllocCreateRequest{SKU: "h200-slice", GPUs: 2})
+	if err != nil {
+		t.Fatal(err)
 	}
 	// 1000 minor units at 700 per hour: 1000*3600/700 = 5142 seconds.
 	if q.BalanceMinor == nil || *q.BalanceMinor != 1000 || q.RunwaySeconds == nil || *q.RunwaySeconds != 5142 {

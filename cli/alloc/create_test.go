@@ -168,8 +168,8 @@ func TestFormatRunway(t *testing.T) {
 		{3600, "1h 0m"}, {5142, "1h 25m"}, {86400 + 7200, "1d 2h"}, {400 * 86400, "400d 0h"},
 	}
 	for _, tt := range tests {
-		if got := formatRunway(tt.seconds); got != tt.want {
-			t.Errorf("formatRunway(%d) = %q; want %q", tt.seconds, got, tt.want)
+		if got := api.FormatRunway(tt.seconds); got != tt.want {
+			t.Errorf("api.FormatRunway(%d) = %q; want %q", tt.seconds, got, tt.want)
 		}
 	}
 }
@@ -184,8 +184,9 @@ func TestCreateDryRun(t *testing.T) {
 	if err := createRun(context.Background(), opts); err != nil {
 		t.Fatal(err)
 	}
-	// The GPU count came from the catalog (one size), the price from the SKU.
-	if got, want := out.String(), "h100-baremetal\t8\t1760\tusd\ttrue\t0\t\t\n"; got != want {
+	// The GPU count came from the catalog (one size), the price from the SKU;
+	// the ledger is empty: balance 0, runway 0.
+	if got, want := out.String(), "h100-baremetal\t8\t1760\tusd\ttrue\t0\t0\t0\n"; got != want {
 		t.Errorf("got %q; want %q", got, want)
 	}
 	list, err := c.AllocList(context.Background(), api.AllocListRequest{All: true})

@@ -63,7 +63,7 @@ func printQuote(ios *cmdutil.IOStreams, q *api.AllocQuote) error {
 		t.AddRow("  balance", catalog.FormatPrice(*q.BalanceMinor, q.Currency))
 	}
 	if q.RunwaySeconds != nil {
-		t.AddRow("  runway", formatRunway(*q.RunwaySeconds)+" at this price")
+		t.AddRow("  runway", api.FormatRunway(*q.RunwaySeconds)+" at this price")
 	}
 	return t.Render()
 }
@@ -73,21 +73,4 @@ func optInt(v *int64) string {
 		return ""
 	}
 	return strconv.FormatInt(*v, 10)
-}
-
-// formatRunway renders seconds as the two largest units: "3d 4h",
-// "5h 42m", "17m".
-func formatRunway(seconds int64) string {
-	days, hours, mins := seconds/86400, seconds/3600%24, seconds/60%60
-	switch {
-	case seconds <= 0:
-		return "none left"
-	case days > 0:
-		return fmt.Sprintf("%dd %dh", days, hours)
-	case hours > 0:
-		return fmt.Sprintf("%dh %dm", hours, mins)
-	case mins > 0:
-		return fmt.Sprintf("%dm", mins)
-	}
-	return "under a minute"
 }

@@ -2,11 +2,8 @@ package tui
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"strings"
-
-	"github.com/nats-io/nats.go"
 
 	"github.com/gpuaas/gpuaas/internal/api"
 )
@@ -38,19 +35,10 @@ type Backend interface {
 // answer (an older controld, or one without billing).
 var ErrUnsupported = errors.New("not supported by this server")
 
-// Verdict is controld's answer to a dry-run create. The JSON names are
-// this package's reading of the dry-run reply another branch adds
-// (price_per_hour, fits, queue position, balance/runway); align them with
-// the final api type when wiring it.
-type Verdict struct {
-	Fits              bool   `json:"fits"`
-	PricePerHourMinor int64  `json:"price_per_hour_minor"`
-	Currency          string `json:"currency"`
-	QueuePosition     int    `json:"queue_position,omitempty"`
-	BalanceMinor      *int64 `json:"balance_minor,omitempty"`
-	RunwayHours       *int64 `json:"runway_hours,omitempty"`
-	Reason            string `json:"reason,omitempty"`
-}
+// Verdict is controld's answer to a dry-run create (alloc.quote): the
+// price per hour, whether it fits now or its place in line, and the
+// balance's runway at that price.
+type Verdict = api.AllocQuote
 
 // Balance is the caller's prepaid balance in minor units.
 type Balance struct {
@@ -58,9 +46,9 @@ type Balance struct {
 	Currency string
 }
 
-// apiBackend is Backend over the typed API client. The endpoints other
-// branches add (alloc.create with dry_run, billing.balance) are reached
-// here only, so wiring their final wire types is a change to this file.
+// apiBackend is Backend over the typed API client. Optional endpoints
+// (alloc.quote, billing.balance) map "not there" to ErrUnsupported here, so
+// the dashboard still works against an older controld.
 type apiBackend struct {
 	c *api.Client
 }
@@ -102,34 +90,12 @@ func (b *apiBackend) CreateAlloc(ctx context.Context, req api.AllocCreateRequest
 	return b.c.AllocCreate(ctx, req)
 }
 
-// dryRunRequest is alloc.create with dry_run set. controld rejects
-// unknown fields, so a server without dry-run support answers
-// invalid_argument naming the field instead of creating anything.
-type dryRunRequest struct {
-	api.AllocCreateRequest
-	DryRun bool `json:"dry_run"`
-}
-
 func (b *apiBackend) DryRun(ctx context.Context, req api.AllocCreateRequest) (*Verdict, error) {
-	var v struct {
-		Verdict
-		// Fits is a pointer here so that a reply without it (not a
-		// verdict at all) is told apart from "does not fit".
-		Fits *bool `json:"fits"`
-	}
-	err := b.c.Mutate(ctx, api.EndpointAllocCreate, dryRunRequest{AllocCreateRequest: req, DryRun: true}, &v)
-	if err != nil {
-		if unsupported(err) || (errors.Is(err, api.ErrInvalidArgument) && strings.Contains(err.Error(), "dry_run")) {
-			return nil, ErrUnsupported
-		}
-		return nil, err
-	}
-	if v.Fits == nil {
+	q, err := b.c.AllocQuote(ctx, req)
+	if err != nil && unsupported(err) && strings.Contains(err.Error(), api.EndpointAllocQuote) {
 		return nil, ErrUnsupported
 	}
-	out := v.Verdict
-	out.Fits = *v.Fits
-	return &out, nil
+	return q, err
 }
 
 func (b *apiBackend) ReleaseAlloc(ctx context.Context, id string) (*api.Allocation, error) {
@@ -144,25 +110,15 @@ func (b *apiBackend) ListNodes(ctx context.Context) ([]api.Node, error) {
 	return resp.Nodes, nil
 }
 
-// endpointBillingBalance is the ledger's balance endpoint, answered by
-// controlds that have billing.
-const endpointBillingBalance = "billing.balance"
-
 func (b *apiBackend) Balance(ctx context.Context) (*Balance, error) {
-	var resp struct {
-		BalanceMinor *int64 `json:"balance_minor"`
-		Currency     string `json:"currency"`
-	}
-	if err := b.c.Call(ctx, endpointBillingBalance, nil, &resp); err != nil {
-		if unsupported(err) {
+	resp, err := b.c.BillingBalance(ctx, api.BillingRequest{})
+	if err != nil {
+		if unsupported(err) && strings.Contains(err.Error(), api.EndpointBillingBalance) {
 			return nil, ErrUnsupported
 		}
 		return nil, err
 	}
-	if resp.BalanceMinor == nil {
-		return nil, ErrUnsupported
-	}
-	return &Balance{Minor: *resp.BalanceMinor, Currency: resp.Currency}, nil
+	return &Balance{Minor: resp.BalanceMinor, Currency: resp.Currency}, nil
 }
 
 // unsupported reports whether err means the endpoint is not there: no
@@ -172,32 +128,6 @@ func unsupported(err error) bool {
 		(errors.Is(err, api.ErrUnavailable) && strings.Contains(err.Error(), "no responders"))
 }
 
-// eventBuffer is how many events may wait for the dashboard; past it they
-// are dropped and the periodic refresh catches up.
-const eventBuffer = 256
-
 func (b *apiBackend) Events(ctx context.Context, userID string) (<-chan api.Event, error) {
-	return subscribeEvents(ctx, b.c.Conn(), userID)
-}
-
-func subscribeEvents(ctx context.Context, nc *nats.Conn, userID string) (<-chan api.Event, error) {
-	ch := make(chan api.Event, eventBuffer)
-	sub, err := nc.Subscribe(api.UserEventWildcard(userID), func(m *nats.Msg) {
-		var ev api.Event
-		if json.Unmarshal(m.Data, &ev) != nil {
-			return
-		}
-		select {
-		case ch <- ev:
-		default: // full: the next refresh shows the change
-		}
-	})
-	if err != nil {
-		return nil, err
-	}
-	go func() {
-		<-ctx.Done()
-		_ = sub.Unsubscribe()
-	}()
-	return ch, nil
+	return b.c.SubscribeEvents(ctx, userID)
 }

@@ -35,17 +35,21 @@ func TestBackendAgainstControld(t *testing.T) {
 		t.Fatalf("projects: %+v, %v", ps, err)
 	}
 
-	// A controld without dry-run support refuses the field: nothing is
-	// created, and the wizard says the verdict is unavailable.
+	// The wizard's verdict is alloc.quote: price, fit and the ledger's
+	// balance, and it creates nothing.
 	req := api.AllocCreateRequest{SKU: "h200-slice", GPUs: 2, Project: controldtest.ProjectName}
-	if _, err := b.DryRun(ctx, req); !errors.Is(err, ErrUnsupported) {
-		t.Fatalf("dry run: got %v; want ErrUnsupported", err)
+	v, err := b.DryRun(ctx, req)
+	if err != nil || !v.Fits || v.PricePerHourMinor != 700 || v.BalanceMinor == nil || *v.BalanceMinor != 0 {
+		t.Fatalf("dry run: %+v, %v; want a fit at 700/h with a zero balance", v, err)
+	}
+	if _, err := b.DryRun(ctx, api.AllocCreateRequest{SKU: "no-such-sku", GPUs: 2, Project: controldtest.ProjectName}); err == nil || errors.Is(err, ErrUnsupported) {
+		t.Fatalf("dry run of an unknown SKU: %v; want the server's error", err)
 	}
 	if as, err := b.ListAllocs(ctx); err != nil || len(as) != 0 {
 		t.Fatalf("after the dry run: %d allocations, %v; want none", len(as), err)
 	}
-	if _, err := b.Balance(ctx); !errors.Is(err, ErrUnsupported) {
-		t.Fatalf("balance without billing: got %v; want ErrUnsupported", err)
+	if bal, err := b.Balance(ctx); err != nil || bal.Minor != 0 || bal.Currency != "usd" {
+		t.Fatalf("balance: %+v, %v; want 0 usd", bal, err)
 	}
 
 	a, err := b.CreateAlloc(ctx, req)

@@ -291,17 +291,17 @@ func TestWizard(t *testing.T) {
 }
 
 func TestWizardVerdict(t *testing.T) {
-	bal, runway := int64(123456), int64(17)
+	bal, runway := int64(123456), int64(17*3600+120)
 	tests := []struct {
 		name    string
 		verdict *Verdict
 		err     error
 		want    string
 	}{
-		{name: "fits", verdict: &Verdict{Fits: true, Currency: "usd", BalanceMinor: &bal, RunwayHours: &runway},
-			want: "verdict: fits now · balance $1234.56 · runway 17h"},
+		{name: "fits", verdict: &Verdict{Fits: true, Currency: "usd", BalanceMinor: &bal, RunwaySeconds: &runway},
+			want: "verdict: fits now · balance $1234.56 · runway 17h 2m"},
 		{name: "queued", verdict: &Verdict{QueuePosition: 3}, want: "no capacity now; queue position 3"},
-		{name: "refused", verdict: &Verdict{Reason: "insufficient funds"}, want: "does not fit · insufficient funds"},
+		{name: "no fit", verdict: &Verdict{Currency: "usd"}, want: "verdict: does not fit"},
 		{name: "error", err: api.Errorf(api.CodeInvalidArgument, "bad gpus"), want: "verdict: bad gpus"},
 		{name: "unsupported", want: "verdict unavailable"},
 	}

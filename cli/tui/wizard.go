@@ -289,14 +289,11 @@ func (m *Model) verdictText() string {
 	default:
 		parts = append(parts, m.st.bad.Render("does not fit"))
 	}
-	if v.Reason != "" {
-		parts = append(parts, v.Reason)
-	}
 	if v.BalanceMinor != nil {
 		parts = append(parts, "balance "+catalog.FormatPrice(*v.BalanceMinor, v.Currency))
 	}
-	if v.RunwayHours != nil {
-		parts = append(parts, fmt.Sprintf("runway %dh", *v.RunwayHours))
+	if v.RunwaySeconds != nil {
+		parts = append(parts, "runway "+api.FormatRunway(*v.RunwaySeconds))
 	}
 	return "verdict: " + strings.Join(parts, " · ")
 }

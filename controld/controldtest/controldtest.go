@@ -48,8 +48,6 @@ type Options struct {
 	// SSHCertTTL and GatewayAddr are passed to controld.
 	SSHCertTTL  time.Duration
 	GatewayAddr string
-	// Balance is passed to controld (alloc.quote's runway).
-	Balance controld.BalanceFunc
 	// Billing tunes billing (window, grace, threshold, SMTP).
 	Billing controld.BillingConfig
 
@@ -89,7 +87,7 @@ func Start(t testing.TB, opts Options) *Env {
 	ctx, cancel := context.WithCancel(context.Background())
 	srv, err := controld.New(ctx, controld.Config{DatabaseURL: dsn, NATS: nc, BcryptCost: bcrypt.MinCost,
 		Now: opts.Now, OIDC: opts.OIDC, Log: testutil.Logger(t), Hosts: opts.Hosts, MaxConns: opts.MaxConns, QueueInterval: 100 * time.Millisecond,
-		SSHCertTTL: opts.SSHCertTTL, GatewayAddr: opts.GatewayAddr, Balance: opts.Balance, Billing: opts.Billing,
+		SSHCertTTL: opts.SSHCertTTL, GatewayAddr: opts.GatewayAddr, Billing: opts.Billing,
 		Stripe: opts.Stripe, HTTPAddr: opts.HTTPAddr})
 	if err != nil {
 		cancel()

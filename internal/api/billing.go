@@ -203,3 +203,20 @@ func (c *Client) LedgerVerify(ctx context.Context) (*LedgerVerifyResponse, error
 	var out LedgerVerifyResponse
 	return &out, c.Call(ctx, EndpointOpsLedgerVerify, nil, &out)
 }
+
+// FormatRunway renders seconds as the two largest units: "3d 4h",
+// "5h 42m", "17m".
+func FormatRunway(seconds int64) string {
+	days, hours, mins := seconds/86400, seconds/3600%24, seconds/60%60
+	switch {
+	case seconds <= 0:
+		return "none left"
+	case days > 0:
+		return fmt.Sprintf("%dd %dh", days, hours)
+	case hours > 0:
+		return fmt.Sprintf("%dh %dm", hours, mins)
+	case mins > 0:
+		return fmt.Sprintf("%dm", mins)
+	}
+	return "under a minute"
+}

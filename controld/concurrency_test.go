@@ -425,6 +425,55 @@ func TestQueueHeadBlocksItsSKUOnly(t *testing.T) {
 	eventually(t, "the 1-GPU request to be placed", func() bool { return getAlloc(t, c, behind.ID).State == api.AllocProvisioning })
 }
 
+// TestQueueHeadHeldByAnotherTransaction: while another transaction holds
+// the head of a line (a placer at work, or the head being released), a
+// placer must not pass over it and place the request behind it.
+func TestQueueHeadHeldByAnotherTransaction(t *testing.T) {
+	t.Parallel()
+	env := controldtest.Start(t, controldtest.Options{Nodes: h200SliceNodes(1)})
+	c := env.Client(env.AdminToken)
+	ctx := context.Background()
+	full := fillWithSingles(t, c, 8)
+	queue := func(gpus int) *api.Allocation {
+		a, err := c.AllocCreate(ctx, api.AllocCreateRequest{SKU: "h200-slice", GPUs: gpus, Queue: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
+	head, behind := queue(2), queue(1)
+
+	tx, err := env.Server.Pool().Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck
+	if _, err := tx.Exec(ctx, `SELECT 1 FROM allocations WHERE id = $1 FOR UPDATE`, head.ID); err != nil {
+		t.Fatal(err)
+	}
+	freeAllocSlots(t, env, full[0].ID) // room for the 1-GPU request only
+	type result struct {
+		n   int
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		n, err := alloc.PlaceQueued(ctx, env.Server.Pool(), time.Now)
+		done <- result{n, err}
+	}()
+	// Give a placer that skips locked rows time to do the wrong thing; a
+	// correct one waits for the head (or leaves the line to its owner).
+	time.Sleep(300 * time.Millisecond)
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if r := <-done; r.err != nil || r.n != 0 {
+		t.Fatalf("PlaceQueued with the head held got %d placed, %v; want 0", r.n, r.err)
+	}
+	checkQueued(t, getAlloc(t, c, head.ID), "2-GPU head")
+	checkQueued(t, getAlloc(t, c, behind.ID), "1-GPU request behind the head")
+}
+
 func TestReleaseQueuedAllocation(t *testing.T) {
 	t.Parallel()
 	env := controldtest.Start(t, controldtest.Options{Nodes: h200SliceNodes(1)})

@@ -46,13 +46,26 @@ func PlaceQueued(ctx context.Context, pool *pgxpool.Pool, now func() time.Time) 
 	return placed, nil
 }
 
-// placeHead tries to place the oldest queued request of a SKU.
+// placeHead tries to place the oldest queued request of a SKU. One placer
+// works a SKU's line at a time (a transaction-scoped advisory lock): with
+// SKIP LOCKED on the head instead, a second placer (the queue loop racing
+// a release's retry, or another replica) would pass over a head the first
+// one holds and place the request behind it, jumping the line. A placer
+// that finds the line busy leaves it to the one working it.
 func placeHead(ctx context.Context, pool *pgxpool.Pool, skuID string, now time.Time) (bool, error) {
 	placed := false
 	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		var mine bool
+		if err := tx.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock(hashtextextended('alloc.queue:' || $1, 0))`,
+			skuID).Scan(&mine); err != nil {
+			return fmt.Errorf("queue lock: %w", err)
+		}
+		if !mine {
+			return nil
+		}
 		var id string
 		err := tx.QueryRow(ctx, `SELECT id FROM allocations WHERE queued AND sku_id = $1
-			ORDER BY created_at, id LIMIT 1 FOR UPDATE SKIP LOCKED`, skuID).Scan(&id)
+			ORDER BY created_at, id LIMIT 1 FOR UPDATE`, skuID).Scan(&id)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil
 		}

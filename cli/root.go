@@ -15,6 +15,7 @@ import (
 	"github.com/gpuaas/gpuaas/cli/auth"
 	"github.com/gpuaas/gpuaas/cli/catalog"
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
+	contextcmd "github.com/gpuaas/gpuaas/cli/context"
 	"github.com/gpuaas/gpuaas/cli/node"
 	"github.com/gpuaas/gpuaas/cli/ops"
 	"github.com/gpuaas/gpuaas/cli/project"
@@ -128,6 +129,7 @@ $XDG_CONFIG_HOME/gpuaas or ~/.config/gpuaas). See ` + "`gpuaas help exit-codes`"
 		sshcmd.NewCmdSSH(f, nil),
 		sshconfig.NewCmdSSHConfig(f, nil),
 		session.NewCmdSession(f),
+		contextcmd.NewCmdContext(f),
 	)
 	addToGroup(root, groupOperator, node.NewCmdNode(f), ops.NewCmdOps(f))
 	addToGroup(root, groupDaemon, extra...)

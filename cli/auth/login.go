@@ -71,6 +71,9 @@ with --password-stdin.`,
 			if opts.Web && (opts.Email != "" || opts.PasswordStdin) {
 				return cmdutil.FlagErrorf("--web logs in through the identity provider: it takes no --email or --password-stdin")
 			}
+			if opts.Email != "" && !opts.PasswordStdin && !opts.IO.IsStdinTTY() {
+				return errPasswordInput // before dialling: the flags alone say a password is coming
+			}
 			if runF != nil {
 				return runF(c.Context(), opts)
 			}
@@ -140,10 +143,12 @@ func chooseLogin(ctx context.Context, opts *LoginOptions, active config.Active, 
 	return passwordLogin(ctx, opts, active, client)
 }
 
+var errPasswordInput = cmdutil.FlagErrorf("standard input is not a terminal: use --password-stdin to pass the password")
+
 // passwordLogin logs in with the local provider.
 func passwordLogin(ctx context.Context, opts *LoginOptions, active config.Active, client *api.Client) (*api.LoginResponse, error) {
 	if !opts.PasswordStdin && !opts.IO.IsStdinTTY() {
-		return nil, cmdutil.FlagErrorf("standard input is not a terminal: use --password-stdin to pass the password")
+		return nil, errPasswordInput
 	}
 	email, err := loginEmail(ctx, opts, active)
 	if err != nil {

@@ -23,6 +23,8 @@ func TestNewCmdLogin(t *testing.T) {
 		{name: "tty", tty: true, args: nil, want: LoginOptions{}},
 		{name: "flags", tty: false, args: []string{"--email", "ada@example.com", "--password-stdin"},
 			want: LoginOptions{Email: "ada@example.com", PasswordStdin: true}},
+		{name: "piped without --password-stdin", tty: false, args: []string{"--email", "ada@example.com"},
+			wantErr: "use --password-stdin"},
 		{name: "web", tty: false, args: []string{"--web"}, want: LoginOptions{Web: true}},
 		{name: "web with a password", tty: true, args: []string{"--web", "--password-stdin"},
 			wantErr: "takes no --email or --password-stdin"},

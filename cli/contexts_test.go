@@ -76,3 +76,11 @@ func TestContextsPickTheServer(t *testing.T) {
 		t.Fatalf("--context nope: exit %d, stderr %q; want a usage error naming the known contexts", code, stderr)
 	}
 }
+
+func TestVersion(t *testing.T) {
+	isolate(t)
+	code, stdout, _ := runCLI(t, context.Background(), []string{"--version"})
+	if code != 0 || stdout != "gpuaas version "+Version+"\n" {
+		t.Fatalf("--version: exit %d, stdout %q; want the version", code, stdout)
+	}
+}

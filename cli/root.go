@@ -100,6 +100,7 @@ prepaid balance.
 Settings come from flags, then GPUAAS_CONTEXT, GPUAAS_SERVER, GPUAAS_TOKEN
 and GPUAAS_PROJECT, then the config file ($GPUAAS_CONFIG_DIR,
 $XDG_CONFIG_HOME/gpuaas or ~/.config/gpuaas). See ` + "`gpuaas help exit-codes`" + `.`),
+		Version:       Version,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}

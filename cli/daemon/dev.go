@@ -20,6 +20,7 @@ import (
 	"github.com/gpuaas/gpuaas/cli/config"
 	"github.com/gpuaas/gpuaas/controld"
 	"github.com/gpuaas/gpuaas/controld/catalog"
+	"github.com/gpuaas/gpuaas/controld/identity"
 	"github.com/gpuaas/gpuaas/internal/bus"
 	"github.com/gpuaas/gpuaas/internal/pgserver"
 )
@@ -46,6 +47,10 @@ type DevOptions struct {
 	Hosts int
 	// SSHPort is where the SSH gateway listens on loopback (0: any).
 	SSHPort int
+	// OIDCIssuer and OIDCClientID, when set, let people log in through
+	// that identity provider as well (auth.exchange, `gpuaas login`).
+	OIDCIssuer   string
+	OIDCClientID string
 	// WriteConfig writes the dev context into the client config.
 	WriteConfig bool
 	// ConfigDir overrides the client config directory (tests).
@@ -105,6 +110,9 @@ node). It writes a "dev" context into the client config so that
 			if opts.NATSPort < 0 || opts.NATSPort > 65535 {
 				return cmdutil.FlagErrorf("--nats-port must be 0-65535")
 			}
+			if (opts.OIDCIssuer == "") != (opts.OIDCClientID == "") {
+				return cmdutil.FlagErrorf("--oidc-issuer and --oidc-client-id go together")
+			}
 			if runF != nil {
 				return runF(c.Context(), opts)
 			}
@@ -121,6 +129,8 @@ node). It writes a "dev" context into the client config so that
 	fl.DurationVar(&opts.SessionTTL, "session-ttl", 12*time.Hour, "Lifetime of session tokens")
 	fl.IntVar(&opts.Hosts, "hosts", 2, "Simulated GPU hosts to run: slice and bare-metal hosts, alternately")
 	fl.IntVar(&opts.SSHPort, "ssh-port", 2222, "Port of the SSH gateway on loopback (0 picks a free one)")
+	fl.StringVar(&opts.OIDCIssuer, "oidc-issuer", "", "Also accept logins through this OIDC issuer (`gpuaas login` then uses its device flow)")
+	fl.StringVar(&opts.OIDCClientID, "oidc-client-id", "", "The public OIDC client id `gpuaas login` uses with --oidc-issuer")
 	return cmd
 }
 
@@ -196,6 +206,7 @@ func devRun(ctx context.Context, opts *DevOptions) (err error) {
 
 	srv, err := controld.New(ctx, controld.Config{DatabaseURL: pg.ConnString(devDatabase), NATS: nc, Log: log,
 		SessionTTL: opts.SessionTTL, GatewayAddr: gatewayAddr,
+		OIDC:  identity.OIDCConfig{Issuer: opts.OIDCIssuer, ClientID: opts.OIDCClientID},
 		Hosts: controld.HostsConfig{HeartbeatInterval: time.Second, AutoApproveSlots: true}})
 	if err != nil {
 		return err

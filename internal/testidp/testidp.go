@@ -115,9 +115,12 @@ func New(t testing.TB, opts Options) *IdP {
 	mux.HandleFunc("GET /device", p.verificationPage)
 	mux.HandleFunc("GET /authorize", p.authorize)
 	mux.HandleFunc("POST /token", p.token)
-	srv := httptest.NewServer(mux)
+	// The URL is set before the server starts, so handlers read it after
+	// the write (the race detector sees no order through the network).
+	srv := httptest.NewUnstartedServer(mux)
+	p.URL = "http://" + srv.Listener.Addr().String()
+	srv.Start()
 	t.Cleanup(srv.Close)
-	p.URL = srv.URL
 	return p
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/gpuaas/gpuaas/cli/billing"
 	"github.com/gpuaas/gpuaas/cli/catalog"
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
+	contextcmd "github.com/gpuaas/gpuaas/cli/context"
 	"github.com/gpuaas/gpuaas/cli/node"
 	"github.com/gpuaas/gpuaas/cli/ops"
 	"github.com/gpuaas/gpuaas/cli/project"
@@ -103,6 +104,7 @@ prepaid balance.
 Settings come from flags, then GPUAAS_CONTEXT, GPUAAS_SERVER, GPUAAS_TOKEN
 and GPUAAS_PROJECT, then the config file ($GPUAAS_CONFIG_DIR,
 $XDG_CONFIG_HOME/gpuaas or ~/.config/gpuaas). See ` + "`gpuaas help exit-codes`" + `.`),
+		Version:       Version,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
@@ -135,6 +137,7 @@ $XDG_CONFIG_HOME/gpuaas or ~/.config/gpuaas). See ` + "`gpuaas help exit-codes`"
 		session.NewCmdSession(f),
 		tui.NewCmdTUI(f),
 		watch.NewCmdWatch(f, nil),
+		contextcmd.NewCmdContext(f),
 	)
 	addToGroup(root, groupOperator, node.NewCmdNode(f), ops.NewCmdOps(f))
 	addToGroup(root, groupOperator, admin.NewCmdAdmin(f))

@@ -8,21 +8,19 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
-	"net/http"
-	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/go-jose/go-jose/v4"
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/gpuaas/gpuaas/controld/controldtest"
 	"github.com/gpuaas/gpuaas/controld/identity"
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/ids"
+	"github.com/gpuaas/gpuaas/internal/testidp"
 	"github.com/gpuaas/gpuaas/internal/testutil"
 )
 
@@ -280,105 +278,14 @@ func count(t *testing.T, env *controldtest.Env, sql string, args ...any) int {
 	return n
 }
 
-// testIdP is an OpenID provider served by the test on 127.0.0.1: a
-// discovery document and a JWKS holding one RSA key.
-type testIdP struct {
-	URL string
-	key *rsa.PrivateKey
-	kid string
-}
-
-const (
-	oidcClientID = "gpuaas-cli"
-	idpKeyID     = "idp-key-1"
-)
-
-// rsaKeys are generated once per test binary: RSA key generation is slow
-// under the race detector.
-var rsaKeys = sync.OnceValues(func() (known, unknown *rsa.PrivateKey) {
-	return mustRSA(), mustRSA()
-})
-
-func mustRSA() *rsa.PrivateKey {
-	k, err := rsa.GenerateKey(rand.Reader, 2048)
-	if err != nil {
-		panic(err)
-	}
-	return k
-}
-
-func newTestIdP(t *testing.T) *testIdP {
-	t.Helper()
-	known, _ := rsaKeys()
-	idp := &testIdP{key: known, kid: idpKeyID}
-	mux := http.NewServeMux()
-	srv := httptest.NewServer(mux)
-	t.Cleanup(srv.Close)
-	idp.URL = srv.URL
-	mux.HandleFunc("/.well-known/openid-configuration", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(map[string]any{
-			"issuer":                                idp.URL,
-			"authorization_endpoint":                idp.URL + "/authorize",
-			"token_endpoint":                        idp.URL + "/token",
-			"jwks_uri":                              idp.URL + "/keys",
-			"response_types_supported":              []string{"code"},
-			"subject_types_supported":               []string{"public"},
-			"id_token_signing_alg_values_supported": []string{"RS256"},
-		})
-	})
-	mux.HandleFunc("/keys", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{
-			{Key: &known.PublicKey, KeyID: idp.kid, Algorithm: string(jose.RS256), Use: "sig"},
-		}})
-	})
-	return idp
-}
-
 // idToken signs claims as an ID token with key under kid.
 func idToken(t *testing.T, key *rsa.PrivateKey, kid string, claims map[string]any) string {
 	t.Helper()
-	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.RS256, Key: jose.JSONWebKey{Key: key, KeyID: kid}},
-		(&jose.SignerOptions{}).WithType("JWT"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	payload, err := json.Marshal(claims)
-	if err != nil {
-		t.Fatal(err)
-	}
-	jws, err := signer.Sign(payload)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := jws.CompactSerialize()
+	s, err := testidp.Sign(key, kid, claims)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return s
-}
-
-// claims returns a valid ID token's claims for subject at now, with edits.
-func (idp *testIdP) claims(now time.Time, subject string, edits map[string]any) map[string]any {
-	c := map[string]any{
-		"iss":            idp.URL,
-		"sub":            subject,
-		"aud":            oidcClientID,
-		"iat":            now.Unix(),
-		"exp":            now.Add(5 * time.Minute).Unix(),
-		"email":          subject + "@idp.example.test",
-		"email_verified": true,
-		"name":           "Dana " + subject,
-	}
-	for k, v := range edits {
-		if v == nil {
-			delete(c, k)
-		} else {
-			c[k] = v
-		}
-	}
-	return c
 }
 
 // rowCounts is what an exchange may create.
@@ -396,15 +303,15 @@ func countRows(t *testing.T, env *controldtest.Env) rowCounts {
 
 func TestOIDCExchange(t *testing.T) {
 	t.Parallel()
-	idp := newTestIdP(t)
+	idp := testidp.New(t, testidp.Options{})
 	clock := testutil.NewClock(time.Now())
 	env := controldtest.Start(t, controldtest.Options{Now: clock.Now, NoNodes: true,
-		OIDC: identity.OIDCConfig{Issuer: idp.URL, ClientID: oidcClientID}})
+		OIDC: identity.OIDCConfig{Issuer: idp.URL, ClientID: testidp.DefaultClientID}})
 	ctx := t.Context()
 	anon := api.NewClient(env.NC)
 
 	before := countRows(t, env)
-	first, err := anon.Exchange(ctx, api.ExchangeRequest{IDToken: idToken(t, idp.key, idp.kid, idp.claims(clock.Now(), "dana", nil))})
+	first, err := anon.Exchange(ctx, api.ExchangeRequest{IDToken: idToken(t, idp.Key, testidp.KeyID, idp.Claims(clock.Now(), "dana", nil))})
 	if err != nil {
 		t.Fatalf("exchange: %v", err)
 	}
@@ -423,8 +330,8 @@ func TestOIDCExchange(t *testing.T) {
 	}
 
 	clock.Advance(time.Minute)
-	second, err := anon.Exchange(ctx, api.ExchangeRequest{IDToken: idToken(t, idp.key, idp.kid,
-		idp.claims(clock.Now(), "dana", map[string]any{"email": "dana.renamed@idp.example.test"}))})
+	second, err := anon.Exchange(ctx, api.ExchangeRequest{IDToken: idToken(t, idp.Key, testidp.KeyID,
+		idp.Claims(clock.Now(), "dana", map[string]any{"email": "dana.renamed@idp.example.test"}))})
 	if err != nil {
 		t.Fatalf("second exchange: %v", err)
 	}
@@ -442,7 +349,7 @@ func TestOIDCExchange(t *testing.T) {
 		t.Fatalf("password login of an oidc user got %v; want the unknown-email error %v", oidcLogin, unknown)
 	}
 
-	_, unknownKey := rsaKeys()
+	unknownKey := testidp.OtherKey()
 	tests := []struct {
 		name    string
 		token   func() string
@@ -450,34 +357,34 @@ func TestOIDCExchange(t *testing.T) {
 		want    error
 		wantMsg string
 	}{
-		{name: "wrong audience", want: api.ErrUnauthenticated, token: func() string {
-			return idToken(t, idp.key, idp.kid, idp.claims(clock.Now(), "eve", map[string]any{"aud": "another-client"}))
+		{name: "wrong audience", want: api.ErrUnauthenticated, wantMsg: "not valid for this server: it was issued to client another-client", token: func() string {
+			return idToken(t, idp.Key, testidp.KeyID, idp.Claims(clock.Now(), "eve", map[string]any{"aud": "another-client"}))
 		}},
 		{name: "wrong issuer", want: api.ErrUnauthenticated, token: func() string {
-			return idToken(t, idp.key, idp.kid, idp.claims(clock.Now(), "eve", map[string]any{"iss": "https://idp.invalid"}))
+			return idToken(t, idp.Key, testidp.KeyID, idp.Claims(clock.Now(), "eve", map[string]any{"iss": "https://idp.invalid"}))
 		}},
 		{name: "unknown key", want: api.ErrUnauthenticated, token: func() string {
-			return idToken(t, unknownKey, "unknown-key", idp.claims(clock.Now(), "eve", nil))
+			return idToken(t, unknownKey, "unknown-key", idp.Claims(clock.Now(), "eve", nil))
 		}},
 		{name: "unknown key under the known kid", want: api.ErrUnauthenticated, token: func() string {
-			return idToken(t, unknownKey, idp.kid, idp.claims(clock.Now(), "eve", nil))
+			return idToken(t, unknownKey, testidp.KeyID, idp.Claims(clock.Now(), "eve", nil))
 		}},
 		{name: "tampered payload", want: api.ErrUnauthenticated, token: func() string {
-			return flipPayloadChar(idToken(t, idp.key, idp.kid, idp.claims(clock.Now(), "eve", nil)))
+			return flipPayloadChar(idToken(t, idp.Key, testidp.KeyID, idp.Claims(clock.Now(), "eve", nil)))
 		}},
 		{name: "email not verified", want: api.ErrForbidden, token: func() string {
-			return idToken(t, idp.key, idp.kid, idp.claims(clock.Now(), "eve", map[string]any{"email_verified": false}))
+			return idToken(t, idp.Key, testidp.KeyID, idp.Claims(clock.Now(), "eve", map[string]any{"email_verified": false}))
 		}},
 		{name: "no email", want: api.ErrForbidden, token: func() string {
-			return idToken(t, idp.key, idp.kid, idp.claims(clock.Now(), "eve", map[string]any{"email": nil}))
+			return idToken(t, idp.Key, testidp.KeyID, idp.Claims(clock.Now(), "eve", map[string]any{"email": nil}))
 		}},
 		{name: "email of a local user", want: api.ErrConflict, token: func() string {
-			return idToken(t, idp.key, idp.kid, idp.claims(clock.Now(), "eve", map[string]any{"email": controldtest.AdminEmail}))
+			return idToken(t, idp.Key, testidp.KeyID, idp.Claims(clock.Now(), "eve", map[string]any{"email": controldtest.AdminEmail}))
 		}},
 		{
 			// Valid by the wall clock, expired by controld's.
 			name: "expired", advance: 6 * time.Minute, want: api.ErrUnauthenticated, wantMsg: "expired",
-			token: func() string { return idToken(t, idp.key, idp.kid, idp.claims(clock.Now(), "eve", nil)) },
+			token: func() string { return idToken(t, idp.Key, testidp.KeyID, idp.Claims(clock.Now(), "eve", nil)) },
 		},
 	}
 	before = countRows(t, env)
@@ -501,11 +408,11 @@ func TestOIDCExchange(t *testing.T) {
 
 func TestOIDCExchangeNotConfigured(t *testing.T) {
 	t.Parallel()
-	idp := newTestIdP(t)
+	idp := testidp.New(t, testidp.Options{})
 	env := controldtest.Start(t, controldtest.Options{NoNodes: true})
 	before := countRows(t, env)
 	_, err := api.NewClient(env.NC).Exchange(t.Context(), api.ExchangeRequest{
-		IDToken: idToken(t, idp.key, idp.kid, idp.claims(time.Now(), "dana", nil))})
+		IDToken: idToken(t, idp.Key, testidp.KeyID, idp.Claims(time.Now(), "dana", nil))})
 	if !errors.Is(err, api.ErrInvalidArgument) {
 		t.Fatalf("exchange without OIDC got %v; want invalid_argument", err)
 	}
@@ -519,16 +426,16 @@ func TestOIDCExchangeNotConfigured(t *testing.T) {
 // account.
 func TestOIDCConcurrentFirstExchanges(t *testing.T) {
 	t.Parallel()
-	idp := newTestIdP(t)
+	idp := testidp.New(t, testidp.Options{})
 	env := controldtest.Start(t, controldtest.Options{NoNodes: true,
-		OIDC: identity.OIDCConfig{Issuer: idp.URL, ClientID: oidcClientID}})
+		OIDC: identity.OIDCConfig{Issuer: idp.URL, ClientID: testidp.DefaultClientID}})
 	ctx := t.Context()
 	// Discovery happens once, before the race.
 	if _, err := api.NewClient(env.NC).Exchange(ctx, api.ExchangeRequest{
-		IDToken: idToken(t, idp.key, idp.kid, idp.claims(time.Now(), "warm-up", nil))}); err != nil {
+		IDToken: idToken(t, idp.Key, testidp.KeyID, idp.Claims(time.Now(), "warm-up", nil))}); err != nil {
 		t.Fatal(err)
 	}
-	tok := idToken(t, idp.key, idp.kid, idp.claims(time.Now(), "dana", nil))
+	tok := idToken(t, idp.Key, testidp.KeyID, idp.Claims(time.Now(), "dana", nil))
 	const n = 8
 	users := make([]string, n)
 	errs := make([]error, n)

@@ -27,6 +27,7 @@ func (s *Server) endpoints() []endpointDef {
 		{api.EndpointAuthExchange, s.authEndpoint(api.EndpointAuthExchange)},
 		{api.EndpointAuthLogout, s.mutation(api.EndpointAuthLogout, loggedIn, s.logout)},
 		{api.EndpointAuthWhoami, s.query(api.EndpointAuthWhoami, loggedIn, s.whoami)},
+		{api.EndpointAuthConfig, s.query(api.EndpointAuthConfig, public, s.authConfig)},
 
 		{api.EndpointProjectCreate, s.mutation(api.EndpointProjectCreate, loggedIn, s.projectCreate)},
 		{api.EndpointProjectList, s.query(api.EndpointProjectList, loggedIn, s.projectList)},

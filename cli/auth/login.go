@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
+	"os"
 	"strings"
 	"time"
 
@@ -24,31 +26,53 @@ type LoginOptions struct {
 	Active func() (config.Active, error)
 	Client func() (*api.Client, error)
 	Now    func() time.Time
+	// HTTPClient talks to the identity provider (default: 30s timeout).
+	HTTPClient *http.Client
+	// OpenBrowser shows a URL to the user for --web; nil only prints it.
+	OpenBrowser func(url string) error
 
 	Email         string
 	PasswordStdin bool
+	// Web logs in through the browser (OIDC code flow with PKCE) rather
+	// than the device flow.
+	Web bool
 }
 
 // NewCmdLogin builds `gpuaas login`; runF replaces loginRun in tests.
 func NewCmdLogin(f *cmdutil.Factory, runF func(context.Context, *LoginOptions) error) *cobra.Command {
-	opts := &LoginOptions{IO: f.IOStreams, Config: f.Config, Active: f.Active, Client: f.Client, Now: f.Now}
+	opts := &LoginOptions{IO: f.IOStreams, Config: f.Config, Active: f.Active, Client: f.Client, Now: f.Now,
+		OpenBrowser: systemBrowser(os.Getenv("BROWSER"))}
 	cmd := &cobra.Command{
 		Use:   "login",
 		Short: "Log in and store a session token in the current context",
-		Long: `Log in with the local provider (email and password) and store the session
-token, user id and expiry in the current config context. Then have the
-server sign an SSH certificate for the context's ed25519 key (generated on
-first login, kept afterwards), for ` + "`gpuaas ssh`" + ` and ` + "`gpuaas ssh-config`" + `.
+		Long: `Log in and store the session token, user id and expiry in the current
+config context. Then have the server sign an SSH certificate for the
+context's ed25519 key (generated on first login, kept afterwards), for
+` + "`gpuaas ssh`" + ` and ` + "`gpuaas ssh-config`" + `.
 
-The email defaults to the context's user; the password is read without echo
-from the terminal, or from standard input with --password-stdin.`,
+The server says how it takes logins. With an OIDC identity provider,
+login uses the OAuth device flow: it prints a one-time code and a URL to
+open on any device, and waits until you approve there. --web uses the
+browser on this machine instead (authorization code flow with PKCE and a
+redirect to 127.0.0.1); the browser is $BROWSER, else the system's, and
+the URL is printed in case none opens. The identity provider's ID token
+is then exchanged for a session with the server.
+
+With the local provider (or --email / --password-stdin), login takes an
+email and password. The email defaults to the context's user; the
+password is read without echo from the terminal, or from standard input
+with --password-stdin.`,
 		Example: `  gpuaas login
+  gpuaas login --web
   gpuaas login --email ada@example.com
   echo "$PASSWORD" | gpuaas login --email ada@example.com --password-stdin`,
 		Args: cmdutil.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			if !opts.PasswordStdin && !opts.IO.IsStdinTTY() {
-				return cmdutil.FlagErrorf("standard input is not a terminal: use --password-stdin to pass the password")
+			if opts.Web && (opts.Email != "" || opts.PasswordStdin) {
+				return cmdutil.FlagErrorf("--web logs in through the identity provider: it takes no --email or --password-stdin")
+			}
+			if opts.Email != "" && !opts.PasswordStdin && !opts.IO.IsStdinTTY() {
+				return errPasswordInput // before dialling: the flags alone say a password is coming
 			}
 			if runF != nil {
 				return runF(c.Context(), opts)
@@ -56,8 +80,9 @@ from the terminal, or from standard input with --password-stdin.`,
 			return loginRun(c.Context(), opts)
 		},
 	}
-	cmd.Flags().StringVar(&opts.Email, "email", "", "Email to log in as (default: the context's user)")
+	cmd.Flags().StringVar(&opts.Email, "email", "", "Email to log in as with a password (default: the context's user)")
 	cmd.Flags().BoolVar(&opts.PasswordStdin, "password-stdin", false, "Read the password from standard input")
+	cmd.Flags().BoolVar(&opts.Web, "web", false, "Log in with the identity provider in a browser on this machine")
 	return cmd
 }
 
@@ -66,23 +91,15 @@ func loginRun(ctx context.Context, opts *LoginOptions) error {
 	if err != nil {
 		return err
 	}
-	email, err := loginEmail(ctx, opts, active)
-	if err != nil {
-		return err
-	}
-	password, err := loginPassword(ctx, opts)
-	if err != nil {
-		return err
-	}
 	client, err := opts.Client()
 	if err != nil {
 		return err
 	}
-	resp, err := client.Login(ctx, api.LoginRequest{Email: email, Password: password})
-	if errors.Is(err, api.ErrUnauthenticated) {
-		// Not "run gpuaas login": that is what the user just did.
-		return &api.Error{Code: api.CodeUnauthenticated, Message: "login failed: " + err.Error(),
-			Hint: "check the email and password"}
+	var resp *api.LoginResponse
+	if opts.Email != "" || opts.PasswordStdin {
+		resp, err = passwordLogin(ctx, opts, active, client)
+	} else {
+		resp, err = chooseLogin(ctx, opts, active, client)
 	}
 	if err != nil {
 		return err
@@ -105,6 +122,49 @@ func loginRun(ctx context.Context, opts *LoginOptions) error {
 		writeSSHConfig(ctx, opts, active)
 	}
 	return nil
+}
+
+// chooseLogin asks the server how it takes logins: through its identity
+// provider when it has one, else with a password.
+func chooseLogin(ctx context.Context, opts *LoginOptions, active config.Active, client *api.Client) (*api.LoginResponse, error) {
+	methods, err := client.AuthConfig(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("ask the server how to log in: %w", err)
+	}
+	switch {
+	case methods.OIDC != nil:
+		return oidcLogin(ctx, opts, *methods.OIDC, client)
+	case opts.Web:
+		return nil, &api.Error{Code: api.CodeInvalidArgument, Message: "this server has no identity provider for --web",
+			Hint: "log in with a password: `gpuaas login`"}
+	case !methods.Password:
+		return nil, &api.Error{Code: api.CodeInvalidArgument, Message: "this server accepts no login method this CLI knows"}
+	}
+	return passwordLogin(ctx, opts, active, client)
+}
+
+var errPasswordInput = cmdutil.FlagErrorf("standard input is not a terminal: use --password-stdin to pass the password")
+
+// passwordLogin logs in with the local provider.
+func passwordLogin(ctx context.Context, opts *LoginOptions, active config.Active, client *api.Client) (*api.LoginResponse, error) {
+	if !opts.PasswordStdin && !opts.IO.IsStdinTTY() {
+		return nil, errPasswordInput
+	}
+	email, err := loginEmail(ctx, opts, active)
+	if err != nil {
+		return nil, err
+	}
+	password, err := loginPassword(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := client.Login(ctx, api.LoginRequest{Email: email, Password: password})
+	if errors.Is(err, api.ErrUnauthenticated) {
+		// Not "run gpuaas login": that is what the user just did.
+		return nil, &api.Error{Code: api.CodeUnauthenticated, Message: "login failed: " + err.Error(),
+			Hint: "check the email and password"}
+	}
+	return resp, err
 }
 
 // writeSSHConfig refreshes the context's OpenSSH config when the context

@@ -25,6 +25,11 @@ func TestNewCmdLogin(t *testing.T) {
 			want: LoginOptions{Email: "ada@example.com", PasswordStdin: true}},
 		{name: "piped without --password-stdin", tty: false, args: []string{"--email", "ada@example.com"},
 			wantErr: "use --password-stdin"},
+		{name: "web", tty: false, args: []string{"--web"}, want: LoginOptions{Web: true}},
+		{name: "web with a password", tty: true, args: []string{"--web", "--password-stdin"},
+			wantErr: "takes no --email or --password-stdin"},
+		{name: "web with an email", tty: true, args: []string{"--web", "--email", "ada@example.com"},
+			wantErr: "takes no --email or --password-stdin"},
 		{name: "argument", tty: true, args: []string{"ada"}, wantErr: "unexpected argument"},
 	}
 	for _, tt := range tests {
@@ -44,7 +49,7 @@ func TestNewCmdLogin(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got.Email != tt.want.Email || got.PasswordStdin != tt.want.PasswordStdin {
+			if got.Email != tt.want.Email || got.PasswordStdin != tt.want.PasswordStdin || got.Web != tt.want.Web {
 				t.Errorf("got %+v; want %+v", *got, tt.want)
 			}
 		})
@@ -138,5 +143,17 @@ func TestStoreLogin(t *testing.T) {
 				t.Errorf("got current context %q; want dev", cfg.CurrentContext)
 			}
 		})
+	}
+}
+
+func TestLoginPasswordNeedsATerminalOrStdin(t *testing.T) {
+	ios, _, _, _ := testStreams(false)
+	f, _ := testFactory(t, ios, nil)
+	opts := &LoginOptions{IO: ios, Config: f.Config, Active: f.Active, Email: "ada@example.com",
+		Client: func() (*api.Client, error) { return nil, nil }}
+	err := loginRun(context.Background(), opts)
+	var fe *cmdutil.FlagError
+	if !errors.As(err, &fe) || !strings.Contains(err.Error(), "use --password-stdin") {
+		t.Fatalf("got %v; want a usage error pointing at --password-stdin", err)
 	}
 }

@@ -117,6 +117,19 @@ func (c *Config) UseContext(name string) error {
 	return nil
 }
 
+// RemoveContext deletes the context called name; when it was current, no
+// context is current afterwards.
+func (c *Config) RemoveContext(name string) error {
+	if _, ok := c.Contexts[name]; !ok {
+		return fmt.Errorf("no context %q in %s", name, c.path)
+	}
+	delete(c.Contexts, name)
+	if c.CurrentContext == name {
+		c.CurrentContext = ""
+	}
+	return nil
+}
+
 // ContextNames lists the contexts, sorted.
 func (c *Config) ContextNames() []string {
 	names := make([]string, 0, len(c.Contexts))

@@ -151,3 +151,21 @@ func TestUseContext(t *testing.T) {
 		t.Error("got no error for an unknown context; want one")
 	}
 }
+
+func TestRemoveContext(t *testing.T) {
+	cfg, err := Load(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.SetContext("a", Context{Server: "nats://a:4222"})
+	cfg.SetContext("b", Context{Server: "nats://b:4222"})
+	if err := cfg.RemoveContext("b"); err != nil || cfg.CurrentContext != "a" || len(cfg.Contexts) != 1 {
+		t.Fatalf("remove b: %v, current %q, %d left; want a current and alone", err, cfg.CurrentContext, len(cfg.Contexts))
+	}
+	if err := cfg.RemoveContext("a"); err != nil || cfg.CurrentContext != "" || len(cfg.Contexts) != 0 {
+		t.Fatalf("remove the current context: %v, current %q; want none current", err, cfg.CurrentContext)
+	}
+	if err := cfg.RemoveContext("a"); err == nil {
+		t.Fatal("removing a missing context got nil; want an error")
+	}
+}

@@ -20,6 +20,7 @@ import (
 	"github.com/gpuaas/gpuaas/cli/config"
 	"github.com/gpuaas/gpuaas/controld"
 	"github.com/gpuaas/gpuaas/controld/catalog"
+	"github.com/gpuaas/gpuaas/controld/identity"
 	"github.com/gpuaas/gpuaas/internal/bus"
 	"github.com/gpuaas/gpuaas/internal/pgserver"
 )
@@ -51,6 +52,10 @@ type DevOptions struct {
 	// BillingWindow is how often usage is charged (short in dev, so the
 	// balance visibly falls).
 	BillingWindow time.Duration
+	// OIDCIssuer and OIDCClientID, when set, let people log in through
+	// that identity provider as well (auth.exchange, `gpuaas login`).
+	OIDCIssuer   string
+	OIDCClientID string
 	// WriteConfig writes the dev context into the client config.
 	WriteConfig bool
 	// ConfigDir overrides the client config directory (tests).
@@ -123,6 +128,9 @@ node). The dev project starts with a $100 credit, charged every
 			if opts.HTTPPort < 0 || opts.HTTPPort > 65535 {
 				return cmdutil.FlagErrorf("--http-port must be 0-65535")
 			}
+			if (opts.OIDCIssuer == "") != (opts.OIDCClientID == "") {
+				return cmdutil.FlagErrorf("--oidc-issuer and --oidc-client-id go together")
+			}
 			if runF != nil {
 				return runF(c.Context(), opts)
 			}
@@ -142,6 +150,8 @@ node). The dev project starts with a $100 credit, charged every
 	fl.DurationVar(&opts.BillingWindow, "billing-window", 10*time.Second, "How often active allocations are charged")
 	fl.StringVar(&opts.StripeAPI, "stripe-api", "", "Enable top-ups against this Stripe API, e.g. stripe-mock at http://127.0.0.1:12111 (key: $GPUAAS_STRIPE_SECRET_KEY, default a test key)")
 	fl.IntVar(&opts.HTTPPort, "http-port", 8787, "With --stripe-api: port of controld's HTTP server (Stripe webhooks) on loopback (0 picks a free one)")
+	fl.StringVar(&opts.OIDCIssuer, "oidc-issuer", "", "Also accept logins through this OIDC issuer (`gpuaas login` then uses its device flow)")
+	fl.StringVar(&opts.OIDCClientID, "oidc-client-id", "", "The public OIDC client id `gpuaas login` uses with --oidc-issuer")
 	return cmd
 }
 
@@ -221,6 +231,7 @@ func devRun(ctx context.Context, opts *DevOptions) (err error) {
 	}
 	srv, err := controld.New(ctx, controld.Config{DatabaseURL: pg.ConnString(devDatabase), NATS: nc, Log: log,
 		SessionTTL: opts.SessionTTL, GatewayAddr: gatewayAddr,
+		OIDC:    identity.OIDCConfig{Issuer: opts.OIDCIssuer, ClientID: opts.OIDCClientID},
 		Hosts:   controld.HostsConfig{HeartbeatInterval: time.Second, AutoApproveSlots: true},
 		Billing: controld.BillingConfig{Window: opts.BillingWindow},
 		Stripe:  stripe, HTTPAddr: httpAddr})

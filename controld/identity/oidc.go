@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -21,7 +23,14 @@ type OIDCConfig struct {
 	ClientID string // the expected audience
 	// DefaultRole for users created on first login (default "user").
 	DefaultRole string
+	// Scopes clients should ask the IdP for (default openid, email,
+	// profile); auth.config tells them.
+	Scopes []string
 }
+
+// DefaultOIDCScopes are the scopes clients ask for: the ID token must
+// carry the email address.
+var DefaultOIDCScopes = []string{"openid", "email", "profile"}
 
 // oidcExchanger discovers the provider lazily, so controld starts even
 // when the IdP is briefly unreachable.
@@ -38,6 +47,9 @@ func newOIDCExchanger(cfg OIDCConfig, now func() time.Time) *oidcExchanger {
 	if cfg.DefaultRole == "" {
 		cfg.DefaultRole = api.RoleUser
 	}
+	if len(cfg.Scopes) == 0 {
+		cfg.Scopes = DefaultOIDCScopes
+	}
 	return &oidcExchanger{cfg: cfg, now: now}
 }
 
@@ -52,7 +64,9 @@ func (o *oidcExchanger) getVerifier(ctx context.Context) (*oidc.IDTokenVerifier,
 	if err != nil {
 		return nil, api.Errorf(api.CodeUnavailable, "identity provider %s is unreachable: %v", o.cfg.Issuer, err)
 	}
-	o.verifier = p.Verifier(&oidc.Config{ClientID: o.cfg.ClientID, Now: o.now})
+	// The audience is checked in Exchange, to say which client the token
+	// was for.
+	o.verifier = p.Verifier(&oidc.Config{SkipClientIDCheck: true, Now: o.now})
 	return o.verifier, nil
 }
 
@@ -78,10 +92,17 @@ func (s *Service) Exchange(ctx context.Context, q store.Querier, rawIDToken stri
 	if err != nil {
 		var expired *oidc.TokenExpiredError
 		if errors.As(err, &expired) {
-			return nil, api.Errorf(api.CodeUnauthenticated, "the identity provider's token has expired").
-				WithHint("log in again")
+			return nil, api.Errorf(api.CodeUnauthenticated, "the identity provider's token has expired (at %s)",
+				expired.Expiry.UTC().Format(time.RFC3339)).
+				WithHint("log in again; if it keeps happening, check this machine's clock against the identity provider's")
 		}
 		return nil, api.Errorf(api.CodeUnauthenticated, "the identity provider's token was refused: %v", err)
+	}
+	if !slices.Contains(tok.Audience, s.oidc.cfg.ClientID) {
+		return nil, api.Errorf(api.CodeUnauthenticated,
+			"the identity provider's token is not valid for this server: it was issued to client %s, and this server accepts client %s",
+			strings.Join(tok.Audience, ", "), s.oidc.cfg.ClientID).
+			WithHint("log in with the client id the server announces (`gpuaas login` asks it); the IdP and controld's --oidc-client-id must agree")
 	}
 	var c idClaims
 	if err := tok.Claims(&c); err != nil {
@@ -145,4 +166,16 @@ func (s *Service) oidcUser(ctx context.Context, q store.Querier, issuer, subject
 		return "", fmt.Errorf("create oidc user: %w", err)
 	}
 	return id, nil
+}
+
+// LoginMethods says how clients may log in (auth.config).
+func (s *Service) LoginMethods() api.AuthConfigResponse {
+	// Local password login is always on: the seeded admin and operators
+	// use it even where people log in through the IdP.
+	resp := api.AuthConfigResponse{Password: true}
+	if s.oidc != nil {
+		c := s.oidc.cfg
+		resp.OIDC = &api.OIDCProvider{Issuer: c.Issuer, ClientID: c.ClientID, Scopes: slices.Clone(c.Scopes)}
+	}
+	return resp
 }

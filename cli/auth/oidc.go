@@ -1,0 +1,162 @@
+package auth
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	oauthapi "github.com/cli/oauth/api"
+	"github.com/cli/oauth/device"
+	"github.com/coreos/go-oidc/v3/oidc"
+
+	"github.com/gpuaas/gpuaas/internal/api"
+)
+
+// idpTimeout bounds each request to the identity provider.
+const idpTimeout = 30 * time.Second
+
+// oidcLogin gets an ID token from the server's identity provider (device
+// flow, or the browser with --web) and exchanges it for a session.
+func oidcLogin(ctx context.Context, opts *LoginOptions, p api.OIDCProvider, client *api.Client) (*api.LoginResponse, error) {
+	hc := opts.HTTPClient
+	if hc == nil {
+		hc = &http.Client{Timeout: idpTimeout}
+	}
+	provider, err := oidc.NewProvider(oidc.ClientContext(ctx, hc), p.Issuer)
+	if err != nil {
+		return nil, &api.Error{Code: api.CodeUnavailable, Message: fmt.Sprintf("identity provider %s: %v", p.Issuer, err),
+			Hint: "check that the identity provider is reachable from this machine"}
+	}
+	var idToken string
+	if opts.Web {
+		idToken, err = webLogin(ctx, opts, hc, provider, p)
+	} else {
+		idToken, err = deviceLogin(ctx, opts, hc, provider, p)
+	}
+	if err != nil {
+		return nil, err
+	}
+	resp, err := client.Exchange(ctx, api.ExchangeRequest{IDToken: idToken})
+	var e *api.Error
+	if errors.As(err, &e) && (e.Code == api.CodeUnauthenticated || e.Code == api.CodeForbidden) {
+		// The server's message says what was wrong with the token; "run
+		// gpuaas login" would not help, that is what the user just did.
+		return nil, &api.Error{Code: e.Code, Message: "login failed: " + e.Message, Hint: e.Hint}
+	}
+	return resp, err
+}
+
+// deviceLogin runs the OAuth device flow (RFC 8628) through cli/oauth:
+// print the code and where to enter it, then poll the token endpoint.
+func deviceLogin(ctx context.Context, opts *LoginOptions, hc *http.Client, provider *oidc.Provider, p api.OIDCProvider) (string, error) {
+	ep := provider.Endpoint()
+	noDevice := &api.Error{Code: api.CodeInvalidArgument,
+		Message: fmt.Sprintf("identity provider %s does not offer the device flow to client %s", p.Issuer, p.ClientID),
+		Hint:    "log in with a browser on this machine: `gpuaas login --web`"}
+	if ep.DeviceAuthURL == "" {
+		return "", noDevice
+	}
+	post := &idTokenCatcher{ctx: ctx, hc: hc}
+	code, err := device.RequestCode(post, ep.DeviceAuthURL, p.ClientID, p.Scopes)
+	if errors.Is(err, device.ErrUnsupported) {
+		return "", noDevice
+	}
+	if err != nil {
+		return "", idpError("ask the identity provider for a device code", err)
+	}
+	w := opts.IO.ErrOut
+	fmt.Fprintf(w, "First copy your one-time code: %s\n", code.UserCode)
+	fmt.Fprintf(w, "Then open %s in a browser, on this machine or any other, and enter it.\n", code.VerificationURI)
+	if code.VerificationURIComplete != "" {
+		fmt.Fprintf(w, "(Or open %s, which has the code in it.)\n", code.VerificationURIComplete)
+	}
+	fmt.Fprintln(w, "Waiting for the identity provider...")
+	_, err = device.Wait(ctx, post, ep.TokenURL, device.WaitOptions{ClientID: p.ClientID, DeviceCode: code})
+	var oe *oauthapi.Error
+	switch {
+	case err == nil:
+	case errors.As(err, &oe) && oe.Code == "access_denied":
+		return "", &api.Error{Code: api.CodeUnauthenticated, Message: "login failed: the identity provider denied the request",
+			Hint: "run `gpuaas login` again and approve the request"}
+	case errors.As(err, &oe) && oe.Code == "expired_token",
+		errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil: // cli/oauth stops polling at expires_in
+		return "", &api.Error{Code: api.CodeUnauthenticated,
+			Message: fmt.Sprintf("login failed: the code %s expired before it was approved", code.UserCode),
+			Hint:    fmt.Sprintf("run `gpuaas login` again and enter the new code within %s", time.Duration(code.ExpiresIn)*time.Second)}
+	case ctx.Err() != nil:
+		return "", ctx.Err()
+	default:
+		return "", idpError("wait for the identity provider", err)
+	}
+	return post.idToken()
+}
+
+func idpError(op string, err error) error {
+	var oe *oauthapi.Error
+	if errors.As(err, &oe) {
+		return &api.Error{Code: api.CodeUnauthenticated, Message: fmt.Sprintf("login failed: %s: the identity provider answered %v", op, oe)}
+	}
+	return &api.Error{Code: api.CodeUnavailable, Message: fmt.Sprintf("%s: %v", op, err),
+		Hint: "check that the identity provider is reachable from this machine"}
+}
+
+// idTokenCatcher is cli/oauth's HTTP client: it sends the requests with
+// the command's context and keeps the id_token of a successful token
+// response, which cli/oauth's AccessToken does not carry.
+type idTokenCatcher struct {
+	ctx context.Context
+	hc  *http.Client
+
+	// mu protects token.
+	mu    sync.Mutex
+	token string
+}
+
+// PostForm implements cli/oauth's httpClient.
+func (c *idTokenCatcher) PostForm(u string, values url.Values) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(c.ctx, http.MethodPost, u, strings.NewReader(values.Encode()))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Accept", "application/json")
+	resp, err := c.hc.Do(req)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		return resp, err
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	resp.Body.Close()
+	if err != nil {
+		return nil, err
+	}
+	var tok struct {
+		IDToken string `json:"id_token"`
+	}
+	if json.Unmarshal(body, &tok) == nil && tok.IDToken != "" {
+		c.mu.Lock()
+		c.token = tok.IDToken
+		c.mu.Unlock()
+	}
+	resp.Body = io.NopCloser(bytes.NewReader(body))
+	return resp, nil
+}
+
+func (c *idTokenCatcher) idToken() (string, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.token == "" {
+		return "", errNoIDToken
+	}
+	return c.token, nil
+}
+
+var errNoIDToken = &api.Error{Code: api.CodeUnauthenticated, Message: "login failed: the identity provider returned no ID token",
+	Hint: "the server's OIDC scopes must include openid"}

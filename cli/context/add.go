@@ -1,0 +1,92 @@
+package context
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gpuaas/gpuaas/cli/cmdutil"
+	"github.com/gpuaas/gpuaas/cli/config"
+	"github.com/gpuaas/gpuaas/internal/api"
+)
+
+// AddOptions are the inputs of `gpuaas context add`.
+type AddOptions struct {
+	IO     *cmdutil.IOStreams
+	Config func() (*config.Config, error)
+
+	Name    string
+	Server  string
+	Gateway string
+	Project string
+	Use     bool
+}
+
+// NewCmdAdd builds `gpuaas context add`; runF replaces addRun in tests.
+func NewCmdAdd(f *cmdutil.Factory, runF func(*AddOptions) error) *cobra.Command {
+	opts := &AddOptions{IO: f.IOStreams, Config: f.Config}
+	cmd := &cobra.Command{
+		Use:   "add NAME --server URL",
+		Short: "Add a server to the config",
+		Long: `Add a context called NAME for the server at URL (NATS: nats://, tls://,
+ws:// or wss://; several URLs of one cluster separated by commas). The first
+context added becomes the current one; --use makes this one current too.
+Then log in to it with ` + "`gpuaas login --context NAME`" + `.`,
+		Example: `  gpuaas context add prod --server tls://gpuaas.example.com:4222 --gateway gpuaas.example.com:22 --use
+  gpuaas context add lab --server nats://10.0.0.5:4222 --project ml`,
+		Args: cmdutil.ExactArgs(1, "a context name"),
+		RunE: func(_ *cobra.Command, args []string) error {
+			opts.Name = args[0]
+			if err := validName(opts.Name); err != nil {
+				return err
+			}
+			if opts.Server == "" {
+				return cmdutil.FlagErrorf("--server is required")
+			}
+			if err := validServer(opts.Server); err != nil {
+				return err
+			}
+			if opts.Gateway != "" {
+				if err := validGateway(opts.Gateway); err != nil {
+					return err
+				}
+			}
+			if runF != nil {
+				return runF(opts)
+			}
+			return addRun(opts)
+		},
+	}
+	cmd.Flags().StringVar(&opts.Server, "server", "", "NATS URL of the server (required)")
+	cmd.Flags().StringVar(&opts.Gateway, "gateway", "", "SSH gateway `host:port` (default: what the server publishes)")
+	cmd.Flags().StringVar(&opts.Project, "project", "", "Default project in this context")
+	cmd.Flags().BoolVar(&opts.Use, "use", false, "Make it the current context")
+	return cmd
+}
+
+func addRun(opts *AddOptions) error {
+	cfg, err := opts.Config()
+	if err != nil {
+		return err
+	}
+	if _, ok := cfg.Context(opts.Name); ok {
+		return &api.Error{Code: api.CodeConflict, Message: fmt.Sprintf("context %q already exists in %s", opts.Name, cfg.Path()),
+			Hint: fmt.Sprintf("remove it first (`gpuaas context remove %s`) or pick another name", opts.Name)}
+	}
+	cfg.SetContext(opts.Name, config.Context{Server: opts.Server, Gateway: opts.Gateway, Project: opts.Project})
+	if opts.Use {
+		if err := cfg.UseContext(opts.Name); err != nil {
+			return err
+		}
+	}
+	if err := cfg.Save(); err != nil {
+		return err
+	}
+	fmt.Fprintf(opts.IO.ErrOut, "Added context %s (%s)\n", opts.Name, opts.Server)
+	if cfg.CurrentContext == opts.Name {
+		fmt.Fprintf(opts.IO.ErrOut, "Current context is now %s; log in with `gpuaas login`\n", opts.Name)
+	} else {
+		fmt.Fprintf(opts.IO.ErrOut, "Log in with `gpuaas login --context %s`\n", opts.Name)
+	}
+	return nil
+}

@@ -1,0 +1,31 @@
+package api
+
+import "context"
+
+// EndpointAuthConfig tells clients how to log in to a server. It is
+// public: `gpuaas login` asks before anyone is logged in.
+const EndpointAuthConfig = "auth.config"
+
+// AuthConfigResponse lists the login methods a server accepts.
+type AuthConfigResponse struct {
+	// Password is true when local email and password login (auth.login)
+	// is enabled.
+	Password bool `json:"password"`
+	// OIDC, when set, is the identity provider whose ID tokens
+	// auth.exchange accepts.
+	OIDC *OIDCProvider `json:"oidc,omitempty"`
+}
+
+// OIDCProvider is what a public client needs to log in with an identity
+// provider: the rest comes from the issuer's discovery document.
+type OIDCProvider struct {
+	Issuer   string   `json:"issuer"`
+	ClientID string   `json:"client_id"`
+	Scopes   []string `json:"scopes"`
+}
+
+// AuthConfig asks the server how to log in.
+func (c *Client) AuthConfig(ctx context.Context) (*AuthConfigResponse, error) {
+	var out AuthConfigResponse
+	return &out, c.Call(ctx, EndpointAuthConfig, nil, &out)
+}

@@ -18,7 +18,7 @@ var now = time.Date(2030, 1, 10, 12, 0, 0, 0, time.UTC)
 func testDetail() *api.NodeDetail {
 	return &api.NodeDetail{
 		Node: api.Node{ID: "n-1", Name: "gpu-01", Shape: api.ShapeGPUSlice, GPUModel: "H100", State: api.NodeReady,
-			SlotsTotal: 2, SlotsFree: 1, SlotsPending: 1, LastHeartbeat: &heartbeat, CreatedAt: now.Add(-24 * time.Hour),
+			SlotsTotal: 2, SlotsFree: 1, SlotsPending: 1, TasksOpen: 2, LastHeartbeat: &heartbeat, CreatedAt: now.Add(-24 * time.Hour),
 			Health: json.RawMessage(`{"topology":{"blockers":[{"code":"kvm_missing","message":"no /dev/kvm","device":"/dev/kvm"}]}}`)},
 		Slots: []api.Slot{
 			{ID: "s-0", NodeID: "n-1", Index: 0, GPUPCI: "0000:17:00.0", NVMe: "nvme0", FabricVF: "0000:3b:00.2", NUMANode: 0, State: api.SlotFree},
@@ -55,8 +55,8 @@ func TestPrintNodes(t *testing.T) {
 		tty  bool
 		want string
 	}{
-		{"tty", true, "NAME    ID   SHAPE      GPU   STATE  USED  FREE  PENDING  HEARTBEAT\ngpu-01  n-1  gpu_slice  H100  ready  1     1     1        1h ago\n"},
-		{"piped", false, "gpu-01\tn-1\tgpu_slice\tH100\tready\t1\t1\t1\t2030-01-10T11:00:00Z\n"},
+		{"tty", true, "NAME    ID   SHAPE      GPU   STATE  USED  FREE  PENDING  TASKS  HEARTBEAT\ngpu-01  n-1  gpu_slice  H100  ready  1     1     1        2      1h ago\n"},
+		{"piped", false, "gpu-01\tn-1\tgpu_slice\tH100\tready\t1\t1\t1\t2\t2030-01-10T11:00:00Z\n"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -77,8 +77,8 @@ func TestPrintNodeDetail(t *testing.T) {
 		tty  bool
 		want string
 	}{
-		{"tty", true, "NAME    ID   SHAPE      GPU   STATE  USED  FREE  PENDING  HEARTBEAT\n" +
-			"gpu-01  n-1  gpu_slice  H100  ready  1     1     1        1h ago\n" +
+		{"tty", true, "NAME    ID   SHAPE      GPU   STATE  USED  FREE  PENDING  TASKS  HEARTBEAT\n" +
+			"gpu-01  n-1  gpu_slice  H100  ready  1     1     1        2      1h ago\n" +
 			"blocker: kvm_missing: no /dev/kvm (/dev/kvm)\n" +
 			"\n" +
 			"SLOT  INDEX  STATE     NUMA  GPU PCI       NVME   FABRIC VF     ALLOCATION\n" +

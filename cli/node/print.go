@@ -24,7 +24,7 @@ func printNodes(ios *cmdutil.IOStreams, now time.Time, nodes []api.Node) error {
 	return t.Render()
 }
 
-var nodeHeader = []string{"name", "id", "shape", "gpu", "state", "used", "free", "pending", "heartbeat"}
+var nodeHeader = []string{"name", "id", "shape", "gpu", "state", "used", "free", "pending", "tasks", "heartbeat"}
 
 func addNodeRow(t *cmdutil.TablePrinter, ios *cmdutil.IOStreams, now time.Time, n api.Node) {
 	t.AddField(n.Name)
@@ -35,6 +35,7 @@ func addNodeRow(t *cmdutil.TablePrinter, ios *cmdutil.IOStreams, now time.Time, 
 	t.AddField(strconv.Itoa(n.SlotsTotal - n.SlotsFree))
 	t.AddField(strconv.Itoa(n.SlotsFree))
 	t.AddField(strconv.Itoa(n.SlotsPending))
+	t.AddField(strconv.Itoa(n.TasksOpen))
 	hb := "never"
 	if n.LastHeartbeat != nil {
 		hb = cmdutil.FormatTime(ios, now, *n.LastHeartbeat)

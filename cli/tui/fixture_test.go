@@ -173,7 +173,7 @@ func fixtureNodes() []api.Node {
 	sick := json.RawMessage(`{"probe":{"problems":["vfio_pci not loaded"]},"topology":{"blockers":[{"code":"no_iommu","message":"IOMMU off"}]}}`)
 	return []api.Node{
 		{ID: "n-metal0000001", Name: "metal-1", Shape: api.ShapeBaremetal, GPUModel: "H100", State: api.NodeReady,
-			SlotsTotal: 8, SlotsFree: 0, LastHeartbeat: &hb, Health: health},
+			SlotsTotal: 8, SlotsFree: 0, TasksOpen: 1, LastHeartbeat: &hb, Health: health},
 		{ID: "n-slice0000001", Name: "slice-1", Shape: api.ShapeGPUSlice, GPUModel: "H200", State: api.NodeReady,
 			SlotsTotal: 8, SlotsFree: 5, LastHeartbeat: &hb, Health: health},
 		{ID: "n-slice0000002", Name: "slice-2", Shape: api.ShapeGPUSlice, GPUModel: "H200", State: api.NodeDraining,

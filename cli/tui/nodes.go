@@ -89,8 +89,8 @@ func plural(n int, noun string) string {
 }
 
 var nodeColumns = []column{
-	{"NAME", 12, false}, {"STATE", 9, false}, {"GPU", 10, false}, {"USED", 4, true}, {"FREE", 4, true},
-	{"PEND", 4, true}, {"HEALTH", 10, false}, {"HEARTBEAT", 9, true},
+	{"NAME", 11, false}, {"STATE", 8, false}, {"GPU", 10, false}, {"USED", 4, true}, {"FREE", 4, true},
+	{"PEND", 4, true}, {"TASK", 4, true}, {"HEALTH", 8, false}, {"HEARTBEAT", 9, true},
 }
 
 // shapeShort names a shape in a few letters for the nodes table.
@@ -123,7 +123,7 @@ func (m *Model) renderNodes(width, h int) string {
 			hb = cmdutil.FuzzyAgo(now, *n.LastHeartbeat)
 		}
 		cells := []string{n.Name, n.State, n.GPUModel + " " + shapeShort(n.Shape), strconv.Itoa(n.SlotsTotal - n.SlotsFree),
-			strconv.Itoa(n.SlotsFree), strconv.Itoa(n.SlotsPending), health, hb}
+			strconv.Itoa(n.SlotsFree), strconv.Itoa(n.SlotsPending), strconv.Itoa(n.TasksOpen), health, hb}
 		b.WriteByte('\n')
 		parts := make([]string, len(cells))
 		for j, c := range cells {

@@ -61,14 +61,15 @@ func Register(ctx context.Context, q store.Querier, s Spec, now time.Time) (api.
 const nodeColumns = `SELECT n.id, n.name, n.shape, n.gpu_model, n.state, n.created_at, n.last_heartbeat_at, n.health,
 	(SELECT count(*) FROM slots s WHERE s.node_id = n.id AND s.state IN ('free', 'reserved')),
 	(SELECT count(*) FROM slots s WHERE s.node_id = n.id AND s.state = 'free'),
-	(SELECT count(*) FROM slots s WHERE s.node_id = n.id AND s.state = 'pending')
+	(SELECT count(*) FROM slots s WHERE s.node_id = n.id AND s.state = 'pending'),
+	(SELECT count(*) FROM node_tasks t WHERE t.node_id = n.id AND t.state IN ('pending', 'dispatched', 'accepted', 'running'))
 	FROM nodes n`
 
 func scanNode(r pgx.CollectableRow) (api.Node, error) {
 	var n api.Node
 	var health []byte
 	err := r.Scan(&n.ID, &n.Name, &n.Shape, &n.GPUModel, &n.State, &n.CreatedAt, &n.LastHeartbeat, &health,
-		&n.SlotsTotal, &n.SlotsFree, &n.SlotsPending)
+		&n.SlotsTotal, &n.SlotsFree, &n.SlotsPending, &n.TasksOpen)
 	if len(health) > 2 { // not "{}"
 		n.Health = health
 	}

@@ -157,7 +157,10 @@ type Node struct {
 	SlotsTotal int    `json:"slots_total"`
 	SlotsFree  int    `json:"slots_free"`
 	// SlotsPending await an operator's approval.
-	SlotsPending  int             `json:"slots_pending"`
+	SlotsPending int `json:"slots_pending"`
+	// TasksOpen are hostd tasks not yet finished on the node (pending,
+	// dispatched, accepted or running).
+	TasksOpen     int             `json:"tasks_open"`
 	LastHeartbeat *time.Time      `json:"last_heartbeat,omitempty"`
 	Health        json.RawMessage `json:"health,omitempty"`
 	CreatedAt     time.Time       `json:"created_at"`

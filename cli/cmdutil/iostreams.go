@@ -30,9 +30,10 @@ type IOStreams struct {
 }
 
 // System returns the process's streams. Colour is off when NO_COLOR is set
-// (https://no-color.org) or TERM is "dumb".
+// to a non-empty value (https://no-color.org: an empty NO_COLOR does not
+// count) or TERM is "dumb".
 func System() *IOStreams {
-	_, noColor := os.LookupEnv("NO_COLOR")
+	noColor := os.Getenv("NO_COLOR") != ""
 	return &IOStreams{
 		In:        os.Stdin,
 		Out:       os.Stdout,

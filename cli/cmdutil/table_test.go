@@ -64,10 +64,16 @@ func TestColorEnabled(t *testing.T) {
 }
 
 func TestSystemHonoursNoColor(t *testing.T) {
-	t.Setenv("NO_COLOR", "")
-	ios := System()
-	ios.SetStdoutTTY(true)
-	if ios.ColorEnabled() {
-		t.Error("got colour with NO_COLOR set (even empty); want none")
+	for _, tt := range []struct {
+		value string
+		color bool
+	}{{"1", false}, {"anything", false}, {"", true}} {
+		t.Setenv("NO_COLOR", tt.value)
+		t.Setenv("TERM", "xterm-256color")
+		ios := System()
+		ios.SetStdoutTTY(true)
+		if got := ios.ColorEnabled(); got != tt.color {
+			t.Errorf("NO_COLOR=%q: colour %v; want %v (only a non-empty value turns it off)", tt.value, got, tt.color)
+		}
 	}
 }

@@ -73,7 +73,7 @@ func startSSHBench(b *testing.B) *sshBench {
 	if err := os.WriteFile(pw, []byte(devPassword+"\n"), 0o600); err != nil {
 		b.Fatal(err)
 	}
-	startBenchDev(b, bin, data, cfg, "--password-file", pw, "--log-level", "warn")
+	startSSHBenchDev(b, bin, data, cfg, "--password-file", pw, "--log-level", "warn")
 	cli := func(stdin string, args ...string) string {
 		b.Helper()
 		cmd := exec.Command(bin, args...)
@@ -369,9 +369,9 @@ func benchTempDir(b *testing.B, prefix string) string {
 	return d
 }
 
-// startBenchDev runs `gpuaas dev` from bin until the benchmark ends, as
+// startSSHBenchDev runs `gpuaas dev` from bin until the benchmark ends, as
 // startDev does for tests.
-func startBenchDev(b *testing.B, bin, dataDir, configDir string, args ...string) {
+func startSSHBenchDev(b *testing.B, bin, dataDir, configDir string, args ...string) {
 	b.Helper()
 	args = append([]string{"dev", "--data", dataDir, "--nats-port", "0", "--ssh-port", "0"}, args...)
 	cmd := exec.Command(bin, args...)

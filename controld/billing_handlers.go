@@ -168,7 +168,15 @@ func (s *Server) billingUsage(ctx context.Context, c *call) (any, error) {
 			return nil, err
 		}
 		out.ProjectID = a.ProjectID
-		u, metered, err := billing.AllocationWindows(ctx, s.pool, a.ID)
+		// One snapshot, so that the total is what the windows add up to
+		// even when an accrual commits between the two reads.
+		var u billing.Usage
+		var metered bool
+		err = pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly},
+			func(tx pgx.Tx) error {
+				u, metered, err = billing.AllocationWindows(ctx, tx, a.ID)
+				return err
+			})
 		if err != nil {
 			return nil, err
 		}

@@ -369,7 +369,7 @@ func benchTempDir(b *testing.B, prefix string) string {
 	return d
 }
 
-// startBenchDev runs `gpuaas dev` from bin until the benchmark ends, as
+// startSSHBenchDev runs `gpuaas dev` from bin until the benchmark ends, as
 // startDev does for tests.
 func startSSHBenchDev(b *testing.B, bin, dataDir, configDir string, args ...string) {
 	b.Helper()

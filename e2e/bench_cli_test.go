@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -128,34 +127,7 @@ func startBenchDev(b *testing.B, bin string) benchDev {
 	if err := os.WriteFile(pw, []byte(devPassword+"\n"), 0o600); err != nil {
 		b.Fatal(err)
 	}
-	cmd := exec.Command(bin, "dev", "--data", data, "--nats-port", "0", "--ssh-port", "0", "--hosts", "0",
-		"--password-file", pw, "--log-level", "warn")
-	cmd.Env = append(os.Environ(), "GPUAAS_CONFIG_DIR="+cfg)
-	out := &syncBuffer{}
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	b.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGINT)
-		select {
-		case <-done:
-		case <-time.After(60 * time.Second):
-			_ = cmd.Process.Kill()
-		}
-	})
-	deadline := time.After(60 * time.Second)
-	for !strings.Contains(out.String(), "gpuaas dev is running") {
-		select {
-		case err := <-done:
-			b.Fatalf("gpuaas dev exited (%v):\n%s", err, out.String())
-		case <-deadline:
-			b.Fatalf("gpuaas dev did not come up:\n%s", out.String())
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
+	startDevBin(b, bin, data, cfg, "--hosts", "0", "--password-file", pw, "--log-level", "warn")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	login := exec.CommandContext(ctx, bin, "login", "--password-stdin")

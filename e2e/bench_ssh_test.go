@@ -15,7 +15,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -73,7 +72,7 @@ func startSSHBench(b *testing.B) *sshBench {
 	if err := os.WriteFile(pw, []byte(devPassword+"\n"), 0o600); err != nil {
 		b.Fatal(err)
 	}
-	startSSHBenchDev(b, bin, data, cfg, "--password-file", pw, "--log-level", "warn")
+	startDevBin(b, bin, data, cfg, "--password-file", pw, "--log-level", "warn")
 	cli := func(stdin string, args ...string) string {
 		b.Helper()
 		cmd := exec.Command(bin, args...)
@@ -367,41 +366,6 @@ func benchTempDir(b *testing.B, prefix string) string {
 	}
 	b.Cleanup(func() { os.RemoveAll(d) })
 	return d
-}
-
-// startSSHBenchDev runs `gpuaas dev` from bin until the benchmark ends, as
-// startDev does for tests.
-func startSSHBenchDev(b *testing.B, bin, dataDir, configDir string, args ...string) {
-	b.Helper()
-	args = append([]string{"dev", "--data", dataDir, "--nats-port", "0", "--ssh-port", "0"}, args...)
-	cmd := exec.Command(bin, args...)
-	cmd.Env = append(os.Environ(), "GPUAAS_CONFIG_DIR="+configDir)
-	var log syncBuffer
-	cmd.Stdout, cmd.Stderr = &log, &log
-	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	b.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGINT)
-		select {
-		case <-done:
-		case <-time.After(60 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
-	})
-	deadline := time.After(60 * time.Second)
-	for !strings.Contains(log.String(), "gpuaas dev is running") {
-		select {
-		case err := <-done:
-			b.Fatalf("gpuaas dev exited early (%v):\n%s", err, log.String())
-		case <-deadline:
-			b.Fatalf("gpuaas dev did not come up:\n%s", log.String())
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
 }
 
 func median(xs []float64) float64 { return percentile(xs, 50) }

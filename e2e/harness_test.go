@@ -60,8 +60,15 @@ func tempDir(t *testing.T, prefix string) string {
 // startDev starts `gpuaas dev` with args and waits for its banner.
 func startDev(t *testing.T, dataDir, configDir string, args ...string) *devProc {
 	t.Helper()
+	return startDevBin(t, binary, dataDir, configDir, args...)
+}
+
+// startDevBin is startDev with another gpuaas binary (benchmarks use one
+// built without -race); it stops the platform when tb ends.
+func startDevBin(t testing.TB, bin, dataDir, configDir string, args ...string) *devProc {
+	t.Helper()
 	args = append([]string{"dev", "--data", dataDir, "--nats-port", "0", "--ssh-port", "0"}, args...)
-	cmd := exec.Command(binary, args...)
+	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), "GPUAAS_CONFIG_DIR="+configDir)
 	p := &devProc{cmd: cmd, stderr: &syncBuffer{}, done: make(chan error, 1), dataDir: dataDir, configDir: configDir}
 	cmd.Stdout, cmd.Stderr = p.stderr, p.stderr
@@ -87,7 +94,7 @@ func startDev(t *testing.T, dataDir, configDir string, args ...string) *devProc 
 }
 
 // stop sends SIGINT and waits for a clean exit.
-func (p *devProc) stop(t *testing.T) {
+func (p *devProc) stop(t testing.TB) {
 	if p.cmd.ProcessState != nil {
 		return
 	}

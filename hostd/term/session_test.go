@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/pkg/sftp"
 	gossh "golang.org/x/crypto/ssh"
@@ -132,7 +133,7 @@ func testPTY(t *testing.T, c *gossh.Client) {
 		t.Fatal(err)
 	}
 	r := bufio.NewReader(stdout)
-	if err := s.Start(`echo "term=$TERM tty=$(test -t 0 && echo yes)"; stty size; read x; stty size; exit 4`); err != nil {
+	if err := s.Start(`echo "term=$TERM tty=$(test -t 0 && echo yes)"; stty size; while read x; do s=$(stty size); echo "$s"; [ "$s" = "50 132" ] && break; done; exit 4`); err != nil {
 		t.Fatal(err)
 	}
 	readUntil(t, r, "term=xterm-256color tty=yes")
@@ -140,10 +141,27 @@ func testPTY(t *testing.T, c *gossh.Client) {
 	if err := s.WindowChange(50, 132); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := io.WriteString(stdin, "\n"); err != nil {
-		t.Fatal(err)
-	}
+	// The window change travels as a request and the newline as channel
+	// data; the server may see them in either order, so ask again until
+	// the new size shows (the size must change, not merely eventually be
+	// printed: the first answer was 24 80).
+	stop := make(chan struct{})
+	go func() {
+		tick := time.NewTicker(50 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			if _, err := io.WriteString(stdin, "\n"); err != nil {
+				return
+			}
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+		}
+	}()
 	readUntil(t, r, "50 132")
+	close(stop)
 	_, _ = io.Copy(io.Discard, r)
 	if got := exitStatus(t, s.Wait()); got != 4 {
 		t.Errorf("got exit status %d; want 4", got)

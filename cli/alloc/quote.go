@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strconv"
 
-	"github.com/gpuaas/gpuaas/cli/catalog"
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
 	"github.com/gpuaas/gpuaas/internal/api"
 )
@@ -50,7 +49,7 @@ func printQuote(ios *cmdutil.IOStreams, q *api.AllocQuote) error {
 	fmt.Fprintln(ios.ErrOut, "Dry run: nothing was created.")
 	t := cmdutil.NewTablePrinter(ios)
 	t.AddRow("  sku", fmt.Sprintf("%s (%s, %s)", q.SKU, q.Shape, plural(q.GPUs, "GPU")))
-	t.AddRow("  price", catalog.FormatPrice(q.PricePerHourMinor, q.Currency)+" per hour")
+	t.AddRow("  price", api.FormatMoney(q.PricePerHourMinor, q.Currency)+" per hour")
 	switch {
 	case q.Fits:
 		t.AddRow("  fits", cs.Green("yes, now")+" (on "+q.NodeID+")")
@@ -60,7 +59,7 @@ func printQuote(ios *cmdutil.IOStreams, q *api.AllocQuote) error {
 		t.AddRow("  fits", cs.Red("no capacity now")+" (add --queue to wait in line)")
 	}
 	if q.BalanceMinor != nil {
-		t.AddRow("  balance", catalog.FormatPrice(*q.BalanceMinor, q.Currency))
+		t.AddRow("  balance", api.FormatMoney(*q.BalanceMinor, q.Currency))
 	}
 	if q.RunwaySeconds != nil {
 		t.AddRow("  runway", api.FormatRunway(*q.RunwaySeconds)+" at this price")

@@ -64,7 +64,7 @@ func printSKUs(ios *cmdutil.IOStreams, skus []api.SKU) error {
 	t := cmdutil.NewTablePrinter(ios)
 	t.AddHeader("sku", "shape", "gpu", "counts", "price/gpu-hr")
 	for _, s := range skus {
-		t.AddRow(s.ID, s.Shape, s.GPUModel, joinInts(s.GPUCounts), FormatPrice(s.PricePerGPUHourMinor, s.Currency))
+		t.AddRow(s.ID, s.Shape, s.GPUModel, joinInts(s.GPUCounts), api.FormatMoney(s.PricePerGPUHourMinor, s.Currency))
 	}
 	return t.Render()
 }
@@ -75,24 +75,4 @@ func joinInts(ns []int) string {
 		parts[i] = strconv.Itoa(n)
 	}
 	return strings.Join(parts, ",")
-}
-
-var currencySymbols = map[string]string{"USD": "$", "EUR": "€", "GBP": "£"}
-
-// FormatPrice renders an amount in minor units (cents) of an ISO 4217
-// currency with two decimals: "$2.50", "€0.99", "12.00 CHF".
-func FormatPrice(minor int64, currency string) string {
-	sign := ""
-	if minor < 0 {
-		sign, minor = "-", -minor
-	}
-	amount := fmt.Sprintf("%d.%02d", minor/100, minor%100)
-	currency = strings.ToUpper(currency)
-	if sym, ok := currencySymbols[currency]; ok {
-		return sign + sym + amount
-	}
-	if currency == "" {
-		return sign + amount
-	}
-	return sign + amount + " " + currency
 }

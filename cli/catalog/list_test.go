@@ -15,26 +15,6 @@ var testSKUs = []api.SKU{
 	{ID: "h100-slice", Shape: api.ShapeGPUSlice, GPUModel: "H100 SXM", GPUCounts: []int{1, 2, 4, 8}, PricePerGPUHourMinor: 275, Currency: "usd"},
 }
 
-func TestFormatPrice(t *testing.T) {
-	tests := []struct {
-		minor    int64
-		currency string
-		want     string
-	}{
-		{250, "USD", "$2.50"},
-		{5, "usd", "$0.05"},
-		{99, "EUR", "€0.99"},
-		{1200, "CHF", "12.00 CHF"},
-		{-150, "USD", "-$1.50"},
-		{100, "", "1.00"},
-	}
-	for _, tt := range tests {
-		if got := FormatPrice(tt.minor, tt.currency); got != tt.want {
-			t.Errorf("FormatPrice(%d, %q) = %q; want %q", tt.minor, tt.currency, got, tt.want)
-		}
-	}
-}
-
 func TestPrintSKUs(t *testing.T) {
 	tests := []struct {
 		name string

@@ -7,7 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gpuaas/gpuaas/cli/catalog"
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
 	"github.com/gpuaas/gpuaas/internal/api"
 )
@@ -103,8 +102,8 @@ func (m *Model) renderDetail(w, h int) string {
 		m.st.dim.Render(fmt.Sprintf("%s · %s × %d GPU", a.SKU, a.Shape, a.GPUs)))
 	if s, ok := m.skuByID(a.SKU); ok {
 		d := activeSpan(a, now)
-		add("cost", fmt.Sprintf("%s so far at %s/h (%s active, est.)", catalog.FormatPrice(costMinor(s, a.GPUs, d), s.Currency),
-			catalog.FormatPrice(hourlyMinor(s, a.GPUs), s.Currency), cmdutil.FuzzyDuration(d)))
+		add("cost", fmt.Sprintf("%s so far at %s/h (%s active, est.)", api.FormatMoney(costMinor(s, a.GPUs, d), s.Currency),
+			api.FormatMoney(hourlyMinor(s, a.GPUs), s.Currency), cmdutil.FuzzyDuration(d)))
 	}
 	add("ssh", "gpuaas ssh "+a.ID+"  or  ssh "+a.ID+"@<gateway>")
 	if a.Reason != "" {

@@ -6,7 +6,6 @@ import (
 
 	"github.com/charmbracelet/x/ansi"
 
-	"github.com/gpuaas/gpuaas/cli/catalog"
 	"github.com/gpuaas/gpuaas/internal/api"
 )
 
@@ -51,10 +50,10 @@ func (m *Model) renderStatus(width int) string {
 	}
 	balance := "balance —"
 	if m.balance != nil {
-		balance = "balance " + catalog.FormatPrice(m.balance.Minor, m.balance.Currency)
+		balance = "balance " + api.FormatMoney(m.balance.Minor, m.balance.Currency)
 	}
 	burn, currency := m.burnMinor()
-	right := balance + " · burn " + catalog.FormatPrice(burn, currency) + "/h"
+	right := balance + " · burn " + api.FormatMoney(burn, currency) + "/h"
 	if m.events {
 		right += " · live "
 	} else {

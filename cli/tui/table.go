@@ -9,7 +9,6 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/charmbracelet/x/ansi"
 
-	"github.com/gpuaas/gpuaas/cli/catalog"
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
 	"github.com/gpuaas/gpuaas/internal/api"
 )
@@ -162,7 +161,7 @@ func (m *Model) allocCells(a api.Allocation, cols []column, now time.Time) []str
 	}
 	price := "—"
 	if s, ok := m.skuByID(a.SKU); ok {
-		price = catalog.FormatPrice(s.PricePerGPUHourMinor*int64(a.GPUs), s.Currency)
+		price = api.FormatMoney(s.PricePerGPUHourMinor*int64(a.GPUs), s.Currency)
 	}
 	return append(cells, cmdutil.FuzzyDuration(now.Sub(a.CreatedAt)), price)
 }

@@ -9,7 +9,6 @@ import (
 
 	tea "github.com/charmbracelet/bubbletea"
 
-	"github.com/gpuaas/gpuaas/cli/catalog"
 	"github.com/gpuaas/gpuaas/internal/api"
 )
 
@@ -231,14 +230,14 @@ func (m *Model) renderWizard(width int) string {
 		b.WriteString("SKU: " + w.skuFilter + "█  " + st.dim.Render("(type to filter)") + "\n")
 		for i, s := range m.filteredSKUs() {
 			line := fmt.Sprintf("%s %-10s %-5s %s/GPU-h  %s GPUs", fit(s.ID, 16, false), s.Shape, s.GPUModel,
-				catalog.FormatPrice(s.PricePerGPUHourMinor, s.Currency), joinCounts(s.GPUCounts))
+				api.FormatMoney(s.PricePerGPUHourMinor, s.Currency), joinCounts(s.GPUCounts))
 			b.WriteString(cursor(i == w.skuCursor) + line + "\n")
 		}
 	case stepGPUs:
 		b.WriteString(fmt.Sprintf("GPUs for %s:\n", st.bold.Render(w.sku.ID)))
 		for i, n := range w.sku.GPUCounts {
 			b.WriteString(fmt.Sprintf("%s%d × %s  %s/h\n", cursor(i == w.gpuCursor), n, w.sku.GPUModel,
-				catalog.FormatPrice(hourlyMinor(w.sku, n), w.sku.Currency)))
+				api.FormatMoney(hourlyMinor(w.sku, n), w.sku.Currency)))
 		}
 	case stepProject:
 		b.WriteString("Project:\n")
@@ -251,7 +250,7 @@ func (m *Model) renderWizard(width int) string {
 	case stepConfirm:
 		k := w.key()
 		b.WriteString(fmt.Sprintf("Create %s × %d GPU in project %s\n", st.bold.Render(k.sku), k.gpus, st.bold.Render(k.project)))
-		b.WriteString("price:   " + catalog.FormatPrice(hourlyMinor(w.sku, k.gpus), w.sku.Currency) + "/h\n")
+		b.WriteString("price:   " + api.FormatMoney(hourlyMinor(w.sku, k.gpus), w.sku.Currency) + "/h\n")
 		b.WriteString(m.verdictText() + "\n\n")
 		if w.busy {
 			b.WriteString(st.dim.Render("creating…"))
@@ -290,7 +289,7 @@ func (m *Model) verdictText() string {
 		parts = append(parts, m.st.bad.Render("does not fit"))
 	}
 	if v.BalanceMinor != nil {
-		parts = append(parts, "balance "+catalog.FormatPrice(*v.BalanceMinor, v.Currency))
+		parts = append(parts, "balance "+api.FormatMoney(*v.BalanceMinor, v.Currency))
 	}
 	if v.RunwaySeconds != nil {
 		parts = append(parts, "runway "+api.FormatRunway(*v.RunwaySeconds))

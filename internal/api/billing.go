@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -154,29 +155,26 @@ type BillingDepleted struct {
 	GraceEndsAt  time.Time `json:"grace_ends_at"`
 }
 
-// FormatMoney renders minor units: FormatMoney(-1234, "usd") is "-$12.34";
-// other currencies read "12.34 EUR".
+// FormatMoney renders an amount in minor units (cents) of an ISO 4217
+// currency with two decimals: "$2.50", "€0.99", "-$1.00", "12.00 CHF"; an
+// empty currency gives the bare amount.
 func FormatMoney(minor int64, currency string) string {
 	sign := ""
 	if minor < 0 {
 		sign, minor = "-", -minor
 	}
 	amount := fmt.Sprintf("%d.%02d", minor/100, minor%100)
-	if currency == "" || currency == "usd" {
-		return sign + "$" + amount
+	currency = strings.ToUpper(currency)
+	if sym, ok := currencySymbols[currency]; ok {
+		return sign + sym + amount
 	}
-	return fmt.Sprintf("%s%s %s", sign, amount, currencyUpper(currency))
+	if currency == "" {
+		return sign + amount
+	}
+	return sign + amount + " " + currency
 }
 
-func currencyUpper(c string) string {
-	b := []byte(c)
-	for i, ch := range b {
-		if 'a' <= ch && ch <= 'z' {
-			b[i] = ch - 'a' + 'A'
-		}
-	}
-	return string(b)
-}
+var currencySymbols = map[string]string{"USD": "$", "EUR": "€", "GBP": "£"}
 
 // BillingBalance returns a project's balance.
 func (c *Client) BillingBalance(ctx context.Context, req BillingRequest) (*BillingBalance, error) {

@@ -60,10 +60,6 @@ type Config struct {
 	// CAKeyEncryptionKey, when set (32 random bytes), seals the SSH CA
 	// private keys at rest (see controld/ca).
 	CAKeyEncryptionKey []byte
-	// Balance reads a project's balance in minor units for alloc.quote,
-	// which reports it and its runway at the quoted price. Default: the
-	// billing ledger (billing.Balance).
-	Balance BalanceFunc
 	// DatabaseRole is the role controld's pool acts as (SET ROLE on every
 	// connection; default store.AppRole, which may only read and append to
 	// the ledger). Migrations run as the role DatabaseURL logs in as.
@@ -80,9 +76,6 @@ type Config struct {
 	// ("127.0.0.1:8080", port 0 for any); empty disables it.
 	HTTPAddr string
 }
-
-// BalanceFunc reads a project's balance, in minor units, through q.
-type BalanceFunc func(ctx context.Context, q store.Querier, projectID string) (int64, error)
 
 // HostsConfig tunes controld's side of hostd (see hosts.Config).
 type HostsConfig struct {
@@ -169,11 +162,6 @@ func (c *Config) CheckAndSetDefaults() error {
 	}
 	if c.DatabaseRole == "" {
 		c.DatabaseRole = store.AppRole
-	}
-	if c.Balance == nil {
-		c.Balance = func(ctx context.Context, q store.Querier, projectID string) (int64, error) {
-			return billing.Balance(ctx, q, projectID)
-		}
 	}
 	if err := c.Billing.CheckAndSetDefaults(); err != nil {
 		return err

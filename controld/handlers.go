@@ -11,6 +11,7 @@ import (
 
 	"github.com/gpuaas/gpuaas/controld/alloc"
 	"github.com/gpuaas/gpuaas/controld/audit"
+	"github.com/gpuaas/gpuaas/controld/billing"
 	"github.com/gpuaas/gpuaas/controld/catalog"
 	"github.com/gpuaas/gpuaas/controld/hosts"
 	"github.com/gpuaas/gpuaas/controld/identity"
@@ -332,10 +333,7 @@ func (s *Server) allocQuote(ctx context.Context, c *call) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	if s.cfg.Balance == nil {
-		return q, nil
-	}
-	balance, err := s.cfg.Balance(ctx, s.pool, q.ProjectID)
+	balance, err := billing.Balance(ctx, s.pool, q.ProjectID)
 	if err != nil {
 		return nil, fmt.Errorf("quote balance: %w", err)
 	}

@@ -3,7 +3,6 @@ package tui
 import (
 	"context"
 	"errors"
-	"strings"
 
 	"github.com/gpuaas/gpuaas/internal/api"
 )
@@ -92,7 +91,7 @@ func (b *apiBackend) CreateAlloc(ctx context.Context, req api.AllocCreateRequest
 
 func (b *apiBackend) DryRun(ctx context.Context, req api.AllocCreateRequest) (*Verdict, error) {
 	q, err := b.c.AllocQuote(ctx, req)
-	if err != nil && unsupported(err) && strings.Contains(err.Error(), api.EndpointAllocQuote) {
+	if errors.Is(err, api.ErrNoResponders) {
 		return nil, ErrUnsupported
 	}
 	return q, err
@@ -113,19 +112,12 @@ func (b *apiBackend) ListNodes(ctx context.Context) ([]api.Node, error) {
 func (b *apiBackend) Balance(ctx context.Context) (*Balance, error) {
 	resp, err := b.c.BillingBalance(ctx, api.BillingRequest{})
 	if err != nil {
-		if unsupported(err) && strings.Contains(err.Error(), api.EndpointBillingBalance) {
+		if errors.Is(err, api.ErrNoResponders) {
 			return nil, ErrUnsupported
 		}
 		return nil, err
 	}
 	return &Balance{Minor: resp.BalanceMinor, Currency: resp.Currency}, nil
-}
-
-// unsupported reports whether err means the endpoint is not there: no
-// service answers its subject, or controld does not know it.
-func unsupported(err error) bool {
-	return errors.Is(err, api.ErrNotFound) ||
-		(errors.Is(err, api.ErrUnavailable) && strings.Contains(err.Error(), "no responders"))
 }
 
 func (b *apiBackend) Events(ctx context.Context, userID string) (<-chan api.Event, error) {

@@ -135,11 +135,16 @@ func (c *Client) do(ctx context.Context, subject, endpoint string, mutation bool
 	return nil
 }
 
+// ErrNoResponders is behind the error of a call no service answered: no
+// controld is running, or the one running does not serve the endpoint.
+var ErrNoResponders = nats.ErrNoResponders
+
 func transportError(endpoint string, err error) error {
 	switch {
 	case errors.Is(err, nats.ErrNoResponders):
 		return &Error{Code: CodeUnavailable, Message: "controld is not answering (no responders for " + endpoint + ")",
-			Hint: "check that controld (or `gpuaas dev`) is running and that the server in your config is right"}
+			Hint:  "check that controld (or `gpuaas dev`) is running and that the server in your config is right",
+			cause: ErrNoResponders}
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrTimeout):
 		return &Error{Code: CodeUnavailable, Message: "timed out waiting for controld (" + endpoint + ")",
 			Hint: "retry; mutations are idempotent when retried with the same key"}

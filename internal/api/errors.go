@@ -53,7 +53,14 @@ type Error struct {
 	Code    Code   `json:"code"`
 	Message string `json:"message"`
 	Hint    string `json:"hint,omitempty"`
+	// cause is the transport error behind a client-side error (never sent).
+	cause error
 }
+
+// Unwrap returns the transport error behind e, if any, so that
+// errors.Is(err, api.ErrNoResponders) tells "nothing serves this
+// endpoint" apart from other unavailability.
+func (e *Error) Unwrap() error { return e.cause }
 
 // Error implements error.
 func (e *Error) Error() string {

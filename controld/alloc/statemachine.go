@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/gpuaas/gpuaas/controld/billing"
+	"github.com/gpuaas/gpuaas/controld/catalog"
 	"github.com/gpuaas/gpuaas/internal/api"
 )
 
@@ -73,7 +74,12 @@ func transition(ctx context.Context, tx pgx.Tx, a *api.Allocation, to, reason, a
 func meter(ctx context.Context, tx pgx.Tx, a *api.Allocation, from, to string, now time.Time) error {
 	switch {
 	case to == api.AllocActive:
-		return billing.StartMeter(ctx, tx, a.ID, now)
+		price, currency, err := catalog.Price(ctx, tx, a.SKU)
+		if err != nil {
+			return err
+		}
+		return billing.StartMeter(ctx, tx, billing.Meter{AllocationID: a.ID, ProjectID: a.ProjectID, SKU: a.SKU,
+			GPUs: a.GPUs, PricePerGPUHourMinor: price, Currency: currency}, now)
 	case from == api.AllocActive:
 		u, err := billing.StopMeter(ctx, tx, a.ID, now)
 		if err != nil {

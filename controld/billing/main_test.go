@@ -123,7 +123,12 @@ func (f *fixture) activeAllocation(t testing.TB, project, sku string, gpus int, 
 			id, project, f.userID, gpus, since, sku); err != nil {
 			return err
 		}
-		return billing.StartMeter(ctx, tx, id, since)
+		price, currency, err := catalog.Price(ctx, tx, sku)
+		if err != nil {
+			return err
+		}
+		return billing.StartMeter(ctx, tx, billing.Meter{AllocationID: id, ProjectID: project, SKU: sku, GPUs: gpus,
+			PricePerGPUHourMinor: price, Currency: currency}, since)
 	})
 	if err != nil {
 		t.Fatalf("active allocation: %v", err)

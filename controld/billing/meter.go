@@ -9,17 +9,28 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// StartMeter starts charging an allocation that has just become active,
-// at its SKU's current price. controld/alloc calls it in the transaction
-// of the transition to active; a meter that exists is left alone.
-func StartMeter(ctx context.Context, tx pgx.Tx, allocationID string, at time.Time) error {
+// Meter is what StartMeter needs of an allocation: who pays, and the
+// price it runs at (its SKU's price when it became active).
+type Meter struct {
+	AllocationID         string
+	ProjectID            string
+	SKU                  string
+	GPUs                 int
+	PricePerGPUHourMinor int64
+	Currency             string
+}
+
+// StartMeter starts charging an allocation that has just become active.
+// controld/alloc calls it in the transaction of the transition to active;
+// a meter that exists is left alone.
+func StartMeter(ctx context.Context, tx pgx.Tx, m Meter, at time.Time) error {
 	_, err := tx.Exec(ctx, `INSERT INTO billing_meters
 		(allocation_id, project_id, sku_id, gpus, price_per_gpu_hour_minor, currency, started_at)
-		SELECT a.id, a.project_id, a.sku_id, a.gpus, s.price_per_gpu_hour_minor, s.currency, $2
-		FROM allocations a JOIN skus s ON s.id = a.sku_id WHERE a.id = $1
-		ON CONFLICT (allocation_id) DO NOTHING`, allocationID, at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7)
+		ON CONFLICT (allocation_id) DO NOTHING`,
+		m.AllocationID, m.ProjectID, m.SKU, m.GPUs, m.PricePerGPUHourMinor, m.Currency, at)
 	if err != nil {
-		return fmt.Errorf("start meter of %s: %w", allocationID, err)
+		return fmt.Errorf("start meter of %s: %w", m.AllocationID, err)
 	}
 	return nil
 }

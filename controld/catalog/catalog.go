@@ -93,6 +93,19 @@ func Get(ctx context.Context, q store.Querier, id string) (api.SKU, error) {
 	return s, nil
 }
 
+// Price returns a SKU's price per GPU-hour and its currency, active or
+// not: an allocation placed before a SKU was retired still has a price.
+func Price(ctx context.Context, q store.Querier, id string) (perGPUHourMinor int64, currency string, err error) {
+	err = q.QueryRow(ctx, `SELECT price_per_gpu_hour_minor, currency FROM skus WHERE id=$1`, id).Scan(&perGPUHourMinor, &currency)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, "", api.Errorf(api.CodeNotFound, "unknown SKU %q", id)
+	}
+	if err != nil {
+		return 0, "", fmt.Errorf("sku price: %w", err)
+	}
+	return perGPUHourMinor, currency, nil
+}
+
 func scanSKU(r pgx.CollectableRow) (api.SKU, error) {
 	var s api.SKU
 	var counts []int32

@@ -112,8 +112,9 @@ func (s *Server) logout(_ context.Context, c *call) (mutate.Func, error) {
 			return nil, mutate.Effect{}, err
 		}
 		return api.LogoutResponse{SessionID: p.SessionID}, mutate.Effect{
-			Audit:  audit.Entry{Action: "auth.logout", TargetType: "session", TargetID: p.SessionID},
-			Events: []outbox.Event{{Kind: "auth.logout", Subject: p.SessionID, Users: []string{p.UserID}}},
+			Audit: audit.Entry{Action: "auth.logout", TargetType: "session", TargetID: p.SessionID},
+			Events: []outbox.Event{{Kind: api.EventSessionRevoked, Subject: p.SessionID, Users: []string{p.UserID},
+				Payload: api.SessionRevoked{UserID: p.UserID, SessionIDs: []string{p.SessionID}, Reason: "logout"}}},
 		}, nil
 	}, nil
 }

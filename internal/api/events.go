@@ -85,3 +85,21 @@ func (s *idSet) add(id int64) bool {
 	s.ids[id] = struct{}{}
 	return true
 }
+
+// EventSessionRevoked is emitted whenever sessions end before their
+// expiry: logout, an administrator disabling the user, or any other
+// revocation. controld closes the sessions' NATS connections on it and
+// sshgate ends their SSH sessions (see GateRevokedSubject).
+const EventSessionRevoked = "session.revoked"
+
+// SessionRevoked is the payload of EventSessionRevoked.
+type SessionRevoked struct {
+	UserID     string   `json:"user_id"`
+	SessionIDs []string `json:"session_ids"`
+	// Reason is "logout", "disabled" or another short word.
+	Reason string `json:"reason"`
+}
+
+// GateRevokedSubject is where controld tells every sshgate which sessions
+// were revoked (a SessionRevoked body). Only controld may publish to it.
+const GateRevokedSubject = "gpuaas.gate.revoked"

@@ -184,7 +184,7 @@ func TestDepletedProjectIsReleased(t *testing.T) {
 	}
 	// The member listens on their own event subjects, as `gpuaas watch` does.
 	evs := make(chan *nats.Msg, 64)
-	memberNC := testutil.Connect(t, e.NATSURL)
+	memberNC := e.UserConn(t, member.ID, memberToken)
 	if _, err := memberNC.ChanSubscribe(api.UserEventWildcard(member.ID), evs); err != nil {
 		t.Fatal(err)
 	}

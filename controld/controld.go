@@ -20,6 +20,7 @@ import (
 
 	"github.com/gpuaas/gpuaas/controld/alloc"
 	"github.com/gpuaas/gpuaas/controld/billing"
+	"github.com/gpuaas/gpuaas/controld/busauth"
 	"github.com/gpuaas/gpuaas/controld/ca"
 	"github.com/gpuaas/gpuaas/controld/hosts"
 	"github.com/gpuaas/gpuaas/controld/identity"
@@ -27,6 +28,7 @@ import (
 	"github.com/gpuaas/gpuaas/controld/outbox"
 	"github.com/gpuaas/gpuaas/controld/payments"
 	"github.com/gpuaas/gpuaas/controld/store"
+	"github.com/gpuaas/gpuaas/internal/bus"
 )
 
 // Config configures controld.
@@ -35,6 +37,15 @@ type Config struct {
 	DatabaseURL string
 	// NATS is an established connection. Required.
 	NATS *nats.Conn
+	// BusKeys, when set, has controld answer the NATS servers' auth
+	// callout (controld/busauth): the servers then let in no connection
+	// controld has not decided. Without it the servers must decide by
+	// themselves (tests of other parts only).
+	BusKeys *bus.Keys
+	// SystemNATS is controld's connection in NATS's system account, used
+	// to close the connections of revoked sessions within seconds; without
+	// it they last until their authorization expires.
+	SystemNATS *nats.Conn
 	// MaxConns of the database pool (default 32).
 	MaxConns int32
 	// SessionTTL of session tokens (default 12h).
@@ -192,6 +203,8 @@ type Server struct {
 	kick chan struct{}
 
 	payments *payments.Service
+	// busAuth answers the auth callout; nil without Config.BusKeys.
+	busAuth *busauth.Service
 	// httpListener is bound by Run when Config.HTTPAddr is set.
 	httpListener net.Listener
 }
@@ -253,6 +266,12 @@ func (s *Server) init(ctx context.Context) error {
 	if s.billing, err = s.newBillingRunner(); err != nil {
 		return err
 	}
+	if s.cfg.BusKeys != nil {
+		if s.busAuth, err = busauth.New(busauth.Config{NATS: s.cfg.NATS, System: s.cfg.SystemNATS, Keys: s.cfg.BusKeys,
+			Pool: s.pool, Identity: s.identity, Now: s.cfg.Now, Log: s.cfg.Log}); err != nil {
+			return err
+		}
+	}
 	if s.js, err = jetstream.New(s.cfg.NATS); err != nil {
 		return fmt.Errorf("jetstream: %w", err)
 	}
@@ -274,6 +293,13 @@ func (s *Server) Ready() <-chan struct{} { return s.ready }
 // stops taking requests and closes the pool.
 func (s *Server) Run(ctx context.Context) error {
 	defer s.pool.Close()
+	if s.busAuth != nil {
+		// First: nothing else can connect until controld answers.
+		if err := s.busAuth.Start(); err != nil {
+			return fmt.Errorf("auth callout: %w", err)
+		}
+		defer s.busAuth.Stop()
+	}
 	if err := s.registerAPI(); err != nil {
 		return err
 	}
@@ -294,6 +320,9 @@ func (s *Server) Run(ctx context.Context) error {
 	g.Go(func() error { return s.housekeeping(gctx) })
 	g.Go(func() error { return s.billing.Run(gctx) })
 	g.Go(func() error { return s.serveHTTP(gctx) })
+	if s.busAuth != nil {
+		g.Go(func() error { return s.busAuth.Run(gctx) })
+	}
 	err = g.Wait()
 	if stopErr := s.svc.Stop(); stopErr != nil && err == nil {
 		err = fmt.Errorf("stop api: %w", stopErr)

@@ -75,8 +75,9 @@ func TestGateUserToken(t *testing.T) {
 
 	// An admin's delegated session is refused what the admin could do.
 	ac := env.Client(mustUserToken(t, gw, env.Admin.ID, userCert(t, admin)))
-	if _, err := ac.ServiceToken(ctx, api.ServiceTokenRequest{Name: "evil", Role: api.RoleGateway, TTL: time.Hour}); !errors.Is(err, api.ErrForbidden) {
-		t.Errorf("ops.service_token with an admin's delegated token got %v; want forbidden", err)
+	_, evilPub := newNkey(t)
+	if _, err := ac.BusIdentityAdd(ctx, api.BusIdentityAddRequest{PublicKey: evilPub, Kind: api.BusIdentityGateway, Name: "evil"}); !errors.Is(err, api.ErrForbidden) {
+		t.Errorf("ops.bus_identity_add with an admin's delegated token got %v; want forbidden", err)
 	}
 	if _, err := ac.CAList(ctx, api.CAListRequest{}); !errors.Is(err, api.ErrForbidden) {
 		t.Errorf("ops.ca_list with an admin's delegated token got %v; want forbidden", err)

@@ -5,6 +5,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nkeys"
+
+	"github.com/gpuaas/gpuaas/controld"
 	"github.com/gpuaas/gpuaas/controld/controldtest"
 	"github.com/gpuaas/gpuaas/internal/api"
 )
@@ -124,27 +127,39 @@ func TestTerminalSessions(t *testing.T) {
 	}
 }
 
-func TestServiceToken(t *testing.T) {
+// TestGateLogin: a gateway logs in with its registered key (no long-lived
+// token exists) and gets a short session of its service principal; an
+// unregistered, revoked, operator or forged key, a stale assertion and a
+// bad signature get nothing; only admins register keys.
+func TestGateLogin(t *testing.T) {
 	t.Parallel()
 	env := controldtest.Start(t, controldtest.Options{NoNodes: true})
 	ctx := t.Context()
 	admin := env.Client(env.AdminToken)
-	first, err := admin.ServiceToken(ctx, api.ServiceTokenRequest{Name: "sshgate", Role: api.RoleGateway, TTL: 8760 * time.Hour})
+	key, pub := newNkey(t)
+	if _, err := admin.BusIdentityAdd(ctx, api.BusIdentityAddRequest{PublicKey: pub, Kind: api.BusIdentityGateway, Name: "sshgate"}); err != nil {
+		t.Fatal(err)
+	}
+	login := func(key nkeys.KeyPair, at time.Time) (*api.LoginResponse, error) {
+		pub, _ := key.PublicKey()
+		req := api.GateLoginRequest{PublicKey: pub, IssuedAt: at, Nonce: "0123456789abcdef"}
+		req.Signature, _ = key.Sign(api.GateLoginMessage(pub, at, req.Nonce))
+		var out api.LoginResponse
+		return &out, env.Client("").Mutate(ctx, api.EndpointGateLogin, req, &out)
+	}
+	first, err := login(key, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
 	if first.User.Email != "sshgate@service.gpuaas" || first.User.Role != api.RoleGateway || first.User.Provider != api.ProviderService {
 		t.Fatalf("got user %+v; want the gateway service principal", first.User)
 	}
-	if d := time.Until(first.ExpiresAt); d < 8759*time.Hour {
-		t.Errorf("token valid for %s; want a year", d)
+	if d := time.Until(first.ExpiresAt); d > controld.GatewaySessionTTL || d < controld.GatewaySessionTTL-time.Minute {
+		t.Errorf("token valid for %s; want %s", d, controld.GatewaySessionTTL)
 	}
-	second, err := admin.ServiceToken(ctx, api.ServiceTokenRequest{Name: "sshgate", Role: api.RoleGateway, TTL: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if second.User.ID != first.User.ID || second.Token == first.Token {
-		t.Errorf("second token for %s (%s); want a new token for the same principal %s", second.User.ID, second.Token, first.User.ID)
+	second, err := login(key, time.Now())
+	if err != nil || second.User.ID != first.User.ID || second.Token == first.Token {
+		t.Fatalf("second login got %+v, %v; want a new token for the same principal %s", second, err, first.User.ID)
 	}
 	gw := env.Client(first.Token)
 	who, err := gw.Whoami(ctx)
@@ -155,55 +170,72 @@ func TestServiceToken(t *testing.T) {
 	if _, err := gw.GateHostCert(ctx, api.GateHostCertRequest{PublicKey: line, Principals: []string{"localhost"}}); err != nil {
 		t.Errorf("gate.host_cert as the gateway: %v", err)
 	}
-	// `gpuaas dev` issues its in-process sshgate's token the same way.
-	dev, err := env.Server.IssueServiceToken(ctx, api.ServiceTokenRequest{Name: "sshgate", Role: api.RoleGateway, TTL: time.Hour}, env.Admin.ID)
-	if err != nil || dev.User.ID != first.User.ID {
-		t.Fatalf("IssueServiceToken got %+v, %v; want a token for %s", dev, err, first.User.ID)
-	}
-	if _, err := env.Client(dev.Token).GateHostCert(ctx, api.GateHostCertRequest{PublicKey: line, Principals: []string{"localhost"}}); err != nil {
-		t.Errorf("gate.host_cert with the in-process token: %v", err)
+	// The real path: the gateway's own connection and GatewayLogin.
+	if _, err := env.GatewayClient(t, "sshgate-2").GateHostCert(ctx, api.GateHostCertRequest{PublicKey: line,
+		Principals: []string{"localhost"}}); err != nil {
+		t.Errorf("gate.host_cert through GatewayClient: %v", err)
 	}
 	// Login with any password fails: a service principal has none.
 	if _, err := env.Client("").Login(ctx, api.LoginRequest{Email: "sshgate@service.gpuaas", Password: "whatever password"}); !errors.Is(err, api.ErrUnauthenticated) {
 		t.Errorf("login as the service principal got %v; want unauthenticated", err)
 	}
 
+	stranger, _ := newNkey(t)
+	opKey, opPub := newNkey(t)
+	if _, err := admin.BusIdentityAdd(ctx, api.BusIdentityAddRequest{PublicKey: opPub, Kind: api.BusIdentityOperator, Name: "ops-alice"}); err != nil {
+		t.Fatal(err)
+	}
+	revokedKey, revokedPub := newNkey(t)
+	if _, err := admin.BusIdentityAdd(ctx, api.BusIdentityAddRequest{PublicKey: revokedPub, Kind: api.BusIdentityGateway, Name: "old-gw"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.BusIdentityRevoke(ctx, api.BusIdentityRevokeRequest{PublicKey: revokedPub}); err != nil {
+		t.Fatal(err)
+	}
 	_, bobToken := env.AddUser(t, "bob@example.test", api.RoleUser)
 	_, opToken := env.AddUser(t, "op@example.test", api.RoleOperator)
+	_, newPub := newNkey(t)
+	add := func(c *api.Client, req api.BusIdentityAddRequest) error {
+		_, err := c.BusIdentityAdd(ctx, req)
+		return err
+	}
+	gwReq := api.BusIdentityAddRequest{PublicKey: newPub, Kind: api.BusIdentityGateway, Name: "x"}
 	refused := []struct {
 		name string
 		call func() error
 		want error
 	}{
+		{"unregistered key", func() error { _, err := login(stranger, time.Now()); return err }, api.ErrUnauthenticated},
+		{"operator key", func() error { _, err := login(opKey, time.Now()); return err }, api.ErrUnauthenticated},
+		{"revoked key", func() error { _, err := login(revokedKey, time.Now()); return err }, api.ErrUnauthenticated},
+		{"stale assertion", func() error { _, err := login(key, time.Now().Add(-2*time.Minute)); return err }, api.ErrUnauthenticated},
+		{"assertion from the future", func() error { _, err := login(key, time.Now().Add(2*time.Minute)); return err }, api.ErrUnauthenticated},
+		{"signed by another key", func() error {
+			at := time.Now()
+			req := api.GateLoginRequest{PublicKey: pub, IssuedAt: at, Nonce: "0123456789abcdef"}
+			req.Signature, _ = stranger.Sign(api.GateLoginMessage(pub, at, req.Nonce))
+			return env.Client("").Mutate(ctx, api.EndpointGateLogin, req, nil)
+		}, api.ErrUnauthenticated},
 		{"gateway rotates a CA", func() error {
 			_, err := gw.CARotate(ctx, api.CARotateRequest{CA: api.CAUser})
 			return err
 		}, api.ErrForbidden},
-		{"gateway issues a service token", func() error {
-			_, err := gw.ServiceToken(ctx, api.ServiceTokenRequest{Name: "x", Role: api.RoleGateway, TTL: time.Hour})
-			return err
-		}, api.ErrForbidden},
+		{"gateway registers a key", func() error { return add(gw, gwReq) }, api.ErrForbidden},
 		{"gateway lists nodes", func() error { _, err := gw.NodeList(ctx); return err }, api.ErrForbidden},
-		{"operator issues a service token", func() error {
-			_, err := env.Client(opToken).ServiceToken(ctx, api.ServiceTokenRequest{Name: "x", Role: api.RoleGateway, TTL: time.Hour})
-			return err
-		}, api.ErrForbidden},
-		{"user issues a service token", func() error {
-			_, err := env.Client(bobToken).ServiceToken(ctx, api.ServiceTokenRequest{Name: "x", Role: api.RoleGateway, TTL: time.Hour})
-			return err
-		}, api.ErrForbidden},
-		{"admin role for a service", func() error {
-			_, err := admin.ServiceToken(ctx, api.ServiceTokenRequest{Name: "root", Role: api.RoleAdmin, TTL: time.Hour})
-			return err
+		{"operator registers a key", func() error { return add(env.Client(opToken), gwReq) }, api.ErrForbidden},
+		{"user registers a key", func() error { return add(env.Client(bobToken), gwReq) }, api.ErrForbidden},
+		{"unknown kind", func() error {
+			return add(admin, api.BusIdentityAddRequest{PublicKey: newPub, Kind: "admin", Name: "x"})
 		}, api.ErrInvalidArgument},
-		{"too long", func() error {
-			_, err := admin.ServiceToken(ctx, api.ServiceTokenRequest{Name: "sshgate", Role: api.RoleGateway, TTL: 3 * 8760 * time.Hour})
-			return err
+		{"not an nkey", func() error {
+			return add(admin, api.BusIdentityAddRequest{PublicKey: "ssh-ed25519 AAAA", Kind: api.BusIdentityGateway, Name: "x"})
 		}, api.ErrInvalidArgument},
 		{"bad name", func() error {
-			_, err := admin.ServiceToken(ctx, api.ServiceTokenRequest{Name: "Ssh Gate", Role: api.RoleGateway, TTL: time.Hour})
-			return err
+			return add(admin, api.BusIdentityAddRequest{PublicKey: newPub, Kind: api.BusIdentityGateway, Name: "Ssh Gate"})
 		}, api.ErrInvalidArgument},
+		{"key registered twice", func() error {
+			return add(admin, api.BusIdentityAddRequest{PublicKey: pub, Kind: api.BusIdentityGateway, Name: "again"})
+		}, api.ErrConflict},
 	}
 	for _, tt := range refused {
 		t.Run(tt.name, func(t *testing.T) {
@@ -214,7 +246,17 @@ func TestServiceToken(t *testing.T) {
 	}
 	var stored int
 	if err := env.Server.Pool().QueryRow(ctx, `SELECT count(*) FROM idempotency_keys WHERE endpoint = $1 AND response #>> '{}' LIKE '%token%'`,
-		api.EndpointServiceToken).Scan(&stored); err != nil || stored != 0 {
-		t.Errorf("%d stored responses hold a service token (%v); want none", stored, err)
+		api.EndpointGateLogin).Scan(&stored); err != nil || stored != 0 {
+		t.Errorf("%d stored responses hold a gateway token (%v); want none", stored, err)
 	}
+}
+
+func newNkey(t *testing.T) (nkeys.KeyPair, string) {
+	t.Helper()
+	kp, err := nkeys.CreateUser()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, _ := kp.PublicKey()
+	return kp, pub
 }

@@ -2,7 +2,6 @@ package controld
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"strings"
 	"time"
@@ -12,7 +11,6 @@ import (
 
 	"github.com/gpuaas/gpuaas/controld/audit"
 	"github.com/gpuaas/gpuaas/controld/ca"
-	"github.com/gpuaas/gpuaas/controld/identity"
 	"github.com/gpuaas/gpuaas/controld/mutate"
 	"github.com/gpuaas/gpuaas/controld/outbox"
 	"github.com/gpuaas/gpuaas/internal/api"
@@ -39,11 +37,11 @@ func (s *Server) sshEndpoints() []endpointDef {
 		{api.EndpointSessionEnd, s.mutation(api.EndpointSessionEnd, gatewayOnly, s.sessionEnd)},
 		{api.EndpointSessionList, s.query(api.EndpointSessionList, loggedIn, s.sessionList)},
 		{api.EndpointSessionGet, s.query(api.EndpointSessionGet, loggedIn, s.sessionGet)},
+		{api.EndpointSessionRecording, s.query(api.EndpointSessionRecording, loggedIn, s.sessionRecording)},
 
 		{api.EndpointCAList, s.query(api.EndpointCAList, operatorOnly, s.caList)},
 		{api.EndpointCARotate, s.mutation(api.EndpointCARotate, adminOnly, s.caRotate)},
 		{api.EndpointCARetire, s.mutation(api.EndpointCARetire, adminOnly, s.caRetire)},
-		{api.EndpointServiceToken, s.secretMutation(api.EndpointServiceToken, adminOnly, s.serviceToken)},
 	}
 }
 
@@ -201,56 +199,4 @@ func (s *Server) caChanged(ctx context.Context, tx pgx.Tx, action string, k api.
 		Audit:  audit.Entry{Action: action, TargetType: "ssh_ca_key", TargetID: k.ID, Detail: k},
 		Events: []outbox.Event{{Kind: EventSSHCA, Subject: k.CA, Payload: k}},
 	}, nil
-}
-
-// serviceToken creates (or reuses) a service principal and opens a session
-// for it. The token is in this response only (a secret mutation: never
-// stored for replay).
-func (s *Server) serviceToken(_ context.Context, c *call) (mutate.Func, error) {
-	var req api.ServiceTokenRequest
-	if err := c.decode(&req); err != nil {
-		return nil, err
-	}
-	return s.serviceTokenWork(req)
-}
-
-func (s *Server) serviceTokenWork(req api.ServiceTokenRequest) (mutate.Func, error) {
-	if req.Role == "" {
-		req.Role = api.RoleGateway
-	}
-	if req.TTL <= 0 || req.TTL > identity.MaxServiceTokenTTL {
-		return nil, api.Errorf(api.CodeInvalidArgument, "ttl %s is not in (0, %s]", req.TTL, identity.MaxServiceTokenTTL)
-	}
-	return func(ctx context.Context, tx pgx.Tx) (any, mutate.Effect, error) {
-		u, err := s.identity.EnsureServicePrincipal(ctx, tx, req.Name, req.Role)
-		if err != nil {
-			return nil, mutate.Effect{}, err
-		}
-		resp, err := s.identity.ServiceSession(ctx, tx, u, req.TTL)
-		if err != nil {
-			return nil, mutate.Effect{}, err
-		}
-		return resp, mutate.Effect{
-			Audit: audit.Entry{Action: "ops.service_token", TargetType: "user", TargetID: u.ID,
-				Detail: map[string]any{"name": req.Name, "role": req.Role, "ttl": req.TTL.String(),
-					"session_id": resp.SessionID, "expires_at": resp.ExpiresAt}},
-		}, nil
-	}, nil
-}
-
-// IssueServiceToken issues a service principal's token on behalf of
-// actorID, as `gpuaas ops service-token` does (for `gpuaas dev`, which runs
-// sshgate in-process).
-func (s *Server) IssueServiceToken(ctx context.Context, req api.ServiceTokenRequest, actorID string) (*api.LoginResponse, error) {
-	work, err := s.serviceTokenWork(req)
-	if err != nil {
-		return nil, err
-	}
-	body, err := s.mut.Run(ctx, mutate.Request{Endpoint: api.EndpointServiceToken, ActorID: actorID,
-		Key: api.NewIdempotencyKey(), Fingerprint: []byte(req.Name + "\n" + req.Role), NoReplay: true}, work)
-	if err != nil {
-		return nil, err
-	}
-	var out api.LoginResponse
-	return &out, json.Unmarshal(body, &out)
 }

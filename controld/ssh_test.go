@@ -52,16 +52,11 @@ func trusted(t *testing.T, lines []string) []ssh.PublicKey {
 	return keys
 }
 
-// gatewayClient issues a service token for sshgate and returns a client
-// using it.
+// gatewayClient registers a gateway key and returns the gateway's client,
+// logging in with it as sshgate does.
 func gatewayClient(t *testing.T, env *controldtest.Env) *api.Client {
 	t.Helper()
-	resp, err := env.Client(env.AdminToken).ServiceToken(t.Context(),
-		api.ServiceTokenRequest{Name: "sshgate", Role: api.RoleGateway, TTL: 24 * time.Hour})
-	if err != nil {
-		t.Fatalf("service token: %v", err)
-	}
-	return env.Client(resp.Token, api.WithProject(""))
+	return env.GatewayClient(t, "sshgate")
 }
 
 func TestSSHCertIssue(t *testing.T) {

@@ -44,7 +44,8 @@ func BenchmarkCLIWallTime(b *testing.B) {
 	}
 	env := startBenchDev(b, gpuaas)
 	subject := api.Subject(api.EndpointAllocList)
-	nc, err := nats.Connect(env.server)
+	connOpts, _ := api.SessionConnOptions(env.token)
+	nc, err := nats.Connect(env.server, connOpts...)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -77,7 +78,7 @@ func BenchmarkCLIWallTime(b *testing.B) {
 		tList += run(gpuaas, "alloc", "list")
 		tProc += run(natsreq, env.server, subject, env.token)
 		start := time.Now()
-		c, err := nats.Connect(env.server)
+		c, err := nats.Connect(env.server, connOpts...)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -69,11 +69,7 @@ func startRealStack(t testing.TB, log *slog.Logger) *realStack {
 		return err == nil && ready == 2
 	})
 
-	tok, err := env.Server.IssueServiceToken(ctx, api.ServiceTokenRequest{Name: "sshgate", Role: api.RoleGateway, TTL: time.Hour}, env.Admin.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	gw, err := New(Config{Listen: "127.0.0.1:0", HostKey: newPrivateKey(t), Client: env.Client(tok.Token),
+	gw, err := New(Config{Listen: "127.0.0.1:0", HostKey: newPrivateKey(t), Client: env.GatewayClient(t, "sshgate"),
 		RecordingDir: t.TempDir(), Name: "gw-test", Log: log})
 	if err != nil {
 		t.Fatal(err)
@@ -235,7 +231,7 @@ func TestEndToEnd(t *testing.T) {
 			if ts.ExitStatus == nil || *ts.ExitStatus != 2 || ts.UserID != owner.id || ts.Kind != api.SessionExec {
 				t.Fatalf("got session %+v; want exec by %s with exit status 2", ts, owner.id)
 			}
-			cast := fetchRecording(t, &env{client: s.env.Client("")}, ts.Recording)
+			cast := fetchRecording(t, &env{ctl: s.env}, ts.Recording)
 			if cast.output != seen.String() || cast.header.Width != 100 || cast.header.Height != 30 {
 				t.Fatalf("recording: got %q (%dx%d); want %q (100x30)", cast.output, cast.header.Width, cast.header.Height, seen.String())
 			}

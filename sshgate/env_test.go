@@ -60,11 +60,7 @@ func newEnv(t testing.TB, opts envOptions) *env {
 		t.Fatalf("got nodes %+v, %v; want the one seeded", nodes, err)
 	}
 	e.node = nodes[0].ID
-	tok, err := ctl.Server.IssueServiceToken(ctx, api.ServiceTokenRequest{Name: "sshgate", Role: api.RoleGateway, TTL: time.Hour}, ctl.Admin.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.client = api.NewClient(ctl.NC, api.WithToken(tok.Token))
+	e.client = ctl.GatewayClient(t, "sshgate")
 	cas, err := e.client.SSHCAs(ctx)
 	if err != nil {
 		t.Fatal(err)

@@ -501,7 +501,7 @@ func TestRunFails(t *testing.T) {
 		{"no token", api.NewClient(ctl.NC), api.ErrUnauthenticated},
 		{"a user's token", api.NewClient(ctl.NC, api.WithToken(userToken)), api.ErrForbidden},
 		{"an admin's token", api.NewClient(ctl.NC, api.WithToken(ctl.AdminToken)), api.ErrForbidden},
-		{"no controld", api.NewClient(testutil.Connect(t, testutil.NATS(t))), api.ErrUnavailable},
+		{"no controld", api.NewClient(testutil.NATS(t).Connect(t)), api.ErrUnavailable},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -231,7 +231,8 @@ type asciicast struct {
 
 func fetchRecording(t *testing.T, e *env, name string) asciicast {
 	t.Helper()
-	js, err := jetstream.New(e.client.Conn())
+	// Read as controld does: the gateway may write recordings, not read them.
+	js, err := jetstream.New(e.ctl.NC)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,7 +25,10 @@ type LoginOptions struct {
 	Config func() (*config.Config, error)
 	Active func() (config.Active, error)
 	Client func() (*api.Client, error)
-	Now    func() time.Time
+	// Reconnect opens a connection with the session just stored (the one
+	// Client opened before may only log in); nil keeps Client's.
+	Reconnect func() (*api.Client, error)
+	Now       func() time.Time
 	// HTTPClient talks to the identity provider (default: 30s timeout).
 	HTTPClient *http.Client
 	// OpenBrowser shows a URL to the user for --web; nil only prints it.
@@ -40,7 +43,7 @@ type LoginOptions struct {
 
 // NewCmdLogin builds `gpuaas login`; runF replaces loginRun in tests.
 func NewCmdLogin(f *cmdutil.Factory, runF func(context.Context, *LoginOptions) error) *cobra.Command {
-	opts := &LoginOptions{IO: f.IOStreams, Config: f.Config, Active: f.Active, Client: f.Client, Now: f.Now,
+	opts := &LoginOptions{IO: f.IOStreams, Config: f.Config, Active: f.Active, Client: f.Client, Reconnect: f.Reconnect, Now: f.Now,
 		OpenBrowser: systemBrowser(os.Getenv("BROWSER"))}
 	cmd := &cobra.Command{
 		Use:   "login",
@@ -113,6 +116,12 @@ func loginRun(ctx context.Context, opts *LoginOptions) error {
 		return err
 	}
 	fmt.Fprintf(opts.IO.ErrOut, "Logged in as %s (context %s)\n", resp.User.Email, active.Name)
+	if opts.Reconnect != nil {
+		if client, err = opts.Reconnect(); err != nil {
+			return err
+		}
+		opts.Client = func() (*api.Client, error) { return client, nil }
+	}
 	// The session is what matters; without a certificate only ssh is
 	// missing, and the commands that need one retry.
 	if id, err := issueSSHCert(ctx, opts, cfg, active, resp, client); err != nil {

@@ -1,15 +1,18 @@
 package cmdutil
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nkeys"
 
 	"github.com/gpuaas/gpuaas/cli/config"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/bus"
 )
 
 // ConnectTimeout bounds dialling the server; a CLI should fail fast when
@@ -70,6 +73,53 @@ func (f *Factory) Close() {
 	}
 }
 
+// Reconnect closes the connection Client opened and opens a new one with
+// the config as it is now (after a login stored a new session), which
+// Client then returns.
+func (f *Factory) Reconnect() (*api.Client, error) {
+	f.Close()
+	c, err := f.connect()
+	f.Client = func() (*api.Client, error) { return c, err }
+	return c, err
+}
+
+// identity is how the connection proves who it is (see DESIGN.md, NATS
+// security): the session token when there is one that has not expired,
+// its replies read on the user's own inbox; else a key made for this
+// connection, which may only reach the login endpoints and read its own
+// inbox, so nobody else on the bus can read a password's reply.
+func (f *Factory) identity(active config.Active) (opts []nats.Option, withSession bool) {
+	if opts, ok := api.SessionConnOptions(active.Token); ok &&
+		(active.TokenExpiresAt.IsZero() || f.Now().Before(active.TokenExpiresAt)) {
+		return opts, true
+	}
+	kp, err := nkeys.CreateUser()
+	if err != nil {
+		return nil, false
+	}
+	pub, _ := kp.PublicKey()
+	return []nats.Option{bus.WithKey(kp), nats.CustomInboxPrefix(api.InboxPrefix(pub))}, false
+}
+
+// connectError explains a failed connection: a refused session means log
+// in again; anything else, check the server.
+func connectError(server string, withSession bool, err error) error {
+	if errors.Is(err, nats.ErrAuthorization) || errors.Is(err, nats.ErrAuthExpired) || errors.Is(err, nats.ErrAuthRevoked) {
+		if withSession {
+			return &api.Error{Code: api.CodeUnauthenticated,
+				Message: "the server refused your session: it has ended, was logged out, or the account is disabled",
+				Hint:    "run `gpuaas login`"}
+		}
+		return &api.Error{Code: api.CodeUnauthenticated, Message: fmt.Sprintf("the server at %s refused the connection: %v", server, err),
+			Hint: "check the server in your config (`gpuaas context list`)"}
+	}
+	return &api.Error{
+		Code:    api.CodeUnavailable,
+		Message: fmt.Sprintf("cannot connect to %s: %v", server, err),
+		Hint:    "is `gpuaas dev` or controld running? server is " + server,
+	}
+}
+
 func (f *Factory) connect() (*api.Client, error) {
 	cfg, err := f.Config()
 	if err != nil {
@@ -80,17 +130,16 @@ func (f *Factory) connect() (*api.Client, error) {
 	if o.Context != "" && !active.Exists && o.Server == "" {
 		return nil, FlagErrorf("no context %q in %s (known: %s)", active.Name, cfg.Path(), strings.Join(cfg.ContextNames(), ", "))
 	}
-	opts := []nats.Option{nats.Name("gpuaas-cli"), nats.Timeout(ConnectTimeout)}
-	if active.UserID != "" {
-		opts = append(opts, nats.CustomInboxPrefix(api.UserInboxPrefix(active.UserID)))
-	}
-	nc, err := nats.Connect(active.Server, opts...)
+	tlsOpts, err := bus.TLS{CAPEM: []byte(active.NATSCA), AllowPlaintext: active.NATSInsecurePlaintext}.Options(active.Server)
 	if err != nil {
-		return nil, &api.Error{
-			Code:    api.CodeUnavailable,
-			Message: fmt.Sprintf("cannot connect to %s: %v", active.Server, err),
-			Hint:    "is `gpuaas dev` or controld running? server is " + active.Server,
-		}
+		return nil, &api.Error{Code: api.CodeInvalidArgument, Message: err.Error(),
+			Hint: "`gpuaas context add NAME --server URL --ca FILE` stores the server's CA"}
+	}
+	opts := append([]nats.Option{nats.Name("gpuaas-cli"), nats.Timeout(ConnectTimeout)}, tlsOpts...)
+	idOpts, withSession := f.identity(active)
+	nc, err := nats.Connect(active.Server, append(opts, idOpts...)...)
+	if err != nil {
+		return nil, connectError(active.Server, withSession, err)
 	}
 	f.mu.Lock()
 	f.conn = nc

@@ -9,26 +9,43 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
+	"github.com/golang-jwt/jwt/v5"
 	"github.com/nats-io/nats.go"
 
 	"github.com/gpuaas/gpuaas/cli/config"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/testutil"
 )
 
-func startNATS(t *testing.T) string {
+// startNATS starts a bus whose callout records what each connection
+// presented and lets it in as controld would: the token as user u-1, a key
+// as a client before login, anything else refused.
+func startNATS(t *testing.T) (string, *testutil.Bus, <-chan testutil.Credentials) {
 	t.Helper()
-	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go s.Start()
-	if !s.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats server not ready")
-	}
-	t.Cleanup(s.Shutdown)
-	return s.ClientURL()
+	b := testutil.NATS(t)
+	seen := make(chan testutil.Credentials, 16)
+	b.ServeCallout(t, func(c testutil.Credentials) (testutil.Grant, error) {
+		seen <- c
+		switch {
+		case c.Token == testToken:
+			return testutil.Grant{Pub: []string{api.SubjectPrefix + ".>"}, Sub: []string{api.UserInboxPrefix("u-1") + ".>"}}, nil
+		case c.Token == "" && c.Nkey != "":
+			return testutil.Grant{Pub: []string{api.SubjectPrefix + ".auth.>"}, Sub: []string{api.InboxPrefix(c.Nkey) + ".>"}}, nil
+		}
+		return testutil.Grant{}, errors.New("session refused")
+	})
+	return b.URL, b, seen
 }
+
+// testToken is a session token of user u-1 as far as the CLI can tell
+// (it reads the subject, controld checks the signature).
+var testToken = func() string {
+	s, err := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.RegisteredClaims{Subject: "u-1"}).SignedString([]byte("k"))
+	if err != nil {
+		panic(err)
+	}
+	return s
+}()
 
 // writeConfig points the Factory at a fresh config dir holding ctx as the
 // current context "dev".
@@ -57,15 +74,11 @@ func TestFactoryIsLazy(t *testing.T) {
 }
 
 func TestClientSendsContextCredentials(t *testing.T) {
-	url := startNATS(t)
-	writeConfig(t, config.Context{Server: url, UserID: "u-1", Token: "tok", Project: "dev"})
+	url, b, seen := startNATS(t)
+	writeConfig(t, config.Context{Server: url, UserID: "u-1", Token: testToken, Project: "dev"})
 
 	// Stand in for controld's whoami endpoint and record what arrived.
-	srv, err := nats.Connect(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
+	srv := b.Connect(t)
 	got := make(chan *nats.Msg, 2)
 	sub, err := srv.Subscribe(api.Subject(api.EndpointAuthWhoami), func(m *nats.Msg) {
 		got <- m
@@ -105,11 +118,63 @@ func TestClientSendsContextCredentials(t *testing.T) {
 			if want := api.UserInboxPrefix("u-1") + "."; !strings.HasPrefix(m.Reply, want) {
 				t.Errorf("got reply subject %q; want prefix %q", m.Reply, want)
 			}
-			if a := m.Header.Get(api.HeaderAuthorization); a != "Bearer tok" {
-				t.Errorf("got Authorization %q; want Bearer tok", a)
+			if a := m.Header.Get(api.HeaderAuthorization); a != "Bearer "+testToken {
+				t.Errorf("got Authorization %q; want the bearer token", a)
+			}
+			if c := <-seen; c.Token != testToken || c.Nkey != "" {
+				t.Errorf("the connection presented %+v; want the session token", c)
 			}
 			if p := m.Header.Get(api.HeaderProject); p != tt.wantProject {
 				t.Errorf("got project %q; want %q", p, tt.wantProject)
+			}
+		})
+	}
+}
+
+// TestClientIdentity: without a live session the CLI connects with a key
+// of its own (a client before login, whose replies no one else can read);
+// a session the server refuses is "log in again" (exit 4); a plaintext
+// connection to a server elsewhere is refused before dialling.
+func TestClientIdentity(t *testing.T) {
+	url, _, seen := startNATS(t)
+	tests := []struct {
+		name     string
+		ctx      config.Context
+		wantKey  bool
+		wantCode int
+	}{
+		{name: "no session", ctx: config.Context{Server: url}, wantKey: true},
+		{name: "expired session", ctx: config.Context{Server: url, Token: testToken, TokenExpiresAt: time.Now().Add(-time.Minute)}, wantKey: true},
+		{name: "not a token", ctx: config.Context{Server: url, Token: "garbage"}, wantKey: true},
+		{name: "refused session", ctx: config.Context{Server: url, Token: func() string {
+			s, _ := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.RegisteredClaims{Subject: "u-2"}).SignedString([]byte("k"))
+			return s
+		}()}, wantCode: ExitUnauthenticated},
+		{name: "plaintext to another machine", ctx: config.Context{Server: "nats://192.0.2.1:4222"}, wantCode: ExitInvalidArgument},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			writeConfig(t, tt.ctx)
+			ios, _, _, _ := Test()
+			f := New(ios)
+			defer f.Close()
+			_, err := f.Client()
+			if tt.wantCode != 0 {
+				if code := ExitCodeOf(err); code != tt.wantCode {
+					t.Fatalf("got %v (exit %d); want exit %d", err, code, tt.wantCode)
+				}
+				var apiErr *api.Error
+				if tt.wantCode == ExitUnauthenticated && (!errors.As(err, &apiErr) || !strings.Contains(apiErr.Hint, "gpuaas login")) {
+					t.Errorf("got %v; want a hint to log in", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := <-seen
+			if tt.wantKey && (c.Nkey == "" || c.Token != "") {
+				t.Errorf("the connection presented %+v; want a key of its own and no token", c)
 			}
 		})
 	}

@@ -48,6 +48,12 @@ type Context struct {
 	// Gateway overrides the SSH gateway address ("host:port") controld
 	// publishes; set with `gpuaas ssh-config --gateway`.
 	Gateway string `json:"gateway,omitempty"`
+	// NATSCA is the PEM of the CA(s) the server's TLS certificate must
+	// chain to (`gpuaas context add --ca FILE`).
+	NATSCA string `json:"nats_ca,omitempty"`
+	// NATSInsecurePlaintext allows a plaintext connection to a server that
+	// is not on this machine.
+	NATSInsecurePlaintext bool `json:"nats_insecure_plaintext,omitempty"`
 }
 
 // Load reads dir/config.json. A missing file is an empty config that Save

@@ -5,6 +5,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
 
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
@@ -12,14 +13,18 @@ import (
 	"github.com/gpuaas/gpuaas/controld/catalog"
 	"github.com/gpuaas/gpuaas/controld/identity"
 	"github.com/gpuaas/gpuaas/controld/payments"
+	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/bus"
 )
 
 // ControldOptions are the inputs of `gpuaas controld`.
 type ControldOptions struct {
-	IO           *cmdutil.IOStreams
-	DatabaseURL  string
-	NATSURL      string
+	IO          *cmdutil.IOStreams
+	DatabaseURL string
+	NATS        natsFlags
+	// NATSKeys is the directory of the NATS trust model's keys (gpuaas ops
+	// nats-setup writes it).
+	NATSKeys     string
 	SessionTTL   time.Duration
 	OIDCIssuer   string
 	OIDCClientID string
@@ -49,17 +54,28 @@ the scheduler, the outbox relay and event fan-out. It applies database
 migrations at start. Run as many replicas as you like against one Postgres
 and one NATS (cluster).
 
-Environment: GPUAAS_DATABASE_URL and GPUAAS_NATS_URL stand in for the flags.
+controld decides every other NATS connection through the servers' auth
+callout. --nats-keys names the directory of the keys it needs (the callout
+issuer and xkey, its own users in the GPUAAS and SYS accounts):
+` + "`gpuaas ops nats-setup`" + ` creates it together with the servers' configuration.
+
+Environment: GPUAAS_DATABASE_URL, GPUAAS_NATS_URL, GPUAAS_NATS_KEYS,
+GPUAAS_NATS_CA, GPUAAS_NATS_CERT and GPUAAS_NATS_KEY stand in for the flags.
 Stripe top-ups need GPUAAS_STRIPE_SECRET_KEY, --stripe-success-url and
 --stripe-cancel-url; its webhook needs GPUAAS_STRIPE_WEBHOOK_SECRET and
 --http-addr (POST /stripe/webhook, API version ` + payments.APIVersion + `).`,
-		Example: `  gpuaas controld --database-url postgres://gpuaas@db/gpuaas --nats-url nats://nats:4222`,
-		Args:    cmdutil.NoArgs,
+		Example: `  gpuaas controld --database-url postgres://gpuaas@db/gpuaas --nats-url tls://nats:4222 \
+    --nats-keys /etc/gpuaas/nats --nats-ca /etc/gpuaas/nats-ca.pem`,
+		Args: cmdutil.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			opts.DatabaseURL = envOr(os.Getenv, "GPUAAS_DATABASE_URL", opts.DatabaseURL)
-			opts.NATSURL = envOr(os.Getenv, "GPUAAS_NATS_URL", opts.NATSURL)
+			opts.NATS.fromEnv(os.Getenv)
+			opts.NATSKeys = envOr(os.Getenv, "GPUAAS_NATS_KEYS", opts.NATSKeys)
 			if opts.DatabaseURL == "" {
 				return cmdutil.FlagErrorf("--database-url (or GPUAAS_DATABASE_URL) is required")
+			}
+			if opts.NATSKeys == "" {
+				return cmdutil.FlagErrorf("--nats-keys (or GPUAAS_NATS_KEYS) is required: create it with `gpuaas ops nats-setup`")
 			}
 			if (opts.OIDCIssuer == "") != (opts.OIDCClientID == "") {
 				return cmdutil.FlagErrorf("--oidc-issuer and --oidc-client-id go together")
@@ -72,7 +88,8 @@ Stripe top-ups need GPUAAS_STRIPE_SECRET_KEY, --stripe-success-url and
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&opts.DatabaseURL, "database-url", "", "Postgres connection string")
-	fl.StringVar(&opts.NATSURL, "nats-url", "nats://127.0.0.1:4222", "NATS server URL")
+	opts.NATS.register(fl, "nats-url")
+	fl.StringVar(&opts.NATSKeys, "nats-keys", "", "Directory of the NATS trust keys (gpuaas ops nats-setup)")
 	fl.DurationVar(&opts.SessionTTL, "session-ttl", 12*time.Hour, "Lifetime of session tokens")
 	fl.StringVar(&opts.OIDCIssuer, "oidc-issuer", "", "Accept ID tokens from this OIDC issuer (auth.exchange)")
 	fl.StringVar(&opts.OIDCClientID, "oidc-client-id", "", "Audience expected in OIDC ID tokens")
@@ -93,11 +110,16 @@ func controldRun(ctx context.Context, opts *ControldOptions) error {
 	if err != nil {
 		return err
 	}
-	nc, err := bus.Connect(opts.NATSURL, "gpuaas-controld")
+	keys, err := bus.LoadKeys(opts.NATSKeys)
+	if err != nil {
+		return cmdutil.FlagErrorf("--nats-keys: %v", err)
+	}
+	nc, sys, err := connectControld(opts.NATS.URL, opts.NATS.tls(), keys)
 	if err != nil {
 		return err
 	}
 	defer nc.Close()
+	defer sys.Close()
 	var kek []byte
 	if opts.CAKeyFile != "" {
 		if kek, err = os.ReadFile(opts.CAKeyFile); err != nil {
@@ -107,8 +129,9 @@ func controldRun(ctx context.Context, opts *ControldOptions) error {
 			return cmdutil.FlagErrorf("--ca-key-file must hold exactly 32 bytes, has %d (head -c 32 /dev/urandom > FILE)", len(kek))
 		}
 	}
-	srv, err := controld.New(ctx, controld.Config{DatabaseURL: opts.DatabaseURL, NATS: nc, SessionTTL: opts.SessionTTL,
-		OIDC: identity.OIDCConfig{Issuer: opts.OIDCIssuer, ClientID: opts.OIDCClientID}, Log: log,
+	srv, err := controld.New(ctx, controld.Config{DatabaseURL: opts.DatabaseURL, NATS: nc, SystemNATS: sys, BusKeys: keys,
+		SessionTTL: opts.SessionTTL,
+		OIDC:       identity.OIDCConfig{Issuer: opts.OIDCIssuer, ClientID: opts.OIDCClientID}, Log: log,
 		GatewayAddr: opts.GatewayAddr, CAKeyEncryptionKey: kek, SSHCertTTL: opts.SSHCertTTL,
 		Stripe: payments.Settings{APIBase: opts.StripeAPI, SecretKey: os.Getenv("GPUAAS_STRIPE_SECRET_KEY"),
 			WebhookSecret: os.Getenv("GPUAAS_STRIPE_WEBHOOK_SECRET"), SuccessURL: opts.StripeSuccessURL, CancelURL: opts.StripeCancelURL},
@@ -122,4 +145,23 @@ func controldRun(ctx context.Context, opts *ControldOptions) error {
 		}
 	}
 	return srv.Run(ctx)
+}
+
+// connectControld opens controld's two NATS connections: its user in the
+// app account (the API, the callout, JetStream) and in the system account
+// (closing revoked connections).
+func connectControld(url string, t bus.TLS, keys *bus.Keys) (nc, sys *nats.Conn, err error) {
+	tlsOpts, err := t.Options(url)
+	if err != nil {
+		return nil, nil, err
+	}
+	inbox := nats.CustomInboxPrefix(api.ControldInboxPrefix)
+	if nc, err = bus.Connect(url, "gpuaas-controld", append(tlsOpts, bus.WithKey(keys.Controld), inbox)...); err != nil {
+		return nil, nil, err
+	}
+	if sys, err = bus.Connect(url, "gpuaas-controld-sys", append(tlsOpts, bus.WithKey(keys.System), inbox)...); err != nil {
+		nc.Close()
+		return nil, nil, err
+	}
+	return nc, sys, nil
 }

@@ -214,22 +214,32 @@ func devRun(ctx context.Context, opts *DevOptions) (err error) {
 		return err
 	}
 
-	ns, err := bus.Start(bus.Config{Host: opts.Host, Port: opts.NATSPort, StoreDir: filepath.Join(opts.DataDir, "nats"), Logger: log})
+	// The same trust model as production: controld decides every other
+	// connection through the auth callout.
+	keys, err := bus.LoadOrCreateKeys(filepath.Join(opts.DataDir, "nats-keys"))
+	if err != nil {
+		return err
+	}
+	auth := keys.Public()
+	ns, err := bus.Start(bus.Config{Host: opts.Host, Port: opts.NATSPort, StoreDir: filepath.Join(opts.DataDir, "nats"),
+		Auth: &auth, Logger: log})
 	if err != nil {
 		return err
 	}
 	defer ns.Shutdown()
-	nc, err := bus.Connect(ns.ClientURL(), "gpuaas-dev-controld")
+	nc, sys, err := connectControld(ns.ClientURL(), bus.TLS{}, keys)
 	if err != nil {
 		return err
 	}
 	defer nc.Close()
+	defer sys.Close()
 
 	stripe, httpAddr, err := devStripe(opts)
 	if err != nil {
 		return err
 	}
 	srv, err := controld.New(ctx, controld.Config{DatabaseURL: pg.ConnString(devDatabase), NATS: nc, Log: log,
+		SystemNATS: sys, BusKeys: keys,
 		SessionTTL: opts.SessionTTL, GatewayAddr: gatewayAddr,
 		OIDC:    identity.OIDCConfig{Issuer: opts.OIDCIssuer, ClientID: opts.OIDCClientID},
 		Hosts:   controld.HostsConfig{HeartbeatInterval: time.Second, AutoApproveSlots: true},

@@ -2,19 +2,23 @@ package daemon
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
 	"path/filepath"
 	"strconv"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nkeys"
 
 	"github.com/gpuaas/gpuaas/cli/tui"
 	"github.com/gpuaas/gpuaas/controld"
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/bus"
+	"github.com/gpuaas/gpuaas/internal/fsutil"
 	"github.com/gpuaas/gpuaas/sshgate"
 )
 
@@ -41,13 +45,19 @@ type devGateway struct {
 	failed chan error
 }
 
-// startGateway runs sshgate in this process with a fresh service token.
+// startGateway runs sshgate in this process with its own key, registered
+// as an operator would with `gpuaas ops nats-identity add`.
 func startGateway(ctx context.Context, srv *controld.Server, adminID, natsURL, addr string, opts *DevOptions, log *slog.Logger) (*devGateway, error) {
-	tok, err := srv.IssueServiceToken(ctx, api.ServiceTokenRequest{Name: "sshgate-dev", Role: api.RoleGateway, TTL: 30 * 24 * time.Hour}, adminID)
+	key, err := loadOrCreateNkey(filepath.Join(opts.DataDir, "sshgate", "gateway.nk"))
 	if err != nil {
-		return nil, fmt.Errorf("ssh gateway token: %w", err)
+		return nil, fmt.Errorf("ssh gateway key: %w", err)
 	}
-	nc, err := bus.Connect(natsURL, "gpuaas-dev-sshgate")
+	pub, _ := key.PublicKey()
+	if _, err := srv.EnsureBusIdentity(ctx, api.BusIdentityAddRequest{PublicKey: pub, Kind: api.BusIdentityGateway,
+		Name: "sshgate-dev"}, adminID); err != nil {
+		return nil, fmt.Errorf("ssh gateway key: %w", err)
+	}
+	nc, client, err := connectGateway(natsURL, bus.TLS{}, key)
 	if err != nil {
 		return nil, err
 	}
@@ -58,7 +68,7 @@ func startGateway(ctx context.Context, srv *controld.Server, adminID, natsURL, a
 		Advertise:   addr,
 		Principals:  []string{"localhost", "127.0.0.1"},
 		Name:        "dev",
-		Client:      api.NewClient(nc, api.WithToken(tok.Token)),
+		Client:      client,
 		Commands:    SSHCommandTree,
 		TUI:         tui.ServeSSH,
 		Log:         log.With("component", "sshgate"),
@@ -91,4 +101,21 @@ func (g *devGateway) stop() {
 	g.cancel()
 	<-g.done
 	g.nc.Close()
+}
+
+// loadOrCreateNkey reads a user nkey seed from path, creating it (0600)
+// on first use.
+func loadOrCreateNkey(path string) (nkeys.KeyPair, error) {
+	kp, err := bus.ReadSeedFile(path, nkeys.PrefixByteUser)
+	if !errors.Is(err, os.ErrNotExist) {
+		return kp, err
+	}
+	if kp, err = nkeys.CreateUser(); err != nil {
+		return nil, err
+	}
+	seed, _ := kp.Seed()
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, err
+	}
+	return kp, fsutil.WriteFile(path, append(seed, '\n'), 0o600, fsutil.Durable)
 }

@@ -25,7 +25,7 @@ import (
 // HostdOptions are the inputs of `gpuaas hostd`.
 type HostdOptions struct {
 	IO           *cmdutil.IOStreams
-	Server       string
+	NATS         natsFlags
 	StateDir     string
 	Token        string
 	Sim          string
@@ -75,7 +75,7 @@ Environment: GPUAAS_NATS_URL and GPUAAS_ENROLL_TOKEN stand in for the flags.`,
   gpuaas hostd --sim h200-slice --state-dir /tmp/h1 --token gpe_... --delay-phase define_start=30s`,
 		Args: cmdutil.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			opts.Server = envOr(os.Getenv, "GPUAAS_NATS_URL", opts.Server)
+			opts.NATS.fromEnv(os.Getenv)
 			opts.Token = envOr(os.Getenv, "GPUAAS_ENROLL_TOKEN", opts.Token)
 			if opts.Sim != "" {
 				if _, ok := SimProfiles[opts.Sim]; !ok {
@@ -94,7 +94,7 @@ Environment: GPUAAS_NATS_URL and GPUAAS_ENROLL_TOKEN stand in for the flags.`,
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&opts.Server, "server", "nats://127.0.0.1:4222", "NATS URL of the control plane")
+	opts.NATS.register(fl, "server")
 	fl.StringVar(&opts.StateDir, "state-dir", "/var/lib/gpuaas/hostd", "Where the node's identity, task records, leases and seeds live")
 	fl.StringVar(&opts.Token, "token", "", "One-time enrollment token (first start only)")
 	fl.StringVar(&opts.Sim, "sim", "", "Run a simulated host: h200-slice or h100-baremetal")
@@ -141,7 +141,7 @@ func hostdRun(ctx context.Context, opts *HostdOptions) error {
 		return err
 	}
 	defer closeEnv()
-	cfg := agent.Config{Server: opts.Server, StateDir: opts.StateDir, Token: opts.Token, Env: env,
+	cfg := agent.Config{Server: opts.NATS.URL, TLS: opts.NATS.tls(), StateDir: opts.StateDir, Token: opts.Token, Env: env,
 		Handlers: tasks.Default(), TerminalAddr: opts.TerminalAddr, Log: log}
 	if opts.TerminalListen != "" {
 		t, err := startTerminal(opts.TerminalListen, opts.TerminalAddr, opts.StateDir, accounts, env.Hypervisor, log)

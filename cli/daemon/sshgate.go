@@ -2,10 +2,10 @@ package daemon
 
 import (
 	"context"
-	"fmt"
 	"os"
-	"strings"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nkeys"
 	"github.com/spf13/cobra"
 
 	"github.com/gpuaas/gpuaas/cli/alloc"
@@ -22,11 +22,12 @@ import (
 
 // SSHGateOptions are the inputs of `gpuaas sshgate`.
 type SSHGateOptions struct {
-	IO           *cmdutil.IOStreams
-	Listen       string
-	Server       string
-	TokenFile    string
-	Token        string
+	IO     *cmdutil.IOStreams
+	Listen string
+	NATS   natsFlags
+	// NkeyFile holds the gateway's NATS key (its identity towards NATS and
+	// controld).
+	NkeyFile     string
 	HostKey      string
 	Advertise    string
 	Principals   []string
@@ -52,25 +53,28 @@ gets one). Each allocation session is authorized by controld, which hands
 the gateway a one-minute ticket for the node; PTY sessions are recorded
 (asciicast v2) into the terminal-recordings object store.
 
-The gateway authenticates to controld with a service token of role
-gateway (an admin issues it with ops.service_token). Its host key is
-generated in --host-key (0600) on first start, and certified by
-controld's host CA at every start, so clients with the @cert-authority line
-from gpuaas ssh-config trust it without a prompt. Run as many replicas as
-you like behind a TCP load balancer; they share nothing.
+The gateway's identity is an nkey (--nkey, 0600): it signs NATS's
+connection nonce with it, and logs in to controld with it for session
+tokens that live 15 minutes; no long-lived token exists. Create and
+register one with ` + "`gpuaas ops nats-identity add --kind gateway --name NAME --out FILE`" + `
+(revoke it with ` + "`gpuaas ops nats-identity revoke`" + `). Its host key is generated in
+--host-key (0600) on first start, and certified by controld's host CA at
+every start, so clients with the @cert-authority line from gpuaas
+ssh-config trust it without a prompt. Run as many replicas as you like
+behind a TCP load balancer; they share nothing.
 
-Environment: GPUAAS_NATS_URL and GPUAAS_SERVICE_TOKEN stand in for --server
-and --token-file.`,
-		Example: `  gpuaas sshgate --listen :22 --server nats://nats:4222 --token-file /etc/gpuaas/sshgate.token \
-    --host-key /var/lib/gpuaas/sshgate/host_ed25519_key --advertise ssh.gpuaas.example:22`,
+Environment: GPUAAS_NATS_URL, GPUAAS_NKEY_FILE, GPUAAS_NATS_CA,
+GPUAAS_NATS_CERT and GPUAAS_NATS_KEY stand in for the flags.`,
+		Example: `  gpuaas sshgate --listen :22 --server tls://nats:4222 --nats-ca /etc/gpuaas/nats-ca.pem \
+    --nkey /etc/gpuaas/sshgate.nk --host-key /var/lib/gpuaas/sshgate/host_ed25519_key --advertise ssh.gpuaas.example:22`,
 		Args: cmdutil.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			opts.Server = envOr(os.Getenv, "GPUAAS_NATS_URL", opts.Server)
-			token, err := readServiceToken(opts.TokenFile, os.Getenv)
-			if err != nil {
-				return err
+			opts.NATS.fromEnv(os.Getenv)
+			opts.NkeyFile = envOr(os.Getenv, "GPUAAS_NKEY_FILE", opts.NkeyFile)
+			if opts.NkeyFile == "" {
+				return cmdutil.FlagErrorf("--nkey (or GPUAAS_NKEY_FILE) is required: " +
+					"`gpuaas ops nats-identity add --kind gateway --name NAME --out FILE` makes one")
 			}
-			opts.Token = token
 			if opts.HostKey == "" {
 				return cmdutil.FlagErrorf("--host-key is required")
 			}
@@ -82,8 +86,8 @@ and --token-file.`,
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&opts.Listen, "listen", ":2222", "Address to serve SSH on")
-	fl.StringVar(&opts.Server, "server", "nats://127.0.0.1:4222", "NATS URL of the control plane")
-	fl.StringVar(&opts.TokenFile, "token-file", "", "File holding the gateway's service token (default: $GPUAAS_SERVICE_TOKEN)")
+	opts.NATS.register(fl, "server")
+	fl.StringVar(&opts.NkeyFile, "nkey", "", "File holding the gateway's registered nkey seed")
 	fl.StringVar(&opts.HostKey, "host-key", "/var/lib/gpuaas/sshgate/host_ed25519_key", "The gateway's ed25519 host key; generated (0600) when missing")
 	fl.StringVar(&opts.Advertise, "advertise", "", "host:port users ssh to; its host is certified as a principal")
 	fl.StringSliceVar(&opts.Principals, "principal", nil, "Host name to certify for the host key (repeatable; default: the --advertise host)")
@@ -91,25 +95,6 @@ and --token-file.`,
 	fl.StringVar(&opts.RecordingDir, "recording-dir", "", "Where recordings wait for upload, unlinked (default: the temp dir)")
 	fl.StringVar(&opts.LogLevel, "log-level", "info", "Log level: debug, info, warn, error")
 	return cmd
-}
-
-// readServiceToken reads the token from file, else from
-// GPUAAS_SERVICE_TOKEN.
-func readServiceToken(file string, getenv func(string) string) (string, error) {
-	if file != "" {
-		b, err := os.ReadFile(file)
-		if err != nil {
-			return "", fmt.Errorf("read --token-file: %w", err)
-		}
-		if t := strings.TrimSpace(string(b)); t != "" {
-			return t, nil
-		}
-		return "", cmdutil.FlagErrorf("--token-file %s is empty", file)
-	}
-	if t := strings.TrimSpace(getenv("GPUAAS_SERVICE_TOKEN")); t != "" {
-		return t, nil
-	}
-	return "", cmdutil.FlagErrorf("a service token is required: --token-file or GPUAAS_SERVICE_TOKEN")
 }
 
 func sshgateRun(ctx context.Context, opts *SSHGateOptions) error {
@@ -121,7 +106,11 @@ func sshgateRun(ctx context.Context, opts *SSHGateOptions) error {
 	if name == "" {
 		name, _ = os.Hostname()
 	}
-	nc, err := bus.Connect(opts.Server, "gpuaas-sshgate")
+	key, err := bus.ReadSeedFile(opts.NkeyFile, nkeys.PrefixByteUser)
+	if err != nil {
+		return cmdutil.FlagErrorf("--nkey: %v", err)
+	}
+	nc, client, err := connectGateway(opts.NATS.URL, opts.NATS.tls(), key)
 	if err != nil {
 		return err
 	}
@@ -132,7 +121,7 @@ func sshgateRun(ctx context.Context, opts *SSHGateOptions) error {
 		Advertise:    opts.Advertise,
 		Principals:   opts.Principals,
 		Name:         name,
-		Client:       api.NewClient(nc, api.WithToken(opts.Token)),
+		Client:       client,
 		Commands:     SSHCommandTree,
 		TUI:          tui.ServeSSH,
 		RecordingDir: opts.RecordingDir,
@@ -142,6 +131,27 @@ func sshgateRun(ctx context.Context, opts *SSHGateOptions) error {
 		return err
 	}
 	return g.Run(ctx)
+}
+
+// connectGateway connects as the gateway whose key is key and returns the
+// connection and a client that logs in to controld with the same key.
+func connectGateway(url string, t bus.TLS, key nkeys.KeyPair) (*nats.Conn, *api.Client, error) {
+	tlsOpts, err := t.Options(url)
+	if err != nil {
+		return nil, nil, err
+	}
+	pub, _ := key.PublicKey()
+	nc, err := bus.Connect(url, "gpuaas-sshgate", append(tlsOpts, bus.WithKey(key),
+		nats.CustomInboxPrefix(api.InboxPrefix(pub)))...)
+	if err != nil {
+		return nil, nil, err
+	}
+	login, err := api.NewGatewayLogin(nc, key, nil)
+	if err != nil {
+		nc.Close()
+		return nil, nil, err
+	}
+	return nc, api.NewClient(nc, api.WithTokenSource(login.Token)), nil
 }
 
 // SSHCommandTree is the command tree `ssh gpuaas@gateway <command>`

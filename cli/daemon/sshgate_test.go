@@ -3,8 +3,6 @@ package daemon
 import (
 	"context"
 	"errors"
-	"os"
-	"path/filepath"
 	"slices"
 	"testing"
 
@@ -12,42 +10,34 @@ import (
 )
 
 func TestNewCmdSSHGate(t *testing.T) {
-	tokenFile := filepath.Join(t.TempDir(), "token")
-	if err := os.WriteFile(tokenFile, []byte("gpt_from_file\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	empty := filepath.Join(t.TempDir(), "empty")
-	if err := os.WriteFile(empty, nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
 	tests := []struct {
-		name      string
-		args      []string
-		env       string // GPUAAS_SERVICE_TOKEN
-		wantErr   bool
-		wantToken string
-		wantOpts  func(*SSHGateOptions) bool
+		name     string
+		args     []string
+		env      string // GPUAAS_NKEY_FILE
+		wantErr  bool
+		wantKey  string
+		wantOpts func(*SSHGateOptions) bool
 	}{
-		{name: "token file", args: []string{"--token-file", tokenFile}, env: "gpt_env", wantToken: "gpt_from_file"},
-		{name: "token from the environment", env: " gpt_env\n", wantToken: "gpt_env"},
-		{name: "no token", wantErr: true},
-		{name: "empty token file", args: []string{"--token-file", empty}, wantErr: true},
-		{name: "flags", env: "gpt_env", wantToken: "gpt_env",
-			args: []string{"--listen", "127.0.0.1:2200", "--server", "nats://n:4222", "--host-key", "/k", "--advertise", "ssh.example.test:22",
-				"--principal", "a", "--principal", "b"},
+		{name: "nkey flag", args: []string{"--nkey", "/etc/gw.nk"}, env: "/env.nk", wantKey: "/env.nk"},
+		{name: "nkey from the environment", env: "/env.nk", wantKey: "/env.nk"},
+		{name: "no nkey", wantErr: true},
+		{name: "flags", env: "/env.nk", wantKey: "/env.nk",
+			args: []string{"--listen", "127.0.0.1:2200", "--server", "tls://n:4222", "--nats-ca", "/ca.pem", "--host-key", "/k",
+				"--advertise", "ssh.example.test:22", "--principal", "a", "--principal", "b"},
 			wantOpts: func(o *SSHGateOptions) bool {
-				return o.Listen == "127.0.0.1:2200" && o.Server == "nats://n:4222" && o.HostKey == "/k" &&
+				return o.Listen == "127.0.0.1:2200" && o.NATS.URL == "tls://n:4222" && o.NATS.CA == "/ca.pem" && o.HostKey == "/k" &&
 					o.Advertise == "ssh.example.test:22" && slices.Equal(o.Principals, []string{"a", "b"})
 			}},
-		{name: "defaults", env: "gpt_env", wantToken: "gpt_env", wantOpts: func(o *SSHGateOptions) bool {
-			return o.Listen == ":2222" && o.Server == "nats://127.0.0.1:4222" && o.HostKey != ""
+		{name: "defaults", env: "/env.nk", wantKey: "/env.nk", wantOpts: func(o *SSHGateOptions) bool {
+			return o.Listen == ":2222" && o.NATS.URL == "nats://127.0.0.1:4222" && o.HostKey != "" && !o.NATS.AllowPlaintext
 		}},
-		{name: "arguments refused", args: []string{"extra"}, env: "gpt_env", wantErr: true},
+		{name: "arguments refused", args: []string{"extra"}, env: "/env.nk", wantErr: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			t.Setenv("GPUAAS_SERVICE_TOKEN", tt.env)
+			t.Setenv("GPUAAS_NKEY_FILE", tt.env)
 			t.Setenv("GPUAAS_NATS_URL", "")
+			t.Setenv("GPUAAS_NATS_CA", "")
 			ios, _, _, _ := cmdutil.Test()
 			var got *SSHGateOptions
 			cmd := NewCmdSSHGate(cmdutil.New(ios), func(_ context.Context, o *SSHGateOptions) error {
@@ -68,8 +58,8 @@ func TestNewCmdSSHGate(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got.Token != tt.wantToken {
-				t.Fatalf("got token %q; want %q", got.Token, tt.wantToken)
+			if got.NkeyFile != tt.wantKey {
+				t.Fatalf("got nkey file %q; want %q", got.NkeyFile, tt.wantKey)
 			}
 			if tt.wantOpts != nil && !tt.wantOpts(got) {
 				t.Fatalf("got options %+v", got)

@@ -34,6 +34,6 @@ learn it (` + "`gpuaas ssh-config`" + `) before the gateway presents it.`,
 		NewCmdCARotate(f, nil),
 		NewCmdCARetire(f, nil),
 	)
-	cmd.AddCommand(ca, NewCmdServiceToken(f, nil), NewCmdLedger(f))
+	cmd.AddCommand(ca, NewCmdLedger(f))
 	return cmd
 }

@@ -105,21 +105,6 @@ func TestNewCmdCAList(t *testing.T) {
 	wantUsageError(t, execute(NewCmdCAList(testFactory(ios), nil), "--ca", "root"))
 }
 
-func TestNewCmdServiceToken(t *testing.T) {
-	ios, _ := testStreams(false)
-	var got *ServiceTokenOptions
-	if err := execute(NewCmdServiceToken(testFactory(ios), func(_ context.Context, o *ServiceTokenOptions) error { got = o; return nil }),
-		"--name", "sshgate", "--role", "gateway", "--ttl", "8760h"); err != nil {
-		t.Fatal(err)
-	}
-	if got.Name != "sshgate" || got.Role != api.RoleGateway || got.TTL != 8760*time.Hour {
-		t.Errorf("got %+v; want sshgate gateway 8760h", *got)
-	}
-	for _, args := range [][]string{{}, {"--name", "x", "--role", "admin"}, {"--name", "x", "--ttl", "0s"}, {"--name", "x", "--ttl", "-1h"}} {
-		wantUsageError(t, execute(NewCmdServiceToken(testFactory(ios), func(context.Context, *ServiceTokenOptions) error { return nil }), args...))
-	}
-}
-
 func TestPrintKeys(t *testing.T) {
 	activated := now.Add(-time.Hour)
 	retired := now.Add(-time.Minute)

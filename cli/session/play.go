@@ -2,13 +2,11 @@ package session
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
@@ -82,27 +80,20 @@ func playRun(ctx context.Context, opts *PlayOptions) error {
 	if s.Recording == "" {
 		return api.Errorf(api.CodeNotFound, "session %s has no recording: only sessions with a terminal are recorded", opts.ID)
 	}
-	obj, err := openRecording(ctx, client, s.Recording)
-	if err != nil {
+	if opts.Raw {
+		_, err := client.SessionRecording(ctx, opts.ID, opts.IO.Out)
 		return err
 	}
-	defer obj.Close()
-	if opts.Raw {
-		if _, err := io.Copy(opts.IO.Out, obj); err != nil {
-			return fmt.Errorf("read recording %s: %w", s.Recording, err)
-		}
-		return nil
-	}
-	// Fetch it all before playing: a paused read would stall the object
-	// store's consumer for as long as the session lasted.
+	// Fetch it all before playing: playback takes as long as the session
+	// did.
 	tmp, err := os.CreateTemp("", "gpuaas-session-*.cast")
 	if err != nil {
 		return fmt.Errorf("fetch recording: %w", err)
 	}
 	defer os.Remove(tmp.Name())
 	defer tmp.Close()
-	if _, err := io.Copy(tmp, obj); err != nil {
-		return fmt.Errorf("read recording %s: %w", s.Recording, err)
+	if _, err := client.SessionRecording(ctx, opts.ID, tmp); err != nil {
+		return err
 	}
 	if _, err := tmp.Seek(0, io.SeekStart); err != nil {
 		return fmt.Errorf("fetch recording: %w", err)
@@ -115,35 +106,4 @@ func playRun(ctx context.Context, opts *PlayOptions) error {
 		}
 	}
 	return p.Play(ctx, tmp)
-}
-
-// openRecording opens the named object in the recordings bucket over the
-// client's NATS connection.
-func openRecording(ctx context.Context, client *api.Client, name string) (jetstream.ObjectResult, error) {
-	js, err := jetstream.New(client.Conn())
-	if err != nil {
-		return nil, fmt.Errorf("open recordings: %w", err)
-	}
-	store, err := js.ObjectStore(ctx, api.RecordingsBucket)
-	switch {
-	case errors.Is(err, jetstream.ErrBucketNotFound), errors.Is(err, jetstream.ErrStreamNotFound):
-		return nil, api.Errorf(api.CodeNotFound, "no recordings are stored (bucket %s does not exist)", api.RecordingsBucket)
-	case err != nil:
-		return nil, recordingsError(err)
-	}
-	obj, err := store.Get(ctx, name)
-	switch {
-	case errors.Is(err, jetstream.ErrObjectNotFound):
-		return nil, api.Errorf(api.CodeNotFound, "recording %s is not in the store", name)
-	case err != nil:
-		return nil, recordingsError(err)
-	}
-	return obj, nil
-}
-
-func recordingsError(err error) error {
-	if errors.Is(err, jetstream.ErrJetStreamNotEnabled) || errors.Is(err, context.DeadlineExceeded) {
-		return &api.Error{Code: api.CodeUnavailable, Message: "recordings store: " + err.Error()}
-	}
-	return fmt.Errorf("recordings store: %w", err)
 }

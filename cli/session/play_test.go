@@ -2,12 +2,13 @@ package session
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nats.go"
 
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
 	"github.com/gpuaas/gpuaas/cli/sshkeys/sshkeystest"
@@ -53,33 +54,31 @@ func TestNewCmdPlay(t *testing.T) {
 	}
 }
 
-// playFixture stores recording as "s-2.cast" in a real JetStream object
-// store bucket and serves the sessions of testSessions.
-func playFixture(t *testing.T, withBucket bool) *sshkeystest.Controld {
+// playFixture serves the sessions of testSessions and, for session s-2,
+// its recording through session.recording in chunks of 7 bytes, so a
+// playback takes many requests; s-3's recording is missing.
+func playFixture(t *testing.T) *sshkeystest.Controld {
 	t.Helper()
 	ctrl := sshkeystest.Start(t, time.Now)
 	serveSessions(t, ctrl, append(testSessions(),
 		api.TerminalSession{ID: "s-3", AllocationID: "a-1", Kind: api.SessionShell, StartedAt: started, Recording: "missing.cast"}))
-	if !withBucket {
-		return ctrl
-	}
-	js, err := jetstream.New(ctrl.NC)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	store, err := js.CreateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: api.RecordingsBucket})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := store.PutString(ctx, "s-2.cast", recording); err != nil {
-		t.Fatal(err)
-	}
+	ctrl.Handle(t, api.EndpointSessionRecording, func(m *nats.Msg) (any, error) {
+		var req api.RecordingRequest
+		if err := json.Unmarshal(m.Data, &req); err != nil {
+			return nil, err
+		}
+		if req.ID != "s-2" {
+			return nil, api.Errorf(api.CodeNotFound, "recording of %s is not in the store", req.ID)
+		}
+		end := min(int(req.Offset)+7, len(recording))
+		return api.RecordingChunk{Data: []byte(recording[req.Offset:end]), Size: int64(len(recording)),
+			EOF: end == len(recording)}, nil
+	})
 	return ctrl
 }
 
-func TestPlayFromObjectStore(t *testing.T) {
-	ctrl := playFixture(t, true)
+func TestPlayChunks(t *testing.T) {
+	ctrl := playFixture(t)
 	tests := []struct {
 		name string
 		opts PlayOptions
@@ -111,19 +110,17 @@ func TestPlayFromObjectStore(t *testing.T) {
 
 func TestPlayNotFound(t *testing.T) {
 	tests := []struct {
-		name       string
-		id         string
-		withBucket bool
-		want       string
+		name string
+		id   string
+		want string
 	}{
-		{"unknown session", "s-9", true, "not found"},
-		{"session without a terminal", "s-1", true, "has no recording"},
-		{"recording missing from the store", "s-3", true, "not in the store"},
-		{"no bucket yet", "s-2", false, "no recordings are stored"},
+		{"unknown session", "s-9", "not found"},
+		{"session without a terminal", "s-1", "has no recording"},
+		{"recording missing from the store", "s-3", "not in the store"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ctrl := playFixture(t, tt.withBucket)
+			ctrl := playFixture(t)
 			ios, _, out, _ := cmdutil.Test()
 			opts := &PlayOptions{IO: ios, ID: tt.id, Raw: true,
 				Client: func() (*api.Client, error) { return ctrl.Client(sshkeystest.Token), nil }}

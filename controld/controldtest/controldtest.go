@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nkeys"
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/gpuaas/gpuaas/controld"
@@ -19,6 +20,7 @@ import (
 	"github.com/gpuaas/gpuaas/controld/store"
 	"github.com/gpuaas/gpuaas/hostd/sim"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/bus"
 	"github.com/gpuaas/gpuaas/internal/testutil"
 )
 
@@ -58,8 +60,13 @@ type Options struct {
 
 // Env is a running controld with what tests need to drive it.
 type Env struct {
-	Server     *controld.Server
-	NATSURL    string
+	Server  *controld.Server
+	NATSURL string
+	// Bus is the NATS server, with the auth callout answered by Server.
+	Bus *testutil.Bus
+	// NC is controld's own connection (every permission): tests drive the
+	// API through it with a user's token in the request, as a user's own
+	// connection (UserConn) would.
 	NC         *nats.Conn
 	Admin      api.User
 	AdminToken string
@@ -82,10 +89,11 @@ func DefaultNodes() []node.Spec { return sim.DevFleet() }
 func Start(t testing.TB, opts Options) *Env {
 	t.Helper()
 	dsn := testutil.Postgres(t, Template)
-	url := testutil.NATS(t)
-	nc := testutil.Connect(t, url)
+	b := testutil.NATS(t)
+	nc := b.Connect(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	srv, err := controld.New(ctx, controld.Config{DatabaseURL: dsn, NATS: nc, BcryptCost: bcrypt.MinCost,
+		BusKeys: b.Keys, SystemNATS: b.ConnectSystem(t),
 		Now: opts.Now, OIDC: opts.OIDC, Log: testutil.Logger(t), Hosts: opts.Hosts, MaxConns: opts.MaxConns, QueueInterval: 100 * time.Millisecond,
 		SSHCertTTL: opts.SSHCertTTL, GatewayAddr: opts.GatewayAddr, Billing: opts.Billing,
 		Stripe: opts.Stripe, HTTPAddr: opts.HTTPAddr})
@@ -115,9 +123,46 @@ func Start(t testing.TB, opts Options) *Env {
 	if err != nil {
 		t.Fatalf("seed: %v", err)
 	}
-	env := &Env{Server: srv, NATSURL: url, NC: nc, Admin: res.Admin, Project: res.Project, DSN: dsn}
+	env := &Env{Server: srv, NATSURL: b.URL, Bus: b, NC: nc, Admin: res.Admin, Project: res.Project, DSN: dsn}
 	env.AdminToken = env.Login(t, AdminEmail, AdminPassword)
 	return env
+}
+
+// UserConn connects to the bus as a user does: the session token is the
+// connection's credential, the auth callout decides its permissions, and
+// replies come to the user's own inbox.
+func (e *Env) UserConn(t testing.TB, userID, token string) *nats.Conn {
+	t.Helper()
+	return testutil.Connect(t, e.NATSURL, nats.Token(token), nats.CustomInboxPrefix(api.UserInboxPrefix(userID)))
+}
+
+// UserClient is an API client on the user's own connection (UserConn).
+func (e *Env) UserClient(t testing.TB, userID, token string) *api.Client {
+	t.Helper()
+	return api.NewClient(e.UserConn(t, userID, token), api.WithToken(token), api.WithProject(e.Project.Name))
+}
+
+// GatewayClient registers a fresh gateway key called name and returns a
+// client as sshgate has one: on the gateway's own connection (its key
+// proves it to the auth callout) and logging in to controld with that key
+// for short-lived tokens.
+func (e *Env) GatewayClient(t testing.TB, name string) *api.Client {
+	t.Helper()
+	key, err := nkeys.CreateUser()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, _ := key.PublicKey()
+	if _, err := e.Server.EnsureBusIdentity(context.Background(), api.BusIdentityAddRequest{PublicKey: pub,
+		Kind: api.BusIdentityGateway, Name: name}, e.Admin.ID); err != nil {
+		t.Fatalf("register gateway key: %v", err)
+	}
+	nc := testutil.Connect(t, e.NATSURL, bus.WithKey(key), nats.CustomInboxPrefix(api.InboxPrefix(pub)))
+	login, err := api.NewGatewayLogin(nc, key, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return api.NewClient(nc, api.WithTokenSource(login.Token))
 }
 
 // Client returns an API client with token and the test project.

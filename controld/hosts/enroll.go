@@ -58,7 +58,7 @@ func CreateEnrollToken(ctx context.Context, tx pgx.Tx, req api.EnrollTokenReques
 	}
 	var raw [20]byte
 	_, _ = rand.Read(raw[:])
-	token := "gpe_" + strings.ToLower(tokenEncoding.EncodeToString(raw[:]))
+	token := enrollTokenPrefix + strings.ToLower(tokenEncoding.EncodeToString(raw[:]))
 	id := ids.New("e")
 	exp := now.Add(EnrollTokenTTL)
 	if _, err := tx.Exec(ctx, `INSERT INTO enrollment_tokens (id, node_name, shape, token_hash, created_by, created_at, expires_at)

@@ -14,9 +14,10 @@ import (
 // sshgate's is sshgate@service.gpuaas.
 const ServiceDomain = "service.gpuaas"
 
-// MaxServiceTokenTTL bounds a service token's life: long enough to deploy
-// sshgate with a token in its config, short enough to be renewed yearly.
-const MaxServiceTokenTTL = 366 * 24 * time.Hour
+// MaxServiceTokenTTL bounds a service token's life: services log in again
+// with their key (gate.login) long before, so a token that leaks is soon
+// worthless.
+const MaxServiceTokenTTL = time.Hour
 
 // ServiceRoles are the platform roles a service principal may have.
 var ServiceRoles = []string{api.RoleGateway}

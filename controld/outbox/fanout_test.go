@@ -17,8 +17,9 @@ func TestFanoutDeliversToListedUsersOnly(t *testing.T) {
 	f := newFixture(t)
 	ctx := t.Context()
 
-	// One subscriber sees every user's events, in the order Fanout sends them.
-	watcher := testutil.Connect(t, f.nc.ConnectedUrl())
+	// One subscriber (controld's own identity: no user may) sees every
+	// user's events, in the order Fanout sends them.
+	watcher := f.bus.Connect(t)
 	got := make(chan *nats.Msg, 64)
 	if _, err := watcher.ChanSubscribe("gpuaas.user.*.evt.>", got); err != nil {
 		t.Fatal(err)

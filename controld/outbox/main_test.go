@@ -26,6 +26,7 @@ var pgTemplate = testutil.NewTemplate("outbox", store.Migrate)
 type fixture struct {
 	dsn   string
 	pool  *pgxpool.Pool
+	bus   *testutil.Bus
 	nc    *nats.Conn
 	js    jetstream.JetStream
 	clock *testutil.Clock
@@ -36,7 +37,8 @@ func newFixture(t *testing.T) *fixture {
 	ctx := context.Background()
 	f := &fixture{dsn: testutil.Postgres(t, pgTemplate), clock: testutil.NewClock(time.Date(2020, 3, 1, 12, 0, 0, 0, time.UTC))}
 	f.pool = f.openPool(t)
-	f.nc = testutil.Connect(t, testutil.NATS(t))
+	f.bus = testutil.NATS(t)
+	f.nc = f.bus.Connect(t)
 	var err error
 	if f.js, err = jetstream.New(f.nc); err != nil {
 		t.Fatal(err)

@@ -31,6 +31,9 @@ const Version = "0.1.0"
 type Config struct {
 	// Server is the NATS URL. Required.
 	Server string
+	// TLS secures the NATS connection (required for a remote server
+	// unless TLS.AllowPlaintext).
+	TLS bus.TLS
 	// StateDir holds the identity and task records. Required.
 	StateDir string
 	// Token enrolls the node on first start; ignored once enrolled.
@@ -148,7 +151,10 @@ func (a *Agent) now() time.Time { return a.cfg.Now().UTC() }
 // left unfinished on disk; the next start reports them interrupted.
 func (a *Agent) Run(ctx context.Context) error {
 	a.ctx = ctx
-	nc, err := bus.Connect(a.cfg.Server, "gpuaas-hostd", nats.ReconnectHandler(func(*nats.Conn) {
+	if err := a.loadOrEnroll(ctx); err != nil {
+		return err
+	}
+	nc, err := a.connect(a.id.key(), a.id.NodeID, "", nats.ReconnectHandler(func(*nats.Conn) {
 		a.kick(a.reconnected)
 		a.kick(a.resend)
 	}))
@@ -157,9 +163,6 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	defer nc.Close()
 	a.nc, a.client = nc, api.NewClient(nc)
-	if err := a.loadOrEnroll(ctx); err != nil {
-		return err
-	}
 	a.key = a.id.key()
 	a.verifier = &signing.Verifier{NodeID: a.id.NodeID, Skew: a.cfg.Skew, Now: a.cfg.Now}
 	for _, k := range a.id.TaskKeys {
@@ -227,8 +230,21 @@ func (a *Agent) loadOrEnroll(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("generate node key: %w", err)
 	}
+	// Enrollment has a connection of its own: the token lets the node's
+	// new key in to enroll and do nothing else; the node then connects as
+	// itself.
+	pre, err := bus.KeyFromEd25519Seed(priv.Seed())
+	if err != nil {
+		return err
+	}
+	prePub, _ := pre.PublicKey()
+	nc, err := a.connect(priv, prePub, a.cfg.Token, nats.MaxReconnects(5))
+	if err != nil {
+		return fmt.Errorf("enroll: %w", err)
+	}
+	defer nc.Close()
 	var resp api.EnrollResponse
-	if err := a.client.Request(ctx, api.SubjectEnroll, api.EnrollRequest{Token: a.cfg.Token, PublicKey: pub,
+	if err := api.NewClient(nc).Request(ctx, api.SubjectEnroll, api.EnrollRequest{Token: a.cfg.Token, PublicKey: pub,
 		Hostname: a.cfg.Hostname, Version: Version, TerminalAddr: a.cfg.TerminalAddr, TerminalHostKey: a.cfg.TerminalHostKey}, &resp); err != nil {
 		return fmt.Errorf("enroll: %w", err)
 	}
@@ -239,6 +255,25 @@ func (a *Agent) loadOrEnroll(ctx context.Context) error {
 	}
 	a.cfg.Log.Info("enrolled", "node", resp.NodeID, "name", resp.Name, "shape", resp.Shape)
 	return nil
+}
+
+// connect dials NATS with the node's key as its identity (and the
+// enrollment token, before enrollment), reading replies on the inbox of
+// inboxID (the node id; the key before enrollment).
+func (a *Agent) connect(key ed25519.PrivateKey, inboxID, token string, extra ...nats.Option) (*nats.Conn, error) {
+	kp, err := bus.KeyFromEd25519Seed(key.Seed())
+	if err != nil {
+		return nil, err
+	}
+	tlsOpts, err := a.cfg.TLS.Options(a.cfg.Server)
+	if err != nil {
+		return nil, err
+	}
+	opts := append([]nats.Option{bus.WithKey(kp), nats.CustomInboxPrefix(api.InboxPrefix(inboxID))}, tlsOpts...)
+	if token != "" {
+		opts = append(opts, nats.Token(token))
+	}
+	return bus.Connect(a.cfg.Server, "gpuaas-hostd", append(opts, extra...)...)
 }
 
 // StateDir is where the agent keeps its identity and task records.

@@ -67,7 +67,7 @@ func BenchmarkTaskRoundTrip(b *testing.B) {
 // BenchmarkTaskEcho is the transport baseline: a request-reply echo of a
 // task-sized message through the same kind of embedded server.
 func BenchmarkTaskEcho(b *testing.B) {
-	nc := testutil.Connect(b, testutil.NATS(b))
+	nc := testutil.NATS(b).Connect(b)
 	if _, err := nc.Subscribe("bench.echo", func(m *nats.Msg) { _ = m.Respond(m.Data) }); err != nil {
 		b.Fatal(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -20,6 +21,7 @@ import (
 	"github.com/gpuaas/gpuaas/hostd/agent"
 	"github.com/gpuaas/gpuaas/hostd/tasks"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/bus"
 	"github.com/gpuaas/gpuaas/internal/signing"
 	"github.com/gpuaas/gpuaas/internal/testutil"
 )
@@ -74,13 +76,25 @@ func caLine(t *testing.T) string {
 // heartbeats. controld is played by the test on a bare NATS server.
 func TestTerminalCAs(t *testing.T) {
 	t.Parallel()
-	url := testutil.NATS(t)
-	nc := testutil.Connect(t, url)
+	b := testutil.NATS(t)
+	url := b.URL
+	nc := b.Connect(t)
 	dir := t.TempDir()
 	pub, priv, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
 		t.Fatal(err)
 	}
+	nodeKey, err := bus.PublicKeyNkey(pub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The callout's part of controld, as nodeGrant in controld/busauth.
+	b.ServeCallout(t, func(cr testutil.Credentials) (testutil.Grant, error) {
+		if cr.Nkey != nodeKey {
+			return testutil.Grant{}, errors.New("not the node's key")
+		}
+		return testutil.Grant{Pub: []string{"gpuaas.ctl.host.n-7.>"}, Sub: []string{"gpuaas.host.n-7.>", "_INBOX_n-7.>"}}, nil
+	})
 	id, _ := json.Marshal(map[string]any{"node_id": "n-7", "name": "h7", "shape": api.ShapeGPUSlice,
 		"seed": priv.Seed(), "heartbeat_interval": int64(50 * time.Millisecond)})
 	if err := os.WriteFile(filepath.Join(dir, "identity.json"), id, 0o600); err != nil {

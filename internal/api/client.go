@@ -19,8 +19,10 @@ const DefaultTimeout = 15 * time.Second
 // Client is the typed API client over NATS used by the CLI, the TUI,
 // sshgate and tests. It is safe for concurrent use.
 type Client struct {
-	nc      *nats.Conn
-	token   string
+	nc    *nats.Conn
+	token string
+	// tokens, when set, is asked for the token of each call.
+	tokens  func(context.Context) (string, error)
 	project string
 	timeout time.Duration
 }
@@ -30,6 +32,12 @@ type ClientOption func(*Client)
 
 // WithToken sets the bearer session token sent with every request.
 func WithToken(token string) ClientOption { return func(c *Client) { c.token = token } }
+
+// WithTokenSource makes each call carry the token source returns (a
+// service's short-lived token it renews, see GatewayLogin).
+func WithTokenSource(source func(context.Context) (string, error)) ClientOption {
+	return func(c *Client) { c.tokens = source }
+}
 
 // WithProject sets the default project (Gpuaas-Project header).
 func WithProject(project string) ClientOption { return func(c *Client) { c.project = project } }
@@ -102,8 +110,15 @@ func (c *Client) do(ctx context.Context, subject, endpoint string, mutation bool
 	}
 	msg := nats.NewMsg(subject)
 	msg.Data = body
-	if c.token != "" {
-		msg.Header.Set(HeaderAuthorization, "Bearer "+c.token)
+	token := c.token
+	if c.tokens != nil {
+		var err error
+		if token, err = c.tokens(ctx); err != nil {
+			return err
+		}
+	}
+	if token != "" {
+		msg.Header.Set(HeaderAuthorization, "Bearer "+token)
 	}
 	if c.project != "" {
 		msg.Header.Set(HeaderProject, c.project)

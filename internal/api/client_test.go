@@ -12,7 +12,7 @@ import (
 // TestNoResponders: a call nothing serves is unavailable, says so, and is
 // told apart from other unavailability by api.ErrNoResponders.
 func TestNoResponders(t *testing.T) {
-	c := api.NewClient(testutil.Connect(t, testutil.NATS(t)))
+	c := api.NewClient(testutil.NATS(t).Connect(t))
 	_, err := c.BillingBalance(context.Background(), api.BillingRequest{})
 	if !errors.Is(err, api.ErrUnavailable) || !errors.Is(err, api.ErrNoResponders) {
 		t.Fatalf("got %v; want unavailable wrapping ErrNoResponders", err)

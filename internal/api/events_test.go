@@ -22,9 +22,9 @@ func publishEvent(t *testing.T, c *api.Client, user string, ev api.Event) {
 }
 
 func TestSubscribeEvents(t *testing.T) {
-	url := testutil.NATS(t)
-	sub := api.NewClient(testutil.Connect(t, url))
-	pub := api.NewClient(testutil.Connect(t, url))
+	b := testutil.NATS(t)
+	sub := api.NewClient(b.Connect(t))
+	pub := api.NewClient(b.Connect(t))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	events, err := sub.SubscribeEvents(ctx, "u-1")
@@ -60,7 +60,7 @@ func TestSubscribeEvents(t *testing.T) {
 }
 
 func TestSubscribeEventsBadUser(t *testing.T) {
-	c := api.NewClient(testutil.Connect(t, testutil.NATS(t)))
+	c := api.NewClient(testutil.NATS(t).Connect(t))
 	for _, u := range []string{"", "u.1", "*", ">"} {
 		if _, err := c.SubscribeEvents(context.Background(), u); err == nil {
 			t.Errorf("user %q: got no error; want one", u)

@@ -27,9 +27,6 @@ const (
 	// EndpointCARotate and EndpointCARetire rotate a CA (admins).
 	EndpointCARotate = "ops.ca_rotate"
 	EndpointCARetire = "ops.ca_retire"
-	// EndpointServiceToken issues a long-lived token for a service
-	// principal such as sshgate (admins).
-	EndpointServiceToken = "ops.service_token"
 	// EndpointCAList lists every CA key with its state (operators).
 	EndpointCAList = "ops.ca_list"
 )
@@ -38,8 +35,8 @@ const (
 const RoleGateway = "gateway"
 
 // ProviderService is the identity provider of service principals: users
-// with no password who cannot log in, whose tokens an admin issues with
-// `gpuaas ops service-token`.
+// with no password who cannot log in. A gateway's principal gets its
+// short-lived tokens from gate.login, signed with its registered key.
 const ProviderService = "service"
 
 // CA names.
@@ -209,13 +206,4 @@ type CAListRequest struct {
 // trusted keys newest first, then retired ones.
 type CAListResponse struct {
 	Keys []CAKey `json:"keys"`
-}
-
-// ServiceTokenRequest asks for a token for a service principal. The
-// principal is the user <name>@service.gpuaas, created on first use; the
-// answer is a LoginResponse, shown once.
-type ServiceTokenRequest struct {
-	Name string        `json:"name"` // e.g. "sshgate"
-	Role string        `json:"role"` // RoleGateway
-	TTL  time.Duration `json:"ttl"`
 }

@@ -83,10 +83,3 @@ func (c *Client) CAList(ctx context.Context, req CAListRequest) (*CAListResponse
 	var out CAListResponse
 	return &out, c.Call(ctx, EndpointCAList, req, &out)
 }
-
-// ServiceToken issues a token for a service principal such as sshgate
-// (admins). The token is in the response only; it is never stored.
-func (c *Client) ServiceToken(ctx context.Context, req ServiceTokenRequest, opts ...CallOption) (*LoginResponse, error) {
-	var out LoginResponse
-	return &out, c.Mutate(ctx, EndpointServiceToken, req, &out, opts...)
-}

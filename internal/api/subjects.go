@@ -60,4 +60,13 @@ func UserEventWildcard(userID string) string {
 
 // UserInboxPrefix is the custom reply-inbox prefix of a user's connections,
 // so that NATS permissions can confine each user to their own replies.
-func UserInboxPrefix(userID string) string { return "_INBOX_" + userID }
+func UserInboxPrefix(userID string) string { return InboxPrefix(userID) }
+
+// InboxPrefix is the reply-inbox prefix of a connection whose identity is
+// id: a user id, a node id, or the nkey a connection signed in with (hostd
+// enrolling, sshgate, a client not yet logged in). The auth callout lets
+// each connection subscribe to its own prefix only.
+func InboxPrefix(id string) string { return "_INBOX_" + id }
+
+// ControldInboxPrefix is the reply-inbox prefix of controld's connections.
+const ControldInboxPrefix = "_INBOX_controld"

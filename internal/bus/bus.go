@@ -18,9 +18,7 @@ var ErrNotReady = errors.New("nats server not ready")
 
 // Config configures an embedded NATS server.
 type Config struct {
-	// Host to listen on; loopback by default. The embedded server has no
-	// connection auth (see DESIGN.md, NATS security), so it must not be
-	// exposed beyond the machine.
+	// Host to listen on; loopback by default.
 	Host string
 	// Port to listen on; -1 (the default when zero) picks a free port.
 	Port int
@@ -32,6 +30,17 @@ type Config struct {
 	ReadyTimeout time.Duration
 	// Logger receives server start/stop lines.
 	Logger *slog.Logger
+	// Auth turns on the trust model: accounts, controld's users and the
+	// auth callout (see ServerAuth.Config). Without it any client may do
+	// anything, which only bus's own tests want.
+	Auth *ServerAuth
+	// TLS, when CertFile is set, serves TLS to clients.
+	TLS ServerTLS
+}
+
+// ServerTLS is the server side of TLS.
+type ServerTLS struct {
+	CertFile, KeyFile string
 }
 
 // CheckAndSetDefaults validates cfg and fills defaults.
@@ -69,17 +78,11 @@ func Start(cfg Config) (*Server, error) {
 	if err := cfg.CheckAndSetDefaults(); err != nil {
 		return nil, err
 	}
-	ns, err := server.NewServer(&server.Options{
-		ServerName:         cfg.ServerName,
-		Host:               cfg.Host,
-		Port:               cfg.Port,
-		JetStream:          true,
-		StoreDir:           cfg.StoreDir,
-		NoSigs:             true,
-		NoLog:              true,
-		MaxPayload:         8 << 20,
-		JetStreamMaxMemory: 256 << 20,
-	})
+	opts, err := serverOptions(cfg)
+	if err != nil {
+		return nil, err
+	}
+	ns, err := server.NewServer(opts)
 	if err != nil {
 		return nil, fmt.Errorf("nats server: %w", err)
 	}
@@ -90,6 +93,35 @@ func Start(cfg Config) (*Server, error) {
 	}
 	cfg.Logger.Info("nats started", "url", ns.ClientURL(), "store", cfg.StoreDir)
 	return &Server{ns: ns, log: cfg.Logger}, nil
+}
+
+func serverOptions(cfg Config) (*server.Options, error) {
+	opts := &server.Options{}
+	if cfg.Auth != nil {
+		// The same text an operator's nats-server runs with.
+		if err := opts.ProcessConfigString(cfg.Auth.Config()); err != nil {
+			return nil, fmt.Errorf("nats auth config: %w", err)
+		}
+	}
+	opts.ServerName = cfg.ServerName
+	opts.Host = cfg.Host
+	opts.Port = cfg.Port
+	opts.JetStream = true
+	opts.StoreDir = cfg.StoreDir
+	opts.NoSigs = true
+	opts.NoLog = true
+	opts.MaxPayload = 8 << 20
+	opts.JetStreamMaxMemory = 256 << 20
+	if cfg.TLS.CertFile != "" {
+		tc, err := server.GenTLSConfig(&server.TLSConfigOpts{CertFile: cfg.TLS.CertFile, KeyFile: cfg.TLS.KeyFile})
+		if err != nil {
+			return nil, fmt.Errorf("nats tls: %w", err)
+		}
+		opts.TLSConfig = tc
+		opts.TLS = true
+		opts.TLSTimeout = 2
+	}
+	return opts, nil
 }
 
 // ClientURL is the URL clients connect to.
@@ -103,7 +135,9 @@ func (s *Server) Shutdown() {
 }
 
 // Connect dials url with the options every gpuaas process shares
-// (reconnect forever with jitter, a name for monitoring), plus extra.
+// (reconnect forever with jitter, a name for monitoring), plus extra:
+// the connection's identity (WithKey, nats.Token), its inbox prefix and
+// TLS (TLS.Options).
 func Connect(url, name string, extra ...nats.Option) (*nats.Conn, error) {
 	opts := append([]nats.Option{
 		nats.Name(name),

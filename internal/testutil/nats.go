@@ -5,23 +5,54 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/bus"
 )
 
-// NATS starts a real embedded NATS server with JetStream on a random
-// loopback port for the test and returns its client URL. It stops at
-// cleanup.
-func NATS(t testing.TB) string {
+// Bus is a real embedded NATS server with JetStream and the gpuaas trust
+// model (accounts, controld's users, the auth callout; see
+// bus.ServerAuth.Config) on a random loopback port. Every connection but
+// controld's is decided by controld's callout, so a test without a
+// controld can only connect as controld (Connect).
+type Bus struct {
+	// URL is the server's client URL.
+	URL string
+	// Keys are the deployment's keys, as controld holds them.
+	Keys *bus.Keys
+}
+
+// NATS starts a Bus for the test; it stops at cleanup.
+func NATS(t testing.TB) *Bus {
 	t.Helper()
-	srv, err := bus.Start(bus.Config{StoreDir: t.TempDir()})
+	keys, err := bus.GenerateKeys()
+	if err != nil {
+		t.Fatalf("nats keys: %v", err)
+	}
+	auth := keys.Public()
+	srv, err := bus.Start(bus.Config{StoreDir: t.TempDir(), Auth: &auth})
 	if err != nil {
 		t.Fatalf("start nats: %v", err)
 	}
 	t.Cleanup(srv.Shutdown)
-	return srv.ClientURL()
+	return &Bus{URL: srv.ClientURL(), Keys: keys}
 }
 
-// Connect dials url and closes the connection at cleanup.
+// Connect dials the bus as controld (every permission in the app
+// account) and closes the connection at cleanup.
+func (b *Bus) Connect(t testing.TB, opts ...nats.Option) *nats.Conn {
+	t.Helper()
+	return Connect(t, b.URL, append([]nats.Option{bus.WithKey(b.Keys.Controld),
+		nats.CustomInboxPrefix(api.ControldInboxPrefix)}, opts...)...)
+}
+
+// ConnectSystem dials the bus as controld's system-account user.
+func (b *Bus) ConnectSystem(t testing.TB) *nats.Conn {
+	t.Helper()
+	return Connect(t, b.URL, bus.WithKey(b.Keys.System), nats.CustomInboxPrefix(api.ControldInboxPrefix))
+}
+
+// Connect dials url with opts (which carry the identity) and closes the
+// connection at cleanup.
 func Connect(t testing.TB, url string, opts ...nats.Option) *nats.Conn {
 	t.Helper()
 	nc, err := bus.Connect(url, t.Name(), opts...)

@@ -5,6 +5,7 @@ package sshkeystest
 
 import (
 	"encoding/json"
+	"errors"
 	"strings"
 	"sync"
 	"testing"
@@ -70,8 +71,22 @@ func (c *Controld) current() Settings {
 // Start runs the stand-in on a fresh NATS server with JetStream.
 func Start(t testing.TB, now func() time.Time) *Controld {
 	t.Helper()
-	url := testutil.NATS(t)
-	c := &Controld{URL: url, NC: testutil.Connect(t, url), Now: now,
+	b := testutil.NATS(t)
+	// The CLI under test connects as it would to a real controld: with the
+	// session token once logged in, with a key of its own before.
+	b.ServeCallout(t, func(cr testutil.Credentials) (testutil.Grant, error) {
+		switch {
+		case cr.Token == Token:
+			return testutil.Grant{Pub: []string{api.SubjectPrefix + ".>"},
+				Sub: []string{api.UserInboxPrefix(UserID) + ".>", "gpuaas.user." + UserID + ".>"}}, nil
+		case cr.Token != "":
+			return testutil.Grant{}, errors.New("session refused")
+		case cr.Nkey != "":
+			return testutil.Grant{Pub: []string{api.SubjectPrefix + ".auth.>"}, Sub: []string{api.InboxPrefix(cr.Nkey) + ".>"}}, nil
+		}
+		return testutil.Grant{}, errors.New("no credentials")
+	})
+	c := &Controld{URL: b.URL, NC: b.Connect(t), Now: now,
 		settings: Settings{SessionEnd: now().Add(12 * time.Hour), TTL: 8 * time.Hour, Gateway: "localhost:2222"}}
 	c.UserCA = newCA(t, api.CAUser)
 	c.HostCA = newCA(t, api.CAHost)

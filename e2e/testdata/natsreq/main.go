@@ -1,6 +1,7 @@
 // Command natsreq sends one raw NATS request and exits: the smallest
 // separate process that does what `gpuaas alloc list` does on the wire,
-// the baseline of BenchmarkCLIWallTime.
+// the baseline of BenchmarkCLIWallTime. Like the CLI, it presents the
+// session token as its NATS credential.
 //
 //	natsreq SERVER SUBJECT TOKEN
 package main
@@ -11,6 +12,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+
+	"github.com/gpuaas/gpuaas/internal/api"
 )
 
 func main() {
@@ -18,7 +21,8 @@ func main() {
 		fmt.Fprintln(os.Stderr, "usage: natsreq SERVER SUBJECT TOKEN")
 		os.Exit(2)
 	}
-	nc, err := nats.Connect(os.Args[1])
+	opts, _ := api.SessionConnOptions(os.Args[3])
+	nc, err := nats.Connect(os.Args[1], opts...)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)

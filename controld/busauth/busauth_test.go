@@ -1,0 +1,368 @@
+package busauth_test
+
+import (
+	"bufio"
+	"encoding/json"
+	"net"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/gpuaas/gpuaas/controld/controldtest"
+	"github.com/gpuaas/gpuaas/internal/api"
+)
+
+// TestNoCredentials: a connection that presents nothing, or only what
+// gpuaas never issues, is refused: `nats sub '>'` sees nothing.
+func TestNoCredentials(t *testing.T) {
+	t.Parallel()
+	env := controldtest.Start(t, controldtest.Options{NoNodes: true})
+	refused := []struct {
+		name string
+		opts []nats.Option
+	}{
+		{"nothing", nil},
+		{"user and password", []nats.Option{nats.UserInfo("admin", "admin")}},
+		{"garbage token", []nats.Option{nats.Token("not-a-token")}},
+		{"a token signed by someone else", []nats.Option{nats.Token(
+			"eyJhbGciOiJFZERTQSIsInR5cCI6IkpXVCJ9.eyJpc3MiOiJncHVhYXMtY29udHJvbGQiLCJzdWIiOiJ1LTEiLCJqdGkiOiJzLTEifQ.c2ln")}},
+	}
+	for _, tt := range refused {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := dial(t, env.NATSURL, tt.opts...)
+			if err == nil || !strings.Contains(strings.ToLower(err.Error()), "authorization violation") {
+				t.Fatalf("got %v; want an authorization violation", err)
+			}
+		})
+	}
+}
+
+// TestForgedNonceSignature: a connection claiming a key it cannot sign
+// with (a raw CONNECT with a made-up signature) is refused, so no one can
+// take a node's or a gateway's identity by naming its public key.
+func TestForgedNonceSignature(t *testing.T) {
+	t.Parallel()
+	env := controldtest.Start(t, controldtest.Options{NoNodes: true})
+	_, gwPub := newKey(t)
+	u, err := url.Parse(env.NATSURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := net.DialTimeout("tcp", u.Host, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+	r := bufio.NewReader(conn)
+	info, err := r.ReadString('\n')
+	if err != nil || !strings.Contains(info, `"nonce"`) {
+		t.Fatalf("got INFO %q, %v; want a nonce to sign", info, err)
+	}
+	connect, _ := json.Marshal(map[string]any{"nkey": gwPub, "sig": "bm90IGEgc2lnbmF0dXJl", "verbose": false,
+		"pedantic": false, "protocol": 1})
+	if _, err := conn.Write([]byte("CONNECT " + string(connect) + "\r\nPING\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	line, err := r.ReadString('\n')
+	if err != nil || !strings.Contains(strings.ToLower(line), "authorization violation") {
+		t.Fatalf("got %q, %v; want -ERR 'Authorization Violation'", line, err)
+	}
+}
+
+// TestUserPermissions: with user A's token a connection may call the API
+// and read A's own replies and events, and nothing else: not the API's
+// subjects, not B's inbox or events, not the hosts; it cannot publish
+// events, nor anything but API requests. A forged event never reaches B
+// nor the EVENTS stream.
+func TestUserPermissions(t *testing.T) {
+	t.Parallel()
+	env := controldtest.Start(t, controldtest.Options{NoNodes: true})
+	ctx := t.Context()
+	alice, aliceToken := env.AddUser(t, "alice@example.test", api.RoleUser)
+	bob, bobToken := env.AddUser(t, "bob@example.test", api.RoleUser)
+	a := mustDial(t, env.NATSURL, userOpts(alice.ID, aliceToken)...)
+
+	// What A may do.
+	ac := api.NewClient(a.nc, api.WithToken(aliceToken))
+	if who, err := ac.Whoami(ctx); err != nil || who.User.ID != alice.ID {
+		t.Fatalf("whoami on A's own connection got %+v, %v", who, err)
+	}
+	if _, err := ac.SubscribeEvents(ctx, alice.ID); err != nil {
+		t.Fatalf("subscribe to A's own events: %v", err)
+	}
+
+	for _, subj := range []string{">", "gpuaas.>", api.SubjectPrefix + ".>", api.SubjectPrefix + ".auth.login",
+		api.UserInboxPrefix(bob.ID) + ".>", "gpuaas.user." + bob.ID + ".>", "gpuaas.user.*.evt.>", "gpuaas.host.>",
+		"gpuaas.ctl.>", "gpuaas.evt.>", "gpuaas.gate.>", "$JS.API.>", "$O.>", "_INBOX.>", "$SYS.REQ.USER.AUTH"} {
+		a.refusedSub(t, subj, "")
+	}
+	a.refusedSub(t, api.SubjectPrefix+".>", "q") // cannot answer the API in any queue group
+	a.refusedSub(t, api.SubjectPrefix+".auth.login", "q")
+	for _, subj := range []string{"gpuaas.evt.alloc.state", "gpuaas.user." + bob.ID + ".evt.alloc.state",
+		"gpuaas.user." + alice.ID + ".evt.alloc.state", "gpuaas.host.n-1.task", "gpuaas.ctl.host.n-1.heartbeat",
+		"gpuaas.ctl.enroll", api.GateRevokedSubject, "$JS.API.STREAM.INFO.EVENTS", "$SYS.REQ.USER.AUTH"} {
+		a.refusedPub(t, subj, []byte(`{"kind":"alloc.state","data":{"forged":true}}`))
+	}
+
+	// B, watching, sees a real event of theirs first: the forged ones
+	// above never arrived. The real one is a project B creates.
+	b := mustDial(t, env.NATSURL, userOpts(bob.ID, bobToken)...)
+	bc := api.NewClient(b.nc, api.WithToken(bobToken))
+	events, err := bc.SubscribeEvents(ctx, bob.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.refusedPub(t, "gpuaas.user."+bob.ID+".evt.alloc.state", []byte(`{"id":1,"kind":"alloc.state","data":{"forged":true}}`))
+	if _, err := bc.ProjectCreate(ctx, api.ProjectCreateRequest{Name: "bobs"}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case ev := <-events:
+		if strings.Contains(string(ev.Data), "forged") || ev.Kind != api.EventProject {
+			t.Fatalf("B's first event is %+v; want the project B created", ev)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("B saw no event")
+	}
+	js, err := jetstream.New(env.NC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cons, err := js.OrderedConsumer(ctx, api.EventStreamName, jetstream.OrderedConsumerConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := cons.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range info.NumPending {
+		m, err := cons.Next(jetstream.FetchMaxWait(5 * time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(m.Data()), "forged") {
+			t.Fatalf("the EVENTS stream holds a forged event: %s", m.Data())
+		}
+	}
+}
+
+// TestSniffersSeeNothing: connections holding every kind of credential
+// but controld's watch what they may while a user logs in with a
+// password, calls the API with a bearer token, and a node gets a task:
+// none of them sees the password, the token, a reply meant for someone
+// else or a task envelope.
+func TestSniffersSeeNothing(t *testing.T) {
+	t.Parallel()
+	env := controldtest.Start(t, controldtest.Options{NoNodes: true})
+	ctx := t.Context()
+	const password = "another good password" // controldtest.AddUser's
+	carol, carolToken := env.AddUser(t, "carol@example.test", api.RoleUser)
+	mallory, malloryToken := env.AddUser(t, "mallory@example.test", api.RoleUser)
+	nodeID, nodeKey := enrolledNode(t, env, "sniffer-node")
+	otherNode, otherKey := enrolledNode(t, env, "victim-node")
+	anonKey, anonPub := newKey(t)
+	gw := env.GatewayClient(t, "sniffer-gw")
+	_ = gw
+
+	seen := make(chan string, 1024)
+	watch := func(p *probe, subjects ...string) {
+		for _, s := range subjects {
+			if _, err := p.nc.Subscribe(s, func(m *nats.Msg) { seen <- m.Subject + " " + string(m.Data) }); err != nil {
+				t.Fatal(err)
+			}
+		}
+		_ = p.nc.Flush()
+	}
+	user := mustDial(t, env.NATSURL, userOpts(mallory.ID, malloryToken)...)
+	watch(user, api.UserInboxPrefix(mallory.ID)+".>", "gpuaas.user."+mallory.ID+".>")
+	anon := mustDial(t, env.NATSURL, keyOpts(t, anonKey)...)
+	watch(anon, api.InboxPrefix(anonPub)+".>")
+	node := mustDial(t, env.NATSURL, nodeOpts(nodeID, nodeKey)...)
+	watch(node, "gpuaas.host."+nodeID+".>", api.InboxPrefix(nodeID)+".>")
+	// Each also tries to widen its view, and is refused.
+	anon.refusedSub(t, "_INBOX_*.>", "")
+	node.refusedSub(t, "gpuaas.host."+otherNode+".>", "")
+	node.refusedSub(t, "gpuaas.host.*.task", "")
+
+	// The victim logs in with a password on a connection of its own and
+	// uses the token; the victim node gets a task delivered.
+	victimKey, _ := newKey(t)
+	victim := mustDial(t, env.NATSURL, keyOpts(t, victimKey)...)
+	login, err := api.NewClient(victim.nc).Login(ctx, api.LoginRequest{Email: "carol@example.test", Password: password})
+	if err != nil {
+		t.Fatal(err)
+	}
+	vc := mustDial(t, env.NATSURL, userOpts(carol.ID, login.Token)...)
+	if _, err := api.NewClient(vc.nc, api.WithToken(carolToken)).ProjectCreate(ctx, api.ProjectCreateRequest{Name: "carols"}); err != nil {
+		t.Fatal(err)
+	}
+	victimNode := mustDial(t, env.NATSURL, nodeOpts(otherNode, otherKey)...)
+	tasks := make(chan *nats.Msg, 4)
+	if _, err := victimNode.nc.ChanSubscribe("gpuaas.host."+otherNode+".>", tasks); err != nil {
+		t.Fatal(err)
+	}
+	_ = victimNode.nc.Flush()
+	// Enrollment queued a health probe and a discovery for the node; the
+	// dispatcher delivers them once the node is reachable.
+	select {
+	case <-tasks:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the victim node got no task")
+	}
+	// Let anything stray arrive, then look.
+	_ = user.nc.Flush()
+	_ = anon.nc.Flush()
+	_ = node.nc.Flush()
+	close(seen)
+	for s := range seen {
+		for _, secret := range []string{password, login.Token, carolToken, "carols", otherNode} {
+			if strings.Contains(s, secret) {
+				t.Errorf("a sniffer saw %q in %s", secret, s)
+			}
+		}
+	}
+}
+
+// TestHostPermissions: a node's credential reaches its own subjects only:
+// not other nodes', the API's, users' events nor JetStream.
+func TestHostPermissions(t *testing.T) {
+	t.Parallel()
+	env := controldtest.Start(t, controldtest.Options{NoNodes: true})
+	nodeID, key := enrolledNode(t, env, "h1")
+	other, _ := enrolledNode(t, env, "h2")
+	n := mustDial(t, env.NATSURL, nodeOpts(nodeID, key)...)
+	for _, subj := range []string{">", "gpuaas.host." + other + ".>", "gpuaas.host.*.task", api.SubjectPrefix + ".>",
+		"gpuaas.user.*.>", "gpuaas.ctl.>", api.InboxPrefix(other) + ".>", "_INBOX.>", "gpuaas.gate.>"} {
+		n.refusedSub(t, subj, "")
+	}
+	for _, subj := range []string{api.HostCtlSubject(other, api.HostHeartbeat), api.Subject(api.EndpointAllocList),
+		"gpuaas.user.u-1.evt.alloc.state", "gpuaas.evt.node.changed", "gpuaas.host." + other + ".task", "$JS.API.INFO"} {
+		n.refusedPub(t, subj, []byte("{}"))
+	}
+	// Its own subjects work: a heartbeat request is answered (refused
+	// for its bad envelope, but answered on the node's inbox).
+	err := api.NewClient(n.nc).Request(t.Context(), api.HostCtlSubject(nodeID, api.HostHeartbeat), map[string]string{}, nil)
+	if err == nil || strings.Contains(err.Error(), "no responders") || strings.Contains(err.Error(), "timed out") {
+		t.Fatalf("a heartbeat on the node's own subject got %v; want controld's answer", err)
+	}
+	// An unknown key with no token is just a client before login.
+	k, _ := newKey(t)
+	anon := mustDial(t, env.NATSURL, keyOpts(t, k)...)
+	anon.refusedPub(t, api.HostCtlSubject(nodeID, api.HostHeartbeat), []byte("{}"))
+	anon.refusedPub(t, api.SubjectEnroll, []byte("{}"))
+	// A key with an enrollment token may enroll and do nothing else; a
+	// bad token is told so by the enrollment itself.
+	ek, _ := newKey(t)
+	enr := mustDial(t, env.NATSURL, append(keyOpts(t, ek), nats.Token("gpe_notavalidtoken"))...)
+	err = api.NewClient(enr.nc).Request(t.Context(), api.SubjectEnroll, api.EnrollRequest{Token: "gpe_notavalidtoken",
+		PublicKey: make([]byte, 32)}, nil)
+	if err == nil || !strings.Contains(err.Error(), "unknown enrollment token") {
+		t.Fatalf("enrolling with a bad token got %v; want unknown enrollment token", err)
+	}
+	enr.refusedPub(t, api.Subject(api.EndpointAuthLogin), []byte("{}"))
+	enr.refusedPub(t, api.HostCtlSubject(nodeID, api.HostHeartbeat), []byte("{}"))
+	enr.refusedSub(t, "gpuaas.host.>", "")
+}
+
+// TestRevocationClosesConnections: after logout (and after disabling the
+// user's sessions), the token is refused on a new connection and the
+// connection that used it is closed within seconds.
+func TestRevocationClosesConnections(t *testing.T) {
+	t.Parallel()
+	env := controldtest.Start(t, controldtest.Options{NoNodes: true})
+	ctx := t.Context()
+	dave, token := env.AddUser(t, "dave@example.test", api.RoleUser)
+	p := mustDial(t, env.NATSURL, userOpts(dave.ID, token)...)
+	other := mustDial(t, env.NATSURL, userOpts(dave.ID, env.Login(t, "dave@example.test", "another good password"))...)
+	c := api.NewClient(p.nc, api.WithToken(token))
+	if _, err := c.Whoami(ctx); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if _, err := c.Logout(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitClosed(t, p.nc, 5*time.Second)
+	t.Logf("connection closed %v after logout", time.Since(start))
+	if _, err := dial(t, env.NATSURL, userOpts(dave.ID, token)...); err == nil ||
+		!strings.Contains(strings.ToLower(err.Error()), "authorization violation") {
+		t.Fatalf("a new connection with the logged-out token got %v; want an authorization violation", err)
+	}
+	// Another session of the same user is untouched.
+	if _, err := api.NewClient(other.nc, api.WithToken(env.Login(t, "dave@example.test", "another good password"))).Whoami(ctx); err != nil {
+		t.Fatalf("another session after logout: %v", err)
+	}
+}
+
+// TestExpiredSessionRefused: a session past its end cannot connect, and
+// a connection's authorization ends with its session.
+func TestExpiredSessionRefused(t *testing.T) {
+	t.Parallel()
+	now := time.Now()
+	clock := func() time.Time { return now }
+	env := controldtest.Start(t, controldtest.Options{NoNodes: true, Now: func() time.Time { return clock() }})
+	eve, token := env.AddUser(t, "eve@example.test", api.RoleUser)
+	mustDial(t, env.NATSURL, userOpts(eve.ID, token)...)
+	clock = func() time.Time { return now.Add(13 * time.Hour) }
+	if _, err := dial(t, env.NATSURL, userOpts(eve.ID, token)...); err == nil {
+		t.Fatal("an expired session connected; want it refused")
+	}
+}
+
+// TestOperatorIdentity: a registered operator key monitors the servers
+// from the system account, read-only: no kicks, no reloads, nothing of
+// the app account.
+func TestOperatorIdentity(t *testing.T) {
+	t.Parallel()
+	env := controldtest.Start(t, controldtest.Options{NoNodes: true})
+	key, pub := newKey(t)
+	if _, err := env.Client(env.AdminToken).BusIdentityAdd(t.Context(), api.BusIdentityAddRequest{PublicKey: pub,
+		Kind: api.BusIdentityOperator, Name: "alice-ops"}); err != nil {
+		t.Fatal(err)
+	}
+	op := mustDial(t, env.NATSURL, keyOpts(t, key)[0])
+	m, err := op.nc.Request("$SYS.REQ.SERVER.PING.VARZ", nil, 5*time.Second)
+	if err != nil || !strings.Contains(string(m.Data), `"server_id"`) {
+		t.Fatalf("VARZ got %v; want the server's variables", err)
+	}
+	op.refusedPub(t, "$SYS.REQ.SERVER.PING.KICK", []byte(`{"cid":1}`))
+	op.refusedPub(t, "$SYS.REQ.SERVER.NSOMESERVER.KICK", []byte(`{"cid":1}`))
+	op.refusedPub(t, "$SYS.REQ.SERVER.NSOMESERVER.RELOAD", nil)
+	op.refusedSub(t, "_INBOX_controld.>", "")
+
+	// Revoking the key closes its connection.
+	if _, err := env.Client(env.AdminToken).BusIdentityRevoke(t.Context(), api.BusIdentityRevokeRequest{Name: "alice-ops"}); err != nil {
+		t.Fatal(err)
+	}
+	waitClosed(t, op.nc, 5*time.Second)
+	if _, err := dial(t, env.NATSURL, keyOpts(t, key)[0]); err == nil {
+		t.Fatal("a revoked operator key connected")
+	}
+}
+
+// TestGatewayPermissions: a gateway's key may call the API and write
+// recordings, but not answer the API, read nodes' subjects or other
+// JetStream streams.
+func TestGatewayPermissions(t *testing.T) {
+	t.Parallel()
+	env := controldtest.Start(t, controldtest.Options{NoNodes: true})
+	key, pub := newKey(t)
+	if _, err := env.Client(env.AdminToken).BusIdentityAdd(t.Context(), api.BusIdentityAddRequest{PublicKey: pub,
+		Kind: api.BusIdentityGateway, Name: "gw"}); err != nil {
+		t.Fatal(err)
+	}
+	g := mustDial(t, env.NATSURL, keyOpts(t, key)...)
+	for _, subj := range []string{">", api.SubjectPrefix + ".>", "gpuaas.host.>", "gpuaas.ctl.>", "gpuaas.evt.>", "_INBOX.>"} {
+		g.refusedSub(t, subj, "")
+	}
+	for _, subj := range []string{"gpuaas.user.u-1.evt.alloc.state", "gpuaas.host.n-1.task", "$JS.API.STREAM.INFO.EVENTS",
+		"$JS.API.STREAM.DELETE.OBJ_" + api.RecordingsBucket, api.GateRevokedSubject} {
+		g.refusedPub(t, subj, []byte("{}"))
+	}
+}

@@ -1,0 +1,200 @@
+package busauth
+
+import (
+	"context"
+	"crypto/ed25519"
+	"errors"
+	"time"
+
+	"github.com/nats-io/jwt/v2"
+	"github.com/nats-io/nkeys"
+
+	"github.com/gpuaas/gpuaas/controld/hosts"
+	"github.com/gpuaas/gpuaas/controld/node"
+	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/bus"
+)
+
+// Kinds of connection the callout lets in.
+const (
+	KindUser     = "user"     // a session token
+	KindPreLogin = "prelogin" // an ephemeral key, before login
+	KindNode     = "node"     // hostd with its enrolled key
+	KindEnroll   = "enroll"   // hostd with an enrollment token
+	KindGateway  = "gateway"  // sshgate with a registered key
+	KindOperator = "operator" // natscli with a registered key
+)
+
+// grant is a decided connection.
+type grant struct {
+	kind string
+	// principal is the user id, node id or key the connection acts as.
+	principal string
+	sessionID string
+	// connKey is the nkey the connection signed in with, if any.
+	connKey string
+	source  string
+	account string
+	expires time.Time
+	perms   jwt.Permissions
+}
+
+// decide maps the credentials a connection presented to an identity and
+// its permissions, or refuses it.
+func (s *Service) decide(ctx context.Context, req *jwt.AuthorizationRequestClaims) (*grant, error) {
+	co := req.ConnectOptions
+	if co.JWT != "" || co.Username != "" || co.Password != "" {
+		return nil, refused("only gpuaas credentials are accepted (a session token or a registered nkey)")
+	}
+	src := sourceHost(req.ClientInformation)
+	if co.Nkey == "" {
+		if co.Token == "" {
+			return nil, refused("no credentials")
+		}
+		return s.userGrant(ctx, co.Token, "", src)
+	}
+	if err := verifyNonce(co.Nkey, co.SignedNonce, req.ClientInformation.Nonce); err != nil {
+		return nil, err
+	}
+	if g, err := s.keyGrant(ctx, co.Nkey); g != nil || err != nil {
+		return withSource(g, src), err
+	}
+	if co.Token != "" && !hosts.IsEnrollToken(co.Token) {
+		return s.userGrant(ctx, co.Token, co.Nkey, src)
+	}
+	if !s.limits.allow(src, s.now()) {
+		return nil, refused("too many new connections from %s without a login; slow down", src)
+	}
+	if co.Token != "" {
+		// The enrollment itself checks the token (and says what is wrong
+		// with it); the connection may do nothing else.
+		return withSource(s.enrollGrant(co.Nkey), src), nil
+	}
+	return withSource(s.preLoginGrant(co.Nkey), src), nil
+}
+
+func withSource(g *grant, src string) *grant {
+	if g != nil {
+		g.source = src
+	}
+	return g
+}
+
+// keyGrant lets in a registered key: a gateway or operator identity, or an
+// enrolled node. It returns nil, nil for an unknown key.
+func (s *Service) keyGrant(ctx context.Context, key string) (*grant, error) {
+	id, err := identityByKey(ctx, s.cfg.Pool, key)
+	if err != nil {
+		return nil, err
+	}
+	if id != nil && id.RevokedAt != nil {
+		return nil, refused("key %s was revoked at %s", key, id.RevokedAt.Format(time.RFC3339))
+	}
+	if id != nil {
+		switch id.Kind {
+		case api.BusIdentityGateway:
+			return s.gatewayGrant(key), nil
+		case api.BusIdentityOperator:
+			return s.operatorGrant(key), nil
+		}
+	}
+	raw, err := nkeys.Decode(nkeys.PrefixByteUser, []byte(key))
+	if err != nil {
+		return nil, refused("malformed nkey")
+	}
+	nodeID, err := node.ByPublicKey(ctx, s.cfg.Pool, ed25519.PublicKey(raw))
+	if err != nil || nodeID == "" {
+		return nil, err
+	}
+	return s.nodeGrant(nodeID, key), nil
+}
+
+func (s *Service) userGrant(ctx context.Context, token, key, src string) (*grant, error) {
+	p, err := s.cfg.Identity.Authenticate(ctx, s.cfg.Pool, "Bearer "+token)
+	var apiErr *api.Error
+	if errors.As(err, &apiErr) {
+		return nil, refused("session refused: %s", apiErr.Message)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if p.IsGateway() {
+		return nil, refused("service principals connect with their nkey, not a token")
+	}
+	g := &grant{kind: KindUser, principal: p.UserID, sessionID: p.SessionID, connKey: key, source: src,
+		account: bus.AppAccount, expires: p.ExpiresAt}
+	g.perms.Pub.Allow.Add(api.SubjectPrefix + ".>")
+	g.perms.Sub.Allow.Add(api.UserInboxPrefix(p.UserID)+".>", "gpuaas.user."+p.UserID+".>")
+	return g, nil
+}
+
+// preLoginGrant lets a client that has not logged in reach the auth
+// endpoints and read replies on its own inbox only, named after the key it
+// proved it holds, so no other connection can read its password's reply.
+func (s *Service) preLoginGrant(key string) *grant {
+	g := &grant{kind: KindPreLogin, principal: key, connKey: key, account: bus.AppAccount,
+		expires: s.now().Add(time.Hour)}
+	g.perms.Pub.Allow.Add(api.SubjectPrefix + ".auth.>")
+	g.perms.Sub.Allow.Add(api.InboxPrefix(key) + ".>")
+	return g
+}
+
+func (s *Service) enrollGrant(key string) *grant {
+	g := &grant{kind: KindEnroll, principal: key, connKey: key, account: bus.AppAccount,
+		expires: s.now().Add(hosts.EnrollTokenTTL)}
+	g.perms.Pub.Allow.Add(api.SubjectEnroll)
+	g.perms.Sub.Allow.Add(api.InboxPrefix(key) + ".>")
+	return g
+}
+
+// nodeGrant lets hostd of one node receive its tasks, answer them, and
+// report on its own subjects.
+func (s *Service) nodeGrant(nodeID, key string) *grant {
+	g := &grant{kind: KindNode, principal: nodeID, connKey: key, account: bus.AppAccount,
+		expires: s.now().Add(s.cfg.ServiceTTL)}
+	g.perms.Pub.Allow.Add(api.HostCtlSubject(nodeID, ">"))
+	g.perms.Sub.Allow.Add("gpuaas.host."+nodeID+".>", api.InboxPrefix(nodeID)+".>")
+	// Replies to controld's task deliveries go to controld's inbox.
+	g.perms.Resp = &jwt.ResponsePermission{MaxMsgs: 1, Expires: time.Minute}
+	return g
+}
+
+// gatewayGrant lets sshgate call the API (as itself and for users with
+// delegated sessions), follow users' events for the TUI it serves, hear
+// revocations, and write terminal recordings to their object store.
+func (s *Service) gatewayGrant(key string) *grant {
+	g := &grant{kind: KindGateway, principal: key, connKey: key, account: bus.AppAccount,
+		expires: s.now().Add(s.cfg.ServiceTTL)}
+	g.perms.Pub.Allow.Add(api.SubjectPrefix + ".>")
+	g.perms.Pub.Allow.Add(recordingSubjects()...)
+	g.perms.Sub.Allow.Add(api.InboxPrefix(key)+".>", "gpuaas.gate.>", "gpuaas.user.*.>")
+	return g
+}
+
+// recordingSubjects are the JetStream subjects of the recordings object
+// store, and nothing else of JetStream.
+func recordingSubjects() []string {
+	stream := "OBJ_" + api.RecordingsBucket
+	return []string{
+		"$JS.API.STREAM.INFO." + stream,
+		"$JS.API.STREAM.CREATE." + stream,
+		"$JS.API.STREAM.MSG.GET." + stream,
+		"$JS.API.DIRECT.GET." + stream + ".>",
+		"$JS.API.STREAM.PURGE." + stream,
+		"$O." + api.RecordingsBucket + ".>",
+	}
+}
+
+// operatorGrant lets natscli monitor the servers read-only from the system
+// account: server and account information, no kicks, reloads or
+// lame-duck mode.
+func (s *Service) operatorGrant(key string) *grant {
+	g := &grant{kind: KindOperator, principal: key, connKey: key, account: bus.SystemAccount,
+		expires: s.now().Add(s.cfg.ServiceTTL)}
+	g.perms.Pub.Allow.Add("$SYS.REQ.SERVER.PING", "$SYS.REQ.SERVER.PING.*", "$SYS.REQ.SERVER.*.*",
+		"$SYS.REQ.ACCOUNT.*.*")
+	g.perms.Pub.Deny.Add("$SYS.REQ.SERVER.*.KICK", "$SYS.REQ.SERVER.*.LDM", "$SYS.REQ.SERVER.*.RELOAD",
+		"$SYS.REQ.SERVER.PING.KICK", "$SYS.REQ.SERVER.PING.LDM", "$SYS.REQ.SERVER.PING.RELOAD")
+	g.perms.Sub.Allow.Add("_INBOX.>", "$SYS.SERVER.>", "$SYS.ACCOUNT.>")
+	return g
+}

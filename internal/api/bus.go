@@ -1,0 +1,97 @@
+package api
+
+import (
+	"context"
+	"time"
+)
+
+// Kinds of registered NATS identities (nkeys whose seeds stay with the
+// service that uses them).
+const (
+	// BusIdentityGateway is an sshgate.
+	BusIdentityGateway = "gateway"
+	// BusIdentityOperator is an operator's natscli: read-only monitoring
+	// of the NATS servers.
+	BusIdentityOperator = "operator"
+)
+
+// Endpoints of the NATS identities (admins) and of gateways' own login.
+const (
+	EndpointBusIdentityAdd    = "ops.bus_identity_add"
+	EndpointBusIdentityList   = "ops.bus_identity_list"
+	EndpointBusIdentityRevoke = "ops.bus_identity_revoke"
+	// EndpointGateLogin gives a registered gateway a short-lived session
+	// token for a login assertion signed with its key.
+	EndpointGateLogin = "gate.login"
+)
+
+// Event kinds of registered NATS identities.
+const (
+	EventBusIdentity = "bus.identity"
+	// EventBusIdentityRevoked has controld close the revoked keys'
+	// connections (a BusIdentityRevokeResponse payload).
+	EventBusIdentityRevoked = "bus.identity_revoked"
+)
+
+// BusIdentity is a registered NATS identity.
+type BusIdentity struct {
+	PublicKey string     `json:"public_key"`
+	Kind      string     `json:"kind"`
+	Name      string     `json:"name"`
+	CreatedBy string     `json:"created_by"`
+	CreatedAt time.Time  `json:"created_at"`
+	RevokedAt *time.Time `json:"revoked_at,omitempty"`
+}
+
+// BusIdentityAddRequest registers a public key; the seed never travels.
+type BusIdentityAddRequest struct {
+	PublicKey string `json:"public_key"`
+	Kind      string `json:"kind"`
+	Name      string `json:"name"`
+}
+
+// BusIdentityRevokeRequest revokes a key (or every key of a name) and
+// closes its connections.
+type BusIdentityRevokeRequest struct {
+	PublicKey string `json:"public_key,omitempty"`
+	Name      string `json:"name,omitempty"`
+}
+
+// BusIdentityRevokeResponse lists what was revoked.
+type BusIdentityRevokeResponse struct {
+	Revoked []BusIdentity `json:"revoked"`
+}
+
+// GateLoginRequest is a gateway's login assertion: its key signs
+// GateLoginMessage(PublicKey, IssuedAt, Nonce).
+type GateLoginRequest struct {
+	PublicKey string    `json:"public_key"`
+	IssuedAt  time.Time `json:"issued_at"`
+	Nonce     string    `json:"nonce"`
+	Signature []byte    `json:"signature"`
+}
+
+// GateLoginMessage is what a gateway signs to log in.
+func GateLoginMessage(publicKey string, issuedAt time.Time, nonce string) []byte {
+	return []byte("gpuaas gate.login\n" + publicKey + "\n" + issuedAt.UTC().Format(time.RFC3339Nano) + "\n" + nonce)
+}
+
+// BusIdentityAdd registers a NATS identity's public key (admins).
+func (c *Client) BusIdentityAdd(ctx context.Context, req BusIdentityAddRequest, opts ...CallOption) (*BusIdentity, error) {
+	var out BusIdentity
+	return &out, c.Mutate(ctx, EndpointBusIdentityAdd, req, &out, opts...)
+}
+
+// BusIdentityList lists registered NATS identities, revoked ones too
+// (admins).
+func (c *Client) BusIdentityList(ctx context.Context) ([]BusIdentity, error) {
+	var out []BusIdentity
+	return out, c.Call(ctx, EndpointBusIdentityList, nil, &out)
+}
+
+// BusIdentityRevoke revokes a key or every key of a name and closes their
+// connections (admins).
+func (c *Client) BusIdentityRevoke(ctx context.Context, req BusIdentityRevokeRequest, opts ...CallOption) (*BusIdentityRevokeResponse, error) {
+	var out BusIdentityRevokeResponse
+	return &out, c.Mutate(ctx, EndpointBusIdentityRevoke, req, &out, opts...)
+}

@@ -172,4 +172,3 @@ func waitClosed(t *testing.T, nc *nats.Conn, d time.Duration) time.Duration {
 	t.Fatalf("connection still %v after %v; want it closed", nc.Status(), d)
 	return 0
 }
-

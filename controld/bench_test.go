@@ -71,6 +71,23 @@ func BenchmarkAllocGet(b *testing.B) {
 	b.ReportMetric(float64(reply), "reply-bytes")
 }
 
+// BenchmarkAllocGetUserConn is BenchmarkAllocGet on the user's own
+// connection, which the auth callout let in with allow-lists the server
+// checks on every publish and subscription (BenchmarkAllocGet runs on
+// controld's connection, which has none).
+func BenchmarkAllocGetUserConn(b *testing.B) {
+	env, a := benchAllocation(b)
+	c := env.UserClient(b, env.Admin.ID, env.AdminToken)
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		if _, err := c.AllocGet(ctx, a.ID); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
 // BenchmarkNATSEcho is the baseline of BenchmarkAllocGet: a raw
 // request-reply on the same kind of embedded server and connection, with
 // the same headers and the same request and reply sizes.

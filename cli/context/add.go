@@ -1,7 +1,10 @@
 package context
 
 import (
+	"crypto/x509"
+	"encoding/pem"
 	"fmt"
+	"os"
 
 	"github.com/spf13/cobra"
 
@@ -20,6 +23,10 @@ type AddOptions struct {
 	Gateway string
 	Project string
 	Use     bool
+	// CAFile is the server's CA certificate(s), stored in the context.
+	CAFile string
+	// InsecurePlaintext allows plaintext to a server on another machine.
+	InsecurePlaintext bool
 }
 
 // NewCmdAdd builds `gpuaas context add`; runF replaces addRun in tests.
@@ -31,9 +38,15 @@ func NewCmdAdd(f *cmdutil.Factory, runF func(*AddOptions) error) *cobra.Command 
 		Long: `Add a context called NAME for the server at URL (NATS: nats://, tls://,
 ws:// or wss://; several URLs of one cluster separated by commas). The first
 context added becomes the current one; --use makes this one current too.
-Then log in to it with ` + "`gpuaas login --context NAME`" + `.`,
-		Example: `  gpuaas context add prod --server tls://gpuaas.example.com:4222 --gateway gpuaas.example.com:22 --use
-  gpuaas context add lab --server nats://10.0.0.5:4222 --project ml`,
+Then log in to it with ` + "`gpuaas login --context NAME`" + `.
+
+A server on another machine is reached over TLS: --ca stores the CA
+certificate(s) its certificate must chain to in the context (without it,
+the system's roots). gpuaas refuses plaintext to a server that is not on
+this machine unless --insecure-plaintext says otherwise: your session
+token is the connection's credential.`,
+		Example: `  gpuaas context add prod --server tls://gpuaas.example.com:4222 --ca prod-ca.pem --gateway gpuaas.example.com:22 --use
+  gpuaas context add lab --server tls://10.0.0.5:4222 --ca lab-ca.pem --project ml`,
 		Args: cmdutil.ExactArgs(1, "a context name"),
 		RunE: func(_ *cobra.Command, args []string) error {
 			opts.Name = args[0]
@@ -61,6 +74,8 @@ Then log in to it with ` + "`gpuaas login --context NAME`" + `.`,
 	cmd.Flags().StringVar(&opts.Gateway, "gateway", "", "SSH gateway `host:port` (default: what the server publishes)")
 	cmd.Flags().StringVar(&opts.Project, "project", "", "Default project in this context")
 	cmd.Flags().BoolVar(&opts.Use, "use", false, "Make it the current context")
+	cmd.Flags().StringVar(&opts.CAFile, "ca", "", "PEM file of the CA(s) the server's TLS certificate chains to (stored in the context)")
+	cmd.Flags().BoolVar(&opts.InsecurePlaintext, "insecure-plaintext", false, "Allow plaintext to a server that is not on this machine (never across a network you do not control)")
 	return cmd
 }
 
@@ -73,7 +88,18 @@ func addRun(opts *AddOptions) error {
 		return &api.Error{Code: api.CodeConflict, Message: fmt.Sprintf("context %q already exists in %s", opts.Name, cfg.Path()),
 			Hint: fmt.Sprintf("remove it first (`gpuaas context remove %s`) or pick another name", opts.Name)}
 	}
-	cfg.SetContext(opts.Name, config.Context{Server: opts.Server, Gateway: opts.Gateway, Project: opts.Project})
+	c := config.Context{Server: opts.Server, Gateway: opts.Gateway, Project: opts.Project, NATSInsecurePlaintext: opts.InsecurePlaintext}
+	if opts.CAFile != "" {
+		caPEM, err := os.ReadFile(opts.CAFile)
+		if err != nil {
+			return cmdutil.FlagErrorf("--ca: %v", err)
+		}
+		if _, err := x509.ParseCertificate(firstPEMBlock(caPEM)); err != nil {
+			return cmdutil.FlagErrorf("--ca %s holds no PEM certificate: %v", opts.CAFile, err)
+		}
+		c.NATSCA = string(caPEM)
+	}
+	cfg.SetContext(opts.Name, c)
 	if opts.Use {
 		if err := cfg.UseContext(opts.Name); err != nil {
 			return err
@@ -89,4 +115,13 @@ func addRun(opts *AddOptions) error {
 		fmt.Fprintf(opts.IO.ErrOut, "Log in with `gpuaas login --context %s`\n", opts.Name)
 	}
 	return nil
+}
+
+// firstPEMBlock is the DER of the first PEM block in data (nil if none).
+func firstPEMBlock(data []byte) []byte {
+	b, _ := pem.Decode(data)
+	if b == nil {
+		return nil
+	}
+	return b.Bytes
 }

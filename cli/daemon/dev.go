@@ -413,6 +413,7 @@ func printBanner(opts *DevOptions, url string, showPassword bool, password strin
 	fmt.Fprintln(w, describe("project", DevProject))
 	fmt.Fprintln(w, describe("hosts", fmt.Sprintf("%d simulated (gpuaas node list)", opts.Hosts)))
 	fmt.Fprintln(w, describe("ssh", "gateway on "+opts.gatewayAddr))
+	fmt.Fprintln(w, describe("nats", "auth callout on: every connection needs a session token or a registered key"))
 	if opts.StripeAPI != "" {
 		fmt.Fprintln(w, describe("stripe", opts.StripeAPI+"; webhook "+opts.webhookURL+" (secret from $GPUAAS_STRIPE_WEBHOOK_SECRET, default "+devWebhookSecret+")"))
 	} else {
@@ -424,5 +425,8 @@ func printBanner(opts *DevOptions, url string, showPassword bool, password strin
 	fmt.Fprintln(w, "  gpuaas alloc create --sku h200-slice --gpus 2 --wait")
 	fmt.Fprintln(w, "  gpuaas alloc list")
 	fmt.Fprintln(w, "  gpuaas ssh-config --write && ssh <alloc-id>@"+opts.gatewayHost())
+	fmt.Fprintln(w, "\nnatscli against it (read-only server monitoring, after gpuaas login):")
+	fmt.Fprintln(w, "  gpuaas ops nats-identity add --kind operator --name me --out ops.nk")
+	fmt.Fprintln(w, "  nats --server "+url+" --nkey ops.nk server list")
 	fmt.Fprintln(w, "\nPress Ctrl-C to stop.")
 }

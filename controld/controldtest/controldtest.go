@@ -56,6 +56,11 @@ type Options struct {
 	// Stripe and HTTPAddr are passed to controld (payments tests).
 	Stripe   payments.Settings
 	HTTPAddr string
+
+	// PlainBus runs NATS without the trust model (no accounts, no
+	// callout: anyone may do anything), only as the baseline of the
+	// callout's benchmarks.
+	PlainBus bool
 }
 
 // Env is a running controld with what tests need to drive it.
@@ -89,11 +94,19 @@ func DefaultNodes() []node.Spec { return sim.DevFleet() }
 func Start(t testing.TB, opts Options) *Env {
 	t.Helper()
 	dsn := testutil.Postgres(t, Template)
-	b := testutil.NATS(t)
-	nc := b.Connect(t)
+	var b *testutil.Bus
+	var nc, sys *nats.Conn
+	var keys *bus.Keys
+	if opts.PlainBus {
+		b = testutil.PlainNATS(t)
+		nc = testutil.Connect(t, b.URL)
+	} else {
+		b = testutil.NATS(t)
+		nc, sys, keys = b.Connect(t), b.ConnectSystem(t), b.Keys
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	srv, err := controld.New(ctx, controld.Config{DatabaseURL: dsn, NATS: nc, BcryptCost: bcrypt.MinCost,
-		BusKeys: b.Keys, SystemNATS: b.ConnectSystem(t),
+		BusKeys: keys, SystemNATS: sys,
 		Now: opts.Now, OIDC: opts.OIDC, Log: testutil.Logger(t), Hosts: opts.Hosts, MaxConns: opts.MaxConns, QueueInterval: 100 * time.Millisecond,
 		SSHCertTTL: opts.SSHCertTTL, GatewayAddr: opts.GatewayAddr, Billing: opts.Billing,
 		Stripe: opts.Stripe, HTTPAddr: opts.HTTPAddr})

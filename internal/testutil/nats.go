@@ -24,17 +24,36 @@ type Bus struct {
 // NATS starts a Bus for the test; it stops at cleanup.
 func NATS(t testing.TB) *Bus {
 	t.Helper()
+	return startBus(t, TLSFiles{})
+}
+
+func startBus(t testing.TB, files TLSFiles) *Bus {
+	t.Helper()
 	keys, err := bus.GenerateKeys()
 	if err != nil {
 		t.Fatalf("nats keys: %v", err)
 	}
 	auth := keys.Public()
-	srv, err := bus.Start(bus.Config{StoreDir: t.TempDir(), Auth: &auth})
+	srv, err := bus.Start(bus.Config{StoreDir: t.TempDir(), Auth: &auth,
+		TLS: bus.ServerTLS{CertFile: files.CertFile, KeyFile: files.KeyFile}})
 	if err != nil {
 		t.Fatalf("start nats: %v", err)
 	}
 	t.Cleanup(srv.Shutdown)
 	return &Bus{URL: srv.ClientURL(), Keys: keys}
+}
+
+// PlainNATS starts a server without the trust model: any client may do
+// anything. Only benchmarks use it, as the baseline the callout's cost is
+// measured against.
+func PlainNATS(t testing.TB) *Bus {
+	t.Helper()
+	srv, err := bus.Start(bus.Config{StoreDir: t.TempDir()})
+	if err != nil {
+		t.Fatalf("start nats: %v", err)
+	}
+	t.Cleanup(srv.Shutdown)
+	return &Bus{URL: srv.ClientURL()}
 }
 
 // Connect dials the bus as controld (every permission in the app

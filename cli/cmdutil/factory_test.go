@@ -180,6 +180,34 @@ func TestClientIdentity(t *testing.T) {
 	}
 }
 
+// TestClientTLS: a context holding the server's CA reaches a TLS server;
+// one without it is refused by the certificate check.
+func TestClientTLS(t *testing.T) {
+	files := testutil.TLS(t)
+	b := testutil.NATSTLS(t, files)
+	b.ServeCallout(t, func(c testutil.Credentials) (testutil.Grant, error) {
+		return testutil.Grant{Pub: []string{api.SubjectPrefix + ".auth.>"}, Sub: []string{api.InboxPrefix(c.Nkey) + ".>"}}, nil
+	})
+	writeConfig(t, config.Context{Server: b.URL, NATSCA: string(files.CAPEM)})
+	ios, _, _, _ := Test()
+	f := New(ios)
+	c, err := f.Client()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.Conn().TLSRequired() {
+		t.Error("connected without TLS")
+	}
+	f.Close()
+
+	writeConfig(t, config.Context{Server: strings.Replace(b.URL, "nats://", "tls://", 1)})
+	f = New(ios)
+	defer f.Close()
+	if _, err := f.Client(); err == nil || !strings.Contains(err.Error(), "certificate") {
+		t.Fatalf("got %v; want a certificate error without the CA", err)
+	}
+}
+
 func TestClientUnreachableServer(t *testing.T) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -2,11 +2,14 @@ package context
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/gpuaas/gpuaas/cli/config"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/testutil"
 )
 
 func TestNewCmdAdd(t *testing.T) {
@@ -89,5 +92,34 @@ func TestAddFirstBecomesCurrent(t *testing.T) {
 	}
 	if got := reload(t, cfg).CurrentContext; got != "only" {
 		t.Fatalf("current after the first add: %q; want only", got)
+	}
+}
+
+// TestAddCA: --ca stores the CA's PEM in the context (so the CLI checks
+// the server's certificate against it); a file that is no certificate is a
+// usage error and changes nothing.
+func TestAddCA(t *testing.T) {
+	ios, _, _ := testStreams(false)
+	f, cfg := testFactory(t, ios)
+	files := testutil.TLS(t)
+	if err := execute(NewCmdAdd(f, nil), "secure", "--server", "tls://gpuaas.example.test:4222", "--ca", files.CAFile); err != nil {
+		t.Fatal(err)
+	}
+	if got := reload(t, cfg).Contexts["secure"]; got.NATSCA != string(files.CAPEM) || got.NATSInsecurePlaintext {
+		t.Fatalf("saved %+v; want the CA's PEM", got)
+	}
+	bad := filepath.Join(t.TempDir(), "bad.pem")
+	if err := os.WriteFile(bad, []byte("not a certificate"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	wantUsageError(t, execute(NewCmdAdd(f, nil), "other", "--server", "tls://x:4222", "--ca", bad), "no PEM certificate")
+	if _, ok := reload(t, cfg).Contexts["other"]; ok {
+		t.Fatal("a context was saved with a bad --ca")
+	}
+	if err := execute(NewCmdAdd(f, nil), "plain", "--server", "nats://10.0.0.5:4222", "--insecure-plaintext"); err != nil {
+		t.Fatal(err)
+	}
+	if got := reload(t, cfg).Contexts["plain"]; !got.NATSInsecurePlaintext {
+		t.Fatalf("saved %+v; want plaintext allowed", got)
 	}
 }

@@ -19,6 +19,8 @@ type Bus struct {
 	URL string
 	// Keys are the deployment's keys, as controld holds them.
 	Keys *bus.Keys
+	// tls, when set, is what the server serves (NATSTLS).
+	tls TLSFiles
 }
 
 // NATS starts a Bus for the test; it stops at cleanup.
@@ -40,7 +42,7 @@ func startBus(t testing.TB, files TLSFiles) *Bus {
 		t.Fatalf("start nats: %v", err)
 	}
 	t.Cleanup(srv.Shutdown)
-	return &Bus{URL: srv.ClientURL(), Keys: keys}
+	return &Bus{URL: srv.ClientURL(), Keys: keys, tls: files}
 }
 
 // PlainNATS starts a server without the trust model: any client may do
@@ -60,14 +62,21 @@ func PlainNATS(t testing.TB) *Bus {
 // account) and closes the connection at cleanup.
 func (b *Bus) Connect(t testing.TB, opts ...nats.Option) *nats.Conn {
 	t.Helper()
-	return Connect(t, b.URL, append([]nats.Option{bus.WithKey(b.Keys.Controld),
-		nats.CustomInboxPrefix(api.ControldInboxPrefix)}, opts...)...)
+	return Connect(t, b.URL, append(b.tlsOpts(), append([]nats.Option{bus.WithKey(b.Keys.Controld),
+		nats.CustomInboxPrefix(api.ControldInboxPrefix)}, opts...)...)...)
+}
+
+func (b *Bus) tlsOpts() []nats.Option {
+	if b.tls.CAFile == "" {
+		return nil
+	}
+	return []nats.Option{nats.RootCAs(b.tls.CAFile)}
 }
 
 // ConnectSystem dials the bus as controld's system-account user.
 func (b *Bus) ConnectSystem(t testing.TB) *nats.Conn {
 	t.Helper()
-	return Connect(t, b.URL, bus.WithKey(b.Keys.System), nats.CustomInboxPrefix(api.ControldInboxPrefix))
+	return Connect(t, b.URL, append(b.tlsOpts(), bus.WithKey(b.Keys.System), nats.CustomInboxPrefix(api.ControldInboxPrefix))...)
 }
 
 // Connect dials url with opts (which carry the identity) and closes the

@@ -118,7 +118,9 @@ func loginRun(ctx context.Context, opts *LoginOptions) error {
 	fmt.Fprintf(opts.IO.ErrOut, "Logged in as %s (context %s)\n", resp.User.Email, active.Name)
 	if opts.Reconnect != nil {
 		if client, err = opts.Reconnect(); err != nil {
-			return err
+			// The session is stored: only ssh lacks its certificate.
+			fmt.Fprintf(opts.IO.ErrOut, "warning: no SSH certificate yet: %v (`gpuaas ssh-config` retries)\n", err)
+			return nil
 		}
 		opts.Client = func() (*api.Client, error) { return client, nil }
 	}

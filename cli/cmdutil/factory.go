@@ -101,10 +101,21 @@ func (f *Factory) identity(active config.Active) (opts []nats.Option, withSessio
 	return []nats.Option{bus.WithKey(kp), nats.CustomInboxPrefix(api.InboxPrefix(pub))}, false
 }
 
+// refusedConnection reports whether the server refused the connection's
+// credentials (errors from the handshake are not always wrapped).
+func refusedConnection(err error) bool {
+	if errors.Is(err, nats.ErrAuthorization) || errors.Is(err, nats.ErrAuthExpired) || errors.Is(err, nats.ErrAuthRevoked) {
+		return true
+	}
+	msg := strings.ToLower(err.Error())
+	return strings.Contains(msg, "authorization violation") || strings.Contains(msg, "authentication expired") ||
+		strings.Contains(msg, "authentication revoked")
+}
+
 // connectError explains a failed connection: a refused session means log
 // in again; anything else, check the server.
 func connectError(server string, withSession bool, err error) error {
-	if errors.Is(err, nats.ErrAuthorization) || errors.Is(err, nats.ErrAuthExpired) || errors.Is(err, nats.ErrAuthRevoked) {
+	if refusedConnection(err) {
 		if withSession {
 			return &api.Error{Code: api.CodeUnauthenticated,
 				Message: "the server refused your session: it has ended, was logged out, or the account is disabled",

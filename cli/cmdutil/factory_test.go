@@ -30,7 +30,7 @@ func startNATS(t *testing.T) (string, *testutil.Bus, <-chan testutil.Credentials
 		case c.Token == testToken:
 			return testutil.Grant{Pub: []string{api.SubjectPrefix + ".>"}, Sub: []string{api.UserInboxPrefix("u-1") + ".>"}}, nil
 		case c.Token == "" && c.Nkey != "":
-			return testutil.Grant{Pub: []string{api.SubjectPrefix + ".auth.>"}, Sub: []string{api.InboxPrefix(c.Nkey) + ".>"}}, nil
+			return testutil.Grant{Pub: []string{api.SubjectPrefix + ".>"}, Sub: []string{api.InboxPrefix(c.Nkey) + ".>"}}, nil
 		}
 		return testutil.Grant{}, errors.New("session refused")
 	})
@@ -186,7 +186,7 @@ func TestClientTLS(t *testing.T) {
 	files := testutil.TLS(t)
 	b := testutil.NATSTLS(t, files)
 	b.ServeCallout(t, func(c testutil.Credentials) (testutil.Grant, error) {
-		return testutil.Grant{Pub: []string{api.SubjectPrefix + ".auth.>"}, Sub: []string{api.InboxPrefix(c.Nkey) + ".>"}}, nil
+		return testutil.Grant{Pub: []string{api.SubjectPrefix + ".>"}, Sub: []string{api.InboxPrefix(c.Nkey) + ".>"}}, nil
 	})
 	writeConfig(t, config.Context{Server: b.URL, NATSCA: string(files.CAPEM)})
 	ios, _, _, _ := Test()

@@ -2,6 +2,7 @@ package busauth_test
 
 import (
 	"bufio"
+	"errors"
 	"encoding/json"
 	"net"
 	"net/url"
@@ -365,4 +366,27 @@ func TestGatewayPermissions(t *testing.T) {
 		"$JS.API.STREAM.DELETE.OBJ_" + api.RecordingsBucket, api.GateRevokedSubject} {
 		g.refusedPub(t, subj, []byte("{}"))
 	}
+}
+
+// TestPreLogin: a connection with a key of its own but no session reads
+// only its own inbox; the API answers it, refusing what needs a login
+// ("not logged in", not silence), and logging in works on it.
+func TestPreLogin(t *testing.T) {
+	t.Parallel()
+	env := controldtest.Start(t, controldtest.Options{NoNodes: true})
+	ctx := t.Context()
+	key, _ := newKey(t)
+	p := mustDial(t, env.NATSURL, keyOpts(t, key)...)
+	c := api.NewClient(p.nc)
+	if _, err := c.AuthConfig(ctx); err != nil {
+		t.Fatalf("auth.config before login: %v", err)
+	}
+	if _, err := c.AllocList(ctx, api.AllocListRequest{}); !errors.Is(err, api.ErrUnauthenticated) {
+		t.Fatalf("alloc.list before login got %v; want unauthenticated", err)
+	}
+	if _, err := c.Login(ctx, api.LoginRequest{Email: controldtest.AdminEmail, Password: controldtest.AdminPassword}); err != nil {
+		t.Fatalf("login: %v", err)
+	}
+	p.refusedSub(t, "gpuaas.user.*.>", "")
+	p.refusedPub(t, "gpuaas.ctl.enroll", []byte("{}"))
 }

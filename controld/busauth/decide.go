@@ -128,13 +128,17 @@ func (s *Service) userGrant(ctx context.Context, token, key, src string) (*grant
 	return g, nil
 }
 
-// preLoginGrant lets a client that has not logged in reach the auth
-// endpoints and read replies on its own inbox only, named after the key it
-// proved it holds, so no other connection can read its password's reply.
+// preLoginGrant lets a client that has not logged in (or whose session
+// ended) call the API and read replies on its own inbox only, named after
+// the key it proved it holds, so no other connection can read its
+// password's reply. The API tells it what it may do: each request is
+// authenticated by its bearer token, so without one only the public
+// endpoints (auth.config, auth.login, ...) answer, and a stale one gets
+// "your session has expired" rather than silence.
 func (s *Service) preLoginGrant(key string) *grant {
 	g := &grant{kind: KindPreLogin, principal: key, connKey: key, account: bus.AppAccount,
 		expires: s.now().Add(time.Hour)}
-	g.perms.Pub.Allow.Add(api.SubjectPrefix + ".auth.>")
+	g.perms.Pub.Allow.Add(api.SubjectPrefix + ".>")
 	g.perms.Sub.Allow.Add(api.InboxPrefix(key) + ".>")
 	return g
 }

@@ -82,7 +82,7 @@ func Start(t testing.TB, now func() time.Time) *Controld {
 		case cr.Token != "":
 			return testutil.Grant{}, errors.New("session refused")
 		case cr.Nkey != "":
-			return testutil.Grant{Pub: []string{api.SubjectPrefix + ".auth.>"}, Sub: []string{api.InboxPrefix(cr.Nkey) + ".>"}}, nil
+			return testutil.Grant{Pub: []string{api.SubjectPrefix + ".>"}, Sub: []string{api.InboxPrefix(cr.Nkey) + ".>"}}, nil
 		}
 		return testutil.Grant{}, errors.New("no credentials")
 	})

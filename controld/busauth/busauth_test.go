@@ -2,8 +2,8 @@ package busauth_test
 
 import (
 	"bufio"
-	"errors"
 	"encoding/json"
+	"errors"
 	"net"
 	"net/url"
 	"strings"

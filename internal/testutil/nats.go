@@ -90,3 +90,17 @@ func Connect(t testing.TB, url string, opts ...nats.Option) *nats.Conn {
 	t.Cleanup(nc.Close)
 	return nc
 }
+
+// NATSCLIInstall installs natscli, the NATS project's own client.
+const NATSCLIInstall = "go install github.com/nats-io/natscli/nats@v0.5.1"
+
+// NATSCLI returns the path of natscli's `nats`; without it the test fails
+// and says how to install it (.ci/run does).
+func NATSCLI(t testing.TB) string {
+	t.Helper()
+	bin, err := GoBinary("nats")
+	if err != nil {
+		t.Fatalf("natscli: %v; install it with `%s`", err, NATSCLIInstall)
+	}
+	return bin
+}

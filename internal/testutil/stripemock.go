@@ -82,8 +82,12 @@ func StripeMock(t testing.TB) string {
 }
 
 // stripeMockBinary finds stripe-mock in PATH or where `go install` puts it.
-func stripeMockBinary() (string, error) {
-	if p, err := exec.LookPath("stripe-mock"); err == nil {
+func stripeMockBinary() (string, error) { return GoBinary("stripe-mock") }
+
+// GoBinary finds a tool installed with `go install`: in PATH, then in
+// $GOBIN and $GOPATH/bin.
+func GoBinary(name string) (string, error) {
+	if p, err := exec.LookPath(name); err == nil {
 		return p, nil
 	}
 	var dirs []string
@@ -94,10 +98,10 @@ func stripeMockBinary() (string, error) {
 		dirs = append(dirs, filepath.Join(gopath, "bin"))
 	}
 	for _, d := range dirs {
-		p := filepath.Join(d, "stripe-mock")
+		p := filepath.Join(d, name)
 		if fi, err := os.Stat(p); err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0 {
 			return p, nil
 		}
 	}
-	return "", fmt.Errorf("not found in PATH nor in %s", strings.Join(dirs, ", "))
+	return "", fmt.Errorf("%s not found in PATH nor in %s", name, strings.Join(dirs, ", "))
 }

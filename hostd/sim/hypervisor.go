@@ -17,6 +17,13 @@ import (
 	"github.com/gpuaas/gpuaas/internal/fsutil"
 )
 
+// Errors of the sim's system users.
+var (
+	ErrNotRoot          = errors.New("sim: system users need root")
+	ErrNoUserTools      = errors.New("sim: system users need useradd, userdel, pkill and pgrep")
+	ErrHomesUnreachable = errors.New("sim: users' homes are not reachable by unprivileged users")
+)
+
 // Errors of the sim Hypervisor, shaped after libvirt's.
 var (
 	ErrDomainExists     = errors.New("sim: domain already exists")

@@ -15,7 +15,8 @@ import (
 
 // TestBareMetalSessionIsolated: with `gpuaas dev` run as root, a renter's
 // shell on a bare-metal sim allocation (real OpenSSH through the gateway)
-// runs as an unprivileged POSIX user of its own. It cannot read hostd's
+// runs as an unprivileged POSIX user of its own (and so does a slice
+// guest's). It cannot read hostd's
 // state (node key, task records, terminal host key), the dev data
 // directory (PostgreSQL, JetStream, the gateway's host key) or another
 // allocation's home; scp and sftp write files the renter owns. Releasing
@@ -29,7 +30,7 @@ func TestBareMetalSessionIsolated(t *testing.T) {
 	pwFile := writeFile(t, cfg, "pw", devPassword+"\n")
 	// Four hosts: two bare-metal ones, for two tenants.
 	dev := startDev(t, data, cfg, "--password-file", pwFile, "--hosts", "4")
-	if !strings.Contains(dev.stderr.String(), "bare-metal sessions run as unprivileged users") {
+	if !strings.Contains(dev.stderr.String(), "sessions on sim hosts run as unprivileged users") {
 		t.Errorf("the banner does not say sessions are isolated:\n%s", dev.stderr.String())
 	}
 	if r := dev.gpuaas(t, devPassword, "login", "--password-stdin"); r.code != 0 {
@@ -99,6 +100,18 @@ func TestBareMetalSessionIsolated(t *testing.T) {
 		if code == 0 || !strings.Contains(out, "Permission denied") {
 			t.Errorf("psql from the session: exit %d %q; want Permission denied", code, out)
 		}
+	}
+
+	// A slice guest's user is unprivileged on the sim host too.
+	r := dev.gpuaas(t, "", "alloc", "create", "--sku", "h200-slice", "--gpus", "2", "--wait", "--json", "id", "--jq", ".id")
+	slice := strings.TrimSpace(r.stdout)
+	if r.code != 0 || slice == "" {
+		t.Fatalf("create slice: exit %d %q\n%s", r.code, r.stdout, r.stderr)
+	}
+	out, code = openssh(t, "ssh", "-F", sshConfig, slice+"@localhost", "id -u; cat "+files[0]+" 2>&1; ls "+data+" 2>&1; exit 0")
+	if lines := strings.Split(strings.TrimSpace(out), "\n"); code != 0 || len(lines) != 3 || lines[0] == "0" ||
+		strings.Count(out, "Permission denied") != 2 {
+		t.Errorf("slice session: exit %d %q; want a non-zero uid and Permission denied twice", code, out)
 	}
 
 	// scp and sftp write files the renter owns.

@@ -71,8 +71,8 @@ type DevOptions struct {
 
 	gatewayAddr string // set once chosen
 	webhookURL  string // set once chosen, with --stripe-api
-	// isolate, set when running as root, makes the sim hosts' bare-metal
-	// users real unprivileged accounts (sim.Options.SystemUsers).
+	// isolate, set when running as root, makes the sim hosts' users real
+	// unprivileged accounts (sim.Options.SystemUsers).
 	isolate bool
 }
 
@@ -188,7 +188,7 @@ func devRun(ctx context.Context, opts *DevOptions) (err error) {
 			return fmt.Errorf("reset %s: %w", opts.DataDir, err)
 		}
 	}
-	opts.isolate = os.Geteuid() == 0
+	opts.isolate = isolateSim()
 	if err := prepareDataDir(opts.DataDir, opts.isolate); err != nil {
 		return fmt.Errorf("data dir: %w", err)
 	}
@@ -434,9 +434,9 @@ func printBanner(opts *DevOptions, url string, showPassword bool, password strin
 	fmt.Fprintln(w, describe("hosts", fmt.Sprintf("%d simulated (gpuaas node list)", opts.Hosts)))
 	fmt.Fprintln(w, describe("ssh", "gateway on "+opts.gatewayAddr))
 	if opts.isolate {
-		fmt.Fprintln(w, describe("isolation", "bare-metal sessions run as unprivileged users of their own"))
+		fmt.Fprintln(w, describe("isolation", "sessions on sim hosts run as unprivileged users of their own"))
 	} else {
-		fmt.Fprintln(w, describe("isolation", "NONE: not root, so bare-metal sessions run as you and can read this process's data"))
+		fmt.Fprintln(w, describe("isolation", "NONE: not root, so sessions on sim hosts run as you and can read this process's data"))
 	}
 	if opts.StripeAPI != "" {
 		fmt.Fprintln(w, describe("stripe", opts.StripeAPI+"; webhook "+opts.webhookURL+" (secret from $GPUAAS_STRIPE_WEBHOOK_SECRET, default "+devWebhookSecret+")"))

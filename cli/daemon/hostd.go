@@ -133,7 +133,11 @@ func hostdRun(ctx context.Context, opts *HostdOptions) error {
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(opts.StateDir, 0o700); err != nil {
+	mode := os.FileMode(0o700)
+	if opts.Sim != "" && isolateSim() {
+		mode = 0o711 // parents too: the sim's users pass through to their homes
+	}
+	if err := os.MkdirAll(opts.StateDir, mode); err != nil {
 		return fmt.Errorf("state dir: %w", err)
 	}
 	env, accounts, closeEnv, err := hostEnv(ctx, opts, log)
@@ -159,13 +163,18 @@ func hostdRun(ctx context.Context, opts *HostdOptions) error {
 	return a.Run(ctx)
 }
 
-// logIsolation says how bare-metal sessions on sim hosts run.
+// isolateSim says whether sim hosts make their users real POSIX accounts:
+// as root, renters' sessions run as accounts of their own, as on a real
+// node; otherwise they can only run as this process.
+func isolateSim() bool { return os.Geteuid() == 0 }
+
+// logIsolation says how sessions on sim hosts run.
 func logIsolation(log *slog.Logger, isolated bool) {
 	if isolated {
-		log.Info("sim bare-metal sessions run as unprivileged POSIX users of their own (removed when the sim stops)")
+		log.Info("sim hosts' sessions (bare metal and slice guests) run as unprivileged POSIX users of their own, removed when the sim stops")
 		return
 	}
-	log.Warn("sim bare-metal sessions are NOT isolated: not running as root, they run as this process's user and can read its data (run as root to isolate them)")
+	log.Warn("sim hosts' sessions are NOT isolated: not running as root, they run as this process's user and can read its data (run as root to isolate them)")
 }
 
 // hostEnv builds the task environment and the accounts terminal sessions
@@ -173,9 +182,7 @@ func logIsolation(log *slog.Logger, isolated bool) {
 // useradd, /etc/passwd).
 func hostEnv(ctx context.Context, opts *HostdOptions, log *slog.Logger) (*tasks.Env, term.Accounts, func(), error) {
 	if opts.Sim != "" {
-		// As root, renters' sessions run as accounts of their own, as on a
-		// real node; otherwise they can only run as this process.
-		isolate := os.Geteuid() == 0
+		isolate := isolateSim()
 		h, err := sim.NewHostWith(opts.StateDir, SimProfiles[opts.Sim](), "", sim.Options{SystemUsers: isolate})
 		if err != nil {
 			return nil, nil, nil, err

@@ -40,9 +40,9 @@ type Host struct {
 
 // Options are what NewHostWith can do beyond NewHost.
 type Options struct {
-	// SystemUsers makes the bare-metal users real POSIX accounts whose
-	// sessions run unprivileged, as on a real node (NewSystemUsers; it
-	// needs root). Their homes are in stateDir/sim/homes: stateDir and
+	// SystemUsers makes the bare-metal users, and the users of running
+	// sim guests, real POSIX accounts whose sessions run unprivileged, as
+	// on a real node or in a real VM (NewSystemUsers; it needs root). Their homes are in stateDir/sim/homes: stateDir and
 	// stateDir/sim are made 0711 (anyone may pass through, no one but
 	// root may list them; what hostd keeps there is 0700 or 0600), and
 	// every directory above stateDir must let others search it.
@@ -98,7 +98,11 @@ func NewHostWith(stateDir string, p Profile, nodeName string, o Options) (*Host,
 	if err != nil {
 		return nil, err
 	}
-	hv, err := NewHypervisor(filepath.Join(simDir, "hypervisor"))
+	var guests *Users
+	if o.SystemUsers { // a slice host's guests have system users too
+		guests = users
+	}
+	hv, err := newHypervisor(filepath.Join(simDir, "hypervisor"), guests)
 	if err != nil {
 		return nil, err
 	}

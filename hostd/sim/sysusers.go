@@ -15,6 +15,8 @@ import (
 	"strings"
 	"syscall"
 
+	gossh "golang.org/x/crypto/ssh"
+
 	"github.com/gpuaas/gpuaas/hostd/host"
 	"github.com/gpuaas/gpuaas/hostd/term"
 	"github.com/gpuaas/gpuaas/internal/fsutil"
@@ -513,4 +515,44 @@ func (a systemAccounts) Lookup(ctx context.Context, name string) (term.Account, 
 		return term.Account{}, fmt.Errorf("%w: %s is not a sim user of this host", term.ErrNoAccount, name)
 	}
 	return term.SystemAccounts{}.Lookup(ctx, name)
+}
+
+// ensureGuest gives a booting guest's user its account: as it was, back
+// from parking (its files kept, as on a VM's disk), or new with the
+// seed's keys.
+func (u *Users) ensureGuest(ctx context.Context, name string, keys []gossh.PublicKey) error {
+	if err := host.CheckUserName(name); err != nil {
+		return err
+	}
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if ok, err := u.sys.exists(name); err != nil || ok {
+		return err
+	}
+	if _, err := os.Lstat(u.Home(name)); err == nil {
+		if _, err := user.Lookup(name); err == nil {
+			return fmt.Errorf("guest user %s: %w", name, host.ErrUserExists)
+		}
+		return u.sys.unpark(ctx, name)
+	}
+	var lines []string
+	for _, k := range keys {
+		lines = append(lines, strings.TrimSpace(string(gossh.MarshalAuthorizedKey(k))))
+	}
+	content, err := host.AuthorizedKeysFile(lines)
+	if err != nil {
+		return err
+	}
+	return u.sys.create(ctx, name, content)
+}
+
+// parkGuest parks a stopped guest's user (see systemUsers.park).
+func (u *Users) parkGuest(ctx context.Context, name string) error {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	a, ours, err := u.sys.lookup(name)
+	if err != nil || !ours {
+		return err
+	}
+	return u.sys.park(ctx, a)
 }

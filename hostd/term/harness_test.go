@@ -166,7 +166,7 @@ func (h *harness) startVM() *sim.Hypervisor {
 // bare metal, the guest's home in the VM.
 func (h *harness) home() string {
 	if h.shape == api.ShapeGPUSlice {
-		return filepath.Join(h.hv.Sandbox(h.alloc), h.user)
+		return h.hv.GuestHome(h.alloc, h.user)
 	}
 	return h.users.Home(h.user)
 }

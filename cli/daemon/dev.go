@@ -71,6 +71,9 @@ type DevOptions struct {
 
 	gatewayAddr string // set once chosen
 	webhookURL  string // set once chosen, with --stripe-api
+	// isolate, set when running as root, makes the sim hosts' users real
+	// unprivileged accounts (sim.Options.SystemUsers).
+	isolate bool
 }
 
 func (o *DevOptions) gatewayHost() string {
@@ -185,9 +188,11 @@ func devRun(ctx context.Context, opts *DevOptions) (err error) {
 			return fmt.Errorf("reset %s: %w", opts.DataDir, err)
 		}
 	}
-	if err := os.MkdirAll(opts.DataDir, 0o755); err != nil {
+	opts.isolate = isolateSim()
+	if err := prepareDataDir(opts.DataDir, opts.isolate); err != nil {
 		return fmt.Errorf("data dir: %w", err)
 	}
+	logIsolation(log, opts.isolate)
 	if opts.NATSPort != 0 {
 		if err := checkPortFree(opts.Host, opts.NATSPort); err != nil {
 			return err
@@ -320,6 +325,31 @@ func devRun(ctx context.Context, opts *DevOptions) (err error) {
 	}
 }
 
+// prepareDataDir makes the data directory and the directories dev keeps
+// there private: 0700, whatever they were. With isolated sim users (as
+// root) the data directory and hosts/ are 0711 instead: the postgres
+// account must pass through to pg/ (itself 0700, postgres's) and the sim
+// users to their homes (hosts/<host>/sim/homes/<user>), but no one else
+// may list them, and everything else in them is 0700 or 0600.
+func prepareDataDir(dir string, isolate bool) error {
+	top := os.FileMode(0o700)
+	if isolate {
+		top = 0o711
+	}
+	for _, d := range []struct {
+		path string
+		mode os.FileMode
+	}{{dir, top}, {filepath.Join(dir, "hosts"), top}, {filepath.Join(dir, "nats"), 0o700}, {filepath.Join(dir, "sshgate"), 0o700}} {
+		if err := os.MkdirAll(d.path, d.mode); err != nil {
+			return err
+		}
+		if err := os.Chmod(d.path, d.mode); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func readPasswordFile(path string) (string, error) {
 	if path == "" {
 		return "", nil
@@ -414,6 +444,11 @@ func printBanner(opts *DevOptions, url string, showPassword bool, password strin
 	fmt.Fprintln(w, describe("hosts", fmt.Sprintf("%d simulated (gpuaas node list)", opts.Hosts)))
 	fmt.Fprintln(w, describe("ssh", "gateway on "+opts.gatewayAddr))
 	fmt.Fprintln(w, describe("nats", "auth callout on: every connection needs a session token or a registered key"))
+	if opts.isolate {
+		fmt.Fprintln(w, describe("isolation", "sessions on sim hosts run as unprivileged users of their own"))
+	} else {
+		fmt.Fprintln(w, describe("isolation", "NONE: not root, so sessions on sim hosts run as you and can read this process's data"))
+	}
 	if opts.StripeAPI != "" {
 		fmt.Fprintln(w, describe("stripe", opts.StripeAPI+"; webhook "+opts.webhookURL+" (secret from $GPUAAS_STRIPE_WEBHOOK_SECRET, default "+devWebhookSecret+")"))
 	} else {

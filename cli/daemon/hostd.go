@@ -133,7 +133,11 @@ func hostdRun(ctx context.Context, opts *HostdOptions) error {
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(opts.StateDir, 0o700); err != nil {
+	mode := os.FileMode(0o700)
+	if opts.Sim != "" && isolateSim() {
+		mode = 0o711 // parents too: the sim's users pass through to their homes
+	}
+	if err := os.MkdirAll(opts.StateDir, mode); err != nil {
 		return fmt.Errorf("state dir: %w", err)
 	}
 	env, accounts, closeEnv, err := hostEnv(ctx, opts, log)
@@ -159,19 +163,35 @@ func hostdRun(ctx context.Context, opts *HostdOptions) error {
 	return a.Run(ctx)
 }
 
+// isolateSim says whether sim hosts make their users real POSIX accounts:
+// as root, renters' sessions run as accounts of their own, as on a real
+// node; otherwise they can only run as this process.
+func isolateSim() bool { return os.Geteuid() == 0 }
+
+// logIsolation says how sessions on sim hosts run.
+func logIsolation(log *slog.Logger, isolated bool) {
+	if isolated {
+		log.Info("sim hosts' sessions (bare metal and slice guests) run as unprivileged POSIX users of their own, removed when the sim stops")
+		return
+	}
+	log.Warn("sim hosts' sessions are NOT isolated: not running as root, they run as this process's user and can read its data (run as root to isolate them)")
+}
+
 // hostEnv builds the task environment and the accounts terminal sessions
 // run as: the sim's (sandbox users), or the real machine's (/sys, libvirt,
 // useradd, /etc/passwd).
 func hostEnv(ctx context.Context, opts *HostdOptions, log *slog.Logger) (*tasks.Env, term.Accounts, func(), error) {
 	if opts.Sim != "" {
-		h, err := sim.NewHost(opts.StateDir, SimProfiles[opts.Sim](), "")
+		isolate := isolateSim()
+		h, err := sim.NewHostWith(opts.StateDir, SimProfiles[opts.Sim](), "", sim.Options{SystemUsers: isolate})
 		if err != nil {
 			return nil, nil, nil, err
 		}
+		logIsolation(log, isolate)
 		faults, _ := parseFaults(opts.FailPhases, opts.DelayPhases) // checked in RunE
 		h.Faults = faults
 		env := h.Env("", log)
-		return env, term.SandboxAccounts{Home: h.Users.Home}, func() { _ = h.Close() }, nil
+		return env, h.Users.Accounts(), func() { _ = h.Close() }, nil
 	}
 	hv, err := libvirt.New(ctx, libvirt.Config{URI: opts.LibvirtURI, Log: log})
 	if err != nil {

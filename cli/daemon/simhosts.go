@@ -17,7 +17,6 @@ import (
 	"github.com/gpuaas/gpuaas/hostd/agent"
 	"github.com/gpuaas/gpuaas/hostd/sim"
 	"github.com/gpuaas/gpuaas/hostd/tasks"
-	"github.com/gpuaas/gpuaas/hostd/term"
 	"github.com/gpuaas/gpuaas/internal/api"
 )
 
@@ -63,7 +62,7 @@ func startSimHosts(ctx context.Context, srv *controld.Server, adminID, natsURL s
 			}
 			token = tok.Token
 		}
-		h, err := sim.NewHost(dir, profile, name)
+		h, err := sim.NewHostWith(dir, profile, name, sim.Options{SystemUsers: opts.isolate})
 		if err != nil {
 			f.stop()
 			return nil, err
@@ -71,7 +70,7 @@ func startSimHosts(ctx context.Context, srv *controld.Server, adminID, natsURL s
 		f.hosts = append(f.hosts, h)
 		hlog := log.With("host", name)
 		// A fresh loopback port each start: the heartbeat reports it.
-		ts, err := startTerminal("127.0.0.1:0", "", dir, term.SandboxAccounts{Home: h.Users.Home}, h.Hypervisor, hlog)
+		ts, err := startTerminal("127.0.0.1:0", "", dir, h.Users.Accounts(), h.Hypervisor, hlog)
 		if err != nil {
 			f.stop()
 			return nil, err

@@ -83,7 +83,7 @@ func (u PosixUsers) Create(ctx context.Context, name string, authorizedKeys []st
 		}
 		return fmt.Errorf("create user %s: %w", name, err)
 	}
-	if err := writeAuthorizedKeys(name, content); err != nil {
+	if err := WriteAuthorizedKeys(name, content); err != nil {
 		_ = u.Delete(context.WithoutCancel(ctx), name)
 		return fmt.Errorf("create user %s: %w", name, err)
 	}
@@ -108,10 +108,10 @@ func AuthorizedKeysFile(keys []string) ([]byte, error) {
 	return []byte(b.String()), nil
 }
 
-// writeAuthorizedKeys writes ~/.ssh/authorized_keys of a user that was
-// just created: nothing in the home is the user's doing yet, but links
-// are still not followed.
-func writeAuthorizedKeys(name string, content []byte) error {
+// WriteAuthorizedKeys writes ~/.ssh/authorized_keys (0600 in a 0700 .ssh,
+// both owned by the user) of a POSIX user that was just created: nothing
+// in the home is the user's doing yet, but links are still not followed.
+func WriteAuthorizedKeys(name string, content []byte) error {
 	usr, err := user.Lookup(name)
 	if err != nil {
 		return fmt.Errorf("look up %s: %w", name, err)

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -19,7 +20,8 @@ import (
 //	sim/tree/{sys,dev,proc}   the profile's sysfs/devfs/procfs (written once)
 //	sim/images/<name>.img     base images (DefaultImageName)
 //	sim/hypervisor/           domain records, guest host keys and sandboxes
-//	sim/users/<name>/         sandbox users
+//	sim/users/<name>/         sandbox users (with system users: parked users' records)
+//	sim/homes/<name>/         system users' homes (Options.SystemUsers)
 type Host struct {
 	// StateDir is hostd's state directory, which the tasks use for leases,
 	// seeds, VM keys and overlay disks.
@@ -36,7 +38,24 @@ type Host struct {
 	Faults      *tasks.Faults
 }
 
-// NewHost opens (or first makes) the sim host kept under stateDir/sim. The
+// Options are what NewHostWith can do beyond NewHost.
+type Options struct {
+	// SystemUsers makes the bare-metal users, and the users of running
+	// sim guests, real POSIX accounts whose sessions run unprivileged, as
+	// on a real node or in a real VM (NewSystemUsers; it needs root). Their homes are in stateDir/sim/homes: stateDir and
+	// stateDir/sim are made 0711 (anyone may pass through, no one but
+	// root may list them; what hostd keeps there is 0700 or 0600), and
+	// every directory above stateDir must let others search it.
+	SystemUsers bool
+}
+
+// NewHost opens the sim host with sandbox users: NewHostWith without
+// options.
+func NewHost(stateDir string, p Profile, nodeName string) (*Host, error) {
+	return NewHostWith(stateDir, p, nodeName, Options{})
+}
+
+// NewHostWith opens (or first makes) the sim host kept under stateDir/sim. The
 // profile's tree is written only when absent, so a restarted hostd sees
 // the same hardware, and the domains it left running are running again.
 //
@@ -44,13 +63,22 @@ type Host struct {
 // operator prepares a slice host (driverctl set-override): the profiles
 // list them on mlx5_core, and hostd passes through only what is on
 // vfio-pci.
-func NewHost(stateDir string, p Profile, nodeName string) (*Host, error) {
+func NewHostWith(stateDir string, p Profile, nodeName string, o Options) (*Host, error) {
 	if p.Shape == api.ShapeGPUSlice {
 		p = p.BindVFs("vfio-pci")
 	}
 	simDir := filepath.Join(stateDir, "sim")
-	if err := os.MkdirAll(simDir, 0o755); err != nil {
-		return nil, fmt.Errorf("sim host: %w", err)
+	dirMode := os.FileMode(0o700)
+	if o.SystemUsers {
+		dirMode = 0o711
+	}
+	for _, d := range []string{stateDir, simDir} {
+		if err := os.MkdirAll(d, dirMode); err != nil {
+			return nil, fmt.Errorf("sim host: %w", err)
+		}
+		if err := os.Chmod(d, dirMode); err != nil {
+			return nil, fmt.Errorf("sim host: %w", err)
+		}
 	}
 	tree := filepath.Join(simDir, "tree")
 	if err := writeTreeOnce(tree, p); err != nil {
@@ -61,11 +89,20 @@ func NewHost(stateDir string, p Profile, nodeName string) (*Host, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sim host: %w", err)
 	}
-	users, err := NewUsers(filepath.Join(simDir, "users"))
+	var users *Users
+	if o.SystemUsers {
+		users, err = NewSystemUsers(context.Background(), filepath.Join(simDir, "users"), filepath.Join(simDir, "homes"))
+	} else {
+		users, err = NewUsers(filepath.Join(simDir, "users"))
+	}
 	if err != nil {
 		return nil, err
 	}
-	hv, err := NewHypervisor(filepath.Join(simDir, "hypervisor"))
+	var guests *Users
+	if o.SystemUsers { // a slice host's guests have system users too
+		guests = users
+	}
+	hv, err := newHypervisor(filepath.Join(simDir, "hypervisor"), guests)
 	if err != nil {
 		return nil, err
 	}
@@ -135,6 +172,7 @@ func (h *Host) Env(nodeID string, log *slog.Logger) *tasks.Env {
 	}
 }
 
-// Close stops the guests' SSH servers; the domains stay recorded as they
-// are (see Hypervisor.Close).
-func (h *Host) Close() error { return h.Hypervisor.Close() }
+// Close stops the guests' SSH servers, the domains staying recorded as
+// they are (see Hypervisor.Close), and parks system users (see
+// systemUsers.park).
+func (h *Host) Close() error { return errors.Join(h.Hypervisor.Close(), h.Users.Close()) }

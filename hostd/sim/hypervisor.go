@@ -17,6 +17,13 @@ import (
 	"github.com/gpuaas/gpuaas/internal/fsutil"
 )
 
+// Errors of the sim's system users.
+var (
+	ErrNotRoot          = errors.New("sim: system users need root")
+	ErrNoUserTools      = errors.New("sim: system users need useradd, userdel, pkill and pgrep")
+	ErrHomesUnreachable = errors.New("sim: users' homes are not reachable by unprivileged users")
+)
+
 // Errors of the sim Hypervisor, shaped after libvirt's.
 var (
 	ErrDomainExists     = errors.New("sim: domain already exists")
@@ -33,6 +40,9 @@ var (
 // (see vm.go) that lets in the users and keys of its cloud-init seed.
 type Hypervisor struct {
 	dir string
+	// guests, when set, are system users: a running guest's users are
+	// POSIX accounts its sessions run as (see bootGuests).
+	guests *Users
 
 	// mu protects the following.
 	mu            sync.Mutex
@@ -57,6 +67,9 @@ type record struct {
 	State host.DomainState `json:"state"`
 	// Error says why a domain that was running could not be restarted.
 	Error string `json:"error,omitempty"`
+	// GuestUsers are the users a boot found in the seed: with system
+	// users, their accounts go when the domain is undefined.
+	GuestUsers []string `json:"guest_users,omitempty"`
 }
 
 var _ host.Hypervisor = (*Hypervisor)(nil)
@@ -65,12 +78,18 @@ var _ host.Hypervisor = (*Hypervisor)(nil)
 // needed, and restarts the guests of the domains recorded as running. A
 // guest that cannot restart is marked crashed.
 func NewHypervisor(dir string) (*Hypervisor, error) {
+	return newHypervisor(dir, nil)
+}
+
+// newHypervisor is NewHypervisor whose guests' users are guests' system
+// users (nil: sandbox homes, sessions as hostd itself).
+func newHypervisor(dir string, guests *Users) (*Hypervisor, error) {
 	for _, d := range []string{"domains", "hostkeys", "sandboxes"} {
 		if err := os.MkdirAll(filepath.Join(dir, d), 0o700); err != nil {
 			return nil, fmt.Errorf("sim hypervisor: %w", err)
 		}
 	}
-	h := &Hypervisor{dir: dir, doms: map[string]*domain{}}
+	h := &Hypervisor{dir: dir, guests: guests, doms: map[string]*domain{}}
 	files, err := filepath.Glob(filepath.Join(dir, "domains", "*.json"))
 	if err != nil {
 		return nil, fmt.Errorf("sim hypervisor: %w", err)
@@ -235,11 +254,12 @@ func (h *Hypervisor) boot(d *domain) error {
 	if err != nil {
 		return err
 	}
-	v, err := startVM(spec, key, filepath.Join(h.dir, "sandboxes", spec.Name))
+	v, err := startVM(spec, key, filepath.Join(h.dir, "sandboxes", spec.Name), h.guests)
 	if err != nil {
 		return err
 	}
 	d.vm = v
+	d.rec.GuestUsers = v.users
 	d.gen++
 	return nil
 }
@@ -252,6 +272,13 @@ func (h *Hypervisor) halt(d *domain) error {
 	}
 	if d.vm != nil {
 		d.vm.stop()
+		if h.guests != nil {
+			// The guest is off: its users' processes go, and their
+			// accounts until it boots again.
+			for _, u := range d.vm.users {
+				_ = h.guests.parkGuest(context.Background(), u)
+			}
+		}
 		d.vm = nil
 		d.gen++
 	}
@@ -323,6 +350,11 @@ func (h *Hypervisor) Undefine(_ context.Context, name string) error {
 		removeIfExists(filepath.Join(h.dir, "hostkeys", name)),
 		os.RemoveAll(filepath.Join(h.dir, "sandboxes", name)),
 	)
+	if h.guests != nil { // the guest's disk is gone, and its users with it
+		for _, u := range d.rec.GuestUsers {
+			err = errors.Join(err, h.guests.Delete(context.Background(), u))
+		}
+	}
 	if err != nil {
 		return fmt.Errorf("undefine %s: %w", name, err)
 	}
@@ -388,9 +420,17 @@ func (h *Hypervisor) Spec(name string) (host.DomainSpec, error) {
 }
 
 // Sandbox is the directory under which a domain's guest users have their
-// home directories.
+// home directories (without system users).
 func (h *Hypervisor) Sandbox(name string) string {
 	return filepath.Join(h.dir, "sandboxes", name)
+}
+
+// GuestHome is the home directory of a domain's guest user.
+func (h *Hypervisor) GuestHome(domain, user string) string {
+	if h.guests != nil {
+		return h.guests.Home(user)
+	}
+	return filepath.Join(h.Sandbox(domain), user)
 }
 
 func (h *Hypervisor) recordPath(name string) string {

@@ -48,7 +48,7 @@ func WriteImage(dir, name string) (string, error) {
 	if name == "" || strings.ContainsAny(name, `/\`) || strings.HasPrefix(name, ".") {
 		return "", fmt.Errorf("write sim image: bad name %q", name)
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return "", fmt.Errorf("write sim image: %w", err)
 	}
 	data := ImageBytes(name)

@@ -10,12 +10,19 @@ import (
 	"sync"
 
 	"github.com/gpuaas/gpuaas/hostd/host"
+	"github.com/gpuaas/gpuaas/hostd/term"
 )
 
-// Users is the sim host.Users: each user is a sandbox directory under
-// dir, its home, holding .ssh/authorized_keys.
+// Users is the sim host.Users, in one of two modes:
+//
+//   - sandbox users (NewUsers): each user is a directory under dir, its
+//     home, holding .ssh/authorized_keys; sessions run as hostd itself.
+//   - system users (NewSystemUsers, root only): each user is a real POSIX
+//     account, made with useradd as on a real node, whose sessions run as
+//     that unprivileged account (see sysusers.go).
 type Users struct {
 	dir string
+	sys *systemUsers // nil for sandbox users
 	// mu protects killed and makes Create's check-and-make one step.
 	mu     sync.Mutex
 	killed []string
@@ -26,14 +33,43 @@ var _ host.Users = (*Users)(nil)
 // NewUsers keeps sandbox users under dir, which is made if absent. Users
 // already there (from an earlier run) still exist.
 func NewUsers(dir string) (*Users, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("sim users: %w", err)
 	}
 	return &Users{dir: dir}, nil
 }
 
-// Home is the user's sandbox home directory (whether or not it exists).
-func (u *Users) Home(name string) string { return filepath.Join(u.dir, name) }
+// Home is the user's home directory (whether or not it exists).
+func (u *Users) Home(name string) string {
+	if u.sys != nil {
+		return filepath.Join(u.sys.homes, name)
+	}
+	return filepath.Join(u.dir, name)
+}
+
+// System reports whether the users are real POSIX accounts.
+func (u *Users) System() bool { return u.sys != nil }
+
+// Accounts is how hostd's terminal finds these users: system users are
+// served as their POSIX accounts (term.SystemAccounts, for the accounts
+// this Users made only), sandbox users as hostd's own user in their home.
+func (u *Users) Accounts() term.Accounts {
+	if u.sys != nil {
+		return systemAccounts{u}
+	}
+	return term.SandboxAccounts{Home: u.Home}
+}
+
+// Close puts system users away while hostd is not running (see
+// systemUsers.park); sandbox users need nothing.
+func (u *Users) Close() error {
+	if u.sys == nil {
+		return nil
+	}
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.sys.parkAll(context.Background())
+}
 
 // AuthorizedKeysPath is where the user's authorized keys are kept.
 func (u *Users) AuthorizedKeysPath(name string) string {
@@ -42,7 +78,7 @@ func (u *Users) AuthorizedKeysPath(name string) string {
 
 // Create makes the user's home and authorized_keys; an existing user is
 // host.ErrUserExists.
-func (u *Users) Create(_ context.Context, name string, authorizedKeys []string) error {
+func (u *Users) Create(ctx context.Context, name string, authorizedKeys []string) error {
 	if err := host.CheckUserName(name); err != nil {
 		return err
 	}
@@ -52,8 +88,11 @@ func (u *Users) Create(_ context.Context, name string, authorizedKeys []string) 
 	}
 	u.mu.Lock()
 	defer u.mu.Unlock()
+	if u.sys != nil {
+		return u.sys.create(ctx, name, content)
+	}
 	home := u.Home(name)
-	if err := os.Mkdir(home, 0o750); errors.Is(err, os.ErrExist) {
+	if err := os.Mkdir(home, 0o700); errors.Is(err, os.ErrExist) {
 		return fmt.Errorf("create user %s: %w", name, host.ErrUserExists)
 	} else if err != nil {
 		return fmt.Errorf("create user %s: %w", name, err)
@@ -70,10 +109,14 @@ func (u *Users) Create(_ context.Context, name string, authorizedKeys []string) 
 	return nil
 }
 
-// Exists reports whether the user's home exists.
-func (u *Users) Exists(_ context.Context, name string) (bool, error) {
+// Exists reports whether the user exists: a sandbox user's home, or a
+// system user's account.
+func (u *Users) Exists(ctx context.Context, name string) (bool, error) {
 	if err := host.CheckUserName(name); err != nil {
 		return false, err
+	}
+	if u.sys != nil {
+		return u.sys.exists(name)
 	}
 	_, err := os.Stat(u.Home(name))
 	switch {
@@ -85,15 +128,18 @@ func (u *Users) Exists(_ context.Context, name string) (bool, error) {
 	return false, err
 }
 
-// KillProcesses records the call: sandbox users run no processes of
-// their own.
-func (u *Users) KillProcesses(_ context.Context, name string) error {
+// KillProcesses records the call and ends a system user's processes
+// (sandbox users run no processes of their own).
+func (u *Users) KillProcesses(ctx context.Context, name string) error {
 	if err := host.CheckUserName(name); err != nil {
 		return err
 	}
 	u.mu.Lock()
-	defer u.mu.Unlock()
 	u.killed = append(u.killed, name)
+	u.mu.Unlock()
+	if u.sys != nil {
+		return u.sys.killProcesses(ctx, name)
+	}
 	return nil
 }
 
@@ -104,10 +150,16 @@ func (u *Users) Killed() []string {
 	return slices.Clone(u.killed)
 }
 
-// Delete removes the user's home; a missing user is not an error.
-func (u *Users) Delete(_ context.Context, name string) error {
+// Delete removes the user and their home; a missing user is not an
+// error.
+func (u *Users) Delete(ctx context.Context, name string) error {
 	if err := host.CheckUserName(name); err != nil {
 		return err
+	}
+	if u.sys != nil {
+		u.mu.Lock()
+		defer u.mu.Unlock()
+		return u.sys.delete(ctx, name)
 	}
 	if err := os.RemoveAll(u.Home(name)); err != nil {
 		return fmt.Errorf("delete user %s: %w", name, err)

@@ -2,16 +2,19 @@ package sim
 
 import (
 	"bytes"
+	"context"
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -38,17 +41,31 @@ import (
 // A session without a command gets sh: interactive with a PTY, reading
 // its stdin without one. As with any gliderlabs/ssh server, PTY output
 // has its line ends normalised to \r\n.
+//
+// With system users (guests not nil) each seed user is a POSIX account
+// while the guest runs, and its commands and sftp (the system's
+// sftp-server) run as that account in its home, as in a real VM: they
+// cannot read hostd's state. (A real VM's user also has sudo in the VM;
+// a sim guest's user has no way to root.)
 type vm struct {
-	srv  *ssh.Server
-	ln   net.Listener
-	addr string
-	done chan struct{}
+	srv   *ssh.Server
+	ln    net.Listener
+	addr  string
+	done  chan struct{}
+	users []string // the seed's users, sorted
+}
+
+// guestAccount is who a guest user's commands run as: hostd itself (cred
+// nil) in a sandbox home, or a system user.
+type guestAccount struct {
+	home string
+	cred *syscall.Credential
 }
 
 // guestPath is the PATH of commands run in a sim guest.
 const guestPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
-func startVM(spec host.DomainSpec, hostKey gossh.Signer, sandbox string) (*vm, error) {
+func startVM(spec host.DomainSpec, hostKey gossh.Signer, sandbox string, guests *Users) (*vm, error) {
 	var users map[string][]gossh.PublicKey
 	if spec.SeedISO != "" {
 		var err error
@@ -56,7 +73,24 @@ func startVM(spec host.DomainSpec, hostKey gossh.Signer, sandbox string) (*vm, e
 			return nil, err
 		}
 	}
-	if err := os.MkdirAll(sandbox, 0o700); err != nil {
+	names := slices.Sorted(maps.Keys(users))
+	account := func(_ context.Context, user string) (guestAccount, error) {
+		return guestAccount{home: filepath.Join(sandbox, user)}, nil
+	}
+	if guests != nil {
+		for _, name := range names {
+			if err := guests.ensureGuest(context.Background(), name, users[name]); err != nil {
+				return nil, err
+			}
+		}
+		account = func(ctx context.Context, user string) (guestAccount, error) {
+			a, err := guests.Accounts().Lookup(ctx, user)
+			if err != nil {
+				return guestAccount{}, err
+			}
+			return guestAccount{home: a.Home, cred: a.Credential}, nil
+		}
+	} else if err := os.MkdirAll(sandbox, 0o700); err != nil {
 		return nil, err
 	}
 	srv := &ssh.Server{
@@ -70,9 +104,17 @@ func startVM(spec host.DomainSpec, hostKey gossh.Signer, sandbox string) (*vm, e
 			}
 			return false
 		},
-		Handler: func(s ssh.Session) { serveSession(s, filepath.Join(sandbox, s.User())) },
+		Handler: func(s ssh.Session) {
+			if a, ok := sessionAccount(s, account); ok {
+				serveSession(s, a)
+			}
+		},
 		SubsystemHandlers: map[string]ssh.SubsystemHandler{
-			"sftp": func(s ssh.Session) { serveSFTP(s, filepath.Join(sandbox, s.User())) },
+			"sftp": func(s ssh.Session) {
+				if a, ok := sessionAccount(s, account); ok {
+					serveSFTP(s, a)
+				}
+			},
 		},
 		ChannelHandlers: map[string]ssh.ChannelHandler{
 			"session":      ssh.DefaultSessionHandler,
@@ -83,7 +125,7 @@ func startVM(spec host.DomainSpec, hostKey gossh.Signer, sandbox string) (*vm, e
 	if err != nil {
 		return nil, err
 	}
-	v := &vm{srv: srv, ln: ln, addr: ln.Addr().String(), done: make(chan struct{})}
+	v := &vm{srv: srv, ln: ln, addr: ln.Addr().String(), done: make(chan struct{}), users: names}
 	go func() {
 		defer close(v.done)
 		_ = srv.Serve(ln)
@@ -101,22 +143,43 @@ func (v *vm) stop() {
 	<-v.done
 }
 
-// serveSession runs the session's command (or sh) in home, with a PTY
-// when one was requested, and reports its exit status.
-func serveSession(s ssh.Session, home string) {
-	if err := os.MkdirAll(home, 0o700); err != nil {
+// sessionAccount finds whom the session runs as; a user without one gets
+// an error and exit status 1.
+func sessionAccount(s ssh.Session, account func(context.Context, string) (guestAccount, error)) (guestAccount, bool) {
+	a, err := account(s.Context(), s.User())
+	if err != nil {
 		fmt.Fprintf(s.Stderr(), "sim guest: %v\n", err)
 		_ = s.Exit(1)
-		return
+		return guestAccount{}, false
 	}
+	return a, true
+}
+
+// serveSession runs the session's command (or sh) as a, in its home, with
+// a PTY when one was requested, and reports its exit status.
+func serveSession(s ssh.Session, a guestAccount) {
 	args := []string{"sh"}
 	if raw := s.RawCommand(); raw != "" {
 		args = append(args, "-c", raw)
 	}
+	ptyReq, winch, isPty := s.Pty()
+	runAs(s, a, args, isPty, ptyReq, winch)
+}
+
+// runAs runs args as a in its home (made first for a sandbox user), with a
+// PTY when isPty, and reports the exit status.
+func runAs(s ssh.Session, a guestAccount, args []string, isPty bool, ptyReq ssh.Pty, winch <-chan ssh.Window) {
+	home := a.home
+	if a.cred == nil {
+		if err := os.MkdirAll(home, 0o700); err != nil {
+			fmt.Fprintf(s.Stderr(), "sim guest: %v\n", err)
+			_ = s.Exit(1)
+			return
+		}
+	}
 	cmd := exec.CommandContext(s.Context(), args[0], args[1:]...)
 	cmd.Dir = home
 	cmd.Env = s.Environ()
-	ptyReq, winch, isPty := s.Pty()
 	if isPty && ptyReq.Term != "" {
 		cmd.Env = append(cmd.Env, "TERM="+ptyReq.Term)
 	}
@@ -124,7 +187,7 @@ func serveSession(s ssh.Session, home string) {
 	// A session of its own, so the whole command goes when the session
 	// does; WaitDelay stops a background child that keeps the output open
 	// from holding the session.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Credential: a.cred}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = 2 * time.Second
 	if isPty {
@@ -165,6 +228,10 @@ func runWithPTY(s ssh.Session, cmd *exec.Cmd, win ssh.Window, winch <-chan ssh.W
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = tty, tty, tty
 	cmd.SysProcAttr.Setctty = true
 	err = setWinsize(ptmx, win)
+	if cred := cmd.SysProcAttr.Credential; err == nil && cred != nil {
+		// The terminal is the user's, as sshd makes it.
+		err = tty.Chown(int(cred.Uid), int(cred.Gid))
+	}
 	if err == nil {
 		err = cmd.Start()
 	}
@@ -238,8 +305,30 @@ func exitCode(cmd *exec.Cmd, err error) int {
 	return 0
 }
 
-// serveSFTP serves the sftp subsystem in-process, starting in home.
-func serveSFTP(s ssh.Session, home string) {
+// sftpServers are where distributions install OpenSSH's sftp-server.
+var sftpServers = []string{
+	"/usr/lib/openssh/sftp-server",     // Debian, Ubuntu
+	"/usr/libexec/openssh/sftp-server", // RHEL, Fedora
+	"/usr/lib/ssh/sftp-server",         // Arch
+	"/usr/libexec/sftp-server",         // Alpine, BSDs
+}
+
+// serveSFTP serves the sftp subsystem: for a system user, the system's
+// sftp-server run as the user (as sshd does); for a sandbox user, pkg/sftp
+// in-process, starting in its home.
+func serveSFTP(s ssh.Session, a guestAccount) {
+	if a.cred != nil {
+		for _, p := range sftpServers {
+			if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() {
+				runAs(s, a, []string{p}, false, ssh.Pty{}, nil)
+				return
+			}
+		}
+		fmt.Fprintln(s.Stderr(), "sim guest: no sftp-server installed")
+		_ = s.Exit(1)
+		return
+	}
+	home := a.home
 	if err := os.MkdirAll(home, 0o700); err != nil {
 		_ = s.Exit(1)
 		return

@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/rand"
@@ -48,19 +47,20 @@ func guest(t *testing.T) (*gossh.Client, string) {
 	return c, filepath.Join(h.Sandbox("a-vmt"), "gbob")
 }
 
-// readUntil reads until want shows up in what was read, or fails.
+// readUntil reads until want shows up in what was read, or fails. It
+// reads a byte at a time, so that what follows want is left for the next
+// call (a buffered reader would swallow it when output comes in one piece).
 func readUntil(t *testing.T, r io.Reader, want string) {
 	t.Helper()
 	found := make(chan string, 1)
 	go func() {
-		br := bufio.NewReader(r)
 		var sb strings.Builder
+		b := make([]byte, 1)
 		for !strings.Contains(sb.String(), want) {
-			b, err := br.ReadByte()
-			if err != nil {
+			if _, err := io.ReadFull(r, b); err != nil {
 				break
 			}
-			sb.WriteByte(b)
+			sb.WriteByte(b[0])
 		}
 		found <- sb.String()
 	}()

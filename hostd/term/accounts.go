@@ -18,8 +18,9 @@ import (
 
 // Accounts finds the POSIX account a bare-metal ticket names. It is an
 // interface because a real node runs sessions as /etc/passwd accounts,
-// while the sim's users are sandbox directories whose sessions run as
-// hostd's own user.
+// while the sim run without root has sandbox directories whose sessions
+// run as hostd's own user (the sim run as root makes real accounts and
+// serves them as SystemAccounts does: sim.Users.Accounts).
 type Accounts interface {
 	// Lookup returns the account; ErrNoAccount when there is none (or it
 	// is one a session must never run as, such as root).
@@ -108,7 +109,8 @@ func loginShell(ctx context.Context, name string) (string, error) {
 	return "", fmt.Errorf("%w: no passwd entry for %s", ErrNoAccount, name)
 }
 
-// SandboxAccounts are the sim's users: an account exists when its home,
+// SandboxAccounts are the sim's sandbox users (hostd not run as root, so
+// nothing isolates them from it): an account exists when its home,
 // Home(name), does; its sessions run /bin/sh as hostd's own user, in that
 // home. (Pass sim.Users.Home.)
 type SandboxAccounts struct {

@@ -77,7 +77,13 @@ func newHarness(t *testing.T, shape string) *harness {
 // are found there instead of being made as sim users.
 func newHarnessFor(t *testing.T, shape, alloc string, accounts term.Accounts) *harness {
 	t.Helper()
-	h := &harness{t: t, shape: shape, stateDir: t.TempDir(), alloc: alloc, user: api.PosixUser(alloc), log: &syncBuffer{}}
+	return newHarnessIn(t, t.TempDir(), shape, alloc, accounts)
+}
+
+// newHarnessIn is newHarnessFor with hostd's state in stateDir.
+func newHarnessIn(t *testing.T, stateDir, shape, alloc string, accounts term.Accounts) *harness {
+	t.Helper()
+	h := &harness{t: t, shape: shape, stateDir: stateDir, alloc: alloc, user: api.PosixUser(alloc), log: &syncBuffer{}}
 	h.caKey = newKey(t)
 	h.ca = newCA(t, h.caKey)
 	var err error
@@ -160,7 +166,7 @@ func (h *harness) startVM() *sim.Hypervisor {
 // bare metal, the guest's home in the VM.
 func (h *harness) home() string {
 	if h.shape == api.ShapeGPUSlice {
-		return filepath.Join(h.hv.Sandbox(h.alloc), h.user)
+		return h.hv.GuestHome(h.alloc, h.user)
 	}
 	return h.users.Home(h.user)
 }

@@ -67,7 +67,12 @@ func (a *account) credential() *syscall.Credential {
 // prepareDataDir creates dataDir and, when PostgreSQL runs as a, makes sure a
 // can reach it and owns it and the cluster inside it.
 func prepareDataDir(dataDir, pgdata string, a *account) error {
-	if err := os.MkdirAll(dataDir, 0o755); err != nil {
+	// 0700: the socket in it takes trust logins, so no one but the
+	// cluster's owner (and root) may reach it.
+	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+		return fmt.Errorf("create data directory: %w", err)
+	}
+	if err := os.Chmod(dataDir, 0o700); err != nil {
 		return fmt.Errorf("create data directory: %w", err)
 	}
 	if a == nil {

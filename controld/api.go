@@ -86,6 +86,13 @@ func (s *Server) endpoint(name string, need access, fn func(ctx context.Context,
 			if err == nil && c.principal != nil && c.principal.Delegated && delegatedRefused(name, need) {
 				err = errDelegated
 			}
+			// The gateway's service principal speaks for every user who
+			// connects through it; their own calls are limited instead.
+			if err == nil && c.principal != nil && !c.principal.IsGateway() {
+				if wait, ok := s.apiLimit.allow(c.principal.UserID); !ok {
+					err = rateLimited(wait)
+				}
+			}
 			if err == nil {
 				out, err = fn(ctx, c)
 			}

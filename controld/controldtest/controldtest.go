@@ -51,6 +51,11 @@ type Options struct {
 	// Billing tunes billing (window, grace, threshold, SMTP).
 	Billing controld.BillingConfig
 
+	// APIRateLimit, LoginLimits and InviteTTL are passed to controld.
+	APIRateLimit controld.RateLimit
+	LoginLimits  identity.LoginLimits
+	InviteTTL    time.Duration
+
 	// Stripe and HTTPAddr are passed to controld (payments tests).
 	Stripe   payments.Settings
 	HTTPAddr string
@@ -88,7 +93,8 @@ func Start(t testing.TB, opts Options) *Env {
 	srv, err := controld.New(ctx, controld.Config{DatabaseURL: dsn, NATS: nc, BcryptCost: bcrypt.MinCost,
 		Now: opts.Now, OIDC: opts.OIDC, Log: testutil.Logger(t), Hosts: opts.Hosts, MaxConns: opts.MaxConns, QueueInterval: 100 * time.Millisecond,
 		SSHCertTTL: opts.SSHCertTTL, GatewayAddr: opts.GatewayAddr, Billing: opts.Billing,
-		Stripe: opts.Stripe, HTTPAddr: opts.HTTPAddr})
+		Stripe: opts.Stripe, HTTPAddr: opts.HTTPAddr,
+		APIRateLimit: opts.APIRateLimit, LoginLimits: opts.LoginLimits, InviteTTL: opts.InviteTTL})
 	if err != nil {
 		cancel()
 		t.Fatalf("controld: %v", err)

@@ -56,6 +56,12 @@ type Options struct {
 	LoginLimits  identity.LoginLimits
 	InviteTTL    time.Duration
 
+	// DSN is a database to use instead of a fresh clone of Template.
+	DSN string
+	// NoSeed starts from the database as it is: no catalog, admin,
+	// project nor nodes, and Env.AdminToken is empty.
+	NoSeed bool
+
 	// Stripe and HTTPAddr are passed to controld (payments tests).
 	Stripe   payments.Settings
 	HTTPAddr string
@@ -86,7 +92,10 @@ func DefaultNodes() []node.Spec { return sim.DevFleet() }
 // Start runs controld until the test ends.
 func Start(t testing.TB, opts Options) *Env {
 	t.Helper()
-	dsn := testutil.Postgres(t, Template)
+	dsn := opts.DSN
+	if dsn == "" {
+		dsn = testutil.Postgres(t, Template)
+	}
 	url := testutil.NATS(t)
 	nc := testutil.Connect(t, url)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -111,6 +120,9 @@ func Start(t testing.TB, opts Options) *Env {
 	case <-srv.Ready():
 	case err := <-done:
 		t.Fatalf("controld stopped: %v", err)
+	}
+	if opts.NoSeed {
+		return &Env{Server: srv, NATSURL: url, NC: nc, DSN: dsn}
 	}
 	nodes := opts.Nodes
 	if nodes == nil && !opts.NoNodes {

@@ -163,7 +163,7 @@ func (s *Service) checkFresh(tok *oidc.IDToken, c idClaims, nonce string) error 
 		return api.Errorf(api.CodeUnauthenticated, "the identity provider's token has no issue time (iat)")
 	case now.Sub(tok.IssuedAt) > cfg.MaxIDTokenAge:
 		return api.Errorf(api.CodeUnauthenticated, "the identity provider's token was issued %s ago; this server takes tokens at most %s old",
-			now.Sub(tok.IssuedAt).Round(time.Second), cfg.MaxIDTokenAge).WithHint(relogin)
+			now.Sub(tok.IssuedAt).Truncate(time.Second), cfg.MaxIDTokenAge).WithHint(relogin)
 	case tok.IssuedAt.Sub(now) > idTokenClockSkew:
 		return api.Errorf(api.CodeUnauthenticated, "the identity provider's token was issued in the future (at %s)",
 			tok.IssuedAt.UTC().Format(time.RFC3339)).WithHint(relogin)
@@ -212,8 +212,8 @@ func (s *Service) oidcUser(ctx context.Context, q store.Querier, issuer, subject
 	// An email held by another account is never taken over, and a new
 	// subject for a known email is not silently a new person: an
 	// administrator links the identity (`gpuaas admin user link`).
-	if err := emailHeld(ctx, q, issuer, subject, c.Email); err != nil {
-		return "", err
+	if id, err := emailHeld(ctx, q, issuer, subject, c.Email); id != "" || err != nil {
+		return id, err
 	}
 	id = ids.New(ids.User)
 	// Two first logins of one subject may race (two terminals): the loser
@@ -232,11 +232,10 @@ func (s *Service) oidcUser(ctx context.Context, q store.Querier, issuer, subject
 		if _, rerr := q.Exec(ctx, `ROLLBACK TO SAVEPOINT oidc_user`); rerr != nil {
 			return "", fmt.Errorf("create oidc user: %w", rerr)
 		}
-		if rerr := q.QueryRow(ctx, userByOIDC, issuer, subject).Scan(&id); rerr == nil {
-			return id, nil // a concurrent first login of the same subject won
+		if id, err := emailHeld(ctx, q, issuer, subject, c.Email); id != "" || err != nil {
+			return id, err
 		}
-		return "", cmp.Or(emailHeld(ctx, q, issuer, subject, c.Email),
-			error(api.Errorf(api.CodeConflict, "email %s already belongs to another account", c.Email)))
+		return "", api.Errorf(api.CodeConflict, "email %s already belongs to another account", c.Email)
 	}
 	if err != nil {
 		return "", fmt.Errorf("create oidc user: %w", err)
@@ -252,26 +251,29 @@ func (s *Service) oidcUser(ctx context.Context, q store.Querier, issuer, subject
 	return id, nil
 }
 
-// emailHeld returns the conflict for an IdP identity whose email another
-// account holds, or nil when none does.
-func emailHeld(ctx context.Context, q store.Querier, issuer, subject, email string) error {
-	var heldIssuer string
-	err := q.QueryRow(ctx, `SELECT coalesce(oidc_issuer, '') FROM users WHERE lower(email)=lower($1)`,
-		email).Scan(&heldIssuer)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("find user by email: %w", err)
+// emailHeld looks at the account holding email: its id when it is this
+// very identity (a concurrent first login of the same subject just made
+// it), the conflict when it is another, and nothing when there is none.
+func emailHeld(ctx context.Context, q store.Querier, issuer, subject, email string) (string, error) {
+	var id, heldIssuer, heldSubject string
+	err := q.QueryRow(ctx, `SELECT id, coalesce(oidc_issuer, ''), coalesce(oidc_subject, '') FROM users WHERE lower(email)=lower($1)`,
+		email).Scan(&id, &heldIssuer, &heldSubject)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return "", nil
+	case err != nil:
+		return "", fmt.Errorf("find user by email: %w", err)
+	case heldIssuer == issuer && heldSubject == subject:
+		return id, nil
 	}
 	link := fmt.Sprintf("ask an administrator to link the accounts: `gpuaas admin user link %s --issuer %s --subject %s`",
 		email, issuer, subject)
 	if heldIssuer == issuer {
-		return api.Errorf(api.CodeConflict,
+		return "", api.Errorf(api.CodeConflict,
 			"email %s belongs to an account linked to another identity at this provider, not subject %s; a changed subject is not taken for the same person",
 			email, subject).WithHint(link)
 	}
-	return api.Errorf(api.CodeConflict, "email %s already belongs to another account", email).WithHint(link)
+	return "", api.Errorf(api.CodeConflict, "email %s already belongs to another account", email).WithHint(link)
 }
 
 // LoginMethods says how clients may log in (auth.config).

@@ -24,6 +24,9 @@ type BootstrapConfig struct {
 	Name  string
 	// InviteTTL is how long the invite lasts (default 7 days).
 	InviteTTL time.Duration
+	// Reissue replaces the invite of a first admin who has not redeemed
+	// it (the code was lost) instead of refusing because an admin exists.
+	Reissue bool
 	// DatabaseRole is the role to act as (default store.AppRole, as
 	// controld); migrations run as the login role.
 	DatabaseRole string
@@ -61,10 +64,10 @@ type BootstrapResult struct {
 
 // Bootstrap creates the first admin of an installation outside `gpuaas
 // dev`, talking to Postgres directly: it applies the migrations as
-// controld does, refuses when any admin exists, and creates the admin as
-// invited, with an invite code the admin redeems with `gpuaas login
-// --invite CODE`. The change is audited (actor "bootstrap") with its
-// outbox event, in one transaction.
+// controld does, refuses when any admin exists (but see Reissue), and
+// creates the admin as invited, with an invite code the admin redeems with
+// `gpuaas login --invite CODE`. The change is audited (actor "bootstrap")
+// with its outbox event, in one transaction.
 func Bootstrap(ctx context.Context, cfg BootstrapConfig) (BootstrapResult, error) {
 	var res BootstrapResult
 	if err := cfg.CheckAndSetDefaults(); err != nil {
@@ -80,7 +83,7 @@ func Bootstrap(ctx context.Context, cfg BootstrapConfig) (BootstrapResult, error
 	defer pool.Close()
 	now := cfg.Now().UTC()
 	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		u, inv, err := identity.BootstrapAdmin(ctx, tx, identity.NewUser{Email: cfg.Email, Name: cfg.Name}, now, cfg.InviteTTL)
+		u, inv, err := identity.BootstrapAdmin(ctx, tx, identity.NewUser{Email: cfg.Email, Name: cfg.Name}, now, cfg.InviteTTL, cfg.Reissue)
 		if err != nil {
 			return err
 		}
@@ -88,7 +91,11 @@ func Bootstrap(ctx context.Context, cfg BootstrapConfig) (BootstrapResult, error
 		if err != nil {
 			return err
 		}
-		if err := audit.Write(ctx, tx, audit.Meta{At: now, ActorID: "bootstrap"}, audit.Entry{Action: "admin.bootstrap",
+		action := "admin.bootstrap"
+		if cfg.Reissue {
+			action = "admin.bootstrap_reissue"
+		}
+		if err := audit.Write(ctx, tx, audit.Meta{At: now, ActorID: "bootstrap"}, audit.Entry{Action: action,
 			TargetType: "user", TargetID: u.ID, Detail: map[string]any{"email": u.Email, "invite_expires_at": inv.ExpiresAt}}); err != nil {
 			return err
 		}

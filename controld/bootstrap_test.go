@@ -52,4 +52,38 @@ func TestBootstrap(t *testing.T) {
 	if _, err := controld.Bootstrap(ctx, controld.BootstrapConfig{DatabaseURL: dsn}); err == nil {
 		t.Fatal("bootstrap without an email: got no error")
 	}
+	// The admin set a password: a reissue is refused too.
+	if _, err := controld.Bootstrap(ctx, controld.BootstrapConfig{DatabaseURL: dsn, Email: "root@example.test", Reissue: true}); !errors.Is(err, api.ErrConflict) {
+		t.Fatalf("reissue for an admin with a password: got %v; want conflict", err)
+	}
+}
+
+// TestBootstrapReissue: a lost first invite is replaced; the old code
+// stops working.
+func TestBootstrapReissue(t *testing.T) {
+	t.Parallel()
+	dsn := testutil.Postgres(t, nil)
+	ctx := t.Context()
+	first, err := controld.Bootstrap(ctx, controld.BootstrapConfig{DatabaseURL: dsn, Email: "root@example.test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := controld.Bootstrap(ctx, controld.BootstrapConfig{DatabaseURL: dsn, Email: "other@example.test", Reissue: true}); !errors.Is(err, api.ErrConflict) {
+		t.Fatalf("reissue for another email: got %v; want conflict", err)
+	}
+	second, err := controld.Bootstrap(ctx, controld.BootstrapConfig{DatabaseURL: dsn, Email: "ROOT@example.test", Reissue: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if second.Admin.ID != first.Admin.ID || second.Invite.Code == first.Invite.Code {
+		t.Fatalf("reissue got %+v; want a new code for %s", second, first.Admin.ID)
+	}
+	env := controldtest.Start(t, controldtest.Options{DSN: dsn, NoSeed: true, NoNodes: true})
+	anon := api.NewClient(env.NC)
+	if _, err := anon.Login(ctx, api.LoginRequest{Invite: first.Invite.Code, Password: "the root password"}); !errors.Is(err, api.ErrUnauthenticated) {
+		t.Fatalf("the replaced code: got %v; want unauthenticated", err)
+	}
+	if _, err := anon.Login(ctx, api.LoginRequest{Invite: second.Invite.Code, Password: "the root password"}); err != nil {
+		t.Fatal(err)
+	}
 }

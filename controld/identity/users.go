@@ -219,8 +219,10 @@ func LinkOIDC(ctx context.Context, q store.Querier, ref, issuer, subject string)
 }
 
 // BootstrapAdmin creates the first admin, invited (no password yet), with
-// an invite code, unless any admin exists already.
-func BootstrapAdmin(ctx context.Context, q store.Querier, u NewUser, now time.Time, ttl time.Duration) (api.User, api.Invite, error) {
+// an invite code, unless any admin exists already. With reissue, when the
+// admins are only that email's, never redeemed, it issues them a new code
+// instead (the first one was lost).
+func BootstrapAdmin(ctx context.Context, q store.Querier, u NewUser, now time.Time, ttl time.Duration, reissue bool) (api.User, api.Invite, error) {
 	u.Role = api.RoleAdmin
 	if err := lockAdmins(ctx, q); err != nil {
 		return api.User{}, api.Invite{}, err
@@ -229,11 +231,33 @@ func BootstrapAdmin(ctx context.Context, q store.Querier, u NewUser, now time.Ti
 	if err != nil {
 		return api.User{}, api.Invite{}, err
 	}
+	if exists && reissue {
+		return reissueBootstrap(ctx, q, u.Email, now, ttl)
+	}
 	if exists {
 		return api.User{}, api.Invite{}, api.Errorf(api.CodeConflict, "an admin exists already; bootstrap only makes the first").
-			WithHint("an admin adds more with `gpuaas admin user add EMAIL --role admin`")
+			WithHint("an admin adds more with `gpuaas admin user add EMAIL --role admin`; --reissue replaces a first admin's unused invite")
 	}
 	user, err := CreateInvitedUser(ctx, q, u, now)
+	if err != nil {
+		return api.User{}, api.Invite{}, err
+	}
+	inv, err := CreateInvite(ctx, q, user.ID, "bootstrap", now, ttl)
+	return user, inv, err
+}
+
+func reissueBootstrap(ctx context.Context, q store.Querier, email string, now time.Time, ttl time.Duration) (api.User, api.Invite, error) {
+	var others int
+	if err := q.QueryRow(ctx, `SELECT count(*) FROM users WHERE role = 'admin'
+		AND (lower(email) <> lower($1) OR password_hash IS NOT NULL OR disabled_at IS NOT NULL)`, email).Scan(&others); err != nil {
+		return api.User{}, api.Invite{}, fmt.Errorf("look for admins: %w", err)
+	}
+	if others > 0 {
+		return api.User{}, api.Invite{}, api.Errorf(api.CodeConflict,
+			"--reissue only replaces the invite of a first admin who never set a password, and %s is not one (or other admins exist)", email).
+			WithHint("an active admin issues invites with `gpuaas admin user invite EMAIL`")
+	}
+	user, err := UserByEmail(ctx, q, email)
 	if err != nil {
 		return api.User{}, api.Invite{}, err
 	}

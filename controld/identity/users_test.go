@@ -55,7 +55,7 @@ func TestDisableLastAdmin(t *testing.T) {
 		t.Fatalf("active admins: got %d; want 1", n)
 	}
 	// Bootstrap refuses while any admin exists, even a disabled one.
-	if _, _, err := identity.BootstrapAdmin(ctx, pool, identity.NewUser{Email: "root@example.test"}, now, time.Hour); !errors.Is(err, api.ErrConflict) {
+	if _, _, err := identity.BootstrapAdmin(ctx, pool, identity.NewUser{Email: "root@example.test"}, now, time.Hour, false); !errors.Is(err, api.ErrConflict) {
 		t.Fatalf("bootstrap with admins: got %v; want conflict", err)
 	}
 }

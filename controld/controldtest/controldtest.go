@@ -51,10 +51,13 @@ type Options struct {
 	// Billing tunes billing (window, grace, threshold, SMTP).
 	Billing controld.BillingConfig
 
-	// APIRateLimit, LoginLimits and InviteTTL are passed to controld.
+	// APIRateLimit is passed to controld; left zero, tests are not
+	// throttled (controld's own default is 50 requests/s in bursts of 200,
+	// which polling loops and benchmarks would trip over).
 	APIRateLimit controld.RateLimit
-	LoginLimits  identity.LoginLimits
-	InviteTTL    time.Duration
+	// LoginLimits and InviteTTL are passed to controld (zero: its defaults).
+	LoginLimits identity.LoginLimits
+	InviteTTL   time.Duration
 
 	// DSN is a database to use instead of a fresh clone of Template.
 	DSN string
@@ -92,6 +95,9 @@ func DefaultNodes() []node.Spec { return sim.DevFleet() }
 // Start runs controld until the test ends.
 func Start(t testing.TB, opts Options) *Env {
 	t.Helper()
+	if opts.APIRateLimit == (controld.RateLimit{}) {
+		opts.APIRateLimit.Disabled = true
+	}
 	dsn := opts.DSN
 	if dsn == "" {
 		dsn = testutil.Postgres(t, Template)

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -115,7 +116,19 @@ func RetryAfterSeconds(d time.Duration) int {
 func RateLimited(msg string, retryAfter time.Duration) *Error {
 	secs := RetryAfterSeconds(retryAfter)
 	return (&Error{Code: CodeRateLimited, Message: msg,
-		Hint: fmt.Sprintf("retry in %s", time.Duration(secs)*time.Second)}).WithRetryAfter(retryAfter)
+		Hint: "retry in " + shortDuration(time.Duration(secs)*time.Second)}).WithRetryAfter(retryAfter)
+}
+
+// shortDuration is d without zero units: "45s", "2m30s", "1m", "1h".
+func shortDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = s[:len(s)-2]
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = s[:len(s)-2]
+	}
+	return s
 }
 
 // CodeOf returns the catalog code of err, or CodeInternal for errors that

@@ -337,3 +337,38 @@ func TestDisableAdminsRace(t *testing.T) {
 		t.Fatalf("active admins: got %d; want 1", n)
 	}
 }
+
+// TestDisableDuringLogins: logins racing a disable either fail or open a
+// session the disable revokes and names; none is left live.
+func TestDisableDuringLogins(t *testing.T) {
+	t.Parallel()
+	env := controldtest.Start(t, controldtest.Options{NoNodes: true})
+	bob, _ := env.AddUser(t, "bob@example.test", api.RoleUser)
+	const n = 8
+	var wg sync.WaitGroup
+	logins := make([]*api.LoginResponse, n)
+	errs := make([]error, n)
+	for i := range n {
+		wg.Go(func() {
+			logins[i], errs[i] = api.NewClient(env.NC).Login(t.Context(), api.LoginRequest{Email: bob.Email, Password: "another good password"})
+		})
+	}
+	var disabled *api.UserDisableResponse
+	var disableErr error
+	wg.Go(func() { disabled, disableErr = env.Client(env.AdminToken).AdminUserDisable(t.Context(), bob.ID) })
+	wg.Wait()
+	if disableErr != nil {
+		t.Fatal(disableErr)
+	}
+	for i := range n {
+		switch {
+		case errs[i] == nil && !slices.Contains(disabled.RevokedSessions, logins[i].SessionID):
+			t.Errorf("login %d opened session %s, which the disable did not revoke (%v)", i, logins[i].SessionID, disabled.RevokedSessions)
+		case errs[i] != nil && !errors.Is(errs[i], api.ErrForbidden) && !errors.Is(errs[i], api.ErrRateLimited):
+			t.Errorf("login %d: got %v; want success or forbidden", i, errs[i])
+		}
+	}
+	if live := count(t, env, `SELECT count(*) FROM sessions WHERE user_id = $1 AND revoked_at IS NULL`, bob.ID); live != 0 {
+		t.Fatalf("live sessions of the disabled user: got %d; want 0", live)
+	}
+}

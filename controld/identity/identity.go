@@ -258,9 +258,8 @@ func (s *Service) Login(ctx context.Context, q store.Querier, email, password st
 	denied := api.Errorf(api.CodeUnauthenticated, "invalid email or password")
 	var stored *string
 	var userID, provider string
-	var disabled *time.Time
-	err := q.QueryRow(ctx, `SELECT id, provider, password_hash, disabled_at FROM users WHERE lower(email)=lower($1)`,
-		email).Scan(&userID, &provider, &stored, &disabled)
+	err := q.QueryRow(ctx, `SELECT id, provider, password_hash FROM users WHERE lower(email)=lower($1)`,
+		email).Scan(&userID, &provider, &stored)
 	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 		return nil, fmt.Errorf("login: %w", err)
 	}
@@ -271,9 +270,8 @@ func (s *Service) Login(ctx context.Context, q store.Querier, email, password st
 	if bcrypt.CompareHashAndPassword(hash, []byte(password)) != nil || !usable {
 		return nil, denied
 	}
-	if disabled != nil {
-		return nil, errDisabled
-	}
+	// A disabled user, with the right password, is told so (when opening
+	// the session, which also orders this login against a disable).
 	return s.openLoginSession(ctx, q, userID)
 }
 

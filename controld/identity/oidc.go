@@ -1,7 +1,6 @@
 package identity
 
 import (
-	"cmp"
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -145,9 +144,6 @@ func (s *Service) Exchange(ctx context.Context, q store.Querier, rawIDToken, non
 	userID, err := s.oidcUser(ctx, q, tok.Issuer, tok.Subject, c)
 	if err != nil {
 		return nil, err
-	}
-	if disabled, err := IsDisabled(ctx, q, userID); err != nil || disabled {
-		return nil, cmp.Or(err, error(errDisabled))
 	}
 	return s.openLoginSession(ctx, q, userID)
 }

@@ -1,7 +1,6 @@
 package identity
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"time"
@@ -64,9 +63,6 @@ func (s *Service) ServiceSession(ctx context.Context, q store.Querier, u api.Use
 	if u.Provider != api.ProviderService {
 		return nil, api.Errorf(api.CodeInvalidArgument, "%s is not a service principal", u.Email)
 	}
-	if disabled, err := IsDisabled(ctx, q, u.ID); err != nil || disabled {
-		return nil, cmp.Or(err, error(errDisabled))
-	}
 	if ttl <= 0 || ttl > MaxServiceTokenTTL {
 		return nil, api.Errorf(api.CodeInvalidArgument, "ttl %s is not in (0, %s]", ttl, MaxServiceTokenTTL)
 	}
@@ -93,9 +89,6 @@ const MaxDelegatedTTL = 15 * time.Minute
 func (s *Service) DelegatedSession(ctx context.Context, q store.Querier, u api.User, validBefore time.Time) (*api.LoginResponse, error) {
 	if u.Provider == api.ProviderService {
 		return nil, api.Errorf(api.CodeForbidden, "%s is a service principal", u.Email)
-	}
-	if disabled, err := IsDisabled(ctx, q, u.ID); err != nil || disabled {
-		return nil, cmp.Or(err, error(errDisabled))
 	}
 	now := s.cfg.Now().UTC().Truncate(time.Second)
 	exp := now.Add(MaxDelegatedTTL)

@@ -35,6 +35,20 @@ func (s *Service) openSessionFor(ctx context.Context, q store.Querier, userID st
 // openSessionUntil opens a session from now until exp; a delegated one is
 // marked so (see Principal.Delegated).
 func (s *Service) openSessionUntil(ctx context.Context, q store.Querier, userID string, now, exp time.Time, delegated bool) (*api.LoginResponse, error) {
+	// FOR SHARE orders this against a concurrent disable: either the
+	// disable waits and then revokes this session too, or this sees the
+	// user disabled.
+	var disabled bool
+	err := q.QueryRow(ctx, `SELECT disabled_at IS NOT NULL FROM users WHERE id = $1 FOR SHARE`, userID).Scan(&disabled)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, api.Errorf(api.CodeNotFound, "no such user")
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open session: %w", err)
+	}
+	if disabled {
+		return nil, errDisabled
+	}
 	sid := ids.New(ids.Session)
 	if _, err := q.Exec(ctx, `INSERT INTO sessions (id, user_id, created_at, expires_at, delegated) VALUES ($1,$2,$3,$4,$5)`,
 		sid, userID, now, exp, delegated); err != nil {

@@ -24,6 +24,8 @@ type call struct {
 	principal *identity.Principal // nil on endpoints that need no login
 	project   string              // Gpuaas-Project header
 	corr      string
+	// sourceOf looks the connection's address up (once); see source.
+	sourceOf func() string
 }
 
 // decode reads the JSON body into v, refusing unknown fields so a typo in
@@ -78,13 +80,21 @@ func (s *Server) endpoint(name string, need access, fn func(ctx context.Context,
 			defer func() { <-s.sem }()
 			ctx, cancel := context.WithTimeout(context.Background(), s.cfg.RequestTimeout)
 			defer cancel()
-			c := &call{req: req, project: req.Headers().Get(api.HeaderProject), corr: req.Headers().Get(api.HeaderCorrelationID)}
+			c := &call{req: req, project: req.Headers().Get(api.HeaderProject), corr: req.Headers().Get(api.HeaderCorrelationID),
+				sourceOf: s.sourceLookup(req)}
 			if c.corr == "" {
 				c.corr = ids.New("c")
 			}
 			out, err := s.authorize(ctx, c, need)
 			if err == nil && c.principal != nil && c.principal.Delegated && delegatedRefused(name, need) {
 				err = errDelegated
+			}
+			// The gateway's service principal speaks for every user who
+			// connects through it; their own calls are limited instead.
+			if err == nil && c.principal != nil && !c.principal.IsGateway() {
+				if wait, ok := s.apiLimit.allow(c.principal.UserID); !ok {
+					err = rateLimited(wait)
+				}
 			}
 			if err == nil {
 				out, err = fn(ctx, c)

@@ -8,6 +8,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -387,9 +388,9 @@ func TestOIDCExchange(t *testing.T) {
 			token: func() string { return idToken(t, idp.Key, testidp.KeyID, idp.Claims(clock.Now(), "eve", nil)) },
 		},
 	}
-	before = countRows(t, env)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			before := countRows(t, env)
 			tok := tt.token()
 			clock.Advance(tt.advance)
 			resp, err := anon.Exchange(ctx, api.ExchangeRequest{IDToken: tok})
@@ -399,10 +400,28 @@ func TestOIDCExchange(t *testing.T) {
 			if !strings.Contains(err.Error(), tt.wantMsg) {
 				t.Fatalf("exchange got message %q; want it to mention %q", err.Error(), tt.wantMsg)
 			}
-			if got := countRows(t, env); got != before {
-				t.Fatalf("refused exchange left %+v; want %+v", got, before)
+			// Nothing but the refusal's own audit row.
+			want := before
+			want.audit++
+			if got := countRows(t, env); got != want {
+				t.Fatalf("refused exchange left %+v; want %+v", got, want)
 			}
+			wantRefusalAudited(t, env, "auth.exchange_refused", api.CodeOf(err))
 		})
+	}
+}
+
+// wantRefusalAudited checks that the latest audit row records a refusal
+// of action with code.
+func wantRefusalAudited(t *testing.T, env *controldtest.Env, action string, code api.Code) {
+	t.Helper()
+	var gotAction, gotCode string
+	if err := env.Server.Pool().QueryRow(t.Context(), `SELECT action, detail->>'code' FROM audit_logs ORDER BY id DESC LIMIT 1`).
+		Scan(&gotAction, &gotCode); err != nil {
+		t.Fatal(err)
+	}
+	if gotAction != action || gotCode != string(code) {
+		t.Fatalf("latest audit row: got %s with code %s; want %s with code %s", gotAction, gotCode, action, code)
 	}
 }
 
@@ -416,9 +435,12 @@ func TestOIDCExchangeNotConfigured(t *testing.T) {
 	if !errors.Is(err, api.ErrInvalidArgument) {
 		t.Fatalf("exchange without OIDC got %v; want invalid_argument", err)
 	}
-	if got := countRows(t, env); got != before {
-		t.Fatalf("refused exchange left %+v; want %+v", got, before)
+	want := before
+	want.audit++ // the refusal
+	if got := countRows(t, env); got != want {
+		t.Fatalf("refused exchange left %+v; want %+v", got, want)
 	}
+	wantRefusalAudited(t, env, "auth.exchange_refused", api.CodeInvalidArgument)
 }
 
 // Regression: concurrent first exchanges for one subject raced to create
@@ -435,14 +457,18 @@ func TestOIDCConcurrentFirstExchanges(t *testing.T) {
 		IDToken: idToken(t, idp.Key, testidp.KeyID, idp.Claims(time.Now(), "warm-up", nil))}); err != nil {
 		t.Fatal(err)
 	}
-	tok := idToken(t, idp.Key, testidp.KeyID, idp.Claims(time.Now(), "dana", nil))
+	// One subject, eight tokens (each token is good for one exchange).
 	const n = 8
+	toks := make([]string, n)
+	for i := range n {
+		toks[i] = idToken(t, idp.Key, testidp.KeyID, idp.Claims(time.Now(), "dana", map[string]any{"jti": fmt.Sprint(i)}))
+	}
 	users := make([]string, n)
 	errs := make([]error, n)
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Go(func() {
-			resp, err := api.NewClient(env.NC).Exchange(ctx, api.ExchangeRequest{IDToken: tok})
+			resp, err := api.NewClient(env.NC).Exchange(ctx, api.ExchangeRequest{IDToken: toks[i]})
 			if err == nil {
 				users[i] = resp.User.ID
 			}

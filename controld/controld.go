@@ -52,8 +52,17 @@ type Config struct {
 	SessionTTL time.Duration
 	// BcryptCost for new passwords (default bcrypt.DefaultCost).
 	BcryptCost int
-	// OIDC enables auth.exchange for an identity provider.
+	// OIDC enables auth.exchange for an identity provider (its
+	// MaxIDTokenAge defaults to 5m).
 	OIDC identity.OIDCConfig
+	// LoginLimits bound failed logins per account and per source address
+	// (defaults: identity.DefaultAccountLimit, DefaultSourceLimit).
+	LoginLimits identity.LoginLimits
+	// InviteTTL is how long invite codes last (default 7 days).
+	InviteTTL time.Duration
+	// APIRateLimit is each user's token bucket for API calls (default
+	// 50 requests/s in bursts of 200).
+	APIRateLimit RateLimit
 	// QueueInterval is how often queued requests are retried (default 2s).
 	QueueInterval time.Duration
 	// MaxInflight bounds requests handled at once (default 256).
@@ -174,6 +183,9 @@ func (c *Config) CheckAndSetDefaults() error {
 	if c.DatabaseRole == "" {
 		c.DatabaseRole = store.AppRole
 	}
+	if err := c.APIRateLimit.CheckAndSetDefaults(); err != nil {
+		return err
+	}
 	if err := c.Billing.CheckAndSetDefaults(); err != nil {
 		return err
 	}
@@ -192,6 +204,7 @@ type Server struct {
 	pool     *pgxpool.Pool
 	js       jetstream.JetStream
 	identity *identity.Service
+	apiLimit *userLimiter
 	mut      *mutate.Runner
 	sem      chan struct{}
 	svc      micro.Service
@@ -239,9 +252,11 @@ func (s *Server) init(ctx context.Context) error {
 		return err
 	}
 	if s.identity, err = identity.New(identity.Config{SigningKey: key, SessionTTL: s.cfg.SessionTTL,
-		BcryptCost: s.cfg.BcryptCost, OIDC: s.cfg.OIDC, Now: s.cfg.Now, Log: s.cfg.Log}); err != nil {
+		BcryptCost: s.cfg.BcryptCost, OIDC: s.cfg.OIDC, LoginLimits: s.cfg.LoginLimits, InviteTTL: s.cfg.InviteTTL,
+		Now: s.cfg.Now, Log: s.cfg.Log}); err != nil {
 		return err
 	}
+	s.apiLimit = newUserLimiter(s.cfg.APIRateLimit, s.cfg.Now)
 	s.mut = &mutate.Runner{Pool: s.pool, Now: s.now}
 	taskKey, err := loadOrCreateKey(ctx, s.pool, taskKeyName)
 	if err != nil {
@@ -357,8 +372,9 @@ func (s *Server) queueLoop(ctx context.Context) error {
 // IdempotencyRetention is how long a mutation's response stays replayable.
 const IdempotencyRetention = 24 * time.Hour
 
-// housekeeping prunes idempotency records past their retention. Safe on
-// every replica: deletes are idempotent.
+// housekeeping prunes idempotency records past their retention, and what
+// identity keeps for a while (exchanged ID tokens, old invites and
+// failed-login counts). Safe on every replica: deletes are idempotent.
 func (s *Server) housekeeping(ctx context.Context) error {
 	t := time.NewTicker(10 * time.Minute)
 	defer t.Stop()
@@ -366,6 +382,9 @@ func (s *Server) housekeeping(ctx context.Context) error {
 		if _, err := s.pool.Exec(ctx, `DELETE FROM idempotency_keys WHERE created_at < $1`,
 			s.now().Add(-IdempotencyRetention)); err != nil && ctx.Err() == nil {
 			s.cfg.Log.Warn("prune idempotency keys", "err", err)
+		}
+		if err := s.identity.Prune(ctx, s.pool); err != nil && ctx.Err() == nil {
+			s.cfg.Log.Warn("prune identity", "err", err)
 		}
 		select {
 		case <-ctx.Done():

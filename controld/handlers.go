@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/nats-io/nats.go/micro"
 
 	"github.com/gpuaas/gpuaas/controld/alloc"
 	"github.com/gpuaas/gpuaas/controld/audit"
@@ -52,57 +51,7 @@ func (s *Server) endpoints() []endpointDef {
 		{api.EndpointBillingTopup, s.mutation(api.EndpointBillingTopup, loggedIn, s.billingTopup)},
 		{api.EndpointAdminRefund, s.mutation(api.EndpointAdminRefund, adminOnly, s.adminRefund)},
 		{api.EndpointAdminCredit, s.mutation(api.EndpointAdminCredit, adminOnly, s.adminCredit)},
-	}, slices.Concat(s.sshEndpoints(), s.billingEndpoints(), s.busEndpoints())...)
-}
-
-// authEndpoint serves login and exchange: mutations without a logged-in
-// actor, whose responses (session tokens) are never stored for replay.
-func (s *Server) authEndpoint(name string) micro.Handler {
-	return s.endpoint(name, public, func(ctx context.Context, c *call) ([]byte, error) {
-		key := c.req.Headers().Get(api.HeaderIdempotencyKey)
-		var login func(ctx context.Context, tx pgx.Tx) (*api.LoginResponse, error)
-		var actor string
-		switch name {
-		case api.EndpointAuthLogin:
-			var req api.LoginRequest
-			if err := c.decode(&req); err != nil {
-				return nil, err
-			}
-			if req.Email == "" || req.Password == "" {
-				return nil, api.Errorf(api.CodeInvalidArgument, "email and password are required")
-			}
-			actor = "anonymous:" + strings.ToLower(req.Email)
-			login = func(ctx context.Context, tx pgx.Tx) (*api.LoginResponse, error) {
-				return s.identity.Login(ctx, tx, req.Email, req.Password)
-			}
-		default:
-			var req api.ExchangeRequest
-			if err := c.decode(&req); err != nil {
-				return nil, err
-			}
-			if req.IDToken == "" {
-				return nil, api.Errorf(api.CodeInvalidArgument, "id_token is required")
-			}
-			actor = "anonymous:oidc"
-			login = func(ctx context.Context, tx pgx.Tx) (*api.LoginResponse, error) {
-				return s.identity.Exchange(ctx, tx, req.IDToken)
-			}
-		}
-		return s.mut.Run(ctx, mutate.Request{Endpoint: name, ActorID: actor, Key: key, CorrelationID: c.corr,
-			Fingerprint: c.req.Data(), NoReplay: true},
-			func(ctx context.Context, tx pgx.Tx) (any, mutate.Effect, error) {
-				resp, err := login(ctx, tx)
-				if err != nil {
-					return nil, mutate.Effect{}, err
-				}
-				return resp, mutate.Effect{
-					Audit: audit.Entry{Action: name, TargetType: "session", TargetID: resp.SessionID,
-						Detail: map[string]string{"user_id": resp.User.ID}},
-					Events: []outbox.Event{{Kind: "auth.login", Subject: resp.SessionID, Users: []string{resp.User.ID},
-						Payload: map[string]any{"session_id": resp.SessionID, "expires_at": resp.ExpiresAt}}},
-				}, nil
-			})
-	})
+	}, slices.Concat(s.sshEndpoints(), s.billingEndpoints(), s.userEndpoints(), s.busEndpoints())...)
 }
 
 func (s *Server) logout(_ context.Context, c *call) (mutate.Func, error) {
@@ -201,7 +150,7 @@ func (s *Server) projectAddMember(_ context.Context, c *call) (mutate.Func, erro
 		u, err := identity.UserByEmail(ctx, tx, req.Email)
 		if err != nil {
 			return nil, mutate.Effect{}, api.Errorf(api.CodeNotFound, "no user with email %s", req.Email).
-				WithHint("they need to log in once before they can be added")
+				WithHint("an admin can invite them (`gpuaas admin user add EMAIL`); OIDC users appear after their first login")
 		}
 		if err := project.SetMember(ctx, tx, p.ID, u.ID, req.Role, s.now()); err != nil {
 			return nil, mutate.Effect{}, err

@@ -45,7 +45,8 @@ func TestEveryMutationWritesOneAuditRowAndOneEvent(t *testing.T) {
 	const bobPassword = "another good password"
 	admin := env.Client(env.AdminToken)
 	bob := env.Client(bobToken)
-	var allocID string
+	var allocID, inviteCode string
+	dave, _ := env.AddUser(t, "dave@example.test", api.RoleUser) // a user with a live session
 
 	steps := []struct {
 		name     string
@@ -74,12 +75,40 @@ func TestEveryMutationWritesOneAuditRowAndOneEvent(t *testing.T) {
 		{"auth.login wrong password", api.NewClient(env.NC), api.EndpointAuthLogin, api.LoginRequest{Email: "bob@example.test", Password: "not it"}, api.ErrUnauthenticated},
 		{"auth.logout", bob, api.EndpointAuthLogout, nil, nil},
 		{"auth.logout again", bob, api.EndpointAuthLogout, nil, api.ErrUnauthenticated},
+
+		{"admin.user_add", admin, api.EndpointAdminUserAdd, api.UserAddRequest{Email: "carol@example.test", Role: api.RoleOperator}, nil},
+		{"admin.user_add existing email", admin, api.EndpointAdminUserAdd, api.UserAddRequest{Email: "CAROL@example.test"}, api.ErrConflict},
+		{"admin.user_add bad email", admin, api.EndpointAdminUserAdd, api.UserAddRequest{Email: "carol"}, api.ErrInvalidArgument},
+		{"admin.user_add bad role", admin, api.EndpointAdminUserAdd, api.UserAddRequest{Email: "erin@example.test", Role: "gateway"}, api.ErrInvalidArgument},
+		{"admin.user_add by a user", env.Client(env.Login(t, "dave@example.test", "another good password")), api.EndpointAdminUserAdd,
+			api.UserAddRequest{Email: "erin@example.test"}, api.ErrForbidden},
+		{"admin.user_invite", admin, api.EndpointAdminUserInvite, api.UserRef{User: "carol@example.test"}, nil},
+		{"admin.user_invite unknown user", admin, api.EndpointAdminUserInvite, api.UserRef{User: "ghost@example.test"}, api.ErrNotFound},
+		{"project.add_member invited user", admin, api.EndpointProjectAddMem, api.AddMemberRequest{Project: controldtest.ProjectName, Email: "carol@example.test", Role: api.ProjectMember}, nil},
+		{"auth.login with a wrong invite", api.NewClient(env.NC), api.EndpointAuthLogin, api.LoginRequest{Invite: "NOTACODE", Password: "a new password"}, api.ErrUnauthenticated},
+		{"auth.login with the invite", api.NewClient(env.NC), api.EndpointAuthLogin, func() any { return api.LoginRequest{Invite: inviteCode, Password: "a new password"} }, nil},
+		{"auth.login with the used invite", api.NewClient(env.NC), api.EndpointAuthLogin, func() any { return api.LoginRequest{Invite: inviteCode, Password: "a new password"} }, api.ErrUnauthenticated},
+		{"admin.user_disable", admin, api.EndpointAdminUserDisable, api.UserRef{User: dave.ID}, nil},
+		{"admin.user_disable again", admin, api.EndpointAdminUserDisable, api.UserRef{User: dave.ID}, api.ErrConflict},
+		{"admin.user_disable oneself", admin, api.EndpointAdminUserDisable, api.UserRef{User: controldtest.AdminEmail}, api.ErrInvalidArgument},
+		{"admin.user_disable unknown user", admin, api.EndpointAdminUserDisable, api.UserRef{User: "u-nobody"}, api.ErrNotFound},
+		{"admin.user_enable", admin, api.EndpointAdminUserEnable, api.UserRef{User: "dave@example.test"}, nil},
+		{"admin.user_enable again", admin, api.EndpointAdminUserEnable, api.UserRef{User: "dave@example.test"}, api.ErrConflict},
+		{"admin.user_link", admin, api.EndpointAdminUserLink, api.UserLinkRequest{User: "dave@example.test", Issuer: "https://idp.example.test", Subject: "dave-1"}, nil},
+		{"admin.user_link taken identity", admin, api.EndpointAdminUserLink, api.UserLinkRequest{User: "carol@example.test", Issuer: "https://idp.example.test", Subject: "dave-1"}, api.ErrConflict},
+		{"admin.user_link bad issuer", admin, api.EndpointAdminUserLink, api.UserLinkRequest{User: "dave@example.test", Issuer: "idp", Subject: "dave-2"}, api.ErrInvalidArgument},
 	}
+	// Mutations with more than one event: disabling a user with a live
+	// session also says which sessions ended.
+	extraEvents := map[string]int{"admin.user_disable": 1}
 	for i, st := range steps {
 		t.Run(st.name, func(t *testing.T) {
 			req := st.req
 			if id, ok := req.(*string); ok {
 				req = api.AllocReleaseRequest{ID: *id}
+			}
+			if fn, ok := req.(func() any); ok {
+				req = fn()
 			}
 			key := fmt.Sprintf("invariants-%d", i)
 			before := countEffects(t, env)
@@ -90,9 +119,12 @@ func TestEveryMutationWritesOneAuditRowAndOneEvent(t *testing.T) {
 				t.Fatalf("got %v; want %v", err, st.want)
 			}
 			want := before
+			if st.want != nil && st.endpoint == api.EndpointAuthLogin {
+				want.audit++ // a refused login is audited in a write of its own
+			}
 			if st.want == nil {
 				want.audit++
-				want.outbox++
+				want.outbox += 1 + extraEvents[st.name]
 				want.keys++
 				if st.endpoint == api.EndpointAllocCreate {
 					want.allocations++
@@ -101,6 +133,13 @@ func TestEveryMutationWritesOneAuditRowAndOneEvent(t *testing.T) {
 						t.Fatal(err)
 					}
 					allocID = a.ID
+				}
+				if st.endpoint == api.EndpointAdminUserInvite {
+					var r api.UserInviteResponse
+					if err := json.Unmarshal(resp, &r); err != nil {
+						t.Fatal(err)
+					}
+					inviteCode = r.Invite.Code
 				}
 				if n := count(t, env, `SELECT count(*) FROM audit_logs WHERE idempotency_key = $1`, key); n != 1 {
 					t.Errorf("audit rows carrying key %s: got %d; want 1", key, n)

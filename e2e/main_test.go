@@ -8,6 +8,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
+
+	"github.com/gpuaas/gpuaas/internal/testutil"
 )
 
 // binary is the gpuaas binary built once for the package.
@@ -31,5 +33,7 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "build gpuaas:", err)
 		return 1
 	}
-	return m.Run()
+	// Main also stops the Postgres cluster of tests that ask
+	// testutil.Postgres for a database of their own.
+	return testutil.Main(m)
 }

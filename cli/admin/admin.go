@@ -1,10 +1,12 @@
-// Package admin holds `gpuaas admin`: money matters that only platform
-// admins may touch (refunds, manual adjustments).
+// Package admin holds `gpuaas admin`: what only platform admins may do
+// (users, refunds, manual adjustments), and the bootstrap of the first
+// admin.
 package admin
 
 import (
 	"github.com/spf13/cobra"
 
+	"github.com/gpuaas/gpuaas/cli/admin/user"
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
 )
 
@@ -12,9 +14,11 @@ import (
 func NewCmdAdmin(f *cmdutil.Factory) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "admin <command>",
-		Short: "Refund top-ups and adjust balances (admins)",
+		Short: "Administer users, refund top-ups and adjust balances (admins)",
 	}
 	cmd.AddCommand(
+		user.NewCmdUser(f),
+		NewCmdBootstrap(f, nil),
 		NewCmdRefund(f, nil),
 		NewCmdCredit(f, nil),
 	)

@@ -39,6 +39,8 @@ type LoginOptions struct {
 	// Web logs in through the browser (OIDC code flow with PKCE) rather
 	// than the device flow.
 	Web bool
+	// Invite is a one-time invite code: redeeming it sets the password.
+	Invite string
 }
 
 // NewCmdLogin builds `gpuaas login`; runF replaces loginRun in tests.
@@ -64,17 +66,33 @@ is then exchanged for a session with the server.
 With the local provider (or --email / --password-stdin), login takes an
 email and password. The email defaults to the context's user; the
 password is read without echo from the terminal, or from standard input
-with --password-stdin.`,
+with --password-stdin.
+
+--invite CODE redeems the one-time code an administrator gave you
+(` + "`gpuaas admin user add`" + ` or ` + "`invite`" + `): you choose your password, asked twice on
+a terminal or read from standard input with --password-stdin, and are
+logged in. A code works once; for an account that had a password it is a
+reset, which ends the account's other sessions.
+
+Repeated failed logins are refused for a while (exit code 11,
+rate_limited; the message says when to retry).`,
 		Example: `  gpuaas login
   gpuaas login --web
   gpuaas login --email ada@example.com
-  echo "$PASSWORD" | gpuaas login --email ada@example.com --password-stdin`,
+  echo "$PASSWORD" | gpuaas login --email ada@example.com --password-stdin
+  gpuaas login --invite 7QJ3YB2ZKXW4M6N5P8R9T2V3CD`,
 		Args: cmdutil.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			if opts.Web && (opts.Email != "" || opts.PasswordStdin) {
 				return cmdutil.FlagErrorf("--web logs in through the identity provider: it takes no --email or --password-stdin")
 			}
-			if opts.Email != "" && !opts.PasswordStdin && !opts.IO.IsStdinTTY() {
+			if opts.Invite = strings.TrimSpace(opts.Invite); opts.Invite == "" && c.Flags().Changed("invite") {
+				return cmdutil.FlagErrorf("--invite needs the code you were given")
+			}
+			if opts.Invite != "" && opts.Web {
+				return cmdutil.FlagErrorf("--invite sets a password: it does not go with --web")
+			}
+			if (opts.Email != "" || opts.Invite != "") && !opts.PasswordStdin && !opts.IO.IsStdinTTY() {
 				return errPasswordInput // before dialling: the flags alone say a password is coming
 			}
 			if runF != nil {
@@ -86,6 +104,7 @@ with --password-stdin.`,
 	cmd.Flags().StringVar(&opts.Email, "email", "", "Email to log in as with a password (default: the context's user)")
 	cmd.Flags().BoolVar(&opts.PasswordStdin, "password-stdin", false, "Read the password from standard input")
 	cmd.Flags().BoolVar(&opts.Web, "web", false, "Log in with the identity provider in a browser on this machine")
+	cmd.Flags().StringVar(&opts.Invite, "invite", "", "Redeem a one-time invite `CODE`: set your password and log in")
 	return cmd
 }
 
@@ -99,7 +118,9 @@ func loginRun(ctx context.Context, opts *LoginOptions) error {
 		return err
 	}
 	var resp *api.LoginResponse
-	if opts.Email != "" || opts.PasswordStdin {
+	if opts.Invite != "" {
+		resp, err = inviteLogin(ctx, opts, client)
+	} else if opts.Email != "" || opts.PasswordStdin {
 		resp, err = passwordLogin(ctx, opts, active, client)
 	} else {
 		resp, err = chooseLogin(ctx, opts, active, client)
@@ -176,6 +197,47 @@ func passwordLogin(ctx context.Context, opts *LoginOptions, active config.Active
 			Hint: "check the email and password"}
 	}
 	return resp, err
+}
+
+// inviteLogin redeems an invite: the new password, asked twice on a
+// terminal, becomes the account's.
+func inviteLogin(ctx context.Context, opts *LoginOptions, client *api.Client) (*api.LoginResponse, error) {
+	if !opts.PasswordStdin && !opts.IO.IsStdinTTY() {
+		return nil, errPasswordInput
+	}
+	password, err := newPassword(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := client.Login(ctx, api.LoginRequest{Invite: opts.Invite, Email: opts.Email, Password: password})
+	var e *api.Error
+	if errors.As(err, &e) && e.Code == api.CodeUnauthenticated {
+		return nil, &api.Error{Code: e.Code, Message: "login failed: " + e.Message, Hint: e.Hint}
+	}
+	return resp, err
+}
+
+// newPassword reads the password to set: from standard input with
+// --password-stdin, else twice from the terminal, without echo.
+func newPassword(ctx context.Context, opts *LoginOptions) (string, error) {
+	if opts.PasswordStdin {
+		return loginPassword(ctx, opts)
+	}
+	pw, err := opts.IO.ReadPassword(ctx, "New password: ")
+	if err != nil {
+		return "", fmt.Errorf("read password: %w", err)
+	}
+	if pw == "" {
+		return "", cmdutil.FlagErrorf("empty password")
+	}
+	again, err := opts.IO.ReadPassword(ctx, "Repeat the new password: ")
+	if err != nil {
+		return "", fmt.Errorf("read password: %w", err)
+	}
+	if again != pw {
+		return "", cmdutil.FlagErrorf("the two passwords differ; nothing was changed")
+	}
+	return pw, nil
 }
 
 // writeSSHConfig refreshes the context's OpenSSH config when the context

@@ -31,6 +31,12 @@ func TestNewCmdLogin(t *testing.T) {
 		{name: "web with an email", tty: true, args: []string{"--web", "--email", "ada@example.com"},
 			wantErr: "takes no --email or --password-stdin"},
 		{name: "argument", tty: true, args: []string{"ada"}, wantErr: "unexpected argument"},
+		{name: "invite", tty: true, args: []string{"--invite", " CODE1 "}, want: LoginOptions{Invite: "CODE1"}},
+		{name: "invite piped", tty: false, args: []string{"--invite", "CODE1", "--password-stdin"},
+			want: LoginOptions{Invite: "CODE1", PasswordStdin: true}},
+		{name: "invite piped without --password-stdin", tty: false, args: []string{"--invite", "CODE1"}, wantErr: "use --password-stdin"},
+		{name: "empty invite", tty: true, args: []string{"--invite", " "}, wantErr: "--invite needs the code"},
+		{name: "invite with web", tty: true, args: []string{"--invite", "CODE1", "--web"}, wantErr: "does not go with --web"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -49,7 +55,7 @@ func TestNewCmdLogin(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got.Email != tt.want.Email || got.PasswordStdin != tt.want.PasswordStdin || got.Web != tt.want.Web {
+			if got.Email != tt.want.Email || got.PasswordStdin != tt.want.PasswordStdin || got.Web != tt.want.Web || got.Invite != tt.want.Invite {
 				t.Errorf("got %+v; want %+v", *got, tt.want)
 			}
 		})

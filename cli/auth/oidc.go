@@ -35,16 +35,16 @@ func oidcLogin(ctx context.Context, opts *LoginOptions, p api.OIDCProvider, clie
 		return nil, &api.Error{Code: api.CodeUnavailable, Message: fmt.Sprintf("identity provider %s: %v", p.Issuer, err),
 			Hint: "check that the identity provider is reachable from this machine"}
 	}
-	var idToken string
+	var idToken, nonce string // the device flow has no nonce
 	if opts.Web {
-		idToken, err = webLogin(ctx, opts, hc, provider, p)
+		idToken, nonce, err = webLogin(ctx, opts, hc, provider, p)
 	} else {
 		idToken, err = deviceLogin(ctx, opts, hc, provider, p)
 	}
 	if err != nil {
 		return nil, err
 	}
-	resp, err := client.Exchange(ctx, api.ExchangeRequest{IDToken: idToken})
+	resp, err := client.Exchange(ctx, api.ExchangeRequest{IDToken: idToken, Nonce: nonce})
 	var e *api.Error
 	if errors.As(err, &e) && (e.Code == api.CodeUnauthenticated || e.Code == api.CodeForbidden) {
 		// The server's message says what was wrong with the token; "run

@@ -255,6 +255,28 @@ func TestLoginWebRefusals(t *testing.T) {
 	}
 }
 
+// TestLoginWebNonce: --web sends a nonce and the server checks that the
+// ID token carries it.
+func TestLoginWebNonce(t *testing.T) {
+	t.Parallel()
+	o := startOIDC(t)
+	o.idp.LoginAs("erin")
+	for _, edit := range []map[string]any{{"nonce": "not-the-nonce"}, {"nonce": nil}} {
+		o.idp.SetTokenEdits(edit)
+		stderr, err := o.login(t, func(opts *LoginOptions) { opts.Web, opts.OpenBrowser = true, browser(t, make(chan error, 1)) })
+		if !errors.Is(err, api.ErrUnauthenticated) || !strings.Contains(err.Error(), "nonce") {
+			t.Fatalf("token edited with %v: got %v; want unauthenticated about the nonce\n%s", edit, err, stderr)
+		}
+		if !strings.Contains(stderr, "nonce=") {
+			t.Fatalf("stderr %q; want the authorization URL to carry a nonce", stderr)
+		}
+	}
+	o.idp.SetTokenEdits(nil)
+	if stderr, err := o.login(t, func(opts *LoginOptions) { opts.Web, opts.OpenBrowser = true, browser(t, make(chan error, 1)) }); err != nil {
+		t.Fatalf("login --web: %v\n%s", err, stderr)
+	}
+}
+
 func TestLoginWebWithoutIdP(t *testing.T) {
 	t.Parallel()
 	env := controldtest.Start(t, controldtest.Options{NoNodes: true})

@@ -29,20 +29,23 @@ type callback struct {
 }
 
 // webLogin runs the authorization code flow with PKCE (RFC 7636) and a
-// loopback redirect (RFC 8252). cli/oauth's webapp package sends neither
-// grant_type, redirect_uri nor a code verifier to the token endpoint, so
-// this uses golang.org/x/oauth2, which does.
-func webLogin(ctx context.Context, opts *LoginOptions, hc *http.Client, provider *oidc.Provider, p api.OIDCProvider) (string, error) {
+// loopback redirect (RFC 8252), and returns the ID token with the nonce
+// this login sent, which the token must carry (controld checks it).
+// cli/oauth's webapp package sends neither grant_type, redirect_uri nor a
+// code verifier to the token endpoint, so this uses golang.org/x/oauth2,
+// which does.
+func webLogin(ctx context.Context, opts *LoginOptions, hc *http.Client, provider *oidc.Provider, p api.OIDCProvider) (idToken, nonce string, err error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return "", fmt.Errorf("listen for the browser's redirect: %w", err)
+		return "", "", fmt.Errorf("listen for the browser's redirect: %w", err)
 	}
 	ep := provider.Endpoint()
 	ep.AuthStyle = oauth2.AuthStyleInParams // a public client: no secret
 	cfg := oauth2.Config{ClientID: p.ClientID, Endpoint: ep, Scopes: p.Scopes,
 		RedirectURL: fmt.Sprintf("http://%s/callback", ln.Addr())}
 	state, verifier := rand.Text(), oauth2.GenerateVerifier()
-	authURL := cfg.AuthCodeURL(state, oauth2.S256ChallengeOption(verifier))
+	nonce = rand.Text()
+	authURL := cfg.AuthCodeURL(state, oauth2.S256ChallengeOption(verifier), oidc.Nonce(nonce))
 
 	results := make(chan callback, 1)
 	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: callbackHandler(state, results)}
@@ -64,27 +67,27 @@ func webLogin(ctx context.Context, opts *LoginOptions, hc *http.Client, provider
 	case cb = <-results:
 	case <-wait.Done():
 		if ctx.Err() != nil {
-			return "", ctx.Err()
+			return "", "", ctx.Err()
 		}
-		return "", &api.Error{Code: api.CodeUnauthenticated, Message: fmt.Sprintf("login failed: the browser did not come back within %s", webTimeout),
+		return "", "", &api.Error{Code: api.CodeUnauthenticated, Message: fmt.Sprintf("login failed: the browser did not come back within %s", webTimeout),
 			Hint: "run `gpuaas login --web` again, or `gpuaas login` for the device flow"}
 	}
 	if cb.err != nil {
-		return "", cb.err
+		return "", "", cb.err
 	}
 	tok, err := cfg.Exchange(context.WithValue(ctx, oauth2.HTTPClient, hc), cb.code, oauth2.VerifierOption(verifier))
 	if err != nil {
 		var re *oauth2.RetrieveError
 		if errors.As(err, &re) {
-			return "", &api.Error{Code: api.CodeUnauthenticated,
+			return "", "", &api.Error{Code: api.CodeUnauthenticated,
 				Message: fmt.Sprintf("login failed: the identity provider refused the code: %s %s", re.ErrorCode, re.ErrorDescription)}
 		}
-		return "", idpError("redeem the authorization code", err)
+		return "", "", idpError("redeem the authorization code", err)
 	}
 	if raw, _ := tok.Extra("id_token").(string); raw != "" {
-		return raw, nil
+		return raw, nonce, nil
 	}
-	return "", errNoIDToken
+	return "", "", errNoIDToken
 }
 
 // callbackHandler takes the first request to /callback: a code with the

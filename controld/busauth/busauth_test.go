@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"net/url"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/gpuaas/gpuaas/controld/controldtest"
+	"github.com/gpuaas/gpuaas/controld/identity"
 	"github.com/gpuaas/gpuaas/internal/api"
 )
 
@@ -389,4 +391,32 @@ func TestPreLogin(t *testing.T) {
 	}
 	p.refusedSub(t, "gpuaas.user.*.>", "")
 	p.refusedPub(t, "gpuaas.ctl.enroll", []byte("{}"))
+}
+
+// TestLoginLimitPerSource: failed logins from connections that have not
+// logged in are counted per address, which the callout recorded for each
+// connection: wrong passwords for many accounts, each on a fresh
+// connection, are refused once the address has used its budget.
+func TestLoginLimitPerSource(t *testing.T) {
+	t.Parallel()
+	env := controldtest.Start(t, controldtest.Options{NoNodes: true,
+		LoginLimits: identity.LoginLimits{Source: identity.Limit{MaxFailures: 3, Lockout: time.Minute}}})
+	ctx := t.Context()
+	var err error
+	for i := range 5 {
+		k, _ := newKey(t)
+		p := mustDial(t, env.NATSURL, keyOpts(t, k)...)
+		_, err = api.NewClient(p.nc).Login(ctx, api.LoginRequest{Email: fmt.Sprintf("nobody%d@example.test", i), Password: "wrong password"})
+		if i < 3 && !errors.Is(err, api.ErrUnauthenticated) {
+			t.Fatalf("failure %d got %v; want unauthenticated", i+1, err)
+		}
+	}
+	if !errors.Is(err, api.ErrRateLimited) {
+		t.Fatalf("after the address's budget got %v; want rate_limited", err)
+	}
+	var rows int
+	if err := env.Server.Pool().QueryRow(ctx, `SELECT count(*) FROM audit_logs WHERE action = 'auth.login_refused'
+		AND detail->>'source' = '127.0.0.1'`).Scan(&rows); err != nil || rows != 5 {
+		t.Fatalf("got %d refusals audited with the source (%v); want 5", rows, err)
+	}
 }

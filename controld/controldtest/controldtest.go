@@ -53,6 +53,20 @@ type Options struct {
 	// Billing tunes billing (window, grace, threshold, SMTP).
 	Billing controld.BillingConfig
 
+	// APIRateLimit is passed to controld; left zero, tests are not
+	// throttled (controld's own default is 50 requests/s in bursts of 200,
+	// which polling loops and benchmarks would trip over).
+	APIRateLimit controld.RateLimit
+	// LoginLimits and InviteTTL are passed to controld (zero: its defaults).
+	LoginLimits identity.LoginLimits
+	InviteTTL   time.Duration
+
+	// DSN is a database to use instead of a fresh clone of Template.
+	DSN string
+	// NoSeed starts from the database as it is: no catalog, admin,
+	// project nor nodes, and Env.AdminToken is empty.
+	NoSeed bool
+
 	// Stripe and HTTPAddr are passed to controld (payments tests).
 	Stripe   payments.Settings
 	HTTPAddr string
@@ -93,7 +107,13 @@ func DefaultNodes() []node.Spec { return sim.DevFleet() }
 // Start runs controld until the test ends.
 func Start(t testing.TB, opts Options) *Env {
 	t.Helper()
-	dsn := testutil.Postgres(t, Template)
+	if opts.APIRateLimit == (controld.RateLimit{}) {
+		opts.APIRateLimit.Disabled = true
+	}
+	dsn := opts.DSN
+	if dsn == "" {
+		dsn = testutil.Postgres(t, Template)
+	}
 	var b *testutil.Bus
 	var nc, sys *nats.Conn
 	var keys *bus.Keys
@@ -109,7 +129,8 @@ func Start(t testing.TB, opts Options) *Env {
 		BusKeys: keys, SystemNATS: sys,
 		Now: opts.Now, OIDC: opts.OIDC, Log: testutil.Logger(t), Hosts: opts.Hosts, MaxConns: opts.MaxConns, QueueInterval: 100 * time.Millisecond,
 		SSHCertTTL: opts.SSHCertTTL, GatewayAddr: opts.GatewayAddr, Billing: opts.Billing,
-		Stripe: opts.Stripe, HTTPAddr: opts.HTTPAddr})
+		Stripe: opts.Stripe, HTTPAddr: opts.HTTPAddr,
+		APIRateLimit: opts.APIRateLimit, LoginLimits: opts.LoginLimits, InviteTTL: opts.InviteTTL})
 	if err != nil {
 		cancel()
 		t.Fatalf("controld: %v", err)
@@ -126,6 +147,9 @@ func Start(t testing.TB, opts Options) *Env {
 	case <-srv.Ready():
 	case err := <-done:
 		t.Fatalf("controld stopped: %v", err)
+	}
+	if opts.NoSeed {
+		return &Env{Server: srv, NATSURL: b.URL, Bus: b, NC: nc, DSN: dsn}
 	}
 	nodes := opts.Nodes
 	if nodes == nil && !opts.NoNodes {

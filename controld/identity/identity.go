@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"golang.org/x/crypto/bcrypt"
@@ -52,8 +53,13 @@ type Config struct {
 	BcryptCost int
 	// OIDC, when Issuer is set, enables auth.exchange.
 	OIDC OIDCConfig
-	Now  func() time.Time
-	Log  *slog.Logger
+	// LoginLimits bound failed logins per account and per source.
+	LoginLimits LoginLimits
+	// InviteTTL is how long an invite code may be redeemed (default
+	// DefaultInviteTTL).
+	InviteTTL time.Duration
+	Now       func() time.Time
+	Log       *slog.Logger
 }
 
 // CheckAndSetDefaults validates c and fills defaults.
@@ -67,6 +73,18 @@ func (c *Config) CheckAndSetDefaults() error {
 	if c.BcryptCost == 0 {
 		c.BcryptCost = bcrypt.DefaultCost
 	}
+	if c.OIDC.MaxIDTokenAge < 0 {
+		return errors.New("identity: OIDC MaxIDTokenAge must not be negative")
+	}
+	if err := c.LoginLimits.CheckAndSetDefaults(); err != nil {
+		return err
+	}
+	if c.InviteTTL == 0 {
+		c.InviteTTL = DefaultInviteTTL
+	}
+	if c.InviteTTL < 0 {
+		return errors.New("identity: InviteTTL must be positive")
+	}
 	if c.Now == nil {
 		c.Now = time.Now
 	}
@@ -78,9 +96,10 @@ func (c *Config) CheckAndSetDefaults() error {
 
 // Service authenticates callers.
 type Service struct {
-	cfg  Config
-	pub  ed25519.PublicKey
-	oidc *oidcExchanger
+	cfg     Config
+	pub     ed25519.PublicKey
+	oidc    *oidcExchanger
+	limiter *Limiter
 	// dummyHash keeps login time the same for unknown and known emails.
 	dummyHash []byte
 }
@@ -94,12 +113,19 @@ func New(cfg Config) (*Service, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dummy hash: %w", err)
 	}
-	s := &Service{cfg: cfg, pub: cfg.SigningKey.Public().(ed25519.PublicKey), dummyHash: dummy}
+	s := &Service{cfg: cfg, pub: cfg.SigningKey.Public().(ed25519.PublicKey), dummyHash: dummy,
+		limiter: NewLimiter(cfg.LoginLimits, cfg.Now)}
 	if cfg.OIDC.Issuer != "" {
 		s.oidc = newOIDCExchanger(cfg.OIDC, cfg.Now)
 	}
 	return s, nil
 }
+
+// Limiter counts failed logins.
+func (s *Service) Limiter() *Limiter { return s.limiter }
+
+// InviteTTL is how long new invite codes last.
+func (s *Service) InviteTTL() time.Duration { return s.cfg.InviteTTL }
 
 // NewUser describes a user to create.
 type NewUser struct {
@@ -111,22 +137,29 @@ type NewUser struct {
 
 // CreateLocalUser inserts a user with a bcrypt password hash.
 func (s *Service) CreateLocalUser(ctx context.Context, q store.Querier, u NewUser) (api.User, error) {
-	if err := validateEmail(u.Email); err != nil {
+	if err := validateNewUser(&u); err != nil {
 		return api.User{}, err
 	}
-	if len(u.Password) < 8 {
-		return api.User{}, api.Errorf(api.CodeInvalidArgument, "password must be at least 8 characters")
-	}
-	if u.Role == "" {
-		u.Role = api.RoleUser
+	if err := validatePassword(u.Password); err != nil {
+		return api.User{}, err
 	}
 	hash, err := bcrypt.GenerateFromPassword([]byte(u.Password), s.cfg.BcryptCost)
 	if err != nil {
 		return api.User{}, fmt.Errorf("hash password: %w", err)
 	}
-	user := api.User{ID: ids.New(ids.User), Email: u.Email, Name: u.Name, Role: u.Role, Provider: "local", CreatedAt: s.cfg.Now().UTC()}
-	_, err = q.Exec(ctx, `INSERT INTO users (id, email, name, role, provider, password_hash, created_at)
-		VALUES ($1,$2,$3,$4,'local',$5,$6)`, user.ID, user.Email, user.Name, user.Role, string(hash), user.CreatedAt)
+	return insertLocalUser(ctx, q, u, &hash, s.cfg.Now())
+}
+
+// insertLocalUser inserts a local user; hash is nil for an invited user.
+func insertLocalUser(ctx context.Context, q store.Querier, u NewUser, hash *[]byte, now time.Time) (api.User, error) {
+	user := api.User{ID: ids.New(ids.User), Email: u.Email, Name: u.Name, Role: u.Role, Provider: "local", CreatedAt: now.UTC()}
+	var h *string
+	if hash != nil {
+		s := string(*hash)
+		h = &s
+	}
+	_, err := q.Exec(ctx, `INSERT INTO users (id, email, name, role, provider, password_hash, created_at)
+		VALUES ($1,$2,$3,$4,'local',$5,$6)`, user.ID, user.Email, user.Name, user.Role, h, user.CreatedAt)
 	if store.IsUniqueViolation(err, "users_email_key") {
 		return api.User{}, api.Errorf(api.CodeConflict, "a user with email %s already exists", u.Email)
 	}
@@ -136,8 +169,49 @@ func (s *Service) CreateLocalUser(ctx context.Context, q store.Querier, u NewUse
 	return user, nil
 }
 
+// MinPasswordLength and MaxPasswordBytes bound local passwords (bcrypt
+// reads at most 72 bytes).
+const (
+	MinPasswordLength = 8
+	MaxPasswordBytes  = 72
+)
+
+func validatePassword(pw string) error {
+	switch {
+	case utf8.RuneCountInString(pw) < MinPasswordLength:
+		return api.Errorf(api.CodeInvalidArgument, "password must be at least %d characters", MinPasswordLength)
+	case len(pw) > MaxPasswordBytes:
+		return api.Errorf(api.CodeInvalidArgument, "password must be at most %d bytes", MaxPasswordBytes)
+	}
+	return nil
+}
+
+// validateNewUser checks and normalizes what an administrator asked for.
+func validateNewUser(u *NewUser) error {
+	u.Email = strings.TrimSpace(u.Email)
+	u.Name = strings.TrimSpace(u.Name)
+	if err := validateEmail(u.Email); err != nil {
+		return err
+	}
+	if len(u.Name) > 200 || !utf8.ValidString(u.Name) || strings.ContainsAny(u.Name, "\r\n\t") {
+		return api.Errorf(api.CodeInvalidArgument, "name must be one line of valid UTF-8, at most 200 bytes")
+	}
+	if u.Role == "" {
+		u.Role = api.RoleUser
+	}
+	switch u.Role {
+	case api.RoleUser, api.RoleOperator, api.RoleAdmin:
+	default:
+		return api.Errorf(api.CodeInvalidArgument, "role %q is not one of user, operator, admin", u.Role)
+	}
+	return nil
+}
+
 // SetPassword replaces a local user's password.
 func (s *Service) SetPassword(ctx context.Context, q store.Querier, email, password string) error {
+	if err := validatePassword(password); err != nil {
+		return err
+	}
 	hash, err := bcrypt.GenerateFromPassword([]byte(password), s.cfg.BcryptCost)
 	if err != nil {
 		return fmt.Errorf("hash password: %w", err)
@@ -176,22 +250,39 @@ func scanUser(row pgx.Row) (api.User, error) {
 	return u, nil
 }
 
-// Login checks a local user's password and opens a session.
+// Login checks a local user's password and opens a session. Unknown
+// emails, users without a password (invited, OIDC, service) and wrong
+// passwords take the same path, one bcrypt comparison, and get the same
+// answer; a disabled user learns so only with the right password.
 func (s *Service) Login(ctx context.Context, q store.Querier, email, password string) (*api.LoginResponse, error) {
 	denied := api.Errorf(api.CodeUnauthenticated, "invalid email or password")
-	var hash *string
-	var userID string
-	err := q.QueryRow(ctx, `SELECT id, password_hash FROM users WHERE lower(email)=lower($1) AND provider='local'`,
-		email).Scan(&userID, &hash)
-	if errors.Is(err, pgx.ErrNoRows) {
-		_ = bcrypt.CompareHashAndPassword(s.dummyHash, []byte(password))
-		return nil, denied
-	}
-	if err != nil {
+	var stored *string
+	var userID, provider string
+	err := q.QueryRow(ctx, `SELECT id, provider, password_hash FROM users WHERE lower(email)=lower($1)`,
+		email).Scan(&userID, &provider, &stored)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 		return nil, fmt.Errorf("login: %w", err)
 	}
-	if hash == nil || bcrypt.CompareHashAndPassword([]byte(*hash), []byte(password)) != nil {
+	hash, usable := s.dummyHash, false
+	if err == nil && provider == "local" && stored != nil {
+		hash, usable = []byte(*stored), true
+	}
+	if bcrypt.CompareHashAndPassword(hash, []byte(password)) != nil || !usable {
 		return nil, denied
+	}
+	// A disabled user, with the right password, is told so (when opening
+	// the session, which also orders this login against a disable).
+	return s.openLoginSession(ctx, q, userID)
+}
+
+// errDisabled refuses a disabled user.
+var errDisabled = api.Errorf(api.CodeForbidden, "this account is disabled").
+	WithHint("ask an administrator (`gpuaas admin user enable`)")
+
+// openLoginSession opens an interactive session and records the login.
+func (s *Service) openLoginSession(ctx context.Context, q store.Querier, userID string) (*api.LoginResponse, error) {
+	if _, err := q.Exec(ctx, `UPDATE users SET last_login_at = $2 WHERE id = $1`, userID, s.cfg.Now().UTC()); err != nil {
+		return nil, fmt.Errorf("record login: %w", err)
 	}
 	return s.openSession(ctx, q, userID)
 }

@@ -2,6 +2,8 @@ package identity
 
 import (
 	"context"
+	"crypto/sha256"
+	"crypto/subtle"
 	"errors"
 	"fmt"
 	"slices"
@@ -26,7 +28,18 @@ type OIDCConfig struct {
 	// Scopes clients should ask the IdP for (default openid, email,
 	// profile); auth.config tells them.
 	Scopes []string
+	// MaxIDTokenAge refuses ID tokens issued (iat) longer ago than this,
+	// by controld's clock (default DefaultMaxIDTokenAge): a token is
+	// exchanged right after the IdP issued it, never kept for later.
+	MaxIDTokenAge time.Duration
 }
+
+// DefaultMaxIDTokenAge is the default OIDCConfig.MaxIDTokenAge.
+const DefaultMaxIDTokenAge = 5 * time.Minute
+
+// idTokenClockSkew is how far in the future an ID token's iat may be
+// (the IdP's clock running ahead of controld's).
+const idTokenClockSkew = time.Minute
 
 // DefaultOIDCScopes are the scopes clients ask for: the ID token must
 // carry the email address.
@@ -49,6 +62,9 @@ func newOIDCExchanger(cfg OIDCConfig, now func() time.Time) *oidcExchanger {
 	}
 	if len(cfg.Scopes) == 0 {
 		cfg.Scopes = DefaultOIDCScopes
+	}
+	if cfg.MaxIDTokenAge == 0 {
+		cfg.MaxIDTokenAge = DefaultMaxIDTokenAge
 	}
 	return &oidcExchanger{cfg: cfg, now: now}
 }
@@ -74,12 +90,18 @@ type idClaims struct {
 	Email         string `json:"email"`
 	EmailVerified *bool  `json:"email_verified"`
 	Name          string `json:"name"`
+	// AZP is the authorized party: when present, the client the token
+	// was issued to.
+	AZP string `json:"azp"`
 }
 
 // Exchange verifies an ID token from the configured issuer (signature
-// against its JWKS, audience, expiry) and opens a session for the user it
-// names, creating the user on first login.
-func (s *Service) Exchange(ctx context.Context, q store.Querier, rawIDToken string) (*api.LoginResponse, error) {
+// against its JWKS, audience and authorized party, expiry, age, and the
+// nonce the client sent in its authorization request, if any), records it
+// so that it is never exchanged twice, and opens a session for the user
+// it names, creating the user on first login. nonce is "" for the device
+// flow, whose tokens carry none.
+func (s *Service) Exchange(ctx context.Context, q store.Querier, rawIDToken, nonce string) (*api.LoginResponse, error) {
 	if s.oidc == nil {
 		return nil, api.Errorf(api.CodeInvalidArgument, "this server has no OIDC provider configured").
 			WithHint("log in with a password: `gpuaas login`")
@@ -98,36 +120,96 @@ func (s *Service) Exchange(ctx context.Context, q store.Querier, rawIDToken stri
 		}
 		return nil, api.Errorf(api.CodeUnauthenticated, "the identity provider's token was refused: %v", err)
 	}
-	if !slices.Contains(tok.Audience, s.oidc.cfg.ClientID) {
+	cfg := s.oidc.cfg
+	if !slices.Contains(tok.Audience, cfg.ClientID) {
 		return nil, api.Errorf(api.CodeUnauthenticated,
 			"the identity provider's token is not valid for this server: it was issued to client %s, and this server accepts client %s",
-			strings.Join(tok.Audience, ", "), s.oidc.cfg.ClientID).
+			strings.Join(tok.Audience, ", "), cfg.ClientID).
 			WithHint("log in with the client id the server announces (`gpuaas login` asks it); the IdP and controld's --oidc-client-id must agree")
 	}
 	var c idClaims
 	if err := tok.Claims(&c); err != nil {
 		return nil, api.Errorf(api.CodeUnauthenticated, "unreadable ID token claims")
 	}
+	if err := s.checkFresh(tok, c, nonce); err != nil {
+		return nil, err
+	}
 	if c.Email == "" || (c.EmailVerified != nil && !*c.EmailVerified) {
 		return nil, api.Errorf(api.CodeForbidden, "the identity provider did not vouch for an email address").
 			WithHint("verify your email with your identity provider")
+	}
+	if err := recordExchange(ctx, q, rawIDToken, tok, s.cfg.Now()); err != nil {
+		return nil, err
 	}
 	userID, err := s.oidcUser(ctx, q, tok.Issuer, tok.Subject, c)
 	if err != nil {
 		return nil, err
 	}
-	return s.openSession(ctx, q, userID)
+	return s.openLoginSession(ctx, q, userID)
 }
+
+// checkFresh refuses tokens that were not issued for this login just now:
+// too old, from the future, for another authorized party, or without the
+// nonce this client sent.
+func (s *Service) checkFresh(tok *oidc.IDToken, c idClaims, nonce string) error {
+	cfg, now := s.oidc.cfg, s.cfg.Now()
+	relogin := "log in again; if it keeps happening, check this machine's clock against the identity provider's"
+	switch {
+	case tok.IssuedAt.IsZero():
+		return api.Errorf(api.CodeUnauthenticated, "the identity provider's token has no issue time (iat)")
+	case now.Sub(tok.IssuedAt) > cfg.MaxIDTokenAge:
+		return api.Errorf(api.CodeUnauthenticated, "the identity provider's token was issued %s ago; this server takes tokens at most %s old",
+			now.Sub(tok.IssuedAt).Truncate(time.Second), cfg.MaxIDTokenAge).WithHint(relogin)
+	case tok.IssuedAt.Sub(now) > idTokenClockSkew:
+		return api.Errorf(api.CodeUnauthenticated, "the identity provider's token was issued in the future (at %s)",
+			tok.IssuedAt.UTC().Format(time.RFC3339)).WithHint(relogin)
+	case c.AZP != "" && c.AZP != cfg.ClientID:
+		return api.Errorf(api.CodeUnauthenticated,
+			"the identity provider's token was issued to client %s (azp), and this server accepts client %s", c.AZP, cfg.ClientID)
+	case subtle.ConstantTimeCompare([]byte(tok.Nonce), []byte(nonce)) != 1:
+		if nonce == "" {
+			return api.Errorf(api.CodeUnauthenticated, "the identity provider's token carries a nonce, and the exchange sent none")
+		}
+		return api.Errorf(api.CodeUnauthenticated, "the identity provider's token does not carry the nonce this login sent").
+			WithHint("run `gpuaas login --web` again")
+	}
+	return nil
+}
+
+// recordExchange stores the token's hash until it expires; a token
+// already stored was exchanged before and is refused. Within the
+// exchange's transaction: a concurrent second exchange waits on the first
+// and then finds its row.
+func recordExchange(ctx context.Context, q store.Querier, raw string, tok *oidc.IDToken, now time.Time) error {
+	h := sha256.Sum256([]byte(raw))
+	tag, err := q.Exec(ctx, `INSERT INTO oidc_exchanged_tokens (token_hash, issuer, subject, exchanged_at, expires_at)
+		VALUES ($1,$2,$3,$4,$5) ON CONFLICT (token_hash) DO NOTHING`, h[:], tok.Issuer, tok.Subject, now.UTC(), tok.Expiry.UTC())
+	if err != nil {
+		return fmt.Errorf("record id token: %w", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return api.Errorf(api.CodeUnauthenticated, "this ID token was already exchanged for a session; a token is good for one login").
+			WithHint("log in again for a new token")
+	}
+	return nil
+}
+
+const userByOIDC = `SELECT id FROM users WHERE oidc_issuer=$1 AND oidc_subject=$2`
 
 func (s *Service) oidcUser(ctx context.Context, q store.Querier, issuer, subject string, c idClaims) (string, error) {
 	var id string
-	err := q.QueryRow(ctx, `SELECT id FROM users WHERE provider='oidc' AND oidc_issuer=$1 AND oidc_subject=$2`,
-		issuer, subject).Scan(&id)
+	err := q.QueryRow(ctx, userByOIDC, issuer, subject).Scan(&id)
 	if err == nil {
 		return id, nil
 	}
 	if !errors.Is(err, pgx.ErrNoRows) {
 		return "", fmt.Errorf("find oidc user: %w", err)
+	}
+	// An email held by another account is never taken over, and a new
+	// subject for a known email is not silently a new person: an
+	// administrator links the identity (`gpuaas admin user link`).
+	if id, err := emailHeld(ctx, q, issuer, subject, c.Email); id != "" || err != nil {
+		return id, err
 	}
 	id = ids.New(ids.User)
 	// Two first logins of one subject may race (two terminals): the loser
@@ -140,25 +222,22 @@ func (s *Service) oidcUser(ctx context.Context, q store.Querier, issuer, subject
 	}
 	tag, err := q.Exec(ctx, `INSERT INTO users (id, email, name, role, provider, oidc_issuer, oidc_subject, created_at)
 		VALUES ($1,$2,$3,$4,'oidc',$5,$6,$7)
-		ON CONFLICT (oidc_issuer, oidc_subject) WHERE provider = 'oidc' DO NOTHING`,
+		ON CONFLICT (oidc_issuer, oidc_subject) DO NOTHING`,
 		id, c.Email, c.Name, s.oidc.cfg.DefaultRole, issuer, subject, s.cfg.Now().UTC())
 	if store.IsUniqueViolation(err, "users_email_key") {
 		if _, rerr := q.Exec(ctx, `ROLLBACK TO SAVEPOINT oidc_user`); rerr != nil {
 			return "", fmt.Errorf("create oidc user: %w", rerr)
 		}
-		if rerr := q.QueryRow(ctx, `SELECT id FROM users WHERE provider='oidc' AND oidc_issuer=$1 AND oidc_subject=$2`,
-			issuer, subject).Scan(&id); rerr == nil {
-			return id, nil // a concurrent first login of the same subject won
+		if id, err := emailHeld(ctx, q, issuer, subject, c.Email); id != "" || err != nil {
+			return id, err
 		}
-		return "", api.Errorf(api.CodeConflict, "email %s already belongs to another account", c.Email).
-			WithHint("ask an administrator to link the accounts")
+		return "", api.Errorf(api.CodeConflict, "email %s already belongs to another account", c.Email)
 	}
 	if err != nil {
 		return "", fmt.Errorf("create oidc user: %w", err)
 	}
 	if tag.RowsAffected() == 0 {
-		if err := q.QueryRow(ctx, `SELECT id FROM users WHERE provider='oidc' AND oidc_issuer=$1 AND oidc_subject=$2`,
-			issuer, subject).Scan(&id); err != nil {
+		if err := q.QueryRow(ctx, userByOIDC, issuer, subject).Scan(&id); err != nil {
 			return "", fmt.Errorf("find oidc user: %w", err)
 		}
 	}
@@ -166,6 +245,31 @@ func (s *Service) oidcUser(ctx context.Context, q store.Querier, issuer, subject
 		return "", fmt.Errorf("create oidc user: %w", err)
 	}
 	return id, nil
+}
+
+// emailHeld looks at the account holding email: its id when it is this
+// very identity (a concurrent first login of the same subject just made
+// it), the conflict when it is another, and nothing when there is none.
+func emailHeld(ctx context.Context, q store.Querier, issuer, subject, email string) (string, error) {
+	var id, heldIssuer, heldSubject string
+	err := q.QueryRow(ctx, `SELECT id, coalesce(oidc_issuer, ''), coalesce(oidc_subject, '') FROM users WHERE lower(email)=lower($1)`,
+		email).Scan(&id, &heldIssuer, &heldSubject)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return "", nil
+	case err != nil:
+		return "", fmt.Errorf("find user by email: %w", err)
+	case heldIssuer == issuer && heldSubject == subject:
+		return id, nil
+	}
+	link := fmt.Sprintf("ask an administrator to link the accounts: `gpuaas admin user link %s --issuer %s --subject %s`",
+		email, issuer, subject)
+	if heldIssuer == issuer {
+		return "", api.Errorf(api.CodeConflict,
+			"email %s belongs to an account linked to another identity at this provider, not subject %s; a changed subject is not taken for the same person",
+			email, subject).WithHint(link)
+	}
+	return "", api.Errorf(api.CodeConflict, "email %s already belongs to another account", email).WithHint(link)
 }
 
 // LoginMethods says how clients may log in (auth.config).

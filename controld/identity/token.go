@@ -1,10 +1,12 @@
 package identity
 
 import (
+	"cmp"
 	"context"
 	"crypto/ed25519"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -33,6 +35,20 @@ func (s *Service) openSessionFor(ctx context.Context, q store.Querier, userID st
 // openSessionUntil opens a session from now until exp; a delegated one is
 // marked so (see Principal.Delegated).
 func (s *Service) openSessionUntil(ctx context.Context, q store.Querier, userID string, now, exp time.Time, delegated bool) (*api.LoginResponse, error) {
+	// FOR SHARE orders this against a concurrent disable: either the
+	// disable waits and then revokes this session too, or this sees the
+	// user disabled.
+	var disabled bool
+	err := q.QueryRow(ctx, `SELECT disabled_at IS NOT NULL FROM users WHERE id = $1 FOR SHARE`, userID).Scan(&disabled)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, api.Errorf(api.CodeNotFound, "no such user")
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open session: %w", err)
+	}
+	if disabled {
+		return nil, errDisabled
+	}
 	sid := ids.New(ids.Session)
 	if _, err := q.Exec(ctx, `INSERT INTO sessions (id, user_id, created_at, expires_at, delegated) VALUES ($1,$2,$3,$4,$5)`,
 		sid, userID, now, exp, delegated); err != nil {
@@ -78,11 +94,11 @@ func (s *Service) Authenticate(ctx context.Context, q store.Querier, bearer stri
 	}
 	p := &Principal{SessionID: claims.ID, ExpiresAt: claims.ExpiresAt.Time}
 	var owner string
-	var revoked *time.Time
+	var revoked, disabled *time.Time
 	var expires time.Time
-	err = q.QueryRow(ctx, `SELECT s.user_id, s.revoked_at, s.expires_at, s.delegated, u.email, u.role
+	err = q.QueryRow(ctx, `SELECT s.user_id, s.revoked_at, s.expires_at, s.delegated, u.email, u.role, u.disabled_at
 		FROM sessions s JOIN users u ON u.id = s.user_id WHERE s.id = $1`, claims.ID).
-		Scan(&owner, &revoked, &expires, &p.Delegated, &p.Email, &p.Role)
+		Scan(&owner, &revoked, &expires, &p.Delegated, &p.Email, &p.Role, &disabled)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, api.Errorf(api.CodeUnauthenticated, "unknown session").WithHint(loginHint)
 	}
@@ -91,6 +107,12 @@ func (s *Service) Authenticate(ctx context.Context, q store.Querier, bearer stri
 	}
 	if owner != claims.Subject {
 		return nil, api.Errorf(api.CodeUnauthenticated, "invalid session token").WithHint(loginHint)
+	}
+	if disabled != nil {
+		// Disabling revokes the sessions too; this also covers any
+		// session opened while the disable was committing.
+		return nil, api.Errorf(api.CodeUnauthenticated, "this account is disabled").
+			WithHint("ask an administrator (`gpuaas admin user enable`)")
 	}
 	if revoked != nil {
 		return nil, api.Errorf(api.CodeUnauthenticated, "this session was logged out").WithHint(loginHint)
@@ -108,6 +130,33 @@ func Revoke(ctx context.Context, q store.Querier, sessionID string, at time.Time
 		return fmt.Errorf("revoke session: %w", err)
 	}
 	return nil
+}
+
+// RevokeAll ends every live session of a user (delegated ones included)
+// and returns their ids, oldest first, for the session.revoked event.
+func RevokeAll(ctx context.Context, q store.Querier, userID string, at time.Time) ([]string, error) {
+	rows, err := q.Query(ctx, `UPDATE sessions SET revoked_at = $2
+		WHERE user_id = $1 AND revoked_at IS NULL AND expires_at > $2 RETURNING id, created_at`, userID, at)
+	if err != nil {
+		return nil, fmt.Errorf("revoke sessions of %s: %w", userID, err)
+	}
+	type revoked struct {
+		id string
+		at time.Time
+	}
+	got, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (revoked, error) {
+		var v revoked
+		return v, r.Scan(&v.id, &v.at)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("revoke sessions of %s: %w", userID, err)
+	}
+	slices.SortFunc(got, func(a, b revoked) int { return cmp.Or(a.at.Compare(b.at), cmp.Compare(a.id, b.id)) })
+	ids := make([]string, len(got))
+	for i, v := range got {
+		ids[i] = v.id
+	}
+	return ids, nil
 }
 
 // PublicKey is the key session tokens verify against.

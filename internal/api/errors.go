@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
+	"time"
 )
 
 // Code is an error code from the one catalog shared by controld, the CLI and
@@ -53,6 +55,9 @@ type Error struct {
 	Code    Code   `json:"code"`
 	Message string `json:"message"`
 	Hint    string `json:"hint,omitempty"`
+	// RetryAfterSeconds, on rate_limited errors, is how long to wait
+	// before the same request may succeed (the hint says it in words).
+	RetryAfterSeconds int `json:"retry_after_seconds,omitempty"`
 	// cause is the transport error behind a client-side error (never sent).
 	cause error
 }
@@ -90,6 +95,40 @@ func (e *Error) WithHint(hint string) *Error {
 	c := *e
 	c.Hint = hint
 	return &c
+}
+
+// WithRetryAfter returns a copy of e saying to retry after d (whole
+// seconds, rounded up, at least one).
+func (e *Error) WithRetryAfter(d time.Duration) *Error {
+	c := *e
+	c.RetryAfterSeconds = RetryAfterSeconds(d)
+	return &c
+}
+
+// RetryAfterSeconds rounds d up to whole seconds, at least one.
+func RetryAfterSeconds(d time.Duration) int {
+	s := int((d + time.Second - 1) / time.Second)
+	return max(s, 1)
+}
+
+// RateLimited is the rate_limited error: msg, a hint saying when to
+// retry, and the machine-readable retry-after.
+func RateLimited(msg string, retryAfter time.Duration) *Error {
+	secs := RetryAfterSeconds(retryAfter)
+	return (&Error{Code: CodeRateLimited, Message: msg,
+		Hint: "retry in " + shortDuration(time.Duration(secs)*time.Second)}).WithRetryAfter(retryAfter)
+}
+
+// shortDuration is d without zero units: "45s", "2m30s", "1m", "1h".
+func shortDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = s[:len(s)-2]
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = s[:len(s)-2]
+	}
+	return s
 }
 
 // CodeOf returns the catalog code of err, or CodeInternal for errors that

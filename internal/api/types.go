@@ -35,15 +35,22 @@ type User struct {
 	CreatedAt time.Time `json:"created_at"`
 }
 
-// LoginRequest logs in with the local provider.
+// LoginRequest logs in with the local provider. With Invite, it redeems
+// an invitation instead: Password becomes the invited user's password
+// (Email may then be empty; when given it must be the invited one).
 type LoginRequest struct {
 	Email    string `json:"email"`
 	Password string `json:"password"`
+	Invite   string `json:"invite,omitempty"`
 }
 
 // ExchangeRequest trades an OIDC ID token for a session token.
 type ExchangeRequest struct {
 	IDToken string `json:"id_token"`
+	// Nonce is the nonce the client sent in its authorization request
+	// (code flow); the ID token must carry the same. The device flow has
+	// none.
+	Nonce string `json:"nonce,omitempty"`
 }
 
 // LoginResponse carries a fresh session token.

@@ -36,6 +36,12 @@ type ControldOptions struct {
 
 	// Stripe (top-ups and refunds): the secrets come from the environment
 	// (GPUAAS_STRIPE_SECRET_KEY, GPUAAS_STRIPE_WEBHOOK_SECRET), never argv.
+	// APIRate and APIBurst are the per-user API limit (requests/s, burst).
+	APIRate  float64
+	APIBurst int
+	// OIDCMaxTokenAge refuses ID tokens issued longer ago.
+	OIDCMaxTokenAge time.Duration
+
 	StripeAPI        string
 	StripeSuccessURL string
 	StripeCancelURL  string
@@ -93,6 +99,9 @@ Stripe top-ups need GPUAAS_STRIPE_SECRET_KEY, --stripe-success-url and
 	fl.DurationVar(&opts.SessionTTL, "session-ttl", 12*time.Hour, "Lifetime of session tokens")
 	fl.StringVar(&opts.OIDCIssuer, "oidc-issuer", "", "Accept ID tokens from this OIDC issuer (auth.exchange)")
 	fl.StringVar(&opts.OIDCClientID, "oidc-client-id", "", "Audience expected in OIDC ID tokens")
+	fl.DurationVar(&opts.OIDCMaxTokenAge, "oidc-max-token-age", 5*time.Minute, "Refuse OIDC ID tokens issued longer ago than this")
+	fl.Float64Var(&opts.APIRate, "api-rate", controld.DefaultAPIRate, "Requests per second each user may make (token bucket, per controld replica)")
+	fl.IntVar(&opts.APIBurst, "api-burst", controld.DefaultAPIBurst, "Burst of each user's token bucket")
 	fl.BoolVar(&opts.SeedCatalog, "seed-catalog", true, "Add the default SKUs that do not exist yet")
 	fl.StringVar(&opts.LogLevel, "log-level", "info", "Log level: debug, info, warn, error")
 	fl.StringVar(&opts.GatewayAddr, "gateway-addr", "", "Where users ssh to (host:port), told to clients by ssh.cas")

@@ -52,7 +52,7 @@ func (s *Server) endpoints() []endpointDef {
 		{api.EndpointBillingTopup, s.mutation(api.EndpointBillingTopup, loggedIn, s.billingTopup)},
 		{api.EndpointAdminRefund, s.mutation(api.EndpointAdminRefund, adminOnly, s.adminRefund)},
 		{api.EndpointAdminCredit, s.mutation(api.EndpointAdminCredit, adminOnly, s.adminCredit)},
-	}, slices.Concat(s.sshEndpoints(), s.billingEndpoints())...)
+	}, slices.Concat(s.sshEndpoints(), s.gatewayEndpoints(), s.billingEndpoints())...)
 }
 
 // authEndpoint serves login and exchange: mutations without a logged-in

@@ -46,6 +46,15 @@ type Config struct {
 	// HostKey, when set, is the host key (tests, gpuaas dev); HostKeyPath
 	// is then ignored.
 	HostKey ed25519.PrivateKey
+	// GatewayKeyPath is the gateway key (OpenSSH PEM), the identity the
+	// gateway proves to nodes' terminal servers with a gateway certificate
+	// (see gatewaycreds.go); generated, mode 0600, when missing, with its
+	// public half in GatewayKeyPath.pub for an admin to register. Default:
+	// GatewayKeyFile next to HostKeyPath.
+	GatewayKeyPath string
+	// GatewayKey, when set, is the gateway key; GatewayKeyPath is then
+	// ignored. One of the two (or HostKeyPath) is required.
+	GatewayKey ed25519.PrivateKey
 	// Principals are the host names users dial; the host certificate names
 	// them and OpenSSH checks the name it dialled against them. Default:
 	// the host of Advertise, else the host of Listen when it is not a
@@ -111,6 +120,15 @@ func (c *Config) CheckAndSetDefaults() error {
 	}
 	if c.HostKey != nil && len(c.HostKey) != ed25519.PrivateKeySize {
 		return fmt.Errorf("sshgate config: %w: HostKey is not an ed25519 private key", ErrConfig)
+	}
+	if c.GatewayKey == nil && c.GatewayKeyPath == "" {
+		if c.HostKeyPath == "" {
+			return fmt.Errorf("sshgate config: %w: GatewayKeyPath or GatewayKey is required", ErrConfig)
+		}
+		c.GatewayKeyPath = defaultGatewayKeyPath(c.HostKeyPath)
+	}
+	if c.GatewayKey != nil && len(c.GatewayKey) != ed25519.PrivateKeySize {
+		return fmt.Errorf("sshgate config: %w: GatewayKey is not an ed25519 private key", ErrConfig)
 	}
 	if len(c.Principals) == 0 {
 		c.Principals = []string{defaultPrincipal(c.Advertise, c.Listen)}

@@ -74,7 +74,7 @@ func startRealStack(t testing.TB, log *slog.Logger) *realStack {
 		t.Fatal(err)
 	}
 	gw, err := New(Config{Listen: "127.0.0.1:0", HostKey: newPrivateKey(t), Client: env.Client(tok.Token),
-		RecordingDir: t.TempDir(), Name: "gw-test", Log: log})
+		GatewayKey: registeredGatewayKey(t, env, "gw-test"), RecordingDir: t.TempDir(), Name: "gw-test", Log: log})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -81,6 +81,7 @@ func newEnv(t testing.TB, opts envOptions) *env {
 	cfg := Config{
 		Listen:       "127.0.0.1:0",
 		HostKey:      newPrivateKey(t),
+		GatewayKey:   registeredGatewayKey(t, ctl, "sshgate-test"),
 		Client:       e.client,
 		RecordingDir: t.TempDir(),
 		Log:          testutil.Logger(t),

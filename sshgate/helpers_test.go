@@ -1,6 +1,7 @@
 package sshgate
 
 import (
+	"context"
 	"crypto/ed25519"
 	"errors"
 	"net"
@@ -10,6 +11,8 @@ import (
 
 	gossh "golang.org/x/crypto/ssh"
 
+	"github.com/gpuaas/gpuaas/controld/controldtest"
+	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/sshcert"
 )
 
@@ -129,4 +132,19 @@ func listenEcho(t *testing.T) string {
 		}
 	}()
 	return ln.Addr().String()
+}
+
+// registeredGatewayKey makes a gateway key and registers it with controld,
+// as an admin does with `gpuaas ops gateway-key add`.
+func registeredGatewayKey(t testing.TB, ctl *controldtest.Env, name string) ed25519.PrivateKey {
+	t.Helper()
+	key := newPrivateKey(t)
+	line, err := gatewayKeyLine(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ctl.Server.RegisterGatewayKey(context.Background(), api.GatewayKeyAddRequest{Name: name, PublicKey: line}, ctl.Admin.ID, false); err != nil {
+		t.Fatal(err)
+	}
+	return key
 }

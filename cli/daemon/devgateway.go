@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"crypto/ed25519"
 	"fmt"
 	"log/slog"
 	"net"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	gossh "golang.org/x/crypto/ssh"
 
 	"github.com/gpuaas/gpuaas/cli/tui"
 	"github.com/gpuaas/gpuaas/controld"
@@ -47,6 +49,12 @@ func startGateway(ctx context.Context, srv *controld.Server, adminID, natsURL, a
 	if err != nil {
 		return nil, fmt.Errorf("ssh gateway token: %w", err)
 	}
+	// The gateway key, registered as an admin would with `gpuaas ops
+	// gateway-key add`: nodes let in only connections that prove it.
+	gwKey, err := registerDevGatewayKey(ctx, srv, adminID, filepath.Join(opts.DataDir, "sshgate", sshgate.GatewayKeyFile))
+	if err != nil {
+		return nil, err
+	}
 	nc, err := bus.Connect(natsURL, "gpuaas-dev-sshgate")
 	if err != nil {
 		return nil, err
@@ -55,6 +63,7 @@ func startGateway(ctx context.Context, srv *controld.Server, adminID, natsURL, a
 	g, err := sshgate.New(sshgate.Config{
 		Listen:      net.JoinHostPort("127.0.0.1", port),
 		HostKeyPath: filepath.Join(opts.DataDir, "sshgate", "host_ed25519_key"),
+		GatewayKey:  gwKey,
 		Advertise:   addr,
 		Principals:  []string{"localhost", "127.0.0.1"},
 		Name:        "dev",
@@ -91,4 +100,22 @@ func (g *devGateway) stop() {
 	g.cancel()
 	<-g.done
 	g.nc.Close()
+}
+
+// registerDevGatewayKey loads (or makes) the dev gateway's key and
+// registers it, replacing a key the data directory no longer holds.
+func registerDevGatewayKey(ctx context.Context, srv *controld.Server, adminID, path string) (ed25519.PrivateKey, error) {
+	key, err := sshgate.LoadOrCreateGatewayKey(path)
+	if err != nil {
+		return nil, err
+	}
+	pub, err := gossh.NewPublicKey(key.Public())
+	if err != nil {
+		return nil, err
+	}
+	if _, err := srv.RegisterGatewayKey(ctx, api.GatewayKeyAddRequest{Name: "sshgate-dev",
+		PublicKey: string(gossh.MarshalAuthorizedKey(pub))}, adminID, true); err != nil {
+		return nil, fmt.Errorf("register the gateway key: %w", err)
+	}
+	return key, nil
 }

@@ -59,6 +59,13 @@ controld's host CA at every start, so clients with the @cert-authority line
 from gpuaas ssh-config trust it without a prompt. Run as many replicas as
 you like behind a TCP load balancer; they share nothing.
 
+Nodes let the gateway in only with a gateway certificate as well as the
+ticket. The gateway key is generated next to the host key on first start
+(gateway_ed25519_key; its public half in gateway_ed25519_key.pub), and an
+admin registers it once: gpuaas ops gateway-key add NAME --key-file
+gateway_ed25519_key.pub. Until then the gateway serves commands but opens
+no shells, and logs the command to run.
+
 Environment: GPUAAS_NATS_URL and GPUAAS_SERVICE_TOKEN stand in for --server
 and --token-file.`,
 		Example: `  gpuaas sshgate --listen :22 --server nats://nats:4222 --token-file /etc/gpuaas/sshgate.token \

@@ -1,6 +1,6 @@
 // Package ops holds `gpuaas ops`: platform administration that is neither a
-// node nor a user's business — the SSH certificate authorities and service
-// principals' tokens.
+// node nor a user's business — the SSH certificate authorities, the
+// gateways' keys and service principals' tokens.
 package ops
 
 import (
@@ -13,7 +13,7 @@ import (
 func NewCmdOps(f *cmdutil.Factory) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "ops <command>",
-		Short: "Run the platform: SSH CAs, service tokens and the ledger check (admins)",
+		Short: "Run the platform: SSH CAs, gateway keys, service tokens and the ledger check (admins)",
 	}
 	ca := &cobra.Command{
 		Use:   "ca <command>",
@@ -34,6 +34,6 @@ learn it (` + "`gpuaas ssh-config`" + `) before the gateway presents it.`,
 		NewCmdCARotate(f, nil),
 		NewCmdCARetire(f, nil),
 	)
-	cmd.AddCommand(ca, NewCmdServiceToken(f, nil), NewCmdLedger(f))
+	cmd.AddCommand(ca, newCmdGatewayKey(f), NewCmdServiceToken(f, nil), NewCmdLedger(f))
 	return cmd
 }

@@ -42,6 +42,7 @@ type harness struct {
 	user     string
 	caKey    ed25519.PrivateKey
 	ca       *sshcert.Authority
+	gateway  gossh.Signer // a gateway certificate of ca
 	srv      *term.Server
 	addr     string
 	users    *sim.Users
@@ -80,6 +81,7 @@ func newHarnessFor(t *testing.T, shape, alloc string, accounts term.Accounts) *h
 	h := &harness{t: t, shape: shape, stateDir: t.TempDir(), alloc: alloc, user: api.PosixUser(alloc), log: &syncBuffer{}}
 	h.caKey = newKey(t)
 	h.ca = newCA(t, h.caKey)
+	h.gateway = h.gatewayFrom(h.ca, time.Now())
 	var err error
 	if h.users, err = sim.NewUsers(filepath.Join(h.stateDir, "sim", "users")); err != nil {
 		t.Fatal(err)
@@ -185,15 +187,32 @@ func (h *harness) ticketFrom(ca *sshcert.Authority, tk sshcert.Ticket, at time.T
 	return certSigner(h.t, cert, key)
 }
 
-// dial connects as user with the auth methods given (a fresh ticket when
-// none), checking the server's host key.
+// gatewayFrom mints a gateway certificate of ca for a fresh key.
+func (h *harness) gatewayFrom(ca *sshcert.Authority, at time.Time) gossh.Signer {
+	h.t.Helper()
+	key := newSigner(h.t)
+	cert, err := ca.SignGateway(key.PublicKey(), "test-gw", time.Hour, at)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return certSigner(h.t, cert, key)
+}
+
+// dial connects as user as sshgate does: the gateway certificate first,
+// then the auth methods given (a fresh ticket when none), one per step.
 func (h *harness) dial(user string, auth ...gossh.AuthMethod) (*gossh.Client, error) {
 	if len(auth) == 0 {
 		auth = []gossh.AuthMethod{gossh.PublicKeys(h.ticket(nil))}
 	}
+	return h.dialSteps(user, append([]gossh.AuthMethod{gossh.PublicKeys(h.gateway)}, auth...)...)
+}
+
+// dialSteps connects as user trying exactly these auth methods, one per
+// attempt, checking the server's host key.
+func (h *harness) dialSteps(user string, methods ...gossh.AuthMethod) (*gossh.Client, error) {
 	return gossh.Dial("tcp", h.addr, &gossh.ClientConfig{
 		User:            user,
-		Auth:            auth,
+		AuthCallback:    steps(methods...),
 		HostKeyCallback: gossh.FixedHostKey(h.hostKey),
 		Timeout:         10 * time.Second,
 	})

@@ -10,3 +10,18 @@ CREATE TABLE node_report_seq (
     seen       bytea NOT NULL,
     updated_at timestamptz NOT NULL
 );
+
+-- Gateway keys (controld/ca): the long-lived keys of the SSH gateways that
+-- an admin registered. gate.credentials certifies only these, so a stolen
+-- gateway token alone cannot get a gateway certificate for a key of its
+-- own, and hostd lets in only connections that first prove a gateway
+-- certificate.
+CREATE TABLE gateway_keys (
+    id          text PRIMARY KEY,          -- SHA256 fingerprint
+    name        text NOT NULL,
+    public_key  text NOT NULL,             -- authorized_keys format
+    created_by  text NOT NULL,
+    created_at  timestamptz NOT NULL,
+    revoked_at  timestamptz
+);
+CREATE UNIQUE INDEX gateway_keys_name_idx ON gateway_keys (name) WHERE revoked_at IS NULL;

@@ -35,7 +35,7 @@ var shapes = []string{api.ShapeBaremetal, api.ShapeGPUSlice}
 // harness is a terminal server on 127.0.0.1 for one allocation, with its
 // internal CA: a sim user for bare metal, a running sim VM for a slice.
 type harness struct {
-	t        *testing.T
+	t        testing.TB
 	shape    string
 	stateDir string
 	alloc    string
@@ -69,14 +69,14 @@ func (b *syncBuffer) String() string {
 	return b.buf.String()
 }
 
-func newHarness(t *testing.T, shape string) *harness {
+func newHarness(t testing.TB, shape string) *harness {
 	t.Helper()
 	return newHarnessFor(t, shape, "a-7f3e", nil)
 }
 
 // newHarnessFor serves allocation alloc; with accounts, bare-metal users
 // are found there instead of being made as sim users.
-func newHarnessFor(t *testing.T, shape, alloc string, accounts term.Accounts) *harness {
+func newHarnessFor(t testing.TB, shape, alloc string, accounts term.Accounts) *harness {
 	t.Helper()
 	h := &harness{t: t, shape: shape, stateDir: t.TempDir(), alloc: alloc, user: api.PosixUser(alloc), log: &syncBuffer{}}
 	h.caKey = newKey(t)
@@ -229,7 +229,7 @@ func (h *harness) client() *gossh.Client {
 	return c
 }
 
-func newKey(t *testing.T) ed25519.PrivateKey {
+func newKey(t testing.TB) ed25519.PrivateKey {
 	t.Helper()
 	_, k, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
@@ -238,7 +238,7 @@ func newKey(t *testing.T) ed25519.PrivateKey {
 	return k
 }
 
-func newSigner(t *testing.T) gossh.Signer {
+func newSigner(t testing.TB) gossh.Signer {
 	t.Helper()
 	s, err := gossh.NewSignerFromKey(newKey(t))
 	if err != nil {
@@ -247,7 +247,7 @@ func newSigner(t *testing.T) gossh.Signer {
 	return s
 }
 
-func newCA(t *testing.T, key ed25519.PrivateKey, alsoTrusted ...gossh.PublicKey) *sshcert.Authority {
+func newCA(t testing.TB, key ed25519.PrivateKey, alsoTrusted ...gossh.PublicKey) *sshcert.Authority {
 	t.Helper()
 	a, err := sshcert.New(api.CAInternal, key, alsoTrusted...)
 	if err != nil {
@@ -256,7 +256,7 @@ func newCA(t *testing.T, key ed25519.PrivateKey, alsoTrusted ...gossh.PublicKey)
 	return a
 }
 
-func certSigner(t *testing.T, cert *gossh.Certificate, key gossh.Signer) gossh.Signer {
+func certSigner(t testing.TB, cert *gossh.Certificate, key gossh.Signer) gossh.Signer {
 	t.Helper()
 	s, err := gossh.NewCertSigner(cert, key)
 	if err != nil {
@@ -265,7 +265,7 @@ func certSigner(t *testing.T, cert *gossh.Certificate, key gossh.Signer) gossh.S
 	return s
 }
 
-func mustWrite(t *testing.T, name string, data []byte, perm os.FileMode) {
+func mustWrite(t testing.TB, name string, data []byte, perm os.FileMode) {
 	t.Helper()
 	if err := os.MkdirAll(filepath.Dir(name), 0o700); err != nil {
 		t.Fatal(err)

@@ -51,7 +51,7 @@ func (s *Server) endpoints() []endpointDef {
 		{api.EndpointBillingTopup, s.mutation(api.EndpointBillingTopup, loggedIn, s.billingTopup)},
 		{api.EndpointAdminRefund, s.mutation(api.EndpointAdminRefund, adminOnly, s.adminRefund)},
 		{api.EndpointAdminCredit, s.mutation(api.EndpointAdminCredit, adminOnly, s.adminCredit)},
-	}, slices.Concat(s.sshEndpoints(), s.billingEndpoints(), s.userEndpoints(), s.busEndpoints())...)
+	}, slices.Concat(s.sshEndpoints(), s.billingEndpoints(), s.userEndpoints(), s.busEndpoints(), s.gatewayEndpoints())...)
 }
 
 func (s *Server) logout(_ context.Context, c *call) (mutate.Func, error) {

@@ -39,13 +39,22 @@ func TestNodeAsksForTicketCAs(t *testing.T) {
 		t.Fatal(err)
 	}
 	id := enrolled.NodeID
-	ask := func(key ed25519.PrivateKey, asNode string, at time.Time) (*api.SSHCAsResponse, error) {
-		env, err := signing.Seal(key, api.PullRequest{NodeID: asNode, At: at})
+	var seq uint64
+	seal := func(key ed25519.PrivateKey, asNode, kind string, at time.Time) signing.Envelope {
+		seq++
+		env, err := signing.Seal(key, api.PullRequest{NodeID: asNode, At: at,
+			ReportStamp: api.ReportStamp{Kind: kind, Seq: seq, SentAt: at}})
 		if err != nil {
 			t.Fatal(err)
 		}
+		return env
+	}
+	send := func(env signing.Envelope) (*api.SSHCAsResponse, error) {
 		var out api.SSHCAsResponse
 		return &out, raw.Request(ctx, api.HostCtlSubject(id, api.HostCAs), env, &out)
+	}
+	ask := func(key ed25519.PrivateKey, asNode string, at time.Time) (*api.SSHCAsResponse, error) {
+		return send(seal(key, asNode, api.HostCAs, at))
 	}
 
 	got, err := ask(nodeKey, id, time.Now())
@@ -67,21 +76,34 @@ func TestNodeAsksForTicketCAs(t *testing.T) {
 		t.Errorf("after rotation the node got %q, %v; want two keys", got.Internal, err)
 	}
 
+	answered := seal(nodeKey, id, api.HostCAs, time.Now())
+	if _, err := send(answered); err != nil {
+		t.Fatal(err)
+	}
 	refused := []struct {
 		name string
-		key  ed25519.PrivateKey
-		node string
-		at   time.Time
+		env  signing.Envelope
 	}{
-		{"signed by another key", otherKey, id, time.Now()},
-		{"for another node", nodeKey, "n-000000000000", time.Now()},
-		{"stale", nodeKey, id, time.Now().Add(-time.Hour)},
+		{"signed by another key", seal(otherKey, id, api.HostCAs, time.Now())},
+		{"for another node", seal(nodeKey, "n-000000000000", api.HostCAs, time.Now())},
+		{"stale", seal(nodeKey, id, api.HostCAs, time.Now().Add(-time.Hour))},
+		{"from the future", seal(nodeKey, id, api.HostCAs, time.Now().Add(time.Hour))},
+		{"stamped as another kind", seal(nodeKey, id, api.HostPull, time.Now())},
+		{"replayed", answered},
 	}
 	for _, tt := range refused {
 		t.Run(tt.name, func(t *testing.T) {
-			if _, err := ask(tt.key, tt.node, tt.at); !errors.Is(err, api.ErrUnauthenticated) {
+			if _, err := send(tt.env); !errors.Is(err, api.ErrUnauthenticated) {
 				t.Errorf("got %v; want unauthenticated", err)
 			}
 		})
+	}
+	// An unstamped request (an older hostd) is refused too.
+	unstamped, err := signing.Seal(nodeKey, api.PullRequest{NodeID: id, At: time.Now()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := send(unstamped); !errors.Is(err, api.ErrUnauthenticated) {
+		t.Errorf("unstamped: got %v; want unauthenticated", err)
 	}
 }

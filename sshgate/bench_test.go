@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	gossh "golang.org/x/crypto/ssh"
 
@@ -42,8 +43,14 @@ func BenchmarkThroughput(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
+		// The node asks for the gateway's certificate first.
+		gateway, err := e.gw.creds.current(time.Now())
+		if err != nil {
+			b.Fatal(err)
+		}
 		c, err := gossh.Dial("tcp", auth.TerminalAddr, &gossh.ClientConfig{User: auth.PosixUser,
-			Auth: []gossh.AuthMethod{gossh.PublicKeys(certSigner(b, ticket.(*gossh.Certificate), k))}, HostKeyCallback: gossh.FixedHostKey(e.hostd.hostKey.PublicKey())})
+			AuthCallback:    authSteps(gateway, certSigner(b, ticket.(*gossh.Certificate), k)),
+			HostKeyCallback: gossh.FixedHostKey(e.hostd.hostKey.PublicKey())})
 		if err != nil {
 			b.Fatal(err)
 		}

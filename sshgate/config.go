@@ -46,6 +46,11 @@ type Config struct {
 	// HostKey, when set, is the host key (tests, gpuaas dev); HostKeyPath
 	// is then ignored.
 	HostKey ed25519.PrivateKey
+	// GatewayKey is the gateway's own key: the Ed25519 key of its
+	// registered NATS identity (the nkey it connects and logs in to
+	// controld with), which controld certifies for nodes' terminal servers
+	// (see gatewaycreds.go). Required.
+	GatewayKey ed25519.PrivateKey
 	// Principals are the host names users dial; the host certificate names
 	// them and OpenSSH checks the name it dialled against them. Default:
 	// the host of Advertise, else the host of Listen when it is not a
@@ -111,6 +116,9 @@ func (c *Config) CheckAndSetDefaults() error {
 	}
 	if c.HostKey != nil && len(c.HostKey) != ed25519.PrivateKeySize {
 		return fmt.Errorf("sshgate config: %w: HostKey is not an ed25519 private key", ErrConfig)
+	}
+	if len(c.GatewayKey) != ed25519.PrivateKeySize {
+		return fmt.Errorf("sshgate config: %w: GatewayKey is not an ed25519 private key", ErrConfig)
 	}
 	if len(c.Principals) == 0 {
 		c.Principals = []string{defaultPrincipal(c.Advertise, c.Listen)}

@@ -69,8 +69,9 @@ func startRealStack(t testing.TB, log *slog.Logger) *realStack {
 		return err == nil && ready == 2
 	})
 
-	gw, err := New(Config{Listen: "127.0.0.1:0", HostKey: newPrivateKey(t), Client: env.GatewayClient(t, "sshgate"),
-		RecordingDir: t.TempDir(), Name: "gw-test", Log: log})
+	gwClient, gwKey := env.Gateway(t, "gw-test")
+	gw, err := New(Config{Listen: "127.0.0.1:0", HostKey: newPrivateKey(t), Client: gwClient,
+		GatewayKey: gwKey, RecordingDir: t.TempDir(), Name: "gw-test", Log: log})
 	if err != nil {
 		t.Fatal(err)
 	}

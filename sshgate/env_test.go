@@ -60,7 +60,8 @@ func newEnv(t testing.TB, opts envOptions) *env {
 		t.Fatalf("got nodes %+v, %v; want the one seeded", nodes, err)
 	}
 	e.node = nodes[0].ID
-	e.client = ctl.GatewayClient(t, "sshgate")
+	var gatewayKey ed25519.PrivateKey
+	e.client, gatewayKey = ctl.Gateway(t, "sshgate")
 	cas, err := e.client.SSHCAs(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -77,6 +78,7 @@ func newEnv(t testing.TB, opts envOptions) *env {
 	cfg := Config{
 		Listen:       "127.0.0.1:0",
 		HostKey:      newPrivateKey(t),
+		GatewayKey:   gatewayKey,
 		Client:       e.client,
 		RecordingDir: t.TempDir(),
 		Log:          testutil.Logger(t),

@@ -20,4 +20,8 @@ var (
 	ErrNotPermitted = errors.New("not permitted by the certificate")
 	// ErrNoCAKeys is a controld answer without user CA keys.
 	ErrNoCAKeys = errors.New("controld listed no user CA keys")
+	// ErrNoGatewayCredentials is a connection to a node attempted without
+	// a valid gateway certificate (the gateway key is not registered, or
+	// controld could not be reached to renew it).
+	ErrNoGatewayCredentials = errors.New("no gateway certificate")
 )

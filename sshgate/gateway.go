@@ -20,6 +20,7 @@ type Gateway struct {
 	cfg   Config
 	log   *slog.Logger
 	trust trust
+	creds *gatewayCreds // set by Run before it serves
 	ready chan struct{}
 
 	// ptys holds the PTY request of each session that has one, from
@@ -78,6 +79,9 @@ func (g *Gateway) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("host key: %w", err)
 	}
+	if g.creds, err = newGatewayCreds(g.cfg.GatewayKey); err != nil {
+		return err
+	}
 	ts, err := fetchTrust(ctx, g.cfg.Client)
 	if err != nil {
 		return err
@@ -90,6 +94,14 @@ func (g *Gateway) Run(ctx context.Context) error {
 	recordings, err := ensureRecordings(ctx, g.cfg.Client.Conn())
 	if err != nil {
 		return err
+	}
+	// Without a gateway certificate the gateway still serves (commands,
+	// the TUI) but opens no shell; gatewayCredsLoop keeps trying.
+	if err := g.renewGatewayCert(ctx); err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		g.logCredsError(err)
 	}
 	srv, err := g.newServer(hostSigner, hc.signer)
 	if err != nil {
@@ -110,6 +122,7 @@ func (g *Gateway) Run(ctx context.Context) error {
 	refreshCtx, stopRefresh := context.WithCancel(ctx)
 	defer stopRefresh()
 	go g.refreshLoop(refreshCtx, hostSigner)
+	go g.gatewayCredsLoop(refreshCtx)
 
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()

@@ -27,6 +27,7 @@ import (
 
 func TestConfigCheckAndSetDefaults(t *testing.T) {
 	client := &api.Client{}
+	gk := make(ed25519.PrivateKey, ed25519.PrivateKeySize)
 	tests := []struct {
 		name    string
 		cfg     Config
@@ -37,11 +38,14 @@ func TestConfigCheckAndSetDefaults(t *testing.T) {
 		{name: "no client", cfg: Config{Listen: ":22", HostKeyPath: "k"}, wantErr: true},
 		{name: "no host key", cfg: Config{Listen: ":22", Client: client}, wantErr: true},
 		{name: "bad host key", cfg: Config{Listen: ":22", Client: client, HostKey: ed25519.PrivateKey{1}}, wantErr: true},
-		{name: "advertise wins", cfg: Config{Listen: "10.0.0.1:22", Advertise: "ssh.example.test:22", Client: client, HostKeyPath: "k"},
+		{name: "host key in memory, no gateway key", cfg: Config{Listen: ":22", Client: client, HostKey: make(ed25519.PrivateKey, ed25519.PrivateKeySize)}, wantErr: true},
+		{name: "bad gateway key", cfg: Config{Listen: ":22", Client: client, HostKeyPath: "k", GatewayKey: ed25519.PrivateKey{1}}, wantErr: true},
+		{name: "no gateway key", cfg: Config{Listen: ":22", Client: client, HostKeyPath: "k"}, wantErr: true},
+		{name: "advertise wins", cfg: Config{Listen: "10.0.0.1:22", Advertise: "ssh.example.test:22", Client: client, HostKeyPath: "k", GatewayKey: gk},
 			want: []string{"ssh.example.test"}},
-		{name: "listen host", cfg: Config{Listen: "10.0.0.1:22", Client: client, HostKeyPath: "k"}, want: []string{"10.0.0.1"}},
-		{name: "wildcard listen", cfg: Config{Listen: ":22", Client: client, HostKeyPath: "k"}, want: []string{"localhost"}},
-		{name: "explicit", cfg: Config{Listen: ":22", Principals: []string{"a", "b"}, Client: client, HostKeyPath: "k"}, want: []string{"a", "b"}},
+		{name: "listen host", cfg: Config{Listen: "10.0.0.1:22", Client: client, HostKeyPath: "k", GatewayKey: gk}, want: []string{"10.0.0.1"}},
+		{name: "wildcard listen", cfg: Config{Listen: ":22", Client: client, HostKeyPath: "k", GatewayKey: gk}, want: []string{"localhost"}},
+		{name: "explicit", cfg: Config{Listen: ":22", Principals: []string{"a", "b"}, Client: client, HostKeyPath: "k", GatewayKey: gk}, want: []string{"a", "b"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -505,7 +509,8 @@ func TestRunFails(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			gw, err := New(Config{Listen: "127.0.0.1:0", HostKey: newPrivateKey(t), Client: tt.client, Log: testutil.Logger(t)})
+			gw, err := New(Config{Listen: "127.0.0.1:0", HostKey: newPrivateKey(t), GatewayKey: newPrivateKey(t),
+				Client: tt.client, Log: testutil.Logger(t)})
 			if err != nil {
 				t.Fatal(err)
 			}

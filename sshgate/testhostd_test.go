@@ -23,7 +23,8 @@ import (
 
 // testHostd is a real SSH server standing in for hostd's terminal server
 // (hostd/term) until the gateway is tested against it: gliderlabs/ssh,
-// accepting only tickets of the internal CA for its node (replays refused),
+// asking, as hostd does, first for a gateway certificate of the internal
+// CA, then for a ticket of the internal CA for its node (replays refused),
 // running commands with /bin/sh (under a real PTY when one is requested),
 // with the sftp subsystem and direct-tcpip.
 type testHostd struct {
@@ -50,7 +51,26 @@ func startTestHostd(t testing.TB, node string, intCA []gossh.PublicKey, hostKey 
 	h.srv = &glssh.Server{
 		Handler:          h.session,
 		HostSigners:      []glssh.Signer{hostKey},
-		PublicKeyHandler: h.publicKey,
+		PublicKeyHandler: h.gatewayKey,
+		ServerConfigCallback: func(ctx glssh.Context) *gossh.ServerConfig {
+			// The gateway certificate that signed, then only tickets.
+			return &gossh.ServerConfig{VerifiedPublicKeyCallback: func(_ gossh.ConnMetadata, key gossh.PublicKey, perms *gossh.Permissions, _ string) (*gossh.Permissions, error) {
+				if ctx.Value(gatewayStep{}) != nil {
+					return perms, nil
+				}
+				if _, err := sshcert.VerifyGateway(h.intCA, key, time.Now()); err != nil {
+					return nil, err
+				}
+				ctx.SetValue(gatewayStep{}, true)
+				return nil, &gossh.PartialSuccessError{Next: gossh.ServerAuthCallbacks{
+					PublicKeyCallback: func(_ gossh.ConnMetadata, key gossh.PublicKey) (*gossh.Permissions, error) {
+						if !h.publicKey(ctx, key) {
+							return nil, errors.New("not a ticket for this node")
+						}
+						return &gossh.Permissions{}, nil
+					}}}
+			}}
+		},
 		ChannelHandlers: map[string]glssh.ChannelHandler{
 			"session":      glssh.DefaultSessionHandler,
 			"direct-tcpip": directTCPIP,
@@ -68,6 +88,14 @@ func startTestHostd(t testing.TB, node string, intCA []gossh.PublicKey, hostKey 
 }
 
 type serialKey struct{}
+
+// gatewayStep is set on a connection once it proved a gateway certificate.
+type gatewayStep struct{}
+
+func (h *testHostd) gatewayKey(_ glssh.Context, key glssh.PublicKey) bool {
+	_, err := sshcert.VerifyGateway(h.intCA, key, time.Now())
+	return err == nil
+}
 
 func (h *testHostd) publicKey(ctx glssh.Context, key glssh.PublicKey) bool {
 	tk, err := sshcert.VerifyTicket(h.intCA, key, h.node, time.Now())

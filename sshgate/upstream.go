@@ -89,8 +89,13 @@ func (g *Gateway) upstreamFor(ctx ssh.Context, id sshcert.Identity) (*upstream, 
 
 // dialNode asks controld whether id may open alloc and, with the ticket it
 // returns for a key made for this connection alone, dials the node's
-// terminal server as the allocation's POSIX user.
+// terminal server as the allocation's POSIX user: the gateway certificate
+// first, then the ticket.
 func (g *Gateway) dialNode(ctx context.Context, id sshcert.Identity, alloc string) (*upstream, error) {
+	gatewaySigner, err := g.creds.current(g.cfg.Now())
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", alloc, err)
+	}
 	_, priv, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
 		return nil, fmt.Errorf("ticket key: %w", err)
@@ -132,7 +137,7 @@ func (g *Gateway) dialNode(ctx context.Context, id sshcert.Identity, alloc strin
 	}
 	cc, chans, reqs, err := gossh.NewClientConn(conn, auth.TerminalAddr, &gossh.ClientConfig{
 		User:            auth.PosixUser,
-		Auth:            []gossh.AuthMethod{gossh.PublicKeys(ticketSigner)},
+		AuthCallback:    authSteps(gatewaySigner, ticketSigner),
 		HostKeyCallback: hostdKeyCallback(auth, g.trust.get().internal, g.cfg.Now),
 		ClientVersion:   "SSH-2.0-gpuaas-sshgate",
 	})
@@ -177,4 +182,24 @@ func publicError(err error) error {
 		return apiErr
 	}
 	return errors.New("cannot reach the allocation's node right now; try again")
+}
+
+// authSteps authenticates to a node's terminal server in its two steps:
+// the gateway certificate, then the ticket, one public key per attempt
+// (no key is offered where it cannot be accepted). A terminal server that
+// refuses the gateway certificate outright (one that asks for the ticket
+// alone) still gets the ticket.
+func authSteps(gateway, ticket gossh.Signer) gossh.ClientAuthCallback {
+	var mu sync.Mutex
+	steps := []gossh.AuthMethod{gossh.PublicKeys(gateway), gossh.PublicKeys(ticket)}
+	return func(*gossh.ClientAuthContext) (gossh.AuthMethod, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(steps) == 0 {
+			return nil, errors.New("the node refused the gateway's credentials")
+		}
+		m := steps[0]
+		steps = steps[1:]
+		return m, nil
+	}
 }

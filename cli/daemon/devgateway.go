@@ -65,6 +65,7 @@ func startGateway(ctx context.Context, srv *controld.Server, adminID, natsURL, a
 	g, err := sshgate.New(sshgate.Config{
 		Listen:      net.JoinHostPort("127.0.0.1", port),
 		HostKeyPath: filepath.Join(opts.DataDir, "sshgate", "host_ed25519_key"),
+		GatewayKey:  gatewayKey(key),
 		Advertise:   addr,
 		Principals:  []string{"localhost", "127.0.0.1"},
 		Name:        "dev",

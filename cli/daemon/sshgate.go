@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"crypto/ed25519"
 	"os"
 
 	"github.com/nats-io/nats.go"
@@ -63,6 +64,11 @@ every start, so clients with the @cert-authority line from gpuaas
 ssh-config trust it without a prompt. Run as many replicas as you like
 behind a TCP load balancer; they share nothing.
 
+Nodes let the gateway in only with a gateway certificate as well as the
+one-minute ticket: controld's internal CA certifies the gateway's key
+(the same --nkey, an Ed25519 key) for an hour at a time, renewed at
+half-life, and only for a key registered as a gateway.
+
 Environment: GPUAAS_NATS_URL, GPUAAS_NKEY_FILE, GPUAAS_NATS_CA,
 GPUAAS_NATS_CERT and GPUAAS_NATS_KEY stand in for the flags.`,
 		Example: `  gpuaas sshgate --listen :22 --server tls://nats:4222 --nats-ca /etc/gpuaas/nats-ca.pem \
@@ -122,6 +128,7 @@ func sshgateRun(ctx context.Context, opts *SSHGateOptions) error {
 		Principals:   opts.Principals,
 		Name:         name,
 		Client:       client,
+		GatewayKey:   gatewayKey(key),
 		Commands:     SSHCommandTree,
 		TUI:          tui.ServeSSH,
 		RecordingDir: opts.RecordingDir,
@@ -181,4 +188,19 @@ func SSHCommandTree(f *cmdutil.Factory) *cobra.Command {
 		session.NewCmdSession(f),
 	)
 	return root
+}
+
+// gatewayKey is the Ed25519 private key of a gateway's nkey: the key it
+// proves itself with to NATS, to controld (gate.login) and, certified by
+// controld's internal CA, to hostd.
+func gatewayKey(kp nkeys.KeyPair) ed25519.PrivateKey {
+	seed, err := kp.Seed()
+	if err != nil {
+		return nil
+	}
+	_, raw, err := nkeys.DecodeSeed(seed)
+	if err != nil || len(raw) != ed25519.SeedSize {
+		return nil
+	}
+	return ed25519.NewKeyFromSeed(raw)
 }

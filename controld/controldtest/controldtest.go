@@ -5,11 +5,12 @@ package controldtest
 
 import (
 	"context"
+	"crypto/ed25519"
+	"crypto/rand"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nkeys"
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/gpuaas/gpuaas/controld"
@@ -179,27 +180,39 @@ func (e *Env) UserClient(t testing.TB, userID, token string) *api.Client {
 	return api.NewClient(e.UserConn(t, userID, token), api.WithToken(token), api.WithProject(e.Project.Name))
 }
 
-// GatewayClient registers a fresh gateway key called name and returns a
-// client as sshgate has one: on the gateway's own connection (its key
-// proves it to the auth callout) and logging in to controld with that key
-// for short-lived tokens.
+// GatewayClient is the client of Gateway.
 func (e *Env) GatewayClient(t testing.TB, name string) *api.Client {
 	t.Helper()
-	key, err := nkeys.CreateUser()
+	c, _ := e.Gateway(t, name)
+	return c
+}
+
+// Gateway registers a fresh gateway key called name and returns a client
+// as sshgate has one — on the gateway's own connection (its key proves it
+// to the auth callout), logging in to controld with that key for
+// short-lived tokens — and the key itself, which sshgate also presents to
+// nodes once controld certified it (sshgate.Config.GatewayKey).
+func (e *Env) Gateway(t testing.TB, name string) (*api.Client, ed25519.PrivateKey) {
+	t.Helper()
+	_, priv, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
 		t.Fatal(err)
 	}
-	pub, _ := key.PublicKey()
-	if _, err := e.Server.EnsureBusIdentity(context.Background(), api.BusIdentityAddRequest{PublicKey: pub,
+	key, err := bus.KeyFromEd25519Seed(priv.Seed())
+	if err != nil {
+		t.Fatal(err)
+	}
+	nk, _ := key.PublicKey()
+	if _, err := e.Server.EnsureBusIdentity(context.Background(), api.BusIdentityAddRequest{PublicKey: nk,
 		Kind: api.BusIdentityGateway, Name: name}, e.Admin.ID); err != nil {
 		t.Fatalf("register gateway key: %v", err)
 	}
-	nc := testutil.Connect(t, e.NATSURL, bus.WithKey(key), nats.CustomInboxPrefix(api.InboxPrefix(pub)))
+	nc := testutil.Connect(t, e.NATSURL, bus.WithKey(key), nats.CustomInboxPrefix(api.InboxPrefix(nk)))
 	login, err := api.NewGatewayLogin(nc, key, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return api.NewClient(nc, api.WithTokenSource(login.Token))
+	return api.NewClient(nc, api.WithTokenSource(login.Token)), priv
 }
 
 // Client returns an API client with token and the test project.

@@ -10,15 +10,12 @@ import (
 
 // handleCAs answers a node asking which keys sign gateway tickets (the
 // internal CA, every trusted key during a rotation). The request is signed
-// by the node like a pull, and as fresh; hostd asks at start and again from
+// by the node like a pull, and single-use like every report; hostd asks at start and again from
 // time to time, so a rotation reaches it without a restart.
 func (d *Service) handleCAs(ctx context.Context, m *nats.Msg) (any, error) {
 	var p pull
 	if _, err := d.openReport(ctx, m, &p); err != nil {
 		return nil, err
-	}
-	if age := d.now().Sub(p.At); age > maxReportAge || age < -maxReportAge {
-		return nil, api.Errorf(api.CodeUnauthenticated, "stale CA request")
 	}
 	if d.cfg.TicketCAKeys == nil {
 		return nil, api.Errorf(api.CodeUnavailable, "controld has no ticket CA")

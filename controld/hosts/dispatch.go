@@ -151,7 +151,7 @@ func (d *Service) deliver(ctx context.Context, c claimed) error {
 	body, _ := json.Marshal(env)
 	rctx, cancel := context.WithTimeout(ctx, d.cfg.DeliveryTimeout)
 	defer cancel()
-	msg, err := d.cfg.NATS.RequestWithContext(rctx, api.HostTaskSubject(c.nodeID), body)
+	reply, err := d.request(rctx, c, body)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil
@@ -163,10 +163,6 @@ func (d *Service) deliver(ctx context.Context, c claimed) error {
 		_, uerr := d.cfg.Pool.Exec(ctx, `UPDATE node_tasks SET state = 'pending', next_attempt_at = $2, updated_at = $3
 			WHERE id = $1 AND state = 'dispatched'`, c.id, d.now().Add(backoff), d.now())
 		return errors.Join(fmt.Errorf("node did not take it: %w", err), uerr)
-	}
-	var reply api.TaskReply
-	if err := json.Unmarshal(msg.Data, &reply); err != nil {
-		return fmt.Errorf("malformed reply: %w", err)
 	}
 	switch reply.Status {
 	case api.TaskAccepted, api.TaskDuplicate:

@@ -20,10 +20,6 @@ import (
 	"github.com/gpuaas/gpuaas/internal/signing"
 )
 
-// maxReportAge bounds how old a signed pull request may be, so a captured
-// one cannot be replayed later to learn a node's tasks.
-const maxReportAge = 2 * time.Minute
-
 // nodeKey returns an enrolled node's public key.
 func (d *Service) nodeKey(ctx context.Context, nodeID string) (ed25519.PublicKey, error) {
 	d.keysMu.Lock()
@@ -47,10 +43,28 @@ func (d *Service) nodeKey(ctx context.Context, nodeID string) (ed25519.PublicKey
 	return k, nil
 }
 
-// openReport verifies a node report signed with the key of the node its
-// subject names, and that the payload speaks for that same node.
-func (d *Service) openReport(ctx context.Context, m *nats.Msg, v interface{ node() string }) (string, error) {
-	nodeID := nodeOf(m.Subject)
+// report is what every node report is: for a node, and stamped.
+type report interface {
+	node() string
+	Stamp() api.ReportStamp
+}
+
+// openReport verifies a node report: signed with the key of the node its
+// subject names, speaking for that same node, stamped as the kind its
+// subject says, sent within ReportMaxAge of now, and with a sequence
+// number this node has not used before (claimSeq). Anything else is
+// refused and counted; a refused report has no effect.
+func (d *Service) openReport(ctx context.Context, m *nats.Msg, v report) (string, error) {
+	nodeID, err := d.checkReport(ctx, m, v)
+	if err != nil {
+		d.refusals.report.Add(1)
+		d.cfg.Log.Warn("node report refused", "subject", m.Subject, "err", err)
+	}
+	return nodeID, err
+}
+
+func (d *Service) checkReport(ctx context.Context, m *nats.Msg, v report) (string, error) {
+	nodeID, kind := nodeOf(m.Subject), kindOf(m.Subject)
 	key, err := d.nodeKey(ctx, nodeID)
 	if err != nil {
 		return "", err
@@ -64,6 +78,16 @@ func (d *Service) openReport(ctx context.Context, m *nats.Msg, v interface{ node
 	}
 	if v.node() != nodeID {
 		return "", api.Errorf(api.CodeUnauthenticated, "report for node %s sent as %s", v.node(), nodeID)
+	}
+	st := v.Stamp()
+	if st.Kind != kind {
+		return "", api.Errorf(api.CodeUnauthenticated, "%s report sent as %s", st.Kind, kind)
+	}
+	if age := d.now().Sub(st.SentAt); age > d.cfg.ReportMaxAge || age < -d.cfg.ReportMaxAge {
+		return "", api.Errorf(api.CodeUnauthenticated, "stale %s report (sent %s)", kind, st.SentAt.Format(time.RFC3339))
+	}
+	if err := d.claimSeq(ctx, nodeID, st.Seq); err != nil {
+		return "", err
 	}
 	return nodeID, nil
 }
@@ -270,9 +294,6 @@ func (d *Service) handlePull(ctx context.Context, m *nats.Msg) (any, error) {
 	nodeID, err := d.openReport(ctx, m, &p)
 	if err != nil {
 		return nil, err
-	}
-	if age := d.now().Sub(p.At); age > maxReportAge || age < -maxReportAge {
-		return nil, api.Errorf(api.CodeUnauthenticated, "stale pull request")
 	}
 	return d.pending(ctx, nodeID)
 }

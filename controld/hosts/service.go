@@ -35,6 +35,9 @@ type Config struct {
 	TaskDeadline time.Duration
 	// DeliveryTimeout bounds one delivery request (default 5s).
 	DeliveryTimeout time.Duration
+	// ReportMaxAge is the skew window of node reports: one sent longer
+	// ago, or further ahead, than this is refused (default 2m).
+	ReportMaxAge time.Duration
 	// SlotSubnet is passed to topology discovery.
 	SlotSubnet string
 	// AutoApproveSlots approves discovered slots at once (dev only).
@@ -69,6 +72,9 @@ func (c *Config) CheckAndSetDefaults() error {
 	if c.DeliveryTimeout == 0 {
 		c.DeliveryTimeout = 5 * time.Second
 	}
+	if c.ReportMaxAge <= 0 {
+		c.ReportMaxAge = 2 * time.Minute
+	}
 	if c.SlotsFreed == nil {
 		c.SlotsFreed = func() {}
 	}
@@ -83,8 +89,9 @@ func (c *Config) CheckAndSetDefaults() error {
 
 // Service runs controld's side of hostd.
 type Service struct {
-	cfg  Config
-	wake chan struct{}
+	cfg      Config
+	wake     chan struct{}
+	refusals refusals
 
 	// keysMu protects keys: node public keys, which never change once
 	// enrolled.
@@ -199,6 +206,15 @@ func nodeOf(subject string) string {
 		return ""
 	}
 	return parts[3]
+}
+
+// kindOf extracts <kind> from gpuaas.ctl.host.<node>.<kind>.
+func kindOf(subject string) string {
+	parts := strings.Split(subject, ".")
+	if len(parts) != 5 {
+		return ""
+	}
+	return parts[4]
 }
 
 func (d *Service) handleEnroll(ctx context.Context, m *nats.Msg) (any, error) {

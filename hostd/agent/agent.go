@@ -107,6 +107,7 @@ type Agent struct {
 	nc       *nats.Conn
 	client   *api.Client
 	verifier *signing.Verifier
+	seq      *sequencer
 	ctx      context.Context
 	// resend wakes the result sender.
 	resend chan struct{}
@@ -173,6 +174,9 @@ func (a *Agent) Run(ctx context.Context) error {
 		a.cfg.Terminal.SetNode(a.id.NodeID, a.id.Shape)
 	}
 	if a.records, err = loadRecords(a.cfg.StateDir, a.now(), a.cfg.RecordRetention); err != nil {
+		return err
+	}
+	if a.seq, err = openSequencer(a.cfg.StateDir, a.now()); err != nil {
 		return err
 	}
 	a.recoverInterrupted()

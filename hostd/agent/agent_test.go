@@ -1,6 +1,7 @@
 package agent_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -111,15 +112,25 @@ func TestEnvelopesRefused(t *testing.T) {
 		}
 		return e
 	}
+	nodeKey := nodePublicKey(t, env, a.NodeID())
 	deliver := func(e signing.Envelope) api.TaskReply {
 		b, _ := json.Marshal(e)
 		m, err := env.NC.Request(api.HostTaskSubject(a.NodeID()), b, 5*time.Second)
 		if err != nil {
 			t.Fatal(err)
 		}
+		// Every answer, refusals included, is the node's, signed, for
+		// this delivery.
+		var sealed signing.Envelope
 		var r api.TaskReply
-		if err := json.Unmarshal(m.Data, &r); err != nil {
+		if err := json.Unmarshal(m.Data, &sealed); err != nil {
 			t.Fatal(err)
+		}
+		if err := signing.Open(nodeKey, sealed, &r); err != nil {
+			t.Fatalf("reply not signed by the node: %v", err)
+		}
+		if r.NodeID != a.NodeID() || !bytes.Equal(r.Delivery, api.DeliveryDigest(b)) {
+			t.Fatalf("reply %+v does not name this node and delivery", r)
 		}
 		return r
 	}

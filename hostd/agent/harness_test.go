@@ -188,3 +188,14 @@ func taskKey(t testing.TB, env *controldtest.Env) ed25519.PrivateKey {
 	}
 	return ed25519.NewKeyFromSeed(seed)
 }
+
+// nodePublicKey reads a node's enrolled key from controld's database.
+func nodePublicKey(t testing.TB, env *controldtest.Env, nodeID string) ed25519.PublicKey {
+	t.Helper()
+	var raw []byte
+	if err := env.Server.Pool().QueryRow(context.Background(),
+		`SELECT public_key FROM nodes WHERE id = $1`, nodeID).Scan(&raw); err != nil {
+		t.Fatal(err)
+	}
+	return ed25519.PublicKey(raw)
+}

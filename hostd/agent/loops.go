@@ -48,8 +48,12 @@ func (a *Agent) sendResults(ctx context.Context) bool {
 	a.mu.Unlock()
 	all := true
 	for _, res := range due {
-		env, err := signing.Seal(a.key, res)
+		// Each send is a new report: a resend is stamped afresh, so
+		// controld takes it although it saw the first one.
+		env, err := a.seal(api.HostResult, &res.ReportStamp, &res)
 		if err != nil {
+			a.cfg.Log.Error("result not sent", "task", res.TaskID, "err", err)
+			all = false
 			continue
 		}
 		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -97,8 +101,9 @@ func (a *Agent) heartbeatLoop(ctx context.Context) {
 				}
 			}
 		}
-		env, err := signing.Seal(a.key, hb)
-		if err == nil {
+		if env, err := a.seal(api.HostHeartbeat, &hb.ReportStamp, &hb); err != nil {
+			a.cfg.Log.Error("heartbeat not sent", "err", err)
+		} else {
 			b, _ := json.Marshal(env)
 			_ = a.nc.Publish(api.HostCtlSubject(a.id.NodeID, api.HostHeartbeat), b)
 		}
@@ -135,7 +140,8 @@ func (a *Agent) pullLoop(ctx context.Context) {
 }
 
 func (a *Agent) pull(ctx context.Context) error {
-	env, err := signing.Seal(a.key, api.PullRequest{NodeID: a.id.NodeID, At: a.now()})
+	req := api.PullRequest{NodeID: a.id.NodeID, At: a.now()}
+	env, err := a.seal(api.HostPull, &req.ReportStamp, &req)
 	if err != nil {
 		return err
 	}

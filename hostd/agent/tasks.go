@@ -16,7 +16,10 @@ import (
 
 // onTask answers a delivery: refused (nothing runs) for an envelope that
 // fails verification, duplicate for a task id already seen, accepted —
-// after the id is persisted — for a new task, which then runs.
+// after the id is persisted — for a new task, which then runs. The reply
+// is sealed with the node's key and names the task, the node and the
+// delivery (api.TaskReply), so controld can tell it from one published by
+// anyone else in this node's name.
 func (a *Agent) onTask(m *nats.Msg) {
 	var env signing.Envelope
 	reply := api.TaskReply{Status: api.TaskRefused, Reason: "malformed envelope"}
@@ -25,11 +28,24 @@ func (a *Agent) onTask(m *nats.Msg) {
 	if err := json.Unmarshal(m.Data, &env); err == nil {
 		task, reply, run = a.admit(env)
 	}
-	b, _ := json.Marshal(reply)
-	_ = m.Respond(b)
+	reply.TaskID, reply.NodeID, reply.Delivery = envelopeTaskID(env), a.id.NodeID, api.DeliveryDigest(m.Data)
+	if sealed, err := signing.Seal(a.key, reply); err == nil {
+		b, _ := json.Marshal(sealed)
+		_ = m.Respond(b)
+	}
 	if run {
 		a.start(task)
 	}
+}
+
+// envelopeTaskID reads the task id of an envelope, verified or not: a reply
+// echoes it so controld can match the reply to the task it delivered.
+func envelopeTaskID(env signing.Envelope) string {
+	var t struct {
+		ID string `json:"task_id"`
+	}
+	_ = json.Unmarshal(env.Payload, &t)
+	return t.ID
 }
 
 // admit verifies an envelope and records its task id.
@@ -75,8 +91,9 @@ func (r reporter) Progress(phase, status string, elapsed time.Duration, message 
 		rec.State, rec.Phase = stateRunning, phase
 		rec.Phases = append(rec.Phases, p)
 	})
-	env, err := signing.Seal(r.a.key, p)
+	env, err := r.a.seal(api.HostProgress, &p.ReportStamp, &p)
 	if err != nil {
+		r.a.cfg.Log.Error("progress not sent", "task", r.task, "err", err)
 		return
 	}
 	b, _ := json.Marshal(env)

@@ -9,7 +9,6 @@ import (
 	gossh "golang.org/x/crypto/ssh"
 
 	"github.com/gpuaas/gpuaas/internal/api"
-	"github.com/gpuaas/gpuaas/internal/signing"
 	"github.com/gpuaas/gpuaas/internal/sshcert"
 )
 
@@ -50,7 +49,8 @@ func (a *Agent) casLoop(ctx context.Context) {
 // fetchCAs asks controld for the internal CA's keys (signed like a pull
 // request) and hands them to the terminal.
 func (a *Agent) fetchCAs(ctx context.Context) error {
-	env, err := signing.Seal(a.key, api.PullRequest{NodeID: a.id.NodeID, At: a.now()})
+	req := api.PullRequest{NodeID: a.id.NodeID, At: a.now()}
+	env, err := a.seal(api.HostCAs, &req.ReportStamp, &req)
 	if err != nil {
 		return err
 	}

@@ -48,26 +48,77 @@ func (s *Server) verify(user string, key gossh.PublicKey) (sshcert.Ticket, map[s
 	return t, maps.Clone(key.(*gossh.Certificate).Extensions), nil
 }
 
-// offered runs for every key a client offers, proven or not: it records
-// the ticket against that very key (sshcert's guard) and lets the client
-// go on to prove it.
+// Authentication has two steps, both public keys, in this order:
+//
+//  1. a gateway certificate (sshcert.VerifyGateway: the internal CA
+//     certifies a gateway key an admin registered), proving the
+//     connection comes from sshgate;
+//  2. a ticket (verify), saying what it may open.
+//
+// The first step ends in a partial success (gossh.PartialSuccessError),
+// after which only tickets are looked at. Each step's identity is taken
+// from the key that proved possession (VerifiedPublicKeyCallback's key),
+// never from a key merely offered. A ticket alone — stolen, or minted for
+// the attacker's key by a stolen gateway token — opens nothing, and
+// neither does a gateway certificate alone.
+
+// offered runs for every key a client offers in the first step, proven or
+// not: only a gateway certificate is worth proving.
 func (s *Server) offered(ctx ssh.Context, key ssh.PublicKey) bool {
-	t, _, err := s.verify(ctx.User(), key)
-	if err != nil {
-		s.cfg.Log.Info("terminal key refused", "remote", ctx.RemoteAddr().String(), "user", ctx.User(), "err", err)
+	if _, err := s.verifyGateway(key); err != nil {
+		s.cfg.Log.Info("terminal key refused: not a gateway certificate", "remote", ctx.RemoteAddr().String(),
+			"user", ctx.User(), "err", err)
 		return false
 	}
-	sshcert.VerifiedTicket(key, t).Store(ctx.Permissions().Permissions)
 	return true
 }
 
-// serverConfig completes the guard: once a key has proved possession, its
-// ticket is checked again, its serial is spent, and the identity is
-// confirmed for that key only. The connection's state then holds the
+// verifyGateway checks a gateway certificate against the trusted internal
+// CA keys.
+func (s *Server) verifyGateway(key gossh.PublicKey) (sshcert.GatewayIdentity, error) {
+	node, _, trusted := s.state()
+	if node == "" || len(trusted) == 0 {
+		return sshcert.GatewayIdentity{}, ErrNotReady
+	}
+	return sshcert.VerifyGateway(trusted, key, s.now())
+}
+
+// ticketOffered is the second step's PublicKeyCallback: it records the
+// ticket against the very key it was verified from (sshcert's guard), in
+// Permissions of that key's own.
+func (s *Server) ticketOffered(meta gossh.ConnMetadata, key gossh.PublicKey) (*gossh.Permissions, error) {
+	t, _, err := s.verify(meta.User(), key)
+	if err != nil {
+		s.cfg.Log.Info("terminal key refused", "remote", meta.RemoteAddr().String(), "user", meta.User(), "err", err)
+		return nil, err
+	}
+	return sshcert.VerifiedTicket(key, t).Permissions(), nil
+}
+
+// serverConfig runs both steps once a key has proved possession. First
+// step: the key must be a gateway certificate; the answer is a partial
+// success whose only method is a ticket. Second step: the ticket is
+// checked again, its serial is spent, and the identity is confirmed for
+// that key only. The connection's state then holds the gateway, the
 // ticket and its extensions.
 func (s *Server) serverConfig(ctx ssh.Context) *gossh.ServerConfig {
 	cfg := &gossh.ServerConfig{MaxAuthTries: 6}
 	cfg.VerifiedPublicKeyCallback = func(meta gossh.ConnMetadata, key gossh.PublicKey, perms *gossh.Permissions, _ string) (*gossh.Permissions, error) {
+		c, ok := ctx.Value(connKey{}).(*conn)
+		if !ok {
+			return nil, ErrNotReady
+		}
+		gw := c.gatewayIdentity()
+		if gw == nil {
+			id, err := s.verifyGateway(key)
+			if err != nil {
+				return nil, err
+			}
+			c.gatewayAuthenticated(id)
+			s.cfg.Log.Debug("terminal gateway authenticated", "gateway", id.Name, "key_id", id.KeyID,
+				"remote", meta.RemoteAddr().String())
+			return nil, &gossh.PartialSuccessError{Next: gossh.ServerAuthCallbacks{PublicKeyCallback: s.ticketOffered}}
+		}
 		if !sshcert.FingerprintMatches(perms, key) {
 			return nil, sshcert.ErrUnverifiedKey
 		}
@@ -81,11 +132,9 @@ func (s *Server) serverConfig(ctx ssh.Context) *gossh.ServerConfig {
 		if err := sshcert.ConfirmKey(perms, key); err != nil {
 			return nil, err
 		}
-		if c, ok := ctx.Value(connKey{}).(*conn); ok {
-			c.authenticated(t, exts)
-		}
+		c.authenticated(t, exts)
 		s.cfg.Log.Info("terminal ticket accepted", "allocation", t.Allocation, "user", t.PosixUser,
-			"key_id", t.KeyID, "serial", t.Serial, "remote", meta.RemoteAddr().String())
+			"key_id", t.KeyID, "serial", t.Serial, "gateway", gw.Name, "remote", meta.RemoteAddr().String())
 		return perms, nil
 	}
 	return cfg

@@ -28,11 +28,12 @@ type conn struct {
 	nc  net.Conn
 
 	// mu protects the following.
-	mu     sync.Mutex
-	ticket *sshcert.Ticket
-	exts   map[string]string
-	target target
-	err    error
+	mu      sync.Mutex
+	gateway *sshcert.GatewayIdentity // set by the first authentication step
+	ticket  *sshcert.Ticket
+	exts    map[string]string
+	target  target
+	err     error
 }
 
 // target serves a connection's channels: the node itself for bare metal,
@@ -44,6 +45,21 @@ type target interface {
 	directTCPIP(nc gossh.NewChannel, d forwardDest)
 	// close ends what the target holds for the connection.
 	close()
+}
+
+// gatewayAuthenticated records the first step: the client proved a
+// gateway certificate.
+func (c *conn) gatewayAuthenticated(id sshcert.GatewayIdentity) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.gateway = &id
+}
+
+// gatewayIdentity is the gateway the client proved to be, nil before.
+func (c *conn) gatewayIdentity() *sshcert.GatewayIdentity {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.gateway
 }
 
 func (c *conn) authenticated(t sshcert.Ticket, exts map[string]string) {
@@ -62,7 +78,8 @@ func (c *conn) permits(ext string) bool {
 }
 
 // connOf returns the connection's state after checking, once more, that
-// its identity is a ticket confirmed for the key that authenticated, and
+// a gateway authenticated it and its identity is a ticket confirmed for
+// the key that authenticated, and
 // resolves its target on first use. A connection without one is closed.
 func (s *Server) connOf(ctx ssh.Context, sc *gossh.ServerConn) (*conn, error) {
 	c, _ := ctx.Value(connKey{}).(*conn)
@@ -76,7 +93,7 @@ func (s *Server) connOf(ctx ssh.Context, sc *gossh.ServerConn) (*conn, error) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.ticket == nil || c.ticket.Serial != v.Ticket.Serial {
+	if c.gateway == nil || c.ticket == nil || c.ticket.Serial != v.Ticket.Serial {
 		_ = sc.Close()
 		return nil, fmt.Errorf("%w: connection state does not match its identity", sshcert.ErrUnverifiedKey)
 	}

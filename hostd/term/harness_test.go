@@ -35,13 +35,14 @@ var shapes = []string{api.ShapeBaremetal, api.ShapeGPUSlice}
 // harness is a terminal server on 127.0.0.1 for one allocation, with its
 // internal CA: a sim user for bare metal, a running sim VM for a slice.
 type harness struct {
-	t        *testing.T
+	t        testing.TB
 	shape    string
 	stateDir string
 	alloc    string
 	user     string
 	caKey    ed25519.PrivateKey
 	ca       *sshcert.Authority
+	gateway  gossh.Signer // a gateway certificate of ca
 	srv      *term.Server
 	addr     string
 	users    *sim.Users
@@ -68,24 +69,25 @@ func (b *syncBuffer) String() string {
 	return b.buf.String()
 }
 
-func newHarness(t *testing.T, shape string) *harness {
+func newHarness(t testing.TB, shape string) *harness {
 	t.Helper()
 	return newHarnessFor(t, shape, "a-7f3e", nil)
 }
 
 // newHarnessFor serves allocation alloc; with accounts, bare-metal users
 // are found there instead of being made as sim users.
-func newHarnessFor(t *testing.T, shape, alloc string, accounts term.Accounts) *harness {
+func newHarnessFor(t testing.TB, shape, alloc string, accounts term.Accounts) *harness {
 	t.Helper()
 	return newHarnessIn(t, t.TempDir(), shape, alloc, accounts)
 }
 
 // newHarnessIn is newHarnessFor with hostd's state in stateDir.
-func newHarnessIn(t *testing.T, stateDir, shape, alloc string, accounts term.Accounts) *harness {
+func newHarnessIn(t testing.TB, stateDir, shape, alloc string, accounts term.Accounts) *harness {
 	t.Helper()
 	h := &harness{t: t, shape: shape, stateDir: stateDir, alloc: alloc, user: api.PosixUser(alloc), log: &syncBuffer{}}
 	h.caKey = newKey(t)
 	h.ca = newCA(t, h.caKey)
+	h.gateway = h.gatewayFrom(h.ca, time.Now())
 	var err error
 	if h.users, err = sim.NewUsers(filepath.Join(h.stateDir, "sim", "users")); err != nil {
 		t.Fatal(err)
@@ -191,15 +193,32 @@ func (h *harness) ticketFrom(ca *sshcert.Authority, tk sshcert.Ticket, at time.T
 	return certSigner(h.t, cert, key)
 }
 
-// dial connects as user with the auth methods given (a fresh ticket when
-// none), checking the server's host key.
+// gatewayFrom mints a gateway certificate of ca for a fresh key.
+func (h *harness) gatewayFrom(ca *sshcert.Authority, at time.Time) gossh.Signer {
+	h.t.Helper()
+	key := newSigner(h.t)
+	cert, err := ca.SignGateway(key.PublicKey(), "test-gw", time.Hour, at)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return certSigner(h.t, cert, key)
+}
+
+// dial connects as user as sshgate does: the gateway certificate first,
+// then the auth methods given (a fresh ticket when none), one per step.
 func (h *harness) dial(user string, auth ...gossh.AuthMethod) (*gossh.Client, error) {
 	if len(auth) == 0 {
 		auth = []gossh.AuthMethod{gossh.PublicKeys(h.ticket(nil))}
 	}
+	return h.dialSteps(user, append([]gossh.AuthMethod{gossh.PublicKeys(h.gateway)}, auth...)...)
+}
+
+// dialSteps connects as user trying exactly these auth methods, one per
+// attempt, checking the server's host key.
+func (h *harness) dialSteps(user string, methods ...gossh.AuthMethod) (*gossh.Client, error) {
 	return gossh.Dial("tcp", h.addr, &gossh.ClientConfig{
 		User:            user,
-		Auth:            auth,
+		AuthCallback:    steps(methods...),
 		HostKeyCallback: gossh.FixedHostKey(h.hostKey),
 		Timeout:         10 * time.Second,
 	})
@@ -216,7 +235,7 @@ func (h *harness) client() *gossh.Client {
 	return c
 }
 
-func newKey(t *testing.T) ed25519.PrivateKey {
+func newKey(t testing.TB) ed25519.PrivateKey {
 	t.Helper()
 	_, k, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
@@ -225,7 +244,7 @@ func newKey(t *testing.T) ed25519.PrivateKey {
 	return k
 }
 
-func newSigner(t *testing.T) gossh.Signer {
+func newSigner(t testing.TB) gossh.Signer {
 	t.Helper()
 	s, err := gossh.NewSignerFromKey(newKey(t))
 	if err != nil {
@@ -234,7 +253,7 @@ func newSigner(t *testing.T) gossh.Signer {
 	return s
 }
 
-func newCA(t *testing.T, key ed25519.PrivateKey, alsoTrusted ...gossh.PublicKey) *sshcert.Authority {
+func newCA(t testing.TB, key ed25519.PrivateKey, alsoTrusted ...gossh.PublicKey) *sshcert.Authority {
 	t.Helper()
 	a, err := sshcert.New(api.CAInternal, key, alsoTrusted...)
 	if err != nil {
@@ -243,7 +262,7 @@ func newCA(t *testing.T, key ed25519.PrivateKey, alsoTrusted ...gossh.PublicKey)
 	return a
 }
 
-func certSigner(t *testing.T, cert *gossh.Certificate, key gossh.Signer) gossh.Signer {
+func certSigner(t testing.TB, cert *gossh.Certificate, key gossh.Signer) gossh.Signer {
 	t.Helper()
 	s, err := gossh.NewCertSigner(cert, key)
 	if err != nil {
@@ -252,7 +271,7 @@ func certSigner(t *testing.T, cert *gossh.Certificate, key gossh.Signer) gossh.S
 	return s
 }
 
-func mustWrite(t *testing.T, name string, data []byte, perm os.FileMode) {
+func mustWrite(t testing.TB, name string, data []byte, perm os.FileMode) {
 	t.Helper()
 	if err := os.MkdirAll(filepath.Dir(name), 0o700); err != nil {
 		t.Fatal(err)

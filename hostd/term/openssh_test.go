@@ -22,7 +22,9 @@ import (
 )
 
 // openssh runs the system's OpenSSH tools against the harness, each with a
-// fresh ticket (key, certificate and a known_hosts pinning the server).
+// gateway certificate and a fresh ticket (keys, certificates and a
+// known_hosts pinning the server): OpenSSH does the two authentication
+// steps as sshgate does.
 type openssh struct {
 	h    *harness
 	dir  string
@@ -40,6 +42,22 @@ func newOpenSSH(t *testing.T, h *harness) *openssh {
 	_, port, _ := net.SplitHostPort(h.addr)
 	kh := fmt.Sprintf("[127.0.0.1]:%s %s", port, gossh.MarshalAuthorizedKey(h.hostKey))
 	mustWrite(t, filepath.Join(dir, "known_hosts"), []byte(kh), 0o600)
+	// The gateway's identity, offered first (as sshgate does).
+	gwKey := newKey(t)
+	gwSigner, err := gossh.NewSignerFromKey(gwKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gwCert, err := h.ca.SignGateway(gwSigner.PublicKey(), "openssh-gw", time.Hour, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	block, err := gossh.MarshalPrivateKey(gwKey, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustWrite(t, filepath.Join(dir, "gateway"), pem.EncodeToMemory(block), 0o600)
+	mustWrite(t, filepath.Join(dir, "gateway-cert.pub"), gossh.MarshalAuthorizedKey(gwCert), 0o600)
 	return &openssh{h: h, dir: dir, port: port}
 }
 
@@ -63,7 +81,10 @@ func (o *openssh) args(t *testing.T, portFlag string) []string {
 	keyPath := filepath.Join(o.dir, fmt.Sprintf("id_%d", o.n))
 	mustWrite(t, keyPath, pem.EncodeToMemory(block), 0o600)
 	mustWrite(t, keyPath+"-cert.pub", gossh.MarshalAuthorizedKey(cert), 0o600)
-	return []string{"-F", "/dev/null", portFlag, o.port, "-i", keyPath, "-o", "CertificateFile=" + keyPath + "-cert.pub",
+	gw := filepath.Join(o.dir, "gateway")
+	return []string{"-F", "/dev/null", portFlag, o.port,
+		"-i", gw, "-o", "CertificateFile=" + gw + "-cert.pub",
+		"-i", keyPath, "-o", "CertificateFile=" + keyPath + "-cert.pub",
 		"-o", "IdentitiesOnly=yes", "-o", "IdentityAgent=none", "-o", "BatchMode=yes",
 		"-o", "StrictHostKeyChecking=yes", "-o", "UserKnownHostsFile=" + filepath.Join(o.dir, "known_hosts"),
 		"-o", "ConnectTimeout=10"}

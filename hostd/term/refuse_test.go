@@ -102,8 +102,9 @@ func TestReplayedTicketRefused(t *testing.T) {
 	}
 }
 
-// TestCARotation: during a rotation tickets from the old and the new key
-// work; once the old key is dropped its tickets are refused.
+// TestCARotation: during a rotation tickets and gateway certificates from
+// the old and the new key work; once the old key is dropped its are
+// refused.
 func TestCARotation(t *testing.T) {
 	h := newHarness(t, api.ShapeBaremetal)
 	oldCA := h.ca
@@ -111,7 +112,7 @@ func TestCARotation(t *testing.T) {
 	newCAOnly := newCA(t, newKey)
 	tk := sshcert.Ticket{Node: testNode, Allocation: h.alloc, PosixUser: h.user}
 	try := func(ca *sshcert.Authority) error {
-		c, err := h.dial(h.user, gossh.PublicKeys(h.ticketFrom(ca, tk, time.Now())))
+		c, err := h.dialSteps(h.user, gossh.PublicKeys(h.gatewayFrom(ca, time.Now())), gossh.PublicKeys(h.ticketFrom(ca, tk, time.Now())))
 		if err == nil {
 			c.Close()
 		}
@@ -194,10 +195,7 @@ func (h *harness) craftTicket(exts map[string]string) gossh.Signer {
 // as A — A's extensions, A's serial spent — or refused when A is refused.
 func TestKeyConfusion(t *testing.T) {
 	h := newHarness(t, api.ShapeBaremetal)
-	dial := func(methods ...gossh.AuthMethod) (*gossh.Client, error) {
-		return gossh.Dial("tcp", h.addr, &gossh.ClientConfig{User: h.user, AuthCallback: steps(methods...),
-			HostKeyCallback: gossh.FixedHostKey(h.hostKey), Timeout: 10 * time.Second})
-	}
+	dial := func(methods ...gossh.AuthMethod) (*gossh.Client, error) { return h.dial(h.user, methods...) }
 
 	t.Run("offer B, authenticate with a refused A", func(t *testing.T) {
 		b := h.ticket(nil)

@@ -1,11 +1,14 @@
 // Package term is hostd's terminal endpoint: the SSH server sshgate dials
 // with a one-minute ticket certificate from controld's internal CA.
 //
-// A connection is let in only with a ticket for this node, signed by a
-// trusted ticket CA key, whose SSH user is the ticket's POSIX user, and
-// whose serial has not been used before; the identity is bound to the key
-// that authenticated (sshcert's CVE-2024-45337 guard). It is then served
-// for that allocation only:
+// A connection is let in only after two public-key steps: first a gateway
+// certificate (sshcert.VerifyGateway, from a trusted internal CA key:
+// the connection comes from sshgate, not from whoever holds a ticket),
+// then a ticket for this node, signed by a trusted ticket CA key, whose
+// SSH user is the ticket's POSIX user, and whose serial has not been used
+// before; each identity is bound to the key that authenticated (sshcert's
+// CVE-2024-45337 guard). See auth.go. It is then served for that
+// allocation only:
 //
 //   - bare metal (the node's shape is baremetal): processes run as the
 //     POSIX user (a login shell with a PTY, exec with or without a PTY, the

@@ -54,6 +54,15 @@ func NewClient(nc *nats.Conn, opts ...ClientOption) *Client {
 	return c
 }
 
+// Token is the bearer token the next call carries (from the token source
+// when there is one).
+func (c *Client) Token(ctx context.Context) (string, error) {
+	if c.tokens != nil {
+		return c.tokens(ctx)
+	}
+	return c.token, nil
+}
+
 // Conn returns the underlying connection.
 func (c *Client) Conn() *nats.Conn { return c.nc }
 

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"crypto/sha256"
 	"encoding/json"
 	"time"
 )
@@ -75,12 +76,48 @@ const (
 	TaskRefused   = "refused"
 )
 
-// TaskReply is hostd's answer to a task delivery.
+// TaskReply is hostd's answer to a task delivery. hostd sends it sealed
+// with the node's key (a signing.Envelope whose payload is the TaskReply),
+// naming the task, the node and the delivery it answers, so a reply
+// published by anyone else, or copied from another delivery, is ignored.
 type TaskReply struct {
 	Status string `json:"status"`
 	State  string `json:"state,omitempty"` // for duplicates: what hostd knows of it
 	Reason string `json:"reason,omitempty"`
+	// TaskID is the id in the envelope answered (as read from it, even
+	// when the envelope was refused).
+	TaskID string `json:"task_id,omitempty"`
+	NodeID string `json:"node_id,omitempty"`
+	// Delivery is DeliveryDigest of the request's body: it binds the reply
+	// to the one delivery it answers (each delivery is a freshly signed
+	// envelope).
+	Delivery []byte `json:"delivery,omitempty"`
 }
+
+// DeliveryDigest is what a TaskReply's Delivery must hold for a task
+// delivered with request body body: its SHA-256.
+func DeliveryDigest(body []byte) []byte {
+	h := sha256.Sum256(body)
+	return h[:]
+}
+
+// ReportStamp makes a node report single-use: every report a node signs
+// (heartbeat, progress, result, pull, CA request) carries the kind it was
+// sent as, a sequence number that grows with every report the node ever
+// sends (it survives restarts), and when it was sent. controld refuses a
+// report whose kind is not the subject's, whose time is outside its skew
+// window, or whose sequence number it has already accepted (or is too far
+// behind the highest it accepted), so a captured report cannot be
+// replayed. A report resent (a result until it is acknowledged) is sealed
+// again with a fresh stamp.
+type ReportStamp struct {
+	Kind   string    `json:"kind,omitzero"`
+	Seq    uint64    `json:"seq,omitzero"`
+	SentAt time.Time `json:"sent_at,omitzero"`
+}
+
+// Stamp returns the report's stamp.
+func (s ReportStamp) Stamp() ReportStamp { return s }
 
 // Task result statuses.
 const (
@@ -91,6 +128,7 @@ const (
 
 // Heartbeat is a node's periodic health report.
 type Heartbeat struct {
+	ReportStamp
 	NodeID string          `json:"node_id"`
 	At     time.Time       `json:"at"`
 	Health json.RawMessage `json:"health,omitempty"`
@@ -111,6 +149,9 @@ const (
 
 // TaskProgress reports one phase of a running task.
 type TaskProgress struct {
+	// ReportStamp is set on the report sent live; the phases a result
+	// carries have none.
+	ReportStamp
 	NodeID    string    `json:"node_id"`
 	TaskID    string    `json:"task_id"`
 	Phase     string    `json:"phase"`
@@ -123,6 +164,7 @@ type TaskProgress struct {
 // TaskResult is the outcome of a task; hostd resends it until controld
 // acknowledges, and controld applies it once.
 type TaskResult struct {
+	ReportStamp
 	NodeID string          `json:"node_id"`
 	TaskID string          `json:"task_id"`
 	Status string          `json:"status"`
@@ -138,6 +180,7 @@ type TaskResult struct {
 
 // PullRequest asks for the tasks pending for a node (on (re)connect).
 type PullRequest struct {
+	ReportStamp
 	NodeID string    `json:"node_id"`
 	At     time.Time `json:"at"`
 }

@@ -1,0 +1,36 @@
+package api
+
+import (
+	"context"
+	"time"
+)
+
+// Gateway credentials: hostd's terminal server lets in only connections
+// that first authenticate with a gateway certificate (internal CA, see
+// sshcert.SignGateway), then with a ticket. sshgate gets its gateway
+// certificate from controld for its own key — the Ed25519 key of its
+// registered NATS identity (kind gateway), the one it signs in and logs in
+// with — so a stolen gateway token alone cannot have a key of its own
+// certified.
+
+// EndpointGateCredentials certifies the calling gateway's registered key
+// as a short-lived gateway certificate (gateway only, audited).
+const EndpointGateCredentials = "gate.credentials"
+
+// GateCredentialsRequest asks for a gateway certificate for PublicKey.
+type GateCredentialsRequest struct {
+	PublicKey string `json:"public_key"` // authorized_keys format
+}
+
+// GateCredentialsResponse carries the gateway certificate.
+type GateCredentialsResponse struct {
+	Name        string    `json:"name"`        // the key's registered name
+	Certificate string    `json:"certificate"` // authorized_keys format
+	ValidBefore time.Time `json:"valid_before"`
+}
+
+// GateCredentials asks for a gateway certificate (gateway only).
+func (c *Client) GateCredentials(ctx context.Context, req GateCredentialsRequest) (*GateCredentialsResponse, error) {
+	var out GateCredentialsResponse
+	return &out, c.Call(ctx, EndpointGateCredentials, req, &out)
+}

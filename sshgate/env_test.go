@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	gossh "golang.org/x/crypto/ssh"
 
 	"github.com/gpuaas/gpuaas/controld/controldtest"
@@ -45,6 +46,9 @@ type envOptions struct {
 	hostdKey gossh.Signer
 	// config adjusts the gateway's Config before New.
 	config func(*Config)
+	// gatewayNATS, when set, is the gateway's own NATS connection, made
+	// from the server's URL (default: controld's connection).
+	gatewayNATS func(url string) *nats.Conn
 }
 
 // allocSKU is what test allocations are: one GPU of the env's slice node.
@@ -64,7 +68,11 @@ func newEnv(t testing.TB, opts envOptions) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.client = api.NewClient(ctl.NC, api.WithToken(tok.Token))
+	gwNC := ctl.NC
+	if opts.gatewayNATS != nil {
+		gwNC = opts.gatewayNATS(ctl.NATSURL)
+	}
+	e.client = api.NewClient(gwNC, api.WithToken(tok.Token))
 	cas, err := e.client.SSHCAs(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -182,7 +190,11 @@ type user struct {
 	token   string      // the user's session token ("" when not logged in here)
 	client  *api.Client // with that token
 	project string      // a project the user owns
+	email   string
 }
+
+// userPassword is the password of the users newUser adds.
+const userPassword = "another good password"
 
 // newUser adds a user to controld, with a project of their own (so no
 // other test user may open their allocations), and logs them in for a
@@ -197,7 +209,18 @@ func (e *env) newUser() *user {
 		e.t.Fatal(err)
 	}
 	out := login(e.t, c, u.ID)
-	out.token, out.client, out.project = token, c, p.Name
+	out.token, out.client, out.project, out.email = token, c, p.Name, u.Email
+	return out
+}
+
+// newLogin is u logged in a second time: another login session, with its
+// own token, key and certificate.
+func (e *env) newLogin(u *user) *user {
+	e.t.Helper()
+	token := e.ctl.Login(e.t, u.email, userPassword)
+	c := e.ctl.Client(token)
+	out := login(e.t, c, u.id)
+	out.token, out.client, out.project, out.email = token, c, u.project, u.email
 	return out
 }
 
@@ -224,7 +247,7 @@ func login(t testing.TB, c *api.Client, id string) *user {
 func (e *env) relogin(u *user) *user {
 	e.t.Helper()
 	out := login(e.t, u.client, u.id)
-	out.token, out.client, out.project = u.token, u.client, u.project
+	out.token, out.client, out.project, out.email = u.token, u.client, u.project, u.email
 	return out
 }
 

@@ -6,6 +6,7 @@ package controld
 
 import (
 	"context"
+	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -192,6 +193,9 @@ type Server struct {
 	kick chan struct{}
 
 	payments *payments.Service
+	// serverKey signs session tokens and the trust bundles CLIs pin
+	// (ssh.cas): controld's identity.
+	serverKey ed25519.PrivateKey
 	// httpListener is bound by Run when Config.HTTPAddr is set.
 	httpListener net.Listener
 }
@@ -225,6 +229,7 @@ func (s *Server) init(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	s.serverKey = key
 	if s.identity, err = identity.New(identity.Config{SigningKey: key, SessionTTL: s.cfg.SessionTTL,
 		BcryptCost: s.cfg.BcryptCost, OIDC: s.cfg.OIDC, Now: s.cfg.Now, Log: s.cfg.Log}); err != nil {
 		return err

@@ -115,7 +115,8 @@ func (s *Server) sshCert(_ context.Context, c *call) (mutate.Func, error) {
 
 // sshCAs publishes the CA keys. CA public keys are not secret, so anyone
 // may ask; the internal CA is listed only to gateways and operators, who
-// are the only ones with a use for it.
+// are the only ones with a use for it. The host CA keys and the gateway
+// address also come signed, as the trust bundle CLIs pin (trust.go).
 func (s *Server) sshCAs(ctx context.Context, c *call) (any, error) {
 	set, err := s.cas.Load(ctx, s.pool)
 	if err != nil {
@@ -125,6 +126,9 @@ func (s *Server) sshCAs(ctx context.Context, c *call) (any, error) {
 		Gateway: s.cfg.GatewayAddr}
 	if p := c.principal; p != nil && (p.IsGateway() || p.IsOperator()) {
 		resp.Internal = set.Internal.AuthorizedKeysLines()
+	}
+	if resp.Bundle, err = s.trustBundle(ctx); err != nil {
+		return nil, err
 	}
 	return resp, nil
 }

@@ -2,11 +2,13 @@ package context
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
 	"github.com/gpuaas/gpuaas/cli/config"
+	"github.com/gpuaas/gpuaas/cli/trust"
 	"github.com/gpuaas/gpuaas/internal/api"
 )
 
@@ -14,26 +16,34 @@ import (
 type AddOptions struct {
 	IO     *cmdutil.IOStreams
 	Config func() (*config.Config, error)
+	Now    func() time.Time
 
-	Name    string
-	Server  string
-	Gateway string
-	Project string
-	Use     bool
+	Name      string
+	Server    string
+	Gateway   string
+	Project   string
+	ServerKey string
+	Use       bool
 }
 
 // NewCmdAdd builds `gpuaas context add`; runF replaces addRun in tests.
 func NewCmdAdd(f *cmdutil.Factory, runF func(*AddOptions) error) *cobra.Command {
-	opts := &AddOptions{IO: f.IOStreams, Config: f.Config}
+	opts := &AddOptions{IO: f.IOStreams, Config: f.Config, Now: f.Now}
 	cmd := &cobra.Command{
 		Use:   "add NAME --server URL",
 		Short: "Add a server to the config",
 		Long: `Add a context called NAME for the server at URL (NATS: nats://, tls://,
 ws:// or wss://; several URLs of one cluster separated by commas). The first
 context added becomes the current one; --use makes this one current too.
-Then log in to it with ` + "`gpuaas login --context NAME`" + `.`,
+Then log in to it with ` + "`gpuaas login --context NAME`" + `.
+
+--server-key pins controld's server key (its SHA256 fingerprint, as your
+operator or ` + "`gpuaas context trust`" + ` on a trusted machine shows it) before
+the first login, which then refuses any server that does not hold it.
+Without it the first login pins the key it is shown (see ` + "`gpuaas context trust`" + `).`,
 		Example: `  gpuaas context add prod --server tls://gpuaas.example.com:4222 --gateway gpuaas.example.com:22 --use
-  gpuaas context add lab --server nats://10.0.0.5:4222 --project ml`,
+  gpuaas context add lab --server nats://10.0.0.5:4222 --project ml
+  gpuaas context add prod --server tls://gpuaas.example.com:4222 --server-key SHA256:2pC0...`,
 		Args: cmdutil.ExactArgs(1, "a context name"),
 		RunE: func(_ *cobra.Command, args []string) error {
 			opts.Name = args[0]
@@ -51,6 +61,11 @@ Then log in to it with ` + "`gpuaas login --context NAME`" + `.`,
 					return err
 				}
 			}
+			if opts.ServerKey != "" {
+				if err := trust.ValidServerKey(opts.ServerKey); err != nil {
+					return cmdutil.FlagErrorf("--server-key: %v", err)
+				}
+			}
 			if runF != nil {
 				return runF(opts)
 			}
@@ -60,6 +75,7 @@ Then log in to it with ` + "`gpuaas login --context NAME`" + `.`,
 	cmd.Flags().StringVar(&opts.Server, "server", "", "NATS URL of the server (required)")
 	cmd.Flags().StringVar(&opts.Gateway, "gateway", "", "SSH gateway `host:port` (default: what the server publishes)")
 	cmd.Flags().StringVar(&opts.Project, "project", "", "Default project in this context")
+	cmd.Flags().StringVar(&opts.ServerKey, "server-key", "", "Pin the server's key (`SHA256:fingerprint` or ssh-ed25519 key) before the first login")
 	cmd.Flags().BoolVar(&opts.Use, "use", false, "Make it the current context")
 	return cmd
 }
@@ -73,7 +89,15 @@ func addRun(opts *AddOptions) error {
 		return &api.Error{Code: api.CodeConflict, Message: fmt.Sprintf("context %q already exists in %s", opts.Name, cfg.Path()),
 			Hint: fmt.Sprintf("remove it first (`gpuaas context remove %s`) or pick another name", opts.Name)}
 	}
-	cfg.SetContext(opts.Name, config.Context{Server: opts.Server, Gateway: opts.Gateway, Project: opts.Project})
+	c := config.Context{Server: opts.Server, Gateway: opts.Gateway, Project: opts.Project}
+	if opts.ServerKey != "" {
+		now := time.Now
+		if opts.Now != nil {
+			now = opts.Now
+		}
+		c.Trust = &config.Trust{ServerKey: opts.ServerKey, PinnedAt: now().UTC()}
+	}
+	cfg.SetContext(opts.Name, c)
 	if opts.Use {
 		if err := cfg.UseContext(opts.Name); err != nil {
 			return err

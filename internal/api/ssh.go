@@ -71,6 +71,20 @@ type SSHCAsResponse struct {
 	Internal []string `json:"internal,omitempty"` // gateway and hostd only
 	// Gateway is where users ssh to ("host:port"), when controld knows it.
 	Gateway string `json:"gateway,omitempty"`
+	// Bundle is the host CA keys and the gateway address, signed by
+	// controld's server key (see internal/trustbundle): what a CLI pins and
+	// checks later answers against. User, Host and Gateway above are not
+	// signed; a CLI uses the bundle's.
+	Bundle *TrustBundle `json:"bundle,omitempty"`
+}
+
+// TrustBundle is a statement controld signs for clients to pin
+// (internal/trustbundle reads and writes it).
+type TrustBundle struct {
+	// Statement is the signed JSON document, base64 (standard encoding).
+	Statement string `json:"statement"`
+	// Signature is the Ed25519 signature over the statement, base64.
+	Signature string `json:"signature"`
 }
 
 // GateAuthorizeRequest asks whether UserID may open AllocationID, and for

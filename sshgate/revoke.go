@@ -371,19 +371,25 @@ func (g *Gateway) endLogin(lc *loginConn, reason string) {
 			_ = s.Exit(exitGatewayError)
 		}()
 	}
+	start := time.Now()
 	notified := make(chan struct{})
 	go func() { wg.Wait(); close(notified) }()
 	select {
 	case <-notified:
 	case <-time.After(notifyTimeout):
+		g.log.Warn("sessions of an ended login not told in time; closing anyway", "session", lc.sessionID)
 	}
-	if len(sessions) > 0 {
+	hungUp := len(sessions) == 0
+	if !hungUp {
 		select {
 		case <-lc.done:
+			hungUp = true
 		case <-time.After(closeGrace):
 		}
 	}
 	_ = lc.conn.Close()
+	g.log.Info("closed the connection of an ended login", "session", lc.sessionID, "client_hung_up", hungUp,
+		"took", time.Since(start).Round(time.Millisecond))
 }
 
 // presentedCert is the certificate the connection authenticated with, in

@@ -6,6 +6,7 @@ package controld
 
 import (
 	"context"
+	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -218,6 +219,9 @@ type Server struct {
 	payments *payments.Service
 	// busAuth answers the auth callout; nil without Config.BusKeys.
 	busAuth *busauth.Service
+	// serverKey signs session tokens and the trust bundles CLIs pin
+	// (ssh.cas): controld's identity.
+	serverKey ed25519.PrivateKey
 	// httpListener is bound by Run when Config.HTTPAddr is set.
 	httpListener net.Listener
 }
@@ -251,6 +255,7 @@ func (s *Server) init(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	s.serverKey = key
 	if s.identity, err = identity.New(identity.Config{SigningKey: key, SessionTTL: s.cfg.SessionTTL,
 		BcryptCost: s.cfg.BcryptCost, OIDC: s.cfg.OIDC, LoginLimits: s.cfg.LoginLimits, InviteTTL: s.cfg.InviteTTL,
 		Now: s.cfg.Now, Log: s.cfg.Log}); err != nil {

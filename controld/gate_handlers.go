@@ -51,7 +51,8 @@ func (s *Server) audited(ctx context.Context, c *call, fn func(ctx context.Conte
 }
 
 // gateAuthorize decides whether a user may open an allocation through the
-// gateway and, if so, mints a one-minute ticket for the gateway's fresh key
+// gateway — on the strength of the user certificate the client presented,
+// whose login session must still be live — and, if so, mints a one-minute ticket for the gateway's fresh key
 // and tells it where the node's terminal server is. The user must be the
 // allocation's creator or an owner or member of its project (viewers may
 // look, not log in); platform roles give no shell on customers' nodes.
@@ -67,9 +68,19 @@ func (s *Server) gateAuthorize(ctx context.Context, c *call) (any, error) {
 	if err != nil {
 		return nil, api.Errorf(api.CodeInvalidArgument, "ticket_key is not an SSH public key: %v", err)
 	}
+	userCert, err := parseGateCert(req.Certificate)
+	if err != nil {
+		return nil, err
+	}
 	return s.audited(ctx, c, func(ctx context.Context, tx pgx.Tx, e *audit.Entry) (any, error) {
-		detail := map[string]any{"user_id": req.UserID, "ticket_key": ssh.FingerprintSHA256(key)}
+		detail := map[string]any{"user_id": req.UserID, "ticket_key": ssh.FingerprintSHA256(key),
+			"certificate": ssh.FingerprintSHA256(userCert)}
 		*e = audit.Entry{Action: "gate.authorize", TargetType: "allocation", TargetID: req.AllocationID, Detail: detail}
+		id, err := s.verifyGateCert(ctx, tx, userCert, req.UserID)
+		detail["session_id"] = id.SessionID
+		if err != nil {
+			return nil, err
+		}
 		u, err := identity.UserByID(ctx, tx, req.UserID)
 		if err != nil {
 			return nil, api.Errorf(api.CodeNotFound, "no user %s", req.UserID)
@@ -125,7 +136,7 @@ func (s *Server) gateAuthorize(ctx context.Context, c *call) (any, error) {
 // can act as them without their own token. The certificate is re-verified
 // here against the user CA (the gateway's word is not enough: a stolen
 // gateway token then cannot act as users whose certificates it does not
-// hold). The session ends with the certificate or after MaxDelegatedTTL,
+// hold), and the login session it names must still be live. The session ends with the certificate or after MaxDelegatedTTL,
 // whichever is first, and is delegated: it mints no credentials and
 // reaches no ops.* or gate.* endpoint. The token is in the response only;
 // the audit row names the session, never the token.
@@ -144,15 +155,12 @@ func (s *Server) gateUserToken(ctx context.Context, c *call) (any, error) {
 	return s.audited(ctx, c, func(ctx context.Context, tx pgx.Tx, e *audit.Entry) (any, error) {
 		detail := map[string]any{"certificate": ssh.FingerprintSHA256(key)}
 		*e = audit.Entry{Action: "gate.user_token", TargetType: "user", TargetID: req.UserID, Detail: detail}
-		uca, err := s.cas.Authority(ctx, tx, api.CAUser)
+		id, err := s.verifyGateCert(ctx, tx, key, req.UserID)
 		if err != nil {
 			return nil, err
 		}
-		id, err := sshcert.VerifyUser(uca.Trusted(), key, req.UserID, s.now())
-		if err != nil {
-			return nil, api.Errorf(api.CodeForbidden, "the certificate does not prove %s: %v", req.UserID, err)
-		}
 		detail["serial"], detail["ca_key"], detail["cert_valid_before"] = id.Serial, id.CA, id.ValidBefore
+		detail["login_session_id"] = id.SessionID
 		u, err := identity.UserByID(ctx, tx, req.UserID)
 		if err != nil {
 			return nil, api.Errorf(api.CodeNotFound, "no user %s", req.UserID)

@@ -48,9 +48,11 @@ func TestGateAuthorize(t *testing.T) {
 	ctx := t.Context()
 	admin := env.Client(env.AdminToken)
 	a := activeAlloc(t, env, admin)
-	member, _ := env.AddUser(t, "member@example.test", api.RoleUser)
-	viewer, _ := env.AddUser(t, "viewer@example.test", api.RoleUser)
-	stranger, _ := env.AddUser(t, "stranger@example.test", api.RoleUser)
+	member, memberToken := env.AddUser(t, "member@example.test", api.RoleUser)
+	viewer, viewerToken := env.AddUser(t, "viewer@example.test", api.RoleUser)
+	stranger, strangerToken := env.AddUser(t, "stranger@example.test", api.RoleUser)
+	certs := map[string]string{env.Admin.ID: userCert(t, admin), member.ID: userCert(t, env.Client(memberToken)),
+		viewer.ID: userCert(t, env.Client(viewerToken)), stranger.ID: userCert(t, env.Client(strangerToken))}
 	for _, m := range []struct{ email, role string }{{member.Email, api.ProjectMember}, {viewer.Email, api.ProjectViewer}} {
 		if _, err := admin.ProjectAddMember(ctx, api.AddMemberRequest{Email: m.email, Role: m.role}); err != nil {
 			t.Fatal(err)
@@ -74,7 +76,7 @@ func TestGateAuthorize(t *testing.T) {
 		{"project member", gw, member.ID, a.ID, nil},
 		{"viewer", gw, viewer.ID, a.ID, api.ErrForbidden},
 		{"stranger", gw, stranger.ID, a.ID, api.ErrNotFound},
-		{"unknown user", gw, "u-000000000000", a.ID, api.ErrNotFound},
+		{"unknown user", gw, "u-000000000000", a.ID, api.ErrForbidden}, // no certificate proves them
 		{"unknown allocation", gw, env.Admin.ID, "a-000000000000", api.ErrNotFound},
 		{"not the gateway", admin, env.Admin.ID, a.ID, api.ErrForbidden},
 		{"not logged in", env.Client(""), env.Admin.ID, a.ID, api.ErrUnauthenticated},
@@ -82,7 +84,12 @@ func TestGateAuthorize(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			key, line := newSSHKey(t)
-			resp, err := tt.c.GateAuthorize(ctx, api.GateAuthorizeRequest{AllocationID: tt.allocs, UserID: tt.user, TicketKey: line})
+			presented, ok := certs[tt.user]
+			if !ok {
+				presented = certs[env.Admin.ID]
+			}
+			resp, err := tt.c.GateAuthorize(ctx, api.GateAuthorizeRequest{AllocationID: tt.allocs, UserID: tt.user, TicketKey: line,
+				Certificate: presented})
 			if !errors.Is(err, tt.want) {
 				t.Fatalf("got %v; want %v", err, tt.want)
 			}
@@ -120,11 +127,16 @@ func TestGateAuthorize(t *testing.T) {
 	}
 
 	_, line := newSSHKey(t)
-	if _, err := gw.GateAuthorize(ctx, api.GateAuthorizeRequest{AllocationID: a.ID, UserID: env.Admin.ID, TicketKey: "nope"}); !errors.Is(err, api.ErrInvalidArgument) {
+	if _, err := gw.GateAuthorize(ctx, api.GateAuthorizeRequest{AllocationID: a.ID, UserID: env.Admin.ID, TicketKey: "nope",
+		Certificate: certs[env.Admin.ID]}); !errors.Is(err, api.ErrInvalidArgument) {
 		t.Errorf("bad ticket key got %v; want invalid argument", err)
 	}
+	if _, err := gw.GateAuthorize(ctx, api.GateAuthorizeRequest{AllocationID: a.ID, UserID: env.Admin.ID, TicketKey: line}); !errors.Is(err, api.ErrInvalidArgument) {
+		t.Errorf("no certificate got %v; want invalid argument", err)
+	}
 	setAllocState(t, env, a.ID, api.AllocReleased)
-	if _, err := gw.GateAuthorize(ctx, api.GateAuthorizeRequest{AllocationID: a.ID, UserID: env.Admin.ID, TicketKey: line}); !errors.Is(err, api.ErrConflict) {
+	if _, err := gw.GateAuthorize(ctx, api.GateAuthorizeRequest{AllocationID: a.ID, UserID: env.Admin.ID, TicketKey: line,
+		Certificate: certs[env.Admin.ID]}); !errors.Is(err, api.ErrConflict) {
 		t.Errorf("released allocation got %v; want conflict", err)
 	}
 
@@ -148,7 +160,8 @@ func TestGateAuthorizeNoTerminal(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, line := newSSHKey(t)
-	_, err := gatewayClient(t, env).GateAuthorize(ctx, api.GateAuthorizeRequest{AllocationID: a.ID, UserID: env.Admin.ID, TicketKey: line})
+	_, err := gatewayClient(t, env).GateAuthorize(ctx, api.GateAuthorizeRequest{AllocationID: a.ID, UserID: env.Admin.ID, TicketKey: line,
+		Certificate: userCert(t, env.Client(env.AdminToken))})
 	if !errors.Is(err, api.ErrUnavailable) {
 		t.Errorf("got %v; want unavailable", err)
 	}

@@ -32,6 +32,7 @@ func (s *Server) sshEndpoints() []endpointDef {
 		{api.EndpointGateAuthorize, s.query(api.EndpointGateAuthorize, gatewayOnly, s.gateAuthorize)},
 		{api.EndpointGateHostCert, s.query(api.EndpointGateHostCert, gatewayOnly, s.gateHostCert)},
 		{api.EndpointGateUserToken, s.query(api.EndpointGateUserToken, gatewayOnly, s.gateUserToken)},
+		{api.EndpointGateSessions, s.query(api.EndpointGateSessions, gatewayOnly, s.gateSessions)},
 
 		{api.EndpointSessionStart, s.mutation(api.EndpointSessionStart, gatewayOnly, s.sessionStart)},
 		{api.EndpointSessionEnd, s.mutation(api.EndpointSessionEnd, gatewayOnly, s.sessionEnd)},
@@ -71,7 +72,8 @@ func marshalCert(cert *ssh.Certificate) api.SSHCertResponse {
 
 // sshCert signs the caller's key as a user certificate: principal = user
 // id, key id = email, valid until the session ends or SSHCertTTL, whichever
-// is first. Service principals get none: they never ssh as a user.
+// is first, naming the session (sshcert.ExtensionSessionID) so the gateway
+// stops honouring it once the session is logged out or disabled. Service principals get none: they never ssh as a user.
 func (s *Server) sshCert(_ context.Context, c *call) (mutate.Func, error) {
 	var req api.SSHCertRequest
 	if err := c.decode(&req); err != nil {
@@ -94,7 +96,7 @@ func (s *Server) sshCert(_ context.Context, c *call) (mutate.Func, error) {
 			return nil, mutate.Effect{}, err
 		}
 		cert, err := a.SignUser(pub, sshcert.UserCert{UserID: p.UserID, KeyID: p.Email,
-			ValidBefore: p.ExpiresAt, MaxTTL: s.cfg.SSHCertTTL}, s.now())
+			ValidBefore: p.ExpiresAt, MaxTTL: s.cfg.SSHCertTTL, SessionID: p.SessionID}, s.now())
 		if err != nil {
 			return nil, mutate.Effect{}, certError(err)
 		}
@@ -111,7 +113,8 @@ func (s *Server) sshCert(_ context.Context, c *call) (mutate.Func, error) {
 
 // sshCAs publishes the CA keys. CA public keys are not secret, so anyone
 // may ask; the internal CA is listed only to gateways and operators, who
-// are the only ones with a use for it.
+// are the only ones with a use for it. The host CA keys and the gateway
+// address also come signed, as the trust bundle CLIs pin (trust.go).
 func (s *Server) sshCAs(ctx context.Context, c *call) (any, error) {
 	set, err := s.cas.Load(ctx, s.pool)
 	if err != nil {
@@ -121,6 +124,9 @@ func (s *Server) sshCAs(ctx context.Context, c *call) (any, error) {
 		Gateway: s.cfg.GatewayAddr}
 	if p := c.principal; p != nil && (p.IsGateway() || p.IsOperator()) {
 		resp.Internal = set.Internal.AuthorizedKeysLines()
+	}
+	if resp.Bundle, err = s.trustBundle(ctx); err != nil {
+		return nil, err
 	}
 	return resp, nil
 }

@@ -53,6 +53,7 @@ func (g *Gateway) serverConfig(ctx ssh.Context) *gossh.ServerConfig {
 			if st, ok := ctx.Value(connStateKey{}).(*connState); ok {
 				st.conn.authenticated()
 			}
+			g.trackLogin(ctx, key, perms)
 			return perms, nil
 		},
 	}
@@ -61,7 +62,9 @@ func (g *Gateway) serverConfig(ctx ssh.Context) *gossh.ServerConfig {
 // identityOf returns the user identity of an established connection,
 // re-checked now: the certificate is still inside its window and its CA is
 // still trusted (a multiplexed connection may open sessions long after it
-// authenticated, and a rotation may have retired the CA meanwhile).
+// authenticated, and a rotation may have retired the CA meanwhile), it
+// names a login session, and that login has not been seen to end (see
+// revoke.go).
 func (g *Gateway) identityOf(ctx ssh.Context) (sshcert.Identity, error) {
 	perms := ctx.Permissions()
 	if perms == nil || perms.Permissions == nil {
@@ -80,6 +83,14 @@ func (g *Gateway) identityOf(ctx ssh.Context) (sshcert.Identity, error) {
 	}
 	if !caTrusted(g.trust.get().user, id.CA) {
 		return sshcert.Identity{}, fmt.Errorf("%w: CA %s no longer trusted", ErrCertificateNoLongerValid, id.CA)
+	}
+	if id.SessionID == "" {
+		return sshcert.Identity{}, fmt.Errorf("%w: it names no login session", ErrCertificateNoLongerValid)
+	}
+	if lc := loginOf(ctx); lc != nil {
+		if reason := lc.endedReason(); reason != "" {
+			return sshcert.Identity{}, fmt.Errorf("%w: login %s %s", ErrCertificateNoLongerValid, id.SessionID, reason)
+		}
 	}
 	return id, nil
 }

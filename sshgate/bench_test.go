@@ -35,7 +35,8 @@ func BenchmarkThroughput(b *testing.B) {
 		// A ticket from controld, as the gateway gets one.
 		k := newSigner(b)
 		auth, err := e.client.GateAuthorize(context.Background(), api.GateAuthorizeRequest{AllocationID: alloc, UserID: u.id,
-			TicketKey: strings.TrimSpace(string(gossh.MarshalAuthorizedKey(k.PublicKey())))})
+			TicketKey:   strings.TrimSpace(string(gossh.MarshalAuthorizedKey(k.PublicKey()))),
+			Certificate: strings.TrimSpace(string(gossh.MarshalAuthorizedKey(u.cert)))})
 		if err != nil {
 			b.Fatal(err)
 		}

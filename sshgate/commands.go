@@ -53,6 +53,10 @@ func (g *Gateway) commandSession(s ssh.Session, id sshcert.Identity) {
 		fail(s, errors.New("command mode is off on this gateway"))
 		return
 	}
+	if err := g.confirmLogin(s.Context(), id); err != nil {
+		fail(s, err)
+		return
+	}
 	pty, hasPty := g.ptyOf(s)
 	env := environ(s.Environ())
 	var out, errOut io.Writer = s, s.Stderr()

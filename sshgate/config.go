@@ -17,12 +17,16 @@ import (
 
 // Defaults filled in by CheckAndSetDefaults.
 const (
-	DefaultRefreshInterval   = time.Minute
-	DefaultDialTimeout       = 10 * time.Second
-	DefaultShutdownGrace     = 10 * time.Second
-	DefaultHandshakeTimeout  = 30 * time.Second
-	DefaultMaxRecordingBytes = 256 << 20
-	DefaultName              = "sshgate"
+	DefaultRefreshInterval = time.Minute
+	// DefaultRevocationCheckInterval is how often every open connection's
+	// login is re-checked with controld, in case an announcement of its
+	// revocation was missed, and to catch logins that expired.
+	DefaultRevocationCheckInterval = 30 * time.Second
+	DefaultDialTimeout             = 10 * time.Second
+	DefaultShutdownGrace           = 10 * time.Second
+	DefaultHandshakeTimeout        = 30 * time.Second
+	DefaultMaxRecordingBytes       = 256 << 20
+	DefaultName                    = "sshgate"
 )
 
 // CommandTree builds the gpuaas command tree served by
@@ -85,6 +89,9 @@ type Config struct {
 	// RefreshInterval is how often the CA keys are re-read (rotation) and
 	// the host certificate checked for renewal. Default: DefaultRefreshInterval.
 	RefreshInterval time.Duration
+	// RevocationCheckInterval is how often the logins of open connections
+	// are re-checked (see revoke.go). Default: DefaultRevocationCheckInterval.
+	RevocationCheckInterval time.Duration
 	// DialTimeout bounds dialling a node's terminal server, handshake
 	// included. Default: DefaultDialTimeout.
 	DialTimeout time.Duration
@@ -134,6 +141,9 @@ func (c *Config) CheckAndSetDefaults() error {
 	}
 	if c.RefreshInterval <= 0 {
 		c.RefreshInterval = DefaultRefreshInterval
+	}
+	if c.RevocationCheckInterval <= 0 {
+		c.RevocationCheckInterval = DefaultRevocationCheckInterval
 	}
 	if c.DialTimeout <= 0 {
 		c.DialTimeout = DefaultDialTimeout

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	gossh "golang.org/x/crypto/ssh"
 
 	"github.com/gpuaas/gpuaas/controld/controldtest"
@@ -45,6 +46,10 @@ type envOptions struct {
 	hostdKey gossh.Signer
 	// config adjusts the gateway's Config before New.
 	config func(*Config)
+	// gatewayNATS, when set, makes the gateway's own NATS connection from
+	// the server's URL and the options that carry its identity (default:
+	// a direct connection).
+	gatewayNATS func(url string, opts ...nats.Option) *nats.Conn
 }
 
 // allocSKU is what test allocations are: one GPU of the env's slice node.
@@ -61,7 +66,7 @@ func newEnv(t testing.TB, opts envOptions) *env {
 	}
 	e.node = nodes[0].ID
 	var gatewayKey ed25519.PrivateKey
-	e.client, gatewayKey = ctl.Gateway(t, "sshgate")
+	e.client, gatewayKey = ctl.GatewayVia(t, "sshgate", opts.gatewayNATS)
 	cas, err := e.client.SSHCAs(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -180,7 +185,11 @@ type user struct {
 	token   string      // the user's session token ("" when not logged in here)
 	client  *api.Client // with that token
 	project string      // a project the user owns
+	email   string
 }
+
+// userPassword is the password of the users newUser adds.
+const userPassword = "another good password"
 
 // newUser adds a user to controld, with a project of their own (so no
 // other test user may open their allocations), and logs them in for a
@@ -195,7 +204,18 @@ func (e *env) newUser() *user {
 		e.t.Fatal(err)
 	}
 	out := login(e.t, c, u.ID)
-	out.token, out.client, out.project = token, c, p.Name
+	out.token, out.client, out.project, out.email = token, c, p.Name, u.Email
+	return out
+}
+
+// newLogin is u logged in a second time: another login session, with its
+// own token, key and certificate.
+func (e *env) newLogin(u *user) *user {
+	e.t.Helper()
+	token := e.ctl.Login(e.t, u.email, userPassword)
+	c := e.ctl.Client(token)
+	out := login(e.t, c, u.id)
+	out.token, out.client, out.project, out.email = token, c, u.project, u.email
 	return out
 }
 
@@ -222,7 +242,7 @@ func login(t testing.TB, c *api.Client, id string) *user {
 func (e *env) relogin(u *user) *user {
 	e.t.Helper()
 	out := login(e.t, u.client, u.id)
-	out.token, out.client, out.project = u.token, u.client, u.project
+	out.token, out.client, out.project, out.email = u.token, u.client, u.project, u.email
 	return out
 }
 

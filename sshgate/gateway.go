@@ -34,6 +34,9 @@ type Gateway struct {
 	// recording and closing its index entry. Run waits for it before
 	// returning.
 	bg tracker
+	// logins indexes open connections by the login their certificate
+	// names, for revocation (revoke.go).
+	logins logins
 
 	// mu protects the following.
 	mu         sync.Mutex
@@ -107,6 +110,13 @@ func (g *Gateway) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// Listening for revocations before serving: no connection can
+	// authenticate before the gateway would hear that its login ended.
+	stopRevocations, err := g.watchRevocations(ctx)
+	if err != nil {
+		return err
+	}
+	defer stopRevocations()
 	ln, err := net.Listen("tcp", g.cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", g.cfg.Listen, err)

@@ -86,7 +86,8 @@ type identityKey struct{}
 // authMiddleware re-checks, for every session, that the connection's
 // identity was proven by the key that authenticated and that its
 // certificate is still valid and trusted; the identity it hands on is the
-// only one the handlers below use.
+// only one the handlers below use. It registers the session with the
+// connection's login, so a revocation can tell it why it ends.
 func (g *Gateway) authMiddleware(next ssh.Handler) ssh.Handler {
 	return func(s ssh.Session) {
 		id, err := g.identityOf(s.Context())
@@ -94,6 +95,13 @@ func (g *Gateway) authMiddleware(next ssh.Handler) ssh.Handler {
 			g.log.Warn("session refused", "user", s.User(), "remote", s.RemoteAddr(), "err", err)
 			fail(s, errors.New("authentication no longer valid: run `gpuaas login` and reconnect"))
 			return
+		}
+		if lc := loginOf(s.Context()); lc != nil {
+			if !lc.addSession(s) {
+				fail(s, errLoginEnded(lc.endedReason()))
+				return
+			}
+			defer lc.removeSession(s)
 		}
 		s.Context().SetValue(identityKey{}, id)
 		next(s)

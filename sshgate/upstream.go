@@ -108,6 +108,7 @@ func (g *Gateway) dialNode(ctx context.Context, id sshcert.Identity, alloc strin
 		AllocationID: alloc,
 		UserID:       id.UserID,
 		TicketKey:    strings.TrimSpace(string(gossh.MarshalAuthorizedKey(key.PublicKey()))),
+		Certificate:  presentedCert(ctx),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("authorize %s: %w", alloc, err)

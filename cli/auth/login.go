@@ -132,6 +132,9 @@ func loginRun(ctx context.Context, opts *LoginOptions) error {
 	if err != nil {
 		return err
 	}
+	if err := pinServer(ctx, opts, cfg, active, client, resp); err != nil {
+		return err
+	}
 	storeLogin(cfg, active, resp)
 	if err := cfg.Save(); err != nil {
 		return err

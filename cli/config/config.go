@@ -54,6 +54,28 @@ type Context struct {
 	// NATSInsecurePlaintext allows a plaintext connection to a server that
 	// is not on this machine.
 	NATSInsecurePlaintext bool `json:"nats_insecure_plaintext,omitempty"`
+	// Trust is what the context pinned about its server (cli/trust).
+	Trust *Trust `json:"trust,omitempty"`
+}
+
+// Trust is what a context learned about its server at the first login
+// (or was given by `gpuaas context add --server-key`), and accepts changes
+// to only when they come signed by the pinned server key.
+type Trust struct {
+	// ServerKey is controld's server key, authorized_keys form; a SHA256
+	// fingerprint alone when given by `context add --server-key` and not
+	// yet confirmed by a bundle.
+	ServerKey string `json:"server_key"`
+	// HostCAs are the gateway's host CA keys, authorized_keys form.
+	HostCAs []string `json:"host_cas,omitempty"`
+	// RetiredHostCAs are fingerprints of host CA keys retired for good.
+	RetiredHostCAs []string `json:"retired_host_cas,omitempty"`
+	// Gateway is the gateway address the server vouched for ("host:port").
+	Gateway string `json:"gateway,omitempty"`
+	// IssuedAt is when the server signed the bundle pinned last.
+	IssuedAt time.Time `json:"issued_at,omitzero"`
+	// PinnedAt is when the server key was first pinned.
+	PinnedAt time.Time `json:"pinned_at,omitzero"`
 }
 
 // Load reads dir/config.json. A missing file is an empty config that Save

@@ -5,11 +5,13 @@ import (
 	"encoding/pem"
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
 	"github.com/gpuaas/gpuaas/cli/config"
+	"github.com/gpuaas/gpuaas/cli/trust"
 	"github.com/gpuaas/gpuaas/internal/api"
 )
 
@@ -17,12 +19,14 @@ import (
 type AddOptions struct {
 	IO     *cmdutil.IOStreams
 	Config func() (*config.Config, error)
+	Now    func() time.Time
 
-	Name    string
-	Server  string
-	Gateway string
-	Project string
-	Use     bool
+	Name      string
+	Server    string
+	Gateway   string
+	Project   string
+	ServerKey string
+	Use       bool
 	// CAFile is the server's CA certificate(s), stored in the context.
 	CAFile string
 	// InsecurePlaintext allows plaintext to a server on another machine.
@@ -31,7 +35,7 @@ type AddOptions struct {
 
 // NewCmdAdd builds `gpuaas context add`; runF replaces addRun in tests.
 func NewCmdAdd(f *cmdutil.Factory, runF func(*AddOptions) error) *cobra.Command {
-	opts := &AddOptions{IO: f.IOStreams, Config: f.Config}
+	opts := &AddOptions{IO: f.IOStreams, Config: f.Config, Now: f.Now}
 	cmd := &cobra.Command{
 		Use:   "add NAME --server URL",
 		Short: "Add a server to the config",
@@ -44,9 +48,15 @@ A server on another machine is reached over TLS: --ca stores the CA
 certificate(s) its certificate must chain to in the context (without it,
 the system's roots). gpuaas refuses plaintext to a server that is not on
 this machine unless --insecure-plaintext says otherwise: your session
-token is the connection's credential.`,
+token is the connection's credential.
+
+--server-key pins controld's server key (its SHA256 fingerprint, as your
+operator or ` + "`gpuaas context trust`" + ` on a trusted machine shows it) before
+the first login, which then refuses any server that does not hold it.
+Without it the first login pins the key it is shown (see ` + "`gpuaas context trust`" + `).`,
 		Example: `  gpuaas context add prod --server tls://gpuaas.example.com:4222 --ca prod-ca.pem --gateway gpuaas.example.com:22 --use
-  gpuaas context add lab --server tls://10.0.0.5:4222 --ca lab-ca.pem --project ml`,
+  gpuaas context add lab --server tls://10.0.0.5:4222 --ca lab-ca.pem --project ml
+  gpuaas context add prod --server tls://gpuaas.example.com:4222 --server-key SHA256:2pC0...`,
 		Args: cmdutil.ExactArgs(1, "a context name"),
 		RunE: func(_ *cobra.Command, args []string) error {
 			opts.Name = args[0]
@@ -64,6 +74,11 @@ token is the connection's credential.`,
 					return err
 				}
 			}
+			if opts.ServerKey != "" {
+				if err := trust.ValidServerKey(opts.ServerKey); err != nil {
+					return cmdutil.FlagErrorf("--server-key: %v", err)
+				}
+			}
 			if runF != nil {
 				return runF(opts)
 			}
@@ -73,6 +88,7 @@ token is the connection's credential.`,
 	cmd.Flags().StringVar(&opts.Server, "server", "", "NATS URL of the server (required)")
 	cmd.Flags().StringVar(&opts.Gateway, "gateway", "", "SSH gateway `host:port` (default: what the server publishes)")
 	cmd.Flags().StringVar(&opts.Project, "project", "", "Default project in this context")
+	cmd.Flags().StringVar(&opts.ServerKey, "server-key", "", "Pin the server's key (`SHA256:fingerprint` or ssh-ed25519 key) before the first login")
 	cmd.Flags().BoolVar(&opts.Use, "use", false, "Make it the current context")
 	cmd.Flags().StringVar(&opts.CAFile, "ca", "", "PEM file of the CA(s) the server's TLS certificate chains to (stored in the context)")
 	cmd.Flags().BoolVar(&opts.InsecurePlaintext, "insecure-plaintext", false, "Allow plaintext to a server that is not on this machine (never across a network you do not control)")
@@ -98,6 +114,13 @@ func addRun(opts *AddOptions) error {
 			return cmdutil.FlagErrorf("--ca %s holds no PEM certificate: %v", opts.CAFile, err)
 		}
 		c.NATSCA = string(caPEM)
+	}
+	if opts.ServerKey != "" {
+		now := time.Now
+		if opts.Now != nil {
+			now = opts.Now
+		}
+		c.Trust = &config.Trust{ServerKey: opts.ServerKey, PinnedAt: now().UTC()}
 	}
 	cfg.SetContext(opts.Name, c)
 	if opts.Use {

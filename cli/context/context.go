@@ -1,6 +1,7 @@
 // Package context holds `gpuaas context` and its verbs: the named servers
-// in the config file and which one is current. They touch only the config
-// file, never a server.
+// in the config file, which one is current, and what each trusts about its
+// server. They touch only the config file; `trust --reset` alone asks the
+// server.
 package context
 
 import (
@@ -20,7 +21,7 @@ import (
 func NewCmdContext(f *cmdutil.Factory) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "context <command>",
-		Short: "Manage the servers in the config: list, add, use, remove",
+		Short: "Manage the servers in the config: list, add, use, remove, trust",
 		Long: `A context is a named server with the session, default project and SSH
 gateway used with it. Commands run against the current context; --context
 NAME or GPUAAS_CONTEXT=NAME picks another for one command or one shell.`,
@@ -30,6 +31,7 @@ NAME or GPUAAS_CONTEXT=NAME picks another for one command or one shell.`,
 		NewCmdUse(f, nil),
 		NewCmdAdd(f, nil),
 		NewCmdRemove(f, nil),
+		NewCmdTrust(f, nil),
 	)
 	return cmd
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
 	"github.com/gpuaas/gpuaas/cli/config"
 	"github.com/gpuaas/gpuaas/cli/sshkeys"
+	"github.com/gpuaas/gpuaas/cli/trust"
 	"github.com/gpuaas/gpuaas/internal/api"
 )
 
@@ -44,9 +45,12 @@ type Setup struct {
 
 // Prepare brings the active context's SSH files up to date: the key, a
 // fresh certificate (renewed when needed), known_hosts with the gateway's
-// host CA keys from ssh.cas, and the config. gatewayFlag, when not empty,
-// overrides the gateway address and is stored in the context (GatewayAuto
-// clears it).
+// host CA keys, and the config. The host CA keys and the gateway address
+// come from the trust bundle of ssh.cas, checked against what the context
+// pinned (cli/trust) before anything is written: a change not signed by
+// the pinned server key is refused and leaves every file as it was.
+// gatewayFlag, when not empty, overrides the gateway address and is stored
+// in the context (GatewayAuto clears it).
 func Prepare(ctx context.Context, env Env, gatewayFlag string) (*Setup, error) {
 	if gatewayFlag != "" && gatewayFlag != GatewayAuto {
 		if _, err := ParseGateway(gatewayFlag); err != nil {
@@ -61,19 +65,19 @@ func Prepare(ctx context.Context, env Env, gatewayFlag string) (*Setup, error) {
 	if err != nil {
 		return nil, err
 	}
+	trusted, err := fetchTrusted(ctx, env, cfg, active)
+	if err != nil {
+		return nil, err
+	}
 	id, err := sshkeys.ForActive(cfg, active, env.Client, env.Now).Ensure(ctx)
 	if err != nil {
 		return nil, err
 	}
-	cas, err := fetchCAs(ctx, env.Client)
+	gw, err := resolveGateway(cfg, active, gatewayFlag, trusted.Statement.Gateway)
 	if err != nil {
 		return nil, err
 	}
-	gw, err := resolveGateway(cfg, active, gatewayFlag, cas.Gateway)
-	if err != nil {
-		return nil, err
-	}
-	knownHosts, err := RenderKnownHosts(gw, cas.Host)
+	knownHosts, err := RenderKnownHosts(gw, trusted.Statement.HostCAs)
 	if err != nil {
 		return nil, err
 	}
@@ -92,19 +96,23 @@ func Prepare(ctx context.Context, env Env, gatewayFlag string) (*Setup, error) {
 		}
 		s.Written = s.Written || changed
 	}
+	if trusted.Apply(cfg, active) {
+		if err := cfg.Save(); err != nil {
+			return nil, err
+		}
+		trusted.Report(env.IO.ErrOut, active.Name)
+	}
 	return s, nil
 }
 
-func fetchCAs(ctx context.Context, client func() (*api.Client, error)) (*api.SSHCAsResponse, error) {
-	c, err := client()
+// fetchTrusted reads the server's SSH trust settings, checked against the
+// context's pins.
+func fetchTrusted(ctx context.Context, env Env, cfg *config.Config, active config.Active) (*trust.Fetched, error) {
+	c, err := env.Client()
 	if err != nil {
 		return nil, err
 	}
-	cas, err := c.SSHCAs(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("get ssh CA keys: %w", err)
-	}
-	return cas, nil
+	return trust.Fetch(ctx, c, cfg, active, env.Now())
 }
 
 // resolveGateway picks the gateway address: --gateway (stored for next

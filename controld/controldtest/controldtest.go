@@ -194,6 +194,14 @@ func (e *Env) GatewayClient(t testing.TB, name string) *api.Client {
 // nodes once controld certified it (sshgate.Config.GatewayKey).
 func (e *Env) Gateway(t testing.TB, name string) (*api.Client, ed25519.PrivateKey) {
 	t.Helper()
+	return e.GatewayVia(t, name, nil)
+}
+
+// GatewayVia is Gateway with the gateway's connection made by dial, given
+// the URL and the options that carry the gateway's identity (e.g. through
+// a proxy the test cuts); nil dials directly.
+func (e *Env) GatewayVia(t testing.TB, name string, dial func(url string, opts ...nats.Option) *nats.Conn) (*api.Client, ed25519.PrivateKey) {
+	t.Helper()
 	_, priv, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
 		t.Fatal(err)
@@ -207,7 +215,10 @@ func (e *Env) Gateway(t testing.TB, name string) (*api.Client, ed25519.PrivateKe
 		Kind: api.BusIdentityGateway, Name: name}, e.Admin.ID); err != nil {
 		t.Fatalf("register gateway key: %v", err)
 	}
-	nc := testutil.Connect(t, e.NATSURL, bus.WithKey(key), nats.CustomInboxPrefix(api.InboxPrefix(nk)))
+	if dial == nil {
+		dial = func(url string, opts ...nats.Option) *nats.Conn { return testutil.Connect(t, url, opts...) }
+	}
+	nc := dial(e.NATSURL, bus.WithKey(key), nats.CustomInboxPrefix(api.InboxPrefix(nk)))
 	login, err := api.NewGatewayLogin(nc, key, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -3,8 +3,10 @@ package outbox
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -15,9 +17,20 @@ import (
 // fanoutConsumer is the durable consumer shared by every controld replica.
 const fanoutConsumer = "user-fanout"
 
+// gateFlushTimeout bounds waiting for the server to take a revocation
+// before the event is acked.
+const gateFlushTimeout = 5 * time.Second
+
 // Fanout forwards each event of the EVENTS stream to the subjects of the
 // users it names, gpuaas.user.<uid>.evt.<kind>. Delivery is at least once;
 // events carry their outbox id so consumers can drop repeats.
+//
+// A session.revoked event also goes, as its api.SessionRevoked body, to
+// api.GateRevokedSubject, where every sshgate listens to end the SSH
+// sessions of those logins. That one is flushed to the server before the
+// event is acked, so a revocation is not lost to a connection dropping
+// with the publish still buffered; a failed publish or flush naks the
+// event and JetStream delivers it again.
 func Fanout(ctx context.Context, js jetstream.JetStream, nc *nats.Conn, log *slog.Logger) error {
 	cons, err := js.CreateOrUpdateConsumer(ctx, api.EventStreamName, jetstream.ConsumerConfig{
 		Durable:   fanoutConsumer,
@@ -39,6 +52,16 @@ func Fanout(ctx context.Context, js jetstream.JetStream, nc *nats.Conn, log *slo
 				return
 			}
 		}
+		if ev.Kind == api.EventSessionRevoked {
+			switch err := publishRevoked(nc, ev); {
+			case errors.Is(err, errBadRevocation):
+				log.Error("fanout: revocation not sent to the gateways", "event", ev.ID, "err", err)
+			case err != nil:
+				log.Warn("fanout: tell the gateways of a revocation; retrying", "event", ev.ID, "err", err)
+				_ = m.Nak()
+				return
+			}
+		}
 		_ = m.Ack()
 	})
 	if err != nil {
@@ -47,4 +70,25 @@ func Fanout(ctx context.Context, js jetstream.JetStream, nc *nats.Conn, log *slo
 	<-ctx.Done()
 	cc.Stop()
 	return nil
+}
+
+// errBadRevocation is a session.revoked payload that names no sessions:
+// retrying could not fix it.
+var errBadRevocation = errors.New("session.revoked event without sessions")
+
+// publishRevoked sends a session.revoked event's payload to the gateways
+// and waits until the server has it.
+func publishRevoked(nc *nats.Conn, ev api.Event) error {
+	var body api.SessionRevoked
+	if err := json.Unmarshal(ev.Data, &body); err != nil || len(body.SessionIDs) == 0 {
+		return fmt.Errorf("%w: %s", errBadRevocation, ev.Data)
+	}
+	data, err := json.Marshal(body)
+	if err != nil {
+		return err
+	}
+	if err := nc.Publish(api.GateRevokedSubject, data); err != nil {
+		return err
+	}
+	return nc.FlushTimeout(gateFlushTimeout)
 }

@@ -18,6 +18,9 @@ const (
 	// user who authenticated to the gateway with a user certificate
 	// (gateway only).
 	EndpointGateUserToken = "gate.user_token"
+	// EndpointGateSessions tells the gateway which of the login sessions
+	// its open connections' certificates name have ended (gateway only).
+	EndpointGateSessions = "gate.sessions"
 	// EndpointSessionStart and EndpointSessionEnd index terminal
 	// recordings (gateway only); list and get are for users.
 	EndpointSessionStart = "session.start"
@@ -65,14 +68,32 @@ type SSHCAsResponse struct {
 	Internal []string `json:"internal,omitempty"` // gateway and hostd only
 	// Gateway is where users ssh to ("host:port"), when controld knows it.
 	Gateway string `json:"gateway,omitempty"`
+	// Bundle is the host CA keys and the gateway address, signed by
+	// controld's server key (see internal/trustbundle): what a CLI pins and
+	// checks later answers against. User, Host and Gateway above are not
+	// signed; a CLI uses the bundle's.
+	Bundle *TrustBundle `json:"bundle,omitempty"`
+}
+
+// TrustBundle is a statement controld signs for clients to pin
+// (internal/trustbundle reads and writes it).
+type TrustBundle struct {
+	// Statement is the signed JSON document, base64 (standard encoding).
+	Statement string `json:"statement"`
+	// Signature is the Ed25519 signature over the statement, base64.
+	Signature string `json:"signature"`
 }
 
 // GateAuthorizeRequest asks whether UserID may open AllocationID, and for
 // a ticket for TicketKey (a fresh key the gateway just generated).
+// Certificate is the user certificate the client authenticated to the
+// gateway with: controld verifies it and refuses when the login session it
+// names has ended.
 type GateAuthorizeRequest struct {
 	AllocationID string `json:"allocation_id"`
 	UserID       string `json:"user_id"`
-	TicketKey    string `json:"ticket_key"` // authorized_keys format
+	TicketKey    string `json:"ticket_key"`  // authorized_keys format
+	Certificate  string `json:"certificate"` // authorized_keys format
 }
 
 // GateAuthorizeResponse says where to go and with what.
@@ -99,6 +120,40 @@ type GateUserTokenRequest struct {
 // GateUserTokenResponse is LoginResponse: the delegated session's token
 // lives until the certificate expires or 15 minutes, whichever is first.
 type GateUserTokenResponse = LoginResponse
+
+// MaxGateSessions bounds the sessions one gate.sessions request asks about.
+const MaxGateSessions = 5000
+
+// GateSessionsRequest lists login sessions the gateway has connections
+// for, each with the user its certificate names.
+type GateSessionsRequest struct {
+	Sessions []GateSession `json:"sessions"`
+}
+
+// GateSession is one login session as a certificate names it.
+type GateSession struct {
+	SessionID string `json:"session_id"`
+	UserID    string `json:"user_id"`
+}
+
+// Reasons a login session is no longer good for SSH.
+const (
+	SessionEndedRevoked = "revoked" // logged out, or the user was disabled
+	SessionEndedExpired = "expired"
+	SessionEndedUnknown = "unknown" // no such session for that user
+)
+
+// GateSessionsResponse lists those of the asked sessions that have ended;
+// the others are live.
+type GateSessionsResponse struct {
+	Ended []GateSessionEnded `json:"ended"`
+}
+
+// GateSessionEnded is a session that no longer lets its certificates in.
+type GateSessionEnded struct {
+	GateSession
+	Reason string `json:"reason"` // SessionEnded*
+}
 
 // GateHostCertRequest asks for a host certificate for the gateway.
 type GateHostCertRequest struct {

@@ -40,6 +40,13 @@ func (c *Client) GateUserToken(ctx context.Context, req GateUserTokenRequest) (*
 	return &out, c.Call(ctx, EndpointGateUserToken, req, &out)
 }
 
+// GateSessions asks which of req.Sessions have ended (gateway principals
+// only): logged out, disabled, expired or unknown.
+func (c *Client) GateSessions(ctx context.Context, req GateSessionsRequest) (*GateSessionsResponse, error) {
+	var out GateSessionsResponse
+	return &out, c.Call(ctx, EndpointGateSessions, req, &out)
+}
+
 // SessionStart indexes a terminal session as it opens (gateway only).
 func (c *Client) SessionStart(ctx context.Context, req SessionStartRequest, opts ...CallOption) (*TerminalSession, error) {
 	var out TerminalSession

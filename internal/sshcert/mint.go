@@ -50,6 +50,15 @@ func standardExtensions() map[string]string {
 	return map[string]string{ExtensionPermitPTY: "", ExtensionPermitPortForwarding: ""}
 }
 
+// ExtensionSessionID carries the id of the gpuaas login session a user
+// certificate was minted under, so the gateway can refuse (and cut off) a
+// certificate whose session was logged out, disabled or has expired. It is
+// an extension, not a critical option: OpenSSH servers ignore extensions
+// they do not know but refuse certificates with unknown critical options,
+// and the certificate must stay usable wherever it was before. Nothing
+// grants anything by its presence; it only names what to check.
+const ExtensionSessionID = "session-id@gpuaas"
+
 // UserCert is what a user certificate is minted for.
 type UserCert struct {
 	// UserID is the certificate's one principal.
@@ -61,12 +70,16 @@ type UserCert struct {
 	ValidBefore time.Time
 	// MaxTTL, when set, caps validity at now+MaxTTL (the configured TTL).
 	MaxTTL time.Duration
+	// SessionID, when set, is the login session the certificate belongs
+	// to, carried in ExtensionSessionID.
+	SessionID string
 }
 
 // SignUser mints a user certificate for pub: principal UserID, key id KeyID,
 // valid from now-ClockSkew until min(ValidBefore, now+MaxTTL) (never later
 // than asked for, rounded down to the second), the standard extensions, no
-// critical options and a random serial.
+// critical options and a random serial. A SessionID is added as the
+// ExtensionSessionID extension.
 func (a *Authority) SignUser(pub ssh.PublicKey, req UserCert, now time.Time) (*ssh.Certificate, error) {
 	if err := checkSubjectKey(pub); err != nil {
 		return nil, fmt.Errorf("sign user certificate for %q: %w", req.UserID, err)
@@ -84,12 +97,19 @@ func (a *Authority) SignUser(pub ssh.PublicKey, req UserCert, now time.Time) (*s
 	if before.IsZero() {
 		return nil, fmt.Errorf("sign user certificate for %s: %w: neither ValidBefore nor MaxTTL set", req.UserID, ErrInvalidRequest)
 	}
+	if req.SessionID != "" && !validName(req.SessionID) {
+		return nil, fmt.Errorf("sign user certificate for %s: %w: session id %q", req.UserID, ErrInvalidRequest, req.SessionID)
+	}
+	ext := standardExtensions()
+	if req.SessionID != "" {
+		ext[ExtensionSessionID] = req.SessionID
+	}
 	cert := &ssh.Certificate{
 		Key:             pub,
 		CertType:        ssh.UserCert,
 		KeyId:           req.KeyID,
 		ValidPrincipals: []string{req.UserID},
-		Permissions:     ssh.Permissions{Extensions: standardExtensions()},
+		Permissions:     ssh.Permissions{Extensions: ext},
 	}
 	if err := a.sign(cert, now.Add(-ClockSkew), before, now); err != nil {
 		return nil, fmt.Errorf("sign user certificate for %s: %w", req.UserID, err)

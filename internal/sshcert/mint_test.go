@@ -234,3 +234,48 @@ func TestSignTicket(t *testing.T) {
 		})
 	}
 }
+
+// TestSignUserSessionID: the login session travels in an extension (never
+// a critical option, which OpenSSH servers that do not know it would
+// refuse) and comes back out of VerifyUser.
+func TestSignUserSessionID(t *testing.T) {
+	ca := newAuthority(t, "user", newPrivateKey(t))
+	pub := newSigner(t).PublicKey()
+	tests := []struct {
+		name    string
+		session string
+		wantErr error
+	}{
+		{"with a session", "s-0123456789ab", nil},
+		{"without", "", nil},
+		{"session id with a space", "s 1", ErrInvalidRequest},
+		{"session id with a comma", "s-1,s-2", ErrInvalidRequest},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cert, err := ca.SignUser(pub, UserCert{UserID: "u-1", MaxTTL: time.Hour, SessionID: tt.session}, now)
+			if !errors.Is(err, tt.wantErr) {
+				t.Fatalf("got error %v; want %v", err, tt.wantErr)
+			}
+			if err != nil {
+				return
+			}
+			got, ok := cert.Extensions[ExtensionSessionID]
+			if ok != (tt.session != "") || got != tt.session {
+				t.Fatalf("got extension %q (present %v); want %q", got, ok, tt.session)
+			}
+			if len(cert.CriticalOptions) != 0 {
+				t.Fatalf("got critical options %v; want none", cert.CriticalOptions)
+			}
+			id, err := VerifyUser(ca.Trusted(), reparse(t, cert), "u-1", now)
+			if err != nil || id.SessionID != tt.session {
+				t.Fatalf("verified: got session %q, %v; want %q", id.SessionID, err, tt.session)
+			}
+			// What OpenSSH's own checker makes of it: accepted.
+			checker := &ssh.CertChecker{Clock: func() time.Time { return now }}
+			if err := checker.CheckCert("u-1", reparse(t, cert).(*ssh.Certificate)); err != nil {
+				t.Fatalf("x/crypto's checker: %v; want accepted", err)
+			}
+		})
+	}
+}

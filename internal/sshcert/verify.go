@@ -23,6 +23,9 @@ type Identity struct {
 	// Extensions are the certificate's extensions (permit-pty, ...); the
 	// server decides what to allow from them.
 	Extensions map[string]string `json:"extensions,omitempty"`
+	// SessionID is the login session the certificate was minted under
+	// (ExtensionSessionID); empty for a certificate that names none.
+	SessionID string `json:"session_id,omitempty"`
 	// CA is the SHA256 fingerprint of the CA key that signed the certificate
 	// (which key, during a rotation).
 	CA string `json:"ca"`
@@ -56,6 +59,7 @@ func VerifyUser(trusted []ssh.PublicKey, key ssh.PublicKey, wantPrincipal string
 		ValidAfter:  time.Unix(int64(cert.ValidAfter), 0).UTC(),
 		ValidBefore: time.Unix(int64(cert.ValidBefore), 0).UTC(),
 		Extensions:  maps.Clone(cert.Extensions),
+		SessionID:   cert.Extensions[ExtensionSessionID],
 		CA:          ssh.FingerprintSHA256(cert.SignatureKey),
 	}, nil
 }

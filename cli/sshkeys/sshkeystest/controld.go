@@ -4,6 +4,8 @@
 package sshkeystest
 
 import (
+	"crypto/ed25519"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"strings"
@@ -11,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/golang-jwt/jwt/v5"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 	"golang.org/x/crypto/ssh"
@@ -18,14 +21,36 @@ import (
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/sshcert"
 	"github.com/gpuaas/gpuaas/internal/testutil"
+	"github.com/gpuaas/gpuaas/internal/trustbundle"
 )
 
 // Identity of the one user the stand-in knows.
 const (
-	UserID = "u-1"
-	Email  = "ada@example.com"
-	Token  = "session-token"
+	UserID    = "u-1"
+	Email     = "ada@example.com"
+	SessionID = "s-1"
 )
+
+// ServerKey is the stand-in's server key: it signs Token and the trust
+// bundles of ssh.cas, as controld's session-token key does.
+var ServerKey = func() ed25519.PrivateKey {
+	_, k, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		panic(err)
+	}
+	return k
+}()
+
+// Token is the user's session token: a JWT signed by ServerKey for UserID
+// and SessionID.
+var Token = func() string {
+	tok, err := jwt.NewWithClaims(jwt.SigningMethodEdDSA, jwt.RegisteredClaims{Subject: UserID, ID: SessionID,
+		Issuer: "gpuaas-controld"}).SignedString(ServerKey)
+	if err != nil {
+		panic(err)
+	}
+	return tok
+}()
 
 // Controld answers the SSH endpoints.
 type Controld struct {
@@ -41,6 +66,7 @@ type Controld struct {
 	settings Settings
 	signed   int
 	handlers map[string]func(*nats.Msg) (any, error) // by endpoint
+	subs     map[string]*nats.Subscription           // by endpoint
 }
 
 // Settings change what the endpoints answer.
@@ -53,6 +79,18 @@ type Settings struct {
 	Gateway string
 	// HostCAs, when set, replaces the host CA lines ssh.cas returns.
 	HostCAs []string
+	// RetiredHostCAs are the fingerprints the bundle lists as retired.
+	RetiredHostCAs []string
+	// SignWith, when set, signs the trust bundle instead of ServerKey (a
+	// forger's key).
+	SignWith ed25519.PrivateKey
+	// NoBundle leaves the trust bundle out of ssh.cas.
+	NoBundle bool
+	// IssuedAt, when set, dates the bundle (default: the clock).
+	IssuedAt time.Time
+	// BundleGateway, when set, is the gateway in the bundle instead of
+	// Gateway: an answer whose unsigned fields disagree with its bundle.
+	BundleGateway string
 }
 
 // Update changes the settings.
@@ -92,7 +130,7 @@ func Start(t testing.TB, now func() time.Time) *Controld {
 	c.HostCA = newCA(t, api.CAHost)
 	c.Handle(t, api.EndpointAuthLogin, c.login)
 	c.Handle(t, api.EndpointSSHCert, c.sshCert)
-	c.Handle(t, api.EndpointSSHCAs, c.sshCAs)
+	c.Handle(t, api.EndpointSSHCAs, c.AnswerSSHCAs)
 	return c
 }
 
@@ -157,13 +195,39 @@ func (c *Controld) Handle(t testing.TB, endpoint string, fn func(*nats.Msg) (any
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	c.mu.Lock()
+	if c.subs == nil {
+		c.subs = map[string]*nats.Subscription{}
+	}
+	c.subs[endpoint] = sub
+	c.mu.Unlock()
+	if err := c.NC.Flush(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Stop stops answering endpoint (Handle answers it again), so that
+// another responder on the bus is the only one.
+func (c *Controld) Stop(t testing.TB, endpoint string) {
+	t.Helper()
+	c.mu.Lock()
+	sub := c.subs[endpoint]
+	delete(c.subs, endpoint)
+	delete(c.handlers, endpoint)
+	c.mu.Unlock()
+	if sub == nil {
+		return
+	}
+	if err := sub.Unsubscribe(); err != nil {
+		t.Fatal(err)
+	}
 	if err := c.NC.Flush(); err != nil {
 		t.Fatal(err)
 	}
 }
 
 func (c *Controld) login(*nats.Msg) (any, error) {
-	return api.LoginResponse{Token: Token, SessionID: "s-1", ExpiresAt: c.current().SessionEnd,
+	return api.LoginResponse{Token: Token, SessionID: SessionID, ExpiresAt: c.current().SessionEnd,
 		User: api.User{ID: UserID, Email: Email, Role: "user", Provider: "local"}}, nil
 }
 
@@ -194,11 +258,45 @@ func (c *Controld) sshCert(m *nats.Msg) (any, error) {
 		ValidBefore: time.Unix(int64(cert.ValidBefore), 0).UTC()}, nil
 }
 
-func (c *Controld) sshCAs(*nats.Msg) (any, error) {
+// AnswerSSHCAs is the stand-in's ssh.cas handler, for tests that wrap it
+// (Handle) and put it back.
+func (c *Controld) AnswerSSHCAs(*nats.Msg) (any, error) {
 	set := c.current()
 	host := set.HostCAs
 	if host == nil {
 		host = c.HostCA.AuthorizedKeysLines()
 	}
-	return api.SSHCAsResponse{User: c.UserCA.AuthorizedKeysLines(), Host: host, Gateway: set.Gateway}, nil
+	resp := api.SSHCAsResponse{User: c.UserCA.AuthorizedKeysLines(), Host: host, Gateway: set.Gateway}
+	if set.NoBundle {
+		return resp, nil
+	}
+	key, at, gw := ServerKey, set.IssuedAt, set.Gateway
+	if set.SignWith != nil {
+		key = set.SignWith
+	}
+	if at.IsZero() {
+		at = c.Now()
+	}
+	if set.BundleGateway != "" {
+		gw = set.BundleGateway
+	}
+	var err error
+	resp.Bundle, err = trustbundle.Sign(key, trustbundle.Statement{HostCAs: bareKeys(host),
+		RetiredHostCAs: set.RetiredHostCAs, Gateway: gw, IssuedAt: at})
+	return resp, err
+}
+
+// bareKeys turns cert-authority lines into plain authorized_keys lines, as
+// controld's bundle lists them.
+func bareKeys(lines []string) []string {
+	out := make([]string, 0, len(lines))
+	for _, l := range lines {
+		k, _, _, _, err := ssh.ParseAuthorizedKey([]byte(l))
+		if err != nil {
+			out = append(out, l)
+			continue
+		}
+		out = append(out, strings.TrimSpace(string(ssh.MarshalAuthorizedKey(k))))
+	}
+	return out
 }

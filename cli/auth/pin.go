@@ -1,0 +1,26 @@
+package auth
+
+import (
+	"context"
+	"time"
+
+	"github.com/gpuaas/gpuaas/cli/config"
+	"github.com/gpuaas/gpuaas/cli/trust"
+	"github.com/gpuaas/gpuaas/internal/api"
+)
+
+// pinServer checks, before a login is stored, that the server is the one
+// the context pinned (its signed trust bundle, and the login reply's token
+// signed by its key), pinning it at the first login. The pins are saved
+// with the session; a refusal stores nothing. ssh.cas is asked with the
+// new session, over the login's connection, as issueSSHCert asks for the
+// certificate.
+func pinServer(ctx context.Context, opts *LoginOptions, cfg *config.Config, active config.Active,
+	client *api.Client, resp *api.LoginResponse) error {
+	now := time.Now
+	if opts.Now != nil {
+		now = opts.Now
+	}
+	withSession := api.NewClient(client.Conn(), api.WithToken(resp.Token), api.WithProject(active.Project))
+	return trust.PinLogin(ctx, opts.IO.ErrOut, cfg, active, withSession, resp, now())
+}

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -14,6 +15,10 @@ import (
 type tmuxPane struct {
 	t    *testing.T
 	sock string
+	// status is the file the TUI's exit status is written to: tmux does
+	// not always learn it (a pane can be dead before it reaps the
+	// process), a shell that waits for it does.
+	status string
 }
 
 // startTUI runs `gpuaas tui` against dev in a 120×40 tmux window.
@@ -22,9 +27,10 @@ func startTUI(t *testing.T, dev *devProc) *tmuxPane {
 	if _, err := exec.LookPath("tmux"); err != nil {
 		t.Skip("tmux is not installed (apt-get install tmux): the TUI end-to-end test drives the dashboard through it")
 	}
-	p := &tmuxPane{t: t, sock: filepath.Join(t.TempDir(), "tmux.sock")}
-	command := "GPUAAS_CONFIG_DIR=" + dev.configDir + " exec " + binary + " tui"
-	// remain-on-exit keeps the pane, and its exit status, after q.
+	dir := t.TempDir()
+	p := &tmuxPane{t: t, sock: filepath.Join(dir, "tmux.sock"), status: filepath.Join(dir, "status")}
+	command := "GPUAAS_CONFIG_DIR=" + dev.configDir + " " + binary + " tui; echo $? > " + p.status
+	// remain-on-exit keeps the pane after q.
 	p.tmux("new-session", "-d", "-s", "tui", "-x", "120", "-y", "40", command, ";",
 		"set-option", "-t", "tui", "remain-on-exit", "on")
 	t.Cleanup(func() { _ = exec.Command("tmux", "-S", p.sock, "kill-server").Run() })
@@ -149,9 +155,10 @@ func TestTUICreateAndRelease(t *testing.T) {
 
 	p.keys("q")
 	p.waitScreen("the dashboard to exit", func(string) bool {
-		return strings.TrimSpace(p.tmux("display-message", "-p", "-t", "tui", "#{pane_dead}")) == "1"
+		st, err := os.ReadFile(p.status)
+		return err == nil && strings.HasSuffix(string(st), "\n")
 	})
-	if st := strings.TrimSpace(p.tmux("display-message", "-p", "-t", "tui", "#{pane_dead_status}")); st != "0" {
-		t.Fatalf("gpuaas tui exited with status %s; want 0", st)
+	if st, err := os.ReadFile(p.status); err != nil || strings.TrimSpace(string(st)) != "0" {
+		t.Fatalf("gpuaas tui exited with status %q (%v); want 0; the screen:\n%s", st, err, p.screen())
 	}
 }

@@ -41,7 +41,10 @@ func TestStolenGatewayTokenOpensNoShell(t *testing.T) {
 	stolen := s.env.Client(tok)
 	key := newSigner(t)
 	keyLine := strings.TrimSpace(string(gossh.MarshalAuthorizedKey(key.PublicKey())))
-	auth, err := stolen.GateAuthorize(ctx, api.GateAuthorizeRequest{AllocationID: metal.ID, UserID: owner.id, TicketKey: keyLine})
+	// A user's certificate is no secret: the attacker has a copy.
+	ownerCert := strings.TrimSpace(string(gossh.MarshalAuthorizedKey(owner.cert)))
+	auth, err := stolen.GateAuthorize(ctx, api.GateAuthorizeRequest{AllocationID: metal.ID, UserID: owner.id, TicketKey: keyLine,
+		Certificate: ownerCert})
 	if err != nil {
 		t.Fatal(err)
 	}

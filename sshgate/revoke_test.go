@@ -111,7 +111,10 @@ func TestEndedLoginRefusedAtConnect(t *testing.T) {
 	}
 
 	_, stderr, status, err := run(t, e.dial(u, alloc), "echo in")
-	if err != nil || status != exitGatewayError || !strings.Contains(stderr, "this login was ended (logged out / disabled); run `gpuaas login`") {
+	// Refused at connect ("this login was ended") or, when the logout's
+	// revocation reaches the gateway after the session began, ended by it
+	// ("your login was ended"): either way, not served.
+	if err != nil || status != exitGatewayError || !strings.Contains(stderr, "login was ended (logged out / disabled); run `gpuaas login`") {
 		t.Fatalf("exec with the logged-out certificate: got %q, %d, %v; want refused, told to log in", stderr, status, err)
 	}
 	_, stderr, status, err = run(t, e.dial(u, CommandUser), "whoami")
@@ -121,7 +124,8 @@ func TestEndedLoginRefusedAtConnect(t *testing.T) {
 	if conn, err := e.dial(u, alloc).Dial("tcp", listenEcho(t)); err == nil {
 		conn.Close()
 		t.Fatal("port forward with the logged-out certificate: opened; want refused")
-	} else if !strings.Contains(err.Error(), "this login was ended") {
+	} else if !strings.Contains(err.Error(), "login was ended") && !errors.Is(err, io.EOF) {
+		// Refused as ended, or the connection closed by the revocation.
 		t.Fatalf("port forward with the logged-out certificate: got %v; want refused as ended", err)
 	}
 
@@ -426,4 +430,38 @@ func (p *tcpProxy) setCut(cut bool) {
 		}
 		p.conns = nil
 	}
+}
+
+// TestDisableEndsOpenSessions: an administrator disabling a user ends every
+// open SSH session of every login of theirs within seconds, as a logout
+// ends its own, and the certificates are refused from then on; another
+// user's session is untouched.
+func TestDisableEndsOpenSessions(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{config: func(c *Config) { c.RevocationCheckInterval = time.Hour }})
+	ctx := context.Background()
+	u := e.newUser()
+	alloc := e.addAlloc(u)
+	second := e.newLogin(u)
+	bystander := e.newUser()
+	theirs := e.addAlloc(bystander)
+
+	sh1 := openShell(t, e.dial(u, alloc))
+	sh2 := openShell(t, e.dial(second, alloc))
+	untouched := openShell(t, e.dial(bystander, theirs))
+
+	start := time.Now()
+	if _, err := e.ctl.Client(e.ctl.AdminToken).AdminUserDisable(ctx, u.email); err != nil {
+		t.Fatal(err)
+	}
+	for i, sh := range []*shell{sh1, sh2} {
+		took, err := sh.waitEnded(start, revocationDeadline)
+		t.Logf("login %d's shell ended %s after the disable", i+1, took.Round(time.Millisecond))
+		wantLoginEndedExit(t, err, sh.errOut.String(), "your login was ended")
+	}
+	_, stderr, status, err := run(t, e.dial(u, alloc), "echo in")
+	if err != nil || status != exitGatewayError || !strings.Contains(stderr, "this login was ended") {
+		t.Fatalf("exec with a disabled user's certificate: got %q, %d, %v; want refused", stderr, status, err)
+	}
+	untouched.expectLive()
 }

@@ -45,7 +45,7 @@ type LoginOptions struct {
 
 // NewCmdLogin builds `gpuaas login`; runF replaces loginRun in tests.
 func NewCmdLogin(f *cmdutil.Factory, runF func(context.Context, *LoginOptions) error) *cobra.Command {
-	opts := &LoginOptions{IO: f.IOStreams, Config: f.Config, Active: f.Active, Client: f.Client, Reconnect: f.Reconnect, Now: f.Now,
+	opts := &LoginOptions{IO: f.IOStreams, Config: f.Config, Active: f.Active, Client: f.PreLoginClient, Reconnect: f.Reconnect, Now: f.Now,
 		OpenBrowser: systemBrowser(os.Getenv("BROWSER"))}
 	cmd := &cobra.Command{
 		Use:   "login",

@@ -36,9 +36,9 @@ type Factory struct {
 	// the GPUAAS_* environment, which wins over the file.
 	Flags config.Overrides
 
-	// mu protects conn.
-	mu   sync.Mutex
-	conn *nats.Conn
+	// mu protects conns.
+	mu    sync.Mutex
+	conns []*nats.Conn
 }
 
 // New returns a Factory over ios that reads the config from config.Dir().
@@ -63,14 +63,14 @@ func (f *Factory) overrides() config.Overrides {
 	return config.EnvOverrides().Over(f.Flags)
 }
 
-// Close closes the connection Client opened, if any.
+// Close closes the connections Client and PreLoginClient opened.
 func (f *Factory) Close() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.conn != nil {
-		f.conn.Close()
-		f.conn = nil
+	for _, nc := range f.conns {
+		nc.Close()
 	}
+	f.conns = nil
 }
 
 // Reconnect closes the connection Client opened and opens a new one with
@@ -131,7 +131,15 @@ func connectError(server string, withSession bool, err error) error {
 	}
 }
 
-func (f *Factory) connect() (*api.Client, error) {
+func (f *Factory) connect() (*api.Client, error) { return f.dial(false) }
+
+// PreLoginClient connects like Client but never presents the stored
+// session: `gpuaas login` uses it, so a session that ended (or an account
+// that was disabled) does not stand in the way of logging in, and the
+// server's answer to the login is what the user sees.
+func (f *Factory) PreLoginClient() (*api.Client, error) { return f.dial(true) }
+
+func (f *Factory) dial(preLogin bool) (*api.Client, error) {
 	cfg, err := f.Config()
 	if err != nil {
 		return nil, err
@@ -147,13 +155,17 @@ func (f *Factory) connect() (*api.Client, error) {
 			Hint: "`gpuaas context add NAME --server URL --ca FILE` stores the server's CA"}
 	}
 	opts := append([]nats.Option{nats.Name("gpuaas-cli"), nats.Timeout(ConnectTimeout)}, tlsOpts...)
-	idOpts, withSession := f.identity(active)
+	identity := active
+	if preLogin {
+		identity.Token = ""
+	}
+	idOpts, withSession := f.identity(identity)
 	nc, err := nats.Connect(active.Server, append(opts, idOpts...)...)
 	if err != nil {
 		return nil, connectError(active.Server, withSession, err)
 	}
 	f.mu.Lock()
-	f.conn = nc
+	f.conns = append(f.conns, nc)
 	f.mu.Unlock()
 	return api.NewClient(nc, api.WithToken(active.Token), api.WithProject(active.Project)), nil
 }

@@ -198,11 +198,12 @@ func devRun(ctx context.Context, opts *DevOptions) (err error) {
 			return err
 		}
 	}
-	gatewayAddr, err := gatewayAddress(opts.SSHPort)
-	if err != nil {
-		return err
+	if opts.SSHPort != 0 {
+		// A port asked for that is taken fails before anything starts.
+		if _, err := gatewayAddress(opts.SSHPort); err != nil {
+			return err
+		}
 	}
-	opts.gatewayAddr = gatewayAddr
 
 	pg, err := pgserver.Start(ctx, pgserver.Config{DataDir: filepath.Join(opts.DataDir, "pg"), Logger: log})
 	if err != nil {
@@ -238,6 +239,14 @@ func devRun(ctx context.Context, opts *DevOptions) (err error) {
 	}
 	defer nc.Close()
 	defer sys.Close()
+
+	// Picked once NATS listens, so a free port is not the one NATS takes
+	// next.
+	gatewayAddr, err := gatewayAddress(opts.SSHPort)
+	if err != nil {
+		return err
+	}
+	opts.gatewayAddr = gatewayAddr
 
 	stripe, httpAddr, err := devStripe(opts)
 	if err != nil {

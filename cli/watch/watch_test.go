@@ -176,9 +176,23 @@ func TestWatchOneAllocationPiped(t *testing.T) {
 	env := controldtest.Start(t, controldtest.Options{})
 	c := env.Client(env.AdminToken)
 	ctx := context.Background()
+	// The queued event is fanned out before the watch starts (the outbox
+	// relay may be slower than the watch's start under load): the watch
+	// then sees only the release.
+	sctx, stop := context.WithTimeout(ctx, 30*time.Second)
+	defer stop()
+	delivered, err := c.SubscribeEvents(sctx, env.Admin.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
 	a, err := c.AllocCreate(ctx, api.AllocCreateRequest{SKU: "h100-slice", GPUs: 1, Queue: true})
 	if err != nil {
 		t.Fatal(err)
+	}
+	for ev := range delivered {
+		if ev.Subject == a.ID {
+			break
+		}
 	}
 	w := startWatch(t, env, "--alloc", a.ID)
 	other := queuedThenReleased(t, c) // events of another allocation: left out

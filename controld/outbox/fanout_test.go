@@ -92,7 +92,7 @@ func TestFanoutTellsGatewaysOfRevocations(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	ctx := t.Context()
-	watcher := testutil.Connect(t, f.nc.ConnectedUrl())
+	watcher := f.bus.Connect(t)
 	gate := make(chan *nats.Msg, 8)
 	if _, err := watcher.ChanSubscribe(api.GateRevokedSubject, gate); err != nil {
 		t.Fatal(err)

@@ -47,6 +47,9 @@ type Config struct {
 	// to close the connections of revoked sessions within seconds; without
 	// it they last until their authorization expires.
 	SystemNATS *nats.Conn
+	// BusRecordLinger tunes the callout's connection recorder (see
+	// busauth.Config.RecordLinger).
+	BusRecordLinger time.Duration
 	// MaxConns of the database pool (default 32).
 	MaxConns int32
 	// SessionTTL of session tokens (default 12h).
@@ -288,7 +291,8 @@ func (s *Server) init(ctx context.Context) error {
 	}
 	if s.cfg.BusKeys != nil {
 		if s.busAuth, err = busauth.New(busauth.Config{NATS: s.cfg.NATS, System: s.cfg.SystemNATS, Keys: s.cfg.BusKeys,
-			Pool: s.pool, Identity: s.identity, Now: s.cfg.Now, Log: s.cfg.Log}); err != nil {
+			RecordLinger: s.cfg.BusRecordLinger,
+			Pool:         s.pool, Identity: s.identity, Now: s.cfg.Now, Log: s.cfg.Log}); err != nil {
 			return err
 		}
 	}

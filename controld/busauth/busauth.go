@@ -53,6 +53,9 @@ type Config struct {
 	PreLoginBurst int
 	// MaxInflight bounds callouts handled at once (default 64).
 	MaxInflight int
+	// RecordLinger is how long the connection recorder waits for more
+	// connections before writing a batch (default 5ms).
+	RecordLinger time.Duration
 	Now         func() time.Time
 	// ServerNow is the NATS servers' clock, against which the issued
 	// JWTs' times are read (default time.Now): a connection's
@@ -78,6 +81,9 @@ func (c *Config) CheckAndSetDefaults() error {
 	if c.MaxInflight == 0 {
 		c.MaxInflight = 64
 	}
+	if c.RecordLinger == 0 {
+		c.RecordLinger = 5 * time.Millisecond
+	}
 	if c.Now == nil {
 		c.Now = time.Now
 	}
@@ -96,6 +102,8 @@ type Service struct {
 	issuer string
 	sem    chan struct{}
 	limits *sourceLimiter
+	// rows queues connections to record (runRecorder).
+	rows chan connRow
 	// wg tracks callouts in flight.
 	wg sync.WaitGroup
 
@@ -114,7 +122,7 @@ func New(cfg Config) (*Service, error) {
 		return nil, err
 	}
 	return &Service{cfg: cfg, issuer: issuer, sem: make(chan struct{}, cfg.MaxInflight),
-		limits: newSourceLimiter(cfg.PreLoginRate, cfg.PreLoginBurst)}, nil
+		limits: newSourceLimiter(cfg.PreLoginRate, cfg.PreLoginBurst), rows: make(chan connRow, 4096)}, nil
 }
 
 func (s *Service) now() time.Time { return s.cfg.Now().UTC() }
@@ -147,8 +155,12 @@ func (s *Service) Stop() {
 	s.wg.Wait()
 }
 
-// Run keeps the connection registry: it closes the connections of revoked
-// sessions and prunes expired rows, until ctx ends.
+// Run keeps the connection registry: it records the connections let in,
+// closes the connections of revoked sessions and prunes expired rows,
+// until ctx ends.
 func (s *Service) Run(ctx context.Context) error {
+	done := make(chan struct{})
+	go func() { defer close(done); s.runRecorder(ctx) }()
+	defer func() { <-done }()
 	return s.runRegistry(ctx)
 }

@@ -420,3 +420,33 @@ func TestLoginLimitPerSource(t *testing.T) {
 		t.Fatalf("got %d refusals audited with the source (%v); want 5", rows, err)
 	}
 }
+
+// TestRevokedBeforeRecorded: a revocation that reaches controld before
+// the connection it should close was recorded (connections are recorded
+// in batches, off the connection's path) still closes it, for a session
+// and for a key: the recorder checks what it wrote.
+func TestRevokedBeforeRecorded(t *testing.T) {
+	t.Parallel()
+	env := controldtest.Start(t, controldtest.Options{NoNodes: true, BusRecordLinger: 2 * time.Second})
+	ctx := t.Context()
+	frank, token := env.AddUser(t, "frank@example.test", api.RoleUser)
+	user := mustDial(t, env.NATSURL, userOpts(frank.ID, token)...)
+	key, pub := newKey(t)
+	if _, err := env.Client(env.AdminToken).BusIdentityAdd(ctx, api.BusIdentityAddRequest{PublicKey: pub,
+		Kind: api.BusIdentityOperator, Name: "early"}); err != nil {
+		t.Fatal(err)
+	}
+	op := mustDial(t, env.NATSURL, keyOpts(t, key)[0])
+	if _, err := api.NewClient(user.nc, api.WithToken(token)).Logout(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := env.Client(env.AdminToken).BusIdentityRevoke(ctx, api.BusIdentityRevokeRequest{PublicKey: pub}); err != nil {
+		t.Fatal(err)
+	}
+	var rows int
+	if err := env.Server.Pool().QueryRow(ctx, `SELECT count(*) FROM bus_connections`).Scan(&rows); err != nil || rows != 0 {
+		t.Fatalf("%d connections recorded (%v) before the revocations were handled; the test wants none yet", rows, err)
+	}
+	waitClosed(t, user.nc, 10*time.Second)
+	waitClosed(t, op.nc, 10*time.Second)
+}

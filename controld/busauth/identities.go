@@ -126,3 +126,19 @@ func RevokeIdentities(ctx context.Context, tx pgx.Tx, req api.BusIdentityRevokeR
 	}
 	return out, nil
 }
+
+// revokedKeys returns those of keys that are registered and revoked.
+func revokedKeys(ctx context.Context, q store.Querier, keys []string) ([]string, error) {
+	if len(keys) == 0 {
+		return nil, nil
+	}
+	rows, err := q.Query(ctx, `SELECT public_key FROM bus_identities WHERE public_key = ANY($1) AND revoked_at IS NOT NULL`, keys)
+	if err != nil {
+		return nil, fmt.Errorf("revoked keys: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("revoked keys: %w", err)
+	}
+	return out, nil
+}

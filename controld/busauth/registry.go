@@ -23,32 +23,123 @@ const revokeConsumer = "bus-revocations"
 // pruneEvery is how often expired connection rows are deleted.
 const pruneEvery = time.Minute
 
+// connRow is a connection the callout let in, to be recorded.
+type connRow struct {
+	server string
+	client uint64
+	g      *grant
+	at     time.Time
+}
+
+// recordBatch bounds the rows written in one statement.
+const recordBatch = 256
+
 // record remembers a connection the callout let in, so a revocation can
-// close it. A session revoked between the decision and the row is caught
-// by checking it again once the row is there.
+// close it. Rows are written in batches by runRecorder, off the path of
+// the connection's first requests; a prelogin connection's row is written
+// at once (its login looks the source up right after).
 func (s *Service) record(ctx context.Context, req *jwt.AuthorizationRequestClaims, g *grant) {
-	var sess, key *string
-	if g.sessionID != "" {
-		sess = &g.sessionID
+	row := connRow{server: req.Server.ID, client: req.ClientInformation.ID, g: g, at: s.now()}
+	if g.kind != KindPreLogin {
+		select {
+		case s.rows <- row:
+			return
+		default: // the recorder is behind: write this one ourselves
+		}
 	}
-	if g.connKey != "" {
-		key = &g.connKey
+	s.writeRows(ctx, []connRow{row})
+}
+
+// runRecorder writes queued connection rows until ctx ends.
+func (s *Service) runRecorder(ctx context.Context) {
+	for {
+		var batch []connRow
+		select {
+		case <-ctx.Done():
+			return
+		case r := <-s.rows:
+			batch = append(batch, r)
+		}
+		// Linger a little: connections come in bursts, and one statement
+		// for many is cheaper than one each.
+		linger := time.NewTimer(s.cfg.RecordLinger)
+	drain:
+		for len(batch) < recordBatch {
+			select {
+			case r := <-s.rows:
+				batch = append(batch, r)
+			case <-linger.C:
+				break drain
+			case <-ctx.Done():
+				break drain
+			}
+		}
+		linger.Stop()
+		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		s.writeRows(wctx, batch)
+		cancel()
+	}
+}
+
+// writeRows records rows in one statement, then closes those whose
+// session ended, or whose key was revoked, between the decision and the
+// row (a revocation that found no row to close).
+func (s *Service) writeRows(ctx context.Context, rows []connRow) {
+	n := len(rows)
+	servers, clients, kinds, principals := make([]string, n), make([]int64, n), make([]string, n), make([]string, n)
+	sessions, keys, sources := make([]*string, n), make([]*string, n), make([]string, n)
+	ats, expires := make([]time.Time, n), make([]time.Time, n)
+	var refs []api.GateSession
+	var registered []string
+	for i, r := range rows {
+		servers[i], clients[i], kinds[i], principals[i] = r.server, int64(r.client), r.g.kind, r.g.principal
+		sources[i], ats[i], expires[i] = r.g.source, r.at, r.g.expires
+		if r.g.sessionID != "" {
+			sessions[i] = &r.g.sessionID
+			refs = append(refs, api.GateSession{SessionID: r.g.sessionID, UserID: r.g.principal})
+		}
+		if r.g.connKey != "" {
+			keys[i] = &r.g.connKey
+		}
+		if r.g.kind == KindGateway || r.g.kind == KindOperator {
+			registered = append(registered, r.g.principal)
+		}
 	}
 	_, err := s.cfg.Pool.Exec(ctx, `INSERT INTO bus_connections
 		(server_id, client_id, kind, principal, session_id, conn_key, source, connected_at, expires_at)
-		VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9) ON CONFLICT (server_id, client_id) DO UPDATE SET
-		kind = $3, principal = $4, session_id = $5, conn_key = $6, source = $7, connected_at = $8, expires_at = $9`,
-		req.Server.ID, int64(req.ClientInformation.ID), g.kind, g.principal, sess, key, g.source, s.now(), g.expires)
+		SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[],
+			$8::timestamptz[], $9::timestamptz[])
+		ON CONFLICT (server_id, client_id) DO UPDATE SET kind = EXCLUDED.kind, principal = EXCLUDED.principal,
+			session_id = EXCLUDED.session_id, conn_key = EXCLUDED.conn_key, source = EXCLUDED.source,
+			connected_at = EXCLUDED.connected_at, expires_at = EXCLUDED.expires_at`,
+		servers, clients, kinds, principals, sessions, keys, sources, ats, expires)
 	if err != nil {
-		s.cfg.Log.Warn("record nats connection", "err", err)
+		s.cfg.Log.Warn("record nats connections", "count", n, "err", err)
 		return
 	}
-	if g.sessionID == "" {
+	ended, err := identity.SessionsEnded(ctx, s.cfg.Pool, refs, s.now())
+	if err != nil {
+		s.cfg.Log.Warn("check recorded sessions", "err", err)
 		return
 	}
-	live, err := identity.SessionLive(ctx, s.cfg.Pool, g.sessionID, s.now())
-	if err == nil && !live {
-		s.kick(ctx, req.Server.ID, req.ClientInformation.ID)
+	if len(ended) > 0 {
+		ids := make([]string, len(ended))
+		for i, e := range ended {
+			ids[i] = e.SessionID
+		}
+		if err := s.CloseSessions(ctx, ids); err != nil {
+			s.cfg.Log.Warn("close ended sessions' connections", "err", err)
+		}
+	}
+	revoked, err := revokedKeys(ctx, s.cfg.Pool, registered)
+	if err != nil {
+		s.cfg.Log.Warn("check recorded keys", "err", err)
+		return
+	}
+	for _, k := range revoked {
+		if err := s.ClosePrincipal(ctx, k); err != nil {
+			s.cfg.Log.Warn("close revoked key's connections", "err", err)
+		}
 	}
 }
 

@@ -72,6 +72,9 @@ type Options struct {
 	Stripe   payments.Settings
 	HTTPAddr string
 
+	// BusRecordLinger is passed to controld.
+	BusRecordLinger time.Duration
+
 	// PlainBus runs NATS without the trust model (no accounts, no
 	// callout: anyone may do anything), only as the baseline of the
 	// callout's benchmarks.
@@ -127,7 +130,7 @@ func Start(t testing.TB, opts Options) *Env {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	srv, err := controld.New(ctx, controld.Config{DatabaseURL: dsn, NATS: nc, BcryptCost: bcrypt.MinCost,
-		BusKeys: keys, SystemNATS: sys,
+		BusKeys: keys, SystemNATS: sys, BusRecordLinger: opts.BusRecordLinger,
 		Now: opts.Now, OIDC: opts.OIDC, Log: testutil.Logger(t), Hosts: opts.Hosts, MaxConns: opts.MaxConns, QueueInterval: 100 * time.Millisecond,
 		SSHCertTTL: opts.SSHCertTTL, GatewayAddr: opts.GatewayAddr, Billing: opts.Billing,
 		Stripe: opts.Stripe, HTTPAddr: opts.HTTPAddr,

@@ -56,7 +56,7 @@ type Config struct {
 	// RecordLinger is how long the connection recorder waits for more
 	// connections before writing a batch (default 5ms).
 	RecordLinger time.Duration
-	Now         func() time.Time
+	Now          func() time.Time
 	// ServerNow is the NATS servers' clock, against which the issued
 	// JWTs' times are read (default time.Now): a connection's
 	// authorization lasts as long as its session has left by Now.

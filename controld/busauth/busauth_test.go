@@ -170,8 +170,11 @@ func TestSniffersSeeNothing(t *testing.T) {
 	nodeID, nodeKey := enrolledNode(t, env, "sniffer-node")
 	otherNode, otherKey := enrolledNode(t, env, "victim-node")
 	anonKey, anonPub := newKey(t)
-	gw := env.GatewayClient(t, "sniffer-gw")
-	_ = gw
+	gwKey, gwPub := newKey(t)
+	if _, err := env.Client(env.AdminToken).BusIdentityAdd(ctx, api.BusIdentityAddRequest{PublicKey: gwPub,
+		Kind: api.BusIdentityGateway, Name: "sniffer-gw"}); err != nil {
+		t.Fatal(err)
+	}
 
 	seen := make(chan string, 1024)
 	watch := func(p *probe, subjects ...string) {
@@ -188,6 +191,8 @@ func TestSniffersSeeNothing(t *testing.T) {
 	watch(anon, api.InboxPrefix(anonPub)+".>")
 	node := mustDial(t, env.NATSURL, nodeOpts(nodeID, nodeKey)...)
 	watch(node, "gpuaas.host."+nodeID+".>", api.InboxPrefix(nodeID)+".>")
+	gateway := mustDial(t, env.NATSURL, keyOpts(t, gwKey)...)
+	watch(gateway, api.InboxPrefix(gwPub)+".>", "gpuaas.gate.>", "gpuaas.user.*.>")
 	// Each also tries to widen its view, and is refused.
 	anon.refusedSub(t, "_INBOX_*.>", "")
 	node.refusedSub(t, "gpuaas.host."+otherNode+".>", "")
@@ -219,12 +224,18 @@ func TestSniffersSeeNothing(t *testing.T) {
 		t.Fatal("the victim node got no task")
 	}
 	// Let anything stray arrive, then look.
-	_ = user.nc.Flush()
-	_ = anon.nc.Flush()
-	_ = node.nc.Flush()
+	for _, p := range []*probe{user, anon, node, gateway} {
+		_ = p.nc.Flush()
+	}
 	close(seen)
 	for s := range seen {
-		for _, secret := range []string{password, login.Token, carolToken, "carols", otherNode} {
+		// The gateway follows users' events (the TUI it serves shows
+		// them): events name projects, never carry secrets.
+		secrets := []string{password, login.Token, carolToken, otherNode}
+		if !strings.HasPrefix(s, "gpuaas.user.") {
+			secrets = append(secrets, "carols")
+		}
+		for _, secret := range secrets {
 			if strings.Contains(s, secret) {
 				t.Errorf("a sniffer saw %q in %s", secret, s)
 			}
@@ -301,6 +312,14 @@ func TestRevocationClosesConnections(t *testing.T) {
 	if _, err := api.NewClient(other.nc, api.WithToken(env.Login(t, "dave@example.test", "another good password"))).Whoami(ctx); err != nil {
 		t.Fatalf("another session after logout: %v", err)
 	}
+	// Disabling the user ends every session of theirs, and so every
+	// connection.
+	start = time.Now()
+	if _, err := env.Client(env.AdminToken).AdminUserDisable(ctx, dave.Email); err != nil {
+		t.Fatal(err)
+	}
+	waitClosed(t, other.nc, 5*time.Second)
+	t.Logf("connection closed %v after the disable", time.Since(start))
 }
 
 // TestExpiredSessionRefused: a session past its end cannot connect, and

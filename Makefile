@@ -25,7 +25,7 @@ fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem ./controld/
+	$(GO) test -run '^$$' -bench . -benchmem ./controld/ ./controld/busauth/
 
 generate:
 	$(GO) generate ./...

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/url"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 	"github.com/gpuaas/gpuaas/controld/controldtest"
 	"github.com/gpuaas/gpuaas/controld/identity"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/testutil"
 )
 
 // TestNoCredentials: a connection that presents nothing, or only what
@@ -176,10 +178,15 @@ func TestSniffersSeeNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	seen := make(chan string, 1024)
+	var mu sync.Mutex // protects seen
+	var seen []string
 	watch := func(p *probe, subjects ...string) {
 		for _, s := range subjects {
-			if _, err := p.nc.Subscribe(s, func(m *nats.Msg) { seen <- m.Subject + " " + string(m.Data) }); err != nil {
+			if _, err := p.nc.Subscribe(s, func(m *nats.Msg) {
+				mu.Lock()
+				seen = append(seen, m.Subject+" "+string(m.Data))
+				mu.Unlock()
+			}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -227,8 +234,9 @@ func TestSniffersSeeNothing(t *testing.T) {
 	for _, p := range []*probe{user, anon, node, gateway} {
 		_ = p.nc.Flush()
 	}
-	close(seen)
-	for s := range seen {
+	mu.Lock()
+	defer mu.Unlock()
+	for _, s := range seen {
 		// The gateway follows users' events (the TUI it serves shows
 		// them): events name projects, never carry secrets.
 		secrets := []string{password, login.Token, carolToken, otherNode}
@@ -326,12 +334,11 @@ func TestRevocationClosesConnections(t *testing.T) {
 // a connection's authorization ends with its session.
 func TestExpiredSessionRefused(t *testing.T) {
 	t.Parallel()
-	now := time.Now()
-	clock := func() time.Time { return now }
-	env := controldtest.Start(t, controldtest.Options{NoNodes: true, Now: func() time.Time { return clock() }})
+	clock := testutil.NewClock(time.Now())
+	env := controldtest.Start(t, controldtest.Options{NoNodes: true, Now: clock.Now})
 	eve, token := env.AddUser(t, "eve@example.test", api.RoleUser)
 	mustDial(t, env.NATSURL, userOpts(eve.ID, token)...)
-	clock = func() time.Time { return now.Add(13 * time.Hour) }
+	clock.Advance(13 * time.Hour)
 	if _, err := dial(t, env.NATSURL, userOpts(eve.ID, token)...); err == nil {
 		t.Fatal("an expired session connected; want it refused")
 	}

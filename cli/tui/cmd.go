@@ -1,3 +1,5 @@
+// Package tui is the `gpuaas tui` command; the dashboard itself is the
+// top-level package tui.
 package tui
 
 import (
@@ -13,6 +15,9 @@ import (
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
 	sshcmd "github.com/gpuaas/gpuaas/cli/ssh"
 	"github.com/gpuaas/gpuaas/cli/sshconfig"
+	"github.com/gpuaas/gpuaas/tui"
+	"github.com/gpuaas/gpuaas/tui/backend"
+	"github.com/gpuaas/gpuaas/tui/common"
 )
 
 // NewCmdTUI builds `gpuaas tui`.
@@ -51,11 +56,11 @@ func run(ctx context.Context, f *cmdutil.Factory) error {
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	m := New(Options{
-		Backend:  NewBackend(client),
+	m := tui.New(tui.Options{
+		Backend:  backend.New(client),
 		Context:  ctx,
 		Now:      f.Now,
-		Renderer: NewRenderer(ios.Out, ProfileFor(os.Getenv)),
+		Renderer: common.NewRenderer(ios.Out, common.ProfileFor(os.Getenv)),
 		SSH:      localSSH(f),
 		Project:  active.Project,
 	})
@@ -68,7 +73,7 @@ func run(ctx context.Context, f *cmdutil.Factory) error {
 
 // localSSH runs what `gpuaas ssh <alloc>` runs: the system OpenSSH with
 // the context's fresh certificate and generated config.
-func localSSH(f *cmdutil.Factory) SSHFunc {
+func localSSH(f *cmdutil.Factory) tui.SSHFunc {
 	env := sshconfig.EnvOf(f)
 	return func(ctx context.Context, allocID string) (*exec.Cmd, error) {
 		path, err := exec.LookPath("ssh")

@@ -10,6 +10,8 @@ import (
 	"github.com/charmbracelet/ssh"
 
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
+	"github.com/gpuaas/gpuaas/tui/backend"
+	"github.com/gpuaas/gpuaas/tui/common"
 )
 
 // ServeSSH runs the dashboard on an SSH session with the PTY request pty
@@ -38,10 +40,10 @@ func ServeSSH(s ssh.Session, pty ssh.Pty, f *cmdutil.Factory) error {
 	ctx, cancel := context.WithCancel(s.Context())
 	defer cancel()
 	m := New(Options{
-		Backend:  NewBackend(client),
+		Backend:  backend.New(client),
 		Context:  ctx,
 		Now:      f.Now,
-		Renderer: NewRenderer(s, ProfileFor(func(k string) string { return env[k] })),
+		Renderer: common.NewRenderer(s, common.ProfileFor(func(k string) string { return env[k] })),
 		Project:  active.Project,
 	})
 	m.Update(tea.WindowSizeMsg{Width: pty.Window.Width, Height: pty.Window.Height})

@@ -2,17 +2,15 @@ package alloc
 
 import (
 	"bytes"
-	"io"
 	"testing"
 	"time"
 
-	"github.com/spf13/cobra"
-
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
+	"github.com/gpuaas/gpuaas/cli/cmdutil/cmdtest"
 	"github.com/gpuaas/gpuaas/internal/api"
 )
 
-var now = time.Date(2030, 1, 10, 12, 0, 0, 0, time.UTC)
+var now = cmdtest.Now // the clock of cmdtest.Factory
 
 // testAlloc is an active two-GPU slice on NUMA node 1.
 func testAlloc() api.Allocation {
@@ -36,18 +34,6 @@ func testStreams(tty bool) (*cmdutil.IOStreams, *bytes.Buffer, *bytes.Buffer, *b
 	ios.SetStderrTTY(tty)
 	ios.SetNoColor(true)
 	return ios, in, out, errOut
-}
-
-func testFactory(ios *cmdutil.IOStreams) *cmdutil.Factory {
-	return &cmdutil.Factory{IOStreams: ios, Now: func() time.Time { return now }}
-}
-
-func execute(cmd *cobra.Command, args ...string) error {
-	cmd.SetArgs(args)
-	cmd.SetOut(io.Discard)
-	cmd.SetErr(io.Discard)
-	_, err := cmd.ExecuteC()
-	return err
 }
 
 func TestPrintAllocationTTY(t *testing.T) {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
+	"github.com/gpuaas/gpuaas/cli/cmdutil/cmdtest"
 	"github.com/gpuaas/gpuaas/internal/api"
 )
 
@@ -34,8 +35,8 @@ func TestNewCmdCreate(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			ios, _, _, _ := testStreams(false)
 			var got *CreateOptions
-			cmd := NewCmdCreate(testFactory(ios), func(_ context.Context, o *CreateOptions) error { got = o; return nil })
-			err := execute(cmd, tt.args...)
+			cmd := NewCmdCreate(cmdtest.Factory(ios), func(_ context.Context, o *CreateOptions) error { got = o; return nil })
+			err := cmdtest.Execute(cmd, tt.args...)
 			if tt.wantErr != "" {
 				var fe *cmdutil.FlagError
 				if !errors.As(err, &fe) || !strings.Contains(err.Error(), tt.wantErr) {
@@ -98,8 +99,8 @@ func TestCreateJSONOutput(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			ios, _, out, _ := testStreams(false)
 			var opts *CreateOptions
-			cmd := NewCmdCreate(testFactory(ios), func(_ context.Context, o *CreateOptions) error { opts = o; return nil })
-			if err := execute(cmd, append([]string{"--sku", "h100-slice", "--gpus", "2"}, tt.args...)...); err != nil {
+			cmd := NewCmdCreate(cmdtest.Factory(ios), func(_ context.Context, o *CreateOptions) error { opts = o; return nil })
+			if err := cmdtest.Execute(cmd, append([]string{"--sku", "h100-slice", "--gpus", "2"}, tt.args...)...); err != nil {
 				t.Fatal(err)
 			}
 			a := testAlloc()

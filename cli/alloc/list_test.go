@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
+	"github.com/gpuaas/gpuaas/cli/cmdutil/cmdtest"
 	"github.com/gpuaas/gpuaas/internal/api"
 )
 
@@ -25,8 +26,8 @@ func TestNewCmdList(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			ios, _, _, _ := testStreams(false)
 			var got *ListOptions
-			cmd := NewCmdList(testFactory(ios), func(_ context.Context, o *ListOptions) error { got = o; return nil })
-			err := execute(cmd, tt.args...)
+			cmd := NewCmdList(cmdtest.Factory(ios), func(_ context.Context, o *ListOptions) error { got = o; return nil })
+			err := cmdtest.Execute(cmd, tt.args...)
 			if tt.wantErr {
 				var fe *cmdutil.FlagError
 				if !errors.As(err, &fe) {
@@ -60,8 +61,8 @@ func TestListJSONOutput(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			ios, _, out, _ := testStreams(false)
 			var opts *ListOptions
-			cmd := NewCmdList(testFactory(ios), func(_ context.Context, o *ListOptions) error { opts = o; return nil })
-			if err := execute(cmd, tt.args...); err != nil {
+			cmd := NewCmdList(cmdtest.Factory(ios), func(_ context.Context, o *ListOptions) error { opts = o; return nil })
+			if err := cmdtest.Execute(cmd, tt.args...); err != nil {
 				t.Fatal(err)
 			}
 			if err := opts.Exporter.Write(context.Background(), ios, tt.data); err != nil {

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
+	"github.com/gpuaas/gpuaas/cli/cmdutil/cmdtest"
 	"github.com/gpuaas/gpuaas/internal/api"
 )
 
@@ -25,8 +26,8 @@ func TestNewCmdRelease(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			ios, _, _, _ := testStreams(false)
 			var got *ReleaseOptions
-			cmd := NewCmdRelease(testFactory(ios), func(_ context.Context, o *ReleaseOptions) error { got = o; return nil })
-			err := execute(cmd, tt.args...)
+			cmd := NewCmdRelease(cmdtest.Factory(ios), func(_ context.Context, o *ReleaseOptions) error { got = o; return nil })
+			err := cmdtest.Execute(cmd, tt.args...)
 			if tt.wantErr {
 				var fe *cmdutil.FlagError
 				if !errors.As(err, &fe) {
@@ -44,10 +45,6 @@ func TestNewCmdRelease(t *testing.T) {
 	}
 }
 
-// errReachedServer stands in for the client: reaching it means the command
-// went past its confirmation.
-var errReachedServer = &api.Error{Code: api.CodeUnavailable, Message: "reached the server"}
-
 func TestReleaseConfirmation(t *testing.T) {
 	tests := []struct {
 		name       string
@@ -58,16 +55,16 @@ func TestReleaseConfirmation(t *testing.T) {
 	}{
 		{"tty declined", true, false, "n\n", cmdutil.ErrCancelled, true},
 		{"tty default is no", true, false, "\n", cmdutil.ErrCancelled, true},
-		{"tty confirmed", true, false, "y\n", errReachedServer, true},
-		{"tty --yes", true, true, "", errReachedServer, false},
-		{"piped never prompts", false, false, "", errReachedServer, false},
+		{"tty confirmed", true, false, "y\n", cmdtest.ErrReachedServer, true},
+		{"tty --yes", true, true, "", cmdtest.ErrReachedServer, false},
+		{"piped never prompts", false, false, "", cmdtest.ErrReachedServer, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			ios, in, _, errOut := testStreams(tt.tty)
 			in.WriteString(tt.input)
 			opts := &ReleaseOptions{IO: ios, ID: "a-1", Yes: tt.yes,
-				Client: func() (*api.Client, error) { return nil, errReachedServer }}
+				Client: func() (*api.Client, error) { return nil, cmdtest.ErrReachedServer }}
 			err := releaseRun(context.Background(), opts)
 			if !errors.Is(err, tt.wantErr) {
 				t.Errorf("got %v; want %v", err, tt.wantErr)

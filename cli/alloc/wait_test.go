@@ -10,8 +10,10 @@ import (
 	"time"
 
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
+	"github.com/gpuaas/gpuaas/cli/cmdutil/cmdtest"
 	"github.com/gpuaas/gpuaas/controld/controldtest"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/testutil"
 )
 
 func TestNewCmdWait(t *testing.T) {
@@ -32,8 +34,8 @@ func TestNewCmdWait(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			ios, _, _, _ := testStreams(false)
 			var got *WaitOptions
-			cmd := NewCmdWait(testFactory(ios), func(_ context.Context, o *WaitOptions) error { got = o; return nil })
-			err := execute(cmd, tt.args...)
+			cmd := NewCmdWait(cmdtest.Factory(ios), func(_ context.Context, o *WaitOptions) error { got = o; return nil })
+			err := cmdtest.Execute(cmd, tt.args...)
 			if tt.wantErr != "" {
 				var fe *cmdutil.FlagError
 				if !errors.As(err, &fe) || !strings.Contains(err.Error(), tt.wantErr) {
@@ -196,13 +198,9 @@ func TestWaitFollowsEvents(t *testing.T) {
 			}()
 			// Release once the wait has read the allocation (and so has
 			// subscribed before it).
-			deadline := time.Now().Add(10 * time.Second)
-			for !strings.Contains(errOut.String(), " is ") {
-				if time.Now().After(deadline) {
-					t.Fatal("the wait never printed the state")
-				}
-				time.Sleep(10 * time.Millisecond)
-			}
+			testutil.EventuallyWithin(t, 10*time.Second, "the wait to print the state", func() bool {
+				return strings.Contains(errOut.String(), " is ")
+			})
 			if _, err := c.AllocRelease(ctx, api.AllocReleaseRequest{ID: a.ID}); err != nil {
 				t.Fatal(err)
 			}

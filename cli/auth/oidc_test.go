@@ -316,19 +316,14 @@ func TestSystemBrowser(t *testing.T) {
 			if err := open("http://idp/authorize?x=1"); err != nil {
 				t.Fatal(err)
 			}
-			deadline := time.Now().Add(10 * time.Second)
-			for {
-				b, err := os.ReadFile(got)
-				if err == nil {
-					if string(b) != tt.want {
-						t.Fatalf("browser got %q; want %q", b, tt.want)
-					}
-					return
-				}
-				if time.Now().After(deadline) {
-					t.Fatal("the browser command never ran")
-				}
-				time.Sleep(20 * time.Millisecond)
+			var b []byte
+			testutil.EventuallyWithin(t, 10*time.Second, "the browser command to run", func() bool {
+				var err error
+				b, err = os.ReadFile(got)
+				return err == nil
+			})
+			if string(b) != tt.want {
+				t.Fatalf("browser got %q; want %q", b, tt.want)
 			}
 		})
 	}

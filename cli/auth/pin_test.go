@@ -16,6 +16,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/nats-io/nats.go"
 
+	"github.com/gpuaas/gpuaas/cli/cmdutil/cmdtest"
 	"github.com/gpuaas/gpuaas/cli/config"
 	"github.com/gpuaas/gpuaas/cli/sshkeys/sshkeystest"
 	"github.com/gpuaas/gpuaas/internal/api"
@@ -90,7 +91,7 @@ func TestLoginRefusesForgedReplies(t *testing.T) {
 	clock := testutil.NewClock(now)
 	ctrl := sshkeystest.Start(t, clock.Now)
 	ios, _, _, _ := testStreams(false)
-	_, cfg := testFactory(t, ios, &config.Context{Server: ctrl.URL})
+	_, cfg := cmdtest.ConfigFactory(t, ios, &config.Context{Server: ctrl.URL})
 	if err := cfg.Save(); err != nil {
 		t.Fatal(err)
 	}

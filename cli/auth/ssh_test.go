@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"golang.org/x/crypto/ssh"
 
+	"github.com/gpuaas/gpuaas/cli/cmdutil/cmdtest"
 	"github.com/gpuaas/gpuaas/cli/config"
 	"github.com/gpuaas/gpuaas/cli/sshkeys"
 	"github.com/gpuaas/gpuaas/cli/sshkeys/sshkeystest"
@@ -41,7 +42,7 @@ func TestLoginIssuesSSHCertificate(t *testing.T) {
 	clock := testutil.NewClock(now)
 	ctrl := sshkeystest.Start(t, clock.Now)
 	ios, _, _, _ := testStreams(false)
-	_, cfg := testFactory(t, ios, &config.Context{Server: ctrl.URL})
+	_, cfg := cmdtest.ConfigFactory(t, ios, &config.Context{Server: ctrl.URL})
 
 	p, stderr := loginAgainst(t, ctrl, cfg, clock)
 	if !strings.Contains(stderr, "SSH certificate for "+p.Key+" valid until") {
@@ -98,7 +99,7 @@ func TestLoginSucceedsWithoutSSHCertificate(t *testing.T) {
 		return nil, &api.Error{Code: api.CodeInternal, Message: "CA unavailable"}
 	})
 	ios, _, _, _ := testStreams(false)
-	_, cfg := testFactory(t, ios, &config.Context{Server: ctrl.URL})
+	_, cfg := cmdtest.ConfigFactory(t, ios, &config.Context{Server: ctrl.URL})
 	_, stderr := loginAgainst(t, ctrl, cfg, clock)
 	if !strings.Contains(stderr, "warning: no SSH certificate yet: sign ssh certificate: CA unavailable") {
 		t.Errorf("got stderr %q; want a warning", stderr)

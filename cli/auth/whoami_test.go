@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpuaas/gpuaas/cli/cmdutil/cmdtest"
 	"github.com/gpuaas/gpuaas/cli/config"
 	"github.com/gpuaas/gpuaas/internal/api"
 )
@@ -63,10 +64,10 @@ func TestWhoamiJSON(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			ios, _, out, _ := testStreams(false)
-			f, _ := testFactory(t, ios, nil)
+			f, _ := cmdtest.ConfigFactory(t, ios, nil)
 			var opts *WhoamiOptions
 			cmd := NewCmdWhoami(f, func(_ context.Context, o *WhoamiOptions) error { opts = o; return nil })
-			if err := execute(cmd, tt.args...); err != nil {
+			if err := cmdtest.Execute(cmd, tt.args...); err != nil {
 				t.Fatal(err)
 			}
 			if err := opts.Exporter.Write(context.Background(), ios, testWhoami()); err != nil {

@@ -3,21 +3,16 @@ package project
 import (
 	"bytes"
 	"errors"
-	"io"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/spf13/cobra"
-
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
-	"github.com/gpuaas/gpuaas/cli/config"
+	"github.com/gpuaas/gpuaas/cli/cmdutil/cmdtest"
 	"github.com/gpuaas/gpuaas/internal/api"
 )
 
-var now = time.Date(2030, 1, 10, 12, 0, 0, 0, time.UTC)
-
-var errReachedServer = &api.Error{Code: api.CodeUnavailable, Message: "reached the server"}
+var now = cmdtest.Now // the clock of cmdtest.Factory
 
 func testProjects() []api.Project {
 	return []api.Project{
@@ -33,36 +28,6 @@ func testStreams(tty bool) (*cmdutil.IOStreams, *bytes.Buffer, *bytes.Buffer, *b
 	ios.SetStderrTTY(tty)
 	ios.SetNoColor(true)
 	return ios, in, out, errOut
-}
-
-// testFactory has a config holding ctx as context "dev" (none when nil)
-// and a client that is never reachable.
-func testFactory(t *testing.T, ios *cmdutil.IOStreams, ctx *config.Context) (*cmdutil.Factory, *config.Config) {
-	t.Helper()
-	for _, env := range []string{config.EnvServer, config.EnvToken, config.EnvProject, config.EnvContext} {
-		t.Setenv(env, "")
-	}
-	cfg, err := config.Load(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if ctx != nil {
-		cfg.SetContext("dev", *ctx)
-	}
-	return &cmdutil.Factory{
-		IOStreams: ios,
-		Config:    func() (*config.Config, error) { return cfg, nil },
-		Client:    func() (*api.Client, error) { return nil, errReachedServer },
-		Now:       func() time.Time { return now },
-	}, cfg
-}
-
-func execute(cmd *cobra.Command, args ...string) error {
-	cmd.SetArgs(args)
-	cmd.SetOut(io.Discard)
-	cmd.SetErr(io.Discard)
-	_, err := cmd.ExecuteC()
-	return err
 }
 
 func wantUsageError(t *testing.T, err error, contains string) {

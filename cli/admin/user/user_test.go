@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
+	"github.com/gpuaas/gpuaas/cli/cmdutil/cmdtest"
 	"github.com/gpuaas/gpuaas/controld/controldtest"
 	"github.com/gpuaas/gpuaas/internal/api"
 )
@@ -24,23 +24,6 @@ func testStreams(tty bool) (*cmdutil.IOStreams, *bytes.Buffer, *bytes.Buffer, *b
 	ios.SetStderrTTY(tty)
 	ios.SetNoColor(true)
 	return ios, in, out, errOut
-}
-
-func execute(cmd *cobra.Command, args ...string) error {
-	cmd.SetArgs(args)
-	cmd.SetOut(io.Discard)
-	cmd.SetErr(io.Discard)
-	_, err := cmd.ExecuteC()
-	return err
-}
-
-// errReachedServer stands in for the client: reaching it means the command
-// got past its local checks.
-var errReachedServer = &api.Error{Code: api.CodeUnavailable, Message: "reached the server"}
-
-func unreachable(ios *cmdutil.IOStreams) *cmdutil.Factory {
-	return &cmdutil.Factory{IOStreams: ios, Client: func() (*api.Client, error) { return nil, errReachedServer },
-		Now: time.Now}
 }
 
 func wantUsageError(t *testing.T, err error, contains string) {
@@ -68,7 +51,7 @@ func TestNewCmdAdd(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			ios, _, _, _ := testStreams(false)
 			var got *AddOptions
-			err := execute(NewCmdAdd(unreachable(ios), func(_ context.Context, o *AddOptions) error { got = o; return nil }), tt.args...)
+			err := cmdtest.Execute(NewCmdAdd(cmdtest.Factory(ios), func(_ context.Context, o *AddOptions) error { got = o; return nil }), tt.args...)
 			if tt.wantErr != "" {
 				wantUsageError(t, err, tt.wantErr)
 				return
@@ -85,7 +68,7 @@ func TestNewCmdAdd(t *testing.T) {
 
 func TestNewCmdArgs(t *testing.T) {
 	ios, _, _, _ := testStreams(false)
-	f := unreachable(ios)
+	f := cmdtest.Factory(ios)
 	tests := []struct {
 		name    string
 		cmd     *cobra.Command
@@ -104,9 +87,9 @@ func TestNewCmdArgs(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			err := execute(tt.cmd, tt.args...)
+			err := cmdtest.Execute(tt.cmd, tt.args...)
 			if tt.wantErr == "" {
-				if !errors.Is(err, errReachedServer) {
+				if !errors.Is(err, cmdtest.ErrReachedServer) {
 					t.Fatalf("got %v; want it to reach the server", err)
 				}
 				return
@@ -125,16 +108,16 @@ func TestDisableConfirmation(t *testing.T) {
 		wantPrompt string
 	}{
 		{"tty declined", true, false, "n\n", cmdutil.ErrCancelled, "Disable bob@example.com and end all their sessions? [y/N] "},
-		{"tty confirmed", true, false, "yes\n", errReachedServer, "Disable bob@example.com and end all their sessions? [y/N] "},
-		{"tty --yes", true, true, "", errReachedServer, ""},
-		{"piped never prompts", false, false, "", errReachedServer, ""},
+		{"tty confirmed", true, false, "yes\n", cmdtest.ErrReachedServer, "Disable bob@example.com and end all their sessions? [y/N] "},
+		{"tty --yes", true, true, "", cmdtest.ErrReachedServer, ""},
+		{"piped never prompts", false, false, "", cmdtest.ErrReachedServer, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			ios, in, _, errOut := testStreams(tt.tty)
 			in.WriteString(tt.input)
 			opts := &DisableOptions{IO: ios, User: "bob@example.com", Yes: tt.yes,
-				Client: func() (*api.Client, error) { return nil, errReachedServer }}
+				Client: func() (*api.Client, error) { return nil, cmdtest.ErrReachedServer }}
 			if err := disableRun(context.Background(), opts); !errors.Is(err, tt.wantErr) {
 				t.Errorf("got %v; want %v", err, tt.wantErr)
 			}
@@ -188,7 +171,7 @@ func TestAgainstControld(t *testing.T) {
 			Client: func() (*api.Client, error) { return env.Client(env.AdminToken), nil }}
 		c := cmd(f)
 		c.SetContext(ctx)
-		err := execute(c, args...)
+		err := cmdtest.Execute(c, args...)
 		return out.String(), err
 	}
 	out, err := run(func(f *cmdutil.Factory) *cobra.Command { return NewCmdAdd(f, nil) }, "ada@example.com", "--role", "operator")

@@ -1,7 +1,6 @@
 package admin
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"strings"
@@ -11,15 +10,6 @@ import (
 	"github.com/gpuaas/gpuaas/cli/cmdutil/cmdtest"
 	"github.com/gpuaas/gpuaas/internal/api"
 )
-
-func testStreams(tty bool) (*cmdutil.IOStreams, *bytes.Buffer, *bytes.Buffer, *bytes.Buffer) {
-	ios, in, out, errOut := cmdutil.Test()
-	ios.SetStdinTTY(tty)
-	ios.SetStdoutTTY(tty)
-	ios.SetStderrTTY(tty)
-	ios.SetNoColor(true)
-	return ios, in, out, errOut
-}
 
 func TestNewCmdRefund(t *testing.T) {
 	tests := []struct {
@@ -37,7 +27,7 @@ func TestNewCmdRefund(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ios, _, _, _ := testStreams(false)
+			ios, _, _, _ := cmdtest.Streams(false)
 			var got *RefundOptions
 			cmd := NewCmdRefund(&cmdutil.Factory{IOStreams: ios}, func(_ context.Context, o *RefundOptions) error { got = o; return nil })
 			err := cmdtest.Execute(cmd, tt.args...)
@@ -76,7 +66,7 @@ func TestRefundConfirmation(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ios, in, _, errOut := testStreams(tt.tty)
+			ios, in, _, errOut := cmdtest.Streams(tt.tty)
 			in.WriteString(tt.input)
 			opts := &RefundOptions{IO: ios, Topup: "cs_1", Amount: tt.amount, Yes: tt.yes,
 				Client: func() (*api.Client, error) { return nil, cmdtest.ErrReachedServer }}
@@ -108,7 +98,7 @@ func TestNewCmdCredit(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ios, _, _, _ := testStreams(false)
+			ios, _, _, _ := cmdtest.Streams(false)
 			f := &cmdutil.Factory{IOStreams: ios}
 			f.Flags.Project = tt.project // the root's global --project
 			var got *CreditOptions

@@ -28,7 +28,7 @@ func TestNewCmdBootstrap(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ios, _, _, _ := testStreams(false)
+			ios, _, _, _ := cmdtest.Streams(false)
 			var got *BootstrapOptions
 			cmd := NewCmdBootstrap(&cmdutil.Factory{IOStreams: ios}, func(_ context.Context, o *BootstrapOptions) error { got = o; return nil })
 			t.Setenv("GPUAAS_DATABASE_URL", tt.env)
@@ -54,7 +54,7 @@ func TestNewCmdBootstrap(t *testing.T) {
 func TestBootstrapCommand(t *testing.T) {
 	t.Parallel()
 	dsn := testutil.Postgres(t, nil)
-	ios, _, out, _ := testStreams(true)
+	ios, _, out, _ := cmdtest.Streams(true)
 	cmd := NewCmdBootstrap(&cmdutil.Factory{IOStreams: ios}, nil)
 	cmd.SetContext(t.Context())
 	if err := cmdtest.Execute(cmd, "--database-url", dsn, "--email", "root@example.com"); err != nil {
@@ -70,7 +70,7 @@ func TestBootstrapCommand(t *testing.T) {
 	if err := cmdtest.Execute(cmd, "--database-url", dsn, "--email", "other@example.com"); !errors.Is(err, api.ErrConflict) {
 		t.Fatalf("second bootstrap: got %v; want conflict", err)
 	}
-	ios, _, out, _ = testStreams(false)
+	ios, _, out, _ = cmdtest.Streams(false)
 	cmd = NewCmdBootstrap(&cmdutil.Factory{IOStreams: ios}, nil)
 	cmd.SetContext(t.Context())
 	if err := cmdtest.Execute(cmd, "--database-url", dsn, "--email", "root@example.com", "--reissue", "--jq", ".invite.code"); err != nil {

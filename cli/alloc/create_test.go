@@ -33,7 +33,7 @@ func TestNewCmdCreate(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ios, _, _, _ := testStreams(false)
+			ios, _, _, _ := cmdtest.Streams(false)
 			var got *CreateOptions
 			cmd := NewCmdCreate(cmdtest.Factory(ios), func(_ context.Context, o *CreateOptions) error { got = o; return nil })
 			err := cmdtest.Execute(cmd, tt.args...)
@@ -97,7 +97,7 @@ func TestCreateJSONOutput(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ios, _, out, _ := testStreams(false)
+			ios, _, out, _ := cmdtest.Streams(false)
 			var opts *CreateOptions
 			cmd := NewCmdCreate(cmdtest.Factory(ios), func(_ context.Context, o *CreateOptions) error { opts = o; return nil })
 			if err := cmdtest.Execute(cmd, append([]string{"--sku", "h100-slice", "--gpus", "2"}, tt.args...)...); err != nil {
@@ -142,7 +142,7 @@ func TestPrintQuote(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ios, _, out, errOut := testStreams(tt.tty)
+			ios, _, out, errOut := cmdtest.Streams(tt.tty)
 			if err := printQuote(ios, &tt.q); err != nil {
 				t.Fatal(err)
 			}
@@ -179,7 +179,7 @@ func TestFormatRunway(t *testing.T) {
 // it reports the quote and leaves no allocation behind.
 func TestCreateDryRun(t *testing.T) {
 	_, c := waitEnv(t)
-	ios, _, out, _ := testStreams(false)
+	ios, _, out, _ := cmdtest.Streams(false)
 	opts := &CreateOptions{IO: ios, Now: func() time.Time { return now }, SKU: "h100-baremetal", DryRun: true,
 		Client: func() (*api.Client, error) { return c, nil }}
 	if err := createRun(context.Background(), opts); err != nil {

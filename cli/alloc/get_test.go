@@ -28,7 +28,7 @@ func TestNewCmdGet(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ios, _, _, _ := testStreams(false)
+			ios, _, _, _ := cmdtest.Streams(false)
 			var got *GetOptions
 			cmd := NewCmdGet(cmdtest.Factory(ios), func(_ context.Context, o *GetOptions) error { got = o; return nil })
 			err := cmdtest.Execute(cmd, tt.args...)

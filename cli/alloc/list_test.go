@@ -24,7 +24,7 @@ func TestNewCmdList(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ios, _, _, _ := testStreams(false)
+			ios, _, _, _ := cmdtest.Streams(false)
 			var got *ListOptions
 			cmd := NewCmdList(cmdtest.Factory(ios), func(_ context.Context, o *ListOptions) error { got = o; return nil })
 			err := cmdtest.Execute(cmd, tt.args...)
@@ -59,7 +59,7 @@ func TestListJSONOutput(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ios, _, out, _ := testStreams(false)
+			ios, _, out, _ := cmdtest.Streams(false)
 			var opts *ListOptions
 			cmd := NewCmdList(cmdtest.Factory(ios), func(_ context.Context, o *ListOptions) error { opts = o; return nil })
 			if err := cmdtest.Execute(cmd, tt.args...); err != nil {

@@ -24,7 +24,7 @@ func TestNewCmdRelease(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ios, _, _, _ := testStreams(false)
+			ios, _, _, _ := cmdtest.Streams(false)
 			var got *ReleaseOptions
 			cmd := NewCmdRelease(cmdtest.Factory(ios), func(_ context.Context, o *ReleaseOptions) error { got = o; return nil })
 			err := cmdtest.Execute(cmd, tt.args...)
@@ -61,7 +61,7 @@ func TestReleaseConfirmation(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ios, in, _, errOut := testStreams(tt.tty)
+			ios, in, _, errOut := cmdtest.Streams(tt.tty)
 			in.WriteString(tt.input)
 			opts := &ReleaseOptions{IO: ios, ID: "a-1", Yes: tt.yes,
 				Client: func() (*api.Client, error) { return nil, cmdtest.ErrReachedServer }}

@@ -32,7 +32,7 @@ func TestNewCmdWait(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ios, _, _, _ := testStreams(false)
+			ios, _, _, _ := cmdtest.Streams(false)
 			var got *WaitOptions
 			cmd := NewCmdWait(cmdtest.Factory(ios), func(_ context.Context, o *WaitOptions) error { got = o; return nil })
 			err := cmdtest.Execute(cmd, tt.args...)
@@ -95,7 +95,7 @@ func TestReached(t *testing.T) {
 }
 
 func TestPlainProgressLines(t *testing.T) {
-	ios, _, _, errOut := testStreams(false)
+	ios, _, _, errOut := cmdtest.Streams(false)
 	v := newProgressView(ios, "a-1")
 	if _, ok := v.(*plainProgress); !ok {
 		t.Fatalf("got %T for a stderr that is not a terminal; want plain lines", v)
@@ -133,7 +133,7 @@ func TestWaitTimesOut(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ios, _, _, errOut := testStreams(false)
+	ios, _, _, errOut := cmdtest.Streams(false)
 	_, err = waitFor(ctx, ios, c, a.ID, 300*time.Millisecond, api.AllocActive)
 	if cmdutil.ExitCodeOf(err) != cmdutil.ExitWaitTimeout {
 		t.Fatalf("got %v (exit %d); want exit 21", err, cmdutil.ExitCodeOf(err))
@@ -149,7 +149,7 @@ func TestWaitTimesOut(t *testing.T) {
 
 func TestWaitNotFound(t *testing.T) {
 	_, c := waitEnv(t)
-	ios, _, _, _ := testStreams(false)
+	ios, _, _, _ := cmdtest.Streams(false)
 	_, err := waitFor(context.Background(), ios, c, "a-nothere", time.Minute, api.AllocActive)
 	if !errors.Is(err, api.ErrNotFound) {
 		t.Fatalf("got %v; want not_found", err)
@@ -184,7 +184,7 @@ func TestWaitFollowsEvents(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			ios, _, _, _ := testStreams(false)
+			ios, _, _, _ := cmdtest.Streams(false)
 			errOut := &lockedBuffer{}
 			ios.ErrOut = errOut
 			type result struct {

@@ -41,7 +41,7 @@ func TestNewCmdLogin(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ios, _, _, _ := testStreams(tt.tty)
+			ios, _, _, _ := cmdtest.Streams(tt.tty)
 			f, _ := cmdtest.ConfigFactory(t, ios, nil)
 			var got *LoginOptions
 			cmd := NewCmdLogin(f, func(_ context.Context, o *LoginOptions) error { got = o; return nil })
@@ -89,7 +89,7 @@ func TestLoginCredentials(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ios, in, _, errOut := testStreams(tt.tty)
+			ios, in, _, errOut := cmdtest.Streams(tt.tty)
 			in.WriteString(tt.input)
 			opts := &LoginOptions{IO: ios, Email: tt.email, PasswordStdin: tt.passwordStdin}
 			active := config.Active{Name: "dev", Context: config.Context{User: tt.storedUser}}
@@ -139,7 +139,7 @@ func TestStoreLogin(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ios, _, _, _ := testStreams(false)
+			ios, _, _, _ := cmdtest.Streams(false)
 			_, cfg := cmdtest.ConfigFactory(t, ios, tt.stored)
 			storeLogin(cfg, tt.active, resp)
 			got, _ := cfg.Context("dev")
@@ -154,7 +154,7 @@ func TestStoreLogin(t *testing.T) {
 }
 
 func TestLoginPasswordNeedsATerminalOrStdin(t *testing.T) {
-	ios, _, _, _ := testStreams(false)
+	ios, _, _, _ := cmdtest.Streams(false)
 	f, _ := cmdtest.ConfigFactory(t, ios, nil)
 	opts := &LoginOptions{IO: ios, Config: f.Config, Active: f.Active, Email: "ada@example.com",
 		Client: func() (*api.Client, error) { return nil, nil }}

@@ -11,7 +11,7 @@ import (
 )
 
 func TestNewCmdLogout(t *testing.T) {
-	ios, _, _, _ := testStreams(false)
+	ios, _, _, _ := cmdtest.Streams(false)
 	f, _ := cmdtest.ConfigFactory(t, ios, nil)
 	called := false
 	cmd := NewCmdLogout(f, func(context.Context, *LogoutOptions) error { called = true; return nil })
@@ -26,7 +26,7 @@ func TestNewCmdLogout(t *testing.T) {
 }
 
 func TestLogoutWithoutTokenNeedsNoServer(t *testing.T) {
-	ios, _, _, errOut := testStreams(false)
+	ios, _, _, errOut := cmdtest.Streams(false)
 	f, _ := cmdtest.ConfigFactory(t, ios, &config.Context{Server: "nats://dev:4222", User: "ada@example.com"})
 	opts := &LogoutOptions{IO: ios, Config: f.Config, Active: f.Active, Client: f.Client}
 	if err := logoutRun(context.Background(), opts); err != nil {
@@ -38,7 +38,7 @@ func TestLogoutWithoutTokenNeedsNoServer(t *testing.T) {
 }
 
 func TestLogoutKeepsTokenWhenServerUnreachable(t *testing.T) {
-	ios, _, _, _ := testStreams(false)
+	ios, _, _, _ := cmdtest.Streams(false)
 	f, cfg := cmdtest.ConfigFactory(t, ios, &config.Context{Server: "nats://dev:4222", Token: "tok"})
 	opts := &LogoutOptions{IO: ios, Config: f.Config, Active: f.Active, Client: f.Client}
 	if err := logoutRun(context.Background(), opts); !errors.Is(err, cmdtest.ErrReachedServer) {
@@ -50,7 +50,7 @@ func TestLogoutKeepsTokenWhenServerUnreachable(t *testing.T) {
 }
 
 func TestClearToken(t *testing.T) {
-	ios, _, _, _ := testStreams(false)
+	ios, _, _, _ := cmdtest.Streams(false)
 	_, cfg := cmdtest.ConfigFactory(t, ios, &config.Context{Server: "nats://dev:4222", User: "ada@example.com", UserID: "u-1",
 		Token: "tok", TokenExpiresAt: now, Project: "dev"})
 	if !clearToken(cfg, "dev") {

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpuaas/gpuaas/cli/cmdutil/cmdtest"
 	"github.com/gpuaas/gpuaas/cli/config"
 	"github.com/gpuaas/gpuaas/cli/sshkeys"
 	"github.com/gpuaas/gpuaas/controld/controldtest"
@@ -55,7 +56,7 @@ func devConfig(t *testing.T, server string) *config.Config {
 // terminal) and returns its stderr.
 func (o *oidcEnv) login(t *testing.T, edit func(*LoginOptions)) (string, error) {
 	t.Helper()
-	ios, _, out, errOut := testStreams(false)
+	ios, _, out, errOut := cmdtest.Streams(false)
 	opts := &LoginOptions{IO: ios, Now: time.Now,
 		Config: func() (*config.Config, error) { return o.cfg, nil },
 		Active: func() (config.Active, error) { return o.cfg.Active(config.Overrides{Context: "dev"}), nil },

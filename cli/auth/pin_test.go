@@ -26,7 +26,7 @@ import (
 // tryLogin logs in to the controld stand-in with --password-stdin.
 func tryLogin(t *testing.T, ctrl *sshkeystest.Controld, cfg *config.Config, clock *testutil.Clock) (string, error) {
 	t.Helper()
-	ios, in, _, errOut := testStreams(false)
+	ios, in, _, errOut := cmdtest.Streams(false)
 	in.WriteString("hunter2\n")
 	opts := &LoginOptions{IO: ios, Email: sshkeystest.Email, PasswordStdin: true, Now: clock.Now,
 		Config: func() (*config.Config, error) { return cfg, nil },
@@ -90,7 +90,7 @@ func forgedToken(t *testing.T) string {
 func TestLoginRefusesForgedReplies(t *testing.T) {
 	clock := testutil.NewClock(now)
 	ctrl := sshkeystest.Start(t, clock.Now)
-	ios, _, _, _ := testStreams(false)
+	ios, _, _, _ := cmdtest.Streams(false)
 	_, cfg := cmdtest.ConfigFactory(t, ios, &config.Context{Server: ctrl.URL})
 	if err := cfg.Save(); err != nil {
 		t.Fatal(err)

@@ -40,7 +40,7 @@ expires   in 11h
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ios, _, out, _ := testStreams(tt.tty)
+			ios, _, out, _ := cmdtest.Streams(tt.tty)
 			if err := printWhoami(ios, now, active, testWhoami()); err != nil {
 				t.Fatal(err)
 			}
@@ -63,7 +63,7 @@ func TestWhoamiJSON(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ios, _, out, _ := testStreams(false)
+			ios, _, out, _ := cmdtest.Streams(false)
 			f, _ := cmdtest.ConfigFactory(t, ios, nil)
 			var opts *WhoamiOptions
 			cmd := NewCmdWhoami(f, func(_ context.Context, o *WhoamiOptions) error { opts = o; return nil })

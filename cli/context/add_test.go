@@ -33,12 +33,12 @@ func TestNewCmdAdd(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ios, _, _ := testStreams(false)
+			ios, _, _, _ := cmdtest.Streams(false)
 			f, _ := factoryWithContexts(t, ios)
 			var got *AddOptions
 			err := cmdtest.Execute(NewCmdAdd(f, func(o *AddOptions) error { got = o; return nil }), tt.args...)
 			if tt.wantErr != "" {
-				wantUsageError(t, err, tt.wantErr)
+				cmdtest.WantUsageError(t, err, tt.wantErr)
 				return
 			}
 			if err != nil {
@@ -54,7 +54,7 @@ func TestNewCmdAdd(t *testing.T) {
 }
 
 func TestAdd(t *testing.T) {
-	ios, _, errOut := testStreams(false)
+	ios, _, _, errOut := cmdtest.Streams(false)
 	f, cfg := factoryWithContexts(t, ios)
 	if err := cmdtest.Execute(NewCmdAdd(f, nil), "lab", "--server", "nats://10.0.0.5:4222", "--project", "ml"); err != nil {
 		t.Fatal(err)
@@ -85,7 +85,7 @@ func TestAdd(t *testing.T) {
 }
 
 func TestAddFirstBecomesCurrent(t *testing.T) {
-	ios, _, _ := testStreams(false)
+	ios, _, _, _ := cmdtest.Streams(false)
 	f, cfg := factoryWithContexts(t, ios)
 	cfg.Contexts, cfg.CurrentContext = map[string]config.Context{}, ""
 	if err := cmdtest.Execute(NewCmdAdd(f, nil), "only", "--server", "nats://a:4222"); err != nil {
@@ -100,7 +100,7 @@ func TestAddFirstBecomesCurrent(t *testing.T) {
 // the server's certificate against it); a file that is no certificate is a
 // usage error and changes nothing.
 func TestAddCA(t *testing.T) {
-	ios, _, _ := testStreams(false)
+	ios, _, _, _ := cmdtest.Streams(false)
 	f, cfg := factoryWithContexts(t, ios)
 	files := testutil.TLS(t)
 	if err := cmdtest.Execute(NewCmdAdd(f, nil), "secure", "--server", "tls://gpuaas.example.test:4222", "--ca", files.CAFile); err != nil {
@@ -113,7 +113,7 @@ func TestAddCA(t *testing.T) {
 	if err := os.WriteFile(bad, []byte("not a certificate"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	wantUsageError(t, cmdtest.Execute(NewCmdAdd(f, nil), "other", "--server", "tls://x:4222", "--ca", bad), "no PEM certificate")
+	cmdtest.WantUsageError(t, cmdtest.Execute(NewCmdAdd(f, nil), "other", "--server", "tls://x:4222", "--ca", bad), "no PEM certificate")
 	if _, ok := reload(t, cfg).Contexts["other"]; ok {
 		t.Fatal("a context was saved with a bad --ca")
 	}

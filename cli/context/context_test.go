@@ -1,8 +1,6 @@
 package context
 
 import (
-	"bytes"
-	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -13,15 +11,6 @@ import (
 )
 
 var now = cmdtest.Now // the clock of cmdtest.Factory
-
-func testStreams(tty bool) (*cmdutil.IOStreams, *bytes.Buffer, *bytes.Buffer) {
-	ios, _, out, errOut := cmdutil.Test()
-	ios.SetStdinTTY(tty)
-	ios.SetStdoutTTY(tty)
-	ios.SetStderrTTY(tty)
-	ios.SetNoColor(true)
-	return ios, out, errOut
-}
 
 // factoryWithContexts is cmdtest's factory over a config with two contexts, dev
 // (current, logged in until now+2h) and prod (logged out).
@@ -46,12 +35,4 @@ func reload(t *testing.T, cfg *config.Config) *config.Config {
 		t.Fatal(err)
 	}
 	return c
-}
-
-func wantUsageError(t *testing.T, err error, contains string) {
-	t.Helper()
-	var fe *cmdutil.FlagError
-	if !errors.As(err, &fe) || !strings.Contains(err.Error(), contains) {
-		t.Fatalf("got %v; want a usage error containing %q", err, contains)
-	}
 }

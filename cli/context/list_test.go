@@ -40,7 +40,7 @@ func TestList(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ios, out, _ := testStreams(tt.tty)
+			ios, _, out, _ := cmdtest.Streams(tt.tty)
 			f, _ := factoryWithContexts(t, ios)
 			f.Flags = config.Overrides{Context: tt.context}
 			t.Setenv(config.EnvContext, tt.envCtx)
@@ -58,7 +58,7 @@ func TestList(t *testing.T) {
 }
 
 func TestListAllJSONNeverShowsTokens(t *testing.T) {
-	ios, out, _ := testStreams(false)
+	ios, _, out, _ := cmdtest.Streams(false)
 	f, _ := factoryWithContexts(t, ios)
 	if err := cmdtest.Execute(NewCmdList(f, nil), "--json"); err != nil {
 		t.Fatal(err)
@@ -69,7 +69,7 @@ func TestListAllJSONNeverShowsTokens(t *testing.T) {
 }
 
 func TestListEmpty(t *testing.T) {
-	ios, out, errOut := testStreams(true)
+	ios, _, out, errOut := cmdtest.Streams(true)
 	f, cfg := factoryWithContexts(t, ios)
 	cfg.Contexts = map[string]config.Context{}
 	if err := cmdtest.Execute(NewCmdList(f, nil)); err != nil {
@@ -78,6 +78,6 @@ func TestListEmpty(t *testing.T) {
 	if out.Len() != 0 || !strings.Contains(errOut.String(), "No contexts") {
 		t.Fatalf("got stdout %q stderr %q; want the note on stderr only", out.String(), errOut.String())
 	}
-	wantUsageError(t, cmdtest.Execute(NewCmdList(f, nil), "extra"), "unexpected argument")
-	wantUsageError(t, cmdtest.Execute(NewCmdList(f, nil), "--json", "bogus"), "bogus")
+	cmdtest.WantUsageError(t, cmdtest.Execute(NewCmdList(f, nil), "extra"), "unexpected argument")
+	cmdtest.WantUsageError(t, cmdtest.Execute(NewCmdList(f, nil), "--json", "bogus"), "bogus")
 }

@@ -10,7 +10,7 @@ import (
 )
 
 func TestRemove(t *testing.T) {
-	ios, _, errOut := testStreams(false)
+	ios, _, _, errOut := cmdtest.Streams(false)
 	f, cfg := factoryWithContexts(t, ios)
 	if err := cmdtest.Execute(NewCmdRemove(f, nil), "prod"); err != nil {
 		t.Fatal(err)

@@ -36,12 +36,12 @@ func TestNewCmdTrust(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ios, _, _ := testStreams(tt.tty)
+			ios, _, _, _ := cmdtest.Streams(tt.tty)
 			f, _ := factoryWithContexts(t, ios)
 			var got *TrustOptions
 			err := cmdtest.Execute(NewCmdTrust(f, func(_ context.Context, o *TrustOptions) error { got = o; return nil }), tt.args...)
 			if tt.wantErr != "" {
-				wantUsageError(t, err, tt.wantErr)
+				cmdtest.WantUsageError(t, err, tt.wantErr)
 				return
 			}
 			if err != nil {
@@ -163,7 +163,7 @@ func TestTrustReset(t *testing.T) {
 // TestAddServerKey: a server key given to `context add` is pinned ahead of
 // the first login.
 func TestAddServerKey(t *testing.T) {
-	ios, _, _ := testStreams(false)
+	ios, _, _, _ := cmdtest.Streams(false)
 	f, cfg := factoryWithContexts(t, ios)
 	fp := "SHA256:" + strings.Repeat("B", 43)
 	if err := cmdtest.Execute(NewCmdAdd(f, nil), "lab", "--server", "nats://10.0.0.5:4222", "--server-key", fp); err != nil {
@@ -174,5 +174,5 @@ func TestAddServerKey(t *testing.T) {
 		t.Fatalf("got pins %+v; want %s pinned", c.Trust, fp)
 	}
 	err := cmdtest.Execute(NewCmdAdd(f, nil), "lab2", "--server", "nats://10.0.0.5:4222", "--server-key", "ssh-rsa AAAA")
-	wantUsageError(t, err, "--server-key")
+	cmdtest.WantUsageError(t, err, "--server-key")
 }

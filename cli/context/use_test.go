@@ -10,7 +10,7 @@ import (
 )
 
 func TestUse(t *testing.T) {
-	ios, _, errOut := testStreams(false)
+	ios, _, _, errOut := cmdtest.Streams(false)
 	f, cfg := factoryWithContexts(t, ios)
 	if err := cmdtest.Execute(NewCmdUse(f, nil), "prod"); err != nil {
 		t.Fatal(err)
@@ -34,7 +34,7 @@ func TestUse(t *testing.T) {
 }
 
 func TestUseUnknown(t *testing.T) {
-	ios, _, _ := testStreams(false)
+	ios, _, _, _ := cmdtest.Streams(false)
 	f, cfg := factoryWithContexts(t, ios)
 	err := cmdtest.Execute(NewCmdUse(f, nil), "staging")
 	var e *api.Error
@@ -45,6 +45,6 @@ func TestUseUnknown(t *testing.T) {
 	if got := reload(t, cfg).CurrentContext; got != "dev" {
 		t.Fatalf("current context after a failed use: %q; want dev", got)
 	}
-	wantUsageError(t, cmdtest.Execute(NewCmdUse(f, nil)), "requires a context name")
-	wantUsageError(t, cmdtest.Execute(NewCmdUse(f, nil), "a", "b"), "too many arguments")
+	cmdtest.WantUsageError(t, cmdtest.Execute(NewCmdUse(f, nil)), "requires a context name")
+	cmdtest.WantUsageError(t, cmdtest.Execute(NewCmdUse(f, nil), "a", "b"), "too many arguments")
 }

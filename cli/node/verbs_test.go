@@ -2,21 +2,11 @@ package node
 
 import (
 	"context"
-	"errors"
 	"slices"
 	"testing"
 
-	"github.com/gpuaas/gpuaas/cli/cmdutil"
 	"github.com/gpuaas/gpuaas/cli/cmdutil/cmdtest"
 )
-
-func wantUsageError(t *testing.T, err error) {
-	t.Helper()
-	var fe *cmdutil.FlagError
-	if !errors.As(err, &fe) {
-		t.Errorf("got %v; want a usage error", err)
-	}
-}
 
 func TestNewCmdList(t *testing.T) {
 	ios, out, _ := testStreams(false)
@@ -30,7 +20,7 @@ func TestNewCmdList(t *testing.T) {
 	if want := `[{"name":"gpu-01","state":"ready"}]` + "\n"; out.String() != want {
 		t.Errorf("got %q; want %q", out.String(), want)
 	}
-	wantUsageError(t, cmdtest.Execute(NewCmdList(cmdtest.Factory(ios), nil), "gpu-01"))
+	cmdtest.WantUsageError(t, cmdtest.Execute(NewCmdList(cmdtest.Factory(ios), nil), "gpu-01"), "")
 }
 
 func TestNewCmdGet(t *testing.T) {
@@ -49,7 +39,7 @@ func TestNewCmdGet(t *testing.T) {
 	if out.String() != "s-0\n" {
 		t.Errorf("got %q; want s-0", out.String())
 	}
-	wantUsageError(t, cmdtest.Execute(NewCmdGet(cmdtest.Factory(ios), nil)))
+	cmdtest.WantUsageError(t, cmdtest.Execute(NewCmdGet(cmdtest.Factory(ios), nil)), "")
 }
 
 func TestNewCmdSlotsApprove(t *testing.T) {
@@ -75,7 +65,7 @@ func TestNewCmdSlotsApprove(t *testing.T) {
 		})
 	}
 	ios, _, _ := testStreams(false)
-	wantUsageError(t, cmdtest.Execute(NewCmdSlotsApprove(cmdtest.Factory(ios), nil)))
+	cmdtest.WantUsageError(t, cmdtest.Execute(NewCmdSlotsApprove(cmdtest.Factory(ios), nil)), "")
 }
 
 func TestNewCmdDrain(t *testing.T) {
@@ -96,5 +86,5 @@ func TestNewCmdDrain(t *testing.T) {
 	if out.String() != "gpu-01 draining" {
 		t.Errorf("got %q; want %q", out.String(), "gpu-01 draining")
 	}
-	wantUsageError(t, cmdtest.Execute(NewCmdDrain(cmdtest.Factory(ios), nil), "a", "b"))
+	cmdtest.WantUsageError(t, cmdtest.Execute(NewCmdDrain(cmdtest.Factory(ios), nil), "a", "b"), "")
 }

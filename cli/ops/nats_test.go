@@ -63,7 +63,7 @@ func TestNATSSetup(t *testing.T) {
 		t.Fatalf("got auth callout %+v; want issuer %s in account %s", opts.AuthCallout, issuer, bus.AppAccount)
 	}
 
-	wantUsageError(t, cmdtest.Execute(NewCmdNATSSetup(cmdtest.Factory(ios), nil), "--out", dir))
+	cmdtest.WantUsageError(t, cmdtest.Execute(NewCmdNATSSetup(cmdtest.Factory(ios), nil), "--out", dir), "")
 	if again, _ := bus.LoadKeys(dir); again.Public() != keys.Public() {
 		t.Fatal("a second nats-setup without --force replaced the keys")
 	}
@@ -108,8 +108,8 @@ func TestNATSIdentityLifecycle(t *testing.T) {
 		t.Fatalf("got keys %+v, %v; want the gateway key %s", ids, err, pub)
 	}
 	// The file exists: no second key is made over it.
-	wantUsageError(t, cmdtest.Execute(NewCmdNATSIdentityAdd(f, nil), "--kind", "gateway", "--name", "gw-1", "--out", seedFile))
-	wantUsageError(t, cmdtest.Execute(NewCmdNATSIdentityAdd(f, nil), "--kind", "admin", "--name", "x", "--out", seedFile+"2"))
+	cmdtest.WantUsageError(t, cmdtest.Execute(NewCmdNATSIdentityAdd(f, nil), "--kind", "gateway", "--name", "gw-1", "--out", seedFile), "")
+	cmdtest.WantUsageError(t, cmdtest.Execute(NewCmdNATSIdentityAdd(f, nil), "--kind", "admin", "--name", "x", "--out", seedFile+"2"), "")
 
 	nc := testutil.Connect(t, env.NATSURL, bus.WithKey(key), nats.CustomInboxPrefix(api.InboxPrefix(pub)), nats.MaxReconnects(0))
 	login, err := api.NewGatewayLogin(nc, key, nil)

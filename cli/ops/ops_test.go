@@ -3,7 +3,6 @@ package ops
 import (
 	"bytes"
 	"context"
-	"errors"
 	"testing"
 	"time"
 
@@ -19,14 +18,6 @@ func testStreams(tty bool) (*cmdutil.IOStreams, *bytes.Buffer) {
 	ios.SetStdoutTTY(tty)
 	ios.SetNoColor(true)
 	return ios, out
-}
-
-func wantUsageError(t *testing.T, err error) {
-	t.Helper()
-	var fe *cmdutil.FlagError
-	if !errors.As(err, &fe) {
-		t.Errorf("got %v; want a usage error", err)
-	}
 }
 
 func TestNewCmdCARotate(t *testing.T) {
@@ -53,7 +44,7 @@ func TestNewCmdCARotate(t *testing.T) {
 	}
 	for _, args := range [][]string{{}, {"--ca", "root"}, {"--ca", "host", "--stage", "--key", "x"}, {"--ca", "user", "extra"}} {
 		ios, _ := testStreams(false)
-		wantUsageError(t, cmdtest.Execute(NewCmdCARotate(cmdtest.Factory(ios), func(context.Context, *CARotateOptions) error { return nil }), args...))
+		cmdtest.WantUsageError(t, cmdtest.Execute(NewCmdCARotate(cmdtest.Factory(ios), func(context.Context, *CARotateOptions) error { return nil }), args...), "")
 	}
 }
 
@@ -68,7 +59,7 @@ func TestNewCmdCARetire(t *testing.T) {
 		t.Errorf("got %+v; want user SHA256:abc yes", *got)
 	}
 	for _, args := range [][]string{{"--ca", "user"}, {"--key", "SHA256:abc"}, {"--ca", "nope", "--key", "x"}} {
-		wantUsageError(t, cmdtest.Execute(NewCmdCARetire(cmdtest.Factory(ios), func(context.Context, *CARetireOptions) error { return nil }), args...))
+		cmdtest.WantUsageError(t, cmdtest.Execute(NewCmdCARetire(cmdtest.Factory(ios), func(context.Context, *CARetireOptions) error { return nil }), args...), "")
 	}
 }
 
@@ -88,7 +79,7 @@ func TestNewCmdCAList(t *testing.T) {
 	if want := `[{"active":true,"id":"SHA256:abc"}]` + "\n"; out.String() != want {
 		t.Errorf("got %q; want %q", out.String(), want)
 	}
-	wantUsageError(t, cmdtest.Execute(NewCmdCAList(cmdtest.Factory(ios), nil), "--ca", "root"))
+	cmdtest.WantUsageError(t, cmdtest.Execute(NewCmdCAList(cmdtest.Factory(ios), nil), "--ca", "root"), "")
 }
 
 func TestPrintKeys(t *testing.T) {

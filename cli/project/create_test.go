@@ -9,7 +9,7 @@ import (
 )
 
 func TestNewCmdCreate(t *testing.T) {
-	ios, _, _, _ := testStreams(false)
+	ios, _, _, _ := cmdtest.Streams(false)
 	f, _ := cmdtest.ConfigFactory(t, ios, nil)
 	var got *CreateOptions
 	cmd := NewCmdCreate(f, func(_ context.Context, o *CreateOptions) error { got = o; return nil })
@@ -19,8 +19,8 @@ func TestNewCmdCreate(t *testing.T) {
 	if got.Name != "ml" || got.Exporter == nil {
 		t.Errorf("got name %q exporter %v; want ml and an exporter", got.Name, got.Exporter)
 	}
-	wantUsageError(t, cmdtest.Execute(NewCmdCreate(f, nil)), "requires a project name")
-	wantUsageError(t, cmdtest.Execute(NewCmdCreate(f, nil), "a", "b"), "too many arguments")
+	cmdtest.WantUsageError(t, cmdtest.Execute(NewCmdCreate(f, nil)), "requires a project name")
+	cmdtest.WantUsageError(t, cmdtest.Execute(NewCmdCreate(f, nil), "a", "b"), "too many arguments")
 }
 
 func TestSetDefaultIfNone(t *testing.T) {
@@ -46,7 +46,7 @@ func TestSetDefaultIfNone(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ios, _, _, _ := testStreams(false)
+			ios, _, _, _ := cmdtest.Streams(false)
 			_, cfg := cmdtest.ConfigFactory(t, ios, tt.stored)
 			if changed := setDefaultIfNone(cfg, tt.active, "ml"); changed != tt.wantChanged {
 				t.Errorf("got changed %v; want %v", changed, tt.wantChanged)

@@ -8,7 +8,7 @@ import (
 )
 
 func TestNewCmdList(t *testing.T) {
-	ios, _, out, _ := testStreams(false)
+	ios, _, out, _ := cmdtest.Streams(false)
 	f, _ := cmdtest.ConfigFactory(t, ios, nil)
 	var got *ListOptions
 	cmd := NewCmdList(f, func(_ context.Context, o *ListOptions) error { got = o; return nil })
@@ -21,5 +21,5 @@ func TestNewCmdList(t *testing.T) {
 	if got, want := out.String(), "dev\nml\n"; got != want {
 		t.Errorf("got %q; want %q", got, want)
 	}
-	wantUsageError(t, cmdtest.Execute(NewCmdList(f, nil), "extra"), "unexpected argument")
+	cmdtest.WantUsageError(t, cmdtest.Execute(NewCmdList(f, nil), "extra"), "unexpected argument")
 }

@@ -23,12 +23,12 @@ func TestNewCmdMembers(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ios, _, _, _ := testStreams(false)
+			ios, _, _, _ := cmdtest.Streams(false)
 			f, _ := cmdtest.ConfigFactory(t, ios, nil)
 			var got *MembersOptions
 			err := cmdtest.Execute(NewCmdMembers(f, func(_ context.Context, o *MembersOptions) error { got = o; return nil }), tt.args...)
 			if tt.wantErr {
-				wantUsageError(t, err, "too many arguments")
+				cmdtest.WantUsageError(t, err, "too many arguments")
 				return
 			}
 			if err != nil {
@@ -42,7 +42,7 @@ func TestNewCmdMembers(t *testing.T) {
 }
 
 func TestMembersDefaultsToActiveProject(t *testing.T) {
-	ios, _, _, _ := testStreams(false)
+	ios, _, _, _ := cmdtest.Streams(false)
 	f, _ := cmdtest.ConfigFactory(t, ios, &config.Context{Project: "dev"})
 	got, err := projectOrActive("", f.Active)
 	if err != nil || got != "dev" {
@@ -58,7 +58,7 @@ func TestMembersDefaultsToActiveProject(t *testing.T) {
 }
 
 func TestMembersWithoutProject(t *testing.T) {
-	ios, _, _, _ := testStreams(false)
+	ios, _, _, _ := cmdtest.Streams(false)
 	f, _ := cmdtest.ConfigFactory(t, ios, &config.Context{})
 	opts := &MembersOptions{IO: ios, Active: f.Active, Client: f.Client, Now: f.Now}
 	err := membersRun(context.Background(), opts)

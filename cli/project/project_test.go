@@ -1,13 +1,9 @@
 package project
 
 import (
-	"bytes"
-	"errors"
-	"strings"
 	"testing"
 	"time"
 
-	"github.com/gpuaas/gpuaas/cli/cmdutil"
 	"github.com/gpuaas/gpuaas/cli/cmdutil/cmdtest"
 	"github.com/gpuaas/gpuaas/internal/api"
 )
@@ -18,23 +14,6 @@ func testProjects() []api.Project {
 	return []api.Project{
 		{ID: "p-1", Name: "dev", Role: api.ProjectOwner, CreatedAt: now.Add(-48 * time.Hour)},
 		{ID: "p-2", Name: "ml", Role: api.ProjectViewer, CreatedAt: now.Add(-3 * time.Hour)},
-	}
-}
-
-func testStreams(tty bool) (*cmdutil.IOStreams, *bytes.Buffer, *bytes.Buffer, *bytes.Buffer) {
-	ios, in, out, errOut := cmdutil.Test()
-	ios.SetStdinTTY(tty)
-	ios.SetStdoutTTY(tty)
-	ios.SetStderrTTY(tty)
-	ios.SetNoColor(true)
-	return ios, in, out, errOut
-}
-
-func wantUsageError(t *testing.T, err error, contains string) {
-	t.Helper()
-	var fe *cmdutil.FlagError
-	if !errors.As(err, &fe) || !strings.Contains(err.Error(), contains) {
-		t.Fatalf("got %v; want a usage error containing %q", err, contains)
 	}
 }
 
@@ -57,7 +36,7 @@ func TestPrintProjects(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ios, _, out, errOut := testStreams(tt.tty)
+			ios, _, out, errOut := cmdtest.Streams(tt.tty)
 			ios.SetNoColor(!tt.color)
 			if err := printProjects(ios, now, tt.current, tt.projects); err != nil {
 				t.Fatal(err)
@@ -84,7 +63,7 @@ func TestPrintMembers(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ios, _, out, _ := testStreams(tt.tty)
+			ios, _, out, _ := cmdtest.Streams(tt.tty)
 			if err := printMembers(ios, now, members); err != nil {
 				t.Fatal(err)
 			}

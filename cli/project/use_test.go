@@ -8,7 +8,7 @@ import (
 )
 
 func TestNewCmdUse(t *testing.T) {
-	ios, _, _, _ := testStreams(false)
+	ios, _, _, _ := cmdtest.Streams(false)
 	f, _ := cmdtest.ConfigFactory(t, ios, nil)
 	var got *UseOptions
 	if err := cmdtest.Execute(NewCmdUse(f, func(_ context.Context, o *UseOptions) error { got = o; return nil }), "ml"); err != nil {
@@ -17,7 +17,7 @@ func TestNewCmdUse(t *testing.T) {
 	if got.Project != "ml" {
 		t.Errorf("got %q; want ml", got.Project)
 	}
-	wantUsageError(t, cmdtest.Execute(NewCmdUse(f, nil)), "requires a project name")
+	cmdtest.WantUsageError(t, cmdtest.Execute(NewCmdUse(f, nil)), "requires a project name")
 }
 
 func TestFindProject(t *testing.T) {

@@ -1,7 +1,6 @@
 package user
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -16,23 +15,6 @@ import (
 	"github.com/gpuaas/gpuaas/controld/controldtest"
 	"github.com/gpuaas/gpuaas/internal/api"
 )
-
-func testStreams(tty bool) (*cmdutil.IOStreams, *bytes.Buffer, *bytes.Buffer, *bytes.Buffer) {
-	ios, in, out, errOut := cmdutil.Test()
-	ios.SetStdinTTY(tty)
-	ios.SetStdoutTTY(tty)
-	ios.SetStderrTTY(tty)
-	ios.SetNoColor(true)
-	return ios, in, out, errOut
-}
-
-func wantUsageError(t *testing.T, err error, contains string) {
-	t.Helper()
-	var fe *cmdutil.FlagError
-	if !errors.As(err, &fe) || !strings.Contains(err.Error(), contains) {
-		t.Fatalf("got %v; want a usage error containing %q", err, contains)
-	}
-}
 
 func TestNewCmdAdd(t *testing.T) {
 	tests := []struct {
@@ -49,11 +31,11 @@ func TestNewCmdAdd(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ios, _, _, _ := testStreams(false)
+			ios, _, _, _ := cmdtest.Streams(false)
 			var got *AddOptions
 			err := cmdtest.Execute(NewCmdAdd(cmdtest.Factory(ios), func(_ context.Context, o *AddOptions) error { got = o; return nil }), tt.args...)
 			if tt.wantErr != "" {
-				wantUsageError(t, err, tt.wantErr)
+				cmdtest.WantUsageError(t, err, tt.wantErr)
 				return
 			}
 			if err != nil {
@@ -67,7 +49,7 @@ func TestNewCmdAdd(t *testing.T) {
 }
 
 func TestNewCmdArgs(t *testing.T) {
-	ios, _, _, _ := testStreams(false)
+	ios, _, _, _ := cmdtest.Streams(false)
 	f := cmdtest.Factory(ios)
 	tests := []struct {
 		name    string
@@ -94,7 +76,7 @@ func TestNewCmdArgs(t *testing.T) {
 				}
 				return
 			}
-			wantUsageError(t, err, tt.wantErr)
+			cmdtest.WantUsageError(t, err, tt.wantErr)
 		})
 	}
 }
@@ -114,7 +96,7 @@ func TestDisableConfirmation(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ios, in, _, errOut := testStreams(tt.tty)
+			ios, in, _, errOut := cmdtest.Streams(tt.tty)
 			in.WriteString(tt.input)
 			opts := &DisableOptions{IO: ios, User: "bob@example.com", Yes: tt.yes,
 				Client: func() (*api.Client, error) { return nil, cmdtest.ErrReachedServer }}
@@ -149,7 +131,7 @@ func TestPrintUsers(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ios, _, out, _ := testStreams(tt.tty)
+			ios, _, out, _ := cmdtest.Streams(tt.tty)
 			if err := printUsers(ios, now, users); err != nil {
 				t.Fatal(err)
 			}
@@ -166,7 +148,7 @@ func TestAgainstControld(t *testing.T) {
 	env := controldtest.Start(t, controldtest.Options{NoNodes: true})
 	ctx := t.Context()
 	run := func(cmd func(*cmdutil.Factory) *cobra.Command, args ...string) (string, error) {
-		ios, _, out, _ := testStreams(false)
+		ios, _, out, _ := cmdtest.Streams(false)
 		f := &cmdutil.Factory{IOStreams: ios, Now: time.Now,
 			Client: func() (*api.Client, error) { return env.Client(env.AdminToken), nil }}
 		c := cmd(f)

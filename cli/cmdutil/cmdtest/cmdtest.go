@@ -4,7 +4,10 @@
 package cmdtest
 
 import (
+	"bytes"
+	"errors"
 	"io"
+	"strings"
 	"testing"
 	"time"
 
@@ -71,4 +74,25 @@ func Execute(cmd *cobra.Command, args ...string) error {
 	cmd.SetErr(io.Discard)
 	_, err := cmd.ExecuteC()
 	return err
+}
+
+// Streams returns test IOStreams without colour whose stdin, stdout and
+// stderr are terminals when tty is set, and the buffers behind them.
+func Streams(tty bool) (ios *cmdutil.IOStreams, in, out, errOut *bytes.Buffer) {
+	ios, in, out, errOut = cmdutil.Test()
+	ios.SetStdinTTY(tty)
+	ios.SetStdoutTTY(tty)
+	ios.SetStderrTTY(tty)
+	ios.SetNoColor(true)
+	return ios, in, out, errOut
+}
+
+// WantUsageError fails the test unless err is a usage error (exit code 2)
+// whose text contains contains.
+func WantUsageError(t testing.TB, err error, contains string) {
+	t.Helper()
+	var fe *cmdutil.FlagError
+	if !errors.As(err, &fe) || !strings.Contains(err.Error(), contains) {
+		t.Fatalf("got %v; want a usage error containing %q", err, contains)
+	}
 }

@@ -16,7 +16,6 @@ import (
 	sshcmd "github.com/gpuaas/gpuaas/cli/ssh"
 	"github.com/gpuaas/gpuaas/cli/sshconfig"
 	"github.com/gpuaas/gpuaas/tui"
-	"github.com/gpuaas/gpuaas/tui/backend"
 	"github.com/gpuaas/gpuaas/tui/common"
 )
 
@@ -46,24 +45,12 @@ func run(ctx context.Context, f *cmdutil.Factory) error {
 	if !ios.IsStdinTTY() || !ios.IsStdoutTTY() {
 		return cmdutil.FlagErrorf("gpuaas tui needs a terminal; use `gpuaas alloc list` in scripts")
 	}
-	client, err := f.Client()
-	if err != nil {
-		return err
-	}
-	active, err := f.Active()
-	if err != nil {
-		return err
-	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	m := tui.New(tui.Options{
-		Backend:  backend.New(client),
-		Context:  ctx,
-		Now:      f.Now,
-		Renderer: common.NewRenderer(ios.Out, common.ProfileFor(os.Getenv)),
-		SSH:      localSSH(f),
-		Project:  active.Project,
-	})
+	m, err := tui.NewFromFactory(ctx, f, common.NewRenderer(ios.Out, common.ProfileFor(os.Getenv)), localSSH(f))
+	if err != nil {
+		return err
+	}
 	p := tea.NewProgram(m, tea.WithAltScreen(), tea.WithContext(ctx), tea.WithInput(ios.In), tea.WithOutput(ios.Out))
 	if _, err := p.Run(); err != nil && !errors.Is(err, tea.ErrProgramKilled) {
 		return fmt.Errorf("tui: %w", err)

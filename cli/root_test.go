@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
+	"github.com/gpuaas/gpuaas/cli/cmdutil/cmdtest"
 	"github.com/gpuaas/gpuaas/cli/config"
 	"github.com/gpuaas/gpuaas/internal/api"
 )
@@ -19,9 +20,7 @@ import (
 func isolate(t *testing.T) {
 	t.Helper()
 	t.Setenv(config.EnvConfigDir, t.TempDir())
-	for _, env := range []string{config.EnvServer, config.EnvToken, config.EnvProject, config.EnvContext} {
-		t.Setenv(env, "")
-	}
+	cmdtest.ClearEnv(t)
 }
 
 // runCLI runs the command tree with args over test streams, with extra

@@ -9,8 +9,8 @@ import (
 
 	gossh "golang.org/x/crypto/ssh"
 
-	"github.com/gpuaas/gpuaas/cli/tui"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/tui"
 )
 
 // TestTUIOverSSH: `ssh -t gpuaas@gateway` with no command gets the

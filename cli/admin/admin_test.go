@@ -1,39 +1,15 @@
 package admin
 
 import (
-	"bytes"
 	"context"
 	"errors"
-	"io"
 	"strings"
 	"testing"
 
-	"github.com/spf13/cobra"
-
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
+	"github.com/gpuaas/gpuaas/cli/cmdutil/cmdtest"
 	"github.com/gpuaas/gpuaas/internal/api"
 )
-
-func testStreams(tty bool) (*cmdutil.IOStreams, *bytes.Buffer, *bytes.Buffer, *bytes.Buffer) {
-	ios, in, out, errOut := cmdutil.Test()
-	ios.SetStdinTTY(tty)
-	ios.SetStdoutTTY(tty)
-	ios.SetStderrTTY(tty)
-	ios.SetNoColor(true)
-	return ios, in, out, errOut
-}
-
-func execute(cmd *cobra.Command, args ...string) error {
-	cmd.SetArgs(args)
-	cmd.SetOut(io.Discard)
-	cmd.SetErr(io.Discard)
-	_, err := cmd.ExecuteC()
-	return err
-}
-
-// errReachedServer stands in for the client: reaching it means the command
-// got past its local checks.
-var errReachedServer = &api.Error{Code: api.CodeUnavailable, Message: "reached the server"}
 
 func TestNewCmdRefund(t *testing.T) {
 	tests := []struct {
@@ -51,10 +27,10 @@ func TestNewCmdRefund(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ios, _, _, _ := testStreams(false)
+			ios, _, _, _ := cmdtest.Streams(false)
 			var got *RefundOptions
 			cmd := NewCmdRefund(&cmdutil.Factory{IOStreams: ios}, func(_ context.Context, o *RefundOptions) error { got = o; return nil })
-			err := execute(cmd, tt.args...)
+			err := cmdtest.Execute(cmd, tt.args...)
 			if tt.wantErr != "" {
 				var fe *cmdutil.FlagError
 				if !errors.As(err, &fe) || !strings.Contains(err.Error(), tt.wantErr) {
@@ -84,16 +60,16 @@ func TestRefundConfirmation(t *testing.T) {
 	}{
 		{"tty declined", true, false, "", "n\n", cmdutil.ErrCancelled, "Refund all that remains of top-up cs_1 through Stripe? [y/N] "},
 		{"tty default is no", true, false, "20", "\n", cmdutil.ErrCancelled, "Refund 20 of top-up cs_1 through Stripe? [y/N] "},
-		{"tty confirmed", true, false, "", "y\n", errReachedServer, "Refund all that remains of top-up cs_1 through Stripe? [y/N] "},
-		{"tty --yes", true, true, "", "", errReachedServer, ""},
-		{"piped never prompts", false, false, "", "", errReachedServer, ""},
+		{"tty confirmed", true, false, "", "y\n", cmdtest.ErrReachedServer, "Refund all that remains of top-up cs_1 through Stripe? [y/N] "},
+		{"tty --yes", true, true, "", "", cmdtest.ErrReachedServer, ""},
+		{"piped never prompts", false, false, "", "", cmdtest.ErrReachedServer, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ios, in, _, errOut := testStreams(tt.tty)
+			ios, in, _, errOut := cmdtest.Streams(tt.tty)
 			in.WriteString(tt.input)
 			opts := &RefundOptions{IO: ios, Topup: "cs_1", Amount: tt.amount, Yes: tt.yes,
-				Client: func() (*api.Client, error) { return nil, errReachedServer }}
+				Client: func() (*api.Client, error) { return nil, cmdtest.ErrReachedServer }}
 			if err := refundRun(context.Background(), opts); !errors.Is(err, tt.wantErr) {
 				t.Errorf("got %v; want %v", err, tt.wantErr)
 			}
@@ -122,12 +98,12 @@ func TestNewCmdCredit(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ios, _, _, _ := testStreams(false)
+			ios, _, _, _ := cmdtest.Streams(false)
 			f := &cmdutil.Factory{IOStreams: ios}
 			f.Flags.Project = tt.project // the root's global --project
 			var got *CreditOptions
 			cmd := NewCmdCredit(f, func(_ context.Context, o *CreditOptions) error { got = o; return nil })
-			err := execute(cmd, tt.args...)
+			err := cmdtest.Execute(cmd, tt.args...)
 			if tt.wantErr != "" {
 				var fe *cmdutil.FlagError
 				if !errors.As(err, &fe) || !strings.Contains(err.Error(), tt.wantErr) {

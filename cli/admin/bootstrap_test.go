@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
+	"github.com/gpuaas/gpuaas/cli/cmdutil/cmdtest"
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/testutil"
 )
@@ -27,11 +28,11 @@ func TestNewCmdBootstrap(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ios, _, _, _ := testStreams(false)
+			ios, _, _, _ := cmdtest.Streams(false)
 			var got *BootstrapOptions
 			cmd := NewCmdBootstrap(&cmdutil.Factory{IOStreams: ios}, func(_ context.Context, o *BootstrapOptions) error { got = o; return nil })
 			t.Setenv("GPUAAS_DATABASE_URL", tt.env)
-			err := execute(cmd, tt.args...)
+			err := cmdtest.Execute(cmd, tt.args...)
 			if tt.wantErr != "" {
 				var fe *cmdutil.FlagError
 				if !errors.As(err, &fe) || !strings.Contains(err.Error(), tt.wantErr) {
@@ -53,10 +54,10 @@ func TestNewCmdBootstrap(t *testing.T) {
 func TestBootstrapCommand(t *testing.T) {
 	t.Parallel()
 	dsn := testutil.Postgres(t, nil)
-	ios, _, out, _ := testStreams(true)
+	ios, _, out, _ := cmdtest.Streams(true)
 	cmd := NewCmdBootstrap(&cmdutil.Factory{IOStreams: ios}, nil)
 	cmd.SetContext(t.Context())
-	if err := execute(cmd, "--database-url", dsn, "--email", "root@example.com"); err != nil {
+	if err := cmdtest.Execute(cmd, "--database-url", dsn, "--email", "root@example.com"); err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"Created the first admin, root@example.com", "gpuaas login --invite "} {
@@ -66,13 +67,13 @@ func TestBootstrapCommand(t *testing.T) {
 	}
 	cmd = NewCmdBootstrap(&cmdutil.Factory{IOStreams: ios}, nil)
 	cmd.SetContext(t.Context())
-	if err := execute(cmd, "--database-url", dsn, "--email", "other@example.com"); !errors.Is(err, api.ErrConflict) {
+	if err := cmdtest.Execute(cmd, "--database-url", dsn, "--email", "other@example.com"); !errors.Is(err, api.ErrConflict) {
 		t.Fatalf("second bootstrap: got %v; want conflict", err)
 	}
-	ios, _, out, _ = testStreams(false)
+	ios, _, out, _ = cmdtest.Streams(false)
 	cmd = NewCmdBootstrap(&cmdutil.Factory{IOStreams: ios}, nil)
 	cmd.SetContext(t.Context())
-	if err := execute(cmd, "--database-url", dsn, "--email", "root@example.com", "--reissue", "--jq", ".invite.code"); err != nil {
+	if err := cmdtest.Execute(cmd, "--database-url", dsn, "--email", "root@example.com", "--reissue", "--jq", ".invite.code"); err != nil {
 		t.Fatalf("reissue: %v", err)
 	}
 	if code := strings.TrimSpace(out.String()); len(code) < 20 || strings.Contains(code, "\t") {

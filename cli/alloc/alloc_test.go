@@ -1,18 +1,14 @@
 package alloc
 
 import (
-	"bytes"
-	"io"
 	"testing"
 	"time"
 
-	"github.com/spf13/cobra"
-
-	"github.com/gpuaas/gpuaas/cli/cmdutil"
+	"github.com/gpuaas/gpuaas/cli/cmdutil/cmdtest"
 	"github.com/gpuaas/gpuaas/internal/api"
 )
 
-var now = time.Date(2030, 1, 10, 12, 0, 0, 0, time.UTC)
+var now = cmdtest.Now // the clock of cmdtest.Factory
 
 // testAlloc is an active two-GPU slice on NUMA node 1.
 func testAlloc() api.Allocation {
@@ -27,31 +23,8 @@ func testAlloc() api.Allocation {
 	}
 }
 
-// testStreams returns test streams; tty makes stdin, stdout and stderr
-// terminals (without colour, to keep expectations readable).
-func testStreams(tty bool) (*cmdutil.IOStreams, *bytes.Buffer, *bytes.Buffer, *bytes.Buffer) {
-	ios, in, out, errOut := cmdutil.Test()
-	ios.SetStdinTTY(tty)
-	ios.SetStdoutTTY(tty)
-	ios.SetStderrTTY(tty)
-	ios.SetNoColor(true)
-	return ios, in, out, errOut
-}
-
-func testFactory(ios *cmdutil.IOStreams) *cmdutil.Factory {
-	return &cmdutil.Factory{IOStreams: ios, Now: func() time.Time { return now }}
-}
-
-func execute(cmd *cobra.Command, args ...string) error {
-	cmd.SetArgs(args)
-	cmd.SetOut(io.Discard)
-	cmd.SetErr(io.Discard)
-	_, err := cmd.ExecuteC()
-	return err
-}
-
 func TestPrintAllocationTTY(t *testing.T) {
-	ios, _, out, _ := testStreams(true)
+	ios, _, out, _ := cmdtest.Streams(true)
 	a := testAlloc()
 	if err := printAllocation(ios, now, &a); err != nil {
 		t.Fatal(err)
@@ -70,7 +43,7 @@ func TestPrintAllocationTTY(t *testing.T) {
 }
 
 func TestPrintAllocationQueuedTTY(t *testing.T) {
-	ios, _, out, _ := testStreams(true)
+	ios, _, out, _ := cmdtest.Streams(true)
 	a := api.Allocation{ID: "a-2", ProjectID: "p-1", SKU: "h100-node", Shape: api.ShapeBaremetal, GPUs: 8,
 		State: api.AllocRequested, Queued: true, CreatedAt: now}
 	if err := printAllocation(ios, now, &a); err != nil {
@@ -87,7 +60,7 @@ func TestPrintAllocationQueuedTTY(t *testing.T) {
 }
 
 func TestPrintAllocationPiped(t *testing.T) {
-	ios, _, out, _ := testStreams(false)
+	ios, _, out, _ := cmdtest.Streams(false)
 	a := testAlloc()
 	if err := printAllocation(ios, now, &a); err != nil {
 		t.Fatal(err)
@@ -120,7 +93,7 @@ func TestPrintAllocations(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ios, _, out, errOut := testStreams(tt.tty)
+			ios, _, out, errOut := cmdtest.Streams(tt.tty)
 			if err := printAllocations(ios, now, tt.allocs); err != nil {
 				t.Fatal(err)
 			}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
+	"github.com/gpuaas/gpuaas/cli/cmdutil/cmdtest"
 	"github.com/gpuaas/gpuaas/internal/api"
 )
 
@@ -32,10 +33,10 @@ func TestNewCmdCreate(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ios, _, _, _ := testStreams(false)
+			ios, _, _, _ := cmdtest.Streams(false)
 			var got *CreateOptions
-			cmd := NewCmdCreate(testFactory(ios), func(_ context.Context, o *CreateOptions) error { got = o; return nil })
-			err := execute(cmd, tt.args...)
+			cmd := NewCmdCreate(cmdtest.Factory(ios), func(_ context.Context, o *CreateOptions) error { got = o; return nil })
+			err := cmdtest.Execute(cmd, tt.args...)
 			if tt.wantErr != "" {
 				var fe *cmdutil.FlagError
 				if !errors.As(err, &fe) || !strings.Contains(err.Error(), tt.wantErr) {
@@ -96,10 +97,10 @@ func TestCreateJSONOutput(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ios, _, out, _ := testStreams(false)
+			ios, _, out, _ := cmdtest.Streams(false)
 			var opts *CreateOptions
-			cmd := NewCmdCreate(testFactory(ios), func(_ context.Context, o *CreateOptions) error { opts = o; return nil })
-			if err := execute(cmd, append([]string{"--sku", "h100-slice", "--gpus", "2"}, tt.args...)...); err != nil {
+			cmd := NewCmdCreate(cmdtest.Factory(ios), func(_ context.Context, o *CreateOptions) error { opts = o; return nil })
+			if err := cmdtest.Execute(cmd, append([]string{"--sku", "h100-slice", "--gpus", "2"}, tt.args...)...); err != nil {
 				t.Fatal(err)
 			}
 			a := testAlloc()
@@ -141,7 +142,7 @@ func TestPrintQuote(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ios, _, out, errOut := testStreams(tt.tty)
+			ios, _, out, errOut := cmdtest.Streams(tt.tty)
 			if err := printQuote(ios, &tt.q); err != nil {
 				t.Fatal(err)
 			}
@@ -178,7 +179,7 @@ func TestFormatRunway(t *testing.T) {
 // it reports the quote and leaves no allocation behind.
 func TestCreateDryRun(t *testing.T) {
 	_, c := waitEnv(t)
-	ios, _, out, _ := testStreams(false)
+	ios, _, out, _ := cmdtest.Streams(false)
 	opts := &CreateOptions{IO: ios, Now: func() time.Time { return now }, SKU: "h100-baremetal", DryRun: true,
 		Client: func() (*api.Client, error) { return c, nil }}
 	if err := createRun(context.Background(), opts); err != nil {

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
+	"github.com/gpuaas/gpuaas/cli/cmdutil/cmdtest"
 	"github.com/gpuaas/gpuaas/internal/api"
 )
 
@@ -27,10 +28,10 @@ func TestNewCmdGet(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ios, _, _, _ := testStreams(false)
+			ios, _, _, _ := cmdtest.Streams(false)
 			var got *GetOptions
-			cmd := NewCmdGet(testFactory(ios), func(_ context.Context, o *GetOptions) error { got = o; return nil })
-			err := execute(cmd, tt.args...)
+			cmd := NewCmdGet(cmdtest.Factory(ios), func(_ context.Context, o *GetOptions) error { got = o; return nil })
+			err := cmdtest.Execute(cmd, tt.args...)
 			if tt.wantErr {
 				var fe *cmdutil.FlagError
 				if !errors.As(err, &fe) {

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
+	"github.com/gpuaas/gpuaas/cli/cmdutil/cmdtest"
 	"github.com/gpuaas/gpuaas/internal/api"
 )
 
@@ -23,10 +24,10 @@ func TestNewCmdList(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ios, _, _, _ := testStreams(false)
+			ios, _, _, _ := cmdtest.Streams(false)
 			var got *ListOptions
-			cmd := NewCmdList(testFactory(ios), func(_ context.Context, o *ListOptions) error { got = o; return nil })
-			err := execute(cmd, tt.args...)
+			cmd := NewCmdList(cmdtest.Factory(ios), func(_ context.Context, o *ListOptions) error { got = o; return nil })
+			err := cmdtest.Execute(cmd, tt.args...)
 			if tt.wantErr {
 				var fe *cmdutil.FlagError
 				if !errors.As(err, &fe) {
@@ -58,10 +59,10 @@ func TestListJSONOutput(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ios, _, out, _ := testStreams(false)
+			ios, _, out, _ := cmdtest.Streams(false)
 			var opts *ListOptions
-			cmd := NewCmdList(testFactory(ios), func(_ context.Context, o *ListOptions) error { opts = o; return nil })
-			if err := execute(cmd, tt.args...); err != nil {
+			cmd := NewCmdList(cmdtest.Factory(ios), func(_ context.Context, o *ListOptions) error { opts = o; return nil })
+			if err := cmdtest.Execute(cmd, tt.args...); err != nil {
 				t.Fatal(err)
 			}
 			if err := opts.Exporter.Write(context.Background(), ios, tt.data); err != nil {

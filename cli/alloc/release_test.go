@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
+	"github.com/gpuaas/gpuaas/cli/cmdutil/cmdtest"
 	"github.com/gpuaas/gpuaas/internal/api"
 )
 
@@ -23,10 +24,10 @@ func TestNewCmdRelease(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ios, _, _, _ := testStreams(false)
+			ios, _, _, _ := cmdtest.Streams(false)
 			var got *ReleaseOptions
-			cmd := NewCmdRelease(testFactory(ios), func(_ context.Context, o *ReleaseOptions) error { got = o; return nil })
-			err := execute(cmd, tt.args...)
+			cmd := NewCmdRelease(cmdtest.Factory(ios), func(_ context.Context, o *ReleaseOptions) error { got = o; return nil })
+			err := cmdtest.Execute(cmd, tt.args...)
 			if tt.wantErr {
 				var fe *cmdutil.FlagError
 				if !errors.As(err, &fe) {
@@ -44,10 +45,6 @@ func TestNewCmdRelease(t *testing.T) {
 	}
 }
 
-// errReachedServer stands in for the client: reaching it means the command
-// went past its confirmation.
-var errReachedServer = &api.Error{Code: api.CodeUnavailable, Message: "reached the server"}
-
 func TestReleaseConfirmation(t *testing.T) {
 	tests := []struct {
 		name       string
@@ -58,16 +55,16 @@ func TestReleaseConfirmation(t *testing.T) {
 	}{
 		{"tty declined", true, false, "n\n", cmdutil.ErrCancelled, true},
 		{"tty default is no", true, false, "\n", cmdutil.ErrCancelled, true},
-		{"tty confirmed", true, false, "y\n", errReachedServer, true},
-		{"tty --yes", true, true, "", errReachedServer, false},
-		{"piped never prompts", false, false, "", errReachedServer, false},
+		{"tty confirmed", true, false, "y\n", cmdtest.ErrReachedServer, true},
+		{"tty --yes", true, true, "", cmdtest.ErrReachedServer, false},
+		{"piped never prompts", false, false, "", cmdtest.ErrReachedServer, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ios, in, _, errOut := testStreams(tt.tty)
+			ios, in, _, errOut := cmdtest.Streams(tt.tty)
 			in.WriteString(tt.input)
 			opts := &ReleaseOptions{IO: ios, ID: "a-1", Yes: tt.yes,
-				Client: func() (*api.Client, error) { return nil, errReachedServer }}
+				Client: func() (*api.Client, error) { return nil, cmdtest.ErrReachedServer }}
 			err := releaseRun(context.Background(), opts)
 			if !errors.Is(err, tt.wantErr) {
 				t.Errorf("got %v; want %v", err, tt.wantErr)

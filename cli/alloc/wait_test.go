@@ -10,8 +10,10 @@ import (
 	"time"
 
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
+	"github.com/gpuaas/gpuaas/cli/cmdutil/cmdtest"
 	"github.com/gpuaas/gpuaas/controld/controldtest"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/testutil"
 )
 
 func TestNewCmdWait(t *testing.T) {
@@ -30,10 +32,10 @@ func TestNewCmdWait(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ios, _, _, _ := testStreams(false)
+			ios, _, _, _ := cmdtest.Streams(false)
 			var got *WaitOptions
-			cmd := NewCmdWait(testFactory(ios), func(_ context.Context, o *WaitOptions) error { got = o; return nil })
-			err := execute(cmd, tt.args...)
+			cmd := NewCmdWait(cmdtest.Factory(ios), func(_ context.Context, o *WaitOptions) error { got = o; return nil })
+			err := cmdtest.Execute(cmd, tt.args...)
 			if tt.wantErr != "" {
 				var fe *cmdutil.FlagError
 				if !errors.As(err, &fe) || !strings.Contains(err.Error(), tt.wantErr) {
@@ -93,7 +95,7 @@ func TestReached(t *testing.T) {
 }
 
 func TestPlainProgressLines(t *testing.T) {
-	ios, _, _, errOut := testStreams(false)
+	ios, _, _, errOut := cmdtest.Streams(false)
 	v := newProgressView(ios, "a-1")
 	if _, ok := v.(*plainProgress); !ok {
 		t.Fatalf("got %T for a stderr that is not a terminal; want plain lines", v)
@@ -131,7 +133,7 @@ func TestWaitTimesOut(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ios, _, _, errOut := testStreams(false)
+	ios, _, _, errOut := cmdtest.Streams(false)
 	_, err = waitFor(ctx, ios, c, a.ID, 300*time.Millisecond, api.AllocActive)
 	if cmdutil.ExitCodeOf(err) != cmdutil.ExitWaitTimeout {
 		t.Fatalf("got %v (exit %d); want exit 21", err, cmdutil.ExitCodeOf(err))
@@ -147,7 +149,7 @@ func TestWaitTimesOut(t *testing.T) {
 
 func TestWaitNotFound(t *testing.T) {
 	_, c := waitEnv(t)
-	ios, _, _, _ := testStreams(false)
+	ios, _, _, _ := cmdtest.Streams(false)
 	_, err := waitFor(context.Background(), ios, c, "a-nothere", time.Minute, api.AllocActive)
 	if !errors.Is(err, api.ErrNotFound) {
 		t.Fatalf("got %v; want not_found", err)
@@ -182,7 +184,7 @@ func TestWaitFollowsEvents(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			ios, _, _, _ := testStreams(false)
+			ios, _, _, _ := cmdtest.Streams(false)
 			errOut := &lockedBuffer{}
 			ios.ErrOut = errOut
 			type result struct {
@@ -196,13 +198,9 @@ func TestWaitFollowsEvents(t *testing.T) {
 			}()
 			// Release once the wait has read the allocation (and so has
 			// subscribed before it).
-			deadline := time.Now().Add(10 * time.Second)
-			for !strings.Contains(errOut.String(), " is ") {
-				if time.Now().After(deadline) {
-					t.Fatal("the wait never printed the state")
-				}
-				time.Sleep(10 * time.Millisecond)
-			}
+			testutil.EventuallyWithin(t, 10*time.Second, "the wait to print the state", func() bool {
+				return strings.Contains(errOut.String(), " is ")
+			})
 			if _, err := c.AllocRelease(ctx, api.AllocReleaseRequest{ID: a.ID}); err != nil {
 				t.Fatal(err)
 			}

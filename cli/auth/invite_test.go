@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
+	"github.com/gpuaas/gpuaas/cli/cmdutil/cmdtest"
 	"github.com/gpuaas/gpuaas/cli/config"
 	"github.com/gpuaas/gpuaas/controld/controldtest"
 	"github.com/gpuaas/gpuaas/internal/api"
@@ -22,7 +23,7 @@ func TestLoginInvite(t *testing.T) {
 	admin := env.Client(env.AdminToken)
 	cfg := devConfig(t, env.NATSURL)
 	login := func(tty bool, input string, edit func(*LoginOptions)) (string, error) {
-		ios, in, _, errOut := testStreams(tty)
+		ios, in, _, errOut := cmdtest.Streams(tty)
 		in.WriteString(input)
 		opts := &LoginOptions{IO: ios, Now: time.Now,
 			Config: func() (*config.Config, error) { return cfg, nil },

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
+	"github.com/gpuaas/gpuaas/cli/cmdutil/cmdtest"
 	"github.com/gpuaas/gpuaas/cli/config"
 	"github.com/gpuaas/gpuaas/internal/api"
 )
@@ -40,11 +41,11 @@ func TestNewCmdLogin(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ios, _, _, _ := testStreams(tt.tty)
-			f, _ := testFactory(t, ios, nil)
+			ios, _, _, _ := cmdtest.Streams(tt.tty)
+			f, _ := cmdtest.ConfigFactory(t, ios, nil)
 			var got *LoginOptions
 			cmd := NewCmdLogin(f, func(_ context.Context, o *LoginOptions) error { got = o; return nil })
-			err := execute(cmd, tt.args...)
+			err := cmdtest.Execute(cmd, tt.args...)
 			if tt.wantErr != "" {
 				var fe *cmdutil.FlagError
 				if !errors.As(err, &fe) || !strings.Contains(err.Error(), tt.wantErr) {
@@ -88,7 +89,7 @@ func TestLoginCredentials(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ios, in, _, errOut := testStreams(tt.tty)
+			ios, in, _, errOut := cmdtest.Streams(tt.tty)
 			in.WriteString(tt.input)
 			opts := &LoginOptions{IO: ios, Email: tt.email, PasswordStdin: tt.passwordStdin}
 			active := config.Active{Name: "dev", Context: config.Context{User: tt.storedUser}}
@@ -138,8 +139,8 @@ func TestStoreLogin(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ios, _, _, _ := testStreams(false)
-			_, cfg := testFactory(t, ios, tt.stored)
+			ios, _, _, _ := cmdtest.Streams(false)
+			_, cfg := cmdtest.ConfigFactory(t, ios, tt.stored)
 			storeLogin(cfg, tt.active, resp)
 			got, _ := cfg.Context("dev")
 			if got != tt.want {
@@ -153,8 +154,8 @@ func TestStoreLogin(t *testing.T) {
 }
 
 func TestLoginPasswordNeedsATerminalOrStdin(t *testing.T) {
-	ios, _, _, _ := testStreams(false)
-	f, _ := testFactory(t, ios, nil)
+	ios, _, _, _ := cmdtest.Streams(false)
+	f, _ := cmdtest.ConfigFactory(t, ios, nil)
 	opts := &LoginOptions{IO: ios, Config: f.Config, Active: f.Active, Email: "ada@example.com",
 		Client: func() (*api.Client, error) { return nil, nil }}
 	err := loginRun(context.Background(), opts)

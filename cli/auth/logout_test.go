@@ -6,18 +6,19 @@ import (
 	"testing"
 
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
+	"github.com/gpuaas/gpuaas/cli/cmdutil/cmdtest"
 	"github.com/gpuaas/gpuaas/cli/config"
 )
 
 func TestNewCmdLogout(t *testing.T) {
-	ios, _, _, _ := testStreams(false)
-	f, _ := testFactory(t, ios, nil)
+	ios, _, _, _ := cmdtest.Streams(false)
+	f, _ := cmdtest.ConfigFactory(t, ios, nil)
 	called := false
 	cmd := NewCmdLogout(f, func(context.Context, *LogoutOptions) error { called = true; return nil })
-	if err := execute(cmd); err != nil || !called {
+	if err := cmdtest.Execute(cmd); err != nil || !called {
 		t.Fatalf("got %v, called %v; want nil, true", err, called)
 	}
-	err := execute(NewCmdLogout(f, nil), "extra")
+	err := cmdtest.Execute(NewCmdLogout(f, nil), "extra")
 	var fe *cmdutil.FlagError
 	if !errors.As(err, &fe) {
 		t.Errorf("got %v; want a usage error", err)
@@ -25,8 +26,8 @@ func TestNewCmdLogout(t *testing.T) {
 }
 
 func TestLogoutWithoutTokenNeedsNoServer(t *testing.T) {
-	ios, _, _, errOut := testStreams(false)
-	f, _ := testFactory(t, ios, &config.Context{Server: "nats://dev:4222", User: "ada@example.com"})
+	ios, _, _, errOut := cmdtest.Streams(false)
+	f, _ := cmdtest.ConfigFactory(t, ios, &config.Context{Server: "nats://dev:4222", User: "ada@example.com"})
 	opts := &LogoutOptions{IO: ios, Config: f.Config, Active: f.Active, Client: f.Client}
 	if err := logoutRun(context.Background(), opts); err != nil {
 		t.Fatalf("got %v; want nil (Client must not be called)", err)
@@ -37,10 +38,10 @@ func TestLogoutWithoutTokenNeedsNoServer(t *testing.T) {
 }
 
 func TestLogoutKeepsTokenWhenServerUnreachable(t *testing.T) {
-	ios, _, _, _ := testStreams(false)
-	f, cfg := testFactory(t, ios, &config.Context{Server: "nats://dev:4222", Token: "tok"})
+	ios, _, _, _ := cmdtest.Streams(false)
+	f, cfg := cmdtest.ConfigFactory(t, ios, &config.Context{Server: "nats://dev:4222", Token: "tok"})
 	opts := &LogoutOptions{IO: ios, Config: f.Config, Active: f.Active, Client: f.Client}
-	if err := logoutRun(context.Background(), opts); !errors.Is(err, errReachedServer) {
+	if err := logoutRun(context.Background(), opts); !errors.Is(err, cmdtest.ErrReachedServer) {
 		t.Fatalf("got %v; want the server error", err)
 	}
 	if c, _ := cfg.Context("dev"); c.Token != "tok" {
@@ -49,8 +50,8 @@ func TestLogoutKeepsTokenWhenServerUnreachable(t *testing.T) {
 }
 
 func TestClearToken(t *testing.T) {
-	ios, _, _, _ := testStreams(false)
-	_, cfg := testFactory(t, ios, &config.Context{Server: "nats://dev:4222", User: "ada@example.com", UserID: "u-1",
+	ios, _, _, _ := cmdtest.Streams(false)
+	_, cfg := cmdtest.ConfigFactory(t, ios, &config.Context{Server: "nats://dev:4222", User: "ada@example.com", UserID: "u-1",
 		Token: "tok", TokenExpiresAt: now, Project: "dev"})
 	if !clearToken(cfg, "dev") {
 		t.Fatal("got no change; want the token cleared")

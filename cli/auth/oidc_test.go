@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpuaas/gpuaas/cli/cmdutil/cmdtest"
 	"github.com/gpuaas/gpuaas/cli/config"
 	"github.com/gpuaas/gpuaas/cli/sshkeys"
 	"github.com/gpuaas/gpuaas/controld/controldtest"
@@ -55,7 +56,7 @@ func devConfig(t *testing.T, server string) *config.Config {
 // terminal) and returns its stderr.
 func (o *oidcEnv) login(t *testing.T, edit func(*LoginOptions)) (string, error) {
 	t.Helper()
-	ios, _, out, errOut := testStreams(false)
+	ios, _, out, errOut := cmdtest.Streams(false)
 	opts := &LoginOptions{IO: ios, Now: time.Now,
 		Config: func() (*config.Config, error) { return o.cfg, nil },
 		Active: func() (config.Active, error) { return o.cfg.Active(config.Overrides{Context: "dev"}), nil },
@@ -316,19 +317,14 @@ func TestSystemBrowser(t *testing.T) {
 			if err := open("http://idp/authorize?x=1"); err != nil {
 				t.Fatal(err)
 			}
-			deadline := time.Now().Add(10 * time.Second)
-			for {
-				b, err := os.ReadFile(got)
-				if err == nil {
-					if string(b) != tt.want {
-						t.Fatalf("browser got %q; want %q", b, tt.want)
-					}
-					return
-				}
-				if time.Now().After(deadline) {
-					t.Fatal("the browser command never ran")
-				}
-				time.Sleep(20 * time.Millisecond)
+			var b []byte
+			testutil.EventuallyWithin(t, 10*time.Second, "the browser command to run", func() bool {
+				var err error
+				b, err = os.ReadFile(got)
+				return err == nil
+			})
+			if string(b) != tt.want {
+				t.Fatalf("browser got %q; want %q", b, tt.want)
 			}
 		})
 	}

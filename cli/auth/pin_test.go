@@ -16,6 +16,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/nats-io/nats.go"
 
+	"github.com/gpuaas/gpuaas/cli/cmdutil/cmdtest"
 	"github.com/gpuaas/gpuaas/cli/config"
 	"github.com/gpuaas/gpuaas/cli/sshkeys/sshkeystest"
 	"github.com/gpuaas/gpuaas/internal/api"
@@ -25,7 +26,7 @@ import (
 // tryLogin logs in to the controld stand-in with --password-stdin.
 func tryLogin(t *testing.T, ctrl *sshkeystest.Controld, cfg *config.Config, clock *testutil.Clock) (string, error) {
 	t.Helper()
-	ios, in, _, errOut := testStreams(false)
+	ios, in, _, errOut := cmdtest.Streams(false)
 	in.WriteString("hunter2\n")
 	opts := &LoginOptions{IO: ios, Email: sshkeystest.Email, PasswordStdin: true, Now: clock.Now,
 		Config: func() (*config.Config, error) { return cfg, nil },
@@ -89,8 +90,8 @@ func forgedToken(t *testing.T) string {
 func TestLoginRefusesForgedReplies(t *testing.T) {
 	clock := testutil.NewClock(now)
 	ctrl := sshkeystest.Start(t, clock.Now)
-	ios, _, _, _ := testStreams(false)
-	_, cfg := testFactory(t, ios, &config.Context{Server: ctrl.URL})
+	ios, _, _, _ := cmdtest.Streams(false)
+	_, cfg := cmdtest.ConfigFactory(t, ios, &config.Context{Server: ctrl.URL})
 	if err := cfg.Save(); err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"golang.org/x/crypto/ssh"
 
+	"github.com/gpuaas/gpuaas/cli/cmdutil/cmdtest"
 	"github.com/gpuaas/gpuaas/cli/config"
 	"github.com/gpuaas/gpuaas/cli/sshkeys"
 	"github.com/gpuaas/gpuaas/cli/sshkeys/sshkeystest"
@@ -23,7 +24,7 @@ import (
 // returns the context's SSH paths and stderr.
 func loginAgainst(t *testing.T, ctrl *sshkeystest.Controld, cfg *config.Config, clock *testutil.Clock) (sshkeys.Paths, string) {
 	t.Helper()
-	ios, in, _, errOut := testStreams(false)
+	ios, in, _, errOut := cmdtest.Streams(false)
 	in.WriteString("hunter2\n")
 	opts := &LoginOptions{IO: ios, Email: sshkeystest.Email, PasswordStdin: true, Now: clock.Now,
 		Config: func() (*config.Config, error) { return cfg, nil },
@@ -40,8 +41,8 @@ func loginAgainst(t *testing.T, ctrl *sshkeystest.Controld, cfg *config.Config, 
 func TestLoginIssuesSSHCertificate(t *testing.T) {
 	clock := testutil.NewClock(now)
 	ctrl := sshkeystest.Start(t, clock.Now)
-	ios, _, _, _ := testStreams(false)
-	_, cfg := testFactory(t, ios, &config.Context{Server: ctrl.URL})
+	ios, _, _, _ := cmdtest.Streams(false)
+	_, cfg := cmdtest.ConfigFactory(t, ios, &config.Context{Server: ctrl.URL})
 
 	p, stderr := loginAgainst(t, ctrl, cfg, clock)
 	if !strings.Contains(stderr, "SSH certificate for "+p.Key+" valid until") {
@@ -75,7 +76,7 @@ func TestLoginIssuesSSHCertificate(t *testing.T) {
 	}
 
 	// Logout drops the certificate and keeps the key.
-	ios, _, _, _ = testStreams(false)
+	ios, _, _, _ = cmdtest.Streams(false)
 	lo := &LogoutOptions{IO: ios, Config: func() (*config.Config, error) { return cfg, nil },
 		Active: func() (config.Active, error) { return cfg.Active(config.Overrides{Context: "dev"}), nil },
 		Client: func() (*api.Client, error) { return ctrl.Client(sshkeystest.Token), nil }}
@@ -97,8 +98,8 @@ func TestLoginSucceedsWithoutSSHCertificate(t *testing.T) {
 	ctrl.Handle(t, api.EndpointSSHCert, func(*nats.Msg) (any, error) {
 		return nil, &api.Error{Code: api.CodeInternal, Message: "CA unavailable"}
 	})
-	ios, _, _, _ := testStreams(false)
-	_, cfg := testFactory(t, ios, &config.Context{Server: ctrl.URL})
+	ios, _, _, _ := cmdtest.Streams(false)
+	_, cfg := cmdtest.ConfigFactory(t, ios, &config.Context{Server: ctrl.URL})
 	_, stderr := loginAgainst(t, ctrl, cfg, clock)
 	if !strings.Contains(stderr, "warning: no SSH certificate yet: sign ssh certificate: CA unavailable") {
 		t.Errorf("got stderr %q; want a warning", stderr)

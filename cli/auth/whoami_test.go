@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpuaas/gpuaas/cli/cmdutil/cmdtest"
 	"github.com/gpuaas/gpuaas/cli/config"
 	"github.com/gpuaas/gpuaas/internal/api"
 )
@@ -39,7 +40,7 @@ expires   in 11h
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ios, _, out, _ := testStreams(tt.tty)
+			ios, _, out, _ := cmdtest.Streams(tt.tty)
 			if err := printWhoami(ios, now, active, testWhoami()); err != nil {
 				t.Fatal(err)
 			}
@@ -62,11 +63,11 @@ func TestWhoamiJSON(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ios, _, out, _ := testStreams(false)
-			f, _ := testFactory(t, ios, nil)
+			ios, _, out, _ := cmdtest.Streams(false)
+			f, _ := cmdtest.ConfigFactory(t, ios, nil)
 			var opts *WhoamiOptions
 			cmd := NewCmdWhoami(f, func(_ context.Context, o *WhoamiOptions) error { opts = o; return nil })
-			if err := execute(cmd, tt.args...); err != nil {
+			if err := cmdtest.Execute(cmd, tt.args...); err != nil {
 				t.Fatal(err)
 			}
 			if err := opts.Exporter.Write(context.Background(), ios, testWhoami()); err != nil {

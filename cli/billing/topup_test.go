@@ -5,14 +5,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/spf13/cobra"
-
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
+	"github.com/gpuaas/gpuaas/cli/cmdutil/cmdtest"
 	"github.com/gpuaas/gpuaas/controld/controldtest"
 	"github.com/gpuaas/gpuaas/controld/payments"
 	"github.com/gpuaas/gpuaas/internal/api"
@@ -26,14 +24,6 @@ func topupStreams(tty bool) (*cmdutil.IOStreams, *bytes.Buffer, *bytes.Buffer) {
 	ios.SetStderrTTY(tty)
 	ios.SetNoColor(true)
 	return ios, out, errOut
-}
-
-func runTopup(cmd *cobra.Command, args ...string) error {
-	cmd.SetArgs(args)
-	cmd.SetOut(io.Discard)
-	cmd.SetErr(io.Discard)
-	_, err := cmd.ExecuteC()
-	return err
 }
 
 func TestNewCmdTopup(t *testing.T) {
@@ -58,7 +48,7 @@ func TestNewCmdTopup(t *testing.T) {
 			ios, _, _ := topupStreams(false)
 			var got *TopupOptions
 			cmd := newCmdTopup(&cmdutil.Factory{IOStreams: ios}, func(_ context.Context, o *TopupOptions) error { got = o; return nil })
-			err := runTopup(cmd, tt.args...)
+			err := cmdtest.Execute(cmd, tt.args...)
 			if tt.wantErr != "" {
 				var fe *cmdutil.FlagError
 				if !errors.As(err, &fe) || !strings.Contains(err.Error(), tt.wantErr) {
@@ -113,7 +103,7 @@ func TestTopupAgainstStripeMock(t *testing.T) {
 	// --json through the real command.
 	ios, out, _ = topupStreams(false)
 	cmd := newCmdTopup(&cmdutil.Factory{IOStreams: ios, Client: client, Now: time.Now}, nil)
-	if err := runTopup(cmd, "--amount", "20", "--json"); err != nil {
+	if err := cmdtest.Execute(cmd, "--amount", "20", "--json"); err != nil {
 		t.Fatal(err)
 	}
 	var resp api.TopupResponse

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gpuaas/gpuaas/cli/cmdutil/cmdtest"
 	"github.com/gpuaas/gpuaas/cli/config"
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/testutil"
@@ -32,12 +33,12 @@ func TestNewCmdAdd(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ios, _, _ := testStreams(false)
-			f, _ := testFactory(t, ios)
+			ios, _, _, _ := cmdtest.Streams(false)
+			f, _ := factoryWithContexts(t, ios)
 			var got *AddOptions
-			err := execute(NewCmdAdd(f, func(o *AddOptions) error { got = o; return nil }), tt.args...)
+			err := cmdtest.Execute(NewCmdAdd(f, func(o *AddOptions) error { got = o; return nil }), tt.args...)
 			if tt.wantErr != "" {
-				wantUsageError(t, err, tt.wantErr)
+				cmdtest.WantUsageError(t, err, tt.wantErr)
 				return
 			}
 			if err != nil {
@@ -53,9 +54,9 @@ func TestNewCmdAdd(t *testing.T) {
 }
 
 func TestAdd(t *testing.T) {
-	ios, _, errOut := testStreams(false)
-	f, cfg := testFactory(t, ios)
-	if err := execute(NewCmdAdd(f, nil), "lab", "--server", "nats://10.0.0.5:4222", "--project", "ml"); err != nil {
+	ios, _, _, errOut := cmdtest.Streams(false)
+	f, cfg := factoryWithContexts(t, ios)
+	if err := cmdtest.Execute(NewCmdAdd(f, nil), "lab", "--server", "nats://10.0.0.5:4222", "--project", "ml"); err != nil {
 		t.Fatal(err)
 	}
 	saved := reload(t, cfg)
@@ -66,7 +67,7 @@ func TestAdd(t *testing.T) {
 		t.Fatalf("current %q, stderr %q; want dev kept and a hint to log in to lab", saved.CurrentContext, errOut.String())
 	}
 
-	if err := execute(NewCmdAdd(f, nil), "lab2", "--server", "nats://10.0.0.6:4222", "--use"); err != nil {
+	if err := cmdtest.Execute(NewCmdAdd(f, nil), "lab2", "--server", "nats://10.0.0.6:4222", "--use"); err != nil {
 		t.Fatal(err)
 	}
 	if got := reload(t, cfg).CurrentContext; got != "lab2" {
@@ -74,7 +75,7 @@ func TestAdd(t *testing.T) {
 	}
 
 	// An existing name is a conflict, and nothing changes.
-	err := execute(NewCmdAdd(f, nil), "dev", "--server", "nats://elsewhere:4222")
+	err := cmdtest.Execute(NewCmdAdd(f, nil), "dev", "--server", "nats://elsewhere:4222")
 	if !errors.Is(err, api.ErrConflict) || !strings.Contains(err.Error(), `context "dev" already exists`) {
 		t.Fatalf("adding dev again got %v; want a conflict", err)
 	}
@@ -84,10 +85,10 @@ func TestAdd(t *testing.T) {
 }
 
 func TestAddFirstBecomesCurrent(t *testing.T) {
-	ios, _, _ := testStreams(false)
-	f, cfg := testFactory(t, ios)
+	ios, _, _, _ := cmdtest.Streams(false)
+	f, cfg := factoryWithContexts(t, ios)
 	cfg.Contexts, cfg.CurrentContext = map[string]config.Context{}, ""
-	if err := execute(NewCmdAdd(f, nil), "only", "--server", "nats://a:4222"); err != nil {
+	if err := cmdtest.Execute(NewCmdAdd(f, nil), "only", "--server", "nats://a:4222"); err != nil {
 		t.Fatal(err)
 	}
 	if got := reload(t, cfg).CurrentContext; got != "only" {
@@ -99,10 +100,10 @@ func TestAddFirstBecomesCurrent(t *testing.T) {
 // the server's certificate against it); a file that is no certificate is a
 // usage error and changes nothing.
 func TestAddCA(t *testing.T) {
-	ios, _, _ := testStreams(false)
-	f, cfg := testFactory(t, ios)
+	ios, _, _, _ := cmdtest.Streams(false)
+	f, cfg := factoryWithContexts(t, ios)
 	files := testutil.TLS(t)
-	if err := execute(NewCmdAdd(f, nil), "secure", "--server", "tls://gpuaas.example.test:4222", "--ca", files.CAFile); err != nil {
+	if err := cmdtest.Execute(NewCmdAdd(f, nil), "secure", "--server", "tls://gpuaas.example.test:4222", "--ca", files.CAFile); err != nil {
 		t.Fatal(err)
 	}
 	if got := reload(t, cfg).Contexts["secure"]; got.NATSCA != string(files.CAPEM) || got.NATSInsecurePlaintext {
@@ -112,11 +113,11 @@ func TestAddCA(t *testing.T) {
 	if err := os.WriteFile(bad, []byte("not a certificate"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	wantUsageError(t, execute(NewCmdAdd(f, nil), "other", "--server", "tls://x:4222", "--ca", bad), "no PEM certificate")
+	cmdtest.WantUsageError(t, cmdtest.Execute(NewCmdAdd(f, nil), "other", "--server", "tls://x:4222", "--ca", bad), "no PEM certificate")
 	if _, ok := reload(t, cfg).Contexts["other"]; ok {
 		t.Fatal("a context was saved with a bad --ca")
 	}
-	if err := execute(NewCmdAdd(f, nil), "plain", "--server", "nats://10.0.0.5:4222", "--insecure-plaintext"); err != nil {
+	if err := cmdtest.Execute(NewCmdAdd(f, nil), "plain", "--server", "nats://10.0.0.5:4222", "--insecure-plaintext"); err != nil {
 		t.Fatal(err)
 	}
 	if got := reload(t, cfg).Contexts["plain"]; !got.NATSInsecurePlaintext {

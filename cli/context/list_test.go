@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gpuaas/gpuaas/cli/cmdutil/cmdtest"
 	"github.com/gpuaas/gpuaas/cli/config"
 )
 
@@ -39,11 +40,11 @@ func TestList(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ios, out, _ := testStreams(tt.tty)
-			f, _ := testFactory(t, ios)
+			ios, _, out, _ := cmdtest.Streams(tt.tty)
+			f, _ := factoryWithContexts(t, ios)
 			f.Flags = config.Overrides{Context: tt.context}
 			t.Setenv(config.EnvContext, tt.envCtx)
-			if err := execute(NewCmdList(f, nil), tt.args...); err != nil {
+			if err := cmdtest.Execute(NewCmdList(f, nil), tt.args...); err != nil {
 				t.Fatal(err)
 			}
 			if got := out.String(); got != tt.want {
@@ -57,9 +58,9 @@ func TestList(t *testing.T) {
 }
 
 func TestListAllJSONNeverShowsTokens(t *testing.T) {
-	ios, out, _ := testStreams(false)
-	f, _ := testFactory(t, ios)
-	if err := execute(NewCmdList(f, nil), "--json"); err != nil {
+	ios, _, out, _ := cmdtest.Streams(false)
+	f, _ := factoryWithContexts(t, ios)
+	if err := cmdtest.Execute(NewCmdList(f, nil), "--json"); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(out.String(), `"token_expires_at":"2030-01-10T14:00:00Z"`) || strings.Contains(out.String(), "secret") {
@@ -68,15 +69,15 @@ func TestListAllJSONNeverShowsTokens(t *testing.T) {
 }
 
 func TestListEmpty(t *testing.T) {
-	ios, out, errOut := testStreams(true)
-	f, cfg := testFactory(t, ios)
+	ios, _, out, errOut := cmdtest.Streams(true)
+	f, cfg := factoryWithContexts(t, ios)
 	cfg.Contexts = map[string]config.Context{}
-	if err := execute(NewCmdList(f, nil)); err != nil {
+	if err := cmdtest.Execute(NewCmdList(f, nil)); err != nil {
 		t.Fatal(err)
 	}
 	if out.Len() != 0 || !strings.Contains(errOut.String(), "No contexts") {
 		t.Fatalf("got stdout %q stderr %q; want the note on stderr only", out.String(), errOut.String())
 	}
-	wantUsageError(t, execute(NewCmdList(f, nil), "extra"), "unexpected argument")
-	wantUsageError(t, execute(NewCmdList(f, nil), "--json", "bogus"), "bogus")
+	cmdtest.WantUsageError(t, cmdtest.Execute(NewCmdList(f, nil), "extra"), "unexpected argument")
+	cmdtest.WantUsageError(t, cmdtest.Execute(NewCmdList(f, nil), "--json", "bogus"), "bogus")
 }

@@ -5,13 +5,14 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gpuaas/gpuaas/cli/cmdutil/cmdtest"
 	"github.com/gpuaas/gpuaas/internal/api"
 )
 
 func TestRemove(t *testing.T) {
-	ios, _, errOut := testStreams(false)
-	f, cfg := testFactory(t, ios)
-	if err := execute(NewCmdRemove(f, nil), "prod"); err != nil {
+	ios, _, _, errOut := cmdtest.Streams(false)
+	f, cfg := factoryWithContexts(t, ios)
+	if err := cmdtest.Execute(NewCmdRemove(f, nil), "prod"); err != nil {
 		t.Fatal(err)
 	}
 	saved := reload(t, cfg)
@@ -19,11 +20,11 @@ func TestRemove(t *testing.T) {
 		t.Fatalf("after removing prod: %+v; want dev alone and current", saved)
 	}
 	// Removing the current context leaves none current, and says so.
-	if err := execute(NewCmdAdd(f, nil), "lab", "--server", "nats://a:4222"); err != nil {
+	if err := cmdtest.Execute(NewCmdAdd(f, nil), "lab", "--server", "nats://a:4222"); err != nil {
 		t.Fatal(err)
 	}
 	errOut.Reset()
-	if err := execute(NewCmdRemove(f, nil), "dev"); err != nil {
+	if err := cmdtest.Execute(NewCmdRemove(f, nil), "dev"); err != nil {
 		t.Fatal(err)
 	}
 	if saved := reload(t, cfg); saved.CurrentContext != "" || len(saved.Contexts) != 1 {
@@ -32,7 +33,7 @@ func TestRemove(t *testing.T) {
 	if !strings.Contains(errOut.String(), "gpuaas context use NAME") {
 		t.Errorf("stderr %q; want a pointer to `context use`", errOut.String())
 	}
-	err := execute(NewCmdRemove(f, nil), "dev")
+	err := cmdtest.Execute(NewCmdRemove(f, nil), "dev")
 	if !errors.Is(err, api.ErrNotFound) || !strings.Contains(err.Error(), `no context "dev"`) {
 		t.Fatalf("removing an unknown context got %v; want not_found", err)
 	}

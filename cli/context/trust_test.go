@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
+	"github.com/gpuaas/gpuaas/cli/cmdutil/cmdtest"
 	"github.com/gpuaas/gpuaas/cli/config"
 	"github.com/gpuaas/gpuaas/cli/sshkeys/sshkeystest"
 	"github.com/gpuaas/gpuaas/internal/api"
@@ -35,12 +36,12 @@ func TestNewCmdTrust(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ios, _, _ := testStreams(tt.tty)
-			f, _ := testFactory(t, ios)
+			ios, _, _, _ := cmdtest.Streams(tt.tty)
+			f, _ := factoryWithContexts(t, ios)
 			var got *TrustOptions
-			err := execute(NewCmdTrust(f, func(_ context.Context, o *TrustOptions) error { got = o; return nil }), tt.args...)
+			err := cmdtest.Execute(NewCmdTrust(f, func(_ context.Context, o *TrustOptions) error { got = o; return nil }), tt.args...)
 			if tt.wantErr != "" {
-				wantUsageError(t, err, tt.wantErr)
+				cmdtest.WantUsageError(t, err, tt.wantErr)
 				return
 			}
 			if err != nil {
@@ -58,9 +59,7 @@ func TestNewCmdTrust(t *testing.T) {
 // looks like to a client.
 func trustFixture(t *testing.T, tty bool, input string) (*cmdutil.Factory, *config.Config) {
 	t.Helper()
-	for _, env := range []string{config.EnvServer, config.EnvToken, config.EnvProject, config.EnvContext} {
-		t.Setenv(env, "")
-	}
+	cmdtest.ClearEnv(t)
 	ctrl := sshkeystest.Start(t, func() time.Time { return now })
 	cfg, err := config.Load(t.TempDir())
 	if err != nil {
@@ -110,7 +109,7 @@ func TestTrustReset(t *testing.T) {
 	t.Run("declined", func(t *testing.T) {
 		f, cfg := trustFixture(t, true, "n\n")
 		before := pinnedKey(cfg)
-		err := execute(NewCmdTrust(f, nil), "--reset")
+		err := cmdtest.Execute(NewCmdTrust(f, nil), "--reset")
 		if !errors.Is(err, cmdutil.ErrCancelled) || pinnedKey(cfg) != before {
 			t.Fatalf("got %v, pinned %s; want cancelled and %s kept", err, pinnedKey(cfg), before)
 		}
@@ -120,7 +119,7 @@ func TestTrustReset(t *testing.T) {
 	})
 	t.Run("accepted", func(t *testing.T) {
 		f, cfg := trustFixture(t, true, "y\n")
-		if err := execute(NewCmdTrust(f, nil), "--reset"); err != nil {
+		if err := cmdtest.Execute(NewCmdTrust(f, nil), "--reset"); err != nil {
 			t.Fatal(err)
 		}
 		c, _ := reload(t, cfg).Context("dev")
@@ -131,7 +130,7 @@ func TestTrustReset(t *testing.T) {
 	})
 	t.Run("expected key matches", func(t *testing.T) {
 		f, cfg := trustFixture(t, false, "")
-		if err := execute(NewCmdTrust(f, nil), "--reset", "--yes", "--server-key", serverFP(t)); err != nil {
+		if err := cmdtest.Execute(NewCmdTrust(f, nil), "--reset", "--yes", "--server-key", serverFP(t)); err != nil {
 			t.Fatal(err)
 		}
 		if pinnedKey(cfg) != serverFP(t) {
@@ -141,7 +140,7 @@ func TestTrustReset(t *testing.T) {
 	t.Run("expected key differs", func(t *testing.T) {
 		f, cfg := trustFixture(t, false, "")
 		before := pinnedKey(cfg)
-		err := execute(NewCmdTrust(f, nil), "--reset", "--yes", "--server-key", "SHA256:"+strings.Repeat("A", 43))
+		err := cmdtest.Execute(NewCmdTrust(f, nil), "--reset", "--yes", "--server-key", "SHA256:"+strings.Repeat("A", 43))
 		if !errors.Is(err, api.ErrConflict) || !strings.Contains(err.Error(), "not the SHA256:AAAA") || pinnedKey(cfg) != before {
 			t.Fatalf("got %v, pinned %s; want a conflict and %s kept", err, pinnedKey(cfg), before)
 		}
@@ -149,7 +148,7 @@ func TestTrustReset(t *testing.T) {
 	t.Run("show", func(t *testing.T) {
 		f, cfg := trustFixture(t, false, "")
 		out := f.IOStreams.Out.(interface{ String() string })
-		if err := execute(NewCmdTrust(f, nil), "--json", "server_key,gateway,host_cas"); err != nil {
+		if err := cmdtest.Execute(NewCmdTrust(f, nil), "--json", "server_key,gateway,host_cas"); err != nil {
 			t.Fatal(err)
 		}
 		c, _ := cfg.Context("dev")
@@ -164,16 +163,16 @@ func TestTrustReset(t *testing.T) {
 // TestAddServerKey: a server key given to `context add` is pinned ahead of
 // the first login.
 func TestAddServerKey(t *testing.T) {
-	ios, _, _ := testStreams(false)
-	f, cfg := testFactory(t, ios)
+	ios, _, _, _ := cmdtest.Streams(false)
+	f, cfg := factoryWithContexts(t, ios)
 	fp := "SHA256:" + strings.Repeat("B", 43)
-	if err := execute(NewCmdAdd(f, nil), "lab", "--server", "nats://10.0.0.5:4222", "--server-key", fp); err != nil {
+	if err := cmdtest.Execute(NewCmdAdd(f, nil), "lab", "--server", "nats://10.0.0.5:4222", "--server-key", fp); err != nil {
 		t.Fatal(err)
 	}
 	c, _ := reload(t, cfg).Context("lab")
 	if c.Trust == nil || c.Trust.ServerKey != fp || !c.Trust.PinnedAt.Equal(now) {
 		t.Fatalf("got pins %+v; want %s pinned", c.Trust, fp)
 	}
-	err := execute(NewCmdAdd(f, nil), "lab2", "--server", "nats://10.0.0.5:4222", "--server-key", "ssh-rsa AAAA")
-	wantUsageError(t, err, "--server-key")
+	err := cmdtest.Execute(NewCmdAdd(f, nil), "lab2", "--server", "nats://10.0.0.5:4222", "--server-key", "ssh-rsa AAAA")
+	cmdtest.WantUsageError(t, err, "--server-key")
 }

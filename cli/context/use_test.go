@@ -5,13 +5,14 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gpuaas/gpuaas/cli/cmdutil/cmdtest"
 	"github.com/gpuaas/gpuaas/internal/api"
 )
 
 func TestUse(t *testing.T) {
-	ios, _, errOut := testStreams(false)
-	f, cfg := testFactory(t, ios)
-	if err := execute(NewCmdUse(f, nil), "prod"); err != nil {
+	ios, _, _, errOut := cmdtest.Streams(false)
+	f, cfg := factoryWithContexts(t, ios)
+	if err := cmdtest.Execute(NewCmdUse(f, nil), "prod"); err != nil {
 		t.Fatal(err)
 	}
 	if got := reload(t, cfg).CurrentContext; got != "prod" {
@@ -24,7 +25,7 @@ func TestUse(t *testing.T) {
 	// GPUAAS_CONTEXT still wins in this shell: say so.
 	errOut.Reset()
 	t.Setenv("GPUAAS_CONTEXT", "dev")
-	if err := execute(NewCmdUse(f, nil), "prod"); err != nil {
+	if err := cmdtest.Execute(NewCmdUse(f, nil), "prod"); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(errOut.String(), "GPUAAS_CONTEXT=dev still picks dev") {
@@ -33,9 +34,9 @@ func TestUse(t *testing.T) {
 }
 
 func TestUseUnknown(t *testing.T) {
-	ios, _, _ := testStreams(false)
-	f, cfg := testFactory(t, ios)
-	err := execute(NewCmdUse(f, nil), "staging")
+	ios, _, _, _ := cmdtest.Streams(false)
+	f, cfg := factoryWithContexts(t, ios)
+	err := cmdtest.Execute(NewCmdUse(f, nil), "staging")
 	var e *api.Error
 	if !errors.As(err, &e) || e.Code != api.CodeNotFound || !strings.Contains(e.Message, `no context "staging"`) ||
 		e.Hint != "known contexts: dev, prod" {
@@ -44,6 +45,6 @@ func TestUseUnknown(t *testing.T) {
 	if got := reload(t, cfg).CurrentContext; got != "dev" {
 		t.Fatalf("current context after a failed use: %q; want dev", got)
 	}
-	wantUsageError(t, execute(NewCmdUse(f, nil)), "requires a context name")
-	wantUsageError(t, execute(NewCmdUse(f, nil), "a", "b"), "too many arguments")
+	cmdtest.WantUsageError(t, cmdtest.Execute(NewCmdUse(f, nil)), "requires a context name")
+	cmdtest.WantUsageError(t, cmdtest.Execute(NewCmdUse(f, nil), "a", "b"), "too many arguments")
 }

@@ -14,12 +14,12 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nkeys"
 
-	"github.com/gpuaas/gpuaas/cli/tui"
 	"github.com/gpuaas/gpuaas/controld"
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/bus"
 	"github.com/gpuaas/gpuaas/internal/fsutil"
 	"github.com/gpuaas/gpuaas/sshgate"
+	"github.com/gpuaas/gpuaas/tui"
 )
 
 // gatewayAddress picks the dev gateway's loopback address: the port asked

@@ -15,10 +15,10 @@ import (
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
 	"github.com/gpuaas/gpuaas/cli/project"
 	"github.com/gpuaas/gpuaas/cli/session"
-	"github.com/gpuaas/gpuaas/cli/tui"
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/bus"
 	"github.com/gpuaas/gpuaas/sshgate"
+	"github.com/gpuaas/gpuaas/tui"
 )
 
 // SSHGateOptions are the inputs of `gpuaas sshgate`.

@@ -3,17 +3,15 @@ package node
 import (
 	"bytes"
 	"encoding/json"
-	"io"
 	"testing"
 	"time"
 
-	"github.com/spf13/cobra"
-
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
+	"github.com/gpuaas/gpuaas/cli/cmdutil/cmdtest"
 	"github.com/gpuaas/gpuaas/internal/api"
 )
 
-var now = time.Date(2030, 1, 10, 12, 0, 0, 0, time.UTC)
+var now = cmdtest.Now // the clock of cmdtest.Factory
 
 func testDetail() *api.NodeDetail {
 	return &api.NodeDetail{
@@ -34,18 +32,6 @@ func testStreams(tty bool) (*cmdutil.IOStreams, *bytes.Buffer, *bytes.Buffer) {
 	ios.SetStdoutTTY(tty)
 	ios.SetNoColor(true)
 	return ios, out, errOut
-}
-
-func testFactory(ios *cmdutil.IOStreams) *cmdutil.Factory {
-	return &cmdutil.Factory{IOStreams: ios, Now: func() time.Time { return now }}
-}
-
-func execute(cmd *cobra.Command, args ...string) error {
-	cmd.SetArgs(args)
-	cmd.SetOut(io.Discard)
-	cmd.SetErr(io.Discard)
-	_, err := cmd.ExecuteC()
-	return err
 }
 
 func TestPrintNodes(t *testing.T) {

@@ -2,25 +2,16 @@ package node
 
 import (
 	"context"
-	"errors"
 	"slices"
 	"testing"
 
-	"github.com/gpuaas/gpuaas/cli/cmdutil"
+	"github.com/gpuaas/gpuaas/cli/cmdutil/cmdtest"
 )
-
-func wantUsageError(t *testing.T, err error) {
-	t.Helper()
-	var fe *cmdutil.FlagError
-	if !errors.As(err, &fe) {
-		t.Errorf("got %v; want a usage error", err)
-	}
-}
 
 func TestNewCmdList(t *testing.T) {
 	ios, out, _ := testStreams(false)
 	var got *ListOptions
-	if err := execute(NewCmdList(testFactory(ios), func(_ context.Context, o *ListOptions) error { got = o; return nil }), "--json=name,state"); err != nil {
+	if err := cmdtest.Execute(NewCmdList(cmdtest.Factory(ios), func(_ context.Context, o *ListOptions) error { got = o; return nil }), "--json=name,state"); err != nil {
 		t.Fatal(err)
 	}
 	if err := got.Exporter.Write(context.Background(), ios, []any{testDetail().Node}); err != nil {
@@ -29,13 +20,13 @@ func TestNewCmdList(t *testing.T) {
 	if want := `[{"name":"gpu-01","state":"ready"}]` + "\n"; out.String() != want {
 		t.Errorf("got %q; want %q", out.String(), want)
 	}
-	wantUsageError(t, execute(NewCmdList(testFactory(ios), nil), "gpu-01"))
+	cmdtest.WantUsageError(t, cmdtest.Execute(NewCmdList(cmdtest.Factory(ios), nil), "gpu-01"), "")
 }
 
 func TestNewCmdGet(t *testing.T) {
 	ios, out, _ := testStreams(false)
 	var got *GetOptions
-	if err := execute(NewCmdGet(testFactory(ios), func(_ context.Context, o *GetOptions) error { got = o; return nil }),
+	if err := cmdtest.Execute(NewCmdGet(cmdtest.Factory(ios), func(_ context.Context, o *GetOptions) error { got = o; return nil }),
 		"gpu-01", "--jq", `.slots[] | select(.state == "free") | .id`); err != nil {
 		t.Fatal(err)
 	}
@@ -48,7 +39,7 @@ func TestNewCmdGet(t *testing.T) {
 	if out.String() != "s-0\n" {
 		t.Errorf("got %q; want s-0", out.String())
 	}
-	wantUsageError(t, execute(NewCmdGet(testFactory(ios), nil)))
+	cmdtest.WantUsageError(t, cmdtest.Execute(NewCmdGet(cmdtest.Factory(ios), nil)), "")
 }
 
 func TestNewCmdSlotsApprove(t *testing.T) {
@@ -65,7 +56,7 @@ func TestNewCmdSlotsApprove(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			ios, _, _ := testStreams(false)
 			var got *SlotsApproveOptions
-			if err := execute(NewCmdSlotsApprove(testFactory(ios), func(_ context.Context, o *SlotsApproveOptions) error { got = o; return nil }), tt.args...); err != nil {
+			if err := cmdtest.Execute(NewCmdSlotsApprove(cmdtest.Factory(ios), func(_ context.Context, o *SlotsApproveOptions) error { got = o; return nil }), tt.args...); err != nil {
 				t.Fatal(err)
 			}
 			if got.Node != tt.wantNode || !slices.Equal(got.Slots, tt.wantSlots) {
@@ -74,13 +65,13 @@ func TestNewCmdSlotsApprove(t *testing.T) {
 		})
 	}
 	ios, _, _ := testStreams(false)
-	wantUsageError(t, execute(NewCmdSlotsApprove(testFactory(ios), nil)))
+	cmdtest.WantUsageError(t, cmdtest.Execute(NewCmdSlotsApprove(cmdtest.Factory(ios), nil)), "")
 }
 
 func TestNewCmdDrain(t *testing.T) {
 	ios, out, _ := testStreams(false)
 	var got *DrainOptions
-	if err := execute(NewCmdDrain(testFactory(ios), func(_ context.Context, o *DrainOptions) error { got = o; return nil }),
+	if err := cmdtest.Execute(NewCmdDrain(cmdtest.Factory(ios), func(_ context.Context, o *DrainOptions) error { got = o; return nil }),
 		"gpu-01", "--template", "{{.name}} {{.state}}"); err != nil {
 		t.Fatal(err)
 	}
@@ -95,5 +86,5 @@ func TestNewCmdDrain(t *testing.T) {
 	if out.String() != "gpu-01 draining" {
 		t.Errorf("got %q; want %q", out.String(), "gpu-01 draining")
 	}
-	wantUsageError(t, execute(NewCmdDrain(testFactory(ios), nil), "a", "b"))
+	cmdtest.WantUsageError(t, cmdtest.Execute(NewCmdDrain(cmdtest.Factory(ios), nil), "a", "b"), "")
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nkeys"
 
+	"github.com/gpuaas/gpuaas/cli/cmdutil/cmdtest"
 	"github.com/gpuaas/gpuaas/controld/controldtest"
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/bus"
@@ -26,7 +27,7 @@ func TestMain(m *testing.M) { os.Exit(testutil.Main(m)) }
 func TestNATSSetup(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "nats")
 	ios, out := testStreams(false)
-	if err := execute(NewCmdNATSSetup(testFactory(ios), nil), "--out", dir); err != nil {
+	if err := cmdtest.Execute(NewCmdNATSSetup(cmdtest.Factory(ios), nil), "--out", dir); err != nil {
 		t.Fatal(err)
 	}
 	keys, err := bus.LoadKeys(dir)
@@ -62,18 +63,18 @@ func TestNATSSetup(t *testing.T) {
 		t.Fatalf("got auth callout %+v; want issuer %s in account %s", opts.AuthCallout, issuer, bus.AppAccount)
 	}
 
-	wantUsageError(t, execute(NewCmdNATSSetup(testFactory(ios), nil), "--out", dir))
+	cmdtest.WantUsageError(t, cmdtest.Execute(NewCmdNATSSetup(cmdtest.Factory(ios), nil), "--out", dir), "")
 	if again, _ := bus.LoadKeys(dir); again.Public() != keys.Public() {
 		t.Fatal("a second nats-setup without --force replaced the keys")
 	}
 	out.Reset()
-	if err := execute(NewCmdNATSSetup(testFactory(ios), nil), "--out", dir, "--print"); err != nil {
+	if err := cmdtest.Execute(NewCmdNATSSetup(cmdtest.Factory(ios), nil), "--out", dir, "--print"); err != nil {
 		t.Fatal(err)
 	}
 	if out.String() != string(data) {
 		t.Errorf("--print got %q; want the written configuration", out.String())
 	}
-	if err := execute(NewCmdNATSSetup(testFactory(ios), nil), "--out", dir, "--force"); err != nil {
+	if err := cmdtest.Execute(NewCmdNATSSetup(cmdtest.Factory(ios), nil), "--out", dir, "--force"); err != nil {
 		t.Fatal(err)
 	}
 	if again, _ := bus.LoadKeys(dir); again.Public() == keys.Public() {
@@ -87,10 +88,10 @@ func TestNATSSetup(t *testing.T) {
 func TestNATSIdentityLifecycle(t *testing.T) {
 	env := controldtest.Start(t, controldtest.Options{NoNodes: true})
 	ios, _ := testStreams(false)
-	f := testFactory(ios)
+	f := cmdtest.Factory(ios)
 	f.Client = func() (*api.Client, error) { return env.Client(env.AdminToken), nil }
 	seedFile := filepath.Join(t.TempDir(), "gw.nk")
-	if err := execute(NewCmdNATSIdentityAdd(f, nil), "--kind", "gateway", "--name", "gw-1", "--out", seedFile); err != nil {
+	if err := cmdtest.Execute(NewCmdNATSIdentityAdd(f, nil), "--kind", "gateway", "--name", "gw-1", "--out", seedFile); err != nil {
 		t.Fatal(err)
 	}
 	fi, err := os.Stat(seedFile)
@@ -107,8 +108,8 @@ func TestNATSIdentityLifecycle(t *testing.T) {
 		t.Fatalf("got keys %+v, %v; want the gateway key %s", ids, err, pub)
 	}
 	// The file exists: no second key is made over it.
-	wantUsageError(t, execute(NewCmdNATSIdentityAdd(f, nil), "--kind", "gateway", "--name", "gw-1", "--out", seedFile))
-	wantUsageError(t, execute(NewCmdNATSIdentityAdd(f, nil), "--kind", "admin", "--name", "x", "--out", seedFile+"2"))
+	cmdtest.WantUsageError(t, cmdtest.Execute(NewCmdNATSIdentityAdd(f, nil), "--kind", "gateway", "--name", "gw-1", "--out", seedFile), "")
+	cmdtest.WantUsageError(t, cmdtest.Execute(NewCmdNATSIdentityAdd(f, nil), "--kind", "admin", "--name", "x", "--out", seedFile+"2"), "")
 
 	nc := testutil.Connect(t, env.NATSURL, bus.WithKey(key), nats.CustomInboxPrefix(api.InboxPrefix(pub)), nats.MaxReconnects(0))
 	login, err := api.NewGatewayLogin(nc, key, nil)
@@ -118,16 +119,10 @@ func TestNATSIdentityLifecycle(t *testing.T) {
 	if _, err := login.Token(t.Context()); err != nil {
 		t.Fatalf("gateway login with the new key: %v", err)
 	}
-	if err := execute(NewCmdNATSIdentityRevoke(f, nil), "gw-1"); err != nil {
+	if err := cmdtest.Execute(NewCmdNATSIdentityRevoke(f, nil), "gw-1"); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for !nc.IsClosed() && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
-	if !nc.IsClosed() {
-		t.Fatalf("the revoked key's connection is %v; want closed", nc.Status())
-	}
+	testutil.EventuallyWithin(t, 5*time.Second, "the revoked key's connection to be closed", nc.IsClosed)
 	if c, err := nats.Connect(env.NATSURL, bus.WithKey(key)); err == nil {
 		c.Close()
 		t.Fatal("the revoked key connected again")

@@ -3,44 +3,21 @@ package ops
 import (
 	"bytes"
 	"context"
-	"errors"
-	"io"
 	"testing"
 	"time"
 
-	"github.com/spf13/cobra"
-
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
+	"github.com/gpuaas/gpuaas/cli/cmdutil/cmdtest"
 	"github.com/gpuaas/gpuaas/internal/api"
 )
 
-var now = time.Date(2030, 1, 10, 12, 0, 0, 0, time.UTC)
+var now = cmdtest.Now // the clock of cmdtest.Factory
 
 func testStreams(tty bool) (*cmdutil.IOStreams, *bytes.Buffer) {
 	ios, _, out, _ := cmdutil.Test()
 	ios.SetStdoutTTY(tty)
 	ios.SetNoColor(true)
 	return ios, out
-}
-
-func testFactory(ios *cmdutil.IOStreams) *cmdutil.Factory {
-	return &cmdutil.Factory{IOStreams: ios, Now: func() time.Time { return now }}
-}
-
-func execute(cmd *cobra.Command, args ...string) error {
-	cmd.SetArgs(args)
-	cmd.SetOut(io.Discard)
-	cmd.SetErr(io.Discard)
-	_, err := cmd.ExecuteC()
-	return err
-}
-
-func wantUsageError(t *testing.T, err error) {
-	t.Helper()
-	var fe *cmdutil.FlagError
-	if !errors.As(err, &fe) {
-		t.Errorf("got %v; want a usage error", err)
-	}
 }
 
 func TestNewCmdCARotate(t *testing.T) {
@@ -57,7 +34,7 @@ func TestNewCmdCARotate(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			ios, _ := testStreams(false)
 			var got *CARotateOptions
-			if err := execute(NewCmdCARotate(testFactory(ios), func(_ context.Context, o *CARotateOptions) error { got = o; return nil }), tt.args...); err != nil {
+			if err := cmdtest.Execute(NewCmdCARotate(cmdtest.Factory(ios), func(_ context.Context, o *CARotateOptions) error { got = o; return nil }), tt.args...); err != nil {
 				t.Fatal(err)
 			}
 			if got.CA != tt.want.CA || got.Stage != tt.want.Stage || got.Key != tt.want.Key {
@@ -67,14 +44,14 @@ func TestNewCmdCARotate(t *testing.T) {
 	}
 	for _, args := range [][]string{{}, {"--ca", "root"}, {"--ca", "host", "--stage", "--key", "x"}, {"--ca", "user", "extra"}} {
 		ios, _ := testStreams(false)
-		wantUsageError(t, execute(NewCmdCARotate(testFactory(ios), func(context.Context, *CARotateOptions) error { return nil }), args...))
+		cmdtest.WantUsageError(t, cmdtest.Execute(NewCmdCARotate(cmdtest.Factory(ios), func(context.Context, *CARotateOptions) error { return nil }), args...), "")
 	}
 }
 
 func TestNewCmdCARetire(t *testing.T) {
 	ios, _ := testStreams(false)
 	var got *CARetireOptions
-	if err := execute(NewCmdCARetire(testFactory(ios), func(_ context.Context, o *CARetireOptions) error { got = o; return nil }),
+	if err := cmdtest.Execute(NewCmdCARetire(cmdtest.Factory(ios), func(_ context.Context, o *CARetireOptions) error { got = o; return nil }),
 		"--ca", "user", "--key", "SHA256:abc", "--yes"); err != nil {
 		t.Fatal(err)
 	}
@@ -82,14 +59,14 @@ func TestNewCmdCARetire(t *testing.T) {
 		t.Errorf("got %+v; want user SHA256:abc yes", *got)
 	}
 	for _, args := range [][]string{{"--ca", "user"}, {"--key", "SHA256:abc"}, {"--ca", "nope", "--key", "x"}} {
-		wantUsageError(t, execute(NewCmdCARetire(testFactory(ios), func(context.Context, *CARetireOptions) error { return nil }), args...))
+		cmdtest.WantUsageError(t, cmdtest.Execute(NewCmdCARetire(cmdtest.Factory(ios), func(context.Context, *CARetireOptions) error { return nil }), args...), "")
 	}
 }
 
 func TestNewCmdCAList(t *testing.T) {
 	ios, out := testStreams(false)
 	var got *CAListOptions
-	if err := execute(NewCmdCAList(testFactory(ios), func(_ context.Context, o *CAListOptions) error { got = o; return nil }),
+	if err := cmdtest.Execute(NewCmdCAList(cmdtest.Factory(ios), func(_ context.Context, o *CAListOptions) error { got = o; return nil }),
 		"--ca", "host", "--all", "--json", "id,active"); err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +79,7 @@ func TestNewCmdCAList(t *testing.T) {
 	if want := `[{"active":true,"id":"SHA256:abc"}]` + "\n"; out.String() != want {
 		t.Errorf("got %q; want %q", out.String(), want)
 	}
-	wantUsageError(t, execute(NewCmdCAList(testFactory(ios), nil), "--ca", "root"))
+	cmdtest.WantUsageError(t, cmdtest.Execute(NewCmdCAList(cmdtest.Factory(ios), nil), "--ca", "root"), "")
 }
 
 func TestPrintKeys(t *testing.T) {

@@ -3,6 +3,8 @@ package project
 import (
 	"context"
 	"testing"
+
+	"github.com/gpuaas/gpuaas/cli/cmdutil/cmdtest"
 )
 
 func TestNewCmdAddMember(t *testing.T) {
@@ -24,12 +26,12 @@ func TestNewCmdAddMember(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ios, _, _, _ := testStreams(false)
-			f, _ := testFactory(t, ios, nil)
+			ios, _, _, _ := cmdtest.Streams(false)
+			f, _ := cmdtest.ConfigFactory(t, ios, nil)
 			var got *AddMemberOptions
-			err := execute(NewCmdAddMember(f, func(_ context.Context, o *AddMemberOptions) error { got = o; return nil }), tt.args...)
+			err := cmdtest.Execute(NewCmdAddMember(f, func(_ context.Context, o *AddMemberOptions) error { got = o; return nil }), tt.args...)
 			if tt.wantErr != "" {
-				wantUsageError(t, err, tt.wantErr)
+				cmdtest.WantUsageError(t, err, tt.wantErr)
 				return
 			}
 			if err != nil {

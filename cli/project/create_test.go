@@ -4,22 +4,23 @@ import (
 	"context"
 	"testing"
 
+	"github.com/gpuaas/gpuaas/cli/cmdutil/cmdtest"
 	"github.com/gpuaas/gpuaas/cli/config"
 )
 
 func TestNewCmdCreate(t *testing.T) {
-	ios, _, _, _ := testStreams(false)
-	f, _ := testFactory(t, ios, nil)
+	ios, _, _, _ := cmdtest.Streams(false)
+	f, _ := cmdtest.ConfigFactory(t, ios, nil)
 	var got *CreateOptions
 	cmd := NewCmdCreate(f, func(_ context.Context, o *CreateOptions) error { got = o; return nil })
-	if err := execute(cmd, "ml", "--json=id"); err != nil {
+	if err := cmdtest.Execute(cmd, "ml", "--json=id"); err != nil {
 		t.Fatal(err)
 	}
 	if got.Name != "ml" || got.Exporter == nil {
 		t.Errorf("got name %q exporter %v; want ml and an exporter", got.Name, got.Exporter)
 	}
-	wantUsageError(t, execute(NewCmdCreate(f, nil)), "requires a project name")
-	wantUsageError(t, execute(NewCmdCreate(f, nil), "a", "b"), "too many arguments")
+	cmdtest.WantUsageError(t, cmdtest.Execute(NewCmdCreate(f, nil)), "requires a project name")
+	cmdtest.WantUsageError(t, cmdtest.Execute(NewCmdCreate(f, nil), "a", "b"), "too many arguments")
 }
 
 func TestSetDefaultIfNone(t *testing.T) {
@@ -45,8 +46,8 @@ func TestSetDefaultIfNone(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ios, _, _, _ := testStreams(false)
-			_, cfg := testFactory(t, ios, tt.stored)
+			ios, _, _, _ := cmdtest.Streams(false)
+			_, cfg := cmdtest.ConfigFactory(t, ios, tt.stored)
 			if changed := setDefaultIfNone(cfg, tt.active, "ml"); changed != tt.wantChanged {
 				t.Errorf("got changed %v; want %v", changed, tt.wantChanged)
 			}

@@ -3,14 +3,16 @@ package project
 import (
 	"context"
 	"testing"
+
+	"github.com/gpuaas/gpuaas/cli/cmdutil/cmdtest"
 )
 
 func TestNewCmdList(t *testing.T) {
-	ios, _, out, _ := testStreams(false)
-	f, _ := testFactory(t, ios, nil)
+	ios, _, out, _ := cmdtest.Streams(false)
+	f, _ := cmdtest.ConfigFactory(t, ios, nil)
 	var got *ListOptions
 	cmd := NewCmdList(f, func(_ context.Context, o *ListOptions) error { got = o; return nil })
-	if err := execute(cmd, "--jq", ".[].name"); err != nil {
+	if err := cmdtest.Execute(cmd, "--jq", ".[].name"); err != nil {
 		t.Fatal(err)
 	}
 	if err := got.Exporter.Write(context.Background(), ios, testProjects()); err != nil {
@@ -19,5 +21,5 @@ func TestNewCmdList(t *testing.T) {
 	if got, want := out.String(), "dev\nml\n"; got != want {
 		t.Errorf("got %q; want %q", got, want)
 	}
-	wantUsageError(t, execute(NewCmdList(f, nil), "extra"), "unexpected argument")
+	cmdtest.WantUsageError(t, cmdtest.Execute(NewCmdList(f, nil), "extra"), "unexpected argument")
 }

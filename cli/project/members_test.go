@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
+	"github.com/gpuaas/gpuaas/cli/cmdutil/cmdtest"
 	"github.com/gpuaas/gpuaas/cli/config"
 )
 
@@ -22,12 +23,12 @@ func TestNewCmdMembers(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ios, _, _, _ := testStreams(false)
-			f, _ := testFactory(t, ios, nil)
+			ios, _, _, _ := cmdtest.Streams(false)
+			f, _ := cmdtest.ConfigFactory(t, ios, nil)
 			var got *MembersOptions
-			err := execute(NewCmdMembers(f, func(_ context.Context, o *MembersOptions) error { got = o; return nil }), tt.args...)
+			err := cmdtest.Execute(NewCmdMembers(f, func(_ context.Context, o *MembersOptions) error { got = o; return nil }), tt.args...)
 			if tt.wantErr {
-				wantUsageError(t, err, "too many arguments")
+				cmdtest.WantUsageError(t, err, "too many arguments")
 				return
 			}
 			if err != nil {
@@ -41,8 +42,8 @@ func TestNewCmdMembers(t *testing.T) {
 }
 
 func TestMembersDefaultsToActiveProject(t *testing.T) {
-	ios, _, _, _ := testStreams(false)
-	f, _ := testFactory(t, ios, &config.Context{Project: "dev"})
+	ios, _, _, _ := cmdtest.Streams(false)
+	f, _ := cmdtest.ConfigFactory(t, ios, &config.Context{Project: "dev"})
 	got, err := projectOrActive("", f.Active)
 	if err != nil || got != "dev" {
 		t.Errorf("got %q, %v; want dev", got, err)
@@ -57,8 +58,8 @@ func TestMembersDefaultsToActiveProject(t *testing.T) {
 }
 
 func TestMembersWithoutProject(t *testing.T) {
-	ios, _, _, _ := testStreams(false)
-	f, _ := testFactory(t, ios, &config.Context{})
+	ios, _, _, _ := cmdtest.Streams(false)
+	f, _ := cmdtest.ConfigFactory(t, ios, &config.Context{})
 	opts := &MembersOptions{IO: ios, Active: f.Active, Client: f.Client, Now: f.Now}
 	err := membersRun(context.Background(), opts)
 	if !errors.Is(err, cmdutil.ErrNoProject) {

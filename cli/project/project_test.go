@@ -1,75 +1,19 @@
 package project
 
 import (
-	"bytes"
-	"errors"
-	"io"
-	"strings"
 	"testing"
 	"time"
 
-	"github.com/spf13/cobra"
-
-	"github.com/gpuaas/gpuaas/cli/cmdutil"
-	"github.com/gpuaas/gpuaas/cli/config"
+	"github.com/gpuaas/gpuaas/cli/cmdutil/cmdtest"
 	"github.com/gpuaas/gpuaas/internal/api"
 )
 
-var now = time.Date(2030, 1, 10, 12, 0, 0, 0, time.UTC)
-
-var errReachedServer = &api.Error{Code: api.CodeUnavailable, Message: "reached the server"}
+var now = cmdtest.Now // the clock of cmdtest.Factory
 
 func testProjects() []api.Project {
 	return []api.Project{
 		{ID: "p-1", Name: "dev", Role: api.ProjectOwner, CreatedAt: now.Add(-48 * time.Hour)},
 		{ID: "p-2", Name: "ml", Role: api.ProjectViewer, CreatedAt: now.Add(-3 * time.Hour)},
-	}
-}
-
-func testStreams(tty bool) (*cmdutil.IOStreams, *bytes.Buffer, *bytes.Buffer, *bytes.Buffer) {
-	ios, in, out, errOut := cmdutil.Test()
-	ios.SetStdinTTY(tty)
-	ios.SetStdoutTTY(tty)
-	ios.SetStderrTTY(tty)
-	ios.SetNoColor(true)
-	return ios, in, out, errOut
-}
-
-// testFactory has a config holding ctx as context "dev" (none when nil)
-// and a client that is never reachable.
-func testFactory(t *testing.T, ios *cmdutil.IOStreams, ctx *config.Context) (*cmdutil.Factory, *config.Config) {
-	t.Helper()
-	for _, env := range []string{config.EnvServer, config.EnvToken, config.EnvProject, config.EnvContext} {
-		t.Setenv(env, "")
-	}
-	cfg, err := config.Load(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if ctx != nil {
-		cfg.SetContext("dev", *ctx)
-	}
-	return &cmdutil.Factory{
-		IOStreams: ios,
-		Config:    func() (*config.Config, error) { return cfg, nil },
-		Client:    func() (*api.Client, error) { return nil, errReachedServer },
-		Now:       func() time.Time { return now },
-	}, cfg
-}
-
-func execute(cmd *cobra.Command, args ...string) error {
-	cmd.SetArgs(args)
-	cmd.SetOut(io.Discard)
-	cmd.SetErr(io.Discard)
-	_, err := cmd.ExecuteC()
-	return err
-}
-
-func wantUsageError(t *testing.T, err error, contains string) {
-	t.Helper()
-	var fe *cmdutil.FlagError
-	if !errors.As(err, &fe) || !strings.Contains(err.Error(), contains) {
-		t.Fatalf("got %v; want a usage error containing %q", err, contains)
 	}
 }
 
@@ -92,7 +36,7 @@ func TestPrintProjects(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ios, _, out, errOut := testStreams(tt.tty)
+			ios, _, out, errOut := cmdtest.Streams(tt.tty)
 			ios.SetNoColor(!tt.color)
 			if err := printProjects(ios, now, tt.current, tt.projects); err != nil {
 				t.Fatal(err)
@@ -119,7 +63,7 @@ func TestPrintMembers(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ios, _, out, _ := testStreams(tt.tty)
+			ios, _, out, _ := cmdtest.Streams(tt.tty)
 			if err := printMembers(ios, now, members); err != nil {
 				t.Fatal(err)
 			}

@@ -1,36 +1,16 @@
 package session
 
 import (
-	"context"
 	"encoding/json"
-	"io"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/spf13/cobra"
 
-	"github.com/gpuaas/gpuaas/cli/cmdutil"
 	"github.com/gpuaas/gpuaas/cli/sshkeys/sshkeystest"
 	"github.com/gpuaas/gpuaas/internal/api"
 )
-
-func execute(cmd *cobra.Command, args ...string) error {
-	cmd.SetArgs(args)
-	cmd.SetOut(io.Discard)
-	cmd.SetErr(io.Discard)
-	cmd.SetContext(context.Background())
-	_, err := cmd.ExecuteC()
-	return err
-}
-
-func testFactory(ios *cmdutil.IOStreams) *cmdutil.Factory {
-	return &cmdutil.Factory{IOStreams: ios, Now: time.Now,
-		Client: func() (*api.Client, error) {
-			return nil, &api.Error{Code: api.CodeUnavailable, Message: "no server in this test"}
-		}}
-}
 
 var started = time.Date(2030, 1, 10, 12, 0, 0, 0, time.UTC)
 

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
+	"github.com/gpuaas/gpuaas/cli/cmdutil/cmdtest"
 	"github.com/gpuaas/gpuaas/cli/sshkeys/sshkeystest"
 	"github.com/gpuaas/gpuaas/internal/api"
 )
@@ -29,7 +30,7 @@ func TestNewCmdList(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			ios, _, _, _ := cmdutil.Test()
 			var got *ListOptions
-			err := execute(NewCmdList(testFactory(ios), func(_ context.Context, o *ListOptions) error { got = o; return nil }), tt.args...)
+			err := cmdtest.Execute(NewCmdList(cmdtest.Factory(ios), func(_ context.Context, o *ListOptions) error { got = o; return nil }), tt.args...)
 			if tt.wantErr {
 				if err == nil {
 					t.Fatal("got no error; want one")
@@ -70,10 +71,10 @@ func TestListOutput(t *testing.T) {
 			ios, _, out, _ := cmdutil.Test()
 			ios.SetStdoutTTY(tt.tty)
 			ios.SetNoColor(true)
-			f := testFactory(ios)
+			f := cmdtest.Factory(ios)
 			f.Now = func() time.Time { return started.Add(time.Hour) }
 			f.Client = func() (*api.Client, error) { return ctrl.Client(sshkeystest.Token), nil }
-			if err := execute(NewCmdList(f, nil), tt.args...); err != nil {
+			if err := cmdtest.Execute(NewCmdList(f, nil), tt.args...); err != nil {
 				t.Fatal(err)
 			}
 			if got := out.String(); got != tt.want {
@@ -92,11 +93,11 @@ func TestListOutput(t *testing.T) {
 
 func TestListUnauthenticated(t *testing.T) {
 	ios, _, _, _ := cmdutil.Test()
-	f := testFactory(ios)
+	f := cmdtest.Factory(ios)
 	f.Client = func() (*api.Client, error) {
 		return nil, &api.Error{Code: api.CodeUnauthenticated, Message: "session expired"}
 	}
-	err := execute(NewCmdList(f, nil))
+	err := cmdtest.Execute(NewCmdList(f, nil))
 	if !errors.Is(err, api.ErrUnauthenticated) {
 		t.Fatalf("got %v; want unauthenticated", err)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
+	"github.com/gpuaas/gpuaas/cli/cmdutil/cmdtest"
 	"github.com/gpuaas/gpuaas/cli/sshkeys/sshkeystest"
 	"github.com/gpuaas/gpuaas/internal/api"
 )
@@ -35,7 +36,7 @@ func TestNewCmdPlay(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			ios, _, _, _ := cmdutil.Test()
 			var got *PlayOptions
-			err := execute(NewCmdPlay(testFactory(ios), func(_ context.Context, o *PlayOptions) error { got = o; return nil }), tt.args...)
+			err := cmdtest.Execute(NewCmdPlay(cmdtest.Factory(ios), func(_ context.Context, o *PlayOptions) error { got = o; return nil }), tt.args...)
 			if tt.wantErr {
 				var fe *cmdutil.FlagError
 				if !errors.As(err, &fe) {

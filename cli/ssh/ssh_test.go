@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"io"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -12,24 +11,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/spf13/cobra"
-
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
+	"github.com/gpuaas/gpuaas/cli/cmdutil/cmdtest"
 	"github.com/gpuaas/gpuaas/cli/config"
 	"github.com/gpuaas/gpuaas/cli/sshconfig"
 	"github.com/gpuaas/gpuaas/cli/sshkeys/sshkeystest"
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/testutil"
 )
-
-func execute(cmd *cobra.Command, args ...string) error {
-	cmd.SetArgs(args)
-	cmd.SetOut(io.Discard)
-	cmd.SetErr(io.Discard)
-	cmd.SetContext(context.Background())
-	_, err := cmd.ExecuteC()
-	return err
-}
 
 func TestNewCmdSSH(t *testing.T) {
 	tests := []struct {
@@ -53,7 +42,7 @@ func TestNewCmdSSH(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			ios, _, _, _ := cmdutil.Test()
 			var got *Options
-			err := execute(NewCmdSSH(&cmdutil.Factory{IOStreams: ios}, func(_ context.Context, o *Options) error { got = o; return nil }), tt.args...)
+			err := cmdtest.Execute(NewCmdSSH(&cmdutil.Factory{IOStreams: ios}, func(_ context.Context, o *Options) error { got = o; return nil }), tt.args...)
 			if tt.wantErr {
 				var fe *cmdutil.FlagError
 				if !errors.As(err, &fe) {
@@ -91,9 +80,7 @@ func TestArgv(t *testing.T) {
 // controld stand-in, with ssh found at /usr/bin/ssh and exec recorded.
 func testOptions(t *testing.T) (*Options, *[][]string, string) {
 	t.Helper()
-	for _, env := range []string{config.EnvServer, config.EnvToken, config.EnvProject, config.EnvContext} {
-		t.Setenv(env, "")
-	}
+	cmdtest.ClearEnv(t)
 	now := time.Date(2030, 1, 10, 12, 0, 0, 0, time.UTC)
 	clock := testutil.NewClock(now)
 	ctrl := sshkeystest.Start(t, clock.Now)

@@ -2,14 +2,11 @@ package sshconfig
 
 import (
 	"bytes"
-	"context"
-	"io"
 	"testing"
 	"time"
 
-	"github.com/spf13/cobra"
-
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
+	"github.com/gpuaas/gpuaas/cli/cmdutil/cmdtest"
 	"github.com/gpuaas/gpuaas/cli/config"
 	"github.com/gpuaas/gpuaas/cli/sshkeys/sshkeystest"
 	"github.com/gpuaas/gpuaas/internal/api"
@@ -29,9 +26,7 @@ type fixture struct {
 
 func newFixture(t *testing.T, now time.Time) *fixture {
 	t.Helper()
-	for _, env := range []string{config.EnvServer, config.EnvToken, config.EnvProject, config.EnvContext} {
-		t.Setenv(env, "")
-	}
+	cmdtest.ClearEnv(t)
 	clock := testutil.NewClock(now)
 	ctrl := sshkeystest.Start(t, clock.Now)
 	dir := t.TempDir()
@@ -53,13 +48,4 @@ func newFixture(t *testing.T, now time.Time) *fixture {
 		Now: clock.Now,
 	}
 	return f
-}
-
-func execute(cmd *cobra.Command, args ...string) error {
-	cmd.SetArgs(args)
-	cmd.SetOut(io.Discard)
-	cmd.SetErr(io.Discard)
-	cmd.SetContext(context.Background())
-	_, err := cmd.ExecuteC()
-	return err
 }

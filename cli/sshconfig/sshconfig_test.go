@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
+	"github.com/gpuaas/gpuaas/cli/cmdutil/cmdtest"
 	"github.com/gpuaas/gpuaas/cli/config"
 )
 
@@ -31,7 +32,7 @@ func TestNewCmdSSHConfig(t *testing.T) {
 			ios, _, _, _ := cmdutil.Test()
 			f := &cmdutil.Factory{IOStreams: ios}
 			var got *Options
-			err := execute(NewCmdSSHConfig(f, func(_ context.Context, o *Options) error { got = o; return nil }), tt.args...)
+			err := cmdtest.Execute(NewCmdSSHConfig(f, func(_ context.Context, o *Options) error { got = o; return nil }), tt.args...)
 			if tt.wantErr {
 				var fe *cmdutil.FlagError
 				if !errors.As(err, &fe) {

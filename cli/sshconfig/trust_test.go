@@ -18,6 +18,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
+	"github.com/gpuaas/gpuaas/cli/cmdutil/cmdtest"
 	"github.com/gpuaas/gpuaas/cli/config"
 	"github.com/gpuaas/gpuaas/cli/ops"
 	"github.com/gpuaas/gpuaas/cli/sshkeys/sshkeystest"
@@ -352,7 +353,7 @@ func TestPrepareFollowsCARotation(t *testing.T) {
 		f := &cmdutil.Factory{IOStreams: ios, Now: time.Now,
 			Config: func() (*config.Config, error) { return cfg, nil },
 			Client: func() (*api.Client, error) { return ctl.Client(ctl.AdminToken), nil }}
-		if err := execute(ops.NewCmdOps(f), args...); err != nil {
+		if err := cmdtest.Execute(ops.NewCmdOps(f), args...); err != nil {
 			t.Fatalf("gpuaas ops %s: %v", strings.Join(args, " "), err)
 		}
 	}

@@ -1,3 +1,5 @@
+// Package tui is the `gpuaas tui` command; the dashboard itself is the
+// top-level package tui.
 package tui
 
 import (
@@ -13,6 +15,8 @@ import (
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
 	sshcmd "github.com/gpuaas/gpuaas/cli/ssh"
 	"github.com/gpuaas/gpuaas/cli/sshconfig"
+	"github.com/gpuaas/gpuaas/tui"
+	"github.com/gpuaas/gpuaas/tui/common"
 )
 
 // NewCmdTUI builds `gpuaas tui`.
@@ -41,24 +45,12 @@ func run(ctx context.Context, f *cmdutil.Factory) error {
 	if !ios.IsStdinTTY() || !ios.IsStdoutTTY() {
 		return cmdutil.FlagErrorf("gpuaas tui needs a terminal; use `gpuaas alloc list` in scripts")
 	}
-	client, err := f.Client()
-	if err != nil {
-		return err
-	}
-	active, err := f.Active()
-	if err != nil {
-		return err
-	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	m := New(Options{
-		Backend:  NewBackend(client),
-		Context:  ctx,
-		Now:      f.Now,
-		Renderer: NewRenderer(ios.Out, ProfileFor(os.Getenv)),
-		SSH:      localSSH(f),
-		Project:  active.Project,
-	})
+	m, err := tui.NewFromFactory(ctx, f, common.NewRenderer(ios.Out, common.ProfileFor(os.Getenv)), localSSH(f))
+	if err != nil {
+		return err
+	}
 	p := tea.NewProgram(m, tea.WithAltScreen(), tea.WithContext(ctx), tea.WithInput(ios.In), tea.WithOutput(ios.Out))
 	if _, err := p.Run(); err != nil && !errors.Is(err, tea.ErrProgramKilled) {
 		return fmt.Errorf("tui: %w", err)
@@ -68,7 +60,7 @@ func run(ctx context.Context, f *cmdutil.Factory) error {
 
 // localSSH runs what `gpuaas ssh <alloc>` runs: the system OpenSSH with
 // the context's fresh certificate and generated config.
-func localSSH(f *cmdutil.Factory) SSHFunc {
+func localSSH(f *cmdutil.Factory) tui.SSHFunc {
 	env := sshconfig.EnvOf(f)
 	return func(ctx context.Context, allocID string) (*exec.Cmd, error) {
 		path, err := exec.LookPath("ssh")

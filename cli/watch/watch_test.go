@@ -11,9 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/spf13/cobra"
-
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
+	"github.com/gpuaas/gpuaas/cli/cmdutil/cmdtest"
 	"github.com/gpuaas/gpuaas/controld/controldtest"
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/testutil"
@@ -40,14 +39,6 @@ func (b *lockedBuffer) String() string {
 	return b.buf.String()
 }
 
-func execute(cmd *cobra.Command, args ...string) error {
-	cmd.SetArgs(args)
-	cmd.SetOut(&bytes.Buffer{})
-	cmd.SetErr(&bytes.Buffer{})
-	_, err := cmd.ExecuteC()
-	return err
-}
-
 func TestNewCmdWatch(t *testing.T) {
 	tests := []struct {
 		name      string
@@ -67,7 +58,7 @@ func TestNewCmdWatch(t *testing.T) {
 			ios, _, _, _ := cmdutil.Test()
 			var got *Options
 			cmd := NewCmdWatch(&cmdutil.Factory{IOStreams: ios}, func(_ context.Context, o *Options) error { got = o; return nil })
-			err := execute(cmd, tt.args...)
+			err := cmdtest.Execute(cmd, tt.args...)
 			if tt.wantErr {
 				var fe *cmdutil.FlagError
 				if !errors.As(err, &fe) {
@@ -105,21 +96,10 @@ func startWatch(t *testing.T, env *controldtest.Env, args ...string) *watching {
 	ctx, cancel := context.WithCancel(context.Background())
 	w.cancel = cancel
 	cmd.SetContext(ctx)
-	go func() { w.done <- execute(cmd, args...) }()
+	go func() { w.done <- cmdtest.Execute(cmd, args...) }()
 	t.Cleanup(func() { cancel(); <-w.done })
-	waitFor(t, "the watch to listen", func() bool { return strings.HasPrefix(w.errOut.String(), "Watching events of ") })
+	testutil.EventuallyWithin(t, 20*time.Second, "the watch to listen", func() bool { return strings.HasPrefix(w.errOut.String(), "Watching events of ") })
 	return w
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 // queuedThenReleased makes two alloc.state events for a new allocation:
@@ -143,7 +123,7 @@ func TestWatchJSON(t *testing.T) {
 	c := env.Client(env.AdminToken)
 	w := startWatch(t, env, "--json")
 	id := queuedThenReleased(t, c)
-	waitFor(t, "the release", func() bool { return strings.Contains(w.out.String(), `"to":"released"`) })
+	testutil.EventuallyWithin(t, 20*time.Second, "the release", func() bool { return strings.Contains(w.out.String(), `"to":"released"`) })
 
 	// The stream may hold older events too (the test's own login).
 	var got []string
@@ -199,7 +179,7 @@ func TestWatchOneAllocationPiped(t *testing.T) {
 	if _, err := c.AllocRelease(ctx, api.AllocReleaseRequest{ID: a.ID}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the release", func() bool { return strings.Contains(w.out.String(), "released") })
+	testutil.EventuallyWithin(t, 20*time.Second, "the release", func() bool { return strings.Contains(w.out.String(), "released") })
 	fields := strings.Split(strings.TrimSuffix(w.out.String(), "\n"), "\t")
 	if len(fields) != 4 || fields[1] != a.ID || fields[2] != api.EventAllocState || fields[3] != "requested → released (withdrawn before placement)" {
 		t.Errorf("got %q; want one tab-separated line: time, %s, alloc.state, requested → released", w.out.String(), a.ID)

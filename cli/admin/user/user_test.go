@@ -1,11 +1,9 @@
 package user
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
 	"strings"
 	"testing"
 	"time"
@@ -13,43 +11,10 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
+	"github.com/gpuaas/gpuaas/cli/cmdutil/cmdtest"
 	"github.com/gpuaas/gpuaas/controld/controldtest"
 	"github.com/gpuaas/gpuaas/internal/api"
 )
-
-func testStreams(tty bool) (*cmdutil.IOStreams, *bytes.Buffer, *bytes.Buffer, *bytes.Buffer) {
-	ios, in, out, errOut := cmdutil.Test()
-	ios.SetStdinTTY(tty)
-	ios.SetStdoutTTY(tty)
-	ios.SetStderrTTY(tty)
-	ios.SetNoColor(true)
-	return ios, in, out, errOut
-}
-
-func execute(cmd *cobra.Command, args ...string) error {
-	cmd.SetArgs(args)
-	cmd.SetOut(io.Discard)
-	cmd.SetErr(io.Discard)
-	_, err := cmd.ExecuteC()
-	return err
-}
-
-// errReachedServer stands in for the client: reaching it means the command
-// got past its local checks.
-var errReachedServer = &api.Error{Code: api.CodeUnavailable, Message: "reached the server"}
-
-func unreachable(ios *cmdutil.IOStreams) *cmdutil.Factory {
-	return &cmdutil.Factory{IOStreams: ios, Client: func() (*api.Client, error) { return nil, errReachedServer },
-		Now: time.Now}
-}
-
-func wantUsageError(t *testing.T, err error, contains string) {
-	t.Helper()
-	var fe *cmdutil.FlagError
-	if !errors.As(err, &fe) || !strings.Contains(err.Error(), contains) {
-		t.Fatalf("got %v; want a usage error containing %q", err, contains)
-	}
-}
 
 func TestNewCmdAdd(t *testing.T) {
 	tests := []struct {
@@ -66,11 +31,11 @@ func TestNewCmdAdd(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ios, _, _, _ := testStreams(false)
+			ios, _, _, _ := cmdtest.Streams(false)
 			var got *AddOptions
-			err := execute(NewCmdAdd(unreachable(ios), func(_ context.Context, o *AddOptions) error { got = o; return nil }), tt.args...)
+			err := cmdtest.Execute(NewCmdAdd(cmdtest.Factory(ios), func(_ context.Context, o *AddOptions) error { got = o; return nil }), tt.args...)
 			if tt.wantErr != "" {
-				wantUsageError(t, err, tt.wantErr)
+				cmdtest.WantUsageError(t, err, tt.wantErr)
 				return
 			}
 			if err != nil {
@@ -84,8 +49,8 @@ func TestNewCmdAdd(t *testing.T) {
 }
 
 func TestNewCmdArgs(t *testing.T) {
-	ios, _, _, _ := testStreams(false)
-	f := unreachable(ios)
+	ios, _, _, _ := cmdtest.Streams(false)
+	f := cmdtest.Factory(ios)
 	tests := []struct {
 		name    string
 		cmd     *cobra.Command
@@ -104,14 +69,14 @@ func TestNewCmdArgs(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			err := execute(tt.cmd, tt.args...)
+			err := cmdtest.Execute(tt.cmd, tt.args...)
 			if tt.wantErr == "" {
-				if !errors.Is(err, errReachedServer) {
+				if !errors.Is(err, cmdtest.ErrReachedServer) {
 					t.Fatalf("got %v; want it to reach the server", err)
 				}
 				return
 			}
-			wantUsageError(t, err, tt.wantErr)
+			cmdtest.WantUsageError(t, err, tt.wantErr)
 		})
 	}
 }
@@ -125,16 +90,16 @@ func TestDisableConfirmation(t *testing.T) {
 		wantPrompt string
 	}{
 		{"tty declined", true, false, "n\n", cmdutil.ErrCancelled, "Disable bob@example.com and end all their sessions? [y/N] "},
-		{"tty confirmed", true, false, "yes\n", errReachedServer, "Disable bob@example.com and end all their sessions? [y/N] "},
-		{"tty --yes", true, true, "", errReachedServer, ""},
-		{"piped never prompts", false, false, "", errReachedServer, ""},
+		{"tty confirmed", true, false, "yes\n", cmdtest.ErrReachedServer, "Disable bob@example.com and end all their sessions? [y/N] "},
+		{"tty --yes", true, true, "", cmdtest.ErrReachedServer, ""},
+		{"piped never prompts", false, false, "", cmdtest.ErrReachedServer, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ios, in, _, errOut := testStreams(tt.tty)
+			ios, in, _, errOut := cmdtest.Streams(tt.tty)
 			in.WriteString(tt.input)
 			opts := &DisableOptions{IO: ios, User: "bob@example.com", Yes: tt.yes,
-				Client: func() (*api.Client, error) { return nil, errReachedServer }}
+				Client: func() (*api.Client, error) { return nil, cmdtest.ErrReachedServer }}
 			if err := disableRun(context.Background(), opts); !errors.Is(err, tt.wantErr) {
 				t.Errorf("got %v; want %v", err, tt.wantErr)
 			}
@@ -166,7 +131,7 @@ func TestPrintUsers(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ios, _, out, _ := testStreams(tt.tty)
+			ios, _, out, _ := cmdtest.Streams(tt.tty)
 			if err := printUsers(ios, now, users); err != nil {
 				t.Fatal(err)
 			}
@@ -183,12 +148,12 @@ func TestAgainstControld(t *testing.T) {
 	env := controldtest.Start(t, controldtest.Options{NoNodes: true})
 	ctx := t.Context()
 	run := func(cmd func(*cmdutil.Factory) *cobra.Command, args ...string) (string, error) {
-		ios, _, out, _ := testStreams(false)
+		ios, _, out, _ := cmdtest.Streams(false)
 		f := &cmdutil.Factory{IOStreams: ios, Now: time.Now,
 			Client: func() (*api.Client, error) { return env.Client(env.AdminToken), nil }}
 		c := cmd(f)
 		c.SetContext(ctx)
-		err := execute(c, args...)
+		err := cmdtest.Execute(c, args...)
 		return out.String(), err
 	}
 	out, err := run(func(f *cmdutil.Factory) *cobra.Command { return NewCmdAdd(f, nil) }, "ada@example.com", "--role", "operator")

@@ -34,7 +34,7 @@ func BenchmarkFrame(b *testing.B) {
 		m.Update(tea.WindowSizeMsg{Width: 120, Height: 40})
 		m.Update(catalogMsg{skus: controldcatalog.Defaults})
 		m.Update(allocsMsg{allocs: allocs})
-		m.detailOpen = true
+		m.setDetailOpen(true)
 		b.ReportAllocs()
 		for b.Loop() {
 			_ = m.View()

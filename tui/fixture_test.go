@@ -12,6 +12,7 @@ import (
 
 	controldcatalog "github.com/gpuaas/gpuaas/controld/catalog"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/tui/backend"
 )
 
 // t0 is the fixed "now" of every test.
@@ -26,9 +27,9 @@ type fixtureBackend struct {
 	allocs   []api.Allocation
 	nodes    []api.Node
 	role     string
-	verdict  *Verdict
+	verdict  *backend.Verdict
 	dryErr   error
-	balance  *Balance
+	balance  *backend.Balance
 	created  []api.AllocCreateRequest
 	released []string
 	calls    []string
@@ -90,12 +91,12 @@ func (b *fixtureBackend) CreateAlloc(_ context.Context, req api.AllocCreateReque
 	return &a, nil
 }
 
-func (b *fixtureBackend) DryRun(context.Context, api.AllocCreateRequest) (*Verdict, error) {
+func (b *fixtureBackend) DryRun(context.Context, api.AllocCreateRequest) (*backend.Verdict, error) {
 	b.record("dryrun")
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.verdict == nil && b.dryErr == nil {
-		return nil, ErrUnsupported
+		return nil, backend.ErrUnsupported
 	}
 	return b.verdict, b.dryErr
 }
@@ -119,12 +120,12 @@ func (b *fixtureBackend) ListNodes(context.Context) ([]api.Node, error) {
 	return b.nodes, nil
 }
 
-func (b *fixtureBackend) Balance(context.Context) (*Balance, error) {
+func (b *fixtureBackend) Balance(context.Context) (*backend.Balance, error) {
 	b.record("balance")
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.balance == nil {
-		return nil, ErrUnsupported
+		return nil, backend.ErrUnsupported
 	}
 	return b.balance, nil
 }
@@ -197,7 +198,7 @@ func newTestModel(t *testing.T, b *fixtureBackend) *Model {
 	skus, _ := b.ListCatalog(ctx)
 	ps, _ := b.ListProjects(ctx)
 	for _, msg := range []tea.Msg{whoamiMsg{who: who}, allocsMsg{allocs: as}, catalogMsg{skus: skus}, projectsMsg{projects: ps},
-		balanceMsg{err: ErrUnsupported}} {
+		balanceMsg{err: backend.ErrUnsupported}} {
 		m.Update(msg)
 	}
 	return m

@@ -1,4 +1,4 @@
-package tui
+package backend
 
 import (
 	"errors"
@@ -14,7 +14,7 @@ import (
 // subscription, and the optional endpoints this controld lacks.
 func TestBackendAgainstControld(t *testing.T) {
 	ctl := controldtest.Start(t, controldtest.Options{})
-	b := NewBackend(ctl.Client(ctl.AdminToken, api.WithProject(controldtest.ProjectName)))
+	b := New(ctl.Client(ctl.AdminToken, api.WithProject(controldtest.ProjectName)))
 	ctx := t.Context()
 
 	who, err := b.Whoami(ctx)
@@ -76,7 +76,7 @@ func TestBackendAgainstControld(t *testing.T) {
 		t.Fatalf("nodes as admin: %d, %v; want the 2 seeded", len(ns), err)
 	}
 	_, userToken := ctl.AddUser(t, "plain@example.test", api.RoleUser)
-	if _, err := NewBackend(ctl.Client(userToken)).ListNodes(ctx); !errors.Is(err, api.ErrForbidden) {
+	if _, err := New(ctl.Client(userToken)).ListNodes(ctx); !errors.Is(err, api.ErrForbidden) {
 		t.Fatalf("nodes as a user: got %v; want forbidden", err)
 	}
 	rel, err := b.ReleaseAlloc(ctx, a.ID)

@@ -17,17 +17,15 @@ func (m *Model) View() string {
 	var main string
 	switch {
 	case m.mode == modeHelp:
-		main = m.renderHelp(w, mainH)
+		main = m.help.View()
 	case m.mode == modeWizard:
-		main = m.renderWizard(w)
+		main = m.wizard.View()
 	case m.view == viewNodes:
-		main = m.renderNodes(w, mainH-1)
+		main = m.nodes.View()
 	default:
-		main = m.renderAllocTable(w, m.tableHeight())
+		main = m.table.View()
 		if m.detailOpen {
-			ph := m.paneHeight()
-			main = fitLines(main, mainH-ph, w) + "\n" +
-				m.st.pane.Width(w-2).Height(ph-2).Render(m.renderDetail(w-4, ph-2))
+			main = fitLines(main, mainH-m.paneHeight(), w) + "\n" + m.pane.View()
 		}
 	}
 	var b strings.Builder
@@ -40,6 +38,20 @@ func (m *Model) View() string {
 	b.WriteByte('\n')
 	b.WriteString(m.renderBottom(w))
 	return b.String()
+}
+
+// layout gives every component its size: the screen less the title, the
+// status bar and the bottom line; the table less the detail pane when it
+// is open.
+func (m *Model) layout() {
+	w, h := max(20, m.width), max(chromeLines+2, m.height)
+	mainH := h - chromeLines
+	m.table.SetSize(w, m.tableHeight())
+	m.pane.SetSize(w, m.paneHeight())
+	m.nodes.SetSize(w, mainH-1) // the header
+	m.help.SetSize(w, mainH)
+	m.wizard.SetSize(w, mainH)
+	m.input.SetSize(w, 1)
 }
 
 // paneHeight is the height of the detail pane, border included.

@@ -14,6 +14,8 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/tui/backend"
+	"github.com/gpuaas/gpuaas/tui/wizard"
 )
 
 func TestNavigation(t *testing.T) {
@@ -46,8 +48,8 @@ func TestScrollKeepsCursorOnScreen(t *testing.T) {
 	b.allocs = manyAllocs(200)
 	m := newTestModel(t, b)
 	press(m, "G")
-	if m.cursor != 199 || m.offset != 199-m.tableHeight()+1 {
-		t.Fatalf("after G: cursor %d offset %d; want 199 and %d", m.cursor, m.offset, 199-m.tableHeight()+1)
+	if m.table.Cursor() != 199 || m.table.Offset() != 199-m.tableHeight()+1 {
+		t.Fatalf("after G: cursor %d offset %d; want 199 and %d", m.table.Cursor(), m.table.Offset(), 199-m.tableHeight()+1)
 	}
 	if v := m.View(); !strings.Contains(v, b.allocs[199].ID) || strings.Contains(v, b.allocs[0].ID) {
 		t.Fatalf("after G the view should show the last allocation and not the first:\n%s", v)
@@ -61,28 +63,28 @@ func TestFilter(t *testing.T) {
 	m := newTestModel(t, newFixtureBackend())
 	press(m, "/")
 	typeText(m, "metal")
-	if m.mode != modeFilter || len(m.rows) != 1 || m.selectedID() != "a-metl00000003" {
-		t.Fatalf("typing /metal: mode %d, %d rows, selected %s; want filter mode, 1 row, a-metl00000003", m.mode, len(m.rows), m.selectedID())
+	if m.mode != modeFilter || m.table.Shown() != 1 || m.selectedID() != "a-metl00000003" {
+		t.Fatalf("typing /metal: mode %d, %d rows, selected %s; want filter mode, 1 row, a-metl00000003", m.mode, m.table.Shown(), m.selectedID())
 	}
 	press(m, "enter")
-	if m.mode != modeNormal || m.filter != "metal" || len(m.rows) != 1 {
-		t.Fatalf("after enter: mode %d filter %q rows %d; want normal, metal, 1", m.mode, m.filter, len(m.rows))
+	if m.mode != modeNormal || m.table.Filter() != "metal" || m.table.Shown() != 1 {
+		t.Fatalf("after enter: mode %d filter %q rows %d; want normal, metal, 1", m.mode, m.table.Filter(), m.table.Shown())
 	}
 	if !strings.Contains(m.View(), "/metal") {
 		t.Fatal("the title line does not show the filter")
 	}
 	press(m, "esc")
-	if m.filter != "" || len(m.rows) != 4 {
-		t.Fatalf("esc: filter %q rows %d; want cleared, 4", m.filter, len(m.rows))
+	if m.table.Filter() != "" || m.table.Shown() != 4 {
+		t.Fatalf("esc: filter %q rows %d; want cleared, 4", m.table.Filter(), m.table.Shown())
 	}
 	press(m, "/")
 	typeText(m, "nothing-like-this")
-	if len(m.rows) != 0 || !strings.Contains(m.View(), "No allocations match") {
-		t.Fatalf("a filter matching nothing: %d rows, view:\n%s", len(m.rows), m.View())
+	if m.table.Shown() != 0 || !strings.Contains(m.View(), "No allocations match") {
+		t.Fatalf("a filter matching nothing: %d rows, view:\n%s", m.table.Shown(), m.View())
 	}
 	press(m, "esc")
-	if m.mode != modeNormal || m.filter != "" {
-		t.Fatalf("esc while typing: mode %d filter %q; want normal and cleared", m.mode, m.filter)
+	if m.mode != modeNormal || m.table.Filter() != "" {
+		t.Fatalf("esc while typing: mode %d filter %q; want normal and cleared", m.mode, m.table.Filter())
 	}
 }
 
@@ -92,18 +94,18 @@ func TestRecentAndAll(t *testing.T) {
 		CreatedAt: t0.Add(-48 * time.Hour), UpdatedAt: t0.Add(-47 * time.Hour)}
 	b.allocs = append(b.allocs, old)
 	m := newTestModel(t, b)
-	if len(m.rows) != 4 {
-		t.Fatalf("got %d rows; want 4 (the old released one hidden, the recent failure shown)", len(m.rows))
+	if m.table.Shown() != 4 {
+		t.Fatalf("got %d rows; want 4 (the old released one hidden, the recent failure shown)", m.table.Shown())
 	}
 	press(m, "a")
-	if len(m.rows) != 5 {
-		t.Fatalf("after a: %d rows; want all 5", len(m.rows))
+	if m.table.Shown() != 5 {
+		t.Fatalf("after a: %d rows; want all 5", m.table.Shown())
 	}
 	press(m, ":")
 	typeText(m, "recent")
 	press(m, "enter")
-	if len(m.rows) != 4 {
-		t.Fatalf("after :recent: %d rows; want 4", len(m.rows))
+	if m.table.Shown() != 4 {
+		t.Fatalf("after :recent: %d rows; want 4", m.table.Shown())
 	}
 }
 
@@ -242,42 +244,42 @@ func TestWizard(t *testing.T) {
 	b := newFixtureBackend()
 	m := newTestModel(t, b)
 	press(m, "c")
-	if m.mode != modeWizard || m.wiz.step != stepSKU {
-		t.Fatalf("c: mode %d step %d; want the wizard's SKU page", m.mode, m.wiz.step)
+	if m.mode != modeWizard || m.wizard.Step() != wizard.StepSKU {
+		t.Fatalf("c: mode %d step %d; want the wizard's SKU page", m.mode, m.wizard.Step())
 	}
 	typeText(m, "zzz")
 	press(m, "enter")
-	if m.wiz.step != stepSKU || m.wiz.err == nil || !strings.Contains(m.View(), `no SKU matches "zzz"`) {
-		t.Fatalf("enter with no match: step %d err %v", m.wiz.step, m.wiz.err)
+	if m.wizard.Step() != wizard.StepSKU || m.wizard.Err() == nil || !strings.Contains(m.View(), `no SKU matches "zzz"`) {
+		t.Fatalf("enter with no match: step %d err %v", m.wizard.Step(), m.wizard.Err())
 	}
 	press(m, "backspace", "backspace", "backspace")
 	typeText(m, "h200")
-	if got := m.filteredSKUs(); len(got) != 1 || got[0].ID != "h200-slice" {
+	if got := m.wizard.FilteredSKUs(); len(got) != 1 || got[0].ID != "h200-slice" {
 		t.Fatalf("filter h200: got %v; want h200-slice only", got)
 	}
 	press(m, "enter")
-	if m.wiz.step != stepGPUs {
-		t.Fatalf("step %d; want GPUs", m.wiz.step)
+	if m.wizard.Step() != wizard.StepGPUs {
+		t.Fatalf("step %d; want GPUs", m.wizard.Step())
 	}
 	press(m, "3")
-	if m.wiz.err == nil || !strings.Contains(m.View(), "h200-slice comes with 1, 2, 4 or 8 GPUs") {
-		t.Fatalf("3 GPUs: err %v; want the allowed counts", m.wiz.err)
+	if m.wizard.Err() == nil || !strings.Contains(m.View(), "h200-slice comes with 1, 2, 4 or 8 GPUs") {
+		t.Fatalf("3 GPUs: err %v; want the allowed counts", m.wizard.Err())
 	}
 	press(m, "2")
-	if m.wiz.err != nil || m.wiz.key().gpus != 2 {
-		t.Fatalf("2 GPUs: err %v gpus %d", m.wiz.err, m.wiz.key().gpus)
+	if m.wizard.Err() != nil || m.wizard.Request().GPUs != 2 {
+		t.Fatalf("2 GPUs: err %v gpus %d", m.wizard.Err(), m.wizard.Request().GPUs)
 	}
 	press(m, "enter")
-	if m.wiz.step != stepProject || m.wiz.key().project != "dev" {
-		t.Fatalf("step %d project %q; want the project page on dev", m.wiz.step, m.wiz.key().project)
+	if m.wizard.Step() != wizard.StepProject || m.wizard.Request().Project != "dev" {
+		t.Fatalf("step %d project %q; want the project page on dev", m.wizard.Step(), m.wizard.Request().Project)
 	}
 	press(m, "down", "up", "esc")
-	if m.wiz.step != stepGPUs {
-		t.Fatalf("esc on project: step %d; want back on GPUs", m.wiz.step)
+	if m.wizard.Step() != wizard.StepGPUs {
+		t.Fatalf("esc on project: step %d; want back on GPUs", m.wizard.Step())
 	}
 	press(m, "enter")
 	drain(t, m, press(m, "enter"))
-	if m.wiz.step != stepConfirm || !strings.Contains(m.View(), "verdict unavailable") || !strings.Contains(m.View(), "$7.00/h") {
+	if m.wizard.Step() != wizard.StepConfirm || !strings.Contains(m.View(), "verdict unavailable") || !strings.Contains(m.View(), "$7.00/h") {
 		t.Fatalf("confirm page without dry-run support:\n%s", m.View())
 	}
 	drain(t, m, press(m, "enter"))
@@ -294,14 +296,14 @@ func TestWizardVerdict(t *testing.T) {
 	bal, runway := int64(123456), int64(17*3600+120)
 	tests := []struct {
 		name    string
-		verdict *Verdict
+		verdict *backend.Verdict
 		err     error
 		want    string
 	}{
-		{name: "fits", verdict: &Verdict{Fits: true, Currency: "usd", BalanceMinor: &bal, RunwaySeconds: &runway},
+		{name: "fits", verdict: &backend.Verdict{Fits: true, Currency: "usd", BalanceMinor: &bal, RunwaySeconds: &runway},
 			want: "verdict: fits now · balance $1234.56 · runway 17h 2m"},
-		{name: "queued", verdict: &Verdict{QueuePosition: 3}, want: "no capacity now; queue position 3"},
-		{name: "no fit", verdict: &Verdict{Currency: "usd"}, want: "verdict: does not fit"},
+		{name: "queued", verdict: &backend.Verdict{QueuePosition: 3}, want: "no capacity now; queue position 3"},
+		{name: "no fit", verdict: &backend.Verdict{Currency: "usd"}, want: "verdict: does not fit"},
 		{name: "error", err: api.Errorf(api.CodeInvalidArgument, "bad gpus"), want: "verdict: bad gpus"},
 		{name: "unsupported", want: "verdict unavailable"},
 	}
@@ -325,7 +327,7 @@ func TestWizardCreateError(t *testing.T) {
 	m := newTestModel(t, newFixtureBackend())
 	press(m, "c", "enter", "enter", "enter")
 	press(m, "enter")
-	m.Update(createdMsg{err: api.Errorf(api.CodeNoCapacity, "no free h100").WithHint("use --queue")})
+	m.Update(wizard.CreatedMsg{Err: api.Errorf(api.CodeNoCapacity, "no free h100").WithHint("use --queue")})
 	if m.mode != modeWizard || !strings.Contains(m.View(), "no free h100 (use --queue)") {
 		t.Fatalf("a failed create should leave the wizard open with the error:\n%s", m.View())
 	}
@@ -354,8 +356,8 @@ func TestEventUpdatesRow(t *testing.T) {
 	}
 	fresh := api.Allocation{ID: "a-othr00000009", SKU: "h200-slice", GPUs: 1, State: api.AllocRequested, Version: 1, CreatedAt: t0, UpdatedAt: t0}
 	m.Update(ev(fresh))
-	if len(m.allocs) != 5 || m.allocs[0].ID != fresh.ID {
-		t.Fatalf("a new allocation from an event: %d allocs, first %s; want it first", len(m.allocs), m.allocs[0].ID)
+	if len(m.table.Allocs()) != 5 || m.table.Allocs()[0].ID != fresh.ID {
+		t.Fatalf("a new allocation from an event: %d allocs, first %s; want it first", len(m.table.Allocs()), m.table.Allocs()[0].ID)
 	}
 	if m.selectedID() != "a-prov00000001" {
 		t.Fatalf("the selection moved to %s; want it to stay", m.selectedID())
@@ -379,42 +381,12 @@ func TestDetailPane(t *testing.T) {
 		t.Errorf("detail pane cost is wrong:\n%s", v)
 	}
 	drain(t, m, press(m, "j")) // the details follow the selection
-	if m.detail == nil || m.detail.ID != "a-metl00000003" {
-		t.Fatalf("after moving, details of %v; want a-metl00000003", m.detail)
+	if m.pane.Alloc() == nil || m.pane.Alloc().ID != "a-metl00000003" {
+		t.Fatalf("after moving, details of %v; want a-metl00000003", m.pane.Alloc())
 	}
 	press(m, "esc")
 	if m.detailOpen {
 		t.Fatal("esc did not close the details")
-	}
-}
-
-func TestActiveSpanAndCost(t *testing.T) {
-	sku := api.SKU{ID: "s", PricePerGPUHourMinor: 350}
-	done := func(task string, at time.Time) api.PhaseTiming {
-		return api.PhaseTiming{Task: task, Phase: "p", Status: api.PhaseDone, At: at}
-	}
-	tests := []struct {
-		name string
-		a    api.Allocation
-		want time.Duration
-	}{
-		{name: "provisioning is free", a: api.Allocation{State: api.AllocProvisioning, UpdatedAt: t0.Add(-time.Hour)}},
-		{name: "active from the last provisioning step", want: 30 * time.Minute, a: api.Allocation{State: api.AllocActive,
-			Timeline: []api.PhaseTiming{done(api.TaskVMProvision, t0.Add(-40*time.Minute)), done(api.TaskVMProvision, t0.Add(-30*time.Minute))}}},
-		{name: "active without timeline: since the last change", want: time.Hour, a: api.Allocation{State: api.AllocActive, UpdatedAt: t0.Add(-time.Hour)}},
-		{name: "released: until the release started", want: 2 * time.Hour, a: api.Allocation{State: api.AllocReleased, UpdatedAt: t0,
-			Timeline: []api.PhaseTiming{done(api.TaskProvisionUser, t0.Add(-3*time.Hour)), done(api.TaskDeprovisionUser, t0.Add(-time.Hour))}}},
-		{name: "failed never ran", a: api.Allocation{State: api.AllocFailed, UpdatedAt: t0}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if got := activeSpan(tt.a, t0); got != tt.want {
-				t.Fatalf("got %s; want %s", got, tt.want)
-			}
-		})
-	}
-	if got := costMinor(sku, 2, 90*time.Minute); got != 1050 {
-		t.Fatalf("cost of 90 minutes of 2 GPUs at 3.50: got %d; want 1050", got)
 	}
 }
 
@@ -424,7 +396,7 @@ func TestStatusBar(t *testing.T) {
 	if v := m.View(); !strings.Contains(v, "balance — · burn $24.60/h") || !strings.Contains(v, "2 active · 1 starting · 1 failed") {
 		t.Fatalf("status bar:\n%s", v)
 	}
-	m.Update(balanceMsg{balance: &Balance{Minor: 123456, Currency: "usd"}})
+	m.Update(balanceMsg{balance: &backend.Balance{Minor: 123456, Currency: "usd"}})
 	if v := m.View(); !strings.Contains(v, "balance $1234.56 · burn $24.60/h") {
 		t.Fatalf("status bar with a balance:\n%s", v)
 	}
@@ -438,8 +410,8 @@ func TestNodesView(t *testing.T) {
 		t.Fatalf("nodes view:\n%s", v)
 	}
 	press(m, "j", "j", "j")
-	if m.nodeCursor != 2 {
-		t.Fatalf("node cursor %d; want 2 (the last)", m.nodeCursor)
+	if m.nodes.Cursor() != 2 {
+		t.Fatalf("node cursor %d; want 2 (the last)", m.nodes.Cursor())
 	}
 	press(m, "tab")
 	if m.view != viewAllocs {
@@ -486,26 +458,6 @@ func TestSSHKey(t *testing.T) {
 			t.Fatalf("flash %q", m.flash)
 		}
 	})
-}
-
-func TestProfileFor(t *testing.T) {
-	tests := []struct {
-		env  map[string]string
-		want string
-	}{
-		{map[string]string{"TERM": "xterm-256color"}, "ANSI256"},
-		{map[string]string{"TERM": "xterm-256color", "COLORTERM": "truecolor"}, "TrueColor"},
-		{map[string]string{"TERM": "xterm"}, "ANSI"},
-		{map[string]string{"TERM": "dumb"}, "Ascii"},
-		{map[string]string{}, "Ascii"},
-		{map[string]string{"TERM": "xterm-256color", "NO_COLOR": "1"}, "Ascii"},
-	}
-	names := map[int]string{0: "TrueColor", 1: "ANSI256", 2: "ANSI", 3: "Ascii"}
-	for _, tt := range tests {
-		if got := names[int(ProfileFor(func(k string) string { return tt.env[k] }))]; got != tt.want {
-			t.Errorf("%v: got %s; want %s", tt.env, got, tt.want)
-		}
-	}
 }
 
 // manyAllocs is n allocations, newest first.

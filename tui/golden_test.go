@@ -12,7 +12,7 @@ import (
 // TestGolden runs the dashboard as a program (teatest) at 80×24 and
 // 120×40 with fixed data and a fixed clock, drives it with keys, and
 // compares the final frame with testdata/TestGolden/<scenario>_<size>.golden.
-// Regenerate with: go test ./cli/tui -run TestGolden -update
+// Regenerate with: go test ./tui -run TestGolden -update
 func TestGolden(t *testing.T) {
 	scenarios := []struct {
 		name string

@@ -8,10 +8,13 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/tui/backend"
 )
 
-// Messages carrying what the Backend answered. Each is the result of one
-// tea.Cmd below; Update is the only place they change the model.
+// Messages carrying what the Backend answered the root. Each is the
+// result of one tea.Cmd below; Update is the only place they change the
+// model. (The components load their own: detail.LoadedMsg,
+// nodes.LoadedMsg, wizard.VerdictMsg and wizard.CreatedMsg.)
 type (
 	whoamiMsg struct {
 		who *api.WhoamiResponse
@@ -21,10 +24,6 @@ type (
 		allocs []api.Allocation
 		err    error
 	}
-	detailMsg struct {
-		alloc *api.Allocation
-		err   error
-	}
 	catalogMsg struct {
 		skus []api.SKU
 		err  error
@@ -33,27 +32,14 @@ type (
 		projects []api.Project
 		err      error
 	}
-	nodesMsg struct {
-		nodes []api.Node
-		err   error
-	}
 	balanceMsg struct {
-		balance *Balance
+		balance *backend.Balance
 		err     error
-	}
-	createdMsg struct {
-		alloc *api.Allocation
-		err   error
 	}
 	releasedMsg struct {
 		id    string
 		alloc *api.Allocation
 		err   error
-	}
-	verdictMsg struct {
-		key     verdictKey
-		verdict *Verdict
-		err     error
 	}
 	// eventsMsg hands Update the subscription once it is open.
 	eventsMsg struct {
@@ -80,27 +66,10 @@ type (
 	}
 )
 
-// verdictKey is what a dry-run verdict was asked for.
-type verdictKey struct {
-	sku     string
-	gpus    int
-	project string
-}
-
-// call runs one Backend call with the request timeout.
-func call[T any](ctx context.Context, fn func(context.Context) (T, error)) (T, error) {
-	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
-	defer cancel()
-	return fn(ctx)
-}
-
-// requestTimeout bounds each Backend call made for the dashboard.
-const requestTimeout = 10 * time.Second
-
 func (m *Model) loadWhoami() tea.Cmd {
 	b, ctx := m.backend, m.ctx
 	return func() tea.Msg {
-		who, err := call(ctx, b.Whoami)
+		who, err := backend.Call(ctx, b.Whoami)
 		return whoamiMsg{who, err}
 	}
 }
@@ -108,23 +77,15 @@ func (m *Model) loadWhoami() tea.Cmd {
 func (m *Model) loadAllocs() tea.Cmd {
 	b, ctx := m.backend, m.ctx
 	return func() tea.Msg {
-		as, err := call(ctx, b.ListAllocs)
+		as, err := backend.Call(ctx, b.ListAllocs)
 		return allocsMsg{as, err}
-	}
-}
-
-func (m *Model) loadDetail(id string) tea.Cmd {
-	b, ctx := m.backend, m.ctx
-	return func() tea.Msg {
-		a, err := call(ctx, func(ctx context.Context) (*api.Allocation, error) { return b.GetAlloc(ctx, id) })
-		return detailMsg{a, err}
 	}
 }
 
 func (m *Model) loadCatalog() tea.Cmd {
 	b, ctx := m.backend, m.ctx
 	return func() tea.Msg {
-		skus, err := call(ctx, b.ListCatalog)
+		skus, err := backend.Call(ctx, b.ListCatalog)
 		return catalogMsg{skus, err}
 	}
 }
@@ -132,49 +93,24 @@ func (m *Model) loadCatalog() tea.Cmd {
 func (m *Model) loadProjects() tea.Cmd {
 	b, ctx := m.backend, m.ctx
 	return func() tea.Msg {
-		ps, err := call(ctx, b.ListProjects)
+		ps, err := backend.Call(ctx, b.ListProjects)
 		return projectsMsg{ps, err}
-	}
-}
-
-func (m *Model) loadNodes() tea.Cmd {
-	b, ctx := m.backend, m.ctx
-	return func() tea.Msg {
-		ns, err := call(ctx, b.ListNodes)
-		return nodesMsg{ns, err}
 	}
 }
 
 func (m *Model) loadBalance() tea.Cmd {
 	b, ctx := m.backend, m.ctx
 	return func() tea.Msg {
-		bal, err := call(ctx, b.Balance)
+		bal, err := backend.Call(ctx, b.Balance)
 		return balanceMsg{bal, err}
-	}
-}
-
-func (m *Model) createAlloc(req api.AllocCreateRequest) tea.Cmd {
-	b, ctx := m.backend, m.ctx
-	return func() tea.Msg {
-		a, err := call(ctx, func(ctx context.Context) (*api.Allocation, error) { return b.CreateAlloc(ctx, req) })
-		return createdMsg{a, err}
 	}
 }
 
 func (m *Model) releaseAlloc(id string) tea.Cmd {
 	b, ctx := m.backend, m.ctx
 	return func() tea.Msg {
-		a, err := call(ctx, func(ctx context.Context) (*api.Allocation, error) { return b.ReleaseAlloc(ctx, id) })
+		a, err := backend.Call(ctx, func(ctx context.Context) (*api.Allocation, error) { return b.ReleaseAlloc(ctx, id) })
 		return releasedMsg{id, a, err}
-	}
-}
-
-func (m *Model) dryRun(k verdictKey) tea.Cmd {
-	b, ctx := m.backend, m.ctx
-	req := api.AllocCreateRequest{SKU: k.sku, GPUs: k.gpus, Project: k.project}
-	return func() tea.Msg {
-		v, err := call(ctx, func(ctx context.Context) (*Verdict, error) { return b.DryRun(ctx, req) })
-		return verdictMsg{k, v, err}
 	}
 }
 

@@ -1,17 +1,18 @@
-package tui
+package common
 
 import "github.com/charmbracelet/bubbles/key"
 
-// keyMap is every key the dashboard answers in its normal mode.
-type keyMap struct {
+// KeyMap is every key the dashboard answers in its normal mode.
+type KeyMap struct {
 	Up, Down, PageUp, PageDown, Top, Bottom key.Binding
 	Detail, Back                            key.Binding
 	Create, Release, SSH, Refresh, All      key.Binding
 	Filter, Command, Help, Nodes, Quit      key.Binding
 }
 
-func defaultKeys() keyMap {
-	return keyMap{
+// DefaultKeys is the dashboard's key map.
+func DefaultKeys() *KeyMap {
+	return &KeyMap{
 		Up:       key.NewBinding(key.WithKeys("up", "k"), key.WithHelp("↑/k", "up")),
 		Down:     key.NewBinding(key.WithKeys("down", "j"), key.WithHelp("↓/j", "down")),
 		PageUp:   key.NewBinding(key.WithKeys("pgup", "ctrl+b"), key.WithHelp("pgup", "page up")),
@@ -33,13 +34,13 @@ func defaultKeys() keyMap {
 	}
 }
 
-// short is the key hint line at the bottom of the allocations view.
-func (k keyMap) short() []key.Binding {
+// Short is the key hint line at the bottom of the allocations view.
+func (k *KeyMap) Short() []key.Binding {
 	return []key.Binding{k.Create, k.Release, k.SSH, k.Detail, k.Filter, k.Command, k.Help, k.Quit}
 }
 
-// full is every binding, in the help screen's order.
-func (k keyMap) full() []key.Binding {
+// Full is every binding, in the help screen's order.
+func (k *KeyMap) Full() []key.Binding {
 	return []key.Binding{
 		k.Up, k.Down, k.PageUp, k.PageDown, k.Top, k.Bottom, k.Detail, k.Back,
 		k.Create, k.Release, k.SSH, k.Refresh, k.All, k.Filter, k.Command, k.Nodes, k.Help, k.Quit,

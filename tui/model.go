@@ -2,12 +2,18 @@
 // allocations with live status from events, a detail pane, a create
 // wizard, release with confirmation, ssh into an allocation, balance and
 // burn rate, and a nodes view for operators. The same model is served on
-// the terminal and over the SSH gateway (`ssh -t gateway`).
+// the terminal and over the SSH gateway (`ssh -t gateway`, ServeSSH).
+//
+// Model is the root: it holds what the views share (who is signed in,
+// the catalog, the balance, the mode keys go to), loads it from the
+// Backend, routes messages and keys to one component per view
+// (allocs, detail, wizard, nodes, help, cmdline), and lays them out
+// between the title line, the status bar and the bottom line. The
+// components implement common.Component and embed common.Common.
 package tui
 
 import (
 	"context"
-	"errors"
 	"os/exec"
 	"time"
 
@@ -16,6 +22,14 @@ import (
 	"github.com/muesli/termenv"
 
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/tui/allocs"
+	"github.com/gpuaas/gpuaas/tui/backend"
+	"github.com/gpuaas/gpuaas/tui/cmdline"
+	"github.com/gpuaas/gpuaas/tui/common"
+	"github.com/gpuaas/gpuaas/tui/detail"
+	"github.com/gpuaas/gpuaas/tui/help"
+	"github.com/gpuaas/gpuaas/tui/nodes"
+	"github.com/gpuaas/gpuaas/tui/wizard"
 )
 
 // DefaultRefresh is how often the dashboard re-reads everything, as a
@@ -33,7 +47,7 @@ type SSHFunc func(ctx context.Context, allocID string) (*exec.Cmd, error)
 // Options configure a Model.
 type Options struct {
 	// Backend reaches controld. Required.
-	Backend Backend
+	Backend backend.Backend
 	// Context bounds every call the dashboard makes. Default: Background.
 	Context context.Context
 	// Now is the clock for ages and costs. Default: time.Now.
@@ -76,50 +90,36 @@ const (
 
 // Model is the dashboard's state. Only Update changes it.
 type Model struct {
-	backend Backend
+	backend backend.Backend
 	ctx     context.Context
-	now     func() time.Time
 	refresh time.Duration
-	recent  time.Duration
 	sshFn   SSHFunc
-	st      styles
-	keys    keyMap
+	common  common.Common // the styles, keys and clock every component shares
 
 	width, height int
 	view          view
 	mode          mode
 
-	who      *api.WhoamiResponse
-	project  string
-	allocs   []api.Allocation // newest first, as controld lists them
-	rows     []int            // indexes into allocs shown: filtered, in order
-	cursor   int              // index into rows
-	offset   int              // first row on screen
-	showAll  bool
-	filter   string
-	input    lineEditor // the / and : line
-	loaded   bool
-	loadErr  error
-	skus     []api.SKU
-	projects []api.Project
-
-	detailOpen bool
-	detail     *api.Allocation // the selected allocation with its timeline
-	detailErr  error
-
-	nodes      []api.Node
-	nodeCursor int
-	nodesErr   error
-
-	balance    *Balance
+	who        *api.WhoamiResponse
+	project    string
+	skus       []api.SKU
+	projects   []api.Project
+	balance    *backend.Balance
 	balanceErr error
-
-	wiz       wizard
-	confirmID string
+	detailOpen bool
+	confirmID  string
 
 	flash    string
 	flashErr bool
 	events   bool // the event subscription is open
+
+	// One component per view.
+	table  *allocs.Model
+	pane   *detail.Model
+	wizard *wizard.Model
+	nodes  *nodes.Model
+	help   *help.Model
+	input  *cmdline.Model // the / and : line
 }
 
 // New returns the dashboard's model.
@@ -131,7 +131,7 @@ func New(o Options) *Model {
 		o.Now = time.Now
 	}
 	if o.Renderer == nil {
-		o.Renderer = NewRenderer(nil, termenv.Ascii)
+		o.Renderer = common.NewRenderer(nil, termenv.Ascii)
 	}
 	if o.Refresh <= 0 {
 		o.Refresh = DefaultRefresh
@@ -139,11 +139,19 @@ func New(o Options) *Model {
 	if o.Recent <= 0 {
 		o.Recent = DefaultRecent
 	}
-	return &Model{
-		backend: o.Backend, ctx: o.Context, now: o.Now, refresh: o.Refresh, recent: o.Recent,
-		sshFn: o.SSH, project: o.Project, st: newStyles(o.Renderer), keys: defaultKeys(),
+	c := common.Common{Styles: common.NewStyles(o.Renderer), Keys: common.DefaultKeys(), Now: o.Now}
+	m := &Model{
+		backend: o.Backend, ctx: o.Context, refresh: o.Refresh, sshFn: o.SSH, project: o.Project, common: c,
 		width: 80, height: 24,
 	}
+	m.table = allocs.New(c, o.Recent)
+	m.pane = detail.New(o.Context, c, o.Backend, m.table)
+	m.wizard = wizard.New(o.Context, c, o.Backend)
+	m.nodes = nodes.New(o.Context, c, o.Backend)
+	m.help = help.New(c, commands)
+	m.input = cmdline.New(c)
+	m.layout()
+	return m
 }
 
 // Init loads everything once and starts the refresh ticker.
@@ -152,11 +160,16 @@ func (m *Model) Init() tea.Cmd {
 }
 
 // selected returns the allocation under the cursor.
-func (m *Model) selected() (api.Allocation, bool) {
-	if m.cursor < 0 || m.cursor >= len(m.rows) {
-		return api.Allocation{}, false
+func (m *Model) selected() (api.Allocation, bool) { return m.table.Selected() }
+
+func (m *Model) selectedID() string { return m.table.SelectedID() }
+
+// page is the component of the view on screen, for its key hints.
+func (m *Model) page() common.Component {
+	if m.view == viewNodes {
+		return m.nodes
 	}
-	return m.allocs[m.rows[m.cursor]], true
+	return m.table
 }
 
 // operator reports whether the caller may see the nodes view.
@@ -164,27 +177,31 @@ func (m *Model) operator() bool {
 	return m.who != nil && (m.who.User.Role == api.RoleOperator || m.who.User.Role == api.RoleAdmin)
 }
 
-// skuByID returns the catalog entry of id.
-func (m *Model) skuByID(id string) (api.SKU, bool) {
-	for _, s := range m.skus {
-		if s.ID == id {
-			return s, true
-		}
+// setCatalog takes the SKUs and hands them to the views that price things.
+func (m *Model) setCatalog(skus []api.SKU) {
+	m.skus = skus
+	m.table.SetCatalog(skus)
+	m.pane.SetCatalog(skus)
+	m.wizard.SetCatalog(skus)
+}
+
+// upsert puts one allocation in the table (unless it is older than the
+// row) and in the detail pane when it is the one shown there.
+func (m *Model) upsert(a api.Allocation) {
+	if a, ok := m.table.Upsert(a); ok {
+		m.pane.Upsert(a)
 	}
-	return api.SKU{}, false
+}
+
+// setDetailOpen opens or closes the detail pane, which takes its height
+// from the table.
+func (m *Model) setDetailOpen(open bool) {
+	m.detailOpen = open
+	m.layout()
 }
 
 func (m *Model) setFlash(msg string) { m.flash, m.flashErr = msg, false }
 
 func (m *Model) setError(err error) {
-	m.flash, m.flashErr = errorText(err), true
-}
-
-// errorText is an error as one line for the screen, with the API's hint.
-func errorText(err error) string {
-	var apiErr *api.Error
-	if errors.As(err, &apiErr) && apiErr.Hint != "" {
-		return err.Error() + " (" + apiErr.Hint + ")"
-	}
-	return err.Error()
+	m.flash, m.flashErr = common.ErrorText(err), true
 }

@@ -4,35 +4,38 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/charmbracelet/bubbles/key"
 	"github.com/charmbracelet/x/ansi"
 
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/tui/common"
 )
 
 // renderTitle is the top line: who, which project, which view.
 func (m *Model) renderTitle(width int) string {
-	left := m.st.title.Render("gpuaas")
+	st := m.common.Styles
+	left := st.Title.Render("gpuaas")
 	if m.who != nil {
 		left += " " + m.who.User.Email
 	}
 	if m.project != "" {
-		left += m.st.dim.Render(" · project ") + m.project
+		left += st.Dim.Render(" · project ") + m.project
 	}
 	right := "allocations"
 	if m.view == viewNodes {
 		right = "nodes"
 	}
-	if m.filter != "" && m.view == viewAllocs {
-		right = "/" + m.filter + "  " + right
+	if f := m.table.Filter(); f != "" && m.view == viewAllocs {
+		right = "/" + f + "  " + right
 	}
-	return spread(left, m.st.dim.Render(right), width)
+	return spread(left, st.Dim.Render(right), width)
 }
 
 // renderStatus is the status bar: counts, balance and burn rate, and
 // whether events are live.
 func (m *Model) renderStatus(width int) string {
 	counts := map[string]int{}
-	for _, a := range m.allocs {
+	for _, a := range m.table.Allocs() {
 		counts[a.State]++
 	}
 	left := fmt.Sprintf(" %d active", counts[api.AllocActive])
@@ -45,7 +48,7 @@ func (m *Model) renderStatus(width int) string {
 	if n := counts[api.AllocFailed] + counts[api.AllocReleaseFailed]; n > 0 {
 		left += fmt.Sprintf(" · %d failed", n)
 	}
-	if !m.showAll {
+	if !m.table.ShowAll() {
 		left += " · recent"
 	}
 	balance := "balance —"
@@ -59,34 +62,56 @@ func (m *Model) renderStatus(width int) string {
 	} else {
 		right += " · polling "
 	}
-	return m.st.status.Render(spread(left, right, width))
+	return m.common.Styles.Status.Render(spread(left, right, width))
+}
+
+// burnMinor is what the active allocations cost per hour together, and
+// their currency.
+func (m *Model) burnMinor() (int64, string) {
+	var total int64
+	currency := ""
+	for _, a := range m.table.Allocs() {
+		if a.State != api.AllocActive {
+			continue
+		}
+		if s, ok := common.SKUByID(m.skus, a.SKU); ok {
+			total += common.HourlyMinor(s, a.GPUs)
+			currency = s.Currency
+		}
+	}
+	return total, currency
 }
 
 // renderBottom is the last line: the input being typed, the release
-// question, a message, or key hints.
+// question, a message, or the key hints of what is on screen.
 func (m *Model) renderBottom(width int) string {
+	st := m.common.Styles
 	switch {
 	case m.mode == modeFilter || m.mode == modeCommand:
-		return fit(m.input.view(), width, false)
+		return m.input.View()
 	case m.mode == modeConfirm:
-		return m.st.flashErr.Render(fmt.Sprintf("Release %s? Its VM or user is removed and its GPUs wiped. (y/n)", m.confirmID))
+		return st.FlashErr.Render(fmt.Sprintf("Release %s? Its VM or user is removed and its GPUs wiped. (y/n)", m.confirmID))
 	case m.mode == modeWizard:
-		return m.st.dim.Render(fit("↑/↓ choose · enter next · esc back · ctrl+c quit", width, false))
+		return st.Dim.Render(common.Fit(strings.Join(hints(m.wizard.ShortHelp(), plain), " · "), width, false))
 	case m.flash != "":
 		if m.flashErr {
-			return m.st.flashErr.Render(fit(m.flash, width, false))
+			return st.FlashErr.Render(common.Fit(m.flash, width, false))
 		}
-		return m.st.flash.Render(fit(m.flash, width, false))
+		return st.Flash.Render(common.Fit(m.flash, width, false))
 	}
-	var parts []string
-	for _, b := range m.keys.short() {
-		parts = append(parts, m.st.key.Render(b.Help().Key)+" "+b.Help().Desc)
-	}
-	if m.view == viewNodes {
-		parts = []string{m.st.key.Render("tab") + " allocations", m.st.key.Render(":") + " command", m.st.key.Render("?") + " help", m.st.key.Render("q") + " quit"}
-	}
-	return ansi.Truncate(strings.Join(parts, "  "), width, "…")
+	return ansi.Truncate(strings.Join(hints(m.page().ShortHelp(), func(k string) string { return st.Key.Render(k) }), "  "), width, "…")
 }
+
+// hints are bindings as "key desc", the key as renderKey renders it.
+func hints(bs []key.Binding, renderKey func(string) string) []string {
+	parts := make([]string, 0, len(bs))
+	for _, b := range bs {
+		parts = append(parts, renderKey(b.Help().Key)+" "+b.Help().Desc)
+	}
+	return parts
+}
+
+func plain(s string) string { return s }
 
 // spread puts left and right on one line of width cells, cutting left
 // when they do not fit.

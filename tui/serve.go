@@ -7,9 +7,12 @@ import (
 	"strings"
 
 	tea "github.com/charmbracelet/bubbletea"
+	"github.com/charmbracelet/lipgloss"
 	"github.com/charmbracelet/ssh"
 
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
+	"github.com/gpuaas/gpuaas/tui/backend"
+	"github.com/gpuaas/gpuaas/tui/common"
 )
 
 // ServeSSH runs the dashboard on an SSH session with the PTY request pty
@@ -27,23 +30,12 @@ func ServeSSH(s ssh.Session, pty ssh.Pty, f *cmdutil.Factory) error {
 	_, winCh, _ := s.Pty()
 	env := environ(s.Environ())
 	env["TERM"] = pty.Term
-	client, err := f.Client()
-	if err != nil {
-		return err
-	}
-	active, err := f.Active()
-	if err != nil {
-		return err
-	}
 	ctx, cancel := context.WithCancel(s.Context())
 	defer cancel()
-	m := New(Options{
-		Backend:  NewBackend(client),
-		Context:  ctx,
-		Now:      f.Now,
-		Renderer: NewRenderer(s, ProfileFor(func(k string) string { return env[k] })),
-		Project:  active.Project,
-	})
+	m, err := NewFromFactory(ctx, f, common.NewRenderer(s, common.ProfileFor(func(k string) string { return env[k] })), nil)
+	if err != nil {
+		return err
+	}
 	m.Update(tea.WindowSizeMsg{Width: pty.Window.Width, Height: pty.Window.Height})
 	p := tea.NewProgram(m, tea.WithInput(s), tea.WithOutput(s), tea.WithAltScreen(), tea.WithContext(ctx),
 		tea.WithoutSignalHandler())
@@ -57,6 +49,28 @@ func ServeSSH(s ssh.Session, pty ssh.Pty, f *cmdutil.Factory) error {
 		return fmt.Errorf("tui: %w", err)
 	}
 	return nil
+}
+
+// NewFromFactory returns the dashboard acting as the user f acts for (f's
+// client, clock and project), rendered by r, opening shells with ssh (nil:
+// none), within ctx.
+func NewFromFactory(ctx context.Context, f *cmdutil.Factory, r *lipgloss.Renderer, ssh SSHFunc) (*Model, error) {
+	client, err := f.Client()
+	if err != nil {
+		return nil, err
+	}
+	active, err := f.Active()
+	if err != nil {
+		return nil, err
+	}
+	return New(Options{
+		Backend:  backend.New(client),
+		Context:  ctx,
+		Now:      f.Now,
+		Renderer: r,
+		SSH:      ssh,
+		Project:  active.Project,
+	}), nil
 }
 
 // environ turns "k=v" pairs into a map; later pairs win.

@@ -14,7 +14,6 @@ import (
 	"github.com/gpuaas/gpuaas/controld/alloc"
 	"github.com/gpuaas/gpuaas/controld/controldtest"
 	"github.com/gpuaas/gpuaas/controld/node"
-	"github.com/gpuaas/gpuaas/controld/sched"
 	"github.com/gpuaas/gpuaas/internal/api"
 )
 
@@ -274,7 +273,7 @@ func TestAllocReleaseRace(t *testing.T) {
 			t.Errorf("round %d: after the race got %+v, %v; want releasing at version %d", i, got, err, a.Version+1)
 		}
 		// hostd would free the slots once the release task ran.
-		if _, err := sched.Free(ctx, env.Server.Pool(), a.ID); err != nil {
+		if _, err := node.FreeSlots(ctx, env.Server.Pool(), a.ID); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -326,7 +325,7 @@ func fillWithSingles(t *testing.T, c *api.Client, n int) []*api.Allocation {
 
 func freeAllocSlots(t *testing.T, env *controldtest.Env, allocID string) {
 	t.Helper()
-	if _, err := sched.Free(context.Background(), env.Server.Pool(), allocID); err != nil {
+	if _, err := node.FreeSlots(context.Background(), env.Server.Pool(), allocID); err != nil {
 		t.Fatal(err)
 	}
 }

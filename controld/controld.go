@@ -388,8 +388,7 @@ func (s *Server) housekeeping(ctx context.Context) error {
 	t := time.NewTicker(10 * time.Minute)
 	defer t.Stop()
 	for {
-		if _, err := s.pool.Exec(ctx, `DELETE FROM idempotency_keys WHERE created_at < $1`,
-			s.now().Add(-IdempotencyRetention)); err != nil && ctx.Err() == nil {
+		if err := mutate.Prune(ctx, s.pool, s.now().Add(-IdempotencyRetention)); err != nil && ctx.Err() == nil {
 			s.cfg.Log.Warn("prune idempotency keys", "err", err)
 		}
 		if err := s.identity.Prune(ctx, s.pool); err != nil && ctx.Err() == nil {

@@ -12,12 +12,12 @@ import (
 	"github.com/gpuaas/gpuaas/controld/audit"
 	"github.com/gpuaas/gpuaas/controld/billing"
 	"github.com/gpuaas/gpuaas/controld/catalog"
-	"github.com/gpuaas/gpuaas/controld/hosts"
 	"github.com/gpuaas/gpuaas/controld/identity"
 	"github.com/gpuaas/gpuaas/controld/mutate"
 	"github.com/gpuaas/gpuaas/controld/node"
 	"github.com/gpuaas/gpuaas/controld/outbox"
 	"github.com/gpuaas/gpuaas/controld/project"
+	"github.com/gpuaas/gpuaas/controld/tasks"
 	"github.com/gpuaas/gpuaas/internal/api"
 )
 
@@ -303,7 +303,7 @@ func (s *Server) allocGet(ctx context.Context, c *call) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	a.Timeline, err = hosts.Timeline(ctx, s.pool, a.ID)
+	a.Timeline, err = tasks.Timeline(ctx, s.pool, a.ID)
 	return a, err
 }
 
@@ -313,7 +313,7 @@ func (s *Server) nodeEnroll(_ context.Context, c *call) (mutate.Func, error) {
 		return nil, err
 	}
 	return func(ctx context.Context, tx pgx.Tx) (any, mutate.Effect, error) {
-		return hosts.CreateEnrollToken(ctx, tx, req, c.principal.UserID, s.now())
+		return node.CreateEnrollToken(ctx, tx, req, c.principal.UserID, s.now())
 	}, nil
 }
 

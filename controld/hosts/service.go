@@ -1,3 +1,10 @@
+// Package hosts is controld's transport to hostd: the subscriptions nodes
+// report on (enrollment, heartbeats, progress, results, pulls), the checks
+// every report and task reply passes (signature, node, kind, age, replay),
+// the dispatch loop that signs and delivers queued tasks, and node
+// liveness. What a report means is decided by the owners of the tables it
+// touches: controld/tasks (node_tasks), controld/node (nodes, slots,
+// enrollment) and controld/alloc (allocations).
 package hosts
 
 import (

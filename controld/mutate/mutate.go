@@ -18,6 +18,7 @@ import (
 
 	"github.com/gpuaas/gpuaas/controld/audit"
 	"github.com/gpuaas/gpuaas/controld/outbox"
+	"github.com/gpuaas/gpuaas/controld/store"
 	"github.com/gpuaas/gpuaas/internal/api"
 )
 
@@ -171,6 +172,16 @@ func (r *Runner) record(ctx context.Context, tx pgx.Tx, req Request, hash, resp 
 	if _, err := tx.Exec(ctx, `INSERT INTO idempotency_keys (actor, key, endpoint, request_hash, response, created_at)
 		VALUES ($1,$2,$3,$4,coalesce(to_jsonb($5::text), 'null'),$6)`, req.ActorID, req.Key, req.Endpoint, hash, stored, now); err != nil {
 		return fmt.Errorf("record idempotency key: %w", err)
+	}
+	return nil
+}
+
+// Prune deletes the idempotency records of mutations made before cutoff:
+// their responses are no longer replayed, and their keys may be used
+// again.
+func Prune(ctx context.Context, q store.Querier, cutoff time.Time) error {
+	if _, err := q.Exec(ctx, `DELETE FROM idempotency_keys WHERE created_at < $1`, cutoff); err != nil {
+		return fmt.Errorf("prune idempotency keys: %w", err)
 	}
 	return nil
 }

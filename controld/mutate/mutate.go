@@ -42,6 +42,7 @@ type Request struct {
 
 // Effect is what a mutation records besides its own rows.
 type Effect struct {
+	// Audit is the mutation's audit row; its Action is required.
 	Audit audit.Entry
 	// Events are enqueued in the same transaction. A mutation normally has
 	// exactly one.
@@ -82,7 +83,8 @@ func ValidateKey(endpoint, key string) error {
 //
 // On success the effect, one audit row, the outbox rows and the
 // idempotency record commit together. On error nothing is written, so the
-// same key may be retried.
+// same key may be retried. An effect without an audit action is an error
+// (ErrNoAuditAction): nothing commits.
 func (r *Runner) Run(ctx context.Context, req Request, fn Func) ([]byte, error) {
 	if err := ValidateKey(req.Endpoint, req.Key); err != nil {
 		return nil, err
@@ -151,6 +153,9 @@ func lookup(ctx context.Context, tx pgx.Tx, req Request, hash []byte) ([]byte, b
 }
 
 func (r *Runner) record(ctx context.Context, tx pgx.Tx, req Request, hash, resp []byte, eff Effect) error {
+	if eff.Audit.Action == "" {
+		return fmt.Errorf("record %s: %w", req.Endpoint, ErrNoAuditAction)
+	}
 	now := r.Now()
 	meta := audit.Meta{At: now, ActorID: req.ActorID, CorrelationID: req.CorrelationID, IdempotencyKey: req.Key}
 	if err := audit.Write(ctx, tx, meta, eff.Audit); err != nil {

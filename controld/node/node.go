@@ -1,6 +1,8 @@
-// Package node owns nodes and the operator-facing side of slots:
-// registration, approval, draining. Placement (reserving and freeing slots)
-// belongs to the scheduler, controld/sched.
+// Package node owns nodes, their slots and enrollment tokens: registration
+// and enrollment, heartbeats and health, topology discovery, approval and
+// draining, and the slot side of placement (candidates with room,
+// reserving and freeing slots). Where a request goes is decided by
+// controld/sched over what this package offers.
 package node
 
 import (

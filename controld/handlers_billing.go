@@ -18,10 +18,10 @@ import (
 // refunds and credits are the payments endpoints.)
 func (s *Server) billingEndpoints() []endpointDef {
 	return []endpointDef{
-		{api.EndpointBillingBalance, s.query(api.EndpointBillingBalance, loggedIn, s.billingBalance)},
-		{api.EndpointBillingLedger, s.query(api.EndpointBillingLedger, loggedIn, s.billingLedger)},
-		{api.EndpointBillingUsage, s.query(api.EndpointBillingUsage, loggedIn, s.billingUsage)},
-		{api.EndpointOpsLedgerVerify, s.query(api.EndpointOpsLedgerVerify, adminOnly, s.ledgerVerify)},
+		s.query(api.EndpointBillingBalance, loggedIn, s.billingBalance),
+		s.query(api.EndpointBillingLedger, loggedIn, s.billingLedger),
+		s.query(api.EndpointBillingUsage, loggedIn, s.billingUsage),
+		s.query(api.EndpointOpsLedgerVerify, adminOnly, s.ledgerVerify),
 	}
 }
 

@@ -2,6 +2,10 @@
 // serves the API as a NATS micro service and runs the singleton loops
 // (outbox relay, queue placement, billing). Stateless apart from Postgres, so N
 // replicas may run side by side.
+//
+// api.go adapts handlers to micro (authentication, idempotency, errors);
+// each domain's endpoints are in handlers_<domain>.go, over the domain
+// package that owns its tables (controld/alloc, node, identity, ...).
 package controld
 
 import (

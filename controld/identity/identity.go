@@ -1,6 +1,7 @@
-// Package identity owns users and sessions: local passwords (bcrypt),
-// OIDC ID-token exchange, and controld's own session tokens (Ed25519-signed
-// JWTs whose session row can be revoked).
+// Package identity owns users and sessions, and what hangs off them
+// (user_invites, login_attempts, oidc_exchanged_tokens): local passwords
+// (bcrypt), OIDC ID-token exchange, and controld's own session tokens
+// (Ed25519-signed JWTs whose session row can be revoked).
 package identity
 
 import (

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/nats-io/nats.go"
@@ -150,27 +151,34 @@ func (s *Server) authorize(ctx context.Context, c *call, need access) ([]byte, e
 	return nil, nil
 }
 
-func (s *Server) query(name string, need access, fn queryFunc) micro.Handler {
-	return s.endpoint(name, need, func(ctx context.Context, c *call) ([]byte, error) {
+// query is a read endpoint: it changes nothing (the gate.* reads also
+// write their audit row, no more).
+func (s *Server) query(name string, need access, fn queryFunc) endpointDef {
+	return endpointDef{name: name, need: need, handler: s.endpoint(name, need, func(ctx context.Context, c *call) ([]byte, error) {
 		resp, err := fn(ctx, c)
 		if err != nil {
 			return nil, err
 		}
 		return json.Marshal(resp)
-	})
+	})}
 }
 
-func (s *Server) mutation(name string, need access, fn mutationFunc) micro.Handler {
+// mutation is an endpoint that changes state through mutate.Runner.
+func (s *Server) mutation(name string, need access, fn mutationFunc) endpointDef {
 	return s.mutationWith(name, need, false, fn)
 }
 
 // secretMutation is a mutation whose response holds a secret (a token):
 // it is never stored, so a retry with the same key cannot replay it.
-func (s *Server) secretMutation(name string, need access, fn mutationFunc) micro.Handler {
+func (s *Server) secretMutation(name string, need access, fn mutationFunc) endpointDef {
 	return s.mutationWith(name, need, true, fn)
 }
 
-func (s *Server) mutationWith(name string, need access, noReplay bool, fn mutationFunc) micro.Handler {
+func (s *Server) mutationWith(name string, need access, noReplay bool, fn mutationFunc) endpointDef {
+	return endpointDef{name: name, need: need, mutates: true, handler: s.mutationHandler(name, need, noReplay, fn)}
+}
+
+func (s *Server) mutationHandler(name string, need access, noReplay bool, fn mutationFunc) micro.Handler {
 	return s.endpoint(name, need, func(ctx context.Context, c *call) ([]byte, error) {
 		key := c.req.Headers().Get(api.HeaderIdempotencyKey)
 		if err := mutate.ValidateKey(name, key); err != nil {
@@ -246,7 +254,20 @@ func (s *Server) registerAPI() error {
 	return nil
 }
 
+// endpointDef is one endpoint of the API.
 type endpointDef struct {
-	name    string
+	name string
+	need access
+	// mutates is set on the endpoints that change state through
+	// mutate.Runner: an Idempotency-Key, and one audit row and the
+	// mutation's events in its transaction.
+	mutates bool
 	handler micro.Handler
+}
+
+// endpoints is the whole API: each domain's endpoints (handlers_*.go).
+func (s *Server) endpoints() []endpointDef {
+	return slices.Concat(s.identityEndpoints(), s.projectEndpoints(), s.catalogEndpoints(), s.nodeEndpoints(),
+		s.allocEndpoints(), s.paymentsEndpoints(), s.billingEndpoints(), s.caEndpoints(), s.gateEndpoints(),
+		s.sessionsEndpoints(), s.busEndpoints())
 }

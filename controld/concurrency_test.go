@@ -14,8 +14,8 @@ import (
 	"github.com/gpuaas/gpuaas/controld/alloc"
 	"github.com/gpuaas/gpuaas/controld/controldtest"
 	"github.com/gpuaas/gpuaas/controld/node"
-	"github.com/gpuaas/gpuaas/controld/sched"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/testutil"
 )
 
 // numaGroup is a NUMA node of a test node, by node name.
@@ -274,21 +274,8 @@ func TestAllocReleaseRace(t *testing.T) {
 			t.Errorf("round %d: after the race got %+v, %v; want releasing at version %d", i, got, err, a.Version+1)
 		}
 		// hostd would free the slots once the release task ran.
-		if _, err := sched.Free(ctx, env.Server.Pool(), a.ID); err != nil {
+		if _, err := node.FreeSlots(ctx, env.Server.Pool(), a.ID); err != nil {
 			t.Fatal(err)
-		}
-	}
-}
-
-// eventually polls cond until it holds or the deadline passes.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for ; !cond(); <-tick.C {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after 10s waiting for %s", what)
 		}
 	}
 }
@@ -326,7 +313,7 @@ func fillWithSingles(t *testing.T, c *api.Client, n int) []*api.Allocation {
 
 func freeAllocSlots(t *testing.T, env *controldtest.Env, allocID string) {
 	t.Helper()
-	if _, err := sched.Free(context.Background(), env.Server.Pool(), allocID); err != nil {
+	if _, err := node.FreeSlots(context.Background(), env.Server.Pool(), allocID); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -353,7 +340,7 @@ func TestQueuedAllocationsArePlacedOldestFirst(t *testing.T) {
 	for i := range queued {
 		freeAllocSlots(t, env, full[i].ID)
 		var placed *api.Allocation
-		eventually(t, fmt.Sprintf("a queued request to be placed after freeing slot %d", i), func() bool {
+		testutil.EventuallyWithin(t, 10*time.Second, fmt.Sprintf("a queued request to be placed after freeing slot %d", i), func() bool {
 			for _, q := range queued[i:] {
 				if a := getAlloc(t, c, q.ID); a.State != api.AllocRequested {
 					placed = a
@@ -414,15 +401,15 @@ func TestQueueHeadBlocksItsSKUOnly(t *testing.T) {
 
 	// H100 capacity frees: its queue moves although the H200 head waits.
 	freeAllocSlots(t, env, h100Full.ID)
-	eventually(t, "the H100 request to be placed", func() bool { return getAlloc(t, c, other.ID).State == api.AllocProvisioning })
+	testutil.EventuallyWithin(t, 10*time.Second, "the H100 request to be placed", func() bool { return getAlloc(t, c, other.ID).State == api.AllocProvisioning })
 	checkQueued(t, getAlloc(t, c, head.ID), "2-GPU H200 head")
 
 	// A second H200 slot: the head goes first, then nothing is left.
 	freeAllocSlots(t, env, full[1].ID)
-	eventually(t, "the H200 head to be placed", func() bool { return getAlloc(t, c, head.ID).State == api.AllocProvisioning })
+	testutil.EventuallyWithin(t, 10*time.Second, "the H200 head to be placed", func() bool { return getAlloc(t, c, head.ID).State == api.AllocProvisioning })
 	checkQueued(t, getAlloc(t, c, behind.ID), "1-GPU request behind the head")
 	freeAllocSlots(t, env, full[2].ID)
-	eventually(t, "the 1-GPU request to be placed", func() bool { return getAlloc(t, c, behind.ID).State == api.AllocProvisioning })
+	testutil.EventuallyWithin(t, 10*time.Second, "the 1-GPU request to be placed", func() bool { return getAlloc(t, c, behind.ID).State == api.AllocProvisioning })
 }
 
 // TestQueueHeadHeldByAnotherTransaction: while another transaction holds

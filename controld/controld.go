@@ -2,6 +2,10 @@
 // serves the API as a NATS micro service and runs the singleton loops
 // (outbox relay, queue placement, billing). Stateless apart from Postgres, so N
 // replicas may run side by side.
+//
+// api.go adapts handlers to micro (authentication, idempotency, errors);
+// each domain's endpoints are in handlers_<domain>.go, over the domain
+// package that owns its tables (controld/alloc, node, identity, ...).
 package controld
 
 import (
@@ -52,18 +56,9 @@ type Config struct {
 	BusRecordLinger time.Duration
 	// MaxConns of the database pool (default 32).
 	MaxConns int32
-	// SessionTTL of session tokens (default 12h).
-	SessionTTL time.Duration
-	// BcryptCost for new passwords (default bcrypt.DefaultCost).
-	BcryptCost int
-	// OIDC enables auth.exchange for an identity provider (its
-	// MaxIDTokenAge defaults to 5m).
-	OIDC identity.OIDCConfig
-	// LoginLimits bound failed logins per account and per source address
-	// (defaults: identity.DefaultAccountLimit, DefaultSourceLimit).
-	LoginLimits identity.LoginLimits
-	// InviteTTL is how long invite codes last (default 7 days).
-	InviteTTL time.Duration
+	// Identity tunes sessions, passwords, OIDC exchange, failed-login
+	// limits and invites (see identity.Settings).
+	Identity identity.Settings
 	// APIRateLimit is each user's token bucket for API calls (default
 	// 50 requests/s in bursts of 200).
 	APIRateLimit RateLimit
@@ -74,7 +69,7 @@ type Config struct {
 	// RequestTimeout bounds one request's work (default 30s).
 	RequestTimeout time.Duration
 	// Hosts tunes the hostd side: heartbeats, task deadlines, discovery.
-	Hosts HostsConfig
+	Hosts hosts.Tuning
 	// SSHCertTTL caps user SSH certificates (default 12h); a certificate
 	// never outlives the session that asked for it either.
 	SSHCertTTL time.Duration
@@ -89,7 +84,7 @@ type Config struct {
 	// the ledger). Migrations run as the role DatabaseURL logs in as.
 	DatabaseRole string
 	// Billing tunes accrual, low-balance warnings and depletion.
-	Billing BillingConfig
+	Billing billing.Settings
 	Now     func() time.Time
 	Log     *slog.Logger
 
@@ -101,62 +96,15 @@ type Config struct {
 	HTTPAddr string
 }
 
-// HostsConfig tunes controld's side of hostd (see hosts.Config).
-type HostsConfig struct {
-	HeartbeatInterval time.Duration
-	TaskDeadline      time.Duration
-	SlotSubnet        string
-	// AutoApproveSlots approves discovered slots at once (dev only).
-	AutoApproveSlots bool
-}
+// HostsConfig is hosts.Tuning, by the name controld's callers know it.
+type HostsConfig = hosts.Tuning
 
-// BillingConfig tunes billing (see controld/billing).
-type BillingConfig struct {
-	// Window is how often usage is charged (default 60s).
-	Window time.Duration
-	// Grace is how long a depleted project keeps its allocations (default 15m).
-	Grace time.Duration
-	// LowBalanceThresholdMinor is the default low-balance warning
-	// threshold of a project, in minor units (default 1000, $10).
-	LowBalanceThresholdMinor int64
-	// SMTP, when Addr is set, also emails project members about low and
-	// depleted balances.
-	SMTP SMTPConfig
-}
+// BillingConfig is billing.Settings, by the name controld's callers know
+// it.
+type BillingConfig = billing.Settings
 
-// SMTPConfig is an SMTP relay for billing emails.
-type SMTPConfig struct {
-	Addr     string // host:port
-	From     string
-	Username string
-	Password string
-}
-
-// CheckAndSetDefaults validates c and fills defaults.
-func (b *BillingConfig) CheckAndSetDefaults() error {
-	if b.Window == 0 {
-		b.Window = billing.DefaultWindow
-	}
-	if b.Window < time.Second {
-		return fmt.Errorf("controld: billing window %v is shorter than a second", b.Window)
-	}
-	if b.Grace == 0 {
-		b.Grace = billing.DefaultGrace
-	}
-	if b.Grace < 0 {
-		return errors.New("controld: billing grace must not be negative")
-	}
-	if b.LowBalanceThresholdMinor == 0 {
-		b.LowBalanceThresholdMinor = billing.DefaultLowBalanceThresholdMinor
-	}
-	if b.LowBalanceThresholdMinor < 0 {
-		return errors.New("controld: low-balance threshold must not be negative")
-	}
-	if b.SMTP.Addr != "" && b.SMTP.From == "" {
-		return errors.New("controld: billing SMTP needs a From address")
-	}
-	return nil
-}
+// SMTPConfig is billing.SMTP: a relay for billing emails.
+type SMTPConfig = billing.SMTP
 
 // CheckAndSetDefaults validates c and fills defaults.
 func (c *Config) CheckAndSetDefaults() error {
@@ -259,8 +207,7 @@ func (s *Server) init(ctx context.Context) error {
 		return err
 	}
 	s.serverKey = key
-	if s.identity, err = identity.New(identity.Config{SigningKey: key, SessionTTL: s.cfg.SessionTTL,
-		BcryptCost: s.cfg.BcryptCost, OIDC: s.cfg.OIDC, LoginLimits: s.cfg.LoginLimits, InviteTTL: s.cfg.InviteTTL,
+	if s.identity, err = identity.New(identity.Config{SigningKey: key, Settings: s.cfg.Identity,
 		Now: s.cfg.Now, Log: s.cfg.Log}); err != nil {
 		return err
 	}
@@ -280,9 +227,7 @@ func (s *Server) init(ctx context.Context) error {
 		Now: s.cfg.Now, Log: s.cfg.Log}); err != nil {
 		return err
 	}
-	if s.hosts, err = hosts.New(hosts.Config{Pool: s.pool, NATS: s.cfg.NATS, TaskKey: taskKey,
-		HeartbeatInterval: s.cfg.Hosts.HeartbeatInterval, TaskDeadline: s.cfg.Hosts.TaskDeadline,
-		SlotSubnet: s.cfg.Hosts.SlotSubnet, AutoApproveSlots: s.cfg.Hosts.AutoApproveSlots,
+	if s.hosts, err = hosts.New(hosts.Config{Tuning: s.cfg.Hosts, Pool: s.pool, NATS: s.cfg.NATS, TaskKey: taskKey,
 		SlotsFreed: s.kickQueue, TicketCAKeys: s.ticketCAKeys, Now: s.cfg.Now, Log: s.cfg.Log}); err != nil {
 		return err
 	}
@@ -388,8 +333,7 @@ func (s *Server) housekeeping(ctx context.Context) error {
 	t := time.NewTicker(10 * time.Minute)
 	defer t.Stop()
 	for {
-		if _, err := s.pool.Exec(ctx, `DELETE FROM idempotency_keys WHERE created_at < $1`,
-			s.now().Add(-IdempotencyRetention)); err != nil && ctx.Err() == nil {
+		if err := mutate.Prune(ctx, s.pool, s.now().Add(-IdempotencyRetention)); err != nil && ctx.Err() == nil {
 			s.cfg.Log.Warn("prune idempotency keys", "err", err)
 		}
 		if err := s.identity.Prune(ctx, s.pool); err != nil && ctx.Err() == nil {

@@ -11,7 +11,6 @@ import (
 	"github.com/gpuaas/gpuaas/controld/audit"
 	"github.com/gpuaas/gpuaas/controld/billing"
 	"github.com/gpuaas/gpuaas/controld/catalog"
-	"github.com/gpuaas/gpuaas/controld/hosts"
 	"github.com/gpuaas/gpuaas/controld/identity"
 	"github.com/gpuaas/gpuaas/controld/mutate"
 	"github.com/gpuaas/gpuaas/controld/node"
@@ -106,7 +105,7 @@ func (s *Server) IssueEnrollToken(ctx context.Context, req api.EnrollTokenReques
 	body, err := s.mut.Run(ctx, mutate.Request{Endpoint: api.EndpointNodeEnroll, ActorID: actorID,
 		Key: api.NewIdempotencyKey(), Fingerprint: []byte(req.Name + "\n" + req.Shape), NoReplay: true},
 		func(ctx context.Context, tx pgx.Tx) (any, mutate.Effect, error) {
-			return hosts.CreateEnrollToken(ctx, tx, req, actorID, s.now())
+			return node.CreateEnrollToken(ctx, tx, req, actorID, s.now())
 		})
 	if err != nil {
 		return out, err

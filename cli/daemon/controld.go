@@ -139,8 +139,8 @@ func controldRun(ctx context.Context, opts *ControldOptions) error {
 		}
 	}
 	srv, err := controld.New(ctx, controld.Config{DatabaseURL: opts.DatabaseURL, NATS: nc, SystemNATS: sys, BusKeys: keys,
-		SessionTTL: opts.SessionTTL,
-		OIDC:       identity.OIDCConfig{Issuer: opts.OIDCIssuer, ClientID: opts.OIDCClientID}, Log: log,
+		Identity: identity.Settings{SessionTTL: opts.SessionTTL,
+			OIDC: identity.OIDCConfig{Issuer: opts.OIDCIssuer, ClientID: opts.OIDCClientID}}, Log: log,
 		GatewayAddr: opts.GatewayAddr, CAKeyEncryptionKey: kek, SSHCertTTL: opts.SSHCertTTL,
 		Stripe: payments.Settings{APIBase: opts.StripeAPI, SecretKey: os.Getenv("GPUAAS_STRIPE_SECRET_KEY"),
 			WebhookSecret: os.Getenv("GPUAAS_STRIPE_WEBHOOK_SECRET"), SuccessURL: opts.StripeSuccessURL, CancelURL: opts.StripeCancelURL},

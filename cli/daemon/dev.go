@@ -254,8 +254,9 @@ func devRun(ctx context.Context, opts *DevOptions) (err error) {
 	}
 	srv, err := controld.New(ctx, controld.Config{DatabaseURL: pg.ConnString(devDatabase), NATS: nc, Log: log,
 		SystemNATS: sys, BusKeys: keys,
-		SessionTTL: opts.SessionTTL, GatewayAddr: gatewayAddr,
-		OIDC:    identity.OIDCConfig{Issuer: opts.OIDCIssuer, ClientID: opts.OIDCClientID},
+		GatewayAddr: gatewayAddr,
+		Identity: identity.Settings{SessionTTL: opts.SessionTTL,
+			OIDC: identity.OIDCConfig{Issuer: opts.OIDCIssuer, ClientID: opts.OIDCClientID}},
 		Hosts:   controld.HostsConfig{HeartbeatInterval: time.Second, AutoApproveSlots: true},
 		Billing: controld.BillingConfig{Window: opts.BillingWindow},
 		Stripe:  stripe, HTTPAddr: httpAddr})

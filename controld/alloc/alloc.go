@@ -103,8 +103,15 @@ func OpenInProject(ctx context.Context, q store.Querier, projectID string) ([]st
 // Released and failed allocations are left out unless req.All or a state
 // filter asks for them.
 func List(ctx context.Context, q store.Querier, actor Actor, req api.AllocListRequest) ([]api.Allocation, error) {
-	where, args := `project_id IN (SELECT project_id FROM project_members WHERE user_id = $1)`, []any{actor.UserID}
-	if req.Project != "" {
+	var where string
+	var args []any
+	if req.Project == "" {
+		mine, err := project.IDsOf(ctx, q, actor.UserID)
+		if err != nil {
+			return nil, err
+		}
+		where, args = `project_id = ANY($1)`, []any{mine}
+	} else {
 		p, err := project.Authorize(ctx, q, req.Project, actor.UserID, actor.Role, project.AccessRead)
 		if err != nil {
 			return nil, err

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/testutil"
 )
 
 // allStates is every allocation state (DESIGN.md, "Allocation lifecycle").
@@ -244,22 +245,14 @@ func (f *fixture) transitionTxErr(a *api.Allocation, to string) error {
 // on a lock.
 func waitForLockWaiter(t *testing.T, f *fixture) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	tick := time.NewTicker(2 * time.Millisecond)
-	defer tick.Stop()
-	for ; ; <-tick.C {
+	testutil.EventuallyWithin(t, 10*time.Second, "a session waiting on the row lock", func() bool {
 		var n int
 		if err := f.pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity
 			WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&n); err != nil {
 			t.Fatal(err)
 		}
-		if n > 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("no session started waiting on the row lock within 10s")
-		}
-	}
+		return n > 0
+	})
 }
 
 func TestTransitionLeavingRequestedClearsQueued(t *testing.T) {

@@ -2,12 +2,15 @@ package alloc
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/gpuaas/gpuaas/controld/node"
 	"github.com/gpuaas/gpuaas/controld/outbox"
-	"github.com/gpuaas/gpuaas/controld/sched"
+	"github.com/gpuaas/gpuaas/controld/project"
+	"github.com/gpuaas/gpuaas/controld/store"
 	"github.com/gpuaas/gpuaas/internal/api"
 )
 
@@ -61,7 +64,7 @@ func ReleaseDone(ctx context.Context, tx pgx.Tx, allocationID, status, reason st
 	from := a.State
 	freed := false
 	if status == api.TaskSucceeded {
-		if _, err := sched.Free(ctx, tx, a.ID); err != nil {
+		if _, err := node.FreeSlots(ctx, tx, a.ID); err != nil {
 			return nil, false, err
 		}
 		freed = true
@@ -93,4 +96,20 @@ func ReleaseDone(ctx context.Context, tx pgx.Tx, allocationID, status, reason st
 // provisioning left on the node.
 func enqueueCleanup(ctx context.Context, tx pgx.Tx, a api.Allocation, now time.Time) error {
 	return enqueueRelease(ctx, tx, a, true, now)
+}
+
+// ProgressEvent is the event telling an allocation's project members of a
+// phase its host reported.
+func ProgressEvent(ctx context.Context, q store.Querier, allocationID string, p api.TaskProgress) (outbox.Event, error) {
+	var projectID string
+	if err := q.QueryRow(ctx, `SELECT project_id FROM allocations WHERE id = $1`, allocationID).Scan(&projectID); err != nil {
+		return outbox.Event{}, fmt.Errorf("progress event: %w", err)
+	}
+	users, err := project.MemberIDs(ctx, q, projectID)
+	if err != nil {
+		return outbox.Event{}, err
+	}
+	return outbox.Event{Kind: api.EventAllocProgress, Subject: allocationID, ProjectID: projectID, Users: users,
+		Payload: api.AllocProgress{AllocationID: allocationID, TaskID: p.TaskID, Phase: p.Phase, Status: p.Status,
+			ElapsedMS: p.ElapsedMS, Message: p.Message, At: p.At}}, nil
 }

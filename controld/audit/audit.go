@@ -1,5 +1,5 @@
-// Package audit writes audit_logs rows. Every privileged mutation writes
-// exactly one, in the same transaction as its effect.
+// Package audit owns audit_logs. Every privileged mutation writes exactly
+// one row, in the same transaction as its effect.
 package audit
 
 import (

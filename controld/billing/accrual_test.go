@@ -206,9 +206,9 @@ func TestAccrualTwoReplicasChargeOnce(t *testing.T) {
 	clock := boundary.Add(10*time.Minute + 30*time.Second)
 	var runners []*billing.Runner
 	for _, pool := range replicas {
-		r, err := billing.NewRunner(billing.Config{Pool: pool, Window: time.Minute, Now: func() time.Time { return clock },
-			LowBalanceThresholdMinor: 1, Grace: time.Hour,
-			Release: func(context.Context, string) (int, error) { return 0, nil }})
+		r, err := billing.NewRunner(billing.Config{Pool: pool, Now: func() time.Time { return clock },
+			Settings: billing.Settings{Window: time.Minute, LowBalanceThresholdMinor: 1, Grace: time.Hour},
+			Release:  func(context.Context, string) (int, error) { return 0, nil }})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -36,9 +36,9 @@ type notice struct {
 //     and a billing.depleted event names the end of the grace period;
 //   - balance above zero again: depleted_at is cleared.
 func evaluate(ctx context.Context, tx pgx.Tx, defaultThreshold int64, grace time.Duration, now time.Time) ([]notice, error) {
-	rows, err := tx.Query(ctx, `SELECT a.project_id, p.name, a.balance_minor, a.currency,
+	rows, err := tx.Query(ctx, `SELECT a.project_id, a.balance_minor, a.currency,
 		coalesce(a.low_balance_threshold_minor, $1), a.low_balance_warned, a.depleted_at IS NOT NULL
-		FROM billing_accounts a JOIN projects p ON p.id = a.project_id
+		FROM billing_accounts a
 		WHERE (a.balance_minor < coalesce(a.low_balance_threshold_minor, $1)) <> a.low_balance_warned
 		   OR (a.balance_minor <= 0) <> (a.depleted_at IS NOT NULL)
 		ORDER BY a.project_id FOR UPDATE OF a`, defaultThreshold)
@@ -52,7 +52,7 @@ func evaluate(ctx context.Context, tx pgx.Tx, defaultThreshold int64, grace time
 	}
 	accts, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (acct, error) {
 		var a acct
-		err := r.Scan(&a.id, &a.name, &a.balance, &a.currency, &a.threshold, &a.warned, &a.depleted)
+		err := r.Scan(&a.id, &a.balance, &a.currency, &a.threshold, &a.warned, &a.depleted)
 		return a, err
 	})
 	if err != nil {
@@ -66,6 +66,9 @@ func evaluate(ctx context.Context, tx pgx.Tx, defaultThreshold int64, grace time
 			depleted_at = CASE WHEN NOT $3 THEN NULL ELSE coalesce(depleted_at, $4) END WHERE project_id = $1`,
 			a.id, low, depleted, now); err != nil {
 			return nil, fmt.Errorf("update account %s: %w", a.id, err)
+		}
+		if a.name, err = project.Name(ctx, tx, a.id); err != nil {
+			return nil, err
 		}
 		members, err := project.Members(ctx, tx, a.id)
 		if err != nil {

@@ -13,6 +13,8 @@ import (
 	"github.com/gpuaas/gpuaas/controld/billing"
 	"github.com/gpuaas/gpuaas/controld/catalog"
 	"github.com/gpuaas/gpuaas/controld/store"
+	"github.com/gpuaas/gpuaas/controld/storetest"
+	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/ids"
 	"github.com/gpuaas/gpuaas/internal/testutil"
 )
@@ -46,10 +48,7 @@ func newFixture(t testing.TB) *fixture {
 	}
 	t.Cleanup(app.Close)
 	f := &fixture{owner: owner, app: app, dsn: dsn, userID: ids.New(ids.User)}
-	if _, err := owner.Exec(ctx, `INSERT INTO users (id, email, role, provider, password_hash, created_at)
-		VALUES ($1, $2, 'user', 'local', 'x', $3)`, f.userID, f.userID+"@example.test", time.Now()); err != nil {
-		t.Fatal(err)
-	}
+	storetest.User(t, owner, f.userID, f.userID+"@example.test", time.Now())
 	if err := catalog.Seed(ctx, owner, catalog.Defaults); err != nil {
 		t.Fatal(err)
 	}
@@ -60,15 +59,9 @@ func newFixture(t testing.TB) *fixture {
 func (f *fixture) project(t testing.TB) string {
 	t.Helper()
 	id := ids.New(ids.Project)
-	ctx := context.Background()
-	if _, err := f.owner.Exec(ctx, `INSERT INTO projects (id, name, created_by, created_at) VALUES ($1, $1, $2, now())`,
-		id, f.userID); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.owner.Exec(ctx, `INSERT INTO project_members (project_id, user_id, role, added_at)
-		VALUES ($1, $2, 'owner', now())`, id, f.userID); err != nil {
-		t.Fatal(err)
-	}
+	now := time.Now()
+	storetest.Project(t, f.owner, id, id, f.userID, now)
+	storetest.Member(t, f.owner, id, f.userID, api.ProjectOwner, now)
 	return id
 }
 
@@ -118,11 +111,12 @@ func (f *fixture) activeAllocation(t testing.TB, project, sku string, gpus int, 
 	ctx := context.Background()
 	id := ids.New(ids.Allocation)
 	err := pgx.BeginFunc(ctx, f.app, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `INSERT INTO allocations (id, project_id, user_id, sku_id, shape, gpus, state, created_at, updated_at)
-			SELECT $1, $2, $3, id, shape, $4, 'active', $5, $5 FROM skus WHERE id = $6`,
-			id, project, f.userID, gpus, since, sku); err != nil {
+		s, err := catalog.Get(ctx, tx, sku)
+		if err != nil {
 			return err
 		}
+		storetest.Allocation(t, tx, api.Allocation{ID: id, ProjectID: project, UserID: f.userID, SKU: s.ID, Shape: s.Shape,
+			GPUs: gpus, State: api.AllocActive, CreatedAt: since, UpdatedAt: since})
 		price, currency, err := catalog.Price(ctx, tx, sku)
 		if err != nil {
 			return err

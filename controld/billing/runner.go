@@ -30,10 +30,16 @@ const accrualLockKey = "gpuaas.billing.accrual"
 // controld/alloc, which calls billing when allocations start and stop).
 type ReleaseFunc func(ctx context.Context, projectID string) (int, error)
 
-// Config configures a Runner.
-type Config struct {
-	// Pool is controld's database pool. Required.
-	Pool *pgxpool.Pool
+// SMTP is a relay for billing emails.
+type SMTP struct {
+	Addr     string // host:port; empty sends no email
+	From     string
+	Username string
+	Password string
+}
+
+// Settings tune billing. Zero values take the defaults.
+type Settings struct {
 	// Window is how often usage is charged (default DefaultWindow).
 	Window time.Duration
 	// Grace is how long a depleted account keeps its allocations (default
@@ -42,10 +48,46 @@ type Config struct {
 	// LowBalanceThresholdMinor is the default low-balance threshold of
 	// accounts that set none (default DefaultLowBalanceThresholdMinor).
 	LowBalanceThresholdMinor int64
+	// SMTP, when Addr is set, also emails project members about low and
+	// depleted balances.
+	SMTP SMTP
+}
+
+// CheckAndSetDefaults validates s and fills defaults.
+func (s *Settings) CheckAndSetDefaults() error {
+	if s.Window == 0 {
+		s.Window = DefaultWindow
+	}
+	if s.Window < time.Second {
+		return fmt.Errorf("billing: window %v is shorter than a second", s.Window)
+	}
+	if s.Grace == 0 {
+		s.Grace = DefaultGrace
+	}
+	if s.Grace < 0 {
+		return errors.New("billing: grace must not be negative")
+	}
+	if s.LowBalanceThresholdMinor == 0 {
+		s.LowBalanceThresholdMinor = DefaultLowBalanceThresholdMinor
+	}
+	if s.LowBalanceThresholdMinor < 0 {
+		return errors.New("billing: low-balance threshold must not be negative")
+	}
+	if s.SMTP.Addr != "" && s.SMTP.From == "" {
+		return errors.New("billing: SMTP needs a From address")
+	}
+	return nil
+}
+
+// Config configures a Runner.
+type Config struct {
+	Settings
+	// Pool is controld's database pool. Required.
+	Pool *pgxpool.Pool
 	// Release releases a depleted project's allocations. Required.
 	Release ReleaseFunc
-	// Mailer, when set, also emails project members about low and
-	// depleted balances.
+	// Mailer sends the emails; default an SMTPMailer for Settings.SMTP
+	// when its Addr is set, else none.
 	Mailer Mailer
 	Now    func() time.Time
 	Log    *slog.Logger
@@ -59,23 +101,11 @@ func (c *Config) CheckAndSetDefaults() error {
 	if c.Release == nil {
 		return errors.New("billing: Release is required")
 	}
-	if c.Window == 0 {
-		c.Window = DefaultWindow
+	if err := c.Settings.CheckAndSetDefaults(); err != nil {
+		return err
 	}
-	if c.Window < time.Second {
-		return fmt.Errorf("billing: window %v is shorter than a second", c.Window)
-	}
-	if c.Grace == 0 {
-		c.Grace = DefaultGrace
-	}
-	if c.Grace < 0 {
-		return errors.New("billing: grace must not be negative")
-	}
-	if c.LowBalanceThresholdMinor == 0 {
-		c.LowBalanceThresholdMinor = DefaultLowBalanceThresholdMinor
-	}
-	if c.LowBalanceThresholdMinor < 0 {
-		return errors.New("billing: low-balance threshold must not be negative")
+	if m := c.SMTP; c.Mailer == nil && m.Addr != "" {
+		c.Mailer = &SMTPMailer{Addr: m.Addr, From: m.From, Username: m.Username, Password: m.Password}
 	}
 	if c.Now == nil {
 		c.Now = time.Now

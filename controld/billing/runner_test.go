@@ -58,8 +58,8 @@ func TestLowBalanceAndDepletion(t *testing.T) {
 	var mu sync.Mutex
 	released := map[string]int{}
 	grace := 5 * time.Minute
-	r, err := billing.NewRunner(billing.Config{Pool: f.app, Window: time.Minute, Grace: grace,
-		LowBalanceThresholdMinor: 300, Now: clock.Now, Log: testutil.Logger(t),
+	r, err := billing.NewRunner(billing.Config{Settings: billing.Settings{Window: time.Minute, Grace: grace,
+		LowBalanceThresholdMinor: 300}, Pool: f.app, Now: clock.Now, Log: testutil.Logger(t),
 		Mailer: &billing.SMTPMailer{Addr: sink.Addr(), From: "billing@gpuaas.test"},
 		Release: func(ctx context.Context, project string) (int, error) {
 			mu.Lock()

@@ -9,7 +9,6 @@ import (
 	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nkeys"
 
-	"github.com/gpuaas/gpuaas/controld/hosts"
 	"github.com/gpuaas/gpuaas/controld/node"
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/bus"
@@ -59,7 +58,7 @@ func (s *Service) decide(ctx context.Context, req *jwt.AuthorizationRequestClaim
 	if g, err := s.keyGrant(ctx, co.Nkey); g != nil || err != nil {
 		return withSource(g, src), err
 	}
-	if co.Token != "" && !hosts.IsEnrollToken(co.Token) {
+	if co.Token != "" && !node.IsEnrollToken(co.Token) {
 		return s.userGrant(ctx, co.Token, co.Nkey, src)
 	}
 	if !s.limits.allow(src, s.now()) {
@@ -145,7 +144,7 @@ func (s *Service) preLoginGrant(key string) *grant {
 
 func (s *Service) enrollGrant(key string) *grant {
 	g := &grant{kind: KindEnroll, principal: key, connKey: key, account: bus.AppAccount,
-		expires: s.now().Add(hosts.EnrollTokenTTL)}
+		expires: s.now().Add(node.EnrollTokenTTL)}
 	g.perms.Pub.Allow.Add(api.SubjectEnroll)
 	g.perms.Sub.Allow.Add(api.InboxPrefix(key) + ".>")
 	return g

@@ -4,6 +4,7 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	"github.com/gpuaas/gpuaas/controld/controldtest"
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/bus"
+	"github.com/gpuaas/gpuaas/internal/testutil"
 )
 
 // probe is a connection whose asynchronous errors (permission violations)
@@ -58,22 +60,17 @@ func mustDial(t *testing.T, url string, opts ...nats.Option) *probe {
 func (p *probe) violated(t *testing.T, what, subject string) {
 	t.Helper()
 	want := "permissions violation for " + what + ` to "` + strings.ToLower(subject) + `"`
-	deadline := time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) {
+	testutil.EventuallyWithin(t, 5*time.Second, fmt.Sprintf("the server to report a %s", want), func() bool {
 		_ = p.nc.Flush()
 		p.mu.Lock()
+		defer p.mu.Unlock()
 		for _, err := range p.errs {
 			if errors.Is(err, nats.ErrPermissionViolation) && strings.Contains(strings.ToLower(err.Error()), want) {
-				p.mu.Unlock()
-				return
+				return true
 			}
 		}
-		p.mu.Unlock()
-		time.Sleep(10 * time.Millisecond)
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	t.Errorf("%s to %q: got errors %v; want a permissions violation", what, subject, p.errs)
+		return false
+	})
 }
 
 // refusedSub subscribes to subject (in queue group when not empty) and
@@ -163,12 +160,9 @@ func nodeOpts(nodeID string, key nkeys.KeyPair) []nats.Option {
 func waitClosed(t *testing.T, nc *nats.Conn, d time.Duration) time.Duration {
 	t.Helper()
 	start := time.Now()
-	for time.Since(start) < d {
-		if s := nc.Status(); s == nats.CLOSED || s == nats.RECONNECTING || s == nats.DISCONNECTED {
-			return time.Since(start)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	t.Fatalf("connection still %v after %v; want it closed", nc.Status(), d)
-	return 0
+	testutil.EventuallyWithin(t, d, "the connection to be closed", func() bool {
+		s := nc.Status()
+		return s == nats.CLOSED || s == nats.RECONNECTING || s == nats.DISCONNECTED
+	})
+	return time.Since(start)
 }

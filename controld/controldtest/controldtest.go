@@ -129,12 +129,12 @@ func Start(t testing.TB, opts Options) *Env {
 		nc, sys, keys = b.Connect(t), b.ConnectSystem(t), b.Keys
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	srv, err := controld.New(ctx, controld.Config{DatabaseURL: dsn, NATS: nc, BcryptCost: bcrypt.MinCost,
-		BusKeys: keys, SystemNATS: sys, BusRecordLinger: opts.BusRecordLinger,
-		Now: opts.Now, OIDC: opts.OIDC, Log: testutil.Logger(t), Hosts: opts.Hosts, MaxConns: opts.MaxConns, QueueInterval: 100 * time.Millisecond,
+	srv, err := controld.New(ctx, controld.Config{DatabaseURL: dsn, NATS: nc,
+		Identity: identity.Settings{BcryptCost: bcrypt.MinCost, OIDC: opts.OIDC, LoginLimits: opts.LoginLimits, InviteTTL: opts.InviteTTL},
+		BusKeys:  keys, SystemNATS: sys, BusRecordLinger: opts.BusRecordLinger,
+		Now: opts.Now, Log: testutil.Logger(t), Hosts: opts.Hosts, MaxConns: opts.MaxConns, QueueInterval: 100 * time.Millisecond,
 		SSHCertTTL: opts.SSHCertTTL, GatewayAddr: opts.GatewayAddr, Billing: opts.Billing,
-		Stripe: opts.Stripe, HTTPAddr: opts.HTTPAddr,
-		APIRateLimit: opts.APIRateLimit, LoginLimits: opts.LoginLimits, InviteTTL: opts.InviteTTL})
+		Stripe: opts.Stripe, HTTPAddr: opts.HTTPAddr, APIRateLimit: opts.APIRateLimit})
 	if err != nil {
 		cancel()
 		t.Fatalf("controld: %v", err)

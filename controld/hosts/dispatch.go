@@ -8,10 +8,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/nats-io/nats.go"
 
 	"github.com/gpuaas/gpuaas/controld/node"
+	"github.com/gpuaas/gpuaas/controld/tasks"
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/signing"
 )
@@ -20,17 +20,10 @@ import (
 // died mid-delivery, or the reply was lost) is sent again.
 const redeliverAfter = 30 * time.Second
 
-// unfinished are the task states that block later tasks of the same
-// allocation: an allocation's tasks run one at a time, in order.
-const unfinished = `('pending', 'dispatched', 'accepted', 'running')`
+// claimBatch bounds the tasks one dispatch round claims.
+const claimBatch = 64
 
-type claimed struct {
-	id, nodeID, typ string
-	params          []byte
-	attempts        int
-}
-
-// dispatchLoop delivers due tasks as they are queued (LISTEN node_tasks)
+// dispatchLoop delivers due tasks as they are queued (LISTEN tasks.Channel)
 // or become due, and fails tasks past their deadline.
 func (d *Service) dispatchLoop(ctx context.Context) error {
 	pc, err := d.cfg.Pool.Acquire(ctx)
@@ -40,7 +33,7 @@ func (d *Service) dispatchLoop(ctx context.Context) error {
 	// This connection only listens; it is ours, not the pool's.
 	conn := pc.Hijack()
 	defer func() { _ = conn.Close(context.WithoutCancel(ctx)) }()
-	if _, err := conn.Exec(ctx, `LISTEN node_tasks`); err != nil {
+	if _, err := conn.Exec(ctx, "LISTEN "+tasks.Channel); err != nil {
 		return ctxErr(ctx, fmt.Errorf("dispatcher listen: %w", err))
 	}
 	notified := make(chan struct{}, 1)
@@ -93,25 +86,9 @@ func ctxErr(ctx context.Context, err error) error {
 // dispatchOnce claims a batch of due tasks and delivers them concurrently.
 func (d *Service) dispatchOnce(ctx context.Context) (int, error) {
 	now := d.now()
-	rows, err := d.cfg.Pool.Query(ctx, `UPDATE node_tasks t SET state = 'dispatched', dispatched_at = $1,
-			attempts = attempts + 1, updated_at = $1
-		WHERE t.id IN (
-			SELECT c.id FROM node_tasks c
-			WHERE ((c.state = 'pending' AND c.next_attempt_at <= $1) OR (c.state = 'dispatched' AND c.dispatched_at < $2))
-			  AND NOT EXISTS (SELECT 1 FROM node_tasks p WHERE c.allocation_id IS NOT NULL
-			      AND p.allocation_id = c.allocation_id AND p.state IN `+unfinished+`
-			      AND (p.created_at, p.id) < (c.created_at, c.id))
-			ORDER BY c.created_at, c.id LIMIT 64 FOR UPDATE SKIP LOCKED)
-		RETURNING t.id, t.node_id, t.type, t.params, t.attempts`, now, now.Add(-redeliverAfter))
+	batch, err := tasks.Claim(ctx, d.cfg.Pool, now, now.Add(-redeliverAfter), claimBatch)
 	if err != nil {
-		return 0, fmt.Errorf("claim tasks: %w", err)
-	}
-	batch, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (claimed, error) {
-		var c claimed
-		return c, r.Scan(&c.id, &c.nodeID, &c.typ, &c.params, &c.attempts)
-	})
-	if err != nil {
-		return 0, fmt.Errorf("claim tasks: %w", err)
+		return 0, err
 	}
 	var wg sync.WaitGroup
 	for _, c := range batch {
@@ -123,9 +100,9 @@ func (d *Service) dispatchOnce(ctx context.Context) (int, error) {
 			case err == nil || ctx.Err() != nil:
 			case errors.Is(err, nats.ErrNoResponders):
 				// The node is offline (or enrolling): it pulls on connect.
-				d.cfg.Log.Debug("node not listening; task stays pending", "task", c.id, "node", c.nodeID)
+				d.cfg.Log.Debug("node not listening; task stays pending", "task", c.ID, "node", c.NodeID)
 			default:
-				d.cfg.Log.Warn("deliver task", "task", c.id, "node", c.nodeID, "err", err)
+				d.cfg.Log.Warn("deliver task", "task", c.ID, "node", c.NodeID, "err", err)
 			}
 		}()
 	}
@@ -143,8 +120,8 @@ func (d *Service) envelope(id, nodeID, typ string, params []byte) (signing.Envel
 // deliver sends one task and records hostd's answer. A node that does not
 // answer keeps the task pending, retried with backoff; it also pulls its
 // tasks itself when it reconnects.
-func (d *Service) deliver(ctx context.Context, c claimed) error {
-	env, err := d.envelope(c.id, c.nodeID, c.typ, c.params)
+func (d *Service) deliver(ctx context.Context, c tasks.Claimed) error {
+	env, err := d.envelope(c.ID, c.NodeID, c.Type, c.Params)
 	if err != nil {
 		return err
 	}
@@ -156,51 +133,32 @@ func (d *Service) deliver(ctx context.Context, c claimed) error {
 		if ctx.Err() != nil {
 			return nil
 		}
-		backoff := min(time.Duration(1<<min(c.attempts, 8))*250*time.Millisecond, time.Minute)
+		backoff := min(time.Duration(1<<min(c.Attempts, 8))*250*time.Millisecond, time.Minute)
 		if errors.Is(err, nats.ErrNoResponders) {
 			backoff = min(backoff, 5*time.Second) // the node pulls on reconnect anyway
 		}
-		_, uerr := d.cfg.Pool.Exec(ctx, `UPDATE node_tasks SET state = 'pending', next_attempt_at = $2, updated_at = $3
-			WHERE id = $1 AND state = 'dispatched'`, c.id, d.now().Add(backoff), d.now())
+		uerr := tasks.Retry(ctx, d.cfg.Pool, c.ID, d.now().Add(backoff), d.now())
 		return errors.Join(fmt.Errorf("node did not take it: %w", err), uerr)
 	}
 	switch reply.Status {
 	case api.TaskAccepted, api.TaskDuplicate:
-		_, err = d.cfg.Pool.Exec(ctx, `UPDATE node_tasks SET state = 'accepted', accepted_at = $2, updated_at = $2
-			WHERE id = $1 AND state = 'dispatched'`, c.id, d.now())
-		return err
+		return tasks.Accept(ctx, d.cfg.Pool, c.ID, d.now())
 	default:
-		d.cfg.Log.Error("node refused task", "task", c.id, "node", c.nodeID, "reason", reply.Reason)
-		return d.settle(ctx, c.nodeID, api.TaskResult{NodeID: c.nodeID, TaskID: c.id, Status: api.TaskFailed,
+		d.cfg.Log.Error("node refused task", "task", c.ID, "node", c.NodeID, "reason", reply.Reason)
+		return d.settle(ctx, c.NodeID, api.TaskResult{NodeID: c.NodeID, TaskID: c.ID, Status: api.TaskFailed,
 			Error: "refused by node: " + reply.Reason, At: d.now()})
 	}
 }
 
 // pending returns fresh envelopes for every unfinished task of a node.
 func (d *Service) pending(ctx context.Context, nodeID string) (api.PullResponse, error) {
-	rows, err := d.cfg.Pool.Query(ctx, `SELECT c.id, c.type, c.params FROM node_tasks c
-		WHERE c.node_id = $1 AND c.state IN `+unfinished+`
-		  AND NOT EXISTS (SELECT 1 FROM node_tasks p WHERE c.allocation_id IS NOT NULL
-		      AND p.allocation_id = c.allocation_id AND p.state IN `+unfinished+`
-		      AND (p.created_at, p.id) < (c.created_at, c.id))
-		ORDER BY c.created_at, c.id`, nodeID)
-	if err != nil {
-		return api.PullResponse{}, fmt.Errorf("pending tasks: %w", err)
-	}
 	out := api.PullResponse{Tasks: []api.SignedTask{}}
-	type row struct {
-		id, typ string
-		params  []byte
-	}
-	list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (row, error) {
-		var x row
-		return x, r.Scan(&x.id, &x.typ, &x.params)
-	})
+	list, err := tasks.PendingFor(ctx, d.cfg.Pool, nodeID)
 	if err != nil {
-		return out, fmt.Errorf("pending tasks: %w", err)
+		return out, err
 	}
 	for _, x := range list {
-		env, err := d.envelope(x.id, nodeID, x.typ, x.params)
+		env, err := d.envelope(x.ID, nodeID, x.Type, x.Params)
 		if err != nil {
 			return out, err
 		}
@@ -213,25 +171,16 @@ func (d *Service) pending(ctx context.Context, nodeID string) (api.PullResponse,
 // a node that is gone.
 func (d *Service) expire(ctx context.Context) error {
 	now := d.now()
-	rows, err := d.cfg.Pool.Query(ctx, `SELECT id, node_id, state FROM node_tasks
-		WHERE state IN `+unfinished+` AND created_at < $1 ORDER BY created_at LIMIT 64`, now.Add(-d.cfg.TaskDeadline))
+	list, err := tasks.OverdueBefore(ctx, d.cfg.Pool, now.Add(-d.cfg.TaskDeadline), claimBatch)
 	if err != nil {
-		return fmt.Errorf("find overdue tasks: %w", err)
-	}
-	type overdue struct{ id, nodeID, state string }
-	list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (overdue, error) {
-		var o overdue
-		return o, r.Scan(&o.id, &o.nodeID, &o.state)
-	})
-	if err != nil {
-		return fmt.Errorf("find overdue tasks: %w", err)
+		return err
 	}
 	for _, o := range list {
 		status, msg := api.TaskFailed, "no node took the task within "+d.cfg.TaskDeadline.String()
-		if o.state == "accepted" || o.state == "running" {
+		if o.State == "accepted" || o.State == "running" {
 			status, msg = api.TaskInterrupted, "the node did not finish the task within "+d.cfg.TaskDeadline.String()
 		}
-		if err := d.settle(ctx, o.nodeID, api.TaskResult{NodeID: o.nodeID, TaskID: o.id, Status: status, Error: msg, At: now}); err != nil {
+		if err := d.settle(ctx, o.NodeID, api.TaskResult{NodeID: o.NodeID, TaskID: o.ID, Status: status, Error: msg, At: now}); err != nil {
 			return err
 		}
 	}

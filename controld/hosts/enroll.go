@@ -1,94 +1,19 @@
-// Package hosts is controld's side of hostd: enrollment with one-time
-// tokens, the task dispatcher (node_tasks is the queue), the reports nodes
-// send back (heartbeats, progress, results, pulls), and node liveness.
 package hosts
 
 import (
 	"context"
 	"crypto/ed25519"
-	"crypto/rand"
-	"crypto/sha256"
-	"encoding/base32"
-	"errors"
-	"fmt"
-	"strings"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/gpuaas/gpuaas/controld/audit"
-	"github.com/gpuaas/gpuaas/controld/mutate"
+	"github.com/gpuaas/gpuaas/controld/node"
 	"github.com/gpuaas/gpuaas/controld/outbox"
-	"github.com/gpuaas/gpuaas/controld/tasks"
 	"github.com/gpuaas/gpuaas/internal/api"
-	"github.com/gpuaas/gpuaas/internal/ids"
 )
 
-// EnrollTokenTTL is how long an enrollment token stays usable.
-const EnrollTokenTTL = time.Hour
-
-var tokenEncoding = base32.StdEncoding.WithPadding(base32.NoPadding)
-
-func hashToken(token string) []byte {
-	h := sha256.Sum256([]byte(strings.TrimSpace(token)))
-	return h[:]
-}
-
-// CreateEnrollToken makes a one-time token for a node to be named name.
-// Only its hash is stored; the token is shown once.
-func CreateEnrollToken(ctx context.Context, tx pgx.Tx, req api.EnrollTokenRequest, actor string, now time.Time) (api.EnrollTokenResponse, mutate.Effect, error) {
-	var eff mutate.Effect
-	if req.Shape == "" {
-		req.Shape = api.ShapeGPUSlice
-	}
-	if req.Shape != api.ShapeGPUSlice && req.Shape != api.ShapeBaremetal {
-		return api.EnrollTokenResponse{}, eff, api.Errorf(api.CodeInvalidArgument, "unknown shape %q", req.Shape).
-			WithHint("use gpu_slice or baremetal")
-	}
-	if !validNodeName(req.Name) {
-		return api.EnrollTokenResponse{}, eff, api.Errorf(api.CodeInvalidArgument, "%q is not a valid node name", req.Name).
-			WithHint("use 1–63 lower-case letters, digits, dots and dashes")
-	}
-	var exists bool
-	if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM nodes WHERE name = $1)`, req.Name).Scan(&exists); err != nil {
-		return api.EnrollTokenResponse{}, eff, fmt.Errorf("check node name: %w", err)
-	}
-	if exists {
-		return api.EnrollTokenResponse{}, eff, api.Errorf(api.CodeConflict, "node %q is already enrolled", req.Name)
-	}
-	var raw [20]byte
-	_, _ = rand.Read(raw[:])
-	token := enrollTokenPrefix + strings.ToLower(tokenEncoding.EncodeToString(raw[:]))
-	id := ids.New("e")
-	exp := now.Add(EnrollTokenTTL)
-	if _, err := tx.Exec(ctx, `INSERT INTO enrollment_tokens (id, node_name, shape, token_hash, created_by, created_at, expires_at)
-		VALUES ($1,$2,$3,$4,$5,$6,$7)`, id, req.Name, req.Shape, hashToken(token), actor, now, exp); err != nil {
-		return api.EnrollTokenResponse{}, eff, fmt.Errorf("store enrollment token: %w", err)
-	}
-	eff.Audit = audit.Entry{Action: "node.enroll_token", TargetType: "enrollment", TargetID: id,
-		Detail: map[string]string{"name": req.Name, "shape": req.Shape}}
-	eff.Events = []outbox.Event{{Kind: api.EventNode, Subject: id, Users: []string{actor},
-		Payload: map[string]string{"enrollment": id, "name": req.Name}}}
-	return api.EnrollTokenResponse{Name: req.Name, Shape: req.Shape, Token: token, ExpiresAt: exp}, eff, nil
-}
-
-func validNodeName(s string) bool {
-	if len(s) == 0 || len(s) > 63 {
-		return false
-	}
-	for i, r := range s {
-		ok := r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || (i > 0 && (r == '-' || r == '.'))
-		if !ok {
-			return false
-		}
-	}
-	return true
-}
-
-// enroll registers a node with a one-time token: the token must exist, be
-// unused and unexpired; it is spent in the same transaction that creates
-// the node, so a second use fails. The node is then asked to discover its
-// topology and report its health.
+// enroll registers a node with a one-time token (node.Enroll), audits it,
+// tells operators, and answers the node with the keys that sign its tasks.
 func (d *Service) enroll(ctx context.Context, req api.EnrollRequest) (api.EnrollResponse, error) {
 	if len(req.PublicKey) != ed25519.PublicKeySize {
 		return api.EnrollResponse{}, api.Errorf(api.CodeInvalidArgument, "public_key must be an Ed25519 key")
@@ -96,50 +21,19 @@ func (d *Service) enroll(ctx context.Context, req api.EnrollRequest) (api.Enroll
 	now := d.now()
 	var resp api.EnrollResponse
 	err := pgx.BeginFunc(ctx, d.cfg.Pool, func(tx pgx.Tx) error {
-		var tokID, name, shape string
-		var expires time.Time
-		var used *time.Time
-		err := tx.QueryRow(ctx, `SELECT id, node_name, shape, expires_at, used_at FROM enrollment_tokens
-			WHERE token_hash = $1 FOR UPDATE`, hashToken(req.Token)).Scan(&tokID, &name, &shape, &expires, &used)
-		switch {
-		case errors.Is(err, pgx.ErrNoRows):
-			return api.Errorf(api.CodeUnauthenticated, "unknown enrollment token").
-				WithHint("ask an operator for a token: `gpuaas node enroll --name NAME`")
-		case err != nil:
-			return fmt.Errorf("enroll: %w", err)
-		case used != nil:
-			return api.Errorf(api.CodeUnauthenticated, "this enrollment token was already used").
-				WithHint("tokens are single-use; ask an operator for a new one")
-		case !now.Before(expires):
-			return api.Errorf(api.CodeUnauthenticated, "this enrollment token expired at %s", expires.Format(time.RFC3339))
-		}
-		nodeID := ids.New(ids.Node)
-		if _, err := tx.Exec(ctx, `INSERT INTO nodes (id, name, shape, gpu_model, state, created_at, updated_at,
-			public_key, terminal_addr, terminal_host_key, hostd_version, last_heartbeat_at)
-			VALUES ($1,$2,$3,'','enrolled',$4,$4,$5,$6,$7,$8,$4)`,
-			nodeID, name, shape, now, []byte(req.PublicKey), req.TerminalAddr, req.TerminalHostKey, req.Version); err != nil {
-			return fmt.Errorf("create node: %w", err)
-		}
-		if _, err := tx.Exec(ctx, `UPDATE enrollment_tokens SET used_at = $2, node_id = $3 WHERE id = $1`, tokID, now, nodeID); err != nil {
-			return fmt.Errorf("spend token: %w", err)
-		}
-		for _, t := range []tasks.Task{
-			{NodeID: nodeID, Type: api.TaskHealthProbe},
-			{NodeID: nodeID, Type: api.TaskTopologyDiscover, Params: api.TopologyDiscoverParams{Shape: shape, Subnet: d.cfg.SlotSubnet}},
-		} {
-			if _, err := tasks.Enqueue(ctx, tx, t, now); err != nil {
-				return err
-			}
-		}
-		if err := audit.Write(ctx, tx, audit.Meta{At: now, ActorID: "node:" + nodeID}, audit.Entry{
-			Action: "node.enroll", TargetType: "node", TargetID: nodeID, Detail: map[string]string{"name": name, "hostname": req.Hostname}}); err != nil {
+		n, err := node.Enroll(ctx, tx, req, d.cfg.SlotSubnet, now)
+		if err != nil {
 			return err
 		}
-		if _, err := outbox.Enqueue(ctx, tx, now, outbox.Event{Kind: api.EventNode, Subject: nodeID,
-			Payload: map[string]string{"node_id": nodeID, "name": name, "state": api.NodeEnrolled}}); err != nil {
+		if err := audit.Write(ctx, tx, audit.Meta{At: now, ActorID: "node:" + n.ID}, audit.Entry{
+			Action: "node.enroll", TargetType: "node", TargetID: n.ID, Detail: map[string]string{"name": n.Name, "hostname": req.Hostname}}); err != nil {
 			return err
 		}
-		resp = api.EnrollResponse{NodeID: nodeID, Name: name, Shape: shape, TaskKeys: [][]byte{d.cfg.TaskKey.Public().(ed25519.PublicKey)},
+		if _, err := outbox.Enqueue(ctx, tx, now, outbox.Event{Kind: api.EventNode, Subject: n.ID,
+			Payload: map[string]string{"node_id": n.ID, "name": n.Name, "state": api.NodeEnrolled}}); err != nil {
+			return err
+		}
+		resp = api.EnrollResponse{NodeID: n.ID, Name: n.Name, Shape: n.Shape, TaskKeys: [][]byte{d.cfg.TaskKey.Public().(ed25519.PublicKey)},
 			HeartbeatInterval: d.cfg.HeartbeatInterval}
 		return nil
 	})

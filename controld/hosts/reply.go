@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/gpuaas/gpuaas/controld/tasks"
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/signing"
 )
@@ -24,7 +25,7 @@ var ErrForeignReply = errors.New("task reply is not the node's answer to this de
 // forged "refused" published in the node's name neither fails the task
 // nor hides the real answer. No valid answer in time is a failed delivery,
 // retried with backoff like a node that did not answer.
-func (d *Service) request(ctx context.Context, c claimed, body []byte) (api.TaskReply, error) {
+func (d *Service) request(ctx context.Context, c tasks.Claimed, body []byte) (api.TaskReply, error) {
 	nc := d.cfg.NATS
 	inbox := nc.NewInbox()
 	sub, err := nc.SubscribeSync(inbox)
@@ -32,7 +33,7 @@ func (d *Service) request(ctx context.Context, c claimed, body []byte) (api.Task
 		return api.TaskReply{}, fmt.Errorf("reply inbox: %w", err)
 	}
 	defer func() { _ = sub.Unsubscribe() }()
-	if err := nc.PublishRequest(api.HostTaskSubject(c.nodeID), inbox, body); err != nil {
+	if err := nc.PublishRequest(api.HostTaskSubject(c.NodeID), inbox, body); err != nil {
 		return api.TaskReply{}, fmt.Errorf("deliver: %w", err)
 	}
 	digest := api.DeliveryDigest(body)
@@ -47,7 +48,7 @@ func (d *Service) request(ctx context.Context, c claimed, body []byte) (api.Task
 		reply, err := d.openReply(ctx, c, digest, msg.Data)
 		if err != nil {
 			d.refusals.taskReply.Add(1)
-			d.cfg.Log.Warn("task reply ignored", "task", c.id, "node", c.nodeID, "err", err)
+			d.cfg.Log.Warn("task reply ignored", "task", c.ID, "node", c.NodeID, "err", err)
 			continue
 		}
 		return reply, nil
@@ -56,8 +57,8 @@ func (d *Service) request(ctx context.Context, c claimed, body []byte) (api.Task
 
 // openReply accepts a reply signed with the node's enrolled key, naming
 // the task, the node and the delivery (its digest) it answers.
-func (d *Service) openReply(ctx context.Context, c claimed, digest, data []byte) (api.TaskReply, error) {
-	key, err := d.nodeKey(ctx, c.nodeID)
+func (d *Service) openReply(ctx context.Context, c tasks.Claimed, digest, data []byte) (api.TaskReply, error) {
+	key, err := d.nodeKey(ctx, c.NodeID)
 	if err != nil {
 		return api.TaskReply{}, err
 	}
@@ -70,9 +71,9 @@ func (d *Service) openReply(ctx context.Context, c claimed, digest, data []byte)
 		return api.TaskReply{}, fmt.Errorf("%w: %v", ErrForeignReply, err)
 	}
 	switch {
-	case reply.NodeID != c.nodeID:
+	case reply.NodeID != c.NodeID:
 		return api.TaskReply{}, fmt.Errorf("%w: signed for node %q", ErrForeignReply, reply.NodeID)
-	case reply.TaskID != c.id:
+	case reply.TaskID != c.ID:
 		return api.TaskReply{}, fmt.Errorf("%w: signed for task %q", ErrForeignReply, reply.TaskID)
 	case !bytes.Equal(reply.Delivery, digest):
 		return api.TaskReply{}, fmt.Errorf("%w: signed for another delivery", ErrForeignReply)

@@ -1,3 +1,10 @@
+// Package hosts is controld's transport to hostd: the subscriptions nodes
+// report on (enrollment, heartbeats, progress, results, pulls), the checks
+// every report and task reply passes (signature, node, kind, age, replay),
+// the dispatch loop that signs and delivers queued tasks, and node
+// liveness. What a report means is decided by the owners of the tables it
+// touches: controld/tasks (node_tasks), controld/node (nodes, slots,
+// enrollment) and controld/alloc (allocations).
 package hosts
 
 import (
@@ -18,12 +25,9 @@ import (
 	"github.com/gpuaas/gpuaas/internal/api"
 )
 
-// Config configures the hosts service.
-type Config struct {
-	Pool *pgxpool.Pool
-	NATS *nats.Conn
-	// TaskKey signs task envelopes. Required.
-	TaskKey ed25519.PrivateKey
+// Tuning is how controld's side of hostd behaves: heartbeats, deadlines,
+// report checks and discovery. Zero values take the defaults.
+type Tuning struct {
 	// HeartbeatInterval nodes are told to use (default 5s).
 	HeartbeatInterval time.Duration
 	// DownAfter marks a silent node down (default 3 heartbeats).
@@ -42,6 +46,38 @@ type Config struct {
 	SlotSubnet string
 	// AutoApproveSlots approves discovered slots at once (dev only).
 	AutoApproveSlots bool
+}
+
+// CheckAndSetDefaults fills the defaults.
+func (t *Tuning) CheckAndSetDefaults() error {
+	if t.HeartbeatInterval == 0 {
+		t.HeartbeatInterval = 5 * time.Second
+	}
+	if t.DownAfter == 0 {
+		t.DownAfter = 3 * t.HeartbeatInterval
+	}
+	if t.EnvelopeTTL == 0 {
+		t.EnvelopeTTL = 5 * time.Minute
+	}
+	if t.TaskDeadline == 0 {
+		t.TaskDeadline = 15 * time.Minute
+	}
+	if t.DeliveryTimeout == 0 {
+		t.DeliveryTimeout = 5 * time.Second
+	}
+	if t.ReportMaxAge <= 0 {
+		t.ReportMaxAge = 2 * time.Minute
+	}
+	return nil
+}
+
+// Config configures the hosts service.
+type Config struct {
+	Tuning
+	Pool *pgxpool.Pool
+	NATS *nats.Conn
+	// TaskKey signs task envelopes. Required.
+	TaskKey ed25519.PrivateKey
 	// SlotsFreed is called after a result freed slots (to retry queued
 	// requests).
 	SlotsFreed func()
@@ -57,23 +93,8 @@ func (c *Config) CheckAndSetDefaults() error {
 	if c.Pool == nil || c.NATS == nil || len(c.TaskKey) != ed25519.PrivateKeySize {
 		return errors.New("hosts: Pool, NATS and TaskKey are required")
 	}
-	if c.HeartbeatInterval == 0 {
-		c.HeartbeatInterval = 5 * time.Second
-	}
-	if c.DownAfter == 0 {
-		c.DownAfter = 3 * c.HeartbeatInterval
-	}
-	if c.EnvelopeTTL == 0 {
-		c.EnvelopeTTL = 5 * time.Minute
-	}
-	if c.TaskDeadline == 0 {
-		c.TaskDeadline = 15 * time.Minute
-	}
-	if c.DeliveryTimeout == 0 {
-		c.DeliveryTimeout = 5 * time.Second
-	}
-	if c.ReportMaxAge <= 0 {
-		c.ReportMaxAge = 2 * time.Minute
+	if err := c.Tuning.CheckAndSetDefaults(); err != nil {
+		return err
 	}
 	if c.SlotsFreed == nil {
 		c.SlotsFreed = func() {}

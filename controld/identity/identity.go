@@ -1,6 +1,7 @@
-// Package identity owns users and sessions: local passwords (bcrypt),
-// OIDC ID-token exchange, and controld's own session tokens (Ed25519-signed
-// JWTs whose session row can be revoked).
+// Package identity owns users and sessions, and what hangs off them
+// (user_invites, login_attempts, oidc_exchanged_tokens): local passwords
+// (bcrypt), OIDC ID-token exchange, and controld's own session tokens
+// (Ed25519-signed JWTs whose session row can be revoked).
 package identity
 
 import (
@@ -43,23 +44,53 @@ func (p *Principal) IsAdmin() bool { return p.Role == api.RoleAdmin }
 // IsGateway reports whether p is sshgate's service principal.
 func (p *Principal) IsGateway() bool { return p.Role == api.RoleGateway }
 
-// Config configures the identity service.
-type Config struct {
-	// SigningKey signs session tokens. Required.
-	SigningKey ed25519.PrivateKey
+// Settings tune identity. Zero values take the defaults.
+type Settings struct {
 	// SessionTTL is how long a session token lives (default 12h).
 	SessionTTL time.Duration
 	// BcryptCost for new password hashes (default bcrypt.DefaultCost).
 	BcryptCost int
-	// OIDC, when Issuer is set, enables auth.exchange.
+	// OIDC, when Issuer is set, enables auth.exchange (its MaxIDTokenAge
+	// defaults to 5m).
 	OIDC OIDCConfig
-	// LoginLimits bound failed logins per account and per source.
+	// LoginLimits bound failed logins per account and per source
+	// (defaults: DefaultAccountLimit, DefaultSourceLimit).
 	LoginLimits LoginLimits
 	// InviteTTL is how long an invite code may be redeemed (default
 	// DefaultInviteTTL).
 	InviteTTL time.Duration
-	Now       func() time.Time
-	Log       *slog.Logger
+}
+
+// CheckAndSetDefaults validates s and fills defaults.
+func (s *Settings) CheckAndSetDefaults() error {
+	if s.SessionTTL == 0 {
+		s.SessionTTL = 12 * time.Hour
+	}
+	if s.BcryptCost == 0 {
+		s.BcryptCost = bcrypt.DefaultCost
+	}
+	if s.OIDC.MaxIDTokenAge < 0 {
+		return errors.New("identity: OIDC MaxIDTokenAge must not be negative")
+	}
+	if err := s.LoginLimits.CheckAndSetDefaults(); err != nil {
+		return err
+	}
+	if s.InviteTTL == 0 {
+		s.InviteTTL = DefaultInviteTTL
+	}
+	if s.InviteTTL < 0 {
+		return errors.New("identity: InviteTTL must be positive")
+	}
+	return nil
+}
+
+// Config configures the identity service.
+type Config struct {
+	// SigningKey signs session tokens. Required.
+	SigningKey ed25519.PrivateKey
+	Settings
+	Now func() time.Time
+	Log *slog.Logger
 }
 
 // CheckAndSetDefaults validates c and fills defaults.
@@ -67,23 +98,8 @@ func (c *Config) CheckAndSetDefaults() error {
 	if len(c.SigningKey) != ed25519.PrivateKeySize {
 		return errors.New("identity: SigningKey is required")
 	}
-	if c.SessionTTL == 0 {
-		c.SessionTTL = 12 * time.Hour
-	}
-	if c.BcryptCost == 0 {
-		c.BcryptCost = bcrypt.DefaultCost
-	}
-	if c.OIDC.MaxIDTokenAge < 0 {
-		return errors.New("identity: OIDC MaxIDTokenAge must not be negative")
-	}
-	if err := c.LoginLimits.CheckAndSetDefaults(); err != nil {
+	if err := c.Settings.CheckAndSetDefaults(); err != nil {
 		return err
-	}
-	if c.InviteTTL == 0 {
-		c.InviteTTL = DefaultInviteTTL
-	}
-	if c.InviteTTL < 0 {
-		return errors.New("identity: InviteTTL must be positive")
 	}
 	if c.Now == nil {
 		c.Now = time.Now

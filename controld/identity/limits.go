@@ -162,14 +162,15 @@ func (l *Limiter) take(ctx context.Context, db Beginner, key string, lim Limit) 
 	now := l.now().UTC()
 	var wait time.Duration
 	err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `INSERT INTO login_attempts (key, failures, last_failure_at) VALUES ($1, 0, $2)
-			ON CONFLICT (key) DO NOTHING`, key, now); err != nil {
-			return err
-		}
+		// One statement inserts the key's row or locks the one there is:
+		// a successful login may delete it at any moment (Succeeded), and
+		// a separate insert-if-missing then SELECT FOR UPDATE would find
+		// nothing after such a delete.
 		var failures int
 		var last time.Time
-		if err := tx.QueryRow(ctx, `SELECT failures, last_failure_at FROM login_attempts WHERE key = $1 FOR UPDATE`,
-			key).Scan(&failures, &last); err != nil {
+		if err := tx.QueryRow(ctx, `INSERT INTO login_attempts (key, failures, last_failure_at) VALUES ($1, 0, $2)
+			ON CONFLICT (key) DO UPDATE SET failures = login_attempts.failures
+			RETURNING failures, last_failure_at`, key, now).Scan(&failures, &last); err != nil {
 			return err
 		}
 		if now.Sub(last) > lim.Window {

@@ -21,7 +21,7 @@ func newService(t testing.TB, cost int) *identity.Service {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := identity.New(identity.Config{SigningKey: key, BcryptCost: cost})
+	s, err := identity.New(identity.Config{SigningKey: key, Settings: identity.Settings{BcryptCost: cost}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,6 @@
 // Package mutate runs every controld mutation the same way: one
 // transaction holding the effect, its audit row, its outbox row and its
-// idempotency record (DESIGN.md, "The API").
+// idempotency record (DESIGN.md, "The API"). It owns idempotency_keys.
 package mutate
 
 import (
@@ -18,6 +18,7 @@ import (
 
 	"github.com/gpuaas/gpuaas/controld/audit"
 	"github.com/gpuaas/gpuaas/controld/outbox"
+	"github.com/gpuaas/gpuaas/controld/store"
 	"github.com/gpuaas/gpuaas/internal/api"
 )
 
@@ -41,6 +42,7 @@ type Request struct {
 
 // Effect is what a mutation records besides its own rows.
 type Effect struct {
+	// Audit is the mutation's audit row; its Action is required.
 	Audit audit.Entry
 	// Events are enqueued in the same transaction. A mutation normally has
 	// exactly one.
@@ -81,7 +83,8 @@ func ValidateKey(endpoint, key string) error {
 //
 // On success the effect, one audit row, the outbox rows and the
 // idempotency record commit together. On error nothing is written, so the
-// same key may be retried.
+// same key may be retried. An effect without an audit action is an error
+// (ErrNoAuditAction): nothing commits.
 func (r *Runner) Run(ctx context.Context, req Request, fn Func) ([]byte, error) {
 	if err := ValidateKey(req.Endpoint, req.Key); err != nil {
 		return nil, err
@@ -150,6 +153,9 @@ func lookup(ctx context.Context, tx pgx.Tx, req Request, hash []byte) ([]byte, b
 }
 
 func (r *Runner) record(ctx context.Context, tx pgx.Tx, req Request, hash, resp []byte, eff Effect) error {
+	if eff.Audit.Action == "" {
+		return fmt.Errorf("record %s: %w", req.Endpoint, ErrNoAuditAction)
+	}
 	now := r.Now()
 	meta := audit.Meta{At: now, ActorID: req.ActorID, CorrelationID: req.CorrelationID, IdempotencyKey: req.Key}
 	if err := audit.Write(ctx, tx, meta, eff.Audit); err != nil {
@@ -171,6 +177,16 @@ func (r *Runner) record(ctx context.Context, tx pgx.Tx, req Request, hash, resp 
 	if _, err := tx.Exec(ctx, `INSERT INTO idempotency_keys (actor, key, endpoint, request_hash, response, created_at)
 		VALUES ($1,$2,$3,$4,coalesce(to_jsonb($5::text), 'null'),$6)`, req.ActorID, req.Key, req.Endpoint, hash, stored, now); err != nil {
 		return fmt.Errorf("record idempotency key: %w", err)
+	}
+	return nil
+}
+
+// Prune deletes the idempotency records of mutations made before cutoff:
+// their responses are no longer replayed, and their keys may be used
+// again.
+func Prune(ctx context.Context, q store.Querier, cutoff time.Time) error {
+	if _, err := q.Exec(ctx, `DELETE FROM idempotency_keys WHERE created_at < $1`, cutoff); err != nil {
+		return fmt.Errorf("prune idempotency keys: %w", err)
 	}
 	return nil
 }

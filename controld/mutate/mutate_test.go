@@ -155,6 +155,42 @@ func TestRunFailureStoresNothing(t *testing.T) {
 	}
 }
 
+func TestRunRefusesAMutationWithoutAuditAction(t *testing.T) {
+	t.Parallel()
+	r, pool := newRunner(t)
+	ctx := t.Context()
+	req := mutate.Request{Endpoint: "test.do", ActorID: "u-1", Key: "k1", Fingerprint: []byte(`{}`)}
+	noAction := effect("x")
+	noAction.Audit.Action = ""
+	var changed bool
+	_, err := r.Run(ctx, req, func(ctx context.Context, tx pgx.Tx) (any, mutate.Effect, error) {
+		// The effect itself, which must roll back with the refusal.
+		if _, err := outbox.Enqueue(ctx, tx, time.Now(), outbox.Event{Kind: "test.half", Subject: "x"}); err != nil {
+			return nil, mutate.Effect{}, err
+		}
+		changed = true
+		return "done", noAction, nil
+	})
+	if !errors.Is(err, mutate.ErrNoAuditAction) {
+		t.Fatalf("got %v; want ErrNoAuditAction", err)
+	}
+	if api.CodeOf(err) != api.CodeInternal {
+		t.Errorf("code got %s; want internal", api.CodeOf(err))
+	}
+	if !changed {
+		t.Fatal("fn did not run")
+	}
+	if got := countRows(t, pool); got != (rows{}) {
+		t.Fatalf("refused mutation left %+v; want nothing committed", got)
+	}
+	// The key is free: the mutation, fixed, goes through.
+	if _, err := r.Run(ctx, req, func(ctx context.Context, tx pgx.Tx) (any, mutate.Effect, error) {
+		return "done", effect("x"), nil
+	}); err != nil {
+		t.Fatalf("retry with an audit action got %v; want success", err)
+	}
+}
+
 func TestRunConcurrentDuplicateConflicts(t *testing.T) {
 	t.Parallel()
 	r, pool := newRunner(t)

@@ -24,3 +24,18 @@ func ByPublicKey(ctx context.Context, q store.Querier, pub ed25519.PublicKey) (s
 	}
 	return id, nil
 }
+
+// PublicKey returns the Ed25519 key an enrolled node signs with; nil when
+// no node has id or the node holds no key (it was registered, not
+// enrolled).
+func PublicKey(ctx context.Context, q store.Querier, id string) (ed25519.PublicKey, error) {
+	var raw []byte
+	err := q.QueryRow(ctx, `SELECT public_key FROM nodes WHERE id = $1`, id).Scan(&raw)
+	if errors.Is(err, pgx.ErrNoRows) || (err == nil && len(raw) != ed25519.PublicKeySize) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("node key: %w", err)
+	}
+	return ed25519.PublicKey(raw), nil
+}

@@ -1,6 +1,8 @@
-// Package node owns nodes and the operator-facing side of slots:
-// registration, approval, draining. Placement (reserving and freeing slots)
-// belongs to the scheduler, controld/sched.
+// Package node owns nodes, their slots and enrollment tokens: registration
+// and enrollment, heartbeats and health, topology discovery, approval and
+// draining, and the slot side of placement (candidates with room,
+// reserving and freeing slots). Where a request goes is decided by
+// controld/sched over what this package offers.
 package node
 
 import (
@@ -12,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/gpuaas/gpuaas/controld/store"
+	"github.com/gpuaas/gpuaas/controld/tasks"
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/ids"
 )
@@ -61,15 +64,14 @@ func Register(ctx context.Context, q store.Querier, s Spec, now time.Time) (api.
 const nodeColumns = `SELECT n.id, n.name, n.shape, n.gpu_model, n.state, n.created_at, n.last_heartbeat_at, n.health,
 	(SELECT count(*) FROM slots s WHERE s.node_id = n.id AND s.state IN ('free', 'reserved')),
 	(SELECT count(*) FROM slots s WHERE s.node_id = n.id AND s.state = 'free'),
-	(SELECT count(*) FROM slots s WHERE s.node_id = n.id AND s.state = 'pending'),
-	(SELECT count(*) FROM node_tasks t WHERE t.node_id = n.id AND t.state IN ('pending', 'dispatched', 'accepted', 'running'))
+	(SELECT count(*) FROM slots s WHERE s.node_id = n.id AND s.state = 'pending')
 	FROM nodes n`
 
 func scanNode(r pgx.CollectableRow) (api.Node, error) {
 	var n api.Node
 	var health []byte
 	err := r.Scan(&n.ID, &n.Name, &n.Shape, &n.GPUModel, &n.State, &n.CreatedAt, &n.LastHeartbeat, &health,
-		&n.SlotsTotal, &n.SlotsFree, &n.SlotsPending, &n.TasksOpen)
+		&n.SlotsTotal, &n.SlotsFree, &n.SlotsPending)
 	if len(health) > 2 { // not "{}"
 		n.Health = health
 	}
@@ -86,7 +88,29 @@ func List(ctx context.Context, q store.Querier) ([]api.Node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list nodes: %w", err)
 	}
+	if err := countTasks(ctx, q, out); err != nil {
+		return nil, err
+	}
 	return out, nil
+}
+
+// countTasks fills in the nodes' open tasks, which controld/tasks counts.
+func countTasks(ctx context.Context, q store.Querier, nodes []api.Node) error {
+	if len(nodes) == 0 {
+		return nil
+	}
+	nodeIDs := make([]string, len(nodes))
+	for i, n := range nodes {
+		nodeIDs[i] = n.ID
+	}
+	open, err := tasks.OpenByNode(ctx, q, nodeIDs)
+	if err != nil {
+		return err
+	}
+	for i := range nodes {
+		nodes[i].TasksOpen = open[nodes[i].ID]
+	}
+	return nil
 }
 
 // Get returns a node (by id or name) with its slots.
@@ -102,6 +126,11 @@ func Get(ctx context.Context, q store.Querier, ref string) (api.NodeDetail, erro
 	if err != nil {
 		return api.NodeDetail{}, fmt.Errorf("get node: %w", err)
 	}
+	one := []api.Node{n}
+	if err := countTasks(ctx, q, one); err != nil {
+		return api.NodeDetail{}, err
+	}
+	n = one[0]
 	slots, err := Slots(ctx, q, `node_id=$1`, n.ID)
 	if err != nil {
 		return api.NodeDetail{}, err

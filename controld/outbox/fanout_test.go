@@ -153,7 +153,7 @@ func TestFanoutTellsGatewaysOfRevocations(t *testing.T) {
 	}
 	// Everything is acked once the gateways have it: nothing redelivered,
 	// and the payload naming no sessions was not sent.
-	eventually(t, "every event acked", func() bool {
+	testutil.EventuallyWithin(t, 15*time.Second, "every event acked", func() bool {
 		c, err := f.js.Consumer(ctx, api.EventStreamName, fanoutConsumer)
 		if err != nil {
 			return false

@@ -165,15 +165,3 @@ func (f *fixture) wantEachOnce(t *testing.T, ids []int64) {
 		t.Errorf("stream holds %d distinct ids; want %d", len(got), len(ids))
 	}
 }
-
-// eventually polls cond until it holds or the deadline passes.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/testutil"
 )
 
 func TestRelayPublishesEachRowOnce(t *testing.T) {
@@ -232,7 +233,7 @@ func TestRelaysShareOneLock(t *testing.T) {
 	allPublished := func() bool { return f.countState(t, "pending") == 0 }
 
 	ids := f.enqueue(t, 10)
-	eventually(t, "the first rows to be published", allPublished)
+	testutil.EventuallyWithin(t, 15*time.Second, "the first rows to be published", allPublished)
 	got := snapshot()
 	if len(got) != 1 {
 		t.Fatalf("relays that published: got %v; want exactly one (the lock holder)", got)
@@ -253,7 +254,7 @@ func TestRelaysShareOneLock(t *testing.T) {
 	}
 	relays[active].done <- nil // for its cleanup
 	more := f.enqueue(t, 4)
-	eventually(t, "the standby relay to publish", allPublished)
+	testutil.EventuallyWithin(t, 15*time.Second, "the standby relay to publish", allPublished)
 	got = snapshot()
 	if len(got[standby]) != len(more) || len(got[active]) != len(ids) {
 		t.Fatalf("after failover %s published %v and %s %v; want %s to publish %v", active, got[active], standby, got[standby], standby, more)

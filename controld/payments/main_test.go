@@ -18,6 +18,7 @@ import (
 	"github.com/gpuaas/gpuaas/controld/mutate"
 	"github.com/gpuaas/gpuaas/controld/payments"
 	"github.com/gpuaas/gpuaas/controld/store"
+	"github.com/gpuaas/gpuaas/controld/storetest"
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/ids"
 	"github.com/gpuaas/gpuaas/internal/testutil"
@@ -67,15 +68,10 @@ func newFixture(t testing.TB) *fixture {
 	t.Cleanup(app.Close)
 	f := &fixture{owner: owner, app: app, clock: testutil.NewClock(start),
 		userID: ids.New(ids.User), projectID: ids.New(ids.Project)}
-	for _, q := range []string{
-		`INSERT INTO users (id, email, role, provider, password_hash, created_at) SELECT $1, $1 || '@example.test', 'user', 'local', 'x', now() WHERE $2 <> ''`,
-		`INSERT INTO projects (id, name, created_by, created_at) VALUES ($2, $2, $1, now())`,
-		`INSERT INTO project_members (project_id, user_id, role, added_at) VALUES ($2, $1, 'owner', now())`,
-	} {
-		if _, err := owner.Exec(ctx, q, f.userID, f.projectID); err != nil {
-			t.Fatal(err)
-		}
-	}
+	now := time.Now()
+	storetest.User(t, owner, f.userID, f.userID+"@example.test", now)
+	storetest.Project(t, owner, f.projectID, f.projectID, f.userID, now)
+	storetest.Member(t, owner, f.projectID, f.userID, api.ProjectOwner, now)
 	f.svc = f.service(t, payments.Settings{APIBase: testutil.StripeMock(t), SecretKey: testSecretKey,
 		WebhookSecret: testWebhookSecret, SuccessURL: "http://127.0.0.1/done", CancelURL: "http://127.0.0.1/cancelled"})
 	srv := httptest.NewServer(f.svc.WebhookHandler())

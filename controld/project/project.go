@@ -166,6 +166,32 @@ func Members(ctx context.Context, q store.Querier, projectID string) ([]api.Memb
 	return out, nil
 }
 
+// IDsOf lists the ids of the projects userID belongs to.
+func IDsOf(ctx context.Context, q store.Querier, userID string) ([]string, error) {
+	rows, err := q.Query(ctx, `SELECT project_id FROM project_members WHERE user_id = $1`, userID)
+	if err != nil {
+		return nil, fmt.Errorf("projects of %s: %w", userID, err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("projects of %s: %w", userID, err)
+	}
+	return out, nil
+}
+
+// Name returns the name of the project with id.
+func Name(ctx context.Context, q store.Querier, id string) (string, error) {
+	var name string
+	err := q.QueryRow(ctx, `SELECT name FROM projects WHERE id = $1`, id).Scan(&name)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", api.Errorf(api.CodeNotFound, "project %q not found", id)
+	}
+	if err != nil {
+		return "", fmt.Errorf("name of project %s: %w", id, err)
+	}
+	return name, nil
+}
+
 // MemberIDs lists the user ids of a project's members (for event fan-out).
 func MemberIDs(ctx context.Context, q store.Querier, projectID string) ([]string, error) {
 	rows, err := q.Query(ctx, `SELECT user_id FROM project_members WHERE project_id=$1 ORDER BY user_id`, projectID)

@@ -12,9 +12,10 @@ import (
 
 // TestPlacementLocksOnlyTheSlotsItTakes holds one placement's transaction
 // open while a second placement runs: the second must find the slots the
-// first did not take. (Regression: tryReserve locked every free slot of
-// the group or node it tried, so until the first transaction ended a
-// concurrent request saw the rest as taken and got no_capacity.)
+// first did not take. (Regression: the reservation — sched's tryReserve
+// then, node.Reserve now — locked every free slot of the group or node it
+// tried, so until the first transaction ended a concurrent request saw the
+// rest as taken and got no_capacity.)
 func TestPlacementLocksOnlyTheSlotsItTakes(t *testing.T) {
 	tests := []struct {
 		name          string

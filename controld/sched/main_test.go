@@ -15,6 +15,7 @@ import (
 	"github.com/gpuaas/gpuaas/controld/node"
 	"github.com/gpuaas/gpuaas/controld/sched"
 	"github.com/gpuaas/gpuaas/controld/store"
+	"github.com/gpuaas/gpuaas/controld/storetest"
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/ids"
 	"github.com/gpuaas/gpuaas/internal/testutil"
@@ -42,18 +43,8 @@ func newDB(t *testing.T) *db {
 	t.Cleanup(pool.Close)
 	d := &db{pool: pool, userID: ids.New(ids.User), project: ids.New(ids.Project)}
 	now := time.Now().UTC()
-	for _, q := range []struct {
-		sql  string
-		args []any
-	}{
-		{`INSERT INTO users (id, email, role, provider, password_hash, created_at)
-			VALUES ($1, 'sched@example.test', 'user', 'local', 'x', $2)`, []any{d.userID, now}},
-		{`INSERT INTO projects (id, name, created_by, created_at) VALUES ($1, 'proj', $2, $3)`, []any{d.project, d.userID, now}},
-	} {
-		if _, err := pool.Exec(ctx, q.sql, q.args...); err != nil {
-			t.Fatal(err)
-		}
-	}
+	storetest.User(t, pool, d.userID, "sched@example.test", now)
+	storetest.Project(t, pool, d.project, "proj", d.userID, now)
 	if err := catalog.Seed(ctx, pool, catalog.Defaults); err != nil {
 		t.Fatal(err)
 	}
@@ -162,10 +153,8 @@ func (f *fleet) addNode(t *testing.T, n nodeSetup) {
 // newAlloc inserts a requested allocation for slots to point at.
 func (f *fleet) newAlloc(t testing.TB) string {
 	t.Helper()
-	id := ids.New(ids.Allocation)
-	f.exec(t, `INSERT INTO allocations (id, project_id, user_id, sku_id, shape, gpus, state, created_at, updated_at)
-		VALUES ($1, $2, $3, 'h200-slice', 'gpu_slice', 1, 'requested', now(), now())`, id, f.project, f.userID)
-	return id
+	return storetest.Allocation(t, f.q, api.Allocation{ProjectID: f.project, UserID: f.userID, SKU: "h200-slice",
+		Shape: api.ShapeGPUSlice, GPUs: 1}).ID
 }
 
 // place runs sched.Place for a new allocation in a (sub)transaction of

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/gpuaas/gpuaas/controld/node"
 	"github.com/gpuaas/gpuaas/controld/sched"
 	"github.com/gpuaas/gpuaas/internal/api"
 )
@@ -199,20 +200,20 @@ func TestPlaceRepeatedlyFillsFleet(t *testing.T) {
 	}
 }
 
-func TestFree(t *testing.T) {
+func TestFreeSlots(t *testing.T) {
 	f := newFleet(t, nodeSetup{name: "a"})
 	r, _, err := f.place(t, api.ShapeGPUSlice, "H200", 4)
 	if err != nil {
 		t.Fatal(err)
 	}
-	n, err := sched.Free(context.Background(), f.pool, r.AllocationID)
+	n, err := node.FreeSlots(context.Background(), f.pool, r.AllocationID)
 	if err != nil || n != 4 {
-		t.Fatalf("Free got %d, %v; want 4, nil", n, err)
+		t.Fatalf("FreeSlots got %d, %v; want 4, nil", n, err)
 	}
 	if got := f.freePerNUMA(t, "a"); !slices.Equal(got, []int{4, 4}) {
 		t.Errorf("free slots per NUMA node got %v; want [4 4]", got)
 	}
-	if n, err := sched.Free(context.Background(), f.pool, r.AllocationID); err != nil || n != 0 {
-		t.Errorf("second Free got %d, %v; want 0, nil", n, err)
+	if n, err := node.FreeSlots(context.Background(), f.pool, r.AllocationID); err != nil || n != 0 {
+		t.Errorf("second FreeSlots got %d, %v; want 0, nil", n, err)
 	}
 }

@@ -1,6 +1,8 @@
 // Package store holds controld's Postgres plumbing: the connection pool,
 // the transaction helper and the numbered migrations. Domain packages own
-// their tables and write their own SQL against the Querier given to them.
+// their tables and write their own SQL against the Querier given to them;
+// each table has one owner, the only package that writes it
+// (controld/ownership_test.go keeps the map and checks the SQL).
 package store
 
 import (

@@ -1,6 +1,8 @@
-// Package tasks owns node_tasks, the durable queue of work for hostd.
-// Domain code enqueues tasks in the transaction of the change that needs
-// them; the dispatcher (built with hostd) delivers them.
+// Package tasks owns node_tasks and node_task_events: the durable queue of
+// work for hostd and each task's timeline. Domain code enqueues tasks in
+// the transaction of the change that needs them; controld/hosts delivers
+// them (claim, accept, retry), records their progress and settles their
+// results through this package, which alone moves a task between states.
 package tasks
 
 import (
@@ -10,8 +12,13 @@ import (
 	"time"
 
 	"github.com/gpuaas/gpuaas/controld/store"
+	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/ids"
 )
+
+// Channel is the Postgres notification channel a new task is announced on
+// (trigger node_tasks_notify): the dispatcher LISTENs to it.
+const Channel = "node_tasks"
 
 // Task is a task to queue for a node.
 type Task struct {
@@ -19,6 +26,20 @@ type Task struct {
 	AllocationID string
 	Type         string
 	Params       any
+}
+
+// unfinished are the task states that block later tasks of the same
+// allocation: an allocation's tasks run one at a time, in order.
+const unfinished = `('pending', 'dispatched', 'accepted', 'running')`
+
+// Finished reports whether a task in state is settled: its result, if
+// any, was applied and a late report of it is ignored.
+func Finished(state string) bool {
+	switch state {
+	case api.TaskSucceeded, api.TaskFailed, api.TaskInterrupted, "expired":
+		return true
+	}
+	return false
 }
 
 // Enqueue inserts a pending task and returns its id.
@@ -40,4 +61,28 @@ func Enqueue(ctx context.Context, q store.Querier, t Task, now time.Time) (strin
 		return "", fmt.Errorf("enqueue %s for %s: %w", t.Type, t.NodeID, err)
 	}
 	return id, nil
+}
+
+// OpenByNode counts the unfinished tasks of each of nodeIDs; a node with
+// none is absent from the map.
+func OpenByNode(ctx context.Context, q store.Querier, nodeIDs []string) (map[string]int, error) {
+	rows, err := q.Query(ctx, `SELECT node_id, count(*) FROM node_tasks
+		WHERE node_id = ANY($1) AND state IN `+unfinished+` GROUP BY node_id`, nodeIDs)
+	if err != nil {
+		return nil, fmt.Errorf("open tasks: %w", err)
+	}
+	defer rows.Close()
+	out := map[string]int{}
+	for rows.Next() {
+		var node string
+		var n int
+		if err := rows.Scan(&node, &n); err != nil {
+			return nil, fmt.Errorf("open tasks: %w", err)
+		}
+		out[node] = n
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("open tasks: %w", err)
+	}
+	return out, nil
 }

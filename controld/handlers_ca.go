@@ -17,34 +17,24 @@ import (
 	"github.com/gpuaas/gpuaas/internal/sshcert"
 )
 
+// caEndpoints are SSH certificates for users and the certificate
+// authorities (controld/ca).
+func (s *Server) caEndpoints() []endpointDef {
+	return []endpointDef{
+		s.mutation(api.EndpointSSHCert, loggedIn, s.sshCert),
+		s.query(api.EndpointSSHCAs, optionalLogin, s.sshCAs),
+		s.query(api.EndpointCAList, operatorOnly, s.caList),
+		s.mutation(api.EndpointCARotate, adminOnly, s.caRotate),
+		s.mutation(api.EndpointCARetire, adminOnly, s.caRetire),
+	}
+}
+
 // HostCertValidity is how long the gateway's host certificate is valid;
 // sshgate renews it well before.
 const HostCertValidity = 30 * 24 * time.Hour
 
 // EventSSHCA is the kind of the event a CA change emits.
 const EventSSHCA = "ssh.ca"
-
-func (s *Server) sshEndpoints() []endpointDef {
-	return []endpointDef{
-		{api.EndpointSSHCert, s.mutation(api.EndpointSSHCert, loggedIn, s.sshCert)},
-		{api.EndpointSSHCAs, s.query(api.EndpointSSHCAs, optionalLogin, s.sshCAs)},
-
-		{api.EndpointGateAuthorize, s.query(api.EndpointGateAuthorize, gatewayOnly, s.gateAuthorize)},
-		{api.EndpointGateHostCert, s.query(api.EndpointGateHostCert, gatewayOnly, s.gateHostCert)},
-		{api.EndpointGateUserToken, s.query(api.EndpointGateUserToken, gatewayOnly, s.gateUserToken)},
-		{api.EndpointGateSessions, s.query(api.EndpointGateSessions, gatewayOnly, s.gateSessions)},
-
-		{api.EndpointSessionStart, s.mutation(api.EndpointSessionStart, gatewayOnly, s.sessionStart)},
-		{api.EndpointSessionEnd, s.mutation(api.EndpointSessionEnd, gatewayOnly, s.sessionEnd)},
-		{api.EndpointSessionList, s.query(api.EndpointSessionList, loggedIn, s.sessionList)},
-		{api.EndpointSessionGet, s.query(api.EndpointSessionGet, loggedIn, s.sessionGet)},
-		{api.EndpointSessionRecording, s.query(api.EndpointSessionRecording, loggedIn, s.sessionRecording)},
-
-		{api.EndpointCAList, s.query(api.EndpointCAList, operatorOnly, s.caList)},
-		{api.EndpointCARotate, s.mutation(api.EndpointCARotate, adminOnly, s.caRotate)},
-		{api.EndpointCARetire, s.mutation(api.EndpointCARetire, adminOnly, s.caRetire)},
-	}
-}
 
 // ticketCAKeys is what nodes are told to trust for gateway tickets.
 func (s *Server) ticketCAKeys(ctx context.Context) ([]string, error) {

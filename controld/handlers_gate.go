@@ -2,52 +2,36 @@ package controld
 
 import (
 	"context"
-	"errors"
-	"strings"
+	"fmt"
 
 	"github.com/jackc/pgx/v5"
 	"golang.org/x/crypto/ssh"
 
 	"github.com/gpuaas/gpuaas/controld/alloc"
 	"github.com/gpuaas/gpuaas/controld/audit"
+	"github.com/gpuaas/gpuaas/controld/busauth"
 	"github.com/gpuaas/gpuaas/controld/identity"
 	"github.com/gpuaas/gpuaas/controld/mutate"
 	"github.com/gpuaas/gpuaas/controld/node"
-	"github.com/gpuaas/gpuaas/controld/outbox"
 	"github.com/gpuaas/gpuaas/controld/project"
-	"github.com/gpuaas/gpuaas/controld/sessions"
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/sshcert"
 )
 
-// audited runs a gateway query in a transaction that also writes its audit
-// row, so no credential leaves controld without a trace. These calls mint
-// short-lived credentials but change no domain state, so they are queries:
-// no Idempotency-Key, and a retry simply mints afresh. fn fills the entry
-// even when it refuses; a refusal is then audited on its own (the
-// transaction holding the attempt is rolled back).
-func (s *Server) audited(ctx context.Context, c *call, fn func(ctx context.Context, tx pgx.Tx, e *audit.Entry) (any, error)) (any, error) {
-	var e audit.Entry
-	var resp any
-	meta := audit.Meta{ActorID: c.principal.UserID, CorrelationID: c.corr}
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		var err error
-		if resp, err = fn(ctx, tx, &e); err != nil {
-			return err
-		}
-		meta.At = s.now()
-		return audit.Write(ctx, tx, meta, e)
-	})
-	var apiErr *api.Error
-	if err != nil && errors.As(err, &apiErr) && e.Action != "" {
-		meta.At = s.now()
-		e.Action += "_refused"
-		e.Detail = map[string]any{"request": e.Detail, "code": apiErr.Code, "message": apiErr.Message}
-		if werr := audit.Write(ctx, s.pool, meta, e); werr != nil {
-			s.cfg.Log.Warn("audit refusal", "action", e.Action, "err", werr)
-		}
+// gateEndpoints are the gateway's (gate.*): what sshgate's service
+// principal asks for on behalf of the users who connect through it. They
+// span domains (allocations, projects, nodes, the CAs, identity); gate.go
+// holds what they share: auditing, and the checks of the user
+// certificates they carry.
+func (s *Server) gateEndpoints() []endpointDef {
+	return []endpointDef{
+		s.gateLogin(),
+		s.query(api.EndpointGateAuthorize, gatewayOnly, s.gateAuthorize),
+		s.query(api.EndpointGateHostCert, gatewayOnly, s.gateHostCert),
+		s.query(api.EndpointGateUserToken, gatewayOnly, s.gateUserToken),
+		s.query(api.EndpointGateSessions, gatewayOnly, s.gateSessions),
+		s.query(api.EndpointGateCredentials, gatewayOnly, s.gateCredentials),
 	}
-	return resp, err
 }
 
 // gateAuthorize decides whether a user may open an allocation through the
@@ -201,66 +185,103 @@ func (s *Server) gateHostCert(ctx context.Context, c *call) (any, error) {
 	})
 }
 
-func (s *Server) sessionStart(_ context.Context, c *call) (mutate.Func, error) {
-	var req api.SessionStartRequest
+// gateCredentials certifies the calling gateway's key with the internal CA
+// as a gateway certificate (sshcert.SignGateway), which hostd requires
+// before a ticket. Only the key of a registered gateway identity (`gpuaas
+// ops nats-identity add --kind gateway`) of the caller's own name is
+// certified: the gateway's session proves who calls, the registration
+// which key may act as that gateway, so a stolen gateway token cannot have
+// a key of its own certified. Audited like every gate.* call, refusals
+// included.
+func (s *Server) gateCredentials(ctx context.Context, c *call) (any, error) {
+	var req api.GateCredentialsRequest
 	if err := c.decode(&req); err != nil {
 		return nil, err
 	}
-	if strings.TrimSpace(req.Gateway) == "" {
-		req.Gateway = c.principal.Email
-	}
-	return func(ctx context.Context, tx pgx.Tx) (any, mutate.Effect, error) {
-		ts, err := sessions.Start(ctx, tx, req, s.now())
-		if err != nil {
-			return nil, mutate.Effect{}, err
-		}
-		return ts, sessionEffect("session.start", ts), nil
-	}, nil
-}
-
-func (s *Server) sessionEnd(_ context.Context, c *call) (mutate.Func, error) {
-	var req api.SessionEndRequest
-	if err := c.decode(&req); err != nil {
-		return nil, err
-	}
-	return func(ctx context.Context, tx pgx.Tx) (any, mutate.Effect, error) {
-		ts, err := sessions.End(ctx, tx, req, s.now())
-		if err != nil {
-			return nil, mutate.Effect{}, err
-		}
-		return ts, sessionEffect("session.end", ts), nil
-	}, nil
-}
-
-// sessionEffect audits a session change and tells the session's user.
-func sessionEffect(kind string, ts api.TerminalSession) mutate.Effect {
-	return mutate.Effect{
-		Audit: audit.Entry{Action: kind, TargetType: "terminal_session", TargetID: ts.ID,
-			Detail: map[string]any{"user_id": ts.UserID, "allocation_id": ts.AllocationID, "kind": ts.Kind}},
-		Events: []outbox.Event{{Kind: kind, Subject: ts.ID, Users: []string{ts.UserID}, Payload: ts}},
-	}
-}
-
-func (s *Server) viewer(c *call) sessions.Viewer {
-	return sessions.Viewer{UserID: c.principal.UserID, Operator: c.principal.IsOperator()}
-}
-
-func (s *Server) sessionList(ctx context.Context, c *call) (any, error) {
-	var req api.SessionListRequest
-	if err := c.decode(&req); err != nil {
-		return nil, err
-	}
-	list, err := sessions.List(ctx, s.pool, s.viewer(c), req)
+	key, _, _, _, err := ssh.ParseAuthorizedKey([]byte(req.PublicKey))
 	if err != nil {
-		return nil, err
+		return nil, api.Errorf(api.CodeInvalidArgument, "public_key is not an SSH public key: %v", err)
 	}
-	return api.SessionListResponse{Sessions: list}, nil
+	return s.audited(ctx, c, func(ctx context.Context, tx pgx.Tx, e *audit.Entry) (any, error) {
+		detail := map[string]any{"key": ssh.FingerprintSHA256(key)}
+		*e = audit.Entry{Action: "gate.credentials", TargetType: "gateway_key", TargetID: ssh.FingerprintSHA256(key), Detail: detail}
+		reg, err := s.registeredGateway(ctx, tx, c, key)
+		if err != nil {
+			return nil, err
+		}
+		detail["name"] = reg.Name
+		ic, err := s.cas.Authority(ctx, tx, api.CAInternal)
+		if err != nil {
+			return nil, err
+		}
+		cert, err := ic.SignGateway(key, reg.Name, sshcert.DefaultGatewayTTL, s.now())
+		if err != nil {
+			return nil, certError(err)
+		}
+		t := marshalCert(cert)
+		detail["serial"], detail["valid_before"], detail["ca_key"] = cert.Serial, t.ValidBefore, ssh.FingerprintSHA256(ic.Active())
+		return api.GateCredentialsResponse{Name: reg.Name, Certificate: t.Certificate, ValidBefore: t.ValidBefore}, nil
+	})
 }
 
-func (s *Server) sessionGet(ctx context.Context, c *call) (any, error) {
-	var req api.SessionRef
+// gateLogin gives a registered gateway a short-lived session token for an
+// assertion signed with its key, so sshgate never holds a long-lived
+// token: its seed stays on its machine and each token lives
+// GatewaySessionTTL.
+func (s *Server) gateLogin() endpointDef {
+	return endpointDef{name: api.EndpointGateLogin, need: public, mutates: true, handler: s.endpoint(api.EndpointGateLogin, public, func(ctx context.Context, c *call) ([]byte, error) {
+		var req api.GateLoginRequest
+		if err := c.decode(&req); err != nil {
+			return nil, err
+		}
+		if err := s.checkGateLogin(req); err != nil {
+			return nil, err
+		}
+		key := c.req.Headers().Get(api.HeaderIdempotencyKey)
+		return s.mut.Run(ctx, mutate.Request{Endpoint: api.EndpointGateLogin, ActorID: "gateway:" + req.PublicKey,
+			Key: key, CorrelationID: c.corr, Fingerprint: c.req.Data(), NoReplay: true},
+			func(ctx context.Context, tx pgx.Tx) (any, mutate.Effect, error) {
+				id, err := busauth.LiveIdentity(ctx, tx, req.PublicKey)
+				if err != nil || id.Kind != api.BusIdentityGateway {
+					return nil, mutate.Effect{}, api.Errorf(api.CodeUnauthenticated, "%s is not a registered gateway key", req.PublicKey).
+						WithHint("register it: `gpuaas ops nats-identity add --kind gateway`")
+				}
+				u, err := s.identity.EnsureServicePrincipal(ctx, tx, id.Name, api.RoleGateway)
+				if err != nil {
+					return nil, mutate.Effect{}, err
+				}
+				resp, err := s.identity.ServiceSession(ctx, tx, u, GatewaySessionTTL)
+				if err != nil {
+					return nil, mutate.Effect{}, err
+				}
+				return resp, mutate.Effect{Audit: audit.Entry{Action: api.EndpointGateLogin, TargetType: "session",
+					TargetID: resp.SessionID, Detail: map[string]string{"key": req.PublicKey, "user_id": u.ID}}}, nil
+			})
+	})}
+}
+
+// gateSessions answers which of the gateway's sessions have ended. It is a
+// plain read, not audited: the gateway asks every half minute, and
+// nothing is minted.
+func (s *Server) gateSessions(ctx context.Context, c *call) (any, error) {
+	var req api.GateSessionsRequest
 	if err := c.decode(&req); err != nil {
 		return nil, err
 	}
-	return sessions.Get(ctx, s.pool, s.viewer(c), req.ID)
+	if len(req.Sessions) > api.MaxGateSessions {
+		return nil, api.Errorf(api.CodeInvalidArgument, "%d sessions in one request; at most %d", len(req.Sessions), api.MaxGateSessions)
+	}
+	for i, r := range req.Sessions {
+		if r.SessionID == "" || r.UserID == "" {
+			return nil, api.Errorf(api.CodeInvalidArgument, "sessions[%d]: session_id and user_id are required", i)
+		}
+	}
+	ended, err := identity.SessionsEnded(ctx, s.pool, req.Sessions, s.now())
+	if err != nil {
+		return nil, fmt.Errorf("gate sessions: %w", err)
+	}
+	if ended == nil {
+		ended = []api.GateSessionEnded{}
+	}
+	return api.GateSessionsResponse{Ended: ended}, nil
 }

@@ -18,21 +18,16 @@ import (
 // refunds and credits are the payments endpoints.)
 func (s *Server) billingEndpoints() []endpointDef {
 	return []endpointDef{
-		{api.EndpointBillingBalance, s.query(api.EndpointBillingBalance, loggedIn, s.billingBalance)},
-		{api.EndpointBillingLedger, s.query(api.EndpointBillingLedger, loggedIn, s.billingLedger)},
-		{api.EndpointBillingUsage, s.query(api.EndpointBillingUsage, loggedIn, s.billingUsage)},
-		{api.EndpointOpsLedgerVerify, s.query(api.EndpointOpsLedgerVerify, adminOnly, s.ledgerVerify)},
+		s.query(api.EndpointBillingBalance, loggedIn, s.billingBalance),
+		s.query(api.EndpointBillingLedger, loggedIn, s.billingLedger),
+		s.query(api.EndpointBillingUsage, loggedIn, s.billingUsage),
+		s.query(api.EndpointOpsLedgerVerify, adminOnly, s.ledgerVerify),
 	}
 }
 
 func (s *Server) newBillingRunner() (*billing.Runner, error) {
-	var mailer billing.Mailer
-	if m := s.cfg.Billing.SMTP; m.Addr != "" {
-		mailer = &billing.SMTPMailer{Addr: m.Addr, From: m.From, Username: m.Username, Password: m.Password}
-	}
-	return billing.NewRunner(billing.Config{Pool: s.pool, Window: s.cfg.Billing.Window, Grace: s.cfg.Billing.Grace,
-		LowBalanceThresholdMinor: s.cfg.Billing.LowBalanceThresholdMinor, Release: s.releaseDepleted,
-		Mailer: mailer, Now: s.cfg.Now, Log: s.cfg.Log.With("loop", "billing")})
+	return billing.NewRunner(billing.Config{Settings: s.cfg.Billing, Pool: s.pool, Release: s.releaseDepleted,
+		Now: s.cfg.Now, Log: s.cfg.Log.With("loop", "billing")})
 }
 
 // BillingTick runs one billing tick now (for tests and `gpuaas dev`).

@@ -12,6 +12,15 @@ import (
 	"github.com/gpuaas/gpuaas/internal/api"
 )
 
+// paymentsEndpoints are top-ups, refunds and credits (controld/payments).
+func (s *Server) paymentsEndpoints() []endpointDef {
+	return []endpointDef{
+		s.mutation(api.EndpointBillingTopup, loggedIn, s.billingTopup),
+		s.mutation(api.EndpointAdminRefund, adminOnly, s.adminRefund),
+		s.mutation(api.EndpointAdminCredit, adminOnly, s.adminCredit),
+	}
+}
+
 // requestKey identifies a mutation for Stripe's idempotency: the actor
 // and their Idempotency-Key, as mutate keys its records.
 func (c *call) requestKey() string {

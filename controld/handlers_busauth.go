@@ -3,11 +3,8 @@ package controld
 import (
 	"context"
 	"encoding/json"
-	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/nats-io/nats.go/micro"
-	"github.com/nats-io/nkeys"
 
 	"github.com/gpuaas/gpuaas/controld/audit"
 	"github.com/gpuaas/gpuaas/controld/busauth"
@@ -16,19 +13,12 @@ import (
 	"github.com/gpuaas/gpuaas/internal/api"
 )
 
-// GatewaySessionTTL is how long a gateway's session token lives; sshgate
-// logs in again well before it ends.
-const GatewaySessionTTL = 15 * time.Minute
-
-// gateLoginSkew is how far a gateway's login assertion may be from now.
-const gateLoginSkew = time.Minute
-
+// busEndpoints are the keys registered on the bus (controld/busauth).
 func (s *Server) busEndpoints() []endpointDef {
 	return []endpointDef{
-		{api.EndpointBusIdentityAdd, s.mutation(api.EndpointBusIdentityAdd, adminOnly, s.busIdentityAdd)},
-		{api.EndpointBusIdentityList, s.query(api.EndpointBusIdentityList, adminOnly, s.busIdentityList)},
-		{api.EndpointBusIdentityRevoke, s.mutation(api.EndpointBusIdentityRevoke, adminOnly, s.busIdentityRevoke)},
-		{api.EndpointGateLogin, s.gateLogin()},
+		s.mutation(api.EndpointBusIdentityAdd, adminOnly, s.busIdentityAdd),
+		s.query(api.EndpointBusIdentityList, adminOnly, s.busIdentityList),
+		s.mutation(api.EndpointBusIdentityRevoke, adminOnly, s.busIdentityRevoke),
 	}
 }
 
@@ -86,60 +76,6 @@ func (s *Server) busIdentityRevoke(_ context.Context, c *call) (mutate.Func, err
 				Payload: api.BusIdentityRevokeResponse{Revoked: revoked}}},
 		}, nil
 	}, nil
-}
-
-// gateLogin gives a registered gateway a short-lived session token for an
-// assertion signed with its key, so sshgate never holds a long-lived
-// token: its seed stays on its machine and each token lives
-// GatewaySessionTTL.
-func (s *Server) gateLogin() micro.Handler {
-	return s.endpoint(api.EndpointGateLogin, public, func(ctx context.Context, c *call) ([]byte, error) {
-		var req api.GateLoginRequest
-		if err := c.decode(&req); err != nil {
-			return nil, err
-		}
-		if err := s.checkGateLogin(req); err != nil {
-			return nil, err
-		}
-		key := c.req.Headers().Get(api.HeaderIdempotencyKey)
-		return s.mut.Run(ctx, mutate.Request{Endpoint: api.EndpointGateLogin, ActorID: "gateway:" + req.PublicKey,
-			Key: key, CorrelationID: c.corr, Fingerprint: c.req.Data(), NoReplay: true},
-			func(ctx context.Context, tx pgx.Tx) (any, mutate.Effect, error) {
-				id, err := busauth.LiveIdentity(ctx, tx, req.PublicKey)
-				if err != nil || id.Kind != api.BusIdentityGateway {
-					return nil, mutate.Effect{}, api.Errorf(api.CodeUnauthenticated, "%s is not a registered gateway key", req.PublicKey).
-						WithHint("register it: `gpuaas ops nats-identity add --kind gateway`")
-				}
-				u, err := s.identity.EnsureServicePrincipal(ctx, tx, id.Name, api.RoleGateway)
-				if err != nil {
-					return nil, mutate.Effect{}, err
-				}
-				resp, err := s.identity.ServiceSession(ctx, tx, u, GatewaySessionTTL)
-				if err != nil {
-					return nil, mutate.Effect{}, err
-				}
-				return resp, mutate.Effect{Audit: audit.Entry{Action: api.EndpointGateLogin, TargetType: "session",
-					TargetID: resp.SessionID, Detail: map[string]string{"key": req.PublicKey, "user_id": u.ID}}}, nil
-			})
-	})
-}
-
-func (s *Server) checkGateLogin(req api.GateLoginRequest) error {
-	if len(req.Nonce) < 16 {
-		return api.Errorf(api.CodeInvalidArgument, "nonce must have at least 16 characters")
-	}
-	if d := s.now().Sub(req.IssuedAt); d > gateLoginSkew || d < -gateLoginSkew {
-		return api.Errorf(api.CodeUnauthenticated, "login assertion issued at %s is not within %s of now",
-			req.IssuedAt.UTC().Format(time.RFC3339), gateLoginSkew).WithHint("check the gateway's clock")
-	}
-	kp, err := nkeys.FromPublicKey(req.PublicKey)
-	if err != nil || !nkeys.IsValidPublicUserKey(req.PublicKey) {
-		return api.Errorf(api.CodeInvalidArgument, "public_key is not an nkey user key")
-	}
-	if kp.Verify(api.GateLoginMessage(req.PublicKey, req.IssuedAt, req.Nonce), req.Signature) != nil {
-		return api.Errorf(api.CodeUnauthenticated, "bad signature on the login assertion")
-	}
-	return nil
 }
 
 // EnsureBusIdentity registers a key on behalf of actorID unless it is

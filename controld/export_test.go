@@ -1,0 +1,23 @@
+package controld
+
+// EndpointInfo is what tests know of an endpoint of the API.
+type EndpointInfo struct {
+	Name string
+	// Mutates is set on endpoints that change state through mutate.Runner.
+	Mutates bool
+	// Access is who may call it: public, logged_in, operator, admin,
+	// gateway or optional_login.
+	Access string
+}
+
+// Endpoints lists every endpoint registerAPI adds, so that tests walk
+// the API as served rather than a list of their own.
+func (s *Server) Endpoints() []EndpointInfo {
+	names := map[access]string{public: "public", loggedIn: "logged_in", operatorOnly: "operator",
+		adminOnly: "admin", gatewayOnly: "gateway", optionalLogin: "optional_login"}
+	var out []EndpointInfo
+	for _, ep := range s.endpoints() {
+		out = append(out, EndpointInfo{Name: ep.name, Mutates: ep.mutates, Access: names[ep.need]})
+	}
+	return out
+}

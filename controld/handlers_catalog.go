@@ -1,0 +1,23 @@
+package controld
+
+import (
+	"context"
+
+	"github.com/gpuaas/gpuaas/controld/catalog"
+	"github.com/gpuaas/gpuaas/internal/api"
+)
+
+// catalogEndpoints are the SKUs on offer (controld/catalog).
+func (s *Server) catalogEndpoints() []endpointDef {
+	return []endpointDef{
+		s.query(api.EndpointCatalogList, loggedIn, s.catalogList),
+	}
+}
+
+func (s *Server) catalogList(ctx context.Context, _ *call) (any, error) {
+	skus, err := catalog.List(ctx, s.pool)
+	if err != nil {
+		return nil, err
+	}
+	return api.CatalogResponse{SKUs: skus}, nil
+}

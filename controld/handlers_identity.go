@@ -1,0 +1,370 @@
+package controld
+
+import (
+	"context"
+	"errors"
+	"net/url"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/gpuaas/gpuaas/controld/audit"
+	"github.com/gpuaas/gpuaas/controld/identity"
+	"github.com/gpuaas/gpuaas/controld/mutate"
+	"github.com/gpuaas/gpuaas/controld/outbox"
+	"github.com/gpuaas/gpuaas/controld/project"
+	"github.com/gpuaas/gpuaas/internal/api"
+)
+
+// identityEndpoints are logins and sessions (auth.*) and user
+// administration (admin.user_*), over controld/identity.
+func (s *Server) identityEndpoints() []endpointDef {
+	return []endpointDef{
+		s.authEndpoint(api.EndpointAuthLogin),
+		s.authEndpoint(api.EndpointAuthExchange),
+		s.mutation(api.EndpointAuthLogout, loggedIn, s.logout),
+		s.query(api.EndpointAuthWhoami, loggedIn, s.whoami),
+		s.query(api.EndpointAuthConfig, public, s.authConfig),
+
+		// Invite codes are secrets: never stored for replay.
+		s.secretMutation(api.EndpointAdminUserAdd, adminOnly, s.userAdd),
+		s.secretMutation(api.EndpointAdminUserInvite, adminOnly, s.userInvite),
+		s.query(api.EndpointAdminUserList, adminOnly, s.userList),
+		s.mutation(api.EndpointAdminUserDisable, adminOnly, s.userDisable),
+		s.mutation(api.EndpointAdminUserEnable, adminOnly, s.userEnable),
+		s.mutation(api.EndpointAdminUserLink, adminOnly, s.userLink),
+	}
+}
+
+// authAttempt is one login, invite redemption or exchange, decoded and
+// checked, ready to run in the mutation's transaction.
+type authAttempt struct {
+	// action is the audit action of a success; a refusal is audited as
+	// action + "_refused".
+	action string
+	actor  string
+	// email is the account the per-account limit counts against ("" for
+	// none); limited says whether login limits apply at all.
+	email   string
+	limited bool
+	run     mutate.Func
+}
+
+// authEndpoint serves login (password or invite) and exchange: mutations
+// without a logged-in actor, whose responses (session tokens) are never
+// stored for replay. Logins go through the failed-login limits first, and
+// every refusal is audited in its own write, outside the transaction that
+// was rolled back.
+func (s *Server) authEndpoint(name string) endpointDef {
+	return endpointDef{name: name, need: public, mutates: true, handler: s.endpoint(name, public, func(ctx context.Context, c *call) ([]byte, error) {
+		key := c.req.Headers().Get(api.HeaderIdempotencyKey)
+		if err := mutate.ValidateKey(name, key); err != nil {
+			return nil, err
+		}
+		var a authAttempt
+		var err error
+		if name == api.EndpointAuthLogin {
+			a, err = s.loginAttempt(c)
+		} else {
+			a, err = s.exchangeAttempt(c)
+		}
+		if err != nil {
+			return nil, err
+		}
+		var attempt *identity.Attempt
+		if a.limited {
+			if attempt, err = s.identity.Limiter().Begin(ctx, s.pool, a.email, c.source()); err != nil {
+				s.auditRefusal(ctx, c, a, err)
+				return nil, err
+			}
+		}
+		out, err := s.mut.Run(ctx, mutate.Request{Endpoint: name, ActorID: a.actor, Key: key, CorrelationID: c.corr,
+			Fingerprint: c.req.Data(), NoReplay: true},
+			func(ctx context.Context, tx pgx.Tx) (any, mutate.Effect, error) {
+				resp, eff, err := a.run(ctx, tx)
+				if err == nil && attempt != nil {
+					err = attempt.Succeeded(ctx, tx)
+				}
+				return resp, eff, err
+			})
+		if err != nil {
+			s.auditRefusal(ctx, c, a, err)
+		}
+		return out, err
+	})}
+}
+
+// auditRefusal records a refused login. Catalog errors only: an internal
+// error is logged by replyError, and the database may be what failed.
+func (s *Server) auditRefusal(ctx context.Context, c *call, a authAttempt, err error) {
+	var e *api.Error
+	if !errors.As(err, &e) {
+		return
+	}
+	detail := map[string]any{"code": e.Code, "message": e.Message}
+	if a.email != "" {
+		detail["email"] = a.email
+	}
+	if src := c.source(); src != "" {
+		detail["source"] = src
+	}
+	entry := audit.Entry{Action: a.action + "_refused", TargetType: "email", TargetID: strings.ToLower(a.email), Detail: detail}
+	if a.email == "" {
+		entry.TargetType = ""
+	}
+	meta := audit.Meta{At: s.now(), ActorID: a.actor, CorrelationID: c.corr}
+	if werr := audit.Write(context.WithoutCancel(ctx), s.pool, meta, entry); werr != nil {
+		s.cfg.Log.Warn("audit refused login", "action", entry.Action, "correlation_id", c.corr, "err", werr)
+	}
+}
+
+// loginAttempt decodes auth.login: a password login, or the redemption of
+// an invite when the request carries one.
+func (s *Server) loginAttempt(c *call) (authAttempt, error) {
+	var req api.LoginRequest
+	if err := c.decode(&req); err != nil {
+		return authAttempt{}, err
+	}
+	req.Email = strings.TrimSpace(req.Email)
+	if req.Invite != "" {
+		return s.inviteAttempt(req)
+	}
+	if req.Email == "" || req.Password == "" {
+		return authAttempt{}, api.Errorf(api.CodeInvalidArgument, "email and password are required")
+	}
+	return authAttempt{action: api.EndpointAuthLogin, actor: "anonymous:" + strings.ToLower(req.Email),
+		email: req.Email, limited: true,
+		run: func(ctx context.Context, tx pgx.Tx) (any, mutate.Effect, error) {
+			resp, err := s.identity.Login(ctx, tx, req.Email, req.Password)
+			if err != nil {
+				return nil, mutate.Effect{}, err
+			}
+			return resp, loginEffect(api.EndpointAuthLogin, resp), nil
+		}}, nil
+}
+
+// inviteAttempt redeems an invite. Codes are random (130 bits), so only
+// the per-source limit applies: there is no account to count against
+// until the code is known to be right.
+func (s *Server) inviteAttempt(req api.LoginRequest) (authAttempt, error) {
+	if err := identity.ValidatePassword(req.Password); err != nil {
+		return authAttempt{}, err
+	}
+	const action = "auth.invite_redeem"
+	return authAttempt{action: action, actor: "anonymous:invite", limited: true,
+		run: func(ctx context.Context, tx pgx.Tx) (any, mutate.Effect, error) {
+			r, err := s.identity.RedeemInvite(ctx, tx, req.Invite, req.Email, req.Password)
+			if err != nil {
+				return nil, mutate.Effect{}, err
+			}
+			resp := r.Login
+			eff := loginEffect(action, resp)
+			eff.Audit = audit.Entry{Action: action, TargetType: "user", TargetID: resp.User.ID,
+				Detail: map[string]any{"session_id": resp.SessionID, "revoked_sessions": r.Revoked}}
+			if len(r.Revoked) > 0 {
+				eff.Events = append(eff.Events, sessionsRevoked(resp.User.ID, r.Revoked, "password_reset"))
+			}
+			return resp, eff, nil
+		}}, nil
+}
+
+func (s *Server) exchangeAttempt(c *call) (authAttempt, error) {
+	var req api.ExchangeRequest
+	if err := c.decode(&req); err != nil {
+		return authAttempt{}, err
+	}
+	if req.IDToken == "" {
+		return authAttempt{}, api.Errorf(api.CodeInvalidArgument, "id_token is required")
+	}
+	return authAttempt{action: api.EndpointAuthExchange, actor: "anonymous:oidc",
+		run: func(ctx context.Context, tx pgx.Tx) (any, mutate.Effect, error) {
+			resp, err := s.identity.Exchange(ctx, tx, req.IDToken, req.Nonce)
+			if err != nil {
+				return nil, mutate.Effect{}, err
+			}
+			return resp, loginEffect(api.EndpointAuthExchange, resp), nil
+		}}, nil
+}
+
+// loginEffect is what every new session records.
+func loginEffect(action string, resp *api.LoginResponse) mutate.Effect {
+	return mutate.Effect{
+		Audit: audit.Entry{Action: action, TargetType: "session", TargetID: resp.SessionID,
+			Detail: map[string]string{"user_id": resp.User.ID}},
+		Events: []outbox.Event{{Kind: "auth.login", Subject: resp.SessionID, Users: []string{resp.User.ID},
+			Payload: map[string]any{"session_id": resp.SessionID, "expires_at": resp.ExpiresAt}}},
+	}
+}
+
+// sessionsRevoked is the event every revocation emits, naming all the
+// sessions it ended: controld closes their NATS connections and sshgate
+// their SSH sessions.
+func sessionsRevoked(userID string, sessionIDs []string, reason string) outbox.Event {
+	return outbox.Event{Kind: api.EventSessionRevoked, Subject: userID, Users: []string{userID},
+		Payload: api.SessionRevoked{UserID: userID, SessionIDs: sessionIDs, Reason: reason}}
+}
+
+func (s *Server) logout(_ context.Context, c *call) (mutate.Func, error) {
+	return func(ctx context.Context, tx pgx.Tx) (any, mutate.Effect, error) {
+		p := c.principal
+		if err := identity.Revoke(ctx, tx, p.SessionID, s.now()); err != nil {
+			return nil, mutate.Effect{}, err
+		}
+		return api.LogoutResponse{SessionID: p.SessionID}, mutate.Effect{
+			Audit: audit.Entry{Action: "auth.logout", TargetType: "session", TargetID: p.SessionID},
+			Events: []outbox.Event{{Kind: api.EventSessionRevoked, Subject: p.SessionID, Users: []string{p.UserID},
+				Payload: api.SessionRevoked{UserID: p.UserID, SessionIDs: []string{p.SessionID}, Reason: "logout"}}},
+		}, nil
+	}, nil
+}
+
+func (s *Server) whoami(ctx context.Context, c *call) (any, error) {
+	u, err := identity.UserByID(ctx, s.pool, c.principal.UserID)
+	if err != nil {
+		return nil, err
+	}
+	projects, err := project.ListForUser(ctx, s.pool, u.ID)
+	if err != nil {
+		return nil, err
+	}
+	if projects == nil {
+		projects = []api.Project{}
+	}
+	return api.WhoamiResponse{User: u, SessionID: c.principal.SessionID, ExpiresAt: c.principal.ExpiresAt, Projects: projects}, nil
+}
+
+// authConfig tells clients how to log in: whether passwords work and
+// which identity provider's tokens auth.exchange takes. Nothing in it is
+// secret (the OIDC client is public), so anyone may ask.
+func (s *Server) authConfig(context.Context, *call) (any, error) {
+	return s.identity.LoginMethods(), nil
+}
+
+// userEvent tells subscribers that an administrator changed u.
+func userEvent(u api.AdminUser) outbox.Event {
+	return outbox.Event{Kind: api.EventUser, Subject: u.ID, Payload: u}
+}
+
+func (s *Server) userAdd(_ context.Context, c *call) (mutate.Func, error) {
+	var req api.UserAddRequest
+	if err := c.decode(&req); err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context, tx pgx.Tx) (any, mutate.Effect, error) {
+		u, err := identity.CreateInvitedUser(ctx, tx, identity.NewUser{Email: req.Email, Name: req.Name, Role: req.Role}, s.now())
+		if err != nil {
+			return nil, mutate.Effect{}, err
+		}
+		return s.invite(ctx, tx, c, u.ID, "admin.user_add")
+	}, nil
+}
+
+func (s *Server) userInvite(_ context.Context, c *call) (mutate.Func, error) {
+	var req api.UserRef
+	if err := c.decode(&req); err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context, tx pgx.Tx) (any, mutate.Effect, error) {
+		u, err := identity.AdminUserByRef(ctx, tx, req.User, true)
+		if err != nil {
+			return nil, mutate.Effect{}, err
+		}
+		return s.invite(ctx, tx, c, u.ID, "admin.user_invite")
+	}, nil
+}
+
+// invite issues an invite for userID; the audit row never holds the code.
+func (s *Server) invite(ctx context.Context, tx pgx.Tx, c *call, userID, action string) (any, mutate.Effect, error) {
+	inv, err := identity.CreateInvite(ctx, tx, userID, c.principal.UserID, s.now(), s.identity.InviteTTL())
+	if err != nil {
+		return nil, mutate.Effect{}, err
+	}
+	u, err := identity.AdminUserByRef(ctx, tx, userID, false)
+	if err != nil {
+		return nil, mutate.Effect{}, err
+	}
+	return api.UserInviteResponse{User: u, Invite: inv}, mutate.Effect{
+		Audit: audit.Entry{Action: action, TargetType: "user", TargetID: u.ID,
+			Detail: map[string]any{"email": u.Email, "role": u.Role, "name": u.Name, "invite_expires_at": inv.ExpiresAt}},
+		Events: []outbox.Event{userEvent(u)},
+	}, nil
+}
+
+func (s *Server) userList(ctx context.Context, _ *call) (any, error) {
+	us, err := identity.ListUsers(ctx, s.pool)
+	if err != nil {
+		return nil, err
+	}
+	return api.UserListResponse{Users: us}, nil
+}
+
+// userDisable disables a user and, in the same transaction, revokes every
+// session they have.
+func (s *Server) userDisable(_ context.Context, c *call) (mutate.Func, error) {
+	var req api.UserRef
+	if err := c.decode(&req); err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context, tx pgx.Tx) (any, mutate.Effect, error) {
+		u, revoked, err := identity.Disable(ctx, tx, req.User, c.principal.UserID, s.now())
+		if err != nil {
+			return nil, mutate.Effect{}, err
+		}
+		if revoked == nil {
+			revoked = []string{}
+		}
+		eff := mutate.Effect{
+			Audit: audit.Entry{Action: "admin.user_disable", TargetType: "user", TargetID: u.ID,
+				Detail: map[string]any{"email": u.Email, "revoked_sessions": revoked}},
+			Events: []outbox.Event{userEvent(u)},
+		}
+		if len(revoked) > 0 {
+			eff.Events = append(eff.Events, sessionsRevoked(u.ID, revoked, "disabled"))
+		}
+		return api.UserDisableResponse{User: u, RevokedSessions: revoked}, eff, nil
+	}, nil
+}
+
+func (s *Server) userEnable(_ context.Context, c *call) (mutate.Func, error) {
+	var req api.UserRef
+	if err := c.decode(&req); err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context, tx pgx.Tx) (any, mutate.Effect, error) {
+		u, err := identity.Enable(ctx, tx, req.User)
+		if err != nil {
+			return nil, mutate.Effect{}, err
+		}
+		return u, mutate.Effect{
+			Audit:  audit.Entry{Action: "admin.user_enable", TargetType: "user", TargetID: u.ID, Detail: map[string]any{"email": u.Email}},
+			Events: []outbox.Event{userEvent(u)},
+		}, nil
+	}, nil
+}
+
+func (s *Server) userLink(_ context.Context, c *call) (mutate.Func, error) {
+	var req api.UserLinkRequest
+	if err := c.decode(&req); err != nil {
+		return nil, err
+	}
+	if u, err := url.Parse(strings.TrimSpace(req.Issuer)); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+		return nil, api.Errorf(api.CodeInvalidArgument, "issuer %q is not an http(s) URL", req.Issuer).
+			WithHint("use the IdP's issuer exactly as its ID tokens carry it (iss), e.g. https://idp.example.com")
+	}
+	return func(ctx context.Context, tx pgx.Tx) (any, mutate.Effect, error) {
+		before, err := identity.AdminUserByRef(ctx, tx, req.User, true)
+		if err != nil {
+			return nil, mutate.Effect{}, err
+		}
+		u, err := identity.LinkOIDC(ctx, tx, before.ID, req.Issuer, req.Subject)
+		if err != nil {
+			return nil, mutate.Effect{}, err
+		}
+		return u, mutate.Effect{
+			Audit: audit.Entry{Action: "admin.user_link", TargetType: "user", TargetID: u.ID,
+				Detail: map[string]any{"email": u.Email, "issuer": u.OIDCIssuer, "subject": u.OIDCSubject,
+					"previous_issuer": before.OIDCIssuer, "previous_subject": before.OIDCSubject}},
+			Events: []outbox.Event{userEvent(u)},
+		}, nil
+	}, nil
+}

@@ -1,0 +1,80 @@
+package hosts
+
+import (
+	"context"
+	"encoding/json"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/gpuaas/gpuaas/controld/alloc"
+	"github.com/gpuaas/gpuaas/controld/audit"
+	"github.com/gpuaas/gpuaas/controld/node"
+	"github.com/gpuaas/gpuaas/controld/outbox"
+	"github.com/gpuaas/gpuaas/controld/tasks"
+	"github.com/gpuaas/gpuaas/internal/api"
+)
+
+// settle records a task's outcome and applies its effect in one
+// transaction.
+func (d *Service) settle(ctx context.Context, nodeID string, r api.TaskResult) error {
+	now := d.now()
+	freed := false
+	err := pgx.BeginFunc(ctx, d.cfg.Pool, func(tx pgx.Tx) error {
+		settled, ok, err := tasks.Settle(ctx, tx, nodeID, r, now)
+		if err != nil || !ok {
+			return err // a task already settled: its result was applied
+		}
+		typ := settled.Type
+		var events []outbox.Event
+		reason := r.Error
+		if r.Phase != "" && reason != "" {
+			reason = r.Phase + ": " + reason
+		}
+		switch typ {
+		case api.TaskVMProvision, api.TaskProvisionUser:
+			if settled.AllocationID != "" {
+				events, err = alloc.ProvisionDone(ctx, tx, settled.AllocationID, r.Status, reason, now)
+			}
+		case api.TaskVMRelease, api.TaskDeprovisionUser:
+			if settled.AllocationID != "" {
+				events, freed, err = alloc.ReleaseDone(ctx, tx, settled.AllocationID, r.Status, reason, now)
+			}
+		case api.TaskTopologyDiscover:
+			if r.Status == api.TaskSucceeded {
+				var topo api.TopologyResult
+				if err := json.Unmarshal(r.Result, &topo); err != nil {
+					return api.Errorf(api.CodeInvalidArgument, "malformed topology result: %v", err)
+				}
+				err = node.ApplyDiscovery(ctx, tx, nodeID, topo, d.cfg.AutoApproveSlots, now)
+				events = []outbox.Event{{Kind: api.EventNode, Subject: nodeID, Payload: map[string]any{
+					"node_id": nodeID, "discovered": len(topo.CandidateSlots), "blockers": topo.Blockers}}}
+				freed = d.cfg.AutoApproveSlots
+			}
+		case api.TaskHealthProbe:
+			if r.Status == api.TaskSucceeded {
+				err = node.SetHealth(ctx, tx, nodeID, r.Result, "", "", now)
+			}
+		}
+		if err != nil {
+			return err
+		}
+		if err := audit.Write(ctx, tx, audit.Meta{At: now, ActorID: "node:" + nodeID}, audit.Entry{
+			Action: "task.settle", TargetType: "task", TargetID: r.TaskID, Detail: map[string]string{
+				"type": typ, "status": r.Status, "error": r.Error, "phase": r.Phase}}); err != nil {
+			return err
+		}
+		for _, ev := range events {
+			if _, err := outbox.Enqueue(ctx, tx, now, ev); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err == nil {
+		d.Wake() // the allocation's next task may be unblocked now
+		if freed {
+			d.cfg.SlotsFreed()
+		}
+	}
+	return err
+}

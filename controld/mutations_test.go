@@ -1,0 +1,431 @@
+package controld_test
+
+import (
+	"bytes"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nkeys"
+	"github.com/stripe/stripe-go/v76/webhook"
+	"golang.org/x/crypto/ssh"
+
+	"github.com/gpuaas/gpuaas/controld"
+	"github.com/gpuaas/gpuaas/controld/controldtest"
+	"github.com/gpuaas/gpuaas/controld/identity"
+	"github.com/gpuaas/gpuaas/controld/node"
+	"github.com/gpuaas/gpuaas/controld/payments"
+	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/bus"
+	"github.com/gpuaas/gpuaas/internal/testidp"
+	"github.com/gpuaas/gpuaas/internal/testutil"
+)
+
+// effects counts the rows a mutation may leave behind.
+type effects struct{ audit, outbox, keys, allocations int }
+
+func countEffects(t *testing.T, env *controldtest.Env) effects {
+	t.Helper()
+	return effects{
+		audit:       count(t, env, `SELECT count(*) FROM audit_logs`),
+		outbox:      count(t, env, `SELECT count(*) FROM outbox_events`),
+		keys:        count(t, env, `SELECT count(*) FROM idempotency_keys`),
+		allocations: count(t, env, `SELECT count(*) FROM allocations`),
+	}
+}
+
+// eventsOf are the mutations whose success does not emit exactly one
+// event, with how many they do emit and why. Every other mutation leaves
+// exactly one audit row, one event and one idempotency record.
+var eventsOf = map[string]struct {
+	n   int
+	why string
+}{
+	api.EndpointGateLogin:    {0, "a gateway's own service session concerns no user: it is audited, nobody is told"},
+	api.EndpointBillingTopup: {0, "a checkout session changes no balance: the credit, when Stripe reports it paid, is the event"},
+}
+
+// refusalsAudited are the mutations whose refusals are audited too, in a
+// write of their own: failed logins are what an audit trail is for.
+var refusalsAudited = map[string]bool{api.EndpointAuthLogin: true, api.EndpointAuthExchange: true}
+
+// mutationEnv is a controld with every optional part a mutation may need:
+// Stripe (stripe-mock), an OIDC provider, and billing ticks far apart, so
+// nothing but the requests of the test writes rows while it counts them.
+func mutationEnv(t *testing.T) (*controldtest.Env, *testidp.IdP) {
+	t.Helper()
+	idp := testidp.New(t, testidp.Options{})
+	env := controldtest.Start(t, controldtest.Options{HTTPAddr: "127.0.0.1:0",
+		Stripe: payments.Settings{APIBase: testutil.StripeMock(t), SecretKey: "sk_test_controld",
+			WebhookSecret: testWebhookSecret, SuccessURL: "http://127.0.0.1/done", CancelURL: "http://127.0.0.1/cancelled"},
+		OIDC:    identity.OIDCConfig{Issuer: idp.URL, ClientID: testidp.DefaultClientID},
+		Billing: controld.BillingConfig{Window: time.Hour}})
+	return env, idp
+}
+
+// mutations is the API's mutating endpoints, as the server registers them.
+func mutations(env *controldtest.Env) map[string]controld.EndpointInfo {
+	out := map[string]controld.EndpointInfo{}
+	for _, ep := range env.Server.Endpoints() {
+		if ep.Mutates {
+			out[ep.Name] = ep
+		}
+	}
+	return out
+}
+
+// checkEffects fails unless a call to endpoint left exactly what it may:
+// on success one audit row carrying key, its events and one idempotency
+// record (extra: events beyond those); on failure nothing, but the audit
+// row of a refusal that is audited.
+func checkEffects(t *testing.T, env *controldtest.Env, endpoint, key string, err error, before, after effects, extra int) {
+	t.Helper()
+	want := before
+	want.allocations = after.allocations // the caller checks allocations
+	switch {
+	case err != nil && refusalsAudited[endpoint]:
+		want.audit++
+	case err == nil:
+		want.audit++
+		want.outbox += 1 + extra
+		if e, ok := eventsOf[endpoint]; ok {
+			want.outbox += e.n - 1
+		}
+		want.keys++
+		if n := count(t, env, `SELECT count(*) FROM audit_logs WHERE idempotency_key = $1`, key); n != 1 {
+			t.Errorf("audit rows carrying key %s: got %d; want 1", key, n)
+		}
+	}
+	if after != want {
+		t.Fatalf("rows after: got %+v; want %+v", after, want)
+	}
+}
+
+// TestEveryMutationWritesOneAuditRowAndOneEvent runs every mutating
+// endpoint the server registers, once successfully and in ways that fail,
+// and checks the rows each call leaves. A new mutation fails this test
+// until it has a successful step here.
+func TestEveryMutationWritesOneAuditRowAndOneEvent(t *testing.T) {
+	t.Parallel()
+	env, idp := mutationEnv(t)
+	ctx := t.Context()
+	// A node whose slots still wait for an operator.
+	pending, err := node.Register(ctx, env.Server.Pool(), controldtest.SliceNode("pending-1", "H200"), time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, bobToken := env.AddUser(t, "bob@example.test", api.RoleUser)
+	const bobPassword = "another good password"
+	admin := env.Client(env.AdminToken)
+	bob := env.Client(bobToken)
+	anon := api.NewClient(env.NC)
+	var allocID, inviteCode, terminalID, topupID string
+	dave, _ := env.AddUser(t, "dave@example.test", api.RoleUser) // a user with a live session
+	gateway, gatewayKey := env.Gateway(t, "gw-1")
+	// The gateway logs in (gate.login) on its first call: before counting.
+	if _, err := gateway.GateSessions(ctx, api.GateSessionsRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	userCA, err := admin.CAList(ctx, api.CAListRequest{CA: api.CAUser})
+	if err != nil || len(userCA.Keys) != 1 {
+		t.Fatalf("user CA keys: %+v, %v; want one", userCA, err)
+	}
+	_, operatorKey := newNKey(t)
+
+	steps := []struct {
+		name     string
+		c        *api.Client
+		endpoint string
+		req      any   // a func() any is called when the step runs
+		want     error // nil: succeeds
+		// setup runs before the rows are counted.
+		setup func(t *testing.T)
+		// got reads a successful response.
+		got func(t *testing.T, resp json.RawMessage)
+	}{
+		{name: "project.create", c: admin, endpoint: api.EndpointProjectCreate, req: api.ProjectCreateRequest{Name: "second"}},
+		{name: "project.create duplicate name", c: admin, endpoint: api.EndpointProjectCreate, req: api.ProjectCreateRequest{Name: "second"}, want: api.ErrConflict},
+		{name: "project.create bad name", c: admin, endpoint: api.EndpointProjectCreate, req: api.ProjectCreateRequest{Name: "X"}, want: api.ErrInvalidArgument},
+		{name: "project.add_member", c: admin, endpoint: api.EndpointProjectAddMem, req: api.AddMemberRequest{Project: controldtest.ProjectName, Email: "bob@example.test", Role: api.ProjectMember}},
+		{name: "project.add_member unknown email", c: admin, endpoint: api.EndpointProjectAddMem, req: api.AddMemberRequest{Project: controldtest.ProjectName, Email: "ghost@example.test", Role: api.ProjectMember}, want: api.ErrNotFound},
+		{name: "project.add_member by a member", c: bob, endpoint: api.EndpointProjectAddMem, req: api.AddMemberRequest{Project: controldtest.ProjectName, Email: "bob@example.test", Role: api.ProjectOwner}, want: api.ErrForbidden},
+		{name: "node.slots_approve", c: admin, endpoint: api.EndpointSlotsApprove, req: api.SlotsApproveRequest{Node: pending.Name}},
+		{name: "node.slots_approve unknown node", c: admin, endpoint: api.EndpointSlotsApprove, req: api.SlotsApproveRequest{Node: "ghost"}, want: api.ErrNotFound},
+		{name: "node.slots_approve by a user", c: bob, endpoint: api.EndpointSlotsApprove, req: api.SlotsApproveRequest{Node: pending.Name}, want: api.ErrForbidden},
+		{name: "node.drain", c: admin, endpoint: api.EndpointNodeDrain, req: api.NodeRef{Node: pending.Name}},
+		{name: "node.drain again", c: admin, endpoint: api.EndpointNodeDrain, req: api.NodeRef{Node: pending.Name}, want: api.ErrConflict},
+		{name: "node.enroll", c: admin, endpoint: api.EndpointNodeEnroll, req: api.EnrollTokenRequest{Name: "enrolled-1"}},
+		{name: "node.enroll bad name", c: admin, endpoint: api.EndpointNodeEnroll, req: api.EnrollTokenRequest{Name: "Not A Name"}, want: api.ErrInvalidArgument},
+		{name: "node.enroll by a user", c: bob, endpoint: api.EndpointNodeEnroll, req: api.EnrollTokenRequest{Name: "enrolled-2"}, want: api.ErrForbidden},
+		{name: "alloc.create", c: bob, endpoint: api.EndpointAllocCreate, req: api.AllocCreateRequest{SKU: "h200-slice", GPUs: 2},
+			got: func(t *testing.T, resp json.RawMessage) { allocID = decoded[api.Allocation](t, resp).ID }},
+		{name: "alloc.create no capacity", c: bob, endpoint: api.EndpointAllocCreate, req: api.AllocCreateRequest{SKU: "h100-slice", GPUs: 1}, want: api.ErrNoCapacity},
+		{name: "alloc.create unknown field", c: bob, endpoint: api.EndpointAllocCreate, req: map[string]any{"sku": "h200-slice", "gpus": 1, "gpu": 2}, want: api.ErrInvalidArgument},
+		{name: "session.start", c: gateway, endpoint: api.EndpointSessionStart,
+			req: func() any { return api.SessionStartRequest{UserID: env.Admin.ID, AllocationID: allocID, Kind: "shell"} },
+			got: func(t *testing.T, resp json.RawMessage) { terminalID = decoded[api.TerminalSession](t, resp).ID }},
+		{name: "session.start unknown kind", c: gateway, endpoint: api.EndpointSessionStart,
+			req: func() any {
+				return api.SessionStartRequest{UserID: env.Admin.ID, AllocationID: allocID, Kind: "telnet"}
+			}, want: api.ErrInvalidArgument},
+		{name: "session.start by a user", c: bob, endpoint: api.EndpointSessionStart,
+			req: func() any { return api.SessionStartRequest{UserID: env.Admin.ID, AllocationID: allocID, Kind: "shell"} }, want: api.ErrForbidden},
+		{name: "session.end", c: gateway, endpoint: api.EndpointSessionEnd, req: func() any { return api.SessionEndRequest{ID: terminalID, Bytes: 42} }},
+		{name: "session.end negative bytes", c: gateway, endpoint: api.EndpointSessionEnd, req: func() any { return api.SessionEndRequest{ID: terminalID, Bytes: -1} }, want: api.ErrInvalidArgument},
+		{name: "alloc.release", c: bob, endpoint: api.EndpointAllocRelease, req: func() any { return api.AllocReleaseRequest{ID: allocID} }},
+		{name: "alloc.release again", c: bob, endpoint: api.EndpointAllocRelease, req: func() any { return api.AllocReleaseRequest{ID: allocID} }, want: api.ErrConflict},
+		{name: "auth.ssh_cert", c: bob, endpoint: api.EndpointSSHCert, req: api.SSHCertRequest{PublicKey: sshPublicKey(t)}},
+		{name: "auth.ssh_cert not a key", c: bob, endpoint: api.EndpointSSHCert, req: api.SSHCertRequest{PublicKey: "ssh-ed25519 nope"}, want: api.ErrInvalidArgument},
+		{name: "auth.login", c: anon, endpoint: api.EndpointAuthLogin, req: api.LoginRequest{Email: "bob@example.test", Password: bobPassword}},
+		{name: "auth.login wrong password", c: anon, endpoint: api.EndpointAuthLogin, req: api.LoginRequest{Email: "bob@example.test", Password: "not it"}, want: api.ErrUnauthenticated},
+		{name: "auth.logout", c: bob, endpoint: api.EndpointAuthLogout},
+		{name: "auth.logout again", c: bob, endpoint: api.EndpointAuthLogout, want: api.ErrUnauthenticated},
+		{name: "auth.exchange", c: anon, endpoint: api.EndpointAuthExchange,
+			req: func() any {
+				return api.ExchangeRequest{IDToken: idToken(t, idp.Key, testidp.KeyID, idp.Claims(time.Now(), "ann", nil))}
+			}},
+		{name: "auth.exchange forged token", c: anon, endpoint: api.EndpointAuthExchange, req: api.ExchangeRequest{IDToken: "not.a.token"}, want: api.ErrUnauthenticated},
+		{name: "gate.login", c: anon, endpoint: api.EndpointGateLogin, req: func() any { return gateLogin(t, gatewayKey, nil) }},
+		{name: "gate.login forged signature", c: anon, endpoint: api.EndpointGateLogin,
+			req: func() any { return gateLogin(t, gatewayKey, []byte("forged")) }, want: api.ErrUnauthenticated},
+
+		{name: "admin.user_add", c: admin, endpoint: api.EndpointAdminUserAdd, req: api.UserAddRequest{Email: "carol@example.test", Role: api.RoleOperator}},
+		{name: "admin.user_add existing email", c: admin, endpoint: api.EndpointAdminUserAdd, req: api.UserAddRequest{Email: "CAROL@example.test"}, want: api.ErrConflict},
+		{name: "admin.user_add bad email", c: admin, endpoint: api.EndpointAdminUserAdd, req: api.UserAddRequest{Email: "carol"}, want: api.ErrInvalidArgument},
+		{name: "admin.user_add bad role", c: admin, endpoint: api.EndpointAdminUserAdd, req: api.UserAddRequest{Email: "erin@example.test", Role: "gateway"}, want: api.ErrInvalidArgument},
+		{name: "admin.user_add by a user", c: env.Client(env.Login(t, "dave@example.test", "another good password")), endpoint: api.EndpointAdminUserAdd,
+			req: api.UserAddRequest{Email: "erin@example.test"}, want: api.ErrForbidden},
+		{name: "admin.user_invite", c: admin, endpoint: api.EndpointAdminUserInvite, req: api.UserRef{User: "carol@example.test"},
+			got: func(t *testing.T, resp json.RawMessage) {
+				inviteCode = decoded[api.UserInviteResponse](t, resp).Invite.Code
+			}},
+		{name: "admin.user_invite unknown user", c: admin, endpoint: api.EndpointAdminUserInvite, req: api.UserRef{User: "ghost@example.test"}, want: api.ErrNotFound},
+		{name: "project.add_member invited user", c: admin, endpoint: api.EndpointProjectAddMem, req: api.AddMemberRequest{Project: controldtest.ProjectName, Email: "carol@example.test", Role: api.ProjectMember}},
+		{name: "auth.login with a wrong invite", c: anon, endpoint: api.EndpointAuthLogin, req: api.LoginRequest{Invite: "NOTACODE", Password: "a new password"}, want: api.ErrUnauthenticated},
+		{name: "auth.login with the invite", c: anon, endpoint: api.EndpointAuthLogin, req: func() any { return api.LoginRequest{Invite: inviteCode, Password: "a new password"} }},
+		{name: "auth.login with the used invite", c: anon, endpoint: api.EndpointAuthLogin, req: func() any { return api.LoginRequest{Invite: inviteCode, Password: "a new password"} }, want: api.ErrUnauthenticated},
+		{name: "admin.user_disable", c: admin, endpoint: api.EndpointAdminUserDisable, req: api.UserRef{User: dave.ID}},
+		{name: "admin.user_disable again", c: admin, endpoint: api.EndpointAdminUserDisable, req: api.UserRef{User: dave.ID}, want: api.ErrConflict},
+		{name: "admin.user_disable oneself", c: admin, endpoint: api.EndpointAdminUserDisable, req: api.UserRef{User: controldtest.AdminEmail}, want: api.ErrInvalidArgument},
+		{name: "admin.user_disable unknown user", c: admin, endpoint: api.EndpointAdminUserDisable, req: api.UserRef{User: "u-nobody"}, want: api.ErrNotFound},
+		{name: "admin.user_enable", c: admin, endpoint: api.EndpointAdminUserEnable, req: api.UserRef{User: "dave@example.test"}},
+		{name: "admin.user_enable again", c: admin, endpoint: api.EndpointAdminUserEnable, req: api.UserRef{User: "dave@example.test"}, want: api.ErrConflict},
+		{name: "admin.user_link", c: admin, endpoint: api.EndpointAdminUserLink, req: api.UserLinkRequest{User: "dave@example.test", Issuer: "https://idp.example.test", Subject: "dave-1"}},
+		{name: "admin.user_link taken identity", c: admin, endpoint: api.EndpointAdminUserLink, req: api.UserLinkRequest{User: "carol@example.test", Issuer: "https://idp.example.test", Subject: "dave-1"}, want: api.ErrConflict},
+		{name: "admin.user_link bad issuer", c: admin, endpoint: api.EndpointAdminUserLink, req: api.UserLinkRequest{User: "dave@example.test", Issuer: "idp", Subject: "dave-2"}, want: api.ErrInvalidArgument},
+
+		{name: "ops.ca_rotate", c: admin, endpoint: api.EndpointCARotate, req: api.CARotateRequest{CA: api.CAUser}},
+		{name: "ops.ca_rotate unknown CA", c: admin, endpoint: api.EndpointCARotate, req: api.CARotateRequest{CA: "root"}, want: api.ErrInvalidArgument},
+		{name: "ops.ca_retire", c: admin, endpoint: api.EndpointCARetire, req: api.CARotateRequest{CA: api.CAUser, KeyID: userCA.Keys[0].ID}},
+		{name: "ops.ca_retire again", c: admin, endpoint: api.EndpointCARetire, req: api.CARotateRequest{CA: api.CAUser, KeyID: userCA.Keys[0].ID}, want: api.ErrConflict},
+		{name: "ops.bus_identity_add", c: admin, endpoint: api.EndpointBusIdentityAdd,
+			req: api.BusIdentityAddRequest{PublicKey: operatorKey, Kind: api.BusIdentityOperator, Name: "ops-1"}},
+		{name: "ops.bus_identity_add not a key", c: admin, endpoint: api.EndpointBusIdentityAdd,
+			req: api.BusIdentityAddRequest{PublicKey: "UNOPE", Kind: api.BusIdentityOperator, Name: "ops-2"}, want: api.ErrInvalidArgument},
+		{name: "ops.bus_identity_revoke", c: admin, endpoint: api.EndpointBusIdentityRevoke, req: api.BusIdentityRevokeRequest{PublicKey: operatorKey}},
+		{name: "ops.bus_identity_revoke again", c: admin, endpoint: api.EndpointBusIdentityRevoke, req: api.BusIdentityRevokeRequest{PublicKey: operatorKey}, want: api.ErrNotFound},
+
+		{name: "billing.topup", c: admin, endpoint: api.EndpointBillingTopup, req: api.TopupRequest{AmountMinor: 5000},
+			got: func(t *testing.T, resp json.RawMessage) { topupID = decoded[api.TopupResponse](t, resp).SessionID }},
+		{name: "billing.topup below the minimum", c: admin, endpoint: api.EndpointBillingTopup, req: api.TopupRequest{AmountMinor: 1}, want: api.ErrInvalidArgument},
+		{name: "admin.refund", c: admin, endpoint: api.EndpointAdminRefund,
+			setup: func(t *testing.T) { payTopup(t, env, topupID, 5000) },
+			req:   func() any { return api.RefundRequest{Topup: topupID, AmountMinor: 1000, Reason: "test"} }},
+		{name: "admin.refund unknown top-up", c: admin, endpoint: api.EndpointAdminRefund, req: api.RefundRequest{Topup: "cs_nope"}, want: api.ErrNotFound},
+		{name: "admin.credit", c: admin, endpoint: api.EndpointAdminCredit, req: api.CreditRequest{Project: controldtest.ProjectName, AmountMinor: 250, Reason: "outage"}},
+		{name: "admin.credit without a reason", c: admin, endpoint: api.EndpointAdminCredit, req: api.CreditRequest{Project: controldtest.ProjectName, AmountMinor: 250}, want: api.ErrInvalidArgument},
+	}
+	// Mutations with more than one event: disabling a user with a live
+	// session also says which sessions ended.
+	extraEvents := map[string]int{"admin.user_disable": 1}
+	muts := mutations(env)
+	succeeded := map[string]bool{}
+	for i, st := range steps {
+		t.Run(st.name, func(t *testing.T) {
+			if _, ok := muts[st.endpoint]; !ok {
+				t.Fatalf("%s is not a mutation the server registers", st.endpoint)
+			}
+			if st.setup != nil {
+				st.setup(t)
+			}
+			req := st.req
+			if fn, ok := req.(func() any); ok {
+				req = fn()
+			}
+			key := fmt.Sprintf("invariants-%d", i)
+			before := countEffects(t, env)
+			var resp json.RawMessage
+			err := st.c.Mutate(ctx, st.endpoint, req, &resp, api.WithIdempotencyKey(key))
+			after := countEffects(t, env)
+			if !errors.Is(err, st.want) && !(st.want == nil && err == nil) {
+				t.Fatalf("got %v; want %v", err, st.want)
+			}
+			if st.endpoint == api.EndpointAllocCreate && err == nil {
+				before.allocations++
+			}
+			if after.allocations != before.allocations {
+				t.Fatalf("allocations after: got %d; want %d", after.allocations, before.allocations)
+			}
+			checkEffects(t, env, st.endpoint, key, err, before, after, extraEvents[st.name])
+			if err == nil {
+				succeeded[st.endpoint] = true
+				if st.got != nil {
+					st.got(t, resp)
+				}
+			}
+		})
+	}
+	for name := range muts {
+		if !succeeded[name] {
+			t.Errorf("mutation %s has no successful step: add one to this test", name)
+		}
+	}
+}
+
+// TestEveryMutationRefusedWritesNothing sends every mutating endpoint the
+// server registers, as a caller it admits, a request it must refuse — no
+// Idempotency-Key, then a body with a field no request has — and checks
+// that the refusal leaves no row behind. It needs no list: a new mutation
+// is covered as soon as it is registered.
+func TestEveryMutationRefusedWritesNothing(t *testing.T) {
+	t.Parallel()
+	env, _ := mutationEnv(t)
+	ctx := t.Context()
+	gateway := env.GatewayClient(t, "gw-1")
+	if _, err := gateway.GateSessions(ctx, api.GateSessionsRequest{}); err != nil { // its gate.login, before counting
+		t.Fatal(err)
+	}
+	for name, ep := range mutations(env) {
+		t.Run(name, func(t *testing.T) {
+			var c *api.Client
+			switch ep.Access {
+			case "public":
+				c = api.NewClient(env.NC)
+			case "logged_in":
+				_, token := env.AddUser(t, strings.NewReplacer(".", "-", "_", "-").Replace(name)+"@example.test", api.RoleUser)
+				c = env.Client(token)
+			case "operator", "admin":
+				c = env.Client(env.AdminToken)
+			case "gateway":
+				c = gateway
+			default:
+				t.Fatalf("mutation %s needs %q: teach this test who may call it", name, ep.Access)
+			}
+			before := countEffects(t, env)
+			// Call, unlike Mutate, adds no key of its own.
+			if err := c.Call(ctx, name, map[string]any{}, nil); !errors.Is(err, api.ErrInvalidArgument) {
+				t.Errorf("without a key: got %v; want invalid_argument", err)
+			}
+			if after := countEffects(t, env); after != before {
+				t.Fatalf("a request without a key left rows: got %+v; want %+v", after, before)
+			}
+			key := "refused-" + name
+			err := c.Mutate(ctx, name, map[string]any{"no_such_field": true}, nil, api.WithIdempotencyKey(key))
+			after := countEffects(t, env)
+			if err == nil {
+				// An endpoint that reads no body (auth.logout) is not
+				// refused: then it is a mutation like any other.
+				checkEffects(t, env, name, key, err, before, after, 0)
+				return
+			}
+			if after != before {
+				t.Fatalf("refused with %v, it left rows: got %+v; want %+v", err, after, before)
+			}
+		})
+	}
+}
+
+// payTopup delivers Stripe's report that a top-up's checkout was paid,
+// signed as Stripe signs webhooks.
+func payTopup(t *testing.T, env *controldtest.Env, sessionID string, amount int64) {
+	t.Helper()
+	payload, err := json.MarshalIndent(map[string]any{"id": "evt_" + sessionID, "object": "event", "api_version": payments.APIVersion,
+		"type": "checkout.session.completed", "data": map[string]any{"object": map[string]any{
+			"id": sessionID, "object": "checkout.session", "payment_status": "paid", "amount_total": amount,
+			"currency": "usd", "client_reference_id": env.Project.ID, "payment_intent": "pi_" + sessionID}}}, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	signed := webhook.GenerateTestSignedPayload(&webhook.UnsignedPayload{Payload: payload, Secret: testWebhookSecret, Timestamp: time.Now()})
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, "http://"+env.Server.HTTPAddr()+controld.StripeWebhookPath, bytes.NewReader(payload))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Stripe-Signature", signed.Header)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("webhook: got %s; want 200", resp.Status)
+	}
+}
+
+// decoded decodes a response.
+func decoded[T any](t *testing.T, resp json.RawMessage) T {
+	t.Helper()
+	var v T
+	if err := json.Unmarshal(resp, &v); err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// sshPublicKey is a fresh key in authorized_keys format.
+func sshPublicKey(t *testing.T) string {
+	t.Helper()
+	pub, _, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := ssh.NewPublicKey(pub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(ssh.MarshalAuthorizedKey(k))
+}
+
+// newNKey is a fresh nkey user key pair and its public key.
+func newNKey(t *testing.T) (nkeys.KeyPair, string) {
+	t.Helper()
+	kp, err := nkeys.CreateUser()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, err := kp.PublicKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kp, pub
+}
+
+// gateLogin is the login assertion a gateway signs with its key (or
+// carrying sig instead, when set).
+func gateLogin(t *testing.T, key ed25519.PrivateKey, sig []byte) api.GateLoginRequest {
+	t.Helper()
+	kp, err := bus.KeyFromEd25519Seed(key.Seed())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, err := kp.PublicKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var nonce [16]byte
+	_, _ = rand.Read(nonce[:])
+	req := api.GateLoginRequest{PublicKey: pub, IssuedAt: time.Now().UTC(), Nonce: hex.EncodeToString(nonce[:])}
+	if req.Signature = sig; sig == nil {
+		if req.Signature, err = kp.Sign(api.GateLoginMessage(req.PublicKey, req.IssuedAt, req.Nonce)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return req
+}

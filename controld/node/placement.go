@@ -1,0 +1,157 @@
+package node
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/gpuaas/gpuaas/controld/store"
+	"github.com/gpuaas/gpuaas/internal/api"
+)
+
+// Room is free capacity to look for: GPUs free slots on ready nodes of a
+// shape and GPU model.
+type Room struct {
+	Shape    string
+	GPUModel string
+	GPUs     int
+}
+
+// Candidate is one place slots may be reserved in: a NUMA group of a node
+// (NUMA >= 0), a whole node across its NUMA nodes (NUMA < 0), or, with
+// Whole, every slot of a node.
+type Candidate struct {
+	NodeID string
+	NUMA   int
+	Whole  bool
+}
+
+// NUMAGroupsWithRoom returns NUMA groups with room for the whole request,
+// the fullest first (best fit), up to limit of them after skipping offset.
+func NUMAGroupsWithRoom(ctx context.Context, q store.Querier, r Room, limit, offset int) ([]Candidate, error) {
+	rows, err := q.Query(ctx, `SELECT s.node_id, s.numa_node FROM slots s JOIN nodes n ON n.id = s.node_id
+		WHERE s.state = 'free' AND n.state = 'ready' AND n.shape = $1 AND n.gpu_model = $2
+		GROUP BY s.node_id, s.numa_node HAVING count(*) >= $3
+		ORDER BY count(*), s.node_id, s.numa_node LIMIT $4 OFFSET $5`, r.Shape, r.GPUModel, r.GPUs, limit, offset)
+	if err != nil {
+		return nil, fmt.Errorf("slice candidates: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Candidate, error) {
+		var c Candidate
+		return c, row.Scan(&c.NodeID, &c.NUMA)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("slice candidates: %w", err)
+	}
+	return out, nil
+}
+
+// NodesWithRoom returns nodes with room for the request across their NUMA
+// nodes, the fullest first, up to limit of them after skipping offset.
+func NodesWithRoom(ctx context.Context, q store.Querier, r Room, limit, offset int) ([]Candidate, error) {
+	rows, err := q.Query(ctx, `SELECT s.node_id FROM slots s JOIN nodes n ON n.id = s.node_id
+		WHERE s.state = 'free' AND n.state = 'ready' AND n.shape = $1 AND n.gpu_model = $2
+		GROUP BY s.node_id HAVING count(*) >= $3
+		ORDER BY count(*), s.node_id LIMIT $4 OFFSET $5`, r.Shape, r.GPUModel, r.GPUs, limit, offset)
+	if err != nil {
+		return nil, fmt.Errorf("spread candidates: %w", err)
+	}
+	spread, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("spread candidates: %w", err)
+	}
+	out := make([]Candidate, len(spread))
+	for i, id := range spread {
+		out[i] = Candidate{NodeID: id, NUMA: -1}
+	}
+	return out, nil
+}
+
+// WholeNodesFree returns nodes whose every slot is free and that have
+// exactly r.GPUs of them, up to limit after skipping offset.
+func WholeNodesFree(ctx context.Context, q store.Querier, r Room, limit, offset int) ([]Candidate, error) {
+	rows, err := q.Query(ctx, `SELECT n.id FROM nodes n
+		WHERE n.state = 'ready' AND n.shape = $1 AND n.gpu_model = $2
+		  AND (SELECT count(*) FROM slots s WHERE s.node_id = n.id AND s.state = 'free') = $3
+		  AND NOT EXISTS (SELECT 1 FROM slots s WHERE s.node_id = n.id AND s.state IN ('reserved', 'pending'))
+		ORDER BY n.id LIMIT $4 OFFSET $5`, r.Shape, r.GPUModel, r.GPUs, limit, offset)
+	if err != nil {
+		return nil, fmt.Errorf("baremetal candidates: %w", err)
+	}
+	nodes, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("baremetal candidates: %w", err)
+	}
+	out := make([]Candidate, len(nodes))
+	for i, id := range nodes {
+		out[i] = Candidate{NodeID: id, NUMA: -1, Whole: true}
+	}
+	return out, nil
+}
+
+// Reserve reserves gpus free slots of candidate c for an allocation,
+// inside tx, and returns them; false (and nothing reserved) when c no
+// longer has that many. Slots are locked FOR UPDATE SKIP LOCKED, so
+// concurrent placements never wait on each other and never double-book,
+// in a savepoint: when too few are left the savepoint is rolled back,
+// which releases the row locks taken here so other placements can use
+// them. Only the slots it will reserve are locked (row locks last until
+// the transaction ends, so a lock on a slot it does not take would hide
+// that slot from concurrent placements until then).
+func Reserve(ctx context.Context, tx pgx.Tx, allocationID string, c Candidate, gpus int) ([]api.Slot, bool, error) {
+	sp, err := tx.Begin(ctx)
+	if err != nil {
+		return nil, false, fmt.Errorf("savepoint: %w", err)
+	}
+	defer func() { _ = sp.Rollback(ctx) }() // no-op after commit
+	var rows pgx.Rows
+	switch {
+	case c.Whole:
+		// Bare metal takes every slot of the node.
+		rows, err = sp.Query(ctx, `SELECT id FROM slots WHERE node_id = $1 AND state = 'free'
+			ORDER BY idx FOR UPDATE SKIP LOCKED`, c.NodeID)
+	case c.NUMA >= 0:
+		rows, err = sp.Query(ctx, `SELECT id FROM slots WHERE node_id = $1 AND numa_node = $2 AND state = 'free'
+			ORDER BY idx LIMIT $3 FOR UPDATE SKIP LOCKED`, c.NodeID, c.NUMA, gpus)
+	default:
+		// Spread as little as possible: fill from the NUMA nodes with the
+		// most free slots first.
+		rows, err = sp.Query(ctx, `SELECT s.id FROM slots s
+			JOIN (SELECT numa_node, count(*) AS free FROM slots WHERE node_id = $1 AND state = 'free'
+			      GROUP BY numa_node) g ON g.numa_node = s.numa_node
+			WHERE s.node_id = $1 AND s.state = 'free'
+			ORDER BY g.free DESC, s.numa_node, s.idx LIMIT $2 FOR UPDATE OF s SKIP LOCKED`, c.NodeID, gpus)
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("lock slots: %w", err)
+	}
+	chosen, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, false, fmt.Errorf("lock slots: %w", err)
+	}
+	if len(chosen) != gpus {
+		return nil, false, nil
+	}
+	if _, err := sp.Exec(ctx, `UPDATE slots SET state = 'reserved', allocation_id = $1 WHERE id = ANY($2)`,
+		allocationID, chosen); err != nil {
+		return nil, false, fmt.Errorf("reserve slots for %s: %w", allocationID, err)
+	}
+	if err := sp.Commit(ctx); err != nil {
+		return nil, false, fmt.Errorf("release savepoint: %w", err)
+	}
+	slots, err := Slots(ctx, tx, `allocation_id = $1`, allocationID)
+	if err != nil {
+		return nil, false, err
+	}
+	return slots, true, nil
+}
+
+// FreeSlots returns an allocation's slots to the pool.
+func FreeSlots(ctx context.Context, q store.Querier, allocationID string) (int, error) {
+	tag, err := q.Exec(ctx, `UPDATE slots SET state = 'free', allocation_id = NULL WHERE allocation_id = $1`, allocationID)
+	if err != nil {
+		return 0, fmt.Errorf("free slots of %s: %w", allocationID, err)
+	}
+	return int(tag.RowsAffected()), nil
+}

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"log/slog"
 	"os"
 	"time"
 
@@ -138,13 +139,7 @@ func controldRun(ctx context.Context, opts *ControldOptions) error {
 			return cmdutil.FlagErrorf("--ca-key-file must hold exactly 32 bytes, has %d (head -c 32 /dev/urandom > FILE)", len(kek))
 		}
 	}
-	srv, err := controld.New(ctx, controld.Config{DatabaseURL: opts.DatabaseURL, NATS: nc, SystemNATS: sys, BusKeys: keys,
-		Identity: identity.Settings{SessionTTL: opts.SessionTTL,
-			OIDC: identity.OIDCConfig{Issuer: opts.OIDCIssuer, ClientID: opts.OIDCClientID}}, Log: log,
-		GatewayAddr: opts.GatewayAddr, CAKeyEncryptionKey: kek, SSHCertTTL: opts.SSHCertTTL,
-		Stripe: payments.Settings{APIBase: opts.StripeAPI, SecretKey: os.Getenv("GPUAAS_STRIPE_SECRET_KEY"),
-			WebhookSecret: os.Getenv("GPUAAS_STRIPE_WEBHOOK_SECRET"), SuccessURL: opts.StripeSuccessURL, CancelURL: opts.StripeCancelURL},
-		HTTPAddr: opts.HTTPAddr})
+	srv, err := controld.New(ctx, controldConfig(opts, nc, sys, keys, kek, log))
 	if err != nil {
 		return err
 	}
@@ -173,4 +168,17 @@ func connectControld(url string, t bus.TLS, keys *bus.Keys) (nc, sys *nats.Conn,
 		return nil, nil, err
 	}
 	return nc, sys, nil
+}
+
+// controldConfig is controld's Config from the flags (and the environment
+// they were read with).
+func controldConfig(opts *ControldOptions, nc, sys *nats.Conn, keys *bus.Keys, kek []byte, log *slog.Logger) controld.Config {
+	return controld.Config{DatabaseURL: opts.DatabaseURL, NATS: nc, SystemNATS: sys, BusKeys: keys,
+		Identity: identity.Settings{SessionTTL: opts.SessionTTL,
+			OIDC: identity.OIDCConfig{Issuer: opts.OIDCIssuer, ClientID: opts.OIDCClientID, MaxIDTokenAge: opts.OIDCMaxTokenAge}},
+		APIRateLimit: controld.RateLimit{Rate: opts.APIRate, Burst: opts.APIBurst}, Log: log,
+		GatewayAddr: opts.GatewayAddr, CAKeyEncryptionKey: kek, SSHCertTTL: opts.SSHCertTTL,
+		Stripe: payments.Settings{APIBase: opts.StripeAPI, SecretKey: os.Getenv("GPUAAS_STRIPE_SECRET_KEY"),
+			WebhookSecret: os.Getenv("GPUAAS_STRIPE_WEBHOOK_SECRET"), SuccessURL: opts.StripeSuccessURL, CancelURL: opts.StripeCancelURL},
+		HTTPAddr: opts.HTTPAddr}
 }

@@ -1,0 +1,51 @@
+package daemon
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/gpuaas/gpuaas/cli/cmdutil"
+)
+
+// TestControldFlagsReachConfig: every tuning flag of `gpuaas controld`
+// ends up in controld's Config (the regression: --api-rate, --api-burst
+// and --oidc-max-token-age were parsed and then dropped).
+func TestControldFlagsReachConfig(t *testing.T) {
+	for _, env := range []string{"GPUAAS_DATABASE_URL", "GPUAAS_NATS_URL", "GPUAAS_NATS_KEYS", "GPUAAS_NATS_CA",
+		"GPUAAS_NATS_CERT", "GPUAAS_NATS_KEY"} {
+		t.Setenv(env, "")
+	}
+	ios, _, _, _ := cmdutil.Test()
+	var got *ControldOptions
+	cmd := NewCmdControld(cmdutil.New(ios), func(_ context.Context, o *ControldOptions) error { got = o; return nil })
+	cmd.SetArgs([]string{"--database-url", "postgres://db/x", "--nats-keys", "/k", "--api-rate", "7", "--api-burst", "9",
+		"--oidc-issuer", "https://idp.test", "--oidc-client-id", "cli", "--oidc-max-token-age", "90s",
+		"--session-ttl", "2h", "--ssh-cert-ttl", "1h", "--gateway-addr", "gw.test:22", "--http-addr", "127.0.0.1:0"})
+	cmd.SetOut(ios.Out)
+	cmd.SetErr(ios.ErrOut)
+	if err := cmd.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	cfg := controldConfig(got, nil, nil, nil, nil, nil)
+	checks := []struct {
+		name     string
+		got, want any
+	}{
+		{"database", cfg.DatabaseURL, "postgres://db/x"},
+		{"api rate", cfg.APIRateLimit.Rate, 7.0},
+		{"api burst", cfg.APIRateLimit.Burst, 9},
+		{"oidc issuer", cfg.Identity.OIDC.Issuer, "https://idp.test"},
+		{"oidc client", cfg.Identity.OIDC.ClientID, "cli"},
+		{"oidc max token age", cfg.Identity.OIDC.MaxIDTokenAge, 90 * time.Second},
+		{"session ttl", cfg.Identity.SessionTTL, 2 * time.Hour},
+		{"ssh cert ttl", cfg.SSHCertTTL, time.Hour},
+		{"gateway", cfg.GatewayAddr, "gw.test:22"},
+		{"http", cfg.HTTPAddr, "127.0.0.1:0"},
+	}
+	for _, c := range checks {
+		if c.got != c.want {
+			t.Errorf("%s: got %v; want %v", c.name, c.got, c.want)
+		}
+	}
+}

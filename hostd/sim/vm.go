@@ -15,9 +15,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
-	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -30,6 +27,7 @@ import (
 
 	"github.com/gpuaas/gpuaas/hostd/host"
 	"github.com/gpuaas/gpuaas/internal/fsutil"
+	"github.com/gpuaas/gpuaas/internal/sshwire"
 )
 
 // vm is a running sim guest: an SSH server on 127.0.0.1 that lets in the
@@ -281,7 +279,7 @@ func forwardSignals(s ssh.Session, group func() int) (stop func()) {
 		for {
 			select {
 			case sig := <-signals:
-				if n, ok := signalNumbers[sig]; ok {
+				if n, ok := sshwire.Signal(string(sig)); ok {
 					_ = syscall.Kill(-group(), n)
 				}
 			case <-exited:
@@ -344,56 +342,28 @@ func serveSFTP(s ssh.Session, a guestAccount) {
 	_ = s.Exit(code)
 }
 
-// directTCPIP forwards to the guest's loopback only: a sim guest's
-// loopback is the host's, and a VM's user reaches nothing else through
-// its sshd here. Each direction's EOF is passed on.
+// directTCPIP forwards to the guest's loopback only (sshwire's loopback
+// policy): a sim guest's loopback is the host's, and a VM's user reaches
+// nothing else through its sshd here. Each direction's EOF is passed on.
 func directTCPIP(_ *ssh.Server, _ *gossh.ServerConn, nc gossh.NewChannel, ctx ssh.Context) {
-	var d struct {
-		Host       string
-		Port       uint32
-		OriginHost string
-		OriginPort uint32
-	}
+	var d sshwire.DirectTCPIPMsg
 	if err := gossh.Unmarshal(nc.ExtraData(), &d); err != nil {
 		_ = nc.Reject(gossh.ConnectionFailed, "malformed direct-tcpip request")
 		return
 	}
-	host := d.Host
-	if strings.EqualFold(host, "localhost") {
-		host = "127.0.0.1"
-	}
-	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() || d.Port == 0 || d.Port > 65535 {
+	var dialer net.Dialer
+	c, err := sshwire.DialLoopback(ctx, d, func(ctx context.Context, addr string) (net.Conn, error) {
+		return dialer.DialContext(ctx, "tcp", addr)
+	})
+	switch {
+	case errors.Is(err, sshwire.ErrNotLoopback):
 		_ = nc.Reject(gossh.Prohibited, "only the guest's loopback can be reached")
 		return
-	}
-	var dialer net.Dialer
-	c, err := dialer.DialContext(ctx, "tcp", net.JoinHostPort(host, strconv.Itoa(int(d.Port))))
-	if err != nil {
+	case err != nil:
 		_ = nc.Reject(gossh.ConnectionFailed, err.Error())
 		return
 	}
-	ch, reqs, err := nc.Accept()
-	if err != nil {
-		_ = c.Close()
-		return
-	}
-	go gossh.DiscardRequests(reqs)
-	tc := c.(*net.TCPConn)
-	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() {
-		defer wg.Done()
-		_, _ = io.Copy(ch, tc)
-		_ = ch.CloseWrite()
-	}()
-	go func() {
-		defer wg.Done()
-		_, _ = io.Copy(tc, ch)
-		_ = tc.CloseWrite()
-	}()
-	wg.Wait()
-	_ = ch.Close()
-	_ = tc.Close()
+	_, _ = sshwire.AcceptAndSplice(nc, c.(*net.TCPConn))
 }
 
 // openPTY opens a PTY pair with a pollable master, so that closing it
@@ -441,11 +411,6 @@ func foregroundGroup(ptmx *os.File) (int, error) {
 		return 0, err
 	}
 	return pg, ierr
-}
-
-var signalNumbers = map[ssh.Signal]syscall.Signal{
-	ssh.SIGINT: syscall.SIGINT, ssh.SIGTERM: syscall.SIGTERM, ssh.SIGKILL: syscall.SIGKILL,
-	ssh.SIGHUP: syscall.SIGHUP, ssh.SIGQUIT: syscall.SIGQUIT, ssh.SIGUSR1: syscall.SIGUSR1, ssh.SIGUSR2: syscall.SIGUSR2,
 }
 
 // seedUsers reads the users and their authorized keys from a cloud-config

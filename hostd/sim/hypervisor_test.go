@@ -108,14 +108,14 @@ func TestHypervisorGuest(t *testing.T) {
 	if err := h.Define(ctx, spec); err != nil {
 		t.Fatal(err)
 	}
-	if err := h.Define(ctx, spec); !errors.Is(err, ErrDomainExists) {
-		t.Errorf("second Define: got %v; want ErrDomainExists", err)
+	if err := h.Define(ctx, spec); !errors.Is(err, host.ErrDomainExists) {
+		t.Errorf("second Define: got %v; want host.ErrDomainExists", err)
 	}
 	if st, _ := h.State(ctx, "a-vm1"); st != host.DomainShutoff {
 		t.Errorf("state after Define = %s; want shutoff", st)
 	}
-	if _, err := h.Address(ctx, "a-vm1"); !errors.Is(err, ErrDomainNotRunning) {
-		t.Errorf("Address of a shut-off domain: got %v; want ErrDomainNotRunning", err)
+	if _, err := h.Address(ctx, "a-vm1"); !errors.Is(err, host.ErrDomainNotRunning) {
+		t.Errorf("Address of a shut-off domain: got %v; want host.ErrDomainNotRunning", err)
 	}
 	if err := h.Start(ctx, "a-vm1"); err != nil {
 		t.Fatal(err)
@@ -147,12 +147,12 @@ func TestHypervisorGuest(t *testing.T) {
 	if err := h.Define(ctx, testSpec("a-vm2", "", "0000:18:00.0")); err != nil {
 		t.Fatal(err)
 	}
-	if err := h.Start(ctx, "a-vm2"); !errors.Is(err, ErrDeviceBusy) {
-		t.Errorf("Start with a busy device: got %v; want ErrDeviceBusy", err)
+	if err := h.Start(ctx, "a-vm2"); !errors.Is(err, host.ErrDeviceBusy) {
+		t.Errorf("Start with a busy device: got %v; want host.ErrDeviceBusy", err)
 	}
 
-	if err := h.Undefine(ctx, "a-vm1"); !errors.Is(err, ErrDomainActive) {
-		t.Errorf("Undefine of a running domain: got %v; want ErrDomainActive", err)
+	if err := h.Undefine(ctx, "a-vm1"); !errors.Is(err, host.ErrDomainActive) {
+		t.Errorf("Undefine of a running domain: got %v; want host.ErrDomainActive", err)
 	}
 	if err := h.Destroy(ctx, "a-vm1"); err != nil {
 		t.Fatal(err)
@@ -206,8 +206,8 @@ func TestHypervisorRestart(t *testing.T) {
 	if err := h.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := h.List(ctx); !errors.Is(err, ErrClosed) {
-		t.Errorf("List after Close: got %v; want ErrClosed", err)
+	if _, err := h.List(ctx); !errors.Is(err, host.ErrClosed) {
+		t.Errorf("List after Close: got %v; want host.ErrClosed", err)
 	}
 
 	h2, err := NewHypervisor(dir)
@@ -284,7 +284,7 @@ func TestHypervisorStartNeedsFiles(t *testing.T) {
 	if err := h.Start(ctx, "a-nodisk"); err == nil {
 		t.Error("Start with a missing overlay succeeded")
 	}
-	if err := h.Define(ctx, testSpec("bad/name", "")); !errors.Is(err, ErrInvalidSpec) {
-		t.Errorf("Define with a slash in the name: got %v; want ErrInvalidSpec", err)
+	if err := h.Define(ctx, testSpec("bad/name", "")); !errors.Is(err, host.ErrInvalidSpec) {
+		t.Errorf("Define with a slash in the name: got %v; want host.ErrInvalidSpec", err)
 	}
 }

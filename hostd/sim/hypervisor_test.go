@@ -1,36 +1,26 @@
 package sim
 
 import (
-	"bytes"
 	"context"
-	"crypto/ed25519"
-	"crypto/rand"
 	"errors"
 	"net"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
 	gossh "golang.org/x/crypto/ssh"
 
 	"github.com/gpuaas/gpuaas/hostd/host"
+	"github.com/gpuaas/gpuaas/internal/sshtest"
+	"github.com/gpuaas/gpuaas/internal/testutil"
 )
 
 // guestKey makes a client key and its authorized_keys line.
 func guestKey(t *testing.T) (gossh.Signer, string) {
 	t.Helper()
-	pub, priv, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := gossh.NewSignerFromKey(priv)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sp, _ := gossh.NewPublicKey(pub)
-	return s, strings.TrimSpace(string(gossh.MarshalAuthorizedKey(sp)))
+	s := sshtest.NewSigner(t)
+	return s, sshtest.AuthorizedKey(s.PublicKey())
 }
 
 // seedDir writes a cloud-config user-data authorizing key for user and
@@ -54,8 +44,8 @@ func testSpec(name, seed string, devs ...host.PCIAddress) host.DomainSpec {
 		Disks: []host.Disk{{Source: "/dev/disk/by-id/nvme-x", Target: "vdb", Raw: true}}}
 }
 
-// sshRun runs cmd in the guest at addr and returns its output and exit
-// status.
+// sshRun runs cmd in the guest at addr and returns its output (stdout,
+// then stderr) and exit status.
 func sshRun(t *testing.T, addr, user string, key gossh.Signer, cmd string) (string, int, error) {
 	t.Helper()
 	c, err := gossh.Dial("tcp", addr, &gossh.ClientConfig{User: user, Auth: []gossh.AuthMethod{gossh.PublicKeys(key)},
@@ -64,19 +54,11 @@ func sshRun(t *testing.T, addr, user string, key gossh.Signer, cmd string) (stri
 		return "", 0, err
 	}
 	defer c.Close()
-	s, err := c.NewSession()
+	out, stderr, status, err := sshtest.Run(t, c, cmd)
 	if err != nil {
-		return "", 0, err
+		return out + stderr, 0, err
 	}
-	defer s.Close()
-	var out, stderr bytes.Buffer
-	s.Stdout, s.Stderr = &out, &stderr
-	err = s.Run(cmd)
-	var exit *gossh.ExitError
-	if errors.As(err, &exit) {
-		return out.String() + stderr.String(), exit.ExitStatus(), nil
-	}
-	return out.String() + stderr.String(), 0, err
+	return out + stderr, status, nil
 }
 
 func hostKeyOf(t *testing.T, addr, user string, key gossh.Signer) string {
@@ -253,17 +235,10 @@ func TestHypervisorShutdownDelay(t *testing.T) {
 	if st, _ := h.State(ctx, "a-slow"); st != host.DomainRunning {
 		t.Errorf("state right after Shutdown = %s; want running until the delay passes", st)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	testutil.EventuallyWithin(t, 5*time.Second, "the domain shut off after the shutdown delay", func() bool {
 		st, _ := h.State(ctx, "a-slow")
-		if st == host.DomainShutoff {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("still %s after the shutdown delay", st)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return st == host.DomainShutoff
+	})
 	if err := h.Shutdown(ctx, "a-slow"); err != nil {
 		t.Errorf("Shutdown of a shut-off domain: %v", err)
 	}

@@ -18,14 +18,13 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/creack/pty"
 	"github.com/gliderlabs/ssh"
 	"github.com/pkg/sftp"
 	"go.yaml.in/yaml/v3"
 	gossh "golang.org/x/crypto/ssh"
-	"golang.org/x/sys/unix"
 
 	"github.com/gpuaas/gpuaas/hostd/host"
+	"github.com/gpuaas/gpuaas/hostd/term/ptyctl"
 	"github.com/gpuaas/gpuaas/internal/fsutil"
 	"github.com/gpuaas/gpuaas/internal/sshwire"
 )
@@ -216,7 +215,7 @@ func runAs(s ssh.Session, a guestAccount, args []string, isPty bool, ptyReq ssh.
 
 // runWithPTY runs cmd on a new PTY of size win, resized from winch.
 func runWithPTY(s ssh.Session, cmd *exec.Cmd, win ssh.Window, winch <-chan ssh.Window) {
-	ptmx, tty, err := openPTY()
+	ptmx, tty, err := ptyctl.Open()
 	if err != nil {
 		fmt.Fprintf(s.Stderr(), "sim guest: %v\n", err)
 		_ = s.Exit(1)
@@ -253,7 +252,7 @@ func runWithPTY(s ssh.Session, cmd *exec.Cmd, win ssh.Window, winch <-chan ssh.W
 	go func() { _, _ = io.Copy(ptmx, s) }()
 	// Signals go to the terminal's foreground job, as a key press would.
 	stopSignals := forwardSignals(s, func() int {
-		if pg, err := foregroundGroup(ptmx); err == nil && pg > 0 {
+		if pg, err := ptyctl.ForegroundGroup(ptmx); err == nil && pg > 0 {
 			return pg
 		}
 		return cmd.Process.Pid
@@ -366,51 +365,10 @@ func directTCPIP(_ *ssh.Server, _ *gossh.ServerConn, nc gossh.NewChannel, ctx ss
 	_, _ = sshwire.AcceptAndSplice(nc, c.(*net.TCPConn))
 }
 
-// openPTY opens a PTY pair with a pollable master, so that closing it
-// ends a pending Read (creack/pty leaves the master in blocking mode).
-func openPTY() (ptmx, tty *os.File, err error) {
-	m, tty, err := pty.Open()
-	if err != nil {
-		return nil, nil, err
-	}
-	fd, err := unix.FcntlInt(m.Fd(), unix.F_DUPFD_CLOEXEC, 0)
-	_ = m.Close()
-	if err == nil {
-		if err = unix.SetNonblock(fd, true); err != nil {
-			_ = unix.Close(fd)
-		}
-	}
-	if err != nil {
-		_ = tty.Close()
-		return nil, nil, err
-	}
-	return os.NewFile(uintptr(fd), "/dev/ptmx"), tty, nil
-}
-
+// setWinsize sets the PTY's size to w's (gliderlabs/ssh keeps no pixel
+// sizes).
 func setWinsize(ptmx *os.File, w ssh.Window) error {
-	rc, err := ptmx.SyscallConn()
-	if err != nil {
-		return err
-	}
-	ws := &unix.Winsize{Col: uint16(min(max(w.Width, 0), 0xffff)), Row: uint16(min(max(w.Height, 0), 0xffff))}
-	var ierr error
-	if err := rc.Control(func(fd uintptr) { ierr = unix.IoctlSetWinsize(int(fd), unix.TIOCSWINSZ, ws) }); err != nil {
-		return err
-	}
-	return ierr
-}
-
-func foregroundGroup(ptmx *os.File) (int, error) {
-	rc, err := ptmx.SyscallConn()
-	if err != nil {
-		return 0, err
-	}
-	var pg int
-	var ierr error
-	if err := rc.Control(func(fd uintptr) { pg, ierr = unix.IoctlGetInt(int(fd), unix.TIOCGPGRP) }); err != nil {
-		return 0, err
-	}
-	return pg, ierr
+	return ptyctl.SetWinsize(ptmx, uint32(max(w.Width, 0)), uint32(max(w.Height, 0)), 0, 0)
 }
 
 // seedUsers reads the users and their authorized keys from a cloud-config

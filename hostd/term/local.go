@@ -12,6 +12,7 @@ import (
 	"github.com/pkg/sftp"
 	gossh "golang.org/x/crypto/ssh"
 
+	"github.com/gpuaas/gpuaas/hostd/term/ptyctl"
 	"github.com/gpuaas/gpuaas/internal/sshwire"
 )
 
@@ -101,7 +102,7 @@ func (l *localSession) handle(req *gossh.Request) (ok bool, run func()) {
 		}
 		l.pty.Columns, l.pty.Rows, l.pty.Width, l.pty.Height = m.Columns, m.Rows, m.Width, m.Height
 		if l.ptmx != nil {
-			_ = setWinsize(l.ptmx, m.Columns, m.Rows, m.Width, m.Height)
+			_ = ptyctl.SetWinsize(l.ptmx, m.Columns, m.Rows, m.Width, m.Height)
 		}
 		return true, nil
 	case "signal":
@@ -204,7 +205,7 @@ func (l *localSession) spawn(cmd *exec.Cmd) (func(), error) {
 }
 
 func (l *localSession) spawnPTY(cmd *exec.Cmd) (func(), error) {
-	ptmx, tty, err := openPTY()
+	ptmx, tty, err := ptyctl.Open()
 	if err != nil {
 		return nil, err
 	}
@@ -213,7 +214,7 @@ func (l *localSession) spawnPTY(cmd *exec.Cmd) (func(), error) {
 	if err := applyModes(tty, p.Modes); err != nil {
 		l.t.s.cfg.Log.Debug("terminal modes not applied", "err", err)
 	}
-	if err := setWinsize(ptmx, p.Columns, p.Rows, p.Width, p.Height); err != nil {
+	if err := ptyctl.SetWinsize(ptmx, p.Columns, p.Rows, p.Width, p.Height); err != nil {
 		_ = ptmx.Close()
 		return nil, err
 	}
@@ -293,7 +294,7 @@ func (l *localSession) signal(sig syscall.Signal) bool {
 	}
 	pgid := l.pid
 	if l.ptmx != nil {
-		if fg, err := foregroundGroup(l.ptmx); err == nil && fg > 0 {
+		if fg, err := ptyctl.ForegroundGroup(l.ptmx); err == nil && fg > 0 {
 			pgid = fg
 		}
 	}

@@ -7,6 +7,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/gpuaas/gpuaas/hostd/term/ptyctl"
 	"github.com/gpuaas/gpuaas/internal/sshwire"
 )
 
@@ -49,7 +50,7 @@ func applyModes(tty *os.File, modes string) error {
 	if err != nil {
 		return err
 	}
-	return control(tty, func(fd int) error {
+	return ptyctl.Control(tty, func(fd int) error {
 		t, err := unix.IoctlGetTermios(fd, unix.TCGETS)
 		if err != nil {
 			return err

@@ -24,6 +24,7 @@ import (
 	gossh "golang.org/x/crypto/ssh"
 
 	"github.com/gpuaas/gpuaas/hostd/host"
+	"github.com/gpuaas/gpuaas/hostd/term"
 	"github.com/gpuaas/gpuaas/hostd/term/ptyctl"
 	"github.com/gpuaas/gpuaas/internal/fsutil"
 	"github.com/gpuaas/gpuaas/internal/sshwire"
@@ -302,24 +303,14 @@ func exitCode(cmd *exec.Cmd, err error) int {
 	return 0
 }
 
-// sftpServers are where distributions install OpenSSH's sftp-server.
-var sftpServers = []string{
-	"/usr/lib/openssh/sftp-server",     // Debian, Ubuntu
-	"/usr/libexec/openssh/sftp-server", // RHEL, Fedora
-	"/usr/lib/ssh/sftp-server",         // Arch
-	"/usr/libexec/sftp-server",         // Alpine, BSDs
-}
-
 // serveSFTP serves the sftp subsystem: for a system user, the system's
 // sftp-server run as the user (as sshd does); for a sandbox user, pkg/sftp
 // in-process, starting in its home.
 func serveSFTP(s ssh.Session, a guestAccount) {
 	if a.cred != nil {
-		for _, p := range sftpServers {
-			if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() {
-				runAs(s, a, []string{p}, false, ssh.Pty{}, nil)
-				return
-			}
+		if p := term.FindSFTPServer(); p != "" {
+			runAs(s, a, []string{p}, false, ssh.Pty{}, nil)
+			return
 		}
 		fmt.Fprintln(s.Stderr(), "sim guest: no sftp-server installed")
 		_ = s.Exit(1)

@@ -2,11 +2,8 @@ package sshgate
 
 import (
 	"crypto/rand"
-	"errors"
-	"io"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,6 +12,7 @@ import (
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/ids"
 	"github.com/gpuaas/gpuaas/internal/sshcert"
+	"github.com/gpuaas/gpuaas/internal/sshtest"
 )
 
 // TestAuthRefusals: only a user certificate of the user CA, inside its
@@ -27,9 +25,9 @@ func TestAuthRefusals(t *testing.T) {
 	alloc := e.addAlloc(owner)
 	// controld's user CA, for certificates it would not mint itself.
 	userCA := e.authority(api.CAUser)
-	userCAKey := signerOf(t, e.caKey(api.CAUser))
+	userCAKey := sshtest.SignerOf(t, e.caKey(api.CAUser))
 	now := time.Now()
-	fresh := func() gossh.Signer { return newSigner(t) }
+	fresh := func() gossh.Signer { return sshtest.NewSigner(t) }
 	userCert := func(ca *sshcert.Authority, id string, at time.Time) func() gossh.AuthMethod {
 		return func() gossh.AuthMethod {
 			k := fresh()
@@ -37,7 +35,7 @@ func TestAuthRefusals(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			return gossh.PublicKeys(certSigner(t, c, k))
+			return gossh.PublicKeys(sshtest.CertSigner(t, c, k))
 		}
 	}
 	crafted := func(cert gossh.Certificate) func() gossh.AuthMethod {
@@ -48,7 +46,7 @@ func TestAuthRefusals(t *testing.T) {
 			if err := cert.SignCert(rand.Reader, userCAKey); err != nil {
 				t.Fatal(err)
 			}
-			return gossh.PublicKeys(certSigner(t, &cert, k))
+			return gossh.PublicKeys(sshtest.CertSigner(t, &cert, k))
 		}
 	}
 	window := func(after, before time.Duration) (uint64, uint64) {
@@ -64,7 +62,7 @@ func TestAuthRefusals(t *testing.T) {
 	}{
 		{"expired certificate", userCert(userCA, userID, now.Add(-2*time.Hour))},
 		{"not yet valid certificate", userCert(userCA, userID, now.Add(2*time.Hour))},
-		{"certificate from another CA", userCert(newAuthority(t, "user"), userID, now)},
+		{"certificate from another CA", userCert(sshtest.NewAuthority(t, "user"), userID, now)},
 		{"host certificate as user certificate", crafted(gossh.Certificate{CertType: gossh.HostCert,
 			ValidPrincipals: []string{userID}, ValidAfter: va, ValidBefore: vb})},
 		{"principal that is not a user id", userCert(userCA, "root", now)},
@@ -111,31 +109,8 @@ func TestAuthRefusals(t *testing.T) {
 
 	// The control: a good certificate gets in, to the allocation too.
 	e.dial(owner, CommandUser)
-	if out, stderr, status, err := run(t, e.dial(owner, alloc), "echo in"); err != nil || status != 0 || out != "in\n" {
+	if out, stderr, status, err := sshtest.Run(t, e.dial(owner, alloc), "echo in"); err != nil || status != 0 || out != "in\n" {
 		t.Fatalf("the owner's own certificate: got %q, %q, %d, %v; want in", out, stderr, status, err)
-	}
-}
-
-// offerOnly offers a key without proving it holds it (an SSH "query"):
-// anyone can do that with a certificate they copied.
-type offerOnly struct{ gossh.Signer }
-
-func (offerOnly) Sign(io.Reader, []byte) (*gossh.Signature, error) {
-	return nil, errors.New("offered only: no private key")
-}
-
-// steps plays auth methods in order, one per attempt.
-func steps(methods ...gossh.AuthMethod) gossh.ClientAuthCallback {
-	var mu sync.Mutex
-	return func(*gossh.ClientAuthContext) (gossh.AuthMethod, error) {
-		mu.Lock()
-		defer mu.Unlock()
-		if len(methods) == 0 {
-			return nil, errors.New("no more steps")
-		}
-		m := methods[0]
-		methods = methods[1:]
-		return m, nil
 	}
 }
 
@@ -157,24 +132,24 @@ func TestKeyConfusion(t *testing.T) {
 		wantEcho string // what `echo ok` prints ("" when the session is refused)
 	}{
 		{"offer B, authenticate A, open B's allocation", allocB,
-			[]gossh.AuthMethod{gossh.PublicKeys(offerOnly{bob.auth}), gossh.PublicKeys(alice.auth)}, true, ""},
+			[]gossh.AuthMethod{gossh.PublicKeys(sshtest.OfferOnly(bob.auth)), gossh.PublicKeys(alice.auth)}, true, ""},
 		{"offer B, authenticate A, open A's allocation", allocA,
-			[]gossh.AuthMethod{gossh.PublicKeys(offerOnly{bob.auth}), gossh.PublicKeys(alice.auth)}, true, "ok\n"},
+			[]gossh.AuthMethod{gossh.PublicKeys(sshtest.OfferOnly(bob.auth)), gossh.PublicKeys(alice.auth)}, true, "ok\n"},
 		{"offer A, offer B, authenticate A", allocB,
-			[]gossh.AuthMethod{gossh.PublicKeys(offerOnly{alice.auth}), gossh.PublicKeys(offerOnly{bob.auth}), gossh.PublicKeys(alice.auth)}, true, ""},
+			[]gossh.AuthMethod{gossh.PublicKeys(sshtest.OfferOnly(alice.auth)), gossh.PublicKeys(sshtest.OfferOnly(bob.auth)), gossh.PublicKeys(alice.auth)}, true, ""},
 		{"offer B, then password", allocB,
-			[]gossh.AuthMethod{gossh.PublicKeys(offerOnly{bob.auth}), gossh.Password("x")}, false, ""},
+			[]gossh.AuthMethod{gossh.PublicKeys(sshtest.OfferOnly(bob.auth)), gossh.Password("x")}, false, ""},
 		{"offer B, then keyboard-interactive", allocB,
-			[]gossh.AuthMethod{gossh.PublicKeys(offerOnly{bob.auth}),
+			[]gossh.AuthMethod{gossh.PublicKeys(sshtest.OfferOnly(bob.auth)),
 				gossh.KeyboardInteractive(func(string, string, []string, []bool) ([]string, error) { return nil, nil })}, false, ""},
-		{"offer B only", allocB, []gossh.AuthMethod{gossh.PublicKeys(offerOnly{bob.auth})}, false, ""},
+		{"offer B only", allocB, []gossh.AuthMethod{gossh.PublicKeys(sshtest.OfferOnly(bob.auth))}, false, ""},
 		{"B's certificate on A's key", allocB,
 			[]gossh.AuthMethod{gossh.PublicKeys(certSignerUnchecked{cert: bob.cert, Signer: alice.signer})}, false, ""},
 	}
 	for _, f := range flows {
 		t.Run(f.name, func(t *testing.T) {
 			cfg := e.clientConfig(f.sshUser)
-			cfg.AuthCallback = steps(f.methods...)
+			cfg.AuthCallback = sshtest.Steps(f.methods...)
 			c, err := gossh.Dial("tcp", e.addr, cfg)
 			if !f.wantIn {
 				if err == nil {
@@ -187,7 +162,7 @@ func TestKeyConfusion(t *testing.T) {
 				t.Fatalf("dial: %v", err)
 			}
 			defer c.Close()
-			stdout, stderr, status, err := run(t, c, "echo ok")
+			stdout, stderr, status, err := sshtest.Run(t, c, "echo ok")
 			if err != nil {
 				t.Fatal(err)
 			}

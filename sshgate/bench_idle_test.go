@@ -22,6 +22,7 @@ import (
 	gossh "golang.org/x/crypto/ssh"
 
 	"github.com/gpuaas/gpuaas/internal/sshcert"
+	"github.com/gpuaas/gpuaas/internal/testutil"
 )
 
 // idleSessions is how many sessions BenchmarkIdleSessions holds open.
@@ -81,7 +82,7 @@ func BenchmarkIdleSessions(b *testing.B) {
 		start := time.Now()
 		c := startIdleClients(b, spec)
 		opened := time.Since(start)
-		eventually(b, "every session counted by the gateway", func() bool { return trackerCount(&s.gw.bg) >= n })
+		testutil.Eventually(b, "every session counted by the gateway", func() bool { return trackerCount(&s.gw.bg) >= n })
 
 		var during runtime.MemStats
 		runtime.GC()
@@ -106,10 +107,10 @@ func BenchmarkIdleSessions(b *testing.B) {
 			time.Sleep(20 * time.Millisecond) // waiting for the sessions to wind down
 		}
 		back := time.Since(dropped)
-		eventually(b, "the gateway's connection and session counts at zero", func() bool {
+		testutil.Eventually(b, "the gateway's connection and session counts at zero", func() bool {
 			return trackerCount(&s.gw.conns) == 0 && trackerCount(&s.gw.bg) == 0
 		})
-		eventually(b, "the shells gone", func() bool { k, _ := children(b); return k == 0 })
+		testutil.Eventually(b, "the shells gone", func() bool { k, _ := children(b); return k == 0 })
 
 		per := func(after, before uint64) float64 { return (float64(after) - float64(before)) / float64(n) / 1024 }
 		b.ReportMetric(per(during.HeapInuse, before.HeapInuse), "heap-KiB/session")

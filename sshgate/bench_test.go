@@ -11,6 +11,7 @@ import (
 	gossh "golang.org/x/crypto/ssh"
 
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/sshtest"
 )
 
 // BenchmarkThroughput moves 64 MiB of command output to the client, through
@@ -33,7 +34,7 @@ func BenchmarkThroughput(b *testing.B) {
 	})
 	b.Run("direct", func(b *testing.B) {
 		// A ticket from controld, as the gateway gets one.
-		k := newSigner(b)
+		k := sshtest.NewSigner(b)
 		auth, err := e.client.GateAuthorize(context.Background(), api.GateAuthorizeRequest{AllocationID: alloc, UserID: u.id,
 			TicketKey:   strings.TrimSpace(string(gossh.MarshalAuthorizedKey(k.PublicKey()))),
 			Certificate: strings.TrimSpace(string(gossh.MarshalAuthorizedKey(u.cert)))})
@@ -50,7 +51,7 @@ func BenchmarkThroughput(b *testing.B) {
 			b.Fatal(err)
 		}
 		c, err := gossh.Dial("tcp", auth.TerminalAddr, &gossh.ClientConfig{User: auth.PosixUser,
-			AuthCallback:    authSteps(gateway, certSigner(b, ticket.(*gossh.Certificate), k)),
+			AuthCallback:    authSteps(gateway, sshtest.CertSigner(b, ticket.(*gossh.Certificate), k)),
 			HostKeyCallback: gossh.FixedHostKey(e.hostd.hostKey.PublicKey())})
 		if err != nil {
 			b.Fatal(err)

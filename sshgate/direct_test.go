@@ -11,6 +11,7 @@ import (
 
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/sshcert"
+	"github.com/gpuaas/gpuaas/internal/sshtest"
 )
 
 // TestStolenGatewayTokenOpensNoShell is the regression test of "with a
@@ -39,7 +40,7 @@ func TestStolenGatewayTokenOpensNoShell(t *testing.T) {
 		t.Fatal(err)
 	}
 	stolen := s.env.Client(tok)
-	key := newSigner(t)
+	key := sshtest.NewSigner(t)
 	keyLine := strings.TrimSpace(string(gossh.MarshalAuthorizedKey(key.PublicKey())))
 	// A user's certificate is no secret: the attacker has a copy.
 	ownerCert := strings.TrimSpace(string(gossh.MarshalAuthorizedKey(owner.cert)))
@@ -52,7 +53,7 @@ func TestStolenGatewayTokenOpensNoShell(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ticket := certSigner(t, ticketCert, key)
+	ticket := sshtest.CertSigner(t, ticketCert, key)
 	hostKey, _, _, _, err := gossh.ParseAuthorizedKey([]byte(auth.TerminalHostKey))
 	if err != nil {
 		t.Fatal(err)
@@ -61,7 +62,7 @@ func TestStolenGatewayTokenOpensNoShell(t *testing.T) {
 		cfg.User, cfg.HostKeyCallback, cfg.Timeout = auth.PosixUser, gossh.FixedHostKey(hostKey), 10*time.Second
 		c, err := gossh.Dial("tcp", auth.TerminalAddr, cfg)
 		if err == nil {
-			_, _, _, rerr := run(t, c, "id")
+			_, _, _, rerr := sshtest.Run(t, c, "id")
 			c.Close()
 			return errors.Join(errors.New("got a connection to the node"), rerr)
 		}
@@ -82,16 +83,16 @@ func TestStolenGatewayTokenOpensNoShell(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gwKey := newSigner(t)
+	gwKey := sshtest.NewSigner(t)
 	fakeGW, err := fakeCA.SignGateway(gwKey.PublicKey(), "gw-test", time.Hour, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := direct(&gossh.ClientConfig{AuthCallback: authSteps(certSigner(t, fakeGW, gwKey), ticket)}); err != nil {
+	if err := direct(&gossh.ClientConfig{AuthCallback: authSteps(sshtest.CertSigner(t, fakeGW, gwKey), ticket)}); err != nil {
 		t.Fatalf("a gateway certificate of the attacker's CA and a valid ticket: %v; want refused", err)
 	}
 
-	out, _, status, err := run(t, s.dial(owner, metal.ID), "echo through-the-gateway")
+	out, _, status, err := sshtest.Run(t, s.dial(owner, metal.ID), "echo through-the-gateway")
 	if err != nil || status != 0 || out != "through-the-gateway\n" {
 		t.Fatalf("through the gateway: got %q, %d, %v", out, status, err)
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/gpuaas/gpuaas/hostd/term"
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/sshcert"
+	"github.com/gpuaas/gpuaas/internal/sshtest"
 	"github.com/gpuaas/gpuaas/internal/testutil"
 )
 
@@ -58,7 +59,7 @@ func startRealStack(t testing.TB, log *slog.Logger) *realStack {
 	} {
 		s.startHost(ctx, h.name, h.shape, h.profile)
 	}
-	eventually(t, "both sim hosts ready", func() bool {
+	testutil.Eventually(t, "both sim hosts ready", func() bool {
 		nodes, err := env.Server.Nodes(ctx)
 		ready := 0
 		for _, n := range nodes {
@@ -70,7 +71,7 @@ func startRealStack(t testing.TB, log *slog.Logger) *realStack {
 	})
 
 	gwClient, gwKey := env.Gateway(t, "gw-test")
-	gw, err := New(Config{Listen: "127.0.0.1:0", HostKey: newPrivateKey(t), Client: gwClient,
+	gw, err := New(Config{Listen: "127.0.0.1:0", HostKey: sshtest.NewKey(t), Client: gwClient,
 		GatewayKey: gwKey, RecordingDir: t.TempDir(), Name: "gw-test", Log: log})
 	if err != nil {
 		t.Fatal(err)
@@ -165,17 +166,14 @@ func (s *realStack) createAlloc(c *api.Client, sku string, gpus int) *api.Alloca
 		s.t.Fatalf("alloc create %s: %v", sku, err)
 	}
 	var got *api.Allocation
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	testutil.EventuallyWithin(s.t, 60*time.Second, "allocation "+a.ID+" active", func() bool {
 		got, err = c.AllocGet(context.Background(), a.ID)
-		if err == nil && got.State == api.AllocActive {
-			return got
+		if err == nil && got.State == api.AllocFailed {
+			s.t.Fatalf("allocation %s: %+v; want active", a.ID, got)
 		}
-		if time.Now().After(deadline) || (err == nil && got.State == api.AllocFailed) {
-			s.t.Fatalf("allocation %s: %+v, %v; want active", a.ID, got, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return err == nil && got.State == api.AllocActive
+	})
+	return got
 }
 
 // TestEndToEnd: ssh <alloc>@gateway against controld, hostd agents with
@@ -196,7 +194,7 @@ func TestEndToEnd(t *testing.T) {
 	for _, a := range []*api.Allocation{metal, slice} {
 		t.Run(a.Shape, func(t *testing.T) {
 			c := s.dial(owner, a.ID)
-			out, stderr, status, err := run(t, c, "echo hi; exit 3")
+			out, stderr, status, err := sshtest.Run(t, c, "echo hi; exit 3")
 			if err != nil || out != "hi\n" || status != 3 {
 				t.Fatalf("exec: got %q, %q, %d, %v; want \"hi\\n\" and 3", out, stderr, status, err)
 			}
@@ -208,7 +206,7 @@ func TestEndToEnd(t *testing.T) {
 			if err := sess.RequestPty("xterm", 30, 100, nil); err != nil {
 				t.Fatal(err)
 			}
-			var seen safeBuffer
+			var seen sshtest.Buffer
 			sess.Stdout = &seen
 			err = sess.Run("echo recorded-" + a.Shape + "; exit 2")
 			var exitErr *gossh.ExitError
@@ -216,7 +214,7 @@ func TestEndToEnd(t *testing.T) {
 				t.Fatalf("pty exec: got %v, output %q; want exit 2 and the output", err, seen.String())
 			}
 			var ts api.TerminalSession
-			eventually(t, "the session listed with its recording", func() bool {
+			testutil.Eventually(t, "the session listed with its recording", func() bool {
 				list, err := s.admin.SessionList(ctx, api.SessionListRequest{AllocationID: a.ID})
 				if err != nil {
 					return false
@@ -265,7 +263,7 @@ func TestEndToEnd(t *testing.T) {
 	}
 
 	t.Run("forward", func(t *testing.T) {
-		echo := listenEcho(t) // bare metal: the node's loopback is this machine's
+		echo := sshtest.ListenEcho(t) // bare metal: the node's loopback is this machine's
 		conn, err := s.dial(owner, metal.ID).Dial("tcp", echo)
 		if err != nil {
 			t.Fatal(err)
@@ -291,18 +289,18 @@ func TestEndToEnd(t *testing.T) {
 	t.Run("refused", func(t *testing.T) {
 		other, otherToken := s.env.AddUser(t, "mallory@example.test", api.RoleUser)
 		mallory := s.login(s.env.Client(otherToken), other.ID)
-		_, stderr, status, err := run(t, s.dial(mallory, metal.ID), "echo in")
+		_, stderr, status, err := sshtest.Run(t, s.dial(mallory, metal.ID), "echo in")
 		if err != nil || status != exitGatewayError || !strings.Contains(stderr, "gpuaas gateway:") {
 			t.Fatalf("another user's allocation: got %q, %d, %v; want refused", stderr, status, err)
 		}
 		if _, err := s.admin.AllocRelease(ctx, api.AllocReleaseRequest{ID: slice.ID}); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, "the slice released", func() bool {
+		testutil.Eventually(t, "the slice released", func() bool {
 			a, err := s.admin.AllocGet(ctx, slice.ID)
 			return err == nil && a.State == api.AllocReleased
 		})
-		_, stderr, status, err = run(t, s.dial(owner, slice.ID), "echo in")
+		_, stderr, status, err = sshtest.Run(t, s.dial(owner, slice.ID), "echo in")
 		if err != nil || status != exitGatewayError || !strings.Contains(stderr, "not active") {
 			t.Fatalf("released allocation: got %q, %d, %v; want refused as not active", stderr, status, err)
 		}

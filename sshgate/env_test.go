@@ -17,6 +17,7 @@ import (
 	"github.com/gpuaas/gpuaas/controld/node"
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/sshcert"
+	"github.com/gpuaas/gpuaas/internal/sshtest"
 	"github.com/gpuaas/gpuaas/internal/testutil"
 )
 
@@ -75,14 +76,14 @@ func newEnv(t testing.TB, opts envOptions) *env {
 
 	hostdKey := opts.hostdKey
 	if hostdKey == nil {
-		hostdKey = newSigner(t)
+		hostdKey = sshtest.NewSigner(t)
 	}
 	e.hostd = startTestHostd(t, e.node, e.internalCA, hostdKey)
 	e.setTerminal(e.hostd.addr, hostdKey.PublicKey())
 
 	cfg := Config{
 		Listen:       "127.0.0.1:0",
-		HostKey:      newPrivateKey(t),
+		HostKey:      sshtest.NewKey(t),
 		GatewayKey:   gatewayKey,
 		Client:       e.client,
 		RecordingDir: t.TempDir(),
@@ -223,8 +224,8 @@ func (e *env) newLogin(u *user) *user {
 // user CA (ssh.cert), as `gpuaas login` does.
 func login(t testing.TB, c *api.Client, id string) *user {
 	t.Helper()
-	u := &user{id: id, key: newPrivateKey(t)}
-	u.signer = signerOf(t, u.key)
+	u := &user{id: id, key: sshtest.NewKey(t)}
+	u.signer = sshtest.SignerOf(t, u.key)
 	resp, err := c.SSHCert(context.Background(), api.SSHCertRequest{PublicKey: string(gossh.MarshalAuthorizedKey(u.signer.PublicKey()))})
 	if err != nil {
 		t.Fatal(err)
@@ -234,7 +235,7 @@ func login(t testing.TB, c *api.Client, id string) *user {
 		t.Fatal(err)
 	}
 	u.cert = pub.(*gossh.Certificate)
-	u.auth = certSigner(t, u.cert, u.signer)
+	u.auth = sshtest.CertSigner(t, u.cert, u.signer)
 	return u
 }
 
@@ -249,14 +250,14 @@ func (e *env) relogin(u *user) *user {
 // userWithCert is user id with a certificate from ca (not controld's).
 func (e *env) userWithCert(ca *sshcert.Authority, id string) *user {
 	e.t.Helper()
-	u := &user{id: id, key: newPrivateKey(e.t)}
-	u.signer = signerOf(e.t, u.key)
+	u := &user{id: id, key: sshtest.NewKey(e.t)}
+	u.signer = sshtest.SignerOf(e.t, u.key)
 	cert, err := ca.SignUser(u.signer.PublicKey(), sshcert.UserCert{UserID: id, KeyID: id + "@example.test", MaxTTL: time.Hour}, time.Now())
 	if err != nil {
 		e.t.Fatal(err)
 	}
 	u.cert = cert
-	u.auth = certSigner(e.t, cert, u.signer)
+	u.auth = sshtest.CertSigner(e.t, cert, u.signer)
 	return u
 }
 
@@ -309,7 +310,7 @@ func (e *env) authorizedUsers() []string {
 func (e *env) endedSession(t *testing.T, kind, command string) api.TerminalSession {
 	t.Helper()
 	var got api.TerminalSession
-	eventually(t, fmt.Sprintf("a %s session %q indexed and ended", kind, command), func() bool {
+	testutil.Eventually(t, fmt.Sprintf("a %s session %q indexed and ended", kind, command), func() bool {
 		list, err := e.admin.SessionList(context.Background(), api.SessionListRequest{}) // newest first
 		if err != nil {
 			return false
@@ -346,14 +347,4 @@ func (e *env) dial(u *user, sshUser string) *gossh.Client {
 	}
 	e.t.Cleanup(func() { _ = c.Close() })
 	return c
-}
-
-// newAuthority is a CA of a fresh key: one controld does not know.
-func newAuthority(t testing.TB, name string) *sshcert.Authority {
-	t.Helper()
-	a, err := sshcert.New(name, newPrivateKey(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return a
 }

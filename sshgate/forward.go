@@ -2,11 +2,8 @@ package sshgate
 
 import (
 	"errors"
-	"io"
 	"net"
 	"strconv"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/charmbracelet/ssh"
@@ -15,15 +12,8 @@ import (
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/ids"
 	"github.com/gpuaas/gpuaas/internal/sshcert"
+	"github.com/gpuaas/gpuaas/internal/sshwire"
 )
-
-// directTCPIPMsg is the extra data of a direct-tcpip channel (RFC 4254 §7.2).
-type directTCPIPMsg struct {
-	DestAddr   string
-	DestPort   uint32
-	OriginAddr string
-	OriginPort uint32
-}
 
 // directTCPIP serves `ssh -L`: the channel is opened, unchanged, as a
 // direct-tcpip channel on the link to the allocation's node, which decides
@@ -47,7 +37,7 @@ func (g *Gateway) directTCPIP(_ *ssh.Server, _ *gossh.ServerConn, newChan gossh.
 		_ = newChan.Reject(gossh.Prohibited, ErrNotPermitted.Error())
 		return
 	}
-	var dest directTCPIPMsg
+	var dest sshwire.DirectTCPIPMsg
 	if err := gossh.Unmarshal(newChan.ExtraData(), &dest); err != nil {
 		_ = newChan.Reject(gossh.ConnectionFailed, "malformed direct-tcpip request")
 		return
@@ -88,23 +78,10 @@ func (g *Gateway) directTCPIP(_ *ssh.Server, _ *gossh.ServerConn, newChan gossh.
 
 	g.log.Info("forward start", "allocation", alloc, "user", id.UserID, "target", target, "session", sessionID)
 	start := time.Now()
-	var bytes atomic.Int64
-	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() { defer wg.Done(); pipe(nodeCh, ch, &bytes) }()
-	go func() { defer wg.Done(); pipe(ch, nodeCh, &bytes) }()
-	wg.Wait()
-	_ = ch.Close()
-	_ = nodeCh.Close()
-	g.log.Info("forward end", "allocation", alloc, "session", sessionID, "bytes", bytes.Load(),
+	// Each direction passes its EOF on: a half-closed TCP connection stays
+	// half-closed end to end.
+	bytes := sshwire.Splice(ch, nodeCh)
+	g.log.Info("forward end", "allocation", alloc, "session", sessionID, "bytes", bytes,
 		"duration", time.Since(start).Round(time.Millisecond))
-	g.finishSession(sessionID, nil, sessionResult{bytes: bytes.Load()})
-}
-
-// pipe copies src to dst, then passes the EOF on: a half-closed TCP
-// connection stays half-closed end to end.
-func pipe(dst, src gossh.Channel, n *atomic.Int64) {
-	copied, _ := io.Copy(dst, src)
-	n.Add(copied)
-	_ = dst.CloseWrite()
+	g.finishSession(sessionID, nil, sessionResult{bytes: bytes})
 }

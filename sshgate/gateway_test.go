@@ -22,6 +22,7 @@ import (
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
 	"github.com/gpuaas/gpuaas/controld/controldtest"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/sshtest"
 	"github.com/gpuaas/gpuaas/internal/testutil"
 )
 
@@ -104,7 +105,7 @@ func TestCARotation(t *testing.T) {
 		return gossh.Dial("tcp", e.addr, e.clientConfig(alloc, gossh.PublicKeys(u.auth)))
 	}
 
-	if c, err := dial(e.userWithCert(newAuthority(t, api.CAUser), oldUser.id)); err == nil {
+	if c, err := dial(e.userWithCert(sshtest.NewAuthority(t, api.CAUser), oldUser.id)); err == nil {
 		c.Close()
 		t.Fatal("a user CA key controld does not list: got in; want refused")
 	}
@@ -130,7 +131,7 @@ func TestCARotation(t *testing.T) {
 	if got := gossh.FingerprintSHA256(newUser.cert.SignatureKey); got != newKey.ID {
 		t.Fatalf("certificate after the rotation signed by %s; want the new key %s", got, newKey.ID)
 	}
-	eventually(t, "the new CA key trusted", func() bool {
+	testutil.Eventually(t, "the new CA key trusted", func() bool {
 		c, err := dial(newUser)
 		if err == nil {
 			c.Close()
@@ -142,21 +143,21 @@ func TestCARotation(t *testing.T) {
 		t.Fatalf("old CA key during the overlap: %v; want in", err)
 	}
 	defer early.Close()
-	if out, _, status, err := run(t, early, "echo old"); err != nil || status != 0 || out != "old\n" {
+	if out, _, status, err := sshtest.Run(t, early, "echo old"); err != nil || status != 0 || out != "old\n" {
 		t.Fatalf("old certificate during the overlap: got %q, %d, %v; want it to work", out, status, err)
 	}
 
 	if _, err := e.admin.CARetire(ctx, api.CARotateRequest{CA: api.CAUser, KeyID: oldKey.ID}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the old CA key retired", func() bool {
+	testutil.Eventually(t, "the old CA key retired", func() bool {
 		c, err := dial(oldUser)
 		if err == nil {
 			c.Close()
 		}
 		return err != nil
 	})
-	if _, stderr, status, _ := run(t, early, "echo old"); status != exitGatewayError || !strings.Contains(stderr, "no longer valid") {
+	if _, stderr, status, _ := sshtest.Run(t, early, "echo old"); status != exitGatewayError || !strings.Contains(stderr, "no longer valid") {
 		t.Fatalf("new session on a connection of the retired CA key: got status %d, stderr %q; want it refused", status, stderr)
 	}
 	c, err := dial(newUser)
@@ -225,7 +226,7 @@ func TestCommandMode(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			var out, errOut safeBuffer
+			var out, errOut sshtest.Buffer
 			s.Stdout, s.Stderr = &out, &errOut
 			if tt.command == "" {
 				err = s.Shell()
@@ -276,7 +277,7 @@ func TestBackpressure(t *testing.T) {
 	}
 	// Not reading: production must stall.
 	var last int64 = -1
-	eventually(t, "the node's output to stall", func() bool {
+	testutil.Eventually(t, "the node's output to stall", func() bool {
 		time.Sleep(200 * time.Millisecond)
 		n := e.hostd.produced.Load()
 		stalled := n == last && n > 0
@@ -338,7 +339,7 @@ func TestRecordingCap(t *testing.T) {
 	if err := s.RequestPty("xterm", 24, 80, nil); err != nil {
 		t.Fatal(err)
 	}
-	var out safeBuffer
+	var out sshtest.Buffer
 	s.Stdout = &out
 	if err := s.Run("head -c 1000000 /dev/zero | tr '\\0' a"); err != nil {
 		t.Fatal(err)
@@ -361,7 +362,7 @@ func TestAbruptDisconnect(t *testing.T) {
 	u := e.newUser()
 	alloc := e.addAlloc(u)
 	// Warm up (first connection pins, starts pools).
-	if _, _, status, err := run(t, e.dial(u, alloc), "true"); err != nil || status != 0 {
+	if _, _, status, err := sshtest.Run(t, e.dial(u, alloc), "true"); err != nil || status != 0 {
 		t.Fatalf("warm-up: %d, %v", status, err)
 	}
 	e.endedSession(t, api.SessionExec, "true")
@@ -384,12 +385,12 @@ func TestAbruptDisconnect(t *testing.T) {
 		if _, err := s.StdinPipe(); err != nil { // open, never closed
 			t.Fatal(err)
 		}
-		var out safeBuffer
+		var out sshtest.Buffer
 		s.Stdout = &out
 		if err := s.Start("echo up; cat"); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, "the session up", func() bool { return strings.Contains(out.String(), "up") })
+		testutil.Eventually(t, "the session up", func() bool { return strings.Contains(out.String(), "up") })
 		c.Close() // the TCP connection, without closing the channel
 	}
 	deadline := time.Now().Add(20 * time.Second)
@@ -420,14 +421,14 @@ func TestHandshakeTimeout(t *testing.T) {
 	u := e.newUser()
 	c := e.dial(u, e.addAlloc(u))
 	time.Sleep(600 * time.Millisecond) // past the handshake timeout
-	if out, _, status, err := run(t, c, "echo still"); err != nil || status != 0 || out != "still\n" {
+	if out, _, status, err := sshtest.Run(t, c, "echo still"); err != nil || status != 0 || out != "still\n" {
 		t.Fatalf("authenticated connection after the handshake timeout: got %q, %d, %v; want it alive", out, status, err)
 	}
 }
 
 func TestHostCertDue(t *testing.T) {
-	ca, other := newAuthority(t, api.CAHost), newAuthority(t, api.CAHost)
-	k := newSigner(t)
+	ca, other := sshtest.NewAuthority(t, api.CAHost), sshtest.NewAuthority(t, api.CAHost)
+	k := sshtest.NewSigner(t)
 	issued := time.Now()
 	c, err := ca.SignHost(k.PublicKey(), []string{"gw"}, 30*24*time.Hour, issued)
 	if err != nil {
@@ -483,7 +484,7 @@ func TestHostCertRenewed(t *testing.T) {
 	mu.Lock()
 	clock = clock.Add(25 * 24 * time.Hour)
 	mu.Unlock()
-	eventually(t, "the renewed certificate served", func() bool {
+	testutil.Eventually(t, "the renewed certificate served", func() bool {
 		s := served()
 		return s != 0 && s != first
 	})
@@ -509,7 +510,7 @@ func TestRunFails(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			gw, err := New(Config{Listen: "127.0.0.1:0", HostKey: newPrivateKey(t), GatewayKey: newPrivateKey(t),
+			gw, err := New(Config{Listen: "127.0.0.1:0", HostKey: sshtest.NewKey(t), GatewayKey: sshtest.NewKey(t),
 				Client: tt.client, Log: testutil.Logger(t)})
 			if err != nil {
 				t.Fatal(err)

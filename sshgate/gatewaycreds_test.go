@@ -12,6 +12,8 @@ import (
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/bus"
 	"github.com/gpuaas/gpuaas/internal/sshcert"
+	"github.com/gpuaas/gpuaas/internal/sshtest"
+	"github.com/gpuaas/gpuaas/internal/testutil"
 )
 
 // TestGatewayKeyRegisteredLate: a gateway whose key an admin has not
@@ -19,11 +21,11 @@ import (
 // gets its gateway certificate by itself (no restart) and shells open.
 func TestGatewayKeyRegisteredLate(t *testing.T) {
 	t.Parallel()
-	unregistered := newPrivateKey(t)
+	unregistered := sshtest.NewKey(t)
 	e := newEnv(t, envOptions{config: func(c *Config) { c.GatewayKey = unregistered }})
 	u := e.newUser()
 	alloc := e.addAlloc(u)
-	_, stderr, status, err := run(t, e.dial(u, alloc), "echo in")
+	_, stderr, status, err := sshtest.Run(t, e.dial(u, alloc), "echo in")
 	if err != nil || status != exitGatewayError || !strings.Contains(stderr, "gpuaas gateway:") {
 		t.Fatalf("without a registered key: got %q, %d, %v; want the gateway's refusal", stderr, status, err)
 	}
@@ -37,11 +39,11 @@ func TestGatewayKeyRegisteredLate(t *testing.T) {
 		Kind: api.BusIdentityGateway, Name: "sshgate"}, e.ctl.Admin.ID); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the gateway to get its certificate", func() bool {
+	testutil.Eventually(t, "the gateway to get its certificate", func() bool {
 		_, err := e.gw.creds.current(time.Now())
 		return err == nil
 	})
-	out, _, status, err := run(t, e.dial(u, alloc), "echo in")
+	out, _, status, err := sshtest.Run(t, e.dial(u, alloc), "echo in")
 	if err != nil || status != 0 || out != "in\n" {
 		t.Fatalf("after registration: got %q, %d, %v; want in", out, status, err)
 	}
@@ -50,7 +52,7 @@ func TestGatewayKeyRegisteredLate(t *testing.T) {
 // TestGatewayCredsRenewal: a certificate is renewed at half-life and not
 // used once expired.
 func TestGatewayCredsRenewal(t *testing.T) {
-	key := newPrivateKey(t)
+	key := sshtest.NewKey(t)
 	c, err := newGatewayCreds(key)
 	if err != nil {
 		t.Fatal(err)
@@ -62,7 +64,7 @@ func TestGatewayCredsRenewal(t *testing.T) {
 	if _, err := c.current(now); err == nil {
 		t.Fatal("no certificate yet: got a signer")
 	}
-	ca, err := sshcert.New(api.CAInternal, newPrivateKey(t))
+	ca, err := sshcert.New(api.CAInternal, sshtest.NewKey(t))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/ids"
 	"github.com/gpuaas/gpuaas/internal/sshcert"
+	"github.com/gpuaas/gpuaas/internal/sshtest"
 )
 
 // TestHostdKey: the gateway hands a session only to the terminal server
@@ -23,7 +24,7 @@ func TestHostdKey(t *testing.T) {
 	u := e.newUser()
 	alloc := e.addAlloc(u)
 	intCA, hostCA := e.authority(api.CAInternal), e.authority(api.CAHost)
-	plain := newSigner(t)
+	plain := sshtest.NewSigner(t)
 	tests := []struct {
 		name     string
 		serves   gossh.Signer    // what the terminal server presents
@@ -32,8 +33,8 @@ func TestHostdKey(t *testing.T) {
 		wantErr  string // what the user is told when refused
 	}{
 		{"the reported key", plain, plain.PublicKey(), true, ""},
-		{"another key than the reported one", newSigner(t), plain.PublicKey(), false, "cannot reach"},
-		{"a certificate of the reported key", certSigner(t, mustSignHost(t, intCA, plain, e.node), plain), plain.PublicKey(), true, ""},
+		{"another key than the reported one", sshtest.NewSigner(t), plain.PublicKey(), false, "cannot reach"},
+		{"a certificate of the reported key", sshtest.CertSigner(t, mustSignHost(t, intCA, plain, e.node), plain), plain.PublicKey(), true, ""},
 		{"a host CA certificate of another key", certified(t, hostCA, e.node), plain.PublicKey(), false, "cannot reach"},
 		{"no reported key, plain key", plain, nil, false, "serves no terminal"},
 		{"no reported key, internal CA certificate for the node", certified(t, intCA, e.node), nil, false, "serves no terminal"},
@@ -42,7 +43,7 @@ func TestHostdKey(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			h := startTestHostd(t, e.node, e.internalCA, tt.serves)
 			e.setTerminal(h.addr, tt.reported)
-			out, stderr, status, err := run(t, e.dial(u, alloc), "echo in")
+			out, stderr, status, err := sshtest.Run(t, e.dial(u, alloc), "echo in")
 			if got := err == nil && status == 0 && out == "in\n"; got != tt.wantOK {
 				t.Fatalf("got %q, %q, status %d, %v; want served=%v", out, stderr, status, err, tt.wantOK)
 			}
@@ -65,9 +66,9 @@ func TestHostdKey(t *testing.T) {
 // CA naming the node. (controld answers with a key whenever it authorizes,
 // see TestHostdKey; the rest is the gateway's defence if it did not.)
 func TestHostdKeyCallback(t *testing.T) {
-	intCA, hostCA := newAuthority(t, api.CAInternal), newAuthority(t, api.CAHost)
+	intCA, hostCA := sshtest.NewAuthority(t, api.CAInternal), sshtest.NewAuthority(t, api.CAHost)
 	nodeID := ids.New(ids.Node)
-	plain := newSigner(t)
+	plain := sshtest.NewSigner(t)
 	tests := []struct {
 		name     string
 		serves   gossh.PublicKey // what the terminal server presents
@@ -75,7 +76,7 @@ func TestHostdKeyCallback(t *testing.T) {
 		wantOK   bool
 	}{
 		{"the reported key", plain.PublicKey(), plain.PublicKey(), true},
-		{"another key than the reported one", newSigner(t).PublicKey(), plain.PublicKey(), false},
+		{"another key than the reported one", sshtest.NewSigner(t).PublicKey(), plain.PublicKey(), false},
 		{"a certificate of the reported key", mustSignHost(t, intCA, plain, nodeID), plain.PublicKey(), true},
 		{"no reported key, plain key", plain.PublicKey(), nil, false},
 		{"no reported key, internal CA certificate for the node", certified(t, intCA, nodeID).PublicKey(), nil, true},
@@ -100,8 +101,8 @@ func TestHostdKeyCallback(t *testing.T) {
 // naming principal.
 func certified(t *testing.T, ca *sshcert.Authority, principal string) gossh.Signer {
 	t.Helper()
-	k := newSigner(t)
-	return certSigner(t, mustSignHost(t, ca, k, principal), k)
+	k := sshtest.NewSigner(t)
+	return sshtest.CertSigner(t, mustSignHost(t, ca, k, principal), k)
 }
 
 func mustSignHost(t *testing.T, ca *sshcert.Authority, k gossh.Signer, principal string) *gossh.Certificate {

@@ -2,21 +2,18 @@ package sshgate
 
 import (
 	"bytes"
-	"context"
 	"crypto/rand"
-	"errors"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	gossh "golang.org/x/crypto/ssh"
 
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/sshcert"
+	"github.com/gpuaas/gpuaas/internal/sshtest"
 )
 
 // openSSH drives the system's OpenSSH client against the gateway, set up
@@ -39,9 +36,7 @@ func newOpenSSH(t *testing.T, e *env, u *user) *openSSH {
 // keys are hostCA.
 func newOpenSSHFor(t *testing.T, addr string, u *user, hostCA []gossh.PublicKey) *openSSH {
 	t.Helper()
-	if _, err := exec.LookPath("ssh"); err != nil {
-		t.Skip("OpenSSH client not installed")
-	}
+	sshtest.NeedOpenSSH(t, "ssh")
 	dir := t.TempDir()
 	pemBytes, err := sshcert.MarshalPrivateKey(u.key, u.id, nil)
 	if err != nil {
@@ -84,21 +79,7 @@ func (o *openSSH) run(stdin []byte, prog string, args ...string) (stdout, stderr
 	if prog != "ssh" {
 		portFlag = "-P"
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, prog, append(append(append([]string{}, o.args...), portFlag, o.port), args...)...)
-	var out, errOut bytes.Buffer
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = bytes.NewReader(stdin), &out, &errOut
-	err := cmd.Run()
-	var exitErr *exec.ExitError
-	switch {
-	case err == nil:
-	case errors.As(err, &exitErr):
-		code = exitErr.ExitCode()
-	default:
-		o.t.Fatalf("%s: %v", prog, err)
-	}
-	return out.String(), errOut.String(), code
+	return sshtest.RunTool(o.t, bytes.NewReader(stdin), prog, append(append(append([]string{}, o.args...), portFlag, o.port), args...)...)
 }
 
 // TestOpenSSH: plain OpenSSH through the gateway — exec with its exit
@@ -161,14 +142,14 @@ func TestOpenSSH(t *testing.T) {
 		check("sftp get", filepath.Join(local, "sftp-down.bin"))
 	})
 	t.Run("forward", func(t *testing.T) {
-		echo := listenEcho(t)
+		echo := sshtest.ListenEcho(t)
 		out, errOut, code := o.run([]byte("through the tunnel\n"), "ssh", "-W", echo, target)
 		if out != "through the tunnel\n" || code != 0 {
 			t.Fatalf("got %q, stderr %q, exit %d; want the line echoed", out, errOut, code)
 		}
 	})
 	t.Run("unknown host CA refused", func(t *testing.T) {
-		other := newAuthority(t, "host")
+		other := sshtest.NewAuthority(t, "host")
 		lines, _ := other.KnownHostsLines("[127.0.0.1]:" + o.port)
 		known := filepath.Join(o.dir, "known_hosts")
 		saved, _ := os.ReadFile(known)

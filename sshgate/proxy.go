@@ -1,7 +1,6 @@
 package sshgate
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/sshcert"
+	"github.com/gpuaas/gpuaas/internal/sshwire"
 )
 
 // proxySession serves one session of an allocation connection: it opens a
@@ -90,7 +90,7 @@ func (g *Gateway) relay(s ssh.Session, up *upstream, pty ssh.Pty, hasPty bool, k
 	// Refusals are the node's policy (it allows TERM, LANG, LC_*); the
 	// client is not told, as with OpenSSH's AcceptEnv.
 	for _, kv := range forwardedEnv(s.Environ(), hasPty) {
-		_, _ = node.SendRequest("env", true, gossh.Marshal(envMsg{Name: kv[0], Value: kv[1]}))
+		_, _ = node.SendRequest("env", true, gossh.Marshal(sshwire.EnvMsg{Name: kv[0], Value: kv[1]}))
 	}
 	if hasPty {
 		if ok, err := node.SendRequest("pty-req", true, ptyRequest(pty)); err != nil || !ok {
@@ -101,9 +101,9 @@ func (g *Gateway) relay(s ssh.Session, up *upstream, pty ssh.Pty, hasPty bool, k
 	var start []byte
 	switch kind {
 	case api.SessionExec:
-		start = gossh.Marshal(commandMsg{Command: s.RawCommand()})
+		start = gossh.Marshal(sshwire.ExecMsg{Command: s.RawCommand()})
 	case api.SessionSFTP:
-		start = gossh.Marshal(subsystemMsg{Name: s.Subsystem()})
+		start = gossh.Marshal(sshwire.SubsystemMsg{Name: s.Subsystem()})
 	}
 	if ok, err := node.SendRequest(startRequest[kind], true, start); err != nil || !ok {
 		fail(s, fmt.Errorf("the node refused the %s request", kind))
@@ -118,10 +118,8 @@ func (g *Gateway) relay(s ssh.Session, up *upstream, pty ssh.Pty, hasPty bool, k
 	}
 	closeNode := sync.OnceFunc(func() { _ = node.Close() })
 	done := make(chan struct{})
-	go func() {
-		_, _ = io.Copy(node, &countingReader{r: s, n: &in})
-		_ = node.CloseWrite() // EOF to the node
-	}()
+	// The client's input, then its EOF, to the node.
+	go sshwire.CopyHalf(node, &countingReader{r: s, n: &in})
 	go func() {
 		// The client's whole connection went away.
 		select {
@@ -157,7 +155,7 @@ func (g *Gateway) relay(s ssh.Session, up *upstream, pty ssh.Pty, hasPty bool, k
 
 	switch {
 	case ex.signal != nil:
-		code := 128 + signalNumber(ex.signal.Signal)
+		code := 128 + sshwire.LinuxSignalNumber(ex.signal.Signal)
 		res.exit = &code
 		_, _ = s.SendRequest("exit-signal", false, gossh.Marshal(ex.signal))
 		_ = s.Close()
@@ -180,7 +178,7 @@ const stderrBuffer = 4 << 10
 // exitInfo is what the node said about how the session ended.
 type exitInfo struct {
 	status *int
-	signal *exitSignalMsg
+	signal *sshwire.ExitSignalMsg
 }
 
 // collectExit serves the node's requests on the session channel until it
@@ -190,12 +188,12 @@ func collectExit(reqs <-chan *gossh.Request, out chan<- exitInfo) {
 	for req := range reqs {
 		switch req.Type {
 		case "exit-status":
-			if len(req.Payload) >= 4 {
-				code := int(binary.BigEndian.Uint32(req.Payload))
+			if st, ok := sshwire.ExitStatus(req.Payload); ok {
+				code := int(st)
 				ex.status = &code
 			}
 		case "exit-signal":
-			var sig exitSignalMsg
+			var sig sshwire.ExitSignalMsg
 			if gossh.Unmarshal(req.Payload, &sig) == nil {
 				ex.signal = &sig
 			}
@@ -209,17 +207,6 @@ func collectExit(reqs <-chan *gossh.Request, out chan<- exitInfo) {
 
 // startRequest is the request that starts a session of each kind.
 var startRequest = map[string]string{api.SessionShell: "shell", api.SessionExec: "exec", api.SessionSFTP: "subsystem"}
-
-// signalNumber is the Linux number of an SSH signal name, for the exit
-// status recorded for a session a signal ended (128+n, as shells report).
-func signalNumber(name string) int {
-	n, ok := map[string]int{"HUP": 1, "INT": 2, "QUIT": 3, "ILL": 4, "ABRT": 6, "FPE": 8, "KILL": 9, "USR1": 10,
-		"SEGV": 11, "USR2": 12, "PIPE": 13, "ALRM": 14, "TERM": 15}[name]
-	if !ok {
-		return 0
-	}
-	return n
-}
 
 // relayWindowChanges forwards the client's window changes to the node and
 // the recording until the session is done, then keeps draining winCh: the
@@ -238,7 +225,7 @@ func relayWindowChanges(winCh <-chan ssh.Window, node gossh.Channel, rec *record
 			continue
 		default:
 		}
-		_, _ = node.SendRequest("window-change", false, gossh.Marshal(windowChangeMsg{
+		_, _ = node.SendRequest("window-change", false, gossh.Marshal(sshwire.WindowChangeMsg{
 			Columns: uint32(w.Width), Rows: uint32(w.Height), Width: uint32(w.WidthPixels), Height: uint32(w.HeightPixels)}))
 		if rec != nil {
 			rec.Resize(w.Width, w.Height)
@@ -257,7 +244,7 @@ func relaySignals(s ssh.Session, node gossh.Channel) (stop func()) {
 		for {
 			select {
 			case sig := <-sigs:
-				_, _ = node.SendRequest("signal", false, gossh.Marshal(signalMsg{Signal: string(sig)}))
+				_, _ = node.SendRequest("signal", false, gossh.Marshal(sshwire.SignalMsg{Signal: string(sig)}))
 			case <-quit:
 				return
 			}
@@ -319,56 +306,11 @@ func forwardedEnv(environ []string, hasPty bool) [][2]string {
 	return out
 }
 
-// Wire forms of session requests (RFC 4254 §6).
-type (
-	ptyRequestMsg struct {
-		Term     string
-		Columns  uint32
-		Rows     uint32
-		Width    uint32
-		Height   uint32
-		Modelist string
-	}
-	windowChangeMsg struct {
-		Columns uint32
-		Rows    uint32
-		Width   uint32
-		Height  uint32
-	}
-	envMsg struct {
-		Name  string
-		Value string
-	}
-	commandMsg struct {
-		Command string
-	}
-	subsystemMsg struct {
-		Name string
-	}
-	signalMsg struct {
-		Signal string
-	}
-	exitSignalMsg struct {
-		Signal     string
-		CoreDumped bool
-		Error      string
-		Lang       string
-	}
-)
-
 // ptyRequest encodes the client's pty-req for the node, terminal modes and
 // pixel sizes included.
 func ptyRequest(p ssh.Pty) []byte {
-	var modes []byte
-	for op, val := range p.Modes {
-		var b [5]byte
-		b[0] = op
-		binary.BigEndian.PutUint32(b[1:], val)
-		modes = append(modes, b[:]...)
-	}
-	modes = append(modes, 0) // TTY_OP_END
-	return gossh.Marshal(ptyRequestMsg{
+	return gossh.Marshal(sshwire.PtyRequestMsg{
 		Term: p.Term, Columns: uint32(p.Window.Width), Rows: uint32(p.Window.Height),
-		Width: uint32(p.Window.WidthPixels), Height: uint32(p.Window.HeightPixels), Modelist: string(modes),
+		Width: uint32(p.Window.WidthPixels), Height: uint32(p.Window.HeightPixels), Modes: sshwire.EncodeModes(p.Modes),
 	})
 }

@@ -17,6 +17,8 @@ import (
 	gossh "golang.org/x/crypto/ssh"
 
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/sshtest"
+	"github.com/gpuaas/gpuaas/internal/testutil"
 )
 
 // TestExec: commands run on the node as the allocation's POSIX user; their
@@ -115,12 +117,12 @@ func TestSignals(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	var out safeBuffer
+	var out sshtest.Buffer
 	s.Stdout = &out
 	if err := s.Start(`trap 'echo got-int; exit 7' INT; echo ready; while :; do sleep 0.05; done`); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the command ready", func() bool { return strings.Contains(out.String(), "ready") })
+	testutil.Eventually(t, "the command ready", func() bool { return strings.Contains(out.String(), "ready") })
 	if err := s.Signal(gossh.SIGINT); err != nil {
 		t.Fatal(err)
 	}
@@ -162,7 +164,7 @@ func TestPTYSessionRecorded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out safeBuffer
+	var out sshtest.Buffer
 	s.Stdout = &out
 	if err := s.Shell(); err != nil {
 		t.Fatal(err)
@@ -173,12 +175,12 @@ func TestPTYSessionRecorded(t *testing.T) {
 		}
 	}
 	send("stty size; echo TERM=$TERM; printf 'h\\303\\251llo \\342\\234\\223\\n'")
-	eventually(t, "the first answers", func() bool { return strings.Contains(out.String(), "✓") })
+	testutil.Eventually(t, "the first answers", func() bool { return strings.Contains(out.String(), "✓") })
 	if err := s.WindowChange(40, 120); err != nil {
 		t.Fatal(err)
 	}
 	// The resize races the next command on the node; ask until it shows.
-	eventually(t, "the new size", func() bool {
+	testutil.Eventually(t, "the new size", func() bool {
 		send("stty size")
 		time.Sleep(50 * time.Millisecond)
 		return strings.Contains(out.String(), "40 120")
@@ -332,7 +334,7 @@ func TestDirectTCPIP(t *testing.T) {
 	e := newEnv(t, envOptions{})
 	u := e.newUser()
 	c := e.dial(u, e.addAlloc(u))
-	echo := listenEcho(t)
+	echo := sshtest.ListenEcho(t)
 
 	conn, err := c.Dial("tcp", echo)
 	if err != nil {
@@ -395,7 +397,7 @@ func TestRefusedRequests(t *testing.T) {
 	if err := s.RequestSubsystem("netconf"); err == nil {
 		t.Error("subsystem netconf: got accepted; want refused")
 	}
-	if _, _, status, err := run(t, c, "echo alive"); err != nil || status != 0 {
+	if _, _, status, err := sshtest.Run(t, c, "echo alive"); err != nil || status != 0 {
 		t.Fatalf("after the refusals: got status %d, %v; want the connection still serving", status, err)
 	}
 }

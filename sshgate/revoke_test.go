@@ -17,6 +17,7 @@ import (
 
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/sshcert"
+	"github.com/gpuaas/gpuaas/internal/sshtest"
 	"github.com/gpuaas/gpuaas/internal/testutil"
 )
 
@@ -29,8 +30,8 @@ type shell struct {
 	t      *testing.T
 	s      *gossh.Session
 	in     io.WriteCloser
-	out    safeBuffer
-	errOut safeBuffer
+	out    sshtest.Buffer
+	errOut sshtest.Buffer
 	done   chan error // Wait's result
 }
 
@@ -63,7 +64,7 @@ func (sh *shell) expectLive() {
 	if _, err := io.WriteString(sh.in, "echo "+marker+"-$((6*7))\n"); err != nil {
 		sh.t.Fatalf("shell input: %v", err)
 	}
-	eventually(sh.t, "the shell to answer", func() bool { return strings.Contains(sh.out.String(), marker+"-42") })
+	testutil.Eventually(sh.t, "the shell to answer", func() bool { return strings.Contains(sh.out.String(), marker+"-42") })
 }
 
 // waitEnded waits until the shell's session has ended, failing when that
@@ -103,25 +104,25 @@ func TestEndedLoginRefusedAtConnect(t *testing.T) {
 	u := e.newUser()
 	alloc := e.addAlloc(u)
 	other := e.newLogin(u)
-	if out, _, status, err := run(t, e.dial(u, alloc), "echo before"); err != nil || status != 0 || out != "before\n" {
+	if out, _, status, err := sshtest.Run(t, e.dial(u, alloc), "echo before"); err != nil || status != 0 || out != "before\n" {
 		t.Fatalf("before logout: got %q, %d, %v; want in", out, status, err)
 	}
 	if _, err := u.client.Logout(ctx); err != nil {
 		t.Fatal(err)
 	}
 
-	_, stderr, status, err := run(t, e.dial(u, alloc), "echo in")
+	_, stderr, status, err := sshtest.Run(t, e.dial(u, alloc), "echo in")
 	// Refused at connect ("this login was ended") or, when the logout's
 	// revocation reaches the gateway after the session began, ended by it
 	// ("your login was ended"): either way, not served.
 	if err != nil || status != exitGatewayError || !strings.Contains(stderr, "login was ended (logged out / disabled); run `gpuaas login`") {
 		t.Fatalf("exec with the logged-out certificate: got %q, %d, %v; want refused, told to log in", stderr, status, err)
 	}
-	_, stderr, status, err = run(t, e.dial(u, CommandUser), "whoami")
+	_, stderr, status, err = sshtest.Run(t, e.dial(u, CommandUser), "whoami")
 	if err != nil || status != exitGatewayError || !strings.Contains(stderr, "your login was ended") {
 		t.Fatalf("command with the logged-out certificate: got %q, %d, %v; want refused", stderr, status, err)
 	}
-	if conn, err := e.dial(u, alloc).Dial("tcp", listenEcho(t)); err == nil {
+	if conn, err := e.dial(u, alloc).Dial("tcp", sshtest.ListenEcho(t)); err == nil {
 		conn.Close()
 		t.Fatal("port forward with the logged-out certificate: opened; want refused")
 	} else if !strings.Contains(err.Error(), "login was ended") && !errors.Is(err, io.EOF) {
@@ -129,10 +130,10 @@ func TestEndedLoginRefusedAtConnect(t *testing.T) {
 		t.Fatalf("port forward with the logged-out certificate: got %v; want refused as ended", err)
 	}
 
-	if out, _, status, err := run(t, e.dial(other, alloc), "echo other"); err != nil || status != 0 || out != "other\n" {
+	if out, _, status, err := sshtest.Run(t, e.dial(other, alloc), "echo other"); err != nil || status != 0 || out != "other\n" {
 		t.Fatalf("the user's other login: got %q, %d, %v; want in", out, status, err)
 	}
-	if out, _, status, err := run(t, e.dial(other, CommandUser), "whoami --json user"); err != nil || status != 0 || !strings.Contains(out, u.id) {
+	if out, _, status, err := sshtest.Run(t, e.dial(other, CommandUser), "whoami --json user"); err != nil || status != 0 || !strings.Contains(out, u.id) {
 		t.Fatalf("the user's other login, command mode: got %q, %d, %v; want in", out, status, err)
 	}
 }
@@ -156,7 +157,7 @@ func TestLogoutEndsOpenSessions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var exErr safeBuffer
+	var exErr sshtest.Buffer
 	ex.Stderr = &exErr
 	exIn, _ := ex.StdinPipe() // held open: cat runs until the session ends
 	if err := ex.Start("cat"); err != nil {
@@ -172,7 +173,7 @@ func TestLogoutEndsOpenSessions(t *testing.T) {
 	if _, err := sc.Getwd(); err != nil {
 		t.Fatal(err)
 	}
-	fwd, err := c.Dial("tcp", listenEcho(t))
+	fwd, err := c.Dial("tcp", sshtest.ListenEcho(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -286,7 +287,7 @@ func TestRevocationMissedWhileDisconnected(t *testing.T) {
 		t.Fatal(err)
 	}
 	proxy.setCut(true)
-	eventually(t, "the gateway to lose NATS", func() bool { return gwNC.Status() != nats.CONNECTED })
+	testutil.Eventually(t, "the gateway to lose NATS", func() bool { return gwNC.Status() != nats.CONNECTED })
 	if _, err := u.client.Logout(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -321,7 +322,7 @@ func TestOpenSSHLogout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out, errOut safeBuffer
+	var out, errOut sshtest.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -331,7 +332,7 @@ func TestOpenSSHLogout(t *testing.T) {
 	if _, err := io.WriteString(stdin, "echo open-$((6*7))\n"); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the OpenSSH shell to answer", func() bool { return strings.Contains(out.String(), "open-42") })
+	testutil.Eventually(t, "the OpenSSH shell to answer", func() bool { return strings.Contains(out.String(), "open-42") })
 
 	start := time.Now()
 	if _, err := u.client.Logout(ctx); err != nil {
@@ -459,7 +460,7 @@ func TestDisableEndsOpenSessions(t *testing.T) {
 		t.Logf("login %d's shell ended %s after the disable", i+1, took.Round(time.Millisecond))
 		wantLoginEndedExit(t, err, sh.errOut.String(), "your login was ended")
 	}
-	_, stderr, status, err := run(t, e.dial(u, alloc), "echo in")
+	_, stderr, status, err := sshtest.Run(t, e.dial(u, alloc), "echo in")
 	if err != nil || status != exitGatewayError || !strings.Contains(stderr, "this login was ended") {
 		t.Fatalf("exec with a disabled user's certificate: got %q, %d, %v; want refused", stderr, status, err)
 	}

@@ -1,12 +1,12 @@
 package sshgate
 
 import (
+	"context"
 	"errors"
 	"io"
 	"net"
 	"os"
 	"os/exec"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -19,6 +19,7 @@ import (
 	gossh "golang.org/x/crypto/ssh"
 
 	"github.com/gpuaas/gpuaas/internal/sshcert"
+	"github.com/gpuaas/gpuaas/internal/sshwire"
 )
 
 // testHostd is a real SSH server standing in for hostd's terminal server
@@ -204,7 +205,7 @@ func (h *testHostd) session(s glssh.Session) {
 	var ee *exec.ExitError
 	if errors.As(exitErr, &ee) {
 		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			_, _ = s.SendRequest("exit-signal", false, gossh.Marshal(exitSignalMsg{Signal: signalName(ws.Signal())}))
+			_, _ = s.SendRequest("exit-signal", false, gossh.Marshal(sshwire.ExitSignalMsg{Signal: signalName(ws.Signal())}))
 			_ = s.Close()
 			return
 		}
@@ -222,7 +223,7 @@ func (h *testHostd) relaySignals(s glssh.Session, cmd *exec.Cmd) func() {
 		for {
 			select {
 			case sig := <-sigs:
-				if n, ok := signalNumbers[string(sig)]; ok {
+				if n, ok := sshwire.Signal(string(sig)); ok {
 					_ = cmd.Process.Signal(n)
 				}
 			case <-quit:
@@ -233,15 +234,10 @@ func (h *testHostd) relaySignals(s glssh.Session, cmd *exec.Cmd) func() {
 	return func() { s.Signals(nil); close(quit) }
 }
 
-var signalNumbers = map[string]syscall.Signal{
-	"INT": syscall.SIGINT, "TERM": syscall.SIGTERM, "HUP": syscall.SIGHUP, "KILL": syscall.SIGKILL, "USR1": syscall.SIGUSR1,
-}
-
+// signalName is the SSH name of sig; "UNKNOWN" when SSH has none.
 func signalName(sig syscall.Signal) string {
-	for name, n := range signalNumbers {
-		if n == sig {
-			return name
-		}
+	if name := sshwire.SignalName(sig); name != "" {
+		return name
 	}
 	return "UNKNOWN"
 }
@@ -262,36 +258,23 @@ func (h *testHostd) sftp(s glssh.Session) {
 
 // directTCPIP forwards to ports on loopback only, keeping half-closes
 // (gliderlabs' own handler closes both ways at the first EOF).
-func directTCPIP(_ *glssh.Server, _ *gossh.ServerConn, newChan gossh.NewChannel, _ glssh.Context) {
-	var d directTCPIPMsg
-	if err := gossh.Unmarshal(newChan.ExtraData(), &d); err != nil || (d.DestAddr != "127.0.0.1" && d.DestAddr != "localhost") {
+func directTCPIP(_ *glssh.Server, _ *gossh.ServerConn, newChan gossh.NewChannel, ctx glssh.Context) {
+	var d sshwire.DirectTCPIPMsg
+	if err := gossh.Unmarshal(newChan.ExtraData(), &d); err != nil {
 		_ = newChan.Reject(gossh.Prohibited, "destination not allowed")
 		return
 	}
-	conn, err := net.Dial("tcp", net.JoinHostPort(d.DestAddr, strconv.Itoa(int(d.DestPort))))
-	if err != nil {
+	var dialer net.Dialer
+	conn, err := sshwire.DialLoopback(ctx, d, func(ctx context.Context, addr string) (net.Conn, error) {
+		return dialer.DialContext(ctx, "tcp", addr)
+	})
+	switch {
+	case errors.Is(err, sshwire.ErrNotLoopback):
+		_ = newChan.Reject(gossh.Prohibited, "destination not allowed")
+		return
+	case err != nil:
 		_ = newChan.Reject(gossh.ConnectionFailed, err.Error())
 		return
 	}
-	ch, reqs, err := newChan.Accept()
-	if err != nil {
-		conn.Close()
-		return
-	}
-	go gossh.DiscardRequests(reqs)
-	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() {
-		defer wg.Done()
-		_, _ = io.Copy(conn, ch)
-		_ = conn.(*net.TCPConn).CloseWrite()
-	}()
-	go func() {
-		defer wg.Done()
-		_, _ = io.Copy(ch, conn)
-		_ = ch.CloseWrite()
-	}()
-	wg.Wait()
-	_ = ch.Close()
-	_ = conn.Close()
+	_, _ = sshwire.AcceptAndSplice(newChan, conn.(*net.TCPConn))
 }

@@ -10,6 +10,8 @@ import (
 	gossh "golang.org/x/crypto/ssh"
 
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/sshtest"
+	"github.com/gpuaas/gpuaas/internal/testutil"
 	"github.com/gpuaas/gpuaas/tui"
 )
 
@@ -29,7 +31,7 @@ func TestTUIOverSSH(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	var out safeBuffer
+	var out sshtest.Buffer
 	s.Stdout, s.Stderr = &out, &out
 	stdin, err := s.StdinPipe()
 	if err != nil {
@@ -41,7 +43,7 @@ func TestTUIOverSSH(t *testing.T) {
 	if err := s.Shell(); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the first frame, with the allocation", func() bool {
+	testutil.Eventually(t, "the first frame, with the allocation", func() bool {
 		return strings.Contains(out.String(), id) && strings.Contains(out.String(), "active")
 	})
 	if strings.Contains(out.String(), "NODE") {
@@ -55,13 +57,13 @@ func TestTUIOverSSH(t *testing.T) {
 	if err := s.WindowChange(40, 120); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "a frame at the new width (node column)", func() bool { return strings.Contains(out.String(), "NODE") })
+	testutil.Eventually(t, "a frame at the new width (node column)", func() bool { return strings.Contains(out.String(), "NODE") })
 
 	// A change made elsewhere reaches the screen (event, or the refresh).
 	if _, err := u.client.AllocRelease(context.Background(), api.AllocReleaseRequest{ID: id}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the allocation shown releasing", func() bool { return strings.Contains(out.String(), "releasing") })
+	testutil.Eventually(t, "the allocation shown releasing", func() bool { return strings.Contains(out.String(), "releasing") })
 
 	if _, err := stdin.Write([]byte("q")); err != nil {
 		t.Fatal(err)
@@ -93,7 +95,7 @@ func TestNoPTYStillGetsHelp(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	var out safeBuffer
+	var out sshtest.Buffer
 	s.Stdout = &out
 	if err := s.Shell(); err != nil {
 		t.Fatal(err)

@@ -20,22 +20,11 @@ import (
 )
 
 // SlotSpec describes one discovered GPU slot.
-type SlotSpec struct {
-	GPUPCI   string
-	NVMe     string
-	FabricVF string
-	NUMANode int
-	MAC      string
-	IP       string
-}
+type SlotSpec = api.SlotSpec
 
-// Spec describes a node to register.
-type Spec struct {
-	Name     string
-	Shape    string
-	GPUModel string
-	Slots    []SlotSpec
-}
+// Spec describes a node to register. It is declared in internal/api so
+// that hostd's sim profiles produce it without importing controld.
+type Spec = api.NodeSpec
 
 // Register inserts a ready node with its slots pending approval.
 func Register(ctx context.Context, q store.Querier, s Spec, now time.Time) (api.Node, error) {

@@ -5,13 +5,7 @@
 // servers on loopback, sandbox users) both satisfy them.
 package host
 
-import (
-	"context"
-	"errors"
-)
-
-// ErrDomainNotFound is returned for an unknown domain name.
-var ErrDomainNotFound = errors.New("domain not found")
+import "context"
 
 // DomainState is the lifecycle state of a VM.
 type DomainState string

@@ -14,14 +14,6 @@ import (
 	"time"
 )
 
-var (
-	// ErrUserExists is returned by Users.Create for a name that is taken.
-	ErrUserExists = errors.New("user already exists")
-	// ErrInvalidUser is returned for a user name useradd would refuse or
-	// an authorized key that is not one line.
-	ErrInvalidUser = errors.New("invalid user")
-)
-
 // userNameRE is the portable POSIX user name useradd accepts by default.
 var userNameRE = regexp.MustCompile(`^[a-z_][a-z0-9_-]{0,31}$`)
 

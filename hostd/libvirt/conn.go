@@ -6,6 +6,8 @@ import (
 	"net"
 
 	golibvirt "github.com/digitalocean/go-libvirt"
+
+	"github.com/gpuaas/gpuaas/hostd/host"
 )
 
 // do runs fn on a connected client and wraps its error for op on name.
@@ -42,7 +44,7 @@ func (h *Hypervisor) client(ctx context.Context) (*golibvirt.Libvirt, error) {
 	}
 	defer func() { <-h.sem }()
 	if h.closed {
-		return nil, ErrClosed
+		return nil, host.ErrClosed
 	}
 	if h.lv != nil {
 		if h.lv.IsConnected() {

@@ -186,7 +186,7 @@ type videoXML struct {
 }
 
 // DomainXML renders spec as a libvirt KVM domain definition. It fails,
-// wrapping ErrInvalidSpec, on a spec libvirt would reject or misread.
+// wrapping host.ErrInvalidSpec, on a spec libvirt would reject or misread.
 func DomainXML(spec host.DomainSpec) ([]byte, error) {
 	if err := validateSpec(spec); err != nil {
 		return nil, err
@@ -254,7 +254,7 @@ func DomainXML(spec host.DomainSpec) ([]byte, error) {
 			return nil, err
 		}
 		if seen[p] {
-			return nil, fmt.Errorf("%w: pci address %q listed twice", ErrInvalidSpec, a)
+			return nil, fmt.Errorf("%w: pci address %q listed twice", host.ErrInvalidSpec, a)
 		}
 		seen[p] = true
 		dev.HostDevs = append(dev.HostDevs, hostdevXML{

@@ -150,8 +150,8 @@ func TestDomainXMLInvalid(t *testing.T) {
 			spec := ok
 			tc.mutate(&spec)
 			got, err := DomainXML(spec)
-			if !errors.Is(err, ErrInvalidSpec) {
-				t.Fatalf("DomainXML error = %v; want ErrInvalidSpec (xml %q)", err, got)
+			if !errors.Is(err, host.ErrInvalidSpec) {
+				t.Fatalf("DomainXML error = %v; want host.ErrInvalidSpec (xml %q)", err, got)
 			}
 		})
 	}

@@ -9,20 +9,6 @@ import (
 	"github.com/gpuaas/gpuaas/hostd/host"
 )
 
-var (
-	// ErrInvalidSpec wraps every reason a DomainSpec cannot become a
-	// domain definition.
-	ErrInvalidSpec = errors.New("invalid domain spec")
-	// ErrDomainExists is returned by Define when the name is taken.
-	ErrDomainExists = errors.New("domain already exists")
-	// ErrDomainActive is returned by Undefine for a running or paused
-	// domain: libvirt would turn it into a transient domain that keeps
-	// its GPUs with no definition left to find it by.
-	ErrDomainActive = errors.New("domain is active")
-	// ErrClosed is returned for calls after Close.
-	ErrClosed = errors.New("hypervisor closed")
-)
-
 // opError wraps a libvirt error for op on domain name, turning libvirt's
 // "no domain" into host.ErrDomainNotFound. The libvirt error stays in the
 // chain for callers that want its code.

@@ -48,7 +48,7 @@ func New(ctx context.Context, cfg Config) (*Hypervisor, error) {
 }
 
 // Close ends the libvirtd connection. Calls after Close fail with
-// ErrClosed.
+// host.ErrClosed.
 func (h *Hypervisor) Close() error {
 	h.sem <- struct{}{}
 	defer func() { <-h.sem }()
@@ -66,7 +66,7 @@ func (h *Hypervisor) Close() error {
 }
 
 // Define registers spec as a persistent domain. The XML is checked
-// against libvirt's schema on the way in; a taken name is ErrDomainExists.
+// against libvirt's schema on the way in; a taken name is host.ErrDomainExists.
 func (h *Hypervisor) Define(ctx context.Context, spec host.DomainSpec) error {
 	x, err := DomainXML(spec)
 	if err != nil {
@@ -78,7 +78,7 @@ func (h *Hypervisor) Define(ctx context.Context, spec host.DomainSpec) error {
 		_, err := lv.DomainLookupByName(spec.Name)
 		switch {
 		case err == nil:
-			return ErrDomainExists
+			return host.ErrDomainExists
 		case !golibvirt.IsNotFound(err):
 			return err
 		}
@@ -140,7 +140,7 @@ var undefineFlags = []golibvirt.DomainUndefineFlagsValues{
 
 // Undefine removes a shut-off domain's definition with its managed save,
 // snapshot and checkpoint metadata and NVRAM. An active domain is refused
-// with ErrDomainActive; destroy it first.
+// with host.ErrDomainActive; destroy it first.
 func (h *Hypervisor) Undefine(ctx context.Context, name string) error {
 	return h.do(ctx, "undefine", name, func(lv *golibvirt.Libvirt) error {
 		dom, err := lv.DomainLookupByName(name)
@@ -152,7 +152,7 @@ func (h *Hypervisor) Undefine(ctx context.Context, name string) error {
 			return err
 		}
 		if active != 0 {
-			return ErrDomainActive
+			return host.ErrDomainActive
 		}
 		for _, flags := range undefineFlags {
 			err = lv.DomainUndefineFlags(dom, flags)

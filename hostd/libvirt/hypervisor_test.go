@@ -171,8 +171,8 @@ func TestDefineExisting(t *testing.T) {
 		t.Fatalf("Define: %v", err)
 	}
 	for _, again := range []host.DomainSpec{spec, func() host.DomainSpec { s := spec; s.UUID = ""; s.VCPUs = 2; return s }()} {
-		if err := h.Define(ctx, again); !errors.Is(err, ErrDomainExists) {
-			t.Errorf("Define(%s, uuid %q) again = %v; want ErrDomainExists", again.Name, again.UUID, err)
+		if err := h.Define(ctx, again); !errors.Is(err, host.ErrDomainExists) {
+			t.Errorf("Define(%s, uuid %q) again = %v; want host.ErrDomainExists", again.Name, again.UUID, err)
 		}
 	}
 	wantState(t, h, spec.Name, host.DomainShutoff)
@@ -195,7 +195,7 @@ func TestDefineConcurrent(t *testing.T) {
 			switch err := h.Define(ctx, spec); {
 			case err == nil:
 				wins.Add(1)
-			case errors.Is(err, ErrDomainExists):
+			case errors.Is(err, host.ErrDomainExists):
 				exists.Add(1)
 			default:
 				t.Errorf("Define: %v", err)
@@ -204,7 +204,7 @@ func TestDefineConcurrent(t *testing.T) {
 	}
 	wg.Wait()
 	if wins.Load() != 1 || exists.Load() != 7 {
-		t.Errorf("wins, ErrDomainExists = %d, %d; want 1, 7", wins.Load(), exists.Load())
+		t.Errorf("wins, host.ErrDomainExists = %d, %d; want 1, 7", wins.Load(), exists.Load())
 	}
 }
 
@@ -235,8 +235,8 @@ func TestUndefineActive(t *testing.T) {
 	if err := h.Start(ctx, name); err != nil {
 		t.Fatalf("Start: %v", err)
 	}
-	if err := h.Undefine(ctx, name); !errors.Is(err, ErrDomainActive) {
-		t.Fatalf("Undefine(running) = %v; want ErrDomainActive", err)
+	if err := h.Undefine(ctx, name); !errors.Is(err, host.ErrDomainActive) {
+		t.Fatalf("Undefine(running) = %v; want host.ErrDomainActive", err)
 	}
 	wantState(t, h, name, host.DomainRunning)
 }
@@ -247,8 +247,8 @@ func TestDefineInvalidSpec(t *testing.T) {
 	ctx := testContext(t)
 	spec := minimalSpec(uniqueName(t, h))
 	spec.HostDevs = []host.PCIAddress{"0000:18:00"}
-	if err := h.Define(ctx, spec); !errors.Is(err, ErrInvalidSpec) {
-		t.Fatalf("Define(bad pci) = %v; want ErrInvalidSpec", err)
+	if err := h.Define(ctx, spec); !errors.Is(err, host.ErrInvalidSpec) {
+		t.Fatalf("Define(bad pci) = %v; want host.ErrInvalidSpec", err)
 	}
 	wantState(t, h, spec.Name, host.DomainNotFound)
 }
@@ -320,8 +320,8 @@ func TestClosed(t *testing.T) {
 	if err := h.Close(); err != nil {
 		t.Errorf("second Close = %v; want nil", err)
 	}
-	if _, err := h.List(testContext(t)); !errors.Is(err, ErrClosed) {
-		t.Errorf("List after Close = %v; want ErrClosed", err)
+	if _, err := h.List(testContext(t)); !errors.Is(err, host.ErrClosed) {
+		t.Errorf("List after Close = %v; want host.ErrClosed", err)
 	}
 }
 

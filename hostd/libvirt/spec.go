@@ -26,7 +26,7 @@ var pciAddressRE = regexp.MustCompile(`^([0-9a-fA-F]{4}):([0-9a-fA-F]{2}):([0-9a
 func parsePCIAddress(a host.PCIAddress) (pciAddress, error) {
 	m := pciAddressRE.FindStringSubmatch(string(a))
 	if m == nil {
-		return pciAddress{}, fmt.Errorf("%w: pci address %q: want domain:bus:slot.function like 0000:18:00.0", ErrInvalidSpec, a)
+		return pciAddress{}, fmt.Errorf("%w: pci address %q: want domain:bus:slot.function like 0000:18:00.0", host.ErrInvalidSpec, a)
 	}
 	var p pciAddress
 	p.Domain, _ = strconv.ParseUint(m[1], 16, 16)
@@ -34,7 +34,7 @@ func parsePCIAddress(a host.PCIAddress) (pciAddress, error) {
 	p.Slot, _ = strconv.ParseUint(m[3], 16, 8)
 	p.Function, _ = strconv.ParseUint(m[4], 16, 8)
 	if p.Slot > 0x1f {
-		return pciAddress{}, fmt.Errorf("%w: pci address %q: slot 0x%02x is over 0x1f", ErrInvalidSpec, a, p.Slot)
+		return pciAddress{}, fmt.Errorf("%w: pci address %q: slot 0x%02x is over 0x1f", host.ErrInvalidSpec, a, p.Slot)
 	}
 	return p, nil
 }
@@ -43,7 +43,7 @@ func parsePCIAddress(a host.PCIAddress) (pciAddress, error) {
 // the order written. Ranges must ascend and no CPU may repeat.
 func parseCPUSet(s string) ([]int, error) {
 	bad := func(why string) error {
-		return fmt.Errorf("%w: cpuset %q: %s", ErrInvalidSpec, s, why)
+		return fmt.Errorf("%w: cpuset %q: %s", host.ErrInvalidSpec, s, why)
 	}
 	var cpus []int
 	seen := map[int]bool{}
@@ -96,14 +96,14 @@ var (
 // safe in file names and log lines: no '/', no spaces or control runes.
 func validateName(name string) error {
 	if name == "" {
-		return fmt.Errorf("%w: empty domain name", ErrInvalidSpec)
+		return fmt.Errorf("%w: empty domain name", host.ErrInvalidSpec)
 	}
 	if len(name) > 200 {
-		return fmt.Errorf("%w: domain name %.20q... is %d bytes, over 200", ErrInvalidSpec, name, len(name))
+		return fmt.Errorf("%w: domain name %.20q... is %d bytes, over 200", host.ErrInvalidSpec, name, len(name))
 	}
 	for _, r := range name {
 		if r == '/' || unicode.IsSpace(r) || unicode.IsControl(r) {
-			return fmt.Errorf("%w: domain name %q contains %q", ErrInvalidSpec, name, r)
+			return fmt.Errorf("%w: domain name %q contains %q", host.ErrInvalidSpec, name, r)
 		}
 	}
 	return nil
@@ -111,7 +111,7 @@ func validateName(name string) error {
 
 func validatePath(what, p string) error {
 	if !filepath.IsAbs(p) || filepath.Clean(p) != p {
-		return fmt.Errorf("%w: %s %q: want a clean absolute path", ErrInvalidSpec, what, p)
+		return fmt.Errorf("%w: %s %q: want a clean absolute path", host.ErrInvalidSpec, what, p)
 	}
 	return nil
 }
@@ -124,10 +124,10 @@ func isBlockDevice(p string) bool { return strings.HasPrefix(p, "/dev/") }
 func validateMAC(mac string) error {
 	hw, err := net.ParseMAC(mac)
 	if err != nil || len(hw) != 6 || !strings.Contains(mac, ":") {
-		return fmt.Errorf("%w: mac %q: want six colon-separated octets", ErrInvalidSpec, mac)
+		return fmt.Errorf("%w: mac %q: want six colon-separated octets", host.ErrInvalidSpec, mac)
 	}
 	if hw[0]&1 == 1 {
-		return fmt.Errorf("%w: mac %q is a multicast address", ErrInvalidSpec, mac)
+		return fmt.Errorf("%w: mac %q is a multicast address", host.ErrInvalidSpec, mac)
 	}
 	return nil
 }
@@ -138,16 +138,16 @@ func validateSpec(spec host.DomainSpec) error {
 		return err
 	}
 	if spec.UUID != "" && !uuidRE.MatchString(spec.UUID) {
-		return fmt.Errorf("%w: uuid %q", ErrInvalidSpec, spec.UUID)
+		return fmt.Errorf("%w: uuid %q", host.ErrInvalidSpec, spec.UUID)
 	}
 	if spec.VCPUs <= 0 {
-		return fmt.Errorf("%w: vcpus %d: want at least 1", ErrInvalidSpec, spec.VCPUs)
+		return fmt.Errorf("%w: vcpus %d: want at least 1", host.ErrInvalidSpec, spec.VCPUs)
 	}
 	if spec.MemoryMiB <= 0 {
-		return fmt.Errorf("%w: memory %d MiB: want at least 1", ErrInvalidSpec, spec.MemoryMiB)
+		return fmt.Errorf("%w: memory %d MiB: want at least 1", host.ErrInvalidSpec, spec.MemoryMiB)
 	}
 	if spec.NUMANode < -1 {
-		return fmt.Errorf("%w: numa node %d: want -1 (none) or a node number", ErrInvalidSpec, spec.NUMANode)
+		return fmt.Errorf("%w: numa node %d: want -1 (none) or a node number", host.ErrInvalidSpec, spec.NUMANode)
 	}
 	targets := map[string]bool{}
 	for _, d := range spec.Disks {
@@ -155,10 +155,10 @@ func validateSpec(spec host.DomainSpec) error {
 			return err
 		}
 		if !diskTargetRE.MatchString(d.Target) {
-			return fmt.Errorf("%w: disk target %q: want a virtio name like vda", ErrInvalidSpec, d.Target)
+			return fmt.Errorf("%w: disk target %q: want a virtio name like vda", host.ErrInvalidSpec, d.Target)
 		}
 		if targets[d.Target] {
-			return fmt.Errorf("%w: disk target %q used twice", ErrInvalidSpec, d.Target)
+			return fmt.Errorf("%w: disk target %q used twice", host.ErrInvalidSpec, d.Target)
 		}
 		targets[d.Target] = true
 	}
@@ -169,7 +169,7 @@ func validateSpec(spec host.DomainSpec) error {
 	}
 	if spec.MAC != "" {
 		if spec.Network == "" {
-			return fmt.Errorf("%w: mac %q given without a network", ErrInvalidSpec, spec.MAC)
+			return fmt.Errorf("%w: mac %q given without a network", host.ErrInvalidSpec, spec.MAC)
 		}
 		if err := validateMAC(spec.MAC); err != nil {
 			return err

@@ -24,16 +24,6 @@ var (
 	ErrHomesUnreachable = errors.New("sim: users' homes are not reachable by unprivileged users")
 )
 
-// Errors of the sim Hypervisor, shaped after libvirt's.
-var (
-	ErrDomainExists     = errors.New("sim: domain already exists")
-	ErrDomainActive     = errors.New("sim: domain is active")
-	ErrDomainNotRunning = errors.New("sim: domain is not running")
-	ErrDeviceBusy       = errors.New("sim: host device in use by another domain")
-	ErrInvalidSpec      = errors.New("sim: invalid domain spec")
-	ErrClosed           = errors.New("sim: hypervisor closed")
-)
-
 // Hypervisor is the in-process sim host.Hypervisor. Domains are kept as
 // JSON records under dir, so a hostd restarted after a crash finds them,
 // running ones included. A running domain is an SSH server on loopback
@@ -125,7 +115,7 @@ func (h *Hypervisor) SetShutdownDelay(d time.Duration) {
 
 // Close stops every guest's SSH server without changing the records, as
 // if hostd died while the VMs ran on: a Hypervisor opened on the same dir
-// restarts them. Calls after Close fail with ErrClosed.
+// restarts them. Calls after Close fail with host.ErrClosed.
 func (h *Hypervisor) Close() error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -148,7 +138,7 @@ func (h *Hypervisor) Close() error {
 // lookup finds a domain; h.mu must be held.
 func (h *Hypervisor) lookup(op, name string) (*domain, error) {
 	if h.closed {
-		return nil, fmt.Errorf("%s %s: %w", op, name, ErrClosed)
+		return nil, fmt.Errorf("%s %s: %w", op, name, host.ErrClosed)
 	}
 	d, ok := h.doms[name]
 	if !ok {
@@ -165,10 +155,10 @@ func (h *Hypervisor) Define(_ context.Context, spec host.DomainSpec) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.closed {
-		return fmt.Errorf("define %s: %w", spec.Name, ErrClosed)
+		return fmt.Errorf("define %s: %w", spec.Name, host.ErrClosed)
 	}
 	if _, ok := h.doms[spec.Name]; ok {
-		return fmt.Errorf("define %s: %w", spec.Name, ErrDomainExists)
+		return fmt.Errorf("define %s: %w", spec.Name, host.ErrDomainExists)
 	}
 	d := &domain{rec: record{Spec: spec, State: host.DomainShutoff}}
 	if err := h.persist(d); err != nil {
@@ -182,17 +172,17 @@ func checkSpec(s host.DomainSpec) error {
 	if s.Name == "" || strings.HasPrefix(s.Name, ".") || strings.IndexFunc(s.Name, func(r rune) bool {
 		return r == '/' || r == '\\' || unicode.IsSpace(r) || unicode.IsControl(r)
 	}) >= 0 {
-		return fmt.Errorf("%w: name %q", ErrInvalidSpec, s.Name)
+		return fmt.Errorf("%w: name %q", host.ErrInvalidSpec, s.Name)
 	}
 	if s.VCPUs <= 0 || s.MemoryMiB <= 0 {
-		return fmt.Errorf("%w: %d vCPUs, %d MiB", ErrInvalidSpec, s.VCPUs, s.MemoryMiB)
+		return fmt.Errorf("%w: %d vCPUs, %d MiB", host.ErrInvalidSpec, s.VCPUs, s.MemoryMiB)
 	}
 	if s.SeedISO != "" && !filepath.IsAbs(s.SeedISO) {
-		return fmt.Errorf("%w: seed %q is not absolute", ErrInvalidSpec, s.SeedISO)
+		return fmt.Errorf("%w: seed %q is not absolute", host.ErrInvalidSpec, s.SeedISO)
 	}
 	for _, d := range s.Disks {
 		if !filepath.IsAbs(d.Source) {
-			return fmt.Errorf("%w: disk %q is not absolute", ErrInvalidSpec, d.Source)
+			return fmt.Errorf("%w: disk %q is not absolute", host.ErrInvalidSpec, d.Source)
 		}
 	}
 	return nil
@@ -217,7 +207,7 @@ func (h *Hypervisor) Start(_ context.Context, name string) error {
 		}
 		for _, dev := range d.rec.Spec.HostDevs {
 			if slices.Contains(od.rec.Spec.HostDevs, dev) {
-				return fmt.Errorf("start %s: %w: %s is passed through to %s", name, ErrDeviceBusy, dev, other)
+				return fmt.Errorf("start %s: %w: %s is passed through to %s", name, host.ErrDeviceBusy, dev, other)
 			}
 		}
 	}
@@ -333,7 +323,7 @@ func (h *Hypervisor) Destroy(_ context.Context, name string) error {
 }
 
 // Undefine removes a shut-off domain's record, host key and sandbox. A
-// running domain is refused with ErrDomainActive, as libvirt is asked to
+// running domain is refused with host.ErrDomainActive, as libvirt is asked to
 // refuse it.
 func (h *Hypervisor) Undefine(_ context.Context, name string) error {
 	h.mu.Lock()
@@ -343,7 +333,7 @@ func (h *Hypervisor) Undefine(_ context.Context, name string) error {
 		return err
 	}
 	if d.vm != nil {
-		return fmt.Errorf("undefine %s: %w", name, ErrDomainActive)
+		return fmt.Errorf("undefine %s: %w", name, host.ErrDomainActive)
 	}
 	err = errors.Join(
 		removeIfExists(h.recordPath(name)),
@@ -382,7 +372,7 @@ func (h *Hypervisor) List(_ context.Context) ([]string, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.closed {
-		return nil, fmt.Errorf("list domains: %w", ErrClosed)
+		return nil, fmt.Errorf("list domains: %w", host.ErrClosed)
 	}
 	names := make([]string, 0, len(h.doms))
 	for n := range h.doms {
@@ -403,7 +393,7 @@ func (h *Hypervisor) Address(_ context.Context, name string) (string, error) {
 		return "", err
 	}
 	if d.vm == nil {
-		return "", fmt.Errorf("address %s: %w", name, ErrDomainNotRunning)
+		return "", fmt.Errorf("address %s: %w", name, host.ErrDomainNotRunning)
 	}
 	return d.vm.addr, nil
 }

@@ -1,36 +1,26 @@
 package sim
 
 import (
-	"bytes"
 	"context"
-	"crypto/ed25519"
-	"crypto/rand"
 	"errors"
 	"net"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
 	gossh "golang.org/x/crypto/ssh"
 
 	"github.com/gpuaas/gpuaas/hostd/host"
+	"github.com/gpuaas/gpuaas/internal/sshtest"
+	"github.com/gpuaas/gpuaas/internal/testutil"
 )
 
 // guestKey makes a client key and its authorized_keys line.
 func guestKey(t *testing.T) (gossh.Signer, string) {
 	t.Helper()
-	pub, priv, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := gossh.NewSignerFromKey(priv)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sp, _ := gossh.NewPublicKey(pub)
-	return s, strings.TrimSpace(string(gossh.MarshalAuthorizedKey(sp)))
+	s := sshtest.NewSigner(t)
+	return s, sshtest.AuthorizedKey(s.PublicKey())
 }
 
 // seedDir writes a cloud-config user-data authorizing key for user and
@@ -54,8 +44,8 @@ func testSpec(name, seed string, devs ...host.PCIAddress) host.DomainSpec {
 		Disks: []host.Disk{{Source: "/dev/disk/by-id/nvme-x", Target: "vdb", Raw: true}}}
 }
 
-// sshRun runs cmd in the guest at addr and returns its output and exit
-// status.
+// sshRun runs cmd in the guest at addr and returns its output (stdout,
+// then stderr) and exit status.
 func sshRun(t *testing.T, addr, user string, key gossh.Signer, cmd string) (string, int, error) {
 	t.Helper()
 	c, err := gossh.Dial("tcp", addr, &gossh.ClientConfig{User: user, Auth: []gossh.AuthMethod{gossh.PublicKeys(key)},
@@ -64,19 +54,11 @@ func sshRun(t *testing.T, addr, user string, key gossh.Signer, cmd string) (stri
 		return "", 0, err
 	}
 	defer c.Close()
-	s, err := c.NewSession()
+	out, stderr, status, err := sshtest.Run(t, c, cmd)
 	if err != nil {
-		return "", 0, err
+		return out + stderr, 0, err
 	}
-	defer s.Close()
-	var out, stderr bytes.Buffer
-	s.Stdout, s.Stderr = &out, &stderr
-	err = s.Run(cmd)
-	var exit *gossh.ExitError
-	if errors.As(err, &exit) {
-		return out.String() + stderr.String(), exit.ExitStatus(), nil
-	}
-	return out.String() + stderr.String(), 0, err
+	return out + stderr, status, nil
 }
 
 func hostKeyOf(t *testing.T, addr, user string, key gossh.Signer) string {
@@ -108,14 +90,14 @@ func TestHypervisorGuest(t *testing.T) {
 	if err := h.Define(ctx, spec); err != nil {
 		t.Fatal(err)
 	}
-	if err := h.Define(ctx, spec); !errors.Is(err, ErrDomainExists) {
-		t.Errorf("second Define: got %v; want ErrDomainExists", err)
+	if err := h.Define(ctx, spec); !errors.Is(err, host.ErrDomainExists) {
+		t.Errorf("second Define: got %v; want host.ErrDomainExists", err)
 	}
 	if st, _ := h.State(ctx, "a-vm1"); st != host.DomainShutoff {
 		t.Errorf("state after Define = %s; want shutoff", st)
 	}
-	if _, err := h.Address(ctx, "a-vm1"); !errors.Is(err, ErrDomainNotRunning) {
-		t.Errorf("Address of a shut-off domain: got %v; want ErrDomainNotRunning", err)
+	if _, err := h.Address(ctx, "a-vm1"); !errors.Is(err, host.ErrDomainNotRunning) {
+		t.Errorf("Address of a shut-off domain: got %v; want host.ErrDomainNotRunning", err)
 	}
 	if err := h.Start(ctx, "a-vm1"); err != nil {
 		t.Fatal(err)
@@ -147,12 +129,12 @@ func TestHypervisorGuest(t *testing.T) {
 	if err := h.Define(ctx, testSpec("a-vm2", "", "0000:18:00.0")); err != nil {
 		t.Fatal(err)
 	}
-	if err := h.Start(ctx, "a-vm2"); !errors.Is(err, ErrDeviceBusy) {
-		t.Errorf("Start with a busy device: got %v; want ErrDeviceBusy", err)
+	if err := h.Start(ctx, "a-vm2"); !errors.Is(err, host.ErrDeviceBusy) {
+		t.Errorf("Start with a busy device: got %v; want host.ErrDeviceBusy", err)
 	}
 
-	if err := h.Undefine(ctx, "a-vm1"); !errors.Is(err, ErrDomainActive) {
-		t.Errorf("Undefine of a running domain: got %v; want ErrDomainActive", err)
+	if err := h.Undefine(ctx, "a-vm1"); !errors.Is(err, host.ErrDomainActive) {
+		t.Errorf("Undefine of a running domain: got %v; want host.ErrDomainActive", err)
 	}
 	if err := h.Destroy(ctx, "a-vm1"); err != nil {
 		t.Fatal(err)
@@ -206,8 +188,8 @@ func TestHypervisorRestart(t *testing.T) {
 	if err := h.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := h.List(ctx); !errors.Is(err, ErrClosed) {
-		t.Errorf("List after Close: got %v; want ErrClosed", err)
+	if _, err := h.List(ctx); !errors.Is(err, host.ErrClosed) {
+		t.Errorf("List after Close: got %v; want host.ErrClosed", err)
 	}
 
 	h2, err := NewHypervisor(dir)
@@ -253,17 +235,10 @@ func TestHypervisorShutdownDelay(t *testing.T) {
 	if st, _ := h.State(ctx, "a-slow"); st != host.DomainRunning {
 		t.Errorf("state right after Shutdown = %s; want running until the delay passes", st)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	testutil.EventuallyWithin(t, 5*time.Second, "the domain shut off after the shutdown delay", func() bool {
 		st, _ := h.State(ctx, "a-slow")
-		if st == host.DomainShutoff {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("still %s after the shutdown delay", st)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return st == host.DomainShutoff
+	})
 	if err := h.Shutdown(ctx, "a-slow"); err != nil {
 		t.Errorf("Shutdown of a shut-off domain: %v", err)
 	}
@@ -284,7 +259,7 @@ func TestHypervisorStartNeedsFiles(t *testing.T) {
 	if err := h.Start(ctx, "a-nodisk"); err == nil {
 		t.Error("Start with a missing overlay succeeded")
 	}
-	if err := h.Define(ctx, testSpec("bad/name", "")); !errors.Is(err, ErrInvalidSpec) {
-		t.Errorf("Define with a slash in the name: got %v; want ErrInvalidSpec", err)
+	if err := h.Define(ctx, testSpec("bad/name", "")); !errors.Is(err, host.ErrInvalidSpec) {
+		t.Errorf("Define with a slash in the name: got %v; want host.ErrInvalidSpec", err)
 	}
 }

@@ -11,7 +11,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/gpuaas/gpuaas/controld/node"
 	"github.com/gpuaas/gpuaas/internal/api"
 )
 
@@ -169,10 +168,10 @@ func (p Profile) MemoryMiB() int64 {
 // Slots are the slots the profile is built to have: each GPU with the
 // NVMe namespace and VF meant for it, in GPU order. Discovery of a healthy
 // profile must find exactly these.
-func (p Profile) Slots() []node.SlotSpec {
-	var out []node.SlotSpec
+func (p Profile) Slots() []api.SlotSpec {
+	var out []api.SlotSpec
 	for _, g := range p.GPUs {
-		s := node.SlotSpec{GPUPCI: g.PCI, NUMANode: g.NUMANode}
+		s := api.SlotSpec{GPUPCI: g.PCI, NUMANode: g.NUMANode}
 		for _, n := range p.NVMe {
 			if n.ForGPU == g.PCI {
 				s.NVMe = n.ByID()
@@ -189,8 +188,8 @@ func (p Profile) Slots() []node.SlotSpec {
 }
 
 // Spec is the node registration the profile stands for.
-func (p Profile) Spec() node.Spec {
-	return node.Spec{Name: p.Name, Shape: p.Shape, GPUModel: p.GPUModel, Slots: p.Slots()}
+func (p Profile) Spec() api.NodeSpec {
+	return api.NodeSpec{Name: p.Name, Shape: p.Shape, GPUModel: p.GPUModel, Slots: p.Slots()}
 }
 
 // H200Slice8 is an Intel 8×H200 gpu_slice host: two NUMA nodes, each with
@@ -205,15 +204,15 @@ func H100Baremetal8() Profile { return baremetalProfile("sim-h100-1", "H100") }
 
 // SliceHost is an 8-GPU gpu_slice host: 4 GPUs on each of two NUMA nodes,
 // each GPU paired with an NVMe namespace and a fabric VF on its NUMA node.
-func SliceHost(name, model string) node.Spec { return sliceProfile(name, model).Spec() }
+func SliceHost(name, model string) api.NodeSpec { return sliceProfile(name, model).Spec() }
 
 // BaremetalHost is an 8-GPU host rented whole.
-func BaremetalHost(name, model string) node.Spec { return baremetalProfile(name, model).Spec() }
+func BaremetalHost(name, model string) api.NodeSpec { return baremetalProfile(name, model).Spec() }
 
 // DevFleet is what `gpuaas dev` runs by default: one 8×H200 slice host and
 // one 8×H100 bare-metal host.
-func DevFleet() []node.Spec {
-	return []node.Spec{H200Slice8().Spec(), H100Baremetal8().Spec()}
+func DevFleet() []api.NodeSpec {
+	return []api.NodeSpec{H200Slice8().Spec(), H100Baremetal8().Spec()}
 }
 
 func sliceProfile(name, model string) Profile {

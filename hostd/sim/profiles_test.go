@@ -7,7 +7,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gpuaas/gpuaas/controld/node"
 	"github.com/gpuaas/gpuaas/internal/api"
 )
 
@@ -15,7 +14,7 @@ func TestSpecs(t *testing.T) {
 	fleet := DevFleet()
 	tests := []struct {
 		name      string
-		spec      node.Spec
+		spec      api.NodeSpec
 		wantShape string
 		wantModel string
 	}{

@@ -16,6 +16,7 @@ import (
 	gossh "golang.org/x/crypto/ssh"
 
 	"github.com/gpuaas/gpuaas/hostd/host"
+	"github.com/gpuaas/gpuaas/internal/sshtest"
 )
 
 // TestGuestSystemUsers: with system users, a sim guest's user is a POSIX
@@ -101,7 +102,7 @@ func TestGuestSystemUsers(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, _ = io.WriteString(stdin, "echo \"tty-owner=$(stat -c %U $(tty))\"; exit\n")
-	readUntil(t, stdout, "tty-owner="+name)
+	sshtest.ReadUntil(t, stdout, "tty-owner="+name)
 	_ = s.Close()
 
 	// sftp runs as the user.

@@ -15,21 +15,19 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
-	"strings"
-	"sync"
 	"syscall"
 	"time"
 
-	"github.com/creack/pty"
 	"github.com/gliderlabs/ssh"
 	"github.com/pkg/sftp"
 	"go.yaml.in/yaml/v3"
 	gossh "golang.org/x/crypto/ssh"
-	"golang.org/x/sys/unix"
 
 	"github.com/gpuaas/gpuaas/hostd/host"
+	"github.com/gpuaas/gpuaas/hostd/term"
+	"github.com/gpuaas/gpuaas/hostd/term/ptyctl"
 	"github.com/gpuaas/gpuaas/internal/fsutil"
+	"github.com/gpuaas/gpuaas/internal/sshwire"
 )
 
 // vm is a running sim guest: an SSH server on 127.0.0.1 that lets in the
@@ -218,7 +216,7 @@ func runAs(s ssh.Session, a guestAccount, args []string, isPty bool, ptyReq ssh.
 
 // runWithPTY runs cmd on a new PTY of size win, resized from winch.
 func runWithPTY(s ssh.Session, cmd *exec.Cmd, win ssh.Window, winch <-chan ssh.Window) {
-	ptmx, tty, err := openPTY()
+	ptmx, tty, err := ptyctl.Open()
 	if err != nil {
 		fmt.Fprintf(s.Stderr(), "sim guest: %v\n", err)
 		_ = s.Exit(1)
@@ -255,7 +253,7 @@ func runWithPTY(s ssh.Session, cmd *exec.Cmd, win ssh.Window, winch <-chan ssh.W
 	go func() { _, _ = io.Copy(ptmx, s) }()
 	// Signals go to the terminal's foreground job, as a key press would.
 	stopSignals := forwardSignals(s, func() int {
-		if pg, err := foregroundGroup(ptmx); err == nil && pg > 0 {
+		if pg, err := ptyctl.ForegroundGroup(ptmx); err == nil && pg > 0 {
 			return pg
 		}
 		return cmd.Process.Pid
@@ -281,7 +279,7 @@ func forwardSignals(s ssh.Session, group func() int) (stop func()) {
 		for {
 			select {
 			case sig := <-signals:
-				if n, ok := signalNumbers[sig]; ok {
+				if n, ok := sshwire.Signal(string(sig)); ok {
 					_ = syscall.Kill(-group(), n)
 				}
 			case <-exited:
@@ -305,24 +303,14 @@ func exitCode(cmd *exec.Cmd, err error) int {
 	return 0
 }
 
-// sftpServers are where distributions install OpenSSH's sftp-server.
-var sftpServers = []string{
-	"/usr/lib/openssh/sftp-server",     // Debian, Ubuntu
-	"/usr/libexec/openssh/sftp-server", // RHEL, Fedora
-	"/usr/lib/ssh/sftp-server",         // Arch
-	"/usr/libexec/sftp-server",         // Alpine, BSDs
-}
-
 // serveSFTP serves the sftp subsystem: for a system user, the system's
 // sftp-server run as the user (as sshd does); for a sandbox user, pkg/sftp
 // in-process, starting in its home.
 func serveSFTP(s ssh.Session, a guestAccount) {
 	if a.cred != nil {
-		for _, p := range sftpServers {
-			if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() {
-				runAs(s, a, []string{p}, false, ssh.Pty{}, nil)
-				return
-			}
+		if p := term.FindSFTPServer(); p != "" {
+			runAs(s, a, []string{p}, false, ssh.Pty{}, nil)
+			return
 		}
 		fmt.Fprintln(s.Stderr(), "sim guest: no sftp-server installed")
 		_ = s.Exit(1)
@@ -344,108 +332,34 @@ func serveSFTP(s ssh.Session, a guestAccount) {
 	_ = s.Exit(code)
 }
 
-// directTCPIP forwards to the guest's loopback only: a sim guest's
-// loopback is the host's, and a VM's user reaches nothing else through
-// its sshd here. Each direction's EOF is passed on.
+// directTCPIP forwards to the guest's loopback only (sshwire's loopback
+// policy): a sim guest's loopback is the host's, and a VM's user reaches
+// nothing else through its sshd here. Each direction's EOF is passed on.
 func directTCPIP(_ *ssh.Server, _ *gossh.ServerConn, nc gossh.NewChannel, ctx ssh.Context) {
-	var d struct {
-		Host       string
-		Port       uint32
-		OriginHost string
-		OriginPort uint32
-	}
+	var d sshwire.DirectTCPIPMsg
 	if err := gossh.Unmarshal(nc.ExtraData(), &d); err != nil {
 		_ = nc.Reject(gossh.ConnectionFailed, "malformed direct-tcpip request")
 		return
 	}
-	host := d.Host
-	if strings.EqualFold(host, "localhost") {
-		host = "127.0.0.1"
-	}
-	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() || d.Port == 0 || d.Port > 65535 {
+	var dialer net.Dialer
+	c, err := sshwire.DialLoopback(ctx, d, func(ctx context.Context, addr string) (net.Conn, error) {
+		return dialer.DialContext(ctx, "tcp", addr)
+	})
+	switch {
+	case errors.Is(err, sshwire.ErrNotLoopback):
 		_ = nc.Reject(gossh.Prohibited, "only the guest's loopback can be reached")
 		return
-	}
-	var dialer net.Dialer
-	c, err := dialer.DialContext(ctx, "tcp", net.JoinHostPort(host, strconv.Itoa(int(d.Port))))
-	if err != nil {
+	case err != nil:
 		_ = nc.Reject(gossh.ConnectionFailed, err.Error())
 		return
 	}
-	ch, reqs, err := nc.Accept()
-	if err != nil {
-		_ = c.Close()
-		return
-	}
-	go gossh.DiscardRequests(reqs)
-	tc := c.(*net.TCPConn)
-	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() {
-		defer wg.Done()
-		_, _ = io.Copy(ch, tc)
-		_ = ch.CloseWrite()
-	}()
-	go func() {
-		defer wg.Done()
-		_, _ = io.Copy(tc, ch)
-		_ = tc.CloseWrite()
-	}()
-	wg.Wait()
-	_ = ch.Close()
-	_ = tc.Close()
+	_, _ = sshwire.AcceptAndSplice(nc, c.(*net.TCPConn))
 }
 
-// openPTY opens a PTY pair with a pollable master, so that closing it
-// ends a pending Read (creack/pty leaves the master in blocking mode).
-func openPTY() (ptmx, tty *os.File, err error) {
-	m, tty, err := pty.Open()
-	if err != nil {
-		return nil, nil, err
-	}
-	fd, err := unix.FcntlInt(m.Fd(), unix.F_DUPFD_CLOEXEC, 0)
-	_ = m.Close()
-	if err == nil {
-		if err = unix.SetNonblock(fd, true); err != nil {
-			_ = unix.Close(fd)
-		}
-	}
-	if err != nil {
-		_ = tty.Close()
-		return nil, nil, err
-	}
-	return os.NewFile(uintptr(fd), "/dev/ptmx"), tty, nil
-}
-
+// setWinsize sets the PTY's size to w's (gliderlabs/ssh keeps no pixel
+// sizes).
 func setWinsize(ptmx *os.File, w ssh.Window) error {
-	rc, err := ptmx.SyscallConn()
-	if err != nil {
-		return err
-	}
-	ws := &unix.Winsize{Col: uint16(min(max(w.Width, 0), 0xffff)), Row: uint16(min(max(w.Height, 0), 0xffff))}
-	var ierr error
-	if err := rc.Control(func(fd uintptr) { ierr = unix.IoctlSetWinsize(int(fd), unix.TIOCSWINSZ, ws) }); err != nil {
-		return err
-	}
-	return ierr
-}
-
-func foregroundGroup(ptmx *os.File) (int, error) {
-	rc, err := ptmx.SyscallConn()
-	if err != nil {
-		return 0, err
-	}
-	var pg int
-	var ierr error
-	if err := rc.Control(func(fd uintptr) { pg, ierr = unix.IoctlGetInt(int(fd), unix.TIOCGPGRP) }); err != nil {
-		return 0, err
-	}
-	return pg, ierr
-}
-
-var signalNumbers = map[ssh.Signal]syscall.Signal{
-	ssh.SIGINT: syscall.SIGINT, ssh.SIGTERM: syscall.SIGTERM, ssh.SIGKILL: syscall.SIGKILL,
-	ssh.SIGHUP: syscall.SIGHUP, ssh.SIGQUIT: syscall.SIGQUIT, ssh.SIGUSR1: syscall.SIGUSR1, ssh.SIGUSR2: syscall.SIGUSR2,
+	return ptyctl.SetWinsize(ptmx, uint32(max(w.Width, 0)), uint32(max(w.Height, 0)), 0, 0)
 }
 
 // seedUsers reads the users and their authorized keys from a cloud-config

@@ -9,12 +9,13 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/pkg/sftp"
 	gossh "golang.org/x/crypto/ssh"
+
+	"github.com/gpuaas/gpuaas/internal/sshtest"
 )
 
 // guest boots a sim guest for user and returns a client logged in to it
@@ -47,33 +48,6 @@ func guest(t *testing.T) (*gossh.Client, string) {
 	return c, filepath.Join(h.Sandbox("a-vmt"), "gbob")
 }
 
-// readUntil reads until want shows up in what was read, or fails. It
-// reads a byte at a time, so that what follows want is left for the next
-// call (a buffered reader would swallow it when output comes in one piece).
-func readUntil(t *testing.T, r io.Reader, want string) {
-	t.Helper()
-	found := make(chan string, 1)
-	go func() {
-		var sb strings.Builder
-		b := make([]byte, 1)
-		for !strings.Contains(sb.String(), want) {
-			if _, err := io.ReadFull(r, b); err != nil {
-				break
-			}
-			sb.WriteByte(b[0])
-		}
-		found <- sb.String()
-	}()
-	select {
-	case got := <-found:
-		if !strings.Contains(got, want) {
-			t.Fatalf("got %q; want %q in it", got, want)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatalf("no %q within 10s", want)
-	}
-}
-
 func TestGuestPTY(t *testing.T) {
 	c, _ := guest(t)
 	s, err := c.NewSession()
@@ -90,13 +64,13 @@ func TestGuestPTY(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, _ = io.WriteString(stdin, `echo "T=$TERM"; stty size`+"\n")
-	readUntil(t, stdout, "T=vt100")
-	readUntil(t, stdout, "30 90")
+	sshtest.ReadUntil(t, stdout, "T=vt100")
+	sshtest.ReadUntil(t, stdout, "30 90")
 	if err := s.WindowChange(40, 100); err != nil {
 		t.Fatal(err)
 	}
 	_, _ = io.WriteString(stdin, "stty size; exit 6\n")
-	readUntil(t, stdout, "40 100")
+	sshtest.ReadUntil(t, stdout, "40 100")
 	_, _ = io.Copy(io.Discard, stdout)
 	var exit *gossh.ExitError
 	if err := s.Wait(); !errors.As(err, &exit) || exit.ExitStatus() != 6 {

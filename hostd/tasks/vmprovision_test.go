@@ -216,7 +216,7 @@ func TestVMProvisionFailureCleansUp(t *testing.T) {
 			if err := h.Hypervisor.Start(ctx, "squatter"); err != nil {
 				t.Fatal(err)
 			}
-		}, tasks.PhaseDefineStart, sim.ErrDeviceBusy},
+		}, tasks.PhaseDefineStart, host.ErrDeviceBusy},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -15,6 +15,7 @@ import (
 	"github.com/gpuaas/gpuaas/hostd/tasks"
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/sshcert"
+	"github.com/gpuaas/gpuaas/internal/sshwire"
 )
 
 // connKey is the context key of a connection's *conn.
@@ -42,7 +43,7 @@ type target interface {
 	// session serves a session channel.
 	session(nc gossh.NewChannel)
 	// directTCPIP serves a direct-tcpip channel to d.
-	directTCPIP(nc gossh.NewChannel, d forwardDest)
+	directTCPIP(nc gossh.NewChannel, d sshwire.DirectTCPIPMsg)
 	// close ends what the target holds for the connection.
 	close()
 }
@@ -150,7 +151,7 @@ func (s *Server) handleDirectTCPIP(_ *ssh.Server, sc *gossh.ServerConn, nc gossh
 		s.refuseChannel(nc, gossh.Prohibited, "direct-tcpip", err)
 		return
 	}
-	var d forwardDest
+	var d sshwire.DirectTCPIPMsg
 	if err := gossh.Unmarshal(nc.ExtraData(), &d); err != nil {
 		s.refuseChannel(nc, gossh.ConnectionFailed, "direct-tcpip", err)
 		return
@@ -176,13 +177,4 @@ func (s *Server) refuseChannel(nc gossh.NewChannel, reason gossh.RejectionReason
 		msg = "connection failed"
 	}
 	_ = nc.Reject(reason, msg)
-}
-
-// forwardDest is the payload of a direct-tcpip channel open (RFC 4254
-// 7.2).
-type forwardDest struct {
-	Host       string
-	Port       uint32
-	OriginHost string
-	OriginPort uint32
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/sshcert"
+	"github.com/gpuaas/gpuaas/internal/sshtest"
 )
 
 // TestGatewayRequired is the regression test of "ssh straight to hostd's
@@ -19,7 +20,7 @@ import (
 // against the server's log.
 func TestGatewayRequired(t *testing.T) {
 	h := newHarness(t, api.ShapeBaremetal)
-	otherCA := newCA(t, newKey(t))
+	otherCA := sshtest.AuthorityOf(t, api.CAInternal, sshtest.NewKey(t))
 	tests := []struct {
 		name    string
 		steps   func() []gossh.AuthMethod
@@ -48,7 +49,7 @@ func TestGatewayRequired(t *testing.T) {
 			return []gossh.AuthMethod{gossh.PublicKeys(h.gatewayFrom(h.ca, time.Now().Add(-2*time.Hour))), gossh.PublicKeys(h.ticket(nil))}
 		}, "expired"},
 		{"gateway certificate offered but not proven, ticket proven", func() []gossh.AuthMethod {
-			return []gossh.AuthMethod{gossh.PublicKeys(offerOnly{h.gateway}), gossh.PublicKeys(h.ticket(nil))}
+			return []gossh.AuthMethod{gossh.PublicKeys(sshtest.OfferOnly(h.gateway)), gossh.PublicKeys(h.ticket(nil))}
 		}, "not a gateway certificate"},
 	}
 	for _, tt := range tests {

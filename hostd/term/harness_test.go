@@ -1,19 +1,12 @@
 package term_test
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"crypto/ed25519"
-	"crypto/rand"
-	"encoding/pem"
-	"errors"
 	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -25,6 +18,7 @@ import (
 	"github.com/gpuaas/gpuaas/hostd/term"
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/sshcert"
+	"github.com/gpuaas/gpuaas/internal/sshtest"
 )
 
 const testNode = "n-1"
@@ -48,25 +42,7 @@ type harness struct {
 	users    *sim.Users
 	hv       *sim.Hypervisor
 	hostKey  gossh.PublicKey
-	log      *syncBuffer
-}
-
-// syncBuffer collects the server's log.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
+	log      *sshtest.Buffer
 }
 
 func newHarness(t testing.TB, shape string) *harness {
@@ -84,9 +60,9 @@ func newHarnessFor(t testing.TB, shape, alloc string, accounts term.Accounts) *h
 // newHarnessIn is newHarnessFor with hostd's state in stateDir.
 func newHarnessIn(t testing.TB, stateDir, shape, alloc string, accounts term.Accounts) *harness {
 	t.Helper()
-	h := &harness{t: t, shape: shape, stateDir: stateDir, alloc: alloc, user: api.PosixUser(alloc), log: &syncBuffer{}}
-	h.caKey = newKey(t)
-	h.ca = newCA(t, h.caKey)
+	h := &harness{t: t, shape: shape, stateDir: stateDir, alloc: alloc, user: api.PosixUser(alloc), log: &sshtest.Buffer{}}
+	h.caKey = sshtest.NewKey(t)
+	h.ca = sshtest.AuthorityOf(t, api.CAInternal, h.caKey)
 	h.gateway = h.gatewayFrom(h.ca, time.Now())
 	var err error
 	if h.users, err = sim.NewUsers(filepath.Join(h.stateDir, "sim", "users")); err != nil {
@@ -139,18 +115,10 @@ func (h *harness) startVM() *sim.Hypervisor {
 	}
 	t.Cleanup(func() { _ = hv.Close() })
 	paths := tasks.PathsFor(h.stateDir, h.alloc)
-	key := newKey(t)
-	block, err := gossh.MarshalPrivateKey(key, "gpuaas-hostd@"+h.alloc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mustWrite(t, paths.VMKey, pem.EncodeToMemory(block), 0o600)
-	pub, err := gossh.NewPublicKey(key.Public())
-	if err != nil {
-		t.Fatal(err)
-	}
+	key := sshtest.NewKey(t)
+	mustWrite(t, paths.VMKey, sshtest.PrivateKeyPEM(t, key, "gpuaas-hostd@"+h.alloc), 0o600)
 	ud := "#cloud-config\nusers:\n  - name: " + h.user + "\n    ssh_authorized_keys:\n      - " +
-		strings.TrimSpace(string(gossh.MarshalAuthorizedKey(pub))) + "\n"
+		sshtest.AuthorizedKey(sshtest.SignerOf(t, key).PublicKey()) + "\n"
 	mustWrite(t, filepath.Join(paths.SeedDir, "user-data"), []byte(ud), 0o600)
 	mustWrite(t, paths.SeedISO, []byte("iso"), 0o600)
 	ctx := context.Background()
@@ -185,23 +153,23 @@ func (h *harness) ticket(change func(*sshcert.Ticket)) gossh.Signer {
 
 func (h *harness) ticketFrom(ca *sshcert.Authority, tk sshcert.Ticket, at time.Time) gossh.Signer {
 	h.t.Helper()
-	key := newSigner(h.t)
+	key := sshtest.NewSigner(h.t)
 	cert, err := ca.SignTicket(key.PublicKey(), tk, at)
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	return certSigner(h.t, cert, key)
+	return sshtest.CertSigner(h.t, cert, key)
 }
 
 // gatewayFrom mints a gateway certificate of ca for a fresh key.
 func (h *harness) gatewayFrom(ca *sshcert.Authority, at time.Time) gossh.Signer {
 	h.t.Helper()
-	key := newSigner(h.t)
+	key := sshtest.NewSigner(h.t)
 	cert, err := ca.SignGateway(key.PublicKey(), "test-gw", time.Hour, at)
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	return certSigner(h.t, cert, key)
+	return sshtest.CertSigner(h.t, cert, key)
 }
 
 // dial connects as user as sshgate does: the gateway certificate first,
@@ -218,7 +186,7 @@ func (h *harness) dial(user string, auth ...gossh.AuthMethod) (*gossh.Client, er
 func (h *harness) dialSteps(user string, methods ...gossh.AuthMethod) (*gossh.Client, error) {
 	return gossh.Dial("tcp", h.addr, &gossh.ClientConfig{
 		User:            user,
-		AuthCallback:    steps(methods...),
+		AuthCallback:    sshtest.Steps(methods...),
 		HostKeyCallback: gossh.FixedHostKey(h.hostKey),
 		Timeout:         10 * time.Second,
 	})
@@ -235,42 +203,6 @@ func (h *harness) client() *gossh.Client {
 	return c
 }
 
-func newKey(t testing.TB) ed25519.PrivateKey {
-	t.Helper()
-	_, k, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return k
-}
-
-func newSigner(t testing.TB) gossh.Signer {
-	t.Helper()
-	s, err := gossh.NewSignerFromKey(newKey(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
-
-func newCA(t testing.TB, key ed25519.PrivateKey, alsoTrusted ...gossh.PublicKey) *sshcert.Authority {
-	t.Helper()
-	a, err := sshcert.New(api.CAInternal, key, alsoTrusted...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return a
-}
-
-func certSigner(t testing.TB, cert *gossh.Certificate, key gossh.Signer) gossh.Signer {
-	t.Helper()
-	s, err := gossh.NewCertSigner(cert, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
-
 func mustWrite(t testing.TB, name string, data []byte, perm os.FileMode) {
 	t.Helper()
 	if err := os.MkdirAll(filepath.Dir(name), 0o700); err != nil {
@@ -279,50 +211,4 @@ func mustWrite(t testing.TB, name string, data []byte, perm os.FileMode) {
 	if err := os.WriteFile(name, data, perm); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// readUntil reads r until the text read so far contains want, or fails
-// the test after a deadline.
-func readUntil(t *testing.T, r *bufio.Reader, want string) string {
-	t.Helper()
-	got := make(chan string, 1)
-	go func() {
-		var sb strings.Builder
-		for {
-			b, err := r.ReadByte()
-			if err != nil {
-				got <- sb.String()
-				return
-			}
-			sb.WriteByte(b)
-			if strings.Contains(sb.String(), want) {
-				got <- sb.String()
-				return
-			}
-		}
-	}()
-	select {
-	case s := <-got:
-		if !strings.Contains(s, want) {
-			t.Fatalf("got output %q; want it to contain %q", s, want)
-		}
-		return s
-	case <-time.After(20 * time.Second):
-		t.Fatalf("got no %q within 20s", want)
-		return ""
-	}
-}
-
-// exitStatus is the exit status in err from Session.Wait or Run (0 for
-// nil), or the test fails.
-func exitStatus(t *testing.T, err error) int {
-	t.Helper()
-	if err == nil {
-		return 0
-	}
-	var exit *gossh.ExitError
-	if !errors.As(err, &exit) {
-		t.Fatalf("got %v; want an exit status", err)
-	}
-	return exit.ExitStatus()
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/gpuaas/gpuaas/hostd/tasks"
 	"github.com/gpuaas/gpuaas/internal/sshcert"
+	"github.com/gpuaas/gpuaas/internal/sshwire"
 )
 
 // vmTarget serves a slice allocation through one SSH connection into its
@@ -154,10 +155,7 @@ func (v *vmTarget) relaySession(ch gossh.Channel, reqs <-chan *gossh.Request, vc
 			}
 		}
 	}()
-	go func() {
-		_, _ = io.Copy(vch, ch)
-		_ = vch.CloseWrite()
-	}()
+	go sshwire.CopyHalf(vch, ch)
 	var out sync.WaitGroup
 	out.Add(2)
 	go func() { defer out.Done(); _, _ = io.Copy(ch, vch) }()
@@ -170,7 +168,7 @@ func (v *vmTarget) relaySession(ch gossh.Channel, reqs <-chan *gossh.Request, vc
 	_ = ch.Close()
 }
 
-func (v *vmTarget) directTCPIP(nc gossh.NewChannel, d forwardDest) {
+func (v *vmTarget) directTCPIP(nc gossh.NewChannel, d sshwire.DirectTCPIPMsg) {
 	client, err := v.dialVM()
 	if err != nil {
 		v.s.refuseChannel(nc, gossh.ConnectionFailed, "direct-tcpip", err)
@@ -190,11 +188,5 @@ func (v *vmTarget) directTCPIP(nc gossh.NewChannel, d forwardDest) {
 		return
 	}
 	go gossh.DiscardRequests(vreqs)
-	ch, reqs, err := nc.Accept()
-	if err != nil {
-		_ = vch.Close()
-		return
-	}
-	go gossh.DiscardRequests(reqs)
-	splice(ch, vch)
+	_, _ = sshwire.AcceptAndSplice(nc, vch)
 }

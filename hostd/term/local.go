@@ -11,6 +11,9 @@ import (
 
 	"github.com/pkg/sftp"
 	gossh "golang.org/x/crypto/ssh"
+
+	"github.com/gpuaas/gpuaas/hostd/term/ptyctl"
+	"github.com/gpuaas/gpuaas/internal/sshwire"
 )
 
 // localTarget serves a bare-metal allocation on the node itself, as the
@@ -48,7 +51,7 @@ type localSession struct {
 	t       *localTarget
 	ch      gossh.Channel
 	env     []string
-	pty     *ptyRequestMsg
+	pty     *sshwire.PtyRequestMsg
 	started bool
 	ptmx    *os.File // the PTY's master side, once started with one
 	pid     int      // the program's process (and process group) id; 0 when in-process
@@ -79,35 +82,35 @@ func (l *localSession) handle(req *gossh.Request) (ok bool, run func()) {
 	}
 	switch req.Type {
 	case "env":
-		var m envMsg
+		var m sshwire.EnvMsg
 		if l.started || len(l.env) >= maxEnv || gossh.Unmarshal(req.Payload, &m) != nil {
 			return false, nil
 		}
 		l.env = append(l.env, m.Name+"="+m.Value)
 		return true, nil
 	case "pty-req":
-		var m ptyRequestMsg
+		var m sshwire.PtyRequestMsg
 		if l.started || l.pty != nil || gossh.Unmarshal(req.Payload, &m) != nil {
 			return false, nil
 		}
 		l.pty = &m
 		return true, nil
 	case "window-change":
-		var m windowChangeMsg
+		var m sshwire.WindowChangeMsg
 		if l.pty == nil || gossh.Unmarshal(req.Payload, &m) != nil {
 			return false, nil
 		}
 		l.pty.Columns, l.pty.Rows, l.pty.Width, l.pty.Height = m.Columns, m.Rows, m.Width, m.Height
 		if l.ptmx != nil {
-			_ = setWinsize(l.ptmx, m.Columns, m.Rows, m.Width, m.Height)
+			_ = ptyctl.SetWinsize(l.ptmx, m.Columns, m.Rows, m.Width, m.Height)
 		}
 		return true, nil
 	case "signal":
-		var m signalMsg
+		var m sshwire.SignalMsg
 		if gossh.Unmarshal(req.Payload, &m) != nil {
 			return false, nil
 		}
-		sig, known := signals[m.Signal]
+		sig, known := sshwire.Signal(m.Signal)
 		if !known || l.pid == 0 {
 			return false, nil
 		}
@@ -135,7 +138,7 @@ func (l *localSession) start(req *gossh.Request) (func(), error) {
 	case "shell":
 		return l.spawn(&exec.Cmd{Path: a.Shell, Args: []string{"-" + filepath.Base(a.Shell)}})
 	case "exec":
-		var m execMsg
+		var m sshwire.ExecMsg
 		if err := gossh.Unmarshal(req.Payload, &m); err != nil {
 			return nil, err
 		}
@@ -202,7 +205,7 @@ func (l *localSession) spawn(cmd *exec.Cmd) (func(), error) {
 }
 
 func (l *localSession) spawnPTY(cmd *exec.Cmd) (func(), error) {
-	ptmx, tty, err := openPTY()
+	ptmx, tty, err := ptyctl.Open()
 	if err != nil {
 		return nil, err
 	}
@@ -211,7 +214,7 @@ func (l *localSession) spawnPTY(cmd *exec.Cmd) (func(), error) {
 	if err := applyModes(tty, p.Modes); err != nil {
 		l.t.s.cfg.Log.Debug("terminal modes not applied", "err", err)
 	}
-	if err := setWinsize(ptmx, p.Columns, p.Rows, p.Width, p.Height); err != nil {
+	if err := ptyctl.SetWinsize(ptmx, p.Columns, p.Rows, p.Width, p.Height); err != nil {
 		_ = ptmx.Close()
 		return nil, err
 	}
@@ -276,7 +279,7 @@ func (l *localSession) sftpInProcess() (func(), error) {
 		if err := srv.Serve(); err != nil {
 			code = 1
 		}
-		l.sendExit(exitStatusMsg{Status: uint32(code)}, nil)
+		l.sendExit(sshwire.ExitStatusMsg{Status: uint32(code)}, nil)
 	}, nil
 }
 
@@ -291,7 +294,7 @@ func (l *localSession) signal(sig syscall.Signal) bool {
 	}
 	pgid := l.pid
 	if l.ptmx != nil {
-		if fg, err := foregroundGroup(l.ptmx); err == nil && fg > 0 {
+		if fg, err := ptyctl.ForegroundGroup(l.ptmx); err == nil && fg > 0 {
 			pgid = fg
 		}
 	}
@@ -319,23 +322,23 @@ func (l *localSession) hangup() {
 // exit reports how the program ended and closes the channel.
 func (l *localSession) exit(st *os.ProcessState) {
 	if st == nil {
-		l.sendExit(exitStatusMsg{Status: 255}, nil)
+		l.sendExit(sshwire.ExitStatusMsg{Status: 255}, nil)
 		return
 	}
 	ws, _ := st.Sys().(syscall.WaitStatus)
 	if ws.Signaled() {
-		if name := signalName(ws.Signal()); name != "" {
-			l.sendExit(nil, &exitSignalMsg{Signal: name, CoreDumped: ws.CoreDump()})
+		if name := sshwire.SignalName(ws.Signal()); name != "" {
+			l.sendExit(nil, &sshwire.ExitSignalMsg{Signal: name, CoreDumped: ws.CoreDump()})
 			return
 		}
-		l.sendExit(exitStatusMsg{Status: 128 + uint32(ws.Signal())}, nil)
+		l.sendExit(sshwire.ExitStatusMsg{Status: 128 + uint32(ws.Signal())}, nil)
 		return
 	}
-	l.sendExit(exitStatusMsg{Status: uint32(st.ExitCode())}, nil)
+	l.sendExit(sshwire.ExitStatusMsg{Status: uint32(st.ExitCode())}, nil)
 }
 
 // sendExit sends EOF, the exit status (or signal), and closes the channel.
-func (l *localSession) sendExit(status any, sig *exitSignalMsg) {
+func (l *localSession) sendExit(status any, sig *sshwire.ExitSignalMsg) {
 	close(l.done)
 	_ = l.ch.CloseWrite()
 	if sig != nil {

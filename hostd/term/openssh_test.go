@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
-	"encoding/pem"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -19,6 +17,8 @@ import (
 	gossh "golang.org/x/crypto/ssh"
 
 	"github.com/gpuaas/gpuaas/internal/sshcert"
+	"github.com/gpuaas/gpuaas/internal/sshtest"
+	"github.com/gpuaas/gpuaas/internal/testutil"
 )
 
 // openssh runs the system's OpenSSH tools against the harness, each with a
@@ -33,30 +33,18 @@ type openssh struct {
 }
 
 func newOpenSSH(t *testing.T, h *harness) *openssh {
-	for _, tool := range []string{"ssh", "scp", "sftp"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("no %s: %v", tool, err)
-		}
-	}
+	sshtest.NeedOpenSSH(t, "ssh", "scp", "sftp")
 	dir := t.TempDir()
 	_, port, _ := net.SplitHostPort(h.addr)
 	kh := fmt.Sprintf("[127.0.0.1]:%s %s", port, gossh.MarshalAuthorizedKey(h.hostKey))
 	mustWrite(t, filepath.Join(dir, "known_hosts"), []byte(kh), 0o600)
 	// The gateway's identity, offered first (as sshgate does).
-	gwKey := newKey(t)
-	gwSigner, err := gossh.NewSignerFromKey(gwKey)
+	gwKey := sshtest.NewKey(t)
+	gwCert, err := h.ca.SignGateway(sshtest.SignerOf(t, gwKey).PublicKey(), "openssh-gw", time.Hour, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
-	gwCert, err := h.ca.SignGateway(gwSigner.PublicKey(), "openssh-gw", time.Hour, time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	block, err := gossh.MarshalPrivateKey(gwKey, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	mustWrite(t, filepath.Join(dir, "gateway"), pem.EncodeToMemory(block), 0o600)
+	mustWrite(t, filepath.Join(dir, "gateway"), sshtest.PrivateKeyPEM(t, gwKey, ""), 0o600)
 	mustWrite(t, filepath.Join(dir, "gateway-cert.pub"), gossh.MarshalAuthorizedKey(gwCert), 0o600)
 	return &openssh{h: h, dir: dir, port: port}
 }
@@ -65,21 +53,13 @@ func newOpenSSH(t *testing.T, h *harness) *openssh {
 func (o *openssh) args(t *testing.T, portFlag string) []string {
 	t.Helper()
 	o.n++
-	key := newKey(t)
-	signer, err := gossh.NewSignerFromKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := o.h.ca.SignTicket(signer.PublicKey(), sshcert.Ticket{Node: testNode, Allocation: o.h.alloc, PosixUser: o.h.user}, time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	block, err := gossh.MarshalPrivateKey(key, "")
+	key := sshtest.NewKey(t)
+	cert, err := o.h.ca.SignTicket(sshtest.SignerOf(t, key).PublicKey(), sshcert.Ticket{Node: testNode, Allocation: o.h.alloc, PosixUser: o.h.user}, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
 	keyPath := filepath.Join(o.dir, fmt.Sprintf("id_%d", o.n))
-	mustWrite(t, keyPath, pem.EncodeToMemory(block), 0o600)
+	mustWrite(t, keyPath, sshtest.PrivateKeyPEM(t, key, ""), 0o600)
 	mustWrite(t, keyPath+"-cert.pub", gossh.MarshalAuthorizedKey(cert), 0o600)
 	gw := filepath.Join(o.dir, "gateway")
 	return []string{"-F", "/dev/null", portFlag, o.port,
@@ -90,23 +70,15 @@ func (o *openssh) args(t *testing.T, portFlag string) []string {
 		"-o", "ConnectTimeout=10"}
 }
 
+// run runs one of OpenSSH's tools and returns its output (stderr too when
+// it failed) and exit code.
 func (o *openssh) run(t *testing.T, stdin io.Reader, name string, args ...string) (string, int) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, name, args...)
-	cmd.Stdin = stdin
-	var out, errOut bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errOut
-	err := cmd.Run()
-	var exit *exec.ExitError
-	if err != nil && !errors.As(err, &exit) {
-		t.Fatalf("%s: %v", name, err)
+	out, errOut, code := sshtest.RunTool(t, stdin, name, args...)
+	if code != 0 {
+		return out + errOut, code
 	}
-	if code := cmd.ProcessState.ExitCode(); code != 0 {
-		return out.String() + errOut.String(), code
-	}
-	return out.String(), 0
+	return out, 0
 }
 
 // TestOpenSSH drives the terminal with the OpenSSH client, scp (both
@@ -166,23 +138,7 @@ func TestOpenSSH(t *testing.T) {
 // testLocalForward runs ssh -N -L to a port listening on the target and
 // talks through it.
 func testLocalForward(t *testing.T, o *openssh, target string) {
-	svc, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer svc.Close()
-	go func() {
-		for {
-			c, err := svc.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				_, _ = io.Copy(c, c) // echo
-			}()
-		}
-	}()
+	echo := sshtest.ListenEcho(t)
 	free, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -192,9 +148,9 @@ func testLocalForward(t *testing.T, o *openssh, target string) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	args := append(o.args(t, "-p"), "-N", "-o", "ExitOnForwardFailure=yes",
-		"-L", "127.0.0.1:"+localPort+":"+svc.Addr().String(), target)
+		"-L", "127.0.0.1:"+localPort+":"+echo, target)
 	cmd := exec.CommandContext(ctx, "ssh", args...)
-	var errOut bytes.Buffer
+	var errOut sshtest.Buffer
 	cmd.Stderr = &errOut
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -203,17 +159,16 @@ func testLocalForward(t *testing.T, o *openssh, target string) {
 		cancel()
 		_ = cmd.Wait()
 	}()
+	defer func() {
+		if t.Failed() {
+			t.Logf("ssh -L said %q", errOut.String())
+		}
+	}()
 	var c net.Conn
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		if c, err = net.Dial("tcp", "127.0.0.1:"+localPort); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("ssh -L did not listen: %v; ssh said %q", err, errOut.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testutil.EventuallyWithin(t, 20*time.Second, "ssh -L to listen", func() bool {
+		c, err = net.Dial("tcp", "127.0.0.1:"+localPort)
+		return err == nil
+	})
 	defer c.Close()
 	_ = c.SetDeadline(time.Now().Add(20 * time.Second))
 	if _, err := io.WriteString(c, "through the tunnel"); err != nil {

@@ -3,11 +3,12 @@
 package term
 
 import (
-	"encoding/binary"
-	"errors"
 	"os"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/gpuaas/gpuaas/hostd/term/ptyctl"
+	"github.com/gpuaas/gpuaas/internal/sshwire"
 )
 
 // Terminal mode opcodes (RFC 4254 section 8) and the termios fields they
@@ -38,8 +39,6 @@ var (
 	csizeModes = map[byte]uint32{90: unix.CS7, 91: unix.CS8}
 )
 
-var errModes = errors.New("malformed terminal modes")
-
 // applyModes sets the terminal modes the client sent with pty-req (its
 // own terminal's erase character, echo, ...) on tty; modes hostd does not
 // know are skipped, as sshd skips them.
@@ -47,22 +46,17 @@ func applyModes(tty *os.File, modes string) error {
 	if modes == "" {
 		return nil
 	}
-	return control(tty, func(fd int) error {
+	ms, err := sshwire.DecodeModes(modes)
+	if err != nil {
+		return err
+	}
+	return ptyctl.Control(tty, func(fd int) error {
 		t, err := unix.IoctlGetTermios(fd, unix.TCGETS)
 		if err != nil {
 			return err
 		}
-		b := []byte(modes)
-		for len(b) > 0 {
-			op := b[0]
-			if op == 0 || op >= 160 {
-				break
-			}
-			if len(b) < 5 {
-				return errModes
-			}
-			v := binary.BigEndian.Uint32(b[1:5])
-			b = b[5:]
+		for _, m := range ms {
+			op, v := m.Op, m.Value
 			if i, ok := ccModes[op]; ok {
 				t.Cc[i] = uint8(v)
 			} else if f, ok := iflagModes[op]; ok {

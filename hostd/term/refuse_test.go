@@ -7,7 +7,6 @@ import (
 	"io"
 	"net"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,6 +16,7 @@ import (
 	"github.com/gpuaas/gpuaas/hostd/term"
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/sshcert"
+	"github.com/gpuaas/gpuaas/internal/sshtest"
 )
 
 // TestTicketRefused: only a ticket from a trusted CA, for this node, valid
@@ -24,7 +24,7 @@ import (
 // reason the test names (read from the server's log).
 func TestTicketRefused(t *testing.T) {
 	h := newHarness(t, api.ShapeBaremetal)
-	otherCA := newCA(t, newKey(t))
+	otherCA := sshtest.AuthorityOf(t, api.CAInternal, sshtest.NewKey(t))
 	base := sshcert.Ticket{Node: testNode, Allocation: h.alloc, PosixUser: h.user}
 	with := func(change func(*sshcert.Ticket)) sshcert.Ticket {
 		tk := base
@@ -32,20 +32,20 @@ func TestTicketRefused(t *testing.T) {
 		return tk
 	}
 	userCert := func() gossh.Signer {
-		key := newSigner(t)
+		key := sshtest.NewSigner(t)
 		cert, err := h.ca.SignUser(key.PublicKey(), sshcert.UserCert{UserID: h.user, KeyID: "u@example.com", MaxTTL: time.Minute}, time.Now())
 		if err != nil {
 			t.Fatal(err)
 		}
-		return certSigner(t, cert, key)
+		return sshtest.CertSigner(t, cert, key)
 	}
 	hostCert := func() gossh.Signer {
-		key := newSigner(t)
+		key := sshtest.NewSigner(t)
 		cert, err := h.ca.SignHost(key.PublicKey(), []string{h.user}, time.Minute, time.Now())
 		if err != nil {
 			t.Fatal(err)
 		}
-		return certSigner(t, cert, key)
+		return sshtest.CertSigner(t, cert, key)
 	}
 	tests := []struct {
 		name    string
@@ -61,7 +61,7 @@ func TestTicketRefused(t *testing.T) {
 		{"ticket from another CA", h.user, func() gossh.Signer { return h.ticketFrom(otherCA, base, time.Now()) }, "not signed by a trusted authority"},
 		{"user certificate without ticket options", h.user, userCert, "critical option not accepted"},
 		{"host certificate", h.user, hostCert, "wrong certificate type"},
-		{"plain key", h.user, func() gossh.Signer { return newSigner(t) }, "not a certificate"},
+		{"plain key", h.user, func() gossh.Signer { return sshtest.NewSigner(t) }, "not a certificate"},
 		{"ssh user is not the ticket's", "root", func() gossh.Signer { return h.ticketFrom(h.ca, base, time.Now()) }, "user does not match"},
 		{"posix user is not the allocation's", "gother", func() gossh.Signer {
 			return h.ticketFrom(h.ca, with(func(tk *sshcert.Ticket) { tk.PosixUser = "gother" }), time.Now())
@@ -108,8 +108,8 @@ func TestReplayedTicketRefused(t *testing.T) {
 func TestCARotation(t *testing.T) {
 	h := newHarness(t, api.ShapeBaremetal)
 	oldCA := h.ca
-	newKey := newKey(t)
-	newCAOnly := newCA(t, newKey)
+	newKey := sshtest.NewKey(t)
+	newCAOnly := sshtest.AuthorityOf(t, api.CAInternal, newKey)
 	tk := sshcert.Ticket{Node: testNode, Allocation: h.alloc, PosixUser: h.user}
 	try := func(ca *sshcert.Authority) error {
 		c, err := h.dialSteps(h.user, gossh.PublicKeys(h.gatewayFrom(ca, time.Now())), gossh.PublicKeys(h.ticketFrom(ca, tk, time.Now())))
@@ -118,7 +118,7 @@ func TestCARotation(t *testing.T) {
 		}
 		return err
 	}
-	h.srv.SetTrusted(newCA(t, newKey, oldCA.Active()).Trusted())
+	h.srv.SetTrusted(sshtest.AuthorityOf(t, api.CAInternal, newKey, oldCA.Active()).Trusted())
 	if err := try(oldCA); err != nil {
 		t.Errorf("old key during the overlap: %v; want accepted", err)
 	}
@@ -138,34 +138,11 @@ func TestCARotation(t *testing.T) {
 	}
 }
 
-// offerOnly offers a key it cannot sign with: the client asks whether the
-// key would do, and never proves it holds it.
-type offerOnly struct{ gossh.Signer }
-
-func (offerOnly) Sign(io.Reader, []byte) (*gossh.Signature, error) {
-	return nil, errors.New("offered only")
-}
-
-// steps plays one auth method per attempt.
-func steps(methods ...gossh.AuthMethod) gossh.ClientAuthCallback {
-	var mu sync.Mutex
-	return func(*gossh.ClientAuthContext) (gossh.AuthMethod, error) {
-		mu.Lock()
-		defer mu.Unlock()
-		if len(methods) == 0 {
-			return nil, errors.New("no more steps")
-		}
-		m := methods[0]
-		methods = methods[1:]
-		return m, nil
-	}
-}
-
 // craftTicket signs a ticket with the harness CA's key directly, with the
 // extensions given (SignTicket always grants the standard ones).
 func (h *harness) craftTicket(exts map[string]string) gossh.Signer {
 	h.t.Helper()
-	key := newSigner(h.t)
+	key := sshtest.NewSigner(h.t)
 	ca, err := gossh.NewSignerFromKey(h.caKey)
 	if err != nil {
 		h.t.Fatal(err)
@@ -187,7 +164,7 @@ func (h *harness) craftTicket(exts map[string]string) gossh.Signer {
 	if err := cert.SignCert(rand.Reader, ca); err != nil {
 		h.t.Fatal(err)
 	}
-	return certSigner(h.t, cert, key)
+	return sshtest.CertSigner(h.t, cert, key)
 }
 
 // TestKeyConfusion is CVE-2024-45337 at hostd: a client that offers a
@@ -200,7 +177,7 @@ func TestKeyConfusion(t *testing.T) {
 	t.Run("offer B, authenticate with a refused A", func(t *testing.T) {
 		b := h.ticket(nil)
 		a := h.ticket(func(tk *sshcert.Ticket) { tk.Node = "n-2" })
-		if c, err := dial(gossh.PublicKeys(offerOnly{b}), gossh.PublicKeys(a)); err == nil {
+		if c, err := dial(gossh.PublicKeys(sshtest.OfferOnly(b)), gossh.PublicKeys(a)); err == nil {
 			c.Close()
 			t.Fatal("got a connection; want it refused")
 		}
@@ -215,7 +192,7 @@ func TestKeyConfusion(t *testing.T) {
 	t.Run("offer B, authenticate with A", func(t *testing.T) {
 		b := h.ticket(nil)                      // may forward and have a PTY
 		a := h.craftTicket(map[string]string{}) // may do neither
-		c, err := dial(gossh.PublicKeys(offerOnly{b}), gossh.PublicKeys(a))
+		c, err := dial(gossh.PublicKeys(sshtest.OfferOnly(b)), gossh.PublicKeys(a))
 		if err != nil {
 			t.Fatal(err)
 		}

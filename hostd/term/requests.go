@@ -2,51 +2,11 @@ package term
 
 import (
 	"strings"
-	"syscall"
 
 	gossh "golang.org/x/crypto/ssh"
 
 	"github.com/gpuaas/gpuaas/internal/sshcert"
-)
-
-// Payloads of session requests (RFC 4254 section 6).
-type (
-	ptyRequestMsg struct {
-		Term    string
-		Columns uint32
-		Rows    uint32
-		Width   uint32
-		Height  uint32
-		Modes   string
-	}
-	windowChangeMsg struct {
-		Columns uint32
-		Rows    uint32
-		Width   uint32
-		Height  uint32
-	}
-	envMsg struct {
-		Name  string
-		Value string
-	}
-	execMsg struct {
-		Command string
-	}
-	subsystemMsg struct {
-		Name string
-	}
-	signalMsg struct {
-		Signal string
-	}
-	exitStatusMsg struct {
-		Status uint32
-	}
-	exitSignalMsg struct {
-		Signal     string
-		CoreDumped bool
-		Error      string
-		Lang       string
-	}
+	"github.com/gpuaas/gpuaas/internal/sshwire"
 )
 
 // Limits on what a client may make the server keep for a session.
@@ -87,29 +47,11 @@ func sessionRequestAllowed(c *conn, req *gossh.Request) bool {
 	case "pty-req":
 		return c.permits(sshcert.ExtensionPermitPTY)
 	case "env":
-		var m envMsg
+		var m sshwire.EnvMsg
 		return gossh.Unmarshal(req.Payload, &m) == nil && allowedEnv(m.Name, m.Value)
 	case "subsystem":
-		var m subsystemMsg
+		var m sshwire.SubsystemMsg
 		return gossh.Unmarshal(req.Payload, &m) == nil && m.Name == "sftp"
 	}
 	return false
-}
-
-// signals maps SSH signal names (RFC 4254 6.10) to the host's.
-var signals = map[string]syscall.Signal{
-	"ABRT": syscall.SIGABRT, "ALRM": syscall.SIGALRM, "FPE": syscall.SIGFPE, "HUP": syscall.SIGHUP,
-	"ILL": syscall.SIGILL, "INT": syscall.SIGINT, "KILL": syscall.SIGKILL, "PIPE": syscall.SIGPIPE,
-	"QUIT": syscall.SIGQUIT, "SEGV": syscall.SIGSEGV, "TERM": syscall.SIGTERM, "USR1": syscall.SIGUSR1,
-	"USR2": syscall.SIGUSR2,
-}
-
-// signalName is the SSH name of sig, for exit-signal; "" when SSH has none.
-func signalName(sig syscall.Signal) string {
-	for name, s := range signals {
-		if s == sig {
-			return name
-		}
-	}
-	return ""
 }

@@ -121,14 +121,20 @@ func (c *Config) CheckAndSetDefaults() error {
 		c.Log = slog.New(slog.DiscardHandler)
 	}
 	if c.SFTPServer == "" {
-		for _, p := range sftpServerPaths {
-			if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() {
-				c.SFTPServer = p
-				break
-			}
-		}
+		c.SFTPServer = FindSFTPServer()
 	}
 	return nil
+}
+
+// FindSFTPServer is the path of the system's OpenSSH sftp-server, "" when
+// none is installed where distributions put it.
+func FindSFTPServer() string {
+	for _, p := range sftpServerPaths {
+		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() {
+			return p
+		}
+	}
+	return ""
 }
 
 // sftpServerPaths are where distributions install OpenSSH's sftp-server.

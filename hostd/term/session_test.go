@@ -18,6 +18,7 @@ import (
 	gossh "golang.org/x/crypto/ssh"
 
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/sshtest"
 )
 
 // TestSessions runs what a user does through the gateway, for a bare-metal
@@ -50,7 +51,7 @@ func testExec(t *testing.T, c *gossh.Client) {
 	var stdout, stderr bytes.Buffer
 	s.Stdout, s.Stderr = &stdout, &stderr
 	err = s.Run("echo hi; echo oops >&2; exit 3")
-	if got := exitStatus(t, err); got != 3 {
+	if got := sshtest.ExitStatus(t, err); got != 3 {
 		t.Errorf("got exit status %d; want 3", got)
 	}
 	if got, want := stdout.String(), "hi\n"; got != want {
@@ -136,8 +137,8 @@ func testPTY(t *testing.T, c *gossh.Client) {
 	if err := s.Start(`echo "term=$TERM tty=$(test -t 0 && echo yes)"; stty size; while read x; do s=$(stty size); echo "$s"; [ "$s" = "50 132" ] && break; done; exit 4`); err != nil {
 		t.Fatal(err)
 	}
-	readUntil(t, r, "term=xterm-256color tty=yes")
-	readUntil(t, r, "24 80")
+	sshtest.ReadUntil(t, r, "term=xterm-256color tty=yes")
+	sshtest.ReadUntil(t, r, "24 80")
 	if err := s.WindowChange(50, 132); err != nil {
 		t.Fatal(err)
 	}
@@ -160,10 +161,10 @@ func testPTY(t *testing.T, c *gossh.Client) {
 			}
 		}
 	}()
-	readUntil(t, r, "50 132")
+	sshtest.ReadUntil(t, r, "50 132")
 	close(stop)
 	_, _ = io.Copy(io.Discard, r)
-	if got := exitStatus(t, s.Wait()); got != 4 {
+	if got := sshtest.ExitStatus(t, s.Wait()); got != 4 {
 		t.Errorf("got exit status %d; want 4", got)
 	}
 }
@@ -191,8 +192,8 @@ func testShell(t *testing.T, h *harness, c *gossh.Client) {
 	if _, err := io.WriteString(stdin, "echo \"at:$(pwd):$USER\"; exit 5\n"); err != nil {
 		t.Fatal(err)
 	}
-	readUntil(t, bufio.NewReader(stdout), "at:"+h.home()+":"+h.user)
-	if got := exitStatus(t, s.Wait()); got != 5 {
+	sshtest.ReadUntil(t, bufio.NewReader(stdout), "at:"+h.home()+":"+h.user)
+	if got := sshtest.ExitStatus(t, s.Wait()); got != 5 {
 		t.Errorf("got exit status %d; want 5", got)
 	}
 }
@@ -210,7 +211,7 @@ func testSignal(t *testing.T, h *harness, c *gossh.Client) {
 	if err := s.Start("echo ready; exec sleep 30"); err != nil {
 		t.Fatal(err)
 	}
-	readUntil(t, bufio.NewReader(stdout), "ready")
+	sshtest.ReadUntil(t, bufio.NewReader(stdout), "ready")
 	if err := s.Signal(gossh.SIGTERM); err != nil {
 		t.Fatal(err)
 	}

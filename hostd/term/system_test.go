@@ -21,6 +21,7 @@ import (
 	"github.com/gpuaas/gpuaas/hostd/host"
 	"github.com/gpuaas/gpuaas/hostd/term"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/sshtest"
 )
 
 // TestSystemAccount serves a real POSIX user made with useradd, as on a
@@ -62,7 +63,7 @@ func TestSystemAccount(t *testing.T) {
 	}
 	out, err := s.Output(`id -un; id -u; pwd; echo "$HOME|$USER|$SHELL"; exit 7`)
 	s.Close()
-	if got := exitStatus(t, err); got != 7 {
+	if got := sshtest.ExitStatus(t, err); got != 7 {
 		t.Errorf("got exit status %d; want 7", got)
 	}
 	want := name + "\n" + u.Uid + "\n" + u.HomeDir + "\n" + u.HomeDir + "|" + name + "|/bin/bash\n"
@@ -85,7 +86,7 @@ func TestSystemAccount(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, _ = io.WriteString(stdin, "echo \"owner=$(stat -c %U $(tty)) login=$0\"; exit\n")
-	readUntil(t, bufio.NewReader(stdout), "owner="+name+" login=-bash")
+	sshtest.ReadUntil(t, bufio.NewReader(stdout), "owner="+name+" login=-bash")
 	if err := s.Wait(); err != nil {
 		t.Errorf("shell: %v", err)
 	}

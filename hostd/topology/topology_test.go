@@ -11,7 +11,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gpuaas/gpuaas/controld/node"
 	"github.com/gpuaas/gpuaas/hostd/sim"
 	"github.com/gpuaas/gpuaas/hostd/topology"
 	"github.com/gpuaas/gpuaas/internal/api"
@@ -37,10 +36,10 @@ func discoverWith(t *testing.T, p sim.Profile, opts topology.Options) api.Topolo
 }
 
 // slotSpecs strips candidate slots down to what the profile states.
-func slotSpecs(slots []api.CandidateSlot) []node.SlotSpec {
-	var out []node.SlotSpec
+func slotSpecs(slots []api.CandidateSlot) []api.SlotSpec {
+	var out []api.SlotSpec
 	for _, s := range slots {
-		out = append(out, node.SlotSpec{GPUPCI: s.GPUPCI, NVMe: s.NVMe, FabricVF: s.FabricVF, NUMANode: s.NUMANode})
+		out = append(out, api.SlotSpec{GPUPCI: s.GPUPCI, NVMe: s.NVMe, FabricVF: s.FabricVF, NUMANode: s.NUMANode})
 	}
 	return out
 }
@@ -180,7 +179,7 @@ func TestBlockers(t *testing.T) {
 			if slices.Equal(tt.wantSlots, all) {
 				tt.wantSlots = []int{0, 1, 2, 3, 4, 5, 6, 7}
 			}
-			var want []node.SlotSpec
+			var want []api.SlotSpec
 			for _, i := range tt.wantSlots {
 				want = append(want, healthy[i])
 			}

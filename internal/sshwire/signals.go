@@ -1,0 +1,61 @@
+package sshwire
+
+import "syscall"
+
+// signals is the one table of the signals SSH names (RFC 4254 §6.10):
+// the name on the wire, its number on Linux (which is what exit codes
+// report, 128+n, whatever the machine recording them runs), and the
+// host's own.
+var signals = []struct {
+	name  string
+	linux int
+	sys   syscall.Signal
+}{
+	{"HUP", 1, syscall.SIGHUP},
+	{"INT", 2, syscall.SIGINT},
+	{"QUIT", 3, syscall.SIGQUIT},
+	{"ILL", 4, syscall.SIGILL},
+	{"ABRT", 6, syscall.SIGABRT},
+	{"FPE", 8, syscall.SIGFPE},
+	{"KILL", 9, syscall.SIGKILL},
+	{"USR1", 10, syscall.SIGUSR1},
+	{"SEGV", 11, syscall.SIGSEGV},
+	{"USR2", 12, syscall.SIGUSR2},
+	{"PIPE", 13, syscall.SIGPIPE},
+	{"ALRM", 14, syscall.SIGALRM},
+	{"TERM", 15, syscall.SIGTERM},
+}
+
+// Signal is the host's signal for an SSH signal name ("INT"); ok is false
+// for a name SSH does not define.
+func Signal(name string) (sig syscall.Signal, ok bool) {
+	for _, s := range signals {
+		if s.name == name {
+			return s.sys, true
+		}
+	}
+	return 0, false
+}
+
+// SignalName is the SSH name of sig, for exit-signal; "" when SSH has
+// none.
+func SignalName(sig syscall.Signal) string {
+	for _, s := range signals {
+		if s.sys == sig {
+			return s.name
+		}
+	}
+	return ""
+}
+
+// LinuxSignalNumber is the Linux number of an SSH signal name, for the
+// exit code of a session a signal ended (128+n, as shells report); 0 for
+// a name SSH does not define.
+func LinuxSignalNumber(name string) int {
+	for _, s := range signals {
+		if s.name == name {
+			return s.linux
+		}
+	}
+	return 0
+}

@@ -104,18 +104,25 @@ func TestEndedLoginRefusedAtConnect(t *testing.T) {
 	u := e.newUser()
 	alloc := e.addAlloc(u)
 	other := e.newLogin(u)
-	if out, _, status, err := sshtest.Run(t, e.dial(u, alloc), "echo before"); err != nil || status != 0 || out != "before\n" {
+	first := e.dial(u, alloc)
+	if out, _, status, err := sshtest.Run(t, first, "echo before"); err != nil || status != 0 || out != "before\n" {
 		t.Fatalf("before logout: got %q, %d, %v; want in", out, status, err)
 	}
+	closed := make(chan struct{})
+	go func() { _ = first.Wait(); close(closed) }()
 	if _, err := u.client.Logout(ctx); err != nil {
 		t.Fatal(err)
 	}
+	// The gateway has heard of the logout once it closed the login's open
+	// connection; from then on new connections meet the refusal at connect.
+	select {
+	case <-closed:
+	case <-time.After(revocationDeadline):
+		t.Fatal("the gateway kept the logged-out login's connection open")
+	}
 
 	_, stderr, status, err := sshtest.Run(t, e.dial(u, alloc), "echo in")
-	// Refused at connect ("this login was ended") or, when the logout's
-	// revocation reaches the gateway after the session began, ended by it
-	// ("your login was ended"): either way, not served.
-	if err != nil || status != exitGatewayError || !strings.Contains(stderr, "login was ended (logged out / disabled); run `gpuaas login`") {
+	if err != nil || status != exitGatewayError || !strings.Contains(stderr, "this login was ended (logged out / disabled); run `gpuaas login`") {
 		t.Fatalf("exec with the logged-out certificate: got %q, %d, %v; want refused, told to log in", stderr, status, err)
 	}
 	_, stderr, status, err = sshtest.Run(t, e.dial(u, CommandUser), "whoami")
@@ -125,8 +132,7 @@ func TestEndedLoginRefusedAtConnect(t *testing.T) {
 	if conn, err := e.dial(u, alloc).Dial("tcp", sshtest.ListenEcho(t)); err == nil {
 		conn.Close()
 		t.Fatal("port forward with the logged-out certificate: opened; want refused")
-	} else if !strings.Contains(err.Error(), "login was ended") && !errors.Is(err, io.EOF) {
-		// Refused as ended, or the connection closed by the revocation.
+	} else if !strings.Contains(err.Error(), "this login was ended") {
 		t.Fatalf("port forward with the logged-out certificate: got %v; want refused as ended", err)
 	}
 

@@ -2,9 +2,6 @@ package daemon
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/base32"
-	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -13,26 +10,23 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/spf13/cobra"
 
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
 	"github.com/gpuaas/gpuaas/cli/config"
-	"github.com/gpuaas/gpuaas/controld"
-	"github.com/gpuaas/gpuaas/controld/catalog"
+	"github.com/gpuaas/gpuaas/cli/tui"
 	"github.com/gpuaas/gpuaas/controld/identity"
-	"github.com/gpuaas/gpuaas/internal/bus"
-	"github.com/gpuaas/gpuaas/internal/pgserver"
+	"github.com/gpuaas/gpuaas/internal/devenv"
+	"github.com/gpuaas/gpuaas/sshgate"
 )
 
-// Dev defaults.
+// Dev defaults: the seeded platform (see devenv).
 const (
-	DevAdminEmail  = "admin@localhost"
-	DevProject     = "dev"
+	DevAdminEmail  = devenv.AdminEmail
+	DevProject     = devenv.Project
 	DevContextName = "dev"
-	devDatabase    = "gpuaas"
 	// DevCreditMinor is the dev project's initial credit: $100.
-	DevCreditMinor = 100_00
+	DevCreditMinor = devenv.CreditMinor
 )
 
 // DevOptions are the inputs of `gpuaas dev`.
@@ -68,22 +62,14 @@ type DevOptions struct {
 	// server for webhooks on HTTPPort.
 	StripeAPI string
 	HTTPPort  int
-
-	gatewayAddr string // set once chosen
-	webhookURL  string // set once chosen, with --stripe-api
-	// isolate, set when running as root, makes the sim hosts' users real
-	// unprivileged accounts (sim.Options.SystemUsers).
-	isolate bool
+	// SSHCommands is the command tree the gateway serves over SSH (see
+	// Commands); nil turns command mode off.
+	SSHCommands sshgate.CommandTree
 }
 
-func (o *DevOptions) gatewayHost() string {
-	host, _, _ := net.SplitHostPort(o.gatewayAddr)
-	return host
-}
-
-// NewCmdDev builds `gpuaas dev`.
-func NewCmdDev(f *cmdutil.Factory, runF func(context.Context, *DevOptions) error) *cobra.Command {
-	opts := &DevOptions{IO: f.IOStreams, WriteConfig: true}
+// NewCmdDev builds `gpuaas dev`; its gateway serves sshTree over SSH.
+func NewCmdDev(f *cmdutil.Factory, sshTree sshgate.CommandTree, runF func(context.Context, *DevOptions) error) *cobra.Command {
+	opts := &DevOptions{IO: f.IOStreams, WriteConfig: true, SSHCommands: sshTree}
 	cmd := &cobra.Command{
 		Use:     "dev",
 		Short:   "Run the whole platform on this machine",
@@ -116,8 +102,8 @@ node). The dev project starts with a $100 credit, charged every
 				return cmdutil.FlagErrorf("--data: %v", err)
 			}
 			opts.DataDir = abs
-			if opts.Hosts < 0 || opts.Hosts > 64 {
-				return cmdutil.FlagErrorf("--hosts must be 0-64")
+			if opts.Hosts < 0 || opts.Hosts > devenv.MaxHosts {
+				return cmdutil.FlagErrorf("--hosts must be 0-%d", devenv.MaxHosts)
 			}
 			if opts.SSHPort < 0 || opts.SSHPort > 65535 {
 				return cmdutil.FlagErrorf("--ssh-port must be 0-65535")
@@ -133,6 +119,9 @@ node). The dev project starts with a $100 credit, charged every
 			}
 			if (opts.OIDCIssuer == "") != (opts.OIDCClientID == "") {
 				return cmdutil.FlagErrorf("--oidc-issuer and --oidc-client-id go together")
+			}
+			if opts.StripeAPI != "" && devenv.CheckStripeAPI(opts.StripeAPI) != nil {
+				return cmdutil.FlagErrorf("--stripe-api must be an http(s) URL such as http://127.0.0.1:12111, got %q", opts.StripeAPI)
 			}
 			if runF != nil {
 				return runF(c.Context(), opts)
@@ -183,177 +172,77 @@ func devRun(ctx context.Context, opts *DevOptions) (err error) {
 	if err != nil {
 		return err
 	}
-	if opts.Reset {
-		if err := os.RemoveAll(opts.DataDir); err != nil {
-			return fmt.Errorf("reset %s: %w", opts.DataDir, err)
-		}
+	// Ports asked for that are taken fail before anything starts.
+	if err := checkDevPorts(opts); err != nil {
+		return err
 	}
-	opts.isolate = isolateSim()
-	if err := prepareDataDir(opts.DataDir, opts.isolate); err != nil {
-		return fmt.Errorf("data dir: %w", err)
-	}
-	logIsolation(log, opts.isolate)
-	if opts.NATSPort != 0 {
-		if err := checkPortFree(opts.Host, opts.NATSPort); err != nil {
-			return err
-		}
-	}
-	if opts.SSHPort != 0 {
-		// A port asked for that is taken fails before anything starts.
-		if _, err := gatewayAddress(opts.SSHPort); err != nil {
-			return err
-		}
-	}
-
-	pg, err := pgserver.Start(ctx, pgserver.Config{DataDir: filepath.Join(opts.DataDir, "pg"), Logger: log})
+	cfg := devConfig(opts, os.Getenv)
+	cfg.AdminPassword, cfg.Log = password, log
+	env, err := devenv.Start(ctx, cfg)
 	if err != nil {
-		return fmt.Errorf("postgres: %w", err)
+		return err
 	}
 	defer func() {
-		stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		defer cancel()
-		if stopErr := pg.Stop(stopCtx); stopErr != nil && err == nil {
-			err = fmt.Errorf("stop postgres: %w", stopErr)
+		if closeErr := env.Close(); closeErr != nil && err == nil {
+			err = closeErr
 		}
 	}()
-	if err := ensureDatabase(ctx, pg, devDatabase); err != nil {
-		return err
-	}
-
-	// The same trust model as production: controld decides every other
-	// connection through the auth callout.
-	keys, err := bus.LoadOrCreateKeys(filepath.Join(opts.DataDir, "nats-keys"))
-	if err != nil {
-		return err
-	}
-	auth := keys.Public()
-	ns, err := bus.Start(bus.Config{Host: opts.Host, Port: opts.NATSPort, StoreDir: filepath.Join(opts.DataDir, "nats"),
-		Auth: &auth, Logger: log})
-	if err != nil {
-		return err
-	}
-	defer ns.Shutdown()
-	nc, sys, err := connectControld(ns.ClientURL(), bus.TLS{}, keys)
-	if err != nil {
-		return err
-	}
-	defer nc.Close()
-	defer sys.Close()
-
-	// Picked once NATS listens, so a free port is not the one NATS takes
-	// next.
-	gatewayAddr, err := gatewayAddress(opts.SSHPort)
-	if err != nil {
-		return err
-	}
-	opts.gatewayAddr = gatewayAddr
-
-	stripe, httpAddr, err := devStripe(opts)
-	if err != nil {
-		return err
-	}
-	srv, err := controld.New(ctx, controld.Config{DatabaseURL: pg.ConnString(devDatabase), NATS: nc, Log: log,
-		SystemNATS: sys, BusKeys: keys,
-		SessionTTL: opts.SessionTTL, GatewayAddr: gatewayAddr,
-		OIDC:    identity.OIDCConfig{Issuer: opts.OIDCIssuer, ClientID: opts.OIDCClientID},
-		Hosts:   controld.HostsConfig{HeartbeatInterval: time.Second, AutoApproveSlots: true},
-		Billing: controld.BillingConfig{Window: opts.BillingWindow},
-		Stripe:  stripe, HTTPAddr: httpAddr})
-	if err != nil {
-		return err
-	}
-	runCtx, stop := context.WithCancel(ctx)
-	defer stop()
-	done := make(chan error, 1)
-	go func() { done <- srv.Run(runCtx) }()
-	defer func() {
-		stop()
-		if runErr := <-done; runErr != nil && err == nil {
-			err = runErr
-		}
-	}()
-	select {
-	case <-srv.Ready():
-	case err := <-done:
-		done <- err
-		return err
-	}
-
-	generated := false
-	if password == "" {
-		password, generated = newPassword(), true
-	}
-	res, err := srv.ApplySeed(ctx, controld.Seed{Catalog: catalog.Defaults, AdminEmail: DevAdminEmail, AdminPassword: password,
-		Project: DevProject, InitialCreditMinor: DevCreditMinor})
-	if err != nil {
-		return err
-	}
-	if !res.AdminCreated && opts.PasswordFile != "" {
-		if err := srv.Identity().SetPassword(ctx, srv.Pool(), DevAdminEmail, password); err != nil {
-			return err
-		}
-	}
-	fleet, err := startSimHosts(runCtx, srv, res.Admin.ID, ns.ClientURL(), opts, log)
-	if err != nil {
-		return err
-	}
-	defer fleet.stop()
-	if err := fleet.waitReady(ctx, srv); err != nil {
-		return err
-	}
-	gw, err := startGateway(runCtx, srv, res.Admin.ID, ns.ClientURL(), gatewayAddr, opts, log)
-	if err != nil {
-		return err
-	}
-	defer gw.stop()
 	if opts.WriteConfig {
-		if err := writeDevContext(opts.ConfigDir, ns.ClientURL(), gatewayAddr, opts.Reset); err != nil {
+		if err := writeDevContext(opts.ConfigDir, env.NATSURL, env.GatewayAddr, opts.Reset); err != nil {
 			return err
 		}
 	}
-	printBanner(opts, ns.ClientURL(), res.AdminCreated && generated, password, opts.PasswordFile != "")
+	printBanner(opts, env, cfg.SystemUsers)
 	if opts.Ready != nil {
-		opts.Ready(ns.ClientURL())
+		opts.Ready(env.NATSURL)
 	}
-	select {
-	case <-ctx.Done():
-		fmt.Fprintln(opts.IO.ErrOut, "stopping gpuaas dev…")
-		return nil
-	case <-pg.Done():
-		return fmt.Errorf("postgres exited unexpectedly: %v (log: %s)", pg.Wait(), filepath.Join(opts.DataDir, "pg", "postgres.log"))
-	case err := <-done:
-		done <- err
-		if err == nil {
-			err = errors.New("controld stopped unexpectedly")
-		}
+	if err := env.Wait(ctx); err != nil {
 		return err
-	case err := <-fleet.failed:
-		return fmt.Errorf("simulated host stopped: %w", err)
-	case err := <-gw.failed:
-		return fmt.Errorf("ssh gateway stopped: %w", err)
+	}
+	fmt.Fprintln(opts.IO.ErrOut, "stopping gpuaas dev…")
+	return nil
+}
+
+// devConfig is the platform the flags and the environment ask for:
+// GPUAAS_STRIPE_SECRET_KEY and GPUAAS_STRIPE_WEBHOOK_SECRET, when set,
+// replace the Stripe test credentials. As root the sim hosts' users are
+// real unprivileged accounts.
+func devConfig(opts *DevOptions, getenv func(string) string) devenv.Config {
+	return devenv.Config{
+		DataDir:             opts.DataDir,
+		Reset:               opts.Reset,
+		NATSHost:            opts.Host,
+		NATSPort:            opts.NATSPort,
+		SSHPort:             opts.SSHPort,
+		SessionTTL:          opts.SessionTTL,
+		OIDC:                identity.OIDCConfig{Issuer: opts.OIDCIssuer, ClientID: opts.OIDCClientID},
+		BillingWindow:       opts.BillingWindow,
+		Hosts:               opts.Hosts,
+		SystemUsers:         isolateSim(),
+		Commands:            opts.SSHCommands,
+		TUI:                 tui.ServeSSH,
+		StripeAPI:           opts.StripeAPI,
+		StripeSecretKey:     getenv("GPUAAS_STRIPE_SECRET_KEY"),
+		StripeWebhookSecret: getenv("GPUAAS_STRIPE_WEBHOOK_SECRET"),
+		HTTPPort:            opts.HTTPPort,
 	}
 }
 
-// prepareDataDir makes the data directory and the directories dev keeps
-// there private: 0700, whatever they were. With isolated sim users (as
-// root) the data directory and hosts/ are 0711 instead: the postgres
-// account must pass through to pg/ (itself 0700, postgres's) and the sim
-// users to their homes (hosts/<host>/sim/homes/<user>), but no one else
-// may list them, and everything else in them is 0700 or 0600.
-func prepareDataDir(dir string, isolate bool) error {
-	top := os.FileMode(0o700)
-	if isolate {
-		top = 0o711
-	}
-	for _, d := range []struct {
-		path string
-		mode os.FileMode
-	}{{dir, top}, {filepath.Join(dir, "hosts"), top}, {filepath.Join(dir, "nats"), 0o700}, {filepath.Join(dir, "sshgate"), 0o700}} {
-		if err := os.MkdirAll(d.path, d.mode); err != nil {
-			return err
+// checkDevPorts fails when a port asked for is taken (0 picks a free one).
+func checkDevPorts(opts *DevOptions) error {
+	if opts.NATSPort != 0 {
+		if err := checkPortFree(opts.Host, opts.NATSPort); err != nil {
+			return cmdutil.FlagErrorf("cannot listen on %s:%d (%v): is another `gpuaas dev` running? pick another --nats-port", opts.Host, opts.NATSPort, err)
 		}
-		if err := os.Chmod(d.path, d.mode); err != nil {
-			return err
+	}
+	if opts.SSHPort != 0 {
+		if err := checkPortFree("127.0.0.1", opts.SSHPort); err != nil {
+			return fmt.Errorf("ssh gateway: cannot listen on 127.0.0.1:%d (%v): pick another --ssh-port", opts.SSHPort, err)
+		}
+	}
+	if opts.StripeAPI != "" && opts.HTTPPort != 0 {
+		if err := checkPortFree("127.0.0.1", opts.HTTPPort); err != nil {
+			return cmdutil.FlagErrorf("cannot listen on 127.0.0.1:%d (%v): pick another --http-port", opts.HTTPPort, err)
 		}
 	}
 	return nil
@@ -374,38 +263,13 @@ func readPasswordFile(path string) (string, error) {
 	return pw, nil
 }
 
-func newPassword() string {
-	var b [15]byte
-	_, _ = rand.Read(b[:])
-	return strings.ToLower(base32.StdEncoding.EncodeToString(b[:]))
-}
-
+// checkPortFree fails when host:port cannot be listened on.
 func checkPortFree(host string, port int) error {
 	l, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
 	if err != nil {
-		return cmdutil.FlagErrorf("cannot listen on %s:%d (%v): is another `gpuaas dev` running? pick another --nats-port", host, port, err)
+		return err
 	}
 	return l.Close()
-}
-
-// ensureDatabase creates the dev database on first start.
-func ensureDatabase(ctx context.Context, pg *pgserver.Server, name string) error {
-	conn, err := pgx.Connect(ctx, pg.ConnString("postgres"))
-	if err != nil {
-		return fmt.Errorf("connect postgres: %w", err)
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	var exists bool
-	if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)`, name).Scan(&exists); err != nil {
-		return fmt.Errorf("check database: %w", err)
-	}
-	if exists {
-		return nil
-	}
-	if _, err := conn.Exec(ctx, `CREATE DATABASE `+pgx.Identifier{name}.Sanitize()); err != nil {
-		return fmt.Errorf("create database: %w", err)
-	}
-	return nil
 }
 
 // writeDevContext points the "dev" context at this server and makes it
@@ -435,42 +299,4 @@ func writeDevContext(dir, url, gateway string, reset bool) error {
 		return err
 	}
 	return cfg.Save()
-}
-
-func printBanner(opts *DevOptions, url string, showPassword bool, password string, fromFile bool) {
-	w := opts.IO.ErrOut
-	fmt.Fprintln(w, "\ngpuaas dev is running")
-	fmt.Fprintln(w, describe("server", url))
-	fmt.Fprintln(w, describe("data", opts.DataDir))
-	if showPassword {
-		fmt.Fprintln(w, describe("admin", DevAdminEmail+"  password: "+password+"  (shown once; keep it)"))
-	} else if fromFile {
-		fmt.Fprintln(w, describe("admin", DevAdminEmail+"  (password from --password-file)"))
-	} else {
-		fmt.Fprintln(w, describe("admin", DevAdminEmail+"  (password as set before; --password-file sets a new one)"))
-	}
-	fmt.Fprintln(w, describe("project", DevProject))
-	fmt.Fprintln(w, describe("hosts", fmt.Sprintf("%d simulated (gpuaas node list)", opts.Hosts)))
-	fmt.Fprintln(w, describe("ssh", "gateway on "+opts.gatewayAddr))
-	fmt.Fprintln(w, describe("nats", "auth callout on: every connection needs a session token or a registered key"))
-	if opts.isolate {
-		fmt.Fprintln(w, describe("isolation", "sessions on sim hosts run as unprivileged users of their own"))
-	} else {
-		fmt.Fprintln(w, describe("isolation", "NONE: not root, so sessions on sim hosts run as you and can read this process's data"))
-	}
-	if opts.StripeAPI != "" {
-		fmt.Fprintln(w, describe("stripe", opts.StripeAPI+"; webhook "+opts.webhookURL+" (secret from $GPUAAS_STRIPE_WEBHOOK_SECRET, default "+devWebhookSecret+")"))
-	} else {
-		fmt.Fprintln(w, describe("stripe", "off: `gpuaas billing topup` is unavailable (see --stripe-api)"))
-	}
-	fmt.Fprintln(w, "\nNext, from another shell:")
-	fmt.Fprintln(w, "  gpuaas login")
-	fmt.Fprintln(w, "  gpuaas catalog list")
-	fmt.Fprintln(w, "  gpuaas alloc create --sku h200-slice --gpus 2 --wait")
-	fmt.Fprintln(w, "  gpuaas alloc list")
-	fmt.Fprintln(w, "  gpuaas ssh-config --write && ssh <alloc-id>@"+opts.gatewayHost())
-	fmt.Fprintln(w, "\nnatscli against it (read-only server monitoring, after gpuaas login):")
-	fmt.Fprintln(w, "  gpuaas ops nats-identity add --kind operator --name me --out ops.nk")
-	fmt.Fprintln(w, "  nats --server "+url+" --nkey ops.nk server list")
-	fmt.Fprintln(w, "\nPress Ctrl-C to stop.")
 }

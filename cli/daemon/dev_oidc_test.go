@@ -24,7 +24,7 @@ func TestDevOIDCFlags(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			ios, _, _, _ := cmdutil.Test()
 			var got *DevOptions
-			cmd := NewCmdDev(cmdutil.New(ios), func(_ context.Context, o *DevOptions) error { got = o; return nil })
+			cmd := NewCmdDev(cmdutil.New(ios), nil, func(_ context.Context, o *DevOptions) error { got = o; return nil })
 			cmd.SetArgs(append([]string{"--data", t.TempDir()}, tt.args...))
 			cmd.SetOut(ios.Out)
 			cmd.SetErr(ios.ErrOut)

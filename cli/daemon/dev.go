@@ -15,7 +15,6 @@ import (
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
 	"github.com/gpuaas/gpuaas/cli/config"
 	"github.com/gpuaas/gpuaas/cli/tui"
-	"github.com/gpuaas/gpuaas/controld/identity"
 	"github.com/gpuaas/gpuaas/internal/devenv"
 	"github.com/gpuaas/gpuaas/sshgate"
 )
@@ -29,27 +28,13 @@ const (
 	DevCreditMinor = devenv.CreditMinor
 )
 
-// DevOptions are the inputs of `gpuaas dev`.
+// DevOptions are the inputs of `gpuaas dev`: the platform's Config, whose
+// fields the flags set and devRun completes, and what the command itself
+// does around it.
 type DevOptions struct {
 	IO           *cmdutil.IOStreams
-	DataDir      string
-	Reset        bool
 	PasswordFile string
-	Host         string
-	NATSPort     int
 	LogLevel     string
-	SessionTTL   time.Duration
-	// Hosts is how many simulated GPU hosts to run.
-	Hosts int
-	// SSHPort is where the SSH gateway listens on loopback (0: any).
-	SSHPort int
-	// BillingWindow is how often usage is charged (short in dev, so the
-	// balance visibly falls).
-	BillingWindow time.Duration
-	// OIDCIssuer and OIDCClientID, when set, let people log in through
-	// that identity provider as well (auth.exchange, `gpuaas login`).
-	OIDCIssuer   string
-	OIDCClientID string
 	// WriteConfig writes the dev context into the client config.
 	WriteConfig bool
 	// ConfigDir overrides the client config directory (tests).
@@ -57,19 +42,12 @@ type DevOptions struct {
 	// Ready, when set, is called with the NATS URL once everything serves
 	// (tests).
 	Ready func(natsURL string)
-	// StripeAPI, when set, enables top-ups against this Stripe API base
-	// (stripe-mock, or Stripe's test mode) and starts controld's HTTP
-	// server for webhooks on HTTPPort.
-	StripeAPI string
-	HTTPPort  int
-	// SSHCommands is the command tree the gateway serves over SSH (see
-	// Commands); nil turns command mode off.
-	SSHCommands sshgate.CommandTree
+	devenv.Config
 }
 
 // NewCmdDev builds `gpuaas dev`; its gateway serves sshTree over SSH.
 func NewCmdDev(f *cmdutil.Factory, sshTree sshgate.CommandTree, runF func(context.Context, *DevOptions) error) *cobra.Command {
-	opts := &DevOptions{IO: f.IOStreams, WriteConfig: true, SSHCommands: sshTree}
+	opts := &DevOptions{IO: f.IOStreams, WriteConfig: true, Config: devenv.Config{Commands: sshTree}}
 	cmd := &cobra.Command{
 		Use:     "dev",
 		Short:   "Run the whole platform on this machine",
@@ -117,7 +95,7 @@ node). The dev project starts with a $100 credit, charged every
 			if opts.HTTPPort < 0 || opts.HTTPPort > 65535 {
 				return cmdutil.FlagErrorf("--http-port must be 0-65535")
 			}
-			if (opts.OIDCIssuer == "") != (opts.OIDCClientID == "") {
+			if (opts.OIDC.Issuer == "") != (opts.OIDC.ClientID == "") {
 				return cmdutil.FlagErrorf("--oidc-issuer and --oidc-client-id go together")
 			}
 			if opts.StripeAPI != "" && devenv.CheckStripeAPI(opts.StripeAPI) != nil {
@@ -133,7 +111,7 @@ node). The dev project starts with a $100 credit, charged every
 	fl.StringVar(&opts.DataDir, "data", "", "Data directory (default: /var/lib/gpuaas/dev as root, else $XDG_DATA_HOME/gpuaas/dev)")
 	fl.BoolVar(&opts.Reset, "reset", false, "Delete the data directory first and start from scratch")
 	fl.StringVar(&opts.PasswordFile, "password-file", "", "Set the admin password from this file instead of generating one")
-	fl.StringVar(&opts.Host, "host", "127.0.0.1", "Address NATS listens on (keep it on loopback: dev has no connection auth)")
+	fl.StringVar(&opts.NATSHost, "host", "127.0.0.1", "Address NATS listens on (keep it on loopback: dev has no connection auth)")
 	fl.IntVar(&opts.NATSPort, "nats-port", 4222, "NATS port (0 picks a free one)")
 	fl.StringVar(&opts.LogLevel, "log-level", "info", "Log level: debug, info, warn, error")
 	fl.DurationVar(&opts.SessionTTL, "session-ttl", 12*time.Hour, "Lifetime of session tokens")
@@ -142,8 +120,8 @@ node). The dev project starts with a $100 credit, charged every
 	fl.DurationVar(&opts.BillingWindow, "billing-window", 10*time.Second, "How often active allocations are charged")
 	fl.StringVar(&opts.StripeAPI, "stripe-api", "", "Enable top-ups against this Stripe API, e.g. stripe-mock at http://127.0.0.1:12111 (key: $GPUAAS_STRIPE_SECRET_KEY, default a test key)")
 	fl.IntVar(&opts.HTTPPort, "http-port", 8787, "With --stripe-api: port of controld's HTTP server (Stripe webhooks) on loopback (0 picks a free one)")
-	fl.StringVar(&opts.OIDCIssuer, "oidc-issuer", "", "Also accept logins through this OIDC issuer (`gpuaas login` then uses its device flow)")
-	fl.StringVar(&opts.OIDCClientID, "oidc-client-id", "", "The public OIDC client id `gpuaas login` uses with --oidc-issuer")
+	fl.StringVar(&opts.OIDC.Issuer, "oidc-issuer", "", "Also accept logins through this OIDC issuer (`gpuaas login` then uses its device flow)")
+	fl.StringVar(&opts.OIDC.ClientID, "oidc-client-id", "", "The public OIDC client id `gpuaas login` uses with --oidc-issuer")
 	return cmd
 }
 
@@ -208,31 +186,19 @@ func devRun(ctx context.Context, opts *DevOptions) (err error) {
 // replace the Stripe test credentials. As root the sim hosts' users are
 // real unprivileged accounts.
 func devConfig(opts *DevOptions, getenv func(string) string) devenv.Config {
-	return devenv.Config{
-		DataDir:             opts.DataDir,
-		Reset:               opts.Reset,
-		NATSHost:            opts.Host,
-		NATSPort:            opts.NATSPort,
-		SSHPort:             opts.SSHPort,
-		SessionTTL:          opts.SessionTTL,
-		OIDC:                identity.OIDCConfig{Issuer: opts.OIDCIssuer, ClientID: opts.OIDCClientID},
-		BillingWindow:       opts.BillingWindow,
-		Hosts:               opts.Hosts,
-		SystemUsers:         isolateSim(),
-		Commands:            opts.SSHCommands,
-		TUI:                 tui.ServeSSH,
-		StripeAPI:           opts.StripeAPI,
-		StripeSecretKey:     getenv("GPUAAS_STRIPE_SECRET_KEY"),
-		StripeWebhookSecret: getenv("GPUAAS_STRIPE_WEBHOOK_SECRET"),
-		HTTPPort:            opts.HTTPPort,
-	}
+	cfg := opts.Config
+	cfg.SystemUsers = isolateSim()
+	cfg.TUI = tui.ServeSSH
+	cfg.StripeSecretKey = getenv("GPUAAS_STRIPE_SECRET_KEY")
+	cfg.StripeWebhookSecret = getenv("GPUAAS_STRIPE_WEBHOOK_SECRET")
+	return cfg
 }
 
 // checkDevPorts fails when a port asked for is taken (0 picks a free one).
 func checkDevPorts(opts *DevOptions) error {
 	if opts.NATSPort != 0 {
-		if err := checkPortFree(opts.Host, opts.NATSPort); err != nil {
-			return cmdutil.FlagErrorf("cannot listen on %s:%d (%v): is another `gpuaas dev` running? pick another --nats-port", opts.Host, opts.NATSPort, err)
+		if err := checkPortFree(opts.NATSHost, opts.NATSPort); err != nil {
+			return cmdutil.FlagErrorf("cannot listen on %s:%d (%v): is another `gpuaas dev` running? pick another --nats-port", opts.NATSHost, opts.NATSPort, err)
 		}
 	}
 	if opts.SSHPort != 0 {

@@ -39,8 +39,8 @@ func TestDevOIDCFlags(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(tt.args) > 0 && (got.OIDCIssuer != tt.args[1] || got.OIDCClientID != tt.args[3]) {
-				t.Fatalf("got issuer %q client %q; want %v", got.OIDCIssuer, got.OIDCClientID, tt.args)
+			if len(tt.args) > 0 && (got.OIDC.Issuer != tt.args[1] || got.OIDC.ClientID != tt.args[3]) {
+				t.Fatalf("got issuer %q client %q; want %v", got.OIDC.Issuer, got.OIDC.ClientID, tt.args)
 			}
 		})
 	}

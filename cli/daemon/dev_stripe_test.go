@@ -30,7 +30,7 @@ func TestDevStripeOffByDefault(t *testing.T) {
 // GPUAAS_STRIPE_WEBHOOK_SECRET replace the test credentials, which are
 // used without them.
 func TestDevStripeCredentialsFromEnvironment(t *testing.T) {
-	opts := &DevOptions{DataDir: t.TempDir(), StripeAPI: "http://127.0.0.1:12111"}
+	opts := &DevOptions{Config: devenv.Config{DataDir: t.TempDir(), StripeAPI: "http://127.0.0.1:12111"}}
 	cfg := devConfig(opts, func(string) string { return "" })
 	if err := cfg.CheckAndSetDefaults(); err != nil {
 		t.Fatal(err)

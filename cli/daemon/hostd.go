@@ -1,7 +1,6 @@
 package daemon
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -10,7 +9,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	gossh "golang.org/x/crypto/ssh"
 
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
 	"github.com/gpuaas/gpuaas/hostd/agent"
@@ -23,21 +21,21 @@ import (
 	"github.com/gpuaas/gpuaas/internal/devenv"
 )
 
-// HostdOptions are the inputs of `gpuaas hostd`.
+// HostdOptions are the inputs of `gpuaas hostd`: the agent's Config,
+// whose fields the flags set (StateDir, Token, TerminalAddr) and hostdRun
+// completes, how to reach NATS, and the host to drive (sim or real).
 type HostdOptions struct {
-	IO           *cmdutil.IOStreams
-	NATS         natsFlags
-	StateDir     string
-	Token        string
-	Sim          string
-	LibvirtURI   string
-	ImageDir     string
-	TerminalAddr string
+	IO         *cmdutil.IOStreams
+	NATS       natsFlags
+	Sim        string
+	LibvirtURI string
+	ImageDir   string
 	// TerminalListen is where the terminal server listens; "" runs none.
 	TerminalListen string
 	FailPhases     []string
 	DelayPhases    []string
 	LogLevel       string
+	agent.Config
 }
 
 // SimProfiles are the simulated hosts `gpuaas hostd --sim` can be.
@@ -146,8 +144,8 @@ func hostdRun(ctx context.Context, opts *HostdOptions) error {
 		return err
 	}
 	defer closeEnv()
-	cfg := agent.Config{Server: opts.NATS.URL, TLS: opts.NATS.tls(), StateDir: opts.StateDir, Token: opts.Token, Env: env,
-		Handlers: tasks.Default(), TerminalAddr: opts.TerminalAddr, Log: log}
+	cfg := opts.Config
+	cfg.Server, cfg.TLS, cfg.Env, cfg.Handlers, cfg.Log = opts.NATS.URL, opts.NATS.tls(), env, tasks.Default(), log
 	if opts.TerminalListen != "" {
 		t, err := devenv.StartTerminal(devenv.TerminalConfig{Listen: opts.TerminalListen, Advertise: opts.TerminalAddr,
 			Config: term.Config{StateDir: opts.StateDir, Accounts: accounts, Hypervisor: env.Hypervisor, Log: log}})
@@ -155,8 +153,7 @@ func hostdRun(ctx context.Context, opts *HostdOptions) error {
 			return err
 		}
 		defer func() { _ = t.Stop() }()
-		cfg.TerminalAddr, cfg.Terminal = t.Addr, t.Server
-		cfg.TerminalHostKey = string(bytes.TrimSpace(gossh.MarshalAuthorizedKey(t.Server.HostKey())))
+		t.Attach(&cfg)
 	}
 	a, err := agent.New(cfg)
 	if err != nil {

@@ -1,7 +1,6 @@
 package devenv
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -9,8 +8,6 @@ import (
 	"path/filepath"
 	"sync"
 	"time"
-
-	gossh "golang.org/x/crypto/ssh"
 
 	"github.com/gpuaas/gpuaas/controld"
 	"github.com/gpuaas/gpuaas/hostd/agent"
@@ -86,9 +83,10 @@ func (f *simFleet) start(ctx context.Context, i int, srv *controld.Server, admin
 		return err
 	}
 	f.terminals = append(f.terminals, ts)
-	a, err := agent.New(agent.Config{Server: natsURL, StateDir: dir, Token: token, Env: h.Env("", hlog),
-		Handlers: tasks.Default(), Hostname: name, TerminalAddr: ts.Addr, Terminal: ts.Server, Log: hlog,
-		TerminalHostKey: string(bytes.TrimSpace(gossh.MarshalAuthorizedKey(ts.Server.HostKey())))})
+	acfg := agent.Config{Server: natsURL, StateDir: dir, Token: token, Env: h.Env("", hlog),
+		Handlers: tasks.Default(), Hostname: name, Log: hlog}
+	ts.Attach(&acfg)
+	a, err := agent.New(acfg)
 	if err != nil {
 		return err
 	}

@@ -1,11 +1,15 @@
 package devenv
 
 import (
+	"bytes"
 	"fmt"
 	"log/slog"
 	"net"
 	"os"
 
+	gossh "golang.org/x/crypto/ssh"
+
+	"github.com/gpuaas/gpuaas/hostd/agent"
 	"github.com/gpuaas/gpuaas/hostd/term"
 )
 
@@ -66,6 +70,14 @@ func StartTerminal(cfg TerminalConfig) (*Terminal, error) {
 	go func() { t.done <- srv.Serve(ln) }()
 	log.Info("terminal listening", "listen", ln.Addr().String(), "advertised", addr)
 	return t, nil
+}
+
+// Attach tells the agent of cfg about the terminal: the address and host
+// key it reports, and the server it keeps supplied with the node's
+// identity and the ticket CA keys.
+func (t *Terminal) Attach(cfg *agent.Config) {
+	cfg.TerminalAddr, cfg.Terminal = t.Addr, t.Server
+	cfg.TerminalHostKey = string(bytes.TrimSpace(gossh.MarshalAuthorizedKey(t.Server.HostKey())))
 }
 
 // Stop closes the listener and every terminal connection.

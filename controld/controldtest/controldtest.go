@@ -211,12 +211,15 @@ func (e *Env) GatewayVia(t testing.TB, name string, dial func(url string, opts .
 	if dial == nil {
 		dial = func(url string, opts ...nats.Option) *nats.Conn { return testutil.Connect(t, url, opts...) }
 	}
-	nc := dial(e.NATSURL, bus.WithKey(key), nats.CustomInboxPrefix(api.InboxPrefix(nk)))
-	login, err := api.NewGatewayLogin(nc, key, nil)
+	opts, err := controlplane.GatewayOptions(key)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return api.NewClient(nc, api.WithTokenSource(login.Token)), priv
+	client, err := controlplane.GatewayClient(dial(e.NATSURL, opts...), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return client, priv
 }
 
 // Client returns an API client with token and the test project.

@@ -151,27 +151,47 @@ func ConnectControld(url string, t bus.TLS, keys *bus.Keys) (nc, sys *nats.Conn,
 
 // ConnectGateway connects as the gateway whose key is key and returns the
 // connection and a client that logs in to controld with the same key
-// (short-lived gateway sessions; no long-lived token exists).
+// (GatewayClient).
 func ConnectGateway(url string, t bus.TLS, key nkeys.KeyPair) (*nats.Conn, *api.Client, error) {
 	tlsOpts, err := t.Options(url)
 	if err != nil {
 		return nil, nil, err
 	}
-	pub, err := key.PublicKey()
-	if err != nil {
-		return nil, nil, fmt.Errorf("gateway key: %w", err)
-	}
-	nc, err := bus.Connect(url, "gpuaas-sshgate", append(tlsOpts, bus.WithKey(key),
-		nats.CustomInboxPrefix(api.InboxPrefix(pub)))...)
+	opts, err := GatewayOptions(key)
 	if err != nil {
 		return nil, nil, err
 	}
-	login, err := api.NewGatewayLogin(nc, key, nil)
+	nc, err := bus.Connect(url, "gpuaas-sshgate", append(tlsOpts, opts...)...)
+	if err != nil {
+		return nil, nil, err
+	}
+	client, err := GatewayClient(nc, key)
 	if err != nil {
 		nc.Close()
 		return nil, nil, err
 	}
-	return nc, api.NewClient(nc, api.WithTokenSource(login.Token)), nil
+	return nc, client, nil
+}
+
+// GatewayOptions are the NATS options of a gateway's connection: its key
+// proves it to the auth callout, and replies arrive on its own inbox.
+func GatewayOptions(key nkeys.KeyPair) ([]nats.Option, error) {
+	pub, err := key.PublicKey()
+	if err != nil {
+		return nil, fmt.Errorf("gateway key: %w", err)
+	}
+	return []nats.Option{bus.WithKey(key), nats.CustomInboxPrefix(api.InboxPrefix(pub))}, nil
+}
+
+// GatewayClient is an API client on a gateway's connection nc that logs
+// in to controld with the gateway's key for short-lived session tokens; no
+// long-lived token exists.
+func GatewayClient(nc *nats.Conn, key nkeys.KeyPair) (*api.Client, error) {
+	login, err := api.NewGatewayLogin(nc, key, nil)
+	if err != nil {
+		return nil, err
+	}
+	return api.NewClient(nc, api.WithTokenSource(login.Token)), nil
 }
 
 // GatewayKey is the Ed25519 private key of a gateway's nkey: the key it

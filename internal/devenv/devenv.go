@@ -242,7 +242,7 @@ func (e *Env) Wait(ctx context.Context) error {
 
 // Close stops every part, last started first (the gateway, the hosts,
 // controld, NATS, PostgreSQL), waits for them and returns what went wrong.
-// The sim hosts' system users are removed.
+// The sim hosts' system users are removed. Closing again does nothing.
 func (e *Env) Close() error {
 	var errs []error
 	for i := len(e.closers) - 1; i >= 0; i-- {

@@ -8,8 +8,9 @@ import (
 )
 
 // daemonCommands returns the daemon commands (`gpuaas dev`, `gpuaas
-// controld`) added to the root by Main.
-func daemonCommands(f *cmdutil.Factory) []*cobra.Command { return daemon.Commands(f) }
+// controld`) added to the root by Main. The SSH gateways they run serve
+// NewSSHRootCmd.
+func daemonCommands(f *cmdutil.Factory) []*cobra.Command { return daemon.Commands(f, NewSSHRootCmd) }
 
 // Root returns the whole command tree, daemons included, built on f. The
 // doc generator uses it.

@@ -4,9 +4,7 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -26,7 +24,6 @@ import (
 	"github.com/gpuaas/gpuaas/cli/sshconfig"
 	"github.com/gpuaas/gpuaas/cli/tui"
 	"github.com/gpuaas/gpuaas/cli/watch"
-	"github.com/gpuaas/gpuaas/internal/api"
 )
 
 // Command groups in the root help.
@@ -55,38 +52,8 @@ func run(ctx context.Context, f *cmdutil.Factory, args []string, extra ...*cobra
 		// Whatever failed, it failed because we were told to stop.
 		err = context.Canceled
 	}
-	printError(f.IOStreams.ErrOut, cmd, err)
+	cmdutil.PrintError(f.IOStreams.ErrOut, cmd.CommandPath(), err)
 	return cmdutil.ExitCodeOf(err)
-}
-
-// printError is the one place errors reach the user: the message, then a
-// hint saying what to do about it.
-func printError(w io.Writer, cmd *cobra.Command, err error) {
-	var flagErr *cmdutil.FlagError
-	var apiErr *api.Error
-	switch {
-	case errors.Is(err, cmdutil.ErrCancelled):
-		return // the user said no; the prompt is on screen
-	case errors.Is(err, cmdutil.ErrReported):
-		return // ssh (or another program we ran) already said why
-	case errors.Is(err, context.Canceled):
-		fmt.Fprintln(w, "interrupted")
-		return
-	case errors.As(err, &flagErr):
-		fmt.Fprintf(w, "error: %v\nRun '%s --help' for usage.\n", err, cmd.CommandPath())
-		return
-	}
-	fmt.Fprintf(w, "error: %v\n", err)
-	if !errors.As(err, &apiErr) {
-		return
-	}
-	hint := apiErr.Hint
-	if hint == "" && apiErr.Code == api.CodeUnauthenticated {
-		hint = "run `gpuaas login`"
-	}
-	if hint != "" {
-		fmt.Fprintf(w, "hint: %s\n", hint)
-	}
 }
 
 // NewRootCmd builds the command tree over f. extra commands (the daemons)
@@ -124,28 +91,39 @@ $XDG_CONFIG_HOME/gpuaas or ~/.config/gpuaas). See ` + "`gpuaas help exit-codes`"
 	if len(extra) > 0 {
 		root.AddGroup(&cobra.Group{ID: groupDaemon, Title: "Daemons:"})
 	}
-	addToGroup(root, groupCore,
-		auth.NewCmdLogin(f, nil),
-		auth.NewCmdLogout(f, nil),
-		auth.NewCmdWhoami(f, nil),
-		project.NewCmdProject(f),
-		catalog.NewCmdCatalog(f),
-		alloc.NewCmdAlloc(f),
-		billing.NewCmdBilling(f),
-		sshcmd.NewCmdSSH(f, nil),
-		sshconfig.NewCmdSSHConfig(f, nil),
-		session.NewCmdSession(f),
-		tui.NewCmdTUI(f),
-		watch.NewCmdWatch(f, nil),
-		contextcmd.NewCmdContext(f),
-	)
-	addToGroup(root, groupOperator, node.NewCmdNode(f), ops.NewCmdOps(f))
-	addToGroup(root, groupOperator, admin.NewCmdAdmin(f))
+	addCommands(root, f)
 	addToGroup(root, groupDaemon, extra...)
 	root.AddCommand(newExitCodesTopic())
 
 	rejectUnknownSubcommands(root)
 	return root
+}
+
+// addCommands adds the command tree's nouns to root: the one list both
+// the local tree (NewRootCmd) and the tree served over SSH (NewSSHRootCmd)
+// are built from. Commands that make no sense over SSH are marked
+// cmdutil.LocalOnly here, with the reason.
+func addCommands(root *cobra.Command, f *cmdutil.Factory) {
+	addToGroup(root, groupCore,
+		cmdutil.LocalOnly(auth.NewCmdLogin(f, nil), "keeps the session in this machine's config"),
+		cmdutil.LocalOnly(auth.NewCmdLogout(f, nil), "ends the session kept in this machine's config"),
+		auth.NewCmdWhoami(f, nil),
+		project.NewCmdProject(f),
+		catalog.NewCmdCatalog(f),
+		alloc.NewCmdAlloc(f),
+		cmdutil.LocalOnly(billing.NewCmdBilling(f), "not offered over SSH so far; nothing in it is local, so serving it is a product decision"),
+		cmdutil.LocalOnly(sshcmd.NewCmdSSH(f, nil), "runs OpenSSH on this machine"),
+		cmdutil.LocalOnly(sshconfig.NewCmdSSHConfig(f, nil), "writes OpenSSH's files on this machine"),
+		session.NewCmdSession(f),
+		cmdutil.LocalOnly(tui.NewCmdTUI(f), "draws on this machine's terminal; over SSH the gateway serves the dashboard itself (ssh -t)"),
+		cmdutil.LocalOnly(watch.NewCmdWatch(f, nil), "receives events on a NATS connection of the user's own, which a gateway session lacks"),
+		cmdutil.LocalOnly(contextcmd.NewCmdContext(f), "edits this machine's config"),
+	)
+	addToGroup(root, groupOperator,
+		cmdutil.LocalOnly(node.NewCmdNode(f), "operator commands, which a session delegated through the gateway may not call"),
+		cmdutil.LocalOnly(ops.NewCmdOps(f), "writes keys and configuration files on this machine"),
+		cmdutil.LocalOnly(admin.NewCmdAdmin(f), "reaches the database from this machine (bootstrap); operator commands"),
+	)
 }
 
 func addToGroup(root *cobra.Command, group string, cmds ...*cobra.Command) {

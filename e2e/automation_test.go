@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/testutil"
 )
 
 // TestWatchAndWaitExitCodes is acceptance 3 of the terminal issue: `gpuaas
@@ -32,7 +33,7 @@ func TestWatchAndWaitExitCodes(t *testing.T) {
 	}
 	startHostd(t, devServer(t, dev), tempDir(t, "gpuaas-e2e-hostd-"), "--token", token,
 		"--sim", "h100-baremetal", "--fail-phase", "user_create")
-	waitCLI(t, dev, "node broken ready", func() bool {
+	testutil.EventuallyWithin(t, time.Minute, "node broken ready", func() bool {
 		r := dev.gpuaas(t, "", "node", "get", "broken", "--json", "node", "--jq", ".node.state + \" \" + (.node.slots_free|tostring)")
 		return strings.TrimSpace(r.stdout) == "ready 8"
 	})
@@ -72,7 +73,7 @@ func TestWatchAndWaitExitCodes(t *testing.T) {
 		t.Errorf("failed wait printed %q on stdout; want nothing", r.stdout)
 	}
 
-	waitCLI(t, dev, "the watch to see both ends", func() bool {
+	testutil.EventuallyWithin(t, time.Minute, "the watch to see both ends", func() bool {
 		out := w.stdout.String()
 		return strings.Contains(out, `"to":"released"`) && strings.Contains(out, `"to":"failed"`)
 	})

@@ -17,6 +17,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/gpuaas/gpuaas/internal/testutil"
 )
 
 // The SSH benchmarks of the sshgate issue, with the system OpenSSH client
@@ -298,18 +300,18 @@ StrictModes no
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { _ = sshd.Process.Kill(); _ = sshd.Wait() })
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	defer func() {
+		if b.Failed() {
+			b.Logf("sshd:\n%s", log.String())
+		}
+	}()
+	testutil.EventuallyWithin(b, 20*time.Second, "sshd to listen", func() bool {
 		c, err := net.Dial("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
 		if err == nil {
 			c.Close()
-			break
 		}
-		if time.Now().After(deadline) {
-			b.Fatalf("sshd not listening after 20s: %v\n%s", err, log.String())
-		}
-		time.Sleep(20 * time.Millisecond) // waiting for sshd to listen
-	}
+		return err == nil
+	})
 	u, err := user.Current()
 	if err != nil {
 		b.Fatal(err)

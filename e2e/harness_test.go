@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/gpuaas/gpuaas/internal/testutil"
 )
 
 // devProc is a running `gpuaas dev`.
@@ -76,20 +78,22 @@ func startDevBin(t testing.TB, bin, dataDir, configDir string, args ...string) *
 		t.Fatal(err)
 	}
 	go func() { p.done <- cmd.Wait() }()
+	// Last: whatever failed, the platform's log tells what it did.
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("gpuaas dev's output:\n%s", p.stderr.String())
+		}
+	})
 	t.Cleanup(func() { p.stop(t) })
-	deadline := time.After(60 * time.Second)
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
-	for !strings.Contains(p.stderr.String(), "gpuaas dev is running") {
+	testutil.EventuallyWithin(t, 60*time.Second, "gpuaas dev to come up", func() bool {
 		select {
 		case err := <-p.done:
 			p.done <- err
-			t.Fatalf("gpuaas dev exited early (%v):\n%s", err, p.stderr.String())
-		case <-deadline:
-			t.Fatalf("gpuaas dev did not come up:\n%s", p.stderr.String())
-		case <-tick.C:
+			t.Fatalf("gpuaas dev exited early (%v)", err)
+		default:
 		}
-	}
+		return strings.Contains(p.stderr.String(), "gpuaas dev is running")
+	})
 	return p
 }
 

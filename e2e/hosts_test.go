@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/testutil"
 )
 
 // TestDevProvisionsAndReleases is acceptance 1 of the hostd issue: with
@@ -87,7 +88,7 @@ func TestHostdKilledMidProvision(t *testing.T) {
 	server := devServer(t, dev)
 	state := tempDir(t, "gpuaas-e2e-hostd-")
 	hostd := startHostd(t, server, state, "--token", token, "--delay-phase", "readiness=5m")
-	waitCLI(t, dev, "node crashy ready", func() bool {
+	testutil.EventuallyWithin(t, time.Minute, "node crashy ready", func() bool {
 		r := dev.gpuaas(t, "", "node", "get", "crashy", "--json", "node", "--jq", ".node.state + \" \" + (.node.slots_free|tostring)")
 		return strings.TrimSpace(r.stdout) == "ready 8"
 	})
@@ -97,7 +98,7 @@ func TestHostdKilledMidProvision(t *testing.T) {
 	if r.code != 0 || id == "" {
 		t.Fatalf("create: exit %d %q %s", r.code, r.stdout, r.stderr)
 	}
-	waitCLI(t, dev, "provisioning to reach readiness", func() bool {
+	testutil.EventuallyWithin(t, time.Minute, "provisioning to reach readiness", func() bool {
 		r := dev.gpuaas(t, "", "alloc", "get", id, "--json", "timeline", "--jq", `[.timeline[] | select(.phase=="readiness")] | length`)
 		return strings.TrimSpace(r.stdout) != "0" && r.code == 0
 	})
@@ -107,7 +108,7 @@ func TestHostdKilledMidProvision(t *testing.T) {
 	_, _ = hostd.Process.Wait()
 
 	startHostd(t, server, state) // no token: it keeps its identity
-	waitCLI(t, dev, "the allocation to fail and its slots to come back", func() bool {
+	testutil.EventuallyWithin(t, time.Minute, "the allocation to fail and its slots to come back", func() bool {
 		r := dev.gpuaas(t, "", "node", "get", "crashy", "--json", "node", "--jq", ".node.slots_free")
 		return strings.TrimSpace(r.stdout) == "8"
 	})
@@ -164,16 +165,4 @@ func startHostd(t *testing.T, server, state string, args ...string) *exec.Cmd {
 		}
 	})
 	return cmd
-}
-
-// waitCLI polls cond until it holds or a minute passes.
-func waitCLI(t *testing.T, dev *devProc, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s\n%s", what, dev.stderr.String())
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
 }

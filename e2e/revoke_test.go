@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/gpuaas/gpuaas/cli/sshkeys"
+	"github.com/gpuaas/gpuaas/internal/testutil"
 )
 
 // TestLogoutEndsSSH is the SSH side of logout through the built binary and
@@ -57,7 +58,7 @@ func TestLogoutEndsSSH(t *testing.T) {
 	if _, err := io.WriteString(stdin, "echo open-$((6*7))\n"); err != nil {
 		t.Fatal(err)
 	}
-	waitCLI(t, dev, "the shell to answer", func() bool { return strings.Contains(out.String(), "open-42") })
+	testutil.EventuallyWithin(t, time.Minute, "the shell to answer", func() bool { return strings.Contains(out.String(), "open-42") })
 
 	start := time.Now()
 	if r := dev.gpuaas(t, "", "logout"); r.code != 0 {

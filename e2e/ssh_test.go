@@ -14,6 +14,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gpuaas/gpuaas/internal/testutil"
 )
 
 // TestOpenSSHThroughGateway is acceptance 1 of the sshgate issue, with the
@@ -97,7 +99,7 @@ func TestOpenSSHThroughGateway(t *testing.T) {
 				t.Fatalf("ssh -tt: exit %d %q", code, out)
 			}
 			var sessionID string
-			waitCLI(t, dev, "the PTY session to be indexed with its recording", func() bool {
+			testutil.EventuallyWithin(t, time.Minute, "the PTY session to be indexed with its recording", func() bool {
 				r := dev.gpuaas(t, "", "session", "list", "--alloc", id, "--json", "id,kind,recording",
 					"--jq", `.[] | select(.kind=="shell" or .recording != "") | select(.recording != "") | .id`)
 				sessionID = strings.TrimSpace(strings.Split(r.stdout, "\n")[0])
@@ -172,20 +174,22 @@ func forwardWorks(t *testing.T, sshConfig, target string) {
 		t.Fatal(err)
 	}
 	defer func() { cancel(); _ = cmd.Wait() }()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	defer func() {
+		if t.Failed() {
+			t.Logf("ssh -L:\n%s", out.String())
+		}
+	}()
+	var body []byte
+	testutil.EventuallyWithin(t, 30*time.Second, "ssh -L to forward", func() bool {
 		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/", localPort))
-		if err == nil {
-			body, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if string(body) != "forwarded" {
-				t.Fatalf("through ssh -L got %q; want forwarded", body)
-			}
-			return
+		if err != nil {
+			return false // ssh has not opened the local port yet
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("ssh -L never forwarded: %v\n%s", err, out.String())
-		}
-		time.Sleep(100 * time.Millisecond) // waiting for ssh to open the local port
+		body, _ = io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return true
+	})
+	if string(body) != "forwarded" {
+		t.Fatalf("through ssh -L got %q; want forwarded", body)
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gpuaas/gpuaas/internal/testutil"
 )
 
 // tmuxPane is `gpuaas tui` running in a detached tmux session on a
@@ -64,17 +66,17 @@ func (p *tmuxPane) typeText(s string) { p.tmux("send-keys", "-t", "tui", "-l", s
 // with the last screen.
 func (p *tmuxPane) waitScreen(what string, cond func(screen string) bool) string {
 	p.t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		s := p.screen()
-		if cond(s) {
-			return s
+	var s string
+	defer func() {
+		if p.t.Failed() {
+			p.t.Logf("the screen:\n%s", s)
 		}
-		if time.Now().After(deadline) {
-			p.t.Fatalf("waited 60s for %s; the screen:\n%s", what, s)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	}()
+	testutil.EventuallyWithin(p.t, 60*time.Second, what, func() bool {
+		s = p.screen()
+		return cond(s)
+	})
+	return s
 }
 
 func (p *tmuxPane) waitFor(text string) string {

@@ -89,7 +89,7 @@ func (g *Gateway) commandSession(s ssh.Session, id sshcert.Identity) {
 	if len(args) == 0 && hasPty && g.cfg.TUI != nil {
 		err := g.cfg.TUI(s, pty, f)
 		if err != nil {
-			printCommandError(errOut, "gpuaas", err)
+			cmdutil.PrintError(errOut, "gpuaas", err)
 		}
 		_ = s.Exit(cmdutil.ExitCodeOf(err))
 		return
@@ -107,7 +107,7 @@ func (g *Gateway) commandSession(s ssh.Session, id sshcert.Identity) {
 	root.SetErr(ios.ErrOut)
 	cmd, err := root.ExecuteContextC(ctx)
 	if err != nil {
-		printCommandError(errOut, cmd.CommandPath(), err)
+		cmdutil.PrintError(errOut, cmd.CommandPath(), err)
 	}
 	_ = s.Exit(cmdutil.ExitCodeOf(err))
 }
@@ -153,24 +153,6 @@ func (g *Gateway) delegatedClient(s ssh.Session, id sshcert.Identity, env map[st
 		return nil, fmt.Errorf("get a session for your certificate: controld answered for %s", resp.User.ID)
 	}
 	return api.NewClient(g.cfg.Client.Conn(), api.WithToken(resp.Token), api.WithProject(env[envProject])), nil
-}
-
-// printCommandError prints a command's error and its hint, as the local
-// CLI does.
-func printCommandError(w io.Writer, path string, err error) {
-	var flagErr *cmdutil.FlagError
-	var apiErr *api.Error
-	switch {
-	case errors.Is(err, cmdutil.ErrCancelled), errors.Is(err, cmdutil.ErrReported):
-		return
-	case errors.As(err, &flagErr):
-		_, _ = fmt.Fprintf(w, "error: %v\nRun '%s --help' for usage.\n", err, path)
-		return
-	}
-	_, _ = fmt.Fprintf(w, "error: %v\n", err)
-	if errors.As(err, &apiErr) && apiErr.Hint != "" {
-		_, _ = fmt.Fprintf(w, "hint: %s\n", apiErr.Hint)
-	}
 }
 
 // environ turns "k=v" pairs into a map; later pairs win.

@@ -14,8 +14,8 @@ import (
 	"github.com/gpuaas/gpuaas/controld/catalog"
 	"github.com/gpuaas/gpuaas/controld/identity"
 	"github.com/gpuaas/gpuaas/controld/payments"
-	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/bus"
+	"github.com/gpuaas/gpuaas/internal/devenv/controlplane"
 )
 
 // ControldOptions are the inputs of `gpuaas controld`.
@@ -124,7 +124,7 @@ func controldRun(ctx context.Context, opts *ControldOptions) error {
 	if err != nil {
 		return cmdutil.FlagErrorf("--nats-keys: %v", err)
 	}
-	nc, sys, err := connectControld(opts.NATS.URL, opts.NATS.tls(), keys)
+	nc, sys, err := controlplane.ConnectControld(opts.NATS.URL, opts.NATS.tls(), keys)
 	if err != nil {
 		return err
 	}
@@ -149,25 +149,6 @@ func controldRun(ctx context.Context, opts *ControldOptions) error {
 		}
 	}
 	return srv.Run(ctx)
-}
-
-// connectControld opens controld's two NATS connections: its user in the
-// app account (the API, the callout, JetStream) and in the system account
-// (closing revoked connections).
-func connectControld(url string, t bus.TLS, keys *bus.Keys) (nc, sys *nats.Conn, err error) {
-	tlsOpts, err := t.Options(url)
-	if err != nil {
-		return nil, nil, err
-	}
-	inbox := nats.CustomInboxPrefix(api.ControldInboxPrefix)
-	if nc, err = bus.Connect(url, "gpuaas-controld", append(tlsOpts, bus.WithKey(keys.Controld), inbox)...); err != nil {
-		return nil, nil, err
-	}
-	if sys, err = bus.Connect(url, "gpuaas-controld-sys", append(tlsOpts, bus.WithKey(keys.System), inbox)...); err != nil {
-		nc.Close()
-		return nil, nil, err
-	}
-	return nc, sys, nil
 }
 
 // controldConfig is controld's Config from the flags (and the environment

@@ -29,7 +29,7 @@ func TestControldFlagsReachConfig(t *testing.T) {
 	}
 	cfg := controldConfig(got, nil, nil, nil, nil, nil)
 	checks := []struct {
-		name     string
+		name      string
 		got, want any
 	}{
 		{"database", cfg.DatabaseURL, "postgres://db/x"},

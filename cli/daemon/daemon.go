@@ -12,11 +12,20 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
+	"github.com/gpuaas/gpuaas/sshgate"
 )
 
-// Commands returns the daemon commands for the root command.
-func Commands(f *cmdutil.Factory) []*cobra.Command {
-	return []*cobra.Command{NewCmdDev(f, nil), NewCmdControld(f, nil), NewCmdHostd(f, nil), NewCmdSSHGate(f, nil)}
+// Commands returns the daemon commands for the root command, all local
+// only. sshTree is the command tree the SSH gateways serve (cli builds it
+// from the same list as its own).
+func Commands(f *cmdutil.Factory, sshTree sshgate.CommandTree) []*cobra.Command {
+	const why = "runs a daemon on this machine"
+	return []*cobra.Command{
+		cmdutil.LocalOnly(NewCmdDev(f, sshTree, nil), why),
+		cmdutil.LocalOnly(NewCmdControld(f, nil), why),
+		cmdutil.LocalOnly(NewCmdHostd(f, nil), why),
+		cmdutil.LocalOnly(NewCmdSSHGate(f, sshTree, nil), why),
+	}
 }
 
 // newLogger returns a text logger at the named level.

@@ -2,9 +2,6 @@ package daemon
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/base32"
-	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -13,49 +10,31 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/spf13/cobra"
 
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
 	"github.com/gpuaas/gpuaas/cli/config"
-	"github.com/gpuaas/gpuaas/controld"
-	"github.com/gpuaas/gpuaas/controld/catalog"
-	"github.com/gpuaas/gpuaas/controld/identity"
-	"github.com/gpuaas/gpuaas/internal/bus"
-	"github.com/gpuaas/gpuaas/internal/pgserver"
+	"github.com/gpuaas/gpuaas/internal/devenv"
+	"github.com/gpuaas/gpuaas/sshgate"
+	"github.com/gpuaas/gpuaas/tui"
 )
 
-// Dev defaults.
+// Dev defaults: the seeded platform (see devenv).
 const (
-	DevAdminEmail  = "admin@localhost"
-	DevProject     = "dev"
+	DevAdminEmail  = devenv.AdminEmail
+	DevProject     = devenv.Project
 	DevContextName = "dev"
-	devDatabase    = "gpuaas"
 	// DevCreditMinor is the dev project's initial credit: $100.
-	DevCreditMinor = 100_00
+	DevCreditMinor = devenv.CreditMinor
 )
 
-// DevOptions are the inputs of `gpuaas dev`.
+// DevOptions are the inputs of `gpuaas dev`: the platform's Config, whose
+// fields the flags set and devRun completes, and what the command itself
+// does around it.
 type DevOptions struct {
 	IO           *cmdutil.IOStreams
-	DataDir      string
-	Reset        bool
 	PasswordFile string
-	Host         string
-	NATSPort     int
 	LogLevel     string
-	SessionTTL   time.Duration
-	// Hosts is how many simulated GPU hosts to run.
-	Hosts int
-	// SSHPort is where the SSH gateway listens on loopback (0: any).
-	SSHPort int
-	// BillingWindow is how often usage is charged (short in dev, so the
-	// balance visibly falls).
-	BillingWindow time.Duration
-	// OIDCIssuer and OIDCClientID, when set, let people log in through
-	// that identity provider as well (auth.exchange, `gpuaas login`).
-	OIDCIssuer   string
-	OIDCClientID string
 	// WriteConfig writes the dev context into the client config.
 	WriteConfig bool
 	// ConfigDir overrides the client config directory (tests).
@@ -63,27 +42,12 @@ type DevOptions struct {
 	// Ready, when set, is called with the NATS URL once everything serves
 	// (tests).
 	Ready func(natsURL string)
-	// StripeAPI, when set, enables top-ups against this Stripe API base
-	// (stripe-mock, or Stripe's test mode) and starts controld's HTTP
-	// server for webhooks on HTTPPort.
-	StripeAPI string
-	HTTPPort  int
-
-	gatewayAddr string // set once chosen
-	webhookURL  string // set once chosen, with --stripe-api
-	// isolate, set when running as root, makes the sim hosts' users real
-	// unprivileged accounts (sim.Options.SystemUsers).
-	isolate bool
+	devenv.Config
 }
 
-func (o *DevOptions) gatewayHost() string {
-	host, _, _ := net.SplitHostPort(o.gatewayAddr)
-	return host
-}
-
-// NewCmdDev builds `gpuaas dev`.
-func NewCmdDev(f *cmdutil.Factory, runF func(context.Context, *DevOptions) error) *cobra.Command {
-	opts := &DevOptions{IO: f.IOStreams, WriteConfig: true}
+// NewCmdDev builds `gpuaas dev`; its gateway serves sshTree over SSH.
+func NewCmdDev(f *cmdutil.Factory, sshTree sshgate.CommandTree, runF func(context.Context, *DevOptions) error) *cobra.Command {
+	opts := &DevOptions{IO: f.IOStreams, WriteConfig: true, Config: devenv.Config{Commands: sshTree}}
 	cmd := &cobra.Command{
 		Use:     "dev",
 		Short:   "Run the whole platform on this machine",
@@ -116,8 +80,8 @@ node). The dev project starts with a $100 credit, charged every
 				return cmdutil.FlagErrorf("--data: %v", err)
 			}
 			opts.DataDir = abs
-			if opts.Hosts < 0 || opts.Hosts > 64 {
-				return cmdutil.FlagErrorf("--hosts must be 0-64")
+			if opts.Hosts < 0 || opts.Hosts > devenv.MaxHosts {
+				return cmdutil.FlagErrorf("--hosts must be 0-%d", devenv.MaxHosts)
 			}
 			if opts.SSHPort < 0 || opts.SSHPort > 65535 {
 				return cmdutil.FlagErrorf("--ssh-port must be 0-65535")
@@ -131,8 +95,11 @@ node). The dev project starts with a $100 credit, charged every
 			if opts.HTTPPort < 0 || opts.HTTPPort > 65535 {
 				return cmdutil.FlagErrorf("--http-port must be 0-65535")
 			}
-			if (opts.OIDCIssuer == "") != (opts.OIDCClientID == "") {
+			if (opts.OIDC.Issuer == "") != (opts.OIDC.ClientID == "") {
 				return cmdutil.FlagErrorf("--oidc-issuer and --oidc-client-id go together")
+			}
+			if opts.StripeAPI != "" && devenv.CheckStripeAPI(opts.StripeAPI) != nil {
+				return cmdutil.FlagErrorf("--stripe-api must be an http(s) URL such as http://127.0.0.1:12111, got %q", opts.StripeAPI)
 			}
 			if runF != nil {
 				return runF(c.Context(), opts)
@@ -144,7 +111,7 @@ node). The dev project starts with a $100 credit, charged every
 	fl.StringVar(&opts.DataDir, "data", "", "Data directory (default: /var/lib/gpuaas/dev as root, else $XDG_DATA_HOME/gpuaas/dev)")
 	fl.BoolVar(&opts.Reset, "reset", false, "Delete the data directory first and start from scratch")
 	fl.StringVar(&opts.PasswordFile, "password-file", "", "Set the admin password from this file instead of generating one")
-	fl.StringVar(&opts.Host, "host", "127.0.0.1", "Address NATS listens on (keep it on loopback: dev has no connection auth)")
+	fl.StringVar(&opts.NATSHost, "host", "127.0.0.1", "Address NATS listens on (keep it on loopback: dev has no connection auth)")
 	fl.IntVar(&opts.NATSPort, "nats-port", 4222, "NATS port (0 picks a free one)")
 	fl.StringVar(&opts.LogLevel, "log-level", "info", "Log level: debug, info, warn, error")
 	fl.DurationVar(&opts.SessionTTL, "session-ttl", 12*time.Hour, "Lifetime of session tokens")
@@ -153,8 +120,8 @@ node). The dev project starts with a $100 credit, charged every
 	fl.DurationVar(&opts.BillingWindow, "billing-window", 10*time.Second, "How often active allocations are charged")
 	fl.StringVar(&opts.StripeAPI, "stripe-api", "", "Enable top-ups against this Stripe API, e.g. stripe-mock at http://127.0.0.1:12111 (key: $GPUAAS_STRIPE_SECRET_KEY, default a test key)")
 	fl.IntVar(&opts.HTTPPort, "http-port", 8787, "With --stripe-api: port of controld's HTTP server (Stripe webhooks) on loopback (0 picks a free one)")
-	fl.StringVar(&opts.OIDCIssuer, "oidc-issuer", "", "Also accept logins through this OIDC issuer (`gpuaas login` then uses its device flow)")
-	fl.StringVar(&opts.OIDCClientID, "oidc-client-id", "", "The public OIDC client id `gpuaas login` uses with --oidc-issuer")
+	fl.StringVar(&opts.OIDC.Issuer, "oidc-issuer", "", "Also accept logins through this OIDC issuer (`gpuaas login` then uses its device flow)")
+	fl.StringVar(&opts.OIDC.ClientID, "oidc-client-id", "", "The public OIDC client id `gpuaas login` uses with --oidc-issuer")
 	return cmd
 }
 
@@ -183,178 +150,65 @@ func devRun(ctx context.Context, opts *DevOptions) (err error) {
 	if err != nil {
 		return err
 	}
-	if opts.Reset {
-		if err := os.RemoveAll(opts.DataDir); err != nil {
-			return fmt.Errorf("reset %s: %w", opts.DataDir, err)
+	// Ports asked for that are taken fail before anything starts.
+	if err := checkDevPorts(opts); err != nil {
+		return err
+	}
+	cfg := devConfig(opts, os.Getenv)
+	cfg.AdminPassword, cfg.Log = password, log
+	env, err := devenv.Start(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if closeErr := env.Close(); closeErr != nil && err == nil {
+			err = closeErr
+		}
+	}()
+	if opts.WriteConfig {
+		if err := writeDevContext(opts.ConfigDir, env.NATSURL, env.GatewayAddr, opts.Reset); err != nil {
+			return err
 		}
 	}
-	opts.isolate = isolateSim()
-	if err := prepareDataDir(opts.DataDir, opts.isolate); err != nil {
-		return fmt.Errorf("data dir: %w", err)
+	printBanner(opts, env, cfg.SystemUsers)
+	if opts.Ready != nil {
+		opts.Ready(env.NATSURL)
 	}
-	logIsolation(log, opts.isolate)
+	if err := env.Wait(ctx); err != nil {
+		return err
+	}
+	fmt.Fprintln(opts.IO.ErrOut, "stopping gpuaas dev…")
+	return nil
+}
+
+// devConfig is the platform the flags and the environment ask for:
+// GPUAAS_STRIPE_SECRET_KEY and GPUAAS_STRIPE_WEBHOOK_SECRET, when set,
+// replace the Stripe test credentials. As root the sim hosts' users are
+// real unprivileged accounts.
+func devConfig(opts *DevOptions, getenv func(string) string) devenv.Config {
+	cfg := opts.Config
+	cfg.SystemUsers = isolateSim()
+	cfg.TUI = tui.ServeSSH
+	cfg.StripeSecretKey = getenv("GPUAAS_STRIPE_SECRET_KEY")
+	cfg.StripeWebhookSecret = getenv("GPUAAS_STRIPE_WEBHOOK_SECRET")
+	return cfg
+}
+
+// checkDevPorts fails when a port asked for is taken (0 picks a free one).
+func checkDevPorts(opts *DevOptions) error {
 	if opts.NATSPort != 0 {
-		if err := checkPortFree(opts.Host, opts.NATSPort); err != nil {
-			return err
+		if err := checkPortFree(opts.NATSHost, opts.NATSPort); err != nil {
+			return cmdutil.FlagErrorf("cannot listen on %s:%d (%v): is another `gpuaas dev` running? pick another --nats-port", opts.NATSHost, opts.NATSPort, err)
 		}
 	}
 	if opts.SSHPort != 0 {
-		// A port asked for that is taken fails before anything starts.
-		if _, err := gatewayAddress(opts.SSHPort); err != nil {
-			return err
+		if err := checkPortFree("127.0.0.1", opts.SSHPort); err != nil {
+			return fmt.Errorf("ssh gateway: cannot listen on 127.0.0.1:%d (%v): pick another --ssh-port", opts.SSHPort, err)
 		}
 	}
-
-	pg, err := pgserver.Start(ctx, pgserver.Config{DataDir: filepath.Join(opts.DataDir, "pg"), Logger: log})
-	if err != nil {
-		return fmt.Errorf("postgres: %w", err)
-	}
-	defer func() {
-		stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		defer cancel()
-		if stopErr := pg.Stop(stopCtx); stopErr != nil && err == nil {
-			err = fmt.Errorf("stop postgres: %w", stopErr)
-		}
-	}()
-	if err := ensureDatabase(ctx, pg, devDatabase); err != nil {
-		return err
-	}
-
-	// The same trust model as production: controld decides every other
-	// connection through the auth callout.
-	keys, err := bus.LoadOrCreateKeys(filepath.Join(opts.DataDir, "nats-keys"))
-	if err != nil {
-		return err
-	}
-	auth := keys.Public()
-	ns, err := bus.Start(bus.Config{Host: opts.Host, Port: opts.NATSPort, StoreDir: filepath.Join(opts.DataDir, "nats"),
-		Auth: &auth, Logger: log})
-	if err != nil {
-		return err
-	}
-	defer ns.Shutdown()
-	nc, sys, err := connectControld(ns.ClientURL(), bus.TLS{}, keys)
-	if err != nil {
-		return err
-	}
-	defer nc.Close()
-	defer sys.Close()
-
-	// Picked once NATS listens, so a free port is not the one NATS takes
-	// next.
-	gatewayAddr, err := gatewayAddress(opts.SSHPort)
-	if err != nil {
-		return err
-	}
-	opts.gatewayAddr = gatewayAddr
-
-	stripe, httpAddr, err := devStripe(opts)
-	if err != nil {
-		return err
-	}
-	srv, err := controld.New(ctx, controld.Config{DatabaseURL: pg.ConnString(devDatabase), NATS: nc, Log: log,
-		SystemNATS: sys, BusKeys: keys,
-		GatewayAddr: gatewayAddr,
-		Identity: identity.Settings{SessionTTL: opts.SessionTTL,
-			OIDC: identity.OIDCConfig{Issuer: opts.OIDCIssuer, ClientID: opts.OIDCClientID}},
-		Hosts:   controld.HostsConfig{HeartbeatInterval: time.Second, AutoApproveSlots: true},
-		Billing: controld.BillingConfig{Window: opts.BillingWindow},
-		Stripe:  stripe, HTTPAddr: httpAddr})
-	if err != nil {
-		return err
-	}
-	runCtx, stop := context.WithCancel(ctx)
-	defer stop()
-	done := make(chan error, 1)
-	go func() { done <- srv.Run(runCtx) }()
-	defer func() {
-		stop()
-		if runErr := <-done; runErr != nil && err == nil {
-			err = runErr
-		}
-	}()
-	select {
-	case <-srv.Ready():
-	case err := <-done:
-		done <- err
-		return err
-	}
-
-	generated := false
-	if password == "" {
-		password, generated = newPassword(), true
-	}
-	res, err := srv.ApplySeed(ctx, controld.Seed{Catalog: catalog.Defaults, AdminEmail: DevAdminEmail, AdminPassword: password,
-		Project: DevProject, InitialCreditMinor: DevCreditMinor})
-	if err != nil {
-		return err
-	}
-	if !res.AdminCreated && opts.PasswordFile != "" {
-		if err := srv.Identity().SetPassword(ctx, srv.Pool(), DevAdminEmail, password); err != nil {
-			return err
-		}
-	}
-	fleet, err := startSimHosts(runCtx, srv, res.Admin.ID, ns.ClientURL(), opts, log)
-	if err != nil {
-		return err
-	}
-	defer fleet.stop()
-	if err := fleet.waitReady(ctx, srv); err != nil {
-		return err
-	}
-	gw, err := startGateway(runCtx, srv, res.Admin.ID, ns.ClientURL(), gatewayAddr, opts, log)
-	if err != nil {
-		return err
-	}
-	defer gw.stop()
-	if opts.WriteConfig {
-		if err := writeDevContext(opts.ConfigDir, ns.ClientURL(), gatewayAddr, opts.Reset); err != nil {
-			return err
-		}
-	}
-	printBanner(opts, ns.ClientURL(), res.AdminCreated && generated, password, opts.PasswordFile != "")
-	if opts.Ready != nil {
-		opts.Ready(ns.ClientURL())
-	}
-	select {
-	case <-ctx.Done():
-		fmt.Fprintln(opts.IO.ErrOut, "stopping gpuaas dev…")
-		return nil
-	case <-pg.Done():
-		return fmt.Errorf("postgres exited unexpectedly: %v (log: %s)", pg.Wait(), filepath.Join(opts.DataDir, "pg", "postgres.log"))
-	case err := <-done:
-		done <- err
-		if err == nil {
-			err = errors.New("controld stopped unexpectedly")
-		}
-		return err
-	case err := <-fleet.failed:
-		return fmt.Errorf("simulated host stopped: %w", err)
-	case err := <-gw.failed:
-		return fmt.Errorf("ssh gateway stopped: %w", err)
-	}
-}
-
-// prepareDataDir makes the data directory and the directories dev keeps
-// there private: 0700, whatever they were. With isolated sim users (as
-// root) the data directory and hosts/ are 0711 instead: the postgres
-// account must pass through to pg/ (itself 0700, postgres's) and the sim
-// users to their homes (hosts/<host>/sim/homes/<user>), but no one else
-// may list them, and everything else in them is 0700 or 0600.
-func prepareDataDir(dir string, isolate bool) error {
-	top := os.FileMode(0o700)
-	if isolate {
-		top = 0o711
-	}
-	for _, d := range []struct {
-		path string
-		mode os.FileMode
-	}{{dir, top}, {filepath.Join(dir, "hosts"), top}, {filepath.Join(dir, "nats"), 0o700}, {filepath.Join(dir, "sshgate"), 0o700}} {
-		if err := os.MkdirAll(d.path, d.mode); err != nil {
-			return err
-		}
-		if err := os.Chmod(d.path, d.mode); err != nil {
-			return err
+	if opts.StripeAPI != "" && opts.HTTPPort != 0 {
+		if err := checkPortFree("127.0.0.1", opts.HTTPPort); err != nil {
+			return cmdutil.FlagErrorf("cannot listen on 127.0.0.1:%d (%v): pick another --http-port", opts.HTTPPort, err)
 		}
 	}
 	return nil
@@ -375,38 +229,13 @@ func readPasswordFile(path string) (string, error) {
 	return pw, nil
 }
 
-func newPassword() string {
-	var b [15]byte
-	_, _ = rand.Read(b[:])
-	return strings.ToLower(base32.StdEncoding.EncodeToString(b[:]))
-}
-
+// checkPortFree fails when host:port cannot be listened on.
 func checkPortFree(host string, port int) error {
 	l, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
 	if err != nil {
-		return cmdutil.FlagErrorf("cannot listen on %s:%d (%v): is another `gpuaas dev` running? pick another --nats-port", host, port, err)
+		return err
 	}
 	return l.Close()
-}
-
-// ensureDatabase creates the dev database on first start.
-func ensureDatabase(ctx context.Context, pg *pgserver.Server, name string) error {
-	conn, err := pgx.Connect(ctx, pg.ConnString("postgres"))
-	if err != nil {
-		return fmt.Errorf("connect postgres: %w", err)
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	var exists bool
-	if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)`, name).Scan(&exists); err != nil {
-		return fmt.Errorf("check database: %w", err)
-	}
-	if exists {
-		return nil
-	}
-	if _, err := conn.Exec(ctx, `CREATE DATABASE `+pgx.Identifier{name}.Sanitize()); err != nil {
-		return fmt.Errorf("create database: %w", err)
-	}
-	return nil
 }
 
 // writeDevContext points the "dev" context at this server and makes it
@@ -436,42 +265,4 @@ func writeDevContext(dir, url, gateway string, reset bool) error {
 		return err
 	}
 	return cfg.Save()
-}
-
-func printBanner(opts *DevOptions, url string, showPassword bool, password string, fromFile bool) {
-	w := opts.IO.ErrOut
-	fmt.Fprintln(w, "\ngpuaas dev is running")
-	fmt.Fprintln(w, describe("server", url))
-	fmt.Fprintln(w, describe("data", opts.DataDir))
-	if showPassword {
-		fmt.Fprintln(w, describe("admin", DevAdminEmail+"  password: "+password+"  (shown once; keep it)"))
-	} else if fromFile {
-		fmt.Fprintln(w, describe("admin", DevAdminEmail+"  (password from --password-file)"))
-	} else {
-		fmt.Fprintln(w, describe("admin", DevAdminEmail+"  (password as set before; --password-file sets a new one)"))
-	}
-	fmt.Fprintln(w, describe("project", DevProject))
-	fmt.Fprintln(w, describe("hosts", fmt.Sprintf("%d simulated (gpuaas node list)", opts.Hosts)))
-	fmt.Fprintln(w, describe("ssh", "gateway on "+opts.gatewayAddr))
-	fmt.Fprintln(w, describe("nats", "auth callout on: every connection needs a session token or a registered key"))
-	if opts.isolate {
-		fmt.Fprintln(w, describe("isolation", "sessions on sim hosts run as unprivileged users of their own"))
-	} else {
-		fmt.Fprintln(w, describe("isolation", "NONE: not root, so sessions on sim hosts run as you and can read this process's data"))
-	}
-	if opts.StripeAPI != "" {
-		fmt.Fprintln(w, describe("stripe", opts.StripeAPI+"; webhook "+opts.webhookURL+" (secret from $GPUAAS_STRIPE_WEBHOOK_SECRET, default "+devWebhookSecret+")"))
-	} else {
-		fmt.Fprintln(w, describe("stripe", "off: `gpuaas billing topup` is unavailable (see --stripe-api)"))
-	}
-	fmt.Fprintln(w, "\nNext, from another shell:")
-	fmt.Fprintln(w, "  gpuaas login")
-	fmt.Fprintln(w, "  gpuaas catalog list")
-	fmt.Fprintln(w, "  gpuaas alloc create --sku h200-slice --gpus 2 --wait")
-	fmt.Fprintln(w, "  gpuaas alloc list")
-	fmt.Fprintln(w, "  gpuaas ssh-config --write && ssh <alloc-id>@"+opts.gatewayHost())
-	fmt.Fprintln(w, "\nnatscli against it (read-only server monitoring, after gpuaas login):")
-	fmt.Fprintln(w, "  gpuaas ops nats-identity add --kind operator --name me --out ops.nk")
-	fmt.Fprintln(w, "  nats --server "+url+" --nkey ops.nk server list")
-	fmt.Fprintln(w, "\nPress Ctrl-C to stop.")
 }

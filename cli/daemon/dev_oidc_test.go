@@ -24,7 +24,7 @@ func TestDevOIDCFlags(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			ios, _, _, _ := cmdutil.Test()
 			var got *DevOptions
-			cmd := NewCmdDev(cmdutil.New(ios), func(_ context.Context, o *DevOptions) error { got = o; return nil })
+			cmd := NewCmdDev(cmdutil.New(ios), nil, func(_ context.Context, o *DevOptions) error { got = o; return nil })
 			cmd.SetArgs(append([]string{"--data", t.TempDir()}, tt.args...))
 			cmd.SetOut(ios.Out)
 			cmd.SetErr(ios.ErrOut)
@@ -39,8 +39,8 @@ func TestDevOIDCFlags(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(tt.args) > 0 && (got.OIDCIssuer != tt.args[1] || got.OIDCClientID != tt.args[3]) {
-				t.Fatalf("got issuer %q client %q; want %v", got.OIDCIssuer, got.OIDCClientID, tt.args)
+			if len(tt.args) > 0 && (got.OIDC.Issuer != tt.args[1] || got.OIDC.ClientID != tt.args[3]) {
+				t.Fatalf("got issuer %q client %q; want %v", got.OIDC.Issuer, got.OIDC.ClientID, tt.args)
 			}
 		})
 	}

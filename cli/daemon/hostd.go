@@ -1,7 +1,6 @@
 package daemon
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -10,7 +9,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	gossh "golang.org/x/crypto/ssh"
 
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
 	"github.com/gpuaas/gpuaas/hostd/agent"
@@ -20,23 +18,24 @@ import (
 	"github.com/gpuaas/gpuaas/hostd/tasks"
 	"github.com/gpuaas/gpuaas/hostd/term"
 	"github.com/gpuaas/gpuaas/hostd/topology"
+	"github.com/gpuaas/gpuaas/internal/devenv"
 )
 
-// HostdOptions are the inputs of `gpuaas hostd`.
+// HostdOptions are the inputs of `gpuaas hostd`: the agent's Config,
+// whose fields the flags set (StateDir, Token, TerminalAddr) and hostdRun
+// completes, how to reach NATS, and the host to drive (sim or real).
 type HostdOptions struct {
-	IO           *cmdutil.IOStreams
-	NATS         natsFlags
-	StateDir     string
-	Token        string
-	Sim          string
-	LibvirtURI   string
-	ImageDir     string
-	TerminalAddr string
+	IO         *cmdutil.IOStreams
+	NATS       natsFlags
+	Sim        string
+	LibvirtURI string
+	ImageDir   string
 	// TerminalListen is where the terminal server listens; "" runs none.
 	TerminalListen string
 	FailPhases     []string
 	DelayPhases    []string
 	LogLevel       string
+	agent.Config
 }
 
 // SimProfiles are the simulated hosts `gpuaas hostd --sim` can be.
@@ -145,16 +144,16 @@ func hostdRun(ctx context.Context, opts *HostdOptions) error {
 		return err
 	}
 	defer closeEnv()
-	cfg := agent.Config{Server: opts.NATS.URL, TLS: opts.NATS.tls(), StateDir: opts.StateDir, Token: opts.Token, Env: env,
-		Handlers: tasks.Default(), TerminalAddr: opts.TerminalAddr, Log: log}
+	cfg := opts.Config
+	cfg.Server, cfg.TLS, cfg.Env, cfg.Handlers, cfg.Log = opts.NATS.URL, opts.NATS.tls(), env, tasks.Default(), log
 	if opts.TerminalListen != "" {
-		t, err := startTerminal(opts.TerminalListen, opts.TerminalAddr, opts.StateDir, accounts, env.Hypervisor, log)
+		t, err := devenv.StartTerminal(devenv.TerminalConfig{Listen: opts.TerminalListen, Advertise: opts.TerminalAddr,
+			Config: term.Config{StateDir: opts.StateDir, Accounts: accounts, Hypervisor: env.Hypervisor, Log: log}})
 		if err != nil {
 			return err
 		}
-		defer func() { _ = t.stop() }()
-		cfg.TerminalAddr, cfg.Terminal = t.addr, t.srv
-		cfg.TerminalHostKey = string(bytes.TrimSpace(gossh.MarshalAuthorizedKey(t.srv.HostKey())))
+		defer func() { _ = t.Stop() }()
+		t.Attach(&cfg)
 	}
 	a, err := agent.New(cfg)
 	if err != nil {
@@ -168,15 +167,6 @@ func hostdRun(ctx context.Context, opts *HostdOptions) error {
 // node; otherwise they can only run as this process.
 func isolateSim() bool { return os.Geteuid() == 0 }
 
-// logIsolation says how sessions on sim hosts run.
-func logIsolation(log *slog.Logger, isolated bool) {
-	if isolated {
-		log.Info("sim hosts' sessions (bare metal and slice guests) run as unprivileged POSIX users of their own, removed when the sim stops")
-		return
-	}
-	log.Warn("sim hosts' sessions are NOT isolated: not running as root, they run as this process's user and can read its data (run as root to isolate them)")
-}
-
 // hostEnv builds the task environment and the accounts terminal sessions
 // run as: the sim's (sandbox users), or the real machine's (/sys, libvirt,
 // useradd, /etc/passwd).
@@ -187,7 +177,7 @@ func hostEnv(ctx context.Context, opts *HostdOptions, log *slog.Logger) (*tasks.
 		if err != nil {
 			return nil, nil, nil, err
 		}
-		logIsolation(log, isolate)
+		devenv.LogIsolation(log, isolate)
 		faults, _ := parseFaults(opts.FailPhases, opts.DelayPhases) // checked in RunE
 		h.Faults = faults
 		env := h.Env("", log)

@@ -2,44 +2,36 @@ package daemon
 
 import (
 	"context"
-	"crypto/ed25519"
 	"os"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nkeys"
 	"github.com/spf13/cobra"
 
-	"github.com/gpuaas/gpuaas/cli/alloc"
-	"github.com/gpuaas/gpuaas/cli/auth"
-	"github.com/gpuaas/gpuaas/cli/catalog"
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
-	"github.com/gpuaas/gpuaas/cli/project"
-	"github.com/gpuaas/gpuaas/cli/session"
-	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/bus"
+	"github.com/gpuaas/gpuaas/internal/devenv/controlplane"
 	"github.com/gpuaas/gpuaas/sshgate"
 	"github.com/gpuaas/gpuaas/tui"
 )
 
-// SSHGateOptions are the inputs of `gpuaas sshgate`.
+// SSHGateOptions are the inputs of `gpuaas sshgate`: the gateway's
+// Config, whose fields the flags set (Listen, HostKeyPath, Advertise,
+// Principals, Name, RecordingDir) and sshgateRun completes, and how to
+// reach NATS.
 type SSHGateOptions struct {
-	IO     *cmdutil.IOStreams
-	Listen string
-	NATS   natsFlags
+	IO   *cmdutil.IOStreams
+	NATS natsFlags
 	// NkeyFile holds the gateway's NATS key (its identity towards NATS and
 	// controld).
-	NkeyFile     string
-	HostKey      string
-	Advertise    string
-	Principals   []string
-	Name         string
-	RecordingDir string
-	LogLevel     string
+	NkeyFile string
+	LogLevel string
+	sshgate.Config
 }
 
-// NewCmdSSHGate builds `gpuaas sshgate`.
-func NewCmdSSHGate(f *cmdutil.Factory, runF func(context.Context, *SSHGateOptions) error) *cobra.Command {
-	opts := &SSHGateOptions{IO: f.IOStreams}
+// NewCmdSSHGate builds `gpuaas sshgate`; the gateway serves sshTree over
+// SSH.
+func NewCmdSSHGate(f *cmdutil.Factory, sshTree sshgate.CommandTree, runF func(context.Context, *SSHGateOptions) error) *cobra.Command {
+	opts := &SSHGateOptions{IO: f.IOStreams, Config: sshgate.Config{Commands: sshTree, TUI: tui.ServeSSH}}
 	cmd := &cobra.Command{
 		Use:     "sshgate",
 		Short:   "Run the SSH gateway",
@@ -81,7 +73,7 @@ GPUAAS_NATS_CERT and GPUAAS_NATS_KEY stand in for the flags.`,
 				return cmdutil.FlagErrorf("--nkey (or GPUAAS_NKEY_FILE) is required: " +
 					"`gpuaas ops nats-identity add --kind gateway --name NAME --out FILE` makes one")
 			}
-			if opts.HostKey == "" {
+			if opts.HostKeyPath == "" {
 				return cmdutil.FlagErrorf("--host-key is required")
 			}
 			if runF != nil {
@@ -94,7 +86,7 @@ GPUAAS_NATS_CERT and GPUAAS_NATS_KEY stand in for the flags.`,
 	fl.StringVar(&opts.Listen, "listen", ":2222", "Address to serve SSH on")
 	opts.NATS.register(fl, "server")
 	fl.StringVar(&opts.NkeyFile, "nkey", "", "File holding the gateway's registered nkey seed")
-	fl.StringVar(&opts.HostKey, "host-key", "/var/lib/gpuaas/sshgate/host_ed25519_key", "The gateway's ed25519 host key; generated (0600) when missing")
+	fl.StringVar(&opts.HostKeyPath, "host-key", "/var/lib/gpuaas/sshgate/host_ed25519_key", "The gateway's ed25519 host key; generated (0600) when missing")
 	fl.StringVar(&opts.Advertise, "advertise", "", "host:port users ssh to; its host is certified as a principal")
 	fl.StringSliceVar(&opts.Principals, "principal", nil, "Host name to certify for the host key (repeatable; default: the --advertise host)")
 	fl.StringVar(&opts.Name, "name", "", "Name of this gateway instance in the session index (default: the host name)")
@@ -108,99 +100,23 @@ func sshgateRun(ctx context.Context, opts *SSHGateOptions) error {
 	if err != nil {
 		return err
 	}
-	name := opts.Name
-	if name == "" {
-		name, _ = os.Hostname()
+	cfg := opts.Config
+	if cfg.Name == "" {
+		cfg.Name, _ = os.Hostname()
 	}
 	key, err := bus.ReadSeedFile(opts.NkeyFile, nkeys.PrefixByteUser)
 	if err != nil {
 		return cmdutil.FlagErrorf("--nkey: %v", err)
 	}
-	nc, client, err := connectGateway(opts.NATS.URL, opts.NATS.tls(), key)
+	nc, client, err := controlplane.ConnectGateway(opts.NATS.URL, opts.NATS.tls(), key)
 	if err != nil {
 		return err
 	}
 	defer nc.Close()
-	g, err := sshgate.New(sshgate.Config{
-		Listen:       opts.Listen,
-		HostKeyPath:  opts.HostKey,
-		Advertise:    opts.Advertise,
-		Principals:   opts.Principals,
-		Name:         name,
-		Client:       client,
-		GatewayKey:   gatewayKey(key),
-		Commands:     SSHCommandTree,
-		TUI:          tui.ServeSSH,
-		RecordingDir: opts.RecordingDir,
-		Log:          log,
-	})
+	cfg.Client, cfg.GatewayKey, cfg.Log = client, controlplane.GatewayKey(key), log
+	g, err := sshgate.New(cfg)
 	if err != nil {
 		return err
 	}
 	return g.Run(ctx)
-}
-
-// connectGateway connects as the gateway whose key is key and returns the
-// connection and a client that logs in to controld with the same key.
-func connectGateway(url string, t bus.TLS, key nkeys.KeyPair) (*nats.Conn, *api.Client, error) {
-	tlsOpts, err := t.Options(url)
-	if err != nil {
-		return nil, nil, err
-	}
-	pub, _ := key.PublicKey()
-	nc, err := bus.Connect(url, "gpuaas-sshgate", append(tlsOpts, bus.WithKey(key),
-		nats.CustomInboxPrefix(api.InboxPrefix(pub)))...)
-	if err != nil {
-		return nil, nil, err
-	}
-	login, err := api.NewGatewayLogin(nc, key, nil)
-	if err != nil {
-		nc.Close()
-		return nil, nil, err
-	}
-	return nc, api.NewClient(nc, api.WithTokenSource(login.Token)), nil
-}
-
-// SSHCommandTree is the command tree `ssh gpuaas@gateway <command>`
-// serves, built fresh for each session. It holds the commands that only
-// talk to the API. Those that act on the local machine — login and logout
-// (the config file), ssh and ssh-config (OpenSSH and its files) — and the
-// daemons are left out: over SSH they would act on the gateway's machine.
-func SSHCommandTree(f *cmdutil.Factory) *cobra.Command {
-	ios := f.IOStreams
-	root := &cobra.Command{
-		Use:           "gpuaas",
-		Short:         "gpuaas commands over SSH",
-		SilenceUsage:  true,
-		SilenceErrors: true,
-	}
-	root.SetIn(ios.In)
-	root.SetOut(ios.Out)
-	root.SetErr(ios.ErrOut)
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return cmdutil.FlagErrorWrap(err) })
-	root.CompletionOptions.DisableDefaultCmd = true
-	root.PersistentFlags().StringVarP(&f.Flags.Project, "project", "p", "", "Project to act in")
-	root.AddCommand(
-		auth.NewCmdWhoami(f, nil),
-		project.NewCmdProject(f),
-		catalog.NewCmdCatalog(f),
-		alloc.NewCmdAlloc(f),
-		session.NewCmdSession(f),
-	)
-	return root
-}
-
-// gatewayKey is the Ed25519 private key of a gateway's nkey: the key it
-// proves itself with to NATS, to controld (gate.login) and, certified by
-// controld's internal CA, to hostd.
-func gatewayKey(kp nkeys.KeyPair) ed25519.PrivateKey {
-	seed, err := kp.Seed()
-	if err != nil {
-		return nil
-	}
-	_, raw, err := nkeys.DecodeSeed(seed)
-	if err != nil || len(raw) != ed25519.SeedSize {
-		return nil
-	}
-	return ed25519.NewKeyFromSeed(raw)
 }

@@ -25,11 +25,11 @@ func TestNewCmdSSHGate(t *testing.T) {
 			args: []string{"--listen", "127.0.0.1:2200", "--server", "tls://n:4222", "--nats-ca", "/ca.pem", "--host-key", "/k",
 				"--advertise", "ssh.example.test:22", "--principal", "a", "--principal", "b"},
 			wantOpts: func(o *SSHGateOptions) bool {
-				return o.Listen == "127.0.0.1:2200" && o.NATS.URL == "tls://n:4222" && o.NATS.CA == "/ca.pem" && o.HostKey == "/k" &&
+				return o.Listen == "127.0.0.1:2200" && o.NATS.URL == "tls://n:4222" && o.NATS.CA == "/ca.pem" && o.HostKeyPath == "/k" &&
 					o.Advertise == "ssh.example.test:22" && slices.Equal(o.Principals, []string{"a", "b"})
 			}},
 		{name: "defaults", env: "/env.nk", wantKey: "/env.nk", wantOpts: func(o *SSHGateOptions) bool {
-			return o.Listen == ":2222" && o.NATS.URL == "nats://127.0.0.1:4222" && o.HostKey != "" && !o.NATS.AllowPlaintext
+			return o.Listen == ":2222" && o.NATS.URL == "nats://127.0.0.1:4222" && o.HostKeyPath != "" && !o.NATS.AllowPlaintext
 		}},
 		{name: "arguments refused", args: []string{"extra"}, env: "/env.nk", wantErr: true},
 	}
@@ -40,7 +40,7 @@ func TestNewCmdSSHGate(t *testing.T) {
 			t.Setenv("GPUAAS_NATS_CA", "")
 			ios, _, _, _ := cmdutil.Test()
 			var got *SSHGateOptions
-			cmd := NewCmdSSHGate(cmdutil.New(ios), func(_ context.Context, o *SSHGateOptions) error {
+			cmd := NewCmdSSHGate(cmdutil.New(ios), nil, func(_ context.Context, o *SSHGateOptions) error {
 				got = o
 				return nil
 			})
@@ -65,30 +65,5 @@ func TestNewCmdSSHGate(t *testing.T) {
 				t.Fatalf("got options %+v", got)
 			}
 		})
-	}
-}
-
-// TestSSHCommandTree: the tree served over SSH holds the API commands and
-// nothing that acts on the gateway's machine.
-func TestSSHCommandTree(t *testing.T) {
-	ios, _, _, _ := cmdutil.Test()
-	root := SSHCommandTree(cmdutil.New(ios))
-	var names []string
-	for _, c := range root.Commands() {
-		names = append(names, c.Name())
-	}
-	for _, want := range []string{"whoami", "project", "catalog", "alloc", "session"} {
-		if !slices.Contains(names, want) {
-			t.Errorf("got commands %q; want %s", names, want)
-		}
-	}
-	for _, never := range []string{"login", "logout", "ssh", "ssh-config", "dev", "controld", "hostd", "sshgate", "completion"} {
-		if slices.Contains(names, never) {
-			t.Errorf("got commands %q; want no %s over SSH", names, never)
-		}
-	}
-	// Fresh per call: flag state does not leak between sessions.
-	if SSHCommandTree(cmdutil.New(ios)) == root {
-		t.Fatal("got the same tree twice; want a fresh one")
 	}
 }

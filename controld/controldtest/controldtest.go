@@ -1,6 +1,7 @@
 // Package controldtest starts a real controld for tests: a private
 // Postgres database cloned from the migrated template, an embedded NATS
-// server, and a seeded admin, project and nodes.
+// server, and a seeded admin, project and nodes. controld runs on the bus
+// as in devenv (the whole platform), through devenv/controlplane.
 package controldtest
 
 import (
@@ -22,6 +23,7 @@ import (
 	"github.com/gpuaas/gpuaas/hostd/sim"
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/bus"
+	"github.com/gpuaas/gpuaas/internal/devenv/controlplane"
 	"github.com/gpuaas/gpuaas/internal/testutil"
 )
 
@@ -119,39 +121,27 @@ func Start(t testing.TB, opts Options) *Env {
 		dsn = testutil.Postgres(t, Template)
 	}
 	var b *testutil.Bus
-	var nc, sys *nats.Conn
-	var keys *bus.Keys
 	if opts.PlainBus {
 		b = testutil.PlainNATS(t)
-		nc = testutil.Connect(t, b.URL)
 	} else {
 		b = testutil.NATS(t)
-		nc, sys, keys = b.Connect(t), b.ConnectSystem(t), b.Keys
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	srv, err := controld.New(ctx, controld.Config{DatabaseURL: dsn, NATS: nc,
+	ctx := context.Background()
+	ctl, err := controlplane.Start(ctx, controlplane.Config{URL: b.URL, Keys: b.Keys, Controld: controld.Config{
+		DatabaseURL: dsn, BusRecordLinger: opts.BusRecordLinger,
 		Identity: identity.Settings{BcryptCost: bcrypt.MinCost, OIDC: opts.OIDC, LoginLimits: opts.LoginLimits, InviteTTL: opts.InviteTTL},
-		BusKeys:  keys, SystemNATS: sys, BusRecordLinger: opts.BusRecordLinger,
 		Now: opts.Now, Log: testutil.Logger(t), Hosts: opts.Hosts, MaxConns: opts.MaxConns, QueueInterval: 100 * time.Millisecond,
 		SSHCertTTL: opts.SSHCertTTL, GatewayAddr: opts.GatewayAddr, Billing: opts.Billing,
-		Stripe: opts.Stripe, HTTPAddr: opts.HTTPAddr, APIRateLimit: opts.APIRateLimit})
+		Stripe: opts.Stripe, HTTPAddr: opts.HTTPAddr, APIRateLimit: opts.APIRateLimit}})
 	if err != nil {
-		cancel()
 		t.Fatalf("controld: %v", err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- srv.Run(ctx) }()
 	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
+		if err := ctl.Stop(); err != nil {
 			t.Errorf("controld run: %v", err)
 		}
 	})
-	select {
-	case <-srv.Ready():
-	case err := <-done:
-		t.Fatalf("controld stopped: %v", err)
-	}
+	srv, nc := ctl.Server, ctl.NC
 	if opts.NoSeed {
 		return &Env{Server: srv, NATSURL: b.URL, Bus: b, NC: nc, DSN: dsn}
 	}
@@ -221,12 +211,15 @@ func (e *Env) GatewayVia(t testing.TB, name string, dial func(url string, opts .
 	if dial == nil {
 		dial = func(url string, opts ...nats.Option) *nats.Conn { return testutil.Connect(t, url, opts...) }
 	}
-	nc := dial(e.NATSURL, bus.WithKey(key), nats.CustomInboxPrefix(api.InboxPrefix(nk)))
-	login, err := api.NewGatewayLogin(nc, key, nil)
+	opts, err := controlplane.GatewayOptions(key)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return api.NewClient(nc, api.WithTokenSource(login.Token)), priv
+	client, err := controlplane.GatewayClient(dial(e.NATSURL, opts...), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return client, priv
 }
 
 // Client returns an API client with token and the test project.

@@ -16,6 +16,7 @@ import (
 	"github.com/gpuaas/gpuaas/hostd/tasks"
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/signing"
+	"github.com/gpuaas/gpuaas/internal/testutil"
 )
 
 func TestEnrollmentTokenIsSingleUse(t *testing.T) {
@@ -167,7 +168,7 @@ func TestEnvelopesRefused(t *testing.T) {
 	if r := deliver(good); r.Status != api.TaskDuplicate {
 		t.Fatalf("replayed envelope: got %+v; want duplicate (not run)", r)
 	}
-	waitFor(t, "the genuine task to run", func() bool { return host.count(api.TaskHealthProbe) == before+1 })
+	testutil.Eventually(t, "the genuine task to run", func() bool { return host.count(api.TaskHealthProbe) == before+1 })
 	// A restart keeps the seen-set: the replay is still not run.
 	a.stop()
 	b := startAgent(t, env, filepathOf(t, a), "", host.registry())
@@ -197,7 +198,7 @@ func TestInterruptedProvisionFailsAndCleansUp(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "provisioning to reach define_start", func() bool {
+	testutil.Eventually(t, "provisioning to reach define_start", func() bool {
 		got, err := admin.AllocGet(ctx, al.ID)
 		if err != nil {
 			return false
@@ -215,7 +216,7 @@ func TestInterruptedProvisionFailsAndCleansUp(t *testing.T) {
 	if !strings.Contains(failed.Reason, "define_start") {
 		t.Errorf("reason %q does not name the interrupted phase", failed.Reason)
 	}
-	waitFor(t, "cleanup to free the slots", func() bool {
+	testutil.Eventually(t, "cleanup to free the slots", func() bool {
 		d, err := admin.NodeGet(ctx, a.NodeID())
 		return err == nil && d.Node.SlotsFree == 8
 	})
@@ -235,7 +236,7 @@ func TestSilentNodeGoesDownAndTasksExpire(t *testing.T) {
 	readyNode(t, admin, a.NodeID())
 	a.stop()
 	ctx := context.Background()
-	waitFor(t, "node down", func() bool {
+	testutil.Eventually(t, "node down", func() bool {
 		d, err := admin.NodeGet(ctx, a.NodeID())
 		return err == nil && d.Node.State == api.NodeDown
 	})

@@ -14,6 +14,7 @@ import (
 	"github.com/gpuaas/gpuaas/controld"
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/signing"
+	"github.com/gpuaas/gpuaas/internal/testutil"
 )
 
 // These tests play an attacker who can publish and subscribe on the bus
@@ -25,7 +26,7 @@ import (
 // at once if it fails instead.
 func waitActiveNotFailed(t *testing.T, c *api.Client, id string) {
 	t.Helper()
-	waitFor(t, id+" to be active", func() bool {
+	testutil.Eventually(t, id+" to be active", func() bool {
 		a, err := c.AllocGet(context.Background(), id)
 		if err == nil && (a.State == api.AllocFailed || a.State == api.AllocReleased) {
 			t.Fatalf("allocation %s is %s (%s); want active", id, a.State, a.Reason)
@@ -106,7 +107,7 @@ func TestForgedTaskRepliesIgnored(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "controld to ignore the forged replies to the first delivery", func() bool {
+	testutil.Eventually(t, "controld to ignore the forged replies to the first delivery", func() bool {
 		if got, err := admin.AllocGet(ctx, al.ID); err == nil && got.State == api.AllocFailed {
 			t.Fatalf("a forged reply failed the allocation: %s", got.Reason)
 		}
@@ -181,7 +182,7 @@ func TestReplayedHeartbeatRefused(t *testing.T) {
 	attacker := env.Bus.Connect(t)
 	beats := captureSubject(t, attacker, api.HostCtlSubject(nodeID, api.HostHeartbeat))
 	readyNode(t, admin, nodeID)
-	waitFor(t, "a captured heartbeat", func() bool { return beats.first(func([]byte) bool { return true }) != nil })
+	testutil.Eventually(t, "a captured heartbeat", func() bool { return beats.first(func([]byte) bool { return true }) != nil })
 	a.stop()
 
 	beats.mu.Lock()
@@ -203,7 +204,7 @@ func TestReplayedHeartbeatRefused(t *testing.T) {
 			}
 		}
 	}()
-	waitFor(t, "the node to go down despite the replayed heartbeats", func() bool {
+	testutil.Eventually(t, "the node to go down despite the replayed heartbeats", func() bool {
 		d, err := admin.NodeGet(context.Background(), nodeID)
 		return err == nil && d.Node.State == api.NodeDown
 	})
@@ -236,7 +237,7 @@ func TestReplayedProgressAndResultRefused(t *testing.T) {
 	}
 	var leaseDone []byte
 	var taskID string
-	waitFor(t, "the provisioning task's lease/done progress", func() bool {
+	testutil.Eventually(t, "the provisioning task's lease/done progress", func() bool {
 		leaseDone = progress.first(func(b []byte) bool {
 			var p api.TaskProgress
 			if opened(b, &p) && p.Phase == "lease" && p.Status == api.PhaseDone {
@@ -255,12 +256,12 @@ func TestReplayedProgressAndResultRefused(t *testing.T) {
 		return n
 	}
 	// The task waits in define_start: its progress so far is recorded.
-	waitFor(t, "define_start/started recorded", func() bool { return events() == 3 })
+	testutil.Eventually(t, "define_start/started recorded", func() bool { return events() == 3 })
 	before := env.Server.HostRefusals().Reports
 	if err := attacker.Publish(api.HostCtlSubject(nodeID, api.HostProgress), leaseDone); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the replayed progress to be refused", func() bool { return env.Server.HostRefusals().Reports > before })
+	testutil.Eventually(t, "the replayed progress to be refused", func() bool { return env.Server.HostRefusals().Reports > before })
 	if n := events(); n != 3 {
 		t.Fatalf("timeline has %d events after the replay; want 3", n)
 	}
@@ -268,7 +269,7 @@ func TestReplayedProgressAndResultRefused(t *testing.T) {
 	close(host.block)
 	waitActiveNotFailed(t, admin, al.ID)
 	var result []byte
-	waitFor(t, "a captured result", func() bool {
+	testutil.Eventually(t, "a captured result", func() bool {
 		result = results.first(func(b []byte) bool {
 			var r api.TaskResult
 			return opened(b, &r) && r.TaskID == taskID

@@ -145,23 +145,11 @@ func enroll(t testing.TB, c *api.Client, name string) string {
 	return tok.Token
 }
 
-// waitFor polls cond until it holds or 20 s pass.
-func waitFor(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // waitAlloc waits for an allocation to reach state.
 func waitAlloc(t testing.TB, c *api.Client, id, state string) *api.Allocation {
 	t.Helper()
 	var a *api.Allocation
-	waitFor(t, id+" to be "+state, func() bool {
+	testutil.Eventually(t, id+" to be "+state, func() bool {
 		var err error
 		a, err = c.AllocGet(context.Background(), id)
 		return err == nil && a.State == state
@@ -172,7 +160,7 @@ func waitAlloc(t testing.TB, c *api.Client, id, state string) *api.Allocation {
 // readyNode waits for the agent's node to be ready with 8 free slots.
 func readyNode(t testing.TB, c *api.Client, nodeID string) {
 	t.Helper()
-	waitFor(t, "node ready", func() bool {
+	testutil.Eventually(t, "node ready", func() bool {
 		d, err := c.NodeGet(context.Background(), nodeID)
 		return err == nil && d.Node.State == api.NodeReady && d.Node.SlotsFree == 8
 	})

@@ -163,14 +163,14 @@ func TestTerminalCAs(t *testing.T) {
 		}
 	})
 
-	waitFor(t, "the node and the first CA key", func() bool {
+	testutil.Eventually(t, "the node and the first CA key", func() bool {
 		node, shape, trusted := term.get()
 		return node == "n-7" && shape == api.ShapeGPUSlice && slices.Equal(trusted, []string{oldKey})
 	})
 	mu.Lock()
 	answer = nil
 	mu.Unlock()
-	waitFor(t, "a few failed refreshes", func() bool {
+	testutil.Eventually(t, "a few failed refreshes", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return failed >= 3
@@ -181,11 +181,11 @@ func TestTerminalCAs(t *testing.T) {
 	mu.Lock()
 	answer = []string{newKey, oldKey}
 	mu.Unlock()
-	waitFor(t, "the rotated CA keys", func() bool {
+	testutil.Eventually(t, "the rotated CA keys", func() bool {
 		_, _, trusted := term.get()
 		return slices.Equal(trusted, []string{newKey, oldKey})
 	})
-	waitFor(t, "the terminal address in a heartbeat", func() bool {
+	testutil.Eventually(t, "the terminal address in a heartbeat", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return heartbeatAddr == "127.0.0.1:4242"
@@ -234,5 +234,5 @@ func TestTerminalAddrFollowsRestarts(t *testing.T) {
 	stop()
 	_, stop = run("", "127.0.0.1:2222")
 	defer stop()
-	waitFor(t, "the new terminal address", func() bool { return stored(nodeID) == "127.0.0.1:2222" })
+	testutil.Eventually(t, "the new terminal address", func() bool { return stored(nodeID) == "127.0.0.1:2222" })
 }

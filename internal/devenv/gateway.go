@@ -1,10 +1,9 @@
-package daemon
+package devenv
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -17,18 +16,21 @@ import (
 	"github.com/gpuaas/gpuaas/controld"
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/bus"
+	"github.com/gpuaas/gpuaas/internal/devenv/controlplane"
 	"github.com/gpuaas/gpuaas/internal/fsutil"
 	"github.com/gpuaas/gpuaas/sshgate"
-	"github.com/gpuaas/gpuaas/tui"
 )
 
-// gatewayAddress picks the dev gateway's loopback address: the port asked
+// gatewayStartTimeout bounds the wait for the gateway to serve.
+const gatewayStartTimeout = 30 * time.Second
+
+// gatewayAddress picks the gateway's loopback address: the port asked
 // for, which must be free, or any free one for 0. Users dial it as
 // localhost, the name its host certificate carries.
 func gatewayAddress(port int) (string, error) {
 	l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
 	if err != nil {
-		return "", fmt.Errorf("ssh gateway: cannot listen on 127.0.0.1:%d (%v): pick another --ssh-port", port, err)
+		return "", fmt.Errorf("ssh gateway: cannot listen on 127.0.0.1:%d: %w", port, err)
 	}
 	port = l.Addr().(*net.TCPAddr).Port
 	if err := l.Close(); err != nil {
@@ -37,18 +39,18 @@ func gatewayAddress(port int) (string, error) {
 	return net.JoinHostPort("localhost", strconv.Itoa(port)), nil
 }
 
-// devGateway is the SSH gateway of `gpuaas dev`.
-type devGateway struct {
+// gateway is the platform's SSH gateway, in this process.
+type gateway struct {
 	nc     *nats.Conn
 	cancel context.CancelFunc
 	done   chan struct{}
 	failed chan error
 }
 
-// startGateway runs sshgate in this process with its own key, registered
-// as an operator would with `gpuaas ops nats-identity add`.
-func startGateway(ctx context.Context, srv *controld.Server, adminID, natsURL, addr string, opts *DevOptions, log *slog.Logger) (*devGateway, error) {
-	key, err := loadOrCreateNkey(filepath.Join(opts.DataDir, "sshgate", "gateway.nk"))
+// startGateway runs sshgate with its own key, registered as an operator
+// would with `gpuaas ops nats-identity add`.
+func startGateway(ctx context.Context, srv *controld.Server, adminID, natsURL, addr string, cfg Config) (*gateway, error) {
+	key, err := loadOrCreateNkey(filepath.Join(cfg.DataDir, "sshgate", "gateway.nk"))
 	if err != nil {
 		return nil, fmt.Errorf("ssh gateway key: %w", err)
 	}
@@ -57,29 +59,29 @@ func startGateway(ctx context.Context, srv *controld.Server, adminID, natsURL, a
 		Name: "sshgate-dev"}, adminID); err != nil {
 		return nil, fmt.Errorf("ssh gateway key: %w", err)
 	}
-	nc, client, err := connectGateway(natsURL, bus.TLS{}, key)
+	nc, client, err := controlplane.ConnectGateway(natsURL, bus.TLS{}, key)
 	if err != nil {
 		return nil, err
 	}
 	_, port, _ := net.SplitHostPort(addr)
 	g, err := sshgate.New(sshgate.Config{
 		Listen:      net.JoinHostPort("127.0.0.1", port),
-		HostKeyPath: filepath.Join(opts.DataDir, "sshgate", "host_ed25519_key"),
-		GatewayKey:  gatewayKey(key),
+		HostKeyPath: filepath.Join(cfg.DataDir, "sshgate", "host_ed25519_key"),
+		GatewayKey:  controlplane.GatewayKey(key),
 		Advertise:   addr,
 		Principals:  []string{"localhost", "127.0.0.1"},
 		Name:        "dev",
 		Client:      client,
-		Commands:    SSHCommandTree,
-		TUI:         tui.ServeSSH,
-		Log:         log.With("component", "sshgate"),
+		Commands:    cfg.Commands,
+		TUI:         cfg.TUI,
+		Log:         cfg.Log.With("component", "sshgate"),
 	})
 	if err != nil {
 		nc.Close()
 		return nil, err
 	}
 	gctx, cancel := context.WithCancel(ctx)
-	gw := &devGateway{nc: nc, cancel: cancel, done: make(chan struct{}), failed: make(chan error, 1)}
+	gw := &gateway{nc: nc, cancel: cancel, done: make(chan struct{}), failed: make(chan error, 1)}
 	go func() {
 		defer close(gw.done)
 		if err := g.Run(gctx); err != nil && gctx.Err() == nil {
@@ -92,13 +94,13 @@ func startGateway(ctx context.Context, srv *controld.Server, adminID, natsURL, a
 	case err := <-gw.failed:
 		gw.stop()
 		return nil, err
-	case <-time.After(30 * time.Second):
+	case <-time.After(gatewayStartTimeout):
 		gw.stop()
-		return nil, fmt.Errorf("ssh gateway did not start")
+		return nil, errors.New("ssh gateway did not start")
 	}
 }
 
-func (g *devGateway) stop() {
+func (g *gateway) stop() {
 	g.cancel()
 	<-g.done
 	g.nc.Close()

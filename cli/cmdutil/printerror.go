@@ -1,0 +1,44 @@
+package cmdutil
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/gpuaas/gpuaas/internal/api"
+)
+
+// PrintError is the one place a command's error reaches the user, on the
+// local CLI and over SSH alike: the message, then a hint saying what to do
+// about it. commandPath is the failing command's (`gpuaas alloc create`),
+// named in the usage hint of a usage error.
+func PrintError(w io.Writer, commandPath string, err error) {
+	var flagErr *FlagError
+	var apiErr *api.Error
+	switch {
+	case err == nil:
+		return
+	case errors.Is(err, ErrCancelled):
+		return // the user said no; the prompt is on screen
+	case errors.Is(err, ErrReported):
+		return // ssh (or another program we ran) already said why
+	case errors.Is(err, context.Canceled):
+		_, _ = fmt.Fprintln(w, "interrupted")
+		return
+	case errors.As(err, &flagErr):
+		_, _ = fmt.Fprintf(w, "error: %v\nRun '%s --help' for usage.\n", err, commandPath)
+		return
+	}
+	_, _ = fmt.Fprintf(w, "error: %v\n", err)
+	if !errors.As(err, &apiErr) {
+		return
+	}
+	hint := apiErr.Hint
+	if hint == "" && apiErr.Code == api.CodeUnauthenticated {
+		hint = "run `gpuaas login`"
+	}
+	if hint != "" {
+		_, _ = fmt.Fprintf(w, "hint: %s\n", hint)
+	}
+}

@@ -1,0 +1,51 @@
+package daemon
+
+import (
+	"fmt"
+	"net"
+
+	"github.com/gpuaas/gpuaas/internal/devenv"
+)
+
+// printBanner tells the user what runs where and what to do next.
+// isolated says the sim hosts' sessions run as users of their own.
+func printBanner(opts *DevOptions, env *devenv.Env, isolated bool) {
+	w := opts.IO.ErrOut
+	url := env.NATSURL
+	fmt.Fprintln(w, "\ngpuaas dev is running")
+	fmt.Fprintln(w, describe("server", url))
+	fmt.Fprintln(w, describe("data", opts.DataDir))
+	switch {
+	case env.AdminCreated && env.PasswordGenerated:
+		fmt.Fprintln(w, describe("admin", DevAdminEmail+"  password: "+env.AdminPassword+"  (shown once; keep it)"))
+	case opts.PasswordFile != "":
+		fmt.Fprintln(w, describe("admin", DevAdminEmail+"  (password from --password-file)"))
+	default:
+		fmt.Fprintln(w, describe("admin", DevAdminEmail+"  (password as set before; --password-file sets a new one)"))
+	}
+	fmt.Fprintln(w, describe("project", DevProject))
+	fmt.Fprintln(w, describe("hosts", fmt.Sprintf("%d simulated (gpuaas node list)", opts.Hosts)))
+	fmt.Fprintln(w, describe("ssh", "gateway on "+env.GatewayAddr))
+	fmt.Fprintln(w, describe("nats", "auth callout on: every connection needs a session token or a registered key"))
+	if isolated {
+		fmt.Fprintln(w, describe("isolation", "sessions on sim hosts run as unprivileged users of their own"))
+	} else {
+		fmt.Fprintln(w, describe("isolation", "NONE: not root, so sessions on sim hosts run as you and can read this process's data"))
+	}
+	if opts.StripeAPI != "" {
+		fmt.Fprintln(w, describe("stripe", opts.StripeAPI+"; webhook "+env.WebhookURL+" (secret from $GPUAAS_STRIPE_WEBHOOK_SECRET, default "+devenv.DefaultStripeWebhookSecret+")"))
+	} else {
+		fmt.Fprintln(w, describe("stripe", "off: `gpuaas billing topup` is unavailable (see --stripe-api)"))
+	}
+	gatewayHost, _, _ := net.SplitHostPort(env.GatewayAddr)
+	fmt.Fprintln(w, "\nNext, from another shell:")
+	fmt.Fprintln(w, "  gpuaas login")
+	fmt.Fprintln(w, "  gpuaas catalog list")
+	fmt.Fprintln(w, "  gpuaas alloc create --sku h200-slice --gpus 2 --wait")
+	fmt.Fprintln(w, "  gpuaas alloc list")
+	fmt.Fprintln(w, "  gpuaas ssh-config --write && ssh <alloc-id>@"+gatewayHost)
+	fmt.Fprintln(w, "\nnatscli against it (read-only server monitoring, after gpuaas login):")
+	fmt.Fprintln(w, "  gpuaas ops nats-identity add --kind operator --name me --out ops.nk")
+	fmt.Fprintln(w, "  nats --server "+url+" --nkey ops.nk server list")
+	fmt.Fprintln(w, "\nPress Ctrl-C to stop.")
+}

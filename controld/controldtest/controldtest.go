@@ -130,7 +130,7 @@ func Start(t testing.TB, opts Options) *Env {
 	ctl, err := controlplane.Start(ctx, controlplane.Config{URL: b.URL, Keys: b.Keys, Controld: controld.Config{
 		DatabaseURL: dsn, BusRecordLinger: opts.BusRecordLinger,
 		Identity: identity.Settings{BcryptCost: bcrypt.MinCost, OIDC: opts.OIDC, LoginLimits: opts.LoginLimits, InviteTTL: opts.InviteTTL},
-		Now: opts.Now, Log: testutil.Logger(t), Hosts: opts.Hosts, MaxConns: opts.MaxConns, QueueInterval: 100 * time.Millisecond,
+		Now:      opts.Now, Log: testutil.Logger(t), Hosts: opts.Hosts, MaxConns: opts.MaxConns, QueueInterval: 100 * time.Millisecond,
 		SSHCertTTL: opts.SSHCertTTL, GatewayAddr: opts.GatewayAddr, Billing: opts.Billing,
 		Stripe: opts.Stripe, HTTPAddr: opts.HTTPAddr, APIRateLimit: opts.APIRateLimit}})
 	if err != nil {

@@ -1,15 +1,31 @@
-# The two commands of README.md: `make build && ./gpuaas dev`, and `make test`.
+# The two commands of README.md: `make dev` (installs what the platform
+# needs, builds, runs `gpuaas dev`) and `make test`. Both first run
+# scripts/deps, which installs what this machine lacks when it can (apt-get as
+# root, go install) and otherwise prints the exact command and stops.
 GO ?= go
+# Go's own install places, for a shell whose PATH does not have them yet.
+export PATH := $(PATH):/usr/local/go/bin:$(HOME)/go/bin
+# DEV_FLAGS: flags for `gpuaas dev`, e.g. make dev DEV_FLAGS='--hosts 3 --reset'.
+DEV_FLAGS ?=
 
-.PHONY: build test test-short vet lint fmt-check bench generate
+.PHONY: build dev deps-dev deps-test test test-short vet lint fmt-check bench generate
 
 build:
 	$(GO) build -o gpuaas .
 
+deps-dev:
+	@./scripts/deps dev
+
+deps-test:
+	@./scripts/deps test
+
+dev: deps-dev build
+	./gpuaas dev $(DEV_FLAGS)
+
 ## test: the whole suite, race detector on, against real PostgreSQL and NATS.
 ## -count=1: never trust cached results; e2e drives a binary it builds
 ## itself, which the test cache cannot see change.
-test:
+test: deps-test
 	$(GO) test -race -count=1 -timeout 30m ./...
 
 test-short:

@@ -52,6 +52,24 @@ type parkRecord struct {
 	GID int `json:"gid"`
 }
 
+// userTools are the programs system users need, and the Debian packages
+// that have them.
+var userTools = []struct{ name, pkg string }{
+	{"useradd", "passwd"}, {"userdel", "passwd"}, {"pkill", "procps"}, {"pgrep", "procps"},
+}
+
+// CheckUserTools returns ErrNoUserTools, naming the missing program and its
+// package, when one of the programs NewSystemUsers runs is not on PATH; a
+// caller checks it before starting anything else.
+func CheckUserTools() error {
+	for _, tool := range userTools {
+		if _, err := exec.LookPath(tool.name); err != nil {
+			return fmt.Errorf("sim users: %w: %s is not installed (apt-get install %s)", ErrNoUserTools, tool.name, tool.pkg)
+		}
+	}
+	return nil
+}
+
 // NewSystemUsers keeps the users as real POSIX accounts (useradd), with
 // their homes under homes; dir (made 0700) holds what the sim keeps of
 // them while hostd is stopped. It needs root and the shadow tools, and
@@ -62,10 +80,8 @@ func NewSystemUsers(ctx context.Context, dir, homes string) (*Users, error) {
 	if os.Geteuid() != 0 {
 		return nil, ErrNotRoot
 	}
-	for _, tool := range []string{"useradd", "userdel", "pkill", "pgrep"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			return nil, fmt.Errorf("sim users: %w: %s: %v", ErrNoUserTools, tool, err)
-		}
+	if err := CheckUserTools(); err != nil {
+		return nil, err
 	}
 	if err := mkdirMode(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("sim users: %w", err)

@@ -24,6 +24,7 @@ import (
 	"github.com/gpuaas/gpuaas/controld"
 	"github.com/gpuaas/gpuaas/controld/catalog"
 	"github.com/gpuaas/gpuaas/controld/identity"
+	"github.com/gpuaas/gpuaas/hostd/sim"
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/bus"
 	"github.com/gpuaas/gpuaas/internal/devenv/controlplane"
@@ -81,11 +82,23 @@ func Start(ctx context.Context, cfg Config) (_ *Env, err error) {
 	defer func() {
 		if err != nil {
 			err = errors.Join(err, e.Close())
+			if e.PasswordGenerated {
+				// The banner that shows a new admin's password is never
+				// printed: say it here, or it is lost with this start.
+				err = fmt.Errorf("%w\n(this start created the admin: %s, password %s; later starts keep it)", err, AdminEmail, e.AdminPassword)
+			}
 		}
 	}()
 	if cfg.Reset {
 		if err := os.RemoveAll(cfg.DataDir); err != nil {
 			return nil, fmt.Errorf("reset %s: %w", cfg.DataDir, err)
+		}
+	}
+	if cfg.SystemUsers {
+		// Before anything starts (and before an admin password is made
+		// that a failed start would never show).
+		if err := sim.CheckUserTools(); err != nil {
+			return nil, err
 		}
 	}
 	if err := prepareDataDir(cfg.DataDir, cfg.SystemUsers); err != nil {
@@ -189,9 +202,9 @@ func (e *Env) startControld(ctx context.Context, dsn string) error {
 // seed applies the catalog, the admin, the project and its credit (each
 // once), and sets the admin's password when Config gives one.
 func (e *Env) seed(ctx context.Context) error {
-	password := e.cfg.AdminPassword
+	password, generated := e.cfg.AdminPassword, false
 	if password == "" {
-		password, e.PasswordGenerated = newPassword(), true
+		password, generated = newPassword(), true
 	}
 	res, err := e.Controld.ApplySeed(ctx, controld.Seed{Catalog: catalog.Defaults, AdminEmail: AdminEmail,
 		AdminPassword: password, Project: Project, InitialCreditMinor: CreditMinor})
@@ -199,8 +212,8 @@ func (e *Env) seed(ctx context.Context) error {
 		return err
 	}
 	e.Admin, e.Project, e.AdminCreated = res.Admin, res.Project, res.AdminCreated
+	e.PasswordGenerated = generated && res.AdminCreated
 	if !res.AdminCreated {
-		e.PasswordGenerated = false
 		if e.cfg.AdminPassword == "" {
 			return nil // the admin keeps the password set before
 		}

@@ -33,6 +33,9 @@ type LoginOptions struct {
 	HTTPClient *http.Client
 	// OpenBrowser shows a URL to the user for --web; nil only prints it.
 	OpenBrowser func(url string) error
+	// WaitReminder is how often a login waiting on the identity provider
+	// says it still waits (default a minute).
+	WaitReminder time.Duration
 
 	Email         string
 	PasswordStdin bool

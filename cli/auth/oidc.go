@@ -71,14 +71,18 @@ func deviceLogin(ctx context.Context, opts *LoginOptions, hc *http.Client, provi
 	}
 	post := &idTokenCatcher{ctx: ctx, hc: hc}
 	code, err := device.RequestCode(post, ep.DeviceAuthURL, p.ClientID, p.Scopes)
-	if errors.Is(err, device.ErrUnsupported) {
-		return "", noDeviceFlow(p, "its device endpoint refused the request")
-	}
 	var oe *oauthapi.Error
-	if errors.As(err, &oe) && refusesGrant(oe.Code) {
-		return "", noDeviceFlow(p, "its device endpoint answered "+oe.Code)
-	}
-	if err != nil {
+	switch {
+	case err == nil:
+	case post.lastError() == "invalid_client" || errors.As(err, &oe) && oe.Code == "invalid_client":
+		return "", unknownClient(p, "its device endpoint answered "+post.lastAnswer())
+	case errors.Is(err, device.ErrUnsupported):
+		// cli/oauth keeps only that the endpoint said no; the catcher
+		// kept what it said.
+		return "", noDeviceFlow(p, "its device endpoint answered "+post.lastAnswer())
+	case errors.As(err, &oe) && refusesGrant(oe.Code):
+		return "", noDeviceFlow(p, "its device endpoint answered "+post.lastAnswer())
+	default:
 		return "", idpError("ask the identity provider for a device code", err)
 	}
 	lifetime := time.Duration(code.ExpiresIn) * time.Second
@@ -103,6 +107,8 @@ func deviceLogin(ctx context.Context, opts *LoginOptions, hc *http.Client, provi
 			Hint:    fmt.Sprintf("run `gpuaas login` again and enter the new code within %s", lifetime)}
 	case errors.As(err, &oe) && refusesGrant(oe.Code):
 		return "", noDeviceFlow(p, "its token endpoint answered "+oe.Code)
+	case errors.As(err, &oe) && oe.Code == "invalid_client":
+		return "", unknownClient(p, "its token endpoint answered "+post.lastAnswer())
 	case ctx.Err() != nil:
 		return "", ctx.Err()
 	default:
@@ -143,6 +149,15 @@ func noDeviceFlow(p api.OIDCProvider, why string) error {
 			"allow the device grant for client " + p.ClientID + " (docs/oidc.md)"}
 }
 
+// unknownClient is the error for an IdP that does not know the client id
+// the server announced.
+func unknownClient(p api.OIDCProvider, why string) error {
+	return &api.Error{Code: api.CodeUnauthenticated,
+		Message: fmt.Sprintf("login failed: identity provider %s does not accept client %s: %s", p.Issuer, p.ClientID, why),
+		Hint: fmt.Sprintf("the IdP's administrator must register %s as a public client (docs/oidc.md), "+
+			"or controld's --oidc-client-id must name the client the IdP has", p.ClientID)}
+}
+
 func idpError(op string, err error) error {
 	var oe *oauthapi.Error
 	if errors.As(err, &oe) {
@@ -159,9 +174,12 @@ type idTokenCatcher struct {
 	ctx context.Context
 	hc  *http.Client
 
-	// mu protects token.
+	// mu protects the following.
 	mu    sync.Mutex
 	token string
+	// errCode and answer are the last error response's OAuth error code
+	// and a summary of it ("HTTP 401 invalid_client: Unknown client").
+	errCode, answer string
 }
 
 // PostForm implements cli/oauth's httpClient.
@@ -173,7 +191,7 @@ func (c *idTokenCatcher) PostForm(u string, values url.Values) (*http.Response, 
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	req.Header.Set("Accept", "application/json")
 	resp, err := c.hc.Do(req)
-	if err != nil || resp.StatusCode != http.StatusOK {
+	if err != nil {
 		return resp, err
 	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
@@ -182,15 +200,42 @@ func (c *idTokenCatcher) PostForm(u string, values url.Values) (*http.Response, 
 		return nil, err
 	}
 	var tok struct {
-		IDToken string `json:"id_token"`
+		IDToken     string `json:"id_token"`
+		Error       string `json:"error"`
+		Description string `json:"error_description"`
 	}
-	if json.Unmarshal(body, &tok) == nil && tok.IDToken != "" {
-		c.mu.Lock()
+	_ = json.Unmarshal(body, &tok)
+	c.mu.Lock()
+	switch {
+	case resp.StatusCode == http.StatusOK && tok.IDToken != "":
 		c.token = tok.IDToken
-		c.mu.Unlock()
+	case resp.StatusCode != http.StatusOK:
+		c.errCode = tok.Error
+		c.answer = strings.TrimSpace(fmt.Sprintf("HTTP %d %s", resp.StatusCode, tok.Error))
+		if tok.Description != "" {
+			c.answer += ": " + tok.Description
+		}
 	}
+	c.mu.Unlock()
 	resp.Body = io.NopCloser(bytes.NewReader(body))
 	return resp, nil
+}
+
+// lastError is the OAuth error code of the last error response.
+func (c *idTokenCatcher) lastError() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.errCode
+}
+
+// lastAnswer summarizes the last error response.
+func (c *idTokenCatcher) lastAnswer() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.answer == "" {
+		return "no"
+	}
+	return c.answer
 }
 
 func (c *idTokenCatcher) idToken() (string, error) {

@@ -312,3 +312,27 @@ func TestFirstOIDCUserWithoutProjectIsToldWhoCanAddThem(t *testing.T) {
 		t.Fatalf("alloc list in the project fay was added to: %v", err)
 	}
 }
+
+// TestLoginDeviceWithAnUnknownClientSaysSo: an IdP that does not know the
+// client id the server announced answers the device request with
+// invalid_client; the login stops there, saying so, instead of a code
+// that cannot work or a hint to run `gpuaas login` again.
+func TestLoginDeviceWithAnUnknownClientSaysSo(t *testing.T) {
+	t.Parallel()
+	idp := testidp.New(t, testidp.Options{})
+	env := controldtest.Start(t, controldtest.Options{NoNodes: true,
+		OIDC: identity.OIDCConfig{Issuer: idp.URL, ClientID: "not-registered-at-the-idp"}})
+	o := &oidcEnv{env: env, idp: idp, cfg: devConfig(t, env.NATSURL)}
+	stderr, err := o.login(t, nil)
+	var e *api.Error
+	if !errors.As(err, &e) || e.Code != api.CodeUnauthenticated {
+		t.Fatalf("login with a client the IdP does not know got %v; want unauthenticated\n%s", err, stderr)
+	}
+	want := "identity provider " + idp.URL + " does not accept client not-registered-at-the-idp: its device endpoint answered HTTP 400 invalid_client: unknown client"
+	if !strings.Contains(e.Message, want) || !strings.Contains(e.Hint, "register not-registered-at-the-idp as a public client") {
+		t.Errorf("got %q (hint %q); want %q and how to register the client", e.Message, e.Hint, want)
+	}
+	if strings.Contains(stderr, "one-time code") {
+		t.Errorf("stderr %q; want no code printed", stderr)
+	}
+}

@@ -33,6 +33,9 @@ type LoginOptions struct {
 	HTTPClient *http.Client
 	// OpenBrowser shows a URL to the user for --web; nil only prints it.
 	OpenBrowser func(url string) error
+	// WaitReminder is how often a login waiting on the identity provider
+	// says it still waits (default a minute).
+	WaitReminder time.Duration
 
 	Email         string
 	PasswordStdin bool
@@ -61,7 +64,13 @@ open on any device, and waits until you approve there. --web uses the
 browser on this machine instead (authorization code flow with PKCE and a
 redirect to 127.0.0.1); the browser is $BROWSER, else the system's, and
 the URL is printed in case none opens. The identity provider's ID token
-is then exchanged for a session with the server.
+is then exchanged for a session with the server. While it waits, login
+says until when the code (or the browser login, 5 minutes) is valid;
+Ctrl-C stops it. The identity provider's client must be public (no
+secret), allow the device grant, and accept redirects to http://127.0.0.1
+on any port (RFC 8252); docs/oidc.md in the source has the settings for
+Dex, Keycloak and others. An IdP that refuses the client or the redirect
+is reported before the browser opens.
 
 With the local provider (or --email / --password-stdin), login takes an
 email and password. The email defaults to the context's user; the

@@ -39,6 +39,7 @@ func webLogin(ctx context.Context, opts *LoginOptions, hc *http.Client, provider
 	if err != nil {
 		return "", "", fmt.Errorf("listen for the browser's redirect: %w", err)
 	}
+	defer ln.Close() // when the check below fails, no server owns it yet
 	ep := provider.Endpoint()
 	ep.AuthStyle = oauth2.AuthStyleInParams // a public client: no secret
 	cfg := oauth2.Config{ClientID: p.ClientID, Endpoint: ep, Scopes: p.Scopes,
@@ -46,6 +47,13 @@ func webLogin(ctx context.Context, opts *LoginOptions, hc *http.Client, provider
 	state, verifier := rand.Text(), oauth2.GenerateVerifier()
 	nonce = rand.Text()
 	authURL := cfg.AuthCodeURL(state, oauth2.S256ChallengeOption(verifier), oidc.Nonce(nonce))
+
+	// An IdP that does not know the client or its redirect URI says so on
+	// the login page and never redirects: ask for that page first, so the
+	// user reads the reason here instead of waiting in vain.
+	if err := checkAuthRequest(ctx, hc, authURL, p); err != nil {
+		return "", "", err
+	}
 
 	results := make(chan callback, 1)
 	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: callbackHandler(state, results)}
@@ -59,12 +67,16 @@ func webLogin(ctx context.Context, opts *LoginOptions, hc *http.Client, provider
 			fmt.Fprintf(w, "Could not open a browser (%v): open the URL above yourself.\n", err)
 		}
 	}
-	fmt.Fprintln(w, "Waiting for the browser...")
+	stop := waitNotice(opts, "the browser to come back to "+cfg.RedirectURL, "this login", webTimeout)
+	defer stop()
+	fmt.Fprintln(w, "If the browser shows an error from the identity provider instead, nothing comes back here:"+
+		" press Ctrl-C (docs/oidc.md lists the client settings the IdP needs).")
 	wait, cancel := context.WithTimeout(ctx, webTimeout)
 	defer cancel()
 	var cb callback
 	select {
 	case cb = <-results:
+		stop()
 	case <-wait.Done():
 		if ctx.Err() != nil {
 			return "", "", ctx.Err()

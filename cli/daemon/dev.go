@@ -239,8 +239,12 @@ func checkPortFree(host string, port int) error {
 }
 
 // writeDevContext points the "dev" context at this server and makes it
-// current. A token from an earlier run is kept (the data, and so the
-// session, survive restarts) unless the data was reset.
+// current. A session from an earlier run is kept (the data, and so the
+// session, survive restarts) unless the data was reset or the server
+// moved, and with it the user it belongs to: the context's user, user id
+// and token always name one person, so `context list` and `whoami` agree.
+// Only a context without a session gets the admin as its user (the email
+// `gpuaas login` asks a password for).
 func writeDevContext(dir, url, gateway string, reset bool) error {
 	var cfg *config.Config
 	var err error
@@ -256,7 +260,10 @@ func writeDevContext(dir, url, gateway string, reset bool) error {
 		if reset || c.Server != url {
 			*c = config.Context{}
 		}
-		c.Server, c.User, c.Gateway = url, DevAdminEmail, gateway
+		c.Server, c.Gateway = url, gateway
+		if c.Token == "" && c.UserID == "" {
+			c.User = DevAdminEmail
+		}
 		if c.Project == "" {
 			c.Project = DevProject
 		}

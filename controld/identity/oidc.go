@@ -134,9 +134,8 @@ func (s *Service) Exchange(ctx context.Context, q store.Querier, rawIDToken, non
 	if err := s.checkFresh(tok, c, nonce); err != nil {
 		return nil, err
 	}
-	if c.Email == "" || (c.EmailVerified != nil && !*c.EmailVerified) {
-		return nil, api.Errorf(api.CodeForbidden, "the identity provider did not vouch for an email address").
-			WithHint("verify your email with your identity provider")
+	if err := checkEmail(c, cfg); err != nil {
+		return nil, err
 	}
 	if err := recordExchange(ctx, q, rawIDToken, tok, s.cfg.Now()); err != nil {
 		return nil, err
@@ -146,6 +145,24 @@ func (s *Service) Exchange(ctx context.Context, q store.Querier, rawIDToken, non
 		return nil, err
 	}
 	return s.openLoginSession(ctx, q, userID)
+}
+
+// checkEmail says which claim is missing when the token does not vouch
+// for an email address: the claim itself (the IdP did not release it to
+// this client, or the account has none), or email_verified.
+func checkEmail(c idClaims, cfg OIDCConfig) error {
+	switch {
+	case c.Email == "":
+		return api.Errorf(api.CodeForbidden,
+			"the identity provider's ID token has no email claim, and this server knows people by their email address").
+			WithHint(fmt.Sprintf("the IdP must put the email claim in ID tokens for client %s (this server asks for the scopes %s); "+
+				"ask its administrator, or give your account an email address there", cfg.ClientID, strings.Join(cfg.Scopes, " ")))
+	case c.EmailVerified != nil && !*c.EmailVerified:
+		return api.Errorf(api.CodeForbidden,
+			"the identity provider has not verified your email address %s (its ID token says email_verified: false)", c.Email).
+			WithHint("verify your email with your identity provider, then run `gpuaas login` again")
+	}
+	return nil
 }
 
 // checkFresh refuses tokens that were not issued for this login just now:

@@ -98,7 +98,7 @@ const (
 func Authorize(ctx context.Context, q store.Querier, ref, userID, platformRole string, want Access) (api.Project, error) {
 	p, err := Resolve(ctx, q, ref)
 	if err != nil {
-		return p, err
+		return p, noProjectYet(ctx, q, ref, userID, platformRole, err)
 	}
 	role, err := RoleOf(ctx, q, p.ID, userID)
 	if err != nil {
@@ -113,7 +113,8 @@ func Authorize(ctx context.Context, q store.Querier, ref, userID, platformRole s
 	}
 	switch {
 	case have == 0:
-		return p, api.Errorf(api.CodeNotFound, "project %q not found", ref).WithHint("see `gpuaas project list`")
+		return p, noProjectYet(ctx, q, ref, userID, platformRole,
+			api.Errorf(api.CodeNotFound, "project %q not found", ref).WithHint("see `gpuaas project list`"))
 	case have < want:
 		return p, api.Errorf(api.CodeForbidden, "your role in project %s (%s) does not allow this", p.Name, role)
 	}

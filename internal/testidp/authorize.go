@@ -51,14 +51,18 @@ func (p *IdP) authorize(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p.mu.Lock()
-	subject := p.loginAs
+	subject, fail := p.loginAs, p.authFail
 	code := randomString(32)
-	if subject != "" {
+	if subject != "" && fail == nil {
 		p.codes[code] = &authCode{subject: subject, redirectURI: redirect.String(), challenge: q.Get("code_challenge"),
 			nonce: q.Get("nonce"), openid: slices.Contains(strings.Fields(q.Get("scope")), "openid"),
 			expiresAt: p.opts.Now().Add(authCodeTTL)}
 	}
 	p.mu.Unlock()
+	if fail != nil {
+		back(url.Values{"error": fail["error"], "error_description": fail["error_description"]})
+		return
+	}
 	if subject == "" {
 		back(url.Values{"error": {"access_denied"}, "error_description": {"the user denied the request"}})
 		return
@@ -118,7 +122,12 @@ func (p *IdP) token(w http.ResponseWriter, r *http.Request) {
 		oauthError(w, http.StatusUnauthorized, "invalid_client", "unknown client")
 		return
 	}
-	switch r.PostForm.Get("grant_type") {
+	grant := r.PostForm.Get("grant_type")
+	if !slices.Contains(p.opts.GrantTypes, grant) {
+		oauthError(w, http.StatusBadRequest, "unsupported_grant_type", "unsupported grant_type")
+		return
+	}
+	switch grant {
 	case grantDeviceCode:
 		p.deviceToken(w, r)
 	case "authorization_code":

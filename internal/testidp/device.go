@@ -33,6 +33,9 @@ const (
 
 // deviceAuthorization answers RFC 8628 §3.1–3.2.
 func (p *IdP) deviceAuthorization(w http.ResponseWriter, r *http.Request) {
+	p.mu.Lock()
+	p.deviceRequests++
+	p.mu.Unlock()
 	if err := r.ParseForm(); err != nil {
 		oauthError(w, http.StatusBadRequest, "invalid_request", err.Error())
 		return

@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"sync"
 	"testing"
 	"time"
@@ -65,7 +66,18 @@ type Options struct {
 	DeviceCodeTTL time.Duration
 	// TokenTTL is the life of the ID tokens issued (default 5 minutes).
 	TokenTTL time.Duration
+	// GrantTypes are the grants the token endpoint serves to the client
+	// (default: authorization_code and the device code grant); others get
+	// unsupported_grant_type. The device authorization endpoint answers
+	// either way, as Dex's does when its device grant is turned off.
+	GrantTypes []string
+	// AdvertisedGrantTypes is discovery's grant_types_supported (default
+	// GrantTypes).
+	AdvertisedGrantTypes []string
 }
+
+// GrantDeviceCode is the device flow's grant type (RFC 8628 §3.4).
+const GrantDeviceCode = grantDeviceCode
 
 // IdP is a running provider.
 type IdP struct {
@@ -85,6 +97,10 @@ type IdP struct {
 	codes   map[string]*authCode    // authorization codes
 	loginAs string                  // who /authorize logs in; "" denies
 	edits   map[string]any          // applied to every ID token issued
+	// authFail, when set, is the error /authorize redirects back with.
+	authFail url.Values
+	// deviceRequests counts device authorization requests.
+	deviceRequests int
 }
 
 // New serves an IdP until the test ends.
@@ -104,6 +120,12 @@ func New(t testing.TB, opts Options) *IdP {
 	}
 	if opts.TokenTTL == 0 {
 		opts.TokenTTL = 5 * time.Minute
+	}
+	if opts.GrantTypes == nil {
+		opts.GrantTypes = []string{"authorization_code", grantDeviceCode}
+	}
+	if opts.AdvertisedGrantTypes == nil {
+		opts.AdvertisedGrantTypes = opts.GrantTypes
 	}
 	known, _ := keys()
 	p := &IdP{ClientID: opts.ClientID, Key: known, opts: opts, pending: make(chan string, 16),
@@ -132,7 +154,7 @@ func (p *IdP) discovery(w http.ResponseWriter, _ *http.Request) {
 		"token_endpoint":                        p.URL + "/token",
 		"jwks_uri":                              p.URL + "/keys",
 		"response_types_supported":              []string{"code"},
-		"grant_types_supported":                 []string{"authorization_code", grantDeviceCode},
+		"grant_types_supported":                 p.opts.AdvertisedGrantTypes,
 		"subject_types_supported":               []string{"public"},
 		"id_token_signing_alg_values_supported": []string{"RS256"},
 		"code_challenge_methods_supported":      []string{"S256"},
@@ -153,6 +175,25 @@ func (p *IdP) LoginAs(subject string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.loginAs = subject
+}
+
+// FailAuthorize makes /authorize redirect back with the OAuth error code
+// and description (RFC 6749 §4.1.2.1) instead of logging anyone in, as an
+// IdP does for a scope it refuses or an internal failure; "" undoes it.
+func (p *IdP) FailAuthorize(code, description string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.authFail = nil
+	if code != "" {
+		p.authFail = url.Values{"error": {code}, "error_description": {description}}
+	}
+}
+
+// DeviceRequests is how many device codes were asked for so far.
+func (p *IdP) DeviceRequests() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.deviceRequests
 }
 
 // SetTokenEdits changes every ID token issued from now on: a claim set to

@@ -210,3 +210,48 @@ func TestTokenEditsAndForeignClient(t *testing.T) {
 		t.Fatalf("device authorization for an unknown client got %v; want invalid_client", err)
 	}
 }
+
+// TestGrantTypesAndAuthorizeFailures: GrantTypes limits what the token
+// endpoint serves and, unless AdvertisedGrantTypes says otherwise, what
+// discovery lists; the device endpoint answers either way (as Dex's
+// does). FailAuthorize redirects back with the error given.
+func TestGrantTypesAndAuthorizeFailures(t *testing.T) {
+	idp := testidp.New(t, testidp.Options{GrantTypes: []string{"authorization_code"},
+		AdvertisedGrantTypes: []string{"authorization_code", testidp.GrantDeviceCode}})
+	p, cfg := setup(t, idp)
+	var meta struct {
+		GrantTypes []string `json:"grant_types_supported"`
+	}
+	if err := p.Claims(&meta); err != nil || strings.Join(meta.GrantTypes, " ") != "authorization_code "+testidp.GrantDeviceCode {
+		t.Fatalf("discovery grant_types_supported %v (%v); want the advertised ones", meta.GrantTypes, err)
+	}
+	da, err := cfg.DeviceAuth(t.Context())
+	if err != nil {
+		t.Fatalf("device authorization: %v", err)
+	}
+	if got := idp.DeviceRequests(); got != 1 {
+		t.Fatalf("DeviceRequests got %d; want 1", got)
+	}
+	_ = idp.Approve(da.UserCode, "dana")
+	if _, err := cfg.DeviceAccessToken(t.Context(), da); oauthErrorCode(err) != "unsupported_grant_type" {
+		t.Fatalf("device token with the grant off got %v; want unsupported_grant_type", err)
+	}
+
+	plain := testidp.New(t, testidp.Options{GrantTypes: []string{"authorization_code"}})
+	if p, _ := setup(t, plain); p.Claims(&meta) != nil || strings.Join(meta.GrantTypes, " ") != "authorization_code" {
+		t.Fatalf("discovery grant_types_supported %v; want GrantTypes by default", meta.GrantTypes)
+	}
+
+	cfg.RedirectURL = "http://127.0.0.1:5555/callback"
+	idp.LoginAs("erin")
+	idp.FailAuthorize("invalid_scope", "scope x is not allowed")
+	verifier := oauth2.GenerateVerifier()
+	q := browse(t, cfg.AuthCodeURL("s", oauth2.S256ChallengeOption(verifier)))
+	if q.Get("error") != "invalid_scope" || q.Get("error_description") != "scope x is not allowed" || q.Get("state") != "s" || q.Get("code") != "" {
+		t.Fatalf("authorize with FailAuthorize got %v; want invalid_scope with its description and the state, no code", q)
+	}
+	idp.FailAuthorize("", "")
+	if q := browse(t, cfg.AuthCodeURL("s", oauth2.S256ChallengeOption(verifier))); q.Get("code") == "" {
+		t.Fatalf("authorize after FailAuthorize(\"\") got %v; want a code", q)
+	}
+}

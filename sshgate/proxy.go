@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -87,10 +88,18 @@ func (g *Gateway) relay(s ssh.Session, up *upstream, pty ssh.Pty, hasPty bool, k
 	exit := make(chan exitInfo, 1)
 	go collectExit(nodeReqs, exit)
 
-	// Refusals are the node's policy (it allows TERM, LANG, LC_*); the
-	// client is not told, as with OpenSSH's AcceptEnv.
-	for _, kv := range forwardedEnv(s.Environ(), hasPty) {
-		_, _ = node.SendRequest("env", true, gossh.Marshal(sshwire.EnvMsg{Name: kv[0], Value: kv[1]}))
+	// Only the allow-list leaves the gateway; what else the client sent
+	// (SendEnv, SetEnv) is logged by name, never by value, and the client
+	// is not told, as with OpenSSH's AcceptEnv.
+	env, dropped := forwardedEnv(s.Environ(), hasPty)
+	if len(dropped) > 0 {
+		g.log.Info("client environment not passed on", "allocation", up.auth.AllocationID, "node", up.auth.NodeID,
+			"names", dropped, "allowed", EnvAllowList)
+	}
+	for _, kv := range env {
+		if ok, err := node.SendRequest("env", true, gossh.Marshal(sshwire.EnvMsg{Name: kv[0], Value: kv[1]})); err == nil && !ok {
+			g.log.Info("node refused an environment variable", "allocation", up.auth.AllocationID, "node", up.auth.NodeID, "name", kv[0])
+		}
 	}
 	if hasPty {
 		if ok, err := node.SendRequest("pty-req", true, ptyRequest(pty)); err != nil || !ok {
@@ -288,22 +297,31 @@ func (c *countingReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// EnvAllowList names the client variables (SendEnv, SetEnv) an
+// allocation session receives, as OpenSSH's AcceptEnv would. The node
+// applies the same list (hostd/term).
+const EnvAllowList = "TERM, LANG, LC_*"
+
+// maxDroppedLogged caps the names of dropped variables logged per session.
+const maxDroppedLogged = 32
+
 // forwardedEnv is the client's environment the node is offered: the
 // locale and, without a PTY, TERM (a PTY carries TERM in its request).
 // Nothing else leaves the gateway: in particular not GPUAAS_TOKEN, which
-// only command mode reads.
-func forwardedEnv(environ []string, hasPty bool) [][2]string {
-	var out [][2]string
+// only command mode reads. dropped names the rest, each once, for the log.
+func forwardedEnv(environ []string, hasPty bool) (out [][2]string, dropped []string) {
 	for _, kv := range environ {
 		k, v, ok := strings.Cut(kv, "=")
-		if !ok {
-			continue
-		}
-		if k == "LANG" || strings.HasPrefix(k, "LC_") || (k == "TERM" && !hasPty) {
+		switch {
+		case !ok:
+		case k == "LANG" || strings.HasPrefix(k, "LC_") || k == "TERM" && !hasPty:
 			out = append(out, [2]string{k, v})
+		case k == "TERM": // carried by the pty-req
+		case len(dropped) < maxDroppedLogged && !slices.Contains(dropped, k):
+			dropped = append(dropped, truncate(k, 64))
 		}
 	}
-	return out
+	return out, dropped
 }
 
 // ptyRequest encodes the client's pty-req for the node, terminal modes and

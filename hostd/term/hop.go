@@ -132,7 +132,7 @@ func (v *vmTarget) relaySession(ch gossh.Channel, reqs <-chan *gossh.Request, vc
 				}
 			}
 			if !ok {
-				v.s.cfg.Log.Debug("terminal request refused", "type", req.Type, "allocation", v.ticket.Allocation)
+				logRefused(v.s.cfg.Log, req, "allocation", v.ticket.Allocation)
 			}
 			if req.WantReply {
 				_ = req.Reply(ok, nil)

@@ -65,7 +65,7 @@ func (l *localSession) serve(reqs <-chan *gossh.Request) {
 			_ = req.Reply(ok, nil)
 		}
 		if !ok {
-			l.t.s.cfg.Log.Debug("terminal request refused", "type", req.Type, "user", l.t.acct.Name)
+			logRefused(l.t.s.cfg.Log, req, "user", l.t.acct.Name)
 		}
 		if run != nil {
 			go run()

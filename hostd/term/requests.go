@@ -1,6 +1,7 @@
 package term
 
 import (
+	"log/slog"
 	"strings"
 
 	gossh "golang.org/x/crypto/ssh"
@@ -54,4 +55,30 @@ func sessionRequestAllowed(c *conn, req *gossh.Request) bool {
 		return gossh.Unmarshal(req.Payload, &m) == nil && m.Name == "sftp"
 	}
 	return false
+}
+
+// logRefused logs a session request the server refused: env by the
+// variable's name (never its value) and forwarding requests at Info, as
+// a user asked for them and may wonder; the rest at Debug.
+func logRefused(log *slog.Logger, req *gossh.Request, attrs ...any) {
+	attrs = append([]any{"type", req.Type}, attrs...)
+	switch req.Type {
+	case "env":
+		var m sshwire.EnvMsg
+		if gossh.Unmarshal(req.Payload, &m) == nil {
+			attrs = append(attrs, "name", truncate(m.Name, 64))
+		}
+	case "auth-agent-req@openssh.com", "x11-req":
+	default:
+		log.Debug("terminal request refused", attrs...)
+		return
+	}
+	log.Info("terminal request refused", attrs...)
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
 }

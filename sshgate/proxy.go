@@ -101,6 +101,9 @@ func (g *Gateway) relay(s ssh.Session, up *upstream, pty ssh.Pty, hasPty bool, k
 			g.log.Info("node refused an environment variable", "allocation", up.auth.AllocationID, "node", up.auth.NodeID, "name", kv[0])
 		}
 	}
+	if ssh.AgentRequested(s) {
+		g.forwardAgent(s, up, node)
+	}
 	if hasPty {
 		if ok, err := node.SendRequest("pty-req", true, ptyRequest(pty)); err != nil || !ok {
 			fail(s, errors.New("the node refused a terminal"))
@@ -179,6 +182,23 @@ func (g *Gateway) relay(s ssh.Session, up *upstream, pty ssh.Pty, hasPty bool, k
 		_ = s.Close()
 	}
 	return res
+}
+
+// forwardAgent asks the node for the client's agent (ssh -A), when the
+// certificate permits it; the client is told when it does not.
+func (g *Gateway) forwardAgent(s ssh.Session, up *upstream, node gossh.Channel) {
+	id, _ := s.Context().Value(identityKey{}).(sshcert.Identity)
+	if !permits(id, sshcert.ExtensionPermitAgentForwarding) {
+		g.log.Info("agent forwarding refused", "allocation", up.auth.AllocationID, "err", ErrNotPermitted)
+		_, _ = fmt.Fprintf(s.Stderr(), "gpuaas gateway: agent forwarding refused: %v (run `gpuaas login` for a new certificate)\r\n", ErrNotPermitted)
+		return
+	}
+	// Allowed before it is asked for: the node may open the first
+	// channel as soon as it has answered.
+	up.agent.Store(true)
+	if ok, err := node.SendRequest(sshwire.AgentRequest, true, nil); err != nil || !ok {
+		g.log.Info("node refused agent forwarding", "allocation", up.auth.AllocationID, "node", up.auth.NodeID, "err", err)
+	}
 }
 
 // stderrBuffer is the copy buffer of a session's stderr.

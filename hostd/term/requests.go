@@ -38,15 +38,18 @@ func allowedEnv(name, value string) bool {
 }
 
 // sessionRequestAllowed is the allow-list of session requests, shared by
-// both targets: x11-req, auth-agent-req@openssh.com, break and any other
-// request are refused, pty-req needs the permit-pty extension, env is
-// filtered, and sftp is the only subsystem.
+// both targets: x11-req, break and any other request are refused, pty-req
+// needs the permit-pty extension, auth-agent-req@openssh.com (ssh -A) the
+// permit-agent-forwarding one, env is filtered, and sftp is the only
+// subsystem.
 func sessionRequestAllowed(c *conn, req *gossh.Request) bool {
 	switch req.Type {
 	case "shell", "exec", "window-change", "signal":
 		return true
 	case "pty-req":
 		return c.permits(sshcert.ExtensionPermitPTY)
+	case sshwire.AgentRequest:
+		return c.permits(sshcert.ExtensionPermitAgentForwarding)
 	case "env":
 		var m sshwire.EnvMsg
 		return gossh.Unmarshal(req.Payload, &m) == nil && allowedEnv(m.Name, m.Value)

@@ -73,6 +73,7 @@ import (
 	gossh "golang.org/x/crypto/ssh"
 
 	"github.com/gpuaas/gpuaas/hostd/host"
+	"github.com/gpuaas/gpuaas/internal/sshwire"
 )
 
 // Config configures a terminal Server.
@@ -192,11 +193,14 @@ func New(cfg Config) (*Server, error) {
 			return ownDeadline{c}
 		},
 		// No "default" entries: other channel types are rejected as
-		// unknown, and every global request (tcpip-forward, ...) is
-		// answered false.
+		// unknown, and every other global request is answered false.
 		ChannelHandlers: map[string]ssh.ChannelHandler{
 			"session":      s.handleSession,
 			"direct-tcpip": s.handleDirectTCPIP,
+		},
+		RequestHandlers: map[string]ssh.RequestHandler{
+			sshwire.ForwardRequest:       s.handleForward,
+			sshwire.CancelForwardRequest: s.handleForward,
 		},
 	}
 	return s, nil

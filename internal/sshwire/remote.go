@@ -268,3 +268,13 @@ func (s *ForwardSet) Allows(extra []byte) (ForwardedTCPIPMsg, bool) {
 	defer s.mu.Unlock()
 	return m, s.m[TCPIPForwardMsg{BindAddr: m.Addr, BindPort: m.Port}]
 }
+
+// ForwardReply is the reply to a granted ForwardRequest: the port bound
+// when the request asked for port 0 (RFC 4254 §7.1), nothing otherwise.
+func ForwardReply(request []byte, port uint32) []byte {
+	var m TCPIPForwardMsg
+	if gossh.Unmarshal(request, &m) == nil && m.BindPort == 0 {
+		return gossh.Marshal(TCPIPForwardReply{Port: port})
+	}
+	return nil
+}

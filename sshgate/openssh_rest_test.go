@@ -3,7 +3,6 @@ package sshgate
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -83,38 +82,6 @@ func (r *restStack) sshArgs(args []string, target, command string) []string {
 	return out
 }
 
-// startAgent runs a real ssh-agent holding one new key, and returns its
-// socket and the key's comment.
-func startAgent(t *testing.T) (sock, comment string) {
-	t.Helper()
-	sshtest.NeedOpenSSH(t, "ssh-agent", "ssh-add", "ssh-keygen")
-	dir := t.TempDir()
-	sock = filepath.Join(dir, "agent.sock")
-	agent := exec.Command("ssh-agent", "-D", "-a", sock)
-	if err := agent.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = agent.Process.Kill()
-		_ = agent.Wait()
-	})
-	testutil.Eventually(t, "ssh-agent to listen", func() bool {
-		_, err := os.Stat(sock)
-		return err == nil
-	})
-	comment = fmt.Sprintf("agent-key-%d", time.Now().UnixNano())
-	key := filepath.Join(dir, "key")
-	if out, err := exec.Command("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", comment, "-f", key).CombinedOutput(); err != nil {
-		t.Fatalf("ssh-keygen: %v %s", err, out)
-	}
-	add := exec.Command("ssh-add", key)
-	add.Env = append(os.Environ(), "SSH_AUTH_SOCK="+sock)
-	if out, err := add.CombinedOutput(); err != nil {
-		t.Fatalf("ssh-add: %v %s", err, out)
-	}
-	return sock, comment
-}
-
 // TestSSHAgentForwardedThroughGateway: `ssh -A` forwards the client's
 // agent (it was silently ignored: SSH_AUTH_SOCK empty): ssh-add -l on the
 // allocation lists the key the local ssh-agent holds, the socket is 0600
@@ -122,7 +89,7 @@ func startAgent(t *testing.T) (sock, comment string) {
 // Without -A there is no agent.
 func TestSSHAgentForwardedThroughGateway(t *testing.T) {
 	r := startRestStack(t)
-	sock, comment := startAgent(t)
+	sock, comment := sshtest.StartAgent(t)
 	env := []string{"SSH_AUTH_SOCK=" + sock}
 	for _, a := range r.allocs {
 		t.Run(a.Shape, func(t *testing.T) {

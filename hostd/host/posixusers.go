@@ -195,7 +195,14 @@ func (u PosixUsers) KillProcesses(ctx context.Context, name string) error {
 		wait = 2 * time.Second
 	}
 	waitGone(ctx, list, wait)
-	return killUntilGone(ctx, name, list, func() { killAllAs(ctx, uid, gid) })
+	if err := killUntilGone(ctx, name, list, func() { killAllAs(ctx, uid, gid) }); err != nil {
+		return err
+	}
+	// The killed processes are zombies until their parents reap them;
+	// orphans are init's, which in a container may take its time, and
+	// userdel counts them as the user's. They are given a moment.
+	waitGone(ctx, func() ([]int, error) { return processes(func(p proc) bool { return ofUID(p, uid) }) }, wait)
+	return nil
 }
 
 func (u PosixUsers) pkill(ctx context.Context, signal, name string) error {

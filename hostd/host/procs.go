@@ -25,9 +25,9 @@ const killDeadline = 10 * time.Second
 
 // proc is one live process in /proc.
 type proc struct {
-	pid              int
-	realUID, effUID  int
-	zombie, readable bool
+	pid             int
+	realUID, effUID int
+	zombie          bool
 }
 
 // readProc reads /proc/<pid>/status; ok is false for a process gone
@@ -58,6 +58,12 @@ func readProc(pid int) (p proc, ok bool) {
 // liveProcesses lists the processes (zombies left out) match accepts,
 // never this process.
 func liveProcesses(match func(p proc) bool) ([]int, error) {
+	return processes(func(p proc) bool { return !p.zombie && match(p) })
+}
+
+// processes lists the processes match accepts, zombies included, never
+// this process.
+func processes(match func(p proc) bool) ([]int, error) {
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
 		return nil, fmt.Errorf("list processes: %w", err)
@@ -69,7 +75,7 @@ func liveProcesses(match func(p proc) bool) ([]int, error) {
 		if err != nil || pid == self || pid <= 1 {
 			continue
 		}
-		if p, ok := readProc(pid); ok && !p.zombie && match(p) {
+		if p, ok := readProc(pid); ok && match(p) {
 			out = append(out, pid)
 		}
 	}
@@ -79,8 +85,10 @@ func liveProcesses(match func(p proc) bool) ([]int, error) {
 // processesOfUID lists the live processes running as uid (real or
 // effective: a set-uid program the user started counts).
 func processesOfUID(uid int) ([]int, error) {
-	return liveProcesses(func(p proc) bool { return p.realUID == uid || p.effUID == uid })
+	return liveProcesses(func(p proc) bool { return ofUID(p, uid) })
 }
+
+func ofUID(p proc, uid int) bool { return p.realUID == uid || p.effUID == uid }
 
 // killUntilGone sends SIGKILL to what list finds, round after round, until
 // a round finds nothing or killDeadline passes (ErrProcessesLeft). each,

@@ -50,11 +50,17 @@ func ListenAgent(cred *syscall.Credential) (*AgentSocket, error) {
 	}
 	path := filepath.Join(dir, "agent.sock")
 	ln, err := net.Listen("unix", path)
-	if err == nil && cred != nil {
-		err = errors.Join(os.Lchown(path, int(cred.Uid), int(cred.Gid)), os.Lchown(dir, int(cred.Uid), int(cred.Gid)))
-	}
+	// The mode first, and the directory given away last: once it is the
+	// user's, they could put a link where the socket was, and chmod
+	// follows links.
 	if err == nil {
 		err = os.Chmod(path, 0o600)
+	}
+	if err == nil && cred != nil {
+		err = os.Lchown(path, int(cred.Uid), int(cred.Gid))
+		if err == nil {
+			err = os.Lchown(dir, int(cred.Uid), int(cred.Gid))
+		}
 	}
 	if err != nil {
 		if ln != nil {

@@ -3,6 +3,7 @@ package sshgate
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"io"
 	"log/slog"
 	"net"
@@ -14,8 +15,13 @@ import (
 	"testing"
 	"time"
 
+	gossh "golang.org/x/crypto/ssh"
+	"golang.org/x/crypto/ssh/agent"
+
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/sshcert"
 	"github.com/gpuaas/gpuaas/internal/sshtest"
+	"github.com/gpuaas/gpuaas/internal/sshwire"
 	"github.com/gpuaas/gpuaas/internal/testutil"
 )
 
@@ -329,5 +335,54 @@ func echoes(t *testing.T, c net.Conn, msg string) {
 	got := make([]byte, len(msg))
 	if _, err := io.ReadFull(c, got); err != nil || string(got) != msg {
 		t.Fatalf("got %q (%v); want %q echoed", got, err, msg)
+	}
+}
+
+// TestForwardingNeedsCertificateExtensions: a certificate without
+// permit-port-forwarding cannot ask for a remote forward, and one without
+// permit-agent-forwarding (minted before the gateway forwarded agents)
+// gets no agent and is told why; the session itself still runs.
+func TestForwardingNeedsCertificateExtensions(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	owner := e.newUser()
+	alloc := e.addAlloc(owner)
+	caKey := sshtest.SignerOf(t, e.caKey(api.CAUser))
+	k := sshtest.NewSigner(t)
+	now := time.Now()
+	cert := &gossh.Certificate{Key: k.PublicKey(), Serial: 7, CertType: gossh.UserCert, KeyId: "old@example.test",
+		ValidPrincipals: []string{owner.id}, ValidAfter: uint64(now.Add(-time.Minute).Unix()), ValidBefore: uint64(now.Add(time.Hour).Unix()),
+		Permissions: gossh.Permissions{Extensions: map[string]string{sshcert.ExtensionPermitPTY: "",
+			sshcert.ExtensionSessionID: owner.cert.Extensions[sshcert.ExtensionSessionID]}}}
+	if err := cert.SignCert(rand.Reader, caKey); err != nil {
+		t.Fatal(err)
+	}
+	c, err := gossh.Dial("tcp", e.addr, e.clientConfig(alloc, gossh.PublicKeys(sshtest.CertSigner(t, cert, k))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ok, _, err := c.SendRequest(sshwire.ForwardRequest, true, gossh.Marshal(sshwire.TCPIPForwardMsg{BindAddr: "127.0.0.1"}))
+	if ok || err != nil {
+		t.Errorf("tcpip-forward without permit-port-forwarding: ok %v, %v; want refused", ok, err)
+	}
+	if got := e.authorizedUsers(); len(got) != 0 {
+		t.Errorf("gate.authorize asked for %q; want the forward refused before the node is reached", got)
+	}
+	s, err := c.NewSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := agent.RequestAgentForwarding(s); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr sshtest.Buffer
+	s.Stdout, s.Stderr = &stdout, &stderr
+	if err := s.Run("echo ran"); err != nil || stdout.String() != "ran\n" {
+		t.Fatalf("session: %v %q %q; want it to run", err, stdout.String(), stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "agent forwarding refused") {
+		t.Errorf("stderr %q; want agent forwarding refused", stderr.String())
 	}
 }

@@ -65,7 +65,7 @@ func (g *Gateway) proxySession(s ssh.Session, id sshcert.Identity) {
 			return
 		}
 	}
-	res := g.relay(s, up, pty, hasPty, kind, rec)
+	res := g.relay(s, id, up, pty, hasPty, kind, rec)
 	if rec != nil && rec.Err() != nil {
 		g.log.Error("recording failed during the session", "session", sessionID, "err", rec.Err())
 	}
@@ -76,7 +76,7 @@ func (g *Gateway) proxySession(s ssh.Session, id sshcert.Identity) {
 // on the raw channel (not x/crypto's Session, which cannot wait for a
 // subsystem) and mirrors what the client asked, in order: env, pty-req,
 // then shell, exec or subsystem.
-func (g *Gateway) relay(s ssh.Session, up *upstream, pty ssh.Pty, hasPty bool, kind string, rec *recorder) sessionResult {
+func (g *Gateway) relay(s ssh.Session, id sshcert.Identity, up *upstream, pty ssh.Pty, hasPty bool, kind string, rec *recorder) sessionResult {
 	var res sessionResult
 	node, nodeReqs, err := up.client.OpenChannel("session", nil)
 	if err != nil {
@@ -102,7 +102,7 @@ func (g *Gateway) relay(s ssh.Session, up *upstream, pty ssh.Pty, hasPty bool, k
 		}
 	}
 	if ssh.AgentRequested(s) {
-		g.forwardAgent(s, up, node)
+		g.forwardAgent(s, id, up, node)
 	}
 	if hasPty {
 		if ok, err := node.SendRequest("pty-req", true, ptyRequest(pty)); err != nil || !ok {
@@ -186,8 +186,7 @@ func (g *Gateway) relay(s ssh.Session, up *upstream, pty ssh.Pty, hasPty bool, k
 
 // forwardAgent asks the node for the client's agent (ssh -A), when the
 // certificate permits it; the client is told when it does not.
-func (g *Gateway) forwardAgent(s ssh.Session, up *upstream, node gossh.Channel) {
-	id, _ := s.Context().Value(identityKey{}).(sshcert.Identity)
+func (g *Gateway) forwardAgent(s ssh.Session, id sshcert.Identity, up *upstream, node gossh.Channel) {
 	if !permits(id, sshcert.ExtensionPermitAgentForwarding) {
 		g.log.Info("agent forwarding refused", "allocation", up.auth.AllocationID, "err", ErrNotPermitted)
 		_, _ = fmt.Fprintf(s.Stderr(), "gpuaas gateway: agent forwarding refused: %v (run `gpuaas login` for a new certificate)\r\n", ErrNotPermitted)

@@ -29,7 +29,9 @@ func CheckUserName(name string) error {
 // PosixUsers is the real Users: useradd, userdel and pkill on the host.
 // hostd runs as root for it.
 type PosixUsers struct {
-	// Runner runs useradd, userdel, pkill and pgrep; nil means ExecRunner.
+	// Runner runs useradd, userdel and pkill; nil means ExecRunner.
+	// (KillProcesses also reads /proc, and runs /bin/sh as the user for
+	// kill -9 -1.)
 	Runner Runner
 	// KillWait is how long KillProcesses waits after SIGTERM before
 	// SIGKILL; zero means 2s.

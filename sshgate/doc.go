@@ -28,7 +28,8 @@
 //	                                       └─ "gpuaas" or the user's own id → command mode (commands.go)
 //
 // Channel types other than session and direct-tcpip, subsystems other than
-// sftp, and all global requests (remote forwarding included) are refused.
+// sftp, and global requests other than remote forwarding (tcpip-forward,
+// cancel-tcpip-forward) are refused.
 //
 // # Proxy
 //
@@ -43,10 +44,14 @@
 // node's key, so the gateway never trusts on first use (hostdkeys.go).
 //
 // A session is replayed on a session channel of the node (env limited to
-// TERM, LANG, LC_*; pty-req with modes and pixel sizes; shell, exec or
-// sftp; window changes; signals), and the node's exit status or signal
-// goes back to the client. A direct-tcpip channel is opened unchanged on
-// the node, which decides where it may go. All bytes move through io.Copy
+// TERM, LANG, LC_*, the other names logged; the agent request of ssh -A;
+// pty-req with modes and pixel sizes; shell, exec or sftp; window changes;
+// signals), and the node's exit status or signal goes back to the client.
+// A direct-tcpip channel is opened unchanged on the node, which decides
+// where it may go. Remote forwarding (ssh -R) is asked of the node, which
+// listens on the allocation's loopback; the forwarded-tcpip channels it
+// opens come back to the client for granted forwards only, and agent
+// channels only once the client asked for its agent (remote.go). All bytes move through io.Copy
 // between flow-controlled SSH channels: a client that does not read stops
 // the node within a few windows, whatever the node writes.
 //

@@ -13,6 +13,8 @@ import (
 	"github.com/charmbracelet/wish"
 	"github.com/nats-io/nats.go/jetstream"
 	gossh "golang.org/x/crypto/ssh"
+
+	"github.com/gpuaas/gpuaas/internal/sshwire"
 )
 
 // Gateway is the SSH gateway. Build it with New, serve with Run.
@@ -158,7 +160,8 @@ func (g *Gateway) Run(ctx context.Context) error {
 
 // newServer builds the wish server. Everything a connection can do is
 // decided here: the one authentication method, the session middleware
-// chain, the one subsystem, the two channel types, and no global requests.
+// chain, the one subsystem, the two channel types, and the one kind of
+// global request (remote forwarding, remote.go).
 func (g *Gateway) newServer(hostKey, hostCert gossh.Signer) (*ssh.Server, error) {
 	return wish.NewServer(
 		wish.WithVersion("gpuaas-sshgate"),
@@ -186,9 +189,12 @@ func (g *Gateway) newServer(hostKey, hostCert gossh.Signer) (*ssh.Server, error)
 				"session":      ssh.DefaultSessionHandler,
 				"direct-tcpip": g.directTCPIP,
 			}
-			// Non-nil and empty: every global request (tcpip-forward,
-			// streamlocal, keepalives) is answered false.
-			s.RequestHandlers = map[string]ssh.RequestHandler{}
+			// Remote forwarding only: every other global request
+			// (streamlocal, keepalives) is answered false.
+			s.RequestHandlers = map[string]ssh.RequestHandler{
+				sshwire.ForwardRequest:       g.tcpipForward,
+				sshwire.CancelForwardRequest: g.tcpipForward,
+			}
 			return nil
 		},
 	)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -64,7 +65,7 @@ func (g *Gateway) proxySession(s ssh.Session, id sshcert.Identity) {
 			return
 		}
 	}
-	res := g.relay(s, up, pty, hasPty, kind, rec)
+	res := g.relay(s, id, up, pty, hasPty, kind, rec)
 	if rec != nil && rec.Err() != nil {
 		g.log.Error("recording failed during the session", "session", sessionID, "err", rec.Err())
 	}
@@ -75,7 +76,7 @@ func (g *Gateway) proxySession(s ssh.Session, id sshcert.Identity) {
 // on the raw channel (not x/crypto's Session, which cannot wait for a
 // subsystem) and mirrors what the client asked, in order: env, pty-req,
 // then shell, exec or subsystem.
-func (g *Gateway) relay(s ssh.Session, up *upstream, pty ssh.Pty, hasPty bool, kind string, rec *recorder) sessionResult {
+func (g *Gateway) relay(s ssh.Session, id sshcert.Identity, up *upstream, pty ssh.Pty, hasPty bool, kind string, rec *recorder) sessionResult {
 	var res sessionResult
 	node, nodeReqs, err := up.client.OpenChannel("session", nil)
 	if err != nil {
@@ -87,10 +88,21 @@ func (g *Gateway) relay(s ssh.Session, up *upstream, pty ssh.Pty, hasPty bool, k
 	exit := make(chan exitInfo, 1)
 	go collectExit(nodeReqs, exit)
 
-	// Refusals are the node's policy (it allows TERM, LANG, LC_*); the
-	// client is not told, as with OpenSSH's AcceptEnv.
-	for _, kv := range forwardedEnv(s.Environ(), hasPty) {
-		_, _ = node.SendRequest("env", true, gossh.Marshal(sshwire.EnvMsg{Name: kv[0], Value: kv[1]}))
+	// Only the allow-list leaves the gateway; what else the client sent
+	// (SendEnv, SetEnv) is logged by name, never by value, and the client
+	// is not told, as with OpenSSH's AcceptEnv.
+	env, dropped := forwardedEnv(s.Environ(), hasPty)
+	if len(dropped) > 0 {
+		g.log.Info("client environment not passed on", "allocation", up.auth.AllocationID, "node", up.auth.NodeID,
+			"names", dropped, "allowed", EnvAllowList)
+	}
+	for _, kv := range env {
+		if ok, err := node.SendRequest("env", true, gossh.Marshal(sshwire.EnvMsg{Name: kv[0], Value: kv[1]})); err == nil && !ok {
+			g.log.Info("node refused an environment variable", "allocation", up.auth.AllocationID, "node", up.auth.NodeID, "name", kv[0])
+		}
+	}
+	if ssh.AgentRequested(s) {
+		g.forwardAgent(s, id, up, node)
 	}
 	if hasPty {
 		if ok, err := node.SendRequest("pty-req", true, ptyRequest(pty)); err != nil || !ok {
@@ -170,6 +182,22 @@ func (g *Gateway) relay(s ssh.Session, up *upstream, pty ssh.Pty, hasPty bool, k
 		_ = s.Close()
 	}
 	return res
+}
+
+// forwardAgent asks the node for the client's agent (ssh -A), when the
+// certificate permits it; the client is told when it does not.
+func (g *Gateway) forwardAgent(s ssh.Session, id sshcert.Identity, up *upstream, node gossh.Channel) {
+	if !permits(id, sshcert.ExtensionPermitAgentForwarding) {
+		g.log.Info("agent forwarding refused", "allocation", up.auth.AllocationID, "err", ErrNotPermitted)
+		_, _ = fmt.Fprintf(s.Stderr(), "gpuaas gateway: agent forwarding refused: %v (run `gpuaas login` for a new certificate)\r\n", ErrNotPermitted)
+		return
+	}
+	// Allowed before it is asked for: the node may open the first
+	// channel as soon as it has answered.
+	up.agent.Store(true)
+	if ok, err := node.SendRequest(sshwire.AgentRequest, true, nil); err != nil || !ok {
+		g.log.Info("node refused agent forwarding", "allocation", up.auth.AllocationID, "node", up.auth.NodeID, "err", err)
+	}
 }
 
 // stderrBuffer is the copy buffer of a session's stderr.
@@ -288,22 +316,31 @@ func (c *countingReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// EnvAllowList names the client variables (SendEnv, SetEnv) an
+// allocation session receives, as OpenSSH's AcceptEnv would. The node
+// applies the same list (hostd/term).
+const EnvAllowList = "TERM, LANG, LC_*"
+
+// maxDroppedLogged caps the names of dropped variables logged per session.
+const maxDroppedLogged = 32
+
 // forwardedEnv is the client's environment the node is offered: the
 // locale and, without a PTY, TERM (a PTY carries TERM in its request).
 // Nothing else leaves the gateway: in particular not GPUAAS_TOKEN, which
-// only command mode reads.
-func forwardedEnv(environ []string, hasPty bool) [][2]string {
-	var out [][2]string
+// only command mode reads. dropped names the rest, each once, for the log.
+func forwardedEnv(environ []string, hasPty bool) (out [][2]string, dropped []string) {
 	for _, kv := range environ {
 		k, v, ok := strings.Cut(kv, "=")
-		if !ok {
-			continue
-		}
-		if k == "LANG" || strings.HasPrefix(k, "LC_") || (k == "TERM" && !hasPty) {
+		switch {
+		case !ok:
+		case k == "LANG" || strings.HasPrefix(k, "LC_") || k == "TERM" && !hasPty:
 			out = append(out, [2]string{k, v})
+		case k == "TERM": // carried by the pty-req
+		case len(dropped) < maxDroppedLogged && !slices.Contains(dropped, k):
+			dropped = append(dropped, truncate(k, 64))
 		}
 	}
-	return out
+	return out, dropped
 }
 
 // ptyRequest encodes the client's pty-req for the node, terminal modes and

@@ -9,6 +9,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/charmbracelet/ssh"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/sshcert"
+	"github.com/gpuaas/gpuaas/internal/sshwire"
 )
 
 // connStateKey is the context key of a connection's connState.
@@ -41,6 +43,11 @@ type upstream struct {
 	auth   *api.GateAuthorizeResponse
 	client *gossh.Client
 	dead   chan struct{} // closed when the connection to the node ends
+
+	// fwds are the remote forwards the node granted the client; agent is
+	// set once a session asked the node for the client's agent (remote.go).
+	fwds  sshwire.ForwardSet
+	agent atomic.Bool
 }
 
 func (st *connState) close() {
@@ -83,6 +90,7 @@ func (g *Gateway) upstreamFor(ctx ssh.Context, id sshcert.Identity) (*upstream, 
 		st.err = err
 		return nil, err
 	}
+	g.serveNodeChannels(ctx, id, up)
 	st.up = up
 	return up, nil
 }

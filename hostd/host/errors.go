@@ -34,4 +34,7 @@ var (
 	// ErrInvalidUser is returned for a user name useradd would refuse or
 	// an authorized key that is not one line.
 	ErrInvalidUser = errors.New("invalid user")
+	// ErrProcessesLeft is returned when a user's processes could not all
+	// be ended (Users.KillProcesses).
+	ErrProcessesLeft = errors.New("processes still running")
 )

@@ -29,7 +29,9 @@ func CheckUserName(name string) error {
 // PosixUsers is the real Users: useradd, userdel and pkill on the host.
 // hostd runs as root for it.
 type PosixUsers struct {
-	// Runner runs useradd, userdel, pkill and pgrep; nil means ExecRunner.
+	// Runner runs useradd, userdel and pkill; nil means ExecRunner.
+	// (KillProcesses also reads /proc, and runs /bin/sh as the user for
+	// kill -9 -1.)
 	Runner Runner
 	// KillWait is how long KillProcesses waits after SIGTERM before
 	// SIGKILL; zero means 2s.
@@ -159,13 +161,32 @@ func (u PosixUsers) Exists(_ context.Context, name string) (bool, error) {
 }
 
 // KillProcesses sends SIGTERM to every process of the user, waits up to
-// KillWait for them to go, then sends SIGKILL to what is left. A user
-// without processes, or without an account, is not an error.
+// KillWait for them to go, then kills what is left (SIGKILL) until none
+// is: processes that left their session (setsid, nohup, daemons) are the
+// user's all the same. A user without processes, or without an account,
+// is not an error; processes that cannot be ended are ErrProcessesLeft.
 func (u PosixUsers) KillProcesses(ctx context.Context, name string) error {
 	if err := CheckUserName(name); err != nil {
 		return err
 	}
-	if ok, err := u.Exists(ctx, name); err != nil || !ok {
+	usr, err := user.Lookup(name)
+	var unknown user.UnknownUserError
+	if errors.As(err, &unknown) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("look up user %s: %w", name, err)
+	}
+	uid, err1 := strconv.Atoi(usr.Uid)
+	gid, err2 := strconv.Atoi(usr.Gid)
+	if err := errors.Join(err1, err2); err != nil {
+		return fmt.Errorf("ids of %s: %w", name, err)
+	}
+	if uid == 0 {
+		return fmt.Errorf("%w: %s has uid 0", ErrInvalidUser, name)
+	}
+	list := func() ([]int, error) { return processesOfUID(uid) }
+	if pids, err := list(); err != nil || len(pids) == 0 {
 		return err
 	}
 	if err := u.pkill(ctx, "-TERM", name); err != nil {
@@ -175,19 +196,15 @@ func (u PosixUsers) KillProcesses(ctx context.Context, name string) error {
 	if wait == 0 {
 		wait = 2 * time.Second
 	}
-	deadline := time.Now().Add(wait)
-	for time.Now().Before(deadline) {
-		// pgrep exits 1 when nothing matches.
-		if _, err := u.run(ctx, "pgrep", "-u", name); ExitCode(err) == 1 {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
+	waitGone(ctx, list, wait)
+	if err := killUntilGone(ctx, name, list, func() { killAllAs(ctx, uid, gid) }); err != nil {
+		return err
 	}
-	return u.pkill(ctx, "-KILL", name)
+	// The killed processes are zombies until their parents reap them;
+	// orphans are init's, which in a container may take its time, and
+	// userdel counts them as the user's. They are given a moment.
+	waitGone(ctx, func() ([]int, error) { return processes(func(p proc) bool { return ofUID(p, uid) }) }, wait)
+	return nil
 }
 
 func (u PosixUsers) pkill(ctx context.Context, signal, name string) error {

@@ -10,7 +10,8 @@ type Users interface {
 	Create(ctx context.Context, name string, authorizedKeys []string) error
 	// Exists reports whether the user exists.
 	Exists(ctx context.Context, name string) (bool, error)
-	// KillProcesses ends every process of the user (SIGTERM, then SIGKILL).
+	// KillProcesses ends every process of the user (SIGTERM, then SIGKILL),
+	// also those that left their session (nohup, setsid, daemons).
 	KillProcesses(ctx context.Context, name string) error
 	// Delete removes the user and their home directory. Deleting a user
 	// that does not exist is not an error.

@@ -268,6 +268,10 @@ func (h *Hypervisor) halt(d *domain) error {
 			for _, u := range d.vm.users {
 				_ = h.guests.parkGuest(context.Background(), u)
 			}
+		} else {
+			// Sandbox guests run as hostd: what their users left running
+			// (nohup, setsid) is found by the sandbox homes.
+			_ = host.KillProcessesUnder(context.Background(), "HOME", d.vm.sandbox, sandboxKillWait)
 		}
 		d.vm = nil
 		d.gen++

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/gpuaas/gpuaas/hostd/host"
 	"github.com/gpuaas/gpuaas/hostd/term"
@@ -128,8 +129,9 @@ func (u *Users) Exists(ctx context.Context, name string) (bool, error) {
 	return false, err
 }
 
-// KillProcesses records the call and ends a system user's processes
-// (sandbox users run no processes of their own).
+// KillProcesses records the call and ends the user's processes: a system
+// user's by uid; a sandbox user's, which run as hostd itself, by the home
+// their environment names (host.KillProcessesUnder).
 func (u *Users) KillProcesses(ctx context.Context, name string) error {
 	if err := host.CheckUserName(name); err != nil {
 		return err
@@ -140,8 +142,12 @@ func (u *Users) KillProcesses(ctx context.Context, name string) error {
 	if u.sys != nil {
 		return u.sys.killProcesses(ctx, name)
 	}
-	return nil
+	return host.KillProcessesUnder(ctx, "HOME", u.Home(name), sandboxKillWait)
 }
+
+// sandboxKillWait is how long a sandbox user's processes get after
+// SIGTERM.
+const sandboxKillWait = 2 * time.Second
 
 // Killed lists the users KillProcesses was called for, in order.
 func (u *Users) Killed() []string {

@@ -51,6 +51,8 @@ type vm struct {
 	addr  string
 	done  chan struct{}
 	users []string // the seed's users, sorted
+	// sandbox holds the homes of sandbox users (no system users).
+	sandbox string
 }
 
 // guestAccount is who a guest user's commands run as: hostd itself (cred
@@ -119,11 +121,16 @@ func startVM(spec host.DomainSpec, hostKey gossh.Signer, sandbox string, guests 
 			"direct-tcpip": directTCPIP,
 		},
 	}
+	fwds := newGuestForwards()
+	srv.RequestHandlers = map[string]ssh.RequestHandler{
+		sshwire.ForwardRequest:       fwds.handle,
+		sshwire.CancelForwardRequest: fwds.handle,
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
-	v := &vm{srv: srv, ln: ln, addr: ln.Addr().String(), done: make(chan struct{}), users: names}
+	v := &vm{srv: srv, ln: ln, addr: ln.Addr().String(), done: make(chan struct{}), users: names, sandbox: sandbox}
 	go func() {
 		defer close(v.done)
 		_ = srv.Serve(ln)
@@ -182,6 +189,16 @@ func runAs(s ssh.Session, a guestAccount, args []string, isPty bool, ptyReq ssh.
 		cmd.Env = append(cmd.Env, "TERM="+ptyReq.Term)
 	}
 	cmd.Env = append(cmd.Env, "HOME="+home, "USER="+s.User(), "LOGNAME="+s.User(), "SHELL=/bin/sh", "PATH="+guestPath)
+	if ssh.AgentRequested(s) && args[0] == "sh" {
+		// ssh -A: a socket of the user's, as a VM's sshd makes it.
+		agent, err := listenAgent(s, a.cred)
+		if err != nil {
+			fmt.Fprintf(s.Stderr(), "sim guest: agent forwarding: %v\n", err)
+		} else {
+			defer agent.Close()
+			cmd.Env = append(cmd.Env, sshwire.AgentSocketEnv+"="+agent.Path)
+		}
+	}
 	// A session of its own, so the whole command goes when the session
 	// does; WaitDelay stops a background child that keeps the output open
 	// from holding the session.

@@ -44,6 +44,11 @@ type target interface {
 	session(nc gossh.NewChannel)
 	// directTCPIP serves a direct-tcpip channel to d.
 	directTCPIP(nc gossh.NewChannel, d sshwire.DirectTCPIPMsg)
+	// forward serves a tcpip-forward global request (ssh -R): the reply
+	// is for the client.
+	forward(payload []byte) (ok bool, reply []byte)
+	// cancelForward serves a cancel-tcpip-forward global request.
+	cancelForward(payload []byte) bool
 	// close ends what the target holds for the connection.
 	close()
 }
@@ -127,13 +132,20 @@ func (s *Server) resolve(ctx context.Context, t sshcert.Ticket, c *conn) (target
 		if _, err := os.Stat(vmKey); err != nil {
 			return nil, fmt.Errorf("%w: %s: %w", ErrNotProvisioned, t.Allocation, err)
 		}
-		return &vmTarget{s: s, c: c, ticket: t, ctx: ctx}, nil
+		return &vmTarget{s: s, c: c, ticket: t, ctx: ctx, sc: clientConn(ctx)}, nil
 	}
 	acct, err := s.cfg.Accounts.Lookup(ctx, t.PosixUser)
 	if err != nil {
 		return nil, err
 	}
-	return &localTarget{s: s, c: c, acct: acct, ctx: ctx}, nil
+	return &localTarget{s: s, c: c, acct: acct, ctx: ctx, sc: clientConn(ctx)}, nil
+}
+
+// clientConn is the connection's SSH connection, on which the server
+// opens channels towards the client (forwarded-tcpip, the agent's).
+func clientConn(ctx context.Context) gossh.Conn {
+	sc, _ := ctx.Value(ssh.ContextKeyConn).(gossh.Conn)
+	return sc
 }
 
 func (s *Server) handleSession(_ *ssh.Server, sc *gossh.ServerConn, nc gossh.NewChannel, ctx ssh.Context) {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"sync"
+	"sync/atomic"
 
 	gossh "golang.org/x/crypto/ssh"
 
@@ -23,6 +24,12 @@ type vmTarget struct {
 	c      *conn
 	ticket sshcert.Ticket
 	ctx    context.Context
+	sc     gossh.Conn // the client's connection
+
+	// fwds are the remote forwards the VM granted; agent is set once it
+	// granted a session's agent request.
+	fwds  sshwire.ForwardSet
+	agent atomic.Bool
 
 	once   sync.Once
 	client *gossh.Client
@@ -64,9 +71,12 @@ func (v *vmTarget) connect() (*gossh.Client, error) {
 		_ = nc.Close()
 		return nil, fmt.Errorf("ssh into %s's VM: %w", alloc, err)
 	}
-	// The VM may open channels towards us (forwarded-tcpip, agent, x11):
-	// none are asked for, all are refused by NewClient's handling.
-	return gossh.NewClient(cc, chans, reqs), nil
+	// The VM may open channels towards us: forwarded-tcpip and the
+	// agent's are relayed when the client asked for them; any other
+	// (x11, ...) is refused by NewClient's handling.
+	client := gossh.NewClient(cc, chans, reqs)
+	v.serveVMChannels(client)
+	return client, nil
 }
 
 // vmAddress is where the allocation's VM listens for SSH: the hypervisor
@@ -127,12 +137,15 @@ func (v *vmTarget) relaySession(ch gossh.Channel, reqs <-chan *gossh.Request, vc
 				ok = err == nil
 			default:
 				var err error
-				if ok, err = vch.SendRequest(req.Type, req.WantReply, req.Payload); err != nil {
+				if ok, err = vch.SendRequest(req.Type, req.WantReply || req.Type == sshwire.AgentRequest, req.Payload); err != nil {
 					ok = false
+				}
+				if ok && req.Type == sshwire.AgentRequest {
+					v.agent.Store(true)
 				}
 			}
 			if !ok {
-				v.s.cfg.Log.Debug("terminal request refused", "type", req.Type, "allocation", v.ticket.Allocation)
+				logRefused(v.s.cfg.Log, req, "allocation", v.ticket.Allocation)
 			}
 			if req.WantReply {
 				_ = req.Reply(ok, nil)

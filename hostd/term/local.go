@@ -23,6 +23,8 @@ type localTarget struct {
 	c    *conn
 	acct Account
 	ctx  context.Context
+	sc   gossh.Conn // the client's connection
+	rf   localForwards
 }
 
 // sessionPath is the PATH of session processes; a login shell sets its
@@ -32,8 +34,6 @@ const sessionPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bi
 // ptyDrain is how long a PTY session's output is still read after its
 // process exited, for a background job that keeps the terminal open.
 const ptyDrain = 2 * time.Second
-
-func (t *localTarget) close() {}
 
 func (t *localTarget) session(nc gossh.NewChannel) {
 	ch, reqs, err := nc.Accept()
@@ -53,8 +53,9 @@ type localSession struct {
 	env     []string
 	pty     *sshwire.PtyRequestMsg
 	started bool
-	ptmx    *os.File // the PTY's master side, once started with one
-	pid     int      // the program's process (and process group) id; 0 when in-process
+	ptmx    *os.File             // the PTY's master side, once started with one
+	agent   *sshwire.AgentSocket // ssh -A: the forwarded agent's socket
+	pid     int                  // the program's process (and process group) id; 0 when in-process
 	done    chan struct{}
 }
 
@@ -65,13 +66,16 @@ func (l *localSession) serve(reqs <-chan *gossh.Request) {
 			_ = req.Reply(ok, nil)
 		}
 		if !ok {
-			l.t.s.cfg.Log.Debug("terminal request refused", "type", req.Type, "user", l.t.acct.Name)
+			logRefused(l.t.s.cfg.Log, req, "user", l.t.acct.Name)
 		}
 		if run != nil {
 			go run()
 		}
 	}
 	l.hangup()
+	if l.agent != nil {
+		_ = l.agent.Close()
+	}
 }
 
 // handle answers one request; run, when not nil, is started after the
@@ -87,6 +91,12 @@ func (l *localSession) handle(req *gossh.Request) (ok bool, run func()) {
 			return false, nil
 		}
 		l.env = append(l.env, m.Name+"="+m.Value)
+		return true, nil
+	case sshwire.AgentRequest:
+		if err := l.startAgent(); err != nil {
+			l.t.s.cfg.Log.Warn("agent forwarding refused", "user", l.t.acct.Name, "err", err)
+			return false, nil
+		}
 		return true, nil
 	case "pty-req":
 		var m sshwire.PtyRequestMsg
@@ -157,14 +167,18 @@ func (l *localSession) start(req *gossh.Request) (func(), error) {
 
 // environ is the program's environment: the account's, then TERM from the
 // PTY request, then the allowed variables the client sent (later entries
-// win in os/exec).
+// win in os/exec), then the forwarded agent's socket.
 func (l *localSession) environ() []string {
 	a := l.t.acct
 	env := []string{"HOME=" + a.Home, "USER=" + a.Name, "LOGNAME=" + a.Name, "SHELL=" + a.Shell, "PATH=" + sessionPath}
 	if l.pty != nil && l.pty.Term != "" {
 		env = append(env, "TERM="+l.pty.Term)
 	}
-	return append(env, l.env...)
+	env = append(env, l.env...)
+	if l.agent != nil {
+		env = append(env, sshwire.AgentSocketEnv+"="+l.agent.Path)
+	}
+	return env
 }
 
 // spawn starts cmd as the account, in its home (or / when that is

@@ -227,7 +227,8 @@ func TestKeyConfusion(t *testing.T) {
 }
 
 // TestRefusedChannelsAndRequests: only session and direct-tcpip channels,
-// and only the allow-listed requests in a session, for both shapes.
+// remote forwards on loopback only, and only the allow-listed requests in
+// a session, for both shapes.
 func TestRefusedChannelsAndRequests(t *testing.T) {
 	for _, shape := range shapes {
 		t.Run(shape, func(t *testing.T) {
@@ -245,13 +246,22 @@ func TestRefusedChannelsAndRequests(t *testing.T) {
 					ch.Close()
 				}
 			}
-			for _, typ := range []string{"tcpip-forward", "cancel-tcpip-forward", "streamlocal-forward@openssh.com", "gpuaas"} {
-				ok, _, err := c.SendRequest(typ, true, gossh.Marshal(struct {
+			// Remote forwards listen on loopback only, from port 1024, and
+			// only a forward that exists can be cancelled.
+			for _, r := range []struct {
+				typ  string
+				addr string
+				port uint32
+			}{
+				{"tcpip-forward", "10.0.0.1", 0}, {"tcpip-forward", "example.com", 0}, {"tcpip-forward", "127.0.0.1", 80},
+				{"cancel-tcpip-forward", "127.0.0.1", 0}, {"streamlocal-forward@openssh.com", "127.0.0.1", 0}, {"gpuaas", "127.0.0.1", 0},
+			} {
+				ok, _, err := c.SendRequest(r.typ, true, gossh.Marshal(struct {
 					Addr string
 					Port uint32
-				}{"127.0.0.1", 0}))
+				}{r.addr, r.port}))
 				if ok || err != nil {
-					t.Errorf("global request %s: got ok %v, error %v; want refused", typ, ok, err)
+					t.Errorf("global request %s %s:%d: got ok %v, error %v; want refused", r.typ, r.addr, r.port, ok, err)
 				}
 			}
 
@@ -271,7 +281,6 @@ func TestRefusedChannelsAndRequests(t *testing.T) {
 					Proto, Cookie string
 					Screen        uint32
 				}{false, "MIT-MAGIC-COOKIE-1", "00", 0})},
-				{"auth-agent-req@openssh.com", nil},
 				{"break", gossh.Marshal(struct{ Ms uint32 }{100})},
 				{"subsystem", gossh.Marshal(name{"gpuaas"})},
 				{"subsystem", gossh.Marshal(name{"SFTP"})},
@@ -329,5 +338,49 @@ func TestHandshakeTimeout(t *testing.T) {
 	}
 	if !strings.HasPrefix(string(b), "SSH-2.0-") {
 		t.Errorf("got %q; want an SSH banner before the close", b)
+	}
+}
+
+// TestForwardingNeedsTicketExtensions: remote forwarding (tcpip-forward)
+// needs permit-port-forwarding and agent forwarding permit-agent-forwarding
+// in the ticket, for both shapes; with them both are granted.
+func TestForwardingNeedsTicketExtensions(t *testing.T) {
+	for _, shape := range shapes {
+		t.Run(shape, func(t *testing.T) {
+			t.Parallel()
+			h := newHarness(t, shape)
+			try := func(c *gossh.Client) (forward, agent bool) {
+				t.Helper()
+				forward, _, err := c.SendRequest("tcpip-forward", true, gossh.Marshal(struct {
+					Addr string
+					Port uint32
+				}{"127.0.0.1", 0}))
+				if err != nil {
+					t.Fatal(err)
+				}
+				ch, reqs, err := c.OpenChannel("session", nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer ch.Close()
+				go gossh.DiscardRequests(reqs)
+				agent, err = ch.SendRequest("auth-agent-req@openssh.com", true, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return forward, agent
+			}
+			bare, err := h.dial(h.user, gossh.PublicKeys(h.craftTicket(map[string]string{sshcert.ExtensionPermitPTY: ""})))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer bare.Close()
+			if fwd, agent := try(bare); fwd || agent {
+				t.Errorf("without the extensions: forward %v, agent %v; want both refused", fwd, agent)
+			}
+			if fwd, agent := try(h.client()); !fwd || !agent {
+				t.Errorf("with the standard extensions: forward %v, agent %v; want both granted", fwd, agent)
+			}
+		})
 	}
 }

@@ -18,10 +18,11 @@
 //     and request to it.
 //
 // Only session and direct-tcpip channels are accepted; in a session only
-// pty-req, env (TERM, LANG, LC_*), shell, exec, subsystem sftp,
-// window-change and signal. Everything else is refused. Data moves with
-// io.Copy between flow-controlled SSH channels, pipes and PTYs: nothing is
-// buffered beyond one copy buffer and the SSH windows.
+// pty-req, env (TERM, LANG, LC_*), auth-agent-req@openssh.com, shell,
+// exec, subsystem sftp, window-change and signal; of global requests only
+// tcpip-forward and cancel-tcpip-forward. Everything else is refused.
+// Data moves with io.Copy between flow-controlled SSH channels, pipes and
+// PTYs: nothing is buffered beyond one copy buffer and the SSH windows.
 //
 // The rules, in one place:
 //
@@ -34,9 +35,21 @@
 //   - Replay: a ticket's serial is spent when its key proves possession,
 //     and refused until the ticket expires (in memory: a restarted hostd
 //     forgets, and tickets live a minute).
-//   - Extensions: a PTY needs permit-pty, direct-tcpip needs
-//     permit-port-forwarding, both read from the certificate that
+//   - Extensions: a PTY needs permit-pty, direct-tcpip and tcpip-forward
+//     need permit-port-forwarding, the agent request
+//     permit-agent-forwarding, all read from the certificate that
 //     authenticated.
+//   - Agent forwarding (ssh -A), on the client's request only: on bare
+//     metal each session gets a socket of the account's (0600, in a 0700
+//     directory of its own), named by SSH_AUTH_SOCK and removed with the
+//     session; its connections are opened towards the client. In a slice
+//     the VM's sshd does the same; its agent channels are relayed once a
+//     session's request was granted.
+//   - Remote forwarding (ssh -R): bare metal listens on the node's
+//     loopback only (sshwire.ForwardListenAddrs: 127.0.0.1 and ::1, ports
+//     from 1024), closed with the connection. In a slice the request goes
+//     to the VM's sshd, and only forwarded-tcpip channels for forwards it
+//     granted are relayed.
 //   - Bare-metal processes run as the account (uid, gid, supplementary
 //     groups), in a session of their own, in its home (/ when missing),
 //     with HOME, USER, LOGNAME, SHELL, PATH, TERM and the allowed client
@@ -73,6 +86,7 @@ import (
 	gossh "golang.org/x/crypto/ssh"
 
 	"github.com/gpuaas/gpuaas/hostd/host"
+	"github.com/gpuaas/gpuaas/internal/sshwire"
 )
 
 // Config configures a terminal Server.
@@ -192,11 +206,14 @@ func New(cfg Config) (*Server, error) {
 			return ownDeadline{c}
 		},
 		// No "default" entries: other channel types are rejected as
-		// unknown, and every global request (tcpip-forward, ...) is
-		// answered false.
+		// unknown, and every other global request is answered false.
 		ChannelHandlers: map[string]ssh.ChannelHandler{
 			"session":      s.handleSession,
 			"direct-tcpip": s.handleDirectTCPIP,
+		},
+		RequestHandlers: map[string]ssh.RequestHandler{
+			sshwire.ForwardRequest:       s.handleForward,
+			sshwire.CancelForwardRequest: s.handleForward,
 		},
 	}
 	return s, nil

@@ -36,18 +36,21 @@ const (
 	OptionPosixUser  = "gpuaas-posix-user"
 )
 
-// Extensions granted to user certificates and tickets. sshgate and hostd
-// enforce them (x/crypto does not): a PTY and local port forwarding
-// (`ssh -L`, direct-tcpip) are part of the product. Agent forwarding is
-// left out so a user's agent is never exposed on a rented node, X11 and
-// ~/.ssh/rc are not supported by the gateway.
+// Extensions granted to user certificates and tickets, as OpenSSH names
+// them. sshgate and hostd enforce them (x/crypto does not): a PTY, port
+// forwarding both ways (`ssh -L`, direct-tcpip; `ssh -R`, tcpip-forward)
+// and agent forwarding (`ssh -A`) are part of the product. Forwarding
+// happens only when the client asks for it, as with OpenSSH: the agent is
+// exposed on the allocation (to its user and root) only by `ssh -A`. X11
+// and ~/.ssh/rc are not supported by the gateway.
 const (
-	ExtensionPermitPTY            = "permit-pty"
-	ExtensionPermitPortForwarding = "permit-port-forwarding"
+	ExtensionPermitPTY             = "permit-pty"
+	ExtensionPermitPortForwarding  = "permit-port-forwarding"
+	ExtensionPermitAgentForwarding = "permit-agent-forwarding"
 )
 
 func standardExtensions() map[string]string {
-	return map[string]string{ExtensionPermitPTY: "", ExtensionPermitPortForwarding: ""}
+	return map[string]string{ExtensionPermitPTY: "", ExtensionPermitPortForwarding: "", ExtensionPermitAgentForwarding: ""}
 }
 
 // ExtensionSessionID carries the id of the gpuaas login session a user

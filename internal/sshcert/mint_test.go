@@ -65,7 +65,7 @@ func TestSignUser(t *testing.T) {
 			if got, want := cert.KeyId, tt.req.KeyID; got != want {
 				t.Fatalf("got key id %q; want %q", got, want)
 			}
-			wantExt := map[string]string{"permit-pty": "", "permit-port-forwarding": ""}
+			wantExt := map[string]string{"permit-pty": "", "permit-port-forwarding": "", "permit-agent-forwarding": ""}
 			if !maps.Equal(cert.Extensions, wantExt) {
 				t.Fatalf("got extensions %v; want %v", cert.Extensions, wantExt)
 			}

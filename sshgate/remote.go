@@ -1,0 +1,126 @@
+package sshgate
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/charmbracelet/ssh"
+	gossh "golang.org/x/crypto/ssh"
+
+	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/ids"
+	"github.com/gpuaas/gpuaas/internal/sshcert"
+	"github.com/gpuaas/gpuaas/internal/sshwire"
+)
+
+// Remote forwarding (ssh -R) and agent forwarding (ssh -A) go the other
+// way from everything else: the node opens channels towards the client.
+// The gateway asks the node on the client's behalf (tcpip-forward, the
+// session's auth-agent-req@openssh.com), and lets a channel the node
+// opens through only when it answers one of those requests: a
+// forwarded-tcpip channel for a forward the node granted, an agent channel
+// once the client asked for its agent on this connection. Anything else
+// the node opens is refused (gossh.Client's default).
+
+// tcpipForward serves the client's tcpip-forward and cancel-tcpip-forward
+// global requests: they need an allocation connection and the
+// permit-port-forwarding extension, and go to the node unchanged (it
+// listens on the allocation's loopback only). The reply is the node's.
+func (g *Gateway) tcpipForward(ctx ssh.Context, _ *ssh.Server, req *gossh.Request) (bool, []byte) {
+	alloc := ctx.User()
+	id, err := g.identityOf(ctx)
+	switch {
+	case err != nil:
+	case !ids.Valid(ids.Allocation, alloc):
+		err = fmt.Errorf("remote forwarding needs an allocation: ssh -R ... <allocation-id>@gateway")
+	case !permits(id, sshcert.ExtensionPermitPortForwarding):
+		err = ErrNotPermitted
+	}
+	if err != nil {
+		g.log.Info("remote forward refused", "user", alloc, "remote", ctx.RemoteAddr(), "err", err)
+		return false, nil
+	}
+	up, err := g.upstreamFor(ctx, id)
+	if err != nil {
+		g.log.Warn("allocation refused", "allocation", alloc, "user", id.UserID, "err", err)
+		return false, nil
+	}
+	var m sshwire.TCPIPForwardMsg
+	_ = gossh.Unmarshal(req.Payload, &m)
+	ok, reply, err := up.client.SendRequest(req.Type, true, req.Payload)
+	if err != nil || !ok {
+		g.log.Info("remote forward refused by the node", "type", req.Type, "allocation", alloc,
+			"bind", m.BindAddr, "port", m.BindPort, "err", err)
+		return false, nil
+	}
+	if req.Type == sshwire.CancelForwardRequest {
+		up.fwds.Canceled(req.Payload)
+	} else {
+		up.fwds.Granted(req.Payload, reply)
+	}
+	g.log.Info("remote forward", "type", req.Type, "allocation", alloc, "user", id.UserID, "bind", m.BindAddr, "port", m.BindPort)
+	return true, reply
+}
+
+// serveNodeChannels relays the channels the node opens on up towards the
+// client's connection (see above). It runs once per link to the node,
+// before any request that could make the node open one.
+func (g *Gateway) serveNodeChannels(ctx ssh.Context, id sshcert.Identity, up *upstream) {
+	client, _ := ctx.Value(ssh.ContextKeyConn).(gossh.Conn)
+	fwd := up.client.HandleChannelOpen(sshwire.ForwardedChannel)
+	agent := up.client.HandleChannelOpen(sshwire.AgentChannel)
+	if client == nil || fwd == nil || agent == nil {
+		return
+	}
+	go func() {
+		for nc := range fwd {
+			m, ok := up.fwds.Allows(nc.ExtraData())
+			if !ok {
+				g.log.Warn("node opened a forwarded-tcpip channel nobody asked for", "node", up.auth.NodeID, "addr", m.Addr, "port", m.Port)
+				_ = nc.Reject(gossh.Prohibited, "no such remote forward")
+				continue
+			}
+			go g.forwardedTCPIP(ctx, id, client, nc, m)
+		}
+	}()
+	go func() {
+		for nc := range agent {
+			if !up.agent.Load() {
+				g.log.Warn("node opened an agent channel the client did not ask for", "node", up.auth.NodeID)
+				_ = nc.Reject(gossh.Prohibited, "agent forwarding was not requested")
+				continue
+			}
+			go func() {
+				_, _ = sshwire.JoinChannel(nc, func() (gossh.Channel, <-chan *gossh.Request, error) {
+					return client.OpenChannel(sshwire.AgentChannel, nil)
+				})
+			}()
+		}
+	}()
+}
+
+// forwardedTCPIP carries one connection made to a remote forward on the
+// allocation to the client, indexed as a forward session.
+func (g *Gateway) forwardedTCPIP(ctx ssh.Context, id sshcert.Identity, client gossh.Conn, nc gossh.NewChannel, m sshwire.ForwardedTCPIPMsg) {
+	g.bg.add()
+	defer g.bg.done()
+	alloc := ctx.User()
+	target := fmt.Sprintf("-R %s:%d from %s:%d", m.Addr, m.Port, m.OriginAddr, m.OriginPort)
+	sessionID, err := g.startIndex(ctx, id, alloc, api.SessionForward, target)
+	if err != nil {
+		g.log.Error("forward not indexed; refusing it", "allocation", alloc, "err", err)
+		_ = nc.Reject(gossh.ResourceShortage, "cannot record this connection right now")
+		return
+	}
+	start := time.Now()
+	bytes, err := sshwire.JoinChannel(nc, func() (gossh.Channel, <-chan *gossh.Request, error) {
+		return client.OpenChannel(sshwire.ForwardedChannel, nc.ExtraData())
+	})
+	if err != nil {
+		g.log.Info("remote forward connection refused by the client", "allocation", alloc, "target", target, "err", err)
+	} else {
+		g.log.Info("remote forward connection end", "allocation", alloc, "session", sessionID, "target", target,
+			"bytes", bytes, "duration", time.Since(start).Round(time.Millisecond))
+	}
+	g.finishSession(sessionID, nil, sessionResult{bytes: bytes})
+}

@@ -273,10 +273,18 @@ type AllocQuote struct {
 	Queued        bool `json:"queued,omitempty"`
 	QueuePosition int  `json:"queue_position,omitempty"`
 	// BalanceMinor is the project's balance and RunwaySeconds how long it
-	// pays for this allocation at PricePerHourMinor; both are absent when
-	// controld has no ledger to ask.
-	BalanceMinor  *int64 `json:"balance_minor,omitempty"`
-	RunwaySeconds *int64 `json:"runway_seconds,omitempty"`
+	// lasts at BurnPerHourMinor, the project's total burn with this
+	// allocation (what its placed allocations cost per hour, plus
+	// PricePerHourMinor); RunwaySeconds is absent when nothing is charged.
+	BalanceMinor     *int64 `json:"balance_minor,omitempty"`
+	RunwaySeconds    *int64 `json:"runway_seconds,omitempty"`
+	BurnPerHourMinor int64  `json:"burn_per_hour_minor"`
+	// InsufficientFunds reports that a create would be refused
+	// (insufficient_funds): the balance is under NeededMinor, the cost of
+	// MinRunwaySeconds at BurnPerHourMinor.
+	InsufficientFunds bool  `json:"insufficient_funds,omitempty"`
+	MinRunwaySeconds  int64 `json:"min_runway_seconds"`
+	NeededMinor       int64 `json:"needed_minor"`
 }
 
 // AllocRef names an allocation.

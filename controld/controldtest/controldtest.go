@@ -66,11 +66,15 @@ type Options struct {
 
 	// DSN is a database to use instead of a fresh clone of Template.
 	DSN string
-	// CreditMinor, when positive, credits the test project with that much
-	// (minor units) at the start, as `gpuaas dev` credits its project. A
-	// project without credit cannot rent: alloc.create wants the balance
-	// to last billing.Settings.MinRunway (see Credit for more projects).
+	// CreditMinor credits the test project with that much (minor units)
+	// at the start, as `gpuaas dev` credits its project (default
+	// DefaultCreditMinor). A project without credit cannot rent:
+	// alloc.create wants the balance to last billing.Settings.MinRunway
+	// (Env.Credit funds other projects).
 	CreditMinor int64
+	// Unfunded leaves the test project at $0 (tests that book their own
+	// credits and check the ledger to the cent).
+	Unfunded bool
 	// NoSeed starts from the database as it is: no catalog, admin,
 	// project nor nodes, and Env.AdminToken is empty.
 	NoSeed bool
@@ -87,6 +91,10 @@ type Options struct {
 	// callout's benchmarks.
 	PlainBus bool
 }
+
+// DefaultCreditMinor is the test project's credit: $100, as `gpuaas dev`
+// credits its project (devenv.CreditMinor).
+const DefaultCreditMinor = 100_00
 
 // Env is a running controld with what tests need to drive it.
 type Env struct {
@@ -150,13 +158,20 @@ func Start(t testing.TB, opts Options) *Env {
 	if opts.NoSeed {
 		return &Env{Server: srv, NATSURL: b.URL, Bus: b, NC: nc, DSN: dsn}
 	}
+	credit := opts.CreditMinor
+	if credit == 0 {
+		credit = DefaultCreditMinor
+	}
+	if opts.Unfunded {
+		credit = 0
+	}
 	nodes := opts.Nodes
 	if nodes == nil && !opts.NoNodes {
 		nodes = DefaultNodes()
 	}
 	res, err := srv.ApplySeed(ctx, controld.Seed{Catalog: catalog.Defaults, AdminEmail: AdminEmail,
 		AdminPassword: AdminPassword, Project: ProjectName, Nodes: nodes, ApproveSlots: true,
-		InitialCreditMinor: opts.CreditMinor})
+		InitialCreditMinor: credit})
 	if err != nil {
 		t.Fatalf("seed: %v", err)
 	}

@@ -2,6 +2,7 @@ package alloc
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -109,7 +110,11 @@ func createRun(ctx context.Context, opts *CreateOptions) error {
 		return err
 	}
 	if opts.Wait {
+		created := a
 		if a, err = waitFor(ctx, opts.IO, client, a.ID, opts.Timeout, api.AllocActive); err != nil {
+			if errors.Is(err, context.Canceled) {
+				tellLeftBehind(ctx, opts.IO, client, created)
+			}
 			return err
 		}
 	}
@@ -153,4 +158,28 @@ func gpusFor(s api.SKU) (int, error) {
 		counts[i] = strconv.Itoa(n)
 	}
 	return 0, cmdutil.FlagErrorf("--gpus is required for %s SKU %s (one of %s)", s.Shape, s.ID, strings.Join(counts, ", "))
+}
+
+// tellLeftBehind says, when a wait was interrupted (Ctrl-C), what became of
+// the allocation: interrupting the wait does not cancel the request, and
+// a queued one would otherwise sit in line, to be placed and charged
+// later, with no word about it. The state is read afresh, since the
+// request may have been placed meanwhile; the create's answer stands in
+// when the server does not answer at once.
+func tellLeftBehind(ctx context.Context, ios *cmdutil.IOStreams, client *api.Client, a *api.Allocation) {
+	readCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 3*time.Second)
+	defer cancel()
+	if now, err := client.AllocGet(readCtx, a.ID); err == nil {
+		a = now
+	}
+	var what string
+	switch {
+	case a.State == api.AllocRequested && a.Queued:
+		what = fmt.Sprintf("is still queued for %s: it stays in line and will be placed (and charged) when capacity frees", a.SKU)
+	case a.State == api.AllocRequested || a.State == api.AllocProvisioning || a.State == api.AllocActive:
+		what = fmt.Sprintf("is still %s: stopping the wait did not cancel it", a.State)
+	default:
+		return
+	}
+	fmt.Fprintf(ios.ErrOut, "\nAllocation %s %s.\nCancel it with `gpuaas alloc release %s`.\n", a.ID, what, a.ID)
 }

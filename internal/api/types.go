@@ -131,6 +131,19 @@ type SKU struct {
 	VCPUsPerGPU     int     `json:"vcpus_per_gpu,omitempty"`
 	MemoryMiBPerGPU int     `json:"memory_mib_per_gpu,omitempty"`
 	Image           VMImage `json:"image,omitzero"`
+	// Availability is what the fleet can serve of the SKU now, as
+	// catalog.list reports it.
+	Availability *SKUAvailability `json:"availability,omitempty"`
+}
+
+// SKUAvailability is a SKU's capacity at one moment.
+type SKUAvailability struct {
+	// FreeGPUs can be rented now: free slots on ready nodes of the SKU's
+	// shape and GPU model (for baremetal, the GPUs of wholly free nodes).
+	FreeGPUs int `json:"free_gpus"`
+	// Nodes are the ready nodes able to serve the SKU, busy or not; none
+	// means no host can serve it, and a request can only wait in line.
+	Nodes int `json:"nodes"`
 }
 
 // CatalogResponse lists the SKUs on offer.

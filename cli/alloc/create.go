@@ -46,12 +46,22 @@ no_capacity.
 With --wait, it follows the provisioning phase by phase on stderr (a
 spinner on a terminal, plain lines otherwise) and returns once the
 allocation is active, exiting 20 if it fails (with the reason) and 21 if
---timeout passes first.
+--timeout passes first. Interrupting the wait (Ctrl-C, exit 130) does not
+cancel the request: it says what is left behind (still queued, or
+provisioning) and how to release it.
+
+The project's balance must last a minimum runway (controld's
+--min-runway, 10 minutes by default) at its total burn: what its
+allocations already cost per hour plus this one. Otherwise the create is
+refused with insufficient_funds (exit 10; top up with
+` + "`gpuaas billing topup`" + `). A queued request is checked again when it is
+placed, and fails with that reason if the project can no longer pay.
 
 With --dry-run, nothing is created: it checks the request exactly as a
 create would, and reports the price per hour, whether it fits now (or its
 place in line with --queue), and how long the project's balance lasts at
-that price when the server knows the balance.
+its total burn with this allocation (what ` + "`gpuaas billing balance`" + `
+counts, plus this one), and whether the balance is too low to create it.
 
 Retrying with the same --idempotency-key never allocates twice.`,
 		Example: `  gpuaas alloc create --sku h100-slice --gpus 2

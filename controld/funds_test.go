@@ -213,3 +213,42 @@ func TestDryRunRunwayCountsRunningAllocations(t *testing.T) {
 	_, err = c.AllocCreate(ctx, api.AllocCreateRequest{SKU: "h200-slice", GPUs: 2})
 	wantInsufficientFunds(t, err, "the create the quote warned of", "$3.50 is needed")
 }
+
+// TestAllocCreateFundsCheckRace: two creates racing in one project each
+// fit the balance alone, not together. Without the per-project lock each
+// would see the balance without the other's allocation and both pass;
+// with it exactly one goes through and the other is refused.
+func TestAllocCreateFundsCheckRace(t *testing.T) {
+	t.Parallel()
+	env := controldtest.Start(t, controldtest.Options{Unfunded: true})
+	c := env.Client(env.AdminToken)
+	// 4 × $3.50/h = $14.00/h needs 234 for 10 minutes; two need 467.
+	env.Credit(t, env.Project.Name, 300)
+	errs := make(chan error, 2)
+	start := make(chan struct{})
+	for range 2 {
+		go func() {
+			<-start
+			_, err := c.AllocCreate(context.Background(), api.AllocCreateRequest{SKU: "h200-slice", GPUs: 4})
+			errs <- err
+		}()
+	}
+	close(start)
+	var ok, refused int
+	for range 2 {
+		switch err := <-errs; {
+		case err == nil:
+			ok++
+		case errors.Is(err, api.ErrInsufficientFunds):
+			refused++
+		default:
+			t.Fatalf("racing create: %v", err)
+		}
+	}
+	if ok != 1 || refused != 1 {
+		t.Fatalf("got %d created and %d refused; want 1 and 1", ok, refused)
+	}
+	if n := sqlCount(t, env, `SELECT count(*) FROM allocations WHERE project_id = $1`, env.Project.ID); n != 1 {
+		t.Fatalf("allocations: got %d; want 1", n)
+	}
+}

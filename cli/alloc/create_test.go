@@ -196,8 +196,9 @@ func TestCreateDryRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The GPU count came from the catalog (one size), the price from the SKU;
-	// the ledger is empty: balance 0, runway 0.
-	if got, want := out.String(), "h100-baremetal\t8\t1760\tusd\ttrue\t0\t0\t0\n"; got != want {
+	// the test project's $100 last 10000*3600/1760 s at $17.60/h, nothing
+	// else running, and are enough to create it.
+	if got, want := out.String(), "h100-baremetal\t8\t1760\tusd\ttrue\t0\t10000\t20454\t1760\ttrue\n"; got != want {
 		t.Errorf("got %q; want %q", got, want)
 	}
 	list, err := c.AllocList(context.Background(), api.AllocListRequest{All: true})

@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/gpuaas/gpuaas/controld/billing"
+	"github.com/gpuaas/gpuaas/controld/catalog"
 	"github.com/gpuaas/gpuaas/controld/store"
 	"github.com/gpuaas/gpuaas/internal/api"
 )
@@ -45,19 +46,41 @@ type Funds struct {
 // Enough reports whether the balance covers the minimum runway.
 func (f Funds) Enough() bool { return f.BalanceMinor >= f.NeededMinor }
 
-// ProjectBurn is what a project's placed allocations cost per hour: the
-// active ones at the price their meters run at, those still provisioning
-// at their SKU's price. Queued requests cost nothing until placed.
-func ProjectBurn(ctx context.Context, q store.Querier, projectID string) (int64, error) {
-	var burn int64
-	err := q.QueryRow(ctx, `SELECT coalesce(sum(coalesce(m.price_per_gpu_hour_minor, s.price_per_gpu_hour_minor) * a.gpus), 0)::bigint
-		FROM allocations a JOIN skus s ON s.id = a.sku_id
-		LEFT JOIN billing_meters m ON m.allocation_id = a.id AND m.stopped_at IS NULL
-		WHERE a.project_id = $1 AND a.state IN ('provisioning', 'active')`, projectID).Scan(&burn)
+// projectMoney reads a project's balance and what its placed allocations
+// cost per hour: the active ones at the price their meters run at (the
+// burn `billing balance` shows), those still provisioning at their SKU's
+// price (charged once active, within moments). Queued requests cost
+// nothing until placed. Each table is read through its owner.
+func projectMoney(ctx context.Context, q store.Querier, projectID string) (balance, burn int64, err error) {
+	acct, err := billing.AccountOf(ctx, q, projectID, 0)
 	if err != nil {
-		return 0, fmt.Errorf("burn of %s: %w", projectID, err)
+		return 0, 0, err
 	}
-	return burn, nil
+	rows, err := q.Query(ctx, `SELECT sku_id, sum(gpus)::bigint FROM allocations
+		WHERE project_id = $1 AND state = 'provisioning' GROUP BY sku_id ORDER BY sku_id`, projectID)
+	if err != nil {
+		return 0, 0, fmt.Errorf("provisioning of %s: %w", projectID, err)
+	}
+	type skuGPUs struct {
+		sku  string
+		gpus int64
+	}
+	provisioning, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (skuGPUs, error) {
+		var g skuGPUs
+		return g, r.Scan(&g.sku, &g.gpus)
+	})
+	if err != nil {
+		return 0, 0, fmt.Errorf("provisioning of %s: %w", projectID, err)
+	}
+	burn = acct.BurnRateMinorPerHour
+	for _, g := range provisioning {
+		price, _, err := catalog.Price(ctx, q, g.sku)
+		if err != nil {
+			return 0, 0, err
+		}
+		burn += price * g.gpus
+	}
+	return acct.BalanceMinor, burn, nil
 }
 
 // FundsFor reads a project's balance and burn and what it needs to add
@@ -66,10 +89,7 @@ func ProjectBurn(ctx context.Context, q store.Querier, projectID string) (int64,
 func FundsFor(ctx context.Context, q store.Querier, projectID string, addMinorPerHour int64, rules Rules) (Funds, error) {
 	f := Funds{ProjectID: projectID, NewMinorPerHour: addMinorPerHour, MinRunway: rules.MinRunway}
 	var err error
-	if f.BalanceMinor, err = billing.Balance(ctx, q, projectID); err != nil {
-		return f, err
-	}
-	if f.RunningMinorPerHour, err = ProjectBurn(ctx, q, projectID); err != nil {
+	if f.BalanceMinor, f.RunningMinorPerHour, err = projectMoney(ctx, q, projectID); err != nil {
 		return f, err
 	}
 	f.BurnMinorPerHour = f.RunningMinorPerHour + addMinorPerHour

@@ -146,7 +146,7 @@ func TestQueuedRequestUnfundedAtPlacementFails(t *testing.T) {
 	})
 	got := getAlloc(t, c, head.ID)
 	if got.State != api.AllocFailed || got.Queued || len(got.Slots) != 0 || !strings.Contains(got.Reason, "insufficient funds") ||
-		!strings.Contains(got.Reason, "left the queue") {
+		!strings.Contains(got.Reason, "left the queue") || !strings.Contains(got.Reason, "gpuaas billing topup") {
 		t.Fatalf("head: %s queued=%v with %d slots (%q); want failed for insufficient funds, out of the queue, no slots",
 			got.State, got.Queued, len(got.Slots), got.Reason)
 	}

@@ -98,8 +98,11 @@ func printSKUs(ios *cmdutil.IOStreams, skus []api.SKU) error {
 	t.AddHeader("sku", "shape", "gpu", "counts", "price/gpu-hr", "free gpus", "nodes")
 	var unserved []string
 	for _, s := range skus {
-		free, nodes := availabilityCells(ios, s)
-		t.AddRow(s.ID, s.Shape, s.GPUModel, joinInts(s.GPUCounts), api.FormatMoney(s.PricePerGPUHourMinor, s.Currency), free, nodes)
+		for _, f := range []string{s.ID, s.Shape, s.GPUModel, joinInts(s.GPUCounts), api.FormatMoney(s.PricePerGPUHourMinor, s.Currency)} {
+			t.AddField(f)
+		}
+		addAvailability(t, ios, s)
+		t.EndRow()
 		if s.Availability != nil && s.Availability.Nodes == 0 {
 			unserved = append(unserved, s.ID)
 		}
@@ -114,25 +117,32 @@ func printSKUs(ios *cmdutil.IOStreams, skus []api.SKU) error {
 	return nil
 }
 
-// availabilityCells are the free-GPUs and nodes columns: numbers when
-// piped, words on a terminal where they help (a SKU no host serves).
-func availabilityCells(ios *cmdutil.IOStreams, s api.SKU) (string, string) {
+// addAvailability adds the free-GPUs and nodes fields: numbers when
+// piped; on a terminal, words where they help (a SKU no host serves) and
+// colour: green when it can be rented now.
+func addAvailability(t *cmdutil.TablePrinter, ios *cmdutil.IOStreams, s api.SKU) {
 	av := s.Availability
 	if av == nil {
-		return "", ""
+		t.AddField("")
+		t.AddField("")
+		return
 	}
 	free, nodes := strconv.Itoa(av.FreeGPUs), strconv.Itoa(av.Nodes)
-	if !ios.IsStdoutTTY() {
-		return free, nodes
-	}
 	cs := ios.ColorScheme()
 	switch {
+	case !ios.IsStdoutTTY():
+		t.AddField(free)
+		t.AddField(nodes)
 	case av.Nodes == 0:
-		return cs.Gray("-"), cs.Yellow("none")
+		t.AddField("-", cmdutil.WithColor(cs.Gray))
+		t.AddField("none", cmdutil.WithColor(cs.Yellow))
 	case !rentableNow(s):
-		return cs.Yellow(free), nodes
+		t.AddField(free, cmdutil.WithColor(cs.Yellow))
+		t.AddField(nodes)
+	default:
+		t.AddField(free, cmdutil.WithColor(cs.Green))
+		t.AddField(nodes)
 	}
-	return cs.Green(free), nodes
 }
 
 func joinInts(ns []int) string {

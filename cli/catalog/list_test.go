@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"io"
+	"regexp"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
@@ -136,5 +138,29 @@ func TestNewCmdList(t *testing.T) {
 				t.Errorf("got %q; want %q", out.String(), tt.want)
 			}
 		})
+	}
+}
+
+// TestPrintSKUsColourKeepsAlignment: with colour on, the availability
+// columns are coloured after alignment, so the table reads the same once
+// the escapes are taken out.
+func TestPrintSKUsColourKeepsAlignment(t *testing.T) {
+	render := func(colour bool) string {
+		ios, _, out, _ := cmdutil.Test()
+		ios.SetStdoutTTY(true)
+		ios.SetNoColor(!colour)
+		skus := availableSKUs()
+		skus[0].Availability.FreeGPUs = 8
+		if err := printSKUs(ios, skus); err != nil {
+			t.Fatal(err)
+		}
+		return out.String()
+	}
+	coloured, plain := render(true), render(false)
+	if !strings.Contains(coloured, "\x1b[") {
+		t.Fatalf("no colour with colour on:\n%s", coloured)
+	}
+	if got := regexp.MustCompile("\x1b\\[[0-9;]*m").ReplaceAllString(coloured, ""); got != plain {
+		t.Errorf("without its escapes the coloured table reads\n%s\nwant\n%s", got, plain)
 	}
 }

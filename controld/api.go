@@ -175,10 +175,18 @@ func (s *Server) secretMutation(name string, need access, fn mutationFunc) endpo
 }
 
 func (s *Server) mutationWith(name string, need access, noReplay bool, fn mutationFunc) endpointDef {
-	return endpointDef{name: name, need: need, mutates: true, handler: s.mutationHandler(name, need, noReplay, fn)}
+	return endpointDef{name: name, need: need, mutates: true, handler: s.mutationHandler(name, need, noReplay, fn, nil)}
 }
 
-func (s *Server) mutationHandler(name string, need access, noReplay bool, fn mutationFunc) micro.Handler {
+// refusalAuditedMutation is a mutation some of whose refusals are audited
+// too: refused is called with every error, after the mutation's
+// transaction was rolled back, and writes the audit rows it wants in
+// writes of their own.
+func (s *Server) refusalAuditedMutation(name string, need access, fn mutationFunc, refused func(ctx context.Context, c *call, err error)) endpointDef {
+	return endpointDef{name: name, need: need, mutates: true, handler: s.mutationHandler(name, need, false, fn, refused)}
+}
+
+func (s *Server) mutationHandler(name string, need access, noReplay bool, fn mutationFunc, refused func(ctx context.Context, c *call, err error)) micro.Handler {
 	return s.endpoint(name, need, func(ctx context.Context, c *call) ([]byte, error) {
 		key := c.req.Headers().Get(api.HeaderIdempotencyKey)
 		if err := mutate.ValidateKey(name, key); err != nil {
@@ -192,10 +200,14 @@ func (s *Server) mutationHandler(name string, need access, noReplay bool, fn mut
 		if c.principal != nil {
 			actor = c.principal.UserID
 		}
-		return s.mut.Run(ctx, mutate.Request{
+		out, err := s.mut.Run(ctx, mutate.Request{
 			Endpoint: name, ActorID: actor, Key: key, CorrelationID: c.corr,
 			Fingerprint: append([]byte(c.project+"\n"), c.req.Data()...), NoReplay: noReplay,
 		}, work)
+		if err != nil && refused != nil {
+			refused(ctx, c, err)
+		}
+		return out, err
 	})
 }
 

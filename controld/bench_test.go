@@ -21,7 +21,6 @@ import (
 	"github.com/gpuaas/gpuaas/controld/controldtest"
 	"github.com/gpuaas/gpuaas/controld/sched"
 	"github.com/gpuaas/gpuaas/internal/api"
-	"github.com/gpuaas/gpuaas/internal/testutil"
 )
 
 // benchClients are the concurrency levels of the create benchmarks.
@@ -174,7 +173,9 @@ func addSliceNodes(b *testing.B, pool *pgxpool.Pool, prefix string, count int) {
 // transaction. The fleet is reset before every run and grown so that
 // capacity never runs out.
 func BenchmarkAllocCreate(b *testing.B) {
-	env := controldtest.Start(b, controldtest.Options{NoNodes: true})
+	// Every create must pass the funds check with all the earlier ones
+	// burning: credit enough for any b.N.
+	env := controldtest.Start(b, controldtest.Options{NoNodes: true, CreditMinor: 1 << 50})
 	pool := env.Server.Pool()
 	const baseNodes = 256
 	addSliceNodes(b, pool, "bench-", baseNodes)
@@ -191,7 +192,9 @@ func BenchmarkAllocCreate(b *testing.B) {
 			}
 			cs := make([]*api.Client, clients)
 			for i := range cs {
-				cs[i] = api.NewClient(testutil.Connect(b, env.NATSURL), api.WithToken(env.AdminToken), api.WithProject(env.Project.Name))
+				// Each on the admin's own connection: the bus refuses one
+				// without credentials.
+				cs[i] = env.UserClient(b, env.Admin.ID, env.AdminToken)
 			}
 			b.ReportAllocs()
 			runConcurrently(b, clients, func(w int) error {

@@ -28,7 +28,7 @@ type billingEnv struct {
 func startBilling(t *testing.T, cfg controld.BillingConfig) *billingEnv {
 	t.Helper()
 	clock := testutil.NewClock(time.Date(2026, 7, 1, 12, 0, 0, 0, time.UTC))
-	env := controldtest.Start(t, controldtest.Options{Now: clock.Now, Billing: cfg})
+	env := controldtest.Start(t, controldtest.Options{Now: clock.Now, Billing: cfg, Unfunded: true})
 	return &billingEnv{Env: env, clock: clock}
 }
 
@@ -279,7 +279,12 @@ func TestTopUpDuringGraceKeepsAllocations(t *testing.T) {
 	e := startBilling(t, controld.BillingConfig{Window: time.Minute, Grace: 5 * time.Minute})
 	ctx := t.Context()
 	admin := e.Client(e.AdminToken)
-	a := e.activate(t, admin, "h200-slice", 8) // 2800/h: nothing credited, depleted at once
+	// 2800/h: credited for the 10 minutes a create needs, then debited to
+	// zero, depleted at once.
+	e.credit(t, 467)
+	a := e.activate(t, admin, "h200-slice", 8)
+	e.clock.Advance(time.Millisecond) // credit references are made of the clock
+	e.credit(t, -467)
 	e.clock.Advance(time.Minute)
 	if res := e.tick(t); res.Depleted != 1 {
 		t.Fatalf("tick %+v; want the project depleted", res)
@@ -314,6 +319,7 @@ func TestBillingConfigChecks(t *testing.T) {
 		{"sub-second window", controld.BillingConfig{Window: time.Millisecond}, false},
 		{"negative grace", controld.BillingConfig{Grace: -time.Second}, false},
 		{"negative threshold", controld.BillingConfig{LowBalanceThresholdMinor: -1}, false},
+		{"negative minimum runway", controld.BillingConfig{MinRunway: -time.Minute}, false},
 		{"smtp without from", controld.BillingConfig{SMTP: controld.SMTPConfig{Addr: "127.0.0.1:25"}}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -321,7 +327,8 @@ func TestBillingConfigChecks(t *testing.T) {
 			if (err == nil) != tc.ok {
 				t.Fatalf("got %v; want ok=%v", err, tc.ok)
 			}
-			if tc.ok && (tc.cfg.Window != billing.DefaultWindow || tc.cfg.Grace != billing.DefaultGrace) {
+			if tc.ok && (tc.cfg.Window != billing.DefaultWindow || tc.cfg.Grace != billing.DefaultGrace ||
+				tc.cfg.MinRunway != billing.DefaultMinRunway) {
 				t.Errorf("defaults not filled: %+v", tc.cfg)
 			}
 		})
@@ -332,7 +339,7 @@ func TestBillingConfigChecks(t *testing.T) {
 // once, however often the seed is applied.
 func TestSeedCreditsOnce(t *testing.T) {
 	t.Parallel()
-	env := controldtest.Start(t, controldtest.Options{NoNodes: true})
+	env := controldtest.Start(t, controldtest.Options{NoNodes: true, Unfunded: true})
 	ctx := t.Context()
 	for range 2 {
 		if _, err := env.Server.ApplySeed(ctx, controld.Seed{AdminEmail: controldtest.AdminEmail,

@@ -393,7 +393,7 @@ func TestQueueHeadBlocksItsSKUOnly(t *testing.T) {
 	// not jump the queue. PlaceQueued is what the queue loop runs; calling
 	// it here makes "nothing happened" certain rather than timed.
 	freeAllocSlots(t, env, full[0].ID)
-	if n, err := alloc.PlaceQueued(ctx, env.Server.Pool(), time.Now); err != nil || n != 0 {
+	if n, err := alloc.PlaceQueued(ctx, env.Server.Pool(), env.Server.AllocRules(), time.Now); err != nil || n != 0 {
 		t.Fatalf("PlaceQueued with one free slot got %d placed, %v; want 0 (head needs 2)", n, err)
 	}
 	checkQueued(t, getAlloc(t, c, head.ID), "2-GPU head")
@@ -445,7 +445,7 @@ func TestQueueHeadHeldByAnotherTransaction(t *testing.T) {
 	}
 	done := make(chan result, 1)
 	go func() {
-		n, err := alloc.PlaceQueued(ctx, env.Server.Pool(), time.Now)
+		n, err := alloc.PlaceQueued(ctx, env.Server.Pool(), env.Server.AllocRules(), time.Now)
 		done <- result{n, err}
 	}()
 	// Give a placer that skips locked rows time to do the wrong thing; a
@@ -486,7 +486,7 @@ func TestReleaseQueuedAllocation(t *testing.T) {
 	}
 	// Capacity that frees later must not revive it.
 	freeAllocSlots(t, env, full[0].ID)
-	if _, err := alloc.PlaceQueued(ctx, env.Server.Pool(), time.Now); err != nil {
+	if _, err := alloc.PlaceQueued(ctx, env.Server.Pool(), env.Server.AllocRules(), time.Now); err != nil {
 		t.Fatal(err)
 	}
 	if got := getAlloc(t, c, q.ID); got.State != api.AllocReleased || len(got.Slots) != 0 {

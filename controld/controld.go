@@ -315,12 +315,17 @@ func (s *Server) queueLoop(ctx context.Context) error {
 		case <-t.C:
 		case <-s.kick:
 		}
-		if n, err := alloc.PlaceQueued(ctx, s.pool, s.now); err != nil && ctx.Err() == nil {
+		if n, err := alloc.PlaceQueued(ctx, s.pool, s.allocRules(), s.now); err != nil && ctx.Err() == nil {
 			s.cfg.Log.Warn("place queued", "err", err)
 		} else if n > 0 {
 			s.cfg.Log.Info("placed queued allocations", "count", n)
 		}
 	}
+}
+
+// allocRules are the checks a placement passes besides capacity.
+func (s *Server) allocRules() alloc.Rules {
+	return alloc.Rules{MinRunway: s.cfg.Billing.MinRunway}
 }
 
 // IdempotencyRetention is how long a mutation's response stays replayable.

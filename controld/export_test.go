@@ -1,5 +1,7 @@
 package controld
 
+import "github.com/gpuaas/gpuaas/controld/alloc"
+
 // EndpointInfo is what tests know of an endpoint of the API.
 type EndpointInfo struct {
 	Name string
@@ -21,3 +23,7 @@ func (s *Server) Endpoints() []EndpointInfo {
 	}
 	return out
 }
+
+// AllocRules are the rules controld's queue loop places queued requests
+// under, for tests that run alloc.PlaceQueued themselves.
+func (s *Server) AllocRules() alloc.Rules { return s.allocRules() }

@@ -2,12 +2,14 @@ package controld
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/gpuaas/gpuaas/controld/alloc"
-	"github.com/gpuaas/gpuaas/controld/billing"
+	"github.com/gpuaas/gpuaas/controld/audit"
 	"github.com/gpuaas/gpuaas/controld/mutate"
 	"github.com/gpuaas/gpuaas/controld/tasks"
 	"github.com/gpuaas/gpuaas/internal/api"
@@ -16,7 +18,7 @@ import (
 // allocEndpoints are allocations (controld/alloc).
 func (s *Server) allocEndpoints() []endpointDef {
 	return []endpointDef{
-		s.mutation(api.EndpointAllocCreate, loggedIn, s.allocCreate),
+		s.refusalAuditedMutation(api.EndpointAllocCreate, loggedIn, s.allocCreate, s.auditAllocRefusal),
 		s.query(api.EndpointAllocGet, loggedIn, s.allocGet),
 		s.query(api.EndpointAllocList, loggedIn, s.allocList),
 		s.mutation(api.EndpointAllocRelease, loggedIn, s.allocRelease),
@@ -46,8 +48,25 @@ func (s *Server) allocCreate(_ context.Context, c *call) (mutate.Func, error) {
 		return nil, err
 	}
 	return func(ctx context.Context, tx pgx.Tx) (any, mutate.Effect, error) {
-		return alloc.Create(ctx, tx, c.actor(), req, s.now())
+		return alloc.Create(ctx, tx, c.actor(), req, s.allocRules(), s.now())
 	}, nil
+}
+
+// auditAllocRefusal records a create refused for insufficient funds, in a
+// write of its own (the create's transaction was rolled back): who tried
+// to rent what, and the balance and burn that fell short.
+func (s *Server) auditAllocRefusal(ctx context.Context, c *call, err error) {
+	var funds *alloc.InsufficientFundsError
+	if !errors.As(err, &funds) {
+		return
+	}
+	entry := audit.Entry{Action: "alloc.create_refused", TargetType: "project", TargetID: funds.Funds.ProjectID,
+		ProjectID: funds.Funds.ProjectID, Detail: funds.AuditDetail()}
+	meta := audit.Meta{At: s.now(), ActorID: c.principal.UserID, CorrelationID: c.corr,
+		IdempotencyKey: c.req.Headers().Get(api.HeaderIdempotencyKey)}
+	if werr := audit.Write(context.WithoutCancel(ctx), s.pool, meta, entry); werr != nil {
+		s.cfg.Log.Warn("audit refused create", "correlation_id", c.corr, "err", werr)
+	}
 }
 
 // allocQuote is `alloc create --dry-run`: a read, not a mutation, so it
@@ -61,14 +80,18 @@ func (s *Server) allocQuote(ctx context.Context, c *call) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	balance, err := billing.Balance(ctx, s.pool, q.ProjectID)
+	// The runway is the project's, at its total burn: what already runs
+	// and this allocation, as the create's funds check sees it.
+	f, err := alloc.FundsFor(ctx, s.pool, q.ProjectID, q.PricePerHourMinor, s.allocRules())
 	if err != nil {
-		return nil, fmt.Errorf("quote balance: %w", err)
+		return nil, fmt.Errorf("quote funds: %w", err)
 	}
-	q.BalanceMinor = &balance
-	if runway, ok := alloc.Runway(balance, q.PricePerHourMinor); ok {
-		q.RunwaySeconds = &runway
+	q.BalanceMinor, q.BurnPerHourMinor = &f.BalanceMinor, f.BurnMinorPerHour
+	if !f.Endless {
+		q.RunwaySeconds = &f.RunwaySeconds
 	}
+	q.MinRunwaySeconds, q.NeededMinor = int64(f.MinRunway/time.Second), f.NeededMinor
+	q.InsufficientFunds = !f.Enough()
 	return q, nil
 }
 

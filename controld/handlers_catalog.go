@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/gpuaas/gpuaas/controld/catalog"
+	"github.com/gpuaas/gpuaas/controld/node"
 	"github.com/gpuaas/gpuaas/internal/api"
 )
 
@@ -18,6 +19,13 @@ func (s *Server) catalogList(ctx context.Context, _ *call) (any, error) {
 	skus, err := catalog.List(ctx, s.pool)
 	if err != nil {
 		return nil, err
+	}
+	for i, sku := range skus {
+		av, err := node.Availability(ctx, s.pool, sku.Shape, sku.GPUModel)
+		if err != nil {
+			return nil, err
+		}
+		skus[i].Availability = &av
 	}
 	return api.CatalogResponse{SKUs: skus}, nil
 }

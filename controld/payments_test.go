@@ -23,7 +23,7 @@ const testWebhookSecret = "whsec_controld_test"
 
 func stripeEnv(t *testing.T) *controldtest.Env {
 	t.Helper()
-	return controldtest.Start(t, controldtest.Options{NoNodes: true, HTTPAddr: "127.0.0.1:0",
+	return controldtest.Start(t, controldtest.Options{NoNodes: true, Unfunded: true, HTTPAddr: "127.0.0.1:0",
 		Stripe: payments.Settings{APIBase: testutil.StripeMock(t), SecretKey: "sk_test_controld",
 			WebhookSecret: testWebhookSecret, SuccessURL: "http://127.0.0.1/done", CancelURL: "http://127.0.0.1/cancelled"}})
 }

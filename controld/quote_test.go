@@ -61,9 +61,12 @@ func TestAllocQuoteChangesNothing(t *testing.T) {
 	if q.PricePerHourMinor != 700 || q.Currency != "usd" || q.SKU != "h200-slice" || q.GPUs != 2 || q.ProjectID != env.Project.ID {
 		t.Errorf("got %+v; want 2 × 350 = 700 usd/h in the test project", q)
 	}
-	// The ledger answers: the test project has no credit, so no runway.
-	if q.BalanceMinor == nil || *q.BalanceMinor != 0 || q.RunwaySeconds == nil || *q.RunwaySeconds != 0 {
-		t.Errorf("got balance %v runway %v; want 0 and 0 from an empty ledger", q.BalanceMinor, q.RunwaySeconds)
+	// The ledger answers: the test project's $100 last 10000*3600/700 s
+	// at $7.00/h, nothing else running.
+	if q.BalanceMinor == nil || *q.BalanceMinor != 100_00 || q.RunwaySeconds == nil || *q.RunwaySeconds != 100_00*3600/700 ||
+		q.BurnPerHourMinor != 700 || q.InsufficientFunds {
+		t.Errorf("got balance %v runway %v burn %d refused=%v; want 10000, %d, 700, not refused",
+			q.BalanceMinor, q.RunwaySeconds, q.BurnPerHourMinor, q.InsufficientFunds, 100_00*3600/700)
 	}
 	sameSnapshot(t, "a fitting quote", before, dbSnapshot(t, env))
 
@@ -162,7 +165,7 @@ func TestAllocQuoteBadInput(t *testing.T) {
 func TestAllocQuoteBalance(t *testing.T) {
 	t.Parallel()
 	// The real ledger: an operator credits $10, and the quote reports it.
-	env := controldtest.Start(t, controldtest.Options{})
+	env := controldtest.Start(t, controldtest.Options{Unfunded: true})
 	c := env.Client(env.AdminToken)
 	ctx := context.Background()
 	if _, err := c.AdminCredit(ctx, api.CreditRequest{Project: env.Project.Name, AmountMinor: 1000, Reason: "quote test"}); err != nil {

@@ -51,6 +51,10 @@ func TestBillingInDev(t *testing.T) {
 	if r := dev.gpuaas(t, "", "project", "create", "witness"); r.code != 0 {
 		t.Fatalf("project create: exit %d %s", r.code, r.stderr)
 	}
+	// A new project has no credit, and alloc.create wants 10 minutes of it.
+	if r := dev.gpuaas(t, "", "admin", "credit", "--project", "witness", "--amount", "5", "--reason", "witness"); r.code != 0 {
+		t.Fatalf("credit the witness: exit %d %s", r.code, r.stderr)
+	}
 	witness := dev.createActive(t, "--sku", "h200-slice", "--gpus", "1", "--project", "witness")
 
 	a := dev.createActive(t, "--sku", "h100-baremetal")

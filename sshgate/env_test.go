@@ -204,6 +204,8 @@ func (e *env) newUser() *user {
 	if err != nil {
 		e.t.Fatal(err)
 	}
+	// Funded as the seeded project is: alloc.create wants a runway.
+	e.ctl.Credit(e.t, p.Name, controldtest.DefaultCreditMinor)
 	out := login(e.t, c, u.ID)
 	out.token, out.client, out.project, out.email = token, c, p.Name, u.Email
 	return out

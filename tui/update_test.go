@@ -294,6 +294,7 @@ func TestWizard(t *testing.T) {
 
 func TestWizardVerdict(t *testing.T) {
 	bal, runway := int64(123456), int64(17*3600+120)
+	small, short := int64(100), int64(100*3600/700)
 	tests := []struct {
 		name    string
 		verdict *backend.Verdict
@@ -302,6 +303,12 @@ func TestWizardVerdict(t *testing.T) {
 	}{
 		{name: "fits", verdict: &backend.Verdict{Fits: true, Currency: "usd", BalanceMinor: &bal, RunwaySeconds: &runway},
 			want: "verdict: fits now · balance $1234.56 · runway 17h 2m"},
+		{name: "fits, with what runs", verdict: &backend.Verdict{Fits: true, Currency: "usd", BalanceMinor: &bal, RunwaySeconds: &runway,
+			PricePerHourMinor: 700, BurnPerHourMinor: 2100},
+			want: "verdict: fits now · balance $1234.56 · runway 17h 2m\nburn:    $21.00/h with the $14.00/h already running"},
+		{name: "too little", verdict: &backend.Verdict{Fits: true, Currency: "usd", BalanceMinor: &small, RunwaySeconds: &short,
+			PricePerHourMinor: 700, BurnPerHourMinor: 700, InsufficientFunds: true, NeededMinor: 117, MinRunwaySeconds: 600},
+			want: "verdict: fits now · balance $1.00 · runway 8m\nfunds:   too low, $1.17 needed for 10m · gpuaas billing topup"},
 		{name: "queued", verdict: &backend.Verdict{QueuePosition: 3}, want: "no capacity now; queue position 3"},
 		{name: "no fit", verdict: &backend.Verdict{Currency: "usd"}, want: "verdict: does not fit"},
 		{name: "error", err: api.Errorf(api.CodeInvalidArgument, "bad gpus"), want: "verdict: bad gpus"},
@@ -316,8 +323,11 @@ func TestWizardVerdict(t *testing.T) {
 			typeText(m, "h200")
 			press(m, "enter", "enter")
 			drain(t, m, press(m, "enter"))
-			if !strings.Contains(m.View(), tt.want) {
-				t.Fatalf("confirm page does not say %q:\n%s", tt.want, m.View())
+			// One line of want per line of the dialog.
+			for _, line := range strings.Split(tt.want, "\n") {
+				if !strings.Contains(m.View(), line) {
+					t.Fatalf("confirm page does not say %q:\n%s", line, m.View())
+				}
 			}
 		})
 	}

@@ -2,6 +2,7 @@ package alloc
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -45,12 +46,22 @@ no_capacity.
 With --wait, it follows the provisioning phase by phase on stderr (a
 spinner on a terminal, plain lines otherwise) and returns once the
 allocation is active, exiting 20 if it fails (with the reason) and 21 if
---timeout passes first.
+--timeout passes first. Interrupting the wait (Ctrl-C, exit 130) does not
+cancel the request: it says what is left behind (still queued, or
+provisioning) and how to release it.
+
+The project's balance must last a minimum runway (controld's
+--min-runway, 10 minutes by default) at its total burn: what its
+allocations already cost per hour plus this one. Otherwise the create is
+refused with insufficient_funds (exit 10; top up with
+` + "`gpuaas billing topup`" + `). A queued request is checked again when it is
+placed, and fails with that reason if the project can no longer pay.
 
 With --dry-run, nothing is created: it checks the request exactly as a
 create would, and reports the price per hour, whether it fits now (or its
 place in line with --queue), and how long the project's balance lasts at
-that price when the server knows the balance.
+its total burn with this allocation (what ` + "`gpuaas billing balance`" + `
+counts, plus this one), and whether the balance is too low to create it.
 
 Retrying with the same --idempotency-key never allocates twice.`,
 		Example: `  gpuaas alloc create --sku h100-slice --gpus 2
@@ -109,7 +120,11 @@ func createRun(ctx context.Context, opts *CreateOptions) error {
 		return err
 	}
 	if opts.Wait {
+		created := a
 		if a, err = waitFor(ctx, opts.IO, client, a.ID, opts.Timeout, api.AllocActive); err != nil {
+			if errors.Is(err, context.Canceled) {
+				tellLeftBehind(ctx, opts.IO, client, created)
+			}
 			return err
 		}
 	}
@@ -153,4 +168,28 @@ func gpusFor(s api.SKU) (int, error) {
 		counts[i] = strconv.Itoa(n)
 	}
 	return 0, cmdutil.FlagErrorf("--gpus is required for %s SKU %s (one of %s)", s.Shape, s.ID, strings.Join(counts, ", "))
+}
+
+// tellLeftBehind says, when a wait was interrupted (Ctrl-C), what became of
+// the allocation: interrupting the wait does not cancel the request, and
+// a queued one would otherwise sit in line, to be placed and charged
+// later, with no word about it. The state is read afresh, since the
+// request may have been placed meanwhile; the create's answer stands in
+// when the server does not answer at once.
+func tellLeftBehind(ctx context.Context, ios *cmdutil.IOStreams, client *api.Client, a *api.Allocation) {
+	readCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 3*time.Second)
+	defer cancel()
+	if now, err := client.AllocGet(readCtx, a.ID); err == nil {
+		a = now
+	}
+	var what string
+	switch {
+	case a.State == api.AllocRequested && a.Queued:
+		what = fmt.Sprintf("is still queued for %s: it stays in line and will be placed (and charged) when capacity frees", a.SKU)
+	case a.State == api.AllocRequested || a.State == api.AllocProvisioning || a.State == api.AllocActive:
+		what = fmt.Sprintf("is still %s: stopping the wait did not cancel it", a.State)
+	default:
+		return
+	}
+	fmt.Fprintf(ios.ErrOut, "\nAllocation %s %s.\nCancel it with `gpuaas alloc release %s`.\n", a.ID, what, a.ID)
 }

@@ -119,7 +119,13 @@ func TestPrintQuote(t *testing.T) {
 	fits := api.AllocQuote{ProjectID: "p-1", SKU: "h200-slice", Shape: api.ShapeGPUSlice, GPUs: 2,
 		PricePerHourMinor: 700, Currency: "usd", Fits: true, NodeID: "n-1"}
 	withBalance := fits
-	withBalance.BalanceMinor, withBalance.RunwaySeconds = &balance, &runway
+	withBalance.BalanceMinor, withBalance.RunwaySeconds, withBalance.BurnPerHourMinor = &balance, &runway, 700
+	// The runway is the project's: at its total burn, what already runs
+	// and this one ($3.50/h + $7.00/h), not at this allocation's price.
+	running, shortRunway := int64(100), int64(342)
+	alsoRunning := withBalance
+	alsoRunning.BalanceMinor, alsoRunning.RunwaySeconds, alsoRunning.BurnPerHourMinor = &running, &shortRunway, 1050
+	alsoRunning.InsufficientFunds, alsoRunning.MinRunwaySeconds, alsoRunning.NeededMinor = true, 600, 175
 	queued := api.AllocQuote{SKU: "h100-baremetal", Shape: api.ShapeBaremetal, GPUs: 8, PricePerHourMinor: 1760,
 		Currency: "usd", Queued: true, QueuePosition: 3}
 	full := queued
@@ -132,13 +138,17 @@ func TestPrintQuote(t *testing.T) {
 	}{
 		{"fits", true, fits, "  sku    h200-slice (gpu_slice, 2 GPUs)\n  price  $7.00 per hour\n  fits   yes, now (on n-1)\n"},
 		{"fits with balance", true, withBalance, "  sku      h200-slice (gpu_slice, 2 GPUs)\n  price    $7.00 per hour\n" +
-			"  fits     yes, now (on n-1)\n  balance  $10.00\n  runway   1h 25m at this price\n"},
+			"  fits     yes, now (on n-1)\n  balance  $10.00\n  runway   1h 25m at $7.00/h (this one; nothing else running)\n"},
+		{"runway at the project's burn, too short", true, alsoRunning, "  sku      h200-slice (gpu_slice, 2 GPUs)\n  price    $7.00 per hour\n" +
+			"  fits     yes, now (on n-1)\n  balance  $1.00\n  runway   5m at $10.50/h ($3.50/h already running + this one)\n" +
+			"  funds    too low to create: $1.75 is needed for 10 minutes at $10.50/h; top up with `gpuaas billing topup`\n"},
 		{"queued", true, queued, "  sku    h100-baremetal (baremetal, 8 GPUs)\n  price  $17.60 per hour\n" +
 			"  fits   not now: it would be #3 in line for h100-baremetal\n"},
 		{"no capacity", true, full, "  sku    h100-baremetal (baremetal, 8 GPUs)\n  price  $17.60 per hour\n" +
 			"  fits   no capacity now (add --queue to wait in line)\n"},
-		{"piped", false, withBalance, "h200-slice\t2\t700\tusd\ttrue\t0\t1000\t5142\n"},
-		{"piped, no balance known", false, queued, "h100-baremetal\t8\t1760\tusd\tfalse\t3\t\t\n"},
+		{"piped", false, withBalance, "h200-slice\t2\t700\tusd\ttrue\t0\t1000\t5142\t700\ttrue\n"},
+		{"piped, too little", false, alsoRunning, "h200-slice\t2\t700\tusd\ttrue\t0\t100\t342\t1050\tfalse\n"},
+		{"piped, no balance known", false, queued, "h100-baremetal\t8\t1760\tusd\tfalse\t3\t\t\t0\ttrue\n"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -186,8 +196,9 @@ func TestCreateDryRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The GPU count came from the catalog (one size), the price from the SKU;
-	// the ledger is empty: balance 0, runway 0.
-	if got, want := out.String(), "h100-baremetal\t8\t1760\tusd\ttrue\t0\t0\t0\n"; got != want {
+	// the test project's $100 last 10000*3600/1760 s at $17.60/h, nothing
+	// else running, and are enough to create it.
+	if got, want := out.String(), "h100-baremetal\t8\t1760\tusd\ttrue\t0\t10000\t20454\t1760\ttrue\n"; got != want {
 		t.Errorf("got %q; want %q", got, want)
 	}
 	list, err := c.AllocList(context.Background(), api.AllocListRequest{All: true})

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"time"
 
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
 	"github.com/gpuaas/gpuaas/internal/api"
@@ -36,13 +37,15 @@ func quoteRun(ctx context.Context, opts *CreateOptions, client *api.Client, req 
 
 // printQuote shows a quote: a summary on a terminal, one tab-separated row
 // when piped (sku, gpus, price per hour in minor units, currency, fits,
-// queue position, balance and runway in seconds, the last two empty when
-// unknown).
+// queue position, balance and runway in seconds, the two empty when
+// unknown, the project's total burn per hour with this allocation, and
+// whether the balance is enough to create it).
 func printQuote(ios *cmdutil.IOStreams, q *api.AllocQuote) error {
 	if !ios.IsStdoutTTY() {
 		t := cmdutil.NewTablePrinter(ios)
 		t.AddRow(q.SKU, strconv.Itoa(q.GPUs), strconv.FormatInt(q.PricePerHourMinor, 10), q.Currency,
-			strconv.FormatBool(q.Fits), strconv.Itoa(q.QueuePosition), optInt(q.BalanceMinor), optInt(q.RunwaySeconds))
+			strconv.FormatBool(q.Fits), strconv.Itoa(q.QueuePosition), optInt(q.BalanceMinor), optInt(q.RunwaySeconds),
+			strconv.FormatInt(q.BurnPerHourMinor, 10), strconv.FormatBool(!q.InsufficientFunds))
 		return t.Render()
 	}
 	cs := ios.ColorScheme()
@@ -62,9 +65,32 @@ func printQuote(ios *cmdutil.IOStreams, q *api.AllocQuote) error {
 		t.AddRow("  balance", api.FormatMoney(*q.BalanceMinor, q.Currency))
 	}
 	if q.RunwaySeconds != nil {
-		t.AddRow("  runway", api.FormatRunway(*q.RunwaySeconds)+" at this price")
+		t.AddRow("  runway", api.FormatRunway(*q.RunwaySeconds)+" at "+burnText(q))
+	}
+	if q.InsufficientFunds {
+		t.AddRow("  funds", cs.Red("too low to create")+fmt.Sprintf(": %s is needed for %s at %s/h; top up with `gpuaas billing topup`",
+			api.FormatMoney(q.NeededMinor, q.Currency), minutes(q.MinRunwaySeconds), api.FormatMoney(q.BurnPerHourMinor, q.Currency)))
 	}
 	return t.Render()
+}
+
+// burnText is the project's total burn a runway is computed at, and what
+// it is made of.
+func burnText(q *api.AllocQuote) string {
+	burn := api.FormatMoney(q.BurnPerHourMinor, q.Currency) + "/h"
+	if running := q.BurnPerHourMinor - q.PricePerHourMinor; running > 0 {
+		return burn + " (" + api.FormatMoney(running, q.Currency) + "/h already running + this one)"
+	}
+	return burn + " (this one; nothing else running)"
+}
+
+// minutes says a duration given in seconds in whole minutes when it is
+// whole minutes.
+func minutes(seconds int64) string {
+	if seconds%60 == 0 && seconds > 0 {
+		return plural(int(seconds/60), "minute")
+	}
+	return (time.Duration(seconds) * time.Second).String()
 }
 
 func optInt(v *int64) string {

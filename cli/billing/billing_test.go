@@ -35,20 +35,25 @@ type env struct {
 func newEnv(t *testing.T) *env {
 	t.Helper()
 	clock := testutil.NewClock(start)
-	e := &env{Env: controldtest.Start(t, controldtest.Options{Now: clock.Now,
+	e := &env{Env: controldtest.Start(t, controldtest.Options{Now: clock.Now, Unfunded: true,
 		Billing: controld.BillingConfig{Window: time.Minute}}), clock: clock}
 	ctx := t.Context()
 	c := e.Client(e.AdminToken)
+	// Credited first: a create wants a balance.
+	err := pgx.BeginFunc(ctx, e.Server.Pool(), func(tx pgx.Tx) error {
+		_, _, err := billing.Append(ctx, tx, billing.Entry{ProjectID: e.Project.ID, Kind: billing.KindAdjustment,
+			Reference: "cli-test", AmountMinor: 50_00, Memo: "welcome", ActorID: e.Admin.ID, CreatedAt: clock.Now()})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 	a, err := c.AllocCreate(ctx, api.AllocCreateRequest{SKU: "h200-slice", GPUs: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
 	e.alloc = a.ID
 	err = pgx.BeginFunc(ctx, e.Server.Pool(), func(tx pgx.Tx) error {
-		if _, _, err := billing.Append(ctx, tx, billing.Entry{ProjectID: e.Project.ID, Kind: billing.KindAdjustment,
-			Reference: "cli-test", AmountMinor: 50_00, Memo: "welcome", ActorID: e.Admin.ID, CreatedAt: clock.Now()}); err != nil {
-			return err
-		}
 		_, err := alloc.ProvisionDone(ctx, tx, a.ID, api.TaskSucceeded, "", clock.Now())
 		return err
 	})

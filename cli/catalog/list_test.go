@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"io"
+	"regexp"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
@@ -15,29 +18,77 @@ var testSKUs = []api.SKU{
 	{ID: "h100-slice", Shape: api.ShapeGPUSlice, GPUModel: "H100 SXM", GPUCounts: []int{1, 2, 4, 8}, PricePerGPUHourMinor: 275, Currency: "usd"},
 }
 
+// availableSKUs are testSKUs as catalog.list reports them: the bare-metal
+// node is busy, and no host serves slices.
+func availableSKUs() []api.SKU {
+	out := slices.Clone(testSKUs)
+	out[0].Availability = &api.SKUAvailability{FreeGPUs: 0, Nodes: 1}
+	out[1].Availability = &api.SKUAvailability{FreeGPUs: 0, Nodes: 0}
+	return out
+}
+
 func TestPrintSKUs(t *testing.T) {
 	tests := []struct {
-		name string
-		tty  bool
-		want string
+		name       string
+		tty        bool
+		skus       []api.SKU
+		want       string
+		wantStderr string
 	}{
-		{"tty", true, "SKU         SHAPE      GPU       COUNTS   PRICE/GPU-HR\n" +
+		{"tty", true, testSKUs, "SKU         SHAPE      GPU       COUNTS   PRICE/GPU-HR  FREE GPUS  NODES\n" +
 			"h100-node   baremetal  H100 SXM  8        $2.50\n" +
-			"h100-slice  gpu_slice  H100 SXM  1,2,4,8  $2.75\n"},
-		{"piped", false, "h100-node\tbaremetal\tH100 SXM\t8\t$2.50\nh100-slice\tgpu_slice\tH100 SXM\t1,2,4,8\t$2.75\n"},
+			"h100-slice  gpu_slice  H100 SXM  1,2,4,8  $2.75\n", ""},
+		{"piped", false, testSKUs, "h100-node\tbaremetal\tH100 SXM\t8\t$2.50\t\t\nh100-slice\tgpu_slice\tH100 SXM\t1,2,4,8\t$2.75\t\t\n", ""},
+		{"tty with availability", true, availableSKUs(), "SKU         SHAPE      GPU       COUNTS   PRICE/GPU-HR  FREE GPUS  NODES\n" +
+			"h100-node   baremetal  H100 SXM  8        $2.50         0          1\n" +
+			"h100-slice  gpu_slice  H100 SXM  1,2,4,8  $2.75         -          none\n",
+			"\nNo host serves h100-slice now: a request can only wait in line (--queue). `gpuaas catalog list --available` lists what can be rented now.\n"},
+		{"piped with availability", false, availableSKUs(),
+			"h100-node\tbaremetal\tH100 SXM\t8\t$2.50\t0\t1\nh100-slice\tgpu_slice\tH100 SXM\t1,2,4,8\t$2.75\t0\t0\n", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ios, _, out, _ := cmdutil.Test()
+			ios, _, out, errOut := cmdutil.Test()
 			ios.SetStdoutTTY(tt.tty)
 			ios.SetNoColor(true)
-			if err := printSKUs(ios, testSKUs); err != nil {
+			if err := printSKUs(ios, tt.skus); err != nil {
 				t.Fatal(err)
 			}
 			if got := out.String(); got != tt.want {
 				t.Errorf("got\n%q\nwant\n%q", got, tt.want)
 			}
+			if got := errOut.String(); got != tt.wantStderr {
+				t.Errorf("got stderr %q; want %q", got, tt.wantStderr)
+			}
 		})
+	}
+}
+
+func TestRentableNow(t *testing.T) {
+	slice := testSKUs[1]
+	tests := []struct {
+		name string
+		av   *api.SKUAvailability
+		want bool
+	}{
+		{"unknown", nil, false},
+		{"no host", &api.SKUAvailability{}, false},
+		{"all busy", &api.SKUAvailability{Nodes: 2}, false},
+		{"one free GPU, smallest count 1", &api.SKUAvailability{FreeGPUs: 1, Nodes: 1}, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := slice
+			s.Availability = tt.av
+			if got := rentableNow(s); got != tt.want {
+				t.Errorf("got %v; want %v", got, tt.want)
+			}
+		})
+	}
+	node := testSKUs[0]
+	node.Availability = &api.SKUAvailability{FreeGPUs: 4, Nodes: 1}
+	if rentableNow(node) {
+		t.Error("4 free GPUs for an 8-GPU node: got rentable; want not")
 	}
 }
 
@@ -87,5 +138,29 @@ func TestNewCmdList(t *testing.T) {
 				t.Errorf("got %q; want %q", out.String(), tt.want)
 			}
 		})
+	}
+}
+
+// TestPrintSKUsColourKeepsAlignment: with colour on, the availability
+// columns are coloured after alignment, so the table reads the same once
+// the escapes are taken out.
+func TestPrintSKUsColourKeepsAlignment(t *testing.T) {
+	render := func(colour bool) string {
+		ios, _, out, _ := cmdutil.Test()
+		ios.SetStdoutTTY(true)
+		ios.SetNoColor(!colour)
+		skus := availableSKUs()
+		skus[0].Availability.FreeGPUs = 8
+		if err := printSKUs(ios, skus); err != nil {
+			t.Fatal(err)
+		}
+		return out.String()
+	}
+	coloured, plain := render(true), render(false)
+	if !strings.Contains(coloured, "\x1b[") {
+		t.Fatalf("no colour with colour on:\n%s", coloured)
+	}
+	if got := regexp.MustCompile("\x1b\\[[0-9;]*m").ReplaceAllString(coloured, ""); got != plain {
+		t.Errorf("without its escapes the coloured table reads\n%s\nwant\n%s", got, plain)
 	}
 }

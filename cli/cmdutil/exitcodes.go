@@ -55,7 +55,7 @@ var ExitCodes = []ExitCode{
 	{ExitInvalidArgument, string(api.CodeInvalidArgument), "the server rejected a value in the request"},
 	{ExitConflict, string(api.CodeConflict), "the object changed or is in the wrong state; retry or re-read"},
 	{ExitNoCapacity, string(api.CodeNoCapacity), "no free capacity for the request (see --queue)"},
-	{ExitInsufficientFunds, string(api.CodeInsufficientFunds), "the project's balance cannot pay for this"},
+	{ExitInsufficientFunds, string(api.CodeInsufficientFunds), "the project's balance cannot pay for this (alloc create: too little for the minimum runway); top up with `gpuaas billing topup`"},
 	{ExitRateLimited, string(api.CodeRateLimited), "too many requests or failed logins; the hint says when to retry"},
 	{ExitIdempotencyMismatch, string(api.CodeIdempotencyMismatch), "the idempotency key was used before with a different request"},
 	{ExitUnavailable, string(api.CodeUnavailable), "the server could not be reached or did not answer in time"},

@@ -11,6 +11,7 @@ import (
 
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
 	"github.com/gpuaas/gpuaas/controld"
+	"github.com/gpuaas/gpuaas/controld/billing"
 	"github.com/gpuaas/gpuaas/controld/catalog"
 	"github.com/gpuaas/gpuaas/controld/identity"
 	"github.com/gpuaas/gpuaas/controld/payments"
@@ -42,6 +43,9 @@ type ControldOptions struct {
 	APIBurst int
 	// OIDCMaxTokenAge refuses ID tokens issued longer ago.
 	OIDCMaxTokenAge time.Duration
+	// MinRunway is how long a project's balance must last at its total
+	// burn for alloc.create to go ahead (billing.Settings.MinRunway).
+	MinRunway time.Duration
 
 	StripeAPI        string
 	StripeSuccessURL string
@@ -84,6 +88,9 @@ Stripe top-ups need GPUAAS_STRIPE_SECRET_KEY, --stripe-success-url and
 			if opts.NATSKeys == "" {
 				return cmdutil.FlagErrorf("--nats-keys (or GPUAAS_NATS_KEYS) is required: create it with `gpuaas ops nats-setup`")
 			}
+			if opts.MinRunway <= 0 {
+				return cmdutil.FlagErrorf("--min-runway must be positive, got %s", opts.MinRunway)
+			}
 			if (opts.OIDCIssuer == "") != (opts.OIDCClientID == "") {
 				return cmdutil.FlagErrorf("--oidc-issuer and --oidc-client-id go together")
 			}
@@ -103,6 +110,8 @@ Stripe top-ups need GPUAAS_STRIPE_SECRET_KEY, --stripe-success-url and
 	fl.DurationVar(&opts.OIDCMaxTokenAge, "oidc-max-token-age", 5*time.Minute, "Refuse OIDC ID tokens issued longer ago than this")
 	fl.Float64Var(&opts.APIRate, "api-rate", controld.DefaultAPIRate, "Requests per second each user may make (token bucket, per controld replica)")
 	fl.IntVar(&opts.APIBurst, "api-burst", controld.DefaultAPIBurst, "Burst of each user's token bucket")
+	fl.DurationVar(&opts.MinRunway, "min-runway", billing.DefaultMinRunway,
+		"How long a project's balance must last at its total burn (the new allocation included) for alloc create")
 	fl.BoolVar(&opts.SeedCatalog, "seed-catalog", true, "Add the default SKUs that do not exist yet")
 	fl.StringVar(&opts.LogLevel, "log-level", "info", "Log level: debug, info, warn, error")
 	fl.StringVar(&opts.GatewayAddr, "gateway-addr", "", "Where users ssh to (host:port), told to clients by ssh.cas")
@@ -158,6 +167,7 @@ func controldConfig(opts *ControldOptions, nc, sys *nats.Conn, keys *bus.Keys, k
 		Identity: identity.Settings{SessionTTL: opts.SessionTTL,
 			OIDC: identity.OIDCConfig{Issuer: opts.OIDCIssuer, ClientID: opts.OIDCClientID, MaxIDTokenAge: opts.OIDCMaxTokenAge}},
 		APIRateLimit: controld.RateLimit{Rate: opts.APIRate, Burst: opts.APIBurst}, Log: log,
+		Billing:     controld.BillingConfig{MinRunway: opts.MinRunway},
 		GatewayAddr: opts.GatewayAddr, CAKeyEncryptionKey: kek, SSHCertTTL: opts.SSHCertTTL,
 		Stripe: payments.Settings{APIBase: opts.StripeAPI, SecretKey: os.Getenv("GPUAAS_STRIPE_SECRET_KEY"),
 			WebhookSecret: os.Getenv("GPUAAS_STRIPE_WEBHOOK_SECRET"), SuccessURL: opts.StripeSuccessURL, CancelURL: opts.StripeCancelURL},

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -21,7 +22,8 @@ func TestControldFlagsReachConfig(t *testing.T) {
 	cmd := NewCmdControld(cmdutil.New(ios), func(_ context.Context, o *ControldOptions) error { got = o; return nil })
 	cmd.SetArgs([]string{"--database-url", "postgres://db/x", "--nats-keys", "/k", "--api-rate", "7", "--api-burst", "9",
 		"--oidc-issuer", "https://idp.test", "--oidc-client-id", "cli", "--oidc-max-token-age", "90s",
-		"--session-ttl", "2h", "--ssh-cert-ttl", "1h", "--gateway-addr", "gw.test:22", "--http-addr", "127.0.0.1:0"})
+		"--session-ttl", "2h", "--ssh-cert-ttl", "1h", "--gateway-addr", "gw.test:22", "--http-addr", "127.0.0.1:0",
+		"--min-runway", "25m"})
 	cmd.SetOut(ios.Out)
 	cmd.SetErr(ios.ErrOut)
 	if err := cmd.Execute(); err != nil {
@@ -42,10 +44,27 @@ func TestControldFlagsReachConfig(t *testing.T) {
 		{"ssh cert ttl", cfg.SSHCertTTL, time.Hour},
 		{"gateway", cfg.GatewayAddr, "gw.test:22"},
 		{"http", cfg.HTTPAddr, "127.0.0.1:0"},
+		{"min runway", cfg.Billing.MinRunway, 25 * time.Minute},
 	}
 	for _, c := range checks {
 		if c.got != c.want {
 			t.Errorf("%s: got %v; want %v", c.name, c.got, c.want)
+		}
+	}
+}
+
+// TestControldMinRunwayMustBePositive: a zero or negative minimum runway
+// would let a project at $0 rent; it is a usage error, not a default.
+func TestControldMinRunwayMustBePositive(t *testing.T) {
+	for _, v := range []string{"0s", "-1m"} {
+		ios, _, _, _ := cmdutil.Test()
+		cmd := NewCmdControld(cmdutil.New(ios), func(context.Context, *ControldOptions) error { return nil })
+		cmd.SetArgs([]string{"--database-url", "postgres://db/x", "--nats-keys", "/k", "--min-runway=" + v})
+		cmd.SetOut(ios.Out)
+		cmd.SetErr(ios.ErrOut)
+		err := cmd.Execute()
+		if cmdutil.ExitCodeOf(err) != cmdutil.ExitUsage || err == nil || !strings.Contains(err.Error(), "--min-runway must be positive") {
+			t.Errorf("--min-runway=%s: got %v; want a usage error", v, err)
 		}
 	}
 }

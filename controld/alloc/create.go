@@ -19,14 +19,27 @@ import (
 )
 
 // Create validates req, inserts the allocation and places it in tx. When
+// the project's balance does not last rules.MinRunway at its total burn
+// with this allocation, it fails with insufficient_funds
+// (*InsufficientFundsError) and changes nothing, queued or not. When
 // nothing fits, it fails with no_capacity and changes nothing, unless
 // req.Queue asks to wait in the SKU's FIFO queue. A placed allocation is
 // provisioning, with its provisioning task queued for the node.
-func Create(ctx context.Context, tx pgx.Tx, actor Actor, req api.AllocCreateRequest, now time.Time) (api.Allocation, mutate.Effect, error) {
+func Create(ctx context.Context, tx pgx.Tx, actor Actor, req api.AllocCreateRequest, rules Rules, now time.Time) (api.Allocation, mutate.Effect, error) {
 	var eff mutate.Effect
 	p, sku, err := checkCreate(ctx, tx, actor, req)
 	if err != nil {
 		return api.Allocation{}, eff, err
+	}
+	if err := lockFunds(ctx, tx, p.ID); err != nil {
+		return api.Allocation{}, eff, err
+	}
+	funds, err := FundsFor(ctx, tx, p.ID, sku.PricePerGPUHourMinor*int64(req.GPUs), rules)
+	if err != nil {
+		return api.Allocation{}, eff, err
+	}
+	if !funds.Enough() {
+		return api.Allocation{}, eff, newInsufficientFunds(funds, sku.Currency, p.Name, sku.ID, req.GPUs)
 	}
 	a, err := insertRequested(ctx, tx, p, sku, actor, req.GPUs, now)
 	if err != nil {

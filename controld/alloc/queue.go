@@ -12,6 +12,8 @@ import (
 	"github.com/gpuaas/gpuaas/controld/audit"
 	"github.com/gpuaas/gpuaas/controld/catalog"
 	"github.com/gpuaas/gpuaas/controld/outbox"
+	"github.com/gpuaas/gpuaas/controld/project"
+	"github.com/gpuaas/gpuaas/internal/api"
 )
 
 // SchedulerActor is the actor id recorded for placements of queued
@@ -20,8 +22,12 @@ const SchedulerActor = "system:scheduler"
 
 // PlaceQueued places waiting requests in FIFO order per SKU: the oldest
 // request of a SKU is placed first, and while it does not fit, the ones
-// behind it wait too. It returns how many were placed.
-func PlaceQueued(ctx context.Context, pool *pgxpool.Pool, now func() time.Time) (int, error) {
+// behind it wait too. A request that fits but that its project can no
+// longer pay for (rules.MinRunway, checked again at placement) fails with
+// the reason, and the line moves on: left waiting, it would either hold
+// up the requests of every other project behind it or jump back ahead of
+// them whenever a top-up landed. It returns how many were placed.
+func PlaceQueued(ctx context.Context, pool *pgxpool.Pool, rules Rules, now func() time.Time) (int, error) {
 	rows, err := pool.Query(ctx, `SELECT DISTINCT sku_id FROM allocations WHERE queued ORDER BY sku_id`)
 	if err != nil {
 		return 0, fmt.Errorf("queued skus: %w", err)
@@ -33,18 +39,29 @@ func PlaceQueued(ctx context.Context, pool *pgxpool.Pool, now func() time.Time) 
 	placed := 0
 	for _, sku := range skus {
 		for {
-			ok, err := placeHead(ctx, pool, sku, now())
+			got, err := placeHead(ctx, pool, sku, rules, now())
 			if err != nil {
 				return placed, err
 			}
-			if !ok {
+			if got == headWaits {
 				break
 			}
-			placed++
+			if got == headPlaced {
+				placed++
+			}
 		}
 	}
 	return placed, nil
 }
+
+// headOutcome is what became of the head of a SKU's line.
+type headOutcome int
+
+const (
+	headWaits  headOutcome = iota // nothing fits, the line is empty, or another placer works it
+	headPlaced                    // placed: provisioning
+	headFailed                    // fits, but its project cannot pay for it: failed
+)
 
 // placeHead tries to place the oldest queued request of a SKU. One placer
 // works a SKU's line at a time (a transaction-scoped advisory lock): with
@@ -52,8 +69,8 @@ func PlaceQueued(ctx context.Context, pool *pgxpool.Pool, now func() time.Time) 
 // a release's retry, or another replica) would pass over a head the first
 // one holds and place the request behind it, jumping the line. A placer
 // that finds the line busy leaves it to the one working it.
-func placeHead(ctx context.Context, pool *pgxpool.Pool, skuID string, now time.Time) (bool, error) {
-	placed := false
+func placeHead(ctx context.Context, pool *pgxpool.Pool, skuID string, rules Rules, now time.Time) (headOutcome, error) {
+	outcome := headWaits
 	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		var mine bool
 		if err := tx.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock(hashtextextended('alloc.queue:' || $1, 0))`,
@@ -80,21 +97,65 @@ func placeHead(ctx context.Context, pool *pgxpool.Pool, skuID string, now time.T
 		if err != nil {
 			return err
 		}
+		if err := lockFunds(ctx, tx, a.ProjectID); err != nil {
+			return err
+		}
 		from := a.State
-		if placed, err = place(ctx, tx, &a, sku, SchedulerActor, now); err != nil || !placed {
+		if outcome, err = placeFunded(ctx, tx, &a, sku, rules, now); err != nil || outcome == headWaits {
 			return err
 		}
 		ev, err := stateEvent(ctx, tx, a, from)
 		if err != nil {
 			return err
 		}
-		if err := audit.Write(ctx, tx, audit.Meta{At: now, ActorID: SchedulerActor}, audit.Entry{
-			Action: "alloc.place_queued", TargetType: "allocation", TargetID: a.ID, ProjectID: a.ProjectID,
-			Detail: map[string]any{"node_id": a.NodeID}}); err != nil {
+		entry := audit.Entry{Action: "alloc.place_queued", TargetType: "allocation", TargetID: a.ID, ProjectID: a.ProjectID,
+			Detail: map[string]any{"node_id": a.NodeID}}
+		if outcome == headFailed {
+			entry.Action, entry.Detail = "alloc.queued_unfunded", map[string]any{"reason": a.Reason}
+		}
+		if err := audit.Write(ctx, tx, audit.Meta{At: now, ActorID: SchedulerActor}, entry); err != nil {
 			return err
 		}
 		_, err = outbox.Enqueue(ctx, tx, now, ev)
 		return err
 	})
-	return placed, err
+	return outcome, err
+}
+
+// placeFunded places a queued request in a savepoint and then checks its
+// project's funds, the request now counted in the burn. When they fall
+// short of rules.MinRunway the placement is undone and the request fails
+// with the reason. Capacity is looked at first: a request that does not
+// fit keeps waiting whatever the balance, and is checked when it does.
+func placeFunded(ctx context.Context, tx pgx.Tx, a *api.Allocation, sku api.SKU, rules Rules, now time.Time) (headOutcome, error) {
+	sp, err := tx.Begin(ctx)
+	if err != nil {
+		return headWaits, fmt.Errorf("savepoint: %w", err)
+	}
+	defer func() { _ = sp.Rollback(ctx) }() // no-op after commit
+	requested := *a
+	placed, err := place(ctx, sp, a, sku, SchedulerActor, now)
+	if err != nil || !placed {
+		return headWaits, err
+	}
+	funds, err := FundsFor(ctx, sp, a.ProjectID, 0, rules)
+	if err != nil {
+		return headWaits, err
+	}
+	if funds.Enough() {
+		return headPlaced, sp.Commit(ctx)
+	}
+	if err := sp.Rollback(ctx); err != nil {
+		return headWaits, fmt.Errorf("undo placement: %w", err)
+	}
+	*a = requested
+	name, err := project.Name(ctx, tx, a.ProjectID)
+	if err != nil {
+		return headWaits, err
+	}
+	funds.NewMinorPerHour = sku.PricePerGPUHourMinor * int64(a.GPUs)
+	funds.RunningMinorPerHour = funds.BurnMinorPerHour - funds.NewMinorPerHour
+	reason := newInsufficientFunds(funds, sku.Currency, name, sku.ID, a.GPUs).err.Message +
+		"; the request left the queue: top up with `gpuaas billing topup`, then create it again"
+	return headFailed, transition(ctx, tx, a, api.AllocFailed, reason, SchedulerActor, now)
 }

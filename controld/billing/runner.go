@@ -16,6 +16,9 @@ const (
 	DefaultWindow                   = 60 * time.Second
 	DefaultGrace                    = 15 * time.Minute
 	DefaultLowBalanceThresholdMinor = 1000 // $10
+	// DefaultMinRunway is how long a project's balance must last at its
+	// total burn, the new allocation included, for a create to go ahead.
+	DefaultMinRunway = 10 * time.Minute
 )
 
 // accrualLockKey names the advisory lock that lets one replica at a time
@@ -48,6 +51,11 @@ type Settings struct {
 	// LowBalanceThresholdMinor is the default low-balance threshold of
 	// accounts that set none (default DefaultLowBalanceThresholdMinor).
 	LowBalanceThresholdMinor int64
+	// MinRunway is how long a project's balance must last at its total
+	// burn (its placed allocations and the new one) for alloc.create, or
+	// the placement of a queued request, to go ahead (default
+	// DefaultMinRunway).
+	MinRunway time.Duration
 	// SMTP, when Addr is set, also emails project members about low and
 	// depleted balances.
 	SMTP SMTP
@@ -72,6 +80,12 @@ func (s *Settings) CheckAndSetDefaults() error {
 	}
 	if s.LowBalanceThresholdMinor < 0 {
 		return errors.New("billing: low-balance threshold must not be negative")
+	}
+	if s.MinRunway == 0 {
+		s.MinRunway = DefaultMinRunway
+	}
+	if s.MinRunway < 0 {
+		return errors.New("billing: minimum runway must not be negative")
 	}
 	if s.SMTP.Addr != "" && s.SMTP.From == "" {
 		return errors.New("billing: SMTP needs a From address")

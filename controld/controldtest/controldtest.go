@@ -66,6 +66,15 @@ type Options struct {
 
 	// DSN is a database to use instead of a fresh clone of Template.
 	DSN string
+	// CreditMinor credits the test project with that much (minor units)
+	// at the start, as `gpuaas dev` credits its project (default
+	// DefaultCreditMinor). A project without credit cannot rent:
+	// alloc.create wants the balance to last billing.Settings.MinRunway
+	// (Env.Credit funds other projects).
+	CreditMinor int64
+	// Unfunded leaves the test project at $0 (tests that book their own
+	// credits and check the ledger to the cent).
+	Unfunded bool
 	// NoSeed starts from the database as it is: no catalog, admin,
 	// project nor nodes, and Env.AdminToken is empty.
 	NoSeed bool
@@ -82,6 +91,10 @@ type Options struct {
 	// callout's benchmarks.
 	PlainBus bool
 }
+
+// DefaultCreditMinor is the test project's credit: $100, as `gpuaas dev`
+// credits its project (devenv.CreditMinor).
+const DefaultCreditMinor = 100_00
 
 // Env is a running controld with what tests need to drive it.
 type Env struct {
@@ -145,12 +158,20 @@ func Start(t testing.TB, opts Options) *Env {
 	if opts.NoSeed {
 		return &Env{Server: srv, NATSURL: b.URL, Bus: b, NC: nc, DSN: dsn}
 	}
+	credit := opts.CreditMinor
+	if credit == 0 {
+		credit = DefaultCreditMinor
+	}
+	if opts.Unfunded {
+		credit = 0
+	}
 	nodes := opts.Nodes
 	if nodes == nil && !opts.NoNodes {
 		nodes = DefaultNodes()
 	}
 	res, err := srv.ApplySeed(ctx, controld.Seed{Catalog: catalog.Defaults, AdminEmail: AdminEmail,
-		AdminPassword: AdminPassword, Project: ProjectName, Nodes: nodes, ApproveSlots: true})
+		AdminPassword: AdminPassword, Project: ProjectName, Nodes: nodes, ApproveSlots: true,
+		InitialCreditMinor: credit})
 	if err != nil {
 		t.Fatalf("seed: %v", err)
 	}
@@ -225,6 +246,19 @@ func (e *Env) GatewayVia(t testing.TB, name string, dial func(url string, opts .
 // Client returns an API client with token and the test project.
 func (e *Env) Client(token string, opts ...api.ClientOption) *api.Client {
 	return api.NewClient(e.NC, append([]api.ClientOption{api.WithToken(token), api.WithProject(e.Project.Name)}, opts...)...)
+}
+
+// Credit books amount (minor units; negative debits) to a project, by
+// name or id, as an admin does with `gpuaas admin credit`, and returns
+// the new balance.
+func (e *Env) Credit(t testing.TB, project string, amount int64) int64 {
+	t.Helper()
+	r, err := e.Client(e.AdminToken).AdminCredit(context.Background(),
+		api.CreditRequest{Project: project, AmountMinor: amount, Reason: "test credit"})
+	if err != nil {
+		t.Fatalf("credit %s with %d: %v", project, amount, err)
+	}
+	return r.BalanceMinor
 }
 
 // Login logs a local user in and returns the session token.

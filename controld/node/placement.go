@@ -155,3 +155,23 @@ func FreeSlots(ctx context.Context, q store.Querier, allocationID string) (int, 
 	}
 	return int(tag.RowsAffected()), nil
 }
+
+// Availability is what the ready nodes of a shape and GPU model can
+// serve now: their count, and how many GPUs are free. A bare-metal node
+// is rented whole, so only the GPUs of wholly free nodes count.
+func Availability(ctx context.Context, q store.Querier, shape, gpuModel string) (api.SKUAvailability, error) {
+	var av api.SKUAvailability
+	err := q.QueryRow(ctx, `SELECT count(*),
+		coalesce(sum(CASE WHEN $1 = 'baremetal' AND (busy > 0 OR free = 0) THEN 0 ELSE free END), 0)
+		FROM (SELECT n.id,
+			count(*) FILTER (WHERE s.state = 'free') AS free,
+			count(*) FILTER (WHERE s.state IN ('reserved', 'pending')) AS busy
+			FROM nodes n JOIN slots s ON s.node_id = n.id
+			WHERE n.state = 'ready' AND n.shape = $1 AND n.gpu_model = $2
+			GROUP BY n.id
+			HAVING count(*) FILTER (WHERE s.state IN ('free', 'reserved')) > 0) per_node`, shape, gpuModel).Scan(&av.Nodes, &av.FreeGPUs)
+	if err != nil {
+		return av, fmt.Errorf("availability of %s %s: %w", shape, gpuModel, err)
+	}
+	return av, nil
+}

@@ -131,6 +131,19 @@ type SKU struct {
 	VCPUsPerGPU     int     `json:"vcpus_per_gpu,omitempty"`
 	MemoryMiBPerGPU int     `json:"memory_mib_per_gpu,omitempty"`
 	Image           VMImage `json:"image,omitzero"`
+	// Availability is what the fleet can serve of the SKU now, as
+	// catalog.list reports it.
+	Availability *SKUAvailability `json:"availability,omitempty"`
+}
+
+// SKUAvailability is a SKU's capacity at one moment.
+type SKUAvailability struct {
+	// FreeGPUs can be rented now: free slots on ready nodes of the SKU's
+	// shape and GPU model (for baremetal, the GPUs of wholly free nodes).
+	FreeGPUs int `json:"free_gpus"`
+	// Nodes are the ready nodes able to serve the SKU, busy or not; none
+	// means no host can serve it, and a request can only wait in line.
+	Nodes int `json:"nodes"`
 }
 
 // CatalogResponse lists the SKUs on offer.
@@ -273,10 +286,18 @@ type AllocQuote struct {
 	Queued        bool `json:"queued,omitempty"`
 	QueuePosition int  `json:"queue_position,omitempty"`
 	// BalanceMinor is the project's balance and RunwaySeconds how long it
-	// pays for this allocation at PricePerHourMinor; both are absent when
-	// controld has no ledger to ask.
-	BalanceMinor  *int64 `json:"balance_minor,omitempty"`
-	RunwaySeconds *int64 `json:"runway_seconds,omitempty"`
+	// lasts at BurnPerHourMinor, the project's total burn with this
+	// allocation (what its placed allocations cost per hour, plus
+	// PricePerHourMinor); RunwaySeconds is absent when nothing is charged.
+	BalanceMinor     *int64 `json:"balance_minor,omitempty"`
+	RunwaySeconds    *int64 `json:"runway_seconds,omitempty"`
+	BurnPerHourMinor int64  `json:"burn_per_hour_minor"`
+	// InsufficientFunds reports that a create would be refused
+	// (insufficient_funds): the balance is under NeededMinor, the cost of
+	// MinRunwaySeconds at BurnPerHourMinor.
+	InsufficientFunds bool  `json:"insufficient_funds,omitempty"`
+	MinRunwaySeconds  int64 `json:"min_runway_seconds"`
+	NeededMinor       int64 `json:"needed_minor"`
 }
 
 // AllocRef names an allocation.

@@ -36,11 +36,11 @@ func TestBackendAgainstControld(t *testing.T) {
 	}
 
 	// The wizard's verdict is alloc.quote: price, fit and the ledger's
-	// balance, and it creates nothing.
+	// balance (the test project's $100), and it creates nothing.
 	req := api.AllocCreateRequest{SKU: "h200-slice", GPUs: 2, Project: controldtest.ProjectName}
 	v, err := b.DryRun(ctx, req)
-	if err != nil || !v.Fits || v.PricePerHourMinor != 700 || v.BalanceMinor == nil || *v.BalanceMinor != 0 {
-		t.Fatalf("dry run: %+v, %v; want a fit at 700/h with a zero balance", v, err)
+	if err != nil || !v.Fits || v.PricePerHourMinor != 700 || v.BalanceMinor == nil || *v.BalanceMinor != controldtest.DefaultCreditMinor {
+		t.Fatalf("dry run: %+v, %v; want a fit at 700/h with a balance of $100", v, err)
 	}
 	if _, err := b.DryRun(ctx, api.AllocCreateRequest{SKU: "no-such-sku", GPUs: 2, Project: controldtest.ProjectName}); err == nil || errors.Is(err, ErrUnsupported) {
 		t.Fatalf("dry run of an unknown SKU: %v; want the server's error", err)
@@ -48,8 +48,8 @@ func TestBackendAgainstControld(t *testing.T) {
 	if as, err := b.ListAllocs(ctx); err != nil || len(as) != 0 {
 		t.Fatalf("after the dry run: %d allocations, %v; want none", len(as), err)
 	}
-	if bal, err := b.Balance(ctx); err != nil || bal.Minor != 0 || bal.Currency != "usd" {
-		t.Fatalf("balance: %+v, %v; want 0 usd", bal, err)
+	if bal, err := b.Balance(ctx); err != nil || bal.Minor != controldtest.DefaultCreditMinor || bal.Currency != "usd" {
+		t.Fatalf("balance: %+v, %v; want 10000 usd", bal, err)
 	}
 
 	a, err := b.CreateAlloc(ctx, req)
@@ -85,5 +85,33 @@ func TestBackendAgainstControld(t *testing.T) {
 	}
 	if _, err := b.ReleaseAlloc(ctx, "a-000000000000"); !errors.Is(err, api.ErrNotFound) {
 		t.Fatalf("release of an unknown allocation: got %v; want not_found", err)
+	}
+}
+
+// TestWizardRunwayCountsRunningAllocations is issue 12 §4: the wizard's
+// runway ignored the allocations already running ("runway 1d 3h" while
+// `billing balance` said "lasts about 3h"). Its verdict is alloc.quote's,
+// at the project's total burn: with one allocation placed, the runway of
+// another is at both prices, and a balance too low for 10 minutes of
+// that is flagged before the create is refused.
+func TestWizardRunwayCountsRunningAllocations(t *testing.T) {
+	ctl := controldtest.Start(t, controldtest.Options{})
+	b := New(ctl.Client(ctl.AdminToken))
+	ctx := t.Context()
+	req := api.AllocCreateRequest{SKU: "h200-slice", GPUs: 2, Project: controldtest.ProjectName}
+	if _, err := b.CreateAlloc(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	v, err := b.DryRun(ctx, req)
+	want := int64(controldtest.DefaultCreditMinor * 3600 / 1400)
+	if err != nil || v.BurnPerHourMinor != 1400 || v.RunwaySeconds == nil || *v.RunwaySeconds != want || v.InsufficientFunds {
+		t.Fatalf("dry run with one running: %+v, %v; want a runway of %d s at 1400/h ($7.00/h running + $7.00/h)", v, err, want)
+	}
+	ctl.Credit(t, controldtest.ProjectName, -(controldtest.DefaultCreditMinor - 200)) // $2: 10 minutes at $14.00/h cost $2.34
+	if v, err = b.DryRun(ctx, req); err != nil || !v.InsufficientFunds || v.NeededMinor != 234 {
+		t.Fatalf("dry run on $2: %+v, %v; want too low, 234 needed", v, err)
+	}
+	if _, err := b.CreateAlloc(ctx, req); !errors.Is(err, api.ErrInsufficientFunds) {
+		t.Fatalf("create on $2: %v; want insufficient_funds", err)
 	}
 }

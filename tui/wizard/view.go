@@ -102,5 +102,16 @@ func (m *Model) verdictText() string {
 	if v.RunwaySeconds != nil {
 		parts = append(parts, "runway "+api.FormatRunway(*v.RunwaySeconds))
 	}
-	return "verdict: " + strings.Join(parts, " · ")
+	out := "verdict: " + strings.Join(parts, " · ")
+	// The runway is the project's, at its total burn (what runs and this
+	// one), as `billing balance` counts it: say so when something runs.
+	if running := v.BurnPerHourMinor - v.PricePerHourMinor; v.RunwaySeconds != nil && running > 0 {
+		out += fmt.Sprintf("\nburn:    %s/h with the %s/h already running", api.FormatMoney(v.BurnPerHourMinor, v.Currency),
+			api.FormatMoney(running, v.Currency))
+	}
+	if v.InsufficientFunds {
+		out += "\nfunds:   " + st.Bad.Render(fmt.Sprintf("too low, %s needed for %s", api.FormatMoney(v.NeededMinor, v.Currency),
+			api.FormatRunway(v.MinRunwaySeconds))) + " · gpuaas billing topup"
+	}
+	return out
 }

@@ -6,7 +6,12 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
+	"github.com/gpuaas/gpuaas/controld/sessions"
+	"github.com/gpuaas/gpuaas/internal/ids"
 )
 
 // TestGPUsAbcIsAUsageError: `--gpus abc` said
@@ -88,5 +93,75 @@ func TestLongFlagValueNotEchoed(t *testing.T) {
 		if len(stderr) > 1024 || !clipped.MatchString(stderr) {
 			t.Errorf("%.40q…: got %d bytes of stderr (%.300q); want the value cut, with its size", args, len(stderr), stderr)
 		}
+	}
+}
+
+// TestDevHelpNoBackquoteInUsage: `gpuaas dev --help` rendered
+// "--oidc-client-id gpuaas login": pflag takes a backquoted word in a
+// flag's usage as the name of its value. In the whole tree, a flag's
+// value name is one word.
+func TestDevHelpNoBackquoteInUsage(t *testing.T) {
+	isolate(t)
+	ios, _, out, errOut := cmdutil.Test()
+	f := cmdutil.New(ios)
+	defer f.Close()
+	if code := run(context.Background(), f, []string{"dev", "--help"}, daemonCommands(f)...); code != 0 {
+		t.Fatalf("gpuaas dev --help: exit %d, stderr %q", code, errOut)
+	}
+	stdout := out.String()
+	for _, want := range []string{"--oidc-client-id id ", "--oidc-issuer URL "} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("gpuaas dev --help: want %q in\n%s", want, stdout)
+		}
+	}
+	if strings.Contains(stdout, "--oidc-client-id gpuaas login") {
+		t.Errorf("gpuaas dev --help still renders the backquoted text as the value name:\n%s", stdout)
+	}
+
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		c.LocalFlags().VisitAll(func(fl *pflag.Flag) {
+			if name, _ := pflag.UnquoteUsage(fl); strings.ContainsAny(name, " `") {
+				t.Errorf("%s --%s: value name %q; want one word (a backquote in the usage?)", c.CommandPath(), fl.Name, name)
+			}
+		})
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(Root(f))
+}
+
+// sessionIDLike matches a word of an example that is a session id, real
+// (ts-…) or not (s-…).
+var sessionIDLike = regexp.MustCompile(`\bt?s-[0-9a-z]+\b`)
+
+// TestSessionExamplesUseTSIDs: the help examples of `gpuaas session` used
+// s- ids, while terminal session ids are ts- (controld/sessions.IDPrefix).
+func TestSessionExamplesUseTSIDs(t *testing.T) {
+	isolate(t)
+	ios, _, _, _ := cmdutil.Test()
+	f := cmdutil.New(ios)
+	defer f.Close()
+	session, _, err := Root(f).Find([]string{"session"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := 0
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		for _, id := range sessionIDLike.FindAllString(c.Example+"\n"+c.Long, -1) {
+			seen++
+			if !ids.Valid(sessions.IDPrefix, id) {
+				t.Errorf("%s: example id %q; want a %s- id as controld makes them", c.CommandPath(), id, sessions.IDPrefix)
+			}
+		}
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(session)
+	if seen == 0 {
+		t.Error("no session id in the examples of gpuaas session; want `gpuaas session play ts-…`")
 	}
 }

@@ -10,6 +10,8 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
+	"github.com/gpuaas/gpuaas/cli/config"
+	"github.com/gpuaas/gpuaas/controld/controldtest"
 	"github.com/gpuaas/gpuaas/controld/sessions"
 	"github.com/gpuaas/gpuaas/internal/ids"
 )
@@ -163,5 +165,28 @@ func TestSessionExamplesUseTSIDs(t *testing.T) {
 	walk(session)
 	if seen == 0 {
 		t.Error("no session id in the examples of gpuaas session; want `gpuaas session play ts-…`")
+	}
+}
+
+// TestLongSKUNotEchoed: a 100 KB --sku came back in full. Against a real
+// controld, whether the CLI (looking the SKU up for its GPU count) or
+// controld refuses it, the message quotes its start and its size.
+func TestLongSKUNotEchoed(t *testing.T) {
+	env := controldtest.Start(t, controldtest.Options{NoNodes: true})
+	isolate(t)
+	t.Setenv(config.EnvServer, env.NATSURL)
+	t.Setenv(config.EnvToken, env.AdminToken)
+	t.Setenv(config.EnvProject, env.Project.Name)
+	long := strings.Repeat("a", 100<<10)
+	for _, args := range [][]string{
+		{"alloc", "create", "--sku", long, "--gpus", "1"}, // refused by controld
+		{"alloc", "create", "--sku", long},                // refused by the CLI's catalog lookup
+		{"alloc", "get", long},
+	} {
+		code, _, stderr := runCLI(t, context.Background(), args)
+		if code == 0 || len(stderr) > 1024 || !clipped.MatchString(stderr) {
+			t.Errorf("%.40q…: got exit %d, %d bytes of stderr (%.300q); want an error with the value cut, with its size",
+				args, code, len(stderr), stderr)
+		}
 	}
 }

@@ -14,7 +14,8 @@ import (
 )
 
 // apiStats asks the gpuaas micro service for its statistics, as `nats
-// micro stats gpuaas` does, and sums them by endpoint name.
+// micro stats gpuaas` does, and sums them by endpoint name (over its
+// lanes). LastError holds the lanes' last errors, one per line.
 func apiStats(t *testing.T, env *controldtest.Env) map[string]micro.EndpointStats {
 	t.Helper()
 	subj, err := micro.ControlSubject(micro.StatsVerb, api.ServiceName, "")
@@ -36,7 +37,7 @@ func apiStats(t *testing.T, env *controldtest.Env) map[string]micro.EndpointStat
 		sum.NumRequests += e.NumRequests
 		sum.NumErrors += e.NumErrors
 		if e.LastError != "" {
-			sum.LastError = e.LastError
+			sum.LastError += e.LastError + "\n"
 		}
 		out[e.Name] = sum
 	}
@@ -78,7 +79,7 @@ func TestMicroStatsCountErrorReplies(t *testing.T) {
 			notFound+anonymous, notFound+anonymous)
 	}
 	if !strings.Contains(get.LastError, string(api.CodeUnauthenticated)) {
-		t.Errorf("alloc-get: got last error %q; want the unauthenticated reply", get.LastError)
+		t.Errorf("alloc-get: got last errors %q; want the unauthenticated reply among them", get.LastError)
 	}
 	list := stats[strings.ReplaceAll(api.EndpointCatalogList, ".", "-")]
 	if list.NumRequests < okCalls || list.NumErrors != 0 {

@@ -252,9 +252,10 @@ func (s *Server) registerAPI() error {
 	}
 	s.svc = svc
 	for _, ep := range s.endpoints() {
-		for range apiLanes {
+		for lane := range apiLanes {
 			if err := svc.AddEndpoint(strings.ReplaceAll(ep.name, ".", "-"), ep.handler,
-				micro.WithEndpointSubject(api.Subject(ep.name))); err != nil {
+				micro.WithEndpointSubject(api.Subject(ep.name)),
+				micro.WithEndpointMetadata(map[string]string{"lane": fmt.Sprintf("%d/%d", lane+1, apiLanes)})); err != nil {
 				return fmt.Errorf("add endpoint %s: %w", ep.name, err)
 			}
 		}

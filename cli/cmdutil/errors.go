@@ -21,8 +21,8 @@ func (e *FlagError) Error() string { return e.err.Error() }
 // Unwrap returns the underlying error.
 func (e *FlagError) Unwrap() error { return e.err }
 
-// FlagErrorf builds a FlagError. Long string arguments (user input) are
-// cut (clip.String).
+// FlagErrorf builds a FlagError. Runaway string arguments (user input)
+// are cut (clip.Args).
 func FlagErrorf(format string, args ...any) error {
 	return &FlagError{err: fmt.Errorf(format, clip.Args(args)...)}
 }

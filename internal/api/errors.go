@@ -88,7 +88,7 @@ func (e *Error) Is(target error) bool {
 }
 
 // Errorf builds an *Error with a formatted message. String arguments are
-// what the caller sent, mostly: a long one is cut (clip.String), so a
+// what the caller sent, mostly: a runaway one is cut (clip.Args), so a
 // 100 KB SKU is not echoed back in full.
 func Errorf(code Code, format string, args ...any) *Error {
 	return &Error{Code: code, Message: fmt.Sprintf(format, clip.Args(args)...)}

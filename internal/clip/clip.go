@@ -15,6 +15,11 @@ const MaxValue = 128
 // keep is how many runes of a longer value String keeps.
 const keep = 64
 
+// MaxArg is the longest format argument Args leaves whole: arguments
+// also carry lists and paths a message means to show in full, so only
+// runaway input is cut.
+const MaxArg = 1024
+
 // MaxWord is the longest run of non-space bytes Words leaves whole: longer
 // than any URL, path or identifier a message means to show.
 const MaxWord = 512
@@ -38,19 +43,20 @@ func cut(s string, n int) string {
 	return fmt.Sprintf("%s…[%d bytes]", s[:end], len(s))
 }
 
-// Args returns args with every string in it passed through String: the
-// arguments of a format whose strings are user input.
+// Args returns args with every string longer than MaxArg cut to its
+// first runes and its size, as String does: the arguments of a format
+// whose strings may be user input.
 func Args(args []any) []any {
 	out := args
 	for i, a := range args {
 		s, ok := a.(string)
-		if !ok || len(s) <= MaxValue {
+		if !ok || len(s) <= MaxArg {
 			continue
 		}
 		if &out[0] == &args[0] {
 			out = append([]any(nil), args...)
 		}
-		out[i] = String(s)
+		out[i] = cut(s, keep)
 	}
 	return out
 }

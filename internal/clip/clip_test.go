@@ -26,10 +26,11 @@ func TestString(t *testing.T) {
 }
 
 func TestArgs(t *testing.T) {
-	long := strings.Repeat("x", 1000)
-	args := []any{long, 3, "short"}
+	long := strings.Repeat("x", 2000)
+	list := strings.Repeat("ctx-name, ", 60) // 600 bytes: a list the message means to show
+	args := []any{long, 3, list}
 	got := fmt.Sprintf("unknown SKU %q (%d, %s)", Args(args)...)
-	want := fmt.Sprintf("unknown SKU %q (3, short)", strings.Repeat("x", keep)+"…[1000 bytes]")
+	want := fmt.Sprintf("unknown SKU %q (3, %s)", strings.Repeat("x", keep)+"…[2000 bytes]", list)
 	if got != want {
 		t.Errorf("got %q; want %q", got, want)
 	}

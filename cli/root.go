@@ -96,6 +96,7 @@ $XDG_CONFIG_HOME/gpuaas or ~/.config/gpuaas). See ` + "`gpuaas help exit-codes`"
 	root.AddCommand(newExitCodesTopic())
 
 	rejectUnknownSubcommands(root)
+	_ = addCompletions(root, f) // TestCompletionTableMatchesTree checks the table
 	return root
 }
 

@@ -46,7 +46,7 @@ func TestUsageErrors(t *testing.T) {
 		{"suggestion", []string{"aloc"}, "did you mean alloc?", "gpuaas --help"},
 		{"unknown subcommand", []string{"alloc", "frob"}, `unknown command "frob" for "gpuaas alloc"`, "gpuaas alloc --help"},
 		{"unknown flag", []string{"alloc", "list", "--nope"}, "unknown flag: --nope", "gpuaas alloc list --help"},
-		{"bad flag value", []string{"alloc", "create", "--gpus", "two"}, `invalid argument "two"`, "gpuaas alloc create --help"},
+		{"bad flag value", []string{"alloc", "create", "--gpus", "two"}, `invalid value "two" for --gpus: it takes a whole number`, "gpuaas alloc create --help"},
 		{"missing argument", []string{"alloc", "get"}, "requires an allocation ID", "gpuaas alloc get --help"},
 		{"too many arguments", []string{"node", "drain", "n1", "n2"}, "too many arguments", "gpuaas node drain --help"},
 		{"local validation", []string{"alloc", "create", "--sku", "h100", "--gpus", "0"}, "--gpus must be at least 1", "gpuaas alloc create --help"},

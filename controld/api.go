@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/gpuaas/gpuaas/controld/alloc"
@@ -72,40 +71,41 @@ const (
 )
 
 // endpoint adapts a handler to micro: concurrency bound, deadline,
-// authentication, error mapping. micro delivers one endpoint's requests
-// sequentially, so each runs in its own goroutine.
+// authentication, error mapping. The handler runs to its reply inside
+// micro's call, so micro's statistics see what happened (requests,
+// processing time, and errors: `nats micro stats gpuaas`). micro delivers
+// one subscription's requests one at a time; registerAPI gives each
+// endpoint several subscriptions (apiLanes) for concurrency.
 func (s *Server) endpoint(name string, need access, fn func(ctx context.Context, c *call) ([]byte, error)) micro.Handler {
 	return micro.HandlerFunc(func(req micro.Request) {
 		s.sem <- struct{}{}
-		go func() {
-			defer func() { <-s.sem }()
-			ctx, cancel := context.WithTimeout(context.Background(), s.cfg.RequestTimeout)
-			defer cancel()
-			c := &call{req: req, project: req.Headers().Get(api.HeaderProject), corr: req.Headers().Get(api.HeaderCorrelationID),
-				sourceOf: s.sourceLookup(req)}
-			if c.corr == "" {
-				c.corr = ids.New("c")
+		defer func() { <-s.sem }()
+		ctx, cancel := context.WithTimeout(context.Background(), s.cfg.RequestTimeout)
+		defer cancel()
+		c := &call{req: req, project: req.Headers().Get(api.HeaderProject), corr: req.Headers().Get(api.HeaderCorrelationID),
+			sourceOf: s.sourceLookup(req)}
+		if c.corr == "" {
+			c.corr = ids.New("c")
+		}
+		out, err := s.authorize(ctx, c, need)
+		if err == nil && c.principal != nil && c.principal.Delegated && delegatedRefused(name, need) {
+			err = errDelegated
+		}
+		// The gateway's service principal speaks for every user who
+		// connects through it; their own calls are limited instead.
+		if err == nil && c.principal != nil && !c.principal.IsGateway() {
+			if wait, ok := s.apiLimit.allow(c.principal.UserID); !ok {
+				err = rateLimited(wait)
 			}
-			out, err := s.authorize(ctx, c, need)
-			if err == nil && c.principal != nil && c.principal.Delegated && delegatedRefused(name, need) {
-				err = errDelegated
-			}
-			// The gateway's service principal speaks for every user who
-			// connects through it; their own calls are limited instead.
-			if err == nil && c.principal != nil && !c.principal.IsGateway() {
-				if wait, ok := s.apiLimit.allow(c.principal.UserID); !ok {
-					err = rateLimited(wait)
-				}
-			}
-			if err == nil {
-				out, err = fn(ctx, c)
-			}
-			if err != nil {
-				s.replyError(req, name, c.corr, err)
-				return
-			}
-			s.reply(req, out, nil)
-		}()
+		}
+		if err == nil {
+			out, err = fn(ctx, c)
+		}
+		if err != nil {
+			s.replyError(req, name, c.corr, err)
+			return
+		}
+		s.reply(req, out)
 	})
 }
 
@@ -211,9 +211,10 @@ func (s *Server) mutationHandler(name string, need access, noReplay bool, fn mut
 	})
 }
 
-// replyError sends a catalog error. Anything that is not already an
-// *api.Error is logged with the correlation id and reported as internal,
-// without leaking details.
+// replyError sends a catalog error through micro's error reply (the
+// error headers, the JSON body), which micro counts in the endpoint's
+// statistics. Anything that is not already an *api.Error is logged with
+// the correlation id and reported as internal, without leaking details.
 func (s *Server) replyError(req micro.Request, endpoint, corr string, err error) {
 	var e *api.Error
 	switch {
@@ -228,25 +229,30 @@ func (s *Server) replyError(req micro.Request, endpoint, corr string, err error)
 	if msg == "" {
 		msg = string(e.Code)
 	}
-	s.reply(req, e.Marshal(), nats.Header{
-		micro.ErrorHeader:     []string{strings.ReplaceAll(msg, "\n", " ")},
-		micro.ErrorCodeHeader: []string{string(e.Code)},
-	})
-}
-
-// reply publishes a response to the request's reply subject. Handlers run
-// in their own goroutines, after micro's handler has returned, so they
-// must not touch the micro request's own bookkeeping (Respond and Error
-// record into it, which micro reads concurrently for its stats); the
-// reply is published directly, with micro's error headers for errors.
-func (s *Server) reply(req micro.Request, data []byte, hdr nats.Header) {
 	if req.Reply() == "" {
 		return
 	}
-	if err := s.cfg.NATS.PublishMsg(&nats.Msg{Subject: req.Reply(), Data: data, Header: hdr}); err != nil {
+	if err := req.Error(string(e.Code), strings.ReplaceAll(msg, "\n", " "), e.Marshal()); err != nil {
 		s.cfg.Log.Warn("reply", "subject", req.Subject(), "err", err)
 	}
 }
+
+// reply sends a successful response.
+func (s *Server) reply(req micro.Request, data []byte) {
+	if req.Reply() == "" {
+		return
+	}
+	if err := req.Respond(data); err != nil {
+		s.cfg.Log.Warn("reply", "subject", req.Subject(), "err", err)
+	}
+}
+
+// apiLanes is how many subscriptions serve each endpoint on one replica,
+// in one queue group: micro hands one subscription's requests to the
+// handler one after the other, and the handler runs to its reply (so
+// micro's statistics hold), so lanes are the endpoint's concurrency.
+// MaxInflight still bounds the whole API.
+const apiLanes = 8
 
 // registerAPI adds every endpoint to the micro service.
 func (s *Server) registerAPI() error {
@@ -258,9 +264,12 @@ func (s *Server) registerAPI() error {
 	}
 	s.svc = svc
 	for _, ep := range s.endpoints() {
-		if err := svc.AddEndpoint(strings.ReplaceAll(ep.name, ".", "-"), ep.handler,
-			micro.WithEndpointSubject(api.Subject(ep.name))); err != nil {
-			return fmt.Errorf("add endpoint %s: %w", ep.name, err)
+		for lane := range apiLanes {
+			if err := svc.AddEndpoint(strings.ReplaceAll(ep.name, ".", "-"), ep.handler,
+				micro.WithEndpointSubject(api.Subject(ep.name)),
+				micro.WithEndpointMetadata(map[string]string{"lane": fmt.Sprintf("%d/%d", lane+1, apiLanes)})); err != nil {
+				return fmt.Errorf("add endpoint %s: %w", ep.name, err)
+			}
 		}
 	}
 	return nil

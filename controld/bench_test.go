@@ -70,6 +70,26 @@ func BenchmarkAllocGet(b *testing.B) {
 	b.ReportMetric(float64(reply), "reply-bytes")
 }
 
+// BenchmarkAllocGetParallel is BenchmarkAllocGet from many goroutines at
+// once: one endpoint's requests run concurrently on its lanes (apiLanes
+// subscriptions), though micro serves each subscription's in turn.
+func BenchmarkAllocGetParallel(b *testing.B) {
+	env, a := benchAllocation(b)
+	c := env.Client(env.AdminToken)
+	ctx := context.Background()
+	b.SetParallelism(4)
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if _, err := c.AllocGet(ctx, a.ID); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+}
+
 // BenchmarkAllocGetUserConn is BenchmarkAllocGet on the user's own
 // connection, which the auth callout let in with allow-lists the server
 // checks on every publish and subscription (BenchmarkAllocGet runs on

@@ -194,10 +194,12 @@ func (m *Model) upsert(a api.Allocation) {
 }
 
 // setDetailOpen opens or closes the detail pane, which takes its height
-// from the table.
+// from the table: the table scrolls so that the selected row stays on
+// screen.
 func (m *Model) setDetailOpen(open bool) {
 	m.detailOpen = open
 	m.layout()
+	m.table.Clamp()
 }
 
 func (m *Model) setFlash(msg string) { m.flash, m.flashErr = msg, false }

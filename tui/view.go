@@ -24,7 +24,7 @@ func (m *Model) View() string {
 		main = m.nodes.View()
 	default:
 		main = m.table.View()
-		if m.detailOpen {
+		if m.detailOpen && m.paneHeight() > 0 {
 			main = fitLines(main, mainH-m.paneHeight(), w) + "\n" + m.pane.View()
 		}
 	}

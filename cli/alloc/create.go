@@ -12,6 +12,7 @@ import (
 
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/clip"
 )
 
 // CreateOptions are the inputs of `gpuaas alloc create`.
@@ -142,7 +143,7 @@ func defaultGPUs(ctx context.Context, client *api.Client, sku string) (int, erro
 	}
 	s, ok := findSKU(cat.SKUs, sku)
 	if !ok {
-		return 0, &api.Error{Code: api.CodeNotFound, Message: fmt.Sprintf("no SKU %q in the catalog", sku),
+		return 0, &api.Error{Code: api.CodeNotFound, Message: fmt.Sprintf("no SKU %q in the catalog", clip.String(sku)),
 			Hint: "see `gpuaas catalog list`"}
 	}
 	return gpusFor(s)

@@ -78,3 +78,26 @@ func TestLoginInvite(t *testing.T) {
 		t.Fatalf("context user: got %q; want bob", c.User)
 	}
 }
+
+// TestLoginPromptSaysForWhom: `gpuaas login` prompted a bare "Password:",
+// not saying which account on which server it was for. Against a real
+// controld, on a terminal: the prompt names the email and the context.
+func TestLoginPromptSaysForWhom(t *testing.T) {
+	t.Parallel()
+	env := controldtest.Start(t, controldtest.Options{NoNodes: true})
+	cfg := devConfig(t, env.NATSURL)
+	ios, in, _, errOut := cmdtest.Streams(true)
+	in.WriteString(controldtest.AdminEmail + "\n" + controldtest.AdminPassword + "\n")
+	opts := &LoginOptions{IO: ios, Now: time.Now,
+		Config: func() (*config.Config, error) { return cfg, nil },
+		Active: func() (config.Active, error) { return cfg.Active(config.Overrides{Context: "dev"}), nil },
+		Client: func() (*api.Client, error) { return api.NewClient(env.NC), nil },
+	}
+	if err := loginRun(t.Context(), opts); err != nil {
+		t.Fatalf("login: %v\n%s", err, errOut)
+	}
+	want := "Email: Password for " + controldtest.AdminEmail + " on dev (" + env.NATSURL + "): "
+	if got := errOut.String(); !strings.HasPrefix(got, want) || !strings.Contains(got, "Logged in as "+controldtest.AdminEmail) {
+		t.Errorf("got stderr %q; want it to start %q and report the login", got, want)
+	}
+}

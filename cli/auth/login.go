@@ -198,7 +198,7 @@ func passwordLogin(ctx context.Context, opts *LoginOptions, active config.Active
 	if err != nil {
 		return nil, err
 	}
-	password, err := loginPassword(ctx, opts)
+	password, err := loginPassword(ctx, opts, passwordPrompt(email, active))
 	if err != nil {
 		return nil, err
 	}
@@ -233,7 +233,7 @@ func inviteLogin(ctx context.Context, opts *LoginOptions, client *api.Client) (*
 // --password-stdin, else twice from the terminal, without echo.
 func newPassword(ctx context.Context, opts *LoginOptions) (string, error) {
 	if opts.PasswordStdin {
-		return loginPassword(ctx, opts)
+		return loginPassword(ctx, opts, "")
 	}
 	pw, err := opts.IO.ReadPassword(ctx, "New password: ")
 	if err != nil {
@@ -299,14 +299,27 @@ func loginEmail(ctx context.Context, opts *LoginOptions, active config.Active) (
 	return email, nil
 }
 
-func loginPassword(ctx context.Context, opts *LoginOptions) (string, error) {
+// passwordPrompt says whose password is asked and where it is sent: a
+// bare "Password:" left the user guessing which account and server.
+func passwordPrompt(email string, active config.Active) string {
+	where := active.Name
+	if active.Server != "" {
+		where = fmt.Sprintf("%s (%s)", active.Name, active.Server)
+	}
+	return fmt.Sprintf("Password for %s on %s: ", email, where)
+}
+
+// loginPassword reads the password: all of standard input with
+// --password-stdin, else a line from the terminal after prompt, without
+// echo.
+func loginPassword(ctx context.Context, opts *LoginOptions, prompt string) (string, error) {
 	var pw string
 	var err error
 	if opts.PasswordStdin {
 		pw, err = opts.IO.ReadAll(ctx)
 		pw = strings.TrimRight(pw, "\r\n")
 	} else {
-		pw, err = opts.IO.ReadPassword(ctx, "Password: ")
+		pw, err = opts.IO.ReadPassword(ctx, prompt)
 	}
 	if err != nil {
 		return "", fmt.Errorf("read password: %w", err)

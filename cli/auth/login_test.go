@@ -77,11 +77,11 @@ func TestLoginCredentials(t *testing.T) {
 		wantPrompts   string
 	}{
 		{name: "prompts for both on a terminal", tty: true, input: "ada@example.com\nhunter2\n",
-			wantEmail: "ada@example.com", wantPassword: "hunter2", wantPrompts: "Email: Password: "},
+			wantEmail: "ada@example.com", wantPassword: "hunter2", wantPrompts: "Email: Password for ada@example.com on dev (nats://dev:4222): "},
 		{name: "stored user is reused", tty: true, storedUser: "ada@example.com", input: "hunter2\n",
-			wantEmail: "ada@example.com", wantPassword: "hunter2", wantPrompts: "Password: "},
+			wantEmail: "ada@example.com", wantPassword: "hunter2", wantPrompts: "Password for ada@example.com on dev (nats://dev:4222): "},
 		{name: "--email wins", tty: true, email: "grace@example.com", storedUser: "ada@example.com", input: "pw\n",
-			wantEmail: "grace@example.com", wantPassword: "pw", wantPrompts: "Password: "},
+			wantEmail: "grace@example.com", wantPassword: "pw", wantPrompts: "Password for grace@example.com on dev (nats://dev:4222): "},
 		{name: "password from stdin, newline trimmed", email: "ada@example.com", passwordStdin: true, input: "s3cret word\r\n",
 			wantEmail: "ada@example.com", wantPassword: "s3cret word"},
 		{name: "password from stdin needs an email", passwordStdin: true, input: "pw\n", wantErr: "--email is required"},
@@ -92,12 +92,12 @@ func TestLoginCredentials(t *testing.T) {
 			ios, in, _, errOut := cmdtest.Streams(tt.tty)
 			in.WriteString(tt.input)
 			opts := &LoginOptions{IO: ios, Email: tt.email, PasswordStdin: tt.passwordStdin}
-			active := config.Active{Name: "dev", Context: config.Context{User: tt.storedUser}}
+			active := config.Active{Name: "dev", Context: config.Context{Server: "nats://dev:4222", User: tt.storedUser}}
 			ctx := context.Background()
 			email, err := loginEmail(ctx, opts, active)
 			var password string
 			if err == nil {
-				password, err = loginPassword(ctx, opts)
+				password, err = loginPassword(ctx, opts, passwordPrompt(email, active))
 			}
 			if tt.wantErr != "" {
 				var fe *cmdutil.FlagError

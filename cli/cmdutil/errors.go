@@ -6,6 +6,9 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/gpuaas/gpuaas/internal/clip"
 )
 
 // FlagError is a usage error: a bad flag, a wrong number of arguments or a
@@ -18,13 +21,22 @@ func (e *FlagError) Error() string { return e.err.Error() }
 // Unwrap returns the underlying error.
 func (e *FlagError) Unwrap() error { return e.err }
 
-// FlagErrorf builds a FlagError.
+// FlagErrorf builds a FlagError. Runaway string arguments (user input)
+// are cut (clip.Args).
 func FlagErrorf(format string, args ...any) error {
-	return &FlagError{err: fmt.Errorf(format, args...)}
+	return &FlagError{err: fmt.Errorf(format, clip.Args(args)...)}
 }
 
-// FlagErrorWrap makes err a usage error.
-func FlagErrorWrap(err error) error { return &FlagError{err: err} }
+// FlagErrorWrap makes err a usage error. A flag value pflag could not
+// parse is said in words ("--gpus takes a whole number"), not with the Go
+// parser's error.
+func FlagErrorWrap(err error) error {
+	var invalid *pflag.InvalidValueError
+	if errors.As(err, &invalid) {
+		err = invalidFlagValue(invalid)
+	}
+	return &FlagError{err: err}
+}
 
 // ErrCancelled is returned when the user declines a confirmation prompt.
 var ErrCancelled = errors.New("cancelled")

@@ -10,6 +10,8 @@ import (
 	"github.com/itchyny/gojq"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+
+	"github.com/gpuaas/gpuaas/internal/clip"
 )
 
 // allFields is what a bare --json stands for.
@@ -45,7 +47,9 @@ func AddJSONFlags(cmd *cobra.Command, target *Exporter, fields []string) {
 
 	// pflag reads `--json id,state` as a bare --json followed by the
 	// argument "id,state". When the arguments only make sense without such
-	// a field list, adopt it as the selection, as gh users expect.
+	// a field list, adopt it as the selection, as gh users expect; when it
+	// names a field that does not exist, say which one, not "unexpected
+	// argument".
 	validate := cmd.Args
 	if validate == nil {
 		validate = cobra.ArbitraryArgs
@@ -56,13 +60,28 @@ func AddJSONFlags(cmd *cobra.Command, target *Exporter, fields []string) {
 		if err == nil || !sel.bare() {
 			return err
 		}
+		// Of the arguments that could have been the field list but are
+		// not, say what is wrong with the likeliest: the one naming the
+		// most fields, else the last (--json goes last, mostly).
+		var fieldErr error
+		best := -1
 		for i, arg := range a {
 			others := slices.Delete(slices.Clone(a), i, i+1)
-			if sel.Set(arg) == nil && validate(c, others) == nil {
-				rest = others
-				return nil
+			if validate(c, others) != nil {
+				continue
 			}
-			sel.value = []string{allFields}
+			if setErr := sel.Set(arg); setErr != nil {
+				sel.value = []string{allFields}
+				if n := sel.known(arg); n >= best {
+					best, fieldErr = n, FlagErrorf("--json: %v", setErr)
+				}
+				continue
+			}
+			rest = others
+			return nil
+		}
+		if fieldErr != nil {
+			return fieldErr
 		}
 		return err
 	}
@@ -151,7 +170,7 @@ func (v *fieldsValue) Set(s string) error {
 			continue
 		}
 		if !slices.Contains(v.allowed, f) {
-			return fmt.Errorf("unknown JSON field %q; available: %s", f, strings.Join(v.allowed, ", "))
+			return fmt.Errorf("unknown JSON field %q; available: %s", clip.String(f), strings.Join(v.allowed, ", "))
 		}
 		if !slices.Contains(out, f) {
 			out = append(out, f)
@@ -162,6 +181,17 @@ func (v *fieldsValue) Set(s string) error {
 	}
 	v.value = out
 	return nil
+}
+
+// known counts the fields of the comma-separated list s that exist.
+func (v *fieldsValue) known(s string) int {
+	n := 0
+	for _, f := range strings.Split(s, ",") {
+		if slices.Contains(v.allowed, strings.TrimSpace(f)) {
+			n++
+		}
+	}
+	return n
 }
 
 func (v *fieldsValue) bare() bool { return slices.Equal(v.value, []string{allFields}) }

@@ -7,12 +7,14 @@ import (
 	"io"
 
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/clip"
 )
 
 // PrintError is the one place a command's error reaches the user, on the
 // local CLI and over SSH alike: the message, then a hint saying what to do
 // about it. commandPath is the failing command's (`gpuaas alloc create`),
-// named in the usage hint of a usage error.
+// named in the usage hint of a usage error. Whatever the message quotes,
+// it is cut where a word runs longer than clip.MaxWord.
 func PrintError(w io.Writer, commandPath string, err error) {
 	var flagErr *FlagError
 	var apiErr *api.Error
@@ -27,10 +29,10 @@ func PrintError(w io.Writer, commandPath string, err error) {
 		_, _ = fmt.Fprintln(w, "interrupted")
 		return
 	case errors.As(err, &flagErr):
-		_, _ = fmt.Fprintf(w, "error: %v\nRun '%s --help' for usage.\n", err, commandPath)
+		_, _ = fmt.Fprintf(w, "error: %s\nRun '%s --help' for usage.\n", clip.Words(err.Error()), commandPath)
 		return
 	}
-	_, _ = fmt.Fprintf(w, "error: %v\n", err)
+	_, _ = fmt.Fprintf(w, "error: %s\n", clip.Words(err.Error()))
 	if !errors.As(err, &apiErr) {
 		return
 	}
@@ -39,6 +41,6 @@ func PrintError(w io.Writer, commandPath string, err error) {
 		hint = "run `gpuaas login`"
 	}
 	if hint != "" {
-		_, _ = fmt.Fprintf(w, "hint: %s\n", hint)
+		_, _ = fmt.Fprintf(w, "hint: %s\n", clip.Words(hint))
 	}
 }

@@ -120,8 +120,8 @@ node). The dev project starts with a $100 credit, charged every
 	fl.DurationVar(&opts.BillingWindow, "billing-window", 10*time.Second, "How often active allocations are charged")
 	fl.StringVar(&opts.StripeAPI, "stripe-api", "", "Enable top-ups against this Stripe API, e.g. stripe-mock at http://127.0.0.1:12111 (key: $GPUAAS_STRIPE_SECRET_KEY, default a test key)")
 	fl.IntVar(&opts.HTTPPort, "http-port", 8787, "With --stripe-api: port of controld's HTTP server (Stripe webhooks) on loopback (0 picks a free one)")
-	fl.StringVar(&opts.OIDC.Issuer, "oidc-issuer", "", "Also accept logins through this OIDC issuer (`gpuaas login` then uses its device flow)")
-	fl.StringVar(&opts.OIDC.ClientID, "oidc-client-id", "", "The public OIDC client id `gpuaas login` uses with --oidc-issuer")
+	fl.StringVar(&opts.OIDC.Issuer, "oidc-issuer", "", "Also accept logins through this OIDC issuer `URL` (gpuaas login then uses its device flow)")
+	fl.StringVar(&opts.OIDC.ClientID, "oidc-client-id", "", "The public OIDC client `id` that gpuaas login uses with --oidc-issuer")
 	return cmd
 }
 

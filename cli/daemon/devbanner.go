@@ -47,5 +47,6 @@ func printBanner(opts *DevOptions, env *devenv.Env, isolated bool) {
 	fmt.Fprintln(w, "\nnatscli against it (read-only server monitoring, after gpuaas login):")
 	fmt.Fprintln(w, "  gpuaas ops nats-identity add --kind operator --name me --out ops.nk")
 	fmt.Fprintln(w, "  nats --server "+url+" --nkey ops.nk server list")
+	fmt.Fprintln(w, "  nats --server "+url+" --nkey ops.nk micro stats gpuaas")
 	fmt.Fprintln(w, "\nPress Ctrl-C to stop.")
 }

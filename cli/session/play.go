@@ -41,9 +41,9 @@ recording itself (asciicast v2, playable with asciinema) with --raw.
 
 Pauses longer than --idle-limit are shortened; --speed plays faster (2)
 or slower (0.5). Press Ctrl-C to stop.`,
-		Example: `  gpuaas session play s-4f9k2m7x1c0a
-  gpuaas session play s-4f9k2m7x1c0a --speed 4
-  gpuaas session play s-4f9k2m7x1c0a --raw > session.cast && asciinema play session.cast`,
+		Example: `  gpuaas session play ts-4f9k2m7x1c0a
+  gpuaas session play ts-4f9k2m7x1c0a --speed 4
+  gpuaas session play ts-4f9k2m7x1c0a --raw > session.cast && asciinema play session.cast`,
 		Args: cmdutil.ExactArgs(1, "a session ID"),
 		RunE: func(c *cobra.Command, args []string) error {
 			opts.ID = args[0]

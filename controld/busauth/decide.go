@@ -190,12 +190,16 @@ func recordingSubjects() []string {
 
 // operatorGrant lets natscli monitor the servers read-only from the system
 // account: server and account information, no kicks, reloads or
-// lame-duck mode.
+// lame-duck mode; and the micro services' ping, info and statistics
+// (`nats micro stats gpuaas`), which the app account exports to the
+// system account (bus.ServerAuth.Config): read-only too, micro has no
+// other verbs.
 func (s *Service) operatorGrant(key string) *grant {
 	g := &grant{kind: KindOperator, principal: key, connKey: key, account: bus.SystemAccount,
 		expires: s.now().Add(s.cfg.ServiceTTL)}
 	g.perms.Pub.Allow.Add("$SYS.REQ.SERVER.PING", "$SYS.REQ.SERVER.PING.*", "$SYS.REQ.SERVER.*.*",
-		"$SYS.REQ.ACCOUNT.*.*")
+		"$SYS.REQ.ACCOUNT.*.*",
+		"$SRV.PING", "$SRV.PING.>", "$SRV.INFO", "$SRV.INFO.>", "$SRV.STATS", "$SRV.STATS.>")
 	g.perms.Pub.Deny.Add("$SYS.REQ.SERVER.*.KICK", "$SYS.REQ.SERVER.*.LDM", "$SYS.REQ.SERVER.*.RELOAD",
 		"$SYS.REQ.SERVER.PING.KICK", "$SYS.REQ.SERVER.PING.LDM", "$SYS.REQ.SERVER.PING.RELOAD")
 	g.perms.Sub.Allow.Add("_INBOX.>", "$SYS.SERVER.>", "$SYS.ACCOUNT.>")

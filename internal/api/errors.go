@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/gpuaas/gpuaas/internal/clip"
 )
 
 // Code is an error code from the one catalog shared by controld, the CLI and
@@ -85,9 +87,11 @@ func (e *Error) Is(target error) bool {
 	return t.Code == e.Code
 }
 
-// Errorf builds an *Error with a formatted message.
+// Errorf builds an *Error with a formatted message. String arguments are
+// what the caller sent, mostly: a runaway one is cut (clip.Args), so a
+// 100 KB SKU is not echoed back in full.
 func Errorf(code Code, format string, args ...any) *Error {
-	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+	return &Error{Code: code, Message: fmt.Sprintf(format, clip.Args(args)...)}
 }
 
 // WithHint returns a copy of e carrying hint.

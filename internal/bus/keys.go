@@ -192,13 +192,19 @@ func (k *Keys) Public() ServerAuth {
 func (a ServerAuth) Config() string {
 	return fmt.Sprintf(`# gpuaas trust model: every connection but controld's is decided by
 # controld's auth callout (see DESIGN.md, NATS security).
+# The app account exports the micro services' monitoring subjects
+# ($SRV.PING, INFO, STATS: controld's API statistics) to the system
+# account, where operators' read-only keys are (nats micro stats gpuaas);
+# every replica answers (response: stream).
 accounts {
   %[1]s {
     jetstream: enabled
     users: [ { nkey: %[3]s } ]
+    exports: [ { service: "$SRV.>", response: stream } ]
   }
   %[2]s {
     users: [ { nkey: %[4]s, permissions: { subscribe: { allow: ["_INBOX_controld.>"] } } } ]
+    imports: [ { service: { account: %[1]s, subject: "$SRV.>" } } ]
   }
 }
 system_account: %[2]s

@@ -29,7 +29,9 @@ func Files(root *cobra.Command) (map[string][]byte, error) {
 		return nil, err
 	}
 	defer os.RemoveAll(tmp)
-	hdr := &doc.GenManHeader{Title: "GPUAAS", Section: "1", Date: &manDate, Source: "gpuaas", Manual: "gpuaas manual"}
+	// No Title: cobra then heads each page with its own command's name
+	// (GPUAAS-ALLOC-CREATE), not every page with GPUAAS.
+	hdr := &doc.GenManHeader{Section: "1", Date: &manDate, Source: "gpuaas", Manual: "gpuaas manual"}
 	if err := doc.GenManTree(root, hdr, tmp); err != nil {
 		return nil, fmt.Errorf("man pages: %w", err)
 	}

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"testing"
 
 	"github.com/gpuaas/gpuaas/cli"
@@ -50,4 +51,52 @@ func TestGeneratedDocsAreFresh(t *testing.T) {
 	if _, ok := files[filepath.Join("man", "gpuaas-alloc-create.1")]; !ok {
 		t.Errorf("no man page for gpuaas alloc create; generated %d files", len(files))
 	}
+}
+
+// TestManPageHeadedByItsCommand: every man page was headed GPUAAS(1),
+// whatever its command. Each page's .TH line names the page's command.
+func TestManPageHeadedByItsCommand(t *testing.T) {
+	ios, _, _, _ := cmdutil.Test()
+	files, err := docgen.Files(cli.Root(cmdutil.New(ios)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name, want string
+	}{
+		{"gpuaas.1", `.TH "GPUAAS" "1"`},
+		{"gpuaas-alloc-create.1", `.TH "GPUAAS-ALLOC-CREATE" "1"`},
+		{"gpuaas-admin-user-add.1", `.TH "GPUAAS-ADMIN-USER-ADD" "1"`},
+	}
+	for _, tt := range tests {
+		page, ok := files[filepath.Join("man", tt.name)]
+		if !ok {
+			t.Errorf("no man page %s", tt.name)
+			continue
+		}
+		if !bytes.Contains(page, []byte(tt.want)) {
+			t.Errorf("%s: got header %q; want %q", tt.name, firstTH(page), tt.want)
+		}
+	}
+	// Every page: the title is its file name, upper-cased.
+	for name, page := range files {
+		if filepath.Dir(name) != "man" {
+			continue
+		}
+		base := strings.TrimSuffix(filepath.Base(name), ".1")
+		want := `.TH "` + strings.ToUpper(base) + `" "1"`
+		if got := firstTH(page); !strings.HasPrefix(got, want) {
+			t.Errorf("%s: got header %q; want it to start %q", name, got, want)
+		}
+	}
+}
+
+// firstTH returns the .TH line of a man page.
+func firstTH(page []byte) string {
+	for _, line := range strings.Split(string(page), "\n") {
+		if strings.HasPrefix(line, ".TH ") {
+			return line
+		}
+	}
+	return ""
 }

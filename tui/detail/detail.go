@@ -107,8 +107,12 @@ func (m *Model) Upsert(a api.Allocation) {
 	}
 }
 
-// View renders the pane with its border.
+// View renders the pane with its border; nothing when it has no room for
+// its border and a line.
 func (m *Model) View() string {
+	if m.Height < 3 || m.Width < 5 {
+		return ""
+	}
 	return m.Styles.Pane.Width(m.Width - 2).Height(m.Height - 2).Render(m.render(m.Width-4, m.Height-2))
 }
 
@@ -165,7 +169,7 @@ func (m *Model) render(w, h int) string {
 		lines = append(lines, m.timelineLines(a.Timeline, w)...)
 	}
 	if len(lines) > h {
-		lines = lines[:h]
+		lines = lines[:max(0, h)]
 	}
 	return strings.Join(lines, "\n")
 }

@@ -128,6 +128,12 @@ func plural(n int, noun string) string {
 	return strconv.Itoa(n) + " " + noun + "s"
 }
 
+// The columns coloured by state and health, by index in columns.
+const (
+	colState  = 1
+	colHealth = 7
+)
+
 var columns = []common.Column{
 	{Title: "NAME", Width: 11}, {Title: "STATE", Width: 8}, {Title: "GPU", Width: 10}, {Title: "USED", Width: 4, Right: true},
 	{Title: "FREE", Width: 4, Right: true}, {Title: "PEND", Width: 4, Right: true}, {Title: "TASK", Width: 4, Right: true},
@@ -179,12 +185,12 @@ func (m *Model) View() string {
 		b.WriteString("  ")
 		switch {
 		case n.State != api.NodeReady:
-			parts[1] = st.Warn.Render(parts[1])
+			parts[colState] = st.Warn.Render(parts[colState])
 		default:
-			parts[1] = st.OK.Render(parts[1])
+			parts[colState] = st.OK.Render(parts[colState])
 		}
 		if !healthy {
-			parts[6] = st.Bad.Render(parts[6])
+			parts[colHealth] = st.Bad.Render(parts[colHealth])
 		}
 		b.WriteString(strings.Join(parts, "  "))
 	}

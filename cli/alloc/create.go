@@ -109,7 +109,7 @@ func createRun(ctx context.Context, opts *CreateOptions) error {
 		return err
 	}
 	if opts.Wait {
-		if a, err = waitFor(ctx, opts.IO, client, a.ID, opts.Timeout, api.AllocActive); err != nil {
+		if a, err = waitForOperation(ctx, opts.IO, client, a.ID, opts.Timeout, api.AllocActive); err != nil {
 			return err
 		}
 	}

@@ -370,7 +370,7 @@ func TestDetailPane(t *testing.T) {
 	press(m, "j")
 	drain(t, m, press(m, "enter"))
 	v := m.View()
-	for _, want := range []string{"a-actv00000002  active", "$7.00/h", "gpuaas ssh a-actv00000002", "vfio_bind_check", "#0 #1 (numa 0)"} {
+	for _, want := range []string{"a-actv00000002  active", "$7.00/h", "gpuaas ssh a-actv00000002", "timeline · provision", "readiness", "#0 #1 (numa 0)"} {
 		if !strings.Contains(v, want) {
 			t.Errorf("detail pane lacks %q", want)
 		}

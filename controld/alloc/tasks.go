@@ -102,8 +102,12 @@ func enqueueCleanup(ctx context.Context, tx pgx.Tx, a api.Allocation, now time.T
 // of phases its host reported, in the order given, for a task of type
 // taskType.
 func ProgressEvents(ctx context.Context, q store.Querier, allocationID, taskType string, phases []api.TaskProgress) ([]outbox.Event, error) {
+	// FOR SHARE orders these events with the allocation's own changes
+	// (a release requested meanwhile, say): a change either committed
+	// before, or waits for this transaction and takes later outbox ids, so
+	// the relay publishes an allocation's events in the order they happened.
 	var projectID string
-	if err := q.QueryRow(ctx, `SELECT project_id FROM allocations WHERE id = $1`, allocationID).Scan(&projectID); err != nil {
+	if err := q.QueryRow(ctx, `SELECT project_id FROM allocations WHERE id = $1 FOR SHARE`, allocationID).Scan(&projectID); err != nil {
 		return nil, fmt.Errorf("progress event: %w", err)
 	}
 	users, err := project.MemberIDs(ctx, q, projectID)

@@ -20,7 +20,7 @@ func TestGolden(t *testing.T) {
 		wait string // text the frame shows once the keys took effect
 	}{
 		{name: "allocs"},
-		{name: "detail", keys: []string{"j", "enter"}, wait: "vfio_bind_check"},
+		{name: "detail", keys: []string{"j", "enter"}, wait: "readiness"},
 		{name: "filter", keys: []string{"/", "h200", "enter"}, wait: "/h200"},
 		{name: "wizard", keys: []string{"c", "h200", "enter", "2", "enter", "enter"}, wait: "verdict unavailable"},
 		{name: "release", keys: []string{"j", "x"}, wait: "(y/n)"},

@@ -121,7 +121,7 @@ func (m *Model) refreshAll() tea.Cmd {
 }
 
 // applyEvent updates the row an alloc.state event is about, and re-reads
-// its timeline when its details are open.
+// its timeline when its details are open (on alloc.progress too).
 func (m *Model) applyEvent(ev api.Event) tea.Cmd {
 	switch ev.Kind {
 	case api.EventAllocState:
@@ -131,6 +131,12 @@ func (m *Model) applyEvent(ev api.Event) tea.Cmd {
 		}
 		m.upsert(ch.Allocation)
 		if a, ok := m.selected(); ok && m.detailOpen && a.ID == ch.Allocation.ID {
+			return m.pane.Load(a.ID)
+		}
+	case api.EventAllocProgress:
+		// A phase of the allocation whose details are open: re-read its
+		// timeline (the pane keeps the newest read).
+		if a, ok := m.selected(); ok && m.detailOpen && a.ID == ev.Subject {
 			return m.pane.Load(a.ID)
 		}
 	case api.EventNode:

@@ -380,7 +380,7 @@ func TestDetailPane(t *testing.T) {
 	press(m, "j")
 	drain(t, m, press(m, "enter"))
 	v := m.View()
-	for _, want := range []string{"a-actv00000002  active", "$7.00/h", "gpuaas ssh a-actv00000002", "vfio_bind_check", "#0 #1 (numa 0)"} {
+	for _, want := range []string{"a-actv00000002  active", "$7.00/h", "gpuaas ssh a-actv00000002", "timeline · provision", "readiness", "#0 #1 (numa 0)"} {
 		if !strings.Contains(v, want) {
 			t.Errorf("detail pane lacks %q", want)
 		}
@@ -485,4 +485,39 @@ func manyAllocs(n int) []api.Allocation {
 func pad4(i int) string {
 	s := "0000" + strconv.Itoa(i)
 	return s[len(s)-4:]
+}
+
+// TestProgressEventRereadsOpenTimeline: a phase of the allocation whose
+// details are open re-reads its timeline; one of another allocation does
+// not.
+func TestProgressEventRereadsOpenTimeline(t *testing.T) {
+	b := newFixtureBackend()
+	m := newTestModel(t, b)
+	press(m, "j")
+	drain(t, m, press(m, "enter"))
+	progress := func(id string) eventMsg {
+		data, _ := json.Marshal(api.AllocProgress{AllocationID: id, TaskID: "t-1", PhaseSeq: 1, Phase: "shutdown", Status: api.PhaseStarted})
+		return eventMsg{ev: api.Event{ID: 9, Kind: api.EventAllocProgress, Subject: id, Data: data}}
+	}
+	tests := []struct {
+		name string
+		id   string
+		want bool
+	}{
+		{"another allocation's phase", "a-prov00000001", false},
+		{"the open allocation's phase", "a-actv00000002", true},
+	}
+	for _, tt := range tests {
+		b.mu.Lock()
+		b.calls = nil
+		b.mu.Unlock()
+		_, cmd := m.Update(progress(tt.id))
+		drain(t, m, cmd)
+		b.mu.Lock()
+		got := slices.Contains(b.calls, "get a-actv00000002")
+		b.mu.Unlock()
+		if got != tt.want {
+			t.Errorf("%s: re-read %v (calls %v); want %v", tt.name, got, b.calls, tt.want)
+		}
+	}
 }

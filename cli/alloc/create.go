@@ -122,7 +122,7 @@ func createRun(ctx context.Context, opts *CreateOptions) error {
 	}
 	if opts.Wait {
 		created := a
-		if a, err = waitFor(ctx, opts.IO, client, a.ID, opts.Timeout, api.AllocActive); err != nil {
+		if a, err = waitForOperation(ctx, opts.IO, client, a.ID, opts.Timeout, api.AllocActive); err != nil {
 			if errors.Is(err, context.Canceled) {
 				tellLeftBehind(ctx, opts.IO, client, created)
 			}

@@ -80,7 +80,7 @@ func releaseRun(ctx context.Context, opts *ReleaseOptions) error {
 		return err
 	}
 	if opts.Wait {
-		if a, err = waitFor(ctx, opts.IO, client, a.ID, opts.Timeout, api.AllocReleased); err != nil {
+		if a, err = waitForOperation(ctx, opts.IO, client, a.ID, opts.Timeout, api.AllocReleased); err != nil {
 			return err
 		}
 	}

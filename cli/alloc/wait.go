@@ -26,13 +26,28 @@ var (
 // released or releasing when waiting for active) ends the wait with
 // ExitAllocFailed and its reason; running out of time ends it with
 // ExitWaitTimeout.
+//
+// It shows the phases of the operation that leads to want (provisioning,
+// or the release), each once, in order, and the final state last; an
+// allocation already there when the wait starts shows only its state.
 func waitFor(ctx context.Context, ios *cmdutil.IOStreams, client *api.Client, id string, timeout time.Duration, want ...string) (*api.Allocation, error) {
 	view := newProgressView(ios, id)
 	defer view.stop()
-	return follow(ctx, client, view, id, timeout, want)
+	return follow(ctx, client, view, id, timeout, false, want)
 }
 
-func follow(ctx context.Context, client *api.Client, view progressView, id string, timeout time.Duration, want []string) (*api.Allocation, error) {
+// waitForOperation is waitFor for the operation the command just started
+// (`alloc create --wait`, `alloc release --wait`): its phases are shown
+// even when it is over by the first read.
+func waitForOperation(ctx context.Context, ios *cmdutil.IOStreams, client *api.Client, id string, timeout time.Duration, want ...string) (*api.Allocation, error) {
+	view := newProgressView(ios, id)
+	defer view.stop()
+	return follow(ctx, client, view, id, timeout, true, want)
+}
+
+// follow runs a wait; started says the command started the operation
+// followed, so none of its phases are history.
+func follow(ctx context.Context, client *api.Client, view progressView, id string, timeout time.Duration, started bool, want []string) (*api.Allocation, error) {
 	if timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, timeout)
@@ -48,20 +63,15 @@ func follow(ctx context.Context, client *api.Client, view progressView, id strin
 	if events == nil {
 		poll = pollWithoutEvents
 	}
-	shown := map[api.PhaseTiming]bool{}
-	for {
+	shown := newShownPhases(want)
+	for first := true; ; first = false {
 		a, err := client.AllocGet(ctx, id)
 		if err != nil {
 			return nil, waitErr(ctx, err, id, "", timeout, want)
 		}
-		view.state(a)
-		for _, p := range a.Timeline {
-			if !shown[p] {
-				shown[p] = true
-				view.phase(p)
-			}
-		}
-		if done, err := reached(a, want); done {
+		done, err := reached(a, want)
+		shown.show(view, a, first && !started, done)
+		if done {
 			return a, err
 		}
 		if events, err = nextChange(ctx, events, id, poll); err != nil {

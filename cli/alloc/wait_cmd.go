@@ -35,6 +35,11 @@ func NewCmdWait(f *cmdutil.Factory, runF func(context.Context, *WaitOptions) err
 		Long: `Wait until an allocation reaches a state, following its phases on stderr,
 then print it.
 
+Only the phases of the operation that leads there are shown (provisioning
+for active, the release for released), each once, in order, with the final
+state line last. An allocation already in the state prints its state alone:
+` + "`gpuaas alloc get`" + ` shows its whole timeline.
+
 It follows your event stream and re-reads the allocation now and then, so it
 returns as soon as the change happens. The exit code tells scripts how it
 ended:

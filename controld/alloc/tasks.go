@@ -98,18 +98,27 @@ func enqueueCleanup(ctx context.Context, tx pgx.Tx, a api.Allocation, now time.T
 	return enqueueRelease(ctx, tx, a, true, now)
 }
 
-// ProgressEvent is the event telling an allocation's project members of a
-// phase its host reported.
-func ProgressEvent(ctx context.Context, q store.Querier, allocationID string, p api.TaskProgress) (outbox.Event, error) {
+// ProgressEvents are the events telling an allocation's project members
+// of phases its host reported, in the order given, for a task of type
+// taskType.
+func ProgressEvents(ctx context.Context, q store.Querier, allocationID, taskType string, phases []api.TaskProgress) ([]outbox.Event, error) {
+	// FOR SHARE orders these events with the allocation's own changes
+	// (a release requested meanwhile, say): a change either committed
+	// before, or waits for this transaction and takes later outbox ids, so
+	// the relay publishes an allocation's events in the order they happened.
 	var projectID string
-	if err := q.QueryRow(ctx, `SELECT project_id FROM allocations WHERE id = $1`, allocationID).Scan(&projectID); err != nil {
-		return outbox.Event{}, fmt.Errorf("progress event: %w", err)
+	if err := q.QueryRow(ctx, `SELECT project_id FROM allocations WHERE id = $1 FOR SHARE`, allocationID).Scan(&projectID); err != nil {
+		return nil, fmt.Errorf("progress event: %w", err)
 	}
 	users, err := project.MemberIDs(ctx, q, projectID)
 	if err != nil {
-		return outbox.Event{}, err
+		return nil, err
 	}
-	return outbox.Event{Kind: api.EventAllocProgress, Subject: allocationID, ProjectID: projectID, Users: users,
-		Payload: api.AllocProgress{AllocationID: allocationID, TaskID: p.TaskID, Phase: p.Phase, Status: p.Status,
-			ElapsedMS: p.ElapsedMS, Message: p.Message, At: p.At}}, nil
+	out := make([]outbox.Event, 0, len(phases))
+	for _, p := range phases {
+		out = append(out, outbox.Event{Kind: api.EventAllocProgress, Subject: allocationID, ProjectID: projectID, Users: users,
+			Payload: api.AllocProgress{AllocationID: allocationID, TaskID: p.TaskID, Task: taskType, PhaseSeq: p.PhaseSeq,
+				Phase: p.Phase, Status: p.Status, ElapsedMS: p.ElapsedMS, Message: p.Message, At: p.At}})
+	}
+	return out, nil
 }

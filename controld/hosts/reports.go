@@ -113,7 +113,8 @@ func (d *Service) handleHeartbeat(ctx context.Context, m *nats.Msg) (any, error)
 }
 
 // handleProgress records a phase of a running task and tells the
-// allocation's project members.
+// allocation's project members of the phases it makes publishable, in
+// order (tasks.RecordProgress).
 func (d *Service) handleProgress(ctx context.Context, m *nats.Msg) (any, error) {
 	var p progress
 	nodeID, err := d.openReport(ctx, m, &p)
@@ -122,18 +123,31 @@ func (d *Service) handleProgress(ctx context.Context, m *nats.Msg) (any, error) 
 	}
 	now := d.now()
 	err = pgx.BeginFunc(ctx, d.cfg.Pool, func(tx pgx.Tx) error {
-		allocID, recorded, err := tasks.RecordProgress(ctx, tx, nodeID, p.TaskProgress, now)
-		if err != nil || !recorded || allocID == "" {
-			return err // a late report of a task already settled is dropped
-		}
-		ev, err := alloc.ProgressEvent(ctx, tx, allocID, p.TaskProgress)
+		pr, err := tasks.RecordProgress(ctx, tx, nodeID, p.TaskProgress, now)
 		if err != nil {
 			return err
 		}
-		_, err = outbox.Enqueue(ctx, tx, now, ev)
-		return err
+		return enqueueProgress(ctx, tx, pr, now)
 	})
 	return api.HostAck{OK: err == nil}, err
+}
+
+// enqueueProgress enqueues the alloc.progress events of pr's phases, in
+// order.
+func enqueueProgress(ctx context.Context, tx pgx.Tx, pr tasks.Progress, now time.Time) error {
+	if pr.AllocationID == "" || len(pr.Publish) == 0 {
+		return nil
+	}
+	events, err := alloc.ProgressEvents(ctx, tx, pr.AllocationID, pr.Type, pr.Publish)
+	if err != nil {
+		return err
+	}
+	for _, ev := range events {
+		if _, err := outbox.Enqueue(ctx, tx, now, ev); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // handleResult applies a task's result exactly once: a result for a task

@@ -63,6 +63,11 @@ func (d *Service) settle(ctx context.Context, nodeID string, r api.TaskResult) e
 				"type": typ, "status": r.Status, "error": r.Error, "phase": r.Phase}}); err != nil {
 			return err
 		}
+		// The phases no live report published come first: a task's
+		// phases, then what its outcome changed.
+		if err := enqueueProgress(ctx, tx, settled.Progress, now); err != nil {
+			return err
+		}
 		for _, ev := range events {
 			if _, err := outbox.Enqueue(ctx, tx, now, ev); err != nil {
 				return err

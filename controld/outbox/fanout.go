@@ -25,6 +25,12 @@ const gateFlushTimeout = 5 * time.Second
 // users it names, gpuaas.user.<uid>.evt.<kind>. Delivery is at least once;
 // events carry their outbox id so consumers can drop repeats.
 //
+// Events reach users in stream order: the consumer lets one event out at
+// a time (MaxAckPending 1), across every replica, so a replica cannot
+// forward an allocation's later event while another is still forwarding
+// an earlier one, and a nak'd event is sent again before any after it.
+// The relay puts a subject's events in the stream in order (RunOnce).
+//
 // A session.revoked event also goes, as its api.SessionRevoked body, to
 // api.GateRevokedSubject, where every sshgate listens to end the SSH
 // sessions of those logins. That one is flushed to the server before the
@@ -33,8 +39,9 @@ const gateFlushTimeout = 5 * time.Second
 // event and JetStream delivers it again.
 func Fanout(ctx context.Context, js jetstream.JetStream, nc *nats.Conn, log *slog.Logger) error {
 	cons, err := js.CreateOrUpdateConsumer(ctx, api.EventStreamName, jetstream.ConsumerConfig{
-		Durable:   fanoutConsumer,
-		AckPolicy: jetstream.AckExplicitPolicy,
+		Durable:       fanoutConsumer,
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		MaxAckPending: 1,
 	})
 	if err != nil {
 		return fmt.Errorf("fanout consumer: %w", err)

@@ -161,12 +161,21 @@ type row struct {
 
 // RunOnce claims one batch of due rows, publishes them and marks the ones
 // JetStream acknowledged. It returns how many rows it claimed.
+//
+// A subject's events (an allocation's, say) reach the stream in the order
+// of their ids: a row is not claimed while an earlier row of its subject
+// is backing off after a failure, and within a batch a subject's rows are
+// published one after the other (publish). The claim waits for rows
+// another relay holds rather than skipping them: only one relay is
+// active, but one that lost its lock may still be finishing a batch.
 func (r *Relay) RunOnce(ctx context.Context) (int, error) {
 	claimed := 0
 	err := pgx.BeginFunc(ctx, r.cfg.Pool, func(tx pgx.Tx) error {
 		rows, err := tx.Query(ctx, `SELECT id, kind, subject, coalesce(project_id, ''), users, payload, created_at, attempts
-			FROM outbox_events WHERE state = 'pending' AND next_attempt_at <= $1
-			ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED`, r.cfg.Now(), r.cfg.BatchSize)
+			FROM outbox_events o WHERE state = 'pending' AND next_attempt_at <= $1
+			  AND NOT EXISTS (SELECT 1 FROM outbox_events e WHERE e.state = 'pending' AND e.subject = o.subject
+			      AND e.id < o.id AND e.next_attempt_at > $1)
+			ORDER BY id LIMIT $2 FOR UPDATE`, r.cfg.Now(), r.cfg.BatchSize)
 		if err != nil {
 			return fmt.Errorf("claim outbox rows: %w", err)
 		}
@@ -195,38 +204,67 @@ func (r *Relay) RunOnce(ctx context.Context) (int, error) {
 	return claimed, err
 }
 
-// publish sends the batch asynchronously and waits for every ack.
+// publish sends the batch and waits for the acks, in waves: each wave
+// sends the next row of every subject asynchronously, so different
+// subjects go out together while a subject's rows go one after the other.
+// After a failure the subject's later rows are left for the next batch
+// (neither ok nor failed): none may overtake the row that failed.
 func (r *Relay) publish(ctx context.Context, batch []row) (ok []int64, failed map[int64]failure) {
 	failed = map[int64]failure{}
-	futures := make([]jetstream.PubAckFuture, len(batch))
+	var subjects []string
+	chains := map[string][]int{} // subject → indexes into batch, in id order
 	for i, rw := range batch {
-		body, _ := json.Marshal(rw.ev) // plain struct with RawMessage from jsonb: always valid
-		msg := &nats.Msg{Subject: api.EventSubject(rw.ev.Kind), Data: body, Header: nats.Header{}}
-		msg.Header.Set(jetstream.MsgIDHeader, strconv.FormatInt(rw.ev.ID, 10))
-		f, err := r.cfg.JS.PublishMsgAsync(msg)
-		if err != nil {
-			failed[rw.ev.ID] = failure{rw.attempts, err}
-			continue
+		if _, seen := chains[rw.ev.Subject]; !seen {
+			subjects = append(subjects, rw.ev.Subject)
 		}
-		futures[i] = f
+		chains[rw.ev.Subject] = append(chains[rw.ev.Subject], i)
 	}
+	stopped := map[string]bool{}
 	timeout := time.After(10 * time.Second)
-	for i, f := range futures {
-		if f == nil {
-			continue
+	for wave := 0; ; wave++ {
+		type sent struct {
+			subject string
+			i       int
+			f       jetstream.PubAckFuture
 		}
-		select {
-		case <-f.Ok():
-			ok = append(ok, batch[i].ev.ID)
-		case err := <-f.Err():
-			failed[batch[i].ev.ID] = failure{batch[i].attempts, err}
-		case <-timeout:
-			failed[batch[i].ev.ID] = failure{batch[i].attempts, errors.New("no ack from JetStream")}
-		case <-ctx.Done():
-			failed[batch[i].ev.ID] = failure{batch[i].attempts, ctx.Err()}
+		var inflight []sent
+		for _, subj := range subjects {
+			if stopped[subj] || wave >= len(chains[subj]) {
+				continue
+			}
+			i := chains[subj][wave]
+			rw := batch[i]
+			body, _ := json.Marshal(rw.ev) // plain struct with RawMessage from jsonb: always valid
+			msg := &nats.Msg{Subject: api.EventSubject(rw.ev.Kind), Data: body, Header: nats.Header{}}
+			msg.Header.Set(jetstream.MsgIDHeader, strconv.FormatInt(rw.ev.ID, 10))
+			f, err := r.cfg.JS.PublishMsgAsync(msg)
+			if err != nil {
+				failed[rw.ev.ID] = failure{rw.attempts, err}
+				stopped[subj] = true
+				continue
+			}
+			inflight = append(inflight, sent{subj, i, f})
+		}
+		if len(inflight) == 0 {
+			return ok, failed
+		}
+		for _, s := range inflight {
+			rw := batch[s.i]
+			var err error
+			select {
+			case <-s.f.Ok():
+				ok = append(ok, rw.ev.ID)
+				continue
+			case err = <-s.f.Err():
+			case <-timeout:
+				err = errors.New("no ack from JetStream")
+			case <-ctx.Done():
+				err = ctx.Err()
+			}
+			failed[rw.ev.ID] = failure{rw.attempts, err}
+			stopped[s.subject] = true
 		}
 	}
-	return ok, failed
 }
 
 type failure struct {

@@ -12,82 +12,154 @@ import (
 	"github.com/gpuaas/gpuaas/internal/api"
 )
 
-// lock reads and row-locks a node's task, for a report about it (op
-// names the report in errors).
-func lock(ctx context.Context, tx pgx.Tx, nodeID, taskID, op string) (allocID *string, typ, state string, err error) {
-	err = tx.QueryRow(ctx, `SELECT allocation_id, type, state FROM node_tasks WHERE id = $1 AND node_id = $2 FOR UPDATE`,
-		taskID, nodeID).Scan(&allocID, &typ, &state)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, "", "", api.Errorf(api.CodeNotFound, "no task %s for node %s", taskID, nodeID)
-	}
-	if err != nil {
-		return nil, "", "", fmt.Errorf("%s: %w", op, err)
-	}
-	return allocID, typ, state, nil
+// locked is a task read under its row lock, for a report about it.
+type locked struct {
+	allocID   *string
+	typ       string
+	state     string
+	published int // phases 1..published are out as events
 }
 
-// RecordProgress adds a phase report to a running task's timeline, in tx.
-// It returns the task's allocation ("" for none) and whether the report
-// was recorded: a late report of a task already settled is not.
-func RecordProgress(ctx context.Context, tx pgx.Tx, nodeID string, p api.TaskProgress, now time.Time) (string, bool, error) {
-	allocID, _, state, err := lock(ctx, tx, nodeID, p.TaskID, "progress")
+// lock reads and row-locks a node's task, for a report about it (op
+// names the report in errors). The lock also orders the task's reports
+// across replicas: one at a time, each seeing what the last committed.
+func lock(ctx context.Context, tx pgx.Tx, nodeID, taskID, op string) (locked, error) {
+	var l locked
+	err := tx.QueryRow(ctx, `SELECT allocation_id, type, state, progress_published FROM node_tasks
+		WHERE id = $1 AND node_id = $2 FOR UPDATE`, taskID, nodeID).Scan(&l.allocID, &l.typ, &l.state, &l.published)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return l, api.Errorf(api.CodeNotFound, "no task %s for node %s", taskID, nodeID)
+	}
 	if err != nil {
-		return "", false, err
+		return l, fmt.Errorf("%s: %w", op, err)
 	}
-	if Finished(state) {
-		return "", false, nil
+	return l, nil
+}
+
+// Progress is what a task's reports make public: the phases to publish
+// now, in order, each for the first time.
+type Progress struct {
+	Type         string
+	AllocationID string // "" for none
+	Publish      []api.TaskProgress
+}
+
+// RecordProgress adds a live phase report to a running task's timeline,
+// in tx, and returns the phases it makes publishable: the run of phases
+// that follows the last one published without a gap. A report that
+// arrives before an earlier one waits for it, so phases go out in the
+// order hostd numbered them however reports race each other. A late
+// report of a task already settled is not recorded: the result's log
+// published its phases.
+func RecordProgress(ctx context.Context, tx pgx.Tx, nodeID string, p api.TaskProgress, now time.Time) (Progress, error) {
+	if p.PhaseSeq < 1 {
+		return Progress{}, api.Errorf(api.CodeInvalidArgument, "progress of %s without a phase number", p.TaskID)
 	}
-	if _, err := tx.Exec(ctx, `INSERT INTO node_task_events (task_id, at, phase, status, elapsed_ms, message)
-		VALUES ($1,$2,$3,$4,$5,$6)`, p.TaskID, p.At, p.Phase, p.Status, p.ElapsedMS, p.Message); err != nil {
-		return "", false, fmt.Errorf("record progress: %w", err)
+	l, err := lock(ctx, tx, nodeID, p.TaskID, "progress")
+	if err != nil || Finished(l.state) {
+		return Progress{}, err
 	}
-	if _, err := tx.Exec(ctx, `UPDATE node_tasks SET state = 'running', phase = $2, updated_at = $3
-		WHERE id = $1`, p.TaskID, p.Phase, now); err != nil {
-		return "", false, fmt.Errorf("record progress: %w", err)
+	if _, err := tx.Exec(ctx, `INSERT INTO node_task_events (task_id, seq, at, phase, status, elapsed_ms, message)
+		VALUES ($1,$2,$3,$4,$5,$6,$7) ON CONFLICT (task_id, seq) DO NOTHING`,
+		p.TaskID, p.PhaseSeq, p.At, p.Phase, p.Status, p.ElapsedMS, p.Message); err != nil {
+		return Progress{}, fmt.Errorf("record progress: %w", err)
 	}
-	if allocID == nil {
-		return "", true, nil
+	due, err := unpublished(ctx, tx, p.TaskID, l.published)
+	if err != nil {
+		return Progress{}, err
 	}
-	return *allocID, true, nil
+	next := l.published + 1
+	n := 0
+	for n < len(due) && due[n].PhaseSeq == next+n {
+		n++
+	}
+	due = due[:n]
+	phase := ""
+	if n > 0 {
+		phase = due[n-1].Phase
+	}
+	if _, err := tx.Exec(ctx, `UPDATE node_tasks SET state = 'running', progress_published = $2,
+		phase = CASE WHEN $3 = '' THEN phase ELSE $3 END, updated_at = $4 WHERE id = $1`,
+		p.TaskID, l.published+n, phase, now); err != nil {
+		return Progress{}, fmt.Errorf("record progress: %w", err)
+	}
+	return l.progress(due), nil
+}
+
+// progress is the Progress of l's task publishing phases.
+func (l locked) progress(phases []api.TaskProgress) Progress {
+	out := Progress{Type: l.typ, Publish: phases}
+	if l.allocID != nil {
+		out.AllocationID = *l.allocID
+	}
+	return out
+}
+
+// unpublished returns the recorded phases of a task numbered above
+// published, in order.
+func unpublished(ctx context.Context, tx pgx.Tx, taskID string, published int) ([]api.TaskProgress, error) {
+	rows, err := tx.Query(ctx, `SELECT seq, at, phase, status, elapsed_ms, message FROM node_task_events
+		WHERE task_id = $1 AND seq > $2 ORDER BY seq`, taskID, published)
+	if err != nil {
+		return nil, fmt.Errorf("unpublished phases: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (api.TaskProgress, error) {
+		p := api.TaskProgress{TaskID: taskID}
+		return p, r.Scan(&p.PhaseSeq, &p.At, &p.Phase, &p.Status, &p.ElapsedMS, &p.Message)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("unpublished phases: %w", err)
+	}
+	return out, nil
 }
 
 // Settled is a task whose outcome was just recorded.
 type Settled struct {
-	Type         string
-	AllocationID string // "" for none
+	Progress
 }
 
 // Settle records a task's outcome in tx, once: it returns false for a task
 // already settled, whose result was applied before. The result's progress
-// log, when it has one, becomes the task's timeline.
+// log, when it has one, becomes the task's timeline; the phases no live
+// report published (lost, or still racing the result) are returned to be
+// published, in order, before the outcome's own events.
 func Settle(ctx context.Context, tx pgx.Tx, nodeID string, r api.TaskResult, now time.Time) (Settled, bool, error) {
-	allocID, typ, state, err := lock(ctx, tx, nodeID, r.TaskID, "settle "+r.TaskID)
+	l, err := lock(ctx, tx, nodeID, r.TaskID, "settle "+r.TaskID)
 	if err != nil {
 		return Settled{}, false, err
 	}
-	if Finished(state) {
+	if Finished(l.state) {
 		return Settled{}, false, nil
+	}
+	if err := recordPhases(ctx, tx, r); err != nil {
+		return Settled{}, false, err
+	}
+	// Whatever was recorded and not published goes out now, gaps and all:
+	// no report can fill a gap once the task is settled.
+	due, err := unpublished(ctx, tx, r.TaskID, l.published)
+	if err != nil {
+		return Settled{}, false, err
+	}
+	published := l.published
+	if len(due) > 0 {
+		published = due[len(due)-1].PhaseSeq
 	}
 	result := []byte(r.Result)
 	if len(result) == 0 {
 		result = nil
 	}
 	if _, err := tx.Exec(ctx, `UPDATE node_tasks SET state = $2, result = $3, error = $4, phase = $5,
-		finished_at = $6, updated_at = $6 WHERE id = $1`, r.TaskID, r.Status, result, r.Error, r.Phase, now); err != nil {
+		finished_at = $6, updated_at = $6, progress_published = $7 WHERE id = $1`,
+		r.TaskID, r.Status, result, r.Error, r.Phase, now, published); err != nil {
 		return Settled{}, false, fmt.Errorf("settle %s: %w", r.TaskID, err)
 	}
-	if err := recordPhases(ctx, tx, r); err != nil {
-		return Settled{}, false, err
-	}
-	s := Settled{Type: typ}
-	if allocID != nil {
-		s.AllocationID = *allocID
-	}
-	return s, true, nil
+	return Settled{l.progress(due)}, true, nil
 }
 
 // recordPhases makes the result's progress log the task's timeline; live
-// reports that raced the result, or were lost, are replaced by it.
+// reports that raced the result, or were lost, are replaced by it. A log
+// entry without a number (hostd before phase numbers) takes its place in
+// the log.
 func recordPhases(ctx context.Context, tx pgx.Tx, r api.TaskResult) error {
 	if len(r.Phases) == 0 {
 		return nil
@@ -95,27 +167,35 @@ func recordPhases(ctx context.Context, tx pgx.Tx, r api.TaskResult) error {
 	if _, err := tx.Exec(ctx, `DELETE FROM node_task_events WHERE task_id = $1`, r.TaskID); err != nil {
 		return fmt.Errorf("replace timeline: %w", err)
 	}
-	for _, p := range r.Phases {
-		status := p.Status
-		if _, err := tx.Exec(ctx, `INSERT INTO node_task_events (task_id, at, phase, status, elapsed_ms, message)
-			VALUES ($1,$2,$3,$4,$5,$6)`, r.TaskID, p.At, p.Phase, status, p.ElapsedMS, p.Message); err != nil {
+	for i, p := range r.Phases {
+		seq := p.PhaseSeq
+		if seq < 1 {
+			seq = i + 1
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO node_task_events (task_id, seq, at, phase, status, elapsed_ms, message)
+			VALUES ($1,$2,$3,$4,$5,$6,$7) ON CONFLICT (task_id, seq) DO NOTHING`,
+			r.TaskID, seq, p.At, p.Phase, p.Status, p.ElapsedMS, p.Message); err != nil {
 			return fmt.Errorf("record timeline: %w", err)
 		}
 	}
 	return nil
 }
 
-// Timeline returns an allocation's host-side progress, oldest first.
+// Timeline returns an allocation's host-side progress as published: task
+// by task in the order they were queued, each task's phases in order.
+// A phase recorded but not published yet (an earlier one is still on its
+// way) is left out, so the timeline never shows a later phase first.
 func Timeline(ctx context.Context, q store.Querier, allocationID string) ([]api.PhaseTiming, error) {
-	rows, err := q.Query(ctx, `SELECT t.type, e.phase, e.status, e.at, e.elapsed_ms, e.message
+	rows, err := q.Query(ctx, `SELECT t.type, t.id, e.seq, e.phase, e.status, e.at, e.elapsed_ms, e.message
 		FROM node_task_events e JOIN node_tasks t ON t.id = e.task_id
-		WHERE t.allocation_id = $1 ORDER BY e.at, e.id`, allocationID)
+		WHERE t.allocation_id = $1 AND e.seq <= t.progress_published
+		ORDER BY t.created_at, t.id, e.seq`, allocationID)
 	if err != nil {
 		return nil, fmt.Errorf("timeline: %w", err)
 	}
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (api.PhaseTiming, error) {
 		var p api.PhaseTiming
-		return p, r.Scan(&p.Task, &p.Phase, &p.Status, &p.At, &p.ElapsedMS, &p.Message)
+		return p, r.Scan(&p.Task, &p.TaskID, &p.PhaseSeq, &p.Phase, &p.Status, &p.At, &p.ElapsedMS, &p.Message)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("timeline: %w", err)

@@ -87,10 +87,16 @@ type reporter struct {
 func (r reporter) Progress(phase, status string, elapsed time.Duration, message string) {
 	p := api.TaskProgress{NodeID: r.a.id.NodeID, TaskID: r.task, Phase: phase,
 		Status: status, ElapsedMS: elapsed.Milliseconds(), Message: message, At: r.a.now()}
+	// The phase's number is its place in the persisted log, so a report
+	// and the result's log agree on it, across restarts too.
 	r.a.update(r.task, false, func(rec *record) {
+		p.PhaseSeq = len(rec.Phases) + 1
 		rec.State, rec.Phase = stateRunning, phase
 		rec.Phases = append(rec.Phases, p)
 	})
+	if p.PhaseSeq == 0 {
+		return // no record: nothing to number it by
+	}
 	env, err := r.a.seal(api.HostProgress, &p.ReportStamp, &p)
 	if err != nil {
 		r.a.cfg.Log.Error("progress not sent", "task", r.task, "err", err)

@@ -62,3 +62,22 @@ const (
 	TaskProvisionUser    = "allocation.provision_user"
 	TaskDeprovisionUser  = "allocation.deprovision_user"
 )
+
+// Operations an allocation's tasks carry out: what `alloc create --wait`
+// and `alloc release --wait` follow.
+const (
+	OpProvision = "provision"
+	OpRelease   = "release"
+)
+
+// TaskOperation is the operation a task type carries out: OpProvision,
+// OpRelease, or "" for a task that is no allocation's.
+func TaskOperation(taskType string) string {
+	switch taskType {
+	case TaskVMProvision, TaskProvisionUser:
+		return OpProvision
+	case TaskVMRelease, TaskDeprovisionUser:
+		return OpRelease
+	}
+	return ""
+}

@@ -152,8 +152,13 @@ type TaskProgress struct {
 	// ReportStamp is set on the report sent live; the phases a result
 	// carries have none.
 	ReportStamp
-	NodeID    string    `json:"node_id"`
-	TaskID    string    `json:"task_id"`
+	NodeID string `json:"node_id"`
+	TaskID string `json:"task_id"`
+	// PhaseSeq numbers the task's reports from 1, in the order hostd
+	// made them: controld publishes them in that order, each once, however
+	// they arrive (unlike ReportStamp.Seq, one counter per task, without
+	// gaps).
+	PhaseSeq  int       `json:"phase_seq"`
 	Phase     string    `json:"phase"`
 	Status    string    `json:"status"`
 	ElapsedMS int64     `json:"elapsed_ms"`
@@ -192,7 +197,11 @@ type HostAck struct {
 
 // PhaseTiming is one step of an allocation's provisioning timeline.
 type PhaseTiming struct {
-	Task      string    `json:"task"`
+	Task string `json:"task"` // the task's type
+	// TaskID and PhaseSeq place the step: the task's steps are numbered
+	// from 1, in the order they happened.
+	TaskID    string    `json:"task_id,omitempty"`
+	PhaseSeq  int       `json:"phase_seq,omitempty"`
 	Phase     string    `json:"phase"`
 	Status    string    `json:"status"`
 	At        time.Time `json:"at"`
@@ -226,10 +235,13 @@ type SignedTask struct {
 // event.
 const EventAllocProgress = "alloc.progress"
 
-// AllocProgress is the payload of an alloc.progress event.
+// AllocProgress is the payload of an alloc.progress event. The events of
+// a task come in PhaseSeq order, each once: 1, 2, 3...
 type AllocProgress struct {
 	AllocationID string    `json:"allocation_id"`
 	TaskID       string    `json:"task_id"`
+	Task         string    `json:"task,omitempty"` // the task's type
+	PhaseSeq     int       `json:"phase_seq,omitempty"`
 	Phase        string    `json:"phase"`
 	Status       string    `json:"status"`
 	ElapsedMS    int64     `json:"elapsed_ms"`

@@ -58,15 +58,28 @@ func New(ctx context.Context, c common.Common, g Getter, sel Selection) *Model {
 	return &Model{Common: c, ctx: ctx, get: g, sel: sel}
 }
 
-// Update takes a LoadedMsg.
+// Update takes a LoadedMsg. Reads answer in any order: one older than
+// what the pane shows (a lower version, or as many steps or fewer of the
+// same version) is dropped, so a phase once shown stays shown.
 func (m *Model) Update(msg tea.Msg) (common.Component, tea.Cmd) {
 	if msg, ok := msg.(LoadedMsg); ok {
+		if msg.Err == nil && stale(m.alloc, msg.Alloc) {
+			return m, nil
+		}
 		m.err = msg.Err
 		if msg.Err == nil {
 			m.alloc = msg.Alloc
 		}
 	}
 	return m, nil
+}
+
+// stale reports whether read b of an allocation is older than a.
+func stale(a, b *api.Allocation) bool {
+	if a == nil || b == nil || a.ID != b.ID {
+		return false
+	}
+	return b.Version < a.Version || (b.Version == a.Version && len(b.Timeline) < len(a.Timeline))
 }
 
 // ShortHelp is nil: the pane has no keys of its own.
@@ -159,14 +172,21 @@ func (m *Model) render(w, h int) string {
 		add("node", where)
 	}
 	add("project", a.ProjectID+st.Dim.Render("  created "+cmdutil.FuzzyAgo(now, a.CreatedAt)))
-	lines = append(lines, st.PaneTitle.Render("timeline"))
+	op := operation(a.State)
+	lines = append(lines, st.PaneTitle.Render("timeline")+st.Dim.Render(" · "+op))
 	switch {
 	case m.err != nil:
 		lines = append(lines, st.Bad.Render(common.ErrorText(m.err)))
 	case m.alloc == nil || m.alloc.ID != sel.ID:
 		lines = append(lines, st.Dim.Render("loading…"))
 	default:
-		lines = append(lines, m.timelineLines(a.Timeline, w)...)
+		// The newest steps and the final state stay in view: the oldest
+		// steps give way when the pane is short.
+		tl := m.timelineLines(a, op, w)
+		if room := h - len(lines); room > 0 && len(tl) > room {
+			tl = tl[len(tl)-room:]
+		}
+		lines = append(lines, tl...)
 	}
 	if len(lines) > h {
 		lines = lines[:max(0, h)]
@@ -174,11 +194,50 @@ func (m *Model) render(w, h int) string {
 	return strings.Join(lines, "\n")
 }
 
-// timelineLines are the finished steps of a timeline, newest last.
-func (m *Model) timelineLines(tl []api.PhaseTiming, w int) []string {
+// operation is the operation an allocation in state is in, or last went
+// through: its provisioning, or its release.
+func operation(state string) string {
+	switch state {
+	case api.AllocReleasing, api.AllocReleased, api.AllocReleaseFailed:
+		return api.OpRelease
+	}
+	return api.OpProvision
+}
+
+// ended reports whether state ends operation op: the state line then
+// follows the op's last step.
+func ended(op, state string) bool {
+	if op == api.OpRelease {
+		return state == api.AllocReleased || state == api.AllocReleaseFailed
+	}
+	return state == api.AllocActive || state == api.AllocFailed
+}
+
+// currentSteps are the timeline's steps of op: those of its latest task
+// (an operation is one task; a retried release is a new one), in order.
+func currentSteps(tl []api.PhaseTiming, op string) []api.PhaseTiming {
+	task, found := "", false
+	for _, p := range slices.Backward(tl) {
+		if api.TaskOperation(p.Task) == op {
+			task, found = p.TaskID, true
+			break
+		}
+	}
+	var out []api.PhaseTiming
+	for _, p := range tl {
+		if found && p.TaskID == task && api.TaskOperation(p.Task) == op {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// timelineLines are the finished steps of a's operation op, newest last,
+// then, once the operation is over, the state it ended in.
+func (m *Model) timelineLines(a api.Allocation, op string, w int) []string {
 	st := m.Styles
 	var out []string
-	for _, p := range tl {
+	for _, p := range currentSteps(a.Timeline, op) {
 		if p.Status == api.PhaseStarted {
 			continue
 		}
@@ -201,6 +260,9 @@ func (m *Model) timelineLines(tl []api.PhaseTiming, w int) []string {
 	}
 	if len(out) == 0 {
 		out = append(out, st.Dim.Render("no host steps yet"))
+	}
+	if ended(op, a.State) {
+		out = append(out, common.Fit(a.UpdatedAt.UTC().Format("15:04:05")+" "+st.State(a.State).Render(a.State), w, false))
 	}
 	return out
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"strings"
 	"time"
 
 	"github.com/charmbracelet/ssh"
@@ -18,9 +19,11 @@ import (
 // ssh exits with when the failure is its own rather than the command's.
 const exitGatewayError = 255
 
-// CommandUser is the SSH user name of command mode
-// (`ssh gpuaas@gateway alloc list`); the certificate's own user id works
-// too. Any other user name must be an allocation id.
+// CommandUser is the SSH user name of command mode that messages and the
+// generated ssh_config use (`ssh gpuaas@gateway alloc list`). Any user
+// name that is not an allocation id gets command mode (or the dashboard)
+// as the certificate's user, so `ssh gateway` works with whatever name
+// OpenSSH sends.
 const CommandUser = "gpuaas"
 
 // sessionHandler is the middleware chain every session and subsystem goes
@@ -118,10 +121,15 @@ func (g *Gateway) dispatch(s ssh.Session) {
 	switch user := s.User(); {
 	case ids.Valid(ids.Allocation, user):
 		g.proxySession(s, id)
-	case user == CommandUser || user == id.UserID:
-		g.commandSession(s, id)
+	case strings.HasPrefix(user, ids.Allocation+"-"):
+		// Meant as an allocation, mistyped: running commands instead
+		// would only confuse.
+		fail(s, fmt.Errorf("%q is not an allocation id: ssh <allocation-id>@gateway opens an allocation (see `gpuaas alloc list`), ssh gateway <command> runs gpuaas commands", user))
 	default:
-		fail(s, fmt.Errorf("%q is not an allocation id: ssh <allocation-id>@gateway opens an allocation, ssh %s@gateway <command> runs gpuaas commands", user, CommandUser))
+		// Any other name (gpuaas, the local user name OpenSSH sends by
+		// default, the user's id) is the dashboard or a command, always
+		// as the certificate's user: the name grants nothing.
+		g.commandSession(s, id)
 	}
 }
 

@@ -19,15 +19,3 @@ func TestNewCmdUse(t *testing.T) {
 	}
 	cmdtest.WantUsageError(t, cmdtest.Execute(NewCmdUse(f, nil)), "requires a project name")
 }
-
-func TestFindProject(t *testing.T) {
-	for _, ref := range []string{"ml", "p-2"} {
-		p, ok := findProject(testProjects(), ref)
-		if !ok || p.Name != "ml" {
-			t.Errorf("%s: got %+v, %v; want ml", ref, p, ok)
-		}
-	}
-	if _, ok := findProject(testProjects(), "nope"); ok {
-		t.Error("found a project that is not there")
-	}
-}

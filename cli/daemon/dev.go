@@ -256,10 +256,9 @@ func writeDevContext(dir, url, gateway string, reset bool) error {
 		if reset || c.Server != url {
 			*c = config.Context{}
 		}
+		// No project is pinned: the seeded user's default project (dev)
+		// is kept by the server, like anyone's (`gpuaas project use`).
 		c.Server, c.User, c.Gateway = url, DevAdminEmail, gateway
-		if c.Project == "" {
-			c.Project = DevProject
-		}
 	})
 	if err := cfg.UseContext(DevContextName); err != nil {
 		return err

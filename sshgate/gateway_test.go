@@ -219,6 +219,10 @@ func TestCommandMode(t *testing.T) {
 			wantStatus: cmdutil.ExitNotFound, wantErr: `project "ghost" not found`},
 		{name: "--project reaches the API", sshUser: CommandUser, command: "alloc list --project ghost",
 			wantStatus: cmdutil.ExitNotFound, wantErr: `project "ghost" not found`},
+		// whoami reports the server the gateway really talks to (it said
+		// the built-in default), and the user's default project.
+		{name: "whoami: the real server", sshUser: CommandUser, command: "whoami",
+			wantOut: "server\t" + e.client.Conn().ConnectedUrlRedacted() + "\nproject\t" + u.project + "\n"},
 		// Over SSH the environment is the session's: GPUAAS_PROJECT as sent.
 		{name: "GPUAAS_PROJECT from the session", sshUser: CommandUser, env: map[string]string{envProject: "ghost"},
 			command: "alloc list", wantStatus: cmdutil.ExitNotFound, wantErr: `project "ghost" not found`},

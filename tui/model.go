@@ -64,7 +64,8 @@ type Options struct {
 	// SSH opens a shell on an allocation (`s`). Nil: not available here,
 	// and `s` says how to connect instead.
 	SSH SSHFunc
-	// Project is the context's project, the wizard's default.
+	// Project is the project set here (-p, GPUAAS_PROJECT, the context),
+	// the wizard's default; else the user's default project.
 	Project string
 	// SSHCommand is the command line that opens a shell on an allocation
 	// from the user's own terminal, shown in the detail pane and by `s`

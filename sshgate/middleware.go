@@ -10,6 +10,7 @@ import (
 	"github.com/charmbracelet/ssh"
 	"github.com/charmbracelet/wish"
 
+	"github.com/gpuaas/gpuaas/cli/sshconfig"
 	"github.com/gpuaas/gpuaas/internal/ids"
 	"github.com/gpuaas/gpuaas/internal/sshcert"
 )
@@ -24,7 +25,7 @@ const exitGatewayError = 255
 // name that is not an allocation id gets command mode (or the dashboard)
 // as the certificate's user, so `ssh gateway` works with whatever name
 // OpenSSH sends.
-const CommandUser = "gpuaas"
+const CommandUser = sshconfig.CommandUser
 
 // sessionHandler is the middleware chain every session and subsystem goes
 // through, outermost first:

@@ -65,6 +65,7 @@ func TestOpenSSHReadsConfig(t *testing.T) {
 		{"a-7k2m9x4q1c@gpuaas-dev", true, "a-7k2m9x4q1c"},
 		// The gateway itself: the dashboard, or commands.
 		{"gpuaas-dev", true, CommandUser},
+		{CommandUser + "@localhost", true, CommandUser},
 		{"localhost", false, ""},
 		{"someone@localhost", false, ""},
 	}

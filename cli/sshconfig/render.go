@@ -101,8 +101,9 @@ type Params struct {
 // CommandUser, so `ssh gpuaas-dev` gets the dashboard and
 // `ssh gpuaas-dev alloc list` runs a command, while
 // `ssh <alloc-id>@gpuaas-dev` opens an allocation. The Match block applies
-// to allocation ids only, so plain `ssh <gateway host>` (often localhost)
-// is left alone.
+// to allocation ids and CommandUser only (`ssh gpuaas@<gateway host>`, what
+// the gateway's messages show), so plain `ssh <gateway host>` (often
+// localhost) is left alone.
 func RenderConfig(p Params) ([]byte, error) {
 	var paths [3]string
 	for i, path := range []string{p.Paths.Key, p.Paths.Cert, p.Paths.KnownHosts} {
@@ -131,7 +132,7 @@ func RenderConfig(p Params) ([]byte, error) {
 	fmt.Fprintf(&b, "    User %s\n", CommandUser)
 	writeCommon(&b, p.Gateway.Port, paths)
 
-	fmt.Fprintf(&b, "\nMatch host %s user %s\n", p.Gateway.Host, AllocPattern)
+	fmt.Fprintf(&b, "\nMatch host %s user %s,%s\n", p.Gateway.Host, AllocPattern, CommandUser)
 	writeCommon(&b, p.Gateway.Port, paths)
 	return b.Bytes(), nil
 }

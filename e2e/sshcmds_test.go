@@ -226,6 +226,16 @@ func TestCommandsOverSSHWorkLikeLocalOnes(t *testing.T) {
 		if port == nil {
 			t.Fatalf("no Port in the ssh config:\n%s", conf)
 		}
+		// Without a terminal, no command gets the help, and the command
+		// lines it shows work with the generated config.
+		out, _, code := gw.run()
+		hint := "ssh -p " + string(port[1]) + " gpuaas@localhost"
+		if code != 0 || !strings.Contains(out, hint+" <command>") || !strings.Contains(out, "alloc") {
+			t.Errorf("ssh gpuaas-dev with no command and no terminal: exit %d %q; want the help naming %q", code, out, hint)
+		}
+		if out, code := openssh(t, "ssh", append([]string{"-F", sshConfig}, strings.Fields(hint)[1:]...)...); code != 0 {
+			t.Errorf("%s: exit %d %q; want the help", hint, code, out)
+		}
 		testutil.EventuallyWithin(t, 2*time.Minute, allocID+" active", func() bool {
 			return local(t, "alloc", "get", allocID, "--json", "state", "--jq", ".state") == "active"
 		})
@@ -246,7 +256,7 @@ func TestCommandsOverSSHWorkLikeLocalOnes(t *testing.T) {
 		}
 		// The line shown is one that works (with the generated config).
 		argv := append([]string{"-F", sshConfig}, strings.Fields(line)[1:]...)
-		out, code := openssh(t, "ssh", append(argv, "echo reached-$((6*7))")...)
+		out, code = openssh(t, "ssh", append(argv, "echo reached-$((6*7))")...)
 		if code != 0 || !strings.Contains(out, "reached-42") {
 			t.Errorf("%s: exit %d %q; want the allocation's shell", line, code, out)
 		}

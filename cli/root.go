@@ -70,7 +70,9 @@ prepaid balance.
 
 Settings come from flags, then GPUAAS_CONTEXT, GPUAAS_SERVER, GPUAAS_TOKEN
 and GPUAAS_PROJECT, then the config file ($GPUAAS_CONFIG_DIR,
-$XDG_CONFIG_HOME/gpuaas or ~/.config/gpuaas). See ` + "`gpuaas help exit-codes`" + `.`),
+$XDG_CONFIG_HOME/gpuaas or ~/.config/gpuaas). A command that names no
+project (-p/--project) acts in your default project, which the server keeps
+(` + "`gpuaas project use`" + `). See ` + "`gpuaas help exit-codes`" + `.`),
 		Version:       Version,
 		SilenceUsage:  true,
 		SilenceErrors: true,
@@ -82,7 +84,7 @@ $XDG_CONFIG_HOME/gpuaas or ~/.config/gpuaas). See ` + "`gpuaas help exit-codes`"
 
 	pf := root.PersistentFlags()
 	pf.StringVar(&f.Flags.Context, "context", "", "Config context to use instead of the current one")
-	pf.StringVarP(&f.Flags.Project, "project", "p", "", "Project to act in (default: the context's project)")
+	addProjectFlag(root, f)
 
 	root.AddGroup(
 		&cobra.Group{ID: groupCore, Title: "Core commands:"},
@@ -112,7 +114,7 @@ func addCommands(root *cobra.Command, f *cmdutil.Factory) {
 		project.NewCmdProject(f),
 		catalog.NewCmdCatalog(f),
 		alloc.NewCmdAlloc(f),
-		cmdutil.LocalOnly(billing.NewCmdBilling(f), "not offered over SSH so far; nothing in it is local, so serving it is a product decision"),
+		billing.NewCmdBilling(f),
 		cmdutil.LocalOnly(sshcmd.NewCmdSSH(f, nil), "runs OpenSSH on this machine"),
 		cmdutil.LocalOnly(sshconfig.NewCmdSSHConfig(f, nil), "writes OpenSSH's files on this machine"),
 		session.NewCmdSession(f),
@@ -125,6 +127,16 @@ func addCommands(root *cobra.Command, f *cmdutil.Factory) {
 		cmdutil.LocalOnly(ops.NewCmdOps(f), "writes keys and configuration files on this machine"),
 		cmdutil.LocalOnly(admin.NewCmdAdmin(f), "reaches the database from this machine (bootstrap); operator commands"),
 	)
+}
+
+// addProjectFlag adds -p/--project, the one flag every project-scoped
+// command takes, to root: the same locally and over SSH (NewSSHRootCmd).
+// It becomes the request's Gpuaas-Project header; without it, controld
+// uses GPUAAS_PROJECT or the context's project if set, else the user's
+// default project (`gpuaas project use`).
+func addProjectFlag(root *cobra.Command, f *cmdutil.Factory) {
+	root.PersistentFlags().StringVarP(&f.Flags.Project, "project", "p", "",
+		"Project to act in (default: your default project, see `gpuaas project use`)")
 }
 
 func addToGroup(root *cobra.Command, group string, cmds ...*cobra.Command) {

@@ -24,7 +24,7 @@ func NewSSHRootCmd(f *cmdutil.Factory) *cobra.Command {
 	root.SetErr(ios.ErrOut)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return cmdutil.FlagErrorWrap(err) })
 	root.CompletionOptions.DisableDefaultCmd = true
-	root.PersistentFlags().StringVarP(&f.Flags.Project, "project", "p", "", "Project to act in")
+	addProjectFlag(root, f)
 
 	addCommands(root, f)
 	root.AddCommand(newExitCodesTopic())

@@ -65,6 +65,9 @@ func TestAllocCreateBadInput(t *testing.T) {
 	env := controldtest.Start(t, controldtest.Options{})
 	c := env.Client(env.AdminToken)
 	ctx := context.Background()
+	// Someone in no project has no default project either; the admin's
+	// default (testproj) would be used.
+	_, projectlessToken := env.AddUser(t, "projectless@example.test", api.RoleUser)
 	tests := []struct {
 		name string
 		req  api.AllocCreateRequest
@@ -75,7 +78,7 @@ func TestAllocCreateBadInput(t *testing.T) {
 		{"gpu count not offered", api.AllocCreateRequest{SKU: "h200-slice", GPUs: 3}, c, api.ErrInvalidArgument},
 		{"zero gpus", api.AllocCreateRequest{SKU: "h200-slice"}, c, api.ErrInvalidArgument},
 		{"unknown project", api.AllocCreateRequest{SKU: "h200-slice", GPUs: 1, Project: "ghost"}, c, api.ErrNotFound},
-		{"no project", api.AllocCreateRequest{SKU: "h200-slice", GPUs: 1}, env.Client(env.AdminToken, api.WithProject("")), api.ErrInvalidArgument},
+		{"no project", api.AllocCreateRequest{SKU: "h200-slice", GPUs: 1}, env.Client(projectlessToken, api.WithProject("")), api.ErrInvalidArgument},
 		{"not logged in", api.AllocCreateRequest{SKU: "h200-slice", GPUs: 1}, env.Client(""), api.ErrUnauthenticated},
 		{"no capacity", api.AllocCreateRequest{SKU: "h100-slice", GPUs: 1}, c, api.ErrNoCapacity},
 	}

@@ -28,22 +28,24 @@ func (s *Server) allocEndpoints() []endpointDef {
 
 // decodeAllocCreate reads and checks the request alloc.create and
 // alloc.quote share.
-func decodeAllocCreate(c *call) (api.AllocCreateRequest, error) {
+func (s *Server) decodeAllocCreate(ctx context.Context, c *call) (api.AllocCreateRequest, error) {
 	var req api.AllocCreateRequest
 	if err := c.decode(&req); err != nil {
 		return req, err
 	}
-	if req.Project == "" {
-		req.Project = c.project
+	ref, err := s.projectRef(ctx, c, req.Project)
+	if err != nil {
+		return req, err
 	}
+	req.Project = ref
 	if req.GPUs <= 0 {
 		return req, api.Errorf(api.CodeInvalidArgument, "gpus must be a positive number, got %d", req.GPUs)
 	}
 	return req, nil
 }
 
-func (s *Server) allocCreate(_ context.Context, c *call) (mutate.Func, error) {
-	req, err := decodeAllocCreate(c)
+func (s *Server) allocCreate(ctx context.Context, c *call) (mutate.Func, error) {
+	req, err := s.decodeAllocCreate(ctx, c)
 	if err != nil {
 		return nil, err
 	}
@@ -72,7 +74,7 @@ func (s *Server) auditAllocRefusal(ctx context.Context, c *call, err error) {
 // allocQuote is `alloc create --dry-run`: a read, not a mutation, so it
 // needs no Idempotency-Key and can leave no idempotency record behind.
 func (s *Server) allocQuote(ctx context.Context, c *call) (any, error) {
-	req, err := decodeAllocCreate(c)
+	req, err := s.decodeAllocCreate(ctx, c)
 	if err != nil {
 		return nil, err
 	}

@@ -92,12 +92,9 @@ func (s *Server) releaseDepleted(ctx context.Context, projectID string) (int, er
 // billingProject resolves the project of a billing read and checks that
 // the caller may read it.
 func (s *Server) billingProject(ctx context.Context, c *call, ref string) (api.Project, error) {
-	if ref == "" {
-		ref = c.project
-	}
-	if ref == "" {
-		return api.Project{}, api.Errorf(api.CodeInvalidArgument, "no project given").
-			WithHint("pass --project or choose one with `gpuaas project use`")
+	ref, err := s.projectRef(ctx, c, ref)
+	if err != nil {
+		return api.Project{}, err
 	}
 	return project.Authorize(ctx, s.pool, ref, c.principal.UserID, c.principal.Role, project.AccessRead)
 }

@@ -230,7 +230,13 @@ func (s *Server) whoami(ctx context.Context, c *call) (any, error) {
 	if projects == nil {
 		projects = []api.Project{}
 	}
-	return api.WhoamiResponse{User: u, SessionID: c.principal.SessionID, ExpiresAt: c.principal.ExpiresAt, Projects: projects}, nil
+	who := api.WhoamiResponse{User: u, SessionID: c.principal.SessionID, ExpiresAt: c.principal.ExpiresAt, Projects: projects}
+	if p, ok, err := project.DefaultOf(ctx, s.pool, u.ID); err != nil {
+		return nil, err
+	} else if ok {
+		who.DefaultProject = &p
+	}
+	return who, nil
 }
 
 // authConfig tells clients how to log in: whether passwords work and

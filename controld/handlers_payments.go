@@ -29,14 +29,16 @@ func (c *call) requestKey() string {
 
 // billingTopup creates a Stripe Checkout Session for a project the caller
 // may write to (owner or member); the webhook credits it once paid.
-func (s *Server) billingTopup(_ context.Context, c *call) (mutate.Func, error) {
+func (s *Server) billingTopup(ctx context.Context, c *call) (mutate.Func, error) {
 	var req api.TopupRequest
 	if err := c.decode(&req); err != nil {
 		return nil, err
 	}
-	if req.Project == "" {
-		req.Project = c.project
+	ref, err := s.projectRef(ctx, c, req.Project)
+	if err != nil {
+		return nil, err
 	}
+	req.Project = ref
 	if !s.payments.Settings().Enabled() {
 		return nil, payments.ErrNotConfigured
 	}
@@ -85,14 +87,16 @@ func (s *Server) adminRefund(_ context.Context, c *call) (mutate.Func, error) {
 
 // adminCredit records an operator's manual credit or debit with its
 // reason (admins).
-func (s *Server) adminCredit(_ context.Context, c *call) (mutate.Func, error) {
+func (s *Server) adminCredit(ctx context.Context, c *call) (mutate.Func, error) {
 	var req api.CreditRequest
 	if err := c.decode(&req); err != nil {
 		return nil, err
 	}
-	if req.Project == "" {
-		req.Project = c.project
+	ref, err := s.projectRef(ctx, c, req.Project)
+	if err != nil {
+		return nil, err
 	}
+	req.Project = ref
 	if err := payments.ValidateAdjustment(req); err != nil {
 		return nil, err
 	}

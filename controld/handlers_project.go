@@ -21,7 +21,64 @@ func (s *Server) projectEndpoints() []endpointDef {
 		s.query(api.EndpointProjectList, loggedIn, s.projectList),
 		s.query(api.EndpointProjectMembers, loggedIn, s.projectMembers),
 		s.mutation(api.EndpointProjectAddMem, loggedIn, s.projectAddMember),
+		s.mutation(api.EndpointProjectUse, loggedIn, s.projectUse),
 	}
+}
+
+// projectRef is the project a request acts in: the one its body names,
+// else the Gpuaas-Project header, else the caller's default project
+// (`gpuaas project use`), else "" (project.Resolve then says none was
+// given). The client decides between a flag, its environment and its
+// config context; the default is the server's, so it is the same on every
+// machine and over SSH.
+func (s *Server) projectRef(ctx context.Context, c *call, named string) (string, error) {
+	switch {
+	case named != "":
+		return named, nil
+	case c.project != "":
+		return c.project, nil
+	case c.principal == nil || c.principal.IsGateway():
+		return "", nil
+	}
+	p, ok, err := project.DefaultOf(ctx, s.pool, c.principal.UserID)
+	if err != nil || !ok {
+		return "", err
+	}
+	if p.Role == "" {
+		return "", api.Errorf(api.CodeNotFound, "your default project %s is not one of your projects any more", p.Name).
+			WithHint("choose another with `gpuaas project use NAME` (see `gpuaas project list`), or pass -p/--project")
+	}
+	return p.ID, nil
+}
+
+// projectUse makes a project the caller belongs to their default.
+func (s *Server) projectUse(_ context.Context, c *call) (mutate.Func, error) {
+	var req api.ProjectUseRequest
+	if err := c.decode(&req); err != nil {
+		return nil, err
+	}
+	req.Project = strings.TrimSpace(req.Project)
+	if req.Project == "" {
+		return nil, api.Errorf(api.CodeInvalidArgument, "which project? name one you belong to").
+			WithHint("see `gpuaas project list`")
+	}
+	return func(ctx context.Context, tx pgx.Tx) (any, mutate.Effect, error) {
+		// Membership, not a platform role: an admin's default is still a
+		// project they work in.
+		p, err := project.Authorize(ctx, tx, req.Project, c.principal.UserID, "", project.AccessRead)
+		if err != nil {
+			return nil, mutate.Effect{}, err
+		}
+		if err := project.SetDefault(ctx, tx, c.principal.UserID, p.ID, s.now()); err != nil {
+			return nil, mutate.Effect{}, err
+		}
+		return p, mutate.Effect{
+			Audit: audit.Entry{Action: api.EndpointProjectUse, TargetType: "user", TargetID: c.principal.UserID,
+				ProjectID: p.ID, Detail: req},
+			Events: []outbox.Event{{Kind: api.EventDefaultProject, Subject: c.principal.UserID, ProjectID: p.ID,
+				Users: []string{c.principal.UserID}, Payload: p}},
+		}, nil
+	}, nil
 }
 
 func (s *Server) projectCreate(_ context.Context, c *call) (mutate.Func, error) {
@@ -61,9 +118,11 @@ func (s *Server) projectMembers(ctx context.Context, c *call) (any, error) {
 	if err := c.decode(&req); err != nil {
 		return nil, err
 	}
-	if req.Project == "" {
-		req.Project = c.project
+	ref, err := s.projectRef(ctx, c, req.Project)
+	if err != nil {
+		return nil, err
 	}
+	req.Project = ref
 	p, err := project.Authorize(ctx, s.pool, req.Project, c.principal.UserID, c.principal.Role, project.AccessRead)
 	if err != nil {
 		return nil, err
@@ -75,14 +134,16 @@ func (s *Server) projectMembers(ctx context.Context, c *call) (any, error) {
 	return api.MembersResponse{Project: p, Members: ms}, nil
 }
 
-func (s *Server) projectAddMember(_ context.Context, c *call) (mutate.Func, error) {
+func (s *Server) projectAddMember(ctx context.Context, c *call) (mutate.Func, error) {
 	var req api.AddMemberRequest
 	if err := c.decode(&req); err != nil {
 		return nil, err
 	}
-	if req.Project == "" {
-		req.Project = c.project
+	ref, err := s.projectRef(ctx, c, req.Project)
+	if err != nil {
+		return nil, err
 	}
+	req.Project = ref
 	return func(ctx context.Context, tx pgx.Tx) (any, mutate.Effect, error) {
 		p, err := project.Authorize(ctx, tx, req.Project, c.principal.UserID, c.principal.Role, project.AccessAdmin)
 		if err != nil {

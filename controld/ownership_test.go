@@ -19,8 +19,9 @@ var owners = map[string]string{
 	"login_attempts":        "identity",
 	"oidc_exchanged_tokens": "identity",
 
-	"projects":        "project",
-	"project_members": "project",
+	"projects":         "project",
+	"project_members":  "project",
+	"default_projects": "project",
 
 	"skus": "catalog",
 

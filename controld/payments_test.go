@@ -65,7 +65,9 @@ func TestBillingTopupEndToEnd(t *testing.T) {
 		{"non-member", bob, api.TopupRequest{AmountMinor: 5000}, api.ErrNotFound},
 		{"viewer", carol, api.TopupRequest{AmountMinor: 5000}, api.ErrForbidden},
 		{"below the minimum", admin, api.TopupRequest{AmountMinor: 1}, api.ErrInvalidArgument},
-		{"no project", env.Client(env.AdminToken, api.WithProject("")), api.TopupRequest{AmountMinor: 5000}, api.ErrInvalidArgument},
+		// No project named, and bob belongs to none, so has no default
+		// project either (the admin's default, testproj, would be used).
+		{"no project", env.Client(bobToken, api.WithProject("")), api.TopupRequest{AmountMinor: 5000}, api.ErrInvalidArgument},
 	}
 	for _, r := range refusals {
 		if _, err := r.client.BillingTopup(ctx, r.req); !errors.Is(err, r.want) {

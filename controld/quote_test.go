@@ -130,6 +130,9 @@ func TestAllocQuoteBadInput(t *testing.T) {
 	if _, err := c.ProjectAddMember(ctx, api.AddMemberRequest{Project: env.Project.Name, Email: "viewer@example.test", Role: api.ProjectViewer}); err != nil {
 		t.Fatal(err)
 	}
+	// Someone in no project has no default project either; the admin's
+	// default (testproj) would be used.
+	_, projectlessToken := env.AddUser(t, "projectless@example.test", api.RoleUser)
 	before := dbSnapshot(t, env)
 	tests := []struct {
 		name string
@@ -142,7 +145,7 @@ func TestAllocQuoteBadInput(t *testing.T) {
 		{"gpu count not offered", api.AllocCreateRequest{SKU: "h200-slice", GPUs: 3}, c, api.ErrInvalidArgument},
 		{"zero gpus", api.AllocCreateRequest{SKU: "h200-slice"}, c, api.ErrInvalidArgument},
 		{"unknown project", api.AllocCreateRequest{SKU: "h200-slice", GPUs: 1, Project: "ghost"}, c, api.ErrNotFound},
-		{"no project", api.AllocCreateRequest{SKU: "h200-slice", GPUs: 1}, env.Client(env.AdminToken, api.WithProject("")), api.ErrInvalidArgument},
+		{"no project", api.AllocCreateRequest{SKU: "h200-slice", GPUs: 1}, env.Client(projectlessToken, api.WithProject("")), api.ErrInvalidArgument},
 		{"not logged in", api.AllocCreateRequest{SKU: "h200-slice", GPUs: 1}, env.Client(""), api.ErrUnauthenticated},
 		{"viewer cannot create", api.AllocCreateRequest{SKU: "h200-slice", GPUs: 1}, env.Client(viewerToken), api.ErrForbidden},
 	}

@@ -26,12 +26,19 @@ type tmuxPane struct {
 // startTUI runs `gpuaas tui` against dev in a 120×40 tmux window.
 func startTUI(t *testing.T, dev *devProc) *tmuxPane {
 	t.Helper()
+	return startPane(t, "GPUAAS_CONFIG_DIR="+dev.configDir+" "+binary+" tui")
+}
+
+// startPane runs the shell command line in a 120×40 tmux window, on a
+// terminal as a user would.
+func startPane(t *testing.T, commandLine string) *tmuxPane {
+	t.Helper()
 	if _, err := exec.LookPath("tmux"); err != nil {
 		t.Skip("tmux is not installed (apt-get install tmux): the TUI end-to-end test drives the dashboard through it")
 	}
 	dir := t.TempDir()
 	p := &tmuxPane{t: t, sock: filepath.Join(dir, "tmux.sock"), status: filepath.Join(dir, "status")}
-	command := "GPUAAS_CONFIG_DIR=" + dev.configDir + " " + binary + " tui; echo $? > " + p.status
+	command := commandLine + "; echo $? > " + p.status
 	// remain-on-exit keeps the pane after q.
 	p.tmux("new-session", "-d", "-s", "tui", "-x", "120", "-y", "40", command, ";",
 		"set-option", "-t", "tui", "remain-on-exit", "on")

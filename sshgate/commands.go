@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"strings"
 	"sync"
 
@@ -12,6 +13,7 @@ import (
 
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
 	"github.com/gpuaas/gpuaas/cli/config"
+	"github.com/gpuaas/gpuaas/cli/sshconfig"
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/sshcert"
 )
@@ -33,6 +35,43 @@ const (
 	envToken   = "GPUAAS_TOKEN"
 	envProject = "GPUAAS_PROJECT"
 )
+
+// sshContext names the in-memory config context of a command session.
+const sshContext = "ssh"
+
+// sshCommand is the ssh command line that reaches this gateway as user,
+// with OpenSSH's options opts before the target.
+func (g *Gateway) sshCommand(user, opts string) string {
+	gw, err := sshconfig.ParseGateway(g.cfg.Advertise)
+	if g.cfg.Advertise == "" || err != nil {
+		gw = sshconfig.Gateway{Host: "<gateway>", Port: sshconfig.DefaultPort}
+	}
+	line := gw.SSHCommand(user)
+	if opts != "" {
+		line = "ssh " + opts + strings.TrimPrefix(line, "ssh")
+	}
+	return line
+}
+
+// serverURL is the NATS server the gateway's client is connected to,
+// without credentials: the server commands over SSH really talk to.
+func (g *Gateway) serverURL() string {
+	nc := g.cfg.Client.Conn()
+	if nc == nil {
+		return ""
+	}
+	raw := nc.ConnectedUrlRedacted()
+	if raw == "" { // between reconnects: the server it was given
+		if servers := nc.Servers(); len(servers) > 0 {
+			raw = servers[0]
+		}
+	}
+	if u, err := url.Parse(raw); err == nil && u.User != nil {
+		u.User = nil
+		return u.String()
+	}
+	return raw
+}
 
 // errActAsUserUnavailable is command mode's answer when it cannot act as
 // the user: the certificate that authenticated is not at hand.
@@ -77,14 +116,27 @@ func (g *Gateway) commandSession(s ssh.Session, id sshcert.Identity) {
 		IOStreams: ios,
 		Now:       g.cfg.Now,
 		// An in-memory config with no path: nothing a command does can
-		// write the gateway's files (Save fails without a path).
+		// write the gateway's files (Save fails without a path). Its
+		// server is the one the gateway talks to, and its gateway this
+		// one, so that commands report where they really run.
 		Config: sync.OnceValues(func() (*config.Config, error) {
-			return &config.Config{CurrentContext: "ssh", Contexts: map[string]config.Context{
-				"ssh": {UserID: id.UserID, User: id.KeyID, Project: env[envProject]},
+			return &config.Config{CurrentContext: sshContext, Contexts: map[string]config.Context{
+				sshContext: {UserID: id.UserID, User: id.KeyID, Server: g.serverURL(), Gateway: g.cfg.Advertise},
 			}}, nil
 		}),
-		Client: sync.OnceValues(func() (*api.Client, error) { return g.clientFor(s, id, env) }),
+		// The session's environment, not the gateway's, stands for the
+		// user's: GPUAAS_PROJECT if the client sent it (SendEnv).
+		Env: func() config.Overrides { return config.Overrides{Project: env[envProject]} },
 	}
+	// The client is made once the command line is parsed, so that -p/--project
+	// (f.Flags) reaches it as it does locally.
+	f.Client = sync.OnceValues(func() (*api.Client, error) {
+		active, err := f.Active()
+		if err != nil {
+			return nil, err
+		}
+		return g.clientFor(s, id, env[envToken], active.Project)
+	})
 	args := s.Command()
 	if len(args) == 0 && hasPty && g.cfg.TUI != nil {
 		err := g.cfg.TUI(s, pty, f)
@@ -96,8 +148,8 @@ func (g *Gateway) commandSession(s ssh.Session, id sshcert.Identity) {
 	}
 	if len(args) == 0 {
 		// No PTY (or no dashboard): say who the user is and what works.
-		_, _ = fmt.Fprintf(out, "Signed in as %s (%s). Run gpuaas commands here: ssh %s@<gateway> <command>, e.g. `alloc list`.\n\n",
-			id.UserID, id.KeyID, CommandUser)
+		_, _ = fmt.Fprintf(out, "Signed in as %s (%s). Run gpuaas commands here: %s <command>, e.g. `alloc list`; %s gives the dashboard.\n\n",
+			id.UserID, id.KeyID, g.sshCommand(CommandUser, ""), g.sshCommand(CommandUser, "-t"))
 		args = []string{"--help"}
 	}
 	root := g.cfg.Commands(f)
@@ -115,13 +167,12 @@ func (g *Gateway) commandSession(s ssh.Session, id sshcert.Identity) {
 // clientFor returns an API client acting as id: with the session token the
 // client sent, once controld confirms it is id's; without one, with a
 // delegated session controld opens for the certificate that authenticated.
-func (g *Gateway) clientFor(s ssh.Session, id sshcert.Identity, env map[string]string) (*api.Client, error) {
+func (g *Gateway) clientFor(s ssh.Session, id sshcert.Identity, token, project string) (*api.Client, error) {
 	ctx := s.Context()
-	token := env[envToken]
 	if token == "" {
-		return g.delegatedClient(s, id, env)
+		return g.delegatedClient(s, id, project)
 	}
-	c := api.NewClient(g.cfg.Client.Conn(), api.WithToken(token), api.WithProject(env[envProject]))
+	c := api.NewClient(g.cfg.Client.Conn(), api.WithToken(token), api.WithProject(project))
 	who, err := c.Whoami(ctx)
 	if err != nil {
 		return nil, err
@@ -138,7 +189,7 @@ func (g *Gateway) clientFor(s ssh.Session, id sshcert.Identity, env map[string]s
 // context's public key is the last one the handler accepted; it is used
 // only when it is the very certificate the identity was verified from and
 // confirmed for (sshcert.FingerprintMatches), and controld re-verifies it.
-func (g *Gateway) delegatedClient(s ssh.Session, id sshcert.Identity, env map[string]string) (*api.Client, error) {
+func (g *Gateway) delegatedClient(s ssh.Session, id sshcert.Identity, project string) (*api.Client, error) {
 	key := s.PublicKey()
 	perms := s.Permissions()
 	if key == nil || perms.Permissions == nil || !sshcert.FingerprintMatches(perms.Permissions, key) {
@@ -152,7 +203,7 @@ func (g *Gateway) delegatedClient(s ssh.Session, id sshcert.Identity, env map[st
 	if resp.User.ID != id.UserID {
 		return nil, fmt.Errorf("get a session for your certificate: controld answered for %s", resp.User.ID)
 	}
-	return api.NewClient(g.cfg.Client.Conn(), api.WithToken(resp.Token), api.WithProject(env[envProject])), nil
+	return api.NewClient(g.cfg.Client.Conn(), api.WithToken(resp.Token), api.WithProject(project)), nil
 }
 
 // environ turns "k=v" pairs into a map; later pairs win.

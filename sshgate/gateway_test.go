@@ -195,6 +195,7 @@ func TestCommandMode(t *testing.T) {
 		command    string
 		wantStatus int
 		wantOut    string
+		notOut     string
 		wantErr    string
 	}{
 		{name: "no command", sshUser: CommandUser, wantOut: "Signed in as " + u.id},
@@ -207,7 +208,24 @@ func TestCommandMode(t *testing.T) {
 		{name: "another user's token", sshUser: CommandUser, env: map[string]string{envToken: other.token}, command: "whoami",
 			wantStatus: cmdutil.ExitForbidden, wantErr: "not your certificate"},
 		{name: "login is not served", sshUser: CommandUser, command: "login", wantStatus: 1, wantErr: "unknown command"},
-		{name: "another user's id", sshUser: other.id, command: "whoami", wantStatus: exitGatewayError, wantErr: "not an allocation id"},
+		// Any user name that is not an allocation id gets command mode, as
+		// the certificate's user: the name grants nothing.
+		{name: "another user's id", sshUser: other.id, command: "whoami --json user", wantOut: u.id, notOut: other.id},
+		{name: "the local user name OpenSSH sends", sshUser: "root", command: "whoami --json user", wantOut: u.id},
+		{name: "a mistyped allocation id", sshUser: "a-typo", command: "whoami", wantStatus: exitGatewayError, wantErr: "not an allocation id"},
+		// -p/--project reaches the API as it does locally (it was dropped:
+		// the request went without a project).
+		{name: "-p reaches the API", sshUser: CommandUser, command: "alloc create --sku h200-slice --gpus 1 --dry-run -p ghost",
+			wantStatus: cmdutil.ExitNotFound, wantErr: `project "ghost" not found`},
+		{name: "--project reaches the API", sshUser: CommandUser, command: "alloc list --project ghost",
+			wantStatus: cmdutil.ExitNotFound, wantErr: `project "ghost" not found`},
+		// whoami reports the server the gateway really talks to (it said
+		// the built-in default), and the user's default project.
+		{name: "whoami: the real server", sshUser: CommandUser, command: "whoami",
+			wantOut: "server\t" + e.client.Conn().ConnectedUrlRedacted() + "\nproject\t" + u.project + "\n"},
+		// Over SSH the environment is the session's: GPUAAS_PROJECT as sent.
+		{name: "GPUAAS_PROJECT from the session", sshUser: CommandUser, env: map[string]string{envProject: "ghost"},
+			command: "alloc list", wantStatus: cmdutil.ExitNotFound, wantErr: `project "ghost" not found`},
 	}
 	c := e.dial(u, CommandUser)
 	for _, tt := range tests {
@@ -243,7 +261,8 @@ func TestCommandMode(t *testing.T) {
 			} else if err != nil {
 				t.Fatal(err)
 			}
-			if status != tt.wantStatus || !strings.Contains(out.String(), tt.wantOut) || !strings.Contains(errOut.String(), tt.wantErr) {
+			if status != tt.wantStatus || !strings.Contains(out.String(), tt.wantOut) || !strings.Contains(errOut.String(), tt.wantErr) ||
+				tt.notOut != "" && strings.Contains(out.String(), tt.notOut) {
 				t.Fatalf("got status %d, stdout %q, stderr %q; want %d, stdout with %q, stderr with %q",
 					status, out.String(), errOut.String(), tt.wantStatus, tt.wantOut, tt.wantErr)
 			}

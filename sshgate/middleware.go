@@ -4,11 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"strings"
 	"time"
 
 	"github.com/charmbracelet/ssh"
 	"github.com/charmbracelet/wish"
 
+	"github.com/gpuaas/gpuaas/cli/sshconfig"
 	"github.com/gpuaas/gpuaas/internal/ids"
 	"github.com/gpuaas/gpuaas/internal/sshcert"
 )
@@ -18,10 +20,12 @@ import (
 // ssh exits with when the failure is its own rather than the command's.
 const exitGatewayError = 255
 
-// CommandUser is the SSH user name of command mode
-// (`ssh gpuaas@gateway alloc list`); the certificate's own user id works
-// too. Any other user name must be an allocation id.
-const CommandUser = "gpuaas"
+// CommandUser is the SSH user name of command mode that messages and the
+// generated ssh_config use (`ssh gpuaas@gateway alloc list`). Any user
+// name that is not an allocation id gets command mode (or the dashboard)
+// as the certificate's user, so `ssh gateway` works with whatever name
+// OpenSSH sends.
+const CommandUser = sshconfig.CommandUser
 
 // sessionHandler is the middleware chain every session and subsystem goes
 // through, outermost first:
@@ -118,10 +122,15 @@ func (g *Gateway) dispatch(s ssh.Session) {
 	switch user := s.User(); {
 	case ids.Valid(ids.Allocation, user):
 		g.proxySession(s, id)
-	case user == CommandUser || user == id.UserID:
-		g.commandSession(s, id)
+	case strings.HasPrefix(user, ids.Allocation+"-"):
+		// Meant as an allocation, mistyped: running commands instead
+		// would only confuse.
+		fail(s, fmt.Errorf("%q is not an allocation id: ssh <allocation-id>@gateway opens an allocation (see `gpuaas alloc list`), ssh gateway <command> runs gpuaas commands", user))
 	default:
-		fail(s, fmt.Errorf("%q is not an allocation id: ssh <allocation-id>@gateway opens an allocation, ssh %s@gateway <command> runs gpuaas commands", user, CommandUser))
+		// Any other name (gpuaas, the local user name OpenSSH sends by
+		// default, the user's id) is the dashboard or a command, always
+		// as the certificate's user: the name grants nothing.
+		g.commandSession(s, id)
 	}
 }
 

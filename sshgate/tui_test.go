@@ -46,6 +46,9 @@ func TestTUIOverSSH(t *testing.T) {
 	testutil.Eventually(t, "the first frame, with the allocation", func() bool {
 		return strings.Contains(out.String(), id) && strings.Contains(out.String(), "active")
 	})
+	// The balance of the user's default project (it was "—": over SSH no
+	// project went with the request).
+	testutil.Eventually(t, "the balance in the status bar", func() bool { return strings.Contains(out.String(), "balance $") })
 	if strings.Contains(out.String(), "NODE") {
 		t.Fatal("the node column shows at 90 columns; the PTY request's size was not used")
 	}

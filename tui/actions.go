@@ -86,7 +86,7 @@ func (m *Model) startSSH(id string) tea.Cmd {
 		id = a.ID
 	}
 	if m.sshFn == nil {
-		m.setFlash(fmt.Sprintf("from your own terminal: gpuaas ssh %s (or ssh %s@<gateway>)", id, id))
+		m.setFlash("from your own terminal: " + m.sshLine(id))
 		return nil
 	}
 	fn, ctx := m.sshFn, m.ctx

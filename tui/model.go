@@ -64,8 +64,13 @@ type Options struct {
 	// SSH opens a shell on an allocation (`s`). Nil: not available here,
 	// and `s` says how to connect instead.
 	SSH SSHFunc
-	// Project is the context's project, the wizard's default.
+	// Project is the project set here (-p, GPUAAS_PROJECT, the context),
+	// the wizard's default; else the user's default project.
 	Project string
+	// SSHCommand is the command line that opens a shell on an allocation
+	// from the user's own terminal, shown in the detail pane and by `s`
+	// when SSH is nil. Default: `gpuaas ssh <id>`.
+	SSHCommand func(allocID string) string
 }
 
 // view is the page on screen.
@@ -94,6 +99,7 @@ type Model struct {
 	ctx     context.Context
 	refresh time.Duration
 	sshFn   SSHFunc
+	sshLine func(allocID string) string
 	common  common.Common // the styles, keys and clock every component shares
 
 	width, height int
@@ -139,13 +145,16 @@ func New(o Options) *Model {
 	if o.Recent <= 0 {
 		o.Recent = DefaultRecent
 	}
+	if o.SSHCommand == nil {
+		o.SSHCommand = func(id string) string { return "gpuaas ssh " + id }
+	}
 	c := common.Common{Styles: common.NewStyles(o.Renderer), Keys: common.DefaultKeys(), Now: o.Now}
 	m := &Model{
-		backend: o.Backend, ctx: o.Context, refresh: o.Refresh, sshFn: o.SSH, project: o.Project, common: c,
+		backend: o.Backend, ctx: o.Context, refresh: o.Refresh, sshFn: o.SSH, sshLine: o.SSHCommand, project: o.Project, common: c,
 		width: 80, height: 24,
 	}
 	m.table = allocs.New(c, o.Recent)
-	m.pane = detail.New(o.Context, c, o.Backend, m.table)
+	m.pane = detail.New(o.Context, c, o.Backend, m.table, o.SSHCommand)
 	m.wizard = wizard.New(o.Context, c, o.Backend)
 	m.nodes = nodes.New(o.Context, c, o.Backend)
 	m.help = help.New(c, commands)

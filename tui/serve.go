@@ -11,6 +11,8 @@ import (
 	"github.com/charmbracelet/ssh"
 
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
+	"github.com/gpuaas/gpuaas/cli/config"
+	"github.com/gpuaas/gpuaas/cli/sshconfig"
 	"github.com/gpuaas/gpuaas/tui/backend"
 	"github.com/gpuaas/gpuaas/tui/common"
 )
@@ -32,7 +34,8 @@ func ServeSSH(s ssh.Session, pty ssh.Pty, f *cmdutil.Factory) error {
 	env["TERM"] = pty.Term
 	ctx, cancel := context.WithCancel(s.Context())
 	defer cancel()
-	m, err := NewFromFactory(ctx, f, common.NewRenderer(s, common.ProfileFor(func(k string) string { return env[k] })), nil)
+	m, err := NewFromFactory(ctx, f, common.NewRenderer(s, common.ProfileFor(func(k string) string { return env[k] })), nil,
+		gatewaySSHCommand)
 	if err != nil {
 		return err
 	}
@@ -51,10 +54,23 @@ func ServeSSH(s ssh.Session, pty ssh.Pty, f *cmdutil.Factory) error {
 	return nil
 }
 
+// gatewaySSHCommand is how a user of the dashboard over SSH reaches an
+// allocation from their own terminal: OpenSSH to the gateway they are on
+// (the session's context has its advertised address), as the allocation.
+func gatewaySSHCommand(active config.Active) func(string) string {
+	gw, err := sshconfig.ParseGateway(active.Gateway)
+	if active.Gateway == "" || err != nil {
+		return func(id string) string { return "ssh " + id + "@<gateway>" }
+	}
+	return func(id string) string { return gw.SSHCommand(id) }
+}
+
 // NewFromFactory returns the dashboard acting as the user f acts for (f's
 // client, clock and project), rendered by r, opening shells with ssh (nil:
-// none), within ctx.
-func NewFromFactory(ctx context.Context, f *cmdutil.Factory, r *lipgloss.Renderer, ssh SSHFunc) (*Model, error) {
+// none), within ctx; sshCommand(active) tells how to reach an allocation
+// from the user's terminal (nil: `gpuaas ssh <id>`).
+func NewFromFactory(ctx context.Context, f *cmdutil.Factory, r *lipgloss.Renderer, ssh SSHFunc,
+	sshCommand func(config.Active) func(allocID string) string) (*Model, error) {
 	client, err := f.Client()
 	if err != nil {
 		return nil, err
@@ -63,14 +79,18 @@ func NewFromFactory(ctx context.Context, f *cmdutil.Factory, r *lipgloss.Rendere
 	if err != nil {
 		return nil, err
 	}
-	return New(Options{
+	o := Options{
 		Backend:  backend.New(client),
 		Context:  ctx,
 		Now:      f.Now,
 		Renderer: r,
 		SSH:      ssh,
 		Project:  active.Project,
-	}), nil
+	}
+	if sshCommand != nil {
+		o.SSHCommand = sshCommand(active)
+	}
+	return New(o), nil
 }
 
 // environ turns "k=v" pairs into a map; later pairs win.

@@ -29,7 +29,11 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 			return m, nil
 		}
 		m.who = msg.who
-		if m.project == "" && len(msg.who.Projects) > 0 {
+		switch {
+		case m.project != "":
+		case msg.who.DefaultProject != nil:
+			m.project = msg.who.DefaultProject.Name
+		case len(msg.who.Projects) > 0:
 			m.project = msg.who.Projects[0].Name
 		}
 		if m.events {

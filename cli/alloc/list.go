@@ -33,9 +33,10 @@ func NewCmdList(f *cmdutil.Factory, runF func(context.Context, *ListOptions) err
 	cmd := &cobra.Command{
 		Use:     "list",
 		Aliases: []string{"ls"},
-		Short:   "List allocations in the current project, newest first",
-		Long: `List allocations in the current project, newest first. Released and
-failed allocations are left out unless --all is given.`,
+		Short:   "List your allocations, newest first",
+		Long: `List the allocations of all your projects, or of the project -p/--project
+names, newest first. Released and failed allocations are left out unless
+--all is given.`,
 		Args: cmdutil.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			if opts.State != "" && !slices.Contains(allocStates, opts.State) {

@@ -75,7 +75,15 @@ func printWhoami(ios *cmdutil.IOStreams, now time.Time, active config.Active, me
 	t.AddRow("role", me.User.Role)
 	t.AddRow("context", active.Name)
 	t.AddRow("server", active.Server)
-	t.AddRow("project", active.Project)
+	if active.Gateway != "" {
+		t.AddRow("gateway", active.Gateway)
+	}
+	// The project commands act in: one set here wins over the default.
+	project := active.Project
+	if project == "" && me.DefaultProject != nil {
+		project = me.DefaultProject.Name
+	}
+	t.AddRow("project", project)
 	t.AddRow("projects", strings.Join(projects, ", "))
 	t.AddRow("expires", expires)
 	return t.Render()

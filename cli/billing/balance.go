@@ -17,15 +17,13 @@ type BalanceOptions struct {
 	Client   func() (*api.Client, error)
 	Now      func() time.Time
 	Exporter cmdutil.Exporter
-
-	Project string
 }
 
 // NewCmdBalance builds `gpuaas billing balance`; runF replaces balanceRun in tests.
 func NewCmdBalance(f *cmdutil.Factory, runF func(context.Context, *BalanceOptions) error) *cobra.Command {
 	opts := &BalanceOptions{IO: f.IOStreams, Client: f.Client, Now: f.Now}
 	cmd := &cobra.Command{
-		Use:   "balance [--project NAME]",
+		Use:   "balance",
 		Short: "Show the project's balance and what its allocations cost per hour",
 		Args:  cmdutil.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
@@ -35,7 +33,6 @@ func NewCmdBalance(f *cmdutil.Factory, runF func(context.Context, *BalanceOption
 			return balanceRun(c.Context(), opts)
 		},
 	}
-	cmd.Flags().StringVar(&opts.Project, "project", "", "Project (default: the current one)")
 	cmdutil.AddJSONFlags(cmd, &opts.Exporter, cmdutil.FieldsOf(api.BillingBalance{}))
 	return cmd
 }
@@ -45,7 +42,7 @@ func balanceRun(ctx context.Context, opts *BalanceOptions) error {
 	if err != nil {
 		return err
 	}
-	b, err := client.BillingBalance(ctx, api.BillingRequest{Project: opts.Project})
+	b, err := client.BillingBalance(ctx, api.BillingRequest{})
 	if err != nil {
 		return err
 	}

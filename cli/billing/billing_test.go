@@ -125,7 +125,16 @@ func TestBillingCommandsAgainstControld(t *testing.T) {
 	if _, _, err := e.run(t, false, usage, "--alloc", "a-nope"); !errors.Is(err, api.ErrNotFound) {
 		t.Errorf("unknown allocation: %v; want not found", err)
 	}
-	if _, _, err := e.run(t, false, balance, "--project", "ghost"); !errors.Is(err, api.ErrNotFound) {
+	// The project comes from the global -p/--project (the client's
+	// Gpuaas-Project header), as for every project-scoped command.
+	ios, _, _, _ := cmdutil.Test()
+	f := &cmdutil.Factory{IOStreams: ios, Now: e.clock.Now,
+		Client: func() (*api.Client, error) { return e.Client(e.AdminToken, api.WithProject("ghost")), nil }}
+	cmd := NewCmdBalance(f, nil)
+	cmd.SetArgs(nil)
+	cmd.SetOut(io.Discard)
+	cmd.SetErr(io.Discard)
+	if _, err := cmd.ExecuteC(); !errors.Is(err, api.ErrNotFound) {
 		t.Errorf("unknown project: %v; want not found", err)
 	}
 }

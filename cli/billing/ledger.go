@@ -18,9 +18,8 @@ type LedgerOptions struct {
 	Now      func() time.Time
 	Exporter cmdutil.Exporter
 
-	Project string
-	Limit   int
-	Before  int64
+	Limit  int
+	Before int64
 }
 
 // NewCmdLedger builds `gpuaas billing ledger`; runF replaces ledgerRun in tests.
@@ -47,7 +46,6 @@ entry carries the hash chaining it to the previous one.`,
 			return ledgerRun(c.Context(), opts)
 		},
 	}
-	cmd.Flags().StringVar(&opts.Project, "project", "", "Project (default: the current one)")
 	cmd.Flags().IntVar(&opts.Limit, "limit", 50, "At most this many entries")
 	cmd.Flags().Int64Var(&opts.Before, "before", 0, "Only entries older than this entry id (paging)")
 	cmdutil.AddJSONFlags(cmd, &opts.Exporter, cmdutil.FieldsOf(api.LedgerEntry{}))
@@ -59,7 +57,7 @@ func ledgerRun(ctx context.Context, opts *LedgerOptions) error {
 	if err != nil {
 		return err
 	}
-	resp, err := client.BillingLedger(ctx, api.BillingLedgerRequest{Project: opts.Project, Limit: opts.Limit, Before: opts.Before})
+	resp, err := client.BillingLedger(ctx, api.BillingLedgerRequest{Limit: opts.Limit, Before: opts.Before})
 	if err != nil {
 		return err
 	}

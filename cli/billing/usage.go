@@ -18,7 +18,6 @@ type UsageOptions struct {
 	Now      func() time.Time
 	Exporter cmdutil.Exporter
 
-	Project    string
 	Allocation string
 }
 
@@ -40,7 +39,6 @@ price × GPUs × seconds / 3600, rounded down once.`,
 			return usageRun(c.Context(), opts)
 		},
 	}
-	cmd.Flags().StringVar(&opts.Project, "project", "", "Project (default: the current one)")
 	cmd.Flags().StringVar(&opts.Allocation, "alloc", "", "Only this allocation, window by window")
 	cmdutil.AddJSONFlags(cmd, &opts.Exporter, cmdutil.FieldsOf(api.AllocationUsage{}))
 	return cmd
@@ -51,7 +49,7 @@ func usageRun(ctx context.Context, opts *UsageOptions) error {
 	if err != nil {
 		return err
 	}
-	resp, err := client.BillingUsage(ctx, api.BillingUsageRequest{Project: opts.Project, Allocation: opts.Allocation})
+	resp, err := client.BillingUsage(ctx, api.BillingUsageRequest{Allocation: opts.Allocation})
 	if err != nil {
 		return err
 	}

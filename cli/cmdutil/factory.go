@@ -35,6 +35,10 @@ type Factory struct {
 	// Flags holds the global --context and --project flags. They win over
 	// the GPUAAS_* environment, which wins over the file.
 	Flags config.Overrides
+	// Env returns the settings the environment overrides. Nil: this
+	// process's GPUAAS_* variables (config.EnvOverrides). Over SSH it is
+	// what the session sent, never the gateway's own environment.
+	Env func() config.Overrides
 
 	// mu protects conns.
 	mu    sync.Mutex
@@ -60,7 +64,11 @@ func (f *Factory) Active() (config.Active, error) {
 }
 
 func (f *Factory) overrides() config.Overrides {
-	return config.EnvOverrides().Over(f.Flags)
+	env := config.EnvOverrides
+	if f.Env != nil {
+		env = f.Env
+	}
+	return env().Over(f.Flags)
 }
 
 // Close closes the connections Client and PreLoginClient opened.

@@ -73,6 +73,39 @@ func TestFactoryIsLazy(t *testing.T) {
 	f.Close() // nothing to close, nothing dialled
 }
 
+// TestFactoryEnvReplacesProcessEnvironment: a factory whose Env is set (a
+// gateway session's) never reads the process's GPUAAS_* variables (the
+// gateway's own), and flags still win over it.
+func TestFactoryEnvReplacesProcessEnvironment(t *testing.T) {
+	t.Setenv(config.EnvProject, "gateways-own")
+	cfg := &config.Config{CurrentContext: "ssh", Contexts: map[string]config.Context{"ssh": {Server: "nats://gw:4222"}}}
+	tests := []struct {
+		name string
+		env  func() config.Overrides
+		flag string
+		want string
+	}{
+		{name: "process environment by default", want: "gateways-own"},
+		{name: "the session's environment", env: func() config.Overrides { return config.Overrides{Project: "sent"} }, want: "sent"},
+		{name: "nothing sent", env: func() config.Overrides { return config.Overrides{} }, want: ""},
+		{name: "the flag wins", env: func() config.Overrides { return config.Overrides{Project: "sent"} }, flag: "flagged", want: "flagged"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ios, _, _, _ := Test()
+			f := &Factory{IOStreams: ios, Env: tt.env, Config: func() (*config.Config, error) { return cfg, nil }}
+			f.Flags.Project = tt.flag
+			a, err := f.Active()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if a.Project != tt.want || a.Server != "nats://gw:4222" {
+				t.Errorf("got project %q server %q; want %q on nats://gw:4222", a.Project, a.Server, tt.want)
+			}
+		})
+	}
+}
+
 func TestClientSendsContextCredentials(t *testing.T) {
 	url, b, seen := startNATS(t)
 	writeConfig(t, config.Context{Server: url, UserID: "u-1", Token: testToken, Project: "dev"})

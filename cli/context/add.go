@@ -87,7 +87,7 @@ Without it the first login pins the key it is shown (see ` + "`gpuaas context tr
 	}
 	cmd.Flags().StringVar(&opts.Server, "server", "", "NATS URL of the server (required)")
 	cmd.Flags().StringVar(&opts.Gateway, "gateway", "", "SSH gateway `host:port` (default: what the server publishes)")
-	cmd.Flags().StringVar(&opts.Project, "project", "", "Default project in this context")
+	cmd.Flags().StringVar(&opts.Project, "project", "", "Project this context pins: sent with every command, it wins over your default project")
 	cmd.Flags().StringVar(&opts.ServerKey, "server-key", "", "Pin the server's key (`SHA256:fingerprint` or ssh-ed25519 key) before the first login")
 	cmd.Flags().BoolVar(&opts.Use, "use", false, "Make it the current context")
 	cmd.Flags().StringVar(&opts.CAFile, "ca", "", "PEM file of the CA(s) the server's TLS certificate chains to (stored in the context)")

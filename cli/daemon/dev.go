@@ -260,12 +260,11 @@ func writeDevContext(dir, url, gateway string, reset bool) error {
 		if reset || c.Server != url {
 			*c = config.Context{}
 		}
+		// No project is pinned: the seeded user's default project (dev)
+		// is kept by the server, like anyone's (`gpuaas project use`).
 		c.Server, c.Gateway = url, gateway
 		if c.Token == "" && c.UserID == "" {
 			c.User = DevAdminEmail
-		}
-		if c.Project == "" {
-			c.Project = DevProject
 		}
 	})
 	if err := cfg.UseContext(DevContextName); err != nil {

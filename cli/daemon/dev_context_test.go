@@ -12,7 +12,8 @@ import (
 // keeping another person's token and user id, so `context list` named
 // the admin and `whoami` the person. The user now stays with the session
 // it belongs to; a context without a session gets the admin; a reset or a
-// moved server starts the context over.
+// moved server starts the context over (no project pinned: the server
+// keeps the default project).
 func TestDevRestartKeepsTheContextUserWithItsSession(t *testing.T) {
 	const url, gateway = "nats://127.0.0.1:4222", "127.0.0.1:2222"
 	expires := time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
@@ -30,11 +31,11 @@ func TestDevRestartKeepsTheContextUserWithItsSession(t *testing.T) {
 			before: config.Context{Server: url, User: "grace@idp.example.test", Project: "ml"}, url: url,
 			want: config.Context{Server: url, User: DevAdminEmail, Project: "ml", Gateway: gateway}},
 		{name: "a reset starts over", before: grace, url: url, reset: true,
-			want: config.Context{Server: url, User: DevAdminEmail, Project: DevProject, Gateway: gateway}},
+			want: config.Context{Server: url, User: DevAdminEmail, Gateway: gateway}},
 		{name: "a moved server starts over", before: grace, url: "nats://127.0.0.1:5333",
-			want: config.Context{Server: "nats://127.0.0.1:5333", User: DevAdminEmail, Project: DevProject, Gateway: gateway}},
+			want: config.Context{Server: "nats://127.0.0.1:5333", User: DevAdminEmail, Gateway: gateway}},
 		{name: "first start", url: url,
-			want: config.Context{Server: url, User: DevAdminEmail, Project: DevProject, Gateway: gateway}},
+			want: config.Context{Server: url, User: DevAdminEmail, Gateway: gateway}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -44,6 +44,7 @@ func printBanner(opts *DevOptions, env *devenv.Env, isolated bool) {
 	fmt.Fprintln(w, "  gpuaas alloc create --sku h200-slice --gpus 2 --wait")
 	fmt.Fprintln(w, "  gpuaas alloc list")
 	fmt.Fprintln(w, "  gpuaas ssh-config --write && ssh <alloc-id>@"+gatewayHost)
+	fmt.Fprintln(w, "  ssh gpuaas-"+DevContextName+"   (the dashboard)   ssh gpuaas-"+DevContextName+" alloc list   (commands)")
 	fmt.Fprintln(w, "\nnatscli against it (read-only server monitoring, after gpuaas login):")
 	fmt.Fprintln(w, "  gpuaas ops nats-identity add --kind operator --name me --out ops.nk")
 	fmt.Fprintln(w, "  nats --server "+url+" --nkey ops.nk server list")

@@ -38,8 +38,9 @@ func NewCmdSSHGate(f *cmdutil.Factory, sshTree sshgate.CommandTree, runF func(co
 		GroupID: "daemon",
 		Long: `Run the SSH gateway users reach their allocations through:
 ssh <allocation-id>@gateway opens a shell (or runs a command, sftp, scp,
-ssh -L) on the allocation's node, and ssh gpuaas@gateway <command> runs
-gpuaas commands.
+ssh -L) on the allocation's node; any other user name gets gpuaas commands
+(ssh gpuaas@gateway alloc list) or, on a terminal, the dashboard, as the
+certificate's user. gpuaas ssh-config names the gateway itself: ssh gpuaas-CONTEXT.
 
 Only user certificates from controld's user CA are accepted (gpuaas login
 gets one). Each allocation session is authorized by controld, which hands

@@ -8,15 +8,12 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
-	"github.com/gpuaas/gpuaas/cli/config"
 	"github.com/gpuaas/gpuaas/internal/api"
 )
 
 // CreateOptions are the inputs of `gpuaas project create`.
 type CreateOptions struct {
 	IO       *cmdutil.IOStreams
-	Config   func() (*config.Config, error)
-	Active   func() (config.Active, error)
 	Client   func() (*api.Client, error)
 	Now      func() time.Time
 	Exporter cmdutil.Exporter
@@ -26,12 +23,12 @@ type CreateOptions struct {
 
 // NewCmdCreate builds `gpuaas project create`; runF replaces createRun in tests.
 func NewCmdCreate(f *cmdutil.Factory, runF func(context.Context, *CreateOptions) error) *cobra.Command {
-	opts := &CreateOptions{IO: f.IOStreams, Config: f.Config, Active: f.Active, Client: f.Client, Now: f.Now}
+	opts := &CreateOptions{IO: f.IOStreams, Client: f.Client, Now: f.Now}
 	cmd := &cobra.Command{
 		Use:   "create NAME",
 		Short: "Create a project you own",
-		Long: `Create a project owned by you. When the current context has no default
-project yet, the new one becomes its default.`,
+		Long: `Create a project owned by you. When you have no default project yet, the
+new one becomes your default (see ` + "`gpuaas project use`" + `).`,
 		Args: cmdutil.ExactArgs(1, "a project name"),
 		RunE: func(c *cobra.Command, args []string) error {
 			opts.Name = args[0]
@@ -55,33 +52,8 @@ func createRun(ctx context.Context, opts *CreateOptions) error {
 		return err
 	}
 	fmt.Fprintf(opts.IO.ErrOut, "Created project %s\n", p.Name)
-	active, err := opts.Active()
-	if err != nil {
-		return err
-	}
-	cfg, err := opts.Config()
-	if err != nil {
-		return err
-	}
-	if setDefaultIfNone(cfg, active, p.Name) {
-		if err := cfg.Save(); err != nil {
-			return err
-		}
-		fmt.Fprintf(opts.IO.ErrOut, "Default project of context %s is now %s\n", active.Name, p.Name)
-	}
 	if opts.Exporter != nil {
 		return opts.Exporter.Write(ctx, opts.IO, p)
 	}
 	return printProjects(opts.IO, opts.Now(), "", []api.Project{*p})
-}
-
-// setDefaultIfNone makes project the default of the active context when
-// its stored context has none (an override from flags or environment does
-// not count: it is not saved). It reports whether the config changed.
-func setDefaultIfNone(cfg *config.Config, active config.Active, project string) bool {
-	if stored, _ := cfg.Context(active.Name); stored.Project != "" {
-		return false
-	}
-	cfg.UpdateActive(active, func(c *config.Context) { c.Project = project })
-	return true
 }

@@ -51,9 +51,27 @@ func listRun(ctx context.Context, opts *ListOptions) error {
 	if opts.Exporter != nil {
 		return opts.Exporter.Write(ctx, opts.IO, resp.Projects)
 	}
-	active, err := opts.Active()
+	current, err := currentProject(ctx, client, opts.Active)
 	if err != nil {
 		return err
 	}
-	return printProjects(opts.IO, opts.Now(), active.Project, resp.Projects)
+	return printProjects(opts.IO, opts.Now(), current, resp.Projects)
+}
+
+// currentProject is the project commands act in when they name none: the
+// one set here (-p/--project, GPUAAS_PROJECT, a context's pinned project),
+// else the user's default project, which controld keeps.
+func currentProject(ctx context.Context, client *api.Client, active func() (config.Active, error)) (string, error) {
+	a, err := active()
+	if err != nil {
+		return "", err
+	}
+	if a.Project != "" {
+		return a.Project, nil
+	}
+	who, err := client.Whoami(ctx)
+	if err != nil || who.DefaultProject == nil {
+		return "", err
+	}
+	return who.DefaultProject.Name, nil
 }

@@ -7,28 +7,27 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
-	"github.com/gpuaas/gpuaas/cli/config"
 	"github.com/gpuaas/gpuaas/internal/api"
 )
 
 // MembersOptions are the inputs of `gpuaas project members`.
 type MembersOptions struct {
 	IO       *cmdutil.IOStreams
-	Active   func() (config.Active, error)
 	Client   func() (*api.Client, error)
 	Now      func() time.Time
 	Exporter cmdutil.Exporter
 
-	// Project is the NAME argument; empty means the active project.
+	// Project is the NAME argument; empty means -p/--project, else your
+	// default project (controld decides).
 	Project string
 }
 
 // NewCmdMembers builds `gpuaas project members`; runF replaces membersRun in tests.
 func NewCmdMembers(f *cmdutil.Factory, runF func(context.Context, *MembersOptions) error) *cobra.Command {
-	opts := &MembersOptions{IO: f.IOStreams, Active: f.Active, Client: f.Client, Now: f.Now}
+	opts := &MembersOptions{IO: f.IOStreams, Client: f.Client, Now: f.Now}
 	cmd := &cobra.Command{
 		Use:   "members [NAME]",
-		Short: "List a project's members (default: the current project)",
+		Short: "List a project's members (default: -p/--project, else your default project)",
 		Args:  cmdutil.RangeArgs(0, 1, "at most one project"),
 		RunE: func(c *cobra.Command, args []string) error {
 			if len(args) == 1 {
@@ -45,15 +44,11 @@ func NewCmdMembers(f *cmdutil.Factory, runF func(context.Context, *MembersOption
 }
 
 func membersRun(ctx context.Context, opts *MembersOptions) error {
-	project, err := projectOrActive(opts.Project, opts.Active)
-	if err != nil {
-		return err
-	}
 	client, err := opts.Client()
 	if err != nil {
 		return err
 	}
-	resp, err := client.ProjectMembers(ctx, project)
+	resp, err := client.ProjectMembers(ctx, opts.Project)
 	if err != nil {
 		return err
 	}
@@ -61,19 +56,4 @@ func membersRun(ctx context.Context, opts *MembersOptions) error {
 		return opts.Exporter.Write(ctx, opts.IO, resp.Members)
 	}
 	return printMembers(opts.IO, opts.Now(), resp.Members)
-}
-
-// projectOrActive returns name, or the active context's project.
-func projectOrActive(name string, active func() (config.Active, error)) (string, error) {
-	if name != "" {
-		return name, nil
-	}
-	a, err := active()
-	if err != nil {
-		return "", err
-	}
-	if a.Project == "" {
-		return "", cmdutil.ErrNoProject
-	}
-	return a.Project, nil
 }

@@ -26,9 +26,16 @@ func NewCmdUse(f *cmdutil.Factory, runF func(context.Context, *UseOptions) error
 	opts := &UseOptions{IO: f.IOStreams, Config: f.Config, Active: f.Active, Client: f.Client}
 	return &cobra.Command{
 		Use:   "use NAME",
-		Short: "Set the current context's default project",
-		Long: `Set the default project of the current config context, after checking that
-you belong to it. --project and GPUAAS_PROJECT still override it per command.`,
+		Short: "Set your default project",
+		Long: `Set your default project: the one commands act in when -p/--project names
+none. The server keeps it, so it is the same on every machine you use and
+over SSH (ssh gateway alloc list). You must belong to the project.
+
+GPUAAS_PROJECT, and a project pinned in a config context
+(` + "`gpuaas context add --project`" + `), still win over it; this command unpins the
+current context's project.`,
+		Example: `  gpuaas project use ml-team
+  ssh gpuaas-dev project use ml-team`,
 		Args: cmdutil.ExactArgs(1, "a project name"),
 		RunE: func(c *cobra.Command, args []string) error {
 			opts.Project = args[0]
@@ -45,37 +52,35 @@ func useRun(ctx context.Context, opts *UseOptions) error {
 	if err != nil {
 		return err
 	}
-	resp, err := client.ProjectList(ctx)
+	p, err := client.ProjectUse(ctx, opts.Project)
 	if err != nil {
 		return err
 	}
-	p, ok := findProject(resp.Projects, opts.Project)
-	if !ok {
-		return &api.Error{Code: api.CodeNotFound, Message: fmt.Sprintf("you are not a member of a project %q", opts.Project),
-			Hint: "see `gpuaas project list`"}
+	fmt.Fprintf(opts.IO.ErrOut, "Your default project is now %s\n", p.Name)
+	cfg, err := opts.Config()
+	if err != nil {
+		return err
 	}
 	active, err := opts.Active()
 	if err != nil {
 		return err
 	}
-	cfg, err := opts.Config()
-	if err != nil {
-		return err
-	}
-	cfg.UpdateActive(active, func(c *config.Context) { c.Project = p.Name })
-	if err := cfg.Save(); err != nil {
-		return err
-	}
-	fmt.Fprintf(opts.IO.ErrOut, "Default project of context %s is now %s\n", active.Name, p.Name)
-	return nil
-}
-
-// findProject matches a project by name or id.
-func findProject(projects []api.Project, nameOrID string) (api.Project, bool) {
-	for _, p := range projects {
-		if p.Name == nameOrID || p.ID == nameOrID {
-			return p, true
+	// A project pinned in this machine's context goes with every request
+	// and would hide the default just set. (Over SSH the config is the
+	// session's, in memory, with nothing pinned and no file to save.)
+	if stored, ok := cfg.Context(active.Name); ok && stored.Project != "" && cfg.Path() != "" {
+		cfg.UpdateContext(active.Name, func(c *config.Context) { c.Project = "" })
+		if err := cfg.Save(); err != nil {
+			return err
+		}
+		fmt.Fprintf(opts.IO.ErrOut, "Context %s no longer pins project %s\n", active.Name, stored.Project)
+		if active, err = opts.Active(); err != nil {
+			return err
 		}
 	}
-	return api.Project{}, false
+	if active.Project != "" && active.Project != p.Name && active.Project != p.ID {
+		fmt.Fprintf(opts.IO.ErrOut, "Note: project %s is still set here (GPUAAS_PROJECT or -p/--project) and wins over your default\n",
+			active.Project)
+	}
+	return nil
 }

@@ -47,6 +47,8 @@ func sshG(t *testing.T, sshPath, config, destination string) map[string]string {
 // TestOpenSSHReadsConfig checks what OpenSSH itself makes of the config:
 // the alias and `<alloc-id>@<gateway host>` get the gateway's port, key,
 // certificate and known_hosts; plain `ssh <gateway host>` is untouched.
+// It is also the regression test of "ssh-config has no Host entry for the
+// gateway itself": `ssh gpuaas-dev` reaches the gateway as CommandUser.
 func TestOpenSSHReadsConfig(t *testing.T) {
 	sshPath := needSSH(t)
 	f := newFixture(t, time.Now())
@@ -57,15 +59,21 @@ func TestOpenSSHReadsConfig(t *testing.T) {
 	tests := []struct {
 		destination string
 		wantOurs    bool
+		wantUser    string // "" = not checked
 	}{
-		{"a-7k2m9x4q1c@localhost", true},
-		{"a-7k2m9x4q1c@gpuaas-dev", true},
-		{"gpuaas-dev", true},
-		{"localhost", false},
-		{"someone@localhost", false},
+		{"a-7k2m9x4q1c@localhost", true, "a-7k2m9x4q1c"},
+		{"a-7k2m9x4q1c@gpuaas-dev", true, "a-7k2m9x4q1c"},
+		// The gateway itself: the dashboard, or commands.
+		{"gpuaas-dev", true, CommandUser},
+		{CommandUser + "@localhost", true, CommandUser},
+		{"localhost", false, ""},
+		{"someone@localhost", false, ""},
 	}
 	for _, tt := range tests {
 		got := sshG(t, sshPath, s.Paths.Config, tt.destination)
+		if tt.wantUser != "" && got["user"] != tt.wantUser {
+			t.Errorf("%s: got user %q; want %q", tt.destination, got["user"], tt.wantUser)
+		}
 		ours := got["port"] == "2222" && got["identityfile"] == s.Paths.Key && got["certificatefile"] == s.Paths.Cert &&
 			got["userknownhostsfile"] == s.Paths.KnownHosts && got["stricthostkeychecking"] == "true" && got["hostname"] == "localhost"
 		if ours != tt.wantOurs {

@@ -15,6 +15,11 @@ import (
 	"github.com/gpuaas/gpuaas/internal/ids"
 )
 
+// CommandUser is the SSH user name the alias uses by default: the gateway
+// serves the dashboard and gpuaas commands to any name that is not an
+// allocation id, and this one says so (sshgate.CommandUser).
+const CommandUser = "gpuaas"
+
 // AllocPattern matches allocation ids as SSH user names.
 const AllocPattern = ids.Allocation + "-*"
 
@@ -54,6 +59,20 @@ func ParseGateway(s string) (Gateway, error) {
 // String is the address as "host:port".
 func (g Gateway) String() string { return net.JoinHostPort(g.Host, strconv.Itoa(g.Port)) }
 
+// SSHCommand is the OpenSSH command line that reaches the gateway as
+// user ("ssh user@host", with -p when the port is not 22), for messages
+// and the dashboard.
+func (g Gateway) SSHCommand(user string) string {
+	target := g.Host
+	if user != "" {
+		target = user + "@" + g.Host
+	}
+	if g.Port != DefaultPort && g.Port != 0 {
+		return "ssh -p " + strconv.Itoa(g.Port) + " " + target
+	}
+	return "ssh " + target
+}
+
 // KnownHostsPattern is how OpenSSH names the gateway in known_hosts:
 // "host" on port 22, "[host]:port" otherwise.
 func (g Gateway) KnownHostsPattern() string {
@@ -78,8 +97,13 @@ type Params struct {
 // RenderConfig returns the Include-able OpenSSH config: a Host block for
 // the context's alias and a Match block for `<alloc-id>@<gateway host>`,
 // each with the key, the certificate and the known_hosts file trusting
-// the gateway's host CA. The Match block applies to allocation ids only,
-// so plain `ssh <gateway host>` (often localhost) is left alone.
+// the gateway's host CA. The alias is the gateway itself too: its user is
+// CommandUser, so `ssh gpuaas-dev` gets the dashboard and
+// `ssh gpuaas-dev alloc list` runs a command, while
+// `ssh <alloc-id>@gpuaas-dev` opens an allocation. The Match block applies
+// to allocation ids and CommandUser only (`ssh gpuaas@<gateway host>`, what
+// the gateway's messages show), so plain `ssh <gateway host>` (often
+// localhost) is left alone.
 func RenderConfig(p Params) ([]byte, error) {
 	var paths [3]string
 	for i, path := range []string{p.Paths.Key, p.Paths.Cert, p.Paths.KnownHosts} {
@@ -99,13 +123,16 @@ func RenderConfig(p Params) ([]byte, error) {
 	fmt.Fprintf(&b, "# Written by `gpuaas ssh-config`, which rewrites it; do not edit.\n")
 	fmt.Fprintf(&b, "# Use it from the top of ~/.ssh/config, before any Host or Match line:\n")
 	fmt.Fprintf(&b, "#   %s\n", include)
-	fmt.Fprintf(&b, "# then: ssh <alloc-id>@%s  or  ssh <alloc-id>@%s\n", p.Gateway.Host, alias)
+	fmt.Fprintf(&b, "# then: ssh <alloc-id>@%s  or  ssh <alloc-id>@%s   (a shell on an allocation)\n", p.Gateway.Host, alias)
+	fmt.Fprintf(&b, "#       ssh %s   (the dashboard)   ssh %s alloc list   (any gpuaas command)\n", alias, alias)
 
 	fmt.Fprintf(&b, "\nHost %s\n", alias)
 	fmt.Fprintf(&b, "    HostName %s\n", p.Gateway.Host)
+	// A default only: <alloc-id>@alias still names the allocation.
+	fmt.Fprintf(&b, "    User %s\n", CommandUser)
 	writeCommon(&b, p.Gateway.Port, paths)
 
-	fmt.Fprintf(&b, "\nMatch host %s user %s\n", p.Gateway.Host, AllocPattern)
+	fmt.Fprintf(&b, "\nMatch host %s user %s,%s\n", p.Gateway.Host, AllocPattern, CommandUser)
 	writeCommon(&b, p.Gateway.Port, paths)
 	return b.Bytes(), nil
 }

@@ -91,7 +91,7 @@ func TestRenderConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	blocks := parseConfig(t, b)
-	wantHeaders := []string{"host gpuaas-dev", "match host localhost user a-*"}
+	wantHeaders := []string{"host gpuaas-dev", "match host localhost user a-*,gpuaas"}
 	if len(blocks) != len(wantHeaders) {
 		t.Fatalf("got %d blocks; want %d:\n%s", len(blocks), len(wantHeaders), b)
 	}
@@ -115,6 +115,9 @@ func TestRenderConfig(t *testing.T) {
 	}
 	if got := blocks[0].opts["hostname"]; len(got) != 1 || got[0] != "localhost" {
 		t.Errorf("alias: got HostName %q; want localhost", got)
+	}
+	if got := blocks[0].opts["user"]; len(got) != 1 || got[0] != CommandUser {
+		t.Errorf("alias: got User %q; want %s (the gateway's dashboard and commands)", got, CommandUser)
 	}
 	if !bytes.Contains(b, []byte("#   Include "+p.Paths.Config+"\n")) {
 		t.Errorf("the config does not say how to include it:\n%s", b)

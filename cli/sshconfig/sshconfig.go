@@ -103,6 +103,7 @@ func run(ctx context.Context, opts *Options) error {
 		fmt.Fprintf(w, "Add this line to the top of ~/.ssh/config (before any Host or Match line), or run with --write:\n\n    %s\n\n", include)
 	}
 	fmt.Fprintf(w, "Then: ssh <alloc-id>@%s   (or ssh <alloc-id>@%s)\n", s.Gateway.Host, s.Alias)
+	fmt.Fprintf(w, "      ssh %s   (the dashboard)   ssh %s alloc list   (any gpuaas command)\n", s.Alias, s.Alias)
 	return nil
 }
 

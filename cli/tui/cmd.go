@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
+	"github.com/gpuaas/gpuaas/cli/config"
 	sshcmd "github.com/gpuaas/gpuaas/cli/ssh"
 	"github.com/gpuaas/gpuaas/cli/sshconfig"
 	"github.com/gpuaas/gpuaas/tui"
@@ -32,7 +33,8 @@ the selected allocation. Operators also get a nodes view.
 Keys: c create, x release, s ssh, enter details, / filter, : command line
 (:nodes, :allocs, :q), ? help, q quit.
 
-The same dashboard is what ` + "`ssh -t gpuaas@<gateway>`" + ` shows.`,
+The same dashboard is what ` + "`ssh gpuaas-<context>`" + ` shows, through the SSH
+gateway, once ` + "`gpuaas ssh-config`" + ` has written the OpenSSH config.`,
 		Args: cmdutil.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			return run(c.Context(), f)
@@ -47,7 +49,7 @@ func run(ctx context.Context, f *cmdutil.Factory) error {
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	m, err := tui.NewFromFactory(ctx, f, common.NewRenderer(ios.Out, common.ProfileFor(os.Getenv)), localSSH(f))
+	m, err := tui.NewFromFactory(ctx, f, common.NewRenderer(ios.Out, common.ProfileFor(os.Getenv)), localSSH(f), localSSHCommand)
 	if err != nil {
 		return err
 	}
@@ -56,6 +58,13 @@ func run(ctx context.Context, f *cmdutil.Factory) error {
 		return fmt.Errorf("tui: %w", err)
 	}
 	return nil
+}
+
+// localSSHCommand is how to reach an allocation from this terminal:
+// `gpuaas ssh`, or OpenSSH with the config `gpuaas ssh-config` writes.
+func localSSHCommand(active config.Active) func(string) string {
+	alias := sshconfig.Alias(active.Name)
+	return func(id string) string { return "gpuaas ssh " + id + "  or  ssh " + id + "@" + alias }
 }
 
 // localSSH runs what `gpuaas ssh <alloc>` runs: the system OpenSSH with

@@ -28,7 +28,8 @@ func ValidateName(name string) error {
 	return nil
 }
 
-// Create inserts a project with owner as its owner.
+// Create inserts a project with owner as its owner; it becomes the
+// owner's default project when they have none.
 func Create(ctx context.Context, q store.Querier, name, owner string, now time.Time) (api.Project, error) {
 	if err := ValidateName(name); err != nil {
 		return api.Project{}, err
@@ -46,6 +47,10 @@ func Create(ctx context.Context, q store.Querier, name, owner string, now time.T
 		p.ID, owner, p.CreatedAt); err != nil {
 		return api.Project{}, fmt.Errorf("add owner: %w", err)
 	}
+	// The owner's first project becomes their default.
+	if err := setDefaultIfNone(ctx, q, owner, p.ID, now); err != nil {
+		return api.Project{}, err
+	}
 	return p, nil
 }
 
@@ -54,8 +59,8 @@ func Create(ctx context.Context, q store.Querier, name, owner string, now time.T
 // "no such project".
 func Resolve(ctx context.Context, q store.Querier, ref string) (api.Project, error) {
 	if ref == "" {
-		return api.Project{}, api.Errorf(api.CodeInvalidArgument, "no project given").
-			WithHint("pass --project NAME, or set a default with `gpuaas project use NAME`")
+		return api.Project{}, api.Errorf(api.CodeInvalidArgument, "no project given, and you have no default project").
+			WithHint("pass -p/--project NAME, or set your default with `gpuaas project use NAME` (see `gpuaas project list`)")
 	}
 	var p api.Project
 	err := q.QueryRow(ctx, `SELECT id, name, created_at FROM projects WHERE id=$1 OR name=$1`, ref).
@@ -207,6 +212,7 @@ func MemberIDs(ctx context.Context, q store.Querier, projectID string) ([]string
 }
 
 // SetMember adds userID to a project with role, or changes their role.
+// The project becomes the user's default project when they have none.
 func SetMember(ctx context.Context, q store.Querier, projectID, userID, role string, now time.Time) error {
 	if accessOf(role) == 0 {
 		return api.Errorf(api.CodeInvalidArgument, "%q is not a project role", role).WithHint("use owner, member or viewer")
@@ -231,5 +237,6 @@ func SetMember(ctx context.Context, q store.Querier, projectID, userID, role str
 	if err != nil {
 		return fmt.Errorf("set member: %w", err)
 	}
-	return nil
+	// A member's first project becomes their default.
+	return setDefaultIfNone(ctx, q, userID, projectID, now)
 }

@@ -72,6 +72,9 @@ type WhoamiResponse struct {
 	SessionID string    `json:"session_id"`
 	ExpiresAt time.Time `json:"expires_at"`
 	Projects  []Project `json:"projects"`
+	// DefaultProject is the project requests that name none act in (set
+	// with `gpuaas project use`); nil when the caller has none.
+	DefaultProject *Project `json:"default_project,omitempty"`
 }
 
 // Project groups allocations and the people who may use them.

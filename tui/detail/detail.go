@@ -45,6 +45,8 @@ type Model struct {
 	get  Getter
 	sel  Selection
 	skus []api.SKU
+	// sshLine is how to reach an allocation from the user's terminal.
+	sshLine func(allocID string) string
 
 	alloc *api.Allocation // the selected allocation with its timeline
 	err   error
@@ -53,9 +55,9 @@ type Model struct {
 var _ common.Component = (*Model)(nil)
 
 // New returns the pane describing what sel selects, reading timelines
-// from g within ctx.
-func New(ctx context.Context, c common.Common, g Getter, sel Selection) *Model {
-	return &Model{Common: c, ctx: ctx, get: g, sel: sel}
+// from g within ctx, and showing sshLine(id) as the way in.
+func New(ctx context.Context, c common.Common, g Getter, sel Selection, sshLine func(allocID string) string) *Model {
+	return &Model{Common: c, ctx: ctx, get: g, sel: sel, sshLine: sshLine}
 }
 
 // Update takes a LoadedMsg. Reads answer in any order: one older than
@@ -160,7 +162,7 @@ func (m *Model) render(w, h int) string {
 		add("cost", fmt.Sprintf("%s so far at %s/h (%s active, est.)", api.FormatMoney(costMinor(s, a.GPUs, d), s.Currency),
 			api.FormatMoney(common.HourlyMinor(s, a.GPUs), s.Currency), cmdutil.FuzzyDuration(d)))
 	}
-	add("ssh", "gpuaas ssh "+a.ID+"  or  ssh "+a.ID+"@<gateway>")
+	add("ssh", m.sshLine(a.ID))
 	if a.Reason != "" {
 		add("reason", a.Reason)
 	}

@@ -136,7 +136,7 @@ func addCommands(root *cobra.Command, f *cmdutil.Factory) {
 // default project (`gpuaas project use`).
 func addProjectFlag(root *cobra.Command, f *cmdutil.Factory) {
 	root.PersistentFlags().StringVarP(&f.Flags.Project, "project", "p", "",
-		"Project to act in (default: your default project, see `gpuaas project use`)")
+		"Project to act in (default: your default project, see 'gpuaas project use')")
 }
 
 func addToGroup(root *cobra.Command, group string, cmds ...*cobra.Command) {

@@ -39,11 +39,13 @@ func TestNoProjectGivenUsesServerSideDefault(t *testing.T) {
 		return who.DefaultProject.Name
 	}
 
-	// No project at all: the error says what to do.
+	// No project at all: the error says what to do (`project use` cannot
+	// help someone who belongs to no project: who can add them can).
 	_, err := bob.BillingBalance(ctx, api.BillingRequest{})
 	var apiErr *api.Error
-	if !errors.As(err, &apiErr) || apiErr.Code != api.CodeInvalidArgument || !strings.Contains(apiErr.Hint, "project use") {
-		t.Fatalf("no project, no default: got %v; want invalid_argument with a `project use` hint", err)
+	if !errors.As(err, &apiErr) || apiErr.Code != api.CodeInvalidArgument ||
+		!strings.Contains(apiErr.Message, "not a member of any project yet") || !strings.Contains(apiErr.Hint, "project create") {
+		t.Fatalf("no project, no default: got %v (hint %q); want invalid_argument saying so, with a `project create` hint", err, apiErr.Hint)
 	}
 
 	// The first project one creates becomes one's default.

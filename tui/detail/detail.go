@@ -55,8 +55,12 @@ type Model struct {
 var _ common.Component = (*Model)(nil)
 
 // New returns the pane describing what sel selects, reading timelines
-// from g within ctx, and showing sshLine(id) as the way in.
+// from g within ctx, and showing sshLine(id) as the way in (nil: `gpuaas
+// ssh ID`).
 func New(ctx context.Context, c common.Common, g Getter, sel Selection, sshLine func(allocID string) string) *Model {
+	if sshLine == nil {
+		sshLine = func(id string) string { return "gpuaas ssh " + id }
+	}
 	return &Model{Common: c, ctx: ctx, get: g, sel: sel, sshLine: sshLine}
 }
 

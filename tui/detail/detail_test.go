@@ -55,7 +55,7 @@ func timelineOf(t *testing.T, m *Model, sel *selection, reads ...api.Allocation)
 func TestTUIShowsCurrentOperationPhasesOnceStateLast(t *testing.T) {
 	sel := &selection{}
 	m := New(context.Background(), common.Common{Styles: common.NewStyles(common.NewRenderer(nil, termenv.Ascii)),
-		Keys: common.DefaultKeys(), Now: func() time.Time { return t0 }}, nil, sel)
+		Keys: common.DefaultKeys(), Now: func() time.Time { return t0 }}, nil, sel, nil)
 	m.SetSize(104, 44)
 	prov := steps(api.TaskVMProvision, "t-prov", t0.Add(-time.Hour), "lease/started", "lease/done", "readiness/started", "readiness/done")
 	rel := steps(api.TaskVMRelease, "t-rel", t0, "shutdown/started", "shutdown/done", "wipe/started", "wipe/done")

@@ -71,8 +71,11 @@ type Env struct {
 }
 
 // Start runs the platform described by cfg and returns once every part
-// serves and every sim host is ready. The parts run until ctx ends or
-// Close; either way, Close waits for them and frees everything.
+// serves and every sim host is ready. A ctx that ends before then stops
+// the start. Once started, the parts run until Close, which stops them one
+// by one in the order that lets each finish its work (see Close): ctx
+// ending does not stop them, since they would all stop at once, the
+// gateway with no controld left to close its sessions' index entries.
 func Start(ctx context.Context, cfg Config) (_ *Env, err error) {
 	if err := cfg.CheckAndSetDefaults(); err != nil {
 		return nil, err
@@ -83,6 +86,13 @@ func Start(ctx context.Context, cfg Config) (_ *Env, err error) {
 			err = errors.Join(err, e.Close())
 		}
 	}()
+	// The parts run on runCtx: ctx's values, and its end only while
+	// starting.
+	runCtx, cancelRun := context.WithCancel(context.WithoutCancel(ctx))
+	e.onClose(func() error { cancelRun(); return nil })
+	stopWatching := context.AfterFunc(ctx, cancelRun)
+	defer stopWatching()
+	ctx = runCtx
 	if cfg.Reset {
 		if err := os.RemoveAll(cfg.DataDir); err != nil {
 			return nil, fmt.Errorf("reset %s: %w", cfg.DataDir, err)
@@ -240,9 +250,12 @@ func (e *Env) Wait(ctx context.Context) error {
 	return err
 }
 
-// Close stops every part, last started first (the gateway, the hosts,
-// controld, NATS, PostgreSQL), waits for them and returns what went wrong.
-// The sim hosts' system users are removed. Closing again does nothing.
+// Close stops every part, last started first, each after the one before
+// has stopped: the gateway (it tells open sessions, uploads their
+// recordings and closes their index entries while controld still
+// answers), the hosts, controld (it answers the requests it has taken),
+// NATS, PostgreSQL. It waits for them and returns what went wrong. The
+// sim hosts' system users are removed. Closing again does nothing.
 func (e *Env) Close() error {
 	var errs []error
 	for i := len(e.closers) - 1; i >= 0; i-- {

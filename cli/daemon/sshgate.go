@@ -56,6 +56,14 @@ every start, so clients with the @cert-authority line from gpuaas
 ssh-config trust it without a prompt. Run as many replicas as you like
 behind a TCP load balancer; they share nothing.
 
+On SIGTERM (systemd stop) or SIGINT the gateway stops accepting
+connections, tells each open session "gateway shutting down" (on its
+stderr; ssh exits 255), uploads the recordings and closes the sessions'
+index entries, then exits. Give each replica its own --name and
+--recording-dir: when an instance starts, it uploads what a crash left in
+its recording directory and marks the sessions its name left running as
+interrupted.
+
 Nodes let the gateway in only with a gateway certificate as well as the
 one-minute ticket: controld's internal CA certifies the gateway's key
 (the same --nkey, an Ed25519 key) for an hour at a time, renewed at

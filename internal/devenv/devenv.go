@@ -67,7 +67,7 @@ type Env struct {
 	fleet *simFleet
 	gw    *gateway
 	// closers stop what Start started, run last first by Close.
-	closers []func() error
+	closers []closer
 }
 
 // Start runs the platform described by cfg and returns once every part
@@ -89,7 +89,7 @@ func Start(ctx context.Context, cfg Config) (_ *Env, err error) {
 	// The parts run on runCtx: ctx's values, and its end only while
 	// starting.
 	runCtx, cancelRun := context.WithCancel(context.WithoutCancel(ctx))
-	e.onClose(func() error { cancelRun(); return nil })
+	e.onClose("", func() error { cancelRun(); return nil })
 	stopWatching := context.AfterFunc(ctx, cancelRun)
 	defer stopWatching()
 	ctx = runCtx
@@ -118,7 +118,7 @@ func Start(ctx context.Context, cfg Config) (_ *Env, err error) {
 	if err != nil {
 		return nil, err
 	}
-	e.onClose(func() error { ns.Shutdown(); return nil })
+	e.onClose("nats", func() error { ns.Shutdown(); return nil })
 	e.NATSURL = ns.ClientURL()
 
 	// Picked once NATS listens, so a free port is not the one NATS takes
@@ -135,7 +135,7 @@ func Start(ctx context.Context, cfg Config) (_ *Env, err error) {
 	if e.fleet, err = startSimHosts(ctx, e.Controld, e.Admin.ID, e.NATSURL, cfg); err != nil {
 		return nil, err
 	}
-	e.onClose(func() error { e.fleet.stop(); return nil })
+	e.onClose("sim hosts", func() error { e.fleet.stop(); return nil })
 	if err := e.fleet.waitReady(ctx, e.Controld); err != nil {
 		return nil, err
 	}
@@ -143,12 +143,21 @@ func Start(ctx context.Context, cfg Config) (_ *Env, err error) {
 	if e.gw, err = startGateway(ctx, e.Controld, e.Admin.ID, e.NATSURL, e.GatewayAddr, cfg); err != nil {
 		return nil, err
 	}
-	e.onClose(func() error { e.gw.stop(); return nil })
+	e.onClose("ssh gateway", func() error { e.gw.stop(); return nil })
 	return e, nil
 }
 
-// onClose registers f to run at Close, before what was registered earlier.
-func (e *Env) onClose(f func() error) { e.closers = append(e.closers, f) }
+// onClose registers f, which stops the part named part ("" for no part),
+// to run at Close, before what was registered earlier.
+func (e *Env) onClose(part string, f func() error) {
+	e.closers = append(e.closers, closer{part: part, stop: f})
+}
+
+// closer stops a part of the platform.
+type closer struct {
+	part string
+	stop func() error
+}
 
 // startPostgres starts the private cluster, unless Config.DatabaseURL
 // names a database, and returns controld's connection string.
@@ -161,7 +170,7 @@ func (e *Env) startPostgres(ctx context.Context) (string, error) {
 		return "", fmt.Errorf("postgres: %w", err)
 	}
 	e.pg = pg
-	e.onClose(func() error {
+	e.onClose("postgres", func() error {
 		stopCtx, cancel := context.WithTimeout(context.Background(), stopTimeout)
 		defer cancel()
 		if err := pg.Stop(stopCtx); err != nil {
@@ -192,7 +201,7 @@ func (e *Env) startControld(ctx context.Context, dsn string) error {
 		return err
 	}
 	e.Controld = e.ctl.Server
-	e.onClose(e.ctl.Stop)
+	e.onClose("controld", e.ctl.Stop)
 	return nil
 }
 
@@ -259,7 +268,11 @@ func (e *Env) Wait(ctx context.Context) error {
 func (e *Env) Close() error {
 	var errs []error
 	for i := len(e.closers) - 1; i >= 0; i-- {
-		errs = append(errs, e.closers[i]())
+		c, start := e.closers[i], time.Now()
+		errs = append(errs, c.stop())
+		if c.part != "" {
+			e.cfg.Log.Info("stopped", "part", c.part, "took", time.Since(start).Round(time.Millisecond))
+		}
 	}
 	e.closers = nil
 	return errors.Join(errs...)

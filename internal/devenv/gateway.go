@@ -77,7 +77,7 @@ func startGateway(ctx context.Context, srv *controld.Server, adminID, natsURL, a
 		Client:       client,
 		Commands:     cfg.Commands,
 		TUI:          cfg.TUI,
-		Log:          cfg.Log.With("component", "sshgate"),
+		Log:          cfg.Log, // the gateway names itself
 	})
 	if err != nil {
 		nc.Close()

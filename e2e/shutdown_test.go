@@ -1,0 +1,169 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/testutil"
+)
+
+// liveSSH is an OpenSSH session left running through the gateway.
+type liveSSH struct {
+	out  *syncBuffer
+	done chan struct{}
+	code int
+}
+
+// startSSH runs `ssh -tt target command` with a stdin that stays open
+// until the test ends, as a user's terminal would.
+func startSSH(t *testing.T, sshConfig, target, command string) *liveSSH {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	cmd := exec.CommandContext(ctx, "ssh", "-F", sshConfig, "-o", "BatchMode=yes", "-tt", target, command)
+	s := &liveSSH{out: &syncBuffer{}, done: make(chan struct{})}
+	cmd.Stdout, cmd.Stderr = s.out, s.out
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		defer close(s.done)
+		_ = cmd.Wait()
+		s.code = cmd.ProcessState.ExitCode()
+	}()
+	t.Cleanup(func() {
+		stdin.Close()
+		cancel()
+		<-s.done
+	})
+	testutil.EventuallyWithin(t, time.Minute, "the session's first output", func() bool {
+		return strings.Contains(s.out.String(), "before-")
+	})
+	return s
+}
+
+// wait returns ssh's exit code once it has exited.
+func (s *liveSSH) wait(t *testing.T) int {
+	t.Helper()
+	select {
+	case <-s.done:
+		return s.code
+	case <-time.After(time.Minute):
+		t.Fatalf("ssh still running a minute later: %q", s.out.String())
+		return 0
+	}
+}
+
+// sessionRan returns the index entry of the session on alloc that ran
+// command, as `gpuaas session list` shows it.
+func sessionRan(t *testing.T, dev *devProc, alloc, command string) api.TerminalSession {
+	t.Helper()
+	r := dev.gpuaas(t, "", "session", "list", "--alloc", alloc, "--json", "id,command,state,ended_at,recording")
+	if r.code != 0 {
+		t.Fatalf("session list: exit %d %s", r.code, r.stderr)
+	}
+	var list []api.TerminalSession
+	if err := json.Unmarshal([]byte(r.stdout), &list); err != nil {
+		t.Fatalf("session list: %v in %q", err, r.stdout)
+	}
+	for _, s := range list {
+		if s.Command == command {
+			return s
+		}
+	}
+	t.Fatalf("no session ran %q: %+v", command, list)
+	return api.TerminalSession{}
+}
+
+// TestDevStopEndsOpenSessionsAndCrashInterruptsThem is the regression
+// test of issue 12 §3. Stopping `gpuaas dev` (SIGINT) under an open SSH
+// session cut it with no message, logged "no responders for session.end",
+// and left the session running with its recording lost. Now the client is
+// told "gateway shutting down" and ssh exits 255, and after a restart the
+// session is ended with its recording. Killing `gpuaas dev` (SIGKILL: no
+// graceful stop at all) leaves the session running until the next start,
+// which marks it interrupted with what was recorded. The stop time is
+// logged, not asserted (bench/README.md has the figures).
+func TestDevStopEndsOpenSessionsAndCrashInterruptsThem(t *testing.T) {
+	data, cfg := tempDir(t, "gpuaas-e2e-data-"), tempDir(t, "gpuaas-e2e-cfg-")
+	pwFile := writeFile(t, cfg, "pw", devPassword+"\n")
+	// Fixed ports, so the login and the SSH config stay right across
+	// restarts.
+	ports := []string{"--nats-port", strconv.Itoa(freePort(t)), "--ssh-port", strconv.Itoa(freePort(t))}
+	dev := startDev(t, data, cfg, append([]string{"--password-file", pwFile}, ports...)...)
+	if r := dev.gpuaas(t, devPassword, "login", "--password-stdin"); r.code != 0 {
+		t.Fatalf("login: exit %d %s", r.code, r.stderr)
+	}
+	r := dev.gpuaas(t, "", "alloc", "create", "--sku", "h200-slice", "--gpus", "1", "--wait", "--json", "id", "--jq", ".id")
+	alloc := lastLine(r.stdout)
+	if r.code != 0 || alloc == "" {
+		t.Fatalf("alloc create: exit %d %q\n%s", r.code, r.stdout, r.stderr)
+	}
+	sshConfig := filepath.Join(cfg, "ssh", "dev", "config")
+
+	// A graceful stop.
+	const stopCommand = "echo before-stop; sleep 300"
+	s := startSSH(t, sshConfig, alloc+"@localhost", stopCommand)
+	start := time.Now()
+	dev.stop(t)
+	t.Logf("gpuaas dev stopped %s after SIGINT, with one open SSH session", time.Since(start).Round(time.Millisecond))
+	if code := s.wait(t); code != 255 || !strings.Contains(s.out.String(), "gateway shutting down") {
+		t.Errorf("ssh exited %d with %q; want 255 and the gateway saying it is shutting down", code, s.out.String())
+	}
+	if log := dev.stderr.String(); strings.Contains(log, "no responders") || strings.Contains(log, "close session index entry") {
+		t.Errorf("the stop logged a session index failure:\n%s", log)
+	}
+
+	dev = startDev(t, data, cfg, ports...)
+	ts := sessionRan(t, dev, alloc, stopCommand)
+	if ts.State != api.SessionEnded || ts.EndedAt == nil || ts.Recording == "" {
+		t.Fatalf("after a graceful stop the session is %+v; want ended with a recording", ts)
+	}
+	if r := dev.gpuaas(t, "", "session", "play", ts.ID, "--raw"); r.code != 0 || !strings.Contains(r.stdout, "before-stop") {
+		t.Fatalf("session play --raw: exit %d %q %s", r.code, r.stdout, r.stderr)
+	}
+
+	// A crash. The second line comes more than a second after the first,
+	// so the recording has reached the gateway's spool on disk.
+	const crashCommand = "echo before-crash; sleep 1.5; echo still-running; sleep 300"
+	s = startSSH(t, sshConfig, alloc+"@localhost", crashCommand)
+	testutil.EventuallyWithin(t, time.Minute, "the session's second line", func() bool {
+		return strings.Contains(s.out.String(), "still-running")
+	})
+	if err := dev.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-dev.done
+	s.wait(t)
+
+	dev = startDev(t, data, cfg, ports...)
+	ts = sessionRan(t, dev, alloc, crashCommand)
+	if ts.State != api.SessionInterrupted || ts.EndedAt == nil || ts.Recording == "" {
+		t.Fatalf("after a crash and a restart the session is %+v; want interrupted with its recording", ts)
+	}
+	r = dev.gpuaas(t, "", "session", "play", ts.ID, "--raw")
+	for _, want := range []string{"before-crash", "still-running"} {
+		if r.code != 0 || !strings.Contains(r.stdout, want) {
+			t.Errorf("session play --raw: exit %d %q %s; want it to hold %q", r.code, r.stdout, r.stderr, want)
+		}
+	}
+	if r := dev.gpuaas(t, "", "session", "list", "--alloc", alloc); r.code != 0 || !strings.Contains(r.stdout, "interrupted") {
+		t.Errorf("session list: exit %d %q; want the interrupted session shown so", r.code, r.stdout)
+	}
+}
+
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return strings.TrimSpace(lines[len(lines)-1])
+}

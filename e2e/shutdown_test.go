@@ -22,12 +22,12 @@ type liveSSH struct {
 	code int
 }
 
-// startSSH runs `ssh -tt target command` with a stdin that stays open
-// until the test ends, as a user's terminal would.
-func startSSH(t *testing.T, sshConfig, target, command string) *liveSSH {
+// startSSH runs `ssh -tt args...` with a stdin that stays open until the
+// test ends, as a user's terminal would, and waits for its first output.
+func startSSH(t *testing.T, args ...string) *liveSSH {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	cmd := exec.CommandContext(ctx, "ssh", "-F", sshConfig, "-o", "BatchMode=yes", "-tt", target, command)
+	cmd := exec.CommandContext(ctx, "ssh", append([]string{"-o", "BatchMode=yes", "-tt"}, args...)...)
 	s := &liveSSH{out: &syncBuffer{}, done: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = s.out, s.out
 	stdin, err := cmd.StdinPipe()
@@ -69,7 +69,7 @@ func (s *liveSSH) wait(t *testing.T) int {
 // command, as `gpuaas session list` shows it.
 func sessionRan(t *testing.T, dev *devProc, alloc, command string) api.TerminalSession {
 	t.Helper()
-	r := dev.gpuaas(t, "", "session", "list", "--alloc", alloc, "--json", "id,command,state,ended_at,recording")
+	r := dev.gpuaas(t, "", "session", "list", "--alloc", alloc, "--json", "id,command,state,ended_at,recording,gateway")
 	if r.code != 0 {
 		t.Fatalf("session list: exit %d %s", r.code, r.stderr)
 	}
@@ -114,7 +114,7 @@ func TestDevStopEndsOpenSessionsAndCrashInterruptsThem(t *testing.T) {
 
 	// A graceful stop.
 	const stopCommand = "echo before-stop; sleep 300"
-	s := startSSH(t, sshConfig, alloc+"@localhost", stopCommand)
+	s := startSSH(t, "-F", sshConfig, alloc+"@localhost", stopCommand)
 	start := time.Now()
 	dev.stop(t)
 	t.Logf("gpuaas dev stopped %s after SIGINT, with one open SSH session", time.Since(start).Round(time.Millisecond))
@@ -137,7 +137,7 @@ func TestDevStopEndsOpenSessionsAndCrashInterruptsThem(t *testing.T) {
 	// A crash. The second line comes more than a second after the first,
 	// so the recording has reached the gateway's spool on disk.
 	const crashCommand = "echo before-crash; sleep 1.5; echo still-running; sleep 300"
-	s = startSSH(t, sshConfig, alloc+"@localhost", crashCommand)
+	s = startSSH(t, "-F", sshConfig, alloc+"@localhost", crashCommand)
 	testutil.EventuallyWithin(t, time.Minute, "the session's second line", func() bool {
 		return strings.Contains(s.out.String(), "still-running")
 	})
@@ -166,4 +166,85 @@ func TestDevStopEndsOpenSessionsAndCrashInterruptsThem(t *testing.T) {
 func lastLine(s string) string {
 	lines := strings.Split(strings.TrimSpace(s), "\n")
 	return strings.TrimSpace(lines[len(lines)-1])
+}
+
+// TestSSHGateSIGTERMEndsOpenSessions: the stand-alone gateway (`gpuaas
+// sshgate`, as systemd runs it) stops on SIGTERM as `gpuaas dev` does on
+// SIGINT: the open session is told and ssh exits 255, the process exits 0,
+// and the session is ended with its recording.
+func TestSSHGateSIGTERMEndsOpenSessions(t *testing.T) {
+	data, cfg := tempDir(t, "gpuaas-e2e-data-"), tempDir(t, "gpuaas-e2e-cfg-")
+	pwFile := writeFile(t, cfg, "pw", devPassword+"\n")
+	dev := startDev(t, data, cfg, "--password-file", pwFile)
+	if r := dev.gpuaas(t, devPassword, "login", "--password-stdin"); r.code != 0 {
+		t.Fatalf("login: exit %d %s", r.code, r.stderr)
+	}
+	r := dev.gpuaas(t, "", "alloc", "create", "--sku", "h200-slice", "--gpus", "1", "--wait", "--json", "id", "--jq", ".id")
+	alloc := lastLine(r.stdout)
+	if r.code != 0 || alloc == "" {
+		t.Fatalf("alloc create: exit %d %q\n%s", r.code, r.stdout, r.stderr)
+	}
+	nkey := filepath.Join(cfg, "gw.nk")
+	if r := dev.gpuaas(t, "", "ops", "nats-identity", "add", "--kind", "gateway", "--name", "gw-standalone", "--out", nkey); r.code != 0 {
+		t.Fatalf("nats-identity add: exit %d %s", r.code, r.stderr)
+	}
+	url := ""
+	for _, line := range strings.Split(dev.stderr.String(), "\n") {
+		if f := strings.Fields(line); len(f) == 2 && f[0] == "server" {
+			url = f[1]
+		}
+	}
+	if url == "" {
+		t.Fatalf("no server URL in the banner:\n%s", dev.stderr.String())
+	}
+
+	port := strconv.Itoa(freePort(t))
+	state := tempDir(t, "gpuaas-e2e-gw-")
+	gw := exec.Command(binary, "sshgate", "--listen", "127.0.0.1:"+port, "--server", url, "--nkey", nkey,
+		"--host-key", filepath.Join(state, "host_ed25519_key"), "--principal", "localhost", "--name", "gw-standalone",
+		"--recording-dir", filepath.Join(state, "recordings"))
+	gwLog := &syncBuffer{}
+	gw.Stdout, gw.Stderr = gwLog, gwLog
+	if err := gw.Start(); err != nil {
+		t.Fatal(err)
+	}
+	gwDone := make(chan error, 1)
+	go func() { gwDone <- gw.Wait() }()
+	t.Cleanup(func() {
+		if gw.ProcessState == nil {
+			_ = gw.Process.Kill()
+			<-gwDone
+		}
+		if t.Failed() {
+			t.Logf("gpuaas sshgate's output:\n%s", gwLog.String())
+		}
+	})
+	testutil.EventuallyWithin(t, time.Minute, "gpuaas sshgate to serve", func() bool {
+		return strings.Contains(gwLog.String(), "serving ssh")
+	})
+
+	const command = "echo before-sigterm; sleep 300"
+	s := startSSH(t, "-F", filepath.Join(cfg, "ssh", "dev", "config"), "-p", port,
+		"-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", alloc+"@localhost", command)
+	if err := gw.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-gwDone:
+		if err != nil {
+			t.Errorf("gpuaas sshgate exited with %v after SIGTERM; want 0", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("gpuaas sshgate still running a minute after SIGTERM")
+	}
+	if code := s.wait(t); code != 255 || !strings.Contains(s.out.String(), "gateway shutting down") {
+		t.Errorf("ssh exited %d with %q; want 255 and the gateway saying it is shutting down", code, s.out.String())
+	}
+	ts := sessionRan(t, dev, alloc, command)
+	if ts.State != api.SessionEnded || ts.EndedAt == nil || ts.Recording == "" || ts.Gateway != "gw-standalone" {
+		t.Fatalf("after SIGTERM the session is %+v; want ended on gw-standalone with a recording", ts)
+	}
+	if r := dev.gpuaas(t, "", "session", "play", ts.ID, "--raw"); r.code != 0 || !strings.Contains(r.stdout, "before-sigterm") {
+		t.Fatalf("session play --raw: exit %d %q %s", r.code, r.stdout, r.stderr)
+	}
 }

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -24,7 +25,7 @@ type liveSSH struct {
 
 // startSSH runs `ssh -tt args...` with a stdin that stays open until the
 // test ends, as a user's terminal would, and waits for its first output.
-func startSSH(t *testing.T, args ...string) *liveSSH {
+func startSSH(t testing.TB, args ...string) *liveSSH {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	cmd := exec.CommandContext(ctx, "ssh", append([]string{"-o", "BatchMode=yes", "-tt"}, args...)...)
@@ -54,7 +55,7 @@ func startSSH(t *testing.T, args ...string) *liveSSH {
 }
 
 // wait returns ssh's exit code once it has exited.
-func (s *liveSSH) wait(t *testing.T) int {
+func (s *liveSSH) wait(t testing.TB) int {
 	t.Helper()
 	select {
 	case <-s.done:
@@ -246,5 +247,43 @@ func TestSSHGateSIGTERMEndsOpenSessions(t *testing.T) {
 	}
 	if r := dev.gpuaas(t, "", "session", "play", ts.ID, "--raw"); r.code != 0 || !strings.Contains(r.stdout, "before-sigterm") {
 		t.Fatalf("session play --raw: exit %d %q %s", r.code, r.stdout, r.stderr)
+	}
+}
+
+// BenchmarkDevStop measures how long `gpuaas dev` (built without -race)
+// takes to exit after SIGINT with one open SSH session, which it tells and
+// ends first: the goal is under 5 s (issue 12 §3; it took 18.6 s). One op
+// is one stop; starting the platform, the login, the allocation and the
+// session are outside the timer. Run: go test ./e2e -run '^$' -bench
+// DevStop -benchtime=3x
+func BenchmarkDevStop(b *testing.B) {
+	bin := benchBinary(b)
+	data, cfg := benchTempDir(b, "gpuaas-bench-data-"), benchTempDir(b, "gpuaas-bench-cfg-")
+	pw := filepath.Join(cfg, "pw")
+	if err := os.WriteFile(pw, []byte(devPassword+"\n"), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	ports := []string{"--nats-port", strconv.Itoa(freePort(b)), "--ssh-port", strconv.Itoa(freePort(b)),
+		"--password-file", pw, "--log-level", "warn"}
+	alloc := ""
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		dev := startDevBin(b, bin, data, cfg, ports...)
+		if alloc == "" {
+			if r := dev.gpuaas(b, devPassword, "login", "--password-stdin"); r.code != 0 {
+				b.Fatalf("login: exit %d %s", r.code, r.stderr)
+			}
+			r := dev.gpuaas(b, "", "alloc", "create", "--sku", "h200-slice", "--gpus", "1", "--wait", "--json", "id", "--jq", ".id")
+			if alloc = lastLine(r.stdout); r.code != 0 || alloc == "" {
+				b.Fatalf("alloc create: exit %d %q\n%s", r.code, r.stdout, r.stderr)
+			}
+		}
+		s := startSSH(b, "-F", filepath.Join(cfg, "ssh", "dev", "config"), alloc+"@localhost", "echo before-stop; sleep 300")
+		b.StartTimer()
+		dev.stop(b)
+		b.StopTimer()
+		if code := s.wait(b); code != 255 {
+			b.Fatalf("ssh exited %d; want 255: %q", code, s.out.String())
+		}
 	}
 }

@@ -135,12 +135,18 @@ func TestDevStopEndsOpenSessionsAndCrashInterruptsThem(t *testing.T) {
 		t.Fatalf("session play --raw: exit %d %q %s", r.code, r.stdout, r.stderr)
 	}
 
-	// A crash. The second line comes more than a second after the first,
-	// so the recording has reached the gateway's spool on disk.
-	const crashCommand = "echo before-crash; sleep 1.5; echo still-running; sleep 300"
+	// A crash, once the output has reached the gateway's recording spool
+	// on disk (within a second).
+	const crashCommand = "echo before-crash; sleep 0.5; echo still-running; sleep 300"
 	s = startSSH(t, "-F", sshConfig, alloc+"@localhost", crashCommand)
-	testutil.EventuallyWithin(t, time.Minute, "the session's second line", func() bool {
-		return strings.Contains(s.out.String(), "still-running")
+	testutil.EventuallyWithin(t, time.Minute, "the session's output in the spool", func() bool {
+		files, _ := filepath.Glob(filepath.Join(data, "sshgate", "recordings", "rec-*"))
+		for _, f := range files {
+			if b, err := os.ReadFile(f); err == nil && strings.Contains(string(b), "still-running") {
+				return true
+			}
+		}
+		return false
 	})
 	if err := dev.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)

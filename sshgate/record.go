@@ -23,9 +23,10 @@ import (
 //
 // With a spool (Config.RecordingDir) the file is named after the session
 // and starts with a header frame, so what a crash leaves behind can be
-// uploaded when the gateway starts again (spool.go); the buffer is flushed
-// at least every spoolFlush while output flows. Without one the file is
-// unlinked as soon as it is created and a crash loses it.
+// uploaded when the gateway starts again (spool.go); what is buffered
+// reaches the file within spoolFlush, so a crash loses at most the last
+// moment of output. Without one the file is unlinked as soon as it is
+// created and a crash loses it.
 
 const (
 	frameOutput = 'o'
@@ -68,10 +69,12 @@ type recorder struct {
 	mu        sync.Mutex
 	f         *os.File
 	w         *bufio.Writer
-	flushed   time.Time // when w was last flushed (spooled recordings)
-	recorded  int64     // output bytes recorded
-	truncated bool      // output past limit was not recorded
-	err       error     // the first write error; nothing is recorded after it
+	flushed   time.Time   // when w was last flushed (spooled recordings)
+	flushLate *time.Timer // flushes what a quiet session left buffered
+	closed    bool
+	recorded  int64 // output bytes recorded
+	truncated bool  // output past limit was not recorded
+	err       error // the first write error; nothing is recorded after it
 }
 
 // newRecorder starts a recording in dir for a terminal of the given size:
@@ -139,9 +142,11 @@ func (r *recorder) Write(p []byte) (int, error) {
 }
 
 // flushSpool writes a spooled recording's buffer to its file when the last
-// flush is spoolFlush old. Called with mu held.
+// flush is spoolFlush old, or else has it written spoolFlush from now (a
+// session that falls quiet writes nothing more to trigger it). Called with
+// mu held.
 func (r *recorder) flushSpool() {
-	if r.path == "" || r.err != nil {
+	if r.path == "" || r.err != nil || r.closed {
 		return
 	}
 	if now := r.now(); now.Sub(r.flushed) >= spoolFlush {
@@ -149,6 +154,20 @@ func (r *recorder) flushSpool() {
 		if err := r.w.Flush(); err != nil {
 			r.err = err
 		}
+		return
+	}
+	if r.flushLate == nil && r.w.Buffered() > 0 {
+		r.flushLate = time.AfterFunc(spoolFlush, func() {
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			r.flushLate = nil
+			if r.err == nil && !r.closed {
+				r.flushed = r.now()
+				if err := r.w.Flush(); err != nil {
+					r.err = err
+				}
+			}
+		})
 	}
 }
 
@@ -186,11 +205,20 @@ func (r *recorder) Err() error {
 
 // Close releases the file. A spool file stays on disk (for the next start
 // to recover) until Remove.
-func (r *recorder) Close() error { return r.f.Close() }
+func (r *recorder) Close() error {
+	r.mu.Lock()
+	r.closed = true
+	if r.flushLate != nil {
+		r.flushLate.Stop()
+		r.flushLate = nil
+	}
+	r.mu.Unlock()
+	return r.f.Close()
+}
 
 // Remove closes the file and deletes it from the spool.
 func (r *recorder) Remove() error {
-	err := r.f.Close()
+	err := r.Close()
 	if r.path != "" {
 		if rmErr := os.Remove(r.path); rmErr != nil && !os.IsNotExist(rmErr) {
 			err = errors.Join(err, rmErr)

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -269,11 +270,20 @@ func TestGatewayCrashLeavesSessionsInterruptedWithRecording(t *testing.T) {
 	addr, proc := startCrashGateway(t, crashGatewaySpec{NATSURL: e.ctl.NATSURL, Seed: key.Seed(), Dir: spool, Name: name})
 
 	o := newOpenSSHFor(t, addr, u, e.hostCA)
-	// The second line comes more than spoolFlush after the first: the
-	// recording reaches the spool file while output flows.
-	const command = "echo before-crash; sleep 1.5; echo still-running; sleep 120"
+	const command = "echo before-crash; sleep 0.5; echo still-running; sleep 120"
 	s := o.start("-tt", alloc+"@127.0.0.1", command)
 	s.waitOutput(t, "still-running")
+	// The output reaches the spool file within spoolFlush; the crash comes
+	// after.
+	testutil.Eventually(t, "the output in the spool file", func() bool {
+		files, _ := filepath.Glob(filepath.Join(spool, spoolPrefix+"*"))
+		for _, f := range files {
+			if b, err := os.ReadFile(f); err == nil && bytes.Contains(b, []byte("still-running")) {
+				return true
+			}
+		}
+		return false
+	})
 	if err := proc.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}

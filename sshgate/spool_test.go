@@ -25,8 +25,14 @@ func TestSpooledRecordingCutByACrash(t *testing.T) {
 	clock.Advance(2 * time.Second)
 	_, _ = rec.Write([]byte("second\n")) // flushes both
 	_, _ = rec.Write([]byte("lost"))     // buffered when the gateway dies
-	// The crash: nothing more is written or closed by the recorder, and the
-	// file ends in the middle of a frame.
+	// The crash: the recorder writes nothing more (its late flush never
+	// comes), and the file ends in the middle of a frame.
+	rec.mu.Lock()
+	rec.closed = true
+	if rec.flushLate != nil {
+		rec.flushLate.Stop()
+	}
+	rec.mu.Unlock()
 	f, err := os.OpenFile(spoolPath(dir, "ts-crashed"), os.O_WRONLY|os.O_APPEND, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -72,4 +78,20 @@ func TestSpooledRecordingCutByACrash(t *testing.T) {
 	if _, err := openSpooled(spoolPath(dir, "ts-junk"), clock.Now); err == nil {
 		t.Error("openSpooled of junk succeeded; want an error")
 	}
+}
+
+// TestSpoolFlushesAQuietSession: output followed by silence reaches the
+// spool file within spoolFlush, with no further write to trigger it.
+func TestSpoolFlushesAQuietSession(t *testing.T) {
+	dir := t.TempDir()
+	rec, err := newRecorder(dir, "ts-quiet", "", 80, 24, 1<<20, time.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = rec.Remove() })
+	_, _ = rec.Write([]byte("then silence"))
+	testutil.Eventually(t, "the output in the spool file", func() bool {
+		b, err := os.ReadFile(spoolPath(dir, "ts-quiet"))
+		return err == nil && bytes.Contains(b, []byte("then silence"))
+	})
 }

@@ -23,6 +23,7 @@ func (s *Server) sessionsEndpoints() []endpointDef {
 	return []endpointDef{
 		s.mutation(api.EndpointSessionStart, gatewayOnly, s.sessionStart),
 		s.mutation(api.EndpointSessionEnd, gatewayOnly, s.sessionEnd),
+		s.mutation(api.EndpointSessionInterrupt, gatewayOnly, s.sessionInterrupt),
 		s.query(api.EndpointSessionList, loggedIn, s.sessionList),
 		s.query(api.EndpointSessionGet, loggedIn, s.sessionGet),
 		s.query(api.EndpointSessionRecording, loggedIn, s.sessionRecording),
@@ -57,6 +58,33 @@ func (s *Server) sessionEnd(_ context.Context, c *call) (mutate.Func, error) {
 			return nil, mutate.Effect{}, err
 		}
 		return ts, sessionEffect("session.end", ts), nil
+	}, nil
+}
+
+func (s *Server) sessionInterrupt(_ context.Context, c *call) (mutate.Func, error) {
+	var req api.SessionInterruptRequest
+	if err := c.decode(&req); err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context, tx pgx.Tx) (any, mutate.Effect, error) {
+		list, err := sessions.Interrupt(ctx, tx, req.Gateway, s.now())
+		if err != nil {
+			return nil, mutate.Effect{}, err
+		}
+		if list == nil {
+			list = []api.TerminalSession{}
+		}
+		ids := make([]string, len(list))
+		for i, ts := range list {
+			ids[i] = ts.ID
+		}
+		// One event, told to no user: it names sessions of many users.
+		detail := map[string]any{"gateway": req.Gateway, "sessions": ids}
+		eff := mutate.Effect{
+			Audit:  audit.Entry{Action: "session.interrupt", TargetType: "gateway", TargetID: req.Gateway, Detail: detail},
+			Events: []outbox.Event{{Kind: "session.interrupt", Subject: req.Gateway, Payload: detail}},
+		}
+		return api.SessionInterruptResponse{Sessions: list}, eff, nil
 	}, nil
 }
 

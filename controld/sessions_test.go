@@ -260,3 +260,76 @@ func newNkey(t *testing.T) (nkeys.KeyPair, string) {
 	pub, _ := kp.PublicKey()
 	return kp, pub
 }
+
+// TestSessionsLeftRunningByACrashedGatewayAreInterrupted: a gateway that
+// starts again ends, as interrupted, the sessions its crash left running
+// (one with its recovered recording through session.end, the rest with
+// session.interrupt); another gateway's sessions and ended ones are left
+// as they are.
+func TestSessionsLeftRunningByACrashedGatewayAreInterrupted(t *testing.T) {
+	t.Parallel()
+	env := controldtest.Start(t, controldtest.Options{})
+	ctx := t.Context()
+	admin := env.Client(env.AdminToken)
+	a := activeAlloc(t, env, admin)
+	gw := gatewayClient(t, env)
+	start := func(gateway string, kind string) api.TerminalSession {
+		t.Helper()
+		s, err := gw.SessionStart(ctx, api.SessionStartRequest{UserID: env.Admin.ID, AllocationID: a.ID, Kind: kind, Gateway: gateway})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.State != api.SessionRunning {
+			t.Fatalf("started session state %q; want %q", s.State, api.SessionRunning)
+		}
+		return *s
+	}
+	recorded, exec, ended := start("gw-1", api.SessionShell), start("gw-1", api.SessionExec), start("gw-1", api.SessionExec)
+	other := start("gw-2", api.SessionShell)
+	zero := 0
+	if s, err := gw.SessionEnd(ctx, api.SessionEndRequest{ID: ended.ID, ExitStatus: &zero}); err != nil || s.State != api.SessionEnded {
+		t.Fatalf("end got %+v, %v; want state %q", s, err, api.SessionEnded)
+	}
+
+	// The recording gw-1 found in its spool.
+	s, err := gw.SessionEnd(ctx, api.SessionEndRequest{ID: recorded.ID, Bytes: 12, Recording: recorded.ID, Interrupted: true})
+	if err != nil || s.State != api.SessionInterrupted || s.EndedAt == nil || s.Recording != recorded.ID || s.Bytes != 12 {
+		t.Fatalf("end as interrupted got %+v, %v; want interrupted with its recording", s, err)
+	}
+	resp, err := gw.SessionInterrupt(ctx, api.SessionInterruptRequest{Gateway: "gw-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.Sessions) != 1 || resp.Sessions[0].ID != exec.ID || resp.Sessions[0].State != api.SessionInterrupted ||
+		resp.Sessions[0].EndedAt == nil {
+		t.Fatalf("interrupt got %+v; want only %s, interrupted", resp.Sessions, exec.ID)
+	}
+	want := map[string]string{recorded.ID: api.SessionInterrupted, exec.ID: api.SessionInterrupted,
+		ended.ID: api.SessionEnded, other.ID: api.SessionRunning}
+	list, err := admin.SessionList(ctx, api.SessionListRequest{AllocationID: a.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range list.Sessions {
+		if s.State != want[s.ID] || (s.State == api.SessionRunning) != (s.EndedAt == nil) {
+			t.Errorf("session %s: state %q, ended %v; want %q", s.ID, s.State, s.EndedAt, want[s.ID])
+		}
+	}
+	if len(list.Sessions) != len(want) {
+		t.Errorf("got %d sessions; want %d", len(list.Sessions), len(want))
+	}
+	// Again: nothing left to interrupt, and an interrupted session does not
+	// end a second time.
+	if resp, err := gw.SessionInterrupt(ctx, api.SessionInterruptRequest{Gateway: "gw-1"}); err != nil || len(resp.Sessions) != 0 {
+		t.Errorf("interrupt again got %+v, %v; want nothing", resp, err)
+	}
+	if s, err := gw.SessionEnd(ctx, api.SessionEndRequest{ID: exec.ID, Bytes: 5}); err != nil || s.State != api.SessionInterrupted || s.Bytes != 0 {
+		t.Errorf("ending an interrupted session got %+v, %v; want it unchanged", s, err)
+	}
+	if _, err := gw.SessionInterrupt(ctx, api.SessionInterruptRequest{}); !errors.Is(err, api.ErrInvalidArgument) {
+		t.Errorf("interrupt without a gateway: got %v; want invalid_argument", err)
+	}
+	if _, err := admin.SessionInterrupt(ctx, api.SessionInterruptRequest{Gateway: "gw-2"}); !errors.Is(err, api.ErrForbidden) {
+		t.Errorf("interrupt by an admin: got %v; want forbidden", err)
+	}
+}

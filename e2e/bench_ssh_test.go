@@ -321,11 +321,11 @@ StrictModes no
 		"-o", "LogLevel=ERROR", "-c", benchCipher, "-p", strconv.Itoa(port), u.Username + "@127.0.0.1"}}
 }
 
-func freePort(b *testing.B) int {
-	b.Helper()
+func freePort(tb testing.TB) int {
+	tb.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port

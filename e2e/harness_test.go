@@ -122,7 +122,7 @@ type result struct {
 }
 
 // gpuaas runs the CLI against p's config with stdin.
-func (p *devProc) gpuaas(t *testing.T, stdin string, args ...string) result {
+func (p *devProc) gpuaas(t testing.TB, stdin string, args ...string) result {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()

@@ -10,11 +10,13 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 
 	"github.com/gpuaas/gpuaas/cli"
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
+	"github.com/gpuaas/gpuaas/sshgate"
 )
 
 const repo = ".."
@@ -236,5 +238,29 @@ func TestUnitsVerify(t *testing.T) {
 	out, err := exec.Command(analyze, append([]string{"verify", "--man=no"}, units...)...).CombinedOutput()
 	if err != nil || len(bytes.TrimSpace(out)) > 0 {
 		t.Fatalf("systemd-analyze verify: %v\n%s", err, out)
+	}
+}
+
+// TestUnitsStopGracefully: systemd stop sends SIGTERM to the daemon alone
+// (KillMode=mixed: not to the shells and helpers it stops in order itself)
+// and waits longer than the gateway's shutdown takes before SIGKILL.
+func TestUnitsStopGracefully(t *testing.T) {
+	// Telling sessions and closing connections (about 2 s), then
+	// ShutdownGrace for recordings and index entries.
+	minStop := sshgate.DefaultShutdownGrace + 5*time.Second
+	for _, u := range glob(t, "packaging/systemd/*.service") {
+		d := directives(t, u)
+		if got := d["KillMode"]; len(got) != 1 || got[0] != "mixed" {
+			t.Errorf("%s: KillMode %q; want mixed", u, got)
+		}
+		got := d["TimeoutStopSec"]
+		if len(got) != 1 {
+			t.Errorf("%s: TimeoutStopSec %q; want one", u, got)
+			continue
+		}
+		stop, err := time.ParseDuration(got[0])
+		if err != nil || stop < minStop {
+			t.Errorf("%s: TimeoutStopSec %q; want a duration of at least %s", u, got[0], minStop)
+		}
 	}
 }

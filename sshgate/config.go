@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"os"
 	"time"
 
 	"github.com/charmbracelet/ssh"
@@ -78,8 +77,11 @@ type Config struct {
 	// on. Nil: such sessions get the command help.
 	TUI TUIServer
 
-	// RecordingDir holds recordings until they are uploaded, as files
-	// unlinked at creation. Default: os.TempDir().
+	// RecordingDir is this gateway instance's spool: recordings wait there
+	// until uploaded, and what a crash leaves is uploaded (the sessions
+	// marked interrupted) when Run starts again (see spool.go). Empty:
+	// recordings are unlinked temporary files in os.TempDir(), which a
+	// crash loses.
 	RecordingDir string
 	// MaxRecordingBytes caps the output recorded per session; output past
 	// it still flows and is counted, and the recording says it was cut.
@@ -99,8 +101,10 @@ type Config struct {
 	// included, so idle unauthenticated connections do not pile up.
 	// Default: DefaultHandshakeTimeout.
 	HandshakeTimeout time.Duration
-	// ShutdownGrace is how long Run lets open sessions finish after its
-	// context ends before closing them. Default: DefaultShutdownGrace.
+	// ShutdownGrace bounds the end of Run once its context ends and the
+	// open sessions were told and closed: uploading their recordings and
+	// closing their index entries. What is left unfinished then stays in
+	// the spool for the next start. Default: DefaultShutdownGrace.
 	ShutdownGrace time.Duration
 
 	// Now is the clock certificates are checked against. Default: time.Now.
@@ -132,9 +136,6 @@ func (c *Config) CheckAndSetDefaults() error {
 	}
 	if c.Name == "" {
 		c.Name = DefaultName
-	}
-	if c.RecordingDir == "" {
-		c.RecordingDir = os.TempDir()
 	}
 	if c.MaxRecordingBytes <= 0 {
 		c.MaxRecordingBytes = DefaultMaxRecordingBytes

@@ -62,13 +62,27 @@
 // # Recording
 //
 // PTY sessions are recorded (record.go): while the session runs, output
-// chunks and resizes are appended, framed with their time, to a temporary
-// file unlinked at creation (one buffered write; the session never waits
-// on JSON or the network; MaxRecordingBytes caps the disk used). When the
-// session ends the frames are converted to asciicast v2 on the fly and
-// streamed into the JetStream object store bucket api.RecordingsBucket
-// under the session id, then the index entry is closed with its name —
-// in the background, so the client is not kept waiting; Run waits for it.
+// chunks and resizes are appended, framed with their time, to a file (one
+// buffered write; the session never waits on JSON or the network;
+// MaxRecordingBytes caps the disk used): in the gateway's own spool
+// (Config.RecordingDir) under the session id, or else a temporary file
+// unlinked at creation. When the session ends the frames are converted to
+// asciicast v2 on the fly and streamed into the JetStream object store
+// bucket api.RecordingsBucket under the session id, then the index entry
+// is closed with its name — in the background, so the client is not kept
+// waiting; Run waits for it.
+//
+// # Stopping and crashes
+//
+// When Run's context ends (SIGTERM, SIGINT) the gateway stops listening,
+// refuses new sessions, tells every open session "gateway shutting down"
+// on its stderr and ends it with exit status 255, closes the connections,
+// and gives the recordings' uploads and the index entries ShutdownGrace to
+// finish. A gateway that dies instead leaves its sessions running in the
+// index and their recordings in the spool; its next Run, before serving,
+// uploads those recordings, ends their sessions as interrupted
+// (api.SessionInterrupted), and has controld mark the rest of the sessions
+// indexed under its Name interrupted too (session.interrupt, spool.go).
 //
 // # Command mode
 //

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -39,6 +40,7 @@ type env struct {
 	addr               string // the gateway's address
 	cancel             context.CancelFunc
 	done               chan error
+	stopOnce           sync.Once
 	users              atomic.Int64 // users made so far, for unique emails
 }
 
@@ -112,17 +114,20 @@ func newEnv(t testing.TB, opts envOptions) *env {
 	return e
 }
 
-// stop ends Run and checks it returned cleanly.
+// stop ends Run and checks it returned cleanly. Stopping again does
+// nothing.
 func (e *env) stop() {
-	e.cancel()
-	select {
-	case err := <-e.done:
-		if err != nil {
-			e.t.Errorf("gateway Run returned %v; want nil", err)
+	e.stopOnce.Do(func() {
+		e.cancel()
+		select {
+		case err := <-e.done:
+			if err != nil {
+				e.t.Errorf("gateway Run returned %v; want nil", err)
+			}
+		case <-time.After(30 * time.Second):
+			e.t.Error("gateway Run did not return 30s after its context ended")
 		}
-	case <-time.After(30 * time.Second):
-		e.t.Error("gateway Run did not return 30s after its context ended")
-	}
+	})
 }
 
 func parseTrusted(t testing.TB, lines []string) []gossh.PublicKey {

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/charmbracelet/ssh"
@@ -29,16 +31,18 @@ type Gateway struct {
 	// pty-req until the session's channel closes (see ptyHandler).
 	ptys sync.Map // ssh.Session → ssh.Pty
 
-	// conns counts client connections, for a graceful shutdown. (The
-	// library's own Shutdown races a handshake that completes meanwhile.)
+	// conns counts client connections, for shutdown. (The library's own
+	// Shutdown races a handshake that completes meanwhile.)
 	conns tracker
 	// bg counts sessions and the work that outlives them: uploading a
 	// recording and closing its index entry. Run waits for it before
 	// returning.
 	bg tracker
 	// logins indexes open connections by the login their certificate
-	// names, for revocation (revoke.go).
+	// names, for revocation (revoke.go) and shutdown.
 	logins logins
+	// stopping is set once Run shuts down: new sessions are refused.
+	stopping atomic.Bool
 
 	// mu protects the following.
 	mu         sync.Mutex
@@ -69,9 +73,9 @@ func (g *Gateway) Addr() net.Addr {
 }
 
 // Run loads the host key, fetches the CA keys and the host certificate
-// from controld, makes sure the recordings bucket exists, and serves SSH
-// until ctx ends. Open sessions then get ShutdownGrace to finish, and
-// pending recording uploads are waited for.
+// from controld, makes sure the recordings bucket exists, ends as
+// interrupted what its last run left running (spool.go), and serves SSH
+// until ctx ends. It then shuts down (see shutdown) and returns.
 func (g *Gateway) Run(ctx context.Context) error {
 	hostKey := g.cfg.HostKey
 	if hostKey == nil {
@@ -100,6 +104,15 @@ func (g *Gateway) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	g.mu.Lock()
+	g.recordings = recordings
+	g.mu.Unlock()
+	if g.cfg.RecordingDir != "" {
+		if err := os.MkdirAll(g.cfg.RecordingDir, 0o700); err != nil {
+			return fmt.Errorf("recording spool: %w", err)
+		}
+	}
+	g.recoverInterrupted(ctx)
 	// Without a gateway certificate the gateway still serves (commands,
 	// the TUI) but opens no shell; gatewayCredsLoop keeps trying.
 	if err := g.renewGatewayCert(ctx); err != nil {
@@ -124,7 +137,7 @@ func (g *Gateway) Run(ctx context.Context) error {
 		return fmt.Errorf("listen %s: %w", g.cfg.Listen, err)
 	}
 	g.mu.Lock()
-	g.srv, g.addr, g.hostCert, g.recordings = srv, ln.Addr(), hc, recordings
+	g.srv, g.addr, g.hostCert = srv, ln.Addr(), hc
 	g.mu.Unlock()
 
 	g.log.Info("serving ssh", "addr", ln.Addr().String(), "principals", g.cfg.Principals,
@@ -145,17 +158,46 @@ func (g *Gateway) Run(ctx context.Context) error {
 		return fmt.Errorf("serve ssh: %w", err)
 	case <-ctx.Done():
 	}
-	g.log.Info("shutting down", "grace", g.cfg.ShutdownGrace)
-	_ = ln.Close() // no new connections; open ones may finish
+	g.shutdown(ln, served, srv)
+	return nil
+}
+
+// errShuttingDown is what open and new sessions are told as Run stops.
+var errShuttingDown = errors.New("gateway shutting down; this session ends here (its recording is kept): reconnect in a moment")
+
+// shutdown stops the gateway in the order that loses nothing: no new
+// connections; every open session is told why it ends (on its stderr) and
+// exits with exitGatewayError, and its connection is closed; the sessions'
+// recordings are uploaded and their index entries closed, for at most
+// ShutdownGrace (what is left stays in the spool for the next start).
+func (g *Gateway) shutdown(ln net.Listener, served <-chan error, srv *ssh.Server) {
+	start := time.Now()
+	g.stopping.Store(true)
+	_ = ln.Close()
 	<-served
+	open := g.logins.all()
+	g.log.Info("shutting down: telling open connections", "connections", len(open))
+	var ends sync.WaitGroup
+	for _, lc := range open {
+		ends.Add(1)
+		go func() {
+			defer ends.Done()
+			g.endConn(lc, reasonShutdown, errShuttingDown)
+		}()
+	}
+	ends.Wait()
+	// Connections still in their handshake, or without a login.
+	_ = srv.Close()
 	graceCtx, cancel := context.WithTimeout(context.Background(), g.cfg.ShutdownGrace)
 	defer cancel()
 	if err := g.conns.wait(graceCtx); err != nil {
-		g.log.Warn("closing sessions still open after the grace period")
+		g.log.Warn("connections still open after closing them")
 	}
-	_ = srv.Close()
-	_ = g.bg.wait(context.Background())
-	return nil
+	if err := g.bg.wait(graceCtx); err != nil {
+		g.log.Warn("recordings or index entries not finished in the grace period; the next start recovers them",
+			"grace", g.cfg.ShutdownGrace)
+	}
+	g.log.Info("stopped", "took", time.Since(start).Round(time.Millisecond))
 }
 
 // newServer builds the wish server. Everything a connection can do is

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -78,13 +79,22 @@ func (g *Gateway) finishSession(sessionID string, rec *recorder, res sessionResu
 		ctx, cancel := context.WithTimeout(context.Background(), finishTimeout)
 		defer cancel()
 		req := api.SessionEndRequest{ID: sessionID, Bytes: res.bytes, ExitStatus: res.exit}
+		ended := false
 		if rec != nil {
 			if err := g.upload(ctx, sessionID, rec); err != nil {
 				g.log.Error("upload recording", "session", sessionID, "err", err)
 			} else {
 				req.Recording = sessionID
 			}
-			_ = rec.Close()
+			// A spooled recording stays until its entry is closed: if
+			// that fails, the next start recovers both.
+			defer func() {
+				if ended {
+					_ = rec.Remove()
+				} else {
+					_ = rec.Close()
+				}
+			}()
 		}
 		// session.end is idempotent: retry a transient failure with the
 		// same key.
@@ -92,6 +102,7 @@ func (g *Gateway) finishSession(sessionID string, rec *recorder, res sessionResu
 		for attempt, wait := 1, time.Second; ; attempt, wait = attempt+1, wait*2 {
 			_, err := g.cfg.Client.SessionEnd(ctx, req, key)
 			if err == nil {
+				ended = true
 				return
 			}
 			if attempt == 4 || !errors.Is(err, api.ErrUnavailable) {
@@ -105,6 +116,15 @@ func (g *Gateway) finishSession(sessionID string, rec *recorder, res sessionResu
 			}
 		}
 	}()
+}
+
+// recordingDir is where recordings are written: the spool, or the
+// temporary directory.
+func (g *Gateway) recordingDir() string {
+	if g.cfg.RecordingDir != "" {
+		return g.cfg.RecordingDir
+	}
+	return os.TempDir()
 }
 
 // upload streams the recording, converted to asciicast v2, into the

@@ -100,9 +100,17 @@ func (g *Gateway) authMiddleware(next ssh.Handler) ssh.Handler {
 			fail(s, errors.New("authentication no longer valid: run `gpuaas login` and reconnect"))
 			return
 		}
+		if g.stopping.Load() {
+			fail(s, errShuttingDown)
+			return
+		}
 		if lc := loginOf(s.Context()); lc != nil {
 			if !lc.addSession(s) {
-				fail(s, errLoginEnded(lc.endedReason()))
+				if r := lc.endedReason(); r == reasonShutdown {
+					fail(s, errShuttingDown)
+				} else {
+					fail(s, errLoginEnded(r))
+				}
 				return
 			}
 			defer lc.removeSession(s)

@@ -56,7 +56,11 @@ func (g *Gateway) proxySession(s ssh.Session, id sshcert.Identity) {
 	}
 	var rec *recorder
 	if hasPty {
-		rec, err = newRecorder(g.cfg.RecordingDir, pty.Term, pty.Window.Width, pty.Window.Height, g.cfg.MaxRecordingBytes, g.cfg.Now)
+		spoolAs := sessionID // kept until uploaded, recovered after a crash
+		if g.cfg.RecordingDir == "" {
+			spoolAs = ""
+		}
+		rec, err = newRecorder(g.recordingDir(), spoolAs, pty.Term, pty.Window.Width, pty.Window.Height, g.cfg.MaxRecordingBytes, g.cfg.Now)
 		if err != nil {
 			// Every PTY session is recorded; one that cannot be is not served.
 			g.log.Error("cannot record; refusing the session", "session", sessionID, "err", err)

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -14,18 +15,25 @@ import (
 )
 
 // A recording is kept in two forms. While the session runs, each chunk of
-// output is appended to a temporary file as a frame (kind, time since the
-// start, length, bytes): one buffered write, so the session never waits on
+// output is appended to a file as a frame (kind, time since the start,
+// length, bytes): one buffered write, so the session never waits on
 // encoding or on the network, and memory stays at one buffer whatever the
-// output rate. The file is unlinked as soon as it is created, so a crash
-// leaves nothing behind. When the session ends, the frames are converted
-// to asciicast v2 while being streamed into the object store.
+// output rate. When the session ends, the frames are converted to
+// asciicast v2 while being streamed into the object store.
+//
+// With a spool (Config.RecordingDir) the file is named after the session
+// and starts with a header frame, so what a crash leaves behind can be
+// uploaded when the gateway starts again (spool.go); what is buffered
+// reaches the file within spoolFlush, so a crash loses at most the last
+// moment of output. Without one the file is unlinked as soon as it is
+// created and a crash loses it.
 
 const (
 	frameOutput = 'o'
 	frameResize = 'r'
-	// frameHeader is kind (1) + nanoseconds since start (8) + length (4).
-	frameHeader = 13
+	frameHeader = 'h' // a spooled recording's first frame: spoolHeader as JSON
+	// frameHead is kind (1) + nanoseconds since start (8) + length (4).
+	frameHead = 13
 	// maxFrame bounds one frame's payload; output chunks are at most the
 	// 32 KiB io.Copy buffer.
 	maxFrame = 1 << 20
@@ -35,6 +43,9 @@ const (
 	// what is left goes to the file in one write anyway
 	// (BenchmarkIdleSessions).
 	recordBuffer = 8 << 10
+	// spoolFlush is how often a spooled recording's buffer reaches the
+	// disk while output flows: what a crash can lose.
+	spoolFlush = time.Second
 )
 
 // recorder records one PTY session. Its Write never fails and never
@@ -48,33 +59,64 @@ type recorder struct {
 	height int
 	limit  int64
 
+	// path is the spool file, empty for an unlinked one.
+	path string
+	// recovered says the recording was found in the spool after a crash:
+	// it may end in a partial frame, and its cast says it was cut.
+	recovered bool
+
 	// mu protects the following.
 	mu        sync.Mutex
 	f         *os.File
 	w         *bufio.Writer
+	flushed   time.Time   // when w was last flushed (spooled recordings)
+	flushLate *time.Timer // flushes what a quiet session left buffered
+	closed    bool
 	recorded  int64 // output bytes recorded
 	truncated bool  // output past limit was not recorded
 	err       error // the first write error; nothing is recorded after it
 }
 
-// newRecorder starts a recording in dir for a terminal of the given size.
-func newRecorder(dir, term string, width, height int, limit int64, now func() time.Time) (*recorder, error) {
-	f, err := os.CreateTemp(dir, "gpuaas-recording-*")
-	if err != nil {
-		return nil, fmt.Errorf("start recording: %w", err)
-	}
-	if err := os.Remove(f.Name()); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("start recording: %w", err)
-	}
+// newRecorder starts a recording in dir for a terminal of the given size:
+// the spool file of session sessionID, or an unlinked temporary file when
+// sessionID is empty.
+func newRecorder(dir, sessionID, term string, width, height int, limit int64, now func() time.Time) (*recorder, error) {
 	if width <= 0 {
 		width = 80
 	}
 	if height <= 0 {
 		height = 24
 	}
-	return &recorder{start: now(), now: now, term: term, width: width, height: height, limit: limit,
-		f: f, w: bufio.NewWriterSize(f, recordBuffer)}, nil
+	r := &recorder{start: now(), now: now, term: term, width: width, height: height, limit: limit}
+	var err error
+	if sessionID == "" {
+		if r.f, err = os.CreateTemp(dir, "gpuaas-recording-*"); err != nil {
+			return nil, fmt.Errorf("start recording: %w", err)
+		}
+		if err := os.Remove(r.f.Name()); err != nil {
+			r.f.Close()
+			return nil, fmt.Errorf("start recording: %w", err)
+		}
+		r.w = bufio.NewWriterSize(r.f, recordBuffer)
+		return r, nil
+	}
+	r.path = spoolPath(dir, sessionID)
+	if r.f, err = os.OpenFile(r.path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600); err != nil {
+		return nil, fmt.Errorf("start recording: %w", err)
+	}
+	r.w = bufio.NewWriterSize(r.f, recordBuffer)
+	hdr, _ := json.Marshal(spoolHeader{Term: term, Width: width, Height: height, Start: r.start.UnixNano(), Limit: limit})
+	r.frame(frameHeader, hdr)
+	if r.err == nil {
+		r.err = r.w.Flush()
+	}
+	if r.err != nil {
+		r.f.Close()
+		_ = os.Remove(r.path)
+		return nil, fmt.Errorf("start recording: %w", r.err)
+	}
+	r.flushed = r.now()
+	return r, nil
 }
 
 // Write records p as output. It always reports success.
@@ -95,7 +137,38 @@ func (r *recorder) Write(p []byte) (int, error) {
 		r.recorded += int64(n)
 		rec = rec[n:]
 	}
+	r.flushSpool()
 	return len(p), nil
+}
+
+// flushSpool writes a spooled recording's buffer to its file when the last
+// flush is spoolFlush old, or else has it written spoolFlush from now (a
+// session that falls quiet writes nothing more to trigger it). Called with
+// mu held.
+func (r *recorder) flushSpool() {
+	if r.path == "" || r.err != nil || r.closed {
+		return
+	}
+	if now := r.now(); now.Sub(r.flushed) >= spoolFlush {
+		r.flushed = now
+		if err := r.w.Flush(); err != nil {
+			r.err = err
+		}
+		return
+	}
+	if r.flushLate == nil && r.w.Buffered() > 0 {
+		r.flushLate = time.AfterFunc(spoolFlush, func() {
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			r.flushLate = nil
+			if r.err == nil && !r.closed {
+				r.flushed = r.now()
+				if err := r.w.Flush(); err != nil {
+					r.err = err
+				}
+			}
+		})
+	}
 }
 
 // Resize records a terminal size change.
@@ -104,12 +177,13 @@ func (r *recorder) Resize(width, height int) {
 	defer r.mu.Unlock()
 	if r.err == nil {
 		r.frame(frameResize, []byte(strconv.Itoa(width)+"x"+strconv.Itoa(height)))
+		r.flushSpool()
 	}
 }
 
 // frame appends one frame. Called with mu held.
 func (r *recorder) frame(kind byte, payload []byte) {
-	var hdr [frameHeader]byte
+	var hdr [frameHead]byte
 	hdr[0] = kind
 	binary.BigEndian.PutUint64(hdr[1:9], uint64(r.now().Sub(r.start)))
 	binary.BigEndian.PutUint32(hdr[9:13], uint32(len(payload)))
@@ -129,14 +203,36 @@ func (r *recorder) Err() error {
 	return r.err
 }
 
-// Close releases the file (and with it the recording's disk space).
-func (r *recorder) Close() error { return r.f.Close() }
+// Close releases the file. A spool file stays on disk (for the next start
+// to recover) until Remove.
+func (r *recorder) Close() error {
+	r.mu.Lock()
+	r.closed = true
+	if r.flushLate != nil {
+		r.flushLate.Stop()
+		r.flushLate = nil
+	}
+	r.mu.Unlock()
+	return r.f.Close()
+}
+
+// Remove closes the file and deletes it from the spool.
+func (r *recorder) Remove() error {
+	err := r.Close()
+	if r.path != "" {
+		if rmErr := os.Remove(r.path); rmErr != nil && !os.IsNotExist(rmErr) {
+			err = errors.Join(err, rmErr)
+		}
+	}
+	return err
+}
 
 // WriteAsciicast writes the recording as asciicast v2
 // (https://docs.asciinema.org/manual/asciicast/v2/): a header line, then
 // one JSON array per event — [seconds, "o", text] for output, [seconds,
 // "r", "COLSxROWS"] for a resize, and a final [seconds, "m", label] marker
-// when the recording was cut at the size limit. Output that splits a UTF-8
+// when the recording was cut at the size limit, or when it was recovered
+// after the gateway stopped in the middle of it. Output that splits a UTF-8
 // sequence across chunks is joined first; bytes that are not UTF-8 at all
 // become U+FFFD, as asciicast (JSON text) requires. Call it after the
 // session's last Write.
@@ -166,7 +262,7 @@ func (r *recorder) WriteAsciicast(out io.Writer) error {
 
 	in := bufio.NewReaderSize(io.NewSectionReader(r.f, 0, 1<<62), 64<<10)
 	var (
-		hdr     [frameHeader]byte
+		hdr     [frameHead]byte
 		payload []byte
 		pending []byte // the start of a UTF-8 sequence cut by the chunk boundary
 		last    time.Duration
@@ -175,8 +271,8 @@ func (r *recorder) WriteAsciicast(out io.Writer) error {
 		return writeJSONLine(bw, []any{json.Number(strconv.FormatFloat(at.Seconds(), 'f', 6, 64)), code, data})
 	}
 	for {
-		if _, err := io.ReadFull(in, hdr[:]); err == io.EOF {
-			break
+		if _, err := io.ReadFull(in, hdr[:]); err == io.EOF || (err == io.ErrUnexpectedEOF && r.recovered) {
+			break // (a crash may have cut the last frame)
 		} else if err != nil {
 			return fmt.Errorf("recording: read frame: %w", err)
 		}
@@ -189,8 +285,13 @@ func (r *recorder) WriteAsciicast(out io.Writer) error {
 			payload = make([]byte, n)
 		}
 		payload = payload[:n]
-		if _, err := io.ReadFull(in, payload); err != nil {
+		if _, err := io.ReadFull(in, payload); err == io.ErrUnexpectedEOF && r.recovered {
+			break
+		} else if err != nil {
 			return fmt.Errorf("recording: read frame: %w", err)
+		}
+		if hdr[0] == frameHeader {
+			continue
 		}
 		last = at
 		switch hdr[0] {
@@ -220,6 +321,11 @@ func (r *recorder) WriteAsciicast(out io.Writer) error {
 	}
 	if r.truncated {
 		if err := emit(last, "m", fmt.Sprintf("recording cut at %d bytes of output", r.limit)); err != nil {
+			return err
+		}
+	}
+	if r.recovered {
+		if err := emit(last, "m", "recording ends here: the gateway stopped without ending the session"); err != nil {
 			return err
 		}
 	}

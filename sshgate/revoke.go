@@ -176,6 +176,19 @@ func (l *logins) refs(sessionIDs []string) []api.GateSession {
 	return out
 }
 
+// all returns every open connection.
+func (l *logins) all() []*loginConn {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []*loginConn
+	for _, set := range l.bySession {
+		for lc := range set {
+			out = append(out, lc)
+		}
+	}
+	return out
+}
+
 // matching returns the open connections of a session and user.
 func (l *logins) matching(ref api.GateSession) []*loginConn {
 	l.mu.Lock()
@@ -351,17 +364,25 @@ func (g *Gateway) checkLogins(ctx context.Context, sessionIDs []string) {
 	}
 }
 
-// endLogin ends a connection whose login ended: every open session is
-// told why (on stderr, which a terminal shows too) and exits, the client
-// gets a moment to hang up, then the connection is closed.
+// reasonShutdown marks the connections the gateway ended as it shut down.
+const reasonShutdown = "gateway_shutdown"
+
+// endLogin ends a connection whose login ended.
 func (g *Gateway) endLogin(lc *loginConn, reason string) {
+	g.endConn(lc, reason, errLoginEnded(reason))
+}
+
+// endConn ends a connection: every open session is told why (on stderr,
+// which a terminal shows too) and exits, the client gets a moment to hang
+// up, then the connection is closed.
+func (g *Gateway) endConn(lc *loginConn, reason string, why error) {
 	sessions, first := lc.markEnded(reason)
 	if !first {
 		return
 	}
-	g.log.Info("login ended; closing its connection", "user", lc.userID, "session", lc.sessionID,
+	g.log.Info("ending a connection", "user", lc.userID, "session", lc.sessionID,
 		"reason", reason, "open_sessions", len(sessions), "remote", lc.conn.RemoteAddr())
-	msg := "\r\ngpuaas gateway: " + errLoginEnded(reason).Error() + "\r\n"
+	msg := "\r\ngpuaas gateway: " + why.Error() + "\r\n"
 	var wg sync.WaitGroup
 	for _, s := range sessions {
 		wg.Add(1)
@@ -377,7 +398,7 @@ func (g *Gateway) endLogin(lc *loginConn, reason string) {
 	select {
 	case <-notified:
 	case <-time.After(notifyTimeout):
-		g.log.Warn("sessions of an ended login not told in time; closing anyway", "session", lc.sessionID)
+		g.log.Warn("sessions of an ended connection not told in time; closing anyway", "session", lc.sessionID)
 	}
 	hungUp := len(sessions) == 0
 	if !hungUp {
@@ -388,7 +409,7 @@ func (g *Gateway) endLogin(lc *loginConn, reason string) {
 		}
 	}
 	_ = lc.conn.Close()
-	g.log.Info("closed the connection of an ended login", "session", lc.sessionID, "client_hung_up", hungUp,
+	g.log.Info("closed the connection", "session", lc.sessionID, "reason", reason, "client_hung_up", hungUp,
 		"took", time.Since(start).Round(time.Millisecond))
 }
 

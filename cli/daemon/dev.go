@@ -62,7 +62,11 @@ simulated hosts (8×H200 slices on two NUMA nodes, and an 8×H100 bare-metal
 node). The dev project starts with a $100 credit, charged every
 --billing-window while allocations are active (see "gpuaas billing balance"). It writes a "dev" context into the client config so that
 "gpuaas login" works from another shell. Later starts reuse the data;
---reset starts over. Ctrl-C stops everything, PostgreSQL included.`,
+--reset starts over. Ctrl-C (or SIGTERM) stops everything in order: the
+SSH gateway first (open sessions are told "gateway shutting down", their
+recordings uploaded and their index entries closed), then the simulated
+hosts, controld, NATS and PostgreSQL. Sessions a crash left running are
+marked interrupted at the next start, with what was recorded.`,
 		Example: `  gpuaas dev
   gpuaas dev --data /tmp/gpuaas-dev --reset
   gpuaas dev --password-file ./admin-password`,

@@ -57,6 +57,14 @@ every start, so clients with the @cert-authority line from gpuaas
 ssh-config trust it without a prompt. Run as many replicas as you like
 behind a TCP load balancer; they share nothing.
 
+On SIGTERM (systemd stop) or SIGINT the gateway stops accepting
+connections, tells each open session "gateway shutting down" (on its
+stderr; ssh exits 255), uploads the recordings and closes the sessions'
+index entries, then exits. Give each replica its own --name and
+--recording-dir: when an instance starts, it uploads what a crash left in
+its recording directory and marks the sessions its name left running as
+interrupted.
+
 Nodes let the gateway in only with a gateway certificate as well as the
 one-minute ticket: controld's internal CA certifies the gateway's key
 (the same --nkey, an Ed25519 key) for an hour at a time, renewed at
@@ -91,7 +99,7 @@ GPUAAS_NATS_CERT and GPUAAS_NATS_KEY stand in for the flags.`,
 	fl.StringVar(&opts.Advertise, "advertise", "", "host:port users ssh to; its host is certified as a principal")
 	fl.StringSliceVar(&opts.Principals, "principal", nil, "Host name to certify for the host key (repeatable; default: the --advertise host)")
 	fl.StringVar(&opts.Name, "name", "", "Name of this gateway instance in the session index (default: the host name)")
-	fl.StringVar(&opts.RecordingDir, "recording-dir", "", "Where recordings wait for upload, unlinked (default: the temp dir)")
+	fl.StringVar(&opts.RecordingDir, "recording-dir", "", "This instance's own directory where recordings wait for upload; after a crash the next start uploads them and marks their sessions interrupted (default: unlinked files in the temp dir, lost in a crash)")
 	fl.StringVar(&opts.LogLevel, "log-level", "info", "Log level: debug, info, warn, error")
 	return cmd
 }

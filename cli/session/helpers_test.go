@@ -20,9 +20,11 @@ func testSessions() []api.TerminalSession {
 	ended := started.Add(90 * time.Second)
 	return []api.TerminalSession{
 		{ID: "s-2", UserID: "u-1", AllocationID: "a-1", Kind: api.SessionShell, StartedAt: started, EndedAt: &ended,
-			Bytes: 1234, ExitStatus: intPtr(0), Recording: "s-2.cast"},
+			Bytes: 1234, ExitStatus: intPtr(0), State: api.SessionEnded, Recording: "s-2.cast"},
 		{ID: "s-1", UserID: "u-1", AllocationID: "a-2", Kind: api.SessionExec, Command: "nvidia-smi", StartedAt: started,
-			ExitStatus: nil},
+			ExitStatus: nil, State: api.SessionRunning},
+		{ID: "s-0", UserID: "u-1", AllocationID: "a-2", Kind: api.SessionShell, StartedAt: started, EndedAt: &ended,
+			Bytes: 77, State: api.SessionInterrupted, Recording: "s-0"},
 	}
 }
 

@@ -31,7 +31,11 @@ func NewCmdList(f *cmdutil.Factory, runF func(context.Context, *ListOptions) err
 		Short:   "List your SSH sessions through the gateway, newest first",
 		Long: `List your SSH sessions through the gateway, newest first: shells, commands,
 sftp and port forwards. Sessions with a terminal were recorded; play one
-with ` + "`gpuaas session play ID`" + `.`,
+with ` + "`gpuaas session play ID`" + `.
+
+A session is running, ended, or interrupted: the gateway serving it
+stopped without ending it (a crash), and ended it when it started again,
+keeping what it had recorded.`,
 		Example: `  gpuaas session list
   gpuaas session list --alloc a-7k2m9x4q1c
   gpuaas session list --json id,exit_status`,
@@ -63,7 +67,7 @@ func listRun(ctx context.Context, opts *ListOptions) error {
 	return printSessions(opts.IO, opts.Now(), resp.Sessions)
 }
 
-var listHeader = []string{"id", "alloc", "kind", "started", "duration", "bytes", "exit", "recorded"}
+var listHeader = []string{"id", "alloc", "kind", "state", "started", "duration", "bytes", "exit", "recorded"}
 
 func printSessions(ios *cmdutil.IOStreams, now time.Time, sessions []api.TerminalSession) error {
 	if len(sessions) == 0 && ios.IsStdoutTTY() {
@@ -77,9 +81,17 @@ func printSessions(ios *cmdutil.IOStreams, now time.Time, sessions []api.Termina
 		t.AddField(s.ID)
 		t.AddField(s.AllocationID)
 		t.AddField(s.Kind)
+		switch s.State {
+		case api.SessionRunning:
+			t.AddField(s.State, cmdutil.WithColor(cs.Yellow))
+		case api.SessionInterrupted:
+			t.AddField(s.State, cmdutil.WithColor(cs.Red))
+		default:
+			t.AddField(s.State)
+		}
 		t.AddField(cmdutil.FormatTime(ios, now, s.StartedAt))
 		if s.EndedAt == nil {
-			t.AddField("running", cmdutil.WithColor(cs.Yellow))
+			t.AddField("")
 		} else {
 			t.AddField(s.EndedAt.Sub(s.StartedAt).Round(time.Second).String())
 		}

@@ -55,14 +55,18 @@ func TestListOutput(t *testing.T) {
 		want string
 	}{
 		{name: "piped: tab-separated", args: []string{"--alloc", "a-1"},
-			want: "s-2\ta-1\tshell\t2030-01-10T12:00:00Z\t1m30s\t1234\t0\tyes\n" +
-				"s-1\ta-2\texec\t2030-01-10T12:00:00Z\trunning\t0\t\tno\n"},
+			want: "s-2\ta-1\tshell\tended\t2030-01-10T12:00:00Z\t1m30s\t1234\t0\tyes\n" +
+				"s-1\ta-2\texec\trunning\t2030-01-10T12:00:00Z\t\t0\t\tno\n" +
+				"s-0\ta-2\tshell\tinterrupted\t2030-01-10T12:00:00Z\t1m30s\t77\t\tyes\n"},
 		{name: "terminal: table", tty: true,
-			want: "ID   ALLOC  KIND   STARTED  DURATION  BYTES  EXIT  RECORDED\n" +
-				"s-2  a-1    shell  1h ago   1m30s     1234   0     yes\n" +
-				"s-1  a-2    exec   1h ago   running   0            no\n"},
-		{name: "json", args: []string{"--json", "id,exit_status,recording"},
-			want: `[{"exit_status":0,"id":"s-2","recording":"s-2.cast"},{"exit_status":null,"id":"s-1","recording":null}]` + "\n"},
+			want: "ID   ALLOC  KIND   STATE        STARTED  DURATION  BYTES  EXIT  RECORDED\n" +
+				"s-2  a-1    shell  ended        1h ago   1m30s     1234   0     yes\n" +
+				"s-1  a-2    exec   running      1h ago             0            no\n" +
+				"s-0  a-2    shell  interrupted  1h ago   1m30s     77           yes\n"},
+		{name: "json", args: []string{"--json", "id,state,exit_status,recording"},
+			want: `[{"exit_status":0,"id":"s-2","recording":"s-2.cast","state":"ended"},` +
+				`{"exit_status":null,"id":"s-1","recording":null,"state":"running"},` +
+				`{"exit_status":null,"id":"s-0","recording":"s-0","state":"interrupted"}]` + "\n"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

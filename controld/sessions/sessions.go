@@ -31,13 +31,15 @@ const (
 	ListLimit = 1000
 )
 
-const columns = `SELECT id, user_id, allocation_id, kind, command, started_at, ended_at, bytes, exit_status,
-	recording, gateway FROM terminal_sessions`
+// returned lists the columns scan reads.
+const returned = `id, user_id, allocation_id, kind, command, started_at, ended_at, bytes, exit_status, state, recording, gateway`
+
+const columns = `SELECT ` + returned + ` FROM terminal_sessions`
 
 func scan(r pgx.CollectableRow) (api.TerminalSession, error) {
 	var s api.TerminalSession
 	err := r.Scan(&s.ID, &s.UserID, &s.AllocationID, &s.Kind, &s.Command, &s.StartedAt, &s.EndedAt, &s.Bytes,
-		&s.ExitStatus, &s.Recording, &s.Gateway)
+		&s.ExitStatus, &s.State, &s.Recording, &s.Gateway)
 	return s, err
 }
 
@@ -74,7 +76,7 @@ func Start(ctx context.Context, q store.Querier, req api.SessionStartRequest, no
 		}
 	}
 	s := api.TerminalSession{ID: ids.New(IDPrefix), UserID: req.UserID, AllocationID: req.AllocationID, Kind: req.Kind,
-		Command: req.Command, StartedAt: now, Recording: req.Recording, Gateway: req.Gateway}
+		Command: req.Command, StartedAt: now, State: api.SessionRunning, Recording: req.Recording, Gateway: req.Gateway}
 	_, err := q.Exec(ctx, `INSERT INTO terminal_sessions (id, user_id, allocation_id, kind, command, started_at, recording, gateway)
 		VALUES ($1,$2,$3,$4,$5,$6,$7,$8)`, s.ID, s.UserID, s.AllocationID, s.Kind, s.Command, s.StartedAt, s.Recording, s.Gateway)
 	var pe *pgconn.PgError
@@ -87,8 +89,9 @@ func Start(ctx context.Context, q store.Querier, req api.SessionStartRequest, no
 	return s, nil
 }
 
-// End records how a session ended. Ending it again returns it unchanged,
-// so a gateway that lost the first answer may simply repeat itself.
+// End records how a session ended: SessionEnded, or SessionInterrupted
+// with req.Interrupted. Ending it again returns it unchanged, so a gateway
+// that lost the first answer may simply repeat itself.
 func End(ctx context.Context, q store.Querier, req api.SessionEndRequest, now time.Time) (api.TerminalSession, error) {
 	if req.Bytes < 0 {
 		return api.TerminalSession{}, api.Errorf(api.CodeInvalidArgument, "bytes must not be negative")
@@ -97,11 +100,15 @@ func End(ctx context.Context, q store.Querier, req api.SessionEndRequest, now ti
 		return api.TerminalSession{}, err
 	}
 	// An empty recording keeps the one given at start.
+	state := api.SessionEnded
+	if req.Interrupted {
+		state = api.SessionInterrupted
+	}
 	rows, err := q.Query(ctx, `UPDATE terminal_sessions SET ended_at = $2, bytes = $3, exit_status = $4,
-		recording = CASE WHEN $5 = '' THEN recording ELSE $5 END
-		WHERE id = $1 AND ended_at IS NULL
-		RETURNING id, user_id, allocation_id, kind, command, started_at, ended_at, bytes, exit_status, recording, gateway`,
-		req.ID, now, req.Bytes, req.ExitStatus, req.Recording)
+		recording = CASE WHEN $5 = '' THEN recording ELSE $5 END, state = $6
+		WHERE id = $1 AND state = 'running'
+		RETURNING `+returned,
+		req.ID, now, req.Bytes, req.ExitStatus, req.Recording, state)
 	if err != nil {
 		return api.TerminalSession{}, fmt.Errorf("end session: %w", err)
 	}
@@ -113,6 +120,31 @@ func End(ctx context.Context, q store.Querier, req api.SessionEndRequest, now ti
 		return api.TerminalSession{}, fmt.Errorf("end session: %w", err)
 	}
 	return s, nil
+}
+
+// Interrupt marks every session the gateway instance left running as
+// SessionInterrupted, ended now, and returns them. The gateway calls it as
+// it starts, before it serves: nothing it runs yet is in the index, so
+// what is still running there was cut by its crash. Instances that share
+// a name would cut each other's sessions: names are one per instance.
+func Interrupt(ctx context.Context, q store.Querier, gateway string, now time.Time) ([]api.TerminalSession, error) {
+	if gateway == "" {
+		return nil, api.Errorf(api.CodeInvalidArgument, "gateway is required")
+	}
+	if err := checkText("gateway", gateway, MaxGateway); err != nil {
+		return nil, err
+	}
+	rows, err := q.Query(ctx, `UPDATE terminal_sessions SET state = 'interrupted', ended_at = $2
+		WHERE gateway = $1 AND state = 'running'
+		RETURNING `+returned, gateway, now)
+	if err != nil {
+		return nil, fmt.Errorf("interrupt sessions of %s: %w", gateway, err)
+	}
+	out, err := pgx.CollectRows(rows, scan)
+	if err != nil {
+		return nil, fmt.Errorf("interrupt sessions of %s: %w", gateway, err)
+	}
+	return out, nil
 }
 
 func load(ctx context.Context, q store.Querier, id string) (api.TerminalSession, error) {

@@ -27,6 +27,10 @@ const (
 	EndpointSessionEnd   = "session.end"
 	EndpointSessionList  = "session.list"
 	EndpointSessionGet   = "session.get"
+	// EndpointSessionInterrupt marks the sessions a gateway left running
+	// when it stopped without ending them (a crash) as interrupted; the
+	// gateway calls it as it starts again (gateway only).
+	EndpointSessionInterrupt = "session.interrupt"
 	// EndpointCARotate and EndpointCARetire rotate a CA (admins).
 	EndpointCARotate = "ops.ca_rotate"
 	EndpointCARetire = "ops.ca_retire"
@@ -169,6 +173,18 @@ const (
 	SessionForward = "forward"
 )
 
+// States of a terminal session.
+const (
+	// SessionRunning: the gateway serves it.
+	SessionRunning = "running"
+	// SessionEnded: it ended and the gateway closed its entry (a session
+	// the gateway ended as it shut down gracefully is ended too).
+	SessionEnded = "ended"
+	// SessionInterrupted: its gateway stopped without ending it (a crash)
+	// and found it on its next start; what was recorded is kept.
+	SessionInterrupted = "interrupted"
+)
+
 // TerminalSession is one recorded SSH session.
 type TerminalSession struct {
 	ID           string     `json:"id"`
@@ -180,6 +196,8 @@ type TerminalSession struct {
 	EndedAt      *time.Time `json:"ended_at,omitempty"`
 	Bytes        int64      `json:"bytes"`
 	ExitStatus   *int       `json:"exit_status,omitempty"`
+	// State is SessionRunning, SessionEnded or SessionInterrupted.
+	State string `json:"state"`
 	// Recording names the asciicast object in the recordings bucket;
 	// empty for sessions without a PTY.
 	Recording string `json:"recording,omitempty"`
@@ -205,6 +223,20 @@ type SessionEndRequest struct {
 	Bytes      int64  `json:"bytes"`
 	ExitStatus *int   `json:"exit_status,omitempty"`
 	Recording  string `json:"recording,omitempty"`
+	// Interrupted ends the session as SessionInterrupted: its gateway
+	// crashed and recovered what it had recorded.
+	Interrupted bool `json:"interrupted,omitempty"`
+}
+
+// SessionInterruptRequest names the gateway instance whose sessions still
+// running were cut by its crash.
+type SessionInterruptRequest struct {
+	Gateway string `json:"gateway"`
+}
+
+// SessionInterruptResponse lists the sessions marked interrupted.
+type SessionInterruptResponse struct {
+	Sessions []TerminalSession `json:"sessions"`
 }
 
 // SessionRef names one session.

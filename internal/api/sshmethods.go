@@ -59,6 +59,13 @@ func (c *Client) SessionEnd(ctx context.Context, req SessionEndRequest, opts ...
 	return &out, c.Mutate(ctx, EndpointSessionEnd, req, &out, opts...)
 }
 
+// SessionInterrupt marks the sessions the named gateway left running as
+// interrupted (gateway only), as it starts again after a crash.
+func (c *Client) SessionInterrupt(ctx context.Context, req SessionInterruptRequest, opts ...CallOption) (*SessionInterruptResponse, error) {
+	var out SessionInterruptResponse
+	return &out, c.Mutate(ctx, EndpointSessionInterrupt, req, &out, opts...)
+}
+
 // SessionList lists the caller's terminal sessions (operators: everyone's),
 // newest first.
 func (c *Client) SessionList(ctx context.Context, req SessionListRequest) (*SessionListResponse, error) {

@@ -68,12 +68,15 @@ type Env struct {
 	fleet *simFleet
 	gw    *gateway
 	// closers stop what Start started, run last first by Close.
-	closers []func() error
+	closers []closer
 }
 
 // Start runs the platform described by cfg and returns once every part
-// serves and every sim host is ready. The parts run until ctx ends or
-// Close; either way, Close waits for them and frees everything.
+// serves and every sim host is ready. A ctx that ends before then stops
+// the start. Once started, the parts run until Close, which stops them one
+// by one in the order that lets each finish its work (see Close): ctx
+// ending does not stop them, since they would all stop at once, the
+// gateway with no controld left to close its sessions' index entries.
 func Start(ctx context.Context, cfg Config) (_ *Env, err error) {
 	if err := cfg.CheckAndSetDefaults(); err != nil {
 		return nil, err
@@ -89,6 +92,13 @@ func Start(ctx context.Context, cfg Config) (_ *Env, err error) {
 			}
 		}
 	}()
+	// The parts run on runCtx: ctx's values, and its end only while
+	// starting.
+	runCtx, cancelRun := context.WithCancel(context.WithoutCancel(ctx))
+	e.onClose("", func() error { cancelRun(); return nil })
+	stopWatching := context.AfterFunc(ctx, cancelRun)
+	defer stopWatching()
+	ctx = runCtx
 	if cfg.Reset {
 		if err := os.RemoveAll(cfg.DataDir); err != nil {
 			return nil, fmt.Errorf("reset %s: %w", cfg.DataDir, err)
@@ -121,7 +131,7 @@ func Start(ctx context.Context, cfg Config) (_ *Env, err error) {
 	if err != nil {
 		return nil, err
 	}
-	e.onClose(func() error { ns.Shutdown(); return nil })
+	e.onClose("nats", func() error { ns.Shutdown(); return nil })
 	e.NATSURL = ns.ClientURL()
 
 	// Picked once NATS listens, so a free port is not the one NATS takes
@@ -138,7 +148,7 @@ func Start(ctx context.Context, cfg Config) (_ *Env, err error) {
 	if e.fleet, err = startSimHosts(ctx, e.Controld, e.Admin.ID, e.NATSURL, cfg); err != nil {
 		return nil, err
 	}
-	e.onClose(func() error { e.fleet.stop(); return nil })
+	e.onClose("sim hosts", func() error { e.fleet.stop(); return nil })
 	if err := e.fleet.waitReady(ctx, e.Controld); err != nil {
 		return nil, err
 	}
@@ -146,12 +156,21 @@ func Start(ctx context.Context, cfg Config) (_ *Env, err error) {
 	if e.gw, err = startGateway(ctx, e.Controld, e.Admin.ID, e.NATSURL, e.GatewayAddr, cfg); err != nil {
 		return nil, err
 	}
-	e.onClose(func() error { e.gw.stop(); return nil })
+	e.onClose("ssh gateway", func() error { e.gw.stop(); return nil })
 	return e, nil
 }
 
-// onClose registers f to run at Close, before what was registered earlier.
-func (e *Env) onClose(f func() error) { e.closers = append(e.closers, f) }
+// onClose registers f, which stops the part named part ("" for no part),
+// to run at Close, before what was registered earlier.
+func (e *Env) onClose(part string, f func() error) {
+	e.closers = append(e.closers, closer{part: part, stop: f})
+}
+
+// closer stops a part of the platform.
+type closer struct {
+	part string
+	stop func() error
+}
 
 // startPostgres starts the private cluster, unless Config.DatabaseURL
 // names a database, and returns controld's connection string.
@@ -164,7 +183,7 @@ func (e *Env) startPostgres(ctx context.Context) (string, error) {
 		return "", fmt.Errorf("postgres: %w", err)
 	}
 	e.pg = pg
-	e.onClose(func() error {
+	e.onClose("postgres", func() error {
 		stopCtx, cancel := context.WithTimeout(context.Background(), stopTimeout)
 		defer cancel()
 		if err := pg.Stop(stopCtx); err != nil {
@@ -195,7 +214,7 @@ func (e *Env) startControld(ctx context.Context, dsn string) error {
 		return err
 	}
 	e.Controld = e.ctl.Server
-	e.onClose(e.ctl.Stop)
+	e.onClose("controld", e.ctl.Stop)
 	return nil
 }
 
@@ -253,13 +272,20 @@ func (e *Env) Wait(ctx context.Context) error {
 	return err
 }
 
-// Close stops every part, last started first (the gateway, the hosts,
-// controld, NATS, PostgreSQL), waits for them and returns what went wrong.
-// The sim hosts' system users are removed. Closing again does nothing.
+// Close stops every part, last started first, each after the one before
+// has stopped: the gateway (it tells open sessions, uploads their
+// recordings and closes their index entries while controld still
+// answers), the hosts, controld (it answers the requests it has taken),
+// NATS, PostgreSQL. It waits for them and returns what went wrong. The
+// sim hosts' system users are removed. Closing again does nothing.
 func (e *Env) Close() error {
 	var errs []error
 	for i := len(e.closers) - 1; i >= 0; i-- {
-		errs = append(errs, e.closers[i]())
+		c, start := e.closers[i], time.Now()
+		errs = append(errs, c.stop())
+		if c.part != "" {
+			e.cfg.Log.Info("stopped", "part", c.part, "took", time.Since(start).Round(time.Millisecond))
+		}
 	}
 	e.closers = nil
 	return errors.Join(errs...)

@@ -67,14 +67,17 @@ func startGateway(ctx context.Context, srv *controld.Server, adminID, natsURL, a
 	g, err := sshgate.New(sshgate.Config{
 		Listen:      net.JoinHostPort("127.0.0.1", port),
 		HostKeyPath: filepath.Join(cfg.DataDir, "sshgate", "host_ed25519_key"),
-		GatewayKey:  controlplane.GatewayKey(key),
-		Advertise:   addr,
-		Principals:  []string{"localhost", "127.0.0.1"},
-		Name:        "dev",
-		Client:      client,
-		Commands:    cfg.Commands,
-		TUI:         cfg.TUI,
-		Log:         cfg.Log,
+		// A spool of its own: after a crash, the next start uploads what
+		// was recorded and marks the sessions interrupted.
+		RecordingDir: filepath.Join(cfg.DataDir, "sshgate", "recordings"),
+		GatewayKey:   controlplane.GatewayKey(key),
+		Advertise:    addr,
+		Principals:   []string{"localhost", "127.0.0.1"},
+		Name:         "dev",
+		Client:       client,
+		Commands:     cfg.Commands,
+		TUI:          cfg.TUI,
+		Log:          cfg.Log, // the gateway names itself
 	})
 	if err != nil {
 		nc.Close()

@@ -1,6 +1,7 @@
 package pgserver
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -10,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 )
 
 // logTailLines is how much of the log an error message quotes.
@@ -50,6 +52,34 @@ func checkLockFile(path string, log *slog.Logger) error {
 		return fmt.Errorf("remove stale lock file: %w", err)
 	}
 	return nil
+}
+
+// crashedServerWait is how long Start waits for a live postmaster holding
+// the data directory to go away: the server of a run that was killed gets
+// SIGINT as its parent dies (Pdeathsig) and is still shutting down when
+// the next run starts a moment later.
+const crashedServerWait = 5 * time.Second
+
+// waitLockFree is checkLockFile, waiting up to crashedServerWait for a
+// live postmaster to exit.
+func waitLockFree(ctx context.Context, path string, log *slog.Logger) error {
+	deadline := time.Now().Add(crashedServerWait)
+	logged := false
+	for {
+		err := checkLockFile(path, log)
+		if !errors.Is(err, ErrAlreadyRunning) || time.Now().After(deadline) {
+			return err
+		}
+		if !logged {
+			logged = true
+			log.Info("waiting for the PostgreSQL server of a previous run to stop", "lock", path)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 type procState int

@@ -155,7 +155,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("check cluster: %w", err)
 	}
 	for _, lock := range []string{filepath.Join(pgdata, "postmaster.pid"), socketLock(cfg.DataDir)} {
-		if err := checkLockFile(lock, cfg.Logger); err != nil {
+		if err := waitLockFree(ctx, lock, cfg.Logger); err != nil {
 			return nil, err
 		}
 	}

@@ -112,6 +112,7 @@ Stripe top-ups need GPUAAS_STRIPE_SECRET_KEY, --stripe-success-url and
 	fl.StringVar(&opts.StripeSuccessURL, "stripe-success-url", "", "Where Stripe Checkout sends the browser after a paid top-up")
 	fl.StringVar(&opts.StripeCancelURL, "stripe-cancel-url", "", "Where Stripe Checkout sends the browser after a cancelled top-up")
 	fl.StringVar(&opts.HTTPAddr, "http-addr", "", "Address of the HTTP server for Stripe webhooks (host:port); empty: none")
+	cmd.AddCommand(NewCmdControldInitDB(f, nil))
 	return cmd
 }
 
@@ -141,7 +142,7 @@ func controldRun(ctx context.Context, opts *ControldOptions) error {
 	}
 	srv, err := controld.New(ctx, controldConfig(opts, nc, sys, keys, kek, log))
 	if err != nil {
-		return err
+		return roleSetupHint(err)
 	}
 	if opts.SeedCatalog {
 		if _, err := srv.ApplySeed(ctx, controld.Seed{Catalog: catalog.Defaults}); err != nil {

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.yaml.in/yaml/v3"
 
@@ -127,7 +128,7 @@ func TestOperatorGuide(t *testing.T) {
 				if line = strings.TrimSpace(line); line == "" || strings.HasPrefix(line, "#") {
 					continue
 				}
-				g.start(fmt.Sprintf("daemon-%d-%d", s.line, i), []string{"sh", "-c", g.settings + "exec " + rootPaths(line, root)}, g.env)
+				g.start(fmt.Sprintf("%s-%d", strings.Fields(line)[0], i+1), []string{"sh", "-c", g.settings + "exec " + rootPaths(line, root)}, g.env)
 			}
 			// The guide says: healthz answers once JetStream has its leader.
 			for _, m := range []string{"MONITOR_1", "MONITOR_2", "MONITOR_3"} {
@@ -165,6 +166,7 @@ func TestOperatorGuide(t *testing.T) {
 
 	// What the guide promises and its commands do not show by themselves.
 	checkLoginRole(t, values["PG_SUPERUSER_URL"], "gpuaas")
+	checkNATSRefuses(t, root, values["NATS_3"])
 	checkReplicas(t, root, values)
 	// The settings the guide writes are the ones the packages' examples
 	// document, so neither drifts from the other.
@@ -441,6 +443,30 @@ func checkLoginRole(t *testing.T, superURL, role string) {
 	if super || createRole || createDB || !member {
 		t.Errorf("role %s: superuser %v, createrole %v, createdb %v, member of gpuaas_app %v; want only the membership",
 			role, super, createRole, createDB, member)
+	}
+}
+
+// checkNATSRefuses: the servers take no plaintext client, and over TLS
+// no client that controld's auth callout did not admit.
+func checkNATSRefuses(t *testing.T, root, addr string) {
+	t.Helper()
+	if nc, err := nats.Connect("nats://"+addr, nats.Timeout(5*time.Second), nats.NoReconnect()); err == nil {
+		nc.Close()
+		t.Errorf("plaintext connection to %s was accepted; want TLS required", addr)
+	}
+	nc, err := nats.Connect("tls://"+addr, nats.RootCAs(filepath.Join(root, "etc", "gpuaas", "tls", "ca.pem")),
+		nats.Timeout(5*time.Second), nats.NoReconnect())
+	if err == nil {
+		// Admitted with no credential: it must at least not reach the API.
+		defer nc.Close()
+		_, err = nc.Request("gpuaas.api.v1.node.list", []byte("{}"), 3*time.Second)
+		if err == nil {
+			t.Errorf("a TLS connection without credentials called the API; want it refused")
+		}
+		return
+	}
+	if !strings.Contains(strings.ToLower(err.Error()), "authorization") {
+		t.Errorf("TLS connection without credentials: %v; want an authorization error", err)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -23,8 +24,10 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stripe/stripe-go/v76/webhook"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/gpuaas/gpuaas/controld/payments"
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/bus"
 	"github.com/gpuaas/gpuaas/internal/devenv/controlplane"
@@ -111,7 +114,7 @@ func TestOperatorGuide(t *testing.T) {
 	t.Cleanup(g.stopAll)
 	var ran []string
 	for _, s := range steps {
-		where := fmt.Sprintf("%s:%d (%s %s)", guidePath, s.line, s.kind, s.args)
+		where := fmt.Sprintf("%s:%d (%s)", guidePath, s.line, strings.TrimSpace(s.kind+" "+s.args))
 		switch s.kind {
 		case "settings":
 			if g.settings != "" {
@@ -122,6 +125,12 @@ func TestOperatorGuide(t *testing.T) {
 			out := g.run(where, s.text)
 			if m := regexp.MustCompile(`expect="([^"]*)"`).FindStringSubmatch(s.args); m != nil && !strings.Contains(out, m[1]) {
 				t.Fatalf("%s: output lacks %q:\n%s", where, m[1], out)
+			}
+			if m := regexp.MustCompile(`expect-re="([^"]*)"`).FindStringSubmatch(s.args); m != nil {
+				if !regexp.MustCompile(m[1]).MatchString(out) {
+					t.Fatalf("%s: output does not match %q:\n%s", where, m[1], out)
+				}
+				t.Logf("%s: %s", where, regexp.MustCompile(m[1]).FindString(out))
 			}
 		case "daemons":
 			for i, line := range strings.Split(strings.TrimSpace(s.text), "\n") {
@@ -167,6 +176,7 @@ func TestOperatorGuide(t *testing.T) {
 	// What the guide promises and its commands do not show by themselves.
 	checkLoginRole(t, values["PG_SUPERUSER_URL"], "gpuaas")
 	checkNATSRefuses(t, root, values["NATS_3"])
+	checkStripeWebhook(t, g, values)
 	checkReplicas(t, root, values)
 	// The settings the guide writes are the ones the packages' examples
 	// document, so neither drifts from the other.
@@ -216,6 +226,25 @@ func (g *guideRun) run(where, text string) string {
 	}
 	g.t.Logf("%s: ok in %v", where, time.Since(start).Round(time.Millisecond))
 	return out.String()
+}
+
+// cliJSON runs the installed CLI as the guide's operator and decodes its
+// JSON output into v.
+func (g *guideRun) cliJSON(v any, args ...string) {
+	g.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, filepath.Join(g.root, "usr", "bin", "gpuaas"), args...)
+	cmd.Env, cmd.Dir = g.env, filepath.Join(g.root, "root")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		g.t.Fatalf("gpuaas %v: %v\n%s", args, err, stderr.String())
+	}
+	if err := json.Unmarshal(out, v); err != nil {
+		g.t.Fatalf("gpuaas %v: %v: %q", args, err, out)
+	}
 }
 
 // start starts a long-running process in a process group of its own
@@ -443,6 +472,60 @@ func checkLoginRole(t *testing.T, superURL, role string) {
 	if super || createRole || createDB || !member {
 		t.Errorf("role %s: superuser %v, createrole %v, createdb %v, member of gpuaas_app %v; want only the membership",
 			role, super, createRole, createDB, member)
+	}
+	// And controld does log in as it: every session on its database.
+	var as, others int
+	if err := conn.QueryRow(ctx, `SELECT count(*) FILTER (WHERE usename = $1), count(*) FILTER (WHERE usename <> $1)
+		FROM pg_stat_activity WHERE datname = 'gpuaas'`, role).Scan(&as, &others); err != nil {
+		t.Fatal(err)
+	}
+	if as == 0 || others != 0 {
+		t.Errorf("sessions on database gpuaas: %d as %s, %d as others; want controld's, all as %s", as, role, others, role)
+	}
+}
+
+// checkStripeWebhook: the webhook secret the guide put in controld.env is
+// the one controld checks. The test plays Stripe (stripe-mock sends no
+// webhooks): a top-up, then its signed checkout.session.completed at the
+// webhook address, credits the project once.
+func checkStripeWebhook(t *testing.T, g *guideRun, values map[string]string) {
+	t.Helper()
+	var topup api.TopupResponse
+	g.cliJSON(&topup, "billing", "topup", "--project", "first-project", "--amount", "7", "--json", "session_id,project_id")
+	var before, after api.BillingBalance
+	g.cliJSON(&before, "billing", "balance", "--project", "first-project", "--json", "balance_minor")
+	payload, err := json.Marshal(map[string]any{"id": "evt_opguide", "object": "event", "api_version": payments.APIVersion,
+		"type": "checkout.session.completed", "data": map[string]any{"object": map[string]any{
+			"id": topup.SessionID, "object": "checkout.session", "payment_status": "paid", "amount_total": 700,
+			"currency": "usd", "client_reference_id": topup.ProjectID, "payment_intent": "pi_opguide"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	signed := webhook.GenerateTestSignedPayload(&webhook.UnsignedPayload{Payload: payload,
+		Secret: values["STRIPE_WEBHOOK_SECRET"], Timestamp: time.Now()})
+	resp, err := http.Post("http://"+values["WEBHOOK_LISTEN"]+"/stripe/webhook", "application/json", bytes.NewReader(payload))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode == http.StatusOK {
+		t.Errorf("an unsigned webhook was accepted; want it refused")
+	}
+	req, err := http.NewRequest(http.MethodPost, "http://"+values["WEBHOOK_LISTEN"]+"/stripe/webhook", bytes.NewReader(payload))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Stripe-Signature", signed.Header)
+	if resp, err = http.DefaultClient.Do(req); err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("signed webhook: got %s; want 200", resp.Status)
+	}
+	g.cliJSON(&after, "billing", "balance", "--project", "first-project", "--json", "balance_minor")
+	if after.BalanceMinor-before.BalanceMinor != 700 {
+		t.Errorf("balance %d before the paid top-up, %d after; want 700 more", before.BalanceMinor, after.BalanceMinor)
 	}
 }
 

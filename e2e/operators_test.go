@@ -177,6 +177,13 @@ func TestOperatorGuide(t *testing.T) {
 	checkLoginRole(t, values["PG_SUPERUSER_URL"], "gpuaas")
 	checkNATSRefuses(t, root, values["NATS_3"])
 	checkStripeWebhook(t, g, values)
+	// init-db run with controld's own role (an operator's likely slip)
+	// says what it needs instead of failing halfway.
+	out, err := g.cli("controld", "init-db", "--database-url",
+		fmt.Sprintf("postgres:///gpuaas?host=%s&user=gpuaas&sslmode=disable", values["PG_HOST"]))
+	if err == nil || !strings.Contains(out, "needs a superuser") || !strings.Contains(out, "run init-db as a Postgres superuser") {
+		t.Errorf("init-db as controld's role: %v\n%s\nwant a refusal that says to run it as a superuser", err, out)
+	}
 	checkReplicas(t, root, values)
 	// The settings the guide writes are the ones the packages' examples
 	// document, so neither drifts from the other.
@@ -226,6 +233,18 @@ func (g *guideRun) run(where, text string) string {
 	}
 	g.t.Logf("%s: ok in %v", where, time.Since(start).Round(time.Millisecond))
 	return out.String()
+}
+
+// cli runs the installed CLI as the guide's operator and returns its
+// combined output.
+func (g *guideRun) cli(args ...string) (string, error) {
+	g.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, filepath.Join(g.root, "usr", "bin", "gpuaas"), args...)
+	cmd.Env, cmd.Dir = g.env, filepath.Join(g.root, "root")
+	out, err := cmd.CombinedOutput()
+	return string(out), err
 }
 
 // cliJSON runs the installed CLI as the guide's operator and decodes its

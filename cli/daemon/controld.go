@@ -61,7 +61,12 @@ func NewCmdControld(f *cmdutil.Factory, runF func(context.Context, *ControldOpti
 		Long: `Run the control daemon: the API as a NATS micro service on gpuaas.api.v1.>,
 the scheduler, the outbox relay and event fan-out. It applies database
 migrations at start. Run as many replicas as you like against one Postgres
-and one NATS (cluster).
+and one NATS (cluster). Before the first start a Postgres superuser runs
+` + "`gpuaas controld init-db`" + ` once: it creates the database and controld's login
+role, which then needs no right to create roles. On a NATS cluster of
+three, --jetstream-replicas=3 keeps three copies of the event stream and
+of the session recordings. docs/operators.md in the source walks through
+a whole installation.
 
 controld decides every other NATS connection through the servers' auth
 callout. --nats-keys names the directory of the keys it needs (the callout

@@ -33,6 +33,7 @@ import (
 	"github.com/gpuaas/gpuaas/controld/outbox"
 	"github.com/gpuaas/gpuaas/controld/payments"
 	"github.com/gpuaas/gpuaas/controld/store"
+	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/bus"
 )
 
@@ -91,6 +92,11 @@ type Config struct {
 	// Stripe configures top-ups and refunds (controld/payments); without
 	// a secret key billing.topup and admin.refund answer unavailable.
 	Stripe payments.Settings
+	// StreamReplicas is how many copies JetStream keeps of the EVENTS
+	// stream and the recordings bucket (default 1; 3 on a NATS cluster of
+	// three servers). Existing ones are updated to it at start.
+	StreamReplicas int
+
 	// HTTPAddr is where the HTTP server for Stripe webhooks listens
 	// ("127.0.0.1:8080", port 0 for any); empty disables it.
 	HTTPAddr string
@@ -134,6 +140,12 @@ func (c *Config) CheckAndSetDefaults() error {
 	}
 	if c.DatabaseRole == "" {
 		c.DatabaseRole = store.AppRole
+	}
+	if c.StreamReplicas == 0 {
+		c.StreamReplicas = 1
+	}
+	if c.StreamReplicas < 0 || c.StreamReplicas > 5 {
+		return fmt.Errorf("controld: StreamReplicas must be 1 to 5, got %d", c.StreamReplicas)
 	}
 	if err := c.APIRateLimit.CheckAndSetDefaults(); err != nil {
 		return err
@@ -244,7 +256,26 @@ func (s *Server) init(ctx context.Context) error {
 	if s.js, err = jetstream.New(s.cfg.NATS); err != nil {
 		return fmt.Errorf("jetstream: %w", err)
 	}
-	return outbox.EnsureStream(ctx, s.js)
+	if err := outbox.EnsureStream(ctx, s.js, s.cfg.StreamReplicas); err != nil {
+		return err
+	}
+	return ensureRecordings(ctx, s.js, s.cfg.StreamReplicas)
+}
+
+// ensureRecordings creates the recordings bucket sshgate uploads to, or
+// updates its replicas, so that it has as many copies as the events:
+// sshgate creates it only when it is missing, with the server's default.
+func ensureRecordings(ctx context.Context, js jetstream.JetStream, replicas int) error {
+	_, err := js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{
+		Bucket:      api.RecordingsBucket,
+		Description: "asciicast v2 recordings of PTY sessions through sshgate, named by session id",
+		Storage:     jetstream.FileStorage,
+		Replicas:    replicas,
+	})
+	if err != nil {
+		return fmt.Errorf("recordings bucket %s: %w", api.RecordingsBucket, err)
+	}
+	return nil
 }
 
 func (s *Server) now() time.Time { return s.cfg.Now().UTC() }

@@ -2,6 +2,7 @@ package admin
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
 	"github.com/gpuaas/gpuaas/controld"
+	"github.com/gpuaas/gpuaas/controld/store"
 	"github.com/gpuaas/gpuaas/internal/api"
 )
 
@@ -89,6 +91,9 @@ recorded in the audit log with the actor "bootstrap".
 func bootstrapRun(ctx context.Context, opts *BootstrapOptions) error {
 	res, err := controld.Bootstrap(ctx, controld.BootstrapConfig{DatabaseURL: opts.DatabaseURL, Email: opts.Email, Name: opts.Name,
 		Reissue: opts.Reissue})
+	if errors.Is(err, store.ErrRoleSetup) {
+		return fmt.Errorf("%w\nrun `gpuaas controld init-db` once as a Postgres superuser first (docs/operators.md)", err)
+	}
 	if err != nil {
 		return err
 	}

@@ -51,6 +51,8 @@ type ControldOptions struct {
 	StripeSuccessURL string
 	StripeCancelURL  string
 	HTTPAddr         string
+	// StreamReplicas is JetStream's copies of controld's stream and bucket.
+	StreamReplicas int
 }
 
 // NewCmdControld builds `gpuaas controld`.
@@ -63,7 +65,12 @@ func NewCmdControld(f *cmdutil.Factory, runF func(context.Context, *ControldOpti
 		Long: `Run the control daemon: the API as a NATS micro service on gpuaas.api.v1.>,
 the scheduler, the outbox relay and event fan-out. It applies database
 migrations at start. Run as many replicas as you like against one Postgres
-and one NATS (cluster).
+and one NATS (cluster). Before the first start a Postgres superuser runs
+` + "`gpuaas controld init-db`" + ` once: it creates the database and controld's login
+role, which then needs no right to create roles. On a NATS cluster of
+three, --jetstream-replicas=3 keeps three copies of the event stream and
+of the session recordings. docs/operators.md in the source walks through
+a whole installation.
 
 controld decides every other NATS connection through the servers' auth
 callout. --nats-keys names the directory of the keys it needs (the callout
@@ -121,6 +128,8 @@ Stripe top-ups need GPUAAS_STRIPE_SECRET_KEY, --stripe-success-url and
 	fl.StringVar(&opts.StripeSuccessURL, "stripe-success-url", "", "Where Stripe Checkout sends the browser after a paid top-up")
 	fl.StringVar(&opts.StripeCancelURL, "stripe-cancel-url", "", "Where Stripe Checkout sends the browser after a cancelled top-up")
 	fl.StringVar(&opts.HTTPAddr, "http-addr", "", "Address of the HTTP server for Stripe webhooks (host:port); empty: none")
+	fl.IntVar(&opts.StreamReplicas, "jetstream-replicas", 1, "Copies JetStream keeps of the events stream and recordings bucket (3 on a cluster of 3 NATS servers)")
+	cmd.AddCommand(NewCmdControldInitDB(f, nil))
 	return cmd
 }
 
@@ -150,7 +159,7 @@ func controldRun(ctx context.Context, opts *ControldOptions) error {
 	}
 	srv, err := controld.New(ctx, controldConfig(opts, nc, sys, keys, kek, log))
 	if err != nil {
-		return err
+		return roleSetupHint(err)
 	}
 	if opts.SeedCatalog {
 		if _, err := srv.ApplySeed(ctx, controld.Seed{Catalog: catalog.Defaults}); err != nil {
@@ -171,5 +180,5 @@ func controldConfig(opts *ControldOptions, nc, sys *nats.Conn, keys *bus.Keys, k
 		GatewayAddr: opts.GatewayAddr, CAKeyEncryptionKey: kek, SSHCertTTL: opts.SSHCertTTL,
 		Stripe: payments.Settings{APIBase: opts.StripeAPI, SecretKey: os.Getenv("GPUAAS_STRIPE_SECRET_KEY"),
 			WebhookSecret: os.Getenv("GPUAAS_STRIPE_WEBHOOK_SECRET"), SuccessURL: opts.StripeSuccessURL, CancelURL: opts.StripeCancelURL},
-		HTTPAddr: opts.HTTPAddr}
+		HTTPAddr: opts.HTTPAddr, StreamReplicas: opts.StreamReplicas}
 }

@@ -77,10 +77,12 @@ func NewRelay(cfg RelayConfig) (*Relay, error) {
 	return &Relay{cfg: cfg}, nil
 }
 
-// EnsureStream creates or updates the EVENTS stream.
-func EnsureStream(ctx context.Context, js jetstream.JetStream) error {
+// EnsureStream creates or updates the EVENTS stream with replicas copies
+// (1 on a single server; 3 on a cluster of three for JetStream R3).
+func EnsureStream(ctx context.Context, js jetstream.JetStream, replicas int) error {
 	_, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
 		Name:       api.EventStreamName,
+		Replicas:   replicas,
 		Subjects:   []string{api.EventSubjectPrefix + ".>"},
 		Storage:    jetstream.FileStorage,
 		Duplicates: DuplicateWindow,

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -86,6 +87,12 @@ func Migrate(ctx context.Context, conn *pgx.Conn) error {
 		return fmt.Errorf("load migrations: %w", err)
 	}
 	if err := m.Migrate(ctx); err != nil {
+		// 42501 insufficient_privilege, from migration 0005 creating or
+		// granting AppRole: the one-time InitDB was not run.
+		var pe *pgconn.PgError
+		if errors.As(err, &pe) && pe.Code == "42501" && strings.Contains(pe.Message, "role") {
+			return fmt.Errorf("migrate: %w: %w", ErrRoleSetup, err)
+		}
 		return fmt.Errorf("migrate: %w", err)
 	}
 	return nil

@@ -104,3 +104,19 @@ func NATSCLI(t testing.TB) string {
 	}
 	return bin
 }
+
+// NATSServerInstall installs the stand-alone nats-server, the version
+// go.mod embeds.
+const NATSServerInstall = "go install github.com/nats-io/nats-server/v2@v2.15.2"
+
+// NATSServer returns the path of the stand-alone nats-server binary;
+// without it the test fails and says how to install it (scripts/deps
+// test does).
+func NATSServer(t testing.TB) string {
+	t.Helper()
+	bin, err := GoBinary("nats-server")
+	if err != nil {
+		t.Fatalf("nats-server: %v; install it with `%s`", err, NATSServerInstall)
+	}
+	return bin
+}

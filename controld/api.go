@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
@@ -79,6 +80,7 @@ func (s *Server) endpoint(name string, need access, fn func(ctx context.Context,
 		s.sem <- struct{}{}
 		go func() {
 			defer func() { <-s.sem }()
+			start := time.Now()
 			ctx, cancel := context.WithTimeout(context.Background(), s.cfg.RequestTimeout)
 			defer cancel()
 			c := &call{req: req, project: req.Headers().Get(api.HeaderProject), corr: req.Headers().Get(api.HeaderCorrelationID),
@@ -100,6 +102,7 @@ func (s *Server) endpoint(name string, need access, fn func(ctx context.Context,
 			if err == nil {
 				out, err = fn(ctx, c)
 			}
+			s.metrics.observeRequest(name, start, err)
 			if err != nil {
 				s.replyError(req, name, c.corr, err)
 				return
@@ -269,5 +272,5 @@ type endpointDef struct {
 func (s *Server) endpoints() []endpointDef {
 	return slices.Concat(s.identityEndpoints(), s.projectEndpoints(), s.catalogEndpoints(), s.nodeEndpoints(),
 		s.allocEndpoints(), s.paymentsEndpoints(), s.billingEndpoints(), s.caEndpoints(), s.gateEndpoints(),
-		s.sessionsEndpoints(), s.busEndpoints())
+		s.sessionsEndpoints(), s.busEndpoints(), s.outboxEndpoints())
 }

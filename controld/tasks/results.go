@@ -53,7 +53,9 @@ func RecordProgress(ctx context.Context, tx pgx.Tx, nodeID string, p api.TaskPro
 
 // Settled is a task whose outcome was just recorded.
 type Settled struct {
-	Type         string
+	Type string
+	// Took is the time from the task's creation to its result.
+	Took         time.Duration
 	AllocationID string // "" for none
 }
 
@@ -72,14 +74,15 @@ func Settle(ctx context.Context, tx pgx.Tx, nodeID string, r api.TaskResult, now
 	if len(result) == 0 {
 		result = nil
 	}
-	if _, err := tx.Exec(ctx, `UPDATE node_tasks SET state = $2, result = $3, error = $4, phase = $5,
-		finished_at = $6, updated_at = $6 WHERE id = $1`, r.TaskID, r.Status, result, r.Error, r.Phase, now); err != nil {
+	var created time.Time
+	if err := tx.QueryRow(ctx, `UPDATE node_tasks SET state = $2, result = $3, error = $4, phase = $5,
+		finished_at = $6, updated_at = $6 WHERE id = $1 RETURNING created_at`, r.TaskID, r.Status, result, r.Error, r.Phase, now).Scan(&created); err != nil {
 		return Settled{}, false, fmt.Errorf("settle %s: %w", r.TaskID, err)
 	}
 	if err := recordPhases(ctx, tx, r); err != nil {
 		return Settled{}, false, err
 	}
-	s := Settled{Type: typ}
+	s := Settled{Type: typ, Took: now.Sub(created)}
 	if allocID != nil {
 		s.AllocationID = *allocID
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	gossh "golang.org/x/crypto/ssh"
 
+	"github.com/gpuaas/gpuaas/internal/obs"
 	"github.com/gpuaas/gpuaas/internal/sshwire"
 )
 
@@ -46,6 +47,11 @@ type Gateway struct {
 	addr       net.Addr
 	hostCert   *hostCert
 	recordings jetstream.ObjectStore
+
+	metrics *gateMetrics
+	// obs serves /healthz, /readyz and /metrics when Config.MetricsAddr
+	// is set (metrics.go).
+	obs *obs.Server
 }
 
 // New checks cfg and returns a Gateway. Nothing is dialled or read until
@@ -55,6 +61,9 @@ func New(cfg Config) (*Gateway, error) {
 		return nil, err
 	}
 	g := &Gateway{cfg: cfg, log: cfg.Log.With("component", "sshgate"), ready: make(chan struct{})}
+	if err := g.listenMetrics(); err != nil {
+		return nil, err
+	}
 	return g, nil
 }
 
@@ -73,6 +82,7 @@ func (g *Gateway) Addr() net.Addr {
 // until ctx ends. Open sessions then get ShutdownGrace to finish, and
 // pending recording uploads are waited for.
 func (g *Gateway) Run(ctx context.Context) error {
+	defer g.serveMetrics(ctx)()
 	hostKey := g.cfg.HostKey
 	if hostKey == nil {
 		var err error

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"slices"
 	"testing"
+	"time"
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
@@ -16,10 +17,14 @@ import (
 	"github.com/gpuaas/gpuaas/internal/obs"
 )
 
+// client bounds every request: a server that accepts and never answers
+// fails the test instead of hanging it.
+var client = &http.Client{Timeout: 10 * time.Second}
+
 // Get fetches url and returns the status code and body.
 func Get(t testing.TB, url string) (int, string) {
 	t.Helper()
-	resp, err := http.Get(url)
+	resp, err := client.Get(url)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,7 +42,7 @@ type Families map[string]*dto.MetricFamily
 // Scrape fetches baseURL's /metrics and parses it as Prometheus does.
 func Scrape(t testing.TB, baseURL string) Families {
 	t.Helper()
-	resp, err := http.Get(baseURL + obs.MetricsPath)
+	resp, err := client.Get(baseURL + obs.MetricsPath)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,7 +21,8 @@ func TestControldFlagsReachConfig(t *testing.T) {
 	cmd := NewCmdControld(cmdutil.New(ios), func(_ context.Context, o *ControldOptions) error { got = o; return nil })
 	cmd.SetArgs([]string{"--database-url", "postgres://db/x", "--nats-keys", "/k", "--api-rate", "7", "--api-burst", "9",
 		"--oidc-issuer", "https://idp.test", "--oidc-client-id", "cli", "--oidc-max-token-age", "90s",
-		"--session-ttl", "2h", "--ssh-cert-ttl", "1h", "--gateway-addr", "gw.test:22", "--http-addr", "127.0.0.1:0"})
+		"--session-ttl", "2h", "--ssh-cert-ttl", "1h", "--gateway-addr", "gw.test:22", "--http-addr", "127.0.0.1:0",
+		"--metrics-addr", "127.0.0.1:9464"})
 	cmd.SetOut(ios.Out)
 	cmd.SetErr(ios.ErrOut)
 	if err := cmd.Execute(); err != nil {
@@ -42,6 +43,7 @@ func TestControldFlagsReachConfig(t *testing.T) {
 		{"ssh cert ttl", cfg.SSHCertTTL, time.Hour},
 		{"gateway", cfg.GatewayAddr, "gw.test:22"},
 		{"http", cfg.HTTPAddr, "127.0.0.1:0"},
+		{"metrics", cfg.MetricsAddr, "127.0.0.1:9464"},
 	}
 	for _, c := range checks {
 		if c.got != c.want {

@@ -92,6 +92,7 @@ GPUAAS_NATS_CERT and GPUAAS_NATS_KEY stand in for the flags.`,
 	fl.StringVar(&opts.Name, "name", "", "Name of this gateway instance in the session index (default: the host name)")
 	fl.StringVar(&opts.RecordingDir, "recording-dir", "", "Where recordings wait for upload, unlinked (default: the temp dir)")
 	fl.StringVar(&opts.LogLevel, "log-level", "info", "Log level: debug, info, warn, error")
+	addMetricsFlag(fl, &opts.MetricsAddr)
 	return cmd
 }
 

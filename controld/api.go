@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go/micro"
 
@@ -80,6 +81,7 @@ func (s *Server) endpoint(name string, need access, fn func(ctx context.Context,
 	return micro.HandlerFunc(func(req micro.Request) {
 		s.sem <- struct{}{}
 		defer func() { <-s.sem }()
+		start := time.Now()
 		ctx, cancel := context.WithTimeout(context.Background(), s.cfg.RequestTimeout)
 		defer cancel()
 		c := &call{req: req, project: req.Headers().Get(api.HeaderProject), corr: req.Headers().Get(api.HeaderCorrelationID),
@@ -101,6 +103,7 @@ func (s *Server) endpoint(name string, need access, fn func(ctx context.Context,
 		if err == nil {
 			out, err = fn(ctx, c)
 		}
+		s.metrics.observeRequest(name, start, err)
 		if err != nil {
 			s.replyError(req, name, c.corr, err)
 			return
@@ -290,5 +293,5 @@ type endpointDef struct {
 func (s *Server) endpoints() []endpointDef {
 	return slices.Concat(s.identityEndpoints(), s.projectEndpoints(), s.catalogEndpoints(), s.nodeEndpoints(),
 		s.allocEndpoints(), s.paymentsEndpoints(), s.billingEndpoints(), s.caEndpoints(), s.gateEndpoints(),
-		s.sessionsEndpoints(), s.busEndpoints())
+		s.sessionsEndpoints(), s.busEndpoints(), s.outboxEndpoints())
 }

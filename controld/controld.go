@@ -35,6 +35,7 @@ import (
 	"github.com/gpuaas/gpuaas/controld/store"
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/bus"
+	"github.com/gpuaas/gpuaas/internal/obs"
 )
 
 // Config configures controld.
@@ -100,6 +101,12 @@ type Config struct {
 	// HTTPAddr is where the HTTP server for Stripe webhooks listens
 	// ("127.0.0.1:8080", port 0 for any); empty disables it.
 	HTTPAddr string
+	// OutboxMaxAttempts is how often the relay tries to publish an event
+	// before it moves it to dead (default 20; see `gpuaas ops outbox`).
+	OutboxMaxAttempts int
+	// MetricsAddr is where /healthz, /readyz and /metrics are served
+	// (internal/obs; port 0 for any); empty disables them.
+	MetricsAddr string
 }
 
 // HostsConfig is hosts.Tuning, by the name controld's callers know it.
@@ -187,6 +194,10 @@ type Server struct {
 	serverKey ed25519.PrivateKey
 	// httpListener is bound by Run when Config.HTTPAddr is set.
 	httpListener net.Listener
+	metrics      *metrics
+	// obs serves metrics and health; bound by Run when Config.MetricsAddr
+	// is set.
+	obs *obs.Server
 }
 
 // New connects to the database, applies migrations and prepares the
@@ -240,7 +251,8 @@ func (s *Server) init(ctx context.Context) error {
 		return err
 	}
 	if s.hosts, err = hosts.New(hosts.Config{Tuning: s.cfg.Hosts, Pool: s.pool, NATS: s.cfg.NATS, TaskKey: taskKey,
-		SlotsFreed: s.kickQueue, TicketCAKeys: s.ticketCAKeys, Now: s.cfg.Now, Log: s.cfg.Log}); err != nil {
+		SlotsFreed: s.kickQueue, TicketCAKeys: s.ticketCAKeys, Now: s.cfg.Now, Log: s.cfg.Log,
+		TaskSettled: func(typ, status string, took time.Duration) { s.metrics.observeTask(typ, status, took) }}); err != nil {
 		return err
 	}
 	if s.billing, err = s.newBillingRunner(); err != nil {
@@ -253,6 +265,7 @@ func (s *Server) init(ctx context.Context) error {
 			return err
 		}
 	}
+	s.metrics = newMetrics(s)
 	if s.js, err = jetstream.New(s.cfg.NATS); err != nil {
 		return fmt.Errorf("jetstream: %w", err)
 	}
@@ -306,20 +319,25 @@ func (s *Server) Run(ctx context.Context) error {
 	if err := s.listenHTTP(); err != nil {
 		return errors.Join(err, s.svc.Stop())
 	}
+	if err := s.listenMetrics(); err != nil {
+		return errors.Join(err, s.svc.Stop())
+	}
 	close(s.ready)
 	s.cfg.Log.Info("controld serving", "subjects", "gpuaas.api.v1.>")
-	relay, err := outbox.NewRelay(outbox.RelayConfig{Pool: s.pool, JS: s.js, Now: s.cfg.Now, Log: s.cfg.Log})
+	relay, err := outbox.NewRelay(outbox.RelayConfig{Pool: s.pool, JS: s.js, MaxAttempts: s.cfg.OutboxMaxAttempts,
+		Now: s.cfg.Now, Log: s.cfg.Log})
 	if err != nil {
 		return err
 	}
 	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return relay.Run(gctx) })
+	g.Go(func() error { return s.supervise(gctx, "outbox relay", relay.Run) })
 	g.Go(func() error { return outbox.Fanout(gctx, s.js, s.cfg.NATS, s.cfg.Log) })
 	g.Go(func() error { return s.queueLoop(gctx) })
 	g.Go(func() error { return s.hosts.Run(gctx) })
 	g.Go(func() error { return s.housekeeping(gctx) })
 	g.Go(func() error { return s.billing.Run(gctx) })
 	g.Go(func() error { return s.serveHTTP(gctx) })
+	g.Go(func() error { return s.serveMetrics(gctx) })
 	if s.busAuth != nil {
 		g.Go(func() error { return s.busAuth.Run(gctx) })
 	}

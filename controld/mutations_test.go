@@ -50,6 +50,8 @@ var eventsOf = map[string]struct {
 }{
 	api.EndpointGateLogin:    {0, "a gateway's own service session concerns no user: it is audited, nobody is told"},
 	api.EndpointBillingTopup: {0, "a checkout session changes no balance: the credit, when Stripe reports it paid, is the event"},
+	api.EndpointOutboxRetry:  {0, "a retry re-queues an existing event row: that event, once published, is the news"},
+	api.EndpointOutboxDrop:   {0, "a drop gives up on an existing event row, which stays (dropped): nobody is told"},
 }
 
 // refusalsAudited are the mutations whose refusals are audited too, in a
@@ -138,6 +140,8 @@ func TestEveryMutationWritesOneAuditRowAndOneEvent(t *testing.T) {
 		t.Fatalf("user CA keys: %+v, %v; want one", userCA, err)
 	}
 	_, operatorKey := newNKey(t)
+	_, operatorToken := env.AddUser(t, "olga@example.test", api.RoleOperator)
+	operator := env.Client(operatorToken)
 
 	steps := []struct {
 		name     string
@@ -237,6 +241,15 @@ func TestEveryMutationWritesOneAuditRowAndOneEvent(t *testing.T) {
 			req: api.BusIdentityAddRequest{PublicKey: "UNOPE", Kind: api.BusIdentityOperator, Name: "ops-2"}, want: api.ErrInvalidArgument},
 		{name: "ops.bus_identity_revoke", c: admin, endpoint: api.EndpointBusIdentityRevoke, req: api.BusIdentityRevokeRequest{PublicKey: operatorKey}},
 		{name: "ops.bus_identity_revoke again", c: admin, endpoint: api.EndpointBusIdentityRevoke, req: api.BusIdentityRevokeRequest{PublicKey: operatorKey}, want: api.ErrNotFound},
+
+		{name: "ops.outbox_retry", c: admin, endpoint: api.EndpointOutboxRetry,
+			req: func() any { return api.OutboxRef{ID: deadEvent(t, env)} }},
+		{name: "ops.outbox_retry unknown id", c: admin, endpoint: api.EndpointOutboxRetry, req: api.OutboxRef{ID: 1 << 40}, want: api.ErrNotFound},
+		{name: "ops.outbox_retry by an operator", c: operator, endpoint: api.EndpointOutboxRetry, req: api.OutboxRef{ID: 1}, want: api.ErrForbidden},
+		{name: "ops.outbox_drop", c: admin, endpoint: api.EndpointOutboxDrop,
+			req: func() any { return api.OutboxRef{ID: deadEvent(t, env)} }},
+		{name: "ops.outbox_drop not dead", c: admin, endpoint: api.EndpointOutboxDrop,
+			req: func() any { return api.OutboxRef{ID: int64(count(t, env, `SELECT min(id) FROM outbox_events`))} }, want: api.ErrConflict},
 
 		{name: "billing.topup", c: admin, endpoint: api.EndpointBillingTopup, req: api.TopupRequest{AmountMinor: 5000},
 			got: func(t *testing.T, resp json.RawMessage) { topupID = decoded[api.TopupResponse](t, resp).SessionID }},

@@ -43,6 +43,9 @@ type TUIServer func(s ssh.Session, pty ssh.Pty, f *cmdutil.Factory) error
 type Config struct {
 	// Listen is the TCP address to serve SSH on, e.g. ":2222". Required.
 	Listen string
+	// MetricsAddr is where /healthz, /readyz and /metrics are served
+	// (internal/obs; port 0 for any); empty disables them.
+	MetricsAddr string
 	// HostKeyPath is the gateway's ed25519 host key (OpenSSH PEM). It is
 	// generated, mode 0600, when missing. Required unless HostKey is set.
 	HostKeyPath string

@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	gossh "golang.org/x/crypto/ssh"
 
+	"github.com/gpuaas/gpuaas/internal/obs"
 	"github.com/gpuaas/gpuaas/internal/sshwire"
 )
 
@@ -50,6 +51,11 @@ type Gateway struct {
 	addr       net.Addr
 	hostCert   *hostCert
 	recordings jetstream.ObjectStore
+
+	metrics *gateMetrics
+	// obs serves /healthz, /readyz and /metrics when Config.MetricsAddr
+	// is set (metrics.go).
+	obs *obs.Server
 }
 
 // New checks cfg and returns a Gateway. Nothing is dialled or read until
@@ -59,6 +65,9 @@ func New(cfg Config) (*Gateway, error) {
 		return nil, err
 	}
 	g := &Gateway{cfg: cfg, log: cfg.Log.With("component", "sshgate"), ready: make(chan struct{})}
+	if err := g.listenMetrics(); err != nil {
+		return nil, err
+	}
 	return g, nil
 }
 
@@ -77,6 +86,7 @@ func (g *Gateway) Addr() net.Addr {
 // interrupted what its last run left running (spool.go), and serves SSH
 // until ctx ends. It then shuts down (see shutdown) and returns.
 func (g *Gateway) Run(ctx context.Context) error {
+	defer g.serveMetrics(ctx)()
 	hostKey := g.cfg.HostKey
 	if hostKey == nil {
 		var err error

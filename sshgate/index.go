@@ -60,6 +60,7 @@ func (g *Gateway) startIndex(ctx context.Context, id sshcert.Identity, alloc, ki
 	if err != nil {
 		return "", fmt.Errorf("index %s session: %w", kind, err)
 	}
+	g.metrics.started(kind)
 	return ts.ID, nil
 }
 
@@ -73,6 +74,7 @@ type sessionResult struct {
 // in the background so the client is not kept waiting. Run waits for it.
 // The caller holds a g.bg count across the call.
 func (g *Gateway) finishSession(sessionID string, rec *recorder, res sessionResult) {
+	g.metrics.ended(res.bytes)
 	g.bg.add()
 	go func() {
 		defer g.bg.done()

@@ -53,6 +53,7 @@ type ControldOptions struct {
 	HTTPAddr         string
 	// StreamReplicas is JetStream's copies of controld's stream and bucket.
 	StreamReplicas int
+	MetricsAddr    string
 }
 
 // NewCmdControld builds `gpuaas controld`.
@@ -129,6 +130,7 @@ Stripe top-ups need GPUAAS_STRIPE_SECRET_KEY, --stripe-success-url and
 	fl.StringVar(&opts.StripeCancelURL, "stripe-cancel-url", "", "Where Stripe Checkout sends the browser after a cancelled top-up")
 	fl.StringVar(&opts.HTTPAddr, "http-addr", "", "Address of the HTTP server for Stripe webhooks (host:port); empty: none")
 	fl.IntVar(&opts.StreamReplicas, "jetstream-replicas", 1, "Copies JetStream keeps of the events stream and recordings bucket (3 on a cluster of 3 NATS servers)")
+	addMetricsFlag(fl, &opts.MetricsAddr)
 	cmd.AddCommand(NewCmdControldInitDB(f, nil))
 	return cmd
 }
@@ -180,5 +182,5 @@ func controldConfig(opts *ControldOptions, nc, sys *nats.Conn, keys *bus.Keys, k
 		GatewayAddr: opts.GatewayAddr, CAKeyEncryptionKey: kek, SSHCertTTL: opts.SSHCertTTL,
 		Stripe: payments.Settings{APIBase: opts.StripeAPI, SecretKey: os.Getenv("GPUAAS_STRIPE_SECRET_KEY"),
 			WebhookSecret: os.Getenv("GPUAAS_STRIPE_WEBHOOK_SECRET"), SuccessURL: opts.StripeSuccessURL, CancelURL: opts.StripeCancelURL},
-		HTTPAddr: opts.HTTPAddr, StreamReplicas: opts.StreamReplicas}
+		HTTPAddr: opts.HTTPAddr, StreamReplicas: opts.StreamReplicas, MetricsAddr: opts.MetricsAddr}
 }

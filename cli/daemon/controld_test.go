@@ -23,7 +23,7 @@ func TestControldFlagsReachConfig(t *testing.T) {
 	cmd.SetArgs([]string{"--database-url", "postgres://db/x", "--nats-keys", "/k", "--api-rate", "7", "--api-burst", "9",
 		"--oidc-issuer", "https://idp.test", "--oidc-client-id", "cli", "--oidc-max-token-age", "90s",
 		"--session-ttl", "2h", "--ssh-cert-ttl", "1h", "--gateway-addr", "gw.test:22", "--http-addr", "127.0.0.1:0",
-		"--min-runway", "25m", "--jetstream-replicas", "3"})
+		"--min-runway", "25m", "--jetstream-replicas", "3", "--metrics-addr", "127.0.0.1:9464"})
 	cmd.SetOut(ios.Out)
 	cmd.SetErr(ios.ErrOut)
 	if err := cmd.Execute(); err != nil {
@@ -46,6 +46,7 @@ func TestControldFlagsReachConfig(t *testing.T) {
 		{"http", cfg.HTTPAddr, "127.0.0.1:0"},
 		{"min runway", cfg.Billing.MinRunway, 25 * time.Minute},
 		{"jetstream replicas", cfg.StreamReplicas, 3},
+		{"metrics", cfg.MetricsAddr, "127.0.0.1:9464"},
 	}
 	for _, c := range checks {
 		if c.got != c.want {

@@ -27,6 +27,7 @@ func printBanner(opts *DevOptions, env *devenv.Env, isolated bool) {
 	fmt.Fprintln(w, describe("hosts", fmt.Sprintf("%d simulated (gpuaas node list)", opts.Hosts)))
 	fmt.Fprintln(w, describe("ssh", "gateway on "+env.GatewayAddr))
 	fmt.Fprintln(w, describe("nats", "auth callout on: every connection needs a session token or a registered key"))
+	fmt.Fprintln(w, describe("metrics", "controld "+env.MetricsURL+"/metrics, sshgate "+env.GatewayMetricsURL+"/metrics (and /healthz, /readyz)"))
 	if isolated {
 		fmt.Fprintln(w, describe("isolation", "sessions on sim hosts run as unprivileged users of their own"))
 	} else {

@@ -104,6 +104,7 @@ Environment: GPUAAS_NATS_URL and GPUAAS_ENROLL_TOKEN stand in for the flags.`,
 	fl.StringArrayVar(&opts.FailPhases, "fail-phase", nil, "Sim: make PHASE fail (repeatable)")
 	fl.StringArrayVar(&opts.DelayPhases, "delay-phase", nil, "Sim: make PHASE=DURATION slower (repeatable)")
 	fl.StringVar(&opts.LogLevel, "log-level", "info", "Log level: debug, info, warn, error")
+	addMetricsFlag(fl, &opts.MetricsAddr)
 	return cmd
 }
 

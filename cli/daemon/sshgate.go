@@ -101,6 +101,7 @@ GPUAAS_NATS_CERT and GPUAAS_NATS_KEY stand in for the flags.`,
 	fl.StringVar(&opts.Name, "name", "", "Name of this gateway instance in the session index (default: the host name)")
 	fl.StringVar(&opts.RecordingDir, "recording-dir", "", "This instance's own directory where recordings wait for upload; after a crash the next start uploads them and marks their sessions interrupted (default: unlinked files in the temp dir, lost in a crash)")
 	fl.StringVar(&opts.LogLevel, "log-level", "info", "Log level: debug, info, warn, error")
+	addMetricsFlag(fl, &opts.MetricsAddr)
 	return cmd
 }
 

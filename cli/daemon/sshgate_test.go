@@ -23,13 +23,14 @@ func TestNewCmdSSHGate(t *testing.T) {
 		{name: "no nkey", wantErr: true},
 		{name: "flags", env: "/env.nk", wantKey: "/env.nk",
 			args: []string{"--listen", "127.0.0.1:2200", "--server", "tls://n:4222", "--nats-ca", "/ca.pem", "--host-key", "/k",
-				"--advertise", "ssh.example.test:22", "--principal", "a", "--principal", "b"},
+				"--advertise", "ssh.example.test:22", "--principal", "a", "--principal", "b", "--metrics-addr", "127.0.0.1:9465"},
 			wantOpts: func(o *SSHGateOptions) bool {
 				return o.Listen == "127.0.0.1:2200" && o.NATS.URL == "tls://n:4222" && o.NATS.CA == "/ca.pem" && o.HostKeyPath == "/k" &&
-					o.Advertise == "ssh.example.test:22" && slices.Equal(o.Principals, []string{"a", "b"})
+					o.Advertise == "ssh.example.test:22" && slices.Equal(o.Principals, []string{"a", "b"}) && o.MetricsAddr == "127.0.0.1:9465"
 			}},
 		{name: "defaults", env: "/env.nk", wantKey: "/env.nk", wantOpts: func(o *SSHGateOptions) bool {
-			return o.Listen == ":2222" && o.NATS.URL == "nats://127.0.0.1:4222" && o.HostKeyPath != "" && !o.NATS.AllowPlaintext
+			return o.Listen == ":2222" && o.NATS.URL == "nats://127.0.0.1:4222" && o.HostKeyPath != "" && !o.NATS.AllowPlaintext &&
+				o.MetricsAddr == ""
 		}},
 		{name: "arguments refused", args: []string{"extra"}, env: "/env.nk", wantErr: true},
 	}

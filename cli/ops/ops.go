@@ -1,19 +1,20 @@
 // Package ops holds `gpuaas ops`: platform administration that is neither a
 // node nor a user's business — the SSH certificate authorities, the NATS
-// trust model's keys and the ledger check.
+// trust model's keys, the ledger check and dead outbox events.
 package ops
 
 import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
+	"github.com/gpuaas/gpuaas/cli/ops/outbox"
 )
 
 // NewCmdOps builds `gpuaas ops`.
 func NewCmdOps(f *cmdutil.Factory) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "ops <command>",
-		Short: "Run the platform: SSH CAs, NATS keys and the ledger check (admins)",
+		Short: "Run the platform: SSH CAs, NATS keys, the ledger check and dead outbox events (admins)",
 	}
 	ca := &cobra.Command{
 		Use:   "ca <command>",
@@ -34,6 +35,6 @@ learn it (` + "`gpuaas ssh-config`" + `) before the gateway presents it.`,
 		NewCmdCARotate(f, nil),
 		NewCmdCARetire(f, nil),
 	)
-	cmd.AddCommand(ca, NewCmdNATSSetup(f, nil), newCmdNATSIdentity(f), NewCmdLedger(f))
+	cmd.AddCommand(ca, NewCmdNATSSetup(f, nil), newCmdNATSIdentity(f), NewCmdLedger(f), outbox.NewCmdOutbox(f))
 	return cmd
 }

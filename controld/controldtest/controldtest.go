@@ -83,6 +83,10 @@ type Options struct {
 	Stripe   payments.Settings
 	HTTPAddr string
 
+	// MetricsAddr and OutboxMaxAttempts are passed to controld.
+	MetricsAddr       string
+	OutboxMaxAttempts int
+
 	// BusRecordLinger is passed to controld.
 	BusRecordLinger time.Duration
 
@@ -145,7 +149,8 @@ func Start(t testing.TB, opts Options) *Env {
 		Identity: identity.Settings{BcryptCost: bcrypt.MinCost, OIDC: opts.OIDC, LoginLimits: opts.LoginLimits, InviteTTL: opts.InviteTTL},
 		Now:      opts.Now, Log: testutil.Logger(t), Hosts: opts.Hosts, MaxConns: opts.MaxConns, QueueInterval: 100 * time.Millisecond,
 		SSHCertTTL: opts.SSHCertTTL, GatewayAddr: opts.GatewayAddr, Billing: opts.Billing,
-		Stripe: opts.Stripe, HTTPAddr: opts.HTTPAddr, APIRateLimit: opts.APIRateLimit}})
+		Stripe: opts.Stripe, HTTPAddr: opts.HTTPAddr, APIRateLimit: opts.APIRateLimit,
+		MetricsAddr: opts.MetricsAddr, OutboxMaxAttempts: opts.OutboxMaxAttempts}})
 	if err != nil {
 		t.Fatalf("controld: %v", err)
 	}

@@ -84,8 +84,11 @@ type Config struct {
 	// TicketCAKeys returns the internal CA's trusted keys (authorized_keys
 	// lines) for nodes that ask; nil answers them "unavailable".
 	TicketCAKeys func(ctx context.Context) ([]string, error)
-	Now          func() time.Time
-	Log          *slog.Logger
+	// TaskSettled, when set, is told each task's type, status and time
+	// from creation to result once its result is applied (metrics).
+	TaskSettled func(typ, status string, took time.Duration)
+	Now         func() time.Time
+	Log         *slog.Logger
 }
 
 // CheckAndSetDefaults validates c and fills defaults.
@@ -95,6 +98,9 @@ func (c *Config) CheckAndSetDefaults() error {
 	}
 	if err := c.Tuning.CheckAndSetDefaults(); err != nil {
 		return err
+	}
+	if c.TaskSettled == nil {
+		c.TaskSettled = func(string, string, time.Duration) {}
 	}
 	if c.SlotsFreed == nil {
 		c.SlotsFreed = func() {}

@@ -19,11 +19,13 @@ import (
 func (d *Service) settle(ctx context.Context, nodeID string, r api.TaskResult) error {
 	now := d.now()
 	freed := false
+	var done *tasks.Settled
 	err := pgx.BeginFunc(ctx, d.cfg.Pool, func(tx pgx.Tx) error {
 		settled, ok, err := tasks.Settle(ctx, tx, nodeID, r, now)
 		if err != nil || !ok {
 			return err // a task already settled: its result was applied
 		}
+		done = &settled
 		typ := settled.Type
 		var events []outbox.Event
 		reason := r.Error
@@ -75,6 +77,9 @@ func (d *Service) settle(ctx context.Context, nodeID string, r api.TaskResult) e
 		}
 		return nil
 	})
+	if err == nil && done != nil {
+		d.cfg.TaskSettled(done.Type, r.Status, done.Took)
+	}
 	if err == nil {
 		d.Wake() // the allocation's next task may be unblocked now
 		if freed {

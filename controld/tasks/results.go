@@ -116,6 +116,8 @@ func unpublished(ctx context.Context, tx pgx.Tx, taskID string, published int) (
 // Settled is a task whose outcome was just recorded.
 type Settled struct {
 	Progress
+	// Took is the time from the task's creation to its result.
+	Took time.Duration
 }
 
 // Settle records a task's outcome in tx, once: it returns false for a task
@@ -148,12 +150,13 @@ func Settle(ctx context.Context, tx pgx.Tx, nodeID string, r api.TaskResult, now
 	if len(result) == 0 {
 		result = nil
 	}
-	if _, err := tx.Exec(ctx, `UPDATE node_tasks SET state = $2, result = $3, error = $4, phase = $5,
-		finished_at = $6, updated_at = $6, progress_published = $7 WHERE id = $1`,
-		r.TaskID, r.Status, result, r.Error, r.Phase, now, published); err != nil {
+	var created time.Time
+	if err := tx.QueryRow(ctx, `UPDATE node_tasks SET state = $2, result = $3, error = $4, phase = $5,
+		finished_at = $6, updated_at = $6, progress_published = $7 WHERE id = $1 RETURNING created_at`,
+		r.TaskID, r.Status, result, r.Error, r.Phase, now, published).Scan(&created); err != nil {
 		return Settled{}, false, fmt.Errorf("settle %s: %w", r.TaskID, err)
 	}
-	return Settled{l.progress(due)}, true, nil
+	return Settled{Progress: l.progress(due), Took: now.Sub(created)}, true, nil
 }
 
 // recordPhases makes the result's progress log the task's timeline; live

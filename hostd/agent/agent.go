@@ -21,6 +21,7 @@ import (
 	"github.com/gpuaas/gpuaas/hostd/tasks"
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/bus"
+	"github.com/gpuaas/gpuaas/internal/obs"
 	"github.com/gpuaas/gpuaas/internal/signing"
 )
 
@@ -44,6 +45,9 @@ type Config struct {
 	// Handlers by task type (default tasks.Default()).
 	Handlers tasks.Registry
 	Hostname string
+	// MetricsAddr is where /healthz, /readyz and /metrics are served
+	// (internal/obs; port 0 for any); empty disables them.
+	MetricsAddr string
 	// TerminalAddr is where sshgate reaches this node's terminal server;
 	// it is reported at enrollment and in every heartbeat (it may change
 	// across restarts).
@@ -121,6 +125,11 @@ type Agent struct {
 	// mu protects records.
 	mu      sync.Mutex
 	records map[string]*record
+
+	metrics *agentMetrics
+	// obs serves /healthz, /readyz and /metrics when Config.MetricsAddr
+	// is set (metrics.go).
+	obs *obs.Server
 }
 
 // New prepares an agent; Run enrolls if needed and serves.
@@ -131,8 +140,12 @@ func New(cfg Config) (*Agent, error) {
 	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
 		return nil, fmt.Errorf("state dir: %w", err)
 	}
-	return &Agent{cfg: cfg, resend: make(chan struct{}, 1), reconnected: make(chan struct{}, 1),
-		ready: make(chan struct{})}, nil
+	a := &Agent{cfg: cfg, resend: make(chan struct{}, 1), reconnected: make(chan struct{}, 1),
+		ready: make(chan struct{})}
+	if err := a.listenMetrics(); err != nil {
+		return nil, err
+	}
+	return a, nil
 }
 
 // NodeID is the enrolled node's id ("" before enrollment). Safe to call
@@ -152,6 +165,7 @@ func (a *Agent) now() time.Time { return a.cfg.Now().UTC() }
 // left unfinished on disk; the next start reports them interrupted.
 func (a *Agent) Run(ctx context.Context) error {
 	a.ctx = ctx
+	defer a.serveMetrics(ctx)()
 	if err := a.loadOrEnroll(ctx); err != nil {
 		return err
 	}
@@ -163,6 +177,9 @@ func (a *Agent) Run(ctx context.Context) error {
 		return err
 	}
 	defer nc.Close()
+	if err := obs.RegisterNATS(a.metrics.reg, "hostd", nc); err != nil {
+		return err
+	}
 	a.nc, a.client = nc, api.NewClient(nc)
 	a.key = a.id.key()
 	a.verifier = &signing.Verifier{NodeID: a.id.NodeID, Skew: a.cfg.Skew, Now: a.cfg.Now}

@@ -126,6 +126,9 @@ func (a *Agent) update(id string, durable bool, fn func(*record)) {
 // release controld then queues.
 func (a *Agent) runTask(ctx context.Context, t signing.Task) {
 	res := api.TaskResult{NodeID: a.id.NodeID, TaskID: t.ID, Status: api.TaskSucceeded}
+	ended := a.metrics.taskStarted(t.Type)
+	recorded := ""
+	defer func() { ended(recorded) }()
 	h, ok := a.cfg.Handlers[t.Type]
 	var out any
 	var err error
@@ -150,6 +153,7 @@ func (a *Agent) runTask(ctx context.Context, t signing.Task) {
 		}
 	}
 	a.finish(t.ID, res)
+	recorded = res.Status
 }
 
 // runHandler turns a handler panic into a task failure, so one bad task

@@ -46,6 +46,10 @@ type Env struct {
 	WebhookURL string
 	// Controld is the running controld.
 	Controld *controld.Server
+	// MetricsURL and GatewayMetricsURL are where controld and the SSH
+	// gateway serve /healthz, /readyz and /metrics (random loopback
+	// ports; the sim hosts serve none).
+	MetricsURL, GatewayMetricsURL string
 	// Keys are the NATS trust model's keys (controld's users among them).
 	Keys *bus.Keys
 	// Admin and Project are the seeded admin and their project.
@@ -157,6 +161,7 @@ func Start(ctx context.Context, cfg Config) (_ *Env, err error) {
 		return nil, err
 	}
 	e.onClose("ssh gateway", func() error { e.gw.stop(); return nil })
+	e.GatewayMetricsURL = e.gw.metricsURL
 	return e, nil
 }
 
@@ -209,11 +214,12 @@ func (e *Env) startControld(ctx context.Context, dsn string) error {
 		Identity: identity.Settings{SessionTTL: e.cfg.SessionTTL, OIDC: e.cfg.OIDC}, GatewayAddr: e.GatewayAddr,
 		Hosts:   controld.HostsConfig{HeartbeatInterval: time.Second, AutoApproveSlots: true},
 		Billing: controld.BillingConfig{Window: e.cfg.BillingWindow},
-		Stripe:  stripe, HTTPAddr: httpAddr}})
+		Stripe:  stripe, HTTPAddr: httpAddr, MetricsAddr: "127.0.0.1:0"}})
 	if err != nil {
 		return err
 	}
 	e.Controld = e.ctl.Server
+	e.MetricsURL = e.Controld.MetricsURL()
 	e.onClose("controld", e.ctl.Stop)
 	return nil
 }

@@ -45,6 +45,8 @@ type gateway struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 	failed chan error
+	// metricsURL is where the gateway serves /metrics.
+	metricsURL string
 }
 
 // startGateway runs sshgate with its own key, registered as an operator
@@ -78,13 +80,14 @@ func startGateway(ctx context.Context, srv *controld.Server, adminID, natsURL, a
 		Commands:     cfg.Commands,
 		TUI:          cfg.TUI,
 		Log:          cfg.Log, // the gateway names itself
+		MetricsAddr:  "127.0.0.1:0",
 	})
 	if err != nil {
 		nc.Close()
 		return nil, err
 	}
 	gctx, cancel := context.WithCancel(ctx)
-	gw := &gateway{nc: nc, cancel: cancel, done: make(chan struct{}), failed: make(chan error, 1)}
+	gw := &gateway{nc: nc, cancel: cancel, done: make(chan struct{}), failed: make(chan error, 1), metricsURL: g.MetricsURL()}
 	go func() {
 		defer close(gw.done)
 		if err := g.Run(gctx); err != nil && gctx.Err() == nil {

@@ -1,0 +1,93 @@
+package sshgate
+
+import (
+	"context"
+	"errors"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/gpuaas/gpuaas/internal/obs"
+)
+
+// gateMetrics are the gateway's Prometheus metrics.
+type gateMetrics struct {
+	reg *prometheus.Registry
+	// active counts indexed sessions (shells, commands, SFTP, forwards)
+	// from their index entry to their end.
+	active   prometheus.Gauge
+	sessions *prometheus.CounterVec // kind
+	bytes    prometheus.Counter
+}
+
+func newGateMetrics() *gateMetrics {
+	m := &gateMetrics{reg: obs.NewRegistry(),
+		active: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: obs.Namespace, Subsystem: "ssh",
+			Name: "sessions_active", Help: "SSH sessions and forwards open through the gateway."}),
+		sessions: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: obs.Namespace, Subsystem: "ssh",
+			Name: "sessions_total", Help: "SSH sessions and forwards opened through the gateway, by kind."}, []string{"kind"}),
+		bytes: prometheus.NewCounter(prometheus.CounterOpts{Namespace: obs.Namespace, Subsystem: "ssh",
+			Name: "bytes_total", Help: "Bytes relayed by ended sessions and forwards, both directions."}),
+	}
+	m.reg.MustRegister(m.active, m.sessions, m.bytes)
+	return m
+}
+
+func (m *gateMetrics) started(kind string) {
+	m.active.Inc()
+	m.sessions.WithLabelValues(kind).Inc()
+}
+
+func (m *gateMetrics) ended(bytes int64) {
+	m.active.Dec()
+	m.bytes.Add(float64(max(bytes, 0)))
+}
+
+// listenMetrics binds Config.MetricsAddr (New calls it, so MetricsURL is
+// known before Run).
+func (g *Gateway) listenMetrics() error {
+	g.metrics = newGateMetrics()
+	if g.cfg.MetricsAddr == "" {
+		return nil
+	}
+	if err := obs.RegisterNATS(g.metrics.reg, "sshgate", g.cfg.Client.Conn()); err != nil {
+		return err
+	}
+	srv, err := obs.Listen(obs.Config{Addr: g.cfg.MetricsAddr, Gatherer: g.metrics.reg, Log: g.log})
+	if err != nil {
+		return err
+	}
+	srv.AddCheck(obs.NATSCheck("sshgate", g.cfg.Client.Conn()), obs.Check{Name: "ssh", Func: func(context.Context) error {
+		select {
+		case <-g.ready:
+			return nil
+		default:
+			return errors.New("not serving SSH yet (fetching trust and host certificate from controld)")
+		}
+	}})
+	g.obs = srv
+	return nil
+}
+
+// MetricsURL is the base URL of /healthz, /readyz and /metrics, or "" when
+// Config.MetricsAddr is empty.
+func (g *Gateway) MetricsURL() string {
+	if g.obs == nil {
+		return ""
+	}
+	return g.obs.URL()
+}
+
+// serveMetrics serves until ctx ends; the returned func waits for that.
+func (g *Gateway) serveMetrics(ctx context.Context) (wait func()) {
+	if g.obs == nil {
+		return func() {}
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := g.obs.Serve(ctx); err != nil {
+			g.log.Error("metrics server", "err", err)
+		}
+	}()
+	return func() { <-done }
+}

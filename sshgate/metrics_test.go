@@ -1,0 +1,73 @@
+package sshgate
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/obs"
+	"github.com/gpuaas/gpuaas/internal/obs/obstest"
+	"github.com/gpuaas/gpuaas/internal/testutil"
+)
+
+// TestMetrics scrapes the gateway's /metrics with Prometheus's parser
+// while a session is open and after it ended: sessions_active follows
+// it, sessions_total counts it by kind and bytes_total adds its bytes.
+func TestMetrics(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{config: func(c *Config) { c.MetricsAddr = "127.0.0.1:0" }})
+	url := e.gw.MetricsURL()
+	if code, body := obstest.Get(t, url+obs.ReadyzPath); code != 200 || body != "ok nats\nok ssh\n" {
+		t.Fatalf("/readyz: got %d %q; want 200, nats and ssh ok", code, body)
+	}
+	before := obstest.Scrape(t, url)
+	for _, name := range []string{"gpuaas_ssh_sessions_active", "gpuaas_ssh_bytes_total", "gpuaas_nats_reconnects_total", "gpuaas_nats_connected"} {
+		if before[name] == nil {
+			t.Errorf("family %s missing", name)
+		}
+	}
+	if got := before.Value("gpuaas_ssh_sessions_active"); got != 0 {
+		t.Fatalf("sessions_active before: got %v; want 0", got)
+	}
+
+	u := e.newUser()
+	c := e.dial(u, e.addAlloc(u))
+	s, err := c.NewSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	s.Stdout = &out
+	stdin, err := s.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start("cat"); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, "one active session", func() bool {
+		return obstest.Scrape(t, url).Value("gpuaas_ssh_sessions_active") == 1
+	})
+	payload := strings.Repeat("metrics ", 512) // 4 KiB each way
+	if _, err := stdin.Write([]byte(payload)); err != nil {
+		t.Fatal(err)
+	}
+	stdin.Close()
+	if err := s.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if out.String() != payload {
+		t.Fatalf("cat echoed %d bytes; want %d", out.Len(), len(payload))
+	}
+	testutil.Eventually(t, "the session ended in the metrics", func() bool {
+		return obstest.Scrape(t, url).Value("gpuaas_ssh_sessions_active") == 0
+	})
+	after := obstest.Scrape(t, url)
+	if got := after.Value("gpuaas_ssh_sessions_total", "kind", api.SessionExec); got != 1 {
+		t.Errorf("sessions_total{kind=exec}: got %v; want 1", got)
+	}
+	if got := after.Value("gpuaas_ssh_bytes_total"); got < float64(2*len(payload)) {
+		t.Errorf("bytes_total: got %v; want at least %d (the payload both ways)", got, 2*len(payload))
+	}
+}

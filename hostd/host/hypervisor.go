@@ -48,6 +48,12 @@ type DomainSpec struct {
 	Disks    []Disk
 	// SeedISO is the cloud-init NoCloud seed image, attached as a CD-ROM.
 	SeedISO string
+	// Kernel, when set, boots the VM directly into this kernel with
+	// Initrd and Cmdline instead of from its first disk's bootloader
+	// (the guest image of hostd/guestimage has none).
+	Kernel  string
+	Initrd  string
+	Cmdline string
 	// MAC of the VM's management NIC on Network.
 	MAC     string
 	Network string

@@ -67,8 +67,11 @@ type numaMemoryXML struct {
 }
 
 type osXML struct {
-	Type osTypeXML `xml:"type"`
-	Boot bootXML   `xml:"boot"`
+	Type    osTypeXML `xml:"type"`
+	Kernel  string    `xml:"kernel,omitempty"`
+	Initrd  string    `xml:"initrd,omitempty"`
+	Cmdline string    `xml:"cmdline,omitempty"`
+	Boot    *bootXML  `xml:"boot"`
 }
 
 type osTypeXML struct {
@@ -201,7 +204,6 @@ func DomainXML(spec host.DomainSpec) ([]byte, error) {
 		// need.
 		OS: osXML{
 			Type: osTypeXML{Arch: "x86_64", Machine: "q35", Value: "hvm"},
-			Boot: bootXML{Dev: "hd"},
 		},
 		// Without ACPI the guest never sees Shutdown's power-button press.
 		Features:   featuresXML{ACPI: &empty{}, APIC: &empty{}},
@@ -210,6 +212,11 @@ func DomainXML(spec host.DomainSpec) ([]byte, error) {
 		OnPoweroff: "destroy",
 		OnReboot:   "restart",
 		OnCrash:    "destroy",
+	}
+	if spec.Kernel != "" {
+		d.OS.Kernel, d.OS.Initrd, d.OS.Cmdline = spec.Kernel, spec.Initrd, spec.Cmdline
+	} else {
+		d.OS.Boot = &bootXML{Dev: "hd"}
 	}
 	if spec.CPUSet != "" {
 		tune, err := cpuTune(spec.CPUSet, spec.VCPUs)

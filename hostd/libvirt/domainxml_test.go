@@ -73,6 +73,24 @@ var goldenSpecs = []struct {
 			Network: "default",
 		},
 	},
+	{
+		// The guest image of hostd/guestimage: direct kernel boot from a
+		// qcow2 overlay, a NoCloud seed, one NIC.
+		name: "direct-kernel",
+		spec: host.DomainSpec{
+			Name:      "alloc-kvm01",
+			VCPUs:     1,
+			MemoryMiB: 512,
+			NUMANode:  -1,
+			Disks:     []host.Disk{{Source: "/var/lib/gpuaas/slices/alloc-kvm01/overlay.qcow2", Target: "vda"}},
+			SeedISO:   "/var/lib/gpuaas/slices/alloc-kvm01/seed.iso",
+			Kernel:    "/var/cache/gpuaas/images/0123456789abcdef/vmlinuz",
+			Initrd:    "/var/cache/gpuaas/images/0123456789abcdef/initrd.img",
+			Cmdline:   "root=/dev/vda rw console=ttyS0",
+			MAC:       "52:54:00:6b:76:01",
+			Network:   "default",
+		},
+	},
 }
 
 func TestDomainXMLGolden(t *testing.T) {
@@ -137,6 +155,10 @@ func TestDomainXMLInvalid(t *testing.T) {
 			s.Disks = []host.Disk{{Source: "/dev/nvme0n1", Target: "vda"}, {Source: "/dev/nvme1n1", Target: "vda"}}
 		}},
 		{"seed iso relative", func(s *host.DomainSpec) { s.SeedISO = "seed.iso" }},
+		{"kernel relative", func(s *host.DomainSpec) { s.Kernel = "vmlinuz" }},
+		{"initrd relative", func(s *host.DomainSpec) { s.Kernel, s.Initrd = "/boot/vmlinuz", "initrd.img" }},
+		{"initrd without kernel", func(s *host.DomainSpec) { s.Initrd = "/boot/initrd.img" }},
+		{"cmdline without kernel", func(s *host.DomainSpec) { s.Cmdline = "root=/dev/vda" }},
 		{"mac without network", func(s *host.DomainSpec) { s.MAC = "52:54:00:00:00:01" }},
 		{"mac malformed", func(s *host.DomainSpec) { s.MAC, s.Network = "52:54:00:00:01", "default" }},
 		{"mac dashes", func(s *host.DomainSpec) { s.MAC, s.Network = "52-54-00-00-00-01", "default" }},

@@ -167,6 +167,18 @@ func validateSpec(spec host.DomainSpec) error {
 			return err
 		}
 	}
+	if spec.Kernel != "" {
+		if err := validatePath("kernel", spec.Kernel); err != nil {
+			return err
+		}
+		if spec.Initrd != "" {
+			if err := validatePath("initrd", spec.Initrd); err != nil {
+				return err
+			}
+		}
+	} else if spec.Initrd != "" || spec.Cmdline != "" {
+		return fmt.Errorf("%w: initrd or kernel command line given without a kernel", host.ErrInvalidSpec)
+	}
 	if spec.MAC != "" {
 		if spec.Network == "" {
 			return fmt.Errorf("%w: mac %q given without a network", host.ErrInvalidSpec, spec.MAC)

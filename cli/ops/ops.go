@@ -1,12 +1,13 @@
 // Package ops holds `gpuaas ops`: platform administration that is neither a
 // node nor a user's business — the SSH certificate authorities, the NATS
-// trust model's keys and the ledger check.
+// trust model's keys, the ledger check and the slice guest image.
 package ops
 
 import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
+	"github.com/gpuaas/gpuaas/cli/ops/image"
 )
 
 // NewCmdOps builds `gpuaas ops`.
@@ -34,6 +35,6 @@ learn it (` + "`gpuaas ssh-config`" + `) before the gateway presents it.`,
 		NewCmdCARotate(f, nil),
 		NewCmdCARetire(f, nil),
 	)
-	cmd.AddCommand(ca, NewCmdNATSSetup(f, nil), newCmdNATSIdentity(f), NewCmdLedger(f))
+	cmd.AddCommand(ca, NewCmdNATSSetup(f, nil), newCmdNATSIdentity(f), NewCmdLedger(f), image.NewCmdImage(f))
 	return cmd
 }

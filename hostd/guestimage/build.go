@@ -233,7 +233,7 @@ func build(ctx context.Context, cfg *Config, dir string) (Image, error) {
 	raw := filepath.Join(work, "rootfs.raw")
 	// mkfs.ext4 -d copies the tree into the new filesystem (owners, modes,
 	// links, device nodes) without mounting it.
-	if err := run("mkfs.ext4", "-q", "-F", "-L", "gpuaas-root", "-d", root, raw, cfg.DiskSize); err != nil {
+	if err := run("mkfs.ext4", "-q", "-F", "-L", RootLabel, "-d", root, raw, cfg.DiskSize); err != nil {
 		return Image{}, err
 	}
 	if err := run("qemu-img", "convert", "-f", "raw", "-O", "qcow2", raw, filepath.Join(work, DiskFile)); err != nil {

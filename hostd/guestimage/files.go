@@ -5,7 +5,7 @@ package guestimage
 
 // guestFiles maps a path in the guest to its mode and content.
 var guestFiles = []guestFile{
-	{"/etc/fstab", 0o644, "/dev/vda / ext4 rw,discard,errors=remount-ro 0 1\n"},
+	{"/etc/fstab", 0o644, "LABEL=" + RootLabel + " / ext4 rw,discard,errors=remount-ro 0 1\n"},
 	// NoCloud only: probing the other datasources (EC2's metadata address
 	// and so on) costs seconds on every boot. systemd-networkd renders the
 	// seed's network config (ifupdown is not installed).

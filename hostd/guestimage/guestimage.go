@@ -46,6 +46,10 @@ const (
 )
 
 // KernelCmdline is what the guest kernel boots with: the root filesystem
-// is the whole first virtio disk; the console is the serial port libvirt
+// is the whole root disk (no partition table); the console is the serial port libvirt
 // gives every slice.
-const KernelCmdline = "root=/dev/vda rw console=ttyS0 net.ifnames=0 quiet"
+const KernelCmdline = "root=LABEL=" + RootLabel + " rw console=ttyS0 quiet"
+
+// RootLabel is the root filesystem's label; the seed disk is another
+// virtio disk, so the root is found by label rather than device name.
+const RootLabel = "gpuaas-root"

@@ -234,12 +234,16 @@ func DomainXML(spec host.DomainSpec) ([]byte, error) {
 		dev.Disks = append(dev.Disks, diskElement(disk))
 	}
 	if spec.SeedISO != "" {
+		// The seed is a read-only virtio disk, not a SATA CD-ROM: cloud
+		// kernels (Debian's linux-image-cloud-amd64, the guest image's) have
+		// no AHCI driver, and NoCloud finds its seed by the filesystem label
+		// on any block device.
 		dev.Disks = append(dev.Disks, diskXML{
 			Type:     "file",
-			Device:   "cdrom",
+			Device:   "disk",
 			Driver:   diskDriverXML{Name: "qemu", Type: "raw"},
 			Source:   diskSourceXML{File: spec.SeedISO},
-			Target:   diskTargetXML{Dev: "sda", Bus: "sata"},
+			Target:   diskTargetXML{Dev: seedTarget(spec.Disks), Bus: "virtio"},
 			ReadOnly: &empty{},
 		})
 	}
@@ -291,6 +295,20 @@ func DomainXML(spec host.DomainSpec) ([]byte, error) {
 		return nil, fmt.Errorf("marshal domain %s: %w", spec.Name, err)
 	}
 	return append(out, '\n'), nil
+}
+
+// seedTarget is the first virtio disk name the VM's disks leave free.
+func seedTarget(disks []host.Disk) string {
+	used := map[string]bool{}
+	for _, d := range disks {
+		used[d.Target] = true
+	}
+	for c := 'a'; c <= 'z'; c++ {
+		if t := "vd" + string(c); !used[t] {
+			return t
+		}
+	}
+	return "vdzz"
 }
 
 // cpuTune pins vCPU i to the i-th CPU of cpuset when there are enough

@@ -222,6 +222,11 @@ func build(ctx context.Context, cfg *Config, dir string) (Image, error) {
 
 	if err := run("debootstrap", "--variant=minbase", "--cache-dir="+aptCache,
 		"--include="+strings.Join(Packages, ","), cfg.Suite, root, cfg.Mirror); err != nil {
+		// debootstrap's own output only points at its log, which goes
+		// with the work directory.
+		if log, rerr := os.ReadFile(filepath.Join(root, "debootstrap", "debootstrap.log")); rerr == nil {
+			err = fmt.Errorf("%w\ndebootstrap.log ends:\n%s", err, tail(log, 3000))
+		}
 		return Image{}, err
 	}
 	if err := customize(ctx, cfg, root); err != nil {
@@ -386,6 +391,14 @@ func runTool(ctx context.Context, log io.Writer, name string, args ...string) er
 		return fmt.Errorf("%s: %w\n%s", name, err, tail.String())
 	}
 	return nil
+}
+
+// tail is the last n bytes of b.
+func tail(b []byte, n int) string {
+	if len(b) > n {
+		b = b[len(b)-n:]
+	}
+	return string(bytes.TrimSpace(b))
 }
 
 // tailBuffer keeps the last 4 KiB written to it.

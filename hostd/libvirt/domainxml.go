@@ -93,7 +93,13 @@ type featuresXML struct {
 }
 
 type cpuXML struct {
-	Mode string `xml:"mode,attr"`
+	Mode     string       `xml:"mode,attr"`
+	Features []featureXML `xml:"feature"`
+}
+
+type featureXML struct {
+	Policy string `xml:"policy,attr"`
+	Name   string `xml:"name,attr"`
 }
 
 type clockXML struct {
@@ -212,6 +218,13 @@ func DomainXML(spec host.DomainSpec) ([]byte, error) {
 		OnPoweroff: "destroy",
 		OnReboot:   "restart",
 		OnCrash:    "destroy",
+	}
+	if spec.Emulate {
+		// TCG has no host CPU to pass through: the most it can emulate.
+		d.Type, d.CPU = "qemu", cpuXML{Mode: "maximum"}
+	}
+	for _, f := range spec.DisableCPUFeatures {
+		d.CPU.Features = append(d.CPU.Features, featureXML{Policy: "disable", Name: f})
 	}
 	if spec.Kernel != "" {
 		d.OS.Kernel, d.OS.Initrd, d.OS.Cmdline = spec.Kernel, spec.Initrd, spec.Cmdline

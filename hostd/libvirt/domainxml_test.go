@@ -88,7 +88,9 @@ var goldenSpecs = []struct {
 			Initrd:    "/var/cache/gpuaas/images/0123456789abcdef/initrd.img",
 			Cmdline:   "root=/dev/vda rw console=ttyS0",
 			MAC:       "52:54:00:6b:76:01",
-			Network:   "default",
+			// Nested KVM without IA32_ARCH_CAPABILITIES (CPUQuirks).
+			DisableCPUFeatures: []string{"arch-capabilities"},
+			Network:            "default",
 		},
 	},
 }
@@ -159,6 +161,8 @@ func TestDomainXMLInvalid(t *testing.T) {
 		{"initrd relative", func(s *host.DomainSpec) { s.Kernel, s.Initrd = "/boot/vmlinuz", "initrd.img" }},
 		{"initrd without kernel", func(s *host.DomainSpec) { s.Initrd = "/boot/initrd.img" }},
 		{"cmdline without kernel", func(s *host.DomainSpec) { s.Cmdline = "root=/dev/vda" }},
+		{"cpu feature with space", func(s *host.DomainSpec) { s.DisableCPUFeatures = []string{"arch capabilities"} }},
+		{"cpu feature empty", func(s *host.DomainSpec) { s.DisableCPUFeatures = []string{""} }},
 		{"mac without network", func(s *host.DomainSpec) { s.MAC = "52:54:00:00:00:01" }},
 		{"mac malformed", func(s *host.DomainSpec) { s.MAC, s.Network = "52:54:00:00:01", "default" }},
 		{"mac dashes", func(s *host.DomainSpec) { s.MAC, s.Network = "52-54-00-00-00-01", "default" }},
@@ -212,5 +216,23 @@ func TestParseCPUSet(t *testing.T) {
 		if err != nil || !slices.Equal(got, tc.want) {
 			t.Errorf("parseCPUSet(%q) = %v, %v; want %v, nil", tc.in, got, err, tc.want)
 		}
+	}
+}
+
+// TestDomainXMLEmulate: an emulated guest is a "qemu" (TCG) domain with
+// QEMU's maximum CPU model; host-passthrough needs KVM.
+func TestDomainXMLEmulate(t *testing.T) {
+	spec := host.DomainSpec{Name: "vm", VCPUs: 1, MemoryMiB: 512, NUMANode: -1, Emulate: true}
+	got, err := DomainXML(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`<domain type="qemu">`, `<cpu mode="maximum">`} {
+		if !bytes.Contains(got, []byte(want)) {
+			t.Errorf("DomainXML(Emulate) lacks %s:\n%s", want, got)
+		}
+	}
+	if bytes.Contains(got, []byte("host-passthrough")) {
+		t.Errorf("DomainXML(Emulate) passes the host CPU through:\n%s", got)
 	}
 }

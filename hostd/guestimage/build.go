@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strings"
 	"syscall"
 	"time"
@@ -34,6 +35,9 @@ var Packages = []string{
 	"systemd-sysv", "udev", "dbus",
 	"openssh-server", "sudo",
 	"cloud-init", "python3", "iproute2", "netbase",
+	// debootstrap's resolver does not follow virtual packages: cloud-init's
+	// python3-cryptography needs python3-cffi-backend's.
+	"python3-cffi-backend",
 }
 
 // builderVersion changes when Build changes in a way that makes an old
@@ -212,7 +216,15 @@ func build(ctx context.Context, cfg *Config, dir string) (Image, error) {
 	if err != nil {
 		return Image{}, fmt.Errorf("build image: %w", err)
 	}
-	defer os.RemoveAll(work)
+	defer func() {
+		// debootstrap mounts /proc and /sys in the tree and leaves them
+		// when it is killed; never recurse into them.
+		if err := unmountUnder(work); err != nil {
+			fmt.Fprintf(cfg.Log, "leaving %s: %v\n", work, err)
+			return
+		}
+		os.RemoveAll(work)
+	}()
 	root := filepath.Join(work, "root")
 	aptCache := filepath.Join(cfg.CacheDir, "apt")
 	if err := os.MkdirAll(aptCache, 0o755); err != nil {
@@ -310,6 +322,28 @@ func customize(ctx context.Context, cfg *Config, root string) error {
 		}
 	}
 	return os.MkdirAll(filepath.Join(root, "var/lib/apt/lists/partial"), 0o755)
+}
+
+// unmountUnder detaches every mount below dir, deepest first.
+func unmountUnder(dir string) error {
+	data, err := os.ReadFile("/proc/self/mounts")
+	if err != nil {
+		return err
+	}
+	var points []string
+	for _, line := range strings.Split(string(data), "\n") {
+		f := strings.Fields(line)
+		if len(f) > 1 && strings.HasPrefix(f[1], dir+"/") {
+			points = append(points, f[1])
+		}
+	}
+	sort.Sort(sort.Reverse(sort.StringSlice(points)))
+	for _, p := range points {
+		if err := syscall.Unmount(p, syscall.MNT_DETACH); err != nil {
+			return fmt.Errorf("unmount %s: %w", p, err)
+		}
+	}
+	return nil
 }
 
 // extractBoot copies the tree's one kernel and its initrd into dir.

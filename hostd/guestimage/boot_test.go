@@ -184,6 +184,9 @@ ethernets:
 	ssh := func(cmd string) (string, error) { return sshRun(ctx, key, "renter@"+ip, cmd) }
 	marker := waitMarker(t, ctx, ssh, 6*time.Minute)
 	ready := time.Since(start)
+	if want := "(instance " + name + ")"; !strings.Contains(marker, want) {
+		t.Errorf("slice-ready marker %q does not name the seed's instance %s: the driver check did not read the seed", marker, name)
+	}
 	t.Logf("boot (%s): sshd banner after %.1fs, slice-ready after %.1fs (%q)", wantVirt, banner.Seconds(), ready.Seconds(), marker)
 
 	for _, c := range []struct{ cmd, want string }{

@@ -36,20 +36,23 @@ const driverCheckScript = `#!/usr/bin/python3
 import json, shutil, subprocess, sys
 
 def meta():
-    for path in ("/run/cloud-init/instance-data-sensitive.json", "/run/cloud-init/instance-data.json"):
+    # An argument names the instance data to read instead (tests).
+    paths = sys.argv[1:] or ["/run/cloud-init/instance-data-sensitive.json", "/run/cloud-init/instance-data.json"]
+    for path in paths:
         try:
             with open(path) as f:
                 ds = json.load(f).get("ds", {})
         except (OSError, ValueError):
             continue
-        md = ds.get("meta_data") or ds.get("meta-data") or {}
-        if isinstance(md, dict):
+        # No meta-data is not "no GPUs": fail closed.
+        md = ds.get("meta_data") or ds.get("meta-data")
+        if isinstance(md, dict) and md.get("instance-id"):
             return md
     return None
 
 md = meta()
 if md is None:
-    print("no cloud-init instance data: the NoCloud seed was not read")
+    print("no cloud-init meta-data with an instance-id: the NoCloud seed was not read")
     sys.exit(1)
 if str(md.get("` + MetaDriverCheck + `", "")).strip() == "fail":
     print("driver check forced to fail by the seed (` + MetaDriverCheck + `: fail)")
@@ -60,7 +63,7 @@ except (TypeError, ValueError):
     print("seed key ` + MetaGPUs + ` is not a number: %r" % md.get("` + MetaGPUs + `"))
     sys.exit(1)
 if want == 0:
-    print("ok: no GPUs expected")
+    print("ok: no GPUs expected (instance %s)" % md["instance-id"])
     sys.exit(0)
 if shutil.which("nvidia-smi") is None:
     print("expected %d GPUs but nvidia-smi is not installed: no GPU driver" % want)
@@ -73,7 +76,7 @@ got = sum(1 for line in r.stdout.splitlines() if line.startswith("GPU "))
 if got != want:
     print("expected %d GPUs, nvidia-smi -L lists %d" % (want, got))
     sys.exit(1)
-print("ok: %d GPUs" % got)
+print("ok: %d GPUs (instance %s)" % (got, md["instance-id"]))
 `
 
 // sliceReadyScript runs the driver check and writes the marker hostd

@@ -145,6 +145,9 @@ func Build(ctx context.Context, cfg Config) (Result, error) {
 	}
 	unlock, err := lockDir(filepath.Dir(dir))
 	if err != nil {
+		if cfg.Geteuid() != 0 {
+			return Result{}, fmt.Errorf("%w (%v)", ErrNotRoot, err)
+		}
 		return Result{}, fmt.Errorf("build image: %w", err)
 	}
 	defer unlock()
@@ -197,6 +200,11 @@ func checkTools(tools [][2]string) error {
 // machine do not both build; the second reuses the first's image.
 func lockDir(dir string) (func(), error) {
 	f, err := os.OpenFile(filepath.Join(dir, ".lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	if errors.Is(err, os.ErrPermission) {
+		// Not root: a read-only descriptor locks as well, and lets a user
+		// reuse the image root built.
+		f, err = os.Open(filepath.Join(dir, ".lock"))
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -275,7 +275,7 @@ func build(ctx context.Context, cfg *Config, dir string) (Image, error) {
 		Built: cfg.Now().UTC(), BuildSeconds: cfg.Now().Sub(start).Seconds(),
 		Disk: File{Name: DiskFile}, Kernel: File{Name: KernelFile}, Initrd: File{Name: InitrdFile},
 	}
-	if err := writeManifest(work, &m); err != nil {
+	if err := WriteManifest(work, &m); err != nil {
 		return Image{}, fmt.Errorf("build image: %w", err)
 	}
 	if err := os.Chmod(work, 0o755); err != nil {

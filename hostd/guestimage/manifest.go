@@ -111,9 +111,9 @@ func hashFile(p string) (string, int64, error) {
 	return hex.EncodeToString(h.Sum(nil)), n, nil
 }
 
-// writeManifest fills in the digests and sizes of m's files in dir and
+// WriteManifest fills in the digests and sizes of m's files in dir and
 // writes the manifest there.
-func writeManifest(dir string, m *Manifest) error {
+func WriteManifest(dir string, m *Manifest) error {
 	for _, f := range m.files() {
 		sum, size, err := hashFile(filepath.Join(dir, f.Name))
 		if err != nil {

@@ -19,7 +19,7 @@ func writeFakeImage(t *testing.T) string {
 		}
 	}
 	m := Manifest{Key: "k", Disk: File{Name: DiskFile}, Kernel: File{Name: KernelFile}, Initrd: File{Name: InitrdFile}}
-	if err := writeManifest(dir, &m); err != nil {
+	if err := WriteManifest(dir, &m); err != nil {
 		t.Fatal(err)
 	}
 	return dir

@@ -1,12 +1,14 @@
 // Package ops holds `gpuaas ops`: platform administration that is neither a
 // node nor a user's business — the SSH certificate authorities, the NATS
-// trust model's keys, the ledger check and dead outbox events.
+// trust model's keys, the ledger check, dead outbox events and the slice
+// guest image.
 package ops
 
 import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
+	"github.com/gpuaas/gpuaas/cli/ops/image"
 	"github.com/gpuaas/gpuaas/cli/ops/outbox"
 )
 
@@ -35,6 +37,6 @@ learn it (` + "`gpuaas ssh-config`" + `) before the gateway presents it.`,
 		NewCmdCARotate(f, nil),
 		NewCmdCARetire(f, nil),
 	)
-	cmd.AddCommand(ca, NewCmdNATSSetup(f, nil), newCmdNATSIdentity(f), NewCmdLedger(f), outbox.NewCmdOutbox(f))
+	cmd.AddCommand(ca, NewCmdNATSSetup(f, nil), newCmdNATSIdentity(f), NewCmdLedger(f), outbox.NewCmdOutbox(f), image.NewCmdImage(f))
 	return cmd
 }

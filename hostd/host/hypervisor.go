@@ -48,6 +48,20 @@ type DomainSpec struct {
 	Disks    []Disk
 	// SeedISO is the cloud-init NoCloud seed image, attached as a CD-ROM.
 	SeedISO string
+	// Kernel, when set, boots the VM directly into this kernel with
+	// Initrd and Cmdline instead of from its first disk's bootloader
+	// (the guest image of hostd/guestimage has none).
+	Kernel  string
+	Initrd  string
+	Cmdline string
+	// DisableCPUFeatures are host CPU features the guest must not get
+	// although the host model has them: quirks of the host, such as
+	// "arch-capabilities" under nested KVM (see libvirt.CPUQuirks).
+	DisableCPUFeatures []string
+	// Emulate runs the guest under QEMU's software emulation (TCG)
+	// instead of KVM: for hosts whose KVM cannot run the guest kernel.
+	// Never on GPU hosts: it is orders of magnitude slower.
+	Emulate bool
 	// MAC of the VM's management NIC on Network.
 	MAC     string
 	Network string

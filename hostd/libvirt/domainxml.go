@@ -67,8 +67,11 @@ type numaMemoryXML struct {
 }
 
 type osXML struct {
-	Type osTypeXML `xml:"type"`
-	Boot bootXML   `xml:"boot"`
+	Type    osTypeXML `xml:"type"`
+	Kernel  string    `xml:"kernel,omitempty"`
+	Initrd  string    `xml:"initrd,omitempty"`
+	Cmdline string    `xml:"cmdline,omitempty"`
+	Boot    *bootXML  `xml:"boot"`
 }
 
 type osTypeXML struct {
@@ -90,7 +93,13 @@ type featuresXML struct {
 }
 
 type cpuXML struct {
-	Mode string `xml:"mode,attr"`
+	Mode     string       `xml:"mode,attr"`
+	Features []featureXML `xml:"feature"`
+}
+
+type featureXML struct {
+	Policy string `xml:"policy,attr"`
+	Name   string `xml:"name,attr"`
 }
 
 type clockXML struct {
@@ -201,7 +210,6 @@ func DomainXML(spec host.DomainSpec) ([]byte, error) {
 		// need.
 		OS: osXML{
 			Type: osTypeXML{Arch: "x86_64", Machine: "q35", Value: "hvm"},
-			Boot: bootXML{Dev: "hd"},
 		},
 		// Without ACPI the guest never sees Shutdown's power-button press.
 		Features:   featuresXML{ACPI: &empty{}, APIC: &empty{}},
@@ -210,6 +218,18 @@ func DomainXML(spec host.DomainSpec) ([]byte, error) {
 		OnPoweroff: "destroy",
 		OnReboot:   "restart",
 		OnCrash:    "destroy",
+	}
+	if spec.Emulate {
+		// TCG has no host CPU to pass through: the most it can emulate.
+		d.Type, d.CPU = "qemu", cpuXML{Mode: "maximum"}
+	}
+	for _, f := range spec.DisableCPUFeatures {
+		d.CPU.Features = append(d.CPU.Features, featureXML{Policy: "disable", Name: f})
+	}
+	if spec.Kernel != "" {
+		d.OS.Kernel, d.OS.Initrd, d.OS.Cmdline = spec.Kernel, spec.Initrd, spec.Cmdline
+	} else {
+		d.OS.Boot = &bootXML{Dev: "hd"}
 	}
 	if spec.CPUSet != "" {
 		tune, err := cpuTune(spec.CPUSet, spec.VCPUs)
@@ -227,12 +247,16 @@ func DomainXML(spec host.DomainSpec) ([]byte, error) {
 		dev.Disks = append(dev.Disks, diskElement(disk))
 	}
 	if spec.SeedISO != "" {
+		// The seed is a read-only virtio disk, not a SATA CD-ROM: cloud
+		// kernels (Debian's linux-image-cloud-amd64, the guest image's) have
+		// no AHCI driver, and NoCloud finds its seed by the filesystem label
+		// on any block device.
 		dev.Disks = append(dev.Disks, diskXML{
 			Type:     "file",
-			Device:   "cdrom",
+			Device:   "disk",
 			Driver:   diskDriverXML{Name: "qemu", Type: "raw"},
 			Source:   diskSourceXML{File: spec.SeedISO},
-			Target:   diskTargetXML{Dev: "sda", Bus: "sata"},
+			Target:   diskTargetXML{Dev: seedTarget(spec.Disks), Bus: "virtio"},
 			ReadOnly: &empty{},
 		})
 	}
@@ -284,6 +308,20 @@ func DomainXML(spec host.DomainSpec) ([]byte, error) {
 		return nil, fmt.Errorf("marshal domain %s: %w", spec.Name, err)
 	}
 	return append(out, '\n'), nil
+}
+
+// seedTarget is the first virtio disk name the VM's disks leave free.
+func seedTarget(disks []host.Disk) string {
+	used := map[string]bool{}
+	for _, d := range disks {
+		used[d.Target] = true
+	}
+	for c := 'a'; c <= 'z'; c++ {
+		if t := "vd" + string(c); !used[t] {
+			return t
+		}
+	}
+	return "vdzz"
 }
 
 // cpuTune pins vCPU i to the i-th CPU of cpuset when there are enough

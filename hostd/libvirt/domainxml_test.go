@@ -73,6 +73,26 @@ var goldenSpecs = []struct {
 			Network: "default",
 		},
 	},
+	{
+		// The guest image of hostd/guestimage: direct kernel boot from a
+		// qcow2 overlay, a NoCloud seed, one NIC.
+		name: "direct-kernel",
+		spec: host.DomainSpec{
+			Name:      "alloc-kvm01",
+			VCPUs:     1,
+			MemoryMiB: 512,
+			NUMANode:  -1,
+			Disks:     []host.Disk{{Source: "/var/lib/gpuaas/slices/alloc-kvm01/overlay.qcow2", Target: "vda"}},
+			SeedISO:   "/var/lib/gpuaas/slices/alloc-kvm01/seed.iso",
+			Kernel:    "/var/cache/gpuaas/images/0123456789abcdef/vmlinuz",
+			Initrd:    "/var/cache/gpuaas/images/0123456789abcdef/initrd.img",
+			Cmdline:   "root=/dev/vda rw console=ttyS0",
+			MAC:       "52:54:00:6b:76:01",
+			// Nested KVM without IA32_ARCH_CAPABILITIES (CPUQuirks).
+			DisableCPUFeatures: []string{"arch-capabilities"},
+			Network:            "default",
+		},
+	},
 }
 
 func TestDomainXMLGolden(t *testing.T) {
@@ -137,6 +157,12 @@ func TestDomainXMLInvalid(t *testing.T) {
 			s.Disks = []host.Disk{{Source: "/dev/nvme0n1", Target: "vda"}, {Source: "/dev/nvme1n1", Target: "vda"}}
 		}},
 		{"seed iso relative", func(s *host.DomainSpec) { s.SeedISO = "seed.iso" }},
+		{"kernel relative", func(s *host.DomainSpec) { s.Kernel = "vmlinuz" }},
+		{"initrd relative", func(s *host.DomainSpec) { s.Kernel, s.Initrd = "/boot/vmlinuz", "initrd.img" }},
+		{"initrd without kernel", func(s *host.DomainSpec) { s.Initrd = "/boot/initrd.img" }},
+		{"cmdline without kernel", func(s *host.DomainSpec) { s.Cmdline = "root=/dev/vda" }},
+		{"cpu feature with space", func(s *host.DomainSpec) { s.DisableCPUFeatures = []string{"arch capabilities"} }},
+		{"cpu feature empty", func(s *host.DomainSpec) { s.DisableCPUFeatures = []string{""} }},
 		{"mac without network", func(s *host.DomainSpec) { s.MAC = "52:54:00:00:00:01" }},
 		{"mac malformed", func(s *host.DomainSpec) { s.MAC, s.Network = "52:54:00:00:01", "default" }},
 		{"mac dashes", func(s *host.DomainSpec) { s.MAC, s.Network = "52-54-00-00-00-01", "default" }},
@@ -190,5 +216,23 @@ func TestParseCPUSet(t *testing.T) {
 		if err != nil || !slices.Equal(got, tc.want) {
 			t.Errorf("parseCPUSet(%q) = %v, %v; want %v, nil", tc.in, got, err, tc.want)
 		}
+	}
+}
+
+// TestDomainXMLEmulate: an emulated guest is a "qemu" (TCG) domain with
+// QEMU's maximum CPU model; host-passthrough needs KVM.
+func TestDomainXMLEmulate(t *testing.T) {
+	spec := host.DomainSpec{Name: "vm", VCPUs: 1, MemoryMiB: 512, NUMANode: -1, Emulate: true}
+	got, err := DomainXML(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`<domain type="qemu">`, `<cpu mode="maximum">`} {
+		if !bytes.Contains(got, []byte(want)) {
+			t.Errorf("DomainXML(Emulate) lacks %s:\n%s", want, got)
+		}
+	}
+	if bytes.Contains(got, []byte("host-passthrough")) {
+		t.Errorf("DomainXML(Emulate) passes the host CPU through:\n%s", got)
 	}
 }

@@ -90,6 +90,7 @@ func parseCPU(s string) (int, error) {
 var (
 	uuidRE       = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
 	diskTargetRE = regexp.MustCompile(`^vd[a-z]{1,2}$`)
+	cpuFeatureRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,63}$`)
 )
 
 // validateName accepts what libvirt accepts as a domain name and what is
@@ -165,6 +166,23 @@ func validateSpec(spec host.DomainSpec) error {
 	if spec.SeedISO != "" {
 		if err := validatePath("seed iso", spec.SeedISO); err != nil {
 			return err
+		}
+	}
+	if spec.Kernel != "" {
+		if err := validatePath("kernel", spec.Kernel); err != nil {
+			return err
+		}
+		if spec.Initrd != "" {
+			if err := validatePath("initrd", spec.Initrd); err != nil {
+				return err
+			}
+		}
+	} else if spec.Initrd != "" || spec.Cmdline != "" {
+		return fmt.Errorf("%w: initrd or kernel command line given without a kernel", host.ErrInvalidSpec)
+	}
+	for _, f := range spec.DisableCPUFeatures {
+		if !cpuFeatureRE.MatchString(f) {
+			return fmt.Errorf("%w: cpu feature %q", host.ErrInvalidSpec, f)
 		}
 	}
 	if spec.MAC != "" {

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gpuaas/gpuaas/hostd/guestimage"
 	"github.com/gpuaas/gpuaas/hostd/host"
 	"github.com/gpuaas/gpuaas/internal/api"
 )
@@ -66,7 +67,19 @@ func (c Config) vmProvision(ctx context.Context, env *Env, p api.VMProvisionPara
 	}
 
 	base := filepath.Join(env.ImageDir, p.Image.Name+".img")
+	// boot is set when the image is a guest image directory (hostd/guestimage:
+	// a disk with no bootloader, booted with its own kernel and initrd).
+	var boot *guestimage.Image
 	err = ph.Run(ctx, PhaseImageVerify, func(ctx context.Context) error {
+		dir := filepath.Join(env.ImageDir, p.Image.Name)
+		if _, err := os.Stat(filepath.Join(dir, guestimage.ManifestFile)); err == nil {
+			img, err := verifyGuestImage(dir, p.Image.SHA256)
+			if err != nil {
+				return err
+			}
+			base, boot = img.Disk, &img
+			return nil
+		}
 		return verifyImage(ctx, base, p.Image.SHA256)
 	}, nil)
 	if err != nil {
@@ -83,7 +96,7 @@ func (c Config) vmProvision(ctx context.Context, env *Env, p api.VMProvisionPara
 	}
 
 	err = ph.Run(ctx, PhaseDefineStart, func(ctx context.Context) error {
-		return defineStart(ctx, env, p, base, paths)
+		return defineStart(ctx, env, p, base, boot, paths)
 	}, func(ctx context.Context) error {
 		return errors.Join(teardownDomain(ctx, env, name), removeIfExists(paths.Overlay))
 	})
@@ -157,6 +170,27 @@ func verifyImage(ctx context.Context, file, want string) error {
 	return nil
 }
 
+// verifyGuestImage checks a guest image directory: the disk's digest
+// must be the pinned one, and every file must match the manifest.
+func verifyGuestImage(dir, want string) (guestimage.Image, error) {
+	want = strings.ToLower(strings.TrimSpace(want))
+	if len(want) != sha256.Size*2 {
+		return guestimage.Image{}, fmt.Errorf("%w: no valid sha256 pinned for %s (got %q)", ErrImageChecksum, filepath.Base(dir), want)
+	}
+	m, err := guestimage.ReadManifest(dir)
+	if err != nil {
+		return guestimage.Image{}, fmt.Errorf("%w: %w", ErrImageMissing, err)
+	}
+	if m.Disk.SHA256 != want {
+		return guestimage.Image{}, fmt.Errorf("%w: %s's manifest records disk sha256 %s; want %s", ErrImageChecksum, dir, m.Disk.SHA256, want)
+	}
+	img, err := guestimage.Verify(dir)
+	if err != nil {
+		return guestimage.Image{}, fmt.Errorf("%w: %w", ErrImageChecksum, err)
+	}
+	return img, nil
+}
+
 // ctxReader stops a long read (hashing a multi-GB image) when ctx ends.
 type ctxReader struct {
 	ctx context.Context
@@ -172,7 +206,7 @@ func (r ctxReader) Read(p []byte) (int, error) {
 
 // defineStart makes the boot overlay and defines and starts the domain.
 // A domain of the same name left by an interrupted attempt goes first.
-func defineStart(ctx context.Context, env *Env, p api.VMProvisionParams, base string, paths SlicePaths) error {
+func defineStart(ctx context.Context, env *Env, p api.VMProvisionParams, base string, boot *guestimage.Image, paths SlicePaths) error {
 	if err := teardownDomain(ctx, env, p.AllocationID); err != nil {
 		return fmt.Errorf("remove leftover domain: %w", err)
 	}
@@ -189,6 +223,9 @@ func defineStart(ctx context.Context, env *Env, p api.VMProvisionParams, base st
 	spec, err := domainSpec(env, p, paths)
 	if err != nil {
 		return err
+	}
+	if boot != nil {
+		spec.Kernel, spec.Initrd, spec.Cmdline = boot.Kernel, boot.Initrd, boot.Manifest.Cmdline
 	}
 	if err := env.Hypervisor.Define(ctx, spec); err != nil {
 		return err

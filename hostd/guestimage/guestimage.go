@@ -1,0 +1,55 @@
+// Package guestimage builds and verifies the slice VMs' guest image: a
+// small Debian system made from packages with debootstrap, written as an
+// ext4 filesystem (mkfs.ext4 -d, no loop mount) in a qcow2 file, plus the
+// kernel and initrd it boots with.
+//
+// The guest boots by direct kernel boot (libvirt's <kernel>, <initrd>,
+// <cmdline>): the disk is one bare filesystem with no partition table and
+// no bootloader. That is what lets the image be built without mounting
+// anything (a bootloader must be installed into a partitioned device),
+// and the boot skips firmware's boot menu and GRUB's timeout. The price
+// is two more files, which the manifest checksums like the disk.
+//
+// The guest's contract with hostd: cloud-init reads the NoCloud seed
+// (users and keys, host name, network config, and the meta-data keys
+// MetaGPUs and MetaDriverCheck); after cloud-init is done the readiness
+// unit runs the driver check and writes ReadyMarker when it passed or
+// FailedMarker with the reason when it did not. hostd sees a slice as
+// ready when sshd answers and ReadyMarker exists.
+package guestimage
+
+// Guest paths and seed keys: the readiness contract between the image
+// and hostd.
+const (
+	// ReadyMarker is written by the readiness unit once cloud-init has
+	// finished and the driver check passed.
+	ReadyMarker = "/run/gpuaas/slice-ready"
+	// FailedMarker is written instead of ReadyMarker when the driver
+	// check fails; it holds the reason.
+	FailedMarker = "/run/gpuaas/slice-failed"
+	// DriverCheck is the driver check script in the guest.
+	DriverCheck = "/usr/local/sbin/gpuaas-driver-check"
+	// MetaGPUs is the NoCloud meta-data key with the number of GPUs the
+	// slice must see.
+	MetaGPUs = "gpuaas-gpus"
+	// MetaDriverCheck set to "fail" in the meta-data makes the driver
+	// check fail (tests of the fail-closed path).
+	MetaDriverCheck = "gpuaas-driver-check"
+)
+
+// File names in an image directory.
+const (
+	ManifestFile = "manifest.json"
+	DiskFile     = "rootfs.qcow2"
+	KernelFile   = "vmlinuz"
+	InitrdFile   = "initrd.img"
+)
+
+// KernelCmdline is what the guest kernel boots with: the root filesystem
+// is the whole root disk (no partition table); the console is the serial port libvirt
+// gives every slice.
+const KernelCmdline = "root=LABEL=" + RootLabel + " rw console=ttyS0 quiet"
+
+// RootLabel is the root filesystem's label; the seed disk is another
+// virtio disk, so the root is found by label rather than device name.
+const RootLabel = "gpuaas-root"

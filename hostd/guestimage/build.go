@@ -11,7 +11,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
 	"strings"
 	"syscall"
 	"time"
@@ -330,28 +329,6 @@ func customize(ctx context.Context, cfg *Config, root string) error {
 		}
 	}
 	return os.MkdirAll(filepath.Join(root, "var/lib/apt/lists/partial"), 0o755)
-}
-
-// unmountUnder detaches every mount below dir, deepest first.
-func unmountUnder(dir string) error {
-	data, err := os.ReadFile("/proc/self/mounts")
-	if err != nil {
-		return err
-	}
-	var points []string
-	for _, line := range strings.Split(string(data), "\n") {
-		f := strings.Fields(line)
-		if len(f) > 1 && strings.HasPrefix(f[1], dir+"/") {
-			points = append(points, f[1])
-		}
-	}
-	sort.Sort(sort.Reverse(sort.StringSlice(points)))
-	for _, p := range points {
-		if err := syscall.Unmount(p, syscall.MNT_DETACH); err != nil {
-			return fmt.Errorf("unmount %s: %w", p, err)
-		}
-	}
-	return nil
 }
 
 // extractBoot copies the tree's one kernel and its initrd into dir.

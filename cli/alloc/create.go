@@ -112,13 +112,10 @@ func createRun(ctx context.Context, opts *CreateOptions) error {
 	if opts.DryRun {
 		return quoteRun(ctx, opts, client, req)
 	}
-	var callOpts []api.CallOption
-	if opts.IdempotencyKey != "" {
-		callOpts = append(callOpts, api.WithIdempotencyKey(opts.IdempotencyKey))
-	}
-	a, err := client.AllocCreate(ctx, req, callOpts...)
+	key := mutationKey(opts.IdempotencyKey)
+	a, err := client.AllocCreate(ctx, req, api.WithIdempotencyKey(key))
 	if err != nil {
-		return err
+		return withRetryKey(err, key)
 	}
 	if opts.Wait {
 		created := a

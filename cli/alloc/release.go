@@ -24,6 +24,8 @@ type ReleaseOptions struct {
 	Yes     bool
 	Wait    bool
 	Timeout time.Duration
+	// IdempotencyKey makes a retried release return the first reply.
+	IdempotencyKey string
 }
 
 // NewCmdRelease builds `gpuaas alloc release`; runF replaces releaseRun in tests.
@@ -42,7 +44,10 @@ once the allocation is released and its GPUs are free, exiting 20 if the
 release fails and 21 if --timeout passes first.
 
 Billing stops when the release is asked for: the final partial window is
-charged at once and what the allocation cost is printed on stderr.`,
+charged at once and what the allocation cost is printed on stderr.
+
+Retrying with the same --idempotency-key returns the first release's
+reply instead of a conflict, and never releases twice.`,
 		Args: cmdutil.ExactArgs(1, "an allocation ID"),
 		RunE: func(c *cobra.Command, args []string) error {
 			opts.ID = args[0]
@@ -55,6 +60,7 @@ charged at once and what the allocation cost is printed on stderr.`,
 	cmd.Flags().BoolVar(&opts.Force, "force", false, "Release from any non-final state (operators)")
 	cmd.Flags().StringVar(&opts.Reason, "reason", "", "Why, for the audit log")
 	cmd.Flags().BoolVarP(&opts.Yes, "yes", "y", false, "Do not ask for confirmation")
+	cmd.Flags().StringVar(&opts.IdempotencyKey, "idempotency-key", "", "Key that makes retries safe (default: random)")
 	cmd.Flags().BoolVar(&opts.Wait, "wait", false, "Wait until the allocation is released")
 	cmd.Flags().DurationVar(&opts.Timeout, "timeout", 30*time.Minute, "With --wait: how long to wait")
 	cmdutil.AddJSONFlags(cmd, &opts.Exporter, cmdutil.FieldsOf(api.Allocation{}))
@@ -75,9 +81,11 @@ func releaseRun(ctx context.Context, opts *ReleaseOptions) error {
 	if err != nil {
 		return err
 	}
-	a, err := client.AllocRelease(ctx, api.AllocReleaseRequest{ID: opts.ID, Force: opts.Force, Reason: opts.Reason})
+	key := mutationKey(opts.IdempotencyKey)
+	a, err := client.AllocRelease(ctx, api.AllocReleaseRequest{ID: opts.ID, Force: opts.Force, Reason: opts.Reason},
+		api.WithIdempotencyKey(key))
 	if err != nil {
-		return err
+		return withRetryKey(err, key)
 	}
 	if opts.Wait {
 		if a, err = waitForOperation(ctx, opts.IO, client, a.ID, opts.Timeout, api.AllocReleased); err != nil {

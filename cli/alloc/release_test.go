@@ -20,6 +20,7 @@ func TestNewCmdRelease(t *testing.T) {
 		{name: "id", args: []string{"a-1"}, want: ReleaseOptions{ID: "a-1"}},
 		{name: "all flags", args: []string{"a-1", "--force", "--reason", "node broke", "-y"},
 			want: ReleaseOptions{ID: "a-1", Force: true, Reason: "node broke", Yes: true}},
+		{name: "idempotency key", args: []string{"a-1", "--idempotency-key", "k1"}, want: ReleaseOptions{ID: "a-1", IdempotencyKey: "k1"}},
 		{name: "no id", args: []string{"--yes"}, wantErr: true},
 	}
 	for _, tt := range tests {
@@ -38,7 +39,8 @@ func TestNewCmdRelease(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got.ID != tt.want.ID || got.Force != tt.want.Force || got.Reason != tt.want.Reason || got.Yes != tt.want.Yes {
+			if got.ID != tt.want.ID || got.Force != tt.want.Force || got.Reason != tt.want.Reason || got.Yes != tt.want.Yes ||
+				got.IdempotencyKey != tt.want.IdempotencyKey {
 				t.Errorf("got %+v; want %+v", *got, tt.want)
 			}
 		})

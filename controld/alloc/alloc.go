@@ -56,6 +56,25 @@ func load(ctx context.Context, q store.Querier, id string) (api.Allocation, erro
 	return a, nil
 }
 
+// lockAndLoad is load for a transaction about to change the allocation:
+// it first takes the row's lock, waiting for any transaction changing it,
+// so what it reads is current and transition's optimistic lock cannot
+// fail on a change that committed meanwhile (hostd's provisioning result
+// racing a user's release, say). Every change of an allocation that
+// starts from its current state goes through here; only a stale read
+// held across transactions (a client's version) still meets conflict.
+func lockAndLoad(ctx context.Context, tx pgx.Tx, id string) (api.Allocation, error) {
+	var locked string
+	err := tx.QueryRow(ctx, `SELECT id FROM allocations WHERE id = $1 FOR UPDATE`, id).Scan(&locked)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return api.Allocation{}, notFound(id)
+	}
+	if err != nil {
+		return api.Allocation{}, fmt.Errorf("lock allocation: %w", err)
+	}
+	return load(ctx, tx, id)
+}
+
 func notFound(id string) error {
 	return api.Errorf(api.CodeNotFound, "allocation %s not found", id).WithHint("see `gpuaas alloc list`")
 }

@@ -20,13 +20,16 @@ import (
 // release task queued for the node, and its slots come back when hostd
 // reports the release done. Force is for operators: it also retries
 // allocations stuck in failed or release_failed. Two releases racing for
-// one allocation: exactly one wins, the other gets conflict.
+// one allocation: exactly one wins, the other gets conflict. A release
+// racing the platform's own transitions (provisioning → active or failed)
+// waits for them and releases from the state they left: the row is
+// locked before it is read.
 func Release(ctx context.Context, tx pgx.Tx, actor Actor, req api.AllocReleaseRequest, now time.Time) (api.Allocation, mutate.Effect, error) {
 	var eff mutate.Effect
 	if req.Force && !actor.operator() {
 		return api.Allocation{}, eff, api.Errorf(api.CodeForbidden, "only operators can force a release")
 	}
-	a, err := load(ctx, tx, req.ID)
+	a, err := lockAndLoad(ctx, tx, req.ID)
 	if err != nil {
 		return api.Allocation{}, eff, err
 	}

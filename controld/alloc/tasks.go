@@ -24,7 +24,7 @@ const HostActor = "system:hostd"
 // behind this one, cleans up either way. It returns the events to
 // enqueue, and whether slots were freed.
 func ProvisionDone(ctx context.Context, tx pgx.Tx, allocationID, status, reason string, now time.Time) ([]outbox.Event, error) {
-	a, err := load(ctx, tx, allocationID)
+	a, err := lockAndLoad(ctx, tx, allocationID)
 	if err != nil {
 		return nil, err
 	}
@@ -57,7 +57,7 @@ func ProvisionDone(ctx context.Context, tx pgx.Tx, allocationID, status, reason 
 // slots held and a releasing allocation release_failed, for an operator.
 // It reports whether slots were freed so the caller can retry the queue.
 func ReleaseDone(ctx context.Context, tx pgx.Tx, allocationID, status, reason string, now time.Time) ([]outbox.Event, bool, error) {
-	a, err := load(ctx, tx, allocationID)
+	a, err := lockAndLoad(ctx, tx, allocationID)
 	if err != nil {
 		return nil, false, err
 	}

@@ -115,6 +115,43 @@ type Env struct {
 	Project    api.Project
 	// DSN is the test database.
 	DSN string
+
+	ctl  **controlplane.Controld // the running controld, stopped at the test's end
+	opts Options
+}
+
+// startControld runs controld on bus b and database dsn.
+func startControld(t testing.TB, b *testutil.Bus, dsn string, opts Options) *controlplane.Controld {
+	t.Helper()
+	ctl, err := controlplane.Start(context.Background(), controlplane.Config{URL: b.URL, Keys: b.Keys, Controld: controld.Config{
+		DatabaseURL: dsn, BusRecordLinger: opts.BusRecordLinger,
+		Identity: identity.Settings{BcryptCost: bcrypt.MinCost, OIDC: opts.OIDC, LoginLimits: opts.LoginLimits, InviteTTL: opts.InviteTTL},
+		Now:      opts.Now, Log: testutil.Logger(t), Hosts: opts.Hosts, MaxConns: opts.MaxConns, QueueInterval: 100 * time.Millisecond,
+		SSHCertTTL: opts.SSHCertTTL, GatewayAddr: opts.GatewayAddr, Billing: opts.Billing,
+		Stripe: opts.Stripe, HTTPAddr: opts.HTTPAddr, APIRateLimit: opts.APIRateLimit,
+		MetricsAddr: opts.MetricsAddr, OutboxMaxAttempts: opts.OutboxMaxAttempts}})
+	if err != nil {
+		t.Fatalf("controld: %v", err)
+	}
+	return ctl
+}
+
+// Restart stops controld and starts a new one with the same options on the
+// same bus and database, as an operator's restart does: nodes and clients
+// stay connected to the bus. down, when not nil, runs while no controld
+// runs (to age the database as a long outage would). Server and NC are the
+// new controld's afterwards; tokens stay valid.
+func (e *Env) Restart(t testing.TB, down func()) {
+	t.Helper()
+	if err := (*e.ctl).Stop(); err != nil {
+		t.Fatalf("controld stop: %v", err)
+	}
+	if down != nil {
+		down()
+	}
+	ctl := startControld(t, e.Bus, e.DSN, e.opts)
+	*e.ctl = ctl
+	e.Server, e.NC = ctl.Server, ctl.NC
 }
 
 // SliceNode is an 8-GPU slice host spec, 4 GPUs on each of two NUMA nodes.
@@ -144,24 +181,16 @@ func Start(t testing.TB, opts Options) *Env {
 		b = testutil.NATS(t)
 	}
 	ctx := context.Background()
-	ctl, err := controlplane.Start(ctx, controlplane.Config{URL: b.URL, Keys: b.Keys, Controld: controld.Config{
-		DatabaseURL: dsn, BusRecordLinger: opts.BusRecordLinger,
-		Identity: identity.Settings{BcryptCost: bcrypt.MinCost, OIDC: opts.OIDC, LoginLimits: opts.LoginLimits, InviteTTL: opts.InviteTTL},
-		Now:      opts.Now, Log: testutil.Logger(t), Hosts: opts.Hosts, MaxConns: opts.MaxConns, QueueInterval: 100 * time.Millisecond,
-		SSHCertTTL: opts.SSHCertTTL, GatewayAddr: opts.GatewayAddr, Billing: opts.Billing,
-		Stripe: opts.Stripe, HTTPAddr: opts.HTTPAddr, APIRateLimit: opts.APIRateLimit,
-		MetricsAddr: opts.MetricsAddr, OutboxMaxAttempts: opts.OutboxMaxAttempts}})
-	if err != nil {
-		t.Fatalf("controld: %v", err)
-	}
+	ctl := startControld(t, b, dsn, opts)
+	held := &ctl
 	t.Cleanup(func() {
-		if err := ctl.Stop(); err != nil {
+		if err := (*held).Stop(); err != nil {
 			t.Errorf("controld run: %v", err)
 		}
 	})
 	srv, nc := ctl.Server, ctl.NC
 	if opts.NoSeed {
-		return &Env{Server: srv, NATSURL: b.URL, Bus: b, NC: nc, DSN: dsn}
+		return &Env{Server: srv, NATSURL: b.URL, Bus: b, NC: nc, DSN: dsn, ctl: held, opts: opts}
 	}
 	credit := opts.CreditMinor
 	if credit == 0 {
@@ -180,7 +209,8 @@ func Start(t testing.TB, opts Options) *Env {
 	if err != nil {
 		t.Fatalf("seed: %v", err)
 	}
-	env := &Env{Server: srv, NATSURL: b.URL, Bus: b, NC: nc, Admin: res.Admin, Project: res.Project, DSN: dsn}
+	env := &Env{Server: srv, NATSURL: b.URL, Bus: b, NC: nc, Admin: res.Admin, Project: res.Project, DSN: dsn,
+		ctl: held, opts: opts}
 	env.AdminToken = env.Login(t, AdminEmail, AdminPassword)
 	return env
 }

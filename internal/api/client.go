@@ -163,6 +163,10 @@ func (c *Client) do(ctx context.Context, subject, endpoint string, mutation bool
 // controld is running, or the one running does not serve the endpoint.
 var ErrNoResponders = nats.ErrNoResponders
 
+// ErrTimedOut is behind the error of a call that got no reply in time: a
+// mutation may or may not have been applied.
+var ErrTimedOut = errors.New("timed out waiting for controld")
+
 func transportError(endpoint string, err error) error {
 	switch {
 	case errors.Is(err, nats.ErrNoResponders):
@@ -171,7 +175,7 @@ func transportError(endpoint string, err error) error {
 			cause: ErrNoResponders}
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrTimeout):
 		return &Error{Code: CodeUnavailable, Message: "timed out waiting for controld (" + endpoint + ")",
-			Hint: "retry; mutations are idempotent when retried with the same key"}
+			Hint: "retry; mutations are idempotent when retried with the same key", cause: ErrTimedOut}
 	case errors.Is(err, context.Canceled):
 		return err
 	}

@@ -179,15 +179,16 @@ func TestWatchLosesNoEventAcrossNATSRestart(t *testing.T) {
 	w := watchThrough(t, env, env.NATSURL)
 	p := newProducer(t, env)
 
-	done := make(chan struct{})
+	restarted := make(chan error, 1)
 	go func() {
-		defer close(done)
 		env.Bus.Stop()
 		time.Sleep(time.Second) // the outage, while events keep coming
-		env.Bus.Restart(t)
+		restarted <- env.Bus.Restart()
 	}()
 	p.produce(300, 5*time.Millisecond)
-	<-done
+	if err := <-restarted; err != nil {
+		t.Fatal(err)
+	}
 	testutil.EventuallyWithin(t, 60*time.Second, "the watch to print all 300 events", func() bool {
 		return len(watched(t, w.out.String())) >= 300
 	})

@@ -1,6 +1,8 @@
 package testutil
 
 import (
+	"errors"
+	"fmt"
 	"net/url"
 	"strconv"
 	"sync"
@@ -67,25 +69,26 @@ func (b *Bus) Stop() {
 }
 
 // Restart starts a stopped server again on the same port with the same
-// JetStream store, so streams and their sequences survive.
-func (b *Bus) Restart(t testing.TB) {
-	t.Helper()
+// JetStream store, so streams and their sequences survive. It returns an
+// error rather than failing the test so that a goroutine may call it.
+func (b *Bus) Restart() error {
 	u, err := url.Parse(b.URL)
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
 	cfg := b.cfg
 	if cfg.Port, err = strconv.Atoi(u.Port()); err != nil {
-		t.Fatal(err)
+		return fmt.Errorf("restart nats: port of %s: %w", b.URL, err)
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.srv != nil {
-		t.Fatal("restart nats: the server is running")
+		return errors.New("restart nats: the server is running")
 	}
 	if b.srv, err = bus.Start(cfg); err != nil {
-		t.Fatalf("restart nats: %v", err)
+		return fmt.Errorf("restart nats: %w", err)
 	}
+	return nil
 }
 
 // PlainNATS starts a server without the trust model: any client may do

@@ -147,6 +147,19 @@ func (m *Model) applyEvent(ev api.Event) tea.Cmd {
 		if m.view == viewNodes {
 			return m.nodes.Load()
 		}
+	case api.EventsGap:
+		// Events the stream no longer held are lost for good (events
+		// missed while disconnected are resent): re-read all they may
+		// have changed.
+		m.setFlash("some events were dropped by the event stream's retention; reloaded")
+		cmds := []tea.Cmd{m.loadAllocs()}
+		if a, ok := m.selected(); ok && m.detailOpen {
+			cmds = append(cmds, m.pane.Load(a.ID))
+		}
+		if m.view == viewNodes {
+			cmds = append(cmds, m.nodes.Load())
+		}
+		return tea.Batch(cmds...)
 	}
 	return nil
 }

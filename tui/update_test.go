@@ -521,3 +521,28 @@ func TestProgressEventRereadsOpenTimeline(t *testing.T) {
 		}
 	}
 }
+
+// TestEventsGapReloads: when the event stream's retention dropped events
+// the TUI missed, it says so and re-reads the allocations and the open
+// details, which those events may have changed.
+func TestEventsGapReloads(t *testing.T) {
+	b := newFixtureBackend()
+	m := newTestModel(t, b)
+	press(m, "j")
+	drain(t, m, press(m, "enter"))
+	b.mu.Lock()
+	b.calls = nil
+	b.mu.Unlock()
+	data, _ := json.Marshal(api.EventsGapData{After: 4, First: 10, Missed: 5})
+	_, cmd := m.Update(eventMsg{ev: api.Event{Kind: api.EventsGap, Seq: 9, Data: data}})
+	drain(t, m, cmd)
+	b.mu.Lock()
+	calls := slices.Clone(b.calls)
+	b.mu.Unlock()
+	if !slices.Contains(calls, "allocs") || !slices.Contains(calls, "get a-actv00000002") {
+		t.Errorf("calls %v; want the allocations and the open one re-read", calls)
+	}
+	if !strings.Contains(m.View(), "dropped by the event stream's retention") {
+		t.Errorf("no word of the gap:\n%s", m.View())
+	}
+}

@@ -97,7 +97,8 @@ func subscribe(ctx context.Context, client *api.Client) (<-chan api.Event, error
 	return events, nil
 }
 
-// nextChange waits for an event about allocation id, or for the poll
+// nextChange waits for an event about allocation id (the subscription
+// resends those missed while the connection was down), or for the poll
 // interval to pass. It returns the events channel to keep using: nil once
 // the stream has ended.
 func nextChange(ctx context.Context, events <-chan api.Event, id string, poll time.Duration) (<-chan api.Event, error) {
@@ -113,7 +114,9 @@ func nextChange(ctx context.Context, events <-chan api.Event, id string, poll ti
 			if !ok {
 				return nil, nil
 			}
-			if ev.Subject == id {
+			// After a gap the missed events may have been about id:
+			// re-read it.
+			if ev.Subject == id || ev.Kind == api.EventsGap {
 				return events, nil
 			}
 		}

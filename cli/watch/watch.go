@@ -37,7 +37,13 @@ subject), kind, and what changed. With --json, each event is one JSON
 object on its own line (NDJSON), written as it arrives; --jq and --template
 apply to each event.
 
---alloc keeps only the events of one allocation.`,
+--alloc keeps only the events of one allocation.
+
+No event is lost to a dropped connection: once it is back, the watch asks
+the server for the events it missed and prints them first, each once, in
+order (each event carries its stream sequence, "seq"). If the server no
+longer holds some of them (the event stream keeps a week), a warning says
+so on stderr and, with --json, an "events.gap" line stands in their place.`,
 		Example: `  gpuaas watch
   gpuaas watch --alloc a-4f2k9x
   gpuaas watch --json | jq -c 'select(.kind == "alloc.state") | .data.to'
@@ -84,7 +90,16 @@ func watchRun(ctx context.Context, opts *Options) error {
 	stream := *opts.IO
 	stream.SetStdoutTTY(false)
 	for ev := range events {
-		if opts.Alloc != "" && ev.Subject != opts.Alloc {
+		if ev.Kind == api.EventsGap {
+			// Events lost for good: say so on stderr, and in the JSON
+			// stream for scripts (the gap is its own events.gap line).
+			var gap api.EventsGapData
+			_ = json.Unmarshal(ev.Data, &gap)
+			fmt.Fprintf(opts.IO.ErrOut, "warning: %s\n", gap)
+			if opts.Exporter == nil {
+				continue
+			}
+		} else if opts.Alloc != "" && ev.Subject != opts.Alloc {
 			continue
 		}
 		if opts.Exporter != nil {

@@ -86,11 +86,16 @@ type watching struct {
 // startWatch runs `gpuaas watch args...` and returns once it listens.
 func startWatch(t *testing.T, env *controldtest.Env, args ...string) *watching {
 	t.Helper()
+	return startWatchWith(t, env.Client(env.AdminToken), args...)
+}
+
+// startWatchWith is startWatch with the client the watch uses.
+func startWatchWith(t *testing.T, client *api.Client, args ...string) *watching {
+	t.Helper()
 	ios, _, _, _ := cmdutil.Test()
 	w := &watching{out: &lockedBuffer{}, errOut: &lockedBuffer{}, done: make(chan error, 1)}
 	ios.Out, ios.ErrOut = w.out, w.errOut
 	ios.SetStderrTTY(true) // for the "Watching" line that says it listens
-	client := env.Client(env.AdminToken)
 	f := &cmdutil.Factory{IOStreams: ios, Client: func() (*api.Client, error) { return client, nil }}
 	cmd := NewCmdWatch(f, nil)
 	ctx, cancel := context.WithCancel(context.Background())

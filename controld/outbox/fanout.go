@@ -23,7 +23,8 @@ const gateFlushTimeout = 5 * time.Second
 
 // Fanout forwards each event of the EVENTS stream to the subjects of the
 // users it names, gpuaas.user.<uid>.evt.<kind>. Delivery is at least once;
-// events carry their outbox id so consumers can drop repeats.
+// events carry their outbox id and their stream sequence (Seq) so
+// consumers can drop repeats and resume after a reconnect (Since).
 //
 // Events reach users in stream order: the consumer lets one event out at
 // a time (MaxAckPending 1), across every replica, so a replica cannot
@@ -53,8 +54,17 @@ func Fanout(ctx context.Context, js jetstream.JetStream, nc *nats.Conn, log *slo
 			_ = m.Term()
 			return
 		}
+		// Users get the event with its stream sequence, to resume from
+		// after a reconnect (events.since).
+		data := m.Data()
+		if meta, err := m.Metadata(); err == nil {
+			ev.Seq = meta.Sequence.Stream
+			if b, err := json.Marshal(ev); err == nil {
+				data = b
+			}
+		}
 		for _, u := range ev.Users {
-			if err := nc.Publish(api.UserEventSubject(u, ev.Kind), m.Data()); err != nil {
+			if err := nc.Publish(api.UserEventSubject(u, ev.Kind), data); err != nil {
 				_ = m.Nak()
 				return
 			}

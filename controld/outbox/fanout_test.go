@@ -56,10 +56,11 @@ func TestFanoutDeliversToListedUsersOnly(t *testing.T) {
 	want := []struct {
 		subject string
 		id      int64
+		seq     uint64 // in the EVENTS stream, for clients to resume from
 	}{
-		{api.UserEventSubject("u-alice", api.EventAllocState), alice},
-		{api.UserEventSubject("u-bob", api.EventAllocState), alice},
-		{api.UserEventSubject("u-bob", api.EventProject), last},
+		{api.UserEventSubject("u-alice", api.EventAllocState), alice, 1},
+		{api.UserEventSubject("u-bob", api.EventAllocState), alice, 1},
+		{api.UserEventSubject("u-bob", api.EventProject), last, 3},
 	}
 	timeout := time.After(15 * time.Second)
 	for i, w := range want {
@@ -69,8 +70,8 @@ func TestFanoutDeliversToListedUsersOnly(t *testing.T) {
 			if err := json.Unmarshal(m.Data, &ev); err != nil {
 				t.Fatal(err)
 			}
-			if m.Subject != w.subject || ev.ID != w.id {
-				t.Fatalf("delivery %d got event %d on %s; want event %d on %s", i, ev.ID, m.Subject, w.id, w.subject)
+			if m.Subject != w.subject || ev.ID != w.id || ev.Seq != w.seq {
+				t.Fatalf("delivery %d got event %d (seq %d) on %s; want event %d (seq %d) on %s", i, ev.ID, ev.Seq, m.Subject, w.id, w.seq, w.subject)
 			}
 		case <-timeout:
 			t.Fatalf("delivery %d: timed out waiting for event %d on %s", i, w.id, w.subject)

@@ -3,8 +3,12 @@ package api
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
 )
 
 // seenEvents is how many recent event ids a subscription remembers to drop
@@ -16,7 +20,15 @@ const seenEvents = 4096
 // The subscription is registered with the server before it returns, so
 // state read after the call cannot miss a change the stream then lacks:
 // subscribe first, then read, then follow the stream. Repeats are dropped
-// by event id; undecodable messages are skipped.
+// by event id and stream sequence; undecodable messages are skipped.
+//
+// No event is lost to a reconnect or to a slow reader: the fan-out
+// delivers at most once per connection, so after the connection came back
+// (or the client library dropped messages it could not hold) the
+// subscription asks controld for the caller's events after the last
+// sequence it delivered (events.since) and sends those first, in stream
+// order. Events the stream's retention dropped in the meantime are
+// replaced by one EventsGap event.
 func (c *Client) SubscribeEvents(ctx context.Context, userID string) (<-chan Event, error) {
 	if userID == "" || strings.ContainsAny(userID, ".*> \t") {
 		return nil, fmt.Errorf("subscribe events: bad user id %q", userID)
@@ -35,28 +47,133 @@ func (c *Client) SubscribeEvents(ctx context.Context, userID string) (<-chan Eve
 		_ = sub.Unsubscribe()
 		return nil, transportError("events", err)
 	}
-	out := make(chan Event)
-	go func() {
-		defer close(out)
-		defer func() { _ = sub.Unsubscribe() }()
-		seen := newIDSet(seenEvents)
-		for {
-			m, err := sub.NextMsgWithContext(ctx)
-			if err != nil {
-				return // ctx ended, or the connection closed under us
-			}
-			var ev Event
-			if json.Unmarshal(m.Data, &ev) != nil || !seen.add(ev.ID) {
-				continue
+	f := &follower{c: c, sub: sub, out: make(chan Event), seen: newIDSet(seenEvents), reconnects: c.nc.Stats().Reconnects}
+	// Where to resume from if the connection drops before any event came:
+	// the stream's position now. A controld without events.since leaves it
+	// 0, and resuming then starts at the first event seen.
+	if pos, err := c.EventsSince(fctx, EventsSinceRequest{Tail: true}); err == nil {
+		f.last = pos.Next
+	}
+	go f.run(ctx)
+	return f.out, nil
+}
+
+// resumePoll is how often a quiet subscription checks whether its
+// connection came back, to fetch what it missed without waiting for the
+// next live event.
+const resumePoll = 250 * time.Millisecond
+
+// resumeRetry is the pause between failed events.since calls.
+const resumeRetry = 500 * time.Millisecond
+
+// follower is one subscription's delivery loop; only run's goroutine
+// touches it after SubscribeEvents returns.
+type follower struct {
+	c    *Client
+	sub  *nats.Subscription
+	out  chan Event
+	seen *idSet
+	// last is the stream sequence delivered (or skipped as not ours) last.
+	last       uint64
+	reconnects uint64
+	dropped    int
+}
+
+func (f *follower) run(ctx context.Context) {
+	defer close(f.out)
+	defer func() { _ = f.sub.Unsubscribe() }()
+	for {
+		pctx, cancel := context.WithTimeout(ctx, resumePoll)
+		m, err := f.sub.NextMsgWithContext(pctx)
+		cancel()
+		if ctx.Err() != nil || (err != nil && !errors.Is(err, context.DeadlineExceeded)) {
+			return // ctx ended, or the connection closed under us
+		}
+		if f.missedSome() && !f.resume(ctx) {
+			return
+		}
+		if m == nil {
+			continue
+		}
+		var ev Event
+		if json.Unmarshal(m.Data, &ev) != nil {
+			continue
+		}
+		if !f.send(ctx, ev) {
+			return
+		}
+	}
+}
+
+// missedSome reports whether live events may have been lost since the
+// last check: the connection was re-established, or the client library
+// dropped messages of this subscription (a slow consumer).
+func (f *follower) missedSome() bool {
+	missed := false
+	if r := f.c.nc.Stats().Reconnects; r != f.reconnects {
+		f.reconnects, missed = r, true
+	}
+	if d, err := f.sub.Dropped(); err == nil && d != f.dropped {
+		f.dropped, missed = d, true
+	}
+	return missed
+}
+
+// send delivers ev unless it is a repeat; false when ctx ended.
+func (f *follower) send(ctx context.Context, ev Event) bool {
+	if ev.Seq != 0 {
+		if ev.Seq <= f.last {
+			return true // delivered already, or before we subscribed
+		}
+		f.last = ev.Seq
+	}
+	if ev.Kind != EventsGap && !f.seen.add(ev.ID) {
+		return true
+	}
+	select {
+	case f.out <- ev:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// resume delivers the caller's events after the last one delivered, read
+// from the stream through controld, retrying until controld answers. It
+// returns false when ctx ended or the connection closed for good.
+func (f *follower) resume(ctx context.Context) bool {
+	for {
+		req := EventsSinceRequest{After: f.last, Tail: f.last == 0}
+		resp, err := f.c.EventsSince(ctx, req)
+		if err != nil {
+			if ctx.Err() != nil || f.c.nc.IsClosed() {
+				return false
 			}
 			select {
-			case out <- ev:
+			case <-time.After(resumeRetry):
+				continue
 			case <-ctx.Done():
-				return
+				return false
 			}
 		}
-	}()
-	return out, nil
+		if resp.Missed > 0 {
+			gap, _ := json.Marshal(EventsGapData{After: f.last, First: resp.First, Missed: resp.Missed})
+			if !f.send(ctx, Event{Kind: EventsGap, At: time.Now().UTC(), Seq: resp.First - 1, Data: gap}) {
+				return false
+			}
+		}
+		for _, ev := range resp.Events {
+			if !f.send(ctx, ev) {
+				return false
+			}
+		}
+		if resp.Next > f.last {
+			f.last = resp.Next
+		}
+		if !resp.More {
+			return true
+		}
+	}
 }
 
 // idSet remembers the last n ids added.

@@ -337,6 +337,9 @@ type Event struct {
 	Subject   string          `json:"subject,omitempty"` // e.g. the allocation id
 	Users     []string        `json:"users,omitempty"`   // who it is fanned out to
 	Data      json.RawMessage `json:"data,omitempty"`
+	// Seq is the event's sequence in the EVENTS stream: clients resume
+	// from the last one they saw (events.since).
+	Seq uint64 `json:"seq,omitempty"`
 }
 
 // Event kinds.

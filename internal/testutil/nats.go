@@ -1,6 +1,11 @@
 package testutil
 
 import (
+	"errors"
+	"fmt"
+	"net/url"
+	"strconv"
+	"sync"
 	"testing"
 
 	"github.com/nats-io/nats.go"
@@ -21,6 +26,11 @@ type Bus struct {
 	Keys *bus.Keys
 	// tls, when set, is what the server serves (NATSTLS).
 	tls TLSFiles
+	// cfg starts the server again (Restart) on the same port and store.
+	cfg bus.Config
+	// mu protects srv.
+	mu  sync.Mutex
+	srv *bus.Server
 }
 
 // NATS starts a Bus for the test; it stops at cleanup.
@@ -36,13 +46,49 @@ func startBus(t testing.TB, files TLSFiles) *Bus {
 		t.Fatalf("nats keys: %v", err)
 	}
 	auth := keys.Public()
-	srv, err := bus.Start(bus.Config{StoreDir: t.TempDir(), Auth: &auth,
-		TLS: bus.ServerTLS{CertFile: files.CertFile, KeyFile: files.KeyFile}})
+	cfg := bus.Config{StoreDir: t.TempDir(), Auth: &auth,
+		TLS: bus.ServerTLS{CertFile: files.CertFile, KeyFile: files.KeyFile}}
+	srv, err := bus.Start(cfg)
 	if err != nil {
 		t.Fatalf("start nats: %v", err)
 	}
-	t.Cleanup(srv.Shutdown)
-	return &Bus{URL: srv.ClientURL(), Keys: keys, tls: files}
+	b := &Bus{URL: srv.ClientURL(), Keys: keys, tls: files, cfg: cfg, srv: srv}
+	t.Cleanup(b.Stop)
+	return b
+}
+
+// Stop shuts the server down, as a crash or an upgrade of NATS does:
+// every connection drops and reconnects once Restart brings it back.
+func (b *Bus) Stop() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.srv != nil {
+		b.srv.Shutdown()
+		b.srv = nil
+	}
+}
+
+// Restart starts a stopped server again on the same port with the same
+// JetStream store, so streams and their sequences survive. It returns an
+// error rather than failing the test so that a goroutine may call it.
+func (b *Bus) Restart() error {
+	u, err := url.Parse(b.URL)
+	if err != nil {
+		return err
+	}
+	cfg := b.cfg
+	if cfg.Port, err = strconv.Atoi(u.Port()); err != nil {
+		return fmt.Errorf("restart nats: port of %s: %w", b.URL, err)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.srv != nil {
+		return errors.New("restart nats: the server is running")
+	}
+	if b.srv, err = bus.Start(cfg); err != nil {
+		return fmt.Errorf("restart nats: %w", err)
+	}
+	return nil
 }
 
 // PlainNATS starts a server without the trust model: any client may do

@@ -1,0 +1,100 @@
+package outbox
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/gpuaas/gpuaas/internal/api"
+)
+
+// sinceScanBound is how many stream messages one events.since answer reads
+// at most, whoever they belong to, so that one call stays short; the
+// client asks again (More).
+const sinceScanBound = 20000
+
+// sinceBatch is how many messages one fetch reads from the stream.
+const sinceBatch = 500
+
+// Since returns userID's events with a stream sequence above req.After
+// (see api.EventsSinceRequest), read from the EVENTS stream with an
+// ordered consumer of its own. Only events naming userID among their
+// users are returned: the ones the fan-out sends that user.
+func Since(ctx context.Context, js jetstream.JetStream, userID string, req api.EventsSinceRequest) (api.EventsSinceResponse, error) {
+	stream, err := js.Stream(ctx, api.EventStreamName)
+	if err != nil {
+		return api.EventsSinceResponse{}, fmt.Errorf("events since: %w", err)
+	}
+	info, err := stream.Info(ctx)
+	if err != nil {
+		return api.EventsSinceResponse{}, fmt.Errorf("events since: %w", err)
+	}
+	first, end := info.State.FirstSeq, info.State.LastSeq
+	resp := api.EventsSinceResponse{Events: []api.Event{}, First: first, Next: req.After}
+	if req.Tail {
+		resp.Next = end
+		return resp, nil
+	}
+	start := req.After + 1
+	if start < first {
+		resp.Missed = first - start
+		start = first
+	}
+	if start > end {
+		resp.Next = max(req.After, end)
+		return resp, nil
+	}
+	cons, err := js.OrderedConsumer(ctx, api.EventStreamName, jetstream.OrderedConsumerConfig{
+		DeliverPolicy: jetstream.DeliverByStartSequencePolicy,
+		OptStartSeq:   start,
+	})
+	if err != nil {
+		return api.EventsSinceResponse{}, fmt.Errorf("events since: %w", err)
+	}
+	scanned := 0
+	for {
+		batch, err := cons.FetchNoWait(sinceBatch)
+		if err != nil {
+			return api.EventsSinceResponse{}, fmt.Errorf("events since: %w", err)
+		}
+		got := 0
+		for m := range batch.Messages() {
+			got++
+			meta, err := m.Metadata()
+			if err != nil {
+				return api.EventsSinceResponse{}, fmt.Errorf("events since: %w", err)
+			}
+			seq := meta.Sequence.Stream
+			if seq > end {
+				return resp, nil // appended after the call began: the live stream has it
+			}
+			resp.Next = seq
+			scanned++
+			var ev api.Event
+			if json.Unmarshal(m.Data(), &ev) == nil && slices.Contains(ev.Users, userID) {
+				ev.Seq = seq
+				resp.Events = append(resp.Events, ev)
+			}
+			switch {
+			case seq == end || meta.NumPending == 0:
+				resp.Next = max(resp.Next, end)
+				return resp, nil
+			case len(resp.Events) >= req.Limit || scanned >= sinceScanBound:
+				resp.More = true
+				return resp, nil
+			}
+		}
+		if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) {
+			return api.EventsSinceResponse{}, fmt.Errorf("events since: %w", err)
+		}
+		if got == 0 {
+			// Nothing left to read below end (deleted messages).
+			resp.Next = max(resp.Next, end)
+			return resp, nil
+		}
+	}
+}

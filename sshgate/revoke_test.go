@@ -4,10 +4,8 @@ import (
 	"context"
 	"errors"
 	"io"
-	"net"
 	"os/exec"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -269,13 +267,13 @@ func TestEndedLoginsRechecked(t *testing.T) {
 // off here).
 func TestRevocationMissedWhileDisconnected(t *testing.T) {
 	t.Parallel()
-	var proxy *tcpProxy
+	var proxy *testutil.TCPProxy
 	var gwNC *nats.Conn
 	e := newEnv(t, envOptions{
 		config: func(c *Config) { c.RevocationCheckInterval = time.Hour },
 		gatewayNATS: func(url string, opts ...nats.Option) *nats.Conn {
-			proxy = startTCPProxy(t, strings.TrimPrefix(url, "nats://"))
-			gwNC = testutil.Connect(t, "nats://"+proxy.addr(), append(opts, nats.ReconnectWait(20*time.Millisecond),
+			proxy = testutil.StartTCPProxy(t, strings.TrimPrefix(url, "nats://"))
+			gwNC = testutil.Connect(t, "nats://"+proxy.Addr(), append(opts, nats.ReconnectWait(20*time.Millisecond),
 				nats.ReconnectJitter(0, 0))...)
 			return gwNC
 		},
@@ -292,7 +290,7 @@ func TestRevocationMissedWhileDisconnected(t *testing.T) {
 	if err := e.ctl.NC.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	proxy.setCut(true)
+	proxy.SetCut(true)
 	testutil.Eventually(t, "the gateway to lose NATS", func() bool { return gwNC.Status() != nats.CONNECTED })
 	if _, err := u.client.Logout(ctx); err != nil {
 		t.Fatal(err)
@@ -304,7 +302,7 @@ func TestRevocationMissedWhileDisconnected(t *testing.T) {
 	}
 	sh.expectLive() // the SSH path does not need NATS: still open
 	start := time.Now()
-	proxy.setCut(false)
+	proxy.SetCut(false)
 	took, err := sh.waitEnded(start, revocationDeadline)
 	t.Logf("the shell ended %s after NATS came back", took.Round(time.Millisecond))
 	wantLoginEndedExit(t, err, sh.errOut.String(), "your login was ended")
@@ -360,115 +358,4 @@ func TestOpenSSHLogout(t *testing.T) {
 	if _, stderr, code := o.run(nil, "ssh", target, "echo in"); code != exitGatewayError || !strings.Contains(stderr, "this login was ended") {
 		t.Fatalf("the logged-out certificate: got exit %d, stderr %q; want refused", code, stderr)
 	}
-}
-
-// tcpProxy forwards loopback TCP connections to a target and can cut them
-// all, refusing new ones until restored: a network outage for one client.
-type tcpProxy struct {
-	ln     net.Listener
-	target string
-
-	// mu protects the following.
-	mu    sync.Mutex
-	cut   bool
-	conns []net.Conn
-}
-
-func startTCPProxy(t *testing.T, target string) *tcpProxy {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &tcpProxy{ln: ln, target: target}
-	t.Cleanup(func() {
-		ln.Close()
-		p.setCut(true)
-	})
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go p.serve(c)
-		}
-	}()
-	return p
-}
-
-func (p *tcpProxy) addr() string { return p.ln.Addr().String() }
-
-func (p *tcpProxy) serve(c net.Conn) {
-	p.mu.Lock()
-	if p.cut {
-		p.mu.Unlock()
-		c.Close()
-		return
-	}
-	p.mu.Unlock()
-	up, err := net.Dial("tcp", p.target)
-	if err != nil {
-		c.Close()
-		return
-	}
-	p.mu.Lock()
-	if p.cut {
-		p.mu.Unlock()
-		c.Close()
-		up.Close()
-		return
-	}
-	p.conns = append(p.conns, c, up)
-	p.mu.Unlock()
-	go func() { _, _ = io.Copy(up, c); up.Close() }()
-	_, _ = io.Copy(c, up)
-	c.Close()
-}
-
-// setCut cuts (closing every open connection) or restores the link.
-func (p *tcpProxy) setCut(cut bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.cut = cut
-	if cut {
-		for _, c := range p.conns {
-			c.Close()
-		}
-		p.conns = nil
-	}
-}
-
-// TestDisableEndsOpenSessions: an administrator disabling a user ends every
-// open SSH session of every login of theirs within seconds, as a logout
-// ends its own, and the certificates are refused from then on; another
-// user's session is untouched.
-func TestDisableEndsOpenSessions(t *testing.T) {
-	t.Parallel()
-	e := newEnv(t, envOptions{config: func(c *Config) { c.RevocationCheckInterval = time.Hour }})
-	ctx := context.Background()
-	u := e.newUser()
-	alloc := e.addAlloc(u)
-	second := e.newLogin(u)
-	bystander := e.newUser()
-	theirs := e.addAlloc(bystander)
-
-	sh1 := openShell(t, e.dial(u, alloc))
-	sh2 := openShell(t, e.dial(second, alloc))
-	untouched := openShell(t, e.dial(bystander, theirs))
-
-	start := time.Now()
-	if _, err := e.ctl.Client(e.ctl.AdminToken).AdminUserDisable(ctx, u.email); err != nil {
-		t.Fatal(err)
-	}
-	for i, sh := range []*shell{sh1, sh2} {
-		took, err := sh.waitEnded(start, revocationDeadline)
-		t.Logf("login %d's shell ended %s after the disable", i+1, took.Round(time.Millisecond))
-		wantLoginEndedExit(t, err, sh.errOut.String(), "your login was ended")
-	}
-	_, stderr, status, err := sshtest.Run(t, e.dial(u, alloc), "echo in")
-	if err != nil || status != exitGatewayError || !strings.Contains(stderr, "this login was ended") {
-		t.Fatalf("exec with a disabled user's certificate: got %q, %d, %v; want refused", stderr, status, err)
-	}
-	untouched.expectLive()
 }

@@ -66,22 +66,9 @@ func Enqueue(ctx context.Context, q store.Querier, t Task, now time.Time) (strin
 // OpenByNode counts the unfinished tasks of each of nodeIDs; a node with
 // none is absent from the map.
 func OpenByNode(ctx context.Context, q store.Querier, nodeIDs []string) (map[string]int, error) {
-	rows, err := q.Query(ctx, `SELECT node_id, count(*) FROM node_tasks
+	out, err := store.Counts(ctx, q, `SELECT node_id, count(*) FROM node_tasks
 		WHERE node_id = ANY($1) AND state IN `+unfinished+` GROUP BY node_id`, nodeIDs)
 	if err != nil {
-		return nil, fmt.Errorf("open tasks: %w", err)
-	}
-	defer rows.Close()
-	out := map[string]int{}
-	for rows.Next() {
-		var node string
-		var n int
-		if err := rows.Scan(&node, &n); err != nil {
-			return nil, fmt.Errorf("open tasks: %w", err)
-		}
-		out[node] = n
-	}
-	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("open tasks: %w", err)
 	}
 	return out, nil

@@ -11,6 +11,7 @@ import (
 
 	"github.com/gpuaas/gpuaas/controld/controldtest"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/testutil"
 )
 
 // apiStats asks the gpuaas micro service for its statistics, as `nats
@@ -72,7 +73,14 @@ func TestMicroStatsCountErrorReplies(t *testing.T) {
 		}
 	}
 
-	stats := apiStats(t, env)
+	// micro counts a request once its handler has returned, which is after
+	// the client has its reply: wait until the last one is in.
+	var stats map[string]micro.EndpointStats
+	testutil.Eventually(t, "alloc.get's requests counted", func() bool {
+		stats = apiStats(t, env)
+		return stats[strings.ReplaceAll(api.EndpointAllocGet, ".", "-")].NumRequests >= notFound+anonymous &&
+			stats[strings.ReplaceAll(api.EndpointCatalogList, ".", "-")].NumRequests >= okCalls
+	})
 	get := stats[strings.ReplaceAll(api.EndpointAllocGet, ".", "-")]
 	if get.NumRequests != notFound+anonymous || get.NumErrors != notFound+anonymous {
 		t.Errorf("alloc-get: got %d requests, %d errors; want %d and %d", get.NumRequests, get.NumErrors,

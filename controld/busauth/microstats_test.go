@@ -48,31 +48,39 @@ func TestOperatorSeesMicroStatsErrors(t *testing.T) {
 		}
 	}
 
-	runCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(runCtx, natsBin, "--server", env.NATSURL, "--nkey", keyFile,
-		"micro", "stats", api.ServiceName, "--json")
-	cmd.Env = append(os.Environ(), "HOME="+t.TempDir()) // no natscli context of the machine's
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("nats micro stats %s: %v\n%s", api.ServiceName, err, out)
-	}
+	// micro counts a reply once its handler has returned, just after the
+	// client has it: ask again until the last one is in.
 	var stats []micro.Stats
-	if err := json.Unmarshal(out, &stats); err != nil {
-		t.Fatalf("nats micro stats --json: %v\n%s", err, out)
-	}
 	var errs int
 	var last string
-	for _, s := range stats {
-		for _, e := range s.Endpoints {
-			if e.Name == strings.ReplaceAll(api.EndpointAllocGet, ".", "-") {
-				errs += e.NumErrors
-				if e.LastError != "" {
-					last = e.LastError
+	var out []byte
+	testutil.Eventually(t, "alloc.get's errors counted", func() bool {
+		runCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		cmd := exec.CommandContext(runCtx, natsBin, "--server", env.NATSURL, "--nkey", keyFile,
+			"micro", "stats", api.ServiceName, "--json")
+		cmd.Env = append(os.Environ(), "HOME="+t.TempDir()) // no natscli context of the machine's
+		var err error
+		if out, err = cmd.CombinedOutput(); err != nil {
+			t.Fatalf("nats micro stats %s: %v\n%s", api.ServiceName, err, out)
+		}
+		stats = nil
+		if err := json.Unmarshal(out, &stats); err != nil {
+			t.Fatalf("nats micro stats --json: %v\n%s", err, out)
+		}
+		errs, last = 0, ""
+		for _, s := range stats {
+			for _, e := range s.Endpoints {
+				if e.Name == strings.ReplaceAll(api.EndpointAllocGet, ".", "-") {
+					errs += e.NumErrors
+					if e.LastError != "" {
+						last = e.LastError
+					}
 				}
 			}
 		}
-	}
+		return errs >= errorReplies
+	})
 	if len(stats) != 1 || errs != errorReplies || !strings.Contains(last, string(api.CodeNotFound)) {
 		t.Fatalf("got %d instances, %d alloc-get errors, last %q; want 1 instance, %d errors, the last not_found\n%s",
 			len(stats), errs, last, errorReplies, out)

@@ -97,10 +97,12 @@ func TestDevRestartContextListAndWhoamiAgree(t *testing.T) {
 	email := "hana@" + testidp.EmailDomain
 	noProject := func(when string) {
 		r := dev.gpuaas(t, "", "project", "members")
-		for _, want := range []string{`error: project "dev" not found: you (` + email + `) are not a member of any project yet`,
+		// The dev context pins no project (the server keeps defaults), so
+		// this is "no project given" (invalid_argument, exit 7).
+		for _, want := range []string{`error: no project given, and you (` + email + `) are not a member of any project yet`,
 			"hint: a project's owner, or a platform admin, can add you: `gpuaas project add-member PROJECT --email " + email + "`"} {
-			if r.code != 6 || !strings.Contains(r.stderr, want) {
-				t.Errorf("%s: project members: exit %d, stderr %q; want exit 6 saying %q", when, r.code, r.stderr, want)
+			if r.code != 7 || !strings.Contains(r.stderr, want) {
+				t.Errorf("%s: project members: exit %d, stderr %q; want exit 7 saying %q", when, r.code, r.stderr, want)
 			}
 		}
 	}

@@ -269,24 +269,9 @@ func relayWindowChanges(winCh <-chan ssh.Window, node gossh.Channel, rec *record
 // relaySignals forwards the client's signals to the node until the
 // returned func is called.
 func relaySignals(s ssh.Session, node gossh.Channel) (stop func()) {
-	sigs := make(chan ssh.Signal, 8)
-	quit := make(chan struct{})
-	s.Signals(sigs)
-	go func() {
-		for {
-			select {
-			case sig := <-sigs:
-				_, _ = node.SendRequest("signal", false, gossh.Marshal(sshwire.SignalMsg{Signal: string(sig)}))
-			case <-quit:
-				return
-			}
-		}
-	}()
-	return func() {
-		// Unregister while still draining: the library sends with its lock held.
-		s.Signals(nil)
-		close(quit)
-	}
+	return sshwire.WatchSignals(s.Signals, s.Context().Done(), func(name string) {
+		_, _ = node.SendRequest("signal", false, gossh.Marshal(sshwire.SignalMsg{Signal: name}))
+	})
 }
 
 // clientWriter writes what the node sends to the client, counts it, and

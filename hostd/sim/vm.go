@@ -289,25 +289,11 @@ func runWithPTY(s ssh.Session, cmd *exec.Cmd, win ssh.Window, winch <-chan ssh.W
 // forwardSignals sends the session's signals to the process group group()
 // names until stop is called.
 func forwardSignals(s ssh.Session, group func() int) (stop func()) {
-	signals := make(chan ssh.Signal, 1)
-	s.Signals(signals)
-	exited := make(chan struct{})
-	go func() {
-		for {
-			select {
-			case sig := <-signals:
-				if n, ok := sshwire.Signal(string(sig)); ok {
-					_ = syscall.Kill(-group(), n)
-				}
-			case <-exited:
-				return
-			}
+	return sshwire.WatchSignals(s.Signals, s.Context().Done(), func(name string) {
+		if n, ok := sshwire.Signal(name); ok {
+			_ = syscall.Kill(-group(), n)
 		}
-	}()
-	return func() {
-		s.Signals(nil)
-		close(exited)
-	}
+	})
 }
 
 func exitCode(cmd *exec.Cmd, err error) int {

@@ -1,6 +1,9 @@
 package sshwire
 
-import "syscall"
+import (
+	"sync/atomic"
+	"syscall"
+)
 
 // signals is the one table of the signals SSH names (RFC 4254 §6.10):
 // the name on the wire, its number on Linux (which is what exit codes
@@ -58,4 +61,30 @@ func LinuxSignalNumber(name string) int {
 		}
 	}
 	return 0
+}
+
+// WatchSignals registers a channel with register (a gliderlabs session's
+// Signals) and calls deliver with each signal's name until stop is called;
+// after stop, signals are drained and dropped until done closes (the
+// connection's end). It never unregisters: gliderlabs/ssh replays signals
+// that came before registration from a goroutine that reads the channel
+// field without its lock, so Signals(nil) races it — and an unread channel
+// would block the session's request loop.
+func WatchSignals[S ~string](register func(chan<- S), done <-chan struct{}, deliver func(name string)) (stop func()) {
+	sigs := make(chan S, 8)
+	var stopped atomic.Bool
+	register(sigs)
+	go func() {
+		for {
+			select {
+			case sig := <-sigs:
+				if !stopped.Load() {
+					deliver(string(sig))
+				}
+			case <-done:
+				return
+			}
+		}
+	}()
+	return func() { stopped.Store(true) }
 }

@@ -96,6 +96,7 @@ func TestGateCredentials(t *testing.T) {
 		{"a user", env.Client(userToken), own, api.ErrForbidden},
 		{"not logged in", env.Client(""), own, api.ErrUnauthenticated},
 		{"not a key", gw, "nope", api.ErrInvalidArgument},
+		{"a certificate", gw, string(ssh.MarshalAuthorizedKey(cert)), api.ErrInvalidArgument},
 	} {
 		if _, err := tt.c.GateCredentials(ctx, api.GateCredentialsRequest{PublicKey: tt.key}); !errors.Is(err, tt.want) {
 			t.Errorf("%s: got %v; want %v", tt.name, err, tt.want)

@@ -10,6 +10,7 @@ import (
 	"github.com/gpuaas/gpuaas/controld/alloc"
 	"github.com/gpuaas/gpuaas/controld/audit"
 	"github.com/gpuaas/gpuaas/controld/busauth"
+	"github.com/gpuaas/gpuaas/controld/ca"
 	"github.com/gpuaas/gpuaas/controld/identity"
 	"github.com/gpuaas/gpuaas/controld/mutate"
 	"github.com/gpuaas/gpuaas/controld/node"
@@ -164,9 +165,9 @@ func (s *Server) gateHostCert(ctx context.Context, c *call) (any, error) {
 	if err := c.decode(&req); err != nil {
 		return nil, err
 	}
-	key, _, _, _, err := ssh.ParseAuthorizedKey([]byte(req.PublicKey))
+	key, err := ca.ParseSubjectKey(req.PublicKey)
 	if err != nil {
-		return nil, api.Errorf(api.CodeInvalidArgument, "public_key is not an SSH public key: %v", err)
+		return nil, err
 	}
 	return s.audited(ctx, c, func(ctx context.Context, tx pgx.Tx, e *audit.Entry) (any, error) {
 		detail := map[string]any{"principals": req.Principals, "key": ssh.FingerprintSHA256(key)}
@@ -198,9 +199,9 @@ func (s *Server) gateCredentials(ctx context.Context, c *call) (any, error) {
 	if err := c.decode(&req); err != nil {
 		return nil, err
 	}
-	key, _, _, _, err := ssh.ParseAuthorizedKey([]byte(req.PublicKey))
+	key, err := ca.ParseSubjectKey(req.PublicKey)
 	if err != nil {
-		return nil, api.Errorf(api.CodeInvalidArgument, "public_key is not an SSH public key: %v", err)
+		return nil, err
 	}
 	return s.audited(ctx, c, func(ctx context.Context, tx pgx.Tx, e *audit.Entry) (any, error) {
 		detail := map[string]any{"key": ssh.FingerprintSHA256(key)}

@@ -167,7 +167,11 @@ func (g *Gateway) relay(s ssh.Session, id sshcert.Identity, up *upstream, pty ss
 	close(done)
 	stopSignals()
 	res.bytes = in.Load() + out.Load()
-	_ = s.CloseWrite()
+	if lc := loginOf(s.Context()); lc != nil {
+		lc.endWrite(s, func() { _ = s.CloseWrite() })
+	} else {
+		_ = s.CloseWrite()
+	}
 
 	switch {
 	case ex.signal != nil:

@@ -67,9 +67,9 @@ type loginConn struct {
 
 	// mu protects the following.
 	mu        sync.Mutex
-	sessions  map[ssh.Session]struct{} // open session channels
-	confirmed bool                     // controld said the login is live
-	ended     string                   // why it ended ("" while live)
+	sessions  map[ssh.Session]*sync.Mutex // open session channels, each with its endWrite lock
+	confirmed bool                        // controld said the login is live
+	ended     string                      // why it ended ("" while live)
 }
 
 // loginOf returns the connection's login, nil when it has none.
@@ -91,8 +91,26 @@ func (lc *loginConn) addSession(s ssh.Session) bool {
 	if lc.ended != "" {
 		return false
 	}
-	lc.sessions[s] = struct{}{}
+	lc.sessions[s] = new(sync.Mutex)
 	return true
+}
+
+// endWrite runs f — a write that ends the session's output (telling it why
+// it ends, half-closing it) — never alongside another: x/crypto's channel
+// reads its sent-EOF flag unlocked on every write and sets it in
+// CloseWrite, so endConn's last words and the relay's CloseWrite must not
+// overlap (the race detector caught them doing so on a gateway shutdown).
+func (lc *loginConn) endWrite(s ssh.Session, f func()) {
+	lc.mu.Lock()
+	mu := lc.sessions[s]
+	lc.mu.Unlock()
+	if mu == nil {
+		f()
+		return
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	f()
 }
 
 func (lc *loginConn) removeSession(s ssh.Session) {
@@ -103,16 +121,16 @@ func (lc *loginConn) removeSession(s ssh.Session) {
 
 // markEnded records why the login ended and returns its open sessions;
 // false when it had already ended.
-func (lc *loginConn) markEnded(reason string) ([]ssh.Session, bool) {
+func (lc *loginConn) markEnded(reason string) (map[ssh.Session]*sync.Mutex, bool) {
 	lc.mu.Lock()
 	defer lc.mu.Unlock()
 	if lc.ended != "" {
 		return nil, false
 	}
 	lc.ended = reason
-	out := make([]ssh.Session, 0, len(lc.sessions))
-	for s := range lc.sessions {
-		out = append(out, s)
+	out := make(map[ssh.Session]*sync.Mutex, len(lc.sessions))
+	for s, mu := range lc.sessions {
+		out[s] = mu
 	}
 	return out, true
 }
@@ -215,7 +233,7 @@ func (g *Gateway) trackLogin(ctx ssh.Context, key gossh.PublicKey, perms *gossh.
 		return
 	}
 	lc := &loginConn{sessionID: v.User.SessionID, userID: v.User.UserID, conn: st.conn, done: ctx.Done(),
-		cert: strings.TrimSpace(string(gossh.MarshalAuthorizedKey(key))), sessions: map[ssh.Session]struct{}{}}
+		cert: strings.TrimSpace(string(gossh.MarshalAuthorizedKey(key))), sessions: map[ssh.Session]*sync.Mutex{}}
 	ctx.SetValue(loginKey{}, lc)
 	g.logins.add(lc)
 	go func() {
@@ -384,11 +402,13 @@ func (g *Gateway) endConn(lc *loginConn, reason string, why error) {
 		"reason", reason, "open_sessions", len(sessions), "remote", lc.conn.RemoteAddr())
 	msg := "\r\ngpuaas gateway: " + why.Error() + "\r\n"
 	var wg sync.WaitGroup
-	for _, s := range sessions {
+	for s, mu := range sessions {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			mu.Lock()
 			_, _ = io.WriteString(s.Stderr(), msg)
+			mu.Unlock()
 			_ = s.Exit(exitGatewayError)
 		}()
 	}

@@ -85,7 +85,7 @@ func startDevBin(t testing.TB, bin, dataDir, configDir string, args ...string) *
 		}
 	})
 	t.Cleanup(func() { p.stop(t) })
-	testutil.EventuallyWithin(t, 60*time.Second, "gpuaas dev to come up", func() bool {
+	testutil.EventuallyWithin(t, 3*time.Minute, "gpuaas dev to come up", func() bool {
 		select {
 		case err := <-p.done:
 			p.done <- err

@@ -47,7 +47,7 @@ func Accrue(ctx context.Context, tx pgx.Tx, upTo, now time.Time) (AccrualResult,
 	return r, restore()
 }
 
-// indexLookupsOnly turns sequential scans off for the rest of tx and
+// indexLookupsOnly turns sequential scans off in tx (SET LOCAL) and
 // returns the function that turns them back to what they were. Each
 // meter's last window must be found through the primary key whatever the
 // statistics say: usage_charges grows by a row per meter each window, and

@@ -1,12 +1,6 @@
 package billing
 
-import (
-	"context"
-	"fmt"
-	"time"
-
-	"github.com/jackc/pgx/v5"
-)
+import "time"
 
 // SystemActor is the actor of the entries and changes billing makes by
 // itself (usage windows, depletion releases).
@@ -27,13 +21,14 @@ const SystemActor = "system:billing"
 // A window whose amount rounds to zero is recorded (in usage_charges) but
 // books no ledger entry.
 //
-// chargeSQL charges every meter matched by the WHERE clause (%s) up to $1
-// (or to when the meter stopped, if earlier), at time $2. Meters another
-// transaction holds (a release stopping its meter, a second accrual) are
-// skipped; (allocation_id, window_start) is unique, so a window two
-// replicas both compute is charged once. It reports the windows charged,
-// the ledger entries booked and their total.
-const chargeSQL = `WITH due AS (
+// windowsSQL records the due window of every meter matched by the WHERE
+// clause (%s) up to $1 (or to when the meter stopped, if earlier), at
+// time $2, in the CTE charged. Meters another transaction holds (a release
+// stopping its meter, a second accrual) are skipped; (allocation_id,
+// window_start) is unique, so a window two replicas both compute is
+// charged once. Each meter's last window is read from the primary key
+// alone (it includes window_end and end_seconds).
+const windowsSQL = `WITH due AS (
 	SELECT m.allocation_id, m.project_id, m.sku_id, m.gpus, m.price_per_gpu_hour_minor AS price, m.currency, m.started_at,
 		coalesce(l.window_end, m.started_at) AS from_t, coalesce(l.end_seconds, 0) AS from_s,
 		CASE WHEN m.stopped_at IS NOT NULL AND m.stopped_at < $1 THEN m.stopped_at ELSE $1::timestamptz END AS to_t
@@ -50,17 +45,31 @@ const chargeSQL = `WITH due AS (
 	SELECT allocation_id, project_id, currency, from_t, to_t, from_s, to_s,
 		price * gpus * to_s / 3600 - price * gpus * from_s / 3600, $2
 	FROM win
+	-- Sorting reads every due window before the first insert (the lookups
+	-- never scan rows this statement inserted) and inserts in key order.
+	ORDER BY allocation_id
 	ON CONFLICT (allocation_id, window_start) DO NOTHING
 	RETURNING allocation_id, project_id, currency, window_start, start_seconds, end_seconds, amount_minor
-), booked AS (
+)`
+
+// usageReference and usageMemo are the reference and memo of the ledger
+// entry of a window in charged.
+const (
+	usageReference = `'usage:' || allocation_id || ':' || to_char(window_start AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')`
+	usageMemo      = `format('%%s: %%s s of usage (%%s–%%s s)', allocation_id, end_seconds - start_seconds, start_seconds, end_seconds)`
+)
+
+// chargeSQL charges the windows of windowsSQL and books their ledger
+// entries in the same statement, each chained by the ledger_entries_chain
+// row trigger. It reports the windows charged, the ledger entries booked
+// and their total. StopMeter charges a meter's last window with it; the
+// accrual of every meter books its entries itself (accrueBatch).
+const chargeSQL = windowsSQL + `, booked AS (
 	-- Everything comes from charged's RETURNING: joining it back to win
 	-- would be a join the planner cannot estimate (a nested loop over
 	-- 100,000 × 100,000 rows in the benchmark).
 	INSERT INTO ledger_entries (project_id, seq, kind, reference, amount_minor, currency, memo, actor_id, created_at, prev_hash, hash)
-	SELECT project_id, 0, 'usage',
-		'usage:' || allocation_id || ':' || to_char(window_start AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
-		-amount_minor, currency,
-		format('%%s: %%s s of usage (%%s–%%s s)', allocation_id, end_seconds - start_seconds, start_seconds, end_seconds),
+	SELECT project_id, 0, 'usage', ` + usageReference + `, -amount_minor, currency, ` + usageMemo + `,
 		'` + SystemActor + `', $2, '', ''
 	FROM charged
 	WHERE amount_minor > 0
@@ -80,16 +89,4 @@ type AccrualResult struct {
 // windows are aligned to multiples of window since the Unix epoch.
 func WindowEnd(now time.Time, window time.Duration) time.Time {
 	return now.Truncate(window).UTC()
-}
-
-// Accrue charges every running meter, in one statement, up to upTo (see
-// chargeSQL for the rounding rule and why retries and concurrent runs
-// charge each window once). now stamps the rows.
-func Accrue(ctx context.Context, tx pgx.Tx, upTo, now time.Time) (AccrualResult, error) {
-	var r AccrualResult
-	err := tx.QueryRow(ctx, fmt.Sprintf(chargeSQL, `m.stopped_at IS NULL`), upTo, now).Scan(&r.Windows, &r.Entries, &r.AmountMinor)
-	if err != nil {
-		return r, fmt.Errorf("accrue usage: %w", err)
-	}
-	return r, nil
 }

@@ -25,6 +25,9 @@ type Client struct {
 	tokens  func(context.Context) (string, error)
 	project string
 	timeout time.Duration
+	// corr is the correlation id every call carries unless a CallOption
+	// sets its own (WithCorrelation).
+	corr string
 }
 
 // ClientOption configures a Client.
@@ -44,6 +47,15 @@ func WithProject(project string) ClientOption { return func(c *Client) { c.proje
 
 // WithTimeout sets the per-request timeout used when ctx has no deadline.
 func WithTimeout(d time.Duration) ClientOption { return func(c *Client) { c.timeout = d } }
+
+// WithCorrelation makes every call carry id as its Gpuaas-Correlation-Id
+// (the CLI: one id per invocation), so controld's, and hostd's, log lines
+// for them can be found by it.
+func WithCorrelation(id string) ClientOption { return func(c *Client) { c.corr = id } }
+
+// CorrelationID is the correlation id the client's calls carry ("" for
+// none: controld then assigns one per call).
+func (c *Client) CorrelationID() string { return c.corr }
 
 // NewClient returns a Client on an established connection.
 func NewClient(nc *nats.Conn, opts ...ClientOption) *Client {
@@ -131,6 +143,9 @@ func (c *Client) do(ctx context.Context, subject, endpoint string, mutation bool
 	}
 	if c.project != "" {
 		msg.Header.Set(HeaderProject, c.project)
+	}
+	if c.corr != "" {
+		msg.Header.Set(HeaderCorrelationID, c.corr)
 	}
 	for _, o := range opts {
 		o(msg)

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -11,6 +12,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
+
+	"github.com/gpuaas/gpuaas/internal/corrid"
 )
 
 // DefaultTimeout bounds one request when the context has no deadline.
@@ -144,8 +147,10 @@ func (c *Client) do(ctx context.Context, subject, endpoint string, mutation bool
 	if c.project != "" {
 		msg.Header.Set(HeaderProject, c.project)
 	}
-	if c.corr != "" {
-		msg.Header.Set(HeaderCorrelationID, c.corr)
+	// The id of what the call is part of (ctx: an SSH connection at the
+	// gateway), else the client's.
+	if corr := cmp.Or(corrid.From(ctx), c.corr); corr != "" {
+		msg.Header.Set(HeaderCorrelationID, corr)
 	}
 	for _, o := range opts {
 		o(msg)

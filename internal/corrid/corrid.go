@@ -67,3 +67,9 @@ func From(ctx context.Context) string {
 	id, _ := ctx.Value(ctxKey{}).(string)
 	return id
 }
+
+// Set stores id in a context that holds values itself (an SSH
+// connection's ssh.Context), as With does in a derived one.
+func Set(ctx interface{ SetValue(key, value any) }, id string) {
+	ctx.SetValue(ctxKey{}, id)
+}

@@ -31,9 +31,7 @@ func CaptureLog(t testing.TB) (*slog.Logger, *LogCapture) {
 // Write keeps p's lines (slog writes one record per call).
 func (c *LogCapture) Write(p []byte) (int, error) {
 	c.mu.Lock()
-	for _, l := range strings.Split(strings.TrimRight(string(p), "\n"), "\n") {
-		c.lines = append(c.lines, l)
-	}
+	c.lines = append(c.lines, strings.Split(strings.TrimRight(string(p), "\n"), "\n")...)
 	c.mu.Unlock()
 	return c.out.Write(p)
 }

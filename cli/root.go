@@ -53,6 +53,7 @@ func run(ctx context.Context, f *cmdutil.Factory, args []string, extra ...*cobra
 		err = context.Canceled
 	}
 	cmdutil.PrintError(f.IOStreams.ErrOut, cmd.CommandPath(), err)
+	cmdutil.PrintCorrelationID(f.IOStreams.ErrOut, f.CorrelationID, err)
 	return cmdutil.ExitCodeOf(err)
 }
 
@@ -72,7 +73,11 @@ Settings come from flags, then GPUAAS_CONTEXT, GPUAAS_SERVER, GPUAAS_TOKEN
 and GPUAAS_PROJECT, then the config file ($GPUAAS_CONFIG_DIR,
 $XDG_CONFIG_HOME/gpuaas or ~/.config/gpuaas). A command that names no
 project (-p/--project) acts in your default project, which the server keeps
-(` + "`gpuaas project use`" + `). See ` + "`gpuaas help exit-codes`" + `.`),
+(` + "`gpuaas project use`" + `). See ` + "`gpuaas help exit-codes`" + `.
+
+Each run tags its requests with one correlation id, which the server logs
+on every line about them: GPUAAS_CORRELATION_ID, or a fresh one
+(GPUAAS_DEBUG=1 shows it).`),
 		Version:       Version,
 		SilenceUsage:  true,
 		SilenceErrors: true,

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"time"
@@ -16,7 +17,7 @@ import (
 	"github.com/gpuaas/gpuaas/controld/identity"
 	"github.com/gpuaas/gpuaas/controld/mutate"
 	"github.com/gpuaas/gpuaas/internal/api"
-	"github.com/gpuaas/gpuaas/internal/ids"
+	"github.com/gpuaas/gpuaas/internal/corrid"
 )
 
 // call is one API request as the handlers see it.
@@ -24,7 +25,11 @@ type call struct {
 	req       micro.Request
 	principal *identity.Principal // nil on endpoints that need no login
 	project   string              // Gpuaas-Project header
-	corr      string
+	// corr is the request's correlation id (Gpuaas-Correlation-Id when
+	// it is safe to log, else one controld made), and log the logger
+	// that puts it on every line about the request.
+	corr string
+	log  *slog.Logger
 	// sourceOf looks the connection's address up (once); see source.
 	sourceOf func() string
 }
@@ -84,11 +89,8 @@ func (s *Server) endpoint(name string, need access, fn func(ctx context.Context,
 		start := time.Now()
 		ctx, cancel := context.WithTimeout(context.Background(), s.cfg.RequestTimeout)
 		defer cancel()
-		c := &call{req: req, project: req.Headers().Get(api.HeaderProject), corr: req.Headers().Get(api.HeaderCorrelationID),
-			sourceOf: s.sourceLookup(req)}
-		if c.corr == "" {
-			c.corr = ids.New("c")
-		}
+		c := s.newCall(req, name)
+		ctx = corrid.With(ctx, c.corr)
 		out, err := s.authorize(ctx, c, need)
 		if err == nil && c.principal != nil && c.principal.Delegated && delegatedRefused(name, need) {
 			err = errDelegated
@@ -104,8 +106,9 @@ func (s *Server) endpoint(name string, need access, fn func(ctx context.Context,
 			out, err = fn(ctx, c)
 		}
 		s.metrics.observeRequest(name, start, err)
+		logRequest(ctx, c, name, start, err)
 		if err != nil {
-			s.replyError(req, name, c.corr, err)
+			s.replyError(req, name, c, err)
 			return
 		}
 		s.reply(req, out)
@@ -218,14 +221,15 @@ func (s *Server) mutationHandler(name string, need access, noReplay bool, fn mut
 // error headers, the JSON body), which micro counts in the endpoint's
 // statistics. Anything that is not already an *api.Error is logged with
 // the correlation id and reported as internal, without leaking details.
-func (s *Server) replyError(req micro.Request, endpoint, corr string, err error) {
+func (s *Server) replyError(req micro.Request, endpoint string, c *call, err error) {
+	corr := c.corr
 	var e *api.Error
 	switch {
 	case errors.As(err, &e):
 	case errors.Is(err, context.DeadlineExceeded):
 		e = api.Errorf(api.CodeUnavailable, "controld took too long to answer %s", endpoint).WithHint("retry in a moment")
 	default:
-		s.cfg.Log.Error("request failed", "endpoint", endpoint, "correlation_id", corr, "err", err)
+		c.log.Error("request failed", "endpoint", endpoint, "err", err)
 		e = api.Errorf(api.CodeInternal, "internal error (correlation id %s)", corr)
 	}
 	msg := e.Message

@@ -67,7 +67,7 @@ func (s *Server) auditAllocRefusal(ctx context.Context, c *call, err error) {
 	meta := audit.Meta{At: s.now(), ActorID: c.principal.UserID, CorrelationID: c.corr,
 		IdempotencyKey: c.req.Headers().Get(api.HeaderIdempotencyKey)}
 	if werr := audit.Write(context.WithoutCancel(ctx), s.pool, meta, entry); werr != nil {
-		s.cfg.Log.Warn("audit refused create", "correlation_id", c.corr, "err", werr)
+		c.log.Warn("audit refused create", "err", werr)
 	}
 }
 

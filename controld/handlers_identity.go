@@ -114,7 +114,7 @@ func (s *Server) auditRefusal(ctx context.Context, c *call, a authAttempt, err e
 	}
 	meta := audit.Meta{At: s.now(), ActorID: a.actor, CorrelationID: c.corr}
 	if werr := audit.Write(context.WithoutCancel(ctx), s.pool, meta, entry); werr != nil {
-		s.cfg.Log.Warn("audit refused login", "action", entry.Action, "correlation_id", c.corr, "err", werr)
+		c.log.Warn("audit refused login", "action", entry.Action, "err", werr)
 	}
 }
 

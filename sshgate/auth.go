@@ -6,6 +6,7 @@ import (
 	"github.com/charmbracelet/ssh"
 	gossh "golang.org/x/crypto/ssh"
 
+	"github.com/gpuaas/gpuaas/internal/corrid"
 	"github.com/gpuaas/gpuaas/internal/ids"
 	"github.com/gpuaas/gpuaas/internal/sshcert"
 )
@@ -44,6 +45,10 @@ func (g *Gateway) publicKeyHandler(ctx ssh.Context, key ssh.PublicKey) bool {
 // confirms an identity only for the key that signed, and then lifts the
 // handshake deadline connCallback set.
 func (g *Gateway) serverConfig(ctx ssh.Context) *gossh.ServerConfig {
+	// One correlation id per connection: on its session lines here and
+	// on every call to controld made for it (api.Client reads it from
+	// the context).
+	corrid.Set(ctx, corrid.New())
 	return &gossh.ServerConfig{
 		VerifiedPublicKeyCallback: func(conn gossh.ConnMetadata, key gossh.PublicKey, perms *gossh.Permissions, _ string) (*gossh.Permissions, error) {
 			if err := sshcert.ConfirmKey(perms, key); err != nil {

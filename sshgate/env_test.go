@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync"
@@ -53,6 +54,8 @@ type envOptions struct {
 	// the server's URL and the options that carry its identity (default:
 	// a direct connection).
 	gatewayNATS func(url string, opts ...nats.Option) *nats.Conn
+	// controldLog is controld's logger (default: the test's log).
+	controldLog *slog.Logger
 }
 
 // allocSKU is what test allocations are: one GPU of the env's slice node.
@@ -61,7 +64,8 @@ const allocSKU = "h200-slice"
 func newEnv(t testing.TB, opts envOptions) *env {
 	t.Helper()
 	ctx := context.Background()
-	ctl := controldtest.Start(t, controldtest.Options{Nodes: []node.Spec{controldtest.SliceNode("slice-1", "H200")}})
+	ctl := controldtest.Start(t, controldtest.Options{Nodes: []node.Spec{controldtest.SliceNode("slice-1", "H200")},
+		Log: opts.controldLog})
 	e := &env{t: t, ctl: ctl, admin: ctl.Client(ctl.AdminToken)}
 	nodes, err := ctl.Server.Nodes(ctx)
 	if err != nil || len(nodes) != 1 {

@@ -11,6 +11,7 @@ import (
 	"github.com/charmbracelet/wish"
 
 	"github.com/gpuaas/gpuaas/cli/sshconfig"
+	"github.com/gpuaas/gpuaas/internal/corrid"
 	"github.com/gpuaas/gpuaas/internal/ids"
 	"github.com/gpuaas/gpuaas/internal/sshcert"
 )
@@ -71,7 +72,7 @@ func (g *Gateway) loggingMiddleware(next ssh.Handler) ssh.Handler {
 	return func(s ssh.Session) {
 		start := time.Now()
 		_, hasPty := g.ptyOf(s)
-		attrs := []any{"user", s.User(), "remote", s.RemoteAddr().String(), "pty", hasPty}
+		attrs := []any{corrid.Key, corrid.From(s.Context()), "user", s.User(), "remote", s.RemoteAddr().String(), "pty", hasPty}
 		switch {
 		case s.Subsystem() != "":
 			attrs = append(attrs, "subsystem", s.Subsystem())

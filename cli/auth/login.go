@@ -275,7 +275,8 @@ func issueSSHCert(ctx context.Context, opts *LoginOptions, cfg *config.Config, a
 	resp *api.LoginResponse, client *api.Client) (*sshkeys.Identity, error) {
 	active.Token, active.TokenExpiresAt = resp.Token, resp.ExpiresAt
 	// The client at hand carries the token of before the login.
-	withSession := api.NewClient(client.Conn(), api.WithToken(resp.Token), api.WithProject(active.Project))
+	withSession := api.NewClient(client.Conn(), api.WithToken(resp.Token), api.WithProject(active.Project),
+		api.WithCorrelation(client.CorrelationID()))
 	r := sshkeys.ForActive(cfg, active, func() (*api.Client, error) { return withSession, nil }, opts.Now)
 	return r.Renew(ctx)
 }

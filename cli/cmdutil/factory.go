@@ -40,6 +40,13 @@ type Factory struct {
 	// what the session sent, never the gateway's own environment.
 	Env func() config.Overrides
 
+	// CorrelationID is what every request of this invocation carries as
+	// Gpuaas-Correlation-Id ("": none, controld assigns one per request);
+	// Debug says it on stderr when a connection is made. See
+	// InvocationCorrelation.
+	CorrelationID string
+	Debug         bool
+
 	// mu protects conns.
 	mu    sync.Mutex
 	conns []*nats.Conn
@@ -48,6 +55,7 @@ type Factory struct {
 // New returns a Factory over ios that reads the config from config.Dir().
 func New(ios *IOStreams) *Factory {
 	f := &Factory{IOStreams: ios, Now: time.Now}
+	f.CorrelationID, f.Debug = InvocationCorrelation(ios.ErrOut)
 	f.Config = sync.OnceValues(config.LoadDefault)
 	f.Client = sync.OnceValues(f.connect)
 	return f
@@ -175,5 +183,9 @@ func (f *Factory) dial(preLogin bool) (*api.Client, error) {
 	f.mu.Lock()
 	f.conns = append(f.conns, nc)
 	f.mu.Unlock()
-	return api.NewClient(nc, api.WithToken(active.Token), api.WithProject(active.Project)), nil
+	if f.Debug && f.CorrelationID != "" {
+		_, _ = fmt.Fprintf(f.IOStreams.ErrOut, "debug: correlation id %s\n", f.CorrelationID)
+	}
+	return api.NewClient(nc, api.WithToken(active.Token), api.WithProject(active.Project),
+		api.WithCorrelation(f.CorrelationID)), nil
 }

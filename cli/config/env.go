@@ -13,6 +13,11 @@ const (
 	EnvToken     = "GPUAAS_TOKEN"
 	EnvProject   = "GPUAAS_PROJECT"
 	EnvContext   = "GPUAAS_CONTEXT"
+	// EnvCorrelationID is the correlation id this invocation's requests
+	// carry (default: a fresh one), and EnvDebug, when set, has the CLI
+	// say it on stderr.
+	EnvCorrelationID = "GPUAAS_CORRELATION_ID"
+	EnvDebug         = "GPUAAS_DEBUG"
 )
 
 // Dir returns the config directory: $GPUAAS_CONFIG_DIR, else

@@ -8,6 +8,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
+	"log/slog"
 	"testing"
 	"time"
 
@@ -90,6 +91,9 @@ type Options struct {
 	// BusRecordLinger is passed to controld.
 	BusRecordLinger time.Duration
 
+	// Log is controld's logger (default: the test's log).
+	Log *slog.Logger
+
 	// PlainBus runs NATS without the trust model (no accounts, no
 	// callout: anyone may do anything), only as the baseline of the
 	// callout's benchmarks.
@@ -123,10 +127,14 @@ type Env struct {
 // startControld runs controld on bus b and database dsn.
 func startControld(t testing.TB, b *testutil.Bus, dsn string, opts Options) *controlplane.Controld {
 	t.Helper()
+	log := opts.Log
+	if log == nil {
+		log = testutil.Logger(t)
+	}
 	ctl, err := controlplane.Start(context.Background(), controlplane.Config{URL: b.URL, Keys: b.Keys, Controld: controld.Config{
 		DatabaseURL: dsn, BusRecordLinger: opts.BusRecordLinger,
 		Identity: identity.Settings{BcryptCost: bcrypt.MinCost, OIDC: opts.OIDC, LoginLimits: opts.LoginLimits, InviteTTL: opts.InviteTTL},
-		Now:      opts.Now, Log: testutil.Logger(t), Hosts: opts.Hosts, MaxConns: opts.MaxConns, QueueInterval: 100 * time.Millisecond,
+		Now:      opts.Now, Log: log, Hosts: opts.Hosts, MaxConns: opts.MaxConns, QueueInterval: 100 * time.Millisecond,
 		SSHCertTTL: opts.SSHCertTTL, GatewayAddr: opts.GatewayAddr, Billing: opts.Billing,
 		Stripe: opts.Stripe, HTTPAddr: opts.HTTPAddr, APIRateLimit: opts.APIRateLimit,
 		MetricsAddr: opts.MetricsAddr, OutboxMaxAttempts: opts.OutboxMaxAttempts}})

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/gpuaas/gpuaas/controld/node"
 	"github.com/gpuaas/gpuaas/controld/tasks"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/corrid"
 	"github.com/gpuaas/gpuaas/internal/signing"
 )
 
@@ -100,9 +102,9 @@ func (d *Service) dispatchOnce(ctx context.Context) (int, error) {
 			case err == nil || ctx.Err() != nil:
 			case errors.Is(err, nats.ErrNoResponders):
 				// The node is offline (or enrolling): it pulls on connect.
-				d.cfg.Log.Debug("node not listening; task stays pending", "task", c.ID, "node", c.NodeID)
+				d.cfg.Log.Debug("node not listening; task stays pending", "task", c.ID, "node", c.NodeID, corrid.Key, c.Corr)
 			default:
-				d.cfg.Log.Warn("deliver task", "task", c.ID, "node", c.NodeID, "err", err)
+				d.cfg.Log.Warn("deliver task", "task", c.ID, "node", c.NodeID, corrid.Key, c.Corr, "err", err)
 			}
 		}()
 	}
@@ -111,20 +113,26 @@ func (d *Service) dispatchOnce(ctx context.Context) (int, error) {
 }
 
 // envelope signs a task for its node.
-func (d *Service) envelope(id, nodeID, typ string, params []byte) (signing.Envelope, error) {
+func (d *Service) envelope(id, nodeID, typ string, params []byte, corr string) (signing.Envelope, error) {
 	now := d.now()
 	return signing.Sign(d.cfg.TaskKey, signing.Task{ID: id, NodeID: nodeID, Type: typ, Params: params,
-		IssuedAt: now, ExpiresAt: now.Add(d.cfg.EnvelopeTTL)})
+		IssuedAt: now, ExpiresAt: now.Add(d.cfg.EnvelopeTTL), Corr: corr})
 }
 
 // deliver sends one task and records hostd's answer. A node that does not
 // answer keeps the task pending, retried with backoff; it also pulls its
 // tasks itself when it reconnects.
 func (d *Service) deliver(ctx context.Context, c tasks.Claimed) error {
-	env, err := d.envelope(c.ID, c.NodeID, c.Type, c.Params)
+	env, err := d.envelope(c.ID, c.NodeID, c.Type, c.Params, c.Corr)
 	if err != nil {
 		return err
 	}
+	log := d.cfg.Log.With(corrid.Key, c.Corr, "task", c.ID, "node", c.NodeID)
+	level := slog.LevelInfo
+	if c.Attempts > 1 {
+		level = slog.LevelDebug // an offline node's task is retried every few seconds
+	}
+	log.Log(ctx, level, "dispatching task", "type", c.Type, "attempt", c.Attempts)
 	body, _ := json.Marshal(env)
 	rctx, cancel := context.WithTimeout(ctx, d.cfg.DeliveryTimeout)
 	defer cancel()
@@ -137,14 +145,16 @@ func (d *Service) deliver(ctx context.Context, c tasks.Claimed) error {
 		if errors.Is(err, nats.ErrNoResponders) {
 			backoff = min(backoff, 5*time.Second) // the node pulls on reconnect anyway
 		}
+		log.Debug("task not taken; retrying", "in", backoff, "err", err)
 		uerr := tasks.Retry(ctx, d.cfg.Pool, c.ID, d.now().Add(backoff), d.now())
 		return errors.Join(fmt.Errorf("node did not take it: %w", err), uerr)
 	}
 	switch reply.Status {
 	case api.TaskAccepted, api.TaskDuplicate:
+		log.Debug("node took task", "status", reply.Status)
 		return tasks.Accept(ctx, d.cfg.Pool, c.ID, d.now())
 	default:
-		d.cfg.Log.Error("node refused task", "task", c.ID, "node", c.NodeID, "reason", reply.Reason)
+		log.Error("node refused task", "reason", reply.Reason)
 		return d.settle(ctx, c.NodeID, api.TaskResult{NodeID: c.NodeID, TaskID: c.ID, Status: api.TaskFailed,
 			Error: "refused by node: " + reply.Reason, At: d.now()})
 	}
@@ -158,7 +168,7 @@ func (d *Service) pending(ctx context.Context, nodeID string) (api.PullResponse,
 		return out, err
 	}
 	for _, x := range list {
-		env, err := d.envelope(x.ID, nodeID, x.Type, x.Params)
+		env, err := d.envelope(x.ID, nodeID, x.Type, x.Params, x.Corr)
 		if err != nil {
 			return out, err
 		}

@@ -14,6 +14,7 @@ import (
 	"github.com/gpuaas/gpuaas/controld/outbox"
 	"github.com/gpuaas/gpuaas/controld/tasks"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/corrid"
 	"github.com/gpuaas/gpuaas/internal/signing"
 )
 
@@ -138,6 +139,7 @@ func enqueueProgress(ctx context.Context, tx pgx.Tx, pr tasks.Progress, now time
 	if pr.AllocationID == "" || len(pr.Publish) == 0 {
 		return nil
 	}
+	ctx = corrid.With(ctx, pr.Corr) // a task's progress is its request's
 	events, err := alloc.ProgressEvents(ctx, tx, pr.AllocationID, pr.Type, pr.Publish)
 	if err != nil {
 		return err

@@ -12,6 +12,7 @@ import (
 	"github.com/gpuaas/gpuaas/controld/outbox"
 	"github.com/gpuaas/gpuaas/controld/tasks"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/corrid"
 )
 
 // settle records a task's outcome and applies its effect in one
@@ -26,6 +27,7 @@ func (d *Service) settle(ctx context.Context, nodeID string, r api.TaskResult) e
 			return err // a task already settled: its result was applied
 		}
 		done = &settled
+		ctx := corrid.With(ctx, settled.Corr) // the outcome's events are the task's request's
 		typ := settled.Type
 		var events []outbox.Event
 		reason := r.Error
@@ -78,6 +80,8 @@ func (d *Service) settle(ctx context.Context, nodeID string, r api.TaskResult) e
 		return nil
 	})
 	if err == nil && done != nil {
+		d.cfg.Log.Info("task result applied", corrid.Key, done.Corr, "task", r.TaskID, "node", nodeID,
+			"type", done.Type, "status", r.Status, "phase", r.Phase, "took", done.Took)
 		d.cfg.TaskSettled(done.Type, r.Status, done.Took)
 	}
 	if err == nil {

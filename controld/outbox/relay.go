@@ -173,7 +173,9 @@ type row struct {
 func (r *Relay) RunOnce(ctx context.Context) (int, error) {
 	claimed := 0
 	err := pgx.BeginFunc(ctx, r.cfg.Pool, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, `SELECT id, kind, subject, coalesce(project_id, ''), users, payload, created_at, attempts
+		rows, err := tx.Query(ctx, `SELECT id, kind, subject, coalesce(project_id, ''), users,
+				CASE WHEN jsonb_typeof(payload) = 'object' THEN payload - '`+corrPayload+`' ELSE payload END,
+				coalesce(payload->>'`+corrPayload+`', ''), created_at, attempts
 			FROM outbox_events o WHERE state = 'pending' AND next_attempt_at <= $1
 			  AND NOT EXISTS (SELECT 1 FROM outbox_events e WHERE e.state = 'pending' AND e.subject = o.subject
 			      AND e.id < o.id AND e.next_attempt_at > $1)
@@ -184,7 +186,8 @@ func (r *Relay) RunOnce(ctx context.Context) (int, error) {
 		batch, err := pgx.CollectRows(rows, func(cr pgx.CollectableRow) (row, error) {
 			var rw row
 			var payload []byte
-			err := cr.Scan(&rw.ev.ID, &rw.ev.Kind, &rw.ev.Subject, &rw.ev.ProjectID, &rw.ev.Users, &payload, &rw.ev.At, &rw.attempts)
+			err := cr.Scan(&rw.ev.ID, &rw.ev.Kind, &rw.ev.Subject, &rw.ev.ProjectID, &rw.ev.Users, &payload, &rw.ev.Corr,
+				&rw.ev.At, &rw.attempts)
 			rw.ev.Data = payload
 			return rw, err
 		})

@@ -14,6 +14,9 @@ import (
 type Claimed struct {
 	ID, NodeID, Type string
 	Params           []byte
+	// Corr is the correlation id of the request that queued the task
+	// ("" for none).
+	Corr string
 	// Attempts counts deliveries, this one included.
 	Attempts int
 }
@@ -34,13 +37,13 @@ func Claim(ctx context.Context, q store.Querier, now, redeliverBefore time.Time,
 			      AND p.allocation_id = c.allocation_id AND p.state IN `+unfinished+`
 			      AND (p.created_at, p.id) < (c.created_at, c.id))
 			ORDER BY c.created_at, c.id LIMIT $3 FOR UPDATE SKIP LOCKED)
-		RETURNING t.id, t.node_id, t.type, t.params, t.attempts`, now, redeliverBefore, limit)
+		RETURNING t.id, t.node_id, t.type, `+paramsAndCorr("t")+`, t.attempts`, now, redeliverBefore, limit)
 	if err != nil {
 		return nil, fmt.Errorf("claim tasks: %w", err)
 	}
 	batch, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Claimed, error) {
 		var c Claimed
-		return c, r.Scan(&c.ID, &c.NodeID, &c.Type, &c.Params, &c.Attempts)
+		return c, r.Scan(&c.ID, &c.NodeID, &c.Type, &c.Params, &c.Corr, &c.Attempts)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("claim tasks: %w", err)
@@ -69,12 +72,13 @@ func Accept(ctx context.Context, q store.Querier, id string, now time.Time) erro
 type Pending struct {
 	ID, Type string
 	Params   []byte
+	Corr     string // as in Claimed
 }
 
 // PendingFor returns the unfinished tasks of a node that no earlier task
 // of the same allocation holds back, oldest first.
 func PendingFor(ctx context.Context, q store.Querier, nodeID string) ([]Pending, error) {
-	rows, err := q.Query(ctx, `SELECT c.id, c.type, c.params FROM node_tasks c
+	rows, err := q.Query(ctx, `SELECT c.id, c.type, `+paramsAndCorr("c")+` FROM node_tasks c
 		WHERE c.node_id = $1 AND c.state IN `+unfinished+`
 		  AND NOT EXISTS (SELECT 1 FROM node_tasks p WHERE c.allocation_id IS NOT NULL
 		      AND p.allocation_id = c.allocation_id AND p.state IN `+unfinished+`
@@ -85,7 +89,7 @@ func PendingFor(ctx context.Context, q store.Querier, nodeID string) ([]Pending,
 	}
 	list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Pending, error) {
 		var x Pending
-		return x, r.Scan(&x.ID, &x.Type, &x.Params)
+		return x, r.Scan(&x.ID, &x.Type, &x.Params, &x.Corr)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("pending tasks: %w", err)

@@ -18,6 +18,7 @@ type locked struct {
 	typ       string
 	state     string
 	published int // phases 1..published are out as events
+	corr      string
 }
 
 // lock reads and row-locks a node's task, for a report about it (op
@@ -25,8 +26,8 @@ type locked struct {
 // across replicas: one at a time, each seeing what the last committed.
 func lock(ctx context.Context, tx pgx.Tx, nodeID, taskID, op string) (locked, error) {
 	var l locked
-	err := tx.QueryRow(ctx, `SELECT allocation_id, type, state, progress_published FROM node_tasks
-		WHERE id = $1 AND node_id = $2 FOR UPDATE`, taskID, nodeID).Scan(&l.allocID, &l.typ, &l.state, &l.published)
+	err := tx.QueryRow(ctx, `SELECT allocation_id, type, state, progress_published, coalesce(params->>'`+corrParam+`', '')
+		FROM node_tasks WHERE id = $1 AND node_id = $2 FOR UPDATE`, taskID, nodeID).Scan(&l.allocID, &l.typ, &l.state, &l.published, &l.corr)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return l, api.Errorf(api.CodeNotFound, "no task %s for node %s", taskID, nodeID)
 	}
@@ -42,6 +43,9 @@ type Progress struct {
 	Type         string
 	AllocationID string // "" for none
 	Publish      []api.TaskProgress
+	// Corr is the task's correlation id ("" for none), for the log lines
+	// and events about it.
+	Corr string
 }
 
 // RecordProgress adds a live phase report to a running task's timeline,
@@ -88,7 +92,7 @@ func RecordProgress(ctx context.Context, tx pgx.Tx, nodeID string, p api.TaskPro
 
 // progress is the Progress of l's task publishing phases.
 func (l locked) progress(phases []api.TaskProgress) Progress {
-	out := Progress{Type: l.typ, Publish: phases}
+	out := Progress{Type: l.typ, Publish: phases, Corr: l.corr}
 	if l.allocID != nil {
 		out.AllocationID = *l.allocID
 	}

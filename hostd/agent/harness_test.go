@@ -5,6 +5,7 @@ import (
 	"crypto/ed25519"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"sync"
 	"testing"
 	"time"
@@ -106,8 +107,14 @@ type runningAgent struct {
 // startAgent runs an agent on stateDir until stop or the test's end.
 func startAgent(t testing.TB, env *controldtest.Env, stateDir, token string, reg tasks.Registry) *runningAgent {
 	t.Helper()
+	return startAgentLogging(t, env, stateDir, token, reg, testutil.Logger(t))
+}
+
+// startAgentLogging is startAgent with the agent's logger.
+func startAgentLogging(t testing.TB, env *controldtest.Env, stateDir, token string, reg tasks.Registry, log *slog.Logger) *runningAgent {
+	t.Helper()
 	a, err := agent.New(agent.Config{Server: env.NATSURL, StateDir: stateDir, Token: token, Env: &tasks.Env{},
-		Handlers: reg, Log: testutil.Logger(t)})
+		Handlers: reg, Log: log})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -39,20 +39,25 @@ func (a *Agent) resultLoop(ctx context.Context) {
 // went through.
 func (a *Agent) sendResults(ctx context.Context) bool {
 	a.mu.Lock()
-	var due []api.TaskResult
+	type dueResult struct {
+		res  api.TaskResult
+		corr string
+	}
+	var due []dueResult
 	for _, r := range a.records {
 		if r.State == stateDone && !r.Acked && r.Result != nil {
-			due = append(due, *r.Result)
+			due = append(due, dueResult{*r.Result, r.Corr})
 		}
 	}
 	a.mu.Unlock()
 	all := true
-	for _, res := range due {
+	for _, d := range due {
+		res, log := d.res, a.taskLog(d.res.TaskID, d.corr)
 		// Each send is a new report: a resend is stamped afresh, so
 		// controld takes it although it saw the first one.
 		env, err := a.seal(api.HostResult, &res.ReportStamp, &res)
 		if err != nil {
-			a.cfg.Log.Error("result not sent", "task", res.TaskID, "err", err)
+			log.Error("result not sent", "err", err)
 			all = false
 			continue
 		}
@@ -63,16 +68,17 @@ func (a *Agent) sendResults(ctx context.Context) bool {
 		if errors.Is(err, api.ErrNotFound) {
 			// controld knows no such task (its database was reset): nothing
 			// will ever take this result.
-			a.cfg.Log.Warn("controld does not know this task; dropping its result", "task", res.TaskID)
+			log.Warn("controld does not know this task; dropping its result")
 			err = nil
 		}
 		if err != nil {
 			if ctx.Err() == nil {
-				a.cfg.Log.Warn("result not delivered yet", "task", res.TaskID, "err", err)
+				log.Warn("result not delivered yet", "err", err)
 			}
 			all = false
 			continue
 		}
+		log.Debug("result delivered", "status", res.Status)
 		a.update(res.TaskID, false, func(r *record) { r.Acked = true })
 	}
 	return all

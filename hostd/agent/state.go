@@ -35,7 +35,8 @@ const identityFile = "identity.json"
 type record struct {
 	ID         string             `json:"id"`
 	Type       string             `json:"type"`
-	State      string             `json:"state"` // accepted, running, done
+	Corr       string             `json:"corr,omitempty"` // the task's correlation id, for log lines
+	State      string             `json:"state"`          // accepted, running, done
 	Phase      string             `json:"phase,omitempty"`
 	Phases     []api.TaskProgress `json:"phases,omitempty"`
 	AcceptedAt time.Time          `json:"accepted_at"`

@@ -5,12 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/nats-io/nats.go"
 
 	"github.com/gpuaas/gpuaas/hostd/tasks"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/corrid"
 	"github.com/gpuaas/gpuaas/internal/signing"
 )
 
@@ -55,17 +57,20 @@ func (a *Agent) admit(env signing.Envelope) (signing.Task, api.TaskReply, bool) 
 		a.cfg.Log.Warn("refused task envelope", "err", err)
 		return task, api.TaskReply{Status: api.TaskRefused, Reason: err.Error()}, false
 	}
+	log := a.taskLog(task.ID, task.Corr)
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if r, ok := a.records[task.ID]; ok {
+		log.Debug("task delivered again", "state", r.State)
 		return task, api.TaskReply{Status: api.TaskDuplicate, State: r.State}, false
 	}
-	r := &record{ID: task.ID, Type: task.Type, State: stateAccepted, AcceptedAt: a.now()}
+	r := &record{ID: task.ID, Type: task.Type, Corr: task.Corr, State: stateAccepted, AcceptedAt: a.now()}
 	if err := saveRecord(a.cfg.StateDir, r, true); err != nil {
-		a.cfg.Log.Error("cannot persist task; refusing it", "task", task.ID, "err", err)
+		log.Error("cannot persist task; refusing it", "err", err)
 		return task, api.TaskReply{Status: api.TaskRefused, Reason: "hostd cannot persist the task: " + err.Error()}, false
 	}
 	a.records[task.ID] = r
+	log.Info("task accepted", "type", task.Type)
 	return task, api.TaskReply{Status: api.TaskAccepted}, true
 }
 
@@ -82,6 +87,7 @@ func (a *Agent) start(t signing.Task) {
 type reporter struct {
 	a    *Agent
 	task string
+	log  *slog.Logger // the task's (taskLog)
 }
 
 func (r reporter) Progress(phase, status string, elapsed time.Duration, message string) {
@@ -97,9 +103,10 @@ func (r reporter) Progress(phase, status string, elapsed time.Duration, message 
 	if p.PhaseSeq == 0 {
 		return // no record: nothing to number it by
 	}
+	r.log.Debug("task phase", "phase", phase, "status", status, "elapsed", elapsed)
 	env, err := r.a.seal(api.HostProgress, &p.ReportStamp, &p)
 	if err != nil {
-		r.a.cfg.Log.Error("progress not sent", "task", r.task, "err", err)
+		r.log.Error("progress not sent", "err", err)
 		return
 	}
 	b, _ := json.Marshal(env)
@@ -116,7 +123,7 @@ func (a *Agent) update(id string, durable bool, fn func(*record)) {
 	}
 	fn(r)
 	if err := saveRecord(a.cfg.StateDir, r, durable); err != nil {
-		a.cfg.Log.Error("persist task record", "task", id, "err", err)
+		a.taskLog(id, r.Corr).Error("persist task record", "err", err)
 	}
 }
 
@@ -129,16 +136,25 @@ func (a *Agent) runTask(ctx context.Context, t signing.Task) {
 	ended := a.metrics.taskStarted(t.Type)
 	recorded := ""
 	defer func() { ended(recorded) }()
+	log := a.taskLog(t.ID, t.Corr)
 	h, ok := a.cfg.Handlers[t.Type]
 	var out any
 	var err error
 	if !ok {
 		err = fmt.Errorf("unknown task type %q", t.Type)
 	} else {
-		out, err = runHandler(ctx, h, a.cfg.Env, t.Params, reporter{a, t.ID})
+		log.Debug("task running", "type", t.Type)
+		// The handler's own lines name the task too: its Env's logger
+		// is the task's.
+		env := &tasks.Env{}
+		if a.cfg.Env != nil {
+			*env = *a.cfg.Env
+		}
+		env.Log = log
+		out, err = runHandler(ctx, h, env, t.Params, reporter{a, t.ID, log})
 	}
 	if ctx.Err() != nil {
-		a.cfg.Log.Warn("stopping: task left unfinished", "task", t.ID, "type", t.Type)
+		log.Warn("stopping: task left unfinished", "type", t.Type)
 		return
 	}
 	if err != nil {
@@ -154,6 +170,16 @@ func (a *Agent) runTask(ctx context.Context, t signing.Task) {
 	}
 	a.finish(t.ID, res)
 	recorded = res.Status
+	log.Info("task finished", "type", t.Type, "status", res.Status, "phase", res.Phase, "error", res.Error)
+}
+
+// taskLog is the logger for the lines about one task: its id, and the
+// correlation id of the request behind it when controld sent one.
+func (a *Agent) taskLog(id, corr string) *slog.Logger {
+	if corr == "" {
+		return a.cfg.Log.With("task", id)
+	}
+	return a.cfg.Log.With(corrid.Key, corr, "task", id)
 }
 
 // runHandler turns a handler panic into a task failure, so one bad task
@@ -186,7 +212,7 @@ func (a *Agent) recoverInterrupted() {
 		if r.State == stateDone {
 			continue
 		}
-		a.cfg.Log.Warn("task interrupted by a restart", "task", id, "type", r.Type, "phase", r.Phase)
+		a.taskLog(id, r.Corr).Warn("task interrupted by a restart", "type", r.Type, "phase", r.Phase)
 		a.finish(id, api.TaskResult{NodeID: a.id.NodeID, TaskID: id, Status: api.TaskInterrupted, Phase: r.Phase,
 			Error: "hostd stopped while the task ran"})
 	}

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -11,6 +12,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
+
+	"github.com/gpuaas/gpuaas/internal/corrid"
 )
 
 // DefaultTimeout bounds one request when the context has no deadline.
@@ -25,6 +28,9 @@ type Client struct {
 	tokens  func(context.Context) (string, error)
 	project string
 	timeout time.Duration
+	// corr is the correlation id every call carries unless a CallOption
+	// sets its own (WithCorrelation).
+	corr string
 }
 
 // ClientOption configures a Client.
@@ -44,6 +50,15 @@ func WithProject(project string) ClientOption { return func(c *Client) { c.proje
 
 // WithTimeout sets the per-request timeout used when ctx has no deadline.
 func WithTimeout(d time.Duration) ClientOption { return func(c *Client) { c.timeout = d } }
+
+// WithCorrelation makes every call carry id as its Gpuaas-Correlation-Id
+// (the CLI: one id per invocation), so controld's, and hostd's, log lines
+// for them can be found by it.
+func WithCorrelation(id string) ClientOption { return func(c *Client) { c.corr = id } }
+
+// CorrelationID is the correlation id the client's calls carry ("" for
+// none: controld then assigns one per call).
+func (c *Client) CorrelationID() string { return c.corr }
 
 // NewClient returns a Client on an established connection.
 func NewClient(nc *nats.Conn, opts ...ClientOption) *Client {
@@ -131,6 +146,11 @@ func (c *Client) do(ctx context.Context, subject, endpoint string, mutation bool
 	}
 	if c.project != "" {
 		msg.Header.Set(HeaderProject, c.project)
+	}
+	// The id of what the call is part of (ctx: an SSH connection at the
+	// gateway), else the client's.
+	if corr := cmp.Or(corrid.From(ctx), c.corr); corr != "" {
+		msg.Header.Set(HeaderCorrelationID, corr)
 	}
 	for _, o := range opts {
 		o(msg)

@@ -340,6 +340,9 @@ type Event struct {
 	// Seq is the event's sequence in the EVENTS stream: clients resume
 	// from the last one they saw (events.since).
 	Seq uint64 `json:"seq,omitempty"`
+	// Corr is the correlation id of the request (or of the host task it
+	// queued) that made the change, to find its story in the logs.
+	Corr string `json:"corr,omitempty"`
 }
 
 // Event kinds.

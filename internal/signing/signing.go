@@ -30,6 +30,11 @@ type Task struct {
 	Params    json.RawMessage `json:"params"`
 	IssuedAt  time.Time       `json:"issued_at"`
 	ExpiresAt time.Time       `json:"expires_at"`
+	// Corr is the correlation id of the request behind the task, for
+	// hostd's log lines about it and nothing else. It is signed with the
+	// rest; left out when empty, so an envelope without one is the bytes
+	// it always was.
+	Corr string `json:"corr,omitempty"`
 }
 
 // Envelope is a signed task on the wire. Payload is the task's JSON; the

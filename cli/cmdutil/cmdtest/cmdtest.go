@@ -60,7 +60,8 @@ func ConfigFactory(t testing.TB, ios *cmdutil.IOStreams, ctx *config.Context) (*
 // come back after it).
 func ClearEnv(t testing.TB) {
 	t.Helper()
-	for _, env := range []string{config.EnvServer, config.EnvToken, config.EnvProject, config.EnvContext} {
+	for _, env := range []string{config.EnvServer, config.EnvToken, config.EnvProject, config.EnvContext,
+		config.EnvCorrelationID, config.EnvDebug} {
 		t.Setenv(env, "")
 	}
 }

@@ -1,0 +1,42 @@
+package cmdutil
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/gpuaas/gpuaas/cli/config"
+	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/corrid"
+)
+
+// InvocationCorrelation returns the correlation id of this run of the
+// CLI — GPUAAS_CORRELATION_ID when set (a script tying its steps
+// together), else a fresh one — and whether GPUAAS_DEBUG asks for it to be
+// shown. An id controld would not keep (corrid.Valid) is replaced, with a
+// warning on errOut.
+func InvocationCorrelation(errOut io.Writer) (id string, debug bool) {
+	sent := os.Getenv(config.EnvCorrelationID)
+	id, replaced := corrid.Sanitize(sent)
+	if replaced {
+		_, _ = fmt.Fprintf(errOut, "warning: %s is not 1-%d letters, digits or -_.:; using %s\n",
+			config.EnvCorrelationID, corrid.MaxLen, id)
+	}
+	return id, os.Getenv(config.EnvDebug) != ""
+}
+
+// PrintCorrelationID adds the correlation id to the report of an error
+// whose story is in the server's logs — an internal error or no answer in
+// time (a mutation may have been applied) — so the user can quote it.
+// Other errors say what is wrong themselves.
+func PrintCorrelationID(w io.Writer, id string, err error) {
+	var apiErr *api.Error
+	if id == "" || !errors.As(err, &apiErr) || strings.Contains(apiErr.Message, id) {
+		return
+	}
+	if apiErr.Code == api.CodeInternal || errors.Is(err, api.ErrTimedOut) {
+		_, _ = fmt.Fprintf(w, "correlation id: %s\n", id)
+	}
+}

@@ -27,65 +27,91 @@ type Candidate struct {
 	Whole  bool
 }
 
+// Candidates are read from slot_groups (migration 0015), the free and busy
+// slot counts per (node, NUMA node) and per node (numa_node = -1) that
+// triggers on slots keep, through an index ordered by free count: a page
+// costs the same whatever the size of the fleet. A count row changed by a
+// transaction while another held it lags by the deltas in
+// slot_group_deltas until the next change folds them in, so each kind of
+// candidate has a second list, of the few rows with deltas that fit only
+// once their deltas count; Reserve checks every candidate against the
+// slots themselves.
+
 // NUMAGroupsWithRoom returns NUMA groups with room for the whole request,
 // the fullest first (best fit), up to limit of them after skipping offset.
 func NUMAGroupsWithRoom(ctx context.Context, q store.Querier, r Room, limit, offset int) ([]Candidate, error) {
-	rows, err := q.Query(ctx, `SELECT s.node_id, s.numa_node FROM slots s JOIN nodes n ON n.id = s.node_id
-		WHERE s.state = 'free' AND n.state = 'ready' AND n.shape = $1 AND n.gpu_model = $2
-		GROUP BY s.node_id, s.numa_node HAVING count(*) >= $3
-		ORDER BY count(*), s.node_id, s.numa_node LIMIT $4 OFFSET $5`, r.Shape, r.GPUModel, r.GPUs, limit, offset)
-	if err != nil {
-		return nil, fmt.Errorf("slice candidates: %w", err)
-	}
-	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Candidate, error) {
-		var c Candidate
-		return c, row.Scan(&c.NodeID, &c.NUMA)
-	})
-	if err != nil {
-		return nil, fmt.Errorf("slice candidates: %w", err)
-	}
-	return out, nil
+	rows, err := q.Query(ctx, `SELECT node_id, numa_node FROM slot_groups
+		WHERE ready AND numa_node >= 0 AND shape = $1 AND gpu_model = $2 AND free >= $3
+		ORDER BY free, node_id, numa_node LIMIT $4 OFFSET $5`, r.Shape, r.GPUModel, r.GPUs, limit, offset)
+	return collectCandidates(rows, err, "slice candidates", Candidate{})
+}
+
+// NUMAGroupsWithRoomInDeltas returns the NUMA groups that
+// NUMAGroupsWithRoom leaves out but have room once their deltas count.
+func NUMAGroupsWithRoomInDeltas(ctx context.Context, q store.Querier, r Room, limit, offset int) ([]Candidate, error) {
+	rows, err := q.Query(ctx, `SELECT g.node_id, g.numa_node FROM slot_groups g
+		JOIN (SELECT node_id, numa_node, sum(free) AS free FROM slot_group_deltas GROUP BY node_id, numa_node) d
+		  ON d.node_id = g.node_id AND d.numa_node = g.numa_node
+		WHERE g.ready AND g.numa_node >= 0 AND g.shape = $1 AND g.gpu_model = $2
+		  AND g.free < $3 AND g.free + d.free >= $3
+		ORDER BY g.free + d.free, g.node_id, g.numa_node LIMIT $4 OFFSET $5`, r.Shape, r.GPUModel, r.GPUs, limit, offset)
+	return collectCandidates(rows, err, "slice candidates", Candidate{})
 }
 
 // NodesWithRoom returns nodes with room for the request across their NUMA
 // nodes, the fullest first, up to limit of them after skipping offset.
 func NodesWithRoom(ctx context.Context, q store.Querier, r Room, limit, offset int) ([]Candidate, error) {
-	rows, err := q.Query(ctx, `SELECT s.node_id FROM slots s JOIN nodes n ON n.id = s.node_id
-		WHERE s.state = 'free' AND n.state = 'ready' AND n.shape = $1 AND n.gpu_model = $2
-		GROUP BY s.node_id HAVING count(*) >= $3
-		ORDER BY count(*), s.node_id LIMIT $4 OFFSET $5`, r.Shape, r.GPUModel, r.GPUs, limit, offset)
-	if err != nil {
-		return nil, fmt.Errorf("spread candidates: %w", err)
-	}
-	spread, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return nil, fmt.Errorf("spread candidates: %w", err)
-	}
-	out := make([]Candidate, len(spread))
-	for i, id := range spread {
-		out[i] = Candidate{NodeID: id, NUMA: -1}
-	}
-	return out, nil
+	rows, err := q.Query(ctx, `SELECT node_id, numa_node FROM slot_groups
+		WHERE ready AND numa_node = -1 AND shape = $1 AND gpu_model = $2 AND free >= $3
+		ORDER BY free, node_id LIMIT $4 OFFSET $5`, r.Shape, r.GPUModel, r.GPUs, limit, offset)
+	return collectCandidates(rows, err, "spread candidates", Candidate{})
+}
+
+// NodesWithRoomInDeltas returns the nodes that NodesWithRoom leaves out
+// but have room once their deltas count.
+func NodesWithRoomInDeltas(ctx context.Context, q store.Querier, r Room, limit, offset int) ([]Candidate, error) {
+	rows, err := q.Query(ctx, `SELECT g.node_id, g.numa_node FROM slot_groups g
+		JOIN (SELECT node_id, sum(free) AS free FROM slot_group_deltas WHERE numa_node = -1 GROUP BY node_id) d
+		  ON d.node_id = g.node_id
+		WHERE g.ready AND g.numa_node = -1 AND g.shape = $1 AND g.gpu_model = $2
+		  AND g.free < $3 AND g.free + d.free >= $3
+		ORDER BY g.free + d.free, g.node_id LIMIT $4 OFFSET $5`, r.Shape, r.GPUModel, r.GPUs, limit, offset)
+	return collectCandidates(rows, err, "spread candidates", Candidate{})
 }
 
 // WholeNodesFree returns nodes whose every slot is free and that have
 // exactly r.GPUs of them, up to limit after skipping offset.
 func WholeNodesFree(ctx context.Context, q store.Querier, r Room, limit, offset int) ([]Candidate, error) {
-	rows, err := q.Query(ctx, `SELECT n.id FROM nodes n
-		WHERE n.state = 'ready' AND n.shape = $1 AND n.gpu_model = $2
-		  AND (SELECT count(*) FROM slots s WHERE s.node_id = n.id AND s.state = 'free') = $3
-		  AND NOT EXISTS (SELECT 1 FROM slots s WHERE s.node_id = n.id AND s.state IN ('reserved', 'pending'))
-		ORDER BY n.id LIMIT $4 OFFSET $5`, r.Shape, r.GPUModel, r.GPUs, limit, offset)
+	rows, err := q.Query(ctx, `SELECT node_id, numa_node FROM slot_groups
+		WHERE ready AND numa_node = -1 AND shape = $1 AND gpu_model = $2 AND free = $3 AND busy = 0
+		ORDER BY node_id LIMIT $4 OFFSET $5`, r.Shape, r.GPUModel, r.GPUs, limit, offset)
+	return collectCandidates(rows, err, "baremetal candidates", Candidate{Whole: true})
+}
+
+// WholeNodesFreeInDeltas returns the nodes that WholeNodesFree leaves out
+// but are wholly free once their deltas count.
+func WholeNodesFreeInDeltas(ctx context.Context, q store.Querier, r Room, limit, offset int) ([]Candidate, error) {
+	rows, err := q.Query(ctx, `SELECT g.node_id, g.numa_node FROM slot_groups g
+		JOIN (SELECT node_id, sum(free) AS free, sum(busy) AS busy FROM slot_group_deltas
+		      WHERE numa_node = -1 GROUP BY node_id) d ON d.node_id = g.node_id
+		WHERE g.ready AND g.numa_node = -1 AND g.shape = $1 AND g.gpu_model = $2
+		  AND NOT (g.free = $3 AND g.busy = 0) AND g.free + d.free = $3 AND g.busy + d.busy = 0
+		ORDER BY g.node_id LIMIT $4 OFFSET $5`, r.Shape, r.GPUModel, r.GPUs, limit, offset)
+	return collectCandidates(rows, err, "baremetal candidates", Candidate{Whole: true})
+}
+
+// collectCandidates reads (node_id, numa_node) rows into candidates like
+// proto; numa_node -1 stands for the whole node.
+func collectCandidates(rows pgx.Rows, err error, op string, proto Candidate) ([]Candidate, error) {
 	if err != nil {
-		return nil, fmt.Errorf("baremetal candidates: %w", err)
+		return nil, fmt.Errorf("%s: %w", op, err)
 	}
-	nodes, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Candidate, error) {
+		c := proto
+		return c, row.Scan(&c.NodeID, &c.NUMA)
+	})
 	if err != nil {
-		return nil, fmt.Errorf("baremetal candidates: %w", err)
-	}
-	out := make([]Candidate, len(nodes))
-	for i, id := range nodes {
-		out[i] = Candidate{NodeID: id, NUMA: -1, Whole: true}
+		return nil, fmt.Errorf("%s: %w", op, err)
 	}
 	return out, nil
 }
@@ -108,8 +134,10 @@ func Reserve(ctx context.Context, tx pgx.Tx, allocationID string, c Candidate, g
 	var rows pgx.Rows
 	switch {
 	case c.Whole:
-		// Bare metal takes every slot of the node.
+		// Bare metal takes every slot of the node, and none may be busy
+		// (the counts the candidate came from may lag).
 		rows, err = sp.Query(ctx, `SELECT id FROM slots WHERE node_id = $1 AND state = 'free'
+			AND NOT EXISTS (SELECT 1 FROM slots b WHERE b.node_id = $1 AND b.state IN ('reserved', 'pending'))
 			ORDER BY idx FOR UPDATE SKIP LOCKED`, c.NodeID)
 	case c.NUMA >= 0:
 		rows, err = sp.Query(ctx, `SELECT id FROM slots WHERE node_id = $1 AND numa_node = $2 AND state = 'free'

@@ -54,10 +54,11 @@ func Place(ctx context.Context, tx pgx.Tx, r Request) (Placement, error) {
 	var pages []candidatePage
 	switch r.Shape {
 	case api.ShapeBaremetal:
-		pages = []candidatePage{node.WholeNodesFree}
+		pages = []candidatePage{node.WholeNodesFree, node.WholeNodesFreeInDeltas}
 	case api.ShapeGPUSlice:
 		// One NUMA node first; across NUMA nodes only when no group fits.
-		pages = []candidatePage{node.NUMAGroupsWithRoom, node.NodesWithRoom}
+		pages = []candidatePage{node.NUMAGroupsWithRoom, node.NUMAGroupsWithRoomInDeltas,
+			node.NodesWithRoom, node.NodesWithRoomInDeltas}
 	default:
 		return Placement{}, api.Errorf(api.CodeInvalidArgument, "unknown shape %q", r.Shape)
 	}

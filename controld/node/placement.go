@@ -49,11 +49,11 @@ func NUMAGroupsWithRoom(ctx context.Context, q store.Querier, r Room, limit, off
 // NUMAGroupsWithRoomInDeltas returns the NUMA groups that
 // NUMAGroupsWithRoom leaves out but have room once their deltas count.
 func NUMAGroupsWithRoomInDeltas(ctx context.Context, q store.Querier, r Room, limit, offset int) ([]Candidate, error) {
-	rows, err := q.Query(ctx, `SELECT g.node_id, g.numa_node FROM slot_groups g
-		JOIN (SELECT node_id, numa_node, sum(free) AS free FROM slot_group_deltas GROUP BY node_id, numa_node) d
-		  ON d.node_id = g.node_id AND d.numa_node = g.numa_node
-		WHERE g.ready AND g.numa_node >= 0 AND g.shape = $1 AND g.gpu_model = $2
-		  AND g.free < $3 AND g.free + d.free >= $3
+	rows, err := q.Query(ctx, `SELECT g.node_id, g.numa_node
+		FROM (SELECT node_id, numa_node, sum(free) AS free FROM slot_group_deltas WHERE numa_node >= 0
+		      GROUP BY node_id, numa_node) d
+		CROSS JOIN LATERAL (SELECT * FROM slot_groups g WHERE g.node_id = d.node_id AND g.numa_node = d.numa_node OFFSET 0) g
+		WHERE g.ready AND g.shape = $1 AND g.gpu_model = $2 AND g.free < $3 AND g.free + d.free >= $3
 		ORDER BY g.free + d.free, g.node_id, g.numa_node LIMIT $4 OFFSET $5`, r.Shape, r.GPUModel, r.GPUs, limit, offset)
 	return collectCandidates(rows, err, "slice candidates", Candidate{})
 }
@@ -70,11 +70,10 @@ func NodesWithRoom(ctx context.Context, q store.Querier, r Room, limit, offset i
 // NodesWithRoomInDeltas returns the nodes that NodesWithRoom leaves out
 // but have room once their deltas count.
 func NodesWithRoomInDeltas(ctx context.Context, q store.Querier, r Room, limit, offset int) ([]Candidate, error) {
-	rows, err := q.Query(ctx, `SELECT g.node_id, g.numa_node FROM slot_groups g
-		JOIN (SELECT node_id, sum(free) AS free FROM slot_group_deltas WHERE numa_node = -1 GROUP BY node_id) d
-		  ON d.node_id = g.node_id
-		WHERE g.ready AND g.numa_node = -1 AND g.shape = $1 AND g.gpu_model = $2
-		  AND g.free < $3 AND g.free + d.free >= $3
+	rows, err := q.Query(ctx, `SELECT g.node_id, g.numa_node
+		FROM (SELECT node_id, sum(free) AS free FROM slot_group_deltas WHERE numa_node = -1 GROUP BY node_id) d
+		CROSS JOIN LATERAL (SELECT * FROM slot_groups g WHERE g.node_id = d.node_id AND g.numa_node = -1 OFFSET 0) g
+		WHERE g.ready AND g.shape = $1 AND g.gpu_model = $2 AND g.free < $3 AND g.free + d.free >= $3
 		ORDER BY g.free + d.free, g.node_id LIMIT $4 OFFSET $5`, r.Shape, r.GPUModel, r.GPUs, limit, offset)
 	return collectCandidates(rows, err, "spread candidates", Candidate{})
 }
@@ -91,10 +90,11 @@ func WholeNodesFree(ctx context.Context, q store.Querier, r Room, limit, offset 
 // WholeNodesFreeInDeltas returns the nodes that WholeNodesFree leaves out
 // but are wholly free once their deltas count.
 func WholeNodesFreeInDeltas(ctx context.Context, q store.Querier, r Room, limit, offset int) ([]Candidate, error) {
-	rows, err := q.Query(ctx, `SELECT g.node_id, g.numa_node FROM slot_groups g
-		JOIN (SELECT node_id, sum(free) AS free, sum(busy) AS busy FROM slot_group_deltas
-		      WHERE numa_node = -1 GROUP BY node_id) d ON d.node_id = g.node_id
-		WHERE g.ready AND g.numa_node = -1 AND g.shape = $1 AND g.gpu_model = $2
+	rows, err := q.Query(ctx, `SELECT g.node_id, g.numa_node
+		FROM (SELECT node_id, sum(free) AS free, sum(busy) AS busy FROM slot_group_deltas
+		      WHERE numa_node = -1 GROUP BY node_id) d
+		CROSS JOIN LATERAL (SELECT * FROM slot_groups g WHERE g.node_id = d.node_id AND g.numa_node = -1 OFFSET 0) g
+		WHERE g.ready AND g.shape = $1 AND g.gpu_model = $2
 		  AND NOT (g.free = $3 AND g.busy = 0) AND g.free + d.free = $3 AND g.busy + d.busy = 0
 		ORDER BY g.node_id LIMIT $4 OFFSET $5`, r.Shape, r.GPUModel, r.GPUs, limit, offset)
 	return collectCandidates(rows, err, "baremetal candidates", Candidate{Whole: true})

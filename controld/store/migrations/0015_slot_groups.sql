@@ -48,16 +48,6 @@ BEGIN
     IF node_ids IS NULL THEN
         RETURN;
     END IF;
-    -- A node's first slots: its rows, empty (the insert waits only on a
-    -- concurrent first insert of the same row).
-    INSERT INTO slot_groups (node_id, numa_node, shape, gpu_model, ready, free, busy)
-    SELECT k.node_id, k.numa_node, n.shape, n.gpu_model, n.state = 'ready', 0, 0
-    FROM (SELECT DISTINCT c.node_id, c.numa_node FROM unnest(node_ids, numas) AS c (node_id, numa_node)
-          UNION SELECT DISTINCT c.node_id, -1 FROM unnest(node_ids) AS c (node_id)) k
-    JOIN nodes n ON n.id = k.node_id
-    WHERE NOT EXISTS (SELECT 1 FROM slot_groups g WHERE g.node_id = k.node_id AND g.numa_node = k.numa_node)
-    ON CONFLICT DO NOTHING;
-
     WITH per_group AS (
         SELECT c.node_id, c.numa_node, sum(c.free)::int AS free, sum(c.busy)::int AS busy
         FROM unnest(node_ids, numas, frees, busies) AS c (node_id, numa_node, free, busy)
@@ -66,11 +56,22 @@ BEGIN
         SELECT * FROM per_group
         UNION ALL
         SELECT node_id, -1, sum(free)::int, sum(busy)::int FROM per_group GROUP BY node_id
+    ), created AS (
+        -- A node's first slots: its rows, with their counts (the insert
+        -- waits only on a concurrent first insert of the same row).
+        INSERT INTO slot_groups (node_id, numa_node, shape, gpu_model, ready, free, busy)
+        SELECT c.node_id, c.numa_node, n.shape, n.gpu_model, n.state = 'ready', c.free, c.busy
+        FROM changes c JOIN nodes n ON n.id = c.node_id
+        WHERE NOT EXISTS (SELECT 1 FROM slot_groups g WHERE g.node_id = c.node_id AND g.numa_node = c.numa_node)
+        ON CONFLICT DO NOTHING
+        RETURNING node_id, numa_node
     ), nonzero AS (
-        SELECT * FROM changes WHERE free <> 0 OR busy <> 0
+        SELECT * FROM changes c
+        WHERE (c.free <> 0 OR c.busy <> 0)
+          AND NOT EXISTS (SELECT 1 FROM created k WHERE k.node_id = c.node_id AND k.numa_node = c.numa_node)
     ), locked AS MATERIALIZED (
-        SELECT g.node_id, g.numa_node FROM slot_groups g
-        WHERE (g.node_id, g.numa_node) IN (SELECT node_id, numa_node FROM nonzero)
+        SELECT g.node_id, g.numa_node FROM nonzero c
+        JOIN slot_groups g ON g.node_id = c.node_id AND g.numa_node = c.numa_node
         ORDER BY g.node_id, g.numa_node
         FOR UPDATE OF g SKIP LOCKED
     ), folded AS (
@@ -81,14 +82,14 @@ BEGIN
         -- (A data-modifying CTE runs whether read or not.)
         UPDATE slot_groups g SET free = g.free + s.free, busy = g.busy + s.busy
         FROM (SELECT u.node_id, u.numa_node, sum(u.free)::int AS free, sum(u.busy)::int AS busy
-              FROM (SELECT * FROM nonzero WHERE (node_id, numa_node) IN (SELECT node_id, numa_node FROM locked)
+              FROM (SELECT c.* FROM nonzero c JOIN locked l ON l.node_id = c.node_id AND l.numa_node = c.numa_node
                     UNION ALL SELECT * FROM folded) u
               GROUP BY u.node_id, u.numa_node) s
         WHERE g.node_id = s.node_id AND g.numa_node = s.numa_node
     )
     INSERT INTO slot_group_deltas (node_id, numa_node, free, busy)
-    SELECT node_id, numa_node, free, busy FROM nonzero
-    WHERE (node_id, numa_node) NOT IN (SELECT node_id, numa_node FROM locked);
+    SELECT c.node_id, c.numa_node, c.free, c.busy FROM nonzero c
+    WHERE NOT EXISTS (SELECT 1 FROM locked l WHERE l.node_id = c.node_id AND l.numa_node = c.numa_node);
 END $$;
 
 CREATE FUNCTION slots_counted_insert() RETURNS trigger LANGUAGE plpgsql AS $$

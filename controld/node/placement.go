@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
@@ -131,7 +132,72 @@ func Reserve(ctx context.Context, tx pgx.Tx, allocationID string, c Candidate, g
 		return nil, false, fmt.Errorf("savepoint: %w", err)
 	}
 	defer func() { _ = sp.Rollback(ctx) }() // no-op after commit
+	return reserveIn(ctx, tx, sp, allocationID, c, gpus)
+}
+
+// Kind is a kind of candidate ReserveClaimed claims.
+type Kind int
+
+// The kinds of candidates, as NUMAGroupsWithRoom, NodesWithRoom and
+// WholeNodesFree return them.
+const (
+	NUMAGroup Kind = iota
+	SpreadNode
+	WholeNode
+)
+
+// claimSQL takes the best candidate of a kind whose count row no open
+// transaction holds, past the ones given (node_id:numa_node), and locks
+// that row.
+var claimSQL = map[Kind]string{
+	NUMAGroup: `SELECT node_id, numa_node FROM slot_groups
+		WHERE ready AND numa_node >= 0 AND shape = $1 AND gpu_model = $2 AND free >= $3
+		  AND NOT (node_id || ':' || numa_node = ANY ($4))
+		ORDER BY free, node_id, numa_node LIMIT 1 FOR UPDATE SKIP LOCKED`,
+	SpreadNode: `SELECT node_id, numa_node FROM slot_groups
+		WHERE ready AND numa_node = -1 AND shape = $1 AND gpu_model = $2 AND free >= $3
+		  AND NOT (node_id || ':' || numa_node = ANY ($4))
+		ORDER BY free, node_id LIMIT 1 FOR UPDATE SKIP LOCKED`,
+	WholeNode: `SELECT node_id, numa_node FROM slot_groups
+		WHERE ready AND numa_node = -1 AND shape = $1 AND gpu_model = $2 AND free = $3 AND busy = 0
+		  AND NOT (node_id || ':' || numa_node = ANY ($4))
+		ORDER BY node_id LIMIT 1 FOR UPDATE SKIP LOCKED`,
+}
+
+// ReserveClaimed is Reserve on the best candidate of a kind that no
+// concurrent placement is reserving in: it claims the candidate's count
+// row (FOR UPDATE SKIP LOCKED) so that concurrent placements each go to a
+// different one instead of all racing for the slots of the first, and
+// count their reservations in the row rather than as deltas. It returns
+// the candidate tried, or found false when none is left past the ones in
+// tried; a failed attempt keeps no lock, on the row or on slots.
+func ReserveClaimed(ctx context.Context, tx pgx.Tx, allocationID string, kind Kind, r Room, tried []Candidate) (slots []api.Slot, c Candidate, found, ok bool, err error) {
+	skip := make([]string, len(tried))
+	for i, t := range tried {
+		skip[i] = fmt.Sprintf("%s:%d", t.NodeID, t.NUMA)
+	}
+	sp, err := tx.Begin(ctx)
+	if err != nil {
+		return nil, c, false, false, fmt.Errorf("savepoint: %w", err)
+	}
+	defer func() { _ = sp.Rollback(ctx) }() // no-op after commit
+	c.Whole = kind == WholeNode
+	err = sp.QueryRow(ctx, claimSQL[kind], r.Shape, r.GPUModel, r.GPUs, skip).Scan(&c.NodeID, &c.NUMA)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, c, false, false, nil
+	}
+	if err != nil {
+		return nil, c, false, false, fmt.Errorf("claim candidate: %w", err)
+	}
+	slots, ok, err = reserveIn(ctx, tx, sp, allocationID, c, r.GPUs)
+	return slots, c, true, ok, err
+}
+
+// reserveIn is Reserve inside savepoint sp of tx, which it releases on
+// success.
+func reserveIn(ctx context.Context, tx, sp pgx.Tx, allocationID string, c Candidate, gpus int) ([]api.Slot, bool, error) {
 	var rows pgx.Rows
+	var err error
 	switch {
 	case c.Whole:
 		// Bare metal takes every slot of the node, and none may be busy

@@ -43,7 +43,7 @@ type Candidate struct {
 func NUMAGroupsWithRoom(ctx context.Context, q store.Querier, r Room, limit, offset int) ([]Candidate, error) {
 	rows, err := q.Query(ctx, `SELECT node_id, numa_node FROM slot_groups
 		WHERE ready AND numa_node >= 0 AND shape = $1 AND gpu_model = $2 AND free >= $3
-		ORDER BY free, node_id, numa_node LIMIT $4 OFFSET $5`, r.Shape, r.GPUModel, r.GPUs, limit, offset)
+		ORDER BY free, node_id, numa_node `+pageClause(limit, offset), r.Shape, r.GPUModel, r.GPUs)
 	return collectCandidates(rows, err, "slice candidates", Candidate{})
 }
 
@@ -55,7 +55,7 @@ func NUMAGroupsWithRoomInDeltas(ctx context.Context, q store.Querier, r Room, li
 		      GROUP BY node_id, numa_node) d
 		CROSS JOIN LATERAL (SELECT * FROM slot_groups g WHERE g.node_id = d.node_id AND g.numa_node = d.numa_node OFFSET 0) g
 		WHERE g.ready AND g.shape = $1 AND g.gpu_model = $2 AND g.free < $3 AND g.free + d.free >= $3
-		ORDER BY g.free + d.free, g.node_id, g.numa_node LIMIT $4 OFFSET $5`, r.Shape, r.GPUModel, r.GPUs, limit, offset)
+		ORDER BY g.free + d.free, g.node_id, g.numa_node `+pageClause(limit, offset), r.Shape, r.GPUModel, r.GPUs)
 	return collectCandidates(rows, err, "slice candidates", Candidate{})
 }
 
@@ -64,7 +64,7 @@ func NUMAGroupsWithRoomInDeltas(ctx context.Context, q store.Querier, r Room, li
 func NodesWithRoom(ctx context.Context, q store.Querier, r Room, limit, offset int) ([]Candidate, error) {
 	rows, err := q.Query(ctx, `SELECT node_id, numa_node FROM slot_groups
 		WHERE ready AND numa_node = -1 AND shape = $1 AND gpu_model = $2 AND free >= $3
-		ORDER BY free, node_id LIMIT $4 OFFSET $5`, r.Shape, r.GPUModel, r.GPUs, limit, offset)
+		ORDER BY free, node_id `+pageClause(limit, offset), r.Shape, r.GPUModel, r.GPUs)
 	return collectCandidates(rows, err, "spread candidates", Candidate{})
 }
 
@@ -75,7 +75,7 @@ func NodesWithRoomInDeltas(ctx context.Context, q store.Querier, r Room, limit, 
 		FROM (SELECT node_id, sum(free) AS free FROM slot_group_deltas WHERE numa_node = -1 GROUP BY node_id) d
 		CROSS JOIN LATERAL (SELECT * FROM slot_groups g WHERE g.node_id = d.node_id AND g.numa_node = -1 OFFSET 0) g
 		WHERE g.ready AND g.shape = $1 AND g.gpu_model = $2 AND g.free < $3 AND g.free + d.free >= $3
-		ORDER BY g.free + d.free, g.node_id LIMIT $4 OFFSET $5`, r.Shape, r.GPUModel, r.GPUs, limit, offset)
+		ORDER BY g.free + d.free, g.node_id `+pageClause(limit, offset), r.Shape, r.GPUModel, r.GPUs)
 	return collectCandidates(rows, err, "spread candidates", Candidate{})
 }
 
@@ -84,7 +84,7 @@ func NodesWithRoomInDeltas(ctx context.Context, q store.Querier, r Room, limit, 
 func WholeNodesFree(ctx context.Context, q store.Querier, r Room, limit, offset int) ([]Candidate, error) {
 	rows, err := q.Query(ctx, `SELECT node_id, numa_node FROM slot_groups
 		WHERE ready AND numa_node = -1 AND shape = $1 AND gpu_model = $2 AND free = $3 AND busy = 0
-		ORDER BY node_id LIMIT $4 OFFSET $5`, r.Shape, r.GPUModel, r.GPUs, limit, offset)
+		ORDER BY node_id `+pageClause(limit, offset), r.Shape, r.GPUModel, r.GPUs)
 	return collectCandidates(rows, err, "baremetal candidates", Candidate{Whole: true})
 }
 
@@ -97,8 +97,15 @@ func WholeNodesFreeInDeltas(ctx context.Context, q store.Querier, r Room, limit,
 		CROSS JOIN LATERAL (SELECT * FROM slot_groups g WHERE g.node_id = d.node_id AND g.numa_node = -1 OFFSET 0) g
 		WHERE g.ready AND g.shape = $1 AND g.gpu_model = $2
 		  AND NOT (g.free = $3 AND g.busy = 0) AND g.free + d.free = $3 AND g.busy + d.busy = 0
-		ORDER BY g.node_id LIMIT $4 OFFSET $5`, r.Shape, r.GPUModel, r.GPUs, limit, offset)
+		ORDER BY g.node_id `+pageClause(limit, offset), r.Shape, r.GPUModel, r.GPUs)
 	return collectCandidates(rows, err, "baremetal candidates", Candidate{Whole: true})
+}
+
+// pageClause is LIMIT and OFFSET written into the statement, so that a
+// prepared statement's generic plan is made for a page of candidates, not
+// for an unknown limit (which Postgres takes as a tenth of the rows).
+func pageClause(limit, offset int) string {
+	return fmt.Sprintf(" LIMIT %d OFFSET %d", limit, offset)
 }
 
 // collectCandidates reads (node_id, numa_node) rows into candidates like

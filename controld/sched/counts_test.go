@@ -84,6 +84,13 @@ func TestSlotCountsFollowSlots(t *testing.T) {
 				t.Fatal(err)
 			}
 		}},
+		{"discovery", func(t *testing.T) {
+			r := api.TopologyResult{GPUs: []api.GPUInfo{{Model: "H100"}},
+				CandidateSlots: []api.CandidateSlot{{GPUPCI: "0000:99:00.0", NUMANode: 1}}}
+			if err := node.ApplyDiscovery(ctx, f.q, f.nodeID["b"], r, true, time.Now()); err != nil {
+				t.Fatal(err)
+			}
+		}},
 		{"drain", func(t *testing.T) {
 			if err := node.Drain(ctx, f.q, f.nodeID["a"], time.Now()); err != nil {
 				t.Fatal(err)

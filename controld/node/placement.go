@@ -1,9 +1,11 @@
 package node
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/jackc/pgx/v5"
 
@@ -139,7 +141,7 @@ func Reserve(ctx context.Context, tx pgx.Tx, allocationID string, c Candidate, g
 		return nil, false, fmt.Errorf("savepoint: %w", err)
 	}
 	defer func() { _ = sp.Rollback(ctx) }() // no-op after commit
-	return reserveIn(ctx, tx, sp, allocationID, c, gpus)
+	return reserveIn(ctx, sp, allocationID, c, gpus)
 }
 
 // Kind is a kind of candidate ReserveClaimed claims.
@@ -196,13 +198,13 @@ func ReserveClaimed(ctx context.Context, tx pgx.Tx, allocationID string, kind Ki
 	if err != nil {
 		return nil, c, false, false, fmt.Errorf("claim candidate: %w", err)
 	}
-	slots, ok, err = reserveIn(ctx, tx, sp, allocationID, c, r.GPUs)
+	slots, ok, err = reserveIn(ctx, sp, allocationID, c, r.GPUs)
 	return slots, c, true, ok, err
 }
 
-// reserveIn is Reserve inside savepoint sp of tx, which it releases on
+// reserveIn is Reserve inside savepoint sp, which it releases on
 // success.
-func reserveIn(ctx context.Context, tx, sp pgx.Tx, allocationID string, c Candidate, gpus int) ([]api.Slot, bool, error) {
+func reserveIn(ctx context.Context, sp pgx.Tx, allocationID string, c Candidate, gpus int) ([]api.Slot, bool, error) {
 	var rows pgx.Rows
 	var err error
 	switch {
@@ -234,17 +236,22 @@ func reserveIn(ctx context.Context, tx, sp pgx.Tx, allocationID string, c Candid
 	if len(chosen) != gpus {
 		return nil, false, nil
 	}
-	if _, err := sp.Exec(ctx, `UPDATE slots SET state = 'reserved', allocation_id = $1 WHERE id = ANY($2)`,
-		allocationID, chosen); err != nil {
+	// The reserved slots come back with the update: no read after it.
+	rows, err = sp.Query(ctx, `UPDATE slots SET state = 'reserved', allocation_id = $1 WHERE id = ANY($2)
+		RETURNING `+slotColumns, allocationID, chosen)
+	if err != nil {
+		return nil, false, fmt.Errorf("reserve slots for %s: %w", allocationID, err)
+	}
+	slots, err := pgx.CollectRows(rows, scanSlot)
+	if err != nil {
 		return nil, false, fmt.Errorf("reserve slots for %s: %w", allocationID, err)
 	}
 	if err := sp.Commit(ctx); err != nil {
 		return nil, false, fmt.Errorf("release savepoint: %w", err)
 	}
-	slots, err := Slots(ctx, tx, `allocation_id = $1`, allocationID)
-	if err != nil {
-		return nil, false, err
-	}
+	slices.SortFunc(slots, func(a, b api.Slot) int {
+		return cmp.Or(cmp.Compare(a.NodeID, b.NodeID), cmp.Compare(a.Index, b.Index))
+	})
 	return slots, true, nil
 }
 

@@ -8,7 +8,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -19,7 +18,6 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/gpuaas/gpuaas/controld/controldtest"
-	"github.com/gpuaas/gpuaas/controld/sched"
 	"github.com/gpuaas/gpuaas/internal/api"
 )
 
@@ -259,63 +257,6 @@ func BenchmarkPgxInsertUpdateTx(b *testing.B) {
 				})
 			})
 		})
-	}
-}
-
-// BenchmarkSchedulerPlacement is one sched.Place against 10,000 slice
-// nodes × 8 slots, in a transaction rolled back after each placement so
-// that every iteration sees the same fleet. Half the slots of the "used"
-// fleet are taken, scattered, as in a busy cluster. It reports the
-// latency of Place alone as p50/p99.
-func BenchmarkSchedulerPlacement(b *testing.B) {
-	env := controldtest.Start(b, controldtest.Options{NoNodes: true})
-	pool := env.Server.Pool()
-	ctx := context.Background()
-	const fleetNodes = 10_000
-	addSliceNodes(b, pool, "fleet-", fleetNodes)
-	a, err := env.Client(env.AdminToken).AllocCreate(ctx, api.AllocCreateRequest{SKU: "h200-slice", GPUs: 1, Queue: true})
-	if err != nil {
-		b.Fatal(err)
-	}
-	filler, err := env.Client(env.AdminToken).AllocCreate(ctx, api.AllocCreateRequest{SKU: "h200-slice", GPUs: 1})
-	if err != nil {
-		b.Fatal(err)
-	}
-	for _, fleet := range []string{"free", "half-used"} {
-		if fleet == "half-used" {
-			if _, err := pool.Exec(ctx, `UPDATE slots SET state = 'reserved', allocation_id = $1
-				WHERE state = 'free' AND abs(hashtext(id)) % 2 = 0`, filler.ID); err != nil {
-				b.Fatal(err)
-			}
-			if _, err := pool.Exec(ctx, `ANALYZE slots`); err != nil {
-				b.Fatal(err)
-			}
-		}
-		for _, gpus := range []int{1, 2, 4, 8} {
-			b.Run(fmt.Sprintf("fleet=%s/gpus=%d", fleet, gpus), func(b *testing.B) {
-				req := sched.Request{AllocationID: a.ID, Shape: "gpu_slice", GPUModel: "H200", GPUs: gpus}
-				durations := make([]time.Duration, 0, 1024)
-				b.ResetTimer()
-				for b.Loop() {
-					tx, err := pool.Begin(ctx)
-					if err != nil {
-						b.Fatal(err)
-					}
-					start := time.Now()
-					_, err = sched.Place(ctx, tx, req)
-					durations = append(durations, time.Since(start))
-					_ = tx.Rollback(ctx)
-					if err != nil {
-						b.Fatalf("place %d GPUs: %v", gpus, err)
-					}
-				}
-				b.StopTimer()
-				slices.Sort(durations)
-				b.ReportMetric(ms(percentile(durations, 0.50)), "p50-ms")
-				b.ReportMetric(ms(percentile(durations, 0.99)), "p99-ms")
-				b.ReportMetric(fleetNodes, "nodes")
-			})
-		}
 	}
 }
 

@@ -28,6 +28,10 @@ var owners = map[string]string{
 	"nodes":             "node",
 	"slots":             "node",
 	"enrollment_tokens": "node",
+	// Free and busy slot counts for placement, kept by triggers on slots
+	// and nodes (migration 0015); node reads them.
+	"slot_groups":       "node",
+	"slot_group_deltas": "node",
 
 	"node_tasks":       "tasks",
 	"node_task_events": "tasks",

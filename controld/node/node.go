@@ -127,17 +127,21 @@ func Get(ctx context.Context, q store.Querier, ref string) (api.NodeDetail, erro
 	return api.NodeDetail{Node: n, Slots: slots}, nil
 }
 
+// slotColumns are the columns scanSlot reads.
+const slotColumns = `id, node_id, idx, gpu_pci, nvme, fabric_vf, numa_node, mac, ip, state, coalesce(allocation_id, '')`
+
+func scanSlot(r pgx.CollectableRow) (api.Slot, error) {
+	var s api.Slot
+	return s, r.Scan(&s.ID, &s.NodeID, &s.Index, &s.GPUPCI, &s.NVMe, &s.FabricVF, &s.NUMANode, &s.MAC, &s.IP, &s.State, &s.AllocationID)
+}
+
 // Slots returns the slots matching a WHERE clause, by node and index.
 func Slots(ctx context.Context, q store.Querier, where string, args ...any) ([]api.Slot, error) {
-	rows, err := q.Query(ctx, `SELECT id, node_id, idx, gpu_pci, nvme, fabric_vf, numa_node, mac, ip, state, coalesce(allocation_id, '')
-		FROM slots WHERE `+where+` ORDER BY node_id, idx`, args...)
+	rows, err := q.Query(ctx, `SELECT `+slotColumns+` FROM slots WHERE `+where+` ORDER BY node_id, idx`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list slots: %w", err)
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (api.Slot, error) {
-		var s api.Slot
-		return s, r.Scan(&s.ID, &s.NodeID, &s.Index, &s.GPUPCI, &s.NVMe, &s.FabricVF, &s.NUMANode, &s.MAC, &s.IP, &s.State, &s.AllocationID)
-	})
+	out, err := pgx.CollectRows(rows, scanSlot)
 	if err != nil {
 		return nil, fmt.Errorf("list slots: %w", err)
 	}

@@ -1,8 +1,11 @@
 package node
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/jackc/pgx/v5"
 
@@ -27,65 +30,98 @@ type Candidate struct {
 	Whole  bool
 }
 
+// Candidates are read from slot_groups (migration 0015), the free and busy
+// slot counts per (node, NUMA node) and per node (numa_node = -1) that
+// triggers on slots keep, through an index ordered by free count: a page
+// costs the same whatever the size of the fleet. A count row changed by a
+// transaction while another held it lags by the deltas in
+// slot_group_deltas until the next change folds them in, so each kind of
+// candidate has a second list, of the few rows with deltas that fit only
+// once their deltas count; Reserve checks every candidate against the
+// slots themselves.
+
 // NUMAGroupsWithRoom returns NUMA groups with room for the whole request,
 // the fullest first (best fit), up to limit of them after skipping offset.
 func NUMAGroupsWithRoom(ctx context.Context, q store.Querier, r Room, limit, offset int) ([]Candidate, error) {
-	rows, err := q.Query(ctx, `SELECT s.node_id, s.numa_node FROM slots s JOIN nodes n ON n.id = s.node_id
-		WHERE s.state = 'free' AND n.state = 'ready' AND n.shape = $1 AND n.gpu_model = $2
-		GROUP BY s.node_id, s.numa_node HAVING count(*) >= $3
-		ORDER BY count(*), s.node_id, s.numa_node LIMIT $4 OFFSET $5`, r.Shape, r.GPUModel, r.GPUs, limit, offset)
-	if err != nil {
-		return nil, fmt.Errorf("slice candidates: %w", err)
-	}
-	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Candidate, error) {
-		var c Candidate
-		return c, row.Scan(&c.NodeID, &c.NUMA)
-	})
-	if err != nil {
-		return nil, fmt.Errorf("slice candidates: %w", err)
-	}
-	return out, nil
+	rows, err := q.Query(ctx, `SELECT node_id, numa_node FROM slot_groups
+		WHERE ready AND numa_node >= 0 AND shape = $1 AND gpu_model = $2 AND free >= $3
+		ORDER BY free, node_id, numa_node `+pageClause(limit, offset), r.Shape, r.GPUModel, r.GPUs)
+	return collectCandidates(rows, err, "slice candidates", Candidate{})
+}
+
+// NUMAGroupsWithRoomInDeltas returns the NUMA groups that
+// NUMAGroupsWithRoom leaves out but have room once their deltas count.
+func NUMAGroupsWithRoomInDeltas(ctx context.Context, q store.Querier, r Room, limit, offset int) ([]Candidate, error) {
+	rows, err := q.Query(ctx, `SELECT g.node_id, g.numa_node
+		FROM (SELECT node_id, numa_node, sum(free) AS free FROM slot_group_deltas WHERE numa_node >= 0
+		      GROUP BY node_id, numa_node) d
+		CROSS JOIN LATERAL (SELECT * FROM slot_groups g WHERE g.node_id = d.node_id AND g.numa_node = d.numa_node OFFSET 0) g
+		WHERE g.ready AND g.shape = $1 AND g.gpu_model = $2 AND g.free < $3 AND g.free + d.free >= $3
+		ORDER BY g.free + d.free, g.node_id, g.numa_node `+pageClause(limit, offset), r.Shape, r.GPUModel, r.GPUs)
+	return collectCandidates(rows, err, "slice candidates", Candidate{})
 }
 
 // NodesWithRoom returns nodes with room for the request across their NUMA
 // nodes, the fullest first, up to limit of them after skipping offset.
 func NodesWithRoom(ctx context.Context, q store.Querier, r Room, limit, offset int) ([]Candidate, error) {
-	rows, err := q.Query(ctx, `SELECT s.node_id FROM slots s JOIN nodes n ON n.id = s.node_id
-		WHERE s.state = 'free' AND n.state = 'ready' AND n.shape = $1 AND n.gpu_model = $2
-		GROUP BY s.node_id HAVING count(*) >= $3
-		ORDER BY count(*), s.node_id LIMIT $4 OFFSET $5`, r.Shape, r.GPUModel, r.GPUs, limit, offset)
-	if err != nil {
-		return nil, fmt.Errorf("spread candidates: %w", err)
-	}
-	spread, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return nil, fmt.Errorf("spread candidates: %w", err)
-	}
-	out := make([]Candidate, len(spread))
-	for i, id := range spread {
-		out[i] = Candidate{NodeID: id, NUMA: -1}
-	}
-	return out, nil
+	rows, err := q.Query(ctx, `SELECT node_id, numa_node FROM slot_groups
+		WHERE ready AND numa_node = -1 AND shape = $1 AND gpu_model = $2 AND free >= $3
+		ORDER BY free, node_id `+pageClause(limit, offset), r.Shape, r.GPUModel, r.GPUs)
+	return collectCandidates(rows, err, "spread candidates", Candidate{})
+}
+
+// NodesWithRoomInDeltas returns the nodes that NodesWithRoom leaves out
+// but have room once their deltas count.
+func NodesWithRoomInDeltas(ctx context.Context, q store.Querier, r Room, limit, offset int) ([]Candidate, error) {
+	rows, err := q.Query(ctx, `SELECT g.node_id, g.numa_node
+		FROM (SELECT node_id, sum(free) AS free FROM slot_group_deltas WHERE numa_node = -1 GROUP BY node_id) d
+		CROSS JOIN LATERAL (SELECT * FROM slot_groups g WHERE g.node_id = d.node_id AND g.numa_node = -1 OFFSET 0) g
+		WHERE g.ready AND g.shape = $1 AND g.gpu_model = $2 AND g.free < $3 AND g.free + d.free >= $3
+		ORDER BY g.free + d.free, g.node_id `+pageClause(limit, offset), r.Shape, r.GPUModel, r.GPUs)
+	return collectCandidates(rows, err, "spread candidates", Candidate{})
 }
 
 // WholeNodesFree returns nodes whose every slot is free and that have
 // exactly r.GPUs of them, up to limit after skipping offset.
 func WholeNodesFree(ctx context.Context, q store.Querier, r Room, limit, offset int) ([]Candidate, error) {
-	rows, err := q.Query(ctx, `SELECT n.id FROM nodes n
-		WHERE n.state = 'ready' AND n.shape = $1 AND n.gpu_model = $2
-		  AND (SELECT count(*) FROM slots s WHERE s.node_id = n.id AND s.state = 'free') = $3
-		  AND NOT EXISTS (SELECT 1 FROM slots s WHERE s.node_id = n.id AND s.state IN ('reserved', 'pending'))
-		ORDER BY n.id LIMIT $4 OFFSET $5`, r.Shape, r.GPUModel, r.GPUs, limit, offset)
+	rows, err := q.Query(ctx, `SELECT node_id, numa_node FROM slot_groups
+		WHERE ready AND numa_node = -1 AND shape = $1 AND gpu_model = $2 AND free = $3 AND busy = 0
+		ORDER BY node_id `+pageClause(limit, offset), r.Shape, r.GPUModel, r.GPUs)
+	return collectCandidates(rows, err, "baremetal candidates", Candidate{Whole: true})
+}
+
+// WholeNodesFreeInDeltas returns the nodes that WholeNodesFree leaves out
+// but are wholly free once their deltas count.
+func WholeNodesFreeInDeltas(ctx context.Context, q store.Querier, r Room, limit, offset int) ([]Candidate, error) {
+	rows, err := q.Query(ctx, `SELECT g.node_id, g.numa_node
+		FROM (SELECT node_id, sum(free) AS free, sum(busy) AS busy FROM slot_group_deltas
+		      WHERE numa_node = -1 GROUP BY node_id) d
+		CROSS JOIN LATERAL (SELECT * FROM slot_groups g WHERE g.node_id = d.node_id AND g.numa_node = -1 OFFSET 0) g
+		WHERE g.ready AND g.shape = $1 AND g.gpu_model = $2
+		  AND NOT (g.free = $3 AND g.busy = 0) AND g.free + d.free = $3 AND g.busy + d.busy = 0
+		ORDER BY g.node_id `+pageClause(limit, offset), r.Shape, r.GPUModel, r.GPUs)
+	return collectCandidates(rows, err, "baremetal candidates", Candidate{Whole: true})
+}
+
+// pageClause is LIMIT and OFFSET written into the statement, so that a
+// prepared statement's generic plan is made for a page of candidates, not
+// for an unknown limit (which Postgres takes as a tenth of the rows).
+func pageClause(limit, offset int) string {
+	return fmt.Sprintf(" LIMIT %d OFFSET %d", limit, offset)
+}
+
+// collectCandidates reads (node_id, numa_node) rows into candidates like
+// proto; numa_node -1 stands for the whole node.
+func collectCandidates(rows pgx.Rows, err error, op string, proto Candidate) ([]Candidate, error) {
 	if err != nil {
-		return nil, fmt.Errorf("baremetal candidates: %w", err)
+		return nil, fmt.Errorf("%s: %w", op, err)
 	}
-	nodes, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Candidate, error) {
+		c := proto
+		return c, row.Scan(&c.NodeID, &c.NUMA)
+	})
 	if err != nil {
-		return nil, fmt.Errorf("baremetal candidates: %w", err)
-	}
-	out := make([]Candidate, len(nodes))
-	for i, id := range nodes {
-		out[i] = Candidate{NodeID: id, NUMA: -1, Whole: true}
+		return nil, fmt.Errorf("%s: %w", op, err)
 	}
 	return out, nil
 }
@@ -105,11 +141,78 @@ func Reserve(ctx context.Context, tx pgx.Tx, allocationID string, c Candidate, g
 		return nil, false, fmt.Errorf("savepoint: %w", err)
 	}
 	defer func() { _ = sp.Rollback(ctx) }() // no-op after commit
+	return reserveIn(ctx, sp, allocationID, c, gpus)
+}
+
+// Kind is a kind of candidate ReserveClaimed claims.
+type Kind int
+
+// The kinds of candidates, as NUMAGroupsWithRoom, NodesWithRoom and
+// WholeNodesFree return them.
+const (
+	NUMAGroup Kind = iota
+	SpreadNode
+	WholeNode
+)
+
+// claimSQL takes the best candidate of a kind whose count row no open
+// transaction holds, past the ones given (node_id:numa_node), and locks
+// that row.
+var claimSQL = map[Kind]string{
+	NUMAGroup: `SELECT node_id, numa_node FROM slot_groups
+		WHERE ready AND numa_node >= 0 AND shape = $1 AND gpu_model = $2 AND free >= $3
+		  AND NOT (node_id || ':' || numa_node = ANY ($4))
+		ORDER BY free, node_id, numa_node LIMIT 1 FOR UPDATE SKIP LOCKED`,
+	SpreadNode: `SELECT node_id, numa_node FROM slot_groups
+		WHERE ready AND numa_node = -1 AND shape = $1 AND gpu_model = $2 AND free >= $3
+		  AND NOT (node_id || ':' || numa_node = ANY ($4))
+		ORDER BY free, node_id LIMIT 1 FOR UPDATE SKIP LOCKED`,
+	WholeNode: `SELECT node_id, numa_node FROM slot_groups
+		WHERE ready AND numa_node = -1 AND shape = $1 AND gpu_model = $2 AND free = $3 AND busy = 0
+		  AND NOT (node_id || ':' || numa_node = ANY ($4))
+		ORDER BY node_id LIMIT 1 FOR UPDATE SKIP LOCKED`,
+}
+
+// ReserveClaimed is Reserve on the best candidate of a kind that no
+// concurrent placement is reserving in: it claims the candidate's count
+// row (FOR UPDATE SKIP LOCKED) so that concurrent placements each go to a
+// different one instead of all racing for the slots of the first, and
+// count their reservations in the row rather than as deltas. It returns
+// the candidate tried, or found false when none is left past the ones in
+// tried; a failed attempt keeps no lock, on the row or on slots.
+func ReserveClaimed(ctx context.Context, tx pgx.Tx, allocationID string, kind Kind, r Room, tried []Candidate) (slots []api.Slot, c Candidate, found, ok bool, err error) {
+	skip := make([]string, len(tried))
+	for i, t := range tried {
+		skip[i] = fmt.Sprintf("%s:%d", t.NodeID, t.NUMA)
+	}
+	sp, err := tx.Begin(ctx)
+	if err != nil {
+		return nil, c, false, false, fmt.Errorf("savepoint: %w", err)
+	}
+	defer func() { _ = sp.Rollback(ctx) }() // no-op after commit
+	c.Whole = kind == WholeNode
+	err = sp.QueryRow(ctx, claimSQL[kind], r.Shape, r.GPUModel, r.GPUs, skip).Scan(&c.NodeID, &c.NUMA)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, c, false, false, nil
+	}
+	if err != nil {
+		return nil, c, false, false, fmt.Errorf("claim candidate: %w", err)
+	}
+	slots, ok, err = reserveIn(ctx, sp, allocationID, c, r.GPUs)
+	return slots, c, true, ok, err
+}
+
+// reserveIn is Reserve inside savepoint sp, which it releases on
+// success.
+func reserveIn(ctx context.Context, sp pgx.Tx, allocationID string, c Candidate, gpus int) ([]api.Slot, bool, error) {
 	var rows pgx.Rows
+	var err error
 	switch {
 	case c.Whole:
-		// Bare metal takes every slot of the node.
+		// Bare metal takes every slot of the node, and none may be busy
+		// (the counts the candidate came from may lag).
 		rows, err = sp.Query(ctx, `SELECT id FROM slots WHERE node_id = $1 AND state = 'free'
+			AND NOT EXISTS (SELECT 1 FROM slots b WHERE b.node_id = $1 AND b.state IN ('reserved', 'pending'))
 			ORDER BY idx FOR UPDATE SKIP LOCKED`, c.NodeID)
 	case c.NUMA >= 0:
 		rows, err = sp.Query(ctx, `SELECT id FROM slots WHERE node_id = $1 AND numa_node = $2 AND state = 'free'
@@ -133,17 +236,22 @@ func Reserve(ctx context.Context, tx pgx.Tx, allocationID string, c Candidate, g
 	if len(chosen) != gpus {
 		return nil, false, nil
 	}
-	if _, err := sp.Exec(ctx, `UPDATE slots SET state = 'reserved', allocation_id = $1 WHERE id = ANY($2)`,
-		allocationID, chosen); err != nil {
+	// The reserved slots come back with the update: no read after it.
+	rows, err = sp.Query(ctx, `UPDATE slots SET state = 'reserved', allocation_id = $1 WHERE id = ANY($2)
+		RETURNING `+slotColumns, allocationID, chosen)
+	if err != nil {
+		return nil, false, fmt.Errorf("reserve slots for %s: %w", allocationID, err)
+	}
+	slots, err := pgx.CollectRows(rows, scanSlot)
+	if err != nil {
 		return nil, false, fmt.Errorf("reserve slots for %s: %w", allocationID, err)
 	}
 	if err := sp.Commit(ctx); err != nil {
 		return nil, false, fmt.Errorf("release savepoint: %w", err)
 	}
-	slots, err := Slots(ctx, tx, `allocation_id = $1`, allocationID)
-	if err != nil {
-		return nil, false, err
-	}
+	slices.SortFunc(slots, func(a, b api.Slot) int {
+		return cmp.Or(cmp.Compare(a.NodeID, b.NodeID), cmp.Compare(a.Index, b.Index))
+	})
 	return slots, true, nil
 }
 

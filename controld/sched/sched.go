@@ -51,34 +51,61 @@ func Place(ctx context.Context, tx pgx.Tx, r Request) (Placement, error) {
 	if r.GPUs <= 0 {
 		return Placement{}, api.Errorf(api.CodeInvalidArgument, "gpus must be positive")
 	}
-	var pages []candidatePage
+	// Each kind of candidate, best first: claimed (a candidate no
+	// concurrent placement holds, so they spread over the fleet instead of
+	// racing for the same slots), then in pages read past the ones held,
+	// then among the counts that lag (node's slot_group_deltas).
+	type step struct {
+		kind  node.Kind
+		pages []candidatePage
+	}
+	var steps []step
 	switch r.Shape {
 	case api.ShapeBaremetal:
-		pages = []candidatePage{node.WholeNodesFree}
+		steps = []step{{node.WholeNode, []candidatePage{node.WholeNodesFree, node.WholeNodesFreeInDeltas}}}
 	case api.ShapeGPUSlice:
 		// One NUMA node first; across NUMA nodes only when no group fits.
-		pages = []candidatePage{node.NUMAGroupsWithRoom, node.NodesWithRoom}
+		steps = []step{
+			{node.NUMAGroup, []candidatePage{node.NUMAGroupsWithRoom, node.NUMAGroupsWithRoomInDeltas}},
+			{node.SpreadNode, []candidatePage{node.NodesWithRoom, node.NodesWithRoomInDeltas}},
+		}
 	default:
 		return Placement{}, api.Errorf(api.CodeInvalidArgument, "unknown shape %q", r.Shape)
 	}
 	room := node.Room{Shape: r.Shape, GPUModel: r.GPUModel, GPUs: r.GPUs}
-	for _, page := range pages {
-		for offset := 0; ; offset += maxCandidates {
-			candidates, err := page(ctx, tx, room, maxCandidates, offset)
+	for _, st := range steps {
+		var tried []node.Candidate
+		for range maxCandidates {
+			slots, c, found, ok, err := node.ReserveClaimed(ctx, tx, r.AllocationID, st.kind, room, tried)
 			if err != nil {
 				return Placement{}, err
 			}
-			for _, c := range candidates {
-				slots, ok, err := node.Reserve(ctx, tx, r.AllocationID, c, r.GPUs)
+			if ok {
+				return Placement{NodeID: c.NodeID, Slots: slots}, nil
+			}
+			if !found {
+				break
+			}
+			tried = append(tried, c)
+		}
+		for _, page := range st.pages {
+			for offset := 0; ; offset += maxCandidates {
+				candidates, err := page(ctx, tx, room, maxCandidates, offset)
 				if err != nil {
 					return Placement{}, err
 				}
-				if ok {
-					return Placement{NodeID: c.NodeID, Slots: slots}, nil
+				for _, c := range candidates {
+					slots, ok, err := node.Reserve(ctx, tx, r.AllocationID, c, r.GPUs)
+					if err != nil {
+						return Placement{}, err
+					}
+					if ok {
+						return Placement{NodeID: c.NodeID, Slots: slots}, nil
+					}
 				}
-			}
-			if len(candidates) < maxCandidates {
-				break
+				if len(candidates) < maxCandidates {
+					break
+				}
 			}
 		}
 	}

@@ -44,4 +44,10 @@ Waiting: ` + "`gpuaas alloc wait ID --for active|released`" + `, ` + "`alloc cre
 longer get there (it failed or release_failed, with the reason printed; or it
 was released, or is being released, while waiting for active), and 21 when
 --timeout passes first. ` + "`gpuaas watch`" + ` runs until interrupted (130).
+
+Retries: a request no controld answers (none running, or the one that took
+it gave no reply within 4s) is sent again, with backoff, within 15s: reads,
+and changes with the same Idempotency-Key, which controld never applies
+twice. A login is sent again only when no controld received it. The error
+(unavailable) says how many attempts were made and names the key.
 `

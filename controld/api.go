@@ -181,7 +181,7 @@ func (s *Server) secretMutation(name string, need access, fn mutationFunc) endpo
 }
 
 func (s *Server) mutationWith(name string, need access, noReplay bool, fn mutationFunc) endpointDef {
-	return endpointDef{name: name, need: need, mutates: true, handler: s.mutationHandler(name, need, noReplay, fn, nil)}
+	return endpointDef{name: name, need: need, mutates: true, noReplay: noReplay, handler: s.mutationHandler(name, need, noReplay, fn, nil)}
 }
 
 // refusalAuditedMutation is a mutation some of whose refusals are audited
@@ -290,7 +290,11 @@ type endpointDef struct {
 	// mutate.Runner: an Idempotency-Key, and one audit row and the
 	// mutation's events in its transaction.
 	mutates bool
-	handler micro.Handler
+	// noReplay is set on mutations whose reply (a secret) is never stored
+	// for replay: clients must not resend them after a timeout
+	// (api.Unreplayable).
+	noReplay bool
+	handler  micro.Handler
 }
 
 // endpoints is the whole API: each domain's endpoints (handlers_*.go).

@@ -7,6 +7,8 @@ type EndpointInfo struct {
 	Name string
 	// Mutates is set on endpoints that change state through mutate.Runner.
 	Mutates bool
+	// NoReplay is set on mutations whose reply is never stored for replay.
+	NoReplay bool
 	// Access is who may call it: public, logged_in, operator, admin,
 	// gateway or optional_login.
 	Access string
@@ -19,7 +21,7 @@ func (s *Server) Endpoints() []EndpointInfo {
 		adminOnly: "admin", gatewayOnly: "gateway", optionalLogin: "optional_login"}
 	var out []EndpointInfo
 	for _, ep := range s.endpoints() {
-		out = append(out, EndpointInfo{Name: ep.name, Mutates: ep.mutates, Access: names[ep.need]})
+		out = append(out, EndpointInfo{Name: ep.name, Mutates: ep.mutates, NoReplay: ep.noReplay, Access: names[ep.need]})
 	}
 	return out
 }

@@ -230,7 +230,7 @@ func (s *Server) gateCredentials(ctx context.Context, c *call) (any, error) {
 // token: its seed stays on its machine and each token lives
 // GatewaySessionTTL.
 func (s *Server) gateLogin() endpointDef {
-	return endpointDef{name: api.EndpointGateLogin, need: public, mutates: true, handler: s.endpoint(api.EndpointGateLogin, public, func(ctx context.Context, c *call) ([]byte, error) {
+	return endpointDef{name: api.EndpointGateLogin, need: public, mutates: true, noReplay: true, handler: s.endpoint(api.EndpointGateLogin, public, func(ctx context.Context, c *call) ([]byte, error) {
 		var req api.GateLoginRequest
 		if err := c.decode(&req); err != nil {
 			return nil, err

@@ -56,7 +56,7 @@ type authAttempt struct {
 // every refusal is audited in its own write, outside the transaction that
 // was rolled back.
 func (s *Server) authEndpoint(name string) endpointDef {
-	return endpointDef{name: name, need: public, mutates: true, handler: s.endpoint(name, public, func(ctx context.Context, c *call) ([]byte, error) {
+	return endpointDef{name: name, need: public, mutates: true, noReplay: true, handler: s.endpoint(name, public, func(ctx context.Context, c *call) ([]byte, error) {
 		key := c.req.Headers().Get(api.HeaderIdempotencyKey)
 		if err := mutate.ValidateKey(name, key); err != nil {
 			return nil, err

@@ -46,6 +46,9 @@ release fails and 21 if --timeout passes first.
 Billing stops when the release is asked for: the final partial window is
 charged at once and what the allocation cost is printed on stderr.
 
+Releasing an allocation whose provisioning failed is accepted and changes
+nothing: its cleanup is already queued (or done), as the message says.
+
 Retrying with the same --idempotency-key returns the first release's
 reply instead of a conflict, and never releases twice.`,
 		Args: cmdutil.ExactArgs(1, "an allocation ID"),
@@ -87,7 +90,12 @@ func releaseRun(ctx context.Context, opts *ReleaseOptions) error {
 	if err != nil {
 		return withRetryKey(err, key)
 	}
-	if opts.Wait {
+	if a.Note != "" {
+		// Nothing was left to release (the platform's cleanup has it);
+		// there is no release to wait for either.
+		fmt.Fprintln(opts.IO.ErrOut, a.Note)
+	}
+	if opts.Wait && a.Note == "" {
 		if a, err = waitForOperation(ctx, opts.IO, client, a.ID, opts.Timeout, api.AllocReleased); err != nil {
 			return err
 		}

@@ -162,6 +162,37 @@ func (e *Env) Restart(t testing.TB, down func()) {
 	e.Server, e.NC = ctl.Server, ctl.NC
 }
 
+// StartReplica starts another controld on the env's bus and database with
+// the same options, as a second replica of a deployment; it stops at the
+// test's end.
+func (e *Env) StartReplica(t testing.TB) *controlplane.Controld {
+	t.Helper()
+	ctl := startControld(t, e.Bus, e.DSN, e.opts)
+	t.Cleanup(func() { _ = ctl.Stop() }) // a crashed replica's run may end in error
+	return ctl
+}
+
+// Crash cuts the env's controld off the bus at once, as a kill does: its
+// connections close, and a request it holds never gets a reply; its
+// database work in flight goes on until the test's end stops it. next (a
+// StartReplica) becomes the env's controld: Server and NC are its.
+func (e *Env) Crash(t testing.TB, next *controlplane.Controld) {
+	t.Helper()
+	old := *e.ctl
+	closeConns(old.NC, old.Sys)
+	t.Cleanup(func() { _ = old.Stop() })
+	*e.ctl = next
+	e.Server, e.NC = next.Server, next.NC
+}
+
+func closeConns(conns ...*nats.Conn) {
+	for _, nc := range conns {
+		if nc != nil {
+			nc.Close()
+		}
+	}
+}
+
 // SliceNode is an 8-GPU slice host spec, 4 GPUs on each of two NUMA nodes.
 func SliceNode(name, model string) node.Spec { return sim.SliceHost(name, model) }
 

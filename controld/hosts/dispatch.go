@@ -18,9 +18,14 @@ import (
 	"github.com/gpuaas/gpuaas/internal/signing"
 )
 
-// redeliverAfter is when a task that was sent but never answered (controld
-// died mid-delivery, or the reply was lost) is sent again.
-const redeliverAfter = 30 * time.Second
+// redeliverMargin is how long past DeliveryTimeout a task may stay
+// dispatched before it is sent again. A live replica has by then recorded
+// the node's answer or put the task back in line; one still dispatched was
+// claimed by a replica that died (or lost the bus) before it could, and
+// would otherwise wait for nobody. Sending it again is safe: hostd dedupes
+// task ids, answering a task it already took "duplicate" without running
+// it again.
+const redeliverMargin = 2 * time.Second
 
 // claimBatch bounds the tasks one dispatch round claims.
 const claimBatch = 64
@@ -88,7 +93,7 @@ func ctxErr(ctx context.Context, err error) error {
 // dispatchOnce claims a batch of due tasks and delivers them concurrently.
 func (d *Service) dispatchOnce(ctx context.Context) (int, error) {
 	now := d.now()
-	batch, err := tasks.Claim(ctx, d.cfg.Pool, now, now.Add(-redeliverAfter), claimBatch)
+	batch, err := tasks.Claim(ctx, d.cfg.Pool, now, now.Add(-(d.cfg.DeliveryTimeout + redeliverMargin)), claimBatch)
 	if err != nil {
 		return 0, err
 	}

@@ -104,8 +104,10 @@ func (r *Runner) Run(ctx context.Context, req Request, fn Func) ([]byte, error) 
 			return fmt.Errorf("lock idempotency key: %w", err)
 		}
 		if !locked {
-			return api.Errorf(api.CodeConflict, "a request with this Idempotency-Key is still in progress").
+			e := api.Errorf(api.CodeConflict, "a request with this Idempotency-Key is still in progress").
 				WithHint("wait for it to finish, then retry with the same key to get its result")
+			e.InProgress = true // the client retries it (api.Client)
+			return e
 		}
 		stored, found, err := lookup(ctx, tx, req, hash[:])
 		if err != nil || found {

@@ -98,3 +98,14 @@ func paramsAndCorr(t string) string {
 	return `CASE WHEN jsonb_typeof(` + t + `.params) = 'object' THEN ` + t + `.params - '` + corrParam + `' ELSE ` +
 		t + `.params END, coalesce(` + t + `.params->>'` + corrParam + `', '')`
 }
+
+// OpenForAllocation counts the unfinished tasks of an allocation (a
+// failed provisioning's cleanup still to run, say).
+func OpenForAllocation(ctx context.Context, q store.Querier, allocationID string) (int, error) {
+	var n int
+	if err := q.QueryRow(ctx, `SELECT count(*) FROM node_tasks
+		WHERE allocation_id = $1 AND state IN `+unfinished, allocationID).Scan(&n); err != nil {
+		return 0, fmt.Errorf("open tasks of %s: %w", allocationID, err)
+	}
+	return n, nil
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -28,6 +29,11 @@ type fakeHost struct {
 	// block, when set, makes vm_provision wait in its "define_start" phase
 	// until ctx ends or the channel is closed.
 	block chan struct{}
+	// failProvision makes vm_provision fail in its "define_start" phase.
+	failProvision bool
+	// blockRelease, when set, makes vm_release wait until ctx ends or the
+	// channel is closed.
+	blockRelease chan struct{}
 }
 
 func newFakeHost() *fakeHost { return &fakeHost{runs: map[string]int{}} }
@@ -65,6 +71,9 @@ func (f *fakeHost) registry() tasks.Registry {
 				return nil, err
 			}
 			err := ph.Run(ctx, "define_start", func(ctx context.Context) error {
+				if f.failProvision {
+					return errors.New("simulated define failure")
+				}
 				if f.block == nil {
 					return nil
 				}
@@ -80,8 +89,15 @@ func (f *fakeHost) registry() tasks.Registry {
 			}
 			return api.VMProvisionResult{Domain: p.AllocationID, Address: "127.0.0.1:22"}, nil
 		}),
-		api.TaskVMRelease: func(context.Context, *tasks.Env, json.RawMessage, tasks.Reporter) (any, error) {
+		api.TaskVMRelease: func(ctx context.Context, _ *tasks.Env, _ json.RawMessage, _ tasks.Reporter) (any, error) {
 			note(api.TaskVMRelease)
+			if f.blockRelease != nil {
+				select {
+				case <-ctx.Done():
+					return nil, ctx.Err()
+				case <-f.blockRelease:
+				}
+			}
 			return nil, nil
 		},
 	}

@@ -16,7 +16,8 @@ import (
 	"github.com/gpuaas/gpuaas/internal/corrid"
 )
 
-// DefaultTimeout bounds one request when the context has no deadline.
+// DefaultTimeout bounds a call, its retries included (retry.go), when the
+// context has no deadline.
 const DefaultTimeout = 15 * time.Second
 
 // Client is the typed API client over NATS used by the CLI, the TUI,
@@ -31,6 +32,10 @@ type Client struct {
 	// corr is the correlation id every call carries unless a CallOption
 	// sets its own (WithCorrelation).
 	corr string
+	// attemptTimeout bounds one attempt, maxAttempts the attempts, of a
+	// call (retry.go).
+	attemptTimeout time.Duration
+	maxAttempts    int
 }
 
 // ClientOption configures a Client.
@@ -48,7 +53,8 @@ func WithTokenSource(source func(context.Context) (string, error)) ClientOption 
 // WithProject sets the default project (Gpuaas-Project header).
 func WithProject(project string) ClientOption { return func(c *Client) { c.project = project } }
 
-// WithTimeout sets the per-request timeout used when ctx has no deadline.
+// WithTimeout sets the timeout of a call, all its attempts included, used
+// when ctx has no deadline.
 func WithTimeout(d time.Duration) ClientOption { return func(c *Client) { c.timeout = d } }
 
 // WithCorrelation makes every call carry id as its Gpuaas-Correlation-Id
@@ -62,7 +68,7 @@ func (c *Client) CorrelationID() string { return c.corr }
 
 // NewClient returns a Client on an established connection.
 func NewClient(nc *nats.Conn, opts ...ClientOption) *Client {
-	c := &Client{nc: nc, timeout: DefaultTimeout}
+	c := &Client{nc: nc, timeout: DefaultTimeout, attemptTimeout: DefaultAttemptTimeout, maxAttempts: MaxAttempts}
 	for _, o := range opts {
 		o(c)
 	}
@@ -117,14 +123,14 @@ func (c *Client) Mutate(ctx context.Context, endpoint string, req, resp any, opt
 // Request sends req to a raw subject outside the API tree (hostd's
 // reports, enrollment) and decodes the reply like Call.
 func (c *Client) Request(ctx context.Context, subject string, req, resp any) error {
-	return c.do(ctx, subject, subject, false, req, resp, nil)
+	return c.do(ctx, subject, subject, false, req, resp, nil, retryNever)
 }
 
 func (c *Client) call(ctx context.Context, endpoint string, mutation bool, req, resp any, opts []CallOption) error {
-	return c.do(ctx, Subject(endpoint), endpoint, mutation, req, resp, opts)
+	return c.do(ctx, Subject(endpoint), endpoint, mutation, req, resp, opts, policyOf(endpoint, mutation))
 }
 
-func (c *Client) do(ctx context.Context, subject, endpoint string, mutation bool, req, resp any, opts []CallOption) error {
+func (c *Client) do(ctx context.Context, subject, endpoint string, mutation bool, req, resp any, opts []CallOption, policy retryPolicy) error {
 	body := []byte("{}")
 	if req != nil {
 		var err error
@@ -163,12 +169,9 @@ func (c *Client) do(ctx context.Context, subject, endpoint string, mutation bool
 		ctx, cancel = context.WithTimeout(ctx, c.timeout)
 		defer cancel()
 	}
-	reply, err := c.nc.RequestMsgWithContext(ctx, msg)
+	reply, err := c.send(ctx, msg, endpoint, policy)
 	if err != nil {
-		return transportError(endpoint, err)
-	}
-	if code := reply.Header.Get(micro.ErrorCodeHeader); code != "" {
-		return decodeError(code, reply)
+		return err
 	}
 	if resp == nil {
 		return nil

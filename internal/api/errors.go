@@ -60,6 +60,10 @@ type Error struct {
 	// RetryAfterSeconds, on rate_limited errors, is how long to wait
 	// before the same request may succeed (the hint says it in words).
 	RetryAfterSeconds int `json:"retry_after_seconds,omitempty"`
+	// InProgress, on a conflict, says the same mutation (same
+	// Idempotency-Key) is still running, on a replica that may have lost
+	// its bus connection: a retry with the key gets its reply once done.
+	InProgress bool `json:"in_progress,omitempty"`
 	// cause is the transport error behind a client-side error (never sent).
 	cause error
 }

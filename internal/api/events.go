@@ -52,7 +52,7 @@ func (c *Client) SubscribeEvents(ctx context.Context, userID string) (<-chan Eve
 	// the stream's position now. A controld without events.since leaves it
 	// 0, and resuming then starts at the first event seen.
 	if pos, err := c.EventsSince(fctx, EventsSinceRequest{Tail: true}); err == nil {
-		f.last = pos.Next
+		f.last, f.positioned = pos.Next, true
 	}
 	go f.run(ctx)
 	return f.out, nil
@@ -74,7 +74,10 @@ type follower struct {
 	out  chan Event
 	seen *idSet
 	// last is the stream sequence delivered (or skipped as not ours) last.
-	last       uint64
+	last uint64
+	// positioned is set once last is a stream position (0 for a stream
+	// still empty at subscribe), so resuming reads from it, not the tail.
+	positioned bool
 	reconnects uint64
 	dropped    int
 }
@@ -143,7 +146,7 @@ func (f *follower) send(ctx context.Context, ev Event) bool {
 // returns false when ctx ended or the connection closed for good.
 func (f *follower) resume(ctx context.Context) bool {
 	for {
-		req := EventsSinceRequest{After: f.last, Tail: f.last == 0}
+		req := EventsSinceRequest{After: f.last, Tail: f.last == 0 && !f.positioned}
 		resp, err := f.c.EventsSince(ctx, req)
 		if err != nil {
 			if ctx.Err() != nil || f.c.nc.IsClosed() {
@@ -170,6 +173,7 @@ func (f *follower) resume(ctx context.Context) bool {
 		if resp.Next > f.last {
 			f.last = resp.Next
 		}
+		f.positioned = true
 		if !resp.More {
 			return true
 		}

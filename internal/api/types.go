@@ -258,6 +258,10 @@ type Allocation struct {
 	// Usage is what it has cost so far (alloc.get, and alloc.release once
 	// billing stopped); absent if it never became active.
 	Usage *AllocationUsage `json:"usage,omitempty"`
+	// Note, on a reply to a request that had nothing left to change (a
+	// release of an allocation the platform already failed or released),
+	// says what happened instead.
+	Note string `json:"note,omitempty"`
 }
 
 // AllocCreateRequest asks for an allocation. Project defaults to the

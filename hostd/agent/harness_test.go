@@ -103,11 +103,16 @@ type runningAgent struct {
 	stop func()
 }
 
-// startAgent runs an agent on stateDir until stop or the test's end.
-func startAgent(t testing.TB, env *controldtest.Env, stateDir, token string, reg tasks.Registry) *runningAgent {
+// startAgent runs an agent on stateDir until stop or the test's end;
+// tune, when given, adjusts its configuration.
+func startAgent(t testing.TB, env *controldtest.Env, stateDir, token string, reg tasks.Registry, tune ...func(*agent.Config)) *runningAgent {
 	t.Helper()
-	a, err := agent.New(agent.Config{Server: env.NATSURL, StateDir: stateDir, Token: token, Env: &tasks.Env{},
-		Handlers: reg, Log: testutil.Logger(t)})
+	cfg := agent.Config{Server: env.NATSURL, StateDir: stateDir, Token: token, Env: &tasks.Env{},
+		Handlers: reg, Log: testutil.Logger(t)}
+	for _, f := range tune {
+		f(&cfg)
+	}
+	a, err := agent.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

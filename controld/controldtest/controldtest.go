@@ -8,6 +8,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
+	"log/slog"
 	"testing"
 	"time"
 
@@ -90,6 +91,10 @@ type Options struct {
 	// BusRecordLinger is passed to controld.
 	BusRecordLinger time.Duration
 
+	// Log is controld's logger (default: through t.Log); replicas started
+	// with StartReplica log through t.Log.
+	Log *slog.Logger
+
 	// PlainBus runs NATS without the trust model (no accounts, no
 	// callout: anyone may do anything), only as the baseline of the
 	// callout's benchmarks.
@@ -123,10 +128,14 @@ type Env struct {
 // startControld runs controld on bus b and database dsn.
 func startControld(t testing.TB, b *testutil.Bus, dsn string, opts Options) *controlplane.Controld {
 	t.Helper()
+	log := opts.Log
+	if log == nil {
+		log = testutil.Logger(t)
+	}
 	ctl, err := controlplane.Start(context.Background(), controlplane.Config{URL: b.URL, Keys: b.Keys, Controld: controld.Config{
 		DatabaseURL: dsn, BusRecordLinger: opts.BusRecordLinger,
 		Identity: identity.Settings{BcryptCost: bcrypt.MinCost, OIDC: opts.OIDC, LoginLimits: opts.LoginLimits, InviteTTL: opts.InviteTTL},
-		Now:      opts.Now, Log: testutil.Logger(t), Hosts: opts.Hosts, MaxConns: opts.MaxConns, QueueInterval: 100 * time.Millisecond,
+		Now:      opts.Now, Log: log, Hosts: opts.Hosts, MaxConns: opts.MaxConns, QueueInterval: 100 * time.Millisecond,
 		SSHCertTTL: opts.SSHCertTTL, GatewayAddr: opts.GatewayAddr, Billing: opts.Billing,
 		Stripe: opts.Stripe, HTTPAddr: opts.HTTPAddr, APIRateLimit: opts.APIRateLimit,
 		MetricsAddr: opts.MetricsAddr, OutboxMaxAttempts: opts.OutboxMaxAttempts}})
@@ -152,6 +161,27 @@ func (e *Env) Restart(t testing.TB, down func()) {
 	ctl := startControld(t, e.Bus, e.DSN, e.opts)
 	*e.ctl = ctl
 	e.Server, e.NC = ctl.Server, ctl.NC
+}
+
+// Stop stops controld as SIGTERM stops the daemon (its drain included)
+// and returns what its run returned; the test's end stops nothing more.
+func (e *Env) Stop() error { return (*e.ctl).Stop() }
+
+// StartReplica starts another controld replica on the same bus and
+// database, with the same options but log (nil: through t.Log), as an
+// operator runs several; it is stopped at the test's end unless stopped
+// before (Stop may be called twice).
+func (e *Env) StartReplica(t testing.TB, log *slog.Logger) *controlplane.Controld {
+	t.Helper()
+	opts := e.opts
+	opts.Log = log
+	ctl := startControld(t, e.Bus, e.DSN, opts)
+	t.Cleanup(func() {
+		if err := ctl.Stop(); err != nil {
+			t.Errorf("controld replica run: %v", err)
+		}
+	})
+	return ctl
 }
 
 // SliceNode is an 8-GPU slice host spec, 4 GPUs on each of two NUMA nodes.

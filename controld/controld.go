@@ -354,11 +354,17 @@ func (s *Server) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	// The metrics server outlives the drain, so it can be watched.
+	// The metrics server outlives the drain, so it can be watched; its
+	// failure stops controld as a loop's does.
 	obsCtx, stopObs := context.WithCancel(context.WithoutCancel(ctx))
-	obsDone := make(chan error, 1)
-	go func() { obsDone <- s.serveMetrics(obsCtx) }()
-	defer func() { stopObs(); <-obsDone }()
+	obsFailed, obsExited := make(chan error, 1), make(chan struct{})
+	go func() {
+		defer close(obsExited)
+		if err := s.serveMetrics(obsCtx); err != nil {
+			obsFailed <- err
+		}
+	}()
+	defer func() { stopObs(); <-obsExited }()
 
 	// Three contexts (drain.go): the singletons stop when ctx ends; the
 	// other loops (node reports, fan-out, the callout) once the API has
@@ -387,11 +393,22 @@ func (s *Server) Run(ctx context.Context) error {
 	if s.busAuth != nil {
 		g.Go(func() error { return s.busAuth.Run(gctx) })
 	}
+	var obsErr error
 	select {
 	case <-ctx.Done():
 	case <-gctx.Done(): // a loop failed: the others are stopping
+	case obsErr = <-obsFailed:
 	}
-	return s.drain(drainSteps{singletons: &singletons, stopLoops: stopLoops, loops: g.Wait, abandon: abandon})
+	err = s.drain(drainSteps{singletons: &singletons, stopLoops: stopLoops, loops: g.Wait, abandon: abandon})
+	stopObs()
+	<-obsExited
+	if obsErr == nil {
+		select {
+		case obsErr = <-obsFailed:
+		default:
+		}
+	}
+	return errors.Join(err, obsErr)
 }
 
 // queueLoop places queued requests when capacity may have appeared. It is

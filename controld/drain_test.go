@@ -28,7 +28,7 @@ func TestSIGTERMAnswersRequestsAlreadyReceived(t *testing.T) {
 	env := controldtest.Start(t, controldtest.Options{})
 	ctx := context.Background()
 	client := api.NewClient(env.UserConn(t, env.Admin.ID, env.AdminToken), api.WithToken(env.AdminToken),
-		api.WithProject(env.Project.Name), api.WithTimeout(10*time.Second))
+		api.WithProject(env.Project.Name), api.WithTimeout(90*time.Second))
 	al, err := client.AllocCreate(ctx, api.AllocCreateRequest{SKU: "h200-slice", GPUs: 1})
 	if err != nil {
 		t.Fatal(err)
@@ -56,13 +56,23 @@ func TestSIGTERMAnswersRequestsAlreadyReceived(t *testing.T) {
 			errs <- err
 		})
 	}
-	// The server spreads the requests over the endpoint's lanes at random:
-	// a few lanes may get none.
-	testutil.Eventually(t, "the endpoint's lanes to wait on the row", func() bool {
+	// The endpoint's lanes take one request at a time: once a handler
+	// waits on the row, the requests behind it wait in the subscriptions.
+	// (The client's timeout is longer than any wait here: a request must
+	// not time out before the stop.)
+	testutil.Eventually(t, "a handler to wait on the row", func() bool {
 		var waiting int
 		err := db.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'
 			AND datname = current_database()`).Scan(&waiting)
-		return err == nil && waiting >= 4
+		if err == nil && waiting >= 1 {
+			return true
+		}
+		select {
+		case err := <-errs:
+			t.Fatalf("a release returned before the row was unlocked: %v", err)
+		default:
+		}
+		return false
 	})
 	stopped := make(chan error, 1)
 	go func() { stopped <- env.Stop() }()

@@ -69,7 +69,7 @@ func TestSIGTERMOfSingletonHolderUnderLoad(t *testing.T) {
 	second := env.StartReplica(t, nil)
 	// The client's own connection, as a user's: not a replica's.
 	admin := api.NewClient(env.UserConn(t, env.Admin.ID, env.AdminToken), api.WithToken(env.AdminToken),
-		api.WithProject(env.Project.Name), api.WithTimeout(10*time.Second))
+		api.WithProject(env.Project.Name), api.WithTimeout(30*time.Second))
 	for i := range 2 {
 		a := startAgent(t, env, t.TempDir(), enroll(t, admin, fmt.Sprintf("node-f%d", i)), newFakeHost().registry())
 		readyNode(t, admin, a.NodeID())

@@ -84,6 +84,8 @@ const (
 // endpoint several subscriptions (apiLanes) for concurrency.
 func (s *Server) endpoint(name string, need access, fn func(ctx context.Context, c *call) ([]byte, error)) micro.Handler {
 	return micro.HandlerFunc(func(req micro.Request) {
+		s.entered.Add(1)
+		defer s.entered.Add(-1)
 		s.sem <- struct{}{}
 		defer func() { <-s.sem }()
 		start := time.Now()
@@ -263,6 +265,7 @@ const apiLanes = 8
 
 // registerAPI adds every endpoint to the micro service.
 func (s *Server) registerAPI() error {
+	before := s.cfg.NATS.NumSubscriptions()
 	svc, err := micro.AddService(s.cfg.NATS, micro.Config{
 		Name: api.ServiceName, Version: "0.1.0", Description: "gpuaas control API",
 	})
@@ -279,6 +282,7 @@ func (s *Server) registerAPI() error {
 			}
 		}
 	}
+	s.apiSubs = s.cfg.NATS.NumSubscriptions() - before
 	return nil
 }
 

@@ -15,6 +15,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -107,7 +109,15 @@ type Config struct {
 	// MetricsAddr is where /healthz, /readyz and /metrics are served
 	// (internal/obs; port 0 for any); empty disables them.
 	MetricsAddr string
+	// DrainTimeout bounds the graceful stop when Run's context ends
+	// (SIGTERM): requests in flight and node results being applied get
+	// this long to finish (default DefaultDrainTimeout). The systemd unit's
+	// TimeoutStopSec leaves room above it.
+	DrainTimeout time.Duration
 }
+
+// DefaultDrainTimeout is Config.DrainTimeout's default.
+const DefaultDrainTimeout = 20 * time.Second
 
 // HostsConfig is hosts.Tuning, by the name controld's callers know it.
 type HostsConfig = hosts.Tuning
@@ -138,6 +148,12 @@ func (c *Config) CheckAndSetDefaults() error {
 	}
 	if c.RequestTimeout == 0 {
 		c.RequestTimeout = 30 * time.Second
+	}
+	if c.DrainTimeout == 0 {
+		c.DrainTimeout = DefaultDrainTimeout
+	}
+	if c.DrainTimeout < 0 {
+		return errors.New("controld: DrainTimeout must be positive")
 	}
 	if c.SSHCertTTL == 0 {
 		c.SSHCertTTL = 12 * time.Hour
@@ -198,6 +214,13 @@ type Server struct {
 	// obs serves metrics and health; bound by Run when Config.MetricsAddr
 	// is set.
 	obs *obs.Server
+	// apiSubs is how many NATS subscriptions the micro service holds (its
+	// endpoints' lanes and its discovery verbs): the drain waits for them
+	// to be gone (drain.go).
+	apiSubs int
+	// entered counts API handlers that started and have not returned,
+	// counted before they wait for s.sem.
+	entered atomic.Int64
 }
 
 // New connects to the database, applies migrations and prepares the
@@ -303,7 +326,9 @@ func (s *Server) Identity() *identity.Service { return s.identity }
 func (s *Server) Ready() <-chan struct{} { return s.ready }
 
 // Run serves the API and runs the background loops until ctx ends, then
-// stops taking requests and closes the pool.
+// drains (drain.go): it stops taking requests, releases the singletons,
+// lets requests in flight and node results being applied finish within
+// Config.DrainTimeout, and closes the pool.
 func (s *Server) Run(ctx context.Context) error {
 	defer s.pool.Close()
 	if s.busAuth != nil {
@@ -329,27 +354,61 @@ func (s *Server) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return s.supervise(gctx, "outbox relay", relay.Run) })
+	// The metrics server outlives the drain, so it can be watched; its
+	// failure stops controld as a loop's does.
+	obsCtx, stopObs := context.WithCancel(context.WithoutCancel(ctx))
+	obsFailed, obsExited := make(chan error, 1), make(chan struct{})
+	go func() {
+		defer close(obsExited)
+		if err := s.serveMetrics(obsCtx); err != nil {
+			obsFailed <- err
+		}
+	}()
+	defer func() { stopObs(); <-obsExited }()
+
+	// Three contexts (drain.go): the singletons stop when ctx ends; the
+	// other loops (node reports, fan-out, the callout) once the API has
+	// drained; hard, the work in flight, at the drain deadline. A loop
+	// that fails stops them all.
+	loopsCtx, stopLoops := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopLoops()
+	g, gctx := errgroup.WithContext(loopsCtx)
+	singCtx, stopSingletons := context.WithCancel(gctx)
+	defer context.AfterFunc(ctx, stopSingletons)()
+	hard, abandon := context.WithCancel(context.WithoutCancel(ctx))
+	defer abandon()
+	var singletons sync.WaitGroup
+	for _, run := range []func(context.Context) error{
+		func(ctx context.Context) error { return s.supervise(ctx, "outbox relay", relay.Run) },
+		s.billing.Run,
+	} {
+		singletons.Add(1)
+		g.Go(func() error { defer singletons.Done(); return run(singCtx) })
+	}
 	g.Go(func() error { return outbox.Fanout(gctx, s.js, s.cfg.NATS, s.cfg.Log) })
 	g.Go(func() error { return s.queueLoop(gctx) })
-	g.Go(func() error { return s.hosts.Run(gctx) })
+	g.Go(func() error { return s.hosts.Run(gctx, hard) })
 	g.Go(func() error { return s.housekeeping(gctx) })
-	g.Go(func() error { return s.billing.Run(gctx) })
 	g.Go(func() error { return s.serveHTTP(gctx) })
-	g.Go(func() error { return s.serveMetrics(gctx) })
 	if s.busAuth != nil {
 		g.Go(func() error { return s.busAuth.Run(gctx) })
 	}
-	err = g.Wait()
-	if stopErr := s.svc.Stop(); stopErr != nil && err == nil {
-		err = fmt.Errorf("stop api: %w", stopErr)
+	var obsErr error
+	select {
+	case <-ctx.Done():
+	case <-gctx.Done(): // a loop failed: the others are stopping
+	case obsErr = <-obsFailed:
 	}
-	// Let handlers in flight finish before the pool closes.
-	for range cap(s.sem) {
-		s.sem <- struct{}{}
+	err = s.drain(drainSteps{singletons: &singletons, stopLoops: stopLoops, loops: g.Wait, abandon: abandon})
+	stopObs()
+	<-obsExited
+	if obsErr == nil {
+		select {
+		case obsErr = <-obsFailed:
+		default:
+		}
 	}
-	return err
+	return errors.Join(err, obsErr)
 }
 
 // queueLoop places queued requests when capacity may have appeared. It is

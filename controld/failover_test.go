@@ -73,7 +73,7 @@ func TestCreateFailsOverWhenReplicaDies(t *testing.T) {
 			WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%INSERT INTO allocations%'`).Scan(&n)
 		return err == nil && n == 1
 	})
-	other := env.StartReplica(t)
+	other := env.StartReplica(t, nil)
 	env.Crash(t, other)
 	crashed := time.Now()
 	// The dead replica's transaction may now commit (its database

@@ -16,6 +16,8 @@ import (
 
 	"github.com/gpuaas/gpuaas/cli"
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
+	"github.com/gpuaas/gpuaas/controld"
+	"github.com/gpuaas/gpuaas/hostd/agent"
 	"github.com/gpuaas/gpuaas/sshgate"
 )
 
@@ -243,12 +245,22 @@ func TestUnitsVerify(t *testing.T) {
 
 // TestUnitsStopGracefully: systemd stop sends SIGTERM to the daemon alone
 // (KillMode=mixed: not to the shells and helpers it stops in order itself)
-// and waits longer than the gateway's shutdown takes before SIGKILL.
+// and waits longer than the daemon's drain takes before SIGKILL: the
+// gateway's shutdown, controld's and hostd's --drain-timeout defaults.
 func TestUnitsStopGracefully(t *testing.T) {
 	// Telling sessions and closing connections (about 2 s), then
-	// ShutdownGrace for recordings and index entries.
-	minStop := sshgate.DefaultShutdownGrace + 5*time.Second
-	for _, u := range glob(t, "packaging/systemd/*.service") {
+	// ShutdownGrace for recordings and index entries; the drains, then
+	// closing the connections and the pool.
+	minStop := map[string]time.Duration{
+		"gpuaas-sshgate.service":  sshgate.DefaultShutdownGrace + 5*time.Second,
+		"gpuaas-controld.service": controld.DefaultDrainTimeout + 5*time.Second,
+		"gpuaas-hostd.service":    agent.DefaultDrainTimeout + 5*time.Second,
+	}
+	units := glob(t, "packaging/systemd/*.service")
+	if len(units) != len(minStop) {
+		t.Errorf("units %q; want one of each of %v", units, minStop)
+	}
+	for _, u := range units {
 		d := directives(t, u)
 		if got := d["KillMode"]; len(got) != 1 || got[0] != "mixed" {
 			t.Errorf("%s: KillMode %q; want mixed", u, got)
@@ -258,9 +270,14 @@ func TestUnitsStopGracefully(t *testing.T) {
 			t.Errorf("%s: TimeoutStopSec %q; want one", u, got)
 			continue
 		}
+		want, ok := minStop[path.Base(u)]
+		if !ok {
+			t.Errorf("%s: no drain known for this unit", u)
+			continue
+		}
 		stop, err := time.ParseDuration(got[0])
-		if err != nil || stop < minStop {
-			t.Errorf("%s: TimeoutStopSec %q; want a duration of at least %s", u, got[0], minStop)
+		if err != nil || stop < want {
+			t.Errorf("%s: TimeoutStopSec %q; want a duration of at least %s", u, got[0], want)
 		}
 	}
 }

@@ -54,6 +54,8 @@ type ControldOptions struct {
 	// StreamReplicas is JetStream's copies of controld's stream and bucket.
 	StreamReplicas int
 	MetricsAddr    string
+	// DrainTimeout bounds the graceful stop on SIGTERM.
+	DrainTimeout time.Duration
 }
 
 // NewCmdControld builds `gpuaas controld`.
@@ -70,7 +72,12 @@ and one NATS (cluster). Before the first start a Postgres superuser runs
 ` + "`gpuaas controld init-db`" + ` once: it creates the database and controld's login
 role, which then needs no right to create roles. On a NATS cluster of
 three, --jetstream-replicas=3 keeps three copies of the event stream and
-of the session recordings. docs/operators.md in the source walks through
+of the session recordings.
+
+On SIGTERM controld drains: it hands the outbox relay's lock to another
+replica at once, stops taking API requests (the NATS servers send new ones
+to the other replicas), answers those it has received and applies the node
+results it has taken, within --drain-timeout, then exits. docs/operators.md in the source walks through
 a whole installation.
 
 controld decides every other NATS connection through the servers' auth
@@ -98,6 +105,9 @@ Stripe top-ups need GPUAAS_STRIPE_SECRET_KEY, --stripe-success-url and
 			}
 			if opts.MinRunway <= 0 {
 				return cmdutil.FlagErrorf("--min-runway must be positive, got %s", opts.MinRunway)
+			}
+			if opts.DrainTimeout <= 0 {
+				return cmdutil.FlagErrorf("--drain-timeout must be positive, got %s", opts.DrainTimeout)
 			}
 			if (opts.OIDCIssuer == "") != (opts.OIDCClientID == "") {
 				return cmdutil.FlagErrorf("--oidc-issuer and --oidc-client-id go together")
@@ -130,6 +140,8 @@ Stripe top-ups need GPUAAS_STRIPE_SECRET_KEY, --stripe-success-url and
 	fl.StringVar(&opts.StripeCancelURL, "stripe-cancel-url", "", "Where Stripe Checkout sends the browser after a cancelled top-up")
 	fl.StringVar(&opts.HTTPAddr, "http-addr", "", "Address of the HTTP server for Stripe webhooks (host:port); empty: none")
 	fl.IntVar(&opts.StreamReplicas, "jetstream-replicas", 1, "Copies JetStream keeps of the events stream and recordings bucket (3 on a cluster of 3 NATS servers)")
+	fl.DurationVar(&opts.DrainTimeout, "drain-timeout", controld.DefaultDrainTimeout,
+		"On SIGTERM, how long requests and node results in flight may take to finish before controld exits")
 	addMetricsFlag(fl, &opts.MetricsAddr)
 	cmd.AddCommand(NewCmdControldInitDB(f, nil))
 	return cmd
@@ -182,5 +194,6 @@ func controldConfig(opts *ControldOptions, nc, sys *nats.Conn, keys *bus.Keys, k
 		GatewayAddr: opts.GatewayAddr, CAKeyEncryptionKey: kek, SSHCertTTL: opts.SSHCertTTL,
 		Stripe: payments.Settings{APIBase: opts.StripeAPI, SecretKey: os.Getenv("GPUAAS_STRIPE_SECRET_KEY"),
 			WebhookSecret: os.Getenv("GPUAAS_STRIPE_WEBHOOK_SECRET"), SuccessURL: opts.StripeSuccessURL, CancelURL: opts.StripeCancelURL},
-		HTTPAddr: opts.HTTPAddr, StreamReplicas: opts.StreamReplicas, MetricsAddr: opts.MetricsAddr}
+		HTTPAddr: opts.HTTPAddr, StreamReplicas: opts.StreamReplicas, MetricsAddr: opts.MetricsAddr,
+		DrainTimeout: opts.DrainTimeout}
 }

@@ -23,7 +23,8 @@ func TestControldFlagsReachConfig(t *testing.T) {
 	cmd.SetArgs([]string{"--database-url", "postgres://db/x", "--nats-keys", "/k", "--api-rate", "7", "--api-burst", "9",
 		"--oidc-issuer", "https://idp.test", "--oidc-client-id", "cli", "--oidc-max-token-age", "90s",
 		"--session-ttl", "2h", "--ssh-cert-ttl", "1h", "--gateway-addr", "gw.test:22", "--http-addr", "127.0.0.1:0",
-		"--min-runway", "25m", "--jetstream-replicas", "3", "--metrics-addr", "127.0.0.1:9464"})
+		"--min-runway", "25m", "--jetstream-replicas", "3", "--metrics-addr", "127.0.0.1:9464",
+		"--drain-timeout", "7s"})
 	cmd.SetOut(ios.Out)
 	cmd.SetErr(ios.ErrOut)
 	if err := cmd.Execute(); err != nil {
@@ -47,6 +48,7 @@ func TestControldFlagsReachConfig(t *testing.T) {
 		{"min runway", cfg.Billing.MinRunway, 25 * time.Minute},
 		{"jetstream replicas", cfg.StreamReplicas, 3},
 		{"metrics", cfg.MetricsAddr, "127.0.0.1:9464"},
+		{"drain timeout", cfg.DrainTimeout, 7 * time.Second},
 	}
 	for _, c := range checks {
 		if c.got != c.want {
@@ -67,6 +69,34 @@ func TestControldMinRunwayMustBePositive(t *testing.T) {
 		err := cmd.Execute()
 		if cmdutil.ExitCodeOf(err) != cmdutil.ExitUsage || err == nil || !strings.Contains(err.Error(), "--min-runway must be positive") {
 			t.Errorf("--min-runway=%s: got %v; want a usage error", v, err)
+		}
+	}
+}
+
+// TestDrainTimeoutMustBePositive: controld and hostd refuse a zero or
+// negative --drain-timeout (no drain at all would lose what is in flight)
+// as a usage error, before anything runs.
+func TestDrainTimeoutMustBePositive(t *testing.T) {
+	t.Setenv("GPUAAS_DATABASE_URL", "")
+	t.Setenv("GPUAAS_NATS_KEYS", "")
+	for _, v := range []string{"0s", "-1s"} {
+		for _, daemon := range []string{"controld", "hostd"} {
+			ios, _, _, _ := cmdutil.Test()
+			f := cmdutil.New(ios)
+			ran := false
+			cmd := NewCmdControld(f, func(context.Context, *ControldOptions) error { ran = true; return nil })
+			args := []string{"--database-url", "postgres://db/x", "--nats-keys", "/k"}
+			if daemon == "hostd" {
+				cmd = NewCmdHostd(f, func(context.Context, *HostdOptions) error { ran = true; return nil })
+				args = nil
+			}
+			cmd.SetArgs(append(args, "--drain-timeout="+v))
+			cmd.SetOut(ios.Out)
+			cmd.SetErr(ios.ErrOut)
+			err := cmd.Execute()
+			if ran || cmdutil.ExitCodeOf(err) != cmdutil.ExitUsage || !strings.Contains(err.Error(), "--drain-timeout must be positive") {
+				t.Errorf("%s --drain-timeout=%s: got %v (ran %t); want a usage error", daemon, v, err, ran)
+			}
 		}
 	}
 }

@@ -68,6 +68,10 @@ The terminal server (what sshgate dials with a one-minute ticket) listens on
 listener's address. The default listens on loopback, for a gateway on the same
 machine; for a gateway elsewhere listen on an interface it can reach.
 
+On SIGTERM hostd drains: it takes no new task, lets the running ones finish
+and reports their results, within --drain-timeout, then exits. A task still
+running then is reported interrupted at the next start.
+
 Environment: GPUAAS_NATS_URL and GPUAAS_ENROLL_TOKEN stand in for the flags.`,
 		Example: `  gpuaas hostd --server nats://control:4222 --token gpe_...
   gpuaas hostd --terminal-listen :7022 --terminal-addr node1.internal:7022
@@ -85,6 +89,9 @@ Environment: GPUAAS_NATS_URL and GPUAAS_ENROLL_TOKEN stand in for the flags.`,
 			}
 			if _, err := parseFaults(opts.FailPhases, opts.DelayPhases); err != nil {
 				return err
+			}
+			if opts.DrainTimeout <= 0 {
+				return cmdutil.FlagErrorf("--drain-timeout must be positive, got %s", opts.DrainTimeout)
 			}
 			if runF != nil {
 				return runF(c.Context(), opts)
@@ -104,6 +111,8 @@ Environment: GPUAAS_NATS_URL and GPUAAS_ENROLL_TOKEN stand in for the flags.`,
 	fl.StringArrayVar(&opts.FailPhases, "fail-phase", nil, "Sim: make PHASE fail (repeatable)")
 	fl.StringArrayVar(&opts.DelayPhases, "delay-phase", nil, "Sim: make PHASE=DURATION slower (repeatable)")
 	fl.StringVar(&opts.LogLevel, "log-level", "info", "Log level: debug, info, warn, error")
+	fl.DurationVar(&opts.DrainTimeout, "drain-timeout", agent.DefaultDrainTimeout,
+		"On SIGTERM, how long running tasks may take to finish and be reported before hostd exits")
 	addMetricsFlag(fl, &opts.MetricsAddr)
 	return cmd
 }

@@ -91,7 +91,8 @@ type Options struct {
 	// BusRecordLinger is passed to controld.
 	BusRecordLinger time.Duration
 
-	// Log is controld's logger (default: the test's log).
+	// Log is controld's logger (default: through t.Log); replicas started
+	// with StartReplica log through t.Log.
 	Log *slog.Logger
 
 	// PlainBus runs NATS without the trust model (no accounts, no
@@ -162,13 +163,24 @@ func (e *Env) Restart(t testing.TB, down func()) {
 	e.Server, e.NC = ctl.Server, ctl.NC
 }
 
-// StartReplica starts another controld on the env's bus and database with
-// the same options, as a second replica of a deployment; it stops at the
-// test's end.
-func (e *Env) StartReplica(t testing.TB) *controlplane.Controld {
+// Stop stops controld as SIGTERM stops the daemon (its drain included)
+// and returns what its run returned; the test's end stops nothing more.
+func (e *Env) Stop() error { return (*e.ctl).Stop() }
+
+// StartReplica starts another controld replica on the same bus and
+// database, with the same options but log (nil: through t.Log), as an
+// operator runs several; it is stopped at the test's end unless stopped
+// before (Stop may be called twice).
+func (e *Env) StartReplica(t testing.TB, log *slog.Logger) *controlplane.Controld {
 	t.Helper()
-	ctl := startControld(t, e.Bus, e.DSN, e.opts)
-	t.Cleanup(func() { _ = ctl.Stop() }) // a crashed replica's run may end in error
+	opts := e.opts
+	opts.Log = log
+	ctl := startControld(t, e.Bus, e.DSN, opts)
+	t.Cleanup(func() {
+		if err := ctl.Stop(); err != nil {
+			t.Errorf("controld replica run: %v", err)
+		}
+	})
 	return ctl
 }
 

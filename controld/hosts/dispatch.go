@@ -31,8 +31,11 @@ const redeliverMargin = 2 * time.Second
 const claimBatch = 64
 
 // dispatchLoop delivers due tasks as they are queued (LISTEN tasks.Channel)
-// or become due, and fails tasks past their deadline.
-func (d *Service) dispatchLoop(ctx context.Context) error {
+// or become due, and fails tasks past their deadline, until ctx ends.
+// Deliveries run under hard: a batch claimed before ctx ended is
+// delivered and its answers recorded, rather than left dispatched until
+// redeliverAfter.
+func (d *Service) dispatchLoop(ctx, hard context.Context) error {
 	pc, err := d.cfg.Pool.Acquire(ctx)
 	if err != nil {
 		return ctxErr(ctx, fmt.Errorf("dispatcher: %w", err))
@@ -65,7 +68,7 @@ func (d *Service) dispatchLoop(ctx context.Context) error {
 			d.cfg.Log.Warn("expire tasks", "err", err)
 		}
 		for {
-			n, err := d.dispatchOnce(ctx)
+			n, err := d.dispatchOnce(ctx, hard)
 			if err != nil && ctx.Err() == nil {
 				d.cfg.Log.Warn("dispatch", "err", err)
 			}
@@ -90,8 +93,9 @@ func ctxErr(ctx context.Context, err error) error {
 	return err
 }
 
-// dispatchOnce claims a batch of due tasks and delivers them concurrently.
-func (d *Service) dispatchOnce(ctx context.Context) (int, error) {
+// dispatchOnce claims a batch of due tasks and delivers them concurrently,
+// under hard.
+func (d *Service) dispatchOnce(ctx, hard context.Context) (int, error) {
 	now := d.now()
 	batch, err := tasks.Claim(ctx, d.cfg.Pool, now, now.Add(-(d.cfg.DeliveryTimeout + redeliverMargin)), claimBatch)
 	if err != nil {
@@ -102,9 +106,9 @@ func (d *Service) dispatchOnce(ctx context.Context) (int, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			err := d.deliver(ctx, c)
+			err := d.deliver(hard, c)
 			switch {
-			case err == nil || ctx.Err() != nil:
+			case err == nil || hard.Err() != nil:
 			case errors.Is(err, nats.ErrNoResponders):
 				// The node is offline (or enrolling): it pulls on connect.
 				d.cfg.Log.Debug("node not listening; task stays pending", "task", c.ID, "node", c.NodeID, corrid.Key, c.Corr)

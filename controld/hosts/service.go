@@ -145,8 +145,13 @@ func (d *Service) Wake() {
 }
 
 // Run serves node reports and runs the dispatcher and liveness loops until
-// ctx ends.
-func (d *Service) Run(ctx context.Context) error {
+// ctx ends; then it drains: it stops taking reports (the servers hand new
+// ones to the other replicas in the queue group), applies those it has
+// received, and returns once they are done. Their work runs under hard
+// (and its own deadline), never under ctx: a result being applied when
+// SIGTERM comes is applied, not cut off with "context canceled". hard
+// ending abandons what is still in flight.
+func (d *Service) Run(ctx, hard context.Context) error {
 	const queue = "controld-hosts"
 	subs := []struct {
 		subject string
@@ -160,29 +165,22 @@ func (d *Service) Run(ctx context.Context) error {
 		{api.HostCtlWildcard(api.HostCAs), d.handleCAs},
 	}
 	sem := make(chan struct{}, 64)
-	// mu guards closed and the Add side of inflight: no handler may start
-	// once Run is waiting for the running ones.
-	var mu sync.Mutex
-	closed := false
 	var inflight sync.WaitGroup
+	var active []*nats.Subscription
 	for _, s := range subs {
 		handle := s.handle
 		sub, err := d.cfg.NATS.QueueSubscribe(s.subject, queue, func(m *nats.Msg) {
-			mu.Lock()
-			if closed {
-				mu.Unlock()
-				return
-			}
+			// The callback runs before the subscription's drain completes,
+			// so every report received is counted before drain waits.
 			inflight.Add(1)
-			mu.Unlock()
 			sem <- struct{}{}
 			go func() {
 				defer func() { <-sem; inflight.Done() }()
-				hctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+				hctx, cancel := context.WithTimeout(hard, 30*time.Second)
 				defer cancel()
 				resp, err := handle(hctx, m)
 				if m.Reply == "" {
-					if err != nil && ctx.Err() == nil {
+					if err != nil && hard.Err() == nil {
 						d.cfg.Log.Warn("node report", "subject", m.Subject, "err", err)
 					}
 					return
@@ -191,20 +189,45 @@ func (d *Service) Run(ctx context.Context) error {
 			}()
 		})
 		if err != nil {
+			for _, sub := range active {
+				_ = sub.Unsubscribe()
+			}
 			return fmt.Errorf("subscribe %s: %w", s.subject, err)
 		}
-		defer func() { _ = sub.Unsubscribe() }()
+		active = append(active, sub)
 	}
-	defer func() {
-		mu.Lock()
-		closed = true
-		mu.Unlock()
-		inflight.Wait()
-	}()
 	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return d.dispatchLoop(gctx) })
+	g.Go(func() error { return d.dispatchLoop(gctx, hard) })
 	g.Go(func() error { return d.livenessLoop(gctx) })
-	return g.Wait()
+	err := g.Wait()
+	d.drain(active, &inflight, hard)
+	return err
+}
+
+// drain stops the subscriptions, lets the reports they received run and
+// waits for them, or for hard to end.
+func (d *Service) drain(subs []*nats.Subscription, inflight *sync.WaitGroup, hard context.Context) {
+	var closed []<-chan nats.SubStatus
+	for _, sub := range subs {
+		closed = append(closed, sub.StatusChanged(nats.SubscriptionClosed))
+		if err := sub.Drain(); err != nil {
+			_ = sub.Unsubscribe()
+		}
+	}
+	for _, c := range closed {
+		select {
+		case <-c:
+		case <-hard.Done():
+			return
+		}
+	}
+	done := make(chan struct{})
+	go func() { inflight.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-hard.Done():
+		d.cfg.Log.Warn("node reports still being applied at the drain deadline")
+	}
 }
 
 // reply answers a node request: the value, or an api.Error body with the

@@ -94,7 +94,8 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, replicas int) err
 	return nil
 }
 
-// Run holds the relay lock (waiting for it while another replica has it),
+// Run holds the relay lock (waiting for it, in Postgres, while another
+// replica has it),
 // then publishes batches as rows commit (LISTEN/NOTIFY, with polling as
 // the fallback) until ctx ends.
 func (r *Relay) Run(ctx context.Context) error {
@@ -105,19 +106,11 @@ func (r *Relay) Run(ctx context.Context) error {
 	// The lock lives in this session; closing it (rather than returning it
 	// to the pool) is what releases it.
 	defer func() { _ = conn.Hijack().Close(context.WithoutCancel(ctx)) }()
-	for {
-		var got bool
-		if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1)`, relayLockKey).Scan(&got); err != nil {
-			return ctxErr(ctx, fmt.Errorf("relay lock: %w", err))
-		}
-		if got {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(r.cfg.PollInterval):
-		}
+	// Wait in Postgres's queue for the lock: the moment the active relay's
+	// session ends (its replica drains, or dies and its connection is
+	// dropped), this one has it. Ending ctx cancels the wait.
+	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock($1)`, relayLockKey); err != nil {
+		return ctxErr(ctx, fmt.Errorf("relay lock: %w", err))
 	}
 	if _, err := conn.Exec(ctx, `LISTEN outbox_events`); err != nil {
 		return ctxErr(ctx, fmt.Errorf("relay listen: %w", err))

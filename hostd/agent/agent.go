@@ -28,6 +28,9 @@ import (
 // Version is reported at enrollment.
 const Version = "0.1.0"
 
+// DefaultDrainTimeout is Config.DrainTimeout's default.
+const DefaultDrainTimeout = 30 * time.Second
+
 // Config configures an agent.
 type Config struct {
 	// Server is the NATS URL. Required.
@@ -64,8 +67,13 @@ type Config struct {
 	Skew time.Duration
 	// RecordRetention keeps acknowledged task records this long (24h).
 	RecordRetention time.Duration
-	Now             func() time.Time
-	Log             *slog.Logger
+	// DrainTimeout bounds the graceful stop when Run's context ends
+	// (SIGTERM): running tasks get this long to finish and their results
+	// to reach controld (default DefaultDrainTimeout). A task still running
+	// then is left on disk and reported interrupted at the next start.
+	DrainTimeout time.Duration
+	Now          func() time.Time
+	Log          *slog.Logger
 }
 
 // CheckAndSetDefaults validates c and fills defaults.
@@ -87,6 +95,12 @@ func (c *Config) CheckAndSetDefaults() error {
 	}
 	if c.RecordRetention == 0 {
 		c.RecordRetention = 24 * time.Hour
+	}
+	if c.DrainTimeout == 0 {
+		c.DrainTimeout = DefaultDrainTimeout
+	}
+	if c.DrainTimeout < 0 {
+		return errors.New("hostd: DrainTimeout must be positive")
 	}
 	if c.Now == nil {
 		c.Now = time.Now
@@ -112,7 +126,11 @@ type Agent struct {
 	client   *api.Client
 	verifier *signing.Verifier
 	seq      *sequencer
-	ctx      context.Context
+	// ctx is the tasks' context: it outlives Run's by the drain.
+	ctx context.Context
+	// draining is closed when Run's context ends: no task starts after.
+	draining     chan struct{}
+	drainingOnce sync.Once
 	// resend wakes the result sender.
 	resend chan struct{}
 	// reconnected asks for a pull of pending tasks.
@@ -122,9 +140,10 @@ type Agent struct {
 	nodeID atomic.Value
 	ready  chan struct{}
 
-	// mu protects records.
-	mu      sync.Mutex
-	records map[string]*record
+	// mu protects records and stopping (no task is admitted once set).
+	mu       sync.Mutex
+	records  map[string]*record
+	stopping bool
 
 	metrics *agentMetrics
 	// obs serves /healthz, /readyz and /metrics when Config.MetricsAddr
@@ -141,7 +160,7 @@ func New(cfg Config) (*Agent, error) {
 		return nil, fmt.Errorf("state dir: %w", err)
 	}
 	a := &Agent{cfg: cfg, resend: make(chan struct{}, 1), reconnected: make(chan struct{}, 1),
-		ready: make(chan struct{})}
+		ready: make(chan struct{}), draining: make(chan struct{})}
 	if err := a.listenMetrics(); err != nil {
 		return nil, err
 	}
@@ -158,13 +177,21 @@ func (a *Agent) NodeID() string {
 // Ready is closed once the agent is enrolled and takes tasks.
 func (a *Agent) Ready() <-chan struct{} { return a.ready }
 
+// Draining is closed once Run's context ended and the agent takes no more
+// tasks (drain.go).
+func (a *Agent) Draining() <-chan struct{} { return a.draining }
+
 func (a *Agent) now() time.Time { return a.cfg.Now().UTC() }
 
 // Run enrolls (first start), recovers tasks interrupted by a previous
-// stop, and serves until ctx ends. Tasks still running at shutdown are
-// left unfinished on disk; the next start reports them interrupted.
+// stop, and serves until ctx ends; then it drains (drain.go): running
+// tasks finish and their results reach controld within
+// Config.DrainTimeout. Tasks still running then are left unfinished on
+// disk; the next start reports them interrupted.
 func (a *Agent) Run(ctx context.Context) error {
-	a.ctx = ctx
+	taskCtx, abandon := context.WithCancel(context.WithoutCancel(ctx))
+	defer abandon()
+	a.ctx = taskCtx
 	defer a.serveMetrics(ctx)()
 	if err := a.loadOrEnroll(ctx); err != nil {
 		return err
@@ -209,6 +236,10 @@ func (a *Agent) Run(ctx context.Context) error {
 	close(a.ready)
 	a.cfg.Log.Info("hostd serving", "node", a.id.NodeID, "name", a.id.Name)
 
+	// The loops (results, heartbeats, pulls, CAs) run through the drain:
+	// results must reach controld, and the node must not look dead.
+	loopCtx, stopLoops := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopLoops()
 	var loops sync.WaitGroup
 	run := []func(context.Context){a.resultLoop, a.heartbeatLoop, a.pullLoop}
 	if a.cfg.Terminal != nil {
@@ -216,14 +247,14 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	for _, loop := range run {
 		loops.Add(1)
-		go func() { defer loops.Done(); loop(ctx) }()
+		go func() { defer loops.Done(); loop(loopCtx) }()
 	}
 	a.kick(a.reconnected) // pull what is pending for us
 	a.kick(a.resend)
 	<-ctx.Done()
-	_ = sub.Unsubscribe()
+	a.drain(sub, abandon)
+	stopLoops()
 	loops.Wait()
-	a.running.Wait()
 	return nil
 }
 

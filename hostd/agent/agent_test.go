@@ -182,16 +182,17 @@ func TestEnvelopesRefused(t *testing.T) {
 }
 
 // TestInterruptedProvisionFailsAndCleansUp stops hostd in the middle of a
-// provisioning phase and starts it again: the task is reported
-// interrupted, the allocation fails, the cleanup runs and the slots come
-// back — nothing stays provisioning.
+// provisioning phase that outlasts its drain deadline and starts it again:
+// the task is reported interrupted, the allocation fails, the cleanup runs
+// and the slots come back — nothing stays provisioning, nothing is lost.
 func TestInterruptedProvisionFailsAndCleansUp(t *testing.T) {
 	t.Parallel()
 	env, admin := fleet(t, controld.HostsConfig{})
 	host := newFakeHost()
 	host.block = make(chan struct{})
 	dir := t.TempDir()
-	a := startAgent(t, env, dir, enroll(t, admin, "node-d"), host.registry())
+	a := startAgent(t, env, dir, enroll(t, admin, "node-d"), host.registry(),
+		func(c *agent.Config) { c.DrainTimeout = 100 * time.Millisecond })
 	readyNode(t, admin, a.NodeID())
 	ctx := context.Background()
 	al, err := admin.AllocCreate(ctx, api.AllocCreateRequest{SKU: "h200-slice", GPUs: 4})

@@ -120,17 +120,22 @@ type runningAgent struct {
 	stop func()
 }
 
-// startAgent runs an agent on stateDir until stop or the test's end.
-func startAgent(t testing.TB, env *controldtest.Env, stateDir, token string, reg tasks.Registry) *runningAgent {
+// startAgent runs an agent on stateDir until stop or the test's end;
+// tune, when given, adjusts its configuration.
+func startAgent(t testing.TB, env *controldtest.Env, stateDir, token string, reg tasks.Registry, tune ...func(*agent.Config)) *runningAgent {
 	t.Helper()
-	return startAgentLogging(t, env, stateDir, token, reg, testutil.Logger(t))
+	return startAgentLogging(t, env, stateDir, token, reg, testutil.Logger(t), tune...)
 }
 
 // startAgentLogging is startAgent with the agent's logger.
-func startAgentLogging(t testing.TB, env *controldtest.Env, stateDir, token string, reg tasks.Registry, log *slog.Logger) *runningAgent {
+func startAgentLogging(t testing.TB, env *controldtest.Env, stateDir, token string, reg tasks.Registry, log *slog.Logger, tune ...func(*agent.Config)) *runningAgent {
 	t.Helper()
-	a, err := agent.New(agent.Config{Server: env.NATSURL, StateDir: stateDir, Token: token, Env: &tasks.Env{},
-		Handlers: reg, Log: log})
+	cfg := agent.Config{Server: env.NATSURL, StateDir: stateDir, Token: token, Env: &tasks.Env{},
+		Handlers: reg, Log: log}
+	for _, f := range tune {
+		f(&cfg)
+	}
+	a, err := agent.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

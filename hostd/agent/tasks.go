@@ -30,6 +30,9 @@ func (a *Agent) onTask(m *nats.Msg) {
 	if err := json.Unmarshal(m.Data, &env); err == nil {
 		task, reply, run = a.admit(env)
 	}
+	if reply.Status == "" {
+		return // draining: unanswered, controld delivers it again
+	}
 	reply.TaskID, reply.NodeID, reply.Delivery = envelopeTaskID(env), a.id.NodeID, api.DeliveryDigest(m.Data)
 	if sealed, err := signing.Seal(a.key, reply); err == nil {
 		b, _ := json.Marshal(sealed)
@@ -50,7 +53,11 @@ func envelopeTaskID(env signing.Envelope) string {
 	return t.ID
 }
 
-// admit verifies an envelope and records its task id.
+// admit verifies an envelope and records its task id. Once the agent
+// drains it admits nothing and the reply's status is empty: the task was
+// not seen, controld delivers it again (to the restarted agent). A task
+// admitted to run is counted in a.running here, under a.mu, so the drain
+// never waits while one is still being added.
 func (a *Agent) admit(env signing.Envelope) (signing.Task, api.TaskReply, bool) {
 	task, err := a.verifier.Verify(env)
 	if err != nil {
@@ -60,6 +67,9 @@ func (a *Agent) admit(env signing.Envelope) (signing.Task, api.TaskReply, bool) 
 	log := a.taskLog(task.ID, task.Corr)
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	if a.stopping {
+		return task, api.TaskReply{}, false
+	}
 	if r, ok := a.records[task.ID]; ok {
 		log.Debug("task delivered again", "state", r.State)
 		return task, api.TaskReply{Status: api.TaskDuplicate, State: r.State}, false
@@ -71,11 +81,12 @@ func (a *Agent) admit(env signing.Envelope) (signing.Task, api.TaskReply, bool) 
 	}
 	a.records[task.ID] = r
 	log.Info("task accepted", "type", task.Type)
+	a.running.Add(1)
 	return task, api.TaskReply{Status: api.TaskAccepted}, true
 }
 
+// start runs an admitted task (counted in a.running by admit).
 func (a *Agent) start(t signing.Task) {
-	a.running.Add(1)
 	go func() {
 		defer a.running.Done()
 		a.runTask(a.ctx, t)
@@ -127,10 +138,10 @@ func (a *Agent) update(id string, durable bool, fn func(*record)) {
 	}
 }
 
-// runTask runs the handler and queues its result. When hostd is stopping
-// the outcome is not recorded: the task stays unfinished on disk and is
-// reported interrupted at the next start, with its cleanup left to the
-// release controld then queues.
+// runTask runs the handler and queues its result. When hostd's drain
+// deadline passed (ctx ended) the outcome is not recorded: the task stays
+// unfinished on disk and is reported interrupted at the next start, with
+// its cleanup left to the release controld then queues.
 func (a *Agent) runTask(ctx context.Context, t signing.Task) {
 	res := api.TaskResult{NodeID: a.id.NodeID, TaskID: t.ID, Status: api.TaskSucceeded}
 	ended := a.metrics.taskStarted(t.Type)

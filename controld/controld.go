@@ -331,15 +331,22 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return s.supervise(gctx, "outbox relay", relay.Run) })
-	g.Go(func() error { return outbox.Fanout(gctx, s.js, s.cfg.NATS, s.cfg.Log) })
-	g.Go(func() error { return s.queueLoop(gctx) })
-	g.Go(func() error { return s.hosts.Run(gctx) })
-	g.Go(func() error { return s.housekeeping(gctx) })
-	g.Go(func() error { return s.billing.Run(gctx) })
+	// Every background loop outlives its dependencies' outages (Postgres
+	// restarts, NATS servers going away): an error restarts it, never the
+	// replica.
+	g.Go(func() error {
+		return s.supervise(gctx, "event fan-out", func(ctx context.Context) error {
+			return outbox.Fanout(ctx, s.js, s.cfg.NATS, s.cfg.Log)
+		})
+	})
+	g.Go(func() error { return s.supervise(gctx, "queue placement", s.queueLoop) })
+	g.Go(func() error { return s.supervise(gctx, "node service", s.hosts.Run) })
+	g.Go(func() error { return s.supervise(gctx, "housekeeping", s.housekeeping) })
+	g.Go(func() error { return s.supervise(gctx, "billing", s.billing.Run) })
 	g.Go(func() error { return s.serveHTTP(gctx) })
 	g.Go(func() error { return s.serveMetrics(gctx) })
 	if s.busAuth != nil {
-		g.Go(func() error { return s.busAuth.Run(gctx) })
+		g.Go(func() error { return s.supervise(gctx, "nats connection registry", s.busAuth.Run) })
 	}
 	err = g.Wait()
 	if stopErr := s.svc.Stop(); stopErr != nil && err == nil {

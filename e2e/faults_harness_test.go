@@ -30,11 +30,14 @@ type faultCluster struct {
 	pgCfg   pgserver.Config
 	pg      *pgserver.Server
 	natsURL string
-	dsn     string
-	keys    string
-	caKey   string
-	cfgDir  string
-	procs   []*faultProc
+	natsBin string // nats-server, started with -c natsConf
+	natsConf,
+	natsHealth string
+	dsn    string
+	keys   string
+	caKey  string
+	cfgDir string
+	procs  []*faultProc
 }
 
 // faultProc is a daemon of the cluster.
@@ -87,10 +90,9 @@ func startFaultCluster(t *testing.T, replicas int) *faultCluster {
 	conf := filepath.Join(c.keys, "nats.conf")
 	writeExec(t, conf, fmt.Sprintf("listen: \"127.0.0.1:%d\"\nhttp: \"127.0.0.1:%d\"\njetstream {\n  store_dir: %q\n}\ninclude ./gpuaas-auth.conf\n",
 		ports[0], ports[1], filepath.Join(c.root, "jetstream")))
-	c.start("nats-server", "", testutil.NATSServer(t), "-c", conf)
-	testutil.EventuallyWithin(t, time.Minute, "nats-server's /healthz", func() bool {
-		return httpOK(fmt.Sprintf("http://127.0.0.1:%d/healthz", ports[1]))
-	})
+	c.natsBin, c.natsConf, c.natsHealth = testutil.NATSServer(t), conf, fmt.Sprintf("http://127.0.0.1:%d/healthz", ports[1])
+	c.start("nats-server", "", c.natsBin, "-c", conf)
+	testutil.EventuallyWithin(t, time.Minute, "nats-server's /healthz", func() bool { return httpOK(c.natsHealth) })
 	c.natsURL = fmt.Sprintf("nats://127.0.0.1:%d", ports[0])
 
 	pwFile := filepath.Join(c.root, "db-password")
@@ -223,6 +225,27 @@ func (c *faultCluster) client() *api.Client {
 		c.t.Fatal(err)
 	}
 	return cl
+}
+
+// restartNATS stops nats-server (SIGTERM), waits down, starts it again
+// with the same configuration and JetStream store and returns when it is
+// healthy.
+func (c *faultCluster) restartNATS(down time.Duration) (stopped, started time.Time) {
+	c.t.Helper()
+	p := c.procs[0]
+	p.name += " (killed)" // stopped on purpose
+	if err := syscall.Kill(-p.cmd.Process.Pid, syscall.SIGTERM); err != nil {
+		c.t.Fatal(err)
+	}
+	err := <-p.done
+	p.done <- err
+	stopped = time.Now()
+	time.Sleep(down) // the outage itself, not a wait for readiness
+	again := c.start("nats-server", "", c.natsBin, "-c", c.natsConf)
+	c.procs = c.procs[:len(c.procs)-1] // start appended it: it takes the first's place
+	c.procs[0] = again
+	c.waitFor("nats-server's /healthz again", func() bool { return httpOK(c.natsHealth) })
+	return stopped, time.Now()
 }
 
 // restartPostgres stops Postgres, waits down, starts it again and returns

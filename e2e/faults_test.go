@@ -214,3 +214,107 @@ func TestFaultPostgresRestartUnderLoad(t *testing.T) {
 		t.Logf("%s (pid %d, still running): %d outage and recovery lines:\n%s", p.name, p.cmd.Process.Pid, len(lines), strings.Join(lines, "\n"))
 	}
 }
+
+// TestFaultNATSRestartUnderLoad restarts the nats-server (SIGTERM, 2 s
+// down, started again on its JetStream store) under a stream of
+// alloc.create requests (each retried with its key until it succeeds) on
+// an instant hostd agent: both `gpuaas controld` processes stay up, each
+// logs the outage once and the reconnect with its duration, every create
+// succeeds once and every allocation becomes active (hostd reconnected,
+// tasks dispatched, the fan-out delivering). Figures: time from the
+// server's return to the first request served, client-visible errors.
+func TestFaultNATSRestartUnderLoad(t *testing.T) {
+	c := startFaultCluster(t, 2)
+	replicas := []*faultProc{c.procs[1], c.procs[2]}
+	pids := []int{replicas[0].cmd.Process.Pid, replicas[1].cmd.Process.Pid}
+	cl := c.client()
+	startInstantHosts(t, c, cl, 1, 64)
+
+	var (
+		outage      atomic.Bool
+		creates     atomic.Int64
+		duringOut   errorKinds
+		outside     errorKinds
+		firstOK     atomic.Int64 // unix nanos of the first success after the restart
+		restartedAt atomic.Int64
+		created     sync.Map
+	)
+	loadCtx, stopLoad := context.WithCancel(context.Background())
+	var workers sync.WaitGroup
+	for w := range 2 {
+		workers.Add(1)
+		go func() {
+			defer workers.Done()
+			for i := 0; loadCtx.Err() == nil && i < 30; i++ {
+				key := fmt.Sprintf("natsrestart-%d-%d", w, i)
+				for {
+					ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+					a, err := cl.AllocCreate(ctx, api.AllocCreateRequest{Project: "faults", SKU: "h200-slice", GPUs: 1},
+						api.WithIdempotencyKey(key))
+					cancel()
+					if err == nil {
+						created.Store(key, a.ID)
+						creates.Add(1)
+						if r := restartedAt.Load(); r != 0 {
+							firstOK.CompareAndSwap(0, time.Now().UnixNano())
+						}
+						break
+					}
+					if outage.Load() {
+						duringOut.add(err)
+					} else {
+						outside.add(err)
+					}
+					time.Sleep(100 * time.Millisecond)
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+		}()
+	}
+	testutil.Eventually(t, "some load before the restart", func() bool { return creates.Load() >= 10 })
+	outage.Store(true)
+	stopped, started := c.restartNATS(2 * time.Second)
+	restartedAt.Store(started.UnixNano())
+	c.waitFor("a request served after the restart", func() bool { return firstOK.Load() != 0 })
+	outage.Store(false)
+	workers.Wait()
+	stopLoad()
+
+	for i, p := range replicas {
+		if p.exited() || p.cmd.Process.Pid != pids[i] {
+			t.Errorf("%s exited during the NATS restart; want it up (pid %d)", p.name, pids[i])
+		}
+		c.waitFor(p.name+" logging its reconnect", func() bool { return strings.Contains(p.out.String(), "nats reconnected") })
+	}
+	n := 0
+	created.Range(func(_, _ any) bool { n++; return true })
+	if n != 60 {
+		t.Errorf("%d creates succeeded; want 60", n)
+	}
+	c.waitFor("every allocation active", func() bool {
+		list, err := cl.AllocList(t.Context(), api.AllocListRequest{Project: "faults", All: true})
+		if err != nil {
+			return false
+		}
+		active := 0
+		for _, a := range list.Allocations {
+			if a.State == api.AllocActive {
+				active++
+			}
+		}
+		return len(list.Allocations) == n && active == n
+	})
+	t.Logf("nats down %v; first request served %v after it was back; %d creates, all active, each once",
+		started.Sub(stopped).Round(time.Millisecond), time.Unix(0, firstOK.Load()).Sub(started).Round(time.Millisecond), n)
+	t.Logf("client-visible errors from the stop to the first request served: %s; outside that: %s", duringOut.String(), outside.String())
+	for _, p := range replicas {
+		var lines []string
+		for _, l := range strings.Split(p.out.String(), "\n") {
+			if strings.Contains(l, "nats disconnected") || strings.Contains(l, "nats reconnected") ||
+				strings.Contains(l, "failed; restarting") || strings.Contains(l, " recovered") {
+				lines = append(lines, l)
+			}
+		}
+		t.Logf("%s (pid %d, still running):\n%s", p.name, p.cmd.Process.Pid, strings.Join(lines, "\n"))
+	}
+}

@@ -87,16 +87,14 @@ func startFaultCluster(t *testing.T, replicas int) *faultCluster {
 	c.keys = filepath.Join(c.root, "nats")
 	c.cli("ops", "nats-setup", "--out", c.keys)
 	ports := freePorts(t, 2+replicas)
-	conf := filepath.Join(c.keys, "nats.conf")
-	writeExec(t, conf, fmt.Sprintf("listen: \"127.0.0.1:%d\"\nhttp: \"127.0.0.1:%d\"\njetstream {\n  store_dir: %q\n}\ninclude ./gpuaas-auth.conf\n",
+	conf := writeFile(t, c.keys, "nats.conf", fmt.Sprintf("listen: \"127.0.0.1:%d\"\nhttp: \"127.0.0.1:%d\"\njetstream {\n  store_dir: %q\n}\ninclude ./gpuaas-auth.conf\n",
 		ports[0], ports[1], filepath.Join(c.root, "jetstream")))
 	c.natsBin, c.natsConf, c.natsHealth = testutil.NATSServer(t), conf, fmt.Sprintf("http://127.0.0.1:%d/healthz", ports[1])
 	c.start("nats-server", "", c.natsBin, "-c", conf)
 	testutil.EventuallyWithin(t, time.Minute, "nats-server's /healthz", func() bool { return httpOK(c.natsHealth) })
 	c.natsURL = fmt.Sprintf("nats://127.0.0.1:%d", ports[0])
 
-	pwFile := filepath.Join(c.root, "db-password")
-	writeExec(t, pwFile, "faults-db-password\n")
+	pwFile := writeFile(t, c.root, "db-password", "faults-db-password\n")
 	c.cli("controld", "init-db", "--database-url", fmt.Sprintf("postgres:///postgres?host=%s&user=postgres&sslmode=disable", pg.SocketDir()),
 		"--role", "gpuaas", "--database", "gpuaas", "--password-file", pwFile)
 	c.dsn = fmt.Sprintf("postgres://gpuaas:faults-db-password@/gpuaas?host=%s&sslmode=disable", pg.SocketDir())

@@ -184,6 +184,11 @@ func (c *faultCluster) stopAll() {
 			<-p.done
 		}
 	}
+	for _, p := range c.procs {
+		if strings.Contains(p.out.String(), "WARNING: DATA RACE") {
+			c.t.Errorf("%s (built with -race) reported a data race", p.name)
+		}
+	}
 	if c.t.Failed() {
 		for _, p := range c.procs {
 			c.t.Logf("--- output of %s:\n%s", p.name, p.out.String())

@@ -380,18 +380,27 @@ func (s *Server) Run(ctx context.Context) error {
 	var singletons sync.WaitGroup
 	for _, run := range []func(context.Context) error{
 		func(ctx context.Context) error { return s.supervise(ctx, "outbox relay", relay.Run) },
-		s.billing.Run,
+		func(ctx context.Context) error { return s.supervise(ctx, "billing", s.billing.Run) },
 	} {
 		singletons.Add(1)
 		g.Go(func() error { defer singletons.Done(); return run(singCtx) })
 	}
-	g.Go(func() error { return outbox.Fanout(gctx, s.js, s.cfg.NATS, s.cfg.Log) })
-	g.Go(func() error { return s.queueLoop(gctx) })
-	g.Go(func() error { return s.hosts.Run(gctx, hard) })
-	g.Go(func() error { return s.housekeeping(gctx) })
+	// Every background loop outlives its dependencies' outages (Postgres
+	// restarts, NATS servers going away): an error restarts it, never the
+	// replica.
+	g.Go(func() error {
+		return s.supervise(gctx, "event fan-out", func(ctx context.Context) error {
+			return outbox.Fanout(ctx, s.js, s.cfg.NATS, s.cfg.Log)
+		})
+	})
+	g.Go(func() error { return s.supervise(gctx, "queue placement", s.queueLoop) })
+	g.Go(func() error {
+		return s.supervise(gctx, "node service", func(ctx context.Context) error { return s.hosts.Run(ctx, hard) })
+	})
+	g.Go(func() error { return s.supervise(gctx, "housekeeping", s.housekeeping) })
 	g.Go(func() error { return s.serveHTTP(gctx) })
 	if s.busAuth != nil {
-		g.Go(func() error { return s.busAuth.Run(gctx) })
+		g.Go(func() error { return s.supervise(gctx, "nats connection registry", s.busAuth.Run) })
 	}
 	var obsErr error
 	select {

@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -69,10 +70,12 @@ func TestDevProvisionsAndReleases(t *testing.T) {
 	}
 }
 
-// TestHostdKilledMidProvision is acceptance 2's crash case: hostd is
-// killed with SIGKILL in the middle of provisioning and started again; the
-// task is reported interrupted, cleanup runs, the allocation ends failed
-// with its slots free, and nothing is left on the host.
+// TestHostdKilledMidProvision is acceptance 2's crash case (and issue 13's
+// fault test "hostd kill -9 mid-provision"): the separate `gpuaas hostd`
+// process is killed with SIGKILL in the middle of provisioning and started
+// again; the task is reported interrupted, cleanup runs, the allocation
+// ends failed with its slots free, $0 is charged, and nothing is left on
+// the host.
 func TestHostdKilledMidProvision(t *testing.T) {
 	data, cfg := tempDir(t, "gpuaas-e2e-data-"), tempDir(t, "gpuaas-e2e-cfg-")
 	pwFile := writeFile(t, cfg, "pw", devPassword+"\n")
@@ -93,6 +96,14 @@ func TestHostdKilledMidProvision(t *testing.T) {
 		return strings.TrimSpace(r.stdout) == "ready 8"
 	})
 
+	balance := func() string {
+		r := dev.gpuaas(t, "", "billing", "balance", "--json", "balance_minor", "--jq", ".balance_minor")
+		if r.code != 0 {
+			t.Fatalf("billing balance: exit %d %s", r.code, r.stderr)
+		}
+		return strings.TrimSpace(r.stdout)
+	}
+	before := balance()
 	r = dev.gpuaas(t, "", "alloc", "create", "--sku", "h200-slice", "--gpus", "4", "--json", "id", "--jq", ".id")
 	id := strings.TrimSpace(r.stdout)
 	if r.code != 0 || id == "" {
@@ -117,6 +128,17 @@ func TestHostdKilledMidProvision(t *testing.T) {
 	if err := json.Unmarshal([]byte(r.stdout), &a); err != nil || a.State != api.AllocFailed || !strings.Contains(a.Reason, "readiness") {
 		t.Fatalf("after the crash: %v %q; want failed, interrupted in readiness", err, r.stdout)
 	}
+	// $0 charged: the allocation never ran, so it has no usage and the
+	// balance has not moved.
+	r = dev.gpuaas(t, "", "billing", "usage", "--json", "allocation_id,amount_minor", "--jq",
+		fmt.Sprintf(`[.[] | select(.allocation_id == %q) | .amount_minor] | add // 0`, id))
+	if r.code != 0 || strings.TrimSpace(r.stdout) != "0" {
+		t.Errorf("usage of the failed allocation: exit %d %q %s; want 0", r.code, r.stdout, r.stderr)
+	}
+	if after := balance(); after != before {
+		t.Errorf("balance %s after the failed allocation; want %s, as before it (nothing charged)", after, before)
+	}
+	t.Logf("hostd killed mid-provision: allocation %s failed (%s), 8 of 8 slots free, balance %s before and after", id, a.Reason, before)
 	for _, dir := range []string{"leases", "seeds", "vmkeys", "disks"} {
 		entries, _ := os.ReadDir(filepath.Join(state, dir))
 		if len(entries) != 0 {

@@ -159,8 +159,11 @@ func (s *Service) Stop() {
 // closes the connections of revoked sessions and prunes expired rows,
 // until ctx ends.
 func (s *Service) Run(ctx context.Context) error {
+	// The recorder stops with the registry too: Run returns (to be
+	// restarted) when the registry's consumer is gone.
+	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() { defer close(done); s.runRecorder(ctx) }()
-	defer func() { <-done }()
+	defer func() { cancel(); <-done }()
 	return s.runRegistry(ctx)
 }

@@ -6,12 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/gpuaas/gpuaas/controld/identity"
+	"github.com/gpuaas/gpuaas/controld/outbox"
 	"github.com/gpuaas/gpuaas/controld/store"
 	"github.com/gpuaas/gpuaas/internal/api"
 )
@@ -178,6 +180,7 @@ func (s *Service) runRegistry(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("revocations consumer: %w", err)
 	}
+	var lastErr atomic.Pointer[error]
 	cc, err := cons.Consume(func(m jetstream.Msg) {
 		var ev api.Event
 		if json.Unmarshal(m.Data(), &ev) != nil {
@@ -191,11 +194,15 @@ func (s *Service) runRegistry(ctx context.Context) error {
 			return
 		}
 		_ = m.Ack()
-	})
+	}, jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) { lastErr.Store(&err) }))
 	if err != nil {
 		return fmt.Errorf("revocations consume: %w", err)
 	}
 	defer cc.Stop()
+	// The consumer stopping by itself (deleted by the server) ends the
+	// run: the supervisor creates it again.
+	stopped := make(chan error, 1)
+	go func() { stopped <- outbox.WaitConsume(ctx, cons, cc, &lastErr) }()
 	t := time.NewTicker(pruneEvery)
 	defer t.Stop()
 	for {
@@ -205,6 +212,11 @@ func (s *Service) runRegistry(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return nil
+		case err := <-stopped:
+			if err == nil {
+				return nil
+			}
+			return fmt.Errorf("revocations: %w", err)
 		case <-t.C:
 		}
 	}

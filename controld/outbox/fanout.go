@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -47,6 +48,7 @@ func Fanout(ctx context.Context, js jetstream.JetStream, nc *nats.Conn, log *slo
 	if err != nil {
 		return fmt.Errorf("fanout consumer: %w", err)
 	}
+	var lastErr atomic.Pointer[error]
 	cc, err := cons.Consume(func(m jetstream.Msg) {
 		var ev api.Event
 		if err := json.Unmarshal(m.Data(), &ev); err != nil {
@@ -80,14 +82,51 @@ func Fanout(ctx context.Context, js jetstream.JetStream, nc *nats.Conn, log *slo
 			}
 		}
 		_ = m.Ack()
-	})
+	}, jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) { lastErr.Store(&err) }))
 	if err != nil {
 		return fmt.Errorf("fanout consume: %w", err)
 	}
-	<-ctx.Done()
-	cc.Stop()
-	return nil
+	defer cc.Stop()
+	return WaitConsume(ctx, cons, cc, &lastErr)
 }
+
+// WaitConsume waits for ctx to end, or for the consumer to stop by itself
+// or vanish (the server deleted it: jetstream stops Consume on "consumer
+// deleted" when a pull is waiting, and otherwise pulls from nothing for
+// good): then it returns an error for the supervisor to create the
+// consumer again, instead of leaving the loop running with nothing
+// delivered.
+func WaitConsume(ctx context.Context, cons jetstream.Consumer, cc jetstream.ConsumeContext, lastErr *atomic.Pointer[error]) error {
+	t := time.NewTicker(consumerCheckEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-cc.Closed():
+			if ctx.Err() != nil {
+				return nil
+			}
+			if p := lastErr.Load(); p != nil {
+				return fmt.Errorf("%w: %w", ErrConsumerStopped, *p)
+			}
+			return ErrConsumerStopped
+		case <-t.C:
+			// Other errors (NATS unreachable) are the client's to ride out.
+			if _, err := cons.Info(ctx); errors.Is(err, jetstream.ErrConsumerNotFound) {
+				return fmt.Errorf("%w: %w", ErrConsumerStopped, err)
+			}
+		}
+	}
+}
+
+// consumerCheckEvery is how often WaitConsume checks that its consumer
+// still exists.
+const consumerCheckEvery = 5 * time.Second
+
+// ErrConsumerStopped is a JetStream consumer that stopped delivering by
+// itself.
+var ErrConsumerStopped = errors.New("consumer stopped")
 
 // errBadRevocation is a session.revoked payload that names no sessions:
 // retrying could not fix it.

@@ -325,7 +325,7 @@ func (a *Agent) connect(key ed25519.PrivateKey, inboxID, token string, extra ...
 	if token != "" {
 		opts = append(opts, nats.Token(token))
 	}
-	return bus.Connect(a.cfg.Server, "gpuaas-hostd", append(opts, extra...)...)
+	return bus.Connect(a.cfg.Server, "gpuaas-hostd", append(append(opts, extra...), bus.LogOutages(a.cfg.Log))...)
 }
 
 // StateDir is where the agent keeps its identity and task records.

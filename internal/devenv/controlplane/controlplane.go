@@ -128,21 +128,21 @@ func closeConns(conns ...*nats.Conn) {
 // ConnectControld opens controld's two NATS connections: its user in the
 // app account (the API, the callout, JetStream) and in the system account
 // (closing revoked connections). Without keys it opens only the first,
-// with no credentials.
-func ConnectControld(url string, t bus.TLS, keys *bus.Keys) (nc, sys *nats.Conn, err error) {
+// with no credentials. extra go last (bus.LogOutages).
+func ConnectControld(url string, t bus.TLS, keys *bus.Keys, extra ...nats.Option) (nc, sys *nats.Conn, err error) {
 	tlsOpts, err := t.Options(url)
 	if err != nil {
 		return nil, nil, err
 	}
 	if keys == nil {
-		nc, err = bus.Connect(url, "gpuaas-controld", tlsOpts...)
+		nc, err = bus.Connect(url, "gpuaas-controld", append(tlsOpts, extra...)...)
 		return nc, nil, err
 	}
 	inbox := nats.CustomInboxPrefix(api.ControldInboxPrefix)
-	if nc, err = bus.Connect(url, "gpuaas-controld", append(tlsOpts, bus.WithKey(keys.Controld), inbox)...); err != nil {
+	if nc, err = bus.Connect(url, "gpuaas-controld", append(append(tlsOpts, bus.WithKey(keys.Controld), inbox), extra...)...); err != nil {
 		return nil, nil, err
 	}
-	if sys, err = bus.Connect(url, "gpuaas-controld-sys", append(tlsOpts, bus.WithKey(keys.System), inbox)...); err != nil {
+	if sys, err = bus.Connect(url, "gpuaas-controld-sys", append(append(tlsOpts, bus.WithKey(keys.System), inbox), extra...)...); err != nil {
 		nc.Close()
 		return nil, nil, err
 	}
@@ -151,8 +151,8 @@ func ConnectControld(url string, t bus.TLS, keys *bus.Keys) (nc, sys *nats.Conn,
 
 // ConnectGateway connects as the gateway whose key is key and returns the
 // connection and a client that logs in to controld with the same key
-// (GatewayClient).
-func ConnectGateway(url string, t bus.TLS, key nkeys.KeyPair) (*nats.Conn, *api.Client, error) {
+// (GatewayClient). extra go last (bus.LogOutages).
+func ConnectGateway(url string, t bus.TLS, key nkeys.KeyPair, extra ...nats.Option) (*nats.Conn, *api.Client, error) {
 	tlsOpts, err := t.Options(url)
 	if err != nil {
 		return nil, nil, err
@@ -161,7 +161,7 @@ func ConnectGateway(url string, t bus.TLS, key nkeys.KeyPair) (*nats.Conn, *api.
 	if err != nil {
 		return nil, nil, err
 	}
-	nc, err := bus.Connect(url, "gpuaas-sshgate", append(tlsOpts, opts...)...)
+	nc, err := bus.Connect(url, "gpuaas-sshgate", append(append(tlsOpts, opts...), extra...)...)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -1,0 +1,272 @@
+package e2e
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gpuaas/gpuaas/cli/cmdutil"
+	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/pgserver"
+	"github.com/gpuaas/gpuaas/internal/testutil"
+)
+
+// faultCluster is gpuaas as an operator runs it, for fault tests: a
+// private Postgres cluster, a real nats-server with controld's auth
+// callout and JetStream, and controld replicas as separate `gpuaas
+// controld` processes, each with its metrics server; the CLI's config
+// (GPUAAS_CONFIG_DIR, set for the test) holds a logged-in admin whose
+// project has credit.
+type faultCluster struct {
+	t       *testing.T
+	root    string
+	pgCfg   pgserver.Config
+	pg      *pgserver.Server
+	natsURL string
+	natsBin string // nats-server, started with -c natsConf
+	natsConf,
+	natsHealth string
+	dsn    string
+	keys   string
+	caKey  string
+	cfgDir string
+	procs  []*faultProc
+}
+
+// faultProc is a daemon of the cluster.
+type faultProc struct {
+	name    string
+	cmd     *exec.Cmd
+	out     *syncBuffer
+	done    chan error
+	metrics string // http://host:port of its metrics server, if any
+}
+
+// exited reports whether the process has ended.
+func (p *faultProc) exited() bool {
+	select {
+	case err := <-p.done:
+		p.done <- err
+		return true
+	default:
+		return false
+	}
+}
+
+// startFaultCluster starts Postgres, NATS and n controld replicas, and
+// logs an admin in with a funded project.
+func startFaultCluster(t *testing.T, replicas int) *faultCluster {
+	t.Helper()
+	c := &faultCluster{t: t, root: tempDir(t, "gpuaas-faults-")}
+	c.cfgDir = filepath.Join(c.root, "config")
+	t.Setenv("GPUAAS_CONFIG_DIR", c.cfgDir)
+	t.Cleanup(c.stopAll)
+
+	c.pgCfg = pgserver.Config{DataDir: filepath.Join(c.root, "pg"), Superuser: "postgres",
+		Settings: map[string]string{"fsync": "off", "synchronous_commit": "off", "full_page_writes": "off"}}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	pg, err := pgserver.Start(ctx, c.pgCfg)
+	if err != nil {
+		t.Fatalf("start postgres: %v", err)
+	}
+	c.pg = pg
+	t.Cleanup(func() {
+		if c.pg != nil {
+			_ = c.pg.Stop(context.Background())
+		}
+	})
+
+	c.keys = filepath.Join(c.root, "nats")
+	c.cli("ops", "nats-setup", "--out", c.keys)
+	ports := freePorts(t, 2+replicas)
+	conf := writeFile(t, c.keys, "nats.conf", fmt.Sprintf("listen: \"127.0.0.1:%d\"\nhttp: \"127.0.0.1:%d\"\njetstream {\n  store_dir: %q\n}\ninclude ./gpuaas-auth.conf\n",
+		ports[0], ports[1], filepath.Join(c.root, "jetstream")))
+	c.natsBin, c.natsConf, c.natsHealth = testutil.NATSServer(t), conf, fmt.Sprintf("http://127.0.0.1:%d/healthz", ports[1])
+	c.start("nats-server", "", c.natsBin, "-c", conf)
+	testutil.EventuallyWithin(t, time.Minute, "nats-server's /healthz", func() bool { return httpOK(c.natsHealth) })
+	c.natsURL = fmt.Sprintf("nats://127.0.0.1:%d", ports[0])
+
+	pwFile := writeFile(t, c.root, "db-password", "faults-db-password\n")
+	c.cli("controld", "init-db", "--database-url", fmt.Sprintf("postgres:///postgres?host=%s&user=postgres&sslmode=disable", pg.SocketDir()),
+		"--role", "gpuaas", "--database", "gpuaas", "--password-file", pwFile)
+	c.dsn = fmt.Sprintf("postgres://gpuaas:faults-db-password@/gpuaas?host=%s&sslmode=disable", pg.SocketDir())
+	c.caKey = filepath.Join(c.root, "ca.key")
+	kek := make([]byte, 32)
+	_, _ = rand.Read(kek)
+	if err := os.WriteFile(c.caKey, kek, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for i := range replicas {
+		c.startControld(fmt.Sprintf("controld-%d", i+1), ports[2+i])
+	}
+
+	invite := strings.TrimSpace(c.cliEnv([]string{"GPUAAS_DATABASE_URL=" + c.dsn}, "",
+		"admin", "bootstrap", "--email", "root@example.com", "--json", "invite", "--jq", ".invite.code"))
+	c.cli("context", "add", "faults", "--server", c.natsURL, "--use")
+	c.cliEnv(nil, "correct horse battery staple\n", "login", "--invite", invite, "--password-stdin")
+	c.cli("project", "create", "faults")
+	c.cli("admin", "credit", "--project", "faults", "--amount", "100000", "--reason", "fault tests")
+	return c
+}
+
+// startControld starts a replica with its metrics server on port.
+func (c *faultCluster) startControld(name string, port int) *faultProc {
+	c.t.Helper()
+	p := c.start(name, fmt.Sprintf("http://127.0.0.1:%d", port), binary, "controld",
+		"--database-url", c.dsn, "--nats-url", c.natsURL, "--nats-keys", c.keys, "--ca-key-file", c.caKey,
+		"--metrics-addr", fmt.Sprintf("127.0.0.1:%d", port), "--min-runway", "1m")
+	c.waitFor(name+" serving", func() bool { return strings.Contains(p.out.String(), "controld serving") })
+	return p
+}
+
+// start starts a daemon in its own process group, killed at the end.
+func (c *faultCluster) start(name, metrics, bin string, args ...string) *faultProc {
+	c.t.Helper()
+	cmd := exec.Command(bin, args...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	p := &faultProc{name: name, cmd: cmd, out: &syncBuffer{}, done: make(chan error, 1), metrics: metrics}
+	cmd.Stdout, cmd.Stderr = p.out, p.out
+	if err := cmd.Start(); err != nil {
+		c.t.Fatalf("start %s: %v", name, err)
+	}
+	go func() { p.done <- cmd.Wait() }()
+	c.procs = append(c.procs, p)
+	return p
+}
+
+// waitFor polls cond, failing at once when a daemon exited.
+func (c *faultCluster) waitFor(what string, cond func() bool) {
+	c.t.Helper()
+	testutil.EventuallyWithin(c.t, 90*time.Second, what, func() bool {
+		for _, p := range c.procs {
+			if p.exited() && !p.killed() {
+				c.t.Fatalf("%s exited while waiting for %s:\n%s", p.name, what, p.out.String())
+			}
+		}
+		return cond()
+	})
+}
+
+// killed reports whether the test killed the process on purpose.
+func (p *faultProc) killed() bool { return strings.HasSuffix(p.name, "(killed)") }
+
+// kill sends SIGKILL to p and waits for it.
+func (p *faultProc) kill(t *testing.T) {
+	t.Helper()
+	p.name += " (killed)"
+	if err := syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	err := <-p.done
+	p.done <- err
+}
+
+// stopAll ends every daemon, and shows their output if the test failed.
+func (c *faultCluster) stopAll() {
+	for i := len(c.procs) - 1; i >= 0; i-- {
+		p := c.procs[i]
+		if p.exited() {
+			continue
+		}
+		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGTERM)
+		select {
+		case <-p.done:
+		case <-time.After(15 * time.Second):
+			_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+			<-p.done
+		}
+	}
+	for _, p := range c.procs {
+		if strings.Contains(p.out.String(), "WARNING: DATA RACE") {
+			c.t.Errorf("%s (built with -race) reported a data race", p.name)
+		}
+	}
+	if c.t.Failed() {
+		for _, p := range c.procs {
+			c.t.Logf("--- output of %s:\n%s", p.name, p.out.String())
+		}
+	}
+}
+
+// cli runs the CLI and returns its stdout, failing the test on an error.
+func (c *faultCluster) cli(args ...string) string {
+	c.t.Helper()
+	return c.cliEnv(nil, "", args...)
+}
+
+func (c *faultCluster) cliEnv(env []string, stdin string, args ...string) string {
+	c.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binary, args...)
+	cmd.Env = append(append(os.Environ(), "NO_COLOR=1"), env...)
+	cmd.Stdin = strings.NewReader(stdin)
+	var stderr syncBuffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		c.t.Fatalf("gpuaas %v: %v\n%s", args, err, stderr.String())
+	}
+	return string(out)
+}
+
+// client is an API client as the CLI makes it, for the logged-in admin.
+func (c *faultCluster) client() *api.Client {
+	c.t.Helper()
+	f := cmdutil.New(&cmdutil.IOStreams{})
+	c.t.Cleanup(f.Close)
+	cl, err := f.Client()
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return cl
+}
+
+// restartNATS stops nats-server (SIGTERM), waits down, starts it again
+// with the same configuration and JetStream store and returns when it is
+// healthy.
+func (c *faultCluster) restartNATS(down time.Duration) (stopped, started time.Time) {
+	c.t.Helper()
+	p := c.procs[0]
+	p.name += " (killed)" // stopped on purpose
+	if err := syscall.Kill(-p.cmd.Process.Pid, syscall.SIGTERM); err != nil {
+		c.t.Fatal(err)
+	}
+	err := <-p.done
+	p.done <- err
+	stopped = time.Now()
+	time.Sleep(down) // the outage itself, not a wait for readiness
+	again := c.start("nats-server", "", c.natsBin, "-c", c.natsConf)
+	c.procs = c.procs[:len(c.procs)-1] // start appended it: it takes the first's place
+	c.procs[0] = again
+	c.waitFor("nats-server's /healthz again", func() bool { return httpOK(c.natsHealth) })
+	return stopped, time.Now()
+}
+
+// restartPostgres stops Postgres, waits down, starts it again and returns
+// when it accepts connections.
+func (c *faultCluster) restartPostgres(down time.Duration) (stopped, started time.Time) {
+	c.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := c.pg.Stop(ctx); err != nil {
+		c.t.Fatalf("stop postgres: %v", err)
+	}
+	c.pg = nil
+	stopped = time.Now()
+	time.Sleep(down) // the outage itself, not a wait for readiness
+	pg, err := pgserver.Start(ctx, c.pgCfg)
+	if err != nil {
+		c.t.Fatalf("start postgres again: %v", err)
+	}
+	c.pg = pg
+	return stopped, time.Now()
+}

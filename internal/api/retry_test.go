@@ -183,3 +183,32 @@ func TestTimeoutAfterAttemptsNamesKey(t *testing.T) {
 		t.Errorf("got %q (hint %q); want the attempts and the key named", e.Message, e.Hint)
 	}
 }
+
+// TestReadWithLostReplyUnderLongDeadlineIsRetried is the regression test of
+// `alloc wait` hanging for its whole --timeout: its re-read of the
+// allocation, sent just as the connection was cut, lost its reply, and the
+// call waited for the wait's own deadline (a minute) instead of an
+// attempt's (cli/alloc TestWaitSeesChangeMadeWhileDisconnected failed 1 in
+// 6 runs under load). A caller's long deadline bounds the call, not one
+// attempt.
+func TestReadWithLostReplyUnderLongDeadlineIsRetried(t *testing.T) {
+	t.Parallel()
+	nc := testutil.Connect(t, testutil.PlainNATS(t).URL)
+	c := api.NewClient(nc, api.WithAttemptTimeout(300*time.Millisecond))
+	reads := serve(t, nc, api.EndpointAllocGet, func(n int) (bool, *api.Error) { return n > 1, nil })
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { _, err := c.AllocGet(ctx, "a-1"); done <- err }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("read: got %v; want it answered by the second attempt", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the read waited for the caller's deadline, not an attempt's")
+	}
+	if n := len(reads.received()); n != 2 {
+		t.Errorf("read sent %d times; want 2", n)
+	}
+}

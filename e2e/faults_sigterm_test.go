@@ -1,0 +1,127 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gpuaas/gpuaas/internal/api"
+)
+
+// TestFaultSIGTERMOfSingletonHolderUnderLoad is issue 13's fault test
+// "SIGTERM of the singleton holder under load", with separate processes:
+// two `gpuaas controld` replicas, 8 clients creating, reading and
+// releasing allocations on instant hosts, and SIGTERM to the replica
+// holding the outbox relay. Every request gets a reply (no client error
+// at all), the stopped replica exits 0 after its drain with no `context
+// canceled` in its log, and the other takes the relay over. Figures: the
+// relay's failover time, the drain's duration, requests served before
+// and after the signal.
+func TestFaultSIGTERMOfSingletonHolderUnderLoad(t *testing.T) {
+	const workers = 8
+	c := startFaultCluster(t, 2)
+	cl := c.client()
+	startInstantHosts(t, c, cl, 4, 64)
+
+	var holder, survivor *faultProc
+	c.waitFor("a relay holder", func() bool {
+		for i, p := range []*faultProc{c.procs[1], c.procs[2]} {
+			if strings.Contains(p.out.String(), "outbox relay active") {
+				holder, survivor = p, c.procs[2-i]
+				return true
+			}
+		}
+		return false
+	})
+
+	var (
+		served, afterSignal atomic.Int64
+		signalled           atomic.Bool
+		errs                errorKinds
+		stop                = make(chan struct{})
+		wg                  sync.WaitGroup
+	)
+	call := func(err error) bool {
+		if err != nil {
+			errs.add(err)
+			t.Logf("client error: %v", err)
+			return false
+		}
+		served.Add(1)
+		if signalled.Load() {
+			afterSignal.Add(1)
+		}
+		return true
+	}
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				key := fmt.Sprintf("sigterm-%d-%d", w, i)
+				a, err := cl.AllocCreate(context.Background(), api.AllocCreateRequest{Project: "faults", SKU: "h200-slice", GPUs: 1},
+					api.WithIdempotencyKey(key))
+				if !call(err) {
+					continue
+				}
+				_, err = cl.AllocGet(context.Background(), a.ID)
+				call(err)
+				_, err = cl.AllocRelease(context.Background(), api.AllocReleaseRequest{ID: a.ID}, api.WithIdempotencyKey(key+"-r"))
+				call(err)
+			}
+		}()
+	}
+	c.waitFor("load before the signal", func() bool { return served.Load() >= 60 })
+	before := served.Load()
+	holder.name += " (killed)" // stopped on purpose
+	signalled.Store(true)
+	sentAt := time.Now()
+	if err := syscall.Kill(holder.cmd.Process.Pid, syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	var exitErr error
+	select {
+	case exitErr = <-holder.done:
+		holder.done <- exitErr
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("%s still running 2 minutes after SIGTERM", holder.name)
+	}
+	drained := time.Since(sentAt)
+	c.waitFor("the survivor to take the relay over", func() bool {
+		return strings.Contains(survivor.out.String(), "outbox relay active")
+	})
+	failover := time.Since(sentAt)
+	for _, l := range strings.Split(survivor.out.String(), "\n") {
+		if f := strings.Fields(l); strings.Contains(l, "outbox relay active") && len(f) > 0 {
+			if at, err := time.Parse(time.RFC3339Nano, strings.TrimPrefix(f[0], "time=")); err == nil {
+				failover = at.Sub(sentAt) // from its log, not this poll
+			}
+		}
+	}
+	c.waitFor("load after the signal", func() bool { return afterSignal.Load() >= 60 })
+	close(stop)
+	wg.Wait()
+
+	if exitErr != nil {
+		t.Errorf("%s exited with %v after SIGTERM; want 0 after its drain", holder.name, exitErr)
+	}
+	if out := holder.out.String(); strings.Contains(out, "context canceled") {
+		t.Errorf("%s logged `context canceled` while draining:\n%s", holder.name, out)
+	}
+	if errs.String() != "0 ()" {
+		t.Errorf("clients saw errors: %s; want every request answered", errs.String())
+	}
+	t.Logf("SIGTERM to %s under %d-way load: %d requests served before, %d after; client errors %s",
+		holder.name, workers, before, afterSignal.Load(), errs.String())
+	t.Logf("drain and exit took %v; outbox relay failover to %s: %v", drained.Round(time.Millisecond), survivor.name, failover.Round(time.Millisecond))
+}

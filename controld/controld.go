@@ -331,6 +331,11 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return s.supervise(gctx, "outbox relay", relay.Run) })
+	g.Go(func() error {
+		return s.supervise(gctx, "session revocations", func(ctx context.Context) error {
+			return s.identity.RunRevocations(ctx, s.pool)
+		})
+	})
 	g.Go(func() error { return outbox.Fanout(gctx, s.js, s.cfg.NATS, s.cfg.Log) })
 	g.Go(func() error { return s.queueLoop(gctx) })
 	g.Go(func() error { return s.hosts.Run(gctx) })

@@ -47,7 +47,7 @@ deps-bench:
 ## (bench/README.md). BENCH_IDLE_SESSIONS=10000 for the idle-session goal's
 ## own scale; BENCH_ONLY=REGEXP runs only the matching steps.
 bench: deps-bench
-	./scripts/bench
+	@./scripts/bench
 
 generate:
 	$(GO) generate ./...

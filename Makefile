@@ -8,7 +8,7 @@ export PATH := $(PATH):/usr/local/go/bin:$(HOME)/go/bin
 # DEV_FLAGS: flags for `gpuaas dev`, e.g. make dev DEV_FLAGS='--hosts 3 --reset'.
 DEV_FLAGS ?=
 
-.PHONY: build dev deps-dev deps-test test test-short vet lint fmt-check bench generate
+.PHONY: build dev deps-dev deps-test deps-bench test test-short vet lint fmt-check bench generate
 
 build:
 	$(GO) build -o gpuaas .
@@ -40,8 +40,14 @@ lint:
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 
-bench:
-	$(GO) test -run '^$$' -bench . -benchmem ./controld/ ./controld/busauth/
+deps-bench:
+	@./scripts/deps bench
+
+## bench: every benchmark of bench/goals.json, then one table of the goals
+## (bench/README.md). BENCH_IDLE_SESSIONS=10000 for the idle-session goal's
+## own scale; BENCH_ONLY=REGEXP runs only the matching steps.
+bench: deps-bench
+	@./scripts/bench
 
 generate:
 	$(GO) generate ./...

@@ -231,7 +231,15 @@ func BenchmarkAllocCreate(b *testing.B) {
 func BenchmarkPgxInsertUpdateTx(b *testing.B) {
 	env := controldtest.Start(b, controldtest.Options{NoNodes: true})
 	ctx := context.Background()
-	cfg := env.Server.Pool().Config().Copy()
+	// As the database's owner (env.DSN): controld's role (store.AppRole)
+	// may not create tables in schema public, so a pool copied from
+	// controld's failed with "permission denied for schema public". Same
+	// server, database, settings and pool size; only the role differs.
+	cfg, err := pgxpool.ParseConfig(env.DSN)
+	if err != nil {
+		b.Fatal(err)
+	}
+	cfg.MaxConns = env.Server.Pool().Config().MaxConns
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		b.Fatal(err)

@@ -398,6 +398,11 @@ func (s *Server) Run(ctx context.Context) error {
 		return s.supervise(gctx, "node service", func(ctx context.Context) error { return s.hosts.Run(ctx, hard) })
 	})
 	g.Go(func() error { return s.supervise(gctx, "housekeeping", s.housekeeping) })
+	g.Go(func() error {
+		return s.supervise(gctx, "session revocations", func(ctx context.Context) error {
+			return s.identity.RunRevocations(ctx, s.pool)
+		})
+	})
 	g.Go(func() error { return s.serveHTTP(gctx) })
 	if s.busAuth != nil {
 		g.Go(func() error { return s.supervise(gctx, "nats connection registry", s.busAuth.Run) })

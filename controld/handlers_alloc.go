@@ -11,7 +11,6 @@ import (
 	"github.com/gpuaas/gpuaas/controld/alloc"
 	"github.com/gpuaas/gpuaas/controld/audit"
 	"github.com/gpuaas/gpuaas/controld/mutate"
-	"github.com/gpuaas/gpuaas/controld/tasks"
 	"github.com/gpuaas/gpuaas/internal/api"
 )
 
@@ -102,12 +101,7 @@ func (s *Server) allocGet(ctx context.Context, c *call) (any, error) {
 	if err := c.decode(&req); err != nil {
 		return nil, err
 	}
-	a, err := alloc.Get(ctx, s.pool, c.actor(), req.ID)
-	if err != nil {
-		return nil, err
-	}
-	a.Timeline, err = tasks.Timeline(ctx, s.pool, a.ID)
-	return a, err
+	return alloc.GetWithTimeline(ctx, s.pool, c.actor(), req.ID)
 }
 
 func (s *Server) allocList(ctx context.Context, c *call) (any, error) {

@@ -162,6 +162,7 @@ func (s *Server) inviteAttempt(req api.LoginRequest) (authAttempt, error) {
 			eff.Audit = audit.Entry{Action: action, TargetType: "user", TargetID: resp.User.ID,
 				Detail: map[string]any{"session_id": resp.SessionID, "revoked_sessions": r.Revoked}}
 			if len(r.Revoked) > 0 {
+				s.identity.Revoking(r.Revoked...)
 				eff.Events = append(eff.Events, sessionsRevoked(resp.User.ID, r.Revoked, "password_reset"))
 			}
 			return resp, eff, nil
@@ -210,6 +211,7 @@ func (s *Server) logout(_ context.Context, c *call) (mutate.Func, error) {
 		if err := identity.Revoke(ctx, tx, p.SessionID, s.now()); err != nil {
 			return nil, mutate.Effect{}, err
 		}
+		s.identity.Revoking(p.SessionID)
 		return api.LogoutResponse{SessionID: p.SessionID}, mutate.Effect{
 			Audit: audit.Entry{Action: "auth.logout", TargetType: "session", TargetID: p.SessionID},
 			Events: []outbox.Event{{Kind: api.EventSessionRevoked, Subject: p.SessionID, Users: []string{p.UserID},
@@ -325,6 +327,7 @@ func (s *Server) userDisable(_ context.Context, c *call) (mutate.Func, error) {
 			Events: []outbox.Event{userEvent(u)},
 		}
 		if len(revoked) > 0 {
+			s.identity.Revoking(revoked...)
 			eff.Events = append(eff.Events, sessionsRevoked(u.ID, revoked, "disabled"))
 		}
 		return api.UserDisableResponse{User: u, RevokedSessions: revoked}, eff, nil

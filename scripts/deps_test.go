@@ -149,7 +149,7 @@ func TestDepsRefusesAnUnknownMode(t *testing.T) {
 // TestMakeTargetsRunDepsFirst: the README's two commands set the machine up
 // before they build or test.
 func TestMakeTargetsRunDepsFirst(t *testing.T) {
-	for target, next := range map[string]string{"dev": "build -o gpuaas", "test": "test -race"} {
+	for target, next := range map[string]string{"dev": "build -o gpuaas", "test": "test -race", "bench": "./scripts/bench"} {
 		out, code := run(t, repoRoot(t), nil, "make", "-n", target)
 		if code != 0 {
 			t.Fatalf("make -n %s: exit %d\n%s", target, code, out)

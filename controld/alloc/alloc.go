@@ -15,6 +15,7 @@ import (
 	"github.com/gpuaas/gpuaas/controld/outbox"
 	"github.com/gpuaas/gpuaas/controld/project"
 	"github.com/gpuaas/gpuaas/controld/store"
+	"github.com/gpuaas/gpuaas/controld/tasks"
 	"github.com/gpuaas/gpuaas/internal/api"
 )
 
@@ -81,24 +82,74 @@ func notFound(id string) error {
 
 // Get returns an allocation the actor may see. Allocations in projects the
 // actor cannot read are reported as not found.
-func Get(ctx context.Context, q store.Querier, actor Actor, id string) (api.Allocation, error) {
-	a, err := load(ctx, q, id)
-	if err != nil {
-		return a, err
-	}
-	if _, err := project.Authorize(ctx, q, a.ProjectID, actor.UserID, actor.Role, project.AccessRead); err != nil {
-		if api.CodeOf(err) == api.CodeNotFound {
-			return api.Allocation{}, notFound(id)
+func Get(ctx context.Context, q store.Batcher, actor Actor, id string) (api.Allocation, error) {
+	return get(ctx, q, actor, id, false)
+}
+
+// GetWithTimeline is Get with the allocation's task timeline.
+func GetWithTimeline(ctx context.Context, q store.Batcher, actor Actor, id string) (api.Allocation, error) {
+	return get(ctx, q, actor, id, true)
+}
+
+// getSQL is one allocation with the actor's role in its project ("" when
+// not a member), so that the authorization check needs no query of its
+// own.
+const getSQL = `SELECT a.id, a.project_id, a.user_id, a.sku_id, a.shape, a.gpus, a.state, a.version, a.queued,
+	coalesce(a.node_id, ''), a.reason, a.created_at, a.updated_at,
+	coalesce((SELECT m.role FROM project_members m WHERE m.project_id = a.project_id AND m.user_id = $2), '')
+	FROM allocations a WHERE a.id = $1`
+
+// get reads the allocation, the actor's role, its slots, its usage and
+// (withTimeline) its timeline in one round trip: one batch, each query
+// its owner's. What belongs to an allocation the actor may not see is
+// read and dropped.
+func get(ctx context.Context, q store.Batcher, actor Actor, id string, withTimeline bool) (api.Allocation, error) {
+	var (
+		a        api.Allocation
+		role     string
+		found    bool
+		usage    billing.Usage
+		metered  bool
+		timeline []api.PhaseTiming
+	)
+	b := &pgx.Batch{}
+	b.Queue(getSQL, id, actor.UserID).Query(func(rows pgx.Rows) error {
+		var err error
+		a, err = pgx.CollectExactlyOneRow(rows, func(r pgx.CollectableRow) (api.Allocation, error) {
+			var a api.Allocation
+			err := r.Scan(&a.ID, &a.ProjectID, &a.UserID, &a.SKU, &a.Shape, &a.GPUs, &a.State, &a.Version, &a.Queued,
+				&a.NodeID, &a.Reason, &a.CreatedAt, &a.UpdatedAt, &role)
+			return a, err
+		})
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
 		}
+		if err != nil {
+			return fmt.Errorf("load allocation: %w", err)
+		}
+		found = true
+		return nil
+	})
+	var slots []api.Slot
+	node.QueueSlots(b, &slots, `allocation_id = $1`, id)
+	billing.QueueAllocationUsage(b, &usage, &metered, id)
+	if withTimeline {
+		tasks.QueueTimeline(b, &timeline, id)
+	}
+	if err := q.SendBatch(ctx, b).Close(); err != nil {
 		return api.Allocation{}, err
 	}
-	u, metered, err := billing.AllocationUsage(ctx, q, a.ID)
-	if err != nil {
-		return api.Allocation{}, err
+	if !found || project.AccessFor(role, actor.Role) < project.AccessRead {
+		return api.Allocation{}, notFound(id)
+	}
+	a.Slots = slots
+	if a.Slots == nil {
+		a.Slots = []api.Slot{}
 	}
 	if metered {
-		a.Usage = usageOf(u)
+		a.Usage = usageOf(usage)
 	}
+	a.Timeline = timeline
 	return a, nil
 }
 

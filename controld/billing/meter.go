@@ -124,6 +124,24 @@ func AllocationUsage(ctx context.Context, q Querier, allocationID string) (u Usa
 	return u, true, nil
 }
 
+// QueueAllocationUsage queues AllocationUsage's query in b (a read of
+// several owners' tables in one round trip): *dst and *found are set when
+// the batch's results are read.
+func QueueAllocationUsage(b *pgx.Batch, dst *Usage, found *bool, allocationID string) {
+	b.Queue(usageSQL+` WHERE m.allocation_id = $1 GROUP BY m.allocation_id`, allocationID).Query(func(rows pgx.Rows) error {
+		u, err := pgx.CollectExactlyOneRow(rows, scanUsage)
+		switch {
+		case errors.Is(err, pgx.ErrNoRows):
+			*dst, *found = Usage{AllocationID: allocationID, Currency: DefaultCurrency}, false
+			return nil
+		case err != nil:
+			return fmt.Errorf("usage of %s: %w", allocationID, err)
+		}
+		*dst, *found = u, true
+		return nil
+	})
+}
+
 // ProjectUsage returns the usage of every metered allocation of a
 // project, most recently started first (at most limit).
 func ProjectUsage(ctx context.Context, q Querier, projectID string, limit int) ([]Usage, error) {

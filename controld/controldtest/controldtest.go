@@ -95,6 +95,9 @@ type Options struct {
 	// with StartReplica log through t.Log.
 	Log *slog.Logger
 
+	// SessionCacheTTL is passed to controld (identity.Settings).
+	SessionCacheTTL time.Duration
+
 	// PlainBus runs NATS without the trust model (no accounts, no
 	// callout: anyone may do anything), only as the baseline of the
 	// callout's benchmarks.
@@ -134,8 +137,9 @@ func startControld(t testing.TB, b *testutil.Bus, dsn string, opts Options) *con
 	}
 	ctl, err := controlplane.Start(context.Background(), controlplane.Config{URL: b.URL, Keys: b.Keys, Controld: controld.Config{
 		DatabaseURL: dsn, BusRecordLinger: opts.BusRecordLinger,
-		Identity: identity.Settings{BcryptCost: bcrypt.MinCost, OIDC: opts.OIDC, LoginLimits: opts.LoginLimits, InviteTTL: opts.InviteTTL},
-		Now:      opts.Now, Log: log, Hosts: opts.Hosts, MaxConns: opts.MaxConns, QueueInterval: 100 * time.Millisecond,
+		Identity: identity.Settings{BcryptCost: bcrypt.MinCost, OIDC: opts.OIDC, LoginLimits: opts.LoginLimits, InviteTTL: opts.InviteTTL,
+			SessionCacheTTL: opts.SessionCacheTTL},
+		Now: opts.Now, Log: log, Hosts: opts.Hosts, MaxConns: opts.MaxConns, QueueInterval: 100 * time.Millisecond,
 		SSHCertTTL: opts.SSHCertTTL, GatewayAddr: opts.GatewayAddr, Billing: opts.Billing,
 		Stripe: opts.Stripe, HTTPAddr: opts.HTTPAddr, APIRateLimit: opts.APIRateLimit,
 		MetricsAddr: opts.MetricsAddr, OutboxMaxAttempts: opts.OutboxMaxAttempts}})

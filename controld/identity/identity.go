@@ -59,6 +59,11 @@ type Settings struct {
 	// InviteTTL is how long an invite code may be redeemed (default
 	// DefaultInviteTTL).
 	InviteTTL time.Duration
+	// SessionCacheTTL is how long a replica reuses a session check
+	// without reading the session again (default DefaultSessionCacheTTL;
+	// negative: no cache). Revocations reach the cache at once through
+	// RunRevocations; the TTL only bounds a lost notification.
+	SessionCacheTTL time.Duration
 }
 
 // CheckAndSetDefaults validates s and fills defaults.
@@ -80,6 +85,9 @@ func (s *Settings) CheckAndSetDefaults() error {
 	}
 	if s.InviteTTL < 0 {
 		return errors.New("identity: InviteTTL must be positive")
+	}
+	if s.SessionCacheTTL == 0 {
+		s.SessionCacheTTL = DefaultSessionCacheTTL
 	}
 	return nil
 }
@@ -118,6 +126,7 @@ type Service struct {
 	limiter *Limiter
 	// dummyHash keeps login time the same for unknown and known emails.
 	dummyHash []byte
+	cache     *sessionCache
 }
 
 // New returns a Service.
@@ -130,7 +139,7 @@ func New(cfg Config) (*Service, error) {
 		return nil, fmt.Errorf("dummy hash: %w", err)
 	}
 	s := &Service{cfg: cfg, pub: cfg.SigningKey.Public().(ed25519.PublicKey), dummyHash: dummy,
-		limiter: NewLimiter(cfg.LoginLimits, cfg.Now)}
+		limiter: NewLimiter(cfg.LoginLimits, cfg.Now), cache: newSessionCache(cfg.SessionCacheTTL, cfg.Now)}
 	if cfg.OIDC.Issuer != "" {
 		s.oidc = newOIDCExchanger(cfg.OIDC, cfg.Now)
 	}

@@ -81,6 +81,10 @@ func (s *Service) Authenticate(ctx context.Context, q store.Querier, bearer stri
 	if !ok || raw == "" {
 		return nil, api.Errorf(api.CodeUnauthenticated, "not logged in").WithHint(loginHint)
 	}
+	if p, ok := s.cache.get(raw); ok {
+		return p, nil
+	}
+	epoch := s.cache.begin()
 	var claims jwt.RegisteredClaims
 	_, err := jwt.ParseWithClaims(raw, &claims, func(t *jwt.Token) (any, error) {
 		return s.pub, nil
@@ -121,12 +125,19 @@ func (s *Service) Authenticate(ctx context.Context, q store.Querier, bearer stri
 		return nil, api.Errorf(api.CodeUnauthenticated, "your session has expired").WithHint(loginHint)
 	}
 	p.UserID = owner
+	if claims.ExpiresAt.Before(expires) {
+		expires = claims.ExpiresAt.Time
+	}
+	s.cache.put(epoch, raw, p, expires)
 	return p, nil
 }
 
 // Revoke ends a session; later requests with its token are refused.
 func Revoke(ctx context.Context, q store.Querier, sessionID string, at time.Time) error {
-	if _, err := q.Exec(ctx, `UPDATE sessions SET revoked_at=$2 WHERE id=$1 AND revoked_at IS NULL`, sessionID, at); err != nil {
+	// The notification goes out at commit to every replica's session
+	// cache (RunRevocations).
+	if _, err := q.Exec(ctx, `WITH r AS (UPDATE sessions SET revoked_at=$2 WHERE id=$1 AND revoked_at IS NULL RETURNING id)
+		SELECT pg_notify('`+RevokedChannel+`', id) FROM r`, sessionID, at); err != nil {
 		return fmt.Errorf("revoke session: %w", err)
 	}
 	return nil
@@ -135,8 +146,11 @@ func Revoke(ctx context.Context, q store.Querier, sessionID string, at time.Time
 // RevokeAll ends every live session of a user (delegated ones included)
 // and returns their ids, oldest first, for the session.revoked event.
 func RevokeAll(ctx context.Context, q store.Querier, userID string, at time.Time) ([]string, error) {
-	rows, err := q.Query(ctx, `UPDATE sessions SET revoked_at = $2
-		WHERE user_id = $1 AND revoked_at IS NULL AND expires_at > $2 RETURNING id, created_at`, userID, at)
+	// Each revoked session is notified at commit to every replica's
+	// session cache (RunRevocations).
+	rows, err := q.Query(ctx, `WITH r AS (UPDATE sessions SET revoked_at = $2
+		WHERE user_id = $1 AND revoked_at IS NULL AND expires_at > $2 RETURNING id, created_at)
+		SELECT id, created_at FROM r, LATERAL (SELECT pg_notify('`+RevokedChannel+`', r.id)) n`, userID, at)
 	if err != nil {
 		return nil, fmt.Errorf("revoke sessions of %s: %w", userID, err)
 	}

@@ -137,10 +137,26 @@ func scanSlot(r pgx.CollectableRow) (api.Slot, error) {
 
 // Slots returns the slots matching a WHERE clause, by node and index.
 func Slots(ctx context.Context, q store.Querier, where string, args ...any) ([]api.Slot, error) {
-	rows, err := q.Query(ctx, `SELECT `+slotColumns+` FROM slots WHERE `+where+` ORDER BY node_id, idx`, args...)
+	rows, err := q.Query(ctx, slotsSQL+where+` ORDER BY node_id, idx`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list slots: %w", err)
 	}
+	return collectSlots(rows)
+}
+
+// QueueSlots queues Slots' query in b (a read of several owners' tables
+// in one round trip); dst is set when the batch's results are read.
+func QueueSlots(b *pgx.Batch, dst *[]api.Slot, where string, args ...any) {
+	b.Queue(slotsSQL+where+` ORDER BY node_id, idx`, args...).Query(func(rows pgx.Rows) error {
+		out, err := collectSlots(rows)
+		*dst = out
+		return err
+	})
+}
+
+const slotsSQL = `SELECT ` + slotColumns + ` FROM slots WHERE `
+
+func collectSlots(rows pgx.Rows) ([]api.Slot, error) {
 	out, err := pgx.CollectRows(rows, scanSlot)
 	if err != nil {
 		return nil, fmt.Errorf("list slots: %w", err)

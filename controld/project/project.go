@@ -110,12 +110,7 @@ func Authorize(ctx context.Context, q store.Querier, ref, userID, platformRole s
 		return p, err
 	}
 	p.Role = role
-	have := accessOf(role)
-	if platformRole == api.RoleAdmin {
-		have = AccessAdmin
-	} else if platformRole == api.RoleOperator && have < AccessRead {
-		have = AccessRead
-	}
+	have := AccessFor(role, platformRole)
 	switch {
 	case have == 0:
 		return p, noProjectYet(ctx, q, ref, userID, platformRole,
@@ -124,6 +119,19 @@ func Authorize(ctx context.Context, q store.Querier, ref, userID, platformRole s
 		return p, api.Errorf(api.CodeForbidden, "your role in project %s (%s) does not allow this", p.Name, role)
 	}
 	return p, nil
+}
+
+// AccessFor is what a caller with platformRole and memberRole in a
+// project ("" when not a member) may do there; 0 is nothing at all (the
+// project is not theirs to see).
+func AccessFor(memberRole, platformRole string) Access {
+	have := accessOf(memberRole)
+	if platformRole == api.RoleAdmin {
+		have = AccessAdmin
+	} else if platformRole == api.RoleOperator && have < AccessRead {
+		have = AccessRead
+	}
+	return have
 }
 
 func accessOf(role string) Access {

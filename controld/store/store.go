@@ -30,6 +30,14 @@ type Querier interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
+// Batcher is a Querier that can also send several queries in one round
+// trip (a pool and a transaction both can): reads that need several
+// owners' tables queue each owner's query in one pgx.Batch.
+type Batcher interface {
+	Querier
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
+}
+
 // AppRole is the database role controld does its normal work as
 // (migration 0005): it may read and write every table but only read and
 // append to the ledger.

@@ -193,13 +193,30 @@ func recordPhases(ctx context.Context, tx pgx.Tx, r api.TaskResult) error {
 // A phase recorded but not published yet (an earlier one is still on its
 // way) is left out, so the timeline never shows a later phase first.
 func Timeline(ctx context.Context, q store.Querier, allocationID string) ([]api.PhaseTiming, error) {
-	rows, err := q.Query(ctx, `SELECT t.type, t.id, e.seq, e.phase, e.status, e.at, e.elapsed_ms, e.message
-		FROM node_task_events e JOIN node_tasks t ON t.id = e.task_id
-		WHERE t.allocation_id = $1 AND e.seq <= t.progress_published
-		ORDER BY t.created_at, t.id, e.seq`, allocationID)
+	rows, err := q.Query(ctx, timelineSQL, allocationID)
 	if err != nil {
 		return nil, fmt.Errorf("timeline: %w", err)
 	}
+	return collectTimeline(rows)
+}
+
+// QueueTimeline queues Timeline's query in b (a read of several owners'
+// tables in one round trip); *dst is set when the batch's results are
+// read.
+func QueueTimeline(b *pgx.Batch, dst *[]api.PhaseTiming, allocationID string) {
+	b.Queue(timelineSQL, allocationID).Query(func(rows pgx.Rows) error {
+		out, err := collectTimeline(rows)
+		*dst = out
+		return err
+	})
+}
+
+const timelineSQL = `SELECT t.type, t.id, e.seq, e.phase, e.status, e.at, e.elapsed_ms, e.message
+	FROM node_task_events e JOIN node_tasks t ON t.id = e.task_id
+	WHERE t.allocation_id = $1 AND e.seq <= t.progress_published
+	ORDER BY t.created_at, t.id, e.seq`
+
+func collectTimeline(rows pgx.Rows) ([]api.PhaseTiming, error) {
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (api.PhaseTiming, error) {
 		var p api.PhaseTiming
 		return p, r.Scan(&p.Task, &p.TaskID, &p.PhaseSeq, &p.Phase, &p.Status, &p.At, &p.ElapsedMS, &p.Message)

@@ -83,7 +83,8 @@ func TestFaultSIGTERMOfSingletonHolderUnderLoad(t *testing.T) {
 	}
 	c.waitFor("load before the signal", func() bool { return served.Load() >= 60 })
 	before := served.Load()
-	holder.name += " (killed)" // stopped on purpose
+	name := holder.name
+	holder.name += " (killed)" // stopped on purpose: waitFor must not fail on its exit
 	signalled.Store(true)
 	sentAt := time.Now()
 	if err := syscall.Kill(holder.cmd.Process.Pid, syscall.SIGTERM); err != nil {
@@ -94,7 +95,7 @@ func TestFaultSIGTERMOfSingletonHolderUnderLoad(t *testing.T) {
 	case exitErr = <-holder.done:
 		holder.done <- exitErr
 	case <-time.After(2 * time.Minute):
-		t.Fatalf("%s still running 2 minutes after SIGTERM", holder.name)
+		t.Fatalf("%s still running 2 minutes after SIGTERM", name)
 	}
 	drained := time.Since(sentAt)
 	c.waitFor("the survivor to take the relay over", func() bool {
@@ -113,15 +114,15 @@ func TestFaultSIGTERMOfSingletonHolderUnderLoad(t *testing.T) {
 	wg.Wait()
 
 	if exitErr != nil {
-		t.Errorf("%s exited with %v after SIGTERM; want 0 after its drain", holder.name, exitErr)
+		t.Errorf("%s exited with %v after SIGTERM; want 0 after its drain", name, exitErr)
 	}
 	if out := holder.out.String(); strings.Contains(out, "context canceled") {
-		t.Errorf("%s logged `context canceled` while draining:\n%s", holder.name, out)
+		t.Errorf("%s logged `context canceled` while draining:\n%s", name, out)
 	}
 	if errs.String() != "0 ()" {
 		t.Errorf("clients saw errors: %s; want every request answered", errs.String())
 	}
 	t.Logf("SIGTERM to %s under %d-way load: %d requests served before, %d after; client errors %s",
-		holder.name, workers, before, afterSignal.Load(), errs.String())
+		name, workers, before, afterSignal.Load(), errs.String())
 	t.Logf("drain and exit took %v; outbox relay failover to %s: %v", drained.Round(time.Millisecond), survivor.name, failover.Round(time.Millisecond))
 }

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
 )
 
 // Cluster is embedded servers routed to each other, with clustered
@@ -160,6 +162,26 @@ func (c *Cluster) Restart(i int) error {
 	}
 	c.servers[i] = srv
 	return nil
+}
+
+// ClientNames are the names of the client connections on server i (none
+// while it is stopped), as monitoring shows them.
+func (c *Cluster) ClientNames(i int) ([]string, error) {
+	c.mu.Lock()
+	srv := c.servers[i]
+	c.mu.Unlock()
+	if srv == nil {
+		return nil, nil
+	}
+	connz, err := srv.ns.Connz(&server.ConnzOptions{Limit: 10000})
+	if err != nil {
+		return nil, fmt.Errorf("connections of %s: %w", c.cfgs[i].ServerName, err)
+	}
+	var names []string
+	for _, conn := range connz.Conns {
+		names = append(names, conn.Name)
+	}
+	return names, nil
 }
 
 // WaitJetStream waits until the running servers have a JetStream leader

@@ -96,7 +96,9 @@ func (r *retrier) do(ctx context.Context, worker int, what string, call func(con
 // "stop one of three NATS servers under load": 4 clients create and
 // release allocations while a watcher follows the user's events
 // (api.Client.SubscribeEvents, as `gpuaas watch` does); the server the
-// watcher is connected to is stopped a third of the way in. Every request
+// watcher is connected to is stopped a third of the way in (events keep
+// flowing), started again at half way, and the EVENTS stream's leader is
+// stopped at two thirds. Every request
 // succeeds (retried with the same key on timeouts and no-responders),
 // no allocation is left behind, and the watcher sees every event the
 // stream holds for the user exactly once.
@@ -114,9 +116,15 @@ func TestClusterLosesNoRequestNorEventWhenANATSServerStops(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The server to stop: the EVENTS stream's leader, the harshest case
-	// (JetStream elects another while clients move).
-	victim := eventsLeader(t, ctx, env)
+	// Two faults, one server down at a time: first the watcher's server
+	// while events keep flowing (only resuming from the stream saves the
+	// events sent while it moves), then, with that one back, the EVENTS
+	// stream's leader (JetStream elects another while clients move).
+	leader, err := eventsLeader(ctx, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	victim := (leader + 1) % env.NATSCluster.Len()
 	client := func(name, url string, extra ...nats.Option) *api.Client {
 		opts, ok := api.SessionConnOptions(login.Token)
 		if !ok {
@@ -173,8 +181,6 @@ func TestClusterLosesNoRequestNorEventWhenANATSServerStops(t *testing.T) {
 
 	r := &retrier{t: t, lastFail: map[int]time.Time{}, byCode: map[string]int{}}
 	var done atomic.Int64
-	stopAt := faultWorkers * faultCycles / 3
-	stopped := make(chan time.Time, 1)
 	var wg sync.WaitGroup
 	for w := range faultWorkers {
 		c := client(fmt.Sprintf("worker-%d", w), env.NATSURL)
@@ -209,22 +215,67 @@ func TestClusterLosesNoRequestNorEventWhenANATSServerStops(t *testing.T) {
 						time.Sleep(20 * time.Millisecond)
 					}
 				}
-				if done.Add(1) == int64(stopAt) {
-					i := victim
-					t.Logf("stopping NATS server %s (%s), the watcher's and the EVENTS stream leader, after %d cycles",
-						env.NATSCluster.Name(i), env.NATSCluster.ServerURL(i), stopAt)
-					stopped <- time.Now()
-					env.NATSCluster.Stop(i)
-				}
+				done.Add(1)
 			}
 		}()
 	}
-	wg.Wait()
+	workersDone := make(chan struct{})
+	go func() { wg.Wait(); close(workersDone) }()
+	// fail ends the test once no worker runs any more.
+	fail := func(err error) {
+		t.Helper()
+		cancel()
+		<-workersDone
+		t.Fatal(err)
+	}
+	// The faults, from this goroutine.
+	waitCycles := func(n int) {
+		for done.Load() < int64(n) {
+			select {
+			case <-workersDone:
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+	}
+	type fault struct {
+		name          string
+		at, reconnect time.Duration // into the run; after the stop
+	}
+	var faults []fault
+	began := time.Now()
+	stop := func(i int, why string) {
+		t.Logf("stopping NATS server %s (%s), %s, after %d cycles", env.NATSCluster.Name(i), env.NATSCluster.ServerURL(i), why, done.Load())
+		reconnects := watcher.Conn().Stats().Reconnects
+		stoppedAt := time.Now()
+		env.NATSCluster.Stop(i)
+		f := fault{name: why, at: stoppedAt.Sub(began)}
+		for watcher.Conn().Stats().Reconnects == reconnects && time.Since(stoppedAt) < 5*time.Second {
+			time.Sleep(time.Millisecond)
+		}
+		if watcher.Conn().Stats().Reconnects != reconnects {
+			f.reconnect = time.Since(stoppedAt)
+		}
+		faults = append(faults, f)
+	}
+	waitCycles(faultWorkers * faultCycles / 3)
+	stop(victim, "the watcher's")
+	waitCycles(faultWorkers * faultCycles / 2)
+	if err := env.NATSCluster.Restart(victim); err != nil {
+		fail(err)
+	}
+	if err := env.NATSCluster.WaitJetStream(time.Minute); err != nil {
+		fail(err)
+	}
+	waitCycles(2 * faultWorkers * faultCycles / 3)
+	if leader, err = eventsLeader(ctx, env); err != nil {
+		fail(err)
+	}
+	stop(leader, "the EVENTS stream leader")
+	<-workersDone
 	if t.Failed() {
 		return
 	}
-	stopTime := <-stopped
-	sinceStop := time.Since(stopTime)
 
 	// What the stream holds for the user after start, read through
 	// controld (users never read the stream themselves).
@@ -274,43 +325,46 @@ func TestClusterLosesNoRequestNorEventWhenANATSServerStops(t *testing.T) {
 	t.Logf("requests: %d cycles (create, release, polls) by %d clients, all succeeded; client-visible errors %d %v (each retried); longest client outage %s",
 		faultWorkers*faultCycles, faultWorkers, r.errors.Load(), r.byCode, r.outage.Round(time.Millisecond))
 	r.mu.Unlock()
-	t.Logf("events: expected %d, seen %d, missing %d, not in the stream %d, repeats %d, gap warnings %d (stop was %s before the end)",
-		len(want), len(want)-missing, missing, extra, repeats, gaps, sinceStop.Round(time.Millisecond))
+	t.Logf("events: expected %d, seen %d, missing %d, not in the stream %d, repeats %d, gap warnings %d",
+		len(want), len(want)-missing, missing, extra, repeats, gaps)
+	for _, f := range faults {
+		t.Logf("fault: %s stopped %s into the run; the watcher's connection was back %s later (0: it was not on it)",
+			f.name, f.at.Round(time.Millisecond), f.reconnect.Round(time.Millisecond))
+	}
 	if missing != 0 || extra != 0 || repeats != 0 || gaps != 0 {
 		t.Fatalf("watcher lost or repeated events: missing %d, extra %d, repeats %d, gaps %d", missing, extra, repeats, gaps)
 	}
 }
 
 // eventsLeader is the index of the cluster's server that leads the
-// EVENTS stream, asked as controld (users have no JetStream access).
-func eventsLeader(t *testing.T, ctx context.Context, env *devenv.Env) int {
-	t.Helper()
+// EVENTS stream (of 3 replicas), asked as controld (users have no
+// JetStream access).
+func eventsLeader(ctx context.Context, env *devenv.Env) (int, error) {
 	nc, err := bus.Connect(env.NATSURL, "leader-probe", bus.WithKey(env.Keys.Controld),
 		nats.CustomInboxPrefix(api.ControldInboxPrefix))
 	if err != nil {
-		t.Fatal(err)
+		return 0, err
 	}
 	defer nc.Close()
 	js, err := jetstream.New(nc)
 	if err != nil {
-		t.Fatal(err)
+		return 0, err
 	}
 	s, err := js.Stream(ctx, api.EventStreamName)
 	if err != nil {
-		t.Fatal(err)
+		return 0, err
 	}
 	info, err := s.Info(ctx)
 	if err != nil {
-		t.Fatal(err)
+		return 0, err
 	}
 	if info.Config.Replicas != devenv.ClusterServers || info.Cluster == nil {
-		t.Fatalf("EVENTS has %d replicas (cluster %+v); want %d", info.Config.Replicas, info.Cluster, devenv.ClusterServers)
+		return 0, fmt.Errorf("EVENTS has %d replicas (cluster %+v); want %d", info.Config.Replicas, info.Cluster, devenv.ClusterServers)
 	}
 	for i := range env.NATSCluster.Len() {
 		if env.NATSCluster.Name(i) == info.Cluster.Leader {
-			return i
+			return i, nil
 		}
 	}
-	t.Fatalf("EVENTS leader %q is none of the cluster's servers", info.Cluster.Leader)
-	return 0
+	return 0, fmt.Errorf("EVENTS leader %q is none of the cluster's servers", info.Cluster.Leader)
 }

@@ -156,7 +156,7 @@ func controldRun(ctx context.Context, opts *ControldOptions) error {
 	if err != nil {
 		return cmdutil.FlagErrorf("--nats-keys: %v", err)
 	}
-	nc, sys, err := controlplane.ConnectControld(opts.NATS.URL, opts.NATS.tls(), keys, bus.LogOutages(log))
+	nc, sys, err := controlplane.ConnectControld(opts.NATS.URL, opts.NATS.tls(), keys, bus.LogConnection(log))
 	if err != nil {
 		return err
 	}

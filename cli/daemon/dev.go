@@ -42,6 +42,9 @@ type DevOptions struct {
 	// Ready, when set, is called with the NATS URL once everything serves
 	// (tests).
 	Ready func(natsURL string)
+	// Started, when set, is called with the platform once everything
+	// serves (tests that stop parts of it).
+	Started func(*devenv.Env)
 	devenv.Config
 }
 
@@ -66,10 +69,16 @@ node). The dev project starts with a $100 credit, charged every
 SSH gateway first (open sessions are told "gateway shutting down", their
 recordings uploaded and their index entries closed), then the simulated
 hosts, controld, NATS and PostgreSQL. Sessions a crash left running are
-marked interrupted at the next start, with what was recorded.`,
+marked interrupted at the next start, with what was recorded.
+
+--cluster runs three NATS servers in a cluster instead of one (each on a
+free port; JetStream keeps 3 copies of the events stream and recordings)
+and two controld replicas, so stopping a server or a replica can be tried
+on one machine: clients are given all three servers' URLs.`,
 		Example: `  gpuaas dev
   gpuaas dev --data /tmp/gpuaas-dev --reset
-  gpuaas dev --password-file ./admin-password`,
+  gpuaas dev --password-file ./admin-password
+  gpuaas dev --cluster`,
 		Args: cmdutil.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			if opts.DataDir == "" {
@@ -96,6 +105,12 @@ marked interrupted at the next start, with what was recorded.`,
 			if opts.NATSPort < 0 || opts.NATSPort > 65535 {
 				return cmdutil.FlagErrorf("--nats-port must be 0-65535")
 			}
+			if opts.Cluster {
+				if c.Flags().Changed("nats-port") && opts.NATSPort != 0 {
+					return cmdutil.FlagErrorf("--nats-port and --cluster: the cluster's NATS servers take free ports")
+				}
+				opts.NATSPort = 0
+			}
 			if opts.HTTPPort < 0 || opts.HTTPPort > 65535 {
 				return cmdutil.FlagErrorf("--http-port must be 0-65535")
 			}
@@ -117,6 +132,7 @@ marked interrupted at the next start, with what was recorded.`,
 	fl.StringVar(&opts.PasswordFile, "password-file", "", "Set the admin password from this file instead of generating one")
 	fl.StringVar(&opts.NATSHost, "host", "127.0.0.1", "Address NATS listens on (keep it on loopback: dev has no connection auth)")
 	fl.IntVar(&opts.NATSPort, "nats-port", 4222, "NATS port (0 picks a free one)")
+	fl.BoolVar(&opts.Cluster, "cluster", false, "Run 3 NATS servers in a cluster (free ports, JetStream with 3 replicas) and 2 controld replicas, to try HA on one machine")
 	fl.StringVar(&opts.LogLevel, "log-level", "info", "Log level: debug, info, warn, error")
 	fl.DurationVar(&opts.SessionTTL, "session-ttl", 12*time.Hour, "Lifetime of session tokens")
 	fl.IntVar(&opts.Hosts, "hosts", 2, "Simulated GPU hosts to run: slice and bare-metal hosts, alternately")
@@ -144,6 +160,11 @@ func defaultDataDir() (string, error) {
 	}
 	return filepath.Join(home, ".local", "share", "gpuaas", "dev"), nil
 }
+
+// RunDev runs `gpuaas dev` as its flags in opts say. Tests call it from
+// NewCmdDev's runF, after setting what no flag sets (Started,
+// DatabaseURL).
+func RunDev(ctx context.Context, opts *DevOptions) error { return devRun(ctx, opts) }
 
 func devRun(ctx context.Context, opts *DevOptions) (err error) {
 	log, err := newLogger(opts.IO.ErrOut, opts.LogLevel)
@@ -177,6 +198,9 @@ func devRun(ctx context.Context, opts *DevOptions) (err error) {
 	printBanner(opts, env, cfg.SystemUsers)
 	if opts.Ready != nil {
 		opts.Ready(env.NATSURL)
+	}
+	if opts.Started != nil {
+		opts.Started(env)
 	}
 	if err := env.Wait(ctx); err != nil {
 		return err

@@ -27,7 +27,21 @@ func printBanner(opts *DevOptions, env *devenv.Env, isolated bool) {
 	fmt.Fprintln(w, describe("hosts", fmt.Sprintf("%d simulated (gpuaas node list)", opts.Hosts)))
 	fmt.Fprintln(w, describe("ssh", "gateway on "+env.GatewayAddr))
 	fmt.Fprintln(w, describe("nats", "auth callout on: every connection needs a session token or a registered key"))
-	fmt.Fprintln(w, describe("metrics", "controld "+env.MetricsURL+"/metrics, sshgate "+env.GatewayMetricsURL+"/metrics (and /healthz, /readyz)"))
+	if c := env.NATSCluster; c != nil {
+		for i := range c.Len() {
+			fmt.Fprintln(w, describe("", fmt.Sprintf("server %s on %s", c.Name(i), c.ServerURL(i))))
+		}
+		fmt.Fprintln(w, describe("", fmt.Sprintf("cluster of %d, JetStream with %d replicas", c.Len(), c.Len())))
+		fmt.Fprintln(w, describe("controld", fmt.Sprintf("%d replicas", len(env.ControldMetricsURLs))))
+	}
+	for i, u := range env.ControldMetricsURLs {
+		name := "controld"
+		if len(env.ControldMetricsURLs) > 1 {
+			name = fmt.Sprintf("controld %d", i+1)
+		}
+		fmt.Fprintln(w, describe("metrics", name+" "+u+"/metrics (and /healthz, /readyz)"))
+	}
+	fmt.Fprintln(w, describe("metrics", "sshgate "+env.GatewayMetricsURL+"/metrics (and /healthz, /readyz)"))
 	if isolated {
 		fmt.Fprintln(w, describe("isolation", "sessions on sim hosts run as unprivileged users of their own"))
 	} else {

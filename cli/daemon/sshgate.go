@@ -118,7 +118,7 @@ func sshgateRun(ctx context.Context, opts *SSHGateOptions) error {
 	if err != nil {
 		return cmdutil.FlagErrorf("--nkey: %v", err)
 	}
-	nc, client, err := controlplane.ConnectGateway(opts.NATS.URL, opts.NATS.tls(), key, bus.LogOutages(log))
+	nc, client, err := controlplane.ConnectGateway(opts.NATS.URL, opts.NATS.tls(), key, bus.LogConnection(log))
 	if err != nil {
 		return err
 	}

@@ -20,6 +20,15 @@ const sinceScanBound = 20000
 // sinceBatch is how many messages one fetch reads from the stream.
 const sinceBatch = 500
 
+// streamUnavailable is the error of a read of the stream that JetStream
+// did not serve: its server lost, a leader being elected. The client
+// retries it (unavailable), as it does a request no controld answered;
+// internal would say the request itself was at fault.
+func streamUnavailable(err error) error {
+	return api.Errorf(api.CodeUnavailable, "events since: the event stream is not answering (%v)", err).
+		WithHint("retry in a moment")
+}
+
 // Since returns userID's events with a stream sequence above req.After
 // (see api.EventsSinceRequest), read from the EVENTS stream with an
 // ordered consumer of its own. Only events naming userID among their
@@ -27,11 +36,11 @@ const sinceBatch = 500
 func Since(ctx context.Context, js jetstream.JetStream, userID string, req api.EventsSinceRequest) (api.EventsSinceResponse, error) {
 	stream, err := js.Stream(ctx, api.EventStreamName)
 	if err != nil {
-		return api.EventsSinceResponse{}, fmt.Errorf("events since: %w", err)
+		return api.EventsSinceResponse{}, streamUnavailable(err)
 	}
 	info, err := stream.Info(ctx)
 	if err != nil {
-		return api.EventsSinceResponse{}, fmt.Errorf("events since: %w", err)
+		return api.EventsSinceResponse{}, streamUnavailable(err)
 	}
 	first, end := info.State.FirstSeq, info.State.LastSeq
 	resp := api.EventsSinceResponse{Events: []api.Event{}, First: first, Next: req.After}
@@ -53,13 +62,13 @@ func Since(ctx context.Context, js jetstream.JetStream, userID string, req api.E
 		OptStartSeq:   start,
 	})
 	if err != nil {
-		return api.EventsSinceResponse{}, fmt.Errorf("events since: %w", err)
+		return api.EventsSinceResponse{}, streamUnavailable(err)
 	}
 	scanned := 0
 	for {
 		batch, err := cons.FetchNoWait(sinceBatch)
 		if err != nil {
-			return api.EventsSinceResponse{}, fmt.Errorf("events since: %w", err)
+			return api.EventsSinceResponse{}, streamUnavailable(err)
 		}
 		got := 0
 		for m := range batch.Messages() {
@@ -89,7 +98,7 @@ func Since(ctx context.Context, js jetstream.JetStream, userID string, req api.E
 			}
 		}
 		if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) {
-			return api.EventsSinceResponse{}, fmt.Errorf("events since: %w", err)
+			return api.EventsSinceResponse{}, streamUnavailable(err)
 		}
 		if got == 0 {
 			// Nothing left to read below end (deleted messages).

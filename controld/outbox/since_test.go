@@ -1,8 +1,11 @@
 package outbox
 
 import (
+	"context"
+	"errors"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -103,5 +106,23 @@ func TestSinceReportsEventsDroppedByRetention(t *testing.T) {
 	// Asked after what it still holds: no gap.
 	if got, err := Since(ctx, f.js, "u-alice", api.EventsSinceRequest{After: 3, Limit: 10}); err != nil || got.Missed != 0 || len(got.Events) != 1 {
 		t.Fatalf("after 3 got %+v, %v; want no gap, one event", got, err)
+	}
+}
+
+// TestEventsSinceDuringStreamOutageIsUnavailable: while JetStream does not
+// answer (its server lost; in a cluster, while the EVENTS leader is being
+// elected) events.since answered `internal`, which clients do not retry
+// (the fault test's final read failed so). It is `unavailable` now.
+func TestEventsSinceDuringStreamOutageIsUnavailable(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.bus.Stop()
+	for _, req := range []api.EventsSinceRequest{{Tail: true}, {After: 0, Limit: 10}} {
+		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+		_, err := Since(ctx, f.js, "u-alice", req)
+		cancel()
+		if !errors.Is(err, api.ErrUnavailable) {
+			t.Fatalf("%+v: got %v; want unavailable", req, err)
+		}
 	}
 }

@@ -325,7 +325,9 @@ func (a *Agent) connect(key ed25519.PrivateKey, inboxID, token string, extra ...
 	if token != "" {
 		opts = append(opts, nats.Token(token))
 	}
-	return bus.Connect(a.cfg.Server, "gpuaas-hostd", append(append(opts, extra...), bus.LogOutages(a.cfg.Log))...)
+	// Logging last: it keeps the handlers extra set.
+	opts = append(append(opts, extra...), bus.LogConnection(a.cfg.Log))
+	return bus.Connect(a.cfg.Server, "gpuaas-hostd", opts...)
 }
 
 // StateDir is where the agent keeps its identity and task records.

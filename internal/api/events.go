@@ -63,6 +63,14 @@ func (c *Client) SubscribeEvents(ctx context.Context, userID string) (<-chan Eve
 // next live event.
 const resumePoll = 250 * time.Millisecond
 
+// resumeSettle is how long after a reconnect a subscription reads its
+// events from the stream rather than live: in a cluster the new server
+// tells the others of the subscription asynchronously, and a server that
+// has not heard yet drops the fan-out's messages for it. They are in the
+// stream, below the end a later events.since reads; a live one delivered
+// first would move the resume point past them.
+const resumeSettle = 2 * time.Second
+
 // resumeRetry is the pause between failed events.since calls.
 const resumeRetry = 500 * time.Millisecond
 
@@ -85,6 +93,9 @@ type follower struct {
 func (f *follower) run(ctx context.Context) {
 	defer close(f.out)
 	defer func() { _ = f.sub.Unsubscribe() }()
+	// settleUntil, when set, ends the reads from the stream after a
+	// reconnect (resumeSettle); lastResume is the last such read.
+	var settleUntil, lastResume time.Time
 	for {
 		pctx, cancel := context.WithTimeout(ctx, resumePoll)
 		m, err := f.sub.NextMsgWithContext(pctx)
@@ -92,8 +103,21 @@ func (f *follower) run(ctx context.Context) {
 		if ctx.Err() != nil || (err != nil && !errors.Is(err, context.DeadlineExceeded)) {
 			return // ctx ended, or the connection closed under us
 		}
-		if f.missedSome() && !f.resume(ctx) {
-			return
+		if f.missedSome() {
+			settleUntil, lastResume = time.Now().Add(resumeSettle), time.Time{}
+		}
+		if !settleUntil.IsZero() {
+			// A live message is in the stream already, below the end
+			// the next read reaches: that read delivers it, in order.
+			if now := time.Now(); now.Sub(lastResume) >= resumePoll || now.After(settleUntil) {
+				if !f.resume(ctx) {
+					return
+				}
+				if lastResume = time.Now(); lastResume.After(settleUntil) {
+					settleUntil = time.Time{}
+				}
+			}
+			continue
 		}
 		if m == nil {
 			continue

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -36,6 +37,25 @@ type Config struct {
 	Auth *ServerAuth
 	// TLS, when CertFile is set, serves TLS to clients.
 	TLS ServerTLS
+	// Cluster, when Name is set, makes the server one of a cluster
+	// (JetStream clustered: streams may have replicas).
+	Cluster ClusterConfig
+}
+
+// ClusterConfig joins a server to a cluster through routes.
+type ClusterConfig struct {
+	// Name of the cluster; every server of it has the same.
+	Name string
+	// Port the server takes routes on; -1 (the default when zero) picks
+	// a free one (see Server.RouteURL).
+	Port int
+	// Routes are other servers' route URLs (nats-route://host:port);
+	// the servers learn the rest of the cluster from each other.
+	Routes []string
+	// Username and Password are what routes must present (and what this
+	// server presents on Routes): a process on the machine that knows
+	// neither cannot join the cluster and bypass the clients' auth.
+	Username, Password string
 }
 
 // ServerTLS is the server side of TLS.
@@ -110,6 +130,9 @@ func serverOptions(cfg Config) (*server.Options, error) {
 	opts.StoreDir = cfg.StoreDir
 	opts.NoSigs = true
 	opts.NoLog = true
+	if err := clusterOptions(opts, cfg); err != nil {
+		return nil, err
+	}
 	opts.MaxPayload = 8 << 20
 	opts.JetStreamMaxMemory = 256 << 20
 	if cfg.TLS.CertFile != "" {
@@ -122,6 +145,41 @@ func serverOptions(cfg Config) (*server.Options, error) {
 		opts.TLSTimeout = 2
 	}
 	return opts, nil
+}
+
+func clusterOptions(opts *server.Options, cfg Config) error {
+	c := cfg.Cluster
+	if c.Name == "" {
+		return nil
+	}
+	opts.Cluster.Name = c.Name
+	opts.Cluster.Host = cfg.Host
+	opts.Cluster.Port = c.Port
+	if opts.Cluster.Port == 0 {
+		opts.Cluster.Port = -1
+	}
+	opts.Cluster.Username, opts.Cluster.Password = c.Username, c.Password
+	for _, r := range c.Routes {
+		u, err := url.Parse(r)
+		if err != nil {
+			return fmt.Errorf("nats route %q: %w", r, err)
+		}
+		if c.Username != "" {
+			u.User = url.UserPassword(c.Username, c.Password)
+		}
+		opts.Routes = append(opts.Routes, u)
+	}
+	return nil
+}
+
+// RouteURL is the URL other servers of the cluster route to ("" outside
+// a cluster).
+func (s *Server) RouteURL() string {
+	addr := s.ns.ClusterAddr()
+	if addr == nil {
+		return ""
+	}
+	return "nats-route://" + addr.String()
 }
 
 // ClientURL is the URL clients connect to.

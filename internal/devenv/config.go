@@ -24,6 +24,9 @@ const (
 	Database = "gpuaas"
 	// MaxHosts is the most simulated hosts an environment runs.
 	MaxHosts = 64
+	// ClusterServers and ControldReplicas are what Config.Cluster runs.
+	ClusterServers   = 3
+	ControldReplicas = 2
 )
 
 // Stripe test credentials used when Config gives none. stripe-mock accepts
@@ -58,6 +61,12 @@ type Config struct {
 	// (default 127.0.0.1, and any free port for 0).
 	NATSHost string
 	NATSPort int
+	// Cluster runs ClusterServers NATS servers in a cluster instead of
+	// one, each on a free port of NATSHost (NATSPort must be 0), with
+	// JetStream keeping ClusterServers copies of the events stream and
+	// recordings, and ControldReplicas controld replicas: HA tried on
+	// one machine. Their JetStream data is in DataDir/nats-cluster.
+	Cluster bool
 	// SSHPort is where the SSH gateway listens on loopback (0: any free
 	// port).
 	SSHPort int
@@ -122,6 +131,9 @@ func (c *Config) CheckAndSetDefaults() error {
 		if p.port < 0 || p.port > 65535 {
 			return fmt.Errorf("devenv: %s must be 0-65535, got %d", p.name, p.port)
 		}
+	}
+	if c.Cluster && c.NATSPort != 0 {
+		return errors.New("devenv: NATSPort must be 0 with Cluster: the servers take free ports")
 	}
 	if (c.OIDC.Issuer == "") != (c.OIDC.ClientID == "") {
 		return errors.New("devenv: OIDC Issuer and ClientID go together")

@@ -19,6 +19,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/gpuaas/gpuaas/controld"
@@ -36,16 +37,24 @@ const stopTimeout = 30 * time.Second
 
 // Env is a running platform.
 type Env struct {
-	// NATSURL is the embedded NATS server's client URL.
+	// NATSURL is the embedded NATS server's client URL; with
+	// Config.Cluster, every server's, comma-separated.
 	NATSURL string
+	// NATSCluster is the NATS cluster with Config.Cluster (nil without):
+	// tests stop and restart its servers.
+	NATSCluster *bus.Cluster
 	// GatewayAddr is the SSH gateway's address as users dial it
 	// (localhost:port, the name its host certificate carries).
 	GatewayAddr string
 	// WebhookURL is controld's Stripe webhook endpoint, with
 	// Config.StripeAPI.
 	WebhookURL string
-	// Controld is the running controld.
+	// Controld is the running controld (the first replica with
+	// Config.Cluster).
 	Controld *controld.Server
+	// ControldMetricsURLs are where each controld replica serves
+	// /metrics (one without Config.Cluster).
+	ControldMetricsURLs []string
 	// MetricsURL and GatewayMetricsURL are where controld and the SSH
 	// gateway serve /healthz, /readyz and /metrics (random loopback
 	// ports; the sim hosts serve none).
@@ -66,13 +75,18 @@ type Env struct {
 	// Hosts are the names of the simulated hosts, all ready.
 	Hosts []string
 
-	cfg   Config
-	pg    *pgserver.Server // nil with Config.DatabaseURL
-	ctl   *controlplane.Controld
-	fleet *simFleet
-	gw    *gateway
+	cfg Config
+	pg  *pgserver.Server // nil with Config.DatabaseURL
+	ctl *controlplane.Controld
+	// replicas are every controld replica, ctl first.
+	replicas []*controlplane.Controld
+	fleet    *simFleet
+	gw       *gateway
 	// closers stop what Start started, run last first by Close.
 	closers []closer
+	// stoppedMu protects stopped: the replicas StopControld stopped.
+	stoppedMu sync.Mutex
+	stopped   map[int]bool
 }
 
 // Start runs the platform described by cfg and returns once every part
@@ -129,14 +143,9 @@ func Start(ctx context.Context, cfg Config) (_ *Env, err error) {
 	if e.Keys, err = bus.LoadOrCreateKeys(filepath.Join(cfg.DataDir, "nats-keys")); err != nil {
 		return nil, err
 	}
-	auth := e.Keys.Public()
-	ns, err := bus.Start(bus.Config{Host: cfg.NATSHost, Port: cfg.NATSPort, StoreDir: filepath.Join(cfg.DataDir, "nats"),
-		Auth: &auth, Logger: cfg.Log})
-	if err != nil {
+	if err := e.startNATS(); err != nil {
 		return nil, err
 	}
-	e.onClose("nats", func() error { ns.Shutdown(); return nil })
-	e.NATSURL = ns.ClientURL()
 
 	// Picked once NATS listens, so a free port is not the one NATS takes
 	// next.
@@ -163,6 +172,30 @@ func Start(ctx context.Context, cfg Config) (_ *Env, err error) {
 	e.onClose("ssh gateway", func() error { e.gw.stop(); return nil })
 	e.GatewayMetricsURL = e.gw.metricsURL
 	return e, nil
+}
+
+// startNATS starts the embedded NATS server, or with Config.Cluster the
+// cluster of them, with the trust model.
+func (e *Env) startNATS() error {
+	auth := e.Keys.Public()
+	if e.cfg.Cluster {
+		c, err := bus.StartCluster(bus.Config{Host: e.cfg.NATSHost, StoreDir: filepath.Join(e.cfg.DataDir, "nats-cluster"),
+			ServerName: "gpuaas-dev", Auth: &auth, Logger: e.cfg.Log}, ClusterServers)
+		if err != nil {
+			return err
+		}
+		e.onClose("nats cluster", func() error { c.Shutdown(); return nil })
+		e.NATSCluster, e.NATSURL = c, c.ClientURL()
+		return nil
+	}
+	ns, err := bus.Start(bus.Config{Host: e.cfg.NATSHost, Port: e.cfg.NATSPort, StoreDir: filepath.Join(e.cfg.DataDir, "nats"),
+		Auth: &auth, Logger: e.cfg.Log})
+	if err != nil {
+		return err
+	}
+	e.onClose("nats", func() error { ns.Shutdown(); return nil })
+	e.NATSURL = ns.ClientURL()
+	return nil
 }
 
 // onClose registers f, which stops the part named part ("" for no part),
@@ -209,19 +242,46 @@ func (e *Env) startControld(ctx context.Context, dsn string) error {
 	if err != nil {
 		return err
 	}
-	e.ctl, err = controlplane.Start(ctx, controlplane.Config{URL: e.NATSURL, Keys: e.Keys, Controld: controld.Config{
-		DatabaseURL: dsn, Log: e.cfg.Log,
-		Identity: identity.Settings{SessionTTL: e.cfg.SessionTTL, OIDC: e.cfg.OIDC}, GatewayAddr: e.GatewayAddr,
-		Hosts:   controld.HostsConfig{HeartbeatInterval: time.Second, AutoApproveSlots: true},
-		Billing: controld.BillingConfig{Window: e.cfg.BillingWindow},
-		Stripe:  stripe, HTTPAddr: httpAddr, MetricsAddr: "127.0.0.1:0"}})
-	if err != nil {
-		return err
+	replicas, streamReplicas := 1, 1
+	if e.cfg.Cluster {
+		replicas, streamReplicas = ControldReplicas, ClusterServers
 	}
+	for i := range replicas {
+		cc := controld.Config{
+			DatabaseURL: dsn, Log: e.cfg.Log,
+			Identity: identity.Settings{SessionTTL: e.cfg.SessionTTL, OIDC: e.cfg.OIDC}, GatewayAddr: e.GatewayAddr,
+			Hosts:   controld.HostsConfig{HeartbeatInterval: time.Second, AutoApproveSlots: true},
+			Billing: controld.BillingConfig{Window: e.cfg.BillingWindow},
+			Stripe:  stripe, HTTPAddr: httpAddr, MetricsAddr: "127.0.0.1:0", StreamReplicas: streamReplicas}
+		if i > 0 {
+			// Stripe's webhooks go to the first replica's HTTP server.
+			cc.HTTPAddr = ""
+			cc.Log = e.cfg.Log.With("replica", i+1)
+		}
+		ctl, err := controlplane.Start(ctx, controlplane.Config{URL: e.NATSURL, Keys: e.Keys, Controld: cc})
+		if err != nil {
+			return err
+		}
+		e.replicas = append(e.replicas, ctl)
+		e.ControldMetricsURLs = append(e.ControldMetricsURLs, ctl.Server.MetricsURL())
+		e.onClose(fmt.Sprintf("controld %d", i+1), ctl.Stop)
+	}
+	e.ctl = e.replicas[0]
 	e.Controld = e.ctl.Server
 	e.MetricsURL = e.Controld.MetricsURL()
-	e.onClose("controld", e.ctl.Stop)
 	return nil
+}
+
+// StopControld stops controld replica i (0 is Controld), as a crash or
+// an upgrade of that replica does; Wait then ignores it. Tests use it.
+func (e *Env) StopControld(i int) error {
+	e.stoppedMu.Lock()
+	if e.stopped == nil {
+		e.stopped = map[int]bool{}
+	}
+	e.stopped[i] = true
+	e.stoppedMu.Unlock()
+	return e.replicas[i].Stop()
 }
 
 // seed applies the catalog, the admin, the project and its credit (each
@@ -263,8 +323,8 @@ func (e *Env) Wait(ctx context.Context) error {
 		return nil
 	case <-pgDone:
 		err = fmt.Errorf("postgres exited unexpectedly: %v (log: %s)", e.pg.Wait(), filepath.Join(e.cfg.DataDir, "pg", "postgres.log"))
-	case <-e.ctl.Done():
-		if err = e.ctl.Err(); err == nil {
+	case ctl := <-e.replicaStopped(ctx):
+		if err = ctl.Err(); err == nil {
 			err = errors.New("controld stopped unexpectedly")
 		}
 	case hostErr := <-e.fleet.failed:
@@ -276,6 +336,27 @@ func (e *Env) Wait(ctx context.Context) error {
 		return nil // the part stopped because we were told to stop
 	}
 	return err
+}
+
+// replicaStopped yields the first controld replica that stops on its own
+// (not by StopControld) before ctx ends.
+func (e *Env) replicaStopped(ctx context.Context) <-chan *controlplane.Controld {
+	ch := make(chan *controlplane.Controld, len(e.replicas))
+	for i, ctl := range e.replicas {
+		go func() {
+			select {
+			case <-ctl.Done():
+				e.stoppedMu.Lock()
+				deliberate := e.stopped[i]
+				e.stoppedMu.Unlock()
+				if !deliberate {
+					ch <- ctl
+				}
+			case <-ctx.Done():
+			}
+		}()
+	}
+	return ch
 }
 
 // Close stops every part, last started first, each after the one before

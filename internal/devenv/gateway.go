@@ -61,7 +61,7 @@ func startGateway(ctx context.Context, srv *controld.Server, adminID, natsURL, a
 		Name: "sshgate-dev"}, adminID); err != nil {
 		return nil, fmt.Errorf("ssh gateway key: %w", err)
 	}
-	nc, client, err := controlplane.ConnectGateway(natsURL, bus.TLS{}, key)
+	nc, client, err := controlplane.ConnectGateway(natsURL, bus.TLS{}, key, bus.LogConnection(cfg.Log))
 	if err != nil {
 		return nil, err
 	}

@@ -65,7 +65,11 @@ func Start(ctx context.Context, cfg Config) (*Controld, error) {
 	if err := cfg.CheckAndSetDefaults(); err != nil {
 		return nil, err
 	}
-	nc, sys, err := ConnectControld(cfg.URL, cfg.TLS, cfg.Keys)
+	var logOpts []nats.Option
+	if cfg.Controld.Log != nil {
+		logOpts = append(logOpts, bus.LogConnection(cfg.Controld.Log))
+	}
+	nc, sys, err := ConnectControld(cfg.URL, cfg.TLS, cfg.Keys, logOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -128,7 +132,7 @@ func closeConns(conns ...*nats.Conn) {
 // ConnectControld opens controld's two NATS connections: its user in the
 // app account (the API, the callout, JetStream) and in the system account
 // (closing revoked connections). Without keys it opens only the first,
-// with no credentials. extra go last (bus.LogOutages).
+// with no credentials. extra go on both connections (bus.LogConnection).
 func ConnectControld(url string, t bus.TLS, keys *bus.Keys, extra ...nats.Option) (nc, sys *nats.Conn, err error) {
 	tlsOpts, err := t.Options(url)
 	if err != nil {
@@ -139,19 +143,26 @@ func ConnectControld(url string, t bus.TLS, keys *bus.Keys, extra ...nats.Option
 		return nc, nil, err
 	}
 	inbox := nats.CustomInboxPrefix(api.ControldInboxPrefix)
-	if nc, err = bus.Connect(url, "gpuaas-controld", append(append(tlsOpts, bus.WithKey(keys.Controld), inbox), extra...)...); err != nil {
+	if nc, err = bus.Connect(url, "gpuaas-controld", withOpts(tlsOpts, bus.WithKey(keys.Controld), inbox, extra)...); err != nil {
 		return nil, nil, err
 	}
-	if sys, err = bus.Connect(url, "gpuaas-controld-sys", append(append(tlsOpts, bus.WithKey(keys.System), inbox), extra...)...); err != nil {
+	if sys, err = bus.Connect(url, "gpuaas-controld-sys", withOpts(tlsOpts, bus.WithKey(keys.System), inbox, extra)...); err != nil {
 		nc.Close()
 		return nil, nil, err
 	}
 	return nc, sys, nil
 }
 
+// withOpts is tlsOpts, key, inbox and extra in a slice of its own (two
+// connections are built from the same tlsOpts).
+func withOpts(tlsOpts []nats.Option, key, inbox nats.Option, extra []nats.Option) []nats.Option {
+	opts := append([]nats.Option{}, tlsOpts...)
+	return append(append(opts, key, inbox), extra...)
+}
+
 // ConnectGateway connects as the gateway whose key is key and returns the
 // connection and a client that logs in to controld with the same key
-// (GatewayClient). extra go last (bus.LogOutages).
+// (GatewayClient). extra go on the connection (bus.LogConnection).
 func ConnectGateway(url string, t bus.TLS, key nkeys.KeyPair, extra ...nats.Option) (*nats.Conn, *api.Client, error) {
 	tlsOpts, err := t.Options(url)
 	if err != nil {

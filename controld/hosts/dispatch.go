@@ -143,13 +143,6 @@ func (l *taskListener) close(ctx context.Context) {
 	l.conn, l.lost = nil, nil
 }
 
-func ctxErr(ctx context.Context, err error) error {
-	if ctx.Err() != nil {
-		return nil
-	}
-	return err
-}
-
 // dispatchOnce claims a batch of due tasks and delivers them concurrently,
 // under hard.
 func (d *Service) dispatchOnce(ctx, hard context.Context) (int, error) {

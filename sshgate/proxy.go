@@ -22,11 +22,12 @@ import (
 // the node) and relays the client's requests and both byte streams, then
 // the node's exit status or signal. PTY sessions are recorded.
 //
-// Backpressure: every byte moves through io.Copy between two SSH channels,
-// each with its own flow-control window. When the client reads slowly, the
-// copy blocks on the client's window, stops reading the node's channel,
-// and the node's window closes: the gateway holds at most one copy buffer
-// per direction, whatever the node writes. The recorder only appends to a
+// Backpressure: every byte moves through sshwire.Copy (io.Copy's one read,
+// then its write) between two SSH channels, each with its own flow-control
+// window. When the client reads slowly, the copy blocks on the client's
+// window, stops reading the node's channel, and the node's window closes:
+// the gateway holds at most one copy buffer per direction, whatever the
+// node writes. The recorder only appends to a
 // local file.
 func (g *Gateway) proxySession(s ssh.Session, id sshcert.Identity) {
 	g.bg.add()
@@ -152,15 +153,15 @@ func (g *Gateway) relay(s ssh.Session, id sshcert.Identity, up *upstream, pty ss
 
 	var copies sync.WaitGroup
 	copies.Add(2)
+	// sshwire.Copy: an idle session holds a small buffer each way, and a
+	// full one only while output flows (BenchmarkIdleSessions).
 	go func() {
 		defer copies.Done()
-		_, _ = io.Copy(&clientWriter{w: stdout, n: &out, gone: closeNode}, node)
+		_, _ = sshwire.Copy(&clientWriter{w: stdout, n: &out, gone: closeNode}, node)
 	}()
 	go func() {
 		defer copies.Done()
-		// A small buffer: it is held for the whole session, and stderr is
-		// seldom busy (with a PTY the node sends none at all).
-		_, _ = io.CopyBuffer(&clientWriter{w: s.Stderr(), n: &out, gone: closeNode}, node.Stderr(), make([]byte, stderrBuffer))
+		_, _ = sshwire.Copy(&clientWriter{w: s.Stderr(), n: &out, gone: closeNode}, node.Stderr())
 	}()
 	copies.Wait()
 	ex := <-exit // the node closed the channel: nothing more will come
@@ -207,9 +208,6 @@ func (g *Gateway) forwardAgent(s ssh.Session, id sshcert.Identity, up *upstream,
 		g.log.Info("node refused agent forwarding", "allocation", up.auth.AllocationID, "node", up.auth.NodeID, "err", err)
 	}
 }
-
-// stderrBuffer is the copy buffer of a session's stderr.
-const stderrBuffer = 4 << 10
 
 // exitInfo is what the node said about how the session ended.
 type exitInfo struct {

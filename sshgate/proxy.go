@@ -1,6 +1,7 @@
 package sshgate
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -137,14 +138,9 @@ func (g *Gateway) relay(s ssh.Session, id sshcert.Identity, up *upstream, pty ss
 	done := make(chan struct{})
 	// The client's input, then its EOF, to the node.
 	go sshwire.CopyHalf(node, &countingReader{r: s, n: &in})
-	go func() {
-		// The client's whole connection went away.
-		select {
-		case <-s.Context().Done():
-			closeNode()
-		case <-done:
-		}
-	}()
+	// The client's whole connection went away (without a goroutine
+	// waiting for it: BenchmarkIdleSessions).
+	stopWatching := context.AfterFunc(s.Context(), closeNode)
 	if hasPty {
 		_, winCh, _ := s.Pty()
 		go relayWindowChanges(winCh, node, rec, done, closeNode)
@@ -166,6 +162,7 @@ func (g *Gateway) relay(s ssh.Session, id sshcert.Identity, up *upstream, pty ss
 	copies.Wait()
 	ex := <-exit // the node closed the channel: nothing more will come
 	close(done)
+	stopWatching()
 	stopSignals()
 	res.bytes = in.Load() + out.Load()
 	if lc := loginOf(s.Context()); lc != nil {

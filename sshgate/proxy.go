@@ -91,8 +91,6 @@ func (g *Gateway) relay(s ssh.Session, id sshcert.Identity, up *upstream, pty ss
 		return res
 	}
 	defer node.Close()
-	exit := make(chan exitInfo, 1)
-	go collectExit(nodeReqs, exit)
 
 	// Only the allow-list leaves the gateway; what else the client sent
 	// (SendEnv, SetEnv) is logged by name, never by value, and the client
@@ -141,29 +139,27 @@ func (g *Gateway) relay(s ssh.Session, id sshcert.Identity, up *upstream, pty ss
 	// The client's whole connection went away (without a goroutine
 	// waiting for it: BenchmarkIdleSessions).
 	stopWatching := context.AfterFunc(s.Context(), closeNode)
+	ev := sessionEvents{node: node, nodeReqs: nodeReqs, exit: make(chan exitInfo, 1), sigs: make(chan ssh.Signal, 8),
+		rec: rec, done: done, connDone: s.Context().Done(), closeNode: closeNode}
 	if hasPty {
-		_, winCh, _ := s.Pty()
-		go relayWindowChanges(winCh, node, rec, done, closeNode)
+		_, ev.winCh, _ = s.Pty()
 	}
-	stopSignals := relaySignals(s, node)
+	s.Signals(ev.sigs) // never unregistered: see sessionEvents
+	go ev.relay()
 
-	var copies sync.WaitGroup
-	copies.Add(2)
 	// sshwire.Copy: an idle session holds a small buffer each way, and a
-	// full one only while output flows (BenchmarkIdleSessions).
+	// full one only while output flows (BenchmarkIdleSessions). stdout is
+	// copied by this goroutine itself.
+	stderrDone := make(chan struct{})
 	go func() {
-		defer copies.Done()
-		_, _ = sshwire.Copy(&clientWriter{w: stdout, n: &out, gone: closeNode}, node)
-	}()
-	go func() {
-		defer copies.Done()
+		defer close(stderrDone)
 		_, _ = sshwire.Copy(&clientWriter{w: s.Stderr(), n: &out, gone: closeNode}, node.Stderr())
 	}()
-	copies.Wait()
-	ex := <-exit // the node closed the channel: nothing more will come
+	_, _ = sshwire.Copy(&clientWriter{w: stdout, n: &out, gone: closeNode}, node)
+	<-stderrDone
+	ex := <-ev.exit // the node closed the channel: nothing more will come
 	close(done)
 	stopWatching()
-	stopSignals()
 	res.bytes = in.Load() + out.Load()
 	if lc := loginOf(s.Context()); lc != nil {
 		lc.endWrite(s, func() { _ = s.CloseWrite() })
@@ -212,65 +208,101 @@ type exitInfo struct {
 	signal *sshwire.ExitSignalMsg
 }
 
-// collectExit serves the node's requests on the session channel until it
-// closes, keeping the exit status or signal, and sends the result.
-func collectExit(reqs <-chan *gossh.Request, out chan<- exitInfo) {
-	var ex exitInfo
-	for req := range reqs {
-		switch req.Type {
-		case "exit-status":
-			if st, ok := sshwire.ExitStatus(req.Payload); ok {
-				code := int(st)
-				ex.status = &code
-			}
-		case "exit-signal":
-			var sig sshwire.ExitSignalMsg
-			if gossh.Unmarshal(req.Payload, &sig) == nil {
-				ex.signal = &sig
-			}
+// take keeps the exit status or signal of one of the node's requests.
+func (ex *exitInfo) take(req *gossh.Request) {
+	switch req.Type {
+	case "exit-status":
+		if st, ok := sshwire.ExitStatus(req.Payload); ok {
+			code := int(st)
+			ex.status = &code
 		}
-		if req.WantReply {
-			_ = req.Reply(false, nil)
+	case "exit-signal":
+		var sig sshwire.ExitSignalMsg
+		if gossh.Unmarshal(req.Payload, &sig) == nil {
+			ex.signal = &sig
 		}
 	}
-	out <- ex
 }
 
 // startRequest is the request that starts a session of each kind.
 var startRequest = map[string]string{api.SessionShell: "shell", api.SessionExec: "exec", api.SessionSFTP: "subsystem"}
 
-// relayWindowChanges forwards the client's window changes to the node and
-// the recording until the session is done, then keeps draining winCh: the
-// library's request loop blocks on it, and it closes only when the client's
-// channel does (which also ends the node's session).
-func relayWindowChanges(winCh <-chan ssh.Window, node gossh.Channel, rec *recorder, done <-chan struct{}, closeNode func()) {
-	first := true
-	for w := range winCh {
-		if first {
-			// The size of the pty-req itself, which the library queues.
-			first = false
-			continue
-		}
-		select {
-		case <-done:
-			continue
-		default:
-		}
-		_, _ = node.SendRequest("window-change", false, gossh.Marshal(sshwire.WindowChangeMsg{
-			Columns: uint32(w.Width), Rows: uint32(w.Height), Width: uint32(w.WidthPixels), Height: uint32(w.HeightPixels)}))
-		if rec != nil {
-			rec.Resize(w.Width, w.Height)
-		}
-	}
-	closeNode()
+// sessionEvents is what a session relays besides its byte streams, all
+// served by one goroutine (relay), not one each (BenchmarkIdleSessions):
+//
+//   - the node's requests on the session channel, until it closes, keeping
+//     the exit status or signal, then sent on exit;
+//   - the client's window changes, to the node and the recording until the
+//     session is done, then drained: the library's request loop blocks on
+//     winCh, which closes only when the client's channel does (which also
+//     ends the node's session);
+//   - the client's signals, to the node until the session is done, then
+//     drained until the connection's end. The channel is never
+//     unregistered: gliderlabs/ssh replays signals that came before
+//     registration from a goroutine that reads the channel field without
+//     its lock, so Signals(nil) races it, and an unread channel would
+//     block the session's request loop.
+type sessionEvents struct {
+	node      gossh.Channel
+	nodeReqs  <-chan *gossh.Request
+	exit      chan exitInfo
+	winCh     <-chan ssh.Window // nil without a PTY
+	sigs      chan ssh.Signal
+	rec       *recorder
+	done      <-chan struct{} // the session is done
+	connDone  <-chan struct{} // the client's connection ended
+	closeNode func()
 }
 
-// relaySignals forwards the client's signals to the node until the
-// returned func is called.
-func relaySignals(s ssh.Session, node gossh.Channel) (stop func()) {
-	return sshwire.WatchSignals(s.Signals, s.Context().Done(), func(name string) {
-		_, _ = node.SendRequest("signal", false, gossh.Marshal(sshwire.SignalMsg{Signal: name}))
-	})
+func (e *sessionEvents) relay() {
+	var ex exitInfo
+	nodeReqs, winCh, connDone := e.nodeReqs, e.winCh, e.connDone
+	first := true
+	for nodeReqs != nil || winCh != nil || connDone != nil {
+		select {
+		case req, ok := <-nodeReqs:
+			if !ok {
+				e.exit <- ex
+				nodeReqs = nil
+				continue
+			}
+			ex.take(req)
+			if req.WantReply {
+				_ = req.Reply(false, nil)
+			}
+		case w, ok := <-winCh:
+			switch {
+			case !ok:
+				winCh = nil
+				e.closeNode()
+			case first:
+				// The size of the pty-req itself, which the library queues.
+				first = false
+			case !closed(e.done):
+				_, _ = e.node.SendRequest("window-change", false, gossh.Marshal(sshwire.WindowChangeMsg{
+					Columns: uint32(w.Width), Rows: uint32(w.Height), Width: uint32(w.WidthPixels), Height: uint32(w.HeightPixels)}))
+				if e.rec != nil {
+					e.rec.Resize(w.Width, w.Height)
+				}
+			}
+		case sig := <-e.sigs:
+			if !closed(e.done) {
+				_, _ = e.node.SendRequest("signal", false, gossh.Marshal(sshwire.SignalMsg{Signal: string(sig)}))
+			}
+		case <-connDone:
+			connDone = nil
+		}
+	}
+}
+
+// closed reports whether c is closed.
+func closed(c <-chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
 }
 
 // clientWriter writes what the node sends to the client, counts it, and

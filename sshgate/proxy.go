@@ -50,7 +50,8 @@ func (g *Gateway) proxySession(s ssh.Session, id sshcert.Identity) {
 		fail(s, publicError(err))
 		return
 	}
-	sessionID, err := g.startIndex(ctx, id, alloc, kind, command)
+	var sessionID string
+	onOwnStack(func() { sessionID, err = g.startIndex(ctx, id, alloc, kind, command) })
 	if err != nil {
 		g.log.Error("session not indexed; refusing it", "allocation", alloc, "user", id.UserID, "err", err)
 		fail(s, errors.New("cannot record this session right now; try again"))
@@ -370,4 +371,26 @@ func ptyRequest(p ssh.Pty) []byte {
 		Term: p.Term, Columns: uint32(p.Window.Width), Rows: uint32(p.Window.Height),
 		Width: uint32(p.Window.WidthPixels), Height: uint32(p.Window.HeightPixels), Modes: sshwire.EncodeModes(p.Modes),
 	})
+}
+
+// onOwnStack runs f on a goroutine of its own and waits for it. For the
+// deep calls a session makes once before it relays (the SSH handshake
+// with the node, controld's requests): the stack they grow goes with that
+// goroutine, rather than staying with the session's, which lives as long
+// as the session (BenchmarkIdleSessions). A panic in f is raised again
+// here, for the session's recoverMiddleware.
+func onOwnStack(f func()) {
+	done := make(chan struct{})
+	var p any
+	go func() {
+		defer func() {
+			p = recover()
+			close(done)
+		}()
+		f()
+	}()
+	<-done
+	if p != nil {
+		panic(p)
+	}
 }

@@ -85,7 +85,9 @@ func (g *Gateway) upstreamFor(ctx ssh.Context, id sshcert.Identity) (*upstream, 
 			return st.up, nil
 		}
 	}
-	up, err := g.dialNode(ctx, id, ctx.User())
+	var up *upstream
+	var err error
+	onOwnStack(func() { up, err = g.dialNode(ctx, id, ctx.User()) })
 	if err != nil {
 		st.err = err
 		return nil, err

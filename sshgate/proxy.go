@@ -28,8 +28,7 @@ import (
 // window. When the client reads slowly, the copy blocks on the client's
 // window, stops reading the node's channel, and the node's window closes:
 // the gateway holds at most one copy buffer per direction, whatever the
-// node writes. The recorder only appends to a
-// local file.
+// node writes. The recorder only appends to a local file.
 func (g *Gateway) proxySession(s ssh.Session, id sshcert.Identity) {
 	g.bg.add()
 	defer g.bg.done()

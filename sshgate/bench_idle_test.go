@@ -28,6 +28,10 @@ import (
 // idleSessions is how many sessions BenchmarkIdleSessions holds open.
 var idleSessions = flag.Int("idle-sessions", 1000, "concurrent idle sessions BenchmarkIdleSessions opens")
 
+// fdsPerIdleSession is about how many files an idle session keeps open in
+// the benchmark's process.
+const fdsPerIdleSession = 5
+
 // idleHeapProfile is where BenchmarkIdleSessions writes a heap profile
 // taken with every session open.
 var idleHeapProfile = flag.String("idle-heapprofile", "", "write a heap profile with every idle session open to this file")
@@ -51,6 +55,17 @@ var idleHeapProfile = flag.String("idle-heapprofile", "", "write a heap profile 
 //	go test -run '^$' -bench IdleSessions -benchtime=1x ./sshgate/
 func BenchmarkIdleSessions(b *testing.B) {
 	n := *idleSessions
+	// Each session holds about fdsPerIdleSession descriptors in this
+	// process (the client's connection, the link to the node, the
+	// terminal server's end of it, the PTY, the recording); the clients'
+	// process has its own limit.
+	need := uint64(n)*fdsPerIdleSession + 1024
+	if limit, err := raiseFileLimit(need); err != nil {
+		b.Fatalf("open-file limit: %v", err)
+	} else if limit < need {
+		b.Skipf("%d idle sessions need about %d open files in this process; RLIMIT_NOFILE allows %d (its hard limit): run with fewer -idle-sessions (at most about %d) or raise the hard limit",
+			n, need, limit, (limit-1024)/fdsPerIdleSession)
+	}
 	s := startRealStack(b, slog.New(slog.DiscardHandler))
 	owner := s.login(s.admin, s.env.Admin.ID)
 	metal := s.createAlloc(s.admin, "h100-baremetal", 8)

@@ -1,6 +1,7 @@
 package sshgate
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -22,12 +23,12 @@ import (
 // the node) and relays the client's requests and both byte streams, then
 // the node's exit status or signal. PTY sessions are recorded.
 //
-// Backpressure: every byte moves through io.Copy between two SSH channels,
-// each with its own flow-control window. When the client reads slowly, the
-// copy blocks on the client's window, stops reading the node's channel,
-// and the node's window closes: the gateway holds at most one copy buffer
-// per direction, whatever the node writes. The recorder only appends to a
-// local file.
+// Backpressure: every byte moves through sshwire.Copy (io.Copy's one read,
+// then its write) between two SSH channels, each with its own flow-control
+// window. When the client reads slowly, the copy blocks on the client's
+// window, stops reading the node's channel, and the node's window closes:
+// the gateway holds at most one copy buffer per direction, whatever the
+// node writes. The recorder only appends to a local file.
 func (g *Gateway) proxySession(s ssh.Session, id sshcert.Identity) {
 	g.bg.add()
 	defer g.bg.done()
@@ -48,7 +49,8 @@ func (g *Gateway) proxySession(s ssh.Session, id sshcert.Identity) {
 		fail(s, publicError(err))
 		return
 	}
-	sessionID, err := g.startIndex(ctx, id, alloc, kind, command)
+	var sessionID string
+	onOwnStack(func() { sessionID, err = g.startIndex(ctx, id, alloc, kind, command) })
 	if err != nil {
 		g.log.Error("session not indexed; refusing it", "allocation", alloc, "user", id.UserID, "err", err)
 		fail(s, errors.New("cannot record this session right now; try again"))
@@ -89,8 +91,6 @@ func (g *Gateway) relay(s ssh.Session, id sshcert.Identity, up *upstream, pty ss
 		return res
 	}
 	defer node.Close()
-	exit := make(chan exitInfo, 1)
-	go collectExit(nodeReqs, exit)
 
 	// Only the allow-list leaves the gateway; what else the client sent
 	// (SendEnv, SetEnv) is logged by name, never by value, and the client
@@ -136,36 +136,30 @@ func (g *Gateway) relay(s ssh.Session, id sshcert.Identity, up *upstream, pty ss
 	done := make(chan struct{})
 	// The client's input, then its EOF, to the node.
 	go sshwire.CopyHalf(node, &countingReader{r: s, n: &in})
-	go func() {
-		// The client's whole connection went away.
-		select {
-		case <-s.Context().Done():
-			closeNode()
-		case <-done:
-		}
-	}()
+	// The client's whole connection went away (without a goroutine
+	// waiting for it: BenchmarkIdleSessions).
+	stopWatching := context.AfterFunc(s.Context(), closeNode)
+	ev := sessionEvents{node: node, nodeReqs: nodeReqs, exit: make(chan exitInfo, 1), sigs: make(chan ssh.Signal, 8),
+		rec: rec, done: done, connDone: s.Context().Done(), closeNode: closeNode}
 	if hasPty {
-		_, winCh, _ := s.Pty()
-		go relayWindowChanges(winCh, node, rec, done, closeNode)
+		_, ev.winCh, _ = s.Pty()
 	}
-	stopSignals := relaySignals(s, node)
+	s.Signals(ev.sigs) // never unregistered: see sessionEvents
+	go ev.relay()
 
-	var copies sync.WaitGroup
-	copies.Add(2)
+	// sshwire.Copy: an idle session holds a small buffer each way, and a
+	// full one only while output flows (BenchmarkIdleSessions). stdout is
+	// copied by this goroutine itself.
+	stderrDone := make(chan struct{})
 	go func() {
-		defer copies.Done()
-		_, _ = io.Copy(&clientWriter{w: stdout, n: &out, gone: closeNode}, node)
+		defer close(stderrDone)
+		_, _ = sshwire.Copy(&clientWriter{w: s.Stderr(), n: &out, gone: closeNode}, node.Stderr())
 	}()
-	go func() {
-		defer copies.Done()
-		// A small buffer: it is held for the whole session, and stderr is
-		// seldom busy (with a PTY the node sends none at all).
-		_, _ = io.CopyBuffer(&clientWriter{w: s.Stderr(), n: &out, gone: closeNode}, node.Stderr(), make([]byte, stderrBuffer))
-	}()
-	copies.Wait()
-	ex := <-exit // the node closed the channel: nothing more will come
+	_, _ = sshwire.Copy(&clientWriter{w: stdout, n: &out, gone: closeNode}, node)
+	<-stderrDone
+	ex := <-ev.exit // the node closed the channel: nothing more will come
 	close(done)
-	stopSignals()
+	stopWatching()
 	res.bytes = in.Load() + out.Load()
 	if lc := loginOf(s.Context()); lc != nil {
 		lc.endWrite(s, func() { _ = s.CloseWrite() })
@@ -208,74 +202,107 @@ func (g *Gateway) forwardAgent(s ssh.Session, id sshcert.Identity, up *upstream,
 	}
 }
 
-// stderrBuffer is the copy buffer of a session's stderr.
-const stderrBuffer = 4 << 10
-
 // exitInfo is what the node said about how the session ended.
 type exitInfo struct {
 	status *int
 	signal *sshwire.ExitSignalMsg
 }
 
-// collectExit serves the node's requests on the session channel until it
-// closes, keeping the exit status or signal, and sends the result.
-func collectExit(reqs <-chan *gossh.Request, out chan<- exitInfo) {
-	var ex exitInfo
-	for req := range reqs {
-		switch req.Type {
-		case "exit-status":
-			if st, ok := sshwire.ExitStatus(req.Payload); ok {
-				code := int(st)
-				ex.status = &code
-			}
-		case "exit-signal":
-			var sig sshwire.ExitSignalMsg
-			if gossh.Unmarshal(req.Payload, &sig) == nil {
-				ex.signal = &sig
-			}
+// take keeps the exit status or signal of one of the node's requests.
+func (ex *exitInfo) take(req *gossh.Request) {
+	switch req.Type {
+	case "exit-status":
+		if st, ok := sshwire.ExitStatus(req.Payload); ok {
+			code := int(st)
+			ex.status = &code
 		}
-		if req.WantReply {
-			_ = req.Reply(false, nil)
+	case "exit-signal":
+		var sig sshwire.ExitSignalMsg
+		if gossh.Unmarshal(req.Payload, &sig) == nil {
+			ex.signal = &sig
 		}
 	}
-	out <- ex
 }
 
 // startRequest is the request that starts a session of each kind.
 var startRequest = map[string]string{api.SessionShell: "shell", api.SessionExec: "exec", api.SessionSFTP: "subsystem"}
 
-// relayWindowChanges forwards the client's window changes to the node and
-// the recording until the session is done, then keeps draining winCh: the
-// library's request loop blocks on it, and it closes only when the client's
-// channel does (which also ends the node's session).
-func relayWindowChanges(winCh <-chan ssh.Window, node gossh.Channel, rec *recorder, done <-chan struct{}, closeNode func()) {
-	first := true
-	for w := range winCh {
-		if first {
-			// The size of the pty-req itself, which the library queues.
-			first = false
-			continue
-		}
-		select {
-		case <-done:
-			continue
-		default:
-		}
-		_, _ = node.SendRequest("window-change", false, gossh.Marshal(sshwire.WindowChangeMsg{
-			Columns: uint32(w.Width), Rows: uint32(w.Height), Width: uint32(w.WidthPixels), Height: uint32(w.HeightPixels)}))
-		if rec != nil {
-			rec.Resize(w.Width, w.Height)
-		}
-	}
-	closeNode()
+// sessionEvents is what a session relays besides its byte streams, all
+// served by one goroutine (relay), not one each (BenchmarkIdleSessions):
+//
+//   - the node's requests on the session channel, until it closes, keeping
+//     the exit status or signal, then sent on exit;
+//   - the client's window changes, to the node and the recording until the
+//     session is done, then drained: the library's request loop blocks on
+//     winCh, which closes only when the client's channel does (which also
+//     ends the node's session);
+//   - the client's signals, to the node until the session is done, then
+//     drained until the connection's end. The channel is never
+//     unregistered: gliderlabs/ssh replays signals that came before
+//     registration from a goroutine that reads the channel field without
+//     its lock, so Signals(nil) races it, and an unread channel would
+//     block the session's request loop.
+type sessionEvents struct {
+	node      gossh.Channel
+	nodeReqs  <-chan *gossh.Request
+	exit      chan exitInfo
+	winCh     <-chan ssh.Window // nil without a PTY
+	sigs      chan ssh.Signal
+	rec       *recorder
+	done      <-chan struct{} // the session is done
+	connDone  <-chan struct{} // the client's connection ended
+	closeNode func()
 }
 
-// relaySignals forwards the client's signals to the node until the
-// returned func is called.
-func relaySignals(s ssh.Session, node gossh.Channel) (stop func()) {
-	return sshwire.WatchSignals(s.Signals, s.Context().Done(), func(name string) {
-		_, _ = node.SendRequest("signal", false, gossh.Marshal(sshwire.SignalMsg{Signal: name}))
-	})
+func (e *sessionEvents) relay() {
+	var ex exitInfo
+	nodeReqs, winCh, connDone := e.nodeReqs, e.winCh, e.connDone
+	first := true
+	for nodeReqs != nil || winCh != nil || connDone != nil {
+		select {
+		case req, ok := <-nodeReqs:
+			if !ok {
+				e.exit <- ex
+				nodeReqs = nil
+				continue
+			}
+			ex.take(req)
+			if req.WantReply {
+				_ = req.Reply(false, nil)
+			}
+		case w, ok := <-winCh:
+			switch {
+			case !ok:
+				winCh = nil
+				e.closeNode()
+			case first:
+				// The size of the pty-req itself, which the library queues.
+				first = false
+			case !closed(e.done):
+				_, _ = e.node.SendRequest("window-change", false, gossh.Marshal(sshwire.WindowChangeMsg{
+					Columns: uint32(w.Width), Rows: uint32(w.Height), Width: uint32(w.WidthPixels), Height: uint32(w.HeightPixels)}))
+				if e.rec != nil {
+					e.rec.Resize(w.Width, w.Height)
+				}
+			}
+		case sig := <-e.sigs:
+			if !closed(e.done) {
+				_, _ = e.node.SendRequest("signal", false, gossh.Marshal(sshwire.SignalMsg{Signal: string(sig)}))
+			}
+		case <-connDone:
+			connDone = nil
+		}
+	}
+}
+
+// closed reports whether c is closed.
+func closed(c <-chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
 }
 
 // clientWriter writes what the node sends to the client, counts it, and
@@ -343,4 +370,26 @@ func ptyRequest(p ssh.Pty) []byte {
 		Term: p.Term, Columns: uint32(p.Window.Width), Rows: uint32(p.Window.Height),
 		Width: uint32(p.Window.WidthPixels), Height: uint32(p.Window.HeightPixels), Modes: sshwire.EncodeModes(p.Modes),
 	})
+}
+
+// onOwnStack runs f on a goroutine of its own and waits for it. For the
+// deep calls a session makes once before it relays (the SSH handshake
+// with the node, controld's requests): the stack they grow goes with that
+// goroutine, rather than staying with the session's, which lives as long
+// as the session (BenchmarkIdleSessions). A panic in f is raised again
+// here, for the session's recoverMiddleware.
+func onOwnStack(f func()) {
+	done := make(chan struct{})
+	var p any
+	go func() {
+		defer func() {
+			p = recover()
+			close(done)
+		}()
+		f()
+	}()
+	<-done
+	if p != nil {
+		panic(p)
+	}
 }

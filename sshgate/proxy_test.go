@@ -401,3 +401,21 @@ func TestRefusedRequests(t *testing.T) {
 		t.Fatalf("after the refusals: got status %d, %v; want the connection still serving", status, err)
 	}
 }
+
+// TestOnOwnStackRaisesPanic: a panic in what runs on its own stack reaches
+// the caller (the session's recoverMiddleware), as it did when the call
+// ran on the session's goroutine.
+func TestOnOwnStackRaisesPanic(t *testing.T) {
+	ran := false
+	onOwnStack(func() { ran = true })
+	if !ran {
+		t.Fatal("f did not run")
+	}
+	defer func() {
+		if p := recover(); p != "boom" {
+			t.Fatalf("recovered %v; want boom", p)
+		}
+	}()
+	onOwnStack(func() { panic("boom") })
+	t.Fatal("no panic")
+}

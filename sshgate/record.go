@@ -37,11 +37,11 @@ const (
 	// maxFrame bounds one frame's payload; output chunks are at most the
 	// 32 KiB io.Copy buffer.
 	maxFrame = 1 << 20
-	// recordBuffer is the write buffer of a running recording. It is held
-	// for the whole session, idle or not, so it is small: interactive
-	// output comes in small chunks it gathers, and a chunk larger than
-	// what is left goes to the file in one write anyway
-	// (BenchmarkIdleSessions).
+	// recordBuffer is the write buffer of a running recording, held from
+	// a frame to the next flush (a spooled recording's, within spoolFlush:
+	// see recorder.writer). It is small: interactive output comes in small
+	// chunks it gathers, and a chunk larger than what is left goes to the
+	// file in one write anyway (BenchmarkIdleSessions).
 	recordBuffer = 8 << 10
 	// spoolFlush is how often a spooled recording's buffer reaches the
 	// disk while output flows: what a crash can lose.
@@ -68,9 +68,9 @@ type recorder struct {
 	// mu protects the following.
 	mu        sync.Mutex
 	f         *os.File
-	w         *bufio.Writer
-	flushed   time.Time   // when w was last flushed (spooled recordings)
-	flushLate *time.Timer // flushes what a quiet session left buffered
+	w         *bufio.Writer // nil when nothing is buffered: see writer
+	flushed   time.Time     // when w was last flushed (spooled recordings)
+	flushLate *time.Timer   // flushes what a quiet session left buffered
 	closed    bool
 	recorded  int64 // output bytes recorded
 	truncated bool  // output past limit was not recorded
@@ -97,18 +97,16 @@ func newRecorder(dir, sessionID, term string, width, height int, limit int64, no
 			r.f.Close()
 			return nil, fmt.Errorf("start recording: %w", err)
 		}
-		r.w = bufio.NewWriterSize(r.f, recordBuffer)
 		return r, nil
 	}
 	r.path = spoolPath(dir, sessionID)
 	if r.f, err = os.OpenFile(r.path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600); err != nil {
 		return nil, fmt.Errorf("start recording: %w", err)
 	}
-	r.w = bufio.NewWriterSize(r.f, recordBuffer)
 	hdr, _ := json.Marshal(spoolHeader{Term: term, Width: width, Height: height, Start: r.start.UnixNano(), Limit: limit})
 	r.frame(frameHeader, hdr)
 	if r.err == nil {
-		r.err = r.w.Flush()
+		r.err = r.flush()
 	}
 	if r.err != nil {
 		r.f.Close()
@@ -151,25 +149,54 @@ func (r *recorder) flushSpool() {
 	}
 	if now := r.now(); now.Sub(r.flushed) >= spoolFlush {
 		r.flushed = now
-		if err := r.w.Flush(); err != nil {
+		if err := r.flush(); err != nil {
 			r.err = err
 		}
 		return
 	}
-	if r.flushLate == nil && r.w.Buffered() > 0 {
+	if r.flushLate == nil && r.w != nil && r.w.Buffered() > 0 {
 		r.flushLate = time.AfterFunc(spoolFlush, func() {
 			r.mu.Lock()
 			defer r.mu.Unlock()
 			r.flushLate = nil
 			if r.err == nil && !r.closed {
 				r.flushed = r.now()
-				if err := r.w.Flush(); err != nil {
+				if err := r.flush(); err != nil {
 					r.err = err
 				}
 			}
 		})
 	}
 }
+
+// writer is the recording's write buffer, taken from a pool on the first
+// frame after a flush: a quiet session, whose spooled recording is flushed
+// within spoolFlush, holds none (BenchmarkIdleSessions). Called with mu
+// held.
+func (r *recorder) writer() *bufio.Writer {
+	if r.w == nil {
+		r.w = recordWriters.Get().(*bufio.Writer)
+		r.w.Reset(r.f)
+	}
+	return r.w
+}
+
+// flush writes what is buffered to the file and gives the buffer back.
+// Called with mu held.
+func (r *recorder) flush() error {
+	if r.w == nil {
+		return nil
+	}
+	if err := r.w.Flush(); err != nil {
+		return err // the writer keeps its error: not given back
+	}
+	r.w.Reset(nil)
+	recordWriters.Put(r.w)
+	r.w = nil
+	return nil
+}
+
+var recordWriters = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, recordBuffer) }}
 
 // Resize records a terminal size change.
 func (r *recorder) Resize(width, height int) {
@@ -187,11 +214,12 @@ func (r *recorder) frame(kind byte, payload []byte) {
 	hdr[0] = kind
 	binary.BigEndian.PutUint64(hdr[1:9], uint64(r.now().Sub(r.start)))
 	binary.BigEndian.PutUint32(hdr[9:13], uint32(len(payload)))
-	if _, err := r.w.Write(hdr[:]); err != nil {
+	w := r.writer()
+	if _, err := w.Write(hdr[:]); err != nil {
 		r.err = err
 		return
 	}
-	if _, err := r.w.Write(payload); err != nil {
+	if _, err := w.Write(payload); err != nil {
 		r.err = err
 	}
 }
@@ -242,7 +270,7 @@ func (r *recorder) WriteAsciicast(out io.Writer) error {
 	if r.err != nil {
 		return fmt.Errorf("recording: %w", r.err)
 	}
-	if err := r.w.Flush(); err != nil {
+	if err := r.flush(); err != nil {
 		return fmt.Errorf("recording: %w", err)
 	}
 	bw := bufio.NewWriterSize(out, 64<<10)

@@ -64,38 +64,51 @@ func (g *Gateway) tcpipForward(ctx ssh.Context, _ *ssh.Server, req *gossh.Reques
 
 // serveNodeChannels relays the channels the node opens on up towards the
 // client's connection (see above). It runs once per link to the node,
-// before any request that could make the node open one.
+// before any request that could make the node open one. Its one goroutine
+// (not one per channel type and one more waiting for the link's end:
+// BenchmarkIdleSessions) closes up.dead when the link ends, which is also
+// when the library closes the channel-open channels.
 func (g *Gateway) serveNodeChannels(ctx ssh.Context, id sshcert.Identity, up *upstream) {
 	client, _ := ctx.Value(ssh.ContextKeyConn).(gossh.Conn)
-	fwd := up.client.HandleChannelOpen(sshwire.ForwardedChannel)
-	agent := up.client.HandleChannelOpen(sshwire.AgentChannel)
-	if client == nil || fwd == nil || agent == nil {
-		return
+	var fwd, agent <-chan gossh.NewChannel
+	if client != nil {
+		fwd = up.client.HandleChannelOpen(sshwire.ForwardedChannel)
+		agent = up.client.HandleChannelOpen(sshwire.AgentChannel)
 	}
 	go func() {
-		for nc := range fwd {
-			m, ok := up.fwds.Allows(nc.ExtraData())
-			if !ok {
-				g.log.Warn("node opened a forwarded-tcpip channel nobody asked for", "node", up.auth.NodeID, "addr", m.Addr, "port", m.Port)
-				_ = nc.Reject(gossh.Prohibited, "no such remote forward")
-				continue
+		defer close(up.dead)
+		for fwd != nil || agent != nil {
+			select {
+			case nc, ok := <-fwd:
+				if !ok {
+					fwd = nil
+					continue
+				}
+				m, ok := up.fwds.Allows(nc.ExtraData())
+				if !ok {
+					g.log.Warn("node opened a forwarded-tcpip channel nobody asked for", "node", up.auth.NodeID, "addr", m.Addr, "port", m.Port)
+					_ = nc.Reject(gossh.Prohibited, "no such remote forward")
+					continue
+				}
+				go g.forwardedTCPIP(ctx, id, client, nc, m)
+			case nc, ok := <-agent:
+				if !ok {
+					agent = nil
+					continue
+				}
+				if !up.agent.Load() {
+					g.log.Warn("node opened an agent channel the client did not ask for", "node", up.auth.NodeID)
+					_ = nc.Reject(gossh.Prohibited, "agent forwarding was not requested")
+					continue
+				}
+				go func() {
+					_, _ = sshwire.JoinChannel(nc, func() (gossh.Channel, <-chan *gossh.Request, error) {
+						return client.OpenChannel(sshwire.AgentChannel, nil)
+					})
+				}()
 			}
-			go g.forwardedTCPIP(ctx, id, client, nc, m)
 		}
-	}()
-	go func() {
-		for nc := range agent {
-			if !up.agent.Load() {
-				g.log.Warn("node opened an agent channel the client did not ask for", "node", up.auth.NodeID)
-				_ = nc.Reject(gossh.Prohibited, "agent forwarding was not requested")
-				continue
-			}
-			go func() {
-				_, _ = sshwire.JoinChannel(nc, func() (gossh.Channel, <-chan *gossh.Request, error) {
-					return client.OpenChannel(sshwire.AgentChannel, nil)
-				})
-			}()
-		}
+		_ = up.client.Wait()
 	}()
 }
 

@@ -95,3 +95,33 @@ func TestSpoolFlushesAQuietSession(t *testing.T) {
 		return err == nil && bytes.Contains(b, []byte("then silence"))
 	})
 }
+
+// TestRecorderReleasesBufferWhenQuiet: a quiet session's spooled recording
+// holds no write buffer once flushed (BenchmarkIdleSessions: 8 KiB per
+// idle session), and takes one again for what comes next.
+func TestRecorderReleasesBufferWhenQuiet(t *testing.T) {
+	dir := t.TempDir()
+	// A clock that stands still: every flush is the deferred one, however
+	// slow the machine.
+	at := time.Now()
+	rec, err := newRecorder(dir, "ts-idle", "", 80, 24, 1<<20, func() time.Time { return at })
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = rec.Remove() })
+	buffered := func() bool { rec.mu.Lock(); defer rec.mu.Unlock(); return rec.w != nil }
+	if buffered() {
+		t.Fatal("a write buffer held once the spool header is written")
+	}
+	for _, out := range []string{"$ ", "ls\r\n"} {
+		_, _ = rec.Write([]byte(out))
+		if !buffered() {
+			t.Fatalf("no write buffer after writing %q", out)
+		}
+		testutil.Eventually(t, "the buffer given back once the quiet session's output is flushed", func() bool { return !buffered() })
+	}
+	b, err := os.ReadFile(spoolPath(dir, "ts-idle"))
+	if err != nil || !bytes.Contains(b, []byte("$ ")) || !bytes.Contains(b, []byte("ls\r\n")) {
+		t.Fatalf("spool file %q, %v; want both outputs", b, err)
+	}
+}

@@ -85,7 +85,9 @@ func (g *Gateway) upstreamFor(ctx ssh.Context, id sshcert.Identity) (*upstream, 
 			return st.up, nil
 		}
 	}
-	up, err := g.dialNode(ctx, id, ctx.User())
+	var up *upstream
+	var err error
+	onOwnStack(func() { up, err = g.dialNode(ctx, id, ctx.User()) })
 	if err != nil {
 		st.err = err
 		return nil, err
@@ -155,11 +157,9 @@ func (g *Gateway) dialNode(ctx context.Context, id sshcert.Identity, alloc strin
 		return nil, fmt.Errorf("ssh to node %s at %s: %w", auth.NodeID, auth.TerminalAddr, err)
 	}
 	_ = conn.SetDeadline(time.Time{})
+	// dead is closed by serveNodeChannels' goroutine, which outlives the
+	// connection no longer than it must.
 	up := &upstream{auth: auth, client: gossh.NewClient(cc, chans, reqs), dead: make(chan struct{})}
-	go func() {
-		_ = up.client.Wait()
-		close(up.dead)
-	}()
 	g.log.Info("connected to node", "allocation", alloc, "user", id.UserID, "node", auth.NodeID,
 		"addr", auth.TerminalAddr, "posix_user", auth.PosixUser)
 	return up, nil

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -171,8 +170,8 @@ func (v *vmTarget) relaySession(ch gossh.Channel, reqs <-chan *gossh.Request, vc
 	go sshwire.CopyHalf(vch, ch)
 	var out sync.WaitGroup
 	out.Add(2)
-	go func() { defer out.Done(); _, _ = io.Copy(ch, vch) }()
-	go func() { defer out.Done(); _, _ = io.Copy(ch.Stderr(), vch.Stderr()) }()
+	go func() { defer out.Done(); _, _ = sshwire.Copy(ch, vch) }()
+	go func() { defer out.Done(); _, _ = sshwire.Copy(ch.Stderr(), vch.Stderr()) }()
 	out.Wait()
 	_ = ch.CloseWrite()
 	// The VM's requests end when it closes the channel, after its exit

@@ -266,18 +266,13 @@ func (l *localSession) spawnPTY(cmd *exec.Cmd) (func(), error) {
 	}, nil
 }
 
-// ptyCopyBuffer is the copy buffer each way between a PTY and its channel.
-// A read from the terminal mostly returns 4 KiB or less (the line
-// discipline's buffer), and the buffers are held for the whole session,
-// idle or not; io.Copy's default would be 32 KiB each
-// (sshgate's BenchmarkIdleSessions).
-const ptyCopyBuffer = 8 << 10
-
-// copyPTY copies src to dst through a ptyCopyBuffer. (Given an *os.File,
-// io.CopyBuffer would use its ReadFrom or WriteTo, which allocate their own
-// 32 KiB.)
+// copyPTY copies src to dst with sshwire.Copy: the copies each way between
+// a PTY and its channel last the whole session, idle or not, and an idle
+// one holds a small buffer, a full one only while data flows
+// (sshgate's BenchmarkIdleSessions). It never uses an *os.File's ReadFrom
+// or WriteTo, which would allocate their own 32 KiB.
 func copyPTY(dst io.Writer, src io.Reader) (int64, error) {
-	return io.CopyBuffer(struct{ io.Writer }{dst}, struct{ io.Reader }{src}, make([]byte, ptyCopyBuffer))
+	return sshwire.Copy(dst, src)
 }
 
 // sftpInProcess serves sftp from hostd itself, starting in the account's

@@ -52,7 +52,7 @@ func (c *Client) SubscribeEvents(ctx context.Context, userID string) (<-chan Eve
 	// the stream's position now. A controld without events.since leaves it
 	// 0, and resuming then starts at the first event seen.
 	if pos, err := c.EventsSince(fctx, EventsSinceRequest{Tail: true}); err == nil {
-		f.last, f.positioned = pos.Next, true
+		f.last, f.floor, f.positioned = pos.Next, pos.Next, true
 	}
 	go f.run(ctx)
 	return f.out, nil
@@ -81,8 +81,12 @@ type follower struct {
 	sub  *nats.Subscription
 	out  chan Event
 	seen *idSet
-	// last is the stream sequence delivered (or skipped as not ours) last.
+	// last is the highest stream sequence delivered (or skipped as not
+	// ours): resuming reads what follows it.
 	last uint64
+	// floor is the stream's position at subscribe: events at or below it
+	// came before the subscription.
+	floor uint64
 	// positioned is set once last is a stream position (0 for a stream
 	// still empty at subscribe), so resuming reads from it, not the tail.
 	positioned bool
@@ -148,11 +152,17 @@ func (f *follower) missedSome() bool {
 
 // send delivers ev unless it is a repeat; false when ctx ended.
 func (f *follower) send(ctx context.Context, ev Event) bool {
+	// Live events can arrive out of stream order: in a NATS cluster two
+	// controld replicas fan out through different servers, and routes do
+	// not order each other's messages. A later one delivered first must
+	// not hide an earlier one arriving just after (the cluster fault test
+	// lost such events): repeats are told by id, and only what the stream
+	// held before the subscription is skipped by sequence.
 	if ev.Seq != 0 {
-		if ev.Seq <= f.last {
-			return true // delivered already, or before we subscribed
+		if ev.Seq <= f.floor {
+			return true // before we subscribed
 		}
-		f.last = ev.Seq
+		f.last = max(f.last, ev.Seq)
 	}
 	if ev.Kind != EventsGap && !f.seen.add(ev.ID) {
 		return true

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -38,6 +39,15 @@ type faultCluster struct {
 	caKey  string
 	cfgDir string
 	procs  []*faultProc
+	// nats are the nats-server processes' settings, procs[0:len(nats)].
+	nats []natsServer
+	// jsReplicas is controld's --jetstream-replicas.
+	jsReplicas int
+}
+
+// natsServer is one nats-server of the cluster.
+type natsServer struct {
+	conf, health, url string
 }
 
 // faultProc is a daemon of the cluster.
@@ -64,6 +74,15 @@ func (p *faultProc) exited() bool {
 // logs an admin in with a funded project.
 func startFaultCluster(t *testing.T, replicas int) *faultCluster {
 	t.Helper()
+	return startFaultClusterWith(t, replicas, 1)
+}
+
+// startFaultClusterWith is startFaultCluster with natsServers nats-server
+// processes: more than one form a cluster (routes on loopback) with
+// JetStream, and controld keeps its streams with that many replicas (up
+// to 3). The CLI and the daemons are given every server's URL.
+func startFaultClusterWith(t *testing.T, replicas, natsServers int) *faultCluster {
+	t.Helper()
 	c := &faultCluster{t: t, root: tempDir(t, "gpuaas-faults-")}
 	c.cfgDir = filepath.Join(c.root, "config")
 	t.Setenv("GPUAAS_CONFIG_DIR", c.cfgDir)
@@ -86,13 +105,31 @@ func startFaultCluster(t *testing.T, replicas int) *faultCluster {
 
 	c.keys = filepath.Join(c.root, "nats")
 	c.cli("ops", "nats-setup", "--out", c.keys)
-	ports := freePorts(t, 2+replicas)
-	conf := writeFile(t, c.keys, "nats.conf", fmt.Sprintf("listen: \"127.0.0.1:%d\"\nhttp: \"127.0.0.1:%d\"\njetstream {\n  store_dir: %q\n}\ninclude ./gpuaas-auth.conf\n",
-		ports[0], ports[1], filepath.Join(c.root, "jetstream")))
-	c.natsBin, c.natsConf, c.natsHealth = testutil.NATSServer(t), conf, fmt.Sprintf("http://127.0.0.1:%d/healthz", ports[1])
-	c.start("nats-server", "", c.natsBin, "-c", conf)
-	testutil.EventuallyWithin(t, time.Minute, "nats-server's /healthz", func() bool { return httpOK(c.natsHealth) })
-	c.natsURL = fmt.Sprintf("nats://127.0.0.1:%d", ports[0])
+	ports := freePorts(t, 3*natsServers+replicas)
+	c.natsBin = testutil.NATSServer(t)
+	var urls, routes []string
+	for i := range natsServers {
+		urls = append(urls, fmt.Sprintf("nats://127.0.0.1:%d", ports[3*i]))
+		routes = append(routes, fmt.Sprintf("\"nats-route://127.0.0.1:%d\"", ports[3*i+2]))
+	}
+	for i := range natsServers {
+		conf := fmt.Sprintf("server_name: nats-%d\nlisten: \"127.0.0.1:%d\"\nhttp: \"127.0.0.1:%d\"\njetstream {\n  store_dir: %q\n}\n",
+			i+1, ports[3*i], ports[3*i+1], filepath.Join(c.root, fmt.Sprintf("jetstream-%d", i+1)))
+		if natsServers > 1 {
+			conf += fmt.Sprintf("cluster {\n  name: gpuaas-faults\n  listen: \"127.0.0.1:%d\"\n  routes: [ %s ]\n}\n", ports[3*i+2], strings.Join(routes, ", "))
+		}
+		conf += "include ./gpuaas-auth.conf\n"
+		file := writeFile(t, c.keys, fmt.Sprintf("nats-%d.conf", i+1), conf)
+		health := fmt.Sprintf("http://127.0.0.1:%d/healthz", ports[3*i+1])
+		c.nats = append(c.nats, natsServer{conf: file, health: health, url: urls[i]})
+		c.start(fmt.Sprintf("nats-server-%d", i+1), "", c.natsBin, "-c", file)
+	}
+	c.natsConf, c.natsHealth = c.nats[0].conf, c.nats[0].health
+	for _, n := range c.nats {
+		testutil.EventuallyWithin(t, time.Minute, "nats-server's /healthz", func() bool { return httpOK(n.health) })
+	}
+	c.natsURL = strings.Join(urls, ",")
+	c.jsReplicas = min(natsServers, 3)
 
 	pwFile := writeFile(t, c.root, "db-password", "faults-db-password\n")
 	c.cli("controld", "init-db", "--database-url", fmt.Sprintf("postgres:///postgres?host=%s&user=postgres&sslmode=disable", pg.SocketDir()),
@@ -105,7 +142,7 @@ func startFaultCluster(t *testing.T, replicas int) *faultCluster {
 		t.Fatal(err)
 	}
 	for i := range replicas {
-		c.startControld(fmt.Sprintf("controld-%d", i+1), ports[2+i])
+		c.startControld(fmt.Sprintf("controld-%d", i+1), ports[3*natsServers+i])
 	}
 
 	invite := strings.TrimSpace(c.cliEnv([]string{"GPUAAS_DATABASE_URL=" + c.dsn}, "",
@@ -122,7 +159,8 @@ func (c *faultCluster) startControld(name string, port int) *faultProc {
 	c.t.Helper()
 	p := c.start(name, fmt.Sprintf("http://127.0.0.1:%d", port), binary, "controld",
 		"--database-url", c.dsn, "--nats-url", c.natsURL, "--nats-keys", c.keys, "--ca-key-file", c.caKey,
-		"--metrics-addr", fmt.Sprintf("127.0.0.1:%d", port), "--min-runway", "1m")
+		"--metrics-addr", fmt.Sprintf("127.0.0.1:%d", port), "--min-runway", "1m",
+		"--jetstream-replicas", strconv.Itoa(c.jsReplicas))
 	c.waitFor(name+" serving", func() bool { return strings.Contains(p.out.String(), "controld serving") })
 	return p
 }

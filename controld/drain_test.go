@@ -28,7 +28,10 @@ func TestSIGTERMAnswersRequestsAlreadyReceived(t *testing.T) {
 	env := controldtest.Start(t, controldtest.Options{})
 	ctx := context.Background()
 	client := api.NewClient(env.UserConn(t, env.Admin.ID, env.AdminToken), api.WithToken(env.AdminToken),
-		api.WithProject(env.Project.Name), api.WithTimeout(90*time.Second))
+		api.WithProject(env.Project.Name), api.WithTimeout(90*time.Second),
+		// One attempt waits for its reply: the test is about replies, not
+		// the client's retries (under -race a queued release waits > 4 s).
+		api.WithAttemptTimeout(90*time.Second))
 	al, err := client.AllocCreate(ctx, api.AllocCreateRequest{SKU: "h200-slice", GPUs: 1})
 	if err != nil {
 		t.Fatal(err)

@@ -1,0 +1,142 @@
+package agent_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/gpuaas/gpuaas/controld"
+	"github.com/gpuaas/gpuaas/hostd/agent"
+	"github.com/gpuaas/gpuaas/internal/api"
+)
+
+// logsAgent runs an agent whose log ring the test holds.
+func logsAgent(t *testing.T) (*runningAgent, *agent.LogRing, *api.Client, func() *api.Client) {
+	t.Helper()
+	env, admin := fleet(t, controld.HostsConfig{})
+	ring := agent.NewLogRing(0, 0)
+	a := startAgent(t, env, t.TempDir(), enroll(t, admin, "logs1"), newFakeHost().registry(), func(c *agent.Config) {
+		c.LogRing = ring
+		c.Log = slog.New(ring.Handler(c.Log.Handler()))
+	})
+	user := func() *api.Client {
+		_, tok := env.AddUser(t, "plain@example.test", api.RoleUser)
+		return env.Client(tok)
+	}
+	return a, ring, admin, user
+}
+
+func hasMsg(recs []api.LogRecord, msg string) *api.LogRecord {
+	for i := range recs {
+		if recs[i].Msg == msg {
+			return &recs[i]
+		}
+	}
+	return nil
+}
+
+// TestNodeLogs: an operator reads the agent's recent records through
+// controld, with their attributes; since, after and limit filter them.
+func TestNodeLogs(t *testing.T) {
+	t.Parallel()
+	a, ring, admin, _ := logsAgent(t)
+	ctx := context.Background()
+	// A record two hours old, as if the agent had logged it then.
+	old := slog.NewRecord(time.Now().Add(-2*time.Hour), slog.LevelWarn, "old trouble", 0)
+	old.AddAttrs(slog.String("corr", "c-old"))
+	if err := ring.Handler(slog.DiscardHandler).Handle(ctx, old); err != nil {
+		t.Fatal(err)
+	}
+	slog.New(ring.Handler(slog.DiscardHandler)).With("corr", "c-123").Info("probe line", "n", 7)
+
+	resp, err := admin.NodeLogs(ctx, api.NodeLogsRequest{Node: "logs1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Node != a.NodeID() {
+		t.Errorf("node got %q; want %q", resp.Node, a.NodeID())
+	}
+	serving := hasMsg(resp.Records, "hostd serving")
+	if serving == nil || serving.Attrs["node"] != a.NodeID() || serving.Level != "INFO" {
+		t.Fatalf("records %+v; want hostd serving with node=%s", resp.Records, a.NodeID())
+	}
+	probe := hasMsg(resp.Records, "probe line")
+	if probe == nil || probe.Attrs["corr"] != "c-123" || probe.Attrs["n"] != "7" {
+		t.Fatalf("probe line got %+v; want corr=c-123 n=7", probe)
+	}
+	if hasMsg(resp.Records, "old trouble") == nil {
+		t.Errorf("without since, the old record is missing")
+	}
+
+	recent, err := admin.NodeLogs(ctx, api.NodeLogsRequest{Node: a.NodeID(), Since: "10m"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if hasMsg(recent.Records, "old trouble") != nil || hasMsg(recent.Records, "probe line") == nil {
+		t.Errorf("since 10m got %+v; want probe line and not old trouble", recent.Records)
+	}
+
+	last := resp.Records[len(resp.Records)-1].Seq
+	slog.New(ring.Handler(slog.DiscardHandler)).Info("after line")
+	next, err := admin.NodeLogs(ctx, api.NodeLogsRequest{Node: "logs1", After: last})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range next.Records {
+		if r.Seq <= last {
+			t.Errorf("after %d got record %d", last, r.Seq)
+		}
+	}
+	if hasMsg(next.Records, "after line") == nil {
+		t.Errorf("after %d got %+v; want after line", last, next.Records)
+	}
+
+	one, err := admin.NodeLogs(ctx, api.NodeLogsRequest{Node: "logs1", Limit: 1})
+	if err != nil || len(one.Records) != 1 {
+		t.Fatalf("limit 1 got %+v, %v; want one record", one, err)
+	}
+
+	_, err = admin.NodeLogs(ctx, api.NodeLogsRequest{Node: "logs1", Since: "ten minutes"})
+	if !errors.Is(err, api.ErrInvalidArgument) {
+		t.Errorf("bad since got %v; want invalid_argument", err)
+	}
+}
+
+// TestNodeLogsForbiddenToUsers: a user who is not an operator gets
+// forbidden and no records.
+func TestNodeLogsForbiddenToUsers(t *testing.T) {
+	t.Parallel()
+	a, _, _, user := logsAgent(t)
+	resp, err := user().NodeLogs(context.Background(), api.NodeLogsRequest{Node: a.NodeID()})
+	if !errors.Is(err, api.ErrForbidden) {
+		t.Fatalf("a user's node.logs got %v; want forbidden", err)
+	}
+	if len(resp.Records) != 0 {
+		t.Errorf("a user got records %+v", resp.Records)
+	}
+}
+
+// TestLogRingBounds: the ring keeps the newest records within its count
+// and size bounds, with increasing seqs.
+func TestLogRingBounds(t *testing.T) {
+	t.Parallel()
+	ring := agent.NewLogRing(10, 1<<20)
+	log := slog.New(ring.Handler(slog.DiscardHandler))
+	for i := range 25 {
+		log.Info("line", "i", i)
+	}
+	recs := ring.Query(0, time.Time{}, 0)
+	if len(recs) != 10 || recs[0].Attrs["i"] != "15" || recs[9].Attrs["i"] != "24" || recs[9].Seq != 25 {
+		t.Fatalf("got %d records from i=%v; want 10, i 15..24", len(recs), recs[0].Attrs["i"])
+	}
+	small := agent.NewLogRing(1000, 2000)
+	slog.New(small.Handler(slog.DiscardHandler)).Info("x", "pad", string(make([]byte, 500)))
+	for range 20 {
+		slog.New(small.Handler(slog.DiscardHandler)).Info("y", "pad", string(make([]byte, 500)))
+	}
+	if n := len(small.Query(0, time.Time{}, 0)); n == 0 || n > 4 {
+		t.Errorf("a 2000-byte ring holds %d 500-byte records; want 1..4", n)
+	}
+}

@@ -2,14 +2,19 @@ package agent_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/gpuaas/gpuaas/cli/cmdutil/cmdtest"
+	clinode "github.com/gpuaas/gpuaas/cli/node"
 	"github.com/gpuaas/gpuaas/controld"
 	"github.com/gpuaas/gpuaas/hostd/agent"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/testutil"
 )
 
 // logsAgent runs an agent whose log ring the test holds.
@@ -138,5 +143,69 @@ func TestLogRingBounds(t *testing.T) {
 	}
 	if n := len(small.Query(0, time.Time{}, 0)); n == 0 || n > 4 {
 		t.Errorf("a 2000-byte ring holds %d 500-byte records; want 1..4", n)
+	}
+}
+
+// TestNodeLogsCLI: `gpuaas node logs NODE` against the real controld and
+// agent prints the agent's records, one line each, and --json one object
+// per line; -f prints records logged after it started.
+func TestNodeLogsCLI(t *testing.T) {
+	t.Parallel()
+	a, ring, admin, _ := logsAgent(t)
+	slog.New(ring.Handler(slog.DiscardHandler)).With("corr", "c-cli").Warn("disk slow", "dev", "nvme0")
+
+	ios, _, out, _ := cmdtest.Streams(false)
+	f := cmdtest.Factory(ios)
+	f.Client = func() (*api.Client, error) { return admin, nil }
+	if err := cmdtest.Execute(clinode.NewCmdLogs(f, nil), "logs1", "--since", "10m"); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), " INFO  hostd serving name=logs1 node="+a.NodeID()+"\n") ||
+		!strings.Contains(out.String(), " WARN  disk slow corr=c-cli dev=nvme0\n") {
+		t.Fatalf("node logs printed:\n%s\nwant the hostd serving and disk slow lines", out)
+	}
+
+	out.Reset()
+	if err := cmdtest.Execute(clinode.NewCmdLogs(f, nil), "logs1", "--json"); err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, line := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+		var r api.LogRecord
+		if err := json.Unmarshal([]byte(line), &r); err != nil {
+			t.Fatalf("--json line %q: %v", line, err)
+		}
+		found = found || r.Msg == "disk slow" && r.Attrs["corr"] == "c-cli" && r.Level == "WARN"
+	}
+	if !found {
+		t.Fatalf("--json printed:\n%s\nwant the disk slow record", out)
+	}
+
+	// Follow: a record logged while following is printed.
+	ios, _, _, _ = cmdtest.Streams(false)
+	fw := &syncBuffer{}
+	ios.Out = fw
+	f = cmdtest.Factory(ios)
+	f.Client = func() (*api.Client, error) { return admin, nil }
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	cmd := clinode.NewCmdLogs(f, nil) // polls every DefaultLogsPollInterval
+	cmd.SetContext(ctx)
+	done := make(chan error, 1)
+	go func() { done <- cmdtest.Execute(cmd, "logs1", "-f", "--limit", "1", "--json") }()
+	testutil.Eventually(t, "the newest record printed", func() bool { return fw.String() != "" })
+	slog.New(ring.Handler(slog.DiscardHandler)).Info("later line", "k", "v")
+	testutil.Eventually(t, "the followed record printed", func() bool { return strings.Contains(fw.String(), `"msg":"later line"`) })
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Errorf("follow ended with %v; want canceled", err)
+	}
+	var seq uint64
+	for _, line := range strings.Split(strings.TrimSpace(fw.String()), "\n") {
+		var r api.LogRecord
+		if err := json.Unmarshal([]byte(line), &r); err != nil || r.Seq <= seq {
+			t.Errorf("follow printed %q after seq %d (%v); want each record once, in order", line, seq, err)
+		}
+		seq = r.Seq
 	}
 }

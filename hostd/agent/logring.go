@@ -43,7 +43,11 @@ func NewLogRing(maxRecords, maxBytes int) *LogRing {
 	if maxBytes <= 0 {
 		maxBytes = DefaultLogBytes
 	}
-	return &LogRing{maxRecords: maxRecords, maxBytes: maxBytes}
+	// Seqs start at the ring's creation time in nanoseconds, so that the
+	// records of a restarted hostd follow those of the one before it and
+	// `node logs -f` (which asks for records after the last seq it saw)
+	// keeps printing across a restart.
+	return &LogRing{maxRecords: maxRecords, maxBytes: maxBytes, seq: uint64(time.Now().UnixNano())}
 }
 
 func (r *LogRing) add(rec api.LogRecord) {

@@ -103,9 +103,20 @@ func TestNodeLogs(t *testing.T) {
 		t.Fatalf("limit 1 got %+v, %v; want one record", one, err)
 	}
 
-	_, err = admin.NodeLogs(ctx, api.NodeLogsRequest{Node: "logs1", Since: "ten minutes"})
-	if !errors.Is(err, api.ErrInvalidArgument) {
-		t.Errorf("bad since got %v; want invalid_argument", err)
+	for _, bad := range []api.NodeLogsRequest{{Node: "logs1", Since: "ten minutes"}, {Node: "logs1", Since: "-5m"},
+		{Node: "logs1", Limit: -1}, {Node: "logs1", Limit: api.MaxNodeLogsLimit + 1}} {
+		if _, err := admin.NodeLogs(ctx, bad); !errors.Is(err, api.ErrInvalidArgument) {
+			t.Errorf("%+v got %v; want invalid_argument", bad, err)
+		}
+	}
+	if _, err := admin.NodeLogs(ctx, api.NodeLogsRequest{Node: "no-such-node"}); !errors.Is(err, api.ErrNotFound) {
+		t.Errorf("an unknown node got %v; want not_found", err)
+	}
+
+	// A node whose hostd is not connected: unavailable, not a hang.
+	a.stop()
+	if _, err := admin.NodeLogs(ctx, api.NodeLogsRequest{Node: "logs1"}); !errors.Is(err, api.ErrUnavailable) {
+		t.Errorf("a stopped node got %v; want unavailable", err)
 	}
 }
 
@@ -133,8 +144,15 @@ func TestLogRingBounds(t *testing.T) {
 		log.Info("line", "i", i)
 	}
 	recs := ring.Query(0, time.Time{}, 0)
-	if len(recs) != 10 || recs[0].Attrs["i"] != "15" || recs[9].Attrs["i"] != "24" || recs[9].Seq != 25 {
-		t.Fatalf("got %d records from i=%v; want 10, i 15..24", len(recs), recs[0].Attrs["i"])
+	if len(recs) != 10 || recs[0].Attrs["i"] != "15" || recs[9].Attrs["i"] != "24" || recs[9].Seq-recs[0].Seq != 9 {
+		t.Fatalf("got %d records from i=%v; want 10, i 15..24 with consecutive seqs", len(recs), recs[0].Attrs["i"])
+	}
+	// A restarted hostd's ring numbers its records after the old ones,
+	// so -f goes on printing.
+	later := agent.NewLogRing(0, 0)
+	slog.New(later.Handler(slog.DiscardHandler)).Info("after restart")
+	if got := later.Query(0, time.Time{}, 0); got[0].Seq <= recs[9].Seq {
+		t.Errorf("a new ring's first seq %d is not after the old ring's last %d", got[0].Seq, recs[9].Seq)
 	}
 	small := agent.NewLogRing(1000, 2000)
 	slog.New(small.Handler(slog.DiscardHandler)).Info("x", "pad", string(make([]byte, 500)))

@@ -13,8 +13,10 @@ import (
 	"github.com/gpuaas/gpuaas/internal/api"
 )
 
-// nodeLogsTimeout bounds the wait for a node's answer.
-const nodeLogsTimeout = 5 * time.Second
+// nodeLogsTimeout bounds the wait for a node's answer: under the client's
+// api.DefaultAttemptTimeout, so a hung node is reported as such rather
+// than taken for a controld that does not answer (and retried).
+const nodeLogsTimeout = 3 * time.Second
 
 // nodeLogs asks a node's hostd for its recent log records over
 // api.HostLogsSubject, which only that hostd may subscribe to.

@@ -13,6 +13,10 @@ import (
 	"github.com/gpuaas/gpuaas/internal/api"
 )
 
+// replyHeadroom is the room left in a logs reply for controld's API
+// envelope around the records.
+const replyHeadroom = 64 << 10
+
 // Default bounds of the log ring: whichever is reached first evicts the
 // oldest records.
 const (
@@ -194,17 +198,22 @@ func (a *Agent) onLogs(m *nats.Msg) {
 			resp.Records = recs
 		}
 	}
-	// Keep the newest records that fit in one message; the caller
-	// follows with After to get the rest.
+	// Keep what fits in one message, with room for controld's envelope
+	// around it: the newest records, or, when following (After), the
+	// oldest, so the next poll carries on from them.
 	for {
 		b, err := json.Marshal(resp)
 		if err != nil {
 			return
 		}
-		if int64(len(b)) <= a.nc.MaxPayload()-1024 || len(resp.Records) == 0 {
+		if int64(len(b)) <= a.nc.MaxPayload()-replyHeadroom || len(resp.Records) <= 1 {
 			_ = m.Respond(b)
 			return
 		}
-		resp.Records = resp.Records[len(resp.Records)/2:]
+		if half := len(resp.Records) / 2; req.After > 0 {
+			resp.Records = resp.Records[:half]
+		} else {
+			resp.Records = resp.Records[half:]
+		}
 	}
 }

@@ -17,11 +17,15 @@ import (
 	"github.com/gpuaas/gpuaas/internal/testutil"
 )
 
-// logsAgent runs an agent whose log ring the test holds.
-func logsAgent(t *testing.T) (*runningAgent, *agent.LogRing, *api.Client, func() *api.Client) {
+// logsAgent runs an agent whose log ring (default size unless bounds are
+// given) the test holds.
+func logsAgent(t *testing.T, bounds ...int) (*runningAgent, *agent.LogRing, *api.Client, func() *api.Client) {
 	t.Helper()
 	env, admin := fleet(t, controld.HostsConfig{})
 	ring := agent.NewLogRing(0, 0)
+	if len(bounds) == 2 {
+		ring = agent.NewLogRing(bounds[0], bounds[1])
+	}
 	a := startAgent(t, env, t.TempDir(), enroll(t, admin, "logs1"), newFakeHost().registry(), func(c *agent.Config) {
 		c.LogRing = ring
 		c.Log = slog.New(ring.Handler(c.Log.Handler()))
@@ -225,5 +229,52 @@ func TestNodeLogsCLI(t *testing.T) {
 			t.Errorf("follow printed %q after seq %d (%v); want each record once, in order", line, seq, err)
 		}
 		seq = r.Seq
+	}
+}
+
+// TestNodeLogsLargerThanOneMessage: a ring holding more than one NATS
+// message can carry (5,000 records of 2 KiB, over the bus's 8 MiB) is
+// still read: the newest records that fit; following with after pages
+// through the rest in order. Before, the reply was too large to send and
+// node.logs timed out.
+func TestNodeLogsLargerThanOneMessage(t *testing.T) {
+	t.Parallel()
+	a, ring, admin, _ := logsAgent(t, 6000, 16<<20)
+	readyNode(t, admin, a.NodeID()) // its start-up tasks logged
+	ctx := context.Background()
+	log := slog.New(ring.Handler(slog.DiscardHandler))
+	pad := strings.Repeat("x", 2048)
+	for i := range 5000 {
+		log.Info("bulk", "i", i, "pad", pad)
+	}
+	resp, err := admin.NodeLogs(ctx, api.NodeLogsRequest{Node: "logs1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := len(resp.Records)
+	if n == 0 || n >= 5000 || resp.Records[n-1].Attrs["i"] != "4999" {
+		t.Fatalf("got %d records ending %+v; want the newest that fit, ending with i=4999", n, resp.Records[n-1].Attrs["i"])
+	}
+	// Following from the oldest record kept: pages, in order, to the end.
+	all := ring.Query(0, time.Time{}, 0)
+	after, last, pages := all[0].Seq, all[len(all)-1].Seq, 0
+	for after < last {
+		page, err := admin.NodeLogs(ctx, api.NodeLogsRequest{Node: "logs1", After: after})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(page.Records) == 0 {
+			t.Fatalf("after %d: no records; want up to %d", after, last)
+		}
+		for _, r := range page.Records {
+			if r.Seq <= after {
+				t.Fatalf("after %d got seq %d", after, r.Seq)
+			}
+			after = r.Seq
+		}
+		pages++
+	}
+	if pages < 2 {
+		t.Errorf("%d records in %d page; want several pages", len(all), pages)
 	}
 }

@@ -23,6 +23,7 @@ var (
 		"ssh":                cmdutil.AllocationIDs,
 		"node get":           cmdutil.NodeNames,
 		"node drain":         cmdutil.NodeNames,
+		"node logs":          cmdutil.NodeNames,
 		"node slots approve": cmdutil.NodeNames,
 		"project use":        cmdutil.ProjectNames,
 		"project members":    cmdutil.ProjectNames,

@@ -135,6 +135,7 @@ func TestShellCompletionFromServer(t *testing.T) {
 		{"project use", []string{"project", "use", ""}, []string{env.Project.Name}},
 		{"node get", []string{"node", "get", ""}, nodeNames},
 		{"node drain", []string{"node", "drain", ""}, nodeNames},
+		{"node logs", []string{"node", "logs", ""}, nodeNames},
 		{"session play", []string{"session", "play", ""}, []string{sess.ID}},
 		{"session play by prefix", []string{"session", "play", "ts-"}, []string{sess.ID}},
 	}

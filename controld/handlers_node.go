@@ -17,6 +17,7 @@ func (s *Server) nodeEndpoints() []endpointDef {
 	return []endpointDef{
 		s.query(api.EndpointNodeList, operatorOnly, s.nodeList),
 		s.query(api.EndpointNodeGet, operatorOnly, s.nodeGet),
+		s.query(api.EndpointNodeLogs, operatorOnly, s.nodeLogs),
 		s.mutation(api.EndpointSlotsApprove, operatorOnly, s.slotsApprove),
 		s.mutation(api.EndpointNodeDrain, operatorOnly, s.nodeDrain),
 		s.secretMutation(api.EndpointNodeEnroll, operatorOnly, s.nodeEnroll),

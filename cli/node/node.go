@@ -21,6 +21,7 @@ func NewCmdNode(f *cmdutil.Factory) *cobra.Command {
 	cmd.AddCommand(
 		NewCmdList(f, nil),
 		NewCmdGet(f, nil),
+		NewCmdLogs(f, nil),
 		NewCmdDrain(f, nil),
 		NewCmdEnroll(f, nil),
 		slots,

@@ -74,6 +74,9 @@ type Config struct {
 	DrainTimeout time.Duration
 	Now          func() time.Time
 	Log          *slog.Logger
+	// LogRing keeps the recent records of Log for `gpuaas node logs`
+	// (default: a new ring of DefaultLogRecords / DefaultLogBytes).
+	LogRing *LogRing
 }
 
 // CheckAndSetDefaults validates c and fills defaults.
@@ -107,6 +110,10 @@ func (c *Config) CheckAndSetDefaults() error {
 	}
 	if c.Log == nil {
 		c.Log = slog.New(slog.DiscardHandler)
+	}
+	if c.LogRing == nil {
+		c.LogRing = NewLogRing(0, 0)
+		c.Log = slog.New(c.LogRing.Handler(c.Log.Handler()))
 	}
 	if c.Env.Now == nil {
 		c.Env.Now = c.Now
@@ -229,6 +236,11 @@ func (a *Agent) Run(ctx context.Context) error {
 		return fmt.Errorf("subscribe tasks: %w", err)
 	}
 	defer func() { _ = sub.Unsubscribe() }()
+	logsSub, err := nc.Subscribe(api.HostLogsSubject(a.id.NodeID), a.onLogs)
+	if err != nil {
+		return fmt.Errorf("subscribe logs: %w", err)
+	}
+	defer func() { _ = logsSub.Unsubscribe() }()
 	if err := nc.Flush(); err != nil {
 		return fmt.Errorf("subscribe tasks: %w", err)
 	}

@@ -91,6 +91,19 @@ func TestCorrelationIDFollowsCreateThroughHost(t *testing.T) {
 	if len(taskLines) < 4 {
 		t.Errorf("hostd logged %d lines about %s; want at least 4 (accepted, phases, finished, delivered)", len(taskLines), task)
 	}
+
+	// The same lines, with the id, reach an operator through node.logs.
+	logs, err := admin.NodeLogs(ctx, api.NodeLogsRequest{Node: a.NodeID(), Since: "10m"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var finished bool
+	for _, r := range logs.Records {
+		finished = finished || r.Msg == "task finished" && r.Attrs["task"] == task && r.Attrs["corr"] == id
+	}
+	if !finished {
+		t.Errorf("node.logs has no \"task finished\" record of %s with corr %s: %+v", task, id, logs.Records)
+	}
 }
 
 // stateTo reads the "to" of an alloc.state event.

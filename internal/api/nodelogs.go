@@ -1,0 +1,54 @@
+package api
+
+import (
+	"context"
+	"time"
+)
+
+// EndpointNodeLogs returns a node's recent hostd log records (operators).
+const EndpointNodeLogs = "node.logs"
+
+// HostLogsSubject is where controld asks a node for its recent log
+// records (HostLogsRequest → NodeLogsResponse). Only the node's hostd
+// may subscribe to it, and users may not publish below gpuaas.host.
+func HostLogsSubject(nodeID string) string { return "gpuaas.host." + nodeID + ".logs" }
+
+// LogRecord is one structured log record kept by hostd.
+type LogRecord struct {
+	Seq   uint64            `json:"seq"` // monotonic per hostd process
+	Time  time.Time         `json:"time"`
+	Level string            `json:"level"`
+	Msg   string            `json:"msg"`
+	Attrs map[string]string `json:"attrs,omitempty"`
+}
+
+// NodeLogsRequest asks for a node's recent log records: those after seq
+// After, not older than Since (a duration) ago, the newest Limit of them.
+type NodeLogsRequest struct {
+	Node  string `json:"node"`
+	Since string `json:"since,omitempty"` // a Go duration: "10m"
+	After uint64 `json:"after,omitempty"`
+	Limit int    `json:"limit,omitempty"`
+}
+
+// MaxNodeLogsLimit bounds NodeLogsRequest.Limit (and is its default).
+const MaxNodeLogsLimit = 5000
+
+// HostLogsRequest is what controld sends on HostLogsSubject.
+type HostLogsRequest struct {
+	SinceTime time.Time `json:"since_time,omitzero"`
+	After     uint64    `json:"after,omitempty"`
+	Limit     int       `json:"limit,omitempty"`
+}
+
+// NodeLogsResponse lists log records, oldest first.
+type NodeLogsResponse struct {
+	Node    string      `json:"node"`
+	Records []LogRecord `json:"records"`
+}
+
+// NodeLogs returns a node's recent hostd log records (operators).
+func (c *Client) NodeLogs(ctx context.Context, req NodeLogsRequest) (*NodeLogsResponse, error) {
+	var out NodeLogsResponse
+	return &out, c.Call(ctx, EndpointNodeLogs, req, &out)
+}

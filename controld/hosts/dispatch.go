@@ -42,10 +42,15 @@ func (d *Service) dispatchLoop(ctx, hard context.Context) error {
 	defer l.close(ctx)
 	tick := time.NewTicker(500 * time.Millisecond)
 	defer tick.Stop()
+	// Deadlines are minutes: they are checked on the ticks, not between a
+	// task's notification and its delivery.
+	expireDue := true
 	for {
 		l.ensure(ctx)
-		if err := d.expire(ctx); err != nil && ctx.Err() == nil {
-			d.cfg.Log.Warn("expire tasks", "err", err)
+		if expireDue {
+			if err := d.expire(ctx); err != nil && ctx.Err() == nil {
+				d.cfg.Log.Warn("expire tasks", "err", err)
+			}
 		}
 		for {
 			n, err := d.dispatchOnce(ctx, hard)
@@ -56,10 +61,12 @@ func (d *Service) dispatchLoop(ctx, hard context.Context) error {
 				break
 			}
 		}
+		expireDue = false
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-tick.C:
+			expireDue = true
 		case <-l.notified:
 		case <-d.wake:
 		}

@@ -65,13 +65,38 @@ func (w *seqWindow) accept(seq uint64) bool {
 	return true
 }
 
-// claimSeq accepts seq for nodeID once, across every controld replica:
-// the node's window is read and written under a row lock in Postgres.
+// claimSeq accepts seq for nodeID once, across every controld replica.
+// The node's window is kept in Postgres. The common case is one statement:
+// the window this replica last wrote or read, advanced by seq, replaces
+// the stored one only if that is still unchanged (compare-and-set: a
+// window only ever gains numbers, so an unchanged high and bitmap are an
+// unchanged window). A window another replica moved meanwhile, one not
+// cached yet, or a number the cached window refuses is decided under the
+// row lock, from the stored window.
 func (d *Service) claimSeq(ctx context.Context, nodeID string, seq uint64) error {
 	if seq == 0 || seq > math.MaxInt64 {
 		return errReplayed
 	}
-	return pgx.BeginFunc(ctx, d.cfg.Pool, func(tx pgx.Tx) error {
+	d.seqMu.Lock()
+	cached, ok := d.seqs[nodeID]
+	d.seqMu.Unlock()
+	if ok {
+		next := seqWindow{high: cached.high, seen: new(big.Int).SetBytes(cached.seen)}
+		if next.accept(seq) {
+			tag, err := d.cfg.Pool.Exec(ctx, `UPDATE node_report_seq SET high = $2, seen = $3, updated_at = $4
+				WHERE node_id = $1 AND high = $5 AND seen IS NOT DISTINCT FROM $6`,
+				nodeID, int64(next.high), next.seen.Bytes(), d.now(), int64(cached.high), cached.seen)
+			if err != nil {
+				return fmt.Errorf("claim report sequence: %w", err)
+			}
+			if tag.RowsAffected() == 1 {
+				d.cacheSeq(nodeID, storedWindow{high: next.high, seen: next.seen.Bytes()})
+				return nil
+			}
+		}
+	}
+	var stored storedWindow
+	err := pgx.BeginFunc(ctx, d.cfg.Pool, func(tx pgx.Tx) error {
 		var high int64
 		var seen []byte
 		err := tx.QueryRow(ctx, `SELECT high, seen FROM node_report_seq WHERE node_id = $1 FOR UPDATE`, nodeID).Scan(&high, &seen)
@@ -89,12 +114,37 @@ func (d *Service) claimSeq(ctx context.Context, nodeID string, seq uint64) error
 		}
 		w := seqWindow{high: uint64(high), seen: new(big.Int).SetBytes(seen)}
 		if !w.accept(seq) {
+			// Not cached: the stored window stays the one this replica
+			// last wrote, and a refusal is rare.
 			return errReplayed
 		}
+		stored = storedWindow{high: w.high, seen: w.seen.Bytes()}
 		if _, err := tx.Exec(ctx, `UPDATE node_report_seq SET high = $2, seen = $3, updated_at = $4 WHERE node_id = $1`,
-			nodeID, int64(w.high), w.seen.Bytes(), d.now()); err != nil {
+			nodeID, int64(stored.high), stored.seen, d.now()); err != nil {
 			return fmt.Errorf("claim report sequence: %w", err)
 		}
 		return nil
 	})
+	if err == nil {
+		// Cached once committed: a rolled-back write must not become the
+		// window the next compare-and-set expects.
+		d.cacheSeq(nodeID, stored)
+	}
+	return err
+}
+
+// storedWindow is a node's window as stored: high and the bitmap's bytes.
+type storedWindow struct {
+	high uint64
+	seen []byte
+}
+
+// cacheSeq records w as the stored window of nodeID. The cache is only
+// the guess the next compare-and-set starts from: a stale one (reports of
+// a node racing each other, another replica) costs a locked claim, never
+// a wrong answer.
+func (d *Service) cacheSeq(nodeID string, w storedWindow) {
+	d.seqMu.Lock()
+	d.seqs[nodeID] = w
+	d.seqMu.Unlock()
 }

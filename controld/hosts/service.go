@@ -124,6 +124,11 @@ type Service struct {
 	// enrolled.
 	keysMu sync.Mutex
 	keys   map[string]ed25519.PublicKey
+
+	// seqMu protects seqs: each node's report window as this replica
+	// last stored or read it (claimSeq).
+	seqMu sync.Mutex
+	seqs  map[string]storedWindow
 }
 
 // New returns a Service.
@@ -131,7 +136,8 @@ func New(cfg Config) (*Service, error) {
 	if err := cfg.CheckAndSetDefaults(); err != nil {
 		return nil, err
 	}
-	return &Service{cfg: cfg, wake: make(chan struct{}, 1), keys: map[string]ed25519.PublicKey{}}, nil
+	return &Service{cfg: cfg, wake: make(chan struct{}, 1), keys: map[string]ed25519.PublicKey{},
+		seqs: map[string]storedWindow{}}, nil
 }
 
 func (d *Service) now() time.Time { return d.cfg.Now().UTC() }

@@ -129,39 +129,107 @@ type Settled struct {
 // log, when it has one, becomes the task's timeline; the phases no live
 // report published (lost, or still racing the result) are returned to be
 // published, in order, before the outcome's own events.
+//
+// A result without a log (most tasks: no phases, or all reported live)
+// is applied in one statement (settleSQL: lock, read the unpublished
+// phases, record the outcome); one with a log locks the task first, so
+// its log replaces the timeline only of a task not settled yet.
 func Settle(ctx context.Context, tx pgx.Tx, nodeID string, r api.TaskResult, now time.Time) (Settled, bool, error) {
-	l, err := lock(ctx, tx, nodeID, r.TaskID, "settle "+r.TaskID)
-	if err != nil {
-		return Settled{}, false, err
-	}
-	if Finished(l.state) {
-		return Settled{}, false, nil
-	}
-	if err := recordPhases(ctx, tx, r); err != nil {
-		return Settled{}, false, err
-	}
-	// Whatever was recorded and not published goes out now, gaps and all:
-	// no report can fill a gap once the task is settled.
-	due, err := unpublished(ctx, tx, r.TaskID, l.published)
-	if err != nil {
-		return Settled{}, false, err
-	}
-	published := l.published
-	if len(due) > 0 {
-		published = due[len(due)-1].PhaseSeq
+	if len(r.Phases) > 0 {
+		l, err := lock(ctx, tx, nodeID, r.TaskID, "settle "+r.TaskID)
+		if err != nil {
+			return Settled{}, false, err
+		}
+		if Finished(l.state) {
+			return Settled{}, false, nil
+		}
+		if err := recordPhases(ctx, tx, r); err != nil {
+			return Settled{}, false, err
+		}
 	}
 	result := []byte(r.Result)
 	if len(result) == 0 {
 		result = nil
 	}
-	var created time.Time
-	if err := tx.QueryRow(ctx, `UPDATE node_tasks SET state = $2, result = $3, error = $4, phase = $5,
-		finished_at = $6, updated_at = $6, progress_published = $7 WHERE id = $1 RETURNING created_at`,
-		r.TaskID, r.Status, result, r.Error, r.Phase, now, published).Scan(&created); err != nil {
-		return Settled{}, false, fmt.Errorf("settle %s: %w", r.TaskID, err)
+	var (
+		l       locked
+		created time.Time
+		updated bool
+		seqs    []int
+		ats     []time.Time
+		phases  []string
+		stats   []string
+		elapsed []int64
+		msgs    []string
+	)
+	for {
+		var fresh bool
+		err := tx.QueryRow(ctx, settleSQL, r.TaskID, nodeID, r.Status, result, r.Error, r.Phase, now).Scan(
+			&l.allocID, &l.typ, &l.state, &l.published, &l.corr, &created, &fresh, &updated,
+			&seqs, &ats, &phases, &stats, &elapsed, &msgs)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return Settled{}, false, api.Errorf(api.CodeNotFound, "no task %s for node %s", r.TaskID, nodeID)
+		}
+		if err != nil {
+			return Settled{}, false, fmt.Errorf("settle %s: %w", r.TaskID, err)
+		}
+		if fresh {
+			break
+		}
+		// A report changed the task after the statement's snapshot was
+		// taken (it held the lock settleSQL waited for): the phases it
+		// recorded may be missing from due. Again, under the lock now
+		// held, with a snapshot that sees them.
+	}
+	if !updated {
+		return Settled{}, false, nil // settled before
+	}
+	// Whatever was recorded and not published goes out now, gaps and all:
+	// no report can fill a gap once the task is settled.
+	due := make([]api.TaskProgress, len(seqs))
+	for i := range seqs {
+		due[i] = api.TaskProgress{TaskID: r.TaskID, PhaseSeq: seqs[i], At: ats[i], Phase: phases[i],
+			Status: stats[i], ElapsedMS: elapsed[i], Message: msgs[i]}
 	}
 	return Settled{Progress: l.progress(due), Took: now.Sub(created)}, true, nil
 }
+
+// settleSQL locks a node's task ($1, $2), reads the phases recorded and
+// not published yet, and, unless the task is finished, records its
+// outcome ($3 state, $4 result, $5 error, $6 phase at $7) with those
+// phases published. It returns the task as locked, whether the
+// statement's snapshot saw that version (fresh: else nothing is updated
+// and the caller runs it again), whether it was updated, and the phases
+// as arrays in order.
+const settleSQL = `WITH cur AS (
+		SELECT id, xmin, allocation_id, type, state, progress_published AS published,
+			coalesce(params->>'` + corrParam + `', '') AS corr, created_at
+		FROM node_tasks WHERE id = $1 AND node_id = $2 FOR UPDATE),
+	-- The task as the statement's snapshot sees it: the same version as
+	-- cur's unless a report changed it meanwhile (cur waited for its lock).
+	snap AS (SELECT xmin FROM node_tasks WHERE id = $1),
+	fresh AS (SELECT EXISTS (SELECT 1 FROM cur JOIN snap ON snap.xmin = cur.xmin) AS ok),
+	due AS (
+		SELECT coalesce(array_agg(e.seq ORDER BY e.seq), '{}') AS seqs,
+			coalesce(array_agg(e.at ORDER BY e.seq), '{}') AS ats,
+			coalesce(array_agg(e.phase ORDER BY e.seq), '{}') AS phases,
+			coalesce(array_agg(e.status ORDER BY e.seq), '{}') AS stats,
+			coalesce(array_agg(e.elapsed_ms ORDER BY e.seq), '{}') AS elapsed,
+			coalesce(array_agg(e.message ORDER BY e.seq), '{}') AS msgs,
+			max(e.seq) AS last
+		FROM node_task_events e JOIN cur ON e.task_id = cur.id AND e.seq > cur.published),
+	upd AS (
+		UPDATE node_tasks t SET state = $3, result = $4, error = $5, phase = $6,
+			finished_at = $7, updated_at = $7, progress_published = coalesce(due.last, cur.published)
+		FROM cur, due, fresh
+		WHERE t.id = cur.id AND fresh.ok AND cur.state NOT IN ` + finished + `
+		RETURNING t.id)
+	SELECT cur.allocation_id, cur.type, cur.state, cur.published, cur.corr, cur.created_at,
+		fresh.ok, EXISTS (SELECT 1 FROM upd), due.seqs, due.ats, due.phases, due.stats, due.elapsed, due.msgs
+	FROM cur, due, fresh`
+
+// finished are the states Finished reports settled, for SQL.
+const finished = `('` + api.TaskSucceeded + `', '` + api.TaskFailed + `', '` + api.TaskInterrupted + `', 'expired')`
 
 // recordPhases makes the result's progress log the task's timeline; live
 // reports that raced the result, or were lost, are replaced by it. A log

@@ -2,9 +2,12 @@ package tasks
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/gpuaas/gpuaas/internal/api"
 )
@@ -118,5 +121,77 @@ func TestProgressReportsRacingPublishedInOrder(t *testing.T) {
 	// The result's log has nothing new: settling publishes nothing more.
 	if got := f.settle(t, api.TaskResult{TaskID: id, Status: api.TaskSucceeded, Phases: log}); len(got) != 0 {
 		t.Fatalf("settle published %v again; want nothing", got)
+	}
+}
+
+// TestSettleWaitingOnProgressPublishesItsPhases: a result applied while a
+// live report holds the task (its transaction not committed yet) waits
+// for it and publishes the phases that report recorded. Settle is one
+// statement whose snapshot predates the report's commit; without the
+// check that the locked version is the one its snapshot saw, the report's
+// phase was marked published without ever going out.
+func TestSettleWaitingOnProgressPublishesItsPhases(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	id := f.task(t, api.TaskVMProvision, 0)
+	log := phaseLog(id, f.now, provisionPhases...)
+	if _, err := f.report(t, log[0]); err != nil {
+		t.Fatal(err)
+	}
+	// Phase 3 (2 is lost): recorded, not publishable yet; its transaction
+	// holds the task's lock.
+	report, err := f.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = report.Rollback(ctx) }()
+	if pr, err := RecordProgress(ctx, report, f.nodeID, log[2], f.now); err != nil || len(pr.Publish) != 0 {
+		t.Fatalf("report of phase 3: published %v, %v; want nothing yet", pr.Publish, err)
+	}
+	type settled struct {
+		phases []string
+		err    error
+	}
+	done := make(chan settled, 1)
+	go func() {
+		var out settled
+		out.err = pgx.BeginFunc(ctx, f.pool, func(tx pgx.Tx) error {
+			s, ok, err := Settle(ctx, tx, f.nodeID, api.TaskResult{TaskID: id, Status: api.TaskSucceeded}, f.now)
+			if err == nil && !ok {
+				err = errors.New("result not applied")
+			}
+			for _, ph := range s.Publish {
+				out.phases = append(out.phases, ph.Phase+"/"+ph.Status)
+			}
+			return err
+		})
+		done <- out
+	}()
+	// The result waits for the report's lock.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var waiting int
+		if err := f.pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		if waiting > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("settle never waited for the report's lock")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := report.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got := <-done
+	if got.err != nil {
+		t.Fatal(got.err)
+	}
+	if want := provisionPhases[2:3]; strings.Join(got.phases, " ") != strings.Join(want, " ") {
+		t.Fatalf("settle published %v; want %v", got.phases, want)
 	}
 }

@@ -62,8 +62,15 @@ func TestTaskOfDeadReplicaIsResent(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
+	// Reached the node, and controld recorded the node's answer (the
+	// handler may start before that answer is applied).
 	testutil.EventuallyWithin(t, 20*time.Second, "the release task to reach the node", func() bool {
-		return host.count(api.TaskVMRelease) == 1
+		if host.count(api.TaskVMRelease) != 1 {
+			return false
+		}
+		var state string
+		err := db.QueryRow(ctx, `SELECT state FROM node_tasks WHERE id = $1`, taskID).Scan(&state)
+		return err == nil && (state == "accepted" || state == "running")
 	})
 	t.Logf("re-sent %v after the dead replica claimed it", time.Since(dispatched).Round(time.Millisecond))
 

@@ -89,7 +89,13 @@ func (c *Client) send(ctx context.Context, msg *nats.Msg, endpoint string, polic
 	timedOut := false // some attempt may have been applied
 	waits := 0        // answers that the same key is still in progress
 	for attempt := 1; ; attempt++ {
-		actx, cancel := context.WithTimeout(ctx, c.attemptTimeout)
+		// An attempt gives up early only if another may follow a timeout:
+		// a call that cannot be sent again (a login) waits for its reply
+		// until the call's own deadline.
+		actx, cancel := ctx, context.CancelFunc(func() {})
+		if policy == retryAlways {
+			actx, cancel = context.WithTimeout(ctx, c.attemptTimeout)
+		}
 		reply, err := c.nc.RequestMsgWithContext(actx, msg)
 		cancel()
 		retry := false

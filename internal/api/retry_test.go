@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -210,5 +211,33 @@ func TestReadWithLostReplyUnderLongDeadlineIsRetried(t *testing.T) {
 	}
 	if n := len(reads.received()); n != 2 {
 		t.Errorf("read sent %d times; want 2", n)
+	}
+}
+
+// TestSecretMutationWaitsPastTheAttemptTimeout is the regression test of
+// logins failing under load after one 4 s attempt ("timed out waiting for
+// controld (auth.login); 1 attempt" in e2e TestOpenSSHThroughGateway): a
+// call that is never sent again after a timeout must not give up at the
+// attempt timeout, only at the call's.
+func TestSecretMutationWaitsPastTheAttemptTimeout(t *testing.T) {
+	t.Parallel()
+	nc := testutil.Connect(t, testutil.PlainNATS(t).URL)
+	var sent atomic.Int64
+	if _, err := nc.Subscribe(api.Subject(api.EndpointAuthLogin), func(m *nats.Msg) {
+		sent.Add(1)
+		time.Sleep(900 * time.Millisecond) // a slow bcrypt on a busy machine
+		_ = m.Respond([]byte(`{"token":"t"}`))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	c := api.NewClient(nc, api.WithTimeout(30*time.Second), api.WithAttemptTimeout(300*time.Millisecond))
+	if _, err := c.Login(context.Background(), api.LoginRequest{Email: "a@example.test", Password: "pw"}); err != nil {
+		t.Fatalf("login: %v; want the reply that came after the attempt timeout", err)
+	}
+	if n := sent.Load(); n != 1 {
+		t.Errorf("login sent %d times; want 1", n)
 	}
 }

@@ -31,10 +31,7 @@ func Create(ctx context.Context, tx pgx.Tx, actor Actor, req api.AllocCreateRequ
 	if err != nil {
 		return api.Allocation{}, eff, err
 	}
-	if err := lockFunds(ctx, tx, p.ID); err != nil {
-		return api.Allocation{}, eff, err
-	}
-	funds, err := FundsFor(ctx, tx, p.ID, sku.PricePerGPUHourMinor*int64(req.GPUs), rules)
+	funds, err := lockedFundsFor(ctx, tx, p.ID, sku.PricePerGPUHourMinor*int64(req.GPUs), rules)
 	if err != nil {
 		return api.Allocation{}, eff, err
 	}

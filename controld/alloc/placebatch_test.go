@@ -115,3 +115,63 @@ func TestPlaceWritesNodeTransitionAndTaskInOneRoundTrip(t *testing.T) {
 		t.Errorf("returned allocation: got %s v%d on %q with %d slots; want provisioning v2 on n-1 with 1", a.State, a.Version, a.NodeID, len(a.Slots))
 	}
 }
+
+// tracedPool is a pool on f's database whose connections log their round
+// trips in log.
+func (f *fixture) tracedPool(t *testing.T, log *tripLog) *pgxpool.Pool {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(f.dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ConnConfig.Tracer = log
+	pool, err := pgxpool.NewWithConfig(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
+}
+
+// TestCreateLocksFundsAndReadsMoneyInOneRoundTrip is the regression test
+// of issue 14 item 4 (creates with fewer round trips) for the funds
+// check: the project's funds lock, its account and its provisioning
+// allocations go in one batch, the lock first, where they were three
+// statements on their own.
+func TestCreateLocksFundsAndReadsMoneyInOneRoundTrip(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := t.Context()
+	if _, err := f.pool.Exec(ctx, `INSERT INTO nodes (id, name, shape, gpu_model, state, created_at, updated_at)
+		VALUES ('n-1', 'n1', 'gpu_slice', 'H200', 'ready', now(), now())`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.pool.Exec(ctx, `INSERT INTO slots (id, node_id, idx, gpu_pci, numa_node, state)
+		SELECT 'sl-' || i, 'n-1', i, format('0000:%s:00.0', to_hex(24 + 16 * i)), i / 4, 'free' FROM generate_series(0, 7) i`); err != nil {
+		t.Fatal(err)
+	}
+	var log tripLog
+	pool := f.tracedPool(t, &log)
+	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		// Rules{}: no minimum runway, so the empty balance is enough.
+		_, _, err := Create(ctx, tx, Actor{UserID: f.userID, Role: api.RoleUser},
+			api.AllocCreateRequest{Project: f.project, SKU: "h200-slice", GPUs: 1}, Rules{}, time.Now().UTC())
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var funds [][]string
+	for _, trip := range log.trips {
+		for _, sql := range trip {
+			if strings.Contains(sql, "alloc.funds") || strings.Contains(sql, "ledger_entries") || strings.Contains(sql, "state = 'provisioning'") {
+				funds = append(funds, trip)
+				break
+			}
+		}
+	}
+	if len(funds) != 1 || len(funds[0]) != 3 || !strings.Contains(funds[0][0], "alloc.funds") {
+		t.Errorf("round trips holding the funds lock and reads: got %d (%q); want 1 of 3 statements, the lock first", len(funds), funds)
+	}
+	t.Logf("create: %d round trips in all (BEGIN and COMMIT included)", len(log.trips))
+}

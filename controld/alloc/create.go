@@ -31,10 +31,7 @@ func Create(ctx context.Context, tx pgx.Tx, actor Actor, req api.AllocCreateRequ
 	if err != nil {
 		return api.Allocation{}, eff, err
 	}
-	if err := lockFunds(ctx, tx, p.ID); err != nil {
-		return api.Allocation{}, eff, err
-	}
-	funds, err := FundsFor(ctx, tx, p.ID, sku.PricePerGPUHourMinor*int64(req.GPUs), rules)
+	funds, err := lockedFundsFor(ctx, tx, p.ID, sku.PricePerGPUHourMinor*int64(req.GPUs), rules)
 	if err != nil {
 		return api.Allocation{}, eff, err
 	}
@@ -113,11 +110,18 @@ func place(ctx context.Context, tx pgx.Tx, a *api.Allocation, sku api.SKU, actor
 	if err != nil {
 		return false, err
 	}
-	if _, err := tx.Exec(ctx, `UPDATE allocations SET node_id = $2 WHERE id = $1`, a.ID, pl.NodeID); err != nil {
-		return false, fmt.Errorf("assign node: %w", err)
+	// The node, the transition and the task go in one round trip: the
+	// allocation was inserted (Create) or locked (the queue) by this
+	// transaction, and an error rolls it (or the savepoint) back.
+	b := &pgx.Batch{}
+	b.Queue(`UPDATE allocations SET node_id = $2 WHERE id = $1`, a.ID, pl.NodeID).Fn = func(br pgx.BatchResults) error {
+		if _, err := br.Exec(); err != nil {
+			return fmt.Errorf("assign node: %w", err)
+		}
+		return nil
 	}
-	a.NodeID, a.Slots = pl.NodeID, pl.Slots
-	if err := transition(ctx, tx, a, api.AllocProvisioning, "slots reserved on "+pl.NodeID, actor, now); err != nil {
+	from, to, reason := a.State, api.AllocProvisioning, "slots reserved on "+pl.NodeID
+	if err := queueTransition(b, a, to, reason, actor, now); err != nil {
 		return false, err
 	}
 	var task tasks.Task
@@ -130,8 +134,13 @@ func place(ctx context.Context, tx pgx.Tx, a *api.Allocation, sku api.SKU, actor
 			VCPUs: sku.VCPUsPerGPU * a.GPUs, MemoryMiB: sku.MemoryMiBPerGPU * a.GPUs, Image: sku.Image}}
 	}
 	task.NodeID, task.AllocationID = pl.NodeID, a.ID
-	if _, err := tasks.Enqueue(ctx, tx, task, now); err != nil {
+	if _, err := tasks.QueueEnqueue(ctx, b, task, now); err != nil {
 		return false, err
 	}
-	return true, nil
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return false, err
+	}
+	a.NodeID, a.Slots = pl.NodeID, pl.Slots
+	transitioned(a, to, reason, now)
+	return true, meter(ctx, tx, a, from, to, now)
 }

@@ -56,22 +56,38 @@ func projectMoney(ctx context.Context, q store.Querier, projectID string) (balan
 	if err != nil {
 		return 0, 0, err
 	}
-	rows, err := q.Query(ctx, `SELECT sku_id, sum(gpus)::bigint FROM allocations
-		WHERE project_id = $1 AND state = 'provisioning' GROUP BY sku_id ORDER BY sku_id`, projectID)
+	rows, err := q.Query(ctx, provisioningSQL, projectID)
 	if err != nil {
 		return 0, 0, fmt.Errorf("provisioning of %s: %w", projectID, err)
 	}
-	type skuGPUs struct {
-		sku  string
-		gpus int64
+	provisioning, err := collectProvisioning(rows, projectID)
+	if err != nil {
+		return 0, 0, err
 	}
-	provisioning, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (skuGPUs, error) {
+	return money(ctx, q, acct, provisioning)
+}
+
+const provisioningSQL = `SELECT sku_id, sum(gpus)::bigint FROM allocations
+		WHERE project_id = $1 AND state = 'provisioning' GROUP BY sku_id ORDER BY sku_id`
+
+type skuGPUs struct {
+	sku  string
+	gpus int64
+}
+
+func collectProvisioning(rows pgx.Rows, projectID string) ([]skuGPUs, error) {
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (skuGPUs, error) {
 		var g skuGPUs
 		return g, r.Scan(&g.sku, &g.gpus)
 	})
 	if err != nil {
-		return 0, 0, fmt.Errorf("provisioning of %s: %w", projectID, err)
+		return nil, fmt.Errorf("provisioning of %s: %w", projectID, err)
 	}
+	return out, nil
+}
+
+// money is projectMoney's sum of what it read.
+func money(ctx context.Context, q store.Querier, acct billing.Account, provisioning []skuGPUs) (balance, burn int64, err error) {
 	burn = acct.BurnRateMinorPerHour
 	for _, g := range provisioning {
 		price, _, err := catalog.Price(ctx, q, g.sku)
@@ -83,22 +99,55 @@ func projectMoney(ctx context.Context, q store.Querier, projectID string) (balan
 	return acct.BalanceMinor, burn, nil
 }
 
+// lockedFundsFor is lockFunds then FundsFor, with the lock and
+// projectMoney's two reads in one round trip: the reads come after the
+// lock in the same pipeline, and each takes its snapshot once the lock
+// is held, as they did as statements of their own.
+func lockedFundsFor(ctx context.Context, tx pgx.Tx, projectID string, addMinorPerHour int64, rules Rules) (Funds, error) {
+	b := &pgx.Batch{}
+	queueLockFunds(b, projectID)
+	var acct billing.Account
+	billing.QueueAccountOf(b, &acct, projectID, 0)
+	var provisioning []skuGPUs
+	b.Queue(provisioningSQL, projectID).Fn = func(br pgx.BatchResults) error {
+		rows, err := br.Query()
+		if err != nil {
+			return fmt.Errorf("provisioning of %s: %w", projectID, err)
+		}
+		provisioning, err = collectProvisioning(rows, projectID)
+		return err
+	}
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return Funds{}, err
+	}
+	balance, burn, err := money(ctx, tx, acct, provisioning)
+	if err != nil {
+		return Funds{}, err
+	}
+	return fundsOf(projectID, balance, burn, addMinorPerHour, rules), nil
+}
+
 // FundsFor reads a project's balance and burn and what it needs to add
 // an allocation costing addMinorPerHour (0 when the allocation is
 // already counted, being placed) under rules.
 func FundsFor(ctx context.Context, q store.Querier, projectID string, addMinorPerHour int64, rules Rules) (Funds, error) {
-	f := Funds{ProjectID: projectID, NewMinorPerHour: addMinorPerHour, MinRunway: rules.MinRunway}
-	var err error
-	if f.BalanceMinor, f.RunningMinorPerHour, err = projectMoney(ctx, q, projectID); err != nil {
-		return f, err
+	balance, burn, err := projectMoney(ctx, q, projectID)
+	if err != nil {
+		return Funds{ProjectID: projectID, NewMinorPerHour: addMinorPerHour, MinRunway: rules.MinRunway}, err
 	}
+	return fundsOf(projectID, balance, burn, addMinorPerHour, rules), nil
+}
+
+func fundsOf(projectID string, balance, running, addMinorPerHour int64, rules Rules) Funds {
+	f := Funds{ProjectID: projectID, NewMinorPerHour: addMinorPerHour, MinRunway: rules.MinRunway,
+		BalanceMinor: balance, RunningMinorPerHour: running}
 	f.BurnMinorPerHour = f.RunningMinorPerHour + addMinorPerHour
 	var charged bool
 	f.RunwaySeconds, charged = Runway(f.BalanceMinor, f.BurnMinorPerHour)
 	f.Endless = !charged
 	secs := int64((rules.MinRunway + time.Second - 1) / time.Second)
 	f.NeededMinor = (f.BurnMinorPerHour*secs + 3599) / 3600
-	return f, nil
+	return f
 }
 
 // lockFunds serializes the funds checks of one project until tx ends: two
@@ -106,11 +155,22 @@ func FundsFor(ctx context.Context, q store.Querier, projectID string, addMinorPe
 // other's allocation and both pass. The second waits, then counts the
 // first (placed allocations are part of the burn).
 func lockFunds(ctx context.Context, tx pgx.Tx, projectID string) error {
-	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('alloc.funds:' || $1, 0))`, projectID); err != nil {
+	if _, err := tx.Exec(ctx, lockFundsSQL, projectID); err != nil {
 		return fmt.Errorf("lock funds of %s: %w", projectID, err)
 	}
 	return nil
 }
+
+func queueLockFunds(b *pgx.Batch, projectID string) {
+	b.Queue(lockFundsSQL, projectID).Fn = func(br pgx.BatchResults) error {
+		if _, err := br.Exec(); err != nil {
+			return fmt.Errorf("lock funds of %s: %w", projectID, err)
+		}
+		return nil
+	}
+}
+
+const lockFundsSQL = `SELECT pg_advisory_xact_lock(hashtextextended('alloc.funds:' || $1, 0))`
 
 // InsufficientFundsError refuses an allocation the project's balance does
 // not cover for the minimum runway. It is the catalog's

@@ -26,6 +26,7 @@ var pgTemplate = testutil.NewTemplate("alloc", store.Migrate)
 // catalog: enough for allocation rows to satisfy their foreign keys.
 type fixture struct {
 	pool    *pgxpool.Pool
+	dsn     string
 	userID  string
 	project string
 }
@@ -33,12 +34,13 @@ type fixture struct {
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
 	ctx := context.Background()
-	pool, err := store.Open(ctx, testutil.Postgres(t, pgTemplate), 8)
+	dsn := testutil.Postgres(t, pgTemplate)
+	pool, err := store.Open(ctx, dsn, 8)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	f := &fixture{pool: pool, userID: ids.New(ids.User), project: ids.New(ids.Project)}
+	f := &fixture{pool: pool, dsn: dsn, userID: ids.New(ids.User), project: ids.New(ids.Project)}
 	now := time.Now().UTC()
 	storetest.User(t, pool, f.userID, "owner@example.test", now)
 	storetest.Project(t, pool, f.project, "proj", f.userID, now)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // Account is a project account's state, for `gpuaas billing balance`.
@@ -24,15 +26,31 @@ type Account struct {
 // AccountOf reads a project's account; a project that never had an entry
 // has an empty one.
 func AccountOf(ctx context.Context, q Querier, projectID string, defaultThreshold int64) (Account, error) {
-	a := Account{ProjectID: projectID, Currency: DefaultCurrency, LowBalanceThresholdMinor: defaultThreshold}
-	var threshold *int64
-	err := q.QueryRow(ctx, `SELECT coalesce((SELECT sum(amount_minor) FROM ledger_entries WHERE project_id = $1), 0)::bigint,
+	return scanAccount(q.QueryRow(ctx, accountSQL, projectID), projectID, defaultThreshold)
+}
+
+// QueueAccountOf queues AccountOf's read in b, for a caller that sends
+// it with other statements in one round trip; *dst is set when the
+// batch's results are read.
+func QueueAccountOf(b *pgx.Batch, dst *Account, projectID string, defaultThreshold int64) {
+	b.Queue(accountSQL, projectID).Fn = func(br pgx.BatchResults) error {
+		a, err := scanAccount(br.QueryRow(), projectID, defaultThreshold)
+		*dst = a
+		return err
+	}
+}
+
+const accountSQL = `SELECT coalesce((SELECT sum(amount_minor) FROM ledger_entries WHERE project_id = $1), 0)::bigint,
 		coalesce(a.currency, 'usd'), a.low_balance_threshold_minor, a.depleted_at,
 		(SELECT coalesce(sum(m.price_per_gpu_hour_minor * m.gpus), 0)::bigint FROM billing_meters m
 			WHERE m.project_id = $1 AND m.stopped_at IS NULL),
 		(SELECT count(*) FROM billing_meters m WHERE m.project_id = $1 AND m.stopped_at IS NULL)
-		FROM (SELECT 1) one LEFT JOIN billing_accounts a ON a.project_id = $1`, projectID).Scan(
-		&a.BalanceMinor, &a.Currency, &threshold, &a.DepletedAt, &a.BurnRateMinorPerHour, &a.RunningMeters)
+		FROM (SELECT 1) one LEFT JOIN billing_accounts a ON a.project_id = $1`
+
+func scanAccount(row pgx.Row, projectID string, defaultThreshold int64) (Account, error) {
+	a := Account{ProjectID: projectID, Currency: DefaultCurrency, LowBalanceThresholdMinor: defaultThreshold}
+	var threshold *int64
+	err := row.Scan(&a.BalanceMinor, &a.Currency, &threshold, &a.DepletedAt, &a.BurnRateMinorPerHour, &a.RunningMeters)
 	if err != nil {
 		return a, fmt.Errorf("account of %s: %w", projectID, err)
 	}

@@ -98,18 +98,7 @@ func (r *Runner) Run(ctx context.Context, req Request, fn Func) ([]byte, error) 
 	}
 	var out []byte
 	err := pgx.BeginFunc(ctx, r.Pool, func(tx pgx.Tx) error {
-		var locked bool
-		if err := tx.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock(hashtextextended($1, 42))`,
-			req.ActorID+"\n"+req.Key).Scan(&locked); err != nil {
-			return fmt.Errorf("lock idempotency key: %w", err)
-		}
-		if !locked {
-			e := api.Errorf(api.CodeConflict, "a request with this Idempotency-Key is still in progress").
-				WithHint("wait for it to finish, then retry with the same key to get its result")
-			e.InProgress = true // the client retries it (api.Client)
-			return e
-		}
-		stored, found, err := lookup(ctx, tx, req, hash[:])
+		stored, found, err := lockAndLookup(ctx, tx, req, hash[:])
 		if err != nil || found {
 			out = stored
 			return err
@@ -129,17 +118,38 @@ func (r *Runner) Run(ctx context.Context, req Request, fn Func) ([]byte, error) 
 	return out, nil
 }
 
-func lookup(ctx context.Context, tx pgx.Tx, req Request, hash []byte) ([]byte, bool, error) {
-	var endpoint string
-	var storedHash, resp []byte
+// lockAndLookup takes the key's lock and reads its record in one round
+// trip: the lookup runs after the lock in the same pipeline, and its
+// result is used only when the lock was taken.
+func lockAndLookup(ctx context.Context, tx pgx.Tx, req Request, hash []byte) ([]byte, bool, error) {
+	b := &pgx.Batch{}
+	b.Queue(`SELECT pg_try_advisory_xact_lock(hashtextextended($1, 42))`, req.ActorID+"\n"+req.Key)
 	// response holds the exact bytes as a JSON string (see record); #>>
 	// unwraps it, and yields NULL for the JSON null of NoReplay rows.
-	err := tx.QueryRow(ctx, `SELECT endpoint, request_hash, response #>> '{}' FROM idempotency_keys
-		WHERE actor = $1 AND key = $2`, req.ActorID, req.Key).Scan(&endpoint, &storedHash, &resp)
+	b.Queue(`SELECT endpoint, request_hash, response #>> '{}' FROM idempotency_keys
+		WHERE actor = $1 AND key = $2`, req.ActorID, req.Key)
+	br := tx.SendBatch(ctx, b)
+	defer br.Close()
+	var locked bool
+	if err := br.QueryRow().Scan(&locked); err != nil {
+		return nil, false, fmt.Errorf("lock idempotency key: %w", err)
+	}
+	if !locked {
+		e := api.Errorf(api.CodeConflict, "a request with this Idempotency-Key is still in progress").
+			WithHint("wait for it to finish, then retry with the same key to get its result")
+		e.InProgress = true // the client retries it (api.Client)
+		return nil, false, e
+	}
+	var endpoint string
+	var storedHash, resp []byte
+	err := br.QueryRow().Scan(&endpoint, &storedHash, &resp)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, false, nil
+		return nil, false, br.Close()
 	}
 	if err != nil {
+		return nil, false, fmt.Errorf("look up idempotency key: %w", err)
+	}
+	if err := br.Close(); err != nil {
 		return nil, false, fmt.Errorf("look up idempotency key: %w", err)
 	}
 	if endpoint != req.Endpoint || !bytes.Equal(storedHash, hash) {
@@ -160,11 +170,15 @@ func (r *Runner) record(ctx context.Context, tx pgx.Tx, req Request, hash, resp 
 	}
 	now := r.Now()
 	meta := audit.Meta{At: now, ActorID: req.ActorID, CorrelationID: req.CorrelationID, IdempotencyKey: req.Key}
-	if err := audit.Write(ctx, tx, meta, eff.Audit); err != nil {
+	// The audit row, the outbox rows and the idempotency record go in one
+	// round trip, in this order (the order of the single statements
+	// before); each owner package queues its own statement.
+	b := &pgx.Batch{}
+	if err := audit.QueueWrite(b, meta, eff.Audit); err != nil {
 		return err
 	}
 	for _, ev := range eff.Events {
-		if _, err := outbox.Enqueue(ctx, tx, now, ev); err != nil {
+		if err := outbox.QueueEnqueue(ctx, b, now, ev); err != nil {
 			return err
 		}
 	}
@@ -176,11 +190,15 @@ func (r *Runner) record(ctx context.Context, tx pgx.Tx, req Request, hash, resp 
 		text := string(resp)
 		stored = &text
 	}
-	if _, err := tx.Exec(ctx, `INSERT INTO idempotency_keys (actor, key, endpoint, request_hash, response, created_at)
-		VALUES ($1,$2,$3,$4,coalesce(to_jsonb($5::text), 'null'),$6)`, req.ActorID, req.Key, req.Endpoint, hash, stored, now); err != nil {
-		return fmt.Errorf("record idempotency key: %w", err)
-	}
-	return nil
+	b.Queue(`INSERT INTO idempotency_keys (actor, key, endpoint, request_hash, response, created_at)
+		VALUES ($1,$2,$3,$4,coalesce(to_jsonb($5::text), 'null'),$6)`, req.ActorID, req.Key, req.Endpoint, hash, stored, now).Fn =
+		func(br pgx.BatchResults) error {
+			if _, err := br.Exec(); err != nil {
+				return fmt.Errorf("record idempotency key: %w", err)
+			}
+			return nil
+		}
+	return tx.SendBatch(ctx, b).Close()
 }
 
 // Prune deletes the idempotency records of mutations made before cutoff:

@@ -11,6 +11,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/gpuaas/gpuaas/controld/store"
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/corrid"
@@ -48,11 +50,43 @@ func Finished(state string) bool {
 // the envelope and the log lines of its delivery and result.
 
 func Enqueue(ctx context.Context, q store.Querier, t Task, now time.Time) (string, error) {
+	id, args, err := enqueueArgs(ctx, t, now)
+	if err != nil {
+		return "", err
+	}
+	if _, err := q.Exec(ctx, enqueueSQL, args...); err != nil {
+		return "", fmt.Errorf("enqueue %s for %s: %w", t.Type, t.NodeID, err)
+	}
+	return id, nil
+}
+
+// QueueEnqueue queues Enqueue's insert in b, for a caller that sends it
+// with other statements in one round trip; its error comes back when the
+// batch's results are read.
+func QueueEnqueue(ctx context.Context, b *pgx.Batch, t Task, now time.Time) (string, error) {
+	id, args, err := enqueueArgs(ctx, t, now)
+	if err != nil {
+		return "", err
+	}
+	// Fn rather than Exec(fn): Exec's callback sees only successes.
+	b.Queue(enqueueSQL, args...).Fn = func(br pgx.BatchResults) error {
+		if _, err := br.Exec(); err != nil {
+			return fmt.Errorf("enqueue %s for %s: %w", t.Type, t.NodeID, err)
+		}
+		return nil
+	}
+	return id, nil
+}
+
+var enqueueSQL = `INSERT INTO node_tasks (id, node_id, allocation_id, type, params, state, created_at, updated_at)
+		VALUES ($1,$2,$3,$4,` + withCorr("$5::jsonb", "$7") + `,'pending',$6,$6)`
+
+func enqueueArgs(ctx context.Context, t Task, now time.Time) (string, []any, error) {
 	params := []byte("{}")
 	if t.Params != nil {
 		var err error
 		if params, err = json.Marshal(t.Params); err != nil {
-			return "", fmt.Errorf("task params: %w", err)
+			return "", nil, fmt.Errorf("task params: %w", err)
 		}
 	}
 	id := ids.New(ids.Task)
@@ -60,12 +94,7 @@ func Enqueue(ctx context.Context, q store.Querier, t Task, now time.Time) (strin
 	if t.AllocationID != "" {
 		alloc = &t.AllocationID
 	}
-	if _, err := q.Exec(ctx, `INSERT INTO node_tasks (id, node_id, allocation_id, type, params, state, created_at, updated_at)
-		VALUES ($1,$2,$3,$4,`+withCorr("$5::jsonb", "$7")+`,'pending',$6,$6)`,
-		id, t.NodeID, alloc, t.Type, params, now, corrid.From(ctx)); err != nil {
-		return "", fmt.Errorf("enqueue %s for %s: %w", t.Type, t.NodeID, err)
-	}
-	return id, nil
+	return id, []any{id, t.NodeID, alloc, t.Type, params, now, corrid.From(ctx)}, nil
 }
 
 // OpenByNode counts the unfinished tasks of each of nodeIDs; a node with

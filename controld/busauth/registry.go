@@ -188,12 +188,25 @@ func (s *Service) runRegistry(ctx context.Context) error {
 			_ = m.Term()
 			return
 		}
-		if err := s.closeRevoked(ctx, ev); err != nil {
-			s.cfg.Log.Warn("close revoked connections", "err", err)
-			_ = m.NakWithDelay(time.Second)
+		if logoutGrace := logoutCloseGrace(ev); logoutGrace > 0 {
+			// The connection that asked for the logout waits for its
+			// reply, sent as the revocation commits: closing it at once
+			// can beat the reply (`gpuaas logout` then failed with
+			// "connection closed"). The session is refused everywhere
+			// already; its connection closes a moment later. The event
+			// is acked after the close, so a restart meanwhile redelivers
+			// it.
+			go func() {
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(logoutGrace):
+				}
+				s.ackAfterClose(ctx, m, ev)
+			}()
 			return
 		}
-		_ = m.Ack()
+		s.ackAfterClose(ctx, m, ev)
 	}, jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) { lastErr.Store(&err) }))
 	if err != nil {
 		return fmt.Errorf("revocations consume: %w", err)
@@ -220,6 +233,35 @@ func (s *Service) runRegistry(ctx context.Context) error {
 		case <-t.C:
 		}
 	}
+}
+
+// ackAfterClose closes the connections ev revoked and acks m, or has it
+// redelivered when that failed.
+func (s *Service) ackAfterClose(ctx context.Context, m jetstream.Msg, ev api.Event) {
+	if err := s.closeRevoked(ctx, ev); err != nil {
+		s.cfg.Log.Warn("close revoked connections", "err", err)
+		_ = m.NakWithDelay(time.Second)
+		return
+	}
+	_ = m.Ack()
+}
+
+// logoutGrace is how long the connections of a session its user logged
+// out of stay open after the revocation: long enough for the logout's
+// reply to reach the connection that asked for it.
+const logoutGrace = time.Second
+
+// logoutCloseGrace is the pause before closing ev's connections:
+// logoutGrace for a logout, none for any other revocation.
+func logoutCloseGrace(ev api.Event) time.Duration {
+	if ev.Kind != api.EventSessionRevoked {
+		return 0
+	}
+	var rev api.SessionRevoked
+	if json.Unmarshal(ev.Data, &rev) != nil || rev.Reason != "logout" {
+		return 0
+	}
+	return logoutGrace
 }
 
 // closeRevoked closes the connections an event revoked.

@@ -11,7 +11,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/gpuaas/gpuaas/controld/controldtest"
-	"github.com/gpuaas/gpuaas/controld/outbox"
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/testutil"
 )
@@ -25,7 +24,8 @@ import (
 // and returned with the queued requests unanswered: they timed out.
 func TestSIGTERMAnswersRequestsAlreadyReceived(t *testing.T) {
 	t.Parallel()
-	env := controldtest.Start(t, controldtest.Options{})
+	log, logs := testutil.CaptureLog(t)
+	env := controldtest.Start(t, controldtest.Options{Log: log})
 	ctx := context.Background()
 	client := api.NewClient(env.UserConn(t, env.Admin.ID, env.AdminToken), api.WithToken(env.AdminToken),
 		api.WithProject(env.Project.Name), api.WithTimeout(90*time.Second),
@@ -79,10 +79,9 @@ func TestSIGTERMAnswersRequestsAlreadyReceived(t *testing.T) {
 	})
 	stopped := make(chan error, 1)
 	go func() { stopped <- env.Stop() }()
-	// The singletons stop first thing: then controld is stopping.
-	testutil.Eventually(t, "controld to let go of the relay lock", func() bool {
-		holder, err := outbox.RelayHolder(ctx, db)
-		return err == nil && holder == 0
+	// The singletons stop first thing: then controld is draining.
+	testutil.Eventually(t, "controld to start its drain", func() bool {
+		return len(logs.Lines("drain: singletons released")) > 0
 	})
 	if err := tx.Rollback(ctx); err != nil {
 		t.Fatal(err)

@@ -159,7 +159,7 @@ func (c *faultCluster) startControld(name string, port int) *faultProc {
 	c.t.Helper()
 	p := c.start(name, fmt.Sprintf("http://127.0.0.1:%d", port), binary, "controld",
 		"--database-url", c.dsn, "--nats-url", c.natsURL, "--nats-keys", c.keys, "--ca-key-file", c.caKey,
-		"--metrics-addr", fmt.Sprintf("127.0.0.1:%d", port), "--min-runway", "1m",
+		"--metrics-addr", fmt.Sprintf("127.0.0.1:%d", port), "--min-runway", "1m", "--api-rate", "100000", "--api-burst", "100000",
 		"--jetstream-replicas", strconv.Itoa(c.jsReplicas))
 	c.waitFor(name+" serving", func() bool { return strings.Contains(p.out.String(), "controld serving") })
 	return p

@@ -308,3 +308,37 @@ func (c *faultCluster) restartPostgres(down time.Duration) (stopped, started tim
 	c.pg = pg
 	return stopped, time.Now()
 }
+
+// relayHolder waits until one of the two controld replicas (procs[first],
+// procs[first+1]) holds the outbox relay and returns it and the other.
+func (c *faultCluster) relayHolder(first int) (holder, other *faultProc) {
+	c.t.Helper()
+	c.waitFor("a relay holder", func() bool {
+		for i, p := range []*faultProc{c.procs[first], c.procs[first+1]} {
+			if strings.Contains(p.out.String(), "outbox relay active") {
+				holder, other = p, c.procs[first+1-i]
+				return true
+			}
+		}
+		return false
+	})
+	return holder, other
+}
+
+// relayTakenOver waits until p holds the relay and returns how long after
+// since it logged so (from its log line, not the poll).
+func (c *faultCluster) relayTakenOver(p *faultProc, since time.Time) time.Duration {
+	c.t.Helper()
+	c.waitFor("the survivor to take the relay over", func() bool {
+		return strings.Contains(p.out.String(), "outbox relay active")
+	})
+	took := time.Since(since)
+	for _, l := range strings.Split(p.out.String(), "\n") {
+		if f := strings.Fields(l); strings.Contains(l, "outbox relay active") && len(f) > 0 {
+			if at, err := time.Parse(time.RFC3339Nano, strings.TrimPrefix(f[0], "time=")); err == nil {
+				took = at.Sub(since)
+			}
+		}
+	}
+	return took
+}

@@ -110,16 +110,7 @@ func TestFaultKillControldDuringCreates(t *testing.T) {
 	cl := c.client()
 	startInstantHosts(t, c, cl, 8, 64)
 
-	var holder, survivor *faultProc
-	c.waitFor("a relay holder", func() bool {
-		for i, p := range []*faultProc{c.procs[1], c.procs[2]} {
-			if strings.Contains(p.out.String(), "outbox relay active") {
-				holder, survivor = p, c.procs[2-i]
-				return true
-			}
-		}
-		return false
-	})
+	holder, survivor := c.relayHolder(1)
 
 	keys := make(chan int)
 	var (
@@ -169,17 +160,7 @@ func TestFaultKillControldDuringCreates(t *testing.T) {
 		keys <- k
 	}
 	close(keys)
-	c.waitFor("the survivor to take the relay over", func() bool {
-		return strings.Contains(survivor.out.String(), "outbox relay active")
-	})
-	failover := time.Since(killedAt)
-	for _, l := range strings.Split(survivor.out.String(), "\n") {
-		if f := strings.Fields(l); strings.Contains(l, "outbox relay active") && len(f) > 0 {
-			if at, err := time.Parse(time.RFC3339Nano, strings.TrimPrefix(f[0], "time=")); err == nil {
-				failover = at.Sub(killedAt) // from its log, not this poll
-			}
-		}
-	}
+	failover := c.relayTakenOver(survivor, killedAt)
 	wg.Wait()
 	elapsed := time.Since(start)
 	if t.Failed() {

@@ -28,16 +28,7 @@ func TestFaultSIGTERMOfSingletonHolderUnderLoad(t *testing.T) {
 	cl := c.client()
 	startInstantHosts(t, c, cl, 4, 64)
 
-	var holder, survivor *faultProc
-	c.waitFor("a relay holder", func() bool {
-		for i, p := range []*faultProc{c.procs[1], c.procs[2]} {
-			if strings.Contains(p.out.String(), "outbox relay active") {
-				holder, survivor = p, c.procs[2-i]
-				return true
-			}
-		}
-		return false
-	})
+	holder, survivor := c.relayHolder(1)
 
 	var (
 		served, afterSignal atomic.Int64
@@ -98,17 +89,7 @@ func TestFaultSIGTERMOfSingletonHolderUnderLoad(t *testing.T) {
 		t.Fatalf("%s still running 2 minutes after SIGTERM", name)
 	}
 	drained := time.Since(sentAt)
-	c.waitFor("the survivor to take the relay over", func() bool {
-		return strings.Contains(survivor.out.String(), "outbox relay active")
-	})
-	failover := time.Since(sentAt)
-	for _, l := range strings.Split(survivor.out.String(), "\n") {
-		if f := strings.Fields(l); strings.Contains(l, "outbox relay active") && len(f) > 0 {
-			if at, err := time.Parse(time.RFC3339Nano, strings.TrimPrefix(f[0], "time=")); err == nil {
-				failover = at.Sub(sentAt) // from its log, not this poll
-			}
-		}
-	}
+	failover := c.relayTakenOver(survivor, sentAt)
 	c.waitFor("load after the signal", func() bool { return afterSignal.Load() >= 60 })
 	close(stop)
 	wg.Wait()

@@ -258,3 +258,35 @@ type SessionRevoked struct {
 // GateRevokedSubject is where controld tells every sshgate which sessions
 // were revoked (a SessionRevoked body). Only controld may publish to it.
 const GateRevokedSubject = "gpuaas.gate.revoked"
+
+// EventAllocNotice is a message for the people using one allocation: an
+// idle warning, a budget warning, a quarantined GPU. It reaches them in
+// `watch` and the TUI like every event, and sshgate writes its Message
+// into every open session of the allocation (see GateNoticeSubject). The
+// event's Subject is the allocation id; its Data an AllocNotice.
+const EventAllocNotice = "alloc.notice"
+
+// Kinds of AllocNotice.
+const (
+	NoticeIdleWarning = "idle_warning" // released for idleness at Deadline unless used
+	NoticeMaxDuration = "max_duration" // released at Deadline: its maximum duration
+	NoticeBudget      = "budget"       // a budget crossed its warning or its cap
+	NoticeQuarantine  = "quarantine"   // one of its GPUs failed and was quarantined
+)
+
+// AllocNotice is the payload of EventAllocNotice.
+type AllocNotice struct {
+	AllocationID string `json:"allocation_id"`
+	// Kind is one of the Notice* constants.
+	Kind string `json:"kind"`
+	// Message is one line for a person, written as is into sessions.
+	Message string `json:"message"`
+	// Deadline is when the announced action happens, if it is one.
+	Deadline *time.Time `json:"deadline,omitempty"`
+}
+
+// GateNoticeSubject is where controld's event fan-out hands every
+// EventAllocNotice (an Event body) to the sshgates, which write its
+// message into the allocation's open sessions. Only controld may publish
+// to it; only gateways may subscribe.
+const GateNoticeSubject = "gpuaas.gate.notice"

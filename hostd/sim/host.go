@@ -22,6 +22,7 @@ import (
 //	sim/hypervisor/           domain records, guest host keys and sandboxes
 //	sim/users/<name>/         sandbox users (with system users: parked users' records)
 //	sim/homes/<name>/         system users' homes (Options.SystemUsers)
+//	sim/gpus/<pci>.{load,ecc} GPU telemetry knobs (gpus.go)
 type Host struct {
 	// StateDir is hostd's state directory, which the tasks use for leases,
 	// seeds, VM keys and overlay disks.
@@ -106,13 +107,15 @@ func NewHostWith(stateDir string, p Profile, nodeName string, o Options) (*Host,
 	if err != nil {
 		return nil, err
 	}
+	runner := NewRunner()
+	runner.setGPUs(GPUStateDir(stateDir), nodeName, p)
 	return &Host{
 		StateDir:    stateDir,
 		NodeName:    nodeName,
 		Profile:     p,
 		Hypervisor:  hv,
 		Users:       users,
-		Runner:      NewRunner(),
+		Runner:      runner,
 		Topology:    topology.At(tree, p.LookPath),
 		ImageDir:    imageDir,
 		ImageSHA256: sum,

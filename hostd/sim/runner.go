@@ -18,13 +18,18 @@ import (
 var ErrUnknownCommand = errors.New("sim: command not simulated")
 
 // Runner is the sim host.Runner. It records every command and simulates
-// the few the tasks run: cloud-localds, qemu-img create and blkdiscard.
+// the few the tasks run: cloud-localds, qemu-img create and blkdiscard,
+// and the nvidia-smi query of hostd/gpumon (gpus.go), which is answered
+// but not recorded (hostd runs it every few seconds).
 // FailCommand makes a program fail as a real one would.
 type Runner struct {
 	// mu protects the following.
 	mu    sync.Mutex
 	calls [][]string
 	fail  map[string]string
+	// gpus and gpuDir answer nvidia-smi (gpus.go).
+	gpus   []simGPU
+	gpuDir string
 }
 
 var _ host.Runner = (*Runner)(nil)
@@ -64,7 +69,9 @@ func (r *Runner) Calls() [][]string {
 // Run records the command and simulates it.
 func (r *Runner) Run(ctx context.Context, name string, args ...string) ([]byte, error) {
 	r.mu.Lock()
-	r.calls = append(r.calls, append([]string{name}, args...))
+	if name != "nvidia-smi" {
+		r.calls = append(r.calls, append([]string{name}, args...))
+	}
 	msg, fail := r.fail[name]
 	r.mu.Unlock()
 	line := strings.Join(append([]string{name}, args...), " ")
@@ -79,6 +86,12 @@ func (r *Runner) Run(ctx context.Context, name string, args ...string) ([]byte, 
 	}
 	var err error
 	switch name {
+	case "nvidia-smi":
+		out, err := r.nvidiaSMI(args)
+		if err != nil {
+			return failed(6, err.Error(), errors.New("exit status 6"))
+		}
+		return out, nil
 	case "cloud-localds":
 		err = cloudLocalds(args)
 	case "qemu-img":

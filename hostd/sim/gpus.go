@@ -1,0 +1,163 @@
+package sim
+
+import (
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// The sim's GPU telemetry: the Runner answers hostd/gpumon's nvidia-smi
+// query from per-GPU state kept as small files, so a test (SetGPULoad,
+// SetGPUECC) and a person running `gpuaas dev` (echo 80 > the file) turn
+// the same knob:
+//
+//	<stateDir>/sim/gpus/<pci>.load   utilisation percent, 0–100 (absent: 0)
+//	<stateDir>/sim/gpus/<pci>.ecc    uncorrected volatile ECC errors (absent: 0)
+
+// simGPU is what the Runner needs to answer for one GPU.
+type simGPU struct {
+	index       int
+	pci         string
+	uuid        string
+	memMiB      uint64
+	idleW, maxW float64
+}
+
+// gpuMemoryMiB is what nvidia-smi reports as memory.total per model.
+var gpuMemoryMiB = map[string]uint64{"H100": 81559, "H200": 143771}
+
+// GPUStateDir is where a sim host under stateDir keeps its GPUs' knobs.
+func GPUStateDir(stateDir string) string { return filepath.Join(stateDir, "sim", "gpus") }
+
+// setGPUs tells the Runner which GPUs the host has and where their knobs
+// are; NewHostWith calls it.
+func (r *Runner) setGPUs(dir, nodeName string, p Profile) {
+	mem, ok := gpuMemoryMiB[p.GPUModel]
+	if !ok {
+		mem = gpuMemoryMiB["H100"]
+	}
+	pcis := make([]string, 0, len(p.GPUs))
+	for _, g := range p.GPUs {
+		pcis = append(pcis, g.PCI)
+	}
+	slices.Sort(pcis) // nvidia-smi numbers GPUs in PCI bus order
+	gpus := make([]simGPU, len(pcis))
+	for i, pci := range pcis {
+		sum := sha256.Sum256([]byte(nodeName + "/" + pci))
+		gpus[i] = simGPU{index: i, pci: pci, memMiB: mem, idleW: 60, maxW: 700,
+			uuid: fmt.Sprintf("GPU-%x-%x-%x-%x-%x", sum[0:4], sum[4:6], sum[6:8], sum[8:10], sum[10:16])}
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.gpus, r.gpuDir = gpus, dir
+}
+
+// SetGPULoad sets a GPU's simulated utilisation (percent, 0–100).
+func (h *Host) SetGPULoad(pci string, pct int) error {
+	if pct < 0 || pct > 100 {
+		return fmt.Errorf("sim: load %d is not a percentage", pct)
+	}
+	return h.setGPUKnob(pci, "load", pct)
+}
+
+// SetGPUECC sets a GPU's count of uncorrected volatile ECC errors.
+func (h *Host) SetGPUECC(pci string, n int) error {
+	if n < 0 {
+		return fmt.Errorf("sim: ECC count %d is negative", n)
+	}
+	return h.setGPUKnob(pci, "ecc", n)
+}
+
+func (h *Host) setGPUKnob(pci, knob string, v int) error {
+	if !slices.ContainsFunc(h.Profile.GPUs, func(g GPU) bool { return g.PCI == pci }) {
+		return fmt.Errorf("sim: no GPU %s on %s", pci, h.NodeName)
+	}
+	dir := GPUStateDir(h.StateDir)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	tmp := filepath.Join(dir, "."+pci+"."+knob)
+	if err := os.WriteFile(tmp, []byte(strconv.Itoa(v)+"\n"), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, filepath.Join(dir, pci+"."+knob))
+}
+
+// readKnob reads a GPU knob file, clamped to [0, max]; absent or unreadable
+// is 0 (a person's typo must not make the sim's nvidia-smi fail).
+func readKnob(dir, pci, knob string, max int) int {
+	b, err := os.ReadFile(filepath.Join(dir, pci+"."+knob))
+	if err != nil {
+		return 0
+	}
+	v, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || v < 0 {
+		return 0
+	}
+	return min(v, max)
+}
+
+// nvidiaSMI answers `nvidia-smi --query-gpu=... --format=csv,noheader,nounits`
+// for the fields hostd/gpumon asks (any subset, any order) from the GPUs'
+// knobs: idle ~0 %, ~60 W, ~35 °C; under load up to 700 W and ~75 °C.
+func (r *Runner) nvidiaSMI(args []string) ([]byte, error) {
+	var fields []string
+	format := ""
+	for _, a := range args {
+		if v, ok := strings.CutPrefix(a, "--query-gpu="); ok {
+			fields = strings.Split(v, ",")
+		} else if v, ok := strings.CutPrefix(a, "--format="); ok {
+			format = v
+		}
+	}
+	if fields == nil || format != "csv,noheader,nounits" {
+		return nil, errors.New("only --query-gpu=... --format=csv,noheader,nounits is simulated")
+	}
+	r.mu.Lock()
+	gpus, dir := r.gpus, r.gpuDir
+	r.mu.Unlock()
+	if len(gpus) == 0 {
+		return nil, errors.New("no devices were found")
+	}
+	var b strings.Builder
+	for _, g := range gpus {
+		load := readKnob(dir, g.pci, "load", 100)
+		ecc := readKnob(dir, g.pci, "ecc", 1<<30)
+		cols := make([]string, len(fields))
+		for i, f := range fields {
+			switch f {
+			case "index":
+				cols[i] = strconv.Itoa(g.index)
+			case "pci.bus_id":
+				cols[i] = "0000" + strings.ToUpper(g.pci) // 00000000:18:00.0, as nvidia-smi prints it
+			case "uuid":
+				cols[i] = g.uuid
+			case "utilization.gpu":
+				cols[i] = strconv.Itoa(load)
+			case "memory.used":
+				used := uint64(0)
+				if load > 0 {
+					used = g.memMiB * uint64(min(load+10, 95)) / 100
+				}
+				cols[i] = strconv.FormatUint(used, 10)
+			case "memory.total":
+				cols[i] = strconv.FormatUint(g.memMiB, 10)
+			case "temperature.gpu":
+				cols[i] = strconv.Itoa(35 + load*2/5)
+			case "power.draw":
+				cols[i] = strconv.FormatFloat(g.idleW+(g.maxW-g.idleW)*float64(load)/100, 'f', 2, 64)
+			case "ecc.errors.uncorrected.volatile.total":
+				cols[i] = strconv.Itoa(ecc)
+			default:
+				return nil, fmt.Errorf("field %q is not a valid field to query", f)
+			}
+		}
+		b.WriteString(strings.Join(cols, ", ") + "\n")
+	}
+	return []byte(b.String()), nil
+}

@@ -74,6 +74,13 @@ type Config struct {
 	DrainTimeout time.Duration
 	Now          func() time.Time
 	Log          *slog.Logger
+	// GPUSampleInterval is how often GPU telemetry is read (nvidia-smi
+	// through Env.Runner; DefaultGPUSampleInterval). No sampling when
+	// Env.Runner is nil.
+	GPUSampleInterval time.Duration
+	// GPUActiveThreshold is the utilisation (percent) at or above which a
+	// GPU counts as active in heartbeats (DefaultGPUActiveThreshold).
+	GPUActiveThreshold float64
 	// LogRing keeps the recent records of Log for `gpuaas node logs`
 	// (default: a new ring of DefaultLogRecords / DefaultLogBytes).
 	LogRing *LogRing
@@ -104,6 +111,15 @@ func (c *Config) CheckAndSetDefaults() error {
 	}
 	if c.DrainTimeout < 0 {
 		return errors.New("hostd: DrainTimeout must be positive")
+	}
+	if c.GPUSampleInterval == 0 {
+		c.GPUSampleInterval = DefaultGPUSampleInterval
+	}
+	if c.GPUActiveThreshold == 0 {
+		c.GPUActiveThreshold = DefaultGPUActiveThreshold
+	}
+	if c.GPUSampleInterval < 0 || c.GPUActiveThreshold < 0 || c.GPUActiveThreshold > 100 {
+		return errors.New("hostd: GPUSampleInterval must be positive and GPUActiveThreshold a percentage")
 	}
 	if c.Now == nil {
 		c.Now = time.Now
@@ -153,6 +169,8 @@ type Agent struct {
 	stopping bool
 
 	metrics *agentMetrics
+	// gpus is the GPU sampler's state (gpus.go).
+	gpus gpuState
 	// obs serves /healthz, /readyz and /metrics when Config.MetricsAddr
 	// is set (metrics.go).
 	obs *obs.Server
@@ -241,6 +259,11 @@ func (a *Agent) Run(ctx context.Context) error {
 		return fmt.Errorf("subscribe logs: %w", err)
 	}
 	defer func() { _ = logsSub.Unsubscribe() }()
+	topSub, err := nc.Subscribe(api.HostTopSubject(a.id.NodeID), a.onTop)
+	if err != nil {
+		return fmt.Errorf("subscribe top: %w", err)
+	}
+	defer func() { _ = topSub.Unsubscribe() }()
 	if err := nc.Flush(); err != nil {
 		return fmt.Errorf("subscribe tasks: %w", err)
 	}
@@ -248,7 +271,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	close(a.ready)
 	a.cfg.Log.Info("hostd serving", "node", a.id.NodeID, "name", a.id.Name)
 
-	// The loops (results, heartbeats, pulls, CAs) run through the drain:
+	// The loops (results, heartbeats, pulls, CAs, GPU telemetry) run through the drain:
 	// results must reach controld, and the node must not look dead.
 	loopCtx, stopLoops := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopLoops()
@@ -256,6 +279,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	run := []func(context.Context){a.resultLoop, a.heartbeatLoop, a.pullLoop}
 	if a.cfg.Terminal != nil {
 		run = append(run, a.casLoop)
+	}
+	if a.cfg.Env.Runner != nil {
+		run = append(run, a.gpuLoop)
 	}
 	for _, loop := range run {
 		loops.Add(1)

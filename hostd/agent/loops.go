@@ -99,7 +99,7 @@ func (a *Agent) heartbeatLoop(ctx context.Context) {
 	var lastHealth time.Time
 	for {
 		hb := api.Heartbeat{NodeID: a.id.NodeID, At: a.now(), TerminalAddr: a.cfg.TerminalAddr,
-			TerminalHostKey: a.cfg.TerminalHostKey}
+			TerminalHostKey: a.cfg.TerminalHostKey, GPUActive: a.gpus.active()}
 		if hb.At.Sub(lastHealth) >= healthEvery {
 			if report, err := tasks.ProbeHealth(a.cfg.Env); err == nil {
 				if hb.Health, err = json.Marshal(report); err == nil {

@@ -15,9 +15,11 @@ type agentMetrics struct {
 	reg     *prometheus.Registry
 	running prometheus.Gauge
 	tasks   *prometheus.HistogramVec // type, status
+	// gpuQueryFailures counts failed GPU telemetry reads (gpus.go).
+	gpuQueryFailures prometheus.Counter
 }
 
-func newAgentMetrics() *agentMetrics {
+func newAgentMetrics(gpus *gpuState) *agentMetrics {
 	m := &agentMetrics{reg: obs.NewRegistry(),
 		running: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: obs.Namespace, Subsystem: "hostd",
 			Name: "tasks_running", Help: "Tasks this node is running."}),
@@ -25,7 +27,9 @@ func newAgentMetrics() *agentMetrics {
 			Name: "task_duration_seconds", Help: "Time this node took to run a task, by type and status.",
 			Buckets: []float64{.1, .5, 1, 5, 10, 30, 60, 120, 300, 600, 1800}}, []string{"type", "status"}),
 	}
-	m.reg.MustRegister(m.running, m.tasks)
+	m.gpuQueryFailures = prometheus.NewCounter(prometheus.CounterOpts{Namespace: obs.Namespace, Subsystem: "hostd",
+		Name: "gpu_query_failures_total", Help: "GPU telemetry reads (nvidia-smi) that failed."})
+	m.reg.MustRegister(m.running, m.tasks, m.gpuQueryFailures, newGPUCollector(gpus))
 	return m
 }
 
@@ -44,7 +48,7 @@ func (m *agentMetrics) taskStarted(typ string) func(status string) {
 // listenMetrics binds Config.MetricsAddr (New calls it, so MetricsURL is
 // known before Run).
 func (a *Agent) listenMetrics() error {
-	a.metrics = newAgentMetrics()
+	a.metrics = newAgentMetrics(&a.gpus)
 	if a.cfg.MetricsAddr == "" {
 		return nil
 	}

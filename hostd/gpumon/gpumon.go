@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/gpuaas/gpuaas/hostd/host"
+	"github.com/gpuaas/gpuaas/internal/api"
 )
 
 // Command is the program Read runs.
@@ -35,22 +36,10 @@ func Args() []string {
 	return []string{"--query-gpu=" + strings.Join(QueryFields, ","), "--format=csv,noheader,nounits"}
 }
 
-// Sample is one GPU's telemetry at one time. A field nvidia-smi reports as
-// [N/A] or [Not Supported] is nil.
-type Sample struct {
-	Index int    `json:"index"`
-	PCI   string `json:"pci"` // sysfs form: "0000:3b:00.0"
-	UUID  string `json:"uuid"`
-	// UtilizationPct is the percent of time a kernel ran over the last
-	// sample period (0–100).
-	UtilizationPct   *float64  `json:"utilization_pct,omitempty"`
-	MemoryUsedBytes  *uint64   `json:"memory_used_bytes,omitempty"`
-	MemoryTotalBytes *uint64   `json:"memory_total_bytes,omitempty"`
-	TemperatureC     *float64  `json:"temperature_c,omitempty"`
-	PowerW           *float64  `json:"power_w,omitempty"`
-	ECCUncorrected   *uint64   `json:"ecc_uncorrected,omitempty"`
-	At               time.Time `json:"at"`
-}
+// Sample is one GPU's telemetry at one time (the wire type, so hostd
+// serves samples as read). A field nvidia-smi reports as [N/A] or
+// [Not Supported] is nil.
+type Sample = api.GPUSample
 
 // Read runs nvidia-smi once and parses its answer, stamping each sample
 // with at.

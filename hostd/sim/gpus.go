@@ -36,7 +36,7 @@ func GPUStateDir(stateDir string) string { return filepath.Join(stateDir, "sim",
 
 // setGPUs tells the Runner which GPUs the host has and where their knobs
 // are; NewHostWith calls it.
-func (r *Runner) setGPUs(dir, nodeName string, p Profile) {
+func (r *Runner) setGPUs(dir string, p Profile) {
 	mem, ok := gpuMemoryMiB[p.GPUModel]
 	if !ok {
 		mem = gpuMemoryMiB["H100"]
@@ -48,7 +48,7 @@ func (r *Runner) setGPUs(dir, nodeName string, p Profile) {
 	slices.Sort(pcis) // nvidia-smi numbers GPUs in PCI bus order
 	gpus := make([]simGPU, len(pcis))
 	for i, pci := range pcis {
-		sum := sha256.Sum256([]byte(nodeName + "/" + pci))
+		sum := sha256.Sum256([]byte(dir + "/" + pci)) // stable per host, unlike across hosts
 		gpus[i] = simGPU{index: i, pci: pci, memMiB: mem, idleW: 60, maxW: 700,
 			uuid: fmt.Sprintf("GPU-%x-%x-%x-%x-%x", sum[0:4], sum[4:6], sum[6:8], sum[8:10], sum[10:16])}
 	}

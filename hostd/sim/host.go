@@ -108,7 +108,7 @@ func NewHostWith(stateDir string, p Profile, nodeName string, o Options) (*Host,
 		return nil, err
 	}
 	runner := NewRunner()
-	runner.setGPUs(GPUStateDir(stateDir), nodeName, p)
+	runner.setGPUs(GPUStateDir(stateDir), p)
 	return &Host{
 		StateDir:    stateDir,
 		NodeName:    nodeName,

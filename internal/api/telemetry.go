@@ -1,0 +1,62 @@
+package api
+
+import (
+	"context"
+	"time"
+)
+
+// EndpointAllocTop returns the latest telemetry of an allocation's GPUs
+// (anyone who may get the allocation).
+const EndpointAllocTop = "alloc.top"
+
+// HostTopSubject is where controld asks a node for the latest telemetry
+// of some of its GPUs (HostTopRequest → HostTopResponse). Only the node's
+// hostd may subscribe to it, and users may not publish below gpuaas.host.
+func HostTopSubject(nodeID string) string { return "gpuaas.host." + nodeID + ".top" }
+
+// GPUSample is one GPU's telemetry as hostd last read it (nvidia-smi). A
+// metric the GPU does not report ([N/A], [Not Supported]) is absent.
+type GPUSample struct {
+	// Index is nvidia-smi's index on the host; in an AllocTopResponse it
+	// is the GPU's position in the allocation (ordered by PCI address, as
+	// nvidia-smi numbers them inside the allocation).
+	Index int    `json:"index"`
+	PCI   string `json:"pci"` // sysfs form: "0000:3b:00.0"
+	UUID  string `json:"uuid"`
+	// UtilizationPct is the percent of the last sample period in which a
+	// kernel ran (0–100).
+	UtilizationPct   *float64 `json:"utilization_pct,omitempty"`
+	MemoryUsedBytes  *uint64  `json:"memory_used_bytes,omitempty"`
+	MemoryTotalBytes *uint64  `json:"memory_total_bytes,omitempty"`
+	TemperatureC     *float64 `json:"temperature_c,omitempty"`
+	PowerW           *float64 `json:"power_w,omitempty"`
+	// ECCUncorrected counts uncorrected volatile ECC errors since the
+	// driver loaded.
+	ECCUncorrected *uint64   `json:"ecc_uncorrected,omitempty"`
+	At             time.Time `json:"at"`
+}
+
+// HostTopRequest is what controld sends on HostTopSubject: the GPUs asked
+// about, by PCI address.
+type HostTopRequest struct {
+	PCIs []string `json:"pcis"`
+}
+
+// HostTopResponse has the latest sample of each GPU asked about that
+// hostd has one for; Error says why there is none when telemetry fails.
+type HostTopResponse struct {
+	GPUs  []GPUSample `json:"gpus"`
+	Error string      `json:"error,omitempty"`
+}
+
+// AllocTopResponse is an allocation's GPU telemetry.
+type AllocTopResponse struct {
+	AllocationID string      `json:"allocation_id"`
+	GPUs         []GPUSample `json:"gpus"`
+}
+
+// AllocTop returns the latest telemetry of an allocation's GPUs.
+func (c *Client) AllocTop(ctx context.Context, id string) (*AllocTopResponse, error) {
+	var out AllocTopResponse
+	return &out, c.Call(ctx, EndpointAllocTop, AllocRef{ID: id}, &out)
+}

@@ -22,6 +22,7 @@ func (s *Server) allocEndpoints() []endpointDef {
 		s.query(api.EndpointAllocList, loggedIn, s.allocList),
 		s.mutation(api.EndpointAllocRelease, loggedIn, s.allocRelease),
 		s.query(api.EndpointAllocQuote, loggedIn, s.allocQuote),
+		s.query(api.EndpointAllocTop, loggedIn, s.allocTop), // handlers_alloctop.go
 	}
 }
 

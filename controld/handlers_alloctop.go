@@ -1,0 +1,78 @@
+package controld
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/gpuaas/gpuaas/controld/alloc"
+	"github.com/gpuaas/gpuaas/internal/api"
+)
+
+// allocTopTimeout bounds the wait for a node's answer, like
+// nodeLogsTimeout: a hung node is reported as such.
+const allocTopTimeout = 3 * time.Second
+
+// allocTop asks the allocation's node for the latest telemetry of the
+// allocation's GPUs, and only those, over api.HostTopSubject, which only
+// that node's hostd may subscribe to. Whoever may get the allocation may
+// read it.
+func (s *Server) allocTop(ctx context.Context, c *call) (any, error) {
+	var req api.AllocRef
+	if err := c.decode(&req); err != nil {
+		return nil, err
+	}
+	a, err := alloc.Get(ctx, s.pool, c.actor(), req.ID)
+	if err != nil {
+		return nil, err
+	}
+	if a.State != api.AllocActive || a.NodeID == "" || len(a.Slots) == 0 {
+		e := api.Errorf(api.CodeConflict, "allocation %s is %s: it has no GPUs to watch", a.ID, a.State)
+		if a.State == api.AllocRequested || a.State == api.AllocProvisioning {
+			e = e.WithHint("wait until it is active: gpuaas alloc get " + a.ID)
+		}
+		return nil, e
+	}
+	pcis := make([]string, 0, len(a.Slots))
+	for _, sl := range a.Slots {
+		pcis = append(pcis, sl.GPUPCI)
+	}
+	slices.Sort(pcis)
+	body, err := json.Marshal(api.HostTopRequest{PCIs: pcis})
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, allocTopTimeout)
+	defer cancel()
+	msg, err := s.cfg.NATS.RequestWithContext(ctx, api.HostTopSubject(a.NodeID), body)
+	if errors.Is(err, nats.ErrNoResponders) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) {
+		return nil, api.Errorf(api.CodeUnavailable, "the node of allocation %s is not answering", a.ID).
+			WithHint("try again shortly; if it persists, tell an operator")
+	}
+	if err != nil {
+		return nil, fmt.Errorf("ask node %s for GPU telemetry: %w", a.NodeID, err)
+	}
+	var hresp api.HostTopResponse
+	if err := json.Unmarshal(msg.Data, &hresp); err != nil {
+		return nil, fmt.Errorf("node %s GPU telemetry: %w", a.NodeID, err)
+	}
+	resp := api.AllocTopResponse{AllocationID: a.ID, GPUs: []api.GPUSample{}}
+	// Keep only what was asked for, numbered by position in the
+	// allocation: a node answering about other GPUs must not leak them.
+	for _, g := range hresp.GPUs {
+		if i := slices.Index(pcis, g.PCI); i >= 0 {
+			g.Index = i
+			resp.GPUs = append(resp.GPUs, g)
+		}
+	}
+	slices.SortFunc(resp.GPUs, func(x, y api.GPUSample) int { return x.Index - y.Index })
+	if len(resp.GPUs) == 0 && hresp.Error != "" {
+		return nil, api.Errorf(api.CodeUnavailable, "no GPU telemetry from the node of allocation %s: %s", a.ID, hresp.Error)
+	}
+	return resp, nil
+}

@@ -1,0 +1,87 @@
+package agent_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/gpuaas/gpuaas/controld"
+	"github.com/gpuaas/gpuaas/hostd/agent"
+	"github.com/gpuaas/gpuaas/hostd/sim"
+	"github.com/gpuaas/gpuaas/hostd/tasks"
+	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/testutil"
+)
+
+// TestAllocTop: alloc.top answers the owner with the latest telemetry of
+// the allocation's GPUs and of no others on the node, numbered within the
+// allocation; another user gets not_found; a released allocation a clear
+// conflict.
+func TestAllocTop(t *testing.T) {
+	t.Parallel()
+	env, admin := fleet(t, controld.HostsConfig{})
+	h, err := sim.NewHost(t.TempDir(), sim.H200Slice8(), "top1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = h.Close() })
+	a := startAgent(t, env, t.TempDir(), enroll(t, admin, "top1"), newFakeHost().registry(), func(c *agent.Config) {
+		c.Env = &tasks.Env{Runner: h.Runner}
+		c.GPUSampleInterval = 50 * time.Millisecond
+	})
+	readyNode(t, admin, a.NodeID())
+	ctx := context.Background()
+	al, err := admin.AllocCreate(ctx, api.AllocCreateRequest{SKU: "h200-slice", GPUs: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	al = waitAlloc(t, admin, al.ID, api.AllocActive)
+	var pcis []string
+	for _, s := range al.Slots {
+		pcis = append(pcis, s.GPUPCI)
+	}
+	slices.Sort(pcis)
+	if err := h.SetGPULoad(pcis[1], 70); err != nil {
+		t.Fatal(err)
+	}
+
+	var top *api.AllocTopResponse
+	testutil.Eventually(t, "the loaded GPU at 70%", func() bool {
+		top, err = admin.AllocTop(ctx, al.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(top.GPUs) == 2 && top.GPUs[1].UtilizationPct != nil && *top.GPUs[1].UtilizationPct == 70
+	})
+	if top.AllocationID != al.ID {
+		t.Errorf("allocation id: got %q; want %q", top.AllocationID, al.ID)
+	}
+	for i, g := range top.GPUs {
+		if g.PCI != pcis[i] || g.Index != i || g.UUID == "" || g.At.IsZero() {
+			t.Errorf("GPU %d: got %+v; want pci %s index %d with uuid and time", i, g, pcis[i], i)
+		}
+	}
+	if *top.GPUs[0].UtilizationPct != 0 || *top.GPUs[0].PowerW != 60 {
+		t.Errorf("idle GPU: got util %v power %v; want 0, 60", *top.GPUs[0].UtilizationPct, *top.GPUs[0].PowerW)
+	}
+
+	_, tok := env.AddUser(t, "other@example.test", api.RoleUser)
+	if _, err := env.Client(tok).AllocTop(ctx, al.ID); !errors.Is(err, api.ErrNotFound) {
+		t.Errorf("another user: got %v; want not_found", err)
+	}
+	if _, err := admin.AllocTop(ctx, "a-doesnotexist"); !errors.Is(err, api.ErrNotFound) {
+		t.Errorf("unknown allocation: got %v; want not_found", err)
+	}
+
+	if _, err := admin.AllocRelease(ctx, api.AllocReleaseRequest{ID: al.ID}); err != nil {
+		t.Fatal(err)
+	}
+	waitAlloc(t, admin, al.ID, api.AllocReleased)
+	_, err = admin.AllocTop(ctx, al.ID)
+	var apiErr *api.Error
+	if !errors.As(err, &apiErr) || apiErr.Code != api.CodeConflict {
+		t.Fatalf("released: got %v; want conflict", err)
+	}
+}

@@ -18,6 +18,7 @@ var (
 	// argCompletions complete a command's first argument.
 	argCompletions = map[string]cmdutil.Lister{
 		"alloc get":          cmdutil.AllocationIDs,
+		"alloc top":          cmdutil.AllocationIDs,
 		"alloc release":      cmdutil.AllocationIDs,
 		"alloc wait":         cmdutil.AllocationIDs,
 		"ssh":                cmdutil.AllocationIDs,

@@ -20,6 +20,7 @@ func NewCmdAlloc(f *cmdutil.Factory) *cobra.Command {
 		NewCmdList(f, nil),
 		NewCmdRelease(f, nil),
 		NewCmdWait(f, nil),
+		NewCmdTop(f, nil),
 	)
 	return cmd
 }

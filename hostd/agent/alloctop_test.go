@@ -2,11 +2,15 @@ package agent_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
+	clialloc "github.com/gpuaas/gpuaas/cli/alloc"
+	"github.com/gpuaas/gpuaas/cli/cmdutil/cmdtest"
 	"github.com/gpuaas/gpuaas/controld"
 	"github.com/gpuaas/gpuaas/hostd/agent"
 	"github.com/gpuaas/gpuaas/hostd/sim"
@@ -18,7 +22,7 @@ import (
 // TestAllocTop: alloc.top answers the owner with the latest telemetry of
 // the allocation's GPUs and of no others on the node, numbered within the
 // allocation; another user gets not_found; a released allocation a clear
-// conflict.
+// conflict. `gpuaas alloc top --json --count 2` prints NDJSON rows.
 func TestAllocTop(t *testing.T) {
 	t.Parallel()
 	env, admin := fleet(t, controld.HostsConfig{})
@@ -67,6 +71,28 @@ func TestAllocTop(t *testing.T) {
 		t.Errorf("idle GPU: got util %v power %v; want 0, 60", *top.GPUs[0].UtilizationPct, *top.GPUs[0].PowerW)
 	}
 
+	// The CLI: `alloc top ID --json --count 2` prints one line per GPU
+	// per refresh, and ends.
+	ios, _, out, _ := cmdtest.Streams(false)
+	f := cmdtest.Factory(ios)
+	f.Client = func() (*api.Client, error) { return admin, nil }
+	if err := cmdtest.Execute(clialloc.NewCmdTop(f, nil), al.ID, "--json", "--count", "2", "--interval", "1s"); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != 4 {
+		t.Fatalf("alloc top --json --count 2 printed %d lines; want 4 (2 GPUs × 2):\n%s", len(lines), out)
+	}
+	for i, line := range lines {
+		var row clialloc.TopRow
+		if err := json.Unmarshal([]byte(line), &row); err != nil {
+			t.Fatalf("line %q: %v", line, err)
+		}
+		if row.AllocationID != al.ID || row.Index != i%2 || row.PCI != pcis[i%2] || row.Time.IsZero() || row.UtilizationPct == nil {
+			t.Errorf("line %d: got %+v; want allocation %s, gpu %d (%s), time and utilisation", i, row, al.ID, i%2, pcis[i%2])
+		}
+	}
+
 	_, tok := env.AddUser(t, "other@example.test", api.RoleUser)
 	if _, err := env.Client(tok).AllocTop(ctx, al.ID); !errors.Is(err, api.ErrNotFound) {
 		t.Errorf("another user: got %v; want not_found", err)
@@ -79,6 +105,11 @@ func TestAllocTop(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitAlloc(t, admin, al.ID, api.AllocReleased)
+	out.Reset()
+	err = cmdtest.Execute(clialloc.NewCmdTop(f, nil), al.ID, "--json", "--count", "1")
+	if !errors.Is(err, api.ErrConflict) || !strings.Contains(err.Error(), "released") || out.Len() != 0 {
+		t.Errorf("alloc top of a released allocation: got %v, output %q; want a conflict saying released, no output", err, out)
+	}
 	_, err = admin.AllocTop(ctx, al.ID)
 	var apiErr *api.Error
 	if !errors.As(err, &apiErr) || apiErr.Code != api.CodeConflict {

@@ -8,6 +8,7 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/tui/allocs"
 	"github.com/gpuaas/gpuaas/tui/backend"
 )
 
@@ -50,6 +51,13 @@ type (
 	eventMsg struct {
 		ev api.Event
 		ch <-chan api.Event
+	}
+	// topMsg is an active allocation's mean GPU utilisation (ok false:
+	// none known).
+	topMsg struct {
+		id   string
+		util float64
+		ok   bool
 	}
 	// tickMsg is the periodic refresh, the fallback when events are lost.
 	tickMsg time.Time
@@ -131,6 +139,24 @@ func waitEvent(ch <-chan api.Event) tea.Cmd {
 		}
 		return eventMsg{ev, ch}
 	}
+}
+
+// loadTops reads the GPU utilisation of the active allocations on
+// screen, one alloc.top each, once per refresh.
+func (m *Model) loadTops() tea.Cmd {
+	b, ctx := m.backend, m.ctx
+	var cmds []tea.Cmd
+	for _, id := range m.table.VisibleActive() {
+		cmds = append(cmds, func() tea.Msg {
+			top, err := backend.Call(ctx, func(ctx context.Context) (*api.AllocTopResponse, error) { return b.AllocTop(ctx, id) })
+			if err != nil {
+				return topMsg{id: id}
+			}
+			util, ok := allocs.MeanUtil(top)
+			return topMsg{id, util, ok}
+		})
+	}
+	return tea.Batch(cmds...)
 }
 
 func (m *Model) tick() tea.Cmd {

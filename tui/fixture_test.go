@@ -33,6 +33,9 @@ type fixtureBackend struct {
 	created  []api.AllocCreateRequest
 	released []string
 	calls    []string
+	// top answers AllocTop by allocation id; none: ErrUnsupported (and
+	// the call is not recorded, so tests of other calls see no change).
+	top map[string]*api.AllocTopResponse
 }
 
 func (b *fixtureBackend) record(call string) {
@@ -118,6 +121,20 @@ func (b *fixtureBackend) ReleaseAlloc(_ context.Context, id string) (*api.Alloca
 func (b *fixtureBackend) ListNodes(context.Context) ([]api.Node, error) {
 	b.record("nodes")
 	return b.nodes, nil
+}
+
+func (b *fixtureBackend) AllocTop(_ context.Context, id string) (*api.AllocTopResponse, error) {
+	b.mu.Lock()
+	top := b.top
+	b.mu.Unlock()
+	if top == nil {
+		return nil, backend.ErrUnsupported
+	}
+	b.record("top " + id)
+	if t, ok := top[id]; ok {
+		return t, nil
+	}
+	return nil, api.Errorf(api.CodeConflict, "allocation %s is not active", id)
 }
 
 func (b *fixtureBackend) Balance(context.Context) (*backend.Balance, error) {

@@ -91,6 +91,9 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		return m, tea.Batch(m.applyEvent(msg.ev), waitEvent(msg.ch))
 	case tickMsg:
 		return m, tea.Batch(m.refreshAll(), m.tick())
+	case topMsg:
+		m.table.SetUtil(msg.id, msg.util, msg.ok)
+		return m, nil
 	case sshReadyMsg:
 		if msg.err != nil {
 			m.setError(fmt.Errorf("ssh %s: %w", msg.id, msg.err))
@@ -114,6 +117,8 @@ func (m *Model) refreshAll() tea.Cmd {
 	cmds := []tea.Cmd{m.loadAllocs(), m.loadBalance()}
 	if m.view == viewNodes {
 		cmds = append(cmds, m.nodes.Load())
+	} else {
+		cmds = append(cmds, m.loadTops())
 	}
 	if a, ok := m.selected(); ok && m.detailOpen {
 		cmds = append(cmds, m.pane.Load(a.ID))

@@ -29,6 +29,8 @@ type Model struct {
 	filter  string
 	loaded  bool
 	loadErr error
+	// util is the mean GPU utilisation of active allocations (util.go).
+	util map[string]float64
 }
 
 var _ common.Component = (*Model)(nil)

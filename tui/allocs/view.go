@@ -11,9 +11,12 @@ import (
 )
 
 // columns are the table's columns for a given width: the node column
-// only when there is room.
-func columns(width int) []common.Column {
+// only when there is room, GPU utilisation once any is known.
+func (m *Model) columns(width int) []common.Column {
 	cols := []common.Column{{Title: "ID", Width: 14}, {Title: "STATE", Width: 14}, {Title: "SKU", Width: 14}, {Title: "GPUS", Width: 4, Right: true}}
+	if len(m.util) > 0 {
+		cols = append(cols, common.Column{Title: "UTIL", Width: 4, Right: true})
+	}
 	if width >= 100 {
 		cols = append(cols, common.Column{Title: "NODE", Width: 14})
 	}
@@ -23,8 +26,13 @@ func columns(width int) []common.Column {
 // cells are the texts of a's row.
 func (m *Model) cells(a api.Allocation, cols []common.Column, now time.Time) []string {
 	cells := []string{a.ID, a.State, a.SKU, strconv.Itoa(a.GPUs)}
-	if len(cols) == 7 {
-		cells = append(cells, a.NodeID)
+	for _, c := range cols[len(cells):] {
+		switch c.Title {
+		case "UTIL":
+			cells = append(cells, m.utilCell(a))
+		case "NODE":
+			cells = append(cells, a.NodeID)
+		}
 	}
 	price := "—"
 	if s, ok := common.SKUByID(m.skus, a.SKU); ok {
@@ -37,7 +45,7 @@ func (m *Model) cells(a api.Allocation, cols []common.Column, now time.Time) []s
 func (m *Model) View() string {
 	width, h := m.Width, m.Height
 	st := m.Styles
-	cols := columns(width)
+	cols := m.columns(width)
 	var b strings.Builder
 	b.WriteString(st.Header.Render(common.Fit("  "+common.HeaderLine(cols), width, false)))
 	if !m.loaded {

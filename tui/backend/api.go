@@ -71,6 +71,14 @@ func (b *apiBackend) ListNodes(ctx context.Context) ([]api.Node, error) {
 	return resp.Nodes, nil
 }
 
+func (b *apiBackend) AllocTop(ctx context.Context, id string) (*api.AllocTopResponse, error) {
+	top, err := b.c.AllocTop(ctx, id)
+	if errors.Is(err, api.ErrNoResponders) {
+		return nil, ErrUnsupported
+	}
+	return top, err
+}
+
 func (b *apiBackend) Balance(ctx context.Context) (*Balance, error) {
 	resp, err := b.c.BillingBalance(ctx, api.BillingRequest{})
 	if err != nil {

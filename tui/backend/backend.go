@@ -29,6 +29,9 @@ type Backend interface {
 	// Balance is the caller's prepaid balance. ErrUnsupported: the server
 	// has no billing endpoint.
 	Balance(ctx context.Context) (*Balance, error)
+	// AllocTop is the latest telemetry of an allocation's GPUs.
+	// ErrUnsupported: the server has no alloc.top.
+	AllocTop(ctx context.Context, id string) (*api.AllocTopResponse, error)
 	// Events delivers the events fanned out to userID until ctx ends.
 	Events(ctx context.Context, userID string) (<-chan api.Event, error)
 }

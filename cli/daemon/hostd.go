@@ -68,6 +68,12 @@ The terminal server (what sshgate dials with a one-minute ticket) listens on
 listener's address. The default listens on loopback, for a gateway on the same
 machine; for a gateway elsewhere listen on an interface it can reach.
 
+Every --gpu-sample-interval hostd reads each GPU's utilisation, memory,
+temperature, power and uncorrected ECC errors with nvidia-smi (the sim answers
+it too), exports them on --metrics-addr (gpuaas_gpu_*), serves them to
+` + "`gpuaas alloc top`" + `, and reports in each heartbeat when each GPU was last at or
+above --gpu-active-threshold percent.
+
 On SIGTERM hostd drains: it takes no new task, lets the running ones finish
 and reports their results, within --drain-timeout, then exits. A task still
 running then is reported interrupted at the next start.
@@ -93,6 +99,12 @@ Environment: GPUAAS_NATS_URL and GPUAAS_ENROLL_TOKEN stand in for the flags.`,
 			if opts.DrainTimeout <= 0 {
 				return cmdutil.FlagErrorf("--drain-timeout must be positive, got %s", opts.DrainTimeout)
 			}
+			if opts.GPUSampleInterval <= 0 {
+				return cmdutil.FlagErrorf("--gpu-sample-interval must be positive, got %s", opts.GPUSampleInterval)
+			}
+			if opts.GPUActiveThreshold <= 0 || opts.GPUActiveThreshold > 100 {
+				return cmdutil.FlagErrorf("--gpu-active-threshold must be a percentage above 0, got %v", opts.GPUActiveThreshold)
+			}
 			if runF != nil {
 				return runF(c.Context(), opts)
 			}
@@ -113,6 +125,10 @@ Environment: GPUAAS_NATS_URL and GPUAAS_ENROLL_TOKEN stand in for the flags.`,
 	fl.StringVar(&opts.LogLevel, "log-level", "info", "Log level: debug, info, warn, error")
 	fl.DurationVar(&opts.DrainTimeout, "drain-timeout", agent.DefaultDrainTimeout,
 		"On SIGTERM, how long running tasks may take to finish and be reported before hostd exits")
+	fl.DurationVar(&opts.GPUSampleInterval, "gpu-sample-interval", agent.DefaultGPUSampleInterval,
+		"How often GPU telemetry is read (nvidia-smi)")
+	fl.Float64Var(&opts.GPUActiveThreshold, "gpu-active-threshold", agent.DefaultGPUActiveThreshold,
+		"GPU utilisation (percent) at or above which a GPU counts as active for idle detection")
 	addMetricsFlag(fl, &opts.MetricsAddr)
 	return cmd
 }

@@ -107,6 +107,11 @@ func NewHostWith(stateDir string, p Profile, nodeName string, o Options) (*Host,
 	if err != nil {
 		return nil, err
 	}
+	// The GPU knobs' directory exists from the start, so a person can
+	// echo a load into it (gpus.go).
+	if err := os.MkdirAll(GPUStateDir(stateDir), 0o755); err != nil {
+		return nil, fmt.Errorf("sim host: %w", err)
+	}
 	runner := NewRunner()
 	runner.setGPUs(GPUStateDir(stateDir), p)
 	return &Host{

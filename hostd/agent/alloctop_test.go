@@ -93,6 +93,26 @@ func TestAllocTop(t *testing.T) {
 		}
 	}
 
+	// On a terminal: the screen cleared and a table with a header; piped:
+	// tab-separated rows.
+	tty, _, screen, _ := cmdtest.Streams(true)
+	ft := cmdtest.Factory(tty)
+	ft.Client = f.Client
+	if err := cmdtest.Execute(clialloc.NewCmdTop(ft, nil), al.ID, "--count", "1"); err != nil {
+		t.Fatal(err)
+	}
+	if s := screen.String(); !strings.HasPrefix(s, "\x1b[H\x1b[2J") || !strings.Contains(s, "UTIL") ||
+		!strings.Contains(lineWith(s, pcis[1]), "70%") || !strings.Contains(lineWith(s, pcis[1]), "GiB") {
+		t.Errorf("alloc top on a terminal printed:\n%s\nwant a cleared screen, a header and %s at 70%%", s, pcis[1])
+	}
+	out.Reset()
+	if err := cmdtest.Execute(clialloc.NewCmdTop(f, nil), al.ID, "--count", "1"); err != nil {
+		t.Fatal(err)
+	}
+	if row := lineWith(out.String(), pcis[1]); !strings.HasPrefix(row, "1\t"+pcis[1]+"\t70%\t") {
+		t.Errorf("alloc top piped: row %q; want 1<TAB>%s<TAB>70%%<TAB>...", row, pcis[1])
+	}
+
 	_, tok := env.AddUser(t, "other@example.test", api.RoleUser)
 	if _, err := env.Client(tok).AllocTop(ctx, al.ID); !errors.Is(err, api.ErrNotFound) {
 		t.Errorf("another user: got %v; want not_found", err)
@@ -115,4 +135,13 @@ func TestAllocTop(t *testing.T) {
 	if !errors.As(err, &apiErr) || apiErr.Code != api.CodeConflict {
 		t.Fatalf("released: got %v; want conflict", err)
 	}
+}
+
+func lineWith(s, sub string) string {
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			return l
+		}
+	}
+	return ""
 }

@@ -121,8 +121,26 @@ func TestAllocTop(t *testing.T) {
 		t.Errorf("unknown allocation: got %v; want not_found", err)
 	}
 
+	// A watch without --count ends, exit 0, when the allocation is
+	// released under it.
+	wios, _, _, _ := cmdtest.Streams(false)
+	wout, werr := &syncBuffer{}, &syncBuffer{}
+	wios.Out, wios.ErrOut = wout, werr
+	fw := cmdtest.Factory(wios)
+	fw.Client = f.Client
+	watching := make(chan error, 1)
+	go func() { watching <- cmdtest.Execute(clialloc.NewCmdTop(fw, nil), al.ID, "--json", "--interval", "1s") }()
+	testutil.Eventually(t, "the watch's first rows", func() bool { return wout.String() != "" })
 	if _, err := admin.AllocRelease(ctx, api.AllocReleaseRequest{ID: al.ID}); err != nil {
 		t.Fatal(err)
+	}
+	select {
+	case err := <-watching:
+		if err != nil || !strings.Contains(werr.String(), "no longer active") {
+			t.Errorf("watch ended with %v, stderr %q; want nil and a line saying the allocation is no longer active", err, werr.String())
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("alloc top did not end once the allocation was released")
 	}
 	waitAlloc(t, admin, al.ID, api.AllocReleased)
 	out.Reset()

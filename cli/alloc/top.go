@@ -125,6 +125,12 @@ func topRun(ctx context.Context, opts *TopOptions) error {
 
 func printTop(ctx context.Context, opts *TopOptions, jsonIO *cmdutil.IOStreams, top *api.AllocTopResponse) error {
 	now := opts.Now().UTC()
+	if len(top.GPUs) == 0 {
+		// A node that just started, or GPUs its nvidia-smi cannot see
+		// (passed through to a VM on a real slice host).
+		fmt.Fprintf(opts.IO.ErrOut, "no GPU telemetry for allocation %s yet\n", top.AllocationID)
+		return nil
+	}
 	if opts.Exporter != nil {
 		for _, g := range top.GPUs {
 			row := TopRow{AllocationID: top.AllocationID, Time: now, Index: g.Index, PCI: g.PCI, UUID: g.UUID,

@@ -163,3 +163,42 @@ func lineWith(s, sub string) string {
 	}
 	return ""
 }
+
+// TestAllocTopNodeCannotReadGPUs: a node whose nvidia-smi fails before it
+// read anything answers alloc.top with why, as unavailable, and the CLI
+// says so; hostd counts the failures but serves on.
+func TestAllocTopNodeCannotReadGPUs(t *testing.T) {
+	t.Parallel()
+	env, admin := fleet(t, controld.HostsConfig{})
+	h, err := sim.NewHost(t.TempDir(), sim.H200Slice8(), "top2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = h.Close() })
+	h.Runner.FailCommand("nvidia-smi", "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.")
+	a := startAgent(t, env, t.TempDir(), enroll(t, admin, "top2"), newFakeHost().registry(), func(c *agent.Config) {
+		c.Env = &tasks.Env{Runner: h.Runner}
+		c.GPUSampleInterval = 50 * time.Millisecond
+	})
+	readyNode(t, admin, a.NodeID())
+	ctx := context.Background()
+	al, err := admin.AllocCreate(ctx, api.AllocCreateRequest{SKU: "h200-slice", GPUs: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitAlloc(t, admin, al.ID, api.AllocActive)
+	var topErr error
+	testutil.Eventually(t, "alloc.top to report the failure", func() bool {
+		_, topErr = admin.AllocTop(ctx, al.ID)
+		return topErr != nil
+	})
+	if !errors.Is(topErr, api.ErrUnavailable) || !strings.Contains(topErr.Error(), "couldn't communicate with the NVIDIA driver") {
+		t.Errorf("got %v; want unavailable with nvidia-smi's message", topErr)
+	}
+	ios, _, out, _ := cmdtest.Streams(false)
+	f := cmdtest.Factory(ios)
+	f.Client = func() (*api.Client, error) { return admin, nil }
+	if err := cmdtest.Execute(clialloc.NewCmdTop(f, nil), al.ID, "--json", "--count", "1"); !errors.Is(err, api.ErrUnavailable) || out.Len() != 0 {
+		t.Errorf("alloc top: got %v, output %q; want unavailable and no output", err, out)
+	}
+}

@@ -153,3 +153,17 @@ func TestReadSim(t *testing.T) {
 		t.Error("SetGPULoad on a GPU the host lacks: got nil error")
 	}
 }
+
+// BenchmarkParse parses an 8-GPU answer, as hostd does every sample.
+func BenchmarkParse(b *testing.B) {
+	out, err := os.ReadFile("testdata/h100x8.csv")
+	if err != nil {
+		b.Fatal(err)
+	}
+	at := time.Now()
+	for b.Loop() {
+		if _, err := Parse(out, at); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -328,3 +328,29 @@ func activateID(t *testing.T, e *billingEnv, id string) {
 		t.Fatal(err)
 	}
 }
+
+// TestReleasedAllocationKeepsWhyItWasReleased is the regression test of
+// "an idle-released allocation says reason `released` once hostd finished
+// the release": the released state keeps the releasing reason (idle).
+func TestReleasedAllocationKeepsWhyItWasReleased(t *testing.T) {
+	t.Parallel()
+	e := startIdle(t)
+	ctx := t.Context()
+	c := e.Client(e.AdminToken)
+	a := e.createActive(t, c, api.AllocCreateRequest{IdleReleaseAfter: "10m"})
+	e.clock.Advance(10 * time.Minute)
+	if res := e.idleTick(t); res.Released != 1 {
+		t.Fatalf("tick at the deadline: %+v; want one release", res)
+	}
+	err := pgx.BeginFunc(ctx, e.Server.Pool(), func(tx pgx.Tx) error {
+		_, _, err := alloc.ReleaseDone(ctx, tx, a.ID, api.TaskSucceeded, "", e.clock.Now())
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := c.AllocGet(ctx, a.ID)
+	if err != nil || got.State != api.AllocReleased || got.Reason != api.ReasonIdle {
+		t.Fatalf("after the node released it: %s (%q), %v; want released, reason idle", got.State, got.Reason, err)
+	}
+}

@@ -26,8 +26,9 @@ import (
 // requests (window changes, signals) — carry no channel data and are not
 // activity: an open session that only keeps itself alive is idle.
 //
-// Counting is cheap: the relays set one atomic flag of the allocation per
-// read or write (no allocation, no lock, no clock read); every
+// Counting is cheap: the relays check one atomic flag of the allocation
+// per read or write and set it when it is clear (no allocation, no lock,
+// no clock read, a store at most once per report); every
 // ActivityReportInterval the flags set are swapped back and sent to
 // controld in one gate.activity call as "active at the report's time",
 // so the last activity is known to within one interval.
@@ -253,6 +254,15 @@ func (g *Gateway) deliverNotice(n api.AllocNotice) {
 	}
 }
 
+// touch marks an allocation active. A plain load first: the flag is set
+// at most once per report, and a load costs no barrier on the hot path
+// where an atomic store (an exchange on amd64) on every packet would.
+func touch(f *atomic.Bool) {
+	if !f.Load() {
+		f.Store(true)
+	}
+}
+
 // touchingChannel marks its allocation active on every read and write of
 // channel data (port forwards).
 type touchingChannel struct {
@@ -263,7 +273,7 @@ type touchingChannel struct {
 func (c touchingChannel) Read(p []byte) (int, error) {
 	n, err := c.Channel.Read(p)
 	if n > 0 {
-		c.touched.Store(true)
+		touch(c.touched)
 	}
 	return n, err
 }
@@ -271,7 +281,7 @@ func (c touchingChannel) Read(p []byte) (int, error) {
 func (c touchingChannel) Write(p []byte) (int, error) {
 	n, err := c.Channel.Write(p)
 	if n > 0 {
-		c.touched.Store(true)
+		touch(c.touched)
 	}
 	return n, err
 }

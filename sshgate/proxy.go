@@ -328,7 +328,7 @@ func (c *clientWriter) Write(p []byte) (int, error) {
 	n, err := c.w.Write(p)
 	c.n.Add(int64(n))
 	if n > 0 {
-		c.touched.Store(true)
+		touch(c.touched)
 	}
 	if err != nil {
 		c.gone()
@@ -347,7 +347,7 @@ func (c *countingReader) Read(p []byte) (int, error) {
 	n, err := c.r.Read(p)
 	c.n.Add(int64(n))
 	if n > 0 {
-		c.touched.Store(true)
+		touch(c.touched)
 	}
 	return n, err
 }

@@ -26,7 +26,8 @@ func (s *Server) idleEndpoints() []endpointDef {
 
 func (s *Server) newIdleRunner() (*idle.Runner, error) {
 	return idle.NewRunner(idle.Config{Settings: s.cfg.Idle, Pool: s.pool, Mutations: s.mut, Released: s.kickQueue,
-		Now: s.cfg.Now, Log: s.cfg.Log.With("loop", "idle")})
+		Mailer: s.billing.Config().Mailer,
+		Now:    s.cfg.Now, Log: s.cfg.Log.With("loop", "idle")})
 }
 
 // IdleTick runs the idle evaluator once now (for tests).

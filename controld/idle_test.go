@@ -3,6 +3,7 @@ package controld_test
 import (
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -352,5 +353,27 @@ func TestReleasedAllocationKeepsWhyItWasReleased(t *testing.T) {
 	got, err := c.AllocGet(ctx, a.ID)
 	if err != nil || got.State != api.AllocReleased || got.Reason != api.ReasonIdle {
 		t.Fatalf("after the node released it: %s (%q), %v; want released, reason idle", got.State, got.Reason, err)
+	}
+}
+
+// TestIdleWarningEmailed: with billing's mail configured, an idle warning
+// is also emailed to the project's members.
+func TestIdleWarningEmailed(t *testing.T) {
+	t.Parallel()
+	sink := testutil.NewSMTPSink(t)
+	clock := testutil.NewClock(time.Now().UTC().Truncate(time.Second))
+	env := controldtest.Start(t, controldtest.Options{Now: clock.Now,
+		Billing: controld.BillingConfig{SMTP: controld.SMTPConfig{Addr: sink.Addr(), From: "gpuaas@example.test"}},
+		Idle:    controld.IdleConfig{MinPeriod: time.Minute, WarnAhead: 2 * time.Minute, Interval: time.Hour}})
+	e := &billingEnv{Env: env, clock: clock}
+	a := e.createActive(t, e.Client(e.AdminToken), api.AllocCreateRequest{IdleReleaseAfter: "10m"})
+	e.clock.Advance(8 * time.Minute)
+	if res := e.idleTick(t); res.Warned != 1 {
+		t.Fatalf("tick at 8m: %+v; want one warning", res)
+	}
+	msgs := sink.Messages()
+	if len(msgs) != 1 || len(msgs[0].To) != 1 || msgs[0].To[0] != controldtest.AdminEmail ||
+		!strings.Contains(msgs[0].Data, a.ID) || !strings.Contains(msgs[0].Data, "unless it is used") {
+		t.Fatalf("emails %+v; want one warning about %s to %s", msgs, a.ID, controldtest.AdminEmail)
 	}
 }

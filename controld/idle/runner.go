@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/gpuaas/gpuaas/controld/alloc"
+	"github.com/gpuaas/gpuaas/controld/billing"
 	"github.com/gpuaas/gpuaas/controld/mutate"
 	"github.com/gpuaas/gpuaas/controld/outbox"
 	"github.com/gpuaas/gpuaas/controld/project"
@@ -32,8 +33,11 @@ type Config struct {
 	// Released is called after a tick released allocations (controld
 	// retries its queue).
 	Released func()
-	Now      func() time.Time
-	Log      *slog.Logger
+	// Mailer, when set, also emails each warning to the project's members
+	// (billing's mail configuration).
+	Mailer billing.Mailer
+	Now    func() time.Time
+	Log    *slog.Logger
 }
 
 // CheckAndSetDefaults validates c and fills defaults.
@@ -112,6 +116,7 @@ func (r *Runner) Tick(ctx context.Context) (TickResult, error) {
 	var res TickResult
 	now := r.cfg.Now().UTC()
 	var dues []due
+	var mails []mail
 	err := pgx.BeginFunc(ctx, r.cfg.Pool, func(tx pgx.Tx) error {
 		var locked bool
 		if err := tx.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock(hashtextextended($1, 0))`, lockKey).Scan(&locked); err != nil {
@@ -136,9 +141,11 @@ func (r *Runner) Tick(ctx context.Context) (TickResult, error) {
 				continue
 			}
 			for _, n := range d.notices {
-				if err := r.warn(ctx, tx, a, n, now); err != nil {
+				m, err := r.warn(ctx, tx, a, n, now)
+				if err != nil {
 					return err
 				}
+				mails = append(mails, m)
 				res.Warned++
 			}
 		}
@@ -146,6 +153,15 @@ func (r *Runner) Tick(ctx context.Context) (TickResult, error) {
 	})
 	if err != nil || res.Skipped {
 		return res, err
+	}
+	for _, m := range mails {
+		if r.cfg.Mailer == nil || len(m.to) == 0 {
+			break
+		}
+		// Email is a courtesy: the event and the in-session notice are sent.
+		if err := r.cfg.Mailer.Send(ctx, m.to, m.subject, m.body); err != nil {
+			r.cfg.Log.Warn("idle warning email", "allocation", m.allocationID, "err", err)
+		}
 	}
 	for _, d := range dues {
 		ok, err := r.release(ctx, d)
@@ -222,16 +238,31 @@ func (s Settings) decide(st state, activeAt, now time.Time) decision {
 	return d
 }
 
-// warn sends one notice and remembers it was sent.
-func (r *Runner) warn(ctx context.Context, tx pgx.Tx, a alloc.Active, n api.AllocNotice, now time.Time) error {
+// mail is a warning's email, sent after the tick committed.
+type mail struct {
+	allocationID  string
+	to            []string
+	subject, body string
+}
+
+// warn sends one notice and remembers it was sent; it returns the email
+// to send once committed.
+func (r *Runner) warn(ctx context.Context, tx pgx.Tx, a alloc.Active, n api.AllocNotice, now time.Time) (mail, error) {
 	n.AllocationID = a.ID
-	users, err := project.MemberIDs(ctx, tx, a.ProjectID)
+	members, err := project.Members(ctx, tx, a.ProjectID)
 	if err != nil {
-		return err
+		return mail{}, err
+	}
+	users := make([]string, len(members))
+	m := mail{allocationID: a.ID, subject: fmt.Sprintf("gpuaas: allocation %s will be released at %s", a.ID,
+		n.Deadline.Format("15:04 UTC")), body: "Allocation " + a.ID + ": " + n.Message + ".\n"}
+	for i, mem := range members {
+		users[i] = mem.UserID
+		m.to = append(m.to, mem.Email)
 	}
 	if _, err := outbox.Enqueue(ctx, tx, now, outbox.Event{Kind: api.EventAllocNotice, Subject: a.ID,
 		ProjectID: a.ProjectID, Users: users, Payload: n}); err != nil {
-		return err
+		return mail{}, err
 	}
 	// A row exists when a maximum duration applies (SetAllocation).
 	sql, args := `UPDATE idle_allocations SET max_warned = true WHERE allocation_id = $1`, []any{a.ID}
@@ -241,10 +272,10 @@ func (r *Runner) warn(ctx context.Context, tx pgx.Tx, a alloc.Active, n api.Allo
 		args = append(args, *n.Deadline)
 	}
 	if _, err := tx.Exec(ctx, sql, args...); err != nil {
-		return fmt.Errorf("remember notice of %s: %w", a.ID, err)
+		return mail{}, fmt.Errorf("remember notice of %s: %w", a.ID, err)
 	}
 	r.cfg.Log.Info("allocation warned", "allocation", a.ID, "kind", n.Kind, "deadline", n.Deadline)
-	return nil
+	return m, nil
 }
 
 // errNotDue stops a release whose allocation was used, or changed,

@@ -21,7 +21,8 @@ import (
 //
 // The rule: an allocation is active while channel data moves, in either
 // direction, on any of its sessions (shell, exec, sftp/scp) or port
-// forwards through this gateway. SSH keep-alives — global requests
+// forwards (ssh -L and -R) through this gateway. (Agent forwarding's
+// channels do not count: they only answer the node's signing requests.) SSH keep-alives — global requests
 // (keepalive@openssh.com, what ServerAliveInterval sends) and channel
 // requests (window changes, signals) — carry no channel data and are not
 // activity: an open session that only keeps itself alive is idle.
@@ -264,7 +265,7 @@ func touch(f *atomic.Bool) {
 }
 
 // touchingChannel marks its allocation active on every read and write of
-// channel data (port forwards).
+// channel data (port forwards, local and remote).
 type touchingChannel struct {
 	gossh.Channel
 	touched *atomic.Bool

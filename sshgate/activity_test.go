@@ -3,6 +3,7 @@ package sshgate
 import (
 	"context"
 	"io"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -145,4 +146,50 @@ func TestNoticeReachesOpenSessionStderr(t *testing.T) {
 		t.Errorf("another allocation's session got the notice: %q", s)
 	}
 	sh.expectLive()
+}
+
+// TestRemoteForwardDataIsActivity: data through a remote forward (ssh -R:
+// a connection made on the allocation, carried back to the client) is
+// activity too.
+func TestRemoteForwardDataIsActivity(t *testing.T) {
+	r := startRestStack(t)
+	a := r.allocs[0]
+	lastActive := func() time.Time {
+		var at *time.Time
+		err := r.env.Server.Pool().QueryRow(context.Background(),
+			`SELECT gate_active_at FROM idle_allocations WHERE allocation_id = $1`, a.ID).Scan(&at)
+		if err != nil && err != pgx.ErrNoRows {
+			t.Fatal(err)
+		}
+		if at == nil {
+			return time.Time{}
+		}
+		return *at
+	}
+	ln, err := r.dial(r.owner, a.ID).Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() { _, _ = io.Copy(c, c); c.Close() }()
+		}
+	}()
+	r.gw.sendActivity(context.Background()) // nothing moved yet
+	before := lastActive()
+	c, err := net.Dial("tcp", ln.Addr().String()) // on the allocation (this machine in the sim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	echoes(t, c, "remote forward traffic")
+	testutil.Eventually(t, "the remote forward's data recorded as activity", func() bool {
+		r.gw.sendActivity(context.Background())
+		return lastActive().After(before)
+	})
 }

@@ -1,6 +1,8 @@
 package controld_test
 
 import (
+	"crypto/ed25519"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"strings"
@@ -15,6 +17,7 @@ import (
 	"github.com/gpuaas/gpuaas/controld/controldtest"
 	"github.com/gpuaas/gpuaas/controld/idle"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/signing"
 	"github.com/gpuaas/gpuaas/internal/testutil"
 )
 
@@ -375,5 +378,47 @@ func TestIdleWarningEmailed(t *testing.T) {
 	if len(msgs) != 1 || len(msgs[0].To) != 1 || msgs[0].To[0] != controldtest.AdminEmail ||
 		!strings.Contains(msgs[0].Data, a.ID) || !strings.Contains(msgs[0].Data, "unless it is used") {
 		t.Fatalf("emails %+v; want one warning about %s to %s", msgs, a.ID, controldtest.AdminEmail)
+	}
+}
+
+// TestHeartbeatGPUActivityCountsForIdle: a node's signed heartbeat with
+// GPUActive (hostd's GPU telemetry) moves the last activity of the
+// allocation holding that GPU, and keeps it past its idle deadline.
+func TestHeartbeatGPUActivityCountsForIdle(t *testing.T) {
+	t.Parallel()
+	e := startIdle(t)
+	ctx := t.Context()
+	c := e.Client(e.AdminToken)
+	a := e.createActive(t, c, api.AllocCreateRequest{IdleReleaseAfter: "10m"})
+	// The seeded node gets a key of the test's, as enrollment would give
+	// it one of hostd's.
+	pub, key, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Server.Pool().Exec(ctx, `UPDATE nodes SET public_key = $2 WHERE id = $1`, a.NodeID, []byte(pub)); err != nil {
+		t.Fatal(err)
+	}
+	nc := e.Bus.Connect(t) // hostd's subjects are not a user's: controld's own identity here
+	e.clock.Advance(9 * time.Minute)
+	busyAt := e.clock.Now()
+	hb := api.Heartbeat{NodeID: a.NodeID, At: busyAt, GPUActive: map[string]time.Time{a.Slots[0].GPUPCI: busyAt}}
+	hb.ReportStamp = api.ReportStamp{Kind: api.HostHeartbeat, Seq: 1, SentAt: busyAt}
+	env, err := signing.Seal(key, hb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := json.Marshal(env)
+	reply, err := nc.Request(api.HostCtlSubject(a.NodeID, api.HostHeartbeat), body, 10*time.Second)
+	if err != nil || !strings.Contains(string(reply.Data), `"ok":true`) {
+		t.Fatalf("heartbeat: %v %s; want acknowledged", err, reply.Data)
+	}
+	got, err := c.AllocGet(ctx, a.ID)
+	if err != nil || got.Policy == nil || got.Policy.LastActiveAt == nil || !got.Policy.LastActiveAt.Equal(busyAt) {
+		t.Fatalf("policy after the heartbeat: %+v, %v; want last active %v", got.Policy, err, busyAt)
+	}
+	e.clock.Advance(2 * time.Minute) // past the deadline the activity moved
+	if res := e.idleTick(t); res.Released != 0 {
+		t.Fatalf("tick 11m after activation, 2m after GPU activity: %+v; want no release", res)
 	}
 }

@@ -86,6 +86,9 @@ func (s *Server) allocQuote(ctx context.Context, c *call) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	if _, _, err := s.allocCreatePolicy(req); err != nil {
+		return nil, err // what the create would say
+	}
 	q, err := alloc.Quote(ctx, s.pool, c.actor(), req, s.now())
 	if err != nil {
 		return nil, err

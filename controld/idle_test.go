@@ -288,6 +288,9 @@ func TestIdlePolicyValidation(t *testing.T) {
 			t.Errorf("alloc create %+v: %v; want invalid argument", req, err)
 		}
 	}
+	if _, err := c.AllocQuote(ctx, api.AllocCreateRequest{SKU: "h200-slice", GPUs: 1, MaxDuration: "soon"}); !errors.Is(err, api.ErrInvalidArgument) {
+		t.Errorf("alloc create --dry-run with a bad max duration: %v; want invalid argument", err)
+	}
 	if a, p := count(`SELECT count(*) FROM allocations`), count(`SELECT count(*) FROM idle_project_policies`); a != allocs || p != policies {
 		t.Errorf("after refused requests: %d allocations, %d policies; want %d, %d", a, p, allocs, policies)
 	}

@@ -31,6 +31,7 @@ import (
 	"github.com/gpuaas/gpuaas/controld/ca"
 	"github.com/gpuaas/gpuaas/controld/hosts"
 	"github.com/gpuaas/gpuaas/controld/identity"
+	"github.com/gpuaas/gpuaas/controld/idle"
 	"github.com/gpuaas/gpuaas/controld/mutate"
 	"github.com/gpuaas/gpuaas/controld/outbox"
 	"github.com/gpuaas/gpuaas/controld/payments"
@@ -114,6 +115,11 @@ type Config struct {
 	// this long to finish (default DefaultDrainTimeout). The systemd unit's
 	// TimeoutStopSec leaves room above it.
 	DrainTimeout time.Duration
+
+	// Idle tunes idle release and maximum durations (controld/idle): the
+	// shortest period users may set, the warning's lead, the evaluator's
+	// interval.
+	Idle idle.Settings
 }
 
 // DefaultDrainTimeout is Config.DrainTimeout's default.
@@ -125,6 +131,9 @@ type HostsConfig = hosts.Tuning
 // BillingConfig is billing.Settings, by the name controld's callers know
 // it.
 type BillingConfig = billing.Settings
+
+// IdleConfig is idle.Settings, by the name controld's callers know it.
+type IdleConfig = idle.Settings
 
 // SMTPConfig is billing.SMTP: a relay for billing emails.
 type SMTPConfig = billing.SMTP
@@ -176,6 +185,9 @@ func (c *Config) CheckAndSetDefaults() error {
 	if err := c.Billing.CheckAndSetDefaults(); err != nil {
 		return err
 	}
+	if err := c.Idle.CheckAndSetDefaults(); err != nil {
+		return err
+	}
 	if c.Now == nil {
 		c.Now = time.Now
 	}
@@ -198,6 +210,7 @@ type Server struct {
 	hosts    *hosts.Service
 	cas      *ca.Service
 	billing  *billing.Runner
+	idle     *idle.Runner
 	ready    chan struct{}
 	// kick wakes the queue loop after a change that may free capacity.
 	kick chan struct{}
@@ -274,11 +287,14 @@ func (s *Server) init(ctx context.Context) error {
 		return err
 	}
 	if s.hosts, err = hosts.New(hosts.Config{Tuning: s.cfg.Hosts, Pool: s.pool, NATS: s.cfg.NATS, TaskKey: taskKey,
-		SlotsFreed: s.kickQueue, TicketCAKeys: s.ticketCAKeys, Now: s.cfg.Now, Log: s.cfg.Log,
+		SlotsFreed: s.kickQueue, GPUActive: s.gpuActive, TicketCAKeys: s.ticketCAKeys, Now: s.cfg.Now, Log: s.cfg.Log,
 		TaskSettled: func(typ, status string, took time.Duration) { s.metrics.observeTask(typ, status, took) }}); err != nil {
 		return err
 	}
 	if s.billing, err = s.newBillingRunner(); err != nil {
+		return err
+	}
+	if s.idle, err = s.newIdleRunner(); err != nil {
 		return err
 	}
 	if s.cfg.BusKeys != nil {
@@ -381,6 +397,7 @@ func (s *Server) Run(ctx context.Context) error {
 	for _, run := range []func(context.Context) error{
 		func(ctx context.Context) error { return s.supervise(ctx, "outbox relay", relay.Run) },
 		func(ctx context.Context) error { return s.supervise(ctx, "billing", s.billing.Run) },
+		func(ctx context.Context) error { return s.supervise(ctx, "idle release", s.idle.Run) },
 	} {
 		singletons.Add(1)
 		g.Go(func() error { defer singletons.Done(); return run(singCtx) })

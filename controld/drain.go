@@ -50,7 +50,7 @@ func (s *Server) drain(st drainSteps) error {
 	go func() {
 		defer close(singletonsReleased)
 		st.singletons.Wait()
-		s.cfg.Log.Info("drain: singletons released (outbox relay lock, billing)", "took", since(start))
+		s.cfg.Log.Info("drain: singletons released (outbox relay lock, billing, idle release)", "took", since(start))
 	}()
 
 	var errs []error

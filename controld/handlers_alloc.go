@@ -10,6 +10,7 @@ import (
 
 	"github.com/gpuaas/gpuaas/controld/alloc"
 	"github.com/gpuaas/gpuaas/controld/audit"
+	"github.com/gpuaas/gpuaas/controld/idle"
 	"github.com/gpuaas/gpuaas/controld/mutate"
 	"github.com/gpuaas/gpuaas/internal/api"
 )
@@ -49,8 +50,16 @@ func (s *Server) allocCreate(ctx context.Context, c *call) (mutate.Func, error) 
 	if err != nil {
 		return nil, err
 	}
+	idleSecs, maxSecs, err := s.allocCreatePolicy(req)
+	if err != nil {
+		return nil, err
+	}
 	return func(ctx context.Context, tx pgx.Tx) (any, mutate.Effect, error) {
-		return alloc.Create(ctx, tx, c.actor(), req, s.allocRules(), s.now())
+		a, eff, err := alloc.Create(ctx, tx, c.actor(), req, s.allocRules(), s.now())
+		if err == nil {
+			err = idle.SetAllocation(ctx, tx, a.ID, idleSecs, maxSecs)
+		}
+		return a, eff, err
 	}, nil
 }
 
@@ -78,6 +87,9 @@ func (s *Server) allocQuote(ctx context.Context, c *call) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	if _, _, err := s.allocCreatePolicy(req); err != nil {
+		return nil, err // what the create would say
+	}
 	q, err := alloc.Quote(ctx, s.pool, c.actor(), req, s.now())
 	if err != nil {
 		return nil, err
@@ -102,7 +114,11 @@ func (s *Server) allocGet(ctx context.Context, c *call) (any, error) {
 	if err := c.decode(&req); err != nil {
 		return nil, err
 	}
-	return alloc.GetWithTimeline(ctx, s.pool, c.actor(), req.ID)
+	a, err := alloc.GetWithTimeline(ctx, s.pool, c.actor(), req.ID)
+	if err != nil {
+		return nil, err
+	}
+	return s.withPolicy(ctx, a)
 }
 
 func (s *Server) allocList(ctx context.Context, c *call) (any, error) {

@@ -60,6 +60,10 @@ var owners = map[string]string{
 
 	"bus_identities":  "busauth",
 	"bus_connections": "busauth",
+
+	// Idle release and maximum duration (issue 16, item 1).
+	"idle_project_policies": "idle",
+	"idle_allocations":      "idle",
 }
 
 // foreignReads are the reads of a table outside its owner that are

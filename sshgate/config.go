@@ -21,11 +21,14 @@ const (
 	// login is re-checked with controld, in case an announcement of its
 	// revocation was missed, and to catch logins that expired.
 	DefaultRevocationCheckInterval = 30 * time.Second
-	DefaultDialTimeout             = 10 * time.Second
-	DefaultShutdownGrace           = 10 * time.Second
-	DefaultHandshakeTimeout        = 30 * time.Second
-	DefaultMaxRecordingBytes       = 256 << 20
-	DefaultName                    = "sshgate"
+	// DefaultActivityReportInterval is how often the gateway tells
+	// controld which allocations had channel data (idle release).
+	DefaultActivityReportInterval = 15 * time.Second
+	DefaultDialTimeout            = 10 * time.Second
+	DefaultShutdownGrace          = 10 * time.Second
+	DefaultHandshakeTimeout       = 30 * time.Second
+	DefaultMaxRecordingBytes      = 256 << 20
+	DefaultName                   = "sshgate"
 )
 
 // CommandTree builds the gpuaas command tree served by
@@ -97,6 +100,10 @@ type Config struct {
 	// RevocationCheckInterval is how often the logins of open connections
 	// are re-checked (see revoke.go). Default: DefaultRevocationCheckInterval.
 	RevocationCheckInterval time.Duration
+	// ActivityReportInterval is how often allocation activity is reported
+	// to controld (gate.activity; see activity.go). Default:
+	// DefaultActivityReportInterval.
+	ActivityReportInterval time.Duration
 	// DialTimeout bounds dialling a node's terminal server, handshake
 	// included. Default: DefaultDialTimeout.
 	DialTimeout time.Duration
@@ -148,6 +155,9 @@ func (c *Config) CheckAndSetDefaults() error {
 	}
 	if c.RevocationCheckInterval <= 0 {
 		c.RevocationCheckInterval = DefaultRevocationCheckInterval
+	}
+	if c.ActivityReportInterval <= 0 {
+		c.ActivityReportInterval = DefaultActivityReportInterval
 	}
 	if c.DialTimeout <= 0 {
 		c.DialTimeout = DefaultDialTimeout

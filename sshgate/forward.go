@@ -80,7 +80,9 @@ func (g *Gateway) directTCPIP(_ *ssh.Server, _ *gossh.ServerConn, newChan gossh.
 	start := time.Now()
 	// Each direction passes its EOF on: a half-closed TCP connection stays
 	// half-closed end to end.
-	bytes := sshwire.Splice(ch, nodeCh)
+	act := g.activity.open(alloc, nil, nil)
+	defer g.activity.close(alloc, nil)
+	bytes := sshwire.Splice(touchingChannel{Channel: ch, touched: &act.touched}, nodeCh)
 	g.log.Info("forward end", "allocation", alloc, "session", sessionID, "bytes", bytes,
 		"duration", time.Since(start).Round(time.Millisecond))
 	g.finishSession(sessionID, nil, sessionResult{bytes: bytes})

@@ -42,6 +42,9 @@ type Gateway struct {
 	// logins indexes open connections by the login their certificate
 	// names, for revocation (revoke.go) and shutdown.
 	logins logins
+	// activity tracks each allocation's sessions and channel data, for
+	// idle release and notices (activity.go).
+	activity activity
 	// stopping is set once Run shuts down: new sessions are refused.
 	stopping atomic.Bool
 
@@ -142,6 +145,11 @@ func (g *Gateway) Run(ctx context.Context) error {
 		return err
 	}
 	defer stopRevocations()
+	stopNotices, err := g.watchNotices()
+	if err != nil {
+		return err
+	}
+	defer stopNotices()
 	ln, err := net.Listen("tcp", g.cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", g.cfg.Listen, err)
@@ -158,6 +166,9 @@ func (g *Gateway) Run(ctx context.Context) error {
 	defer stopRefresh()
 	go g.refreshLoop(refreshCtx, hostSigner)
 	go g.gatewayCredsLoop(refreshCtx)
+	reported := make(chan struct{})
+	go func() { defer close(reported); g.reportActivity(refreshCtx) }()
+	defer func() { stopRefresh(); <-reported }()
 
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()

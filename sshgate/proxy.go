@@ -49,6 +49,13 @@ func (g *Gateway) proxySession(s ssh.Session, id sshcert.Identity) {
 		fail(s, publicError(err))
 		return
 	}
+	// Notices go to shells and exec sessions, never into an sftp stream.
+	var noticeTo ssh.Session
+	if kind != api.SessionSFTP {
+		noticeTo = s
+	}
+	act := g.activity.open(alloc, noticeTo, loginOf(ctx))
+	defer g.activity.close(alloc, noticeTo)
 	var sessionID string
 	onOwnStack(func() { sessionID, err = g.startIndex(ctx, id, alloc, kind, command) })
 	if err != nil {
@@ -71,7 +78,7 @@ func (g *Gateway) proxySession(s ssh.Session, id sshcert.Identity) {
 			return
 		}
 	}
-	res := g.relay(s, id, up, pty, hasPty, kind, rec)
+	res := g.relay(s, id, up, pty, hasPty, kind, rec, &act.touched)
 	if rec != nil && rec.Err() != nil {
 		g.log.Error("recording failed during the session", "session", sessionID, "err", rec.Err())
 	}
@@ -82,7 +89,8 @@ func (g *Gateway) proxySession(s ssh.Session, id sshcert.Identity) {
 // on the raw channel (not x/crypto's Session, which cannot wait for a
 // subsystem) and mirrors what the client asked, in order: env, pty-req,
 // then shell, exec or subsystem.
-func (g *Gateway) relay(s ssh.Session, id sshcert.Identity, up *upstream, pty ssh.Pty, hasPty bool, kind string, rec *recorder) sessionResult {
+// touched is set whenever channel data moves (activity.go).
+func (g *Gateway) relay(s ssh.Session, id sshcert.Identity, up *upstream, pty ssh.Pty, hasPty bool, kind string, rec *recorder, touched *atomic.Bool) sessionResult {
 	var res sessionResult
 	node, nodeReqs, err := up.client.OpenChannel("session", nil)
 	if err != nil {
@@ -135,7 +143,7 @@ func (g *Gateway) relay(s ssh.Session, id sshcert.Identity, up *upstream, pty ss
 	closeNode := sync.OnceFunc(func() { _ = node.Close() })
 	done := make(chan struct{})
 	// The client's input, then its EOF, to the node.
-	go sshwire.CopyHalf(node, &countingReader{r: s, n: &in})
+	go sshwire.CopyHalf(node, &countingReader{r: s, n: &in, touched: touched})
 	// The client's whole connection went away (without a goroutine
 	// waiting for it: BenchmarkIdleSessions).
 	stopWatching := context.AfterFunc(s.Context(), closeNode)
@@ -153,9 +161,9 @@ func (g *Gateway) relay(s ssh.Session, id sshcert.Identity, up *upstream, pty ss
 	stderrDone := make(chan struct{})
 	go func() {
 		defer close(stderrDone)
-		_, _ = sshwire.Copy(&clientWriter{w: s.Stderr(), n: &out, gone: closeNode}, node.Stderr())
+		_, _ = sshwire.Copy(&clientWriter{w: s.Stderr(), n: &out, touched: touched, gone: closeNode}, node.Stderr())
 	}()
-	_, _ = sshwire.Copy(&clientWriter{w: stdout, n: &out, gone: closeNode}, node)
+	_, _ = sshwire.Copy(&clientWriter{w: stdout, n: &out, touched: touched, gone: closeNode}, node)
 	<-stderrDone
 	ex := <-ev.exit // the node closed the channel: nothing more will come
 	close(done)
@@ -310,14 +318,18 @@ func closed(c <-chan struct{}) bool {
 // (its channel closed), so a node still producing output is not left
 // blocked on a window nobody will open.
 type clientWriter struct {
-	w    io.Writer
-	n    *atomic.Int64
-	gone func()
+	w       io.Writer
+	n       *atomic.Int64
+	touched *atomic.Bool // the allocation's activity flag
+	gone    func()
 }
 
 func (c *clientWriter) Write(p []byte) (int, error) {
 	n, err := c.w.Write(p)
 	c.n.Add(int64(n))
+	if n > 0 {
+		touch(c.touched)
+	}
 	if err != nil {
 		c.gone()
 	}
@@ -326,13 +338,17 @@ func (c *clientWriter) Write(p []byte) (int, error) {
 
 // countingReader counts what the client sends.
 type countingReader struct {
-	r io.Reader
-	n *atomic.Int64
+	r       io.Reader
+	n       *atomic.Int64
+	touched *atomic.Bool // the allocation's activity flag
 }
 
 func (c *countingReader) Read(p []byte) (int, error) {
 	n, err := c.r.Read(p)
 	c.n.Add(int64(n))
+	if n > 0 {
+		touch(c.touched)
+	}
 	return n, err
 }
 

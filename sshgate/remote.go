@@ -125,9 +125,15 @@ func (g *Gateway) forwardedTCPIP(ctx ssh.Context, id sshcert.Identity, client go
 		_ = nc.Reject(gossh.ResourceShortage, "cannot record this connection right now")
 		return
 	}
+	act := g.activity.open(alloc, nil, nil)
+	defer g.activity.close(alloc, nil)
 	start := time.Now()
 	bytes, err := sshwire.JoinChannel(nc, func() (gossh.Channel, <-chan *gossh.Request, error) {
-		return client.OpenChannel(sshwire.ForwardedChannel, nc.ExtraData())
+		ch, reqs, err := client.OpenChannel(sshwire.ForwardedChannel, nc.ExtraData())
+		if err != nil {
+			return nil, nil, err
+		}
+		return touchingChannel{Channel: ch, touched: &act.touched}, reqs, nil
 	})
 	if err != nil {
 		g.log.Info("remote forward connection refused by the client", "allocation", alloc, "target", target, "err", err)

@@ -22,13 +22,17 @@ type CreateOptions struct {
 	Now      func() time.Time
 	Exporter cmdutil.Exporter
 
-	SKU            string
-	GPUs           int // 0: take the SKU's only count
-	Queue          bool
-	IdempotencyKey string
-	Wait           bool
-	Timeout        time.Duration
-	DryRun         bool
+	SKU   string
+	GPUs  int // 0: take the SKU's only count
+	Queue bool
+	// IdleReleaseAfter and MaxDuration are the allocation's idle policy
+	// ("30m", "off"; "" the project's) and maximum duration.
+	IdleReleaseAfter string
+	MaxDuration      string
+	IdempotencyKey   string
+	Wait             bool
+	Timeout          time.Duration
+	DryRun           bool
 }
 
 // NewCmdCreate builds `gpuaas alloc create`; runF replaces createRun in tests.
@@ -89,6 +93,8 @@ Retrying with the same --idempotency-key never allocates twice.`,
 	cmd.Flags().StringVar(&opts.SKU, "sku", "", "SKU to rent (required)")
 	cmd.Flags().IntVar(&opts.GPUs, "gpus", 0, "Number of GPUs (default: the SKU's only size)")
 	cmd.Flags().BoolVar(&opts.Queue, "queue", false, "Wait in line for capacity instead of failing")
+	cmd.Flags().StringVar(&opts.IdleReleaseAfter, "idle-release-after", "", "Release it after this long without activity (e.g. 30m; off; default: the project's policy)")
+	cmd.Flags().StringVar(&opts.MaxDuration, "max-duration", "", "Release it this long after it became active, whatever its activity (e.g. 8h)")
 	cmd.Flags().StringVar(&opts.IdempotencyKey, "idempotency-key", "", "Key that makes retries safe (default: random)")
 	cmd.Flags().BoolVar(&opts.Wait, "wait", false, "Wait until the allocation is active, showing its phases")
 	cmd.Flags().DurationVar(&opts.Timeout, "timeout", 30*time.Minute, "With --wait: how long to wait")
@@ -108,7 +114,8 @@ func createRun(ctx context.Context, opts *CreateOptions) error {
 			return err
 		}
 	}
-	req := api.AllocCreateRequest{SKU: opts.SKU, GPUs: gpus, Queue: opts.Queue}
+	req := api.AllocCreateRequest{SKU: opts.SKU, GPUs: gpus, Queue: opts.Queue,
+		IdleReleaseAfter: opts.IdleReleaseAfter, MaxDuration: opts.MaxDuration}
 	if opts.DryRun {
 		return quoteRun(ctx, opts, client, req)
 	}

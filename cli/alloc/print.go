@@ -68,6 +68,7 @@ func printAllocation(ios *cmdutil.IOStreams, now time.Time, a *api.Allocation) e
 	if a.Usage != nil {
 		t.AddRow("  cost", describeCost(a.Usage))
 	}
+	addPolicyRows(t, a.Policy)
 	if err := t.Render(); err != nil {
 		return err
 	}
@@ -138,4 +139,29 @@ func stateColor(cs cmdutil.ColorScheme, state string) func(string) string {
 		return cs.Gray
 	}
 	return cs.Yellow
+}
+
+// addPolicyRows shows an allocation's idle policy and maximum duration,
+// e.g. "after 2h0m0s without activity (project's); at 15:04:05".
+func addPolicyRows(t *cmdutil.TablePrinter, p *api.AllocPolicy) {
+	if p == nil {
+		return
+	}
+	if p.IdleReleaseAfterSeconds > 0 {
+		s := fmt.Sprintf("after %v without activity (%s's)", time.Duration(p.IdleReleaseAfterSeconds)*time.Second, p.IdleFrom)
+		if p.IdleReleaseAt != nil {
+			s += "; at " + p.IdleReleaseAt.Local().Format("15:04:05") + " if unused"
+		}
+		t.AddRow("  idle release", s)
+	}
+	if p.MaxDurationSeconds > 0 {
+		s := (time.Duration(p.MaxDurationSeconds) * time.Second).String()
+		if p.MaxDurationAt != nil {
+			s += "; released at " + p.MaxDurationAt.Local().Format("15:04:05")
+		}
+		t.AddRow("  max duration", s)
+	}
+	if p.LastActiveAt != nil {
+		t.AddRow("  last active", p.LastActiveAt.Local().Format("15:04:05"))
+	}
 }

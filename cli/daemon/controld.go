@@ -14,6 +14,7 @@ import (
 	"github.com/gpuaas/gpuaas/controld/billing"
 	"github.com/gpuaas/gpuaas/controld/catalog"
 	"github.com/gpuaas/gpuaas/controld/identity"
+	"github.com/gpuaas/gpuaas/controld/idle"
 	"github.com/gpuaas/gpuaas/controld/payments"
 	"github.com/gpuaas/gpuaas/internal/bus"
 	"github.com/gpuaas/gpuaas/internal/devenv/controlplane"
@@ -46,6 +47,9 @@ type ControldOptions struct {
 	// MinRunway is how long a project's balance must last at its total
 	// burn for alloc.create to go ahead (billing.Settings.MinRunway).
 	MinRunway time.Duration
+	// IdleMinPeriod and IdleWarnAhead tune idle release (idle.Settings).
+	IdleMinPeriod time.Duration
+	IdleWarnAhead time.Duration
 
 	StripeAPI        string
 	StripeSuccessURL string
@@ -103,6 +107,9 @@ Stripe top-ups need GPUAAS_STRIPE_SECRET_KEY, --stripe-success-url and
 			if opts.NATSKeys == "" {
 				return cmdutil.FlagErrorf("--nats-keys (or GPUAAS_NATS_KEYS) is required: create it with `gpuaas ops nats-setup`")
 			}
+			if opts.IdleMinPeriod < time.Second || opts.IdleWarnAhead < 0 {
+				return cmdutil.FlagErrorf("--idle-min-period must be at least 1s and --idle-warn-ahead not negative")
+			}
 			if opts.MinRunway <= 0 {
 				return cmdutil.FlagErrorf("--min-runway must be positive, got %s", opts.MinRunway)
 			}
@@ -130,6 +137,8 @@ Stripe top-ups need GPUAAS_STRIPE_SECRET_KEY, --stripe-success-url and
 	fl.IntVar(&opts.APIBurst, "api-burst", controld.DefaultAPIBurst, "Burst of each user's token bucket")
 	fl.DurationVar(&opts.MinRunway, "min-runway", billing.DefaultMinRunway,
 		"How long a project's balance must last at its total burn (the new allocation included) for alloc create")
+	fl.DurationVar(&opts.IdleMinPeriod, "idle-min-period", idle.DefaultMinPeriod, "Shortest --idle-release-after or --max-duration users may set")
+	fl.DurationVar(&opts.IdleWarnAhead, "idle-warn-ahead", idle.DefaultWarnAhead, "How long before an idle or maximum-duration release its warning goes out (at most half the period)")
 	fl.BoolVar(&opts.SeedCatalog, "seed-catalog", true, "Add the default SKUs that do not exist yet")
 	fl.StringVar(&opts.LogLevel, "log-level", "info", "Log level: debug, info, warn, error")
 	fl.StringVar(&opts.GatewayAddr, "gateway-addr", "", "Where users ssh to (host:port), told to clients by ssh.cas")
@@ -191,6 +200,7 @@ func controldConfig(opts *ControldOptions, nc, sys *nats.Conn, keys *bus.Keys, k
 			OIDC: identity.OIDCConfig{Issuer: opts.OIDCIssuer, ClientID: opts.OIDCClientID, MaxIDTokenAge: opts.OIDCMaxTokenAge}},
 		APIRateLimit: controld.RateLimit{Rate: opts.APIRate, Burst: opts.APIBurst}, Log: log,
 		Billing:     controld.BillingConfig{MinRunway: opts.MinRunway},
+		Idle:        controld.IdleConfig{MinPeriod: opts.IdleMinPeriod, WarnAhead: opts.IdleWarnAhead},
 		GatewayAddr: opts.GatewayAddr, CAKeyEncryptionKey: kek, SSHCertTTL: opts.SSHCertTTL,
 		Stripe: payments.Settings{APIBase: opts.StripeAPI, SecretKey: os.Getenv("GPUAAS_STRIPE_SECRET_KEY"),
 			WebhookSecret: os.Getenv("GPUAAS_STRIPE_WEBHOOK_SECRET"), SuccessURL: opts.StripeSuccessURL, CancelURL: opts.StripeCancelURL},

@@ -99,6 +99,9 @@ on one machine: clients are given all three servers' URLs.`,
 			if opts.SSHPort < 0 || opts.SSHPort > 65535 {
 				return cmdutil.FlagErrorf("--ssh-port must be 0-65535")
 			}
+			if opts.IdleMinPeriod < time.Second {
+				return cmdutil.FlagErrorf("--idle-min-period must be at least 1s")
+			}
 			if opts.BillingWindow < time.Second {
 				return cmdutil.FlagErrorf("--billing-window must be at least 1s")
 			}
@@ -138,6 +141,7 @@ on one machine: clients are given all three servers' URLs.`,
 	fl.IntVar(&opts.Hosts, "hosts", 2, "Simulated GPU hosts to run: slice and bare-metal hosts, alternately")
 	fl.IntVar(&opts.SSHPort, "ssh-port", 2222, "Port of the SSH gateway on loopback (0 picks a free one)")
 	fl.DurationVar(&opts.BillingWindow, "billing-window", 10*time.Second, "How often active allocations are charged")
+	fl.DurationVar(&opts.IdleMinPeriod, "idle-min-period", devenv.DefaultIdleMinPeriod, "Shortest --idle-release-after or --max-duration users may set")
 	fl.StringVar(&opts.StripeAPI, "stripe-api", "", "Enable top-ups against this Stripe API, e.g. stripe-mock at http://127.0.0.1:12111 (key: $GPUAAS_STRIPE_SECRET_KEY, default a test key)")
 	fl.IntVar(&opts.HTTPPort, "http-port", 8787, "With --stripe-api: port of controld's HTTP server (Stripe webhooks) on loopback (0 picks a free one)")
 	fl.StringVar(&opts.OIDC.Issuer, "oidc-issuer", "", "Also accept logins through this OIDC issuer `URL` (gpuaas login then uses its device flow)")

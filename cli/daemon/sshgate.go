@@ -100,6 +100,7 @@ GPUAAS_NATS_CERT and GPUAAS_NATS_KEY stand in for the flags.`,
 	fl.StringSliceVar(&opts.Principals, "principal", nil, "Host name to certify for the host key (repeatable; default: the --advertise host)")
 	fl.StringVar(&opts.Name, "name", "", "Name of this gateway instance in the session index (default: the host name)")
 	fl.StringVar(&opts.RecordingDir, "recording-dir", "", "This instance's own directory where recordings wait for upload; after a crash the next start uploads them and marks their sessions interrupted (default: unlinked files in the temp dir, lost in a crash)")
+	fl.DurationVar(&opts.Config.ActivityReportInterval, "activity-report-interval", sshgate.DefaultActivityReportInterval, "How often allocation activity (channel data) is reported to controld for idle release")
 	fl.StringVar(&opts.LogLevel, "log-level", "info", "Log level: debug, info, warn, error")
 	addMetricsFlag(fl, &opts.MetricsAddr)
 	return cmd

@@ -19,6 +19,7 @@ func NewCmdProject(f *cmdutil.Factory) *cobra.Command {
 		NewCmdMembers(f, nil),
 		NewCmdAddMember(f, nil),
 		NewCmdUse(f, nil),
+		NewCmdSet(f, nil),
 	)
 	return cmd
 }

@@ -69,7 +69,14 @@ func ReleaseDone(ctx context.Context, tx pgx.Tx, allocationID, status, reason st
 		}
 		freed = true
 		if a.State == api.AllocReleasing {
-			if err := transition(ctx, tx, &a, api.AllocReleased, "released", HostActor, now); err != nil {
+			// A released allocation keeps saying why it was released (its
+			// releasing reason: idle, max_duration, a depleted balance,
+			// who released it), not just that it was.
+			why := a.Reason
+			if why == "" {
+				why = "released"
+			}
+			if err := transition(ctx, tx, &a, api.AllocReleased, why, HostActor, now); err != nil {
 				return nil, false, err
 			}
 		}

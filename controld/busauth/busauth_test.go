@@ -103,14 +103,14 @@ func TestUserPermissions(t *testing.T) {
 
 	for _, subj := range []string{">", "gpuaas.>", api.SubjectPrefix + ".>", api.SubjectPrefix + ".auth.login",
 		api.UserInboxPrefix(bob.ID) + ".>", "gpuaas.user." + bob.ID + ".>", "gpuaas.user.*.evt.>", "gpuaas.host.>",
-		"gpuaas.ctl.>", "gpuaas.evt.>", "gpuaas.gate.>", "$JS.API.>", "$O.>", "_INBOX.>", "$SYS.REQ.USER.AUTH"} {
+		"gpuaas.ctl.>", "gpuaas.evt.>", "gpuaas.gate.>", api.GateNoticeSubject, "$JS.API.>", "$O.>", "_INBOX.>", "$SYS.REQ.USER.AUTH"} {
 		a.refusedSub(t, subj, "")
 	}
 	a.refusedSub(t, api.SubjectPrefix+".>", "q") // cannot answer the API in any queue group
 	a.refusedSub(t, api.SubjectPrefix+".auth.login", "q")
 	for _, subj := range []string{"gpuaas.evt.alloc.state", "gpuaas.user." + bob.ID + ".evt.alloc.state",
 		"gpuaas.user." + alice.ID + ".evt.alloc.state", "gpuaas.host.n-1.task", "gpuaas.ctl.host.n-1.heartbeat",
-		"gpuaas.ctl.enroll", api.GateRevokedSubject, "$JS.API.STREAM.INFO.EVENTS", "$SYS.REQ.USER.AUTH"} {
+		"gpuaas.ctl.enroll", api.GateRevokedSubject, api.GateNoticeSubject, "$JS.API.STREAM.INFO.EVENTS", "$SYS.REQ.USER.AUTH"} {
 		a.refusedPub(t, subj, []byte(`{"kind":"alloc.state","data":{"forged":true}}`))
 	}
 
@@ -391,7 +391,7 @@ func TestGatewayPermissions(t *testing.T) {
 		g.refusedSub(t, subj, "")
 	}
 	for _, subj := range []string{"gpuaas.user.u-1.evt.alloc.state", "gpuaas.host.n-1.task", "$JS.API.STREAM.INFO.EVENTS",
-		"$JS.API.STREAM.DELETE.OBJ_" + api.RecordingsBucket, api.GateRevokedSubject} {
+		"$JS.API.STREAM.DELETE.OBJ_" + api.RecordingsBucket, api.GateRevokedSubject, api.GateNoticeSubject} {
 		g.refusedPub(t, subj, []byte("{}"))
 	}
 }

@@ -56,6 +56,8 @@ type Options struct {
 	GatewayAddr string
 	// Billing tunes billing (window, grace, threshold, SMTP).
 	Billing controld.BillingConfig
+	// Idle tunes idle release (minimum period, warning lead).
+	Idle controld.IdleConfig
 
 	// APIRateLimit is passed to controld; left zero, tests are not
 	// throttled (controld's own default is 50 requests/s in bursts of 200,
@@ -140,7 +142,7 @@ func startControld(t testing.TB, b *testutil.Bus, dsn string, opts Options) *con
 		Identity: identity.Settings{BcryptCost: bcrypt.MinCost, OIDC: opts.OIDC, LoginLimits: opts.LoginLimits, InviteTTL: opts.InviteTTL,
 			SessionCacheTTL: opts.SessionCacheTTL},
 		Now: opts.Now, Log: log, Hosts: opts.Hosts, MaxConns: opts.MaxConns, QueueInterval: 100 * time.Millisecond,
-		SSHCertTTL: opts.SSHCertTTL, GatewayAddr: opts.GatewayAddr, Billing: opts.Billing,
+		SSHCertTTL: opts.SSHCertTTL, GatewayAddr: opts.GatewayAddr, Billing: opts.Billing, Idle: opts.Idle,
 		Stripe: opts.Stripe, HTTPAddr: opts.HTTPAddr, APIRateLimit: opts.APIRateLimit,
 		MetricsAddr: opts.MetricsAddr, OutboxMaxAttempts: opts.OutboxMaxAttempts}})
 	if err != nil {

@@ -110,6 +110,13 @@ func (d *Service) handleHeartbeat(ctx context.Context, m *nats.Msg) (any, error)
 	if err != nil {
 		return nil, err
 	}
+	if len(hb.GPUActive) > 0 && d.cfg.GPUActive != nil {
+		// GPU activity is a hint for idle release: a failure to record it
+		// is logged, and the heartbeat still counts.
+		if err := d.cfg.GPUActive(ctx, nodeID, hb.GPUActive); err != nil {
+			d.cfg.Log.Warn("record GPU activity", "node", nodeID, "err", err)
+		}
+	}
 	return api.HostAck{OK: true}, node.SetHealth(ctx, d.cfg.Pool, nodeID, hb.Health, hb.TerminalAddr, hb.TerminalHostKey, d.now())
 }
 

@@ -87,8 +87,11 @@ type Config struct {
 	// TaskSettled, when set, is told each task's type, status and time
 	// from creation to result once its result is applied (metrics).
 	TaskSettled func(typ, status string, took time.Duration)
-	Now         func() time.Time
-	Log         *slog.Logger
+	// GPUActive, when set, is given each heartbeat's GPU activity
+	// (Heartbeat.GPUActive) for idle release.
+	GPUActive func(ctx context.Context, nodeID string, active map[string]time.Time) error
+	Now       func() time.Time
+	Log       *slog.Logger
 }
 
 // CheckAndSetDefaults validates c and fills defaults.

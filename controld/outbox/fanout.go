@@ -33,6 +33,9 @@ const gateFlushTimeout = 5 * time.Second
 // an earlier one, and a nak'd event is sent again before any after it.
 // The relay puts a subject's events in the stream in order (RunOnce).
 //
+// An alloc.notice event also goes, whole, to api.GateNoticeSubject, where
+// every sshgate writes its message into the allocation's open sessions.
+//
 // A session.revoked event also goes, as its api.SessionRevoked body, to
 // api.GateRevokedSubject, where every sshgate listens to end the SSH
 // sessions of those logins. That one is flushed to the server before the
@@ -77,6 +80,14 @@ func Fanout(ctx context.Context, js jetstream.JetStream, nc *nats.Conn, log *slo
 				log.Error("fanout: revocation not sent to the gateways", "event", ev.ID, "err", err)
 			case err != nil:
 				log.Warn("fanout: tell the gateways of a revocation; retrying", "event", ev.ID, "err", err)
+				_ = m.Nak()
+				return
+			}
+		}
+		if ev.Kind == api.EventAllocNotice {
+			// The gateways write it into the allocation's open sessions.
+			if err := publishGate(nc, api.GateNoticeSubject, data); err != nil {
+				log.Warn("fanout: hand a notice to the gateways; retrying", "event", ev.ID, "err", err)
 				_ = m.Nak()
 				return
 			}
@@ -144,6 +155,15 @@ func publishRevoked(nc *nats.Conn, ev api.Event) error {
 		return err
 	}
 	if err := nc.Publish(api.GateRevokedSubject, data); err != nil {
+		return err
+	}
+	return nc.FlushTimeout(gateFlushTimeout)
+}
+
+// publishGate sends data to a gateway subject and waits until the server
+// has it.
+func publishGate(nc *nats.Conn, subject string, data []byte) error {
+	if err := nc.Publish(subject, data); err != nil {
 		return err
 	}
 	return nc.FlushTimeout(gateFlushTimeout)

@@ -262,6 +262,9 @@ type Allocation struct {
 	// release of an allocation the platform already failed or released),
 	// says what happened instead.
 	Note string `json:"note,omitempty"`
+	// Policy is its effective idle and duration policy (alloc.get only;
+	// absent when neither applies). See idle.go.
+	Policy *AllocPolicy `json:"policy,omitempty"`
 }
 
 // AllocCreateRequest asks for an allocation. Project defaults to the
@@ -271,6 +274,11 @@ type AllocCreateRequest struct {
 	SKU     string `json:"sku"`
 	GPUs    int    `json:"gpus"`
 	Queue   bool   `json:"queue,omitempty"`
+	// IdleReleaseAfter overrides the project's idle period ("30m", "off";
+	// "" inherits it) and MaxDuration caps the allocation's life ("8h";
+	// "" none). See idle.go.
+	IdleReleaseAfter string `json:"idle_release_after,omitempty"`
+	MaxDuration      string `json:"max_duration,omitempty"`
 }
 
 // AllocQuote is the answer of alloc.quote (`gpuaas alloc create

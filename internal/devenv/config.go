@@ -40,6 +40,7 @@ const (
 const (
 	DefaultSessionTTL    = 12 * time.Hour
 	DefaultBillingWindow = 10 * time.Second
+	DefaultIdleMinPeriod = 10 * time.Second
 )
 
 // Config is the platform to run.
@@ -84,6 +85,9 @@ type Config struct {
 	// BillingWindow is how often active allocations are charged (default
 	// DefaultBillingWindow: short, so the balance visibly falls).
 	BillingWindow time.Duration
+	// IdleMinPeriod is the shortest idle period or maximum duration users
+	// may set (default DefaultIdleMinPeriod: seconds, to try idle release).
+	IdleMinPeriod time.Duration
 
 	// Hosts is how many simulated GPU hosts run: slice and bare-metal
 	// hosts, alternately (0 to MaxHosts).
@@ -151,6 +155,9 @@ func (c *Config) CheckAndSetDefaults() error {
 	}
 	if c.BillingWindow <= 0 {
 		c.BillingWindow = DefaultBillingWindow
+	}
+	if c.IdleMinPeriod <= 0 {
+		c.IdleMinPeriod = DefaultIdleMinPeriod
 	}
 	if c.StripeSecretKey == "" {
 		c.StripeSecretKey = DefaultStripeSecretKey

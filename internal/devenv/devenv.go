@@ -252,6 +252,7 @@ func (e *Env) startControld(ctx context.Context, dsn string) error {
 			Identity: identity.Settings{SessionTTL: e.cfg.SessionTTL, OIDC: e.cfg.OIDC}, GatewayAddr: e.GatewayAddr,
 			Hosts:   controld.HostsConfig{HeartbeatInterval: time.Second, AutoApproveSlots: true},
 			Billing: controld.BillingConfig{Window: e.cfg.BillingWindow},
+			Idle:    controld.IdleConfig{MinPeriod: e.cfg.IdleMinPeriod, Interval: time.Second},
 			Stripe:  stripe, HTTPAddr: httpAddr, MetricsAddr: "127.0.0.1:0", StreamReplicas: streamReplicas}
 		if i > 0 {
 			// Stripe's webhooks go to the first replica's HTTP server.

@@ -76,11 +76,13 @@ func startGateway(ctx context.Context, srv *controld.Server, adminID, natsURL, a
 		Advertise:    addr,
 		Principals:   []string{"localhost", "127.0.0.1"},
 		Name:         "dev",
-		Client:       client,
-		Commands:     cfg.Commands,
-		TUI:          cfg.TUI,
-		Log:          cfg.Log, // the gateway names itself
-		MetricsAddr:  "127.0.0.1:0",
+		// Idle release in dev uses periods of seconds.
+		ActivityReportInterval: 2 * time.Second,
+		Client:                 client,
+		Commands:               cfg.Commands,
+		TUI:                    cfg.TUI,
+		Log:                    cfg.Log, // the gateway names itself
+		MetricsAddr:            "127.0.0.1:0",
 	})
 	if err != nil {
 		nc.Close()

@@ -1,0 +1,28 @@
+package node
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/gpuaas/gpuaas/controld/store"
+)
+
+// AllocationsOfGPUs maps the PCI addresses of a node's GPUs to the
+// allocations holding their slots; GPUs whose slot is not reserved are
+// absent.
+func AllocationsOfGPUs(ctx context.Context, q store.Querier, nodeID string, pcis []string) (map[string]string, error) {
+	rows, err := q.Query(ctx, `SELECT gpu_pci, allocation_id FROM slots
+		WHERE node_id = $1 AND gpu_pci = ANY($2) AND allocation_id IS NOT NULL`, nodeID, pcis)
+	if err != nil {
+		return nil, fmt.Errorf("allocations of GPUs on %s: %w", nodeID, err)
+	}
+	out := map[string]string{}
+	var pci, id string
+	_, err = pgx.ForEachRow(rows, []any{&pci, &id}, func() error { out[pci] = id; return nil })
+	if err != nil {
+		return nil, fmt.Errorf("allocations of GPUs on %s: %w", nodeID, err)
+	}
+	return out, nil
+}

@@ -305,5 +305,6 @@ type endpointDef struct {
 func (s *Server) endpoints() []endpointDef {
 	return slices.Concat(s.identityEndpoints(), s.projectEndpoints(), s.catalogEndpoints(), s.nodeEndpoints(),
 		s.allocEndpoints(), s.paymentsEndpoints(), s.billingEndpoints(), s.caEndpoints(), s.gateEndpoints(),
-		s.sessionsEndpoints(), s.busEndpoints(), s.outboxEndpoints(), s.eventsEndpoints())
+		s.sessionsEndpoints(), s.busEndpoints(), s.outboxEndpoints(), s.eventsEndpoints(),
+		s.budgetEndpoints())
 }

@@ -21,7 +21,9 @@ import (
 // Create validates req, inserts the allocation and places it in tx. When
 // the project's balance does not last rules.MinRunway at its total burn
 // with this allocation, it fails with insufficient_funds
-// (*InsufficientFundsError) and changes nothing, queued or not. When
+// (*InsufficientFundsError) and changes nothing, queued or not; over a
+// budget of the project or of the actor in it, with budget_exceeded
+// (*BudgetExceededError, see CheckBudgets), likewise. When
 // nothing fits, it fails with no_capacity and changes nothing, unless
 // req.Queue asks to wait in the SKU's FIFO queue. A placed allocation is
 // provisioning, with its provisioning task queued for the node.
@@ -37,6 +39,10 @@ func Create(ctx context.Context, tx pgx.Tx, actor Actor, req api.AllocCreateRequ
 	}
 	if !funds.Enough() {
 		return api.Allocation{}, eff, newInsufficientFunds(funds, sku.Currency, p.Name, sku.ID, req.GPUs)
+	}
+	if err := CheckBudgets(ctx, tx, BudgetRequest{ProjectID: p.ID, ProjectName: p.Name, UserID: actor.UserID,
+		AddMinorPerHour: funds.NewMinorPerHour, Currency: sku.Currency, SKU: sku.ID, GPUs: req.GPUs}, now); err != nil {
+		return api.Allocation{}, eff, err
 	}
 	a, err := insertRequested(ctx, tx, p, sku, actor, req.GPUs, now)
 	if err != nil {

@@ -2,6 +2,7 @@ package billing
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -220,4 +221,22 @@ func StillOverBudget(ctx context.Context, tx pgx.Tx, projectID, userID string, n
 	}
 	b := bs[0]
 	return b.Action == api.BudgetRelease && b.AmountMinor > 0 && b.SpentMinor >= b.AmountMinor, nil
+}
+
+// RunningCost is what an allocation's running meter has cost up to now
+// (what the accrual will have charged for it, booked or not) and costs
+// per hour; ok is false when it has no running meter.
+func RunningCost(ctx context.Context, q Querier, allocationID string, now time.Time) (costMinor, perHourMinor int64, currency string, ok bool, err error) {
+	err = q.QueryRow(ctx, `SELECT price_per_gpu_hour_minor * gpus *
+			greatest(0, floor(extract(epoch FROM $2::timestamptz - started_at))::bigint) / 3600,
+		price_per_gpu_hour_minor * gpus, currency
+		FROM billing_meters WHERE allocation_id = $1 AND stopped_at IS NULL`, allocationID, now).Scan(
+		&costMinor, &perHourMinor, &currency)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, 0, DefaultCurrency, false, nil
+	}
+	if err != nil {
+		return 0, 0, "", false, fmt.Errorf("cost of %s: %w", allocationID, err)
+	}
+	return costMinor, perHourMinor, currency, true, nil
 }

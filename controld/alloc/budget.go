@@ -39,6 +39,16 @@ func CheckBudgets(ctx context.Context, q store.Querier, r BudgetRequest, now tim
 	if err != nil || len(bs) == 0 {
 		return err
 	}
+	return checkBudgets(ctx, q, bs, r)
+}
+
+// checkBudgets is CheckBudgets with the budgets read, their spend
+// included.
+func checkBudgets(ctx context.Context, q store.Querier, bs []billing.Budget, r BudgetRequest) error {
+	if len(bs) == 0 {
+		return nil
+	}
+	var err error
 	if r.ProjectName == "" {
 		if r.ProjectName, err = project.Name(ctx, q, r.ProjectID); err != nil {
 			return err

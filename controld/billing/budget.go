@@ -123,7 +123,7 @@ func Budgets(ctx context.Context, q Querier, projectID string, now time.Time) ([
 // BudgetsFor lists the budgets that bind a user creating in a project:
 // the project's and the user's own, with their spend and burn at now.
 func BudgetsFor(ctx context.Context, q Querier, projectID, userID string, now time.Time) ([]Budget, error) {
-	return readBudgets(ctx, q, `WHERE b.project_id = $1 AND b.user_id IN ('', $2) ORDER BY b.user_id`, now, projectID, userID)
+	return readBudgets(ctx, q, budgetsForSQL, now, projectID, userID)
 }
 
 const budgetColumns = `SELECT b.project_id, b.user_id, coalesce(b.period, ''), coalesce(b.amount_minor, 0),
@@ -137,6 +137,34 @@ func readBudgets(ctx context.Context, q Querier, clause string, now time.Time, a
 	if err != nil {
 		return nil, fmt.Errorf("read budgets: %w", err)
 	}
+	bs, err := collectBudgets(rows)
+	if err != nil {
+		return nil, err
+	}
+	return bs, WithSpend(ctx, q, bs, now)
+}
+
+// budgetsForSQL selects the budgets binding a user ($2) creating in a
+// project ($1).
+const budgetsForSQL = `WHERE b.project_id = $1 AND b.user_id IN ('', $2) ORDER BY b.user_id`
+
+// QueueBudgetsFor queues BudgetsFor's read in b, without the spend (the
+// caller adds it with WithSpend when there are budgets at all), for a
+// caller that sends it with other statements in one round trip: a create
+// in a project without budgets costs no round trip more. *dst is set when
+// the batch's results are read.
+func QueueBudgetsFor(b *pgx.Batch, dst *[]Budget, projectID, userID string) {
+	b.Queue(budgetColumns+budgetsForSQL, projectID, userID).Fn = func(br pgx.BatchResults) error {
+		rows, err := br.Query()
+		if err != nil {
+			return fmt.Errorf("read budgets: %w", err)
+		}
+		*dst, err = collectBudgets(rows)
+		return err
+	}
+}
+
+func collectBudgets(rows pgx.Rows) ([]Budget, error) {
 	bs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Budget, error) {
 		var b Budget
 		err := r.Scan(&b.ProjectID, &b.UserID, &b.Period, &b.AmountMinor, &b.BurnCapMinorPerHour, &b.Action,
@@ -146,12 +174,17 @@ func readBudgets(ctx context.Context, q Querier, clause string, now time.Time, a
 	if err != nil {
 		return nil, fmt.Errorf("read budgets: %w", err)
 	}
+	return bs, nil
+}
+
+// WithSpend fills the period, spend and burn of each budget at now.
+func WithSpend(ctx context.Context, q Querier, bs []Budget, now time.Time) error {
 	for i := range bs {
 		if err := spendOf(ctx, q, &bs[i], now); err != nil {
-			return nil, err
+			return err
 		}
 	}
-	return bs, nil
+	return nil
 }
 
 // spendSQL is a scope's spend since $3 at $4 (see Budget.SpentMinor) and

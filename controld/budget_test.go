@@ -10,7 +10,9 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/gpuaas/gpuaas/controld"
+	"github.com/gpuaas/gpuaas/controld/controldtest"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/testutil"
 )
 
 // wantBudgetExceeded checks a refusal: the catalog code and the message
@@ -318,5 +320,49 @@ func TestBudgetReleaseAtCap(t *testing.T) {
 	if err := e.Server.Pool().QueryRow(ctx, `SELECT actor_id FROM audit_logs WHERE action = 'billing.budget_release'
 		AND target_id = $1`, bobs.ID).Scan(&actor); err != nil || actor != "system:billing" {
 		t.Fatalf("release audit row by %q, %v; want system:billing", actor, err)
+	}
+}
+
+// TestQueuedRequestOverBudgetAtPlacementFails: a queued request is checked
+// against the budgets again when capacity frees. One that would take the
+// burn over its project's burn cap fails with the reason, holds no slots,
+// and the line moves on to the next project's request.
+func TestQueuedRequestOverBudgetAtPlacementFails(t *testing.T) {
+	t.Parallel()
+	env := controldtest.Start(t, controldtest.Options{})
+	c := env.Client(env.AdminToken)
+	ctx := t.Context()
+	first, err := c.AllocCreate(ctx, api.AllocCreateRequest{SKU: "h100-baremetal", GPUs: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	head, err := c.AllocCreate(ctx, api.AllocCreateRequest{SKU: "h100-baremetal", GPUs: 8, Queue: true})
+	if err != nil || !head.Queued {
+		t.Fatalf("queue the head: %v %+v", err, head)
+	}
+	if _, err := c.ProjectCreate(ctx, api.ProjectCreateRequest{Name: "other"}); err != nil {
+		t.Fatal(err)
+	}
+	env.Credit(t, "other", 100_00)
+	behind, err := c.AllocCreate(ctx, api.AllocCreateRequest{Project: "other", SKU: "h100-baremetal", GPUs: 8, Queue: true})
+	if err != nil || !behind.Queued {
+		t.Fatalf("queue behind it: %v %+v", err, behind)
+	}
+	// $20/h: the first allocation's $17.60/h and the head's would be $35.20/h.
+	if _, err := c.BillingBudgetSet(ctx, api.BudgetSetRequest{BurnCapMinorPerHour: 20_00}); err != nil {
+		t.Fatal(err)
+	}
+	freeAllocSlots(t, env, first.ID)
+	testutil.EventuallyWithin(t, 10*time.Second, "the request behind the head to be placed", func() bool {
+		return getAlloc(t, c, behind.ID).State == api.AllocProvisioning
+	})
+	got := getAlloc(t, c, head.ID)
+	if got.State != api.AllocFailed || got.Queued || len(got.Slots) != 0 || !strings.Contains(got.Reason, "budget exceeded") ||
+		!strings.Contains(got.Reason, "$20.00/h") || !strings.Contains(got.Reason, "left the queue") {
+		t.Fatalf("head: %s queued=%v with %d slots (%q); want failed over the budget, out of the queue, no slots",
+			got.State, got.Queued, len(got.Slots), got.Reason)
+	}
+	if n := sqlCount(t, env, `SELECT count(*) FROM slots WHERE allocation_id = $1`, head.ID); n != 0 {
+		t.Errorf("the failed head holds %d slots; want 0", n)
 	}
 }

@@ -20,6 +20,10 @@ type BudgetRequest struct {
 	Currency               string
 	SKU                    string
 	GPUs                   int
+	// Placed says the allocation is placed already (a queued request
+	// being placed): the scope's burn counts it, so the burn cap adds
+	// nothing more for it.
+	Placed bool
 }
 
 // CheckBudgets refuses, with budget_exceeded (*BudgetExceededError), an
@@ -63,7 +67,11 @@ func checkBudgets(ctx context.Context, q store.Querier, bs []billing.Budget, r B
 			if err != nil {
 				return err
 			}
-			if burn := b.BurnMinorPerHour + provisioning; burn+r.AddMinorPerHour > b.BurnCapMinorPerHour {
+			burn, add := b.BurnMinorPerHour+provisioning, r.AddMinorPerHour
+			if r.Placed {
+				burn -= add
+			}
+			if burn+add > b.BurnCapMinorPerHour {
 				return newBudgetExceeded(b, r, true, burn)
 			}
 		}

@@ -1,7 +1,11 @@
 package e2e
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -15,7 +19,8 @@ import (
 // exit code (14) and reserves nothing; and when the spend of running
 // allocations crosses 80 % of the budget, exactly one warning event
 // (billing.budget, 80 %) reaches `gpuaas watch`, with a budget notice for
-// each running allocation.
+// each running allocation. An interactive ssh session starts with the
+// allocation's cost line, a command's output never has it.
 func TestBudgetInDev(t *testing.T) {
 	data, cfg := tempDir(t, "gpuaas-e2e-data-"), tempDir(t, "gpuaas-e2e-cfg-")
 	pwFile := writeFile(t, cfg, "pw", devPassword+"\n")
@@ -47,6 +52,20 @@ func TestBudgetInDev(t *testing.T) {
 	}
 	metal := dev.createActive(t, "--sku", "h100-baremetal")
 	slice := dev.createActive(t, "--sku", "h200-slice", "--gpus", "8")
+
+	// OpenSSH through the gateway: an interactive session starts with the
+	// cost line; a command's output never has it.
+	sshConfig := filepath.Join(cfg, "ssh", "dev", "config")
+	target := metal.ID + "@localhost"
+	if out, code := sshShell(t, sshConfig, target, "exit\n"); code != 0 ||
+		!strings.Contains(out, "gpuaas: "+metal.ID+" has cost $") || !strings.Contains(out, "at $17.60/h") ||
+		!strings.Contains(out, "day budget: ") {
+		t.Errorf("ssh -tt: exit %d, output %q; want the cost line", code, out)
+	}
+	if out, code := openssh(t, "ssh", "-F", sshConfig, target, "echo hi"); code != 0 || out != "hi\n" {
+		t.Errorf("ssh exec: exit %d, output %q; want hi alone", code, out)
+	}
+
 	if r := dev.gpuaas(t, "", "billing", "budget", "set", "--period", "day", "--amount", "1"); r.code != 0 {
 		t.Fatalf("budget set: exit %d %s", r.code, r.stderr)
 	}
@@ -102,4 +121,23 @@ func TestBudgetInDev(t *testing.T) {
 		t.Errorf("%s is %s at the cap; want active (the budget refuses, it does not release)", metal.ID, a.State)
 	}
 	w.stop(t)
+}
+
+// sshShell opens an interactive session (ssh -tt, no command) and types
+// input into it; it returns what the terminal showed and ssh's exit code.
+func sshShell(t *testing.T, sshConfig, target, input string) (string, int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "ssh", "-o", "BatchMode=yes", "-F", sshConfig, "-tt", target)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr, cmd.Stdin = &out, &out, strings.NewReader(input)
+	err := cmd.Run()
+	if ee, ok := err.(*exec.ExitError); ok {
+		return out.String(), ee.ExitCode()
+	}
+	if err != nil {
+		t.Fatalf("ssh: %v", err)
+	}
+	return out.String(), 0
 }

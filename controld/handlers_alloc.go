@@ -68,11 +68,18 @@ func (s *Server) allocCreate(ctx context.Context, c *call) (mutate.Func, error) 
 // to rent what, and the balance and burn that fell short.
 func (s *Server) auditAllocRefusal(ctx context.Context, c *call, err error) {
 	var funds *alloc.InsufficientFundsError
-	if !errors.As(err, &funds) {
+	var over *alloc.BudgetExceededError
+	var entry audit.Entry
+	switch {
+	case errors.As(err, &funds):
+		entry = audit.Entry{Action: "alloc.create_refused", TargetType: "project", TargetID: funds.Funds.ProjectID,
+			ProjectID: funds.Funds.ProjectID, Detail: funds.AuditDetail()}
+	case errors.As(err, &over):
+		entry = audit.Entry{Action: "alloc.create_refused", TargetType: "project", TargetID: over.Req.ProjectID,
+			ProjectID: over.Req.ProjectID, Detail: over.AuditDetail()}
+	default:
 		return
 	}
-	entry := audit.Entry{Action: "alloc.create_refused", TargetType: "project", TargetID: funds.Funds.ProjectID,
-		ProjectID: funds.Funds.ProjectID, Detail: funds.AuditDetail()}
 	meta := audit.Meta{At: s.now(), ActorID: c.principal.UserID, CorrelationID: c.corr,
 		IdempotencyKey: c.req.Headers().Get(api.HeaderIdempotencyKey)}
 	if werr := audit.Write(context.WithoutCancel(ctx), s.pool, meta, entry); werr != nil {
@@ -106,6 +113,13 @@ func (s *Server) allocQuote(ctx context.Context, c *call) (any, error) {
 	}
 	q.MinRunwaySeconds, q.NeededMinor = int64(f.MinRunway/time.Second), f.NeededMinor
 	q.InsufficientFunds = !f.Enough()
+	if err := alloc.CheckBudgets(ctx, s.pool, alloc.BudgetRequest{ProjectID: q.ProjectID, UserID: c.principal.UserID,
+		AddMinorPerHour: q.PricePerHourMinor, Currency: q.Currency, SKU: q.SKU, GPUs: q.GPUs}, s.now()); err != nil {
+		if api.CodeOf(err) != api.CodeBudgetExceeded {
+			return nil, fmt.Errorf("quote budgets: %w", err)
+		}
+		q.BudgetExceeded = err.Error()
+	}
 	return q, nil
 }
 

@@ -27,7 +27,7 @@ func (s *Server) billingEndpoints() []endpointDef {
 
 func (s *Server) newBillingRunner() (*billing.Runner, error) {
 	return billing.NewRunner(billing.Config{Settings: s.cfg.Billing, Pool: s.pool, Release: s.releaseDepleted,
-		Now: s.cfg.Now, Log: s.cfg.Log.With("loop", "billing")})
+		ReleaseBudget: s.releaseOverBudget, Now: s.cfg.Now, Log: s.cfg.Log.With("loop", "billing")})
 }
 
 // BillingTick runs one billing tick now (for tests and `gpuaas dev`).

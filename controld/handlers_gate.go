@@ -111,8 +111,13 @@ func (s *Server) gateAuthorize(ctx context.Context, c *call) (any, error) {
 		}
 		t := marshalCert(cert)
 		detail["node_id"], detail["serial"], detail["valid_before"] = a.NodeID, cert.Serial, t.ValidBefore
+		banner, err := s.sessionBanner(ctx, tx, a)
+		if err != nil {
+			return nil, err
+		}
 		return api.GateAuthorizeResponse{AllocationID: a.ID, NodeID: a.NodeID, Shape: a.Shape, PosixUser: posix,
-			TerminalAddr: addr, TerminalHostKey: hostKey, Ticket: t.Certificate, ValidBefore: t.ValidBefore}, nil
+			TerminalAddr: addr, TerminalHostKey: hostKey, Ticket: t.Certificate, ValidBefore: t.ValidBefore,
+			Banner: banner}, nil
 	})
 }
 

@@ -262,6 +262,11 @@ func TestEveryMutationWritesOneAuditRowAndOneEvent(t *testing.T) {
 			req:   func() any { return api.RefundRequest{Topup: topupID, AmountMinor: 1000, Reason: "test"} }},
 		{name: "admin.refund unknown top-up", c: admin, endpoint: api.EndpointAdminRefund, req: api.RefundRequest{Topup: "cs_nope"}, want: api.ErrNotFound},
 		{name: "admin.credit", c: admin, endpoint: api.EndpointAdminCredit, req: api.CreditRequest{Project: controldtest.ProjectName, AmountMinor: 250, Reason: "outage"}},
+		{name: "billing.budget_set", c: admin, endpoint: api.EndpointBillingBudgetSet, req: api.BudgetSetRequest{Project: controldtest.ProjectName, Period: api.BudgetDay, AmountMinor: 100}},
+		{name: "billing.budget_set no cap", c: admin, endpoint: api.EndpointBillingBudgetSet, req: api.BudgetSetRequest{Project: controldtest.ProjectName}, want: api.ErrInvalidArgument},
+		{name: "billing.budget_set by an operator", c: operator, endpoint: api.EndpointBillingBudgetSet, req: api.BudgetSetRequest{Project: controldtest.ProjectName, BurnCapMinorPerHour: 100}, want: api.ErrForbidden},
+		{name: "billing.budget_clear", c: admin, endpoint: api.EndpointBillingBudgetClear, req: api.BudgetClearRequest{Project: controldtest.ProjectName}},
+		{name: "billing.budget_clear again", c: admin, endpoint: api.EndpointBillingBudgetClear, req: api.BudgetClearRequest{Project: controldtest.ProjectName}, want: api.ErrNotFound},
 		{name: "admin.credit without a reason", c: admin, endpoint: api.EndpointAdminCredit, req: api.CreditRequest{Project: controldtest.ProjectName, AmountMinor: 250}, want: api.ErrInvalidArgument},
 	}
 	// Mutations with more than one event: disabling a user with a live

@@ -46,6 +46,7 @@ var owners = map[string]string{
 	"ledger_entries":   "billing",
 	"billing_meters":   "billing",
 	"usage_charges":    "billing",
+	"budgets":          "billing",
 
 	"stripe_checkout_sessions": "payments",
 	"stripe_events":            "payments",

@@ -78,6 +78,12 @@ func (g *Gateway) proxySession(s ssh.Session, id sshcert.Identity) {
 			return
 		}
 	}
+	if hasPty && kind == api.SessionShell && up.auth.Banner != "" {
+		// The cost line (gate.authorize's Banner), for people only: never
+		// into the output of exec, scp or sftp. A pty is in raw mode, hence
+		// the carriage return.
+		_, _ = io.WriteString(s.Stderr(), up.auth.Banner+"\r\n")
+	}
 	res := g.relay(s, id, up, pty, hasPty, kind, rec, &act.touched)
 	if rec != nil && rec.Err() != nil {
 		g.log.Error("recording failed during the session", "session", sessionID, "err", rec.Err())

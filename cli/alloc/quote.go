@@ -71,6 +71,9 @@ func printQuote(ios *cmdutil.IOStreams, q *api.AllocQuote) error {
 		t.AddRow("  funds", cs.Red("too low to create")+fmt.Sprintf(": %s is needed for %s at %s/h; top up with `gpuaas billing topup`",
 			api.FormatMoney(q.NeededMinor, q.Currency), minutes(q.MinRunwaySeconds), api.FormatMoney(q.BurnPerHourMinor, q.Currency)))
 	}
+	if q.BudgetExceeded != "" {
+		t.AddRow("  budget", cs.Red("over")+": "+q.BudgetExceeded)
+	}
 	return t.Render()
 }
 

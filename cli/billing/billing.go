@@ -25,6 +25,7 @@ allocation of the project is released.`,
 		NewCmdLedger(f, nil),
 		NewCmdUsage(f, nil),
 		NewCmdTopup(f),
+		NewCmdBudget(f),
 	)
 	return cmd
 }

@@ -24,6 +24,7 @@ const (
 	ExitRateLimited         = 11
 	ExitIdempotencyMismatch = 12
 	ExitUnavailable         = 13
+	ExitBudgetExceeded      = 14
 	// ExitAllocFailed: an allocation waited on ended failed (or
 	// release_failed).
 	ExitAllocFailed = 20
@@ -59,6 +60,7 @@ var ExitCodes = []ExitCode{
 	{ExitRateLimited, string(api.CodeRateLimited), "too many requests or failed logins; the hint says when to retry"},
 	{ExitIdempotencyMismatch, string(api.CodeIdempotencyMismatch), "the idempotency key was used before with a different request"},
 	{ExitUnavailable, string(api.CodeUnavailable), "the server could not be reached or did not answer in time"},
+	{ExitBudgetExceeded, string(api.CodeBudgetExceeded), "a budget of the project or of you in it would be exceeded (`gpuaas billing budget get`)"},
 	{ExitAllocFailed, "alloc_failed", "the allocation waited on failed (--wait); the reason is printed"},
 	{ExitWaitTimeout, "wait_timeout", "the wait ran out of time before the allocation got there"},
 	{ExitInterrupted, "interrupted", "interrupted by Ctrl-C (SIGINT) or SIGTERM"},
@@ -76,6 +78,7 @@ var exitByCode = map[api.Code]int{
 	api.CodeIdempotencyMismatch: ExitIdempotencyMismatch,
 	api.CodeUnavailable:         ExitUnavailable,
 	api.CodeInternal:            ExitError,
+	api.CodeBudgetExceeded:      ExitBudgetExceeded,
 }
 
 // ExitCodeOf maps an error returned by a command to the process exit code.

@@ -22,6 +22,7 @@ func TestExitCodeOfEveryCatalogCode(t *testing.T) {
 		api.CodeIdempotencyMismatch: 12,
 		api.CodeUnavailable:         13,
 		api.CodeInternal:            1,
+		api.CodeBudgetExceeded:      14,
 	}
 	for _, code := range api.Codes {
 		w, ok := want[code]

@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/gpuaas/gpuaas/controld/audit"
+	"github.com/gpuaas/gpuaas/controld/billing"
 	"github.com/gpuaas/gpuaas/controld/catalog"
 	"github.com/gpuaas/gpuaas/controld/mutate"
 	"github.com/gpuaas/gpuaas/controld/outbox"
@@ -21,7 +22,9 @@ import (
 // Create validates req, inserts the allocation and places it in tx. When
 // the project's balance does not last rules.MinRunway at its total burn
 // with this allocation, it fails with insufficient_funds
-// (*InsufficientFundsError) and changes nothing, queued or not. When
+// (*InsufficientFundsError) and changes nothing, queued or not; over a
+// budget of the project or of the actor in it, with budget_exceeded
+// (*BudgetExceededError, see CheckBudgets), likewise. When
 // nothing fits, it fails with no_capacity and changes nothing, unless
 // req.Queue asks to wait in the SKU's FIFO queue. A placed allocation is
 // provisioning, with its provisioning task queued for the node.
@@ -31,12 +34,21 @@ func Create(ctx context.Context, tx pgx.Tx, actor Actor, req api.AllocCreateRequ
 	if err != nil {
 		return api.Allocation{}, eff, err
 	}
-	funds, err := lockedFundsFor(ctx, tx, p.ID, sku.PricePerGPUHourMinor*int64(req.GPUs), rules)
+	funds, err := lockedFundsFor(ctx, tx, p.ID, actor.UserID, sku.PricePerGPUHourMinor*int64(req.GPUs), rules)
 	if err != nil {
 		return api.Allocation{}, eff, err
 	}
 	if !funds.Enough() {
 		return api.Allocation{}, eff, newInsufficientFunds(funds, sku.Currency, p.Name, sku.ID, req.GPUs)
+	}
+	// The budgets came with the funds (one round trip); their spend is
+	// read only when there are any.
+	if err := billing.WithSpend(ctx, tx, funds.budgets, now); err != nil {
+		return api.Allocation{}, eff, err
+	}
+	if err := checkBudgets(ctx, tx, funds.budgets, BudgetRequest{ProjectID: p.ID, ProjectName: p.Name, UserID: actor.UserID,
+		AddMinorPerHour: funds.NewMinorPerHour, Currency: sku.Currency, SKU: sku.ID, GPUs: req.GPUs}); err != nil {
+		return api.Allocation{}, eff, err
 	}
 	a, err := insertRequested(ctx, tx, p, sku, actor, req.GPUs, now)
 	if err != nil {

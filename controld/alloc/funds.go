@@ -41,6 +41,9 @@ type Funds struct {
 	// BurnMinorPerHour (rounded up).
 	MinRunway   time.Duration
 	NeededMinor int64
+	// budgets are the budgets binding the creator (lockedFundsFor reads
+	// them in its round trip), without their spend.
+	budgets []billing.Budget
 }
 
 // Enough reports whether the balance covers the minimum runway.
@@ -102,12 +105,15 @@ func money(ctx context.Context, q store.Querier, acct billing.Account, provision
 // lockedFundsFor is lockFunds then FundsFor, with the lock and
 // projectMoney's two reads in one round trip: the reads come after the
 // lock in the same pipeline, and each takes its snapshot once the lock
-// is held, as they did as statements of their own.
-func lockedFundsFor(ctx context.Context, tx pgx.Tx, projectID string, addMinorPerHour int64, rules Rules) (Funds, error) {
+// is held, as they did as statements of their own. The budgets binding
+// userID in the project come in the same round trip (Funds.budgets).
+func lockedFundsFor(ctx context.Context, tx pgx.Tx, projectID, userID string, addMinorPerHour int64, rules Rules) (Funds, error) {
 	b := &pgx.Batch{}
 	queueLockFunds(b, projectID)
 	var acct billing.Account
 	billing.QueueAccountOf(b, &acct, projectID, 0)
+	var budgets []billing.Budget
+	billing.QueueBudgetsFor(b, &budgets, projectID, userID)
 	var provisioning []skuGPUs
 	b.Queue(provisioningSQL, projectID).Fn = func(br pgx.BatchResults) error {
 		rows, err := br.Query()
@@ -124,7 +130,9 @@ func lockedFundsFor(ctx context.Context, tx pgx.Tx, projectID string, addMinorPe
 	if err != nil {
 		return Funds{}, err
 	}
-	return fundsOf(projectID, balance, burn, addMinorPerHour, rules), nil
+	f := fundsOf(projectID, balance, burn, addMinorPerHour, rules)
+	f.budgets = budgets
+	return f, nil
 }
 
 // FundsFor reads a project's balance and burn and what it needs to add

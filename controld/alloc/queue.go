@@ -123,9 +123,10 @@ func placeHead(ctx context.Context, pool *pgxpool.Pool, skuID string, rules Rule
 }
 
 // placeFunded places a queued request in a savepoint and then checks its
-// project's funds, the request now counted in the burn. When they fall
-// short of rules.MinRunway the placement is undone and the request fails
-// with the reason. Capacity is looked at first: a request that does not
+// project's funds, the request now counted in the burn, and the budgets
+// binding its creator (CheckBudgets). When the funds fall short of
+// rules.MinRunway, or a budget would be exceeded, the placement is undone
+// and the request fails with the reason. Capacity is looked at first: a request that does not
 // fit keeps waiting whatever the balance, and is checked when it does.
 func placeFunded(ctx context.Context, tx pgx.Tx, a *api.Allocation, sku api.SKU, rules Rules, now time.Time) (headOutcome, error) {
 	sp, err := tx.Begin(ctx)
@@ -142,13 +143,27 @@ func placeFunded(ctx context.Context, tx pgx.Tx, a *api.Allocation, sku api.SKU,
 	if err != nil {
 		return headWaits, err
 	}
+	var over error
 	if funds.Enough() {
-		return headPlaced, sp.Commit(ctx)
+		// The budgets binding its creator, as at create (issue 16).
+		over = CheckBudgets(ctx, sp, BudgetRequest{ProjectID: a.ProjectID, UserID: a.UserID,
+			AddMinorPerHour: sku.PricePerGPUHourMinor * int64(a.GPUs), Currency: sku.Currency, SKU: sku.ID, GPUs: a.GPUs,
+			Placed: true}, now)
+		if over == nil {
+			return headPlaced, sp.Commit(ctx)
+		}
+		if api.CodeOf(over) != api.CodeBudgetExceeded {
+			return headWaits, over
+		}
 	}
 	if err := sp.Rollback(ctx); err != nil {
 		return headWaits, fmt.Errorf("undo placement: %w", err)
 	}
 	*a = requested
+	if over != nil {
+		reason := over.Error() + "; the request left the queue: create it again once the budget allows"
+		return headFailed, transition(ctx, tx, a, api.AllocFailed, reason, SchedulerActor, now)
+	}
 	name, err := project.Name(ctx, tx, a.ProjectID)
 	if err != nil {
 		return headWaits, err

@@ -124,7 +124,7 @@ func meter(ctx context.Context, tx pgx.Tx, a *api.Allocation, from, to string, n
 		if err != nil {
 			return err
 		}
-		return billing.StartMeter(ctx, tx, billing.Meter{AllocationID: a.ID, ProjectID: a.ProjectID, SKU: a.SKU,
+		return billing.StartMeter(ctx, tx, billing.Meter{AllocationID: a.ID, ProjectID: a.ProjectID, UserID: a.UserID, SKU: a.SKU,
 			GPUs: a.GPUs, PricePerGPUHourMinor: price, Currency: currency}, now)
 	case from == api.AllocActive:
 		u, err := billing.StopMeter(ctx, tx, a.ID, now)

@@ -18,6 +18,7 @@ type noticeKind int
 const (
 	noticeLow noticeKind = iota
 	noticeDepleted
+	noticeBudget
 )
 
 // notice is an email to send once the transaction that decided it commits.

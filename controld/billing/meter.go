@@ -14,6 +14,7 @@ import (
 type Meter struct {
 	AllocationID         string
 	ProjectID            string
+	UserID               string // who created it: their budget counts it
 	SKU                  string
 	GPUs                 int
 	PricePerGPUHourMinor int64
@@ -25,10 +26,10 @@ type Meter struct {
 // a meter that exists is left alone.
 func StartMeter(ctx context.Context, tx pgx.Tx, m Meter, at time.Time) error {
 	_, err := tx.Exec(ctx, `INSERT INTO billing_meters
-		(allocation_id, project_id, sku_id, gpus, price_per_gpu_hour_minor, currency, started_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7)
+		(allocation_id, project_id, sku_id, gpus, price_per_gpu_hour_minor, currency, started_at, user_id)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
 		ON CONFLICT (allocation_id) DO NOTHING`,
-		m.AllocationID, m.ProjectID, m.SKU, m.GPUs, m.PricePerGPUHourMinor, m.Currency, at)
+		m.AllocationID, m.ProjectID, m.SKU, m.GPUs, m.PricePerGPUHourMinor, m.Currency, at, m.UserID)
 	if err != nil {
 		return fmt.Errorf("start meter of %s: %w", m.AllocationID, err)
 	}

@@ -100,6 +100,9 @@ type Config struct {
 	Pool *pgxpool.Pool
 	// Release releases a depleted project's allocations. Required.
 	Release ReleaseFunc
+	// ReleaseBudget releases the running allocations of a budget's scope
+	// whose spend reached its cap with action release; nil releases none.
+	ReleaseBudget BudgetReleaseFunc
 	// Mailer sends the emails; default an SMTPMailer for Settings.SMTP
 	// when its Addr is set, else none.
 	Mailer Mailer
@@ -177,6 +180,10 @@ type TickResult struct {
 	LowBalance int // warnings sent
 	Depleted   int // accounts newly depleted
 	Released   int // allocations released
+	// BudgetCrossings counts the budget levels crossed (80 % and 100 %),
+	// BudgetReleased the allocations released at a budget's cap.
+	BudgetCrossings int
+	BudgetReleased  int
 }
 
 // Tick runs the loop once: under a transaction-scoped advisory lock (one
@@ -202,7 +209,11 @@ func (r *Runner) Tick(ctx context.Context) (TickResult, error) {
 		if res.Accrual, err = Accrue(ctx, tx, WindowEnd(now, r.cfg.Window), now); err != nil {
 			return err
 		}
-		notes, err = evaluate(ctx, tx, r.cfg.LowBalanceThresholdMinor, r.cfg.Grace, now)
+		if notes, err = evaluate(ctx, tx, r.cfg.LowBalanceThresholdMinor, r.cfg.Grace, now); err != nil {
+			return err
+		}
+		budgetNotes, err := evaluateBudgets(ctx, tx, now)
+		notes = append(notes, budgetNotes...)
 		return err
 	})
 	if err != nil || res.Skipped {
@@ -214,6 +225,8 @@ func (r *Runner) Tick(ctx context.Context) (TickResult, error) {
 			res.LowBalance++
 		case noticeDepleted:
 			res.Depleted++
+		case noticeBudget:
+			res.BudgetCrossings++
 		}
 		if r.cfg.Mailer != nil && len(n.emails) > 0 {
 			if err := r.cfg.Mailer.Send(ctx, n.emails, n.subject, n.body); err != nil {
@@ -235,5 +248,28 @@ func (r *Runner) Tick(ctx context.Context) (TickResult, error) {
 			r.cfg.Log.Info("released allocations of a depleted project", "project", p, "count", n)
 		}
 	}
-	return res, nil
+	return res, r.releaseOverBudget(ctx, &res, now)
+}
+
+// releaseOverBudget releases the running allocations of the scopes whose
+// budget, with action release, is used up.
+func (r *Runner) releaseOverBudget(ctx context.Context, res *TickResult, now time.Time) error {
+	if r.cfg.ReleaseBudget == nil {
+		return nil
+	}
+	over, err := budgetsToRelease(ctx, r.cfg.Pool, now)
+	if err != nil {
+		return err
+	}
+	for _, s := range over {
+		n, err := r.cfg.ReleaseBudget(ctx, s.ProjectID, s.UserID)
+		res.BudgetReleased += n
+		if err != nil {
+			return fmt.Errorf("release allocations over the budget of %s/%s: %w", s.ProjectID, s.UserID, err)
+		}
+		if n > 0 {
+			r.cfg.Log.Info("released allocations over budget", "project", s.ProjectID, "user", s.UserID, "count", n)
+		}
+	}
+	return nil
 }

@@ -27,13 +27,16 @@ const (
 	CodeIdempotencyMismatch Code = "idempotency_mismatch"
 	CodeUnavailable         Code = "unavailable"
 	CodeInternal            Code = "internal"
+	// CodeBudgetExceeded: a budget of the project (or of the user in it)
+	// would be exceeded; insufficient_funds stays for the balance.
+	CodeBudgetExceeded Code = "budget_exceeded"
 )
 
 // Codes lists every catalog code, in documentation order.
 var Codes = []Code{
 	CodeUnauthenticated, CodeForbidden, CodeNotFound, CodeInvalidArgument,
 	CodeConflict, CodeNoCapacity, CodeInsufficientFunds, CodeRateLimited,
-	CodeIdempotencyMismatch, CodeUnavailable, CodeInternal,
+	CodeIdempotencyMismatch, CodeUnavailable, CodeInternal, CodeBudgetExceeded,
 }
 
 // Sentinels, one per code: errors.Is(err, api.ErrNotFound) holds for any
@@ -50,6 +53,7 @@ var (
 	ErrIdempotencyMismatch = &Error{Code: CodeIdempotencyMismatch}
 	ErrUnavailable         = &Error{Code: CodeUnavailable}
 	ErrInternal            = &Error{Code: CodeInternal}
+	ErrBudgetExceeded      = &Error{Code: CodeBudgetExceeded}
 )
 
 // Error is the body of every error reply: {code, message, hint}.

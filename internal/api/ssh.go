@@ -112,6 +112,10 @@ type GateAuthorizeResponse struct {
 	TerminalHostKey string    `json:"terminal_host_key"`
 	Ticket          string    `json:"ticket"` // authorized_keys format certificate
 	ValidBefore     time.Time `json:"valid_before"`
+	// Banner is one line the gateway writes to the stderr of interactive
+	// (pty) sessions before the shell: the allocation's cost so far, its
+	// burn and the runway of the project's balance and budget.
+	Banner string `json:"banner,omitempty"`
 }
 
 // GateUserTokenRequest asks for a delegated session for UserID, proven by

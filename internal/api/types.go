@@ -313,6 +313,9 @@ type AllocQuote struct {
 	InsufficientFunds bool  `json:"insufficient_funds,omitempty"`
 	MinRunwaySeconds  int64 `json:"min_runway_seconds"`
 	NeededMinor       int64 `json:"needed_minor"`
+	// BudgetExceeded, when set, is why a create would be refused with
+	// budget_exceeded (see EndpointBillingBudgetGet).
+	BudgetExceeded string `json:"budget_exceeded,omitempty"`
 }
 
 // AllocRef names an allocation.

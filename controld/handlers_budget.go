@@ -1,0 +1,238 @@
+package controld
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/gpuaas/gpuaas/controld/alloc"
+	"github.com/gpuaas/gpuaas/controld/audit"
+	"github.com/gpuaas/gpuaas/controld/billing"
+	"github.com/gpuaas/gpuaas/controld/identity"
+	"github.com/gpuaas/gpuaas/controld/mutate"
+	"github.com/gpuaas/gpuaas/controld/outbox"
+	"github.com/gpuaas/gpuaas/controld/project"
+	"github.com/gpuaas/gpuaas/controld/store"
+	"github.com/gpuaas/gpuaas/internal/api"
+)
+
+// budgetEndpoints are the budgets of projects and of users in them
+// (controld/billing, issue 16 item 2): owners and admins set and clear
+// them, members read them.
+func (s *Server) budgetEndpoints() []endpointDef {
+	return []endpointDef{
+		s.mutation(api.EndpointBillingBudgetSet, loggedIn, s.budgetSet),
+		s.query(api.EndpointBillingBudgetGet, loggedIn, s.budgetGet),
+		s.mutation(api.EndpointBillingBudgetClear, loggedIn, s.budgetClear),
+	}
+}
+
+// budgetUser resolves the user of a user budget (email or id), who must
+// be a member of the project; "" is the project's own budget.
+func budgetUser(ctx context.Context, q store.Querier, projectID, ref string) (api.User, error) {
+	ref = strings.TrimSpace(ref)
+	if ref == "" {
+		return api.User{}, nil
+	}
+	var u api.User
+	var err error
+	if strings.Contains(ref, "@") {
+		u, err = identity.UserByEmail(ctx, q, ref)
+	} else {
+		u, err = identity.UserByID(ctx, q, ref)
+	}
+	if err != nil {
+		return api.User{}, api.Errorf(api.CodeNotFound, "no user %s", ref)
+	}
+	role, err := project.RoleOf(ctx, q, projectID, u.ID)
+	if err != nil {
+		return api.User{}, err
+	}
+	if role == "" {
+		return api.User{}, api.Errorf(api.CodeInvalidArgument, "%s is not a member of the project", u.Email).
+			WithHint("see `gpuaas project members`")
+	}
+	return u, nil
+}
+
+func (s *Server) budgetSet(ctx context.Context, c *call) (mutate.Func, error) {
+	var req api.BudgetSetRequest
+	if err := c.decode(&req); err != nil {
+		return nil, err
+	}
+	ref, err := s.projectRef(ctx, c, req.Project)
+	if err != nil {
+		return nil, err
+	}
+	b := billing.Budget{Period: req.Period, AmountMinor: req.AmountMinor, BurnCapMinorPerHour: req.BurnCapMinorPerHour,
+		Action: req.Action}
+	if b.Action == "" {
+		b.Action = api.BudgetRefuse
+	}
+	if err := billing.CheckBudget(b); err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context, tx pgx.Tx) (any, mutate.Effect, error) {
+		p, err := project.Authorize(ctx, tx, ref, c.principal.UserID, c.principal.Role, project.AccessAdmin)
+		if err != nil {
+			return nil, mutate.Effect{}, err
+		}
+		u, err := budgetUser(ctx, tx, p.ID, req.User)
+		if err != nil {
+			return nil, mutate.Effect{}, err
+		}
+		b.ProjectID, b.UserID = p.ID, u.ID
+		set, err := billing.SetBudget(ctx, tx, b, c.principal.UserID, s.now())
+		if err != nil {
+			return nil, mutate.Effect{}, err
+		}
+		out := budgetOf(set, p, u.Email)
+		eff, err := budgetEffect(ctx, tx, api.EndpointBillingBudgetSet, out)
+		return out, eff, err
+	}, nil
+}
+
+func (s *Server) budgetClear(ctx context.Context, c *call) (mutate.Func, error) {
+	var req api.BudgetClearRequest
+	if err := c.decode(&req); err != nil {
+		return nil, err
+	}
+	ref, err := s.projectRef(ctx, c, req.Project)
+	if err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context, tx pgx.Tx) (any, mutate.Effect, error) {
+		p, err := project.Authorize(ctx, tx, ref, c.principal.UserID, c.principal.Role, project.AccessAdmin)
+		if err != nil {
+			return nil, mutate.Effect{}, err
+		}
+		u, err := budgetUser(ctx, tx, p.ID, req.User)
+		if err != nil {
+			return nil, mutate.Effect{}, err
+		}
+		cleared, err := billing.ClearBudget(ctx, tx, p.ID, u.ID, s.now())
+		if err != nil {
+			return nil, mutate.Effect{}, err
+		}
+		out := budgetOf(cleared, p, u.Email)
+		eff, err := budgetEffect(ctx, tx, api.EndpointBillingBudgetClear, out)
+		return out, eff, err
+	}, nil
+}
+
+// budgetEffect is the audit row of a budget change and its
+// billing.budget_changed event (a Budget) to the project's members.
+func budgetEffect(ctx context.Context, tx pgx.Tx, action string, b api.Budget) (mutate.Effect, error) {
+	users, err := project.MemberIDs(ctx, tx, b.ProjectID)
+	if err != nil {
+		return mutate.Effect{}, err
+	}
+	target := b.ProjectID
+	if b.UserID != "" {
+		target += "/" + b.UserID
+	}
+	return mutate.Effect{
+		Audit: audit.Entry{Action: action, TargetType: "budget", TargetID: target, ProjectID: b.ProjectID,
+			Detail: map[string]any{"user_id": b.UserID, "period": b.Period, "amount_minor": b.AmountMinor,
+				"burn_cap_minor_per_hour": b.BurnCapMinorPerHour, "action": b.Action}},
+		Events: []outbox.Event{{Kind: api.EventBillingBudgetChanged, Subject: b.ProjectID, ProjectID: b.ProjectID,
+			Users: users, Payload: b}},
+	}, nil
+}
+
+func (s *Server) budgetGet(ctx context.Context, c *call) (any, error) {
+	var req api.BillingRequest
+	if err := c.decode(&req); err != nil {
+		return nil, err
+	}
+	p, err := s.billingProject(ctx, c, req.Project)
+	if err != nil {
+		return nil, err
+	}
+	now := s.now()
+	bs, err := billing.Budgets(ctx, s.pool, p.ID, now)
+	if err != nil {
+		return nil, err
+	}
+	out := api.BudgetList{ProjectID: p.ID, Project: p.Name, Budgets: make([]api.Budget, 0, len(bs))}
+	for _, b := range bs {
+		email := ""
+		if b.UserID != "" {
+			if u, err := identity.UserByID(ctx, s.pool, b.UserID); err == nil {
+				email = u.Email
+			}
+		}
+		out.Budgets = append(out.Budgets, budgetOf(b, p, email))
+	}
+	return out, nil
+}
+
+// budgetOf is the wire form of a budget.
+func budgetOf(b billing.Budget, p api.Project, email string) api.Budget {
+	out := api.Budget{ProjectID: p.ID, Project: p.Name, UserID: b.UserID, User: email, Period: b.Period,
+		AmountMinor: b.AmountMinor, BurnCapMinorPerHour: b.BurnCapMinorPerHour, Action: b.Action, Currency: b.Currency,
+		SpentMinor: b.SpentMinor, Percent: b.Percent(), BurnMinorPerHour: b.BurnMinorPerHour, UpdatedAt: b.UpdatedAt.UTC()}
+	if b.Period != "" {
+		start, end := b.PeriodStart.UTC(), b.PeriodEnd.UTC()
+		out.PeriodStart, out.PeriodEnd = &start, &end
+		if secs, ok := alloc.Runway(b.AmountMinor-b.SpentMinor, b.BurnMinorPerHour); ok {
+			out.RunwaySeconds = &secs
+		}
+	}
+	return out
+}
+
+// errNoLongerOverBudget stops releasing a scope's allocations: its budget
+// was raised, cleared or its action changed meanwhile.
+var errNoLongerOverBudget = errors.New("budget no longer used up")
+
+// releaseOverBudget releases the running allocations of a budget's scope
+// whose spend reached the cap with action release, each through
+// alloc.Release (the platform's release path, actor system:billing,
+// reason "budget") in a mutation of its own: audit row, alloc.state
+// events, idempotency. Each release re-checks the budget in its
+// transaction, so raising or clearing it stops the rest.
+func (s *Server) releaseOverBudget(ctx context.Context, projectID, userID string) (int, error) {
+	running, err := billing.RunningInScope(ctx, s.pool, projectID, userID)
+	if err != nil {
+		return 0, err
+	}
+	actor := alloc.Actor{UserID: billing.SystemActor, Role: api.RoleOperator}
+	released := 0
+	for _, id := range running {
+		_, err := s.mut.Run(ctx, mutate.Request{Endpoint: api.EndpointAllocRelease, ActorID: billing.SystemActor,
+			Key: "billing.budget:" + id, Fingerprint: []byte(projectID + "\n" + userID + "\n" + id)},
+			func(ctx context.Context, tx pgx.Tx) (any, mutate.Effect, error) {
+				over, err := billing.StillOverBudget(ctx, tx, projectID, userID, s.now())
+				if err != nil {
+					return nil, mutate.Effect{}, err
+				}
+				if !over {
+					return nil, mutate.Effect{}, errNoLongerOverBudget
+				}
+				a, eff, err := alloc.Release(ctx, tx, actor, api.AllocReleaseRequest{ID: id, Reason: "budget"}, s.now())
+				if err != nil {
+					return nil, eff, err
+				}
+				eff.Audit.Action = "billing.budget_release"
+				return a, eff, nil
+			})
+		switch {
+		case errors.Is(err, errNoLongerOverBudget):
+			return released, nil
+		case errors.Is(err, api.ErrConflict), errors.Is(err, api.ErrIdempotencyMismatch):
+			s.cfg.Log.Info("budget release skipped", "allocation", id, "err", err)
+		case err != nil:
+			return released, fmt.Errorf("release %s: %w", id, err)
+		default:
+			released++
+		}
+	}
+	if released > 0 {
+		s.kickQueue()
+	}
+	return released, nil
+}

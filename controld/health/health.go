@@ -105,3 +105,47 @@ func ApplyFault(ctx context.Context, tx pgx.Tx, nodeID string, f api.GPUFault, n
 	}
 	return out, nil
 }
+
+// CheckFailed quarantines the slots of the GPUs that failed a provision
+// task's pre-handout check (reason "gpu check failed: …"), in tx, and
+// returns the events to enqueue. The task's allocation fails the usual way
+// (alloc.ProvisionDone): it was never active, so it is never charged.
+func CheckFailed(ctx context.Context, tx pgx.Tx, nodeID string, res api.GPUCheckResult, now time.Time) ([]outbox.Event, error) {
+	if len(res.FailedGPUs) == 0 {
+		return nil, nil
+	}
+	now = now.UTC()
+	reason := res.Reason
+	if len([]rune(reason)) > 200 {
+		reason = string([]rune(reason)[:200])
+	}
+	if reason == "" {
+		reason = api.GPUCheckFailed
+	}
+	var quarantined []int
+	for _, gpu := range res.FailedGPUs {
+		slot, already, err := node.Quarantine(ctx, tx, nodeID, node.SlotSelector{GPU: gpu}, reason, Actor, now)
+		if api.CodeOf(err) == api.CodeNotFound {
+			continue // a GPU the node has no slot of: nothing to keep out
+		}
+		if err != nil {
+			return nil, err
+		}
+		if !already {
+			quarantined = append(quarantined, slot.Index)
+		}
+	}
+	if len(quarantined) == 0 {
+		return nil, nil
+	}
+	if err := audit.Write(ctx, tx, audit.Meta{At: now, ActorID: Actor}, audit.Entry{Action: "node.quarantine",
+		TargetType: "node", TargetID: nodeID, Detail: map[string]any{"slots": quarantined, "gpus": res.FailedGPUs,
+			"reason": reason}}); err != nil {
+		return nil, err
+	}
+	d, err := node.Get(ctx, tx, nodeID)
+	if err != nil {
+		return nil, err
+	}
+	return []outbox.Event{{Kind: api.EventNode, Subject: nodeID, Payload: d.Node}}, nil
+}

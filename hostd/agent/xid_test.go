@@ -2,6 +2,7 @@ package agent_test
 
 import (
 	"context"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -141,4 +142,59 @@ func TestInjectedXIDQuarantinesNotifiesAndCredits(t *testing.T) {
 			t.Errorf("ledger verify: %+v", c)
 		}
 	}
+}
+
+// TestPreHandoutCheckFailureQuarantines: GPUs failing the pre-handout
+// check make the provisioning fail before anything is done with them; the
+// allocation ends failed and never charged, and exactly its slots are
+// quarantined (slots it did not get are left alone).
+func TestPreHandoutCheckFailureQuarantines(t *testing.T) {
+	t.Parallel()
+	f := startSimFleet(t)
+	ctx := t.Context()
+	d, err := f.admin.NodeGet(ctx, f.agent.NodeID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range d.Slots {
+		f.host.FailGPUCheck(s.GPUPCI, "does not answer")
+	}
+	al, err := f.admin.AllocCreate(ctx, api.AllocCreateRequest{SKU: "h200-slice", GPUs: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := waitAlloc(t, f.admin, al.ID, api.AllocFailed)
+	if !strings.Contains(got.Reason, api.PhaseGPUCheck) || !strings.Contains(got.Reason, al.Slots[0].GPUPCI) {
+		t.Errorf("reason %q; want the GPU check naming %s", got.Reason, al.Slots[0].GPUPCI)
+	}
+	if _, metered, err := billing.AllocationUsage(ctx, f.env.Server.Pool(), al.ID); err != nil || metered {
+		t.Errorf("usage of the failed allocation: metered %v (%v); want none", metered, err)
+	}
+	mine := map[string]bool{al.Slots[0].GPUPCI: true, al.Slots[1].GPUPCI: true}
+	testutil.Eventually(t, "its slots quarantined and free", func() bool {
+		d, err := f.admin.NodeGet(ctx, f.agent.NodeID())
+		if err != nil {
+			return false
+		}
+		for _, s := range d.Slots {
+			if (s.Quarantine != nil) != mine[s.GPUPCI] || (mine[s.GPUPCI] && s.State != api.SlotFree) {
+				return false
+			}
+		}
+		return d.Node.SlotsQuarantined == 2 && d.Node.SlotsFree == 6
+	})
+	// The quarantined slots are not handed out again.
+	for _, s := range d.Slots {
+		f.host.PassGPUCheck(s.GPUPCI)
+	}
+	next, err := f.admin.AllocCreate(ctx, api.AllocCreateRequest{SKU: "h200-slice", GPUs: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range next.Slots {
+		if mine[s.GPUPCI] {
+			t.Errorf("slot with GPU %s handed out again while quarantined", s.GPUPCI)
+		}
+	}
+	waitAlloc(t, f.admin, next.ID, api.AllocActive)
 }

@@ -55,7 +55,7 @@ func (e *GPUCheckError) Unwrap() error { return ErrGPUCheck }
 
 // PhaseGPUCheck is the first phase of a provision task: the GPUs about to
 // be handed out are checked before anything else is done with them.
-const PhaseGPUCheck = "gpu_check"
+const PhaseGPUCheck = api.PhaseGPUCheck
 
 // checkGPUs fails with a *GPUCheckError naming every GPU of pcis the host
 // knows to be faulty.

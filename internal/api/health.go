@@ -58,12 +58,17 @@ type GPUFault struct {
 	At time.Time `json:"at"`
 }
 
+// PhaseGPUCheck is the first phase of a provision task: the pre-handout
+// check of the GPUs about to be handed out.
+const PhaseGPUCheck = "gpu_check"
+
 // GPUCheckFailed is the Reason prefix of a provision task that failed its
 // pre-handout GPU check; FailedGPUs of the task's result name the GPUs.
 const GPUCheckFailed = "gpu check failed"
 
 // GPUCheckResult is the result body of a task that failed its
-// pre-handout GPU check: the GPUs that failed it, and why.
+// pre-handout GPU check (phase PhaseGPUCheck): the GPUs that failed it,
+// and why.
 type GPUCheckResult struct {
 	FailedGPUs []string `json:"failed_gpus"`
 	Reason     string   `json:"reason"`

@@ -198,3 +198,51 @@ func TestPreHandoutCheckFailureQuarantines(t *testing.T) {
 	}
 	waitAlloc(t, f.admin, next.ID, api.AllocActive)
 }
+
+// TestFaultReportLostWhileControldDownIsResent: a fault seen while no
+// controld answers is kept — its GPU fails the pre-handout check
+// meanwhile — and sent again once controld is back; once acknowledged,
+// the slot's quarantine keeps the GPU out and the check passes it.
+func TestFaultReportLostWhileControldDownIsResent(t *testing.T) {
+	t.Parallel()
+	f := startSimFleet(t)
+	ctx := t.Context()
+	d, err := f.admin.NodeGet(ctx, f.agent.NodeID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	gpu := d.Slots[6].GPUPCI
+	f.env.Restart(t, func() {
+		if err := f.host.InjectXID(gpu, 48); err != nil {
+			t.Fatal(err)
+		}
+		testutil.Eventually(t, "the agent to see the XID", func() bool {
+			_, faulty := f.agent.GPUFault(gpu)
+			return faulty
+		})
+		if _, faulty := f.agent.GPUFault(d.Slots[5].GPUPCI); faulty {
+			t.Error("another GPU fails the check")
+		}
+	})
+	admin := f.env.Client(f.env.AdminToken)
+	testutil.Eventually(t, "the resent fault to quarantine the slot", func() bool {
+		d, err := admin.NodeGet(ctx, f.agent.NodeID())
+		return err == nil && d.Slots[6].Quarantine != nil && d.Slots[6].Quarantine.Reason == "xid 48"
+	})
+	testutil.Eventually(t, "the acknowledged fault to leave the check", func() bool {
+		_, faulty := f.agent.GPUFault(gpu)
+		return !faulty
+	})
+	if n := count(t, f.env, `SELECT count(*) FROM gpu_faults`); n != 1 {
+		t.Errorf("%d faults recorded; want 1", n)
+	}
+}
+
+func count(t *testing.T, env *controldtest.Env, sql string) int {
+	t.Helper()
+	var n int
+	if err := env.Server.Pool().QueryRow(t.Context(), sql).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/gpuaas/gpuaas/hostd/topology"
 	"github.com/gpuaas/gpuaas/internal/api"
 )
 
@@ -73,4 +74,24 @@ func checkGPUs(env *Env, pcis []string) error {
 		return e
 	}
 	return nil
+}
+
+// checkNodeGPUs is checkGPUs on every GPU of the node (bare metal hands
+// out the whole node). A node whose GPUs cannot be listed is not held up
+// here: the check has nothing to go on, and the task's other phases fail
+// on a host that broken.
+func checkNodeGPUs(env *Env) error {
+	if env.GPUCheck == nil {
+		return nil
+	}
+	topo, err := topology.Discover(env.Topology, topology.Options{Shape: api.ShapeBaremetal, HostName: "gpu-check"})
+	if err != nil {
+		env.Log.Warn("gpu check: cannot list the GPUs", "err", err)
+		return nil
+	}
+	gpus := make([]string, len(topo.GPUs))
+	for i, g := range topo.GPUs {
+		gpus[i] = g.PCI
+	}
+	return checkGPUs(env, gpus)
 }

@@ -165,3 +165,43 @@ func TestGPUFaultOnAFreeSlot(t *testing.T) {
 		t.Fatalf("fault of an unknown GPU: got %v; want not found", err)
 	}
 }
+
+// TestGPUFaultDuringProvisioningFailsIt: a GPU that fails while its
+// allocation provisions makes the provisioning fail although hostd
+// reports success, so the allocation is never active nor charged on it; a
+// slot an operator quarantined does not.
+func TestGPUFaultDuringProvisioningFailsIt(t *testing.T) {
+	t.Parallel()
+	e := startBilling(t, controld.BillingConfig{Window: time.Minute})
+	ctx := t.Context()
+	c := e.Client(e.AdminToken)
+	e.credit(t, 100_00)
+	outcome := func(id string) (string, string) {
+		t.Helper()
+		var status, reason string
+		err := pgx.BeginFunc(ctx, e.Server.Pool(), func(tx pgx.Tx) error {
+			var err error
+			status, reason, err = health.ProvisionOutcome(ctx, tx, id, api.TaskSucceeded, "")
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return status, reason
+	}
+	a, err := c.AllocCreate(ctx, api.AllocCreateRequest{SKU: "h200-slice", GPUs: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.NodeQuarantine(ctx, api.NodeQuarantineRequest{Node: a.NodeID, GPU: a.Slots[0].GPUPCI, Reason: "operator"}); err != nil {
+		t.Fatal(err)
+	}
+	if status, _ := outcome(a.ID); status != api.TaskSucceeded {
+		t.Errorf("with an operator's quarantine: got %s; want succeeded", status)
+	}
+	e.applyFault(t, a.NodeID, api.GPUFault{GPU: a.Slots[1].GPUPCI, XID: 79, At: e.clock.Now()})
+	status, reason := outcome(a.ID)
+	if status != api.TaskFailed || !strings.Contains(reason, a.Slots[1].GPUPCI) || !strings.Contains(reason, "xid 79") {
+		t.Errorf("after a GPU fault: got %s %q; want failed, naming the GPU and the XID", status, reason)
+	}
+}

@@ -149,3 +149,21 @@ func CheckFailed(ctx context.Context, tx pgx.Tx, nodeID string, res api.GPUCheck
 	}
 	return []outbox.Event{{Kind: api.EventNode, Subject: nodeID, Payload: d.Node}}, nil
 }
+
+// ProvisionOutcome is the outcome of an allocation's provisioning once
+// GPU faults are counted: a provisioning that succeeded on a slot
+// quarantined for a GPU fault meanwhile fails (reason naming the GPU), so
+// that the allocation never becomes active — and charged — on a broken
+// GPU. Other outcomes are returned as they are.
+func ProvisionOutcome(ctx context.Context, tx pgx.Tx, allocationID, status, reason string) (string, string, error) {
+	if status != api.TaskSucceeded || allocationID == "" {
+		return status, reason, nil
+	}
+	slots, err := node.Slots(ctx, tx, `allocation_id = $1 AND quarantined_by = $2`, allocationID, Actor)
+	if err != nil || len(slots) == 0 {
+		return status, reason, err
+	}
+	s := slots[0]
+	return api.TaskFailed, fmt.Sprintf("%s: GPU %s failed during provisioning (%s) and was quarantined",
+		api.PhaseGPUCheck, s.GPUPCI, s.Quarantine.Reason), nil
+}

@@ -47,8 +47,15 @@ func (d *Service) settle(ctx context.Context, nodeID string, r api.TaskResult) e
 				}
 			}
 			if settled.AllocationID != "" {
-				var done []outbox.Event
-				done, err = alloc.ProvisionDone(ctx, tx, settled.AllocationID, r.Status, reason, now)
+				// A GPU that failed while it provisioned fails it.
+				status, why, err := health.ProvisionOutcome(ctx, tx, settled.AllocationID, r.Status, reason)
+				if err != nil {
+					return err
+				}
+				done, err := alloc.ProvisionDone(ctx, tx, settled.AllocationID, status, why, now)
+				if err != nil {
+					return err
+				}
 				events = append(events, done...)
 			}
 		case api.TaskVMRelease, api.TaskDeprovisionUser:

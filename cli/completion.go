@@ -24,6 +24,8 @@ var (
 		"ssh":                cmdutil.AllocationIDs,
 		"node get":           cmdutil.NodeNames,
 		"node drain":         cmdutil.NodeNames,
+		"node quarantine":    cmdutil.NodeNames,
+		"node clear":         cmdutil.NodeNames,
 		"node logs":          cmdutil.NodeNames,
 		"node slots approve": cmdutil.NodeNames,
 		"project use":        cmdutil.ProjectNames,

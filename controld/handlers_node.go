@@ -21,6 +21,9 @@ func (s *Server) nodeEndpoints() []endpointDef {
 		s.mutation(api.EndpointSlotsApprove, operatorOnly, s.slotsApprove),
 		s.mutation(api.EndpointNodeDrain, operatorOnly, s.nodeDrain),
 		s.secretMutation(api.EndpointNodeEnroll, operatorOnly, s.nodeEnroll),
+		// Slot quarantine (handlers_health.go).
+		s.mutation(api.EndpointNodeQuarantine, operatorOnly, s.nodeQuarantine),
+		s.mutation(api.EndpointNodeClear, operatorOnly, s.nodeClear),
 	}
 }
 

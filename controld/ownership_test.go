@@ -32,6 +32,8 @@ var owners = map[string]string{
 	// and nodes (migration 0015); node reads them.
 	"slot_groups":       "node",
 	"slot_group_deltas": "node",
+	// GPU faults nodes reported (migration 0019), once each.
+	"gpu_faults": "node",
 
 	"node_tasks":       "tasks",
 	"node_task_events": "tasks",

@@ -18,6 +18,7 @@ import (
 	"github.com/gpuaas/gpuaas/hostd/tasks"
 	"github.com/gpuaas/gpuaas/hostd/term"
 	"github.com/gpuaas/gpuaas/hostd/topology"
+	"github.com/gpuaas/gpuaas/hostd/xid"
 	"github.com/gpuaas/gpuaas/internal/devenv"
 )
 
@@ -214,6 +215,7 @@ func hostEnv(ctx context.Context, opts *HostdOptions, log *slog.Logger) (*tasks.
 		return nil, nil, nil, err
 	}
 	env := &tasks.Env{Hypervisor: hv, Users: host.PosixUsers{}, Runner: host.ExecRunner{},
-		Topology: topology.Real(), StateDir: opts.StateDir, ImageDir: opts.ImageDir, Log: log}
+		Topology: topology.Real(), StateDir: opts.StateDir, ImageDir: opts.ImageDir, Log: log,
+		KernelLog: xid.DevKmsg, KernelBoot: xid.BootTime(time.Now())}
 	return env, term.SystemAccounts{}, func() { _ = hv.Close() }, nil
 }

@@ -24,6 +24,8 @@ func NewCmdNode(f *cmdutil.Factory) *cobra.Command {
 		NewCmdLogs(f, nil),
 		NewCmdDrain(f, nil),
 		NewCmdEnroll(f, nil),
+		NewCmdQuarantine(f, nil),
+		NewCmdClear(f, nil),
 		slots,
 	)
 	return cmd

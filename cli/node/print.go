@@ -24,7 +24,7 @@ func printNodes(ios *cmdutil.IOStreams, now time.Time, nodes []api.Node) error {
 	return t.Render()
 }
 
-var nodeHeader = []string{"name", "id", "shape", "gpu", "state", "used", "free", "pending", "tasks", "heartbeat"}
+var nodeHeader = []string{"name", "id", "shape", "gpu", "state", "used", "free", "pending", "quarantined", "tasks", "heartbeat"}
 
 func addNodeRow(t *cmdutil.TablePrinter, ios *cmdutil.IOStreams, now time.Time, n api.Node) {
 	t.AddField(n.Name)
@@ -35,6 +35,7 @@ func addNodeRow(t *cmdutil.TablePrinter, ios *cmdutil.IOStreams, now time.Time, 
 	t.AddField(strconv.Itoa(n.SlotsTotal - n.SlotsFree))
 	t.AddField(strconv.Itoa(n.SlotsFree))
 	t.AddField(strconv.Itoa(n.SlotsPending))
+	t.AddField(strconv.Itoa(n.SlotsQuarantined))
 	t.AddField(strconv.Itoa(n.TasksOpen))
 	hb := "never"
 	if n.LastHeartbeat != nil {
@@ -90,7 +91,7 @@ func printNodeDetail(ios *cmdutil.IOStreams, now time.Time, d *api.NodeDetail) e
 	}
 	cs := ios.ColorScheme()
 	t := cmdutil.NewTablePrinter(ios)
-	t.AddHeader("slot", "index", "state", "numa", "gpu pci", "nvme", "fabric vf", "allocation")
+	t.AddHeader("slot", "index", "state", "numa", "gpu pci", "nvme", "fabric vf", "allocation", "quarantine")
 	for _, s := range d.Slots {
 		t.AddField(s.ID)
 		t.AddField(strconv.Itoa(s.Index))
@@ -100,6 +101,11 @@ func printNodeDetail(ios *cmdutil.IOStreams, now time.Time, d *api.NodeDetail) e
 		t.AddField(s.NVMe)
 		t.AddField(s.FabricVF)
 		t.AddField(s.AllocationID)
+		q := ""
+		if s.Quarantine != nil {
+			q = s.Quarantine.Reason + " (by " + s.Quarantine.By + ", " + cmdutil.FormatTime(ios, now, s.Quarantine.At) + ")"
+		}
+		t.AddField(q, cmdutil.WithColor(cs.Red))
 		t.EndRow()
 	}
 	return t.Render()

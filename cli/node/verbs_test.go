@@ -88,3 +88,48 @@ func TestNewCmdDrain(t *testing.T) {
 	}
 	cmdtest.WantUsageError(t, cmdtest.Execute(NewCmdDrain(cmdtest.Factory(ios), nil), "a", "b"), "")
 }
+
+func TestNewCmdQuarantine(t *testing.T) {
+	tests := []struct {
+		name     string
+		args     []string
+		wantSlot *int
+		wantGPU  string
+		wantErr  bool
+	}{
+		{name: "by slot", args: []string{"gpu-01", "--slot", "0", "--reason", "fan"}, wantSlot: new(int)},
+		{name: "by gpu", args: []string{"gpu-01", "--gpu", "0000:3b:00.0", "--reason", "ecc"}, wantGPU: "0000:3b:00.0"},
+		{name: "both", args: []string{"gpu-01", "--slot", "1", "--gpu", "0000:3b:00.0", "--reason", "x"}, wantErr: true},
+		{name: "neither", args: []string{"gpu-01", "--reason", "x"}, wantErr: true},
+		{name: "no reason", args: []string{"gpu-01", "--slot", "1"}, wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ios, _, _ := testStreams(false)
+			var got *QuarantineOptions
+			err := cmdtest.Execute(NewCmdQuarantine(cmdtest.Factory(ios), func(_ context.Context, o *QuarantineOptions) error { got = o; return nil }), tt.args...)
+			if tt.wantErr {
+				cmdtest.WantUsageError(t, err, "")
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if (got.Slot == nil) != (tt.wantSlot == nil) || (got.Slot != nil && *got.Slot != *tt.wantSlot) || got.GPU != tt.wantGPU {
+				t.Errorf("got slot %v gpu %q; want %v %q", got.Slot, got.GPU, tt.wantSlot, tt.wantGPU)
+			}
+		})
+	}
+}
+
+func TestNewCmdClear(t *testing.T) {
+	ios, _, _ := testStreams(false)
+	var got *ClearOptions
+	if err := cmdtest.Execute(NewCmdClear(cmdtest.Factory(ios), func(_ context.Context, o *ClearOptions) error { got = o; return nil }), "gpu-01"); err != nil {
+		t.Fatal(err)
+	}
+	if got.Node != "gpu-01" || got.Slot != nil || got.GPU != "" {
+		t.Errorf("got %+v; want node gpu-01 and no slot", got)
+	}
+	cmdtest.WantUsageError(t, cmdtest.Execute(NewCmdClear(cmdtest.Factory(ios), nil), "gpu-01", "--slot", "1", "--gpu", "x"), "")
+}

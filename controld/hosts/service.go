@@ -172,6 +172,7 @@ func (d *Service) Run(ctx, hard context.Context) error {
 		{api.HostCtlWildcard(api.HostResult), d.handleResult},
 		{api.HostCtlWildcard(api.HostPull), d.handlePull},
 		{api.HostCtlWildcard(api.HostCAs), d.handleCAs},
+		{api.HostCtlWildcard(api.HostFault), d.handleFault}, // faults.go
 	}
 	sem := make(chan struct{}, 64)
 	var inflight sync.WaitGroup

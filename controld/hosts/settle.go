@@ -8,6 +8,7 @@ import (
 
 	"github.com/gpuaas/gpuaas/controld/alloc"
 	"github.com/gpuaas/gpuaas/controld/audit"
+	"github.com/gpuaas/gpuaas/controld/health"
 	"github.com/gpuaas/gpuaas/controld/node"
 	"github.com/gpuaas/gpuaas/controld/outbox"
 	"github.com/gpuaas/gpuaas/controld/tasks"
@@ -36,8 +37,26 @@ func (d *Service) settle(ctx context.Context, nodeID string, r api.TaskResult) e
 		}
 		switch typ {
 		case api.TaskVMProvision, api.TaskProvisionUser:
+			if r.Status == api.TaskFailed && r.Phase == api.PhaseGPUCheck {
+				// The pre-handout check failed: quarantine the GPUs it names.
+				var check api.GPUCheckResult
+				if json.Unmarshal(r.Result, &check) == nil {
+					if events, err = health.CheckFailed(ctx, tx, nodeID, check, now); err != nil {
+						return err
+					}
+				}
+			}
 			if settled.AllocationID != "" {
-				events, err = alloc.ProvisionDone(ctx, tx, settled.AllocationID, r.Status, reason, now)
+				// A GPU that failed while it provisioned fails it.
+				status, why, err := health.ProvisionOutcome(ctx, tx, settled.AllocationID, r.Status, reason)
+				if err != nil {
+					return err
+				}
+				done, err := alloc.ProvisionDone(ctx, tx, settled.AllocationID, status, why, now)
+				if err != nil {
+					return err
+				}
+				events = append(events, done...)
 			}
 		case api.TaskVMRelease, api.TaskDeprovisionUser:
 			if settled.AllocationID != "" {

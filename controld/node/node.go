@@ -52,15 +52,16 @@ func Register(ctx context.Context, q store.Querier, s Spec, now time.Time) (api.
 
 const nodeColumns = `SELECT n.id, n.name, n.shape, n.gpu_model, n.state, n.created_at, n.last_heartbeat_at, n.health,
 	(SELECT count(*) FROM slots s WHERE s.node_id = n.id AND s.state IN ('free', 'reserved')),
-	(SELECT count(*) FROM slots s WHERE s.node_id = n.id AND s.state = 'free'),
-	(SELECT count(*) FROM slots s WHERE s.node_id = n.id AND s.state = 'pending')
+	(SELECT count(*) FROM slots s WHERE s.node_id = n.id AND s.state = 'free' AND s.quarantined_at IS NULL),
+	(SELECT count(*) FROM slots s WHERE s.node_id = n.id AND s.state = 'pending'),
+	(SELECT count(*) FROM slots s WHERE s.node_id = n.id AND s.quarantined_at IS NOT NULL)
 	FROM nodes n`
 
 func scanNode(r pgx.CollectableRow) (api.Node, error) {
 	var n api.Node
 	var health []byte
 	err := r.Scan(&n.ID, &n.Name, &n.Shape, &n.GPUModel, &n.State, &n.CreatedAt, &n.LastHeartbeat, &health,
-		&n.SlotsTotal, &n.SlotsFree, &n.SlotsPending)
+		&n.SlotsTotal, &n.SlotsFree, &n.SlotsPending, &n.SlotsQuarantined)
 	if len(health) > 2 { // not "{}"
 		n.Health = health
 	}
@@ -128,11 +129,19 @@ func Get(ctx context.Context, q store.Querier, ref string) (api.NodeDetail, erro
 }
 
 // slotColumns are the columns scanSlot reads.
-const slotColumns = `id, node_id, idx, gpu_pci, nvme, fabric_vf, numa_node, mac, ip, state, coalesce(allocation_id, '')`
+const slotColumns = `id, node_id, idx, gpu_pci, nvme, fabric_vf, numa_node, mac, ip, state, coalesce(allocation_id, ''),
+	quarantined_at, quarantine_reason, quarantined_by`
 
 func scanSlot(r pgx.CollectableRow) (api.Slot, error) {
 	var s api.Slot
-	return s, r.Scan(&s.ID, &s.NodeID, &s.Index, &s.GPUPCI, &s.NVMe, &s.FabricVF, &s.NUMANode, &s.MAC, &s.IP, &s.State, &s.AllocationID)
+	var qAt *time.Time
+	var qReason, qBy string
+	err := r.Scan(&s.ID, &s.NodeID, &s.Index, &s.GPUPCI, &s.NVMe, &s.FabricVF, &s.NUMANode, &s.MAC, &s.IP, &s.State, &s.AllocationID,
+		&qAt, &qReason, &qBy)
+	if qAt != nil {
+		s.Quarantine = &api.SlotQuarantine{At: qAt.UTC(), Reason: qReason, By: qBy}
+	}
+	return s, err
 }
 
 // Slots returns the slots matching a WHERE clause, by node and index.

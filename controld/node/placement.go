@@ -212,18 +212,19 @@ func reserveIn(ctx context.Context, sp pgx.Tx, allocationID string, c Candidate,
 		// Bare metal takes every slot of the node, and none may be busy
 		// (the counts the candidate came from may lag).
 		rows, err = sp.Query(ctx, `SELECT id FROM slots WHERE node_id = $1 AND state = 'free'
-			AND NOT EXISTS (SELECT 1 FROM slots b WHERE b.node_id = $1 AND b.state IN ('reserved', 'pending'))
+			AND NOT EXISTS (SELECT 1 FROM slots b WHERE b.node_id = $1
+			                AND (b.state IN ('reserved', 'pending') OR b.quarantined_at IS NOT NULL))
 			ORDER BY idx FOR UPDATE SKIP LOCKED`, c.NodeID)
 	case c.NUMA >= 0:
 		rows, err = sp.Query(ctx, `SELECT id FROM slots WHERE node_id = $1 AND numa_node = $2 AND state = 'free'
-			ORDER BY idx LIMIT $3 FOR UPDATE SKIP LOCKED`, c.NodeID, c.NUMA, gpus)
+			AND quarantined_at IS NULL ORDER BY idx LIMIT $3 FOR UPDATE SKIP LOCKED`, c.NodeID, c.NUMA, gpus)
 	default:
 		// Spread as little as possible: fill from the NUMA nodes with the
 		// most free slots first.
 		rows, err = sp.Query(ctx, `SELECT s.id FROM slots s
 			JOIN (SELECT numa_node, count(*) AS free FROM slots WHERE node_id = $1 AND state = 'free'
-			      GROUP BY numa_node) g ON g.numa_node = s.numa_node
-			WHERE s.node_id = $1 AND s.state = 'free'
+			      AND quarantined_at IS NULL GROUP BY numa_node) g ON g.numa_node = s.numa_node
+			WHERE s.node_id = $1 AND s.state = 'free' AND s.quarantined_at IS NULL
 			ORDER BY g.free DESC, s.numa_node, s.idx LIMIT $2 FOR UPDATE OF s SKIP LOCKED`, c.NodeID, gpus)
 	}
 	if err != nil {
@@ -272,8 +273,8 @@ func Availability(ctx context.Context, q store.Querier, shape, gpuModel string) 
 	err := q.QueryRow(ctx, `SELECT count(*),
 		coalesce(sum(CASE WHEN $1 = 'baremetal' AND (busy > 0 OR free = 0) THEN 0 ELSE free END), 0)
 		FROM (SELECT n.id,
-			count(*) FILTER (WHERE s.state = 'free') AS free,
-			count(*) FILTER (WHERE s.state IN ('reserved', 'pending')) AS busy
+			count(*) FILTER (WHERE s.state = 'free' AND s.quarantined_at IS NULL) AS free,
+			count(*) FILTER (WHERE s.state IN ('reserved', 'pending') OR s.quarantined_at IS NOT NULL) AS busy
 			FROM nodes n JOIN slots s ON s.node_id = n.id
 			WHERE n.state = 'ready' AND n.shape = $1 AND n.gpu_model = $2
 			GROUP BY n.id

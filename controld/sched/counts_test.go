@@ -18,7 +18,7 @@ func (f *fleet) checkCounts(t *testing.T) {
 	t.Helper()
 	rows, err := f.q.Query(context.Background(), `WITH want AS (
 			SELECT s.node_id, coalesce(s.numa_node, -1) AS numa_node,
-			       count(*) FILTER (WHERE s.state = 'free') AS free,
+			       count(*) FILTER (WHERE s.state = 'free' AND s.quarantined_at IS NULL) AS free,
 			       count(*) FILTER (WHERE s.state IN ('reserved', 'pending')) AS busy,
 			       n.shape, n.gpu_model, n.state = 'ready' AS ready
 			FROM slots s JOIN nodes n ON n.id = s.node_id
@@ -108,6 +108,28 @@ func TestSlotCountsFollowSlots(t *testing.T) {
 		}},
 		{"bare metal", func(t *testing.T) {
 			if _, _, err := f.place(t, api.ShapeBaremetal, "H200", 8); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"quarantine a free slot", func(t *testing.T) {
+			if _, _, err := node.Quarantine(ctx, f.q, f.nodeID["b"], node.SlotSelector{Index: new(int)}, "xid 79", "test", time.Now()); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"quarantine a reserved slot", func(t *testing.T) {
+			one := 1
+			if _, _, err := node.Quarantine(ctx, f.q, f.nodeID["a"], node.SlotSelector{Index: &one}, "ecc", "test", time.Now()); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"free a quarantined slot", func(t *testing.T) {
+			f.exec(t, `UPDATE slots SET state = 'free', allocation_id = NULL WHERE node_id = $1 AND idx = 1`, f.nodeID["a"])
+		}},
+		{"clear", func(t *testing.T) {
+			if _, err := node.ClearQuarantine(ctx, f.q, f.nodeID["a"], node.SlotSelector{}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := node.ClearQuarantine(ctx, f.q, f.nodeID["b"], node.SlotSelector{}); err != nil {
 				t.Fatal(err)
 			}
 		}},

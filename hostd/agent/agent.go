@@ -168,6 +168,9 @@ type Agent struct {
 	records  map[string]*record
 	stopping bool
 
+	// faults are the GPU faults not yet acknowledged (faults.go).
+	faults faultState
+
 	metrics *agentMetrics
 	// gpus is the GPU sampler's state (gpus.go).
 	gpus gpuState
@@ -185,7 +188,8 @@ func New(cfg Config) (*Agent, error) {
 		return nil, fmt.Errorf("state dir: %w", err)
 	}
 	a := &Agent{cfg: cfg, resend: make(chan struct{}, 1), reconnected: make(chan struct{}, 1),
-		ready: make(chan struct{}), draining: make(chan struct{})}
+		ready: make(chan struct{}), draining: make(chan struct{}),
+		faults: faultState{kick: make(chan struct{}, 1), pending: map[faultKey]api.GPUFault{}}}
 	if err := a.listenMetrics(); err != nil {
 		return nil, err
 	}
@@ -224,6 +228,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	nc, err := a.connect(a.id.key(), a.id.NodeID, "", nats.ReconnectHandler(func(*nats.Conn) {
 		a.kick(a.reconnected)
 		a.kick(a.resend)
+		a.kick(a.faults.kick)
 	}))
 	if err != nil {
 		return err
@@ -276,7 +281,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	loopCtx, stopLoops := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopLoops()
 	var loops sync.WaitGroup
-	run := []func(context.Context){a.resultLoop, a.heartbeatLoop, a.pullLoop}
+	run := append([]func(context.Context){a.resultLoop, a.heartbeatLoop, a.pullLoop}, a.startFaultWatch()...)
 	if a.cfg.Terminal != nil {
 		run = append(run, a.casLoop)
 	}

@@ -174,6 +174,12 @@ func (a *Agent) runTask(ctx context.Context, t signing.Task) {
 		if errors.As(err, &pe) {
 			res.Phase, res.Error = pe.Phase, pe.Err.Error()
 		}
+		// A failed pre-handout check names the GPUs, for controld to
+		// quarantine their slots.
+		var ge *tasks.GPUCheckError
+		if errors.As(err, &ge) {
+			res.Result, _ = json.Marshal(api.GPUCheckResult{FailedGPUs: ge.GPUs, Reason: ge.Error()})
+		}
 	} else if out != nil {
 		if res.Result, err = json.Marshal(out); err != nil {
 			res.Status, res.Error = api.TaskFailed, "encode result: "+err.Error()

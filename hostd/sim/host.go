@@ -37,6 +37,9 @@ type Host struct {
 	// ImageSHA256 is the checksum of DefaultImageName as written.
 	ImageSHA256 string
 	Faults      *tasks.Faults
+
+	boot time.Time // the kernel log's clock (xid.go)
+	gpu  gpuFaults
 }
 
 // Options are what NewHostWith can do beyond NewHost.
@@ -85,6 +88,10 @@ func NewHostWith(stateDir string, p Profile, nodeName string, o Options) (*Host,
 	if err := writeTreeOnce(tree, p); err != nil {
 		return nil, fmt.Errorf("sim host: %w", err)
 	}
+	boot, err := openKernelLog(stateDir)
+	if err != nil {
+		return nil, fmt.Errorf("sim host: %w", err)
+	}
 	imageDir := filepath.Join(simDir, "images")
 	sum, err := WriteImage(imageDir, DefaultImageName)
 	if err != nil {
@@ -125,6 +132,7 @@ func NewHostWith(stateDir string, p Profile, nodeName string, o Options) (*Host,
 		ImageDir:    imageDir,
 		ImageSHA256: sum,
 		Faults:      &tasks.Faults{},
+		boot:        boot,
 	}, nil
 }
 
@@ -175,6 +183,9 @@ func (h *Host) Env(nodeID string, log *slog.Logger) *tasks.Env {
 		StateDir:   h.StateDir,
 		ImageDir:   h.ImageDir,
 		Faults:     h.Faults,
+		KernelLog:  h.KernelLog(),
+		KernelBoot: h.boot,
+		GPUCheck:   h,
 		Now:        time.Now,
 		Log:        log,
 	}

@@ -43,6 +43,10 @@ func provisionUser(ctx context.Context, env *Env, p api.UserProvisionParams, rep
 	}
 	res := UserResult{PosixUser: p.PosixUser}
 	ph := NewPhased(env, rep)
+	err = ph.Run(ctx, PhaseGPUCheck, func(context.Context) error { return checkNodeGPUs(env) }, nil)
+	if err != nil {
+		return nil, err
+	}
 	err = ph.Run(ctx, PhaseUserCreate, func(ctx context.Context) error {
 		exists, err := env.Users.Exists(ctx, p.PosixUser)
 		if err != nil {

@@ -32,8 +32,17 @@ type Env struct {
 	// Faults injects failures and delays into named phases (sim and
 	// tests); nil on real hosts.
 	Faults *Faults
-	Now    func() time.Time
-	Log    *slog.Logger
+	// KernelLog is the kernel log hostd watches for GPU faults (XIDs):
+	// /dev/kmsg, or the sim's file standing for it; empty: none.
+	KernelLog string
+	// KernelBoot is when the kernel's clock started: KernelLog's record
+	// times count from it.
+	KernelBoot time.Time
+	// GPUCheck answers the pre-handout GPU check (gpucheck.go); nil:
+	// every GPU passes.
+	GPUCheck GPUChecker
+	Now      func() time.Time
+	Log      *slog.Logger
 }
 
 // Reporter receives a task's progress, phase by phase.

@@ -27,7 +27,7 @@ func TestProvisionUser(t *testing.T) {
 	if r := out.(tasks.UserResult); r.PosixUser != user || r.Replaced {
 		t.Errorf("result = %+v", r)
 	}
-	if got := rec.phases(api.PhaseDone); !slices.Equal(got, []string{tasks.PhaseUserCreate}) {
+	if got := rec.phases(api.PhaseDone); !slices.Equal(got, []string{tasks.PhaseGPUCheck, tasks.PhaseUserCreate}) {
 		t.Errorf("phases = %v", got)
 	}
 	if b, _ := os.ReadFile(h.Users.AuthorizedKeysPath(user)); string(b) != line+"\n" {
@@ -102,5 +102,30 @@ func TestProvisionUserFailure(t *testing.T) {
 		if _, _, err := run(t, env, api.TaskProvisionUser, p); !errors.Is(err, tasks.ErrInvalidParams) {
 			t.Errorf("%+v: got %v; want ErrInvalidParams", p, err)
 		}
+	}
+}
+
+// TestProvisionUserGPUCheck: bare metal hands out the whole node, so any
+// faulty GPU of it fails the pre-handout check, before the user is made.
+func TestProvisionUserGPUCheck(t *testing.T) {
+	t.Parallel()
+	h, env := simHost(t, sim.H100Baremetal8())
+	_, line := userKey(t)
+	const alloc = "a-bm000000002"
+	user := api.PosixUser(alloc)
+	gpu := h.Profile.GPUs[5].PCI
+	h.FailGPUCheck(gpu, "xid 79")
+	p := api.UserProvisionParams{AllocationID: alloc, UserID: "u-1", PosixUser: user, SSHKeys: []string{line}}
+	_, _, err := run(t, env, api.TaskProvisionUser, p)
+	var ge *tasks.GPUCheckError
+	if !errors.As(err, &ge) || !slices.Equal(ge.GPUs, []string{gpu}) {
+		t.Fatalf("got %v; want the GPU check failing for %s", err, gpu)
+	}
+	if exists, _ := h.Users.Exists(context.Background(), user); exists {
+		t.Error("the user was made although the check failed")
+	}
+	h.PassGPUCheck(gpu)
+	if _, _, err := run(t, env, api.TaskProvisionUser, p); err != nil {
+		t.Fatalf("after the GPU passes: %v", err)
 	}
 }

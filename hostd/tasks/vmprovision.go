@@ -31,7 +31,7 @@ const (
 )
 
 // ProvisionPhases lists the phases of slice.vm_provision in order.
-var ProvisionPhases = []string{PhaseLease, PhaseVFIOCheck, PhaseImageVerify, PhaseSeed, PhaseDefineStart, PhaseReadiness}
+var ProvisionPhases = []string{PhaseGPUCheck, PhaseLease, PhaseVFIOCheck, PhaseImageVerify, PhaseSeed, PhaseDefineStart, PhaseReadiness}
 
 // vmProvision boots a slice VM with the slots' GPUs, VFs and NVMe
 // namespaces. Each phase registers an undo before it runs, so a failure
@@ -44,6 +44,17 @@ func (c Config) vmProvision(ctx context.Context, env *Env, p api.VMProvisionPara
 	paths := PathsFor(env.StateDir, p.AllocationID)
 	name := p.AllocationID
 	ph := NewPhased(env, rep)
+
+	err = ph.Run(ctx, PhaseGPUCheck, func(context.Context) error {
+		gpus := make([]string, len(p.Slots))
+		for i, s := range p.Slots {
+			gpus[i] = s.GPUPCI
+		}
+		return checkGPUs(env, gpus)
+	}, nil)
+	if err != nil {
+		return nil, err
+	}
 
 	err = ph.Run(ctx, PhaseLease, func(context.Context) error {
 		return acquireLease(filepath.Dir(paths.Lease), leaseOf(p.AllocationID, p.Slots, env.Now()))

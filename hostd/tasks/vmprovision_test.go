@@ -194,6 +194,9 @@ func TestVMProvisionFailureCleansUp(t *testing.T) {
 		wantPhase string
 		wantErr   error
 	}{
+		{"gpu check fails", func(_ *testing.T, h *sim.Host, _ *tasks.Env, s []api.Slot) {
+			h.FailGPUCheck(s[1].GPUPCI, "does not answer")
+		}, tasks.PhaseGPUCheck, tasks.ErrGPUCheck},
 		{"injected in lease", fail(tasks.PhaseLease), tasks.PhaseLease, tasks.ErrInjected},
 		{"injected in vfio_bind_check", fail(tasks.PhaseVFIOCheck), tasks.PhaseVFIOCheck, tasks.ErrInjected},
 		{"injected in image_verify", fail(tasks.PhaseImageVerify), tasks.PhaseImageVerify, tasks.ErrInjected},
@@ -418,5 +421,28 @@ func TestVMProvisionAfterRestart(t *testing.T) {
 	}
 	if out, err := guestRun(t, res.(api.VMProvisionResult).Address, api.PosixUser(alloc), vmKey(t, h2, alloc), "echo again"); err != nil || out != "again\n" {
 		t.Errorf("VM after reprovisioning: %q, %v", out, err)
+	}
+}
+
+// TestVMProvisionGPUCheckNamesTheFailedGPUs: the pre-handout check fails
+// with every faulty GPU of the request (and only those), before anything
+// else is done.
+func TestVMProvisionGPUCheckNamesTheFailedGPUs(t *testing.T) {
+	t.Parallel()
+	h, env := simHost(t, sim.H200Slice8())
+	s := slots(t, env)
+	h.FailGPUCheck(s[0].GPUPCI, "")
+	h.FailGPUCheck(s[2].GPUPCI, "xid 79")
+	h.FailGPUCheck(s[5].GPUPCI, "not in this request")
+	_, userLine := userKey(t)
+	_, _, err := run(t, env, api.TaskVMProvision, provisionParams(h, "a-check", s[:3], userLine))
+	var ge *tasks.GPUCheckError
+	if !errors.As(err, &ge) || !slices.Equal(ge.GPUs, []string{s[0].GPUPCI, s[2].GPUPCI}) {
+		t.Fatalf("got %v; want a GPU check error naming %s and %s", err, s[0].GPUPCI, s[2].GPUPCI)
+	}
+	h.PassGPUCheck(s[0].GPUPCI)
+	h.PassGPUCheck(s[2].GPUPCI)
+	if _, _, err := run(t, env, api.TaskVMProvision, provisionParams(h, "a-check", s[:3], userLine)); err != nil {
+		t.Fatalf("after the GPUs pass: %v", err)
 	}
 }

@@ -181,6 +181,8 @@ type Node struct {
 	SlotsFree  int    `json:"slots_free"`
 	// SlotsPending await an operator's approval.
 	SlotsPending int `json:"slots_pending"`
+	// SlotsQuarantined are kept out of placement (health.go).
+	SlotsQuarantined int `json:"slots_quarantined"`
 	// TasksOpen are hostd tasks not yet finished on the node (pending,
 	// dispatched, accepted or running).
 	TasksOpen     int             `json:"tasks_open"`
@@ -202,6 +204,8 @@ type Slot struct {
 	IP           string `json:"ip,omitempty"`
 	State        string `json:"state"`
 	AllocationID string `json:"allocation_id,omitempty"`
+	// Quarantine is set while the slot is quarantined (health.go).
+	Quarantine *SlotQuarantine `json:"quarantine,omitempty"`
 }
 
 // NodeListResponse lists nodes.

@@ -26,7 +26,9 @@ import (
 func TestAllocTop(t *testing.T) {
 	t.Parallel()
 	env, admin := fleet(t, controld.HostsConfig{})
-	h, err := sim.NewHost(t.TempDir(), sim.H200Slice8(), "top1")
+	// GPUs on nvidia: the host's own nvidia-smi sees them (on vfio-pci
+	// they are the guests' to report, TestAllocTopSliceGuestTelemetry).
+	h, err := sim.NewHost(t.TempDir(), sim.H200Slice8().BindGPUs("nvidia"), "top1")
 	if err != nil {
 		t.Fatal(err)
 	}

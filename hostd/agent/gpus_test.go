@@ -45,7 +45,9 @@ func lastBeat(t *testing.T, c *capture) (api.Heartbeat, int) {
 func TestGPUTelemetry(t *testing.T) {
 	t.Parallel()
 	env, admin := fleet(t, controld.HostsConfig{})
-	h, err := sim.NewHost(t.TempDir(), sim.H200Slice8(), "gpu1")
+	// GPUs on nvidia: the host's own nvidia-smi sees them (on vfio-pci
+	// they are the guests' to report, TestAllocTopSliceGuestTelemetry).
+	h, err := sim.NewHost(t.TempDir(), sim.H200Slice8().BindGPUs("nvidia"), "gpu1")
 	if err != nil {
 		t.Fatal(err)
 	}

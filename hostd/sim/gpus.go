@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/gpuaas/gpuaas/hostd/host"
 )
 
 // The sim's GPU telemetry: the Runner answers hostd/gpumon's nvidia-smi
@@ -18,6 +20,11 @@ import (
 //
 //	<stateDir>/sim/gpus/<pci>.load   utilisation percent, 0–100 (absent: 0)
 //	<stateDir>/sim/gpus/<pci>.ecc    uncorrected volatile ECC errors (absent: 0)
+//
+// As on a real host, the host's nvidia-smi lists only the GPUs not bound
+// to vfio-pci: a slice host's GPUs are answered for by the nvidia-smi of
+// the sim guest they are passed through to (guestNvidiaSMI), from the
+// same knobs.
 
 // simGPU is what the Runner needs to answer for one GPU.
 type simGPU struct {
@@ -36,7 +43,7 @@ func GPUStateDir(stateDir string) string { return filepath.Join(stateDir, "sim",
 
 // setGPUs tells the Runner which GPUs the host has and where their knobs
 // are; NewHostWith calls it.
-func (r *Runner) setGPUs(dir string, p Profile) {
+func (r *Runner) setGPUs(dir, tree string, p Profile) {
 	mem, ok := gpuMemoryMiB[p.GPUModel]
 	if !ok {
 		mem = gpuMemoryMiB["H100"]
@@ -54,7 +61,25 @@ func (r *Runner) setGPUs(dir string, p Profile) {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.gpus, r.gpuDir = gpus, dir
+	r.gpus, r.gpuDir, r.tree = gpus, dir, tree
+}
+
+// boundToVFIO reports whether the sim tree under tree has pci bound to
+// vfio-pci (read at each query: tasks rebind GPUs).
+func boundToVFIO(tree, pci string) bool {
+	if tree == "" {
+		return false
+	}
+	target, err := os.Readlink(filepath.Join(tree, "sys", "bus", "pci", "devices", pci, "driver"))
+	return err == nil && filepath.Base(target) == "vfio-pci"
+}
+
+// smiRow is one GPU as an nvidia-smi sees it: its index and bus id are
+// those of the machine asking (host or guest).
+type smiRow struct {
+	gpu   simGPU
+	index int
+	busID string // as nvidia-smi prints it: 00000000:18:00.0
 }
 
 // SetGPULoad sets a GPU's simulated utilisation (percent, 0–100).
@@ -102,10 +127,49 @@ func readKnob(dir, pci, knob string, max int) int {
 	return min(v, max)
 }
 
-// nvidiaSMI answers `nvidia-smi --query-gpu=... --format=csv,noheader,nounits`
+// nvidiaSMI answers the host's `nvidia-smi --query-gpu=...` for its GPUs
+// not bound to vfio-pci.
+func (r *Runner) nvidiaSMI(args []string) ([]byte, error) {
+	r.mu.Lock()
+	gpus, dir, tree := r.gpus, r.gpuDir, r.tree
+	r.mu.Unlock()
+	var rows []smiRow
+	for _, g := range gpus {
+		if !boundToVFIO(tree, g.pci) {
+			rows = append(rows, smiRow{gpu: g, index: len(rows), busID: "0000" + strings.ToUpper(g.pci)})
+		}
+	}
+	return answerSMI(args, rows, dir)
+}
+
+// GuestBusID is the PCI address (sysfs form) a sim guest gives the i-th
+// GPU passed through to it: guests number their devices themselves, so it
+// differs from the host's address.
+func GuestBusID(i int) string { return fmt.Sprintf("0000:%02x:00.0", 0x10+i) }
+
+// guestNvidiaSMI answers the nvidia-smi of a sim guest given hostdevs: its
+// GPUs are those of the host's among hostdevs, numbered in hostdev order
+// (as a guest numbers devices in the order libvirt plugged them), with
+// guest bus ids and the same UUIDs as on the host.
+func (r *Runner) guestNvidiaSMI(hostdevs []host.PCIAddress, args []string) ([]byte, error) {
+	r.mu.Lock()
+	gpus, dir := r.gpus, r.gpuDir
+	r.mu.Unlock()
+	var rows []smiRow
+	for _, d := range hostdevs {
+		i := slices.IndexFunc(gpus, func(g simGPU) bool { return g.pci == string(d) })
+		if i < 0 {
+			continue // a fabric VF
+		}
+		rows = append(rows, smiRow{gpu: gpus[i], index: len(rows), busID: "0000" + strings.ToUpper(GuestBusID(len(rows)))})
+	}
+	return answerSMI(args, rows, dir)
+}
+
+// answerSMI answers `nvidia-smi --query-gpu=... --format=csv,noheader,nounits`
 // for the fields hostd/gpumon asks (any subset, any order) from the GPUs'
 // knobs: idle ~0 %, ~60 W, ~35 °C; under load up to 700 W and ~75 °C.
-func (r *Runner) nvidiaSMI(args []string) ([]byte, error) {
+func answerSMI(args []string, rows []smiRow, dir string) ([]byte, error) {
 	var fields []string
 	format := ""
 	for _, a := range args {
@@ -118,23 +182,21 @@ func (r *Runner) nvidiaSMI(args []string) ([]byte, error) {
 	if fields == nil || format != "csv,noheader,nounits" {
 		return nil, errors.New("only --query-gpu=... --format=csv,noheader,nounits is simulated")
 	}
-	r.mu.Lock()
-	gpus, dir := r.gpus, r.gpuDir
-	r.mu.Unlock()
-	if len(gpus) == 0 {
-		return nil, errors.New("no devices were found")
+	if len(rows) == 0 {
+		return nil, errors.New("No devices were found")
 	}
 	var b strings.Builder
-	for _, g := range gpus {
+	for _, row := range rows {
+		g := row.gpu
 		load := readKnob(dir, g.pci, "load", 100)
 		ecc := readKnob(dir, g.pci, "ecc", 1<<30)
 		cols := make([]string, len(fields))
 		for i, f := range fields {
 			switch f {
 			case "index":
-				cols[i] = strconv.Itoa(g.index)
+				cols[i] = strconv.Itoa(row.index)
 			case "pci.bus_id":
-				cols[i] = "0000" + strings.ToUpper(g.pci) // 00000000:18:00.0, as nvidia-smi prints it
+				cols[i] = row.busID
 			case "uuid":
 				cols[i] = g.uuid
 			case "utilization.gpu":

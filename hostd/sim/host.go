@@ -120,7 +120,8 @@ func NewHostWith(stateDir string, p Profile, nodeName string, o Options) (*Host,
 		return nil, fmt.Errorf("sim host: %w", err)
 	}
 	runner := NewRunner()
-	runner.setGPUs(GPUStateDir(stateDir), p)
+	runner.setGPUs(GPUStateDir(stateDir), tree, p)
+	hv.setGuestNvidiaSMI(runner.guestNvidiaSMI)
 	return &Host{
 		StateDir:    stateDir,
 		NodeName:    nodeName,
@@ -141,6 +142,16 @@ func (p Profile) BindVFs(driver string) Profile {
 	c := p.Clone()
 	for i := range c.VFs {
 		c.VFs[i].Driver = driver
+	}
+	return c
+}
+
+// BindGPUs binds every GPU to driver ("" for none): H200Slice8 with its
+// GPUs on nvidia is a slice host whose GPUs the host's nvidia-smi sees.
+func (p Profile) BindGPUs(driver string) Profile {
+	c := p.Clone()
+	for i := range c.GPUs {
+		c.GPUs[i].Driver = driver
 	}
 	return c
 }

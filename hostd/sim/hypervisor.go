@@ -39,6 +39,11 @@ type Hypervisor struct {
 	doms          map[string]*domain
 	shutdownDelay time.Duration
 	closed        bool
+	// guestSMI answers the guests' nvidia-smi (nil: they have none);
+	// smiFail and smiCalls are its per-domain failure knob and count.
+	guestSMI func(hostdevs []host.PCIAddress, args []string) ([]byte, error)
+	smiFail  map[string]string
+	smiCalls map[string]int
 }
 
 // domain is one defined domain.
@@ -103,6 +108,65 @@ func newHypervisor(dir string, guests *Users) (*Hypervisor, error) {
 		}
 	}
 	return h, nil
+}
+
+// setGuestNvidiaSMI makes the guests answer nvidia-smi with answer
+// (gpus.go); NewHostWith calls it.
+func (h *Hypervisor) setGuestNvidiaSMI(answer func([]host.PCIAddress, []string) ([]byte, error)) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.guestSMI = answer
+}
+
+// FailGuestNvidiaSMI makes the nvidia-smi of domain's guest fail with
+// message as its output and exit status 9, as when it cannot talk to the
+// driver; an empty message undoes it.
+func (h *Hypervisor) FailGuestNvidiaSMI(domain, message string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.smiFail == nil {
+		h.smiFail = map[string]string{}
+	}
+	if message == "" {
+		delete(h.smiFail, domain)
+		return
+	}
+	h.smiFail[domain] = message
+}
+
+// GuestNvidiaSMICalls counts the nvidia-smi runs domain's guests answered,
+// failed ones included.
+func (h *Hypervisor) GuestNvidiaSMICalls(domain string) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.smiCalls[domain]
+}
+
+// guestNvidiaSMI is the output and exit status of nvidia-smi args in the
+// guest of domain, whose passed-through devices are hostdevs; ok is false
+// when the sim has no nvidia-smi for guests.
+func (h *Hypervisor) guestNvidiaSMI(domain string, hostdevs []host.PCIAddress, args []string) (out []byte, code int, ok bool) {
+	h.mu.Lock()
+	answer, msg, fail := h.guestSMI, "", false
+	if answer != nil {
+		if h.smiCalls == nil {
+			h.smiCalls = map[string]int{}
+		}
+		h.smiCalls[domain]++
+		msg, fail = h.smiFail[domain]
+	}
+	h.mu.Unlock()
+	switch {
+	case answer == nil:
+		return nil, 0, false
+	case fail:
+		return []byte(msg + "\n"), 9, true
+	}
+	out, err := answer(hostdevs, args)
+	if err != nil {
+		return []byte(err.Error() + "\n"), 6, true
+	}
+	return out, 0, true
 }
 
 // SetShutdownDelay makes Shutdown take effect after d, as a guest takes
@@ -244,7 +308,8 @@ func (h *Hypervisor) boot(d *domain) error {
 	if err != nil {
 		return err
 	}
-	v, err := startVM(spec, key, filepath.Join(h.dir, "sandboxes", spec.Name), h.guests)
+	smi := func(args []string) ([]byte, int, bool) { return h.guestNvidiaSMI(spec.Name, spec.HostDevs, args) }
+	v, err := startVM(spec, key, filepath.Join(h.dir, "sandboxes", spec.Name), h.guests, smi)
 	if err != nil {
 		return err
 	}

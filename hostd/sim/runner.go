@@ -30,6 +30,7 @@ type Runner struct {
 	// gpus and gpuDir answer nvidia-smi (gpus.go).
 	gpus   []simGPU
 	gpuDir string
+	tree   string // the sim tree, for the GPUs' drivers
 }
 
 var _ host.Runner = (*Runner)(nil)

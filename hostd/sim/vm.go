@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"syscall"
 	"time"
 
@@ -65,7 +66,11 @@ type guestAccount struct {
 // guestPath is the PATH of commands run in a sim guest.
 const guestPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
-func startVM(spec host.DomainSpec, hostKey gossh.Signer, sandbox string, guests *Users) (*vm, error) {
+// guestSMI is how a guest answers nvidia-smi: its output and exit status;
+// ok false when it has none (sh then runs the command).
+type guestSMI func(args []string) (out []byte, code int, ok bool)
+
+func startVM(spec host.DomainSpec, hostKey gossh.Signer, sandbox string, guests *Users, smi guestSMI) (*vm, error) {
 	var users map[string][]gossh.PublicKey
 	if spec.SeedISO != "" {
 		var err error
@@ -105,7 +110,7 @@ func startVM(spec host.DomainSpec, hostKey gossh.Signer, sandbox string, guests 
 			return false
 		},
 		Handler: func(s ssh.Session) {
-			if a, ok := sessionAccount(s, account); ok {
+			if a, ok := sessionAccount(s, account); ok && !answerNvidiaSMI(s, smi) {
 				serveSession(s, a)
 			}
 		},
@@ -158,6 +163,23 @@ func sessionAccount(s ssh.Session, account func(context.Context, string) (guestA
 		return guestAccount{}, false
 	}
 	return a, true
+}
+
+// answerNvidiaSMI answers a session whose command is nvidia-smi (without
+// a PTY) for the guest's passed-through GPUs, as the guest's driver would;
+// false when the session is anything else.
+func answerNvidiaSMI(s ssh.Session, smi guestSMI) bool {
+	fields := strings.Fields(s.RawCommand())
+	if _, _, isPty := s.Pty(); smi == nil || isPty || len(fields) == 0 || fields[0] != "nvidia-smi" {
+		return false
+	}
+	out, code, ok := smi(fields[1:])
+	if !ok {
+		return false
+	}
+	_, _ = s.Write(out)
+	_ = s.Exit(code)
+	return true
 }
 
 // serveSession runs the session's command (or sh) as a, in its home, with

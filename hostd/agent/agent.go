@@ -81,6 +81,14 @@ type Config struct {
 	// GPUActiveThreshold is the utilisation (percent) at or above which a
 	// GPU counts as active in heartbeats (DefaultGPUActiveThreshold).
 	GPUActiveThreshold float64
+	// Guests opens SSH connections into slice VMs to read their GPUs
+	// (guestgpus.go); nil: Terminal's when it can (hostd/term.Server
+	// does). Slice VMs are not sampled without one, or without
+	// Env.Hypervisor and Env.StateDir.
+	Guests GuestDialer
+	// GuestQueryTimeout bounds one slice VM's GPU read, connecting
+	// included (DefaultGuestQueryTimeout).
+	GuestQueryTimeout time.Duration
 	// LogRing keeps the recent records of Log for `gpuaas node logs`
 	// (default: a new ring of DefaultLogRecords / DefaultLogBytes).
 	LogRing *LogRing
@@ -120,6 +128,12 @@ func (c *Config) CheckAndSetDefaults() error {
 	}
 	if c.GPUSampleInterval < 0 || c.GPUActiveThreshold < 0 || c.GPUActiveThreshold > 100 {
 		return errors.New("hostd: GPUSampleInterval must be positive and GPUActiveThreshold a percentage")
+	}
+	if c.Guests == nil {
+		c.Guests, _ = c.Terminal.(GuestDialer)
+	}
+	if c.GuestQueryTimeout <= 0 {
+		c.GuestQueryTimeout = DefaultGuestQueryTimeout
 	}
 	if c.Now == nil {
 		c.Now = time.Now
@@ -172,8 +186,10 @@ type Agent struct {
 	faults faultState
 
 	metrics *agentMetrics
-	// gpus is the GPU sampler's state (gpus.go).
-	gpus gpuState
+	// gpus is the GPU samplers' state (gpus.go); guestLinks their
+	// connections into slice VMs (guestgpus.go).
+	gpus       gpuState
+	guestLinks guestLinks
 	// obs serves /healthz, /readyz and /metrics when Config.MetricsAddr
 	// is set (metrics.go).
 	obs *obs.Server
@@ -287,6 +303,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	if a.cfg.Env.Runner != nil {
 		run = append(run, a.gpuLoop)
+	}
+	if a.cfg.Guests != nil && a.cfg.Env.Hypervisor != nil && a.cfg.Env.StateDir != "" {
+		run = append(run, a.guestGPULoop)
 	}
 	for _, loop := range run {
 		loops.Add(1)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -22,15 +23,38 @@ const (
 	DefaultGPUActiveThreshold = 5.0 // percent
 )
 
-// gpuState is the GPU sampler's view: the latest sample of each GPU and
-// when each was last busy.
+// gpuState is the GPU samplers' view: the latest sample of each GPU, read
+// on the host or in the slice VM it is passed through to (guestgpus.go),
+// and when each was last busy.
 type gpuState struct {
 	// mu protects the following.
 	mu         sync.Mutex
-	latest     map[string]api.GPUSample // by PCI
+	latest     map[string]api.GPUSample // by PCI, read on the host
 	lastActive map[string]time.Time     // by PCI; GPUs never busy are absent
-	failing    bool                     // the last query failed
+	failing    bool                     // the last query on the host failed
 	lastErr    string
+	// guests are the slice VMs' GPUs, by allocation: they win over the
+	// host's samples of the same PCI addresses.
+	guests map[string]*guestGPUs
+}
+
+// guestGPUs is what was last read of one slice VM's GPUs.
+type guestGPUs struct {
+	pcis    []string                 // the host PCI addresses passed through, in order
+	latest  map[string]api.GPUSample // by host PCI; none while the VM fails
+	lastErr string                   // the last read failed
+}
+
+// noteActive records the busy samples; g.mu must be held.
+func (g *gpuState) noteActive(samples []api.GPUSample, threshold float64) {
+	if g.lastActive == nil {
+		g.lastActive = map[string]time.Time{}
+	}
+	for _, s := range samples {
+		if s.UtilizationPct != nil && *s.UtilizationPct >= threshold {
+			g.lastActive[s.PCI] = s.At
+		}
+	}
 }
 
 // record keeps a successful read: the samples replace the previous ones
@@ -39,15 +63,10 @@ func (g *gpuState) record(samples []api.GPUSample, threshold float64) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.latest = make(map[string]api.GPUSample, len(samples))
-	if g.lastActive == nil {
-		g.lastActive = map[string]time.Time{}
-	}
 	for _, s := range samples {
 		g.latest[s.PCI] = s
-		if s.UtilizationPct != nil && *s.UtilizationPct >= threshold {
-			g.lastActive[s.PCI] = s.At
-		}
 	}
+	g.noteActive(samples, threshold)
 }
 
 // active is a copy of lastActive for a heartbeat (nil when empty).
@@ -65,8 +84,15 @@ func (g *gpuState) active() map[string]time.Time {
 func (g *gpuState) samples(pcis []string) []api.GPUSample {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	all := maps.Clone(g.latest)
+	if all == nil {
+		all = map[string]api.GPUSample{}
+	}
+	for _, vm := range g.guests {
+		maps.Copy(all, vm.latest)
+	}
 	out := []api.GPUSample{}
-	for pci, s := range g.latest {
+	for pci, s := range all {
 		if pcis == nil || slices.Contains(pcis, pci) {
 			out = append(out, s)
 		}
@@ -81,6 +107,37 @@ func (g *gpuState) samples(pcis []string) []api.GPUSample {
 		return 0
 	})
 	return out
+}
+
+// problems says why the telemetry of some of pcis may be missing or
+// stale: the failure of the slice VM a GPU is passed through to, else the
+// host's own; "" when there is none.
+func (g *gpuState) problems(pcis []string) string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var out []string
+	add := func(msg string) {
+		if !slices.Contains(out, msg) {
+			out = append(out, msg)
+		}
+	}
+	for _, pci := range pcis {
+		guest := false
+		for _, alloc := range slices.Sorted(maps.Keys(g.guests)) {
+			vm := g.guests[alloc]
+			if slices.Contains(vm.pcis, pci) {
+				guest = true
+				if vm.lastErr != "" {
+					add("GPU telemetry from the VM of " + alloc + " unavailable: " + vm.lastErr)
+				}
+				break
+			}
+		}
+		if !guest && g.failing {
+			add("GPU telemetry unavailable: " + g.lastErr)
+		}
+	}
+	return strings.Join(out, "; ")
 }
 
 // gpuLoop reads the GPUs' telemetry every Config.GPUSampleInterval. A
@@ -143,11 +200,7 @@ func (a *Agent) onTop(m *nats.Msg) {
 		if len(req.PCIs) > 0 {
 			resp.GPUs = a.gpus.samples(req.PCIs)
 		}
-		a.gpus.mu.Lock()
-		if a.gpus.failing {
-			resp.Error = "GPU telemetry unavailable: " + a.gpus.lastErr
-		}
-		a.gpus.mu.Unlock()
+		resp.Error = a.gpus.problems(req.PCIs)
 	}
 	b, err := json.Marshal(resp)
 	if err != nil {

@@ -17,6 +17,8 @@ type agentMetrics struct {
 	tasks   *prometheus.HistogramVec // type, status
 	// gpuQueryFailures counts failed GPU telemetry reads (gpus.go).
 	gpuQueryFailures prometheus.Counter
+	// guestQueryFailures counts failed GPU reads in slice VMs (guestgpus.go).
+	guestQueryFailures prometheus.Counter
 }
 
 func newAgentMetrics(gpus *gpuState) *agentMetrics {
@@ -29,7 +31,9 @@ func newAgentMetrics(gpus *gpuState) *agentMetrics {
 	}
 	m.gpuQueryFailures = prometheus.NewCounter(prometheus.CounterOpts{Namespace: obs.Namespace, Subsystem: "hostd",
 		Name: "gpu_query_failures_total", Help: "GPU telemetry reads (nvidia-smi) that failed."})
-	m.reg.MustRegister(m.running, m.tasks, m.gpuQueryFailures, newGPUCollector(gpus))
+	m.guestQueryFailures = prometheus.NewCounter(prometheus.CounterOpts{Namespace: obs.Namespace, Subsystem: "hostd",
+		Name: "guest_gpu_query_failures_total", Help: "GPU telemetry reads in slice VMs (nvidia-smi over SSH) that failed or timed out."})
+	m.reg.MustRegister(m.running, m.tasks, m.gpuQueryFailures, m.guestQueryFailures, newGPUCollector(gpus))
 	return m
 }
 

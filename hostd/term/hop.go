@@ -7,6 +7,7 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	gossh "golang.org/x/crypto/ssh"
 
@@ -42,33 +43,9 @@ func (v *vmTarget) dialVM() (*gossh.Client, error) {
 }
 
 func (v *vmTarget) connect() (*gossh.Client, error) {
-	alloc := v.ticket.Allocation
-	paths := tasks.PathsFor(v.s.cfg.StateDir, alloc)
-	pemBytes, err := os.ReadFile(paths.VMKey)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrNotProvisioned, err)
-	}
-	key, err := gossh.ParsePrivateKey(pemBytes)
-	if err != nil {
-		return nil, fmt.Errorf("VM key of %s: %w", alloc, err)
-	}
-	addr, err := v.s.vmAddress(v.ctx, alloc)
-	if err != nil {
-		return nil, fmt.Errorf("address of %s's VM: %w", alloc, err)
-	}
-	nc, err := v.s.dial(v.ctx, addr)
+	cc, chans, reqs, err := v.s.dialVMConn(v.ctx, v.ticket.Allocation, v.ticket.PosixUser)
 	if err != nil {
 		return nil, err
-	}
-	cc, chans, reqs, err := gossh.NewClientConn(nc, addr, &gossh.ClientConfig{
-		User:            v.ticket.PosixUser,
-		Auth:            []gossh.AuthMethod{gossh.PublicKeys(key)},
-		HostKeyCallback: v.s.vmHostKeyCallback(alloc, key.PublicKey()),
-		Timeout:         v.s.cfg.DialTimeout,
-	})
-	if err != nil {
-		_ = nc.Close()
-		return nil, fmt.Errorf("ssh into %s's VM: %w", alloc, err)
 	}
 	// The VM may open channels towards us: forwarded-tcpip and the
 	// agent's are relayed when the client asked for them; any other
@@ -76,6 +53,55 @@ func (v *vmTarget) connect() (*gossh.Client, error) {
 	client := gossh.NewClient(cc, chans, reqs)
 	v.serveVMChannels(client)
 	return client, nil
+}
+
+// DialVM opens an SSH connection into allocation alloc's VM as user, the
+// way the terminal hops in: with the per-VM key, checking the VM's pinned
+// host key. hostd's guest telemetry (hostd/agent) runs nvidia-smi in the
+// VM through it. The VM may not open channels towards the caller.
+func (s *Server) DialVM(ctx context.Context, alloc, user string) (*gossh.Client, error) {
+	cc, chans, reqs, err := s.dialVMConn(ctx, alloc, user)
+	if err != nil {
+		return nil, err
+	}
+	return gossh.NewClient(cc, chans, reqs), nil
+}
+
+func (s *Server) dialVMConn(ctx context.Context, alloc, user string) (gossh.Conn, <-chan gossh.NewChannel, <-chan *gossh.Request, error) {
+	paths := tasks.PathsFor(s.cfg.StateDir, alloc)
+	pemBytes, err := os.ReadFile(paths.VMKey)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("%w: %w", ErrNotProvisioned, err)
+	}
+	key, err := gossh.ParsePrivateKey(pemBytes)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("VM key of %s: %w", alloc, err)
+	}
+	addr, err := s.vmAddress(ctx, alloc)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("address of %s's VM: %w", alloc, err)
+	}
+	nc, err := s.dial(ctx, addr)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	// A VM that accepts the connection but stalls the handshake holds
+	// the caller no longer than its context allows.
+	if dl, ok := ctx.Deadline(); ok {
+		_ = nc.SetDeadline(dl)
+	}
+	cc, chans, reqs, err := gossh.NewClientConn(nc, addr, &gossh.ClientConfig{
+		User:            user,
+		Auth:            []gossh.AuthMethod{gossh.PublicKeys(key)},
+		HostKeyCallback: s.vmHostKeyCallback(alloc, key.PublicKey()),
+		Timeout:         s.cfg.DialTimeout,
+	})
+	if err != nil {
+		_ = nc.Close()
+		return nil, nil, nil, fmt.Errorf("ssh into %s's VM: %w", alloc, err)
+	}
+	_ = nc.SetDeadline(time.Time{})
+	return cc, chans, reqs, nil
 }
 
 // vmAddress is where the allocation's VM listens for SSH: the hypervisor

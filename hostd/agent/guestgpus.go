@@ -1,0 +1,255 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	gossh "golang.org/x/crypto/ssh"
+
+	"github.com/gpuaas/gpuaas/hostd/gpumon"
+	"github.com/gpuaas/gpuaas/hostd/host"
+	"github.com/gpuaas/gpuaas/hostd/tasks"
+	"github.com/gpuaas/gpuaas/internal/api"
+)
+
+// The guest path of GPU telemetry. A slice host's GPUs are bound to
+// vfio-pci and passed through to the VMs, where the host's nvidia-smi
+// cannot see them; so hostd runs the same nvidia-smi query inside each
+// running slice VM, over SSH with the per-VM key the terminal hops in with
+// (one cached connection per VM, a short session per read), and files the
+// rows under the host PCI addresses of the allocation's GPUs.
+//
+// Mapping guest rows to host GPUs: by order. The VM gets its GPUs as
+// hostdevs in slot order (tasks' passthroughDevices, the lease's GPUs),
+// libvirt gives each hostdev its guest PCI address in definition order,
+// and nvidia-smi numbers GPUs in PCI bus order: the i-th guest GPU by bus
+// id is the i-th GPU of the lease. UUIDs cannot be matched instead, since
+// the host cannot read the UUID of a GPU bound to vfio-pci. A VM that lists
+// a different number of GPUs than it was given is an error for that VM.
+
+// DefaultGuestQueryTimeout is Config.GuestQueryTimeout's default.
+const DefaultGuestQueryTimeout = 5 * time.Second
+
+// GuestDialer opens SSH connections into slice VMs; hostd/term.Server
+// implements it (the per-VM key, the VM's pinned host key), and the guest
+// sampler needs nothing else of the terminal.
+type GuestDialer interface {
+	DialVM(ctx context.Context, alloc, user string) (*gossh.Client, error)
+}
+
+// guestLinks are the cached SSH connections into slice VMs.
+type guestLinks struct {
+	// mu protects clients.
+	mu      sync.Mutex
+	clients map[string]*gossh.Client // by allocation
+}
+
+func (l *guestLinks) get(alloc string) *gossh.Client {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.clients[alloc]
+}
+
+func (l *guestLinks) put(alloc string, c *gossh.Client) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.clients == nil {
+		l.clients = map[string]*gossh.Client{}
+	}
+	if old := l.clients[alloc]; old != nil && old != c {
+		_ = old.Close()
+	}
+	l.clients[alloc] = c
+}
+
+// drop closes and forgets the connection of alloc.
+func (l *guestLinks) drop(alloc string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if c := l.clients[alloc]; c != nil {
+		_ = c.Close()
+	}
+	delete(l.clients, alloc)
+}
+
+// keepOnly closes the connections of VMs not in allocs.
+func (l *guestLinks) keepOnly(allocs []string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for alloc, c := range l.clients {
+		if !slices.Contains(allocs, alloc) {
+			_ = c.Close()
+			delete(l.clients, alloc)
+		}
+	}
+}
+
+// guestGPULoop reads the slice VMs' GPUs every Config.GPUSampleInterval,
+// apart from gpuLoop so a VM that does not answer never delays the host's
+// own GPUs.
+func (a *Agent) guestGPULoop(ctx context.Context) {
+	defer a.guestLinks.keepOnly(nil)
+	t := time.NewTicker(a.cfg.GPUSampleInterval)
+	defer t.Stop()
+	for {
+		a.sampleGuests(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// sampleGuests reads every running slice VM's GPUs at once, each within
+// Config.GuestQueryTimeout. A VM that fails is counted in
+// gpuaas_hostd_guest_gpu_query_failures_total, logged once per outage, and
+// its samples dropped: alloc.top then reports its error for its
+// allocation. The others are recorded.
+func (a *Agent) sampleGuests(ctx context.Context) {
+	vms, err := tasks.SliceVMs(a.cfg.Env.StateDir)
+	if err != nil {
+		a.cfg.Log.Warn("slice VMs unreadable for GPU telemetry", "err", err)
+	}
+	var running []tasks.SliceVM
+	for _, vm := range vms {
+		st, err := a.cfg.Env.Hypervisor.State(ctx, vm.Allocation)
+		if err == nil && st == host.DomainRunning {
+			running = append(running, vm)
+		}
+	}
+	type result struct {
+		vm      tasks.SliceVM
+		samples []api.GPUSample
+		err     error
+	}
+	results := make([]result, len(running))
+	var wg sync.WaitGroup
+	for i, vm := range running {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rctx, cancel := context.WithTimeout(ctx, a.cfg.GuestQueryTimeout)
+			defer cancel()
+			samples, err := a.readGuest(rctx, vm)
+			results[i] = result{vm, samples, err}
+		}()
+	}
+	wg.Wait()
+	if ctx.Err() != nil {
+		return
+	}
+	allocs := make([]string, 0, len(running))
+	for _, r := range running {
+		allocs = append(allocs, r.Allocation)
+	}
+	a.guestLinks.keepOnly(allocs)
+
+	g := &a.gpus
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	old := g.guests
+	g.guests = make(map[string]*guestGPUs, len(results))
+	for _, r := range results {
+		alloc := r.vm.Allocation
+		prev := old[alloc]
+		// A VM that fails loses its samples, unlike the host: it may have
+		// rebooted or be going, and alloc.top then says why it has none.
+		cur := &guestGPUs{pcis: r.vm.GPUs}
+		if r.err != nil {
+			a.metrics.guestQueryFailures.Inc()
+			cur.lastErr = r.err.Error()
+			if prev == nil || prev.lastErr == "" {
+				a.cfg.Log.Warn("GPU telemetry of a slice VM unavailable", "allocation", alloc, "err", r.err)
+			}
+		} else {
+			cur.latest = make(map[string]api.GPUSample, len(r.samples))
+			for _, s := range r.samples {
+				cur.latest[s.PCI] = s
+			}
+			g.noteActive(r.samples, a.cfg.GPUActiveThreshold)
+			if prev != nil && prev.lastErr != "" {
+				a.cfg.Log.Info("GPU telemetry of a slice VM available again", "allocation", alloc)
+			}
+		}
+		g.guests[alloc] = cur
+	}
+}
+
+// readGuest runs the nvidia-smi query in vm and returns its rows filed
+// under the host PCI addresses of vm's GPUs (see the mapping above).
+func (a *Agent) readGuest(ctx context.Context, vm tasks.SliceVM) ([]api.GPUSample, error) {
+	out, err := a.runInGuest(ctx, vm, gpumon.Command+" "+strings.Join(gpumon.Args(), " "))
+	if err != nil {
+		return nil, err
+	}
+	samples, err := gpumon.Parse(out, a.now())
+	if err != nil {
+		return nil, fmt.Errorf("nvidia-smi in the VM: %w", err)
+	}
+	if len(samples) != len(vm.GPUs) {
+		return nil, fmt.Errorf("the VM lists %d GPUs; it was given %d", len(samples), len(vm.GPUs))
+	}
+	slices.SortFunc(samples, func(x, y api.GPUSample) int { return strings.Compare(x.PCI, y.PCI) })
+	for i := range samples {
+		samples[i].PCI, samples[i].Index = vm.GPUs[i], i
+	}
+	return samples, nil
+}
+
+// runInGuest runs cmd in a session on vm's cached connection (dialled
+// when there is none) and returns its output. A connection that fails or
+// outlives ctx is closed, and the next read dials afresh.
+func (a *Agent) runInGuest(ctx context.Context, vm tasks.SliceVM, cmd string) ([]byte, error) {
+	c := a.guestLinks.get(vm.Allocation)
+	if c == nil {
+		var err error
+		if c, err = a.cfg.Guests.DialVM(ctx, vm.Allocation, vm.PosixUser); err != nil {
+			return nil, err
+		}
+		a.guestLinks.put(vm.Allocation, c)
+	}
+	type answer struct {
+		out    []byte
+		err    error
+		broken bool // the connection failed, not the command
+	}
+	done := make(chan answer, 1)
+	go func() {
+		sess, err := c.NewSession()
+		if err != nil {
+			done <- answer{err: err, broken: true}
+			return
+		}
+		defer sess.Close()
+		var stdout, stderr bytes.Buffer
+		sess.Stdout, sess.Stderr = &stdout, &stderr
+		err = sess.Run(cmd)
+		var exit *gossh.ExitError
+		switch {
+		case errors.As(err, &exit):
+			msg := strings.TrimSpace(stdout.String() + "\n" + stderr.String())
+			done <- answer{err: fmt.Errorf("nvidia-smi in the VM exited with status %d: %s", exit.ExitStatus(), msg)}
+		case err != nil:
+			done <- answer{err: err, broken: true}
+		default:
+			done <- answer{out: stdout.Bytes()}
+		}
+	}()
+	select {
+	case r := <-done:
+		if r.broken {
+			a.guestLinks.drop(vm.Allocation)
+		}
+		return r.out, r.err
+	case <-ctx.Done():
+		a.guestLinks.drop(vm.Allocation) // ends the session too
+		return nil, fmt.Errorf("nvidia-smi in the VM: no answer: %w", ctx.Err())
+	}
+}

@@ -92,13 +92,41 @@ func (l *guestLinks) keepOnly(allocs []string) {
 
 // guestGPULoop reads the slice VMs' GPUs every Config.GPUSampleInterval,
 // apart from gpuLoop so a VM that does not answer never delays the host's
-// own GPUs.
+// own GPUs. Each VM is read on its own, within Config.GuestQueryTimeout,
+// and a VM still being read is skipped until its read ends: one that hangs
+// delays no other.
 func (a *Agent) guestGPULoop(ctx context.Context) {
-	defer a.guestLinks.keepOnly(nil)
+	var reads sync.WaitGroup
+	defer func() {
+		reads.Wait()
+		a.guestLinks.keepOnly(nil)
+	}()
+	inFlight := map[string]bool{} // by allocation; guarded by a.gpus.mu
 	t := time.NewTicker(a.cfg.GPUSampleInterval)
 	defer t.Stop()
 	for {
-		a.sampleGuests(ctx)
+		for _, vm := range a.runningSliceVMs(ctx) {
+			a.gpus.mu.Lock()
+			busy := inFlight[vm.Allocation]
+			inFlight[vm.Allocation] = true
+			a.gpus.mu.Unlock()
+			if busy {
+				continue
+			}
+			reads.Add(1)
+			go func() {
+				defer reads.Done()
+				rctx, cancel := context.WithTimeout(ctx, a.cfg.GuestQueryTimeout)
+				samples, err := a.readGuest(rctx, vm)
+				cancel()
+				a.gpus.mu.Lock()
+				delete(inFlight, vm.Allocation)
+				a.gpus.mu.Unlock()
+				if ctx.Err() == nil {
+					a.recordGuest(vm, samples, err)
+				}
+			}()
+		}
 		select {
 		case <-ctx.Done():
 			return
@@ -107,79 +135,65 @@ func (a *Agent) guestGPULoop(ctx context.Context) {
 	}
 }
 
-// sampleGuests reads every running slice VM's GPUs at once, each within
-// Config.GuestQueryTimeout. A VM that fails is counted in
-// gpuaas_hostd_guest_gpu_query_failures_total, logged once per outage, and
-// its samples dropped: alloc.top then reports its error for its
-// allocation. The others are recorded.
-func (a *Agent) sampleGuests(ctx context.Context) {
+// runningSliceVMs lists the slice VMs hostd provisioned that are running,
+// forgetting the samples and connections of the others.
+func (a *Agent) runningSliceVMs(ctx context.Context) []tasks.SliceVM {
 	vms, err := tasks.SliceVMs(a.cfg.Env.StateDir)
 	if err != nil {
 		a.cfg.Log.Warn("slice VMs unreadable for GPU telemetry", "err", err)
 	}
 	var running []tasks.SliceVM
+	var allocs []string
 	for _, vm := range vms {
 		st, err := a.cfg.Env.Hypervisor.State(ctx, vm.Allocation)
 		if err == nil && st == host.DomainRunning {
 			running = append(running, vm)
+			allocs = append(allocs, vm.Allocation)
 		}
 	}
-	type result struct {
-		vm      tasks.SliceVM
-		samples []api.GPUSample
-		err     error
-	}
-	results := make([]result, len(running))
-	var wg sync.WaitGroup
-	for i, vm := range running {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			rctx, cancel := context.WithTimeout(ctx, a.cfg.GuestQueryTimeout)
-			defer cancel()
-			samples, err := a.readGuest(rctx, vm)
-			results[i] = result{vm, samples, err}
-		}()
-	}
-	wg.Wait()
-	if ctx.Err() != nil {
-		return
-	}
-	allocs := make([]string, 0, len(running))
-	for _, r := range running {
-		allocs = append(allocs, r.Allocation)
-	}
 	a.guestLinks.keepOnly(allocs)
-
 	g := &a.gpus
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	old := g.guests
-	g.guests = make(map[string]*guestGPUs, len(results))
-	for _, r := range results {
-		alloc := r.vm.Allocation
-		prev := old[alloc]
-		// A VM that fails loses its samples, unlike the host: it may have
-		// rebooted or be going, and alloc.top then says why it has none.
-		cur := &guestGPUs{pcis: r.vm.GPUs}
-		if r.err != nil {
-			a.metrics.guestQueryFailures.Inc()
-			cur.lastErr = r.err.Error()
-			if prev == nil || prev.lastErr == "" {
-				a.cfg.Log.Warn("GPU telemetry of a slice VM unavailable", "allocation", alloc, "err", r.err)
-			}
-		} else {
-			cur.latest = make(map[string]api.GPUSample, len(r.samples))
-			for _, s := range r.samples {
-				cur.latest[s.PCI] = s
-			}
-			g.noteActive(r.samples, a.cfg.GPUActiveThreshold)
-			if prev != nil && prev.lastErr != "" {
-				a.cfg.Log.Info("GPU telemetry of a slice VM available again", "allocation", alloc)
-			}
+	for alloc := range g.guests {
+		if !slices.Contains(allocs, alloc) {
+			delete(g.guests, alloc)
 		}
-		g.guests[alloc] = cur
 	}
+	return running
+}
+
+// recordGuest keeps what a read of vm gave. A VM that fails is counted
+// in gpuaas_hostd_guest_gpu_query_failures_total, logged once per outage,
+// and loses its samples, unlike the host: it may be rebooting or going,
+// and alloc.top then says why it has none.
+func (a *Agent) recordGuest(vm tasks.SliceVM, samples []api.GPUSample, err error) {
+	g := &a.gpus
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	alloc := vm.Allocation
+	prev := g.guests[alloc]
+	cur := &guestGPUs{pcis: vm.GPUs}
+	if err != nil {
+		a.metrics.guestQueryFailures.Inc()
+		cur.lastErr = err.Error()
+		if prev == nil || prev.lastErr == "" {
+			a.cfg.Log.Warn("GPU telemetry of a slice VM unavailable", "allocation", alloc, "err", err)
+		}
+	} else {
+		cur.latest = make(map[string]api.GPUSample, len(samples))
+		for _, s := range samples {
+			cur.latest[s.PCI] = s
+		}
+		g.noteActive(samples, a.cfg.GPUActiveThreshold)
+		if prev != nil && prev.lastErr != "" {
+			a.cfg.Log.Info("GPU telemetry of a slice VM available again", "allocation", alloc)
+		}
+	}
+	if g.guests == nil {
+		g.guests = map[string]*guestGPUs{}
+	}
+	g.guests[alloc] = cur
 }
 
 // readGuest runs the nvidia-smi query in vm and returns its rows filed

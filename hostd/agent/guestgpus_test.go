@@ -24,7 +24,9 @@ import (
 // VM's GPUs with nvidia-smi inside the guest over SSH and files them under
 // the host PCI addresses: alloc.top, the metrics and the heartbeats'
 // GPUActive show a load set in the sim. A VM whose nvidia-smi fails makes
-// alloc.top of its allocation say so, while the other VM is still read.
+// alloc.top of its allocation say so, and so does one whose nvidia-smi
+// never answers (after GuestQueryTimeout), while the other VM is still
+// read.
 func TestAllocTopSliceGuestTelemetry(t *testing.T) {
 	t.Parallel()
 	env, admin := fleet(t, controld.HostsConfig{})
@@ -45,6 +47,7 @@ func TestAllocTopSliceGuestTelemetry(t *testing.T) {
 			c.Terminal = ts // its DialVM is the way into the VMs
 			c.MetricsAddr = "127.0.0.1:0"
 			c.GPUSampleInterval = 50 * time.Millisecond
+			c.GuestQueryTimeout = 2 * time.Second
 		})
 	readyNode(t, admin, a.NodeID())
 	beats := captureSubject(t, env.Bus.Connect(t), api.HostCtlSubject(a.NodeID(), api.HostHeartbeat))
@@ -113,7 +116,7 @@ func TestAllocTopSliceGuestTelemetry(t *testing.T) {
 	var topErr error
 	testutil.Eventually(t, "alloc.top of the failing VM to report it", func() bool {
 		_, topErr = admin.AllocTop(ctx, al2.ID)
-		return topErr != nil
+		return topErr != nil && strings.Contains(topErr.Error(), "couldn't communicate")
 	})
 	if !errors.Is(topErr, api.ErrUnavailable) || !strings.Contains(topErr.Error(), "couldn't communicate with the NVIDIA driver") ||
 		!strings.Contains(topErr.Error(), "VM of "+al2.ID) {
@@ -133,6 +136,29 @@ func TestAllocTopSliceGuestTelemetry(t *testing.T) {
 	// Once it answers again, so does alloc.top.
 	h.Hypervisor.FailGuestNvidiaSMI(al2.ID, "")
 	testutil.Eventually(t, "the recovered VM read again", func() bool {
+		top2, err := admin.AllocTop(ctx, al2.ID)
+		return err == nil && len(top2.GPUs) == 1
+	})
+
+	// al2's nvidia-smi never answers: after GuestQueryTimeout alloc.top of
+	// al2 says so, and al1 is still read meanwhile.
+	h.Hypervisor.HangGuestNvidiaSMI(al2.ID, true)
+	if err := h.SetGPULoad(pcis[0], 50); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, "alloc.top of the hung VM to report it", func() bool {
+		_, topErr = admin.AllocTop(ctx, al2.ID)
+		return topErr != nil && strings.Contains(topErr.Error(), "no answer")
+	})
+	if !errors.Is(topErr, api.ErrUnavailable) || !strings.Contains(topErr.Error(), "no answer") {
+		t.Errorf("hung VM: got %v; want unavailable saying nvidia-smi gave no answer", topErr)
+	}
+	testutil.Eventually(t, "the healthy VM read while the other hangs", func() bool {
+		top, err = admin.AllocTop(ctx, al1.ID)
+		return err == nil && len(top.GPUs) == 2 && top.GPUs[0].UtilizationPct != nil && *top.GPUs[0].UtilizationPct == 50
+	})
+	h.Hypervisor.HangGuestNvidiaSMI(al2.ID, false)
+	testutil.Eventually(t, "the unwedged VM read again", func() bool {
 		top2, err := admin.AllocTop(ctx, al2.ID)
 		return err == nil && len(top2.GPUs) == 1
 	})

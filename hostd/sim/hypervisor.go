@@ -43,6 +43,7 @@ type Hypervisor struct {
 	// smiFail and smiCalls are its per-domain failure knob and count.
 	guestSMI func(hostdevs []host.PCIAddress, args []string) ([]byte, error)
 	smiFail  map[string]string
+	smiHang  map[string]bool
 	smiCalls map[string]int
 }
 
@@ -134,6 +135,17 @@ func (h *Hypervisor) FailGuestNvidiaSMI(domain, message string) {
 	h.smiFail[domain] = message
 }
 
+// HangGuestNvidiaSMI makes the nvidia-smi of domain's guest never answer
+// (until its session ends), as with a wedged driver; false undoes it.
+func (h *Hypervisor) HangGuestNvidiaSMI(domain string, hang bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.smiHang == nil {
+		h.smiHang = map[string]bool{}
+	}
+	h.smiHang[domain] = hang
+}
+
 // GuestNvidiaSMICalls counts the nvidia-smi runs domain's guests answered,
 // failed ones included.
 func (h *Hypervisor) GuestNvidiaSMICalls(domain string) int {
@@ -143,22 +155,27 @@ func (h *Hypervisor) GuestNvidiaSMICalls(domain string) int {
 }
 
 // guestNvidiaSMI is the output and exit status of nvidia-smi args in the
-// guest of domain, whose passed-through devices are hostdevs; ok is false
-// when the sim has no nvidia-smi for guests.
-func (h *Hypervisor) guestNvidiaSMI(domain string, hostdevs []host.PCIAddress, args []string) (out []byte, code int, ok bool) {
+// guest of domain, whose passed-through devices are hostdevs, run in a
+// session that ends with ctx; ok is false when the sim has no nvidia-smi
+// for guests.
+func (h *Hypervisor) guestNvidiaSMI(ctx context.Context, domain string, hostdevs []host.PCIAddress, args []string) (out []byte, code int, ok bool) {
 	h.mu.Lock()
-	answer, msg, fail := h.guestSMI, "", false
+	answer, msg, fail, hang := h.guestSMI, "", false, false
 	if answer != nil {
 		if h.smiCalls == nil {
 			h.smiCalls = map[string]int{}
 		}
 		h.smiCalls[domain]++
 		msg, fail = h.smiFail[domain]
+		hang = h.smiHang[domain]
 	}
 	h.mu.Unlock()
 	switch {
 	case answer == nil:
 		return nil, 0, false
+	case hang:
+		<-ctx.Done()
+		return nil, 255, true
 	case fail:
 		return []byte(msg + "\n"), 9, true
 	}
@@ -308,7 +325,9 @@ func (h *Hypervisor) boot(d *domain) error {
 	if err != nil {
 		return err
 	}
-	smi := func(args []string) ([]byte, int, bool) { return h.guestNvidiaSMI(spec.Name, spec.HostDevs, args) }
+	smi := func(ctx context.Context, args []string) ([]byte, int, bool) {
+		return h.guestNvidiaSMI(ctx, spec.Name, spec.HostDevs, args)
+	}
 	v, err := startVM(spec, key, filepath.Join(h.dir, "sandboxes", spec.Name), h.guests, smi)
 	if err != nil {
 		return err

@@ -68,7 +68,7 @@ const guestPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 // guestSMI is how a guest answers nvidia-smi: its output and exit status;
 // ok false when it has none (sh then runs the command).
-type guestSMI func(args []string) (out []byte, code int, ok bool)
+type guestSMI func(ctx context.Context, args []string) (out []byte, code int, ok bool)
 
 func startVM(spec host.DomainSpec, hostKey gossh.Signer, sandbox string, guests *Users, smi guestSMI) (*vm, error) {
 	var users map[string][]gossh.PublicKey
@@ -173,7 +173,7 @@ func answerNvidiaSMI(s ssh.Session, smi guestSMI) bool {
 	if _, _, isPty := s.Pty(); smi == nil || isPty || len(fields) == 0 || fields[0] != "nvidia-smi" {
 		return false
 	}
-	out, code, ok := smi(fields[1:])
+	out, code, ok := smi(s.Context(), fields[1:])
 	if !ok {
 		return false
 	}

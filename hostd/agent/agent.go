@@ -190,6 +190,9 @@ type Agent struct {
 	// connections into slice VMs (guestgpus.go).
 	gpus       gpuState
 	guestLinks guestLinks
+	// guestKick asks for a read of the slice VMs now: a task ended, and
+	// may have started a VM.
+	guestKick chan struct{}
 	// obs serves /healthz, /readyz and /metrics when Config.MetricsAddr
 	// is set (metrics.go).
 	obs *obs.Server
@@ -203,7 +206,7 @@ func New(cfg Config) (*Agent, error) {
 	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
 		return nil, fmt.Errorf("state dir: %w", err)
 	}
-	a := &Agent{cfg: cfg, resend: make(chan struct{}, 1), reconnected: make(chan struct{}, 1),
+	a := &Agent{cfg: cfg, resend: make(chan struct{}, 1), reconnected: make(chan struct{}, 1), guestKick: make(chan struct{}, 1),
 		ready: make(chan struct{}), draining: make(chan struct{}),
 		faults: faultState{kick: make(chan struct{}, 1), pending: map[faultKey]api.GPUFault{}}}
 	if err := a.listenMetrics(); err != nil {

@@ -94,7 +94,8 @@ func (l *guestLinks) keepOnly(allocs []string) {
 // apart from gpuLoop so a VM that does not answer never delays the host's
 // own GPUs. Each VM is read on its own, within Config.GuestQueryTimeout,
 // and a VM still being read is skipped until its read ends: one that hangs
-// delays no other.
+// delays no other. A task's end starts a round at once, so a VM just
+// provisioned is read within moments rather than a whole interval.
 func (a *Agent) guestGPULoop(ctx context.Context) {
 	var reads sync.WaitGroup
 	defer func() {
@@ -131,6 +132,7 @@ func (a *Agent) guestGPULoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-a.guestKick:
 		}
 	}
 }

@@ -220,6 +220,7 @@ func (a *Agent) finish(id string, res api.TaskResult) {
 		r.State, r.Result = stateDone, &res
 	})
 	a.kick(a.resend)
+	a.kick(a.guestKick)
 }
 
 // recoverInterrupted reports every task a previous run left unfinished as

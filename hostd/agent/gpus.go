@@ -30,17 +30,22 @@ type gpuState struct {
 	latest     map[string]api.GPUSample // by PCI
 	lastActive map[string]time.Time     // by PCI; GPUs never busy are absent
 	failing    bool                     // the last query failed
+	eccBase    map[string]uint64        // by PCI: the last uncorrected ECC count (ecc.go)
 	lastErr    string
 }
 
 // record keeps a successful read: the samples replace the previous ones
-// (a GPU gone from nvidia-smi is gone from the metrics too).
-func (g *gpuState) record(samples []api.GPUSample, threshold float64) {
+// (a GPU gone from nvidia-smi is gone from the metrics too). It returns
+// the ECC faults the read shows (eccIncreases).
+func (g *gpuState) record(samples []api.GPUSample, threshold float64) []api.GPUFault {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.latest = make(map[string]api.GPUSample, len(samples))
 	if g.lastActive == nil {
 		g.lastActive = map[string]time.Time{}
+	}
+	if g.eccBase == nil {
+		g.eccBase = map[string]uint64{}
 	}
 	for _, s := range samples {
 		g.latest[s.PCI] = s
@@ -48,6 +53,7 @@ func (g *gpuState) record(samples []api.GPUSample, threshold float64) {
 			g.lastActive[s.PCI] = s.At
 		}
 	}
+	return eccIncreases(g.eccBase, samples)
 }
 
 // active is a copy of lastActive for a heartbeat (nil when empty).
@@ -119,7 +125,9 @@ func (a *Agent) sampleGPUs(ctx context.Context) {
 		}
 		return
 	}
-	g.record(samples, a.cfg.GPUActiveThreshold)
+	for _, f := range g.record(samples, a.cfg.GPUActiveThreshold) {
+		a.noteGPUFault(f)
+	}
 	g.mu.Lock()
 	recovered := g.failing
 	g.failing, g.lastErr = false, ""

@@ -35,7 +35,7 @@ type simFleet struct {
 	agent *runningAgent
 }
 
-func startSimFleet(t *testing.T) *simFleet {
+func startSimFleet(t *testing.T, tune ...func(*agent.Config)) *simFleet {
 	t.Helper()
 	clock := &offsetClock{}
 	env := controldtest.Start(t, controldtest.Options{NoNodes: true, Now: clock.Now,
@@ -49,7 +49,7 @@ func startSimFleet(t *testing.T) *simFleet {
 	}
 	t.Cleanup(func() { _ = h.Close() })
 	a := startAgent(t, env, dir, enroll(t, admin, "xid-sim"), hostdtasks.New(hostdtasks.Config{PollInterval: 10 * time.Millisecond}),
-		func(c *agent.Config) { c.Env = h.Env("", nil); c.Now = clock.Now })
+		append([]func(*agent.Config){func(c *agent.Config) { c.Env = h.Env("", nil); c.Now = clock.Now }}, tune...)...)
 	readyNode(t, admin, a.NodeID())
 	return &simFleet{env: env, admin: admin, clock: clock, host: h, agent: a}
 }

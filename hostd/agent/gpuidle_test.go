@@ -109,3 +109,49 @@ func TestBusyGPUKeepsAllocationPastIdlePeriods(t *testing.T) {
 		t.Fatalf("after the deadline: %s (%q), %v; want released with reason idle", got.State, got.Reason, err)
 	}
 }
+
+// TestBusyGPUCountsActiveBetweenSamples is the regression test of idle
+// warnings for GPUs that never stopped: heartbeats used to carry the time
+// of the last busy sample, so between samples a busy GPU's activity aged
+// by up to a sample interval, and an idle period near that (seconds in
+// `gpuaas dev`) warned or released it. A GPU its latest sample found busy
+// now counts as busy at each heartbeat: here a single sample (the agent
+// samples once an hour) keeps the allocation active for as long as the
+// test runs.
+func TestBusyGPUCountsActiveBetweenSamples(t *testing.T) {
+	t.Parallel()
+	f := startIdleSimFleet(t)
+	ctx := t.Context()
+	d, err := f.admin.NodeGet(ctx, f.agent.NodeID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.agent.stop()
+	for _, s := range d.Slots {
+		if err := f.host.SetGPULoad(s.GPUPCI, 80); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.agent = startAgent(t, f.env, f.host.StateDir, "", hostdtasks.New(hostdtasks.Config{PollInterval: 10 * time.Millisecond}),
+		func(c *agent.Config) {
+			c.Env = f.host.Env("", nil)
+			c.Now = f.clock.Now
+			c.GPUSampleInterval = time.Hour // the one sample is the one at start
+		})
+	al, err := f.admin.AllocCreate(ctx, api.AllocCreateRequest{SKU: "h200-slice", GPUs: 1, IdleReleaseAfter: "2m"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitAlloc(t, f.admin, al.ID, api.AllocActive)
+	for i := range 3 {
+		f.clock.Advance(90 * time.Second)
+		movedTo := f.clock.Now()
+		testutil.Eventually(t, "a heartbeat counting the GPU busy at the moved clock", func() bool {
+			a, err := f.admin.AllocGet(ctx, al.ID)
+			return err == nil && a.Policy != nil && a.Policy.LastActiveAt != nil && !a.Policy.LastActiveAt.Before(movedTo)
+		})
+		if w, r := f.idleTick(t); w != 0 || r != 0 {
+			t.Fatalf("tick %d: warned %d, released %d; want neither", i, w, r)
+		}
+	}
+}

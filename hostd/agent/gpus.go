@@ -56,14 +56,27 @@ func (g *gpuState) record(samples []api.GPUSample, threshold float64) []api.GPUF
 	return eccIncreases(g.eccBase, samples)
 }
 
-// active is a copy of lastActive for a heartbeat (nil when empty).
-func (g *gpuState) active() map[string]time.Time {
+// active is when each GPU was last busy, for a heartbeat at now (nil when
+// none ever was). A GPU the latest sample found busy counts as busy until
+// now — until the next sample says otherwise — while the GPUs can be read:
+// without that, what controld knows lags by up to a sample interval on top
+// of the heartbeat's, and an idle period near that lag (seconds in
+// `gpuaas dev`) warned or released an allocation whose GPU never stopped.
+func (g *gpuState) active(now time.Time) map[string]time.Time {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if len(g.lastActive) == 0 {
 		return nil
 	}
-	return maps.Clone(g.lastActive)
+	out := maps.Clone(g.lastActive)
+	if !g.failing {
+		for pci, at := range out {
+			if s, ok := g.latest[pci]; ok && s.At.Equal(at) && now.After(at) {
+				out[pci] = now
+			}
+		}
+	}
+	return out
 }
 
 // samples returns the latest samples of the GPUs asked for (all when pcis

@@ -153,3 +153,38 @@ func TestECCCountAtStartIsBaseline(t *testing.T) {
 		t.Errorf("%d faults recorded; want 1: the counts at start are no faults", n)
 	}
 }
+
+// TestECCFaultLostWhileControldDownIsResent: an ECC rise seen while no
+// controld answers is kept — the GPU fails the pre-handout check
+// meanwhile — and sent again once controld is back, as an XID is.
+func TestECCFaultLostWhileControldDownIsResent(t *testing.T) {
+	t.Parallel()
+	f := startSimFleet(t, func(c *agent.Config) { c.GPUSampleInterval = 50 * time.Millisecond })
+	ctx := t.Context()
+	d, err := f.admin.NodeGet(ctx, f.agent.NodeID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	gpu := d.Slots[4].GPUPCI
+	f.env.Restart(t, func() {
+		if err := f.host.SetGPUECC(gpu, 1); err != nil {
+			t.Fatal(err)
+		}
+		testutil.Eventually(t, "the agent to see the ECC rise", func() bool {
+			reason, faulty := f.agent.GPUFault(gpu)
+			return faulty && strings.HasPrefix(reason, "ecc uncorrected 1")
+		})
+	})
+	admin := f.env.Client(f.env.AdminToken)
+	testutil.Eventually(t, "the resent fault to quarantine the slot", func() bool {
+		d, err := admin.NodeGet(ctx, f.agent.NodeID())
+		return err == nil && d.Slots[4].Quarantine != nil && d.Slots[4].Quarantine.Reason == "ecc uncorrected 1"
+	})
+	testutil.Eventually(t, "the acknowledged fault to leave the check", func() bool {
+		_, faulty := f.agent.GPUFault(gpu)
+		return !faulty
+	})
+	if n := count(t, f.env, `SELECT count(*) FROM gpu_faults WHERE kind = 'ecc'`); n != 1 {
+		t.Errorf("%d ECC faults recorded; want 1", n)
+	}
+}

@@ -1,10 +1,10 @@
 // Package health decides what a GPU fault means (issue 16, item 4): when
-// hostd reports an XID on a GPU, the GPU's slot is quarantined, the
-// allocation holding it is told (alloc.notice) and credited what it was
-// charged since the fault, and its meter stops — all in the transaction
-// that records the fault, with an audit row and outbox events like every
-// mutation. It owns no table: it asks controld/node, controld/alloc and
-// controld/billing.
+// hostd reports an XID or an increase of the uncorrected ECC count of a
+// GPU, the GPU's slot is quarantined, the allocation holding it is told
+// (alloc.notice) and credited what it was charged since the fault, and its
+// meter stops — all in the transaction that records the fault, with an
+// audit row and outbox events like every mutation. It owns no table: it
+// asks controld/node, controld/alloc and controld/billing.
 package health
 
 import (
@@ -36,7 +36,8 @@ type Outcome struct {
 }
 
 // ApplyFault applies a GPU fault node nodeID reported, in tx, once per
-// fault: it records it, quarantines the GPU's slot (reason "xid <code>"),
+// fault: it records it, quarantines the GPU's slot (reason "xid <code>",
+// or "ecc uncorrected <count>" for an ECC fault),
 // and, when an allocation holds the slot, tells its project members and
 // credits it (billing.CreditFault). A GPU the node has no slot of is
 // not_found.
@@ -54,37 +55,39 @@ func ApplyFault(ctx context.Context, tx pgx.Tx, nodeID string, f api.GPUFault, n
 		return Outcome{Duplicate: err == nil}, err
 	}
 	out := Outcome{AllocationID: slot.AllocationID}
-	reason := fmt.Sprintf("xid %d", f.XID)
+	reason := f.What()
 	out.Slot, _, err = node.Quarantine(ctx, tx, nodeID, node.SlotSelector{GPU: f.GPU}, reason, Actor, now)
 	if err != nil {
 		return Outcome{}, err
 	}
 	meta := audit.Meta{At: now, ActorID: Actor}
-	detail := map[string]any{"gpu": f.GPU, "slot": slot.Index, "xid": f.XID, "at": f.At, "message": f.Message,
+	detail := map[string]any{"gpu": f.GPU, "slot": slot.Index, "at": f.At, "message": f.Message,
 		"allocation": slot.AllocationID}
+	faultDetail(detail, f)
 	var events []outbox.Event
 	var projectID string
 	if slot.AllocationID != "" {
-		msg := fmt.Sprintf("GPU %s of allocation %s failed (XID %d) and was quarantined; "+
+		msg := fmt.Sprintf("GPU %s of allocation %s failed (%s) and was quarantined; "+
 			"you are not charged for this allocation from %s on. Release it and create a new one.",
-			f.GPU, slot.AllocationID, f.XID, f.At.UTC().Format(time.RFC3339))
+			f.GPU, slot.AllocationID, failure(f), f.At.UTC().Format(time.RFC3339))
 		ev, a, err := alloc.QuarantineNotice(ctx, tx, slot.AllocationID, msg)
 		if err != nil {
 			return Outcome{}, err
 		}
 		projectID = a.ProjectID
 		events = append(events, ev)
-		memo := fmt.Sprintf("credit: allocation %s, GPU %s failed with XID %d at %s: charges since the fault",
-			slot.AllocationID, f.GPU, f.XID, f.At.UTC().Format(time.RFC3339))
+		memo := fmt.Sprintf("credit: allocation %s, GPU %s failed with %s at %s: charges since the fault",
+			slot.AllocationID, f.GPU, failure(f), f.At.UTC().Format(time.RFC3339))
 		if out.Credit, err = billing.CreditFault(ctx, tx, slot.AllocationID, f.At, now, memo); err != nil {
 			return Outcome{}, err
 		}
 		detail["credit_minor"] = out.Credit.Entry.AmountMinor
 		if out.Credit.Booked {
+			credit := map[string]any{"amount_minor": out.Credit.Entry.AmountMinor, "windows": out.Credit.Windows,
+				"gpu": f.GPU, "since": f.At, "reference": out.Credit.Entry.Reference}
+			faultDetail(credit, f)
 			if err := audit.Write(ctx, tx, meta, audit.Entry{Action: "billing.fault_credit", TargetType: "allocation",
-				TargetID: slot.AllocationID, ProjectID: projectID, Detail: map[string]any{
-					"amount_minor": out.Credit.Entry.AmountMinor, "windows": out.Credit.Windows, "gpu": f.GPU, "xid": f.XID,
-					"since": f.At, "reference": out.Credit.Entry.Reference}}); err != nil {
+				TargetID: slot.AllocationID, ProjectID: projectID, Detail: credit}); err != nil {
 				return Outcome{}, err
 			}
 		}
@@ -104,6 +107,24 @@ func ApplyFault(ctx context.Context, tx pgx.Tx, nodeID string, f api.GPUFault, n
 		}
 	}
 	return out, nil
+}
+
+// faultDetail adds what identifies f to an audit row's detail: its XID,
+// as before ECC faults, or its kind and ECC count.
+func faultDetail(detail map[string]any, f api.GPUFault) {
+	if f.IsECC() {
+		detail["kind"], detail["ecc_uncorrected"] = api.GPUFaultECC, f.ECCUncorrected
+		return
+	}
+	detail["xid"] = f.XID
+}
+
+// failure says what failed, for the user's notice and the credit's memo.
+func failure(f api.GPUFault) string {
+	if f.IsECC() {
+		return fmt.Sprintf("uncorrected ECC errors, count %d", f.ECCUncorrected)
+	}
+	return fmt.Sprintf("XID %d", f.XID)
 }
 
 // CheckFailed quarantines the slots of the GPUs that failed a provision

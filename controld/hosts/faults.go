@@ -2,6 +2,7 @@ package hosts
 
 import (
 	"context"
+	"math"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/nats-io/nats.go"
@@ -23,8 +24,8 @@ func (d *Service) handleFault(ctx context.Context, m *nats.Msg) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	if f.GPU == "" || f.XID <= 0 || f.At.IsZero() {
-		return nil, api.Errorf(api.CodeInvalidArgument, "a fault report needs a GPU, an XID and a time")
+	if err := checkFault(f.GPUFault); err != nil {
+		return nil, err
 	}
 	var out health.Outcome
 	err = pgx.BeginFunc(ctx, d.cfg.Pool, func(tx pgx.Tx) error {
@@ -35,8 +36,29 @@ func (d *Service) handleFault(ctx context.Context, m *nats.Msg) (any, error) {
 		return nil, err
 	}
 	if !out.Duplicate {
-		d.cfg.Log.Warn("GPU fault: slot quarantined", "node", nodeID, "gpu", f.GPU, "xid", f.XID,
+		d.cfg.Log.Warn("GPU fault: slot quarantined", "node", nodeID, "gpu", f.GPU, "fault", f.What(),
 			"allocation", out.AllocationID, "credit_minor", out.Credit.Entry.AmountMinor)
 	}
 	return api.HostAck{OK: true}, nil
+}
+
+// checkFault refuses a fault report that names no GPU or time, or that is
+// neither an XID (a code, no ECC count) nor an ECC fault (a count, no XID).
+func checkFault(f api.GPUFault) error {
+	if f.GPU == "" || f.At.IsZero() {
+		return api.Errorf(api.CodeInvalidArgument, "a fault report needs a GPU and a time")
+	}
+	switch f.FaultKind {
+	case "", api.GPUFaultXID:
+		if f.XID <= 0 || f.ECCUncorrected != 0 {
+			return api.Errorf(api.CodeInvalidArgument, "an XID fault report needs an XID and no ECC count")
+		}
+	case api.GPUFaultECC:
+		if f.XID != 0 || f.ECCUncorrected == 0 || f.ECCUncorrected > math.MaxInt64 {
+			return api.Errorf(api.CodeInvalidArgument, "an ECC fault report needs an ECC count and no XID")
+		}
+	default:
+		return api.Errorf(api.CodeInvalidArgument, "unknown fault kind %q", f.FaultKind)
+	}
+	return nil
 }

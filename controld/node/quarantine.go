@@ -160,12 +160,16 @@ func SlotByGPU(ctx context.Context, q store.Querier, nodeID, gpu string) (api.Sl
 }
 
 // RecordFault records a GPU fault a node reported, once: inserted is
-// false when the same fault (node, GPU, XID, time) was recorded before,
-// and then nothing is written.
+// false when the same fault (node, GPU, kind, XID, time) was recorded
+// before, and then nothing is written.
 func RecordFault(ctx context.Context, q store.Querier, nodeID string, f api.GPUFault, allocationID string, now time.Time) (inserted bool, err error) {
-	tag, err := q.Exec(ctx, `INSERT INTO gpu_faults (node_id, gpu_pci, xid, at, message, allocation_id, received_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT DO NOTHING`,
-		nodeID, f.GPU, f.XID, f.At.UTC(), f.Message, allocationID, now.UTC())
+	kind := api.GPUFaultXID
+	if f.IsECC() {
+		kind = api.GPUFaultECC
+	}
+	tag, err := q.Exec(ctx, `INSERT INTO gpu_faults (node_id, gpu_pci, kind, xid, ecc_uncorrected, at, message, allocation_id, received_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT DO NOTHING`,
+		nodeID, f.GPU, kind, f.XID, int64(f.ECCUncorrected), f.At.UTC(), f.Message, allocationID, now.UTC())
 	if err != nil {
 		return false, fmt.Errorf("record fault of %s: %w", f.GPU, err)
 	}

@@ -14,7 +14,8 @@ import (
 )
 
 // GPU faults: the agent watches the kernel log (Env.KernelLog) for
-// hardware XIDs and reports each to controld as a signed fault report
+// hardware XIDs, and its GPU telemetry for increases of uncorrected ECC
+// counts (ecc.go), and reports each to controld as a signed fault report
 // (api.HostFault), keeping it until controld acknowledges it: a report
 // lost while disconnected is sent again, and controld acts on each fault
 // once. Until then the GPU also fails the pre-handout check (GPUFault);
@@ -22,9 +23,18 @@ import (
 
 // faultKey is what makes a fault the same fault: controld's key too.
 type faultKey struct {
-	gpu string
-	xid int
-	at  time.Time
+	gpu  string
+	kind string // api.GPUFaultXID or api.GPUFaultECC
+	xid  int
+	at   time.Time
+}
+
+func keyOf(f api.GPUFault) faultKey {
+	kind := api.GPUFaultXID
+	if f.IsECC() {
+		kind = api.GPUFaultECC
+	}
+	return faultKey{f.GPU, kind, f.XID, f.At}
 }
 
 // faultState is the agent's unacknowledged faults.
@@ -36,16 +46,22 @@ type faultState struct {
 	pending map[faultKey]api.GPUFault
 }
 
-// noteFault records a fault the watcher found and wakes the sender.
+// noteFault records an XID the kernel log watcher found.
 func (a *Agent) noteFault(f xid.Fault) {
+	a.noteGPUFault(api.GPUFault{GPU: f.GPU, XID: f.XID, Message: f.Message, At: f.At})
+}
+
+// noteGPUFault records a fault and wakes the sender.
+func (a *Agent) noteGPUFault(f api.GPUFault) {
 	if f.At.IsZero() { // a line without a time: now is when it was seen
 		f.At = a.now()
 	}
 	f.At = f.At.UTC().Truncate(time.Microsecond) // as Postgres keeps it
+	f.NodeID = a.id.NodeID
 	a.mu.Lock()
-	k := faultKey{f.GPU, f.XID, f.At}
+	k := keyOf(f)
 	if _, ok := a.faults.pending[k]; !ok {
-		a.faults.pending[k] = api.GPUFault{NodeID: a.id.NodeID, GPU: f.GPU, XID: f.XID, Message: f.Message, At: f.At}
+		a.faults.pending[k] = f
 	}
 	a.mu.Unlock()
 	a.kick(a.faults.kick)
@@ -56,9 +72,9 @@ func (a *Agent) noteFault(f xid.Fault) {
 func (a *Agent) GPUFault(pci string) (string, bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	for k := range a.faults.pending {
+	for k, f := range a.faults.pending {
 		if k.gpu == pci {
-			return fmt.Sprintf("xid %d at %s", k.xid, k.at.Format(time.RFC3339)), true
+			return fmt.Sprintf("%s at %s", f.What(), k.at.Format(time.RFC3339)), true
 		}
 	}
 	return "", false
@@ -132,19 +148,19 @@ func (a *Agent) sendFaults(ctx context.Context) bool {
 		cancel()
 		if errors.Is(err, api.ErrNotFound) {
 			// controld knows no slot with this GPU: nothing will take it.
-			a.cfg.Log.Warn("controld knows no slot of this GPU; dropping its fault", "gpu", f.GPU, "xid", f.XID)
+			a.cfg.Log.Warn("controld knows no slot of this GPU; dropping its fault", "gpu", f.GPU, "fault", f.What())
 			err = nil
 		}
 		if err != nil {
 			if ctx.Err() == nil {
-				a.cfg.Log.Warn("fault report not delivered yet", "gpu", f.GPU, "xid", f.XID, "err", err)
+				a.cfg.Log.Warn("fault report not delivered yet", "gpu", f.GPU, "fault", f.What(), "err", err)
 			}
 			all = false
 			continue
 		}
-		a.cfg.Log.Info("fault report acknowledged", "gpu", f.GPU, "xid", f.XID)
+		a.cfg.Log.Info("fault report acknowledged", "gpu", f.GPU, "fault", f.What())
 		a.mu.Lock()
-		delete(a.faults.pending, faultKey{f.GPU, f.XID, f.At})
+		delete(a.faults.pending, keyOf(f))
 		a.mu.Unlock()
 	}
 	return all

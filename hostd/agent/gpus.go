@@ -32,6 +32,7 @@ type gpuState struct {
 	latest     map[string]api.GPUSample // by PCI, read on the host
 	lastActive map[string]time.Time     // by PCI; GPUs never busy are absent
 	failing    bool                     // the last query on the host failed
+	eccBase    map[string]uint64        // by PCI: the last uncorrected ECC count read on the host (ecc.go)
 	lastErr    string
 	// guests are the slice VMs' GPUs, by allocation: they win over the
 	// host's samples of the same PCI addresses.
@@ -58,25 +59,54 @@ func (g *gpuState) noteActive(samples []api.GPUSample, threshold float64) {
 }
 
 // record keeps a successful read: the samples replace the previous ones
-// (a GPU gone from nvidia-smi is gone from the metrics too).
-func (g *gpuState) record(samples []api.GPUSample, threshold float64) {
+// (a GPU gone from nvidia-smi is gone from the metrics too). It returns
+// the ECC faults the read shows (eccIncreases).
+func (g *gpuState) record(samples []api.GPUSample, threshold float64) []api.GPUFault {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.latest = make(map[string]api.GPUSample, len(samples))
+	if g.eccBase == nil {
+		g.eccBase = map[string]uint64{}
+	}
 	for _, s := range samples {
 		g.latest[s.PCI] = s
 	}
 	g.noteActive(samples, threshold)
+	return eccIncreases(g.eccBase, samples)
 }
 
-// active is a copy of lastActive for a heartbeat (nil when empty).
-func (g *gpuState) active() map[string]time.Time {
+// active is when each GPU was last busy, for a heartbeat at now (nil when
+// none ever was). A GPU the latest sample found busy counts as busy until
+// now — until the next sample says otherwise — while the GPUs can be read:
+// without that, what controld knows lags by up to a sample interval on top
+// of the heartbeat's, and an idle period near that lag (seconds in
+// `gpuaas dev`) warned or released an allocation whose GPU never stopped.
+func (g *gpuState) active(now time.Time) map[string]time.Time {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if len(g.lastActive) == 0 {
 		return nil
 	}
-	return maps.Clone(g.lastActive)
+	out := maps.Clone(g.lastActive)
+	busy := func(latest map[string]api.GPUSample, pci string, at time.Time) bool {
+		s, ok := latest[pci]
+		return ok && s.At.Equal(at) && now.After(at)
+	}
+	for pci, at := range out {
+		if !g.failing && busy(g.latest, pci, at) {
+			out[pci] = now
+			continue
+		}
+		// A slice VM's GPUs: while the VM's last read succeeded (a
+		// failed read drops its samples).
+		for _, vm := range g.guests {
+			if vm.lastErr == "" && busy(vm.latest, pci, at) {
+				out[pci] = now
+				break
+			}
+		}
+	}
+	return out
 }
 
 // samples returns the latest samples of the GPUs asked for (all when pcis
@@ -176,7 +206,9 @@ func (a *Agent) sampleGPUs(ctx context.Context) {
 		}
 		return
 	}
-	g.record(samples, a.cfg.GPUActiveThreshold)
+	for _, f := range g.record(samples, a.cfg.GPUActiveThreshold) {
+		a.noteGPUFault(f)
+	}
 	g.mu.Lock()
 	recovered := g.failing
 	g.failing, g.lastErr = false, ""

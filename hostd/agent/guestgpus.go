@@ -187,6 +187,10 @@ func (a *Agent) recordGuest(vm tasks.SliceVM, samples []api.GPUSample, err error
 		for _, s := range samples {
 			cur.latest[s.PCI] = s
 		}
+		// Utilisation counts for idle release, but the guest's ECC
+		// counts never raise a GPU fault: the renter is root in the VM
+		// and could forge them into a quarantine and a credit. Only what
+		// hostd reads on the host (XIDs, the host's nvidia-smi) does.
 		g.noteActive(samples, a.cfg.GPUActiveThreshold)
 		if prev != nil && prev.lastErr != "" {
 			a.cfg.Log.Info("GPU telemetry of a slice VM available again", "allocation", alloc)

@@ -99,7 +99,8 @@ func (a *Agent) heartbeatLoop(ctx context.Context) {
 	var lastHealth time.Time
 	for {
 		hb := api.Heartbeat{NodeID: a.id.NodeID, At: a.now(), TerminalAddr: a.cfg.TerminalAddr,
-			TerminalHostKey: a.cfg.TerminalHostKey, GPUActive: a.gpus.active()}
+			TerminalHostKey: a.cfg.TerminalHostKey}
+		hb.GPUActive = a.gpus.active(hb.At)
 		if hb.At.Sub(lastHealth) >= healthEvery {
 			if report, err := tasks.ProbeHealth(a.cfg.Env); err == nil {
 				if hb.Health, err = json.Marshal(report); err == nil {

@@ -33,9 +33,19 @@ type simFleet struct {
 	clock *offsetClock
 	host  *sim.Host
 	agent *runningAgent
+	// term is the agent's terminal server, when it has one (its way
+	// into slice VMs).
+	term agent.Terminal
 }
 
-func startSimFleet(t *testing.T) *simFleet {
+func startSimFleet(t *testing.T, tune ...func(*agent.Config)) *simFleet {
+	t.Helper()
+	return startSimFleetOn(t, api.ShapeGPUSlice, sim.H200Slice8(), tune...)
+}
+
+// startSimFleetOn is startSimFleet with a sim host of another shape and
+// profile.
+func startSimFleetOn(t *testing.T, shape string, profile sim.Profile, tune ...func(*agent.Config)) *simFleet {
 	t.Helper()
 	clock := &offsetClock{}
 	env := controldtest.Start(t, controldtest.Options{NoNodes: true, Now: clock.Now,
@@ -43,13 +53,17 @@ func startSimFleet(t *testing.T) *simFleet {
 		Hosts:   controld.HostsConfig{HeartbeatInterval: 200 * time.Millisecond, DownAfter: 24 * time.Hour, AutoApproveSlots: true}})
 	admin := env.Client(env.AdminToken)
 	dir := t.TempDir()
-	h, err := sim.NewHost(dir, sim.H200Slice8(), "xid-sim")
+	h, err := sim.NewHost(dir, profile, "xid-sim")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = h.Close() })
-	a := startAgent(t, env, dir, enroll(t, admin, "xid-sim"), hostdtasks.New(hostdtasks.Config{PollInterval: 10 * time.Millisecond}),
-		func(c *agent.Config) { c.Env = h.Env("", nil); c.Now = clock.Now })
+	tok, err := admin.NodeEnroll(context.Background(), api.EnrollTokenRequest{Name: "xid-sim", Shape: shape})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := startAgent(t, env, dir, tok.Token, hostdtasks.New(hostdtasks.Config{PollInterval: 10 * time.Millisecond}),
+		append([]func(*agent.Config){func(c *agent.Config) { c.Env = h.Env("", nil); c.Now = clock.Now }}, tune...)...)
 	readyNode(t, admin, a.NodeID())
 	return &simFleet{env: env, admin: admin, clock: clock, host: h, agent: a}
 }

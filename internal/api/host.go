@@ -138,8 +138,9 @@ type Heartbeat struct {
 	// TerminalHostKey is the terminal server's host key, if it serves one.
 	TerminalHostKey string `json:"terminal_host_key,omitempty"`
 	// GPUActive maps a GPU's PCI address to the last time its utilisation
-	// was at or above hostd's activity threshold (GPU telemetry); GPUs
-	// never seen busy are absent. controld's idle release reads it.
+	// was at or above hostd's activity threshold (GPU telemetry): At for
+	// a GPU the latest sample found busy; GPUs never seen busy are absent.
+	// controld's idle release reads it.
 	GPUActive map[string]time.Time `json:"gpu_active,omitempty"`
 }
 

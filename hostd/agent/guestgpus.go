@@ -249,10 +249,15 @@ func (a *Agent) runInGuest(ctx context.Context, vm tasks.SliceVM, cmd string) ([
 		}
 		defer sess.Close()
 		var stdout, stderr bytes.Buffer
-		sess.Stdout, sess.Stderr = &stdout, &stderr
+		// The guest is the renter's: its answer is bounded, so that a VM
+		// streaming output cannot make hostd hold it.
+		sess.Stdout = &capWriter{buf: &stdout, max: maxGuestOutput}
+		sess.Stderr = &capWriter{buf: &stderr, max: maxGuestOutput}
 		err = sess.Run(cmd)
 		var exit *gossh.ExitError
 		switch {
+		case errors.Is(err, errGuestOutputTooLong) || stdout.Len() >= maxGuestOutput:
+			done <- answer{err: errGuestOutputTooLong, broken: true}
 		case errors.As(err, &exit):
 			msg := strings.TrimSpace(stdout.String() + "\n" + stderr.String())
 			done <- answer{err: fmt.Errorf("nvidia-smi in the VM exited with status %d: %s", exit.ExitStatus(), msg)}
@@ -272,4 +277,26 @@ func (a *Agent) runInGuest(ctx context.Context, vm tasks.SliceVM, cmd string) ([
 		a.guestLinks.drop(vm.Allocation) // ends the session too
 		return nil, fmt.Errorf("nvidia-smi in the VM: no answer: %w", ctx.Err())
 	}
+}
+
+// maxGuestOutput bounds what hostd keeps of a guest's answer: nvidia-smi's
+// query prints about 150 bytes per GPU.
+const maxGuestOutput = 64 << 10
+
+// errGuestOutputTooLong is a guest answer over maxGuestOutput.
+var errGuestOutputTooLong = fmt.Errorf("nvidia-smi in the VM printed more than %d bytes", maxGuestOutput)
+
+// capWriter keeps up to max bytes in buf and fails the writes past it,
+// which ends the session's copy of that stream.
+type capWriter struct {
+	buf *bytes.Buffer
+	max int
+}
+
+func (w *capWriter) Write(p []byte) (int, error) {
+	if w.buf.Len()+len(p) > w.max {
+		w.buf.Write(p[:max(0, w.max-w.buf.Len())])
+		return 0, errGuestOutputTooLong
+	}
+	return w.buf.Write(p)
 }

@@ -140,6 +140,19 @@ func TestAllocTopSliceGuestTelemetry(t *testing.T) {
 		return err == nil && len(top2.GPUs) == 1
 	})
 
+	// A guest printing without end (its user is root in it) is cut off,
+	// not held: alloc.top of al2 says so, then it recovers.
+	h.Hypervisor.FailGuestNvidiaSMI(al2.ID, strings.Repeat("x", 1<<20))
+	testutil.Eventually(t, "alloc.top of the flooding VM to report it", func() bool {
+		_, topErr = admin.AllocTop(ctx, al2.ID)
+		return topErr != nil && strings.Contains(topErr.Error(), "printed more than")
+	})
+	h.Hypervisor.FailGuestNvidiaSMI(al2.ID, "")
+	testutil.Eventually(t, "the VM read again after the flood", func() bool {
+		top2, err := admin.AllocTop(ctx, al2.ID)
+		return err == nil && len(top2.GPUs) == 1
+	})
+
 	// al2's nvidia-smi never answers: after GuestQueryTimeout alloc.top of
 	// al2 says so, and al1 is still read meanwhile.
 	h.Hypervisor.HangGuestNvidiaSMI(al2.ID, true)

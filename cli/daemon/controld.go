@@ -50,6 +50,12 @@ type ControldOptions struct {
 	// IdleMinPeriod and IdleWarnAhead tune idle release (idle.Settings).
 	IdleMinPeriod time.Duration
 	IdleWarnAhead time.Duration
+	// SMTPAddr, SMTPFrom and SMTPUsername are the mail relay of billing,
+	// budget and idle emails (billing.SMTP); its password is read from
+	// GPUAAS_SMTP_PASSWORD, never a flag (ps shows flags).
+	SMTPAddr     string
+	SMTPFrom     string
+	SMTPUsername string
 
 	StripeAPI        string
 	StripeSuccessURL string
@@ -93,7 +99,10 @@ Environment: GPUAAS_DATABASE_URL, GPUAAS_NATS_URL, GPUAAS_NATS_KEYS,
 GPUAAS_NATS_CA, GPUAAS_NATS_CERT and GPUAAS_NATS_KEY stand in for the flags.
 Stripe top-ups need GPUAAS_STRIPE_SECRET_KEY, --stripe-success-url and
 --stripe-cancel-url; its webhook needs GPUAAS_STRIPE_WEBHOOK_SECRET and
---http-addr (POST /stripe/webhook, API version ` + payments.APIVersion + `).`,
+--http-addr (POST /stripe/webhook, API version ` + payments.APIVersion + `).
+Emails to project members (low balance, budgets, idle-release warnings)
+need --smtp-addr and --smtp-from; a relay's password is read from
+GPUAAS_SMTP_PASSWORD.`,
 		Example: `  gpuaas controld --database-url postgres://gpuaas@db/gpuaas --nats-url tls://nats:4222 \
     --nats-keys /etc/gpuaas/nats --nats-ca /etc/gpuaas/nats-ca.pem`,
 		Args: cmdutil.NoArgs,
@@ -106,6 +115,12 @@ Stripe top-ups need GPUAAS_STRIPE_SECRET_KEY, --stripe-success-url and
 			}
 			if opts.NATSKeys == "" {
 				return cmdutil.FlagErrorf("--nats-keys (or GPUAAS_NATS_KEYS) is required: create it with `gpuaas ops nats-setup`")
+			}
+			if opts.SMTPAddr != "" && opts.SMTPFrom == "" {
+				return cmdutil.FlagErrorf("--smtp-addr needs --smtp-from (the sender of the emails)")
+			}
+			if (opts.SMTPUsername != "" || os.Getenv("GPUAAS_SMTP_PASSWORD") != "") && opts.SMTPAddr == "" {
+				return cmdutil.FlagErrorf("--smtp-username and GPUAAS_SMTP_PASSWORD need --smtp-addr")
 			}
 			if opts.IdleMinPeriod < time.Second || opts.IdleWarnAhead < 0 {
 				return cmdutil.FlagErrorf("--idle-min-period must be at least 1s and --idle-warn-ahead not negative")
@@ -139,6 +154,9 @@ Stripe top-ups need GPUAAS_STRIPE_SECRET_KEY, --stripe-success-url and
 		"How long a project's balance must last at its total burn (the new allocation included) for alloc create")
 	fl.DurationVar(&opts.IdleMinPeriod, "idle-min-period", idle.DefaultMinPeriod, "Shortest --idle-release-after or --max-duration users may set")
 	fl.DurationVar(&opts.IdleWarnAhead, "idle-warn-ahead", idle.DefaultWarnAhead, "How long before an idle or maximum-duration release its warning goes out (at most half the period)")
+	fl.StringVar(&opts.SMTPAddr, "smtp-addr", "", "SMTP relay (host:port) for low-balance, budget and idle-release emails to project members; empty: no email")
+	fl.StringVar(&opts.SMTPFrom, "smtp-from", "", "Sender address of those emails (required with --smtp-addr)")
+	fl.StringVar(&opts.SMTPUsername, "smtp-username", "", "SMTP user name, if the relay wants one (the password: GPUAAS_SMTP_PASSWORD)")
 	fl.BoolVar(&opts.SeedCatalog, "seed-catalog", true, "Add the default SKUs that do not exist yet")
 	fl.StringVar(&opts.LogLevel, "log-level", "info", "Log level: debug, info, warn, error")
 	fl.StringVar(&opts.GatewayAddr, "gateway-addr", "", "Where users ssh to (host:port), told to clients by ssh.cas")
@@ -199,7 +217,8 @@ func controldConfig(opts *ControldOptions, nc, sys *nats.Conn, keys *bus.Keys, k
 		Identity: identity.Settings{SessionTTL: opts.SessionTTL,
 			OIDC: identity.OIDCConfig{Issuer: opts.OIDCIssuer, ClientID: opts.OIDCClientID, MaxIDTokenAge: opts.OIDCMaxTokenAge}},
 		APIRateLimit: controld.RateLimit{Rate: opts.APIRate, Burst: opts.APIBurst}, Log: log,
-		Billing:     controld.BillingConfig{MinRunway: opts.MinRunway},
+		Billing: controld.BillingConfig{MinRunway: opts.MinRunway, SMTP: controld.SMTPConfig{Addr: opts.SMTPAddr,
+			From: opts.SMTPFrom, Username: opts.SMTPUsername, Password: os.Getenv("GPUAAS_SMTP_PASSWORD")}},
 		Idle:        controld.IdleConfig{MinPeriod: opts.IdleMinPeriod, WarnAhead: opts.IdleWarnAhead},
 		GatewayAddr: opts.GatewayAddr, CAKeyEncryptionKey: kek, SSHCertTTL: opts.SSHCertTTL,
 		Stripe: payments.Settings{APIBase: opts.StripeAPI, SecretKey: os.Getenv("GPUAAS_STRIPE_SECRET_KEY"),

@@ -13,6 +13,7 @@ import (
 // ends up in controld's Config (the regression: --api-rate, --api-burst
 // and --oidc-max-token-age were parsed and then dropped).
 func TestControldFlagsReachConfig(t *testing.T) {
+	t.Setenv("GPUAAS_SMTP_PASSWORD", "s3cret")
 	for _, env := range []string{"GPUAAS_DATABASE_URL", "GPUAAS_NATS_URL", "GPUAAS_NATS_KEYS", "GPUAAS_NATS_CA",
 		"GPUAAS_NATS_CERT", "GPUAAS_NATS_KEY"} {
 		t.Setenv(env, "")
@@ -24,7 +25,7 @@ func TestControldFlagsReachConfig(t *testing.T) {
 		"--oidc-issuer", "https://idp.test", "--oidc-client-id", "cli", "--oidc-max-token-age", "90s",
 		"--session-ttl", "2h", "--ssh-cert-ttl", "1h", "--gateway-addr", "gw.test:22", "--http-addr", "127.0.0.1:0",
 		"--min-runway", "25m", "--jetstream-replicas", "3", "--metrics-addr", "127.0.0.1:9464",
-		"--drain-timeout", "7s"})
+		"--drain-timeout", "7s", "--smtp-addr", "mail.test:587", "--smtp-from", "gpuaas@example.test", "--smtp-username", "relay"})
 	cmd.SetOut(ios.Out)
 	cmd.SetErr(ios.ErrOut)
 	if err := cmd.Execute(); err != nil {
@@ -49,6 +50,10 @@ func TestControldFlagsReachConfig(t *testing.T) {
 		{"jetstream replicas", cfg.StreamReplicas, 3},
 		{"metrics", cfg.MetricsAddr, "127.0.0.1:9464"},
 		{"drain timeout", cfg.DrainTimeout, 7 * time.Second},
+		{"smtp addr", cfg.Billing.SMTP.Addr, "mail.test:587"},
+		{"smtp from", cfg.Billing.SMTP.From, "gpuaas@example.test"},
+		{"smtp user", cfg.Billing.SMTP.Username, "relay"},
+		{"smtp password", cfg.Billing.SMTP.Password, "s3cret"},
 	}
 	for _, c := range checks {
 		if c.got != c.want {
@@ -98,5 +103,33 @@ func TestDrainTimeoutMustBePositive(t *testing.T) {
 				t.Errorf("%s --drain-timeout=%s: got %v (ran %t); want a usage error", daemon, v, err, ran)
 			}
 		}
+	}
+}
+
+// TestControldSMTPFlagsNeedEachOther: a relay without a sender, or
+// credentials without a relay, are usage errors, not silently no email.
+func TestControldSMTPFlagsNeedEachOther(t *testing.T) {
+	for _, tc := range []struct {
+		name, password string
+		args           []string
+		want           string
+	}{
+		{name: "relay without sender", args: []string{"--smtp-addr", "mail.test:25"}, want: "--smtp-from"},
+		{name: "user without relay", args: []string{"--smtp-username", "relay"}, want: "need --smtp-addr"},
+		{name: "password without relay", password: "x", want: "need --smtp-addr"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv("GPUAAS_SMTP_PASSWORD", tc.password)
+			ios, _, _, _ := cmdutil.Test()
+			ran := false
+			cmd := NewCmdControld(cmdutil.New(ios), func(context.Context, *ControldOptions) error { ran = true; return nil })
+			cmd.SetArgs(append([]string{"--database-url", "postgres://db/x", "--nats-keys", "/k"}, tc.args...))
+			cmd.SetOut(ios.Out)
+			cmd.SetErr(ios.ErrOut)
+			err := cmd.Execute()
+			if err == nil || ran || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("got %v (ran %v); want a usage error naming %s", err, ran, tc.want)
+			}
+		})
 	}
 }

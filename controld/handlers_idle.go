@@ -6,7 +6,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/gpuaas/gpuaas/controld/alloc"
 	"github.com/gpuaas/gpuaas/controld/audit"
 	"github.com/gpuaas/gpuaas/controld/idle"
 	"github.com/gpuaas/gpuaas/controld/mutate"
@@ -83,23 +82,6 @@ func (s *Server) allocCreatePolicy(req api.AllocCreateRequest) (idleSecs, maxSec
 		return nil, nil, err
 	}
 	return idleSecs, maxSecs, nil
-}
-
-// withPolicy adds an allocation's effective idle policy (alloc.get).
-func (s *Server) withPolicy(ctx context.Context, a api.Allocation) (api.Allocation, error) {
-	var activeAt *time.Time
-	if a.State == api.AllocActive {
-		act, err := alloc.ActiveUnder(ctx, s.pool, nil, []string{a.ID})
-		if err != nil {
-			return a, err
-		}
-		if len(act) == 1 {
-			activeAt = &act[0].ActiveAt
-		}
-	}
-	var err error
-	a.Policy, err = idle.Policy(ctx, s.pool, a.ID, a.ProjectID, activeAt)
-	return a, err
 }
 
 // gateActivity records a gateway's batch of allocation activity: the last

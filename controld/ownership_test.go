@@ -74,8 +74,10 @@ var owners = map[string]string{
 // goes through its owner's functions. An entry nothing needs any more
 // fails the test, so the list cannot go stale.
 var foreignReads = map[string]string{
-	"project reads users":         "a project's members are listed with their emails: one join, for display",
-	"alloc reads project_members": "alloc.get reads the caller's role with the allocation row: the authorization check costs no round trip of its own (issue 14, reads in one round trip)",
+	"project reads users":               "a project's members are listed with their emails: one join, for display",
+	"alloc reads project_members":       "alloc.get reads the caller's role with the allocation row: the authorization check costs no round trip of its own (issue 14, reads in one round trip)",
+	"idle reads allocations":            "alloc.get's idle policy is read in the allocation's own batch (idle.QueuePolicy): the project's period and whether it is active, so the policy costs no round trip",
+	"idle reads allocation_transitions": "the same read's active-since time, as alloc.ActiveUnder tells it",
 }
 
 // notScanned are packages under controld whose SQL is not controld's own.

@@ -87,8 +87,13 @@ func Get(ctx context.Context, q store.Batcher, actor Actor, id string) (api.Allo
 }
 
 // GetWithTimeline is Get with the allocation's task timeline.
-func GetWithTimeline(ctx context.Context, q store.Batcher, actor Actor, id string) (api.Allocation, error) {
-	return get(ctx, q, actor, id, true)
+//
+// with queues more reads into the same batch (another package's, such as
+// the idle policy), so that alloc.get stays one round trip; their results
+// must be dropped when this returns an error (the actor may not see the
+// allocation).
+func GetWithTimeline(ctx context.Context, q store.Batcher, actor Actor, id string, with ...func(*pgx.Batch)) (api.Allocation, error) {
+	return get(ctx, q, actor, id, true, with...)
 }
 
 // getSQL is one allocation with the actor's role in its project ("" when
@@ -103,7 +108,7 @@ const getSQL = `SELECT a.id, a.project_id, a.user_id, a.sku_id, a.shape, a.gpus,
 // (withTimeline) its timeline in one round trip: one batch, each query
 // its owner's. What belongs to an allocation the actor may not see is
 // read and dropped.
-func get(ctx context.Context, q store.Batcher, actor Actor, id string, withTimeline bool) (api.Allocation, error) {
+func get(ctx context.Context, q store.Batcher, actor Actor, id string, withTimeline bool, with ...func(*pgx.Batch)) (api.Allocation, error) {
 	var (
 		a        api.Allocation
 		role     string
@@ -135,6 +140,9 @@ func get(ctx context.Context, q store.Batcher, actor Actor, id string, withTimel
 	billing.QueueAllocationUsage(b, &usage, &metered, id)
 	if withTimeline {
 		tasks.QueueTimeline(b, &timeline, id)
+	}
+	for _, queue := range with {
+		queue(b)
 	}
 	if err := q.SendBatch(ctx, b).Close(); err != nil {
 		return api.Allocation{}, err

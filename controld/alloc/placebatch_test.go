@@ -178,3 +178,29 @@ func TestCreateLocksFundsAndReadsMoneyInOneRoundTrip(t *testing.T) {
 	}
 	t.Logf("create: %d round trips in all (BEGIN and COMMIT included)", len(log.trips))
 }
+
+// TestGetReadsOthersInItsOneBatch is the regression test of alloc.get's
+// second round trip (issue 16's idle policy was read on its own after the
+// allocation's batch, 7.0× the NATS echo where one batch is the goal):
+// reads another package queues with GetWithTimeline go in the same
+// batch, and their results are there when it returns.
+func TestGetReadsOthersInItsOneBatch(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	a := f.insertAlloc(t, api.AllocActive, 3, false)
+	var log tripLog
+	pool := f.tracedPool(t, &log)
+	var extra string
+	got, err := GetWithTimeline(t.Context(), pool, Actor{UserID: f.userID, Role: api.RoleUser}, a.ID, func(b *pgx.Batch) {
+		b.Queue(`SELECT 'policy of ' || $1::text`, a.ID).QueryRow(func(r pgx.Row) error { return r.Scan(&extra) })
+	})
+	if err != nil || got.ID != a.ID {
+		t.Fatalf("get: %+v, %v", got, err)
+	}
+	if extra != "policy of "+a.ID {
+		t.Errorf("the queued read: got %q; want its result", extra)
+	}
+	if len(log.trips) != 1 || !strings.Contains(log.trips[0][len(log.trips[0])-1], "policy of") {
+		t.Errorf("round trips: got %d (%q); want 1 batch ending with the queued read", len(log.trips), log.trips)
+	}
+}

@@ -189,21 +189,51 @@ func loadState(ctx context.Context, q store.Querier, allocationID, projectID str
 	return st, nil
 }
 
-// Policy is an allocation's effective policy for alloc.get, or nil when
-// none applies. Deadlines are given for an active allocation (activeAt
-// not nil).
-func Policy(ctx context.Context, q store.Querier, allocationID, projectID string, activeAt *time.Time) (*api.AllocPolicy, error) {
-	st, err := loadState(ctx, q, allocationID, projectID)
-	if err != nil {
-		return nil, err
-	}
+// queuePolicySQL is an allocation's idle state with its project's period,
+// whether it is active and since when (as alloc.ActiveUnder tells it).
+const queuePolicySQL = `SELECT ` + stateColumns + `, x.state = 'active',
+	coalesce((SELECT max(t.at) FROM allocation_transitions t WHERE t.allocation_id = x.id AND t.to_state = 'active'), x.updated_at)
+	FROM allocations x
+	LEFT JOIN idle_allocations a ON a.allocation_id = x.id
+	LEFT JOIN idle_project_policies p ON p.project_id = x.project_id
+	WHERE x.id = $1`
+
+// QueuePolicy queues into b the read of an allocation's effective idle
+// policy (deadlines for an active allocation), and sets *out to it once b has run (nil when none applies,
+// or when there is no such allocation): alloc.get reads it in its own
+// batch, with the allocation, so the policy costs no round trip.
+func QueuePolicy(b *pgx.Batch, out **api.AllocPolicy, allocationID string) {
+	b.Queue(queuePolicySQL, allocationID).Query(func(rows pgx.Rows) error {
+		defer rows.Close()
+		if !rows.Next() {
+			return rows.Err()
+		}
+		var st state
+		var active bool
+		var activeAt time.Time
+		if err := rows.Scan(&st.idle, &st.project, &st.max, &st.gateActive, &st.gpuActive, &st.idleWarnedAt, &st.maxWarned,
+			&active, &activeAt); err != nil {
+			return fmt.Errorf("idle policy of %s: %w", allocationID, err)
+		}
+		var at *time.Time
+		if active {
+			activeAt = activeAt.UTC()
+			at = &activeAt
+		}
+		*out = st.policy(at)
+		return rows.Err()
+	})
+}
+
+// policy is the effective policy of the allocation in st (see Policy).
+func (st state) policy(activeAt *time.Time) *api.AllocPolicy {
 	period, from := st.period()
 	var maxD time.Duration
 	if st.max != nil {
 		maxD = time.Duration(*st.max) * time.Second
 	}
 	if period == 0 && maxD == 0 {
-		return nil, nil
+		return nil
 	}
 	out := &api.AllocPolicy{IdleReleaseAfterSeconds: int64(period / time.Second), IdleFrom: from,
 		MaxDurationSeconds: int64(maxD / time.Second), LastActiveAt: st.lastActive()}
@@ -217,5 +247,5 @@ func Policy(ctx context.Context, q store.Querier, allocationID, projectID string
 			out.MaxDurationAt = &at
 		}
 	}
-	return out, nil
+	return out
 }

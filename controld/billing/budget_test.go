@@ -36,7 +36,7 @@ func TestBudgetCrossingsEmailOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sink := newSMTPSink(t)
+	sink := testutil.NewSMTPSink(t)
 	r, err := billing.NewRunner(billing.Config{Settings: billing.Settings{Window: time.Minute}, Pool: f.app, Now: clock.Now,
 		Log: testutil.Logger(t), Mailer: &billing.SMTPMailer{Addr: sink.Addr(), From: "billing@gpuaas.test"},
 		Release: func(context.Context, string) (int, error) { return 0, nil }})

@@ -54,7 +54,7 @@ func TestLowBalanceAndDepletion(t *testing.T) {
 	// 8 × 220 = 1760/h: 500 lasts a little over 17 minutes.
 	a := f.activeAllocation(t, p, "h100-baremetal", 8, start)
 	f.activeAllocation(t, bystander, "h100-baremetal", 8, start)
-	sink := newSMTPSink(t)
+	sink := testutil.NewSMTPSink(t)
 	var mu sync.Mutex
 	released := map[string]int{}
 	grace := 5 * time.Minute

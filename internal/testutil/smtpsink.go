@@ -9,8 +9,7 @@ import (
 )
 
 // SMTPSink is a tiny SMTP server on 127.0.0.1 that accepts every message
-// and keeps it, enough for net/smtp's client. (A copy of controld/billing's
-// test sink, for tests outside that package.)
+// and keeps it, enough for net/smtp's client.
 type SMTPSink struct {
 	ln net.Listener
 	// mu protects msgs.

@@ -145,6 +145,9 @@ func TestIdempotencyInFlightDuplicateConflicts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A failure below must not leave the connection held: controld's
+	// drain at cleanup would wait for it for ever (it hung a .ci/run).
+	defer func() { _ = tx.Rollback(context.Background()) }()
 	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended($1, 42))`, env.Admin.ID+"\n"+key); err != nil {
 		t.Fatal(err)
 	}

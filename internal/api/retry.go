@@ -88,6 +88,8 @@ func (c *Client) send(ctx context.Context, msg *nats.Msg, endpoint string, polic
 	start := time.Now()
 	timedOut := false // some attempt may have been applied
 	waits := 0        // answers that the same key is still in progress
+	var busy error    // the last of those answers
+	timeouts := 0     // attempts that got no answer in time
 	for attempt := 1; ; attempt++ {
 		// An attempt gives up early only if another may follow a timeout:
 		// a call that cannot be sent again (a login) waits for its reply
@@ -115,14 +117,23 @@ func (c *Client) send(ctx context.Context, msg *nats.Msg, endpoint string, polic
 			retry = policy >= retryUndelivered
 		case ctx.Err() == nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout)):
 			timedOut = true
+			timeouts++
 			retry = policy == retryAlways
 		case errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrTimeout):
 			timedOut = true
+			timeouts++
+			if busy != nil && timeouts == 1 {
+				// The call's deadline cut short an attempt asking again
+				// about a key every answer said was still in progress:
+				// that is what is known, not a lost request.
+				err, timedOut = busy, false
+			}
 		}
 		if inProgress(err) {
 			// Not an attempt lost: the first one is still running. Ask
 			// again until it is done, within the call's timeout.
 			waits++
+			busy = err
 		}
 		if retry && attempt-waits < c.maxAttempts && time.Since(start) < c.timeout && sleep(ctx, backoff(attempt)) {
 			continue

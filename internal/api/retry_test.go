@@ -241,3 +241,32 @@ func TestSecretMutationWaitsPastTheAttemptTimeout(t *testing.T) {
 		t.Errorf("login sent %d times; want 1", n)
 	}
 }
+
+// TestInProgressCutByDeadlineStaysInProgress is the regression test of
+// controld's TestIdempotencyInFlightDuplicateConflicts failing in .ci/run
+// (and hanging it): a duplicate whose every answer was "still in
+// progress" ended as a timeout ("it may have been applied") when the
+// call's deadline cut the last attempt short, under load. It ends with
+// the in-progress conflict it was told.
+func TestInProgressCutByDeadlineStaysInProgress(t *testing.T) {
+	t.Parallel()
+	nc := testutil.Connect(t, testutil.PlainNATS(t).URL)
+	c := api.NewClient(nc, api.WithTimeout(2*time.Second))
+	inProgress := api.Errorf(api.CodeConflict, "a request with this Idempotency-Key is still in progress")
+	inProgress.InProgress = true
+	r := serve(t, nc, api.EndpointAllocCreate, func(n int) (bool, *api.Error) {
+		if n < 3 {
+			return true, inProgress
+		}
+		time.Sleep(3 * time.Second) // answers only after the call's deadline
+		return true, inProgress
+	})
+	_, err := c.AllocCreate(context.Background(), api.AllocCreateRequest{SKU: "s", GPUs: 1}, api.WithIdempotencyKey("k-busy"))
+	var e *api.Error
+	if !errors.Is(err, api.ErrConflict) || !errors.As(err, &e) || !e.InProgress {
+		t.Fatalf("got %v; want the in-progress conflict", err)
+	}
+	if n := len(r.received()); n < 3 {
+		t.Errorf("attempts: got %d; want at least 3 (the third cut by the deadline)", n)
+	}
+}

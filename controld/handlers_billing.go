@@ -35,48 +35,54 @@ func (s *Server) BillingTick(ctx context.Context) (billing.TickResult, error) {
 	return s.billing.Tick(ctx)
 }
 
-// errNoLongerDepleted stops releasing a project's allocations: its
-// account was topped up (or the grace period restarted) meanwhile.
-var errNoLongerDepleted = errors.New("account no longer depleted")
+// errCauseGone stops a platformRelease: what made the platform release
+// the allocations no longer holds (the account was topped up, the budget
+// raised or cleared).
+var errCauseGone = errors.New("the cause of the release no longer holds")
 
-// releaseDepleted releases every open allocation of a project whose
-// balance ran out more than the grace period ago, each through
-// alloc.Release (the state machine's release path, as an operator would)
-// in a mutation of its own: audit row, alloc.state events to the
-// project's members, idempotency. Each release re-checks the account in
-// its transaction, so a top-up that lands meanwhile stops the rest.
-func (s *Server) releaseDepleted(ctx context.Context, projectID string) (int, error) {
-	open, err := alloc.OpenInProject(ctx, s.pool, projectID)
-	if err != nil {
-		return 0, err
-	}
+// platformRelease is the platform releasing allocations for one cause.
+type platformRelease struct {
+	key         string // idempotency key prefix; the allocation id follows
+	fingerprint string // fingerprint prefix; the allocation id follows
+	reason      string // the transition's reason
+	auditAction string
+	what        string // names the release in logs
+	// stillDue re-checks the cause in each release's transaction.
+	stillDue func(ctx context.Context, tx pgx.Tx) (bool, error)
+}
+
+// releaseAll releases ids for r, each through alloc.Release (the state
+// machine's release path, as an operator would; actor system:billing) in
+// a mutation of its own: audit row, alloc.state events to the project's
+// members, idempotency. Each release re-checks the cause in its
+// transaction, so a change that lands meanwhile stops the rest. An
+// allocation changed meanwhile (released by its user, say) is skipped.
+func (s *Server) releaseAll(ctx context.Context, ids []string, r platformRelease) (int, error) {
 	actor := alloc.Actor{UserID: billing.SystemActor, Role: api.RoleOperator}
 	released := 0
-	for _, id := range open {
+	for _, id := range ids {
 		_, err := s.mut.Run(ctx, mutate.Request{Endpoint: api.EndpointAllocRelease, ActorID: billing.SystemActor,
-			Key: "billing.depleted:" + id, Fingerprint: []byte(projectID + "\n" + id)},
+			Key: r.key + id, Fingerprint: []byte(r.fingerprint + id)},
 			func(ctx context.Context, tx pgx.Tx) (any, mutate.Effect, error) {
-				due, err := billing.StillDepleted(ctx, tx, projectID, s.cfg.Billing.Grace, s.now())
+				due, err := r.stillDue(ctx, tx)
 				if err != nil {
 					return nil, mutate.Effect{}, err
 				}
 				if !due {
-					return nil, mutate.Effect{}, errNoLongerDepleted
+					return nil, mutate.Effect{}, errCauseGone
 				}
-				a, eff, err := alloc.Release(ctx, tx, actor, api.AllocReleaseRequest{ID: id,
-					Reason: "the project's balance ran out and its grace period ended"}, s.now())
+				a, eff, err := alloc.Release(ctx, tx, actor, api.AllocReleaseRequest{ID: id, Reason: r.reason}, s.now())
 				if err != nil {
 					return nil, eff, err
 				}
-				eff.Audit.Action = "billing.depleted_release"
+				eff.Audit.Action = r.auditAction
 				return a, eff, nil
 			})
 		switch {
-		case errors.Is(err, errNoLongerDepleted):
+		case errors.Is(err, errCauseGone):
 			return released, nil
 		case errors.Is(err, api.ErrConflict), errors.Is(err, api.ErrIdempotencyMismatch):
-			// Changed meanwhile (released by its user, say): nothing to do.
-			s.cfg.Log.Info("depleted release skipped", "allocation", id, "err", err)
+			s.cfg.Log.Info(r.what+" skipped", "allocation", id, "err", err)
 		case err != nil:
 			return released, fmt.Errorf("release %s: %w", id, err)
 		default:
@@ -87,6 +93,22 @@ func (s *Server) releaseDepleted(ctx context.Context, projectID string) (int, er
 		s.kickQueue()
 	}
 	return released, nil
+}
+
+// releaseDepleted releases every open allocation of a project whose
+// balance ran out more than the grace period ago (releaseAll); a top-up
+// that lands meanwhile stops the rest.
+func (s *Server) releaseDepleted(ctx context.Context, projectID string) (int, error) {
+	open, err := alloc.OpenInProject(ctx, s.pool, projectID)
+	if err != nil {
+		return 0, err
+	}
+	return s.releaseAll(ctx, open, platformRelease{key: "billing.depleted:", fingerprint: projectID + "\n",
+		reason: "the project's balance ran out and its grace period ended", auditAction: "billing.depleted_release",
+		what: "depleted release",
+		stillDue: func(ctx context.Context, tx pgx.Tx) (bool, error) {
+			return billing.StillDepleted(ctx, tx, projectID, s.cfg.Billing.Grace, s.now())
+		}})
 }
 
 // billingProject resolves the project of a billing read and checks that

@@ -2,8 +2,6 @@ package controld
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -185,54 +183,17 @@ func budgetOf(b billing.Budget, p api.Project, email string) api.Budget {
 	return out
 }
 
-// errNoLongerOverBudget stops releasing a scope's allocations: its budget
-// was raised, cleared or its action changed meanwhile.
-var errNoLongerOverBudget = errors.New("budget no longer used up")
-
 // releaseOverBudget releases the running allocations of a budget's scope
-// whose spend reached the cap with action release, each through
-// alloc.Release (the platform's release path, actor system:billing,
-// reason "budget") in a mutation of its own: audit row, alloc.state
-// events, idempotency. Each release re-checks the budget in its
-// transaction, so raising or clearing it stops the rest.
+// whose spend reached the cap with action release (releaseAll, reason
+// "budget"); raising or clearing the budget meanwhile stops the rest.
 func (s *Server) releaseOverBudget(ctx context.Context, projectID, userID string) (int, error) {
 	running, err := billing.RunningInScope(ctx, s.pool, projectID, userID)
 	if err != nil {
 		return 0, err
 	}
-	actor := alloc.Actor{UserID: billing.SystemActor, Role: api.RoleOperator}
-	released := 0
-	for _, id := range running {
-		_, err := s.mut.Run(ctx, mutate.Request{Endpoint: api.EndpointAllocRelease, ActorID: billing.SystemActor,
-			Key: "billing.budget:" + id, Fingerprint: []byte(projectID + "\n" + userID + "\n" + id)},
-			func(ctx context.Context, tx pgx.Tx) (any, mutate.Effect, error) {
-				over, err := billing.StillOverBudget(ctx, tx, projectID, userID, s.now())
-				if err != nil {
-					return nil, mutate.Effect{}, err
-				}
-				if !over {
-					return nil, mutate.Effect{}, errNoLongerOverBudget
-				}
-				a, eff, err := alloc.Release(ctx, tx, actor, api.AllocReleaseRequest{ID: id, Reason: "budget"}, s.now())
-				if err != nil {
-					return nil, eff, err
-				}
-				eff.Audit.Action = "billing.budget_release"
-				return a, eff, nil
-			})
-		switch {
-		case errors.Is(err, errNoLongerOverBudget):
-			return released, nil
-		case errors.Is(err, api.ErrConflict), errors.Is(err, api.ErrIdempotencyMismatch):
-			s.cfg.Log.Info("budget release skipped", "allocation", id, "err", err)
-		case err != nil:
-			return released, fmt.Errorf("release %s: %w", id, err)
-		default:
-			released++
-		}
-	}
-	if released > 0 {
-		s.kickQueue()
-	}
-	return released, nil
+	return s.releaseAll(ctx, running, platformRelease{key: "billing.budget:", fingerprint: projectID + "\n" + userID + "\n",
+		reason: "budget", auditAction: "billing.budget_release", what: "budget release",
+		stillDue: func(ctx context.Context, tx pgx.Tx) (bool, error) {
+			return billing.StillOverBudget(ctx, tx, projectID, userID, s.now())
+		}})
 }

@@ -3,6 +3,7 @@ package controld_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/gpuaas/gpuaas/controld/controldtest"
@@ -96,5 +97,67 @@ func TestAllocCreateBadInput(t *testing.T) {
 	}
 	if len(list.Allocations) != 0 {
 		t.Fatalf("bad requests left %d allocations; want none", len(list.Allocations))
+	}
+}
+
+// TestAllocCreateProjectErrorsBeforeSKUErrors: the create reads the
+// project, the caller's role and the SKU in one round trip, and still
+// answers the project's error (unknown, not a member, role too low)
+// before the SKU's, as when they were read one by one; a member's create
+// by project name or id is allowed.
+func TestAllocCreateProjectErrorsBeforeSKUErrors(t *testing.T) {
+	t.Parallel()
+	env := controldtest.Start(t, controldtest.Options{})
+	ctx := t.Context()
+	admin := env.Client(env.AdminToken)
+	projects, err := admin.ProjectList(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(projects.Projects) != 1 {
+		t.Fatalf("admin has %d projects; want 1", len(projects.Projects))
+	}
+	proj := projects.Projects[0]
+	member := func(email, role string) *api.Client {
+		u, tok := env.AddUser(t, email, api.RoleUser)
+		if _, err := admin.ProjectAddMember(ctx, api.AddMemberRequest{Email: u.Email, Role: role}); err != nil {
+			t.Fatal(err)
+		}
+		return env.Client(tok, api.WithProject(proj.Name))
+	}
+	viewer := member("viewer@example.test", api.ProjectViewer)
+	writer := member("writer@example.test", api.ProjectMember)
+	_, outsiderTok := env.AddUser(t, "outsider@example.test", api.RoleUser)
+	outsider := env.Client(outsiderTok, api.WithProject(proj.Name))
+	tests := []struct {
+		name    string
+		c       *api.Client
+		req     api.AllocCreateRequest
+		want    error
+		wantMsg string
+	}{
+		{"unknown project and sku", admin, api.AllocCreateRequest{SKU: "nope", GPUs: 1, Project: "ghost"}, api.ErrNotFound, `project "ghost" not found`},
+		{"outsider, unknown sku", outsider, api.AllocCreateRequest{SKU: "nope", GPUs: 1}, api.ErrNotFound, "project"},
+		{"viewer, unknown sku", viewer, api.AllocCreateRequest{SKU: "nope", GPUs: 1}, api.ErrForbidden, "does not allow"},
+		{"member, unknown sku", writer, api.AllocCreateRequest{SKU: "nope", GPUs: 1}, api.ErrNotFound, `unknown SKU "nope"`},
+		{"member by id", writer, api.AllocCreateRequest{SKU: "h200-slice", GPUs: 1, Project: proj.ID}, nil, ""},
+		{"member by name", writer, api.AllocCreateRequest{SKU: "h200-slice", GPUs: 1, Project: proj.Name}, nil, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a, err := tt.c.AllocCreate(ctx, tt.req)
+			if tt.want == nil {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if a.ProjectID != proj.ID {
+					t.Fatalf("created in %s; want %s", a.ProjectID, proj.ID)
+				}
+				return
+			}
+			if !errors.Is(err, tt.want) || !strings.Contains(err.Error(), tt.wantMsg) {
+				t.Fatalf("got %v; want %v mentioning %q", err, tt.want, tt.wantMsg)
+			}
+		})
 	}
 }

@@ -84,11 +84,22 @@ func checkCreate(ctx context.Context, tx pgx.Tx, actor Actor, req api.AllocCreat
 	if req.SKU == "" {
 		return api.Project{}, api.SKU{}, api.Errorf(api.CodeInvalidArgument, "no SKU given").WithHint("see `gpuaas catalog list`")
 	}
-	p, err := project.Authorize(ctx, tx, req.Project, actor.UserID, actor.Role, project.AccessWrite)
+	// The project, the actor's role in it and the SKU are read in one
+	// round trip; they are then checked in the order they were read one
+	// by one (project errors first, then the SKU's).
+	b := &pgx.Batch{}
+	var auth project.Authorization
+	project.QueueAuthorize(b, &auth, req.Project, actor.UserID)
+	var sl catalog.Lookup
+	catalog.QueueGet(b, &sl, req.SKU)
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return api.Project{}, api.SKU{}, err
+	}
+	p, err := auth.Check(ctx, tx, actor.Role, project.AccessWrite)
 	if err != nil {
 		return api.Project{}, api.SKU{}, err
 	}
-	sku, err := catalog.Get(ctx, tx, req.SKU)
+	sku, err := sl.Result(ctx, tx)
 	if err != nil {
 		return api.Project{}, api.SKU{}, err
 	}

@@ -93,6 +93,43 @@ func Get(ctx context.Context, q store.Querier, id string) (api.SKU, error) {
 	return s, nil
 }
 
+// Lookup is Get's read queued in a caller's batch (QueueGet), so it
+// shares its round trip; Result then answers as Get does.
+type Lookup struct {
+	id    string
+	sku   api.SKU
+	found bool
+}
+
+// QueueGet queues Get(id)'s read in b.
+func QueueGet(b *pgx.Batch, dst *Lookup, id string) {
+	dst.id = id
+	b.Queue(skuColumns+` WHERE id=$1 AND active`, id).Fn = func(br pgx.BatchResults) error {
+		rows, err := br.Query()
+		if err != nil {
+			return fmt.Errorf("get sku: %w", err)
+		}
+		s, err := pgx.CollectExactlyOneRow(rows, scanSKU)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("get sku: %w", err)
+		}
+		dst.sku, dst.found = s, true
+		return nil
+	}
+}
+
+// Result is Get's answer on the read QueueGet queued (once the batch was
+// sent); q serves only the unknown SKU's error (Get reads it again).
+func (l *Lookup) Result(ctx context.Context, q store.Querier) (api.SKU, error) {
+	if l.found {
+		return l.sku, nil
+	}
+	return Get(ctx, q, l.id)
+}
+
 // Price returns a SKU's price per GPU-hour and its currency, active or
 // not: an allocation placed before a SKU was retired still has a price.
 func Price(ctx context.Context, q store.Querier, id string) (perGPUHourMinor int64, currency string, err error) {

@@ -109,6 +109,73 @@ func Authorize(ctx context.Context, q store.Querier, ref, userID, platformRole s
 	if err != nil {
 		return p, err
 	}
+	return decide(ctx, q, p, role, ref, userID, platformRole, want)
+}
+
+// Authorization is Authorize's two reads queued in a caller's batch
+// (QueueAuthorize), so they share its round trip; Check then decides
+// exactly as Authorize does, errors and their order included.
+type Authorization struct {
+	ref, userID string
+	p           api.Project
+	found       bool
+	roles       map[string]string // project id → userID's role, for the projects ref names
+}
+
+// QueueAuthorize queues the reads of Authorize(ref, userID) in b: the
+// project ref names and userID's role in it. The role is read for every
+// project matching ref (by id or by name), and Check keeps the one of
+// the project Resolve's read returned, so the answer is Authorize's.
+func QueueAuthorize(b *pgx.Batch, dst *Authorization, ref, userID string) {
+	dst.ref, dst.userID = ref, userID
+	if ref == "" {
+		return // Resolve's invalid argument, without a read
+	}
+	b.Queue(`SELECT id, name, created_at FROM projects WHERE id=$1 OR name=$1`, ref).Fn = func(br pgx.BatchResults) error {
+		err := br.QueryRow().Scan(&dst.p.ID, &dst.p.Name, &dst.p.CreatedAt)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("resolve project: %w", err)
+		}
+		dst.found = true
+		return nil
+	}
+	b.Queue(`SELECT m.project_id, m.role FROM project_members m JOIN projects p ON p.id = m.project_id
+		WHERE (p.id=$1 OR p.name=$1) AND m.user_id=$2`, ref, userID).Fn = func(br pgx.BatchResults) error {
+		rows, err := br.Query()
+		if err != nil {
+			return fmt.Errorf("project role: %w", err)
+		}
+		dst.roles = map[string]string{}
+		var id, role string
+		_, err = pgx.ForEachRow(rows, []any{&id, &role}, func() error {
+			dst.roles[id] = role
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("project role: %w", err)
+		}
+		return nil
+	}
+}
+
+// Check is Authorize on the reads QueueAuthorize queued (once the batch
+// was sent); q serves only the reads of its error paths.
+func (a *Authorization) Check(ctx context.Context, q store.Querier, platformRole string, want Access) (api.Project, error) {
+	if a.ref == "" || !a.found {
+		_, err := Resolve(ctx, q, a.ref) // its error, as Authorize gives it
+		if err == nil {
+			// Found now, not in the batch's snapshot: decide as Authorize.
+			return Authorize(ctx, q, a.ref, a.userID, platformRole, want)
+		}
+		return api.Project{}, noProjectYet(ctx, q, a.ref, a.userID, platformRole, err)
+	}
+	return decide(ctx, q, a.p, a.roles[a.p.ID], a.ref, a.userID, platformRole, want)
+}
+
+func decide(ctx context.Context, q store.Querier, p api.Project, role, ref, userID, platformRole string, want Access) (api.Project, error) {
 	p.Role = role
 	have := AccessFor(role, platformRole)
 	switch {

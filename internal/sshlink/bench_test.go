@@ -1,0 +1,104 @@
+package sshlink
+
+import (
+	"io"
+	"testing"
+
+	gossh "golang.org/x/crypto/ssh"
+)
+
+const benchSize = 256 << 20
+
+// benchCopy writes benchSize bytes into w in 32 KiB writes (like io.Copy)
+// while the peer drains the channel, b.N times.
+func benchCopy(b *testing.B, open func() (io.WriteCloser, error), drained <-chan int64) {
+	buf := make([]byte, 32<<10)
+	b.SetBytes(benchSize)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		w, err := open()
+		if err != nil {
+			b.Fatal(err)
+		}
+		for n := 0; n < benchSize; n += len(buf) {
+			if _, err := w.Write(buf); err != nil {
+				b.Fatal(err)
+			}
+		}
+		w.Close()
+		if n := <-drained; n != benchSize {
+			b.Fatalf("drained %d", n)
+		}
+	}
+	b.StopTimer()
+}
+
+func drain(chans <-chan gossh.NewChannel, drained chan<- int64) {
+	for nc := range chans {
+		ch, reqs, err := nc.Accept()
+		if err != nil {
+			return
+		}
+		go gossh.DiscardRequests(reqs)
+		go func() {
+			n, _ := io.Copy(io.Discard, ch)
+			ch.Close()
+			drained <- n
+		}()
+	}
+}
+
+type chanCloser struct{ gossh.Channel }
+
+func (c chanCloser) Close() error { return c.CloseWrite() }
+
+func BenchmarkLinkThroughput(b *testing.B) {
+	cl, sv := pair(b)
+	drained := make(chan int64, 1)
+	go drain(sv.chans, drained)
+	benchCopy(b, func() (io.WriteCloser, error) {
+		ch, reqs, err := cl.c.OpenChannel("session", nil)
+		if err != nil {
+			return nil, err
+		}
+		go gossh.DiscardRequests(reqs)
+		return chanCloser{ch}, nil
+	}, drained)
+}
+
+func BenchmarkSSHChannelThroughput(b *testing.B) {
+	k := newKeys(b)
+	cn, sn := tcpPair(b)
+	hs, _ := gossh.NewSignerFromKey(k.host)
+	scfg := &gossh.ServerConfig{NoClientAuth: true}
+	scfg.AddHostKey(hs)
+	srvChans := make(chan (<-chan gossh.NewChannel), 1)
+	go func() {
+		sc, chans, reqs, err := gossh.NewServerConn(sn, scfg)
+		if err != nil {
+			b.Error(err)
+			close(srvChans)
+			return
+		}
+		b.Cleanup(func() { sc.Close() })
+		go gossh.DiscardRequests(reqs)
+		srvChans <- chans
+	}()
+	cc, chans, reqs, err := gossh.NewClientConn(cn, "n", &gossh.ClientConfig{User: "u", HostKeyCallback: gossh.FixedHostKey(k.hostPub)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { cc.Close() })
+	client := gossh.NewClient(cc, chans, reqs)
+	drained := make(chan int64, 1)
+	go drain(<-srvChans, drained)
+	benchCopy(b, func() (io.WriteCloser, error) {
+		ch, reqs, err := client.OpenChannel("session", nil)
+		if err != nil {
+			return nil, err
+		}
+		go gossh.DiscardRequests(reqs)
+		return chanCloser{ch}, nil
+	}, drained)
+}

@@ -8,6 +8,7 @@ import (
 	"net"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"weak"
 
 	gossh "golang.org/x/crypto/ssh"
@@ -424,9 +425,11 @@ func (n *newChannel) Accept() (gossh.Channel, <-chan *gossh.Request, error) {
 	if ch == nil {
 		return nil, nil, ErrClosed
 	}
+	ch.mu.Lock()
 	ch.remoteID = n.remoteID
 	ch.remoteWin = n.remoteWin
 	ch.open = true
+	ch.mu.Unlock()
 	msg := binary.BigEndian.AppendUint32(nil, ch.localID)
 	msg = binary.BigEndian.AppendUint32(msg, initialWindow)
 	if err := n.c.writeFrame(frameOpenConfirm, n.remoteID, msg); err != nil {
@@ -443,22 +446,33 @@ func (n *newChannel) Reject(reason gossh.RejectionReason, message string) error 
 }
 
 // pending maps a link request wanting a reply to the function that sends it.
-// Keys are weak so a request dropped unanswered does not pin the entry.
-var pending sync.Map // weak.Pointer[gossh.Request] -> func(bool, []byte) error
+// Keys are weak so a request dropped unanswered does not pin the entry; the
+// entry goes when the request is collected.
+var pending sync.Map // weak.Pointer[gossh.Request] -> *pendingReply
+
+type pendingReply struct {
+	answered atomic.Bool
+	send     func(bool, []byte) error
+}
 
 func register(req *gossh.Request, fn func(bool, []byte) error) {
 	k := weak.Make(req)
-	pending.Store(k, fn)
+	pending.Store(k, &pendingReply{send: fn})
 	runtime.AddCleanup(req, func(k weak.Pointer[gossh.Request]) { pending.Delete(k) }, k)
 }
 
 // Reply answers a request that came from a link (or, for any other
 // *gossh.Request, calls req.Reply). x/crypto's req.Reply panics on a link
 // request that wants a reply: every place that answers requests which may
-// come from a link must use this.
+// come from a link must use this. A link request is answered once; a
+// second Reply returns ErrAlreadyReplied.
 func Reply(req *gossh.Request, ok bool, payload []byte) error {
-	if v, found := pending.LoadAndDelete(weak.Make(req)); found {
-		return v.(func(bool, []byte) error)(ok, payload)
+	if v, found := pending.Load(weak.Make(req)); found {
+		p := v.(*pendingReply)
+		if !p.answered.CompareAndSwap(false, true) {
+			return ErrAlreadyReplied
+		}
+		return p.send(ok, payload)
 	}
 	return req.Reply(ok, payload)
 }

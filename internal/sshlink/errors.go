@@ -11,6 +11,8 @@ var (
 	ErrFrameTooLarge = errors.New("sshlink: frame too large")
 	// ErrAuth is wrapped by authentication failures on either side.
 	ErrAuth = errors.New("sshlink: authentication failed")
+	// ErrAlreadyReplied is returned by Reply on a link request answered before.
+	ErrAlreadyReplied = errors.New("sshlink: request already answered")
 	// ErrHostKey is wrapped when the server's key is refused by the pin.
 	ErrHostKey = errors.New("sshlink: host key refused")
 )

@@ -410,12 +410,15 @@ func TestLinkChannelRequestsBothWays(t *testing.T) {
 	if err := within(t, answered, "server request answered"); err != nil {
 		t.Fatal(err)
 	}
-	// Answering twice is not possible: the registry entry is gone; the
-	// request then falls back to req.Reply, which with WantReply panics in
-	// x/crypto — so only check a WantReply=false link request is harmless.
+	// A second answer is refused, not sent (x/crypto's Reply would panic).
+	if err := Reply(r, true, nil); !errors.Is(err, ErrAlreadyReplied) {
+		t.Fatalf("second Reply: %v", err)
+	}
+	// A request that wants no reply: Reply is a no-op, as in x/crypto.
 	if err := Reply(&gossh.Request{Type: "env"}, true, nil); err != nil {
 		t.Fatal(err)
 	}
+	runtime.KeepAlive(r)
 }
 
 func TestLinkGlobalRequests(t *testing.T) {
@@ -727,5 +730,64 @@ func TestSniff(t *testing.T) {
 	sshc.Close()
 	if err := within(t, res, "ssh client"); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestReplyOnNonLinkRequest answers requests of a real x/crypto SSH
+// connection through Reply: it must reach the SSH peer.
+func TestReplyOnNonLinkRequest(t *testing.T) {
+	k := newKeys(t)
+	cn, sn := tcpPair(t)
+	hs, _ := gossh.NewSignerFromKey(k.host)
+	scfg := &gossh.ServerConfig{NoClientAuth: true}
+	scfg.AddHostKey(hs)
+	go func() {
+		sc, chans, reqs, err := gossh.NewServerConn(sn, scfg)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer sc.Close()
+		go gossh.DiscardRequests(reqs)
+		for nc := range chans {
+			ch, creqs, _ := nc.Accept()
+			for r := range creqs {
+				Reply(r, r.Type == "yes", nil)
+			}
+			ch.Close()
+		}
+	}()
+	cc, chans, reqs, err := gossh.NewClientConn(cn, "n", &gossh.ClientConfig{User: "u", HostKeyCallback: gossh.FixedHostKey(k.hostPub)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := gossh.NewClient(cc, chans, reqs)
+	defer client.Close()
+	ch, _, err := client.OpenChannel("session", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := ch.SendRequest("yes", true, nil); !ok || err != nil {
+		t.Fatalf("yes: %v %v", ok, err)
+	}
+	if ok, err := ch.SendRequest("no", true, nil); ok || err != nil {
+		t.Fatalf("no: %v %v", ok, err)
+	}
+}
+
+// TestLinkHandshakeTimeout: a peer that never speaks is dropped by the
+// handshake deadline instead of holding the server forever.
+func TestLinkHandshakeTimeout(t *testing.T) {
+	_, sc := defaultConfigs(newKeys(t))
+	sc.Timeout = 200 * time.Millisecond
+	_, sn := tcpPair(t)
+	res := make(chan error, 1)
+	go func() {
+		_, _, _, err := Server(sn, sc)
+		res <- err
+	}()
+	var ne net.Error
+	if err := within(t, res, "server"); !errors.As(err, &ne) || !ne.Timeout() {
+		t.Fatalf("server: %v, want a timeout", err)
 	}
 }

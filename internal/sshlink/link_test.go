@@ -791,3 +791,59 @@ func TestLinkHandshakeTimeout(t *testing.T) {
 		t.Fatalf("server: %v, want a timeout", err)
 	}
 }
+
+// TestLinkCarriesCertificates: the gateway and ticket signers are SSH
+// certificate signers (as sshgate's are); the server's callbacks receive
+// the *gossh.Certificate with its principals and serial.
+func TestLinkCarriesCertificates(t *testing.T) {
+	k := newKeys(t)
+	_, caKey, _ := ed25519.GenerateKey(rand.Reader)
+	ca, _ := gossh.NewSignerFromKey(caKey)
+	certify := func(s gossh.Signer, serial uint64, principal string, typ uint32) gossh.Signer {
+		c := &gossh.Certificate{Key: s.PublicKey(), Serial: serial, CertType: typ, ValidPrincipals: []string{principal}, ValidBefore: gossh.CertTimeInfinity}
+		if err := c.SignCert(rand.Reader, ca); err != nil {
+			t.Fatal(err)
+		}
+		cs, err := gossh.NewCertSigner(c, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cs
+	}
+	cc, sc := defaultConfigs(k)
+	cc.Gateway = certify(k.gw, 1, "sshgate", gossh.UserCert)
+	cc.Ticket = certify(k.ticket, 42, "alice", gossh.UserCert)
+	checker := &gossh.CertChecker{IsUserAuthority: func(a gossh.PublicKey) bool {
+		return bytes.Equal(a.Marshal(), ca.PublicKey().Marshal())
+	}}
+	var serials []uint64
+	sc.VerifyGateway = func(key gossh.PublicKey) error {
+		c, ok := key.(*gossh.Certificate)
+		if !ok {
+			return errors.New("gateway key is not a certificate")
+		}
+		serials = append(serials, c.Serial)
+		return checker.CheckCert("sshgate", c)
+	}
+	sc.VerifyTicket = func(user string, key gossh.PublicKey) error {
+		c, ok := key.(*gossh.Certificate)
+		if !ok {
+			return errors.New("ticket key is not a certificate")
+		}
+		serials = append(serials, c.Serial)
+		return checker.CheckCert(user, c)
+	}
+	cl, sv := handshake(t, cc, sc)
+	if cl.err != nil || sv.err != nil {
+		t.Fatalf("client %v, server %v", cl.err, sv.err)
+	}
+	if fmt.Sprint(serials) != "[1 42]" {
+		t.Fatalf("callbacks saw serials %v, want gateway then ticket", serials)
+	}
+	// A ticket for another principal is refused by the same checker.
+	cc.User = "bob"
+	cl, sv = handshake(t, cc, sc)
+	if !errors.Is(cl.err, ErrAuth) || !strings.Contains(cl.err.Error(), "bob") || sv.err == nil {
+		t.Fatalf("wrong principal: client %v, server %v", cl.err, sv.err)
+	}
+}

@@ -847,3 +847,69 @@ func TestLinkCarriesCertificates(t *testing.T) {
 		t.Fatalf("wrong principal: client %v, server %v", cl.err, sv.err)
 	}
 }
+
+// TestLinkPeerExceedingWindowDropped: a peer that sends more than the
+// window it was granted is a protocol error, not unbounded buffering.
+func TestLinkPeerExceedingWindowDropped(t *testing.T) {
+	for _, over := range []int{0, 1} {
+		t.Run(fmt.Sprint("over=", over), func(t *testing.T) {
+			k := newKeys(t)
+			c, ekm, srv := rawClient(t, k)
+			frame, _ := authFrame("alice", k.gw, k.ticket, ekm)
+			c.Write(frame)
+			s := within(t, srv, "server")
+			if s.err != nil {
+				t.Fatal(s.err)
+			}
+			go func() {
+				for nc := range s.chans {
+					nc.Accept() // and never read
+				}
+			}()
+			open := appendString([]byte{0, 0, 0xff, 0xff}, []byte("session"))
+			b := make([]byte, headerLen)
+			putHeader(b, frameOpen, 7, len(open))
+			c.Write(append(b, open...))
+			var authOK [headerLen]byte
+			if _, err := io.ReadFull(c, authOK[:]); err != nil || authOK[0] != frameAuthOK {
+				t.Fatalf("auth ok: %x %v", authOK, err)
+			}
+			var confirm [headerLen + 8]byte
+			if _, err := io.ReadFull(c, confirm[:]); err != nil || confirm[0] != frameOpenConfirm {
+				t.Fatalf("confirm: %x %v", confirm, err)
+			}
+			id := uint32(confirm[9])<<24 | uint32(confirm[10])<<16 | uint32(confirm[11])<<8 | uint32(confirm[12])
+			data := make([]byte, headerLen+maxData)
+			putHeader(data, frameData, id, maxData)
+			for range initialWindow / maxData {
+				c.Write(data)
+			}
+			if over == 1 {
+				putHeader(data, frameData, id, 1)
+				c.Write(data[:headerLen+1])
+			} else {
+				// Within the window: the link stays up and answers a close.
+				putHeader(data, frameClose, id, 0)
+				c.Write(data[:headerLen])
+				got := make(chan error, 1)
+				go func() {
+					var h [headerLen]byte
+					_, err := io.ReadFull(c, h[:])
+					if err == nil && h[0] != frameClose {
+						err = fmt.Errorf("got frame %d, want close", h[0])
+					}
+					got <- err
+				}()
+				if err := within(t, got, "close answer"); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			waited := make(chan error, 1)
+			go func() { waited <- s.c.Wait() }()
+			if err := within(t, waited, "link dropped"); !errors.Is(err, ErrProtocol) {
+				t.Fatalf("Wait: %v", err)
+			}
+		})
+	}
+}

@@ -77,25 +77,34 @@ func Client(nc net.Conn, addr string, cfg *ClientConfig) (*Conn, <-chan gossh.Ne
 			return nil
 		},
 	})
-	nc.SetDeadline(time.Now().Add(timeout(cfg.Timeout)))
-	c, err := clientAuth(tc, cfg)
+	return establish(nc, tc, cfg.Timeout, func(ekm []byte) (*Conn, error) { return clientAuth(tc, ekm, cfg) })
+}
+
+// establish runs the TLS handshake on tc (over nc) and then auth, with
+// the exporter value auth binds to, all within timeout; on failure the
+// connection is closed.
+func establish(nc net.Conn, tc *tls.Conn, d time.Duration, auth func(ekm []byte) (*Conn, error)) (*Conn, <-chan gossh.NewChannel, <-chan *gossh.Request, error) {
+	_ = nc.SetDeadline(time.Now().Add(timeout(d)))
+	c, err := func() (*Conn, error) {
+		if err := tc.Handshake(); err != nil {
+			return nil, fmt.Errorf("sshlink: tls handshake: %w", err)
+		}
+		cs := tc.ConnectionState()
+		ekm, err := cs.ExportKeyingMaterial(exporterLabel, nil, 32)
+		if err != nil {
+			return nil, err
+		}
+		return auth(ekm)
+	}()
 	if err != nil {
 		tc.Close()
 		return nil, nil, nil, err
 	}
-	nc.SetDeadline(time.Time{})
+	_ = nc.SetDeadline(time.Time{})
 	return c, c.incomingChans, c.incomingReqs, nil
 }
 
-func clientAuth(tc *tls.Conn, cfg *ClientConfig) (*Conn, error) {
-	if err := tc.Handshake(); err != nil {
-		return nil, fmt.Errorf("sshlink: tls handshake: %w", err)
-	}
-	cs := tc.ConnectionState()
-	ekm, err := cs.ExportKeyingMaterial(exporterLabel, nil, 32)
-	if err != nil {
-		return nil, err
-	}
+func clientAuth(tc *tls.Conn, ekm []byte, cfg *ClientConfig) (*Conn, error) {
 	msg, err := authFrame(cfg.User, cfg.Gateway, cfg.Ticket, ekm)
 	if err != nil {
 		return nil, err
@@ -189,25 +198,10 @@ func Server(nc net.Conn, cfg *ServerConfig) (*Conn, <-chan gossh.NewChannel, <-c
 		return nil, nil, nil, err
 	}
 	tc := tls.Server(nc, &tls.Config{MinVersion: tls.VersionTLS13, Certificates: []tls.Certificate{cert}})
-	nc.SetDeadline(time.Now().Add(timeout(cfg.Timeout)))
-	c, err := serverAuth(tc, cfg)
-	if err != nil {
-		tc.Close()
-		return nil, nil, nil, err
-	}
-	nc.SetDeadline(time.Time{})
-	return c, c.incomingChans, c.incomingReqs, nil
+	return establish(nc, tc, cfg.Timeout, func(ekm []byte) (*Conn, error) { return serverAuth(tc, ekm, cfg) })
 }
 
-func serverAuth(tc *tls.Conn, cfg *ServerConfig) (*Conn, error) {
-	if err := tc.Handshake(); err != nil {
-		return nil, fmt.Errorf("sshlink: tls handshake: %w", err)
-	}
-	cs := tc.ConnectionState()
-	ekm, err := cs.ExportKeyingMaterial(exporterLabel, nil, 32)
-	if err != nil {
-		return nil, err
-	}
+func serverAuth(tc *tls.Conn, ekm []byte, cfg *ServerConfig) (*Conn, error) {
 	br := bufio.NewReaderSize(tc, readBufSize)
 	var hdr [headerLen]byte
 	typ, _, n, err := readHeader(br, &hdr)

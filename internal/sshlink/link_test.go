@@ -604,6 +604,25 @@ func rawClient(t *testing.T, k keys) (tc interface {
 	return c, ekm, res
 }
 
+// rawAuthed is rawClient after a valid AUTH frame the server accepted:
+// the raw client side, to write frames of its own, and the server's link.
+func rawAuthed(t *testing.T, k keys) (io.ReadWriteCloser, side) {
+	t.Helper()
+	c, ekm, srv := rawClient(t, k)
+	frame, err := authFrame("alice", k.gw, k.ticket, ekm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Write(frame); err != nil {
+		t.Fatal(err)
+	}
+	s := within(t, srv, "server")
+	if s.err != nil {
+		t.Fatal(s.err)
+	}
+	return c, s
+}
+
 func TestLinkReplayedAuthRefused(t *testing.T) {
 	k := newKeys(t)
 	// A genuine AUTH frame, signed over connection A's exporter…
@@ -663,14 +682,7 @@ func TestLinkGarbageFromPeerDropsLink(t *testing.T) {
 		{"truncated", hdr(frameChanRequest, 1, 100, 1, 2, 3), nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			k := newKeys(t)
-			c, ekm, srv := rawClient(t, k)
-			frame, _ := authFrame("alice", k.gw, k.ticket, ekm)
-			c.Write(frame)
-			s := within(t, srv, "server")
-			if s.err != nil {
-				t.Fatal(s.err)
-			}
+			c, s := rawAuthed(t, newKeys(t))
 			c.Write(tc.raw)
 			if tc.want == nil {
 				c.Close()
@@ -853,14 +865,7 @@ func TestLinkCarriesCertificates(t *testing.T) {
 func TestLinkPeerExceedingWindowDropped(t *testing.T) {
 	for _, over := range []int{0, 1} {
 		t.Run(fmt.Sprint("over=", over), func(t *testing.T) {
-			k := newKeys(t)
-			c, ekm, srv := rawClient(t, k)
-			frame, _ := authFrame("alice", k.gw, k.ticket, ekm)
-			c.Write(frame)
-			s := within(t, srv, "server")
-			if s.err != nil {
-				t.Fatal(s.err)
-			}
+			c, s := rawAuthed(t, newKeys(t))
 			go func() {
 				for nc := range s.chans {
 					nc.Accept() // and never read

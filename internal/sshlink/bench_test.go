@@ -68,31 +68,9 @@ func BenchmarkLinkThroughput(b *testing.B) {
 }
 
 func BenchmarkSSHChannelThroughput(b *testing.B) {
-	k := newKeys(b)
-	cn, sn := tcpPair(b)
-	hs, _ := gossh.NewSignerFromKey(k.host)
-	scfg := &gossh.ServerConfig{NoClientAuth: true}
-	scfg.AddHostKey(hs)
-	srvChans := make(chan (<-chan gossh.NewChannel), 1)
-	go func() {
-		sc, chans, reqs, err := gossh.NewServerConn(sn, scfg)
-		if err != nil {
-			b.Error(err)
-			close(srvChans)
-			return
-		}
-		b.Cleanup(func() { sc.Close() })
-		go gossh.DiscardRequests(reqs)
-		srvChans <- chans
-	}()
-	cc, chans, reqs, err := gossh.NewClientConn(cn, "n", &gossh.ClientConfig{User: "u", HostKeyCallback: gossh.FixedHostKey(k.hostPub)})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { cc.Close() })
-	client := gossh.NewClient(cc, chans, reqs)
+	client, srvChans := gosshPair(b, newKeys(b))
 	drained := make(chan int64, 1)
-	go drain(<-srvChans, drained)
+	go drain(srvChans, drained)
 	benchCopy(b, func() (io.WriteCloser, error) {
 		ch, reqs, err := client.OpenChannel("session", nil)
 		if err != nil {
@@ -101,4 +79,41 @@ func BenchmarkSSHChannelThroughput(b *testing.B) {
 		go gossh.DiscardRequests(reqs)
 		return chanCloser{ch}, nil
 	}, drained)
+}
+
+// gosshPair is an x/crypto SSH client connected over loopback TCP to an
+// x/crypto SSH server without client auth (host key k.host): the client,
+// and the channels opened on the server. Both close at cleanup.
+func gosshPair(tb testing.TB, k keys) (*gossh.Client, <-chan gossh.NewChannel) {
+	tb.Helper()
+	cn, sn := tcpPair(tb)
+	hs, err := gossh.NewSignerFromKey(k.host)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	scfg := &gossh.ServerConfig{NoClientAuth: true}
+	scfg.AddHostKey(hs)
+	srvChans := make(chan (<-chan gossh.NewChannel), 1)
+	go func() {
+		sc, chans, reqs, err := gossh.NewServerConn(sn, scfg)
+		if err != nil {
+			tb.Error(err)
+			close(srvChans)
+			return
+		}
+		tb.Cleanup(func() { sc.Close() })
+		go gossh.DiscardRequests(reqs)
+		srvChans <- chans
+	}()
+	cc, chans, reqs, err := gossh.NewClientConn(cn, "n", &gossh.ClientConfig{User: "u", HostKeyCallback: gossh.FixedHostKey(k.hostPub)})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	client := gossh.NewClient(cc, chans, reqs)
+	tb.Cleanup(func() { client.Close() })
+	sch, ok := <-srvChans
+	if !ok {
+		tb.FailNow()
+	}
+	return client, sch
 }

@@ -748,19 +748,8 @@ func TestSniff(t *testing.T) {
 // TestReplyOnNonLinkRequest answers requests of a real x/crypto SSH
 // connection through Reply: it must reach the SSH peer.
 func TestReplyOnNonLinkRequest(t *testing.T) {
-	k := newKeys(t)
-	cn, sn := tcpPair(t)
-	hs, _ := gossh.NewSignerFromKey(k.host)
-	scfg := &gossh.ServerConfig{NoClientAuth: true}
-	scfg.AddHostKey(hs)
+	client, chans := gosshPair(t, newKeys(t))
 	go func() {
-		sc, chans, reqs, err := gossh.NewServerConn(sn, scfg)
-		if err != nil {
-			t.Error(err)
-			return
-		}
-		defer sc.Close()
-		go gossh.DiscardRequests(reqs)
 		for nc := range chans {
 			ch, creqs, _ := nc.Accept()
 			for r := range creqs {
@@ -769,12 +758,6 @@ func TestReplyOnNonLinkRequest(t *testing.T) {
 			ch.Close()
 		}
 	}()
-	cc, chans, reqs, err := gossh.NewClientConn(cn, "n", &gossh.ClientConfig{User: "u", HostKeyCallback: gossh.FixedHostKey(k.hostPub)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	client := gossh.NewClient(cc, chans, reqs)
-	defer client.Close()
 	ch, _, err := client.OpenChannel("session", nil)
 	if err != nil {
 		t.Fatal(err)

@@ -171,16 +171,11 @@ func (ch *channel) handleControl(typ byte, p []byte) error {
 		ch.cond.Broadcast()
 		ch.mu.Unlock()
 	case frameChanRequest:
-		if len(p) < 1 {
-			return protoErr("bad channel request")
-		}
-		want := p[0] != 0
-		name, payload, ok := parseString(p[1:])
+		req, ok := parseRequest(p)
 		if !ok {
 			return protoErr("bad channel request")
 		}
-		req := &gossh.Request{Type: string(name), WantReply: want, Payload: append([]byte(nil), payload...)}
-		if want {
+		if req.WantReply {
 			register(req, func(ok bool, _ []byte) error {
 				if ok {
 					return ch.c.writeFrame(frameChanSuccess, ch.remoteID)
@@ -322,9 +317,7 @@ func (ch *channel) Close() error {
 
 // SendRequest sends a channel request; with wantReply it waits for the answer.
 func (ch *channel) SendRequest(name string, wantReply bool, payload []byte) (bool, error) {
-	want := []byte{0}
 	if wantReply {
-		want[0] = 1
 		ch.reqMu.Lock()
 		defer ch.reqMu.Unlock()
 	}
@@ -334,8 +327,7 @@ func (ch *channel) SendRequest(name string, wantReply bool, payload []byte) (boo
 	if closed {
 		return false, io.EOF
 	}
-	hdr := appendString(want, []byte(name))
-	if err := ch.c.writeFrame(frameChanRequest, ch.remoteID, hdr, payload); err != nil {
+	if err := ch.c.writeFrame(frameChanRequest, ch.remoteID, requestHeader(name, wantReply), payload); err != nil {
 		return false, err
 	}
 	if !wantReply {

@@ -278,16 +278,11 @@ func (c *Conn) handleControl(typ byte, id uint32, p []byte) error {
 		}
 		return ch.handleControl(typ, p)
 	case frameGlobalRequest:
-		if len(p) < 1 {
-			return protoErr("bad global request")
-		}
-		want := p[0] != 0
-		name, payload, ok := parseString(p[1:])
+		req, ok := parseRequest(p)
 		if !ok {
 			return protoErr("bad global request")
 		}
-		req := &gossh.Request{Type: string(name), WantReply: want, Payload: append([]byte(nil), payload...)}
-		if want {
+		if req.WantReply {
 			if c.isClient {
 				// The gateway answers the node's global requests itself.
 				if err := c.writeFrame(frameGlobalFailure, 0); err != nil {
@@ -329,14 +324,11 @@ func (c *Conn) removeChannel(id uint32) {
 
 // SendRequest sends a global request; with wantReply it waits for the answer.
 func (c *Conn) SendRequest(name string, wantReply bool, payload []byte) (bool, []byte, error) {
-	want := []byte{0}
 	if wantReply {
-		want[0] = 1
 		c.globalMu.Lock()
 		defer c.globalMu.Unlock()
 	}
-	hdr := appendString(want, []byte(name))
-	if err := c.writeFrame(frameGlobalRequest, 0, hdr, payload); err != nil {
+	if err := c.writeFrame(frameGlobalRequest, 0, requestHeader(name, wantReply), payload); err != nil {
 		return false, nil, err
 	}
 	if !wantReply {

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"sync"
+
+	gossh "golang.org/x/crypto/ssh"
 )
 
 const (
@@ -58,6 +60,29 @@ func putHeader(b []byte, typ byte, id uint32, n int) {
 func appendString(b []byte, s []byte) []byte {
 	b = binary.BigEndian.AppendUint32(b, uint32(len(s)))
 	return append(b, s...)
+}
+
+// requestHeader is what a request frame (channel or global) carries
+// before its payload: the want-reply byte and the request's name.
+func requestHeader(name string, wantReply bool) []byte {
+	want := []byte{0}
+	if wantReply {
+		want[0] = 1
+	}
+	return appendString(want, []byte(name))
+}
+
+// parseRequest reads a request frame's payload (requestHeader, then the
+// request's own payload, copied out of the read buffer).
+func parseRequest(p []byte) (*gossh.Request, bool) {
+	if len(p) < 1 {
+		return nil, false
+	}
+	name, payload, ok := parseString(p[1:])
+	if !ok {
+		return nil, false
+	}
+	return &gossh.Request{Type: string(name), WantReply: p[0] != 0, Payload: append([]byte(nil), payload...)}, true
 }
 
 // parseString reads a uint32-length-prefixed byte string.

@@ -73,7 +73,7 @@ func List(ctx context.Context, q store.Querier) ([]api.SKU, error) {
 // Get returns one active SKU; an unknown id is not_found with the list of
 // ids that do exist in the hint.
 func Get(ctx context.Context, q store.Querier, id string) (api.SKU, error) {
-	rows, err := q.Query(ctx, skuColumns+` WHERE id=$1 AND active`, id)
+	rows, err := q.Query(ctx, getSQL, id)
 	if err != nil {
 		return api.SKU{}, fmt.Errorf("get sku: %w", err)
 	}
@@ -93,6 +93,9 @@ func Get(ctx context.Context, q store.Querier, id string) (api.SKU, error) {
 	return s, nil
 }
 
+// getSQL reads an active SKU by id (Get, and QueueGet in a caller's batch).
+const getSQL = skuColumns + ` WHERE id=$1 AND active`
+
 // Lookup is Get's read queued in a caller's batch (QueueGet), so it
 // shares its round trip; Result then answers as Get does.
 type Lookup struct {
@@ -104,7 +107,7 @@ type Lookup struct {
 // QueueGet queues Get(id)'s read in b.
 func QueueGet(b *pgx.Batch, dst *Lookup, id string) {
 	dst.id = id
-	b.Queue(skuColumns+` WHERE id=$1 AND active`, id).Fn = func(br pgx.BatchResults) error {
+	b.Queue(getSQL, id).Fn = func(br pgx.BatchResults) error {
 		rows, err := br.Query()
 		if err != nil {
 			return fmt.Errorf("get sku: %w", err)

@@ -63,7 +63,7 @@ func Resolve(ctx context.Context, q store.Querier, ref string) (api.Project, err
 			WithHint("pass -p/--project NAME, or set your default with `gpuaas project use NAME` (see `gpuaas project list`)")
 	}
 	var p api.Project
-	err := q.QueryRow(ctx, `SELECT id, name, created_at FROM projects WHERE id=$1 OR name=$1`, ref).
+	err := q.QueryRow(ctx, resolveSQL, ref).
 		Scan(&p.ID, &p.Name, &p.CreatedAt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return p, api.Errorf(api.CodeNotFound, "project %q not found", ref).WithHint("see `gpuaas project list`")
@@ -112,6 +112,10 @@ func Authorize(ctx context.Context, q store.Querier, ref, userID, platformRole s
 	return decide(ctx, q, p, role, ref, userID, platformRole, want)
 }
 
+// resolveSQL reads the project a reference names, by id or by name
+// (Resolve, and QueueAuthorize in a caller's batch).
+const resolveSQL = `SELECT id, name, created_at FROM projects WHERE id=$1 OR name=$1`
+
 // Authorization is Authorize's two reads queued in a caller's batch
 // (QueueAuthorize), so they share its round trip; Check then decides
 // exactly as Authorize does, errors and their order included.
@@ -131,7 +135,7 @@ func QueueAuthorize(b *pgx.Batch, dst *Authorization, ref, userID string) {
 	if ref == "" {
 		return // Resolve's invalid argument, without a read
 	}
-	b.Queue(`SELECT id, name, created_at FROM projects WHERE id=$1 OR name=$1`, ref).Fn = func(br pgx.BatchResults) error {
+	b.Queue(resolveSQL, ref).Fn = func(br pgx.BatchResults) error {
 		err := br.QueryRow().Scan(&dst.p.ID, &dst.p.Name, &dst.p.CreatedAt)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil

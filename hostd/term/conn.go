@@ -24,9 +24,8 @@ type connKey struct{}
 // conn is one client connection: the ticket it authenticated with and,
 // once the first channel opens, the target it is served by.
 type conn struct {
-	s   *Server
-	ctx ssh.Context
-	nc  net.Conn
+	s  *Server
+	nc net.Conn
 
 	// mu protects the following.
 	mu      sync.Mutex
@@ -85,8 +84,8 @@ func (c *conn) permits(ext string) bool {
 
 // connOf returns the connection's state after checking, once more, that
 // a gateway authenticated it and its identity is a ticket confirmed for
-// the key that authenticated, and
-// resolves its target on first use. A connection without one is closed.
+// the key that authenticated, and resolves its target on first use. A
+// connection without one is closed.
 func (s *Server) connOf(ctx ssh.Context, sc *gossh.ServerConn) (*conn, error) {
 	c, _ := ctx.Value(connKey{}).(*conn)
 	v, err := sshcert.VerifiedFrom(sc.Permissions)
@@ -97,27 +96,43 @@ func (s *Server) connOf(ctx ssh.Context, sc *gossh.ServerConn) (*conn, error) {
 		_ = sc.Close()
 		return nil, err
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.gateway == nil || c.ticket == nil || c.ticket.Serial != v.Ticket.Serial {
+	if !c.holds(v.Ticket.Serial) {
 		_ = sc.Close()
 		return nil, fmt.Errorf("%w: connection state does not match its identity", sshcert.ErrUnverifiedKey)
 	}
+	return c, c.resolveTarget(ctx, sc)
+}
+
+// holds reports whether a gateway and then the ticket with serial
+// authenticated the connection.
+func (c *conn) holds(serial uint64) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.gateway != nil && c.ticket != nil && c.ticket.Serial == serial
+}
+
+// resolveTarget resolves the connection's target on first use; ctx ends
+// with the connection, and sc is the connection on which the server opens
+// channels towards the client (forwarded-tcpip, the agent's). The first
+// outcome is kept.
+func (c *conn) resolveTarget(ctx context.Context, sc gossh.Conn) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	if c.target == nil && c.err == nil {
-		c.target, c.err = s.resolve(ctx, *c.ticket, c)
+		c.target, c.err = c.s.resolve(ctx, *c.ticket, c, sc)
 		if c.target != nil {
 			// No goroutine waits for the end (BenchmarkIdleSessions).
 			context.AfterFunc(ctx, c.target.close)
 		}
 	}
-	return c, c.err
+	return c.err
 }
 
 // resolve decides how the allocation is served. The node's shape decides:
 // a gpu_slice node hops into the allocation's VM, a baremetal node serves
 // the POSIX user. A node whose shape is not known yet treats an
 // allocation with a VM key on it as a slice.
-func (s *Server) resolve(ctx context.Context, t sshcert.Ticket, c *conn) (target, error) {
+func (s *Server) resolve(ctx context.Context, t sshcert.Ticket, c *conn, sc gossh.Conn) (target, error) {
 	_, shape, _ := s.state()
 	vmKey := tasks.PathsFor(s.cfg.StateDir, t.Allocation).VMKey
 	slice := shape == api.ShapeGPUSlice
@@ -129,44 +144,48 @@ func (s *Server) resolve(ctx context.Context, t sshcert.Ticket, c *conn) (target
 		if _, err := os.Stat(vmKey); err != nil {
 			return nil, fmt.Errorf("%w: %s: %w", ErrNotProvisioned, t.Allocation, err)
 		}
-		return &vmTarget{s: s, c: c, ticket: t, ctx: ctx, sc: clientConn(ctx)}, nil
+		return &vmTarget{s: s, c: c, ticket: t, ctx: ctx, sc: sc}, nil
 	}
 	acct, err := s.cfg.Accounts.Lookup(ctx, t.PosixUser)
 	if err != nil {
 		return nil, err
 	}
-	return &localTarget{s: s, c: c, acct: acct, ctx: ctx, sc: clientConn(ctx)}, nil
-}
-
-// clientConn is the connection's SSH connection, on which the server
-// opens channels towards the client (forwarded-tcpip, the agent's).
-func clientConn(ctx context.Context) gossh.Conn {
-	sc, _ := ctx.Value(ssh.ContextKeyConn).(gossh.Conn)
-	return sc
+	return &localTarget{s: s, c: c, acct: acct, ctx: ctx, sc: sc}, nil
 }
 
 func (s *Server) handleSession(_ *ssh.Server, sc *gossh.ServerConn, nc gossh.NewChannel, ctx ssh.Context) {
 	c, err := s.connOf(ctx, sc)
-	if err != nil {
-		s.refuseChannel(nc, gossh.Prohibited, "session", err)
-		return
-	}
-	c.target.session(nc)
+	s.serveChannel(c, err, nc)
 }
 
 func (s *Server) handleDirectTCPIP(_ *ssh.Server, sc *gossh.ServerConn, nc gossh.NewChannel, ctx ssh.Context) {
 	c, err := s.connOf(ctx, sc)
-	if err != nil {
-		s.refuseChannel(nc, gossh.Prohibited, "direct-tcpip", err)
+	s.serveChannel(c, err, nc)
+}
+
+// serveChannel serves a session or direct-tcpip channel of c, an SSH
+// connection or a link; err is why c has no target. Other channel types
+// are rejected as unknown.
+func (s *Server) serveChannel(c *conn, err error, nc gossh.NewChannel) {
+	kind := nc.ChannelType()
+	switch {
+	case kind != "session" && kind != "direct-tcpip":
+		_ = nc.Reject(gossh.UnknownChannelType, "unknown channel type "+kind)
+		return
+	case err != nil:
+		s.refuseChannel(nc, gossh.Prohibited, kind, err)
+		return
+	case kind == "session":
+		c.target.session(nc)
 		return
 	}
 	var d sshwire.DirectTCPIPMsg
 	if err := gossh.Unmarshal(nc.ExtraData(), &d); err != nil {
-		s.refuseChannel(nc, gossh.ConnectionFailed, "direct-tcpip", err)
+		s.refuseChannel(nc, gossh.ConnectionFailed, kind, err)
 		return
 	}
 	if !c.permits(sshcert.ExtensionPermitPortForwarding) {
-		s.refuseChannel(nc, gossh.Prohibited, "direct-tcpip", fmt.Errorf("%w: ticket lacks %s", ErrForwardDenied, sshcert.ExtensionPermitPortForwarding))
+		s.refuseChannel(nc, gossh.Prohibited, kind, fmt.Errorf("%w: ticket lacks %s", ErrForwardDenied, sshcert.ExtensionPermitPortForwarding))
 		return
 	}
 	c.target.directTCPIP(nc, d)

@@ -18,6 +18,7 @@ import (
 	"github.com/gpuaas/gpuaas/hostd/term"
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/sshcert"
+	"github.com/gpuaas/gpuaas/internal/sshlink"
 	"github.com/gpuaas/gpuaas/internal/sshtest"
 )
 
@@ -43,6 +44,20 @@ type harness struct {
 	hv       *sim.Hypervisor
 	hostKey  gossh.PublicKey
 	log      *sshtest.Buffer
+	// link: the harness's clients come over a link (sshlink), as sshgate's
+	// do by default, instead of SSH.
+	link bool
+}
+
+// transports are the two ways sshgate reaches the terminal.
+var transports = []string{"ssh", "link"}
+
+// newHarnessOver is newHarness reached over transport.
+func newHarnessOver(t testing.TB, shape, transport string) *harness {
+	t.Helper()
+	h := newHarness(t, shape)
+	h.link = transport == "link"
+	return h
 }
 
 func newHarness(t testing.TB, shape string) *harness {
@@ -172,8 +187,33 @@ func (h *harness) gatewayFrom(ca *sshcert.Authority, at time.Time) gossh.Signer 
 	return sshtest.CertSigner(h.t, cert, key)
 }
 
-// dial connects as user as sshgate does: the gateway certificate first,
-// then the auth methods given (a fresh ticket when none), one per step.
+// connect connects as user with ticket over the harness's transport, as
+// sshgate does: the gateway certificate first, then the ticket.
+func (h *harness) connect(user string, ticket gossh.Signer) (*gossh.Client, error) {
+	if h.link {
+		return h.dialLink(user, h.gateway, ticket, gossh.FixedHostKey(h.hostKey))
+	}
+	return h.dial(user, gossh.PublicKeys(ticket))
+}
+
+// dialLink connects as user over a link, proving gateway and ticket, with
+// the host key checked by hostKey.
+func (h *harness) dialLink(user string, gateway, ticket gossh.Signer, hostKey gossh.HostKeyCallback) (*gossh.Client, error) {
+	nc, err := net.DialTimeout("tcp", h.addr, 10*time.Second)
+	if err != nil {
+		return nil, err
+	}
+	lc, chans, reqs, err := sshlink.Client(nc, h.addr, &sshlink.ClientConfig{User: user, Gateway: gateway, Ticket: ticket,
+		HostKeyCallback: hostKey, Timeout: 10 * time.Second})
+	if err != nil {
+		return nil, err
+	}
+	return gossh.NewClient(lc, chans, reqs), nil
+}
+
+// dial connects as user over SSH as sshgate does: the gateway certificate
+// first, then the auth methods given (a fresh ticket when none), one per
+// step.
 func (h *harness) dial(user string, auth ...gossh.AuthMethod) (*gossh.Client, error) {
 	if len(auth) == 0 {
 		auth = []gossh.AuthMethod{gossh.PublicKeys(h.ticket(nil))}
@@ -192,10 +232,11 @@ func (h *harness) dialSteps(user string, methods ...gossh.AuthMethod) (*gossh.Cl
 	})
 }
 
-// client is a connection with a fresh valid ticket.
+// client is a connection with a fresh valid ticket, over the harness's
+// transport.
 func (h *harness) client() *gossh.Client {
 	h.t.Helper()
-	c, err := h.dial(h.user)
+	c, err := h.connect(h.user, h.ticket(nil))
 	if err != nil {
 		h.t.Fatalf("dial with a valid ticket: %v", err)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/gpuaas/gpuaas/hostd/tasks"
 	"github.com/gpuaas/gpuaas/internal/sshcert"
+	"github.com/gpuaas/gpuaas/internal/sshlink"
 	"github.com/gpuaas/gpuaas/internal/sshwire"
 )
 
@@ -173,7 +174,7 @@ func (v *vmTarget) relaySession(ch gossh.Channel, reqs <-chan *gossh.Request, vc
 				logRefused(v.s.cfg.Log, req, "allocation", v.ticket.Allocation)
 			}
 			if req.WantReply {
-				_ = req.Reply(ok, nil)
+				_ = sshlink.Reply(req, ok, nil)
 			}
 		}
 		// The client closed its channel: so does the VM's.
@@ -188,7 +189,7 @@ func (v *vmTarget) relaySession(ch gossh.Channel, reqs <-chan *gossh.Request, vc
 				_, _ = ch.SendRequest(req.Type, false, req.Payload)
 			default: // keepalive@openssh.com, eow@openssh.com, ...
 				if req.WantReply {
-					_ = req.Reply(false, nil)
+					_ = sshlink.Reply(req, false, nil)
 				}
 			}
 		}

@@ -20,7 +20,7 @@ import (
 
 // loadOrMakeKey reads an ed25519 key in OpenSSH PEM form, making it (0600)
 // on first use so the terminal keeps its host key across restarts.
-func loadOrMakeKey(path string) (gossh.Signer, error) {
+func loadOrMakeKey(path string) (ed25519.PrivateKey, error) {
 	b, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
 		_, priv, err := ed25519.GenerateKey(rand.Reader)
@@ -38,7 +38,17 @@ func loadOrMakeKey(path string) (gossh.Signer, error) {
 	} else if err != nil {
 		return nil, err
 	}
-	return gossh.ParsePrivateKey(b)
+	k, err := gossh.ParseRawPrivateKey(b)
+	if err != nil {
+		return nil, err
+	}
+	switch k := k.(type) {
+	case *ed25519.PrivateKey:
+		return *k, nil
+	case ed25519.PrivateKey:
+		return k, nil
+	}
+	return nil, fmt.Errorf("%s: a %T, not an ed25519 key", path, k)
 }
 
 // vmPin is what is pinned of a VM's host key: the key, and the VM key it

@@ -13,6 +13,7 @@ import (
 	gossh "golang.org/x/crypto/ssh"
 
 	"github.com/gpuaas/gpuaas/hostd/term/ptyctl"
+	"github.com/gpuaas/gpuaas/internal/sshlink"
 	"github.com/gpuaas/gpuaas/internal/sshwire"
 )
 
@@ -63,7 +64,7 @@ func (l *localSession) serve(reqs <-chan *gossh.Request) {
 	for req := range reqs {
 		ok, run := l.handle(req)
 		if req.WantReply {
-			_ = req.Reply(ok, nil)
+			_ = sshlink.Reply(req, ok, nil)
 		}
 		if !ok {
 			logRefused(l.t.s.cfg.Log, req, "user", l.t.acct.Name)

@@ -11,14 +11,21 @@ import (
 	"github.com/gpuaas/gpuaas/internal/sshwire"
 )
 
-// handleForward serves the global requests of remote forwarding (ssh -R):
-// they need the permit-port-forwarding extension, and the target decides.
+// handleForward serves the global requests of remote forwarding (ssh -R)
+// on an SSH connection.
 func (s *Server) handleForward(ctx ssh.Context, _ *ssh.Server, req *gossh.Request) (bool, []byte) {
 	sc, _ := ctx.Value(ssh.ContextKeyConn).(*gossh.ServerConn)
 	if sc == nil {
 		return false, nil
 	}
 	c, err := s.connOf(ctx, sc)
+	return s.forward(c, err, req)
+}
+
+// forward serves a tcpip-forward or cancel-tcpip-forward request of c, an
+// SSH connection or a link; err is why c has no target. They need the
+// permit-port-forwarding extension, and the target decides.
+func (s *Server) forward(c *conn, err error, req *gossh.Request) (bool, []byte) {
 	if err != nil {
 		s.cfg.Log.Info("terminal request refused", "type", req.Type, "err", err)
 		return false, nil

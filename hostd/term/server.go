@@ -1,5 +1,8 @@
 // Package term is hostd's terminal endpoint: the SSH server sshgate dials
-// with a one-minute ticket certificate from controld's internal CA.
+// with a one-minute ticket certificate from controld's internal CA. The
+// same port serves links (internal/sshlink: SSH's connection layer over
+// one TLS connection, sshgate's default, see link.go), authenticated with
+// the same two steps and served the same way.
 //
 // A connection is let in only after two public-key steps: first a gateway
 // certificate (sshcert.VerifyGateway, from a trusted internal CA key:
@@ -72,6 +75,7 @@ package term
 
 import (
 	"context"
+	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -86,6 +90,7 @@ import (
 	gossh "golang.org/x/crypto/ssh"
 
 	"github.com/gpuaas/gpuaas/hostd/host"
+	"github.com/gpuaas/gpuaas/internal/sshlink"
 	"github.com/gpuaas/gpuaas/internal/sshwire"
 )
 
@@ -100,9 +105,10 @@ type Config struct {
 	// Hypervisor locates slice VMs (tasks.VMAddress); nil on a node that
 	// serves no slices.
 	Hypervisor host.Hypervisor
-	// HostKey is the server's host key; nil loads (or first makes) an
-	// ed25519 key in StateDir/terminal/host_key.
-	HostKey gossh.Signer
+	// HostKey is the server's host key, for SSH and, as the key of its
+	// self-signed TLS certificate, for links (sshlink); nil loads (or
+	// first makes) an ed25519 key in StateDir/terminal/host_key.
+	HostKey ed25519.PrivateKey
 	// SFTPServer is the sftp-server binary run as a real account for the
 	// sftp subsystem; empty means the first of the usual OpenSSH paths
 	// that exists. Accounts run as hostd itself (the sim) are served
@@ -165,7 +171,9 @@ var sftpServerPaths = []string{
 type Server struct {
 	cfg    Config
 	srv    *ssh.Server
+	signer gossh.Signer // the host key's
 	replay *replaySet
+	links  linkSet
 	// pinMu serialises reading and writing the pinned VM host keys.
 	pinMu sync.Mutex
 
@@ -191,10 +199,17 @@ func New(cfg Config) (*Server, error) {
 		}
 		cfg.HostKey = k
 	}
-	s := &Server{cfg: cfg, replay: newReplaySet()}
+	if len(cfg.HostKey) != ed25519.PrivateKeySize {
+		return nil, errors.New("terminal: HostKey is not an ed25519 private key")
+	}
+	signer, err := gossh.NewSignerFromKey(cfg.HostKey)
+	if err != nil {
+		return nil, fmt.Errorf("terminal host key: %w", err)
+	}
+	s := &Server{cfg: cfg, signer: signer, replay: newReplaySet(), links: linkSet{m: map[*sshlink.Conn]struct{}{}}}
 	s.srv = &ssh.Server{
 		Version:                  "gpuaas-hostd",
-		HostSigners:              []ssh.Signer{cfg.HostKey},
+		HostSigners:              []ssh.Signer{signer},
 		PublicKeyHandler:         s.offered,
 		ServerConfigCallback:     s.serverConfig,
 		ConnectionFailedCallback: s.handshakeFailed,
@@ -202,7 +217,7 @@ func New(cfg Config) (*Server, error) {
 			// Cleared once a ticket is accepted: a client that stalls the
 			// handshake does not hold a connection forever.
 			_ = c.SetDeadline(time.Now().Add(cfg.HandshakeTimeout))
-			ctx.SetValue(connKey{}, &conn{s: s, ctx: ctx, nc: c})
+			ctx.SetValue(connKey{}, &conn{s: s, nc: c})
 			return ownDeadline{c}
 		},
 		// No "default" entries: other channel types are rejected as
@@ -246,7 +261,7 @@ func (s *Server) SetTrusted(keys []gossh.PublicKey) {
 }
 
 // HostKey is the public half of the server's host key.
-func (s *Server) HostKey() gossh.PublicKey { return s.cfg.HostKey.PublicKey() }
+func (s *Server) HostKey() gossh.PublicKey { return s.signer.PublicKey() }
 
 func (s *Server) state() (node, shape string, trusted []gossh.PublicKey) {
 	s.mu.Lock()
@@ -255,17 +270,26 @@ func (s *Server) state() (node, shape string, trusted []gossh.PublicKey) {
 }
 
 // Serve accepts connections on ln until Close; it returns nil after Close.
+// Each connection is SSH or a link (sshlink), told apart by its first
+// byte (see link.go).
 func (s *Server) Serve(ln net.Listener) error {
-	err := s.srv.Serve(ln)
+	sl := s.sniffing(ln)
+	err := s.srv.Serve(sl)
+	_ = sl.Close()
 	if errors.Is(err, ssh.ErrServerClosed) {
 		return nil
 	}
 	return err
 }
 
-// Close stops the listeners and closes every connection; the processes
-// of bare-metal sessions get SIGHUP, as when a client disconnects.
-func (s *Server) Close() error { return s.srv.Close() }
+// Close stops the listeners and closes every connection, links included;
+// the processes of bare-metal sessions get SIGHUP, as when a client
+// disconnects.
+func (s *Server) Close() error {
+	err := s.srv.Close()
+	s.links.closeAll()
+	return err
+}
 
 func (s *Server) now() time.Time { return s.cfg.Now() }
 

@@ -31,6 +31,17 @@ const (
 	DefaultName                   = "sshgate"
 )
 
+// Node transports: how the gateway reaches a node's terminal server.
+const (
+	// TransportLink is one TLS 1.3 connection carrying SSH's connection
+	// layer (internal/sshlink): no second SSH transport, its encryption
+	// and per-packet copies. The default.
+	TransportLink = "link"
+	// TransportSSH is a second SSH connection, for terminal servers that
+	// predate links.
+	TransportSSH = "ssh"
+)
+
 // CommandTree builds the gpuaas command tree served by
 // `ssh gateway <command>`. It is called once per session: cobra commands
 // keep flag state, so a tree is never shared.
@@ -107,6 +118,11 @@ type Config struct {
 	// DialTimeout bounds dialling a node's terminal server, handshake
 	// included. Default: DefaultDialTimeout.
 	DialTimeout time.Duration
+	// NodeTransport is how nodes' terminal servers are reached:
+	// TransportLink or TransportSSH. Both authenticate with the gateway
+	// certificate and the one-minute ticket and pin the terminal's host
+	// key. Default: TransportLink.
+	NodeTransport string
 	// HandshakeTimeout bounds a connection's handshake, authentication
 	// included, so idle unauthenticated connections do not pile up.
 	// Default: DefaultHandshakeTimeout.
@@ -161,6 +177,13 @@ func (c *Config) CheckAndSetDefaults() error {
 	}
 	if c.DialTimeout <= 0 {
 		c.DialTimeout = DefaultDialTimeout
+	}
+	switch c.NodeTransport {
+	case "":
+		c.NodeTransport = TransportLink
+	case TransportLink, TransportSSH:
+	default:
+		return fmt.Errorf("sshgate config: %w: NodeTransport %q is neither %q nor %q", ErrConfig, c.NodeTransport, TransportLink, TransportSSH)
 	}
 	if c.HandshakeTimeout <= 0 {
 		c.HandshakeTimeout = DefaultHandshakeTimeout

@@ -70,29 +70,8 @@ func startRealStack(t testing.TB, log *slog.Logger) *realStack {
 		return err == nil && ready == 2
 	})
 
-	gwClient, gwKey := env.Gateway(t, "gw-test")
-	gw, err := New(Config{Listen: "127.0.0.1:0", HostKey: sshtest.NewKey(t), Client: gwClient,
-		GatewayKey: gwKey, RecordingDir: t.TempDir(), Name: "gw-test", Log: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	runCtx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- gw.Run(runCtx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("gateway: %v", err)
-		}
-	})
-	select {
-	case <-gw.Ready():
-	case err := <-done:
-		t.Fatalf("gateway: %v", err)
-	case <-time.After(30 * time.Second):
-		t.Fatal("gateway not ready")
-	}
-	s.gw, s.addr = gw, gw.Addr().String()
+	s.gw = s.startGateway("gw-test", TransportLink)
+	s.addr = s.gw.Addr().String()
 	cas, err := s.admin.SSHCAs(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -101,6 +80,35 @@ func startRealStack(t testing.TB, log *slog.Logger) *realStack {
 		t.Fatal(err)
 	}
 	return s
+}
+
+// startGateway starts a gateway registered as name that reaches the
+// nodes over transport.
+func (s *realStack) startGateway(name, transport string) *Gateway {
+	t := s.t
+	gwClient, gwKey := s.env.Gateway(t, name)
+	gw, err := New(Config{Listen: "127.0.0.1:0", HostKey: sshtest.NewKey(t), Client: gwClient,
+		GatewayKey: gwKey, RecordingDir: t.TempDir(), Name: name, NodeTransport: transport, Log: s.log.With("gateway", name)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- gw.Run(runCtx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("gateway %s: %v", name, err)
+		}
+	})
+	select {
+	case <-gw.Ready():
+	case err := <-done:
+		t.Fatalf("gateway %s: %v", name, err)
+	case <-time.After(30 * time.Second):
+		t.Fatalf("gateway %s not ready", name)
+	}
+	return gw
 }
 
 // startHost enrolls a sim host with its terminal server, as `gpuaas dev`
@@ -150,7 +158,13 @@ func (s *realStack) login(c *api.Client, id string) *user { return login(s.t, c,
 
 func (s *realStack) dial(u *user, sshUser string) *gossh.Client {
 	s.t.Helper()
-	c, err := gossh.Dial("tcp", s.addr, &gossh.ClientConfig{User: sshUser, Auth: []gossh.AuthMethod{gossh.PublicKeys(u.auth)},
+	return s.dialVia(s.addr, u, sshUser)
+}
+
+// dialVia is dial through the gateway at addr.
+func (s *realStack) dialVia(addr string, u *user, sshUser string) *gossh.Client {
+	s.t.Helper()
+	c, err := gossh.Dial("tcp", addr, &gossh.ClientConfig{User: sshUser, Auth: []gossh.AuthMethod{gossh.PublicKeys(u.auth)},
 		HostKeyCallback: sshcert.HostKeyCallback(s.hostCA, time.Now), Timeout: 10 * time.Second})
 	if err != nil {
 		s.t.Fatalf("dial gateway as %s@: %v", sshUser, err)
@@ -178,9 +192,11 @@ func (s *realStack) createAlloc(c *api.Client, sku string, gpus int) *api.Alloca
 
 // TestEndToEnd: ssh <alloc>@gateway against controld, hostd agents with
 // sim hosts and hostd's terminal server — bare metal and a slice (through
-// the VM hop): exec with exit status, a recorded PTY session listed by
-// controld and byte-identical in the object store, sftp, a port forward;
-// refused for a user who may not, and once the allocation is released.
+// the VM hop), each through a gateway reaching the node over a link and
+// one reaching it over SSH: exec with exit status, a recorded PTY session
+// listed by controld and byte-identical in the object store, sftp; a port
+// forward; refused for a user who may not, and once the allocation is
+// released.
 func TestEndToEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts Postgres, controld and two sim hosts")
@@ -191,75 +207,11 @@ func TestEndToEnd(t *testing.T) {
 	metal := s.createAlloc(s.admin, "h100-baremetal", 8)
 	slice := s.createAlloc(s.admin, "h200-slice", 2)
 
-	for _, a := range []*api.Allocation{metal, slice} {
-		t.Run(a.Shape, func(t *testing.T) {
-			c := s.dial(owner, a.ID)
-			out, stderr, status, err := sshtest.Run(t, c, "echo hi; exit 3")
-			if err != nil || out != "hi\n" || status != 3 {
-				t.Fatalf("exec: got %q, %q, %d, %v; want \"hi\\n\" and 3", out, stderr, status, err)
-			}
-			// A recorded PTY session, listed and played back byte for byte.
-			sess, err := c.NewSession()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := sess.RequestPty("xterm", 30, 100, nil); err != nil {
-				t.Fatal(err)
-			}
-			var seen sshtest.Buffer
-			sess.Stdout = &seen
-			err = sess.Run("echo recorded-" + a.Shape + "; exit 2")
-			var exitErr *gossh.ExitError
-			if !errors.As(err, &exitErr) || exitErr.ExitStatus() != 2 || !strings.Contains(seen.String(), "recorded-"+a.Shape) {
-				t.Fatalf("pty exec: got %v, output %q; want exit 2 and the output", err, seen.String())
-			}
-			var ts api.TerminalSession
-			testutil.Eventually(t, "the session listed with its recording", func() bool {
-				list, err := s.admin.SessionList(ctx, api.SessionListRequest{AllocationID: a.ID})
-				if err != nil {
-					return false
-				}
-				for _, x := range list.Sessions {
-					if x.Command == "echo recorded-"+a.Shape+"; exit 2" && x.EndedAt != nil && x.Recording != "" {
-						ts = x
-						return true
-					}
-				}
-				return false
-			})
-			if ts.ExitStatus == nil || *ts.ExitStatus != 2 || ts.UserID != owner.id || ts.Kind != api.SessionExec {
-				t.Fatalf("got session %+v; want exec by %s with exit status 2", ts, owner.id)
-			}
-			cast := fetchRecording(t, &env{ctl: s.env}, ts.Recording)
-			if cast.output != seen.String() || cast.header.Width != 100 || cast.header.Height != 30 {
-				t.Fatalf("recording: got %q (%dx%d); want %q (100x30)", cast.output, cast.header.Width, cast.header.Height, seen.String())
-			}
-
-			// sftp, byte for byte.
-			sc, err := sftp.NewClient(c)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer sc.Close()
-			payload := bytes.Repeat([]byte(a.ID), 100000)
-			f, err := sc.Create("upload.bin")
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := f.ReadFrom(bytes.NewReader(payload)); err != nil {
-				t.Fatal(err)
-			}
-			f.Close()
-			f, err = sc.Open("upload.bin")
-			if err != nil {
-				t.Fatal(err)
-			}
-			back, err := io.ReadAll(f)
-			f.Close()
-			if err != nil || !bytes.Equal(back, payload) {
-				t.Fatalf("sftp: got %d bytes back (%v); want the %d sent", len(back), err, len(payload))
-			}
-		})
+	viaSSH := s.startGateway("gw-ssh", TransportSSH).Addr().String()
+	for _, tr := range []struct{ name, addr string }{{TransportLink, s.addr}, {TransportSSH, viaSSH}} {
+		for _, a := range []*api.Allocation{metal, slice} {
+			t.Run(a.Shape+"/"+tr.name, func(t *testing.T) { testEndToEndSession(t, s, s.dialVia(tr.addr, owner, a.ID), owner, a, tr.name) })
+		}
 	}
 
 	t.Run("forward", func(t *testing.T) {
@@ -305,4 +257,78 @@ func TestEndToEnd(t *testing.T) {
 			t.Fatalf("released allocation: got %q, %d, %v; want refused as not active", stderr, status, err)
 		}
 	})
+}
+
+// testEndToEndSession runs exec, a recorded PTY session and sftp on c, a
+// connection to allocation a through a gateway reaching its node over
+// transport.
+func testEndToEndSession(t *testing.T, s *realStack, c *gossh.Client, owner *user, a *api.Allocation, transport string) {
+	ctx := context.Background()
+	out, stderr, status, err := sshtest.Run(t, c, "echo hi; exit 3")
+	if err != nil || out != "hi\n" || status != 3 {
+		t.Fatalf("exec: got %q, %q, %d, %v; want \"hi\\n\" and 3", out, stderr, status, err)
+	}
+
+	// A recorded PTY session, listed and played back byte for byte.
+	sess, err := c.NewSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sess.RequestPty("xterm", 30, 100, nil); err != nil {
+		t.Fatal(err)
+	}
+	var seen sshtest.Buffer
+	sess.Stdout = &seen
+	cmd := "echo recorded-" + a.Shape + "-" + transport + "; exit 2"
+	err = sess.Run(cmd)
+	var exitErr *gossh.ExitError
+	if !errors.As(err, &exitErr) || exitErr.ExitStatus() != 2 || !strings.Contains(seen.String(), "recorded-"+a.Shape+"-"+transport) {
+		t.Fatalf("pty exec: got %v, output %q; want exit 2 and the output", err, seen.String())
+	}
+	var ts api.TerminalSession
+	testutil.Eventually(t, "the session listed with its recording", func() bool {
+		list, err := s.admin.SessionList(ctx, api.SessionListRequest{AllocationID: a.ID})
+		if err != nil {
+			return false
+		}
+		for _, x := range list.Sessions {
+			if x.Command == cmd && x.EndedAt != nil && x.Recording != "" {
+				ts = x
+				return true
+			}
+		}
+		return false
+	})
+	if ts.ExitStatus == nil || *ts.ExitStatus != 2 || ts.UserID != owner.id || ts.Kind != api.SessionExec {
+		t.Fatalf("got session %+v; want exec by %s with exit status 2", ts, owner.id)
+	}
+	cast := fetchRecording(t, &env{ctl: s.env}, ts.Recording)
+	if cast.output != seen.String() || cast.header.Width != 100 || cast.header.Height != 30 {
+		t.Fatalf("recording: got %q (%dx%d); want %q (100x30)", cast.output, cast.header.Width, cast.header.Height, seen.String())
+	}
+
+	// sftp, byte for byte.
+	sc, err := sftp.NewClient(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sc.Close()
+	payload := bytes.Repeat([]byte(a.ID), 100000)
+	f, err := sc.Create("upload.bin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.ReadFrom(bytes.NewReader(payload)); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	f, err = sc.Open("upload.bin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := io.ReadAll(f)
+	f.Close()
+	if err != nil || !bytes.Equal(back, payload) {
+		t.Fatalf("sftp: got %d bytes back (%v); want the %d sent", len(back), err, len(payload))
+	}
 }

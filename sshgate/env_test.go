@@ -93,7 +93,10 @@ func newEnv(t testing.TB, opts envOptions) *env {
 		GatewayKey:   gatewayKey,
 		Client:       e.client,
 		RecordingDir: t.TempDir(),
-		Log:          testutil.Logger(t),
+		// testHostd speaks SSH only; the link is tested against hostd's
+		// own terminal server (e2e_test.go, hostd/term, e2e/).
+		NodeTransport: TransportSSH,
+		Log:           testutil.Logger(t),
 	}
 	if opts.config != nil {
 		opts.config(&cfg)

@@ -42,6 +42,7 @@ func TestConfigCheckAndSetDefaults(t *testing.T) {
 		{name: "host key in memory, no gateway key", cfg: Config{Listen: ":22", Client: client, HostKey: make(ed25519.PrivateKey, ed25519.PrivateKeySize)}, wantErr: true},
 		{name: "bad gateway key", cfg: Config{Listen: ":22", Client: client, HostKeyPath: "k", GatewayKey: ed25519.PrivateKey{1}}, wantErr: true},
 		{name: "no gateway key", cfg: Config{Listen: ":22", Client: client, HostKeyPath: "k"}, wantErr: true},
+		{name: "unknown node transport", cfg: Config{Listen: ":22", Client: client, HostKeyPath: "k", GatewayKey: gk, NodeTransport: "tls"}, wantErr: true},
 		{name: "advertise wins", cfg: Config{Listen: "10.0.0.1:22", Advertise: "ssh.example.test:22", Client: client, HostKeyPath: "k", GatewayKey: gk},
 			want: []string{"ssh.example.test"}},
 		{name: "listen host", cfg: Config{Listen: "10.0.0.1:22", Client: client, HostKeyPath: "k", GatewayKey: gk}, want: []string{"10.0.0.1"}},
@@ -60,7 +61,7 @@ func TestConfigCheckAndSetDefaults(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if strings.Join(tt.cfg.Principals, ",") != strings.Join(tt.want, ",") || tt.cfg.Now == nil || tt.cfg.Log == nil {
+			if strings.Join(tt.cfg.Principals, ",") != strings.Join(tt.want, ",") || tt.cfg.Now == nil || tt.cfg.Log == nil || tt.cfg.NodeTransport != TransportLink {
 				t.Fatalf("got principals %q (clock set: %v); want %q and defaults", tt.cfg.Principals, tt.cfg.Now != nil, tt.want)
 			}
 		})

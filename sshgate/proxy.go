@@ -15,6 +15,7 @@ import (
 
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/sshcert"
+	"github.com/gpuaas/gpuaas/internal/sshlink"
 	"github.com/gpuaas/gpuaas/internal/sshwire"
 )
 
@@ -282,7 +283,7 @@ func (e *sessionEvents) relay() {
 			}
 			ex.take(req)
 			if req.WantReply {
-				_ = req.Reply(false, nil)
+				_ = sshlink.Reply(req, false, nil)
 			}
 		case w, ok := <-winCh:
 			switch {

@@ -189,7 +189,8 @@ func crashGatewayMain(spec string) int {
 	defer nc.Close()
 	_, hostKey, _ := ed25519.GenerateKey(nil)
 	g, err := New(Config{Listen: "127.0.0.1:0", HostKey: hostKey, GatewayKey: ed25519.NewKeyFromSeed(s.Seed),
-		Client: client, RecordingDir: s.Dir, Name: s.Name, Log: slog.New(slog.NewTextHandler(os.Stderr, nil))})
+		Client: client, RecordingDir: s.Dir, Name: s.Name, NodeTransport: TransportSSH, // testHostd's
+		Log: slog.New(slog.NewTextHandler(os.Stderr, nil))})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
@@ -300,7 +301,7 @@ func TestGatewayCrashLeavesSessionsInterruptedWithRecording(t *testing.T) {
 
 	// The gateway starts again, with its name and its spool.
 	g, err := New(Config{Listen: "127.0.0.1:0", HostKey: sshtest.NewKey(t), GatewayKey: key, Client: client,
-		RecordingDir: spool, Name: name, Log: testutil.Logger(t)})
+		RecordingDir: spool, Name: name, NodeTransport: TransportSSH, Log: testutil.Logger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/sshcert"
+	"github.com/gpuaas/gpuaas/internal/sshlink"
 	"github.com/gpuaas/gpuaas/internal/sshwire"
 )
 
@@ -38,7 +39,8 @@ type connState struct {
 	closed bool
 }
 
-// upstream is an authorized SSH connection to a node's terminal server.
+// upstream is an authorized connection to a node's terminal server: a
+// link or SSH (Config.NodeTransport), used as an SSH client either way.
 type upstream struct {
 	auth   *api.GateAuthorizeResponse
 	client *gossh.Client
@@ -143,26 +145,43 @@ func (g *Gateway) dialNode(ctx context.Context, id sshcert.Identity, alloc strin
 		return nil, fmt.Errorf("dial node %s at %s: %w", auth.NodeID, auth.TerminalAddr, err)
 	}
 	// The handshake gets the same deadline as the dial.
-	if deadline, ok := dialCtx.Deadline(); ok {
-		_ = conn.SetDeadline(deadline)
-	}
-	cc, chans, reqs, err := gossh.NewClientConn(conn, auth.TerminalAddr, &gossh.ClientConfig{
-		User:            auth.PosixUser,
-		AuthCallback:    authSteps(gatewaySigner, ticketSigner),
-		HostKeyCallback: hostdKeyCallback(auth, g.trust.get().internal, g.cfg.Now),
-		ClientVersion:   "SSH-2.0-gpuaas-sshgate",
-	})
+	deadline, _ := dialCtx.Deadline()
+	_ = conn.SetDeadline(deadline)
+	cc, chans, reqs, err := g.handshakeNode(conn, auth, gatewaySigner, ticketSigner, time.Until(deadline))
 	if err != nil {
 		conn.Close()
-		return nil, fmt.Errorf("ssh to node %s at %s: %w", auth.NodeID, auth.TerminalAddr, err)
+		return nil, fmt.Errorf("%s to node %s at %s: %w", g.cfg.NodeTransport, auth.NodeID, auth.TerminalAddr, err)
 	}
 	_ = conn.SetDeadline(time.Time{})
 	// dead is closed by serveNodeChannels' goroutine, which outlives the
 	// connection no longer than it must.
 	up := &upstream{auth: auth, client: gossh.NewClient(cc, chans, reqs), dead: make(chan struct{})}
 	g.log.Info("connected to node", "allocation", alloc, "user", id.UserID, "node", auth.NodeID,
-		"addr", auth.TerminalAddr, "posix_user", auth.PosixUser)
+		"addr", auth.TerminalAddr, "posix_user", auth.PosixUser, "transport", g.cfg.NodeTransport)
 	return up, nil
+}
+
+// handshakeNode authenticates to the node's terminal server on conn over
+// the configured transport, within timeout: the gateway certificate, then
+// the ticket, the terminal's host key pinned either way.
+func (g *Gateway) handshakeNode(conn net.Conn, auth *api.GateAuthorizeResponse, gateway, ticket gossh.Signer, timeout time.Duration) (gossh.Conn, <-chan gossh.NewChannel, <-chan *gossh.Request, error) {
+	hostKey := hostdKeyCallback(auth, g.trust.get().internal, g.cfg.Now)
+	if g.cfg.NodeTransport == TransportLink {
+		lc, chans, reqs, err := sshlink.Client(conn, auth.TerminalAddr, &sshlink.ClientConfig{
+			User:            auth.PosixUser,
+			Gateway:         gateway,
+			Ticket:          ticket,
+			HostKeyCallback: hostKey,
+			Timeout:         timeout,
+		})
+		return lc, chans, reqs, err
+	}
+	return gossh.NewClientConn(conn, auth.TerminalAddr, &gossh.ClientConfig{
+		User:            auth.PosixUser,
+		AuthCallback:    authSteps(gateway, ticket),
+		HostKeyCallback: hostKey,
+		ClientVersion:   "SSH-2.0-gpuaas-sshgate",
+	})
 }
 
 // parseTicket reads the ticket controld returned and checks it certifies

@@ -68,7 +68,11 @@ interrupted.
 Nodes let the gateway in only with a gateway certificate as well as the
 one-minute ticket: controld's internal CA certifies the gateway's key
 (the same --nkey, an Ed25519 key) for an hour at a time, renewed at
-half-life, and only for a key registered as a gateway.
+half-life, and only for a key registered as a gateway. The gateway
+reaches a node's terminal over a link by default: one TLS connection per
+client connection, carrying its SSH channels, the node's terminal host
+key pinned as its certificate (--node-transport ssh uses a second SSH
+connection instead, for nodes whose hostd predates links).
 
 Environment: GPUAAS_NATS_URL, GPUAAS_NKEY_FILE, GPUAAS_NATS_CA,
 GPUAAS_NATS_CERT and GPUAAS_NATS_KEY stand in for the flags.`,
@@ -85,6 +89,9 @@ GPUAAS_NATS_CERT and GPUAAS_NATS_KEY stand in for the flags.`,
 			if opts.HostKeyPath == "" {
 				return cmdutil.FlagErrorf("--host-key is required")
 			}
+			if t := opts.Config.NodeTransport; t != sshgate.TransportLink && t != sshgate.TransportSSH {
+				return cmdutil.FlagErrorf("--node-transport: %q is neither %s nor %s", t, sshgate.TransportLink, sshgate.TransportSSH)
+			}
 			if runF != nil {
 				return runF(c.Context(), opts)
 			}
@@ -100,6 +107,7 @@ GPUAAS_NATS_CERT and GPUAAS_NATS_KEY stand in for the flags.`,
 	fl.StringSliceVar(&opts.Principals, "principal", nil, "Host name to certify for the host key (repeatable; default: the --advertise host)")
 	fl.StringVar(&opts.Name, "name", "", "Name of this gateway instance in the session index (default: the host name)")
 	fl.StringVar(&opts.RecordingDir, "recording-dir", "", "This instance's own directory where recordings wait for upload; after a crash the next start uploads them and marks their sessions interrupted (default: unlinked files in the temp dir, lost in a crash)")
+	fl.StringVar(&opts.Config.NodeTransport, "node-transport", sshgate.TransportLink, "How nodes' terminal servers are reached: link (one TLS connection carrying the SSH channels) or ssh (a second SSH connection, for nodes that predate links)")
 	fl.DurationVar(&opts.Config.ActivityReportInterval, "activity-report-interval", sshgate.DefaultActivityReportInterval, "How often allocation activity (channel data) is reported to controld for idle release")
 	fl.StringVar(&opts.LogLevel, "log-level", "info", "Log level: debug, info, warn, error")
 	addMetricsFlag(fl, &opts.MetricsAddr)

@@ -30,8 +30,11 @@ func TestNewCmdSSHGate(t *testing.T) {
 			}},
 		{name: "defaults", env: "/env.nk", wantKey: "/env.nk", wantOpts: func(o *SSHGateOptions) bool {
 			return o.Listen == ":2222" && o.NATS.URL == "nats://127.0.0.1:4222" && o.HostKeyPath != "" && !o.NATS.AllowPlaintext &&
-				o.MetricsAddr == ""
+				o.MetricsAddr == "" && o.Config.NodeTransport == "link"
 		}},
+		{name: "node transport ssh", args: []string{"--node-transport", "ssh"}, env: "/env.nk", wantKey: "/env.nk",
+			wantOpts: func(o *SSHGateOptions) bool { return o.Config.NodeTransport == "ssh" }},
+		{name: "unknown node transport", args: []string{"--node-transport", "tls"}, env: "/env.nk", wantErr: true},
 		{name: "arguments refused", args: []string{"extra"}, env: "/env.nk", wantErr: true},
 	}
 	for _, tt := range tests {

@@ -167,11 +167,9 @@ func (s *Server) serveLink(nc net.Conn) {
 		return
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	go func() {
-		_ = lc.Wait()
-		cancel()
-		s.links.remove(lc)
-	}()
+	// Two goroutines per link besides its reader (BenchmarkIdleSessions):
+	// this one for channels, one for global requests, which also ends the
+	// link's context (the reader closes reqs when the link ends).
 	go func() {
 		for req := range reqs {
 			ok, payload := false, []byte(nil)
@@ -182,6 +180,8 @@ func (s *Server) serveLink(nc net.Conn) {
 				_ = sshlink.Reply(req, ok, payload)
 			}
 		}
+		cancel()
+		s.links.remove(lc)
 	}()
 	for nch := range chans {
 		go s.serveChannel(c, c.resolveTarget(ctx, lc), nch)

@@ -34,7 +34,11 @@ const (
 	maxData       = 64 << 10  // max data payload per frame
 	maxControl    = 256 << 10 // max payload of any other frame
 	initialWindow = 2 << 20
-	readBufSize   = 64 << 10
+	// readBufSize is the reader's own buffer: a header and a small
+	// control frame. Data payloads are read from the TLS connection
+	// straight into their receive chunk (bufio reads past its buffer when
+	// it is empty), and an idle link holds no large buffer of its own.
+	readBufSize = 512
 )
 
 // bufPool holds frame buffers big enough for a header plus the largest data

@@ -117,9 +117,9 @@ func TestLinkHostKeyPinned(t *testing.T) {
 		t.Fatalf("the same ticket, pinned key and valid gateway: %v; want accepted", err)
 	}
 	defer c.Close()
-	out, err := runOn(c, "echo $USER")
-	if err != nil || strings.TrimSpace(out) != h.user {
-		t.Errorf("got %q, %v; want the allocation's user %q", out, err, h.user)
+	out, _, status, err := sshtest.Run(t, c, "echo $USER")
+	if err != nil || status != 0 || strings.TrimSpace(out) != h.user {
+		t.Errorf("got %q, status %d, %v; want the allocation's user %q", out, status, err, h.user)
 	}
 }
 
@@ -128,8 +128,8 @@ func TestLinkHostKeyPinned(t *testing.T) {
 func TestLinkClosedWithServer(t *testing.T) {
 	h := newHarnessOver(t, api.ShapeBaremetal, "link")
 	c := h.client()
-	if _, err := runOn(c, "true"); err != nil {
-		t.Fatal(err)
+	if _, _, status, err := sshtest.Run(t, c, "true"); err != nil || status != 0 {
+		t.Fatalf("true: status %d, %v", status, err)
 	}
 	ended := make(chan error, 1)
 	go func() { ended <- c.Wait() }()
@@ -141,15 +141,4 @@ func TestLinkClosedWithServer(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the link outlived the server's Close")
 	}
-}
-
-// runOn runs cmd in a session of c and returns its output.
-func runOn(c *gossh.Client, cmd string) (string, error) {
-	s, err := c.NewSession()
-	if err != nil {
-		return "", err
-	}
-	defer s.Close()
-	out, err := s.CombinedOutput(cmd)
-	return string(out), err
 }

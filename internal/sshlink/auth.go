@@ -60,7 +60,7 @@ func Client(nc net.Conn, addr string, cfg *ClientConfig) (*Conn, <-chan gossh.Ne
 	if cfg == nil || cfg.Gateway == nil || cfg.Ticket == nil || cfg.HostKeyCallback == nil {
 		return nil, nil, nil, errors.New("sshlink: client config needs Gateway, Ticket and HostKeyCallback")
 	}
-	tc := tls.Client(nc, &tls.Config{
+	tc := tls.Client(&coalescer{Conn: nc}, &tls.Config{
 		MinVersion:         tls.VersionTLS13,
 		InsecureSkipVerify: true, // the pin below replaces chain checks
 		VerifyConnection: func(cs tls.ConnectionState) error {
@@ -197,7 +197,7 @@ func Server(nc net.Conn, cfg *ServerConfig) (*Conn, <-chan gossh.NewChannel, <-c
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	tc := tls.Server(nc, &tls.Config{MinVersion: tls.VersionTLS13, Certificates: []tls.Certificate{cert}})
+	tc := tls.Server(&coalescer{Conn: nc}, &tls.Config{MinVersion: tls.VersionTLS13, Certificates: []tls.Certificate{cert}})
 	return establish(nc, tc, cfg.Timeout, func(ekm []byte) (*Conn, error) { return serverAuth(tc, ekm, cfg) })
 }
 

@@ -16,7 +16,8 @@ import (
 
 // Conn is one link; it implements gossh.Conn.
 type Conn struct {
-	nc        net.Conn // the TLS connection
+	nc        net.Conn   // the TLS connection
+	co        *coalescer // under it; nil when there is none
 	br        *bufio.Reader
 	user      string
 	sessionID []byte
@@ -50,6 +51,7 @@ var _ gossh.Conn = (*Conn)(nil)
 func newConn(nc net.Conn, br *bufio.Reader, user string, sessionID []byte, isClient bool) *Conn {
 	c := &Conn{
 		nc:            nc,
+		co:            coalescerOf(nc),
 		br:            br,
 		user:          user,
 		sessionID:     sessionID,
@@ -97,7 +99,8 @@ func (c *Conn) Wait() error {
 	return c.err
 }
 
-// writeFrame sends one frame as one Write of a pooled buffer.
+// writeFrame sends one frame as one Write of a pooled buffer to TLS, and
+// its records in one write to the connection.
 func (c *Conn) writeFrame(typ byte, id uint32, parts ...[]byte) error {
 	n := 0
 	for _, p := range parts {
@@ -117,7 +120,15 @@ func (c *Conn) writeFrame(typ byte, id uint32, parts ...[]byte) error {
 		off += copy(b[off:], p)
 	}
 	c.writeMu.Lock()
+	if c.co != nil {
+		c.co.begin()
+	}
 	_, err := c.nc.Write(b)
+	if c.co != nil {
+		if ferr := c.co.flush(); err == nil {
+			err = ferr
+		}
+	}
 	c.writeMu.Unlock()
 	if bp != nil {
 		bufPool.Put(bp)

@@ -13,6 +13,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -899,5 +900,62 @@ func TestLinkPeerExceedingWindowDropped(t *testing.T) {
 				t.Fatalf("Wait: %v", err)
 			}
 		})
+	}
+}
+
+// countingConn counts the writes made to it.
+type countingConn struct {
+	net.Conn
+	writes atomic.Int64
+}
+
+func (c *countingConn) Write(p []byte) (int, error) {
+	c.writes.Add(1)
+	return c.Conn.Write(p)
+}
+
+// TestLinkFrameIsOneWrite: the records TLS makes of a data frame (one per
+// 16 KiB and one for the frame's tail) reach the connection in one write,
+// one system call per frame rather than five.
+func TestLinkFrameIsOneWrite(t *testing.T) {
+	cn, sn := tcpPair(t)
+	counted := &countingConn{Conn: cn}
+	cc, sc := defaultConfigs(newKeys(t))
+	var sv side
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		sv.c, sv.chans, sv.reqs, sv.err = Server(sn, sc)
+	}()
+	cl, _, _, err := Client(counted, "node1:22", cc)
+	<-done
+	if err != nil || sv.err != nil {
+		t.Fatalf("handshake: client %v, server %v", err, sv.err)
+	}
+	defer cl.Close()
+	defer sv.c.Close()
+	got := make(chan int64, 1)
+	acceptAll(sv, func(ch gossh.Channel, reqs <-chan *gossh.Request) {
+		go gossh.DiscardRequests(reqs)
+		n, _ := io.Copy(io.Discard, ch)
+		got <- n
+	})
+	ch, reqs, err := cl.OpenChannel("session", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go gossh.DiscardRequests(reqs)
+	const frames = 16
+	before := counted.writes.Load()
+	if _, err := ch.Write(make([]byte, frames*maxData)); err != nil {
+		t.Fatal(err)
+	}
+	writes := counted.writes.Load() - before
+	ch.Close()
+	if n := within(t, got, "the data read"); n != frames*maxData {
+		t.Fatalf("the server read %d bytes; want %d", n, frames*maxData)
+	}
+	if writes != frames {
+		t.Errorf("%d data frames took %d writes to the connection; want one each", frames, writes)
 	}
 }

@@ -27,19 +27,19 @@ import (
 // gatewayStartTimeout bounds the wait for the gateway to serve.
 const gatewayStartTimeout = 30 * time.Second
 
-// gatewayAddress picks the gateway's loopback address: the port asked
-// for, which must be free, or any free one for 0. Users dial it as
+// gatewayListener takes the gateway's loopback port: the one asked for,
+// which must be free, or any free one for 0. It stays held until the
+// gateway serves on it (sshgate's RunOn): released, anything started
+// meanwhile (controld, the hosts, their connections, other processes)
+// could take it, and the gateway could not listen. Users dial it as
 // localhost, the name its host certificate carries.
-func gatewayAddress(port int) (string, error) {
+func gatewayListener(port int) (net.Listener, string, error) {
 	l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
 	if err != nil {
-		return "", fmt.Errorf("ssh gateway: cannot listen on 127.0.0.1:%d: %w", port, err)
+		return nil, "", fmt.Errorf("ssh gateway: cannot listen on 127.0.0.1:%d: %w", port, err)
 	}
 	port = l.Addr().(*net.TCPAddr).Port
-	if err := l.Close(); err != nil {
-		return "", err
-	}
-	return net.JoinHostPort("localhost", strconv.Itoa(port)), nil
+	return l, net.JoinHostPort("localhost", strconv.Itoa(port)), nil
 }
 
 // gateway is the platform's SSH gateway, in this process.
@@ -53,8 +53,8 @@ type gateway struct {
 }
 
 // startGateway runs sshgate with its own key, registered as an operator
-// would with `gpuaas ops nats-identity add`.
-func startGateway(ctx context.Context, srv *controld.Server, adminID, natsURL, addr string, cfg Config) (*gateway, error) {
+// would with `gpuaas ops nats-identity add`, serving on ln (addr).
+func startGateway(ctx context.Context, srv *controld.Server, adminID, natsURL string, ln net.Listener, addr string, cfg Config) (*gateway, error) {
 	key, err := loadOrCreateNkey(filepath.Join(cfg.DataDir, "sshgate", "gateway.nk"))
 	if err != nil {
 		return nil, fmt.Errorf("ssh gateway key: %w", err)
@@ -97,7 +97,7 @@ func startGateway(ctx context.Context, srv *controld.Server, adminID, natsURL, a
 		defer close(gw.done)
 		// Labelled, so that a start that hangs can say where (below).
 		pprof.Do(gctx, pprof.Labels(partLabel, gatewayPart), func(ctx context.Context) {
-			if err := g.Run(ctx); err != nil && ctx.Err() == nil {
+			if err := g.RunOn(ctx, ln); err != nil && ctx.Err() == nil {
 				gw.failed <- err
 			}
 		})

@@ -2,6 +2,7 @@ package devenv
 
 import (
 	"context"
+	"net"
 	"runtime/pprof"
 	"strings"
 	"testing"
@@ -43,4 +44,23 @@ func blockedInGatewayStart(started chan<- struct{}, release <-chan struct{}) {
 func blockedElsewhere(started chan<- struct{}, release <-chan struct{}) {
 	started <- struct{}{}
 	<-release
+}
+
+// TestGatewayPortHeldUntilServing is the other half of "ssh gateway did
+// not start": devenv picked the gateway's port by listening and closing,
+// told controld, started controld and the hosts, and only then did the
+// gateway listen on it again, by which time anything (a connection's
+// ephemeral port, another test's server) could have taken it. The port
+// must stay held: nothing else can bind it.
+func TestGatewayPortHeldUntilServing(t *testing.T) {
+	ln, addr, err := gatewayListener(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	_, port, _ := net.SplitHostPort(addr)
+	if other, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", port)); err == nil {
+		other.Close()
+		t.Fatalf("another listener took the gateway's port %s; want it held", port)
+	}
 }

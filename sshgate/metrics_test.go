@@ -3,6 +3,7 @@ package sshgate
 import (
 	"bytes"
 	"context"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -82,7 +83,8 @@ func TestMetrics(t *testing.T) {
 // devenv's "ssh gateway did not start": with a metrics server, a Run
 // that failed at start-up waited for its context to end before returning
 // its error (it waited for the metrics server, which stopped only then),
-// so the caller saw a silent hang instead of the error.
+// so the caller saw a silent hang instead of the error. Run on a listener
+// (RunOn, as devenv does) releases it.
 func TestRunFailingAtStartupWithMetricsReturns(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "host_ed25519_key")
@@ -99,8 +101,12 @@ func TestRunFailingAtStartupWithMetricsReturns(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
 	done := make(chan error, 1)
-	go func() { done <- gw.Run(ctx) }()
+	go func() { done <- gw.RunOn(ctx, ln) }()
 	select {
 	case err := <-done:
 		if err == nil || !strings.Contains(err.Error(), "host key") {
@@ -113,4 +119,9 @@ func TestRunFailingAtStartupWithMetricsReturns(t *testing.T) {
 		resp.Body.Close()
 		t.Fatalf("/healthz answered %s after Run returned; want the metrics server stopped", resp.Status)
 	}
+	again, err := net.Listen("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatalf("the listener Run was given is still held after it failed: %v", err)
+	}
+	again.Close()
 }

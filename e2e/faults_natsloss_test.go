@@ -139,9 +139,14 @@ func TestFaultNATSNodeLossUnderLoad(t *testing.T) {
 
 	// The relay publishes outbox rows after their transaction commits and
 	// retries, with a backoff, the ones the stopped server failed: the
-	// stream may still be catching up when the last request succeeds. Wait
-	// (bounded) until no outbox row is pending and the stream holds every
-	// event; a row still pending, or an event missing, after that is lost.
+	// stream may still be catching up when the last request succeeds
+	// (requests need no stream). When the EVENTS stream's leader goes with
+	// the server, the relay's batch in flight waits up to 10s for acks
+	// ("no ack from JetStream") and every later row waits behind it: the
+	// stream was seen holding 61 of the user's 240 events as the last
+	// request succeeded, and all 240 10s later. Wait (bounded) until no
+	// outbox row is pending and the stream holds every event; a row still
+	// pending, or an event missing, after that is lost.
 	var (
 		want    []uint64
 		pending []api.OutboxEvent

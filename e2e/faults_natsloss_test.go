@@ -144,7 +144,9 @@ func TestFaultNATSNodeLossUnderLoad(t *testing.T) {
 	// the server, the relay's batch in flight waits up to 10s for acks
 	// ("no ack from JetStream") and every later row waits behind it: the
 	// stream was seen holding 61 of the user's 240 events as the last
-	// request succeeded, and all 240 10s later. Wait (bounded) until no
+	// request succeeded, and all 240 10s later. (Before the relay's fix,
+	// TestRelayFailsEveryUnackedRowAfterAckTimeout, it could wait for
+	// ever: 65 events, 175 rows pending 2m on.) Wait (bounded) until no
 	// outbox row is pending and the stream holds every event; a row still
 	// pending, or an event missing, after that is lost.
 	var (

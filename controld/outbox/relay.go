@@ -29,6 +29,19 @@ const DuplicateWindow = 10 * time.Minute
 // DefaultAckTimeout is RelayConfig.AckTimeout's default.
 const DefaultAckTimeout = 10 * time.Second
 
+// NewJetStream returns a JetStream context on nc for the relay (JS): its
+// async publishes fail after ackTimeout (DefaultAckTimeout in controld)
+// rather than wait for ever for an ack. A publish whose ack was lost with
+// a stream leader is otherwise never released, and once 4000 are, every
+// publish stalls and fails.
+func NewJetStream(nc *nats.Conn, ackTimeout time.Duration) (jetstream.JetStream, error) {
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncTimeout(ackTimeout))
+	if err != nil {
+		return nil, fmt.Errorf("jetstream: %w", err)
+	}
+	return js, nil
+}
+
 // RelayConfig configures a Relay.
 type RelayConfig struct {
 	Pool *pgxpool.Pool

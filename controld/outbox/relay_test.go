@@ -287,7 +287,8 @@ func TestRelayDueTimeFollowsInjectedClock(t *testing.T) {
 // batch's one timeout value went to the first; the others waited for ever,
 // and so did every later row. Here the subjects' only listener is a plain
 // subscriber, which never acks: every row of the batch must be failed
-// after AckTimeout and the relay go on.
+// after AckTimeout and the relay go on, its JetStream client (NewJetStream)
+// holding none of them.
 func TestRelayFailsEveryUnackedRowAfterAckTimeout(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
@@ -303,6 +304,7 @@ func TestRelayFailsEveryUnackedRowAfterAckTimeout(t *testing.T) {
 		t.Fatal(err)
 	}
 	ids := f.enqueue(t, 3) // three subjects: one wave of three publishes
+	// The fixture's client has no timeout of its own: the relay's counts.
 	r := f.relay(t, func(c *RelayConfig) { c.AckTimeout = 200 * time.Millisecond })
 	type result struct {
 		n   int
@@ -326,5 +328,26 @@ func TestRelayFailsEveryUnackedRowAfterAckTimeout(t *testing.T) {
 		if row := f.row(t, id); row.state != "pending" || row.attempts != 1 || !strings.Contains(row.lastError, "no ack") {
 			t.Errorf("row %d: got %+v; want pending after 1 attempt, failed for want of an ack", id, row)
 		}
+	}
+
+	// Nor may such publishes stay in flight in the relay's client
+	// (NewJetStream), whose limit of them would stop every later publish.
+	js, err := NewJetStream(f.nc, 200*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fut, err := js.PublishMsgAsync(&nats.Msg{Subject: api.EventSubject(api.EventAllocState), Data: []byte("{}")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-fut.Err():
+	case <-fut.Ok():
+		t.Fatal("acked with no stream")
+	case <-time.After(30 * time.Second):
+		t.Fatal("an unacknowledged publish still in flight 30s on, with a 200ms timeout")
+	}
+	if n := js.PublishAsyncPending(); n != 0 {
+		t.Fatalf("got %d publishes in flight after their timeout; want 0", n)
 	}
 }

@@ -305,8 +305,8 @@ func (s *Server) init(ctx context.Context) error {
 		}
 	}
 	s.metrics = newMetrics(s)
-	if s.js, err = jetstream.New(s.cfg.NATS); err != nil {
-		return fmt.Errorf("jetstream: %w", err)
+	if s.js, err = outbox.NewJetStream(s.cfg.NATS, outbox.DefaultAckTimeout); err != nil {
+		return err
 	}
 	if err := outbox.EnsureStream(ctx, s.js, s.cfg.StreamReplicas); err != nil {
 		return err

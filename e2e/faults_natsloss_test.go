@@ -132,24 +132,73 @@ func TestFaultNATSNodeLossUnderLoad(t *testing.T) {
 	})
 	moved := time.Since(stoppedAt)
 	wg.Wait()
+	finished := time.Now()
 	if t.Failed() {
 		return
 	}
 
-	// What the stream holds for the user since the watcher subscribed.
-	var want []uint64
-	for after, more := pos.Next, true; more; {
-		page, err := watcher.EventsSince(t.Context(), api.EventsSinceRequest{After: after})
+	// The relay publishes outbox rows after their transaction commits and
+	// retries, with a backoff, the ones the stopped server failed: the
+	// stream may still be catching up when the last request succeeds
+	// (requests need no stream). When the EVENTS stream's leader goes with
+	// the server, the relay's batch in flight waits up to 10s for acks
+	// ("no ack from JetStream") and every later row waits behind it: the
+	// stream was seen holding 61 of the user's 240 events as the last
+	// request succeeded, and all 240 10s later. (Before the relay's fix,
+	// TestRelayFailsEveryUnackedRowAfterAckTimeout, it could wait for
+	// ever: 65 events, 175 rows pending 2m on.) Wait (bounded) until no
+	// outbox row is pending and the stream holds every event; a row still
+	// pending, or an event missing, after that is lost.
+	var (
+		want    []uint64
+		pending []api.OutboxEvent
+		polls   int
+	)
+	caughtUp := func() bool {
+		ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+		defer cancel()
+		p, err := admin.OutboxList(ctx, api.OutboxListRequest{State: api.OutboxPending, Limit: 1000})
 		if err != nil {
-			t.Fatal(err)
+			t.Logf("outbox list: %v", err)
+			return false
 		}
-		for _, ev := range page.Events {
-			want = append(want, ev.Seq)
+		held, err := userEvents(ctx, watcher, pos.Next)
+		if err != nil {
+			t.Logf("events since: %v", err)
+			return false
 		}
-		after, more = page.Next, page.More
+		pending, want = p.Events, held
+		polls++
+		ok := len(pending) == 0 && len(want) >= workers*cycles*2
+		if polls == 1 || polls%20 == 0 || ok {
+			t.Logf("poll %d, %v after the last request: the stream holds %d events for the user, %d outbox rows are pending%s", polls,
+				time.Since(finished).Round(time.Millisecond), len(want), len(pending), describeRows(pending))
+		}
+		return ok
 	}
-	if len(want) < workers*cycles*2 {
-		t.Fatalf("the stream holds %d events for the user; want at least %d (2 per cycle)", len(want), workers*cycles*2)
+	deadline := time.Now().Add(2 * time.Minute)
+	for !caughtUp() && time.Now().Before(deadline) {
+		time.Sleep(250 * time.Millisecond) // between polls of the outbox and the stream
+	}
+	if len(pending) != 0 || len(want) < workers*cycles*2 {
+		t.Fatalf("after 2m the stream holds %d events for the user (want at least %d, 2 per cycle) and %d outbox rows are still pending%s",
+			len(want), workers*cycles*2, len(pending), describeRows(pending))
+	}
+	dead, err := admin.OutboxList(t.Context(), api.OutboxListRequest{State: api.OutboxDead})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(dead.Events) != 0 {
+		t.Fatalf("%d outbox rows are dead%s; want none", len(dead.Events), describeRows(dead.Events))
+	}
+	if published, err := admin.OutboxList(t.Context(), api.OutboxListRequest{State: api.OutboxPublished, Limit: 1000}); err == nil {
+		var retried []api.OutboxEvent
+		for _, e := range published.Events {
+			if e.Attempts > 1 {
+				retried = append(retried, e)
+			}
+		}
+		t.Logf("outbox: %d rows published, %d of them after failed attempts%s", len(published.Events), len(retried), describeRows(retried))
 	}
 	last := want[len(want)-1]
 	c.waitFor("the watcher to see the last event", func() bool {
@@ -172,4 +221,41 @@ func TestFaultNATSNodeLossUnderLoad(t *testing.T) {
 	if len(missing) != 0 || repeats.Load() != 0 {
 		t.Errorf("the watcher missed events %v and saw %d repeats; want every event once", missing, repeats.Load())
 	}
+}
+
+// userEvents reads every event of the client's user the stream holds
+// after sequence after, page by page.
+func userEvents(ctx context.Context, cl *api.Client, after uint64) ([]uint64, error) {
+	var seqs []uint64
+	for more := true; more; {
+		page, err := cl.EventsSince(ctx, api.EventsSinceRequest{After: after})
+		if err != nil {
+			return nil, err
+		}
+		for _, ev := range page.Events {
+			seqs = append(seqs, ev.Seq)
+		}
+		after, more = page.Next, page.More
+	}
+	return seqs, nil
+}
+
+// describeRows says, for a log line or a failure, how far the relay got
+// with outbox rows: their attempts, the latest next attempt, the first
+// row's last error.
+func describeRows(rows []api.OutboxEvent) string {
+	if len(rows) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	maxAttempts, last := 0, rows[0].NextAttemptAt
+	for _, r := range rows {
+		maxAttempts = max(maxAttempts, r.Attempts)
+		if r.NextAttemptAt.After(last) {
+			last = r.NextAttemptAt
+		}
+	}
+	fmt.Fprintf(&b, " (up to %d attempts each, the latest next attempt in %v; first: %s %s attempts %d, error %q)",
+		maxAttempts, time.Until(last).Round(time.Millisecond), rows[0].Kind, rows[0].Subject, rows[0].Attempts, rows[0].LastError)
+	return b.String()
 }

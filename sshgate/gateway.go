@@ -89,7 +89,25 @@ func (g *Gateway) Addr() net.Addr {
 // interrupted what its last run left running (spool.go), and serves SSH
 // until ctx ends. It then shuts down (see shutdown) and returns.
 func (g *Gateway) Run(ctx context.Context) error {
+	return g.run(ctx, nil)
+}
+
+// RunOn is Run serving on ln, which it closes when it returns, instead of
+// listening on Config.Listen once it has its certificates. A caller that
+// must publish the address before the gateway starts (devenv tells
+// controld) holds the port from the start this way: released and taken
+// again later, any process may bind it in between.
+func (g *Gateway) RunOn(ctx context.Context, ln net.Listener) error {
+	return g.run(ctx, ln)
+}
+
+func (g *Gateway) run(ctx context.Context, ln net.Listener) error {
 	defer g.serveMetrics(ctx)()
+	if ln != nil {
+		// Closed also when Run fails before serving on it (a second
+		// close, after shutdown's, does nothing).
+		defer func() { _ = ln.Close() }()
+	}
 	hostKey := g.cfg.HostKey
 	if hostKey == nil {
 		var err error
@@ -150,9 +168,10 @@ func (g *Gateway) Run(ctx context.Context) error {
 		return err
 	}
 	defer stopNotices()
-	ln, err := net.Listen("tcp", g.cfg.Listen)
-	if err != nil {
-		return fmt.Errorf("listen %s: %w", g.cfg.Listen, err)
+	if ln == nil {
+		if ln, err = net.Listen("tcp", g.cfg.Listen); err != nil {
+			return fmt.Errorf("listen %s: %w", g.cfg.Listen, err)
+		}
 	}
 	g.mu.Lock()
 	g.srv, g.addr, g.hostCert = srv, ln.Addr(), hc

@@ -77,11 +77,15 @@ func (g *Gateway) MetricsURL() string {
 	return g.obs.URL()
 }
 
-// serveMetrics serves until ctx ends; the returned func waits for that.
-func (g *Gateway) serveMetrics(ctx context.Context) (wait func()) {
+// serveMetrics serves until ctx ends or the returned func is called,
+// which stops the server and waits for it. Run calls it on every return:
+// a Run that fails (at start-up, say) must return its error at once, not
+// once its context ends.
+func (g *Gateway) serveMetrics(ctx context.Context) (stop func()) {
 	if g.obs == nil {
 		return func() {}
 	}
+	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -89,5 +93,5 @@ func (g *Gateway) serveMetrics(ctx context.Context) (wait func()) {
 			g.log.Error("metrics server", "err", err)
 		}
 	}()
-	return func() { <-done }
+	return func() { cancel(); <-done }
 }

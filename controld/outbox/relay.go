@@ -26,6 +26,22 @@ const relayLockKey = 0x67707561_0001
 // on restart; JetStream drops those duplicates within this window.
 const DuplicateWindow = 10 * time.Minute
 
+// DefaultAckTimeout is RelayConfig.AckTimeout's default.
+const DefaultAckTimeout = 10 * time.Second
+
+// NewJetStream returns a JetStream context on nc for the relay (JS): its
+// async publishes fail after ackTimeout (DefaultAckTimeout in controld)
+// rather than wait for ever for an ack. A publish whose ack was lost with
+// a stream leader is otherwise never released, and once 4000 are, every
+// publish stalls and fails.
+func NewJetStream(nc *nats.Conn, ackTimeout time.Duration) (jetstream.JetStream, error) {
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncTimeout(ackTimeout))
+	if err != nil {
+		return nil, fmt.Errorf("jetstream: %w", err)
+	}
+	return js, nil
+}
+
 // RelayConfig configures a Relay.
 type RelayConfig struct {
 	Pool *pgxpool.Pool
@@ -36,8 +52,11 @@ type RelayConfig struct {
 	PollInterval time.Duration
 	// MaxAttempts before a row is moved to dead (default 20).
 	MaxAttempts int
-	Now         func() time.Time
-	Log         *slog.Logger
+	// AckTimeout bounds the wait for JetStream's acks of one batch
+	// (default 10s); the rows still unacknowledged then are failed.
+	AckTimeout time.Duration
+	Now        func() time.Time
+	Log        *slog.Logger
 	// beforeMark, when set (tests), runs after the batch is published and
 	// before rows are marked; an error aborts the batch as a crash would.
 	beforeMark func(published []int64) error
@@ -56,6 +75,9 @@ func (c *RelayConfig) CheckAndSetDefaults() error {
 	}
 	if c.MaxAttempts == 0 {
 		c.MaxAttempts = 20
+	}
+	if c.AckTimeout == 0 {
+		c.AckTimeout = DefaultAckTimeout
 	}
 	if c.Now == nil {
 		c.Now = time.Now
@@ -218,7 +240,12 @@ func (r *Relay) publish(ctx context.Context, batch []row) (ok []int64, failed ma
 		chains[rw.ev.Subject] = append(chains[rw.ev.Subject], i)
 	}
 	stopped := map[string]bool{}
-	timeout := time.After(10 * time.Second)
+	// A context, not a time.After: its Done stays closed for every row
+	// still waiting, where a timer's one value went to the first of them
+	// only and the others waited for ever for acks that a lost stream
+	// leader never sent, and the relay with them.
+	ackCtx, cancel := context.WithTimeout(ctx, r.cfg.AckTimeout)
+	defer cancel()
 	for wave := 0; ; wave++ {
 		type sent struct {
 			subject string
@@ -254,10 +281,10 @@ func (r *Relay) publish(ctx context.Context, batch []row) (ok []int64, failed ma
 				ok = append(ok, rw.ev.ID)
 				continue
 			case err = <-s.f.Err():
-			case <-timeout:
-				err = errors.New("no ack from JetStream")
-			case <-ctx.Done():
-				err = ctx.Err()
+			case <-ackCtx.Done():
+				if err = ctx.Err(); err == nil {
+					err = fmt.Errorf("no ack from JetStream in %s", r.cfg.AckTimeout)
+				}
 			}
 			failed[rw.ev.ID] = failure{rw.attempts, err}
 			stopped[s.subject] = true

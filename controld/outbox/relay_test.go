@@ -5,9 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go"
 
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/testutil"
@@ -273,5 +276,78 @@ func TestRelayDueTimeFollowsInjectedClock(t *testing.T) {
 	}
 	if got := f.row(t, ids[0]); !got.next.Equal(f.clock.Now()) {
 		t.Fatalf("next_attempt_at got %v; want the enqueue time %v", got.next, f.clock.Now())
+	}
+}
+
+// TestRelayFailsEveryUnackedRowAfterAckTimeout is the regression test of
+// the relay that stopped for good when a NATS server stopped under load
+// (e2e TestFaultNATSNodeLossUnderLoad: the stream kept 65 of the user's
+// events, 175 rows stayed pending): the EVENTS stream's leader went away
+// with publishes of several rows in flight, no ack came for them, and the
+// batch's one timeout value went to the first; the others waited for ever,
+// and so did every later row. Here the subjects' only listener is a plain
+// subscriber, which never acks: every row of the batch must be failed
+// after AckTimeout and the relay go on, its JetStream client (NewJetStream)
+// holding none of them.
+func TestRelayFailsEveryUnackedRowAfterAckTimeout(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := t.Context()
+	if err := f.js.DeleteStream(ctx, api.EventStreamName); err != nil {
+		t.Fatal(err)
+	}
+	sink := f.bus.Connect(t)
+	if _, err := sink.Subscribe(api.EventSubjectPrefix+".>", func(*nats.Msg) {}); err != nil {
+		t.Fatal(err)
+	}
+	if err := sink.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	ids := f.enqueue(t, 3) // three subjects: one wave of three publishes
+	// The fixture's client has no timeout of its own: the relay's counts.
+	r := f.relay(t, func(c *RelayConfig) { c.AckTimeout = 200 * time.Millisecond })
+	type result struct {
+		n   int
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		n, err := r.RunOnce(ctx)
+		done <- result{n, err}
+	}()
+	var got result
+	select {
+	case got = <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("RunOnce still waiting for acks 30s on, with a 200ms AckTimeout")
+	}
+	if got.err != nil || got.n != len(ids) {
+		t.Fatalf("RunOnce: got %d rows, %v; want %d", got.n, got.err, len(ids))
+	}
+	for _, id := range ids {
+		if row := f.row(t, id); row.state != "pending" || row.attempts != 1 || !strings.Contains(row.lastError, "no ack") {
+			t.Errorf("row %d: got %+v; want pending after 1 attempt, failed for want of an ack", id, row)
+		}
+	}
+
+	// Nor may such publishes stay in flight in the relay's client
+	// (NewJetStream), whose limit of them would stop every later publish.
+	js, err := NewJetStream(f.nc, 200*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fut, err := js.PublishMsgAsync(&nats.Msg{Subject: api.EventSubject(api.EventAllocState), Data: []byte("{}")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-fut.Err():
+	case <-fut.Ok():
+		t.Fatal("acked with no stream")
+	case <-time.After(30 * time.Second):
+		t.Fatal("an unacknowledged publish still in flight 30s on, with a 200ms timeout")
+	}
+	if n := js.PublishAsyncPending(); n != 0 {
+		t.Fatalf("got %d publishes in flight after their timeout; want 0", n)
 	}
 }

@@ -147,11 +147,15 @@ func Start(ctx context.Context, cfg Config) (_ *Env, err error) {
 		return nil, err
 	}
 
-	// Picked once NATS listens, so a free port is not the one NATS takes
-	// next.
-	if e.GatewayAddr, err = gatewayAddress(cfg.SSHPort); err != nil {
+	// Held from here until the gateway serves on it (gatewayListener).
+	gatewayLn, gatewayAddr, err := gatewayListener(cfg.SSHPort)
+	if err != nil {
 		return nil, err
 	}
+	// The gateway closes it once it runs; this is for a start that fails
+	// before (a second close does nothing).
+	e.onClose("", func() error { _ = gatewayLn.Close(); return nil })
+	e.GatewayAddr = gatewayAddr
 	if err := e.startControld(ctx, dsn); err != nil {
 		return nil, err
 	}
@@ -166,7 +170,7 @@ func Start(ctx context.Context, cfg Config) (_ *Env, err error) {
 		return nil, err
 	}
 	e.Hosts = e.fleet.names
-	if e.gw, err = startGateway(ctx, e.Controld, e.Admin.ID, e.NATSURL, e.GatewayAddr, cfg); err != nil {
+	if e.gw, err = startGateway(ctx, e.Controld, e.Admin.ID, e.NATSURL, gatewayLn, e.GatewayAddr, cfg); err != nil {
 		return nil, err
 	}
 	e.onClose("ssh gateway", func() error { e.gw.stop(); return nil })

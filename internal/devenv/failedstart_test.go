@@ -64,3 +64,23 @@ func TestStartChecksSimUserToolsFirst(t *testing.T) {
 		t.Fatalf("start without the tools left %d entries in the data dir; want nothing started", len(entries))
 	}
 }
+
+// TestStartSaysWhyTheGatewayFailed is the regression test of "start: ssh
+// gateway did not start": a gateway that failed at start-up (here: its
+// host key file readable by others) left Start waiting 30s and saying
+// only that; Start must return the gateway's own error.
+func TestStartSaysWhyTheGatewayFailed(t *testing.T) {
+	dir := t.TempDir()
+	key := filepath.Join(dir, "sshgate", "host_ed25519_key")
+	if err := os.MkdirAll(filepath.Dir(key), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(key, []byte("not a key"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := devenv.Start(context.Background(), devenv.Config{DataDir: dir, DatabaseURL: testutil.Postgres(t, controldtest.Template),
+		Hosts: 1, AdminPassword: "gateway test password", Log: testutil.Logger(t)})
+	if err == nil || !strings.Contains(err.Error(), "host key") || strings.Contains(err.Error(), "did not start") {
+		t.Fatalf("start: %v; want the gateway's host key error", err)
+	}
+}

@@ -1,13 +1,16 @@
 package devenv
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"net"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -24,19 +27,19 @@ import (
 // gatewayStartTimeout bounds the wait for the gateway to serve.
 const gatewayStartTimeout = 30 * time.Second
 
-// gatewayAddress picks the gateway's loopback address: the port asked
-// for, which must be free, or any free one for 0. Users dial it as
+// gatewayListener takes the gateway's loopback port: the one asked for,
+// which must be free, or any free one for 0. It stays held until the
+// gateway serves on it (sshgate's RunOn): released, anything started
+// meanwhile (controld, the hosts, their connections, other processes)
+// could take it, and the gateway could not listen. Users dial it as
 // localhost, the name its host certificate carries.
-func gatewayAddress(port int) (string, error) {
+func gatewayListener(port int) (net.Listener, string, error) {
 	l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
 	if err != nil {
-		return "", fmt.Errorf("ssh gateway: cannot listen on 127.0.0.1:%d: %w", port, err)
+		return nil, "", fmt.Errorf("ssh gateway: cannot listen on 127.0.0.1:%d: %w", port, err)
 	}
 	port = l.Addr().(*net.TCPAddr).Port
-	if err := l.Close(); err != nil {
-		return "", err
-	}
-	return net.JoinHostPort("localhost", strconv.Itoa(port)), nil
+	return l, net.JoinHostPort("localhost", strconv.Itoa(port)), nil
 }
 
 // gateway is the platform's SSH gateway, in this process.
@@ -50,8 +53,8 @@ type gateway struct {
 }
 
 // startGateway runs sshgate with its own key, registered as an operator
-// would with `gpuaas ops nats-identity add`.
-func startGateway(ctx context.Context, srv *controld.Server, adminID, natsURL, addr string, cfg Config) (*gateway, error) {
+// would with `gpuaas ops nats-identity add`, serving on ln (addr).
+func startGateway(ctx context.Context, srv *controld.Server, adminID, natsURL string, ln net.Listener, addr string, cfg Config) (*gateway, error) {
 	key, err := loadOrCreateNkey(filepath.Join(cfg.DataDir, "sshgate", "gateway.nk"))
 	if err != nil {
 		return nil, fmt.Errorf("ssh gateway key: %w", err)
@@ -92,9 +95,12 @@ func startGateway(ctx context.Context, srv *controld.Server, adminID, natsURL, a
 	gw := &gateway{nc: nc, cancel: cancel, done: make(chan struct{}), failed: make(chan error, 1), metricsURL: g.MetricsURL()}
 	go func() {
 		defer close(gw.done)
-		if err := g.Run(gctx); err != nil && gctx.Err() == nil {
-			gw.failed <- err
-		}
+		// Labelled, so that a start that hangs can say where (below).
+		pprof.Do(gctx, pprof.Labels(partLabel, gatewayPart), func(ctx context.Context) {
+			if err := g.RunOn(ctx, ln); err != nil && ctx.Err() == nil {
+				gw.failed <- err
+			}
+		})
 	}()
 	select {
 	case <-g.Ready():
@@ -103,9 +109,40 @@ func startGateway(ctx context.Context, srv *controld.Server, adminID, natsURL, a
 		gw.stop()
 		return nil, err
 	case <-time.After(gatewayStartTimeout):
-		gw.stop()
-		return nil, errors.New("ssh gateway did not start")
+		stacks := partGoroutines(gatewayPart)
+		// Its connection first: that fails a NATS call Run may be stuck in.
+		gw.cancel()
+		gw.nc.Close()
+		<-gw.done
+		return nil, fmt.Errorf("ssh gateway did not start in %s; where its goroutines were:\n%s", gatewayStartTimeout, stacks)
 	}
+}
+
+// partLabel is the pprof label that names the part of the platform a
+// goroutine works for (gatewayPart, for now).
+const (
+	partLabel   = "devenv-part"
+	gatewayPart = "sshgate"
+)
+
+// partGoroutines returns the stacks of the goroutines labelled part, as
+// pprof's goroutine profile (debug=1) gives them.
+func partGoroutines(part string) string {
+	var all bytes.Buffer
+	if err := pprof.Lookup("goroutine").WriteTo(&all, 1); err != nil {
+		return fmt.Sprintf("(no goroutine profile: %v)", err)
+	}
+	label := fmt.Sprintf("%q:%q", partLabel, part)
+	var out []string
+	for _, entry := range strings.Split(all.String(), "\n\n") {
+		if strings.Contains(entry, label) {
+			out = append(out, strings.TrimSpace(entry))
+		}
+	}
+	if len(out) == 0 {
+		return "(none left)"
+	}
+	return strings.Join(out, "\n\n")
 }
 
 func (g *gateway) stop() {

@@ -56,7 +56,7 @@ func (g *Gateway) directTCPIP(_ *ssh.Server, _ *gossh.ServerConn, newChan gossh.
 		_ = newChan.Reject(gossh.ResourceShortage, "cannot record this connection right now; try again")
 		return
 	}
-	nodeCh, nodeReqs, err := up.client.OpenChannel("direct-tcpip", newChan.ExtraData())
+	nodeCh, nodeReqs, err := up.conn.OpenChannel("direct-tcpip", newChan.ExtraData())
 	if err != nil {
 		var open *gossh.OpenChannelError
 		if errors.As(err, &open) {

@@ -99,7 +99,7 @@ func (g *Gateway) proxySession(s ssh.Session, id sshcert.Identity) {
 // touched is set whenever channel data moves (activity.go).
 func (g *Gateway) relay(s ssh.Session, id sshcert.Identity, up *upstream, pty ssh.Pty, hasPty bool, kind string, rec *recorder, touched *atomic.Bool) sessionResult {
 	var res sessionResult
-	node, nodeReqs, err := up.client.OpenChannel("session", nil)
+	node, nodeReqs, err := up.conn.OpenChannel("session", nil)
 	if err != nil {
 		g.log.Warn("open session on node", "node", up.auth.NodeID, "err", err)
 		fail(s, errors.New("the node did not open a session"))

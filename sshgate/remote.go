@@ -10,6 +10,7 @@ import (
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/ids"
 	"github.com/gpuaas/gpuaas/internal/sshcert"
+	"github.com/gpuaas/gpuaas/internal/sshlink"
 	"github.com/gpuaas/gpuaas/internal/sshwire"
 )
 
@@ -47,7 +48,7 @@ func (g *Gateway) tcpipForward(ctx ssh.Context, _ *ssh.Server, req *gossh.Reques
 	}
 	var m sshwire.TCPIPForwardMsg
 	_ = gossh.Unmarshal(req.Payload, &m)
-	ok, reply, err := up.client.SendRequest(req.Type, true, req.Payload)
+	ok, reply, err := up.conn.SendRequest(req.Type, true, req.Payload)
 	if err != nil || !ok {
 		g.log.Info("remote forward refused by the node", "type", req.Type, "allocation", alloc,
 			"bind", m.BindAddr, "port", m.BindPort, "err", err)
@@ -63,53 +64,69 @@ func (g *Gateway) tcpipForward(ctx ssh.Context, _ *ssh.Server, req *gossh.Reques
 }
 
 // serveNodeChannels relays the channels the node opens on up towards the
-// client's connection (see above). It runs once per link to the node,
-// before any request that could make the node open one. Its one goroutine
-// (not one per channel type and one more waiting for the link's end:
-// BenchmarkIdleSessions) closes up.dead when the link ends, which is also
-// when the library closes the channel-open channels.
+// client's connection (see above), rejects any other, and refuses the
+// node's global requests. It runs once per link to the node, before any
+// request that could make the node open a channel. Its one goroutine (not
+// gossh.NewClient's three, one per kind and one waiting for the end:
+// BenchmarkIdleSessions) closes up.dead when the link ends, which is when
+// the library closes both channels.
 func (g *Gateway) serveNodeChannels(ctx ssh.Context, id sshcert.Identity, up *upstream) {
 	client, _ := ctx.Value(ssh.ContextKeyConn).(gossh.Conn)
-	var fwd, agent <-chan gossh.NewChannel
-	if client != nil {
-		fwd = up.client.HandleChannelOpen(sshwire.ForwardedChannel)
-		agent = up.client.HandleChannelOpen(sshwire.AgentChannel)
-	}
 	go func() {
 		defer close(up.dead)
-		for fwd != nil || agent != nil {
+		chans, reqs := up.chans, up.reqs
+		for chans != nil || reqs != nil {
 			select {
-			case nc, ok := <-fwd:
+			case req, ok := <-reqs:
 				if !ok {
-					fwd = nil
+					reqs = nil
 					continue
 				}
-				m, ok := up.fwds.Allows(nc.ExtraData())
+				if req.WantReply {
+					_ = sshlink.Reply(req, false, nil)
+				}
+			case nc, ok := <-chans:
 				if !ok {
-					g.log.Warn("node opened a forwarded-tcpip channel nobody asked for", "node", up.auth.NodeID, "addr", m.Addr, "port", m.Port)
-					_ = nc.Reject(gossh.Prohibited, "no such remote forward")
+					chans = nil
 					continue
 				}
-				go g.forwardedTCPIP(ctx, id, client, nc, m)
-			case nc, ok := <-agent:
-				if !ok {
-					agent = nil
-					continue
-				}
-				if !up.agent.Load() {
-					g.log.Warn("node opened an agent channel the client did not ask for", "node", up.auth.NodeID)
-					_ = nc.Reject(gossh.Prohibited, "agent forwarding was not requested")
-					continue
-				}
-				go func() {
-					_, _ = sshwire.JoinChannel(nc, func() (gossh.Channel, <-chan *gossh.Request, error) {
-						return client.OpenChannel(sshwire.AgentChannel, nil)
-					})
-				}()
+				g.nodeChannel(ctx, id, up, client, nc)
 			}
 		}
-		_ = up.client.Wait()
+		_ = up.conn.Wait()
 	}()
+}
+
+// nodeChannel serves one channel the node opened: a forwarded-tcpip
+// channel of a remote forward the node granted, or an agent channel of a
+// session that asked for the client's agent, each towards client; any
+// other is rejected.
+func (g *Gateway) nodeChannel(ctx ssh.Context, id sshcert.Identity, up *upstream, client gossh.Conn, nc gossh.NewChannel) {
+	switch {
+	case client == nil:
+		_ = nc.Reject(gossh.Prohibited, "no client connection")
+	case nc.ChannelType() == sshwire.ForwardedChannel:
+		m, ok := up.fwds.Allows(nc.ExtraData())
+		if !ok {
+			g.log.Warn("node opened a forwarded-tcpip channel nobody asked for", "node", up.auth.NodeID, "addr", m.Addr, "port", m.Port)
+			_ = nc.Reject(gossh.Prohibited, "no such remote forward")
+			return
+		}
+		go g.forwardedTCPIP(ctx, id, client, nc, m)
+	case nc.ChannelType() == sshwire.AgentChannel:
+		if !up.agent.Load() {
+			g.log.Warn("node opened an agent channel the client did not ask for", "node", up.auth.NodeID)
+			_ = nc.Reject(gossh.Prohibited, "agent forwarding was not requested")
+			return
+		}
+		go func() {
+			_, _ = sshwire.JoinChannel(nc, func() (gossh.Channel, <-chan *gossh.Request, error) {
+				return client.OpenChannel(sshwire.AgentChannel, nil)
+			})
+		}()
+	default:
+		_ = nc.Reject(gossh.UnknownChannelType, "unknown channel type "+nc.ChannelType())
+	}
 }
 
 // forwardedTCPIP carries one connection made to a remote forward on the

@@ -40,11 +40,16 @@ type connState struct {
 }
 
 // upstream is an authorized connection to a node's terminal server: a
-// link or SSH (Config.NodeTransport), used as an SSH client either way.
+// link or SSH (Config.NodeTransport), used as an SSH connection either
+// way.
 type upstream struct {
-	auth   *api.GateAuthorizeResponse
-	client *gossh.Client
-	dead   chan struct{} // closed when the connection to the node ends
+	auth *api.GateAuthorizeResponse
+	conn gossh.Conn
+	// chans and reqs are what the node opens and asks: serveNodeChannels
+	// serves them.
+	chans <-chan gossh.NewChannel
+	reqs  <-chan *gossh.Request
+	dead  chan struct{} // closed when the connection to the node ends
 
 	// fwds are the remote forwards the node granted the client; agent is
 	// set once a session asked the node for the client's agent (remote.go).
@@ -57,7 +62,7 @@ func (st *connState) close() {
 	defer st.mu.Unlock()
 	st.closed = true
 	if st.up != nil {
-		_ = st.up.client.Close()
+		_ = st.up.conn.Close()
 	}
 }
 
@@ -155,7 +160,7 @@ func (g *Gateway) dialNode(ctx context.Context, id sshcert.Identity, alloc strin
 	_ = conn.SetDeadline(time.Time{})
 	// dead is closed by serveNodeChannels' goroutine, which outlives the
 	// connection no longer than it must.
-	up := &upstream{auth: auth, client: gossh.NewClient(cc, chans, reqs), dead: make(chan struct{})}
+	up := &upstream{auth: auth, conn: cc, chans: chans, reqs: reqs, dead: make(chan struct{})}
 	g.log.Info("connected to node", "allocation", alloc, "user", id.UserID, "node", auth.NodeID,
 		"addr", auth.TerminalAddr, "posix_user", auth.PosixUser, "transport", g.cfg.NodeTransport)
 	return up, nil

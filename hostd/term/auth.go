@@ -3,6 +3,7 @@ package term
 import (
 	"fmt"
 	"maps"
+	"net"
 	"regexp"
 	"sync"
 	"time"
@@ -122,22 +123,38 @@ func (s *Server) serverConfig(ctx ssh.Context) *gossh.ServerConfig {
 		if !sshcert.FingerprintMatches(perms, key) {
 			return nil, sshcert.ErrUnverifiedKey
 		}
-		t, exts, err := s.verify(meta.User(), key)
+		t, exts, err := s.spend(meta.User(), key)
 		if err != nil {
 			return nil, err
-		}
-		if !s.replay.claim(t.Serial, t.ValidBefore, s.now()) {
-			return nil, fmt.Errorf("%w: serial %d", ErrReplayed, t.Serial)
 		}
 		if err := sshcert.ConfirmKey(perms, key); err != nil {
 			return nil, err
 		}
-		c.authenticated(t, exts)
-		s.cfg.Log.Info("terminal ticket accepted", "allocation", t.Allocation, "user", t.PosixUser,
-			"key_id", t.KeyID, "serial", t.Serial, "gateway", gw.Name, "remote", meta.RemoteAddr().String())
+		s.admit(c, t, exts, gw, meta.RemoteAddr(), "ssh")
 		return perms, nil
 	}
 	return cfg
+}
+
+// spend checks a ticket whose key proved possession (verify) and spends
+// its serial: a serial opens one connection, SSH or link, once.
+func (s *Server) spend(user string, key gossh.PublicKey) (sshcert.Ticket, map[string]string, error) {
+	t, exts, err := s.verify(user, key)
+	if err != nil {
+		return sshcert.Ticket{}, nil, err
+	}
+	if !s.replay.claim(t.Serial, t.ValidBefore, s.now()) {
+		return sshcert.Ticket{}, nil, fmt.Errorf("%w: serial %d", ErrReplayed, t.Serial)
+	}
+	return t, exts, nil
+}
+
+// admit records on c the spent ticket it authenticated with (after the
+// gateway gw) and logs it.
+func (s *Server) admit(c *conn, t sshcert.Ticket, exts map[string]string, gw *sshcert.GatewayIdentity, remote net.Addr, transport string) {
+	c.authenticated(t, exts)
+	s.cfg.Log.Info("terminal ticket accepted", "allocation", t.Allocation, "user", t.PosixUser,
+		"key_id", t.KeyID, "serial", t.Serial, "gateway", gw.Name, "remote", remote.String(), "transport", transport)
 }
 
 // replaySet remembers the serials of tickets already used until they

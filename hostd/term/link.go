@@ -208,18 +208,12 @@ func (s *Server) linkTicket(c *conn, user string, key gossh.PublicKey) error {
 	if gw == nil {
 		return fmt.Errorf("%w: no gateway certificate", sshcert.ErrUnverifiedKey)
 	}
-	t, exts, err := s.verify(user, key)
-	if err == nil && !s.replay.claim(t.Serial, t.ValidBefore, s.now()) {
-		err = fmt.Errorf("%w: serial %d", ErrReplayed, t.Serial)
-	}
+	t, exts, err := s.spend(user, key)
 	if err != nil {
 		s.cfg.Log.Info("terminal key refused", "remote", c.nc.RemoteAddr().String(), "user", user,
 			"transport", "link", "err", err)
 		return err
 	}
-	c.authenticated(t, exts)
-	s.cfg.Log.Info("terminal ticket accepted", "allocation", t.Allocation, "user", t.PosixUser,
-		"key_id", t.KeyID, "serial", t.Serial, "gateway", gw.Name, "remote", c.nc.RemoteAddr().String(),
-		"transport", "link")
+	s.admit(c, t, exts, gw, c.nc.RemoteAddr(), "link")
 	return nil
 }

@@ -128,6 +128,9 @@ func (c *Config) CheckAndSetDefaults() error {
 	if c.StateDir == "" || c.Accounts == nil {
 		return errors.New("terminal: StateDir and Accounts are required")
 	}
+	if c.HostKey != nil && len(c.HostKey) != ed25519.PrivateKeySize {
+		return errors.New("terminal: HostKey is not an ed25519 private key")
+	}
 	if c.DialTimeout <= 0 {
 		c.DialTimeout = 10 * time.Second
 	}
@@ -198,9 +201,6 @@ func New(cfg Config) (*Server, error) {
 			return nil, fmt.Errorf("terminal host key: %w", err)
 		}
 		cfg.HostKey = k
-	}
-	if len(cfg.HostKey) != ed25519.PrivateKeySize {
-		return nil, errors.New("terminal: HostKey is not an ed25519 private key")
 	}
 	signer, err := gossh.NewSignerFromKey(cfg.HostKey)
 	if err != nil {

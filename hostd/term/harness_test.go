@@ -60,6 +60,19 @@ func newHarnessOver(t testing.TB, shape, transport string) *harness {
 	return h
 }
 
+// eachHarness runs test in parallel subtests ("<shape>/<transport>"), one
+// per shape and transport, each with a harness of its own.
+func eachHarness(t *testing.T, test func(t *testing.T, h *harness)) {
+	for _, shape := range shapes {
+		for _, transport := range transports {
+			t.Run(shape+"/"+transport, func(t *testing.T) {
+				t.Parallel()
+				test(t, newHarnessOver(t, shape, transport))
+			})
+		}
+	}
+}
+
 func newHarness(t testing.TB, shape string) *harness {
 	t.Helper()
 	return newHarnessFor(t, shape, "a-7f3e", nil)

@@ -230,84 +230,78 @@ func TestKeyConfusion(t *testing.T) {
 // remote forwards on loopback only, and only the allow-listed requests in
 // a session, for both shapes, over SSH and over a link.
 func TestRefusedChannelsAndRequests(t *testing.T) {
-	for _, shape := range shapes {
-		for _, transport := range transports {
-			t.Run(shape+"/"+transport, func(t *testing.T) {
-				t.Parallel()
-				h := newHarnessOver(t, shape, transport)
-				c := h.client()
-				for _, typ := range []string{"x11", "auth-agent@openssh.com", "forwarded-tcpip",
-					"direct-streamlocal@openssh.com", "forwarded-streamlocal@openssh.com", "tun@openssh.com", "gpuaas"} {
-					ch, _, err := c.OpenChannel(typ, nil)
-					var oce *gossh.OpenChannelError
-					if !errors.As(err, &oce) || oce.Reason != gossh.UnknownChannelType {
-						t.Errorf("channel %s: got %v; want rejected as an unknown channel type", typ, err)
-					}
-					if ch != nil {
-						ch.Close()
-					}
-				}
-				// Remote forwards listen on loopback only, from port 1024, and
-				// only a forward that exists can be cancelled.
-				for _, r := range []struct {
-					typ  string
-					addr string
-					port uint32
-				}{
-					{"tcpip-forward", "10.0.0.1", 0}, {"tcpip-forward", "example.com", 0}, {"tcpip-forward", "127.0.0.1", 80},
-					{"cancel-tcpip-forward", "127.0.0.1", 0}, {"streamlocal-forward@openssh.com", "127.0.0.1", 0}, {"gpuaas", "127.0.0.1", 0},
-				} {
-					ok, _, err := c.SendRequest(r.typ, true, gossh.Marshal(struct {
-						Addr string
-						Port uint32
-					}{r.addr, r.port}))
-					if ok || err != nil {
-						t.Errorf("global request %s %s:%d: got ok %v, error %v; want refused", r.typ, r.addr, r.port, ok, err)
-					}
-				}
-
-				ch, reqs, err := c.OpenChannel("session", nil)
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer ch.Close()
-				go gossh.DiscardRequests(reqs)
-				type name struct{ Name string }
-				refused := []struct {
-					typ     string
-					payload []byte
-				}{
-					{"x11-req", gossh.Marshal(struct {
-						Single        bool
-						Proto, Cookie string
-						Screen        uint32
-					}{false, "MIT-MAGIC-COOKIE-1", "00", 0})},
-					{"break", gossh.Marshal(struct{ Ms uint32 }{100})},
-					{"subsystem", gossh.Marshal(name{"gpuaas"})},
-					{"subsystem", gossh.Marshal(name{"SFTP"})},
-					{"env", gossh.Marshal(struct{ Name, Value string }{"LD_PRELOAD", "x.so"})},
-					{"xon-xoff", gossh.Marshal(struct{ On bool }{true})},
-					{"exit-status", gossh.Marshal(struct{ Status uint32 }{0})},
-					{"gpuaas@example.com", nil},
-				}
-				for _, r := range refused {
-					ok, err := ch.SendRequest(r.typ, true, r.payload)
-					if ok || err != nil {
-						t.Errorf("session request %s: got ok %v, error %v; want refused", r.typ, ok, err)
-					}
-				}
-				// The session still works, once.
-				if ok, err := ch.SendRequest("exec", true, gossh.Marshal(struct{ Cmd string }{"sleep 5"})); !ok || err != nil {
-					t.Fatalf("exec: got ok %v, error %v; want accepted", ok, err)
-				}
-				for _, typ := range []string{"exec", "shell"} {
-					if ok, _ := ch.SendRequest(typ, true, gossh.Marshal(struct{ Cmd string }{"true"})); ok {
-						t.Errorf("a second %s on a running session: accepted; want refused", typ)
-					}
-				}
-			})
+	eachHarness(t, func(t *testing.T, h *harness) {
+		c := h.client()
+		for _, typ := range []string{"x11", "auth-agent@openssh.com", "forwarded-tcpip",
+			"direct-streamlocal@openssh.com", "forwarded-streamlocal@openssh.com", "tun@openssh.com", "gpuaas"} {
+			ch, _, err := c.OpenChannel(typ, nil)
+			var oce *gossh.OpenChannelError
+			if !errors.As(err, &oce) || oce.Reason != gossh.UnknownChannelType {
+				t.Errorf("channel %s: got %v; want rejected as an unknown channel type", typ, err)
+			}
+			if ch != nil {
+				ch.Close()
+			}
 		}
-	}
+		// Remote forwards listen on loopback only, from port 1024, and
+		// only a forward that exists can be cancelled.
+		for _, r := range []struct {
+			typ  string
+			addr string
+			port uint32
+		}{
+			{"tcpip-forward", "10.0.0.1", 0}, {"tcpip-forward", "example.com", 0}, {"tcpip-forward", "127.0.0.1", 80},
+			{"cancel-tcpip-forward", "127.0.0.1", 0}, {"streamlocal-forward@openssh.com", "127.0.0.1", 0}, {"gpuaas", "127.0.0.1", 0},
+		} {
+			ok, _, err := c.SendRequest(r.typ, true, gossh.Marshal(struct {
+				Addr string
+				Port uint32
+			}{r.addr, r.port}))
+			if ok || err != nil {
+				t.Errorf("global request %s %s:%d: got ok %v, error %v; want refused", r.typ, r.addr, r.port, ok, err)
+			}
+		}
+
+		ch, reqs, err := c.OpenChannel("session", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ch.Close()
+		go gossh.DiscardRequests(reqs)
+		type name struct{ Name string }
+		refused := []struct {
+			typ     string
+			payload []byte
+		}{
+			{"x11-req", gossh.Marshal(struct {
+				Single        bool
+				Proto, Cookie string
+				Screen        uint32
+			}{false, "MIT-MAGIC-COOKIE-1", "00", 0})},
+			{"break", gossh.Marshal(struct{ Ms uint32 }{100})},
+			{"subsystem", gossh.Marshal(name{"gpuaas"})},
+			{"subsystem", gossh.Marshal(name{"SFTP"})},
+			{"env", gossh.Marshal(struct{ Name, Value string }{"LD_PRELOAD", "x.so"})},
+			{"xon-xoff", gossh.Marshal(struct{ On bool }{true})},
+			{"exit-status", gossh.Marshal(struct{ Status uint32 }{0})},
+			{"gpuaas@example.com", nil},
+		}
+		for _, r := range refused {
+			ok, err := ch.SendRequest(r.typ, true, r.payload)
+			if ok || err != nil {
+				t.Errorf("session request %s: got ok %v, error %v; want refused", r.typ, ok, err)
+			}
+		}
+		// The session still works, once.
+		if ok, err := ch.SendRequest("exec", true, gossh.Marshal(struct{ Cmd string }{"sleep 5"})); !ok || err != nil {
+			t.Fatalf("exec: got ok %v, error %v; want accepted", ok, err)
+		}
+		for _, typ := range []string{"exec", "shell"} {
+			if ok, _ := ch.SendRequest(typ, true, gossh.Marshal(struct{ Cmd string }{"true"})); ok {
+				t.Errorf("a second %s on a running session: accepted; want refused", typ)
+			}
+		}
+	})
 }
 
 // TestHandshakeTimeout: a client that connects and never authenticates
@@ -348,44 +342,38 @@ func TestHandshakeTimeout(t *testing.T) {
 // in the ticket, for both shapes, over SSH and over a link; with them both
 // are granted.
 func TestForwardingNeedsTicketExtensions(t *testing.T) {
-	for _, shape := range shapes {
-		for _, transport := range transports {
-			t.Run(shape+"/"+transport, func(t *testing.T) {
-				t.Parallel()
-				h := newHarnessOver(t, shape, transport)
-				try := func(c *gossh.Client) (forward, agent bool) {
-					t.Helper()
-					forward, _, err := c.SendRequest("tcpip-forward", true, gossh.Marshal(struct {
-						Addr string
-						Port uint32
-					}{"127.0.0.1", 0}))
-					if err != nil {
-						t.Fatal(err)
-					}
-					ch, reqs, err := c.OpenChannel("session", nil)
-					if err != nil {
-						t.Fatal(err)
-					}
-					defer ch.Close()
-					go gossh.DiscardRequests(reqs)
-					agent, err = ch.SendRequest("auth-agent-req@openssh.com", true, nil)
-					if err != nil {
-						t.Fatal(err)
-					}
-					return forward, agent
-				}
-				bare, err := h.connect(h.user, h.craftTicket(map[string]string{sshcert.ExtensionPermitPTY: ""}))
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer bare.Close()
-				if fwd, agent := try(bare); fwd || agent {
-					t.Errorf("without the extensions: forward %v, agent %v; want both refused", fwd, agent)
-				}
-				if fwd, agent := try(h.client()); !fwd || !agent {
-					t.Errorf("with the standard extensions: forward %v, agent %v; want both granted", fwd, agent)
-				}
-			})
+	eachHarness(t, func(t *testing.T, h *harness) {
+		try := func(c *gossh.Client) (forward, agent bool) {
+			t.Helper()
+			forward, _, err := c.SendRequest("tcpip-forward", true, gossh.Marshal(struct {
+				Addr string
+				Port uint32
+			}{"127.0.0.1", 0}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			ch, reqs, err := c.OpenChannel("session", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ch.Close()
+			go gossh.DiscardRequests(reqs)
+			agent, err = ch.SendRequest("auth-agent-req@openssh.com", true, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return forward, agent
 		}
-	}
+		bare, err := h.connect(h.user, h.craftTicket(map[string]string{sshcert.ExtensionPermitPTY: ""}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer bare.Close()
+		if fwd, agent := try(bare); fwd || agent {
+			t.Errorf("without the extensions: forward %v, agent %v; want both refused", fwd, agent)
+		}
+		if fwd, agent := try(h.client()); !fwd || !agent {
+			t.Errorf("with the standard extensions: forward %v, agent %v; want both granted", fwd, agent)
+		}
+	})
 }

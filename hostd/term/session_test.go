@@ -25,24 +25,18 @@ import (
 // allocation (a sim user on the node) and a slice (the hop into a sim VM),
 // over SSH and over a link.
 func TestSessions(t *testing.T) {
-	for _, shape := range shapes {
-		for _, transport := range transports {
-			t.Run(shape+"/"+transport, func(t *testing.T) {
-				t.Parallel()
-				h := newHarnessOver(t, shape, transport)
-				c := h.client()
-				t.Run("exec exit status", func(t *testing.T) { testExec(t, c) })
-				t.Run("stdin and EOF", func(t *testing.T) { testStdin(t, c) })
-				t.Run("env allow-list", func(t *testing.T) { testEnv(t, c) })
-				t.Run("pty window-change", func(t *testing.T) { testPTY(t, c) })
-				t.Run("login shell", func(t *testing.T) { testShell(t, h, c) })
-				t.Run("signal", func(t *testing.T) { testSignal(t, h, c) })
-				t.Run("sftp roundtrip", func(t *testing.T) { testSFTP(t, h, c) })
-				t.Run("scp through exec", func(t *testing.T) { testSCP(t, h, c) })
-				t.Run("direct-tcpip", func(t *testing.T) { testForward(t, c) })
-			})
-		}
-	}
+	eachHarness(t, func(t *testing.T, h *harness) {
+		c := h.client()
+		t.Run("exec exit status", func(t *testing.T) { testExec(t, c) })
+		t.Run("stdin and EOF", func(t *testing.T) { testStdin(t, c) })
+		t.Run("env allow-list", func(t *testing.T) { testEnv(t, c) })
+		t.Run("pty window-change", func(t *testing.T) { testPTY(t, c) })
+		t.Run("login shell", func(t *testing.T) { testShell(t, h, c) })
+		t.Run("signal", func(t *testing.T) { testSignal(t, h, c) })
+		t.Run("sftp roundtrip", func(t *testing.T) { testSFTP(t, h, c) })
+		t.Run("scp through exec", func(t *testing.T) { testSCP(t, h, c) })
+		t.Run("direct-tcpip", func(t *testing.T) { testForward(t, c) })
+	})
 }
 
 func testExec(t *testing.T, c *gossh.Client) {

@@ -42,6 +42,15 @@ const (
 	TransportSSH = "ssh"
 )
 
+// CheckNodeTransport fails on a node transport other than TransportLink
+// and TransportSSH.
+func CheckNodeTransport(t string) error {
+	if t != TransportLink && t != TransportSSH {
+		return fmt.Errorf("%q is neither %s nor %s", t, TransportLink, TransportSSH)
+	}
+	return nil
+}
+
 // CommandTree builds the gpuaas command tree served by
 // `ssh gateway <command>`. It is called once per session: cobra commands
 // keep flag state, so a tree is never shared.
@@ -178,12 +187,11 @@ func (c *Config) CheckAndSetDefaults() error {
 	if c.DialTimeout <= 0 {
 		c.DialTimeout = DefaultDialTimeout
 	}
-	switch c.NodeTransport {
-	case "":
+	if c.NodeTransport == "" {
 		c.NodeTransport = TransportLink
-	case TransportLink, TransportSSH:
-	default:
-		return fmt.Errorf("sshgate config: %w: NodeTransport %q is neither %q nor %q", ErrConfig, c.NodeTransport, TransportLink, TransportSSH)
+	}
+	if err := CheckNodeTransport(c.NodeTransport); err != nil {
+		return fmt.Errorf("sshgate config: %w: NodeTransport: %w", ErrConfig, err)
 	}
 	if c.HandshakeTimeout <= 0 {
 		c.HandshakeTimeout = DefaultHandshakeTimeout

@@ -89,8 +89,8 @@ GPUAAS_NATS_CERT and GPUAAS_NATS_KEY stand in for the flags.`,
 			if opts.HostKeyPath == "" {
 				return cmdutil.FlagErrorf("--host-key is required")
 			}
-			if t := opts.Config.NodeTransport; t != sshgate.TransportLink && t != sshgate.TransportSSH {
-				return cmdutil.FlagErrorf("--node-transport: %q is neither %s nor %s", t, sshgate.TransportLink, sshgate.TransportSSH)
+			if err := sshgate.CheckNodeTransport(opts.Config.NodeTransport); err != nil {
+				return cmdutil.FlagErrorf("--node-transport: %v", err)
 			}
 			if runF != nil {
 				return runF(c.Context(), opts)

@@ -1,12 +1,11 @@
 package sshlink
 
 import (
-	"crypto/tls"
 	"net"
 	"sync"
 )
 
-// coalescer sits under the tls.Conn. While a frame is written (hold), the
+// coalescer sits under the tls.Conn. While a frame is written, the
 // records TLS makes of it (one per 16 KiB of plaintext, plus a small one
 // for a frame's tail) are gathered and sent with one write: one system
 // call per frame instead of one per record. Anything TLS writes outside a
@@ -14,23 +13,26 @@ import (
 type coalescer struct {
 	net.Conn
 
-	// mu protects the following.
-	mu   sync.Mutex
-	hold bool
-	buf  *[]byte // from sendPool while holding
+	// mu protects buf.
+	mu  sync.Mutex
+	buf *[]byte // from sendPool while a frame is written; nil otherwise
 }
 
+// tlsRecordOverhead is what TLS 1.3 adds to each record: its header, the
+// AEAD tag and the inner content type.
+const tlsRecordOverhead = 5 + 16 + 1
+
 // sendPool holds the buffers a frame's records are gathered in: a
-// maximal frame, and the records' headers and tags.
+// maximal frame (at most 5 records of 16 KiB) and the records' overhead.
 var sendPool = sync.Pool{New: func() any {
-	b := make([]byte, 0, headerLen+4+maxData+8*(5+16+1))
+	b := make([]byte, 0, headerLen+4+maxData+8*tlsRecordOverhead)
 	return &b
 }}
 
 func (w *coalescer) Write(p []byte) (int, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if !w.hold {
+	if w.buf == nil {
 		return w.Conn.Write(p)
 	}
 	*w.buf = append(*w.buf, p...)
@@ -41,7 +43,6 @@ func (w *coalescer) Write(p []byte) (int, error) {
 func (w *coalescer) begin() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.hold = true
 	w.buf = sendPool.Get().(*[]byte)
 }
 
@@ -55,15 +56,6 @@ func (w *coalescer) flush() error {
 	}
 	*w.buf = (*w.buf)[:0]
 	sendPool.Put(w.buf)
-	w.hold, w.buf = false, nil
+	w.buf = nil
 	return err
-}
-
-// coalescerOf is the coalescer under nc, nil when there is none.
-func coalescerOf(nc net.Conn) *coalescer {
-	if tc, ok := nc.(*tls.Conn); ok {
-		co, _ := tc.NetConn().(*coalescer)
-		return co
-	}
-	return nil
 }

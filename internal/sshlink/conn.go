@@ -2,6 +2,7 @@ package sshlink
 
 import (
 	"bufio"
+	"crypto/tls"
 	"encoding/binary"
 	"fmt"
 	"io"
@@ -16,8 +17,8 @@ import (
 
 // Conn is one link; it implements gossh.Conn.
 type Conn struct {
-	nc        net.Conn   // the TLS connection
-	co        *coalescer // under it; nil when there is none
+	nc        *tls.Conn
+	co        *coalescer // under nc
 	br        *bufio.Reader
 	user      string
 	sessionID []byte
@@ -48,10 +49,12 @@ type reply struct {
 
 var _ gossh.Conn = (*Conn)(nil)
 
-func newConn(nc net.Conn, br *bufio.Reader, user string, sessionID []byte, isClient bool) *Conn {
+// newConn starts the link on tc, made by Client or Server over a
+// coalescer, reading through br.
+func newConn(tc *tls.Conn, br *bufio.Reader, user string, sessionID []byte, isClient bool) *Conn {
 	c := &Conn{
-		nc:            nc,
-		co:            coalescerOf(nc),
+		nc:            tc,
+		co:            tc.NetConn().(*coalescer),
 		br:            br,
 		user:          user,
 		sessionID:     sessionID,
@@ -120,14 +123,10 @@ func (c *Conn) writeFrame(typ byte, id uint32, parts ...[]byte) error {
 		off += copy(b[off:], p)
 	}
 	c.writeMu.Lock()
-	if c.co != nil {
-		c.co.begin()
-	}
+	c.co.begin()
 	_, err := c.nc.Write(b)
-	if c.co != nil {
-		if ferr := c.co.flush(); err == nil {
-			err = ferr
-		}
+	if ferr := c.co.flush(); err == nil {
+		err = ferr
 	}
 	c.writeMu.Unlock()
 	if bp != nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/ids"
 	"github.com/gpuaas/gpuaas/internal/sshcert"
+	"github.com/gpuaas/gpuaas/internal/sshlink"
 	"github.com/gpuaas/gpuaas/internal/sshwire"
 )
 
@@ -73,8 +74,8 @@ func (g *Gateway) directTCPIP(_ *ssh.Server, _ *gossh.ServerConn, newChan gossh.
 		g.finishSession(sessionID, nil, sessionResult{})
 		return
 	}
-	go gossh.DiscardRequests(reqs)
-	go gossh.DiscardRequests(nodeReqs)
+	go sshlink.DiscardRequests(reqs)
+	go sshlink.DiscardRequests(nodeReqs)
 
 	g.log.Info("forward start", "allocation", alloc, "user", id.UserID, "target", target, "session", sessionID)
 	start := time.Now()

@@ -226,6 +226,6 @@ func (v *vmTarget) directTCPIP(nc gossh.NewChannel, d sshwire.DirectTCPIPMsg) {
 		v.s.refuseChannel(nc, gossh.ConnectionFailed, "direct-tcpip", err)
 		return
 	}
-	go gossh.DiscardRequests(vreqs)
+	go sshlink.DiscardRequests(vreqs)
 	_, _ = sshwire.AcceptAndSplice(nc, vch)
 }

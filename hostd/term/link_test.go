@@ -2,6 +2,9 @@ package term_test
 
 import (
 	"errors"
+	"io"
+	"net"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +15,7 @@ import (
 	"github.com/gpuaas/gpuaas/internal/sshcert"
 	"github.com/gpuaas/gpuaas/internal/sshlink"
 	"github.com/gpuaas/gpuaas/internal/sshtest"
+	"github.com/gpuaas/gpuaas/internal/sshwire"
 )
 
 // TestLinkRefused: a link gets in on exactly the terms an SSH connection
@@ -140,5 +144,37 @@ func TestLinkClosedWithServer(t *testing.T) {
 	case <-ended:
 	case <-time.After(30 * time.Second):
 		t.Fatal("the link outlived the server's Close")
+	}
+}
+
+// TestLinkChannelRequestRefusedNotPanicking is the regression test of a
+// channel request wanting a reply on a link's direct-tcpip channel: its
+// requests were drained by gossh.DiscardRequests, whose req.Reply panics
+// on a link's request (it has no x/crypto mux), taking hostd down. The
+// request must be refused and the channel and the link go on.
+func TestLinkChannelRequestRefusedNotPanicking(t *testing.T) {
+	h := newHarnessOver(t, api.ShapeBaremetal, "link")
+	c := h.client()
+	echo := sshtest.ListenEcho(t)
+	host, port, err := net.SplitHostPort(echo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, _ := strconv.Atoi(port)
+	ch, reqs, err := c.OpenChannel("direct-tcpip", gossh.Marshal(sshwire.DirectTCPIPMsg{DestAddr: host, DestPort: uint32(p), OriginAddr: "127.0.0.1", OriginPort: 1}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ch.Close()
+	go gossh.DiscardRequests(reqs)
+	if ok, err := ch.SendRequest("gpuaas@example.com", true, nil); ok || err != nil {
+		t.Fatalf("channel request: got ok %v, error %v; want refused", ok, err)
+	}
+	if _, err := ch.Write([]byte("ping")); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 4)
+	if _, err := io.ReadFull(ch, buf); err != nil || string(buf) != "ping" {
+		t.Fatalf("got %q, %v; want ping echoed after the refusal", buf, err)
 	}
 }

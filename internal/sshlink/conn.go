@@ -463,6 +463,17 @@ func register(req *gossh.Request, fn func(bool, []byte) error) {
 	runtime.AddCleanup(req, func(k weak.Pointer[gossh.Request]) { pending.Delete(k) }, k)
 }
 
+// DiscardRequests refuses every request from in that wants a reply, like
+// gossh.DiscardRequests, whose req.Reply panics on a link's request:
+// drain requests that may come from a link with this.
+func DiscardRequests(in <-chan *gossh.Request) {
+	for req := range in {
+		if req.WantReply {
+			_ = Reply(req, false, nil)
+		}
+	}
+}
+
 // Reply answers a request that came from a link (or, for any other
 // *gossh.Request, calls req.Reply). x/crypto's req.Reply panics on a link
 // request that wants a reply: every place that answers requests which may

@@ -10,6 +10,8 @@ import (
 	"syscall"
 
 	gossh "golang.org/x/crypto/ssh"
+
+	"github.com/gpuaas/gpuaas/internal/sshlink"
 )
 
 // Agent forwarding (OpenSSH's PROTOCOL, section 2.3): the client asks
@@ -87,7 +89,7 @@ func (a *AgentSocket) Serve(open func() (gossh.Channel, <-chan *gossh.Request, e
 				_ = c.Close()
 				return
 			}
-			go gossh.DiscardRequests(reqs)
+			go sshlink.DiscardRequests(reqs)
 			Splice(ch, c.(*net.UnixConn))
 		}()
 	}

@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	gossh "golang.org/x/crypto/ssh"
+
+	"github.com/gpuaas/gpuaas/internal/sshlink"
 )
 
 // ErrNotLoopback is returned for a direct-tcpip destination that is not
@@ -64,6 +66,6 @@ func AcceptAndSplice(nc gossh.NewChannel, c HalfCloser) (int64, error) {
 		_ = c.Close()
 		return 0, err
 	}
-	go gossh.DiscardRequests(reqs)
+	go sshlink.DiscardRequests(reqs)
 	return Splice(ch, c), nil
 }

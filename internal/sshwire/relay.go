@@ -4,6 +4,8 @@ import (
 	"errors"
 
 	gossh "golang.org/x/crypto/ssh"
+
+	"github.com/gpuaas/gpuaas/internal/sshlink"
 )
 
 // OpenFunc opens a channel on the far side of a relay.
@@ -25,6 +27,6 @@ func JoinChannel(nc gossh.NewChannel, open OpenFunc) (int64, error) {
 		}
 		return 0, err
 	}
-	go gossh.DiscardRequests(farReqs)
+	go sshlink.DiscardRequests(farReqs)
 	return AcceptAndSplice(nc, far)
 }

@@ -9,6 +9,8 @@ import (
 	"sync"
 
 	gossh "golang.org/x/crypto/ssh"
+
+	"github.com/gpuaas/gpuaas/internal/sshlink"
 )
 
 // Remote forwarding (`ssh -R`, RFC 4254 §7.1): global requests to listen
@@ -172,7 +174,7 @@ func (r *RemoteForwards) accept(ln net.Listener, addr string, port uint32) {
 				_ = c.Close()
 				return
 			}
-			go gossh.DiscardRequests(reqs)
+			go sshlink.DiscardRequests(reqs)
 			Splice(ch, c.(*net.TCPConn))
 		}()
 	}

@@ -77,6 +77,11 @@ type channel struct {
 	sentEOF      bool
 	sentClose    bool
 
+	// sendMu is held while a frame of the channel is written, so that
+	// none follows its CLOSE: the peer forgets the channel once it has
+	// both sides' CLOSE, and a frame for a channel it forgot ends the link.
+	sendMu sync.Mutex
+
 	reqs    chan *gossh.Request
 	reqMu   sync.Mutex // one outstanding request wanting a reply
 	replies chan bool
@@ -155,6 +160,9 @@ func (ch *channel) handleControl(typ byte, p []byte) error {
 		ch.c.removeChannel(ch.localID)
 		ch.markGone()
 		if send {
+			// After any frame being written (sendMu), none after it.
+			ch.sendMu.Lock()
+			defer ch.sendMu.Unlock()
 			return ch.c.writeFrame(frameClose, ch.remoteID)
 		}
 	case frameWindowAdjust:
@@ -254,6 +262,20 @@ func (ch *channel) read(p []byte, ext bool) (int, error) {
 	return n, nil
 }
 
+// send writes a frame of the channel unless a CLOSE was sent or received
+// (io.EOF then).
+func (ch *channel) send(typ byte, parts ...[]byte) error {
+	ch.sendMu.Lock()
+	defer ch.sendMu.Unlock()
+	ch.mu.Lock()
+	closed := ch.sentClose || ch.remoteClosed
+	ch.mu.Unlock()
+	if closed {
+		return io.EOF
+	}
+	return ch.c.writeFrame(typ, ch.remoteID, parts...)
+}
+
 func (ch *channel) Write(p []byte) (int, error) { return ch.write(p, false) }
 
 func (ch *channel) write(p []byte, ext bool) (int, error) {
@@ -274,9 +296,9 @@ func (ch *channel) write(p []byte, ext bool) (int, error) {
 		if ext {
 			var code [4]byte
 			binary.BigEndian.PutUint32(code[:], 1)
-			err = ch.c.writeFrame(frameExtData, ch.remoteID, code[:], p[:k])
+			err = ch.send(frameExtData, code[:], p[:k])
 		} else {
-			err = ch.c.writeFrame(frameData, ch.remoteID, p[:k])
+			err = ch.send(frameData, p[:k])
 		}
 		if err != nil {
 			return written, err
@@ -297,11 +319,13 @@ func (ch *channel) CloseWrite() error {
 	ch.sentEOF = true
 	ch.cond.Broadcast()
 	ch.mu.Unlock()
-	return ch.c.writeFrame(frameEOF, ch.remoteID)
+	return ch.send(frameEOF)
 }
 
 // Close closes the channel; the link forgets it once the peer answers.
 func (ch *channel) Close() error {
+	ch.sendMu.Lock()
+	defer ch.sendMu.Unlock()
 	ch.mu.Lock()
 	if ch.sentClose {
 		ch.mu.Unlock()
@@ -321,13 +345,7 @@ func (ch *channel) SendRequest(name string, wantReply bool, payload []byte) (boo
 		ch.reqMu.Lock()
 		defer ch.reqMu.Unlock()
 	}
-	ch.mu.Lock()
-	closed := ch.sentClose || ch.remoteClosed
-	ch.mu.Unlock()
-	if closed {
-		return false, io.EOF
-	}
-	if err := ch.c.writeFrame(frameChanRequest, ch.remoteID, requestHeader(name, wantReply), payload); err != nil {
+	if err := ch.send(frameChanRequest, requestHeader(name, wantReply), payload); err != nil {
 		return false, err
 	}
 	if !wantReply {

@@ -959,3 +959,34 @@ func TestLinkFrameIsOneWrite(t *testing.T) {
 		t.Errorf("%d data frames took %d writes to the connection; want one each", frames, writes)
 	}
 }
+
+// TestLinkNoFrameAfterClose is the regression test of a link that ended
+// under load (hostd/term TestSessions/gpu_slice/link in CI): hostd's VM
+// relay sent a channel's exit-status while another goroutine closed the
+// channel, the request frame could follow the CLOSE, the peer had by then
+// forgotten the channel, and a frame for an unknown channel ends the link.
+// Requests, data and EOF racing Close must never follow the CLOSE.
+func TestLinkNoFrameAfterClose(t *testing.T) {
+	cl, sv := pair(t)
+	acceptAll(sv, func(ch gossh.Channel, reqs <-chan *gossh.Request) {
+		go DiscardRequests(reqs)
+		var wg sync.WaitGroup
+		wg.Add(3)
+		go func() {
+			defer wg.Done()
+			_, _ = ch.SendRequest("exit-status", false, gossh.Marshal(struct{ S uint32 }{0}))
+		}()
+		go func() { defer wg.Done(); _, _ = ch.Write([]byte("bye")) }()
+		go func() { defer wg.Done(); _ = ch.Close() }()
+		wg.Wait()
+	})
+	for i := range 300 {
+		ch, reqs, err := cl.c.OpenChannel("session", nil)
+		if err != nil {
+			t.Fatalf("channel %d: %v (the link ended)", i, err)
+		}
+		go DiscardRequests(reqs)
+		_, _ = io.Copy(io.Discard, ch)
+		_ = ch.Close()
+	}
+}

@@ -25,7 +25,7 @@ func openPool(t testing.TB) *pgxpool.Pool {
 }
 
 var testLimits = identity.LoginLimits{
-	Account: identity.Limit{MaxFailures: 3, Lockout: time.Minute, MaxLockout: 10 * time.Minute, Window: time.Hour},
+	Account:  identity.Limit{MaxFailures: 3, Lockout: time.Minute, MaxLockout: 10 * time.Minute, Window: time.Hour},
 	Source:   identity.Limit{MaxFailures: 5, Lockout: time.Minute, MaxLockout: 10 * time.Minute, Window: time.Hour},
 	Slowdown: identity.Slowdown{Failures: 6, Window: time.Hour},
 }

@@ -163,6 +163,10 @@ func (s *Server) loginAttempt(c *call) (authAttempt, error) {
 	if req.Email == "" || req.Password == "" {
 		return authAttempt{}, api.Errorf(api.CodeInvalidArgument, "email and password are required")
 	}
+	// The email asked for goes to the audit log as it is.
+	if err := api.CheckText("email", req.Email); err != nil {
+		return authAttempt{}, err
+	}
 	return authAttempt{action: api.EndpointAuthLogin, actor: "anonymous:" + strings.ToLower(req.Email),
 		email: req.Email, limited: true,
 		run: func(ctx context.Context, tx pgx.Tx) (any, mutate.Effect, error) {

@@ -40,8 +40,8 @@ func CheckText(field, s string) error {
 			}
 		}
 		if unsafeRune(r) {
-			return Errorf(CodeInvalidArgument, "%s contains the control character %s at byte %d", field, escapeRune(r), i).
-				WithHint("use one line of printable text")
+			return Errorf(CodeInvalidArgument, "%s must be one line of printable text: it holds the control character %s at byte %d",
+				field, escapeRune(r), i)
 		}
 	}
 	return nil

@@ -144,3 +144,26 @@ func TestLimiterSlowdown(t *testing.T) {
 		}
 	}
 }
+
+// TestLimiterSourceLockoutTriggered: the failure that uses up an
+// address's budget over all accounts is reported (for the audit log) as a
+// lockout of the source, with its wait.
+func TestLimiterSourceLockoutTriggered(t *testing.T) {
+	t.Parallel()
+	pool := openPool(t)
+	ctx := t.Context()
+	clock := testutil.NewClock(time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC))
+	l := identity.NewLimiter(testLimits, clock.Now)
+	const src = "203.0.113.9"
+	var trig []identity.Trigger
+	for i := range testLimits.Source.MaxFailures {
+		a, err := l.Begin(ctx, pool, fmt.Sprintf("user%d@example.test", i), src)
+		if err != nil {
+			t.Fatalf("attempt %d: %v", i+1, err)
+		}
+		trig = append(trig, a.Failed()...)
+	}
+	if len(trig) != 1 || trig[0].Kind != identity.TriggerSource || trig[0].Failures != testLimits.Source.MaxFailures || trig[0].Wait != time.Minute {
+		t.Fatalf("set off %+v; want one one-minute lockout of the source at failure %d", trig, testLimits.Source.MaxFailures)
+	}
+}

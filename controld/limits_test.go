@@ -84,7 +84,7 @@ func TestLoginLockout(t *testing.T) {
 	if _, err := anon.Login(ctx, api.LoginRequest{Email: bob.Email, Password: pw}); err != nil {
 		t.Fatalf("right password after the lockout: %v", err)
 	}
-	if n, err := identity.Failures(ctx, env.Server.Pool(), identity.AccountKey(bob.Email)); err != nil || n != 0 {
+	if n, err := identity.Failures(ctx, env.Server.Pool(), identity.ClientKey(bob.Email, "")); err != nil || n != 0 {
 		t.Fatalf("failures after a success: got %d, %v; want 0", n, err)
 	}
 	for i := 1; i <= maxFailures; i++ {

@@ -12,7 +12,6 @@ import (
 	"github.com/gpuaas/gpuaas/controld/controldtest"
 	"github.com/gpuaas/gpuaas/controld/identity"
 	"github.com/gpuaas/gpuaas/internal/api"
-	"github.com/gpuaas/gpuaas/internal/bus"
 	"github.com/gpuaas/gpuaas/internal/testutil"
 )
 
@@ -25,11 +24,13 @@ func preLoginFrom(t *testing.T, env *controldtest.Env, ip string) *api.Client {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pub, _ := kp.PublicKey()
+	opts, proof, err := api.KeyConnOptions(kp)
+	if err != nil {
+		t.Fatal(err)
+	}
 	dialer := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}, Timeout: 5 * time.Second}
-	nc := testutil.Connect(t, env.NATSURL, bus.WithKey(kp), nats.CustomInboxPrefix(api.InboxPrefix(pub)),
-		nats.SetCustomDialer(dialer))
-	return api.NewClient(nc)
+	nc := testutil.Connect(t, env.NATSURL, append(opts, nats.SetCustomDialer(dialer))...)
+	return api.NewClient(nc, api.WithReplyProof(proof))
 }
 
 // TestLoginLockoutOnlyLocksTheGuesser is the regression test of

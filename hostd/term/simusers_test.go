@@ -157,7 +157,7 @@ func TestSimSystemUsersIsolate(t *testing.T) {
 	if err := h.Users.KillProcesses(ctx, th.user); err != nil {
 		t.Fatal(err)
 	}
-	if err := h.Users.Delete(ctx, th.user); err != nil {
+	if _, err := h.Users.Delete(ctx, th.user); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := (host.ExecRunner{}).Run(ctx, "pgrep", "-u", u.Uid); host.ExitCode(err) != 1 {

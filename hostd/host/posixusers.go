@@ -295,7 +295,7 @@ func ReleaseUser(ctx context.Context, t *Tenancy, name string, uid, gid int) (Re
 	var res Removed
 	var terr error
 	if t != nil && t.Dir != "" {
-		res.Files, terr = t.Release(name)
+		res.Files, terr = t.Release(name, uid)
 	}
 	s, err := ScrubUser(ctx, name, uid, gid)
 	return res.Add(s), errors.Join(terr, err)

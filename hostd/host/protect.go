@@ -74,7 +74,7 @@ func NodeTenancy(stateDir string, log *slog.Logger) *Tenancy {
 	if err := ProtectAgent(); err != nil {
 		log.Warn("tenant isolation", "err", err)
 	}
-	if err := CheckStateDisk(stateDir, "/home", "/tmp", "/var/tmp"); err != nil {
+	if err := CheckStateDisk(stateDir, "/home", "/tmp", "/var/tmp", DefaultTenantDir); err != nil {
 		log.Warn("tenant isolation", "err", err)
 	}
 	return DefaultTenancy(stateDir, DefaultTenantDir)

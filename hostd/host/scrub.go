@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 )
@@ -146,22 +145,6 @@ func removeFiles(ctx context.Context, uid, gid int) (int, error) {
 		}
 	}
 	return n, errors.Join(errs...)
-}
-
-// removeTree removes the directory p with what it holds, counting the
-// entries (RemoveAll follows no link).
-func removeTree(p string) (int, error) {
-	n := 0
-	_ = filepath.WalkDir(p, func(_ string, _ fs.DirEntry, err error) error {
-		if err == nil {
-			n++
-		}
-		return nil
-	})
-	if err := os.RemoveAll(p); err != nil {
-		return 0, err
-	}
-	return n, nil // 0 for a p that is not there
 }
 
 func ignoreGone(err error) error {

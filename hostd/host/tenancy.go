@@ -48,12 +48,8 @@ func DefaultTenancy(stateDir, tenantDir string) *Tenancy {
 type Isolation struct {
 	// Tmp and VarTmp are the user's directories bound over /tmp and
 	// /var/tmp.
-	Tmp    string `json:"tmp"`
-	VarTmp string `json:"var_tmp"`
-	// AgentMount is a directory of root's where a session's forwarded
-	// agent directory is bound (the agent's socket is in the node's own
-	// /tmp, which the session does not see).
-	AgentMount  string `json:"agent_mount"`
+	Tmp         string `json:"tmp"`
+	VarTmp      string `json:"var_tmp"`
 	ShmSize     int64  `json:"shm_size,omitempty"`
 	OOMScoreAdj int    `json:"oom_score_adj"`
 }
@@ -77,7 +73,7 @@ func (t *Tenancy) Session(name string, uid, gid int) (*Isolation, error) {
 		return nil, fmt.Errorf("tenant dir: %w", err)
 	}
 	iso := &Isolation{Tmp: filepath.Join(ud, "tmp"), VarTmp: filepath.Join(ud, "var-tmp"),
-		AgentMount: filepath.Join(ud, "agent"), ShmSize: t.ShmSize, OOMScoreAdj: t.OOMScoreAdj}
+		ShmSize: t.ShmSize, OOMScoreAdj: t.OOMScoreAdj}
 	if iso.OOMScoreAdj == 0 {
 		iso.OOMScoreAdj = DefaultTenantOOMScoreAdj
 	}
@@ -86,28 +82,31 @@ func (t *Tenancy) Session(name string, uid, gid int) (*Isolation, error) {
 			return nil, fmt.Errorf("tenant dir: %w", err)
 		}
 	}
-	if err := rootDir(iso.AgentMount, 0o755); err != nil {
-		return nil, fmt.Errorf("tenant dir: %w", err)
-	}
 	return iso, nil
 }
 
 // Release removes the user's private directories and returns how many
-// of the user's files they held (the two directories included).
-func (t *Tenancy) Release(name string) (int, error) {
+// of the user's files they held (the two directories included; not the
+// directories of root's made in them to keep paths reachable).
+func (t *Tenancy) Release(name string, uid int) (int, error) {
 	if err := CheckUserName(name); err != nil {
 		return 0, err
 	}
 	ud := t.userDir(name)
 	n := 0
-	var errs []error
-	for _, d := range []string{"tmp", "var-tmp"} {
-		c, err := removeTree(filepath.Join(ud, d))
-		n += c
-		errs = append(errs, err)
+	_ = filepath.WalkDir(ud, func(_ string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return nil
+		}
+		if fi, err := d.Info(); err == nil && int(fi.Sys().(*syscall.Stat_t).Uid) == uid {
+			n++
+		}
+		return nil
+	})
+	if err := os.RemoveAll(ud); err != nil {
+		return 0, fmt.Errorf("remove %s: %w", ud, err)
 	}
-	errs = append(errs, os.RemoveAll(ud))
-	return n, errors.Join(errs...)
+	return n, nil
 }
 
 // rootDir makes dir (not its parents) root's with mode, or checks that

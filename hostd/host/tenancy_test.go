@@ -230,14 +230,13 @@ func TestReleaseLeavesNothing(t *testing.T) {
 }
 
 // cronFile writes a job file as cron's crontab(1) or at(1) leave it: the
-// user's, 0600, in the spool (made, and removed at cleanup, if absent).
+// user's, 0600, in the spool.
 func cronFile(t *testing.T, dir, name string, uid int, content string) string {
 	t.Helper()
-	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
-		if err := os.MkdirAll(dir, 0o730); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = os.Remove(dir) })
+	// A spool made here stays (empty, root's): tests of other packages,
+	// run at the same time, may be using it.
+	if err := os.MkdirAll(dir, 0o730); err != nil {
+		t.Fatal(err)
 	}
 	p := filepath.Join(dir, name)
 	if err := os.WriteFile(p, []byte(content), 0o600); err != nil {

@@ -119,6 +119,21 @@ func TestSimTenantsPrivateTmp(t *testing.T) {
 		}
 		_ = s.Close()
 	}
+	// With a terminal too: the program has it as its controlling
+	// terminal, in the same private /tmp.
+	pty, err := a.NewSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pty.RequestPty("xterm", 24, 80, gossh.TerminalModes{}); err != nil {
+		t.Fatal(err)
+	}
+	out, err := pty.Output("tty; cat /tmp/" + secret)
+	pty.Close()
+	if lines := strings.Split(strings.TrimSpace(strings.ReplaceAll(string(out), "\r", "")), "\n"); err != nil ||
+		len(lines) != 2 || !strings.HasPrefix(lines[0], "/dev/pts/") || lines[1] != "a" {
+		t.Errorf("PTY session: %q, %v; want its terminal and A's file", out, err)
+	}
 	_ = stdin.Close()
 	_ = hold.Wait()
 }

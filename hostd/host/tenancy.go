@@ -6,6 +6,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"syscall"
 )
 
@@ -31,6 +33,10 @@ type Tenancy struct {
 	// under memory pressure the kernel ends them before hostd; 0 means
 	// DefaultTenantOOMScoreAdj. The user cannot lower it.
 	OOMScoreAdj int
+	// MaxProcs is the user's RLIMIT_NPROC (processes and threads), so a
+	// fork bomb leaves hostd pids to start what it must; 0 means half of
+	// kernel.pid_max.
+	MaxProcs uint64
 }
 
 // DefaultTenantOOMScoreAdj is the OOM score adjustment of tenants'
@@ -52,6 +58,7 @@ type Isolation struct {
 	VarTmp      string `json:"var_tmp"`
 	ShmSize     int64  `json:"shm_size,omitempty"`
 	OOMScoreAdj int    `json:"oom_score_adj"`
+	MaxProcs    uint64 `json:"max_procs,omitempty"`
 }
 
 func (t *Tenancy) userDir(name string) string { return filepath.Join(t.Dir, name) }
@@ -76,6 +83,9 @@ func (t *Tenancy) Session(name string, uid, gid int) (*Isolation, error) {
 		ShmSize: t.ShmSize, OOMScoreAdj: t.OOMScoreAdj}
 	if iso.OOMScoreAdj == 0 {
 		iso.OOMScoreAdj = DefaultTenantOOMScoreAdj
+	}
+	if iso.MaxProcs = t.MaxProcs; iso.MaxProcs == 0 {
+		iso.MaxProcs = halfPidMax()
 	}
 	for _, d := range []string{iso.Tmp, iso.VarTmp} {
 		if err := userDir(d, uid, gid); err != nil {
@@ -143,4 +153,18 @@ func userDir(dir string, uid, gid int) error {
 		return err
 	}
 	return os.Chmod(dir, 0o700)
+}
+
+// halfPidMax is half of kernel.pid_max, or 0 (no limit) when it cannot
+// be read.
+func halfPidMax() uint64 {
+	b, err := os.ReadFile("/proc/sys/kernel/pid_max")
+	if err != nil {
+		return 0
+	}
+	n, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
+	if err != nil {
+		return 0
+	}
+	return n / 2
 }

@@ -159,8 +159,12 @@ func TestIsolatedSessionsHavePrivateTmp(t *testing.T) {
 	}
 
 	// Another session of A shares /tmp and /var/tmp, not /dev/shm.
-	got := a.sh(t, isoA, "cat /tmp/"+secret+" /var/tmp/"+secret+"; ls -A /dev/shm | wc -l; stat -c '%u %a' /tmp /dev/shm; cat /proc/self/oom_score_adj; echo -1000 > /proc/self/oom_score_adj 2>/dev/null || echo refused")
-	want := strings.Join([]string{"a", "a", "0", strconv.Itoa(a.uid) + " 700", strconv.Itoa(a.uid) + " 700", "800", "refused"}, "\n")
+	got := a.sh(t, isoA, "cat /tmp/"+secret+" /var/tmp/"+secret+"; ls -A /dev/shm | wc -l; stat -c '%u %a' /tmp /dev/shm; cat /proc/self/oom_score_adj; echo -1000 > /proc/self/oom_score_adj 2>/dev/null || echo refused; grep '^Max processes' /proc/self/limits | awk '{print $3}'")
+	want := strings.Join([]string{"a", "a", "0", strconv.Itoa(a.uid) + " 700", strconv.Itoa(a.uid) + " 700", "800", "refused",
+		strconv.FormatUint(isoA.MaxProcs, 10)}, "\n")
+	if isoA.MaxProcs == 0 {
+		t.Error("no process limit")
+	}
 	if got != want {
 		t.Errorf("second session of A:\n%s\nwant\n%s", got, want)
 	}

@@ -100,6 +100,12 @@ func isolateSelf(s initSpec) error {
 	if err := os.WriteFile("/proc/self/oom_score_adj", []byte(strconv.Itoa(s.OOMScoreAdj)), 0); err != nil {
 		return fmt.Errorf("oom score: %w", err)
 	}
+	if s.MaxProcs > 0 {
+		lim := unix.Rlimit{Cur: s.MaxProcs, Max: s.MaxProcs}
+		if err := unix.Setrlimit(unix.RLIMIT_NPROC, &lim); err != nil {
+			return fmt.Errorf("process limit: %w", err)
+		}
+	}
 	if err := becomeUser(s); err != nil {
 		return err
 	}

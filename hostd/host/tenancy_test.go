@@ -252,3 +252,30 @@ func cronFile(t *testing.T, dir, name string, uid int, content string) string {
 	}
 	return p
 }
+
+// TestCreateRefusedWhenUIDsExhausted: with every uid of the range given,
+// provisioning fails with ErrUIDsExhausted and makes no account or group,
+// rather than give a uid a second time.
+func TestCreateRefusedWhenUIDsExhausted(t *testing.T) {
+	needRoot(t)
+	rec := filepath.Join(t.TempDir(), "uids")
+	r := &host.UIDRange{Path: rec, First: 799_999_980, Last: 799_999_980}
+	if _, err := r.Next("earlier-tenant"); err != nil {
+		t.Fatal(err)
+	}
+	u := host.PosixUsers{Tenancy: &host.Tenancy{UIDs: r}}
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	name := "gt" + hex.EncodeToString(b[:])
+	t.Cleanup(func() { _, _ = u.Delete(context.Background(), name) })
+	err := u.Create(context.Background(), name, nil)
+	if !errors.Is(err, host.ErrUIDsExhausted) || !strings.Contains(err.Error(), "799999980-799999980") {
+		t.Fatalf("Create: got %v; want ErrUIDsExhausted naming the range", err)
+	}
+	if _, err := user.Lookup(name); err == nil {
+		t.Error("an account was made")
+	}
+	if _, err := user.LookupGroup(name); err == nil {
+		t.Error("a group was made")
+	}
+}

@@ -12,7 +12,7 @@ import (
 )
 
 // What a release removes beyond the account and its home: everything the
-// former user owns on the node (docs/decisions/0001-tenant-isolation.md).
+// former user owns on the node (docs/decisions/0003-tenant-isolation.md).
 // Its uid is never given again (UIDRange), so this is the second of two
 // fences: what it misses belongs to no one, not to the next tenant.
 

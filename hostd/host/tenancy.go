@@ -12,7 +12,7 @@ import (
 )
 
 // Tenancy is how a node keeps its allocation users apart from each other
-// and from the platform (docs/decisions/0001-tenant-isolation.md): a uid
+// and from the platform (docs/decisions/0003-tenant-isolation.md): a uid
 // never given before, private /tmp, /var/tmp and /dev/shm and an IPC
 // namespace for every process hostd starts as the user, a higher OOM
 // score for those processes, and a release that leaves nothing of the

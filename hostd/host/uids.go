@@ -14,7 +14,7 @@ import (
 	"time"
 )
 
-// The uids of allocation users (docs/decisions/0001-tenant-isolation.md):
+// The uids of allocation users (docs/decisions/0003-tenant-isolation.md):
 // every user hostd makes gets a uid no account on the node ever had
 // before, so nothing a former tenant left anywhere (a file the release
 // missed, a file on a disk that was offline) belongs to the next one.

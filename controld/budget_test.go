@@ -108,7 +108,7 @@ func TestBudgetSetGetClear(t *testing.T) {
 	}
 }
 
-// TestAllocCreateRefusedOverBudget is issue 16 item 2's enforcement: a
+// TestAllocCreateRefusedOverBudget is budgets' enforcement (docs/budgets.md): a
 // create whose first hour would take the period's spend over the cap, or
 // whose price would take the burn over the burn cap, is refused with
 // budget_exceeded, reserves nothing and is audited; under the caps it

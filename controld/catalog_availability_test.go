@@ -8,7 +8,7 @@ import (
 	"github.com/gpuaas/gpuaas/internal/api"
 )
 
-// TestCatalogListShowsAvailability is issue 12 §4: `catalog list` showed
+// TestCatalogListShowsAvailability is a money check before renting: `catalog list` showed
 // SKUs no host can serve (h100-slice in dev) with no hint. catalog.list
 // reports, per SKU, the GPUs free now and the ready nodes able to serve
 // it; a bare-metal node counts as free only when wholly free.

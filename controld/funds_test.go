@@ -34,7 +34,7 @@ func wantInsufficientFunds(t *testing.T, err error, what string, inMessage ...st
 	}
 }
 
-// TestAllocCreateRefusedWithoutFunds is issue 12 §4: a project debited to
+// TestAllocCreateRefusedWithoutFunds is a money check before renting: a project debited to
 // $0 (`gpuaas admin credit --amount=-100`) could start 8 GPUs. Now the
 // create is refused with insufficient_funds, queued or not, nothing is
 // reserved, and the refusal is audited.
@@ -163,7 +163,7 @@ func TestQueuedRequestUnfundedAtPlacementFails(t *testing.T) {
 	}
 }
 
-// TestDryRunRunwayCountsRunningAllocations is issue 12 §4: the runway
+// TestDryRunRunwayCountsRunningAllocations is a money check before renting: the runway
 // `alloc create --dry-run` showed ignored what already runs ("runway
 // 1d 3h" while `billing balance` said "lasts about 3h"). It is the
 // balance at the project's total burn, the new allocation included, and

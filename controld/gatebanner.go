@@ -12,7 +12,7 @@ import (
 )
 
 // sessionBanner is the line sshgate writes to an interactive session's
-// stderr before the shell (issue 16, item 2): what the allocation has
+// stderr before the shell (docs/budgets.md, "The login banner"): what the allocation has
 // cost so far and costs per hour, how long the project's balance lasts at
 // its burn, and, with a spend cap on the project or on the allocation's
 // creator, what is left of the tightest one and how long that lasts at

@@ -18,7 +18,7 @@ import (
 )
 
 // budgetEndpoints are the budgets of projects and of users in them
-// (controld/billing, issue 16 item 2): owners and admins set and clear
+// (controld/billing, docs/budgets.md): owners and admins set and clear
 // them, members read them.
 func (s *Server) budgetEndpoints() []endpointDef {
 	return []endpointDef{

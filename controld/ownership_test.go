@@ -8,7 +8,7 @@ import (
 )
 
 // owners maps every table of controld's schema to the one package that
-// writes it (DESIGN.md, "Repository layout"): other packages change a
+// writes it (docs/architecture.md, "Rooms"): other packages change a
 // table through its owner's functions, never with SQL of their own.
 var owners = map[string]string{
 	"controld_keys": "controld", // the session and task signing keys (keys.go)
@@ -64,7 +64,7 @@ var owners = map[string]string{
 	"bus_identities":  "busauth",
 	"bus_connections": "busauth",
 
-	// Idle release and maximum duration (issue 16, item 1).
+	// Idle release and maximum duration (docs/idle.md).
 	"idle_project_policies": "idle",
 	"idle_allocations":      "idle",
 }
@@ -75,7 +75,7 @@ var owners = map[string]string{
 // fails the test, so the list cannot go stale.
 var foreignReads = map[string]string{
 	"project reads users":               "a project's members are listed with their emails: one join, for display",
-	"alloc reads project_members":       "alloc.get reads the caller's role with the allocation row: the authorization check costs no round trip of its own (issue 14, reads in one round trip)",
+	"alloc reads project_members":       "alloc.get reads the caller's role with the allocation row: the authorization check costs no round trip of its own (bench/README.md, alloc.get in one round trip)",
 	"idle reads allocations":            "alloc.get's idle policy is read in the allocation's own batch (idle.QueuePolicy): the project's period and whether it is active, so the policy costs no round trip",
 	"idle reads allocation_transitions": "the same read's active-since time, as alloc.ActiveUnder tells it",
 }

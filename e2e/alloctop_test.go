@@ -12,10 +12,10 @@ import (
 	"github.com/gpuaas/gpuaas/internal/testutil"
 )
 
-// TestAllocTopInDev is the acceptance of issue 16's GPU telemetry item:
+// TestAllocTopInDev is the acceptance of GPU telemetry (docs/gpu-telemetry.md):
 // through `gpuaas dev` and the built binary, `gpuaas alloc top ID --json
 // --count 1` prints one metrics line per GPU of the allocation, and a load
-// written into the sim host's knob file (as docs/cli.md tells) shows up.
+// written into the sim host's knob file (as docs/gpu-telemetry.md tells) shows up.
 func TestAllocTopInDev(t *testing.T) {
 	data, cfg := tempDir(t, "gpuaas-e2e-data-"), tempDir(t, "gpuaas-e2e-cfg-")
 	pwFile := writeFile(t, cfg, "pw", devPassword+"\n")

@@ -13,7 +13,7 @@ import (
 	"github.com/gpuaas/gpuaas/internal/api"
 )
 
-// TestBudgetInDev is issue 16 item 2's acceptance through the built binary
+// TestBudgetInDev is budgets' acceptance (docs/budgets.md) through the built binary
 // and `gpuaas dev` (billed every second): with a budget of $1 a day on the
 // dev project, a create that would exceed it is refused with the budget
 // exit code (14) and reserves nothing; and when the spend of running

@@ -95,7 +95,7 @@ func startInstantHosts(t *testing.T, c *faultCluster, cl *api.Client, n, slots i
 	}
 }
 
-// TestFaultKillControldDuringCreates is issue 13's fault test "kill -9 a
+// TestFaultKillControldDuringCreates is the fault test "kill -9 a
 // controld replica during 500 creates": 16 workers create 500
 // allocations, each retried with the same idempotency key after an error
 // (a timeout, no responders, unavailable) until it succeeds, while the

@@ -14,7 +14,7 @@ import (
 	"github.com/gpuaas/gpuaas/internal/testutil"
 )
 
-// TestFaultNATSNodeLossUnderLoad is issue 13's fault test "stop one of
+// TestFaultNATSNodeLossUnderLoad is the fault test "stop one of
 // three NATS servers under load", with separate processes: three
 // nats-server processes in a cluster (JetStream R3, controld's auth
 // callout), two `gpuaas controld` replicas, hostd agents, clients creating

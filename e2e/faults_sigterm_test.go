@@ -13,7 +13,7 @@ import (
 	"github.com/gpuaas/gpuaas/internal/api"
 )
 
-// TestFaultSIGTERMOfSingletonHolderUnderLoad is issue 13's fault test
+// TestFaultSIGTERMOfSingletonHolderUnderLoad is the fault test
 // "SIGTERM of the singleton holder under load", with separate processes:
 // two `gpuaas controld` replicas, 8 clients creating, reading and
 // releasing allocations on instant hosts, and SIGTERM to the replica

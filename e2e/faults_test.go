@@ -65,7 +65,7 @@ func readyz(base string) int {
 	return resp.StatusCode
 }
 
-// TestFaultPostgresRestartUnderLoad is issue 13's fault test "restart
+// TestFaultPostgresRestartUnderLoad is the fault test "restart
 // Postgres under load": two `gpuaas controld` processes serve a stream of
 // alloc.get and alloc.create (each create retried with its key until it
 // succeeds) while their Postgres is stopped for 2 s and started again.

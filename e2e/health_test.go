@@ -43,7 +43,7 @@ func injectXID(t *testing.T, dataDir, host, gpu string, code int, at time.Time) 
 	return boot.Add(time.Duration(usec) * time.Microsecond)
 }
 
-// TestXIDQuarantinesAndCredits is issue 16 item 4's acceptance, through
+// TestXIDQuarantinesAndCredits is GPU health gating's acceptance (docs/gpu-telemetry.md), through
 // the built binary against `gpuaas dev`: a sim host's kernel log reports
 // an XID on a GPU of a running allocation; the GPU's slot is quarantined,
 // the allocation's user gets the notice in `watch`, the ledger credits

@@ -70,8 +70,8 @@ func TestDevProvisionsAndReleases(t *testing.T) {
 	}
 }
 
-// TestHostdKilledMidProvision is acceptance 2's crash case (and issue 13's
-// fault test "hostd kill -9 mid-provision"): the separate `gpuaas hostd`
+// TestHostdKilledMidProvision is the crash case of hostd (the fault test
+// "hostd kill -9 mid-provision"): the separate `gpuaas hostd`
 // process is killed with SIGKILL in the middle of provisioning and started
 // again; the task is reported interrupted, cleanup runs, the allocation
 // ends failed with its slots free, $0 is charged, and nothing is left on

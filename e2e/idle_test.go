@@ -12,7 +12,7 @@ import (
 	"github.com/gpuaas/gpuaas/internal/testutil"
 )
 
-// TestIdleReleaseInDev is issue 16's first acceptance, with the built
+// TestIdleReleaseInDev is idle release's acceptance (docs/idle.md), with the built
 // binary and `gpuaas dev`: in a project with --idle-release-after 30s, an
 // allocation with no session is warned (an alloc.notice in `gpuaas
 // watch`) and released with reason idle; one with an open `ssh` running

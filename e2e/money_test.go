@@ -12,7 +12,7 @@ import (
 	"github.com/gpuaas/gpuaas/internal/testutil"
 )
 
-// TestMoneyChecksBeforeRenting is issue 12 §4 as a new user meets it,
+// TestMoneyChecksBeforeRenting is the money checks before renting as a new user meets them,
 // through the built binary against `gpuaas dev`:
 //   - `catalog list` tells which SKUs a host can serve (h100-slice: none),
 //     and --available hides the others;

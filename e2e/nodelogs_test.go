@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-// TestNodeLogsInDev is the acceptance of issue 16's node-logs item
+// TestNodeLogsInDev is the acceptance of `gpuaas node logs`
 // through `gpuaas dev` and the built binary: `gpuaas node logs NODE
 // --since 5m` shows the node's hostd log lines to an operator (here the
 // admin), as text and as JSON lines; a user who is not an operator is

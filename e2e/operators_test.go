@@ -36,8 +36,7 @@ import (
 	"github.com/gpuaas/gpuaas/internal/testutil"
 )
 
-// TestOperatorGuide follows docs/operators.md word for word (issue 13,
-// item 1): every sh block of the guide is run, in order, on 127.0.0.1
+// TestOperatorGuide follows docs/operators.md word for word: every sh block of the guide is run, in order, on 127.0.0.1
 // with random ports and paths under a temporary root: the release tarball
 // installed into that root, three real nats-server processes in a TLS
 // cluster with JetStream R3 and controld's auth callout, a private
@@ -473,8 +472,8 @@ func makeReleaseTarball(t *testing.T, path string) {
 }
 
 // checkLoginRole: the role controld logs in as may not create roles or
-// databases and is no superuser (issue 13: the migration needed
-// CREATEROLE).
+// databases and is no superuser (a migration once needed CREATEROLE;
+// README, "Operators: first admin").
 func checkLoginRole(t *testing.T, superURL, role string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

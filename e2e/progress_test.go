@@ -15,8 +15,8 @@ import (
 // TestWatchShowsEveryPhaseOnceInOrder runs.
 const progressCycles = 50
 
-// TestWatchShowsEveryPhaseOnceInOrder is section 2 of issue 12 ("every
-// phase once, in order"): 50 create/release cycles on the simulated hosts
+// TestWatchShowsEveryPhaseOnceInOrder is "every phase once, in order"
+// (docs/architecture.md, "Flows"): 50 create/release cycles on the simulated hosts
 // with their phase delays at 0 (gpuaas dev injects none). In `gpuaas
 // watch --json`, every phase of every task of every allocation appears
 // exactly once, in the order of the task's timeline, between the state

@@ -88,7 +88,7 @@ func sessionRan(t *testing.T, dev *devProc, alloc, command string) api.TerminalS
 }
 
 // TestDevStopEndsOpenSessionsAndCrashInterruptsThem is the regression
-// test of issue 12 §3. Stopping `gpuaas dev` (SIGINT) under an open SSH
+// test of stopping `gpuaas dev` (bench/README.md). Stopping it (SIGINT) under an open SSH
 // session cut it with no message, logged "no responders for session.end",
 // and left the session running with its recording lost. Now the client is
 // told "gateway shutting down" and ssh exits 255, and after a restart the
@@ -258,7 +258,7 @@ func TestSSHGateSIGTERMEndsOpenSessions(t *testing.T) {
 
 // BenchmarkDevStop measures how long `gpuaas dev` (built without -race)
 // takes to exit after SIGINT with one open SSH session, which it tells and
-// ends first: the goal is under 5 s (issue 12 §3; it took 18.6 s). One op
+// ends first: the goal is under 5 s (bench/README.md; it took 18.6 s). One op
 // is one stop; starting the platform, the login, the allocation and the
 // session are outside the timer. Run: go test ./e2e -run '^$' -bench
 // DevStop -benchtime=3x

@@ -43,7 +43,7 @@ func (g gatewaySSH) run(args ...string) (stdout, stderr string, code int) {
 	return out.String(), errOut.String(), 0
 }
 
-// TestCommandsOverSSHWorkLikeLocalOnes is issue 12 §1 against `gpuaas dev`
+// TestCommandsOverSSHWorkLikeLocalOnes is commands over SSH (README) against `gpuaas dev`
 // with the system OpenSSH client, after `gpuaas login` and
 // `gpuaas ssh-config`: every subtest is one bug a new user hit, named
 // after it.

@@ -17,7 +17,7 @@ import (
 	"github.com/gpuaas/gpuaas/internal/api"
 )
 
-// Activity and notices (issue 16, item 1: idle release).
+// Activity and notices (idle release, docs/idle.md).
 //
 // The rule: an allocation is active while channel data moves, in either
 // direction, on any of its sessions (shell, exec, sftp/scp) or port

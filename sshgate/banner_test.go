@@ -10,7 +10,7 @@ import (
 	"github.com/gpuaas/gpuaas/internal/sshtest"
 )
 
-// TestSessionBannerOnPtyShellOnly is issue 16 item 2's login banner: an
+// TestSessionBannerOnPtyShellOnly is the login banner (docs/budgets.md): an
 // interactive (pty) shell through the gateway shows one line on stderr
 // before the shell — the allocation's cost so far and burn, the runway of
 // the project's balance and of its budget — and exec sessions, with or

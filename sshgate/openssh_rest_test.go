@@ -25,7 +25,7 @@ import (
 	"github.com/gpuaas/gpuaas/internal/testutil"
 )
 
-// The rest of OpenSSH through the gateway (issue 12, section 5), with the
+// The rest of OpenSSH through the gateway (README, "OpenSSH through the gateway"), with the
 // system's OpenSSH client against the real stack (controld, hostd agents,
 // hostd's terminal server on sim hosts), on a bare-metal allocation and on
 // a slice (through the VM hop into a sim guest). The sim's loopback is

@@ -12,7 +12,7 @@ import (
 	"github.com/gpuaas/gpuaas/internal/testutil"
 )
 
-// TestAllocCreateQueueWaitInterruptedSaysStillQueued is issue 12 §4:
+// TestAllocCreateQueueWaitInterruptedSaysStillQueued is a regression test:
 // Ctrl-C during `alloc create --queue --wait` exited 130 and left the
 // request queued with no word about it. It still exits 130 (interrupting
 // the wait is not a cancellation), and says what is left behind and how

@@ -20,7 +20,7 @@ import (
 )
 
 // These are the regression tests of what a new user hit logging in
-// through a real identity provider (issue 12, section 7).
+// through a real identity provider (docs/oidc.md).
 
 // watchedWriter is a stderr the test reads while the login still writes.
 type watchedWriter struct {

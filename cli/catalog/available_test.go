@@ -10,7 +10,7 @@ import (
 	"github.com/gpuaas/gpuaas/internal/api"
 )
 
-// TestCatalogListAvailableHidesUnservedSKUs is issue 12 §4 against a real
+// TestCatalogListAvailableHidesUnservedSKUs is a money check before renting against a real
 // controld with the dev fleet: the list names the SKU no host serves, and
 // --available keeps only what can be rented now, which changes as
 // capacity is taken.

@@ -99,8 +99,8 @@ func (f *Factory) Reconnect() (*api.Client, error) {
 	return c, err
 }
 
-// identity is how the connection proves who it is (see DESIGN.md, NATS
-// security): the session token when there is one that has not expired,
+// identity is how the connection proves who it is (see docs/architecture.md,
+// "Trust model"): the session token when there is one that has not expired,
 // its replies read on the user's own inbox; else a key made for this
 // connection, which may only reach the login endpoints and read its own
 // inbox, so nobody else on the bus can read a password's reply.

@@ -42,7 +42,7 @@ func (l *tripLog) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQuer
 func (l *tripLog) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
 
 // TestPlaceWritesNodeTransitionAndTaskInOneRoundTrip is the regression
-// test of issue 14 item 4 (creates with fewer round trips): once the
+// test of creates with fewer round trips (bench/README.md): once the
 // scheduler has reserved slots, the allocation's node, its transition
 // (update and record) and its provisioning task go to the database in
 // one batch, where they were four statements on their own.
@@ -134,10 +134,10 @@ func (f *fixture) tracedPool(t *testing.T, log *tripLog) *pgxpool.Pool {
 }
 
 // TestCreateLocksFundsAndReadsMoneyInOneRoundTrip is the regression test
-// of issue 14 item 4 (creates with fewer round trips) for the funds
+// of creates with fewer round trips (bench/README.md) for the funds
 // check: the project's funds lock, its account and its provisioning
 // allocations go in one batch, the lock first, where they were three
-// statements on their own. The budgets binding the creator (issue 16)
+// statements on their own. The budgets binding the creator (docs/budgets.md)
 // come in the same batch: without budgets a create costs no round trip
 // more.
 func TestCreateLocksFundsAndReadsMoneyInOneRoundTrip(t *testing.T) {
@@ -180,7 +180,7 @@ func TestCreateLocksFundsAndReadsMoneyInOneRoundTrip(t *testing.T) {
 }
 
 // TestGetReadsOthersInItsOneBatch is the regression test of alloc.get's
-// second round trip (issue 16's idle policy was read on its own after the
+// second round trip (the idle policy was read on its own after the
 // allocation's batch, 7.0× the NATS echo where one batch is the goal):
 // reads another package queues with GetWithTimeline go in the same
 // batch, and their results are there when it returns.

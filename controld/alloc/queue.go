@@ -145,7 +145,7 @@ func placeFunded(ctx context.Context, tx pgx.Tx, a *api.Allocation, sku api.SKU,
 	}
 	var over error
 	if funds.Enough() {
-		// The budgets binding its creator, as at create (issue 16).
+		// The budgets binding its creator, as at create (docs/budgets.md).
 		over = CheckBudgets(ctx, sp, BudgetRequest{ProjectID: a.ProjectID, UserID: a.UserID,
 			AddMinorPerHour: sku.PricePerGPUHourMinor * int64(a.GPUs), Currency: sku.Currency, SKU: sku.ID, GPUs: a.GPUs,
 			Placed: true}, now)

@@ -12,8 +12,8 @@ import (
 	"github.com/gpuaas/gpuaas/internal/api"
 )
 
-// transitions is the one table of legal state changes (DESIGN.md,
-// "Allocation lifecycle"). Nothing else in controld changes an
+// transitions is the one table of legal state changes (docs/architecture.md,
+// "Flows"). Nothing else in controld changes an
 // allocation's state.
 var transitions = map[string][]string{
 	api.AllocRequested:     {api.AllocProvisioning, api.AllocReleased, api.AllocFailed},

@@ -13,13 +13,13 @@ import (
 	"github.com/gpuaas/gpuaas/internal/testutil"
 )
 
-// allStates is every allocation state (DESIGN.md, "Allocation lifecycle").
+// allStates is every allocation state (docs/architecture.md, "Flows").
 var allStates = []string{
 	api.AllocRequested, api.AllocProvisioning, api.AllocActive, api.AllocReleasing,
 	api.AllocReleased, api.AllocFailed, api.AllocReleaseFailed,
 }
 
-// lifecycle is the lifecycle of DESIGN.md written out independently of
+// lifecycle is the lifecycle of docs/architecture.md written out independently of
 // the transitions table, so that a change to one without the other fails.
 var lifecycle = map[[2]string]bool{
 	{api.AllocRequested, api.AllocProvisioning}:  true, // placed

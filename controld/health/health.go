@@ -1,4 +1,4 @@
-// Package health decides what a GPU fault means (issue 16, item 4): when
+// Package health decides what a GPU fault means (docs/gpu-telemetry.md): when
 // hostd reports an XID or an increase of the uncorrected ECC count of a
 // GPU, the GPU's slot is quarantined, the allocation holding it is told
 // (alloc.notice) and credited what it was charged since the fault, and its

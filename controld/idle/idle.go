@@ -1,5 +1,5 @@
 // Package idle owns idle auto-release and the maximum duration of
-// allocations (issue 16, item 1): the projects' idle policies, each
+// allocations (docs/idle.md): the projects' idle policies, each
 // allocation's override and the activity seen for it (idle_project_policies,
 // idle_allocations), and the evaluator that warns and releases.
 //

@@ -1,6 +1,6 @@
 // Package mutate runs every controld mutation the same way: one
 // transaction holding the effect, its audit row, its outbox row and its
-// idempotency record (DESIGN.md, "The API"). It owns idempotency_keys.
+// idempotency record (docs/architecture.md, "The data path of a request"). It owns idempotency_keys.
 package mutate
 
 import (

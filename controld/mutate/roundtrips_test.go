@@ -29,8 +29,8 @@ func (c *roundTrips) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.Tra
 func (c *roundTrips) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
 func (c *roundTrips) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
 
-// TestRunTakesFourRoundTrips is the regression test of issue 14 item 4
-// (creates with fewer round trips): besides the mutation's own
+// TestRunTakesFourRoundTrips is the regression test of creates with fewer
+// round trips (bench/README.md, alloc.create): besides the mutation's own
 // statements, Run costs BEGIN, one batch taking the key's lock and
 // reading its record, one batch writing the audit row, the outbox rows
 // and the idempotency record, and COMMIT. It was seven with one event

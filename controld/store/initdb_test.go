@@ -53,7 +53,8 @@ func uniqueRole(t *testing.T, super *pgx.Conn, prefix string) string {
 	return name
 }
 
-// TestInitDBThenMigrateWithoutCreateRole is the regression of issue 13:
+// TestInitDBThenMigrateWithoutCreateRole is a regression test (README,
+// "Operators: first admin"):
 // after init-db (as a superuser), controld's login role has no CREATEROLE
 // and still applies every migration; a second init-db creates nothing.
 func TestInitDBThenMigrateWithoutCreateRole(t *testing.T) {

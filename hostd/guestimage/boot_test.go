@@ -85,7 +85,7 @@ func tail(s string, n int) string {
 	return s
 }
 
-// TestGuestBoot is issue 15's first real boot: the built image boots as
+// TestGuestBoot is the guest image's first real boot: the built image boots as
 // a libvirt domain (KVM, or TCG where KVM cannot run the kernel; see
 // kvmRunsKernel) defined and started through hostd/libvirt, is ready
 // (sshd's banner and the slice-ready marker), runs systemd-detect-virt

@@ -36,7 +36,7 @@ func TestVerifyAcceptsIntactImage(t *testing.T) {
 	}
 }
 
-// TestVerifyRefusesCorruptImage is the bad-input case of issue 15: one
+// TestVerifyRefusesCorruptImage is the bad-input case of guest images: one
 // flipped byte in any file is refused, and the error names the file and
 // both digests.
 func TestVerifyRefusesCorruptImage(t *testing.T) {

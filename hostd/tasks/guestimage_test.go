@@ -69,7 +69,7 @@ func TestVMProvisionGuestImage(t *testing.T) {
 	}
 }
 
-// The bad-input case of issue 15: a guest image whose files do not match
+// The bad-input case of guest images: a guest image whose files do not match
 // its manifest, or whose disk is not the pinned one, fails image_verify
 // with the reason and leaves nothing behind.
 func TestVMProvisionGuestImageCorrupt(t *testing.T) {

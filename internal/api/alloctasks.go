@@ -78,7 +78,7 @@ type UserRemoved struct {
 	Jobs int `json:"jobs"`
 }
 
-// Task types (DESIGN.md, "Tasks").
+// Task types (docs/architecture.md, "Flows"; CONTRIBUTING.md, "add a task type").
 const (
 	TaskHealthProbe      = "diag.health_probe"
 	TaskTopologyDiscover = "slice.topology_discover"

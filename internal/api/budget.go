@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// Budget endpoints (issue 16, item 2): a spend cap per period and/or an
+// Budget endpoints (docs/budgets.md): a spend cap per period and/or an
 // hourly burn cap, per project or per user within a project.
 const (
 	EndpointBillingBudgetSet   = "billing.budget_set"

@@ -14,7 +14,7 @@ import (
 // every other client. Codes are stable wire values; messages are not.
 type Code string
 
-// The error catalog (DESIGN.md). The CLI maps each code to its own exit code.
+// The error catalog (docs/architecture.md, "The data path of a request"). The CLI maps each code to its own exit code.
 const (
 	CodeUnauthenticated     Code = "unauthenticated"
 	CodeForbidden           Code = "forbidden"

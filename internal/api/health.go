@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// Health gating (issue 16, item 4): quarantined slots, GPU faults that
+// Health gating (docs/gpu-telemetry.md): quarantined slots, GPU faults that
 // hostd reports, and the pre-handout GPU check.
 
 // Endpoints of slot quarantine (operators).

@@ -1,6 +1,6 @@
 package api
 
-// Wire types of the typed tasks controld sends to hostd (DESIGN.md, "Tasks").
+// Wire types of the typed tasks controld sends to hostd (docs/architecture.md, "Flows").
 
 // TopologyDiscoverParams are the params of a slice.topology_discover task.
 type TopologyDiscoverParams struct {

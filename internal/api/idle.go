@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// Idle auto-release and maximum duration (issue 16, item 1). A project may
+// Idle auto-release and maximum duration (docs/idle.md). A project may
 // set an idle period (off by default); an allocation inherits it, or
 // overrides it at create, and may set a maximum duration. Activity is
 // measured at the gateway — channel data of any SSH session, sftp/scp

@@ -230,7 +230,7 @@ type SlotsApproveRequest struct {
 	Slots []string `json:"slots,omitempty"`
 }
 
-// Allocation states (DESIGN.md).
+// Allocation states (docs/architecture.md, "Flows": release).
 const (
 	AllocRequested     = "requested"
 	AllocProvisioning  = "provisioning"

@@ -13,7 +13,7 @@ import (
 	"github.com/gpuaas/gpuaas/internal/fsutil"
 )
 
-// Account names of the NATS trust model (see DESIGN.md, NATS security).
+// Account names of the NATS trust model (see docs/architecture.md, "Trust model").
 const (
 	// AppAccount holds every gpuaas connection: controld, sshgate, hostd
 	// and users, each with only its own permissions.
@@ -205,7 +205,7 @@ func (k *Keys) Public() ServerAuth {
 // server from exactly this text; operators include it in theirs.
 func (a ServerAuth) Config() string {
 	return fmt.Sprintf(`# gpuaas trust model: every connection but controld's is decided by
-# controld's auth callout (see DESIGN.md, NATS security).
+# controld's auth callout (see docs/architecture.md, "Trust model").
 # The app account exports the micro services' monitoring subjects
 # ($SRV.PING, INFO, STATS: controld's API statistics) to the system
 # account, where operators' read-only keys are (nats micro stats gpuaas);

@@ -88,7 +88,7 @@ func TestBackendAgainstControld(t *testing.T) {
 	}
 }
 
-// TestWizardRunwayCountsRunningAllocations is issue 12 §4: the wizard's
+// TestWizardRunwayCountsRunningAllocations is a money check before renting: the wizard's
 // runway ignored the allocations already running ("runway 1d 3h" while
 // `billing balance` said "lasts about 3h"). Its verdict is alloc.quote's,
 // at the project's total burn: with one allocation placed, the runway of

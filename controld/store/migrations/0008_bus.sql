@@ -1,4 +1,4 @@
--- The zero-trust bus (DESIGN.md, NATS security): controld decides every
+-- The zero-trust bus (docs/architecture.md, "Trust model"): controld decides every
 -- NATS connection through the auth callout.
 
 -- Service identities that authenticate to NATS with an nkey: gateways

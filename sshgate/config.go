@@ -136,6 +136,10 @@ type Config struct {
 	// included, so idle unauthenticated connections do not pile up.
 	// Default: DefaultHandshakeTimeout.
 	HandshakeTimeout time.Duration
+	// ConnLimit bounds each client address's connections (defaults:
+	// DefaultConnRate, DefaultConnBurst, DefaultConnMaxOpen; Rate < 0
+	// turns it off).
+	ConnLimit ConnLimit
 	// ShutdownGrace bounds the end of Run once its context ends and the
 	// open sessions were told and closed: uploading their recordings and
 	// closing their index entries. What is left unfinished then stays in
@@ -156,6 +160,9 @@ func (c *Config) CheckAndSetDefaults() error {
 	}
 	if c.Client == nil {
 		return fmt.Errorf("sshgate config: %w: Client is required", ErrConfig)
+	}
+	if err := c.ConnLimit.checkAndSetDefaults(); err != nil {
+		return fmt.Errorf("%w: %w", ErrConfig, err)
 	}
 	if c.HostKey == nil && c.HostKeyPath == "" {
 		return fmt.Errorf("sshgate config: %w: HostKeyPath or HostKey is required", ErrConfig)

@@ -190,7 +190,8 @@ func (g *Gateway) run(ctx context.Context, ln net.Listener) error {
 	defer func() { stopRefresh(); <-reported }()
 
 	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
+	limited := newLimitedListener(ln, g.cfg.ConnLimit, g.cfg.Now, g.metrics.connsRefused, g.log)
+	go func() { served <- srv.Serve(limited) }()
 	select {
 	case err := <-served:
 		_ = srv.Close()

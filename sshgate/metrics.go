@@ -17,6 +17,9 @@ type gateMetrics struct {
 	active   prometheus.Gauge
 	sessions *prometheus.CounterVec // kind
 	bytes    prometheus.Counter
+	// connsRefused counts connections closed as accepted for their
+	// address's limit (ConnLimit), by which limit.
+	connsRefused *prometheus.CounterVec
 }
 
 func newGateMetrics() *gateMetrics {
@@ -27,8 +30,13 @@ func newGateMetrics() *gateMetrics {
 			Name: "sessions_total", Help: "SSH sessions and forwards opened through the gateway, by kind."}, []string{"kind"}),
 		bytes: prometheus.NewCounter(prometheus.CounterOpts{Namespace: obs.Namespace, Subsystem: "ssh",
 			Name: "bytes_total", Help: "Bytes relayed by ended sessions and forwards, both directions."}),
+		connsRefused: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: obs.Namespace, Subsystem: "ssh",
+			Name: "connections_refused_total", Help: "Connections closed as accepted because their address was over its limit: rate (new connections a second) or open (at once)."},
+			[]string{"limit"}),
 	}
-	m.reg.MustRegister(m.active, m.sessions, m.bytes)
+	m.connsRefused.WithLabelValues("rate")
+	m.connsRefused.WithLabelValues("open")
+	m.reg.MustRegister(m.active, m.sessions, m.bytes, m.connsRefused)
 	return m
 }
 

@@ -109,6 +109,9 @@ GPUAAS_NATS_CERT and GPUAAS_NATS_KEY stand in for the flags.`,
 	fl.StringVar(&opts.RecordingDir, "recording-dir", "", "This instance's own directory where recordings wait for upload; after a crash the next start uploads them and marks their sessions interrupted (default: unlinked files in the temp dir, lost in a crash)")
 	fl.StringVar(&opts.Config.NodeTransport, "node-transport", sshgate.TransportLink, "How nodes' terminal servers are reached: link (one TLS connection carrying the SSH channels) or ssh (a second SSH connection, for nodes that predate links)")
 	fl.DurationVar(&opts.Config.ActivityReportInterval, "activity-report-interval", sshgate.DefaultActivityReportInterval, "How often allocation activity (channel data) is reported to controld for idle release")
+	fl.Float64Var(&opts.Config.ConnLimit.Rate, "conn-rate", sshgate.DefaultConnRate, "New connections a second one client address may open after its burst (-1: no limit, e.g. behind a TCP load balancer; loopback is never limited)")
+	fl.IntVar(&opts.Config.ConnLimit.Burst, "conn-burst", sshgate.DefaultConnBurst, "New connections one client address may open at once before --conn-rate applies")
+	fl.IntVar(&opts.Config.ConnLimit.MaxOpen, "conn-max-open", sshgate.DefaultConnMaxOpen, "Connections one client address may hold open")
 	fl.StringVar(&opts.LogLevel, "log-level", "info", "Log level: debug, info, warn, error")
 	addMetricsFlag(fl, &opts.MetricsAddr)
 	return cmd

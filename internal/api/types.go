@@ -359,6 +359,11 @@ type Event struct {
 	// Seq is the event's sequence in the EVENTS stream: clients resume
 	// from the last one they saw (events.since).
 	Seq uint64 `json:"seq,omitempty"`
+	// Prev is the stream sequence of the previous event fanned out to the
+	// same user (0: none known), so each user's events form a chain: a
+	// client that has not seen Prev missed an event and reads it back
+	// (events.since). It differs between the copies of one event.
+	Prev uint64 `json:"prev,omitempty"`
 	// Corr is the correlation id of the request (or of the host task it
 	// queued) that made the change, to find its story in the logs.
 	Corr string `json:"corr,omitempty"`

@@ -4,6 +4,7 @@ package watch
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -20,11 +21,14 @@ type Options struct {
 	Exporter cmdutil.Exporter
 
 	Alloc string
+	// Debug says on stderr when missed events were read back
+	// (GPUAAS_DEBUG).
+	Debug bool
 }
 
 // NewCmdWatch builds `gpuaas watch`; runF replaces watchRun in tests.
 func NewCmdWatch(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
-	opts := &Options{IO: f.IOStreams, Client: f.Client}
+	opts := &Options{IO: f.IOStreams, Client: f.Client, Debug: f.Debug}
 	cmd := &cobra.Command{
 		Use:   "watch [--alloc ID] [--json]",
 		Short: "Follow your events as they happen",
@@ -79,7 +83,13 @@ func watchRun(ctx context.Context, opts *Options) error {
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	events, err := client.SubscribeEvents(ctx, who.User.ID)
+	var subOpts []api.SubscribeOption
+	if opts.Debug {
+		subOpts = append(subOpts, api.OnRefill(func(r api.EventsRefill) {
+			fmt.Fprintf(opts.IO.ErrOut, "debug: read back %d events after #%d that did not arrive live (%s)\n", r.Events, r.After, r.Cause)
+		}))
+	}
+	events, err := client.SubscribeEvents(ctx, who.User.ID, subOpts...)
 	if err != nil {
 		return err
 	}
@@ -114,6 +124,10 @@ func watchRun(ctx context.Context, opts *Options) error {
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
+	err = client.SubscriptionEnded()
+	if errors.Is(err, api.ErrSessionEnded) {
+		return err
+	}
 	return &api.Error{Code: api.CodeUnavailable, Message: "the event stream ended: the connection to the server closed",
 		Hint: "run `gpuaas watch` again once the server is back"}
 }
@@ -121,42 +135,11 @@ func watchRun(ctx context.Context, opts *Options) error {
 // printEvent writes the human line of an event: aligned on a terminal,
 // tab-separated with an RFC 3339 time when piped.
 func printEvent(ios *cmdutil.IOStreams, ev api.Event) error {
-	detail := describe(ev)
+	detail, subject, kind := describe(ev), printable(ev.Subject), printable(ev.Kind)
 	if !ios.IsStdoutTTY() {
-		_, err := fmt.Fprintf(ios.Out, "%s\t%s\t%s\t%s\n", ev.At.UTC().Format(time.RFC3339), ev.Subject, ev.Kind, detail)
+		_, err := fmt.Fprintf(ios.Out, "%s\t%s\t%s\t%s\n", ev.At.UTC().Format(time.RFC3339), subject, kind, detail)
 		return err
 	}
-	_, err := fmt.Fprintf(ios.Out, "%s  %-14s  %-15s %s\n", ev.At.Local().Format("15:04:05"), ev.Subject, ev.Kind, detail)
+	_, err := fmt.Fprintf(ios.Out, "%s  %-14s  %-15s %s\n", ev.At.Local().Format("15:04:05"), subject, kind, detail)
 	return err
-}
-
-// describe says what an event changed: "provisioning → active (reason)"
-// for a state change, "define_start done 812ms" for a phase.
-func describe(ev api.Event) string {
-	switch ev.Kind {
-	case api.EventAllocState:
-		var c api.AllocStateChange
-		if json.Unmarshal(ev.Data, &c) != nil {
-			return ""
-		}
-		s := c.From + " → " + c.To
-		if c.Reason != "" {
-			s += " (" + c.Reason + ")"
-		}
-		return s
-	case api.EventAllocProgress:
-		var p api.AllocProgress
-		if json.Unmarshal(ev.Data, &p) != nil {
-			return ""
-		}
-		s := p.Phase + " " + p.Status
-		if p.Status != api.PhaseStarted {
-			s += fmt.Sprintf(" %dms", p.ElapsedMS)
-		}
-		if p.Message != "" {
-			s += " (" + p.Message + ")"
-		}
-		return s
-	}
-	return ""
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
 
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
@@ -81,6 +82,15 @@ func watchRun(ctx context.Context, opts *Options) error {
 			return err
 		}
 	}
+	// The connection's asynchronous errors are the watch's to explain:
+	// the server refusing the session once it ended (logout) is said
+	// once, with what to do, when the stream ends (SubscriptionEnded),
+	// not printed raw by the client library as it happens.
+	client.Conn().SetErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+		if !errors.Is(client.SubscriptionEnded(), api.ErrSessionEnded) {
+			fmt.Fprintf(opts.IO.ErrOut, "warning: %v\n", err)
+		}
+	})
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var subOpts []api.SubscribeOption

@@ -3,24 +3,23 @@ package watch
 import (
 	"encoding/json"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
-	"unicode"
 
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/printable"
 )
 
 // describe says what an event changed, in one line for a person: its
 // kind's describer (describers) with the text it quotes from the event
-// made safe for a terminal (printable). An unknown kind (a newer
+// made safe for a terminal (printable.String). An unknown kind (a newer
 // controld's) gets nothing, as does a payload its describer cannot read.
 func describe(ev api.Event) string {
 	d, ok := describers[ev.Kind]
 	if !ok {
 		return ""
 	}
-	return printable(d(ev))
+	return printable.String(d(ev))
 }
 
 // describers has a line for every kind in api.EventKinds (a test checks).
@@ -224,29 +223,4 @@ func cmpOr(s, alt string) string {
 		return alt
 	}
 	return s
-}
-
-// printable escapes what a terminal would act on in text quoted from an
-// event (a notice's message, a session's command, a name): control
-// characters, escape sequences and invalid UTF-8 are written as Go
-// escapes (\x1b, \n, \ufffd), so a line stays one line and cannot move
-// the cursor or change colours.
-func printable(s string) string {
-	if strings.IndexFunc(s, func(r rune) bool { return !unicode.IsPrint(r) && r != ' ' || r == unicode.ReplacementChar }) < 0 {
-		return s
-	}
-	var b strings.Builder
-	for _, r := range s {
-		if unicode.IsPrint(r) && r != unicode.ReplacementChar || r == ' ' {
-			b.WriteRune(r)
-			continue
-		}
-		if r == unicode.ReplacementChar {
-			b.WriteString(`\ufffd`)
-			continue
-		}
-		q := strconv.QuoteRune(r)
-		b.WriteString(q[1 : len(q)-1])
-	}
-	return b.String()
 }

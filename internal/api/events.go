@@ -109,6 +109,9 @@ type AllocNotice struct {
 	Message string `json:"message"`
 	// Deadline is when the announced action happens, if it is one.
 	Deadline *time.Time `json:"deadline,omitempty"`
+	// At is when controld raised it (alloc.get's Notices; the event's own
+	// At in a stream).
+	At time.Time `json:"at,omitzero"`
 }
 
 // GateNoticeSubject is where controld's event fan-out hands every

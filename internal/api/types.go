@@ -269,6 +269,10 @@ type Allocation struct {
 	// Policy is its effective idle and duration policy (alloc.get only;
 	// absent when neither applies). See idle.go.
 	Policy *AllocPolicy `json:"policy,omitempty"`
+	// Notices are its latest notices, oldest first: a GPU that failed,
+	// idle and duration warnings, budget warnings (alloc.get only; the
+	// alloc.notice events it was sent).
+	Notices []AllocNotice `json:"notices,omitempty"`
 }
 
 // AllocCreateRequest asks for an allocation. Project defaults to the

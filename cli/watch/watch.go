@@ -36,10 +36,13 @@ func NewCmdWatch(f *cmdutil.Factory, runF func(context.Context, *Options) error)
 		Short: "Follow your events as they happen",
 		Long: `Print the events of your projects as they happen: allocations changing
 state (alloc.state), provisioning and release phases (alloc.progress),
-projects and nodes changing. It runs until interrupted (Ctrl-C, exit 130).
+notices about an allocation (alloc.notice: a GPU that failed, idle and
+duration warnings, budget warnings), billing, budgets, projects, sessions
+and nodes changing. It runs until interrupted (Ctrl-C, exit 130).
 
 Without --json, each event is one line: time, allocation (or other
-subject), kind, and what changed. With --json, each event is one JSON
+subject), kind, and what happened, e.g. "quarantine: gpuaas: GPU
+0000:18:00.0 ... failed" for a notice. With --json, each event is one JSON
 object on its own line (NDJSON), written as it arrives; --jq and --template
 apply to each event.
 
@@ -47,9 +50,15 @@ apply to each event.
 
 No event is lost to a dropped connection: once it is back, the watch asks
 the server for the events it missed and prints them first, each once, in
-order (each event carries its stream sequence, "seq"). If the server no
-longer holds some of them (the event stream keeps a week), a warning says
-so on stderr and, with --json, an "events.gap" line stands in their place.`,
+order (each event carries its stream sequence, "seq"). Nor is one lost
+silently while the connection stays up (a NATS server cut off from the
+others): each event names your previous one ("prev"), and a quiet watch
+asks the server for your latest every second or so, so a missed event is
+read back within about a second of the server being reachable
+(GPUAAS_DEBUG=1 says when). If the server no longer holds some of them
+(the event stream keeps a week), a warning says so on stderr and, with
+--json, an "events.gap" line stands in their place. When your session ends
+(gpuaas logout elsewhere, expiry), the watch says so and exits 4.`,
 		Example: `  gpuaas watch
   gpuaas watch --alloc a-4f2k9x
   gpuaas watch --json | jq -c 'select(.kind == "alloc.state") | .data.to'

@@ -150,7 +150,7 @@ func TestFanoutChainsEachUsersEvents(t *testing.T) {
 }
 
 // enqueueKind commits one event of kind for gapUser and returns its id.
-func (f *fixture) enqueueKind(t *testing.T, kind string) int64 {
+func (f *fixture) enqueueKind(t testing.TB, kind string) int64 {
 	t.Helper()
 	id, err := Enqueue(t.Context(), f.pool, f.clock.Now(), Event{Kind: kind, Subject: "a-gap", Users: []string{gapUser}})
 	if err != nil {
@@ -160,7 +160,7 @@ func (f *fixture) enqueueKind(t *testing.T, kind string) int64 {
 }
 
 // publish runs the relay once, which must publish n rows.
-func (f *fixture) publish(t *testing.T, n int) {
+func (f *fixture) publish(t testing.TB, n int) {
 	t.Helper()
 	if got, err := f.relay(t, nil).RunOnce(t.Context()); err != nil || got != n {
 		t.Fatalf("relay published %d rows, %v; want %d", got, err, n)
@@ -168,7 +168,7 @@ func (f *fixture) publish(t *testing.T, n int) {
 }
 
 // runFanout runs Fanout on nc until the test ends.
-func runFanout(t *testing.T, js jetstream.JetStream, nc *nats.Conn) {
+func runFanout(t testing.TB, js jetstream.JetStream, nc *nats.Conn) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -183,7 +183,7 @@ func runFanout(t *testing.T, js jetstream.JetStream, nc *nats.Conn) {
 
 // serveSince answers events.since for user as controld's endpoint does
 // (the handler decodes the request and calls Since).
-func serveSince(t *testing.T, nc *nats.Conn, js jetstream.JetStream, user string) {
+func serveSince(t testing.TB, nc *nats.Conn, js jetstream.JetStream, user string) {
 	t.Helper()
 	sub, err := nc.Subscribe(api.Subject(api.EndpointEventsSince), func(m *nats.Msg) {
 		var req api.EventsSinceRequest
@@ -210,7 +210,7 @@ func serveSince(t *testing.T, nc *nats.Conn, js jetstream.JetStream, user string
 }
 
 // receive reads n events, failing after a bounded wait.
-func receive(t *testing.T, events <-chan api.Event, n int) []api.Event {
+func receive(t testing.TB, events <-chan api.Event, n int) []api.Event {
 	t.Helper()
 	var got []api.Event
 	timeout := time.After(15 * time.Second)
@@ -226,4 +226,30 @@ func receive(t *testing.T, events <-chan api.Event, n int) []api.Event {
 		}
 	}
 	return got
+}
+
+// BenchmarkLostLastEventNoticed measures how long a subscription takes to
+// deliver a user's last event that the fan-out sent but NATS lost (the
+// server refused it, as a cut route loses it): the head check's period
+// plus a round trip. The goal is under a second (api.EventsHeadPoll is
+// 750ms); ms/op is the figure.
+func BenchmarkLostLastEventNoticed(b *testing.B) {
+	f := newFixture(b)
+	f.bus.ServeCallout(b, func(c testutil.Credentials) (testutil.Grant, error) {
+		return testutil.Grant{Pub: []string{"gpuaas.user.*.evt.alloc.>"}, Sub: []string{"_INBOX.>"}}, nil
+	})
+	fanNC := testutil.Connect(b, f.bus.URL, nats.Token("fanout"), nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}))
+	runFanout(b, f.js, fanNC)
+	serveSince(b, f.nc, f.js, gapUser)
+	events, err := api.NewClient(f.bus.Connect(b)).SubscribeEvents(b.Context(), gapUser)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for range b.N {
+		f.enqueueKind(b, api.EventProject) // dropped: only alloc.* copies get through
+		f.publish(b, 1)
+		receive(b, events, 1)
+	}
+	b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(b.N), "ms/op")
 }

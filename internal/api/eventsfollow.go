@@ -94,7 +94,10 @@ func (f *follower) run(ctx context.Context) {
 	var settleUntil, lastResume time.Time
 	f.checked = time.Now()
 	for {
-		pctx, cancel := context.WithTimeout(ctx, resumePoll)
+		// Wake for the next head check on time, so that a lost last
+		// event is noticed within EventsHeadPoll (and a round trip).
+		wait := min(resumePoll, max(EventsHeadPoll-time.Since(f.checked), time.Millisecond))
+		pctx, cancel := context.WithTimeout(ctx, wait)
 		m, err := f.sub.NextMsgWithContext(pctx)
 		cancel()
 		if ctx.Err() != nil || (err != nil && !errors.Is(err, context.DeadlineExceeded)) {

@@ -253,3 +253,24 @@ func BenchmarkLostLastEventNoticed(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(b.N), "ms/op")
 }
+
+// BenchmarkEventsSinceHead is the cost of a quiet client's head check
+// when nothing is new: one key-value get, no stream read, however many
+// events the stream holds.
+func BenchmarkEventsSinceHead(b *testing.B) {
+	f := newFixture(b)
+	ctx := b.Context()
+	kv, err := ensureHeads(ctx, f.js)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := advanceHead(ctx, kv, gapUser, 10); err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		resp, err := Since(ctx, f.js, gapUser, api.EventsSinceRequest{After: 10, Head: true})
+		if err != nil || resp.Head != 10 || len(resp.Events) != 0 {
+			b.Fatalf("head check: %+v, %v; want head 10 and no events", resp, err)
+		}
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -105,7 +106,7 @@ func lookupHead(ctx context.Context, js jetstream.JetStream, user string) (head 
 	if !validHeadKey(user) {
 		return 0, false, nil
 	}
-	kv, err := js.KeyValue(ctx, HeadsBucket)
+	kv, err := headsHandle(ctx, js)
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
 		return 0, false, nil
 	}
@@ -113,6 +114,10 @@ func lookupHead(ctx context.Context, js jetstream.JetStream, user string) (head 
 		return 0, false, err
 	}
 	entry, err := kv.Get(ctx, user)
+	if errors.Is(err, jetstream.ErrBucketNotFound) || errors.Is(err, jetstream.ErrStreamNotFound) {
+		headsHandles.Delete(js) // deleted under us: open it again next time
+		return 0, false, nil
+	}
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return 0, true, nil
 	}
@@ -139,4 +144,22 @@ func validHeadKey(user string) bool {
 		}
 	}
 	return true
+}
+
+// headsHandles caches HeadsBucket's handle per JetStream context: opening
+// it is a request of its own, which the head check — made by every quiet
+// client each api.EventsHeadPoll — should not pay each time.
+var headsHandles sync.Map // jetstream.JetStream → jetstream.KeyValue
+
+// headsHandle returns HeadsBucket's handle, opened once per js.
+func headsHandle(ctx context.Context, js jetstream.JetStream) (jetstream.KeyValue, error) {
+	if kv, ok := headsHandles.Load(js); ok {
+		return kv.(jetstream.KeyValue), nil
+	}
+	kv, err := js.KeyValue(ctx, HeadsBucket)
+	if err != nil {
+		return nil, err
+	}
+	headsHandles.Store(js, kv)
+	return kv, nil
 }

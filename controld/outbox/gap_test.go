@@ -37,7 +37,7 @@ func TestSubscriptionFillsEventsLostAfterFanout(t *testing.T) {
 		if c.Token != "fanout" {
 			return testutil.Grant{}, errors.New("unknown")
 		}
-		return testutil.Grant{Pub: []string{"gpuaas.user.*.evt.alloc.>"}, Sub: []string{"_INBOX.>"}}, nil
+		return testutil.Grant{Pub: []string{"gpuaas.user.*.evt.alloc.>"}}, nil
 	})
 	fanNC := testutil.Connect(t, f.bus.URL, nats.Token("fanout"), nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}))
 	runFanout(t, f.js, fanNC)
@@ -236,7 +236,7 @@ func receive(t testing.TB, events <-chan api.Event, n int) []api.Event {
 func BenchmarkLostLastEventNoticed(b *testing.B) {
 	f := newFixture(b)
 	f.bus.ServeCallout(b, func(c testutil.Credentials) (testutil.Grant, error) {
-		return testutil.Grant{Pub: []string{"gpuaas.user.*.evt.alloc.>"}, Sub: []string{"_INBOX.>"}}, nil
+		return testutil.Grant{Pub: []string{"gpuaas.user.*.evt.alloc.>"}}, nil
 	})
 	fanNC := testutil.Connect(b, f.bus.URL, nats.Token("fanout"), nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}))
 	runFanout(b, f.js, fanNC)

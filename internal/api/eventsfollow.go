@@ -45,8 +45,9 @@ type EventsRefill struct {
 	// Cause is one of the Refill* constants.
 	Cause string
 	// After is the last sequence the subscription had everything up to;
-	// Events how many of the caller's events the read delivered that had
-	// not arrived live.
+	// Events how many of the caller's events the read delivered (none of
+	// them delivered before; with RefillChain, the live event that showed
+	// the gap is one of them).
 	After  uint64
 	Events int
 }

@@ -6,7 +6,6 @@ import (
 
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
 	"github.com/gpuaas/gpuaas/internal/api"
-	"github.com/gpuaas/gpuaas/internal/printable"
 )
 
 // shownReason is the reason `alloc get` gives for where the allocation
@@ -16,10 +15,10 @@ import (
 func shownReason(a *api.Allocation) string {
 	for _, n := range slices.Backward(a.Notices) {
 		if n.Kind == api.NoticeQuarantine && !n.At.Before(a.UpdatedAt) {
-			return printable.String("GPU failed: " + strings.TrimPrefix(n.Message, "gpuaas: "))
+			return api.SanitizeText("GPU failed: " + strings.TrimPrefix(n.Message, "gpuaas: "))
 		}
 	}
-	return printable.String(a.Reason)
+	return api.SanitizeText(a.Reason)
 }
 
 // printNotices writes the allocation's notices under the summary, one a
@@ -37,7 +36,7 @@ func printNotices(ios *cmdutil.IOStreams, a *api.Allocation) error {
 		if n.Deadline != nil {
 			msg += " (at " + n.Deadline.Local().Format("2006-01-02 15:04:05") + ")"
 		}
-		t.AddRow("    "+n.At.Local().Format("2006-01-02 15:04:05"), printable.String(n.Kind), printable.String(msg))
+		t.AddRow("    "+n.At.Local().Format("2006-01-02 15:04:05"), api.SanitizeText(n.Kind), api.SanitizeText(msg))
 	}
 	return t.Render()
 }

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/gpuaas/gpuaas/internal/api"
-	"github.com/gpuaas/gpuaas/internal/printable"
 )
 
 // describe says what an event changed, in one line for a person: its
@@ -19,7 +18,7 @@ func describe(ev api.Event) string {
 	if !ok {
 		return ""
 	}
-	return printable.String(d(ev))
+	return api.SanitizeText(d(ev))
 }
 
 // describers has a line for every kind in api.EventKinds (a test checks).

@@ -112,7 +112,7 @@ func TestNodeChangedLines(t *testing.T) {
 func TestLineEscapesControlCharacters(t *testing.T) {
 	ev := event(t, api.EventAllocNotice, api.AllocNotice{Kind: api.NoticeIdleWarning, Message: "idle\x1b[2J\nrm -rf \xff\u202e"})
 	got := describe(ev)
-	want := `idle_warning: idle\x1b[2J\nrm -rf \ufffd\u202e`
+	want := "idle_warning: idle\\x1b[2J\\x0arm -rf \ufffd\\u202e" // api.SanitizeText's escapes; invalid UTF-8 becomes U+FFFD
 	if got != want {
 		t.Errorf("line %q; want %q", got, want)
 	}

@@ -13,7 +13,6 @@ import (
 
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
 	"github.com/gpuaas/gpuaas/internal/api"
-	"github.com/gpuaas/gpuaas/internal/printable"
 )
 
 // Options are the inputs of `gpuaas watch`.
@@ -155,7 +154,7 @@ func watchRun(ctx context.Context, opts *Options) error {
 // printEvent writes the human line of an event: aligned on a terminal,
 // tab-separated with an RFC 3339 time when piped.
 func printEvent(ios *cmdutil.IOStreams, ev api.Event) error {
-	detail, subject, kind := describe(ev), printable.String(ev.Subject), printable.String(ev.Kind)
+	detail, subject, kind := describe(ev), api.SanitizeText(ev.Subject), api.SanitizeText(ev.Kind)
 	if !ios.IsStdoutTTY() {
 		_, err := fmt.Fprintf(ios.Out, "%s\t%s\t%s\t%s\n", ev.At.UTC().Format(time.RFC3339), subject, kind, detail)
 		return err

@@ -10,12 +10,13 @@ import (
 
 // shownReason is the reason `alloc get` gives for where the allocation
 // stands: the reason of its last change of state, unless one of its GPUs
-// failed since (a quarantine notice after that change), which says more
-// about an allocation still active than "provisioned" does.
+// failed since (a quarantine notice after that change: its message, "GPU
+// … failed (XID 79) and was quarantined; …"), which says more about an
+// allocation still active than "provisioned" does.
 func shownReason(a *api.Allocation) string {
 	for _, n := range slices.Backward(a.Notices) {
 		if n.Kind == api.NoticeQuarantine && !n.At.Before(a.UpdatedAt) {
-			return api.SanitizeText("GPU failed: " + strings.TrimPrefix(n.Message, "gpuaas: "))
+			return api.SanitizeText(strings.TrimPrefix(n.Message, "gpuaas: "))
 		}
 	}
 	return api.SanitizeText(a.Reason)

@@ -30,7 +30,7 @@ func TestPrintAllocationNotices(t *testing.T) {
   numa     1
   project  p-1
   created  5m ago
-  reason   GPU failed: GPU 0000:18:00.0 failed\x1b[2J
+  reason   GPU 0000:18:00.0 failed\x1b[2J
   notices
     2030-01-10 11:57:00  idle_warning  gpuaas: idle for 1h (at 2030-01-10 14:00:00)
     2030-01-10 11:59:00  quarantine    gpuaas: GPU 0000:18:00.0 failed\x1b[2J

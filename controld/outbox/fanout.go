@@ -11,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/gpuaas/gpuaas/internal/api"
 )
@@ -83,14 +84,14 @@ func Fanout(ctx context.Context, js jetstream.JetStream, nc *nats.Conn, log *slo
 				data = b
 			}
 		}
-		for _, u := range ev.Users {
-			copyData, err := userCopy(ctx, heads, ev, u, data)
-			if err != nil {
-				log.Warn("fanout: record a user's last event; retrying", "event", ev.ID, "err", err)
-				_ = m.Nak()
-				return
-			}
-			if err := nc.Publish(api.UserEventSubject(u, ev.Kind), copyData); err != nil {
+		copies, err := userCopies(ctx, heads, ev, data)
+		if err != nil {
+			log.Warn("fanout: record users' last event; retrying", "event", ev.ID, "err", err)
+			_ = m.Nak()
+			return
+		}
+		for i, u := range ev.Users {
+			if err := nc.Publish(api.UserEventSubject(u, ev.Kind), copies[i]); err != nil {
 				_ = m.Nak()
 				return
 			}
@@ -179,6 +180,27 @@ func publishRevoked(nc *nats.Conn, ev api.Event) error {
 		return err
 	}
 	return nc.FlushTimeout(gateFlushTimeout)
+}
+
+// headWrites bounds the heads an event's fan-out records at once.
+const headWrites = 16
+
+// userCopies is userCopy for each of ev's users, in the order of
+// ev.Users. The users' heads are independent keys, recorded at once: an
+// event for a project's many members costs about one round trip to the
+// bucket, not one per member.
+func userCopies(ctx context.Context, heads jetstream.KeyValue, ev api.Event, data []byte) ([][]byte, error) {
+	copies := make([][]byte, len(ev.Users))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(headWrites)
+	for i, u := range ev.Users {
+		g.Go(func() error {
+			c, err := userCopy(gctx, heads, ev, u, data)
+			copies[i] = c
+			return err
+		})
+	}
+	return copies, g.Wait()
 }
 
 // userCopy is the event as user is sent it: with the sequence of their

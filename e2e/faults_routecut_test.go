@@ -93,17 +93,24 @@ func TestFaultRouteCutEventsReachWatch(t *testing.T) {
 	resume()
 	resumed := time.Now()
 
-	c.waitFor("the watch to print every event", func() bool { return len(watch.projects(t, ids)) == len(ids) })
+	c.waitFor("the watch to print every event", func() bool { return len(watch.projects(t, ids)) >= len(ids) })
 	took := time.Since(resumed)
+	// Each once, in stream order. (Not necessarily in the order the
+	// projects were created: the relay keeps one subject's events in
+	// order, and the cut made it retry some.)
 	got := watch.projects(t, ids)
 	var seqs []uint64
+	printed := map[string]int{}
 	for i, ev := range got {
 		seqs = append(seqs, ev.Seq)
-		if ev.Subject != ids[i] {
-			t.Errorf("event %d is about %s; want %s (every event once, in order)", i, ev.Subject, ids[i])
-		}
+		printed[ev.Subject]++
 		if i > 0 && ev.Seq <= got[i-1].Seq {
 			t.Errorf("event %d has seq %d after %d; want stream order", i, ev.Seq, got[i-1].Seq)
+		}
+	}
+	for _, id := range ids {
+		if printed[id] != 1 {
+			t.Errorf("the event of project %s was printed %d times; want once", id, printed[id])
 		}
 	}
 	stderr := watch.stderr.String()

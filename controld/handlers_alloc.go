@@ -12,6 +12,7 @@ import (
 	"github.com/gpuaas/gpuaas/controld/audit"
 	"github.com/gpuaas/gpuaas/controld/idle"
 	"github.com/gpuaas/gpuaas/controld/mutate"
+	"github.com/gpuaas/gpuaas/controld/outbox"
 	"github.com/gpuaas/gpuaas/internal/api"
 )
 
@@ -131,11 +132,15 @@ func (s *Server) allocGet(ctx context.Context, c *call) (any, error) {
 	// The idle policy is read in the allocation's own batch: alloc.get
 	// stays one round trip (bench/README.md, "What bounds the unmet goals").
 	var policy *api.AllocPolicy
-	a, err := alloc.GetWithTimeline(ctx, s.pool, c.actor(), req.ID, func(b *pgx.Batch) { idle.QueuePolicy(b, &policy, req.ID) })
+	var notices []api.AllocNotice
+	a, err := alloc.GetWithTimeline(ctx, s.pool, c.actor(), req.ID, func(b *pgx.Batch) {
+		idle.QueuePolicy(b, &policy, req.ID)
+		outbox.QueueNotices(b, &notices, req.ID)
+	})
 	if err != nil {
 		return nil, err
 	}
-	a.Policy = policy
+	a.Policy, a.Notices = policy, notices
 	return a, nil
 }
 

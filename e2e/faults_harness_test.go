@@ -83,6 +83,13 @@ func startFaultCluster(t *testing.T, replicas int) *faultCluster {
 // to 3). The CLI and the daemons are given every server's URL.
 func startFaultClusterWith(t *testing.T, replicas, natsServers int) *faultCluster {
 	t.Helper()
+	return startFaultClusterConf(t, replicas, natsServers, "")
+}
+
+// startFaultClusterConf is startFaultClusterWith with natsConf added to
+// every nats-server's configuration.
+func startFaultClusterConf(t *testing.T, replicas, natsServers int, natsConf string) *faultCluster {
+	t.Helper()
 	c := &faultCluster{t: t, root: tempDir(t, "gpuaas-faults-")}
 	c.cfgDir = filepath.Join(c.root, "config")
 	t.Setenv("GPUAAS_CONFIG_DIR", c.cfgDir)
@@ -118,7 +125,7 @@ func startFaultClusterWith(t *testing.T, replicas, natsServers int) *faultCluste
 		if natsServers > 1 {
 			conf += fmt.Sprintf("cluster {\n  name: gpuaas-faults\n  listen: \"127.0.0.1:%d\"\n  routes: [ %s ]\n}\n", ports[3*i+2], strings.Join(routes, ", "))
 		}
-		conf += "include ./gpuaas-auth.conf\n"
+		conf += natsConf + "include ./gpuaas-auth.conf\n"
 		file := writeFile(t, c.keys, fmt.Sprintf("nats-%d.conf", i+1), conf)
 		health := fmt.Sprintf("http://127.0.0.1:%d/healthz", ports[3*i+1])
 		c.nats = append(c.nats, natsServer{conf: file, health: health, url: urls[i]})

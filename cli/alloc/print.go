@@ -62,14 +62,17 @@ func printAllocation(ios *cmdutil.IOStreams, now time.Time, a *api.Allocation) e
 	}
 	t.AddRow("  project", a.ProjectID)
 	t.AddRow("  created", cmdutil.FuzzyAgo(now, a.CreatedAt))
-	if a.Reason != "" {
-		t.AddRow("  reason", a.Reason)
+	if r := shownReason(a); r != "" {
+		t.AddRow("  reason", r)
 	}
 	if a.Usage != nil {
 		t.AddRow("  cost", describeCost(a.Usage))
 	}
 	addPolicyRows(t, a.Policy)
 	if err := t.Render(); err != nil {
+		return err
+	}
+	if err := printNotices(ios, a); err != nil {
 		return err
 	}
 	if len(a.Timeline) == 0 {

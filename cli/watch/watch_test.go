@@ -221,7 +221,10 @@ func TestDescribe(t *testing.T) {
 			"define_start done 812ms"},
 		{"phase started", api.Event{Kind: api.EventAllocProgress, Data: data(api.AllocProgress{Phase: "lease", Status: api.PhaseStarted})},
 			"lease started"},
-		{"other kind", api.Event{Kind: api.EventProject, Data: data(map[string]string{"member": "u-2"})}, ""},
+		{"member", api.Event{Kind: api.EventProject, Data: data(map[string]string{"member": "u-2", "role": "viewer"})},
+			"member u-2 is now viewer"},
+		{"unknown kind", api.Event{Kind: "future.kind", Data: data(map[string]string{"member": "u-2"})}, ""},
+		{"undecodable", api.Event{Kind: api.EventAllocNotice, Data: json.RawMessage(`"text"`)}, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

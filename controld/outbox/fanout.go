@@ -11,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/gpuaas/gpuaas/internal/api"
 )
@@ -26,6 +27,16 @@ const gateFlushTimeout = 5 * time.Second
 // users it names, gpuaas.user.<uid>.evt.<kind>. Delivery is at least once;
 // events carry their outbox id and their stream sequence (Seq) so
 // consumers can drop repeats and resume after a reconnect (Since).
+//
+// A copy that NATS loses after the publish (a route between servers
+// cut, a server gone with the message still queued to another) is not
+// noticed here: the event is acked once its copies are handed to the
+// connection. The client notices instead: each user's copy carries the
+// stream sequence of that user's previous event (api.Event.Prev, kept in
+// HeadsBucket before the copy is sent), so a client that has not seen it
+// reads the missing events back (events.since), and a quiet client asks
+// for its head to notice a lost last event
+// (docs/decisions/0004-user-event-sequence.md).
 //
 // Events reach users in stream order: the consumer lets one event out at
 // a time (MaxAckPending 1), across every replica, so a replica cannot
@@ -51,6 +62,10 @@ func Fanout(ctx context.Context, js jetstream.JetStream, nc *nats.Conn, log *slo
 	if err != nil {
 		return fmt.Errorf("fanout consumer: %w", err)
 	}
+	heads, err := ensureHeads(ctx, js)
+	if err != nil {
+		return fmt.Errorf("fanout: %w", err)
+	}
 	var lastErr atomic.Pointer[error]
 	cc, err := cons.Consume(func(m jetstream.Msg) {
 		var ev api.Event
@@ -60,7 +75,8 @@ func Fanout(ctx context.Context, js jetstream.JetStream, nc *nats.Conn, log *slo
 			return
 		}
 		// Users get the event with its stream sequence, to resume from
-		// after a reconnect (events.since).
+		// after a reconnect (events.since), and each the sequence of
+		// their previous event, to notice one lost on the way.
 		data := m.Data()
 		if meta, err := m.Metadata(); err == nil {
 			ev.Seq = meta.Sequence.Stream
@@ -68,8 +84,14 @@ func Fanout(ctx context.Context, js jetstream.JetStream, nc *nats.Conn, log *slo
 				data = b
 			}
 		}
-		for _, u := range ev.Users {
-			if err := nc.Publish(api.UserEventSubject(u, ev.Kind), data); err != nil {
+		copies, err := userCopies(ctx, heads, ev, data)
+		if err != nil {
+			log.Warn("fanout: record users' last event; retrying", "event", ev.ID, "err", err)
+			_ = m.Nak()
+			return
+		}
+		for i, u := range ev.Users {
+			if err := nc.Publish(api.UserEventSubject(u, ev.Kind), copies[i]); err != nil {
 				_ = m.Nak()
 				return
 			}
@@ -158,6 +180,42 @@ func publishRevoked(nc *nats.Conn, ev api.Event) error {
 		return err
 	}
 	return nc.FlushTimeout(gateFlushTimeout)
+}
+
+// headWrites bounds the heads an event's fan-out records at once.
+const headWrites = 16
+
+// userCopies is userCopy for each of ev's users, in the order of
+// ev.Users. The users' heads are independent keys, recorded at once: an
+// event for a project's many members costs about one round trip to the
+// bucket, not one per member.
+func userCopies(ctx context.Context, heads jetstream.KeyValue, ev api.Event, data []byte) ([][]byte, error) {
+	copies := make([][]byte, len(ev.Users))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(headWrites)
+	for i, u := range ev.Users {
+		g.Go(func() error {
+			c, err := userCopy(gctx, heads, ev, u, data)
+			copies[i] = c
+			return err
+		})
+	}
+	return copies, g.Wait()
+}
+
+// userCopy is the event as user is sent it: with the sequence of their
+// previous event (Prev), recorded in heads first. data is the event
+// without Prev, used as is when the event has no stream sequence.
+func userCopy(ctx context.Context, heads jetstream.KeyValue, ev api.Event, user string, data []byte) ([]byte, error) {
+	if ev.Seq == 0 {
+		return data, nil
+	}
+	prev, err := advanceHead(ctx, heads, user, ev.Seq)
+	if err != nil || prev == 0 {
+		return data, err
+	}
+	ev.Prev = prev
+	return json.Marshal(ev)
 }
 
 // publishGate sends data to a gateway subject and waits until the server

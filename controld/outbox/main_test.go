@@ -32,7 +32,7 @@ type fixture struct {
 	clock *testutil.Clock
 }
 
-func newFixture(t *testing.T) *fixture {
+func newFixture(t testing.TB) *fixture {
 	t.Helper()
 	ctx := context.Background()
 	f := &fixture{dsn: testutil.Postgres(t, pgTemplate), clock: testutil.NewClock(time.Date(2020, 3, 1, 12, 0, 0, 0, time.UTC))}
@@ -51,7 +51,7 @@ func newFixture(t *testing.T) *fixture {
 
 // openPool opens another pool on the fixture's database, as another
 // controld replica would.
-func (f *fixture) openPool(t *testing.T) *pgxpool.Pool {
+func (f *fixture) openPool(t testing.TB) *pgxpool.Pool {
 	t.Helper()
 	pool, err := store.Open(context.Background(), f.dsn, 4)
 	if err != nil {
@@ -61,7 +61,7 @@ func (f *fixture) openPool(t *testing.T) *pgxpool.Pool {
 	return pool
 }
 
-func (f *fixture) relay(t *testing.T, edit func(*RelayConfig)) *Relay {
+func (f *fixture) relay(t testing.TB, edit func(*RelayConfig)) *Relay {
 	t.Helper()
 	cfg := RelayConfig{Pool: f.pool, JS: f.js, Now: f.clock.Now, Log: testutil.Logger(t)}
 	if edit != nil {

@@ -33,7 +33,29 @@ func streamUnavailable(err error) error {
 // (see api.EventsSinceRequest), read from the EVENTS stream with an
 // ordered consumer of its own. Only events naming userID among their
 // users are returned: the ones the fan-out sends that user.
+//
+// With req.Head, the user's head (HeadsBucket) is looked up first: when it
+// is not above req.After the answer is empty (Next is req.After, First 0)
+// and no stream message is read, which makes it cheap enough for every
+// quiet client to ask each api.EventsHeadPoll.
 func Since(ctx context.Context, js jetstream.JetStream, userID string, req api.EventsSinceRequest) (api.EventsSinceResponse, error) {
+	var head uint64
+	if req.Head && !req.Tail {
+		h, known, err := lookupHead(ctx, js, userID)
+		if err != nil {
+			return api.EventsSinceResponse{}, streamUnavailable(err)
+		}
+		if known && h <= req.After {
+			return api.EventsSinceResponse{Events: []api.Event{}, Next: req.After, Head: h}, nil
+		}
+		head = h
+	}
+	resp, err := since(ctx, js, userID, req)
+	resp.Head = head
+	return resp, err
+}
+
+func since(ctx context.Context, js jetstream.JetStream, userID string, req api.EventsSinceRequest) (api.EventsSinceResponse, error) {
 	stream, err := js.Stream(ctx, api.EventStreamName)
 	if err != nil {
 		return api.EventsSinceResponse{}, streamUnavailable(err)

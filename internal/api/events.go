@@ -2,13 +2,9 @@ package api
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
-
-	"github.com/nats-io/nats.go"
 )
 
 // seenEvents is how many recent event ids a subscription remembers to drop
@@ -29,7 +25,17 @@ const seenEvents = 4096
 // sequence it delivered (events.since) and sends those first, in stream
 // order. Events the stream's retention dropped in the meantime are
 // replaced by one EventsGap event.
-func (c *Client) SubscribeEvents(ctx context.Context, userID string) (<-chan Event, error) {
+//
+// Nor is one lost silently while the connection stays up (a route between
+// NATS servers cut, a server gone with the message still queued to
+// another): each event carries the stream sequence of the caller's
+// previous one (Event.Prev), and an event whose Prev was not delivered
+// makes the subscription read the missing ones back first, in order; a
+// subscription quiet for EventsHeadPoll asks controld whether it was sent
+// anything more (events.since with Head). See
+// docs/decisions/0004-user-event-sequence.md. When the channel closes
+// before ctx ends, SubscriptionEnded says why.
+func (c *Client) SubscribeEvents(ctx context.Context, userID string, opts ...SubscribeOption) (<-chan Event, error) {
 	if userID == "" || strings.ContainsAny(userID, ".*> \t") {
 		return nil, fmt.Errorf("subscribe events: bad user id %q", userID)
 	}
@@ -48,6 +54,9 @@ func (c *Client) SubscribeEvents(ctx context.Context, userID string) (<-chan Eve
 		return nil, transportError("events", err)
 	}
 	f := &follower{c: c, sub: sub, out: make(chan Event), seen: newIDSet(seenEvents), reconnects: c.nc.Stats().Reconnects}
+	for _, o := range opts {
+		o(f)
+	}
 	// Where to resume from if the connection drops before any event came:
 	// the stream's position now. A controld without events.since leaves it
 	// 0, and resuming then starts at the first event seen.
@@ -56,189 +65,6 @@ func (c *Client) SubscribeEvents(ctx context.Context, userID string) (<-chan Eve
 	}
 	go f.run(ctx)
 	return f.out, nil
-}
-
-// resumePoll is how often a quiet subscription checks whether its
-// connection came back, to fetch what it missed without waiting for the
-// next live event.
-const resumePoll = 250 * time.Millisecond
-
-// resumeSettle is how long after a reconnect a subscription reads its
-// events from the stream rather than live: in a cluster the new server
-// tells the others of the subscription asynchronously, and a server that
-// has not heard yet drops the fan-out's messages for it. They are in the
-// stream, below the end a later events.since reads; a live one delivered
-// first would move the resume point past them.
-const resumeSettle = 2 * time.Second
-
-// resumeRetry is the pause between failed events.since calls.
-const resumeRetry = 500 * time.Millisecond
-
-// follower is one subscription's delivery loop; only run's goroutine
-// touches it after SubscribeEvents returns.
-type follower struct {
-	c    *Client
-	sub  *nats.Subscription
-	out  chan Event
-	seen *idSet
-	// last is the highest stream sequence delivered (or skipped as not
-	// ours): resuming reads what follows it.
-	last uint64
-	// floor is the stream's position at subscribe: events at or below it
-	// came before the subscription.
-	floor uint64
-	// positioned is set once last is a stream position (0 for a stream
-	// still empty at subscribe), so resuming reads from it, not the tail.
-	positioned bool
-	reconnects uint64
-	dropped    int
-}
-
-func (f *follower) run(ctx context.Context) {
-	defer close(f.out)
-	defer func() { _ = f.sub.Unsubscribe() }()
-	// settleUntil, when set, ends the reads from the stream after a
-	// reconnect (resumeSettle); lastResume is the last such read.
-	var settleUntil, lastResume time.Time
-	for {
-		pctx, cancel := context.WithTimeout(ctx, resumePoll)
-		m, err := f.sub.NextMsgWithContext(pctx)
-		cancel()
-		if ctx.Err() != nil || (err != nil && !errors.Is(err, context.DeadlineExceeded)) {
-			return // ctx ended, or the connection closed under us
-		}
-		if f.missedSome() {
-			settleUntil, lastResume = time.Now().Add(resumeSettle), time.Time{}
-		}
-		if !settleUntil.IsZero() {
-			// A live message is in the stream already, below the end
-			// the next read reaches: that read delivers it, in order.
-			if now := time.Now(); now.Sub(lastResume) >= resumePoll || now.After(settleUntil) {
-				if !f.resume(ctx) {
-					return
-				}
-				if lastResume = time.Now(); lastResume.After(settleUntil) {
-					settleUntil = time.Time{}
-				}
-			}
-			continue
-		}
-		if m == nil {
-			continue
-		}
-		var ev Event
-		if json.Unmarshal(m.Data, &ev) != nil {
-			continue
-		}
-		if !f.send(ctx, ev) {
-			return
-		}
-	}
-}
-
-// missedSome reports whether live events may have been lost since the
-// last check: the connection was re-established, or the client library
-// dropped messages of this subscription (a slow consumer).
-func (f *follower) missedSome() bool {
-	missed := false
-	if r := f.c.nc.Stats().Reconnects; r != f.reconnects {
-		f.reconnects, missed = r, true
-	}
-	if d, err := f.sub.Dropped(); err == nil && d != f.dropped {
-		f.dropped, missed = d, true
-	}
-	return missed
-}
-
-// send delivers ev unless it is a repeat; false when ctx ended.
-func (f *follower) send(ctx context.Context, ev Event) bool {
-	// Live events can arrive out of stream order: in a NATS cluster two
-	// controld replicas fan out through different servers, and routes do
-	// not order each other's messages. A later one delivered first must
-	// not hide an earlier one arriving just after (the cluster fault test
-	// lost such events): repeats are told by id, and only what the stream
-	// held before the subscription is skipped by sequence.
-	if ev.Seq != 0 {
-		if ev.Seq <= f.floor {
-			return true // before we subscribed
-		}
-		f.last = max(f.last, ev.Seq)
-	}
-	if ev.Kind != EventsGap && !f.seen.add(ev.ID) {
-		return true
-	}
-	select {
-	case f.out <- ev:
-		return true
-	case <-ctx.Done():
-		return false
-	}
-}
-
-// resume delivers the caller's events after the last one delivered, read
-// from the stream through controld, retrying until controld answers. It
-// returns false when ctx ended or the connection closed for good.
-func (f *follower) resume(ctx context.Context) bool {
-	for {
-		req := EventsSinceRequest{After: f.last, Tail: f.last == 0 && !f.positioned}
-		resp, err := f.c.EventsSince(ctx, req)
-		if err != nil {
-			if ctx.Err() != nil || f.c.nc.IsClosed() {
-				return false
-			}
-			select {
-			case <-time.After(resumeRetry):
-				continue
-			case <-ctx.Done():
-				return false
-			}
-		}
-		if resp.Missed > 0 {
-			gap, _ := json.Marshal(EventsGapData{After: f.last, First: resp.First, Missed: resp.Missed})
-			if !f.send(ctx, Event{Kind: EventsGap, At: time.Now().UTC(), Seq: resp.First - 1, Data: gap}) {
-				return false
-			}
-		}
-		for _, ev := range resp.Events {
-			if !f.send(ctx, ev) {
-				return false
-			}
-		}
-		if resp.Next > f.last {
-			f.last = resp.Next
-		}
-		f.positioned = true
-		if !resp.More {
-			return true
-		}
-	}
-}
-
-// idSet remembers the last n ids added.
-type idSet struct {
-	ids  map[int64]struct{}
-	ring []int64
-	next int
-}
-
-func newIDSet(n int) *idSet {
-	return &idSet{ids: make(map[int64]struct{}, n), ring: make([]int64, 0, n)}
-}
-
-// add records id and reports whether it was new.
-func (s *idSet) add(id int64) bool {
-	if _, ok := s.ids[id]; ok {
-		return false
-	}
-	if len(s.ring) < cap(s.ring) {
-		s.ring = append(s.ring, id)
-	} else {
-		delete(s.ids, s.ring[s.next])
-		s.ring[s.next] = id
-		s.next = (s.next + 1) % len(s.ring)
-	}
-	s.ids[id] = struct{}{}
-	return true
 }
 
 // EventSessionRevoked is emitted whenever sessions end before their
@@ -283,6 +109,9 @@ type AllocNotice struct {
 	Message string `json:"message"`
 	// Deadline is when the announced action happens, if it is one.
 	Deadline *time.Time `json:"deadline,omitempty"`
+	// At is when controld raised it (alloc.get's Notices; the event's own
+	// At in a stream).
+	At time.Time `json:"at,omitzero"`
 }
 
 // GateNoticeSubject is where controld's event fan-out hands every

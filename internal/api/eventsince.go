@@ -17,10 +17,17 @@ const MaxEventsSince = 1000
 // above After, at most Limit of them (MaxEventsSince if 0). Tail asks for
 // no events, only the stream's position now (Next), where a client that
 // has seen no event yet resumes from.
+//
+// Head makes the call cheap when nothing is new: controld first looks up
+// the caller's head (the sequence of the last event fanned out to them)
+// and reads the stream only when it is above After. A quiet subscription
+// asks this every EventsHeadPoll, so that a lost last event is noticed
+// without waiting for the next one (docs/decisions/0004-user-event-sequence.md).
 type EventsSinceRequest struct {
 	After uint64 `json:"after"`
 	Limit int    `json:"limit,omitempty"`
 	Tail  bool   `json:"tail,omitempty"`
+	Head  bool   `json:"head,omitempty"`
 }
 
 // EventsSinceResponse holds the caller's events after the request's
@@ -36,6 +43,9 @@ type EventsSinceResponse struct {
 	More   bool    `json:"more,omitempty"`
 	First  uint64  `json:"first"`
 	Missed uint64  `json:"missed,omitempty"`
+	// Head is the sequence of the caller's last fanned-out event, when the
+	// request asked for it and controld knows it (0 otherwise).
+	Head uint64 `json:"head,omitempty"`
 }
 
 // EventsSince calls events.since.

@@ -269,6 +269,10 @@ type Allocation struct {
 	// Policy is its effective idle and duration policy (alloc.get only;
 	// absent when neither applies). See idle.go.
 	Policy *AllocPolicy `json:"policy,omitempty"`
+	// Notices are its latest notices, oldest first: a GPU that failed,
+	// idle and duration warnings, budget warnings (alloc.get only; the
+	// alloc.notice events it was sent).
+	Notices []AllocNotice `json:"notices,omitempty"`
 }
 
 // AllocCreateRequest asks for an allocation. Project defaults to the
@@ -359,6 +363,11 @@ type Event struct {
 	// Seq is the event's sequence in the EVENTS stream: clients resume
 	// from the last one they saw (events.since).
 	Seq uint64 `json:"seq,omitempty"`
+	// Prev is the stream sequence of the previous event fanned out to the
+	// same user (0: none known), so each user's events form a chain: a
+	// client that has not seen Prev missed an event and reads it back
+	// (events.since). It differs between the copies of one event.
+	Prev uint64 `json:"prev,omitempty"`
 	// Corr is the correlation id of the request (or of the host task it
 	// queued) that made the change, to find its story in the logs.
 	Corr string `json:"corr,omitempty"`

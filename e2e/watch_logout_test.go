@@ -1,0 +1,41 @@
+package e2e
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestWatchAfterLogoutSaysSessionEnded: a running `gpuaas watch` whose
+// session is logged out (from another command) ends saying the session
+// ended and to log in again, exit 4 (unauthenticated) — not the client
+// library's raw "nats: authorization violation" and a hint to wait for
+// the server.
+func TestWatchAfterLogoutSaysSessionEnded(t *testing.T) {
+	data, cfg := tempDir(t, "gpuaas-e2e-data-"), tempDir(t, "gpuaas-e2e-cfg-")
+	pwFile := writeFile(t, cfg, "pw", devPassword+"\n")
+	dev := startDev(t, data, cfg, "--password-file", pwFile)
+	if r := dev.gpuaas(t, devPassword, "login", "--password-stdin"); r.code != 0 {
+		t.Fatalf("login: exit %d %s", r.code, r.stderr)
+	}
+	w := dev.startWatch(t)
+	if r := dev.gpuaas(t, "", "logout"); r.code != 0 {
+		t.Fatalf("logout: exit %d %s", r.code, r.stderr)
+	}
+	select {
+	case <-w.done:
+	case <-time.After(time.Minute):
+		t.Fatalf("the watch still runs a minute after logout; stderr:\n%s", w.stderr.String())
+	}
+	stderr := w.stderr.String()
+	t.Logf("watch after logout: exit %d, stderr:\n%s", w.cmd.ProcessState.ExitCode(), stderr)
+	if code := w.cmd.ProcessState.ExitCode(); code != 4 {
+		t.Errorf("watch exited %d; want 4 (unauthenticated)", code)
+	}
+	if !strings.Contains(stderr, "your session ended") || !strings.Contains(stderr, "gpuaas login") {
+		t.Errorf("stderr %q; want it to say the session ended and to run `gpuaas login`", stderr)
+	}
+	if strings.Contains(stderr, "authorization violation") {
+		t.Errorf("stderr %q; want no raw NATS error", stderr)
+	}
+}

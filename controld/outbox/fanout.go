@@ -36,7 +36,7 @@ const gateFlushTimeout = 5 * time.Second
 // HeadsBucket before the copy is sent), so a client that has not seen it
 // reads the missing events back (events.since), and a quiet client asks
 // for its head to notice a lost last event
-// (docs/decisions/0004-user-event-sequence.md).
+// (docs/decisions/0009-user-event-sequence.md).
 //
 // Events reach users in stream order: the consumer lets one event out at
 // a time (MaxAckPending 1), across every replica, so a replica cannot

@@ -19,7 +19,7 @@ import (
 // before (a userHead): every event a user is sent carries the sequence of
 // their previous one (api.Event.Prev), and events.since answers a quiet
 // client's "anything new for me?" from it without reading the stream
-// (docs/decisions/0004-user-event-sequence.md).
+// (docs/decisions/0009-user-event-sequence.md).
 const HeadsBucket = "USER_EVENT_HEADS"
 
 // headsMaxBytes bounds the bucket: one small entry per user who had an

@@ -33,7 +33,7 @@ const seenEvents = 4096
 // makes the subscription read the missing ones back first, in order; a
 // subscription quiet for EventsHeadPoll asks controld whether it was sent
 // anything more (events.since with Head). See
-// docs/decisions/0004-user-event-sequence.md. When the channel closes
+// docs/decisions/0009-user-event-sequence.md. When the channel closes
 // before ctx ends, SubscriptionEnded says why.
 func (c *Client) SubscribeEvents(ctx context.Context, userID string, opts ...SubscribeOption) (<-chan Event, error) {
 	if userID == "" || strings.ContainsAny(userID, ".*> \t") {

@@ -22,7 +22,7 @@ const MaxEventsSince = 1000
 // the caller's head (the sequence of the last event fanned out to them)
 // and reads the stream only when it is above After. A quiet subscription
 // asks this every EventsHeadPoll, so that a lost last event is noticed
-// without waiting for the next one (docs/decisions/0004-user-event-sequence.md).
+// without waiting for the next one (docs/decisions/0009-user-event-sequence.md).
 type EventsSinceRequest struct {
 	After uint64 `json:"after"`
 	Limit int    `json:"limit,omitempty"`

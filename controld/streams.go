@@ -119,7 +119,7 @@ func (c *streamCollector) Describe(ch chan<- *prometheus.Desc) {
 func (c *streamCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), dbCollectTimeout)
 	defer cancel()
-	for _, name := range []string{api.EventStreamName, recstore.Stream} {
+	for _, name := range []string{api.EventStreamName, recstore.Stream, "KV_" + outbox.HeadsBucket} {
 		st, err := c.s.js.Stream(ctx, name)
 		var info *jetstream.StreamInfo
 		if err == nil {

@@ -1,0 +1,98 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/gpuaas/gpuaas/controld/lease"
+)
+
+// Liveness marks nodes down when their heartbeats stop. controld runs it
+// on one replica at a time, under the node liveness lease; heartbeats are
+// recorded by whichever replica receives them, so it judges what the
+// cluster received, from last_heartbeat_at.
+//
+// Silence only counts while the cluster could record heartbeats:
+//   - after the sweeper starts (it takes the lease over, or controld starts
+//     again) and after a stall of its own longer than DownAfter (a paused
+//     process, a jump of the clock), nodes get DownAfter of grace;
+//   - while a replica's report-receiver lease lapsed less than DownAfter
+//     ago (lease.RecentLapse), no node is marked down: that replica may
+//     have received heartbeats it could not record (cut off from
+//     Postgres) until it stopped receiving, which it does before its lease
+//     can lapse.
+//
+// The marking commits only while the sweeper still holds its lease
+// (lease.Fence): a sweeper that lost it while paused marks nothing.
+type Liveness struct {
+	Pool *pgxpool.Pool
+	// DownAfter is how long a node may stay silent.
+	DownAfter time.Duration
+	// Interval between sweeps.
+	Interval time.Duration
+	Now      func() time.Time
+	Log      *slog.Logger
+}
+
+// Run sweeps every Interval until ctx ends.
+func (l *Liveness) Run(ctx context.Context) error {
+	if l.Pool == nil || l.DownAfter <= 0 || l.Interval <= 0 || l.Now == nil || l.Log == nil {
+		return errors.New("node liveness: Pool, DownAfter, Interval, Now and Log are required")
+	}
+	t := time.NewTicker(l.Interval)
+	defer t.Stop()
+	listening := l.Now()
+	last := listening
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		now := l.Now()
+		if now.Sub(last) > l.DownAfter || now.Before(last) {
+			listening = now
+		}
+		last = now
+		if now.Sub(listening) < l.DownAfter {
+			continue
+		}
+		down, err := Sweep(ctx, l.Pool, l.DownAfter, now)
+		if err != nil {
+			if ctx.Err() == nil {
+				l.Log.Warn("liveness", "err", err)
+			}
+			listening = now // a pass that failed saw nothing: grace again
+			continue
+		}
+		for _, id := range down {
+			l.Log.Warn("node down: no heartbeat", "node", id, "for", l.DownAfter)
+		}
+	}
+}
+
+// Sweep marks down the nodes silent for longer than downAfter at now,
+// unless a report receiver lapsed within downAfter, in one transaction
+// fenced by the caller's lease. It returns the nodes it marked down.
+func Sweep(ctx context.Context, pool *pgxpool.Pool, downAfter time.Duration, now time.Time) ([]string, error) {
+	var down []string
+	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		lapsed, err := lease.RecentLapse(ctx, tx, lease.ReceiverPrefix, downAfter)
+		if err != nil || lapsed {
+			return err
+		}
+		if down, err = MarkDown(ctx, tx, now.Add(-downAfter), now); err != nil {
+			return err
+		}
+		return lease.Fence(ctx, tx)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return down, nil
+}

@@ -446,6 +446,7 @@ func (s *Server) Run(ctx context.Context) error {
 	// Until the drain: a replica that cannot reach Postgres or NATS
 	// stops serving (serving.go).
 	g.Go(func() error { return s.watchDependencies(singCtx) })
+	g.Go(func() error { return s.supervise(gctx, "nats cluster watch", s.watchClusters) })
 	var obsErr error
 	select {
 	case <-ctx.Done():

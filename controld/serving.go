@@ -11,9 +11,12 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/nats-io/nats.go"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/gpuaas/gpuaas/controld/lease"
 	"github.com/gpuaas/gpuaas/controld/node"
+	"github.com/gpuaas/gpuaas/internal/bus"
 )
 
 // PartitionTuning is how controld behaves when it cannot reach Postgres
@@ -292,4 +295,15 @@ func (s *Server) nodeLiveness() *node.Liveness {
 	_ = t.CheckAndSetDefaults() // checked by hosts.New already
 	return &node.Liveness{Pool: s.pool, DownAfter: t.DownAfter, Interval: max(t.HeartbeatInterval/2, 100*time.Millisecond),
 		Now: s.now, Log: s.cfg.Log}
+}
+
+// watchClusters moves each of controld's NATS connections off a server
+// that lost the rest of its cluster (bus.WatchCluster) until ctx ends: the
+// API's queue group must not sit on a server the clients cannot reach.
+func (s *Server) watchClusters(ctx context.Context) error {
+	var g errgroup.Group
+	for _, nc := range []*nats.Conn{s.cfg.NATS} {
+		g.Go(func() error { return bus.WatchCluster(ctx, nc, s.cfg.Log) })
+	}
+	return g.Wait()
 }

@@ -89,9 +89,7 @@ func (s *Server) endpoint(name string, need access, fn func(ctx context.Context,
 		s.sem <- struct{}{}
 		defer func() { <-s.sem }()
 		start := time.Now()
-		// A replica that stops serving (serving.go) ends the requests it
-		// holds: their clients retry on another.
-		ctx, cancel := context.WithTimeout(s.servingContext(), s.cfg.RequestTimeout)
+		ctx, cancel := context.WithTimeout(context.Background(), s.cfg.RequestTimeout)
 		defer cancel()
 		c := s.newCall(req, name)
 		ctx = corrid.With(ctx, c.corr)

@@ -73,8 +73,10 @@ type servingGate struct {
 	serving bool
 	closed  bool
 	// ctx is the current serving period's: cancelled when it ends, which
-	// ends the requests in flight (their client retries elsewhere) and
-	// the loops run by whileServing.
+	// ends the loops run by whileServing. Requests in flight are left to
+	// finish or time out: the client retries a silent replica's request
+	// on another after its attempt timeout, where an error answer would
+	// end the call.
 	ctx    context.Context
 	cancel context.CancelFunc
 	// changed is closed and replaced whenever serving changes.
@@ -100,14 +102,6 @@ func replicaID() string {
 	return fmt.Sprintf("%s/%d/%s", host, os.Getpid(), hex.EncodeToString(b))
 }
 
-// servingContext is the context requests run under: it ends when this
-// replica stops serving.
-func (s *Server) servingContext() context.Context {
-	s.gate.mu.Lock()
-	defer s.gate.mu.Unlock()
-	return s.gate.ctx
-}
-
 // Serving reports whether this replica serves (the API, node reports and
 // singletons).
 func (s *Server) Serving() bool {
@@ -117,8 +111,8 @@ func (s *Server) Serving() bool {
 }
 
 // stopServing takes the replica out of service: the API leaves its queue
-// group (micro's subscriptions are drained), requests in flight are
-// cancelled, and the loops under whileServing stop (node reports, the
+// group (micro's subscriptions are drained) and the loops under
+// whileServing stop (node reports, the
 // singletons, whose leases are released or left to lapse).
 func (s *Server) stopServing(why error) {
 	g := s.gate

@@ -100,6 +100,10 @@ type Options struct {
 	// SessionCacheTTL is passed to controld (identity.Settings).
 	SessionCacheTTL time.Duration
 
+	// Partition is passed to controld (serving.go: when a replica that
+	// cannot reach Postgres or NATS stops serving; lease TTLs).
+	Partition controld.PartitionTuning
+
 	// PlainBus runs NATS without the trust model (no accounts, no
 	// callout: anyone may do anything), only as the baseline of the
 	// callout's benchmarks.
@@ -144,7 +148,7 @@ func startControld(t testing.TB, b *testutil.Bus, dsn string, opts Options) *con
 		Now: opts.Now, Log: log, Hosts: opts.Hosts, MaxConns: opts.MaxConns, QueueInterval: 100 * time.Millisecond,
 		SSHCertTTL: opts.SSHCertTTL, GatewayAddr: opts.GatewayAddr, Billing: opts.Billing, Idle: opts.Idle,
 		Stripe: opts.Stripe, HTTPAddr: opts.HTTPAddr, APIRateLimit: opts.APIRateLimit,
-		MetricsAddr: opts.MetricsAddr, OutboxMaxAttempts: opts.OutboxMaxAttempts}})
+		MetricsAddr: opts.MetricsAddr, OutboxMaxAttempts: opts.OutboxMaxAttempts, Partition: opts.Partition}})
 	if err != nil {
 		t.Fatalf("controld: %v", err)
 	}

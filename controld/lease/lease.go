@@ -50,10 +50,10 @@ type Token struct {
 // lease runs.
 func TryAcquire(ctx context.Context, q store.Querier, name, holder string, ttl time.Duration) (Token, bool, error) {
 	var epoch int64
-	err := q.QueryRow(ctx, `INSERT INTO leases AS l (name, holder, epoch, acquired_at, expires_at)
-		VALUES ($1, $2, 1, clock_timestamp(), clock_timestamp() + $3 * interval '1 millisecond')
+	err := q.QueryRow(ctx, `INSERT INTO leases AS l (name, holder, epoch, acquired_at, renewed_at, expires_at)
+		VALUES ($1, $2, 1, clock_timestamp(), clock_timestamp(), clock_timestamp() + $3 * interval '1 millisecond')
 		ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, epoch = l.epoch + 1,
-			acquired_at = excluded.acquired_at, expires_at = excluded.expires_at
+			acquired_at = excluded.acquired_at, renewed_at = excluded.renewed_at, expires_at = excluded.expires_at
 		WHERE l.expires_at <= clock_timestamp() OR l.holder = excluded.holder
 		RETURNING epoch`, name, holder, ttl.Milliseconds()).Scan(&epoch)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -68,8 +68,8 @@ func TryAcquire(ctx context.Context, q store.Querier, name, holder string, ttl t
 // Renew extends tok's lease to ttl from now, if it still runs; ok is false
 // when it expired or was taken (the holder must stop).
 func Renew(ctx context.Context, q store.Querier, tok Token, ttl time.Duration) (bool, error) {
-	tag, err := q.Exec(ctx, `UPDATE leases SET expires_at = clock_timestamp() + $4 * interval '1 millisecond'
-		WHERE name = $1 AND holder = $2 AND epoch = $3 AND expires_at > clock_timestamp()`,
+	tag, err := q.Exec(ctx, `UPDATE leases SET renewed_at = clock_timestamp(),
+		expires_at = clock_timestamp() + $4 * interval '1 millisecond' WHERE name = $1 AND holder = $2 AND epoch = $3 AND expires_at > clock_timestamp()`,
 		tok.Name, tok.Holder, tok.Epoch, ttl.Milliseconds())
 	if err != nil {
 		return false, fmt.Errorf("renew lease %s: %w", tok.Name, err)
@@ -118,22 +118,45 @@ func Holder(ctx context.Context, q store.Querier, name string) (string, error) {
 	return holder, nil
 }
 
-// RecentLapse reports whether a lease named prefix… lapsed (expired
-// without being renewed) within the last window, and forgets those that
-// lapsed longer ago. A lapsed report receiver may have swallowed
-// heartbeats it could not record: node liveness waits window after the
-// lapse before it counts a node's silence.
-func RecentLapse(ctx context.Context, q store.Querier, prefix string, window time.Duration) (bool, error) {
+// Coverage is what the report receivers' leases (names prefix…) say
+// about when the cluster could record what nodes sent, by the database's
+// clock (Now).
+type Coverage struct {
+	Now time.Time
+	// Live is false when no receiver's lease runs: nobody receives.
+	Live bool
+	// Horizon is the oldest last renewal of the running receivers' leases:
+	// each of them is known to have been able to record until then, not
+	// after (a receiver cut off from Postgres stops renewing at once).
+	Horizon time.Time
+	// LastLapse is the latest expiry of a receiver lease that lapsed
+	// (zero if none did within keep): a receiver stops receiving before
+	// its lease can lapse, so whatever it swallowed, it swallowed before.
+	LastLapse time.Time
+}
+
+// Receivers returns the Coverage of the report receivers' leases, and
+// forgets those that lapsed longer than keep ago.
+func Receivers(ctx context.Context, q store.Querier, prefix string, keep time.Duration) (Coverage, error) {
 	if _, err := q.Exec(ctx, `DELETE FROM leases WHERE starts_with(name, $1)
-		AND expires_at < clock_timestamp() - $2 * interval '1 millisecond'`, prefix, window.Milliseconds()); err != nil {
-		return false, fmt.Errorf("forget lapsed leases %s: %w", prefix, err)
+		AND expires_at < clock_timestamp() - $2 * interval '1 millisecond'`, prefix, keep.Milliseconds()); err != nil {
+		return Coverage{}, fmt.Errorf("forget lapsed leases %s: %w", prefix, err)
 	}
-	var lapsed bool
-	if err := q.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM leases WHERE starts_with(name, $1)
-		AND expires_at <= clock_timestamp())`, prefix).Scan(&lapsed); err != nil {
-		return false, fmt.Errorf("lapsed leases %s: %w", prefix, err)
+	var c Coverage
+	var horizon, lapse *time.Time
+	if err := q.QueryRow(ctx, `SELECT clock_timestamp(),
+			min(renewed_at) FILTER (WHERE expires_at > clock_timestamp()),
+			max(expires_at) FILTER (WHERE expires_at <= clock_timestamp())
+		FROM leases WHERE starts_with(name, $1)`, prefix).Scan(&c.Now, &horizon, &lapse); err != nil {
+		return Coverage{}, fmt.Errorf("receiver leases %s: %w", prefix, err)
 	}
-	return lapsed, nil
+	if horizon != nil {
+		c.Live, c.Horizon = true, *horizon
+	}
+	if lapse != nil {
+		c.LastLapse = *lapse
+	}
+	return c, nil
 }
 
 // HeldEpoch returns the epoch of lease name while someone holds it, 0

@@ -21,11 +21,9 @@ import (
 //   - after the sweeper starts (it takes the lease over, or controld starts
 //     again) and after a stall of its own longer than DownAfter (a paused
 //     process, a jump of the clock), nodes get DownAfter of grace;
-//   - while a replica's report-receiver lease lapsed less than DownAfter
-//     ago (lease.RecentLapse), no node is marked down: that replica may
-//     have received heartbeats it could not record (cut off from
-//     Postgres) until it stopped receiving, which it does before its lease
-//     can lapse.
+//   - it is measured up to the moment every replica receiving node
+//     reports last proved it could record them (Sweep), so heartbeats a
+//     replica cut off from Postgres swallows are not silence.
 //
 // The marking commits only while the sweeper still holds its lease
 // (lease.Fence): a sweeper that lost it while paused marks nothing.
@@ -76,17 +74,34 @@ func (l *Liveness) Run(ctx context.Context) error {
 	}
 }
 
-// Sweep marks down the nodes silent for longer than downAfter at now,
-// unless a report receiver lapsed within downAfter, in one transaction
-// fenced by the caller's lease. It returns the nodes it marked down.
+// Sweep marks down the nodes silent for longer than downAfter, counting
+// only the time the report receivers are known to have been able to
+// record heartbeats (lease.Receivers), in one transaction fenced by the
+// caller's lease. It returns the nodes it marked down.
+//
+// A node's silence is measured up to the receivers' horizon (the oldest
+// of their last lease renewals), not up to now: a receiver cut off from
+// Postgres stops renewing at once, so the heartbeats it swallows from then
+// on never count as silence. After a receiver's lease lapsed, silence
+// counts again only downAfter later.
 func Sweep(ctx context.Context, pool *pgxpool.Pool, downAfter time.Duration, now time.Time) ([]string, error) {
 	var down []string
 	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		lapsed, err := lease.RecentLapse(ctx, tx, lease.ReceiverPrefix, downAfter)
-		if err != nil || lapsed {
+		cov, err := lease.Receivers(ctx, tx, lease.ReceiverPrefix, 2*downAfter)
+		if err != nil || !cov.Live {
 			return err
 		}
-		if down, err = MarkDown(ctx, tx, now.Add(-downAfter), now); err != nil {
+		// The coverage is in the database's clock, heartbeats in
+		// controld's: compare them in controld's.
+		skew := now.Sub(cov.Now)
+		until := cov.Horizon.Add(skew)
+		if until.After(now) {
+			until = now
+		}
+		if !cov.LastLapse.IsZero() && cov.LastLapse.Add(skew).After(until.Add(-downAfter)) {
+			return nil
+		}
+		if down, err = MarkDown(ctx, tx, until.Add(-downAfter), now); err != nil {
 			return err
 		}
 		return lease.Fence(ctx, tx)

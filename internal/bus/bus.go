@@ -133,6 +133,10 @@ func serverOptions(cfg Config) (*server.Options, error) {
 	if err := clusterOptions(opts, cfg); err != nil {
 		return nil, err
 	}
+	// The server notices a client (or route) gone silent as the clients
+	// notice their server: its queue subscriptions stop getting requests
+	// within seconds, not minutes.
+	opts.PingInterval, opts.MaxPingsOut = PingInterval, MaxPingsOut
 	opts.MaxPayload = 8 << 20
 	opts.JetStreamMaxMemory = 256 << 20
 	if cfg.TLS.CertFile != "" {

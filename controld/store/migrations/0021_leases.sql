@@ -10,5 +10,8 @@ CREATE TABLE leases (
     holder      text NOT NULL,
     epoch       bigint NOT NULL CHECK (epoch > 0),
     acquired_at timestamptz NOT NULL,
+    -- renewed_at is the holder's last renewal: for a report receiver, the
+    -- last moment it is known to have been able to record what it got.
+    renewed_at  timestamptz NOT NULL,
     expires_at  timestamptz NOT NULL
 );

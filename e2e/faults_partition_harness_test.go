@@ -27,9 +27,10 @@ import (
 // namespace of its own (partitionNet): Postgres (reached over TCP in its
 // namespace), three clustered nats-servers, two controld replicas, two
 // simulated hostds, and the client (the test's API connections and the
-// CLI). The controld replicas are given only nats-1's URL, the clients
-// and hosts only nats-2's and nats-3's: both replicas' connections sit on
-// nats-1, as in the deployment where that server was cut off its cluster.
+// CLI). Both controld replicas' connections sit on nats-1 (they are given
+// every server's URL, but start while only nats-1 is in their reach), the
+// clients and hosts know only nats-2 and nats-3: as in the deployment
+// where nats-1 was then cut off its cluster.
 type partitionCluster struct {
 	*faultCluster
 	net      *partitionNet
@@ -62,11 +63,17 @@ func startPartitionCluster(t *testing.T) *partitionCluster {
 	for i := range 2 {
 		name := fmt.Sprintf("controld-%d", i+1)
 		ip := n.nodes[name].ip
+		// Every server's URL, as operators give it (WatchCluster can move
+		// only to those), but both replicas land on nats-1: the others are
+		// out of their reach while they connect.
+		others := []string{"nats-2", "nats-3"}
+		n.setCut(true, []string{name}, others)
 		p := c.start(name, "http://"+ip+":9090", "ip", "netns", "exec", n.nodes[name].ns, binary, "controld",
-			"--database-url", c.tcpDSN, "--nats-url", c.natsURLs[0], "--nats-insecure-plaintext", "--nats-keys", c.keys,
+			"--database-url", c.tcpDSN, "--nats-url", strings.Join(c.natsURLs, ","), "--nats-insecure-plaintext", "--nats-keys", c.keys,
 			"--ca-key-file", c.caKey, "--metrics-addr", ip+":9090", "--min-runway", "1m",
 			"--api-rate", "100000", "--api-burst", "100000", "--jetstream-replicas", "3")
 		c.waitFor(name+" serving", func() bool { return strings.Contains(p.out.String(), "controld serving") })
+		n.setCut(false, []string{name}, others)
 		c.controld = append(c.controld, p)
 	}
 	invite := strings.TrimSpace(c.cliEnv([]string{"GPUAAS_DATABASE_URL=" + c.dsn}, "",
@@ -233,7 +240,7 @@ func (c *partitionCluster) startHosts(cl *api.Client) {
 			t.Fatal(err)
 		}
 		dir := filepath.Join(c.root, "hosts", name)
-		if err := os.MkdirAll(dir, 0o700); err != nil {
+		if err := os.MkdirAll(dir, 0o755); err != nil { // the sim users reach their homes under it
 			t.Fatal(err)
 		}
 		c.start(name, "", "ip", "netns", "exec", c.net.nodes[name].ns, binary, "hostd", "--sim", "h200-slice",

@@ -25,7 +25,7 @@ const DuplicateWindow = 10 * time.Minute
 
 // idleInBatchMargin is how long past AckTimeout a batch's transaction may
 // idle before the server ends it.
-const idleInBatchMargin = 5 * time.Second
+const idleInBatchMargin = 2 * time.Second
 
 // DefaultAckTimeout is RelayConfig.AckTimeout's default.
 const DefaultAckTimeout = 10 * time.Second

@@ -30,18 +30,21 @@ const jsClusterNotAvailable = 10008
 // not at all. ClusterProbeFailures such answers in a row, with other
 // servers in the pool to go to, force a reconnect, which picks another
 // server; subscriptions (an API's queue group) move with the connection.
-// A server without JetStream, or alone in the pool, is left alone.
+// A server without JetStream is left alone. The connection must be given
+// every server's URL: the ones it discovered are dropped from its pool
+// when its server loses its routes, just when they are needed.
 func WatchCluster(ctx context.Context, nc *nats.Conn, log *slog.Logger) error {
 	t := time.NewTicker(ClusterProbeInterval)
 	defer t.Stop()
 	failures := 0
+	warned := false
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-t.C:
 		}
-		if !nc.IsConnected() || len(nc.Servers()) < 2 {
+		if !nc.IsConnected() {
 			failures = 0
 			continue
 		}
@@ -57,6 +60,16 @@ func WatchCluster(ctx context.Context, nc *nats.Conn, log *slog.Logger) error {
 			continue
 		}
 		failures = 0
+		if len(nc.Servers()) < 2 {
+			// The servers it discovered were dropped from its pool when its
+			// server lost their routes: only URLs it was given stay.
+			if !warned {
+				log.Warn("nats server lost its cluster, and the connection knows no other server to move to: give it every server's URL",
+					"conn", nc.Opts.Name, "server", nc.ConnectedUrlRedacted(), "err", err)
+				warned = true
+			}
+			continue
+		}
 		log.Warn("nats server lost its cluster; moving to another", "conn", nc.Opts.Name,
 			"server", nc.ConnectedUrlRedacted(), "err", err)
 		if err := nc.ForceReconnect(); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {

@@ -130,7 +130,13 @@ func describeRecovery(d time.Duration) string {
 // for what did not happen within it.
 func (c *partitionCluster) duringCut(cut time.Duration, start time.Time, probe *api.Client, db *pgx.Conn, id int64) (apiBack, relayBack time.Duration) {
 	apiBack, relayBack = -1, -1
-	streak := 0
+	streak, failed := 0, 0
+	var lastErr error
+	defer func() {
+		if apiBack < 0 {
+			c.t.Logf("the probe failed %d times; last: %v (on %s)", failed, lastErr, probe.Conn().ConnectedUrl())
+		}
+	}()
 	for time.Since(start) < cut {
 		if apiBack < 0 {
 			if _, err := probe.CatalogList(c.t.Context()); err == nil {
@@ -138,7 +144,8 @@ func (c *partitionCluster) duringCut(cut time.Duration, start time.Time, probe *
 					apiBack = time.Since(start)
 				}
 			} else {
-				streak = 0
+				streak, lastErr = 0, err
+				failed++
 			}
 		}
 		if relayBack < 0 {

@@ -288,7 +288,7 @@ func startPartitionLoad(t *testing.T, c *partitionCluster) *partitionLoad {
 			}
 		})
 	}
-	t.Cleanup(w.stop)
+	t.Cleanup(func() { w.stop(); w.cancel() })
 	return w
 }
 
@@ -317,10 +317,11 @@ func (w *partitionLoad) retry(f func(ctx context.Context) error) bool {
 	}
 }
 
+// stop ends the workers; the watcher follows the events until the test
+// ends.
 func (w *partitionLoad) stop() {
 	w.halt.Store(true)
 	w.wg.Wait()
-	w.cancel()
 }
 
 // checkInvariants checks, after the faults: every create made one

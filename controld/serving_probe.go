@@ -89,7 +89,8 @@ func (s *Server) closeProbe() {
 func (s *Server) nodeLiveness() *node.Liveness {
 	t := s.cfg.Hosts
 	_ = t.CheckAndSetDefaults() // checked by hosts.New already
-	return &node.Liveness{Pool: s.pool, DownAfter: t.DownAfter, Interval: max(t.HeartbeatInterval/2, 100*time.Millisecond),
+	return &node.Liveness{Pool: s.pool, DownAfter: t.DownAfter, Beat: t.HeartbeatInterval,
+		Interval: max(t.HeartbeatInterval/2, 100*time.Millisecond),
 		Now: s.now, Log: s.cfg.Log}
 }
 

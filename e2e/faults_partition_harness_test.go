@@ -91,7 +91,10 @@ func startPartitionCluster(t *testing.T) *partitionCluster {
 func (c *partitionCluster) startPostgres() {
 	t := c.t
 	c.pgCfg = pgserver.Config{DataDir: filepath.Join(c.root, "pg"), Superuser: "postgres",
-		Settings: map[string]string{"fsync": "off", "synchronous_commit": "off", "full_page_writes": "off"}}
+		Settings: map[string]string{"fsync": "off", "synchronous_commit": "off", "full_page_writes": "off",
+			// Two replicas' pools, their own connections, and the sessions
+			// a paused one keeps.
+			"max_connections": "300"}}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	pg, err := pgserver.Start(ctx, c.pgCfg)
@@ -101,12 +104,17 @@ func (c *partitionCluster) startPostgres() {
 	c.pg = pg
 	t.Cleanup(func() { _ = pg.Stop(context.Background()) })
 	sock := filepath.Join(pg.SocketDir(), fmt.Sprintf(".s.PGSQL.%d", pgserver.Port))
+	// The forwarder probes its TCP peers as Postgres does over TCP
+	// (store's tcp_keepalives_*): a session whose client went silent ends.
 	ln := c.net.listen("pg", c.net.nodes["pg"].ip+":5432")
 	go func() {
 		for {
 			conn, err := ln.Accept()
 			if err != nil {
 				return
+			}
+			if tc, ok := conn.(*net.TCPConn); ok {
+				_ = tc.SetKeepAliveConfig(net.KeepAliveConfig{Enable: true, Idle: 10 * time.Second, Interval: 5 * time.Second, Count: 3})
 			}
 			go func() {
 				defer conn.Close()

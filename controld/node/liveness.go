@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -23,7 +24,10 @@ import (
 //     process, a jump of the clock), nodes get DownAfter of grace;
 //   - it is measured up to the moment every replica receiving node
 //     reports last proved it could record them (Sweep), so heartbeats a
-//     replica cut off from Postgres swallows are not silence.
+//     replica cut off from Postgres swallows are not silence;
+//   - when every node fell silent at once (controld deaf, not the fleet
+//     dead), silence after the freshest heartbeat counts only once that
+//     has lasted twice DownAfter.
 //
 // The marking commits only while the sweeper still holds its lease
 // (lease.Fence): a sweeper that lost it while paused marks nothing.
@@ -31,6 +35,8 @@ type Liveness struct {
 	Pool *pgxpool.Pool
 	// DownAfter is how long a node may stay silent.
 	DownAfter time.Duration
+	// Beat is the nodes' heartbeat interval.
+	Beat time.Duration
 	// Interval between sweeps.
 	Interval time.Duration
 	Now      func() time.Time
@@ -39,8 +45,8 @@ type Liveness struct {
 
 // Run sweeps every Interval until ctx ends.
 func (l *Liveness) Run(ctx context.Context) error {
-	if l.Pool == nil || l.DownAfter <= 0 || l.Interval <= 0 || l.Now == nil || l.Log == nil {
-		return errors.New("node liveness: Pool, DownAfter, Interval, Now and Log are required")
+	if l.Pool == nil || l.DownAfter <= 0 || l.Beat <= 0 || l.Interval <= 0 || l.Now == nil || l.Log == nil {
+		return errors.New("node liveness: Pool, DownAfter, Beat, Interval, Now and Log are required")
 	}
 	t := time.NewTicker(l.Interval)
 	defer t.Stop()
@@ -60,7 +66,7 @@ func (l *Liveness) Run(ctx context.Context) error {
 		if now.Sub(listening) < l.DownAfter {
 			continue
 		}
-		down, err := Sweep(ctx, l.Pool, l.DownAfter, now)
+		down, err := Sweep(ctx, l.Pool, l.DownAfter, l.Beat, now)
 		if err != nil {
 			if ctx.Err() == nil {
 				l.Log.Warn("liveness", "err", err)
@@ -84,7 +90,7 @@ func (l *Liveness) Run(ctx context.Context) error {
 // Postgres stops renewing at once, so the heartbeats it swallows from then
 // on never count as silence. After a receiver's lease lapsed, silence
 // counts again only downAfter later.
-func Sweep(ctx context.Context, pool *pgxpool.Pool, downAfter time.Duration, now time.Time) ([]string, error) {
+func Sweep(ctx context.Context, pool *pgxpool.Pool, downAfter, beat time.Duration, now time.Time) ([]string, error) {
 	var down []string
 	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		cov, err := lease.Receivers(ctx, tx, lease.ReceiverPrefix, 2*downAfter)
@@ -98,6 +104,18 @@ func Sweep(ctx context.Context, pool *pgxpool.Pool, downAfter time.Duration, now
 		if until.After(now) {
 			until = now
 		}
+		// The whole fleet silent at once is more likely this side deaf
+		// (controld's NATS server cut off from the nodes') than every node
+		// dead: for a while, silence after the freshest heartbeat of any
+		// node does not count. A single node that dies is marked down
+		// after about twice DownAfter.
+		fresh, err := freshestHeartbeat(ctx, tx)
+		if err != nil {
+			return err
+		}
+		if !fresh.IsZero() && now.Sub(fresh) < 2*downAfter+beat && fresh.Add(beat).Before(until) {
+			until = fresh.Add(beat)
+		}
 		if !cov.LastLapse.IsZero() && cov.LastLapse.Add(skew).After(until.Add(-downAfter)) {
 			return nil
 		}
@@ -110,4 +128,18 @@ func Sweep(ctx context.Context, pool *pgxpool.Pool, downAfter time.Duration, now
 		return nil, err
 	}
 	return down, nil
+}
+
+// freshestHeartbeat is the latest heartbeat recorded of any node liveness
+// watches (zero when none).
+func freshestHeartbeat(ctx context.Context, tx pgx.Tx) (time.Time, error) {
+	var fresh *time.Time
+	if err := tx.QueryRow(ctx, `SELECT max(last_heartbeat_at) FROM nodes
+		WHERE state IN ('ready', 'enrolled') AND public_key IS NOT NULL`).Scan(&fresh); err != nil {
+		return time.Time{}, fmt.Errorf("freshest heartbeat: %w", err)
+	}
+	if fresh == nil {
+		return time.Time{}, nil
+	}
+	return *fresh, nil
 }

@@ -91,7 +91,7 @@ func (s *Server) nodeLiveness() *node.Liveness {
 	_ = t.CheckAndSetDefaults() // checked by hosts.New already
 	return &node.Liveness{Pool: s.pool, DownAfter: t.DownAfter, Beat: t.HeartbeatInterval,
 		Interval: max(t.HeartbeatInterval/2, 100*time.Millisecond),
-		Now: s.now, Log: s.cfg.Log}
+		Now:      s.now, Log: s.cfg.Log}
 }
 
 // watchClusters moves each of controld's NATS connections off a server

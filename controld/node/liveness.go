@@ -26,8 +26,8 @@ import (
 //     reports last proved it could record them (Sweep), so heartbeats a
 //     replica cut off from Postgres swallows are not silence;
 //   - when every node fell silent at once (controld deaf, not the fleet
-//     dead), silence after the freshest heartbeat counts only once that
-//     has lasted twice DownAfter.
+//     dead), nothing is marked for up to twice DownAfter, and nodes get
+//     DownAfter of grace once they are heard again.
 //
 // The marking commits only while the sweeper still holds its lease
 // (lease.Fence): a sweeper that lost it while paused marks nothing.
@@ -66,13 +66,16 @@ func (l *Liveness) Run(ctx context.Context) error {
 		if now.Sub(listening) < l.DownAfter {
 			continue
 		}
-		down, err := Sweep(ctx, l.Pool, l.DownAfter, l.Beat, now)
+		down, deaf, err := Sweep(ctx, l.Pool, l.DownAfter, l.Beat, now)
 		if err != nil {
 			if ctx.Err() == nil {
 				l.Log.Warn("liveness", "err", err)
 			}
 			listening = now // a pass that failed saw nothing: grace again
 			continue
+		}
+		if deaf {
+			listening = now // no node heard: grace once they are again
 		}
 		for _, id := range down {
 			l.Log.Warn("node down: no heartbeat", "node", id, "for", l.DownAfter)
@@ -83,16 +86,16 @@ func (l *Liveness) Run(ctx context.Context) error {
 // Sweep marks down the nodes silent for longer than downAfter, counting
 // only the time the report receivers are known to have been able to
 // record heartbeats (lease.Receivers), in one transaction fenced by the
-// caller's lease. It returns the nodes it marked down.
+// caller's lease. It returns the nodes it marked down, and deaf when the
+// whole fleet fell silent at once (nothing marked).
 //
 // A node's silence is measured up to the receivers' horizon (the oldest
 // of their last lease renewals), not up to now: a receiver cut off from
 // Postgres stops renewing at once, so the heartbeats it swallows from then
 // on never count as silence. After a receiver's lease lapsed, silence
 // counts again only downAfter later.
-func Sweep(ctx context.Context, pool *pgxpool.Pool, downAfter, beat time.Duration, now time.Time) ([]string, error) {
-	var down []string
-	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+func Sweep(ctx context.Context, pool *pgxpool.Pool, downAfter, beat time.Duration, now time.Time) (down []string, deaf bool, err error) {
+	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		cov, err := lease.Receivers(ctx, tx, lease.ReceiverPrefix, 2*downAfter)
 		if err != nil || !cov.Live {
 			return err
@@ -106,15 +109,17 @@ func Sweep(ctx context.Context, pool *pgxpool.Pool, downAfter, beat time.Duratio
 		}
 		// The whole fleet silent at once is more likely this side deaf
 		// (controld's NATS server cut off from the nodes') than every node
-		// dead: for a while, silence after the freshest heartbeat of any
-		// node does not count. A single node that dies is marked down
-		// after about twice DownAfter.
+		// dead: for up to twice DownAfter, nothing is marked, and the
+		// caller gives the nodes DownAfter of grace once they are heard
+		// again. A lone node that dies is marked down after about three
+		// times DownAfter.
 		fresh, err := freshestHeartbeat(ctx, tx)
 		if err != nil {
 			return err
 		}
-		if !fresh.IsZero() && now.Sub(fresh) < 2*downAfter+beat && fresh.Add(beat).Before(until) {
-			until = fresh.Add(beat)
+		if silent := now.Sub(fresh); !fresh.IsZero() && silent > 2*beat && silent < 2*downAfter+beat {
+			deaf = true
+			return nil
 		}
 		if !cov.LastLapse.IsZero() && cov.LastLapse.Add(skew).After(until.Add(-downAfter)) {
 			return nil
@@ -125,9 +130,9 @@ func Sweep(ctx context.Context, pool *pgxpool.Pool, downAfter, beat time.Duratio
 		return lease.Fence(ctx, tx)
 	})
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	return down, nil
+	return down, deaf, nil
 }
 
 // freshestHeartbeat is the latest heartbeat recorded of any node liveness

@@ -75,7 +75,7 @@ func TestSweep(t *testing.T) {
 				tc.receiverAge.Milliseconds()); err != nil {
 				t.Fatal(err)
 			}
-			down, err := node.Sweep(ctx, pool, downAfter, beat, now)
+			down, _, err := node.Sweep(ctx, pool, downAfter, beat, now)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -61,18 +61,18 @@ func TestFaultPartitions(t *testing.T) {
 			c.net.setCut(true, []string{"nats-1"}, others)
 			return func() { c.net.setCut(false, []string{"nats-1"}, others) }
 		}},
-		{"the relay's holder cut off from Postgres", 15 * time.Second, func() func() {
+		{"the relay's holder cut off from Postgres", 20 * time.Second, func() func() {
 			h := c.relayHolderName(db)
 			c.net.setCut(true, []string{h}, []string{"pg"})
 			return func() { c.net.setCut(false, []string{h}, []string{"pg"}) }
 		}},
-		{"the relay's holder cut off from every NATS server", 15 * time.Second, func() func() {
+		{"the relay's holder cut off from every NATS server", 20 * time.Second, func() func() {
 			h := c.relayHolderName(db)
 			all := []string{"nats-1", "nats-2", "nats-3"}
 			c.net.setCut(true, []string{h}, all)
 			return func() { c.net.setCut(false, []string{h}, all) }
 		}},
-		{"the relay's holder paused (SIGSTOP)", 15 * time.Second, func() func() {
+		{"the relay's holder paused (SIGSTOP)", 20 * time.Second, func() func() {
 			p := c.controld[c.relayHolderIndex(db)]
 			if err := syscall.Kill(-p.cmd.Process.Pid, syscall.SIGSTOP); err != nil {
 				t.Fatal(err)

@@ -93,16 +93,21 @@ func (s *Server) endpoint(name string, need access, fn func(ctx context.Context,
 		defer cancel()
 		c := s.newCall(req, name)
 		ctx = corrid.With(ctx, c.corr)
+		target, refused := s.checkReplyProof(c)
+		if refused != "" {
+			s.refuseReply(c, name, refused)
+			return
+		}
 		out, err := s.authorize(ctx, c, need)
+		if !s.replyIsCallers(c, target) {
+			s.refuseReply(c, name, replyNotCaller)
+			return
+		}
 		if err == nil && c.principal != nil && c.principal.Delegated && delegatedRefused(name, need) {
 			err = errDelegated
 		}
-		// The gateway's service principal speaks for every user who
-		// connects through it; their own calls are limited instead.
-		if err == nil && c.principal != nil && !c.principal.IsGateway() {
-			if wait, ok := s.apiLimit.allow(c.principal.UserID); !ok {
-				err = rateLimited(wait)
-			}
+		if err == nil {
+			err = s.limit(c, target)
 		}
 		if err == nil {
 			out, err = fn(ctx, c)
@@ -115,6 +120,31 @@ func (s *Server) endpoint(name string, need access, fn func(ctx context.Context,
 		}
 		s.reply(req, out)
 	})
+}
+
+// limit takes a token from the caller's bucket: a user's, or — without a
+// session — the connection's and its client address's. The gateway's
+// service principal speaks for every user who connects through it; their
+// own calls are limited instead.
+func (s *Server) limit(c *call, t replyTarget) error {
+	if c.principal != nil {
+		if c.principal.IsGateway() {
+			return nil
+		}
+		if wait, ok := s.apiLimit.allow(c.principal.UserID); !ok {
+			return rateLimited(wait)
+		}
+		return nil
+	}
+	if wait, ok := s.preLoginLimit.allow(t.owner); !ok {
+		return preLoginConnLimited(wait)
+	}
+	if src := c.source(); src != "" {
+		if wait, ok := s.preLoginSourceLimit.allow(src); !ok {
+			return preLoginSourceLimited(wait)
+		}
+	}
+	return nil
 }
 
 // errDelegated refuses a delegated session (gate.user_token) what only a
@@ -265,8 +295,8 @@ const apiLanes = 8
 
 // registerAPI adds every endpoint to the micro service.
 func (s *Server) registerAPI() error {
-	before := s.cfg.NATS.NumSubscriptions()
-	svc, err := micro.AddService(s.cfg.NATS, micro.Config{
+	before := s.cfg.APINATS.NumSubscriptions()
+	svc, err := micro.AddService(s.cfg.APINATS, micro.Config{
 		Name: api.ServiceName, Version: "0.1.0", Description: "gpuaas control API",
 	})
 	if err != nil {
@@ -282,7 +312,7 @@ func (s *Server) registerAPI() error {
 			}
 		}
 	}
-	s.apiSubs = s.cfg.NATS.NumSubscriptions() - before
+	s.apiSubs = s.cfg.APINATS.NumSubscriptions() - before
 	return nil
 }
 

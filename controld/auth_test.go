@@ -203,7 +203,7 @@ func TestLoginFailuresLookAlike(t *testing.T) {
 	t.Parallel()
 	env := controldtest.Start(t, controldtest.Options{NoNodes: true})
 	ctx := t.Context()
-	anon := api.NewClient(env.NC)
+	anon := env.AnonClient()
 	sessions := func() int { return count(t, env, `SELECT count(*) FROM sessions`) }
 	before := sessions()
 
@@ -309,7 +309,7 @@ func TestOIDCExchange(t *testing.T) {
 	env := controldtest.Start(t, controldtest.Options{Now: clock.Now, NoNodes: true,
 		OIDC: identity.OIDCConfig{Issuer: idp.URL, ClientID: testidp.DefaultClientID}})
 	ctx := t.Context()
-	anon := api.NewClient(env.NC)
+	anon := env.AnonClient()
 
 	before := countRows(t, env)
 	first, err := anon.Exchange(ctx, api.ExchangeRequest{IDToken: idToken(t, idp.Key, testidp.KeyID, idp.Claims(clock.Now(), "dana", nil))})
@@ -430,7 +430,7 @@ func TestOIDCExchangeNotConfigured(t *testing.T) {
 	idp := testidp.New(t, testidp.Options{})
 	env := controldtest.Start(t, controldtest.Options{NoNodes: true})
 	before := countRows(t, env)
-	_, err := api.NewClient(env.NC).Exchange(t.Context(), api.ExchangeRequest{
+	_, err := env.AnonClient().Exchange(t.Context(), api.ExchangeRequest{
 		IDToken: idToken(t, idp.Key, testidp.KeyID, idp.Claims(time.Now(), "dana", nil))})
 	if !errors.Is(err, api.ErrInvalidArgument) {
 		t.Fatalf("exchange without OIDC got %v; want invalid_argument", err)
@@ -453,7 +453,7 @@ func TestOIDCConcurrentFirstExchanges(t *testing.T) {
 		OIDC: identity.OIDCConfig{Issuer: idp.URL, ClientID: testidp.DefaultClientID}})
 	ctx := t.Context()
 	// Discovery happens once, before the race.
-	if _, err := api.NewClient(env.NC).Exchange(ctx, api.ExchangeRequest{
+	if _, err := env.AnonClient().Exchange(ctx, api.ExchangeRequest{
 		IDToken: idToken(t, idp.Key, testidp.KeyID, idp.Claims(time.Now(), "warm-up", nil))}); err != nil {
 		t.Fatal(err)
 	}
@@ -468,7 +468,7 @@ func TestOIDCConcurrentFirstExchanges(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Go(func() {
-			resp, err := api.NewClient(env.NC).Exchange(ctx, api.ExchangeRequest{IDToken: toks[i]})
+			resp, err := env.AnonClient().Exchange(ctx, api.ExchangeRequest{IDToken: toks[i]})
 			if err == nil {
 				users[i] = resp.User.ID
 			}

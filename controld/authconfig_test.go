@@ -31,7 +31,7 @@ func TestAuthConfig(t *testing.T) {
 			t.Parallel()
 			env := controldtest.Start(t, controldtest.Options{NoNodes: true, OIDC: tt.oidc})
 			// Anonymous, and with a token that is not valid: public either way.
-			for _, c := range []*api.Client{api.NewClient(env.NC), env.Client("not-a-token")} {
+			for _, c := range []*api.Client{env.AnonClient(), env.Client("not-a-token")} {
 				got, err := c.AuthConfig(t.Context())
 				if err != nil {
 					t.Fatalf("auth.config: %v", err)

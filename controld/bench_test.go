@@ -33,7 +33,9 @@ func allocGetSizes(b *testing.B, env *controldtest.Env, id string) (req, reply i
 	msg.Data = body
 	msg.Header.Set(api.HeaderAuthorization, "Bearer "+env.AdminToken)
 	msg.Header.Set(api.HeaderProject, env.Project.Name)
-	r, err := env.NC.RequestMsg(msg, 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	r, err := env.RequestMsg(ctx, msg)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -32,7 +32,7 @@ func TestBootstrap(t *testing.T) {
 	if n := count(t, env, `SELECT count(*) FROM outbox_events WHERE kind = $1`, api.EventUser); n != 1 {
 		t.Fatalf("user events: got %d; want 1", n)
 	}
-	login, err := api.NewClient(env.NC).Login(ctx, api.LoginRequest{Invite: res.Invite.Code, Password: "the root password"})
+	login, err := env.AnonClient().Login(ctx, api.LoginRequest{Invite: res.Invite.Code, Password: "the root password"})
 	if err != nil {
 		t.Fatalf("redeem the bootstrap invite: %v", err)
 	}
@@ -79,7 +79,7 @@ func TestBootstrapReissue(t *testing.T) {
 		t.Fatalf("reissue got %+v; want a new code for %s", second, first.Admin.ID)
 	}
 	env := controldtest.Start(t, controldtest.Options{DSN: dsn, NoSeed: true, NoNodes: true})
-	anon := api.NewClient(env.NC)
+	anon := env.AnonClient()
 	if _, err := anon.Login(ctx, api.LoginRequest{Invite: first.Invite.Code, Password: "the root password"}); !errors.Is(err, api.ErrUnauthenticated) {
 		t.Fatalf("the replaced code: got %v; want unauthenticated", err)
 	}

@@ -37,7 +37,6 @@ import (
 	"github.com/gpuaas/gpuaas/controld/outbox"
 	"github.com/gpuaas/gpuaas/controld/payments"
 	"github.com/gpuaas/gpuaas/controld/store"
-	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/bus"
 	"github.com/gpuaas/gpuaas/internal/obs"
 )
@@ -46,8 +45,15 @@ import (
 type Config struct {
 	// DatabaseURL of the Postgres database. Required.
 	DatabaseURL string
-	// NATS is an established connection. Required.
+	// NATS is an established connection: JetStream, events, tasks to the
+	// nodes, the auth callout. Required.
 	NATS *nats.Conn
+	// APINATS is the connection the API and the nodes' reports are served
+	// on; the NATS servers let it publish only to inboxes
+	// (bus.ServerAuth.Config), so that no request can make controld write
+	// anywhere else. Nil serves them on NATS (a bus without the trust
+	// model).
+	APINATS *nats.Conn
 	// BusKeys, when set, has controld answer the NATS servers' auth
 	// callout (controld/busauth): the servers then let in no connection
 	// controld has not decided. Without it the servers must decide by
@@ -68,6 +74,11 @@ type Config struct {
 	// APIRateLimit is each user's token bucket for API calls (default
 	// 50 requests/s in bursts of 200).
 	APIRateLimit RateLimit
+	// PreLoginRateLimit bounds the requests of each connection that has
+	// not logged in (default 5/s in bursts of 20), and
+	// PreLoginSourceRateLimit those of every such connection from one
+	// client address together (default 20/s in bursts of 60).
+	PreLoginRateLimit, PreLoginSourceRateLimit RateLimit
 	// QueueInterval is how often queued requests are retried (default 2s).
 	QueueInterval time.Duration
 	// MaxInflight bounds requests handled at once (default 256).
@@ -101,6 +112,8 @@ type Config struct {
 	// stream and the recordings bucket (default 1; 3 on a NATS cluster of
 	// three servers). Existing ones are updated to it at start.
 	StreamReplicas int
+	// Streams bound what the EVENTS and recordings streams keep.
+	Streams StreamLimits
 
 	// HTTPAddr is where the HTTP server for Stripe webhooks listens
 	// ("127.0.0.1:8080", port 0 for any); empty disables it.
@@ -150,6 +163,9 @@ func (c *Config) CheckAndSetDefaults() error {
 	if c.NATS == nil {
 		return errors.New("controld: NATS connection is required")
 	}
+	if c.APINATS == nil {
+		c.APINATS = c.NATS
+	}
 	if c.MaxConns == 0 {
 		c.MaxConns = 32
 	}
@@ -177,6 +193,9 @@ func (c *Config) CheckAndSetDefaults() error {
 	if c.DatabaseRole == "" {
 		c.DatabaseRole = store.AppRole
 	}
+	if err := c.Streams.CheckAndSetDefaults(); err != nil {
+		return err
+	}
 	if c.StreamReplicas == 0 {
 		c.StreamReplicas = 1
 	}
@@ -184,6 +203,12 @@ func (c *Config) CheckAndSetDefaults() error {
 		return fmt.Errorf("controld: StreamReplicas must be 1 to 5, got %d", c.StreamReplicas)
 	}
 	if err := c.APIRateLimit.CheckAndSetDefaults(); err != nil {
+		return err
+	}
+	if err := c.PreLoginRateLimit.defaults(DefaultPreLoginRate, DefaultPreLoginBurst); err != nil {
+		return err
+	}
+	if err := c.PreLoginSourceRateLimit.defaults(DefaultPreLoginSourceRate, DefaultPreLoginSourceBurst); err != nil {
 		return err
 	}
 	if err := c.Billing.CheckAndSetDefaults(); err != nil {
@@ -211,14 +236,20 @@ type Server struct {
 	js       jetstream.JetStream
 	identity *identity.Service
 	apiLimit *userLimiter
-	mut      *mutate.Runner
-	sem      chan struct{}
-	svc      micro.Service
-	hosts    *hosts.Service
-	cas      *ca.Service
-	billing  *billing.Runner
-	idle     *idle.Runner
-	ready    chan struct{}
+	// preLoginLimit and preLoginSourceLimit bound requests without a
+	// session, per connection and per client address; refusedLog, the
+	// log lines of dropped requests (replyguard.go).
+	preLoginLimit, preLoginSourceLimit, refusedLog *userLimiter
+	// proofs caches verified reply proofs (replyguard.go).
+	proofs  proofCache
+	mut     *mutate.Runner
+	sem     chan struct{}
+	svc     micro.Service
+	hosts   *hosts.Service
+	cas     *ca.Service
+	billing *billing.Runner
+	idle    *idle.Runner
+	ready   chan struct{}
 	// kick wakes the queue loop after a change that may free capacity.
 	kick chan struct{}
 
@@ -281,6 +312,9 @@ func (s *Server) init(ctx context.Context) error {
 		return err
 	}
 	s.apiLimit = newUserLimiter(s.cfg.APIRateLimit, s.cfg.Now)
+	s.preLoginLimit = newUserLimiter(s.cfg.PreLoginRateLimit, s.cfg.Now)
+	s.preLoginSourceLimit = newUserLimiter(s.cfg.PreLoginSourceRateLimit, s.cfg.Now)
+	s.refusedLog = newUserLimiter(RateLimit{Rate: 1, Burst: 1}, s.cfg.Now)
 	s.mut = &mutate.Runner{Pool: s.pool, Now: s.now}
 	taskKey, err := loadOrCreateKey(ctx, s.pool, taskKeyName)
 	if err != nil {
@@ -296,7 +330,8 @@ func (s *Server) init(ctx context.Context) error {
 		Now: s.cfg.Now, Log: s.cfg.Log}); err != nil {
 		return err
 	}
-	if s.hosts, err = hosts.New(hosts.Config{Tuning: s.cfg.Hosts, Pool: s.pool, NATS: s.cfg.NATS, TaskKey: taskKey,
+	if s.hosts, err = hosts.New(hosts.Config{Tuning: s.cfg.Hosts, Pool: s.pool, NATS: s.cfg.NATS, Serve: s.cfg.APINATS,
+		ReplyRefused: func(reason string) { s.metrics.repliesRefused.WithLabelValues(reason).Inc() }, TaskKey: taskKey,
 		SlotsFreed: s.kickQueue, GPUActive: s.gpuActive, TicketCAKeys: s.ticketCAKeys, Now: s.cfg.Now, Log: s.cfg.Log,
 		TaskSettled: func(typ, status string, took time.Duration) { s.metrics.observeTask(typ, status, took) }}); err != nil {
 		return err
@@ -318,26 +353,7 @@ func (s *Server) init(ctx context.Context) error {
 	if s.js, err = outbox.NewJetStream(s.cfg.NATS, outbox.DefaultAckTimeout); err != nil {
 		return err
 	}
-	if err := outbox.EnsureStream(ctx, s.js, s.cfg.StreamReplicas); err != nil {
-		return err
-	}
-	return ensureRecordings(ctx, s.js, s.cfg.StreamReplicas)
-}
-
-// ensureRecordings creates the recordings bucket sshgate uploads to, or
-// updates its replicas, so that it has as many copies as the events:
-// sshgate creates it only when it is missing, with the server's default.
-func ensureRecordings(ctx context.Context, js jetstream.JetStream, replicas int) error {
-	_, err := js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{
-		Bucket:      api.RecordingsBucket,
-		Description: "asciicast v2 recordings of PTY sessions through sshgate, named by session id",
-		Storage:     jetstream.FileStorage,
-		Replicas:    replicas,
-	})
-	if err != nil {
-		return fmt.Errorf("recordings bucket %s: %w", api.RecordingsBucket, err)
-	}
-	return nil
+	return s.ensureStreams(ctx)
 }
 
 func (s *Server) now() time.Time { return s.cfg.Now().UTC() }

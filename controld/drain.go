@@ -54,7 +54,7 @@ func (s *Server) drain(st drainSteps) error {
 	}()
 
 	var errs []error
-	before := s.cfg.NATS.NumSubscriptions()
+	before := s.cfg.APINATS.NumSubscriptions()
 	if err := s.svc.Stop(); err != nil {
 		errs = append(errs, fmt.Errorf("stop api: %w", err))
 	}
@@ -92,7 +92,7 @@ func (s *Server) waitAPIDrained(target int, deadline <-chan struct{}) {
 	defer t.Stop()
 	idle := 0
 	for {
-		if s.cfg.NATS.NumSubscriptions() <= target && s.entered.Load() == 0 {
+		if s.cfg.APINATS.NumSubscriptions() <= target && s.entered.Load() == 0 {
 			idle++
 		} else {
 			idle = 0

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/gpuaas/gpuaas/controld"
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/signing"
@@ -72,7 +74,9 @@ func TestFaultReportRefusesMixedKinds(t *testing.T) {
 	if _, err := e.Server.Pool().Exec(ctx, `UPDATE nodes SET public_key = $2 WHERE id = $1`, d.Node.ID, []byte(pub)); err != nil {
 		t.Fatal(err)
 	}
-	nc := e.Bus.Connect(t) // hostd's subjects are not a user's: controld's own identity here
+	// hostd's subjects are not a user's: controld's own identity here, its
+	// replies on the node's inbox, where controld answers a node's reports.
+	nc := e.Bus.Connect(t, nats.CustomInboxPrefix(api.InboxPrefix(d.Node.ID)))
 	gpu := d.Slots[0].GPUPCI
 	tests := []struct {
 		name  string

@@ -1,6 +1,10 @@
 package controld
 
-import "github.com/gpuaas/gpuaas/controld/alloc"
+import (
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/gpuaas/gpuaas/controld/alloc"
+)
 
 // EndpointInfo is what tests know of an endpoint of the API.
 type EndpointInfo struct {
@@ -29,3 +33,13 @@ func (s *Server) Endpoints() []EndpointInfo {
 // AllocRules are the rules controld's queue loop places queued requests
 // under, for tests that run alloc.PlaceQueued themselves.
 func (s *Server) AllocRules() alloc.Rules { return s.allocRules() }
+
+// RepliesRefused is how many requests were dropped for their reply
+// subject with reason (gpuaas_api_replies_refused_total).
+func (s *Server) RepliesRefused(reason string) float64 {
+	var m dto.Metric
+	if err := s.metrics.repliesRefused.WithLabelValues(reason).Write(&m); err != nil {
+		return -1
+	}
+	return m.GetCounter().GetValue()
+}

@@ -159,6 +159,9 @@ func (s *Server) allocRelease(_ context.Context, c *call) (mutate.Func, error) {
 	if err := c.decode(&req); err != nil {
 		return nil, err
 	}
+	if err := api.CheckText("reason", req.Reason); err != nil {
+		return nil, err
+	}
 	return func(ctx context.Context, tx pgx.Tx) (any, mutate.Effect, error) {
 		a, eff, err := alloc.Release(ctx, tx, c.actor(), req, s.now())
 		if err == nil && a.State == api.AllocReleased {

@@ -25,6 +25,9 @@ func (s *Server) nodeQuarantine(_ context.Context, c *call) (mutate.Func, error)
 	if err := node.CheckReason(req.Reason); err != nil {
 		return nil, err
 	}
+	if err := api.CheckText("reason", req.Reason); err != nil {
+		return nil, err
+	}
 	return func(ctx context.Context, tx pgx.Tx) (any, mutate.Effect, error) {
 		d, err := node.Get(ctx, tx, req.Node)
 		if err != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -89,9 +90,39 @@ func (s *Server) authEndpoint(name string) endpointDef {
 			})
 		if err != nil {
 			s.auditRefusal(ctx, c, a, err)
+			if attempt != nil {
+				s.auditLockouts(ctx, c, a, attempt.Failed())
+			}
 		}
 		return out, err
 	})}
+}
+
+// auditLockouts records the login limits a failed attempt set off
+// (auth.login_lockout, auth.login_slowdown), each in its own write like
+// the refusal.
+func (s *Server) auditLockouts(ctx context.Context, c *call, a authAttempt, triggers []identity.Trigger) {
+	for _, t := range triggers {
+		detail := map[string]any{"scope": t.Kind, "failures": t.Failures}
+		action := "auth.login_lockout"
+		if t.Kind == identity.TriggerSlowdown {
+			action = "auth.login_slowdown"
+		} else {
+			detail["locked_seconds"] = int64(t.Wait / time.Second)
+		}
+		entry := audit.Entry{Action: action}
+		if a.email != "" && t.Kind != identity.TriggerSource {
+			entry.TargetType, entry.TargetID = "email", strings.ToLower(a.email)
+		}
+		if src := c.source(); src != "" {
+			detail["source"] = src
+		}
+		entry.Detail = detail
+		meta := audit.Meta{At: s.now(), ActorID: a.actor, CorrelationID: c.corr}
+		if err := audit.Write(context.WithoutCancel(ctx), s.pool, meta, entry); err != nil {
+			c.log.Warn("audit login limit", "action", action, "err", err)
+		}
+	}
 }
 
 // auditRefusal records a refused login. Catalog errors only: an internal
@@ -131,6 +162,10 @@ func (s *Server) loginAttempt(c *call) (authAttempt, error) {
 	}
 	if req.Email == "" || req.Password == "" {
 		return authAttempt{}, api.Errorf(api.CodeInvalidArgument, "email and password are required")
+	}
+	// The email asked for goes to the audit log as it is.
+	if err := api.CheckText("email", req.Email); err != nil {
+		return authAttempt{}, err
 	}
 	return authAttempt{action: api.EndpointAuthLogin, actor: "anonymous:" + strings.ToLower(req.Email),
 		email: req.Email, limited: true,

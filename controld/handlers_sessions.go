@@ -15,6 +15,7 @@ import (
 	"github.com/gpuaas/gpuaas/controld/outbox"
 	"github.com/gpuaas/gpuaas/controld/sessions"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/recstore"
 )
 
 // sessionsEndpoints are terminal sessions through the gateway and their
@@ -47,9 +48,12 @@ func (s *Server) sessionStart(_ context.Context, c *call) (mutate.Func, error) {
 	}, nil
 }
 
-func (s *Server) sessionEnd(_ context.Context, c *call) (mutate.Func, error) {
+func (s *Server) sessionEnd(ctx context.Context, c *call) (mutate.Func, error) {
 	var req api.SessionEndRequest
 	if err := c.decode(&req); err != nil {
+		return nil, err
+	}
+	if err := s.sealRecording(ctx, c, &req); err != nil {
 		return nil, err
 	}
 	return func(ctx context.Context, tx pgx.Tx) (any, mutate.Effect, error) {
@@ -121,6 +125,27 @@ func (s *Server) sessionGet(ctx context.Context, c *call) (any, error) {
 	return sessions.Get(ctx, s.pool, s.viewer(c), req.ID)
 }
 
+// sealRecording seals the recording the gateway wrote of the session
+// (internal/recstore): a recording is named after its session, and only
+// chunks that are there and whole are sealed. A recording that cannot be
+// sealed is logged and left out: the session is still closed.
+func (s *Server) sealRecording(ctx context.Context, c *call, req *api.SessionEndRequest) error {
+	if req.Recording == "" {
+		return nil
+	}
+	if req.Recording != req.ID {
+		return api.Errorf(api.CodeInvalidArgument, "a session's recording is named after it: %q is not %q", req.Recording, req.ID)
+	}
+	if req.RecordingChunks == 0 {
+		return nil // an older gateway's, in the object store bucket
+	}
+	if _, err := recstore.Seal(ctx, s.js, req.Recording, req.RecordingChunks, s.now()); err != nil {
+		c.log.Error("seal recording; the session ends without it", "session", req.ID, "err", err)
+		req.Recording, req.RecordingChunks = "", 0
+	}
+	return nil
+}
+
 // sessionRecording serves a chunk of a recording to whoever may see the
 // session (sessions.Get decides): users never touch JetStream themselves.
 func (s *Server) sessionRecording(ctx context.Context, c *call) (any, error) {
@@ -141,35 +166,55 @@ func (s *Server) sessionRecording(ctx context.Context, c *call) (any, error) {
 	if sess.Recording == "" {
 		return nil, api.Errorf(api.CodeNotFound, "session %s has no recording: only sessions with a terminal are recorded", req.ID)
 	}
+	meta, err := recstore.Open(ctx, s.js, sess.Recording)
+	if errors.Is(err, recstore.ErrNotFound) {
+		return s.legacyRecording(ctx, sess.Recording, req)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("recording %s: %w", sess.Recording, err)
+	}
+	if req.Offset > meta.Size {
+		return nil, api.Errorf(api.CodeInvalidArgument, "offset %d is past the recording's end (%d bytes)", req.Offset, meta.Size)
+	}
+	buf, err := recstore.ReadAt(ctx, s.js, meta, req.Offset, req.Limit)
+	if err != nil {
+		return nil, err
+	}
+	return api.RecordingChunk{Data: buf, Size: meta.Size, EOF: req.Offset+int64(len(buf)) >= meta.Size}, nil
+}
+
+// legacyRecording serves a chunk of a recording made before recordings
+// were sealed (the object store bucket).
+func (s *Server) legacyRecording(ctx context.Context, name string, req api.RecordingRequest) (any, error) {
 	store, err := s.js.ObjectStore(ctx, api.RecordingsBucket)
 	if errors.Is(err, jetstream.ErrBucketNotFound) || errors.Is(err, jetstream.ErrStreamNotFound) {
-		return nil, api.Errorf(api.CodeNotFound, "no recordings are stored (bucket %s does not exist)", api.RecordingsBucket)
+		return nil, api.Errorf(api.CodeNotFound, "recording %s is not in the store", name)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("recordings store: %w", err)
 	}
-	obj, err := store.Get(ctx, sess.Recording)
+	obj, err := store.Get(ctx, name)
 	if errors.Is(err, jetstream.ErrObjectNotFound) {
-		return nil, api.Errorf(api.CodeNotFound, "recording %s is not in the store", sess.Recording)
+		return nil, api.Errorf(api.CodeNotFound, "recording %s is not in the store", name)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("recording %s: %w", sess.Recording, err)
+		return nil, fmt.Errorf("recording %s: %w", name, err)
 	}
 	defer obj.Close()
 	info, err := obj.Info()
 	if err != nil {
-		return nil, fmt.Errorf("recording %s: %w", sess.Recording, err)
+		return nil, fmt.Errorf("recording %s: %w", name, err)
 	}
 	size := int64(info.Size)
 	if req.Offset > size {
 		return nil, api.Errorf(api.CodeInvalidArgument, "offset %d is past the recording's end (%d bytes)", req.Offset, size)
 	}
 	if _, err := io.CopyN(io.Discard, obj, req.Offset); err != nil {
-		return nil, fmt.Errorf("recording %s: %w", sess.Recording, err)
+		return nil, fmt.Errorf("recording %s: %w", name, err)
 	}
 	buf := make([]byte, min(int64(req.Limit), size-req.Offset))
 	if _, err := io.ReadFull(obj, buf); err != nil {
-		return nil, fmt.Errorf("recording %s: %w", sess.Recording, err)
+		return nil, fmt.Errorf("recording %s: %w", name, err)
 	}
 	return api.RecordingChunk{Data: buf, Size: size, EOF: req.Offset+int64(len(buf)) >= size}, nil
 }

@@ -8,8 +8,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/gpuaas/gpuaas/controld/controldtest"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/bus"
 	"github.com/gpuaas/gpuaas/internal/signing"
 )
 
@@ -32,13 +35,28 @@ func TestNodeAsksForTicketCAs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	raw := api.NewClient(env.NC)
+	// Enrollment, as hostd's: on the node key's inbox, with its proof
+	// (controld's own identity here: the test has no enrollment grant).
+	nk, err := bus.KeyFromEd25519Seed(nodeKey.Seed())
+	if err != nil {
+		t.Fatal(err)
+	}
+	nkPub, _ := nk.PublicKey()
+	proof, err := api.ReplyProof(nk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw := api.NewClient(env.Bus.Connect(t, nats.CustomInboxPrefix(api.InboxPrefix(nkPub))), api.WithReplyProof(proof))
 	var enrolled api.EnrollResponse
 	if err := raw.Request(ctx, api.SubjectEnroll, api.EnrollRequest{Token: tok.Token, PublicKey: nodePub,
 		Hostname: "gpu-77", TerminalAddr: "127.0.0.1:2022"}, &enrolled); err != nil {
 		t.Fatal(err)
 	}
 	id := enrolled.NodeID
+	// The reports go on a connection reading the node's inbox, where
+	// controld answers a node's reports (with controld's own identity:
+	// the test signs as the node and as others itself).
+	asNode := api.NewClient(env.Bus.Connect(t, nats.CustomInboxPrefix(api.InboxPrefix(id))))
 	var seq uint64
 	seal := func(key ed25519.PrivateKey, asNode, kind string, at time.Time) signing.Envelope {
 		seq++
@@ -51,7 +69,7 @@ func TestNodeAsksForTicketCAs(t *testing.T) {
 	}
 	send := func(env signing.Envelope) (*api.SSHCAsResponse, error) {
 		var out api.SSHCAsResponse
-		return &out, raw.Request(ctx, api.HostCtlSubject(id, api.HostCAs), env, &out)
+		return &out, asNode.Request(ctx, api.HostCtlSubject(id, api.HostCAs), env, &out)
 	}
 	ask := func(key ed25519.PrivateKey, asNode string, at time.Time) (*api.SSHCAsResponse, error) {
 		return send(seal(key, asNode, api.HostCAs, at))

@@ -402,7 +402,9 @@ func TestHeartbeatGPUActivityCountsForIdle(t *testing.T) {
 	if _, err := e.Server.Pool().Exec(ctx, `UPDATE nodes SET public_key = $2 WHERE id = $1`, a.NodeID, []byte(pub)); err != nil {
 		t.Fatal(err)
 	}
-	nc := e.Bus.Connect(t) // hostd's subjects are not a user's: controld's own identity here
+	// hostd's subjects are not a user's: controld's own identity here, its
+	// replies on the node's inbox, where controld answers a node's reports.
+	nc := e.Bus.Connect(t, nats.CustomInboxPrefix(api.InboxPrefix(a.NodeID)))
 	e.clock.Advance(9 * time.Minute)
 	busyAt := e.clock.Now()
 	hb := api.Heartbeat{NodeID: a.NodeID, At: busyAt, GPUActive: map[string]time.Time{a.Slots[0].GPUPCI: busyAt}}

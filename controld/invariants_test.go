@@ -26,7 +26,7 @@ type request struct {
 	body                          string
 }
 
-func (r request) send(nc *nats.Conn) ([]byte, error) {
+func (r request) send(env *controldtest.Env) ([]byte, error) {
 	msg := nats.NewMsg(api.Subject(r.endpoint))
 	msg.Data = []byte(r.body)
 	msg.Header.Set(api.HeaderAuthorization, "Bearer "+r.token)
@@ -36,7 +36,7 @@ func (r request) send(nc *nats.Conn) ([]byte, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
-	reply, err := nc.RequestMsgWithContext(ctx, msg)
+	reply, err := env.RequestMsg(ctx, msg)
 	if err != nil {
 		return nil, fmt.Errorf("request %s: %w", r.endpoint, err)
 	}
@@ -56,7 +56,7 @@ func TestIdempotentReplay(t *testing.T) {
 	ctx := t.Context()
 	create := request{endpoint: api.EndpointAllocCreate, token: env.AdminToken, project: env.Project.Name,
 		key: "replay-1", body: `{"sku":"h200-slice","gpus":2}`}
-	first, err := create.send(env.NC)
+	first, err := create.send(env)
 	if err != nil {
 		t.Fatalf("first create: %v", err)
 	}
@@ -67,7 +67,7 @@ func TestIdempotentReplay(t *testing.T) {
 	tasks := func() int { return count(t, env, `SELECT count(*) FROM node_tasks`) }
 	before, tasksBefore := countEffects(t, env), tasks()
 
-	second, err := create.send(env.NC)
+	second, err := create.send(env)
 	if err != nil {
 		t.Fatalf("replayed create: %v", err)
 	}
@@ -104,7 +104,7 @@ func TestIdempotentReplay(t *testing.T) {
 	}
 	for _, tt := range mismatches {
 		t.Run(tt.name, func(t *testing.T) {
-			if _, err := tt.req.send(env.NC); !errors.Is(err, api.ErrIdempotencyMismatch) {
+			if _, err := tt.req.send(env); !errors.Is(err, api.ErrIdempotencyMismatch) {
 				t.Fatalf("got %v; want idempotency_mismatch", err)
 			}
 		})
@@ -114,7 +114,7 @@ func TestIdempotentReplay(t *testing.T) {
 	}
 
 	// Keys belong to their actor: bob's identical request is his own.
-	theirs, err := with(create, func(r *request) { r.token = bobToken }).send(env.NC)
+	theirs, err := with(create, func(r *request) { r.token = bobToken }).send(env)
 	if err != nil {
 		t.Fatalf("bob's create with the admin's key: %v", err)
 	}
@@ -182,7 +182,7 @@ func TestIdempotencyConcurrentDuplicates(t *testing.T) {
 	errs := make([]error, n)
 	var wg sync.WaitGroup
 	for i := range n {
-		wg.Go(func() { replies[i], errs[i] = create.send(env.NC) })
+		wg.Go(func() { replies[i], errs[i] = create.send(env) })
 	}
 	wg.Wait()
 	var winner []byte

@@ -34,9 +34,12 @@ func wantRateLimited(t *testing.T, err error, maxSecs int) *api.Error {
 func TestLoginLockout(t *testing.T) {
 	t.Parallel()
 	clock := testutil.NewClock(time.Now())
-	env := controldtest.Start(t, controldtest.Options{NoNodes: true, Now: clock.Now})
+	// The address's own budget is set out of the way: this is the
+	// account's lockout (TestLoginLimitPerSource is the address's).
+	env := controldtest.Start(t, controldtest.Options{NoNodes: true, Now: clock.Now,
+		LoginLimits: identity.LoginLimits{Source: identity.Limit{MaxFailures: 1000, Lockout: time.Minute}}})
 	ctx := t.Context()
-	anon := api.NewClient(env.NC)
+	anon := env.AnonClient()
 	bob, _ := env.AddUser(t, "bob@example.test", api.RoleUser)
 	const pw = "another good password"
 	sessions := count(t, env, `SELECT count(*) FROM sessions`)
@@ -81,7 +84,7 @@ func TestLoginLockout(t *testing.T) {
 	if _, err := anon.Login(ctx, api.LoginRequest{Email: bob.Email, Password: pw}); err != nil {
 		t.Fatalf("right password after the lockout: %v", err)
 	}
-	if n, err := identity.Failures(ctx, env.Server.Pool(), identity.AccountKey(bob.Email)); err != nil || n != 0 {
+	if n, err := identity.Failures(ctx, env.Server.Pool(), identity.ClientKey(bob.Email, "")); err != nil || n != 0 {
 		t.Fatalf("failures after a success: got %d, %v; want 0", n, err)
 	}
 	for i := 1; i <= maxFailures; i++ {
@@ -97,7 +100,7 @@ func TestLoginLimitsConfigured(t *testing.T) {
 	clock := testutil.NewClock(time.Now())
 	env := controldtest.Start(t, controldtest.Options{NoNodes: true, Now: clock.Now,
 		LoginLimits: identity.LoginLimits{Account: identity.Limit{MaxFailures: 2, Lockout: 10 * time.Second}}})
-	anon := api.NewClient(env.NC)
+	anon := env.AnonClient()
 	for range 2 {
 		if _, err := anon.Login(t.Context(), api.LoginRequest{Email: controldtest.AdminEmail, Password: "wrong password"}); !errors.Is(err, api.ErrUnauthenticated) {
 			t.Fatalf("got %v; want unauthenticated", err)

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/gpuaas/gpuaas/controld/billing"
+	"github.com/gpuaas/gpuaas/controld/hosts"
 	"github.com/gpuaas/gpuaas/controld/node"
 	"github.com/gpuaas/gpuaas/controld/outbox"
 	"github.com/gpuaas/gpuaas/controld/store"
@@ -26,6 +27,9 @@ type metrics struct {
 	requests *prometheus.HistogramVec // endpoint
 	errors   *prometheus.CounterVec   // endpoint, code
 	tasks    *prometheus.HistogramVec // type, status
+	// repliesRefused counts requests dropped for their reply subject
+	// (replyguard.go), by reason.
+	repliesRefused *prometheus.CounterVec
 }
 
 func newMetrics(s *Server) *metrics {
@@ -36,16 +40,22 @@ func newMetrics(s *Server) *metrics {
 		errors: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: obs.Namespace, Subsystem: "api",
 			Name: "request_errors_total", Help: "API requests answered with an error, by endpoint and error code."},
 			[]string{"endpoint", "code"}),
+		repliesRefused: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: obs.Namespace, Subsystem: "api",
+			Name: "replies_refused_total", Help: "Requests dropped unanswered and unexecuted because their reply subject was not the inbox of the identity they proved, by reason."},
+			[]string{"reason"}),
 		tasks: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: obs.Namespace, Subsystem: "tasks",
 			Name: "duration_seconds", Help: "Time from a node task's creation to its applied result, by type and status.",
 			Buckets: []float64{.1, .5, 1, 5, 10, 30, 60, 120, 300, 600, 1800}}, []string{"type", "status"}),
 	}
-	m.reg.MustRegister(m.requests, m.errors, m.tasks, &dbCollector{s: s},
+	m.reg.MustRegister(m.requests, m.errors, m.tasks, m.repliesRefused, &dbCollector{s: s}, &streamCollector{s: s},
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: obs.Namespace, Subsystem: "billing",
 			Name: "window_seconds", Help: "The billing accrual window."},
 			func() float64 { return s.cfg.Billing.Window.Seconds() }))
 	for _, ep := range s.endpoints() {
 		m.requests.WithLabelValues(ep.name) // every endpoint's series exists from the start
+	}
+	for _, r := range []string{replyNotInbox, replyBadProof, replyNotCaller, hosts.RefusedNotNode} {
+		m.repliesRefused.WithLabelValues(r)
 	}
 	return m
 }

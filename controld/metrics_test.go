@@ -25,6 +25,8 @@ var controldFamilies = []string{
 	"gpuaas_outbox_events", "gpuaas_outbox_relay_held", "gpuaas_tasks_open", "gpuaas_tasks_duration_seconds",
 	"gpuaas_nodes", "gpuaas_billing_accrual_lag_seconds", "gpuaas_billing_window_seconds",
 	"gpuaas_nats_reconnects_total", "gpuaas_nats_connected", "go_goroutines", "process_resident_memory_bytes",
+	"gpuaas_api_replies_refused_total", "gpuaas_jetstream_stream_bytes", "gpuaas_jetstream_stream_max_bytes",
+	"gpuaas_jetstream_stream_messages",
 }
 
 // TestMetricsMove scrapes controld's /metrics with Prometheus's parser:

@@ -23,7 +23,9 @@ func apiStats(t *testing.T, env *controldtest.Env) map[string]micro.EndpointStat
 	if err != nil {
 		t.Fatal(err)
 	}
-	msg, err := env.NC.Request(subj, nil, 5*time.Second)
+	// As `nats micro stats` asks: from the system account, through its
+	// import of the services' monitoring subjects.
+	msg, err := env.Bus.ConnectSystem(t).Request(subj, nil, 5*time.Second)
 	if err != nil {
 		t.Fatalf("request %s: %v", subj, err)
 	}

@@ -127,7 +127,7 @@ func TestEveryMutationWritesOneAuditRowAndOneEvent(t *testing.T) {
 	const bobPassword = "another good password"
 	admin := env.Client(env.AdminToken)
 	bob := env.Client(bobToken)
-	anon := api.NewClient(env.NC)
+	anon := env.AnonClient()
 	var allocID, inviteCode, terminalID, topupID string
 	dave, _ := env.AddUser(t, "dave@example.test", api.RoleUser) // a user with a live session
 	gateway, gatewayKey := env.Gateway(t, "gw-1")
@@ -341,7 +341,7 @@ func TestEveryMutationRefusedWritesNothing(t *testing.T) {
 			var c *api.Client
 			switch ep.Access {
 			case "public":
-				c = api.NewClient(env.NC)
+				c = env.AnonClient()
 			case "logged_in":
 				_, token := env.AddUser(t, strings.NewReplacer(".", "-", "_", "-").Replace(name)+"@example.test", api.RoleUser)
 				c = env.Client(token)

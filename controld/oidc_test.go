@@ -30,7 +30,7 @@ func TestOIDCTokenFreshness(t *testing.T) {
 	t.Parallel()
 	env, idp, clock := startOIDC(t)
 	ctx := t.Context()
-	anon := api.NewClient(env.NC)
+	anon := env.AnonClient()
 	claims := func(sub string, edits map[string]any) string {
 		return idToken(t, idp.Key, testidp.KeyID, idp.Claims(clock.Now(), sub, edits))
 	}
@@ -94,7 +94,7 @@ func TestOIDCExchangeOnce(t *testing.T) {
 	t.Parallel()
 	env, idp, clock := startOIDC(t)
 	ctx := t.Context()
-	anon := api.NewClient(env.NC)
+	anon := env.AnonClient()
 	tok := idToken(t, idp.Key, testidp.KeyID, idp.Claims(clock.Now(), "ben", nil))
 	if _, err := anon.Exchange(ctx, api.ExchangeRequest{IDToken: tok}); err != nil {
 		t.Fatal(err)
@@ -114,7 +114,7 @@ func TestOIDCExchangeOnce(t *testing.T) {
 	errs := make([]error, n)
 	var wg sync.WaitGroup
 	for i := range n {
-		wg.Go(func() { _, errs[i] = api.NewClient(env.NC).Exchange(ctx, api.ExchangeRequest{IDToken: fresh}) })
+		wg.Go(func() { _, errs[i] = env.AnonClient().Exchange(ctx, api.ExchangeRequest{IDToken: fresh}) })
 	}
 	wg.Wait()
 	ok := 0
@@ -149,7 +149,7 @@ func TestOIDCLink(t *testing.T) {
 	t.Parallel()
 	env, idp, clock := startOIDC(t)
 	ctx := t.Context()
-	anon := api.NewClient(env.NC)
+	anon := env.AnonClient()
 	admin := env.Client(env.AdminToken)
 	exchange := func(sub string, edits map[string]any) (*api.LoginResponse, error) {
 		clock.Advance(time.Second)

@@ -116,7 +116,7 @@ func TestOpsOutboxRetryAndDrop(t *testing.T) {
 	}
 
 	// The stream takes them again; one is retried, the other dropped.
-	if err := outbox.EnsureStream(ctx, js, 1); err != nil {
+	if err := outbox.EnsureStream(ctx, js, 1, 1<<30, 7*24*time.Hour); err != nil {
 		t.Fatal(err)
 	}
 	retried, err := admin.OutboxRetry(ctx, api.OutboxRef{ID: ids[0]})

@@ -25,13 +25,27 @@ const (
 	DefaultAPIBurst = 200
 )
 
-// CheckAndSetDefaults fills defaults.
+// Default limits of requests without a session: per connection, and per
+// client address. A login takes one request, a CLI's start a few: a
+// person never meets them; a flood of pre-login requests does.
+const (
+	DefaultPreLoginRate        = 5
+	DefaultPreLoginBurst       = 20
+	DefaultPreLoginSourceRate  = 20
+	DefaultPreLoginSourceBurst = 60
+)
+
+// CheckAndSetDefaults fills defaults (the per-user API limit's).
 func (r *RateLimit) CheckAndSetDefaults() error {
+	return r.defaults(DefaultAPIRate, DefaultAPIBurst)
+}
+
+func (r *RateLimit) defaults(rate float64, burst int) error {
 	if r.Rate == 0 {
-		r.Rate = DefaultAPIRate
+		r.Rate = rate
 	}
 	if r.Burst == 0 {
-		r.Burst = DefaultAPIBurst
+		r.Burst = burst
 	}
 	if r.Rate < 0 || r.Burst < 1 {
 		return errors.New("controld: API rate limit needs a positive rate and a burst of at least 1")
@@ -92,4 +106,13 @@ func (l *userLimiter) allow(user string) (time.Duration, bool) {
 // rateLimited is the answer to a user over their API rate.
 func rateLimited(wait time.Duration) error {
 	return api.RateLimited("too many requests: this account is over its API rate limit", wait)
+}
+
+// Refusals of requests without a session (Server.limit).
+func preLoginConnLimited(wait time.Duration) error {
+	return api.RateLimited("too many requests from this connection before logging in", wait)
+}
+
+func preLoginSourceLimited(wait time.Duration) error {
+	return api.RateLimited("too many requests from your address before logging in", wait)
 }

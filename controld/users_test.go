@@ -85,7 +85,7 @@ func TestInviteFlow(t *testing.T) {
 	env := controldtest.Start(t, controldtest.Options{NoNodes: true, Now: clock.Now})
 	ctx := t.Context()
 	admin := env.Client(env.AdminToken)
-	anon := api.NewClient(env.NC)
+	anon := env.AnonClient()
 
 	added, err := admin.AdminUserAdd(ctx, api.UserAddRequest{Email: "ada@example.test", Name: "Ada L", Role: api.RoleOperator})
 	if err != nil {
@@ -209,7 +209,7 @@ func TestUserDisable(t *testing.T) {
 	env := controldtest.Start(t, controldtest.Options{NoNodes: true})
 	ctx := t.Context()
 	admin := env.Client(env.AdminToken)
-	anon := api.NewClient(env.NC)
+	anon := env.AnonClient()
 	bob, tok1 := env.AddUser(t, "bob@example.test", api.RoleUser)
 	const pw = "another good password"
 	tok2 := env.Login(t, bob.Email, pw)
@@ -350,7 +350,7 @@ func TestDisableDuringLogins(t *testing.T) {
 	errs := make([]error, n)
 	for i := range n {
 		wg.Go(func() {
-			logins[i], errs[i] = api.NewClient(env.NC).Login(t.Context(), api.LoginRequest{Email: bob.Email, Password: "another good password"})
+			logins[i], errs[i] = env.AnonClient().Login(t.Context(), api.LoginRequest{Email: bob.Email, Password: "another good password"})
 		})
 	}
 	var disabled *api.UserDisableResponse

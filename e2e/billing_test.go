@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"net/http"
+	"os"
 	"regexp"
 	"strings"
 	"testing"
@@ -159,12 +160,17 @@ func TestBillingInDev(t *testing.T) {
 	}
 
 	// Stripe confirms the payment at the webhook the banner names (signed
-	// with the dev secret it names, as stripe-mock sends no webhooks):
-	// credited once, however often it is delivered.
-	hook := regexp.MustCompile(`webhook (http://\S+) \(secret from \$GPUAAS_STRIPE_WEBHOOK_SECRET, default (\S+)\)`).
+	// with the data directory's own secret, in the file it names, as
+	// stripe-mock sends no webhooks): credited once, however often it is
+	// delivered.
+	hook := regexp.MustCompile(`webhook (http://127\.0\.0\.1:\S+) \(loopback only; signing secret in (\S+)\)`).
 		FindStringSubmatch(dev.stderr.String())
 	if hook == nil {
 		t.Fatalf("no webhook in the dev banner:\n%s", dev.stderr.String())
+	}
+	secret, err := os.ReadFile(hook[2])
+	if err != nil {
+		t.Fatalf("webhook secret: %v", err)
 	}
 	payload, err := json.Marshal(map[string]any{"id": "evt_e2e_topup", "object": "event", "api_version": payments.APIVersion,
 		"type": "checkout.session.completed", "data": map[string]any{"object": map[string]any{
@@ -173,7 +179,7 @@ func TestBillingInDev(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	signed := webhook.GenerateTestSignedPayload(&webhook.UnsignedPayload{Payload: payload, Secret: hook[2], Timestamp: time.Now()})
+	signed := webhook.GenerateTestSignedPayload(&webhook.UnsignedPayload{Payload: payload, Secret: strings.TrimSpace(string(secret)), Timestamp: time.Now()})
 	for range 2 {
 		req, err := http.NewRequest(http.MethodPost, hook[1], bytes.NewReader(payload))
 		if err != nil {

@@ -210,13 +210,12 @@ func TestFaultKillControldDuringCreates(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	nc, sys, err := controlplane.ConnectControld(c.natsURL, bus.TLS{}, keysDir)
+	conns, err := controlplane.ConnectControld(c.natsURL, bus.TLS{}, keysDir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer nc.Close()
-	defer sys.Close()
-	js, err := jetstream.New(nc)
+	defer conns.Close()
+	js, err := jetstream.New(conns.NC)
 	if err != nil {
 		t.Fatal(err)
 	}

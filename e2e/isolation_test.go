@@ -28,7 +28,10 @@ func TestBareMetalSessionIsolated(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("isolated sim users need `gpuaas dev` to run as root")
 	}
-	data, cfg := tempDir(t, "gpuaas-e2e-data-"), tempDir(t, "gpuaas-e2e-cfg-")
+	// The data directory outside /tmp, which sessions do not see (theirs
+	// is their own): what is checked here is that permissions keep them
+	// out of it.
+	data, cfg := varLibDir(t, "gpuaas-e2e-data-"), tempDir(t, "gpuaas-e2e-cfg-")
 	pwFile := writeFile(t, cfg, "pw", devPassword+"\n")
 	// Four hosts: two bare-metal ones, for two tenants.
 	dev := startDev(t, data, cfg, "--password-file", pwFile, "--hosts", "4")
@@ -179,4 +182,18 @@ func mustExist(t *testing.T, path string) {
 	if _, err := os.Stat(path); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// varLibDir is tempDir in /var/lib instead of /tmp.
+func varLibDir(t *testing.T, prefix string) string {
+	t.Helper()
+	d, err := os.MkdirTemp("/var/lib", prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(d, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(d) })
+	return d
 }

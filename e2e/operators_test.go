@@ -32,6 +32,7 @@ import (
 	"github.com/gpuaas/gpuaas/internal/bus"
 	"github.com/gpuaas/gpuaas/internal/devenv/controlplane"
 	"github.com/gpuaas/gpuaas/internal/pgserver"
+	"github.com/gpuaas/gpuaas/internal/recstore"
 	"github.com/gpuaas/gpuaas/internal/testutil"
 )
 
@@ -582,19 +583,18 @@ func checkReplicas(t *testing.T, root string, values map[string]string) {
 		t.Fatal(err)
 	}
 	url := "tls://" + values["NATS_1"] + ",tls://" + values["NATS_2"]
-	nc, sys, err := controlplane.ConnectControld(url, bus.TLS{CAFile: filepath.Join(root, "etc", "gpuaas", "tls", "ca.pem")}, keys)
+	conns, err := controlplane.ConnectControld(url, bus.TLS{CAFile: filepath.Join(root, "etc", "gpuaas", "tls", "ca.pem")}, keys)
 	if err != nil {
 		t.Fatalf("connect as controld: %v", err)
 	}
-	defer nc.Close()
-	defer sys.Close()
-	js, err := jetstream.New(nc)
+	defer conns.Close()
+	js, err := jetstream.New(conns.NC)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	for _, name := range []string{api.EventStreamName, "OBJ_" + api.RecordingsBucket} {
+	for _, name := range []string{api.EventStreamName, recstore.Stream} {
 		s, err := js.Stream(ctx, name)
 		if err != nil {
 			t.Errorf("stream %s: %v", name, err)

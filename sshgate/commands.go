@@ -172,7 +172,7 @@ func (g *Gateway) clientFor(s ssh.Session, id sshcert.Identity, token, project s
 	if token == "" {
 		return g.delegatedClient(s, id, project)
 	}
-	c := api.NewClient(g.cfg.Client.Conn(), api.WithToken(token), api.WithProject(project))
+	c := g.cfg.Client.With(api.WithToken(token), api.WithProject(project))
 	who, err := c.Whoami(ctx)
 	if err != nil {
 		return nil, err
@@ -203,7 +203,7 @@ func (g *Gateway) delegatedClient(s ssh.Session, id sshcert.Identity, project st
 	if resp.User.ID != id.UserID {
 		return nil, fmt.Errorf("get a session for your certificate: controld answered for %s", resp.User.ID)
 	}
-	return api.NewClient(g.cfg.Client.Conn(), api.WithToken(resp.Token), api.WithProject(project)), nil
+	return g.cfg.Client.With(api.WithToken(resp.Token), api.WithProject(project)), nil
 }
 
 // environ turns "k=v" pairs into a map; later pairs win.

@@ -11,8 +11,8 @@
 // `gpuaas ssh-config` trusts the gateway without a prompt. It reads the CA
 // keys (ssh.cas) and re-reads them every RefreshInterval, so a CA
 // rotation reaches it without a restart; the host certificate is renewed
-// when two thirds of it have passed or its CA was retired. It makes sure
-// the recordings bucket exists.
+// when two thirds of it have passed or its CA was retired. Recordings go
+// to the stream controld creates.
 //
 // # Authentication
 //
@@ -67,10 +67,12 @@
 // MaxRecordingBytes caps the disk used): in the gateway's own spool
 // (Config.RecordingDir) under the session id, or else a temporary file
 // unlinked at creation. When the session ends the frames are converted to
-// asciicast v2 on the fly and streamed into the JetStream object store
-// bucket api.RecordingsBucket under the session id, then the index entry
-// is closed with its name — in the background, so the client is not kept
-// waiting; Run waits for it.
+// asciicast v2 on the fly and streamed into the sealed recordings stream
+// (internal/recstore) as the session id's chunks, then the index entry is
+// closed with its name and chunk count, and controld seals the recording —
+// in the background, so the client is not kept waiting; Run waits for it.
+// Once sealed, nobody can replace or delete a recording: only the stream's
+// age and size limits retire it.
 //
 // # Stopping and crashes
 //

@@ -53,7 +53,7 @@ type Gateway struct {
 	srv        *ssh.Server
 	addr       net.Addr
 	hostCert   *hostCert
-	recordings jetstream.ObjectStore
+	recordings jetstream.JetStream
 
 	metrics *gateMetrics
 	// obs serves /healthz, /readyz and /metrics when Config.MetricsAddr
@@ -131,7 +131,7 @@ func (g *Gateway) run(ctx context.Context, ln net.Listener) error {
 	if err != nil {
 		return err
 	}
-	recordings, err := ensureRecordings(ctx, g.cfg.Client.Conn())
+	recordings, err := recordingsStore(g.cfg.Client.Conn())
 	if err != nil {
 		return err
 	}

@@ -523,9 +523,9 @@ func TestRunFails(t *testing.T) {
 		client *api.Client
 		want   error
 	}{
-		{"no token", api.NewClient(ctl.NC), api.ErrUnauthenticated},
-		{"a user's token", api.NewClient(ctl.NC, api.WithToken(userToken)), api.ErrForbidden},
-		{"an admin's token", api.NewClient(ctl.NC, api.WithToken(ctl.AdminToken)), api.ErrForbidden},
+		{"no token", ctl.AnonClient(), api.ErrUnauthenticated},
+		{"a user's token", ctl.AnonClient().With(api.WithToken(userToken)), api.ErrForbidden},
+		{"an admin's token", ctl.AnonClient().With(api.WithToken(ctl.AdminToken)), api.ErrForbidden},
 		{"no controld", api.NewClient(testutil.NATS(t).Connect(t)), api.ErrUnavailable},
 	}
 	for _, tt := range tests {

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/recstore"
 	"github.com/gpuaas/gpuaas/internal/sshcert"
 )
 
@@ -23,28 +24,14 @@ const (
 	finishTimeout = 5 * time.Minute
 )
 
-// ensureRecordings returns the recordings bucket, creating it when missing
-// (controld or another gateway may race to create it: either wins).
-func ensureRecordings(ctx context.Context, nc *nats.Conn) (jetstream.ObjectStore, error) {
+// recordingsStore is where recordings are written (internal/recstore): a
+// stream controld creates; a gateway may write chunks there, nothing else.
+func recordingsStore(nc *nats.Conn) (jetstream.JetStream, error) {
 	js, err := jetstream.New(nc)
 	if err != nil {
-		return nil, fmt.Errorf("recordings bucket: %w", err)
+		return nil, fmt.Errorf("recordings: %w", err)
 	}
-	obs, err := js.ObjectStore(ctx, api.RecordingsBucket)
-	if errors.Is(err, jetstream.ErrBucketNotFound) {
-		obs, err = js.CreateObjectStore(ctx, jetstream.ObjectStoreConfig{
-			Bucket:      api.RecordingsBucket,
-			Description: "asciicast v2 recordings of PTY sessions through sshgate, named by session id",
-			Storage:     jetstream.FileStorage,
-		})
-		if errors.Is(err, jetstream.ErrBucketExists) {
-			obs, err = js.ObjectStore(ctx, api.RecordingsBucket)
-		}
-	}
-	if err != nil {
-		return nil, fmt.Errorf("recordings bucket %s: %w", api.RecordingsBucket, err)
-	}
-	return obs, nil
+	return js, nil
 }
 
 // startIndex opens the session's entry in controld's index and returns its
@@ -83,10 +70,10 @@ func (g *Gateway) finishSession(sessionID string, rec *recorder, res sessionResu
 		req := api.SessionEndRequest{ID: sessionID, Bytes: res.bytes, ExitStatus: res.exit}
 		ended := false
 		if rec != nil {
-			if err := g.upload(ctx, sessionID, rec); err != nil {
+			if chunks, err := g.upload(ctx, sessionID, rec); err != nil {
 				g.log.Error("upload recording", "session", sessionID, "err", err)
 			} else {
-				req.Recording = sessionID
+				req.Recording, req.RecordingChunks = sessionID, chunks
 			}
 			// A spooled recording stays until its entry is closed: if
 			// that fails, the next start recovers both.
@@ -130,25 +117,22 @@ func (g *Gateway) recordingDir() string {
 }
 
 // upload streams the recording, converted to asciicast v2, into the
-// recordings bucket under the session id. Memory stays bounded: the object
-// store reads the pipe chunk by chunk.
-func (g *Gateway) upload(ctx context.Context, sessionID string, rec *recorder) error {
+// recordings stream as the session id's chunks and returns how many it
+// wrote; controld seals them when the session ends. Memory stays bounded:
+// the store reads the pipe chunk by chunk.
+func (g *Gateway) upload(ctx context.Context, sessionID string, rec *recorder) (int, error) {
 	g.mu.Lock()
-	obs := g.recordings
+	js := g.recordings
 	g.mu.Unlock()
-	if obs == nil {
-		return errors.New("no recordings bucket")
+	if js == nil {
+		return 0, errors.New("no recordings store")
 	}
 	pr, pw := io.Pipe()
 	go func() { pw.CloseWithError(rec.WriteAsciicast(pw)) }()
-	_, err := obs.Put(ctx, jetstream.ObjectMeta{
-		Name:        sessionID,
-		Description: "asciicast v2",
-		Headers:     nats.Header{"Content-Type": []string{"application/x-asciicast"}},
-	}, pr)
+	chunks, err := recstore.Put(ctx, js, sessionID, pr)
 	pr.CloseWithError(errors.New("upload ended")) // unblocks the writer if Put stopped early
 	if err != nil {
-		return fmt.Errorf("put %s/%s: %w", api.RecordingsBucket, sessionID, err)
+		return 0, err
 	}
-	return nil
+	return chunks, nil
 }

@@ -17,6 +17,7 @@ import (
 	gossh "golang.org/x/crypto/ssh"
 
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/recstore"
 	"github.com/gpuaas/gpuaas/internal/sshtest"
 	"github.com/gpuaas/gpuaas/internal/testutil"
 )
@@ -240,11 +241,11 @@ func fetchRecording(t *testing.T, e *env, name string) asciicast {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	obs, err := js.ObjectStore(ctx, api.RecordingsBucket)
+	meta, err := recstore.Open(ctx, js, name)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("recording %s: %v", name, err)
 	}
-	data, err := obs.GetBytes(ctx, name)
+	data, err := recstore.ReadAt(ctx, js, meta, 0, int(meta.Size))
 	if err != nil {
 		t.Fatalf("get recording %s: %v", name, err)
 	}

@@ -146,12 +146,13 @@ func (g *Gateway) recoverRecording(ctx context.Context, sessionID string) {
 		return
 	}
 	req := api.SessionEndRequest{ID: sessionID, Bytes: rec.recorded, Interrupted: true}
-	if err := g.upload(ctx, sessionID, rec); err != nil {
+	chunks, err := g.upload(ctx, sessionID, rec)
+	if err != nil {
 		_ = rec.Close()
 		g.log.Error("upload a recovered recording; leaving it in the spool", "session", sessionID, "err", err)
 		return
 	}
-	req.Recording = sessionID
+	req.Recording, req.RecordingChunks = sessionID, chunks
 	_, err = g.cfg.Client.SessionEnd(ctx, req, api.WithIdempotencyKey("sshgate-session-recover-"+sessionID))
 	if err != nil && !errors.Is(err, api.ErrNotFound) {
 		_ = rec.Close()

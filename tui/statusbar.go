@@ -16,10 +16,10 @@ func (m *Model) renderTitle(width int) string {
 	st := m.common.Styles
 	left := st.Title.Render("gpuaas")
 	if m.who != nil {
-		left += " " + m.who.User.Email
+		left += " " + common.Text(m.who.User.Email)
 	}
 	if m.project != "" {
-		left += st.Dim.Render(" · project ") + m.project
+		left += st.Dim.Render(" · project ") + common.Text(m.project)
 	}
 	right := "allocations"
 	if m.view == viewNodes {

@@ -93,7 +93,7 @@ func releaseRun(ctx context.Context, opts *ReleaseOptions) error {
 	if a.Note != "" {
 		// Nothing was left to release (the platform's cleanup has it);
 		// there is no release to wait for either.
-		fmt.Fprintln(opts.IO.ErrOut, a.Note)
+		fmt.Fprintln(opts.IO.ErrOut, cmdutil.SafeLines(a.Note))
 	}
 	if opts.Wait && a.Note == "" {
 		if a, err = waitForOperation(ctx, opts.IO, client, a.ID, opts.Timeout, api.AllocReleased); err != nil {

@@ -122,7 +122,7 @@ func TestPlainProgressLines(t *testing.T) {
 func waitEnv(t *testing.T) (*controldtest.Env, *api.Client) {
 	t.Helper()
 	env := controldtest.Start(t, controldtest.Options{})
-	return env, env.Client(env.AdminToken)
+	return env, env.UserClient(t, env.Admin.ID, env.AdminToken)
 }
 
 func TestWaitTimesOut(t *testing.T) {

@@ -28,7 +28,7 @@ func TestLoginInvite(t *testing.T) {
 		opts := &LoginOptions{IO: ios, Now: time.Now,
 			Config: func() (*config.Config, error) { return cfg, nil },
 			Active: func() (config.Active, error) { return cfg.Active(config.Overrides{Context: "dev"}), nil },
-			Client: func() (*api.Client, error) { return api.NewClient(env.NC), nil },
+			Client: func() (*api.Client, error) { return env.AnonClient(), nil },
 		}
 		edit(opts)
 		err := loginRun(ctx, opts)
@@ -91,7 +91,7 @@ func TestLoginPromptSaysForWhom(t *testing.T) {
 	opts := &LoginOptions{IO: ios, Now: time.Now,
 		Config: func() (*config.Config, error) { return cfg, nil },
 		Active: func() (config.Active, error) { return cfg.Active(config.Overrides{Context: "dev"}), nil },
-		Client: func() (*api.Client, error) { return api.NewClient(env.NC), nil },
+		Client: func() (*api.Client, error) { return env.AnonClient(), nil },
 	}
 	if err := loginRun(t.Context(), opts); err != nil {
 		t.Fatalf("login: %v\n%s", err, errOut)

@@ -275,8 +275,7 @@ func issueSSHCert(ctx context.Context, opts *LoginOptions, cfg *config.Config, a
 	resp *api.LoginResponse, client *api.Client) (*sshkeys.Identity, error) {
 	active.Token, active.TokenExpiresAt = resp.Token, resp.ExpiresAt
 	// The client at hand carries the token of before the login.
-	withSession := api.NewClient(client.Conn(), api.WithToken(resp.Token), api.WithProject(active.Project),
-		api.WithCorrelation(client.CorrelationID()))
+	withSession := client.With(api.WithToken(resp.Token), api.WithProject(active.Project))
 	r := sshkeys.ForActive(cfg, active, func() (*api.Client, error) { return withSession, nil }, opts.Now)
 	return r.Renew(ctx)
 }

@@ -60,7 +60,7 @@ func (o *oidcEnv) login(t *testing.T, edit func(*LoginOptions)) (string, error) 
 	opts := &LoginOptions{IO: ios, Now: time.Now,
 		Config: func() (*config.Config, error) { return o.cfg, nil },
 		Active: func() (config.Active, error) { return o.cfg.Active(config.Overrides{Context: "dev"}), nil },
-		Client: func() (*api.Client, error) { return api.NewClient(o.env.NC), nil },
+		Client: func() (*api.Client, error) { return o.env.AnonClient(), nil },
 	}
 	if edit != nil {
 		edit(opts)

@@ -59,7 +59,7 @@ func TestLoginWebSaysItWaitsAndThatCtrlCStops(t *testing.T) {
 	opts := &LoginOptions{IO: ios, Now: time.Now, Web: true, WaitReminder: 20 * time.Millisecond,
 		Config:      func() (*config.Config, error) { return o.cfg, nil },
 		Active:      func() (config.Active, error) { return o.cfg.Active(config.Overrides{Context: "dev"}), nil },
-		Client:      func() (*api.Client, error) { return api.NewClient(o.env.NC), nil },
+		Client:      func() (*api.Client, error) { return o.env.AnonClient(), nil },
 		OpenBrowser: func(string) error { opened = true; return nil }, // the person never gets past the IdP's page
 	}
 	done := make(chan error, 1)

@@ -21,7 +21,6 @@ func pinServer(ctx context.Context, opts *LoginOptions, cfg *config.Config, acti
 	if opts.Now != nil {
 		now = opts.Now
 	}
-	withSession := api.NewClient(client.Conn(), api.WithToken(resp.Token), api.WithProject(active.Project),
-		api.WithCorrelation(client.CorrelationID()))
+	withSession := client.With(api.WithToken(resp.Token), api.WithProject(active.Project))
 	return trust.PinLogin(ctx, opts.IO.ErrOut, cfg, active, withSession, resp, now())
 }

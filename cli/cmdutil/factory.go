@@ -104,17 +104,23 @@ func (f *Factory) Reconnect() (*api.Client, error) {
 // its replies read on the user's own inbox; else a key made for this
 // connection, which may only reach the login endpoints and read its own
 // inbox, so nobody else on the bus can read a password's reply.
-func (f *Factory) identity(active config.Active) (opts []nats.Option, withSession bool) {
+//
+// A key's connection proves the key with each request too
+// (api.WithReplyProof), so controld answers on its inbox.
+func (f *Factory) identity(active config.Active) (opts []nats.Option, proof api.ClientOption, withSession bool) {
 	if opts, ok := api.SessionConnOptions(active.Token); ok &&
 		(active.TokenExpiresAt.IsZero() || f.Now().Before(active.TokenExpiresAt)) {
-		return opts, true
+		return opts, func(*api.Client) {}, true
 	}
 	kp, err := nkeys.CreateUser()
 	if err != nil {
-		return nil, false
+		return nil, func(*api.Client) {}, false
 	}
-	pub, _ := kp.PublicKey()
-	return []nats.Option{bus.WithKey(kp), nats.CustomInboxPrefix(api.InboxPrefix(pub))}, false
+	opts, p, err := api.KeyConnOptions(kp)
+	if err != nil {
+		return nil, func(*api.Client) {}, false
+	}
+	return opts, api.WithReplyProof(p), false
 }
 
 // refusedConnection reports whether the server refused the connection's
@@ -175,7 +181,7 @@ func (f *Factory) dial(preLogin bool) (*api.Client, error) {
 	if preLogin {
 		identity.Token = ""
 	}
-	idOpts, withSession := f.identity(identity)
+	idOpts, proof, withSession := f.identity(identity)
 	nc, err := nats.Connect(active.Server, append(opts, idOpts...)...)
 	if err != nil {
 		return nil, connectError(active.Server, withSession, err)
@@ -187,5 +193,5 @@ func (f *Factory) dial(preLogin bool) (*api.Client, error) {
 		_, _ = fmt.Fprintf(f.IOStreams.ErrOut, "debug: correlation id %s\n", f.CorrelationID)
 	}
 	return api.NewClient(nc, api.WithToken(active.Token), api.WithProject(active.Project),
-		api.WithCorrelation(f.CorrelationID)), nil
+		api.WithCorrelation(f.CorrelationID), proof), nil
 }

@@ -5,10 +5,26 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/clip"
 )
+
+// SafeLines makes text fit for a terminal line by line: each line's
+// control characters and bidirectional overrides are made visible
+// (api.SanitizeText), its line breaks kept. For plain output of text that
+// may be someone else's (a server's message quoting a reason or a name).
+func SafeLines(s string) string {
+	if !strings.Contains(s, "\n") {
+		return api.SanitizeText(s)
+	}
+	lines := strings.Split(s, "\n")
+	for i, l := range lines {
+		lines[i] = api.SanitizeText(l)
+	}
+	return strings.Join(lines, "\n")
+}
 
 // PrintError is the one place a command's error reaches the user, on the
 // local CLI and over SSH alike: the message, then a hint saying what to do
@@ -29,10 +45,10 @@ func PrintError(w io.Writer, commandPath string, err error) {
 		_, _ = fmt.Fprintln(w, "interrupted")
 		return
 	case errors.As(err, &flagErr):
-		_, _ = fmt.Fprintf(w, "error: %s\nRun '%s --help' for usage.\n", clip.Words(err.Error()), commandPath)
+		_, _ = fmt.Fprintf(w, "error: %s\nRun '%s --help' for usage.\n", SafeLines(clip.Words(err.Error())), commandPath)
 		return
 	}
-	_, _ = fmt.Fprintf(w, "error: %s\n", clip.Words(err.Error()))
+	_, _ = fmt.Fprintf(w, "error: %s\n", SafeLines(clip.Words(err.Error())))
 	if !errors.As(err, &apiErr) {
 		return
 	}
@@ -41,6 +57,6 @@ func PrintError(w io.Writer, commandPath string, err error) {
 		hint = "run `gpuaas login`"
 	}
 	if hint != "" {
-		_, _ = fmt.Fprintf(w, "hint: %s\n", clip.Words(hint))
+		_, _ = fmt.Fprintf(w, "hint: %s\n", SafeLines(clip.Words(hint)))
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"io"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/gpuaas/gpuaas/internal/api"
 )
 
 // TablePrinter prints rows. On a terminal: aligned columns under an
@@ -127,13 +129,16 @@ func (t *TablePrinter) Render() error {
 	return err
 }
 
-// sanitize keeps a field on one line and out of the TSV separators.
+// sanitize keeps a field on one line and out of the TSV separators, and
+// makes any other control character or bidirectional override visible
+// (api.SanitizeText) rather than sending it to the terminal: fields are
+// often other people's text (reasons, names, memos).
 func sanitize(s string) string {
-	return strings.Map(func(r rune) rune {
+	return api.SanitizeText(strings.Map(func(r rune) rune {
 		switch r {
 		case '\t', '\n', '\r':
 			return ' '
 		}
 		return r
-	}, s)
+	}, s))
 }

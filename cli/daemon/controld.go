@@ -6,7 +6,6 @@ import (
 	"os"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
 
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
@@ -61,9 +60,11 @@ type ControldOptions struct {
 	StripeSuccessURL string
 	StripeCancelURL  string
 	HTTPAddr         string
-	// StreamReplicas is JetStream's copies of controld's stream and bucket.
+	// StreamReplicas is JetStream's copies of controld's streams.
 	StreamReplicas int
-	MetricsAddr    string
+	// Streams bound what the streams keep.
+	Streams     controld.StreamLimits
+	MetricsAddr string
 	// DrainTimeout bounds the graceful stop on SIGTERM.
 	DrainTimeout time.Duration
 }
@@ -166,7 +167,11 @@ GPUAAS_SMTP_PASSWORD.`,
 	fl.StringVar(&opts.StripeSuccessURL, "stripe-success-url", "", "Where Stripe Checkout sends the browser after a paid top-up")
 	fl.StringVar(&opts.StripeCancelURL, "stripe-cancel-url", "", "Where Stripe Checkout sends the browser after a cancelled top-up")
 	fl.StringVar(&opts.HTTPAddr, "http-addr", "", "Address of the HTTP server for Stripe webhooks (host:port); empty: none")
-	fl.IntVar(&opts.StreamReplicas, "jetstream-replicas", 1, "Copies JetStream keeps of the events stream and recordings bucket (3 on a cluster of 3 NATS servers)")
+	fl.IntVar(&opts.StreamReplicas, "jetstream-replicas", 1, "Copies JetStream keeps of the events and recordings streams (3 on a cluster of 3 NATS servers)")
+	fl.Int64Var(&opts.Streams.EventsMaxBytes, "events-max-bytes", 1<<30, "Bytes the EVENTS stream keeps at most (the oldest events go first)")
+	fl.DurationVar(&opts.Streams.EventsMaxAge, "events-max-age", 7*24*time.Hour, "How long the EVENTS stream keeps events (how long a client may be away and still catch up)")
+	fl.Int64Var(&opts.Streams.RecordingsMaxBytes, "recordings-max-bytes", 10<<30, "Bytes the recordings stream keeps at most (when full, new recordings are refused)")
+	fl.DurationVar(&opts.Streams.RecordingsMaxAge, "recordings-max-age", 90*24*time.Hour, "How long terminal recordings are kept (they cannot be deleted before)")
 	fl.DurationVar(&opts.DrainTimeout, "drain-timeout", controld.DefaultDrainTimeout,
 		"On SIGTERM, how long requests and node results in flight may take to finish before controld exits")
 	addMetricsFlag(fl, &opts.MetricsAddr)
@@ -183,12 +188,11 @@ func controldRun(ctx context.Context, opts *ControldOptions) error {
 	if err != nil {
 		return cmdutil.FlagErrorf("--nats-keys: %v", err)
 	}
-	nc, sys, err := controlplane.ConnectControld(opts.NATS.URL, opts.NATS.tls(), keys, bus.LogConnection(log))
+	conns, err := controlplane.ConnectControld(opts.NATS.URL, opts.NATS.tls(), keys, bus.LogConnection(log))
 	if err != nil {
 		return err
 	}
-	defer nc.Close()
-	defer sys.Close()
+	defer conns.Close()
 	var kek []byte
 	if opts.CAKeyFile != "" {
 		if kek, err = os.ReadFile(opts.CAKeyFile); err != nil {
@@ -198,7 +202,7 @@ func controldRun(ctx context.Context, opts *ControldOptions) error {
 			return cmdutil.FlagErrorf("--ca-key-file must hold exactly 32 bytes, has %d (head -c 32 /dev/urandom > FILE)", len(kek))
 		}
 	}
-	srv, err := controld.New(ctx, controldConfig(opts, nc, sys, keys, kek, log))
+	srv, err := controld.New(ctx, controldConfig(opts, conns, keys, kek, log))
 	if err != nil {
 		return roleSetupHint(err)
 	}
@@ -212,8 +216,8 @@ func controldRun(ctx context.Context, opts *ControldOptions) error {
 
 // controldConfig is controld's Config from the flags (and the environment
 // they were read with).
-func controldConfig(opts *ControldOptions, nc, sys *nats.Conn, keys *bus.Keys, kek []byte, log *slog.Logger) controld.Config {
-	return controld.Config{DatabaseURL: opts.DatabaseURL, NATS: nc, SystemNATS: sys, BusKeys: keys,
+func controldConfig(opts *ControldOptions, conns controlplane.Conns, keys *bus.Keys, kek []byte, log *slog.Logger) controld.Config {
+	return controld.Config{DatabaseURL: opts.DatabaseURL, NATS: conns.NC, APINATS: conns.API, SystemNATS: conns.Sys, BusKeys: keys,
 		Identity: identity.Settings{SessionTTL: opts.SessionTTL,
 			OIDC: identity.OIDCConfig{Issuer: opts.OIDCIssuer, ClientID: opts.OIDCClientID, MaxIDTokenAge: opts.OIDCMaxTokenAge}},
 		APIRateLimit: controld.RateLimit{Rate: opts.APIRate, Burst: opts.APIBurst}, Log: log,
@@ -223,6 +227,6 @@ func controldConfig(opts *ControldOptions, nc, sys *nats.Conn, keys *bus.Keys, k
 		GatewayAddr: opts.GatewayAddr, CAKeyEncryptionKey: kek, SSHCertTTL: opts.SSHCertTTL,
 		Stripe: payments.Settings{APIBase: opts.StripeAPI, SecretKey: os.Getenv("GPUAAS_STRIPE_SECRET_KEY"),
 			WebhookSecret: os.Getenv("GPUAAS_STRIPE_WEBHOOK_SECRET"), SuccessURL: opts.StripeSuccessURL, CancelURL: opts.StripeCancelURL},
-		HTTPAddr: opts.HTTPAddr, StreamReplicas: opts.StreamReplicas, MetricsAddr: opts.MetricsAddr,
+		HTTPAddr: opts.HTTPAddr, StreamReplicas: opts.StreamReplicas, Streams: opts.Streams, MetricsAddr: opts.MetricsAddr,
 		DrainTimeout: opts.DrainTimeout}
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
+	"github.com/gpuaas/gpuaas/internal/devenv/controlplane"
 )
 
 // TestControldFlagsReachConfig: every tuning flag of `gpuaas controld`
@@ -31,7 +32,7 @@ func TestControldFlagsReachConfig(t *testing.T) {
 	if err := cmd.Execute(); err != nil {
 		t.Fatal(err)
 	}
-	cfg := controldConfig(got, nil, nil, nil, nil, nil)
+	cfg := controldConfig(got, controlplane.Conns{}, nil, nil, nil)
 	checks := []struct {
 		name      string
 		got, want any

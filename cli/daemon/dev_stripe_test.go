@@ -27,16 +27,17 @@ func TestDevStripeOffByDefault(t *testing.T) {
 }
 
 // TestDevStripeCredentialsFromEnvironment: GPUAAS_STRIPE_SECRET_KEY and
-// GPUAAS_STRIPE_WEBHOOK_SECRET replace the test credentials, which are
-// used without them.
+// GPUAAS_STRIPE_WEBHOOK_SECRET replace the test key, which is used
+// without them, and the data directory's own webhook secret.
 func TestDevStripeCredentialsFromEnvironment(t *testing.T) {
 	opts := &DevOptions{Config: devenv.Config{DataDir: t.TempDir(), StripeAPI: "http://127.0.0.1:12111"}}
 	cfg := devConfig(opts, func(string) string { return "" })
 	if err := cfg.CheckAndSetDefaults(); err != nil {
 		t.Fatal(err)
 	}
-	if cfg.StripeSecretKey != devenv.DefaultStripeSecretKey || cfg.StripeWebhookSecret != devenv.DefaultStripeWebhookSecret {
-		t.Errorf("got key %q, webhook secret %q; want the dev defaults", cfg.StripeSecretKey, cfg.StripeWebhookSecret)
+	// No webhook secret: the platform makes one for its data directory.
+	if cfg.StripeSecretKey != devenv.DefaultStripeSecretKey || cfg.StripeWebhookSecret != "" {
+		t.Errorf("got key %q, webhook secret %q; want the dev key and no secret", cfg.StripeSecretKey, cfg.StripeWebhookSecret)
 	}
 	env := map[string]string{"GPUAAS_STRIPE_SECRET_KEY": "sk_test_fromenv", "GPUAAS_STRIPE_WEBHOOK_SECRET": "whsec_fromenv"}
 	cfg = devConfig(opts, func(k string) string { return env[k] })

@@ -48,7 +48,11 @@ func printBanner(opts *DevOptions, env *devenv.Env, isolated bool) {
 		fmt.Fprintln(w, describe("isolation", "NONE: not root, so sessions on sim hosts run as you and can read this process's data"))
 	}
 	if opts.StripeAPI != "" {
-		fmt.Fprintln(w, describe("stripe", opts.StripeAPI+"; webhook "+env.WebhookURL+" (secret from $GPUAAS_STRIPE_WEBHOOK_SECRET, default "+devenv.DefaultStripeWebhookSecret+")"))
+		secret := "signing secret from $GPUAAS_STRIPE_WEBHOOK_SECRET"
+		if env.WebhookSecretFile != "" {
+			secret = "signing secret in " + env.WebhookSecretFile
+		}
+		fmt.Fprintln(w, describe("stripe", opts.StripeAPI+"; webhook "+env.WebhookURL+" (loopback only; "+secret+")"))
 	} else {
 		fmt.Fprintln(w, describe("stripe", "off: `gpuaas billing topup` is unavailable (see --stripe-api)"))
 	}

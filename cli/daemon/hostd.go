@@ -214,8 +214,9 @@ func hostEnv(ctx context.Context, opts *HostdOptions, log *slog.Logger) (*tasks.
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	env := &tasks.Env{Hypervisor: hv, Users: host.PosixUsers{}, Runner: host.ExecRunner{},
+	tenancy := host.NodeTenancy(opts.StateDir, log) // uids never reused, private /tmp, scrubbed release
+	env := &tasks.Env{Hypervisor: hv, Users: host.PosixUsers{Tenancy: tenancy}, Runner: host.ExecRunner{},
 		Topology: topology.Real(), StateDir: opts.StateDir, ImageDir: opts.ImageDir, Log: log,
 		KernelLog: xid.DevKmsg, KernelBoot: xid.BootTime(time.Now())}
-	return env, term.SystemAccounts{}, func() { _ = hv.Close() }, nil
+	return env, term.SystemAccounts{Tenancy: tenancy}, func() { _ = hv.Close() }, nil
 }

@@ -86,7 +86,7 @@ type watching struct {
 // startWatch runs `gpuaas watch args...` and returns once it listens.
 func startWatch(t *testing.T, env *controldtest.Env, args ...string) *watching {
 	t.Helper()
-	return startWatchWith(t, env.Client(env.AdminToken), args...)
+	return startWatchWith(t, env.UserClient(t, env.Admin.ID, env.AdminToken), args...)
 }
 
 // startWatchWith is startWatch with the client the watch uses.
@@ -166,7 +166,7 @@ func TestWatchOneAllocationPiped(t *testing.T) {
 	// then sees only the release.
 	sctx, stop := context.WithTimeout(ctx, 30*time.Second)
 	defer stop()
-	delivered, err := c.SubscribeEvents(sctx, env.Admin.ID)
+	delivered, err := env.UserClient(t, env.Admin.ID, env.AdminToken).SubscribeEvents(sctx, env.Admin.ID)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,6 +18,8 @@ import (
 	"github.com/gpuaas/gpuaas/controld/controldtest"
 	"github.com/gpuaas/gpuaas/controld/identity"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/bus"
+	"github.com/gpuaas/gpuaas/internal/recstore"
 	"github.com/gpuaas/gpuaas/internal/testutil"
 )
 
@@ -201,7 +203,7 @@ func TestSniffersSeeNothing(t *testing.T) {
 	gateway := mustDial(t, env.NATSURL, keyOpts(t, gwKey)...)
 	watch(gateway, api.InboxPrefix(gwPub)+".>", "gpuaas.gate.>", "gpuaas.user.*.>")
 	// Each also tries to widen its view, and is refused.
-	anon.refusedSub(t, "_INBOX_*.>", "")
+	anon.refusedSub(t, "_INBOX.*.>", "")
 	node.refusedSub(t, "gpuaas.host."+otherNode+".>", "")
 	node.refusedSub(t, "gpuaas.host.*.task", "")
 
@@ -209,7 +211,7 @@ func TestSniffersSeeNothing(t *testing.T) {
 	// uses the token; the victim node gets a task delivered.
 	victimKey, _ := newKey(t)
 	victim := mustDial(t, env.NATSURL, keyOpts(t, victimKey)...)
-	login, err := api.NewClient(victim.nc).Login(ctx, api.LoginRequest{Email: "carol@example.test", Password: password})
+	login, err := keyClient(t, victim, victimKey).Login(ctx, api.LoginRequest{Email: "carol@example.test", Password: password})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -282,7 +284,7 @@ func TestHostPermissions(t *testing.T) {
 	// bad token is told so by the enrollment itself.
 	ek, _ := newKey(t)
 	enr := mustDial(t, env.NATSURL, append(keyOpts(t, ek), nats.Token("gpe_notavalidtoken"))...)
-	err = api.NewClient(enr.nc).Request(t.Context(), api.SubjectEnroll, api.EnrollRequest{Token: "gpe_notavalidtoken",
+	err = keyClient(t, enr, ek).Request(t.Context(), api.SubjectEnroll, api.EnrollRequest{Token: "gpe_notavalidtoken",
 		PublicKey: make([]byte, 32)}, nil)
 	if err == nil || !strings.Contains(err.Error(), "unknown enrollment token") {
 		t.Fatalf("enrolling with a bad token got %v; want unknown enrollment token", err)
@@ -391,7 +393,9 @@ func TestGatewayPermissions(t *testing.T) {
 		g.refusedSub(t, subj, "")
 	}
 	for _, subj := range []string{"gpuaas.user.u-1.evt.alloc.state", "gpuaas.host.n-1.task", "$JS.API.STREAM.INFO.EVENTS",
-		"$JS.API.STREAM.DELETE.OBJ_" + api.RecordingsBucket, api.GateRevokedSubject, api.GateNoticeSubject} {
+		"$JS.API.STREAM.DELETE." + recstore.Stream, "$JS.API.STREAM.PURGE." + recstore.Stream,
+		"$JS.API.STREAM.MSG.DELETE." + recstore.Stream, "gpuaas.rec.ts-1.meta", "$O." + api.RecordingsBucket + ".M.x",
+		api.GateRevokedSubject, api.GateNoticeSubject} {
 		g.refusedPub(t, subj, []byte("{}"))
 	}
 }
@@ -405,7 +409,7 @@ func TestPreLogin(t *testing.T) {
 	ctx := t.Context()
 	key, _ := newKey(t)
 	p := mustDial(t, env.NATSURL, keyOpts(t, key)...)
-	c := api.NewClient(p.nc)
+	c := keyClient(t, p, key)
 	if _, err := c.AuthConfig(ctx); err != nil {
 		t.Fatalf("auth.config before login: %v", err)
 	}
@@ -432,7 +436,7 @@ func TestLoginLimitPerSource(t *testing.T) {
 	for i := range 5 {
 		k, _ := newKey(t)
 		p := mustDial(t, env.NATSURL, keyOpts(t, k)...)
-		_, err = api.NewClient(p.nc).Login(ctx, api.LoginRequest{Email: fmt.Sprintf("nobody%d@example.test", i), Password: "wrong password"})
+		_, err = keyClient(t, p, k).Login(ctx, api.LoginRequest{Email: fmt.Sprintf("nobody%d@example.test", i), Password: "wrong password"})
 		if i < 3 && !errors.Is(err, api.ErrUnauthenticated) {
 			t.Fatalf("failure %d got %v; want unauthenticated", i+1, err)
 		}
@@ -470,9 +474,98 @@ func TestRevokedBeforeRecorded(t *testing.T) {
 		t.Fatal(err)
 	}
 	var rows int
-	if err := env.Server.Pool().QueryRow(ctx, `SELECT count(*) FROM bus_connections`).Scan(&rows); err != nil || rows != 0 {
+	if err := env.Server.Pool().QueryRow(ctx, `SELECT count(*) FROM bus_connections WHERE principal = ANY($1)`,
+		[]string{frank.ID, pub}).Scan(&rows); err != nil || rows != 0 {
 		t.Fatalf("%d connections recorded (%v) before the revocations were handled; the test wants none yet", rows, err)
 	}
 	waitClosed(t, user.nc, 10*time.Second)
 	waitClosed(t, op.nc, 10*time.Second)
+}
+
+// TestNodeAndEnrollmentRepliesOnlyToTheirInbox: a node's report whose
+// reply subject is not its own inbox, and an enrollment without the proof
+// of the key whose inbox it names, are dropped unanswered: controld never
+// publishes to a subject a node or an enrolling key chose.
+func TestNodeAndEnrollmentRepliesOnlyToTheirInbox(t *testing.T) {
+	t.Parallel()
+	env := controldtest.Start(t, controldtest.Options{NoNodes: true})
+	nodeID, key := enrolledNode(t, env, "h1")
+	other, _ := enrolledNode(t, env, "h2")
+	targets := []string{"gpuaas.host." + other + ".deputy", api.InboxPrefix(other) + ".x", api.EventSubject("deputy"),
+		api.GateRevokedSubject, "$JS.API.STREAM.PURGE." + api.EventStreamName}
+	var mu sync.Mutex
+	var seen []string
+	for _, subj := range targets {
+		if _, err := env.NC.Subscribe(subj, func(m *nats.Msg) {
+			mu.Lock()
+			seen = append(seen, m.Subject)
+			mu.Unlock()
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_ = env.NC.Flush()
+	n := mustDial(t, env.NATSURL, nodeOpts(nodeID, key)...)
+	ek, _ := newKey(t)
+	enr := mustDial(t, env.NATSURL, append(keyOpts(t, ek), nats.Token("gpe_notavalidtoken"))...)
+	for _, target := range targets {
+		if err := n.nc.PublishRequest(api.HostCtlSubject(nodeID, api.HostHeartbeat), target, []byte("{}")); err != nil {
+			t.Fatal(err)
+		}
+		if err := enr.nc.PublishRequest(api.SubjectEnroll, target, []byte(`{"token":"gpe_notavalidtoken"}`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_ = n.nc.Flush()
+	_ = enr.nc.Flush()
+	// Requests on their own inboxes are still answered, after the others.
+	err := api.NewClient(n.nc).Request(t.Context(), api.HostCtlSubject(nodeID, api.HostHeartbeat), map[string]string{}, nil)
+	if err == nil || strings.Contains(err.Error(), "timed out") {
+		t.Fatalf("a heartbeat on the node's own inbox got %v; want controld's answer", err)
+	}
+	err = keyClient(t, enr, ek).Request(t.Context(), api.SubjectEnroll, api.EnrollRequest{Token: "gpe_notavalidtoken",
+		PublicKey: make([]byte, 32)}, nil)
+	if err == nil || !strings.Contains(err.Error(), "unknown enrollment token") {
+		t.Fatalf("enrolling with its proof got %v; want unknown enrollment token", err)
+	}
+	// Without the proof, on its own inbox: dropped too.
+	if err := api.NewClient(enr.nc, api.WithTimeout(time.Second)).Request(t.Context(), api.SubjectEnroll,
+		api.EnrollRequest{Token: "gpe_notavalidtoken", PublicKey: make([]byte, 32)}, nil); err == nil ||
+		!strings.Contains(err.Error(), "timed out") {
+		t.Fatalf("enrolling without the key's proof got %v; want no answer", err)
+	}
+	_ = env.NC.Flush()
+	mu.Lock()
+	defer mu.Unlock()
+	if len(seen) > 0 {
+		t.Fatalf("controld published to subjects a node or an enrolling key chose: %v", seen)
+	}
+}
+
+// TestAPIConnectionPublishesOnlyToInboxes: the connection controld serves
+// the API on may publish to inboxes and nowhere else — not to events,
+// streams, buckets, the JetStream API, nodes, gateways nor controld's own
+// inbox — so that no reply subject can make it write there even past a
+// bug in the reply check.
+func TestAPIConnectionPublishesOnlyToInboxes(t *testing.T) {
+	t.Parallel()
+	env := controldtest.Start(t, controldtest.Options{NoNodes: true})
+	p := mustDial(t, env.NATSURL, bus.WithKey(env.Bus.Keys.API))
+	for _, subj := range []string{api.UserEventSubject("u-1", "alloc.state"), api.EventSubject("alloc.state"),
+		"$JS.API.STREAM.PURGE." + api.EventStreamName, "gpuaas.rec.ts-1.meta", "gpuaas.rec.ts-1.c.0", "gpuaas.host.n-1.task",
+		api.HostCtlSubject("n-1", api.HostResult), api.GateNoticeSubject, api.GateRevokedSubject,
+		api.ControldInboxPrefix + ".x", api.Subject(api.EndpointAuthLogin), "$SYS.REQ.USER.AUTH"} {
+		p.refusedPub(t, subj, []byte("{}"))
+	}
+	if err := p.nc.Publish(api.InboxPrefix("u-1")+".x", []byte("{}")); err != nil {
+		t.Fatal(err)
+	}
+	_ = p.nc.Flush()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, err := range p.errs {
+		if strings.Contains(err.Error(), "_inbox.u-1") {
+			t.Fatalf("publishing to an inbox was refused: %v", err)
+		}
+	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/gpuaas/gpuaas/controld/node"
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/bus"
+	"github.com/gpuaas/gpuaas/internal/recstore"
 )
 
 // Kinds of connection the callout lets in.
@@ -164,28 +165,16 @@ func (s *Service) nodeGrant(nodeID, key string) *grant {
 
 // gatewayGrant lets sshgate call the API (as itself and for users with
 // delegated sessions), follow users' events for the TUI it serves, hear
-// revocations, and write terminal recordings to their object store.
+// revocations, and write the chunks of terminal recordings.
 func (s *Service) gatewayGrant(key string) *grant {
 	g := &grant{kind: KindGateway, principal: key, connKey: key, account: bus.AppAccount,
 		expires: s.now().Add(s.cfg.ServiceTTL)}
 	g.perms.Pub.Allow.Add(api.SubjectPrefix + ".>")
-	g.perms.Pub.Allow.Add(recordingSubjects()...)
+	// Chunks of recordings, never their metadata: controld seals them
+	// (internal/recstore), and nothing can be replaced or deleted there.
+	g.perms.Pub.Allow.Add(recstore.WriterSubjects...)
 	g.perms.Sub.Allow.Add(api.InboxPrefix(key)+".>", "gpuaas.gate.>", "gpuaas.user.*.>")
 	return g
-}
-
-// recordingSubjects are the JetStream subjects of the recordings object
-// store, and nothing else of JetStream.
-func recordingSubjects() []string {
-	stream := "OBJ_" + api.RecordingsBucket
-	return []string{
-		"$JS.API.STREAM.INFO." + stream,
-		"$JS.API.STREAM.CREATE." + stream,
-		"$JS.API.STREAM.MSG.GET." + stream,
-		"$JS.API.DIRECT.GET." + stream + ".>",
-		"$JS.API.STREAM.PURGE." + stream,
-		"$O." + api.RecordingsBucket + ".>",
-	}
 }
 
 // operatorGrant lets natscli monitor the servers read-only from the system

@@ -115,6 +115,17 @@ func keyOpts(t *testing.T, key nkeys.KeyPair) []nats.Option {
 	return []nats.Option{bus.WithKey(key), nats.CustomInboxPrefix(api.InboxPrefix(pub))}
 }
 
+// keyClient is an API client on p, a connection that signed in with key:
+// its requests carry the key's reply proof, as a CLI's do.
+func keyClient(t *testing.T, p *probe, key nkeys.KeyPair, opts ...api.ClientOption) *api.Client {
+	t.Helper()
+	proof, err := api.ReplyProof(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return api.NewClient(p.nc, append([]api.ClientOption{api.WithReplyProof(proof)}, opts...)...)
+}
+
 func newKey(t *testing.T) (nkeys.KeyPair, string) {
 	t.Helper()
 	kp, err := nkeys.CreateUser()
@@ -143,7 +154,7 @@ func enrolledNode(t *testing.T, env *controldtest.Env, name string) (string, nke
 	}
 	p := mustDial(t, env.NATSURL, append(keyOpts(t, key), nats.Token(tok.Token))...)
 	var resp api.EnrollResponse
-	if err := api.NewClient(p.nc).Request(t.Context(), api.SubjectEnroll, api.EnrollRequest{Token: tok.Token, PublicKey: pub,
+	if err := keyClient(t, p, key).Request(t.Context(), api.SubjectEnroll, api.EnrollRequest{Token: tok.Token, PublicKey: pub,
 		Hostname: name, Version: "test"}, &resp); err != nil {
 		t.Fatalf("enroll: %v", err)
 	}

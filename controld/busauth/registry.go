@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -149,11 +148,10 @@ func (s *Service) writeRows(ctx context.Context, rows []connRow) {
 // from, given the reply subject of its request (its inbox is named after
 // its key); "" when unknown.
 func SourceOf(ctx context.Context, q store.Querier, reply string) string {
-	rest, ok := strings.CutPrefix(reply, "_INBOX_")
+	key, ok := api.InboxOwner(reply)
 	if !ok {
 		return ""
 	}
-	key, _, _ := strings.Cut(rest, ".")
 	var src string
 	if err := q.QueryRow(ctx, `SELECT source FROM bus_connections WHERE conn_key = $1 AND kind = $2
 		ORDER BY connected_at DESC LIMIT 1`, key, KindPreLogin).Scan(&src); err != nil {

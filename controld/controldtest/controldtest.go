@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nkeys"
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/gpuaas/gpuaas/controld"
@@ -63,6 +64,11 @@ type Options struct {
 	// throttled (controld's own default is 50 requests/s in bursts of 200,
 	// which polling loops and benchmarks would trip over).
 	APIRateLimit controld.RateLimit
+	// PreLoginRateLimit and PreLoginSourceRateLimit are passed to
+	// controld; left zero, tests are not limited either.
+	PreLoginRateLimit, PreLoginSourceRateLimit controld.RateLimit
+	// Streams is passed to controld.
+	Streams controld.StreamLimits
 	// LoginLimits and InviteTTL are passed to controld (zero: its defaults).
 	LoginLimits identity.LoginLimits
 	InviteTTL   time.Duration
@@ -120,10 +126,16 @@ type Env struct {
 	NATSURL string
 	// Bus is the NATS server, with the auth callout answered by Server.
 	Bus *testutil.Bus
-	// NC is controld's own connection (every permission): tests drive the
-	// API through it with a user's token in the request, as a user's own
-	// connection (UserConn) would.
-	NC         *nats.Conn
+	// NC is controld's own connection (every permission). The API does
+	// not answer on it (its replies would go to controld's own inbox):
+	// Client is on a connection of its own.
+	NC *nats.Conn
+	// KeyConn is a connection that signed in with a key of its own, as a
+	// CLI that has not logged in has; Client's requests go on it, with
+	// the key's reply proof and the token they are given, as the CLI's do
+	// on the connection it logged in on.
+	KeyConn    *nats.Conn
+	keyProof   string
 	Admin      api.User
 	AdminToken string
 	Project    api.Project
@@ -148,6 +160,7 @@ func startControld(t testing.TB, b *testutil.Bus, dsn string, opts Options) *con
 		Now: opts.Now, Log: log, Hosts: opts.Hosts, MaxConns: opts.MaxConns, QueueInterval: 100 * time.Millisecond,
 		SSHCertTTL: opts.SSHCertTTL, GatewayAddr: opts.GatewayAddr, Billing: opts.Billing, Idle: opts.Idle,
 		Stripe: opts.Stripe, HTTPAddr: opts.HTTPAddr, APIRateLimit: opts.APIRateLimit,
+		PreLoginRateLimit: opts.PreLoginRateLimit, PreLoginSourceRateLimit: opts.PreLoginSourceRateLimit, Streams: opts.Streams,
 		MetricsAddr: opts.MetricsAddr, OutboxMaxAttempts: opts.OutboxMaxAttempts, Partition: opts.Partition}})
 	if err != nil {
 		t.Fatalf("controld: %v", err)
@@ -201,18 +214,10 @@ func (e *Env) StartReplica(t testing.TB, log *slog.Logger) *controlplane.Control
 func (e *Env) Crash(t testing.TB, next *controlplane.Controld) {
 	t.Helper()
 	old := *e.ctl
-	closeConns(old.NC, old.Sys)
+	old.Conns.Close()
 	t.Cleanup(func() { _ = old.Stop() })
 	*e.ctl = next
 	e.Server, e.NC = next.Server, next.NC
-}
-
-func closeConns(conns ...*nats.Conn) {
-	for _, nc := range conns {
-		if nc != nil {
-			nc.Close()
-		}
-	}
 }
 
 // SliceNode is an 8-GPU slice host spec, 4 GPUs on each of two NUMA nodes.
@@ -228,8 +233,10 @@ func DefaultNodes() []node.Spec { return sim.DevFleet() }
 // Start runs controld until the test ends.
 func Start(t testing.TB, opts Options) *Env {
 	t.Helper()
-	if opts.APIRateLimit == (controld.RateLimit{}) {
-		opts.APIRateLimit.Disabled = true
+	for _, l := range []*controld.RateLimit{&opts.APIRateLimit, &opts.PreLoginRateLimit, &opts.PreLoginSourceRateLimit} {
+		if *l == (controld.RateLimit{}) {
+			l.Disabled = true
+		}
 	}
 	dsn := opts.DSN
 	if dsn == "" {
@@ -250,8 +257,9 @@ func Start(t testing.TB, opts Options) *Env {
 		}
 	})
 	srv, nc := ctl.Server, ctl.NC
+	keyConn, proof := connectWithKey(t, b)
 	if opts.NoSeed {
-		return &Env{Server: srv, NATSURL: b.URL, Bus: b, NC: nc, DSN: dsn, ctl: held, opts: opts}
+		return &Env{Server: srv, NATSURL: b.URL, Bus: b, NC: nc, KeyConn: keyConn, keyProof: proof, DSN: dsn, ctl: held, opts: opts}
 	}
 	credit := opts.CreditMinor
 	if credit == 0 {
@@ -270,8 +278,8 @@ func Start(t testing.TB, opts Options) *Env {
 	if err != nil {
 		t.Fatalf("seed: %v", err)
 	}
-	env := &Env{Server: srv, NATSURL: b.URL, Bus: b, NC: nc, Admin: res.Admin, Project: res.Project, DSN: dsn,
-		ctl: held, opts: opts}
+	env := &Env{Server: srv, NATSURL: b.URL, Bus: b, NC: nc, KeyConn: keyConn, keyProof: proof, Admin: res.Admin,
+		Project: res.Project, DSN: dsn, ctl: held, opts: opts}
 	env.AdminToken = env.Login(t, AdminEmail, AdminPassword)
 	return env
 }
@@ -339,9 +347,50 @@ func (e *Env) GatewayVia(t testing.TB, name string, dial func(url string, opts .
 	return client, priv
 }
 
-// Client returns an API client with token and the test project.
+// Client returns an API client with token and the test project, on
+// KeyConn.
 func (e *Env) Client(token string, opts ...api.ClientOption) *api.Client {
-	return api.NewClient(e.NC, append([]api.ClientOption{api.WithToken(token), api.WithProject(e.Project.Name)}, opts...)...)
+	return api.NewClient(e.KeyConn, append([]api.ClientOption{api.WithToken(token), api.WithProject(e.Project.Name),
+		api.WithReplyProof(e.keyProof)}, opts...)...)
+}
+
+// AnonClient is an API client without a session on KeyConn, as a CLI
+// that has not logged in has.
+func (e *Env) AnonClient() *api.Client {
+	return api.NewClient(e.KeyConn, api.WithReplyProof(e.keyProof))
+}
+
+// RequestMsg sends a raw API request on KeyConn with the key's reply
+// proof, for tests that build the message themselves.
+func (e *Env) RequestMsg(ctx context.Context, msg *nats.Msg) (*nats.Msg, error) {
+	if msg.Header == nil {
+		msg.Header = nats.Header{}
+	}
+	msg.Header.Set(api.HeaderReplyProof, e.keyProof)
+	return e.KeyConn.RequestMsgWithContext(ctx, msg)
+}
+
+// connectWithKey connects to b with a fresh key, as a CLI that has not
+// logged in does, and returns the connection and the key's reply proof.
+func connectWithKey(t testing.TB, b *testutil.Bus) (*nats.Conn, string) {
+	t.Helper()
+	kp, err := nkeys.CreateUser()
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts, proof, err := api.KeyConnOptions(kp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The callout decides the connection; on a loaded machine it may miss
+	// the server's deadline once: this is the env's set-up, not a test.
+	var nc *nats.Conn
+	testutil.EventuallyWithin(t, 30*time.Second, "a connection with a key of its own", func() bool {
+		nc, err = bus.Connect(b.URL, t.Name(), opts...)
+		return err == nil
+	})
+	t.Cleanup(nc.Close)
+	return nc, proof
 }
 
 // Credit books amount (minor units; negative debits) to a project, by
@@ -360,7 +409,7 @@ func (e *Env) Credit(t testing.TB, project string, amount int64) int64 {
 // Login logs a local user in and returns the session token.
 func (e *Env) Login(t testing.TB, email, password string) string {
 	t.Helper()
-	resp, err := api.NewClient(e.NC).Login(context.Background(), api.LoginRequest{Email: email, Password: password})
+	resp, err := e.AnonClient().Login(context.Background(), api.LoginRequest{Email: email, Password: password})
 	if err != nil {
 		t.Fatalf("login %s: %v", email, err)
 	}

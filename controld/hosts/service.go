@@ -75,7 +75,16 @@ func (t *Tuning) CheckAndSetDefaults() error {
 type Config struct {
 	Tuning
 	Pool *pgxpool.Pool
+	// NATS delivers tasks (requests to gpuaas.host.<node>.>) and, unless
+	// Serve is set, takes the nodes' reports.
 	NATS *nats.Conn
+	// Serve, when set, is the connection the nodes' reports and
+	// enrollments are taken and answered on: controld's API connection,
+	// which may publish only to inboxes.
+	Serve *nats.Conn
+	// ReplyRefused, when set, is told of each report or enrollment
+	// dropped for its reply subject (replyguard.go), with the reason.
+	ReplyRefused func(reason string)
 	// TaskKey signs task envelopes. Required.
 	TaskKey ed25519.PrivateKey
 	// SlotsFreed is called after a result freed slots (to retry queued
@@ -104,6 +113,12 @@ func (c *Config) CheckAndSetDefaults() error {
 	}
 	if c.TaskSettled == nil {
 		c.TaskSettled = func(string, string, time.Duration) {}
+	}
+	if c.Serve == nil {
+		c.Serve = c.NATS
+	}
+	if c.ReplyRefused == nil {
+		c.ReplyRefused = func(string) {}
 	}
 	if c.SlotsFreed == nil {
 		c.SlotsFreed = func() {}
@@ -180,7 +195,11 @@ func (d *Service) Run(ctx, hard context.Context) error {
 	var active []*nats.Subscription
 	for _, s := range subs {
 		handle := s.handle
-		sub, err := d.cfg.NATS.QueueSubscribe(s.subject, queue, func(m *nats.Msg) {
+		sub, err := d.cfg.Serve.QueueSubscribe(s.subject, queue, func(m *nats.Msg) {
+			if reason := replyRefused(m); reason != "" {
+				d.cfg.ReplyRefused(reason)
+				return
+			}
 			// The callback runs before the subscription's drain completes,
 			// so every report received is counted before drain waits.
 			inflight.Add(1)

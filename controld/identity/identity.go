@@ -218,8 +218,11 @@ func validateNewUser(u *NewUser) error {
 	if err := validateEmail(u.Email); err != nil {
 		return err
 	}
-	if len(u.Name) > 200 || !utf8.ValidString(u.Name) || strings.ContainsAny(u.Name, "\r\n\t") {
-		return api.Errorf(api.CodeInvalidArgument, "name must be one line of valid UTF-8, at most 200 bytes")
+	if len(u.Name) > 200 {
+		return api.Errorf(api.CodeInvalidArgument, "name must be at most 200 bytes")
+	}
+	if err := api.CheckText("name", u.Name); err != nil {
+		return err
 	}
 	if u.Role == "" {
 		u.Role = api.RoleUser
@@ -313,6 +316,9 @@ func (s *Service) openLoginSession(ctx context.Context, q store.Querier, userID 
 }
 
 func validateEmail(email string) error {
+	if err := api.CheckText("email", email); err != nil {
+		return err
+	}
 	at := strings.IndexByte(email, '@')
 	if at < 1 || at == len(email)-1 || strings.ContainsAny(email, " \t\r\n") || len(email) > 254 {
 		return api.Errorf(api.CodeInvalidArgument, "%q is not an email address", email)

@@ -14,12 +14,12 @@ import (
 	"github.com/gpuaas/gpuaas/internal/api"
 )
 
-// Limit is the failure budget of one kind of login key (an account or a
-// source address). MaxFailures failures in a row are free; then each
-// further attempt waits out a lockout that starts at Lockout after the
-// last failure and doubles with every failure, up to MaxLockout. A
-// success resets an account's count; failures older than Window are
-// forgotten.
+// Limit is the failure budget of one kind of login key (a client at an
+// account, or a source address). MaxFailures failures in a row are free;
+// then each further attempt waits out a lockout that starts at Lockout
+// after the last failure and doubles with every failure, up to
+// MaxLockout. A success resets a client's count; failures older than
+// Window are forgotten.
 type Limit struct {
 	MaxFailures int
 	Lockout     time.Duration
@@ -27,11 +27,26 @@ type Limit struct {
 	Window      time.Duration
 }
 
-// Default login limits: an account may fail 5 times, a source address 30
-// (many people may share one address), before lockouts start.
+// Slowdown is the account-wide defence against guesses spread over many
+// addresses. Once an account has had Failures failed logins, from all
+// addresses together, within Window, every address that has itself failed
+// at the account gets no free failures left: it waits the Account
+// lockout, doubling, after each of its failures. An address that has not
+// failed at the account is never held back by it, so the owner can always
+// log in from their own address, however many others guess.
+type Slowdown struct {
+	Failures int
+	Window   time.Duration
+}
+
+// Default login limits: one address may fail 5 times at one account, and
+// 30 times over all accounts (many people may share one address), before
+// lockouts start; an account guessed at 20 times slows every address that
+// failed at it.
 var (
 	DefaultAccountLimit = Limit{MaxFailures: 5, Lockout: time.Minute, MaxLockout: time.Hour, Window: 24 * time.Hour}
 	DefaultSourceLimit  = Limit{MaxFailures: 30, Lockout: time.Minute, MaxLockout: time.Hour, Window: time.Hour}
+	DefaultSlowdown     = Slowdown{Failures: 20, Window: 24 * time.Hour}
 )
 
 // checkAndSetDefaults fills the zero fields of l from def and checks it.
@@ -77,8 +92,14 @@ func (l Limit) lockedUntil(failures int, last time.Time) time.Time {
 
 // LoginLimits are the budgets of auth.login.
 type LoginLimits struct {
-	Account Limit // keyed on the email asked for, known user or not
-	Source  Limit // keyed on the caller's address, when known
+	// Account is keyed on the email asked for (known user or not) and the
+	// caller's address together: an address's failures lock only that
+	// address out of the account.
+	Account Limit
+	// Source is keyed on the caller's address, when known.
+	Source Limit
+	// Slowdown is keyed on the email asked for, all addresses together.
+	Slowdown Slowdown
 }
 
 // CheckAndSetDefaults fills defaults.
@@ -86,7 +107,24 @@ func (l *LoginLimits) CheckAndSetDefaults() error {
 	if err := l.Account.checkAndSetDefaults("account", DefaultAccountLimit); err != nil {
 		return err
 	}
-	return l.Source.checkAndSetDefaults("source", DefaultSourceLimit)
+	if err := l.Source.checkAndSetDefaults("source", DefaultSourceLimit); err != nil {
+		return err
+	}
+	if l.Slowdown.Failures == 0 {
+		l.Slowdown.Failures = DefaultSlowdown.Failures
+	}
+	if l.Slowdown.Window == 0 {
+		l.Slowdown.Window = DefaultSlowdown.Window
+	}
+	if l.Slowdown.Failures < 1 || l.Slowdown.Window < 0 {
+		return errors.New("identity: login slowdown: need Failures >= 1 and a positive Window")
+	}
+	return nil
+}
+
+// window is the longest time a login_attempts row matters.
+func (l LoginLimits) window() time.Duration {
+	return max(l.Account.Window, l.Source.Window, l.Slowdown.Window)
 }
 
 // Beginner starts transactions (a pool).
@@ -106,61 +144,110 @@ func NewLimiter(limits LoginLimits, now func() time.Time) *Limiter {
 	return &Limiter{limits: limits, now: now}
 }
 
-// AccountKey is the login_attempts key of an email address.
-func AccountKey(email string) string { return "account:" + strings.ToLower(strings.TrimSpace(email)) }
+// AccountKey is the login_attempts key counting an email address's
+// failures from all addresses (the slowdown's count).
+func AccountKey(email string) string { return "account:" + normalEmail(email) }
+
+// ClientKey is the login_attempts key of one address's attempts at one
+// email address ("" when the address is unknown). An address has no '/',
+// so the key names one pair.
+func ClientKey(email, addr string) string { return "client:" + addr + "/" + normalEmail(email) }
 
 // SourceKey is the login_attempts key of a caller's address.
 func SourceKey(addr string) string { return "source:" + addr }
 
+func normalEmail(email string) string { return strings.ToLower(strings.TrimSpace(email)) }
+
 // Attempt is a login attempt that was let through: it already counts as a
 // failure until Succeeded says otherwise.
 type Attempt struct {
-	l                   *Limiter
-	account, source     string
-	accountOK, sourceOK bool
+	l                             *Limiter
+	at                            time.Time
+	account, client, source       string
+	accountOK, clientOK, sourceOK bool
+	// What the keys count with this attempt, and the client's limit
+	// (Account, or no free failures under a slowdown).
+	accountN, clientN, sourceN int
+	clientLimit                Limit
 }
 
-// Begin counts one attempt against the account (email, when not empty)
-// and the source (addr, when not empty), before the password is checked,
-// so concurrent guesses cannot overtake the limit. When either is locked
-// out it answers rate_limited with the longer wait, and the attempt is
-// not counted against a key that was locked.
+// Begin counts one attempt against the address (addr, when not empty),
+// the client at the account (email and addr) and the account (email,
+// when not empty), before the password is checked, so concurrent guesses
+// cannot overtake the limits. When the address or the client is locked
+// out it answers rate_limited with the wait, and the attempt is not
+// counted against the keys after it (a locked client's retries still
+// count against its address).
 func (l *Limiter) Begin(ctx context.Context, db Beginner, email, addr string) (*Attempt, error) {
-	a := &Attempt{l: l}
-	var wait time.Duration
-	var which string
+	a := &Attempt{l: l, at: l.now().UTC()}
 	if addr != "" {
 		a.source = SourceKey(addr)
-		d, err := l.take(ctx, db, a.source, l.limits.Source)
+		n, wait, err := l.take(ctx, db, a.source, l.limits.Source, a.at)
 		if err != nil {
 			return nil, err
 		}
-		a.sourceOK = d == 0
-		if d > 0 {
-			wait, which = d, "from your address"
+		if wait > 0 {
+			return nil, api.RateLimited("too many failed logins from your address", wait)
 		}
+		a.sourceOK, a.sourceN = true, n
 	}
-	if email != "" && wait == 0 {
-		a.account = AccountKey(email)
-		d, err := l.take(ctx, db, a.account, l.limits.Account)
-		if err != nil {
-			return nil, err
-		}
-		a.accountOK = d == 0
-		if d > 0 {
-			wait, which = d, "for this account"
-		}
+	if email == "" {
+		return a, nil
+	}
+	a.account, a.client = AccountKey(email), ClientKey(email, addr)
+	slowed, err := l.slowedDown(ctx, db, a.account, a.at)
+	if err != nil {
+		return nil, err
+	}
+	a.clientLimit = l.limits.Account
+	if slowed {
+		a.clientLimit.MaxFailures = 1
+	}
+	n, wait, err := l.take(ctx, db, a.client, a.clientLimit, a.at)
+	if err != nil {
+		return nil, err
 	}
 	if wait > 0 {
-		return nil, api.RateLimited("too many failed logins "+which, wait)
+		msg := "too many failed logins for this account from your address"
+		if slowed {
+			msg = "this account is being guessed at: after a failed login, each address waits before trying again"
+		}
+		return nil, api.RateLimited(msg, wait)
 	}
+	a.clientOK, a.clientN = true, n
+	all := l.limits.Slowdown
+	if a.accountN, _, err = l.take(ctx, db, a.account, Limit{MaxFailures: math.MaxInt, Window: all.Window}, a.at); err != nil {
+		return nil, err
+	}
+	a.accountOK = true
 	return a, nil
 }
 
-// take counts one attempt against key, or returns how long it is locked.
-func (l *Limiter) take(ctx context.Context, db Beginner, key string, lim Limit) (time.Duration, error) {
-	now := l.now().UTC()
+// slowedDown reports whether the account's failures from all addresses
+// have reached the slowdown's threshold within its window.
+func (l *Limiter) slowedDown(ctx context.Context, db Beginner, key string, now time.Time) (bool, error) {
+	tx, err := db.Begin(ctx)
+	if err != nil {
+		return false, fmt.Errorf("read login attempts: %w", err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // read only
+	var failures int
+	var last time.Time
+	err = tx.QueryRow(ctx, `SELECT failures, last_failure_at FROM login_attempts WHERE key = $1`, key).Scan(&failures, &last)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("read login attempts: %w", err)
+	}
+	return now.Sub(last) <= l.limits.Slowdown.Window && failures >= l.limits.Slowdown.Failures, nil
+}
+
+// take counts one attempt against key and returns the count, or returns
+// how long it is locked.
+func (l *Limiter) take(ctx context.Context, db Beginner, key string, lim Limit, now time.Time) (int, time.Duration, error) {
 	var wait time.Duration
+	var counted int
 	err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
 		// One statement inserts the key's row or locks the one there is:
 		// a successful login may delete it at any moment (Succeeded), and
@@ -180,30 +267,44 @@ func (l *Limiter) take(ctx context.Context, db Beginner, key string, lim Limit) 
 			wait = until.Sub(now)
 			return nil
 		}
+		counted = failures + 1
 		_, err := tx.Exec(ctx, `UPDATE login_attempts SET failures = $2, last_failure_at = $3 WHERE key = $1`,
-			key, failures+1, now)
+			key, counted, now)
 		return err
 	})
 	if err != nil {
-		return 0, fmt.Errorf("count login attempt: %w", err)
+		return 0, 0, fmt.Errorf("count login attempt: %w", err)
 	}
-	return wait, nil
+	return counted, wait, nil
+}
+
+// uncount takes one attempt back from key.
+func uncount(ctx context.Context, q store.Querier, key string) error {
+	if _, err := q.Exec(ctx, `UPDATE login_attempts SET failures = failures - 1 WHERE key = $1 AND failures > 0`, key); err != nil {
+		return fmt.Errorf("reset login attempts: %w", err)
+	}
+	return nil
 }
 
 // Succeeded takes the attempt back, in the transaction of the login it
-// let through: the account's failures are forgotten; the source's count
-// only loses this attempt, so that one good login does not reset the
-// budget of an address guessing at other accounts.
+// let through: the client's failures at the account are forgotten; the
+// source's and the account's counts only lose this attempt, so that one
+// good login neither resets the budget of an address guessing at other
+// accounts nor ends a slowdown others are causing.
 func (a *Attempt) Succeeded(ctx context.Context, q store.Querier) error {
-	if a.accountOK {
-		if _, err := q.Exec(ctx, `DELETE FROM login_attempts WHERE key = $1`, a.account); err != nil {
+	if a.clientOK {
+		if _, err := q.Exec(ctx, `DELETE FROM login_attempts WHERE key = $1`, a.client); err != nil {
 			return fmt.Errorf("reset login attempts: %w", err)
 		}
 	}
-	if a.sourceOK {
-		if _, err := q.Exec(ctx, `UPDATE login_attempts SET failures = failures - 1 WHERE key = $1 AND failures > 0`,
-			a.source); err != nil {
-			return fmt.Errorf("reset login attempts: %w", err)
+	for _, k := range []struct {
+		ok  bool
+		key string
+	}{{a.accountOK, a.account}, {a.sourceOK, a.source}} {
+		if k.ok {
+			if err := uncount(ctx, q, k.key); err != nil {
+				return err
+			}
 		}
 	}
 	return nil

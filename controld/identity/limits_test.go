@@ -25,8 +25,9 @@ func openPool(t testing.TB) *pgxpool.Pool {
 }
 
 var testLimits = identity.LoginLimits{
-	Account: identity.Limit{MaxFailures: 3, Lockout: time.Minute, MaxLockout: 10 * time.Minute, Window: time.Hour},
-	Source:  identity.Limit{MaxFailures: 5, Lockout: time.Minute, MaxLockout: 10 * time.Minute, Window: time.Hour},
+	Account:  identity.Limit{MaxFailures: 3, Lockout: time.Minute, MaxLockout: 10 * time.Minute, Window: time.Hour},
+	Source:   identity.Limit{MaxFailures: 5, Lockout: time.Minute, MaxLockout: 10 * time.Minute, Window: time.Hour},
+	Slowdown: identity.Slowdown{Failures: 6, Window: time.Hour},
 }
 
 // wantLimited checks that err is rate_limited with retry-after secs.
@@ -107,8 +108,10 @@ func TestLimiterSuccess(t *testing.T) {
 	if err := a.Succeeded(ctx, pool); err != nil {
 		t.Fatal(err)
 	}
-	// The account starts afresh; the source only got this attempt back.
-	for key, want := range map[string]int{identity.AccountKey("ada@example.test"): 0, identity.SourceKey(src): 2} {
+	// The client starts afresh at the account; the account's and the
+	// source's counts only got this attempt back.
+	for key, want := range map[string]int{identity.ClientKey("ada@example.test", src): 0,
+		identity.AccountKey("ada@example.test"): 2, identity.SourceKey(src): 2} {
 		if n, err := identity.Failures(ctx, pool, key); err != nil || n != want {
 			t.Errorf("%s: got %d failures, %v; want %d", key, n, err, want)
 		}

@@ -13,7 +13,7 @@ import (
 // the longest window. Safe on every replica.
 func (s *Service) Prune(ctx context.Context, q store.Querier) error {
 	now := s.cfg.Now().UTC()
-	window := max(s.cfg.LoginLimits.Account.Window, s.cfg.LoginLimits.Source.Window)
+	window := s.cfg.LoginLimits.window()
 	for _, p := range []struct {
 		what, sql string
 		before    time.Time

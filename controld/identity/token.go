@@ -132,6 +132,22 @@ func (s *Service) Authenticate(ctx context.Context, q store.Querier, bearer stri
 	return p, nil
 }
 
+// TokenSubject returns the user a session token names when controld signed
+// it, whether or not it is still valid (ended, revoked, expired): whose
+// inbox an answer to it belongs in (controld's reply guard), never who may
+// act.
+func (s *Service) TokenSubject(raw string) (string, bool) {
+	var claims jwt.RegisteredClaims
+	_, err := jwt.ParseWithClaims(raw, &claims, func(t *jwt.Token) (any, error) {
+		return s.pub, nil
+	}, jwt.WithValidMethods([]string{jwt.SigningMethodEdDSA.Alg()}), jwt.WithIssuer(tokenIssuer),
+		jwt.WithoutClaimsValidation())
+	if err != nil || claims.Subject == "" {
+		return "", false
+	}
+	return claims.Subject, true
+}
+
 // Revoke ends a session; later requests with its token are refused.
 func Revoke(ctx context.Context, q store.Querier, sessionID string, at time.Time) error {
 	// The notification goes out at commit to every replica's session

@@ -43,7 +43,7 @@ func newFixture(t *testing.T) *fixture {
 	if f.js, err = jetstream.New(f.nc); err != nil {
 		t.Fatal(err)
 	}
-	if err := EnsureStream(ctx, f.js, 1); err != nil {
+	if err := EnsureStream(ctx, f.js, 1, 1<<30, 7*24*time.Hour); err != nil {
 		t.Fatal(err)
 	}
 	return f

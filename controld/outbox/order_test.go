@@ -36,7 +36,7 @@ func TestRelayHoldsSubjectBehindBackingOffRow(t *testing.T) {
 	if n, err := r.RunOnce(ctx); err != nil || n != 1 {
 		t.Fatalf("first batch got %d rows, %v; want 1 (failing)", n, err)
 	}
-	if err := EnsureStream(ctx, f.js, 1); err != nil {
+	if err := EnsureStream(ctx, f.js, 1, 1<<30, 7*24*time.Hour); err != nil {
 		t.Fatal(err)
 	}
 	second, other := enq("a-held"), enq("a-other")

@@ -101,15 +101,18 @@ func NewRelay(cfg RelayConfig) (*Relay, error) {
 }
 
 // EnsureStream creates or updates the EVENTS stream with replicas copies
-// (1 on a single server; 3 on a cluster of three for JetStream R3).
-func EnsureStream(ctx context.Context, js jetstream.JetStream, replicas int) error {
+// (1 on a single server; 3 on a cluster of three for JetStream R3), at most
+// maxBytes and maxAge old: the oldest events go first.
+func EnsureStream(ctx context.Context, js jetstream.JetStream, replicas int, maxBytes int64, maxAge time.Duration) error {
 	_, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
 		Name:       api.EventStreamName,
 		Replicas:   replicas,
 		Subjects:   []string{api.EventSubjectPrefix + ".>"},
 		Storage:    jetstream.FileStorage,
 		Duplicates: DuplicateWindow,
-		MaxAge:     7 * 24 * time.Hour,
+		MaxAge:     maxAge,
+		MaxBytes:   maxBytes,
+		Discard:    jetstream.DiscardOld,
 	})
 	if err != nil {
 		return fmt.Errorf("ensure %s stream: %w", api.EventStreamName, err)

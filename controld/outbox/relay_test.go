@@ -179,7 +179,7 @@ func TestRelayBacksOffThenMovesRowToDead(t *testing.T) {
 	if _, err := r.RunOnce(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := EnsureStream(ctx, f.js, 1); err != nil {
+	if err := EnsureStream(ctx, f.js, 1, 1<<30, 7*24*time.Hour); err != nil {
 		t.Fatal(err)
 	}
 	f.clock.Advance(time.Second)

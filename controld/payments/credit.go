@@ -39,6 +39,12 @@ func scanCheckout(row pgx.Row) (checkoutRow, error) {
 // already paid (its completion and async-success events both arrive for
 // some payment methods) is not credited again. The ledger's (kind,
 // reference) uniqueness, with the session id as reference, backs that up.
+//
+// The credit is the amount controld asked for when it created the
+// session (stripe_checkout_sessions.amount_minor), never the event's own
+// figure: an event for a session that is not ours, or whose currency,
+// amount or project differ from what was created, credits nothing and is
+// audited (billing.topup_refused) for an operator to look at.
 func (s *Service) creditCheckout(ctx context.Context, tx pgx.Tx, ev stripe.Event) (string, error) {
 	var cs stripe.CheckoutSession
 	if err := json.Unmarshal(ev.Data.Raw, &cs); err != nil || cs.ID == "" {
@@ -53,9 +59,10 @@ func (s *Service) creditCheckout(ctx context.Context, tx pgx.Tx, ev stripe.Event
 	row, err := scanCheckout(tx.QueryRow(ctx, `SELECT `+checkoutColumns+` FROM stripe_checkout_sessions
 		WHERE id = $1 FOR UPDATE`, cs.ID))
 	if errors.Is(err, pgx.ErrNoRows) {
-		// Not one of ours (another integration on the same account).
+		// Not one of ours (another integration on the same account, or a
+		// forged event).
 		s.cfg.Log.Warn("stripe webhook: unknown checkout session", "event", ev.ID, "session", cs.ID)
-		return OutcomeUnknown, nil
+		return OutcomeUnknown, s.auditRefusedTopup(ctx, tx, ev, &cs, nil, "unknown checkout session")
 	}
 	if err != nil {
 		return "", wrap("load checkout session", err)
@@ -63,13 +70,13 @@ func (s *Service) creditCheckout(ctx context.Context, tx pgx.Tx, ev stripe.Event
 	if row.State == "paid" {
 		return OutcomeAlready, nil
 	}
-	amount, currency := cs.AmountTotal, strings.ToLower(string(cs.Currency))
-	if amount <= 0 || currency != row.Currency || (cs.ClientReferenceID != "" && cs.ClientReferenceID != row.ProjectID) {
+	if why := mismatch(&cs, row); why != "" {
 		s.cfg.Log.Error("stripe webhook: paid checkout session does not match what was created; not credited",
-			"event", ev.ID, "session", cs.ID, "amount", amount, "currency", currency,
-			"want_currency", row.Currency, "client_reference_id", cs.ClientReferenceID, "project", row.ProjectID)
-		return OutcomeMismatch, nil
+			"event", ev.ID, "session", cs.ID, "why", why, "amount", cs.AmountTotal, "want_amount", row.AmountMinor,
+			"currency", cs.Currency, "want_currency", row.Currency, "client_reference_id", cs.ClientReferenceID, "project", row.ProjectID)
+		return OutcomeMismatch, s.auditRefusedTopup(ctx, tx, ev, &cs, &row, why)
 	}
+	amount, currency := row.AmountMinor, row.Currency
 	var pi *string
 	if cs.PaymentIntent != nil && cs.PaymentIntent.ID != "" {
 		pi = &cs.PaymentIntent.ID
@@ -107,4 +114,32 @@ func (s *Service) creditCheckout(ctx context.Context, tx pgx.Tx, ev stripe.Event
 		return "", err
 	}
 	return OutcomeCredited, nil
+}
+
+// mismatch says how a paid session in an event differs from the one we
+// created ("" when it does not).
+func mismatch(cs *stripe.CheckoutSession, row checkoutRow) string {
+	switch {
+	case strings.ToLower(string(cs.Currency)) != row.Currency:
+		return "currency differs"
+	case cs.AmountTotal != row.AmountMinor:
+		return "amount differs"
+	case cs.ClientReferenceID != "" && cs.ClientReferenceID != row.ProjectID:
+		return "project differs"
+	}
+	return ""
+}
+
+// auditRefusedTopup records a paid Checkout Session that credited nothing
+// (row is nil for a session we did not create), in the webhook's
+// transaction.
+func (s *Service) auditRefusedTopup(ctx context.Context, tx pgx.Tx, ev stripe.Event, cs *stripe.CheckoutSession, row *checkoutRow, why string) error {
+	detail := map[string]any{"session_id": cs.ID, "event_id": ev.ID, "reason": why,
+		"event_amount_minor": cs.AmountTotal, "event_currency": strings.ToLower(string(cs.Currency))}
+	entry := audit.Entry{Action: "billing.topup_refused", TargetType: "stripe_checkout_session", TargetID: cs.ID, Detail: detail}
+	if row != nil {
+		detail["amount_minor"], detail["currency"], detail["user_id"] = row.AmountMinor, row.Currency, row.UserID
+		entry.ProjectID = row.ProjectID
+	}
+	return audit.Write(ctx, tx, audit.Meta{At: s.now(), ActorID: StripeActor, CorrelationID: ev.ID}, entry)
 }

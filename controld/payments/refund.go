@@ -37,7 +37,7 @@ func ValidateReason(reason string, required bool) error {
 	case len(reason) > MaxReasonLength:
 		return api.Errorf(api.CodeInvalidArgument, "the reason is longer than %d characters", MaxReasonLength)
 	}
-	return nil
+	return api.CheckText("reason", reason)
 }
 
 // Refund refunds a paid top-up through Stripe and mirrors the refund as a

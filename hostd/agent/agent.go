@@ -360,8 +360,12 @@ func (a *Agent) loadOrEnroll(ctx context.Context) error {
 		return fmt.Errorf("enroll: %w", err)
 	}
 	defer nc.Close()
+	proof, err := api.ReplyProof(pre)
+	if err != nil {
+		return fmt.Errorf("enroll: %w", err)
+	}
 	var resp api.EnrollResponse
-	if err := api.NewClient(nc).Request(ctx, api.SubjectEnroll, api.EnrollRequest{Token: a.cfg.Token, PublicKey: pub,
+	if err := api.NewClient(nc, api.WithReplyProof(proof)).Request(ctx, api.SubjectEnroll, api.EnrollRequest{Token: a.cfg.Token, PublicKey: pub,
 		Hostname: a.cfg.Hostname, Version: Version, TerminalAddr: a.cfg.TerminalAddr, TerminalHostKey: a.cfg.TerminalHostKey}, &resp); err != nil {
 		return fmt.Errorf("enroll: %w", err)
 	}

@@ -276,7 +276,10 @@ func TestReplayedProgressAndResultRefused(t *testing.T) {
 		})
 		return result != nil
 	})
-	m, err := attacker.Request(api.HostCtlSubject(nodeID, api.HostResult), result, 5*time.Second)
+	// Asked on the node's own inbox, where controld answers the node's
+	// reports: the replay is refused for what it is, not for its reply.
+	asNode := env.Bus.Connect(t, nats.CustomInboxPrefix(api.InboxPrefix(nodeID)))
+	m, err := asNode.Request(api.HostCtlSubject(nodeID, api.HostResult), result, 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}

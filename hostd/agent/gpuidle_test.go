@@ -25,7 +25,7 @@ func startIdleSimFleet(t *testing.T) *simFleet {
 		Billing: controld.BillingConfig{Window: time.Minute},
 		Idle:    controld.IdleConfig{MinPeriod: time.Minute, WarnAhead: 30 * time.Second, Interval: time.Hour},
 		Hosts:   controld.HostsConfig{HeartbeatInterval: 200 * time.Millisecond, DownAfter: 24 * time.Hour, AutoApproveSlots: true}})
-	admin := env.Client(env.AdminToken)
+	admin := env.UserClient(t, env.Admin.ID, env.AdminToken)
 	dir := t.TempDir()
 	h, err := sim.NewHost(dir, sim.H200Slice8(), "idle-sim")
 	if err != nil {

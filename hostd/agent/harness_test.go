@@ -111,7 +111,7 @@ func fleet(t testing.TB, hosts controld.HostsConfig) (*controldtest.Env, *api.Cl
 	}
 	hosts.AutoApproveSlots = true
 	env := controldtest.Start(t, controldtest.Options{NoNodes: true, Hosts: hosts})
-	return env, env.Client(env.AdminToken)
+	return env, env.UserClient(t, env.Admin.ID, env.AdminToken)
 }
 
 // runningAgent is an agent started by the test.

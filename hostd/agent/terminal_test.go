@@ -93,7 +93,7 @@ func TestTerminalCAs(t *testing.T) {
 		if cr.Nkey != nodeKey {
 			return testutil.Grant{}, errors.New("not the node's key")
 		}
-		return testutil.Grant{Pub: []string{"gpuaas.ctl.host.n-7.>"}, Sub: []string{"gpuaas.host.n-7.>", "_INBOX_n-7.>"}}, nil
+		return testutil.Grant{Pub: []string{"gpuaas.ctl.host.n-7.>"}, Sub: []string{"gpuaas.host.n-7.>", "_INBOX.n-7.>"}}, nil
 	})
 	id, _ := json.Marshal(map[string]any{"node_id": "n-7", "name": "h7", "shape": api.ShapeGPUSlice,
 		"seed": priv.Seed(), "heartbeat_interval": int64(50 * time.Millisecond)})

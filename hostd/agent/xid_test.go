@@ -51,7 +51,7 @@ func startSimFleetOn(t *testing.T, shape string, profile sim.Profile, tune ...fu
 	env := controldtest.Start(t, controldtest.Options{NoNodes: true, Now: clock.Now,
 		Billing: controld.BillingConfig{Window: time.Minute},
 		Hosts:   controld.HostsConfig{HeartbeatInterval: 200 * time.Millisecond, DownAfter: 24 * time.Hour, AutoApproveSlots: true}})
-	admin := env.Client(env.AdminToken)
+	admin := env.UserClient(t, env.Admin.ID, env.AdminToken)
 	dir := t.TempDir()
 	h, err := sim.NewHost(dir, profile, "xid-sim")
 	if err != nil {

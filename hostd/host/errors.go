@@ -38,3 +38,19 @@ var (
 	// be ended (Users.KillProcesses).
 	ErrProcessesLeft = errors.New("processes still running")
 )
+
+// Errors of tenant isolation.
+var (
+	// ErrUIDsExhausted is returned when the node's uid range for
+	// allocation users has no uid left that was never given: no user is
+	// made rather than one with a former tenant's uid.
+	ErrUIDsExhausted = errors.New("allocation uid range exhausted")
+	// ErrTenantDir is returned when the directory of allocations' private
+	// temporary directories is not safe to use (not root's, or writable by
+	// others).
+	ErrTenantDir = errors.New("unsafe tenant directory")
+)
+
+// ErrStateDiskShared is CheckStateDisk's finding: tenants can fill the
+// filesystem hostd keeps its state on.
+var ErrStateDiskShared = errors.New("state disk shared with tenants")

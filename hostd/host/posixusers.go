@@ -38,6 +38,10 @@ type PosixUsers struct {
 	KillWait time.Duration
 	// Shell is the login shell; empty means /bin/bash.
 	Shell string
+	// Tenancy gives users uids never used before on the node and is what
+	// their sessions are isolated with (SystemAccounts); nil lets useradd
+	// pick the uid (tests only: hostd always sets it).
+	Tenancy *Tenancy
 }
 
 var _ Users = PosixUsers{}
@@ -71,14 +75,48 @@ func (u PosixUsers) Create(ctx context.Context, name string, authorizedKeys []st
 	if shell == "" {
 		shell = "/bin/bash"
 	}
-	if _, err := u.run(ctx, "useradd", "-m", "-s", shell, "-U", "--", name); err != nil {
-		if ExitCode(err) == 9 { // useradd: username already in use
-			return fmt.Errorf("create user %s: %w", name, ErrUserExists)
-		}
-		return fmt.Errorf("create user %s: %w", name, err)
+	if err := AddUser(ctx, u.run, u.Tenancy, name, "-m", "-s", shell); err != nil {
+		return err
 	}
 	if err := WriteAuthorizedKeys(name, content); err != nil {
-		_ = u.Delete(context.WithoutCancel(ctx), name)
+		_, _ = u.Delete(context.WithoutCancel(ctx), name)
+		return fmt.Errorf("create user %s: %w", name, err)
+	}
+	return nil
+}
+
+// AddUser runs useradd for name with a group of its own and these
+// options. With a Tenancy, the user and its group get a uid (and the
+// same gid) never given before on the node: groupadd -g, then useradd -u
+// -g (-l: no lastlog entry, a sparse file as large as the highest uid).
+func AddUser(ctx context.Context, run func(context.Context, string, ...string) ([]byte, error), t *Tenancy, name string, opts ...string) error {
+	if t == nil || t.UIDs == nil {
+		args := append(append([]string{}, opts...), "-U", "--", name)
+		if _, err := run(ctx, "useradd", args...); err != nil {
+			if ExitCode(err) == 9 { // username already in use
+				return fmt.Errorf("create user %s: %w", name, ErrUserExists)
+			}
+			return fmt.Errorf("create user %s: %w", name, err)
+		}
+		return nil
+	}
+	uid, err := t.UIDs.Next(name)
+	if err != nil {
+		return fmt.Errorf("create user %s: %w", name, err)
+	}
+	id := strconv.FormatUint(uint64(uid), 10)
+	if _, err := run(ctx, "groupadd", "-g", id, "--", name); err != nil {
+		if ExitCode(err) == 9 { // group name already in use
+			return fmt.Errorf("create user %s: group: %w", name, ErrUserExists)
+		}
+		return fmt.Errorf("create user %s: group: %w", name, err)
+	}
+	args := append(append([]string{}, opts...), "-u", id, "-g", id, "-l", "--", name)
+	if _, err := run(ctx, "useradd", args...); err != nil {
+		_, _ = run(context.WithoutCancel(ctx), "groupdel", "--", name)
+		if ExitCode(err) == 9 {
+			return fmt.Errorf("create user %s: %w", name, ErrUserExists)
+		}
 		return fmt.Errorf("create user %s: %w", name, err)
 	}
 	return nil
@@ -215,21 +253,50 @@ func (u PosixUsers) pkill(ctx context.Context, signal, name string) error {
 	return nil
 }
 
-// Delete removes the user, their group and home directory. A user that
-// does not exist is not an error.
-func (u PosixUsers) Delete(ctx context.Context, name string) error {
+// Delete ends the user's processes, removes the user, their group and
+// home directory, then everything else of theirs on the node (their
+// private temporary directories, ScrubUser). A user that does not exist
+// is not an error.
+func (u PosixUsers) Delete(ctx context.Context, name string) (Removed, error) {
 	if err := CheckUserName(name); err != nil {
-		return err
+		return Removed{}, err
 	}
-	if ok, err := u.Exists(ctx, name); err != nil || !ok {
-		return err
+	usr, err := user.Lookup(name)
+	var unknown user.UnknownUserError
+	if errors.As(err, &unknown) {
+		return Removed{}, nil
 	}
-	_, err := u.run(ctx, "userdel", "-r", "--", name)
+	if err != nil {
+		return Removed{}, fmt.Errorf("look up user %s: %w", name, err)
+	}
+	uid, err1 := strconv.Atoi(usr.Uid)
+	gid, err2 := strconv.Atoi(usr.Gid)
+	if err := errors.Join(err1, err2); err != nil {
+		return Removed{}, fmt.Errorf("ids of %s: %w", name, err)
+	}
+	if err := u.KillProcesses(ctx, name); err != nil {
+		return Removed{}, err
+	}
+	_, err = u.run(ctx, "userdel", "-r", "--", name)
 	switch {
 	case err == nil, ExitCode(err) == 6: // 6: no such user (gone in the meantime)
-		return nil
 	case ExitCode(err) == 12: // the account is gone; its home could not be removed
-		return fmt.Errorf("delete user %s: home not fully removed: %w", name, err)
+		return Removed{}, fmt.Errorf("delete user %s: home not fully removed: %w", name, err)
+	default:
+		return Removed{}, fmt.Errorf("delete user %s: %w", name, err)
 	}
-	return fmt.Errorf("delete user %s: %w", name, err)
+	return ReleaseUser(ctx, u.Tenancy, name, uid, gid)
+}
+
+// ReleaseUser removes what is left of a deleted user: its private
+// temporary directories (with a Tenancy) and everything it owns on the
+// node (ScrubUser).
+func ReleaseUser(ctx context.Context, t *Tenancy, name string, uid, gid int) (Removed, error) {
+	var res Removed
+	var terr error
+	if t != nil && t.Dir != "" {
+		res.Files, terr = t.Release(name, uid)
+	}
+	s, err := ScrubUser(ctx, name, uid, gid)
+	return res.Add(s), errors.Join(terr, err)
 }

@@ -33,7 +33,7 @@ func TestPosixUsers(t *testing.T) {
 	var b [4]byte
 	_, _ = rand.Read(b[:])
 	name := "gpuaastest" + hex.EncodeToString(b[:])
-	t.Cleanup(func() { _ = u.Delete(context.Background(), name) })
+	t.Cleanup(func() { _, _ = u.Delete(context.Background(), name) })
 
 	keys := []string{"ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOxQbfNRUG2dkK4J5Ca1y4KGxvdp3Iu6SMbw6U/9TqLf alice@example"}
 	if err := u.Create(ctx, name, keys); err != nil {
@@ -90,7 +90,7 @@ func TestPosixUsers(t *testing.T) {
 		t.Errorf("KillProcesses without processes: %v", err)
 	}
 
-	if err := u.Delete(ctx, name); err != nil {
+	if _, err := u.Delete(ctx, name); err != nil {
 		t.Fatalf("Delete: %v", err)
 	}
 	if ok, err := u.Exists(ctx, name); ok || err != nil {
@@ -99,7 +99,7 @@ func TestPosixUsers(t *testing.T) {
 	if _, err := os.Stat(usr.HomeDir); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("home %s still there: %v", usr.HomeDir, err)
 	}
-	if err := u.Delete(ctx, name); err != nil {
+	if _, err := u.Delete(ctx, name); err != nil {
 		t.Errorf("second Delete: %v", err)
 	}
 	if err := u.KillProcesses(ctx, name); err != nil {

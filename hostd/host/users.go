@@ -13,9 +13,12 @@ type Users interface {
 	// KillProcesses ends every process of the user (SIGTERM, then SIGKILL),
 	// also those that left their session (nohup, setsid, daemons).
 	KillProcesses(ctx context.Context, name string) error
-	// Delete removes the user and their home directory. Deleting a user
-	// that does not exist is not an error.
-	Delete(ctx context.Context, name string) error
+	// Delete removes the user, their home directory and everything else
+	// of theirs on the node (files anywhere on its local filesystems,
+	// System V IPC objects, crontab and at jobs: ScrubUser), and returns
+	// what it removed besides the account and home. Deleting a user that
+	// does not exist is not an error.
+	Delete(ctx context.Context, name string) (Removed, error)
 }
 
 // Runner runs host commands (qemu-img, cloud-localds, blkdiscard, ...);

@@ -160,7 +160,7 @@ func TestUsers(t *testing.T) {
 		t.Errorf("Killed = %v", got)
 	}
 	for range 2 {
-		if err := u.Delete(ctx, "galice"); err != nil {
+		if _, err := u.Delete(ctx, "galice"); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -430,7 +430,8 @@ func (h *Hypervisor) Undefine(_ context.Context, name string) error {
 	)
 	if h.guests != nil { // the guest's disk is gone, and its users with it
 		for _, u := range d.rec.GuestUsers {
-			err = errors.Join(err, h.guests.Delete(context.Background(), u))
+			_, derr := h.guests.Delete(context.Background(), u)
+			err = errors.Join(err, derr)
 		}
 	}
 	if err != nil {

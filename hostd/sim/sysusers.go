@@ -44,7 +44,15 @@ type systemUsers struct {
 	shell  string
 	posix  host.PosixUsers
 	run    host.Runner
+	// tenancy gives uids from UIDRecord and keeps the users' private
+	// temporary directories in homes/../tenants.
+	tenancy *host.Tenancy
 }
+
+// UIDRecord is where the sim records the uids it gave (host.UIDRange):
+// one file for the machine, since every sim host on it shares its
+// /etc/passwd and a uid is never to be given twice on it.
+var UIDRecord = "/var/lib/gpuaas/sim-uids"
 
 // parkRecord is what is kept of a parked user.
 type parkRecord struct {
@@ -96,8 +104,13 @@ func NewSystemUsers(ctx context.Context, dir, homes string) (*Users, error) {
 	if _, err := os.Stat(shell); err != nil {
 		shell = "/bin/sh"
 	}
-	s := &systemUsers{homes: homes, parked: dir, shell: shell, run: host.ExecRunner{}}
-	s.posix = host.PosixUsers{Runner: s.run}
+	tenants := filepath.Join(filepath.Dir(homes), "tenants")
+	if err := mkdirMode(tenants, 0o711); err != nil {
+		return nil, fmt.Errorf("sim users: %w", err)
+	}
+	s := &systemUsers{homes: homes, parked: dir, shell: shell, run: host.ExecRunner{},
+		tenancy: &host.Tenancy{Dir: tenants, UIDs: &host.UIDRange{Path: UIDRecord, First: host.DefaultUIDFirst, Last: host.DefaultUIDLast}}}
+	s.posix = host.PosixUsers{Runner: s.run, Tenancy: s.tenancy}
 	if err := s.reconcile(ctx); err != nil {
 		return nil, fmt.Errorf("sim users: %w", err)
 	}
@@ -211,20 +224,16 @@ func (s *systemUsers) create(ctx context.Context, name string, authorizedKeys []
 	if err := s.dropHome(name); err != nil {
 		return fmt.Errorf("create user %s: %w", name, err)
 	}
-	_, err := s.run.Run(ctx, "useradd", "-m", "-d", home, "-s", s.shell, "-U", "-c", SystemUserComment, "--", name)
-	if host.ExitCode(err) == 9 { // username already in use
-		return fmt.Errorf("create user %s: %w", name, host.ErrUserExists)
-	}
-	if err != nil {
-		return fmt.Errorf("create user %s: %w", name, err)
+	if err := host.AddUser(ctx, s.run.Run, s.tenancy, name, "-m", "-d", home, "-s", s.shell, "-c", SystemUserComment); err != nil {
+		return err
 	}
 	// useradd -m follows HOME_MODE or UMASK, often 0755.
-	err = os.Chmod(home, 0o700)
+	err := os.Chmod(home, 0o700)
 	if err == nil {
 		err = host.WriteAuthorizedKeys(name, authorizedKeys)
 	}
 	if err != nil {
-		_ = s.remove(context.WithoutCancel(ctx), name)
+		_, _ = s.remove(context.WithoutCancel(ctx), name)
 		return fmt.Errorf("create user %s: %w", name, err)
 	}
 	return nil
@@ -238,45 +247,47 @@ func (s *systemUsers) killProcesses(ctx context.Context, name string) error {
 	return s.posix.KillProcesses(ctx, name)
 }
 
-// delete removes one of our accounts with its home, or the home a parked
-// user left. Another account of that name is not ours to delete.
-func (s *systemUsers) delete(ctx context.Context, name string) error {
+// delete removes one of our accounts with its home and everything else
+// of its on the machine, or the home a parked user left. Another account
+// of that name is not ours to delete.
+func (s *systemUsers) delete(ctx context.Context, name string) (host.Removed, error) {
 	_, ours, err := s.lookup(name)
 	if err != nil {
-		return err
+		return host.Removed{}, err
 	}
 	if ours {
 		return s.remove(ctx, name)
 	}
 	if _, err := user.Lookup(name); err == nil {
-		return nil
+		return host.Removed{}, nil
 	}
 	if err := s.dropHome(name); err != nil {
-		return fmt.Errorf("delete user %s: %w", name, err)
+		return host.Removed{}, fmt.Errorf("delete user %s: %w", name, err)
 	}
-	return nil
+	return host.Removed{}, nil
 }
 
 // remove ends the account's processes, deletes it and, when it lives in
-// our homes, its home. userdel's -r is not used: it would follow the home
+// our homes, its home; then what else it left on the machine
+// (host.ReleaseUser). userdel's -r is not used: it would follow the home
 // path passwd names, which is only ours to remove when it is in homes.
-func (s *systemUsers) remove(ctx context.Context, name string) error {
+func (s *systemUsers) remove(ctx context.Context, name string) (host.Removed, error) {
 	a, _, err := s.lookup(name)
 	if err != nil {
-		return err
+		return host.Removed{}, err
 	}
 	if err := s.posix.KillProcesses(ctx, name); err != nil {
-		return err
+		return host.Removed{}, err
 	}
 	if err := s.userdel(ctx, name); err != nil {
-		return err
+		return host.Removed{}, err
 	}
 	if a.home == filepath.Join(s.homes, name) {
 		if err := s.dropHome(name); err != nil {
-			return fmt.Errorf("delete user %s: %w", name, err)
+			return host.Removed{}, fmt.Errorf("delete user %s: %w", name, err)
 		}
 	}
-	return nil
+	return host.ReleaseUser(ctx, s.tenancy, name, a.uid, a.gid)
 }
 
 func (s *systemUsers) userdel(ctx context.Context, name string) error {
@@ -317,5 +328,5 @@ func (a systemAccounts) Lookup(ctx context.Context, name string) (term.Account, 
 	if !ok {
 		return term.Account{}, fmt.Errorf("%w: %s is not a sim user of this host", term.ErrNoAccount, name)
 	}
-	return term.SystemAccounts{}.Lookup(ctx, name)
+	return term.SystemAccounts{Tenancy: a.u.sys.tenancy}.Lookup(ctx, name)
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/user"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -59,12 +60,39 @@ func (s *systemUsers) park(ctx context.Context, a account) error {
 }
 
 // unpark makes a parked user's account again and gives it its files.
+// A user parked with a uid from the sim's range gets it back (it is the
+// same tenant's); any other (a sandbox user adopted, an account made
+// before uids were recorded) gets a new one.
 func (s *systemUsers) unpark(ctx context.Context, name string) error {
 	home := filepath.Join(s.homes, name)
-	if _, err := s.run.Run(ctx, "useradd", "-M", "-d", home, "-s", s.shell, "-U", "-c", SystemUserComment, "--", name); err != nil {
+	opts := []string{"-M", "-d", home, "-s", s.shell, "-c", SystemUserComment}
+	var rec parkRecord
+	if b, err := os.ReadFile(s.recordPath(name)); err == nil {
+		_ = json.Unmarshal(b, &rec)
+	}
+	if r := s.tenancy.UIDs; r != nil && rec.UID == rec.GID && uint32(rec.UID) >= r.First && uint32(rec.UID) <= r.Last {
+		if err := s.restoreIDs(ctx, name, rec.UID, opts); err == nil {
+			return s.adopt(name)
+		}
+	}
+	if err := host.AddUser(ctx, s.run.Run, s.tenancy, name, opts...); err != nil {
 		return fmt.Errorf("restore user %s: %w", name, err)
 	}
 	return s.adopt(name)
+}
+
+// restoreIDs makes a parked user's account and group with the id it had.
+func (s *systemUsers) restoreIDs(ctx context.Context, name string, id int, opts []string) error {
+	n := strconv.Itoa(id)
+	if _, err := s.run.Run(ctx, "groupadd", "-g", n, "--", name); err != nil {
+		return err
+	}
+	args := append(append([]string{}, opts...), "-u", n, "-g", n, "-l", "--", name)
+	if _, err := s.run.Run(ctx, "useradd", args...); err != nil {
+		_, _ = s.run.Run(context.WithoutCancel(ctx), "groupdel", "--", name)
+		return err
+	}
+	return nil
 }
 
 // adopt makes our account's home its own again: files that belonged to

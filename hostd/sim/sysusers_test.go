@@ -164,7 +164,7 @@ func TestSystemUsersLifecycle(t *testing.T) {
 		}
 	}
 
-	if err := u.Delete(ctx, name); err != nil {
+	if _, err := u.Delete(ctx, name); err != nil {
 		t.Fatal(err)
 	}
 	if ok, _ := u.Exists(ctx, name); ok {
@@ -173,7 +173,7 @@ func TestSystemUsersLifecycle(t *testing.T) {
 	if _, err := os.Lstat(home); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("home after Delete: %v", err)
 	}
-	if err := u.Delete(ctx, name); err != nil {
+	if _, err := u.Delete(ctx, name); err != nil {
 		t.Errorf("second Delete: %v", err)
 	}
 	if err := u.Create(ctx, name, nil); err != nil {
@@ -182,7 +182,7 @@ func TestSystemUsersLifecycle(t *testing.T) {
 	if _, err := os.Lstat(file); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("a new user of the same name found the old file: %v", err)
 	}
-	if err := u.Delete(ctx, name); err != nil {
+	if _, err := u.Delete(ctx, name); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -221,7 +221,7 @@ func TestSystemUsersKillProcesses(t *testing.T) {
 		_ = cmd.Process.Kill()
 		t.Fatal("the user's process is still running after KillProcesses")
 	}
-	if err := u.Delete(ctx, name); err != nil {
+	if _, err := u.Delete(ctx, name); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -156,11 +156,13 @@ func (u *Users) Killed() []string {
 	return slices.Clone(u.killed)
 }
 
-// Delete removes the user and their home; a missing user is not an
-// error.
-func (u *Users) Delete(ctx context.Context, name string) error {
+// Delete removes the user and their home, and a system user's every
+// file, IPC object and job on the machine (host.ReleaseUser); a missing
+// user is not an error. A sandbox user's processes ran as hostd itself:
+// nothing outside its home is told apart as its.
+func (u *Users) Delete(ctx context.Context, name string) (host.Removed, error) {
 	if err := host.CheckUserName(name); err != nil {
-		return err
+		return host.Removed{}, err
 	}
 	if u.sys != nil {
 		u.mu.Lock()
@@ -168,7 +170,7 @@ func (u *Users) Delete(ctx context.Context, name string) error {
 		return u.sys.delete(ctx, name)
 	}
 	if err := os.RemoveAll(u.Home(name)); err != nil {
-		return fmt.Errorf("delete user %s: %w", name, err)
+		return host.Removed{}, fmt.Errorf("delete user %s: %w", name, err)
 	}
-	return nil
+	return host.Removed{}, nil
 }

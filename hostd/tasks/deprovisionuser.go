@@ -9,13 +9,16 @@ import (
 )
 
 // deprovisionUser ends the allocation user's processes and deletes the
-// user with its home. A user that is not there is not an error: the task
-// may be a retry, or the cleanup of a provisioning that never created it.
+// user with its home and everything else of its on the node (files
+// anywhere, System V IPC objects, cron and at jobs: host.Users.Delete),
+// before the slots go back to the pool; the result counts what was
+// removed. A user that is not there is not an error: the task may be a
+// retry, or the cleanup of a provisioning that never created it.
 func deprovisionUser(ctx context.Context, env *Env, p api.UserDeprovisionParams, rep Reporter) (any, error) {
 	if err := host.CheckUserName(p.PosixUser); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidParams, err)
 	}
-	res := UserResult{PosixUser: p.PosixUser}
+	res := api.UserDeprovisionResult{PosixUser: p.PosixUser}
 	ph := NewPhased(env, rep)
 	err := ph.Run(ctx, PhaseKillProcesses, func(ctx context.Context) error {
 		var err error
@@ -28,7 +31,16 @@ func deprovisionUser(ctx context.Context, env *Env, p api.UserDeprovisionParams,
 		return nil, err
 	}
 	err = ph.Run(ctx, PhaseUserDelete, func(ctx context.Context) error {
-		return env.Users.Delete(ctx, p.PosixUser)
+		removed, err := env.Users.Delete(ctx, p.PosixUser)
+		if err != nil {
+			return err
+		}
+		if res.Existed {
+			res.Removed = &api.UserRemoved{Files: removed.Files, IPC: removed.IPC, Jobs: removed.Jobs}
+			env.Log.Info("allocation user released", "user", p.PosixUser, "allocation", p.AllocationID,
+				"files_removed", removed.Files, "ipc_removed", removed.IPC, "jobs_removed", removed.Jobs)
+		}
+		return nil
 	}, nil)
 	if err != nil {
 		return nil, err

@@ -16,14 +16,13 @@ const (
 	PhaseUserDelete    = "user_delete"
 )
 
-// UserResult is what the bare-metal user tasks report.
+// UserResult is what allocation.provision_user reports
+// (allocation.deprovision_user reports an api.UserDeprovisionResult).
 type UserResult struct {
 	PosixUser string `json:"posix_user"`
 	// Replaced is set when provisioning found the user left by an
-	// interrupted attempt and made it afresh; Existed, when
-	// deprovisioning found the user at all.
+	// interrupted attempt and made it afresh.
 	Replaced bool `json:"replaced,omitempty"`
-	Existed  bool `json:"existed,omitempty"`
 }
 
 // provisionUser creates the allocation's POSIX user on a bare-metal host
@@ -69,5 +68,7 @@ func provisionUser(ctx context.Context, env *Env, p api.UserProvisionParams, rep
 // removeUser ends the user's processes and deletes it; a missing user is
 // fine.
 func removeUser(ctx context.Context, env *Env, name string) error {
-	return errors.Join(env.Users.KillProcesses(ctx, name), env.Users.Delete(ctx, name))
+	kerr := env.Users.KillProcesses(ctx, name)
+	_, derr := env.Users.Delete(ctx, name)
+	return errors.Join(kerr, derr)
 }

@@ -53,7 +53,7 @@ func TestProvisionUser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r := out.(tasks.UserResult); !r.Existed {
+	if r := out.(api.UserDeprovisionResult); !r.Existed {
 		t.Errorf("result = %+v", r)
 	}
 	if got := rec.phases(api.PhaseDone); !slices.Equal(got, []string{tasks.PhaseKillProcesses, tasks.PhaseUserDelete}) {
@@ -72,7 +72,7 @@ func TestProvisionUser(t *testing.T) {
 	if err != nil {
 		t.Fatalf("second deprovision: %v", err)
 	}
-	if r := out.(tasks.UserResult); r.Existed {
+	if r := out.(api.UserDeprovisionResult); r.Existed {
 		t.Errorf("result = %+v", r)
 	}
 }

@@ -36,18 +36,26 @@ type Account struct {
 	// processes get; nil runs them as hostd itself (the sim), which also
 	// serves sftp in-process.
 	Credential *syscall.Credential
+	// Isolation, when not nil, is what the session's processes are put in
+	// (private /tmp, /var/tmp and /dev/shm, an IPC namespace of their
+	// own, a higher OOM score): host.Isolation.Isolate.
+	Isolation *host.Isolation
 }
 
 // SystemAccounts looks accounts up in the host's user database and runs
 // sessions as them: uid, gid and supplementary groups from os/user, the
 // login shell from `getent passwd` (NSS) or /etc/passwd. Accounts with uid
 // 0 are refused.
-type SystemAccounts struct{}
+type SystemAccounts struct {
+	// Tenancy, when not nil, isolates every session's processes
+	// (host.Tenancy.Session): what hostd sets on a node.
+	Tenancy *host.Tenancy
+}
 
 var _ Accounts = SystemAccounts{}
 
 // Lookup implements Accounts.
-func (SystemAccounts) Lookup(ctx context.Context, name string) (Account, error) {
+func (a SystemAccounts) Lookup(ctx context.Context, name string) (Account, error) {
 	if err := host.CheckUserName(name); err != nil {
 		return Account{}, fmt.Errorf("%w: %w", ErrNoAccount, err)
 	}
@@ -81,7 +89,13 @@ func (SystemAccounts) Lookup(ctx context.Context, name string) (Account, error) 
 	if err != nil {
 		return Account{}, err
 	}
-	return Account{Name: name, Home: u.HomeDir, Shell: shell, Credential: cred}, nil
+	acct := Account{Name: name, Home: u.HomeDir, Shell: shell, Credential: cred}
+	if a.Tenancy != nil {
+		if acct.Isolation, err = a.Tenancy.Session(name, int(uid), int(gid)); err != nil {
+			return Account{}, fmt.Errorf("isolate %s: %w", name, err)
+		}
+	}
+	return acct, nil
 }
 
 // loginShell is the seventh field of the user's passwd entry: through

@@ -184,7 +184,8 @@ func (l *localSession) environ() []string {
 
 // spawn starts cmd as the account, in its home (or / when that is
 // missing, as sshd does), in a session of its own, with a PTY when one
-// was requested.
+// was requested, isolated as the account says (private /tmp, /var/tmp,
+// /dev/shm and IPC namespace: host.Isolation).
 func (l *localSession) spawn(cmd *exec.Cmd) (func(), error) {
 	a := l.t.acct
 	cmd.Env = l.environ()
@@ -193,6 +194,15 @@ func (l *localSession) spawn(cmd *exec.Cmd) (func(), error) {
 		cmd.Dir = "/"
 	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Credential: a.Credential}
+	if a.Isolation != nil {
+		var agent string
+		if l.agent != nil {
+			agent = l.agent.Path
+		}
+		if err := a.Isolation.Isolate(cmd, a.Credential, agent); err != nil {
+			return nil, err
+		}
+	}
 	if l.pty != nil {
 		return l.spawnPTY(cmd)
 	}

@@ -118,7 +118,7 @@ setsid sh -c 'trap "" TERM HUP; while :; do sleep 1; done' >/dev/null 2>&1 </dev
 	if left := processesOf(uid); len(left) > 0 {
 		t.Errorf("processes of uid %d left: %v", uid, left)
 	}
-	if err := h.Users.Delete(ctx, th.user); err != nil {
+	if _, err := h.Users.Delete(ctx, th.user); err != nil {
 		t.Fatalf("Delete: %v", err)
 	}
 }

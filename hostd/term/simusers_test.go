@@ -35,8 +35,10 @@ func TestSimSystemUsersIsolate(t *testing.T) {
 		}
 	}
 	// hostd's state directory where a node keeps it: under directories
-	// anyone may search (t.TempDir's are 0700).
-	parent, err := os.MkdirTemp("", "gpuaas-term-sim-")
+	// anyone may search (t.TempDir's are 0700), and not in /tmp, which
+	// the sessions do not see (their /tmp is their own): what is checked
+	// here is that permissions keep them out.
+	parent, err := os.MkdirTemp("/var/lib", "gpuaas-term-sim-")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,7 +159,7 @@ func TestSimSystemUsersIsolate(t *testing.T) {
 	if err := h.Users.KillProcesses(ctx, th.user); err != nil {
 		t.Fatal(err)
 	}
-	if err := h.Users.Delete(ctx, th.user); err != nil {
+	if _, err := h.Users.Delete(ctx, th.user); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := (host.ExecRunner{}).Run(ctx, "pgrep", "-u", u.Uid); host.ExitCode(err) != 1 {

@@ -44,7 +44,7 @@ func TestSystemAccount(t *testing.T) {
 	name := api.PosixUser(alloc)
 	t.Cleanup(func() {
 		_ = users.KillProcesses(context.Background(), name)
-		_ = users.Delete(context.Background(), name)
+		_, _ = users.Delete(context.Background(), name)
 	})
 	if err := users.Create(ctx, name, nil); err != nil {
 		t.Fatal(err)

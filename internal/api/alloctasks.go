@@ -53,6 +53,31 @@ type UserDeprovisionParams struct {
 	Cleanup      bool   `json:"cleanup,omitempty"`
 }
 
+// UserDeprovisionResult is what allocation.deprovision_user reports.
+type UserDeprovisionResult struct {
+	PosixUser string `json:"posix_user"`
+	// Existed is set when the user was found at all.
+	Existed bool `json:"existed,omitempty"`
+	// Removed counts what the release removed of the user besides its
+	// account and home (docs/operators.md, "Tenant isolation"); absent
+	// from hostds that predate it, and when the user was not found.
+	Removed *UserRemoved `json:"removed,omitempty"`
+}
+
+// UserRemoved counts what a bare-metal release removed of the
+// allocation's user besides its account and home.
+type UserRemoved struct {
+	// Files are files, directories, links, sockets and fifos the user
+	// owned anywhere on the node's local filesystems, its private /tmp
+	// and /var/tmp included.
+	Files int `json:"files"`
+	// IPC are System V shared memory segments, semaphore sets and
+	// message queues.
+	IPC int `json:"ipc"`
+	// Jobs are crontabs and at jobs.
+	Jobs int `json:"jobs"`
+}
+
 // Task types (DESIGN.md, "Tasks").
 const (
 	TaskHealthProbe      = "diag.health_probe"

@@ -32,6 +32,9 @@ type Client struct {
 	// corr is the correlation id every call carries unless a CallOption
 	// sets its own (WithCorrelation).
 	corr string
+	// proof goes with every request as HeaderReplyProof (a connection
+	// that signed in with a key: replyproof.go).
+	proof string
 	// attemptTimeout bounds one attempt, maxAttempts the attempts, of a
 	// call (retry.go).
 	attemptTimeout time.Duration
@@ -41,8 +44,11 @@ type Client struct {
 // ClientOption configures a Client.
 type ClientOption func(*Client)
 
-// WithToken sets the bearer session token sent with every request.
-func WithToken(token string) ClientOption { return func(c *Client) { c.token = token } }
+// WithToken sets the bearer session token sent with every request (in
+// place of a token source).
+func WithToken(token string) ClientOption {
+	return func(c *Client) { c.token, c.tokens = token, nil }
+}
 
 // WithTokenSource makes each call carry the token source returns (a
 // service's short-lived token it renews, see GatewayLogin).
@@ -61,6 +67,21 @@ func WithTimeout(d time.Duration) ClientOption { return func(c *Client) { c.time
 // (the CLI: one id per invocation), so controld's, and hostd's, log lines
 // for them can be found by it.
 func WithCorrelation(id string) ClientOption { return func(c *Client) { c.corr = id } }
+
+// WithReplyProof makes every call carry proof (KeyConnOptions): the client
+// is on a connection that signed in with a key and reads replies on that
+// key's inbox, which controld answers only with the key's proof.
+func WithReplyProof(proof string) ClientOption { return func(c *Client) { c.proof = proof } }
+
+// With returns a copy of c on the same connection with opts applied (a
+// session's token on the connection that logged in).
+func (c *Client) With(opts ...ClientOption) *Client {
+	cp := *c
+	for _, o := range opts {
+		o(&cp)
+	}
+	return &cp
+}
 
 // CorrelationID is the correlation id the client's calls carry ("" for
 // none: controld then assigns one per call).
@@ -152,6 +173,9 @@ func (c *Client) do(ctx context.Context, subject, endpoint string, mutation bool
 	}
 	if c.project != "" {
 		msg.Header.Set(HeaderProject, c.project)
+	}
+	if c.proof != "" {
+		msg.Header.Set(HeaderReplyProof, c.proof)
 	}
 	// The id of what the call is part of (ctx: an SSH connection at the
 	// gateway), else the client's.

@@ -39,7 +39,11 @@ func NewGatewayLogin(nc *nats.Conn, key nkeys.KeyPair, now func() time.Time) (*G
 	if now == nil {
 		now = time.Now
 	}
-	return &GatewayLogin{client: NewClient(nc), key: key, pub: pub, now: now}, nil
+	proof, err := ReplyProof(key)
+	if err != nil {
+		return nil, err
+	}
+	return &GatewayLogin{client: NewClient(nc, WithReplyProof(proof)), key: key, pub: pub, now: now}, nil
 }
 
 // Token returns a session token valid for a while yet, logging in again

@@ -227,6 +227,9 @@ type SessionEndRequest struct {
 	Bytes      int64  `json:"bytes"`
 	ExitStatus *int   `json:"exit_status,omitempty"`
 	Recording  string `json:"recording,omitempty"`
+	// RecordingChunks is how many chunks the gateway wrote of Recording
+	// (internal/recstore): controld reads them back and seals them.
+	RecordingChunks int `json:"recording_chunks,omitempty"`
 	// Interrupted ends the session as SessionInterrupted: its gateway
 	// crashed and recovered what it had recorded.
 	Interrupted bool `json:"interrupted,omitempty"`
@@ -258,7 +261,9 @@ type SessionListResponse struct {
 	Sessions []TerminalSession `json:"sessions"`
 }
 
-// RecordingsBucket is the JetStream object store bucket of asciicast
+// RecordingsBucket is the JetStream object store bucket that held asciicast
+// recordings before internal/recstore's sealed stream (still read for
+// recordings made then):
 // recordings.
 const RecordingsBucket = "terminal-recordings"
 

@@ -65,8 +65,18 @@ func UserInboxPrefix(userID string) string { return InboxPrefix(userID) }
 // InboxPrefix is the reply-inbox prefix of a connection whose identity is
 // id: a user id, a node id, or the nkey a connection signed in with (hostd
 // enrolling, sshgate, a client not yet logged in). The auth callout lets
-// each connection subscribe to its own prefix only.
-func InboxPrefix(id string) string { return "_INBOX_" + id }
+// each connection subscribe to its own prefix only. The id is a subject
+// token of its own, so that NATS permissions can name every inbox at once
+// (InboxWildcard): the connection that serves the API may publish there
+// and nowhere else.
+func InboxPrefix(id string) string { return inboxRoot + "." + id }
 
-// ControldInboxPrefix is the reply-inbox prefix of controld's connections.
+// inboxRoot is the first token of every identity's inbox.
+const inboxRoot = "_INBOX"
+
+// InboxWildcard matches every identity's inbox (not controld's own).
+const InboxWildcard = inboxRoot + ".>"
+
+// ControldInboxPrefix is the reply-inbox prefix of controld's connections:
+// outside InboxWildcard, so no request can make controld answer into it.
 const ControldInboxPrefix = "_INBOX_controld"

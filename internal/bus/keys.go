@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/nkeys"
 
+	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/fsutil"
 )
 
@@ -27,6 +28,7 @@ const (
 	IssuerKeyFile   = "callout-issuer.nk"
 	XKeyFile        = "callout-xkey.xk"
 	ControldKeyFile = "controld.nk"
+	APIKeyFile      = "controld-api.nk"
 	SystemKeyFile   = "controld-sys.nk"
 )
 
@@ -43,6 +45,11 @@ type Keys struct {
 	// Controld is controld's user in AppAccount: it bypasses the callout
 	// (it answers it) and has every permission.
 	Controld nkeys.KeyPair
+	// API is controld's user in AppAccount that serves the API and the
+	// nodes' reports: it bypasses the callout too, and may publish only to
+	// inboxes (ServerAuth.Config), so that a request's reply subject — the
+	// requester's choice — can make it write nowhere else.
+	API nkeys.KeyPair
 	// System is controld's user in SystemAccount (kicking connections).
 	System nkeys.KeyPair
 }
@@ -59,6 +66,9 @@ func GenerateKeys() (*Keys, error) {
 	}
 	if k.Controld, err = nkeys.CreateUser(); err != nil {
 		return nil, fmt.Errorf("controld key: %w", err)
+	}
+	if k.API, err = nkeys.CreateUser(); err != nil {
+		return nil, fmt.Errorf("controld api key: %w", err)
 	}
 	if k.System, err = nkeys.CreateUser(); err != nil {
 		return nil, fmt.Errorf("system key: %w", err)
@@ -79,6 +89,7 @@ func (k *Keys) files() []struct {
 		{IssuerKeyFile, &k.Issuer, nkeys.PrefixByteAccount},
 		{XKeyFile, &k.XKey, nkeys.PrefixByteCurve},
 		{ControldKeyFile, &k.Controld, nkeys.PrefixByteUser},
+		{APIKeyFile, &k.API, nkeys.PrefixByteUser},
 		{SystemKeyFile, &k.System, nkeys.PrefixByteUser},
 	}
 }
@@ -125,8 +136,9 @@ func LoadKeys(dir string) (*Keys, error) {
 	case len(k.files()):
 		return nil, fmt.Errorf("%w in %s (create them with `gpuaas ops nats-setup`)", ErrNoKeys, dir)
 	}
-	return nil, fmt.Errorf("load NATS keys: %s holds only some of %s, %s, %s, %s", dir,
-		IssuerKeyFile, XKeyFile, ControldKeyFile, SystemKeyFile)
+	return nil, fmt.Errorf("load NATS keys: %s holds only some of %s, %s, %s, %s, %s "+
+		"(keys made before controld's API connection had its own key lack %s: run `gpuaas ops nats-setup` again and update the servers' configuration)",
+		dir, IssuerKeyFile, XKeyFile, ControldKeyFile, APIKeyFile, SystemKeyFile, APIKeyFile)
 }
 
 // LoadOrCreateKeys loads the keys in dir, generating and saving them on
@@ -173,6 +185,7 @@ type ServerAuth struct {
 	Issuer   string // account public key
 	XKey     string // curve public key
 	Controld string // user public key
+	API      string // user public key
 	System   string // user public key
 }
 
@@ -182,6 +195,7 @@ func (k *Keys) Public() ServerAuth {
 	a.Issuer, _ = k.Issuer.PublicKey()
 	a.XKey, _ = k.XKey.PublicKey()
 	a.Controld, _ = k.Controld.PublicKey()
+	a.API, _ = k.API.PublicKey()
 	a.System, _ = k.System.PublicKey()
 	return a
 }
@@ -196,10 +210,20 @@ func (a ServerAuth) Config() string {
 # ($SRV.PING, INFO, STATS: controld's API statistics) to the system
 # account, where operators' read-only keys are (nats micro stats gpuaas);
 # every replica answers (response: stream).
+# controld's API user (the second one) serves requests whose reply
+# subjects the requesters choose: it may publish only to inboxes
+# (%[7]s) and to the replies of imported service requests (_R_.>:
+# the micro statistics above), never to streams, buckets, host or gateway
+# subjects.
 accounts {
   %[1]s {
     jetstream: enabled
-    users: [ { nkey: %[3]s } ]
+    users: [
+      { nkey: %[3]s }
+      { nkey: %[8]s, permissions: {
+          publish: { allow: ["%[7]s", "_R_.>"] }
+          subscribe: { allow: ["gpuaas.api.v1.>", "gpuaas.ctl.>", "$SRV.>"] } } }
+    ]
     exports: [ { service: "$SRV.>", response: stream } ]
   }
   %[2]s {
@@ -212,9 +236,9 @@ authorization {
   auth_callout {
     issuer: %[5]s
     account: %[1]s
-    auth_users: [ %[3]s, %[4]s ]
+    auth_users: [ %[3]s, %[8]s, %[4]s ]
     xkey: %[6]s
   }
 }
-`, AppAccount, SystemAccount, a.Controld, a.System, a.Issuer, a.XKey)
+`, AppAccount, SystemAccount, a.Controld, a.System, a.Issuer, a.XKey, api.InboxWildcard, a.API)
 }

@@ -29,12 +29,16 @@ const (
 	ControldReplicas = 2
 )
 
-// Stripe test credentials used when Config gives none. stripe-mock accepts
-// any sk_test_ key of letters and digits.
-const (
-	DefaultStripeSecretKey     = "sk_test_gpuaasdev"
-	DefaultStripeWebhookSecret = "whsec_gpuaas_dev"
-)
+// DefaultStripeSecretKey is the Stripe test key used when Config gives
+// none: stripe-mock accepts any sk_test_ key of letters and digits. There
+// is no default webhook secret: a published one would let anyone who can
+// reach the webhook credit any top-up (see WebhookSecretFile).
+const DefaultStripeSecretKey = "sk_test_gpuaasdev"
+
+// WebhookSecretFile is the file in the data directory holding the Stripe
+// webhook signing secret made for it (random, 0600) when Config gives
+// none.
+const WebhookSecretFile = "stripe-webhook-secret"
 
 // Defaults filled in by CheckAndSetDefaults.
 const (
@@ -105,8 +109,9 @@ type Config struct {
 	// StripeAPI, when set, enables top-ups against this Stripe API base
 	// (stripe-mock, or Stripe's test mode) and starts controld's HTTP
 	// server for its webhooks on loopback, on HTTPPort (0: any free
-	// port). StripeSecretKey and StripeWebhookSecret default to
-	// DefaultStripeSecretKey and DefaultStripeWebhookSecret.
+	// port). StripeSecretKey defaults to DefaultStripeSecretKey;
+	// StripeWebhookSecret to a random secret made once per data directory
+	// and kept in DataDir/WebhookSecretFile (0600).
 	StripeAPI           string
 	StripeSecretKey     string
 	StripeWebhookSecret string
@@ -161,9 +166,6 @@ func (c *Config) CheckAndSetDefaults() error {
 	}
 	if c.StripeSecretKey == "" {
 		c.StripeSecretKey = DefaultStripeSecretKey
-	}
-	if c.StripeWebhookSecret == "" {
-		c.StripeWebhookSecret = DefaultStripeWebhookSecret
 	}
 	if c.Log == nil {
 		c.Log = slog.New(slog.DiscardHandler)

@@ -47,8 +47,11 @@ type Env struct {
 	// (localhost:port, the name its host certificate carries).
 	GatewayAddr string
 	// WebhookURL is controld's Stripe webhook endpoint, with
-	// Config.StripeAPI.
+	// Config.StripeAPI (on loopback only).
 	WebhookURL string
+	// WebhookSecretFile is the file holding the webhook's signing secret,
+	// when Config.StripeWebhookSecret did not give one.
+	WebhookSecretFile string
 	// Controld is the running controld (the first replica with
 	// Config.Cluster).
 	Controld *controld.Server

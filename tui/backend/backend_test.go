@@ -14,7 +14,7 @@ import (
 // subscription, and the optional endpoints this controld lacks.
 func TestBackendAgainstControld(t *testing.T) {
 	ctl := controldtest.Start(t, controldtest.Options{})
-	b := New(ctl.Client(ctl.AdminToken, api.WithProject(controldtest.ProjectName)))
+	b := New(ctl.UserClient(t, ctl.Admin.ID, ctl.AdminToken))
 	ctx := t.Context()
 
 	who, err := b.Whoami(ctx)

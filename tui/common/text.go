@@ -37,11 +37,19 @@ func HeaderLine(cols []Column) string {
 	return strings.Join(parts, "  ")
 }
 
-// ErrorText is an error as one line for the screen, with the API's hint.
+// ErrorText is an error as one line for the screen, with the API's hint;
+// control characters in it (a message may quote someone's text) are made
+// visible (Text).
 func ErrorText(err error) string {
 	var apiErr *api.Error
 	if errors.As(err, &apiErr) && apiErr.Hint != "" {
-		return err.Error() + " (" + apiErr.Hint + ")"
+		return Text(err.Error() + " (" + apiErr.Hint + ")")
 	}
-	return err.Error()
+	return Text(err.Error())
 }
+
+// Text is free text from the server (a reason, a name, a host's report)
+// fit for the screen: its control characters and bidirectional overrides,
+// which would act on the terminal or garble the layout, are shown as
+// escapes (\x1b) instead. Styles are applied after, never to the input.
+func Text(s string) string { return api.SanitizeText(s) }

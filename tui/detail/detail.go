@@ -168,7 +168,7 @@ func (m *Model) render(w, h int) string {
 	}
 	add("ssh", m.sshLine(a.ID))
 	if a.Reason != "" {
-		add("reason", a.Reason)
+		add("reason", common.Text(a.Reason))
 	}
 	where := a.NodeID
 	if len(a.Slots) > 0 {
@@ -256,11 +256,11 @@ func (m *Model) timelineLines(a api.Allocation, op string, w int) []string {
 		default:
 			status = st.Warn.Render(common.Fit(status, 7, false))
 		}
-		task := p.Task
+		task := common.Text(p.Task)
 		if i := strings.LastIndexByte(task, '.'); i >= 0 {
 			task = task[i+1:]
 		}
-		line := fmt.Sprintf("%s %s %s %s", p.At.UTC().Format("15:04:05"), common.Fit(task, 14, false), common.Fit(p.Phase, 16, false), status)
+		line := fmt.Sprintf("%s %s %s %s", p.At.UTC().Format("15:04:05"), common.Fit(task, 14, false), common.Fit(common.Text(p.Phase), 16, false), status)
 		line += common.Fit(strconv.FormatInt(p.ElapsedMS, 10)+"ms", 8, true)
 		out = append(out, common.Fit(line, w, false))
 	}

@@ -171,7 +171,7 @@ func (m *Model) View() string {
 		if n.LastHeartbeat != nil {
 			hb = cmdutil.FuzzyAgo(now, *n.LastHeartbeat)
 		}
-		cells := []string{n.Name, n.State, n.GPUModel + " " + shapeShort(n.Shape), strconv.Itoa(n.SlotsTotal - n.SlotsFree),
+		cells := []string{common.Text(n.Name), n.State, common.Text(n.GPUModel) + " " + shapeShort(n.Shape), strconv.Itoa(n.SlotsTotal - n.SlotsFree),
 			strconv.Itoa(n.SlotsFree), strconv.Itoa(n.SlotsPending), strconv.Itoa(n.TasksOpen), health, hb}
 		b.WriteByte('\n')
 		parts := make([]string, len(cells))

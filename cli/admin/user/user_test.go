@@ -165,7 +165,7 @@ func TestAgainstControld(t *testing.T) {
 		t.Fatalf("add printed %q; want email, id, code and expiry", out)
 	}
 	code := fields[2]
-	if _, err := api.NewClient(env.NC).Login(ctx, api.LoginRequest{Invite: code, Password: "ada's password"}); err != nil {
+	if _, err := env.AnonClient().Login(ctx, api.LoginRequest{Invite: code, Password: "ada's password"}); err != nil {
 		t.Fatalf("the printed code does not redeem: %v", err)
 	}
 

@@ -49,10 +49,8 @@ func (c *Config) CheckAndSetDefaults() error {
 type Controld struct {
 	// Server is the running controld.
 	Server *controld.Server
-	// NC is controld's connection in the app account (every permission
-	// there); Sys its connection in the system account (nil without
-	// Keys).
-	NC, Sys *nats.Conn
+	// Conns are controld's connections.
+	Conns
 
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -69,19 +67,19 @@ func Start(ctx context.Context, cfg Config) (*Controld, error) {
 	if cfg.Controld.Log != nil {
 		logOpts = append(logOpts, bus.LogConnection(cfg.Controld.Log))
 	}
-	nc, sys, err := ConnectControld(cfg.URL, cfg.TLS, cfg.Keys, logOpts...)
+	conns, err := ConnectControld(cfg.URL, cfg.TLS, cfg.Keys, logOpts...)
 	if err != nil {
 		return nil, err
 	}
 	cc := cfg.Controld
-	cc.NATS, cc.SystemNATS, cc.BusKeys = nc, sys, cfg.Keys
+	cc.NATS, cc.APINATS, cc.SystemNATS, cc.BusKeys = conns.NC, conns.API, conns.Sys, cfg.Keys
 	srv, err := controld.New(ctx, cc)
 	if err != nil {
-		closeConns(nc, sys)
+		conns.Close()
 		return nil, err
 	}
 	runCtx, cancel := context.WithCancel(ctx)
-	c := &Controld{Server: srv, NC: nc, Sys: sys, cancel: cancel, done: make(chan struct{})}
+	c := &Controld{Server: srv, Conns: conns, cancel: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(c.done)
 		c.err = srv.Run(runCtx)
@@ -117,40 +115,63 @@ func (c *Controld) Err() error {
 func (c *Controld) Stop() error {
 	c.cancel()
 	<-c.done
-	closeConns(c.NC, c.Sys)
+	c.Conns.Close()
 	return c.err
 }
 
-func closeConns(conns ...*nats.Conn) {
-	for _, nc := range conns {
+// Conns are controld's NATS connections.
+type Conns struct {
+	// NC is its user in the app account with every permission there
+	// (JetStream, events, tasks, the callout).
+	NC *nats.Conn
+	// API serves the API and the nodes' reports, and may publish only
+	// to inboxes (bus.Keys.API); NC without keys.
+	API *nats.Conn
+	// Sys is its user in the system account (closing revoked
+	// connections); nil without keys.
+	Sys *nats.Conn
+}
+
+// Close closes the connections.
+func (c Conns) Close() {
+	for _, nc := range []*nats.Conn{c.NC, c.API, c.Sys} {
 		if nc != nil {
 			nc.Close()
 		}
 	}
 }
 
-// ConnectControld opens controld's two NATS connections: its user in the
-// app account (the API, the callout, JetStream) and in the system account
-// (closing revoked connections). Without keys it opens only the first,
-// with no credentials. extra go on both connections (bus.LogConnection).
-func ConnectControld(url string, t bus.TLS, keys *bus.Keys, extra ...nats.Option) (nc, sys *nats.Conn, err error) {
+// ConnectControld opens controld's three NATS connections: its users in
+// the app account (everything but the API; the API) and in the system
+// account. Without keys it opens only the first, with no credentials, and
+// serves the API on it. extra go on every connection (bus.LogConnection).
+func ConnectControld(url string, t bus.TLS, keys *bus.Keys, extra ...nats.Option) (Conns, error) {
+	var c Conns
 	tlsOpts, err := t.Options(url)
 	if err != nil {
-		return nil, nil, err
+		return c, err
 	}
 	if keys == nil {
-		nc, err = bus.Connect(url, "gpuaas-controld", append(tlsOpts, extra...)...)
-		return nc, nil, err
+		c.NC, err = bus.Connect(url, "gpuaas-controld", append(tlsOpts, extra...)...)
+		c.API = c.NC
+		return c, err
 	}
 	inbox := nats.CustomInboxPrefix(api.ControldInboxPrefix)
-	if nc, err = bus.Connect(url, "gpuaas-controld", withOpts(tlsOpts, bus.WithKey(keys.Controld), inbox, extra)...); err != nil {
-		return nil, nil, err
+	for _, d := range []struct {
+		conn **nats.Conn
+		name string
+		key  nkeys.KeyPair
+	}{
+		{&c.NC, "gpuaas-controld", keys.Controld},
+		{&c.API, "gpuaas-controld-api", keys.API},
+		{&c.Sys, "gpuaas-controld-sys", keys.System},
+	} {
+		if *d.conn, err = bus.Connect(url, d.name, withOpts(tlsOpts, bus.WithKey(d.key), inbox, extra)...); err != nil {
+			c.Close()
+			return Conns{}, err
+		}
 	}
-	if sys, err = bus.Connect(url, "gpuaas-controld-sys", withOpts(tlsOpts, bus.WithKey(keys.System), inbox, extra)...); err != nil {
-		nc.Close()
-		return nil, nil, err
-	}
-	return nc, sys, nil
+	return c, nil
 }
 
 // withOpts is tlsOpts, key, inbox and extra in a slice of its own (two
@@ -187,11 +208,11 @@ func ConnectGateway(url string, t bus.TLS, key nkeys.KeyPair, extra ...nats.Opti
 // GatewayOptions are the NATS options of a gateway's connection: its key
 // proves it to the auth callout, and replies arrive on its own inbox.
 func GatewayOptions(key nkeys.KeyPair) ([]nats.Option, error) {
-	pub, err := key.PublicKey()
+	opts, _, err := api.KeyConnOptions(key)
 	if err != nil {
 		return nil, fmt.Errorf("gateway key: %w", err)
 	}
-	return []nats.Option{bus.WithKey(key), nats.CustomInboxPrefix(api.InboxPrefix(pub))}, nil
+	return opts, nil
 }
 
 // GatewayClient is an API client on a gateway's connection nc that logs
@@ -202,7 +223,11 @@ func GatewayClient(nc *nats.Conn, key nkeys.KeyPair) (*api.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return api.NewClient(nc, api.WithTokenSource(login.Token)), nil
+	proof, err := api.ReplyProof(key)
+	if err != nil {
+		return nil, err
+	}
+	return api.NewClient(nc, api.WithTokenSource(login.Token), api.WithReplyProof(proof)), nil
 }
 
 // GatewayKey is the Ed25519 private key of a gateway's nkey: the key it

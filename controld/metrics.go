@@ -154,7 +154,14 @@ func collectStates(ch chan<- prometheus.Metric, d *prometheus.Desc, states []str
 func (s *Server) readyChecks() []obs.Check {
 	return []obs.Check{
 		{Name: "postgres", Func: func(ctx context.Context) error { return s.pool.Ping(ctx) }},
-		{Name: "nats", Func: func(ctx context.Context) error { return natsAnswers(ctx, s.cfg.NATS) }},
+		{Name: "nats", Func: func(ctx context.Context) error {
+			for _, c := range s.natsConns() {
+				if err := natsAnswers(ctx, c.nc); err != nil {
+					return fmt.Errorf("%s connection: %w", c.name, err)
+				}
+			}
+			return nil
+		}},
 		{Name: "serving", Func: func(context.Context) error {
 			if !s.Serving() {
 				return errors.New("this replica stopped serving: Postgres or NATS did not answer")

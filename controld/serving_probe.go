@@ -53,10 +53,29 @@ func (s *Server) probeDependencies(ctx context.Context) error {
 	if err := s.probePostgres(ctx); err != nil {
 		errs = append(errs, fmt.Errorf("postgres: %w", err))
 	}
-	if err := natsAnswers(ctx, s.cfg.NATS); err != nil {
-		errs = append(errs, fmt.Errorf("nats: %w", err))
+	for _, c := range s.natsConns() {
+		if err := natsAnswers(ctx, c.nc); err != nil {
+			errs = append(errs, fmt.Errorf("nats (%s connection): %w", c.name, err))
+		}
 	}
 	return errors.Join(errs...)
+}
+
+// namedConn is one of controld's NATS connections and what it is for.
+type namedConn struct {
+	name string
+	nc   *nats.Conn
+}
+
+// natsConns are the connections a replica needs to do its work: its own
+// (JetStream, the callout, fan-out) and the one it serves the API and node
+// reports on, when that is another (Config.APINATS).
+func (s *Server) natsConns() []namedConn {
+	conns := []namedConn{{"controld", s.cfg.NATS}}
+	if s.cfg.APINATS != nil && s.cfg.APINATS != s.cfg.NATS {
+		conns = append(conns, namedConn{"api", s.cfg.APINATS})
+	}
+	return conns
 }
 
 func (s *Server) probePostgres(ctx context.Context) error {
@@ -99,8 +118,8 @@ func (s *Server) nodeLiveness() *node.Liveness {
 // API's queue group must not sit on a server the clients cannot reach.
 func (s *Server) watchClusters(ctx context.Context) error {
 	var g errgroup.Group
-	for _, nc := range []*nats.Conn{s.cfg.NATS} {
-		g.Go(func() error { return bus.WatchCluster(ctx, nc, s.cfg.Log) })
+	for _, c := range s.natsConns() {
+		g.Go(func() error { return bus.WatchCluster(ctx, c.nc, s.cfg.Log) })
 	}
 	return g.Wait()
 }

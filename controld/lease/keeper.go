@@ -67,7 +67,7 @@ func (k *Keeper) Run(ctx context.Context, name string, fn func(context.Context) 
 }
 
 // RunLapsing is Run for a lease that is never released: it lapses when
-// the holder stops renewing it (report receivers: see RecentLapse).
+// the holder stops renewing it (report receivers: see Receivers).
 func (k *Keeper) RunLapsing(ctx context.Context, name string, fn func(context.Context) error) error {
 	return k.run(ctx, name, fn, false)
 }

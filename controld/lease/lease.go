@@ -29,7 +29,7 @@ const (
 	NodeLiveness   = "node.liveness"
 	// ReceiverPrefix + a replica's id is held while the replica receives
 	// node reports (heartbeats among them); it is never released, only
-	// left to lapse (see RecentLapse).
+	// left to lapse (see Receivers).
 	ReceiverPrefix = "hosts.receiver."
 )
 

@@ -118,11 +118,6 @@ func (n *partitionNet) setCut(cut bool, a, b []string) {
 	n.nft(fmt.Sprintf("%s element bridge partition cuts { %s }", verb, strings.Join(pairs, ", ")))
 }
 
-// command runs bin in name's namespace.
-func (n *partitionNet) command(name, bin string, args ...string) *exec.Cmd {
-	return exec.Command("ip", append([]string{"netns", "exec", n.nodes[name].ns, bin}, args...)...)
-}
-
 // inNetns runs f on an OS thread in namespace ns: the sockets f creates
 // belong to it and keep to it. The thread goes back to the test's
 // namespace afterwards, or is dropped when it cannot.

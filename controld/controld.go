@@ -32,6 +32,7 @@ import (
 	"github.com/gpuaas/gpuaas/controld/hosts"
 	"github.com/gpuaas/gpuaas/controld/identity"
 	"github.com/gpuaas/gpuaas/controld/idle"
+	"github.com/gpuaas/gpuaas/controld/lease"
 	"github.com/gpuaas/gpuaas/controld/mutate"
 	"github.com/gpuaas/gpuaas/controld/outbox"
 	"github.com/gpuaas/gpuaas/controld/payments"
@@ -133,6 +134,9 @@ type Config struct {
 	// shortest period users may set, the warning's lead, the evaluator's
 	// interval.
 	Idle idle.Settings
+	// Partition tunes how a replica that cannot reach Postgres or NATS
+	// stops serving, and the singletons' leases (serving.go).
+	Partition PartitionTuning
 }
 
 // DefaultDrainTimeout is Config.DrainTimeout's default.
@@ -213,6 +217,9 @@ func (c *Config) CheckAndSetDefaults() error {
 	if err := c.Idle.CheckAndSetDefaults(); err != nil {
 		return err
 	}
+	if err := c.Partition.CheckAndSetDefaults(); err != nil {
+		return err
+	}
 	if c.Now == nil {
 		c.Now = time.Now
 	}
@@ -265,6 +272,8 @@ type Server struct {
 	// entered counts API handlers that started and have not returned,
 	// counted before they wait for s.sem.
 	entered atomic.Int64
+	// gate is whether this replica serves, and its leases (serving.go).
+	gate *servingGate
 }
 
 // New connects to the database, applies migrations and prepares the
@@ -292,6 +301,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 }
 
 func (s *Server) init(ctx context.Context) error {
+	s.gate = newServingGate(s)
 	key, err := loadOrCreateKey(ctx, s.pool, sessionKeyName)
 	if err != nil {
 		return err
@@ -411,9 +421,18 @@ func (s *Server) Run(ctx context.Context) error {
 	defer abandon()
 	var singletons sync.WaitGroup
 	for _, run := range []func(context.Context) error{
-		func(ctx context.Context) error { return s.supervise(ctx, "outbox relay", relay.Run) },
-		func(ctx context.Context) error { return s.supervise(ctx, "billing", s.billing.Run) },
-		func(ctx context.Context) error { return s.supervise(ctx, "idle release", s.idle.Run) },
+		func(ctx context.Context) error {
+			return s.supervise(ctx, "outbox relay", s.singleton(lease.OutboxRelay, relay.Run))
+		},
+		func(ctx context.Context) error {
+			return s.supervise(ctx, "billing", s.singleton(lease.BillingAccrual, s.billing.Run))
+		},
+		func(ctx context.Context) error {
+			return s.supervise(ctx, "idle release", s.singleton(lease.IdleEvaluator, s.idle.Run))
+		},
+		func(ctx context.Context) error {
+			return s.supervise(ctx, "node liveness", s.singleton(lease.NodeLiveness, s.nodeLiveness().Run))
+		},
 	} {
 		singletons.Add(1)
 		g.Go(func() error { defer singletons.Done(); return run(singCtx) })
@@ -428,7 +447,7 @@ func (s *Server) Run(ctx context.Context) error {
 	})
 	g.Go(func() error { return s.supervise(gctx, "queue placement", s.queueLoop) })
 	g.Go(func() error {
-		return s.supervise(gctx, "node service", func(ctx context.Context) error { return s.hosts.Run(ctx, hard) })
+		return s.supervise(gctx, "node service", s.receivingReports(func(ctx context.Context) error { return s.hosts.Run(ctx, hard) }))
 	})
 	g.Go(func() error { return s.supervise(gctx, "housekeeping", s.housekeeping) })
 	g.Go(func() error {
@@ -440,12 +459,17 @@ func (s *Server) Run(ctx context.Context) error {
 	if s.busAuth != nil {
 		g.Go(func() error { return s.supervise(gctx, "nats connection registry", s.busAuth.Run) })
 	}
+	// Until the drain: a replica that cannot reach Postgres or NATS
+	// stops serving (serving.go).
+	g.Go(func() error { return s.watchDependencies(singCtx) })
+	g.Go(func() error { return s.supervise(gctx, "nats cluster watch", s.watchClusters) })
 	var obsErr error
 	select {
 	case <-ctx.Done():
 	case <-gctx.Done(): // a loop failed: the others are stopping
 	case obsErr = <-obsFailed:
 	}
+	s.closeServing()
 	err = s.drain(drainSteps{singletons: &singletons, stopLoops: stopLoops, loops: g.Wait, abandon: abandon})
 	stopObs()
 	<-obsExited

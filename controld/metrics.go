@@ -3,7 +3,10 @@ package controld
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
+
+	"github.com/nats-io/nats.go"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -93,7 +96,7 @@ var (
 	nodesDesc = prometheus.NewDesc(obs.Namespace+"_nodes", "Nodes by state.", []string{"state"}, nil)
 	lagDesc   = prometheus.NewDesc(obs.Namespace+"_billing_accrual_lag_seconds",
 		"Longest time since a running allocation was last charged; above the window plus a tick, accrual is behind.", nil, nil)
-	relayDesc = prometheus.NewDesc(obs.Namespace+"_outbox_relay_held", "1 while some replica holds the outbox relay's lock.", nil, nil)
+	relayDesc = prometheus.NewDesc(obs.Namespace+"_outbox_relay_held", "1 while some replica holds the outbox relay's lease.", nil, nil)
 )
 
 // dbCollector reads its gauges from Postgres at scrape time.
@@ -122,10 +125,10 @@ func (c *dbCollector) Collect(ch chan<- prometheus.Metric) {
 	} else {
 		ch <- prometheus.MustNewConstMetric(lagDesc, prometheus.GaugeValue, lag.Seconds())
 	}
-	if pid, err := outbox.RelayHolder(ctx, pool); err != nil {
+	if epoch, err := outbox.RelayHolder(ctx, pool); err != nil {
 		ch <- prometheus.NewInvalidMetric(relayDesc, err)
 	} else {
-		ch <- prometheus.MustNewConstMetric(relayDesc, prometheus.GaugeValue, float64(min(pid, 1)))
+		ch <- prometheus.MustNewConstMetric(relayDesc, prometheus.GaugeValue, float64(min(epoch, 1)))
 	}
 }
 
@@ -142,26 +145,60 @@ func collectStates(ch chan<- prometheus.Metric, d *prometheus.Desc, states []str
 	}
 }
 
-// readyChecks are what /readyz asks: Postgres answers, NATS is connected,
-// the schema is migrated, and the singleton loops' holder is known (some
-// replica holds the outbox relay's lock). Billing takes its lock per
-// tick, so it has no holder between ticks: its health is the accrual lag.
+// readyChecks are what /readyz asks: Postgres answers, the NATS server
+// answers (a PING, not only the connection's state: a silent partition
+// leaves a connection "connected" until its pings time out), this replica
+// serves (serving.go), the schema is migrated, and the singleton loops'
+// holder is known (some replica holds the outbox relay's lease). Billing
+// works per tick: its health is the accrual lag.
 func (s *Server) readyChecks() []obs.Check {
 	return []obs.Check{
 		{Name: "postgres", Func: func(ctx context.Context) error { return s.pool.Ping(ctx) }},
-		obs.NATSCheck("controld", s.cfg.NATS),
+		{Name: "nats", Func: func(ctx context.Context) error {
+			for _, c := range s.natsConns() {
+				if err := natsAnswers(ctx, c.nc); err != nil {
+					return fmt.Errorf("%s connection: %w", c.name, err)
+				}
+			}
+			return nil
+		}},
+		{Name: "serving", Func: func(context.Context) error {
+			if !s.Serving() {
+				return errors.New("this replica stopped serving: Postgres or NATS did not answer")
+			}
+			return nil
+		}},
 		{Name: "migrations", Func: func(ctx context.Context) error { return store.CheckMigrated(ctx, s.pool) }},
 		{Name: "singletons", Func: func(ctx context.Context) error {
-			pid, err := outbox.RelayHolder(ctx, s.pool)
+			epoch, err := outbox.RelayHolder(ctx, s.pool)
 			if err != nil {
 				return err
 			}
-			if pid == 0 {
-				return errors.New("no replica holds the outbox relay's lock")
+			if epoch == 0 {
+				return errors.New("no replica holds the outbox relay's lease")
 			}
 			return nil
 		}},
 	}
+}
+
+// natsProbeTimeout bounds natsAnswers when its context has no deadline.
+const natsProbeTimeout = 2 * time.Second
+
+// natsAnswers checks that nc is connected and its server answers a PING.
+func natsAnswers(ctx context.Context, nc *nats.Conn) error {
+	if !nc.IsConnected() {
+		return errors.New("connection is " + nc.Status().String())
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, natsProbeTimeout)
+		defer cancel()
+	}
+	if err := nc.FlushWithContext(ctx); err != nil {
+		return fmt.Errorf("server does not answer: %w", err)
+	}
+	return nil
 }
 
 // listenMetrics binds Config.MetricsAddr, so that MetricsURL is known once

@@ -127,8 +127,8 @@ func TestReadyzFollowsPostgres(t *testing.T) {
 	url := env.Server.MetricsURL()
 	ready := func() (int, string) { return obstest.Get(t, url+obs.ReadyzPath) }
 	testutil.Eventually(t, "controld ready", func() bool { code, _ := ready(); return code == 200 })
-	if _, body := ready(); body != "ok postgres\nok nats\nok migrations\nok singletons\n" {
-		t.Fatalf("/readyz: got %q; want the four checks ok", body)
+	if _, body := ready(); body != "ok postgres\nok nats\nok serving\nok migrations\nok singletons\n" {
+		t.Fatalf("/readyz: got %q; want the five checks ok", body)
 	}
 
 	if err := pg.Stop(t.Context()); err != nil {

@@ -67,6 +67,9 @@ var owners = map[string]string{
 	// Idle release and maximum duration (docs/idle.md).
 	"idle_project_policies": "idle",
 	"idle_allocations":      "idle",
+
+	// Singleton and report-receiver leases (migration 0021).
+	"leases": "lease",
 }
 
 // foreignReads are the reads of a table outside its owner that are

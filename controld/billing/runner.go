@@ -9,6 +9,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/gpuaas/gpuaas/controld/lease"
 )
 
 // Defaults of Config.
@@ -197,6 +199,11 @@ func (r *Runner) Tick(ctx context.Context) (TickResult, error) {
 	now := r.cfg.Now().UTC()
 	var notes []notice
 	err := pgx.BeginFunc(ctx, r.cfg.Pool, func(tx pgx.Tx) error {
+		// A replica that stops mid-tick (paused, cut off) must not keep
+		// the lock for as long as the server keeps its session.
+		if _, err := tx.Exec(ctx, `SET LOCAL idle_in_transaction_session_timeout = '10s'`); err != nil {
+			return fmt.Errorf("billing lock: %w", err)
+		}
 		var locked bool
 		if err := tx.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock(hashtextextended($1, 0))`, accrualLockKey).Scan(&locked); err != nil {
 			return fmt.Errorf("billing lock: %w", err)
@@ -214,7 +221,12 @@ func (r *Runner) Tick(ctx context.Context) (TickResult, error) {
 		}
 		budgetNotes, err := evaluateBudgets(ctx, tx, now)
 		notes = append(notes, budgetNotes...)
-		return err
+		if err != nil {
+			return err
+		}
+		// Under controld's billing lease, the tick commits only while the
+		// lease is still this replica's (a paused holder cannot charge).
+		return lease.Fence(ctx, tx)
 	})
 	if err != nil || res.Skipped {
 		return res, err

@@ -106,6 +106,10 @@ type Options struct {
 	// SessionCacheTTL is passed to controld (identity.Settings).
 	SessionCacheTTL time.Duration
 
+	// Partition is passed to controld (serving.go: when a replica that
+	// cannot reach Postgres or NATS stops serving; lease TTLs).
+	Partition controld.PartitionTuning
+
 	// PlainBus runs NATS without the trust model (no accounts, no
 	// callout: anyone may do anything), only as the baseline of the
 	// callout's benchmarks.
@@ -157,7 +161,7 @@ func startControld(t testing.TB, b *testutil.Bus, dsn string, opts Options) *con
 		SSHCertTTL: opts.SSHCertTTL, GatewayAddr: opts.GatewayAddr, Billing: opts.Billing, Idle: opts.Idle,
 		Stripe: opts.Stripe, HTTPAddr: opts.HTTPAddr, APIRateLimit: opts.APIRateLimit,
 		PreLoginRateLimit: opts.PreLoginRateLimit, PreLoginSourceRateLimit: opts.PreLoginSourceRateLimit, Streams: opts.Streams,
-		MetricsAddr: opts.MetricsAddr, OutboxMaxAttempts: opts.OutboxMaxAttempts}})
+		MetricsAddr: opts.MetricsAddr, OutboxMaxAttempts: opts.OutboxMaxAttempts, Partition: opts.Partition}})
 	if err != nil {
 		t.Fatalf("controld: %v", err)
 	}

@@ -12,7 +12,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/nats-io/nats.go"
 
-	"github.com/gpuaas/gpuaas/controld/node"
 	"github.com/gpuaas/gpuaas/controld/tasks"
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/corrid"
@@ -261,46 +260,4 @@ func (d *Service) expire(ctx context.Context) error {
 		}
 	}
 	return nil
-}
-
-// livenessLoop marks nodes down when their heartbeats stop.
-//
-// Silence only counts while controld is listening: a node is marked down
-// once no heartbeat came for DownAfter of the time controld could have
-// recorded one. After a start, a stall of the loop longer than DownAfter
-// (a suspended process, a jump of the clock) or a failed pass (the
-// database, which heartbeats are written to, did not answer), nodes get
-// DownAfter of grace to be heard from again: controld's own downtime is
-// not the nodes' silence.
-func (d *Service) livenessLoop(ctx context.Context) error {
-	t := time.NewTicker(max(d.cfg.HeartbeatInterval/2, 100*time.Millisecond))
-	defer t.Stop()
-	listening := d.now()
-	last := listening
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
-		now := d.now()
-		if now.Sub(last) > d.cfg.DownAfter || now.Before(last) {
-			listening = now
-		}
-		last = now
-		if now.Sub(listening) < d.cfg.DownAfter {
-			continue
-		}
-		down, err := node.MarkDown(ctx, d.cfg.Pool, now.Add(-d.cfg.DownAfter), now)
-		if err != nil {
-			if ctx.Err() == nil {
-				d.cfg.Log.Warn("liveness", "err", err)
-			}
-			listening = now
-			continue
-		}
-		for _, id := range down {
-			d.cfg.Log.Warn("node down: no heartbeat", "node", id, "for", d.cfg.DownAfter)
-		}
-	}
 }

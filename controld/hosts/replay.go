@@ -97,6 +97,13 @@ func (d *Service) claimSeq(ctx context.Context, nodeID string, seq uint64) error
 	}
 	var stored storedWindow
 	err := pgx.BeginFunc(ctx, d.cfg.Pool, func(tx pgx.Tx) error {
+		// The row stays locked between the SELECT and the UPDATE: a
+		// replica cut off from Postgres in between would hold every report
+		// of the node (heartbeats on every replica) for as long as the
+		// server keeps its session, so the server ends it soon.
+		if _, err := tx.Exec(ctx, `SET LOCAL idle_in_transaction_session_timeout = '2s'`); err != nil {
+			return fmt.Errorf("claim report sequence: %w", err)
+		}
 		var high int64
 		var seen []byte
 		err := tx.QueryRow(ctx, `SELECT high, seen FROM node_report_seq WHERE node_id = $1 FOR UPDATE`, nodeID).Scan(&high, &seen)

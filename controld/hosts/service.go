@@ -168,9 +168,10 @@ func (d *Service) Wake() {
 	}
 }
 
-// Run serves node reports and runs the dispatcher and liveness loops until
-// ctx ends; then it drains: it stops taking reports (the servers hand new
-// ones to the other replicas in the queue group), applies those it has
+// Run serves node reports and runs the dispatcher until ctx ends (node
+// liveness is a singleton of controld's: node.Liveness); then it drains:
+// it stops taking reports (the servers hand new ones to the other
+// replicas in the queue group), applies those it has
 // received, and returns once they are done. Their work runs under hard
 // (and its own deadline), never under ctx: a result being applied when
 // SIGTERM comes is applied, not cut off with "context canceled". hard
@@ -227,7 +228,6 @@ func (d *Service) Run(ctx, hard context.Context) error {
 	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return d.dispatchLoop(gctx, hard) })
-	g.Go(func() error { return d.livenessLoop(gctx) })
 	err := g.Wait()
 	d.drain(active, &inflight, hard)
 	return err

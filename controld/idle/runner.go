@@ -10,6 +10,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/gpuaas/gpuaas/controld/lease"
+
 	"github.com/gpuaas/gpuaas/controld/alloc"
 	"github.com/gpuaas/gpuaas/controld/billing"
 	"github.com/gpuaas/gpuaas/controld/mutate"
@@ -118,6 +120,11 @@ func (r *Runner) Tick(ctx context.Context) (TickResult, error) {
 	var dues []due
 	var mails []mail
 	err := pgx.BeginFunc(ctx, r.cfg.Pool, func(tx pgx.Tx) error {
+		// A replica that stops mid-tick (paused, cut off) must not keep
+		// the lock for as long as the server keeps its session.
+		if _, err := tx.Exec(ctx, `SET LOCAL idle_in_transaction_session_timeout = '10s'`); err != nil {
+			return fmt.Errorf("idle lock: %w", err)
+		}
 		var locked bool
 		if err := tx.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock(hashtextextended($1, 0))`, lockKey).Scan(&locked); err != nil {
 			return fmt.Errorf("idle lock: %w", err)
@@ -149,7 +156,9 @@ func (r *Runner) Tick(ctx context.Context) (TickResult, error) {
 				res.Warned++
 			}
 		}
-		return nil
+		// Under controld's idle lease, warnings commit only while the
+		// lease is still this replica's.
+		return lease.Fence(ctx, tx)
 	})
 	if err != nil || res.Skipped {
 		return res, err

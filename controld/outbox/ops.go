@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/gpuaas/gpuaas/controld/lease"
 	"github.com/gpuaas/gpuaas/controld/store"
 	"github.com/gpuaas/gpuaas/internal/api"
 )
@@ -95,16 +96,9 @@ func Counts(ctx context.Context, q store.Querier) (pending, dead int, err error)
 	return pending, dead, nil
 }
 
-// RelayHolder returns the backend pid of the session holding the relay's
-// lock (the active relay, on whichever replica), or 0 when none does.
+// RelayHolder returns the fencing epoch of the relay's lease while a
+// replica holds it (the active relay), or 0 when none does: a different
+// number is another holding.
 func RelayHolder(ctx context.Context, q store.Querier) (int, error) {
-	var pid int
-	// A bigint advisory key shows in pg_locks as classid (high half),
-	// objid (low half) and objsubid 1.
-	err := q.QueryRow(ctx, `SELECT coalesce(max(pid), 0) FROM pg_locks WHERE locktype = 'advisory' AND granted
-		AND classid = $1 AND objid = $2 AND objsubid = 1`, uint32(relayLockKey>>32), uint32(relayLockKey&0xffffffff)).Scan(&pid)
-	if err != nil {
-		return 0, fmt.Errorf("relay lock holder: %w", err)
-	}
-	return pid, nil
+	return lease.HeldEpoch(ctx, q, lease.OutboxRelay)
 }

@@ -14,17 +14,18 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/gpuaas/gpuaas/controld/lease"
 	"github.com/gpuaas/gpuaas/internal/api"
 )
-
-// relayLockKey is the advisory lock that keeps one relay active across
-// controld replicas.
-const relayLockKey = 0x67707561_0001
 
 // DuplicateWindow is how long JetStream remembers a Nats-Msg-Id. A relay
 // that dies after publishing but before marking its rows republishes them
 // on restart; JetStream drops those duplicates within this window.
 const DuplicateWindow = 10 * time.Minute
+
+// idleInBatchMargin is how long past AckTimeout a batch's transaction may
+// idle before the server ends it.
+const idleInBatchMargin = 2 * time.Second
 
 // DefaultAckTimeout is RelayConfig.AckTimeout's default.
 const DefaultAckTimeout = 10 * time.Second
@@ -119,24 +120,21 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, replicas int, max
 	return nil
 }
 
-// Run holds the relay lock (waiting for it, in Postgres, while another
-// replica has it),
-// then publishes batches as rows commit (LISTEN/NOTIFY, with polling as
-// the fallback) until ctx ends.
+// Run publishes batches as rows commit (LISTEN/NOTIFY, with polling as
+// the fallback) until ctx ends. One relay is active across replicas:
+// controld runs it under the outbox relay's lease (controld/lease), whose
+// loss ends ctx, and each batch's marks commit only while that lease is
+// still held (lease.Fence), so a relay that lost its lease — cut off,
+// paused — cannot mark a batch it published late; JetStream drops the
+// duplicates of its publishes by their Nats-Msg-Id.
 func (r *Relay) Run(ctx context.Context) error {
 	conn, err := r.cfg.Pool.Acquire(ctx)
 	if err != nil {
 		return ctxErr(ctx, fmt.Errorf("relay: %w", err))
 	}
-	// The lock lives in this session; closing it (rather than returning it
-	// to the pool) is what releases it.
+	// LISTEN lives in this session; closing it (rather than returning it
+	// to the pool) ends it.
 	defer func() { _ = conn.Hijack().Close(context.WithoutCancel(ctx)) }()
-	// Wait in Postgres's queue for the lock: the moment the active relay's
-	// session ends (its replica drains, or dies and its connection is
-	// dropped), this one has it. Ending ctx cancels the wait.
-	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock($1)`, relayLockKey); err != nil {
-		return ctxErr(ctx, fmt.Errorf("relay lock: %w", err))
-	}
 	if _, err := conn.Exec(ctx, `LISTEN outbox_events`); err != nil {
 		return ctxErr(ctx, fmt.Errorf("relay listen: %w", err))
 	}
@@ -191,6 +189,13 @@ type row struct {
 func (r *Relay) RunOnce(ctx context.Context) (int, error) {
 	claimed := 0
 	err := pgx.BeginFunc(ctx, r.cfg.Pool, func(tx pgx.Tx) error {
+		// A relay that stops mid-batch (paused, cut off) must not keep the
+		// rows it claimed locked for as long as its session lives: the
+		// server ends the transaction once it idles past the acks' wait.
+		if _, err := tx.Exec(ctx, fmt.Sprintf(`SET LOCAL idle_in_transaction_session_timeout = %d`,
+			(r.cfg.AckTimeout+idleInBatchMargin).Milliseconds())); err != nil {
+			return fmt.Errorf("claim outbox rows: %w", err)
+		}
 		rows, err := tx.Query(ctx, `SELECT id, kind, subject, coalesce(project_id, ''), users,
 				CASE WHEN jsonb_typeof(payload) = 'object' THEN payload - '`+corrPayload+`' ELSE payload END,
 				coalesce(payload->>'`+corrPayload+`', ''), created_at, attempts
@@ -222,7 +227,10 @@ func (r *Relay) RunOnce(ctx context.Context) (int, error) {
 				return err
 			}
 		}
-		return r.mark(ctx, tx, ok, failed)
+		if err := r.mark(ctx, tx, ok, failed); err != nil {
+			return err
+		}
+		return lease.Fence(ctx, tx)
 	})
 	return claimed, err
 }

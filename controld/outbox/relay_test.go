@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/gpuaas/gpuaas/controld/lease"
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/testutil"
 )
@@ -191,7 +192,10 @@ func TestRelayBacksOffThenMovesRowToDead(t *testing.T) {
 	f.wantEachOnce(t, []int64{late})
 }
 
-func TestRelaysShareOneLock(t *testing.T) {
+// TestRelaysShareOneLease: relays run under the relay's lease (as
+// controld runs them) publish from one replica at a time, and the standby
+// takes over when the active one stops.
+func TestRelaysShareOneLease(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	// mu protects published: relay name -> ids it published.
@@ -215,7 +219,8 @@ func TestRelaysShareOneLock(t *testing.T) {
 		})
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
-		go func() { done <- r.Run(ctx) }()
+		k := &lease.Keeper{Pool: pool, Holder: name, TTL: 3 * time.Second}
+		go func() { done <- k.Run(ctx, lease.OutboxRelay, r.Run) }()
 		relays[name] = running{cancel, done}
 		t.Cleanup(func() {
 			cancel()
@@ -239,7 +244,7 @@ func TestRelaysShareOneLock(t *testing.T) {
 	testutil.EventuallyWithin(t, 15*time.Second, "the first rows to be published", allPublished)
 	got := snapshot()
 	if len(got) != 1 {
-		t.Fatalf("relays that published: got %v; want exactly one (the lock holder)", got)
+		t.Fatalf("relays that published: got %v; want exactly one (the lease holder)", got)
 	}
 	var active, standby string
 	for name := range got {
@@ -250,7 +255,7 @@ func TestRelaysShareOneLock(t *testing.T) {
 		t.Fatalf("relay %s published %v; want each of %v once", active, got[active], ids)
 	}
 
-	// The active relay stops; the standby takes the lock over.
+	// The active relay stops; the standby takes the lease over.
 	relays[active].cancel()
 	if err := <-relays[active].done; err != nil {
 		t.Fatalf("relay %s: %v", active, err)

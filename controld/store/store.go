@@ -60,6 +60,7 @@ func OpenAs(ctx context.Context, connString string, maxConns int32, role string)
 	if maxConns > 0 {
 		cfg.MaxConns = maxConns
 	}
+	sessionLimits(&cfg.ConnConfig.Config)
 	if role != "" {
 		setRole := "SET ROLE " + pgx.Identifier{role}.Sanitize()
 		cfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {

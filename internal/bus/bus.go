@@ -133,6 +133,10 @@ func serverOptions(cfg Config) (*server.Options, error) {
 	if err := clusterOptions(opts, cfg); err != nil {
 		return nil, err
 	}
+	// The server notices a client (or route) gone silent as the clients
+	// notice their server: its queue subscriptions stop getting requests
+	// within seconds, not minutes.
+	opts.PingInterval, opts.MaxPingsOut = PingInterval, MaxPingsOut
 	opts.MaxPayload = 8 << 20
 	opts.JetStreamMaxMemory = 256 << 20
 	if cfg.TLS.CertFile != "" {
@@ -192,10 +196,21 @@ func (s *Server) Shutdown() {
 	s.log.Info("nats stopped")
 }
 
+// PingInterval and MaxPingsOut are how a connection notices that its
+// server stopped answering without closing anything (a silent network
+// partition, a paused server): after about PingInterval × (MaxPingsOut+1)
+// with no PONG it is given up and made again, to another server of the
+// pool when one answers. nats.go's defaults (2 minutes, 2) left a
+// connection on a cut-off server for minutes.
+const (
+	PingInterval = 2 * time.Second
+	MaxPingsOut  = 2
+)
+
 // Connect dials url with the options every gpuaas process shares
-// (reconnect forever with jitter, a name for monitoring), plus extra:
-// the connection's identity (WithKey, nats.Token), its inbox prefix and
-// TLS (TLS.Options).
+// (reconnect forever with jitter, a name for monitoring, pings that notice
+// a silent server within seconds), plus extra: the connection's identity
+// (WithKey, nats.Token), its inbox prefix and TLS (TLS.Options).
 func Connect(url, name string, extra ...nats.Option) (*nats.Conn, error) {
 	opts := append([]nats.Option{
 		nats.Name(name),
@@ -203,6 +218,8 @@ func Connect(url, name string, extra ...nats.Option) (*nats.Conn, error) {
 		nats.ReconnectWait(250 * time.Millisecond),
 		nats.ReconnectJitter(100*time.Millisecond, time.Second),
 		nats.Timeout(5 * time.Second),
+		nats.PingInterval(PingInterval),
+		nats.MaxPingsOutstanding(MaxPingsOut),
 	}, extra...)
 	nc, err := nats.Connect(url, opts...)
 	if err != nil {

@@ -16,7 +16,7 @@ import (
 )
 
 // PartitionTuning is how controld behaves when it cannot reach Postgres
-// or NATS (docs/decisions/0001-leases-and-fencing.md): a replica that
+// or NATS (docs/decisions/0010-leases-and-fencing.md): a replica that
 // cannot do the work stops serving — it leaves the API's queue group,
 // stops receiving node reports and lets its singleton leases go — and
 // serves again once both answer.

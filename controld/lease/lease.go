@@ -2,7 +2,7 @@
 // singleton loop (the outbox relay, billing accrual, the idle evaluator,
 // node liveness) on one replica at a time, and fencing tokens (epochs)
 // that keep a holder which lost its lease from acting on it
-// (docs/decisions/0001-leases-and-fencing.md).
+// (docs/decisions/0010-leases-and-fencing.md).
 //
 // Every time is the database's (clock_timestamp()), so replicas' clocks
 // need not agree; a holder measures its own deadline from before it sent

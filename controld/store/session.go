@@ -3,7 +3,7 @@ package store
 import "github.com/jackc/pgx/v5/pgconn"
 
 // sessionLimits bounds what a controld session cut off from Postgres can
-// hold on the server (docs/decisions/0001-leases-and-fencing.md): the
+// hold on the server (docs/decisions/0010-leases-and-fencing.md): the
 // server probes an idle client with TCP keepalives and ends the session
 // (and its transaction's locks) about 25 s after the client went silent,
 // and a transaction left idle for 30 s (no request may take longer:

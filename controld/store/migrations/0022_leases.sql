@@ -1,4 +1,4 @@
--- Leases with a deadline (docs/decisions/0001-leases-and-fencing.md): one
+-- Leases with a deadline (docs/decisions/0010-leases-and-fencing.md): one
 -- row per singleton (the outbox relay, billing accrual, the idle evaluator,
 -- node liveness) and per replica that receives node reports. A holder
 -- renews its row before expires_at (the database's clock) and stops acting

@@ -47,7 +47,10 @@ func printAllocation(ios *cmdutil.IOStreams, now time.Time, a *api.Allocation) e
 	}
 	cs := ios.ColorScheme()
 	state := a.State
-	if a.Queued {
+	switch {
+	case a.Queued && a.QueuePosition > 0:
+		state += fmt.Sprintf(" (queued for capacity, %s in line)", ordinal(a.QueuePosition))
+	case a.Queued:
 		state += " (queued for capacity)"
 	}
 	fmt.Fprintf(ios.Out, "%s  %s\n", cs.Bold(a.ID), stateColor(cs, a.State)(state))

@@ -99,7 +99,12 @@ func GetWithTimeline(ctx context.Context, q store.Batcher, actor Actor, id strin
 // getSQL is one allocation with the actor's role in its project ("" when
 // not a member), so that the authorization check needs no query of its
 // own.
+//
+// A queued request's place in line counts the requests of its SKU queued
+// before it, in the order placeHead takes them.
 const getSQL = `SELECT a.id, a.project_id, a.user_id, a.sku_id, a.shape, a.gpus, a.state, a.version, a.queued,
+	CASE WHEN a.queued THEN (SELECT count(*) + 1 FROM allocations o WHERE o.queued AND o.sku_id = a.sku_id
+		AND (o.created_at, o.id) < (a.created_at, a.id)) ELSE 0 END,
 	coalesce(a.node_id, ''), a.reason, a.created_at, a.updated_at,
 	coalesce((SELECT m.role FROM project_members m WHERE m.project_id = a.project_id AND m.user_id = $2), '')
 	FROM allocations a WHERE a.id = $1`
@@ -123,7 +128,7 @@ func get(ctx context.Context, q store.Batcher, actor Actor, id string, withTimel
 		a, err = pgx.CollectExactlyOneRow(rows, func(r pgx.CollectableRow) (api.Allocation, error) {
 			var a api.Allocation
 			err := r.Scan(&a.ID, &a.ProjectID, &a.UserID, &a.SKU, &a.Shape, &a.GPUs, &a.State, &a.Version, &a.Queued,
-				&a.NodeID, &a.Reason, &a.CreatedAt, &a.UpdatedAt, &role)
+				&a.QueuePosition, &a.NodeID, &a.Reason, &a.CreatedAt, &a.UpdatedAt, &role)
 			return a, err
 		})
 		if errors.Is(err, pgx.ErrNoRows) {

@@ -131,7 +131,9 @@ func TestAllocTop(t *testing.T) {
 	fw := cmdtest.Factory(wios)
 	fw.Client = f.Client
 	watching := make(chan error, 1)
-	go func() { watching <- cmdtest.Execute(clialloc.NewCmdTop(fw, nil), al.ID, "--json", "--count", "0", "--interval", "1s") }()
+	go func() {
+		watching <- cmdtest.Execute(clialloc.NewCmdTop(fw, nil), al.ID, "--json", "--count", "0", "--interval", "1s")
+	}()
 	testutil.Eventually(t, "the watch's first rows", func() bool { return wout.String() != "" })
 	if _, err := admin.AllocRelease(ctx, api.AllocReleaseRequest{ID: al.ID}); err != nil {
 		t.Fatal(err)

@@ -13,6 +13,7 @@ import (
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/clip"
+	"github.com/gpuaas/gpuaas/internal/suggest"
 )
 
 // CreateOptions are the inputs of `gpuaas alloc create`.
@@ -76,7 +77,7 @@ counts, plus this one), and whether the balance is too low to create it.
 
 Retrying with the same --idempotency-key never allocates twice.`,
 		Example: `  gpuaas alloc create --sku h100-slice --gpus 2
-  gpuaas alloc create --sku h100-node --queue
+  gpuaas alloc create --sku h100-baremetal --queue
   gpuaas alloc create --sku h100-slice --gpus 1 --json id --jq .id
   gpuaas alloc create --sku h200-slice --gpus 4 --dry-run`,
 		Args: cmdutil.NoArgs,
@@ -163,7 +164,11 @@ func defaultGPUs(ctx context.Context, client *api.Client, sku string) (int, erro
 	}
 	s, ok := findSKU(cat.SKUs, sku)
 	if !ok {
-		return 0, &api.Error{Code: api.CodeNotFound, Message: fmt.Sprintf("no SKU %q in the catalog", clip.String(sku)),
+		ids := make([]string, len(cat.SKUs))
+		for i, s := range cat.SKUs {
+			ids[i] = s.ID
+		}
+		return 0, &api.Error{Code: api.CodeNotFound, Message: fmt.Sprintf("no SKU %q in the catalog%s", clip.String(sku), suggest.DidYouMean(sku, ids)),
 			Hint: "see `gpuaas catalog list`"}
 	}
 	return gpusFor(s)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
 	"github.com/gpuaas/gpuaas/cli/cmdutil/cmdtest"
+	"github.com/gpuaas/gpuaas/controld/catalog"
 	"github.com/gpuaas/gpuaas/internal/api"
 )
 
@@ -208,5 +209,28 @@ func TestCreateDryRun(t *testing.T) {
 	opts.SKU, opts.GPUs = "h200-slice", 3
 	if err := createRun(context.Background(), opts); !errors.Is(err, api.ErrInvalidArgument) {
 		t.Errorf("dry run of 3 GPUs got %v; want invalid_argument as create would", err)
+	}
+}
+
+// TestCreateHelpNamesRealSKUs is the regression test of "`alloc create
+// --help` shows a SKU that does not exist": every --sku of its examples
+// is in the catalog gpuaas dev and fresh installs are seeded with.
+func TestCreateHelpNamesRealSKUs(t *testing.T) {
+	ios, _, _, _ := cmdtest.Streams(false)
+	cmd := NewCmdCreate(cmdtest.Factory(ios), nil)
+	fields := strings.Fields(cmd.Example + " " + cmd.Long)
+	n := 0
+	for i, f := range fields {
+		if f != "--sku" || i+1 == len(fields) || strings.HasPrefix(fields[i+1], "SKU") {
+			continue
+		}
+		n++
+		sku := strings.Trim(fields[i+1], "`")
+		if !slices.ContainsFunc(catalog.Defaults, func(s api.SKU) bool { return s.ID == sku }) {
+			t.Errorf("alloc create --help names SKU %q; the catalog has no such SKU", sku)
+		}
+	}
+	if n == 0 {
+		t.Fatal("no --sku in alloc create's examples")
 	}
 }

@@ -135,6 +135,9 @@ func createRun(ctx context.Context, opts *CreateOptions) error {
 	if err != nil {
 		return withRetryKey(err, key)
 	}
+	if a.Note != "" {
+		fmt.Fprintf(opts.IO.ErrOut, "Note: allocation %s: %s\n", a.ID, a.Note)
+	}
 	if opts.Wait {
 		created := a
 		if a, err = waitForOperation(ctx, opts.IO, client, a.ID, opts.Timeout, api.AllocActive); err != nil {

@@ -83,3 +83,18 @@ func TestNewCmdCreateCancelOnTimeoutNeedsWait(t *testing.T) {
 		t.Errorf("got %+v; want cancel on a 5s timeout", got)
 	}
 }
+
+// TestAllocCreateQueuedOnUnservedSKUSaysSo: the CLI shows the server's
+// note when no host serves the SKU a request was queued for.
+func TestAllocCreateQueuedOnUnservedSKUSaysSo(t *testing.T) {
+	_, c := waitEnv(t)
+	ios, _, _, errOut := cmdtest.Streams(false)
+	opts := CreateOptions{IO: ios, Now: time.Now, SKU: "h100-slice", GPUs: 1, Queue: true}
+	opts.Client = func() (*api.Client, error) { return c, nil }
+	if err := createRun(context.Background(), &opts); err != nil {
+		t.Fatal(err)
+	}
+	if got := errOut.String(); !strings.HasPrefix(got, "Note: allocation a-") || !strings.Contains(got, "no host serves 1 × h100-slice now") {
+		t.Errorf("stderr %q; want the note that no host serves it", got)
+	}
+}

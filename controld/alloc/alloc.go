@@ -188,18 +188,25 @@ func OpenInProject(ctx context.Context, q store.Querier, projectID string) ([]st
 func List(ctx context.Context, q store.Querier, actor Actor, req api.AllocListRequest) ([]api.Allocation, error) {
 	var where string
 	var args []any
+	// names are the listed projects' names: each row says its project.
+	names := map[string]string{}
 	if req.Project == "" {
-		mine, err := project.IDsOf(ctx, q, actor.UserID)
+		mine, err := project.ListForUser(ctx, q, actor.UserID)
 		if err != nil {
 			return nil, err
 		}
-		where, args = `project_id = ANY($1)`, []any{mine}
+		ids := make([]string, len(mine))
+		for i, p := range mine {
+			ids[i], names[p.ID] = p.ID, p.Name
+		}
+		where, args = `project_id = ANY($1)`, []any{ids}
 	} else {
 		p, err := project.Authorize(ctx, q, req.Project, actor.UserID, actor.Role, project.AccessRead)
 		if err != nil {
 			return nil, err
 		}
 		where, args = `project_id = $1`, []any{p.ID}
+		names[p.ID] = p.Name
 	}
 	switch {
 	case req.State != "":
@@ -228,6 +235,7 @@ func List(ctx context.Context, q store.Querier, actor Actor, req api.AllocListRe
 	for i := range out {
 		byID[out[i].ID] = &out[i]
 		idList[i] = out[i].ID
+		out[i].Project = names[out[i].ProjectID]
 	}
 	slots, err := node.Slots(ctx, q, `allocation_id = ANY($1)`, idList)
 	if err != nil {

@@ -245,13 +245,15 @@ const (
 type Allocation struct {
 	ID        string `json:"id"`
 	ProjectID string `json:"project_id"`
-	UserID    string `json:"user_id"`
-	SKU       string `json:"sku"`
-	Shape     string `json:"shape"`
-	GPUs      int    `json:"gpus"`
-	State     string `json:"state"`
-	Version   int64  `json:"version"`
-	Queued    bool   `json:"queued"`
+	// Project is the project's name (alloc.list).
+	Project string `json:"project,omitempty"`
+	UserID  string `json:"user_id"`
+	SKU     string `json:"sku"`
+	Shape   string `json:"shape"`
+	GPUs    int    `json:"gpus"`
+	State   string `json:"state"`
+	Version int64  `json:"version"`
+	Queued  bool   `json:"queued"`
 	// QueuePosition is a queued request's place in its SKU's line (1 =
 	// next; alloc.get only).
 	QueuePosition int       `json:"queue_position,omitempty"`

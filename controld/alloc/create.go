@@ -40,7 +40,7 @@ func Create(ctx context.Context, tx pgx.Tx, actor Actor, req api.AllocCreateRequ
 		return api.Allocation{}, eff, err
 	}
 	if !funds.Enough() {
-		return api.Allocation{}, eff, newInsufficientFunds(funds, sku.Currency, p.Name, sku.ID, req.GPUs)
+		return api.Allocation{}, eff, newInsufficientFunds(funds, rules, sku.Currency, p.Name, sku.ID, req.GPUs)
 	}
 	// The budgets came with the funds (one round trip); their spend is
 	// read only when there are any.

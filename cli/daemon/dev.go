@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -175,6 +177,11 @@ func defaultDataDir() (string, error) {
 func RunDev(ctx context.Context, opts *DevOptions) error { return devRun(ctx, opts) }
 
 func devRun(ctx context.Context, opts *DevOptions) (err error) {
+	// `make dev | tee log` and Ctrl-C: tee dies with the SIGINT, and the
+	// next log line of the clean-up would kill this process with SIGPIPE,
+	// leaving the sim hosts' users and processes behind. Ignored, a write
+	// to the broken pipe fails (the line is lost) and the clean-up goes on.
+	signal.Ignore(syscall.SIGPIPE)
 	log, err := newLogger(opts.IO.ErrOut, opts.LogLevel)
 	if err != nil {
 		return err

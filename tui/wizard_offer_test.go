@@ -80,3 +80,20 @@ func TestWizardOffersOnlyWhatCanBeHad(t *testing.T) {
 		t.Fatalf("a create that fits: created %+v; want it sent", b.created)
 	}
 }
+
+// TestWizardVerdictWithoutTopups: where the platform takes no top-ups, the
+// verdict does not send the user to `gpuaas billing topup`.
+func TestWizardVerdictWithoutTopups(t *testing.T) {
+	b := newFixtureBackend()
+	small, short := int64(100), int64(100*3600/700)
+	b.verdict = &backend.Verdict{Fits: true, Currency: "usd", BalanceMinor: &small, RunwaySeconds: &short, PricePerHourMinor: 700,
+		BurnPerHourMinor: 700, InsufficientFunds: true, NeededMinor: 117, MinRunwaySeconds: 600, TopupsOff: true}
+	m := newTestModel(t, b)
+	press(m, "c")
+	typeText(m, "h200")
+	press(m, "enter", "enter")
+	drain(t, m, press(m, "enter"))
+	if v := m.View(); !strings.Contains(v, "no top-ups here: ask an admin") || strings.Contains(v, "billing topup") {
+		t.Fatalf("confirm page:\n%s\nwant the credit hint, not the top-up command", v)
+	}
+}

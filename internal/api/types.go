@@ -322,6 +322,9 @@ type AllocQuote struct {
 	InsufficientFunds bool  `json:"insufficient_funds,omitempty"`
 	MinRunwaySeconds  int64 `json:"min_runway_seconds"`
 	NeededMinor       int64 `json:"needed_minor"`
+	// TopupsOff says the platform takes no top-ups (no payment provider):
+	// money comes from an administrator's credit.
+	TopupsOff bool `json:"topups_off,omitempty"`
 	// BudgetExceeded, when set, is why a create would be refused with
 	// budget_exceeded (see EndpointBillingBudgetGet).
 	BudgetExceeded string `json:"budget_exceeded,omitempty"`

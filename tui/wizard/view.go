@@ -125,8 +125,12 @@ func (m *Model) verdictText() string {
 			api.FormatMoney(running, v.Currency))
 	}
 	if v.InsufficientFunds {
+		how := " · gpuaas billing topup"
+		if v.TopupsOff {
+			how = " · no top-ups here: ask an admin"
+		}
 		out += "\nfunds:   " + st.Bad.Render(fmt.Sprintf("too low, %s needed for %s", api.FormatMoney(v.NeededMinor, v.Currency),
-			api.FormatRunway(v.MinRunwaySeconds))) + " · gpuaas billing topup"
+			api.FormatRunway(v.MinRunwaySeconds))) + how
 	}
 	return out
 }

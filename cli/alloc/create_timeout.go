@@ -26,8 +26,8 @@ func createTimedOut(ctx context.Context, opts *CreateOptions, client *api.Client
 	if now, err := client.AllocGet(ctx, created.ID); err == nil {
 		a = now
 	}
-	if a.State == api.AllocActive && !opts.CancelOnTimeout {
-		return a, nil // placed in the last moment: the create succeeded
+	if a.State == api.AllocActive {
+		return a, nil // active in the last moment: the create succeeded
 	}
 	what, pending := leftBehind(a)
 	if !pending {

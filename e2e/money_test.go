@@ -124,7 +124,7 @@ func TestMoneyChecksBeforeRenting(t *testing.T) {
 	if code := cmd.ProcessState.ExitCode(); code != 130 {
 		t.Errorf("exit %d on SIGINT; want 130\n%s", code, stderr.String())
 	}
-	for _, want := range []string{"Allocation " + id + " is still queued for h100-baremetal",
+	for _, want := range []string{"Allocation " + id + " is still queued (1st in line for h100-baremetal)",
 		"Cancel it with `gpuaas alloc release " + id + "`."} {
 		if !strings.Contains(stderr.String(), want) {
 			t.Errorf("stderr after SIGINT lacks %q:\n%s", want, stderr.String())

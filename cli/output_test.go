@@ -105,14 +105,14 @@ func TestAllocListOutput(t *testing.T) {
 					t.Fatalf("got\n%s\nwant a header and two aligned rows", stdout)
 				}
 			} else {
-				// No header; tab-separated id, state, sku, gpus, node, created.
+				// No header; tab-separated id, state, sku, gpus, node, created, project.
 				if len(lines) != 2 {
 					t.Fatalf("got %q; want two TSV rows", stdout)
 				}
 				for i, l := range lines {
 					f := strings.Split(l, "\t")
-					if len(f) != 6 || f[0] != pairs[i].ID || f[1] != pairs[i].State || f[2] != "h200-slice" || f[3] != "1" {
-						t.Fatalf("row %q; want id, state, sku, gpus, node, created of %+v", l, pairs[i])
+					if len(f) != 7 || f[0] != pairs[i].ID || f[1] != pairs[i].State || f[2] != "h200-slice" || f[3] != "1" || f[6] == "" {
+						t.Fatalf("row %q; want id, state, sku, gpus, node, created, project of %+v", l, pairs[i])
 					}
 				}
 			}

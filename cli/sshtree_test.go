@@ -25,8 +25,11 @@ func TestSSHCommandTree(t *testing.T) {
 		}
 	}
 	for _, never := range []string{"login", "logout", "ssh", "ssh-config", "dev", "controld", "hostd", "sshgate", "completion"} {
-		if slices.Contains(names, never) {
-			t.Errorf("got commands %q; want no %s over SSH", names, never)
+		// Local-only commands are hidden stubs that say why (TestLocalOnlyOverSSHSaysWhy).
+		if c, _, err := root.Find([]string{never}); err == nil && c != root {
+			if _, stub := c.Annotations[cmdutil.AnnotationLocalOnly]; !stub || !c.Hidden {
+				t.Errorf("%s is served over SSH; want it absent or a hidden local-only stub", never)
+			}
 		}
 	}
 	// Fresh per call: flag state does not leak between sessions.
@@ -55,7 +58,11 @@ func TestEveryCommandServedOverSSHOrLocalOnly(t *testing.T) {
 		t.Error("the SSH tree offers cobra's completion command; want it off")
 	}
 	served := map[string]bool{}
-	walk(ssh, func(c *cobra.Command) { served[relPath(c)] = true })
+	walk(ssh, func(c *cobra.Command) {
+		if _, stub := c.Annotations[cmdutil.AnnotationLocalOnly]; !stub {
+			served[relPath(c)] = true
+		}
+	})
 	n := 0
 	walk(local, func(c *cobra.Command) {
 		n++
@@ -95,4 +102,46 @@ func walk(root *cobra.Command, f func(*cobra.Command)) {
 func relPath(c *cobra.Command) string {
 	_, rest, _ := strings.Cut(c.CommandPath(), " ")
 	return rest
+}
+
+// TestLocalOnlyOverSSHSaysWhy is the regression test of "over SSH `watch`,
+// `node list` fail with `unknown command`": a local-only command over SSH
+// exits 2 saying it is not served there, why, and where to run it; the
+// SSH tree's help lists them; a command that does not exist is still
+// unknown.
+func TestLocalOnlyOverSSHSaysWhy(t *testing.T) {
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"watch", "--alloc", "a-1"}, "`gpuaas watch` is not served over SSH (receives events on a NATS connection"},
+		{[]string{"node", "list"}, "`gpuaas node list` is not served over SSH (operator commands"},
+		{[]string{"login"}, "`gpuaas login` is not served over SSH (keeps the session in this machine's config)"},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			ios, _, _, _ := cmdutil.Test()
+			root := NewSSHRootCmd(cmdutil.New(ios))
+			root.SetArgs(tt.args)
+			_, err := root.ExecuteC()
+			if err == nil || cmdutil.ExitCodeOf(err) != cmdutil.ExitUsage || !strings.Contains(err.Error(), tt.want) ||
+				!strings.Contains(err.Error(), "run it with the gpuaas CLI on your machine") {
+				t.Fatalf("got %v (exit %d); want exit 2 and %q", err, cmdutil.ExitCodeOf(err), tt.want)
+			}
+		})
+	}
+	ios, _, out, _ := cmdutil.Test()
+	root := NewSSHRootCmd(cmdutil.New(ios))
+	root.SetArgs([]string{"--help"})
+	if err := root.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	if got := out.String(); !strings.Contains(got, "Not served here") || !strings.Contains(got, "watch") || !strings.Contains(got, "node") {
+		t.Errorf("help over SSH:\n%s\nwant the local-only commands named", got)
+	}
+	root = NewSSHRootCmd(cmdutil.New(ios))
+	root.SetArgs([]string{"wacth"})
+	if _, err := root.ExecuteC(); err == nil || !strings.Contains(err.Error(), "unknown command") {
+		t.Errorf("an unknown command: %v; want unknown command", err)
+	}
 }

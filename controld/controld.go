@@ -504,7 +504,7 @@ func (s *Server) queueLoop(ctx context.Context) error {
 
 // allocRules are the checks a placement passes besides capacity.
 func (s *Server) allocRules() alloc.Rules {
-	return alloc.Rules{MinRunway: s.cfg.Billing.MinRunway}
+	return alloc.Rules{MinRunway: s.cfg.Billing.MinRunway, TopupsOff: !s.payments.Settings().Enabled()}
 }
 
 // IdempotencyRetention is how long a mutation's response stays replayable.

@@ -17,15 +17,16 @@ import (
 )
 
 // wantInsufficientFunds checks a refusal: the catalog code, the hint
-// naming the top-up command, and the message naming the numbers.
+// saying where money comes from (controldtest has no payment provider: an
+// administrator's credit), and the message naming the numbers.
 func wantInsufficientFunds(t *testing.T, err error, what string, inMessage ...string) {
 	t.Helper()
 	var e *api.Error
 	if !errors.As(err, &e) || e.Code != api.CodeInsufficientFunds {
 		t.Fatalf("%s: got %v; want insufficient_funds", what, err)
 	}
-	if !strings.Contains(e.Hint, "gpuaas billing topup") {
-		t.Errorf("%s: hint %q; want it to name `gpuaas billing topup`", what, e.Hint)
+	if !strings.Contains(e.Hint, "gpuaas admin credit") || strings.Contains(e.Hint, "gpuaas billing topup") {
+		t.Errorf("%s: hint %q; want it to name `gpuaas admin credit`, top-ups being off", what, e.Hint)
 	}
 	for _, s := range inMessage {
 		if !strings.Contains(e.Message, s) {
@@ -146,7 +147,7 @@ func TestQueuedRequestUnfundedAtPlacementFails(t *testing.T) {
 	})
 	got := getAlloc(t, c, head.ID)
 	if got.State != api.AllocFailed || got.Queued || len(got.Slots) != 0 || !strings.Contains(got.Reason, "insufficient funds") ||
-		!strings.Contains(got.Reason, "left the queue") || !strings.Contains(got.Reason, "gpuaas billing topup") {
+		!strings.Contains(got.Reason, "left the queue") || !strings.Contains(got.Reason, "gpuaas admin credit") {
 		t.Fatalf("head: %s queued=%v with %d slots (%q); want failed for insufficient funds, out of the queue, no slots",
 			got.State, got.Queued, len(got.Slots), got.Reason)
 	}

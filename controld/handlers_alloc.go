@@ -114,6 +114,7 @@ func (s *Server) allocQuote(ctx context.Context, c *call) (any, error) {
 	}
 	q.MinRunwaySeconds, q.NeededMinor = int64(f.MinRunway/time.Second), f.NeededMinor
 	q.InsufficientFunds = !f.Enough()
+	q.TopupsOff = s.allocRules().TopupsOff
 	if err := alloc.CheckBudgets(ctx, s.pool, alloc.BudgetRequest{ProjectID: q.ProjectID, UserID: c.principal.UserID,
 		AddMinorPerHour: q.PricePerHourMinor, Currency: q.Currency, SKU: q.SKU, GPUs: q.GPUs}, s.now()); err != nil {
 		if api.CodeOf(err) != api.CodeBudgetExceeded {

@@ -111,11 +111,20 @@ func (s *Server) budgetClear(ctx context.Context, c *call) (mutate.Func, error) 
 		if err != nil {
 			return nil, mutate.Effect{}, err
 		}
-		cleared, err := billing.ClearBudget(ctx, tx, p.ID, u.ID, s.now())
+		var cleared billing.Budget
+		gone := true
+		if req.Period == "" {
+			cleared, err = billing.ClearBudget(ctx, tx, p.ID, u.ID, s.now())
+		} else {
+			cleared, gone, err = billing.ClearBudgetPeriod(ctx, tx, p.ID, u.ID, req.Period, s.now())
+		}
 		if err != nil {
 			return nil, mutate.Effect{}, err
 		}
 		out := budgetOf(cleared, p, u.Email)
+		if !gone { // what is left: the burn cap
+			out.Period, out.AmountMinor, out.SpentMinor, out.Percent = "", 0, 0, 0
+		}
 		eff, err := budgetEffect(ctx, tx, api.EndpointBillingBudgetClear, out)
 		return out, eff, err
 	}, nil

@@ -56,7 +56,7 @@ func (s *Server) projectSetPolicy(ctx context.Context, c *call) (mutate.Func, er
 		if err != nil {
 			return nil, mutate.Effect{}, err
 		}
-		pol, err := idle.SetProjectPolicy(ctx, tx, p, *secs, s.now())
+		pol, err := s.cfg.Idle.SetProjectPolicy(ctx, tx, p, *secs, s.now())
 		if err != nil {
 			return nil, mutate.Effect{}, err
 		}

@@ -62,8 +62,8 @@ func TestMoneyChecksBeforeRenting(t *testing.T) {
 		t.Fatalf("balance after the debit: %d; want 0", b.BalanceMinor)
 	}
 	r := dev.gpuaas(t, "", "alloc", "create", "--sku", "h100-baremetal")
-	if r.code != 10 || !strings.Contains(r.stderr, "insufficient funds: project dev has $0.00") || !strings.Contains(r.stderr, "gpuaas billing topup") {
-		t.Fatalf("create at $0: exit %d\n%s\nwant exit 10, insufficient funds, the top-up hint", r.code, r.stderr)
+	if r.code != 10 || !strings.Contains(r.stderr, "insufficient funds: project dev has $0.00") || !strings.Contains(r.stderr, "top-ups are off") || !strings.Contains(r.stderr, "gpuaas admin credit") {
+		t.Fatalf("create at $0: exit %d\n%s\nwant exit 10, insufficient funds, and (dev has no top-ups) the credit hint", r.code, r.stderr)
 	}
 	if r := dev.gpuaas(t, "", "alloc", "list", "--json", "id", "--jq", "length"); r.code != 0 || r.stdout != "0\n" {
 		t.Fatalf("allocations after the refusal: exit %d %q; want none", r.code, r.stdout)
@@ -124,7 +124,7 @@ func TestMoneyChecksBeforeRenting(t *testing.T) {
 	if code := cmd.ProcessState.ExitCode(); code != 130 {
 		t.Errorf("exit %d on SIGINT; want 130\n%s", code, stderr.String())
 	}
-	for _, want := range []string{"Allocation " + id + " is still queued for h100-baremetal",
+	for _, want := range []string{"Allocation " + id + " is still queued (1st in line for h100-baremetal)",
 		"Cancel it with `gpuaas alloc release " + id + "`."} {
 		if !strings.Contains(stderr.String(), want) {
 			t.Errorf("stderr after SIGINT lacks %q:\n%s", want, stderr.String())

@@ -35,6 +35,7 @@ func (g *Gateway) publicKeyHandler(ctx ssh.Context, key ssh.PublicKey) bool {
 	if err != nil {
 		g.log.Debug("public key refused", "remote", ctx.RemoteAddr(), "user", ctx.User(),
 			"key", gossh.FingerprintSHA256(key), "err", err)
+		tellRefused(ctx, err)
 		return false
 	}
 	sshcert.VerifiedUser(key, id).Store(ctx.Permissions().Permissions)
@@ -50,6 +51,10 @@ func (g *Gateway) serverConfig(ctx ssh.Context) *gossh.ServerConfig {
 	// the context).
 	corrid.Set(ctx, corrid.New())
 	return &gossh.ServerConfig{
+		// The connection, to tell a refused key why (refusal.go).
+		PreAuthConnCallback: func(c gossh.ServerPreAuthConn) {
+			ctx.SetValue(refusalKey{}, &refusalBanner{conn: c})
+		},
 		VerifiedPublicKeyCallback: func(conn gossh.ConnMetadata, key gossh.PublicKey, perms *gossh.Permissions, _ string) (*gossh.Permissions, error) {
 			if err := sshcert.ConfirmKey(perms, key); err != nil {
 				g.log.Warn("authenticated key is not the verified one", "remote", conn.RemoteAddr(), "user", conn.User(), "err", err)

@@ -1,6 +1,7 @@
 package alloc
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -65,15 +66,17 @@ func TestPrintAllocationPiped(t *testing.T) {
 	if err := printAllocation(ios, now, &a); err != nil {
 		t.Fatal(err)
 	}
-	if got, want := out.String(), "a-1\tactive\th100-slice\t2\tnode-1\t2030-01-10T11:55:00Z\n"; got != want {
+	if got, want := out.String(), "a-1\tactive\th100-slice\t2\tnode-1\t2030-01-10T11:55:00Z\tp-1\n"; got != want {
 		t.Errorf("got %q; want %q", got, want)
 	}
 }
 
 func TestPrintAllocations(t *testing.T) {
 	released := testAlloc()
-	released.ID, released.State, released.NodeID = "a-0", api.AllocReleased, ""
-	allocs := []api.Allocation{testAlloc(), released}
+	released.ID, released.State, released.NodeID, released.Project = "a-0", api.AllocReleased, "", "ml"
+	active := testAlloc()
+	active.Project = "dev"
+	allocs := []api.Allocation{active, released}
 	tests := []struct {
 		name   string
 		tty    bool
@@ -82,12 +85,12 @@ func TestPrintAllocations(t *testing.T) {
 		errOut string
 	}{
 		{"tty", true, allocs,
-			"ID   STATE     SKU         GPUS  NODE    CREATED\n" +
-				"a-1  active    h100-slice  2     node-1  5m ago\n" +
-				"a-0  released  h100-slice  2             5m ago\n", ""},
+			"ID   STATE     SKU         GPUS  NODE    CREATED  PROJECT\n" +
+				"a-1  active    h100-slice  2     node-1  5m ago   dev\n" +
+				"a-0  released  h100-slice  2             5m ago   ml\n", ""},
 		{"piped", false, allocs,
-			"a-1\tactive\th100-slice\t2\tnode-1\t2030-01-10T11:55:00Z\n" +
-				"a-0\treleased\th100-slice\t2\t\t2030-01-10T11:55:00Z\n", ""},
+			"a-1\tactive\th100-slice\t2\tnode-1\t2030-01-10T11:55:00Z\tdev\n" +
+				"a-0\treleased\th100-slice\t2\t\t2030-01-10T11:55:00Z\tml\n", ""},
 		{"tty empty", true, nil, "", "No allocations\n"},
 		{"piped empty", false, nil, "", ""},
 	}
@@ -111,5 +114,26 @@ func TestNUMANodes(t *testing.T) {
 	slots := []api.Slot{{NUMANode: 1}, {NUMANode: 0}, {NUMANode: 1}}
 	if got := numaNodes(slots); got != "0,1" {
 		t.Errorf("got %q; want 0,1", got)
+	}
+}
+
+// TestAllocListHelpDocumentsPipedColumns is the regression test of "piped
+// output drops headers and switches money to cents without saying so" for
+// alloc list and get: their --help names the piped columns, as many as a
+// piped row has.
+func TestAllocListHelpDocumentsPipedColumns(t *testing.T) {
+	ios, _, out, _ := cmdtest.Streams(false)
+	a := testAlloc()
+	if err := printAllocations(ios, now, []api.Allocation{a}); err != nil {
+		t.Fatal(err)
+	}
+	if got := len(strings.Split(strings.TrimSuffix(out.String(), "\n"), "\t")); got != len(listPiped) {
+		t.Fatalf("a piped row has %d fields; --help documents %d", got, len(listPiped))
+	}
+	f := cmdtest.Factory(ios)
+	for _, long := range []string{NewCmdList(f, nil).Long, NewCmdGet(f, nil).Long} {
+		if !strings.Contains(long, "Piped (stdout not a terminal)") || !strings.Contains(long, strings.Join(listPiped, ", ")) {
+			t.Errorf("--help:\n%s\nwant the piped columns %q", long, listPiped)
+		}
 	}
 }

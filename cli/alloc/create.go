@@ -13,6 +13,7 @@ import (
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/clip"
+	"github.com/gpuaas/gpuaas/internal/suggest"
 )
 
 // CreateOptions are the inputs of `gpuaas alloc create`.
@@ -32,7 +33,10 @@ type CreateOptions struct {
 	IdempotencyKey   string
 	Wait             bool
 	Timeout          time.Duration
-	DryRun           bool
+	// CancelOnTimeout releases the request when --timeout passes before
+	// it is active.
+	CancelOnTimeout bool
+	DryRun          bool
 }
 
 // NewCmdCreate builds `gpuaas alloc create`; runF replaces createRun in tests.
@@ -51,9 +55,12 @@ no_capacity.
 With --wait, it follows the provisioning phase by phase on stderr (a
 spinner on a terminal, plain lines otherwise) and returns once the
 allocation is active, exiting 20 if it fails (with the reason) and 21 if
---timeout passes first. Interrupting the wait (Ctrl-C, exit 130) does not
-cancel the request: it says what is left behind (still queued, or
-provisioning) and how to release it.
+--timeout passes first. Neither running out of time nor interrupting the
+wait (Ctrl-C, exit 130) cancels the request: a queued request stays in
+line and is placed (and charged) when capacity frees. The command says
+what is left behind (still queued, and where in line, or provisioning)
+and how to release it. With --cancel-on-timeout, a request that is not
+active when --timeout passes is released instead (still exit 21).
 
 The project's balance must last a minimum runway (controld's
 --min-runway, 10 minutes by default) at its total burn: what its
@@ -70,7 +77,7 @@ counts, plus this one), and whether the balance is too low to create it.
 
 Retrying with the same --idempotency-key never allocates twice.`,
 		Example: `  gpuaas alloc create --sku h100-slice --gpus 2
-  gpuaas alloc create --sku h100-node --queue
+  gpuaas alloc create --sku h100-baremetal --queue
   gpuaas alloc create --sku h100-slice --gpus 1 --json id --jq .id
   gpuaas alloc create --sku h200-slice --gpus 4 --dry-run`,
 		Args: cmdutil.NoArgs,
@@ -83,6 +90,9 @@ Retrying with the same --idempotency-key never allocates twice.`,
 			}
 			if opts.DryRun && opts.Wait {
 				return cmdutil.FlagErrorf("--dry-run creates nothing to --wait for")
+			}
+			if opts.CancelOnTimeout && !opts.Wait {
+				return cmdutil.FlagErrorf("--cancel-on-timeout needs --wait (and --timeout)")
 			}
 			if runF != nil {
 				return runF(c.Context(), opts)
@@ -98,6 +108,7 @@ Retrying with the same --idempotency-key never allocates twice.`,
 	cmd.Flags().StringVar(&opts.IdempotencyKey, "idempotency-key", "", "Key that makes retries safe (default: random)")
 	cmd.Flags().BoolVar(&opts.Wait, "wait", false, "Wait until the allocation is active, showing its phases")
 	cmd.Flags().DurationVar(&opts.Timeout, "timeout", 30*time.Minute, "With --wait: how long to wait")
+	cmd.Flags().BoolVar(&opts.CancelOnTimeout, "cancel-on-timeout", false, "With --wait: release the request if it is not active when --timeout passes")
 	cmd.Flags().BoolVar(&opts.DryRun, "dry-run", false, "Report price, fit and balance runway; create nothing")
 	cmdutil.AddJSONFlags(cmd, &opts.Exporter, createFields())
 	return cmd
@@ -124,13 +135,22 @@ func createRun(ctx context.Context, opts *CreateOptions) error {
 	if err != nil {
 		return withRetryKey(err, key)
 	}
+	if a.Note != "" {
+		fmt.Fprintf(opts.IO.ErrOut, "Note: allocation %s: %s\n", a.ID, a.Note)
+	}
 	if opts.Wait {
 		created := a
 		if a, err = waitForOperation(ctx, opts.IO, client, a.ID, opts.Timeout, api.AllocActive); err != nil {
-			if errors.Is(err, context.Canceled) {
+			switch {
+			case errors.Is(err, context.Canceled):
 				tellLeftBehind(ctx, opts.IO, client, created)
+				return err
+			case cmdutil.ExitCodeOf(err) != cmdutil.ExitWaitTimeout:
+				return err
 			}
-			return err
+			if a, err = createTimedOut(ctx, opts, client, created); err != nil {
+				return err
+			}
 		}
 	}
 	if opts.Exporter != nil {
@@ -147,7 +167,11 @@ func defaultGPUs(ctx context.Context, client *api.Client, sku string) (int, erro
 	}
 	s, ok := findSKU(cat.SKUs, sku)
 	if !ok {
-		return 0, &api.Error{Code: api.CodeNotFound, Message: fmt.Sprintf("no SKU %q in the catalog", clip.String(sku)),
+		ids := make([]string, len(cat.SKUs))
+		for i, s := range cat.SKUs {
+			ids[i] = s.ID
+		}
+		return 0, &api.Error{Code: api.CodeNotFound, Message: fmt.Sprintf("no SKU %q in the catalog%s", clip.String(sku), suggest.DidYouMean(sku, ids)),
 			Hint: "see `gpuaas catalog list`"}
 	}
 	return gpusFor(s)
@@ -187,13 +211,8 @@ func tellLeftBehind(ctx context.Context, ios *cmdutil.IOStreams, client *api.Cli
 	if now, err := client.AllocGet(readCtx, a.ID); err == nil {
 		a = now
 	}
-	var what string
-	switch {
-	case a.State == api.AllocRequested && a.Queued:
-		what = fmt.Sprintf("is still queued for %s: it stays in line and will be placed (and charged) when capacity frees", a.SKU)
-	case a.State == api.AllocRequested || a.State == api.AllocProvisioning || a.State == api.AllocActive:
-		what = fmt.Sprintf("is still %s: stopping the wait did not cancel it", a.State)
-	default:
+	what, pending := leftBehind(a)
+	if !pending {
 		return
 	}
 	fmt.Fprintf(ios.ErrOut, "\nAllocation %s %s.\nCancel it with `gpuaas alloc release %s`.\n", a.ID, what, a.ID)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
 	"github.com/gpuaas/gpuaas/cli/cmdutil/cmdtest"
+	"github.com/gpuaas/gpuaas/controld/catalog"
 	"github.com/gpuaas/gpuaas/internal/api"
 )
 
@@ -126,6 +127,8 @@ func TestPrintQuote(t *testing.T) {
 	alsoRunning := withBalance
 	alsoRunning.BalanceMinor, alsoRunning.RunwaySeconds, alsoRunning.BurnPerHourMinor = &running, &shortRunway, 1050
 	alsoRunning.InsufficientFunds, alsoRunning.MinRunwaySeconds, alsoRunning.NeededMinor = true, 600, 175
+	noTopups := alsoRunning
+	noTopups.TopupsOff = true
 	queued := api.AllocQuote{SKU: "h100-baremetal", Shape: api.ShapeBaremetal, GPUs: 8, PricePerHourMinor: 1760,
 		Currency: "usd", Queued: true, QueuePosition: 3}
 	full := queued
@@ -142,6 +145,11 @@ func TestPrintQuote(t *testing.T) {
 		{"runway at the project's burn, too short", true, alsoRunning, "  sku      h200-slice (gpu_slice, 2 GPUs)\n  price    $7.00 per hour\n" +
 			"  fits     yes, now (on n-1)\n  balance  $1.00\n  runway   5m at $10.50/h ($3.50/h already running + this one)\n" +
 			"  funds    too low to create: $1.75 is needed for 10 minutes at $10.50/h; top up with `gpuaas billing topup`\n"},
+		// The regression test of "the insufficient-funds hint points to
+		// top-ups that dev does not have", for --dry-run.
+		{"too short, no top-ups here", true, noTopups, "  sku      h200-slice (gpu_slice, 2 GPUs)\n  price    $7.00 per hour\n" +
+			"  fits     yes, now (on n-1)\n  balance  $1.00\n  runway   5m at $10.50/h ($3.50/h already running + this one)\n" +
+			"  funds    too low to create: $1.75 is needed for 10 minutes at $10.50/h; top-ups are off here: an administrator can add credit (`gpuaas admin credit`)\n"},
 		{"queued", true, queued, "  sku    h100-baremetal (baremetal, 8 GPUs)\n  price  $17.60 per hour\n" +
 			"  fits   not now: it would be #3 in line for h100-baremetal\n"},
 		{"no capacity", true, full, "  sku    h100-baremetal (baremetal, 8 GPUs)\n  price  $17.60 per hour\n" +
@@ -208,5 +216,28 @@ func TestCreateDryRun(t *testing.T) {
 	opts.SKU, opts.GPUs = "h200-slice", 3
 	if err := createRun(context.Background(), opts); !errors.Is(err, api.ErrInvalidArgument) {
 		t.Errorf("dry run of 3 GPUs got %v; want invalid_argument as create would", err)
+	}
+}
+
+// TestCreateHelpNamesRealSKUs is the regression test of "`alloc create
+// --help` shows a SKU that does not exist": every --sku of its examples
+// is in the catalog gpuaas dev and fresh installs are seeded with.
+func TestCreateHelpNamesRealSKUs(t *testing.T) {
+	ios, _, _, _ := cmdtest.Streams(false)
+	cmd := NewCmdCreate(cmdtest.Factory(ios), nil)
+	fields := strings.Fields(cmd.Example + " " + cmd.Long)
+	n := 0
+	for i, f := range fields {
+		if f != "--sku" || i+1 == len(fields) || strings.HasPrefix(fields[i+1], "SKU") {
+			continue
+		}
+		n++
+		sku := strings.Trim(fields[i+1], "`")
+		if !slices.ContainsFunc(catalog.Defaults, func(s api.SKU) bool { return s.ID == sku }) {
+			t.Errorf("alloc create --help names SKU %q; the catalog has no such SKU", sku)
+		}
+	}
+	if n == 0 {
+		t.Fatal("no --sku in alloc create's examples")
 	}
 }

@@ -27,7 +27,9 @@ func NewCmdGet(f *cmdutil.Factory, runF func(context.Context, *GetOptions) error
 		Use:     "get ID",
 		Aliases: []string{"view"},
 		Short:   "Show an allocation",
-		Args:    cmdutil.ExactArgs(1, "an allocation ID"),
+		Long: `Show an allocation: on a terminal its SKU, node, slots, project, cost,
+idle policy, place in line when queued, and the timeline of its phases.` + cmdutil.PipedHelp(listPiped...),
+		Args: cmdutil.ExactArgs(1, "an allocation ID"),
 		RunE: func(c *cobra.Command, args []string) error {
 			opts.ID = args[0]
 			if runF != nil {

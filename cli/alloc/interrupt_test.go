@@ -32,7 +32,7 @@ func TestAllocCreateQueueWaitInterruptedSaysStillQueued(t *testing.T) {
 		say   string
 	}{
 		{"queued", CreateOptions{SKU: "h100-baremetal", GPUs: 8, Queue: true}, api.AllocRequested,
-			"is still queued for h100-baremetal: it stays in line and will be placed (and charged) when capacity frees."},
+			"is still queued (1st in line for h100-baremetal): it stays in line and will be placed (and charged) when capacity frees."},
 		// No hostd runs: a placed allocation stays provisioning.
 		{"placed", CreateOptions{SKU: "h200-slice", GPUs: 1, Queue: true}, api.AllocProvisioning,
 			"is still provisioning: stopping the wait did not cancel it."},

@@ -35,8 +35,8 @@ func NewCmdList(f *cmdutil.Factory, runF func(context.Context, *ListOptions) err
 		Aliases: []string{"ls"},
 		Short:   "List your allocations, newest first",
 		Long: `List the allocations of all your projects, or of the project -p/--project
-names, newest first. Released and failed allocations are left out unless
---all is given.`,
+names, newest first, each with its project. Released and failed allocations
+are left out unless --all is given.` + cmdutil.PipedHelp(listPiped...),
 		Args: cmdutil.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			if opts.State != "" && !slices.Contains(allocStates, opts.State) {

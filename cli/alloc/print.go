@@ -11,7 +11,12 @@ import (
 	"github.com/gpuaas/gpuaas/internal/api"
 )
 
-var listHeader = []string{"id", "state", "sku", "gpus", "node", "created"}
+// listHeader are the columns of `alloc list` (and of `alloc get` piped).
+// The project comes last, so scripts that read the first six keep working.
+var listHeader = []string{"id", "state", "sku", "gpus", "node", "created", "project"}
+
+// listPiped are listHeader's columns as --help documents them piped.
+var listPiped = []string{"id", "state", "sku", "gpus", "node", "created (RFC 3339)", "project (its name; its ID in `alloc get`)"}
 
 // printAllocations prints allocations as a table.
 func printAllocations(ios *cmdutil.IOStreams, now time.Time, allocs []api.Allocation) error {
@@ -34,6 +39,11 @@ func addAllocationRow(t *cmdutil.TablePrinter, ios *cmdutil.IOStreams, now time.
 	t.AddField(strconv.Itoa(a.GPUs))
 	t.AddField(a.NodeID)
 	t.AddField(cmdutil.FormatTime(ios, now, a.CreatedAt))
+	project := a.Project
+	if project == "" {
+		project = a.ProjectID
+	}
+	t.AddField(project)
 	t.EndRow()
 }
 
@@ -47,7 +57,10 @@ func printAllocation(ios *cmdutil.IOStreams, now time.Time, a *api.Allocation) e
 	}
 	cs := ios.ColorScheme()
 	state := a.State
-	if a.Queued {
+	switch {
+	case a.Queued && a.QueuePosition > 0:
+		state += fmt.Sprintf(" (queued for capacity, %s in line)", ordinal(a.QueuePosition))
+	case a.Queued:
 		state += " (queued for capacity)"
 	}
 	fmt.Fprintf(ios.Out, "%s  %s\n", cs.Bold(a.ID), stateColor(cs, a.State)(state))

@@ -28,3 +28,15 @@ func TestPrintAllocationPolicyTTY(t *testing.T) {
 		}
 	}
 }
+
+func TestPrintAllocationQueuePosition(t *testing.T) {
+	ios, _, out, _ := cmdtest.Streams(true)
+	a := testAlloc()
+	a.State, a.Queued, a.QueuePosition, a.NodeID, a.Slots = api.AllocRequested, true, 3, "", nil
+	if err := printAllocation(ios, now, &a); err != nil {
+		t.Fatal(err)
+	}
+	if want := a.ID + "  requested (queued for capacity, 3rd in line)\n"; !strings.HasPrefix(out.String(), want) {
+		t.Errorf("got\n%s\nwant it to start with %q", out.String(), want)
+	}
+}

@@ -68,8 +68,12 @@ func printQuote(ios *cmdutil.IOStreams, q *api.AllocQuote) error {
 		t.AddRow("  runway", api.FormatRunway(*q.RunwaySeconds)+" at "+burnText(q))
 	}
 	if q.InsufficientFunds {
-		t.AddRow("  funds", cs.Red("too low to create")+fmt.Sprintf(": %s is needed for %s at %s/h; top up with `gpuaas billing topup`",
-			api.FormatMoney(q.NeededMinor, q.Currency), minutes(q.MinRunwaySeconds), api.FormatMoney(q.BurnPerHourMinor, q.Currency)))
+		how := "top up with `gpuaas billing topup`"
+		if q.TopupsOff {
+			how = "top-ups are off here: an administrator can add credit (`gpuaas admin credit`)"
+		}
+		t.AddRow("  funds", cs.Red("too low to create")+fmt.Sprintf(": %s is needed for %s at %s/h; %s",
+			api.FormatMoney(q.NeededMinor, q.Currency), minutes(q.MinRunwaySeconds), api.FormatMoney(q.BurnPerHourMinor, q.Currency), how))
 	}
 	if q.BudgetExceeded != "" {
 		t.AddRow("  budget", cs.Red("over")+": "+q.BudgetExceeded)

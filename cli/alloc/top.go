@@ -30,8 +30,11 @@ type TopOptions struct {
 	ID       string
 	Interval time.Duration
 	// Count ends after that many refreshes; 0 runs until interrupted or
-	// the allocation is released.
-	Count int
+	// the allocation is released. Unset (CountSet false) with stdout not
+	// a terminal, top prints one refresh: a pipe or a file gets a snapshot
+	// and the command ends.
+	Count    int
+	CountSet bool
 }
 
 // TopRow is one GPU at one refresh: what --json prints, one object a line.
@@ -60,12 +63,16 @@ func NewCmdTop(f *cmdutil.Factory, runF func(context.Context, *TopOptions) error
 		Long: `Watch the utilisation, memory, temperature, power and ECC errors of an
 allocation's GPUs, as its node last read them (every few seconds).
 
-On a terminal the table refreshes in place; piped, each refresh appends
-tab-separated rows. --json prints one JSON object per GPU per refresh
-(newline-delimited). It ends after --count refreshes, on Ctrl-C, or when the
-allocation is released.`,
+On a terminal the table refreshes in place until you press q (or Ctrl-C).
+Piped or redirected, it prints one refresh and ends, unless --count says
+how many (--count 0: until interrupted), each appending its rows. Piped
+rows are tab-separated without a header, in the columns of the table:
+gpu, pci, util (%), memory used/total (GiB), temp (°C), power (W), ecc.
+--json prints one JSON object per GPU per refresh (newline-delimited).
+It also ends when the allocation is released.`,
 		Example: `  gpuaas alloc top a-7k2m9x4q1c
-  gpuaas alloc top a-7k2m9x4q1c --json --count 1`,
+  gpuaas alloc top a-7k2m9x4q1c --json --count 1
+  gpuaas alloc top a-7k2m9x4q1c --json --count 0 | jq .utilization_pct`,
 		Args: cmdutil.ExactArgs(1, "an allocation ID"),
 		RunE: func(c *cobra.Command, args []string) error {
 			opts.ID = args[0]
@@ -75,6 +82,7 @@ allocation is released.`,
 			if opts.Count < 0 {
 				return cmdutil.FlagErrorf("--count must not be negative, got %d", opts.Count)
 			}
+			opts.CountSet = c.Flags().Changed("count")
 			if runF != nil {
 				return runF(c.Context(), opts)
 			}
@@ -82,7 +90,7 @@ allocation is released.`,
 		},
 	}
 	cmd.Flags().DurationVar(&opts.Interval, "interval", DefaultTopInterval, "Time between refreshes")
-	cmd.Flags().IntVar(&opts.Count, "count", 0, "Stop after `N` refreshes (0: until interrupted or released)")
+	cmd.Flags().IntVar(&opts.Count, "count", 0, "Stop after `N` refreshes (0: until interrupted or released; default 1 when piped, else 0)")
 	cmdutil.AddJSONFlags(cmd, &opts.Exporter, cmdutil.FieldsOf(TopRow{}))
 	return cmd
 }
@@ -95,6 +103,12 @@ func topRun(ctx context.Context, opts *TopOptions) error {
 	// --json is newline-delimited even on a terminal: one object a line.
 	jsonIO := *opts.IO
 	jsonIO.SetStdoutTTY(false)
+	count := opts.Count
+	if !opts.CountSet && !opts.IO.IsStdoutTTY() {
+		count = 1
+	}
+	quit, restore := quitKeys(opts.IO)
+	defer restore()
 	shown := 0
 	for {
 		top, err := client.AllocTop(ctx, opts.ID)
@@ -112,12 +126,14 @@ func topRun(ctx context.Context, opts *TopOptions) error {
 			}
 		}
 		shown++
-		if opts.Count > 0 && shown >= opts.Count {
+		if count > 0 && shown >= count {
 			return nil
 		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
+		case <-quit:
+			return nil
 		case <-time.After(opts.Interval):
 		}
 	}

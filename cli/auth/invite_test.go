@@ -101,3 +101,44 @@ func TestLoginPromptSaysForWhom(t *testing.T) {
 		t.Errorf("got stderr %q; want it to start %q and report the login", got, want)
 	}
 }
+
+// TestLoginInviteStdinTwoLines is the regression test of "`login --invite
+// --password-stdin` takes both lines as the password": given the new
+// password twice, as the terminal asks it, the password is the line, not
+// both lines; two different lines, or more lines, change nothing.
+func TestLoginInviteStdinTwoLines(t *testing.T) {
+	t.Parallel()
+	env := controldtest.Start(t, controldtest.Options{NoNodes: true})
+	ctx := t.Context()
+	admin := env.Client(env.AdminToken)
+	cfg := devConfig(t, env.NATSURL)
+	login := func(input string, edit func(*LoginOptions)) error {
+		ios, in, _, _ := cmdtest.Streams(false)
+		in.WriteString(input)
+		opts := &LoginOptions{IO: ios, Now: time.Now, PasswordStdin: true,
+			Config: func() (*config.Config, error) { return cfg, nil },
+			Active: func() (config.Active, error) { return cfg.Active(config.Overrides{Context: "dev"}), nil },
+			Client: func() (*api.Client, error) { return api.NewClient(env.NC), nil },
+		}
+		edit(opts)
+		return loginRun(ctx, opts)
+	}
+	eve, err := admin.AdminUserAdd(ctx, api.UserAddRequest{Email: "eve@example.test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	invite := func(o *LoginOptions) { o.Invite = eve.Invite.Code }
+	var fe *cmdutil.FlagError
+	if err := login("one password\nanother one\n", invite); !errors.As(err, &fe) || !strings.Contains(err.Error(), "differ") {
+		t.Fatalf("two different lines: %v; want a usage error saying they differ", err)
+	}
+	if err := login("a\na\na\n", invite); !errors.As(err, &fe) || !strings.Contains(err.Error(), "one line, got 3 lines") {
+		t.Fatalf("three lines: %v; want a usage error", err)
+	}
+	if err := login("the password\r\nthe password\r\n", invite); err != nil {
+		t.Fatalf("the password twice: %v", err)
+	}
+	if err := login("the password\n", func(o *LoginOptions) { o.Email = "eve@example.test" }); err != nil {
+		t.Fatalf("logging in with the line: %v; want the password set to the line alone", err)
+	}
+}

@@ -75,11 +75,12 @@ is reported before the browser opens.
 With the local provider (or --email / --password-stdin), login takes an
 email and password. The email defaults to the context's user; the
 password is read without echo from the terminal, or from standard input
-with --password-stdin.
+with --password-stdin (one line; more lines are refused).
 
 --invite CODE redeems the one-time code an administrator gave you
 (` + "`gpuaas admin user add`" + ` or ` + "`invite`" + `): you choose your password, asked twice on
-a terminal or read from standard input with --password-stdin, and are
+a terminal or read from standard input with --password-stdin (one line,
+or the same line twice), and are
 logged in. A code works once; for an account that had a password it is a
 reset, which ends the account's other sessions.
 
@@ -233,7 +234,7 @@ func inviteLogin(ctx context.Context, opts *LoginOptions, client *api.Client) (*
 // --password-stdin, else twice from the terminal, without echo.
 func newPassword(ctx context.Context, opts *LoginOptions) (string, error) {
 	if opts.PasswordStdin {
-		return loginPassword(ctx, opts, "")
+		return stdinPassword(ctx, opts, true)
 	}
 	pw, err := opts.IO.ReadPassword(ctx, "New password: ")
 	if err != nil {
@@ -313,14 +314,10 @@ func passwordPrompt(email string, active config.Active) string {
 // --password-stdin, else a line from the terminal after prompt, without
 // echo.
 func loginPassword(ctx context.Context, opts *LoginOptions, prompt string) (string, error) {
-	var pw string
-	var err error
 	if opts.PasswordStdin {
-		pw, err = opts.IO.ReadAll(ctx)
-		pw = strings.TrimRight(pw, "\r\n")
-	} else {
-		pw, err = opts.IO.ReadPassword(ctx, prompt)
+		return stdinPassword(ctx, opts, false)
 	}
+	pw, err := opts.IO.ReadPassword(ctx, prompt)
 	if err != nil {
 		return "", fmt.Errorf("read password: %w", err)
 	}
@@ -328,6 +325,33 @@ func loginPassword(ctx context.Context, opts *LoginOptions, prompt string) (stri
 		return "", cmdutil.FlagErrorf("empty password")
 	}
 	return pw, nil
+}
+
+// stdinPassword reads the password from standard input: one line. As the
+// terminal asks a new password twice, a second line is taken as its
+// repetition when confirm is set (it must be the same); anything more is
+// refused, changing nothing, rather than taken as a password with a line
+// break in it.
+func stdinPassword(ctx context.Context, opts *LoginOptions, confirm bool) (string, error) {
+	raw, err := opts.IO.ReadAll(ctx)
+	if err != nil {
+		return "", fmt.Errorf("read password: %w", err)
+	}
+	lines := strings.Split(strings.TrimRight(raw, "\r\n"), "\n")
+	for i := range lines {
+		lines[i] = strings.TrimSuffix(lines[i], "\r")
+	}
+	switch {
+	case lines[0] == "":
+		return "", cmdutil.FlagErrorf("empty password")
+	case len(lines) == 1:
+		return lines[0], nil
+	case confirm && len(lines) == 2 && lines[1] != lines[0]:
+		return "", cmdutil.FlagErrorf("the two passwords on standard input differ; nothing was changed")
+	case confirm && len(lines) == 2:
+		return lines[0], nil
+	}
+	return "", cmdutil.FlagErrorf("--password-stdin takes the password alone on one line, got %d lines; nothing was changed", len(lines))
 }
 
 // storeLogin records a session in the active context, creating the context

@@ -25,7 +25,10 @@ func NewCmdBalance(f *cmdutil.Factory, runF func(context.Context, *BalanceOption
 	cmd := &cobra.Command{
 		Use:   "balance",
 		Short: "Show the project's balance and what its allocations cost per hour",
-		Args:  cmdutil.NoArgs,
+		Long: `Show the project's balance, what its running allocations cost per hour,
+how long the balance lasts at that burn, and the low-balance threshold.` +
+			cmdutil.PipedHelp("project", "balance (minor units: cents)", "currency", "burn per hour (minor units: cents)"),
+		Args: cmdutil.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			if runF != nil {
 				return runF(c.Context(), opts)

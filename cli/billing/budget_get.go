@@ -25,7 +25,12 @@ func NewCmdBudgetGet(f *cmdutil.Factory, runF func(context.Context, *BudgetGetOp
 	cmd := &cobra.Command{
 		Use:   "get",
 		Short: "Show the project's budgets: cap, spent this period, burn and runway",
-		Args:  cmdutil.NoArgs,
+		Long: `Show the project's budgets (and its members' own): the cap per period and
+what was spent of it, the burn cap and the burn now, how long until the cap
+at that burn, and what happens at the cap.` +
+			cmdutil.PipedHelp("scope (\"project NAME\" or the user)", "period", "cap (minor units: cents)", "spent (minor units: cents)",
+				"burn cap per hour (minor units: cents)", "burn per hour (minor units: cents)", "action at the cap"),
+		Args: cmdutil.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			if runF != nil {
 				return runF(c.Context(), opts)

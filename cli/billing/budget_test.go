@@ -91,3 +91,37 @@ func TestBudgetCommandsAgainstControld(t *testing.T) {
 		t.Errorf("clear again: %v; want not found", err)
 	}
 }
+
+// TestBudgetClearPeriod is the regression test of "`budget clear`
+// refuses --period": --period removes that period's spend cap and keeps
+// the burn cap; another period is refused and changes nothing; a budget
+// with only that cap goes whole.
+func TestBudgetClearPeriod(t *testing.T) {
+	e := newEnv(t)
+	set := func(f *cmdutil.Factory) *cobra.Command { return NewCmdBudgetSet(f, nil) }
+	get := func(f *cmdutil.Factory) *cobra.Command { return NewCmdBudgetGet(f, nil) }
+	clear := func(f *cmdutil.Factory) *cobra.Command { return NewCmdBudgetClear(f, nil) }
+	if _, _, err := e.run(t, false, set, "--period", "week", "--amount", "50", "--burn-cap", "10"); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := e.run(t, false, clear, "--period", "day"); cmdutil.ExitCodeOf(err) != cmdutil.ExitInvalidArgument ||
+		!strings.Contains(err.Error(), "caps the spend per week, not per day") {
+		t.Fatalf("clear --period day of a weekly budget: %v; want invalid argument", err)
+	}
+	if _, _, err := e.run(t, false, clear, "--period", "fortnight"); cmdutil.ExitCodeOf(err) != cmdutil.ExitUsage {
+		t.Fatalf("clear --period fortnight: %v; want a usage error", err)
+	}
+	_, errOut, err := e.run(t, false, clear, "--period", "week")
+	if err != nil || !strings.Contains(errOut, "The week spend cap of project testproj removed; its burn cap of $10.00/h stays") {
+		t.Fatalf("clear --period week: %q, %v", errOut, err)
+	}
+	if out, _, err := e.run(t, false, get); err != nil || out != "project testproj\t\t0\t0\t1000\t0\trefuse\n" {
+		t.Fatalf("get after clearing the week's cap: %q, %v; want the burn cap alone", out, err)
+	}
+	if _, _, err := e.run(t, false, set, "--period", "day", "--amount", "5"); err != nil {
+		t.Fatal(err)
+	}
+	if _, errOut, err := e.run(t, false, clear, "--period", "day"); err != nil || !strings.Contains(errOut, "removed") {
+		t.Fatalf("clear --period day: %q, %v", errOut, err)
+	}
+}

@@ -31,7 +31,8 @@ func NewCmdLedger(f *cmdutil.Factory, runF func(context.Context, *LedgerOptions)
 		Long: `List the project's ledger entries, newest first: top-ups, usage windows,
 refunds and adjustments. Amounts are in minor units with --json (cents);
 credits are positive, debits negative. The ledger is append-only and each
-entry carries the hash chaining it to the previous one.`,
+entry carries the hash chaining it to the previous one.` +
+			cmdutil.PipedHelp("id", "when (RFC 3339)", "kind", "amount (minor units: cents)", "reference", "memo"),
 		Args: cmdutil.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			if opts.Limit < 1 || opts.Limit > 1000 {

@@ -30,7 +30,10 @@ func NewCmdUsage(f *cmdutil.Factory, runF func(context.Context, *UsageOptions) e
 		Long: `Show what each allocation of the project has cost while active, most
 recent first; with --alloc, that allocation's charged windows. Time is
 counted in whole seconds and an allocation's total is
-price × GPUs × seconds / 3600, rounded down once.`,
+price × GPUs × seconds / 3600, rounded down once.` +
+			cmdutil.PipedHelp("allocation", "sku", "gpus", "started (RFC 3339)", "active (a Go duration; \"(running)\" while it runs)",
+				"cost (minor units: cents)") +
+			" With --alloc, the columns are: start, end (local time, 2006-01-02 15:04:05), seconds, cost (minor units: cents).",
 		Args: cmdutil.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			if runF != nil {

@@ -38,8 +38,7 @@ A SKU with no node is on offer but nothing can serve it: a request for it
 can only wait in line (--queue) until an operator adds a host. With
 --available, only the SKUs that can be rented now (at their smallest GPU
 count) are listed.
-
-Piped, the free GPUs and nodes are the last two columns, as numbers.`,
+` + cmdutil.PipedHelp("sku", "shape", "gpu", "counts (comma-separated)", "price per GPU-hour ($3.50)", "free gpus (a number)", "nodes (a number)"),
 		Example: `  gpuaas catalog list
   gpuaas catalog list --available
   gpuaas catalog list --json id,availability --jq '.[] | select(.availability.nodes == 0) | .id'`,

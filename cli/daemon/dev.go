@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -74,7 +76,11 @@ marked interrupted at the next start, with what was recorded.
 --cluster runs three NATS servers in a cluster instead of one (each on a
 free port; JetStream keeps 3 copies of the events stream and recordings)
 and two controld replicas, so stopping a server or a replica can be tried
-on one machine: clients are given all three servers' URLs.`,
+on one machine: clients are given all three servers' URLs.
+
+NATS runs the production trust model: every connection needs a session
+token or a registered key, and controld decides through the auth callout.
+It has no TLS in dev, so it listens on loopback (--host).`,
 		Example: `  gpuaas dev
   gpuaas dev --data /tmp/gpuaas-dev --reset
   gpuaas dev --password-file ./admin-password
@@ -133,7 +139,7 @@ on one machine: clients are given all three servers' URLs.`,
 	fl.StringVar(&opts.DataDir, "data", "", "Data directory (default: /var/lib/gpuaas/dev as root, else $XDG_DATA_HOME/gpuaas/dev)")
 	fl.BoolVar(&opts.Reset, "reset", false, "Delete the data directory first and start from scratch")
 	fl.StringVar(&opts.PasswordFile, "password-file", "", "Set the admin password from this file instead of generating one")
-	fl.StringVar(&opts.NATSHost, "host", "127.0.0.1", "Address NATS listens on (keep it on loopback: dev has no connection auth)")
+	fl.StringVar(&opts.NATSHost, "host", "127.0.0.1", "Address NATS listens on; every connection is authenticated (the auth callout, as in production) but not encrypted (no TLS in dev): keep it on loopback")
 	fl.IntVar(&opts.NATSPort, "nats-port", 4222, "NATS port (0 picks a free one)")
 	fl.BoolVar(&opts.Cluster, "cluster", false, "Run 3 NATS servers in a cluster (free ports, JetStream with 3 replicas) and 2 controld replicas, to try HA on one machine")
 	fl.StringVar(&opts.LogLevel, "log-level", "info", "Log level: debug, info, warn, error")
@@ -171,6 +177,11 @@ func defaultDataDir() (string, error) {
 func RunDev(ctx context.Context, opts *DevOptions) error { return devRun(ctx, opts) }
 
 func devRun(ctx context.Context, opts *DevOptions) (err error) {
+	// `make dev | tee log` and Ctrl-C: tee dies with the SIGINT, and the
+	// next log line of the clean-up would kill this process with SIGPIPE,
+	// leaving the sim hosts' users and processes behind. Ignored, a write
+	// to the broken pipe fails (the line is lost) and the clean-up goes on.
+	signal.Ignore(syscall.SIGPIPE)
 	log, err := newLogger(opts.IO.ErrOut, opts.LogLevel)
 	if err != nil {
 		return err

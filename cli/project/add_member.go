@@ -34,7 +34,7 @@ func NewCmdAddMember(f *cmdutil.Factory, runF func(context.Context, *AddMemberOp
 		Use:   "add-member NAME --email EMAIL [--role member|viewer|owner]",
 		Short: "Add someone to a project, or change their role",
 		Long: `Add a person to a project by email, or change their role if they are a
-member already. Prints the project's members afterwards.`,
+member already (owners only). Prints the project's members afterwards.` + rolesHelp,
 		Example: `  gpuaas project add-member ml --email grace@example.com
   gpuaas project add-member ml --email grace@example.com --role viewer`,
 		Args: cmdutil.ExactArgs(1, "a project name"),

@@ -27,7 +27,9 @@ func NewCmdList(f *cmdutil.Factory, runF func(context.Context, *ListOptions) err
 		Use:     "list",
 		Aliases: []string{"ls"},
 		Short:   "List your projects",
-		Args:    cmdutil.NoArgs,
+		Long: "List your projects with your role in each; your default project is highlighted." +
+			cmdutil.PipedHelp("name", "id", "role", "created (RFC 3339)"),
+		Args: cmdutil.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			if runF != nil {
 				return runF(c.Context(), opts)

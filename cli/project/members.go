@@ -28,7 +28,9 @@ func NewCmdMembers(f *cmdutil.Factory, runF func(context.Context, *MembersOption
 	cmd := &cobra.Command{
 		Use:   "members [NAME]",
 		Short: "List a project's members (default: -p/--project, else your default project)",
-		Args:  cmdutil.RangeArgs(0, 1, "at most one project"),
+		Long: "List a project's members and their roles." + rolesHelp +
+			cmdutil.PipedHelp("email", "role", "user id", "added (RFC 3339)"),
+		Args: cmdutil.RangeArgs(0, 1, "at most one project"),
 		RunE: func(c *cobra.Command, args []string) error {
 			if len(args) == 1 {
 				opts.Project = args[0]

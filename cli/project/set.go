@@ -3,6 +3,7 @@ package project
 import (
 	"context"
 	"fmt"
+	"io"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -15,6 +16,7 @@ import (
 type SetOptions struct {
 	IO     *cmdutil.IOStreams
 	Client func() (*api.Client, error)
+	Now    func() time.Time
 
 	Project          string
 	IdleReleaseAfter string
@@ -22,7 +24,7 @@ type SetOptions struct {
 
 // NewCmdSet builds `gpuaas project set`; runF replaces setRun in tests.
 func NewCmdSet(f *cmdutil.Factory, runF func(context.Context, *SetOptions) error) *cobra.Command {
-	opts := &SetOptions{IO: f.IOStreams, Client: f.Client}
+	opts := &SetOptions{IO: f.IOStreams, Client: f.Client, Now: f.Now}
 	cmd := &cobra.Command{
 		Use:   "set PROJECT --idle-release-after DURATION|off",
 		Short: "Set a project's policy: idle release",
@@ -37,7 +39,11 @@ SSH session, sftp/scp transfer or port forward of the allocation, and GPU
 utilisation above the node's threshold. An open session that only sends
 keep-alives (ServerAliveInterval) is idle. Before the release a warning is
 written into every open session of the allocation and sent as an event
-(` + "`gpuaas watch`" + `); any activity cancels it.`,
+(` + "`gpuaas watch`" + `); any activity cancels it.
+
+A new or changed period starts the idle clock of the running allocations
+that follow it at the change: none is released before its warning. The
+command lists them, with when each is warned and released if unused.`,
 		Example: `  gpuaas project set ml-team --idle-release-after 2h
   gpuaas project set ml-team --idle-release-after off`,
 		Args: cmdutil.ExactArgs(1, "a project name"),
@@ -65,11 +71,31 @@ func setRun(ctx context.Context, opts *SetOptions) error {
 	if err != nil {
 		return err
 	}
-	if p.IdleReleaseAfterSeconds == 0 {
-		fmt.Fprintf(opts.IO.ErrOut, "Project %s: idle release off\n", p.Project)
-		return nil
-	}
-	fmt.Fprintf(opts.IO.ErrOut, "Project %s: allocations are released after %v without activity\n",
-		p.Project, time.Duration(p.IdleReleaseAfterSeconds)*time.Second)
+	printPolicy(opts.IO.ErrOut, opts.Now(), p)
 	return nil
+}
+
+// printPolicy says what a project's new idle policy does to its running
+// allocations: which follow it, and when each is warned and released if
+// nobody uses it.
+func printPolicy(w io.Writer, now time.Time, p *api.ProjectPolicy) {
+	if p.IdleReleaseAfterSeconds == 0 {
+		fmt.Fprintf(w, "Project %s: idle release off\n", p.Project)
+		return
+	}
+	fmt.Fprintf(w, "Project %s: allocations are released after %v without activity\n",
+		p.Project, time.Duration(p.IdleReleaseAfterSeconds)*time.Second)
+	switch len(p.Affected) {
+	case 0:
+		fmt.Fprintln(w, "No running allocation follows it now.")
+		return
+	case 1:
+		fmt.Fprintln(w, "1 running allocation follows it; its idle clock started at the change. Unless it is used:")
+	default:
+		fmt.Fprintf(w, "%d running allocations follow it; their idle clock started at the change. Unless they are used:\n", len(p.Affected))
+	}
+	for _, a := range p.Affected {
+		fmt.Fprintf(w, "  %s  warned %s, released %s (in %v)\n", a.AllocationID, a.WarnAt.UTC().Format("15:04:05 UTC"),
+			a.ReleaseAt.UTC().Format("15:04:05 UTC"), a.ReleaseAt.Sub(now).Round(time.Second))
+	}
 }

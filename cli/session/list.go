@@ -35,7 +35,8 @@ with ` + "`gpuaas session play ID`" + `.
 
 A session is running, ended, or interrupted: the gateway serving it
 stopped without ending it (a crash), and ended it when it started again,
-keeping what it had recorded.`,
+keeping what it had recorded.` +
+			cmdutil.PipedHelp("id", "alloc", "kind", "state", "started (RFC 3339)", "duration", "bytes", "exit", "recorded"),
 		Example: `  gpuaas session list
   gpuaas session list --alloc a-7k2m9x4q1c
   gpuaas session list --json id,exit_status`,

@@ -7,14 +7,22 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"os/user"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/gpuaas/gpuaas/cli/sshkeys"
 )
 
-// UserConfigPath is the OpenSSH user config, ~/.ssh/config.
+// UserConfigPath is the OpenSSH user config that ssh reads: ~/.ssh/config
+// where ~ is the home directory the password database gives the user
+// (OpenSSH takes it from getpwuid, not from $HOME, which sudo or a script
+// may have changed). Without an entry there, $HOME stands in.
 func UserConfigPath() (string, error) {
+	if u, err := user.LookupId(strconv.Itoa(os.Getuid())); err == nil && u.HomeDir != "" {
+		return filepath.Join(u.HomeDir, ".ssh", "config"), nil
+	}
 	home, err := os.UserHomeDir()
 	if err != nil {
 		return "", fmt.Errorf("find ~/.ssh/config: %w", err)

@@ -100,7 +100,11 @@ func run(ctx context.Context, opts *Options) error {
 			fmt.Fprintf(w, "%s already includes it\n", path)
 		}
 	} else if !opts.PrintInclude {
-		fmt.Fprintf(w, "Add this line to the top of ~/.ssh/config (before any Host or Match line), or run with --write:\n\n    %s\n\n", include)
+		where := "~/.ssh/config"
+		if path, err := opts.UserConfig(); err == nil {
+			where = path
+		}
+		fmt.Fprintf(w, "Add this line to the top of %s (before any Host or Match line), or run with --write:\n\n    %s\n\n", where, include)
 	}
 	fmt.Fprintf(w, "Then: ssh <alloc-id>@%s   (or ssh <alloc-id>@%s)\n", s.Gateway.Host, s.Alias)
 	fmt.Fprintf(w, "      ssh %s   (the dashboard)   ssh %s alloc list   (any gpuaas command)\n", s.Alias, s.Alias)

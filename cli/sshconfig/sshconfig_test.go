@@ -62,10 +62,14 @@ func TestSSHConfigPrintsTheIncludeLine(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newFixture(t, t0)
+			userConfig := filepath.Join(t.TempDir(), "ssh_config")
 			opts := &Options{Env: f.env, PrintInclude: tt.printInclude,
-				UserConfig: func() (string, error) { t.Fatal("~/.ssh/config touched without --write"); return "", nil }}
+				UserConfig: func() (string, error) { return userConfig, nil }}
 			if err := run(context.Background(), opts); err != nil {
 				t.Fatal(err)
+			}
+			if _, err := os.Stat(userConfig); !errors.Is(err, os.ErrNotExist) {
+				t.Fatalf("%s touched without --write (%v)", userConfig, err)
 			}
 			include := "Include " + filepath.Join(f.dir, "ssh", "dev", "config")
 			if tt.wantStdout {
@@ -76,8 +80,8 @@ func TestSSHConfigPrintsTheIncludeLine(t *testing.T) {
 				if f.out.Len() != 0 {
 					t.Errorf("got stdout %q; want nothing", f.out)
 				}
-				if !strings.Contains(f.errOut.String(), "    "+include+"\n") {
-					t.Errorf("got stderr %q; want the Include line", f.errOut)
+				if !strings.Contains(f.errOut.String(), "    "+include+"\n") || !strings.Contains(f.errOut.String(), "to the top of "+userConfig) {
+					t.Errorf("got stderr %q; want the Include line and the file OpenSSH reads", f.errOut)
 				}
 			}
 			if !strings.Contains(f.errOut.String(), "ssh <alloc-id>@localhost") {

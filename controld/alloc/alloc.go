@@ -99,7 +99,12 @@ func GetWithTimeline(ctx context.Context, q store.Batcher, actor Actor, id strin
 // getSQL is one allocation with the actor's role in its project ("" when
 // not a member), so that the authorization check needs no query of its
 // own.
+//
+// A queued request's place in line counts the requests of its SKU queued
+// before it, in the order placeHead takes them.
 const getSQL = `SELECT a.id, a.project_id, a.user_id, a.sku_id, a.shape, a.gpus, a.state, a.version, a.queued,
+	CASE WHEN a.queued THEN (SELECT count(*) + 1 FROM allocations o WHERE o.queued AND o.sku_id = a.sku_id
+		AND (o.created_at, o.id) < (a.created_at, a.id)) ELSE 0 END,
 	coalesce(a.node_id, ''), a.reason, a.created_at, a.updated_at,
 	coalesce((SELECT m.role FROM project_members m WHERE m.project_id = a.project_id AND m.user_id = $2), '')
 	FROM allocations a WHERE a.id = $1`
@@ -123,7 +128,7 @@ func get(ctx context.Context, q store.Batcher, actor Actor, id string, withTimel
 		a, err = pgx.CollectExactlyOneRow(rows, func(r pgx.CollectableRow) (api.Allocation, error) {
 			var a api.Allocation
 			err := r.Scan(&a.ID, &a.ProjectID, &a.UserID, &a.SKU, &a.Shape, &a.GPUs, &a.State, &a.Version, &a.Queued,
-				&a.NodeID, &a.Reason, &a.CreatedAt, &a.UpdatedAt, &role)
+				&a.QueuePosition, &a.NodeID, &a.Reason, &a.CreatedAt, &a.UpdatedAt, &role)
 			return a, err
 		})
 		if errors.Is(err, pgx.ErrNoRows) {
@@ -183,18 +188,25 @@ func OpenInProject(ctx context.Context, q store.Querier, projectID string) ([]st
 func List(ctx context.Context, q store.Querier, actor Actor, req api.AllocListRequest) ([]api.Allocation, error) {
 	var where string
 	var args []any
+	// names are the listed projects' names: each row says its project.
+	names := map[string]string{}
 	if req.Project == "" {
-		mine, err := project.IDsOf(ctx, q, actor.UserID)
+		mine, err := project.ListForUser(ctx, q, actor.UserID)
 		if err != nil {
 			return nil, err
 		}
-		where, args = `project_id = ANY($1)`, []any{mine}
+		ids := make([]string, len(mine))
+		for i, p := range mine {
+			ids[i], names[p.ID] = p.ID, p.Name
+		}
+		where, args = `project_id = ANY($1)`, []any{ids}
 	} else {
 		p, err := project.Authorize(ctx, q, req.Project, actor.UserID, actor.Role, project.AccessRead)
 		if err != nil {
 			return nil, err
 		}
 		where, args = `project_id = $1`, []any{p.ID}
+		names[p.ID] = p.Name
 	}
 	switch {
 	case req.State != "":
@@ -223,6 +235,7 @@ func List(ctx context.Context, q store.Querier, actor Actor, req api.AllocListRe
 	for i := range out {
 		byID[out[i].ID] = &out[i]
 		idList[i] = out[i].ID
+		out[i].Project = names[out[i].ProjectID]
 	}
 	slots, err := node.Slots(ctx, q, `allocation_id = ANY($1)`, idList)
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"github.com/gpuaas/gpuaas/controld/billing"
 	"github.com/gpuaas/gpuaas/controld/catalog"
 	"github.com/gpuaas/gpuaas/controld/mutate"
+	"github.com/gpuaas/gpuaas/controld/node"
 	"github.com/gpuaas/gpuaas/controld/outbox"
 	"github.com/gpuaas/gpuaas/controld/project"
 	"github.com/gpuaas/gpuaas/controld/sched"
@@ -39,7 +40,7 @@ func Create(ctx context.Context, tx pgx.Tx, actor Actor, req api.AllocCreateRequ
 		return api.Allocation{}, eff, err
 	}
 	if !funds.Enough() {
-		return api.Allocation{}, eff, newInsufficientFunds(funds, sku.Currency, p.Name, sku.ID, req.GPUs)
+		return api.Allocation{}, eff, newInsufficientFunds(funds, rules, sku.Currency, p.Name, sku.ID, req.GPUs)
 	}
 	// The budgets came with the funds (one round trip); their spend is
 	// read only when there are any.
@@ -67,6 +68,16 @@ func Create(ctx context.Context, tx pgx.Tx, actor Actor, req api.AllocCreateRequ
 			return api.Allocation{}, eff, fmt.Errorf("queue allocation: %w", err)
 		}
 		a.Queued, a.Reason = true, "waiting for capacity"
+		servers, err := node.CouldServe(ctx, tx, sku.Shape, sku.GPUModel, a.GPUs)
+		if err != nil {
+			return api.Allocation{}, eff, err
+		}
+		if servers == 0 {
+			// Queued all the same (an operator may be adding the host),
+			// but not silently.
+			a.Note = fmt.Sprintf("no host serves %d × %s now: the request waits until an operator adds one "+
+				"(`gpuaas catalog list --available` shows what can be rented now; `gpuaas alloc release %s` cancels it)", a.GPUs, sku.ID, a.ID)
+		}
 	}
 	ev, err := stateEvent(ctx, tx, a, from)
 	if err != nil {

@@ -19,6 +19,19 @@ type Rules struct {
 	// burn, the new allocation included, for a create (or the placement of
 	// a queued request) to go ahead (billing.Settings.MinRunway).
 	MinRunway time.Duration
+	// TopupsOff says the platform takes no top-ups (no payment provider is
+	// configured, as in `gpuaas dev` without --stripe-api): the
+	// insufficient-funds hint then points to an administrator's credit.
+	TopupsOff bool
+}
+
+// topupHint is how a project gets money on this platform.
+func (r Rules) topupHint() string {
+	if r.TopupsOff {
+		return "top-ups are off on this platform (no payment provider): an administrator can add credit " +
+			"(`gpuaas admin credit --project PROJECT --amount AMOUNT --reason REASON`)"
+	}
+	return "top up with `gpuaas billing topup`"
 }
 
 // Funds is a project's money as a create sees it.
@@ -191,7 +204,7 @@ type InsufficientFundsError struct {
 	err   *api.Error
 }
 
-func newInsufficientFunds(f Funds, currency, projectName, sku string, gpus int) *InsufficientFundsError {
+func newInsufficientFunds(f Funds, rules Rules, currency, projectName, sku string, gpus int) *InsufficientFundsError {
 	money := func(v int64) string { return api.FormatMoney(v, currency) }
 	msg := fmt.Sprintf("insufficient funds: project %s has %s, which does not cover %s at %s/h", projectName,
 		money(f.BalanceMinor), formatDuration(f.MinRunway), money(f.BurnMinorPerHour))
@@ -201,7 +214,7 @@ func newInsufficientFunds(f Funds, currency, projectName, sku string, gpus int) 
 	msg += fmt.Sprintf("; %s is needed", money(f.NeededMinor))
 	return &InsufficientFundsError{Funds: f, SKU: sku, GPUs: gpus,
 		err: api.Errorf(api.CodeInsufficientFunds, "%s", msg).
-			WithHint("top up with `gpuaas billing topup`; `gpuaas billing balance` shows the balance and burn")}
+			WithHint(rules.topupHint() + "; `gpuaas billing balance` shows the balance and burn")}
 }
 
 func (e *InsufficientFundsError) Error() string { return e.err.Error() }

@@ -170,7 +170,7 @@ func placeFunded(ctx context.Context, tx pgx.Tx, a *api.Allocation, sku api.SKU,
 	}
 	funds.NewMinorPerHour = sku.PricePerGPUHourMinor * int64(a.GPUs)
 	funds.RunningMinorPerHour = funds.BurnMinorPerHour - funds.NewMinorPerHour
-	reason := newInsufficientFunds(funds, sku.Currency, name, sku.ID, a.GPUs).err.Message +
-		"; the request left the queue: top up with `gpuaas billing topup`, then create it again"
+	reason := newInsufficientFunds(funds, rules, sku.Currency, name, sku.ID, a.GPUs).err.Message +
+		"; the request left the queue: " + rules.topupHint() + ", then create it again"
 	return headFailed, transition(ctx, tx, a, api.AllocFailed, reason, SchedulerActor, now)
 }

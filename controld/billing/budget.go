@@ -114,6 +114,39 @@ func ClearBudget(ctx context.Context, tx pgx.Tx, projectID, userID string, now t
 	return bs[0], nil
 }
 
+// ClearBudgetPeriod removes the spend cap of period from the budget of
+// a project (userID "") or of one user in it, keeping its burn cap; a
+// budget left with no cap at all is removed. period must be the budget's
+// (invalid_argument otherwise, changing nothing). It returns the budget
+// as it was, and whether it is gone.
+func ClearBudgetPeriod(ctx context.Context, tx pgx.Tx, projectID, userID, period string, now time.Time) (Budget, bool, error) {
+	if !api.ValidBudgetPeriod(period) {
+		return Budget{}, false, api.Errorf(api.CodeInvalidArgument, "unknown period %q", period).WithHint("day, week or month")
+	}
+	bs, err := readBudgets(ctx, tx, `WHERE b.project_id = $1 AND b.user_id = $2 FOR UPDATE`, now, projectID, userID)
+	if err != nil {
+		return Budget{}, false, err
+	}
+	switch {
+	case len(bs) == 0:
+		return Budget{}, false, api.Errorf(api.CodeNotFound, "no budget to clear")
+	case bs[0].Period == "":
+		return Budget{}, false, api.Errorf(api.CodeInvalidArgument, "the budget caps no spend per period, only the burn").
+			WithHint("clear it whole: `gpuaas billing budget clear` without --period")
+	case bs[0].Period != period:
+		return Budget{}, false, api.Errorf(api.CodeInvalidArgument, "the budget caps the spend per %s, not per %s", bs[0].Period, period).
+			WithHint("see `gpuaas billing budget get`")
+	case bs[0].BurnCapMinorPerHour == 0:
+		b, err := ClearBudget(ctx, tx, projectID, userID, now)
+		return b, true, err
+	}
+	if _, err := tx.Exec(ctx, `UPDATE budgets SET period = NULL, amount_minor = NULL, warned_period = NULL, capped_period = NULL,
+		updated_at = $3 WHERE project_id = $1 AND user_id = $2`, projectID, userID, now); err != nil {
+		return Budget{}, false, fmt.Errorf("clear the period of the budget of %s: %w", projectID, err)
+	}
+	return bs[0], false, nil
+}
+
 // Budgets lists a project's budgets, its own first, with their scopes'
 // spend and burn at now.
 func Budgets(ctx context.Context, q Querier, projectID string, now time.Time) ([]Budget, error) {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/gpuaas/gpuaas/controld/store"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/suggest"
 )
 
 // DefaultImage is the base image slice VMs boot unless a SKU says
@@ -84,7 +85,7 @@ func Get(ctx context.Context, q store.Querier, id string) (api.SKU, error) {
 		for _, k := range all {
 			names = append(names, k.ID)
 		}
-		return s, api.Errorf(api.CodeNotFound, "unknown SKU %q", id).
+		return s, api.Errorf(api.CodeNotFound, "unknown SKU %q%s", id, suggest.DidYouMean(id, names)).
 			WithHint("available: " + strings.Join(names, ", ") + " (see `gpuaas catalog list`)")
 	}
 	if err != nil {

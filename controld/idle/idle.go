@@ -97,22 +97,6 @@ func ParsePeriod(what, s string, minPeriod time.Duration, offAllowed bool) (*int
 	return &secs, nil
 }
 
-// SetProjectPolicy sets a project's idle period (0 is off) and returns it.
-func SetProjectPolicy(ctx context.Context, q store.Querier, p api.Project, seconds int64, now time.Time) (api.ProjectPolicy, error) {
-	var err error
-	if seconds == 0 {
-		_, err = q.Exec(ctx, `DELETE FROM idle_project_policies WHERE project_id = $1`, p.ID)
-	} else {
-		_, err = q.Exec(ctx, `INSERT INTO idle_project_policies (project_id, idle_release_after_s, updated_at) VALUES ($1, $2, $3)
-			ON CONFLICT (project_id) DO UPDATE SET idle_release_after_s = EXCLUDED.idle_release_after_s, updated_at = EXCLUDED.updated_at`,
-			p.ID, seconds, now)
-	}
-	if err != nil {
-		return api.ProjectPolicy{}, fmt.Errorf("set idle policy of %s: %w", p.ID, err)
-	}
-	return api.ProjectPolicy{ProjectID: p.ID, Project: p.Name, IdleReleaseAfterSeconds: seconds, UpdatedAt: now.UTC()}, nil
-}
-
 // SetAllocation records the policy an allocation was created with; nil
 // leaves a part unset (the project's idle period, no maximum duration).
 func SetAllocation(ctx context.Context, q store.Querier, allocationID string, idleSeconds, maxSeconds *int64) error {
@@ -135,6 +119,11 @@ type state struct {
 	gpuActive    *time.Time
 	idleWarnedAt *time.Time
 	maxWarned    bool
+	// projectFrom is when the project's period was last set: a new or
+	// changed project policy starts its allocations' idle clock then, so
+	// setting one never releases a running allocation without its warning
+	// (docs/idle.md).
+	projectFrom *time.Time
 }
 
 // period is the effective idle period and where it comes from.
@@ -161,19 +150,30 @@ func (st state) lastActive() *time.Time {
 	return out
 }
 
-// idleSince is when an allocation active since activeAt went idle.
+// idleSince is when an allocation active since activeAt went idle: the
+// latest of its activity, activeAt and, when its period is the project's,
+// the moment that period was set.
 func (st state) idleSince(activeAt time.Time) time.Time {
-	if t := st.lastActive(); t != nil && t.After(activeAt) {
-		return *t
+	since := activeAt
+	if t := st.lastActive(); t != nil && t.After(since) {
+		since = *t
 	}
-	return activeAt
+	if _, from := st.period(); from == "project" && st.projectFrom != nil && st.projectFrom.After(since) {
+		since = *st.projectFrom
+	}
+	return since
 }
 
 const stateColumns = `a.idle_release_after_s, coalesce(p.idle_release_after_s, 0), a.max_duration_s,
-	a.gate_active_at, a.gpu_active_at, a.idle_warned_for, coalesce(a.max_warned, false)`
+	a.gate_active_at, a.gpu_active_at, a.idle_warned_for, coalesce(a.max_warned, false), p.updated_at`
+
+// stateDest is where a row of stateColumns scans into.
+func (st *state) stateDest() []any {
+	return []any{&st.idle, &st.project, &st.max, &st.gateActive, &st.gpuActive, &st.idleWarnedAt, &st.maxWarned, &st.projectFrom}
+}
 
 func scanState(r pgx.Row, st *state) error {
-	return r.Scan(&st.idle, &st.project, &st.max, &st.gateActive, &st.gpuActive, &st.idleWarnedAt, &st.maxWarned)
+	return r.Scan(st.stateDest()...)
 }
 
 // loadState reads one allocation's state, with the idle period of its
@@ -211,8 +211,7 @@ func QueuePolicy(b *pgx.Batch, out **api.AllocPolicy, allocationID string) {
 		var st state
 		var active bool
 		var activeAt time.Time
-		if err := rows.Scan(&st.idle, &st.project, &st.max, &st.gateActive, &st.gpuActive, &st.idleWarnedAt, &st.maxWarned,
-			&active, &activeAt); err != nil {
+		if err := rows.Scan(append(st.stateDest(), &active, &activeAt)...); err != nil {
 			return fmt.Errorf("idle policy of %s: %w", allocationID, err)
 		}
 		var at *time.Time

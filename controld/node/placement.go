@@ -284,3 +284,17 @@ func Availability(ctx context.Context, q store.Querier, shape, gpuModel string) 
 	}
 	return av, nil
 }
+
+// CouldServe counts the nodes, in any state, that could ever serve gpus
+// GPUs of a shape and GPU model: enough slots that are not disabled. None
+// means a queued request waits until an operator adds a host.
+func CouldServe(ctx context.Context, q store.Querier, shape, gpuModel string, gpus int) (int, error) {
+	var n int
+	err := q.QueryRow(ctx, `SELECT count(*) FROM (SELECT n.id FROM nodes n JOIN slots s ON s.node_id = n.id
+		WHERE n.shape = $1 AND n.gpu_model = $2 AND s.state <> 'disabled'
+		GROUP BY n.id HAVING count(*) >= $3) servers`, shape, gpuModel, gpus).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("nodes serving %s %s: %w", shape, gpuModel, err)
+	}
+	return n, nil
+}

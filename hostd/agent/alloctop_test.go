@@ -123,15 +123,17 @@ func TestAllocTop(t *testing.T) {
 		t.Errorf("unknown allocation: got %v; want not_found", err)
 	}
 
-	// A watch without --count ends, exit 0, when the allocation is
-	// released under it.
+	// A watch with --count 0 (piped, the default is one refresh) ends,
+	// exit 0, when the allocation is released under it.
 	wios, _, _, _ := cmdtest.Streams(false)
 	wout, werr := &syncBuffer{}, &syncBuffer{}
 	wios.Out, wios.ErrOut = wout, werr
 	fw := cmdtest.Factory(wios)
 	fw.Client = f.Client
 	watching := make(chan error, 1)
-	go func() { watching <- cmdtest.Execute(clialloc.NewCmdTop(fw, nil), al.ID, "--json", "--interval", "1s") }()
+	go func() {
+		watching <- cmdtest.Execute(clialloc.NewCmdTop(fw, nil), al.ID, "--json", "--count", "0", "--interval", "1s")
+	}()
 	testutil.Eventually(t, "the watch's first rows", func() bool { return wout.String() != "" })
 	if _, err := admin.AllocRelease(ctx, api.AllocReleaseRequest{ID: al.ID}); err != nil {
 		t.Fatal(err)

@@ -33,7 +33,7 @@ func TestGuestAgentAndRemoteForward(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = users.Close() })
-	h, err := newHypervisor(filepath.Join(root, "hypervisor"), users)
+	h, err := newHypervisor(filepath.Join(root, "hypervisor"), users, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

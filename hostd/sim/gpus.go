@@ -61,7 +61,7 @@ func (r *Runner) setGPUs(dir, tree string, p Profile) {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.gpus, r.gpuDir, r.tree = gpus, dir, tree
+	r.gpus, r.gpuDir, r.tree, r.model = gpus, dir, tree, p.GPUModel
 }
 
 // boundToVFIO reports whether the sim tree under tree has pci bound to
@@ -130,16 +130,22 @@ func readKnob(dir, pci, knob string, max int) int {
 // nvidiaSMI answers the host's `nvidia-smi --query-gpu=...` for its GPUs
 // not bound to vfio-pci.
 func (r *Runner) nvidiaSMI(args []string) ([]byte, error) {
+	rows, dir, _ := r.hostRows()
+	return answerSMI(args, rows, dir)
+}
+
+// hostRows are the GPUs the host's nvidia-smi sees (those not bound to
+// vfio-pci), with the knobs' directory and the GPUs' model.
+func (r *Runner) hostRows() (rows []smiRow, dir, model string) {
 	r.mu.Lock()
-	gpus, dir, tree := r.gpus, r.gpuDir, r.tree
+	gpus, dir, tree, model := r.gpus, r.gpuDir, r.tree, r.model
 	r.mu.Unlock()
-	var rows []smiRow
 	for _, g := range gpus {
 		if !boundToVFIO(tree, g.pci) {
 			rows = append(rows, smiRow{gpu: g, index: len(rows), busID: "0000" + strings.ToUpper(g.pci)})
 		}
 	}
-	return answerSMI(args, rows, dir)
+	return rows, dir, model
 }
 
 // GuestBusID is the PCI address (sysfs form) a sim guest gives the i-th
@@ -152,10 +158,15 @@ func GuestBusID(i int) string { return fmt.Sprintf("0000:%02x:00.0", 0x10+i) }
 // (as a guest numbers devices in the order libvirt plugged them), with
 // guest bus ids and the same UUIDs as on the host.
 func (r *Runner) guestNvidiaSMI(hostdevs []host.PCIAddress, args []string) ([]byte, error) {
+	rows, dir, _ := r.guestRows(hostdevs)
+	return answerSMI(args, rows, dir)
+}
+
+// guestRows are the GPUs a guest given hostdevs sees (see guestNvidiaSMI).
+func (r *Runner) guestRows(hostdevs []host.PCIAddress) (rows []smiRow, dir, model string) {
 	r.mu.Lock()
-	gpus, dir := r.gpus, r.gpuDir
+	gpus, dir, model := r.gpus, r.gpuDir, r.model
 	r.mu.Unlock()
-	var rows []smiRow
 	for _, d := range hostdevs {
 		i := slices.IndexFunc(gpus, func(g simGPU) bool { return g.pci == string(d) })
 		if i < 0 {
@@ -163,8 +174,26 @@ func (r *Runner) guestNvidiaSMI(hostdevs []host.PCIAddress, args []string) ([]by
 		}
 		rows = append(rows, smiRow{gpu: gpus[i], index: len(rows), busID: "0000" + strings.ToUpper(GuestBusID(len(rows)))})
 	}
-	return answerSMI(args, rows, dir)
+	return rows, dir, model
 }
+
+// writeHostSMI writes the host's nvidia-smi script into dir.
+func (r *Runner) writeHostSMI(dir string) error {
+	rows, knobs, model := r.hostRows()
+	return writeSMIScript(dir, knobs, model, rows)
+}
+
+// writeGuestSMI writes the nvidia-smi script of a guest given hostdevs
+// into dir.
+func (r *Runner) writeGuestSMI(dir string, hostdevs []host.PCIAddress) error {
+	rows, knobs, model := r.guestRows(hostdevs)
+	return writeSMIScript(dir, knobs, model, rows)
+}
+
+// errSMIArgs is answerSMI's error for a query it does not answer: a
+// guest's session then runs its nvidia-smi script (smiscript.go), which
+// answers what people type.
+var errSMIArgs = errors.New("nvidia-smi query not answered in-process")
 
 // answerSMI answers `nvidia-smi --query-gpu=... --format=csv,noheader,nounits`
 // for the fields hostd/gpumon asks (any subset, any order) from the GPUs'
@@ -180,7 +209,7 @@ func answerSMI(args []string, rows []smiRow, dir string) ([]byte, error) {
 		}
 	}
 	if fields == nil || format != "csv,noheader,nounits" {
-		return nil, errors.New("only --query-gpu=... --format=csv,noheader,nounits is simulated")
+		return nil, fmt.Errorf("%w: only --query-gpu=... --format=csv,noheader,nounits is answered here", errSMIArgs)
 	}
 	if len(rows) == 0 {
 		//lint:ignore ST1005 nvidia-smi's own words
@@ -217,7 +246,7 @@ func answerSMI(args []string, rows []smiRow, dir string) ([]byte, error) {
 			case "ecc.errors.uncorrected.volatile.total":
 				cols[i] = strconv.Itoa(ecc)
 			default:
-				return nil, fmt.Errorf("field %q is not a valid field to query", f)
+				return nil, fmt.Errorf("%w: field %q is not a valid field to query", errSMIArgs, f)
 			}
 		}
 		b.WriteString(strings.Join(cols, ", ") + "\n")

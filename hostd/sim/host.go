@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/gpuaas/gpuaas/hostd/host"
 	"github.com/gpuaas/gpuaas/hostd/tasks"
 	"github.com/gpuaas/gpuaas/hostd/topology"
 	"github.com/gpuaas/gpuaas/internal/api"
@@ -23,6 +24,7 @@ import (
 //	sim/users/<name>/         sandbox users (with system users: parked users' records)
 //	sim/homes/<name>/         system users' homes (Options.SystemUsers)
 //	sim/gpus/<pci>.{load,ecc} GPU telemetry knobs (gpus.go)
+//	sim/smi/{host,guests/<domain>}/nvidia-smi  what renters run (smiscript.go)
 type Host struct {
 	// StateDir is hostd's state directory, which the tasks use for leases,
 	// seeds, VM keys and overlay disks.
@@ -110,10 +112,6 @@ func NewHostWith(stateDir string, p Profile, nodeName string, o Options) (*Host,
 	if o.SystemUsers { // a slice host's guests have system users too
 		guests = users
 	}
-	hv, err := newHypervisor(filepath.Join(simDir, "hypervisor"), guests)
-	if err != nil {
-		return nil, err
-	}
 	// The GPU knobs' directory exists from the start, so a person can
 	// echo a load into it (gpus.go).
 	if err := os.MkdirAll(GPUStateDir(stateDir), 0o755); err != nil {
@@ -121,7 +119,26 @@ func NewHostWith(stateDir string, p Profile, nodeName string, o Options) (*Host,
 	}
 	runner := NewRunner()
 	runner.setGPUs(GPUStateDir(stateDir), tree, p)
+	smiDir, err := makeSMIDirs(stateDir)
+	if err != nil {
+		return nil, fmt.Errorf("sim host: %w", err)
+	}
+	tools := func(domain string, hostdevs []host.PCIAddress) (string, error) {
+		dir := filepath.Join(smiDir, "guests", domain)
+		return dir, runner.writeGuestSMI(dir, hostdevs)
+	}
+	hv, err := newHypervisor(filepath.Join(simDir, "hypervisor"), guests, tools)
+	if err != nil {
+		return nil, err
+	}
 	hv.setGuestNvidiaSMI(runner.guestNvidiaSMI)
+	if p.Shape == api.ShapeBaremetal {
+		// A bare-metal renter's shells find it in ~/.local/bin (users.go).
+		if err := runner.writeHostSMI(filepath.Join(smiDir, "host")); err != nil {
+			return nil, fmt.Errorf("sim host: %w", err)
+		}
+		users.hostTools = filepath.Join(smiDir, "host")
+	}
 	return &Host{
 		StateDir:    stateDir,
 		NodeName:    nodeName,

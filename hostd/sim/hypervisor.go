@@ -33,6 +33,9 @@ type Hypervisor struct {
 	// guests, when set, are system users: a running guest's users are
 	// POSIX accounts its sessions run as (see bootGuests).
 	guests *Users
+	// tools, when set, writes a guest's tools (its nvidia-smi) into a
+	// directory of its own, put first on its sessions' PATH.
+	tools guestTools
 
 	// mu protects the following.
 	mu            sync.Mutex
@@ -74,18 +77,23 @@ var _ host.Hypervisor = (*Hypervisor)(nil)
 // needed, and restarts the guests of the domains recorded as running. A
 // guest that cannot restart is marked crashed.
 func NewHypervisor(dir string) (*Hypervisor, error) {
-	return newHypervisor(dir, nil)
+	return newHypervisor(dir, nil, nil)
 }
 
+// guestTools writes the tools of the guest of domain, given hostdevs, and
+// returns their directory.
+type guestTools func(domain string, hostdevs []host.PCIAddress) (string, error)
+
 // newHypervisor is NewHypervisor whose guests' users are guests' system
-// users (nil: sandbox homes, sessions as hostd itself).
-func newHypervisor(dir string, guests *Users) (*Hypervisor, error) {
+// users (nil: sandbox homes, sessions as hostd itself) and whose guests
+// get tools (nil: none).
+func newHypervisor(dir string, guests *Users, tools guestTools) (*Hypervisor, error) {
 	for _, d := range []string{"domains", "hostkeys", "sandboxes"} {
 		if err := os.MkdirAll(filepath.Join(dir, d), 0o700); err != nil {
 			return nil, fmt.Errorf("sim hypervisor: %w", err)
 		}
 	}
-	h := &Hypervisor{dir: dir, guests: guests, doms: map[string]*domain{}}
+	h := &Hypervisor{dir: dir, guests: guests, tools: tools, doms: map[string]*domain{}}
 	files, err := filepath.Glob(filepath.Join(dir, "domains", "*.json"))
 	if err != nil {
 		return nil, fmt.Errorf("sim hypervisor: %w", err)
@@ -180,6 +188,9 @@ func (h *Hypervisor) guestNvidiaSMI(ctx context.Context, domain string, hostdevs
 		return []byte(msg + "\n"), 9, true
 	}
 	out, err := answer(hostdevs, args)
+	if errors.Is(err, errSMIArgs) {
+		return nil, 0, false // the guest's nvidia-smi script answers those
+	}
 	if err != nil {
 		return []byte(err.Error() + "\n"), 6, true
 	}
@@ -328,7 +339,13 @@ func (h *Hypervisor) boot(d *domain) error {
 	smi := func(ctx context.Context, args []string) ([]byte, int, bool) {
 		return h.guestNvidiaSMI(ctx, spec.Name, spec.HostDevs, args)
 	}
-	v, err := startVM(spec, key, filepath.Join(h.dir, "sandboxes", spec.Name), h.guests, smi)
+	bin := ""
+	if h.tools != nil {
+		if bin, err = h.tools(spec.Name, spec.HostDevs); err != nil {
+			return err
+		}
+	}
+	v, err := startVM(spec, key, filepath.Join(h.dir, "sandboxes", spec.Name), h.guests, smi, bin)
 	if err != nil {
 		return err
 	}

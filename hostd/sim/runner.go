@@ -31,6 +31,7 @@ type Runner struct {
 	gpus   []simGPU
 	gpuDir string
 	tree   string // the sim tree, for the GPUs' drivers
+	model  string // the GPUs' model, for the nvidia-smi scripts
 }
 
 var _ host.Runner = (*Runner)(nil)

@@ -24,6 +24,10 @@ import (
 type Users struct {
 	dir string
 	sys *systemUsers // nil for sandbox users
+	// hostTools, when set, is the directory of the host's nvidia-smi
+	// script (bare-metal hosts): Create links it into each user's
+	// ~/.local/bin, which a login shell puts on PATH (tools.go).
+	hostTools string
 	// mu protects killed and makes Create's check-and-make one step.
 	mu     sync.Mutex
 	killed []string
@@ -90,7 +94,10 @@ func (u *Users) Create(ctx context.Context, name string, authorizedKeys []string
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if u.sys != nil {
-		return u.sys.create(ctx, name, content)
+		if err := u.sys.create(ctx, name, content); err != nil {
+			return err
+		}
+		return u.installTools(ctx, name)
 	}
 	home := u.Home(name)
 	if err := os.Mkdir(home, 0o700); errors.Is(err, os.ErrExist) {
@@ -107,7 +114,7 @@ func (u *Users) Create(ctx context.Context, name string, authorizedKeys []string
 		_ = os.RemoveAll(home)
 		return fmt.Errorf("create user %s: %w", name, err)
 	}
-	return nil
+	return u.installTools(ctx, name)
 }
 
 // Exists reports whether the user exists: a sandbox user's home, or a

@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -33,12 +34,13 @@ import (
 
 // vm is a running sim guest: an SSH server on 127.0.0.1 that lets in the
 // users of the domain's cloud-init seed with their keys and, like a VM's
-// sshd, runs their commands with sh in a sandbox home directory (with a
+// sshd, runs their commands with bash (sh without it) in their home (with a
 // PTY when asked, resized on window-change), serves the sftp subsystem
 // (in-process, starting in the home) and direct-tcpip to the guest's
 // "loopback" (which is the host's: 127.0.0.0/8, ::1 and localhost only).
-// A session without a command gets sh: interactive with a PTY, reading
-// its stdin without one. As with any gliderlabs/ssh server, PTY output
+// A session without a command gets the shell: interactive with a PTY,
+// reading its stdin without one. The guest's nvidia-smi (smiscript.go) is
+// on its PATH. As with any gliderlabs/ssh server, PTY output
 // has its line ends normalised to \r\n.
 //
 // With system users (guests not nil) each seed user is a POSIX account
@@ -61,6 +63,7 @@ type vm struct {
 type guestAccount struct {
 	home string
 	cred *syscall.Credential
+	path string // PATH of its commands
 }
 
 // guestPath is the PATH of commands run in a sim guest.
@@ -70,7 +73,18 @@ const guestPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 // ok false when it has none (sh then runs the command).
 type guestSMI func(ctx context.Context, args []string) (out []byte, code int, ok bool)
 
-func startVM(spec host.DomainSpec, hostKey gossh.Signer, sandbox string, guests *Users, smi guestSMI) (*vm, error) {
+// guestShell is the shell of a sim guest's users, as on the bare-metal
+// sim (a real VM image's users get bash): bash when the machine has it.
+var guestShell = sync.OnceValue(func() string {
+	if _, err := os.Stat("/bin/bash"); err == nil {
+		return "/bin/bash"
+	}
+	return "/bin/sh"
+})
+
+// startVM starts the guest of spec; bin, when set, holds the guest's
+// tools (its nvidia-smi) and comes first on its sessions' PATH.
+func startVM(spec host.DomainSpec, hostKey gossh.Signer, sandbox string, guests *Users, smi guestSMI, bin string) (*vm, error) {
 	var users map[string][]gossh.PublicKey
 	if spec.SeedISO != "" {
 		var err error
@@ -79,8 +93,12 @@ func startVM(spec host.DomainSpec, hostKey gossh.Signer, sandbox string, guests 
 		}
 	}
 	names := slices.Sorted(maps.Keys(users))
+	path := guestPath
+	if bin != "" {
+		path = bin + ":" + guestPath
+	}
 	account := func(_ context.Context, user string) (guestAccount, error) {
-		return guestAccount{home: filepath.Join(sandbox, user)}, nil
+		return guestAccount{home: filepath.Join(sandbox, user), path: path}, nil
 	}
 	if guests != nil {
 		for _, name := range names {
@@ -93,7 +111,7 @@ func startVM(spec host.DomainSpec, hostKey gossh.Signer, sandbox string, guests 
 			if err != nil {
 				return guestAccount{}, err
 			}
-			return guestAccount{home: a.Home, cred: a.Credential}, nil
+			return guestAccount{home: a.Home, cred: a.Credential, path: path}, nil
 		}
 	} else if err := os.MkdirAll(sandbox, 0o700); err != nil {
 		return nil, err
@@ -182,10 +200,12 @@ func answerNvidiaSMI(s ssh.Session, smi guestSMI) bool {
 	return true
 }
 
-// serveSession runs the session's command (or sh) as a, in its home, with
-// a PTY when one was requested, and reports its exit status.
+// serveSession runs the session's command (or the shell) as a, in its
+// home, with a PTY when one was requested, and reports its exit status.
+// An interactive shell is not a login shell: a login shell's /etc/profile
+// would set PATH again, without the guest's tools.
 func serveSession(s ssh.Session, a guestAccount) {
-	args := []string{"sh"}
+	args := []string{guestShell()}
 	if raw := s.RawCommand(); raw != "" {
 		args = append(args, "-c", raw)
 	}
@@ -210,8 +230,12 @@ func runAs(s ssh.Session, a guestAccount, args []string, isPty bool, ptyReq ssh.
 	if isPty && ptyReq.Term != "" {
 		cmd.Env = append(cmd.Env, "TERM="+ptyReq.Term)
 	}
-	cmd.Env = append(cmd.Env, "HOME="+home, "USER="+s.User(), "LOGNAME="+s.User(), "SHELL=/bin/sh", "PATH="+guestPath)
-	if ssh.AgentRequested(s) && args[0] == "sh" {
+	path := a.path
+	if path == "" {
+		path = guestPath
+	}
+	cmd.Env = append(cmd.Env, "HOME="+home, "USER="+s.User(), "LOGNAME="+s.User(), "SHELL="+guestShell(), "PATH="+path)
+	if ssh.AgentRequested(s) && args[0] == guestShell() {
 		// ssh -A: a socket of the user's, as a VM's sshd makes it.
 		agent, err := listenAgent(s, a.cred)
 		if err != nil {

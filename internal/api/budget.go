@@ -59,9 +59,12 @@ type BudgetSetRequest struct {
 }
 
 // BudgetClearRequest removes the budget of a project, or of one user in it.
+// With Period, only the spend cap of that period goes (the burn cap
+// stays; a budget left with no cap goes whole).
 type BudgetClearRequest struct {
 	Project string `json:"project,omitempty"`
 	User    string `json:"user,omitempty"`
+	Period  string `json:"period,omitempty"`
 }
 
 // Budget is one budget and where its scope stands.

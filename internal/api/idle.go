@@ -47,12 +47,24 @@ type ProjectPolicyRequest struct {
 }
 
 // ProjectPolicy is a project's idle policy. IdleReleaseAfterSeconds 0 is
-// off.
+// off. UpdatedAt is when the period was last changed: the idle clock of
+// the project's running allocations starts no earlier.
 type ProjectPolicy struct {
 	ProjectID               string    `json:"project_id"`
 	Project                 string    `json:"project"`
 	IdleReleaseAfterSeconds int64     `json:"idle_release_after_seconds"`
 	UpdatedAt               time.Time `json:"updated_at"`
+	// Affected are the project's running allocations that follow this
+	// period (none of their own), in the reply to project.set_policy.
+	Affected []PolicyAffected `json:"affected,omitempty"`
+}
+
+// PolicyAffected is a running allocation a project's idle period applies
+// to, and when it will be warned and released if nobody uses it.
+type PolicyAffected struct {
+	AllocationID string    `json:"allocation_id"`
+	WarnAt       time.Time `json:"warn_at"`
+	ReleaseAt    time.Time `json:"release_at"`
 }
 
 // AllocPolicy is an allocation's effective idle and duration policy, as

@@ -243,20 +243,25 @@ const (
 
 // Allocation is a rented node or slice.
 type Allocation struct {
-	ID        string    `json:"id"`
-	ProjectID string    `json:"project_id"`
-	UserID    string    `json:"user_id"`
-	SKU       string    `json:"sku"`
-	Shape     string    `json:"shape"`
-	GPUs      int       `json:"gpus"`
-	State     string    `json:"state"`
-	Version   int64     `json:"version"`
-	Queued    bool      `json:"queued"`
-	NodeID    string    `json:"node_id,omitempty"`
-	Slots     []Slot    `json:"slots"`
-	Reason    string    `json:"reason,omitempty"`
-	CreatedAt time.Time `json:"created_at"`
-	UpdatedAt time.Time `json:"updated_at"`
+	ID        string `json:"id"`
+	ProjectID string `json:"project_id"`
+	// Project is the project's name (alloc.list).
+	Project string `json:"project,omitempty"`
+	UserID  string `json:"user_id"`
+	SKU     string `json:"sku"`
+	Shape   string `json:"shape"`
+	GPUs    int    `json:"gpus"`
+	State   string `json:"state"`
+	Version int64  `json:"version"`
+	Queued  bool   `json:"queued"`
+	// QueuePosition is a queued request's place in its SKU's line (1 =
+	// next; alloc.get only).
+	QueuePosition int       `json:"queue_position,omitempty"`
+	NodeID        string    `json:"node_id,omitempty"`
+	Slots         []Slot    `json:"slots"`
+	Reason        string    `json:"reason,omitempty"`
+	CreatedAt     time.Time `json:"created_at"`
+	UpdatedAt     time.Time `json:"updated_at"`
 	// Timeline is the host-side progress, phase by phase (alloc.get only).
 	Timeline []PhaseTiming `json:"timeline,omitempty"`
 	// Usage is what it has cost so far (alloc.get, and alloc.release once
@@ -321,6 +326,9 @@ type AllocQuote struct {
 	InsufficientFunds bool  `json:"insufficient_funds,omitempty"`
 	MinRunwaySeconds  int64 `json:"min_runway_seconds"`
 	NeededMinor       int64 `json:"needed_minor"`
+	// TopupsOff says the platform takes no top-ups (no payment provider):
+	// money comes from an administrator's credit.
+	TopupsOff bool `json:"topups_off,omitempty"`
 	// BudgetExceeded, when set, is why a create would be refused with
 	// budget_exceeded (see EndpointBillingBudgetGet).
 	BudgetExceeded string `json:"budget_exceeded,omitempty"`

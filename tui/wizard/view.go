@@ -37,15 +37,30 @@ func (m *Model) View() string {
 	case StepSKU:
 		b.WriteString("SKU: " + m.skuFilter + "█  " + st.Dim.Render("(type to filter)") + "\n")
 		for i, s := range m.FilteredSKUs() {
-			line := fmt.Sprintf("%s %-10s %-5s %s/GPU-h  %s GPUs", common.Fit(s.ID, 16, false), s.Shape, s.GPUModel,
-				api.FormatMoney(s.PricePerGPUHourMinor, s.Currency), joinCounts(s.GPUCounts))
+			// What the fleet has now, when catalog.list said.
+			avail := ""
+			switch av := s.Availability; {
+			case av == nil:
+			case av.Nodes == 0:
+				avail = "no host"
+			default:
+				avail = fmt.Sprintf("%d free", av.FreeGPUs)
+			}
+			line := fmt.Sprintf("%s %-9s %-4s %s/GPU-h  %-7s  %s GPUs", common.Fit(s.ID, 15, false), s.Shape, s.GPUModel,
+				api.FormatMoney(s.PricePerGPUHourMinor, s.Currency), avail, slashCounts(s.GPUCounts))
+			if s.Availability != nil && s.Availability.Nodes == 0 {
+				line = st.Dim.Render(line)
+			}
 			b.WriteString(cursor(i == m.skuCursor) + line + "\n")
 		}
 	case StepGPUs:
 		b.WriteString(fmt.Sprintf("GPUs for %s:\n", st.Bold.Render(m.sku.ID)))
 		for i, n := range m.sku.GPUCounts {
-			b.WriteString(fmt.Sprintf("%s%d × %s  %s/h\n", cursor(i == m.gpuCursor), n, m.sku.GPUModel,
-				api.FormatMoney(common.HourlyMinor(m.sku, n), m.sku.Currency)))
+			line := fmt.Sprintf("%d × %s  %s/h", n, m.sku.GPUModel, api.FormatMoney(common.HourlyMinor(m.sku, n), m.sku.Currency))
+			if av := m.sku.Availability; av != nil && n > av.FreeGPUs {
+				line = st.Dim.Render(line + "  not free now")
+			}
+			b.WriteString(cursor(i == m.gpuCursor) + line + "\n")
 		}
 	case StepProject:
 		b.WriteString("Project:\n")
@@ -110,8 +125,21 @@ func (m *Model) verdictText() string {
 			api.FormatMoney(running, v.Currency))
 	}
 	if v.InsufficientFunds {
+		how := " · gpuaas billing topup"
+		if v.TopupsOff {
+			how = " · no top-ups here: ask an admin"
+		}
 		out += "\nfunds:   " + st.Bad.Render(fmt.Sprintf("too low, %s needed for %s", api.FormatMoney(v.NeededMinor, v.Currency),
-			api.FormatRunway(v.MinRunwaySeconds))) + " · gpuaas billing topup"
+			api.FormatRunway(v.MinRunwaySeconds))) + how
 	}
 	return out
+}
+
+// slashCounts is "1/2/4/8": a SKU's GPU counts, short enough for its line.
+func slashCounts(counts []int) string {
+	parts := make([]string, len(counts))
+	for i, c := range counts {
+		parts[i] = fmt.Sprint(c)
+	}
+	return strings.Join(parts, "/")
 }

@@ -193,7 +193,14 @@ func (m *Model) handleKey(k tea.KeyMsg) tea.Cmd {
 				m.err = fmt.Errorf("no SKU matches %q", m.skuFilter)
 				return nil
 			}
-			m.sku = skus[max(0, m.skuCursor)]
+			sku := skus[max(0, m.skuCursor)]
+			if av := sku.Availability; av != nil && av.Nodes == 0 {
+				// Nothing to create: only a queued request could wait for one.
+				m.err = fmt.Errorf("no host serves %s now, so it cannot be created here; `gpuaas alloc create --sku %s --queue` waits in line for one",
+					sku.ID, sku.ID)
+				return nil
+			}
+			m.sku = sku
 			m.gpuCursor = 0
 			m.step = StepGPUs
 		}
@@ -241,9 +248,31 @@ func (m *Model) handleKey(k tea.KeyMsg) tea.Cmd {
 		case "esc", "backspace", "n":
 			m.step = StepProject
 		case "enter", "y":
+			if err := m.cannotCreate(); err != nil {
+				m.err = err
+				return nil
+			}
 			m.busy = true
 			return m.create(m.Request())
 		}
+	}
+	return nil
+}
+
+// cannotCreate is why the dry run says the create would fail, if it
+// does: the wizard offers only what can be had (it does not queue).
+func (m *Model) cannotCreate() error {
+	v := m.verdict
+	if v == nil || m.verdictFor != m.key() {
+		return nil // no verdict: controld decides
+	}
+	k := m.key()
+	switch {
+	case !v.Fits:
+		return fmt.Errorf("%d × %s does not fit now: choose fewer GPUs or another SKU (esc), or queue for it with `gpuaas alloc create --sku %s --gpus %d --queue`",
+			k.gpus, k.sku, k.sku, k.gpus)
+	case v.InsufficientFunds:
+		return fmt.Errorf("the balance of %s is too low for %d × %s", k.project, k.gpus, k.sku)
 	}
 	return nil
 }

@@ -1,0 +1,31 @@
+package sshconfig
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// TestUserConfigPathIsOpenSSHs is the regression test of "`ssh-config
+// --write` writes $HOME/.ssh/config when OpenSSH will read another":
+// OpenSSH reads ~/.ssh/config from the home the password database gives
+// (getpwuid), so with $HOME pointing elsewhere (sudo, a script) --write
+// edits that file, as getent(1) tells it, not $HOME's.
+func TestUserConfigPathIsOpenSSHs(t *testing.T) {
+	out, err := exec.Command("getent", "passwd", strconv.Itoa(os.Getuid())).Output()
+	if err != nil {
+		t.Fatalf("getent passwd: %v", err)
+	}
+	fields := strings.Split(strings.TrimSpace(string(out)), ":")
+	if len(fields) < 6 || fields[5] == "" {
+		t.Fatalf("getent passwd: %q", out)
+	}
+	t.Setenv("HOME", t.TempDir())
+	got, err := UserConfigPath()
+	if want := filepath.Join(fields[5], ".ssh", "config"); err != nil || got != want {
+		t.Fatalf("UserConfigPath with HOME=%s: %q, %v; want OpenSSH's %q", os.Getenv("HOME"), got, err, want)
+	}
+}

@@ -39,6 +39,7 @@ func replyTargets(victimUID string) []string {
 		"gpuaas.rec.deputy.c.0",
 		"$JS.API.STREAM.PURGE." + recstore.Stream,
 		api.ControldInboxPrefix + ".deputy",
+		api.ControldAPIInboxPrefix + ".deputy",
 	}
 }
 

@@ -554,7 +554,8 @@ func TestAPIConnectionPublishesOnlyToInboxes(t *testing.T) {
 	for _, subj := range []string{api.UserEventSubject("u-1", "alloc.state"), api.EventSubject("alloc.state"),
 		"$JS.API.STREAM.PURGE." + api.EventStreamName, "gpuaas.rec.ts-1.meta", "gpuaas.rec.ts-1.c.0", "gpuaas.host.n-1.task",
 		api.HostCtlSubject("n-1", api.HostResult), api.GateNoticeSubject, api.GateRevokedSubject,
-		api.ControldInboxPrefix + ".x", api.Subject(api.EndpointAuthLogin), "$SYS.REQ.USER.AUTH"} {
+		api.ControldInboxPrefix + ".x", api.ControldAPIInboxPrefix + ".x", api.Subject(api.EndpointAuthLogin),
+		"$SYS.REQ.USER.AUTH", "$JS.API.STREAM.INFO." + api.EventStreamName} {
 		p.refusedPub(t, subj, []byte("{}"))
 	}
 	if err := p.nc.Publish(api.InboxPrefix("u-1")+".x", []byte("{}")); err != nil {

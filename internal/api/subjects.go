@@ -80,3 +80,8 @@ const InboxWildcard = inboxRoot + ".>"
 // ControldInboxPrefix is the reply-inbox prefix of controld's connections:
 // outside InboxWildcard, so no request can make controld answer into it.
 const ControldInboxPrefix = "_INBOX_controld"
+
+// ControldAPIInboxPrefix is the reply-inbox prefix of controld's API
+// connection, outside InboxWildcard too: it asks only JetStream's account
+// information there (bus.WatchCluster).
+const ControldAPIInboxPrefix = "_INBOX_controld_api"

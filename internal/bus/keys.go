@@ -214,15 +214,17 @@ func (a ServerAuth) Config() string {
 # subjects the requesters choose: it may publish only to inboxes
 # (%[7]s) and to the replies of imported service requests (_R_.>:
 # the micro statistics above), never to streams, buckets, host or gateway
-# subjects.
+# subjects; it may ask JetStream's account information ($JS.API.INFO,
+# read-only) on its own inbox (%[9]s), which is how controld notices
+# that its server lost the rest of its cluster.
 accounts {
   %[1]s {
     jetstream: enabled
     users: [
       { nkey: %[3]s }
       { nkey: %[8]s, permissions: {
-          publish: { allow: ["%[7]s", "_R_.>"] }
-          subscribe: { allow: ["gpuaas.api.v1.>", "gpuaas.ctl.>", "$SRV.>"] } } }
+          publish: { allow: ["%[7]s", "_R_.>", "$JS.API.INFO"] }
+          subscribe: { allow: ["gpuaas.api.v1.>", "gpuaas.ctl.>", "$SRV.>", "%[9]s.>"] } } }
     ]
     exports: [ { service: "$SRV.>", response: stream } ]
   }
@@ -240,5 +242,5 @@ authorization {
     xkey: %[6]s
   }
 }
-`, AppAccount, SystemAccount, a.Controld, a.System, a.Issuer, a.XKey, api.InboxWildcard, a.API)
+`, AppAccount, SystemAccount, a.Controld, a.System, a.Issuer, a.XKey, api.InboxWildcard, a.API, api.ControldAPIInboxPrefix)
 }

@@ -156,16 +156,17 @@ func ConnectControld(url string, t bus.TLS, keys *bus.Keys, extra ...nats.Option
 		c.API = c.NC
 		return c, err
 	}
-	inbox := nats.CustomInboxPrefix(api.ControldInboxPrefix)
 	for _, d := range []struct {
-		conn **nats.Conn
-		name string
-		key  nkeys.KeyPair
+		conn  **nats.Conn
+		name  string
+		key   nkeys.KeyPair
+		inbox string
 	}{
-		{&c.NC, "gpuaas-controld", keys.Controld},
-		{&c.API, "gpuaas-controld-api", keys.API},
-		{&c.Sys, "gpuaas-controld-sys", keys.System},
+		{&c.NC, "gpuaas-controld", keys.Controld, api.ControldInboxPrefix},
+		{&c.API, "gpuaas-controld-api", keys.API, api.ControldAPIInboxPrefix},
+		{&c.Sys, "gpuaas-controld-sys", keys.System, api.ControldInboxPrefix},
 	} {
+		inbox := nats.CustomInboxPrefix(d.inbox)
 		if *d.conn, err = bus.Connect(url, d.name, withOpts(tlsOpts, bus.WithKey(d.key), inbox, extra)...); err != nil {
 			c.Close()
 			return Conns{}, err

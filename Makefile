@@ -7,6 +7,7 @@ GO ?= go
 export PATH := $(PATH):/usr/local/go/bin:$(HOME)/go/bin
 # DEV_FLAGS: flags for `gpuaas dev`, e.g. make dev DEV_FLAGS='--hosts 3 --reset'.
 DEV_FLAGS ?=
+FAULT_PKGS = ./cli/daemon/
 
 .PHONY: build dev deps-dev deps-test deps-bench test test-short vet lint fmt-check bench generate
 
@@ -24,18 +25,24 @@ dev: deps-dev build
 
 ## test: the whole suite, race detector on, against real PostgreSQL and NATS.
 ## -count=1: never trust cached results; e2e drives a binary it builds
-## itself, which the test cache cannot see change.
+## itself, which the test cache cannot see change. e2e builds that binary
+## with the faultinject tag (hostd's --fail-phase/--delay-phase, test
+## equipment release builds leave out); the second run tests the tagged
+## code itself. FAULT_PKGS are the packages with faultinject files.
 test: deps-test
 	$(GO) test -race -count=1 -timeout 60m ./...
+	$(GO) test -race -count=1 -tags faultinject $(FAULT_PKGS)
 
 test-short:
 	$(GO) test -short ./...
 
 vet:
 	$(GO) vet ./...
+	$(GO) vet -tags faultinject $(FAULT_PKGS)
 
 lint:
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 -tags faultinject $(FAULT_PKGS)
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"go.yaml.in/yaml/v3"
 )
 
 // guideStep is one fenced block of docs/operators.md with the
@@ -226,6 +228,36 @@ func envFileKeys(t *testing.T, path string) map[string]bool {
 	}
 	keys := map[string]bool{}
 	for _, m := range regexp.MustCompile(`(?m)^#?([A-Z][A-Z0-9_]*)=`).FindAllStringSubmatch(string(b), -1) {
+		keys[m[1]] = true
+	}
+	return keys
+}
+
+// parseSettingsFile reads a daemon's settings file (--config): a YAML
+// mapping of flag names to values.
+func parseSettingsFile(t *testing.T, path string) map[string]any {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("read settings file: %v", err)
+	}
+	var m map[string]any
+	if err := yaml.Unmarshal(b, &m); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	return m
+}
+
+// settingsFileKeys are the keys an example settings file names, set or
+// commented out (`#key:`).
+func settingsFileKeys(t *testing.T, path string) map[string]bool {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := map[string]bool{}
+	for _, m := range regexp.MustCompile(`(?m)^#?([a-z][a-z0-9-]*):`).FindAllStringSubmatch(string(b), -1) {
 		keys[m[1]] = true
 	}
 	return keys

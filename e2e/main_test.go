@@ -27,7 +27,10 @@ func run(m *testing.M) int {
 	}
 	defer os.RemoveAll(dir)
 	binary = filepath.Join(dir, "gpuaas")
-	build := exec.Command("go", "build", "-race", "-o", binary, "..")
+	// The faultinject tag adds hostd's --fail-phase and --delay-phase,
+	// which some tests drive; release builds leave them out
+	// (release_build_test.go).
+	build := exec.Command("go", "build", "-race", "-tags", "faultinject", "-o", binary, "..")
 	build.Stdout, build.Stderr = os.Stdout, os.Stderr
 	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "build gpuaas:", err)

@@ -194,6 +194,12 @@ func TestOperatorGuide(t *testing.T) {
 				t.Errorf("the guide sets %s in %s.env; packaging/etc/%s.env does not mention it", k, name, name)
 			}
 		}
+		example = settingsFileKeys(t, filepath.Join("..", "packaging", "etc", name+".yaml"))
+		for k := range parseSettingsFile(t, filepath.Join(root, "etc", "gpuaas", name+".yaml")) {
+			if !example[k] {
+				t.Errorf("the guide sets %s in %s.yaml; packaging/etc/%s.yaml does not mention it", k, name, name)
+			}
+		}
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/gpuaas/gpuaas/controld/idle"
 	"github.com/gpuaas/gpuaas/controld/payments"
 	"github.com/gpuaas/gpuaas/internal/bus"
+	"github.com/gpuaas/gpuaas/internal/daemonconfig"
 	"github.com/gpuaas/gpuaas/internal/devenv/controlplane"
 )
 
@@ -67,6 +68,16 @@ type ControldOptions struct {
 	MetricsAddr string
 	// DrainTimeout bounds the graceful stop on SIGTERM.
 	DrainTimeout time.Duration
+	// Settings are --config and --print-config.
+	Settings settingsFlags
+}
+
+// controldSettings are controld's settings beyond its flags: the
+// variables that stand in for flags, and the secrets.
+var controldSettings = daemonconfig.Spec{
+	Env:       natsEnv("nats-url", map[string]string{"database-url": "GPUAAS_DATABASE_URL", "nats-keys": "GPUAAS_NATS_KEYS"}),
+	Secret:    map[string]func(string) string{"database-url": daemonconfig.RedactURLPassword},
+	SecretEnv: []string{"GPUAAS_STRIPE_SECRET_KEY", "GPUAAS_STRIPE_WEBHOOK_SECRET", "GPUAAS_SMTP_PASSWORD"},
 }
 
 // NewCmdControld builds `gpuaas controld`.
@@ -103,19 +114,22 @@ Stripe top-ups need GPUAAS_STRIPE_SECRET_KEY, --stripe-success-url and
 --http-addr (POST /stripe/webhook, API version ` + payments.APIVersion + `).
 Emails to project members (low balance, budgets, idle-release warnings)
 need --smtp-addr and --smtp-from; a relay's password is read from
-GPUAAS_SMTP_PASSWORD.`,
+GPUAAS_SMTP_PASSWORD.
+
+` + settingsHelp,
 		Example: `  gpuaas controld --database-url postgres://gpuaas@db/gpuaas --nats-url tls://nats:4222 \
-    --nats-keys /etc/gpuaas/nats --nats-ca /etc/gpuaas/nats-ca.pem`,
+    --nats-keys /etc/gpuaas/nats --nats-ca /etc/gpuaas/nats-ca.pem
+  gpuaas controld --config /etc/gpuaas/controld.yaml --print-config`,
 		Args: cmdutil.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			opts.DatabaseURL = envOr(os.Getenv, "GPUAAS_DATABASE_URL", opts.DatabaseURL)
-			opts.NATS.fromEnv(os.Getenv)
-			opts.NATSKeys = envOr(os.Getenv, "GPUAAS_NATS_KEYS", opts.NATSKeys)
+			if printed, err := opts.Settings.load(c, opts.IO.Out, controldSettings); printed || err != nil {
+				return err
+			}
 			if opts.DatabaseURL == "" {
-				return cmdutil.FlagErrorf("--database-url (or GPUAAS_DATABASE_URL) is required")
+				return cmdutil.FlagErrorf("--database-url (or GPUAAS_DATABASE_URL, or database-url in --config) is required")
 			}
 			if opts.NATSKeys == "" {
-				return cmdutil.FlagErrorf("--nats-keys (or GPUAAS_NATS_KEYS) is required: create it with `gpuaas ops nats-setup`")
+				return cmdutil.FlagErrorf("--nats-keys (or GPUAAS_NATS_KEYS, or nats-keys in --config) is required: create it with `gpuaas ops nats-setup`")
 			}
 			if opts.SMTPAddr != "" && opts.SMTPFrom == "" {
 				return cmdutil.FlagErrorf("--smtp-addr needs --smtp-from (the sender of the emails)")
@@ -175,6 +189,7 @@ GPUAAS_SMTP_PASSWORD.`,
 	fl.DurationVar(&opts.DrainTimeout, "drain-timeout", controld.DefaultDrainTimeout,
 		"On SIGTERM, how long requests and node results in flight may take to finish before controld exits")
 	addMetricsFlag(fl, &opts.MetricsAddr)
+	opts.Settings.register(fl)
 	cmd.AddCommand(NewCmdControldInitDB(f, nil))
 	return cmd
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -19,6 +18,7 @@ import (
 	"github.com/gpuaas/gpuaas/hostd/term"
 	"github.com/gpuaas/gpuaas/hostd/topology"
 	"github.com/gpuaas/gpuaas/hostd/xid"
+	"github.com/gpuaas/gpuaas/internal/daemonconfig"
 	"github.com/gpuaas/gpuaas/internal/devenv"
 )
 
@@ -33,10 +33,20 @@ type HostdOptions struct {
 	ImageDir   string
 	// TerminalListen is where the terminal server listens; "" runs none.
 	TerminalListen string
-	FailPhases     []string
-	DelayPhases    []string
 	LogLevel       string
+	// Faults are the sim's fault-injection switches, in test builds only
+	// (hostd_faultinject.go).
+	Faults faultFlags
+	// Settings are --config and --print-config.
+	Settings settingsFlags
 	agent.Config
+}
+
+// hostdSettings are hostd's settings beyond its flags: the variables that
+// stand in for flags, and the secret.
+var hostdSettings = daemonconfig.Spec{
+	Env:    natsEnv("server", map[string]string{"token": "GPUAAS_ENROLL_TOKEN"}),
+	Secret: map[string]func(string) string{"token": daemonconfig.RedactAll},
 }
 
 // SimProfiles are the simulated hosts `gpuaas hostd --sim` can be.
@@ -62,7 +72,7 @@ The first start enrolls the node with a one-time token from
 
 --sim runs a simulated host (h200-slice or h100-baremetal) with the same task
 code: its hardware is a generated sysfs tree and its VMs are SSH servers on
-loopback. --fail-phase and --delay-phase make sim phases fail or take longer.
+loopback.` + faultHelp + `
 
 The terminal server (what sshgate dials with a one-minute ticket) listens on
 --terminal-listen and is advertised to controld as --terminal-addr, or as the
@@ -79,22 +89,24 @@ On SIGTERM hostd drains: it takes no new task, lets the running ones finish
 and reports their results, within --drain-timeout, then exits. A task still
 running then is reported interrupted at the next start.
 
-Environment: GPUAAS_NATS_URL and GPUAAS_ENROLL_TOKEN stand in for the flags.`,
+Environment: GPUAAS_NATS_URL, GPUAAS_ENROLL_TOKEN, GPUAAS_NATS_CA,
+GPUAAS_NATS_CERT and GPUAAS_NATS_KEY stand in for the flags.
+
+` + settingsHelp,
 		Example: `  gpuaas hostd --server nats://control:4222 --token gpe_...
   gpuaas hostd --terminal-listen :7022 --terminal-addr node1.internal:7022
-  gpuaas hostd --sim h200-slice --state-dir /tmp/h1 --token gpe_... --delay-phase define_start=30s`,
+  gpuaas hostd --sim h200-slice --state-dir /tmp/h1 --token gpe_...` + faultExample,
 		Args: cmdutil.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			opts.NATS.fromEnv(os.Getenv)
-			opts.Token = envOr(os.Getenv, "GPUAAS_ENROLL_TOKEN", opts.Token)
+			if printed, err := opts.Settings.load(c, opts.IO.Out, hostdSettings); printed || err != nil {
+				return err
+			}
 			if opts.Sim != "" {
 				if _, ok := SimProfiles[opts.Sim]; !ok {
 					return cmdutil.FlagErrorf("unknown --sim profile %q (h200-slice, h100-baremetal)", opts.Sim)
 				}
-			} else if len(opts.FailPhases)+len(opts.DelayPhases) > 0 {
-				return cmdutil.FlagErrorf("--fail-phase and --delay-phase need --sim")
 			}
-			if _, err := parseFaults(opts.FailPhases, opts.DelayPhases); err != nil {
+			if err := opts.Faults.check(opts.Sim != ""); err != nil {
 				return err
 			}
 			if opts.DrainTimeout <= 0 {
@@ -121,8 +133,7 @@ Environment: GPUAAS_NATS_URL and GPUAAS_ENROLL_TOKEN stand in for the flags.`,
 	fl.StringVar(&opts.ImageDir, "image-dir", "/var/lib/gpuaas/images", "Base VM images, <name>.img (real hosts)")
 	fl.StringVar(&opts.TerminalListen, "terminal-listen", "127.0.0.1:0", "Where the terminal server listens (host:port; empty: no terminal server)")
 	fl.StringVar(&opts.TerminalAddr, "terminal-addr", "", "Address sshgate reaches this node's terminal server at (default: the listener's)")
-	fl.StringArrayVar(&opts.FailPhases, "fail-phase", nil, "Sim: make PHASE fail (repeatable)")
-	fl.StringArrayVar(&opts.DelayPhases, "delay-phase", nil, "Sim: make PHASE=DURATION slower (repeatable)")
+	opts.Faults.register(fl)
 	fl.StringVar(&opts.LogLevel, "log-level", "info", "Log level: debug, info, warn, error")
 	fl.DurationVar(&opts.DrainTimeout, "drain-timeout", agent.DefaultDrainTimeout,
 		"On SIGTERM, how long running tasks may take to finish and be reported before hostd exits")
@@ -131,27 +142,8 @@ Environment: GPUAAS_NATS_URL and GPUAAS_ENROLL_TOKEN stand in for the flags.`,
 	fl.Float64Var(&opts.GPUActiveThreshold, "gpu-active-threshold", agent.DefaultGPUActiveThreshold,
 		"GPU utilisation (percent) at or above which a GPU counts as active for idle detection")
 	addMetricsFlag(fl, &opts.MetricsAddr)
+	opts.Settings.register(fl)
 	return cmd
-}
-
-// parseFaults builds the sim's fault injection from the flags.
-func parseFaults(fail, delay []string) (*tasks.Faults, error) {
-	f := &tasks.Faults{}
-	for _, p := range fail {
-		f.Fail(p, "")
-	}
-	for _, d := range delay {
-		phase, dur, ok := strings.Cut(d, "=")
-		if !ok {
-			return nil, cmdutil.FlagErrorf("--delay-phase wants PHASE=DURATION, got %q", d)
-		}
-		v, err := time.ParseDuration(dur)
-		if err != nil || v < 0 {
-			return nil, cmdutil.FlagErrorf("--delay-phase %s: bad duration %q", phase, dur)
-		}
-		f.Delay(phase, v)
-	}
-	return f, nil
 }
 
 func hostdRun(ctx context.Context, opts *HostdOptions) error {
@@ -205,8 +197,7 @@ func hostEnv(ctx context.Context, opts *HostdOptions, log *slog.Logger) (*tasks.
 			return nil, nil, nil, err
 		}
 		devenv.LogIsolation(log, isolate)
-		faults, _ := parseFaults(opts.FailPhases, opts.DelayPhases) // checked in RunE
-		h.Faults = faults
+		opts.Faults.apply(h)
 		env := h.Env("", log)
 		return env, h.Users.Accounts(), func() { _ = h.Close() }, nil
 	}

@@ -24,13 +24,16 @@ func (n *natsFlags) register(fl *pflag.FlagSet, urlFlag string) {
 		"Allow a plaintext connection to a NATS server that is not on this machine (never do this across a network)")
 }
 
-// fromEnv lets GPUAAS_NATS_URL, GPUAAS_NATS_CA, GPUAAS_NATS_CERT and
-// GPUAAS_NATS_KEY stand in for the flags.
-func (n *natsFlags) fromEnv(getenv func(string) string) {
-	n.URL = envOr(getenv, "GPUAAS_NATS_URL", n.URL)
-	n.CA = envOr(getenv, "GPUAAS_NATS_CA", n.CA)
-	n.Cert = envOr(getenv, "GPUAAS_NATS_CERT", n.Cert)
-	n.Key = envOr(getenv, "GPUAAS_NATS_KEY", n.Key)
+// natsEnv maps the NATS flags to the variables that stand in for them:
+// GPUAAS_NATS_URL, GPUAAS_NATS_CA, GPUAAS_NATS_CERT and GPUAAS_NATS_KEY,
+// with more of a daemon's own.
+func natsEnv(urlFlag string, more map[string]string) map[string]string {
+	m := map[string]string{urlFlag: "GPUAAS_NATS_URL", "nats-ca": "GPUAAS_NATS_CA",
+		"nats-cert": "GPUAAS_NATS_CERT", "nats-key": "GPUAAS_NATS_KEY"}
+	for k, v := range more {
+		m[k] = v
+	}
+	return m
 }
 
 func (n *natsFlags) tls() bus.TLS {

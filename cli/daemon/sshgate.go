@@ -9,6 +9,7 @@ import (
 
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
 	"github.com/gpuaas/gpuaas/internal/bus"
+	"github.com/gpuaas/gpuaas/internal/daemonconfig"
 	"github.com/gpuaas/gpuaas/internal/devenv/controlplane"
 	"github.com/gpuaas/gpuaas/sshgate"
 	"github.com/gpuaas/gpuaas/tui"
@@ -25,8 +26,13 @@ type SSHGateOptions struct {
 	// controld).
 	NkeyFile string
 	LogLevel string
+	// Settings are --config and --print-config.
+	Settings settingsFlags
 	sshgate.Config
 }
+
+// sshgateSettings are the variables that stand in for sshgate's flags.
+var sshgateSettings = daemonconfig.Spec{Env: natsEnv("server", map[string]string{"nkey": "GPUAAS_NKEY_FILE"})}
 
 // NewCmdSSHGate builds `gpuaas sshgate`; the gateway serves sshTree over
 // SSH.
@@ -75,15 +81,18 @@ key pinned as its certificate (--node-transport ssh uses a second SSH
 connection instead, for nodes whose hostd predates links).
 
 Environment: GPUAAS_NATS_URL, GPUAAS_NKEY_FILE, GPUAAS_NATS_CA,
-GPUAAS_NATS_CERT and GPUAAS_NATS_KEY stand in for the flags.`,
+GPUAAS_NATS_CERT and GPUAAS_NATS_KEY stand in for the flags.
+
+` + settingsHelp,
 		Example: `  gpuaas sshgate --listen :22 --server tls://nats:4222 --nats-ca /etc/gpuaas/nats-ca.pem \
     --nkey /etc/gpuaas/sshgate.nk --host-key /var/lib/gpuaas/sshgate/host_ed25519_key --advertise ssh.gpuaas.example:22`,
 		Args: cmdutil.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			opts.NATS.fromEnv(os.Getenv)
-			opts.NkeyFile = envOr(os.Getenv, "GPUAAS_NKEY_FILE", opts.NkeyFile)
+			if printed, err := opts.Settings.load(c, opts.IO.Out, sshgateSettings); printed || err != nil {
+				return err
+			}
 			if opts.NkeyFile == "" {
-				return cmdutil.FlagErrorf("--nkey (or GPUAAS_NKEY_FILE) is required: " +
+				return cmdutil.FlagErrorf("--nkey (or GPUAAS_NKEY_FILE, or nkey in --config) is required: " +
 					"`gpuaas ops nats-identity add --kind gateway --name NAME --out FILE` makes one")
 			}
 			if opts.HostKeyPath == "" {
@@ -114,6 +123,7 @@ GPUAAS_NATS_CERT and GPUAAS_NATS_KEY stand in for the flags.`,
 	fl.IntVar(&opts.Config.ConnLimit.MaxOpen, "conn-max-open", sshgate.DefaultConnMaxOpen, "Connections one client address may hold open")
 	fl.StringVar(&opts.LogLevel, "log-level", "info", "Log level: debug, info, warn, error")
 	addMetricsFlag(fl, &opts.MetricsAddr)
+	opts.Settings.register(fl)
 	return cmd
 }
 

@@ -18,7 +18,8 @@ func TestNewCmdSSHGate(t *testing.T) {
 		wantKey  string
 		wantOpts func(*SSHGateOptions) bool
 	}{
-		{name: "nkey flag", args: []string{"--nkey", "/etc/gw.nk"}, env: "/env.nk", wantKey: "/env.nk"},
+		// A flag on the command line wins over the environment (settingsHelp).
+		{name: "nkey flag", args: []string{"--nkey", "/etc/gw.nk"}, env: "/env.nk", wantKey: "/etc/gw.nk"},
 		{name: "nkey from the environment", env: "/env.nk", wantKey: "/env.nk"},
 		{name: "no nkey", wantErr: true},
 		{name: "flags", env: "/env.nk", wantKey: "/env.nk",

@@ -28,9 +28,16 @@ type localTarget struct {
 	rf   localForwards
 }
 
-// sessionPath is the PATH of session processes; a login shell sets its
-// own from /etc/profile.
+// sessionPath is the PATH of session processes, the user's ~/.local/bin
+// last (sessionPATH); a login shell sets its own from /etc/profile and
+// ~/.profile, which on Debian adds ~/.local/bin too.
 const sessionPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+// sessionPATH is the PATH of a session of the account with home home: a
+// command run without a login shell (`ssh ID@gateway nvidia-smi`) finds
+// what a login shell would, the tools in ~/.local/bin among them (the
+// simulated nvidia-smi, a pip --user install).
+func sessionPATH(home string) string { return sessionPath + ":" + home + "/.local/bin" }
 
 // ptyDrain is how long a PTY session's output is still read after its
 // process exited, for a background job that keeps the terminal open.
@@ -171,7 +178,7 @@ func (l *localSession) start(req *gossh.Request) (func(), error) {
 // win in os/exec), then the forwarded agent's socket.
 func (l *localSession) environ() []string {
 	a := l.t.acct
-	env := []string{"HOME=" + a.Home, "USER=" + a.Name, "LOGNAME=" + a.Name, "SHELL=" + a.Shell, "PATH=" + sessionPath}
+	env := []string{"HOME=" + a.Home, "USER=" + a.Name, "LOGNAME=" + a.Name, "SHELL=" + a.Shell, "PATH=" + sessionPATH(a.Home)}
 	if l.pty != nil && l.pty.Term != "" {
 		env = append(env, "TERM="+l.pty.Term)
 	}

@@ -92,6 +92,11 @@ func TestSimSystemUsersIsolate(t *testing.T) {
 	if u.Uid == "0" {
 		t.Fatal("the session runs as root")
 	}
+	// A command without a login shell finds what a login shell would: the
+	// simulated nvidia-smi in ~/.local/bin (it was "command not found").
+	if out := run("nvidia-smi -L"); !strings.Contains(out, "GPU 0: ") {
+		t.Errorf("nvidia-smi -L without a login shell: %q; want the GPUs listed", out)
+	}
 
 	// Each of these exists and is refused with EACCES, not missing.
 	files := []string{

@@ -145,7 +145,7 @@ GPUAAS_NATS_CERT and GPUAAS_NATS_KEY stand in for the flags.
 	fl.Float64Var(&opts.GPUActiveThreshold, "gpu-active-threshold", agent.DefaultGPUActiveThreshold,
 		"GPU utilisation (percent) at or above which a GPU counts as active for idle detection")
 	fl.Var(&opts.TenantMemoryReserve, "tenant-memory-reserve",
-		"Memory bare-metal tenants' cgroups leave to hostd and the platform, e.g. 2GiB (default: the larger of 1GiB and 5% of the node's memory)")
+		"Memory bare-metal tenants' cgroups leave to hostd and the platform, e.g. 2GiB; 0: the larger of 1GiB and 5% of the node's memory")
 	addMetricsFlag(fl, &opts.MetricsAddr)
 	opts.Settings.register(fl)
 	return cmd

@@ -261,7 +261,7 @@ func (c *Cgroups) Kill(ctx context.Context, user string) error {
 // killOnce writes cgroup.kill of the user's cgroup, where there is one.
 func (c *Cgroups) killOnce(user string) {
 	if c.killDir != "" {
-		_ = os.WriteFile(filepath.Join(c.killDir, user, "cgroup.kill"), []byte("1"), 0)
+		_ = writeCgroup(filepath.Join(c.killDir, user), "cgroup.kill", "1")
 	}
 }
 
@@ -302,24 +302,24 @@ func removeCgroup(ctx context.Context, dir string) error {
 // files are procs (what Create returned): the tenant-init helper's first
 // step, before it drops to the user.
 func JoinCgroups(procs []string) error {
-	pid := []byte(strconv.Itoa(os.Getpid()))
+	pid := strconv.Itoa(os.Getpid())
 	for _, p := range procs {
-		// O_WRONLY without O_CREATE: a path that is no cgroup fails.
-		f, err := os.OpenFile(p, os.O_WRONLY, 0)
-		if err != nil {
-			return fmt.Errorf("join cgroup: %w", err)
-		}
-		_, werr := f.Write(pid)
-		if err := errors.Join(werr, f.Close()); err != nil {
+		if err := writeCgroup(filepath.Dir(p), filepath.Base(p), pid); err != nil {
 			return fmt.Errorf("join cgroup %s: %w", filepath.Dir(p), err)
 		}
 	}
 	return nil
 }
 
-// writeCgroup writes value to a cgroup's control file.
+// writeCgroup writes value to a cgroup's control file, which must be
+// there (the kernel's: nothing is created).
 func writeCgroup(dir, file, value string) error {
-	if err := os.WriteFile(filepath.Join(dir, file), []byte(value), 0); err != nil {
+	f, err := os.OpenFile(filepath.Join(dir, file), os.O_WRONLY, 0)
+	if err != nil {
+		return fmt.Errorf("set %s: %w", file, err)
+	}
+	_, werr := f.Write([]byte(value))
+	if err := errors.Join(werr, f.Close()); err != nil {
 		return fmt.Errorf("set %s: %w", file, err)
 	}
 	return nil

@@ -42,9 +42,16 @@ func newCgroupTenancy(t *testing.T, maxProcs uint64) *host.Tenancy {
 	ty := newTenancy(t)
 	ty.Cgroups = cg
 	t.Cleanup(func() {
-		// The allocations' parents, once the test's users are released.
+		// The allocations' cgroups a failed test left, and their parents.
 		for _, d := range cg.Dirs("x") {
-			_ = os.Remove(filepath.Dir(d))
+			parent := filepath.Dir(d)
+			entries, _ := os.ReadDir(parent)
+			for _, e := range entries {
+				if e.IsDir() {
+					_ = cg.Remove(context.Background(), e.Name())
+				}
+			}
+			_ = os.Remove(parent)
 		}
 	})
 	return ty

@@ -29,6 +29,18 @@ const testMemoryMax = 64 << 20
 func newCgroupTenancy(t *testing.T, maxProcs uint64) *host.Tenancy {
 	t.Helper()
 	needRoot(t)
+	ty := newTenancy(t)
+	ty.Cgroups = openTestCgroups(t, maxProcs)
+	return ty
+}
+
+// openTestCgroups opens allocations' cgroups of the test's own (see
+// newCgroupTenancy).
+func openTestCgroups(t *testing.T, maxProcs uint64) *host.Cgroups {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root")
+	}
 	var b [4]byte
 	_, _ = rand.Read(b[:])
 	cg, err := host.OpenCgroups(host.CgroupConfig{Name: "gpuaas-test-" + hex.EncodeToString(b[:]),
@@ -39,8 +51,6 @@ func newCgroupTenancy(t *testing.T, maxProcs uint64) *host.Tenancy {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ty := newTenancy(t)
-	ty.Cgroups = cg
 	t.Cleanup(func() {
 		// The allocations' cgroups a failed test left, and their parents.
 		for _, d := range cg.Dirs("x") {
@@ -54,7 +64,7 @@ func newCgroupTenancy(t *testing.T, maxProcs uint64) *host.Tenancy {
 			_ = os.Remove(parent)
 		}
 	})
-	return ty
+	return cg
 }
 
 // isolated is a command run as the tenant in a session isolated by iso.
@@ -204,6 +214,70 @@ func TestReleaseRemovesTheCgroup(t *testing.T) {
 	for _, d := range ty.Cgroups.Dirs(a.name) {
 		if _, err := os.Stat(d); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("cgroup %s outlived Delete of a user already gone: %v", d, err)
+		}
+	}
+}
+
+// TestCgroupsContainAnAllocation: the cgroup mechanics alone, with no
+// account (the process joins the allocation's cgroup itself, as the
+// tenant-init helper does), so that they also run where there is no
+// useradd (a minimal VM with cgroup v2): memory over the limit is
+// OOM-killed inside the cgroup; a double-forked, setsid'ed process is a
+// member, and Remove kills it and removes the cgroup. On cgroup v2 this
+// process has moved into the leaf "hostd" of its cgroup (unless that is
+// the root), with a cpu.weight above the allocations'.
+func TestCgroupsContainAnAllocation(t *testing.T) {
+	cg := openTestCgroups(t, 32)
+	user := "gt-cgroup"
+	procs, err := cg.Create(user)
+	if err != nil {
+		t.Fatal(err)
+	}
+	join := "for f in " + strings.Join(procs, " ") + "; do echo $$ > $f || exit 1; done; "
+	out, err := exec.Command("/bin/sh", "-c", join+"head -c 268435456 /dev/zero | tail >/dev/null; echo exit=$?").CombinedOutput()
+	if got := strings.TrimSpace(string(out)); err != nil || !strings.HasSuffix(got, "exit=137") {
+		t.Errorf("256 MiB in a cgroup limited to 64 MiB: %v\n%s\nwant tail killed (exit 137)", err, got)
+	}
+	st, err := cg.Stats(user)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.MemoryMax != testMemoryMax || st.OOMKills < 1 || st.MaxProcs != 32 {
+		t.Errorf("cgroup stats %+v; want memory max %d, an OOM kill, pids max 32", st, testMemoryMax)
+	}
+
+	out, err = exec.Command("/bin/sh", "-c", join+"setsid sh -c 'sleep 300 </dev/null >/dev/null 2>&1 & echo $!'").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(out)))
+	if err != nil {
+		t.Fatalf("pid %q: %v", out, err)
+	}
+	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
+	if m, _ := cg.Members(user); !slices.Contains(m, pid) {
+		t.Fatalf("the escaped process %d is not in the cgroup (members %v)", pid, m)
+	}
+	if err := cg.Remove(context.Background(), user); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the escaped process to go", func() bool { return syscall.Kill(pid, 0) != nil })
+	for _, d := range cg.Dirs(user) {
+		if _, err := os.Stat(d); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("cgroup %s outlived Remove: %v", d, err)
+		}
+	}
+
+	if cg.Version() == 2 {
+		own := cgroupOf(t, os.Getpid(), "")
+		parent := filepath.Dir(filepath.Dir(cg.Dirs(user)[0]))
+		if _, err := os.Stat(filepath.Join(parent, "cgroup.type")); err == nil { // not the root
+			if filepath.Base(own) != "hostd" {
+				t.Errorf("this process is in %s; want the leaf hostd", own)
+			}
+			if b, err := os.ReadFile(filepath.Join(parent, "hostd", "cpu.weight")); err != nil || strings.TrimSpace(string(b)) != "1000" {
+				t.Errorf("hostd's cpu.weight: %q, %v; want 1000", b, err)
+			}
 		}
 	}
 }

@@ -58,7 +58,9 @@ func Parse(record string, boot time.Time) (f Fault, ok bool) {
 	if fn == "" {
 		fn = ".0"
 	}
-	msg = msg[strings.Index(msg, "NVRM: Xid"):]
+	// The driver's line starts where the match does, not at an earlier
+	// "NVRM: Xid" that did not match.
+	msg = msg[xidLine.FindStringIndex(msg)[0]:]
 	return Fault{GPU: strings.ToLower(m[1]) + fn, XID: code, Message: msg, At: at}, true
 }
 

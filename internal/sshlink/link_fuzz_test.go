@@ -56,6 +56,8 @@ func FuzzLinkAuth(f *testing.F) {
 		f.Fatalf("the gateway's own AUTH: got %q, %v", user, err)
 	}
 	f.Add(good)
+	f.Add(withTrailer(good, 2)) // not found by the fuzzer in 10 minutes
+	f.Add(withTrailer(good, 4))
 	f.Add(valid("bob", fuzzEKM))
 	f.Add(valid("alice", make([]byte, 32)))
 	f.Fuzz(func(t *testing.T, p []byte) {
@@ -70,6 +72,20 @@ func FuzzLinkAuth(f *testing.F) {
 			t.Fatalf("accepted AUTH for %q that the gateway did not send: %x", user, p)
 		}
 	})
+}
+
+// withTrailer appends a byte to field i (a signature) of an AUTH payload.
+func withTrailer(p []byte, i int) []byte {
+	var out []byte
+	for j := 0; len(p) > 0; j++ {
+		field, rest, _ := parseString(p)
+		if j == i {
+			field = append(append([]byte(nil), field...), 0)
+		}
+		out = appendString(out, field)
+		p = rest
+	}
+	return out
 }
 
 // Frames of a fuzz seed.

@@ -151,7 +151,7 @@ func (s *Server) checkGateLogin(req api.GateLoginRequest) error {
 			req.IssuedAt.UTC().Format(time.RFC3339), gateLoginSkew).WithHint("check the gateway's clock")
 	}
 	kp, err := nkeys.FromPublicKey(req.PublicKey)
-	if err != nil || !nkeys.IsValidPublicUserKey(req.PublicKey) {
+	if err != nil || !api.CanonicalUserKey(req.PublicKey) {
 		return api.Errorf(api.CodeInvalidArgument, "public_key is not an nkey user key")
 	}
 	if kp.Verify(api.GateLoginMessage(req.PublicKey, req.IssuedAt, req.Nonce), req.Signature) != nil {

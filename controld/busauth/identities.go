@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/nats-io/nkeys"
 
 	"github.com/gpuaas/gpuaas/controld/store"
 	"github.com/gpuaas/gpuaas/internal/api"
@@ -57,7 +56,7 @@ func ValidateIdentity(req api.BusIdentityAddRequest) error {
 		return api.Errorf(api.CodeInvalidArgument, "%q is not a valid name", req.Name).
 			WithHint("use 1–63 lower-case letters, digits and dashes")
 	}
-	if !nkeys.IsValidPublicUserKey(req.PublicKey) {
+	if !api.CanonicalUserKey(req.PublicKey) {
 		return api.Errorf(api.CodeInvalidArgument, "%q is not an nkey user public key (U…)", req.PublicKey)
 	}
 	return nil

@@ -47,10 +47,26 @@ func ReplyProof(kp nkeys.KeyPair) (string, error) {
 	return base64.RawURLEncoding.EncodeToString(sig), nil
 }
 
+// CanonicalUserKey reports whether key is an nkey user public key in its
+// one canonical spelling: nkeys' base32 decoder skips line breaks, so
+// "UAB\rC..." decodes to the key of "UABC...", and a key must name one
+// identity wherever it is looked up (registered keys, revocations, inboxes).
+func CanonicalUserKey(key string) bool {
+	if !nkeys.IsValidPublicUserKey(key) {
+		return false
+	}
+	kp, err := nkeys.FromPublicKey(key)
+	if err != nil {
+		return false
+	}
+	canonical, err := kp.PublicKey()
+	return err == nil && canonical == key
+}
+
 // VerifyReplyProof reports whether proof is key's signature of
 // ReplyProofMessage(key).
 func VerifyReplyProof(key, proof string) bool {
-	if !nkeys.IsValidPublicUserKey(key) || proof == "" {
+	if !CanonicalUserKey(key) || proof == "" {
 		return false
 	}
 	sig, err := base64.RawURLEncoding.DecodeString(proof)

@@ -1,10 +1,13 @@
 // Package hosts is controld's transport to hostd: the subscriptions nodes
-// report on (enrollment, heartbeats, progress, results, pulls), the checks
-// every report and task reply passes (signature, node, kind, age, replay),
-// the dispatch loop that signs and delivers queued tasks, and node
-// liveness. What a report means is decided by the owners of the tables it
-// touches: controld/tasks (node_tasks), controld/node (nodes, slots,
-// enrollment) and controld/alloc (allocations).
+// report on (enrollment, heartbeats, progress, results, pulls, faults),
+// the checks every report and task reply passes (signature, node, kind,
+// age, replay), the dispatch loop that signs and delivers queued tasks,
+// and the transaction, audit row and outbox events of each task's result.
+// What a report means is decided by the owners of the tables it touches,
+// which controld.New hands in and hosts does not import: the settler
+// registered for the task's type (tasks.Settlers), controld/node
+// (enrollment, heartbeats), controld/health (GPU faults) and
+// controld/alloc (progress events).
 package hosts
 
 import (
@@ -22,6 +25,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/gpuaas/gpuaas/controld/tasks"
 	"github.com/gpuaas/gpuaas/internal/api"
 )
 
@@ -42,9 +46,11 @@ type Tuning struct {
 	// ReportMaxAge is the skew window of node reports: one sent longer
 	// ago, or further ahead, than this is refused (default 2m).
 	ReportMaxAge time.Duration
-	// SlotSubnet is passed to topology discovery.
+	// SlotSubnet is passed to topology discovery (node.Reports; hosts
+	// does not read it).
 	SlotSubnet string
-	// AutoApproveSlots approves discovered slots at once (dev only).
+	// AutoApproveSlots approves discovered slots at once, dev only
+	// (node.Settlers; hosts does not read it).
 	AutoApproveSlots bool
 }
 
@@ -99,14 +105,27 @@ type Config struct {
 	// GPUActive, when set, is given each heartbeat's GPU activity
 	// (Heartbeat.GPUActive) for idle release.
 	GPUActive func(ctx context.Context, nodeID string, active map[string]time.Time) error
-	Now       func() time.Time
-	Log       *slog.Logger
+	// Settlers apply task outcomes by type (controld.New joins the
+	// domains'). A result of a type without one is recorded, audited
+	// with a settle_error and logged as an error (settle.go).
+	Settlers tasks.Settlers
+	// Nodes applies enrollments and heartbeats. Required.
+	Nodes Nodes
+	// Faults applies GPU fault reports. Required.
+	Faults FaultApplier
+	// ProgressEvents makes the events of a task's phases. Required.
+	ProgressEvents ProgressEvents
+	Now            func() time.Time
+	Log            *slog.Logger
 }
 
 // CheckAndSetDefaults validates c and fills defaults.
 func (c *Config) CheckAndSetDefaults() error {
 	if c.Pool == nil || c.NATS == nil || len(c.TaskKey) != ed25519.PrivateKeySize {
 		return errors.New("hosts: Pool, NATS and TaskKey are required")
+	}
+	if c.Nodes == nil || c.Faults == nil || c.ProgressEvents == nil {
+		return errors.New("hosts: Nodes, Faults and ProgressEvents are required")
 	}
 	if err := c.Tuning.CheckAndSetDefaults(); err != nil {
 		return err

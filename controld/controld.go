@@ -29,14 +29,17 @@ import (
 	"github.com/gpuaas/gpuaas/controld/billing"
 	"github.com/gpuaas/gpuaas/controld/busauth"
 	"github.com/gpuaas/gpuaas/controld/ca"
+	"github.com/gpuaas/gpuaas/controld/health"
 	"github.com/gpuaas/gpuaas/controld/hosts"
 	"github.com/gpuaas/gpuaas/controld/identity"
 	"github.com/gpuaas/gpuaas/controld/idle"
 	"github.com/gpuaas/gpuaas/controld/lease"
 	"github.com/gpuaas/gpuaas/controld/mutate"
+	"github.com/gpuaas/gpuaas/controld/node"
 	"github.com/gpuaas/gpuaas/controld/outbox"
 	"github.com/gpuaas/gpuaas/controld/payments"
 	"github.com/gpuaas/gpuaas/controld/store"
+	"github.com/gpuaas/gpuaas/controld/tasks"
 	"github.com/gpuaas/gpuaas/internal/bus"
 	"github.com/gpuaas/gpuaas/internal/obs"
 )
@@ -330,10 +333,16 @@ func (s *Server) init(ctx context.Context) error {
 		Now: s.cfg.Now, Log: s.cfg.Log}); err != nil {
 		return err
 	}
+	settlers, err := taskSettlers(s.cfg.Hosts)
+	if err != nil {
+		return err
+	}
 	if s.hosts, err = hosts.New(hosts.Config{Tuning: s.cfg.Hosts, Pool: s.pool, NATS: s.cfg.NATS, Serve: s.cfg.APINATS,
 		ReplyRefused: func(reason string) { s.metrics.repliesRefused.WithLabelValues(reason).Inc() }, TaskKey: taskKey,
 		SlotsFreed: s.kickQueue, GPUActive: s.gpuActive, TicketCAKeys: s.ticketCAKeys, Now: s.cfg.Now, Log: s.cfg.Log,
-		TaskSettled: func(typ, status string, took time.Duration) { s.metrics.observeTask(typ, status, took) }}); err != nil {
+		TaskSettled: func(typ, status string, took time.Duration) { s.metrics.observeTask(typ, status, took) },
+		Settlers:    settlers, Nodes: node.Reports{Pool: s.pool, SlotSubnet: s.cfg.Hosts.SlotSubnet},
+		Faults: health.Faults{Pool: s.pool, Log: s.cfg.Log}, ProgressEvents: alloc.ProgressEvents}); err != nil {
 		return err
 	}
 	if s.billing, err = s.newBillingRunner(); err != nil {
@@ -357,6 +366,14 @@ func (s *Server) init(ctx context.Context) error {
 }
 
 func (s *Server) now() time.Time { return s.cfg.Now().UTC() }
+
+// taskSettlers are the settlers of every task type, from the domains that
+// enqueue them; hosts only carries them (docs/architecture.md,
+// "controld/hosts"). TestEveryTaskTypeHasASettler holds them to hostd's
+// handlers.
+func taskSettlers(cfg HostsConfig) (tasks.Settlers, error) {
+	return tasks.JoinSettlers(alloc.Settlers(health.ProvisionVerdict), node.Settlers(cfg.AutoApproveSlots))
+}
 
 // Pool is controld's database pool (for seeding and tests).
 func (s *Server) Pool() *pgxpool.Pool { return s.pool }

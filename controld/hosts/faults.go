@@ -4,10 +4,8 @@ import (
 	"context"
 	"math"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/nats-io/nats.go"
 
-	"github.com/gpuaas/gpuaas/controld/health"
 	"github.com/gpuaas/gpuaas/internal/api"
 )
 
@@ -15,7 +13,7 @@ type gpuFault struct{ api.GPUFault }
 
 func (f *gpuFault) node() string { return f.NodeID }
 
-// handleFault applies a GPU fault a node reports (controld/health), once:
+// handleFault applies a GPU fault a node reports (Faults, controld/health), once:
 // hostd resends a fault until it is acknowledged, and a resend is
 // acknowledged without effect.
 func (d *Service) handleFault(ctx context.Context, m *nats.Msg) (any, error) {
@@ -27,17 +25,8 @@ func (d *Service) handleFault(ctx context.Context, m *nats.Msg) (any, error) {
 	if err := checkFault(f.GPUFault); err != nil {
 		return nil, err
 	}
-	var out health.Outcome
-	err = pgx.BeginFunc(ctx, d.cfg.Pool, func(tx pgx.Tx) error {
-		out, err = health.ApplyFault(ctx, tx, nodeID, f.GPUFault, d.now())
-		return err
-	})
-	if err != nil {
+	if err := d.cfg.Faults.Apply(ctx, nodeID, f.GPUFault, d.now()); err != nil {
 		return nil, err
-	}
-	if !out.Duplicate {
-		d.cfg.Log.Warn("GPU fault: slot quarantined", "node", nodeID, "gpu", f.GPU, "fault", f.What(),
-			"allocation", out.AllocationID, "credit_minor", out.Credit.Entry.AmountMinor)
 	}
 	return api.HostAck{OK: true}, nil
 }

@@ -38,7 +38,7 @@ func TestReportSeqCachedWindowOfAnotherReplicaRefusesReplay(t *testing.T) {
 	}
 	nc := testutil.NATS(t).Connect(t)
 	replica := func() *Service {
-		s, err := New(Config{Pool: pool, NATS: nc, TaskKey: key})
+		s, err := New(withDomains(t, pool, Config{Pool: pool, NATS: nc, TaskKey: key}, nil))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -9,8 +9,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/nats-io/nats.go"
 
-	"github.com/gpuaas/gpuaas/controld/alloc"
-	"github.com/gpuaas/gpuaas/controld/node"
 	"github.com/gpuaas/gpuaas/controld/outbox"
 	"github.com/gpuaas/gpuaas/controld/tasks"
 	"github.com/gpuaas/gpuaas/internal/api"
@@ -26,7 +24,7 @@ func (d *Service) nodeKey(ctx context.Context, nodeID string) (ed25519.PublicKey
 	if ok {
 		return k, nil
 	}
-	k, err := node.PublicKey(ctx, d.cfg.Pool, nodeID)
+	k, err := d.cfg.Nodes.PublicKey(ctx, nodeID)
 	if err != nil {
 		return nil, err
 	}
@@ -117,7 +115,7 @@ func (d *Service) handleHeartbeat(ctx context.Context, m *nats.Msg) (any, error)
 			d.cfg.Log.Warn("record GPU activity", "node", nodeID, "err", err)
 		}
 	}
-	return api.HostAck{OK: true}, node.SetHealth(ctx, d.cfg.Pool, nodeID, hb.Health, hb.TerminalAddr, hb.TerminalHostKey, d.now())
+	return api.HostAck{OK: true}, d.cfg.Nodes.Heartbeat(ctx, nodeID, hb.Heartbeat, d.now())
 }
 
 // handleProgress records a phase of a running task and tells the
@@ -135,19 +133,19 @@ func (d *Service) handleProgress(ctx context.Context, m *nats.Msg) (any, error) 
 		if err != nil {
 			return err
 		}
-		return enqueueProgress(ctx, tx, pr, now)
+		return d.enqueueProgress(ctx, tx, pr, now)
 	})
 	return api.HostAck{OK: err == nil}, err
 }
 
 // enqueueProgress enqueues the alloc.progress events of pr's phases, in
 // order.
-func enqueueProgress(ctx context.Context, tx pgx.Tx, pr tasks.Progress, now time.Time) error {
+func (d *Service) enqueueProgress(ctx context.Context, tx pgx.Tx, pr tasks.Progress, now time.Time) error {
 	if pr.AllocationID == "" || len(pr.Publish) == 0 {
 		return nil
 	}
 	ctx = corrid.With(ctx, pr.Corr) // a task's progress is its request's
-	events, err := alloc.ProgressEvents(ctx, tx, pr.AllocationID, pr.Type, pr.Publish)
+	events, err := d.cfg.ProgressEvents(ctx, tx, pr.AllocationID, pr.Type, pr.Publish)
 	if err != nil {
 		return err
 	}

@@ -1,10 +1,13 @@
 // Package hosts is controld's transport to hostd: the subscriptions nodes
-// report on (enrollment, heartbeats, progress, results, pulls), the checks
-// every report and task reply passes (signature, node, kind, age, replay),
-// the dispatch loop that signs and delivers queued tasks, and node
-// liveness. What a report means is decided by the owners of the tables it
-// touches: controld/tasks (node_tasks), controld/node (nodes, slots,
-// enrollment) and controld/alloc (allocations).
+// report on (enrollment, heartbeats, progress, results, pulls, faults),
+// the checks every report and task reply passes (signature, node, kind,
+// age, replay), the dispatch loop that signs and delivers queued tasks,
+// and the transaction, audit row and outbox events of each task's result.
+// What a report means is decided by the owners of the tables it touches,
+// which controld.New hands in and hosts does not import: the settler
+// registered for the task's type (tasks.Settlers), controld/node
+// (enrollment, heartbeats), controld/health (GPU faults) and
+// controld/alloc (progress events).
 package hosts
 
 import (
@@ -22,54 +25,9 @@ import (
 	"github.com/nats-io/nats.go"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/gpuaas/gpuaas/controld/tasks"
 	"github.com/gpuaas/gpuaas/internal/api"
 )
-
-// Tuning is how controld's side of hostd behaves: heartbeats, deadlines,
-// report checks and discovery. Zero values take the defaults.
-type Tuning struct {
-	// HeartbeatInterval nodes are told to use (default 5s).
-	HeartbeatInterval time.Duration
-	// DownAfter marks a silent node down (default 3 heartbeats).
-	DownAfter time.Duration
-	// EnvelopeTTL is how long a signed envelope stays valid (default 5m).
-	EnvelopeTTL time.Duration
-	// TaskDeadline fails a task no node has finished by then, so nothing
-	// waits forever on a dead node (default 15m).
-	TaskDeadline time.Duration
-	// DeliveryTimeout bounds one delivery request (default 5s).
-	DeliveryTimeout time.Duration
-	// ReportMaxAge is the skew window of node reports: one sent longer
-	// ago, or further ahead, than this is refused (default 2m).
-	ReportMaxAge time.Duration
-	// SlotSubnet is passed to topology discovery.
-	SlotSubnet string
-	// AutoApproveSlots approves discovered slots at once (dev only).
-	AutoApproveSlots bool
-}
-
-// CheckAndSetDefaults fills the defaults.
-func (t *Tuning) CheckAndSetDefaults() error {
-	if t.HeartbeatInterval == 0 {
-		t.HeartbeatInterval = 5 * time.Second
-	}
-	if t.DownAfter == 0 {
-		t.DownAfter = 3 * t.HeartbeatInterval
-	}
-	if t.EnvelopeTTL == 0 {
-		t.EnvelopeTTL = 5 * time.Minute
-	}
-	if t.TaskDeadline == 0 {
-		t.TaskDeadline = 15 * time.Minute
-	}
-	if t.DeliveryTimeout == 0 {
-		t.DeliveryTimeout = 5 * time.Second
-	}
-	if t.ReportMaxAge <= 0 {
-		t.ReportMaxAge = 2 * time.Minute
-	}
-	return nil
-}
 
 // Config configures the hosts service.
 type Config struct {
@@ -99,14 +57,27 @@ type Config struct {
 	// GPUActive, when set, is given each heartbeat's GPU activity
 	// (Heartbeat.GPUActive) for idle release.
 	GPUActive func(ctx context.Context, nodeID string, active map[string]time.Time) error
-	Now       func() time.Time
-	Log       *slog.Logger
+	// Settlers apply task outcomes by type (controld.New joins the
+	// domains'). A result of a type without one is recorded, audited
+	// with a settle_error and logged as an error (settle.go).
+	Settlers tasks.Settlers
+	// Nodes applies enrollments and heartbeats. Required.
+	Nodes Nodes
+	// Faults applies GPU fault reports. Required.
+	Faults FaultApplier
+	// ProgressEvents makes the events of a task's phases. Required.
+	ProgressEvents ProgressEvents
+	Now            func() time.Time
+	Log            *slog.Logger
 }
 
 // CheckAndSetDefaults validates c and fills defaults.
 func (c *Config) CheckAndSetDefaults() error {
 	if c.Pool == nil || c.NATS == nil || len(c.TaskKey) != ed25519.PrivateKeySize {
 		return errors.New("hosts: Pool, NATS and TaskKey are required")
+	}
+	if c.Nodes == nil || c.Faults == nil || c.ProgressEvents == nil {
+		return errors.New("hosts: Nodes, Faults and ProgressEvents are required")
 	}
 	if err := c.Tuning.CheckAndSetDefaults(); err != nil {
 		return err

@@ -2,14 +2,11 @@ package hosts
 
 import (
 	"context"
-	"encoding/json"
+	"fmt"
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/gpuaas/gpuaas/controld/alloc"
 	"github.com/gpuaas/gpuaas/controld/audit"
-	"github.com/gpuaas/gpuaas/controld/health"
-	"github.com/gpuaas/gpuaas/controld/node"
 	"github.com/gpuaas/gpuaas/controld/outbox"
 	"github.com/gpuaas/gpuaas/controld/tasks"
 	"github.com/gpuaas/gpuaas/internal/api"
@@ -17,11 +14,19 @@ import (
 )
 
 // settle records a task's outcome and applies its effect in one
-// transaction.
+// transaction: tasks.Settle records it (once), the settler registered
+// for its type applies it, and the audit row and outbox events follow.
+//
+// A type without a settler is a wiring mistake (every type a domain
+// enqueues comes with its settler: TestEveryTaskTypeHasASettler). Its
+// result is still recorded, as the node reported it, so the node's resends
+// and the deadline sweep end; the audit row says nothing applied it
+// (settle_error), and it is logged as an error.
 func (d *Service) settle(ctx context.Context, nodeID string, r api.TaskResult) error {
 	now := d.now()
-	freed := false
+	var eff tasks.Effect
 	var done *tasks.Settled
+	unsettled := ""
 	err := pgx.BeginFunc(ctx, d.cfg.Pool, func(tx pgx.Tx) error {
 		settled, ok, err := tasks.Settle(ctx, tx, nodeID, r, now)
 		if err != nil || !ok {
@@ -30,68 +35,27 @@ func (d *Service) settle(ctx context.Context, nodeID string, r api.TaskResult) e
 		done = &settled
 		ctx := corrid.With(ctx, settled.Corr) // the outcome's events are the task's request's
 		typ := settled.Type
-		var events []outbox.Event
-		reason := r.Error
-		if r.Phase != "" && reason != "" {
-			reason = r.Phase + ": " + reason
-		}
-		switch typ {
-		case api.TaskVMProvision, api.TaskProvisionUser:
-			if r.Status == api.TaskFailed && r.Phase == api.PhaseGPUCheck {
-				// The pre-handout check failed: quarantine the GPUs it names.
-				var check api.GPUCheckResult
-				if json.Unmarshal(r.Result, &check) == nil {
-					if events, err = health.CheckFailed(ctx, tx, nodeID, check, now); err != nil {
-						return err
-					}
-				}
+		detail := map[string]string{"type": typ, "status": r.Status, "error": r.Error, "phase": r.Phase}
+		if apply, ok := d.cfg.Settlers[typ]; ok {
+			eff, err = apply(ctx, tx, tasks.Outcome{TaskID: r.TaskID, NodeID: nodeID,
+				AllocationID: settled.AllocationID, Type: typ, Result: r, Now: now})
+			if err != nil {
+				return err
 			}
-			if settled.AllocationID != "" {
-				// A GPU that failed while it provisioned fails it.
-				status, why, err := health.ProvisionOutcome(ctx, tx, settled.AllocationID, r.Status, reason)
-				if err != nil {
-					return err
-				}
-				done, err := alloc.ProvisionDone(ctx, tx, settled.AllocationID, status, why, now)
-				if err != nil {
-					return err
-				}
-				events = append(events, done...)
-			}
-		case api.TaskVMRelease, api.TaskDeprovisionUser:
-			if settled.AllocationID != "" {
-				events, freed, err = alloc.ReleaseDone(ctx, tx, settled.AllocationID, r.Status, reason, now)
-			}
-		case api.TaskTopologyDiscover:
-			if r.Status == api.TaskSucceeded {
-				var topo api.TopologyResult
-				if err := json.Unmarshal(r.Result, &topo); err != nil {
-					return api.Errorf(api.CodeInvalidArgument, "malformed topology result: %v", err)
-				}
-				err = node.ApplyDiscovery(ctx, tx, nodeID, topo, d.cfg.AutoApproveSlots, now)
-				events = []outbox.Event{{Kind: api.EventNode, Subject: nodeID, Payload: map[string]any{
-					"node_id": nodeID, "discovered": len(topo.CandidateSlots), "blockers": topo.Blockers}}}
-				freed = d.cfg.AutoApproveSlots
-			}
-		case api.TaskHealthProbe:
-			if r.Status == api.TaskSucceeded {
-				err = node.SetHealth(ctx, tx, nodeID, r.Result, "", "", now)
-			}
-		}
-		if err != nil {
-			return err
+		} else {
+			unsettled = fmt.Sprintf("no settler for task type %q: its outcome changed nothing", typ)
+			detail["settle_error"] = unsettled
 		}
 		if err := audit.Write(ctx, tx, audit.Meta{At: now, ActorID: "node:" + nodeID}, audit.Entry{
-			Action: "task.settle", TargetType: "task", TargetID: r.TaskID, Detail: map[string]string{
-				"type": typ, "status": r.Status, "error": r.Error, "phase": r.Phase}}); err != nil {
+			Action: "task.settle", TargetType: "task", TargetID: r.TaskID, Detail: detail}); err != nil {
 			return err
 		}
 		// The phases no live report published come first: a task's
 		// phases, then what its outcome changed.
-		if err := enqueueProgress(ctx, tx, settled.Progress, now); err != nil {
+		if err := d.enqueueProgress(ctx, tx, settled.Progress, now); err != nil {
 			return err
 		}
-		for _, ev := range events {
+		for _, ev := range eff.Events {
 			if _, err := outbox.Enqueue(ctx, tx, now, ev); err != nil {
 				return err
 			}
@@ -99,13 +63,17 @@ func (d *Service) settle(ctx context.Context, nodeID string, r api.TaskResult) e
 		return nil
 	})
 	if err == nil && done != nil {
+		if unsettled != "" {
+			d.cfg.Log.Error("task result recorded, not applied", corrid.Key, done.Corr, "task", r.TaskID,
+				"node", nodeID, "type", done.Type, "status", r.Status, "err", unsettled)
+		}
 		d.cfg.Log.Info("task result applied", corrid.Key, done.Corr, "task", r.TaskID, "node", nodeID,
 			"type", done.Type, "status", r.Status, "phase", r.Phase, "took", done.Took)
 		d.cfg.TaskSettled(done.Type, r.Status, done.Took)
 	}
 	if err == nil {
 		d.Wake() // the allocation's next task may be unblocked now
-		if freed {
+		if eff.SlotsFreed {
 			d.cfg.SlotsFreed()
 		}
 	}

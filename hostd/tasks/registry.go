@@ -54,7 +54,9 @@ type Reporter interface {
 // result; an error fails the task (a *PhaseError names the phase).
 type Handler func(ctx context.Context, env *Env, params json.RawMessage, rep Reporter) (any, error)
 
-// Registry maps task types to handlers.
+// Registry maps task types to handlers. Its other half is controld's
+// tasks.Settlers, the same types mapped to what applies their outcomes;
+// TestEveryTaskTypeHasASettler (controld) holds both to the same types.
 type Registry map[string]Handler
 
 // Typed adapts a handler with typed params.

@@ -12,9 +12,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
-	"github.com/gpuaas/gpuaas/cli/config"
 	"github.com/gpuaas/gpuaas/controld/controldtest"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/clientconfig"
 )
 
 // runTerm runs the command tree like runCLI, with stdout (and stdin and
@@ -53,9 +53,9 @@ func TestAllocListOutput(t *testing.T) {
 		t.Fatal(err)
 	}
 	isolate(t)
-	t.Setenv(config.EnvServer, env.NATSURL)
-	t.Setenv(config.EnvToken, env.AdminToken)
-	t.Setenv(config.EnvProject, env.Project.Name)
+	t.Setenv(clientconfig.EnvServer, env.NATSURL)
+	t.Setenv(clientconfig.EnvToken, env.AdminToken)
+	t.Setenv(clientconfig.EnvProject, env.Project.Name)
 
 	// What each form must print, derived from the API's answer.
 	var idLines, tmplLines strings.Builder

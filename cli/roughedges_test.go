@@ -10,9 +10,9 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
-	"github.com/gpuaas/gpuaas/cli/config"
 	"github.com/gpuaas/gpuaas/controld/controldtest"
 	"github.com/gpuaas/gpuaas/controld/sessions"
+	"github.com/gpuaas/gpuaas/internal/clientconfig"
 	"github.com/gpuaas/gpuaas/internal/ids"
 )
 
@@ -174,9 +174,9 @@ func TestSessionExamplesUseTSIDs(t *testing.T) {
 func TestLongSKUNotEchoed(t *testing.T) {
 	env := controldtest.Start(t, controldtest.Options{NoNodes: true})
 	isolate(t)
-	t.Setenv(config.EnvServer, env.NATSURL)
-	t.Setenv(config.EnvToken, env.AdminToken)
-	t.Setenv(config.EnvProject, env.Project.Name)
+	t.Setenv(clientconfig.EnvServer, env.NATSURL)
+	t.Setenv(clientconfig.EnvToken, env.AdminToken)
+	t.Setenv(clientconfig.EnvProject, env.Project.Name)
 	long := strings.Repeat("a", 100<<10)
 	for _, args := range [][]string{
 		{"alloc", "create", "--sku", long, "--gpus", "1"}, // refused by controld

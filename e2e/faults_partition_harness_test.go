@@ -17,8 +17,8 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
-	"github.com/gpuaas/gpuaas/cli/config"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/clientconfig"
 	"github.com/gpuaas/gpuaas/internal/pgserver"
 	"github.com/gpuaas/gpuaas/internal/testutil"
 )
@@ -219,7 +219,7 @@ func (c *partitionCluster) client(timeout time.Duration) *api.Client {
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	active := cfg.Active(config.Overrides{})
+	active := cfg.Active(clientconfig.Overrides{})
 	opts, ok := api.SessionConnOptions(active.Token)
 	if !ok {
 		c.t.Fatal("the CLI has no session")

@@ -12,9 +12,9 @@ import (
 	gossh "golang.org/x/crypto/ssh"
 
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
-	"github.com/gpuaas/gpuaas/cli/config"
 	"github.com/gpuaas/gpuaas/cli/sshconfig"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/clientconfig"
 	"github.com/gpuaas/gpuaas/internal/sshcert"
 )
 
@@ -119,14 +119,14 @@ func (g *Gateway) commandSession(s ssh.Session, id sshcert.Identity) {
 		// write the gateway's files (Save fails without a path). Its
 		// server is the one the gateway talks to, and its gateway this
 		// one, so that commands report where they really run.
-		Config: sync.OnceValues(func() (*config.Config, error) {
-			return &config.Config{CurrentContext: sshContext, Contexts: map[string]config.Context{
+		Config: sync.OnceValues(func() (*clientconfig.Config, error) {
+			return &clientconfig.Config{CurrentContext: sshContext, Contexts: map[string]clientconfig.Context{
 				sshContext: {UserID: id.UserID, User: id.KeyID, Server: g.serverURL(), Gateway: g.cfg.Advertise},
 			}}, nil
 		}),
 		// The session's environment, not the gateway's, stands for the
 		// user's: GPUAAS_PROJECT if the client sent it (SendEnv).
-		Env: func() config.Overrides { return config.Overrides{Project: env[envProject]} },
+		Env: func() clientconfig.Overrides { return clientconfig.Overrides{Project: env[envProject]} },
 	}
 	// The client is made once the command line is parsed, so that -p/--project
 	// (f.Flags) reaches it as it does locally.

@@ -11,8 +11,8 @@ import (
 	"github.com/charmbracelet/ssh"
 
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
-	"github.com/gpuaas/gpuaas/cli/config"
 	"github.com/gpuaas/gpuaas/cli/sshconfig"
+	"github.com/gpuaas/gpuaas/internal/clientconfig"
 	"github.com/gpuaas/gpuaas/tui/backend"
 	"github.com/gpuaas/gpuaas/tui/common"
 )
@@ -57,7 +57,7 @@ func ServeSSH(s ssh.Session, pty ssh.Pty, f *cmdutil.Factory) error {
 // gatewaySSHCommand is how a user of the dashboard over SSH reaches an
 // allocation from their own terminal: OpenSSH to the gateway they are on
 // (the session's context has its advertised address), as the allocation.
-func gatewaySSHCommand(active config.Active) func(string) string {
+func gatewaySSHCommand(active clientconfig.Active) func(string) string {
 	gw, err := sshconfig.ParseGateway(active.Gateway)
 	if active.Gateway == "" || err != nil {
 		return func(id string) string { return "ssh " + id + "@<gateway>" }
@@ -70,7 +70,7 @@ func gatewaySSHCommand(active config.Active) func(string) string {
 // none), within ctx; sshCommand(active) tells how to reach an allocation
 // from the user's terminal (nil: `gpuaas ssh <id>`).
 func NewFromFactory(ctx context.Context, f *cmdutil.Factory, r *lipgloss.Renderer, ssh SSHFunc,
-	sshCommand func(config.Active) func(allocID string) string) (*Model, error) {
+	sshCommand func(clientconfig.Active) func(allocID string) string) (*Model, error) {
 	client, err := f.Client()
 	if err != nil {
 		return nil, err

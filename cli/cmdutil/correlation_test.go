@@ -10,8 +10,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/gpuaas/gpuaas/cli/config"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/clientconfig"
 	"github.com/gpuaas/gpuaas/internal/corrid"
 )
 
@@ -21,7 +21,7 @@ import (
 // shows it on stderr.
 func TestClientSendsCorrelationID(t *testing.T) {
 	url, b, _ := startNATS(t)
-	writeConfig(t, config.Context{Server: url, UserID: "u-1", Token: testToken, Project: "dev"})
+	writeConfig(t, clientconfig.Context{Server: url, UserID: "u-1", Token: testToken, Project: "dev"})
 	srv := b.Connect(t)
 	got := make(chan *nats.Msg, 8)
 	sub, err := srv.Subscribe(api.Subject(api.EndpointAuthWhoami), func(m *nats.Msg) {
@@ -63,8 +63,8 @@ func TestClientSendsCorrelationID(t *testing.T) {
 	}
 
 	t.Run("fresh per invocation", func(t *testing.T) {
-		t.Setenv(config.EnvCorrelationID, "")
-		t.Setenv(config.EnvDebug, "")
+		t.Setenv(clientconfig.EnvCorrelationID, "")
+		t.Setenv(clientconfig.EnvDebug, "")
 		a1, a2, stderr := invocation(t)
 		b1, _, _ := invocation(t)
 		if !corrid.Valid(a1) || a1 != a2 {
@@ -74,12 +74,12 @@ func TestClientSendsCorrelationID(t *testing.T) {
 			t.Errorf("two invocations both sent %q; want an id each", a1)
 		}
 		if stderr != "" {
-			t.Errorf("stderr %q; want nothing without %s", stderr, config.EnvDebug)
+			t.Errorf("stderr %q; want nothing without %s", stderr, clientconfig.EnvDebug)
 		}
 	})
 	t.Run("from the environment, shown in debug", func(t *testing.T) {
-		t.Setenv(config.EnvCorrelationID, "nightly-run-17")
-		t.Setenv(config.EnvDebug, "1")
+		t.Setenv(clientconfig.EnvCorrelationID, "nightly-run-17")
+		t.Setenv(clientconfig.EnvDebug, "1")
 		a1, a2, stderr := invocation(t)
 		if a1 != "nightly-run-17" || a2 != a1 {
 			t.Errorf("sent %q and %q; want nightly-run-17", a1, a2)
@@ -89,13 +89,13 @@ func TestClientSendsCorrelationID(t *testing.T) {
 		}
 	})
 	t.Run("a bad one from the environment is replaced", func(t *testing.T) {
-		t.Setenv(config.EnvCorrelationID, "two words")
-		t.Setenv(config.EnvDebug, "")
+		t.Setenv(clientconfig.EnvCorrelationID, "two words")
+		t.Setenv(clientconfig.EnvDebug, "")
 		a1, _, stderr := invocation(t)
 		if !corrid.Valid(a1) {
 			t.Errorf("sent %q; want a valid id in place of the bad one", a1)
 		}
-		if !strings.Contains(stderr, "warning: "+config.EnvCorrelationID) || !strings.Contains(stderr, a1) {
+		if !strings.Contains(stderr, "warning: "+clientconfig.EnvCorrelationID) || !strings.Contains(stderr, a1) {
 			t.Errorf("stderr %q; want a warning naming the id used", stderr)
 		}
 	})

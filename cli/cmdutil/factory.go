@@ -10,9 +10,9 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nkeys"
 
-	"github.com/gpuaas/gpuaas/cli/config"
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/bus"
+	"github.com/gpuaas/gpuaas/internal/clientconfig"
 )
 
 // ConnectTimeout bounds dialling the server; a CLI should fail fast when
@@ -25,7 +25,7 @@ type Factory struct {
 	IOStreams *IOStreams
 
 	// Config loads the config file (once).
-	Config func() (*config.Config, error)
+	Config func() (*clientconfig.Config, error)
 	// Client connects to the active context's server (once) and returns a
 	// client carrying its token and project.
 	Client func() (*api.Client, error)
@@ -34,11 +34,11 @@ type Factory struct {
 
 	// Flags holds the global --context and --project flags. They win over
 	// the GPUAAS_* environment, which wins over the file.
-	Flags config.Overrides
+	Flags clientconfig.Overrides
 	// Env returns the settings the environment overrides. Nil: this
-	// process's GPUAAS_* variables (config.EnvOverrides). Over SSH it is
+	// process's GPUAAS_* variables (clientconfig.EnvOverrides). Over SSH it is
 	// what the session sent, never the gateway's own environment.
-	Env func() config.Overrides
+	Env func() clientconfig.Overrides
 
 	// CorrelationID is what every request of this invocation carries as
 	// Gpuaas-Correlation-Id ("": none, controld assigns one per request);
@@ -52,27 +52,27 @@ type Factory struct {
 	conns []*nats.Conn
 }
 
-// New returns a Factory over ios that reads the config from config.Dir().
+// New returns a Factory over ios that reads the config from clientconfig.Dir().
 func New(ios *IOStreams) *Factory {
 	f := &Factory{IOStreams: ios, Now: time.Now}
 	f.CorrelationID, f.Debug = InvocationCorrelation(ios.ErrOut)
-	f.Config = sync.OnceValues(config.LoadDefault)
+	f.Config = sync.OnceValues(clientconfig.LoadDefault)
 	f.Client = sync.OnceValues(f.connect)
 	return f
 }
 
 // Active resolves the context a command runs against (flags, then
 // environment, then the file).
-func (f *Factory) Active() (config.Active, error) {
+func (f *Factory) Active() (clientconfig.Active, error) {
 	cfg, err := f.Config()
 	if err != nil {
-		return config.Active{}, err
+		return clientconfig.Active{}, err
 	}
 	return cfg.Active(f.overrides()), nil
 }
 
-func (f *Factory) overrides() config.Overrides {
-	env := config.EnvOverrides
+func (f *Factory) overrides() clientconfig.Overrides {
+	env := clientconfig.EnvOverrides
 	if f.Env != nil {
 		env = f.Env
 	}
@@ -107,7 +107,7 @@ func (f *Factory) Reconnect() (*api.Client, error) {
 //
 // A key's connection proves the key with each request too
 // (api.WithReplyProof), so controld answers on its inbox.
-func (f *Factory) identity(active config.Active) (opts []nats.Option, proof api.ClientOption, withSession bool) {
+func (f *Factory) identity(active clientconfig.Active) (opts []nats.Option, proof api.ClientOption, withSession bool) {
 	if opts, ok := api.SessionConnOptions(active.Token); ok &&
 		(active.TokenExpiresAt.IsZero() || f.Now().Before(active.TokenExpiresAt)) {
 		return opts, func(*api.Client) {}, true

@@ -12,8 +12,8 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/nats-io/nats.go"
 
-	"github.com/gpuaas/gpuaas/cli/config"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/clientconfig"
 	"github.com/gpuaas/gpuaas/internal/testutil"
 )
 
@@ -49,14 +49,14 @@ var testToken = func() string {
 
 // writeConfig points the Factory at a fresh config dir holding ctx as the
 // current context "dev".
-func writeConfig(t *testing.T, ctx config.Context) {
+func writeConfig(t *testing.T, ctx clientconfig.Context) {
 	t.Helper()
 	dir := t.TempDir()
-	t.Setenv(config.EnvConfigDir, dir)
-	for _, env := range []string{config.EnvServer, config.EnvToken, config.EnvProject, config.EnvContext} {
+	t.Setenv(clientconfig.EnvConfigDir, dir)
+	for _, env := range []string{clientconfig.EnvServer, clientconfig.EnvToken, clientconfig.EnvProject, clientconfig.EnvContext} {
 		t.Setenv(env, "")
 	}
-	cfg, err := config.Load(dir)
+	cfg, err := clientconfig.Load(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +67,7 @@ func writeConfig(t *testing.T, ctx config.Context) {
 }
 
 func TestFactoryIsLazy(t *testing.T) {
-	t.Setenv(config.EnvConfigDir, "/nonexistent/never/read")
+	t.Setenv(clientconfig.EnvConfigDir, "/nonexistent/never/read")
 	ios, _, _, _ := Test()
 	f := New(ios)
 	f.Close() // nothing to close, nothing dialled
@@ -77,23 +77,23 @@ func TestFactoryIsLazy(t *testing.T) {
 // gateway session's) never reads the process's GPUAAS_* variables (the
 // gateway's own), and flags still win over it.
 func TestFactoryEnvReplacesProcessEnvironment(t *testing.T) {
-	t.Setenv(config.EnvProject, "gateways-own")
-	cfg := &config.Config{CurrentContext: "ssh", Contexts: map[string]config.Context{"ssh": {Server: "nats://gw:4222"}}}
+	t.Setenv(clientconfig.EnvProject, "gateways-own")
+	cfg := &clientconfig.Config{CurrentContext: "ssh", Contexts: map[string]clientconfig.Context{"ssh": {Server: "nats://gw:4222"}}}
 	tests := []struct {
 		name string
-		env  func() config.Overrides
+		env  func() clientconfig.Overrides
 		flag string
 		want string
 	}{
 		{name: "process environment by default", want: "gateways-own"},
-		{name: "the session's environment", env: func() config.Overrides { return config.Overrides{Project: "sent"} }, want: "sent"},
-		{name: "nothing sent", env: func() config.Overrides { return config.Overrides{} }, want: ""},
-		{name: "the flag wins", env: func() config.Overrides { return config.Overrides{Project: "sent"} }, flag: "flagged", want: "flagged"},
+		{name: "the session's environment", env: func() clientconfig.Overrides { return clientconfig.Overrides{Project: "sent"} }, want: "sent"},
+		{name: "nothing sent", env: func() clientconfig.Overrides { return clientconfig.Overrides{} }, want: ""},
+		{name: "the flag wins", env: func() clientconfig.Overrides { return clientconfig.Overrides{Project: "sent"} }, flag: "flagged", want: "flagged"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			ios, _, _, _ := Test()
-			f := &Factory{IOStreams: ios, Env: tt.env, Config: func() (*config.Config, error) { return cfg, nil }}
+			f := &Factory{IOStreams: ios, Env: tt.env, Config: func() (*clientconfig.Config, error) { return cfg, nil }}
 			f.Flags.Project = tt.flag
 			a, err := f.Active()
 			if err != nil {
@@ -108,7 +108,7 @@ func TestFactoryEnvReplacesProcessEnvironment(t *testing.T) {
 
 func TestClientSendsContextCredentials(t *testing.T) {
 	url, b, seen := startNATS(t)
-	writeConfig(t, config.Context{Server: url, UserID: "u-1", Token: testToken, Project: "dev"})
+	writeConfig(t, clientconfig.Context{Server: url, UserID: "u-1", Token: testToken, Project: "dev"})
 
 	// Stand in for controld's whoami endpoint and record what arrived.
 	srv := b.Connect(t)
@@ -128,11 +128,11 @@ func TestClientSendsContextCredentials(t *testing.T) {
 
 	tests := []struct {
 		name        string
-		flags       config.Overrides
+		flags       clientconfig.Overrides
 		wantProject string
 	}{
-		{"from the context", config.Overrides{}, "dev"},
-		{"--project wins", config.Overrides{Project: "ml"}, "ml"},
+		{"from the context", clientconfig.Overrides{}, "dev"},
+		{"--project wins", clientconfig.Overrides{Project: "ml"}, "ml"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -172,18 +172,18 @@ func TestClientIdentity(t *testing.T) {
 	url, _, seen := startNATS(t)
 	tests := []struct {
 		name     string
-		ctx      config.Context
+		ctx      clientconfig.Context
 		wantKey  bool
 		wantCode int
 	}{
-		{name: "no session", ctx: config.Context{Server: url}, wantKey: true},
-		{name: "expired session", ctx: config.Context{Server: url, Token: testToken, TokenExpiresAt: time.Now().Add(-time.Minute)}, wantKey: true},
-		{name: "not a token", ctx: config.Context{Server: url, Token: "garbage"}, wantKey: true},
-		{name: "refused session", ctx: config.Context{Server: url, Token: func() string {
+		{name: "no session", ctx: clientconfig.Context{Server: url}, wantKey: true},
+		{name: "expired session", ctx: clientconfig.Context{Server: url, Token: testToken, TokenExpiresAt: time.Now().Add(-time.Minute)}, wantKey: true},
+		{name: "not a token", ctx: clientconfig.Context{Server: url, Token: "garbage"}, wantKey: true},
+		{name: "refused session", ctx: clientconfig.Context{Server: url, Token: func() string {
 			s, _ := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.RegisteredClaims{Subject: "u-2"}).SignedString([]byte("k"))
 			return s
 		}()}, wantCode: ExitUnauthenticated},
-		{name: "plaintext to another machine", ctx: config.Context{Server: "nats://192.0.2.1:4222"}, wantCode: ExitInvalidArgument},
+		{name: "plaintext to another machine", ctx: clientconfig.Context{Server: "nats://192.0.2.1:4222"}, wantCode: ExitInvalidArgument},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -221,7 +221,7 @@ func TestClientTLS(t *testing.T) {
 	b.ServeCallout(t, func(c testutil.Credentials) (testutil.Grant, error) {
 		return testutil.Grant{Pub: []string{api.SubjectPrefix + ".>"}, Sub: []string{api.InboxPrefix(c.Nkey) + ".>"}}, nil
 	})
-	writeConfig(t, config.Context{Server: b.URL, NATSCA: string(files.CAPEM)})
+	writeConfig(t, clientconfig.Context{Server: b.URL, NATSCA: string(files.CAPEM)})
 	ios, _, _, _ := Test()
 	f := New(ios)
 	c, err := f.Client()
@@ -233,7 +233,7 @@ func TestClientTLS(t *testing.T) {
 	}
 	f.Close()
 
-	writeConfig(t, config.Context{Server: strings.Replace(b.URL, "nats://", "tls://", 1)})
+	writeConfig(t, clientconfig.Context{Server: strings.Replace(b.URL, "nats://", "tls://", 1)})
 	f = New(ios)
 	defer f.Close()
 	if _, err := f.Client(); err == nil || !strings.Contains(err.Error(), "certificate") {
@@ -248,8 +248,8 @@ func TestClientUnreachableServer(t *testing.T) {
 	}
 	url := "nats://" + l.Addr().String()
 	l.Close() // nothing listens there now
-	writeConfig(t, config.Context{Server: "nats://unused:4222"})
-	t.Setenv(config.EnvServer, url)
+	writeConfig(t, clientconfig.Context{Server: "nats://unused:4222"})
+	t.Setenv(clientconfig.EnvServer, url)
 
 	ios, _, _, _ := Test()
 	f := New(ios)
@@ -267,7 +267,7 @@ func TestClientUnreachableServer(t *testing.T) {
 }
 
 func TestClientUnknownContext(t *testing.T) {
-	writeConfig(t, config.Context{Server: "nats://127.0.0.1:1"})
+	writeConfig(t, clientconfig.Context{Server: "nats://127.0.0.1:1"})
 	ios, _, _, _ := Test()
 	f := New(ios)
 	f.Flags.Context = "prod"

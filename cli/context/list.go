@@ -7,7 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
-	"github.com/gpuaas/gpuaas/cli/config"
+	"github.com/gpuaas/gpuaas/internal/clientconfig"
 )
 
 // Entry is one context as `gpuaas context list` shows it. It never holds
@@ -28,8 +28,8 @@ type Entry struct {
 // ListOptions are the inputs of `gpuaas context list`.
 type ListOptions struct {
 	IO       *cmdutil.IOStreams
-	Config   func() (*config.Config, error)
-	Active   func() (config.Active, error)
+	Config   func() (*clientconfig.Config, error)
+	Active   func() (clientconfig.Active, error)
 	Now      func() time.Time
 	Exporter cmdutil.Exporter
 }

@@ -15,7 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
-	"github.com/gpuaas/gpuaas/cli/config"
+	"github.com/gpuaas/gpuaas/internal/clientconfig"
 	"github.com/gpuaas/gpuaas/internal/devenv"
 	"github.com/gpuaas/gpuaas/sshgate"
 	"github.com/gpuaas/gpuaas/tui"
@@ -289,19 +289,19 @@ func checkPortFree(host string, port int) error {
 // Only a context without a session gets the admin as its user (the email
 // `gpuaas login` asks a password for).
 func writeDevContext(dir, url, gateway string, reset bool) error {
-	var cfg *config.Config
+	var cfg *clientconfig.Config
 	var err error
 	if dir != "" {
-		cfg, err = config.Load(dir)
+		cfg, err = clientconfig.Load(dir)
 	} else {
-		cfg, err = config.LoadDefault()
+		cfg, err = clientconfig.LoadDefault()
 	}
 	if err != nil {
 		return err
 	}
-	cfg.UpdateContext(DevContextName, func(c *config.Context) {
+	cfg.UpdateContext(DevContextName, func(c *clientconfig.Context) {
 		if reset || c.Server != url {
-			*c = config.Context{}
+			*c = clientconfig.Context{}
 		}
 		// No project is pinned: the seeded user's default project (dev)
 		// is kept by the server, like anyone's (`gpuaas project use`).

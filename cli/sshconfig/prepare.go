@@ -8,10 +8,10 @@ import (
 	"time"
 
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
-	"github.com/gpuaas/gpuaas/cli/config"
 	"github.com/gpuaas/gpuaas/cli/sshkeys"
 	"github.com/gpuaas/gpuaas/cli/trust"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/clientconfig"
 )
 
 // GatewayAuto given as --gateway forgets a stored override: the address
@@ -21,8 +21,8 @@ const GatewayAuto = "auto"
 // Env is what preparing the SSH files needs from the command.
 type Env struct {
 	IO     *cmdutil.IOStreams
-	Config func() (*config.Config, error)
-	Active func() (config.Active, error)
+	Config func() (*clientconfig.Config, error)
+	Active func() (clientconfig.Active, error)
 	Client func() (*api.Client, error)
 	Now    func() time.Time
 }
@@ -107,7 +107,7 @@ func Prepare(ctx context.Context, env Env, gatewayFlag string) (*Setup, error) {
 
 // fetchTrusted reads the server's SSH trust settings, checked against the
 // context's pins.
-func fetchTrusted(ctx context.Context, env Env, cfg *config.Config, active config.Active) (*trust.Fetched, error) {
+func fetchTrusted(ctx context.Context, env Env, cfg *clientconfig.Config, active clientconfig.Active) (*trust.Fetched, error) {
 	c, err := env.Client()
 	if err != nil {
 		return nil, err
@@ -118,7 +118,7 @@ func fetchTrusted(ctx context.Context, env Env, cfg *config.Config, active confi
 // resolveGateway picks the gateway address: --gateway (stored for next
 // time), then the context's stored override, then what controld
 // publishes.
-func resolveGateway(cfg *config.Config, active config.Active, flag, published string) (Gateway, error) {
+func resolveGateway(cfg *clientconfig.Config, active clientconfig.Active, flag, published string) (Gateway, error) {
 	stored := active.Gateway
 	if flag != "" {
 		stored = flag
@@ -126,7 +126,7 @@ func resolveGateway(cfg *config.Config, active config.Active, flag, published st
 			stored = ""
 		}
 		if stored != active.Gateway {
-			cfg.UpdateActive(active, func(c *config.Context) { c.Gateway = stored })
+			cfg.UpdateActive(active, func(c *clientconfig.Context) { c.Gateway = stored })
 			if err := cfg.Save(); err != nil {
 				return Gateway{}, err
 			}

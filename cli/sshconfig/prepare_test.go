@@ -8,10 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpuaas/gpuaas/cli/config"
 	"github.com/gpuaas/gpuaas/cli/sshkeys"
 	"github.com/gpuaas/gpuaas/cli/sshkeys/sshkeystest"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/clientconfig"
 )
 
 var t0 = time.Date(2030, 1, 10, 12, 0, 0, 0, time.UTC)
@@ -74,7 +74,7 @@ func TestPrepareGatewayOverride(t *testing.T) {
 	if s.Gateway != (Gateway{"gw.example.com", 2200}) {
 		t.Errorf("got gateway %v; want the flag's", s.Gateway)
 	}
-	stored, _ := config.Load(f.dir)
+	stored, _ := clientconfig.Load(f.dir)
 	if c, _ := stored.Context("dev"); c.Gateway != "gw.example.com:2200" {
 		t.Errorf("got stored gateway %q; want the override saved", c.Gateway)
 	}

@@ -13,9 +13,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
-	"github.com/gpuaas/gpuaas/cli/config"
 	sshcmd "github.com/gpuaas/gpuaas/cli/ssh"
 	"github.com/gpuaas/gpuaas/cli/sshconfig"
+	"github.com/gpuaas/gpuaas/internal/clientconfig"
 	"github.com/gpuaas/gpuaas/tui"
 	"github.com/gpuaas/gpuaas/tui/common"
 )
@@ -62,7 +62,7 @@ func run(ctx context.Context, f *cmdutil.Factory) error {
 
 // localSSHCommand is how to reach an allocation from this terminal:
 // `gpuaas ssh`, or OpenSSH with the config `gpuaas ssh-config` writes.
-func localSSHCommand(active config.Active) func(string) string {
+func localSSHCommand(active clientconfig.Active) func(string) string {
 	alias := sshconfig.Alias(active.Name)
 	return func(id string) string { return "gpuaas ssh " + id + "  or  ssh " + id + "@" + alias }
 }

@@ -1,11 +1,11 @@
-// Package config reads and writes the CLI's config file: one or more named
+// Package clientconfig reads and writes the CLI's config file: one or more named
 // contexts (a server plus the credentials and default project used with
 // it) and which of them is current.
 //
 // The file model (Config) never holds environment or flag overrides, so
 // saving it after a command ran with GPUAAS_TOKEN set does not persist that
 // token. Overrides are applied when resolving the Active context.
-package config
+package clientconfig
 
 import (
 	"encoding/json"

@@ -4,9 +4,9 @@ import (
 	"context"
 	"time"
 
-	"github.com/gpuaas/gpuaas/cli/trust"
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/clientconfig"
+	"github.com/gpuaas/gpuaas/internal/trust"
 )
 
 // pinServer checks, before a login is stored, that the server is the one

@@ -10,9 +10,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
-	"github.com/gpuaas/gpuaas/cli/trust"
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/clientconfig"
+	"github.com/gpuaas/gpuaas/internal/trust"
 	"github.com/gpuaas/gpuaas/internal/trustbundle"
 )
 

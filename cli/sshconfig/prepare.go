@@ -9,9 +9,9 @@ import (
 
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
 	"github.com/gpuaas/gpuaas/cli/sshkeys"
-	"github.com/gpuaas/gpuaas/cli/trust"
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/clientconfig"
+	"github.com/gpuaas/gpuaas/internal/trust"
 )
 
 // GatewayAuto given as --gateway forgets a stored override: the address
@@ -47,7 +47,7 @@ type Setup struct {
 // fresh certificate (renewed when needed), known_hosts with the gateway's
 // host CA keys, and the config. The host CA keys and the gateway address
 // come from the trust bundle of ssh.cas, checked against what the context
-// pinned (cli/trust) before anything is written: a change not signed by
+// pinned (internal/trust) before anything is written: a change not signed by
 // the pinned server key is refused and leaves every file as it was.
 // gatewayFlag, when not empty, overrides the gateway address and is stored
 // in the context (GatewayAuto clears it).

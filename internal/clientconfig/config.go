@@ -54,7 +54,7 @@ type Context struct {
 	// NATSInsecurePlaintext allows a plaintext connection to a server that
 	// is not on this machine.
 	NATSInsecurePlaintext bool `json:"nats_insecure_plaintext,omitempty"`
-	// Trust is what the context pinned about its server (cli/trust).
+	// Trust is what the context pinned about its server (internal/trust).
 	Trust *Trust `json:"trust,omitempty"`
 }
 

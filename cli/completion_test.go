@@ -11,10 +11,10 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
-	"github.com/gpuaas/gpuaas/cli/sshkeys/sshkeystest"
 	"github.com/gpuaas/gpuaas/controld/controldtest"
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/clientconfig"
+	"github.com/gpuaas/gpuaas/internal/sshkeys/sshkeystest"
 	"github.com/gpuaas/gpuaas/internal/testutil"
 )
 

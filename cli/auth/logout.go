@@ -10,9 +10,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
-	"github.com/gpuaas/gpuaas/cli/sshkeys"
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/clientconfig"
+	"github.com/gpuaas/gpuaas/internal/sshkeys"
 )
 
 // LogoutOptions are the inputs of `gpuaas logout`.

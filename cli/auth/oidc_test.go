@@ -13,11 +13,11 @@ import (
 	"time"
 
 	"github.com/gpuaas/gpuaas/cli/cmdutil/cmdtest"
-	"github.com/gpuaas/gpuaas/cli/sshkeys"
 	"github.com/gpuaas/gpuaas/controld/controldtest"
 	"github.com/gpuaas/gpuaas/controld/identity"
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/clientconfig"
+	"github.com/gpuaas/gpuaas/internal/sshkeys"
 	"github.com/gpuaas/gpuaas/internal/testidp"
 	"github.com/gpuaas/gpuaas/internal/testutil"
 )

@@ -13,10 +13,10 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/gpuaas/gpuaas/cli/cmdutil/cmdtest"
-	"github.com/gpuaas/gpuaas/cli/sshkeys"
-	"github.com/gpuaas/gpuaas/cli/sshkeys/sshkeystest"
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/clientconfig"
+	"github.com/gpuaas/gpuaas/internal/sshkeys"
+	"github.com/gpuaas/gpuaas/internal/sshkeys/sshkeystest"
 	"github.com/gpuaas/gpuaas/internal/testutil"
 )
 

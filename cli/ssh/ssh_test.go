@@ -14,9 +14,9 @@ import (
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
 	"github.com/gpuaas/gpuaas/cli/cmdutil/cmdtest"
 	"github.com/gpuaas/gpuaas/cli/sshconfig"
-	"github.com/gpuaas/gpuaas/cli/sshkeys/sshkeystest"
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/clientconfig"
+	"github.com/gpuaas/gpuaas/internal/sshkeys/sshkeystest"
 	"github.com/gpuaas/gpuaas/internal/testutil"
 )
 

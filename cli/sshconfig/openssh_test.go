@@ -13,8 +13,8 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
-	"github.com/gpuaas/gpuaas/cli/sshkeys/sshkeystest"
 	"github.com/gpuaas/gpuaas/internal/sshcert"
+	"github.com/gpuaas/gpuaas/internal/sshkeys/sshkeystest"
 )
 
 func needSSH(t *testing.T) string {

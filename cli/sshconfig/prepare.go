@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
-	"github.com/gpuaas/gpuaas/cli/sshkeys"
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/clientconfig"
+	"github.com/gpuaas/gpuaas/internal/sshkeys"
 	"github.com/gpuaas/gpuaas/internal/trust"
 )
 

@@ -8,10 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpuaas/gpuaas/cli/sshkeys"
-	"github.com/gpuaas/gpuaas/cli/sshkeys/sshkeystest"
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/clientconfig"
+	"github.com/gpuaas/gpuaas/internal/sshkeys"
+	"github.com/gpuaas/gpuaas/internal/sshkeys/sshkeystest"
 )
 
 var t0 = time.Date(2030, 1, 10, 12, 0, 0, 0, time.UTC)

@@ -11,8 +11,8 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
-	"github.com/gpuaas/gpuaas/cli/sshkeys"
 	"github.com/gpuaas/gpuaas/internal/ids"
+	"github.com/gpuaas/gpuaas/internal/sshkeys"
 )
 
 // CommandUser is the SSH user name the alias uses by default: the gateway

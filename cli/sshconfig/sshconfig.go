@@ -10,7 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
-	"github.com/gpuaas/gpuaas/cli/sshkeys"
+	"github.com/gpuaas/gpuaas/internal/sshkeys"
 )
 
 // Options are the inputs of `gpuaas ssh-config`.

@@ -12,10 +12,10 @@ import (
 	gossh "golang.org/x/crypto/ssh"
 
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
-	"github.com/gpuaas/gpuaas/cli/sshconfig"
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/clientconfig"
 	"github.com/gpuaas/gpuaas/internal/sshcert"
+	"github.com/gpuaas/gpuaas/internal/sshconfig"
 )
 
 // Command mode: `ssh gpuaas@gateway alloc list` runs a gpuaas command for

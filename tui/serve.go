@@ -11,8 +11,8 @@ import (
 	"github.com/charmbracelet/ssh"
 
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
-	"github.com/gpuaas/gpuaas/cli/sshconfig"
 	"github.com/gpuaas/gpuaas/internal/clientconfig"
+	"github.com/gpuaas/gpuaas/internal/sshconfig"
 	"github.com/gpuaas/gpuaas/tui/backend"
 	"github.com/gpuaas/gpuaas/tui/common"
 )

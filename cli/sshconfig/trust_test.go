@@ -23,6 +23,7 @@ import (
 	"github.com/gpuaas/gpuaas/controld/controldtest"
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/clientconfig"
+	"github.com/gpuaas/gpuaas/internal/sshconfig"
 	"github.com/gpuaas/gpuaas/internal/sshkeys/sshkeystest"
 	"github.com/gpuaas/gpuaas/internal/trustbundle"
 )
@@ -156,7 +157,7 @@ func TestPrepareRefusesUntrustedAnswers(t *testing.T) {
 		f.ctrl.Update(func(s *sshkeystest.Settings) { s.Gateway, s.BundleGateway = "evil.example.com:22", "localhost:2222" })
 		defer f.ctrl.Update(func(s *sshkeystest.Settings) { *s = defaultSettings(f) })
 		s, err := Prepare(ctx, f.env, "")
-		if err != nil || s.Gateway != (Gateway{"localhost", 2222}) || s.Written {
+		if err != nil || s.Gateway != (sshconfig.Gateway{Host: "localhost", Port: 2222}) || s.Written {
 			t.Fatalf("got %+v, %v; want the signed gateway and nothing rewritten", s, err)
 		}
 		wantUnchanged(t, before, snapshot(t, f.dir))

@@ -14,8 +14,9 @@ import (
 
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
 	sshcmd "github.com/gpuaas/gpuaas/cli/ssh"
-	"github.com/gpuaas/gpuaas/cli/sshconfig"
+	sshconfigcmd "github.com/gpuaas/gpuaas/cli/sshconfig"
 	"github.com/gpuaas/gpuaas/internal/clientconfig"
+	"github.com/gpuaas/gpuaas/internal/sshconfig"
 	"github.com/gpuaas/gpuaas/tui"
 	"github.com/gpuaas/gpuaas/tui/common"
 )
@@ -70,13 +71,13 @@ func localSSHCommand(active clientconfig.Active) func(string) string {
 // localSSH runs what `gpuaas ssh <alloc>` runs: the system OpenSSH with
 // the context's fresh certificate and generated config.
 func localSSH(f *cmdutil.Factory) tui.SSHFunc {
-	env := sshconfig.EnvOf(f)
+	env := sshconfigcmd.EnvOf(f)
 	return func(ctx context.Context, allocID string) (*exec.Cmd, error) {
 		path, err := exec.LookPath("ssh")
 		if err != nil {
 			return nil, errors.New("ssh not found: install the OpenSSH client")
 		}
-		s, err := sshconfig.Prepare(ctx, env, "")
+		s, err := sshconfigcmd.Prepare(ctx, env, "")
 		if err != nil {
 			return nil, err
 		}

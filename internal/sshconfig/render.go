@@ -1,3 +1,8 @@
+// Package sshconfig renders the OpenSSH client files of a CLI context (its
+// config and known_hosts, see RenderConfig and RenderKnownHosts), parses
+// gateway addresses, and adds the Include line to ~/.ssh/config. The
+// `gpuaas ssh-config` command (cli/sshconfig) writes them; the gateway
+// reads the names they share (CommandUser, Gateway).
 package sshconfig
 
 import (

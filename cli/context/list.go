@@ -8,6 +8,7 @@ import (
 
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
 	"github.com/gpuaas/gpuaas/internal/clientconfig"
+	"github.com/gpuaas/gpuaas/internal/fuzzytime"
 )
 
 // Entry is one context as `gpuaas context list` shows it. It never holds
@@ -109,7 +110,7 @@ func session(ios *cmdutil.IOStreams, now time.Time, e Entry) string {
 	case !e.LoggedIn:
 		return "expired"
 	case ios.IsStdoutTTY():
-		return "until " + cmdutil.FuzzyAgo(now, e.TokenExpiresAt)
+		return "until " + fuzzytime.Ago(now, e.TokenExpiresAt)
 	}
 	return e.TokenExpiresAt.UTC().Format(time.RFC3339)
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
+	"github.com/gpuaas/gpuaas/internal/fuzzytime"
 	"github.com/gpuaas/gpuaas/internal/sshconfig"
 	"github.com/gpuaas/gpuaas/internal/sshkeys"
 )
@@ -127,7 +128,7 @@ func describeCert(opts *Options, id *sshkeys.Identity) {
 		fmt.Fprintf(w, "%s never expires\n", verb)
 		return
 	}
-	fmt.Fprintf(w, "%s valid until %s (%s)\n", verb, end.Local().Format(time.DateTime), cmdutil.FuzzyAgo(now, end))
+	fmt.Fprintf(w, "%s valid until %s (%s)\n", verb, end.Local().Format(time.DateTime), fuzzytime.Ago(now, end))
 	if id.ExpiresSoon(now) {
 		fmt.Fprintln(w, "warning: your session is about to end; run `gpuaas login` to keep SSH access")
 	}

@@ -10,11 +10,13 @@ import (
 	"os/exec"
 
 	tea "github.com/charmbracelet/bubbletea"
+	"github.com/charmbracelet/ssh"
 	"github.com/spf13/cobra"
 
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
 	sshcmd "github.com/gpuaas/gpuaas/cli/ssh"
 	sshconfigcmd "github.com/gpuaas/gpuaas/cli/sshconfig"
+	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/clientconfig"
 	"github.com/gpuaas/gpuaas/internal/sshconfig"
 	"github.com/gpuaas/gpuaas/tui"
@@ -50,7 +52,7 @@ func run(ctx context.Context, f *cmdutil.Factory) error {
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	m, err := tui.NewFromFactory(ctx, f, common.NewRenderer(ios.Out, common.ProfileFor(os.Getenv)), localSSH(f), localSSHCommand)
+	m, err := tui.NewFromAccount(ctx, Account(f), common.NewRenderer(ios.Out, common.ProfileFor(os.Getenv)), localSSH(f), localSSHCommand)
 	if err != nil {
 		return err
 	}
@@ -59,6 +61,22 @@ func run(ctx context.Context, f *cmdutil.Factory) error {
 		return fmt.Errorf("tui: %w", err)
 	}
 	return nil
+}
+
+// Account is whom the dashboard acts for: the user f acts for, with f's
+// client (as f hands it out when the dashboard starts), context and clock.
+func Account(f *cmdutil.Factory) tui.Account {
+	return tui.Account{
+		Client: func() (*api.Client, error) { return f.Client() },
+		Active: f.Active,
+		Now:    f.Now,
+	}
+}
+
+// ServeSSH serves the dashboard on a session of the gateway's command mode
+// (cmdutil.SSHDashboard), as the user f acts for.
+func ServeSSH(s ssh.Session, pty ssh.Pty, f *cmdutil.Factory) error {
+	return tui.ServeSSH(s, pty, Account(f))
 }
 
 // localSSHCommand is how to reach an allocation from this terminal:

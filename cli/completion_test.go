@@ -47,7 +47,7 @@ const (
 func TestCompletionTableMatchesTree(t *testing.T) {
 	isolate(t)
 	ios, _, _, _ := cmdutil.Test()
-	f := cmdutil.New(ios)
+	f := NewFactory(ios)
 	defer f.Close()
 	root := Root(f)
 	for path := range argCompletions {

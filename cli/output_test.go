@@ -26,7 +26,7 @@ func runTerm(t *testing.T, tty, noColor bool, args ...string) (code int, stdout,
 	ios.SetStdoutTTY(tty)
 	ios.SetStderrTTY(tty)
 	ios.SetNoColor(noColor)
-	f := cmdutil.New(ios)
+	f := NewFactory(ios)
 	defer f.Close()
 	code = run(context.Background(), f, args)
 	return code, out.String(), errOut.String()
@@ -187,7 +187,7 @@ func TestReadCommandsHaveOutputFlags(t *testing.T) {
 			}
 		}
 	}
-	walk(Root(cmdutil.New(ios)))
+	walk(Root(NewFactory(ios)))
 	for _, want := range []string{"gpuaas alloc list", "gpuaas alloc get", "gpuaas whoami", "gpuaas project members",
 		"gpuaas catalog list", "gpuaas node list", "gpuaas session list", "gpuaas ops ca list", "gpuaas context list"} {
 		if !slices.Contains(checked, want) {

@@ -28,7 +28,7 @@ func isolate(t *testing.T) {
 func runCLI(t *testing.T, ctx context.Context, args []string, extra ...*cobra.Command) (code int, stdout, stderr string) {
 	t.Helper()
 	ios, _, out, errOut := cmdutil.Test()
-	f := cmdutil.New(ios)
+	f := NewFactory(ios)
 	defer f.Close()
 	code = run(ctx, f, args, extra...)
 	return code, out.String(), errOut.String()

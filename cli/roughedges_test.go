@@ -105,7 +105,7 @@ func TestLongFlagValueNotEchoed(t *testing.T) {
 func TestDevHelpNoBackquoteInUsage(t *testing.T) {
 	isolate(t)
 	ios, _, out, errOut := cmdutil.Test()
-	f := cmdutil.New(ios)
+	f := NewFactory(ios)
 	defer f.Close()
 	if code := run(context.Background(), f, []string{"dev", "--help"}, daemonCommands(f)...); code != 0 {
 		t.Fatalf("gpuaas dev --help: exit %d, stderr %q", code, errOut)
@@ -143,7 +143,7 @@ var sessionIDLike = regexp.MustCompile(`\bt?s-[0-9a-z]+\b`)
 func TestSessionExamplesUseTSIDs(t *testing.T) {
 	isolate(t)
 	ios, _, _, _ := cmdutil.Test()
-	f := cmdutil.New(ios)
+	f := NewFactory(ios)
 	defer f.Close()
 	session, _, err := Root(f).Find([]string{"session"})
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/gpuaas/gpuaas/cli"
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/clientconfig"
@@ -214,7 +215,7 @@ func (c *partitionCluster) clientCLI(stdin string, args ...string) string {
 // call (0: the client's default).
 func (c *partitionCluster) client(timeout time.Duration) *api.Client {
 	c.t.Helper()
-	f := cmdutil.New(&cmdutil.IOStreams{})
+	f := cli.NewFactory(&cmdutil.IOStreams{})
 	cfg, err := f.Config()
 	if err != nil {
 		c.t.Fatal(err)

@@ -1,4 +1,4 @@
-package cmdutil
+package cli
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/nats-io/nats.go"
 
+	"github.com/gpuaas/gpuaas/cli/cmdutil"
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/clientconfig"
 	"github.com/gpuaas/gpuaas/internal/testutil"
@@ -68,8 +69,8 @@ func writeConfig(t *testing.T, ctx clientconfig.Context) {
 
 func TestFactoryIsLazy(t *testing.T) {
 	t.Setenv(clientconfig.EnvConfigDir, "/nonexistent/never/read")
-	ios, _, _, _ := Test()
-	f := New(ios)
+	ios, _, _, _ := cmdutil.Test()
+	f := NewFactory(ios)
 	f.Close() // nothing to close, nothing dialled
 }
 
@@ -92,8 +93,8 @@ func TestFactoryEnvReplacesProcessEnvironment(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ios, _, _, _ := Test()
-			f := &Factory{IOStreams: ios, Env: tt.env, Config: func() (*clientconfig.Config, error) { return cfg, nil }}
+			ios, _, _, _ := cmdutil.Test()
+			f := &cmdutil.Factory{IOStreams: ios, Env: tt.env, Config: func() (*clientconfig.Config, error) { return cfg, nil }}
 			f.Flags.Project = tt.flag
 			a, err := f.Active()
 			if err != nil {
@@ -136,8 +137,8 @@ func TestClientSendsContextCredentials(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ios, _, _, _ := Test()
-			f := New(ios)
+			ios, _, _, _ := cmdutil.Test()
+			f := NewFactory(ios)
 			f.Flags = tt.flags
 			defer f.Close()
 			client, err := f.Client()
@@ -182,22 +183,22 @@ func TestClientIdentity(t *testing.T) {
 		{name: "refused session", ctx: clientconfig.Context{Server: url, Token: func() string {
 			s, _ := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.RegisteredClaims{Subject: "u-2"}).SignedString([]byte("k"))
 			return s
-		}()}, wantCode: ExitUnauthenticated},
-		{name: "plaintext to another machine", ctx: clientconfig.Context{Server: "nats://192.0.2.1:4222"}, wantCode: ExitInvalidArgument},
+		}()}, wantCode: cmdutil.ExitUnauthenticated},
+		{name: "plaintext to another machine", ctx: clientconfig.Context{Server: "nats://192.0.2.1:4222"}, wantCode: cmdutil.ExitInvalidArgument},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			writeConfig(t, tt.ctx)
-			ios, _, _, _ := Test()
-			f := New(ios)
+			ios, _, _, _ := cmdutil.Test()
+			f := NewFactory(ios)
 			defer f.Close()
 			_, err := f.Client()
 			if tt.wantCode != 0 {
-				if code := ExitCodeOf(err); code != tt.wantCode {
+				if code := cmdutil.ExitCodeOf(err); code != tt.wantCode {
 					t.Fatalf("got %v (exit %d); want exit %d", err, code, tt.wantCode)
 				}
 				var apiErr *api.Error
-				if tt.wantCode == ExitUnauthenticated && (!errors.As(err, &apiErr) || !strings.Contains(apiErr.Hint, "gpuaas login")) {
+				if tt.wantCode == cmdutil.ExitUnauthenticated && (!errors.As(err, &apiErr) || !strings.Contains(apiErr.Hint, "gpuaas login")) {
 					t.Errorf("got %v; want a hint to log in", err)
 				}
 				return
@@ -222,8 +223,8 @@ func TestClientTLS(t *testing.T) {
 		return testutil.Grant{Pub: []string{api.SubjectPrefix + ".>"}, Sub: []string{api.InboxPrefix(c.Nkey) + ".>"}}, nil
 	})
 	writeConfig(t, clientconfig.Context{Server: b.URL, NATSCA: string(files.CAPEM)})
-	ios, _, _, _ := Test()
-	f := New(ios)
+	ios, _, _, _ := cmdutil.Test()
+	f := NewFactory(ios)
 	c, err := f.Client()
 	if err != nil {
 		t.Fatal(err)
@@ -234,7 +235,7 @@ func TestClientTLS(t *testing.T) {
 	f.Close()
 
 	writeConfig(t, clientconfig.Context{Server: strings.Replace(b.URL, "nats://", "tls://", 1)})
-	f = New(ios)
+	f = NewFactory(ios)
 	defer f.Close()
 	if _, err := f.Client(); err == nil || !strings.Contains(err.Error(), "certificate") {
 		t.Fatalf("got %v; want a certificate error without the CA", err)
@@ -251,8 +252,8 @@ func TestClientUnreachableServer(t *testing.T) {
 	writeConfig(t, clientconfig.Context{Server: "nats://unused:4222"})
 	t.Setenv(clientconfig.EnvServer, url)
 
-	ios, _, _, _ := Test()
-	f := New(ios)
+	ios, _, _, _ := cmdutil.Test()
+	f := NewFactory(ios)
 	_, err = f.Client()
 	var apiErr *api.Error
 	if !errors.As(err, &apiErr) || apiErr.Code != api.CodeUnavailable {
@@ -261,18 +262,18 @@ func TestClientUnreachableServer(t *testing.T) {
 	if !strings.Contains(apiErr.Hint, "gpuaas dev") || !strings.Contains(apiErr.Hint, url) {
 		t.Errorf("got hint %q; want it to mention `gpuaas dev` and %s", apiErr.Hint, url)
 	}
-	if code := ExitCodeOf(err); code != ExitUnavailable {
-		t.Errorf("got exit %d; want %d", code, ExitUnavailable)
+	if code := cmdutil.ExitCodeOf(err); code != cmdutil.ExitUnavailable {
+		t.Errorf("got exit %d; want %d", code, cmdutil.ExitUnavailable)
 	}
 }
 
 func TestClientUnknownContext(t *testing.T) {
 	writeConfig(t, clientconfig.Context{Server: "nats://127.0.0.1:1"})
-	ios, _, _, _ := Test()
-	f := New(ios)
+	ios, _, _, _ := cmdutil.Test()
+	f := NewFactory(ios)
 	f.Flags.Context = "prod"
 	_, err := f.Client()
-	var fe *FlagError
+	var fe *cmdutil.FlagError
 	if !errors.As(err, &fe) || !strings.Contains(err.Error(), `"prod"`) {
 		t.Errorf("got %v; want a usage error naming the context", err)
 	}

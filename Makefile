@@ -9,7 +9,7 @@ export PATH := $(PATH):/usr/local/go/bin:$(HOME)/go/bin
 DEV_FLAGS ?=
 FAULT_PKGS = ./cli/daemon/
 
-.PHONY: build dev deps-dev deps-test deps-bench test test-short vet lint fmt-check bench generate
+.PHONY: build dev deps-dev deps-test deps-bench test test-short vet lint fmt-check bench generate fuzz
 
 build:
 	$(GO) build -o gpuaas .
@@ -58,3 +58,9 @@ bench: deps-bench
 
 generate:
 	$(GO) generate ./...
+
+## fuzz: every fuzz target (found by scripts/fuzz) for FUZZTIME (default
+## 3s) each, one at a time; FUZZ_ONLY=REGEXP runs only matching targets.
+## deps-test: controld/hosts fuzzes against a real Postgres.
+fuzz: deps-test
+	@./scripts/fuzz

@@ -30,7 +30,7 @@ func TestAllocListNamesEachProject(t *testing.T) {
 		want[a.ID] = p
 	}
 	// No project header: what `gpuaas alloc list` without -p sends.
-	all := api.NewClient(env.NC, api.WithToken(env.AdminToken))
+	all := env.AnonClient().With(api.WithToken(env.AdminToken))
 	resp, err := all.AllocList(ctx, api.AllocListRequest{})
 	if err != nil || len(resp.Allocations) != 2 {
 		t.Fatalf("alloc list: %+v, %v; want both", resp, err)

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"slices"
 	"strings"
@@ -35,7 +36,8 @@ type call struct {
 }
 
 // decode reads the JSON body into v, refusing unknown fields so a typo in
-// a script is an error rather than a silently ignored option.
+// a script is an error rather than a silently ignored option, and
+// anything after the body's one JSON value (a Decoder stops after it).
 func (c *call) decode(v any) error {
 	data := c.req.Data()
 	if len(bytes.TrimSpace(data)) == 0 {
@@ -45,6 +47,9 @@ func (c *call) decode(v any) error {
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		return api.Errorf(api.CodeInvalidArgument, "malformed request body: %v", err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return api.Errorf(api.CodeInvalidArgument, "malformed request body: more than one JSON value")
 	}
 	return nil
 }

@@ -118,7 +118,7 @@ func TestLoginInviteStdinTwoLines(t *testing.T) {
 		opts := &LoginOptions{IO: ios, Now: time.Now, PasswordStdin: true,
 			Config: func() (*clientconfig.Config, error) { return cfg, nil },
 			Active: func() (clientconfig.Active, error) { return cfg.Active(clientconfig.Overrides{Context: "dev"}), nil },
-			Client: func() (*api.Client, error) { return api.NewClient(env.NC), nil },
+			Client: func() (*api.Client, error) { return env.AnonClient(), nil },
 		}
 		edit(opts)
 		return loginRun(ctx, opts)

@@ -39,6 +39,9 @@ type HostdOptions struct {
 	Faults faultFlags
 	// Settings are --config and --print-config.
 	Settings settingsFlags
+	// TenantMemoryReserve is the memory bare-metal tenants' cgroups leave
+	// to the platform; 0: host.DefaultMemoryReserve.
+	TenantMemoryReserve byteSize
 	agent.Config
 }
 
@@ -141,6 +144,8 @@ GPUAAS_NATS_CERT and GPUAAS_NATS_KEY stand in for the flags.
 		"How often GPU telemetry is read (nvidia-smi)")
 	fl.Float64Var(&opts.GPUActiveThreshold, "gpu-active-threshold", agent.DefaultGPUActiveThreshold,
 		"GPU utilisation (percent) at or above which a GPU counts as active for idle detection")
+	fl.Var(&opts.TenantMemoryReserve, "tenant-memory-reserve",
+		"Memory bare-metal tenants' cgroups leave to hostd and the platform, e.g. 2GiB; 0: the larger of 1GiB and 5% of the node's memory")
 	addMetricsFlag(fl, &opts.MetricsAddr)
 	opts.Settings.register(fl)
 	return cmd
@@ -205,7 +210,9 @@ func hostEnv(ctx context.Context, opts *HostdOptions, log *slog.Logger) (*tasks.
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	tenancy := host.NodeTenancy(opts.StateDir, log) // uids never reused, private /tmp, scrubbed release
+	// uids never reused, private /tmp, a cgroup per allocation, scrubbed release
+	tenancy := host.NodeTenancy(opts.StateDir, host.CgroupConfig{MemoryReserve: int64(opts.TenantMemoryReserve)}, log)
+	opts.Collectors = append(opts.Collectors, tenancyMetrics(tenancy)...)
 	env := &tasks.Env{Hypervisor: hv, Users: host.PosixUsers{Tenancy: tenancy}, Runner: host.ExecRunner{},
 		Topology: topology.Real(), StateDir: opts.StateDir, ImageDir: opts.ImageDir, Log: log,
 		KernelLog: xid.DevKmsg, KernelBoot: xid.BootTime(time.Now())}

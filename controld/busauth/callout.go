@@ -134,6 +134,13 @@ func verifyNonce(pub, sig, nonce string) error {
 	if err != nil || nkeys.Prefix(pub) != nkeys.PrefixByteUser {
 		return refused("malformed nkey")
 	}
+	// The base32 decoder skips line breaks: "UAB\rC..." is the key of
+	// "UABC...". Only the canonical string is accepted, so that the key
+	// names one identity wherever it is looked up or used (registered
+	// keys, revocations, nodes, inboxes).
+	if canonical, err := kp.PublicKey(); err != nil || canonical != pub {
+		return refused("malformed nkey")
+	}
 	raw, err := base64.RawURLEncoding.DecodeString(sig)
 	if err != nil {
 		if raw, err = base64.StdEncoding.DecodeString(sig); err != nil {

@@ -74,13 +74,3 @@ func TestOpenRequestRefusesGarbage(t *testing.T) {
 		})
 	}
 }
-
-// FuzzOpenRequest: nothing a server could send makes the callout panic.
-func FuzzOpenRequest(f *testing.F) {
-	ours, _ := nkeys.CreateCurveKeys()
-	f.Add([]byte("garbage"), "")
-	f.Add([]byte("eyJ0eXAiOiJKV1QifQ.e30.c2ln"), "XABC")
-	f.Fuzz(func(t *testing.T, data []byte, xkey string) {
-		_, _ = openRequest(ours, xkey, data)
-	})
-}

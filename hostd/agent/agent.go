@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/gpuaas/gpuaas/hostd/tasks"
 	"github.com/gpuaas/gpuaas/internal/api"
@@ -92,6 +93,9 @@ type Config struct {
 	// LogRing keeps the recent records of Log for `gpuaas node logs`
 	// (default: a new ring of DefaultLogRecords / DefaultLogBytes).
 	LogRing *LogRing
+	// Collectors are more metrics to serve with hostd's own (the node's
+	// tenant isolation, say).
+	Collectors []prometheus.Collector
 }
 
 // CheckAndSetDefaults validates c and fills defaults.

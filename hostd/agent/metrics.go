@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -53,6 +54,11 @@ func (m *agentMetrics) taskStarted(typ string) func(status string) {
 // known before Run).
 func (a *Agent) listenMetrics() error {
 	a.metrics = newAgentMetrics(&a.gpus)
+	for _, c := range a.cfg.Collectors {
+		if err := a.metrics.reg.Register(c); err != nil {
+			return fmt.Errorf("register metrics: %w", err)
+		}
+	}
 	if a.cfg.MetricsAddr == "" {
 		return nil
 	}

@@ -6,6 +6,7 @@ package gpumon
 import (
 	"context"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -94,7 +95,7 @@ func parseLine(line string) (Sample, error) {
 	if s.PCI, err = NormalizePCI(cols[1]); err != nil {
 		return Sample{}, err
 	}
-	if !strings.HasPrefix(cols[2], "GPU-") && !strings.HasPrefix(cols[2], "MIG-") {
+	if (!strings.HasPrefix(cols[2], "GPU-") && !strings.HasPrefix(cols[2], "MIG-")) || !uuidChars(cols[2]) {
 		return Sample{}, fmt.Errorf("uuid %q is not a GPU uuid", cols[2])
 	}
 	s.UUID = cols[2]
@@ -120,6 +121,19 @@ func parseLine(line string) (Sample, error) {
 	return s, nil
 }
 
+// uuidChars reports whether s has only the characters of NVIDIA's GPU
+// and MIG UUIDs ("GPU-<hex and dashes>", "MIG-GPU-<uuid>/<gi>/<ci>"):
+// anything else (invalid UTF-8 above all) would not reach controld as it
+// was read.
+func uuidChars(s string) bool {
+	for _, c := range []byte(s) {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'z') && (c < 'A' || c > 'Z') && c != '-' && c != '/' {
+			return false
+		}
+	}
+	return true
+}
+
 // unavailable reports nvidia-smi's ways of saying a field has no value.
 func unavailable(v string) bool {
 	switch strings.ToLower(v) {
@@ -133,8 +147,10 @@ func float(field, v string) (*float64, error) {
 	if unavailable(v) {
 		return nil, nil
 	}
+	// ParseFloat also reads "NaN" and "Inf", which no reading is and
+	// which JSON cannot carry: the whole answer would fail to encode.
 	f, err := strconv.ParseFloat(v, 64)
-	if err != nil || f < 0 {
+	if err != nil || f < 0 || math.IsNaN(f) || math.IsInf(f, 0) {
 		return nil, fmt.Errorf("%s %q is not a number", field, v)
 	}
 	return &f, nil
@@ -147,6 +163,9 @@ func uintScaled(field, v string, scale uint64) (*uint64, error) {
 	n, err := strconv.ParseUint(v, 10, 64)
 	if err != nil {
 		return nil, fmt.Errorf("%s %q is not a whole number", field, v)
+	}
+	if n > math.MaxUint64/scale {
+		return nil, fmt.Errorf("%s %q is out of range", field, v)
 	}
 	n *= scale
 	return &n, nil

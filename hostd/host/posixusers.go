@@ -210,7 +210,7 @@ func (u PosixUsers) KillProcesses(ctx context.Context, name string) error {
 	usr, err := user.Lookup(name)
 	var unknown user.UnknownUserError
 	if errors.As(err, &unknown) {
-		return nil
+		return u.Tenancy.cgroupKill(ctx, name) // what a set-uid program left
 	}
 	if err != nil {
 		return fmt.Errorf("look up user %s: %w", name, err)
@@ -223,19 +223,30 @@ func (u PosixUsers) KillProcesses(ctx context.Context, name string) error {
 	if uid == 0 {
 		return fmt.Errorf("%w: %s has uid 0", ErrInvalidUser, name)
 	}
-	list := func() ([]int, error) { return processesOfUID(uid) }
-	if pids, err := list(); err != nil || len(pids) == 0 {
+	list := func() ([]int, error) {
+		pids, err := processesOfUID(uid)
+		if err != nil {
+			return nil, err
+		}
+		return u.Tenancy.cgroupMembers(name, pids)
+	}
+	pids, err := list()
+	if err != nil || len(pids) == 0 {
 		return err
 	}
 	if err := u.pkill(ctx, "-TERM", name); err != nil {
 		return err
+	}
+	for _, pid := range pids { // the cgroup's members of other uids
+		_ = syscall.Kill(pid, syscall.SIGTERM)
 	}
 	wait := u.KillWait
 	if wait == 0 {
 		wait = 2 * time.Second
 	}
 	waitGone(ctx, list, wait)
-	if err := killUntilGone(ctx, name, list, func() { killAllAs(ctx, uid, gid) }); err != nil {
+	each := func() { u.Tenancy.cgroupKillOnce(name); killAllAs(ctx, uid, gid) }
+	if err := killUntilGone(ctx, name, list, each); err != nil {
 		return err
 	}
 	// The killed processes are zombies until their parents reap them;
@@ -264,7 +275,8 @@ func (u PosixUsers) Delete(ctx context.Context, name string) (Removed, error) {
 	usr, err := user.Lookup(name)
 	var unknown user.UnknownUserError
 	if errors.As(err, &unknown) {
-		return Removed{}, nil
+		// A retry after the account went: its cgroup may remain.
+		return Removed{}, u.Tenancy.cgroupRemove(ctx, name)
 	}
 	if err != nil {
 		return Removed{}, fmt.Errorf("look up user %s: %w", name, err)
@@ -288,15 +300,17 @@ func (u PosixUsers) Delete(ctx context.Context, name string) (Removed, error) {
 	return ReleaseUser(ctx, u.Tenancy, name, uid, gid)
 }
 
-// ReleaseUser removes what is left of a deleted user: its private
-// temporary directories (with a Tenancy) and everything it owns on the
-// node (ScrubUser).
+// ReleaseUser removes what is left of a deleted user: its allocation's
+// cgroup, with whatever still runs in it (with a Tenancy whose Cgroups
+// are set), its private temporary directories (with a Tenancy) and
+// everything it owns on the node (ScrubUser).
 func ReleaseUser(ctx context.Context, t *Tenancy, name string, uid, gid int) (Removed, error) {
 	var res Removed
+	cerr := t.cgroupRemove(ctx, name)
 	var terr error
 	if t != nil && t.Dir != "" {
 		res.Files, terr = t.Release(name, uid)
 	}
 	s, err := ScrubUser(ctx, name, uid, gid)
-	return res.Add(s), errors.Join(terr, err)
+	return res.Add(s), errors.Join(cerr, terr, err)
 }

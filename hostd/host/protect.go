@@ -10,9 +10,10 @@ import (
 
 // What keeps a tenant who has a whole node from taking hostd down with it
 // (docs/operators.md, "Tenant isolation"): hostd's OOM score is lowered,
-// tenants' raised (Isolation.OOMScoreAdj), and hostd's state is meant to
-// be on a filesystem tenants cannot fill (CheckStateDisk says when it is
-// not).
+// tenants' raised (Isolation.OOMScoreAdj), each allocation's memory and
+// processes are bounded by a cgroup (Cgroups), and hostd's state is meant
+// to be on a filesystem tenants cannot fill (CheckStateDisk says when it
+// is not).
 
 // AgentOOMScoreAdj is hostd's own oom_score_adj: the kernel ends nearly
 // anything else first, but not never (-1000 would leave a runaway hostd
@@ -67,15 +68,18 @@ func CheckStateDisk(stateDir string, tenantDirs ...string) error {
 const DefaultTenantDir = "/var/tmp/gpuaas-tenants"
 
 // NodeTenancy is a real node's Tenancy (DefaultTenancy in
-// DefaultTenantDir), once hostd has lowered its own OOM score and checked
-// where its state is (ProtectAgent, CheckStateDisk): what cannot be done
-// is logged, not fatal.
-func NodeTenancy(stateDir string, log *slog.Logger) *Tenancy {
+// DefaultTenantDir, with per-allocation cgroups made as cg says), once
+// hostd has lowered its own OOM score and checked where its state is
+// (ProtectAgent, CheckStateDisk): what cannot be done is logged, not
+// fatal; Cgroups is nil when the node's cgroups cannot be used.
+func NodeTenancy(stateDir string, cg CgroupConfig, log *slog.Logger) *Tenancy {
 	if err := ProtectAgent(); err != nil {
 		log.Warn("tenant isolation", "err", err)
 	}
 	if err := CheckStateDisk(stateDir, "/home", "/tmp", "/var/tmp", DefaultTenantDir); err != nil {
 		log.Warn("tenant isolation", "err", err)
 	}
-	return DefaultTenancy(stateDir, DefaultTenantDir)
+	t := DefaultTenancy(stateDir, DefaultTenantDir)
+	t.Cgroups = nodeCgroups(cg, log)
+	return t
 }

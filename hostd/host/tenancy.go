@@ -15,8 +15,9 @@ import (
 // and from the platform (docs/decisions/0003-tenant-isolation.md): a uid
 // never given before, private /tmp, /var/tmp and /dev/shm and an IPC
 // namespace for every process hostd starts as the user, a higher OOM
-// score for those processes, and a release that leaves nothing of the
-// user on the node.
+// score for those processes, a cgroup of its own for each allocation
+// (memory and pids limits that leave the platform its share), and a
+// release that leaves nothing of the user on the node.
 type Tenancy struct {
 	// UIDs gives each user a uid no account on the node had before.
 	UIDs *UIDRange
@@ -37,6 +38,10 @@ type Tenancy struct {
 	// fork bomb leaves hostd pids to start what it must; 0 means half of
 	// kernel.pid_max.
 	MaxProcs uint64
+	// Cgroups, when not nil, puts each allocation's processes in a cgroup
+	// of its own (cgroups.go); nil where the node's cgroups cannot be
+	// used (NodeTenancy says so) and in the sim.
+	Cgroups *Cgroups
 }
 
 // DefaultTenantOOMScoreAdj is the OOM score adjustment of tenants'
@@ -59,6 +64,9 @@ type Isolation struct {
 	ShmSize     int64  `json:"shm_size,omitempty"`
 	OOMScoreAdj int    `json:"oom_score_adj"`
 	MaxProcs    uint64 `json:"max_procs,omitempty"`
+	// Cgroups are the cgroup.procs files of the allocation's cgroup, which
+	// the process joins before anything else (Cgroups.Create).
+	Cgroups []string `json:"cgroups,omitempty"`
 }
 
 func (t *Tenancy) userDir(name string) string { return filepath.Join(t.Dir, name) }
@@ -90,6 +98,13 @@ func (t *Tenancy) Session(name string, uid, gid int) (*Isolation, error) {
 	for _, d := range []string{iso.Tmp, iso.VarTmp} {
 		if err := userDir(d, uid, gid); err != nil {
 			return nil, fmt.Errorf("tenant dir: %w", err)
+		}
+	}
+	if t.Cgroups != nil {
+		// A node whose cgroups work starts no tenant process outside one.
+		var err error
+		if iso.Cgroups, err = t.Cgroups.Create(name); err != nil {
+			return nil, fmt.Errorf("tenant cgroup: %w", err)
 		}
 	}
 	return iso, nil

@@ -20,3 +20,9 @@ func (iso *Isolation) Isolate(*exec.Cmd, *syscall.Credential, string) error { re
 func RemoveIPC(int) (int, error) { return 0, errNotLinux }
 
 func removeFilesOn(context.Context, string, int, int) (int, error) { return 0, errNotLinux }
+
+// syscallESRCH is what moving a process that has gone fails with.
+const syscallESRCH = syscall.ESRCH
+
+// delegated is Linux only.
+func delegated(string) bool { return false }

@@ -20,6 +20,11 @@ func isolateSelf(s initSpec) error {
 	if s.UID == 0 {
 		return fmt.Errorf("refusing to run as root")
 	}
+	// First, while still root: everything from here on, and all the
+	// tenant starts, is in the allocation's cgroup.
+	if err := JoinCgroups(s.Cgroups); err != nil {
+		return err
+	}
 	// Nothing mounted here reaches the node's namespace, or comes from it.
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 		return fmt.Errorf("make mounts private: %w", err)

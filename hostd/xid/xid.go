@@ -6,6 +6,7 @@
 package xid
 
 import (
+	"math"
 	"regexp"
 	"strconv"
 	"strings"
@@ -35,7 +36,10 @@ func Parse(record string, boot time.Time) (f Fault, ok bool) {
 	msg, at := record, time.Time{}
 	if head, rest, found := strings.Cut(record, ";"); found {
 		if fields := strings.Split(head, ","); len(fields) >= 4 {
-			if usec, err := strconv.ParseInt(fields[2], 10, 64); err == nil && allDigits(fields[0]) {
+			// A time past what a Duration holds (292 years) would wrap
+			// around to before boot: such a record has no usable time.
+			if usec, err := strconv.ParseInt(fields[2], 10, 64); err == nil && usec >= 0 &&
+				usec <= math.MaxInt64/int64(time.Microsecond) && allDigits(fields[0]) {
 				msg = rest
 				at = boot.Add(time.Duration(usec) * time.Microsecond)
 			}
@@ -54,7 +58,9 @@ func Parse(record string, boot time.Time) (f Fault, ok bool) {
 	if fn == "" {
 		fn = ".0"
 	}
-	msg = msg[strings.Index(msg, "NVRM: Xid"):]
+	// The driver's line starts where the match does, not at an earlier
+	// "NVRM: Xid" that did not match.
+	msg = msg[xidLine.FindStringIndex(msg)[0]:]
 	return Fault{GPU: strings.ToLower(m[1]) + fn, XID: code, Message: msg, At: at}, true
 }
 

@@ -274,6 +274,11 @@ func verifySig(keyBytes, sigBytes, data []byte) (gossh.PublicKey, error) {
 	if err := gossh.Unmarshal(sigBytes, &sig); err != nil {
 		return nil, err
 	}
+	// x/crypto keeps what follows the signature blob in Rest and its
+	// Verify ignores it: refused, so AUTH is accepted only as it was sent.
+	if len(sig.Rest) != 0 {
+		return nil, errors.New("trailing data after the signature")
+	}
 	if err := key.Verify(data, &sig); err != nil {
 		return nil, fmt.Errorf("bad signature: %w", err)
 	}

@@ -1,0 +1,213 @@
+package controld
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"maps"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/nats-io/nats.go/micro"
+
+	"github.com/gpuaas/gpuaas/internal/api"
+)
+
+// requestTypes are the bodies handlers decode with call.decode, by the
+// name of their type; TestRequestTypesCoverDecodes keeps the table in
+// step with the handlers.
+var requestTypes = map[string]func() any{
+	"api.AddMemberRequest":         func() any { return new(api.AddMemberRequest) },
+	"api.AllocCreateRequest":       func() any { return new(api.AllocCreateRequest) },
+	"api.AllocListRequest":         func() any { return new(api.AllocListRequest) },
+	"api.AllocRef":                 func() any { return new(api.AllocRef) },
+	"api.AllocReleaseRequest":      func() any { return new(api.AllocReleaseRequest) },
+	"api.BillingLedgerRequest":     func() any { return new(api.BillingLedgerRequest) },
+	"api.BillingRequest":           func() any { return new(api.BillingRequest) },
+	"api.BillingUsageRequest":      func() any { return new(api.BillingUsageRequest) },
+	"api.BudgetClearRequest":       func() any { return new(api.BudgetClearRequest) },
+	"api.BudgetSetRequest":         func() any { return new(api.BudgetSetRequest) },
+	"api.BusIdentityAddRequest":    func() any { return new(api.BusIdentityAddRequest) },
+	"api.BusIdentityRevokeRequest": func() any { return new(api.BusIdentityRevokeRequest) },
+	"api.CAListRequest":            func() any { return new(api.CAListRequest) },
+	"api.CARotateRequest":          func() any { return new(api.CARotateRequest) },
+	"api.CreditRequest":            func() any { return new(api.CreditRequest) },
+	"api.EnrollTokenRequest":       func() any { return new(api.EnrollTokenRequest) },
+	"api.EventsSinceRequest":       func() any { return new(api.EventsSinceRequest) },
+	"api.ExchangeRequest":          func() any { return new(api.ExchangeRequest) },
+	"api.GateActivityRequest":      func() any { return new(api.GateActivityRequest) },
+	"api.GateAuthorizeRequest":     func() any { return new(api.GateAuthorizeRequest) },
+	"api.GateCredentialsRequest":   func() any { return new(api.GateCredentialsRequest) },
+	"api.GateHostCertRequest":      func() any { return new(api.GateHostCertRequest) },
+	"api.GateLoginRequest":         func() any { return new(api.GateLoginRequest) },
+	"api.GateSessionsRequest":      func() any { return new(api.GateSessionsRequest) },
+	"api.GateUserTokenRequest":     func() any { return new(api.GateUserTokenRequest) },
+	"api.LoginRequest":             func() any { return new(api.LoginRequest) },
+	"api.NodeClearRequest":         func() any { return new(api.NodeClearRequest) },
+	"api.NodeLogsRequest":          func() any { return new(api.NodeLogsRequest) },
+	"api.NodeQuarantineRequest":    func() any { return new(api.NodeQuarantineRequest) },
+	"api.NodeRef":                  func() any { return new(api.NodeRef) },
+	"api.OutboxListRequest":        func() any { return new(api.OutboxListRequest) },
+	"api.OutboxRef":                func() any { return new(api.OutboxRef) },
+	"api.ProjectCreateRequest":     func() any { return new(api.ProjectCreateRequest) },
+	"api.ProjectPolicyRequest":     func() any { return new(api.ProjectPolicyRequest) },
+	"api.ProjectRef":               func() any { return new(api.ProjectRef) },
+	"api.ProjectUseRequest":        func() any { return new(api.ProjectUseRequest) },
+	"api.RecordingRequest":         func() any { return new(api.RecordingRequest) },
+	"api.RefundRequest":            func() any { return new(api.RefundRequest) },
+	"api.SSHCertRequest":           func() any { return new(api.SSHCertRequest) },
+	"api.SessionEndRequest":        func() any { return new(api.SessionEndRequest) },
+	"api.SessionInterruptRequest":  func() any { return new(api.SessionInterruptRequest) },
+	"api.SessionListRequest":       func() any { return new(api.SessionListRequest) },
+	"api.SessionRef":               func() any { return new(api.SessionRef) },
+	"api.SessionStartRequest":      func() any { return new(api.SessionStartRequest) },
+	"api.SlotsApproveRequest":      func() any { return new(api.SlotsApproveRequest) },
+	"api.TopupRequest":             func() any { return new(api.TopupRequest) },
+	"api.UserAddRequest":           func() any { return new(api.UserAddRequest) },
+	"api.UserLinkRequest":          func() any { return new(api.UserLinkRequest) },
+	"api.UserRef":                  func() any { return new(api.UserRef) },
+}
+
+// requestTypeNames is requestTypes' keys in a fixed order, for the fuzz
+// input's kind byte.
+func requestTypeNames() []string { return slices.Sorted(maps.Keys(requestTypes)) }
+
+// fuzzRequest is a micro.Request with a body and nothing else.
+type fuzzRequest struct {
+	micro.Request
+	data []byte
+}
+
+func (r fuzzRequest) Data() []byte { return r.data }
+
+// FuzzDecodeRequest feeds call.decode request bodies for every request
+// type a handler decodes. Properties: a refused body is an
+// invalid_argument error; an accepted body is one JSON value (nothing
+// after it) and, decoded, encodes to a body that decodes to the same
+// request and the same encoding.
+func FuzzDecodeRequest(f *testing.F) {
+	names := requestTypeNames()
+	for i, n := range names {
+		b, err := json.Marshal(requestTypes[n]())
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(uint8(i), b)
+	}
+	f.Add(uint8(0), []byte(" "))
+	f.Add(uint8(1), []byte(`{"sku":"h100","gpus":8,"queue":true,"idle_release_after":"30m"}`))
+	f.Add(uint8(1), []byte(`{"sku":"h100","gpus":1,"admin":true}`))
+	f.Add(uint8(2), []byte(`null`))
+	f.Fuzz(func(t *testing.T, kind uint8, body []byte) {
+		name := names[int(kind)%len(names)]
+		v := requestTypes[name]()
+		c := &call{req: fuzzRequest{data: body}}
+		err := c.decode(v)
+		if err != nil {
+			var apiErr *api.Error
+			if !errors.As(err, &apiErr) || apiErr.Code != api.CodeInvalidArgument {
+				t.Fatalf("%s: error %v is not invalid_argument", name, err)
+			}
+			return
+		}
+		if trimmed := bytes.TrimSpace(body); len(trimmed) > 0 && !json.Valid(trimmed) {
+			t.Fatalf("%s: accepted %q, which is not one JSON value", name, body)
+		}
+		enc, err := json.Marshal(v)
+		if err != nil {
+			t.Fatalf("%s: decoded request does not encode: %v", name, err)
+		}
+		back := requestTypes[name]()
+		if err := (&call{req: fuzzRequest{data: enc}}).decode(back); err != nil {
+			t.Fatalf("%s: re-encoded %s refused: %v", name, enc, err)
+		}
+		if !reflect.DeepEqual(v, back) {
+			t.Fatalf("%s round trip: got %+v; want %+v", name, back, v)
+		}
+		if enc2, _ := json.Marshal(back); !bytes.Equal(enc, enc2) {
+			t.Fatalf("%s: encodings differ: %s and %s", name, enc, enc2)
+		}
+	})
+}
+
+// TestRequestTypesCoverDecodes finds every c.decode(&x) in the handlers
+// and checks that x's type is in requestTypes, so a new endpoint's body
+// is fuzzed without anyone remembering to add it.
+func TestRequestTypesCoverDecodes(t *testing.T) {
+	files, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fset := token.NewFileSet()
+	found := 0
+	for _, file := range files {
+		if strings.HasSuffix(file, "_test.go") {
+			continue
+		}
+		af, err := parser.ParseFile(fset, file, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range af.Decls {
+			fn, ok := d.(*ast.FuncDecl)
+			if !ok || fn.Body == nil {
+				continue
+			}
+			// The types of the function's variables (`var req api.X`), by
+			// name, closures included.
+			vars := map[string]string{}
+			ast.Inspect(fn.Body, func(n ast.Node) bool {
+				if vs, ok := n.(*ast.ValueSpec); ok && vs.Type != nil {
+					for _, id := range vs.Names {
+						vars[id.Name] = typeString(vs.Type)
+					}
+				}
+				return true
+			})
+			ast.Inspect(fn.Body, func(n ast.Node) bool {
+				ce, ok := n.(*ast.CallExpr)
+				if !ok || len(ce.Args) != 1 {
+					return true
+				}
+				if sel, ok := ce.Fun.(*ast.SelectorExpr); !ok || sel.Sel.Name != "decode" {
+					return true
+				}
+				found++
+				var typ string
+				if u, ok := ce.Args[0].(*ast.UnaryExpr); ok && u.Op == token.AND {
+					if id, ok := u.X.(*ast.Ident); ok {
+						typ = vars[id.Name]
+					}
+				}
+				if _, known := requestTypes[typ]; !known {
+					t.Errorf("%s: decode(%s) of type %q, which FuzzDecodeRequest does not fuzz: add it to requestTypes (decode into &v, declared `var v T`)",
+						fset.Position(ce.Pos()), typeString(ce.Args[0]), typ)
+				}
+				return true
+			})
+		}
+	}
+	if found < len(requestTypes) {
+		t.Fatalf("found %d decodes; want at least one per request type (%d)", found, len(requestTypes))
+	}
+}
+
+func typeString(e ast.Expr) string {
+	switch e := e.(type) {
+	case *ast.Ident:
+		return e.Name
+	case *ast.SelectorExpr:
+		return typeString(e.X) + "." + e.Sel.Name
+	case *ast.StarExpr:
+		return "*" + typeString(e.X)
+	case *ast.UnaryExpr:
+		return e.Op.String() + typeString(e.X)
+	}
+	return "?"
+}

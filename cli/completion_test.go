@@ -11,10 +11,10 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
-	"github.com/gpuaas/gpuaas/cli/config"
-	"github.com/gpuaas/gpuaas/cli/sshkeys/sshkeystest"
 	"github.com/gpuaas/gpuaas/controld/controldtest"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/clientconfig"
+	"github.com/gpuaas/gpuaas/internal/sshkeys/sshkeystest"
 	"github.com/gpuaas/gpuaas/internal/testutil"
 )
 
@@ -47,7 +47,7 @@ const (
 func TestCompletionTableMatchesTree(t *testing.T) {
 	isolate(t)
 	ios, _, _, _ := cmdutil.Test()
-	f := cmdutil.New(ios)
+	f := NewFactory(ios)
 	defer f.Close()
 	root := Root(f)
 	for path := range argCompletions {
@@ -113,9 +113,9 @@ func TestShellCompletionFromServer(t *testing.T) {
 	}
 
 	isolate(t)
-	t.Setenv(config.EnvServer, env.NATSURL)
-	t.Setenv(config.EnvToken, env.AdminToken)
-	t.Setenv(config.EnvProject, env.Project.Name)
+	t.Setenv(clientconfig.EnvServer, env.NATSURL)
+	t.Setenv(clientconfig.EnvToken, env.AdminToken)
+	t.Setenv(clientconfig.EnvProject, env.Project.Name)
 	tests := []struct {
 		name string
 		args []string
@@ -153,7 +153,7 @@ func TestShellCompletionFromServer(t *testing.T) {
 
 	// A user who is not an operator gets no node names, quietly.
 	_, bobToken := env.AddUser(t, "bob@example.test", api.RoleUser)
-	t.Setenv(config.EnvToken, bobToken)
+	t.Setenv(clientconfig.EnvToken, bobToken)
 	got, directive, stderr := complete(t, "node", "get", "")
 	if len(got) != 0 || directive != directiveErrorNoFile || strings.Contains(stderr, "error") {
 		t.Errorf("node get as a user: got %q %s, stderr %q; want nothing, quietly", got, directive, stderr)
@@ -165,10 +165,10 @@ func TestShellCompletionFromServer(t *testing.T) {
 // up after cmdutil.CompletionTimeout, not the client's 15 s.
 func TestShellCompletionQuietOnError(t *testing.T) {
 	isolate(t)
-	t.Setenv(config.EnvToken, sshkeystest.Token) // a session token in form; no server knows it
+	t.Setenv(clientconfig.EnvToken, sshkeystest.Token) // a session token in form; no server knows it
 
 	// Nothing listens.
-	t.Setenv(config.EnvServer, "nats://127.0.0.1:1")
+	t.Setenv(clientconfig.EnvServer, "nats://127.0.0.1:1")
 	for _, args := range [][]string{{"alloc", "get", ""}, {"alloc", "create", "--sku", ""}, {"session", "play", ""}} {
 		got, directive, stderr := complete(t, args...)
 		if len(got) != 0 || directive != directiveErrorNoFile || !onlyCobraDebugLine(stderr) {
@@ -186,7 +186,7 @@ func TestShellCompletionQuietOnError(t *testing.T) {
 	if err := hung.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	t.Setenv(config.EnvServer, bus.URL)
+	t.Setenv(clientconfig.EnvServer, bus.URL)
 	start := time.Now()
 	got, directive, stderr := complete(t, "alloc", "get", "")
 	if took := time.Since(start); took >= api.DefaultTimeout {

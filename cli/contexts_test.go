@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
-	"github.com/gpuaas/gpuaas/cli/config"
+	"github.com/gpuaas/gpuaas/internal/clientconfig"
 )
 
 // deadServer is a NATS URL where nothing listens.
@@ -60,7 +60,7 @@ func TestContextsPickTheServer(t *testing.T) {
 	if got := dials("catalog", "list"); got != "prod" {
 		t.Fatalf("after `context use prod`: dialled %s; want prod", got)
 	}
-	t.Setenv(config.EnvContext, "lab")
+	t.Setenv(clientconfig.EnvContext, "lab")
 	if got := dials("catalog", "list"); got != "lab" {
 		t.Fatalf("with GPUAAS_CONTEXT=lab: dialled %s; want lab", got)
 	}

@@ -43,7 +43,7 @@ func runCLIIn(t *testing.T, stdin string, args ...string) (code int, stdout, std
 	t.Helper()
 	ios, in, out, errOut := cmdutil.Test()
 	in.WriteString(stdin)
-	f := cmdutil.New(ios)
+	f := NewFactory(ios)
 	defer f.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -76,7 +76,7 @@ func TestDevClusterServesWithoutOneNATSServerAndOneControld(t *testing.T) {
 
 	devOut := &lockedBuffer{}
 	ios := &cmdutil.IOStreams{In: strings.NewReader(""), Out: devOut, ErrOut: devOut}
-	f := cmdutil.New(ios)
+	f := NewFactory(ios)
 	defer f.Close()
 	started := make(chan *devenv.Env, 1)
 	cmd := daemon.NewCmdDev(f, NewSSHRootCmd, func(ctx context.Context, opts *daemon.DevOptions) error {

@@ -12,9 +12,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
-	"github.com/gpuaas/gpuaas/cli/config"
 	"github.com/gpuaas/gpuaas/controld/controldtest"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/clientconfig"
 )
 
 // runTerm runs the command tree like runCLI, with stdout (and stdin and
@@ -26,7 +26,7 @@ func runTerm(t *testing.T, tty, noColor bool, args ...string) (code int, stdout,
 	ios.SetStdoutTTY(tty)
 	ios.SetStderrTTY(tty)
 	ios.SetNoColor(noColor)
-	f := cmdutil.New(ios)
+	f := NewFactory(ios)
 	defer f.Close()
 	code = run(context.Background(), f, args)
 	return code, out.String(), errOut.String()
@@ -53,9 +53,9 @@ func TestAllocListOutput(t *testing.T) {
 		t.Fatal(err)
 	}
 	isolate(t)
-	t.Setenv(config.EnvServer, env.NATSURL)
-	t.Setenv(config.EnvToken, env.AdminToken)
-	t.Setenv(config.EnvProject, env.Project.Name)
+	t.Setenv(clientconfig.EnvServer, env.NATSURL)
+	t.Setenv(clientconfig.EnvToken, env.AdminToken)
+	t.Setenv(clientconfig.EnvProject, env.Project.Name)
 
 	// What each form must print, derived from the API's answer.
 	var idLines, tmplLines strings.Builder
@@ -187,7 +187,7 @@ func TestReadCommandsHaveOutputFlags(t *testing.T) {
 			}
 		}
 	}
-	walk(Root(cmdutil.New(ios)))
+	walk(Root(NewFactory(ios)))
 	for _, want := range []string{"gpuaas alloc list", "gpuaas alloc get", "gpuaas whoami", "gpuaas project members",
 		"gpuaas catalog list", "gpuaas node list", "gpuaas session list", "gpuaas ops ca list", "gpuaas context list"} {
 		if !slices.Contains(checked, want) {

@@ -13,7 +13,7 @@ import (
 // piped, column by column, and where amounts are in minor units.
 func TestReadCommandsDocumentPipedColumns(t *testing.T) {
 	ios, _, _, _ := cmdutil.Test()
-	root := Root(cmdutil.New(ios))
+	root := Root(NewFactory(ios))
 	tests := []struct {
 		path  string
 		cents bool

@@ -36,7 +36,7 @@ const (
 // Main runs gpuaas with args (without the program name) and returns the
 // process exit code.
 func Main(ctx context.Context, args []string) int {
-	f := cmdutil.New(cmdutil.System())
+	f := NewFactory(cmdutil.System())
 	defer f.Close()
 	return run(ctx, f, args, daemonCommands(f)...)
 }

@@ -12,14 +12,14 @@ import (
 
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
 	"github.com/gpuaas/gpuaas/cli/cmdutil/cmdtest"
-	"github.com/gpuaas/gpuaas/cli/config"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/clientconfig"
 )
 
 // isolate gives the test an empty config and no GPUAAS_* settings.
 func isolate(t *testing.T) {
 	t.Helper()
-	t.Setenv(config.EnvConfigDir, t.TempDir())
+	t.Setenv(clientconfig.EnvConfigDir, t.TempDir())
 	cmdtest.ClearEnv(t)
 }
 
@@ -28,7 +28,7 @@ func isolate(t *testing.T) {
 func runCLI(t *testing.T, ctx context.Context, args []string, extra ...*cobra.Command) (code int, stdout, stderr string) {
 	t.Helper()
 	ios, _, out, errOut := cmdutil.Test()
-	f := cmdutil.New(ios)
+	f := NewFactory(ios)
 	defer f.Close()
 	code = run(ctx, f, args, extra...)
 	return code, out.String(), errOut.String()
@@ -174,7 +174,7 @@ func TestUnreachableServer(t *testing.T) {
 	url := "nats://" + l.Addr().String()
 	l.Close()
 	isolate(t)
-	t.Setenv(config.EnvServer, url)
+	t.Setenv(clientconfig.EnvServer, url)
 	code, _, stderr := runCLI(t, context.Background(), []string{"catalog", "list"})
 	if code != cmdutil.ExitUnavailable {
 		t.Errorf("got exit %d; want %d", code, cmdutil.ExitUnavailable)

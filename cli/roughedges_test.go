@@ -10,9 +10,9 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
-	"github.com/gpuaas/gpuaas/cli/config"
 	"github.com/gpuaas/gpuaas/controld/controldtest"
 	"github.com/gpuaas/gpuaas/controld/sessions"
+	"github.com/gpuaas/gpuaas/internal/clientconfig"
 	"github.com/gpuaas/gpuaas/internal/ids"
 )
 
@@ -105,7 +105,7 @@ func TestLongFlagValueNotEchoed(t *testing.T) {
 func TestDevHelpNoBackquoteInUsage(t *testing.T) {
 	isolate(t)
 	ios, _, out, errOut := cmdutil.Test()
-	f := cmdutil.New(ios)
+	f := NewFactory(ios)
 	defer f.Close()
 	if code := run(context.Background(), f, []string{"dev", "--help"}, daemonCommands(f)...); code != 0 {
 		t.Fatalf("gpuaas dev --help: exit %d, stderr %q", code, errOut)
@@ -143,7 +143,7 @@ var sessionIDLike = regexp.MustCompile(`\bt?s-[0-9a-z]+\b`)
 func TestSessionExamplesUseTSIDs(t *testing.T) {
 	isolate(t)
 	ios, _, _, _ := cmdutil.Test()
-	f := cmdutil.New(ios)
+	f := NewFactory(ios)
 	defer f.Close()
 	session, _, err := Root(f).Find([]string{"session"})
 	if err != nil {
@@ -174,9 +174,9 @@ func TestSessionExamplesUseTSIDs(t *testing.T) {
 func TestLongSKUNotEchoed(t *testing.T) {
 	env := controldtest.Start(t, controldtest.Options{NoNodes: true})
 	isolate(t)
-	t.Setenv(config.EnvServer, env.NATSURL)
-	t.Setenv(config.EnvToken, env.AdminToken)
-	t.Setenv(config.EnvProject, env.Project.Name)
+	t.Setenv(clientconfig.EnvServer, env.NATSURL)
+	t.Setenv(clientconfig.EnvToken, env.AdminToken)
+	t.Setenv(clientconfig.EnvProject, env.Project.Name)
 	long := strings.Repeat("a", 100<<10)
 	for _, args := range [][]string{
 		{"alloc", "create", "--sku", long, "--gpus", "1"}, // refused by controld

@@ -14,7 +14,7 @@ import (
 // nothing that acts on the gateway's machine.
 func TestSSHCommandTree(t *testing.T) {
 	ios, _, _, _ := cmdutil.Test()
-	root := NewSSHRootCmd(cmdutil.New(ios))
+	root := NewSSHRootCmd(NewFactory(ios))
 	var names []string
 	for _, c := range root.Commands() {
 		names = append(names, c.Name())
@@ -33,7 +33,7 @@ func TestSSHCommandTree(t *testing.T) {
 		}
 	}
 	// Fresh per call: flag state does not leak between sessions.
-	if NewSSHRootCmd(cmdutil.New(ios)) == root {
+	if NewSSHRootCmd(NewFactory(ios)) == root {
 		t.Fatal("got the same tree twice; want a fresh one")
 	}
 }
@@ -45,8 +45,8 @@ func TestSSHCommandTree(t *testing.T) {
 // says why not.
 func TestEveryCommandServedOverSSHOrLocalOnly(t *testing.T) {
 	ios, _, _, _ := cmdutil.Test()
-	local := Root(cmdutil.New(ios))
-	ssh := NewSSHRootCmd(cmdutil.New(ios))
+	local := Root(NewFactory(ios))
+	ssh := NewSSHRootCmd(NewFactory(ios))
 	// What Execute adds to each tree: help, and completion unless turned
 	// off (the SSH tree turns it off; it writes scripts for this machine's
 	// shell).
@@ -121,7 +121,7 @@ func TestLocalOnlyOverSSHSaysWhy(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
 			ios, _, _, _ := cmdutil.Test()
-			root := NewSSHRootCmd(cmdutil.New(ios))
+			root := NewSSHRootCmd(NewFactory(ios))
 			root.SetArgs(tt.args)
 			_, err := root.ExecuteC()
 			if err == nil || cmdutil.ExitCodeOf(err) != cmdutil.ExitUsage || !strings.Contains(err.Error(), tt.want) ||
@@ -131,7 +131,7 @@ func TestLocalOnlyOverSSHSaysWhy(t *testing.T) {
 		})
 	}
 	ios, _, out, _ := cmdutil.Test()
-	root := NewSSHRootCmd(cmdutil.New(ios))
+	root := NewSSHRootCmd(NewFactory(ios))
 	root.SetArgs([]string{"--help"})
 	if err := root.Execute(); err != nil {
 		t.Fatal(err)
@@ -139,7 +139,7 @@ func TestLocalOnlyOverSSHSaysWhy(t *testing.T) {
 	if got := out.String(); !strings.Contains(got, "Not served here") || !strings.Contains(got, "watch") || !strings.Contains(got, "node") {
 		t.Errorf("help over SSH:\n%s\nwant the local-only commands named", got)
 	}
-	root = NewSSHRootCmd(cmdutil.New(ios))
+	root = NewSSHRootCmd(NewFactory(ios))
 	root.SetArgs([]string{"wacth"})
 	if _, err := root.ExecuteC(); err == nil || !strings.Contains(err.Error(), "unknown command") {
 		t.Errorf("an unknown command: %v; want unknown command", err)

@@ -14,7 +14,7 @@ import (
 // back from a replayed older bundle — and the gateway address. A CA
 // rotation or a moved gateway thus reaches pinned clients without a
 // prompt, while an answer not signed by the key they pinned is refused
-// (see internal/trustbundle and cli/trust). Both lists come from one read,
+// (see internal/trustbundle and internal/trust). Both lists come from one read,
 // so a key is never trusted and retired in the same bundle.
 func (s *Server) trustBundle(ctx context.Context) (*api.TrustBundle, error) {
 	keys, err := ca.List(ctx, s.pool, api.CAListRequest{CA: api.CAHost, Retired: true})

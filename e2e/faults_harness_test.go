@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpuaas/gpuaas/cli"
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/pgserver"
@@ -266,7 +267,7 @@ func (c *faultCluster) cliEnv(env []string, stdin string, args ...string) string
 // client is an API client as the CLI makes it, for the logged-in admin.
 func (c *faultCluster) client() *api.Client {
 	c.t.Helper()
-	f := cmdutil.New(&cmdutil.IOStreams{})
+	f := cli.NewFactory(&cmdutil.IOStreams{})
 	c.t.Cleanup(f.Close)
 	cl, err := f.Client()
 	if err != nil {

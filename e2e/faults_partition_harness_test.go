@@ -16,9 +16,10 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/gpuaas/gpuaas/cli"
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
-	"github.com/gpuaas/gpuaas/cli/config"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/clientconfig"
 	"github.com/gpuaas/gpuaas/internal/pgserver"
 	"github.com/gpuaas/gpuaas/internal/testutil"
 )
@@ -214,12 +215,12 @@ func (c *partitionCluster) clientCLI(stdin string, args ...string) string {
 // call (0: the client's default).
 func (c *partitionCluster) client(timeout time.Duration) *api.Client {
 	c.t.Helper()
-	f := cmdutil.New(&cmdutil.IOStreams{})
+	f := cli.NewFactory(&cmdutil.IOStreams{})
 	cfg, err := f.Config()
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	active := cfg.Active(config.Overrides{})
+	active := cfg.Active(clientconfig.Overrides{})
 	opts, ok := api.SessionConnOptions(active.Token)
 	if !ok {
 		c.t.Fatal("the CLI has no session")

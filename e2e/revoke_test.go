@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpuaas/gpuaas/cli/sshkeys"
+	"github.com/gpuaas/gpuaas/internal/sshkeys"
 	"github.com/gpuaas/gpuaas/internal/testutil"
 )
 

@@ -187,7 +187,7 @@ func directives(t *testing.T, unit string) map[string][]string {
 // than a deployment.
 func TestUnitsRunRealCommands(t *testing.T) {
 	ios, _, _, _ := cmdutil.Test()
-	root := cli.Root(cmdutil.New(ios))
+	root := cli.Root(cli.NewFactory(ios))
 	for _, u := range glob(t, "packaging/systemd/*.service") {
 		exec := directives(t, u)["ExecStart"]
 		if len(exec) != 1 {

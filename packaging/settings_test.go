@@ -87,7 +87,7 @@ func printConfig(t *testing.T, daemon string, text []byte) (string, error) {
 		t.Fatal(err)
 	}
 	ios, _, stdout, _ := cmdutil.Test()
-	root := cli.Root(cmdutil.New(ios))
+	root := cli.Root(cli.NewFactory(ios))
 	root.SetArgs([]string{daemon, "--config", path, "--print-config"})
 	root.SetOut(ios.Out)
 	root.SetErr(ios.ErrOut)

@@ -3,7 +3,6 @@ package sshgate
 import (
 	"errors"
 	"fmt"
-	"io"
 	"net/url"
 	"strings"
 	"sync"
@@ -11,11 +10,11 @@ import (
 	"github.com/charmbracelet/ssh"
 	gossh "golang.org/x/crypto/ssh"
 
-	"github.com/gpuaas/gpuaas/cli/cmdutil"
-	"github.com/gpuaas/gpuaas/cli/config"
-	"github.com/gpuaas/gpuaas/cli/sshconfig"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/clientconfig"
+	"github.com/gpuaas/gpuaas/internal/cmdmode"
 	"github.com/gpuaas/gpuaas/internal/sshcert"
+	"github.com/gpuaas/gpuaas/internal/sshconfig"
 )
 
 // Command mode: `ssh gpuaas@gateway alloc list` runs a gpuaas command for
@@ -98,70 +97,38 @@ func (g *Gateway) commandSession(s ssh.Session, id sshcert.Identity) {
 	}
 	pty, hasPty := g.ptyOf(s)
 	env := environ(s.Environ())
-	var out, errOut io.Writer = s, s.Stderr()
+	cs := &cmdmode.Session{SSH: s, Out: s, ErrOut: s.Stderr(), Args: s.Command(), Now: g.cfg.Now}
 	if hasPty {
 		// The client's terminal is in raw mode: a bare "\n" would not
 		// return the carriage.
-		out, errOut = ssh.NewPtyWriter(out), ssh.NewPtyWriter(errOut)
+		cs.Pty, cs.Out, cs.ErrOut = &pty, ssh.NewPtyWriter(cs.Out), ssh.NewPtyWriter(cs.ErrOut)
 	}
-	ios := &cmdutil.IOStreams{In: s, Out: out, ErrOut: errOut}
-	ios.SetStdinTTY(hasPty)
-	ios.SetStdoutTTY(hasPty)
-	ios.SetStderrTTY(hasPty)
 	_, noColor := env["NO_COLOR"]
-	ios.SetNoColor(noColor || env["TERM"] == "dumb")
-
-	ctx := s.Context()
-	f := &cmdutil.Factory{
-		IOStreams: ios,
-		Now:       g.cfg.Now,
-		// An in-memory config with no path: nothing a command does can
-		// write the gateway's files (Save fails without a path). Its
-		// server is the one the gateway talks to, and its gateway this
-		// one, so that commands report where they really run.
-		Config: sync.OnceValues(func() (*config.Config, error) {
-			return &config.Config{CurrentContext: sshContext, Contexts: map[string]config.Context{
-				sshContext: {UserID: id.UserID, User: id.KeyID, Server: g.serverURL(), Gateway: g.cfg.Advertise},
-			}}, nil
-		}),
-		// The session's environment, not the gateway's, stands for the
-		// user's: GPUAAS_PROJECT if the client sent it (SendEnv).
-		Env: func() config.Overrides { return config.Overrides{Project: env[envProject]} },
-	}
-	// The client is made once the command line is parsed, so that -p/--project
-	// (f.Flags) reaches it as it does locally.
-	f.Client = sync.OnceValues(func() (*api.Client, error) {
-		active, err := f.Active()
-		if err != nil {
-			return nil, err
-		}
-		return g.clientFor(s, id, env[envToken], active.Project)
+	cs.NoColor = noColor || env["TERM"] == "dumb"
+	// An in-memory config with no path: nothing a command does can write
+	// the gateway's files (Save fails without a path). Its server is the
+	// one the gateway talks to, and its gateway this one, so that commands
+	// report where they really run.
+	cs.Config = sync.OnceValues(func() (*clientconfig.Config, error) {
+		return &clientconfig.Config{CurrentContext: sshContext, Contexts: map[string]clientconfig.Context{
+			sshContext: {UserID: id.UserID, User: id.KeyID, Server: g.serverURL(), Gateway: g.cfg.Advertise},
+		}}, nil
 	})
-	args := s.Command()
-	if len(args) == 0 && hasPty && g.cfg.TUI != nil {
-		err := g.cfg.TUI(s, pty, f)
-		if err != nil {
-			cmdutil.PrintError(errOut, "gpuaas", err)
-		}
-		_ = s.Exit(cmdutil.ExitCodeOf(err))
+	// The session's environment, not the gateway's, stands for the user's:
+	// GPUAAS_PROJECT if the client sent it (SendEnv).
+	cs.Env = func() clientconfig.Overrides { return clientconfig.Overrides{Project: env[envProject]} }
+	cs.Client = func(project string) (*api.Client, error) { return g.clientFor(s, id, env[envToken], project) }
+	if len(cs.Args) == 0 && hasPty && g.cfg.TUI != nil {
+		_ = s.Exit(g.cfg.TUI(cs))
 		return
 	}
-	if len(args) == 0 {
+	if len(cs.Args) == 0 {
 		// No PTY (or no dashboard): say who the user is and what works.
-		_, _ = fmt.Fprintf(out, "Signed in as %s (%s). Run gpuaas commands here: %s <command>, e.g. `alloc list`; %s gives the dashboard.\n\n",
+		_, _ = fmt.Fprintf(cs.Out, "Signed in as %s (%s). Run gpuaas commands here: %s <command>, e.g. `alloc list`; %s gives the dashboard.\n\n",
 			id.UserID, id.KeyID, g.sshCommand(CommandUser, ""), g.sshCommand(CommandUser, "-t"))
-		args = []string{"--help"}
+		cs.Args = []string{"--help"}
 	}
-	root := g.cfg.Commands(f)
-	root.SetArgs(args)
-	root.SetIn(ios.In)
-	root.SetOut(ios.Out)
-	root.SetErr(ios.ErrOut)
-	cmd, err := root.ExecuteContextC(ctx)
-	if err != nil {
-		cmdutil.PrintError(errOut, cmd.CommandPath(), err)
-	}
-	_ = s.Exit(cmdutil.ExitCodeOf(err))
+	_ = s.Exit(g.cfg.Commands(cs))
 }
 
 // clientFor returns an API client acting as id: with the session token the

@@ -7,11 +7,8 @@ import (
 	"net"
 	"time"
 
-	"github.com/charmbracelet/ssh"
-	"github.com/spf13/cobra"
-
-	"github.com/gpuaas/gpuaas/cli/cmdutil"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/cmdmode"
 )
 
 // Defaults filled in by CheckAndSetDefaults.
@@ -51,17 +48,6 @@ func CheckNodeTransport(t string) error {
 	return nil
 }
 
-// CommandTree builds the gpuaas command tree served by
-// `ssh gateway <command>`. It is called once per session: cobra commands
-// keep flag state, so a tree is never shared.
-type CommandTree func(f *cmdutil.Factory) *cobra.Command
-
-// TUIServer serves the dashboard on a session with a PTY and no command
-// (`ssh -t gateway`), acting as the user f acts for, until the user quits
-// or the session ends. pty is the session's PTY request (the gateway
-// allocates no PTY itself, so s.Pty() does not report it).
-type TUIServer func(s ssh.Session, pty ssh.Pty, f *cmdutil.Factory) error
-
 // Config is what a Gateway needs.
 type Config struct {
 	// Listen is the TCP address to serve SSH on, e.g. ":2222". Required.
@@ -96,12 +82,14 @@ type Config struct {
 	// recordings to JetStream.
 	Client *api.Client
 
-	// Commands builds the command tree for `ssh gateway <command>`. Nil
-	// turns command mode off.
-	Commands CommandTree
+	// Commands serves `ssh gateway <command>`: the gpuaas command tree,
+	// built fresh for each session (cli/cmdutil.SSHCommands). Nil turns
+	// command mode off.
+	Commands cmdmode.Server
 	// TUI serves `ssh -t gateway` (a PTY, no command) when command mode is
-	// on. Nil: such sessions get the command help.
-	TUI TUIServer
+	// on: the dashboard (cli/cmdutil.SSHDashboard). Nil: such sessions get
+	// the command help.
+	TUI cmdmode.Server
 
 	// RecordingDir is this gateway instance's spool: recordings wait there
 	// until uploaded, and what a crash leaves is uploaded (the sessions

@@ -4,6 +4,7 @@ import (
 	"regexp"
 	"testing"
 
+	"github.com/gpuaas/gpuaas/cli/cmdutil"
 	"github.com/gpuaas/gpuaas/internal/corrid"
 	"github.com/gpuaas/gpuaas/internal/testutil"
 )
@@ -16,7 +17,7 @@ func TestCorrelationIDPerSSHConnection(t *testing.T) {
 	t.Parallel()
 	ctlLog, ctlLines := testutil.CaptureLog(t)
 	gwLog, gwLines := testutil.CaptureLog(t)
-	e := newEnv(t, envOptions{controldLog: ctlLog, config: func(c *Config) { c.Commands = sshTree; c.Log = gwLog }})
+	e := newEnv(t, envOptions{controldLog: ctlLog, config: func(c *Config) { c.Commands = cmdutil.SSHCommands(sshTree); c.Log = gwLog }})
 	u := e.newUser()
 	corrOf := regexp.MustCompile(`corr=(\S+)`)
 	var seen []string

@@ -182,7 +182,7 @@ func sshTree(f *cmdutil.Factory) *cobra.Command {
 // delegated session controld opens for the certificate (gate.user_token).
 func TestCommandMode(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, envOptions{config: func(c *Config) { c.Commands = sshTree }})
+	e := newEnv(t, envOptions{config: func(c *Config) { c.Commands = cmdutil.SSHCommands(sshTree) }})
 	u, other := e.newUser(), e.newUser()
 	who, err := u.client.Whoami(context.Background())
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/pkg/sftp"
 	gossh "golang.org/x/crypto/ssh"
 
+	"github.com/gpuaas/gpuaas/cli/cmdutil"
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/sshcert"
 	"github.com/gpuaas/gpuaas/internal/sshtest"
@@ -97,7 +98,7 @@ func wantLoginEndedExit(t *testing.T, err error, stderr, reason string) {
 // same user's other login keeps working.
 func TestEndedLoginRefusedAtConnect(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, envOptions{config: func(c *Config) { c.Commands = sshTree }})
+	e := newEnv(t, envOptions{config: func(c *Config) { c.Commands = cmdutil.SSHCommands(sshTree) }})
 	ctx := context.Background()
 	u := e.newUser()
 	alloc := e.addAlloc(u)

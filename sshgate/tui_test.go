@@ -9,10 +9,11 @@ import (
 
 	gossh "golang.org/x/crypto/ssh"
 
+	"github.com/gpuaas/gpuaas/cli/cmdutil"
+	clitui "github.com/gpuaas/gpuaas/cli/tui"
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/sshtest"
 	"github.com/gpuaas/gpuaas/internal/testutil"
-	"github.com/gpuaas/gpuaas/tui"
 )
 
 // TestTUIOverSSH: `ssh -t gpuaas@gateway` with no command gets the
@@ -22,7 +23,10 @@ import (
 // client answers no terminal query: a query would hang the first frame.
 func TestTUIOverSSH(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, envOptions{config: func(c *Config) { c.Commands = sshTree; c.TUI = tui.ServeSSH }})
+	e := newEnv(t, envOptions{config: func(c *Config) {
+		c.Commands = cmdutil.SSHCommands(sshTree)
+		c.TUI = cmdutil.SSHDashboard(clitui.ServeSSH)
+	}})
 	u := e.newUser()
 	id := e.addAlloc(u)
 
@@ -91,7 +95,10 @@ func TestTUIOverSSH(t *testing.T) {
 // command help, not the dashboard.
 func TestNoPTYStillGetsHelp(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, envOptions{config: func(c *Config) { c.Commands = sshTree; c.TUI = tui.ServeSSH }})
+	e := newEnv(t, envOptions{config: func(c *Config) {
+		c.Commands = cmdutil.SSHCommands(sshTree)
+		c.TUI = cmdutil.SSHDashboard(clitui.ServeSSH)
+	}})
 	u := e.newUser()
 	s, err := e.dial(u, CommandUser).NewSession()
 	if err != nil {

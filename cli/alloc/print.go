@@ -9,6 +9,7 @@ import (
 
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/fuzzytime"
 )
 
 // listHeader are the columns of `alloc list` (and of `alloc get` piped).
@@ -74,7 +75,7 @@ func printAllocation(ios *cmdutil.IOStreams, now time.Time, a *api.Allocation) e
 		t.AddRow("  numa", numaNodes(a.Slots))
 	}
 	t.AddRow("  project", a.ProjectID)
-	t.AddRow("  created", cmdutil.FuzzyAgo(now, a.CreatedAt))
+	t.AddRow("  created", fuzzytime.Ago(now, a.CreatedAt))
 	if r := shownReason(a); r != "" {
 		t.AddRow("  reason", r)
 	}

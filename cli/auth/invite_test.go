@@ -8,9 +8,9 @@ import (
 
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
 	"github.com/gpuaas/gpuaas/cli/cmdutil/cmdtest"
-	"github.com/gpuaas/gpuaas/cli/config"
 	"github.com/gpuaas/gpuaas/controld/controldtest"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/clientconfig"
 )
 
 // TestLoginInvite redeems invites through `gpuaas login --invite` against a
@@ -26,8 +26,8 @@ func TestLoginInvite(t *testing.T) {
 		ios, in, _, errOut := cmdtest.Streams(tty)
 		in.WriteString(input)
 		opts := &LoginOptions{IO: ios, Now: time.Now,
-			Config: func() (*config.Config, error) { return cfg, nil },
-			Active: func() (config.Active, error) { return cfg.Active(config.Overrides{Context: "dev"}), nil },
+			Config: func() (*clientconfig.Config, error) { return cfg, nil },
+			Active: func() (clientconfig.Active, error) { return cfg.Active(clientconfig.Overrides{Context: "dev"}), nil },
 			Client: func() (*api.Client, error) { return env.AnonClient(), nil },
 		}
 		edit(opts)
@@ -89,8 +89,8 @@ func TestLoginPromptSaysForWhom(t *testing.T) {
 	ios, in, _, errOut := cmdtest.Streams(true)
 	in.WriteString(controldtest.AdminEmail + "\n" + controldtest.AdminPassword + "\n")
 	opts := &LoginOptions{IO: ios, Now: time.Now,
-		Config: func() (*config.Config, error) { return cfg, nil },
-		Active: func() (config.Active, error) { return cfg.Active(config.Overrides{Context: "dev"}), nil },
+		Config: func() (*clientconfig.Config, error) { return cfg, nil },
+		Active: func() (clientconfig.Active, error) { return cfg.Active(clientconfig.Overrides{Context: "dev"}), nil },
 		Client: func() (*api.Client, error) { return env.AnonClient(), nil },
 	}
 	if err := loginRun(t.Context(), opts); err != nil {
@@ -116,8 +116,8 @@ func TestLoginInviteStdinTwoLines(t *testing.T) {
 		ios, in, _, _ := cmdtest.Streams(false)
 		in.WriteString(input)
 		opts := &LoginOptions{IO: ios, Now: time.Now, PasswordStdin: true,
-			Config: func() (*config.Config, error) { return cfg, nil },
-			Active: func() (config.Active, error) { return cfg.Active(config.Overrides{Context: "dev"}), nil },
+			Config: func() (*clientconfig.Config, error) { return cfg, nil },
+			Active: func() (clientconfig.Active, error) { return cfg.Active(clientconfig.Overrides{Context: "dev"}), nil },
 			Client: func() (*api.Client, error) { return env.AnonClient(), nil },
 		}
 		edit(opts)

@@ -13,17 +13,17 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
-	"github.com/gpuaas/gpuaas/cli/config"
 	"github.com/gpuaas/gpuaas/cli/sshconfig"
-	"github.com/gpuaas/gpuaas/cli/sshkeys"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/clientconfig"
+	"github.com/gpuaas/gpuaas/internal/sshkeys"
 )
 
 // LoginOptions are the inputs of `gpuaas login`.
 type LoginOptions struct {
 	IO     *cmdutil.IOStreams
-	Config func() (*config.Config, error)
-	Active func() (config.Active, error)
+	Config func() (*clientconfig.Config, error)
+	Active func() (clientconfig.Active, error)
 	Client func() (*api.Client, error)
 	// Reconnect opens a connection with the session just stored (the one
 	// Client opened before may only log in); nil keeps Client's.
@@ -171,7 +171,7 @@ func loginRun(ctx context.Context, opts *LoginOptions) error {
 
 // chooseLogin asks the server how it takes logins: through its identity
 // provider when it has one, else with a password.
-func chooseLogin(ctx context.Context, opts *LoginOptions, active config.Active, client *api.Client) (*api.LoginResponse, error) {
+func chooseLogin(ctx context.Context, opts *LoginOptions, active clientconfig.Active, client *api.Client) (*api.LoginResponse, error) {
 	methods, err := client.AuthConfig(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("ask the server how to log in: %w", err)
@@ -191,7 +191,7 @@ func chooseLogin(ctx context.Context, opts *LoginOptions, active config.Active, 
 var errPasswordInput = cmdutil.FlagErrorf("standard input is not a terminal: use --password-stdin to pass the password")
 
 // passwordLogin logs in with the local provider.
-func passwordLogin(ctx context.Context, opts *LoginOptions, active config.Active, client *api.Client) (*api.LoginResponse, error) {
+func passwordLogin(ctx context.Context, opts *LoginOptions, active clientconfig.Active, client *api.Client) (*api.LoginResponse, error) {
 	if !opts.PasswordStdin && !opts.IO.IsStdinTTY() {
 		return nil, errPasswordInput
 	}
@@ -256,7 +256,7 @@ func newPassword(ctx context.Context, opts *LoginOptions) (string, error) {
 // writeSSHConfig refreshes the context's OpenSSH config when the context
 // knows its gateway (as `gpuaas dev` sets up), so `ssh <alloc>@gateway`
 // works right after a login; otherwise `gpuaas ssh-config` does it.
-func writeSSHConfig(ctx context.Context, opts *LoginOptions, active config.Active) {
+func writeSSHConfig(ctx context.Context, opts *LoginOptions, active clientconfig.Active) {
 	if active.Gateway == "" {
 		return
 	}
@@ -272,7 +272,7 @@ func writeSSHConfig(ctx context.Context, opts *LoginOptions, active config.Activ
 // issueSSHCert has the new session sign the context's key (generated on
 // first use). It always renews: the certificate's lifetime follows the
 // session it was signed under.
-func issueSSHCert(ctx context.Context, opts *LoginOptions, cfg *config.Config, active config.Active,
+func issueSSHCert(ctx context.Context, opts *LoginOptions, cfg *clientconfig.Config, active clientconfig.Active,
 	resp *api.LoginResponse, client *api.Client) (*sshkeys.Identity, error) {
 	active.Token, active.TokenExpiresAt = resp.Token, resp.ExpiresAt
 	// The client at hand carries the token of before the login.
@@ -281,7 +281,7 @@ func issueSSHCert(ctx context.Context, opts *LoginOptions, cfg *config.Config, a
 	return r.Renew(ctx)
 }
 
-func loginEmail(ctx context.Context, opts *LoginOptions, active config.Active) (string, error) {
+func loginEmail(ctx context.Context, opts *LoginOptions, active clientconfig.Active) (string, error) {
 	switch {
 	case opts.Email != "":
 		return opts.Email, nil
@@ -302,7 +302,7 @@ func loginEmail(ctx context.Context, opts *LoginOptions, active config.Active) (
 
 // passwordPrompt says whose password is asked and where it is sent: a
 // bare "Password:" left the user guessing which account and server.
-func passwordPrompt(email string, active config.Active) string {
+func passwordPrompt(email string, active clientconfig.Active) string {
 	where := active.Name
 	if active.Server != "" {
 		where = fmt.Sprintf("%s (%s)", active.Name, active.Server)
@@ -356,8 +356,8 @@ func stdinPassword(ctx context.Context, opts *LoginOptions, confirm bool) (strin
 
 // storeLogin records a session in the active context, creating the context
 // (on the active server) when the file has none by that name.
-func storeLogin(cfg *config.Config, active config.Active, resp *api.LoginResponse) {
-	cfg.UpdateActive(active, func(c *config.Context) {
+func storeLogin(cfg *clientconfig.Config, active clientconfig.Active, resp *api.LoginResponse) {
+	cfg.UpdateActive(active, func(c *clientconfig.Context) {
 		c.User = resp.User.Email
 		c.UserID = resp.User.ID
 		c.Token = resp.Token

@@ -9,8 +9,8 @@ import (
 
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
 	"github.com/gpuaas/gpuaas/cli/cmdutil/cmdtest"
-	"github.com/gpuaas/gpuaas/cli/config"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/clientconfig"
 )
 
 func TestNewCmdLogin(t *testing.T) {
@@ -92,7 +92,7 @@ func TestLoginCredentials(t *testing.T) {
 			ios, in, _, errOut := cmdtest.Streams(tt.tty)
 			in.WriteString(tt.input)
 			opts := &LoginOptions{IO: ios, Email: tt.email, PasswordStdin: tt.passwordStdin}
-			active := config.Active{Name: "dev", Context: config.Context{Server: "nats://dev:4222", User: tt.storedUser}}
+			active := clientconfig.Active{Name: "dev", Context: clientconfig.Context{Server: "nats://dev:4222", User: tt.storedUser}}
 			ctx := context.Background()
 			email, err := loginEmail(ctx, opts, active)
 			var password string
@@ -124,18 +124,18 @@ func TestStoreLogin(t *testing.T) {
 	resp := &api.LoginResponse{Token: "new-token", ExpiresAt: exp, User: api.User{ID: "u-9", Email: "ada@example.com"}}
 	tests := []struct {
 		name   string
-		stored *config.Context
-		active config.Active
-		want   config.Context
+		stored *clientconfig.Context
+		active clientconfig.Active
+		want   clientconfig.Context
 	}{
 		{"existing context keeps server and project",
-			&config.Context{Server: "nats://dev:4222", Project: "dev", Token: "old"},
-			config.Active{Name: "dev", Exists: true, Context: config.Context{Server: "nats://dev:4222"}},
-			config.Context{Server: "nats://dev:4222", Project: "dev", User: "ada@example.com", UserID: "u-9", Token: "new-token", TokenExpiresAt: exp}},
+			&clientconfig.Context{Server: "nats://dev:4222", Project: "dev", Token: "old"},
+			clientconfig.Active{Name: "dev", Exists: true, Context: clientconfig.Context{Server: "nats://dev:4222"}},
+			clientconfig.Context{Server: "nats://dev:4222", Project: "dev", User: "ada@example.com", UserID: "u-9", Token: "new-token", TokenExpiresAt: exp}},
 		{"new context is created on the active server",
 			nil,
-			config.Active{Name: "dev", Context: config.Context{Server: "nats://env:4222"}},
-			config.Context{Server: "nats://env:4222", User: "ada@example.com", UserID: "u-9", Token: "new-token", TokenExpiresAt: exp}},
+			clientconfig.Active{Name: "dev", Context: clientconfig.Context{Server: "nats://env:4222"}},
+			clientconfig.Context{Server: "nats://env:4222", User: "ada@example.com", UserID: "u-9", Token: "new-token", TokenExpiresAt: exp}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

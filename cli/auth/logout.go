@@ -10,16 +10,16 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
-	"github.com/gpuaas/gpuaas/cli/config"
-	"github.com/gpuaas/gpuaas/cli/sshkeys"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/clientconfig"
+	"github.com/gpuaas/gpuaas/internal/sshkeys"
 )
 
 // LogoutOptions are the inputs of `gpuaas logout`.
 type LogoutOptions struct {
 	IO     *cmdutil.IOStreams
-	Config func() (*config.Config, error)
-	Active func() (config.Active, error)
+	Config func() (*clientconfig.Config, error)
+	Active func() (clientconfig.Active, error)
 	Client func() (*api.Client, error)
 }
 
@@ -86,12 +86,12 @@ func removeSSHCert(opts *LogoutOptions, contextName string) error {
 // clearToken removes the session from the named context, keeping the user
 // so the next login need not ask for the email. It reports whether
 // anything changed.
-func clearToken(cfg *config.Config, name string) bool {
+func clearToken(cfg *clientconfig.Config, name string) bool {
 	c, ok := cfg.Context(name)
 	if !ok || (c.Token == "" && c.TokenExpiresAt.IsZero()) {
 		return false
 	}
-	cfg.UpdateContext(name, func(c *config.Context) {
+	cfg.UpdateContext(name, func(c *clientconfig.Context) {
 		c.Token = ""
 		c.TokenExpiresAt = time.Time{}
 	})

@@ -7,7 +7,7 @@ import (
 
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
 	"github.com/gpuaas/gpuaas/cli/cmdutil/cmdtest"
-	"github.com/gpuaas/gpuaas/cli/config"
+	"github.com/gpuaas/gpuaas/internal/clientconfig"
 )
 
 func TestNewCmdLogout(t *testing.T) {
@@ -27,7 +27,7 @@ func TestNewCmdLogout(t *testing.T) {
 
 func TestLogoutWithoutTokenNeedsNoServer(t *testing.T) {
 	ios, _, _, errOut := cmdtest.Streams(false)
-	f, _ := cmdtest.ConfigFactory(t, ios, &config.Context{Server: "nats://dev:4222", User: "ada@example.com"})
+	f, _ := cmdtest.ConfigFactory(t, ios, &clientconfig.Context{Server: "nats://dev:4222", User: "ada@example.com"})
 	opts := &LogoutOptions{IO: ios, Config: f.Config, Active: f.Active, Client: f.Client}
 	if err := logoutRun(context.Background(), opts); err != nil {
 		t.Fatalf("got %v; want nil (Client must not be called)", err)
@@ -39,7 +39,7 @@ func TestLogoutWithoutTokenNeedsNoServer(t *testing.T) {
 
 func TestLogoutKeepsTokenWhenServerUnreachable(t *testing.T) {
 	ios, _, _, _ := cmdtest.Streams(false)
-	f, cfg := cmdtest.ConfigFactory(t, ios, &config.Context{Server: "nats://dev:4222", Token: "tok"})
+	f, cfg := cmdtest.ConfigFactory(t, ios, &clientconfig.Context{Server: "nats://dev:4222", Token: "tok"})
 	opts := &LogoutOptions{IO: ios, Config: f.Config, Active: f.Active, Client: f.Client}
 	if err := logoutRun(context.Background(), opts); !errors.Is(err, cmdtest.ErrReachedServer) {
 		t.Fatalf("got %v; want the server error", err)
@@ -51,12 +51,12 @@ func TestLogoutKeepsTokenWhenServerUnreachable(t *testing.T) {
 
 func TestClearToken(t *testing.T) {
 	ios, _, _, _ := cmdtest.Streams(false)
-	_, cfg := cmdtest.ConfigFactory(t, ios, &config.Context{Server: "nats://dev:4222", User: "ada@example.com", UserID: "u-1",
+	_, cfg := cmdtest.ConfigFactory(t, ios, &clientconfig.Context{Server: "nats://dev:4222", User: "ada@example.com", UserID: "u-1",
 		Token: "tok", TokenExpiresAt: now, Project: "dev"})
 	if !clearToken(cfg, "dev") {
 		t.Fatal("got no change; want the token cleared")
 	}
-	want := config.Context{Server: "nats://dev:4222", User: "ada@example.com", UserID: "u-1", Project: "dev"}
+	want := clientconfig.Context{Server: "nats://dev:4222", User: "ada@example.com", UserID: "u-1", Project: "dev"}
 	if got, _ := cfg.Context("dev"); got != want {
 		t.Errorf("got %+v; want %+v", got, want)
 	}

@@ -13,11 +13,11 @@ import (
 	"time"
 
 	"github.com/gpuaas/gpuaas/cli/cmdutil/cmdtest"
-	"github.com/gpuaas/gpuaas/cli/config"
-	"github.com/gpuaas/gpuaas/cli/sshkeys"
 	"github.com/gpuaas/gpuaas/controld/controldtest"
 	"github.com/gpuaas/gpuaas/controld/identity"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/clientconfig"
+	"github.com/gpuaas/gpuaas/internal/sshkeys"
 	"github.com/gpuaas/gpuaas/internal/testidp"
 	"github.com/gpuaas/gpuaas/internal/testutil"
 )
@@ -28,7 +28,7 @@ type oidcEnv struct {
 	env   *controldtest.Env
 	idp   *testidp.IdP
 	clock *testutil.Clock // the IdP's
-	cfg   *config.Config
+	cfg   *clientconfig.Config
 }
 
 func startOIDC(t *testing.T) *oidcEnv {
@@ -42,13 +42,13 @@ func startOIDC(t *testing.T) *oidcEnv {
 
 // devConfig is a config in a temp dir whose context "dev" is server. It
 // reads no environment, so parallel tests may use it.
-func devConfig(t *testing.T, server string) *config.Config {
+func devConfig(t *testing.T, server string) *clientconfig.Config {
 	t.Helper()
-	cfg, err := config.Load(t.TempDir())
+	cfg, err := clientconfig.Load(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.SetContext("dev", config.Context{Server: server})
+	cfg.SetContext("dev", clientconfig.Context{Server: server})
 	return cfg
 }
 
@@ -58,8 +58,8 @@ func (o *oidcEnv) login(t *testing.T, edit func(*LoginOptions)) (string, error) 
 	t.Helper()
 	ios, _, out, errOut := cmdtest.Streams(false)
 	opts := &LoginOptions{IO: ios, Now: time.Now,
-		Config: func() (*config.Config, error) { return o.cfg, nil },
-		Active: func() (config.Active, error) { return o.cfg.Active(config.Overrides{Context: "dev"}), nil },
+		Config: func() (*clientconfig.Config, error) { return o.cfg, nil },
+		Active: func() (clientconfig.Active, error) { return o.cfg.Active(clientconfig.Overrides{Context: "dev"}), nil },
 		Client: func() (*api.Client, error) { return o.env.AnonClient(), nil },
 	}
 	if edit != nil {

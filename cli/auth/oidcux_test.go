@@ -11,10 +11,10 @@ import (
 
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
 	"github.com/gpuaas/gpuaas/cli/cmdutil/cmdtest"
-	"github.com/gpuaas/gpuaas/cli/config"
 	"github.com/gpuaas/gpuaas/controld/controldtest"
 	"github.com/gpuaas/gpuaas/controld/identity"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/clientconfig"
 	"github.com/gpuaas/gpuaas/internal/testidp"
 	"github.com/gpuaas/gpuaas/internal/testutil"
 )
@@ -57,8 +57,8 @@ func TestLoginWebSaysItWaitsAndThatCtrlCStops(t *testing.T) {
 	defer interrupt()
 	opened := false
 	opts := &LoginOptions{IO: ios, Now: time.Now, Web: true, WaitReminder: 20 * time.Millisecond,
-		Config:      func() (*config.Config, error) { return o.cfg, nil },
-		Active:      func() (config.Active, error) { return o.cfg.Active(config.Overrides{Context: "dev"}), nil },
+		Config:      func() (*clientconfig.Config, error) { return o.cfg, nil },
+		Active:      func() (clientconfig.Active, error) { return o.cfg.Active(clientconfig.Overrides{Context: "dev"}), nil },
 		Client:      func() (*api.Client, error) { return o.env.AnonClient(), nil },
 		OpenBrowser: func(string) error { opened = true; return nil }, // the person never gets past the IdP's page
 	}

@@ -4,9 +4,9 @@ import (
 	"context"
 	"time"
 
-	"github.com/gpuaas/gpuaas/cli/config"
-	"github.com/gpuaas/gpuaas/cli/trust"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/clientconfig"
+	"github.com/gpuaas/gpuaas/internal/trust"
 )
 
 // pinServer checks, before a login is stored, that the server is the one
@@ -15,7 +15,7 @@ import (
 // with the session; a refusal stores nothing. ssh.cas is asked with the
 // new session, over the login's connection, as issueSSHCert asks for the
 // certificate.
-func pinServer(ctx context.Context, opts *LoginOptions, cfg *config.Config, active config.Active,
+func pinServer(ctx context.Context, opts *LoginOptions, cfg *clientconfig.Config, active clientconfig.Active,
 	client *api.Client, resp *api.LoginResponse) error {
 	now := time.Now
 	if opts.Now != nil {

@@ -17,20 +17,20 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/gpuaas/gpuaas/cli/cmdutil/cmdtest"
-	"github.com/gpuaas/gpuaas/cli/config"
-	"github.com/gpuaas/gpuaas/cli/sshkeys/sshkeystest"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/clientconfig"
+	"github.com/gpuaas/gpuaas/internal/sshkeys/sshkeystest"
 	"github.com/gpuaas/gpuaas/internal/testutil"
 )
 
 // tryLogin logs in to the controld stand-in with --password-stdin.
-func tryLogin(t *testing.T, ctrl *sshkeystest.Controld, cfg *config.Config, clock *testutil.Clock) (string, error) {
+func tryLogin(t *testing.T, ctrl *sshkeystest.Controld, cfg *clientconfig.Config, clock *testutil.Clock) (string, error) {
 	t.Helper()
 	ios, in, _, errOut := cmdtest.Streams(false)
 	in.WriteString("hunter2\n")
 	opts := &LoginOptions{IO: ios, Email: sshkeystest.Email, PasswordStdin: true, Now: clock.Now,
-		Config: func() (*config.Config, error) { return cfg, nil },
-		Active: func() (config.Active, error) { return cfg.Active(config.Overrides{Context: "dev"}), nil },
+		Config: func() (*clientconfig.Config, error) { return cfg, nil },
+		Active: func() (clientconfig.Active, error) { return cfg.Active(clientconfig.Overrides{Context: "dev"}), nil },
 		Client: func() (*api.Client, error) { return ctrl.Client(""), nil },
 	}
 	err := loginRun(context.Background(), opts)
@@ -91,7 +91,7 @@ func TestLoginRefusesForgedReplies(t *testing.T) {
 	clock := testutil.NewClock(now)
 	ctrl := sshkeystest.Start(t, clock.Now)
 	ios, _, _, _ := cmdtest.Streams(false)
-	_, cfg := cmdtest.ConfigFactory(t, ios, &config.Context{Server: ctrl.URL})
+	_, cfg := cmdtest.ConfigFactory(t, ios, &clientconfig.Context{Server: ctrl.URL})
 	if err := cfg.Save(); err != nil {
 		t.Fatal(err)
 	}

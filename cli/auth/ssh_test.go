@@ -13,22 +13,22 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/gpuaas/gpuaas/cli/cmdutil/cmdtest"
-	"github.com/gpuaas/gpuaas/cli/config"
-	"github.com/gpuaas/gpuaas/cli/sshkeys"
-	"github.com/gpuaas/gpuaas/cli/sshkeys/sshkeystest"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/clientconfig"
+	"github.com/gpuaas/gpuaas/internal/sshkeys"
+	"github.com/gpuaas/gpuaas/internal/sshkeys/sshkeystest"
 	"github.com/gpuaas/gpuaas/internal/testutil"
 )
 
 // loginAgainst logs in to the controld stand-in with --password-stdin and
 // returns the context's SSH paths and stderr.
-func loginAgainst(t *testing.T, ctrl *sshkeystest.Controld, cfg *config.Config, clock *testutil.Clock) (sshkeys.Paths, string) {
+func loginAgainst(t *testing.T, ctrl *sshkeystest.Controld, cfg *clientconfig.Config, clock *testutil.Clock) (sshkeys.Paths, string) {
 	t.Helper()
 	ios, in, _, errOut := cmdtest.Streams(false)
 	in.WriteString("hunter2\n")
 	opts := &LoginOptions{IO: ios, Email: sshkeystest.Email, PasswordStdin: true, Now: clock.Now,
-		Config: func() (*config.Config, error) { return cfg, nil },
-		Active: func() (config.Active, error) { return cfg.Active(config.Overrides{Context: "dev"}), nil },
+		Config: func() (*clientconfig.Config, error) { return cfg, nil },
+		Active: func() (clientconfig.Active, error) { return cfg.Active(clientconfig.Overrides{Context: "dev"}), nil },
 		// The client of before the login: no token.
 		Client: func() (*api.Client, error) { return ctrl.Client(""), nil },
 	}
@@ -42,7 +42,7 @@ func TestLoginIssuesSSHCertificate(t *testing.T) {
 	clock := testutil.NewClock(now)
 	ctrl := sshkeystest.Start(t, clock.Now)
 	ios, _, _, _ := cmdtest.Streams(false)
-	_, cfg := cmdtest.ConfigFactory(t, ios, &config.Context{Server: ctrl.URL})
+	_, cfg := cmdtest.ConfigFactory(t, ios, &clientconfig.Context{Server: ctrl.URL})
 
 	p, stderr := loginAgainst(t, ctrl, cfg, clock)
 	if !strings.Contains(stderr, "SSH certificate for "+p.Key+" valid until") {
@@ -77,8 +77,8 @@ func TestLoginIssuesSSHCertificate(t *testing.T) {
 
 	// Logout drops the certificate and keeps the key.
 	ios, _, _, _ = cmdtest.Streams(false)
-	lo := &LogoutOptions{IO: ios, Config: func() (*config.Config, error) { return cfg, nil },
-		Active: func() (config.Active, error) { return cfg.Active(config.Overrides{Context: "dev"}), nil },
+	lo := &LogoutOptions{IO: ios, Config: func() (*clientconfig.Config, error) { return cfg, nil },
+		Active: func() (clientconfig.Active, error) { return cfg.Active(clientconfig.Overrides{Context: "dev"}), nil },
 		Client: func() (*api.Client, error) { return ctrl.Client(sshkeystest.Token), nil }}
 	ctrl.Handle(t, api.EndpointAuthLogout, func(*nats.Msg) (any, error) { return api.LogoutResponse{}, nil })
 	if err := logoutRun(context.Background(), lo); err != nil {
@@ -99,7 +99,7 @@ func TestLoginSucceedsWithoutSSHCertificate(t *testing.T) {
 		return nil, &api.Error{Code: api.CodeInternal, Message: "CA unavailable"}
 	})
 	ios, _, _, _ := cmdtest.Streams(false)
-	_, cfg := cmdtest.ConfigFactory(t, ios, &config.Context{Server: ctrl.URL})
+	_, cfg := cmdtest.ConfigFactory(t, ios, &clientconfig.Context{Server: ctrl.URL})
 	_, stderr := loginAgainst(t, ctrl, cfg, clock)
 	if !strings.Contains(stderr, "warning: no SSH certificate yet: sign ssh certificate: CA unavailable") {
 		t.Errorf("got stderr %q; want a warning", stderr)

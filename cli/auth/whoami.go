@@ -8,14 +8,14 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
-	"github.com/gpuaas/gpuaas/cli/config"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/clientconfig"
 )
 
 // WhoamiOptions are the inputs of `gpuaas whoami`.
 type WhoamiOptions struct {
 	IO       *cmdutil.IOStreams
-	Active   func() (config.Active, error)
+	Active   func() (clientconfig.Active, error)
 	Client   func() (*api.Client, error)
 	Now      func() time.Time
 	Exporter cmdutil.Exporter
@@ -60,7 +60,7 @@ func whoamiRun(ctx context.Context, opts *WhoamiOptions) error {
 
 // printWhoami prints one labelled value per line: aligned on a terminal,
 // "label<TAB>value" when piped.
-func printWhoami(ios *cmdutil.IOStreams, now time.Time, active config.Active, me *api.WhoamiResponse) error {
+func printWhoami(ios *cmdutil.IOStreams, now time.Time, active clientconfig.Active, me *api.WhoamiResponse) error {
 	projects := make([]string, len(me.Projects))
 	for i, p := range me.Projects {
 		projects[i] = p.Name

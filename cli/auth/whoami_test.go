@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/gpuaas/gpuaas/cli/cmdutil/cmdtest"
-	"github.com/gpuaas/gpuaas/cli/config"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/clientconfig"
 )
 
 func testWhoami() *api.WhoamiResponse {
@@ -20,7 +20,7 @@ func testWhoami() *api.WhoamiResponse {
 }
 
 func TestPrintWhoami(t *testing.T) {
-	active := config.Active{Name: "dev", Context: config.Context{Server: "nats://127.0.0.1:4222", Project: "dev"}}
+	active := clientconfig.Active{Name: "dev", Context: clientconfig.Context{Server: "nats://127.0.0.1:4222", Project: "dev"}}
 	tests := []struct {
 		name string
 		tty  bool

@@ -9,6 +9,7 @@ import (
 
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/fuzzytime"
 )
 
 // BalanceOptions are the inputs of `gpuaas billing balance`.
@@ -76,7 +77,7 @@ func printBalance(ios *cmdutil.IOStreams, now time.Time, b *api.BillingBalance) 
 	t.AddRow("  running", fmt.Sprintf("%d allocations, %s/hour", b.RunningAllocations, api.FormatMoney(b.BurnRateMinorPerHour, b.Currency)))
 	if b.BurnRateMinorPerHour > 0 && b.BalanceMinor > 0 {
 		left := time.Duration(float64(b.BalanceMinor) / float64(b.BurnRateMinorPerHour) * float64(time.Hour))
-		t.AddRow("  lasts", "about "+cmdutil.FuzzyDuration(left))
+		t.AddRow("  lasts", "about "+fuzzytime.Duration(left))
 	}
 	t.AddRow("  warn below", api.FormatMoney(b.LowBalanceThresholdMinor, b.Currency))
 	if b.GraceEndsAt != nil {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/fuzzytime"
 )
 
 // BudgetGetOptions are the inputs of `gpuaas billing budget get`.
@@ -91,7 +92,7 @@ func printBudgets(ios *cmdutil.IOStreams, bs []api.Budget) error {
 				spent += ", resets " + b.PeriodEnd.UTC().Format("Jan 2 15:04 UTC")
 			}
 			if b.RunwaySeconds != nil {
-				runway = cmdutil.FuzzyDuration(time.Duration(*b.RunwaySeconds) * time.Second)
+				runway = fuzzytime.Duration(time.Duration(*b.RunwaySeconds) * time.Second)
 			}
 		}
 		burn := money(b.BurnMinorPerHour) + "/h"

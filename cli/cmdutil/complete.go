@@ -66,7 +66,7 @@ type fetched struct {
 }
 
 // fetchCandidates runs list on f's client, giving up when ctx ends: the
-// dial has its own, longer timeout (ConnectTimeout). What is left running
+// dial has its own, longer timeout (clientconn.ConnectTimeout). What is left running
 // ends with the process, which a completion is about to do.
 func fetchCandidates(ctx context.Context, f *Factory, list Lister) ([]Candidate, error) {
 	done := make(chan fetched, 1)

@@ -7,8 +7,8 @@ import (
 	"os"
 	"strings"
 
-	"github.com/gpuaas/gpuaas/cli/config"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/clientconfig"
 	"github.com/gpuaas/gpuaas/internal/corrid"
 )
 
@@ -18,13 +18,13 @@ import (
 // shown. An id controld would not keep (corrid.Valid) is replaced, with a
 // warning on errOut.
 func InvocationCorrelation(errOut io.Writer) (id string, debug bool) {
-	sent := os.Getenv(config.EnvCorrelationID)
+	sent := os.Getenv(clientconfig.EnvCorrelationID)
 	id, replaced := corrid.Sanitize(sent)
 	if replaced {
 		_, _ = fmt.Fprintf(errOut, "warning: %s is not 1-%d letters, digits or -_.:; using %s\n",
-			config.EnvCorrelationID, corrid.MaxLen, id)
+			clientconfig.EnvCorrelationID, corrid.MaxLen, id)
 	}
-	return id, os.Getenv(config.EnvDebug) != ""
+	return id, os.Getenv(clientconfig.EnvDebug) != ""
 }
 
 // PrintCorrelationID adds the correlation id to the report of an error

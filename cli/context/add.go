@@ -10,15 +10,15 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
-	"github.com/gpuaas/gpuaas/cli/config"
-	"github.com/gpuaas/gpuaas/cli/trust"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/clientconfig"
+	"github.com/gpuaas/gpuaas/internal/trust"
 )
 
 // AddOptions are the inputs of `gpuaas context add`.
 type AddOptions struct {
 	IO     *cmdutil.IOStreams
-	Config func() (*config.Config, error)
+	Config func() (*clientconfig.Config, error)
 	Now    func() time.Time
 
 	Name      string
@@ -104,7 +104,7 @@ func addRun(opts *AddOptions) error {
 		return &api.Error{Code: api.CodeConflict, Message: fmt.Sprintf("context %q already exists in %s", opts.Name, cfg.Path()),
 			Hint: fmt.Sprintf("remove it first (`gpuaas context remove %s`) or pick another name", opts.Name)}
 	}
-	c := config.Context{Server: opts.Server, Gateway: opts.Gateway, Project: opts.Project, NATSInsecurePlaintext: opts.InsecurePlaintext}
+	c := clientconfig.Context{Server: opts.Server, Gateway: opts.Gateway, Project: opts.Project, NATSInsecurePlaintext: opts.InsecurePlaintext}
 	if opts.CAFile != "" {
 		caPEM, err := os.ReadFile(opts.CAFile)
 		if err != nil {
@@ -120,7 +120,7 @@ func addRun(opts *AddOptions) error {
 		if opts.Now != nil {
 			now = opts.Now
 		}
-		c.Trust = &config.Trust{ServerKey: opts.ServerKey, PinnedAt: now().UTC()}
+		c.Trust = &clientconfig.Trust{ServerKey: opts.ServerKey, PinnedAt: now().UTC()}
 	}
 	cfg.SetContext(opts.Name, c)
 	if opts.Use {

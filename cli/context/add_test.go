@@ -8,8 +8,8 @@ import (
 	"testing"
 
 	"github.com/gpuaas/gpuaas/cli/cmdutil/cmdtest"
-	"github.com/gpuaas/gpuaas/cli/config"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/clientconfig"
 	"github.com/gpuaas/gpuaas/internal/testutil"
 )
 
@@ -60,7 +60,7 @@ func TestAdd(t *testing.T) {
 		t.Fatal(err)
 	}
 	saved := reload(t, cfg)
-	if got, want := saved.Contexts["lab"], (config.Context{Server: "nats://10.0.0.5:4222", Project: "ml"}); got != want {
+	if got, want := saved.Contexts["lab"], (clientconfig.Context{Server: "nats://10.0.0.5:4222", Project: "ml"}); got != want {
 		t.Fatalf("saved %+v; want %+v", got, want)
 	}
 	if saved.CurrentContext != "dev" || !strings.Contains(errOut.String(), "gpuaas login --context lab") {
@@ -87,7 +87,7 @@ func TestAdd(t *testing.T) {
 func TestAddFirstBecomesCurrent(t *testing.T) {
 	ios, _, _, _ := cmdtest.Streams(false)
 	f, cfg := factoryWithContexts(t, ios)
-	cfg.Contexts, cfg.CurrentContext = map[string]config.Context{}, ""
+	cfg.Contexts, cfg.CurrentContext = map[string]clientconfig.Context{}, ""
 	if err := cmdtest.Execute(NewCmdAdd(f, nil), "only", "--server", "nats://a:4222"); err != nil {
 		t.Fatal(err)
 	}

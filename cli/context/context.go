@@ -13,8 +13,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
-	"github.com/gpuaas/gpuaas/cli/config"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/clientconfig"
 )
 
 // NewCmdContext builds `gpuaas context`.
@@ -37,7 +37,7 @@ NAME or GPUAAS_CONTEXT=NAME picks another for one command or one shell.`,
 }
 
 // unknownContext is the error for a name the config does not have.
-func unknownContext(cfg *config.Config, name string) error {
+func unknownContext(cfg *clientconfig.Config, name string) error {
 	known := "none; add one with `gpuaas context add NAME --server URL`"
 	if names := cfg.ContextNames(); len(names) > 0 {
 		known = strings.Join(names, ", ")

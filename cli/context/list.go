@@ -7,7 +7,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
-	"github.com/gpuaas/gpuaas/cli/config"
+	"github.com/gpuaas/gpuaas/internal/clientconfig"
+	"github.com/gpuaas/gpuaas/internal/fuzzytime"
 )
 
 // Entry is one context as `gpuaas context list` shows it. It never holds
@@ -28,8 +29,8 @@ type Entry struct {
 // ListOptions are the inputs of `gpuaas context list`.
 type ListOptions struct {
 	IO       *cmdutil.IOStreams
-	Config   func() (*config.Config, error)
-	Active   func() (config.Active, error)
+	Config   func() (*clientconfig.Config, error)
+	Active   func() (clientconfig.Active, error)
 	Now      func() time.Time
 	Exporter cmdutil.Exporter
 }
@@ -109,7 +110,7 @@ func session(ios *cmdutil.IOStreams, now time.Time, e Entry) string {
 	case !e.LoggedIn:
 		return "expired"
 	case ios.IsStdoutTTY():
-		return "until " + cmdutil.FuzzyAgo(now, e.TokenExpiresAt)
+		return "until " + fuzzytime.Ago(now, e.TokenExpiresAt)
 	}
 	return e.TokenExpiresAt.UTC().Format(time.RFC3339)
 }

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/gpuaas/gpuaas/cli/cmdutil/cmdtest"
-	"github.com/gpuaas/gpuaas/cli/config"
+	"github.com/gpuaas/gpuaas/internal/clientconfig"
 )
 
 func TestList(t *testing.T) {
@@ -42,8 +42,8 @@ func TestList(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			ios, _, out, _ := cmdtest.Streams(tt.tty)
 			f, _ := factoryWithContexts(t, ios)
-			f.Flags = config.Overrides{Context: tt.context}
-			t.Setenv(config.EnvContext, tt.envCtx)
+			f.Flags = clientconfig.Overrides{Context: tt.context}
+			t.Setenv(clientconfig.EnvContext, tt.envCtx)
 			if err := cmdtest.Execute(NewCmdList(f, nil), tt.args...); err != nil {
 				t.Fatal(err)
 			}
@@ -71,7 +71,7 @@ func TestListAllJSONNeverShowsTokens(t *testing.T) {
 func TestListEmpty(t *testing.T) {
 	ios, _, out, errOut := cmdtest.Streams(true)
 	f, cfg := factoryWithContexts(t, ios)
-	cfg.Contexts = map[string]config.Context{}
+	cfg.Contexts = map[string]clientconfig.Context{}
 	if err := cmdtest.Execute(NewCmdList(f, nil)); err != nil {
 		t.Fatal(err)
 	}

@@ -6,13 +6,13 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
-	"github.com/gpuaas/gpuaas/cli/config"
+	"github.com/gpuaas/gpuaas/internal/clientconfig"
 )
 
 // RemoveOptions are the inputs of `gpuaas context remove`.
 type RemoveOptions struct {
 	IO     *cmdutil.IOStreams
-	Config func() (*config.Config, error)
+	Config func() (*clientconfig.Config, error)
 
 	Name string
 }

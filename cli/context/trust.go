@@ -10,9 +10,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
-	"github.com/gpuaas/gpuaas/cli/config"
-	"github.com/gpuaas/gpuaas/cli/trust"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/clientconfig"
+	"github.com/gpuaas/gpuaas/internal/trust"
 	"github.com/gpuaas/gpuaas/internal/trustbundle"
 )
 
@@ -33,8 +33,8 @@ type Pins struct {
 // TrustOptions are the inputs of `gpuaas context trust`.
 type TrustOptions struct {
 	IO       *cmdutil.IOStreams
-	Config   func() (*config.Config, error)
-	Active   func() (config.Active, error)
+	Config   func() (*clientconfig.Config, error)
+	Active   func() (clientconfig.Active, error)
 	Client   func() (*api.Client, error)
 	Now      func() time.Time
 	Exporter cmdutil.Exporter
@@ -114,7 +114,7 @@ func trustRun(ctx context.Context, opts *TrustOptions) error {
 }
 
 // pinsOf describes a context's pins.
-func pinsOf(name string, t *config.Trust) Pins {
+func pinsOf(name string, t *clientconfig.Trust) Pins {
 	p := Pins{Context: name, HostCAs: []string{}, RetiredHostCAs: []string{}}
 	if t == nil {
 		return p
@@ -161,7 +161,7 @@ func printPins(ios *cmdutil.IOStreams, p Pins) error {
 
 // resetTrust replaces the context's pins with the server's current,
 // self-consistent bundle, once the user has seen its fingerprints.
-func resetTrust(ctx context.Context, opts *TrustOptions, cfg *config.Config, active config.Active) error {
+func resetTrust(ctx context.Context, opts *TrustOptions, cfg *clientconfig.Config, active clientconfig.Active) error {
 	client, err := opts.Client()
 	if err != nil {
 		return err
@@ -198,7 +198,7 @@ func resetTrust(ctx context.Context, opts *TrustOptions, cfg *config.Config, act
 		}
 	}
 	pins := d.Pins
-	cfg.UpdateActive(active, func(c *config.Context) { c.Trust = &pins })
+	cfg.UpdateActive(active, func(c *clientconfig.Context) { c.Trust = &pins })
 	if err := cfg.Save(); err != nil {
 		return err
 	}

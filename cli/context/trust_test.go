@@ -11,9 +11,9 @@ import (
 
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
 	"github.com/gpuaas/gpuaas/cli/cmdutil/cmdtest"
-	"github.com/gpuaas/gpuaas/cli/config"
-	"github.com/gpuaas/gpuaas/cli/sshkeys/sshkeystest"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/clientconfig"
+	"github.com/gpuaas/gpuaas/internal/sshkeys/sshkeystest"
 	"github.com/gpuaas/gpuaas/internal/trustbundle"
 )
 
@@ -57,17 +57,17 @@ func TestNewCmdTrust(t *testing.T) {
 // trustFixture is a context "dev" on the controld stand-in that pinned
 // another server key than the stand-in's: what a moved or rebuilt server
 // looks like to a client.
-func trustFixture(t *testing.T, tty bool, input string) (*cmdutil.Factory, *config.Config) {
+func trustFixture(t *testing.T, tty bool, input string) (*cmdutil.Factory, *clientconfig.Config) {
 	t.Helper()
 	cmdtest.ClearEnv(t)
 	ctrl := sshkeystest.Start(t, func() time.Time { return now })
-	cfg, err := config.Load(t.TempDir())
+	cfg, err := clientconfig.Load(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, old, _ := ed25519.GenerateKey(rand.Reader)
 	oldLine, _ := trustbundle.ServerKeyLine(old.Public().(ed25519.PublicKey))
-	cfg.SetContext("dev", config.Context{Server: ctrl.URL, Trust: &config.Trust{ServerKey: oldLine,
+	cfg.SetContext("dev", clientconfig.Context{Server: ctrl.URL, Trust: &clientconfig.Trust{ServerKey: oldLine,
 		HostCAs: []string{"ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIJdD7y3aLq454yWBdwLWbieU1ebz9/cu7/QEXn9OIeZJ"},
 		Gateway: "old.example.com:22", PinnedAt: now.Add(-time.Hour)}})
 	if err := cfg.Save(); err != nil {
@@ -79,7 +79,7 @@ func trustFixture(t *testing.T, tty bool, input string) (*cmdutil.Factory, *conf
 	ios.SetStderrTTY(tty)
 	in.WriteString(input)
 	f := &cmdutil.Factory{IOStreams: ios, Now: func() time.Time { return now },
-		Config: func() (*config.Config, error) { return cfg, nil },
+		Config: func() (*clientconfig.Config, error) { return cfg, nil },
 		Client: func() (*api.Client, error) { return ctrl.Client(""), nil }}
 	return f, cfg
 }
@@ -97,7 +97,7 @@ func serverFP(t *testing.T) string {
 // fingerprints, asks, and replaces the pins only on yes; --server-key
 // refuses a server that answers with another key.
 func TestTrustReset(t *testing.T) {
-	pinnedKey := func(cfg *config.Config) string {
+	pinnedKey := func(cfg *clientconfig.Config) string {
 		saved := reload(t, cfg)
 		c, _ := saved.Context("dev")
 		if c.Trust == nil {

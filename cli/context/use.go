@@ -7,13 +7,13 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
-	"github.com/gpuaas/gpuaas/cli/config"
+	"github.com/gpuaas/gpuaas/internal/clientconfig"
 )
 
 // UseOptions are the inputs of `gpuaas context use`.
 type UseOptions struct {
 	IO     *cmdutil.IOStreams
-	Config func() (*config.Config, error)
+	Config func() (*clientconfig.Config, error)
 	// EnvContext is GPUAAS_CONTEXT, which wins over the file in this shell.
 	EnvContext string
 
@@ -22,7 +22,7 @@ type UseOptions struct {
 
 // NewCmdUse builds `gpuaas context use`; runF replaces useRun in tests.
 func NewCmdUse(f *cmdutil.Factory, runF func(*UseOptions) error) *cobra.Command {
-	opts := &UseOptions{IO: f.IOStreams, Config: f.Config, EnvContext: os.Getenv(config.EnvContext)}
+	opts := &UseOptions{IO: f.IOStreams, Config: f.Config, EnvContext: os.Getenv(clientconfig.EnvContext)}
 	return &cobra.Command{
 		Use:   "use NAME",
 		Short: "Make a context the current one",
@@ -56,7 +56,7 @@ func useRun(opts *UseOptions) error {
 	}
 	fmt.Fprintf(opts.IO.ErrOut, "Current context is now %s\n", opts.Name)
 	if opts.EnvContext != "" && opts.EnvContext != opts.Name {
-		fmt.Fprintf(opts.IO.ErrOut, "note: %s=%s still picks %s in this shell\n", config.EnvContext, opts.EnvContext, opts.EnvContext)
+		fmt.Fprintf(opts.IO.ErrOut, "note: %s=%s still picks %s in this shell\n", clientconfig.EnvContext, opts.EnvContext, opts.EnvContext)
 	}
 	return nil
 }

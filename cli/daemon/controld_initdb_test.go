@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
+	"github.com/gpuaas/gpuaas/cli/cmdutil/cmdtest"
 	"github.com/gpuaas/gpuaas/controld/store"
 )
 
@@ -30,7 +31,7 @@ func TestControldInitDBFlags(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			ios, _, _, _ := cmdutil.Test()
 			var got *InitDBOptions
-			cmd := NewCmdControldInitDB(cmdutil.New(ios), func(_ context.Context, o *InitDBOptions) error { got = o; return nil })
+			cmd := NewCmdControldInitDB(cmdtest.Factory(ios), func(_ context.Context, o *InitDBOptions) error { got = o; return nil })
 			cmd.SetArgs(tt.args)
 			cmd.SetOut(ios.Out)
 			cmd.SetErr(ios.ErrOut)
@@ -55,7 +56,7 @@ func TestControldInitDBFlags(t *testing.T) {
 // TestControldHasInitDB: init-db is reached as `gpuaas controld init-db`.
 func TestControldHasInitDB(t *testing.T) {
 	ios, _, _, _ := cmdutil.Test()
-	cmd := NewCmdControld(cmdutil.New(ios), nil)
+	cmd := NewCmdControld(cmdtest.Factory(ios), nil)
 	sub, _, err := cmd.Find([]string{"init-db"})
 	if err != nil || sub.Name() != "init-db" {
 		t.Fatalf("controld init-db: got %v, %v; want the init-db command", sub, err)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
+	"github.com/gpuaas/gpuaas/cli/cmdutil/cmdtest"
 	"github.com/gpuaas/gpuaas/internal/devenv/controlplane"
 )
 
@@ -21,7 +22,7 @@ func TestControldFlagsReachConfig(t *testing.T) {
 	}
 	ios, _, _, _ := cmdutil.Test()
 	var got *ControldOptions
-	cmd := NewCmdControld(cmdutil.New(ios), func(_ context.Context, o *ControldOptions) error { got = o; return nil })
+	cmd := NewCmdControld(cmdtest.Factory(ios), func(_ context.Context, o *ControldOptions) error { got = o; return nil })
 	cmd.SetArgs([]string{"--database-url", "postgres://db/x", "--nats-keys", "/k", "--api-rate", "7", "--api-burst", "9",
 		"--oidc-issuer", "https://idp.test", "--oidc-client-id", "cli", "--oidc-max-token-age", "90s",
 		"--session-ttl", "2h", "--ssh-cert-ttl", "1h", "--gateway-addr", "gw.test:22", "--http-addr", "127.0.0.1:0",
@@ -68,7 +69,7 @@ func TestControldFlagsReachConfig(t *testing.T) {
 func TestControldMinRunwayMustBePositive(t *testing.T) {
 	for _, v := range []string{"0s", "-1m"} {
 		ios, _, _, _ := cmdutil.Test()
-		cmd := NewCmdControld(cmdutil.New(ios), func(context.Context, *ControldOptions) error { return nil })
+		cmd := NewCmdControld(cmdtest.Factory(ios), func(context.Context, *ControldOptions) error { return nil })
 		cmd.SetArgs([]string{"--database-url", "postgres://db/x", "--nats-keys", "/k", "--min-runway=" + v})
 		cmd.SetOut(ios.Out)
 		cmd.SetErr(ios.ErrOut)
@@ -88,7 +89,7 @@ func TestDrainTimeoutMustBePositive(t *testing.T) {
 	for _, v := range []string{"0s", "-1s"} {
 		for _, daemon := range []string{"controld", "hostd"} {
 			ios, _, _, _ := cmdutil.Test()
-			f := cmdutil.New(ios)
+			f := cmdtest.Factory(ios)
 			ran := false
 			cmd := NewCmdControld(f, func(context.Context, *ControldOptions) error { ran = true; return nil })
 			args := []string{"--database-url", "postgres://db/x", "--nats-keys", "/k"}
@@ -123,7 +124,7 @@ func TestControldSMTPFlagsNeedEachOther(t *testing.T) {
 			t.Setenv("GPUAAS_SMTP_PASSWORD", tc.password)
 			ios, _, _, _ := cmdutil.Test()
 			ran := false
-			cmd := NewCmdControld(cmdutil.New(ios), func(context.Context, *ControldOptions) error { ran = true; return nil })
+			cmd := NewCmdControld(cmdtest.Factory(ios), func(context.Context, *ControldOptions) error { ran = true; return nil })
 			cmd.SetArgs(append([]string{"--database-url", "postgres://db/x", "--nats-keys", "/k"}, tc.args...))
 			cmd.SetOut(ios.Out)
 			cmd.SetErr(ios.ErrOut)

@@ -12,13 +12,14 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
-	"github.com/gpuaas/gpuaas/sshgate"
+	"github.com/gpuaas/gpuaas/cli/tui"
+	"github.com/gpuaas/gpuaas/internal/cmdmode"
 )
 
 // Commands returns the daemon commands for the root command, all local
 // only. sshTree is the command tree the SSH gateways serve (cli builds it
 // from the same list as its own).
-func Commands(f *cmdutil.Factory, sshTree sshgate.CommandTree) []*cobra.Command {
+func Commands(f *cmdutil.Factory, sshTree cmdutil.CommandTree) []*cobra.Command {
 	const why = "runs a daemon on this machine"
 	return []*cobra.Command{
 		cmdutil.LocalOnly(NewCmdDev(f, sshTree, nil), why),
@@ -38,3 +39,16 @@ func newLogger(w io.Writer, level string) (*slog.Logger, error) {
 }
 
 func describe(kind, value string) string { return fmt.Sprintf("  %-10s %s", kind, value) }
+
+// sshCommands serves sshTree in a gateway's command mode (`ssh
+// gpuaas@gateway <command>`); without a tree command mode is off.
+func sshCommands(sshTree cmdutil.CommandTree) cmdmode.Server {
+	if sshTree == nil {
+		return nil
+	}
+	return cmdutil.SSHCommands(sshTree)
+}
+
+// sshDashboard serves the dashboard in a gateway's command mode (`ssh -t
+// gpuaas@gateway`).
+var sshDashboard = cmdutil.SSHDashboard(tui.ServeSSH)

@@ -15,10 +15,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
-	"github.com/gpuaas/gpuaas/cli/config"
+	"github.com/gpuaas/gpuaas/internal/clientconfig"
 	"github.com/gpuaas/gpuaas/internal/devenv"
-	"github.com/gpuaas/gpuaas/sshgate"
-	"github.com/gpuaas/gpuaas/tui"
 )
 
 // Dev defaults: the seeded platform (see devenv).
@@ -51,8 +49,8 @@ type DevOptions struct {
 }
 
 // NewCmdDev builds `gpuaas dev`; its gateway serves sshTree over SSH.
-func NewCmdDev(f *cmdutil.Factory, sshTree sshgate.CommandTree, runF func(context.Context, *DevOptions) error) *cobra.Command {
-	opts := &DevOptions{IO: f.IOStreams, WriteConfig: true, Config: devenv.Config{Commands: sshTree}}
+func NewCmdDev(f *cmdutil.Factory, sshTree cmdutil.CommandTree, runF func(context.Context, *DevOptions) error) *cobra.Command {
+	opts := &DevOptions{IO: f.IOStreams, WriteConfig: true, Config: devenv.Config{Commands: sshCommands(sshTree)}}
 	cmd := &cobra.Command{
 		Use:     "dev",
 		Short:   "Run the whole platform on this machine",
@@ -231,7 +229,7 @@ func devRun(ctx context.Context, opts *DevOptions) (err error) {
 func devConfig(opts *DevOptions, getenv func(string) string) devenv.Config {
 	cfg := opts.Config
 	cfg.SystemUsers = isolateSim()
-	cfg.TUI = tui.ServeSSH
+	cfg.TUI = sshDashboard
 	cfg.StripeSecretKey = getenv("GPUAAS_STRIPE_SECRET_KEY")
 	cfg.StripeWebhookSecret = getenv("GPUAAS_STRIPE_WEBHOOK_SECRET")
 	return cfg
@@ -289,19 +287,19 @@ func checkPortFree(host string, port int) error {
 // Only a context without a session gets the admin as its user (the email
 // `gpuaas login` asks a password for).
 func writeDevContext(dir, url, gateway string, reset bool) error {
-	var cfg *config.Config
+	var cfg *clientconfig.Config
 	var err error
 	if dir != "" {
-		cfg, err = config.Load(dir)
+		cfg, err = clientconfig.Load(dir)
 	} else {
-		cfg, err = config.LoadDefault()
+		cfg, err = clientconfig.LoadDefault()
 	}
 	if err != nil {
 		return err
 	}
-	cfg.UpdateContext(DevContextName, func(c *config.Context) {
+	cfg.UpdateContext(DevContextName, func(c *clientconfig.Context) {
 		if reset || c.Server != url {
-			*c = config.Context{}
+			*c = clientconfig.Context{}
 		}
 		// No project is pinned: the seeded user's default project (dev)
 		// is kept by the server, like anyone's (`gpuaas project use`).

@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpuaas/gpuaas/cli/config"
+	"github.com/gpuaas/gpuaas/internal/clientconfig"
 )
 
 // TestDevRestartKeepsTheContextUserWithItsSession: restarting `gpuaas dev`
@@ -17,31 +17,31 @@ import (
 func TestDevRestartKeepsTheContextUserWithItsSession(t *testing.T) {
 	const url, gateway = "nats://127.0.0.1:4222", "127.0.0.1:2222"
 	expires := time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
-	grace := config.Context{Server: url, User: "grace@idp.example.test", UserID: "u_grace", Token: "grace-token",
+	grace := clientconfig.Context{Server: url, User: "grace@idp.example.test", UserID: "u_grace", Token: "grace-token",
 		TokenExpiresAt: expires, Project: "ml", Gateway: gateway}
 	tests := []struct {
 		name   string
-		before config.Context
+		before clientconfig.Context
 		url    string
 		reset  bool
-		want   config.Context
+		want   clientconfig.Context
 	}{
 		{name: "another user's session is kept with its user", before: grace, url: url, want: grace},
 		{name: "a context without a session gets the admin",
-			before: config.Context{Server: url, User: "grace@idp.example.test", Project: "ml"}, url: url,
-			want: config.Context{Server: url, User: DevAdminEmail, Project: "ml", Gateway: gateway}},
+			before: clientconfig.Context{Server: url, User: "grace@idp.example.test", Project: "ml"}, url: url,
+			want: clientconfig.Context{Server: url, User: DevAdminEmail, Project: "ml", Gateway: gateway}},
 		{name: "a reset starts over", before: grace, url: url, reset: true,
-			want: config.Context{Server: url, User: DevAdminEmail, Gateway: gateway}},
+			want: clientconfig.Context{Server: url, User: DevAdminEmail, Gateway: gateway}},
 		{name: "a moved server starts over", before: grace, url: "nats://127.0.0.1:5333",
-			want: config.Context{Server: "nats://127.0.0.1:5333", User: DevAdminEmail, Gateway: gateway}},
+			want: clientconfig.Context{Server: "nats://127.0.0.1:5333", User: DevAdminEmail, Gateway: gateway}},
 		{name: "first start", url: url,
-			want: config.Context{Server: url, User: DevAdminEmail, Gateway: gateway}},
+			want: clientconfig.Context{Server: url, User: DevAdminEmail, Gateway: gateway}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := t.TempDir()
 			if tt.before.Server != "" {
-				cfg, err := config.Load(dir)
+				cfg, err := clientconfig.Load(dir)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -53,7 +53,7 @@ func TestDevRestartKeepsTheContextUserWithItsSession(t *testing.T) {
 			if err := writeDevContext(dir, tt.url, gateway, tt.reset); err != nil {
 				t.Fatal(err)
 			}
-			cfg, err := config.Load(dir)
+			cfg, err := clientconfig.Load(dir)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
+	"github.com/gpuaas/gpuaas/cli/cmdutil/cmdtest"
 )
 
 // TestDevHelpSaysConnectionsAreAuthenticated is the regression test of
@@ -14,7 +15,7 @@ import (
 // lack (TLS).
 func TestDevHelpSaysConnectionsAreAuthenticated(t *testing.T) {
 	ios, _, _, _ := cmdutil.Test()
-	cmd := NewCmdDev(cmdutil.New(ios), nil, nil)
+	cmd := NewCmdDev(cmdtest.Factory(ios), nil, nil)
 	help := cmd.Long + "\n" + cmd.Flags().FlagUsages()
 	if strings.Contains(help, "no connection auth") {
 		t.Errorf("gpuaas dev --help says there is no connection auth:\n%s", help)

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
+	"github.com/gpuaas/gpuaas/cli/cmdutil/cmdtest"
 )
 
 func TestDevOIDCFlags(t *testing.T) {
@@ -24,7 +25,7 @@ func TestDevOIDCFlags(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			ios, _, _, _ := cmdutil.Test()
 			var got *DevOptions
-			cmd := NewCmdDev(cmdutil.New(ios), nil, func(_ context.Context, o *DevOptions) error { got = o; return nil })
+			cmd := NewCmdDev(cmdtest.Factory(ios), nil, func(_ context.Context, o *DevOptions) error { got = o; return nil })
 			cmd.SetArgs(append([]string{"--data", t.TempDir()}, tt.args...))
 			cmd.SetOut(ios.Out)
 			cmd.SetErr(ios.ErrOut)

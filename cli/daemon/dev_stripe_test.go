@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
+	"github.com/gpuaas/gpuaas/cli/cmdutil/cmdtest"
 	"github.com/gpuaas/gpuaas/internal/devenv"
 )
 
@@ -16,7 +17,7 @@ func TestDevStripeOffByDefault(t *testing.T) {
 		t.Fatalf("got Stripe API %q; want Stripe off", cfg.StripeAPI)
 	}
 	ios, _, _, _ := cmdutil.Test()
-	cmd := NewCmdDev(cmdutil.New(ios), nil, func(context.Context, *DevOptions) error { return nil })
+	cmd := NewCmdDev(cmdtest.Factory(ios), nil, func(context.Context, *DevOptions) error { return nil })
 	cmd.SetArgs([]string{"--data", t.TempDir(), "--stripe-api", "127.0.0.1:12111"})
 	cmd.SetOut(ios.Out)
 	cmd.SetErr(ios.ErrOut)

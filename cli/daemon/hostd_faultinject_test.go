@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
+	"github.com/gpuaas/gpuaas/cli/cmdutil/cmdtest"
 )
 
 // TestHostdFaultFlags: a test build's hostd takes --fail-phase and
@@ -35,7 +36,7 @@ func TestHostdFaultFlags(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			ios, _, _, _ := cmdutil.Test()
 			var got *HostdOptions
-			cmd := NewCmdHostd(cmdutil.New(ios), func(_ context.Context, o *HostdOptions) error { got = o; return nil })
+			cmd := NewCmdHostd(cmdtest.Factory(ios), func(_ context.Context, o *HostdOptions) error { got = o; return nil })
 			args := tt.args
 			if tt.file != "" {
 				args = append(args, "--config", settingsFile(t, tt.file))

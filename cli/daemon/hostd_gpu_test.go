@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
+	"github.com/gpuaas/gpuaas/cli/cmdutil/cmdtest"
 )
 
 // TestHostdGPUFlags: --gpu-sample-interval and --gpu-active-threshold reach
@@ -29,7 +30,7 @@ func TestHostdGPUFlags(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			ios, _, _, _ := cmdutil.Test()
 			var got *HostdOptions
-			cmd := NewCmdHostd(cmdutil.New(ios), func(_ context.Context, o *HostdOptions) error { got = o; return nil })
+			cmd := NewCmdHostd(cmdtest.Factory(ios), func(_ context.Context, o *HostdOptions) error { got = o; return nil })
 			cmd.SetArgs(tt.args)
 			cmd.SetOut(ios.Out)
 			cmd.SetErr(ios.ErrOut)

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
+	"github.com/gpuaas/gpuaas/cli/cmdutil/cmdtest"
 )
 
 // TestHostdHasNoFaultFlags: a build without the faultinject tag (every
@@ -18,14 +19,14 @@ func TestHostdHasNoFaultFlags(t *testing.T) {
 	for _, flag := range []string{"--fail-phase=user_create", "--delay-phase=readiness=5m"} {
 		ios, _, _, _ := cmdutil.Test()
 		ran := false
-		cmd := NewCmdHostd(cmdutil.New(ios), func(context.Context, *HostdOptions) error { ran = true; return nil })
+		cmd := NewCmdHostd(cmdtest.Factory(ios), func(context.Context, *HostdOptions) error { ran = true; return nil })
 		err := runDaemon(cmd, ios, "--sim", "h100-baremetal", flag)
 		if err == nil || ran || !strings.Contains(err.Error(), "unknown flag") {
 			t.Errorf("hostd %s: got %v (ran %t); want an unknown flag", flag, err, ran)
 		}
 	}
 	ios, _, stdout, _ := cmdutil.Test()
-	cmd := NewCmdHostd(cmdutil.New(ios), nil)
+	cmd := NewCmdHostd(cmdtest.Factory(ios), nil)
 	if err := runDaemon(cmd, ios, "--help"); err != nil {
 		t.Fatal(err)
 	}

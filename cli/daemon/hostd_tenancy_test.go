@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
+	"github.com/gpuaas/gpuaas/cli/cmdutil/cmdtest"
 	"github.com/gpuaas/gpuaas/hostd/host"
 )
 
@@ -42,7 +43,7 @@ func TestHostdTenantMemoryReserve(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			ios, _, _, _ := cmdutil.Test()
 			var got *HostdOptions
-			cmd := NewCmdHostd(cmdutil.New(ios), func(_ context.Context, o *HostdOptions) error { got = o; return nil })
+			cmd := NewCmdHostd(cmdtest.Factory(ios), func(_ context.Context, o *HostdOptions) error { got = o; return nil })
 			args := tt.args
 			if tt.file != "" {
 				args = append(args, "--config", settingsFile(t, tt.file))

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
+	"github.com/gpuaas/gpuaas/cli/cmdutil/cmdtest"
 )
 
 // clearDaemonEnv unsets every variable that stands in for a daemon flag.
@@ -58,7 +59,7 @@ log-level: warn
 `)
 	ios, _, _, _ := cmdutil.Test()
 	var got *ControldOptions
-	cmd := NewCmdControld(cmdutil.New(ios), func(_ context.Context, o *ControldOptions) error { got = o; return nil })
+	cmd := NewCmdControld(cmdtest.Factory(ios), func(_ context.Context, o *ControldOptions) error { got = o; return nil })
 	if err := runDaemon(cmd, ios, "--config", path, "--log-level", "debug"); err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +104,7 @@ func TestDaemonsRefuseUnknownKeys(t *testing.T) {
 			continue // a test build has --fail-phase
 		}
 		ios, _, _, _ := cmdutil.Test()
-		f := cmdutil.New(ios)
+		f := cmdtest.Factory(ios)
 		ran := false
 		var cmd *cobra.Command
 		switch tt.daemon {
@@ -148,7 +149,7 @@ func TestPrintConfigHidesSecrets(t *testing.T) {
 		{"hostd", []string{"token: xxxxx # from GPUAAS_ENROLL_TOKEN", "state-dir: /var/lib/gpuaas/hostd\n"}},
 	} {
 		ios, _, stdout, _ := cmdutil.Test()
-		f := cmdutil.New(ios)
+		f := cmdtest.Factory(ios)
 		ran := false
 		cmd := NewCmdControld(f, func(context.Context, *ControldOptions) error { ran = true; return nil })
 		args := []string{"--config", path, "--print-config"}

@@ -12,7 +12,6 @@ import (
 	"github.com/gpuaas/gpuaas/internal/daemonconfig"
 	"github.com/gpuaas/gpuaas/internal/devenv/controlplane"
 	"github.com/gpuaas/gpuaas/sshgate"
-	"github.com/gpuaas/gpuaas/tui"
 )
 
 // SSHGateOptions are the inputs of `gpuaas sshgate`: the gateway's
@@ -36,8 +35,8 @@ var sshgateSettings = daemonconfig.Spec{Env: natsEnv("server", map[string]string
 
 // NewCmdSSHGate builds `gpuaas sshgate`; the gateway serves sshTree over
 // SSH.
-func NewCmdSSHGate(f *cmdutil.Factory, sshTree sshgate.CommandTree, runF func(context.Context, *SSHGateOptions) error) *cobra.Command {
-	opts := &SSHGateOptions{IO: f.IOStreams, Config: sshgate.Config{Commands: sshTree, TUI: tui.ServeSSH}}
+func NewCmdSSHGate(f *cmdutil.Factory, sshTree cmdutil.CommandTree, runF func(context.Context, *SSHGateOptions) error) *cobra.Command {
+	opts := &SSHGateOptions{IO: f.IOStreams, Config: sshgate.Config{Commands: sshCommands(sshTree), TUI: sshDashboard}}
 	cmd := &cobra.Command{
 		Use:     "sshgate",
 		Short:   "Run the SSH gateway",

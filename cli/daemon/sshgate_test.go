@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
+	"github.com/gpuaas/gpuaas/cli/cmdutil/cmdtest"
 )
 
 func TestNewCmdSSHGate(t *testing.T) {
@@ -45,7 +46,7 @@ func TestNewCmdSSHGate(t *testing.T) {
 			t.Setenv("GPUAAS_NATS_CA", "")
 			ios, _, _, _ := cmdutil.Test()
 			var got *SSHGateOptions
-			cmd := NewCmdSSHGate(cmdutil.New(ios), nil, func(_ context.Context, o *SSHGateOptions) error {
+			cmd := NewCmdSSHGate(cmdtest.Factory(ios), nil, func(_ context.Context, o *SSHGateOptions) error {
 				got = o
 				return nil
 			})

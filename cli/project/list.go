@@ -7,14 +7,14 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
-	"github.com/gpuaas/gpuaas/cli/config"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/clientconfig"
 )
 
 // ListOptions are the inputs of `gpuaas project list`.
 type ListOptions struct {
 	IO       *cmdutil.IOStreams
-	Active   func() (config.Active, error)
+	Active   func() (clientconfig.Active, error)
 	Client   func() (*api.Client, error)
 	Now      func() time.Time
 	Exporter cmdutil.Exporter
@@ -63,7 +63,7 @@ func listRun(ctx context.Context, opts *ListOptions) error {
 // currentProject is the project commands act in when they name none: the
 // one set here (-p/--project, GPUAAS_PROJECT, a context's pinned project),
 // else the user's default project, which controld keeps.
-func currentProject(ctx context.Context, client *api.Client, active func() (config.Active, error)) (string, error) {
+func currentProject(ctx context.Context, client *api.Client, active func() (clientconfig.Active, error)) (string, error) {
 	a, err := active()
 	if err != nil {
 		return "", err

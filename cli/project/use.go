@@ -7,15 +7,15 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
-	"github.com/gpuaas/gpuaas/cli/config"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/clientconfig"
 )
 
 // UseOptions are the inputs of `gpuaas project use`.
 type UseOptions struct {
 	IO     *cmdutil.IOStreams
-	Config func() (*config.Config, error)
-	Active func() (config.Active, error)
+	Config func() (*clientconfig.Config, error)
+	Active func() (clientconfig.Active, error)
 	Client func() (*api.Client, error)
 
 	Project string
@@ -69,7 +69,7 @@ func useRun(ctx context.Context, opts *UseOptions) error {
 	// and would hide the default just set. (Over SSH the config is the
 	// session's, in memory, with nothing pinned and no file to save.)
 	if stored, ok := cfg.Context(active.Name); ok && stored.Project != "" && cfg.Path() != "" {
-		cfg.UpdateContext(active.Name, func(c *config.Context) { c.Project = "" })
+		cfg.UpdateContext(active.Name, func(c *clientconfig.Context) { c.Project = "" })
 		if err := cfg.Save(); err != nil {
 			return err
 		}

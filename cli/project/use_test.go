@@ -9,9 +9,9 @@ import (
 
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
 	"github.com/gpuaas/gpuaas/cli/cmdutil/cmdtest"
-	"github.com/gpuaas/gpuaas/cli/config"
 	"github.com/gpuaas/gpuaas/controld/controldtest"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/clientconfig"
 )
 
 func TestNewCmdUse(t *testing.T) {
@@ -60,8 +60,8 @@ func TestProjectUseOverSSHSetsServerSideDefault(t *testing.T) {
 	ios, _, _, errOut := cmdtest.Streams(false)
 	cmdtest.ClearEnv(t)
 	f := cmdtest.Factory(ios)
-	f.Config = func() (*config.Config, error) {
-		return &config.Config{CurrentContext: "ssh", Contexts: map[string]config.Context{"ssh": {UserID: env.Admin.ID}}}, nil
+	f.Config = func() (*clientconfig.Config, error) {
+		return &clientconfig.Config{CurrentContext: "ssh", Contexts: map[string]clientconfig.Context{"ssh": {UserID: env.Admin.ID}}}, nil
 	}
 	if err := run(f, "ml-team"); err != nil {
 		t.Fatalf("project use ml-team with an in-memory config: %v", err)
@@ -75,7 +75,7 @@ func TestProjectUseOverSSHSetsServerSideDefault(t *testing.T) {
 
 	// Locally: the context's pinned project is unpinned, in the file.
 	ios, _, _, errOut = cmdtest.Streams(false)
-	f, cfg := cmdtest.ConfigFactory(t, ios, &config.Context{Project: "ml-team"})
+	f, cfg := cmdtest.ConfigFactory(t, ios, &clientconfig.Context{Project: "ml-team"})
 	cfg.CurrentContext = "dev"
 	if err := run(f, controldtest.ProjectName); err != nil {
 		t.Fatal(err)
@@ -83,7 +83,7 @@ func TestProjectUseOverSSHSetsServerSideDefault(t *testing.T) {
 	if got := defaultOf(); got != controldtest.ProjectName {
 		t.Errorf("default project: %q; want %s", got, controldtest.ProjectName)
 	}
-	saved, err := config.Load(filepath.Dir(cfg.Path()))
+	saved, err := clientconfig.Load(filepath.Dir(cfg.Path()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,8 +96,8 @@ func TestProjectUseOverSSHSetsServerSideDefault(t *testing.T) {
 
 	// GPUAAS_PROJECT still wins, and the command says so.
 	ios, _, _, errOut = cmdtest.Streams(false)
-	f, _ = cmdtest.ConfigFactory(t, ios, &config.Context{})
-	t.Setenv(config.EnvProject, "elsewhere")
+	f, _ = cmdtest.ConfigFactory(t, ios, &clientconfig.Context{})
+	t.Setenv(clientconfig.EnvProject, "elsewhere")
 	if err := run(f, "ml-team"); err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +108,7 @@ func TestProjectUseOverSSHSetsServerSideDefault(t *testing.T) {
 	// Bad input: a clear error, and the default stays.
 	for _, bad := range []string{"nope", " "} {
 		ios, _, _, _ = cmdtest.Streams(false)
-		f, _ = cmdtest.ConfigFactory(t, ios, &config.Context{})
+		f, _ = cmdtest.ConfigFactory(t, ios, &clientconfig.Context{})
 		err := run(f, bad)
 		if !errors.Is(err, api.ErrNotFound) && !errors.Is(err, api.ErrInvalidArgument) {
 			t.Errorf("project use %q: %v; want not found or invalid argument", bad, err)

@@ -13,10 +13,10 @@ import (
 
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
 	"github.com/gpuaas/gpuaas/cli/cmdutil/cmdtest"
-	"github.com/gpuaas/gpuaas/cli/config"
 	"github.com/gpuaas/gpuaas/cli/sshconfig"
-	"github.com/gpuaas/gpuaas/cli/sshkeys/sshkeystest"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/clientconfig"
+	"github.com/gpuaas/gpuaas/internal/sshkeys/sshkeystest"
 	"github.com/gpuaas/gpuaas/internal/testutil"
 )
 
@@ -85,18 +85,18 @@ func testOptions(t *testing.T) (*Options, *[][]string, string) {
 	clock := testutil.NewClock(now)
 	ctrl := sshkeystest.Start(t, clock.Now)
 	dir := t.TempDir()
-	cfg, err := config.Load(dir)
+	cfg, err := clientconfig.Load(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.SetContext("dev", config.Context{Server: ctrl.URL, UserID: sshkeystest.UserID, Token: sshkeystest.Token, TokenExpiresAt: now.Add(time.Hour)})
+	cfg.SetContext("dev", clientconfig.Context{Server: ctrl.URL, UserID: sshkeystest.UserID, Token: sshkeystest.Token, TokenExpiresAt: now.Add(time.Hour)})
 	ios, _, _, _ := cmdutil.Test()
 	var calls [][]string
 	opts := &Options{
 		Env: sshconfig.Env{
 			IO:     ios,
-			Config: func() (*config.Config, error) { return cfg, nil },
-			Active: func() (config.Active, error) { return cfg.Active(config.Overrides{}), nil },
+			Config: func() (*clientconfig.Config, error) { return cfg, nil },
+			Active: func() (clientconfig.Active, error) { return cfg.Active(clientconfig.Overrides{}), nil },
 			Client: func() (*api.Client, error) { return ctrl.Client(sshkeystest.Token), nil },
 			Now:    clock.Now,
 		},

@@ -7,9 +7,9 @@ import (
 
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
 	"github.com/gpuaas/gpuaas/cli/cmdutil/cmdtest"
-	"github.com/gpuaas/gpuaas/cli/config"
-	"github.com/gpuaas/gpuaas/cli/sshkeys/sshkeystest"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/clientconfig"
+	"github.com/gpuaas/gpuaas/internal/sshkeys/sshkeystest"
 	"github.com/gpuaas/gpuaas/internal/testutil"
 )
 
@@ -17,7 +17,7 @@ import (
 type fixture struct {
 	ctrl   *sshkeystest.Controld
 	clock  *testutil.Clock
-	cfg    *config.Config
+	cfg    *clientconfig.Config
 	dir    string
 	env    Env
 	out    *bytes.Buffer
@@ -30,20 +30,20 @@ func newFixture(t *testing.T, now time.Time) *fixture {
 	clock := testutil.NewClock(now)
 	ctrl := sshkeystest.Start(t, clock.Now)
 	dir := t.TempDir()
-	cfg, err := config.Load(dir)
+	cfg, err := clientconfig.Load(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.SetContext("dev", config.Context{Server: ctrl.URL, User: sshkeystest.Email, UserID: sshkeystest.UserID,
+	cfg.SetContext("dev", clientconfig.Context{Server: ctrl.URL, User: sshkeystest.Email, UserID: sshkeystest.UserID,
 		Token: sshkeystest.Token, TokenExpiresAt: now.Add(12 * time.Hour)})
 	ios, _, out, errOut := cmdutil.Test()
 	f := &fixture{ctrl: ctrl, clock: clock, cfg: cfg, dir: dir, out: out, errOut: errOut}
 	f.env = Env{
 		IO:     ios,
-		Config: func() (*config.Config, error) { return cfg, nil },
-		Active: func() (config.Active, error) { return cfg.Active(config.Overrides{}), nil },
+		Config: func() (*clientconfig.Config, error) { return cfg, nil },
+		Active: func() (clientconfig.Active, error) { return cfg.Active(clientconfig.Overrides{}), nil },
 		Client: func() (*api.Client, error) {
-			return ctrl.Client(cfg.Active(config.Overrides{}).Token), nil
+			return ctrl.Client(cfg.Active(clientconfig.Overrides{}).Token), nil
 		},
 		Now: clock.Now,
 	}

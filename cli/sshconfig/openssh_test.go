@@ -13,8 +13,9 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
-	"github.com/gpuaas/gpuaas/cli/sshkeys/sshkeystest"
 	"github.com/gpuaas/gpuaas/internal/sshcert"
+	"github.com/gpuaas/gpuaas/internal/sshconfig"
+	"github.com/gpuaas/gpuaas/internal/sshkeys/sshkeystest"
 )
 
 func needSSH(t *testing.T) string {
@@ -48,7 +49,7 @@ func sshG(t *testing.T, sshPath, config, destination string) map[string]string {
 // the alias and `<alloc-id>@<gateway host>` get the gateway's port, key,
 // certificate and known_hosts; plain `ssh <gateway host>` is untouched.
 // It is also the regression test of "ssh-config has no Host entry for the
-// gateway itself": `ssh gpuaas-dev` reaches the gateway as CommandUser.
+// gateway itself": `ssh gpuaas-dev` reaches the gateway as sshconfig.CommandUser.
 func TestOpenSSHReadsConfig(t *testing.T) {
 	sshPath := needSSH(t)
 	f := newFixture(t, time.Now())
@@ -64,8 +65,8 @@ func TestOpenSSHReadsConfig(t *testing.T) {
 		{"a-7k2m9x4q1c@localhost", true, "a-7k2m9x4q1c"},
 		{"a-7k2m9x4q1c@gpuaas-dev", true, "a-7k2m9x4q1c"},
 		// The gateway itself: the dashboard, or commands.
-		{"gpuaas-dev", true, CommandUser},
-		{CommandUser + "@localhost", true, CommandUser},
+		{"gpuaas-dev", true, sshconfig.CommandUser},
+		{sshconfig.CommandUser + "@localhost", true, sshconfig.CommandUser},
 		{"localhost", false, ""},
 		{"someone@localhost", false, ""},
 	}

@@ -8,10 +8,11 @@ import (
 	"time"
 
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
-	"github.com/gpuaas/gpuaas/cli/config"
-	"github.com/gpuaas/gpuaas/cli/sshkeys"
-	"github.com/gpuaas/gpuaas/cli/trust"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/clientconfig"
+	"github.com/gpuaas/gpuaas/internal/sshconfig"
+	"github.com/gpuaas/gpuaas/internal/sshkeys"
+	"github.com/gpuaas/gpuaas/internal/trust"
 )
 
 // GatewayAuto given as --gateway forgets a stored override: the address
@@ -21,8 +22,8 @@ const GatewayAuto = "auto"
 // Env is what preparing the SSH files needs from the command.
 type Env struct {
 	IO     *cmdutil.IOStreams
-	Config func() (*config.Config, error)
-	Active func() (config.Active, error)
+	Config func() (*clientconfig.Config, error)
+	Active func() (clientconfig.Active, error)
 	Client func() (*api.Client, error)
 	Now    func() time.Time
 }
@@ -36,7 +37,7 @@ func EnvOf(f *cmdutil.Factory) Env {
 type Setup struct {
 	Identity *sshkeys.Identity
 	Paths    sshkeys.Paths
-	Gateway  Gateway
+	Gateway  sshconfig.Gateway
 	// Alias is the Host name of the gateway in the config.
 	Alias string
 	// Written reports that the config or known_hosts changed on disk.
@@ -47,13 +48,13 @@ type Setup struct {
 // fresh certificate (renewed when needed), known_hosts with the gateway's
 // host CA keys, and the config. The host CA keys and the gateway address
 // come from the trust bundle of ssh.cas, checked against what the context
-// pinned (cli/trust) before anything is written: a change not signed by
+// pinned (internal/trust) before anything is written: a change not signed by
 // the pinned server key is refused and leaves every file as it was.
 // gatewayFlag, when not empty, overrides the gateway address and is stored
 // in the context (GatewayAuto clears it).
 func Prepare(ctx context.Context, env Env, gatewayFlag string) (*Setup, error) {
 	if gatewayFlag != "" && gatewayFlag != GatewayAuto {
-		if _, err := ParseGateway(gatewayFlag); err != nil {
+		if _, err := sshconfig.ParseGateway(gatewayFlag); err != nil {
 			return nil, cmdutil.FlagErrorf("--gateway: %v", err)
 		}
 	}
@@ -77,15 +78,15 @@ func Prepare(ctx context.Context, env Env, gatewayFlag string) (*Setup, error) {
 	if err != nil {
 		return nil, err
 	}
-	knownHosts, err := RenderKnownHosts(gw, trusted.Statement.HostCAs)
+	knownHosts, err := sshconfig.RenderKnownHosts(gw, trusted.Statement.HostCAs)
 	if err != nil {
 		return nil, err
 	}
-	conf, err := RenderConfig(Params{Context: active.Name, Server: active.Server, Gateway: gw, Paths: id.Paths})
+	conf, err := sshconfig.RenderConfig(sshconfig.Params{Context: active.Name, Server: active.Server, Gateway: gw, Paths: id.Paths})
 	if err != nil {
 		return nil, err
 	}
-	s := &Setup{Identity: id, Paths: id.Paths, Gateway: gw, Alias: Alias(active.Name)}
+	s := &Setup{Identity: id, Paths: id.Paths, Gateway: gw, Alias: sshconfig.Alias(active.Name)}
 	for _, f := range []struct {
 		path string
 		data []byte
@@ -107,7 +108,7 @@ func Prepare(ctx context.Context, env Env, gatewayFlag string) (*Setup, error) {
 
 // fetchTrusted reads the server's SSH trust settings, checked against the
 // context's pins.
-func fetchTrusted(ctx context.Context, env Env, cfg *config.Config, active config.Active) (*trust.Fetched, error) {
+func fetchTrusted(ctx context.Context, env Env, cfg *clientconfig.Config, active clientconfig.Active) (*trust.Fetched, error) {
 	c, err := env.Client()
 	if err != nil {
 		return nil, err
@@ -118,7 +119,7 @@ func fetchTrusted(ctx context.Context, env Env, cfg *config.Config, active confi
 // resolveGateway picks the gateway address: --gateway (stored for next
 // time), then the context's stored override, then what controld
 // publishes.
-func resolveGateway(cfg *config.Config, active config.Active, flag, published string) (Gateway, error) {
+func resolveGateway(cfg *clientconfig.Config, active clientconfig.Active, flag, published string) (sshconfig.Gateway, error) {
 	stored := active.Gateway
 	if flag != "" {
 		stored = flag
@@ -126,9 +127,9 @@ func resolveGateway(cfg *config.Config, active config.Active, flag, published st
 			stored = ""
 		}
 		if stored != active.Gateway {
-			cfg.UpdateActive(active, func(c *config.Context) { c.Gateway = stored })
+			cfg.UpdateActive(active, func(c *clientconfig.Context) { c.Gateway = stored })
 			if err := cfg.Save(); err != nil {
-				return Gateway{}, err
+				return sshconfig.Gateway{}, err
 			}
 		}
 	}
@@ -137,11 +138,11 @@ func resolveGateway(cfg *config.Config, active config.Active, flag, published st
 		addr, from = published, "controld's gateway address"
 	}
 	if addr == "" {
-		return Gateway{}, ErrNoGateway
+		return sshconfig.Gateway{}, ErrNoGateway
 	}
-	gw, err := ParseGateway(addr)
+	gw, err := sshconfig.ParseGateway(addr)
 	if err != nil {
-		return Gateway{}, fmt.Errorf("%s: %w", from, err)
+		return sshconfig.Gateway{}, fmt.Errorf("%s: %w", from, err)
 	}
 	return gw, nil
 }

@@ -8,10 +8,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpuaas/gpuaas/cli/config"
-	"github.com/gpuaas/gpuaas/cli/sshkeys"
-	"github.com/gpuaas/gpuaas/cli/sshkeys/sshkeystest"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/clientconfig"
+	"github.com/gpuaas/gpuaas/internal/sshconfig"
+	"github.com/gpuaas/gpuaas/internal/sshkeys"
+	"github.com/gpuaas/gpuaas/internal/sshkeys/sshkeystest"
 )
 
 var t0 = time.Date(2030, 1, 10, 12, 0, 0, 0, time.UTC)
@@ -24,7 +25,7 @@ func TestPrepareWritesEverything(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := sshkeys.For(f.dir, "dev")
-	if s.Paths != p || s.Alias != "gpuaas-dev" || s.Gateway != (Gateway{"localhost", 2222}) || !s.Written || !s.Identity.Renewed {
+	if s.Paths != p || s.Alias != "gpuaas-dev" || s.Gateway != (sshconfig.Gateway{Host: "localhost", Port: 2222}) || !s.Written || !s.Identity.Renewed {
 		t.Fatalf("got %+v; want the dev files, written, for localhost:2222 with a new certificate", s)
 	}
 	for path, want := range map[string]os.FileMode{p.Dir: 0o700, p.Key: 0o600, p.Config: 0o600, p.KnownHosts: 0o600} {
@@ -71,10 +72,10 @@ func TestPrepareGatewayOverride(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.Gateway != (Gateway{"gw.example.com", 2200}) {
+	if s.Gateway != (sshconfig.Gateway{Host: "gw.example.com", Port: 2200}) {
 		t.Errorf("got gateway %v; want the flag's", s.Gateway)
 	}
-	stored, _ := config.Load(f.dir)
+	stored, _ := clientconfig.Load(f.dir)
 	if c, _ := stored.Context("dev"); c.Gateway != "gw.example.com:2200" {
 		t.Errorf("got stored gateway %q; want the override saved", c.Gateway)
 	}
@@ -88,7 +89,7 @@ func TestPrepareGatewayOverride(t *testing.T) {
 		t.Fatalf("got %v, %v; want the stored override", s, err)
 	}
 	// auto forgets it.
-	if s, err = Prepare(ctx, f.env, GatewayAuto); err != nil || s.Gateway != (Gateway{"localhost", 2222}) {
+	if s, err = Prepare(ctx, f.env, GatewayAuto); err != nil || s.Gateway != (sshconfig.Gateway{Host: "localhost", Port: 2222}) {
 		t.Fatalf("got %v, %v; want controld's gateway again", s, err)
 	}
 	if c, _ := f.cfg.Context("dev"); c.Gateway != "" {

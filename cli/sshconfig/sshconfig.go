@@ -1,5 +1,6 @@
-// Package sshconfig holds `gpuaas ssh-config`, and the OpenSSH files it
-// writes for a context, which `gpuaas ssh` uses too.
+// Package sshconfig holds `gpuaas ssh-config`, and Prepare, which brings a
+// context's OpenSSH files up to date (`gpuaas ssh`, login and the dashboard
+// use it too). The files themselves are rendered by internal/sshconfig.
 package sshconfig
 
 import (
@@ -10,7 +11,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
-	"github.com/gpuaas/gpuaas/cli/sshkeys"
+	"github.com/gpuaas/gpuaas/internal/fuzzytime"
+	"github.com/gpuaas/gpuaas/internal/sshconfig"
+	"github.com/gpuaas/gpuaas/internal/sshkeys"
 )
 
 // Options are the inputs of `gpuaas ssh-config`.
@@ -26,7 +29,7 @@ type Options struct {
 
 // NewCmdSSHConfig builds `gpuaas ssh-config`; runF replaces run in tests.
 func NewCmdSSHConfig(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
-	opts := &Options{Env: EnvOf(f), UserConfig: UserConfigPath}
+	opts := &Options{Env: EnvOf(f), UserConfig: sshconfig.UserConfigPath}
 	cmd := &cobra.Command{
 		Use:   "ssh-config",
 		Short: "Write an OpenSSH config so plain ssh, scp and sftp reach allocations",
@@ -54,7 +57,7 @@ another, which is stored in the context (--gateway auto forgets it).`,
 		Args: cmdutil.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			if opts.Gateway != "" && opts.Gateway != GatewayAuto {
-				if _, err := ParseGateway(opts.Gateway); err != nil {
+				if _, err := sshconfig.ParseGateway(opts.Gateway); err != nil {
 					return cmdutil.FlagErrorf("--gateway: %v", err)
 				}
 			}
@@ -75,7 +78,7 @@ func run(ctx context.Context, opts *Options) error {
 	if err != nil {
 		return err
 	}
-	include, err := IncludeLine(s.Paths.Config)
+	include, err := sshconfig.IncludeLine(s.Paths.Config)
 	if err != nil {
 		return err
 	}
@@ -90,7 +93,7 @@ func run(ctx context.Context, opts *Options) error {
 		if err != nil {
 			return err
 		}
-		added, err := AddInclude(path, include, s.Paths.Config)
+		added, err := sshconfig.AddInclude(path, include, s.Paths.Config)
 		if err != nil {
 			return err
 		}
@@ -125,7 +128,7 @@ func describeCert(opts *Options, id *sshkeys.Identity) {
 		fmt.Fprintf(w, "%s never expires\n", verb)
 		return
 	}
-	fmt.Fprintf(w, "%s valid until %s (%s)\n", verb, end.Local().Format(time.DateTime), cmdutil.FuzzyAgo(now, end))
+	fmt.Fprintf(w, "%s valid until %s (%s)\n", verb, end.Local().Format(time.DateTime), fuzzytime.Ago(now, end))
 	if id.ExpiresSoon(now) {
 		fmt.Fprintln(w, "warning: your session is about to end; run `gpuaas login` to keep SSH access")
 	}

@@ -10,7 +10,7 @@ import (
 
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
 	"github.com/gpuaas/gpuaas/cli/cmdutil/cmdtest"
-	"github.com/gpuaas/gpuaas/cli/config"
+	"github.com/gpuaas/gpuaas/internal/clientconfig"
 )
 
 func TestNewCmdSSHConfig(t *testing.T) {
@@ -115,7 +115,7 @@ func TestSSHConfigWrite(t *testing.T) {
 
 func TestSSHConfigWithExpiredSession(t *testing.T) {
 	f := newFixture(t, t0)
-	f.cfg.UpdateContext("dev", func(c *config.Context) { c.TokenExpiresAt = t0.Add(-1) })
+	f.cfg.UpdateContext("dev", func(c *clientconfig.Context) { c.TokenExpiresAt = t0.Add(-1) })
 	err := run(context.Background(), &Options{Env: f.env})
 	if cmdutil.ExitCodeOf(err) != cmdutil.ExitUnauthenticated {
 		t.Fatalf("got %v (exit %d); want unauthenticated", err, cmdutil.ExitCodeOf(err))

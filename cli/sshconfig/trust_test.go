@@ -19,11 +19,12 @@ import (
 
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
 	"github.com/gpuaas/gpuaas/cli/cmdutil/cmdtest"
-	"github.com/gpuaas/gpuaas/cli/config"
 	"github.com/gpuaas/gpuaas/cli/ops"
-	"github.com/gpuaas/gpuaas/cli/sshkeys/sshkeystest"
 	"github.com/gpuaas/gpuaas/controld/controldtest"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/clientconfig"
+	"github.com/gpuaas/gpuaas/internal/sshconfig"
+	"github.com/gpuaas/gpuaas/internal/sshkeys/sshkeystest"
 	"github.com/gpuaas/gpuaas/internal/trustbundle"
 )
 
@@ -93,7 +94,7 @@ func TestPrepareRefusesUntrustedAnswers(t *testing.T) {
 	if !strings.Contains(f.errOut.String(), "pinned the server key "+fingerprintOf(t, sshkeystest.ServerKey)) {
 		t.Errorf("stderr %q; want the first pin reported", f.errOut.String())
 	}
-	saved, err := config.Load(f.dir)
+	saved, err := clientconfig.Load(f.dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,7 +157,7 @@ func TestPrepareRefusesUntrustedAnswers(t *testing.T) {
 		f.ctrl.Update(func(s *sshkeystest.Settings) { s.Gateway, s.BundleGateway = "evil.example.com:22", "localhost:2222" })
 		defer f.ctrl.Update(func(s *sshkeystest.Settings) { *s = defaultSettings(f) })
 		s, err := Prepare(ctx, f.env, "")
-		if err != nil || s.Gateway != (Gateway{"localhost", 2222}) || s.Written {
+		if err != nil || s.Gateway != (sshconfig.Gateway{Host: "localhost", Port: 2222}) || s.Written {
 			t.Fatalf("got %+v, %v; want the signed gateway and nothing rewritten", s, err)
 		}
 		wantUnchanged(t, before, snapshot(t, f.dir))
@@ -326,16 +327,16 @@ func TestPrepareFollowsCARotation(t *testing.T) {
 	ctl := controldtest.Start(t, controldtest.Options{NoNodes: true, GatewayAddr: "localhost:2222"})
 	ctx := context.Background()
 	dir := t.TempDir()
-	cfg, err := config.Load(dir)
+	cfg, err := clientconfig.Load(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.SetContext("dev", config.Context{Server: ctl.NATSURL, User: controldtest.AdminEmail, UserID: ctl.Admin.ID,
+	cfg.SetContext("dev", clientconfig.Context{Server: ctl.NATSURL, User: controldtest.AdminEmail, UserID: ctl.Admin.ID,
 		Token: ctl.AdminToken, TokenExpiresAt: time.Now().Add(time.Hour)})
 	ios, _, _, errOut := cmdutil.Test() // no terminal: a prompt would fail
 	env := Env{IO: ios, Now: time.Now,
-		Config: func() (*config.Config, error) { return cfg, nil },
-		Active: func() (config.Active, error) { return cfg.Active(config.Overrides{}), nil },
+		Config: func() (*clientconfig.Config, error) { return cfg, nil },
+		Active: func() (clientconfig.Active, error) { return cfg.Active(clientconfig.Overrides{}), nil },
 		Client: func() (*api.Client, error) { return ctl.Client(ctl.AdminToken), nil },
 	}
 	knownHosts := func() string {
@@ -351,7 +352,7 @@ func TestPrepareFollowsCARotation(t *testing.T) {
 		t.Helper()
 		ios, _, _, _ := cmdutil.Test()
 		f := &cmdutil.Factory{IOStreams: ios, Now: time.Now,
-			Config: func() (*config.Config, error) { return cfg, nil },
+			Config: func() (*clientconfig.Config, error) { return cfg, nil },
 			Client: func() (*api.Client, error) { return ctl.Client(ctl.AdminToken), nil }}
 		if err := cmdtest.Execute(ops.NewCmdOps(f), args...); err != nil {
 			t.Fatalf("gpuaas ops %s: %v", strings.Join(args, " "), err)
@@ -391,7 +392,7 @@ func TestPrepareFollowsCARotation(t *testing.T) {
 		!strings.Contains(errOut.String(), "no longer trusting the retired host CA key "+old.ID) {
 		t.Errorf("stderr %q; want the rotation reported", errOut.String())
 	}
-	saved, _ := config.Load(dir)
+	saved, _ := clientconfig.Load(dir)
 	if c, _ := saved.Context("dev"); c.Trust == nil || len(c.Trust.HostCAs) != 1 || len(c.Trust.RetiredHostCAs) != 1 {
 		t.Errorf("pins %+v; want the new key and the retired one", c.Trust)
 	}

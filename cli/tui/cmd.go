@@ -10,12 +10,15 @@ import (
 	"os/exec"
 
 	tea "github.com/charmbracelet/bubbletea"
+	"github.com/charmbracelet/ssh"
 	"github.com/spf13/cobra"
 
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
-	"github.com/gpuaas/gpuaas/cli/config"
 	sshcmd "github.com/gpuaas/gpuaas/cli/ssh"
-	"github.com/gpuaas/gpuaas/cli/sshconfig"
+	sshconfigcmd "github.com/gpuaas/gpuaas/cli/sshconfig"
+	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/clientconfig"
+	"github.com/gpuaas/gpuaas/internal/sshconfig"
 	"github.com/gpuaas/gpuaas/tui"
 	"github.com/gpuaas/gpuaas/tui/common"
 )
@@ -49,7 +52,7 @@ func run(ctx context.Context, f *cmdutil.Factory) error {
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	m, err := tui.NewFromFactory(ctx, f, common.NewRenderer(ios.Out, common.ProfileFor(os.Getenv)), localSSH(f), localSSHCommand)
+	m, err := tui.NewFromAccount(ctx, Account(f), common.NewRenderer(ios.Out, common.ProfileFor(os.Getenv)), localSSH(f), localSSHCommand)
 	if err != nil {
 		return err
 	}
@@ -60,9 +63,25 @@ func run(ctx context.Context, f *cmdutil.Factory) error {
 	return nil
 }
 
+// Account is whom the dashboard acts for: the user f acts for, with f's
+// client (as f hands it out when the dashboard starts), context and clock.
+func Account(f *cmdutil.Factory) tui.Account {
+	return tui.Account{
+		Client: func() (*api.Client, error) { return f.Client() },
+		Active: f.Active,
+		Now:    f.Now,
+	}
+}
+
+// ServeSSH serves the dashboard on a session of the gateway's command mode
+// (cmdutil.SSHDashboard), as the user f acts for.
+func ServeSSH(s ssh.Session, pty ssh.Pty, f *cmdutil.Factory) error {
+	return tui.ServeSSH(s, pty, Account(f))
+}
+
 // localSSHCommand is how to reach an allocation from this terminal:
 // `gpuaas ssh`, or OpenSSH with the config `gpuaas ssh-config` writes.
-func localSSHCommand(active config.Active) func(string) string {
+func localSSHCommand(active clientconfig.Active) func(string) string {
 	alias := sshconfig.Alias(active.Name)
 	return func(id string) string { return "gpuaas ssh " + id + "  or  ssh " + id + "@" + alias }
 }
@@ -70,13 +89,13 @@ func localSSHCommand(active config.Active) func(string) string {
 // localSSH runs what `gpuaas ssh <alloc>` runs: the system OpenSSH with
 // the context's fresh certificate and generated config.
 func localSSH(f *cmdutil.Factory) tui.SSHFunc {
-	env := sshconfig.EnvOf(f)
+	env := sshconfigcmd.EnvOf(f)
 	return func(ctx context.Context, allocID string) (*exec.Cmd, error) {
 		path, err := exec.LookPath("ssh")
 		if err != nil {
 			return nil, errors.New("ssh not found: install the OpenSSH client")
 		}
-		s, err := sshconfig.Prepare(ctx, env, "")
+		s, err := sshconfigcmd.Prepare(ctx, env, "")
 		if err != nil {
 			return nil, err
 		}

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/gpuaas/gpuaas/controld/identity"
-	"github.com/gpuaas/gpuaas/sshgate"
+	"github.com/gpuaas/gpuaas/internal/cmdmode"
 )
 
 // The seeded platform.
@@ -103,8 +103,8 @@ type Config struct {
 
 	// Commands and TUI are the gateway's command mode (see
 	// sshgate.Config); nil leaves it off.
-	Commands sshgate.CommandTree
-	TUI      sshgate.TUIServer
+	Commands cmdmode.Server
+	TUI      cmdmode.Server
 
 	// StripeAPI, when set, enables top-ups against this Stripe API base
 	// (stripe-mock, or Stripe's test mode) and starts controld's HTTP

@@ -17,7 +17,7 @@ import (
 // what the command tree generates: run `go generate ./...`.
 func TestGeneratedDocsAreFresh(t *testing.T) {
 	ios, _, _, _ := cmdutil.Test()
-	files, err := docgen.Files(cli.Root(cmdutil.New(ios)))
+	files, err := docgen.Files(cli.Root(cli.NewFactory(ios)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +57,7 @@ func TestGeneratedDocsAreFresh(t *testing.T) {
 // whatever its command. Each page's .TH line names the page's command.
 func TestManPageHeadedByItsCommand(t *testing.T) {
 	ios, _, _, _ := cmdutil.Test()
-	files, err := docgen.Files(cli.Root(cmdutil.New(ios)))
+	files, err := docgen.Files(cli.Root(cli.NewFactory(ios)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,7 +26,7 @@ type Grant struct {
 }
 
 // ServeCallout answers the bus's auth callout with decide, for tests
-// whose controld is a stand-in (see cli/sshkeys/sshkeystest): the
+// whose controld is a stand-in (see internal/sshkeys/sshkeystest): the
 // connections of the CLI under test then go through the same kind of
 // callout as against a real controld. decide returns an error to refuse.
 func (b *Bus) ServeCallout(t testing.TB, decide func(Credentials) (Grant, error)) {

@@ -102,7 +102,7 @@ func Sign(key ed25519.PrivateKey, st Statement) (*api.TrustBundle, error) {
 
 // Open checks that b is well formed and signed by the server key its
 // statement names, and returns the statement. Whether that key is one to
-// trust is the caller's question (see cli/trust): Open only proves the
+// trust is the caller's question (see internal/trust): Open only proves the
 // statement and the key go together.
 func Open(b *api.TrustBundle) (Statement, error) {
 	if b == nil {

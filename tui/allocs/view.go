@@ -5,8 +5,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gpuaas/gpuaas/cli/cmdutil"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/fuzzytime"
 	"github.com/gpuaas/gpuaas/tui/common"
 )
 
@@ -38,7 +38,7 @@ func (m *Model) cells(a api.Allocation, cols []common.Column, now time.Time) []s
 	if s, ok := common.SKUByID(m.skus, a.SKU); ok {
 		price = api.FormatMoney(common.HourlyMinor(s, a.GPUs), s.Currency)
 	}
-	return append(cells, cmdutil.FuzzyDuration(now.Sub(a.CreatedAt)), price)
+	return append(cells, fuzzytime.Duration(now.Sub(a.CreatedAt)), price)
 }
 
 // View renders the header and the rows on screen.

@@ -13,8 +13,8 @@ import (
 	"github.com/charmbracelet/bubbles/key"
 	tea "github.com/charmbracelet/bubbletea"
 
-	"github.com/gpuaas/gpuaas/cli/cmdutil"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/fuzzytime"
 	"github.com/gpuaas/gpuaas/tui/backend"
 	"github.com/gpuaas/gpuaas/tui/common"
 )
@@ -164,7 +164,7 @@ func (m *Model) render(w, h int) string {
 	if s, ok := common.SKUByID(m.skus, a.SKU); ok {
 		d := activeSpan(a, now)
 		add("cost", fmt.Sprintf("%s so far at %s/h (%s active, est.)", api.FormatMoney(costMinor(s, a.GPUs, d), s.Currency),
-			api.FormatMoney(common.HourlyMinor(s, a.GPUs), s.Currency), cmdutil.FuzzyDuration(d)))
+			api.FormatMoney(common.HourlyMinor(s, a.GPUs), s.Currency), fuzzytime.Duration(d)))
 	}
 	add("ssh", m.sshLine(a.ID))
 	if a.Reason != "" {
@@ -177,7 +177,7 @@ func (m *Model) render(w, h int) string {
 	if where != "" {
 		add("node", where)
 	}
-	add("project", a.ProjectID+st.Dim.Render("  created "+cmdutil.FuzzyAgo(now, a.CreatedAt)))
+	add("project", a.ProjectID+st.Dim.Render("  created "+fuzzytime.Ago(now, a.CreatedAt)))
 	op := operation(a.State)
 	lines = append(lines, st.PaneTitle.Render("timeline")+st.Dim.Render(" · "+op))
 	switch {

@@ -11,8 +11,8 @@ import (
 	"github.com/charmbracelet/bubbles/key"
 	tea "github.com/charmbracelet/bubbletea"
 
-	"github.com/gpuaas/gpuaas/cli/cmdutil"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/fuzzytime"
 	"github.com/gpuaas/gpuaas/tui/backend"
 	"github.com/gpuaas/gpuaas/tui/common"
 )
@@ -169,7 +169,7 @@ func (m *Model) View() string {
 		health, healthy := nodeHealth(n)
 		hb := "never"
 		if n.LastHeartbeat != nil {
-			hb = cmdutil.FuzzyAgo(now, *n.LastHeartbeat)
+			hb = fuzzytime.Ago(now, *n.LastHeartbeat)
 		}
 		cells := []string{common.Text(n.Name), n.State, common.Text(n.GPUModel) + " " + shapeShort(n.Shape), strconv.Itoa(n.SlotsTotal - n.SlotsFree),
 			strconv.Itoa(n.SlotsFree), strconv.Itoa(n.SlotsPending), strconv.Itoa(n.TasksOpen), health, hb}

@@ -14,8 +14,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
-	"github.com/gpuaas/gpuaas/cli/config"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/clientconfig"
 )
 
 // Now is where the clock of Factory stands.
@@ -40,10 +40,10 @@ func Factory(ios *cmdutil.IOStreams) *cmdutil.Factory {
 // environment cleared (ClearEnv), an empty config file in a temporary
 // directory, holding ctx as the context "dev" when ctx is not nil. It
 // returns the config too, for the test to set up or look into.
-func ConfigFactory(t testing.TB, ios *cmdutil.IOStreams, ctx *config.Context) (*cmdutil.Factory, *config.Config) {
+func ConfigFactory(t testing.TB, ios *cmdutil.IOStreams, ctx *clientconfig.Context) (*cmdutil.Factory, *clientconfig.Config) {
 	t.Helper()
 	ClearEnv(t)
-	cfg, err := config.Load(t.TempDir())
+	cfg, err := clientconfig.Load(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +51,7 @@ func ConfigFactory(t testing.TB, ios *cmdutil.IOStreams, ctx *config.Context) (*
 		cfg.SetContext("dev", *ctx)
 	}
 	f := Factory(ios)
-	f.Config = func() (*config.Config, error) { return cfg, nil }
+	f.Config = func() (*clientconfig.Config, error) { return cfg, nil }
 	return f, cfg
 }
 
@@ -60,8 +60,8 @@ func ConfigFactory(t testing.TB, ios *cmdutil.IOStreams, ctx *config.Context) (*
 // come back after it).
 func ClearEnv(t testing.TB) {
 	t.Helper()
-	for _, env := range []string{config.EnvServer, config.EnvToken, config.EnvProject, config.EnvContext,
-		config.EnvCorrelationID, config.EnvDebug} {
+	for _, env := range []string{clientconfig.EnvServer, clientconfig.EnvToken, clientconfig.EnvProject, clientconfig.EnvContext,
+		clientconfig.EnvCorrelationID, clientconfig.EnvDebug} {
 		t.Setenv(env, "")
 	}
 }

@@ -8,15 +8,15 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
-	"github.com/gpuaas/gpuaas/cli/config"
+	"github.com/gpuaas/gpuaas/internal/clientconfig"
 )
 
 func TestConfigFactory(t *testing.T) {
-	t.Setenv(config.EnvServer, "nats://from-the-developer:4222")
+	t.Setenv(clientconfig.EnvServer, "nats://from-the-developer:4222")
 	ios, _, _, _ := cmdutil.Test()
-	f, cfg := ConfigFactory(t, ios, &config.Context{Server: "nats://dev:4222"})
-	if got := os.Getenv(config.EnvServer); got != "" {
-		t.Errorf("got %s=%q; want it cleared", config.EnvServer, got)
+	f, cfg := ConfigFactory(t, ios, &clientconfig.Context{Server: "nats://dev:4222"})
+	if got := os.Getenv(clientconfig.EnvServer); got != "" {
+		t.Errorf("got %s=%q; want it cleared", clientconfig.EnvServer, got)
 	}
 	if got, err := f.Config(); err != nil || got != cfg {
 		t.Fatalf("Config: %p, %v; want the returned config", got, err)

@@ -13,7 +13,7 @@ import (
 
 func main() {
 	ios, _, _, _ := cmdutil.Test()
-	if err := docgen.Write(cli.Root(cmdutil.New(ios)), "."); err != nil {
+	if err := docgen.Write(cli.Root(cli.NewFactory(ios)), "."); err != nil {
 		fmt.Fprintln(os.Stderr, "gendocs:", err)
 		os.Exit(1)
 	}

@@ -30,8 +30,8 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 
-	"github.com/gpuaas/gpuaas/cli/config"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/clientconfig"
 	"github.com/gpuaas/gpuaas/internal/trustbundle"
 )
 
@@ -51,7 +51,7 @@ type Decision struct {
 	// files.
 	Statement trustbundle.Statement
 	// Pins is what the context should pin from now on.
-	Pins config.Trust
+	Pins clientconfig.Trust
 	// First reports that nothing was pinned yet (trust on first use).
 	First bool
 	// Changed reports that Pins differ from what was pinned.
@@ -62,7 +62,7 @@ type Decision struct {
 
 // Check decides whether bundle may be believed by a context that pinned
 // pinned (nil: nothing yet), at now.
-func Check(pinned *config.Trust, bundle *api.TrustBundle, now time.Time) (*Decision, error) {
+func Check(pinned *clientconfig.Trust, bundle *api.TrustBundle, now time.Time) (*Decision, error) {
 	if bundle == nil {
 		return nil, refuse("the answer carries no signed trust bundle")
 	}
@@ -71,7 +71,7 @@ func Check(pinned *config.Trust, bundle *api.TrustBundle, now time.Time) (*Decis
 		return nil, refuse("%v", err)
 	}
 	d := &Decision{Statement: st}
-	d.Pins = config.Trust{ServerKey: st.ServerKey, HostCAs: slices.Clone(st.HostCAs),
+	d.Pins = clientconfig.Trust{ServerKey: st.ServerKey, HostCAs: slices.Clone(st.HostCAs),
 		RetiredHostCAs: slices.Clone(st.RetiredHostCAs), Gateway: st.Gateway, IssuedAt: st.IssuedAt, PinnedAt: now.UTC()}
 	if pinned == nil || pinned.ServerKey == "" {
 		d.First, d.Changed = true, true
@@ -112,7 +112,7 @@ func Check(pinned *config.Trust, bundle *api.TrustBundle, now time.Time) (*Decis
 // checkHostCAs refuses a bundle that would rewrite the pinned host CA keys
 // in a way no rotation does: dropping a key nobody retired, trusting a
 // retired key again, forgetting a retirement.
-func checkHostCAs(pinned *config.Trust, st trustbundle.Statement) error {
+func checkHostCAs(pinned *clientconfig.Trust, st trustbundle.Statement) error {
 	now := fingerprints(st.HostCAs)
 	for _, fp := range fingerprints(pinned.HostCAs) {
 		if !slices.Contains(now, fp) && !slices.Contains(st.RetiredHostCAs, fp) {
@@ -132,13 +132,13 @@ func checkHostCAs(pinned *config.Trust, st trustbundle.Statement) error {
 	return nil
 }
 
-func sameContent(a *config.Trust, b config.Trust) bool {
+func sameContent(a *clientconfig.Trust, b clientconfig.Trust) bool {
 	return a.ServerKey == b.ServerKey && slices.Equal(a.HostCAs, b.HostCAs) &&
 		slices.Equal(a.RetiredHostCAs, b.RetiredHostCAs) && a.Gateway == b.Gateway
 }
 
 // changes describes what a signed bundle changes.
-func changes(pinned *config.Trust, st trustbundle.Statement) []string {
+func changes(pinned *clientconfig.Trust, st trustbundle.Statement) []string {
 	var notes []string
 	was := fingerprints(pinned.HostCAs)
 	for _, fp := range fingerprints(st.HostCAs) {
@@ -193,7 +193,7 @@ func ValidServerKey(s string) error {
 // may be stored: not when an override (GPUAAS_SERVER, --server) points
 // the command at another server than the stored context's, whose pins
 // then do not apply.
-func pinnedOf(cfg *config.Config, active config.Active) (*config.Trust, bool) {
+func pinnedOf(cfg *clientconfig.Config, active clientconfig.Active) (*clientconfig.Trust, bool) {
 	stored, ok := cfg.Context(active.Name)
 	if ok && stored.Server != "" && stored.Server != active.Server {
 		return nil, false
@@ -210,7 +210,7 @@ type Fetched struct {
 
 // Fetch asks the server for its SSH trust settings and checks them
 // against the active context's pins. Nothing is written.
-func Fetch(ctx context.Context, client *api.Client, cfg *config.Config, active config.Active, now time.Time) (*Fetched, error) {
+func Fetch(ctx context.Context, client *api.Client, cfg *clientconfig.Config, active clientconfig.Active, now time.Time) (*Fetched, error) {
 	cas, err := client.SSHCAs(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("get ssh CA keys: %w", err)
@@ -225,12 +225,12 @@ func Fetch(ctx context.Context, client *api.Client, cfg *config.Config, active c
 
 // Apply stores the pins in the context when they changed; the caller saves
 // the file. It reports whether anything was stored.
-func (f *Fetched) Apply(cfg *config.Config, active config.Active) bool {
+func (f *Fetched) Apply(cfg *clientconfig.Config, active clientconfig.Active) bool {
 	if !f.Changed || !f.Persist {
 		return false
 	}
 	pins := f.Pins
-	cfg.UpdateActive(active, func(c *config.Context) { c.Trust = &pins })
+	cfg.UpdateActive(active, func(c *clientconfig.Context) { c.Trust = &pins })
 	return true
 }
 
@@ -280,7 +280,7 @@ func shortJWTError(err error) string {
 // login reply's token was signed by the pinned server key; the pins go
 // into cfg, saved with the session by the caller. client is the one the
 // login went through.
-func PinLogin(ctx context.Context, w io.Writer, cfg *config.Config, active config.Active, client *api.Client,
+func PinLogin(ctx context.Context, w io.Writer, cfg *clientconfig.Config, active clientconfig.Active, client *api.Client,
 	resp *api.LoginResponse, now time.Time) error {
 	f, err := Fetch(ctx, client, cfg, active, now)
 	if err != nil {

@@ -1,11 +1,11 @@
-// Package config reads and writes the CLI's config file: one or more named
+// Package clientconfig reads and writes the CLI's config file: one or more named
 // contexts (a server plus the credentials and default project used with
 // it) and which of them is current.
 //
 // The file model (Config) never holds environment or flag overrides, so
 // saving it after a command ran with GPUAAS_TOKEN set does not persist that
 // token. Overrides are applied when resolving the Active context.
-package config
+package clientconfig
 
 import (
 	"encoding/json"
@@ -54,7 +54,7 @@ type Context struct {
 	// NATSInsecurePlaintext allows a plaintext connection to a server that
 	// is not on this machine.
 	NATSInsecurePlaintext bool `json:"nats_insecure_plaintext,omitempty"`
-	// Trust is what the context pinned about its server (cli/trust).
+	// Trust is what the context pinned about its server (internal/trust).
 	Trust *Trust `json:"trust,omitempty"`
 }
 

@@ -1,3 +1,8 @@
+// Package sshconfig renders the OpenSSH client files of a CLI context (its
+// config and known_hosts, see RenderConfig and RenderKnownHosts), parses
+// gateway addresses, and adds the Include line to ~/.ssh/config. The
+// `gpuaas ssh-config` command (cli/sshconfig) writes them; the gateway
+// reads the names they share (CommandUser, Gateway).
 package sshconfig
 
 import (
@@ -11,8 +16,8 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
-	"github.com/gpuaas/gpuaas/cli/sshkeys"
 	"github.com/gpuaas/gpuaas/internal/ids"
+	"github.com/gpuaas/gpuaas/internal/sshkeys"
 )
 
 // CommandUser is the SSH user name the alias uses by default: the gateway

@@ -12,7 +12,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/gpuaas/gpuaas/cli/sshkeys"
+	"github.com/gpuaas/gpuaas/internal/sshkeys"
 )
 
 // UserConfigPath is the OpenSSH user config that ssh reads: ~/.ssh/config

@@ -12,8 +12,8 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
-	"github.com/gpuaas/gpuaas/cli/config"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/clientconfig"
 )
 
 // SignFunc asks controld to sign a public key as a user certificate
@@ -48,7 +48,7 @@ type Renewer struct {
 
 // ForActive returns the Renewer of the active context, whose files live
 // next to cfg's file, signing through client.
-func ForActive(cfg *config.Config, active config.Active, client func() (*api.Client, error), now func() time.Time) *Renewer {
+func ForActive(cfg *clientconfig.Config, active clientconfig.Active, client func() (*api.Client, error), now func() time.Time) *Renewer {
 	return &Renewer{
 		Paths:            For(filepath.Dir(cfg.Path()), active.Name),
 		Context:          active.Name,

@@ -1,4 +1,4 @@
-package cmdutil
+package cli
 
 import (
 	"context"
@@ -12,8 +12,9 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/nats-io/nats.go"
 
-	"github.com/gpuaas/gpuaas/cli/config"
+	"github.com/gpuaas/gpuaas/cli/cmdutil"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/clientconfig"
 	"github.com/gpuaas/gpuaas/internal/testutil"
 )
 
@@ -49,14 +50,14 @@ var testToken = func() string {
 
 // writeConfig points the Factory at a fresh config dir holding ctx as the
 // current context "dev".
-func writeConfig(t *testing.T, ctx config.Context) {
+func writeConfig(t *testing.T, ctx clientconfig.Context) {
 	t.Helper()
 	dir := t.TempDir()
-	t.Setenv(config.EnvConfigDir, dir)
-	for _, env := range []string{config.EnvServer, config.EnvToken, config.EnvProject, config.EnvContext} {
+	t.Setenv(clientconfig.EnvConfigDir, dir)
+	for _, env := range []string{clientconfig.EnvServer, clientconfig.EnvToken, clientconfig.EnvProject, clientconfig.EnvContext} {
 		t.Setenv(env, "")
 	}
-	cfg, err := config.Load(dir)
+	cfg, err := clientconfig.Load(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,9 +68,9 @@ func writeConfig(t *testing.T, ctx config.Context) {
 }
 
 func TestFactoryIsLazy(t *testing.T) {
-	t.Setenv(config.EnvConfigDir, "/nonexistent/never/read")
-	ios, _, _, _ := Test()
-	f := New(ios)
+	t.Setenv(clientconfig.EnvConfigDir, "/nonexistent/never/read")
+	ios, _, _, _ := cmdutil.Test()
+	f := NewFactory(ios)
 	f.Close() // nothing to close, nothing dialled
 }
 
@@ -77,23 +78,23 @@ func TestFactoryIsLazy(t *testing.T) {
 // gateway session's) never reads the process's GPUAAS_* variables (the
 // gateway's own), and flags still win over it.
 func TestFactoryEnvReplacesProcessEnvironment(t *testing.T) {
-	t.Setenv(config.EnvProject, "gateways-own")
-	cfg := &config.Config{CurrentContext: "ssh", Contexts: map[string]config.Context{"ssh": {Server: "nats://gw:4222"}}}
+	t.Setenv(clientconfig.EnvProject, "gateways-own")
+	cfg := &clientconfig.Config{CurrentContext: "ssh", Contexts: map[string]clientconfig.Context{"ssh": {Server: "nats://gw:4222"}}}
 	tests := []struct {
 		name string
-		env  func() config.Overrides
+		env  func() clientconfig.Overrides
 		flag string
 		want string
 	}{
 		{name: "process environment by default", want: "gateways-own"},
-		{name: "the session's environment", env: func() config.Overrides { return config.Overrides{Project: "sent"} }, want: "sent"},
-		{name: "nothing sent", env: func() config.Overrides { return config.Overrides{} }, want: ""},
-		{name: "the flag wins", env: func() config.Overrides { return config.Overrides{Project: "sent"} }, flag: "flagged", want: "flagged"},
+		{name: "the session's environment", env: func() clientconfig.Overrides { return clientconfig.Overrides{Project: "sent"} }, want: "sent"},
+		{name: "nothing sent", env: func() clientconfig.Overrides { return clientconfig.Overrides{} }, want: ""},
+		{name: "the flag wins", env: func() clientconfig.Overrides { return clientconfig.Overrides{Project: "sent"} }, flag: "flagged", want: "flagged"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ios, _, _, _ := Test()
-			f := &Factory{IOStreams: ios, Env: tt.env, Config: func() (*config.Config, error) { return cfg, nil }}
+			ios, _, _, _ := cmdutil.Test()
+			f := &cmdutil.Factory{IOStreams: ios, Env: tt.env, Config: func() (*clientconfig.Config, error) { return cfg, nil }}
 			f.Flags.Project = tt.flag
 			a, err := f.Active()
 			if err != nil {
@@ -108,7 +109,7 @@ func TestFactoryEnvReplacesProcessEnvironment(t *testing.T) {
 
 func TestClientSendsContextCredentials(t *testing.T) {
 	url, b, seen := startNATS(t)
-	writeConfig(t, config.Context{Server: url, UserID: "u-1", Token: testToken, Project: "dev"})
+	writeConfig(t, clientconfig.Context{Server: url, UserID: "u-1", Token: testToken, Project: "dev"})
 
 	// Stand in for controld's whoami endpoint and record what arrived.
 	srv := b.Connect(t)
@@ -128,16 +129,16 @@ func TestClientSendsContextCredentials(t *testing.T) {
 
 	tests := []struct {
 		name        string
-		flags       config.Overrides
+		flags       clientconfig.Overrides
 		wantProject string
 	}{
-		{"from the context", config.Overrides{}, "dev"},
-		{"--project wins", config.Overrides{Project: "ml"}, "ml"},
+		{"from the context", clientconfig.Overrides{}, "dev"},
+		{"--project wins", clientconfig.Overrides{Project: "ml"}, "ml"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ios, _, _, _ := Test()
-			f := New(ios)
+			ios, _, _, _ := cmdutil.Test()
+			f := NewFactory(ios)
 			f.Flags = tt.flags
 			defer f.Close()
 			client, err := f.Client()
@@ -172,32 +173,32 @@ func TestClientIdentity(t *testing.T) {
 	url, _, seen := startNATS(t)
 	tests := []struct {
 		name     string
-		ctx      config.Context
+		ctx      clientconfig.Context
 		wantKey  bool
 		wantCode int
 	}{
-		{name: "no session", ctx: config.Context{Server: url}, wantKey: true},
-		{name: "expired session", ctx: config.Context{Server: url, Token: testToken, TokenExpiresAt: time.Now().Add(-time.Minute)}, wantKey: true},
-		{name: "not a token", ctx: config.Context{Server: url, Token: "garbage"}, wantKey: true},
-		{name: "refused session", ctx: config.Context{Server: url, Token: func() string {
+		{name: "no session", ctx: clientconfig.Context{Server: url}, wantKey: true},
+		{name: "expired session", ctx: clientconfig.Context{Server: url, Token: testToken, TokenExpiresAt: time.Now().Add(-time.Minute)}, wantKey: true},
+		{name: "not a token", ctx: clientconfig.Context{Server: url, Token: "garbage"}, wantKey: true},
+		{name: "refused session", ctx: clientconfig.Context{Server: url, Token: func() string {
 			s, _ := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.RegisteredClaims{Subject: "u-2"}).SignedString([]byte("k"))
 			return s
-		}()}, wantCode: ExitUnauthenticated},
-		{name: "plaintext to another machine", ctx: config.Context{Server: "nats://192.0.2.1:4222"}, wantCode: ExitInvalidArgument},
+		}()}, wantCode: cmdutil.ExitUnauthenticated},
+		{name: "plaintext to another machine", ctx: clientconfig.Context{Server: "nats://192.0.2.1:4222"}, wantCode: cmdutil.ExitInvalidArgument},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			writeConfig(t, tt.ctx)
-			ios, _, _, _ := Test()
-			f := New(ios)
+			ios, _, _, _ := cmdutil.Test()
+			f := NewFactory(ios)
 			defer f.Close()
 			_, err := f.Client()
 			if tt.wantCode != 0 {
-				if code := ExitCodeOf(err); code != tt.wantCode {
+				if code := cmdutil.ExitCodeOf(err); code != tt.wantCode {
 					t.Fatalf("got %v (exit %d); want exit %d", err, code, tt.wantCode)
 				}
 				var apiErr *api.Error
-				if tt.wantCode == ExitUnauthenticated && (!errors.As(err, &apiErr) || !strings.Contains(apiErr.Hint, "gpuaas login")) {
+				if tt.wantCode == cmdutil.ExitUnauthenticated && (!errors.As(err, &apiErr) || !strings.Contains(apiErr.Hint, "gpuaas login")) {
 					t.Errorf("got %v; want a hint to log in", err)
 				}
 				return
@@ -221,9 +222,9 @@ func TestClientTLS(t *testing.T) {
 	b.ServeCallout(t, func(c testutil.Credentials) (testutil.Grant, error) {
 		return testutil.Grant{Pub: []string{api.SubjectPrefix + ".>"}, Sub: []string{api.InboxPrefix(c.Nkey) + ".>"}}, nil
 	})
-	writeConfig(t, config.Context{Server: b.URL, NATSCA: string(files.CAPEM)})
-	ios, _, _, _ := Test()
-	f := New(ios)
+	writeConfig(t, clientconfig.Context{Server: b.URL, NATSCA: string(files.CAPEM)})
+	ios, _, _, _ := cmdutil.Test()
+	f := NewFactory(ios)
 	c, err := f.Client()
 	if err != nil {
 		t.Fatal(err)
@@ -233,8 +234,8 @@ func TestClientTLS(t *testing.T) {
 	}
 	f.Close()
 
-	writeConfig(t, config.Context{Server: strings.Replace(b.URL, "nats://", "tls://", 1)})
-	f = New(ios)
+	writeConfig(t, clientconfig.Context{Server: strings.Replace(b.URL, "nats://", "tls://", 1)})
+	f = NewFactory(ios)
 	defer f.Close()
 	if _, err := f.Client(); err == nil || !strings.Contains(err.Error(), "certificate") {
 		t.Fatalf("got %v; want a certificate error without the CA", err)
@@ -248,11 +249,11 @@ func TestClientUnreachableServer(t *testing.T) {
 	}
 	url := "nats://" + l.Addr().String()
 	l.Close() // nothing listens there now
-	writeConfig(t, config.Context{Server: "nats://unused:4222"})
-	t.Setenv(config.EnvServer, url)
+	writeConfig(t, clientconfig.Context{Server: "nats://unused:4222"})
+	t.Setenv(clientconfig.EnvServer, url)
 
-	ios, _, _, _ := Test()
-	f := New(ios)
+	ios, _, _, _ := cmdutil.Test()
+	f := NewFactory(ios)
 	_, err = f.Client()
 	var apiErr *api.Error
 	if !errors.As(err, &apiErr) || apiErr.Code != api.CodeUnavailable {
@@ -261,18 +262,18 @@ func TestClientUnreachableServer(t *testing.T) {
 	if !strings.Contains(apiErr.Hint, "gpuaas dev") || !strings.Contains(apiErr.Hint, url) {
 		t.Errorf("got hint %q; want it to mention `gpuaas dev` and %s", apiErr.Hint, url)
 	}
-	if code := ExitCodeOf(err); code != ExitUnavailable {
-		t.Errorf("got exit %d; want %d", code, ExitUnavailable)
+	if code := cmdutil.ExitCodeOf(err); code != cmdutil.ExitUnavailable {
+		t.Errorf("got exit %d; want %d", code, cmdutil.ExitUnavailable)
 	}
 }
 
 func TestClientUnknownContext(t *testing.T) {
-	writeConfig(t, config.Context{Server: "nats://127.0.0.1:1"})
-	ios, _, _, _ := Test()
-	f := New(ios)
+	writeConfig(t, clientconfig.Context{Server: "nats://127.0.0.1:1"})
+	ios, _, _, _ := cmdutil.Test()
+	f := NewFactory(ios)
 	f.Flags.Context = "prod"
 	_, err := f.Client()
-	var fe *FlagError
+	var fe *cmdutil.FlagError
 	if !errors.As(err, &fe) || !strings.Contains(err.Error(), `"prod"`) {
 		t.Errorf("got %v; want a usage error naming the context", err)
 	}

@@ -13,8 +13,8 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 	"golang.org/x/crypto/ssh"
 
-	"github.com/gpuaas/gpuaas/cli/config"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/clientconfig"
 	"github.com/gpuaas/gpuaas/internal/trustbundle"
 )
 
@@ -55,9 +55,9 @@ func TestCheck(t *testing.T) {
 	oldCA, oldFP := caLine(t)
 	newCA, newFP := caLine(t)
 	evilCA, _ := caLine(t)
-	pinned := &config.Trust{ServerKey: serverLine, HostCAs: []string{oldCA}, Gateway: "gw.example.com:22",
+	pinned := &clientconfig.Trust{ServerKey: serverLine, HostCAs: []string{oldCA}, Gateway: "gw.example.com:22",
 		IssuedAt: t0, PinnedAt: t0.Add(-time.Hour)}
-	afterRetire := &config.Trust{ServerKey: serverLine, HostCAs: []string{newCA}, RetiredHostCAs: []string{oldFP},
+	afterRetire := &clientconfig.Trust{ServerKey: serverLine, HostCAs: []string{newCA}, RetiredHostCAs: []string{oldFP},
 		Gateway: "gw.example.com:22", IssuedAt: t0}
 	st := func(at time.Time, gw string, retired []string, cas ...string) trustbundle.Statement {
 		return trustbundle.Statement{HostCAs: cas, RetiredHostCAs: retired, Gateway: gw, IssuedAt: at}
@@ -66,7 +66,7 @@ func TestCheck(t *testing.T) {
 
 	tests := []struct {
 		name        string
-		pinned      *config.Trust
+		pinned      *clientconfig.Trust
 		bundle      *api.TrustBundle
 		wantErr     string // empty: accepted
 		wantChanged bool
@@ -82,14 +82,14 @@ func TestCheck(t *testing.T) {
 			wantChanged: true, wantNote: "retired host CA key " + oldFP},
 		{name: "gateway moved, signed", pinned: pinned, bundle: sign(t, server, st(later, "gw2.example.com:22", nil, oldCA)),
 			wantChanged: true, wantNote: `moved from "gw.example.com:22" to "gw2.example.com:22"`},
-		{name: "server key given ahead", pinned: &config.Trust{ServerKey: trustbundle.Fingerprint(serverLine)},
+		{name: "server key given ahead", pinned: &clientconfig.Trust{ServerKey: trustbundle.Fingerprint(serverLine)},
 			bundle: sign(t, server, st(t0, "gw.example.com:22", nil, oldCA)), wantChanged: true, wantNote: "confirmed the server key"},
 
 		{name: "no bundle", pinned: pinned, wantErr: "no signed trust bundle"},
 		{name: "no bundle at first use", wantErr: "no signed trust bundle"},
 		{name: "forged: another server key", pinned: pinned, bundle: sign(t, forger, st(later, "evil.example.com:22", nil, evilCA)),
 			wantErr: "but this context trusts " + trustbundle.Fingerprint(serverLine)},
-		{name: "forged: other key than the one given ahead", pinned: &config.Trust{ServerKey: trustbundle.Fingerprint(serverLine)},
+		{name: "forged: other key than the one given ahead", pinned: &clientconfig.Trust{ServerKey: trustbundle.Fingerprint(serverLine)},
 			bundle: sign(t, forger, st(t0, "gw.example.com:22", nil, evilCA)), wantErr: "but this context trusts"},
 		{name: "gateway changed under a signature", pinned: pinned,
 			bundle:  tamper(t, sign(t, server, st(later, "gw.example.com:22", nil, oldCA)), "gw.example.com:22", "evil.example.com:22"),

@@ -7,12 +7,10 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nkeys"
 
 	"github.com/gpuaas/gpuaas/controld/controldtest"
 	"github.com/gpuaas/gpuaas/controld/identity"
 	"github.com/gpuaas/gpuaas/internal/api"
-	"github.com/gpuaas/gpuaas/internal/testutil"
 )
 
 // preLoginFrom connects the way `gpuaas login` does before it has a
@@ -20,17 +18,8 @@ import (
 // so that the auth callout records ip as the connection's source.
 func preLoginFrom(t *testing.T, env *controldtest.Env, ip string) *api.Client {
 	t.Helper()
-	kp, err := nkeys.CreateUser()
-	if err != nil {
-		t.Fatal(err)
-	}
-	opts, proof, err := api.KeyConnOptions(kp)
-	if err != nil {
-		t.Fatal(err)
-	}
 	dialer := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}, Timeout: 5 * time.Second}
-	nc := testutil.Connect(t, env.NATSURL, append(opts, nats.SetCustomDialer(dialer))...)
-	return api.NewClient(nc, api.WithReplyProof(proof))
+	return env.KeyClient(t, nats.SetCustomDialer(dialer))
 }
 
 // TestLoginLockoutOnlyLocksTheGuesser is the regression test of

@@ -5,8 +5,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/nats-io/nkeys"
-
 	"github.com/gpuaas/gpuaas/controld"
 	"github.com/gpuaas/gpuaas/controld/controldtest"
 	"github.com/gpuaas/gpuaas/internal/api"
@@ -24,19 +22,8 @@ func TestPreLoginRequestsLimited(t *testing.T) {
 		PreLoginRateLimit:       controld.RateLimit{Rate: 0.01, Burst: 5},
 		PreLoginSourceRateLimit: controld.RateLimit{Rate: 0.01, Burst: 8}})
 	ctx := t.Context()
-	client := func() *api.Client {
-		kp, err := nkeys.CreateUser()
-		if err != nil {
-			t.Fatal(err)
-		}
-		opts, proof, err := api.KeyConnOptions(kp)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return api.NewClient(testutil.Connect(t, env.NATSURL, opts...), api.WithReplyProof(proof))
-	}
 	// The callout records each connection's address in the background.
-	first := client()
+	first := env.KeyClient(t)
 	testutil.Eventually(t, "the connection's address to be recorded", func() bool {
 		var n int
 		_ = env.Server.Pool().QueryRow(ctx, `SELECT count(*) FROM bus_connections WHERE kind = 'prelogin' AND source <> ''`).Scan(&n)
@@ -54,7 +41,7 @@ func TestPreLoginRequestsLimited(t *testing.T) {
 	if ok, err := calls(first, 10); ok != 5 || !errors.Is(err, api.ErrRateLimited) || !strings.Contains(err.Error(), "this connection") {
 		t.Fatalf("one connection: %d answered, then %v; want 5 then rate_limited for the connection", ok, err)
 	}
-	second := client()
+	second := env.KeyClient(t)
 	testutil.Eventually(t, "the second connection's address to be recorded", func() bool {
 		var n int
 		_ = env.Server.Pool().QueryRow(ctx, `SELECT count(*) FROM bus_connections WHERE kind = 'prelogin' AND source <> ''`).Scan(&n)

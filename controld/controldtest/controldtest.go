@@ -370,9 +370,19 @@ func (e *Env) RequestMsg(ctx context.Context, msg *nats.Msg) (*nats.Msg, error) 
 	return e.KeyConn.RequestMsgWithContext(ctx, msg)
 }
 
+// KeyClient connects to the bus with a key of its own, as a CLI that has
+// not logged in does (extra: e.g. a dialer from another address), and
+// returns an API client on it carrying the key's reply proof; the
+// connection closes at the test's end.
+func (e *Env) KeyClient(t testing.TB, extra ...nats.Option) *api.Client {
+	t.Helper()
+	nc, proof := connectWithKey(t, e.Bus, extra...)
+	return api.NewClient(nc, api.WithReplyProof(proof))
+}
+
 // connectWithKey connects to b with a fresh key, as a CLI that has not
 // logged in does, and returns the connection and the key's reply proof.
-func connectWithKey(t testing.TB, b *testutil.Bus) (*nats.Conn, string) {
+func connectWithKey(t testing.TB, b *testutil.Bus, extra ...nats.Option) (*nats.Conn, string) {
 	t.Helper()
 	kp, err := nkeys.CreateUser()
 	if err != nil {
@@ -383,10 +393,10 @@ func connectWithKey(t testing.TB, b *testutil.Bus) (*nats.Conn, string) {
 		t.Fatal(err)
 	}
 	// The callout decides the connection; on a loaded machine it may miss
-	// the server's deadline once: this is the env's set-up, not a test.
+	// the server's deadline once: a connection is not what is tested.
 	var nc *nats.Conn
 	testutil.EventuallyWithin(t, 30*time.Second, "a connection with a key of its own", func() bool {
-		nc, err = bus.Connect(b.URL, t.Name(), opts...)
+		nc, err = bus.Connect(b.URL, t.Name(), append(opts, extra...)...)
 		return err == nil
 	})
 	t.Cleanup(nc.Close)

@@ -156,6 +156,12 @@ func (l *execSession) start(req *gossh.Request) (func(), error) {
 	if err != nil {
 		return nil, err
 	}
+	if spec.Subsystem != "" && l.t.acct.Credential != nil {
+		// The environment ran sftp-server without a terminal (it speaks
+		// binary): later window-changes are refused, as in a session
+		// without one.
+		l.pty = nil
+	}
 	l.proc = proc
 	return func() { l.exit(proc.Wait()) }, nil
 }

@@ -105,8 +105,14 @@ func (v *hopTarget) session(nc gossh.NewChannel) {
 // and exit-signal come out, data flows both ways, and each side's EOF and
 // close reach the other.
 func (v *hopTarget) relaySession(ch gossh.Channel, reqs <-chan *gossh.Request, vch gossh.Channel, vreqs <-chan *gossh.Request) {
+	// replying is held while a request is relayed and answered: the
+	// client's channel is closed only once the VM's answer to a request
+	// in flight (exec of a command that ends at once) reached the client,
+	// who would otherwise see EOF instead of the reply and exit status.
+	var replying sync.Mutex
 	go func() {
 		for req := range reqs {
+			replying.Lock()
 			ok := false
 			switch {
 			case !sessionRequestAllowed(v.c, req):
@@ -131,6 +137,7 @@ func (v *hopTarget) relaySession(ch gossh.Channel, reqs <-chan *gossh.Request, v
 			if req.WantReply {
 				_ = sshlink.Reply(req, ok, nil)
 			}
+			replying.Unlock()
 		}
 		// The client closed its channel: so does the VM's.
 		_ = vch.Close()
@@ -157,9 +164,13 @@ func (v *hopTarget) relaySession(ch gossh.Channel, reqs <-chan *gossh.Request, v
 	out.Wait()
 	_ = ch.CloseWrite()
 	// The VM's requests end when it closes the channel, after its exit
-	// status: only then is the client's channel closed.
+	// status: only then is the client's channel closed, once a request
+	// being relayed has its answer (the VM's channel is closed, so a
+	// relayed request ends at once).
 	<-fromVM
+	replying.Lock()
 	_ = ch.Close()
+	replying.Unlock()
 }
 
 func (v *hopTarget) directTCPIP(nc gossh.NewChannel, d sshwire.DirectTCPIPMsg) {

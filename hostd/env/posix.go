@@ -18,11 +18,9 @@ type posixEnv struct {
 	acct Account
 }
 
-// Account is who the environment's processes run as (hostd/term's
-// sessions need it for the agent socket's owner).
-func (p *posixEnv) Account() Account { return p.acct }
-
-// AccountOf is the account of a posix environment; false for any other.
+// AccountOf is who a posix environment's processes run as (hostd/term
+// needs it for the forwarded agent socket's owner); false for any other
+// environment.
 func AccountOf(e Environment) (Account, bool) {
 	p, ok := e.(*posixEnv)
 	if !ok {

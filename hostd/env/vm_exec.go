@@ -3,7 +3,6 @@ package env
 import (
 	"context"
 	"fmt"
-	"io"
 	"sync"
 	"syscall"
 
@@ -163,5 +162,3 @@ func (p *vmProcess) Resize(columns, rows, _, _ uint32) error {
 
 // Hangup implements Process: closing the session hangs up, as with sshd.
 func (p *vmProcess) Hangup() { _ = p.s.Close() }
-
-var _ io.Closer = (*gossh.Session)(nil)

@@ -30,7 +30,7 @@ type vmPin struct {
 // any later change is refused. The sim's guests keep their host key per
 // VM, so they pin the same way.
 func (f *Factory) vmHostKeyCallback(alloc string, vmKey gossh.PublicKey) gossh.HostKeyCallback {
-	path := filepath.Join(f.cfg.StateDir, "terminal", "vm_host_keys", alloc)
+	path := PinPath(f.cfg.StateDir, alloc)
 	vmFP := gossh.FingerprintSHA256(vmKey)
 	return func(_ string, _ net.Addr, key gossh.PublicKey) error {
 		f.pinMu.Lock()
@@ -88,4 +88,20 @@ func slotIP(seedDir string) (string, error) {
 		}
 	}
 	return "", fmt.Errorf("no address in %s/network-config", seedDir)
+}
+
+// PinPath is where allocation alloc's VM host key is pinned under
+// stateDir.
+func PinPath(stateDir, alloc string) string {
+	return filepath.Join(stateDir, "terminal", "vm_host_keys", alloc)
+}
+
+// ForgetVM removes what the environment kept of allocation alloc's VM
+// (its pinned host key) once the VM is released; nothing kept is fine.
+// It is part of slice.vm_release.
+func ForgetVM(stateDir, alloc string) error {
+	if err := os.Remove(PinPath(stateDir, alloc)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("forget %s's VM: %w", alloc, err)
+	}
+	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"net"
 	"time"
 
+	"github.com/gpuaas/gpuaas/gateway/core"
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/cmdmode"
 )
@@ -21,7 +22,7 @@ const (
 	// DefaultActivityReportInterval is how often the gateway tells
 	// controld which allocations had channel data (idle release).
 	DefaultActivityReportInterval = 15 * time.Second
-	DefaultDialTimeout            = 10 * time.Second
+	DefaultDialTimeout            = core.DefaultDialTimeout
 	DefaultShutdownGrace          = 10 * time.Second
 	DefaultHandshakeTimeout       = 30 * time.Second
 	DefaultMaxRecordingBytes      = 256 << 20
@@ -31,22 +32,16 @@ const (
 // Node transports: how the gateway reaches a node's terminal server.
 const (
 	// TransportLink is one TLS 1.3 connection carrying SSH's connection
-	// layer (internal/sshlink): no second SSH transport, its encryption
-	// and per-packet copies. The default.
-	TransportLink = "link"
+	// layer (internal/sshlink). The default. (core.TransportLink)
+	TransportLink = core.TransportLink
 	// TransportSSH is a second SSH connection, for terminal servers that
-	// predate links.
-	TransportSSH = "ssh"
+	// predate links. (core.TransportSSH)
+	TransportSSH = core.TransportSSH
 )
 
 // CheckNodeTransport fails on a node transport other than TransportLink
 // and TransportSSH.
-func CheckNodeTransport(t string) error {
-	if t != TransportLink && t != TransportSSH {
-		return fmt.Errorf("%q is neither %s nor %s", t, TransportLink, TransportSSH)
-	}
-	return nil
-}
+func CheckNodeTransport(t string) error { return core.CheckNodeTransport(t) }
 
 // Config is what a Gateway needs.
 type Config struct {

@@ -16,16 +16,18 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	gossh "golang.org/x/crypto/ssh"
 
+	"github.com/gpuaas/gpuaas/gateway/core"
 	"github.com/gpuaas/gpuaas/internal/obs"
 	"github.com/gpuaas/gpuaas/internal/sshwire"
 )
 
 // Gateway is the SSH gateway. Build it with New, serve with Run.
 type Gateway struct {
-	cfg   Config
-	log   *slog.Logger
-	trust trust
-	creds *gatewayCreds // set by Run before it serves
+	cfg Config
+	log *slog.Logger
+	// core is what the fronts share: CA keys, the gateway credential, the
+	// dialer to nodes (gateway/core).
+	core  *core.Core
 	ready chan struct{}
 
 	// ptys holds the PTY request of each session that has one, from
@@ -42,9 +44,6 @@ type Gateway struct {
 	// logins indexes open connections by the login their certificate
 	// names, for revocation (revoke.go) and shutdown.
 	logins logins
-	// activity tracks each allocation's sessions and channel data, for
-	// idle release and notices (activity.go).
-	activity activity
 	// stopping is set once Run shuts down: new sessions are refused.
 	stopping atomic.Bool
 
@@ -68,6 +67,11 @@ func New(cfg Config) (*Gateway, error) {
 		return nil, err
 	}
 	g := &Gateway{cfg: cfg, log: cfg.Log.With("component", "sshgate"), ready: make(chan struct{})}
+	var err error
+	if g.core, err = core.New(core.Config{Client: cfg.Client, GatewayKey: cfg.GatewayKey, DialTimeout: cfg.DialTimeout,
+		NodeTransport: cfg.NodeTransport, RefreshInterval: cfg.RefreshInterval, Now: cfg.Now, Log: g.log}); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
 	if err := g.listenMetrics(); err != nil {
 		return nil, err
 	}
@@ -119,14 +123,9 @@ func (g *Gateway) run(ctx context.Context, ln net.Listener) error {
 	if err != nil {
 		return fmt.Errorf("host key: %w", err)
 	}
-	if g.creds, err = newGatewayCreds(g.cfg.GatewayKey); err != nil {
+	if _, err := g.core.RefreshTrust(ctx); err != nil {
 		return err
 	}
-	ts, err := fetchTrust(ctx, g.cfg.Client)
-	if err != nil {
-		return err
-	}
-	g.trust.cur.Store(ts)
 	hc, err := requestHostCert(ctx, g.cfg.Client, hostSigner, g.cfg.Principals)
 	if err != nil {
 		return err
@@ -146,11 +145,11 @@ func (g *Gateway) run(ctx context.Context, ln net.Listener) error {
 	g.recoverInterrupted(ctx)
 	// Without a gateway certificate the gateway still serves (commands,
 	// the TUI) but opens no shell; gatewayCredsLoop keeps trying.
-	if err := g.renewGatewayCert(ctx); err != nil {
+	if err := g.core.RenewGatewayCert(ctx); err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		g.logCredsError(err)
+		g.core.LogCredsError(err)
 	}
 	srv, err := g.newServer(hostSigner, hc.signer)
 	if err != nil {
@@ -163,7 +162,7 @@ func (g *Gateway) run(ctx context.Context, ln net.Listener) error {
 		return err
 	}
 	defer stopRevocations()
-	stopNotices, err := g.watchNotices()
+	stopNotices, err := g.core.WatchNotices()
 	if err != nil {
 		return err
 	}
@@ -184,9 +183,9 @@ func (g *Gateway) run(ctx context.Context, ln net.Listener) error {
 	refreshCtx, stopRefresh := context.WithCancel(ctx)
 	defer stopRefresh()
 	go g.refreshLoop(refreshCtx, hostSigner)
-	go g.gatewayCredsLoop(refreshCtx)
+	go g.core.KeepGatewayCert(refreshCtx)
 	reported := make(chan struct{})
-	go func() { defer close(reported); g.reportActivity(refreshCtx) }()
+	go func() { defer close(reported); g.core.ReportActivity(refreshCtx, g.cfg.ActivityReportInterval) }()
 	defer func() { stopRefresh(); <-reported }()
 
 	served := make(chan error, 1)
@@ -299,19 +298,18 @@ func (g *Gateway) refreshLoop(ctx context.Context, hostKey gossh.Signer) {
 }
 
 func (g *Gateway) refresh(ctx context.Context, hostKey gossh.Signer) {
-	ts, err := fetchTrust(ctx, g.cfg.Client)
+	ts, err := g.core.RefreshTrust(ctx)
 	if err != nil {
 		if !errors.Is(err, context.Canceled) {
 			g.log.Warn("refresh CA keys; keeping the previous ones", "err", err)
 		}
 		return
 	}
-	g.trust.cur.Store(ts)
 
 	g.mu.Lock()
 	hc, srv := g.hostCert, g.srv
 	g.mu.Unlock()
-	if !hc.due(g.cfg.Now(), ts.host) {
+	if !hc.due(g.cfg.Now(), ts.Host) {
 		return
 	}
 	renewed, err := requestHostCert(ctx, g.cfg.Client, hostKey, g.cfg.Principals)

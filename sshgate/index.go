@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/gpuaas/gpuaas/gateway/core"
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/recstore"
 	"github.com/gpuaas/gpuaas/internal/sshcert"
@@ -60,7 +61,7 @@ type sessionResult struct {
 // finishSession uploads the recording (if any) and closes the index entry,
 // in the background so the client is not kept waiting. Run waits for it.
 // The caller holds a g.bg count across the call.
-func (g *Gateway) finishSession(sessionID string, rec *recorder, res sessionResult) {
+func (g *Gateway) finishSession(sessionID string, rec *core.Recorder, res sessionResult) {
 	g.metrics.ended(res.bytes)
 	g.bg.add()
 	go func() {
@@ -120,7 +121,7 @@ func (g *Gateway) recordingDir() string {
 // recordings stream as the session id's chunks and returns how many it
 // wrote; controld seals them when the session ends. Memory stays bounded:
 // the store reads the pipe chunk by chunk.
-func (g *Gateway) upload(ctx context.Context, sessionID string, rec *recorder) (int, error) {
+func (g *Gateway) upload(ctx context.Context, sessionID string, rec *core.Recorder) (int, error) {
 	g.mu.Lock()
 	js := g.recordings
 	g.mu.Unlock()

@@ -1,0 +1,27 @@
+// Package core is the part of gpuaas's gateway that every front shares
+// and that needs no user-facing protocol (docs/decisions/0012-gateway-rooms.md):
+//
+//   - trust: controld's CA keys (user, host, internal), re-read on
+//     rotation (trust.go);
+//   - the gateway's own credential towards nodes: its key's one-hour
+//     gateway certificate, renewed at half-life (creds.go);
+//   - authorize and tickets, and the node dialer: gate.authorize for a
+//     user and an allocation, a one-minute ticket for a key made for that
+//     link alone, and the link to the node's terminal server with its host
+//     key pinned (dial.go, hostdkeys.go); a TCP stream to a port on the
+//     allocation's loopback over it (port.go);
+//   - recording: a PTY session's frames on local disk, converted to
+//     asciicast v2 when it ends, and the spool a crash leaves (record.go,
+//     spool.go);
+//   - activity and notices: which allocations moved data, reported to
+//     controld for idle release, and controld's notices handed to the
+//     fronts' open sessions (activity.go).
+//
+// Its API is in terms of an allocation, a user (Grant), streams and
+// Notifiers; it imports no SSH server library and nothing of wish (a
+// layout test in gateway/ checks it). It does use x/crypto/ssh: the link
+// to a node carries SSH's connection layer. The SSH front is sshgate; the
+// HTTPS front, to come, is gateway/httpfront. Revocation (which needs to
+// end a front's own connections) and the session index still live in
+// sshgate: see the decision record for what moves next.
+package core

@@ -59,7 +59,7 @@ type Config struct {
 	// GatewayKey is the gateway's own key: the Ed25519 key of its
 	// registered NATS identity (the nkey it connects and logs in to
 	// controld with), which controld certifies for nodes' terminal servers
-	// (see gatewaycreds.go). Required.
+	// (see gateway/core, creds.go). Required.
 	GatewayKey ed25519.PrivateKey
 	// Principals are the host names users dial; the host certificate names
 	// them and OpenSSH checks the name it dialled against them. Default:
@@ -104,7 +104,7 @@ type Config struct {
 	// are re-checked (see revoke.go). Default: DefaultRevocationCheckInterval.
 	RevocationCheckInterval time.Duration
 	// ActivityReportInterval is how often allocation activity is reported
-	// to controld (gate.activity; see activity.go). Default:
+	// to controld (gate.activity; see gateway/core, activity.go). Default:
 	// DefaultActivityReportInterval.
 	ActivityReportInterval time.Duration
 	// DialTimeout bounds dialling a node's terminal server, handshake

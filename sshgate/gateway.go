@@ -41,9 +41,6 @@ type Gateway struct {
 	// recording and closing its index entry. Run waits for it before
 	// returning.
 	bg tracker
-	// logins indexes open connections by the login their certificate
-	// names, for revocation (revoke.go) and shutdown.
-	logins logins
 	// stopping is set once Run shuts down: new sessions are refused.
 	stopping atomic.Bool
 
@@ -144,7 +141,7 @@ func (g *Gateway) run(ctx context.Context, ln net.Listener) error {
 	}
 	g.recoverInterrupted(ctx)
 	// Without a gateway certificate the gateway still serves (commands,
-	// the TUI) but opens no shell; gatewayCredsLoop keeps trying.
+	// the TUI) but opens no shell; the core's KeepGatewayCert keeps trying.
 	if err := g.core.RenewGatewayCert(ctx); err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -157,7 +154,7 @@ func (g *Gateway) run(ctx context.Context, ln net.Listener) error {
 	}
 	// Listening for revocations before serving: no connection can
 	// authenticate before the gateway would hear that its login ended.
-	stopRevocations, err := g.watchRevocations(ctx)
+	stopRevocations, err := g.core.WatchRevocations(ctx, g.cfg.RevocationCheckInterval)
 	if err != nil {
 		return err
 	}
@@ -215,10 +212,14 @@ func (g *Gateway) shutdown(ln net.Listener, served <-chan error, srv *ssh.Server
 	g.stopping.Store(true)
 	_ = ln.Close()
 	<-served
-	open := g.logins.all()
+	open := g.core.Logins()
 	g.log.Info("shutting down: telling open connections", "connections", len(open))
 	var ends sync.WaitGroup
-	for _, lc := range open {
+	for _, l := range open {
+		lc, ok := l.(*loginConn) // this front's core holds only its own
+		if !ok {
+			continue
+		}
 		ends.Add(1)
 		go func() {
 			defer ends.Done()

@@ -100,6 +100,9 @@ type Core struct {
 	// activity tracks each allocation's sessions and streams, for idle
 	// release and notices (activity.go).
 	activity activity
+	// logins indexes the fronts' open connections by login, for
+	// revocation (revoke.go).
+	logins logins
 }
 
 // New checks cfg and returns a Core. Nothing is dialled until asked.

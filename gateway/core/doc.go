@@ -15,13 +15,14 @@
 //     spool.go);
 //   - activity and notices: which allocations moved data, reported to
 //     controld for idle release, and controld's notices handed to the
-//     fronts' open sessions (activity.go).
+//     fronts' open sessions (activity.go);
+//   - revocation: the fronts' authenticated connections by login, ended
+//     when controld announces or confirms their login ended (revoke.go).
 //
 // Its API is in terms of an allocation, a user (Grant), streams and
 // Notifiers; it imports no SSH server library and nothing of wish (a
 // layout test in gateway/ checks it). It does use x/crypto/ssh: the link
 // to a node carries SSH's connection layer. The SSH front is sshgate; the
-// HTTPS front, to come, is gateway/httpfront. Revocation (which needs to
-// end a front's own connections) and the session index still live in
-// sshgate: see the decision record for what moves next.
+// HTTPS front, to come, is gateway/httpfront. The session index and the
+// upload of recordings still live in sshgate: see the decision record.
 package core

@@ -39,7 +39,7 @@ const (
 	maxFrame = 1 << 20
 	// recordBuffer is the write buffer of a running recording, held from
 	// a frame to the next flush (a spooled recording's, within spoolFlush:
-	// see recorder.writer). It is small: interactive output comes in small
+	// see Recorder.writer). It is small: interactive output comes in small
 	// chunks it gathers, and a chunk larger than what is left goes to the
 	// file in one write anyway (BenchmarkIdleSessions).
 	recordBuffer = 8 << 10

@@ -25,7 +25,7 @@ const (
 	DefaultDialTimeout            = core.DefaultDialTimeout
 	DefaultShutdownGrace          = 10 * time.Second
 	DefaultHandshakeTimeout       = 30 * time.Second
-	DefaultMaxRecordingBytes      = 256 << 20
+	DefaultMaxRecordingBytes      = core.DefaultMaxRecordingBytes
 	DefaultName                   = "sshgate"
 )
 

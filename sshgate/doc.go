@@ -89,7 +89,7 @@
 // index and their recordings in the spool; its next Run, before serving,
 // uploads those recordings, ends their sessions as interrupted
 // (api.SessionInterrupted), and has controld mark the rest of the sessions
-// indexed under its Name interrupted too (session.interrupt, spool.go).
+// indexed under its Name interrupted too (session.interrupt; gateway/core, index.go).
 //
 // # Command mode
 //

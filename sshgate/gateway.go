@@ -6,14 +6,12 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"os"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/charmbracelet/ssh"
 	"github.com/charmbracelet/wish"
-	"github.com/nats-io/nats.go/jetstream"
 	gossh "golang.org/x/crypto/ssh"
 
 	"github.com/gpuaas/gpuaas/gateway/core"
@@ -45,11 +43,10 @@ type Gateway struct {
 	stopping atomic.Bool
 
 	// mu protects the following.
-	mu         sync.Mutex
-	srv        *ssh.Server
-	addr       net.Addr
-	hostCert   *hostCert
-	recordings jetstream.JetStream
+	mu       sync.Mutex
+	srv      *ssh.Server
+	addr     net.Addr
+	hostCert *hostCert
 
 	metrics *gateMetrics
 	// obs serves /healthz, /readyz and /metrics when Config.MetricsAddr
@@ -66,7 +63,8 @@ func New(cfg Config) (*Gateway, error) {
 	g := &Gateway{cfg: cfg, log: cfg.Log.With("component", "sshgate"), ready: make(chan struct{})}
 	var err error
 	if g.core, err = core.New(core.Config{Client: cfg.Client, GatewayKey: cfg.GatewayKey, DialTimeout: cfg.DialTimeout,
-		NodeTransport: cfg.NodeTransport, RefreshInterval: cfg.RefreshInterval, Now: cfg.Now, Log: g.log}); err != nil {
+		NodeTransport: cfg.NodeTransport, RefreshInterval: cfg.RefreshInterval, Name: cfg.Name, RecordingDir: cfg.RecordingDir,
+		MaxRecordingBytes: cfg.MaxRecordingBytes, Now: cfg.Now, Log: g.log}); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
 	if err := g.listenMetrics(); err != nil {
@@ -127,19 +125,10 @@ func (g *Gateway) run(ctx context.Context, ln net.Listener) error {
 	if err != nil {
 		return err
 	}
-	recordings, err := recordingsStore(g.cfg.Client.Conn())
-	if err != nil {
+	if err := g.core.OpenRecordings(); err != nil {
 		return err
 	}
-	g.mu.Lock()
-	g.recordings = recordings
-	g.mu.Unlock()
-	if g.cfg.RecordingDir != "" {
-		if err := os.MkdirAll(g.cfg.RecordingDir, 0o700); err != nil {
-			return fmt.Errorf("recording spool: %w", err)
-		}
-	}
-	g.recoverInterrupted(ctx)
+	g.core.RecoverInterrupted(ctx)
 	// Without a gateway certificate the gateway still serves (commands,
 	// the TUI) but opens no shell; the core's KeepGatewayCert keeps trying.
 	if err := g.core.RenewGatewayCert(ctx); err != nil {

@@ -67,11 +67,9 @@ func (g *Gateway) proxySession(s ssh.Session, id sshcert.Identity) {
 	}
 	var rec *core.Recorder
 	if hasPty {
-		spoolAs := sessionID // kept until uploaded, recovered after a crash
-		if g.cfg.RecordingDir == "" {
-			spoolAs = ""
-		}
-		rec, err = core.NewRecorder(g.recordingDir(), spoolAs, pty.Term, pty.Window.Width, pty.Window.Height, g.cfg.MaxRecordingBytes, g.cfg.Now)
+		// In the spool under the session id when there is one: kept until
+		// uploaded, recovered after a crash.
+		rec, err = g.core.NewSessionRecorder(sessionID, pty.Term, pty.Window.Width, pty.Window.Height)
 		if err != nil {
 			// Every PTY session is recorded; one that cannot be is not served.
 			g.log.Error("cannot record; refusing the session", "session", sessionID, "err", err)

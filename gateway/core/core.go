@@ -5,7 +5,10 @@ import (
 	"crypto/ed25519"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/gpuaas/gpuaas/internal/api"
 )
@@ -14,6 +17,8 @@ import (
 const (
 	DefaultDialTimeout     = 10 * time.Second
 	DefaultRefreshInterval = time.Minute
+	// DefaultMaxRecordingBytes caps the output recorded per session.
+	DefaultMaxRecordingBytes = 256 << 20
 )
 
 // Node transports: how the gateway reaches a node's terminal server.
@@ -52,6 +57,15 @@ type Config struct {
 	// RefreshInterval caps the wait between attempts to renew the gateway
 	// certificate. Default: DefaultRefreshInterval.
 	RefreshInterval time.Duration
+	// Name identifies this gateway instance in the session index; the
+	// sessions a crash left running are found by it. Default: "sshgate".
+	Name string
+	// RecordingDir is this gateway instance's recording spool (spool.go);
+	// empty: recordings are unlinked temporary files a crash loses.
+	RecordingDir string
+	// MaxRecordingBytes caps the output recorded per session. Default:
+	// DefaultMaxRecordingBytes.
+	MaxRecordingBytes int64
 	// Now is the clock certificates are checked against. Default: time.Now.
 	Now func() time.Time
 	// Log receives the core's logs. Default: discard.
@@ -79,6 +93,12 @@ func (c *Config) CheckAndSetDefaults() error {
 	if c.RefreshInterval <= 0 {
 		c.RefreshInterval = DefaultRefreshInterval
 	}
+	if c.Name == "" {
+		c.Name = "sshgate"
+	}
+	if c.MaxRecordingBytes <= 0 {
+		c.MaxRecordingBytes = DefaultMaxRecordingBytes
+	}
 	if c.Now == nil {
 		c.Now = time.Now
 	}
@@ -103,6 +123,10 @@ type Core struct {
 	// logins indexes the fronts' open connections by login, for
 	// revocation (revoke.go).
 	logins logins
+
+	// mu protects recordings.
+	mu         sync.Mutex
+	recordings jetstream.JetStream // set by OpenRecordings (index.go)
 }
 
 // New checks cfg and returns a Core. Nothing is dialled until asked.

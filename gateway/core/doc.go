@@ -10,9 +10,11 @@
 //     link alone, and the link to the node's terminal server with its host
 //     key pinned (dial.go, hostdkeys.go); a TCP stream to a port on the
 //     allocation's loopback over it (port.go);
-//   - recording: a PTY session's frames on local disk, converted to
-//     asciicast v2 when it ends, and the spool a crash leaves (record.go,
-//     spool.go);
+//   - recording and the session index: a PTY session's frames on local
+//     disk, converted to asciicast v2 when it ends and uploaded into the
+//     sealed recordings stream; each session's entry in controld's index;
+//     the spool a crash leaves, recovered at the next start (record.go,
+//     spool.go, index.go);
 //   - activity and notices: which allocations moved data, reported to
 //     controld for idle release, and controld's notices handed to the
 //     fronts' open sessions (activity.go);
@@ -23,6 +25,5 @@
 // Notifiers; it imports no SSH server library and nothing of wish (a
 // layout test in gateway/ checks it). It does use x/crypto/ssh: the link
 // to a node carries SSH's connection layer. The SSH front is sshgate; the
-// HTTPS front, to come, is gateway/httpfront. The session index and the
-// upload of recordings still live in sshgate: see the decision record.
+// HTTPS front, to come, is gateway/httpfront.
 package core

@@ -1,11 +1,11 @@
-// Package health decides what a GPU fault means (docs/gpu-telemetry.md): when
+// Package faults decides what a GPU fault means (docs/gpu-telemetry.md): when
 // hostd reports an XID or an increase of the uncorrected ECC count of a
 // GPU, the GPU's slot is quarantined, the allocation holding it is told
 // (alloc.notice) and credited what it was charged since the fault, and its
 // meter stops — all in the transaction that records the fault, with an
 // audit row and outbox events like every mutation. It owns no table: it
 // asks controld/node, controld/alloc and controld/billing.
-package health
+package faults
 
 import (
 	"context"

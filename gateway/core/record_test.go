@@ -1,4 +1,4 @@
-package sshgate
+package core
 
 import (
 	"bytes"
@@ -39,7 +39,7 @@ func TestCompleteUTF8(t *testing.T) {
 // resizes and times are kept, the cap cuts the recording with a marker.
 func TestRecorderAsciicast(t *testing.T) {
 	clock := testutil.NewClock(time.Unix(1_800_000_000, 0))
-	rec, err := newRecorder(t.TempDir(), "", "xterm", 100, 30, 20, clock.Now)
+	rec, err := NewRecorder(t.TempDir(), "", "xterm", 100, 30, 20, clock.Now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +80,7 @@ func TestRecorderAsciicast(t *testing.T) {
 	}
 
 	// Bytes that are not UTF-8 at all cannot be JSON text: U+FFFD each.
-	bad, err := newRecorder(t.TempDir(), "", "", 0, 0, 1<<20, clock.Now)
+	bad, err := NewRecorder(t.TempDir(), "", "", 0, 0, 1<<20, clock.Now)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package sshgate
+package core
 
 import (
 	"fmt"
@@ -12,7 +12,7 @@ import (
 	"github.com/gpuaas/gpuaas/internal/sshcert"
 )
 
-// hostdKeyCallback checks that the server answering at a node's terminal
+// HostdKeyCallback checks that the server answering at a node's terminal
 // address is that node's terminal server. The address comes from
 // controld, but the network between the gateway and the node is not
 // trusted: without this check, whoever answers there would be handed the
@@ -25,7 +25,7 @@ import (
 // first use. Only when controld has no key for the node does a host
 // certificate from the internal CA naming the node id do instead
 // (sshcert.VerifyHost); anything else is refused.
-func hostdKeyCallback(auth *api.GateAuthorizeResponse, internalCA []gossh.PublicKey, now func() time.Time) gossh.HostKeyCallback {
+func HostdKeyCallback(auth *api.GateAuthorizeResponse, internalCA []gossh.PublicKey, now func() time.Time) gossh.HostKeyCallback {
 	return func(addr string, _ net.Addr, key gossh.PublicKey) error {
 		if auth.TerminalHostKey != "" {
 			want, _, _, _, err := gossh.ParseAuthorizedKey([]byte(auth.TerminalHostKey))

@@ -1,4 +1,4 @@
-package sshgate
+package core
 
 import (
 	"bytes"
@@ -16,7 +16,7 @@ import (
 func TestSpooledRecordingCutByACrash(t *testing.T) {
 	dir := t.TempDir()
 	clock := testutil.NewClock(time.Unix(1_800_000_000, 0))
-	rec, err := newRecorder(dir, "ts-crashed", "xterm-256color", 120, 40, 1<<20, clock.Now)
+	rec, err := NewRecorder(dir, "ts-crashed", "xterm-256color", 120, 40, 1<<20, clock.Now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,7 +33,7 @@ func TestSpooledRecordingCutByACrash(t *testing.T) {
 		rec.flushLate.Stop()
 	}
 	rec.mu.Unlock()
-	f, err := os.OpenFile(spoolPath(dir, "ts-crashed"), os.O_WRONLY|os.O_APPEND, 0)
+	f, err := os.OpenFile(SpoolPath(dir, "ts-crashed"), os.O_WRONLY|os.O_APPEND, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,11 +42,11 @@ func TestSpooledRecordingCutByACrash(t *testing.T) {
 	}
 	f.Close()
 
-	ids, err := spooled(dir)
+	ids, err := Spooled(dir)
 	if err != nil || len(ids) != 1 || ids[0] != "ts-crashed" {
 		t.Fatalf("spooled = %v, %v; want [ts-crashed]", ids, err)
 	}
-	got, err := openSpooled(spoolPath(dir, "ts-crashed"), clock.Now)
+	got, err := OpenSpooled(SpoolPath(dir, "ts-crashed"), clock.Now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,15 +68,15 @@ func TestSpooledRecordingCutByACrash(t *testing.T) {
 	if err := got.Remove(); err != nil {
 		t.Fatal(err)
 	}
-	if ids, _ := spooled(dir); len(ids) != 0 {
+	if ids, _ := Spooled(dir); len(ids) != 0 {
 		t.Errorf("spool after Remove: %v; want empty", ids)
 	}
 	// A file that is not a spooled recording is refused, not guessed at.
-	if err := os.WriteFile(spoolPath(dir, "ts-junk"), []byte("junk"), 0o600); err != nil {
+	if err := os.WriteFile(SpoolPath(dir, "ts-junk"), []byte("junk"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := openSpooled(spoolPath(dir, "ts-junk"), clock.Now); err == nil {
-		t.Error("openSpooled of junk succeeded; want an error")
+	if _, err := OpenSpooled(SpoolPath(dir, "ts-junk"), clock.Now); err == nil {
+		t.Error("OpenSpooled of junk succeeded; want an error")
 	}
 }
 
@@ -84,14 +84,14 @@ func TestSpooledRecordingCutByACrash(t *testing.T) {
 // spool file within spoolFlush, with no further write to trigger it.
 func TestSpoolFlushesAQuietSession(t *testing.T) {
 	dir := t.TempDir()
-	rec, err := newRecorder(dir, "ts-quiet", "", 80, 24, 1<<20, time.Now)
+	rec, err := NewRecorder(dir, "ts-quiet", "", 80, 24, 1<<20, time.Now)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = rec.Remove() })
 	_, _ = rec.Write([]byte("then silence"))
 	testutil.Eventually(t, "the output in the spool file", func() bool {
-		b, err := os.ReadFile(spoolPath(dir, "ts-quiet"))
+		b, err := os.ReadFile(SpoolPath(dir, "ts-quiet"))
 		return err == nil && bytes.Contains(b, []byte("then silence"))
 	})
 }
@@ -104,7 +104,7 @@ func TestRecorderReleasesBufferWhenQuiet(t *testing.T) {
 	// A clock that stands still: every flush is the deferred one, however
 	// slow the machine.
 	at := time.Now()
-	rec, err := newRecorder(dir, "ts-idle", "", 80, 24, 1<<20, func() time.Time { return at })
+	rec, err := NewRecorder(dir, "ts-idle", "", 80, 24, 1<<20, func() time.Time { return at })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +120,7 @@ func TestRecorderReleasesBufferWhenQuiet(t *testing.T) {
 		}
 		testutil.Eventually(t, "the buffer given back once the quiet session's output is flushed", func() bool { return !buffered() })
 	}
-	b, err := os.ReadFile(spoolPath(dir, "ts-idle"))
+	b, err := os.ReadFile(SpoolPath(dir, "ts-idle"))
 	if err != nil || !bytes.Contains(b, []byte("$ ")) || !bytes.Contains(b, []byte("ls\r\n")) {
 		t.Fatalf("spool file %q, %v; want both outputs", b, err)
 	}

@@ -1,4 +1,4 @@
-package sshgate
+package core
 
 import (
 	"context"
@@ -84,11 +84,16 @@ func (c *gatewayCreds) untilRenewal(now time.Time) time.Duration {
 	return after.Add(before.Sub(after) / 2).Sub(now)
 }
 
-// renewGatewayCert asks controld for a gateway certificate of the gateway
+// GatewayCredential is the gateway certificate's signer, if the
+// certificate is valid at now: the first credential a node's terminal
+// server asks for.
+func (c *Core) GatewayCredential(now time.Time) (gossh.Signer, error) { return c.creds.current(now) }
+
+// RenewGatewayCert asks controld for a gateway certificate of the gateway
 // key and checks it certifies that key.
-func (g *Gateway) renewGatewayCert(ctx context.Context) error {
-	c := g.creds
-	resp, err := g.cfg.Client.GateCredentials(ctx, api.GateCredentialsRequest{PublicKey: c.line})
+func (c *Core) RenewGatewayCert(ctx context.Context) error {
+	creds := c.creds
+	resp, err := c.cfg.Client.GateCredentials(ctx, api.GateCredentialsRequest{PublicKey: creds.line})
 	if err != nil {
 		return fmt.Errorf("gateway certificate: %w", err)
 	}
@@ -97,35 +102,35 @@ func (g *Gateway) renewGatewayCert(ctx context.Context) error {
 		return fmt.Errorf("gateway certificate: %w", err)
 	}
 	cert, ok := pub.(*gossh.Certificate)
-	if !ok || string(cert.Key.Marshal()) != string(c.key.PublicKey().Marshal()) {
+	if !ok || string(cert.Key.Marshal()) != string(creds.key.PublicKey().Marshal()) {
 		return errors.New("gateway certificate: controld certified another key")
 	}
-	signer, err := gossh.NewCertSigner(cert, c.key)
+	signer, err := gossh.NewCertSigner(cert, creds.key)
 	if err != nil {
 		return fmt.Errorf("gateway certificate: %w", err)
 	}
-	c.mu.Lock()
-	c.cert, c.signer, c.name = cert, signer, resp.Name
-	c.mu.Unlock()
-	g.log.Info("gateway certificate renewed", "name", resp.Name, "valid_before", resp.ValidBefore)
+	creds.mu.Lock()
+	creds.cert, creds.signer, creds.name = cert, signer, resp.Name
+	creds.mu.Unlock()
+	c.log.Info("gateway certificate renewed", "name", resp.Name, "valid_before", resp.ValidBefore)
 	return nil
 }
 
-// gatewayCredsLoop keeps the gateway certificate fresh: renewed at
+// KeepGatewayCert keeps the gateway certificate fresh: renewed at
 // half-life, retried with backoff (up to RefreshInterval) while controld
 // refuses or cannot be reached.
-func (g *Gateway) gatewayCredsLoop(ctx context.Context) {
+func (c *Core) KeepGatewayCert(ctx context.Context) {
 	const first = time.Second
 	backoff := first
 	for {
-		wait := min(g.creds.untilRenewal(g.cfg.Now()), g.cfg.RefreshInterval)
+		wait := min(c.creds.untilRenewal(c.cfg.Now()), c.cfg.RefreshInterval)
 		if wait <= 0 {
-			if err := g.renewGatewayCert(ctx); err != nil {
+			if err := c.RenewGatewayCert(ctx); err != nil {
 				if ctx.Err() != nil {
 					return
 				}
-				g.logCredsError(err)
-				wait, backoff = backoff, min(backoff*2, g.cfg.RefreshInterval)
+				c.LogCredsError(err)
+				wait, backoff = backoff, min(backoff*2, c.cfg.RefreshInterval)
 			} else {
 				backoff = first
 				continue
@@ -139,13 +144,13 @@ func (g *Gateway) gatewayCredsLoop(ctx context.Context) {
 	}
 }
 
-// logCredsError says why there is no certificate, and what to do when the
+// LogCredsError says why there is no certificate, and what to do when the
 // key is not registered.
-func (g *Gateway) logCredsError(err error) {
+func (c *Core) LogCredsError(err error) {
 	if errors.Is(err, api.ErrForbidden) {
-		g.log.Error("no gateway certificate: shells cannot be opened until this gateway's key is registered as a gateway",
+		c.log.Error("no gateway certificate: shells cannot be opened until this gateway's key is registered as a gateway",
 			"err", err, "register", "gpuaas ops nats-identity add --kind gateway (its seed is the gateway's --nkey)")
 		return
 	}
-	g.log.Warn("gateway certificate not renewed", "err", err)
+	c.log.Warn("gateway certificate not renewed", "err", err)
 }

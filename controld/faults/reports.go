@@ -1,4 +1,4 @@
-package health
+package faults
 
 import (
 	"context"
@@ -11,10 +11,10 @@ import (
 	"github.com/gpuaas/gpuaas/internal/api"
 )
 
-// Faults applies the GPU faults nodes report, each in a transaction of its
+// Applier applies the GPU faults nodes report, each in a transaction of its
 // own (ApplyFault). controld/hosts, which checks the reports, hands them
 // over through its FaultApplier interface.
-type Faults struct {
+type Applier struct {
 	Pool *pgxpool.Pool
 	// Log tells operators of each slot a fault quarantined.
 	Log *slog.Logger
@@ -22,7 +22,7 @@ type Faults struct {
 
 // Apply applies fault f node nodeID reported, once: a fault applied before
 // is acknowledged without effect.
-func (h Faults) Apply(ctx context.Context, nodeID string, f api.GPUFault, now time.Time) error {
+func (h Applier) Apply(ctx context.Context, nodeID string, f api.GPUFault, now time.Time) error {
 	var out Outcome
 	err := pgx.BeginFunc(ctx, h.Pool, func(tx pgx.Tx) error {
 		var err error

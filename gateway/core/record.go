@@ -1,4 +1,4 @@
-package sshgate
+package core
 
 import (
 	"bufio"
@@ -21,7 +21,7 @@ import (
 // output rate. When the session ends, the frames are converted to
 // asciicast v2 while being streamed into the object store.
 //
-// With a spool (Config.RecordingDir) the file is named after the session
+// With a spool (a sessionID given to NewRecorder) the file is named after the session
 // and starts with a header frame, so what a crash leaves behind can be
 // uploaded when the gateway starts again (spool.go); what is buffered
 // reaches the file within spoolFlush, so a crash loses at most the last
@@ -39,7 +39,7 @@ const (
 	maxFrame = 1 << 20
 	// recordBuffer is the write buffer of a running recording, held from
 	// a frame to the next flush (a spooled recording's, within spoolFlush:
-	// see recorder.writer). It is small: interactive output comes in small
+	// see Recorder.writer). It is small: interactive output comes in small
 	// chunks it gathers, and a chunk larger than what is left goes to the
 	// file in one write anyway (BenchmarkIdleSessions).
 	recordBuffer = 8 << 10
@@ -48,10 +48,10 @@ const (
 	spoolFlush = time.Second
 )
 
-// recorder records one PTY session. Its Write never fails and never
+// Recorder records one PTY session. Its Write never fails and never
 // blocks on anything but the local disk: a recording problem is logged
 // and the recording is cut, the session goes on.
-type recorder struct {
+type Recorder struct {
 	start  time.Time
 	now    func() time.Time
 	term   string
@@ -77,17 +77,17 @@ type recorder struct {
 	err       error // the first write error; nothing is recorded after it
 }
 
-// newRecorder starts a recording in dir for a terminal of the given size:
+// NewRecorder starts a recording in dir for a terminal of the given size:
 // the spool file of session sessionID, or an unlinked temporary file when
 // sessionID is empty.
-func newRecorder(dir, sessionID, term string, width, height int, limit int64, now func() time.Time) (*recorder, error) {
+func NewRecorder(dir, sessionID, term string, width, height int, limit int64, now func() time.Time) (*Recorder, error) {
 	if width <= 0 {
 		width = 80
 	}
 	if height <= 0 {
 		height = 24
 	}
-	r := &recorder{start: now(), now: now, term: term, width: width, height: height, limit: limit}
+	r := &Recorder{start: now(), now: now, term: term, width: width, height: height, limit: limit}
 	var err error
 	if sessionID == "" {
 		if r.f, err = os.CreateTemp(dir, "gpuaas-recording-*"); err != nil {
@@ -99,7 +99,7 @@ func newRecorder(dir, sessionID, term string, width, height int, limit int64, no
 		}
 		return r, nil
 	}
-	r.path = spoolPath(dir, sessionID)
+	r.path = SpoolPath(dir, sessionID)
 	if r.f, err = os.OpenFile(r.path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600); err != nil {
 		return nil, fmt.Errorf("start recording: %w", err)
 	}
@@ -118,7 +118,7 @@ func newRecorder(dir, sessionID, term string, width, height int, limit int64, no
 }
 
 // Write records p as output. It always reports success.
-func (r *recorder) Write(p []byte) (int, error) {
+func (r *Recorder) Write(p []byte) (int, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.err != nil || r.truncated || len(p) == 0 {
@@ -143,7 +143,7 @@ func (r *recorder) Write(p []byte) (int, error) {
 // flush is spoolFlush old, or else has it written spoolFlush from now (a
 // session that falls quiet writes nothing more to trigger it). Called with
 // mu held.
-func (r *recorder) flushSpool() {
+func (r *Recorder) flushSpool() {
 	if r.path == "" || r.err != nil || r.closed {
 		return
 	}
@@ -173,7 +173,7 @@ func (r *recorder) flushSpool() {
 // frame after a flush: a quiet session, whose spooled recording is flushed
 // within spoolFlush, holds none (BenchmarkIdleSessions). Called with mu
 // held.
-func (r *recorder) writer() *bufio.Writer {
+func (r *Recorder) writer() *bufio.Writer {
 	if r.w == nil {
 		r.w = recordWriters.Get().(*bufio.Writer)
 		r.w.Reset(r.f)
@@ -183,7 +183,7 @@ func (r *recorder) writer() *bufio.Writer {
 
 // flush writes what is buffered to the file and gives the buffer back.
 // Called with mu held.
-func (r *recorder) flush() error {
+func (r *Recorder) flush() error {
 	if r.w == nil {
 		return nil
 	}
@@ -199,7 +199,7 @@ func (r *recorder) flush() error {
 var recordWriters = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, recordBuffer) }}
 
 // Resize records a terminal size change.
-func (r *recorder) Resize(width, height int) {
+func (r *Recorder) Resize(width, height int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.err == nil {
@@ -209,7 +209,7 @@ func (r *recorder) Resize(width, height int) {
 }
 
 // frame appends one frame. Called with mu held.
-func (r *recorder) frame(kind byte, payload []byte) {
+func (r *Recorder) frame(kind byte, payload []byte) {
 	var hdr [frameHead]byte
 	hdr[0] = kind
 	binary.BigEndian.PutUint64(hdr[1:9], uint64(r.now().Sub(r.start)))
@@ -224,8 +224,15 @@ func (r *recorder) frame(kind byte, payload []byte) {
 	}
 }
 
+// Recorded is how many output bytes the recording holds.
+func (r *Recorder) Recorded() int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.recorded
+}
+
 // Err returns the error that stopped the recording, if any.
-func (r *recorder) Err() error {
+func (r *Recorder) Err() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.err
@@ -233,7 +240,7 @@ func (r *recorder) Err() error {
 
 // Close releases the file. A spool file stays on disk (for the next start
 // to recover) until Remove.
-func (r *recorder) Close() error {
+func (r *Recorder) Close() error {
 	r.mu.Lock()
 	r.closed = true
 	if r.flushLate != nil {
@@ -245,7 +252,7 @@ func (r *recorder) Close() error {
 }
 
 // Remove closes the file and deletes it from the spool.
-func (r *recorder) Remove() error {
+func (r *Recorder) Remove() error {
 	err := r.Close()
 	if r.path != "" {
 		if rmErr := os.Remove(r.path); rmErr != nil && !os.IsNotExist(rmErr) {
@@ -264,7 +271,7 @@ func (r *recorder) Remove() error {
 // sequence across chunks is joined first; bytes that are not UTF-8 at all
 // become U+FFFD, as asciicast (JSON text) requires. Call it after the
 // session's last Write.
-func (r *recorder) WriteAsciicast(out io.Writer) error {
+func (r *Recorder) WriteAsciicast(out io.Writer) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.err != nil {

@@ -1,6 +1,6 @@
 //go:build linux
 
-package term
+package env
 
 import (
 	"os"

@@ -16,17 +16,13 @@ import (
 // busEndpoints are the keys registered on the bus (controld/busauth).
 func (s *Server) busEndpoints() []endpointDef {
 	return []endpointDef{
-		s.mutation(api.EndpointBusIdentityAdd, adminOnly, s.busIdentityAdd),
-		s.query(api.EndpointBusIdentityList, adminOnly, s.busIdentityList),
-		s.mutation(api.EndpointBusIdentityRevoke, adminOnly, s.busIdentityRevoke),
+		mutation(s, api.OpBusIdentityAdd, s.busIdentityAdd),
+		query(s, api.OpBusIdentityList, s.busIdentityList),
+		mutation(s, api.OpBusIdentityRevoke, s.busIdentityRevoke),
 	}
 }
 
-func (s *Server) busIdentityAdd(_ context.Context, c *call) (mutate.Func, error) {
-	var req api.BusIdentityAddRequest
-	if err := c.decode(&req); err != nil {
-		return nil, err
-	}
+func (s *Server) busIdentityAdd(_ context.Context, c *call, req api.BusIdentityAddRequest) (mutate.Func, error) {
 	if err := busauth.ValidateIdentity(req); err != nil {
 		return nil, err
 	}
@@ -45,21 +41,17 @@ func (s *Server) addBusIdentity(req api.BusIdentityAddRequest, actorID string) m
 	}
 }
 
-func (s *Server) busIdentityList(ctx context.Context, _ *call) (any, error) {
+func (s *Server) busIdentityList(ctx context.Context, _ *call, _ api.Empty) (*[]api.BusIdentity, error) {
 	ids, err := busauth.ListIdentities(ctx, s.pool)
 	if ids == nil {
 		ids = []api.BusIdentity{}
 	}
-	return ids, err
+	return &ids, err
 }
 
 // busIdentityRevoke revokes keys; the event it emits has controld close
 // every connection they hold (they could not reconnect anyway).
-func (s *Server) busIdentityRevoke(_ context.Context, c *call) (mutate.Func, error) {
-	var req api.BusIdentityRevokeRequest
-	if err := c.decode(&req); err != nil {
-		return nil, err
-	}
+func (s *Server) busIdentityRevoke(_ context.Context, c *call, req api.BusIdentityRevokeRequest) (mutate.Func, error) {
 	return func(ctx context.Context, tx pgx.Tx) (any, mutate.Effect, error) {
 		revoked, err := busauth.RevokeIdentities(ctx, tx, req, s.now())
 		if err != nil {

@@ -13,11 +13,7 @@ import (
 )
 
 // nodeQuarantine keeps one slot of a node out of placement (operators).
-func (s *Server) nodeQuarantine(_ context.Context, c *call) (mutate.Func, error) {
-	var req api.NodeQuarantineRequest
-	if err := c.decode(&req); err != nil {
-		return nil, err
-	}
+func (s *Server) nodeQuarantine(_ context.Context, c *call, req api.NodeQuarantineRequest) (mutate.Func, error) {
 	sel := node.SlotSelector{Index: req.Slot, GPU: req.GPU}
 	if err := node.CheckSelector(sel, false); err != nil {
 		return nil, err
@@ -54,11 +50,7 @@ func (s *Server) nodeQuarantine(_ context.Context, c *call) (mutate.Func, error)
 
 // nodeClear makes quarantined slots of a node placeable again
 // (operators).
-func (s *Server) nodeClear(_ context.Context, c *call) (mutate.Func, error) {
-	var req api.NodeClearRequest
-	if err := c.decode(&req); err != nil {
-		return nil, err
-	}
+func (s *Server) nodeClear(_ context.Context, c *call, req api.NodeClearRequest) (mutate.Func, error) {
 	sel := node.SlotSelector{Index: req.Slot, GPU: req.GPU}
 	if err := node.CheckSelector(sel, true); err != nil {
 		return nil, err

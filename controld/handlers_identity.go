@@ -21,19 +21,19 @@ import (
 // administration (admin.user_*), over controld/identity.
 func (s *Server) identityEndpoints() []endpointDef {
 	return []endpointDef{
-		s.authEndpoint(api.EndpointAuthLogin),
-		s.authEndpoint(api.EndpointAuthExchange),
-		s.mutation(api.EndpointAuthLogout, loggedIn, s.logout),
-		s.query(api.EndpointAuthWhoami, loggedIn, s.whoami),
-		s.query(api.EndpointAuthConfig, public, s.authConfig),
+		authEndpoint(s, api.OpAuthLogin),
+		authEndpoint(s, api.OpAuthExchange),
+		mutation(s, api.OpAuthLogout, s.logout),
+		query(s, api.OpAuthWhoami, s.whoami),
+		query(s, api.OpAuthConfig, s.authConfig),
 
 		// Invite codes are secrets: never stored for replay.
-		s.secretMutation(api.EndpointAdminUserAdd, adminOnly, s.userAdd),
-		s.secretMutation(api.EndpointAdminUserInvite, adminOnly, s.userInvite),
-		s.query(api.EndpointAdminUserList, adminOnly, s.userList),
-		s.mutation(api.EndpointAdminUserDisable, adminOnly, s.userDisable),
-		s.mutation(api.EndpointAdminUserEnable, adminOnly, s.userEnable),
-		s.mutation(api.EndpointAdminUserLink, adminOnly, s.userLink),
+		mutation(s, api.OpAdminUserAdd, s.userAdd),
+		mutation(s, api.OpAdminUserInvite, s.userInvite),
+		query(s, api.OpAdminUserList, s.userList),
+		mutation(s, api.OpAdminUserDisable, s.userDisable),
+		mutation(s, api.OpAdminUserEnable, s.userEnable),
+		mutation(s, api.OpAdminUserLink, s.userLink),
 	}
 }
 
@@ -56,8 +56,9 @@ type authAttempt struct {
 // stored for replay. Logins go through the failed-login limits first, and
 // every refusal is audited in its own write, outside the transaction that
 // was rolled back.
-func (s *Server) authEndpoint(name string) endpointDef {
-	return endpointDef{name: name, need: public, mutates: true, noReplay: true, handler: s.endpoint(name, public, func(ctx context.Context, c *call) ([]byte, error) {
+func authEndpoint[Req any](s *Server, e api.Endpoint[Req, api.LoginResponse]) endpointDef {
+	name := e.Name()
+	return custom(s, e, func(ctx context.Context, c *call) ([]byte, error) {
 		key := c.req.Headers().Get(api.HeaderIdempotencyKey)
 		if err := mutate.ValidateKey(name, key); err != nil {
 			return nil, err
@@ -95,7 +96,7 @@ func (s *Server) authEndpoint(name string) endpointDef {
 			}
 		}
 		return out, err
-	})}
+	})
 }
 
 // auditLockouts records the login limits a failed attempt set off
@@ -240,7 +241,7 @@ func sessionsRevoked(userID string, sessionIDs []string, reason string) outbox.E
 		Payload: api.SessionRevoked{UserID: userID, SessionIDs: sessionIDs, Reason: reason}}
 }
 
-func (s *Server) logout(_ context.Context, c *call) (mutate.Func, error) {
+func (s *Server) logout(_ context.Context, c *call, _ api.Empty) (mutate.Func, error) {
 	return func(ctx context.Context, tx pgx.Tx) (any, mutate.Effect, error) {
 		p := c.principal
 		if err := identity.Revoke(ctx, tx, p.SessionID, s.now()); err != nil {
@@ -255,7 +256,7 @@ func (s *Server) logout(_ context.Context, c *call) (mutate.Func, error) {
 	}, nil
 }
 
-func (s *Server) whoami(ctx context.Context, c *call) (any, error) {
+func (s *Server) whoami(ctx context.Context, c *call, _ api.Empty) (*api.WhoamiResponse, error) {
 	u, err := identity.UserByID(ctx, s.pool, c.principal.UserID)
 	if err != nil {
 		return nil, err
@@ -273,14 +274,15 @@ func (s *Server) whoami(ctx context.Context, c *call) (any, error) {
 	} else if ok {
 		who.DefaultProject = &p
 	}
-	return who, nil
+	return &who, nil
 }
 
 // authConfig tells clients how to log in: whether passwords work and
 // which identity provider's tokens auth.exchange takes. Nothing in it is
 // secret (the OIDC client is public), so anyone may ask.
-func (s *Server) authConfig(context.Context, *call) (any, error) {
-	return s.identity.LoginMethods(), nil
+func (s *Server) authConfig(context.Context, *call, api.Empty) (*api.AuthConfigResponse, error) {
+	m := s.identity.LoginMethods()
+	return &m, nil
 }
 
 // userEvent tells subscribers that an administrator changed u.
@@ -288,11 +290,7 @@ func userEvent(u api.AdminUser) outbox.Event {
 	return outbox.Event{Kind: api.EventUser, Subject: u.ID, Payload: u}
 }
 
-func (s *Server) userAdd(_ context.Context, c *call) (mutate.Func, error) {
-	var req api.UserAddRequest
-	if err := c.decode(&req); err != nil {
-		return nil, err
-	}
+func (s *Server) userAdd(_ context.Context, c *call, req api.UserAddRequest) (mutate.Func, error) {
 	return func(ctx context.Context, tx pgx.Tx) (any, mutate.Effect, error) {
 		u, err := identity.CreateInvitedUser(ctx, tx, identity.NewUser{Email: req.Email, Name: req.Name, Role: req.Role}, s.now())
 		if err != nil {
@@ -302,11 +300,7 @@ func (s *Server) userAdd(_ context.Context, c *call) (mutate.Func, error) {
 	}, nil
 }
 
-func (s *Server) userInvite(_ context.Context, c *call) (mutate.Func, error) {
-	var req api.UserRef
-	if err := c.decode(&req); err != nil {
-		return nil, err
-	}
+func (s *Server) userInvite(_ context.Context, c *call, req api.UserRef) (mutate.Func, error) {
 	return func(ctx context.Context, tx pgx.Tx) (any, mutate.Effect, error) {
 		u, err := identity.AdminUserByRef(ctx, tx, req.User, true)
 		if err != nil {
@@ -333,21 +327,17 @@ func (s *Server) invite(ctx context.Context, tx pgx.Tx, c *call, userID, action 
 	}, nil
 }
 
-func (s *Server) userList(ctx context.Context, _ *call) (any, error) {
+func (s *Server) userList(ctx context.Context, _ *call, _ api.Empty) (*api.UserListResponse, error) {
 	us, err := identity.ListUsers(ctx, s.pool)
 	if err != nil {
 		return nil, err
 	}
-	return api.UserListResponse{Users: us}, nil
+	return &api.UserListResponse{Users: us}, nil
 }
 
 // userDisable disables a user and, in the same transaction, revokes every
 // session they have.
-func (s *Server) userDisable(_ context.Context, c *call) (mutate.Func, error) {
-	var req api.UserRef
-	if err := c.decode(&req); err != nil {
-		return nil, err
-	}
+func (s *Server) userDisable(_ context.Context, c *call, req api.UserRef) (mutate.Func, error) {
 	return func(ctx context.Context, tx pgx.Tx) (any, mutate.Effect, error) {
 		u, revoked, err := identity.Disable(ctx, tx, req.User, c.principal.UserID, s.now())
 		if err != nil {
@@ -369,11 +359,7 @@ func (s *Server) userDisable(_ context.Context, c *call) (mutate.Func, error) {
 	}, nil
 }
 
-func (s *Server) userEnable(_ context.Context, c *call) (mutate.Func, error) {
-	var req api.UserRef
-	if err := c.decode(&req); err != nil {
-		return nil, err
-	}
+func (s *Server) userEnable(_ context.Context, c *call, req api.UserRef) (mutate.Func, error) {
 	return func(ctx context.Context, tx pgx.Tx) (any, mutate.Effect, error) {
 		u, err := identity.Enable(ctx, tx, req.User)
 		if err != nil {
@@ -386,11 +372,7 @@ func (s *Server) userEnable(_ context.Context, c *call) (mutate.Func, error) {
 	}, nil
 }
 
-func (s *Server) userLink(_ context.Context, c *call) (mutate.Func, error) {
-	var req api.UserLinkRequest
-	if err := c.decode(&req); err != nil {
-		return nil, err
-	}
+func (s *Server) userLink(_ context.Context, c *call, req api.UserLinkRequest) (mutate.Func, error) {
 	if u, err := url.Parse(strings.TrimSpace(req.Issuer)); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
 		return nil, api.Errorf(api.CodeInvalidArgument, "issuer %q is not an http(s) URL", req.Issuer).
 			WithHint("use the IdP's issuer exactly as its ID tokens carry it (iss), e.g. https://idp.example.com")

@@ -15,9 +15,9 @@ import (
 // paymentsEndpoints are top-ups, refunds and credits (controld/payments).
 func (s *Server) paymentsEndpoints() []endpointDef {
 	return []endpointDef{
-		s.mutation(api.EndpointBillingTopup, loggedIn, s.billingTopup),
-		s.mutation(api.EndpointAdminRefund, adminOnly, s.adminRefund),
-		s.mutation(api.EndpointAdminCredit, adminOnly, s.adminCredit),
+		mutation(s, api.OpBillingTopup, s.billingTopup),
+		mutation(s, api.OpAdminRefund, s.adminRefund),
+		mutation(s, api.OpAdminCredit, s.adminCredit),
 	}
 }
 
@@ -29,11 +29,7 @@ func (c *call) requestKey() string {
 
 // billingTopup creates a Stripe Checkout Session for a project the caller
 // may write to (owner or member); the webhook credits it once paid.
-func (s *Server) billingTopup(ctx context.Context, c *call) (mutate.Func, error) {
-	var req api.TopupRequest
-	if err := c.decode(&req); err != nil {
-		return nil, err
-	}
+func (s *Server) billingTopup(ctx context.Context, c *call, req api.TopupRequest) (mutate.Func, error) {
 	ref, err := s.projectRef(ctx, c, req.Project)
 	if err != nil {
 		return nil, err
@@ -62,11 +58,7 @@ func (s *Server) billingTopup(ctx context.Context, c *call) (mutate.Func, error)
 
 // adminRefund refunds a paid top-up through Stripe and mirrors it in the
 // ledger (admins).
-func (s *Server) adminRefund(_ context.Context, c *call) (mutate.Func, error) {
-	var req api.RefundRequest
-	if err := c.decode(&req); err != nil {
-		return nil, err
-	}
+func (s *Server) adminRefund(_ context.Context, c *call, req api.RefundRequest) (mutate.Func, error) {
 	if !s.payments.Settings().Enabled() {
 		return nil, payments.ErrNotConfigured
 	}
@@ -87,11 +79,7 @@ func (s *Server) adminRefund(_ context.Context, c *call) (mutate.Func, error) {
 
 // adminCredit records an operator's manual credit or debit with its
 // reason (admins).
-func (s *Server) adminCredit(ctx context.Context, c *call) (mutate.Func, error) {
-	var req api.CreditRequest
-	if err := c.decode(&req); err != nil {
-		return nil, err
-	}
+func (s *Server) adminCredit(ctx context.Context, c *call, req api.CreditRequest) (mutate.Func, error) {
 	ref, err := s.projectRef(ctx, c, req.Project)
 	if err != nil {
 		return nil, err

@@ -17,11 +17,11 @@ import (
 // projectEndpoints are projects and their members (controld/project).
 func (s *Server) projectEndpoints() []endpointDef {
 	return []endpointDef{
-		s.mutation(api.EndpointProjectCreate, loggedIn, s.projectCreate),
-		s.query(api.EndpointProjectList, loggedIn, s.projectList),
-		s.query(api.EndpointProjectMembers, loggedIn, s.projectMembers),
-		s.mutation(api.EndpointProjectAddMem, loggedIn, s.projectAddMember),
-		s.mutation(api.EndpointProjectUse, loggedIn, s.projectUse),
+		mutation(s, api.OpProjectCreate, s.projectCreate),
+		query(s, api.OpProjectList, s.projectList),
+		query(s, api.OpProjectMembers, s.projectMembers),
+		mutation(s, api.OpProjectAddMem, s.projectAddMember),
+		mutation(s, api.OpProjectUse, s.projectUse),
 	}
 }
 
@@ -52,11 +52,7 @@ func (s *Server) projectRef(ctx context.Context, c *call, named string) (string,
 }
 
 // projectUse makes a project the caller belongs to their default.
-func (s *Server) projectUse(_ context.Context, c *call) (mutate.Func, error) {
-	var req api.ProjectUseRequest
-	if err := c.decode(&req); err != nil {
-		return nil, err
-	}
+func (s *Server) projectUse(_ context.Context, c *call, req api.ProjectUseRequest) (mutate.Func, error) {
 	req.Project = strings.TrimSpace(req.Project)
 	if req.Project == "" {
 		return nil, api.Errorf(api.CodeInvalidArgument, "which project? name one you belong to").
@@ -81,11 +77,7 @@ func (s *Server) projectUse(_ context.Context, c *call) (mutate.Func, error) {
 	}, nil
 }
 
-func (s *Server) projectCreate(_ context.Context, c *call) (mutate.Func, error) {
-	var req api.ProjectCreateRequest
-	if err := c.decode(&req); err != nil {
-		return nil, err
-	}
+func (s *Server) projectCreate(_ context.Context, c *call, req api.ProjectCreateRequest) (mutate.Func, error) {
 	req.Name = strings.TrimSpace(req.Name)
 	if err := project.ValidateName(req.Name); err != nil {
 		return nil, err
@@ -102,7 +94,7 @@ func (s *Server) projectCreate(_ context.Context, c *call) (mutate.Func, error) 
 	}, nil
 }
 
-func (s *Server) projectList(ctx context.Context, c *call) (any, error) {
+func (s *Server) projectList(ctx context.Context, c *call, _ api.Empty) (*api.ProjectListResponse, error) {
 	ps, err := project.ListForUser(ctx, s.pool, c.principal.UserID)
 	if err != nil {
 		return nil, err
@@ -110,14 +102,10 @@ func (s *Server) projectList(ctx context.Context, c *call) (any, error) {
 	if ps == nil {
 		ps = []api.Project{}
 	}
-	return api.ProjectListResponse{Projects: ps}, nil
+	return &api.ProjectListResponse{Projects: ps}, nil
 }
 
-func (s *Server) projectMembers(ctx context.Context, c *call) (any, error) {
-	var req api.ProjectRef
-	if err := c.decode(&req); err != nil {
-		return nil, err
-	}
+func (s *Server) projectMembers(ctx context.Context, c *call, req api.ProjectRef) (*api.MembersResponse, error) {
 	ref, err := s.projectRef(ctx, c, req.Project)
 	if err != nil {
 		return nil, err
@@ -131,14 +119,10 @@ func (s *Server) projectMembers(ctx context.Context, c *call) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return api.MembersResponse{Project: p, Members: ms}, nil
+	return &api.MembersResponse{Project: p, Members: ms}, nil
 }
 
-func (s *Server) projectAddMember(ctx context.Context, c *call) (mutate.Func, error) {
-	var req api.AddMemberRequest
-	if err := c.decode(&req); err != nil {
-		return nil, err
-	}
+func (s *Server) projectAddMember(ctx context.Context, c *call, req api.AddMemberRequest) (mutate.Func, error) {
 	ref, err := s.projectRef(ctx, c, req.Project)
 	if err != nil {
 		return nil, err

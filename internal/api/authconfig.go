@@ -26,6 +26,5 @@ type OIDCProvider struct {
 
 // AuthConfig asks the server how to log in.
 func (c *Client) AuthConfig(ctx context.Context) (*AuthConfigResponse, error) {
-	var out AuthConfigResponse
-	return &out, c.Call(ctx, EndpointAuthConfig, nil, &out)
+	return Do(ctx, c, OpAuthConfig, Empty{})
 }

@@ -148,7 +148,7 @@ func (c *Client) Request(ctx context.Context, subject string, req, resp any) err
 }
 
 func (c *Client) call(ctx context.Context, endpoint string, mutation bool, req, resp any, opts []CallOption) error {
-	return c.do(ctx, Subject(endpoint), endpoint, mutation, req, resp, opts, policyOf(endpoint, mutation))
+	return c.do(ctx, Subject(endpoint), endpoint, mutation, req, resp, opts, policyOf(endpoint))
 }
 
 func (c *Client) do(ctx context.Context, subject, endpoint string, mutation bool, req, resp any, opts []CallOption, policy retryPolicy) error {

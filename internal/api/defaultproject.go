@@ -25,6 +25,5 @@ type ProjectUseRequest struct {
 // ProjectUse makes project (a name or id) the caller's default project
 // and returns it, with the caller's role.
 func (c *Client) ProjectUse(ctx context.Context, project string, opts ...CallOption) (*Project, error) {
-	var out Project
-	return &out, c.Mutate(ctx, EndpointProjectUse, ProjectUseRequest{Project: project}, &out, opts...)
+	return Do(ctx, c, OpProjectUse, ProjectUseRequest{Project: project}, opts...)
 }

@@ -50,8 +50,7 @@ type EventsSinceResponse struct {
 
 // EventsSince calls events.since.
 func (c *Client) EventsSince(ctx context.Context, req EventsSinceRequest) (*EventsSinceResponse, error) {
-	var out EventsSinceResponse
-	return &out, c.Call(ctx, EndpointEventsSince, req, &out)
+	return Do(ctx, c, OpEventsSince, req)
 }
 
 // EventsGap is the kind of the event a subscription delivers, in place of

@@ -31,6 +31,5 @@ type GateCredentialsResponse struct {
 
 // GateCredentials asks for a gateway certificate (gateway only).
 func (c *Client) GateCredentials(ctx context.Context, req GateCredentialsRequest) (*GateCredentialsResponse, error) {
-	var out GateCredentialsResponse
-	return &out, c.Call(ctx, EndpointGateCredentials, req, &out)
+	return Do(ctx, c, OpGateCredentials, req)
 }

@@ -108,12 +108,10 @@ type GPUCheckResult struct {
 
 // NodeQuarantine quarantines a slot (operators).
 func (c *Client) NodeQuarantine(ctx context.Context, req NodeQuarantineRequest, opts ...CallOption) (*NodeDetail, error) {
-	var out NodeDetail
-	return &out, c.Mutate(ctx, EndpointNodeQuarantine, req, &out, opts...)
+	return Do(ctx, c, OpNodeQuarantine, req, opts...)
 }
 
 // NodeClear clears slot quarantines (operators).
 func (c *Client) NodeClear(ctx context.Context, req NodeClearRequest, opts ...CallOption) (*NodeDetail, error) {
-	var out NodeDetail
-	return &out, c.Mutate(ctx, EndpointNodeClear, req, &out, opts...)
+	return Do(ctx, c, OpNodeClear, req, opts...)
 }

@@ -96,12 +96,10 @@ type GateActivityResponse struct {
 
 // ProjectSetPolicy sets a project's idle policy.
 func (c *Client) ProjectSetPolicy(ctx context.Context, req ProjectPolicyRequest, opts ...CallOption) (*ProjectPolicy, error) {
-	var out ProjectPolicy
-	return &out, c.Mutate(ctx, EndpointProjectPolicy, req, &out, opts...)
+	return Do(ctx, c, OpProjectPolicy, req, opts...)
 }
 
 // GateActivity reports allocation activity (gateways only).
 func (c *Client) GateActivity(ctx context.Context, req GateActivityRequest) (*GateActivityResponse, error) {
-	var out GateActivityResponse
-	return &out, c.Call(ctx, EndpointGateActivity, req, &out)
+	return Do(ctx, c, OpGateActivity, req)
 }

@@ -49,6 +49,5 @@ type NodeLogsResponse struct {
 
 // NodeLogs returns a node's recent hostd log records (operators).
 func (c *Client) NodeLogs(ctx context.Context, req NodeLogsRequest) (*NodeLogsResponse, error) {
-	var out NodeLogsResponse
-	return &out, c.Call(ctx, EndpointNodeLogs, req, &out)
+	return Do(ctx, c, OpNodeLogs, req)
 }

@@ -57,20 +57,17 @@ type OutboxRef struct {
 
 // OutboxList lists outbox events (operators).
 func (c *Client) OutboxList(ctx context.Context, req OutboxListRequest) (*OutboxListResponse, error) {
-	var out OutboxListResponse
-	return &out, c.Call(ctx, EndpointOutboxList, req, &out)
+	return Do(ctx, c, OpOutboxList, req)
 }
 
 // OutboxRetry puts a dead event back in the relay's queue (admins); it
 // answers the event as it now is.
 func (c *Client) OutboxRetry(ctx context.Context, req OutboxRef, opts ...CallOption) (*OutboxEvent, error) {
-	var out OutboxEvent
-	return &out, c.Mutate(ctx, EndpointOutboxRetry, req, &out, opts...)
+	return Do(ctx, c, OpOutboxRetry, req, opts...)
 }
 
 // OutboxDrop gives up on a dead event (admins); it answers the event as it
 // now is.
 func (c *Client) OutboxDrop(ctx context.Context, req OutboxRef, opts ...CallOption) (*OutboxEvent, error) {
-	var out OutboxEvent
-	return &out, c.Mutate(ctx, EndpointOutboxDrop, req, &out, opts...)
+	return Do(ctx, c, OpOutboxDrop, req, opts...)
 }

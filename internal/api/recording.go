@@ -35,8 +35,8 @@ type RecordingChunk struct {
 func (c *Client) SessionRecording(ctx context.Context, id string, w io.Writer) (int64, error) {
 	var off int64
 	for {
-		var chunk RecordingChunk
-		if err := c.Call(ctx, EndpointSessionRecording, RecordingRequest{ID: id, Offset: off, Limit: RecordingChunkMax}, &chunk); err != nil {
+		chunk, err := Do(ctx, c, OpSessionRecording, RecordingRequest{ID: id, Offset: off, Limit: RecordingChunkMax})
+		if err != nil {
 			return off, err
 		}
 		n, err := w.Write(chunk.Data)

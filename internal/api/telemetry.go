@@ -57,6 +57,5 @@ type AllocTopResponse struct {
 
 // AllocTop returns the latest telemetry of an allocation's GPUs.
 func (c *Client) AllocTop(ctx context.Context, id string) (*AllocTopResponse, error) {
-	var out AllocTopResponse
-	return &out, c.Call(ctx, EndpointAllocTop, AllocRef{ID: id}, &out)
+	return Do(ctx, c, OpAllocTop, AllocRef{ID: id})
 }

@@ -42,7 +42,7 @@ func (s *Server) checkAllocCreate(ctx context.Context, c *call, req api.AllocCre
 	return req, nil
 }
 
-func (s *Server) allocCreate(ctx context.Context, c *call, req api.AllocCreateRequest) (mutate.Func, error) {
+func (s *Server) allocCreate(ctx context.Context, c *call, req api.AllocCreateRequest) (work[api.Allocation], error) {
 	req, err := s.checkAllocCreate(ctx, c, req)
 	if err != nil {
 		return nil, err
@@ -51,12 +51,12 @@ func (s *Server) allocCreate(ctx context.Context, c *call, req api.AllocCreateRe
 	if err != nil {
 		return nil, err
 	}
-	return func(ctx context.Context, tx pgx.Tx) (any, mutate.Effect, error) {
+	return func(ctx context.Context, tx pgx.Tx) (*api.Allocation, mutate.Effect, error) {
 		a, eff, err := alloc.Create(ctx, tx, c.actor(), req, s.allocRules(), s.now())
 		if err == nil {
 			err = idle.SetAllocation(ctx, tx, a.ID, idleSecs, maxSecs)
 		}
-		return a, eff, err
+		return &a, eff, err
 	}, nil
 }
 
@@ -148,15 +148,15 @@ func (s *Server) allocList(ctx context.Context, c *call, req api.AllocListReques
 	return &api.AllocListResponse{Allocations: as}, nil
 }
 
-func (s *Server) allocRelease(_ context.Context, c *call, req api.AllocReleaseRequest) (mutate.Func, error) {
+func (s *Server) allocRelease(_ context.Context, c *call, req api.AllocReleaseRequest) (work[api.Allocation], error) {
 	if err := api.CheckText("reason", req.Reason); err != nil {
 		return nil, err
 	}
-	return func(ctx context.Context, tx pgx.Tx) (any, mutate.Effect, error) {
+	return func(ctx context.Context, tx pgx.Tx) (*api.Allocation, mutate.Effect, error) {
 		a, eff, err := alloc.Release(ctx, tx, c.actor(), req, s.now())
 		if err == nil && a.State == api.AllocReleased {
 			s.kickQueue()
 		}
-		return a, eff, err
+		return &a, eff, err
 	}, nil
 }

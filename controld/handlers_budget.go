@@ -56,7 +56,7 @@ func budgetUser(ctx context.Context, q store.Querier, projectID, ref string) (ap
 	return u, nil
 }
 
-func (s *Server) budgetSet(ctx context.Context, c *call, req api.BudgetSetRequest) (mutate.Func, error) {
+func (s *Server) budgetSet(ctx context.Context, c *call, req api.BudgetSetRequest) (work[api.Budget], error) {
 	ref, err := s.projectRef(ctx, c, req.Project)
 	if err != nil {
 		return nil, err
@@ -69,7 +69,7 @@ func (s *Server) budgetSet(ctx context.Context, c *call, req api.BudgetSetReques
 	if err := billing.CheckBudget(b); err != nil {
 		return nil, err
 	}
-	return func(ctx context.Context, tx pgx.Tx) (any, mutate.Effect, error) {
+	return func(ctx context.Context, tx pgx.Tx) (*api.Budget, mutate.Effect, error) {
 		p, err := project.Authorize(ctx, tx, ref, c.principal.UserID, c.principal.Role, project.AccessAdmin)
 		if err != nil {
 			return nil, mutate.Effect{}, err
@@ -85,16 +85,16 @@ func (s *Server) budgetSet(ctx context.Context, c *call, req api.BudgetSetReques
 		}
 		out := budgetOf(set, p, u.Email)
 		eff, err := budgetEffect(ctx, tx, api.EndpointBillingBudgetSet, out)
-		return out, eff, err
+		return &out, eff, err
 	}, nil
 }
 
-func (s *Server) budgetClear(ctx context.Context, c *call, req api.BudgetClearRequest) (mutate.Func, error) {
+func (s *Server) budgetClear(ctx context.Context, c *call, req api.BudgetClearRequest) (work[api.Budget], error) {
 	ref, err := s.projectRef(ctx, c, req.Project)
 	if err != nil {
 		return nil, err
 	}
-	return func(ctx context.Context, tx pgx.Tx) (any, mutate.Effect, error) {
+	return func(ctx context.Context, tx pgx.Tx) (*api.Budget, mutate.Effect, error) {
 		p, err := project.Authorize(ctx, tx, ref, c.principal.UserID, c.principal.Role, project.AccessAdmin)
 		if err != nil {
 			return nil, mutate.Effect{}, err
@@ -118,7 +118,7 @@ func (s *Server) budgetClear(ctx context.Context, c *call, req api.BudgetClearRe
 			out.Period, out.AmountMinor, out.SpentMinor, out.Percent = "", 0, 0, 0
 		}
 		eff, err := budgetEffect(ctx, tx, api.EndpointBillingBudgetClear, out)
-		return out, eff, err
+		return &out, eff, err
 	}, nil
 }
 

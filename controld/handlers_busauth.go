@@ -22,20 +22,20 @@ func (s *Server) busEndpoints() []endpointDef {
 	}
 }
 
-func (s *Server) busIdentityAdd(_ context.Context, c *call, req api.BusIdentityAddRequest) (mutate.Func, error) {
+func (s *Server) busIdentityAdd(_ context.Context, c *call, req api.BusIdentityAddRequest) (work[api.BusIdentity], error) {
 	if err := busauth.ValidateIdentity(req); err != nil {
 		return nil, err
 	}
 	return s.addBusIdentity(req, c.principal.UserID), nil
 }
 
-func (s *Server) addBusIdentity(req api.BusIdentityAddRequest, actorID string) mutate.Func {
-	return func(ctx context.Context, tx pgx.Tx) (any, mutate.Effect, error) {
+func (s *Server) addBusIdentity(req api.BusIdentityAddRequest, actorID string) work[api.BusIdentity] {
+	return func(ctx context.Context, tx pgx.Tx) (*api.BusIdentity, mutate.Effect, error) {
 		id, err := busauth.AddIdentity(ctx, tx, req, actorID, s.now())
 		if err != nil {
 			return nil, mutate.Effect{}, err
 		}
-		return id, mutate.Effect{Audit: audit.Entry{Action: api.EndpointBusIdentityAdd, TargetType: "bus_identity",
+		return &id, mutate.Effect{Audit: audit.Entry{Action: api.EndpointBusIdentityAdd, TargetType: "bus_identity",
 			TargetID: id.PublicKey, Detail: map[string]string{"kind": id.Kind, "name": id.Name}},
 			Events: []outbox.Event{{Kind: api.EventBusIdentity, Subject: id.PublicKey, Users: []string{actorID}, Payload: id}}}, nil
 	}
@@ -51,8 +51,8 @@ func (s *Server) busIdentityList(ctx context.Context, _ *call, _ api.Empty) (*[]
 
 // busIdentityRevoke revokes keys; the event it emits has controld close
 // every connection they hold (they could not reconnect anyway).
-func (s *Server) busIdentityRevoke(_ context.Context, c *call, req api.BusIdentityRevokeRequest) (mutate.Func, error) {
-	return func(ctx context.Context, tx pgx.Tx) (any, mutate.Effect, error) {
+func (s *Server) busIdentityRevoke(_ context.Context, c *call, req api.BusIdentityRevokeRequest) (work[api.BusIdentityRevokeResponse], error) {
+	return func(ctx context.Context, tx pgx.Tx) (*api.BusIdentityRevokeResponse, mutate.Effect, error) {
 		revoked, err := busauth.RevokeIdentities(ctx, tx, req, s.now())
 		if err != nil {
 			return nil, mutate.Effect{}, err
@@ -61,7 +61,7 @@ func (s *Server) busIdentityRevoke(_ context.Context, c *call, req api.BusIdenti
 		for i, id := range revoked {
 			keys[i] = id.PublicKey
 		}
-		return api.BusIdentityRevokeResponse{Revoked: revoked}, mutate.Effect{
+		return &api.BusIdentityRevokeResponse{Revoked: revoked}, mutate.Effect{
 			Audit: audit.Entry{Action: api.EndpointBusIdentityRevoke, TargetType: "bus_identity",
 				TargetID: keys[0], Detail: map[string]any{"keys": keys}},
 			Events: []outbox.Event{{Kind: api.EventBusIdentityRevoked, Subject: keys[0], Users: []string{c.principal.UserID},
@@ -81,7 +81,7 @@ func (s *Server) EnsureBusIdentity(ctx context.Context, req api.BusIdentityAddRe
 		return api.BusIdentity{}, err
 	}
 	body, err := s.mut.Run(ctx, mutate.Request{Endpoint: api.EndpointBusIdentityAdd, ActorID: actorID,
-		Key: api.NewIdempotencyKey(), Fingerprint: []byte(req.PublicKey)}, s.addBusIdentity(req, actorID))
+		Key: api.NewIdempotencyKey(), Fingerprint: []byte(req.PublicKey)}, s.addBusIdentity(req, actorID).untyped())
 	if err != nil {
 		return api.BusIdentity{}, err
 	}

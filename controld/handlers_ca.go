@@ -64,7 +64,7 @@ func marshalCert(cert *ssh.Certificate) api.SSHCertResponse {
 // id, key id = email, valid until the session ends or SSHCertTTL, whichever
 // is first, naming the session (sshcert.ExtensionSessionID) so the gateway
 // stops honouring it once the session is logged out or disabled. Service principals get none: they never ssh as a user.
-func (s *Server) sshCert(_ context.Context, c *call, req api.SSHCertRequest) (mutate.Func, error) {
+func (s *Server) sshCert(_ context.Context, c *call, req api.SSHCertRequest) (work[api.SSHCertResponse], error) {
 	p := c.principal
 	if p.Role == api.RoleGateway {
 		return nil, api.Errorf(api.CodeForbidden, "service principals do not get user certificates")
@@ -76,7 +76,7 @@ func (s *Server) sshCert(_ context.Context, c *call, req api.SSHCertRequest) (mu
 	if err != nil {
 		return nil, err
 	}
-	return func(ctx context.Context, tx pgx.Tx) (any, mutate.Effect, error) {
+	return func(ctx context.Context, tx pgx.Tx) (*api.SSHCertResponse, mutate.Effect, error) {
 		a, err := s.cas.Authority(ctx, tx, api.CAUser)
 		if err != nil {
 			return nil, mutate.Effect{}, err
@@ -89,7 +89,7 @@ func (s *Server) sshCert(_ context.Context, c *call, req api.SSHCertRequest) (mu
 		resp := marshalCert(cert)
 		detail := map[string]any{"serial": cert.Serial, "key": ssh.FingerprintSHA256(pub),
 			"ca_key": ssh.FingerprintSHA256(a.Active()), "valid_before": resp.ValidBefore, "session_id": p.SessionID}
-		return resp, mutate.Effect{
+		return &resp, mutate.Effect{
 			Audit: audit.Entry{Action: "ssh.cert_issue", TargetType: "user", TargetID: p.UserID, Detail: detail},
 			Events: []outbox.Event{{Kind: "ssh.cert_issue", Subject: p.UserID, Users: []string{p.UserID},
 				Payload: detail}},
@@ -127,14 +127,14 @@ func (s *Server) caList(ctx context.Context, c *call, req api.CAListRequest) (*a
 
 // caRotate adds a key to a CA, active at once or staged, or activates a
 // staged key (req.KeyID).
-func (s *Server) caRotate(_ context.Context, c *call, req api.CARotateRequest) (mutate.Func, error) {
+func (s *Server) caRotate(_ context.Context, c *call, req api.CARotateRequest) (work[api.CAListResponse], error) {
 	if err := ca.ValidName(req.CA); err != nil {
 		return nil, err
 	}
 	if req.Stage && req.KeyID != "" {
 		return nil, api.Errorf(api.CodeInvalidArgument, "stage adds a new key; key_id activates an existing one: pick one")
 	}
-	return func(ctx context.Context, tx pgx.Tx) (any, mutate.Effect, error) {
+	return func(ctx context.Context, tx pgx.Tx) (*api.CAListResponse, mutate.Effect, error) {
 		var k api.CAKey
 		var err error
 		action := "ssh.ca_rotate"
@@ -152,7 +152,7 @@ func (s *Server) caRotate(_ context.Context, c *call, req api.CARotateRequest) (
 }
 
 // caRetire stops trusting a CA key.
-func (s *Server) caRetire(_ context.Context, c *call, req api.CARotateRequest) (mutate.Func, error) {
+func (s *Server) caRetire(_ context.Context, c *call, req api.CARotateRequest) (work[api.CAListResponse], error) {
 	if err := ca.ValidName(req.CA); err != nil {
 		return nil, err
 	}
@@ -160,7 +160,7 @@ func (s *Server) caRetire(_ context.Context, c *call, req api.CARotateRequest) (
 		return nil, api.Errorf(api.CodeInvalidArgument, "retire needs key_id (and no stage)").
 			WithHint("see `gpuaas ops ca list` for the fingerprints")
 	}
-	return func(ctx context.Context, tx pgx.Tx) (any, mutate.Effect, error) {
+	return func(ctx context.Context, tx pgx.Tx) (*api.CAListResponse, mutate.Effect, error) {
 		k, err := s.cas.Retire(ctx, tx, req.CA, req.KeyID)
 		if err != nil {
 			return nil, mutate.Effect{}, err
@@ -170,12 +170,12 @@ func (s *Server) caRetire(_ context.Context, c *call, req api.CARotateRequest) (
 }
 
 // caChanged answers a CA change with the CA's keys, retired ones included.
-func (s *Server) caChanged(ctx context.Context, tx pgx.Tx, action string, k api.CAKey) (any, mutate.Effect, error) {
+func (s *Server) caChanged(ctx context.Context, tx pgx.Tx, action string, k api.CAKey) (*api.CAListResponse, mutate.Effect, error) {
 	keys, err := ca.List(ctx, tx, api.CAListRequest{CA: k.CA, Retired: true})
 	if err != nil {
 		return nil, mutate.Effect{}, err
 	}
-	return api.CAListResponse{Keys: keys}, mutate.Effect{
+	return &api.CAListResponse{Keys: keys}, mutate.Effect{
 		Audit:  audit.Entry{Action: action, TargetType: "ssh_ca_key", TargetID: k.ID, Detail: k},
 		Events: []outbox.Event{{Kind: EventSSHCA, Subject: k.CA, Payload: k}},
 	}, nil

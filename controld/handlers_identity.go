@@ -241,14 +241,14 @@ func sessionsRevoked(userID string, sessionIDs []string, reason string) outbox.E
 		Payload: api.SessionRevoked{UserID: userID, SessionIDs: sessionIDs, Reason: reason}}
 }
 
-func (s *Server) logout(_ context.Context, c *call, _ api.Empty) (mutate.Func, error) {
-	return func(ctx context.Context, tx pgx.Tx) (any, mutate.Effect, error) {
+func (s *Server) logout(_ context.Context, c *call, _ api.Empty) (work[api.LogoutResponse], error) {
+	return func(ctx context.Context, tx pgx.Tx) (*api.LogoutResponse, mutate.Effect, error) {
 		p := c.principal
 		if err := identity.Revoke(ctx, tx, p.SessionID, s.now()); err != nil {
 			return nil, mutate.Effect{}, err
 		}
 		s.identity.Revoking(p.SessionID)
-		return api.LogoutResponse{SessionID: p.SessionID}, mutate.Effect{
+		return &api.LogoutResponse{SessionID: p.SessionID}, mutate.Effect{
 			Audit: audit.Entry{Action: "auth.logout", TargetType: "session", TargetID: p.SessionID},
 			Events: []outbox.Event{{Kind: api.EventSessionRevoked, Subject: p.SessionID, Users: []string{p.UserID},
 				Payload: api.SessionRevoked{UserID: p.UserID, SessionIDs: []string{p.SessionID}, Reason: "logout"}}},
@@ -290,8 +290,8 @@ func userEvent(u api.AdminUser) outbox.Event {
 	return outbox.Event{Kind: api.EventUser, Subject: u.ID, Payload: u}
 }
 
-func (s *Server) userAdd(_ context.Context, c *call, req api.UserAddRequest) (mutate.Func, error) {
-	return func(ctx context.Context, tx pgx.Tx) (any, mutate.Effect, error) {
+func (s *Server) userAdd(_ context.Context, c *call, req api.UserAddRequest) (work[api.UserInviteResponse], error) {
+	return func(ctx context.Context, tx pgx.Tx) (*api.UserInviteResponse, mutate.Effect, error) {
 		u, err := identity.CreateInvitedUser(ctx, tx, identity.NewUser{Email: req.Email, Name: req.Name, Role: req.Role}, s.now())
 		if err != nil {
 			return nil, mutate.Effect{}, err
@@ -300,8 +300,8 @@ func (s *Server) userAdd(_ context.Context, c *call, req api.UserAddRequest) (mu
 	}, nil
 }
 
-func (s *Server) userInvite(_ context.Context, c *call, req api.UserRef) (mutate.Func, error) {
-	return func(ctx context.Context, tx pgx.Tx) (any, mutate.Effect, error) {
+func (s *Server) userInvite(_ context.Context, c *call, req api.UserRef) (work[api.UserInviteResponse], error) {
+	return func(ctx context.Context, tx pgx.Tx) (*api.UserInviteResponse, mutate.Effect, error) {
 		u, err := identity.AdminUserByRef(ctx, tx, req.User, true)
 		if err != nil {
 			return nil, mutate.Effect{}, err
@@ -311,7 +311,7 @@ func (s *Server) userInvite(_ context.Context, c *call, req api.UserRef) (mutate
 }
 
 // invite issues an invite for userID; the audit row never holds the code.
-func (s *Server) invite(ctx context.Context, tx pgx.Tx, c *call, userID, action string) (any, mutate.Effect, error) {
+func (s *Server) invite(ctx context.Context, tx pgx.Tx, c *call, userID, action string) (*api.UserInviteResponse, mutate.Effect, error) {
 	inv, err := identity.CreateInvite(ctx, tx, userID, c.principal.UserID, s.now(), s.identity.InviteTTL())
 	if err != nil {
 		return nil, mutate.Effect{}, err
@@ -320,7 +320,7 @@ func (s *Server) invite(ctx context.Context, tx pgx.Tx, c *call, userID, action 
 	if err != nil {
 		return nil, mutate.Effect{}, err
 	}
-	return api.UserInviteResponse{User: u, Invite: inv}, mutate.Effect{
+	return &api.UserInviteResponse{User: u, Invite: inv}, mutate.Effect{
 		Audit: audit.Entry{Action: action, TargetType: "user", TargetID: u.ID,
 			Detail: map[string]any{"email": u.Email, "role": u.Role, "name": u.Name, "invite_expires_at": inv.ExpiresAt}},
 		Events: []outbox.Event{userEvent(u)},
@@ -337,8 +337,8 @@ func (s *Server) userList(ctx context.Context, _ *call, _ api.Empty) (*api.UserL
 
 // userDisable disables a user and, in the same transaction, revokes every
 // session they have.
-func (s *Server) userDisable(_ context.Context, c *call, req api.UserRef) (mutate.Func, error) {
-	return func(ctx context.Context, tx pgx.Tx) (any, mutate.Effect, error) {
+func (s *Server) userDisable(_ context.Context, c *call, req api.UserRef) (work[api.UserDisableResponse], error) {
+	return func(ctx context.Context, tx pgx.Tx) (*api.UserDisableResponse, mutate.Effect, error) {
 		u, revoked, err := identity.Disable(ctx, tx, req.User, c.principal.UserID, s.now())
 		if err != nil {
 			return nil, mutate.Effect{}, err
@@ -355,29 +355,29 @@ func (s *Server) userDisable(_ context.Context, c *call, req api.UserRef) (mutat
 			s.identity.Revoking(revoked...)
 			eff.Events = append(eff.Events, sessionsRevoked(u.ID, revoked, "disabled"))
 		}
-		return api.UserDisableResponse{User: u, RevokedSessions: revoked}, eff, nil
+		return &api.UserDisableResponse{User: u, RevokedSessions: revoked}, eff, nil
 	}, nil
 }
 
-func (s *Server) userEnable(_ context.Context, c *call, req api.UserRef) (mutate.Func, error) {
-	return func(ctx context.Context, tx pgx.Tx) (any, mutate.Effect, error) {
+func (s *Server) userEnable(_ context.Context, c *call, req api.UserRef) (work[api.AdminUser], error) {
+	return func(ctx context.Context, tx pgx.Tx) (*api.AdminUser, mutate.Effect, error) {
 		u, err := identity.Enable(ctx, tx, req.User)
 		if err != nil {
 			return nil, mutate.Effect{}, err
 		}
-		return u, mutate.Effect{
+		return &u, mutate.Effect{
 			Audit:  audit.Entry{Action: "admin.user_enable", TargetType: "user", TargetID: u.ID, Detail: map[string]any{"email": u.Email}},
 			Events: []outbox.Event{userEvent(u)},
 		}, nil
 	}, nil
 }
 
-func (s *Server) userLink(_ context.Context, c *call, req api.UserLinkRequest) (mutate.Func, error) {
+func (s *Server) userLink(_ context.Context, c *call, req api.UserLinkRequest) (work[api.AdminUser], error) {
 	if u, err := url.Parse(strings.TrimSpace(req.Issuer)); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
 		return nil, api.Errorf(api.CodeInvalidArgument, "issuer %q is not an http(s) URL", req.Issuer).
 			WithHint("use the IdP's issuer exactly as its ID tokens carry it (iss), e.g. https://idp.example.com")
 	}
-	return func(ctx context.Context, tx pgx.Tx) (any, mutate.Effect, error) {
+	return func(ctx context.Context, tx pgx.Tx) (*api.AdminUser, mutate.Effect, error) {
 		before, err := identity.AdminUserByRef(ctx, tx, req.User, true)
 		if err != nil {
 			return nil, mutate.Effect{}, err
@@ -386,7 +386,7 @@ func (s *Server) userLink(_ context.Context, c *call, req api.UserLinkRequest) (
 		if err != nil {
 			return nil, mutate.Effect{}, err
 		}
-		return u, mutate.Effect{
+		return &u, mutate.Effect{
 			Audit: audit.Entry{Action: "admin.user_link", TargetType: "user", TargetID: u.ID,
 				Detail: map[string]any{"email": u.Email, "issuer": u.OIDCIssuer, "subject": u.OIDCSubject,
 					"previous_issuer": before.OIDCIssuer, "previous_subject": before.OIDCSubject}},

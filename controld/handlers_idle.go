@@ -35,7 +35,7 @@ func (s *Server) IdleTick(ctx context.Context) (idle.TickResult, error) {
 }
 
 // projectSetPolicy sets a project's idle period; owners only.
-func (s *Server) projectSetPolicy(ctx context.Context, c *call, req api.ProjectPolicyRequest) (mutate.Func, error) {
+func (s *Server) projectSetPolicy(ctx context.Context, c *call, req api.ProjectPolicyRequest) (work[api.ProjectPolicy], error) {
 	secs, err := idle.ParsePeriod("idle-release-after", req.IdleReleaseAfter, s.cfg.Idle.MinPeriod, true)
 	if err != nil {
 		return nil, err
@@ -47,7 +47,7 @@ func (s *Server) projectSetPolicy(ctx context.Context, c *call, req api.ProjectP
 	if err != nil {
 		return nil, err
 	}
-	return func(ctx context.Context, tx pgx.Tx) (any, mutate.Effect, error) {
+	return func(ctx context.Context, tx pgx.Tx) (*api.ProjectPolicy, mutate.Effect, error) {
 		p, err := project.Authorize(ctx, tx, ref, c.principal.UserID, c.principal.Role, project.AccessAdmin)
 		if err != nil {
 			return nil, mutate.Effect{}, err
@@ -60,7 +60,7 @@ func (s *Server) projectSetPolicy(ctx context.Context, c *call, req api.ProjectP
 		if err != nil {
 			return nil, mutate.Effect{}, err
 		}
-		return pol, mutate.Effect{
+		return &pol, mutate.Effect{
 			Audit: audit.Entry{Action: api.EndpointProjectPolicy, TargetType: "project", TargetID: p.ID, ProjectID: p.ID,
 				Detail: map[string]any{"idle_release_after_seconds": *secs}},
 			Events: []outbox.Event{{Kind: api.EventProjectPolicy, Subject: p.ID, ProjectID: p.ID, Users: users, Payload: pol}},

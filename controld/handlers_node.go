@@ -42,8 +42,8 @@ func (s *Server) nodeGet(ctx context.Context, c *call, req api.NodeRef) (*api.No
 	return pointer(node.Get(ctx, s.pool, req.Node))
 }
 
-func (s *Server) slotsApprove(_ context.Context, c *call, req api.SlotsApproveRequest) (mutate.Func, error) {
-	return func(ctx context.Context, tx pgx.Tx) (any, mutate.Effect, error) {
+func (s *Server) slotsApprove(_ context.Context, c *call, req api.SlotsApproveRequest) (work[api.NodeDetail], error) {
+	return func(ctx context.Context, tx pgx.Tx) (*api.NodeDetail, mutate.Effect, error) {
 		d, err := node.Get(ctx, tx, req.Node)
 		if err != nil {
 			return nil, mutate.Effect{}, err
@@ -56,7 +56,7 @@ func (s *Server) slotsApprove(_ context.Context, c *call, req api.SlotsApproveRe
 			return nil, mutate.Effect{}, err
 		}
 		s.kickQueue()
-		return d, mutate.Effect{
+		return &d, mutate.Effect{
 			Audit: audit.Entry{Action: "node.slots_approve", TargetType: "node", TargetID: d.Node.ID,
 				Detail: map[string]any{"approved": n, "slots": req.Slots}},
 			Events: []outbox.Event{{Kind: api.EventNode, Subject: d.Node.ID, Payload: d.Node}},
@@ -64,8 +64,8 @@ func (s *Server) slotsApprove(_ context.Context, c *call, req api.SlotsApproveRe
 	}, nil
 }
 
-func (s *Server) nodeDrain(_ context.Context, c *call, req api.NodeRef) (mutate.Func, error) {
-	return func(ctx context.Context, tx pgx.Tx) (any, mutate.Effect, error) {
+func (s *Server) nodeDrain(_ context.Context, c *call, req api.NodeRef) (work[api.Node], error) {
+	return func(ctx context.Context, tx pgx.Tx) (*api.Node, mutate.Effect, error) {
 		d, err := node.Get(ctx, tx, req.Node)
 		if err != nil {
 			return nil, mutate.Effect{}, err
@@ -74,15 +74,15 @@ func (s *Server) nodeDrain(_ context.Context, c *call, req api.NodeRef) (mutate.
 			return nil, mutate.Effect{}, err
 		}
 		d.Node.State = api.NodeDraining
-		return d.Node, mutate.Effect{
+		return &d.Node, mutate.Effect{
 			Audit:  audit.Entry{Action: "node.drain", TargetType: "node", TargetID: d.Node.ID},
 			Events: []outbox.Event{{Kind: api.EventNode, Subject: d.Node.ID, Payload: d.Node}},
 		}, nil
 	}, nil
 }
 
-func (s *Server) nodeEnroll(_ context.Context, c *call, req api.EnrollTokenRequest) (mutate.Func, error) {
-	return func(ctx context.Context, tx pgx.Tx) (any, mutate.Effect, error) {
-		return node.CreateEnrollToken(ctx, tx, req, c.principal.UserID, s.now())
+func (s *Server) nodeEnroll(_ context.Context, c *call, req api.EnrollTokenRequest) (work[api.EnrollTokenResponse], error) {
+	return func(ctx context.Context, tx pgx.Tx) (*api.EnrollTokenResponse, mutate.Effect, error) {
+		return pointerEffect(node.CreateEnrollToken(ctx, tx, req, c.principal.UserID, s.now()))
 	}, nil
 }

@@ -51,30 +51,30 @@ func (s *Server) outboxList(ctx context.Context, c *call, req api.OutboxListRequ
 
 // outboxRetry puts a dead event back in the relay's queue. The retry emits
 // no event of its own: the retried event, once published, is the news.
-func (s *Server) outboxRetry(_ context.Context, _ *call, req api.OutboxRef) (mutate.Func, error) {
+func (s *Server) outboxRetry(_ context.Context, _ *call, req api.OutboxRef) (work[api.OutboxEvent], error) {
 	return outboxChange(req, "outbox.retry", func(ctx context.Context, tx pgx.Tx, id int64) (api.OutboxEvent, error) {
 		return outbox.Retry(ctx, tx, id, s.now())
 	})
 }
 
 // outboxDrop gives up on a dead event; the row stays, as dropped.
-func (s *Server) outboxDrop(_ context.Context, _ *call, req api.OutboxRef) (mutate.Func, error) {
+func (s *Server) outboxDrop(_ context.Context, _ *call, req api.OutboxRef) (work[api.OutboxEvent], error) {
 	return outboxChange(req, "outbox.drop", func(ctx context.Context, tx pgx.Tx, id int64) (api.OutboxEvent, error) {
 		return outbox.Drop(ctx, tx, id)
 	})
 }
 
-func outboxChange(req api.OutboxRef, action string, change func(ctx context.Context, tx pgx.Tx, id int64) (api.OutboxEvent, error)) (mutate.Func, error) {
+func outboxChange(req api.OutboxRef, action string, change func(ctx context.Context, tx pgx.Tx, id int64) (api.OutboxEvent, error)) (work[api.OutboxEvent], error) {
 	if req.ID <= 0 {
 		return nil, api.Errorf(api.CodeInvalidArgument, "an outbox event id is a positive number").
 			WithHint("see `gpuaas ops outbox list`")
 	}
-	return func(ctx context.Context, tx pgx.Tx) (any, mutate.Effect, error) {
+	return func(ctx context.Context, tx pgx.Tx) (*api.OutboxEvent, mutate.Effect, error) {
 		e, err := change(ctx, tx, req.ID)
 		if err != nil {
 			return nil, mutate.Effect{}, err
 		}
-		return e, mutate.Effect{Audit: audit.Entry{Action: action, TargetType: "outbox_event",
+		return &e, mutate.Effect{Audit: audit.Entry{Action: action, TargetType: "outbox_event",
 			TargetID: strconv.FormatInt(e.ID, 10), Detail: map[string]any{"kind": e.Kind, "subject": e.Subject,
 				"attempts": e.Attempts, "last_error": e.LastError}}}, nil
 	}, nil

@@ -29,7 +29,7 @@ func (c *call) requestKey() string {
 
 // billingTopup creates a Stripe Checkout Session for a project the caller
 // may write to (owner or member); the webhook credits it once paid.
-func (s *Server) billingTopup(ctx context.Context, c *call, req api.TopupRequest) (mutate.Func, error) {
+func (s *Server) billingTopup(ctx context.Context, c *call, req api.TopupRequest) (work[api.TopupResponse], error) {
 	ref, err := s.projectRef(ctx, c, req.Project)
 	if err != nil {
 		return nil, err
@@ -41,7 +41,7 @@ func (s *Server) billingTopup(ctx context.Context, c *call, req api.TopupRequest
 	if err := s.payments.ValidateAmount(req.AmountMinor); err != nil {
 		return nil, err
 	}
-	return func(ctx context.Context, tx pgx.Tx) (any, mutate.Effect, error) {
+	return func(ctx context.Context, tx pgx.Tx) (*api.TopupResponse, mutate.Effect, error) {
 		p, err := project.Authorize(ctx, tx, req.Project, c.principal.UserID, c.principal.Role, project.AccessWrite)
 		if err != nil {
 			return nil, mutate.Effect{}, err
@@ -51,14 +51,14 @@ func (s *Server) billingTopup(ctx context.Context, c *call, req api.TopupRequest
 		if err != nil {
 			return nil, mutate.Effect{}, err
 		}
-		return resp, mutate.Effect{Audit: audit.Entry{Action: api.EndpointBillingTopup, TargetType: "project",
+		return &resp, mutate.Effect{Audit: audit.Entry{Action: api.EndpointBillingTopup, TargetType: "project",
 			TargetID: p.ID, ProjectID: p.ID, Detail: resp}}, nil
 	}, nil
 }
 
 // adminRefund refunds a paid top-up through Stripe and mirrors it in the
 // ledger (admins).
-func (s *Server) adminRefund(_ context.Context, c *call, req api.RefundRequest) (mutate.Func, error) {
+func (s *Server) adminRefund(_ context.Context, c *call, req api.RefundRequest) (work[api.RefundResponse], error) {
 	if !s.payments.Settings().Enabled() {
 		return nil, payments.ErrNotConfigured
 	}
@@ -71,15 +71,15 @@ func (s *Server) adminRefund(_ context.Context, c *call, req api.RefundRequest) 
 	if err := payments.ValidateReason(req.Reason, false); err != nil {
 		return nil, err
 	}
-	return func(ctx context.Context, tx pgx.Tx) (any, mutate.Effect, error) {
-		return s.payments.Refund(ctx, tx, payments.RefundInput{RefundRequest: req,
-			ActorID: c.principal.UserID, RequestKey: c.requestKey()})
+	return func(ctx context.Context, tx pgx.Tx) (*api.RefundResponse, mutate.Effect, error) {
+		return pointerEffect(s.payments.Refund(ctx, tx, payments.RefundInput{RefundRequest: req,
+			ActorID: c.principal.UserID, RequestKey: c.requestKey()}))
 	}, nil
 }
 
 // adminCredit records an operator's manual credit or debit with its
 // reason (admins).
-func (s *Server) adminCredit(ctx context.Context, c *call, req api.CreditRequest) (mutate.Func, error) {
+func (s *Server) adminCredit(ctx context.Context, c *call, req api.CreditRequest) (work[api.CreditResponse], error) {
 	ref, err := s.projectRef(ctx, c, req.Project)
 	if err != nil {
 		return nil, err
@@ -88,11 +88,11 @@ func (s *Server) adminCredit(ctx context.Context, c *call, req api.CreditRequest
 	if err := payments.ValidateAdjustment(req); err != nil {
 		return nil, err
 	}
-	return func(ctx context.Context, tx pgx.Tx) (any, mutate.Effect, error) {
+	return func(ctx context.Context, tx pgx.Tx) (*api.CreditResponse, mutate.Effect, error) {
 		p, err := project.Resolve(ctx, tx, req.Project)
 		if err != nil {
 			return nil, mutate.Effect{}, err
 		}
-		return s.payments.Adjust(ctx, tx, p.ID, c.principal.UserID, req)
+		return pointerEffect(s.payments.Adjust(ctx, tx, p.ID, c.principal.UserID, req))
 	}, nil
 }

@@ -31,34 +31,34 @@ func (s *Server) sessionsEndpoints() []endpointDef {
 	}
 }
 
-func (s *Server) sessionStart(_ context.Context, c *call, req api.SessionStartRequest) (mutate.Func, error) {
+func (s *Server) sessionStart(_ context.Context, c *call, req api.SessionStartRequest) (work[api.TerminalSession], error) {
 	if strings.TrimSpace(req.Gateway) == "" {
 		req.Gateway = c.principal.Email
 	}
-	return func(ctx context.Context, tx pgx.Tx) (any, mutate.Effect, error) {
+	return func(ctx context.Context, tx pgx.Tx) (*api.TerminalSession, mutate.Effect, error) {
 		ts, err := sessions.Start(ctx, tx, req, s.now())
 		if err != nil {
 			return nil, mutate.Effect{}, err
 		}
-		return ts, sessionEffect("session.start", ts), nil
+		return &ts, sessionEffect("session.start", ts), nil
 	}, nil
 }
 
-func (s *Server) sessionEnd(ctx context.Context, c *call, req api.SessionEndRequest) (mutate.Func, error) {
+func (s *Server) sessionEnd(ctx context.Context, c *call, req api.SessionEndRequest) (work[api.TerminalSession], error) {
 	if err := s.sealRecording(ctx, c, &req); err != nil {
 		return nil, err
 	}
-	return func(ctx context.Context, tx pgx.Tx) (any, mutate.Effect, error) {
+	return func(ctx context.Context, tx pgx.Tx) (*api.TerminalSession, mutate.Effect, error) {
 		ts, err := sessions.End(ctx, tx, req, s.now())
 		if err != nil {
 			return nil, mutate.Effect{}, err
 		}
-		return ts, sessionEffect("session.end", ts), nil
+		return &ts, sessionEffect("session.end", ts), nil
 	}, nil
 }
 
-func (s *Server) sessionInterrupt(_ context.Context, c *call, req api.SessionInterruptRequest) (mutate.Func, error) {
-	return func(ctx context.Context, tx pgx.Tx) (any, mutate.Effect, error) {
+func (s *Server) sessionInterrupt(_ context.Context, c *call, req api.SessionInterruptRequest) (work[api.SessionInterruptResponse], error) {
+	return func(ctx context.Context, tx pgx.Tx) (*api.SessionInterruptResponse, mutate.Effect, error) {
 		list, err := sessions.Interrupt(ctx, tx, req.Gateway, s.now())
 		if err != nil {
 			return nil, mutate.Effect{}, err
@@ -76,7 +76,7 @@ func (s *Server) sessionInterrupt(_ context.Context, c *call, req api.SessionInt
 			Audit:  audit.Entry{Action: "session.interrupt", TargetType: "gateway", TargetID: req.Gateway, Detail: detail},
 			Events: []outbox.Event{{Kind: "session.interrupt", Subject: req.Gateway, Payload: detail}},
 		}
-		return api.SessionInterruptResponse{Sessions: list}, eff, nil
+		return &api.SessionInterruptResponse{Sessions: list}, eff, nil
 	}, nil
 }
 

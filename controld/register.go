@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/gpuaas/gpuaas/controld/mutate"
 	"github.com/gpuaas/gpuaas/internal/api"
 )
@@ -34,7 +36,7 @@ func query[Req, Resp any](s *Server, e api.Endpoint[Req, Resp], fn func(context.
 // mutation registers e's mutation handler: fn gets the decoded request
 // and returns the work to run in the mutation's transaction. Whether its
 // reply is kept for replay comes from e (api.NewSecretMutation).
-func mutation[Req, Resp any](s *Server, e api.Endpoint[Req, Resp], fn func(context.Context, *call, Req) (mutate.Func, error)) endpointDef {
+func mutation[Req, Resp any](s *Server, e api.Endpoint[Req, Resp], fn func(context.Context, *call, Req) (work[Resp], error)) endpointDef {
 	return refusalAuditedMutation(s, e, fn, nil)
 }
 
@@ -42,7 +44,7 @@ func mutation[Req, Resp any](s *Server, e api.Endpoint[Req, Resp], fn func(conte
 // too: refused is called with every error, after the mutation's
 // transaction was rolled back, and writes the audit rows it wants in
 // writes of their own.
-func refusalAuditedMutation[Req, Resp any](s *Server, e api.Endpoint[Req, Resp], fn func(context.Context, *call, Req) (mutate.Func, error),
+func refusalAuditedMutation[Req, Resp any](s *Server, e api.Endpoint[Req, Resp], fn func(context.Context, *call, Req) (work[Resp], error),
 	refused func(ctx context.Context, c *call, err error)) endpointDef {
 	spec := e.Spec()
 	if !spec.Mutates() {
@@ -53,8 +55,21 @@ func refusalAuditedMutation[Req, Resp any](s *Server, e api.Endpoint[Req, Resp],
 		if err != nil {
 			return nil, err
 		}
-		return fn(ctx, c, req)
+		w, err := fn(ctx, c, req)
+		if err != nil || w == nil {
+			return nil, err
+		}
+		return w.untyped(), nil
 	}, refused)}
+}
+
+// work is a mutation's work in its transaction (mutate.Func) with its
+// response's type.
+type work[Resp any] func(ctx context.Context, tx pgx.Tx) (*Resp, mutate.Effect, error)
+
+// untyped is w as mutate.Runner runs it.
+func (w work[Resp]) untyped() mutate.Func {
+	return func(ctx context.Context, tx pgx.Tx) (any, mutate.Effect, error) { return w(ctx, tx) }
 }
 
 // custom registers a handler that runs the whole request itself (the
@@ -86,3 +101,9 @@ func decodeRequest[Req any](c *call) (Req, error) {
 
 // pointer is a handler's answer from a function that returns a value.
 func pointer[T any](v T, err error) (*T, error) { return &v, err }
+
+// pointerEffect is a mutation's answer from a function that returns a
+// value.
+func pointerEffect[T any](v T, eff mutate.Effect, err error) (*T, mutate.Effect, error) {
+	return &v, eff, err
+}

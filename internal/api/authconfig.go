@@ -2,10 +2,6 @@ package api
 
 import "context"
 
-// EndpointAuthConfig tells clients how to log in to a server. It is
-// public: `gpuaas login` asks before anyone is logged in.
-const EndpointAuthConfig = "auth.config"
-
 // AuthConfigResponse lists the login methods a server accepts.
 type AuthConfigResponse struct {
 	// Password is true when local email and password login (auth.login)

@@ -7,14 +7,6 @@ import (
 	"time"
 )
 
-// Billing endpoints.
-const (
-	EndpointBillingBalance  = "billing.balance"
-	EndpointBillingLedger   = "billing.ledger"
-	EndpointBillingUsage    = "billing.usage"
-	EndpointOpsLedgerVerify = "ops.ledger_verify"
-)
-
 // Billing event kinds, told to every member of the project.
 const (
 	// EventBillingLowBalance: the balance fell below the project's

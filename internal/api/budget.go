@@ -6,14 +6,6 @@ import (
 	"time"
 )
 
-// Budget endpoints (docs/budgets.md): a spend cap per period and/or an
-// hourly burn cap, per project or per user within a project.
-const (
-	EndpointBillingBudgetSet   = "billing.budget_set"
-	EndpointBillingBudgetGet   = "billing.budget_get"
-	EndpointBillingBudgetClear = "billing.budget_clear"
-)
-
 // EventBillingBudget is told to every member of the project when a
 // budget's spend crosses its warning level (80 %) or its cap (100 %), once
 // per crossing and period; its Data is a BudgetCrossing. The running

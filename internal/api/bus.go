@@ -15,16 +15,6 @@ const (
 	BusIdentityOperator = "operator"
 )
 
-// Endpoints of the NATS identities (admins) and of gateways' own login.
-const (
-	EndpointBusIdentityAdd    = "ops.bus_identity_add"
-	EndpointBusIdentityList   = "ops.bus_identity_list"
-	EndpointBusIdentityRevoke = "ops.bus_identity_revoke"
-	// EndpointGateLogin gives a registered gateway a short-lived session
-	// token for a login assertion signed with its key.
-	EndpointGateLogin = "gate.login"
-)
-
 // Event kinds of registered NATS identities.
 const (
 	EventBusIdentity = "bus.identity"

@@ -8,9 +8,6 @@ import "context"
 // acts in it, where a project is needed; listings without a project still
 // span all of the caller's projects.
 const (
-	// EndpointProjectUse sets the caller's default project
-	// (`gpuaas project use NAME`).
-	EndpointProjectUse = "project.use"
 	// EventDefaultProject tells a user their default project changed; the
 	// payload is the Project.
 	EventDefaultProject = "project.default"

@@ -5,11 +5,6 @@ import (
 	"fmt"
 )
 
-// EndpointEventsSince serves the caller's own events after a stream
-// sequence, read from the EVENTS stream: what a client missed while its
-// connection was down. Users never read the stream themselves.
-const EndpointEventsSince = "events.since"
-
 // MaxEventsSince bounds the events of one events.since answer.
 const MaxEventsSince = 1000
 

@@ -9,12 +9,6 @@ import (
 // Health gating (docs/gpu-telemetry.md): quarantined slots, GPU faults that
 // hostd reports, and the pre-handout GPU check.
 
-// Endpoints of slot quarantine (operators).
-const (
-	EndpointNodeQuarantine = "node.quarantine"
-	EndpointNodeClear      = "node.clear"
-)
-
 // HostFault is the kind of node report that carries a GPU fault (a
 // GPUFault), next to heartbeats: gpuaas.ctl.host.<node>.fault.
 const HostFault = "fault"

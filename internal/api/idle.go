@@ -17,12 +17,6 @@ import (
 // past its maximum duration is released with reason "max_duration",
 // whatever its activity.
 const (
-	// EndpointProjectPolicy sets a project's idle policy
-	// (`gpuaas project set PROJECT --idle-release-after 2h`).
-	EndpointProjectPolicy = "project.set_policy"
-	// EndpointGateActivity is a gateway's batch of allocation activity
-	// (gateway principals only).
-	EndpointGateActivity = "gate.activity"
 	// EventProjectPolicy tells a project's members its policy changed; the
 	// payload is the ProjectPolicy.
 	EventProjectPolicy = "project.policy"

@@ -5,9 +5,6 @@ import (
 	"time"
 )
 
-// EndpointNodeLogs returns a node's recent hostd log records (operators).
-const EndpointNodeLogs = "node.logs"
-
 // HostLogsSubject is where controld asks a node for its recent log
 // records (HostLogsRequest → NodeLogsResponse). Only the node's hostd
 // may subscribe to it, and users may not publish below gpuaas.host.

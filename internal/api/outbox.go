@@ -5,18 +5,6 @@ import (
 	"time"
 )
 
-// Endpoints of `gpuaas ops outbox`: events the relay gave up publishing.
-const (
-	// EndpointOutboxList lists outbox events, dead ones by default
-	// (operators).
-	EndpointOutboxList = "ops.outbox_list"
-	// EndpointOutboxRetry puts a dead event back in the relay's queue
-	// (admins).
-	EndpointOutboxRetry = "ops.outbox_retry"
-	// EndpointOutboxDrop gives up on a dead event for good (admins).
-	EndpointOutboxDrop = "ops.outbox_drop"
-)
-
 // Outbox event states.
 const (
 	OutboxPending   = "pending"

@@ -7,13 +7,6 @@ import (
 	"strings"
 )
 
-// Payment endpoints: Stripe top-ups, refunds and operator adjustments.
-const (
-	EndpointBillingTopup = "billing.topup"
-	EndpointAdminRefund  = "admin.refund"
-	EndpointAdminCredit  = "admin.credit"
-)
-
 // EventTopup is published when a Stripe payment credits a project, and
 // EventRefund and EventAdjustment when an admin refunds or adjusts.
 const (

@@ -6,10 +6,6 @@ import (
 	"io"
 )
 
-// EndpointSessionRecording reads a recorded terminal session in chunks:
-// the recordings' object store is controld's and the gateways' alone.
-const EndpointSessionRecording = "session.recording"
-
 // RecordingChunkMax is the most a chunk holds (its base64 stays well
 // under NATS's default 1 MiB payload limit).
 const RecordingChunkMax = 512 << 10

@@ -5,10 +5,6 @@ import (
 	"time"
 )
 
-// EndpointAllocTop returns the latest telemetry of an allocation's GPUs
-// (anyone who may get the allocation).
-const EndpointAllocTop = "alloc.top"
-
 // HostTopSubject is where controld asks a node for the latest telemetry
 // of some of its GPUs (HostTopRequest → HostTopResponse). Only the node's
 // hostd may subscribe to it, and users may not publish below gpuaas.host.

@@ -5,16 +5,6 @@ import (
 	"time"
 )
 
-// User administration endpoints (admins).
-const (
-	EndpointAdminUserAdd     = "admin.user_add"
-	EndpointAdminUserList    = "admin.user_list"
-	EndpointAdminUserDisable = "admin.user_disable"
-	EndpointAdminUserEnable  = "admin.user_enable"
-	EndpointAdminUserInvite  = "admin.user_invite"
-	EndpointAdminUserLink    = "admin.user_link"
-)
-
 // EventUser is published when an administrator adds, invites, disables,
 // enables or links a user; the payload is the AdminUser after the change.
 const EventUser = "user"

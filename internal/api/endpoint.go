@@ -21,7 +21,7 @@ import (
 type Access int
 
 const (
-	accessUnset Access = iota
+	_ Access = iota // no access level
 	// Public endpoints answer without a session.
 	Public
 	// LoggedIn endpoints need a valid session token.

@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -88,6 +89,9 @@ type Spec struct {
 	Name   string
 	Access Access
 	Kind   Kind
+	// Request and Response are the Go types of the bodies (for tests
+	// that walk the API: controld's fuzzing of every request type).
+	Request, Response reflect.Type
 }
 
 // Subject is the endpoint's NATS subject.
@@ -150,7 +154,7 @@ func NewSecretMutation[Req, Resp any](name string, access Access) Endpoint[Req, 
 // level, or a second one of the same name, is a programming error found
 // when the package loads.
 func declare[Req, Resp any](name string, access Access, kind Kind) Endpoint[Req, Resp] {
-	spec := Spec{Name: name, Access: access, Kind: kind}
+	spec := Spec{Name: name, Access: access, Kind: kind, Request: reflect.TypeFor[Req](), Response: reflect.TypeFor[Resp]()}
 	if err := checkSpec(spec); err != nil {
 		panic(err)
 	}

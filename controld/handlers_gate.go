@@ -219,9 +219,9 @@ func (s *Server) gateCredentials(ctx context.Context, c *call, req api.GateCrede
 // token: its seed stays on its machine and each token lives
 // GatewaySessionTTL.
 func (s *Server) gateLogin() endpointDef {
-	return custom(s, api.OpGateLogin, func(ctx context.Context, c *call) ([]byte, error) {
-		var req api.GateLoginRequest
-		if err := c.decode(&req); err != nil {
+	return custom(s, api.OpGateLogin, func(ctx context.Context, c *call, decode func() (api.GateLoginRequest, error)) ([]byte, error) {
+		req, err := decode()
+		if err != nil {
 			return nil, err
 		}
 		if err := s.checkGateLogin(req); err != nil {

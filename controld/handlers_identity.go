@@ -21,8 +21,8 @@ import (
 // administration (admin.user_*), over controld/identity.
 func (s *Server) identityEndpoints() []endpointDef {
 	return []endpointDef{
-		authEndpoint(s, api.OpAuthLogin),
-		authEndpoint(s, api.OpAuthExchange),
+		authEndpoint(s, api.OpAuthLogin, s.loginAttempt),
+		authEndpoint(s, api.OpAuthExchange, s.exchangeAttempt),
 		mutation(s, api.OpAuthLogout, s.logout),
 		query(s, api.OpAuthWhoami, s.whoami),
 		query(s, api.OpAuthConfig, s.authConfig),
@@ -56,20 +56,18 @@ type authAttempt struct {
 // stored for replay. Logins go through the failed-login limits first, and
 // every refusal is audited in its own write, outside the transaction that
 // was rolled back.
-func authEndpoint[Req any](s *Server, e api.Endpoint[Req, api.LoginResponse]) endpointDef {
+func authEndpoint[Req any](s *Server, e api.Endpoint[Req, api.LoginResponse], attemptOf func(*call, Req) (authAttempt, error)) endpointDef {
 	name := e.Name()
-	return custom(s, e, func(ctx context.Context, c *call) ([]byte, error) {
+	return custom(s, e, func(ctx context.Context, c *call, decode func() (Req, error)) ([]byte, error) {
 		key := c.req.Headers().Get(api.HeaderIdempotencyKey)
 		if err := mutate.ValidateKey(name, key); err != nil {
 			return nil, err
 		}
-		var a authAttempt
-		var err error
-		if name == api.EndpointAuthLogin {
-			a, err = s.loginAttempt(c)
-		} else {
-			a, err = s.exchangeAttempt(c)
+		req, err := decode()
+		if err != nil {
+			return nil, err
 		}
+		a, err := attemptOf(c, req)
 		if err != nil {
 			return nil, err
 		}
@@ -150,13 +148,9 @@ func (s *Server) auditRefusal(ctx context.Context, c *call, a authAttempt, err e
 	}
 }
 
-// loginAttempt decodes auth.login: a password login, or the redemption of
-// an invite when the request carries one.
-func (s *Server) loginAttempt(c *call) (authAttempt, error) {
-	var req api.LoginRequest
-	if err := c.decode(&req); err != nil {
-		return authAttempt{}, err
-	}
+// loginAttempt is auth.login: a password login, or the redemption of an
+// invite when the request carries one.
+func (s *Server) loginAttempt(_ *call, req api.LoginRequest) (authAttempt, error) {
 	req.Email = strings.TrimSpace(req.Email)
 	if req.Invite != "" {
 		return s.inviteAttempt(req)
@@ -205,11 +199,7 @@ func (s *Server) inviteAttempt(req api.LoginRequest) (authAttempt, error) {
 		}}, nil
 }
 
-func (s *Server) exchangeAttempt(c *call) (authAttempt, error) {
-	var req api.ExchangeRequest
-	if err := c.decode(&req); err != nil {
-		return authAttempt{}, err
-	}
+func (s *Server) exchangeAttempt(c *call, req api.ExchangeRequest) (authAttempt, error) {
 	if req.IDToken == "" {
 		return authAttempt{}, api.Errorf(api.CodeInvalidArgument, "id_token is required")
 	}

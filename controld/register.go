@@ -74,10 +74,14 @@ func (w work[Resp]) untyped() mutate.Func {
 
 // custom registers a handler that runs the whole request itself (the
 // logins: their refusals are audited and limited outside the mutation's
-// transaction); it still takes its name, access level and kind from e.
-func custom[Req, Resp any](s *Server, e api.Endpoint[Req, Resp], fn func(ctx context.Context, c *call) ([]byte, error)) endpointDef {
+// transaction); it still takes its name, access level and kind from e,
+// and decode, called when the handler wants the request, reads e's
+// request type.
+func custom[Req, Resp any](s *Server, e api.Endpoint[Req, Resp], fn func(ctx context.Context, c *call, decode func() (Req, error)) ([]byte, error)) endpointDef {
 	spec := e.Spec()
-	return endpointDef{spec: spec, handler: s.endpoint(spec.Name, spec.Access, fn)}
+	return endpointDef{spec: spec, handler: s.endpoint(spec.Name, spec.Access, func(ctx context.Context, c *call) ([]byte, error) {
+		return fn(ctx, c, func() (Req, error) { return decodeRequest[Req](c) })
+	})}
 }
 
 // mustKind returns spec, or panics when it is not of kind: registering a

@@ -29,7 +29,7 @@ import (
 	"github.com/gpuaas/gpuaas/controld/billing"
 	"github.com/gpuaas/gpuaas/controld/busauth"
 	"github.com/gpuaas/gpuaas/controld/ca"
-	"github.com/gpuaas/gpuaas/controld/health"
+	"github.com/gpuaas/gpuaas/controld/faults"
 	"github.com/gpuaas/gpuaas/controld/hosts"
 	"github.com/gpuaas/gpuaas/controld/identity"
 	"github.com/gpuaas/gpuaas/controld/idle"
@@ -342,7 +342,7 @@ func (s *Server) init(ctx context.Context) error {
 		SlotsFreed: s.kickQueue, GPUActive: s.gpuActive, TicketCAKeys: s.ticketCAKeys, Now: s.cfg.Now, Log: s.cfg.Log,
 		TaskSettled: func(typ, status string, took time.Duration) { s.metrics.observeTask(typ, status, took) },
 		Settlers:    settlers, Nodes: node.Reports{Pool: s.pool, SlotSubnet: s.cfg.Hosts.SlotSubnet},
-		Faults: health.Faults{Pool: s.pool, Log: s.cfg.Log}, ProgressEvents: alloc.ProgressEvents}); err != nil {
+		Faults: faults.Applier{Pool: s.pool, Log: s.cfg.Log}, ProgressEvents: alloc.ProgressEvents}); err != nil {
 		return err
 	}
 	if s.billing, err = s.newBillingRunner(); err != nil {
@@ -372,7 +372,7 @@ func (s *Server) now() time.Time { return s.cfg.Now().UTC() }
 // "controld/hosts"). TestEveryTaskTypeHasASettler holds them to hostd's
 // handlers.
 func taskSettlers(cfg HostsConfig) (tasks.Settlers, error) {
-	return tasks.JoinSettlers(alloc.Settlers(health.ProvisionVerdict), node.Settlers(cfg.AutoApproveSlots))
+	return tasks.JoinSettlers(alloc.Settlers(faults.ProvisionVerdict), node.Settlers(cfg.AutoApproveSlots))
 }
 
 // Pool is controld's database pool (for seeding and tests).

@@ -12,16 +12,16 @@ import (
 
 	"github.com/gpuaas/gpuaas/controld"
 	"github.com/gpuaas/gpuaas/controld/billing"
-	"github.com/gpuaas/gpuaas/controld/health"
+	"github.com/gpuaas/gpuaas/controld/faults"
 	"github.com/gpuaas/gpuaas/internal/api"
 )
 
-func (e *billingEnv) applyFault(t *testing.T, nodeID string, f api.GPUFault) health.Outcome {
+func (e *billingEnv) applyFault(t *testing.T, nodeID string, f api.GPUFault) faults.Outcome {
 	t.Helper()
-	var out health.Outcome
+	var out faults.Outcome
 	err := pgx.BeginFunc(t.Context(), e.Server.Pool(), func(tx pgx.Tx) error {
 		var err error
-		out, err = health.ApplyFault(t.Context(), tx, nodeID, f, e.clock.Now())
+		out, err = faults.ApplyFault(t.Context(), tx, nodeID, f, e.clock.Now())
 		return err
 	})
 	if err != nil {
@@ -158,7 +158,7 @@ func TestGPUFaultOnAFreeSlot(t *testing.T) {
 		t.Fatalf("got %+v; want slot 3 quarantined, nothing else", out)
 	}
 	err = pgx.BeginFunc(t.Context(), e.Server.Pool(), func(tx pgx.Tx) error {
-		_, err := health.ApplyFault(t.Context(), tx, d.Node.ID, api.GPUFault{GPU: "0000:ff:00.0", XID: 79, At: e.clock.Now()}, e.clock.Now())
+		_, err := faults.ApplyFault(t.Context(), tx, d.Node.ID, api.GPUFault{GPU: "0000:ff:00.0", XID: 79, At: e.clock.Now()}, e.clock.Now())
 		return err
 	})
 	if !errors.Is(err, api.ErrNotFound) {
@@ -181,7 +181,7 @@ func TestGPUFaultDuringProvisioningFailsIt(t *testing.T) {
 		var status, reason string
 		err := pgx.BeginFunc(ctx, e.Server.Pool(), func(tx pgx.Tx) error {
 			var err error
-			status, reason, err = health.ProvisionOutcome(ctx, tx, id, api.TaskSucceeded, "")
+			status, reason, err = faults.ProvisionOutcome(ctx, tx, id, api.TaskSucceeded, "")
 			return err
 		})
 		if err != nil {

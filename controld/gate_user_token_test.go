@@ -47,10 +47,13 @@ func TestGateUserToken(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	after := time.Now()
 	if resp.User.ID != bob.ID || resp.Token == "" {
 		t.Fatalf("got user %s token %q; want %s and a token", resp.User.ID, resp.Token, bob.ID)
 	}
-	if max := before.Add(15 * time.Minute); resp.ExpiresAt.After(max) || resp.ExpiresAt.Before(max.Add(-time.Minute)) {
+	// controld stamps the expiry between before and after, in whole
+	// seconds.
+	if max := after.Add(15*time.Minute + time.Second); resp.ExpiresAt.After(max) || resp.ExpiresAt.Before(before.Add(14*time.Minute)) {
 		t.Errorf("expires at %s; want about 15 minutes from %s (the certificate lives an hour)", resp.ExpiresAt, before)
 	}
 	if strings.Contains(cert, resp.Token) {

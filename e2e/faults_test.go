@@ -158,8 +158,11 @@ func TestFaultPostgresRestartUnderLoad(t *testing.T) {
 	outage.Store(true)
 	stopped, started := c.restartPostgres(2 * time.Second)
 	okAfter := creates.Load()
+	// Ready again after the stop: Postgres accepts connections a moment
+	// before its start returns, and a replica's /readyz may turn ready in
+	// that moment (on a loaded machine, it did).
 	c.waitFor("both replicas ready again and requests succeeding", func() bool {
-		return readyAgain[0].Load() > started.UnixNano() && readyAgain[1].Load() > started.UnixNano() &&
+		return readyAgain[0].Load() > stopped.UnixNano() && readyAgain[1].Load() > stopped.UnixNano() &&
 			creates.Load() >= okAfter+10
 	})
 	outage.Store(false)

@@ -33,6 +33,7 @@ import (
 	"github.com/gpuaas/gpuaas/internal/devenv/controlplane"
 	"github.com/gpuaas/gpuaas/internal/pgserver"
 	"github.com/gpuaas/gpuaas/internal/recstore"
+	"github.com/gpuaas/gpuaas/internal/sshconfig"
 	"github.com/gpuaas/gpuaas/internal/testutil"
 )
 
@@ -108,6 +109,8 @@ func TestOperatorGuide(t *testing.T) {
 	g := &guideRun{t: t, root: root, procs: map[string]*guideProc{}}
 	g.env = []string{
 		"HOME=" + home, "TMPDIR=" + filepath.Join(root, "tmp"), "NO_COLOR=1", "LANG=C.UTF-8",
+		// The file the shim's ssh -F reads, not the machine's ~/.ssh/config.
+		sshconfig.UserConfigEnv + "=" + filepath.Join(home, ".ssh", "config"),
 		"PATH=" + strings.Join([]string{filepath.Join(root, "usr", "bin"), shims, filepath.Dir(natsServer),
 			"/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin"}, ":"),
 	}

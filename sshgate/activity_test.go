@@ -37,7 +37,7 @@ func (e *env) lastActive(alloc string) time.Time {
 // does each ActivityReportInterval) and returns what controld recorded.
 func (e *env) report(alloc string) time.Time {
 	e.t.Helper()
-	e.gw.sendActivity(context.Background())
+	e.gw.core.SendActivity(context.Background())
 	return e.lastActive(alloc)
 }
 
@@ -180,7 +180,7 @@ func TestRemoteForwardDataIsActivity(t *testing.T) {
 			go func() { _, _ = io.Copy(c, c); c.Close() }()
 		}
 	}()
-	r.gw.sendActivity(context.Background()) // nothing moved yet
+	r.gw.core.SendActivity(context.Background()) // nothing moved yet
 	before := lastActive()
 	c, err := net.Dial("tcp", ln.Addr().String()) // on the allocation (this machine in the sim)
 	if err != nil {
@@ -189,7 +189,7 @@ func TestRemoteForwardDataIsActivity(t *testing.T) {
 	defer c.Close()
 	echoes(t, c, "remote forward traffic")
 	testutil.Eventually(t, "the remote forward's data recorded as activity", func() bool {
-		r.gw.sendActivity(context.Background())
+		r.gw.core.SendActivity(context.Background())
 		return lastActive().After(before)
 	})
 }

@@ -6,6 +6,7 @@ import (
 	"github.com/charmbracelet/ssh"
 	gossh "golang.org/x/crypto/ssh"
 
+	"github.com/gpuaas/gpuaas/gateway/core"
 	"github.com/gpuaas/gpuaas/internal/corrid"
 	"github.com/gpuaas/gpuaas/internal/ids"
 	"github.com/gpuaas/gpuaas/internal/sshcert"
@@ -28,7 +29,7 @@ import (
 
 // publicKeyHandler verifies a key offered by a client.
 func (g *Gateway) publicKeyHandler(ctx ssh.Context, key ssh.PublicKey) bool {
-	id, err := sshcert.VerifyUser(g.trust.get().user, key, "", g.cfg.Now())
+	id, err := sshcert.VerifyUser(g.core.Trust().User, key, "", g.cfg.Now())
 	if err == nil && !ids.Valid(ids.User, id.UserID) {
 		err = fmt.Errorf("%w: principal %q is not a user id", sshcert.ErrPrincipal, id.UserID)
 	}
@@ -91,7 +92,7 @@ func (g *Gateway) identityOf(ctx ssh.Context) (sshcert.Identity, error) {
 	if now := g.cfg.Now(); !now.Before(id.ValidBefore) {
 		return sshcert.Identity{}, fmt.Errorf("%w: expired at %s", ErrCertificateNoLongerValid, id.ValidBefore)
 	}
-	if !caTrusted(g.trust.get().user, id.CA) {
+	if !core.CATrusted(g.core.Trust().User, id.CA) {
 		return sshcert.Identity{}, fmt.Errorf("%w: CA %s no longer trusted", ErrCertificateNoLongerValid, id.CA)
 	}
 	if id.SessionID == "" {

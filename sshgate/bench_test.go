@@ -10,6 +10,7 @@ import (
 
 	gossh "golang.org/x/crypto/ssh"
 
+	"github.com/gpuaas/gpuaas/gateway/core"
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/sshtest"
 )
@@ -46,12 +47,12 @@ func BenchmarkThroughput(b *testing.B) {
 			b.Fatal(err)
 		}
 		// The node asks for the gateway's certificate first.
-		gateway, err := e.gw.creds.current(time.Now())
+		gateway, err := e.gw.core.GatewayCredential(time.Now())
 		if err != nil {
 			b.Fatal(err)
 		}
 		c, err := gossh.Dial("tcp", auth.TerminalAddr, &gossh.ClientConfig{User: auth.PosixUser,
-			AuthCallback:    authSteps(gateway, sshtest.CertSigner(b, ticket.(*gossh.Certificate), k)),
+			AuthCallback:    core.AuthSteps(gateway, sshtest.CertSigner(b, ticket.(*gossh.Certificate), k)),
 			HostKeyCallback: gossh.FixedHostKey(e.hostd.hostKey.PublicKey())})
 		if err != nil {
 			b.Fatal(err)

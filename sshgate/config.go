@@ -7,6 +7,7 @@ import (
 	"net"
 	"time"
 
+	"github.com/gpuaas/gpuaas/gateway/core"
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/cmdmode"
 )
@@ -21,32 +22,26 @@ const (
 	// DefaultActivityReportInterval is how often the gateway tells
 	// controld which allocations had channel data (idle release).
 	DefaultActivityReportInterval = 15 * time.Second
-	DefaultDialTimeout            = 10 * time.Second
+	DefaultDialTimeout            = core.DefaultDialTimeout
 	DefaultShutdownGrace          = 10 * time.Second
 	DefaultHandshakeTimeout       = 30 * time.Second
-	DefaultMaxRecordingBytes      = 256 << 20
+	DefaultMaxRecordingBytes      = core.DefaultMaxRecordingBytes
 	DefaultName                   = "sshgate"
 )
 
 // Node transports: how the gateway reaches a node's terminal server.
 const (
 	// TransportLink is one TLS 1.3 connection carrying SSH's connection
-	// layer (internal/sshlink): no second SSH transport, its encryption
-	// and per-packet copies. The default.
-	TransportLink = "link"
+	// layer (internal/sshlink). The default. (core.TransportLink)
+	TransportLink = core.TransportLink
 	// TransportSSH is a second SSH connection, for terminal servers that
-	// predate links.
-	TransportSSH = "ssh"
+	// predate links. (core.TransportSSH)
+	TransportSSH = core.TransportSSH
 )
 
 // CheckNodeTransport fails on a node transport other than TransportLink
 // and TransportSSH.
-func CheckNodeTransport(t string) error {
-	if t != TransportLink && t != TransportSSH {
-		return fmt.Errorf("%q is neither %s nor %s", t, TransportLink, TransportSSH)
-	}
-	return nil
-}
+func CheckNodeTransport(t string) error { return core.CheckNodeTransport(t) }
 
 // Config is what a Gateway needs.
 type Config struct {
@@ -64,7 +59,7 @@ type Config struct {
 	// GatewayKey is the gateway's own key: the Ed25519 key of its
 	// registered NATS identity (the nkey it connects and logs in to
 	// controld with), which controld certifies for nodes' terminal servers
-	// (see gatewaycreds.go). Required.
+	// (see gateway/core, creds.go). Required.
 	GatewayKey ed25519.PrivateKey
 	// Principals are the host names users dial; the host certificate names
 	// them and OpenSSH checks the name it dialled against them. Default:
@@ -109,7 +104,7 @@ type Config struct {
 	// are re-checked (see revoke.go). Default: DefaultRevocationCheckInterval.
 	RevocationCheckInterval time.Duration
 	// ActivityReportInterval is how often allocation activity is reported
-	// to controld (gate.activity; see activity.go). Default:
+	// to controld (gate.activity; see gateway/core, activity.go). Default:
 	// DefaultActivityReportInterval.
 	ActivityReportInterval time.Duration
 	// DialTimeout bounds dialling a node's terminal server, handshake

@@ -9,6 +9,7 @@ import (
 
 	gossh "golang.org/x/crypto/ssh"
 
+	"github.com/gpuaas/gpuaas/gateway/core"
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/sshcert"
 	"github.com/gpuaas/gpuaas/internal/sshtest"
@@ -49,7 +50,7 @@ func TestStolenGatewayTokenOpensNoShell(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ticketCert, err := parseTicket(auth.Ticket, key.PublicKey())
+	ticketCert, err := core.ParseTicket(auth.Ticket, key.PublicKey())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +89,7 @@ func TestStolenGatewayTokenOpensNoShell(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := direct(&gossh.ClientConfig{AuthCallback: authSteps(sshtest.CertSigner(t, fakeGW, gwKey), ticket)}); err != nil {
+	if err := direct(&gossh.ClientConfig{AuthCallback: core.AuthSteps(sshtest.CertSigner(t, fakeGW, gwKey), ticket)}); err != nil {
 		t.Fatalf("a gateway certificate of the attacker's CA and a valid ticket: %v; want refused", err)
 	}
 

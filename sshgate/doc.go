@@ -3,6 +3,11 @@
 // commands. It is a wish (charmbracelet/ssh) server and holds no state of
 // its own: run as many as you like behind a TCP load balancer.
 //
+// It is the SSH front of the gateway; what does not need an SSH session —
+// CA trust, the gateway credential, authorize + tickets and the node
+// dialer, recording, activity and notices — is the core's (gateway/core,
+// docs/decisions/0012-gateway-rooms.md).
+//
 // # Start
 //
 // Run loads (or makes, 0600) the host key, has controld's host CA certify
@@ -23,7 +28,7 @@
 //
 // # Sessions: the middleware chain
 //
-//	recover → logging → auth re-check → dispatch
+//	recover (wish/recover) → logging → auth re-check → dispatch
 //	                                       ├─ user name is an allocation id → proxy (proxy.go)
 //	                                       └─ "gpuaas" or the user's own id → command mode (commands.go)
 //
@@ -41,7 +46,7 @@
 // POSIX user, and every channel of the client's connection is carried on
 // that one link. The node's host key must be the one controld has for it:
 // hostd reports it with its enrollment and heartbeats, signed with the
-// node's key, so the gateway never trusts on first use (hostdkeys.go).
+// node's key, so the gateway never trusts on first use (gateway/core, hostdkeys.go).
 //
 // A session is replayed on a session channel of the node (env limited to
 // TERM, LANG, LC_*, the other names logged; the agent request of ssh -A;
@@ -61,7 +66,7 @@
 //
 // # Recording
 //
-// PTY sessions are recorded (record.go): while the session runs, output
+// PTY sessions are recorded (gateway/core's record.go): while the session runs, output
 // chunks and resizes are appended, framed with their time, to a file (one
 // buffered write; the session never waits on JSON or the network;
 // MaxRecordingBytes caps the disk used): in the gateway's own spool
@@ -84,7 +89,7 @@
 // index and their recordings in the spool; its next Run, before serving,
 // uploads those recordings, ends their sessions as interrupted
 // (api.SessionInterrupted), and has controld mark the rest of the sessions
-// indexed under its Name interrupted too (session.interrupt, spool.go).
+// indexed under its Name interrupted too (session.interrupt; gateway/core, index.go).
 //
 // # Command mode
 //

@@ -1,6 +1,10 @@
 package sshgate
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/gpuaas/gpuaas/gateway/core"
+)
 
 // Errors of the gateway. Refusals of a user's connection are logged with
 // their reason and answered with a generic message.
@@ -14,14 +18,14 @@ var (
 	// certificate has expired or whose CA is no longer trusted.
 	ErrCertificateNoLongerValid = errors.New("certificate no longer valid")
 	// ErrHostdKey is a node terminal host key the gateway does not trust.
-	ErrHostdKey = errors.New("hostd host key not trusted")
+	ErrHostdKey = core.ErrHostdKey
 	// ErrNotPermitted is a request the certificate's extensions do not
 	// permit (a PTY, port forwarding).
 	ErrNotPermitted = errors.New("not permitted by the certificate")
 	// ErrNoCAKeys is a controld answer without user CA keys.
-	ErrNoCAKeys = errors.New("controld listed no user CA keys")
+	ErrNoCAKeys = core.ErrNoCAKeys
 	// ErrNoGatewayCredentials is a connection to a node attempted without
 	// a valid gateway certificate (the gateway key is not registered, or
 	// controld could not be reached to renew it).
-	ErrNoGatewayCredentials = errors.New("no gateway certificate")
+	ErrNoGatewayCredentials = core.ErrNoGatewayCredentials
 )

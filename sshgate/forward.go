@@ -57,7 +57,7 @@ func (g *Gateway) directTCPIP(_ *ssh.Server, _ *gossh.ServerConn, newChan gossh.
 		_ = newChan.Reject(gossh.ResourceShortage, "cannot record this connection right now; try again")
 		return
 	}
-	nodeCh, nodeReqs, err := up.conn.OpenChannel("direct-tcpip", newChan.ExtraData())
+	nodeCh, nodeReqs, err := up.Conn.OpenChannel("direct-tcpip", newChan.ExtraData())
 	if err != nil {
 		var open *gossh.OpenChannelError
 		if errors.As(err, &open) {
@@ -81,9 +81,9 @@ func (g *Gateway) directTCPIP(_ *ssh.Server, _ *gossh.ServerConn, newChan gossh.
 	start := time.Now()
 	// Each direction passes its EOF on: a half-closed TCP connection stays
 	// half-closed end to end.
-	act := g.activity.open(alloc, nil, nil)
-	defer g.activity.close(alloc, nil)
-	bytes := sshwire.Splice(touchingChannel{Channel: ch, touched: &act.touched}, nodeCh)
+	act := g.core.Track(alloc, nil)
+	defer act.Close()
+	bytes := sshwire.Splice(touchingChannel{Channel: ch, touched: act.Flag()}, nodeCh)
 	g.log.Info("forward end", "allocation", alloc, "session", sessionID, "bytes", bytes,
 		"duration", time.Since(start).Round(time.Millisecond))
 	g.finishSession(sessionID, nil, sessionResult{bytes: bytes})

@@ -6,26 +6,26 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"os"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/charmbracelet/ssh"
 	"github.com/charmbracelet/wish"
-	"github.com/nats-io/nats.go/jetstream"
 	gossh "golang.org/x/crypto/ssh"
 
+	"github.com/gpuaas/gpuaas/gateway/core"
 	"github.com/gpuaas/gpuaas/internal/obs"
 	"github.com/gpuaas/gpuaas/internal/sshwire"
 )
 
 // Gateway is the SSH gateway. Build it with New, serve with Run.
 type Gateway struct {
-	cfg   Config
-	log   *slog.Logger
-	trust trust
-	creds *gatewayCreds // set by Run before it serves
+	cfg Config
+	log *slog.Logger
+	// core is what the fronts share: CA keys, the gateway credential, the
+	// dialer to nodes (gateway/core).
+	core  *core.Core
 	ready chan struct{}
 
 	// ptys holds the PTY request of each session that has one, from
@@ -39,21 +39,14 @@ type Gateway struct {
 	// recording and closing its index entry. Run waits for it before
 	// returning.
 	bg tracker
-	// logins indexes open connections by the login their certificate
-	// names, for revocation (revoke.go) and shutdown.
-	logins logins
-	// activity tracks each allocation's sessions and channel data, for
-	// idle release and notices (activity.go).
-	activity activity
 	// stopping is set once Run shuts down: new sessions are refused.
 	stopping atomic.Bool
 
 	// mu protects the following.
-	mu         sync.Mutex
-	srv        *ssh.Server
-	addr       net.Addr
-	hostCert   *hostCert
-	recordings jetstream.JetStream
+	mu       sync.Mutex
+	srv      *ssh.Server
+	addr     net.Addr
+	hostCert *hostCert
 
 	metrics *gateMetrics
 	// obs serves /healthz, /readyz and /metrics when Config.MetricsAddr
@@ -68,6 +61,12 @@ func New(cfg Config) (*Gateway, error) {
 		return nil, err
 	}
 	g := &Gateway{cfg: cfg, log: cfg.Log.With("component", "sshgate"), ready: make(chan struct{})}
+	var err error
+	if g.core, err = core.New(core.Config{Client: cfg.Client, GatewayKey: cfg.GatewayKey, DialTimeout: cfg.DialTimeout,
+		NodeTransport: cfg.NodeTransport, RefreshInterval: cfg.RefreshInterval, Name: cfg.Name, RecordingDir: cfg.RecordingDir,
+		MaxRecordingBytes: cfg.MaxRecordingBytes, Now: cfg.Now, Log: g.log}); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
 	if err := g.listenMetrics(); err != nil {
 		return nil, err
 	}
@@ -119,38 +118,24 @@ func (g *Gateway) run(ctx context.Context, ln net.Listener) error {
 	if err != nil {
 		return fmt.Errorf("host key: %w", err)
 	}
-	if g.creds, err = newGatewayCreds(g.cfg.GatewayKey); err != nil {
+	if _, err := g.core.RefreshTrust(ctx); err != nil {
 		return err
 	}
-	ts, err := fetchTrust(ctx, g.cfg.Client)
-	if err != nil {
-		return err
-	}
-	g.trust.cur.Store(ts)
 	hc, err := requestHostCert(ctx, g.cfg.Client, hostSigner, g.cfg.Principals)
 	if err != nil {
 		return err
 	}
-	recordings, err := recordingsStore(g.cfg.Client.Conn())
-	if err != nil {
+	if err := g.core.OpenRecordings(); err != nil {
 		return err
 	}
-	g.mu.Lock()
-	g.recordings = recordings
-	g.mu.Unlock()
-	if g.cfg.RecordingDir != "" {
-		if err := os.MkdirAll(g.cfg.RecordingDir, 0o700); err != nil {
-			return fmt.Errorf("recording spool: %w", err)
-		}
-	}
-	g.recoverInterrupted(ctx)
+	g.core.RecoverInterrupted(ctx)
 	// Without a gateway certificate the gateway still serves (commands,
-	// the TUI) but opens no shell; gatewayCredsLoop keeps trying.
-	if err := g.renewGatewayCert(ctx); err != nil {
+	// the TUI) but opens no shell; the core's KeepGatewayCert keeps trying.
+	if err := g.core.RenewGatewayCert(ctx); err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		g.logCredsError(err)
+		g.core.LogCredsError(err)
 	}
 	srv, err := g.newServer(hostSigner, hc.signer)
 	if err != nil {
@@ -158,12 +143,12 @@ func (g *Gateway) run(ctx context.Context, ln net.Listener) error {
 	}
 	// Listening for revocations before serving: no connection can
 	// authenticate before the gateway would hear that its login ended.
-	stopRevocations, err := g.watchRevocations(ctx)
+	stopRevocations, err := g.core.WatchRevocations(ctx, g.cfg.RevocationCheckInterval)
 	if err != nil {
 		return err
 	}
 	defer stopRevocations()
-	stopNotices, err := g.watchNotices()
+	stopNotices, err := g.core.WatchNotices()
 	if err != nil {
 		return err
 	}
@@ -184,9 +169,9 @@ func (g *Gateway) run(ctx context.Context, ln net.Listener) error {
 	refreshCtx, stopRefresh := context.WithCancel(ctx)
 	defer stopRefresh()
 	go g.refreshLoop(refreshCtx, hostSigner)
-	go g.gatewayCredsLoop(refreshCtx)
+	go g.core.KeepGatewayCert(refreshCtx)
 	reported := make(chan struct{})
-	go func() { defer close(reported); g.reportActivity(refreshCtx) }()
+	go func() { defer close(reported); g.core.ReportActivity(refreshCtx, g.cfg.ActivityReportInterval) }()
 	defer func() { stopRefresh(); <-reported }()
 
 	served := make(chan error, 1)
@@ -216,10 +201,14 @@ func (g *Gateway) shutdown(ln net.Listener, served <-chan error, srv *ssh.Server
 	g.stopping.Store(true)
 	_ = ln.Close()
 	<-served
-	open := g.logins.all()
+	open := g.core.Logins()
 	g.log.Info("shutting down: telling open connections", "connections", len(open))
 	var ends sync.WaitGroup
-	for _, lc := range open {
+	for _, l := range open {
+		lc, ok := l.(*loginConn) // this front's core holds only its own
+		if !ok {
+			continue
+		}
 		ends.Add(1)
 		go func() {
 			defer ends.Done()
@@ -299,19 +288,18 @@ func (g *Gateway) refreshLoop(ctx context.Context, hostKey gossh.Signer) {
 }
 
 func (g *Gateway) refresh(ctx context.Context, hostKey gossh.Signer) {
-	ts, err := fetchTrust(ctx, g.cfg.Client)
+	ts, err := g.core.RefreshTrust(ctx)
 	if err != nil {
 		if !errors.Is(err, context.Canceled) {
 			g.log.Warn("refresh CA keys; keeping the previous ones", "err", err)
 		}
 		return
 	}
-	g.trust.cur.Store(ts)
 
 	g.mu.Lock()
 	hc, srv := g.hostCert, g.srv
 	g.mu.Unlock()
-	if !hc.due(g.cfg.Now(), ts.host) {
+	if !hc.due(g.cfg.Now(), ts.Host) {
 		return
 	}
 	renewed, err := requestHostCert(ctx, g.cfg.Client, hostKey, g.cfg.Principals)

@@ -13,6 +13,7 @@ import (
 
 	gossh "golang.org/x/crypto/ssh"
 
+	"github.com/gpuaas/gpuaas/gateway/core"
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/sshcert"
 )
@@ -120,5 +121,5 @@ func (h *hostCert) due(now time.Time, hostCAs []gossh.PublicKey) bool {
 	if !now.Before(after.Add(before.Sub(after) * 2 / 3)) {
 		return true
 	}
-	return len(hostCAs) > 0 && !containsKey(hostCAs, h.cert.SignatureKey)
+	return len(hostCAs) > 0 && !core.ContainsKey(hostCAs, h.cert.SignatureKey)
 }

@@ -3,12 +3,13 @@ package sshgate
 import (
 	"errors"
 	"fmt"
-	"runtime/debug"
+	"log/slog"
 	"strings"
 	"time"
 
 	"github.com/charmbracelet/ssh"
 	"github.com/charmbracelet/wish"
+	"github.com/charmbracelet/wish/recover"
 
 	"github.com/gpuaas/gpuaas/internal/corrid"
 	"github.com/gpuaas/gpuaas/internal/ids"
@@ -54,17 +55,38 @@ func chain(h ssh.Handler, mws ...wish.Middleware) ssh.Handler {
 }
 
 // recoverMiddleware turns a panic in one session into a logged error and a
-// closed session, not a dead gateway.
+// closed session, not a dead gateway. The recovering is wish's own
+// (wish/recover), around the rest of the chain; it only logs, and a
+// handler that returns has the library end the session with status 0, so
+// a session whose handler panicked is then told and ends with
+// exitGatewayError here: a panic never looks like success to the client.
+// wish/recover composes its middlewares per call, so the chain is built
+// per session with a logger that knows the session.
 func (g *Gateway) recoverMiddleware(next ssh.Handler) ssh.Handler {
 	return func(s ssh.Session) {
-		defer func() {
-			if r := recover(); r != nil {
-				g.log.Error("panic in session", "user", s.User(), "remote", s.RemoteAddr(), "panic", r, "stack", string(debug.Stack()))
+		log := &panicLog{log: g.log, s: s}
+		rest := func(ssh.Handler) ssh.Handler { return next }
+		recover.MiddlewareWithLogger(log, rest)(func(s ssh.Session) {
+			if log.panicked {
 				fail(s, errors.New("internal error in the gateway"))
 			}
-		}()
-		next(s)
+		})(s)
 	}
+}
+
+// panicLog is wish/recover's logger for one session: it logs the panic
+// (its value and stack, in wish's format) to the gateway's log and notes
+// that there was one.
+type panicLog struct {
+	log      *slog.Logger
+	s        ssh.Session
+	panicked bool // set by Printf, read after it on the same goroutine
+}
+
+// Printf implements recover.Logger; wish calls it only for a panic.
+func (p *panicLog) Printf(format string, v ...any) {
+	p.panicked = true
+	p.log.Error("panic in session", "user", p.s.User(), "remote", p.s.RemoteAddr(), "panic", fmt.Sprintf(format, v...))
 }
 
 // loggingMiddleware logs each session's start and end.

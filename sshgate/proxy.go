@@ -13,6 +13,7 @@ import (
 	"github.com/charmbracelet/ssh"
 	gossh "golang.org/x/crypto/ssh"
 
+	"github.com/gpuaas/gpuaas/gateway/core"
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/sshcert"
 	"github.com/gpuaas/gpuaas/internal/sshlink"
@@ -51,12 +52,12 @@ func (g *Gateway) proxySession(s ssh.Session, id sshcert.Identity) {
 		return
 	}
 	// Notices go to shells and exec sessions, never into an sftp stream.
-	var noticeTo ssh.Session
+	var noticeTo core.Notifier // a nil interface for sftp, not a nil pointer
 	if kind != api.SessionSFTP {
-		noticeTo = s
+		noticeTo = &sessionNotifier{g: g, s: s, lc: loginOf(ctx)}
 	}
-	act := g.activity.open(alloc, noticeTo, loginOf(ctx))
-	defer g.activity.close(alloc, noticeTo)
+	act := g.core.Track(alloc, noticeTo)
+	defer act.Close()
 	var sessionID string
 	onOwnStack(func() { sessionID, err = g.startIndex(ctx, id, alloc, kind, command) })
 	if err != nil {
@@ -64,13 +65,11 @@ func (g *Gateway) proxySession(s ssh.Session, id sshcert.Identity) {
 		fail(s, errors.New("cannot record this session right now; try again"))
 		return
 	}
-	var rec *recorder
+	var rec *core.Recorder
 	if hasPty {
-		spoolAs := sessionID // kept until uploaded, recovered after a crash
-		if g.cfg.RecordingDir == "" {
-			spoolAs = ""
-		}
-		rec, err = newRecorder(g.recordingDir(), spoolAs, pty.Term, pty.Window.Width, pty.Window.Height, g.cfg.MaxRecordingBytes, g.cfg.Now)
+		// In the spool under the session id when there is one: kept until
+		// uploaded, recovered after a crash.
+		rec, err = g.core.NewSessionRecorder(sessionID, pty.Term, pty.Window.Width, pty.Window.Height)
 		if err != nil {
 			// Every PTY session is recorded; one that cannot be is not served.
 			g.log.Error("cannot record; refusing the session", "session", sessionID, "err", err)
@@ -79,13 +78,13 @@ func (g *Gateway) proxySession(s ssh.Session, id sshcert.Identity) {
 			return
 		}
 	}
-	if hasPty && kind == api.SessionShell && up.auth.Banner != "" {
+	if hasPty && kind == api.SessionShell && up.Auth.Banner != "" {
 		// The cost line (gate.authorize's Banner), for people only: never
 		// into the output of exec, scp or sftp. A pty is in raw mode, hence
 		// the carriage return.
-		_, _ = io.WriteString(s.Stderr(), up.auth.Banner+"\r\n")
+		_, _ = io.WriteString(s.Stderr(), up.Auth.Banner+"\r\n")
 	}
-	res := g.relay(s, id, up, pty, hasPty, kind, rec, &act.touched)
+	res := g.relay(s, id, up, pty, hasPty, kind, rec, act.Flag())
 	if rec != nil && rec.Err() != nil {
 		g.log.Error("recording failed during the session", "session", sessionID, "err", rec.Err())
 	}
@@ -97,11 +96,11 @@ func (g *Gateway) proxySession(s ssh.Session, id sshcert.Identity) {
 // subsystem) and mirrors what the client asked, in order: env, pty-req,
 // then shell, exec or subsystem.
 // touched is set whenever channel data moves (activity.go).
-func (g *Gateway) relay(s ssh.Session, id sshcert.Identity, up *upstream, pty ssh.Pty, hasPty bool, kind string, rec *recorder, touched *atomic.Bool) sessionResult {
+func (g *Gateway) relay(s ssh.Session, id sshcert.Identity, up *upstream, pty ssh.Pty, hasPty bool, kind string, rec *core.Recorder, touched *atomic.Bool) sessionResult {
 	var res sessionResult
-	node, nodeReqs, err := up.conn.OpenChannel("session", nil)
+	node, nodeReqs, err := up.Conn.OpenChannel("session", nil)
 	if err != nil {
-		g.log.Warn("open session on node", "node", up.auth.NodeID, "err", err)
+		g.log.Warn("open session on node", "node", up.Auth.NodeID, "err", err)
 		fail(s, errors.New("the node did not open a session"))
 		return res
 	}
@@ -112,12 +111,12 @@ func (g *Gateway) relay(s ssh.Session, id sshcert.Identity, up *upstream, pty ss
 	// is not told, as with OpenSSH's AcceptEnv.
 	env, dropped := forwardedEnv(s.Environ(), hasPty)
 	if len(dropped) > 0 {
-		g.log.Info("client environment not passed on", "allocation", up.auth.AllocationID, "node", up.auth.NodeID,
+		g.log.Info("client environment not passed on", "allocation", up.Auth.AllocationID, "node", up.Auth.NodeID,
 			"names", dropped, "allowed", EnvAllowList)
 	}
 	for _, kv := range env {
 		if ok, err := node.SendRequest("env", true, gossh.Marshal(sshwire.EnvMsg{Name: kv[0], Value: kv[1]})); err == nil && !ok {
-			g.log.Info("node refused an environment variable", "allocation", up.auth.AllocationID, "node", up.auth.NodeID, "name", kv[0])
+			g.log.Info("node refused an environment variable", "allocation", up.Auth.AllocationID, "node", up.Auth.NodeID, "name", kv[0])
 		}
 	}
 	if ssh.AgentRequested(s) {
@@ -195,7 +194,7 @@ func (g *Gateway) relay(s ssh.Session, id sshcert.Identity, up *upstream, pty ss
 		// No exit status from the node (its link dropped, or the client
 		// went away and the gateway closed the node's channel): close
 		// without one, as sshd would.
-		g.log.Info("session ended without exit status", "node", up.auth.NodeID)
+		g.log.Info("session ended without exit status", "node", up.Auth.NodeID)
 		_ = s.Close()
 	}
 	return res
@@ -205,7 +204,7 @@ func (g *Gateway) relay(s ssh.Session, id sshcert.Identity, up *upstream, pty ss
 // certificate permits it; the client is told when it does not.
 func (g *Gateway) forwardAgent(s ssh.Session, id sshcert.Identity, up *upstream, node gossh.Channel) {
 	if !permits(id, sshcert.ExtensionPermitAgentForwarding) {
-		g.log.Info("agent forwarding refused", "allocation", up.auth.AllocationID, "err", ErrNotPermitted)
+		g.log.Info("agent forwarding refused", "allocation", up.Auth.AllocationID, "err", ErrNotPermitted)
 		_, _ = fmt.Fprintf(s.Stderr(), "gpuaas gateway: agent forwarding refused: %v (run `gpuaas login` for a new certificate)\r\n", ErrNotPermitted)
 		return
 	}
@@ -213,7 +212,7 @@ func (g *Gateway) forwardAgent(s ssh.Session, id sshcert.Identity, up *upstream,
 	// channel as soon as it has answered.
 	up.agent.Store(true)
 	if ok, err := node.SendRequest(sshwire.AgentRequest, true, nil); err != nil || !ok {
-		g.log.Info("node refused agent forwarding", "allocation", up.auth.AllocationID, "node", up.auth.NodeID, "err", err)
+		g.log.Info("node refused agent forwarding", "allocation", up.Auth.AllocationID, "node", up.Auth.NodeID, "err", err)
 	}
 }
 
@@ -263,7 +262,7 @@ type sessionEvents struct {
 	exit      chan exitInfo
 	winCh     <-chan ssh.Window // nil without a PTY
 	sigs      chan ssh.Signal
-	rec       *recorder
+	rec       *core.Recorder
 	done      <-chan struct{} // the session is done
 	connDone  <-chan struct{} // the client's connection ended
 	closeNode func()
@@ -335,7 +334,7 @@ func (c *clientWriter) Write(p []byte) (int, error) {
 	n, err := c.w.Write(p)
 	c.n.Add(int64(n))
 	if n > 0 {
-		touch(c.touched)
+		core.Touch(c.touched)
 	}
 	if err != nil {
 		c.gone()
@@ -354,7 +353,7 @@ func (c *countingReader) Read(p []byte) (int, error) {
 	n, err := c.r.Read(p)
 	c.n.Add(int64(n))
 	if n > 0 {
-		touch(c.touched)
+		core.Touch(c.touched)
 	}
 	return n, err
 }

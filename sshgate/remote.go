@@ -48,7 +48,7 @@ func (g *Gateway) tcpipForward(ctx ssh.Context, _ *ssh.Server, req *gossh.Reques
 	}
 	var m sshwire.TCPIPForwardMsg
 	_ = gossh.Unmarshal(req.Payload, &m)
-	ok, reply, err := up.conn.SendRequest(req.Type, true, req.Payload)
+	ok, reply, err := up.Conn.SendRequest(req.Type, true, req.Payload)
 	if err != nil || !ok {
 		g.log.Info("remote forward refused by the node", "type", req.Type, "allocation", alloc,
 			"bind", m.BindAddr, "port", m.BindPort, "err", err)
@@ -74,7 +74,7 @@ func (g *Gateway) serveNodeChannels(ctx ssh.Context, id sshcert.Identity, up *up
 	client, _ := ctx.Value(ssh.ContextKeyConn).(gossh.Conn)
 	go func() {
 		defer close(up.dead)
-		chans, reqs := up.chans, up.reqs
+		chans, reqs := up.Chans, up.Reqs
 		for chans != nil || reqs != nil {
 			select {
 			case req, ok := <-reqs:
@@ -93,7 +93,7 @@ func (g *Gateway) serveNodeChannels(ctx ssh.Context, id sshcert.Identity, up *up
 				g.nodeChannel(ctx, id, up, client, nc)
 			}
 		}
-		_ = up.conn.Wait()
+		_ = up.Conn.Wait()
 	}()
 }
 
@@ -108,14 +108,14 @@ func (g *Gateway) nodeChannel(ctx ssh.Context, id sshcert.Identity, up *upstream
 	case nc.ChannelType() == sshwire.ForwardedChannel:
 		m, ok := up.fwds.Allows(nc.ExtraData())
 		if !ok {
-			g.log.Warn("node opened a forwarded-tcpip channel nobody asked for", "node", up.auth.NodeID, "addr", m.Addr, "port", m.Port)
+			g.log.Warn("node opened a forwarded-tcpip channel nobody asked for", "node", up.Auth.NodeID, "addr", m.Addr, "port", m.Port)
 			_ = nc.Reject(gossh.Prohibited, "no such remote forward")
 			return
 		}
 		go g.forwardedTCPIP(ctx, id, client, nc, m)
 	case nc.ChannelType() == sshwire.AgentChannel:
 		if !up.agent.Load() {
-			g.log.Warn("node opened an agent channel the client did not ask for", "node", up.auth.NodeID)
+			g.log.Warn("node opened an agent channel the client did not ask for", "node", up.Auth.NodeID)
 			_ = nc.Reject(gossh.Prohibited, "agent forwarding was not requested")
 			return
 		}
@@ -142,15 +142,15 @@ func (g *Gateway) forwardedTCPIP(ctx ssh.Context, id sshcert.Identity, client go
 		_ = nc.Reject(gossh.ResourceShortage, "cannot record this connection right now")
 		return
 	}
-	act := g.activity.open(alloc, nil, nil)
-	defer g.activity.close(alloc, nil)
+	act := g.core.Track(alloc, nil)
+	defer act.Close()
 	start := time.Now()
 	bytes, err := sshwire.JoinChannel(nc, func() (gossh.Channel, <-chan *gossh.Request, error) {
 		ch, reqs, err := client.OpenChannel(sshwire.ForwardedChannel, nc.ExtraData())
 		if err != nil {
 			return nil, nil, err
 		}
-		return touchingChannel{Channel: ch, touched: &act.touched}, reqs, nil
+		return touchingChannel{Channel: ch, touched: act.Flag()}, reqs, nil
 	})
 	if err != nil {
 		g.log.Info("remote forward connection refused by the client", "allocation", alloc, "target", target, "err", err)

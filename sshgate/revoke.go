@@ -2,41 +2,27 @@ package sshgate
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/charmbracelet/ssh"
-	"github.com/nats-io/nats.go"
 	gossh "golang.org/x/crypto/ssh"
 
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/sshcert"
 )
 
-// Revocation. A user certificate names the login session it was minted
-// under (sshcert.ExtensionSessionID); when that session ends — logout, an
-// administrator disabling the user, expiry — the certificate stops
-// working here:
-//
-//   - at connect, controld refuses it: gate.authorize for allocations,
-//     gate.user_token and gate.sessions (confirmLogin) for command mode;
-//   - open connections are tracked by login (logins); controld announces
-//     revocations on api.GateRevokedSubject, and every open connection of
-//     a revoked login is ended within moments: each open session is told
-//     why on its stderr and exits, then the connection is closed, which
-//     takes its port forwards and its link to the node with it;
-//   - a missed announcement (the gateway was reconnecting to NATS) and
-//     expiry, which is never announced, are caught by a batched re-check
-//     of every open login each RevocationCheckInterval and right after a
-//     NATS reconnect.
-//
-// An announcement is only a hint: the gateway ends what controld confirms
-// has ended (gate.sessions), so a forged message cannot cut anyone off.
+// Revocation is the core's (gateway/core, revoke.go): it watches
+// controld's announcements and re-checks open logins. Here each
+// authenticated connection registers as a core.Login (loginConn), and a
+// login that ended ends its connection: each open session is told why on
+// its stderr and exits, then the connection is closed, which takes its
+// port forwards and its link to the node with it. At connect controld
+// refuses an ended login itself: gate.authorize for allocations,
+// gate.user_token and gate.sessions (confirmLogin) for command mode.
 
 // Timings of ending a connection.
 const (
@@ -47,11 +33,6 @@ const (
 	// (OpenSSH does once its last session closed) before the gateway
 	// closes the connection under it.
 	closeGrace = time.Second
-	// reconnectPoll is how often the NATS connection is looked at for a
-	// reconnect, after which every open login is re-checked at once.
-	reconnectPoll = time.Second
-	// subscribeTimeout bounds registering the revocation subscription.
-	subscribeTimeout = 10 * time.Second
 )
 
 // loginKey is the context key of a connection's *loginConn.
@@ -64,6 +45,7 @@ type loginConn struct {
 	cert      string // the certificate that authenticated, authorized_keys format
 	conn      *trackedConn
 	done      <-chan struct{} // closed when the connection ends
+	end       func(reason string)
 
 	// mu protects the following.
 	mu        sync.Mutex
@@ -71,6 +53,14 @@ type loginConn struct {
 	confirmed bool                        // controld said the login is live
 	ended     string                      // why it ended ("" while live)
 }
+
+// Ref implements core.Login.
+func (lc *loginConn) Ref() api.GateSession {
+	return api.GateSession{SessionID: lc.sessionID, UserID: lc.userID}
+}
+
+// End implements core.Login: the connection ends in the background.
+func (lc *loginConn) End(reason string) { lc.end(reason) }
 
 // loginOf returns the connection's login, nil when it has none.
 func loginOf(ctx ssh.Context) *loginConn {
@@ -135,91 +125,6 @@ func (lc *loginConn) markEnded(reason string) (map[ssh.Session]*sync.Mutex, bool
 	return out, true
 }
 
-// logins indexes the open connections by login session.
-type logins struct {
-	// mu protects bySession.
-	mu        sync.Mutex
-	bySession map[string]map[*loginConn]struct{}
-}
-
-func (l *logins) add(lc *loginConn) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.bySession == nil {
-		l.bySession = map[string]map[*loginConn]struct{}{}
-	}
-	set := l.bySession[lc.sessionID]
-	if set == nil {
-		set = map[*loginConn]struct{}{}
-		l.bySession[lc.sessionID] = set
-	}
-	set[lc] = struct{}{}
-}
-
-func (l *logins) remove(lc *loginConn) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	set := l.bySession[lc.sessionID]
-	delete(set, lc)
-	if len(set) == 0 {
-		delete(l.bySession, lc.sessionID)
-	}
-}
-
-// refs returns the distinct (session, user) pairs of the open connections,
-// only those of sessionIDs when it is not nil.
-func (l *logins) refs(sessionIDs []string) []api.GateSession {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var out []api.GateSession
-	seen := map[api.GateSession]bool{}
-	collect := func(set map[*loginConn]struct{}) {
-		for lc := range set {
-			ref := api.GateSession{SessionID: lc.sessionID, UserID: lc.userID}
-			if !seen[ref] {
-				seen[ref] = true
-				out = append(out, ref)
-			}
-		}
-	}
-	if sessionIDs == nil {
-		for _, set := range l.bySession {
-			collect(set)
-		}
-		return out
-	}
-	for _, sid := range sessionIDs {
-		collect(l.bySession[sid])
-	}
-	return out
-}
-
-// all returns every open connection.
-func (l *logins) all() []*loginConn {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var out []*loginConn
-	for _, set := range l.bySession {
-		for lc := range set {
-			out = append(out, lc)
-		}
-	}
-	return out
-}
-
-// matching returns the open connections of a session and user.
-func (l *logins) matching(ref api.GateSession) []*loginConn {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var out []*loginConn
-	for lc := range l.bySession[ref.SessionID] {
-		if lc.userID == ref.UserID {
-			out = append(out, lc)
-		}
-	}
-	return out
-}
-
 // trackLogin registers an authenticated connection under the login its
 // certificate names, until the connection ends. Called once the key that
 // signed is confirmed (serverConfig).
@@ -234,11 +139,18 @@ func (g *Gateway) trackLogin(ctx ssh.Context, key gossh.PublicKey, perms *gossh.
 	}
 	lc := &loginConn{sessionID: v.User.SessionID, userID: v.User.UserID, conn: st.conn, done: ctx.Done(),
 		cert: strings.TrimSpace(string(gossh.MarshalAuthorizedKey(key))), sessions: map[ssh.Session]*sync.Mutex{}}
+	lc.end = func(reason string) {
+		g.bg.add()
+		go func() {
+			defer g.bg.done()
+			g.endLogin(lc, reason)
+		}()
+	}
 	ctx.SetValue(loginKey{}, lc)
-	g.logins.add(lc)
+	remove := g.core.AddLogin(lc)
 	go func() {
 		<-ctx.Done()
-		g.logins.remove(lc)
+		remove()
 	}()
 }
 
@@ -269,117 +181,19 @@ func (g *Gateway) confirmLogin(ctx ssh.Context, id sshcert.Identity) error {
 	case confirmed:
 		return nil
 	}
-	resp, err := g.cfg.Client.GateSessions(ctx, api.GateSessionsRequest{Sessions: []api.GateSession{
-		{SessionID: id.SessionID, UserID: id.UserID}}})
+	reason, err := g.core.LoginEnded(ctx, api.GateSession{SessionID: id.SessionID, UserID: id.UserID})
 	if err != nil {
 		g.log.Warn("cannot check a login; refusing the session", "user", id.UserID, "session", id.SessionID, "err", err)
 		return errors.New("cannot check your login right now; try again")
 	}
-	if len(resp.Ended) > 0 {
-		g.log.Info("login ended; refusing the session", "user", id.UserID, "session", id.SessionID, "reason", resp.Ended[0].Reason)
-		return errLoginEnded(resp.Ended[0].Reason)
+	if reason != "" {
+		g.log.Info("login ended; refusing the session", "user", id.UserID, "session", id.SessionID, "reason", reason)
+		return errLoginEnded(reason)
 	}
 	lc.mu.Lock()
 	lc.confirmed = true
 	lc.mu.Unlock()
 	return nil
-}
-
-// watchRevocations subscribes to controld's revocation announcements and
-// re-checks the open logins until ctx ends. The subscription is in place
-// when it returns.
-func (g *Gateway) watchRevocations(ctx context.Context) (stop func(), err error) {
-	nc := g.cfg.Client.Conn()
-	hints := make(chan []string, 64)
-	sub, err := nc.Subscribe(api.GateRevokedSubject, func(m *nats.Msg) {
-		var r api.SessionRevoked
-		if err := json.Unmarshal(m.Data, &r); err != nil || len(r.SessionIDs) == 0 {
-			g.log.Warn("undecodable revocation announcement", "err", err)
-			return
-		}
-		select {
-		case hints <- r.SessionIDs:
-		default:
-			// The loop is behind: a full re-check covers everything.
-			select {
-			case hints <- nil:
-			default:
-			}
-		}
-	})
-	if err != nil {
-		return nil, fmt.Errorf("subscribe %s: %w", api.GateRevokedSubject, err)
-	}
-	if err := nc.FlushTimeout(subscribeTimeout); err != nil {
-		_ = sub.Unsubscribe()
-		return nil, fmt.Errorf("subscribe %s: %w", api.GateRevokedSubject, err)
-	}
-	loopCtx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		g.revocationLoop(loopCtx, nc, hints)
-	}()
-	return func() {
-		_ = sub.Unsubscribe()
-		cancel()
-		<-done
-	}, nil
-}
-
-// revocationLoop checks the logins an announcement names as it arrives,
-// and every open login each RevocationCheckInterval and after a NATS
-// reconnect (announcements sent while disconnected are lost).
-func (g *Gateway) revocationLoop(ctx context.Context, nc *nats.Conn, hints <-chan []string) {
-	every := time.NewTicker(g.cfg.RevocationCheckInterval)
-	defer every.Stop()
-	poll := time.NewTicker(reconnectPoll)
-	defer poll.Stop()
-	reconnects := nc.Stats().Reconnects
-	for {
-		var only []string // nil: every open login
-		select {
-		case <-ctx.Done():
-			return
-		case only = <-hints:
-		case <-every.C:
-		case <-poll.C:
-			n := nc.Stats().Reconnects
-			if n == reconnects {
-				continue
-			}
-			reconnects = n
-			g.log.Info("reconnected to NATS; re-checking open logins")
-		}
-		g.checkLogins(ctx, only)
-	}
-}
-
-// checkLogins asks controld about the open logins (those of sessionIDs,
-// or all when nil), in batches, and ends the connections of those that
-// ended.
-func (g *Gateway) checkLogins(ctx context.Context, sessionIDs []string) {
-	refs := g.logins.refs(sessionIDs)
-	for len(refs) > 0 {
-		batch := refs[:min(len(refs), api.MaxGateSessions)]
-		refs = refs[len(batch):]
-		resp, err := g.cfg.Client.GateSessions(ctx, api.GateSessionsRequest{Sessions: batch})
-		if err != nil {
-			if ctx.Err() == nil {
-				g.log.Warn("check open logins; retrying at the next check", "logins", len(batch), "err", err)
-			}
-			return
-		}
-		for _, e := range resp.Ended {
-			for _, lc := range g.logins.matching(e.GateSession) {
-				g.bg.add()
-				go func() {
-					defer g.bg.done()
-					g.endLogin(lc, e.Reason)
-				}()
-			}
-		}
-	}
 }
 
 // reasonShutdown marks the connections the gateway ended as it shut down.

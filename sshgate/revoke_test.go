@@ -220,8 +220,8 @@ func TestLogoutEndsOpenSessions(t *testing.T) {
 	}
 
 	otherShell.expectLive()
-	if e.gw.logins.refs(nil)[0].SessionID != other.cert.Extensions[sshcert.ExtensionSessionID] {
-		t.Errorf("open logins %+v; want only the other one", e.gw.logins.refs(nil))
+	if e.gw.core.LoginRefs(nil)[0].SessionID != other.cert.Extensions[sshcert.ExtensionSessionID] {
+		t.Errorf("open logins %+v; want only the other one", e.gw.core.LoginRefs(nil))
 	}
 }
 

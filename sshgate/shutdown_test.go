@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpuaas/gpuaas/gateway/core"
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/bus"
 	"github.com/gpuaas/gpuaas/internal/devenv/controlplane"
@@ -151,7 +152,7 @@ func TestGatewayShutdownTellsOpenSessionsAndEndsThem(t *testing.T) {
 	if rec := recordingOf(t, u, ts.ID); !strings.Contains(rec, "session-started") {
 		t.Errorf("recording %q; want the session's output", rec)
 	}
-	if files, _ := spooled(e.gw.cfg.RecordingDir); len(files) != 0 {
+	if files, _ := core.Spooled(e.gw.cfg.RecordingDir); len(files) != 0 {
 		t.Errorf("spool holds %v after a clean stop; want nothing", files)
 	}
 }
@@ -277,7 +278,7 @@ func TestGatewayCrashLeavesSessionsInterruptedWithRecording(t *testing.T) {
 	// The output reaches the spool file within spoolFlush; the crash comes
 	// after.
 	testutil.Eventually(t, "the output in the spool file", func() bool {
-		files, _ := filepath.Glob(filepath.Join(spool, spoolPrefix+"*"))
+		files, _ := filepath.Glob(core.SpoolPath(spool, "*"))
 		for _, f := range files {
 			if b, err := os.ReadFile(f); err == nil && bytes.Contains(b, []byte("still-running")) {
 				return true
@@ -295,7 +296,7 @@ func TestGatewayCrashLeavesSessionsInterruptedWithRecording(t *testing.T) {
 	if ts.State != api.SessionRunning {
 		t.Fatalf("index entry after the crash %+v; want still running", ts)
 	}
-	if files, err := spooled(spool); err != nil || len(files) != 1 || files[0] != ts.ID {
+	if files, err := core.Spooled(spool); err != nil || len(files) != 1 || files[0] != ts.ID {
 		t.Fatalf("spool after the crash holds %v (%v); want the recording of %s", files, err, ts.ID)
 	}
 
@@ -334,7 +335,7 @@ func TestGatewayCrashLeavesSessionsInterruptedWithRecording(t *testing.T) {
 	if c := parseCast(t, []byte(rec)); !strings.Contains(c.output, "before-crash") {
 		t.Errorf("recovered recording is not a cast with the output: %+v", c)
 	}
-	if files, _ := spooled(spool); len(files) != 0 {
+	if files, _ := core.Spooled(spool); len(files) != 0 {
 		t.Errorf("spool holds %v after the recovery; want nothing", files)
 	}
 }

@@ -2,22 +2,15 @@ package sshgate
 
 import (
 	"context"
-	"crypto/ed25519"
-	"crypto/rand"
 	"errors"
-	"fmt"
-	"net"
-	"strings"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/charmbracelet/ssh"
-	gossh "golang.org/x/crypto/ssh"
 
+	"github.com/gpuaas/gpuaas/gateway/core"
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/sshcert"
-	"github.com/gpuaas/gpuaas/internal/sshlink"
 	"github.com/gpuaas/gpuaas/internal/sshwire"
 )
 
@@ -39,17 +32,12 @@ type connState struct {
 	closed bool
 }
 
-// upstream is an authorized connection to a node's terminal server: a
-// link or SSH (Config.NodeTransport), used as an SSH connection either
-// way.
+// upstream is an authorized connection to a node's terminal server (the
+// core's Link: a link or SSH, Config.NodeTransport), as the SSH front
+// serves it. serveNodeChannels serves what the node opens and asks.
 type upstream struct {
-	auth *api.GateAuthorizeResponse
-	conn gossh.Conn
-	// chans and reqs are what the node opens and asks: serveNodeChannels
-	// serves them.
-	chans <-chan gossh.NewChannel
-	reqs  <-chan *gossh.Request
-	dead  chan struct{} // closed when the connection to the node ends
+	*core.Link
+	dead chan struct{} // closed when the connection to the node ends
 
 	// fwds are the remote forwards the node granted the client; agent is
 	// set once a session asked the node for the client's agent (remote.go).
@@ -62,7 +50,7 @@ func (st *connState) close() {
 	defer st.mu.Unlock()
 	st.closed = true
 	if st.up != nil {
-		_ = st.up.conn.Close()
+		_ = st.up.Conn.Close()
 	}
 }
 
@@ -86,7 +74,7 @@ func (g *Gateway) upstreamFor(ctx ssh.Context, id sshcert.Identity) (*upstream, 
 	if st.up != nil {
 		select {
 		case <-st.up.dead:
-			g.log.Info("connection to node lost; dialling again", "allocation", ctx.User(), "node", st.up.auth.NodeID)
+			g.log.Info("connection to node lost; dialling again", "allocation", ctx.User(), "node", st.up.Auth.NodeID)
 			st.up = nil
 		default:
 			return st.up, nil
@@ -104,106 +92,17 @@ func (g *Gateway) upstreamFor(ctx ssh.Context, id sshcert.Identity) (*upstream, 
 	return up, nil
 }
 
-// dialNode asks controld whether id may open alloc and, with the ticket it
-// returns for a key made for this connection alone, dials the node's
-// terminal server as the allocation's POSIX user: the gateway certificate
-// first, then the ticket.
+// dialNode has the core authorize id for alloc and dial the node, with
+// the certificate the connection authenticated with for controld to
+// verify again.
 func (g *Gateway) dialNode(ctx context.Context, id sshcert.Identity, alloc string) (*upstream, error) {
-	gatewaySigner, err := g.creds.current(g.cfg.Now())
+	link, err := g.core.Authorize(ctx, core.Grant{AllocationID: alloc, UserID: id.UserID, Certificate: presentedCert(ctx)})
 	if err != nil {
-		return nil, fmt.Errorf("open %s: %w", alloc, err)
+		return nil, err
 	}
-	_, priv, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		return nil, fmt.Errorf("ticket key: %w", err)
-	}
-	key, err := gossh.NewSignerFromKey(priv)
-	if err != nil {
-		return nil, fmt.Errorf("ticket key: %w", err)
-	}
-	auth, err := g.cfg.Client.GateAuthorize(ctx, api.GateAuthorizeRequest{
-		AllocationID: alloc,
-		UserID:       id.UserID,
-		TicketKey:    strings.TrimSpace(string(gossh.MarshalAuthorizedKey(key.PublicKey()))),
-		Certificate:  presentedCert(ctx),
-	})
-	if err != nil {
-		return nil, fmt.Errorf("authorize %s: %w", alloc, err)
-	}
-	if auth.AllocationID != alloc {
-		return nil, fmt.Errorf("authorize %s: controld answered for %q", alloc, auth.AllocationID)
-	}
-	ticket, err := parseTicket(auth.Ticket, key.PublicKey())
-	if err != nil {
-		return nil, fmt.Errorf("authorize %s: %w", alloc, err)
-	}
-	ticketSigner, err := gossh.NewCertSigner(ticket, key)
-	if err != nil {
-		return nil, fmt.Errorf("authorize %s: ticket: %w", alloc, err)
-	}
-
-	dialCtx, cancel := context.WithTimeout(ctx, g.cfg.DialTimeout)
-	defer cancel()
-	var d net.Dialer
-	conn, err := d.DialContext(dialCtx, "tcp", auth.TerminalAddr)
-	if err != nil {
-		return nil, fmt.Errorf("dial node %s at %s: %w", auth.NodeID, auth.TerminalAddr, err)
-	}
-	// The handshake gets the same deadline as the dial.
-	deadline, _ := dialCtx.Deadline()
-	_ = conn.SetDeadline(deadline)
-	cc, chans, reqs, err := g.handshakeNode(conn, auth, gatewaySigner, ticketSigner, time.Until(deadline))
-	if err != nil {
-		conn.Close()
-		return nil, fmt.Errorf("%s to node %s at %s: %w", g.cfg.NodeTransport, auth.NodeID, auth.TerminalAddr, err)
-	}
-	_ = conn.SetDeadline(time.Time{})
 	// dead is closed by serveNodeChannels' goroutine, which outlives the
 	// connection no longer than it must.
-	up := &upstream{auth: auth, conn: cc, chans: chans, reqs: reqs, dead: make(chan struct{})}
-	g.log.Info("connected to node", "allocation", alloc, "user", id.UserID, "node", auth.NodeID,
-		"addr", auth.TerminalAddr, "posix_user", auth.PosixUser, "transport", g.cfg.NodeTransport)
-	return up, nil
-}
-
-// handshakeNode authenticates to the node's terminal server on conn over
-// the configured transport, within timeout: the gateway certificate, then
-// the ticket, the terminal's host key pinned either way.
-func (g *Gateway) handshakeNode(conn net.Conn, auth *api.GateAuthorizeResponse, gateway, ticket gossh.Signer, timeout time.Duration) (gossh.Conn, <-chan gossh.NewChannel, <-chan *gossh.Request, error) {
-	hostKey := hostdKeyCallback(auth, g.trust.get().internal, g.cfg.Now)
-	if g.cfg.NodeTransport == TransportLink {
-		lc, chans, reqs, err := sshlink.Client(conn, auth.TerminalAddr, &sshlink.ClientConfig{
-			User:            auth.PosixUser,
-			Gateway:         gateway,
-			Ticket:          ticket,
-			HostKeyCallback: hostKey,
-			Timeout:         timeout,
-		})
-		return lc, chans, reqs, err
-	}
-	return gossh.NewClientConn(conn, auth.TerminalAddr, &gossh.ClientConfig{
-		User:            auth.PosixUser,
-		AuthCallback:    authSteps(gateway, ticket),
-		HostKeyCallback: hostKey,
-		ClientVersion:   "SSH-2.0-gpuaas-sshgate",
-	})
-}
-
-// parseTicket reads the ticket controld returned and checks it certifies
-// key (the gateway's own fresh key); hostd checks the rest.
-func parseTicket(s string, key gossh.PublicKey) (*gossh.Certificate, error) {
-	pub, _, _, _, err := gossh.ParseAuthorizedKey([]byte(s))
-	if err != nil {
-		return nil, fmt.Errorf("ticket: %w", err)
-	}
-	cert, ok := pub.(*gossh.Certificate)
-	if !ok {
-		return nil, fmt.Errorf("ticket: a %s, not a certificate", pub.Type())
-	}
-	if string(cert.Key.Marshal()) != string(key.Marshal()) {
-		return nil, errors.New("ticket: certifies another key")
-	}
-	return cert, nil
+	return &upstream{Link: link, dead: make(chan struct{})}, nil
 }
 
 // publicError is what the client is told about a failure to reach its
@@ -215,24 +114,4 @@ func publicError(err error) error {
 		return apiErr
 	}
 	return errors.New("cannot reach the allocation's node right now; try again")
-}
-
-// authSteps authenticates to a node's terminal server in its two steps:
-// the gateway certificate, then the ticket, one public key per attempt
-// (no key is offered where it cannot be accepted). A terminal server that
-// refuses the gateway certificate outright (one that asks for the ticket
-// alone) still gets the ticket.
-func authSteps(gateway, ticket gossh.Signer) gossh.ClientAuthCallback {
-	var mu sync.Mutex
-	steps := []gossh.AuthMethod{gossh.PublicKeys(gateway), gossh.PublicKeys(ticket)}
-	return func(*gossh.ClientAuthContext) (gossh.AuthMethod, error) {
-		mu.Lock()
-		defer mu.Unlock()
-		if len(steps) == 0 {
-			return nil, errors.New("the node refused the gateway's credentials")
-		}
-		m := steps[0]
-		steps = steps[1:]
-		return m, nil
-	}
 }

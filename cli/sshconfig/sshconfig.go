@@ -46,7 +46,9 @@ Files, in <config dir>/ssh/<context>/: the ed25519 key (made once, never
 replaced), its short-lived certificate (renewed here and by ` + "`gpuaas ssh`" + `
 when it is missing or ends within 5 minutes), known_hosts trusting the
 gateway's host CA keys, and config. The Include line must come before any
-Host or Match line in ~/.ssh/config; --write puts it there.
+Host or Match line in ~/.ssh/config; --write puts it there (in the home
+directory the password database gives you, which is the one ssh reads, or
+in the file GPUAAS_SSH_USER_CONFIG names when you run ssh -F FILE).
 
 The gateway address is the one controld publishes unless --gateway gives
 another, which is stored in the context (--gateway auto forgets it).`,

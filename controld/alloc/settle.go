@@ -10,9 +10,9 @@ import (
 	"github.com/gpuaas/gpuaas/internal/api"
 )
 
-// ProvisionVerdict is controld/health's say on a provisioning task's
-// outcome before alloc applies it (health.ProvisionVerdict; a func, as
-// health imports alloc): it quarantines the GPUs a failed pre-handout check
+// ProvisionVerdict is controld/faults's say on a provisioning task's
+// outcome before alloc applies it (faults.ProvisionVerdict; a func, as
+// faults imports alloc): it quarantines the GPUs a failed pre-handout check
 // names, and fails a provisioning that succeeded on a GPU that failed
 // meanwhile. It returns the status and reason to apply, and its events.
 type ProvisionVerdict func(ctx context.Context, tx pgx.Tx, o tasks.Outcome) (status, reason string, events []outbox.Event, err error)

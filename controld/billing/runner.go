@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/gpuaas/gpuaas/controld/lease"
+	"github.com/gpuaas/gpuaas/controld/singleton"
 )
 
 // Defaults of Config.
@@ -153,25 +154,17 @@ func NewRunner(cfg Config) (*Runner, error) {
 // Config returns the runner's configuration with its defaults.
 func (r *Runner) Config() Config { return r.cfg }
 
-// Run ticks every window until ctx ends.
+// Run ticks every window until ctx ends (singleton.Loop).
 func (r *Runner) Run(ctx context.Context) error {
-	t := time.NewTicker(r.cfg.Window)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
-		res, err := r.Tick(ctx)
-		switch {
-		case err != nil && ctx.Err() == nil:
-			r.cfg.Log.Warn("billing tick", "err", err)
-		case res.Accrual.Windows > 0 || res.Released > 0:
-			r.cfg.Log.Info("billing tick", "windows", res.Accrual.Windows, "charged_minor", res.Accrual.AmountMinor,
-				"low_balance", res.LowBalance, "depleted", res.Depleted, "released", res.Released)
-		}
-	}
+	return singleton.Loop{Name: "billing tick", Interval: r.cfg.Window, Log: r.cfg.Log,
+		Tick: func(ctx context.Context) ([]any, error) {
+			res, err := r.Tick(ctx)
+			if err != nil || (res.Accrual.Windows == 0 && res.Released == 0) {
+				return nil, err
+			}
+			return []any{"windows", res.Accrual.Windows, "charged_minor", res.Accrual.AmountMinor,
+				"low_balance", res.LowBalance, "depleted", res.Depleted, "released", res.Released}, nil
+		}}.Run(ctx)
 }
 
 // TickResult is what one tick did.
@@ -199,20 +192,14 @@ func (r *Runner) Tick(ctx context.Context) (TickResult, error) {
 	now := r.cfg.Now().UTC()
 	var notes []notice
 	err := pgx.BeginFunc(ctx, r.cfg.Pool, func(tx pgx.Tx) error {
-		// A replica that stops mid-tick (paused, cut off) must not keep
-		// the lock for as long as the server keeps its session.
-		if _, err := tx.Exec(ctx, `SET LOCAL idle_in_transaction_session_timeout = '10s'`); err != nil {
-			return fmt.Errorf("billing lock: %w", err)
-		}
-		var locked bool
-		if err := tx.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock(hashtextextended($1, 0))`, accrualLockKey).Scan(&locked); err != nil {
-			return fmt.Errorf("billing lock: %w", err)
+		locked, err := singleton.TryLock(ctx, tx, accrualLockKey)
+		if err != nil {
+			return fmt.Errorf("billing: %w", err)
 		}
 		if !locked {
 			res.Skipped = true
 			return nil
 		}
-		var err error
 		if res.Accrual, err = Accrue(ctx, tx, WindowEnd(now, r.cfg.Window), now); err != nil {
 			return err
 		}

@@ -23,7 +23,7 @@ type Nodes interface {
 	Heartbeat(ctx context.Context, nodeID string, hb api.Heartbeat, now time.Time) error
 }
 
-// FaultApplier applies a checked GPU fault report (health.Faults), once.
+// FaultApplier applies a checked GPU fault report (faults.Applier), once.
 type FaultApplier interface {
 	Apply(ctx context.Context, nodeID string, f api.GPUFault, now time.Time) error
 }

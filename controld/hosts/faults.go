@@ -13,7 +13,7 @@ type gpuFault struct{ api.GPUFault }
 
 func (f *gpuFault) node() string { return f.NodeID }
 
-// handleFault applies a GPU fault a node reports (Faults, controld/health), once:
+// handleFault applies a GPU fault a node reports (Faults, controld/faults), once:
 // hostd resends a fault until it is acknowledged, and a resend is
 // acknowledged without effect.
 func (d *Service) handleFault(ctx context.Context, m *nats.Msg) (any, error) {

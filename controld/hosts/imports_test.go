@@ -9,7 +9,7 @@ import (
 
 // plumbing are the controld packages hosts may depend on, directly or
 // not: node_tasks (tasks), the audit log, the outbox and what they stand
-// on. The domains (alloc, node, health, billing, idle, ...) decide what a
+// on. The domains (alloc, node, faults, billing, idle, ...) decide what a
 // report means and are handed to hosts at controld.New
 // (docs/architecture.md, "controld/hosts").
 var plumbing = []string{"hosts", "tasks", "audit", "outbox", "store", "lease"}

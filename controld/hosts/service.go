@@ -6,7 +6,7 @@
 // What a report means is decided by the owners of the tables it touches,
 // which controld.New hands in and hosts does not import: the settler
 // registered for the task's type (tasks.Settlers), controld/node
-// (enrollment, heartbeats), controld/health (GPU faults) and
+// (enrollment, heartbeats), controld/faults (GPU faults) and
 // controld/alloc (progress events).
 package hosts
 

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/gpuaas/gpuaas/controld/lease"
+	"github.com/gpuaas/gpuaas/controld/singleton"
 
 	"github.com/gpuaas/gpuaas/controld/alloc"
 	"github.com/gpuaas/gpuaas/controld/billing"
@@ -75,24 +76,16 @@ func NewRunner(cfg Config) (*Runner, error) {
 	return &Runner{cfg: cfg}, nil
 }
 
-// Run ticks every Interval until ctx ends.
+// Run ticks every Interval until ctx ends (singleton.Loop).
 func (r *Runner) Run(ctx context.Context) error {
-	t := time.NewTicker(r.cfg.Interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
-		res, err := r.Tick(ctx)
-		switch {
-		case err != nil && ctx.Err() == nil:
-			r.cfg.Log.Warn("idle tick", "err", err)
-		case res.Warned > 0 || res.Released > 0:
-			r.cfg.Log.Info("idle tick", "warned", res.Warned, "released", res.Released)
-		}
-	}
+	return singleton.Loop{Name: "idle tick", Interval: r.cfg.Interval, Log: r.cfg.Log,
+		Tick: func(ctx context.Context) ([]any, error) {
+			res, err := r.Tick(ctx)
+			if err != nil || (res.Warned == 0 && res.Released == 0) {
+				return nil, err
+			}
+			return []any{"warned", res.Warned, "released", res.Released}, nil
+		}}.Run(ctx)
 }
 
 // TickResult is what one tick did.
@@ -120,14 +113,9 @@ func (r *Runner) Tick(ctx context.Context) (TickResult, error) {
 	var dues []due
 	var mails []mail
 	err := pgx.BeginFunc(ctx, r.cfg.Pool, func(tx pgx.Tx) error {
-		// A replica that stops mid-tick (paused, cut off) must not keep
-		// the lock for as long as the server keeps its session.
-		if _, err := tx.Exec(ctx, `SET LOCAL idle_in_transaction_session_timeout = '10s'`); err != nil {
-			return fmt.Errorf("idle lock: %w", err)
-		}
-		var locked bool
-		if err := tx.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock(hashtextextended($1, 0))`, lockKey).Scan(&locked); err != nil {
-			return fmt.Errorf("idle lock: %w", err)
+		locked, err := singleton.TryLock(ctx, tx, lockKey)
+		if err != nil {
+			return fmt.Errorf("idle: %w", err)
 		}
 		if !locked {
 			res.Skipped = true

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/gpuaas/gpuaas/controld/lease"
+	"github.com/gpuaas/gpuaas/controld/singleton"
 )
 
 // Liveness marks nodes down when their heartbeats stop. controld runs it
@@ -43,44 +44,36 @@ type Liveness struct {
 	Log      *slog.Logger
 }
 
-// Run sweeps every Interval until ctx ends.
+// Run sweeps every Interval until ctx ends (singleton.Loop).
 func (l *Liveness) Run(ctx context.Context) error {
 	if l.Pool == nil || l.DownAfter <= 0 || l.Beat <= 0 || l.Interval <= 0 || l.Now == nil || l.Log == nil {
 		return errors.New("node liveness: Pool, DownAfter, Beat, Interval, Now and Log are required")
 	}
-	t := time.NewTicker(l.Interval)
-	defer t.Stop()
 	listening := l.Now()
 	last := listening
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
-		now := l.Now()
-		if now.Sub(last) > l.DownAfter || now.Before(last) {
-			listening = now
-		}
-		last = now
-		if now.Sub(listening) < l.DownAfter {
-			continue
-		}
-		down, deaf, err := Sweep(ctx, l.Pool, l.DownAfter, l.Beat, now)
-		if err != nil {
-			if ctx.Err() == nil {
-				l.Log.Warn("liveness", "err", err)
+	return singleton.Loop{Name: "liveness", Interval: l.Interval, Log: l.Log,
+		Tick: func(ctx context.Context) ([]any, error) {
+			now := l.Now()
+			if now.Sub(last) > l.DownAfter || now.Before(last) {
+				listening = now
 			}
-			listening = now // a pass that failed saw nothing: grace again
-			continue
-		}
-		if deaf {
-			listening = now // no node heard: grace once they are again
-		}
-		for _, id := range down {
-			l.Log.Warn("node down: no heartbeat", "node", id, "for", l.DownAfter)
-		}
-	}
+			last = now
+			if now.Sub(listening) < l.DownAfter {
+				return nil, nil
+			}
+			down, deaf, err := Sweep(ctx, l.Pool, l.DownAfter, l.Beat, now)
+			if err != nil {
+				listening = now // a pass that failed saw nothing: grace again
+				return nil, err
+			}
+			if deaf {
+				listening = now // no node heard: grace once they are again
+			}
+			for _, id := range down {
+				l.Log.Warn("node down: no heartbeat", "node", id, "for", l.DownAfter)
+			}
+			return nil, nil
+		}}.Run(ctx)
 }
 
 // Sweep marks down the nodes silent for longer than downAfter, counting

@@ -368,9 +368,10 @@ func (a *Agent) loadOrEnroll(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("enroll: %w", err)
 	}
-	var resp api.EnrollResponse
-	if err := api.NewClient(nc, api.WithReplyProof(proof)).Request(ctx, api.SubjectEnroll, api.EnrollRequest{Token: a.cfg.Token, PublicKey: pub,
-		Hostname: a.cfg.Hostname, Version: Version, TerminalAddr: a.cfg.TerminalAddr, TerminalHostKey: a.cfg.TerminalHostKey}, &resp); err != nil {
+	req := api.EnrollRequest{Token: a.cfg.Token, PublicKey: pub, Hostname: a.cfg.Hostname, Version: Version,
+		TerminalAddr: a.cfg.TerminalAddr, TerminalHostKey: a.cfg.TerminalHostKey}
+	resp, err := a.enrollWhenAnswered(ctx, api.NewClient(nc, api.WithReplyProof(proof)), req)
+	if err != nil {
 		return fmt.Errorf("enroll: %w", err)
 	}
 	a.id = &identity{NodeID: resp.NodeID, Name: resp.Name, Shape: resp.Shape, Seed: priv.Seed(),

@@ -2,9 +2,9 @@ package tasks
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
+	hostenv "github.com/gpuaas/gpuaas/hostd/env"
 	"github.com/gpuaas/gpuaas/hostd/host"
 	"github.com/gpuaas/gpuaas/internal/api"
 )
@@ -47,17 +47,9 @@ func provisionUser(ctx context.Context, env *Env, p api.UserProvisionParams, rep
 		return nil, err
 	}
 	err = ph.Run(ctx, PhaseUserCreate, func(ctx context.Context) error {
-		exists, err := env.Users.Exists(ctx, p.PosixUser)
-		if err != nil {
-			return err
-		}
-		if exists {
-			res.Replaced = true
-			if err := removeUser(ctx, env, p.PosixUser); err != nil {
-				return fmt.Errorf("remove leftover user: %w", err)
-			}
-		}
-		return env.Users.Create(ctx, p.PosixUser, keys)
+		var err error
+		res.Replaced, err = hostenv.Provision(ctx, env.Users, p.PosixUser, keys)
+		return err
 	}, func(ctx context.Context) error { return removeUser(ctx, env, p.PosixUser) })
 	if err != nil {
 		return nil, err
@@ -66,9 +58,7 @@ func provisionUser(ctx context.Context, env *Env, p api.UserProvisionParams, rep
 }
 
 // removeUser ends the user's processes and deletes it; a missing user is
-// fine.
+// fine (the POSIX environment's release).
 func removeUser(ctx context.Context, env *Env, name string) error {
-	kerr := env.Users.KillProcesses(ctx, name)
-	_, derr := env.Users.Delete(ctx, name)
-	return errors.Join(kerr, derr)
+	return hostenv.Release(ctx, env.Users, name)
 }

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	hostenv "github.com/gpuaas/gpuaas/hostd/env"
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/fsutil"
 )
@@ -34,12 +35,14 @@ type SlicePaths struct {
 
 // PathsFor is where allocation alloc's slice files live under stateDir.
 func PathsFor(stateDir, alloc string) SlicePaths {
-	seed := filepath.Join(stateDir, "seeds", alloc)
+	// The environment reads the VM key and the seed (hostd/env): one
+	// definition of where they are.
+	seed := hostenv.SeedDir(stateDir, alloc)
 	return SlicePaths{
 		Lease:    filepath.Join(stateDir, "leases", alloc+".json"),
 		SeedDir:  seed,
 		SeedISO:  filepath.Join(seed, "seed.iso"),
-		VMKey:    filepath.Join(stateDir, "vmkeys", alloc),
+		VMKey:    hostenv.VMKeyPath(stateDir, alloc),
 		VMKeyPub: filepath.Join(stateDir, "vmkeys", alloc+".pub"),
 		Overlay:  filepath.Join(stateDir, "disks", alloc+".qcow2"),
 	}

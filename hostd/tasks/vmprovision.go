@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	hostenv "github.com/gpuaas/gpuaas/hostd/env"
 	"github.com/gpuaas/gpuaas/hostd/guestimage"
 	"github.com/gpuaas/gpuaas/hostd/host"
 	"github.com/gpuaas/gpuaas/internal/api"
@@ -307,9 +308,8 @@ func teardownDomain(ctx context.Context, env *Env, name string) error {
 // Addresser is implemented by hypervisors that know where a VM's sshd
 // listens (the sim's guests listen on loopback ports); a real VM is
 // reached at its slot IP, port 22.
-type Addresser interface {
-	Address(ctx context.Context, name string) (string, error)
-}
+// It is the environment's (hostenv.Addresser), which reaches VMs the same way.
+type Addresser = hostenv.Addresser
 
 // VMAddress is where the sshd of the VM of domain name listens.
 func VMAddress(ctx context.Context, env *Env, name, slotIP string) (string, error) {

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	hostenv "github.com/gpuaas/gpuaas/hostd/env"
 	"github.com/gpuaas/gpuaas/hostd/host"
 	"github.com/gpuaas/gpuaas/internal/api"
 )
@@ -122,7 +123,8 @@ func (c Config) vmRelease(ctx context.Context, env *Env, p api.VMReleaseParams, 
 		// The lease goes last: while anything else is left, the devices
 		// stay guarded.
 		return errors.Join(os.RemoveAll(paths.SeedDir), removeIfExists(paths.VMKey),
-			removeIfExists(paths.VMKeyPub), removeIfExists(paths.Overlay), removeLease(paths.Lease))
+			removeIfExists(paths.VMKeyPub), removeIfExists(paths.Overlay),
+			hostenv.ForgetVM(env.StateDir, name), removeLease(paths.Lease))
 	}, nil)
 	if err != nil {
 		return nil, err

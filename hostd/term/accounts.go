@@ -13,6 +13,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/gpuaas/gpuaas/hostd/env"
 	"github.com/gpuaas/gpuaas/hostd/host"
 )
 
@@ -20,27 +21,13 @@ import (
 // interface because a real node runs sessions as /etc/passwd accounts,
 // while the sim run without root has sandbox directories whose sessions
 // run as hostd's own user (the sim run as root makes real accounts and
-// serves them as SystemAccounts does: sim.Users.Accounts).
-type Accounts interface {
-	// Lookup returns the account; ErrNoAccount when there is none (or it
-	// is one a session must never run as, such as root).
-	Lookup(ctx context.Context, name string) (Account, error)
-}
+// serves them as SystemAccounts does: sim.Users.Accounts). Lookup returns
+// ErrNoAccount when there is none (or it is one a session must never run
+// as, such as root).
+type Accounts = env.Accounts
 
-// Account is who a bare-metal session runs as.
-type Account struct {
-	Name  string
-	Home  string
-	Shell string
-	// Credential is the uid, gid and supplementary groups the session's
-	// processes get; nil runs them as hostd itself (the sim), which also
-	// serves sftp in-process.
-	Credential *syscall.Credential
-	// Isolation, when not nil, is what the session's processes are put in
-	// (private /tmp, /var/tmp and /dev/shm, an IPC namespace of their
-	// own, a higher OOM score): host.Isolation.Isolate.
-	Isolation *host.Isolation
-}
+// Account is who a bare-metal session runs as (env.Account).
+type Account = env.Account
 
 // SystemAccounts looks accounts up in the host's user database and runs
 // sessions as them: uid, gid and supplementary groups from os/user, the

@@ -17,7 +17,8 @@ import (
 )
 
 // allocIDRE is what tasks accept as an allocation id: it names files
-// under the state directory, so nothing else may reach tasks.PathsFor.
+// under the state directory, so nothing else may reach the environment
+// (env.VMKeyPath, env.SeedDir).
 var allocIDRE = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
 
 // verify checks a key offered by user: a ticket from a trusted CA for this

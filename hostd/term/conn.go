@@ -5,15 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
 	"sync"
 	"time"
 
 	"github.com/gliderlabs/ssh"
 	gossh "golang.org/x/crypto/ssh"
 
-	"github.com/gpuaas/gpuaas/hostd/tasks"
-	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/hostd/env"
 	"github.com/gpuaas/gpuaas/internal/sshcert"
 	"github.com/gpuaas/gpuaas/internal/sshwire"
 )
@@ -128,29 +126,26 @@ func (c *conn) resolveTarget(ctx context.Context, sc gossh.Conn) error {
 	return c.err
 }
 
-// resolve decides how the allocation is served. The node's shape decides:
-// a gpu_slice node hops into the allocation's VM, a baremetal node serves
-// the POSIX user. A node whose shape is not known yet treats an
-// allocation with a VM key on it as a slice.
+// resolve decides how the allocation is served: its environment
+// (env.Factory.Open, the one place that reads the node's shape) is
+// relayed channel by channel when it is an SSH server itself (a VM's
+// sshd: env.Hopper), and otherwise served here with its processes run by
+// the environment (bare metal).
 func (s *Server) resolve(ctx context.Context, t sshcert.Ticket, c *conn, sc gossh.Conn) (target, error) {
 	_, shape, _ := s.state()
-	vmKey := tasks.PathsFor(s.cfg.StateDir, t.Allocation).VMKey
-	slice := shape == api.ShapeGPUSlice
-	if shape == "" {
-		_, err := os.Stat(vmKey)
-		slice = err == nil
-	}
-	if slice {
-		if _, err := os.Stat(vmKey); err != nil {
-			return nil, fmt.Errorf("%w: %s: %w", ErrNotProvisioned, t.Allocation, err)
-		}
-		return &vmTarget{s: s, c: c, ticket: t, ctx: ctx, sc: sc}, nil
-	}
-	acct, err := s.cfg.Accounts.Lookup(ctx, t.PosixUser)
+	e, err := s.envs.Open(ctx, env.Alloc{ID: t.Allocation, PosixUser: t.PosixUser, Shape: shape})
 	if err != nil {
 		return nil, err
 	}
-	return &localTarget{s: s, c: c, acct: acct, ctx: ctx, sc: sc}, nil
+	if hop, ok := e.(env.Hopper); ok {
+		return &hopTarget{s: s, c: c, hop: hop, env: e, ticket: t, ctx: ctx, sc: sc}, nil
+	}
+	acct, ok := env.AccountOf(e)
+	if !ok {
+		_ = e.Close()
+		return nil, fmt.Errorf("%w: %s: an environment hostd can neither hop into nor run processes for", ErrNotProvisioned, t.Allocation)
+	}
+	return &execTarget{s: s, c: c, env: e, acct: acct, ctx: ctx, sc: sc}, nil
 }
 
 func (s *Server) handleSession(_ *ssh.Server, sc *gossh.ServerConn, nc gossh.NewChannel, ctx ssh.Context) {

@@ -1,6 +1,10 @@
 package term
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/gpuaas/gpuaas/hostd/env"
+)
 
 // Reasons a connection, channel or request is refused. They are logged;
 // the client is told as little as SSH allows (a failed authentication, a
@@ -20,14 +24,14 @@ var (
 	// ErrNoAccount: no such POSIX user on this node (or a system account).
 	ErrNoAccount = errors.New("terminal: no such account")
 	// ErrNotProvisioned: the allocation has no VM key on this node.
-	ErrNotProvisioned = errors.New("terminal: allocation has no VM on this node")
+	ErrNotProvisioned = env.ErrNotProvisioned
 	// ErrHostKeyChanged: the VM presented a host key other than the one
 	// pinned on the first hop.
-	ErrHostKeyChanged = errors.New("terminal: VM host key changed")
+	ErrHostKeyChanged = env.ErrHostKeyChanged
 	// ErrForwardDenied: direct-tcpip to a destination the policy refuses,
 	// or without the permit-port-forwarding extension.
 	ErrForwardDenied = errors.New("terminal: port forwarding refused")
 	// ErrNoSFTPServer: a real account asked for sftp and no sftp-server
 	// binary is installed.
-	ErrNoSFTPServer = errors.New("terminal: no sftp-server on this node")
+	ErrNoSFTPServer = env.ErrNoSFTPServer
 )

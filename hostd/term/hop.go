@@ -4,25 +4,25 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	gossh "golang.org/x/crypto/ssh"
 
-	"github.com/gpuaas/gpuaas/hostd/tasks"
+	"github.com/gpuaas/gpuaas/hostd/env"
 	"github.com/gpuaas/gpuaas/internal/sshcert"
 	"github.com/gpuaas/gpuaas/internal/sshlink"
 	"github.com/gpuaas/gpuaas/internal/sshwire"
 )
 
-// vmTarget serves a slice allocation through one SSH connection into its
-// VM, made with the per-VM key as the POSIX user on the first channel and
-// shared by the connection's channels.
-type vmTarget struct {
+// hopTarget serves a slice allocation through one SSH connection into its
+// VM (its environment's Hop: the per-VM key, as the POSIX user), made on
+// the first channel and shared by the connection's channels.
+type hopTarget struct {
 	s      *Server
 	c      *conn
+	hop    env.Hopper
+	env    env.Environment
 	ticket sshcert.Ticket
 	ctx    context.Context
 	sc     gossh.Conn // the client's connection
@@ -38,13 +38,13 @@ type vmTarget struct {
 }
 
 // dialVM connects to the VM; the first outcome is kept for the connection.
-func (v *vmTarget) dialVM() (*gossh.Client, error) {
+func (v *hopTarget) dialVM() (*gossh.Client, error) {
 	v.once.Do(func() { v.client, v.err = v.connect() })
 	return v.client, v.err
 }
 
-func (v *vmTarget) connect() (*gossh.Client, error) {
-	cc, chans, reqs, err := v.s.dialVMConn(v.ctx, v.ticket.Allocation, v.ticket.PosixUser)
+func (v *hopTarget) connect() (*gossh.Client, error) {
+	cc, chans, reqs, err := v.hop.Hop(v.ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -58,75 +58,30 @@ func (v *vmTarget) connect() (*gossh.Client, error) {
 
 // DialVM opens an SSH connection into allocation alloc's VM as user, the
 // way the terminal hops in: with the per-VM key, checking the VM's pinned
-// host key. hostd's guest telemetry (hostd/agent) runs nvidia-smi in the
-// VM through it. The VM may not open channels towards the caller.
+// host key (env.Factory.VM). hostd's guest telemetry (hostd/agent) runs
+// nvidia-smi in the VM through it. The VM may not open channels towards
+// the caller.
 func (s *Server) DialVM(ctx context.Context, alloc, user string) (*gossh.Client, error) {
-	cc, chans, reqs, err := s.dialVMConn(ctx, alloc, user)
+	hop, ok := s.envs.VM(alloc, user).(env.Hopper)
+	if !ok {
+		return nil, fmt.Errorf("%w: %s's VM cannot be hopped into", ErrNotProvisioned, alloc)
+	}
+	cc, chans, reqs, err := hop.Hop(ctx)
 	if err != nil {
 		return nil, err
 	}
 	return gossh.NewClient(cc, chans, reqs), nil
 }
 
-func (s *Server) dialVMConn(ctx context.Context, alloc, user string) (gossh.Conn, <-chan gossh.NewChannel, <-chan *gossh.Request, error) {
-	paths := tasks.PathsFor(s.cfg.StateDir, alloc)
-	pemBytes, err := os.ReadFile(paths.VMKey)
-	if err != nil {
-		return nil, nil, nil, fmt.Errorf("%w: %w", ErrNotProvisioned, err)
-	}
-	key, err := gossh.ParsePrivateKey(pemBytes)
-	if err != nil {
-		return nil, nil, nil, fmt.Errorf("VM key of %s: %w", alloc, err)
-	}
-	addr, err := s.vmAddress(ctx, alloc)
-	if err != nil {
-		return nil, nil, nil, fmt.Errorf("address of %s's VM: %w", alloc, err)
-	}
-	nc, err := s.dial(ctx, addr)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	// A VM that accepts the connection but stalls the handshake holds
-	// the caller no longer than its context allows.
-	if dl, ok := ctx.Deadline(); ok {
-		_ = nc.SetDeadline(dl)
-	}
-	cc, chans, reqs, err := gossh.NewClientConn(nc, addr, &gossh.ClientConfig{
-		User:            user,
-		Auth:            []gossh.AuthMethod{gossh.PublicKeys(key)},
-		HostKeyCallback: s.vmHostKeyCallback(alloc, key.PublicKey()),
-		Timeout:         s.cfg.DialTimeout,
-	})
-	if err != nil {
-		_ = nc.Close()
-		return nil, nil, nil, fmt.Errorf("ssh into %s's VM: %w", alloc, err)
-	}
-	_ = nc.SetDeadline(time.Time{})
-	return cc, chans, reqs, nil
-}
-
-// vmAddress is where the allocation's VM listens for SSH: the hypervisor
-// says when it can (the sim), else the slot IP from the VM's seed, port 22.
-func (s *Server) vmAddress(ctx context.Context, alloc string) (string, error) {
-	env := &tasks.Env{Hypervisor: s.cfg.Hypervisor}
-	if _, ok := s.cfg.Hypervisor.(tasks.Addresser); ok {
-		return tasks.VMAddress(ctx, env, alloc, "")
-	}
-	ip, err := slotIP(tasks.PathsFor(s.cfg.StateDir, alloc).SeedDir)
-	if err != nil {
-		return "", err
-	}
-	return tasks.VMAddress(ctx, env, alloc, ip)
-}
-
-func (v *vmTarget) close() {
+func (v *hopTarget) close() {
 	v.once.Do(func() { v.err = errors.New("connection closed") })
 	if v.client != nil {
 		_ = v.client.Close()
 	}
+	_ = v.env.Close()
 }
 
-func (v *vmTarget) session(nc gossh.NewChannel) {
+func (v *hopTarget) session(nc gossh.NewChannel) {
 	client, err := v.dialVM()
 	if err != nil {
 		v.s.refuseChannel(nc, gossh.ConnectionFailed, "session", err)
@@ -149,9 +104,15 @@ func (v *vmTarget) session(nc gossh.NewChannel) {
 // allowed requests go in (with the VM's answer coming back), exit-status
 // and exit-signal come out, data flows both ways, and each side's EOF and
 // close reach the other.
-func (v *vmTarget) relaySession(ch gossh.Channel, reqs <-chan *gossh.Request, vch gossh.Channel, vreqs <-chan *gossh.Request) {
+func (v *hopTarget) relaySession(ch gossh.Channel, reqs <-chan *gossh.Request, vch gossh.Channel, vreqs <-chan *gossh.Request) {
+	// replying is held while a request is relayed and answered: the
+	// client's channel is closed only once the VM's answer to a request
+	// in flight (exec of a command that ends at once) reached the client,
+	// who would otherwise see EOF instead of the reply and exit status.
+	var replying sync.Mutex
 	go func() {
 		for req := range reqs {
+			replying.Lock()
 			ok := false
 			switch {
 			case !sessionRequestAllowed(v.c, req):
@@ -176,6 +137,7 @@ func (v *vmTarget) relaySession(ch gossh.Channel, reqs <-chan *gossh.Request, vc
 			if req.WantReply {
 				_ = sshlink.Reply(req, ok, nil)
 			}
+			replying.Unlock()
 		}
 		// The client closed its channel: so does the VM's.
 		_ = vch.Close()
@@ -202,12 +164,16 @@ func (v *vmTarget) relaySession(ch gossh.Channel, reqs <-chan *gossh.Request, vc
 	out.Wait()
 	_ = ch.CloseWrite()
 	// The VM's requests end when it closes the channel, after its exit
-	// status: only then is the client's channel closed.
+	// status: only then is the client's channel closed, once a request
+	// being relayed has its answer (the VM's channel is closed, so a
+	// relayed request ends at once).
 	<-fromVM
+	replying.Lock()
 	_ = ch.Close()
+	replying.Unlock()
 }
 
-func (v *vmTarget) directTCPIP(nc gossh.NewChannel, d sshwire.DirectTCPIPMsg) {
+func (v *hopTarget) directTCPIP(nc gossh.NewChannel, d sshwire.DirectTCPIPMsg) {
 	client, err := v.dialVM()
 	if err != nil {
 		v.s.refuseChannel(nc, gossh.ConnectionFailed, "direct-tcpip", err)

@@ -51,7 +51,7 @@ type localForwards struct {
 	fwds *sshwire.RemoteForwards
 }
 
-func (t *localTarget) forward(payload []byte) (bool, []byte) {
+func (t *execTarget) forward(payload []byte) (bool, []byte) {
 	t.rf.mu.Lock()
 	if t.rf.fwds == nil {
 		t.rf.fwds = sshwire.NewRemoteForwards(func(extra []byte) (gossh.Channel, <-chan *gossh.Request, error) {
@@ -69,7 +69,7 @@ func (t *localTarget) forward(payload []byte) (bool, []byte) {
 	return true, sshwire.ForwardReply(payload, port)
 }
 
-func (t *localTarget) cancelForward(payload []byte) bool {
+func (t *execTarget) cancelForward(payload []byte) bool {
 	t.rf.mu.Lock()
 	fwds := t.rf.fwds
 	t.rf.mu.Unlock()
@@ -83,7 +83,7 @@ func (t *localTarget) cancelForward(payload []byte) bool {
 	return true
 }
 
-func (t *localTarget) close() {
+func (t *execTarget) close() {
 	t.rf.mu.Lock()
 	defer t.rf.mu.Unlock()
 	if t.rf.fwds == nil {
@@ -91,12 +91,13 @@ func (t *localTarget) close() {
 		t.rf.fwds = sshwire.NewRemoteForwards(nil)
 	}
 	t.rf.fwds.Close()
+	_ = t.env.Close()
 }
 
 // forward asks the VM's sshd to listen (on the VM's loopback, by its own
 // policy) and notes what it granted: only forwarded-tcpip channels for
 // those are let through to the client.
-func (v *vmTarget) forward(payload []byte) (bool, []byte) {
+func (v *hopTarget) forward(payload []byte) (bool, []byte) {
 	client, err := v.dialVM()
 	if err != nil {
 		v.s.cfg.Log.Info("remote forward refused", "allocation", v.ticket.Allocation, "err", err)
@@ -111,7 +112,7 @@ func (v *vmTarget) forward(payload []byte) (bool, []byte) {
 	return true, reply
 }
 
-func (v *vmTarget) cancelForward(payload []byte) bool {
+func (v *hopTarget) cancelForward(payload []byte) bool {
 	client, err := v.dialVM()
 	if err != nil {
 		return false
@@ -127,7 +128,7 @@ func (v *vmTarget) cancelForward(payload []byte) bool {
 // forwarded-tcpip for a forward the client was granted, the agent's once a
 // session's agent request was granted. Anything else is refused by the
 // client connection (gossh.NewClient).
-func (v *vmTarget) serveVMChannels(client *gossh.Client) {
+func (v *hopTarget) serveVMChannels(client *gossh.Client) {
 	fwd := client.HandleChannelOpen(sshwire.ForwardedChannel)
 	agent := client.HandleChannelOpen(sshwire.AgentChannel)
 	go func() {
@@ -161,7 +162,7 @@ func (v *vmTarget) serveVMChannels(client *gossh.Client) {
 // startAgent makes the session's agent socket (ssh -A) for the account:
 // its connections are opened towards the client as agent channels. The
 // socket and its directory go when the session does.
-func (l *localSession) startAgent() error {
+func (l *execSession) startAgent() error {
 	if l.agent != nil || l.started {
 		return errors.New("agent forwarding: already requested, or asked after the session started")
 	}

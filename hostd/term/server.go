@@ -29,9 +29,13 @@
 //
 // The rules, in one place:
 //
-//   - Which way an allocation is served: by the node's shape (SetNode). A
+//   - Which way an allocation is served: by its environment (hostd/env),
+//     which env.Factory.Open picks from the node's shape (SetNode); a
 //     node whose shape is not known treats an allocation with a VM key
-//     (tasks.PathsFor(...).VMKey) as a slice, any other as bare metal.
+//     (env.VMKeyPath) as a slice, any other as bare metal. The terminal
+//     never reads the shape itself: an environment that is an SSH server
+//     (env.Hopper, the VM) is relayed channel by channel, any other runs
+//     the session's processes (Environment.Exec) and dials its loopback.
 //   - Whom a ticket may name: an allocation id tasks accept (it names
 //     files) and exactly its POSIX user, api.PosixUser(allocation), which
 //     must also be the SSH user. Accounts with uid 0 are never served.
@@ -74,7 +78,6 @@
 package term
 
 import (
-	"context"
 	"crypto/ed25519"
 	"errors"
 	"fmt"
@@ -89,6 +92,7 @@ import (
 	"github.com/gliderlabs/ssh"
 	gossh "golang.org/x/crypto/ssh"
 
+	"github.com/gpuaas/gpuaas/hostd/env"
 	"github.com/gpuaas/gpuaas/hostd/host"
 	"github.com/gpuaas/gpuaas/internal/sshlink"
 	"github.com/gpuaas/gpuaas/internal/sshwire"
@@ -97,12 +101,12 @@ import (
 // Config configures a terminal Server.
 type Config struct {
 	// StateDir is hostd's state directory. The VM keys are read from it
-	// (tasks.PathsFor); the terminal keeps its own host key and the VMs'
+	// (env.VMKeyPath); the terminal keeps its own host key and the VMs'
 	// pinned host keys in StateDir/terminal. Required.
 	StateDir string
 	// Accounts finds the POSIX users of bare-metal allocations. Required.
 	Accounts Accounts
-	// Hypervisor locates slice VMs (tasks.VMAddress); nil on a node that
+	// Hypervisor locates slice VMs (env.VMAddress); nil on a node that
 	// serves no slices.
 	Hypervisor host.Hypervisor
 	// HostKey is the server's host key, for SSH and, as the key of its
@@ -177,8 +181,7 @@ type Server struct {
 	signer gossh.Signer // the host key's
 	replay *replaySet
 	links  linkSet
-	// pinMu serialises reading and writing the pinned VM host keys.
-	pinMu sync.Mutex
+	envs   *env.Factory // the allocations' environments
 
 	// mu protects the following.
 	mu      sync.Mutex
@@ -206,7 +209,12 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("terminal host key: %w", err)
 	}
-	s := &Server{cfg: cfg, signer: signer, replay: newReplaySet(), links: linkSet{m: map[*sshlink.Conn]struct{}{}}}
+	envs, err := env.NewFactory(env.Config{StateDir: cfg.StateDir, Accounts: cfg.Accounts, Hypervisor: cfg.Hypervisor,
+		SFTPServer: cfg.SFTPServer, DialTimeout: cfg.DialTimeout, Log: cfg.Log})
+	if err != nil {
+		return nil, fmt.Errorf("terminal: %w", err)
+	}
+	s := &Server{cfg: cfg, signer: signer, envs: envs, replay: newReplaySet(), links: linkSet{m: map[*sshlink.Conn]struct{}{}}}
 	s.srv = &ssh.Server{
 		Version:                  "gpuaas-hostd",
 		HostSigners:              []ssh.Signer{signer},
@@ -295,12 +303,6 @@ func (s *Server) now() time.Time { return s.cfg.Now() }
 
 func (s *Server) handshakeFailed(c net.Conn, err error) {
 	s.cfg.Log.Info("terminal connection refused", "remote", c.RemoteAddr().String(), "err", err)
-}
-
-// dial is how the server reaches VMs and forwarded ports.
-func (s *Server) dial(ctx context.Context, addr string) (net.Conn, error) {
-	d := net.Dialer{Timeout: s.cfg.DialTimeout}
-	return d.DialContext(ctx, "tcp", addr)
 }
 
 // ownDeadline keeps the connection's deadline the server's own: the

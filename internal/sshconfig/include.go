@@ -15,11 +15,23 @@ import (
 	"github.com/gpuaas/gpuaas/internal/sshkeys"
 )
 
+// UserConfigEnv names the OpenSSH user config for someone who runs ssh
+// with -F FILE (a test or a sandbox with a home of its own): --write edits
+// that file instead.
+const UserConfigEnv = "GPUAAS_SSH_USER_CONFIG"
+
 // UserConfigPath is the OpenSSH user config that ssh reads: ~/.ssh/config
 // where ~ is the home directory the password database gives the user
 // (OpenSSH takes it from getpwuid, not from $HOME, which sudo or a script
-// may have changed). Without an entry there, $HOME stands in.
+// may have changed). Without an entry there, $HOME stands in;
+// $GPUAAS_SSH_USER_CONFIG overrides both.
 func UserConfigPath() (string, error) {
+	if p := os.Getenv(UserConfigEnv); p != "" {
+		if !filepath.IsAbs(p) {
+			return "", fmt.Errorf("%s=%s: want an absolute path", UserConfigEnv, p)
+		}
+		return p, nil
+	}
 	if u, err := user.LookupId(strconv.Itoa(os.Getuid())); err == nil && u.HomeDir != "" {
 		return filepath.Join(u.HomeDir, ".ssh", "config"), nil
 	}

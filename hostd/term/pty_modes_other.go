@@ -1,9 +1,0 @@
-//go:build !linux
-
-package term
-
-import "os"
-
-// applyModes does nothing off Linux: hostd runs on Linux GPU nodes, and
-// the gpuaas binary only has to build elsewhere (the CLI on macOS).
-func applyModes(*os.File, string) error { return nil }

@@ -58,28 +58,9 @@ func (c *call) actor() alloc.Actor {
 	return alloc.Actor{UserID: c.principal.UserID, Role: c.principal.Role}
 }
 
-// queryFunc handles a read.
-type queryFunc func(ctx context.Context, c *call) (any, error)
-
 // mutationFunc validates a mutating request and returns the work to run in
 // the mutation's transaction.
 type mutationFunc func(ctx context.Context, c *call) (mutate.Func, error)
-
-type access int
-
-const (
-	public access = iota
-	loggedIn
-	operatorOnly
-	adminOnly
-	// gatewayOnly is for sshgate's service principal (role gateway) alone:
-	// not even admins, so a stolen admin token cannot mint node tickets.
-	gatewayOnly
-	// optionalLogin is public, but a valid bearer token, when sent, sets
-	// the principal (for answers that depend on who asks); an invalid one
-	// is ignored.
-	optionalLogin
-)
 
 // endpoint adapts a handler to micro: concurrency bound, deadline,
 // authentication, error mapping. The handler runs to its reply inside
@@ -87,7 +68,7 @@ const (
 // processing time, and errors: `nats micro stats gpuaas`). micro delivers
 // one subscription's requests one at a time; registerAPI gives each
 // endpoint several subscriptions (apiLanes) for concurrency.
-func (s *Server) endpoint(name string, need access, fn func(ctx context.Context, c *call) ([]byte, error)) micro.Handler {
+func (s *Server) endpoint(name string, need api.Access, fn func(ctx context.Context, c *call) ([]byte, error)) micro.Handler {
 	return micro.HandlerFunc(func(req micro.Request) {
 		s.entered.Add(1)
 		defer s.entered.Add(-1)
@@ -160,21 +141,21 @@ var errDelegated = api.Errorf(api.CodeForbidden, "a session delegated through th
 // delegatedRefused reports whether a delegated session is refused endpoint
 // name: anything beyond a user's own reach (ops.*, gate.*, operator, admin
 // and gateway endpoints). Minting SSH certificates is refused in sshCert.
-func delegatedRefused(name string, need access) bool {
+func delegatedRefused(name string, need api.Access) bool {
 	switch need {
-	case operatorOnly, adminOnly, gatewayOnly:
+	case api.OperatorOnly, api.AdminOnly, api.GatewayOnly:
 		return true
 	}
 	return strings.HasPrefix(name, "ops.") || strings.HasPrefix(name, "gate.")
 }
 
-func (s *Server) authorize(ctx context.Context, c *call, need access) ([]byte, error) {
+func (s *Server) authorize(ctx context.Context, c *call, need api.Access) ([]byte, error) {
 	bearer := c.req.Headers().Get(api.HeaderAuthorization)
-	if need == public || (need == optionalLogin && bearer == "") {
+	if need == api.Public || (need == api.OptionalLogin && bearer == "") {
 		return nil, nil
 	}
 	p, err := s.identity.Authenticate(ctx, s.pool, bearer)
-	if err != nil && need == optionalLogin {
+	if err != nil && need == api.OptionalLogin {
 		// A stale token must not break a public answer (`gpuaas ssh-config`
 		// after the session ended); the caller is served as anonymous.
 		return nil, nil
@@ -183,54 +164,24 @@ func (s *Server) authorize(ctx context.Context, c *call, need access) ([]byte, e
 		return nil, err
 	}
 	switch {
-	case need == operatorOnly && !p.IsOperator():
+	case need == api.OperatorOnly && !p.IsOperator():
 		return nil, api.Errorf(api.CodeForbidden, "this needs the operator role")
-	case need == adminOnly && !p.IsAdmin():
+	case need == api.AdminOnly && !p.IsAdmin():
 		return nil, api.Errorf(api.CodeForbidden, "this needs the admin role")
-	case need == gatewayOnly && !p.IsGateway():
+	case need == api.GatewayOnly && !p.IsGateway():
 		return nil, api.Errorf(api.CodeForbidden, "only the SSH gateway's service principal may call this")
 	}
 	c.principal = p
 	return nil, nil
 }
 
-// query is a read endpoint: it changes nothing (the gate.* reads also
-// write their audit row, no more).
-func (s *Server) query(name string, need access, fn queryFunc) endpointDef {
-	return endpointDef{name: name, need: need, handler: s.endpoint(name, need, func(ctx context.Context, c *call) ([]byte, error) {
-		resp, err := fn(ctx, c)
-		if err != nil {
-			return nil, err
-		}
-		return json.Marshal(resp)
-	})}
-}
-
-// mutation is an endpoint that changes state through mutate.Runner.
-func (s *Server) mutation(name string, need access, fn mutationFunc) endpointDef {
-	return s.mutationWith(name, need, false, fn)
-}
-
-// secretMutation is a mutation whose response holds a secret (a token):
-// it is never stored, so a retry with the same key cannot replay it.
-func (s *Server) secretMutation(name string, need access, fn mutationFunc) endpointDef {
-	return s.mutationWith(name, need, true, fn)
-}
-
-func (s *Server) mutationWith(name string, need access, noReplay bool, fn mutationFunc) endpointDef {
-	return endpointDef{name: name, need: need, mutates: true, noReplay: noReplay, handler: s.mutationHandler(name, need, noReplay, fn, nil)}
-}
-
-// refusalAuditedMutation is a mutation some of whose refusals are audited
-// too: refused is called with every error, after the mutation's
-// transaction was rolled back, and writes the audit rows it wants in
-// writes of their own.
-func (s *Server) refusalAuditedMutation(name string, need access, fn mutationFunc, refused func(ctx context.Context, c *call, err error)) endpointDef {
-	return endpointDef{name: name, need: need, mutates: true, handler: s.mutationHandler(name, need, false, fn, refused)}
-}
-
-func (s *Server) mutationHandler(name string, need access, noReplay bool, fn mutationFunc, refused func(ctx context.Context, c *call, err error)) micro.Handler {
-	return s.endpoint(name, need, func(ctx context.Context, c *call) ([]byte, error) {
+// mutationHandler runs a mutation: its Idempotency-Key is checked, fn
+// validates the request, and the work it returns runs in mutate.Runner's
+// transaction; refused, when set, is called with every error, after that
+// transaction was rolled back (refusalAuditedMutation).
+func (s *Server) mutationHandler(spec api.Spec, fn mutationFunc, refused func(ctx context.Context, c *call, err error)) micro.Handler {
+	name := spec.Name
+	return s.endpoint(name, spec.Access, func(ctx context.Context, c *call) ([]byte, error) {
 		key := c.req.Headers().Get(api.HeaderIdempotencyKey)
 		if err := mutate.ValidateKey(name, key); err != nil {
 			return nil, err
@@ -245,7 +196,7 @@ func (s *Server) mutationHandler(name string, need access, noReplay bool, fn mut
 		}
 		out, err := s.mut.Run(ctx, mutate.Request{
 			Endpoint: name, ActorID: actor, Key: key, CorrelationID: c.corr,
-			Fingerprint: append([]byte(c.project+"\n"), c.req.Data()...), NoReplay: noReplay,
+			Fingerprint: append([]byte(c.project+"\n"), c.req.Data()...), NoReplay: !spec.Replayable(),
 		}, work)
 		if err != nil && refused != nil {
 			refused(ctx, c, err)
@@ -310,10 +261,10 @@ func (s *Server) registerAPI() error {
 	s.svc = svc
 	for _, ep := range s.endpoints() {
 		for lane := range apiLanes {
-			if err := svc.AddEndpoint(strings.ReplaceAll(ep.name, ".", "-"), ep.handler,
-				micro.WithEndpointSubject(api.Subject(ep.name)),
+			if err := svc.AddEndpoint(strings.ReplaceAll(ep.spec.Name, ".", "-"), ep.handler,
+				micro.WithEndpointSubject(ep.spec.Subject()),
 				micro.WithEndpointMetadata(map[string]string{"lane": fmt.Sprintf("%d/%d", lane+1, apiLanes)})); err != nil {
-				return fmt.Errorf("add endpoint %s: %w", ep.name, err)
+				return fmt.Errorf("add endpoint %s: %w", ep.spec.Name, err)
 			}
 		}
 	}
@@ -321,19 +272,11 @@ func (s *Server) registerAPI() error {
 	return nil
 }
 
-// endpointDef is one endpoint of the API.
+// endpointDef is one endpoint of the API as served: its declaration
+// (api.Endpoint: name, access level, kind) and its handler.
 type endpointDef struct {
-	name string
-	need access
-	// mutates is set on the endpoints that change state through
-	// mutate.Runner: an Idempotency-Key, and one audit row and the
-	// mutation's events in its transaction.
-	mutates bool
-	// noReplay is set on mutations whose reply (a secret) is never stored
-	// for replay: clients must not resend them after a timeout
-	// (api.Unreplayable).
-	noReplay bool
-	handler  micro.Handler
+	spec    api.Spec
+	handler micro.Handler
 }
 
 // endpoints is the whole API: each domain's endpoints (handlers_*.go).

@@ -21,11 +21,10 @@ type EndpointInfo struct {
 // Endpoints lists every endpoint registerAPI adds, so that tests walk
 // the API as served rather than a list of their own.
 func (s *Server) Endpoints() []EndpointInfo {
-	names := map[access]string{public: "public", loggedIn: "logged_in", operatorOnly: "operator",
-		adminOnly: "admin", gatewayOnly: "gateway", optionalLogin: "optional_login"}
 	var out []EndpointInfo
 	for _, ep := range s.endpoints() {
-		out = append(out, EndpointInfo{Name: ep.name, Mutates: ep.mutates, NoReplay: ep.noReplay, Access: names[ep.need]})
+		out = append(out, EndpointInfo{Name: ep.spec.Name, Mutates: ep.spec.Mutates(), NoReplay: !ep.spec.Replayable(),
+			Access: ep.spec.Access.String()})
 	}
 	return out
 }

@@ -12,19 +12,6 @@ import (
 	"github.com/gpuaas/gpuaas/internal/testutil"
 )
 
-// TestUnreplayableMutationsMatchClient: the mutations the client never
-// resends after a timeout (api.Unreplayable) are exactly those whose reply
-// controld never stores for replay.
-func TestUnreplayableMutationsMatchClient(t *testing.T) {
-	t.Parallel()
-	env := controldtest.Start(t, controldtest.Options{NoNodes: true})
-	for _, ep := range env.Server.Endpoints() {
-		if got, want := api.Unreplayable(ep.Name), ep.Mutates && ep.NoReplay; got != want {
-			t.Errorf("%s: api.Unreplayable %v; want %v (controld stores its reply: %v)", ep.Name, got, want, !ep.NoReplay)
-		}
-	}
-}
-
 // TestCreateFailsOverWhenReplicaDies: an alloc.create taken by a replica
 // that dies with it in hand (cut off the bus while its transaction waits
 // in the database) is sent again by the client, with the same key, to the

@@ -90,9 +90,9 @@ func loginEndedError(reason string) *api.Error {
 // no Idempotency-Key, and a retry simply mints afresh. fn fills the entry
 // even when it refuses; a refusal is then audited on its own (the
 // transaction holding the attempt is rolled back).
-func (s *Server) audited(ctx context.Context, c *call, fn func(ctx context.Context, tx pgx.Tx, e *audit.Entry) (any, error)) (any, error) {
+func audited[Resp any](ctx context.Context, s *Server, c *call, fn func(ctx context.Context, tx pgx.Tx, e *audit.Entry) (*Resp, error)) (*Resp, error) {
 	var e audit.Entry
-	var resp any
+	var resp *Resp
 	meta := audit.Meta{ActorID: c.principal.UserID, CorrelationID: c.corr}
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		var err error

@@ -19,22 +19,18 @@ import (
 // allocEndpoints are allocations (controld/alloc).
 func (s *Server) allocEndpoints() []endpointDef {
 	return []endpointDef{
-		s.refusalAuditedMutation(api.EndpointAllocCreate, loggedIn, s.allocCreate, s.auditAllocRefusal),
-		s.query(api.EndpointAllocGet, loggedIn, s.allocGet),
-		s.query(api.EndpointAllocList, loggedIn, s.allocList),
-		s.mutation(api.EndpointAllocRelease, loggedIn, s.allocRelease),
-		s.query(api.EndpointAllocQuote, loggedIn, s.allocQuote),
-		s.query(api.EndpointAllocTop, loggedIn, s.allocTop), // handlers_alloctop.go
+		refusalAuditedMutation(s, api.OpAllocCreate, s.allocCreate, s.auditAllocRefusal),
+		query(s, api.OpAllocGet, s.allocGet),
+		query(s, api.OpAllocList, s.allocList),
+		mutation(s, api.OpAllocRelease, s.allocRelease),
+		query(s, api.OpAllocQuote, s.allocQuote),
+		query(s, api.OpAllocTop, s.allocTop), // handlers_alloctop.go
 	}
 }
 
-// decodeAllocCreate reads and checks the request alloc.create and
-// alloc.quote share.
-func (s *Server) decodeAllocCreate(ctx context.Context, c *call) (api.AllocCreateRequest, error) {
-	var req api.AllocCreateRequest
-	if err := c.decode(&req); err != nil {
-		return req, err
-	}
+// checkAllocCreate checks the request alloc.create and alloc.quote share
+// and resolves its project.
+func (s *Server) checkAllocCreate(ctx context.Context, c *call, req api.AllocCreateRequest) (api.AllocCreateRequest, error) {
 	ref, err := s.projectRef(ctx, c, req.Project)
 	if err != nil {
 		return req, err
@@ -46,8 +42,8 @@ func (s *Server) decodeAllocCreate(ctx context.Context, c *call) (api.AllocCreat
 	return req, nil
 }
 
-func (s *Server) allocCreate(ctx context.Context, c *call) (mutate.Func, error) {
-	req, err := s.decodeAllocCreate(ctx, c)
+func (s *Server) allocCreate(ctx context.Context, c *call, req api.AllocCreateRequest) (work[api.Allocation], error) {
+	req, err := s.checkAllocCreate(ctx, c, req)
 	if err != nil {
 		return nil, err
 	}
@@ -55,12 +51,12 @@ func (s *Server) allocCreate(ctx context.Context, c *call) (mutate.Func, error) 
 	if err != nil {
 		return nil, err
 	}
-	return func(ctx context.Context, tx pgx.Tx) (any, mutate.Effect, error) {
+	return func(ctx context.Context, tx pgx.Tx) (*api.Allocation, mutate.Effect, error) {
 		a, eff, err := alloc.Create(ctx, tx, c.actor(), req, s.allocRules(), s.now())
 		if err == nil {
 			err = idle.SetAllocation(ctx, tx, a.ID, idleSecs, maxSecs)
 		}
-		return a, eff, err
+		return &a, eff, err
 	}, nil
 }
 
@@ -90,8 +86,8 @@ func (s *Server) auditAllocRefusal(ctx context.Context, c *call, err error) {
 
 // allocQuote is `alloc create --dry-run`: a read, not a mutation, so it
 // needs no Idempotency-Key and can leave no idempotency record behind.
-func (s *Server) allocQuote(ctx context.Context, c *call) (any, error) {
-	req, err := s.decodeAllocCreate(ctx, c)
+func (s *Server) allocQuote(ctx context.Context, c *call, req api.AllocCreateRequest) (*api.AllocQuote, error) {
+	req, err := s.checkAllocCreate(ctx, c, req)
 	if err != nil {
 		return nil, err
 	}
@@ -122,14 +118,10 @@ func (s *Server) allocQuote(ctx context.Context, c *call) (any, error) {
 		}
 		q.BudgetExceeded = err.Error()
 	}
-	return q, nil
+	return &q, nil
 }
 
-func (s *Server) allocGet(ctx context.Context, c *call) (any, error) {
-	var req api.AllocRef
-	if err := c.decode(&req); err != nil {
-		return nil, err
-	}
+func (s *Server) allocGet(ctx context.Context, c *call, req api.AllocRef) (*api.Allocation, error) {
 	// The idle policy is read in the allocation's own batch: alloc.get
 	// stays one round trip (bench/README.md, "What bounds the unmet goals").
 	var policy *api.AllocPolicy
@@ -142,14 +134,10 @@ func (s *Server) allocGet(ctx context.Context, c *call) (any, error) {
 		return nil, err
 	}
 	a.Policy, a.Notices = policy, notices
-	return a, nil
+	return &a, nil
 }
 
-func (s *Server) allocList(ctx context.Context, c *call) (any, error) {
-	var req api.AllocListRequest
-	if err := c.decode(&req); err != nil {
-		return nil, err
-	}
+func (s *Server) allocList(ctx context.Context, c *call, req api.AllocListRequest) (*api.AllocListResponse, error) {
 	if req.Project == "" {
 		req.Project = c.project
 	}
@@ -157,22 +145,18 @@ func (s *Server) allocList(ctx context.Context, c *call) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return api.AllocListResponse{Allocations: as}, nil
+	return &api.AllocListResponse{Allocations: as}, nil
 }
 
-func (s *Server) allocRelease(_ context.Context, c *call) (mutate.Func, error) {
-	var req api.AllocReleaseRequest
-	if err := c.decode(&req); err != nil {
-		return nil, err
-	}
+func (s *Server) allocRelease(_ context.Context, c *call, req api.AllocReleaseRequest) (work[api.Allocation], error) {
 	if err := api.CheckText("reason", req.Reason); err != nil {
 		return nil, err
 	}
-	return func(ctx context.Context, tx pgx.Tx) (any, mutate.Effect, error) {
+	return func(ctx context.Context, tx pgx.Tx) (*api.Allocation, mutate.Effect, error) {
 		a, eff, err := alloc.Release(ctx, tx, c.actor(), req, s.now())
 		if err == nil && a.State == api.AllocReleased {
 			s.kickQueue()
 		}
-		return a, eff, err
+		return &a, eff, err
 	}, nil
 }

@@ -22,11 +22,7 @@ const allocTopTimeout = 3 * time.Second
 // allocation's GPUs, and only those, over api.HostTopSubject, which only
 // that node's hostd may subscribe to. Whoever may get the allocation may
 // read it.
-func (s *Server) allocTop(ctx context.Context, c *call) (any, error) {
-	var req api.AllocRef
-	if err := c.decode(&req); err != nil {
-		return nil, err
-	}
+func (s *Server) allocTop(ctx context.Context, c *call, req api.AllocRef) (*api.AllocTopResponse, error) {
 	a, err := alloc.Get(ctx, s.pool, c.actor(), req.ID)
 	if err != nil {
 		return nil, err
@@ -74,5 +70,5 @@ func (s *Server) allocTop(ctx context.Context, c *call) (any, error) {
 	if len(resp.GPUs) == 0 && hresp.Error != "" {
 		return nil, api.Errorf(api.CodeUnavailable, "no GPU telemetry from the node of allocation %s: %s", a.ID, hresp.Error)
 	}
-	return resp, nil
+	return &resp, nil
 }

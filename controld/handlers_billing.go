@@ -18,10 +18,10 @@ import (
 // refunds and credits are the payments endpoints.)
 func (s *Server) billingEndpoints() []endpointDef {
 	return []endpointDef{
-		s.query(api.EndpointBillingBalance, loggedIn, s.billingBalance),
-		s.query(api.EndpointBillingLedger, loggedIn, s.billingLedger),
-		s.query(api.EndpointBillingUsage, loggedIn, s.billingUsage),
-		s.query(api.EndpointOpsLedgerVerify, adminOnly, s.ledgerVerify),
+		query(s, api.OpBillingBalance, s.billingBalance),
+		query(s, api.OpBillingLedger, s.billingLedger),
+		query(s, api.OpBillingUsage, s.billingUsage),
+		query(s, api.OpOpsLedgerVerify, s.ledgerVerify),
 	}
 }
 
@@ -121,11 +121,7 @@ func (s *Server) billingProject(ctx context.Context, c *call, ref string) (api.P
 	return project.Authorize(ctx, s.pool, ref, c.principal.UserID, c.principal.Role, project.AccessRead)
 }
 
-func (s *Server) billingBalance(ctx context.Context, c *call) (any, error) {
-	var req api.BillingRequest
-	if err := c.decode(&req); err != nil {
-		return nil, err
-	}
+func (s *Server) billingBalance(ctx context.Context, c *call, req api.BillingRequest) (*api.BillingBalance, error) {
 	p, err := s.billingProject(ctx, c, req.Project)
 	if err != nil {
 		return nil, err
@@ -141,14 +137,10 @@ func (s *Server) billingBalance(ctx context.Context, c *call) (any, error) {
 		ends := a.DepletedAt.Add(s.cfg.Billing.Grace)
 		out.GraceEndsAt = &ends
 	}
-	return out, nil
+	return &out, nil
 }
 
-func (s *Server) billingLedger(ctx context.Context, c *call) (any, error) {
-	var req api.BillingLedgerRequest
-	if err := c.decode(&req); err != nil {
-		return nil, err
-	}
+func (s *Server) billingLedger(ctx context.Context, c *call, req api.BillingLedgerRequest) (*api.BillingLedgerResponse, error) {
 	if req.Limit < 0 || req.Limit > 1000 || req.Before < 0 {
 		return nil, api.Errorf(api.CodeInvalidArgument, "limit must be within 0..1000 and before not negative")
 	}
@@ -166,14 +158,10 @@ func (s *Server) billingLedger(ctx context.Context, c *call) (any, error) {
 			AmountMinor: e.AmountMinor, Currency: e.Currency, Memo: e.Memo, ActorID: e.ActorID, CreatedAt: e.CreatedAt,
 			PrevHash: e.PrevHash, Hash: e.Hash}
 	}
-	return out, nil
+	return &out, nil
 }
 
-func (s *Server) billingUsage(ctx context.Context, c *call) (any, error) {
-	var req api.BillingUsageRequest
-	if err := c.decode(&req); err != nil {
-		return nil, err
-	}
+func (s *Server) billingUsage(ctx context.Context, c *call, req api.BillingUsageRequest) (*api.BillingUsageResponse, error) {
 	out := api.BillingUsageResponse{Usage: []api.AllocationUsage{}, Currency: billing.DefaultCurrency}
 	var us []billing.Usage
 	if req.Allocation != "" {
@@ -218,10 +206,10 @@ func (s *Server) billingUsage(ctx context.Context, c *call) (any, error) {
 		out.Usage = append(out.Usage, w)
 		out.TotalMinor += u.AmountMinor
 	}
-	return out, nil
+	return &out, nil
 }
 
-func (s *Server) ledgerVerify(ctx context.Context, _ *call) (any, error) {
+func (s *Server) ledgerVerify(ctx context.Context, _ *call, _ api.Empty) (*api.LedgerVerifyResponse, error) {
 	checks, err := billing.Verify(ctx, s.pool)
 	if err != nil {
 		return nil, err
@@ -232,5 +220,5 @@ func (s *Server) ledgerVerify(ctx context.Context, _ *call) (any, error) {
 			CachedBalanceMinor: c.CachedBalanceMinor, OK: c.OK(), Problems: c.Problems}
 		out.OK = out.OK && c.OK()
 	}
-	return out, nil
+	return &out, nil
 }

@@ -22,9 +22,9 @@ import (
 // them, members read them.
 func (s *Server) budgetEndpoints() []endpointDef {
 	return []endpointDef{
-		s.mutation(api.EndpointBillingBudgetSet, loggedIn, s.budgetSet),
-		s.query(api.EndpointBillingBudgetGet, loggedIn, s.budgetGet),
-		s.mutation(api.EndpointBillingBudgetClear, loggedIn, s.budgetClear),
+		mutation(s, api.OpBillingBudgetSet, s.budgetSet),
+		query(s, api.OpBillingBudgetGet, s.budgetGet),
+		mutation(s, api.OpBillingBudgetClear, s.budgetClear),
 	}
 }
 
@@ -56,11 +56,7 @@ func budgetUser(ctx context.Context, q store.Querier, projectID, ref string) (ap
 	return u, nil
 }
 
-func (s *Server) budgetSet(ctx context.Context, c *call) (mutate.Func, error) {
-	var req api.BudgetSetRequest
-	if err := c.decode(&req); err != nil {
-		return nil, err
-	}
+func (s *Server) budgetSet(ctx context.Context, c *call, req api.BudgetSetRequest) (work[api.Budget], error) {
 	ref, err := s.projectRef(ctx, c, req.Project)
 	if err != nil {
 		return nil, err
@@ -73,7 +69,7 @@ func (s *Server) budgetSet(ctx context.Context, c *call) (mutate.Func, error) {
 	if err := billing.CheckBudget(b); err != nil {
 		return nil, err
 	}
-	return func(ctx context.Context, tx pgx.Tx) (any, mutate.Effect, error) {
+	return func(ctx context.Context, tx pgx.Tx) (*api.Budget, mutate.Effect, error) {
 		p, err := project.Authorize(ctx, tx, ref, c.principal.UserID, c.principal.Role, project.AccessAdmin)
 		if err != nil {
 			return nil, mutate.Effect{}, err
@@ -89,20 +85,16 @@ func (s *Server) budgetSet(ctx context.Context, c *call) (mutate.Func, error) {
 		}
 		out := budgetOf(set, p, u.Email)
 		eff, err := budgetEffect(ctx, tx, api.EndpointBillingBudgetSet, out)
-		return out, eff, err
+		return &out, eff, err
 	}, nil
 }
 
-func (s *Server) budgetClear(ctx context.Context, c *call) (mutate.Func, error) {
-	var req api.BudgetClearRequest
-	if err := c.decode(&req); err != nil {
-		return nil, err
-	}
+func (s *Server) budgetClear(ctx context.Context, c *call, req api.BudgetClearRequest) (work[api.Budget], error) {
 	ref, err := s.projectRef(ctx, c, req.Project)
 	if err != nil {
 		return nil, err
 	}
-	return func(ctx context.Context, tx pgx.Tx) (any, mutate.Effect, error) {
+	return func(ctx context.Context, tx pgx.Tx) (*api.Budget, mutate.Effect, error) {
 		p, err := project.Authorize(ctx, tx, ref, c.principal.UserID, c.principal.Role, project.AccessAdmin)
 		if err != nil {
 			return nil, mutate.Effect{}, err
@@ -126,7 +118,7 @@ func (s *Server) budgetClear(ctx context.Context, c *call) (mutate.Func, error) 
 			out.Period, out.AmountMinor, out.SpentMinor, out.Percent = "", 0, 0, 0
 		}
 		eff, err := budgetEffect(ctx, tx, api.EndpointBillingBudgetClear, out)
-		return out, eff, err
+		return &out, eff, err
 	}, nil
 }
 
@@ -150,11 +142,7 @@ func budgetEffect(ctx context.Context, tx pgx.Tx, action string, b api.Budget) (
 	}, nil
 }
 
-func (s *Server) budgetGet(ctx context.Context, c *call) (any, error) {
-	var req api.BillingRequest
-	if err := c.decode(&req); err != nil {
-		return nil, err
-	}
+func (s *Server) budgetGet(ctx context.Context, c *call, req api.BillingRequest) (*api.BudgetList, error) {
 	p, err := s.billingProject(ctx, c, req.Project)
 	if err != nil {
 		return nil, err
@@ -174,7 +162,7 @@ func (s *Server) budgetGet(ctx context.Context, c *call) (any, error) {
 		}
 		out.Budgets = append(out.Budgets, budgetOf(b, p, email))
 	}
-	return out, nil
+	return &out, nil
 }
 
 // budgetOf is the wire form of a budget.

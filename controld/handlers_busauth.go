@@ -16,51 +16,43 @@ import (
 // busEndpoints are the keys registered on the bus (controld/busauth).
 func (s *Server) busEndpoints() []endpointDef {
 	return []endpointDef{
-		s.mutation(api.EndpointBusIdentityAdd, adminOnly, s.busIdentityAdd),
-		s.query(api.EndpointBusIdentityList, adminOnly, s.busIdentityList),
-		s.mutation(api.EndpointBusIdentityRevoke, adminOnly, s.busIdentityRevoke),
+		mutation(s, api.OpBusIdentityAdd, s.busIdentityAdd),
+		query(s, api.OpBusIdentityList, s.busIdentityList),
+		mutation(s, api.OpBusIdentityRevoke, s.busIdentityRevoke),
 	}
 }
 
-func (s *Server) busIdentityAdd(_ context.Context, c *call) (mutate.Func, error) {
-	var req api.BusIdentityAddRequest
-	if err := c.decode(&req); err != nil {
-		return nil, err
-	}
+func (s *Server) busIdentityAdd(_ context.Context, c *call, req api.BusIdentityAddRequest) (work[api.BusIdentity], error) {
 	if err := busauth.ValidateIdentity(req); err != nil {
 		return nil, err
 	}
 	return s.addBusIdentity(req, c.principal.UserID), nil
 }
 
-func (s *Server) addBusIdentity(req api.BusIdentityAddRequest, actorID string) mutate.Func {
-	return func(ctx context.Context, tx pgx.Tx) (any, mutate.Effect, error) {
+func (s *Server) addBusIdentity(req api.BusIdentityAddRequest, actorID string) work[api.BusIdentity] {
+	return func(ctx context.Context, tx pgx.Tx) (*api.BusIdentity, mutate.Effect, error) {
 		id, err := busauth.AddIdentity(ctx, tx, req, actorID, s.now())
 		if err != nil {
 			return nil, mutate.Effect{}, err
 		}
-		return id, mutate.Effect{Audit: audit.Entry{Action: api.EndpointBusIdentityAdd, TargetType: "bus_identity",
+		return &id, mutate.Effect{Audit: audit.Entry{Action: api.EndpointBusIdentityAdd, TargetType: "bus_identity",
 			TargetID: id.PublicKey, Detail: map[string]string{"kind": id.Kind, "name": id.Name}},
 			Events: []outbox.Event{{Kind: api.EventBusIdentity, Subject: id.PublicKey, Users: []string{actorID}, Payload: id}}}, nil
 	}
 }
 
-func (s *Server) busIdentityList(ctx context.Context, _ *call) (any, error) {
+func (s *Server) busIdentityList(ctx context.Context, _ *call, _ api.Empty) (*[]api.BusIdentity, error) {
 	ids, err := busauth.ListIdentities(ctx, s.pool)
 	if ids == nil {
 		ids = []api.BusIdentity{}
 	}
-	return ids, err
+	return &ids, err
 }
 
 // busIdentityRevoke revokes keys; the event it emits has controld close
 // every connection they hold (they could not reconnect anyway).
-func (s *Server) busIdentityRevoke(_ context.Context, c *call) (mutate.Func, error) {
-	var req api.BusIdentityRevokeRequest
-	if err := c.decode(&req); err != nil {
-		return nil, err
-	}
-	return func(ctx context.Context, tx pgx.Tx) (any, mutate.Effect, error) {
+func (s *Server) busIdentityRevoke(_ context.Context, c *call, req api.BusIdentityRevokeRequest) (work[api.BusIdentityRevokeResponse], error) {
+	return func(ctx context.Context, tx pgx.Tx) (*api.BusIdentityRevokeResponse, mutate.Effect, error) {
 		revoked, err := busauth.RevokeIdentities(ctx, tx, req, s.now())
 		if err != nil {
 			return nil, mutate.Effect{}, err
@@ -69,7 +61,7 @@ func (s *Server) busIdentityRevoke(_ context.Context, c *call) (mutate.Func, err
 		for i, id := range revoked {
 			keys[i] = id.PublicKey
 		}
-		return api.BusIdentityRevokeResponse{Revoked: revoked}, mutate.Effect{
+		return &api.BusIdentityRevokeResponse{Revoked: revoked}, mutate.Effect{
 			Audit: audit.Entry{Action: api.EndpointBusIdentityRevoke, TargetType: "bus_identity",
 				TargetID: keys[0], Detail: map[string]any{"keys": keys}},
 			Events: []outbox.Event{{Kind: api.EventBusIdentityRevoked, Subject: keys[0], Users: []string{c.principal.UserID},
@@ -89,7 +81,7 @@ func (s *Server) EnsureBusIdentity(ctx context.Context, req api.BusIdentityAddRe
 		return api.BusIdentity{}, err
 	}
 	body, err := s.mut.Run(ctx, mutate.Request{Endpoint: api.EndpointBusIdentityAdd, ActorID: actorID,
-		Key: api.NewIdempotencyKey(), Fingerprint: []byte(req.PublicKey)}, s.addBusIdentity(req, actorID))
+		Key: api.NewIdempotencyKey(), Fingerprint: []byte(req.PublicKey)}, s.addBusIdentity(req, actorID).untyped())
 	if err != nil {
 		return api.BusIdentity{}, err
 	}

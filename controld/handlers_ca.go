@@ -21,11 +21,11 @@ import (
 // authorities (controld/ca).
 func (s *Server) caEndpoints() []endpointDef {
 	return []endpointDef{
-		s.mutation(api.EndpointSSHCert, loggedIn, s.sshCert),
-		s.query(api.EndpointSSHCAs, optionalLogin, s.sshCAs),
-		s.query(api.EndpointCAList, operatorOnly, s.caList),
-		s.mutation(api.EndpointCARotate, adminOnly, s.caRotate),
-		s.mutation(api.EndpointCARetire, adminOnly, s.caRetire),
+		mutation(s, api.OpSSHCert, s.sshCert),
+		query(s, api.OpSSHCAs, s.sshCAs),
+		query(s, api.OpCAList, s.caList),
+		mutation(s, api.OpCARotate, s.caRotate),
+		mutation(s, api.OpCARetire, s.caRetire),
 	}
 }
 
@@ -64,11 +64,7 @@ func marshalCert(cert *ssh.Certificate) api.SSHCertResponse {
 // id, key id = email, valid until the session ends or SSHCertTTL, whichever
 // is first, naming the session (sshcert.ExtensionSessionID) so the gateway
 // stops honouring it once the session is logged out or disabled. Service principals get none: they never ssh as a user.
-func (s *Server) sshCert(_ context.Context, c *call) (mutate.Func, error) {
-	var req api.SSHCertRequest
-	if err := c.decode(&req); err != nil {
-		return nil, err
-	}
+func (s *Server) sshCert(_ context.Context, c *call, req api.SSHCertRequest) (work[api.SSHCertResponse], error) {
 	p := c.principal
 	if p.Role == api.RoleGateway {
 		return nil, api.Errorf(api.CodeForbidden, "service principals do not get user certificates")
@@ -80,7 +76,7 @@ func (s *Server) sshCert(_ context.Context, c *call) (mutate.Func, error) {
 	if err != nil {
 		return nil, err
 	}
-	return func(ctx context.Context, tx pgx.Tx) (any, mutate.Effect, error) {
+	return func(ctx context.Context, tx pgx.Tx) (*api.SSHCertResponse, mutate.Effect, error) {
 		a, err := s.cas.Authority(ctx, tx, api.CAUser)
 		if err != nil {
 			return nil, mutate.Effect{}, err
@@ -93,7 +89,7 @@ func (s *Server) sshCert(_ context.Context, c *call) (mutate.Func, error) {
 		resp := marshalCert(cert)
 		detail := map[string]any{"serial": cert.Serial, "key": ssh.FingerprintSHA256(pub),
 			"ca_key": ssh.FingerprintSHA256(a.Active()), "valid_before": resp.ValidBefore, "session_id": p.SessionID}
-		return resp, mutate.Effect{
+		return &resp, mutate.Effect{
 			Audit: audit.Entry{Action: "ssh.cert_issue", TargetType: "user", TargetID: p.UserID, Detail: detail},
 			Events: []outbox.Event{{Kind: "ssh.cert_issue", Subject: p.UserID, Users: []string{p.UserID},
 				Payload: detail}},
@@ -105,7 +101,7 @@ func (s *Server) sshCert(_ context.Context, c *call) (mutate.Func, error) {
 // may ask; the internal CA is listed only to gateways and operators, who
 // are the only ones with a use for it. The host CA keys and the gateway
 // address also come signed, as the trust bundle CLIs pin (trust.go).
-func (s *Server) sshCAs(ctx context.Context, c *call) (any, error) {
+func (s *Server) sshCAs(ctx context.Context, c *call, _ api.Empty) (*api.SSHCAsResponse, error) {
 	set, err := s.cas.Load(ctx, s.pool)
 	if err != nil {
 		return nil, err
@@ -118,35 +114,27 @@ func (s *Server) sshCAs(ctx context.Context, c *call) (any, error) {
 	if resp.Bundle, err = s.trustBundle(ctx); err != nil {
 		return nil, err
 	}
-	return resp, nil
+	return &resp, nil
 }
 
-func (s *Server) caList(ctx context.Context, c *call) (any, error) {
-	var req api.CAListRequest
-	if err := c.decode(&req); err != nil {
-		return nil, err
-	}
+func (s *Server) caList(ctx context.Context, c *call, req api.CAListRequest) (*api.CAListResponse, error) {
 	keys, err := ca.List(ctx, s.pool, req)
 	if err != nil {
 		return nil, err
 	}
-	return api.CAListResponse{Keys: keys}, nil
+	return &api.CAListResponse{Keys: keys}, nil
 }
 
 // caRotate adds a key to a CA, active at once or staged, or activates a
 // staged key (req.KeyID).
-func (s *Server) caRotate(_ context.Context, c *call) (mutate.Func, error) {
-	var req api.CARotateRequest
-	if err := c.decode(&req); err != nil {
-		return nil, err
-	}
+func (s *Server) caRotate(_ context.Context, c *call, req api.CARotateRequest) (work[api.CAListResponse], error) {
 	if err := ca.ValidName(req.CA); err != nil {
 		return nil, err
 	}
 	if req.Stage && req.KeyID != "" {
 		return nil, api.Errorf(api.CodeInvalidArgument, "stage adds a new key; key_id activates an existing one: pick one")
 	}
-	return func(ctx context.Context, tx pgx.Tx) (any, mutate.Effect, error) {
+	return func(ctx context.Context, tx pgx.Tx) (*api.CAListResponse, mutate.Effect, error) {
 		var k api.CAKey
 		var err error
 		action := "ssh.ca_rotate"
@@ -164,11 +152,7 @@ func (s *Server) caRotate(_ context.Context, c *call) (mutate.Func, error) {
 }
 
 // caRetire stops trusting a CA key.
-func (s *Server) caRetire(_ context.Context, c *call) (mutate.Func, error) {
-	var req api.CARotateRequest
-	if err := c.decode(&req); err != nil {
-		return nil, err
-	}
+func (s *Server) caRetire(_ context.Context, c *call, req api.CARotateRequest) (work[api.CAListResponse], error) {
 	if err := ca.ValidName(req.CA); err != nil {
 		return nil, err
 	}
@@ -176,7 +160,7 @@ func (s *Server) caRetire(_ context.Context, c *call) (mutate.Func, error) {
 		return nil, api.Errorf(api.CodeInvalidArgument, "retire needs key_id (and no stage)").
 			WithHint("see `gpuaas ops ca list` for the fingerprints")
 	}
-	return func(ctx context.Context, tx pgx.Tx) (any, mutate.Effect, error) {
+	return func(ctx context.Context, tx pgx.Tx) (*api.CAListResponse, mutate.Effect, error) {
 		k, err := s.cas.Retire(ctx, tx, req.CA, req.KeyID)
 		if err != nil {
 			return nil, mutate.Effect{}, err
@@ -186,12 +170,12 @@ func (s *Server) caRetire(_ context.Context, c *call) (mutate.Func, error) {
 }
 
 // caChanged answers a CA change with the CA's keys, retired ones included.
-func (s *Server) caChanged(ctx context.Context, tx pgx.Tx, action string, k api.CAKey) (any, mutate.Effect, error) {
+func (s *Server) caChanged(ctx context.Context, tx pgx.Tx, action string, k api.CAKey) (*api.CAListResponse, mutate.Effect, error) {
 	keys, err := ca.List(ctx, tx, api.CAListRequest{CA: k.CA, Retired: true})
 	if err != nil {
 		return nil, mutate.Effect{}, err
 	}
-	return api.CAListResponse{Keys: keys}, mutate.Effect{
+	return &api.CAListResponse{Keys: keys}, mutate.Effect{
 		Audit:  audit.Entry{Action: action, TargetType: "ssh_ca_key", TargetID: k.ID, Detail: k},
 		Events: []outbox.Event{{Kind: EventSSHCA, Subject: k.CA, Payload: k}},
 	}, nil

@@ -11,11 +11,11 @@ import (
 // catalogEndpoints are the SKUs on offer (controld/catalog).
 func (s *Server) catalogEndpoints() []endpointDef {
 	return []endpointDef{
-		s.query(api.EndpointCatalogList, loggedIn, s.catalogList),
+		query(s, api.OpCatalogList, s.catalogList),
 	}
 }
 
-func (s *Server) catalogList(ctx context.Context, _ *call) (any, error) {
+func (s *Server) catalogList(ctx context.Context, _ *call, _ api.Empty) (*api.CatalogResponse, error) {
 	skus, err := catalog.List(ctx, s.pool)
 	if err != nil {
 		return nil, err
@@ -27,5 +27,5 @@ func (s *Server) catalogList(ctx context.Context, _ *call) (any, error) {
 		}
 		skus[i].Availability = &av
 	}
-	return api.CatalogResponse{SKUs: skus}, nil
+	return &api.CatalogResponse{SKUs: skus}, nil
 }

@@ -12,20 +12,16 @@ import (
 // the stream for them and returns only their own events.
 func (s *Server) eventsEndpoints() []endpointDef {
 	return []endpointDef{
-		s.query(api.EndpointEventsSince, loggedIn, s.eventsSince),
+		query(s, api.OpEventsSince, s.eventsSince),
 	}
 }
 
-func (s *Server) eventsSince(ctx context.Context, c *call) (any, error) {
-	var req api.EventsSinceRequest
-	if err := c.decode(&req); err != nil {
-		return nil, err
-	}
+func (s *Server) eventsSince(ctx context.Context, c *call, req api.EventsSinceRequest) (*api.EventsSinceResponse, error) {
 	switch {
 	case req.Limit == 0:
 		req.Limit = api.MaxEventsSince
 	case req.Limit < 0 || req.Limit > api.MaxEventsSince:
 		return nil, api.Errorf(api.CodeInvalidArgument, "limit must be between 1 and %d", api.MaxEventsSince)
 	}
-	return outbox.Since(ctx, s.js, c.principal.UserID, req)
+	return pointer(outbox.Since(ctx, s.js, c.principal.UserID, req))
 }

@@ -27,11 +27,11 @@ import (
 func (s *Server) gateEndpoints() []endpointDef {
 	return []endpointDef{
 		s.gateLogin(),
-		s.query(api.EndpointGateAuthorize, gatewayOnly, s.gateAuthorize),
-		s.query(api.EndpointGateHostCert, gatewayOnly, s.gateHostCert),
-		s.query(api.EndpointGateUserToken, gatewayOnly, s.gateUserToken),
-		s.query(api.EndpointGateSessions, gatewayOnly, s.gateSessions),
-		s.query(api.EndpointGateCredentials, gatewayOnly, s.gateCredentials),
+		query(s, api.OpGateAuthorize, s.gateAuthorize),
+		query(s, api.OpGateHostCert, s.gateHostCert),
+		query(s, api.OpGateUserToken, s.gateUserToken),
+		query(s, api.OpGateSessions, s.gateSessions),
+		query(s, api.OpGateCredentials, s.gateCredentials),
 	}
 }
 
@@ -41,11 +41,7 @@ func (s *Server) gateEndpoints() []endpointDef {
 // and tells it where the node's terminal server is. The user must be the
 // allocation's creator or an owner or member of its project (viewers may
 // look, not log in); platform roles give no shell on customers' nodes.
-func (s *Server) gateAuthorize(ctx context.Context, c *call) (any, error) {
-	var req api.GateAuthorizeRequest
-	if err := c.decode(&req); err != nil {
-		return nil, err
-	}
+func (s *Server) gateAuthorize(ctx context.Context, c *call, req api.GateAuthorizeRequest) (*api.GateAuthorizeResponse, error) {
 	if req.AllocationID == "" || req.UserID == "" {
 		return nil, api.Errorf(api.CodeInvalidArgument, "allocation_id and user_id are required")
 	}
@@ -57,7 +53,7 @@ func (s *Server) gateAuthorize(ctx context.Context, c *call) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return s.audited(ctx, c, func(ctx context.Context, tx pgx.Tx, e *audit.Entry) (any, error) {
+	return audited(ctx, s, c, func(ctx context.Context, tx pgx.Tx, e *audit.Entry) (*api.GateAuthorizeResponse, error) {
 		detail := map[string]any{"user_id": req.UserID, "ticket_key": ssh.FingerprintSHA256(key),
 			"certificate": ssh.FingerprintSHA256(userCert)}
 		*e = audit.Entry{Action: "gate.authorize", TargetType: "allocation", TargetID: req.AllocationID, Detail: detail}
@@ -115,7 +111,7 @@ func (s *Server) gateAuthorize(ctx context.Context, c *call) (any, error) {
 		if err != nil {
 			return nil, err
 		}
-		return api.GateAuthorizeResponse{AllocationID: a.ID, NodeID: a.NodeID, Shape: a.Shape, PosixUser: posix,
+		return &api.GateAuthorizeResponse{AllocationID: a.ID, NodeID: a.NodeID, Shape: a.Shape, PosixUser: posix,
 			TerminalAddr: addr, TerminalHostKey: hostKey, Ticket: t.Certificate, ValidBefore: t.ValidBefore,
 			Banner: banner}, nil
 	})
@@ -130,11 +126,7 @@ func (s *Server) gateAuthorize(ctx context.Context, c *call) (any, error) {
 // whichever is first, and is delegated: it mints no credentials and
 // reaches no ops.* or gate.* endpoint. The token is in the response only;
 // the audit row names the session, never the token.
-func (s *Server) gateUserToken(ctx context.Context, c *call) (any, error) {
-	var req api.GateUserTokenRequest
-	if err := c.decode(&req); err != nil {
-		return nil, err
-	}
+func (s *Server) gateUserToken(ctx context.Context, c *call, req api.GateUserTokenRequest) (*api.GateUserTokenResponse, error) {
 	if req.UserID == "" || req.Certificate == "" {
 		return nil, api.Errorf(api.CodeInvalidArgument, "user_id and certificate are required")
 	}
@@ -142,7 +134,7 @@ func (s *Server) gateUserToken(ctx context.Context, c *call) (any, error) {
 	if err != nil {
 		return nil, api.Errorf(api.CodeInvalidArgument, "certificate is not an SSH certificate: %v", err)
 	}
-	return s.audited(ctx, c, func(ctx context.Context, tx pgx.Tx, e *audit.Entry) (any, error) {
+	return audited(ctx, s, c, func(ctx context.Context, tx pgx.Tx, e *audit.Entry) (*api.GateUserTokenResponse, error) {
 		detail := map[string]any{"certificate": ssh.FingerprintSHA256(key)}
 		*e = audit.Entry{Action: "gate.user_token", TargetType: "user", TargetID: req.UserID, Detail: detail}
 		id, err := s.verifyGateCert(ctx, tx, key, req.UserID)
@@ -165,16 +157,12 @@ func (s *Server) gateUserToken(ctx context.Context, c *call) (any, error) {
 }
 
 // gateHostCert signs the gateway's host key with the host CA.
-func (s *Server) gateHostCert(ctx context.Context, c *call) (any, error) {
-	var req api.GateHostCertRequest
-	if err := c.decode(&req); err != nil {
-		return nil, err
-	}
+func (s *Server) gateHostCert(ctx context.Context, c *call, req api.GateHostCertRequest) (*api.SSHCertResponse, error) {
 	key, err := ca.ParseSubjectKey(req.PublicKey)
 	if err != nil {
 		return nil, err
 	}
-	return s.audited(ctx, c, func(ctx context.Context, tx pgx.Tx, e *audit.Entry) (any, error) {
+	return audited(ctx, s, c, func(ctx context.Context, tx pgx.Tx, e *audit.Entry) (*api.SSHCertResponse, error) {
 		detail := map[string]any{"principals": req.Principals, "key": ssh.FingerprintSHA256(key)}
 		*e = audit.Entry{Action: "gate.host_cert", TargetType: "host_key", TargetID: ssh.FingerprintSHA256(key), Detail: detail}
 		hc, err := s.cas.Authority(ctx, tx, api.CAHost)
@@ -187,7 +175,7 @@ func (s *Server) gateHostCert(ctx context.Context, c *call) (any, error) {
 		}
 		resp := marshalCert(cert)
 		detail["serial"], detail["valid_before"] = cert.Serial, resp.ValidBefore
-		return resp, nil
+		return &resp, nil
 	})
 }
 
@@ -199,16 +187,12 @@ func (s *Server) gateHostCert(ctx context.Context, c *call) (any, error) {
 // which key may act as that gateway, so a stolen gateway token cannot have
 // a key of its own certified. Audited like every gate.* call, refusals
 // included.
-func (s *Server) gateCredentials(ctx context.Context, c *call) (any, error) {
-	var req api.GateCredentialsRequest
-	if err := c.decode(&req); err != nil {
-		return nil, err
-	}
+func (s *Server) gateCredentials(ctx context.Context, c *call, req api.GateCredentialsRequest) (*api.GateCredentialsResponse, error) {
 	key, err := ca.ParseSubjectKey(req.PublicKey)
 	if err != nil {
 		return nil, err
 	}
-	return s.audited(ctx, c, func(ctx context.Context, tx pgx.Tx, e *audit.Entry) (any, error) {
+	return audited(ctx, s, c, func(ctx context.Context, tx pgx.Tx, e *audit.Entry) (*api.GateCredentialsResponse, error) {
 		detail := map[string]any{"key": ssh.FingerprintSHA256(key)}
 		*e = audit.Entry{Action: "gate.credentials", TargetType: "gateway_key", TargetID: ssh.FingerprintSHA256(key), Detail: detail}
 		reg, err := s.registeredGateway(ctx, tx, c, key)
@@ -226,7 +210,7 @@ func (s *Server) gateCredentials(ctx context.Context, c *call) (any, error) {
 		}
 		t := marshalCert(cert)
 		detail["serial"], detail["valid_before"], detail["ca_key"] = cert.Serial, t.ValidBefore, ssh.FingerprintSHA256(ic.Active())
-		return api.GateCredentialsResponse{Name: reg.Name, Certificate: t.Certificate, ValidBefore: t.ValidBefore}, nil
+		return &api.GateCredentialsResponse{Name: reg.Name, Certificate: t.Certificate, ValidBefore: t.ValidBefore}, nil
 	})
 }
 
@@ -235,9 +219,9 @@ func (s *Server) gateCredentials(ctx context.Context, c *call) (any, error) {
 // token: its seed stays on its machine and each token lives
 // GatewaySessionTTL.
 func (s *Server) gateLogin() endpointDef {
-	return endpointDef{name: api.EndpointGateLogin, need: public, mutates: true, noReplay: true, handler: s.endpoint(api.EndpointGateLogin, public, func(ctx context.Context, c *call) ([]byte, error) {
-		var req api.GateLoginRequest
-		if err := c.decode(&req); err != nil {
+	return custom(s, api.OpGateLogin, func(ctx context.Context, c *call, decode func() (api.GateLoginRequest, error)) ([]byte, error) {
+		req, err := decode()
+		if err != nil {
 			return nil, err
 		}
 		if err := s.checkGateLogin(req); err != nil {
@@ -263,17 +247,13 @@ func (s *Server) gateLogin() endpointDef {
 				return resp, mutate.Effect{Audit: audit.Entry{Action: api.EndpointGateLogin, TargetType: "session",
 					TargetID: resp.SessionID, Detail: map[string]string{"key": req.PublicKey, "user_id": u.ID}}}, nil
 			})
-	})}
+	})
 }
 
 // gateSessions answers which of the gateway's sessions have ended. It is a
 // plain read, not audited: the gateway asks every half minute, and
 // nothing is minted.
-func (s *Server) gateSessions(ctx context.Context, c *call) (any, error) {
-	var req api.GateSessionsRequest
-	if err := c.decode(&req); err != nil {
-		return nil, err
-	}
+func (s *Server) gateSessions(ctx context.Context, c *call, req api.GateSessionsRequest) (*api.GateSessionsResponse, error) {
 	if len(req.Sessions) > api.MaxGateSessions {
 		return nil, api.Errorf(api.CodeInvalidArgument, "%d sessions in one request; at most %d", len(req.Sessions), api.MaxGateSessions)
 	}
@@ -289,5 +269,5 @@ func (s *Server) gateSessions(ctx context.Context, c *call) (any, error) {
 	if ended == nil {
 		ended = []api.GateSessionEnded{}
 	}
-	return api.GateSessionsResponse{Ended: ended}, nil
+	return &api.GateSessionsResponse{Ended: ended}, nil
 }

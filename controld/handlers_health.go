@@ -13,11 +13,7 @@ import (
 )
 
 // nodeQuarantine keeps one slot of a node out of placement (operators).
-func (s *Server) nodeQuarantine(_ context.Context, c *call) (mutate.Func, error) {
-	var req api.NodeQuarantineRequest
-	if err := c.decode(&req); err != nil {
-		return nil, err
-	}
+func (s *Server) nodeQuarantine(_ context.Context, c *call, req api.NodeQuarantineRequest) (work[api.NodeDetail], error) {
 	sel := node.SlotSelector{Index: req.Slot, GPU: req.GPU}
 	if err := node.CheckSelector(sel, false); err != nil {
 		return nil, err
@@ -28,7 +24,7 @@ func (s *Server) nodeQuarantine(_ context.Context, c *call) (mutate.Func, error)
 	if err := api.CheckText("reason", req.Reason); err != nil {
 		return nil, err
 	}
-	return func(ctx context.Context, tx pgx.Tx) (any, mutate.Effect, error) {
+	return func(ctx context.Context, tx pgx.Tx) (*api.NodeDetail, mutate.Effect, error) {
 		d, err := node.Get(ctx, tx, req.Node)
 		if err != nil {
 			return nil, mutate.Effect{}, err
@@ -44,7 +40,7 @@ func (s *Server) nodeQuarantine(_ context.Context, c *call) (mutate.Func, error)
 		if d, err = node.Get(ctx, tx, d.Node.ID); err != nil {
 			return nil, mutate.Effect{}, err
 		}
-		return d, mutate.Effect{
+		return &d, mutate.Effect{
 			Audit: audit.Entry{Action: "node.quarantine", TargetType: "node", TargetID: d.Node.ID,
 				Detail: map[string]any{"slot": slot.Index, "gpu": slot.GPUPCI, "reason": req.Reason}},
 			Events: []outbox.Event{{Kind: api.EventNode, Subject: d.Node.ID, Payload: d.Node}},
@@ -54,16 +50,12 @@ func (s *Server) nodeQuarantine(_ context.Context, c *call) (mutate.Func, error)
 
 // nodeClear makes quarantined slots of a node placeable again
 // (operators).
-func (s *Server) nodeClear(_ context.Context, c *call) (mutate.Func, error) {
-	var req api.NodeClearRequest
-	if err := c.decode(&req); err != nil {
-		return nil, err
-	}
+func (s *Server) nodeClear(_ context.Context, c *call, req api.NodeClearRequest) (work[api.NodeDetail], error) {
 	sel := node.SlotSelector{Index: req.Slot, GPU: req.GPU}
 	if err := node.CheckSelector(sel, true); err != nil {
 		return nil, err
 	}
-	return func(ctx context.Context, tx pgx.Tx) (any, mutate.Effect, error) {
+	return func(ctx context.Context, tx pgx.Tx) (*api.NodeDetail, mutate.Effect, error) {
 		d, err := node.Get(ctx, tx, req.Node)
 		if err != nil {
 			return nil, mutate.Effect{}, err
@@ -80,7 +72,7 @@ func (s *Server) nodeClear(_ context.Context, c *call) (mutate.Func, error) {
 			idx[i] = sl.Index
 		}
 		s.kickQueue() // queued requests may fit now
-		return d, mutate.Effect{
+		return &d, mutate.Effect{
 			Audit: audit.Entry{Action: "node.clear", TargetType: "node", TargetID: d.Node.ID,
 				Detail: map[string]any{"slots": idx}},
 			Events: []outbox.Event{{Kind: api.EventNode, Subject: d.Node.ID, Payload: d.Node}},

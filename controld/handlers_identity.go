@@ -21,19 +21,19 @@ import (
 // administration (admin.user_*), over controld/identity.
 func (s *Server) identityEndpoints() []endpointDef {
 	return []endpointDef{
-		s.authEndpoint(api.EndpointAuthLogin),
-		s.authEndpoint(api.EndpointAuthExchange),
-		s.mutation(api.EndpointAuthLogout, loggedIn, s.logout),
-		s.query(api.EndpointAuthWhoami, loggedIn, s.whoami),
-		s.query(api.EndpointAuthConfig, public, s.authConfig),
+		authEndpoint(s, api.OpAuthLogin, s.loginAttempt),
+		authEndpoint(s, api.OpAuthExchange, s.exchangeAttempt),
+		mutation(s, api.OpAuthLogout, s.logout),
+		query(s, api.OpAuthWhoami, s.whoami),
+		query(s, api.OpAuthConfig, s.authConfig),
 
 		// Invite codes are secrets: never stored for replay.
-		s.secretMutation(api.EndpointAdminUserAdd, adminOnly, s.userAdd),
-		s.secretMutation(api.EndpointAdminUserInvite, adminOnly, s.userInvite),
-		s.query(api.EndpointAdminUserList, adminOnly, s.userList),
-		s.mutation(api.EndpointAdminUserDisable, adminOnly, s.userDisable),
-		s.mutation(api.EndpointAdminUserEnable, adminOnly, s.userEnable),
-		s.mutation(api.EndpointAdminUserLink, adminOnly, s.userLink),
+		mutation(s, api.OpAdminUserAdd, s.userAdd),
+		mutation(s, api.OpAdminUserInvite, s.userInvite),
+		query(s, api.OpAdminUserList, s.userList),
+		mutation(s, api.OpAdminUserDisable, s.userDisable),
+		mutation(s, api.OpAdminUserEnable, s.userEnable),
+		mutation(s, api.OpAdminUserLink, s.userLink),
 	}
 }
 
@@ -56,19 +56,18 @@ type authAttempt struct {
 // stored for replay. Logins go through the failed-login limits first, and
 // every refusal is audited in its own write, outside the transaction that
 // was rolled back.
-func (s *Server) authEndpoint(name string) endpointDef {
-	return endpointDef{name: name, need: public, mutates: true, noReplay: true, handler: s.endpoint(name, public, func(ctx context.Context, c *call) ([]byte, error) {
+func authEndpoint[Req any](s *Server, e api.Endpoint[Req, api.LoginResponse], attemptOf func(*call, Req) (authAttempt, error)) endpointDef {
+	name := e.Name()
+	return custom(s, e, func(ctx context.Context, c *call, decode func() (Req, error)) ([]byte, error) {
 		key := c.req.Headers().Get(api.HeaderIdempotencyKey)
 		if err := mutate.ValidateKey(name, key); err != nil {
 			return nil, err
 		}
-		var a authAttempt
-		var err error
-		if name == api.EndpointAuthLogin {
-			a, err = s.loginAttempt(c)
-		} else {
-			a, err = s.exchangeAttempt(c)
+		req, err := decode()
+		if err != nil {
+			return nil, err
 		}
+		a, err := attemptOf(c, req)
 		if err != nil {
 			return nil, err
 		}
@@ -95,7 +94,7 @@ func (s *Server) authEndpoint(name string) endpointDef {
 			}
 		}
 		return out, err
-	})}
+	})
 }
 
 // auditLockouts records the login limits a failed attempt set off
@@ -149,13 +148,9 @@ func (s *Server) auditRefusal(ctx context.Context, c *call, a authAttempt, err e
 	}
 }
 
-// loginAttempt decodes auth.login: a password login, or the redemption of
-// an invite when the request carries one.
-func (s *Server) loginAttempt(c *call) (authAttempt, error) {
-	var req api.LoginRequest
-	if err := c.decode(&req); err != nil {
-		return authAttempt{}, err
-	}
+// loginAttempt is auth.login: a password login, or the redemption of an
+// invite when the request carries one.
+func (s *Server) loginAttempt(_ *call, req api.LoginRequest) (authAttempt, error) {
 	req.Email = strings.TrimSpace(req.Email)
 	if req.Invite != "" {
 		return s.inviteAttempt(req)
@@ -204,11 +199,7 @@ func (s *Server) inviteAttempt(req api.LoginRequest) (authAttempt, error) {
 		}}, nil
 }
 
-func (s *Server) exchangeAttempt(c *call) (authAttempt, error) {
-	var req api.ExchangeRequest
-	if err := c.decode(&req); err != nil {
-		return authAttempt{}, err
-	}
+func (s *Server) exchangeAttempt(c *call, req api.ExchangeRequest) (authAttempt, error) {
 	if req.IDToken == "" {
 		return authAttempt{}, api.Errorf(api.CodeInvalidArgument, "id_token is required")
 	}
@@ -240,14 +231,14 @@ func sessionsRevoked(userID string, sessionIDs []string, reason string) outbox.E
 		Payload: api.SessionRevoked{UserID: userID, SessionIDs: sessionIDs, Reason: reason}}
 }
 
-func (s *Server) logout(_ context.Context, c *call) (mutate.Func, error) {
-	return func(ctx context.Context, tx pgx.Tx) (any, mutate.Effect, error) {
+func (s *Server) logout(_ context.Context, c *call, _ api.Empty) (work[api.LogoutResponse], error) {
+	return func(ctx context.Context, tx pgx.Tx) (*api.LogoutResponse, mutate.Effect, error) {
 		p := c.principal
 		if err := identity.Revoke(ctx, tx, p.SessionID, s.now()); err != nil {
 			return nil, mutate.Effect{}, err
 		}
 		s.identity.Revoking(p.SessionID)
-		return api.LogoutResponse{SessionID: p.SessionID}, mutate.Effect{
+		return &api.LogoutResponse{SessionID: p.SessionID}, mutate.Effect{
 			Audit: audit.Entry{Action: "auth.logout", TargetType: "session", TargetID: p.SessionID},
 			Events: []outbox.Event{{Kind: api.EventSessionRevoked, Subject: p.SessionID, Users: []string{p.UserID},
 				Payload: api.SessionRevoked{UserID: p.UserID, SessionIDs: []string{p.SessionID}, Reason: "logout"}}},
@@ -255,7 +246,7 @@ func (s *Server) logout(_ context.Context, c *call) (mutate.Func, error) {
 	}, nil
 }
 
-func (s *Server) whoami(ctx context.Context, c *call) (any, error) {
+func (s *Server) whoami(ctx context.Context, c *call, _ api.Empty) (*api.WhoamiResponse, error) {
 	u, err := identity.UserByID(ctx, s.pool, c.principal.UserID)
 	if err != nil {
 		return nil, err
@@ -273,14 +264,15 @@ func (s *Server) whoami(ctx context.Context, c *call) (any, error) {
 	} else if ok {
 		who.DefaultProject = &p
 	}
-	return who, nil
+	return &who, nil
 }
 
 // authConfig tells clients how to log in: whether passwords work and
 // which identity provider's tokens auth.exchange takes. Nothing in it is
 // secret (the OIDC client is public), so anyone may ask.
-func (s *Server) authConfig(context.Context, *call) (any, error) {
-	return s.identity.LoginMethods(), nil
+func (s *Server) authConfig(context.Context, *call, api.Empty) (*api.AuthConfigResponse, error) {
+	m := s.identity.LoginMethods()
+	return &m, nil
 }
 
 // userEvent tells subscribers that an administrator changed u.
@@ -288,12 +280,8 @@ func userEvent(u api.AdminUser) outbox.Event {
 	return outbox.Event{Kind: api.EventUser, Subject: u.ID, Payload: u}
 }
 
-func (s *Server) userAdd(_ context.Context, c *call) (mutate.Func, error) {
-	var req api.UserAddRequest
-	if err := c.decode(&req); err != nil {
-		return nil, err
-	}
-	return func(ctx context.Context, tx pgx.Tx) (any, mutate.Effect, error) {
+func (s *Server) userAdd(_ context.Context, c *call, req api.UserAddRequest) (work[api.UserInviteResponse], error) {
+	return func(ctx context.Context, tx pgx.Tx) (*api.UserInviteResponse, mutate.Effect, error) {
 		u, err := identity.CreateInvitedUser(ctx, tx, identity.NewUser{Email: req.Email, Name: req.Name, Role: req.Role}, s.now())
 		if err != nil {
 			return nil, mutate.Effect{}, err
@@ -302,12 +290,8 @@ func (s *Server) userAdd(_ context.Context, c *call) (mutate.Func, error) {
 	}, nil
 }
 
-func (s *Server) userInvite(_ context.Context, c *call) (mutate.Func, error) {
-	var req api.UserRef
-	if err := c.decode(&req); err != nil {
-		return nil, err
-	}
-	return func(ctx context.Context, tx pgx.Tx) (any, mutate.Effect, error) {
+func (s *Server) userInvite(_ context.Context, c *call, req api.UserRef) (work[api.UserInviteResponse], error) {
+	return func(ctx context.Context, tx pgx.Tx) (*api.UserInviteResponse, mutate.Effect, error) {
 		u, err := identity.AdminUserByRef(ctx, tx, req.User, true)
 		if err != nil {
 			return nil, mutate.Effect{}, err
@@ -317,7 +301,7 @@ func (s *Server) userInvite(_ context.Context, c *call) (mutate.Func, error) {
 }
 
 // invite issues an invite for userID; the audit row never holds the code.
-func (s *Server) invite(ctx context.Context, tx pgx.Tx, c *call, userID, action string) (any, mutate.Effect, error) {
+func (s *Server) invite(ctx context.Context, tx pgx.Tx, c *call, userID, action string) (*api.UserInviteResponse, mutate.Effect, error) {
 	inv, err := identity.CreateInvite(ctx, tx, userID, c.principal.UserID, s.now(), s.identity.InviteTTL())
 	if err != nil {
 		return nil, mutate.Effect{}, err
@@ -326,29 +310,25 @@ func (s *Server) invite(ctx context.Context, tx pgx.Tx, c *call, userID, action 
 	if err != nil {
 		return nil, mutate.Effect{}, err
 	}
-	return api.UserInviteResponse{User: u, Invite: inv}, mutate.Effect{
+	return &api.UserInviteResponse{User: u, Invite: inv}, mutate.Effect{
 		Audit: audit.Entry{Action: action, TargetType: "user", TargetID: u.ID,
 			Detail: map[string]any{"email": u.Email, "role": u.Role, "name": u.Name, "invite_expires_at": inv.ExpiresAt}},
 		Events: []outbox.Event{userEvent(u)},
 	}, nil
 }
 
-func (s *Server) userList(ctx context.Context, _ *call) (any, error) {
+func (s *Server) userList(ctx context.Context, _ *call, _ api.Empty) (*api.UserListResponse, error) {
 	us, err := identity.ListUsers(ctx, s.pool)
 	if err != nil {
 		return nil, err
 	}
-	return api.UserListResponse{Users: us}, nil
+	return &api.UserListResponse{Users: us}, nil
 }
 
 // userDisable disables a user and, in the same transaction, revokes every
 // session they have.
-func (s *Server) userDisable(_ context.Context, c *call) (mutate.Func, error) {
-	var req api.UserRef
-	if err := c.decode(&req); err != nil {
-		return nil, err
-	}
-	return func(ctx context.Context, tx pgx.Tx) (any, mutate.Effect, error) {
+func (s *Server) userDisable(_ context.Context, c *call, req api.UserRef) (work[api.UserDisableResponse], error) {
+	return func(ctx context.Context, tx pgx.Tx) (*api.UserDisableResponse, mutate.Effect, error) {
 		u, revoked, err := identity.Disable(ctx, tx, req.User, c.principal.UserID, s.now())
 		if err != nil {
 			return nil, mutate.Effect{}, err
@@ -365,37 +345,29 @@ func (s *Server) userDisable(_ context.Context, c *call) (mutate.Func, error) {
 			s.identity.Revoking(revoked...)
 			eff.Events = append(eff.Events, sessionsRevoked(u.ID, revoked, "disabled"))
 		}
-		return api.UserDisableResponse{User: u, RevokedSessions: revoked}, eff, nil
+		return &api.UserDisableResponse{User: u, RevokedSessions: revoked}, eff, nil
 	}, nil
 }
 
-func (s *Server) userEnable(_ context.Context, c *call) (mutate.Func, error) {
-	var req api.UserRef
-	if err := c.decode(&req); err != nil {
-		return nil, err
-	}
-	return func(ctx context.Context, tx pgx.Tx) (any, mutate.Effect, error) {
+func (s *Server) userEnable(_ context.Context, c *call, req api.UserRef) (work[api.AdminUser], error) {
+	return func(ctx context.Context, tx pgx.Tx) (*api.AdminUser, mutate.Effect, error) {
 		u, err := identity.Enable(ctx, tx, req.User)
 		if err != nil {
 			return nil, mutate.Effect{}, err
 		}
-		return u, mutate.Effect{
+		return &u, mutate.Effect{
 			Audit:  audit.Entry{Action: "admin.user_enable", TargetType: "user", TargetID: u.ID, Detail: map[string]any{"email": u.Email}},
 			Events: []outbox.Event{userEvent(u)},
 		}, nil
 	}, nil
 }
 
-func (s *Server) userLink(_ context.Context, c *call) (mutate.Func, error) {
-	var req api.UserLinkRequest
-	if err := c.decode(&req); err != nil {
-		return nil, err
-	}
+func (s *Server) userLink(_ context.Context, c *call, req api.UserLinkRequest) (work[api.AdminUser], error) {
 	if u, err := url.Parse(strings.TrimSpace(req.Issuer)); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
 		return nil, api.Errorf(api.CodeInvalidArgument, "issuer %q is not an http(s) URL", req.Issuer).
 			WithHint("use the IdP's issuer exactly as its ID tokens carry it (iss), e.g. https://idp.example.com")
 	}
-	return func(ctx context.Context, tx pgx.Tx) (any, mutate.Effect, error) {
+	return func(ctx context.Context, tx pgx.Tx) (*api.AdminUser, mutate.Effect, error) {
 		before, err := identity.AdminUserByRef(ctx, tx, req.User, true)
 		if err != nil {
 			return nil, mutate.Effect{}, err
@@ -404,7 +376,7 @@ func (s *Server) userLink(_ context.Context, c *call) (mutate.Func, error) {
 		if err != nil {
 			return nil, mutate.Effect{}, err
 		}
-		return u, mutate.Effect{
+		return &u, mutate.Effect{
 			Audit: audit.Entry{Action: "admin.user_link", TargetType: "user", TargetID: u.ID,
 				Detail: map[string]any{"email": u.Email, "issuer": u.OIDCIssuer, "subject": u.OIDCSubject,
 					"previous_issuer": before.OIDCIssuer, "previous_subject": before.OIDCSubject}},

@@ -18,8 +18,8 @@ import (
 // and the gateways' activity reports.
 func (s *Server) idleEndpoints() []endpointDef {
 	return []endpointDef{
-		s.mutation(api.EndpointProjectPolicy, loggedIn, s.projectSetPolicy),
-		s.query(api.EndpointGateActivity, gatewayOnly, s.gateActivity),
+		mutation(s, api.OpProjectPolicy, s.projectSetPolicy),
+		query(s, api.OpGateActivity, s.gateActivity),
 	}
 }
 
@@ -35,11 +35,7 @@ func (s *Server) IdleTick(ctx context.Context) (idle.TickResult, error) {
 }
 
 // projectSetPolicy sets a project's idle period; owners only.
-func (s *Server) projectSetPolicy(ctx context.Context, c *call) (mutate.Func, error) {
-	var req api.ProjectPolicyRequest
-	if err := c.decode(&req); err != nil {
-		return nil, err
-	}
+func (s *Server) projectSetPolicy(ctx context.Context, c *call, req api.ProjectPolicyRequest) (work[api.ProjectPolicy], error) {
 	secs, err := idle.ParsePeriod("idle-release-after", req.IdleReleaseAfter, s.cfg.Idle.MinPeriod, true)
 	if err != nil {
 		return nil, err
@@ -51,7 +47,7 @@ func (s *Server) projectSetPolicy(ctx context.Context, c *call) (mutate.Func, er
 	if err != nil {
 		return nil, err
 	}
-	return func(ctx context.Context, tx pgx.Tx) (any, mutate.Effect, error) {
+	return func(ctx context.Context, tx pgx.Tx) (*api.ProjectPolicy, mutate.Effect, error) {
 		p, err := project.Authorize(ctx, tx, ref, c.principal.UserID, c.principal.Role, project.AccessAdmin)
 		if err != nil {
 			return nil, mutate.Effect{}, err
@@ -64,7 +60,7 @@ func (s *Server) projectSetPolicy(ctx context.Context, c *call) (mutate.Func, er
 		if err != nil {
 			return nil, mutate.Effect{}, err
 		}
-		return pol, mutate.Effect{
+		return &pol, mutate.Effect{
 			Audit: audit.Entry{Action: api.EndpointProjectPolicy, TargetType: "project", TargetID: p.ID, ProjectID: p.ID,
 				Detail: map[string]any{"idle_release_after_seconds": *secs}},
 			Events: []outbox.Event{{Kind: api.EventProjectPolicy, Subject: p.ID, ProjectID: p.ID, Users: users, Payload: pol}},
@@ -88,11 +84,7 @@ func (s *Server) allocCreatePolicy(req api.AllocCreateRequest) (idleSecs, maxSec
 // channel data of each allocation's sessions and forwards. It is
 // telemetry, like a node's heartbeat: not a mutation (no audit row, no
 // event, every 15 s from every gateway).
-func (s *Server) gateActivity(ctx context.Context, c *call) (any, error) {
-	var req api.GateActivityRequest
-	if err := c.decode(&req); err != nil {
-		return nil, err
-	}
+func (s *Server) gateActivity(ctx context.Context, c *call, req api.GateActivityRequest) (*api.GateActivityResponse, error) {
 	if len(req.LastActive) > 100_000 {
 		return nil, api.Errorf(api.CodeInvalidArgument, "at most 100000 allocations per report")
 	}
@@ -100,7 +92,7 @@ func (s *Server) gateActivity(ctx context.Context, c *call) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return api.GateActivityResponse{Recorded: n}, nil
+	return &api.GateActivityResponse{Recorded: n}, nil
 }
 
 // gpuActive records a heartbeat's GPU activity (hosts.Config.GPUActive).

@@ -15,19 +15,19 @@ import (
 // nodeEndpoints are the operators' view of GPU hosts (controld/node).
 func (s *Server) nodeEndpoints() []endpointDef {
 	return []endpointDef{
-		s.query(api.EndpointNodeList, operatorOnly, s.nodeList),
-		s.query(api.EndpointNodeGet, operatorOnly, s.nodeGet),
-		s.query(api.EndpointNodeLogs, operatorOnly, s.nodeLogs),
-		s.mutation(api.EndpointSlotsApprove, operatorOnly, s.slotsApprove),
-		s.mutation(api.EndpointNodeDrain, operatorOnly, s.nodeDrain),
-		s.secretMutation(api.EndpointNodeEnroll, operatorOnly, s.nodeEnroll),
+		query(s, api.OpNodeList, s.nodeList),
+		query(s, api.OpNodeGet, s.nodeGet),
+		query(s, api.OpNodeLogs, s.nodeLogs),
+		mutation(s, api.OpSlotsApprove, s.slotsApprove),
+		mutation(s, api.OpNodeDrain, s.nodeDrain),
+		mutation(s, api.OpNodeEnroll, s.nodeEnroll),
 		// Slot quarantine (handlers_health.go).
-		s.mutation(api.EndpointNodeQuarantine, operatorOnly, s.nodeQuarantine),
-		s.mutation(api.EndpointNodeClear, operatorOnly, s.nodeClear),
+		mutation(s, api.OpNodeQuarantine, s.nodeQuarantine),
+		mutation(s, api.OpNodeClear, s.nodeClear),
 	}
 }
 
-func (s *Server) nodeList(ctx context.Context, _ *call) (any, error) {
+func (s *Server) nodeList(ctx context.Context, _ *call, _ api.Empty) (*api.NodeListResponse, error) {
 	ns, err := node.List(ctx, s.pool)
 	if err != nil {
 		return nil, err
@@ -35,23 +35,15 @@ func (s *Server) nodeList(ctx context.Context, _ *call) (any, error) {
 	if ns == nil {
 		ns = []api.Node{}
 	}
-	return api.NodeListResponse{Nodes: ns}, nil
+	return &api.NodeListResponse{Nodes: ns}, nil
 }
 
-func (s *Server) nodeGet(ctx context.Context, c *call) (any, error) {
-	var req api.NodeRef
-	if err := c.decode(&req); err != nil {
-		return nil, err
-	}
-	return node.Get(ctx, s.pool, req.Node)
+func (s *Server) nodeGet(ctx context.Context, c *call, req api.NodeRef) (*api.NodeDetail, error) {
+	return pointer(node.Get(ctx, s.pool, req.Node))
 }
 
-func (s *Server) slotsApprove(_ context.Context, c *call) (mutate.Func, error) {
-	var req api.SlotsApproveRequest
-	if err := c.decode(&req); err != nil {
-		return nil, err
-	}
-	return func(ctx context.Context, tx pgx.Tx) (any, mutate.Effect, error) {
+func (s *Server) slotsApprove(_ context.Context, c *call, req api.SlotsApproveRequest) (work[api.NodeDetail], error) {
+	return func(ctx context.Context, tx pgx.Tx) (*api.NodeDetail, mutate.Effect, error) {
 		d, err := node.Get(ctx, tx, req.Node)
 		if err != nil {
 			return nil, mutate.Effect{}, err
@@ -64,7 +56,7 @@ func (s *Server) slotsApprove(_ context.Context, c *call) (mutate.Func, error) {
 			return nil, mutate.Effect{}, err
 		}
 		s.kickQueue()
-		return d, mutate.Effect{
+		return &d, mutate.Effect{
 			Audit: audit.Entry{Action: "node.slots_approve", TargetType: "node", TargetID: d.Node.ID,
 				Detail: map[string]any{"approved": n, "slots": req.Slots}},
 			Events: []outbox.Event{{Kind: api.EventNode, Subject: d.Node.ID, Payload: d.Node}},
@@ -72,12 +64,8 @@ func (s *Server) slotsApprove(_ context.Context, c *call) (mutate.Func, error) {
 	}, nil
 }
 
-func (s *Server) nodeDrain(_ context.Context, c *call) (mutate.Func, error) {
-	var req api.NodeRef
-	if err := c.decode(&req); err != nil {
-		return nil, err
-	}
-	return func(ctx context.Context, tx pgx.Tx) (any, mutate.Effect, error) {
+func (s *Server) nodeDrain(_ context.Context, c *call, req api.NodeRef) (work[api.Node], error) {
+	return func(ctx context.Context, tx pgx.Tx) (*api.Node, mutate.Effect, error) {
 		d, err := node.Get(ctx, tx, req.Node)
 		if err != nil {
 			return nil, mutate.Effect{}, err
@@ -86,19 +74,15 @@ func (s *Server) nodeDrain(_ context.Context, c *call) (mutate.Func, error) {
 			return nil, mutate.Effect{}, err
 		}
 		d.Node.State = api.NodeDraining
-		return d.Node, mutate.Effect{
+		return &d.Node, mutate.Effect{
 			Audit:  audit.Entry{Action: "node.drain", TargetType: "node", TargetID: d.Node.ID},
 			Events: []outbox.Event{{Kind: api.EventNode, Subject: d.Node.ID, Payload: d.Node}},
 		}, nil
 	}, nil
 }
 
-func (s *Server) nodeEnroll(_ context.Context, c *call) (mutate.Func, error) {
-	var req api.EnrollTokenRequest
-	if err := c.decode(&req); err != nil {
-		return nil, err
-	}
-	return func(ctx context.Context, tx pgx.Tx) (any, mutate.Effect, error) {
-		return node.CreateEnrollToken(ctx, tx, req, c.principal.UserID, s.now())
+func (s *Server) nodeEnroll(_ context.Context, c *call, req api.EnrollTokenRequest) (work[api.EnrollTokenResponse], error) {
+	return func(ctx context.Context, tx pgx.Tx) (*api.EnrollTokenResponse, mutate.Effect, error) {
+		return pointerEffect(node.CreateEnrollToken(ctx, tx, req, c.principal.UserID, s.now()))
 	}, nil
 }

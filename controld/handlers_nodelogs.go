@@ -20,11 +20,7 @@ const nodeLogsTimeout = 3 * time.Second
 
 // nodeLogs asks a node's hostd for its recent log records over
 // api.HostLogsSubject, which only that hostd may subscribe to.
-func (s *Server) nodeLogs(ctx context.Context, c *call) (any, error) {
-	var req api.NodeLogsRequest
-	if err := c.decode(&req); err != nil {
-		return nil, err
-	}
+func (s *Server) nodeLogs(ctx context.Context, c *call, req api.NodeLogsRequest) (*api.NodeLogsResponse, error) {
 	hreq := api.HostLogsRequest{After: req.After, Limit: req.Limit}
 	if req.Since != "" {
 		d, err := time.ParseDuration(req.Since)
@@ -63,5 +59,5 @@ func (s *Server) nodeLogs(ctx context.Context, c *call) (any, error) {
 	if resp.Records == nil {
 		resp.Records = []api.LogRecord{}
 	}
-	return resp, nil
+	return &resp, nil
 }

@@ -23,17 +23,13 @@ const (
 // publishing (controld/outbox).
 func (s *Server) outboxEndpoints() []endpointDef {
 	return []endpointDef{
-		s.query(api.EndpointOutboxList, operatorOnly, s.outboxList),
-		s.mutation(api.EndpointOutboxRetry, adminOnly, s.outboxRetry),
-		s.mutation(api.EndpointOutboxDrop, adminOnly, s.outboxDrop),
+		query(s, api.OpOutboxList, s.outboxList),
+		mutation(s, api.OpOutboxRetry, s.outboxRetry),
+		mutation(s, api.OpOutboxDrop, s.outboxDrop),
 	}
 }
 
-func (s *Server) outboxList(ctx context.Context, c *call) (any, error) {
-	var req api.OutboxListRequest
-	if err := c.decode(&req); err != nil {
-		return nil, err
-	}
+func (s *Server) outboxList(ctx context.Context, c *call, req api.OutboxListRequest) (*api.OutboxListResponse, error) {
 	if req.State == "" {
 		req.State = api.OutboxDead
 	}
@@ -50,39 +46,35 @@ func (s *Server) outboxList(ctx context.Context, c *call) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return api.OutboxListResponse{Events: events}, nil
+	return &api.OutboxListResponse{Events: events}, nil
 }
 
 // outboxRetry puts a dead event back in the relay's queue. The retry emits
 // no event of its own: the retried event, once published, is the news.
-func (s *Server) outboxRetry(_ context.Context, c *call) (mutate.Func, error) {
-	return s.outboxChange(c, "outbox.retry", func(ctx context.Context, tx pgx.Tx, id int64) (api.OutboxEvent, error) {
+func (s *Server) outboxRetry(_ context.Context, _ *call, req api.OutboxRef) (work[api.OutboxEvent], error) {
+	return outboxChange(req, "outbox.retry", func(ctx context.Context, tx pgx.Tx, id int64) (api.OutboxEvent, error) {
 		return outbox.Retry(ctx, tx, id, s.now())
 	})
 }
 
 // outboxDrop gives up on a dead event; the row stays, as dropped.
-func (s *Server) outboxDrop(_ context.Context, c *call) (mutate.Func, error) {
-	return s.outboxChange(c, "outbox.drop", func(ctx context.Context, tx pgx.Tx, id int64) (api.OutboxEvent, error) {
+func (s *Server) outboxDrop(_ context.Context, _ *call, req api.OutboxRef) (work[api.OutboxEvent], error) {
+	return outboxChange(req, "outbox.drop", func(ctx context.Context, tx pgx.Tx, id int64) (api.OutboxEvent, error) {
 		return outbox.Drop(ctx, tx, id)
 	})
 }
 
-func (s *Server) outboxChange(c *call, action string, change func(ctx context.Context, tx pgx.Tx, id int64) (api.OutboxEvent, error)) (mutate.Func, error) {
-	var req api.OutboxRef
-	if err := c.decode(&req); err != nil {
-		return nil, err
-	}
+func outboxChange(req api.OutboxRef, action string, change func(ctx context.Context, tx pgx.Tx, id int64) (api.OutboxEvent, error)) (work[api.OutboxEvent], error) {
 	if req.ID <= 0 {
 		return nil, api.Errorf(api.CodeInvalidArgument, "an outbox event id is a positive number").
 			WithHint("see `gpuaas ops outbox list`")
 	}
-	return func(ctx context.Context, tx pgx.Tx) (any, mutate.Effect, error) {
+	return func(ctx context.Context, tx pgx.Tx) (*api.OutboxEvent, mutate.Effect, error) {
 		e, err := change(ctx, tx, req.ID)
 		if err != nil {
 			return nil, mutate.Effect{}, err
 		}
-		return e, mutate.Effect{Audit: audit.Entry{Action: action, TargetType: "outbox_event",
+		return &e, mutate.Effect{Audit: audit.Entry{Action: action, TargetType: "outbox_event",
 			TargetID: strconv.FormatInt(e.ID, 10), Detail: map[string]any{"kind": e.Kind, "subject": e.Subject,
 				"attempts": e.Attempts, "last_error": e.LastError}}}, nil
 	}, nil

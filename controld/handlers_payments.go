@@ -15,9 +15,9 @@ import (
 // paymentsEndpoints are top-ups, refunds and credits (controld/payments).
 func (s *Server) paymentsEndpoints() []endpointDef {
 	return []endpointDef{
-		s.mutation(api.EndpointBillingTopup, loggedIn, s.billingTopup),
-		s.mutation(api.EndpointAdminRefund, adminOnly, s.adminRefund),
-		s.mutation(api.EndpointAdminCredit, adminOnly, s.adminCredit),
+		mutation(s, api.OpBillingTopup, s.billingTopup),
+		mutation(s, api.OpAdminRefund, s.adminRefund),
+		mutation(s, api.OpAdminCredit, s.adminCredit),
 	}
 }
 
@@ -29,11 +29,7 @@ func (c *call) requestKey() string {
 
 // billingTopup creates a Stripe Checkout Session for a project the caller
 // may write to (owner or member); the webhook credits it once paid.
-func (s *Server) billingTopup(ctx context.Context, c *call) (mutate.Func, error) {
-	var req api.TopupRequest
-	if err := c.decode(&req); err != nil {
-		return nil, err
-	}
+func (s *Server) billingTopup(ctx context.Context, c *call, req api.TopupRequest) (work[api.TopupResponse], error) {
 	ref, err := s.projectRef(ctx, c, req.Project)
 	if err != nil {
 		return nil, err
@@ -45,7 +41,7 @@ func (s *Server) billingTopup(ctx context.Context, c *call) (mutate.Func, error)
 	if err := s.payments.ValidateAmount(req.AmountMinor); err != nil {
 		return nil, err
 	}
-	return func(ctx context.Context, tx pgx.Tx) (any, mutate.Effect, error) {
+	return func(ctx context.Context, tx pgx.Tx) (*api.TopupResponse, mutate.Effect, error) {
 		p, err := project.Authorize(ctx, tx, req.Project, c.principal.UserID, c.principal.Role, project.AccessWrite)
 		if err != nil {
 			return nil, mutate.Effect{}, err
@@ -55,18 +51,14 @@ func (s *Server) billingTopup(ctx context.Context, c *call) (mutate.Func, error)
 		if err != nil {
 			return nil, mutate.Effect{}, err
 		}
-		return resp, mutate.Effect{Audit: audit.Entry{Action: api.EndpointBillingTopup, TargetType: "project",
+		return &resp, mutate.Effect{Audit: audit.Entry{Action: api.EndpointBillingTopup, TargetType: "project",
 			TargetID: p.ID, ProjectID: p.ID, Detail: resp}}, nil
 	}, nil
 }
 
 // adminRefund refunds a paid top-up through Stripe and mirrors it in the
 // ledger (admins).
-func (s *Server) adminRefund(_ context.Context, c *call) (mutate.Func, error) {
-	var req api.RefundRequest
-	if err := c.decode(&req); err != nil {
-		return nil, err
-	}
+func (s *Server) adminRefund(_ context.Context, c *call, req api.RefundRequest) (work[api.RefundResponse], error) {
 	if !s.payments.Settings().Enabled() {
 		return nil, payments.ErrNotConfigured
 	}
@@ -79,19 +71,15 @@ func (s *Server) adminRefund(_ context.Context, c *call) (mutate.Func, error) {
 	if err := payments.ValidateReason(req.Reason, false); err != nil {
 		return nil, err
 	}
-	return func(ctx context.Context, tx pgx.Tx) (any, mutate.Effect, error) {
-		return s.payments.Refund(ctx, tx, payments.RefundInput{RefundRequest: req,
-			ActorID: c.principal.UserID, RequestKey: c.requestKey()})
+	return func(ctx context.Context, tx pgx.Tx) (*api.RefundResponse, mutate.Effect, error) {
+		return pointerEffect(s.payments.Refund(ctx, tx, payments.RefundInput{RefundRequest: req,
+			ActorID: c.principal.UserID, RequestKey: c.requestKey()}))
 	}, nil
 }
 
 // adminCredit records an operator's manual credit or debit with its
 // reason (admins).
-func (s *Server) adminCredit(ctx context.Context, c *call) (mutate.Func, error) {
-	var req api.CreditRequest
-	if err := c.decode(&req); err != nil {
-		return nil, err
-	}
+func (s *Server) adminCredit(ctx context.Context, c *call, req api.CreditRequest) (work[api.CreditResponse], error) {
 	ref, err := s.projectRef(ctx, c, req.Project)
 	if err != nil {
 		return nil, err
@@ -100,11 +88,11 @@ func (s *Server) adminCredit(ctx context.Context, c *call) (mutate.Func, error) 
 	if err := payments.ValidateAdjustment(req); err != nil {
 		return nil, err
 	}
-	return func(ctx context.Context, tx pgx.Tx) (any, mutate.Effect, error) {
+	return func(ctx context.Context, tx pgx.Tx) (*api.CreditResponse, mutate.Effect, error) {
 		p, err := project.Resolve(ctx, tx, req.Project)
 		if err != nil {
 			return nil, mutate.Effect{}, err
 		}
-		return s.payments.Adjust(ctx, tx, p.ID, c.principal.UserID, req)
+		return pointerEffect(s.payments.Adjust(ctx, tx, p.ID, c.principal.UserID, req))
 	}, nil
 }

@@ -17,11 +17,11 @@ import (
 // projectEndpoints are projects and their members (controld/project).
 func (s *Server) projectEndpoints() []endpointDef {
 	return []endpointDef{
-		s.mutation(api.EndpointProjectCreate, loggedIn, s.projectCreate),
-		s.query(api.EndpointProjectList, loggedIn, s.projectList),
-		s.query(api.EndpointProjectMembers, loggedIn, s.projectMembers),
-		s.mutation(api.EndpointProjectAddMem, loggedIn, s.projectAddMember),
-		s.mutation(api.EndpointProjectUse, loggedIn, s.projectUse),
+		mutation(s, api.OpProjectCreate, s.projectCreate),
+		query(s, api.OpProjectList, s.projectList),
+		query(s, api.OpProjectMembers, s.projectMembers),
+		mutation(s, api.OpProjectAddMem, s.projectAddMember),
+		mutation(s, api.OpProjectUse, s.projectUse),
 	}
 }
 
@@ -52,17 +52,13 @@ func (s *Server) projectRef(ctx context.Context, c *call, named string) (string,
 }
 
 // projectUse makes a project the caller belongs to their default.
-func (s *Server) projectUse(_ context.Context, c *call) (mutate.Func, error) {
-	var req api.ProjectUseRequest
-	if err := c.decode(&req); err != nil {
-		return nil, err
-	}
+func (s *Server) projectUse(_ context.Context, c *call, req api.ProjectUseRequest) (work[api.Project], error) {
 	req.Project = strings.TrimSpace(req.Project)
 	if req.Project == "" {
 		return nil, api.Errorf(api.CodeInvalidArgument, "which project? name one you belong to").
 			WithHint("see `gpuaas project list`")
 	}
-	return func(ctx context.Context, tx pgx.Tx) (any, mutate.Effect, error) {
+	return func(ctx context.Context, tx pgx.Tx) (*api.Project, mutate.Effect, error) {
 		// Membership, not a platform role: an admin's default is still a
 		// project they work in.
 		p, err := project.Authorize(ctx, tx, req.Project, c.principal.UserID, "", project.AccessRead)
@@ -72,7 +68,7 @@ func (s *Server) projectUse(_ context.Context, c *call) (mutate.Func, error) {
 		if err := project.SetDefault(ctx, tx, c.principal.UserID, p.ID, s.now()); err != nil {
 			return nil, mutate.Effect{}, err
 		}
-		return p, mutate.Effect{
+		return &p, mutate.Effect{
 			Audit: audit.Entry{Action: api.EndpointProjectUse, TargetType: "user", TargetID: c.principal.UserID,
 				ProjectID: p.ID, Detail: req},
 			Events: []outbox.Event{{Kind: api.EventDefaultProject, Subject: c.principal.UserID, ProjectID: p.ID,
@@ -81,28 +77,24 @@ func (s *Server) projectUse(_ context.Context, c *call) (mutate.Func, error) {
 	}, nil
 }
 
-func (s *Server) projectCreate(_ context.Context, c *call) (mutate.Func, error) {
-	var req api.ProjectCreateRequest
-	if err := c.decode(&req); err != nil {
-		return nil, err
-	}
+func (s *Server) projectCreate(_ context.Context, c *call, req api.ProjectCreateRequest) (work[api.Project], error) {
 	req.Name = strings.TrimSpace(req.Name)
 	if err := project.ValidateName(req.Name); err != nil {
 		return nil, err
 	}
-	return func(ctx context.Context, tx pgx.Tx) (any, mutate.Effect, error) {
+	return func(ctx context.Context, tx pgx.Tx) (*api.Project, mutate.Effect, error) {
 		p, err := project.Create(ctx, tx, req.Name, c.principal.UserID, s.now())
 		if err != nil {
 			return nil, mutate.Effect{}, err
 		}
-		return p, mutate.Effect{
+		return &p, mutate.Effect{
 			Audit:  audit.Entry{Action: "project.create", TargetType: "project", TargetID: p.ID, ProjectID: p.ID, Detail: req},
 			Events: []outbox.Event{{Kind: api.EventProject, Subject: p.ID, ProjectID: p.ID, Users: []string{c.principal.UserID}, Payload: p}},
 		}, nil
 	}, nil
 }
 
-func (s *Server) projectList(ctx context.Context, c *call) (any, error) {
+func (s *Server) projectList(ctx context.Context, c *call, _ api.Empty) (*api.ProjectListResponse, error) {
 	ps, err := project.ListForUser(ctx, s.pool, c.principal.UserID)
 	if err != nil {
 		return nil, err
@@ -110,14 +102,10 @@ func (s *Server) projectList(ctx context.Context, c *call) (any, error) {
 	if ps == nil {
 		ps = []api.Project{}
 	}
-	return api.ProjectListResponse{Projects: ps}, nil
+	return &api.ProjectListResponse{Projects: ps}, nil
 }
 
-func (s *Server) projectMembers(ctx context.Context, c *call) (any, error) {
-	var req api.ProjectRef
-	if err := c.decode(&req); err != nil {
-		return nil, err
-	}
+func (s *Server) projectMembers(ctx context.Context, c *call, req api.ProjectRef) (*api.MembersResponse, error) {
 	ref, err := s.projectRef(ctx, c, req.Project)
 	if err != nil {
 		return nil, err
@@ -131,20 +119,16 @@ func (s *Server) projectMembers(ctx context.Context, c *call) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return api.MembersResponse{Project: p, Members: ms}, nil
+	return &api.MembersResponse{Project: p, Members: ms}, nil
 }
 
-func (s *Server) projectAddMember(ctx context.Context, c *call) (mutate.Func, error) {
-	var req api.AddMemberRequest
-	if err := c.decode(&req); err != nil {
-		return nil, err
-	}
+func (s *Server) projectAddMember(ctx context.Context, c *call, req api.AddMemberRequest) (work[api.MembersResponse], error) {
 	ref, err := s.projectRef(ctx, c, req.Project)
 	if err != nil {
 		return nil, err
 	}
 	req.Project = ref
-	return func(ctx context.Context, tx pgx.Tx) (any, mutate.Effect, error) {
+	return func(ctx context.Context, tx pgx.Tx) (*api.MembersResponse, mutate.Effect, error) {
 		p, err := project.Authorize(ctx, tx, req.Project, c.principal.UserID, c.principal.Role, project.AccessAdmin)
 		if err != nil {
 			return nil, mutate.Effect{}, err
@@ -165,7 +149,7 @@ func (s *Server) projectAddMember(ctx context.Context, c *call) (mutate.Func, er
 		if err != nil {
 			return nil, mutate.Effect{}, err
 		}
-		return api.MembersResponse{Project: p, Members: ms}, mutate.Effect{
+		return &api.MembersResponse{Project: p, Members: ms}, mutate.Effect{
 			Audit: audit.Entry{Action: "project.set_member", TargetType: "project", TargetID: p.ID, ProjectID: p.ID,
 				Detail: map[string]string{"user_id": u.ID, "role": req.Role}},
 			Events: []outbox.Event{{Kind: api.EventProject, Subject: p.ID, ProjectID: p.ID, Users: users,

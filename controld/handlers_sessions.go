@@ -22,55 +22,43 @@ import (
 // recordings (controld/sessions).
 func (s *Server) sessionsEndpoints() []endpointDef {
 	return []endpointDef{
-		s.mutation(api.EndpointSessionStart, gatewayOnly, s.sessionStart),
-		s.mutation(api.EndpointSessionEnd, gatewayOnly, s.sessionEnd),
-		s.mutation(api.EndpointSessionInterrupt, gatewayOnly, s.sessionInterrupt),
-		s.query(api.EndpointSessionList, loggedIn, s.sessionList),
-		s.query(api.EndpointSessionGet, loggedIn, s.sessionGet),
-		s.query(api.EndpointSessionRecording, loggedIn, s.sessionRecording),
+		mutation(s, api.OpSessionStart, s.sessionStart),
+		mutation(s, api.OpSessionEnd, s.sessionEnd),
+		mutation(s, api.OpSessionInterrupt, s.sessionInterrupt),
+		query(s, api.OpSessionList, s.sessionList),
+		query(s, api.OpSessionGet, s.sessionGet),
+		query(s, api.OpSessionRecording, s.sessionRecording),
 	}
 }
 
-func (s *Server) sessionStart(_ context.Context, c *call) (mutate.Func, error) {
-	var req api.SessionStartRequest
-	if err := c.decode(&req); err != nil {
-		return nil, err
-	}
+func (s *Server) sessionStart(_ context.Context, c *call, req api.SessionStartRequest) (work[api.TerminalSession], error) {
 	if strings.TrimSpace(req.Gateway) == "" {
 		req.Gateway = c.principal.Email
 	}
-	return func(ctx context.Context, tx pgx.Tx) (any, mutate.Effect, error) {
+	return func(ctx context.Context, tx pgx.Tx) (*api.TerminalSession, mutate.Effect, error) {
 		ts, err := sessions.Start(ctx, tx, req, s.now())
 		if err != nil {
 			return nil, mutate.Effect{}, err
 		}
-		return ts, sessionEffect("session.start", ts), nil
+		return &ts, sessionEffect("session.start", ts), nil
 	}, nil
 }
 
-func (s *Server) sessionEnd(ctx context.Context, c *call) (mutate.Func, error) {
-	var req api.SessionEndRequest
-	if err := c.decode(&req); err != nil {
-		return nil, err
-	}
+func (s *Server) sessionEnd(ctx context.Context, c *call, req api.SessionEndRequest) (work[api.TerminalSession], error) {
 	if err := s.sealRecording(ctx, c, &req); err != nil {
 		return nil, err
 	}
-	return func(ctx context.Context, tx pgx.Tx) (any, mutate.Effect, error) {
+	return func(ctx context.Context, tx pgx.Tx) (*api.TerminalSession, mutate.Effect, error) {
 		ts, err := sessions.End(ctx, tx, req, s.now())
 		if err != nil {
 			return nil, mutate.Effect{}, err
 		}
-		return ts, sessionEffect("session.end", ts), nil
+		return &ts, sessionEffect("session.end", ts), nil
 	}, nil
 }
 
-func (s *Server) sessionInterrupt(_ context.Context, c *call) (mutate.Func, error) {
-	var req api.SessionInterruptRequest
-	if err := c.decode(&req); err != nil {
-		return nil, err
-	}
-	return func(ctx context.Context, tx pgx.Tx) (any, mutate.Effect, error) {
+func (s *Server) sessionInterrupt(_ context.Context, c *call, req api.SessionInterruptRequest) (work[api.SessionInterruptResponse], error) {
+	return func(ctx context.Context, tx pgx.Tx) (*api.SessionInterruptResponse, mutate.Effect, error) {
 		list, err := sessions.Interrupt(ctx, tx, req.Gateway, s.now())
 		if err != nil {
 			return nil, mutate.Effect{}, err
@@ -88,7 +76,7 @@ func (s *Server) sessionInterrupt(_ context.Context, c *call) (mutate.Func, erro
 			Audit:  audit.Entry{Action: "session.interrupt", TargetType: "gateway", TargetID: req.Gateway, Detail: detail},
 			Events: []outbox.Event{{Kind: "session.interrupt", Subject: req.Gateway, Payload: detail}},
 		}
-		return api.SessionInterruptResponse{Sessions: list}, eff, nil
+		return &api.SessionInterruptResponse{Sessions: list}, eff, nil
 	}, nil
 }
 
@@ -105,24 +93,16 @@ func (s *Server) viewer(c *call) sessions.Viewer {
 	return sessions.Viewer{UserID: c.principal.UserID, Operator: c.principal.IsOperator()}
 }
 
-func (s *Server) sessionList(ctx context.Context, c *call) (any, error) {
-	var req api.SessionListRequest
-	if err := c.decode(&req); err != nil {
-		return nil, err
-	}
+func (s *Server) sessionList(ctx context.Context, c *call, req api.SessionListRequest) (*api.SessionListResponse, error) {
 	list, err := sessions.List(ctx, s.pool, s.viewer(c), req)
 	if err != nil {
 		return nil, err
 	}
-	return api.SessionListResponse{Sessions: list}, nil
+	return &api.SessionListResponse{Sessions: list}, nil
 }
 
-func (s *Server) sessionGet(ctx context.Context, c *call) (any, error) {
-	var req api.SessionRef
-	if err := c.decode(&req); err != nil {
-		return nil, err
-	}
-	return sessions.Get(ctx, s.pool, s.viewer(c), req.ID)
+func (s *Server) sessionGet(ctx context.Context, c *call, req api.SessionRef) (*api.TerminalSession, error) {
+	return pointer(sessions.Get(ctx, s.pool, s.viewer(c), req.ID))
 }
 
 // sealRecording seals the recording the gateway wrote of the session
@@ -148,11 +128,7 @@ func (s *Server) sealRecording(ctx context.Context, c *call, req *api.SessionEnd
 
 // sessionRecording serves a chunk of a recording to whoever may see the
 // session (sessions.Get decides): users never touch JetStream themselves.
-func (s *Server) sessionRecording(ctx context.Context, c *call) (any, error) {
-	var req api.RecordingRequest
-	if err := c.decode(&req); err != nil {
-		return nil, err
-	}
+func (s *Server) sessionRecording(ctx context.Context, c *call, req api.RecordingRequest) (*api.RecordingChunk, error) {
 	if req.Offset < 0 {
 		return nil, api.Errorf(api.CodeInvalidArgument, "offset must not be negative")
 	}
@@ -180,12 +156,12 @@ func (s *Server) sessionRecording(ctx context.Context, c *call) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return api.RecordingChunk{Data: buf, Size: meta.Size, EOF: req.Offset+int64(len(buf)) >= meta.Size}, nil
+	return &api.RecordingChunk{Data: buf, Size: meta.Size, EOF: req.Offset+int64(len(buf)) >= meta.Size}, nil
 }
 
 // legacyRecording serves a chunk of a recording made before recordings
 // were sealed (the object store bucket).
-func (s *Server) legacyRecording(ctx context.Context, name string, req api.RecordingRequest) (any, error) {
+func (s *Server) legacyRecording(ctx context.Context, name string, req api.RecordingRequest) (*api.RecordingChunk, error) {
 	store, err := s.js.ObjectStore(ctx, api.RecordingsBucket)
 	if errors.Is(err, jetstream.ErrBucketNotFound) || errors.Is(err, jetstream.ErrStreamNotFound) {
 		return nil, api.Errorf(api.CodeNotFound, "recording %s is not in the store", name)
@@ -216,5 +192,5 @@ func (s *Server) legacyRecording(ctx context.Context, name string, req api.Recor
 	if _, err := io.ReadFull(obj, buf); err != nil {
 		return nil, fmt.Errorf("recording %s: %w", name, err)
 	}
-	return api.RecordingChunk{Data: buf, Size: size, EOF: req.Offset+int64(len(buf)) >= size}, nil
+	return &api.RecordingChunk{Data: buf, Size: size, EOF: req.Offset+int64(len(buf)) >= size}, nil
 }

@@ -52,7 +52,7 @@ func newMetrics(s *Server) *metrics {
 			Name: "window_seconds", Help: "The billing accrual window."},
 			func() float64 { return s.cfg.Billing.Window.Seconds() }))
 	for _, ep := range s.endpoints() {
-		m.requests.WithLabelValues(ep.name) // every endpoint's series exists from the start
+		m.requests.WithLabelValues(ep.spec.Name) // every endpoint's series exists from the start
 	}
 	for _, r := range []string{replyNotInbox, replyBadProof, replyNotCaller, hosts.RefusedNotNode} {
 		m.repliesRefused.WithLabelValues(r)

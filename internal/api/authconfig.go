@@ -2,10 +2,6 @@ package api
 
 import "context"
 
-// EndpointAuthConfig tells clients how to log in to a server. It is
-// public: `gpuaas login` asks before anyone is logged in.
-const EndpointAuthConfig = "auth.config"
-
 // AuthConfigResponse lists the login methods a server accepts.
 type AuthConfigResponse struct {
 	// Password is true when local email and password login (auth.login)
@@ -26,6 +22,5 @@ type OIDCProvider struct {
 
 // AuthConfig asks the server how to log in.
 func (c *Client) AuthConfig(ctx context.Context) (*AuthConfigResponse, error) {
-	var out AuthConfigResponse
-	return &out, c.Call(ctx, EndpointAuthConfig, nil, &out)
+	return Do(ctx, c, OpAuthConfig, Empty{})
 }

@@ -7,14 +7,6 @@ import (
 	"time"
 )
 
-// Billing endpoints.
-const (
-	EndpointBillingBalance  = "billing.balance"
-	EndpointBillingLedger   = "billing.ledger"
-	EndpointBillingUsage    = "billing.usage"
-	EndpointOpsLedgerVerify = "ops.ledger_verify"
-)
-
 // Billing event kinds, told to every member of the project.
 const (
 	// EventBillingLowBalance: the balance fell below the project's
@@ -178,28 +170,24 @@ var currencySymbols = map[string]string{"USD": "$", "EUR": "€", "GBP": "£"}
 
 // BillingBalance returns a project's balance.
 func (c *Client) BillingBalance(ctx context.Context, req BillingRequest) (*BillingBalance, error) {
-	var out BillingBalance
-	return &out, c.Call(ctx, EndpointBillingBalance, req, &out)
+	return Do(ctx, c, OpBillingBalance, req)
 }
 
 // BillingLedger lists a project's ledger entries, newest first.
 func (c *Client) BillingLedger(ctx context.Context, req BillingLedgerRequest) (*BillingLedgerResponse, error) {
-	var out BillingLedgerResponse
-	return &out, c.Call(ctx, EndpointBillingLedger, req, &out)
+	return Do(ctx, c, OpBillingLedger, req)
 }
 
 // BillingUsage lists a project's usage per allocation, or one
 // allocation's windows.
 func (c *Client) BillingUsage(ctx context.Context, req BillingUsageRequest) (*BillingUsageResponse, error) {
-	var out BillingUsageResponse
-	return &out, c.Call(ctx, EndpointBillingUsage, req, &out)
+	return Do(ctx, c, OpBillingUsage, req)
 }
 
 // LedgerVerify recomputes every account's hash chain and balance
 // (admins).
 func (c *Client) LedgerVerify(ctx context.Context) (*LedgerVerifyResponse, error) {
-	var out LedgerVerifyResponse
-	return &out, c.Call(ctx, EndpointOpsLedgerVerify, nil, &out)
+	return Do(ctx, c, OpOpsLedgerVerify, Empty{})
 }
 
 // FormatRunway renders seconds as the two largest units: "3d 4h",

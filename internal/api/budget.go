@@ -6,14 +6,6 @@ import (
 	"time"
 )
 
-// Budget endpoints (docs/budgets.md): a spend cap per period and/or an
-// hourly burn cap, per project or per user within a project.
-const (
-	EndpointBillingBudgetSet   = "billing.budget_set"
-	EndpointBillingBudgetGet   = "billing.budget_get"
-	EndpointBillingBudgetClear = "billing.budget_clear"
-)
-
 // EventBillingBudget is told to every member of the project when a
 // budget's spend crosses its warning level (80 %) or its cap (100 %), once
 // per crossing and period; its Data is a BudgetCrossing. The running
@@ -143,18 +135,15 @@ func BudgetPeriod(period string, t time.Time) (start, end time.Time, err error) 
 
 // BillingBudgetSet sets a budget.
 func (c *Client) BillingBudgetSet(ctx context.Context, req BudgetSetRequest, opts ...CallOption) (*Budget, error) {
-	var out Budget
-	return &out, c.Mutate(ctx, EndpointBillingBudgetSet, req, &out, opts...)
+	return Do(ctx, c, OpBillingBudgetSet, req, opts...)
 }
 
 // BillingBudgetGet lists a project's budgets and where they stand.
 func (c *Client) BillingBudgetGet(ctx context.Context, req BillingRequest) (*BudgetList, error) {
-	var out BudgetList
-	return &out, c.Call(ctx, EndpointBillingBudgetGet, req, &out)
+	return Do(ctx, c, OpBillingBudgetGet, req)
 }
 
 // BillingBudgetClear removes a budget.
 func (c *Client) BillingBudgetClear(ctx context.Context, req BudgetClearRequest, opts ...CallOption) (*Budget, error) {
-	var out Budget
-	return &out, c.Mutate(ctx, EndpointBillingBudgetClear, req, &out, opts...)
+	return Do(ctx, c, OpBillingBudgetClear, req, opts...)
 }

@@ -15,16 +15,6 @@ const (
 	BusIdentityOperator = "operator"
 )
 
-// Endpoints of the NATS identities (admins) and of gateways' own login.
-const (
-	EndpointBusIdentityAdd    = "ops.bus_identity_add"
-	EndpointBusIdentityList   = "ops.bus_identity_list"
-	EndpointBusIdentityRevoke = "ops.bus_identity_revoke"
-	// EndpointGateLogin gives a registered gateway a short-lived session
-	// token for a login assertion signed with its key.
-	EndpointGateLogin = "gate.login"
-)
-
 // Event kinds of registered NATS identities.
 const (
 	EventBusIdentity = "bus.identity"
@@ -78,20 +68,18 @@ func GateLoginMessage(publicKey string, issuedAt time.Time, nonce string) []byte
 
 // BusIdentityAdd registers a NATS identity's public key (admins).
 func (c *Client) BusIdentityAdd(ctx context.Context, req BusIdentityAddRequest, opts ...CallOption) (*BusIdentity, error) {
-	var out BusIdentity
-	return &out, c.Mutate(ctx, EndpointBusIdentityAdd, req, &out, opts...)
+	return Do(ctx, c, OpBusIdentityAdd, req, opts...)
 }
 
 // BusIdentityList lists registered NATS identities, revoked ones too
 // (admins).
 func (c *Client) BusIdentityList(ctx context.Context) ([]BusIdentity, error) {
-	var out []BusIdentity
-	return out, c.Call(ctx, EndpointBusIdentityList, nil, &out)
+	out, err := Do(ctx, c, OpBusIdentityList, Empty{})
+	return *out, err
 }
 
 // BusIdentityRevoke revokes a key or every key of a name and closes their
 // connections (admins).
 func (c *Client) BusIdentityRevoke(ctx context.Context, req BusIdentityRevokeRequest, opts ...CallOption) (*BusIdentityRevokeResponse, error) {
-	var out BusIdentityRevokeResponse
-	return &out, c.Mutate(ctx, EndpointBusIdentityRevoke, req, &out, opts...)
+	return Do(ctx, c, OpBusIdentityRevoke, req, opts...)
 }

@@ -129,14 +129,18 @@ func NewIdempotencyKey() string {
 	return hex.EncodeToString(b[:])
 }
 
-// Call sends req to endpoint and decodes the reply into resp (which may be
-// nil). Error replies come back as *Error with their catalog code.
+// Call sends req to endpoint by name and decodes the reply into resp
+// (which may be nil). Error replies come back as *Error with their catalog
+// code. Client code calls Do with the endpoint's descriptor instead, which
+// checks the types; Call and Mutate are for tests that send what the types
+// cannot (TestNoAPIRequestBypassesDescriptors keeps them out of the rest).
 func (c *Client) Call(ctx context.Context, endpoint string, req, resp any, opts ...CallOption) error {
 	return c.call(ctx, endpoint, false, req, resp, opts)
 }
 
 // Mutate is Call for a mutating endpoint: it always carries an
-// Idempotency-Key, generated when the caller gave none.
+// Idempotency-Key, generated when the caller gave none. Its retries follow
+// the endpoint's declaration, as Do's do.
 func (c *Client) Mutate(ctx context.Context, endpoint string, req, resp any, opts ...CallOption) error {
 	return c.call(ctx, endpoint, true, req, resp, opts)
 }
@@ -148,7 +152,7 @@ func (c *Client) Request(ctx context.Context, subject string, req, resp any) err
 }
 
 func (c *Client) call(ctx context.Context, endpoint string, mutation bool, req, resp any, opts []CallOption) error {
-	return c.do(ctx, Subject(endpoint), endpoint, mutation, req, resp, opts, policyOf(endpoint, mutation))
+	return c.do(ctx, Subject(endpoint), endpoint, mutation, req, resp, opts, policyOf(endpoint))
 }
 
 func (c *Client) do(ctx context.Context, subject, endpoint string, mutation bool, req, resp any, opts []CallOption, policy retryPolicy) error {

@@ -8,9 +8,6 @@ import "context"
 // acts in it, where a project is needed; listings without a project still
 // span all of the caller's projects.
 const (
-	// EndpointProjectUse sets the caller's default project
-	// (`gpuaas project use NAME`).
-	EndpointProjectUse = "project.use"
 	// EventDefaultProject tells a user their default project changed; the
 	// payload is the Project.
 	EventDefaultProject = "project.default"
@@ -25,6 +22,5 @@ type ProjectUseRequest struct {
 // ProjectUse makes project (a name or id) the caller's default project
 // and returns it, with the caller's role.
 func (c *Client) ProjectUse(ctx context.Context, project string, opts ...CallOption) (*Project, error) {
-	var out Project
-	return &out, c.Mutate(ctx, EndpointProjectUse, ProjectUseRequest{Project: project}, &out, opts...)
+	return Do(ctx, c, OpProjectUse, ProjectUseRequest{Project: project}, opts...)
 }

@@ -5,11 +5,6 @@ import (
 	"fmt"
 )
 
-// EndpointEventsSince serves the caller's own events after a stream
-// sequence, read from the EVENTS stream: what a client missed while its
-// connection was down. Users never read the stream themselves.
-const EndpointEventsSince = "events.since"
-
 // MaxEventsSince bounds the events of one events.since answer.
 const MaxEventsSince = 1000
 
@@ -50,8 +45,7 @@ type EventsSinceResponse struct {
 
 // EventsSince calls events.since.
 func (c *Client) EventsSince(ctx context.Context, req EventsSinceRequest) (*EventsSinceResponse, error) {
-	var out EventsSinceResponse
-	return &out, c.Call(ctx, EndpointEventsSince, req, &out)
+	return Do(ctx, c, OpEventsSince, req)
 }
 
 // EventsGap is the kind of the event a subscription delivers, in place of

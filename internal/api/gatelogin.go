@@ -63,8 +63,8 @@ func (l *GatewayLogin) Token(ctx context.Context) (string, error) {
 		return "", fmt.Errorf("sign gateway login: %w", err)
 	}
 	req.Signature = sig
-	var resp LoginResponse
-	if err := l.client.Mutate(ctx, EndpointGateLogin, req, &resp); err != nil {
+	resp, err := Do(ctx, l.client, OpGateLogin, req)
+	if err != nil {
 		if l.token != "" && now.Add(time.Minute).Before(l.expires) {
 			// Keep serving with the token we have while it lasts.
 			return l.token, nil

@@ -13,10 +13,6 @@ import (
 // with — so a stolen gateway token alone cannot have a key of its own
 // certified.
 
-// EndpointGateCredentials certifies the calling gateway's registered key
-// as a short-lived gateway certificate (gateway only, audited).
-const EndpointGateCredentials = "gate.credentials"
-
 // GateCredentialsRequest asks for a gateway certificate for PublicKey.
 type GateCredentialsRequest struct {
 	PublicKey string `json:"public_key"` // authorized_keys format
@@ -31,6 +27,5 @@ type GateCredentialsResponse struct {
 
 // GateCredentials asks for a gateway certificate (gateway only).
 func (c *Client) GateCredentials(ctx context.Context, req GateCredentialsRequest) (*GateCredentialsResponse, error) {
-	var out GateCredentialsResponse
-	return &out, c.Call(ctx, EndpointGateCredentials, req, &out)
+	return Do(ctx, c, OpGateCredentials, req)
 }

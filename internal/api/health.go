@@ -9,12 +9,6 @@ import (
 // Health gating (docs/gpu-telemetry.md): quarantined slots, GPU faults that
 // hostd reports, and the pre-handout GPU check.
 
-// Endpoints of slot quarantine (operators).
-const (
-	EndpointNodeQuarantine = "node.quarantine"
-	EndpointNodeClear      = "node.clear"
-)
-
 // HostFault is the kind of node report that carries a GPU fault (a
 // GPUFault), next to heartbeats: gpuaas.ctl.host.<node>.fault.
 const HostFault = "fault"
@@ -108,12 +102,10 @@ type GPUCheckResult struct {
 
 // NodeQuarantine quarantines a slot (operators).
 func (c *Client) NodeQuarantine(ctx context.Context, req NodeQuarantineRequest, opts ...CallOption) (*NodeDetail, error) {
-	var out NodeDetail
-	return &out, c.Mutate(ctx, EndpointNodeQuarantine, req, &out, opts...)
+	return Do(ctx, c, OpNodeQuarantine, req, opts...)
 }
 
 // NodeClear clears slot quarantines (operators).
 func (c *Client) NodeClear(ctx context.Context, req NodeClearRequest, opts ...CallOption) (*NodeDetail, error) {
-	var out NodeDetail
-	return &out, c.Mutate(ctx, EndpointNodeClear, req, &out, opts...)
+	return Do(ctx, c, OpNodeClear, req, opts...)
 }

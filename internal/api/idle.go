@@ -17,12 +17,6 @@ import (
 // past its maximum duration is released with reason "max_duration",
 // whatever its activity.
 const (
-	// EndpointProjectPolicy sets a project's idle policy
-	// (`gpuaas project set PROJECT --idle-release-after 2h`).
-	EndpointProjectPolicy = "project.set_policy"
-	// EndpointGateActivity is a gateway's batch of allocation activity
-	// (gateway principals only).
-	EndpointGateActivity = "gate.activity"
 	// EventProjectPolicy tells a project's members its policy changed; the
 	// payload is the ProjectPolicy.
 	EventProjectPolicy = "project.policy"
@@ -96,12 +90,10 @@ type GateActivityResponse struct {
 
 // ProjectSetPolicy sets a project's idle policy.
 func (c *Client) ProjectSetPolicy(ctx context.Context, req ProjectPolicyRequest, opts ...CallOption) (*ProjectPolicy, error) {
-	var out ProjectPolicy
-	return &out, c.Mutate(ctx, EndpointProjectPolicy, req, &out, opts...)
+	return Do(ctx, c, OpProjectPolicy, req, opts...)
 }
 
 // GateActivity reports allocation activity (gateways only).
 func (c *Client) GateActivity(ctx context.Context, req GateActivityRequest) (*GateActivityResponse, error) {
-	var out GateActivityResponse
-	return &out, c.Call(ctx, EndpointGateActivity, req, &out)
+	return Do(ctx, c, OpGateActivity, req)
 }

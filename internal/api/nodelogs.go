@@ -5,9 +5,6 @@ import (
 	"time"
 )
 
-// EndpointNodeLogs returns a node's recent hostd log records (operators).
-const EndpointNodeLogs = "node.logs"
-
 // HostLogsSubject is where controld asks a node for its recent log
 // records (HostLogsRequest → NodeLogsResponse). Only the node's hostd
 // may subscribe to it, and users may not publish below gpuaas.host.
@@ -49,6 +46,5 @@ type NodeLogsResponse struct {
 
 // NodeLogs returns a node's recent hostd log records (operators).
 func (c *Client) NodeLogs(ctx context.Context, req NodeLogsRequest) (*NodeLogsResponse, error) {
-	var out NodeLogsResponse
-	return &out, c.Call(ctx, EndpointNodeLogs, req, &out)
+	return Do(ctx, c, OpNodeLogs, req)
 }

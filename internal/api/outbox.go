@@ -5,18 +5,6 @@ import (
 	"time"
 )
 
-// Endpoints of `gpuaas ops outbox`: events the relay gave up publishing.
-const (
-	// EndpointOutboxList lists outbox events, dead ones by default
-	// (operators).
-	EndpointOutboxList = "ops.outbox_list"
-	// EndpointOutboxRetry puts a dead event back in the relay's queue
-	// (admins).
-	EndpointOutboxRetry = "ops.outbox_retry"
-	// EndpointOutboxDrop gives up on a dead event for good (admins).
-	EndpointOutboxDrop = "ops.outbox_drop"
-)
-
 // Outbox event states.
 const (
 	OutboxPending   = "pending"
@@ -57,20 +45,17 @@ type OutboxRef struct {
 
 // OutboxList lists outbox events (operators).
 func (c *Client) OutboxList(ctx context.Context, req OutboxListRequest) (*OutboxListResponse, error) {
-	var out OutboxListResponse
-	return &out, c.Call(ctx, EndpointOutboxList, req, &out)
+	return Do(ctx, c, OpOutboxList, req)
 }
 
 // OutboxRetry puts a dead event back in the relay's queue (admins); it
 // answers the event as it now is.
 func (c *Client) OutboxRetry(ctx context.Context, req OutboxRef, opts ...CallOption) (*OutboxEvent, error) {
-	var out OutboxEvent
-	return &out, c.Mutate(ctx, EndpointOutboxRetry, req, &out, opts...)
+	return Do(ctx, c, OpOutboxRetry, req, opts...)
 }
 
 // OutboxDrop gives up on a dead event (admins); it answers the event as it
 // now is.
 func (c *Client) OutboxDrop(ctx context.Context, req OutboxRef, opts ...CallOption) (*OutboxEvent, error) {
-	var out OutboxEvent
-	return &out, c.Mutate(ctx, EndpointOutboxDrop, req, &out, opts...)
+	return Do(ctx, c, OpOutboxDrop, req, opts...)
 }

@@ -7,13 +7,6 @@ import (
 	"strings"
 )
 
-// Payment endpoints: Stripe top-ups, refunds and operator adjustments.
-const (
-	EndpointBillingTopup = "billing.topup"
-	EndpointAdminRefund  = "admin.refund"
-	EndpointAdminCredit  = "admin.credit"
-)
-
 // EventTopup is published when a Stripe payment credits a project, and
 // EventRefund and EventAdjustment when an admin refunds or adjusts.
 const (
@@ -89,20 +82,17 @@ type CreditResponse struct {
 
 // BillingTopup starts a Stripe top-up and returns the Checkout URL.
 func (c *Client) BillingTopup(ctx context.Context, req TopupRequest, opts ...CallOption) (*TopupResponse, error) {
-	var out TopupResponse
-	return &out, c.Mutate(ctx, EndpointBillingTopup, req, &out, opts...)
+	return Do(ctx, c, OpBillingTopup, req, opts...)
 }
 
 // AdminRefund refunds a top-up through Stripe (admins).
 func (c *Client) AdminRefund(ctx context.Context, req RefundRequest, opts ...CallOption) (*RefundResponse, error) {
-	var out RefundResponse
-	return &out, c.Mutate(ctx, EndpointAdminRefund, req, &out, opts...)
+	return Do(ctx, c, OpAdminRefund, req, opts...)
 }
 
 // AdminCredit adjusts a project's balance by hand (admins).
 func (c *Client) AdminCredit(ctx context.Context, req CreditRequest, opts ...CallOption) (*CreditResponse, error) {
-	var out CreditResponse
-	return &out, c.Mutate(ctx, EndpointAdminCredit, req, &out, opts...)
+	return Do(ctx, c, OpAdminCredit, req, opts...)
 }
 
 // ParseMinor reads an amount in major units with at most two decimals

@@ -6,10 +6,6 @@ import (
 	"io"
 )
 
-// EndpointSessionRecording reads a recorded terminal session in chunks:
-// the recordings' object store is controld's and the gateways' alone.
-const EndpointSessionRecording = "session.recording"
-
 // RecordingChunkMax is the most a chunk holds (its base64 stays well
 // under NATS's default 1 MiB payload limit).
 const RecordingChunkMax = 512 << 10
@@ -35,8 +31,8 @@ type RecordingChunk struct {
 func (c *Client) SessionRecording(ctx context.Context, id string, w io.Writer) (int64, error) {
 	var off int64
 	for {
-		var chunk RecordingChunk
-		if err := c.Call(ctx, EndpointSessionRecording, RecordingRequest{ID: id, Offset: off, Limit: RecordingChunkMax}, &chunk); err != nil {
+		chunk, err := Do(ctx, c, OpSessionRecording, RecordingRequest{ID: id, Offset: off, Limit: RecordingChunkMax})
+		if err != nil {
 			return off, err
 		}
 		n, err := w.Write(chunk.Data)

@@ -62,21 +62,12 @@ const (
 	retryAlways
 )
 
-// unreplayable are the mutations whose reply (a token) controld never
-// stores for replay: controld serves them as secretMutation, authEndpoint
-// or gateLogin (controld's TestUnreplayableMutationsMatchClient).
-var unreplayable = map[string]bool{
-	EndpointAuthLogin: true, EndpointAuthExchange: true, EndpointGateLogin: true,
-	EndpointAdminUserAdd: true, EndpointAdminUserInvite: true, EndpointNodeEnroll: true,
-}
-
-// Unreplayable reports whether a retry of mutation endpoint with the same
-// Idempotency-Key cannot return the first reply (its reply is a secret).
-func Unreplayable(endpoint string) bool { return unreplayable[endpoint] }
-
-func policyOf(endpoint string, mutation bool) retryPolicy {
-	if mutation && unreplayable[endpoint] {
-		return retryUndelivered
+// policyOf is the retry policy of a call to endpoint by name: its
+// declaration's (Spec.retry); an undeclared name (a test sending what the
+// types cannot) is retried as a read or a replayable mutation.
+func policyOf(endpoint string) retryPolicy {
+	if s, ok := Lookup(endpoint); ok {
+		return s.retry()
 	}
 	return retryAlways
 }

@@ -2,42 +2,6 @@ package api
 
 import "time"
 
-// SSH endpoints (issue: sshgate).
-const (
-	// EndpointSSHCert signs the caller's SSH public key as a user
-	// certificate (principal = user id, KeyId = email).
-	EndpointSSHCert = "auth.ssh_cert"
-	// EndpointSSHCAs returns the CA public keys clients and servers trust.
-	EndpointSSHCAs = "ssh.cas"
-	// EndpointGateAuthorize is sshgate asking whether a user may open an
-	// allocation, and for a ticket to the node (gateway principals only).
-	EndpointGateAuthorize = "gate.authorize"
-	// EndpointGateHostCert signs the gateway's host key (gateway only).
-	EndpointGateHostCert = "gate.host_cert"
-	// EndpointGateUserToken opens a short-lived, delegated session for a
-	// user who authenticated to the gateway with a user certificate
-	// (gateway only).
-	EndpointGateUserToken = "gate.user_token"
-	// EndpointGateSessions tells the gateway which of the login sessions
-	// its open connections' certificates name have ended (gateway only).
-	EndpointGateSessions = "gate.sessions"
-	// EndpointSessionStart and EndpointSessionEnd index terminal
-	// recordings (gateway only); list and get are for users.
-	EndpointSessionStart = "session.start"
-	EndpointSessionEnd   = "session.end"
-	EndpointSessionList  = "session.list"
-	EndpointSessionGet   = "session.get"
-	// EndpointSessionInterrupt marks the sessions a gateway left running
-	// when it stopped without ending them (a crash) as interrupted; the
-	// gateway calls it as it starts again (gateway only).
-	EndpointSessionInterrupt = "session.interrupt"
-	// EndpointCARotate and EndpointCARetire rotate a CA (admins).
-	EndpointCARotate = "ops.ca_rotate"
-	EndpointCARetire = "ops.ca_retire"
-	// EndpointCAList lists every CA key with its state (operators).
-	EndpointCAList = "ops.ca_list"
-)
-
 // RoleGateway is the platform role of sshgate's service principal.
 const RoleGateway = "gateway"
 

@@ -9,33 +9,6 @@ const ServiceName = "gpuaas"
 // gpuaas.api.v1.<noun>.<verb>.
 const SubjectPrefix = "gpuaas.api.v1"
 
-// Endpoints, as <noun>.<verb> below SubjectPrefix.
-const (
-	EndpointAuthLogin    = "auth.login"
-	EndpointAuthLogout   = "auth.logout"
-	EndpointAuthWhoami   = "auth.whoami"
-	EndpointAuthExchange = "auth.exchange"
-
-	EndpointProjectCreate  = "project.create"
-	EndpointProjectList    = "project.list"
-	EndpointProjectMembers = "project.members"
-	EndpointProjectAddMem  = "project.add_member"
-
-	EndpointCatalogList = "catalog.list"
-
-	EndpointNodeList     = "node.list"
-	EndpointNodeGet      = "node.get"
-	EndpointSlotsApprove = "node.slots_approve"
-	EndpointNodeDrain    = "node.drain"
-	EndpointNodeEnroll   = "node.enroll"
-
-	EndpointAllocCreate  = "alloc.create"
-	EndpointAllocGet     = "alloc.get"
-	EndpointAllocList    = "alloc.list"
-	EndpointAllocRelease = "alloc.release"
-	EndpointAllocQuote   = "alloc.quote"
-)
-
 // Subject returns the full subject of an endpoint.
 func Subject(endpoint string) string { return SubjectPrefix + "." + endpoint }
 

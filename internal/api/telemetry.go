@@ -5,10 +5,6 @@ import (
 	"time"
 )
 
-// EndpointAllocTop returns the latest telemetry of an allocation's GPUs
-// (anyone who may get the allocation).
-const EndpointAllocTop = "alloc.top"
-
 // HostTopSubject is where controld asks a node for the latest telemetry
 // of some of its GPUs (HostTopRequest → HostTopResponse). Only the node's
 // hostd may subscribe to it, and users may not publish below gpuaas.host.
@@ -57,6 +53,5 @@ type AllocTopResponse struct {
 
 // AllocTop returns the latest telemetry of an allocation's GPUs.
 func (c *Client) AllocTop(ctx context.Context, id string) (*AllocTopResponse, error) {
-	var out AllocTopResponse
-	return &out, c.Call(ctx, EndpointAllocTop, AllocRef{ID: id}, &out)
+	return Do(ctx, c, OpAllocTop, AllocRef{ID: id})
 }

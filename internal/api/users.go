@@ -5,16 +5,6 @@ import (
 	"time"
 )
 
-// User administration endpoints (admins).
-const (
-	EndpointAdminUserAdd     = "admin.user_add"
-	EndpointAdminUserList    = "admin.user_list"
-	EndpointAdminUserDisable = "admin.user_disable"
-	EndpointAdminUserEnable  = "admin.user_enable"
-	EndpointAdminUserInvite  = "admin.user_invite"
-	EndpointAdminUserLink    = "admin.user_link"
-)
-
 // EventUser is published when an administrator adds, invites, disables,
 // enables or links a user; the payload is the AdminUser after the change.
 const EventUser = "user"
@@ -90,37 +80,31 @@ type UserLinkRequest struct {
 
 // AdminUserAdd creates an invited local user.
 func (c *Client) AdminUserAdd(ctx context.Context, req UserAddRequest, opts ...CallOption) (*UserInviteResponse, error) {
-	var out UserInviteResponse
-	return &out, c.Mutate(ctx, EndpointAdminUserAdd, req, &out, opts...)
+	return Do(ctx, c, OpAdminUserAdd, req, opts...)
 }
 
 // AdminUserList lists users.
 func (c *Client) AdminUserList(ctx context.Context) (*UserListResponse, error) {
-	var out UserListResponse
-	return &out, c.Call(ctx, EndpointAdminUserList, nil, &out)
+	return Do(ctx, c, OpAdminUserList, Empty{})
 }
 
 // AdminUserDisable disables a user and revokes all their sessions.
 func (c *Client) AdminUserDisable(ctx context.Context, user string, opts ...CallOption) (*UserDisableResponse, error) {
-	var out UserDisableResponse
-	return &out, c.Mutate(ctx, EndpointAdminUserDisable, UserRef{User: user}, &out, opts...)
+	return Do(ctx, c, OpAdminUserDisable, UserRef{User: user}, opts...)
 }
 
 // AdminUserEnable enables a disabled user.
 func (c *Client) AdminUserEnable(ctx context.Context, user string, opts ...CallOption) (*AdminUser, error) {
-	var out AdminUser
-	return &out, c.Mutate(ctx, EndpointAdminUserEnable, UserRef{User: user}, &out, opts...)
+	return Do(ctx, c, OpAdminUserEnable, UserRef{User: user}, opts...)
 }
 
 // AdminUserInvite issues a new invite code for a local user, replacing any
 // earlier one.
 func (c *Client) AdminUserInvite(ctx context.Context, user string, opts ...CallOption) (*UserInviteResponse, error) {
-	var out UserInviteResponse
-	return &out, c.Mutate(ctx, EndpointAdminUserInvite, UserRef{User: user}, &out, opts...)
+	return Do(ctx, c, OpAdminUserInvite, UserRef{User: user}, opts...)
 }
 
 // AdminUserLink links an OIDC identity to an existing user.
 func (c *Client) AdminUserLink(ctx context.Context, req UserLinkRequest, opts ...CallOption) (*AdminUser, error) {
-	var out AdminUser
-	return &out, c.Mutate(ctx, EndpointAdminUserLink, req, &out, opts...)
+	return Do(ctx, c, OpAdminUserLink, req, opts...)
 }

@@ -189,7 +189,7 @@ func findSKU(skus []api.SKU, id string) (api.SKU, bool) {
 // gpusFor picks the count when --gpus was left out: only a baremetal SKU
 // with a single size has an obvious one.
 func gpusFor(s api.SKU) (int, error) {
-	if s.Shape == api.ShapeBaremetal && len(s.GPUCounts) == 1 {
+	if s.WholeNode() && len(s.GPUCounts) == 1 {
 		return s.GPUCounts[0], nil
 	}
 	counts := make([]string, len(s.GPUCounts))

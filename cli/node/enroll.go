@@ -39,8 +39,8 @@ The token is printed once and expires after an hour.`,
 			if opts.Name == "" {
 				return cmdutil.FlagErrorf("--name is required")
 			}
-			if opts.Shape != api.ShapeGPUSlice && opts.Shape != api.ShapeBaremetal {
-				return cmdutil.FlagErrorf("--shape must be gpu_slice or baremetal, got %q", opts.Shape)
+			if !api.KnownShape(opts.Shape) {
+				return cmdutil.FlagErrorf("--shape must be %s, got %q", api.ShapeList(), opts.Shape)
 			}
 			if runF != nil {
 				return runF(c.Context(), opts)
@@ -49,7 +49,7 @@ The token is printed once and expires after an hour.`,
 		},
 	}
 	cmd.Flags().StringVar(&opts.Name, "name", "", "Name of the new node (required)")
-	cmd.Flags().StringVar(&opts.Shape, "shape", api.ShapeGPUSlice, "What the node is rented as: gpu_slice or baremetal")
+	cmd.Flags().StringVar(&opts.Shape, "shape", api.DefaultShape, "What the node is rented as: "+api.ShapeList())
 	cmdutil.AddJSONFlags(cmd, &opts.Exporter, cmdutil.FieldsOf(api.EnrollTokenResponse{}))
 	return cmd
 }

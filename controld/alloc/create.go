@@ -158,16 +158,8 @@ func place(ctx context.Context, tx pgx.Tx, a *api.Allocation, sku api.SKU, actor
 	if err := queueTransition(b, a, to, reason, actor, now); err != nil {
 		return false, err
 	}
-	var task tasks.Task
-	if a.Shape == api.ShapeBaremetal {
-		task = tasks.Task{Type: api.TaskProvisionUser, Params: api.UserProvisionParams{
-			AllocationID: a.ID, UserID: a.UserID, PosixUser: api.PosixUser(a.ID)}}
-	} else {
-		task = tasks.Task{Type: api.TaskVMProvision, Params: api.VMProvisionParams{
-			AllocationID: a.ID, UserID: a.UserID, PosixUser: api.PosixUser(a.ID), Slots: pl.Slots,
-			VCPUs: sku.VCPUsPerGPU * a.GPUs, MemoryMiB: sku.MemoryMiBPerGPU * a.GPUs, Image: sku.Image}}
-	}
-	task.NodeID, task.AllocationID = pl.NodeID, a.ID
+	task := sched.ProvisionTask(a.Shape, pl.NodeID, sched.Environment{AllocationID: a.ID, UserID: a.UserID,
+		Slots: pl.Slots, VCPUs: sku.VCPUsPerGPU * a.GPUs, MemoryMiB: sku.MemoryMiBPerGPU * a.GPUs, Image: sku.Image})
 	if _, err := tasks.QueueEnqueue(ctx, b, task, now); err != nil {
 		return false, err
 	}

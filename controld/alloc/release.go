@@ -13,6 +13,7 @@ import (
 	"github.com/gpuaas/gpuaas/controld/mutate"
 	"github.com/gpuaas/gpuaas/controld/outbox"
 	"github.com/gpuaas/gpuaas/controld/project"
+	"github.com/gpuaas/gpuaas/controld/sched"
 	"github.com/gpuaas/gpuaas/controld/tasks"
 	"github.com/gpuaas/gpuaas/internal/api"
 )
@@ -98,13 +99,7 @@ func enqueueRelease(ctx context.Context, tx pgx.Tx, a api.Allocation, cleanup bo
 	if a.NodeID == "" {
 		return nil
 	}
-	task := tasks.Task{NodeID: a.NodeID, AllocationID: a.ID, Type: api.TaskVMRelease,
-		Params: api.VMReleaseParams{AllocationID: a.ID, Slots: a.Slots, Cleanup: cleanup}}
-	if a.Shape == api.ShapeBaremetal {
-		task.Type = api.TaskDeprovisionUser
-		task.Params = api.UserDeprovisionParams{AllocationID: a.ID, PosixUser: api.PosixUser(a.ID), Cleanup: cleanup}
-	}
-	if _, err := tasks.Enqueue(ctx, tx, task, now); err != nil {
+	if _, err := tasks.Enqueue(ctx, tx, sched.ReleaseTask(a, cleanup), now); err != nil {
 		return fmt.Errorf("queue release: %w", err)
 	}
 	return nil

@@ -42,9 +42,9 @@ func hashToken(token string) []byte {
 func CreateEnrollToken(ctx context.Context, tx pgx.Tx, req api.EnrollTokenRequest, actor string, now time.Time) (api.EnrollTokenResponse, mutate.Effect, error) {
 	var eff mutate.Effect
 	if req.Shape == "" {
-		req.Shape = api.ShapeGPUSlice
+		req.Shape = api.DefaultShape
 	}
-	if req.Shape != api.ShapeGPUSlice && req.Shape != api.ShapeBaremetal {
+	if !api.KnownShape(req.Shape) {
 		return api.EnrollTokenResponse{}, eff, api.Errorf(api.CodeInvalidArgument, "unknown shape %q", req.Shape).
 			WithHint("use gpu_slice or baremetal")
 	}

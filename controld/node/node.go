@@ -28,7 +28,7 @@ type Spec = api.NodeSpec
 
 // Register inserts a ready node with its slots pending approval.
 func Register(ctx context.Context, q store.Querier, s Spec, now time.Time) (api.Node, error) {
-	if s.Shape != api.ShapeBaremetal && s.Shape != api.ShapeGPUSlice {
+	if !api.KnownShape(s.Shape) {
 		return api.Node{}, api.Errorf(api.CodeInvalidArgument, "unknown shape %q", s.Shape)
 	}
 	n := api.Node{ID: ids.New(ids.Node), Name: s.Name, Shape: s.Shape, GPUModel: s.GPUModel, State: api.NodeReady, CreatedAt: now.UTC()}

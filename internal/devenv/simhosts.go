@@ -36,9 +36,11 @@ type simFleet struct {
 // alternate, starting with a slice host.
 func SimHostSpec(i int) (name, shape string, profile sim.Profile) {
 	if i%2 == 0 {
-		return fmt.Sprintf("sim-slice-%d", i+1), api.ShapeGPUSlice, sim.H200Slice8()
+		p := sim.H200Slice8()
+		return fmt.Sprintf("sim-slice-%d", i+1), p.Shape, p
 	}
-	return fmt.Sprintf("sim-metal-%d", i+1), api.ShapeBaremetal, sim.H100Baremetal8()
+	p := sim.H100Baremetal8()
+	return fmt.Sprintf("sim-metal-%d", i+1), p.Shape, p
 }
 
 // startSimHosts starts cfg.Hosts sim hostds. A host that has no identity

@@ -140,14 +140,6 @@ var columns = []common.Column{
 	{Title: "HEALTH", Width: 8}, {Title: "HEARTBEAT", Width: 9, Right: true},
 }
 
-// shapeShort names a shape in a few letters for the nodes table.
-func shapeShort(shape string) string {
-	if shape == api.ShapeBaremetal {
-		return "metal"
-	}
-	return "slice"
-}
-
 // View renders the nodes table: the header and as many rows as fit.
 func (m *Model) View() string {
 	width, h := m.Width, m.Height
@@ -171,7 +163,7 @@ func (m *Model) View() string {
 		if n.LastHeartbeat != nil {
 			hb = fuzzytime.Ago(now, *n.LastHeartbeat)
 		}
-		cells := []string{common.Text(n.Name), n.State, common.Text(n.GPUModel) + " " + shapeShort(n.Shape), strconv.Itoa(n.SlotsTotal - n.SlotsFree),
+		cells := []string{common.Text(n.Name), n.State, common.Text(n.GPUModel) + " " + api.ShortShape(n.Shape), strconv.Itoa(n.SlotsTotal - n.SlotsFree),
 			strconv.Itoa(n.SlotsFree), strconv.Itoa(n.SlotsPending), strconv.Itoa(n.TasksOpen), health, hb}
 		b.WriteByte('\n')
 		parts := make([]string, len(cells))

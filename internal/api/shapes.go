@@ -1,0 +1,29 @@
+package api
+
+import "strings"
+
+// DefaultShape is what a node is enrolled as when nobody says.
+const DefaultShape = ShapeGPUSlice
+
+// Shapes lists the shapes of what can be rented, in the order help texts
+// name them.
+func Shapes() []string { return []string{ShapeGPUSlice, ShapeBaremetal} }
+
+// KnownShape reports whether shape is one of Shapes.
+func KnownShape(shape string) bool { return shape == ShapeGPUSlice || shape == ShapeBaremetal }
+
+// ShapeList names the shapes for an error or a help text: "gpu_slice or
+// baremetal".
+func ShapeList() string { return strings.Join(Shapes(), " or ") }
+
+// ShortShape names a shape in a few letters for tables: "slice", "metal".
+func ShortShape(shape string) string {
+	if shape == ShapeBaremetal {
+		return "metal"
+	}
+	return "slice"
+}
+
+// WholeNode reports whether the SKU rents whole nodes (bare metal), whose
+// GPU count is the node's.
+func (s SKU) WholeNode() bool { return s.Shape == ShapeBaremetal }

@@ -1,4 +1,5 @@
 package main
 
-// Man pages and shell completions are generated from the command tree.
+// Man pages and shell completions are generated from the command tree,
+// docs/api.md from the endpoint declarations.
 //go:generate go run ./internal/docgen/gendocs

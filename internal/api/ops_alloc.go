@@ -30,6 +30,7 @@ var (
 	// OpAllocTop is alloc.top: returns the latest telemetry of an allocation's
 	// GPUs.
 	OpAllocTop = NewQuery[AllocRef, AllocTopResponse](EndpointAllocTop, LoggedIn)
-	// OpEventsSince is events.since: calls events.since.
+	// OpEventsSince is events.since: returns the caller's events after a
+	// sequence, for `watch` to replay what it missed.
 	OpEventsSince = NewQuery[EventsSinceRequest, EventsSinceResponse](EndpointEventsSince, LoggedIn)
 )

@@ -10,6 +10,7 @@ import (
 
 	"github.com/gpuaas/gpuaas/cli"
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
+	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/docgen"
 )
 
@@ -99,4 +100,39 @@ func firstTH(page []byte) string {
 		}
 	}
 	return ""
+}
+
+// TestAPIReferenceIsFresh fails when docs/api.md differs from what the
+// endpoint declarations generate (run `go generate ./...`), and when a
+// declared endpoint has no doc comment saying what it does.
+func TestAPIReferenceIsFresh(t *testing.T) {
+	repo := filepath.Join("..", "..")
+	docs, err := docgen.EndpointDocs(filepath.Join(repo, "internal", "api"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := docgen.APIReference(docs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(filepath.Join(repo, docgen.APIRefPath))
+	if err != nil || !bytes.Equal(got, want) {
+		t.Errorf("%s is missing or stale (%v): run `go generate ./...`", docgen.APIRefPath, err)
+	}
+	if n := bytes.Count(want, []byte("\n| `")); n != len(api.Endpoints()) {
+		t.Errorf("the reference lists %d endpoints; %d are declared", n, len(api.Endpoints()))
+	}
+}
+
+// TestAPIReferenceRefusesAnUndocumentedEndpoint: an endpoint whose
+// declaration has no comment fails generation, naming it.
+func TestAPIReferenceRefusesAnUndocumentedEndpoint(t *testing.T) {
+	docs, err := docgen.EndpointDocs(filepath.Join("..", "..", "internal", "api"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	delete(docs, api.EndpointAllocGet)
+	if _, err := docgen.APIReference(docs); err == nil || !strings.Contains(err.Error(), api.EndpointAllocGet) {
+		t.Fatalf("got %v; want an error naming %s", err, api.EndpointAllocGet)
+	}
 }

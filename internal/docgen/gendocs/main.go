@@ -1,4 +1,5 @@
-// Command gendocs regenerates man/ and completions/ from the command tree.
+// Command gendocs regenerates man/ and completions/ from the command tree,
+// and docs/api.md from the endpoint declarations.
 // Run through `go generate ./...` from the repository root.
 package main
 
@@ -14,6 +15,10 @@ import (
 func main() {
 	ios, _, _, _ := cmdutil.Test()
 	if err := docgen.Write(cli.Root(cli.NewFactory(ios)), "."); err != nil {
+		fmt.Fprintln(os.Stderr, "gendocs:", err)
+		os.Exit(1)
+	}
+	if err := docgen.WriteAPIReference("."); err != nil {
 		fmt.Fprintln(os.Stderr, "gendocs:", err)
 		os.Exit(1)
 	}

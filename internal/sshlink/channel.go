@@ -186,9 +186,9 @@ func (ch *channel) handleControl(typ byte, p []byte) error {
 		if req.WantReply {
 			register(req, func(ok bool, _ []byte) error {
 				if ok {
-					return ch.c.writeFrame(frameChanSuccess, ch.remoteID)
+					return ch.sendControl(frameChanSuccess)
 				}
-				return ch.c.writeFrame(frameChanFailure, ch.remoteID)
+				return ch.sendControl(frameChanFailure)
 			})
 		}
 		select {
@@ -255,11 +255,27 @@ func (ch *channel) read(p []byte, ext bool) (int, error) {
 	if adj > 0 {
 		var m [4]byte
 		binary.BigEndian.PutUint32(m[:], adj)
-		if err := ch.c.writeFrame(frameWindowAdjust, ch.remoteID, m[:]); err != nil {
+		if err := ch.sendControl(frameWindowAdjust, m[:]); err != nil {
 			return n, err
 		}
 	}
 	return n, nil
+}
+
+// sendControl writes a control frame of the channel (a window adjust, a
+// request's reply) unless a CLOSE was sent or received: after the CLOSEs
+// the peer has forgotten the channel, and nothing of it may follow ours.
+// It holds sendMu, which Close holds while it writes the CLOSE.
+func (ch *channel) sendControl(typ byte, parts ...[]byte) error {
+	ch.sendMu.Lock()
+	defer ch.sendMu.Unlock()
+	ch.mu.Lock()
+	closed := ch.sentClose || ch.remoteClosed
+	ch.mu.Unlock()
+	if closed {
+		return nil
+	}
+	return ch.c.writeFrame(typ, ch.remoteID, parts...)
 }
 
 // send writes a frame of the channel unless a CLOSE was sent or received

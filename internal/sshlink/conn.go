@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"crypto/tls"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -29,7 +30,9 @@ type Conn struct {
 	mu     sync.Mutex
 	chans  map[uint32]*channel
 	nextID uint32
-	err    error
+	// late counts frames of forgotten channels that were dropped.
+	late atomic.Int64
+	err  error
 
 	incomingChans chan gossh.NewChannel
 	incomingReqs  chan *gossh.Request
@@ -207,8 +210,35 @@ func (c *Conn) channel(id uint32) (*channel, error) {
 	return ch, nil
 }
 
+// errForgotten is what lookup returns for a frame of a channel this side
+// opened or accepted and has since forgotten (both CLOSEs were sent).
+// Such a frame was in flight when the channel closed, or a peer wrote it
+// late: it is dropped, not taken for a broken link (which would end every
+// channel on the link). Local ids are never reused before they wrap.
+var errForgotten = errors.New("sshlink: frame of a closed channel")
+
+// lookup is channel, with errForgotten for an id handed out before.
+func (c *Conn) lookup(id uint32) (*channel, error) {
+	c.mu.Lock()
+	ch := c.chans[id]
+	handedOut := id != 0 && id <= c.nextID
+	c.mu.Unlock()
+	switch {
+	case ch != nil:
+		return ch, nil
+	case handedOut:
+		c.late.Add(1)
+		return nil, errForgotten
+	}
+	return nil, protoErr("unknown channel %d", id)
+}
+
 func (c *Conn) readData(typ byte, id uint32, n int) error {
-	ch, err := c.channel(id)
+	ch, err := c.lookup(id)
+	if errors.Is(err, errForgotten) {
+		_, err = io.CopyN(io.Discard, c.br, int64(n))
+		return err
+	}
 	if err != nil {
 		return err
 	}
@@ -282,7 +312,10 @@ func (c *Conn) handleControl(typ byte, id uint32, p []byte) error {
 		c.removeChannel(id)
 		return ch.opened(0, 0, &gossh.OpenChannelError{Reason: gossh.RejectionReason(reason), Message: string(msg)})
 	case frameEOF, frameClose, frameWindowAdjust, frameChanRequest, frameChanSuccess, frameChanFailure:
-		ch, err := c.channel(id)
+		ch, err := c.lookup(id)
+		if errors.Is(err, errForgotten) {
+			return nil
+		}
 		if err != nil {
 			return err
 		}

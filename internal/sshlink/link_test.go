@@ -5,6 +5,7 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"crypto/sha256"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -988,5 +989,88 @@ func TestLinkNoFrameAfterClose(t *testing.T) {
 		go DiscardRequests(reqs)
 		_, _ = io.Copy(io.Discard, ch)
 		_ = ch.Close()
+	}
+	if n := cl.c.late.Load(); n != 0 {
+		t.Errorf("%d frames of closed channels reached the client; want none after a CLOSE", n)
+	}
+}
+
+// TestLinkLateFrameOfClosedChannelIgnored: a frame for a channel both
+// sides closed (one in flight when the CLOSEs crossed) is dropped; before,
+// it was taken for a broken peer and ended the link with every other
+// channel on it (hostd/term TestSessions/gpu_slice/link in CI: "unknown
+// channel 2" after a window adjust).
+func TestLinkLateFrameOfClosedChannelIgnored(t *testing.T) {
+	cl, sv := pair(t)
+	accepted := make(chan *channel, 1)
+	acceptAll(sv, func(ch gossh.Channel, reqs <-chan *gossh.Request) {
+		go DiscardRequests(reqs)
+		_, _ = io.Copy(io.Discard, ch)
+		_ = ch.Close()
+		accepted <- ch.(*channel)
+	})
+	ch, reqs, err := cl.c.OpenChannel("session", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go DiscardRequests(reqs)
+	_ = ch.Close()
+	gone := within(t, accepted, "the server's side of the channel")
+	within(t, gone.gone, "the channel to be forgotten")
+	var adj [4]byte
+	binary.BigEndian.PutUint32(adj[:], 1<<15)
+	for _, f := range []struct {
+		typ   byte
+		parts [][]byte
+	}{{frameWindowAdjust, [][]byte{adj[:]}}, {frameData, [][]byte{[]byte("late")}}, {frameChanSuccess, nil}, {frameEOF, nil}} {
+		if err := sv.c.writeFrame(f.typ, gone.remoteID, f.parts...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A channel id never handed out is still a broken peer's.
+	next, reqs2, err := cl.c.OpenChannel("session", nil)
+	if err != nil {
+		t.Fatalf("after late frames of a closed channel: %v; want the link alive", err)
+	}
+	go DiscardRequests(reqs2)
+	if _, err := next.Write([]byte("still here")); err != nil {
+		t.Fatal(err)
+	}
+	_ = next.Close()
+}
+
+// TestLinkNoReplyAfterClose: a request's reply given after the channel
+// closed (a handler slower than the session's end) is not sent: the peer
+// has forgotten the channel. Window adjusts take the same path
+// (channel.sendControl).
+func TestLinkNoReplyAfterClose(t *testing.T) {
+	cl, sv := pair(t)
+	go DiscardRequests(sv.reqs)
+	replied := make(chan struct{}, 1)
+	acceptAll(sv, func(ch gossh.Channel, reqs <-chan *gossh.Request) {
+		req := <-reqs
+		_ = ch.Close()
+		<-ch.(*channel).gone // the client answered the CLOSE and forgot the channel
+		_ = Reply(req, true, nil)
+		replied <- struct{}{}
+		go DiscardRequests(reqs)
+	})
+	for i := range 20 {
+		ch, reqs, err := cl.c.OpenChannel("session", nil)
+		if err != nil {
+			t.Fatalf("channel %d: %v (the link ended)", i, err)
+		}
+		go DiscardRequests(reqs)
+		_, _ = ch.SendRequest("env", true, nil)
+		_, _ = io.Copy(io.Discard, ch)
+		_ = ch.Close()
+		within(t, replied, "the server's late reply")
+	}
+	// The last reply was written before the answer to this.
+	if _, _, err := cl.c.SendRequest("ping", true, nil); err != nil {
+		t.Fatal(err)
+	}
+	if n := cl.c.late.Load(); n != 0 {
+		t.Errorf("%d frames of closed channels reached the client; want none after a CLOSE", n)
 	}
 }

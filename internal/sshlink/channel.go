@@ -265,17 +265,12 @@ func (ch *channel) read(p []byte, ext bool) (int, error) {
 // sendControl writes a control frame of the channel (a window adjust, a
 // request's reply) unless a CLOSE was sent or received: after the CLOSEs
 // the peer has forgotten the channel, and nothing of it may follow ours.
-// It holds sendMu, which Close holds while it writes the CLOSE.
+// send holds sendMu, which Close holds while it writes the CLOSE.
 func (ch *channel) sendControl(typ byte, parts ...[]byte) error {
-	ch.sendMu.Lock()
-	defer ch.sendMu.Unlock()
-	ch.mu.Lock()
-	closed := ch.sentClose || ch.remoteClosed
-	ch.mu.Unlock()
-	if closed {
-		return nil
+	if err := ch.send(typ, parts...); err != io.EOF {
+		return err
 	}
-	return ch.c.writeFrame(typ, ch.remoteID, parts...)
+	return nil // closed: nothing to tell the peer
 }
 
 // send writes a frame of the channel unless a CLOSE was sent or received

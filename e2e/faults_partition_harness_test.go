@@ -212,7 +212,11 @@ func (c *partitionCluster) clientCLI(stdin string, args ...string) string {
 
 // client is an API client of the logged-in admin, on the servers the
 // client knows, dialing from the client's namespace. timeout bounds each
-// call (0: the client's default).
+// call (0: the client's default); within it a read is sent again after a
+// quarter of it, as a user's client sends it again after its attempt
+// timeout: a replica that stopped (paused, or cut off before NATS noticed)
+// still receives its share of the queue group's requests until the
+// servers drop its connection, and those are answered only by a retry.
 func (c *partitionCluster) client(timeout time.Duration) *api.Client {
 	c.t.Helper()
 	f := cli.NewFactory(&cmdutil.IOStreams{})
@@ -233,7 +237,7 @@ func (c *partitionCluster) client(timeout time.Duration) *api.Client {
 	c.t.Cleanup(nc.Close)
 	copts := []api.ClientOption{api.WithToken(active.Token), api.WithProject("faults")}
 	if timeout > 0 {
-		copts = append(copts, api.WithTimeout(timeout), api.WithAttemptTimeout(timeout))
+		copts = append(copts, api.WithTimeout(timeout), api.WithAttemptTimeout(timeout/4))
 	}
 	return api.NewClient(nc, copts...)
 }

@@ -125,8 +125,8 @@ func describeRecovery(d time.Duration) string {
 }
 
 // duringCut watches the cut for its duration (from start): when the API
-// first answered five requests in a row, each in one attempt of the
-// probe's short timeout, and when the outbox row id was published; -1
+// first answered five requests in a row, each within the probe's short
+// timeout (retries included), and when the outbox row id was published; -1
 // for what did not happen within it.
 func (c *partitionCluster) duringCut(cut time.Duration, start time.Time, probe *api.Client, db *pgx.Conn, id int64) (apiBack, relayBack time.Duration) {
 	apiBack, relayBack = -1, -1

@@ -18,6 +18,7 @@ var owners = map[string]string{
 	"user_invites":          "identity",
 	"login_attempts":        "identity",
 	"oidc_exchanged_tokens": "identity",
+	"api_tokens":            "identity", // tokens for machines (docs/tokens.md)
 
 	"projects":         "project",
 	"project_members":  "project",

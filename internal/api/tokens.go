@@ -109,9 +109,10 @@ func ParseTokenTTL(s string) (time.Duration, error) {
 	var d time.Duration
 	if days, ok := strings.CutSuffix(s, "d"); ok {
 		n, err := strconv.Atoi(days)
-		if err != nil || n > int(MaxTokenTTL/(24*time.Hour))+1 || n < -1 {
+		if err != nil {
 			return 0, badTTL(s, "not a number of days")
 		}
+		n = max(-1, min(n, int(MaxTokenTTL/(24*time.Hour))+1)) // no overflow; still out of range
 		d = time.Duration(n) * 24 * time.Hour
 	} else {
 		var err error

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/gpuaas/gpuaas/controld/controldtest"
+	"github.com/gpuaas/gpuaas/controld/identity"
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/testutil"
 )
@@ -245,5 +246,33 @@ func TestTokenCreateRefusals(t *testing.T) {
 	}
 	if _, err := owner.TokenCreate(ctx, ok); !errors.Is(err, api.ErrConflict) {
 		t.Errorf("same name again: got %v; want conflict", err)
+	}
+}
+
+// TestTokenConnectionsAreLiveSessions: the bus registry, which closes the
+// NATS connections of ended sessions (identity.SessionsEnded), takes a
+// live token's connection for a live one, and a revoked token's for
+// revoked. It took every token connection for an unknown session, so a
+// token's connection was closed again within a second of each reconnect
+// and its requests timed out.
+func TestTokenConnectionsAreLiveSessions(t *testing.T) {
+	t.Parallel()
+	env := controldtest.Start(t, controldtest.Options{})
+	ctx := t.Context()
+	_, owner := tokenOwner(t, env)
+	tok, err := owner.TokenCreate(ctx, api.TokenCreateRequest{Name: "ci", Role: api.ProjectViewer, TTL: "1d"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := []api.GateSession{{SessionID: tok.Token.ID, UserID: tok.Token.ID}}
+	if ended, err := identity.SessionsEnded(ctx, env.Server.Pool(), ref, time.Now()); err != nil || len(ended) != 0 {
+		t.Errorf("live token: got ended %+v, %v; want none", ended, err)
+	}
+	if _, err := owner.TokenRevoke(ctx, api.TokenRevokeRequest{Token: "ci"}); err != nil {
+		t.Fatal(err)
+	}
+	ended, err := identity.SessionsEnded(ctx, env.Server.Pool(), ref, time.Now())
+	if err != nil || len(ended) != 1 || ended[0].Reason != api.SessionEndedRevoked {
+		t.Errorf("revoked token: got %+v, %v; want ended, revoked", ended, err)
 	}
 }

@@ -140,9 +140,6 @@ func (s *Service) Authenticate(ctx context.Context, q store.Querier, bearer stri
 // inbox an answer to it belongs in (controld's reply guard), never who may
 // act.
 func (s *Service) TokenSubject(raw string) (string, bool) {
-	if id, ok := api.MachineTokenID(raw); ok {
-		return id, true // a token's inbox is named after its id (api.TokenUserID)
-	}
 	var claims jwt.RegisteredClaims
 	_, err := jwt.ParseWithClaims(raw, &claims, func(t *jwt.Token) (any, error) {
 		return s.pub, nil

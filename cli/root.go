@@ -11,6 +11,7 @@ import (
 
 	"github.com/gpuaas/gpuaas/cli/admin"
 	"github.com/gpuaas/gpuaas/cli/alloc"
+	"github.com/gpuaas/gpuaas/cli/audit"
 	"github.com/gpuaas/gpuaas/cli/auth"
 	"github.com/gpuaas/gpuaas/cli/billing"
 	"github.com/gpuaas/gpuaas/cli/catalog"
@@ -22,6 +23,7 @@ import (
 	"github.com/gpuaas/gpuaas/cli/session"
 	sshcmd "github.com/gpuaas/gpuaas/cli/ssh"
 	"github.com/gpuaas/gpuaas/cli/sshconfig"
+	"github.com/gpuaas/gpuaas/cli/token"
 	"github.com/gpuaas/gpuaas/cli/tui"
 	"github.com/gpuaas/gpuaas/cli/watch"
 )
@@ -123,6 +125,8 @@ func addCommands(root *cobra.Command, f *cmdutil.Factory) {
 		cmdutil.LocalOnly(sshcmd.NewCmdSSH(f, nil), "runs OpenSSH on this machine"),
 		cmdutil.LocalOnly(sshconfig.NewCmdSSHConfig(f, nil), "writes OpenSSH's files on this machine"),
 		session.NewCmdSession(f),
+		token.NewCmdToken(f),
+		audit.NewCmdAudit(f),
 		cmdutil.LocalOnly(tui.NewCmdTUI(f), "draws on this machine's terminal; over SSH the gateway serves the dashboard itself (ssh -t)"),
 		cmdutil.LocalOnly(watch.NewCmdWatch(f, nil), "receives events on a NATS connection of the user's own, which a gateway session lacks"),
 		cmdutil.LocalOnly(contextcmd.NewCmdContext(f), "edits this machine's config"),

@@ -93,6 +93,9 @@ func (s *Server) endpoint(name string, need api.Access, fn func(ctx context.Cont
 			err = errDelegated
 		}
 		if err == nil {
+			err = tokenRefused(c.principal, name)
+		}
+		if err == nil {
 			err = s.limit(c, target)
 		}
 		if err == nil {
@@ -284,5 +287,6 @@ func (s *Server) endpoints() []endpointDef {
 	return slices.Concat(s.identityEndpoints(), s.projectEndpoints(), s.catalogEndpoints(), s.nodeEndpoints(),
 		s.allocEndpoints(), s.paymentsEndpoints(), s.billingEndpoints(), s.caEndpoints(), s.gateEndpoints(),
 		s.sessionsEndpoints(), s.busEndpoints(), s.outboxEndpoints(), s.eventsEndpoints(),
-		s.idleEndpoints(), s.budgetEndpoints())
+		s.idleEndpoints(), s.budgetEndpoints(),
+		s.tokensEndpoints(), s.auditEndpoints())
 }

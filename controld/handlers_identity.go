@@ -259,6 +259,9 @@ func (s *Server) whoami(ctx context.Context, c *call, _ api.Empty) (*api.WhoamiR
 		projects = []api.Project{}
 	}
 	who := api.WhoamiResponse{User: u, SessionID: c.principal.SessionID, ExpiresAt: c.principal.ExpiresAt, Projects: projects}
+	if who.Token, err = s.tokenOf(ctx, c); err != nil {
+		return nil, err
+	}
 	if p, ok, err := project.DefaultOf(ctx, s.pool, u.ID); err != nil {
 		return nil, err
 	} else if ok {

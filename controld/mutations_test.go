@@ -128,7 +128,7 @@ func TestEveryMutationWritesOneAuditRowAndOneEvent(t *testing.T) {
 	admin := env.Client(env.AdminToken)
 	bob := env.Client(bobToken)
 	anon := env.AnonClient()
-	var allocID, inviteCode, terminalID, topupID string
+	var allocID, inviteCode, terminalID, topupID, tokenID string
 	dave, _ := env.AddUser(t, "dave@example.test", api.RoleUser) // a user with a live session
 	gateway, gatewayKey := env.Gateway(t, "gw-1")
 	// The gateway logs in (gate.login) on its first call: before counting.
@@ -163,6 +163,12 @@ func TestEveryMutationWritesOneAuditRowAndOneEvent(t *testing.T) {
 		{name: "project.use", c: bob, endpoint: api.EndpointProjectUse, req: api.ProjectUseRequest{Project: controldtest.ProjectName}},
 		{name: "project.use not a member", c: bob, endpoint: api.EndpointProjectUse, req: api.ProjectUseRequest{Project: "second"}, want: api.ErrNotFound},
 		{name: "project.use no project", c: bob, endpoint: api.EndpointProjectUse, req: api.ProjectUseRequest{}, want: api.ErrInvalidArgument},
+		{name: "token.create", c: admin, endpoint: api.EndpointTokenCreate, req: api.TokenCreateRequest{Name: "ci", Role: api.ProjectViewer, TTL: "30d"},
+			got: func(t *testing.T, resp json.RawMessage) { tokenID = decoded[api.TokenCreateResponse](t, resp).Token.ID }},
+		{name: "token.create ttl 0", c: admin, endpoint: api.EndpointTokenCreate, req: api.TokenCreateRequest{Name: "ci2", Role: api.ProjectViewer, TTL: "0d"}, want: api.ErrInvalidArgument},
+		{name: "token.create by a member", c: bob, endpoint: api.EndpointTokenCreate, req: api.TokenCreateRequest{Name: "ci3", Role: api.ProjectViewer, TTL: "1d"}, want: api.ErrForbidden},
+		{name: "token.revoke", c: admin, endpoint: api.EndpointTokenRevoke, req: api.TokenRevokeRequest{Token: "ci"}},
+		{name: "token.revoke again", c: admin, endpoint: api.EndpointTokenRevoke, req: func() any { return api.TokenRevokeRequest{Token: tokenID} }, want: api.ErrConflict},
 		{name: "project.set_policy", c: admin, endpoint: api.EndpointProjectPolicy, req: api.ProjectPolicyRequest{Project: controldtest.ProjectName, IdleReleaseAfter: "2h"}},
 		{name: "project.set_policy too short", c: admin, endpoint: api.EndpointProjectPolicy, req: api.ProjectPolicyRequest{Project: controldtest.ProjectName, IdleReleaseAfter: "1s"}, want: api.ErrInvalidArgument},
 		{name: "project.set_policy by a member", c: bob, endpoint: api.EndpointProjectPolicy, req: api.ProjectPolicyRequest{Project: controldtest.ProjectName, IdleReleaseAfter: "2h"}, want: api.ErrForbidden},

@@ -18,6 +18,7 @@ var owners = map[string]string{
 	"user_invites":          "identity",
 	"login_attempts":        "identity",
 	"oidc_exchanged_tokens": "identity",
+	"api_tokens":            "identity", // tokens for machines (docs/tokens.md)
 
 	"projects":         "project",
 	"project_members":  "project",
@@ -81,6 +82,8 @@ var foreignReads = map[string]string{
 	"alloc reads project_members":       "alloc.get reads the caller's role with the allocation row: the authorization check costs no round trip of its own (bench/README.md, alloc.get in one round trip)",
 	"idle reads allocations":            "alloc.get's idle policy is read in the allocation's own batch (idle.QueuePolicy): the project's period and whether it is active, so the policy costs no round trip",
 	"idle reads allocation_transitions": "the same read's active-since time, as alloc.ActiveUnder tells it",
+	"audit reads users":                 "audit rows are listed with their actor's email, or a token's name: one lookup per row, for display (docs/audit.md)",
+	"identity reads projects":           "a token is listed with its project's name: one join, for display (docs/tokens.md)",
 }
 
 // notScanned are packages under controld whose SQL is not controld's own.

@@ -144,7 +144,9 @@ func (g *Gateway) clientFor(s ssh.Session, id sshcert.Identity, token, project s
 	if err != nil {
 		return nil, err
 	}
-	if who.User.ID != id.UserID {
+	// A token (docs/tokens.md) acts as itself, in its project: the
+	// certificate's user may use the tokens they made.
+	if who.User.ID != id.UserID && (who.Token == nil || who.Token.CreatedBy != id.UserID) {
 		g.log.Warn("command mode: token of another user", "cert_user", id.UserID, "token_user", who.User.ID)
 		return nil, &api.Error{Code: api.CodeForbidden, Message: "the token in " + envToken + " is not your certificate's user's"}
 	}

@@ -37,6 +37,6 @@ learn it (` + "`gpuaas ssh-config`" + `) before the gateway presents it.`,
 		NewCmdCARotate(f, nil),
 		NewCmdCARetire(f, nil),
 	)
-	cmd.AddCommand(ca, NewCmdNATSSetup(f, nil), newCmdNATSIdentity(f), NewCmdLedger(f), outbox.NewCmdOutbox(f), image.NewCmdImage(f))
+	cmd.AddCommand(ca, NewCmdNATSSetup(f, nil), newCmdNATSIdentity(f), NewCmdLedger(f), NewCmdAudit(f), outbox.NewCmdOutbox(f), image.NewCmdImage(f))
 	return cmd
 }

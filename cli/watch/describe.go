@@ -122,6 +122,9 @@ var describers = map[string]func(api.Event) string{
 	}) string {
 		return "SSH certificate for " + p.Key + " until " + stamp(p.ValidBefore)
 	}),
+	api.EventToken: decoded(func(t api.Token) string {
+		return fmt.Sprintf("token %s (%s in %s) created, expires %s", t.Name, t.Role, t.Project, stamp(t.ExpiresAt))
+	}),
 	api.EventSSHCA: decoded(func(k api.CAKey) string {
 		state := "added"
 		switch {

@@ -24,8 +24,11 @@ func SessionsEnded(ctx context.Context, q store.Querier, refs []api.GateSession,
 	for i, r := range refs {
 		ids[i] = r.SessionID
 	}
+	// A token's connections name the token as their session, and its
+	// principal is the token itself (docs/tokens.md).
 	rows, err := q.Query(ctx, `SELECT id, user_id, revoked_at IS NOT NULL, expires_at, delegated
-		FROM sessions WHERE id = ANY($1)`, ids)
+		FROM sessions WHERE id = ANY($1)
+		UNION ALL SELECT id, id, revoked_at IS NOT NULL, expires_at, false FROM api_tokens WHERE id = ANY($1)`, ids)
 	if err != nil {
 		return nil, fmt.Errorf("check sessions: %w", err)
 	}

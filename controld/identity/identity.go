@@ -33,6 +33,9 @@ type Principal struct {
 	// user (gate.user_token): they act as the user but may not mint
 	// credentials nor call ops.* or gate.* endpoints.
 	Delegated bool
+	// TokenID and TokenName are set when the caller is a token for
+	// machines (docs/tokens.md): UserID is then the token's own principal.
+	TokenID, TokenName string
 }
 
 // IsOperator reports whether p may use operator endpoints.

@@ -85,6 +85,9 @@ func (s *Service) Authenticate(ctx context.Context, q store.Querier, bearer stri
 		return p, nil
 	}
 	epoch := s.cache.begin()
+	if id, ok := api.MachineTokenID(raw); ok {
+		return s.authenticateMachineToken(ctx, q, raw, id, epoch)
+	}
 	var claims jwt.RegisteredClaims
 	_, err := jwt.ParseWithClaims(raw, &claims, func(t *jwt.Token) (any, error) {
 		return s.pub, nil

@@ -9,10 +9,14 @@ import (
 
 // TokenUserID is the user id a session token names (its JWT subject),
 // read without verifying it: controld verifies; a client only needs to
-// know on which inbox its replies arrive. "" when token is not a JWT.
+// know on which inbox its replies arrive. A token for machines names its
+// own id (MachineTokenID). "" when token is neither.
 func TokenUserID(token string) string {
 	if token == "" {
 		return ""
+	}
+	if id, ok := MachineTokenID(token); ok {
+		return id
 	}
 	var claims jwt.RegisteredClaims
 	if _, _, err := jwt.NewParser().ParseUnverified(token, &claims); err != nil {

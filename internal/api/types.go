@@ -75,6 +75,8 @@ type WhoamiResponse struct {
 	// DefaultProject is the project requests that name none act in (set
 	// with `gpuaas project use`); nil when the caller has none.
 	DefaultProject *Project `json:"default_project,omitempty"`
+	// Token is the token the caller is, when it is one (docs/tokens.md).
+	Token *Token `json:"token,omitempty"`
 }
 
 // Project groups allocations and the people who may use them.

@@ -70,7 +70,11 @@ var samples = map[string]sample{
 		"SSH certificate for SHA256:abc until 2026-11-28T19:00:00Z"},
 	api.EventSSHCA: {api.CAKey{CA: "user", ID: "SHA256:def", Active: true}, "user CA key SHA256:def active"},
 	api.EventsGap:  {api.EventsGapData{After: 4, First: 10, Missed: 5}, "events after #4 were dropped"},
+	api.EventJobState: {api.Job{ID: "j-1", AllocationID: "a-1", State: api.JobFailed, ExitCode: &exitSeven, Reason: "run exited with 7"},
+		"job j-1 on a-1 failed, exit 7 (run exited with 7)"},
 }
+
+var exitSeven = 7
 
 // TestEveryEventKindHasALine enumerates api.EventKinds: each kind's event
 // gets a line in `gpuaas watch` that says what happened.

@@ -1,0 +1,149 @@
+package tasks_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gpuaas/gpuaas/hostd/sim"
+	"github.com/gpuaas/gpuaas/hostd/tasks"
+	"github.com/gpuaas/gpuaas/internal/api"
+)
+
+// jobHost is a bare-metal sim host with an allocation's user provisioned:
+// jobs run through its environment as that user.
+func jobHost(t *testing.T, alloc string) (*tasks.Env, string) {
+	t.Helper()
+	_, env := simHost(t, sim.H100Baremetal8())
+	user := api.PosixUser(alloc)
+	if _, _, err := run(t, env, api.TaskProvisionUser, api.UserProvisionParams{AllocationID: alloc, UserID: "u-1", PosixUser: user}); err != nil {
+		t.Fatal(err)
+	}
+	return env, user
+}
+
+func jobReport(t *testing.T, out any, err error) api.JobReport {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, ok := out.(api.JobReport)
+	if !ok {
+		t.Fatalf("result %T; want api.JobReport", out)
+	}
+	return r
+}
+
+func TestJobStartReportsExitCode(t *testing.T) {
+	t.Parallel()
+	const alloc = "a-job00000001"
+	env, user := jobHost(t, alloc)
+	marker := filepath.Join(t.TempDir(), "setup-ran")
+	tests := []struct {
+		name      string
+		p         api.JobStartParams
+		wantCode  int
+		wantPhase string
+	}{
+		{"exit 7", api.JobStartParams{Run: "exit 7"}, 7, api.JobPhaseRun},
+		{"succeeds with env", api.JobStartParams{Run: `test "$GREETING" = hello`, Env: []string{"GREETING=hello"}}, 0, api.JobPhaseRun},
+		{"setup fails", api.JobStartParams{Setup: "exit 3", Run: "exit 0"}, 3, api.JobPhaseSetup},
+		{"setup then run", api.JobStartParams{Setup: "touch " + marker, Run: "test -e " + marker}, 0, api.JobPhaseRun},
+	}
+	for i, tt := range tests {
+		p := tt.p
+		p.JobID, p.AllocationID, p.PosixUser, p.Wait = "j-t"+string(rune('a'+i)), alloc, user, time.Minute
+		out, _, err := run(t, env, api.TaskJobStart, p)
+		r := jobReport(t, out, err)
+		if !r.Ended || r.ExitCode != tt.wantCode || r.Phase != tt.wantPhase || r.Unknown || r.EndedAt == nil {
+			t.Errorf("%s: got %+v; want ended in %s with %d", tt.name, r, tt.wantPhase, tt.wantCode)
+		}
+	}
+}
+
+func TestJobWaitFollowsALongJob(t *testing.T) {
+	t.Parallel()
+	const alloc = "a-job00000002"
+	env, user := jobHost(t, alloc)
+	release := filepath.Join(t.TempDir(), "go")
+	p := api.JobStartParams{JobID: "j-long", AllocationID: alloc, PosixUser: user, Wait: time.Second,
+		Run: "while ! test -e " + release + "; do sleep 0.05; done; exit 5"}
+	out, _, err := run(t, env, api.TaskJobStart, p)
+	if r := jobReport(t, out, err); r.Ended || r.Phase != api.JobPhaseRun || r.StartedAt == nil {
+		t.Fatalf("first report %+v; want running", r)
+	}
+	// A job.start delivered again is not a second job.
+	out, _, err = run(t, env, api.TaskJobStart, p)
+	if r := jobReport(t, out, err); r.Ended {
+		t.Fatalf("second start %+v; want the same job, running", r)
+	}
+	if err := os.WriteFile(release, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, _, err = run(t, env, api.TaskJobWait, api.JobWaitParams{JobID: "j-long", Wait: time.Minute})
+	if r := jobReport(t, out, err); !r.Ended || r.ExitCode != 5 {
+		t.Fatalf("wait %+v; want ended with 5", r)
+	}
+}
+
+func TestJobStopCancels(t *testing.T) {
+	t.Parallel()
+	const alloc = "a-job00000003"
+	env, user := jobHost(t, alloc)
+	p := api.JobStartParams{JobID: "j-stop", AllocationID: alloc, PosixUser: user, Wait: time.Second, Run: "sleep 300"}
+	out, _, err := run(t, env, api.TaskJobStart, p)
+	if r := jobReport(t, out, err); r.Ended {
+		t.Fatalf("start %+v; want running", r)
+	}
+	out, _, err = run(t, env, api.TaskJobStop, api.JobStopParams{JobID: "j-stop", Grace: time.Second})
+	if err != nil || !out.(api.JobStopReport).Signaled {
+		t.Fatalf("stop: %v %+v; want signalled", err, out)
+	}
+	out, _, err = run(t, env, api.TaskJobWait, api.JobWaitParams{JobID: "j-stop", Wait: time.Minute})
+	if r := jobReport(t, out, err); !r.Ended || !r.Cancelled || r.Signal != "SIGTERM" {
+		t.Fatalf("wait %+v; want ended, cancelled by SIGTERM", r)
+	}
+}
+
+func TestJobTimeoutEndsIt(t *testing.T) {
+	t.Parallel()
+	const alloc = "a-job00000004"
+	env, user := jobHost(t, alloc)
+	p := api.JobStartParams{JobID: "j-timeout", AllocationID: alloc, PosixUser: user, Wait: time.Minute,
+		Run: "sleep 300", Timeout: 200 * time.Millisecond}
+	out, _, err := run(t, env, api.TaskJobStart, p)
+	if r := jobReport(t, out, err); !r.Ended || !r.TimedOut || r.Signal != "SIGTERM" {
+		t.Fatalf("got %+v; want ended by its timeout", r)
+	}
+}
+
+// TestJobUnknownAfterRestart: a hostd that does not know a job (it
+// restarted since starting it; here, another state directory) reports it
+// unknown, which controld records as lost
+// (docs/decisions/0015-jobs-on-the-node.md).
+func TestJobUnknownAfterRestart(t *testing.T) {
+	t.Parallel()
+	_, env := simHost(t, sim.H100Baremetal8())
+	out, _, err := run(t, env, api.TaskJobWait, api.JobWaitParams{JobID: "j-gone", Wait: time.Second})
+	r := jobReport(t, out, err)
+	if !r.Ended || !r.Unknown || !strings.Contains(r.Reason, "restarted") {
+		t.Fatalf("got %+v; want unknown, with the reason", r)
+	}
+}
+
+func TestJobStartRefusesBadParams(t *testing.T) {
+	t.Parallel()
+	_, env := simHost(t, sim.H100Baremetal8())
+	for _, p := range []api.JobStartParams{
+		{JobID: "j-1", AllocationID: "a-job00000005", PosixUser: api.PosixUser("a-job00000005")},              // no run
+		{JobID: "j-1", AllocationID: "nope", PosixUser: "x", Run: "true"},                                     // bad allocation
+		{JobID: "j-1", AllocationID: "a-job00000005", PosixUser: "root;rm", Run: "true"},                      // bad user
+		{JobID: "j-1", AllocationID: "a-job00000005", PosixUser: api.PosixUser("a-nouser00001"), Run: "true"}, // no such user
+	} {
+		if _, _, err := run(t, env, api.TaskJobStart, p); err == nil {
+			t.Errorf("%+v: started; want refused", p)
+		}
+	}
+}

@@ -35,6 +35,10 @@ const EventJobState = api.EventJobState
 
 // Config tunes how controld follows jobs; the zero value is the defaults.
 type Config struct {
+	// StartWait is how long job.start waits for the job to end before
+	// reporting it running (default 1s: a short job ends in one task, a
+	// long one shows running at once).
+	StartWait time.Duration
 	// Wait is how long one job.start or job.wait task waits for the job
 	// to end before reporting it still runs (default 5m: well inside the
 	// node task deadline, controld/hosts Tuning.TaskDeadline).
@@ -45,6 +49,9 @@ type Config struct {
 }
 
 func (c Config) withDefaults() Config {
+	if c.StartWait <= 0 {
+		c.StartWait = time.Second
+	}
 	if c.Wait <= 0 {
 		c.Wait = 5 * time.Minute
 	}

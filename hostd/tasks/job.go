@@ -40,7 +40,7 @@ func jobStart(ctx context.Context, env *Env, p api.JobStartParams, _ Reporter) (
 		j = sup.start(e, p, env.now)
 		env.Log.Info("job started", "job", p.JobID, "allocation", p.AllocationID)
 	}
-	return j.wait(ctx, min(max(p.Wait, time.Second), maxJobWait)), nil
+	return j.wait(ctx, min(max(p.Wait, 0), maxJobWait)), nil
 }
 
 // jobWait reports within p.Wait whether a job ended; a job this hostd

@@ -1,10 +1,17 @@
 package e2e
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go"
 
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/testutil"
@@ -13,8 +20,9 @@ import (
 // TestJobsInDev is the first slice of jobs' acceptance (docs/jobs.md) with
 // the built binary and `gpuaas dev`: on an active bare-metal allocation,
 // `gpuaas run -f job.yaml` with `run: exit 7` exits 7; `run: echo hello`
-// exits 0 (its output is not streamed yet); a setup that fails ends the
-// job at setup with its code; `release: on-exit` leaves the allocation
+// prints hello (the end of its output, once it ended: not streamed yet)
+// and exits 0; a setup that fails ends the job at setup with its code and
+// its output; `release: on-exit` leaves the allocation
 // released with reason "job finished", `keep` leaves it active; a
 // detached job is followed again with `job wait`, and `job cancel` ends
 // it; bad job.yaml is refused naming the field, before anything is
@@ -58,11 +66,12 @@ func TestJobsInDev(t *testing.T) {
 	if r := dev.gpuaas(t, spec("exit 7", "keep"), "run", "-f", "-"); r.code != 7 || !strings.Contains(r.stderr, "exited with 7") {
 		t.Errorf("run exit 7: exit %d %q; want 7", r.code, r.stderr)
 	}
-	if r := dev.gpuaas(t, spec("echo hello", "keep", "setup: exit 3\n"), "run", "-f", "-"); r.code != 3 || !strings.Contains(r.stderr, "setup exited with 3") {
-		t.Errorf("run with a failing setup: exit %d %q; want 3 at setup", r.code, r.stderr)
+	if r := dev.gpuaas(t, spec("echo hello", "keep", "setup: echo preparing; exit 3\n"), "run", "-f", "-"); r.code != 3 ||
+		!strings.Contains(r.stderr, "setup exited with 3") || r.stdout != "preparing\n" {
+		t.Errorf("run with a failing setup: exit %d %q %q; want 3 at setup, with its output", r.code, r.stdout, r.stderr)
 	}
-	if r := dev.gpuaas(t, spec(`test "$GREETING" = hello && echo hello`, "keep", "env: {GREETING: hello}\n"), "run", "-f", "-"); r.code != 0 {
-		t.Errorf("run echo hello: exit %d %q; want 0", r.code, r.stderr)
+	if r := dev.gpuaas(t, spec(`test "$GREETING" = hello && echo hello`, "keep", "env: {GREETING: hello}\n"), "run", "-f", "-"); r.code != 0 || r.stdout != "hello\n" {
+		t.Errorf("run echo hello: exit %d %q %q; want 0 printing hello", r.code, r.stdout, r.stderr)
 	}
 	var alloc api.Allocation
 	dev.gpuaasJSON(t, &alloc, "alloc", "get", a.ID, "--json")
@@ -102,4 +111,101 @@ func TestJobsInDev(t *testing.T) {
 	if n := jobs(); n != 5 {
 		t.Errorf("job list shows %d jobs; want 5", n)
 	}
+}
+
+// BenchmarkJobSubmitToRunning measures job.create → the job running on an
+// allocation that is already active (`gpuaas dev` with its sim hosts, an
+// API client in this process polling job.get every 5 ms): the p50 and
+// p99 in ms. Each job is cancelled and waited for before the next.
+func BenchmarkJobSubmitToRunning(b *testing.B) {
+	data, cfg := tempDirTB(b, "gpuaas-bench-data-"), tempDirTB(b, "gpuaas-bench-cfg-")
+	pw := filepath.Join(cfg, "pw")
+	if err := os.WriteFile(pw, []byte(devPassword+"\n"), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	dev := startDevBin(b, binary, data, cfg, "--password-file", pw, "--log-level", "warn")
+	if r := dev.gpuaas(b, devPassword+"\n", "login", "--password-stdin"); r.code != 0 {
+		b.Fatalf("login exited %d: %s", r.code, r.stderr)
+	}
+	client := benchClient(b, cfg)
+	ctx := context.Background()
+	a, err := client.AllocCreate(ctx, api.AllocCreateRequest{SKU: "h100-baremetal", GPUs: 8})
+	if err != nil {
+		b.Fatal(err)
+	}
+	until := func(what string, done func() bool) {
+		for deadline := time.Now().Add(2 * time.Minute); !done(); time.Sleep(5 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				b.Fatalf("waited 2m for %s", what)
+			}
+		}
+	}
+	until("the allocation to be active", func() bool {
+		got, err := client.AllocGet(ctx, a.ID)
+		return err == nil && got.State == api.AllocActive
+	})
+	var took []time.Duration
+	b.ResetTimer()
+	for range b.N {
+		start := time.Now()
+		j, err := client.JobCreate(ctx, api.JobCreateRequest{AllocationID: a.ID, Run: "sleep 60", Release: "keep"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		until("the job to run", func() bool {
+			got, err := client.JobGet(ctx, j.ID)
+			return err == nil && got.State == api.JobRunning
+		})
+		took = append(took, time.Since(start))
+		b.StopTimer()
+		if _, err := client.JobCancel(ctx, j.ID); err != nil {
+			b.Fatal(err)
+		}
+		until("the job to end", func() bool {
+			got, err := client.JobGet(ctx, j.ID)
+			return err == nil && api.JobFinal(got.State)
+		})
+		b.StartTimer()
+	}
+	b.StopTimer()
+	slices.Sort(took)
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+	b.ReportMetric(ms(took[len(took)/2]), "p50-ms")
+	b.ReportMetric(ms(took[len(took)*99/100]), "p99-ms")
+}
+
+// benchClient is an API client with the session `gpuaas login` kept in
+// config directory cfg.
+func benchClient(b *testing.B, cfg string) *api.Client {
+	b.Helper()
+	raw, err := os.ReadFile(filepath.Join(cfg, "config.json"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	var c struct {
+		Contexts map[string]struct{ Server, Token string } `json:"contexts"`
+	}
+	if err := json.Unmarshal(raw, &c); err != nil || c.Contexts["dev"].Token == "" {
+		b.Fatalf("config: %v %s", err, raw)
+	}
+	opts, _ := api.SessionConnOptions(c.Contexts["dev"].Token)
+	nc, err := nats.Connect(c.Contexts["dev"].Server, opts...)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(nc.Close)
+	return api.NewClient(nc, api.WithToken(c.Contexts["dev"].Token))
+}
+
+func tempDirTB(b *testing.B, prefix string) string {
+	b.Helper()
+	d, err := os.MkdirTemp("", prefix)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := os.Chmod(d, 0o755); err != nil { // the postgres account must traverse it
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { os.RemoveAll(d) })
+	return d
 }

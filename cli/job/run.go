@@ -45,7 +45,8 @@ job.yaml is checked before anything is sent: an unknown key, a missing
 run, a bad value is refused naming the field and its line (exit 2).
 Not built yet, and refused: resources.sku (rent with ` + "`gpuaas alloc create --wait`" + `
 and name the allocation), image, workdir, secret: values, retries.
-The job's output is not streamed yet.`,
+The job's output is not streamed yet: once it ended, its last 16 KiB are
+printed on standard output.`,
 		Args: cmdutil.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			if opts.File == "" {

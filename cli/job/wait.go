@@ -3,6 +3,7 @@ package job
 import (
 	"context"
 	"fmt"
+	"io"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -31,7 +32,8 @@ func NewCmdWait(f *cmdutil.Factory, runF func(context.Context, *WaitOptions) err
 		Short: "Wait for a job to end and exit with its exit code",
 		Long: `Wait for a job to end, then exit with the job's own exit code (0 when it
 succeeded). When the platform ended it (lost, or its timeout), exit 125
-(job_platform_failure, see ` + "`gpuaas help exit-codes`" + `) and print the reason.`,
+(job_platform_failure, see ` + "`gpuaas help exit-codes`" + `) and print the reason.
+The end of the job's output (its last 16 KiB) is printed on standard output.`,
 		Args: cmdutil.ExactArgs(1, "a job ID"),
 		RunE: func(c *cobra.Command, args []string) error {
 			opts.ID = args[0]
@@ -82,6 +84,7 @@ func waitJob(ctx context.Context, ios *cmdutil.IOStreams, client *api.Client, id
 			shown = j.State
 		}
 		if api.JobFinal(j.State) {
+			printOutput(ios, j)
 			return j, jobExit(j)
 		}
 		select {
@@ -114,3 +117,12 @@ func jobExit(j *api.Job) error {
 }
 
 func isTimeout(reason string) bool { return len(reason) >= 8 && reason[:8] == "timeout:" }
+
+// printOutput prints the end of an ended job's output on stdout, saying
+// on stderr when its start is not kept (until logs are: docs/jobs.md).
+func printOutput(ios *cmdutil.IOStreams, j *api.Job) {
+	if cut := j.OutputBytes - int64(len(j.Output)); cut > 0 {
+		fmt.Fprintf(ios.ErrOut, "job %s: the first %d bytes of its output are not kept; its last %d follow\n", j.ID, cut, len(j.Output))
+	}
+	_, _ = io.WriteString(ios.Out, j.Output)
+}

@@ -138,6 +138,10 @@ func Get(ctx context.Context, q store.Querier, actor alloc.Actor, id string) (ap
 	if err := authorize(ctx, q, actor, j, project.AccessRead); err != nil {
 		return api.Job{}, err
 	}
+	// The output only here: lists and events stay small.
+	if err := q.QueryRow(ctx, `SELECT output, output_bytes FROM jobs WHERE id = $1`, id).Scan(&j.Output, &j.OutputBytes); err != nil {
+		return api.Job{}, fmt.Errorf("job %s output: %w", id, err)
+	}
 	return j.Job, nil
 }
 

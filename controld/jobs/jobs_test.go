@@ -97,10 +97,17 @@ func TestJobEndsWithItsExitCodeAndReleases(t *testing.T) {
 	}
 	end := t0.Add(time.Minute)
 	eff := w.settle(t, task, typ, reported(t, api.JobReport{JobID: j.ID, Ended: true, Phase: api.JobPhaseRun, ExitCode: 7,
-		StartedAt: &start, EndedAt: &end}))
+		StartedAt: &start, EndedAt: &end, Output: "bye\x00", OutputBytes: 4}))
 	got, _ = jobs.Get(context.Background(), w.pool, w.bob, j.ID)
 	if got.State != api.JobFailed || got.ExitCode == nil || *got.ExitCode != 7 || got.EndedAt == nil {
 		t.Fatalf("after end: %+v; want failed with 7", got)
+	}
+	// The output (a NUL replaced: Postgres text takes none) in job.get, not in lists.
+	if got.Output != "bye\uFFFD" || got.OutputBytes != 4 {
+		t.Errorf("output %q (%d bytes); want %q", got.Output, got.OutputBytes, "bye\uFFFD")
+	}
+	if list, err := jobs.List(context.Background(), w.pool, w.bob, api.JobListRequest{}); err != nil || len(list) != 1 || list[0].Output != "" {
+		t.Errorf("list: %v %+v; want the job without its output", err, list)
 	}
 	var state, reason string
 	if err := w.pool.QueryRow(context.Background(), `SELECT state, reason FROM allocations WHERE id = $1`, w.allocID).Scan(&state, &reason); err != nil {

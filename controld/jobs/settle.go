@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -65,6 +66,18 @@ func settleReport(ctx context.Context, tx pgx.Tx, o tasks.Outcome, cfg Config) (
 	}
 	return ended(ctx, tx, j, rep, o.Now)
 }
+
+// cleanOutput keeps what Postgres text takes of a node's report of
+// output: valid UTF-8 without NUL, at most outputMax bytes (the end).
+func cleanOutput(s string) string {
+	if len(s) > outputMax {
+		s = s[len(s)-outputMax:]
+	}
+	return strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "\uFFFD")
+}
+
+// outputMax bounds the output kept of a job (hostd sends 16 KiB at most).
+const outputMax = 16 << 10
 
 func lostReason(o tasks.Outcome) string {
 	if o.Result.Status == api.TaskInterrupted {
@@ -129,8 +142,9 @@ func ended(ctx context.Context, tx pgx.Tx, j row, rep api.JobReport, now time.Ti
 		j.ExitCode = &code
 	}
 	if _, err := tx.Exec(ctx, `UPDATE jobs SET state = $2, phase = $3, exit_code = $4, signal = $5, reason = $6,
-		started_at = $7, ended_at = $8, task_id = '', updated_at = $9 WHERE id = $1`,
-		j.ID, j.State, j.Phase, j.ExitCode, j.Signal, j.Reason, j.StartedAt, j.EndedAt, now); err != nil {
+		started_at = $7, ended_at = $8, task_id = '', updated_at = $9, output = $10, output_bytes = $11 WHERE id = $1`,
+		j.ID, j.State, j.Phase, j.ExitCode, j.Signal, j.Reason, j.StartedAt, j.EndedAt, now,
+		cleanOutput(rep.Output), max(rep.OutputBytes, 0)); err != nil {
 		return tasks.Effect{}, fmt.Errorf("job %s ended: %w", j.ID, err)
 	}
 	eff, err := told(ctx, tx, j.Job)

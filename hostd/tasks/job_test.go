@@ -147,3 +147,23 @@ func TestJobStartRefusesBadParams(t *testing.T) {
 		}
 	}
 }
+
+// TestJobOutputTail: the final report carries the end of the output,
+// stdout and stderr, at most 16 KiB, and counts all of it.
+func TestJobOutputTail(t *testing.T) {
+	t.Parallel()
+	const alloc = "a-job00000006"
+	env, user := jobHost(t, alloc)
+	out, _, err := run(t, env, api.TaskJobStart, api.JobStartParams{JobID: "j-out", AllocationID: alloc, PosixUser: user,
+		Wait: time.Minute, Run: "echo hello; echo oops >&2"})
+	if r := jobReport(t, out, err); r.Output != "hello\noops\n" || r.OutputBytes != 11 {
+		t.Errorf("got output %q (%d bytes); want hello and oops", r.Output, r.OutputBytes)
+	}
+	out, _, err = run(t, env, api.TaskJobStart, api.JobStartParams{JobID: "j-big", AllocationID: alloc, PosixUser: user,
+		Wait: time.Minute, Run: "head -c 40000 /dev/zero | tr '\\0' a; printf 'END\\0'"})
+	r := jobReport(t, out, err)
+	if len(r.Output) != 16<<10+2 || r.OutputBytes != 40004 || !strings.HasSuffix(r.Output, "END\uFFFD") {
+		t.Errorf("got %d bytes of output, %d in all, ending %q; want the last 16 KiB (NUL replaced), 40004 in all",
+			len(r.Output), r.OutputBytes, r.Output[max(0, len(r.Output)-8):])
+	}
+}

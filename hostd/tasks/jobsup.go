@@ -3,6 +3,7 @@ package tasks
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -43,6 +44,7 @@ type jobSupervisor struct {
 type runningJob struct {
 	id      string
 	started time.Time
+	output  tailBuffer
 	done    chan struct{} // closed when report is final
 	// mu protects the following.
 	mu        sync.Mutex
@@ -107,6 +109,7 @@ func (j *runningJob) run(e hostenv.Environment, p api.JobStartParams, now func()
 	}
 	end := now()
 	rep.EndedAt = &end
+	rep.Output, rep.OutputBytes = j.output.text()
 	j.mu.Lock()
 	rep.Cancelled, rep.TimedOut = j.cancelled, j.timedOut
 	j.report, j.proc = rep, nil
@@ -120,7 +123,7 @@ func (j *runningJob) phase1(e hostenv.Environment, name, script string, env []st
 		j.mu.Unlock()
 		return hostenv.ExitStatus{Code: 255}, fmt.Errorf("the job was stopped before %s", name)
 	}
-	proc, err := e.Exec(context.Background(), hostenv.ExecSpec{Command: script, Env: env})
+	proc, err := e.Exec(context.Background(), hostenv.ExecSpec{Command: script, Env: env, Stdout: &j.output, Stderr: &j.output})
 	if err == nil {
 		j.phase, j.proc = name, proc
 	}
@@ -199,4 +202,36 @@ func signalName(s syscall.Signal) string {
 		return "SIGABRT"
 	}
 	return fmt.Sprintf("signal %d", int(s))
+}
+
+// outputTail is how much of a job's output (stdout and stderr, in the
+// order written) its final report carries: the end of it.
+const outputTail = 16 << 10
+
+// tailBuffer keeps the last outputTail bytes written to it.
+type tailBuffer struct {
+	// mu protects the following.
+	mu    sync.Mutex
+	buf   []byte
+	total int64
+}
+
+func (b *tailBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.total += int64(len(p))
+	b.buf = append(b.buf, p...)
+	if over := len(b.buf) - outputTail; over > 0 {
+		b.buf = append(b.buf[:0], b.buf[over:]...)
+	}
+	return len(p), nil
+}
+
+// text is the kept tail as valid UTF-8 text without NUL bytes, and the
+// number of bytes written in all.
+func (b *tailBuffer) text() (string, int64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	s := strings.ToValidUTF8(string(b.buf), "\uFFFD")
+	return strings.ReplaceAll(s, "\x00", "\uFFFD"), b.total
 }

@@ -57,24 +57,29 @@ type JobCreateRequest struct {
 // Job is a job as job.get and job.list show it. Env values are never
 // shown: only the names.
 type Job struct {
-	ID             string     `json:"id"`
-	ProjectID      string     `json:"project_id"`
-	UserID         string     `json:"user_id"`
-	AllocationID   string     `json:"allocation_id"`
-	NodeID         string     `json:"node_id"`
-	Name           string     `json:"name,omitempty"`
-	State          string     `json:"state"`
-	Phase          string     `json:"phase,omitempty"`
-	ExitCode       *int       `json:"exit_code,omitempty"`
-	Signal         string     `json:"signal,omitempty"`
-	Reason         string     `json:"reason,omitempty"`
-	Release        string     `json:"release"`
-	TimeoutSeconds int64      `json:"timeout_seconds,omitempty"`
-	EnvNames       []string   `json:"env_names,omitempty"`
-	Cancelling     bool       `json:"cancelling,omitempty"`
-	CreatedAt      time.Time  `json:"created_at"`
-	StartedAt      *time.Time `json:"started_at,omitempty"`
-	EndedAt        *time.Time `json:"ended_at,omitempty"`
+	ID             string   `json:"id"`
+	ProjectID      string   `json:"project_id"`
+	UserID         string   `json:"user_id"`
+	AllocationID   string   `json:"allocation_id"`
+	NodeID         string   `json:"node_id"`
+	Name           string   `json:"name,omitempty"`
+	State          string   `json:"state"`
+	Phase          string   `json:"phase,omitempty"`
+	ExitCode       *int     `json:"exit_code,omitempty"`
+	Signal         string   `json:"signal,omitempty"`
+	Reason         string   `json:"reason,omitempty"`
+	Release        string   `json:"release"`
+	TimeoutSeconds int64    `json:"timeout_seconds,omitempty"`
+	EnvNames       []string `json:"env_names,omitempty"`
+	Cancelling     bool     `json:"cancelling,omitempty"`
+	// Output is the end of the job's output once it ended (at most
+	// 16 KiB; job.get only, until logs are kept: docs/jobs.md), and
+	// OutputBytes how much it wrote in all.
+	Output      string     `json:"output,omitempty"`
+	OutputBytes int64      `json:"output_bytes,omitempty"`
+	CreatedAt   time.Time  `json:"created_at"`
+	StartedAt   *time.Time `json:"started_at,omitempty"`
+	EndedAt     *time.Time `json:"ended_at,omitempty"`
 }
 
 // JobRef names a job.
@@ -138,6 +143,11 @@ type JobReport struct {
 	Reason    string     `json:"reason,omitempty"`
 	StartedAt *time.Time `json:"started_at,omitempty"`
 	EndedAt   *time.Time `json:"ended_at,omitempty"`
+	// Output is the end of the job's output (stdout and stderr as
+	// written, at most 16 KiB, as UTF-8) in a final report; OutputBytes
+	// counts all of it.
+	Output      string `json:"output,omitempty"`
+	OutputBytes int64  `json:"output_bytes,omitempty"`
 }
 
 // JobStopReport is what job.stop reports: whether the job was

@@ -20,6 +20,9 @@ CREATE TABLE jobs (
     reason        text NOT NULL DEFAULT '',
     task_id       text NOT NULL DEFAULT '',
     cancel_requested boolean NOT NULL DEFAULT false,
+    -- The end of the job's output (16 KiB at most), until logs are kept.
+    output        text NOT NULL DEFAULT '',
+    output_bytes  bigint NOT NULL DEFAULT 0,
     created_at    timestamptz NOT NULL,
     started_at    timestamptz,
     ended_at      timestamptz,

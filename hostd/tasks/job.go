@@ -30,7 +30,7 @@ func jobStart(ctx context.Context, env *Env, p api.JobStartParams, _ Reporter) (
 	if env.Envs == nil {
 		return nil, fmt.Errorf("job %s: this hostd runs no jobs (no environments)", p.JobID)
 	}
-	sup := supervisorFor(env.StateDir)
+	sup := supervisorFor(env.Envs)
 	j := sup.get(p.JobID)
 	if j == nil {
 		e, err := env.Envs.Open(ctx, hostenv.Alloc{ID: p.AllocationID, PosixUser: p.PosixUser})
@@ -46,7 +46,10 @@ func jobStart(ctx context.Context, env *Env, p api.JobStartParams, _ Reporter) (
 // jobWait reports within p.Wait whether a job ended; a job this hostd
 // does not know (it restarted since starting it) is reported unknown.
 func jobWait(ctx context.Context, env *Env, p api.JobWaitParams, _ Reporter) (any, error) {
-	j := supervisorFor(env.StateDir).get(p.JobID)
+	var j *runningJob
+	if env.Envs != nil {
+		j = supervisorFor(env.Envs).get(p.JobID)
+	}
 	if j == nil {
 		return api.JobReport{JobID: p.JobID, Ended: true, Unknown: true,
 			Reason: "hostd restarted while the job ran; the job was not re-attached"}, nil
@@ -57,7 +60,10 @@ func jobWait(ctx context.Context, env *Env, p api.JobWaitParams, _ Reporter) (an
 // jobStop ends a job: SIGTERM to its process group, SIGKILL after
 // p.Grace; the job's own report (job.wait) then says it was cancelled.
 func jobStop(_ context.Context, env *Env, p api.JobStopParams, _ Reporter) (any, error) {
-	j := supervisorFor(env.StateDir).get(p.JobID)
+	var j *runningJob
+	if env.Envs != nil {
+		j = supervisorFor(env.Envs).get(p.JobID)
+	}
 	if j == nil {
 		return api.JobStopReport{JobID: p.JobID}, nil
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/gpuaas/gpuaas/hostd/sim"
 	"github.com/gpuaas/gpuaas/hostd/tasks"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/testutil"
 )
 
 // jobHost is a bare-metal sim host with an allocation's user provisioned:
@@ -119,14 +120,26 @@ func TestJobTimeoutEndsIt(t *testing.T) {
 	}
 }
 
-// TestJobUnknownAfterRestart: a hostd that does not know a job (it
-// restarted since starting it; here, another state directory) reports it
-// unknown, which controld records as lost
+// TestJobUnknownAfterRestart: a restarted hostd — a new task Env from
+// the same host and state directory, as a restart in the same process
+// (gpuaas dev) makes — does not know the jobs of the one before it and
+// reports them unknown, which controld records as lost
 // (docs/decisions/0015-jobs-on-the-node.md).
 func TestJobUnknownAfterRestart(t *testing.T) {
 	t.Parallel()
-	_, env := simHost(t, sim.H100Baremetal8())
-	out, _, err := run(t, env, api.TaskJobWait, api.JobWaitParams{JobID: "j-gone", Wait: time.Second})
+	const alloc = "a-job00000007"
+	h, env := simHost(t, sim.H100Baremetal8())
+	user := api.PosixUser(alloc)
+	if _, _, err := run(t, env, api.TaskProvisionUser, api.UserProvisionParams{AllocationID: alloc, UserID: "u-1", PosixUser: user}); err != nil {
+		t.Fatal(err)
+	}
+	out, _, err := run(t, env, api.TaskJobStart, api.JobStartParams{JobID: "j-before", AllocationID: alloc, PosixUser: user,
+		Wait: 0, Run: "sleep 2"})
+	if r := jobReport(t, out, err); r.Ended {
+		t.Fatalf("start %+v; want running", r)
+	}
+	restarted := h.Env("n-test", testutil.Logger(t))
+	out, _, err = run(t, restarted, api.TaskJobWait, api.JobWaitParams{JobID: "j-before", Wait: time.Second})
 	r := jobReport(t, out, err)
 	if !r.Ended || !r.Unknown || !strings.Contains(r.Reason, "restarted") {
 		t.Fatalf("got %+v; want unknown, with the reason", r)

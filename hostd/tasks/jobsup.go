@@ -18,13 +18,15 @@ type EnvOpener interface {
 	Open(ctx context.Context, a hostenv.Alloc) (hostenv.Environment, error)
 }
 
-// supervisors holds the job supervisor of each hostd state directory: a
-// handler's Env is copied per task, and one process may run several sim
-// hosts, each with its own state directory.
-var supervisors sync.Map // state dir → *jobSupervisor
+// supervisors holds the job supervisor of each running hostd, by its
+// environment opener: a handler's Env is copied per task, but its opener
+// is the agent's one, made when hostd starts (sim hosts, cli/daemon). A
+// restarted hostd, even in the same process (gpuaas dev, tests), has a
+// new opener and so knows none of the jobs before it.
+var supervisors sync.Map // EnvOpener → *jobSupervisor
 
-func supervisorFor(stateDir string) *jobSupervisor {
-	s, _ := supervisors.LoadOrStore(stateDir, &jobSupervisor{jobs: map[string]*runningJob{}})
+func supervisorFor(envs EnvOpener) *jobSupervisor {
+	s, _ := supervisors.LoadOrStore(envs, &jobSupervisor{jobs: map[string]*runningJob{}})
 	return s.(*jobSupervisor)
 }
 

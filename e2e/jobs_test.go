@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -25,8 +26,8 @@ import (
 // its output; `release: on-exit` leaves the allocation
 // released with reason "job finished", `keep` leaves it active; a
 // detached job is followed again with `job wait`, and `job cancel` ends
-// it; bad job.yaml is refused naming the field, before anything is
-// created.
+// it; `ssh gpuaas-dev run -f - < job.yaml` works with only OpenSSH; bad
+// job.yaml is refused naming the field, before anything is created.
 func TestJobsInDev(t *testing.T) {
 	data, cfg := tempDir(t, "gpuaas-e2e-data-"), tempDir(t, "gpuaas-e2e-cfg-")
 	pwFile := writeFile(t, cfg, "pw", devPassword+"\n")
@@ -97,6 +98,18 @@ func TestJobsInDev(t *testing.T) {
 		t.Errorf("job wait of a cancelled job: exit %d %q; want 143 (SIGTERM), cancelled", r.code, r.stderr)
 	}
 
+	// Over SSH, with nothing installed but OpenSSH: `ssh gpuaas-dev run -f - < job.yaml`.
+	if r := dev.gpuaas(t, "", "ssh-config"); r.code != 0 {
+		t.Fatalf("ssh-config: exit %d %s", r.code, r.stderr)
+	}
+	ssh := exec.Command("ssh", "-F", filepath.Join(cfg, "ssh", "dev", "config"), "-o", "BatchMode=yes", "gpuaas-dev", "run", "-f", "-")
+	ssh.Stdin = strings.NewReader(spec("echo over ssh; exit 7", "keep"))
+	var sshOut, sshErr strings.Builder
+	ssh.Stdout, ssh.Stderr = &sshOut, &sshErr
+	if err := ssh.Run(); ssh.ProcessState == nil || ssh.ProcessState.ExitCode() != 7 || sshOut.String() != "over ssh\n" {
+		t.Errorf("ssh gpuaas-dev run -f -: %v, %q %q; want exit 7 printing 'over ssh'", err, sshOut.String(), sshErr.String())
+	}
+
 	// release: on-exit releases the allocation with reason "job finished".
 	if r := dev.gpuaas(t, spec("true", "on-exit"), "run", "-f", "-"); r.code != 0 {
 		t.Fatalf("run on-exit: exit %d %q", r.code, r.stderr)
@@ -108,8 +121,8 @@ func TestJobsInDev(t *testing.T) {
 	if alloc.Reason != api.JobReleaseReason {
 		t.Errorf("released with reason %q; want %q", alloc.Reason, api.JobReleaseReason)
 	}
-	if n := jobs(); n != 5 {
-		t.Errorf("job list shows %d jobs; want 5", n)
+	if n := jobs(); n != 6 {
+		t.Errorf("job list shows %d jobs; want 6", n)
 	}
 }
 

@@ -26,8 +26,10 @@ import (
 // its output; `release: on-exit` leaves the allocation
 // released with reason "job finished", `keep` leaves it active; a
 // detached job is followed again with `job wait`, and `job cancel` ends
-// it; `ssh gpuaas-dev run -f - < job.yaml` works with only OpenSSH; bad
-// job.yaml is refused naming the field, before anything is created.
+// it; `ssh gpuaas-dev run -f - < job.yaml` works with only OpenSSH;
+// resources.sku rents the allocation and releases it after; bad job.yaml
+// and an unknown SKU are refused naming the field, before anything is
+// created.
 func TestJobsInDev(t *testing.T) {
 	data, cfg := tempDir(t, "gpuaas-e2e-data-"), tempDir(t, "gpuaas-e2e-cfg-")
 	pwFile := writeFile(t, cfg, "pw", devPassword+"\n")
@@ -124,6 +126,30 @@ func TestJobsInDev(t *testing.T) {
 	if n := jobs(); n != 6 {
 		t.Errorf("job list shows %d jobs; want 6", n)
 	}
+
+	// resources.sku rents the allocation, runs the job on it and (on-exit)
+	// releases it; an unknown SKU is refused before anything is created.
+	var allocs []api.Allocation
+	dev.gpuaasJSON(t, &allocs, "alloc", "list", "--all", "--json")
+	if r := dev.gpuaas(t, "resources: {sku: no-such-sku}\nrun: x\n", "run", "-f", "-"); r.code == 0 || !strings.Contains(r.stderr, "no-such-sku") {
+		t.Errorf("run on an unknown SKU: exit %d %q; want refused naming it", r.code, r.stderr)
+	}
+	r = dev.gpuaas(t, "resources: {sku: h100-baremetal, gpus: 8}\nrun: echo rented\n", "run", "-f", "-")
+	if r.code != 0 || r.stdout != "rented\n" || !strings.Contains(r.stderr, "per hour") {
+		t.Fatalf("run on a rented allocation: exit %d %q %q; want 0 printing 'rented' after the price", r.code, r.stdout, r.stderr)
+	}
+	var after []api.Allocation
+	dev.gpuaasJSON(t, &after, "alloc", "list", "--all", "--json")
+	if len(after) != len(allocs)+1 {
+		t.Fatalf("%d allocations after the run; want %d (one rented, none for the unknown SKU)", len(after), len(allocs)+1)
+	}
+	var list []api.Job
+	dev.gpuaasJSON(t, &list, "job", "list", "--json")
+	rentedID := list[0].AllocationID
+	testutil.EventuallyWithin(t, time.Minute, "the rented allocation to be released", func() bool {
+		dev.gpuaasJSON(t, &alloc, "alloc", "get", rentedID, "--json")
+		return alloc.State == api.AllocReleased && alloc.Reason == api.JobReleaseReason
+	})
 }
 
 // BenchmarkJobSubmitToRunning measures job.create → the job running on an

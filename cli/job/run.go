@@ -43,8 +43,11 @@ standard output and return at once.
 
 job.yaml is checked before anything is sent: an unknown key, a missing
 run, a bad value is refused naming the field and its line (exit 2).
-Not built yet, and refused: resources.sku (rent with ` + "`gpuaas alloc create --wait`" + `
-and name the allocation), image, workdir, secret: values, retries.
+With resources.sku, an allocation of that SKU is rented first: its price
+is printed, and it is created (with a key derived from --idempotency-key,
+so a retry reuses it) and waited for; release: on-exit (the default)
+releases it when the job ends. resources.allocation runs on one you have.
+Not built yet, and refused: image, workdir, secret: values, retries.
 The job's output is not streamed yet: once it ended, its last 16 KiB are
 printed on standard output.`,
 		Args: cmdutil.NoArgs,
@@ -65,7 +68,7 @@ printed on standard output.`,
 }
 
 func runRun(ctx context.Context, opts *RunOptions) error {
-	req, err := readJob(opts.IO, opts.File)
+	req, sku, err := readJob(opts.IO, opts.File)
 	if err != nil {
 		return err
 	}
@@ -77,8 +80,21 @@ func runRun(ctx context.Context, opts *RunOptions) error {
 	if key == "" {
 		key = api.NewIdempotencyKey()
 	}
+	rented := ""
+	if req.AllocationID == "" {
+		if req.AllocationID, err = rent(ctx, opts.IO, client, sku, key); err != nil {
+			return err
+		}
+		rented = req.AllocationID
+	}
 	j, err := client.JobCreate(ctx, req, api.WithIdempotencyKey(key))
 	if err != nil {
+		if rented != "" {
+			// The allocation was for this job only: give it back.
+			if _, rerr := client.AllocRelease(ctx, api.AllocReleaseRequest{ID: rented}); rerr == nil {
+				fmt.Fprintf(opts.IO.ErrOut, "allocation %s released: the job could not be created\n", rented)
+			}
+		}
 		return err
 	}
 	if opts.Detach {
@@ -90,39 +106,40 @@ func runRun(ctx context.Context, opts *RunOptions) error {
 	return err
 }
 
-// readJob reads and checks job.yaml and makes the job.create request,
+// readJob reads and checks job.yaml and makes the job.create request
+// (without an allocation when resources names a SKU to rent: sku),
 // refusing what is not built yet by its field.
-func readJob(ios *cmdutil.IOStreams, file string) (api.JobCreateRequest, error) {
+func readJob(ios *cmdutil.IOStreams, file string) (req api.JobCreateRequest, sku api.AllocCreateRequest, err error) {
 	var b []byte
-	var err error
 	if file == "-" {
 		b, err = io.ReadAll(io.LimitReader(ios.In, jobspec.MaxFileBytes+1))
 	} else {
 		b, err = os.ReadFile(file)
 	}
 	if err != nil {
-		return api.JobCreateRequest{}, cmdutil.FlagErrorf("read %s: %v", file, errors.Unwrap(err))
+		return req, sku, cmdutil.FlagErrorf("read %s: %v", file, errors.Unwrap(err))
 	}
 	s, err := jobspec.Parse(b)
 	if err != nil {
-		return api.JobCreateRequest{}, cmdutil.FlagErrorWrap(err)
+		return req, sku, cmdutil.FlagErrorWrap(err)
 	}
 	notYet := func(field, why string) error {
 		return cmdutil.FlagErrorWrap(&jobspec.Error{Field: field, Reason: "not supported yet: " + why})
 	}
 	switch {
-	case s.Resources.Allocation == "":
-		return api.JobCreateRequest{}, notYet("resources.sku", "rent with `gpuaas alloc create --wait` and name it in resources.allocation")
 	case s.Image != "":
-		return api.JobCreateRequest{}, notYet("image", "jobs run in the allocation's own environment")
+		return req, sku, notYet("image", "jobs run in the allocation's own environment")
 	case s.Workdir != "":
-		return api.JobCreateRequest{}, notYet("workdir", "copy files with scp or sftp before the job")
+		return req, sku, notYet("workdir", "copy files with scp or sftp before the job")
 	case s.Retries != 0:
-		return api.JobCreateRequest{}, notYet("retries", "a job the platform lost is not started again")
+		return req, sku, notYet("retries", "a job the platform lost is not started again")
 	case len(s.SecretNames()) > 0:
-		return api.JobCreateRequest{}, notYet("env", "secret: values need project secrets")
+		return req, sku, notYet("env", "secret: values need project secrets")
 	}
-	req := api.JobCreateRequest{AllocationID: s.Resources.Allocation, Name: s.Name, Setup: s.Setup, Run: s.Run,
+	if s.Resources.SKU != "" {
+		sku = api.AllocCreateRequest{SKU: s.Resources.SKU, GPUs: s.Resources.GPUs}
+	}
+	req = api.JobCreateRequest{AllocationID: s.Resources.Allocation, Name: s.Name, Setup: s.Setup, Run: s.Run,
 		TimeoutSeconds: int64((s.Timeout + time.Second - 1) / time.Second), Release: s.Release}
 	if len(s.Env) > 0 {
 		req.Env = map[string]string{}
@@ -130,5 +147,5 @@ func readJob(ios *cmdutil.IOStreams, file string) (api.JobCreateRequest, error) 
 			req.Env[v.Name] = v.Value
 		}
 	}
-	return req, nil
+	return req, sku, nil
 }

@@ -57,9 +57,9 @@ func TestReadJob(t *testing.T) {
 	}
 	ok := write("ok.yaml", "name: t\nresources: {allocation: a-1}\nenv: {B: 2, A: x}\nsetup: make\nrun: exit 7\ntimeout: 1500ms\nrelease: keep\n")
 	ios, _, _, _ := cmdtest.Streams(false)
-	got, err := readJob(ios, ok)
-	if err != nil {
-		t.Fatal(err)
+	got, sku, err := readJob(ios, ok)
+	if err != nil || sku != (api.AllocCreateRequest{}) {
+		t.Fatal(err, sku)
 	}
 	want := api.JobCreateRequest{AllocationID: "a-1", Name: "t", Setup: "make", Run: "exit 7", TimeoutSeconds: 2, Release: "keep",
 		Env: map[string]string{"A": "x", "B": "2"}}
@@ -69,22 +69,26 @@ func TestReadJob(t *testing.T) {
 	for _, tt := range []struct{ name, text, want string }{
 		{"unknown key", "resources: {allocation: a-1}\nrun: x\nrn: y\n", "line 3: rn: unknown key"},
 		{"missing run", "resources: {allocation: a-1}\n", "run: required"},
-		{"sku", "resources: {sku: h100-baremetal}\nrun: x\n", "resources.sku: not supported yet"},
 		{"image", "resources: {allocation: a-1}\nimage: debian\nrun: x\n", "image: not supported yet"},
 		{"workdir", "resources: {allocation: a-1}\nworkdir: .\nrun: x\n", "workdir: not supported yet"},
 		{"secret", "resources: {allocation: a-1}\nenv: {T: 'secret:t'}\nrun: x\n", "env: not supported yet"},
 		{"retries", "resources: {allocation: a-1}\nretries: 2\nrun: x\n", "retries: not supported yet"},
 	} {
-		_, err := readJob(ios, write(tt.name+".yaml", tt.text))
+		_, _, err := readJob(ios, write(tt.name+".yaml", tt.text))
 		cmdtest.WantUsageError(t, err, tt.want)
 	}
-	_, err = readJob(ios, filepath.Join(dir, "missing.yaml"))
+	_, _, err = readJob(ios, filepath.Join(dir, "missing.yaml"))
 	cmdtest.WantUsageError(t, err, "read ")
 	// Standard input.
 	sin, in, _, _ := cmdtest.Streams(false)
 	in.WriteString("resources: {allocation: a-2}\nrun: echo hello\n")
-	if got, err := readJob(sin, "-"); err != nil || got.AllocationID != "a-2" || got.Run != "echo hello" {
+	if got, _, err := readJob(sin, "-"); err != nil || got.AllocationID != "a-2" || got.Run != "echo hello" {
 		t.Errorf("stdin: got %+v, %v", got, err)
+	}
+	// A SKU to rent: the job request names no allocation yet.
+	got, sku, err = readJob(ios, write("sku.yaml", "resources: {sku: h100-baremetal, gpus: 8}\nrun: x\n"))
+	if err != nil || got.AllocationID != "" || sku != (api.AllocCreateRequest{SKU: "h100-baremetal", GPUs: 8}) {
+		t.Errorf("sku: got %+v %+v, %v", got, sku, err)
 	}
 }
 

@@ -180,3 +180,50 @@ func TestJobOutputTail(t *testing.T) {
 			len(r.Output), r.OutputBytes, r.Output[max(0, len(r.Output)-8):])
 	}
 }
+
+// TestJobStopKillsAfterGrace: a job that ignores SIGTERM gets SIGKILL
+// once the grace period passed.
+func TestJobStopKillsAfterGrace(t *testing.T) {
+	t.Parallel()
+	const alloc = "a-job00000008"
+	env, user := jobHost(t, alloc)
+	// Wait lets the process start first: this is about SIGKILL.
+	p := api.JobStartParams{JobID: "j-stubborn", AllocationID: alloc, PosixUser: user, Wait: 300 * time.Millisecond,
+		Run: "trap '' TERM; sleep 300"}
+	out, _, err := run(t, env, api.TaskJobStart, p)
+	if r := jobReport(t, out, err); r.Ended {
+		t.Fatalf("start %+v; want running", r)
+	}
+	if out, _, err := run(t, env, api.TaskJobStop, api.JobStopParams{JobID: "j-stubborn", Grace: 200 * time.Millisecond}); err != nil || !out.(api.JobStopReport).Signaled {
+		t.Fatalf("stop: %v %+v; want signalled", err, out)
+	}
+	out, _, err = run(t, env, api.TaskJobWait, api.JobWaitParams{JobID: "j-stubborn", Wait: time.Minute})
+	if r := jobReport(t, out, err); !r.Ended || !r.Cancelled || r.Signal != "SIGKILL" || r.ExitCode != 137 {
+		t.Fatalf("wait %+v; want cancelled by SIGKILL (137)", r)
+	}
+}
+
+// TestJobStopInSetupSkipsRun: a job stopped during setup is cancelled
+// there: run never starts.
+func TestJobStopInSetupSkipsRun(t *testing.T) {
+	t.Parallel()
+	const alloc = "a-job00000009"
+	env, user := jobHost(t, alloc)
+	marker := filepath.Join(t.TempDir(), "ran")
+	p := api.JobStartParams{JobID: "j-early", AllocationID: alloc, PosixUser: user, Wait: 0,
+		Setup: "sleep 0.3", Run: "touch " + marker}
+	out, _, err := run(t, env, api.TaskJobStart, p)
+	if r := jobReport(t, out, err); r.Ended {
+		t.Fatalf("start %+v; want running", r)
+	}
+	if out, _, err := run(t, env, api.TaskJobStop, api.JobStopParams{JobID: "j-early", Grace: time.Second}); err != nil || !out.(api.JobStopReport).Signaled {
+		t.Fatalf("stop: %v %+v; want the job stopped", err, out)
+	}
+	out, _, err = run(t, env, api.TaskJobWait, api.JobWaitParams{JobID: "j-early", Wait: time.Minute})
+	if r := jobReport(t, out, err); !r.Ended || !r.Cancelled || r.Phase != api.JobPhaseSetup {
+		t.Fatalf("wait %+v; want cancelled in setup", r)
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Error("run started after the stop")
+	}
+}

@@ -151,13 +151,20 @@ func (j *runningJob) phase1(e hostenv.Environment, name, script string, env []st
 const stopGrace = 10 * time.Second
 
 // stop sends SIGTERM to the job's process group and SIGKILL after grace
-// if it still runs; false when no process ran.
+// if it still runs. It reports whether the job had not ended: one whose
+// next phase had not started yet does not start it (phase1 checks
+// cancelled and timedOut under the lock it starts processes under).
 func (j *runningJob) stop(grace time.Duration) bool {
+	select {
+	case <-j.done:
+		return false
+	default:
+	}
 	j.mu.Lock()
 	proc := j.proc
 	j.mu.Unlock()
 	if proc == nil || !proc.Signal(syscall.SIGTERM) {
-		return false
+		return true
 	}
 	go func() {
 		select {

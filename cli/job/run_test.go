@@ -106,6 +106,7 @@ func TestJobExit(t *testing.T) {
 		{"timeout", api.Job{State: api.JobFailed, ExitCode: code(143), Signal: "SIGTERM", Reason: "timeout: ran longer than 1s"}, cmdutil.ExitJobPlatformFailure},
 		{"cancelled", api.Job{State: api.JobCancelled, ExitCode: code(143), Signal: "SIGTERM", Reason: "cancelled"}, 143},
 		{"cancelled, exited 0", api.Job{State: api.JobCancelled, ExitCode: code(0), Reason: "cancelled"}, cmdutil.ExitError},
+		{"cancelled before it started", api.Job{State: api.JobCancelled, Reason: "cancelled before it started"}, cmdutil.ExitError},
 	} {
 		err := jobExit(&tt.j)
 		if got := cmdutil.ExitCodeOf(err); got != tt.want {

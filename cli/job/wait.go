@@ -103,6 +103,8 @@ func jobExit(j *api.Job) error {
 	switch {
 	case j.State == api.JobSucceeded:
 		return nil
+	case j.State == api.JobCancelled && j.ExitCode == nil:
+		return &cmdutil.CodedError{Code: cmdutil.ExitError, Err: fmt.Errorf("job %s cancelled: %s", j.ID, j.Reason)}
 	case j.State == api.JobLost, j.ExitCode == nil:
 		return &cmdutil.CodedError{Code: cmdutil.ExitJobPlatformFailure,
 			Err: fmt.Errorf("job %s %s: %s", j.ID, j.State, j.Reason)}

@@ -83,6 +83,9 @@ func lostReason(o tasks.Outcome) string {
 	if o.Result.Status == api.TaskInterrupted {
 		return "hostd stopped while the job ran (" + o.Reason() + "); the job was not re-attached"
 	}
+	if o.Type == api.TaskJobStart && o.Result.Status == api.TaskFailed {
+		return "the node could not start the job: " + o.Reason()
+	}
 	return "the node could not follow the job: " + o.Reason()
 }
 
@@ -124,7 +127,10 @@ func ended(ctx context.Context, tx pgx.Tx, j row, rep api.JobReport, now time.Ti
 	case rep.Unknown:
 		j.State = api.JobLost
 	case rep.Cancelled || j.Cancelling:
-		j.State, j.Reason = api.JobCancelled, "cancelled"
+		j.State = api.JobCancelled
+		if j.Reason == "" {
+			j.Reason = "cancelled"
+		}
 	case rep.TimedOut:
 		j.State, j.Reason = api.JobFailed, fmt.Sprintf("timeout: ran longer than %s", time.Duration(j.spec.Timeout)*time.Second)
 	case rep.ExitCode == 0 && rep.Signal == "":
@@ -137,7 +143,7 @@ func ended(ctx context.Context, tx pgx.Tx, j row, rep api.JobReport, now time.Ti
 			j.Reason = fmt.Sprintf("%s exited with %d", rep.Phase, rep.ExitCode)
 		}
 	}
-	if !rep.Unknown {
+	if !rep.Unknown && rep.StartedAt != nil { // a job stopped before it started has no exit code
 		code := rep.ExitCode
 		j.ExitCode = &code
 	}

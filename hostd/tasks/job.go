@@ -37,7 +37,12 @@ func jobStart(ctx context.Context, env *Env, p api.JobStartParams, _ Reporter) (
 		if err != nil {
 			return nil, fmt.Errorf("job %s: open the allocation's environment: %w", p.JobID, err)
 		}
-		j = sup.start(e, p, env.now)
+		if j = sup.start(e, p, env.now); j == nil {
+			_ = e.Close()
+			now := env.now()
+			return api.JobReport{JobID: p.JobID, Ended: true, Cancelled: true, EndedAt: &now,
+				Reason: "cancelled before it started"}, nil
+		}
 		env.Log.Info("job started", "job", p.JobID, "allocation", p.AllocationID)
 	}
 	return j.wait(ctx, min(max(p.Wait, 0), maxJobWait)), nil
@@ -60,12 +65,13 @@ func jobWait(ctx context.Context, env *Env, p api.JobWaitParams, _ Reporter) (an
 // jobStop ends a job: SIGTERM to its process group, SIGKILL after
 // p.Grace; the job's own report (job.wait) then says it was cancelled.
 func jobStop(_ context.Context, env *Env, p api.JobStopParams, _ Reporter) (any, error) {
-	var j *runningJob
-	if env.Envs != nil {
-		j = supervisorFor(env.Envs).get(p.JobID)
-	}
-	if j == nil {
+	if env.Envs == nil {
 		return api.JobStopReport{JobID: p.JobID}, nil
+	}
+	j := supervisorFor(env.Envs).getOrForbid(p.JobID)
+	if j == nil {
+		// Not started here yet: it never will be.
+		return api.JobStopReport{JobID: p.JobID, Signaled: true}, nil
 	}
 	j.mu.Lock()
 	j.cancelled = true

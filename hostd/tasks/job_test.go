@@ -227,3 +227,23 @@ func TestJobStopInSetupSkipsRun(t *testing.T) {
 		t.Error("run started after the stop")
 	}
 }
+
+// TestJobStopBeforeStart: job.stop and job.start are node tasks, in no
+// set order: a stop that comes first keeps the job from ever starting.
+func TestJobStopBeforeStart(t *testing.T) {
+	t.Parallel()
+	const alloc = "a-job0000000a"
+	env, user := jobHost(t, alloc)
+	marker := filepath.Join(t.TempDir(), "ran")
+	if out, _, err := run(t, env, api.TaskJobStop, api.JobStopParams{JobID: "j-never", Grace: time.Second}); err != nil || !out.(api.JobStopReport).Signaled {
+		t.Fatalf("stop: %v %+v; want the job stopped", err, out)
+	}
+	out, _, err := run(t, env, api.TaskJobStart, api.JobStartParams{JobID: "j-never", AllocationID: alloc, PosixUser: user,
+		Wait: time.Second, Run: "touch " + marker})
+	if r := jobReport(t, out, err); !r.Ended || !r.Cancelled || r.StartedAt != nil {
+		t.Fatalf("start after stop: %+v; want cancelled, never started", r)
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Error("the job ran after its stop")
+	}
+}

@@ -36,9 +36,29 @@ func supervisorFor(envs EnvOpener) *jobSupervisor {
 // reports a job it does not know as unknown (lost,
 // docs/decisions/0015-jobs-on-the-node.md).
 type jobSupervisor struct {
-	// mu protects jobs.
+	// mu protects the following.
 	mu   sync.Mutex
 	jobs map[string]*runningJob
+	// stopped are jobs stopped before this hostd started them (job.stop
+	// and job.start are node tasks, delivered in no set order): their
+	// job.start does not start them.
+	stopped map[string]bool
+}
+
+// getOrForbid returns a job started here; for one not started, it
+// records that it was stopped, so that its job.start, when it comes,
+// does not start it.
+func (s *jobSupervisor) getOrForbid(id string) *runningJob {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if j, ok := s.jobs[id]; ok {
+		return j
+	}
+	if s.stopped == nil {
+		s.stopped = map[string]bool{}
+	}
+	s.stopped[id] = true
+	return nil
 }
 
 // runningJob is one job: its current process and, once it ended, its
@@ -58,12 +78,15 @@ type runningJob struct {
 }
 
 // start starts a job unless it runs already (a job.start delivered again
-// is not a second job).
+// is not a second job); nil when it was stopped before it started.
 func (s *jobSupervisor) start(e hostenv.Environment, p api.JobStartParams, now func() time.Time) *runningJob {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if j, ok := s.jobs[p.JobID]; ok {
 		return j
+	}
+	if s.stopped[p.JobID] {
+		return nil
 	}
 	j := &runningJob{id: p.JobID, started: now(), done: make(chan struct{})}
 	s.jobs[p.JobID] = j

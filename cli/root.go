@@ -17,6 +17,7 @@ import (
 	"github.com/gpuaas/gpuaas/cli/catalog"
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
 	contextcmd "github.com/gpuaas/gpuaas/cli/context"
+	"github.com/gpuaas/gpuaas/cli/job"
 	"github.com/gpuaas/gpuaas/cli/node"
 	"github.com/gpuaas/gpuaas/cli/ops"
 	"github.com/gpuaas/gpuaas/cli/project"
@@ -121,6 +122,8 @@ func addCommands(root *cobra.Command, f *cmdutil.Factory) {
 		project.NewCmdProject(f),
 		catalog.NewCmdCatalog(f),
 		alloc.NewCmdAlloc(f),
+		job.NewCmdRun(f, nil),
+		job.NewCmdJob(f),
 		billing.NewCmdBilling(f),
 		cmdutil.LocalOnly(sshcmd.NewCmdSSH(f, nil), "runs OpenSSH on this machine"),
 		cmdutil.LocalOnly(sshconfig.NewCmdSSHConfig(f, nil), "writes OpenSSH's files on this machine"),

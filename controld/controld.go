@@ -33,6 +33,7 @@ import (
 	"github.com/gpuaas/gpuaas/controld/hosts"
 	"github.com/gpuaas/gpuaas/controld/identity"
 	"github.com/gpuaas/gpuaas/controld/idle"
+	"github.com/gpuaas/gpuaas/controld/jobs"
 	"github.com/gpuaas/gpuaas/controld/lease"
 	"github.com/gpuaas/gpuaas/controld/mutate"
 	"github.com/gpuaas/gpuaas/controld/node"
@@ -372,7 +373,8 @@ func (s *Server) now() time.Time { return s.cfg.Now().UTC() }
 // "controld/hosts"). TestEveryTaskTypeHasASettler holds them to hostd's
 // handlers.
 func taskSettlers(cfg HostsConfig) (tasks.Settlers, error) {
-	return tasks.JoinSettlers(alloc.Settlers(faults.ProvisionVerdict), node.Settlers(cfg.AutoApproveSlots))
+	return tasks.JoinSettlers(alloc.Settlers(faults.ProvisionVerdict), node.Settlers(cfg.AutoApproveSlots),
+		jobs.Settlers(jobsConfig))
 }
 
 // Pool is controld's database pool (for seeding and tests).

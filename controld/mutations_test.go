@@ -129,6 +129,7 @@ func TestEveryMutationWritesOneAuditRowAndOneEvent(t *testing.T) {
 	bob := env.Client(bobToken)
 	anon := env.AnonClient()
 	var allocID, inviteCode, terminalID, topupID, tokenID string
+	var jobID string
 	dave, _ := env.AddUser(t, "dave@example.test", api.RoleUser) // a user with a live session
 	gateway, gatewayKey := env.Gateway(t, "gw-1")
 	// The gateway logs in (gate.login) on its first call: before counting.
@@ -205,6 +206,16 @@ func TestEveryMutationWritesOneAuditRowAndOneEvent(t *testing.T) {
 		{name: "session.interrupt no gateway", c: gateway, endpoint: api.EndpointSessionInterrupt, req: api.SessionInterruptRequest{}, want: api.ErrInvalidArgument},
 		{name: "session.interrupt by a user", c: bob, endpoint: api.EndpointSessionInterrupt, req: api.SessionInterruptRequest{Gateway: "gw-1"}, want: api.ErrForbidden},
 		{name: "session.end negative bytes", c: gateway, endpoint: api.EndpointSessionEnd, req: func() any { return api.SessionEndRequest{ID: terminalID, Bytes: -1} }, want: api.ErrInvalidArgument},
+		{name: "job.create", c: bob, endpoint: api.EndpointJobCreate, req: func() any {
+			// No hostd in this test provisions it: the allocation is made active by hand.
+			if _, err := env.Server.Pool().Exec(ctx, `UPDATE allocations SET state = 'active' WHERE id = $1`, allocID); err != nil {
+				t.Fatal(err)
+			}
+			return api.JobCreateRequest{AllocationID: allocID, Run: "exit 7"}
+		}, got: func(t *testing.T, resp json.RawMessage) { jobID = decoded[api.Job](t, resp).ID }},
+		{name: "job.create no run", c: bob, endpoint: api.EndpointJobCreate, req: func() any { return api.JobCreateRequest{AllocationID: allocID} }, want: api.ErrInvalidArgument},
+		{name: "job.cancel", c: bob, endpoint: api.EndpointJobCancel, req: func() any { return api.JobRef{ID: jobID} }},
+		{name: "job.cancel again", c: bob, endpoint: api.EndpointJobCancel, req: func() any { return api.JobRef{ID: jobID} }, want: api.ErrConflict},
 		{name: "alloc.release", c: bob, endpoint: api.EndpointAllocRelease, req: func() any { return api.AllocReleaseRequest{ID: allocID} }},
 		{name: "alloc.release again", c: bob, endpoint: api.EndpointAllocRelease, req: func() any { return api.AllocReleaseRequest{ID: allocID} }, want: api.ErrConflict},
 		{name: "auth.ssh_cert", c: bob, endpoint: api.EndpointSSHCert, req: api.SSHCertRequest{PublicKey: sshPublicKey(t)}},

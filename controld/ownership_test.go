@@ -71,6 +71,9 @@ var owners = map[string]string{
 
 	// Singleton and report-receiver leases (migration 0021).
 	"leases": "lease",
+
+	// Jobs (migration 0024).
+	"jobs": "jobs",
 }
 
 // foreignReads are the reads of a table outside its owner that are

@@ -30,6 +30,10 @@ const (
 	ExitAllocFailed = 20
 	// ExitWaitTimeout: a wait ran out of time before the state was reached.
 	ExitWaitTimeout = 21
+	// ExitJobPlatformFailure: the platform, not the job, ended a job
+	// followed by `gpuaas run` or `job wait` (lost, timed out); docker
+	// run's convention for its own failures (docs/jobs.md).
+	ExitJobPlatformFailure = 125
 	// ExitInterrupted is the shell's code for a process killed by SIGINT
 	// (128+2), so scripts see the same code whether or not gpuaas caught
 	// the signal to clean up first.
@@ -63,6 +67,7 @@ var ExitCodes = []ExitCode{
 	{ExitBudgetExceeded, string(api.CodeBudgetExceeded), "a budget of the project or of you in it would be exceeded (`gpuaas billing budget get`)"},
 	{ExitAllocFailed, "alloc_failed", "the allocation waited on failed (--wait); the reason is printed"},
 	{ExitWaitTimeout, "wait_timeout", "the wait ran out of time before the allocation got there"},
+	{ExitJobPlatformFailure, "job_platform_failure", "a job followed by `gpuaas run` or `job wait` was ended by the platform (lost, timeout), not by its own exit; the reason is printed. Otherwise those commands exit with the job's own code"},
 	{ExitInterrupted, "interrupted", "interrupted by Ctrl-C (SIGINT) or SIGTERM"},
 }
 

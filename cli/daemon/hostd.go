@@ -170,6 +170,7 @@ func hostdRun(ctx context.Context, opts *HostdOptions) error {
 	defer closeEnv()
 	cfg := opts.Config
 	cfg.Server, cfg.TLS, cfg.Env, cfg.Handlers, cfg.Log = opts.NATS.URL, opts.NATS.tls(), env, tasks.Default(), log
+	env.Envs = jobEnvs(opts.StateDir, accounts, env.Hypervisor, log)
 	if opts.TerminalListen != "" {
 		t, err := devenv.StartTerminal(devenv.TerminalConfig{Listen: opts.TerminalListen, Advertise: opts.TerminalAddr,
 			Config: term.Config{StateDir: opts.StateDir, Accounts: accounts, Hypervisor: env.Hypervisor, Log: log}})

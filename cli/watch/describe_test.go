@@ -72,7 +72,11 @@ var samples = map[string]sample{
 	api.EventToken: {api.Token{Name: "ci", Role: "viewer", Project: "ml", ExpiresAt: sampleTime},
 		"token ci (viewer in ml) created, expires 2026-11-28T19:00:00Z"},
 	api.EventsGap: {api.EventsGapData{After: 4, First: 10, Missed: 5}, "events after #4 were dropped"},
+	api.EventJobState: {api.Job{ID: "j-1", AllocationID: "a-1", State: api.JobFailed, ExitCode: &exitSeven, Reason: "run exited with 7"},
+		"job j-1 on a-1 failed, exit 7 (run exited with 7)"},
 }
+
+var exitSeven = 7
 
 // TestEveryEventKindHasALine enumerates api.EventKinds: each kind's event
 // gets a line in `gpuaas watch` that says what happened.

@@ -299,6 +299,9 @@ func (r *Runner) release(ctx context.Context, d due) (bool, error) {
 			if len(active) != 1 {
 				return nil, mutate.Effect{}, errNotDue
 			}
+			if err := jobKeepsIt(ctx, tx, d); err != nil {
+				return nil, mutate.Effect{}, err
+			}
 			st, err := loadState(ctx, tx, d.ID, d.ProjectID)
 			if err != nil {
 				return nil, mutate.Effect{}, err

@@ -214,6 +214,7 @@ func (h *Host) Env(nodeID string, log *slog.Logger) *tasks.Env {
 		KernelLog:  h.KernelLog(),
 		KernelBoot: h.boot,
 		GPUCheck:   h,
+		Envs:       h.jobEnvs(log),
 		Now:        time.Now,
 		Log:        log,
 	}

@@ -49,6 +49,9 @@ func New(cfg Config) Registry {
 		api.TaskVMRelease:        Typed(cfg.vmRelease),
 		api.TaskProvisionUser:    Typed(provisionUser),
 		api.TaskDeprovisionUser:  Typed(deprovisionUser),
+		api.TaskJobStart:         Typed(jobStart),
+		api.TaskJobWait:          Typed(jobWait),
+		api.TaskJobStop:          Typed(jobStop),
 	}
 }
 

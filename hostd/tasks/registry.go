@@ -41,8 +41,11 @@ type Env struct {
 	// GPUCheck answers the pre-handout GPU check (gpucheck.go); nil:
 	// every GPU passes.
 	GPUCheck GPUChecker
-	Now      func() time.Time
-	Log      *slog.Logger
+	// Envs opens allocations' environments, where jobs run (job.go);
+	// nil: this hostd runs no jobs.
+	Envs EnvOpener
+	Now  func() time.Time
+	Log  *slog.Logger
 }
 
 // Reporter receives a task's progress, phase by phase.

@@ -86,6 +86,11 @@ const (
 	TaskVMRelease        = "slice.vm_release"
 	TaskProvisionUser    = "allocation.provision_user"
 	TaskDeprovisionUser  = "allocation.deprovision_user"
+	// Jobs (docs/jobs.md): node tasks, not the allocation's, so a job
+	// running does not hold back the allocation's other tasks.
+	TaskJobStart = "job.start"
+	TaskJobWait  = "job.wait"
+	TaskJobStop  = "job.stop"
 )
 
 // Operations an allocation's tasks carry out: what `alloc create --wait`

@@ -35,5 +35,6 @@ var EventKinds = []string{
 	EventSessionRevoked, EventSessionStart, EventSessionEnd, EventSessionInterrupt,
 	EventAuthLogin, EventSSHCertIssue, EventSSHCA,
 	EventToken,
+	EventJobState,
 	EventsGap,
 }

@@ -1,0 +1,57 @@
+package job
+
+import (
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/gpuaas/gpuaas/cli/cmdutil"
+	"github.com/gpuaas/gpuaas/internal/api"
+)
+
+// listPiped are the list's columns as --help documents them piped.
+var listPiped = []string{"id", "state", "exit code", "allocation", "name", "created (RFC 3339)", "reason"}
+
+func exitText(j api.Job) string {
+	if j.ExitCode == nil {
+		return "-"
+	}
+	return strconv.Itoa(*j.ExitCode)
+}
+
+func printJobs(ios *cmdutil.IOStreams, list []api.Job) error {
+	tp := cmdutil.NewTablePrinter(ios)
+	tp.AddHeader("ID", "STATE", "EXIT", "ALLOCATION", "NAME", "CREATED", "REASON")
+	for _, j := range list {
+		tp.AddRow(j.ID, j.State, exitText(j), j.AllocationID, j.Name, j.CreatedAt.UTC().Format(time.RFC3339), j.Reason)
+	}
+	return tp.Render()
+}
+
+func printJob(ios *cmdutil.IOStreams, j *api.Job) error {
+	w := ios.Out
+	fmt.Fprintf(w, "job %s: %s\n", j.ID, j.State)
+	fmt.Fprintf(w, "  allocation  %s (node %s)\n", j.AllocationID, j.NodeID)
+	if j.Name != "" {
+		fmt.Fprintf(w, "  name        %s\n", j.Name)
+	}
+	if j.Phase != "" {
+		fmt.Fprintf(w, "  phase       %s\n", j.Phase)
+	}
+	fmt.Fprintf(w, "  exit code   %s\n", exitText(*j))
+	if j.Signal != "" {
+		fmt.Fprintf(w, "  signal      %s\n", j.Signal)
+	}
+	if j.Reason != "" {
+		fmt.Fprintf(w, "  reason      %s\n", cmdutil.SafeLines(j.Reason))
+	}
+	fmt.Fprintf(w, "  release     %s\n", j.Release)
+	fmt.Fprintf(w, "  created     %s\n", j.CreatedAt.UTC().Format(time.RFC3339))
+	if j.StartedAt != nil {
+		fmt.Fprintf(w, "  started     %s\n", j.StartedAt.UTC().Format(time.RFC3339))
+	}
+	if j.EndedAt != nil {
+		fmt.Fprintf(w, "  ended       %s\n", j.EndedAt.UTC().Format(time.RFC3339))
+	}
+	return nil
+}

@@ -1,0 +1,151 @@
+package job
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gpuaas/gpuaas/cli/cmdutil"
+	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/jobspec"
+)
+
+// RunOptions are the inputs of `gpuaas run`.
+type RunOptions struct {
+	IO     *cmdutil.IOStreams
+	Client func() (*api.Client, error)
+
+	File           string
+	Detach         bool
+	IdempotencyKey string
+}
+
+// NewCmdRun builds `gpuaas run`; runF replaces runRun in tests.
+func NewCmdRun(f *cmdutil.Factory, runF func(context.Context, *RunOptions) error) *cobra.Command {
+	opts := &RunOptions{IO: f.IOStreams, Client: f.Client}
+	cmd := &cobra.Command{
+		Use:   "run -f job.yaml",
+		Short: "Run a job (job.yaml) on an allocation and exit with its exit code",
+		Long: `Run a job: the setup and run scripts of job.yaml (docs/jobs.md; "-f -" reads
+it from standard input) run on the allocation it names, as your user there,
+supervised by the node, so the job goes on if this command is interrupted.
+The job's id is printed on standard error; ` + "`gpuaas job wait ID`" + ` follows it again.
+
+Without --detach, wait for the job to end and exit with its own exit code.
+When the platform ended it (lost, its timeout), exit 125
+(job_platform_failure) with the reason. With --detach, print the job id on
+standard output and return at once.
+
+job.yaml is checked before anything is sent: an unknown key, a missing
+run, a bad value is refused naming the field and its line (exit 2).
+With resources.sku, an allocation of that SKU is rented first: its price
+is printed, and it is created (with a key derived from --idempotency-key,
+so a retry reuses it) and waited for; release: on-exit (the default)
+releases it when the job ends. resources.allocation runs on one you have.
+Not built yet, and refused: image, workdir, secret: values, retries.
+The job's output is not streamed yet: once it ended, its last 16 KiB are
+printed on standard output.`,
+		Args: cmdutil.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			if opts.File == "" {
+				return cmdutil.FlagErrorf("-f/--file is required: the job.yaml to run (- for standard input)")
+			}
+			if runF != nil {
+				return runF(c.Context(), opts)
+			}
+			return runRun(c.Context(), opts)
+		},
+	}
+	cmd.Flags().StringVarP(&opts.File, "file", "f", "", "The job.yaml to run (- reads standard input)")
+	cmd.Flags().BoolVarP(&opts.Detach, "detach", "d", false, "Print the job id and return without waiting")
+	cmd.Flags().StringVar(&opts.IdempotencyKey, "idempotency-key", "", "Key that makes retries safe (default: random)")
+	return cmd
+}
+
+func runRun(ctx context.Context, opts *RunOptions) error {
+	req, sku, err := readJob(opts.IO, opts.File)
+	if err != nil {
+		return err
+	}
+	client, err := opts.Client()
+	if err != nil {
+		return err
+	}
+	key := opts.IdempotencyKey
+	if key == "" {
+		key = api.NewIdempotencyKey()
+	}
+	rented := ""
+	if req.AllocationID == "" {
+		if req.AllocationID, err = rent(ctx, opts.IO, client, sku, key); err != nil {
+			return err
+		}
+		rented = req.AllocationID
+	}
+	j, err := client.JobCreate(ctx, req, api.WithIdempotencyKey(key))
+	if err != nil {
+		if rented != "" {
+			// The allocation was for this job only: give it back.
+			if _, rerr := client.AllocRelease(ctx, api.AllocReleaseRequest{ID: rented}); rerr == nil {
+				fmt.Fprintf(opts.IO.ErrOut, "allocation %s released: the job could not be created\n", rented)
+			}
+		}
+		return err
+	}
+	if opts.Detach {
+		_, err := fmt.Fprintln(opts.IO.Out, j.ID)
+		return err
+	}
+	fmt.Fprintf(opts.IO.ErrOut, "job %s started on %s; `gpuaas job wait %s` follows it again\n", j.ID, j.AllocationID, j.ID)
+	_, err = waitJob(ctx, opts.IO, client, j.ID, 0)
+	return err
+}
+
+// readJob reads and checks job.yaml and makes the job.create request
+// (without an allocation when resources names a SKU to rent: sku),
+// refusing what is not built yet by its field.
+func readJob(ios *cmdutil.IOStreams, file string) (req api.JobCreateRequest, sku api.AllocCreateRequest, err error) {
+	var b []byte
+	if file == "-" {
+		b, err = io.ReadAll(io.LimitReader(ios.In, jobspec.MaxFileBytes+1))
+	} else {
+		b, err = os.ReadFile(file)
+	}
+	if err != nil {
+		return req, sku, cmdutil.FlagErrorf("read %s: %v", file, errors.Unwrap(err))
+	}
+	s, err := jobspec.Parse(b)
+	if err != nil {
+		return req, sku, cmdutil.FlagErrorWrap(err)
+	}
+	notYet := func(field, why string) error {
+		return cmdutil.FlagErrorWrap(&jobspec.Error{Field: field, Reason: "not supported yet: " + why})
+	}
+	switch {
+	case s.Image != "":
+		return req, sku, notYet("image", "jobs run in the allocation's own environment")
+	case s.Workdir != "":
+		return req, sku, notYet("workdir", "copy files with scp or sftp before the job")
+	case s.Retries != 0:
+		return req, sku, notYet("retries", "a job the platform lost is not started again")
+	case len(s.SecretNames()) > 0:
+		return req, sku, notYet("env", "secret: values need project secrets")
+	}
+	if s.Resources.SKU != "" {
+		sku = api.AllocCreateRequest{SKU: s.Resources.SKU, GPUs: s.Resources.GPUs}
+	}
+	req = api.JobCreateRequest{AllocationID: s.Resources.Allocation, Name: s.Name, Setup: s.Setup, Run: s.Run,
+		TimeoutSeconds: int64((s.Timeout + time.Second - 1) / time.Second), Release: s.Release}
+	if len(s.Env) > 0 {
+		req.Env = map[string]string{}
+		for _, v := range s.Env {
+			req.Env[v.Name] = v.Value
+		}
+	}
+	return req, sku, nil
+}

@@ -1,0 +1,128 @@
+package jobs
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/gpuaas/gpuaas/controld/alloc"
+	"github.com/gpuaas/gpuaas/controld/mutate"
+	"github.com/gpuaas/gpuaas/controld/project"
+	"github.com/gpuaas/gpuaas/controld/tasks"
+	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/ids"
+	"github.com/gpuaas/gpuaas/internal/jobspec"
+)
+
+// IDPrefix starts every job id ("j-…").
+const IDPrefix = "j"
+
+var (
+	nameRe    = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,62}$`)
+	envNameRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+)
+
+// Check refuses a request that can never be started, naming the field,
+// before anything is read or written.
+func Check(req *api.JobCreateRequest) error {
+	bad := func(field, format string, args ...any) error {
+		return api.Errorf(api.CodeInvalidArgument, "%s: %s", field, fmt.Sprintf(format, args...))
+	}
+	switch {
+	case req.AllocationID == "":
+		return bad("allocation_id", "required: the active allocation to run on")
+	case strings.TrimSpace(req.Run) == "":
+		return bad("run", "required: the command the job runs")
+	case len(req.Run) > jobspec.MaxScriptBytes || len(req.Setup) > jobspec.MaxScriptBytes:
+		return bad("run", "setup and run are at most %d bytes each", jobspec.MaxScriptBytes)
+	case strings.ContainsRune(req.Run+req.Setup, 0):
+		return bad("run", "setup and run must not contain a NUL byte")
+	case req.Name != "" && !nameRe.MatchString(req.Name):
+		return bad("name", "%q: 1-63 lowercase letters, digits, '.', '_' or '-'", req.Name)
+	case req.TimeoutSeconds < 0 || time.Duration(req.TimeoutSeconds)*time.Second > jobspec.MaxTimeout:
+		return bad("timeout_seconds", "%d: want 0 (none) to %d", req.TimeoutSeconds, int64(jobspec.MaxTimeout/time.Second))
+	case len(req.Env) > jobspec.MaxEnv:
+		return bad("env", "%d variables; at most %d", len(req.Env), jobspec.MaxEnv)
+	}
+	switch req.Release {
+	case "":
+		req.Release = jobspec.ReleaseOnExit
+	case jobspec.ReleaseOnExit, jobspec.ReleaseKeep, jobspec.ReleaseOnSuccess:
+	default:
+		return bad("release", "%q: want on-exit, keep or on-success", req.Release)
+	}
+	for k, v := range req.Env {
+		if !envNameRe.MatchString(k) {
+			return bad("env."+k, "not a variable name")
+		}
+		if strings.ContainsRune(v, 0) {
+			return bad("env."+k, "contains a NUL byte")
+		}
+	}
+	return nil
+}
+
+// Create starts a job on an active allocation the actor may write to:
+// the row (starting) and its job.start task, in the caller's transaction.
+// An allocation that is not active, or that runs a job already, is a
+// conflict; nothing is written then.
+func Create(ctx context.Context, tx pgx.Tx, actor alloc.Actor, req api.JobCreateRequest, cfg Config, now time.Time) (api.Job, mutate.Effect, error) {
+	cfg = cfg.withDefaults()
+	if err := Check(&req); err != nil {
+		return api.Job{}, mutate.Effect{}, err
+	}
+	a, err := alloc.Get(ctx, tx, actor, req.AllocationID)
+	if err != nil {
+		return api.Job{}, mutate.Effect{}, err
+	}
+	if _, err := project.Authorize(ctx, tx, a.ProjectID, actor.UserID, actor.Role, project.AccessWrite); err != nil {
+		return api.Job{}, mutate.Effect{}, err
+	}
+	if a.State != api.AllocActive {
+		return api.Job{}, mutate.Effect{}, api.Errorf(api.CodeConflict, "allocation %s is %s: a job runs on an active allocation", a.ID, a.State).
+			WithHint("wait for it with `gpuaas alloc create --wait`, or see `gpuaas alloc get " + a.ID + "`")
+	}
+	sp := spec{Setup: req.Setup, Run: req.Run, Env: req.Env, Timeout: req.TimeoutSeconds}
+	raw, err := json.Marshal(sp)
+	if err != nil {
+		return api.Job{}, mutate.Effect{}, fmt.Errorf("job spec: %w", err)
+	}
+	id := ids.New(IDPrefix)
+	taskID, err := tasks.Enqueue(ctx, tx, tasks.Task{NodeID: a.NodeID, Type: api.TaskJobStart,
+		Params: startParams(id, a.ID, sp, cfg)}, now)
+	if err != nil {
+		return api.Job{}, mutate.Effect{}, err
+	}
+	_, err = tx.Exec(ctx, `INSERT INTO jobs (id, project_id, user_id, allocation_id, node_id, name, spec, release, state,
+		task_id, created_at, updated_at) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,'starting',$9,$10,$10)`,
+		id, a.ProjectID, actor.UserID, a.ID, a.NodeID, req.Name, raw, req.Release, taskID, now)
+	if pe := (*pgconn.PgError)(nil); asPgError(err, &pe) && pe.ConstraintName == "jobs_one_open_per_allocation" {
+		return api.Job{}, mutate.Effect{}, api.Errorf(api.CodeConflict, "allocation %s runs a job already: one job at a time", a.ID).
+			WithHint("see `gpuaas job list`")
+	}
+	if err != nil {
+		return api.Job{}, mutate.Effect{}, fmt.Errorf("insert job: %w", err)
+	}
+	j, err := load(ctx, tx, id, false)
+	if err != nil {
+		return api.Job{}, mutate.Effect{}, err
+	}
+	eff, err := effect(ctx, tx, "job.create", j.Job, map[string]any{"release": j.Release, "env_names": j.EnvNames})
+	return j.Job, eff, err
+}
+
+// startParams are job.start's params: the environment as NAME=value.
+func startParams(jobID, allocID string, sp spec, cfg Config) api.JobStartParams {
+	p := api.JobStartParams{JobID: jobID, AllocationID: allocID, PosixUser: api.PosixUser(allocID),
+		Setup: sp.Setup, Run: sp.Run, Timeout: time.Duration(sp.Timeout) * time.Second, Wait: cfg.StartWait}
+	for k, v := range sp.Env {
+		p.Env = append(p.Env, k+"="+v)
+	}
+	return p
+}

@@ -1,0 +1,87 @@
+package tasks
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	hostenv "github.com/gpuaas/gpuaas/hostd/env"
+	"github.com/gpuaas/gpuaas/hostd/host"
+	"github.com/gpuaas/gpuaas/internal/api"
+)
+
+// maxJobWait bounds one job.start or job.wait task's wait, well inside
+// controld's task deadline.
+const maxJobWait = 10 * time.Minute
+
+// jobStart starts a job through the allocation's environment, as its
+// user, supervised by hostd (jobsup.go), and reports within p.Wait
+// whether it ended (docs/jobs.md).
+func jobStart(ctx context.Context, env *Env, p api.JobStartParams, _ Reporter) (any, error) {
+	if err := checkAllocationID(p.AllocationID); err != nil {
+		return nil, err
+	}
+	if err := host.CheckUserName(p.PosixUser); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidParams, err)
+	}
+	if p.JobID == "" || p.Run == "" {
+		return nil, fmt.Errorf("%w: job_id and run are required", ErrInvalidParams)
+	}
+	if env.Envs == nil {
+		return nil, fmt.Errorf("job %s: this hostd runs no jobs (no environments)", p.JobID)
+	}
+	sup := supervisorFor(env.Envs)
+	j := sup.get(p.JobID)
+	if j == nil {
+		e, err := env.Envs.Open(ctx, hostenv.Alloc{ID: p.AllocationID, PosixUser: p.PosixUser})
+		if err != nil {
+			return nil, fmt.Errorf("job %s: open the allocation's environment: %w", p.JobID, err)
+		}
+		if j = sup.start(e, p, env.now); j == nil {
+			_ = e.Close()
+			now := env.now()
+			return api.JobReport{JobID: p.JobID, Ended: true, Cancelled: true, EndedAt: &now,
+				Reason: "cancelled before it started"}, nil
+		}
+		env.Log.Info("job started", "job", p.JobID, "allocation", p.AllocationID)
+	}
+	return j.wait(ctx, min(max(p.Wait, 0), maxJobWait)), nil
+}
+
+// jobWait reports within p.Wait whether a job ended; a job this hostd
+// does not know (it restarted since starting it) is reported unknown.
+func jobWait(ctx context.Context, env *Env, p api.JobWaitParams, _ Reporter) (any, error) {
+	var j *runningJob
+	if env.Envs != nil {
+		j = supervisorFor(env.Envs).get(p.JobID)
+	}
+	if j == nil {
+		return api.JobReport{JobID: p.JobID, Ended: true, Unknown: true,
+			Reason: "hostd restarted while the job ran; the job was not re-attached"}, nil
+	}
+	return j.wait(ctx, min(max(p.Wait, time.Second), maxJobWait)), nil
+}
+
+// jobStop ends a job: SIGTERM to its process group, SIGKILL after
+// p.Grace; the job's own report (job.wait) then says it was cancelled.
+func jobStop(_ context.Context, env *Env, p api.JobStopParams, _ Reporter) (any, error) {
+	if env.Envs == nil {
+		return api.JobStopReport{JobID: p.JobID}, nil
+	}
+	j := supervisorFor(env.Envs).getOrForbid(p.JobID)
+	if j == nil {
+		// Not started here yet: it never will be.
+		return api.JobStopReport{JobID: p.JobID, Signaled: true}, nil
+	}
+	j.mu.Lock()
+	j.cancelled = true
+	j.mu.Unlock()
+	return api.JobStopReport{JobID: p.JobID, Signaled: j.stop(max(p.Grace, 0))}, nil
+}
+
+func (e *Env) now() time.Time {
+	if e.Now != nil {
+		return e.Now()
+	}
+	return time.Now()
+}

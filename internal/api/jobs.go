@@ -1,0 +1,178 @@
+package api
+
+import (
+	"context"
+	"time"
+)
+
+// Job states (docs/jobs.md): starting until hostd reports the process
+// started, running until it ends; then one of the four final states.
+const (
+	JobStarting  = "starting"
+	JobRunning   = "running"
+	JobSucceeded = "succeeded" // exit code 0
+	JobFailed    = "failed"    // non-zero exit, a signal, or setup failed
+	JobCancelled = "cancelled" // job.cancel ended it
+	JobLost      = "lost"      // the platform lost track of it (Reason says why)
+)
+
+// JobFinal reports whether a job in state has ended.
+func JobFinal(state string) bool {
+	switch state {
+	case JobSucceeded, JobFailed, JobCancelled, JobLost:
+		return true
+	}
+	return false
+}
+
+// EventJobState tells a job's project members it changed state
+// (created, running, ended, being cancelled); the Data is a Job.
+const EventJobState = "job.state"
+
+// Job phases: where a job is, or ended.
+const (
+	JobPhaseSetup = "setup"
+	JobPhaseRun   = "run"
+)
+
+// JobReleaseReason is the reason an allocation released because its job
+// ended gets (release: on-exit, on-success).
+const JobReleaseReason = "job finished"
+
+// JobCreateRequest starts a job on an active allocation (job.create).
+// Env holds values only: a job.yaml's secret references are resolved
+// before (docs/jobs.md).
+type JobCreateRequest struct {
+	AllocationID string            `json:"allocation_id"`
+	Name         string            `json:"name,omitempty"`
+	Setup        string            `json:"setup,omitempty"`
+	Run          string            `json:"run"`
+	Env          map[string]string `json:"env,omitempty"`
+	// TimeoutSeconds ends the job when it runs longer; 0 is none.
+	TimeoutSeconds int64 `json:"timeout_seconds,omitempty"`
+	// Release is on-exit (default), keep or on-success.
+	Release string `json:"release,omitempty"`
+}
+
+// Job is a job as job.get and job.list show it. Env values are never
+// shown: only the names.
+type Job struct {
+	ID             string   `json:"id"`
+	ProjectID      string   `json:"project_id"`
+	UserID         string   `json:"user_id"`
+	AllocationID   string   `json:"allocation_id"`
+	NodeID         string   `json:"node_id"`
+	Name           string   `json:"name,omitempty"`
+	State          string   `json:"state"`
+	Phase          string   `json:"phase,omitempty"`
+	ExitCode       *int     `json:"exit_code,omitempty"`
+	Signal         string   `json:"signal,omitempty"`
+	Reason         string   `json:"reason,omitempty"`
+	Release        string   `json:"release"`
+	TimeoutSeconds int64    `json:"timeout_seconds,omitempty"`
+	EnvNames       []string `json:"env_names,omitempty"`
+	Cancelling     bool     `json:"cancelling,omitempty"`
+	// Output is the end of the job's output once it ended (at most
+	// 16 KiB; job.get only, until logs are kept: docs/jobs.md), and
+	// OutputBytes how much it wrote in all.
+	Output      string     `json:"output,omitempty"`
+	OutputBytes int64      `json:"output_bytes,omitempty"`
+	CreatedAt   time.Time  `json:"created_at"`
+	StartedAt   *time.Time `json:"started_at,omitempty"`
+	EndedAt     *time.Time `json:"ended_at,omitempty"`
+}
+
+// JobRef names a job.
+type JobRef struct {
+	ID string `json:"id"`
+}
+
+// JobListRequest filters job.list: the caller's jobs, or a project's
+// (Project, or the Gpuaas-Project header) for its members.
+type JobListRequest struct {
+	Project      string `json:"project,omitempty"`
+	AllocationID string `json:"allocation_id,omitempty"`
+	Limit        int    `json:"limit,omitempty"`
+}
+
+// JobListResponse is job.list's answer, newest first.
+type JobListResponse struct {
+	Jobs []Job `json:"jobs"`
+}
+
+// JobStartParams are the params of job.start: run Setup then Run as the
+// allocation's user through its environment (hostd/env), and report
+// within Wait whether it ended.
+type JobStartParams struct {
+	JobID        string        `json:"job_id"`
+	AllocationID string        `json:"allocation_id"`
+	PosixUser    string        `json:"posix_user"`
+	Setup        string        `json:"setup,omitempty"`
+	Run          string        `json:"run"`
+	Env          []string      `json:"env,omitempty"` // NAME=value
+	Timeout      time.Duration `json:"timeout,omitempty"`
+	Wait         time.Duration `json:"wait"`
+}
+
+// JobWaitParams are the params of job.wait: report within Wait whether
+// the job ended.
+type JobWaitParams struct {
+	JobID string        `json:"job_id"`
+	Wait  time.Duration `json:"wait"`
+}
+
+// JobStopParams are the params of job.stop: SIGTERM to the job's
+// process group, SIGKILL after Grace.
+type JobStopParams struct {
+	JobID string        `json:"job_id"`
+	Grace time.Duration `json:"grace"`
+}
+
+// JobReport is what job.start and job.wait report: the job still runs
+// (Ended false), or how it ended. Unknown is set when hostd does not know
+// the job (it restarted since starting it): the job is lost.
+type JobReport struct {
+	JobID     string     `json:"job_id"`
+	Ended     bool       `json:"ended"`
+	Unknown   bool       `json:"unknown,omitempty"`
+	Phase     string     `json:"phase,omitempty"`
+	ExitCode  int        `json:"exit_code"`
+	Signal    string     `json:"signal,omitempty"`
+	TimedOut  bool       `json:"timed_out,omitempty"`
+	Cancelled bool       `json:"cancelled,omitempty"`
+	Reason    string     `json:"reason,omitempty"`
+	StartedAt *time.Time `json:"started_at,omitempty"`
+	EndedAt   *time.Time `json:"ended_at,omitempty"`
+	// Output is the end of the job's output (stdout and stderr as
+	// written, at most 16 KiB, as UTF-8) in a final report; OutputBytes
+	// counts all of it.
+	Output      string `json:"output,omitempty"`
+	OutputBytes int64  `json:"output_bytes,omitempty"`
+}
+
+// JobStopReport is what job.stop reports: whether the job was
+// running there to be signalled.
+type JobStopReport struct {
+	JobID    string `json:"job_id"`
+	Signaled bool   `json:"signaled"`
+}
+
+// JobCreate starts a job on an active allocation.
+func (c *Client) JobCreate(ctx context.Context, req JobCreateRequest, opts ...CallOption) (*Job, error) {
+	return Do(ctx, c, OpJobCreate, req, opts...)
+}
+
+// JobGet returns a job.
+func (c *Client) JobGet(ctx context.Context, id string) (*Job, error) {
+	return Do(ctx, c, OpJobGet, JobRef{ID: id})
+}
+
+// JobList lists jobs.
+func (c *Client) JobList(ctx context.Context, req JobListRequest) (*JobListResponse, error) {
+	return Do(ctx, c, OpJobList, req)
+}
+
+// JobCancel ends a running job.
+func (c *Client) JobCancel(ctx context.Context, id string, opts ...CallOption) (*Job, error) {
+	return Do(ctx, c, OpJobCancel, JobRef{ID: id}, opts...)
+}

@@ -40,6 +40,7 @@ import (
 	"github.com/gpuaas/gpuaas/controld/payments"
 	"github.com/gpuaas/gpuaas/controld/store"
 	"github.com/gpuaas/gpuaas/controld/tasks"
+	"github.com/gpuaas/gpuaas/controld/volumes"
 	"github.com/gpuaas/gpuaas/internal/bus"
 	"github.com/gpuaas/gpuaas/internal/obs"
 )
@@ -372,7 +373,8 @@ func (s *Server) now() time.Time { return s.cfg.Now().UTC() }
 // "controld/hosts"). TestEveryTaskTypeHasASettler holds them to hostd's
 // handlers.
 func taskSettlers(cfg HostsConfig) (tasks.Settlers, error) {
-	return tasks.JoinSettlers(alloc.Settlers(faults.ProvisionVerdict), node.Settlers(cfg.AutoApproveSlots))
+	return tasks.JoinSettlers(alloc.Settlers(faults.ProvisionVerdict), node.Settlers(cfg.AutoApproveSlots),
+		volumes.Settlers())
 }
 
 // Pool is controld's database pool (for seeding and tests).

@@ -70,6 +70,9 @@ var owners = map[string]string{
 
 	// Singleton and report-receiver leases (migration 0021).
 	"leases": "lease",
+
+	// Persistent volumes (docs/volumes.md).
+	"volumes": "volumes",
 }
 
 // foreignReads are the reads of a table outside its owner that are

@@ -69,7 +69,9 @@ var samples = map[string]sample{
 	api.EventSSHCertIssue: {map[string]any{"key": "SHA256:abc", "valid_before": sampleTime},
 		"SSH certificate for SHA256:abc until 2026-11-28T19:00:00Z"},
 	api.EventSSHCA: {api.CAKey{CA: "user", ID: "SHA256:def", Active: true}, "user CA key SHA256:def active"},
-	api.EventsGap:  {api.EventsGapData{After: 4, First: 10, Missed: 5}, "events after #4 were dropped"},
+	api.EventVolume: {api.Volume{Name: "data", SizeBytes: 1 << 30, Node: "gpu-01", State: api.VolumeReady},
+		"volume data (1G on gpu-01) ready"},
+	api.EventsGap: {api.EventsGapData{After: 4, First: 10, Missed: 5}, "events after #4 were dropped"},
 }
 
 // TestEveryEventKindHasALine enumerates api.EventKinds: each kind's event

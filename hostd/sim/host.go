@@ -214,6 +214,7 @@ func (h *Host) Env(nodeID string, log *slog.Logger) *tasks.Env {
 		KernelLog:  h.KernelLog(),
 		KernelBoot: h.boot,
 		GPUCheck:   h,
+		Volumes:    h.volumeStore(log),
 		Now:        time.Now,
 		Log:        log,
 	}

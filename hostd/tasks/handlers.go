@@ -49,6 +49,9 @@ func New(cfg Config) Registry {
 		api.TaskVMRelease:        Typed(cfg.vmRelease),
 		api.TaskProvisionUser:    Typed(provisionUser),
 		api.TaskDeprovisionUser:  Typed(deprovisionUser),
+		api.TaskVolumeCreate:     Typed(volumeCreate),
+		api.TaskVolumeResize:     Typed(volumeResize),
+		api.TaskVolumeDelete:     Typed(volumeDelete),
 	}
 }
 

@@ -126,7 +126,8 @@ func exists(p string) bool {
 
 func TestDefault(t *testing.T) {
 	want := []string{api.TaskHealthProbe, api.TaskTopologyDiscover, api.TaskVMProvision, api.TaskVMRelease,
-		api.TaskProvisionUser, api.TaskDeprovisionUser}
+		api.TaskProvisionUser, api.TaskDeprovisionUser,
+		api.TaskVolumeCreate, api.TaskVolumeResize, api.TaskVolumeDelete}
 	got := slices.Sorted(maps.Keys(tasks.Default()))
 	slices.Sort(want)
 	if !slices.Equal(got, want) {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/gpuaas/gpuaas/hostd/host"
 	"github.com/gpuaas/gpuaas/hostd/topology"
+	"github.com/gpuaas/gpuaas/hostd/volume"
 )
 
 // Env is everything a handler may touch. Handlers reach the machine only
@@ -41,8 +42,11 @@ type Env struct {
 	// GPUCheck answers the pre-handout GPU check (gpucheck.go); nil:
 	// every GPU passes.
 	GPUCheck GPUChecker
-	Now      func() time.Time
-	Log      *slog.Logger
+	// Volumes are the node's persistent volumes (hostd/volume); nil on
+	// a node that keeps none.
+	Volumes volume.Store
+	Now     func() time.Time
+	Log     *slog.Logger
 }
 
 // Reporter receives a task's progress, phase by phase.

@@ -191,10 +191,14 @@ func TestEveryMutationWritesOneAuditRowAndOneEvent(t *testing.T) {
 		{name: "volume.create by a stranger", c: operator, endpoint: api.EndpointVolumeCreate, req: api.VolumeCreateRequest{Project: controldtest.ProjectName, Name: "other", Size: "1G"}, want: api.ErrForbidden},
 		{name: "volume.resize while creating", c: bob, endpoint: api.EndpointVolumeResize, req: api.VolumeResizeRequest{Project: controldtest.ProjectName, Volume: "data", Size: "2G"}, want: api.ErrConflict},
 		{name: "volume.resize", c: bob, endpoint: api.EndpointVolumeResize, req: api.VolumeResizeRequest{Project: controldtest.ProjectName, Volume: "data", Size: "2G"},
-			setup: func(t *testing.T) { settleVolume(t, env, "data", api.TaskVolumeCreate, api.VolumeTaskResult{SizeBytes: 1 << 30}) }},
+			setup: func(t *testing.T) {
+				settleVolume(t, env, "data", api.TaskVolumeCreate, api.VolumeTaskResult{SizeBytes: 1 << 30})
+			}},
 		{name: "volume.rm while resizing", c: bob, endpoint: api.EndpointVolumeRemove, req: api.VolumeRef{Project: controldtest.ProjectName, Volume: "data"}, want: api.ErrConflict},
 		{name: "volume.rm", c: bob, endpoint: api.EndpointVolumeRemove, req: api.VolumeRef{Project: controldtest.ProjectName, Volume: "data"},
-			setup: func(t *testing.T) { settleVolume(t, env, "data", api.TaskVolumeResize, api.VolumeTaskResult{SizeBytes: 2 << 30}) }},
+			setup: func(t *testing.T) {
+				settleVolume(t, env, "data", api.TaskVolumeResize, api.VolumeTaskResult{SizeBytes: 2 << 30})
+			}},
 		{name: "volume.rm unknown", c: bob, endpoint: api.EndpointVolumeRemove, req: api.VolumeRef{Project: controldtest.ProjectName, Volume: "ghost"}, want: api.ErrNotFound},
 		{name: "session.start", c: gateway, endpoint: api.EndpointSessionStart,
 			req: func() any { return api.SessionStartRequest{UserID: env.Admin.ID, AllocationID: allocID, Kind: "shell"} },

@@ -23,6 +23,7 @@ import (
 	sshcmd "github.com/gpuaas/gpuaas/cli/ssh"
 	"github.com/gpuaas/gpuaas/cli/sshconfig"
 	"github.com/gpuaas/gpuaas/cli/tui"
+	"github.com/gpuaas/gpuaas/cli/volume"
 	"github.com/gpuaas/gpuaas/cli/watch"
 )
 
@@ -120,6 +121,7 @@ func addCommands(root *cobra.Command, f *cmdutil.Factory) {
 		catalog.NewCmdCatalog(f),
 		alloc.NewCmdAlloc(f),
 		billing.NewCmdBilling(f),
+		volume.NewCmdVolume(f),
 		cmdutil.LocalOnly(sshcmd.NewCmdSSH(f, nil), "runs OpenSSH on this machine"),
 		cmdutil.LocalOnly(sshconfig.NewCmdSSHConfig(f, nil), "writes OpenSSH's files on this machine"),
 		session.NewCmdSession(f),

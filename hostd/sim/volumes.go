@@ -1,6 +1,8 @@
 package sim
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -30,4 +32,13 @@ func (h *Host) volumeStore(log *slog.Logger) volume.Store {
 	}
 	actual, _ := simVolumes.LoadOrStore(h.StateDir, s)
 	return actual.(volume.Store)
+}
+
+// volumeRoot is where the host's volumes are mounted: a directory of its
+// own under /run (traversable by its users, unlike its state directory),
+// so that sim hosts sharing a machine never mount over each other's
+// /data/<name>.
+func (h *Host) volumeRoot() string {
+	sum := sha256.Sum256([]byte(h.StateDir))
+	return filepath.Join("/run/gpuaas-sim", hex.EncodeToString(sum[:6]))
 }

@@ -30,6 +30,12 @@ func deprovisionUser(ctx context.Context, env *Env, p api.UserDeprovisionParams,
 	if err != nil {
 		return nil, err
 	}
+	err = ph.Run(ctx, PhaseVolumeDetach, func(ctx context.Context) error {
+		return detachUserVolumes(ctx, env, p.PosixUser, res.Existed)
+	}, nil)
+	if err != nil {
+		return nil, err
+	}
 	err = ph.Run(ctx, PhaseUserDelete, func(ctx context.Context) error {
 		removed, err := env.Users.Delete(ctx, p.PosixUser)
 		if err != nil {

@@ -43,10 +43,12 @@ type Env struct {
 	// every GPU passes.
 	GPUCheck GPUChecker
 	// Volumes are the node's persistent volumes (hostd/volume); nil on
-	// a node that keeps none.
-	Volumes volume.Store
-	Now     func() time.Time
-	Log     *slog.Logger
+	// a node that keeps none. VolumeRoot is prefixed to the paths they
+	// are mounted at ("" on a real node; a sim host's own directory).
+	Volumes    volume.Store
+	VolumeRoot string
+	Now        func() time.Time
+	Log        *slog.Logger
 }
 
 // Reporter receives a task's progress, phase by phase.

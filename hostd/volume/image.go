@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"strings"
 	"sync"
 
 	"golang.org/x/sys/unix"
@@ -287,4 +288,28 @@ func (k *keyedMutex) lock(key string) func() {
 	k.mu.Unlock()
 	l.Lock()
 	return l.Unlock
+}
+
+// List implements Store.
+func (s *Images) List(context.Context) ([]Info, error) {
+	ents, err := os.ReadDir(s.cfg.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("list volumes: %w", err)
+	}
+	var out []Info
+	for _, e := range ents {
+		id, ok := strings.CutSuffix(e.Name(), ".img")
+		if !ok || CheckID(id) != nil {
+			continue // a .new being made, or not ours
+		}
+		info, err := s.stat(id)
+		if errors.Is(err, ErrNotFound) {
+			continue // deleted meanwhile
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, info)
+	}
+	return out, nil
 }

@@ -44,6 +44,8 @@ type Store interface {
 	Stat(ctx context.Context, id string) (Info, error)
 	// Free is how many bytes a new volume may take.
 	Free(ctx context.Context) (int64, error)
+	// List reports every volume of the node, by id.
+	List(ctx context.Context) ([]Info, error)
 }
 
 // Info is a volume's state on the node.

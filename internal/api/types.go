@@ -292,6 +292,9 @@ type AllocCreateRequest struct {
 	// "" none). See idle.go.
 	IdleReleaseAfter string `json:"idle_release_after,omitempty"`
 	MaxDuration      string `json:"max_duration,omitempty"`
+	// Volumes are mounted in the allocation (volumes.go): the allocation
+	// is placed on their node.
+	Volumes []VolumeMount `json:"volumes,omitempty"`
 }
 
 // AllocQuote is the answer of alloc.quote (`gpuaas alloc create

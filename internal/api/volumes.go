@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"regexp"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -196,4 +197,63 @@ func (c *Client) VolumeResize(ctx context.Context, req VolumeResizeRequest, opts
 // VolumeRemove deletes a volume that is not attached.
 func (c *Client) VolumeRemove(ctx context.Context, req VolumeRef, opts ...CallOption) (*Volume, error) {
 	return Do(ctx, c, OpVolumeRemove, req, opts...)
+}
+
+// VolumeMount asks for a volume in an allocation: `alloc create --volume
+// NAME[:/path]`.
+type VolumeMount struct {
+	// Volume is its name or id in the allocation's project.
+	Volume string `json:"volume"`
+	// Path is where it is mounted (CheckMountPath); empty is
+	// /data/<name>.
+	Path string `json:"path,omitempty"`
+}
+
+// VolumeAttachment is a volume an allocation's provisioning mounts: the
+// volume, its name (the link in the user's home) and the path.
+type VolumeAttachment struct {
+	VolumeID string `json:"volume_id"`
+	Name     string `json:"name"`
+	Path     string `json:"path"`
+}
+
+// mountRoots are the top directories a volume may be mounted under: the
+// node's own (/usr, /etc, /home, ...) are never a volume's.
+var mountRoots = map[string]bool{"data": true, "mnt": true, "workspace": true, "scratch": true,
+	"models": true, "datasets": true, "checkpoints": true}
+
+// mountElem is one element of a mount path.
+var mountElem = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
+
+// CheckMountPath refuses a path a volume cannot be mounted at: it is
+// absolute and clean, at most 4 elements of letters, digits, '.', '_'
+// and '-', under /data, /mnt, /workspace, /scratch, /models, /datasets
+// or /checkpoints.
+func CheckMountPath(path string) error {
+	elems := strings.Split(strings.TrimPrefix(path, "/"), "/")
+	bad := !strings.HasPrefix(path, "/") || len(elems) > 4 || !mountRoots[elems[0]]
+	for _, e := range elems {
+		bad = bad || !mountElem.MatchString(e) || e == "." || e == ".."
+	}
+	if bad {
+		return Errorf(CodeInvalidArgument, "mount path %q: want an absolute path under /data, /mnt, /workspace, /scratch, /models, /datasets or /checkpoints", path)
+	}
+	return nil
+}
+
+// DefaultMountPath is where volume name is mounted when no path is given.
+func DefaultMountPath(name string) string { return "/data/" + name }
+
+// ParseVolumeMount reads `--volume NAME[:/path]`.
+func ParseVolumeMount(s string) (VolumeMount, error) {
+	name, path, _ := strings.Cut(s, ":")
+	if name == "" {
+		return VolumeMount{}, Errorf(CodeInvalidArgument, "--volume %q: want NAME or NAME:/path", s)
+	}
+	if path != "" {
+		if err := CheckMountPath(path); err != nil {
+			return VolumeMount{}, err
+		}
+	}
+	return VolumeMount{Volume: name, Path: path}, nil
 }

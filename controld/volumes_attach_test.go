@@ -87,6 +87,23 @@ func TestAllocCreateWithVolume(t *testing.T) {
 		})
 	}
 
+	// The volume's node taken by an allocation without it: refused (not
+	// placed elsewhere), naming the node.
+	other, err := c.AllocCreate(ctx, api.AllocCreateRequest{Project: p, SKU: "h100-baremetal", GPUs: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.AllocCreate(ctx, metal); !errors.Is(err, api.ErrNoCapacity) || !strings.Contains(err.Error(), "sim-h100-1, which is in use") {
+		t.Fatalf("with the volume's node in use: %v; want no_capacity naming the node", err)
+	}
+	if _, err := c.AllocRelease(ctx, api.AllocReleaseRequest{ID: other.ID}); err != nil {
+		t.Fatal(err)
+	}
+	settleRelease(t, env, other.ID)
+	q, err := c.AllocQuote(ctx, metal)
+	if err != nil || !q.Fits || q.NodeID != v.NodeID {
+		t.Fatalf("dry run with the volume: %+v, %v; want it to fit on the volume's node %s", q, err, v.NodeID)
+	}
 	a, err := c.AllocCreate(ctx, api.AllocCreateRequest{Project: p, SKU: "h100-baremetal", GPUs: 8,
 		Volumes: []api.VolumeMount{{Volume: "data", Path: "/data"}}})
 	if err != nil {
@@ -114,6 +131,9 @@ func TestAllocCreateWithVolume(t *testing.T) {
 	}
 	if _, err := c.AllocCreate(ctx, metal); !errors.Is(err, api.ErrConflict) || !strings.Contains(err.Error(), a.ID) {
 		t.Fatalf("a second allocation with the attached volume: %v; want conflict naming %s", err, a.ID)
+	}
+	if _, err := c.AllocQuote(ctx, metal); !errors.Is(err, api.ErrConflict) || !strings.Contains(err.Error(), a.ID) {
+		t.Fatalf("a dry run with the attached volume: %v; want conflict naming %s", err, a.ID)
 	}
 
 	if _, err := c.AllocRelease(ctx, api.AllocReleaseRequest{ID: a.ID}); err != nil {

@@ -83,6 +83,9 @@ func TestVolumeEndpoints(t *testing.T) {
 		t.Fatalf("a second volume named data: %v; want conflict", err)
 	}
 	settleVolume(t, env, "data", api.TaskVolumeCreate, api.VolumeTaskResult{VolumeID: v.ID, SizeBytes: 1 << 30})
+	if d, err := admin.NodeGet(ctx, "sim-h100-1"); err != nil || len(d.Volumes) != 1 || d.Volumes[0].ID != v.ID {
+		t.Fatalf("node get: %+v, %v; want the node's volume", d, err)
+	}
 	got, err := viewer.VolumeGet(ctx, api.VolumeRef{Project: p, Volume: "data"})
 	if err != nil || got.State != api.VolumeReady || got.ID != v.ID {
 		t.Fatalf("get by a viewer: %+v, %v; want ready", got, err)

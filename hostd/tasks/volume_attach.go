@@ -94,35 +94,57 @@ func attachVolumes(ctx context.Context, env *Env, posixUser string, vols []api.V
 	return nil
 }
 
-// detachVolumes unmounts every volume of the node mounted for uid (its
-// root is the user's: volume.Store.Mount gave it), whatever controld
-// asked for, so that no volume is left where the user's removal scrubs.
-func detachVolumes(ctx context.Context, env *Env, uid int) (int, error) {
+// mountedFor lists the volumes of the node mounted for posixUser: their
+// root is the user's (volume.Store.Mount gave it). A user that is not an
+// account of the node has none (attaching needs its uid).
+func mountedFor(ctx context.Context, env *Env, posixUser string) ([]string, error) {
 	if env.Volumes == nil {
-		return 0, nil
+		return nil, nil
 	}
 	all, err := env.Volumes.List(ctx)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	n := 0
+	var ids posixIDs
+	looked := false
+	var out []string
 	for _, v := range all {
 		if v.MountPoint == "" {
 			continue
 		}
+		if !looked {
+			looked = true
+			if ids, err = lookupPosix(posixUser); err != nil {
+				var unknown user.UnknownUserError
+				if errors.As(err, &unknown) {
+					return nil, nil
+				}
+				return nil, fmt.Errorf("volumes of %s: %w", posixUser, err)
+			}
+		}
 		fi, err := os.Lstat(v.MountPoint)
 		if err != nil {
-			return n, err
+			return nil, err
 		}
-		if st, ok := fi.Sys().(*syscall.Stat_t); !ok || int(st.Uid) != uid {
-			continue
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) == ids.uid {
+			out = append(out, v.ID)
 		}
-		if err := env.Volumes.Unmount(ctx, v.ID); err != nil {
-			return n, err
-		}
-		n++
 	}
-	return n, nil
+	return out, nil
+}
+
+// detachVolumes unmounts the volumes ids, whatever controld asked for,
+// so that no volume is left where the user's removal scrubs.
+func detachVolumes(ctx context.Context, env *Env, posixUser string, ids []string) error {
+	for _, id := range ids {
+		if err := env.Volumes.Unmount(ctx, id); err != nil {
+			return err
+		}
+	}
+	if len(ids) > 0 {
+		env.Log.Info("volumes detached before the user's removal", "user", posixUser, "volumes", ids)
+	}
+	return nil
 }
 
 // noAccounts is the Accounts of a Factory used only for POSIX, whose
@@ -133,25 +155,12 @@ func (noAccounts) Lookup(context.Context, string) (hostenv.Account, error) {
 	return hostenv.Account{}, errors.New("no account lookup here")
 }
 
-// detachUserVolumes is detachVolumes for a user by name; a user that is
-// not there has nothing mounted for it (its removal came after this).
-func detachUserVolumes(ctx context.Context, env *Env, posixUser string, exists bool) error {
-	if !exists || env.Volumes == nil {
-		return nil
-	}
-	ids, err := lookupPosix(posixUser)
-	if err != nil {
-		return fmt.Errorf("detach volumes: %w", err)
-	}
-	n, err := detachVolumes(ctx, env, ids.uid)
-	if n > 0 {
-		env.Log.Info("volumes detached before the user's removal", "user", posixUser, "volumes", n)
-	}
-	return err
-}
-
 // undoAttach is attachVolumes' undo: what it mounted is unmounted, so
 // the user's removal (user_create's undo, next) scrubs none of it.
 func undoAttach(ctx context.Context, env *Env, posixUser string) error {
-	return detachUserVolumes(ctx, env, posixUser, true)
+	ids, err := mountedFor(ctx, env, posixUser)
+	if err != nil {
+		return err
+	}
+	return detachVolumes(ctx, env, posixUser, ids)
 }

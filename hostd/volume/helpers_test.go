@@ -88,3 +88,19 @@ func isMountPoint(t *testing.T, path string) bool {
 	}
 	return false
 }
+
+// mountOptions are the per-mount options of the mount at path.
+func mountOptions(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		f := strings.Fields(l)
+		if len(f) > 5 && unescape(f[4]) == path {
+			return f[5]
+		}
+	}
+	return ""
+}

@@ -32,6 +32,9 @@ func TestFilesSurviveRemountAndANewUserWritesThem(t *testing.T) {
 	if info.MountPoint != target || info.Size != 32*MiB {
 		t.Fatalf("mount info %+v; want at %s, size %d", info, target, 32*MiB)
 	}
+	if opts := mountOptions(t, target); !strings.Contains(opts, "nodev") || !strings.Contains(opts, "nosuid") {
+		t.Fatalf("mount options %q; want nodev and nosuid", opts)
+	}
 	mustRunAs(t, userA, groupA, "cd "+target+" && mkdir -p ckpt && echo weights > ckpt/w && chmod 600 ckpt/w && ln -s ckpt/w link")
 	if err := s.Unmount(ctx, "vol-a"); err != nil {
 		t.Fatal(err)

@@ -222,6 +222,8 @@ type NodeRef struct {
 type NodeDetail struct {
 	Node  Node   `json:"node"`
 	Slots []Slot `json:"slots"`
+	// Volumes are the volumes the node holds (node.get only).
+	Volumes []Volume `json:"volumes,omitempty"`
 }
 
 // SlotsApproveRequest approves pending slots of a node; no ids means all.

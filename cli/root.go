@@ -26,6 +26,7 @@ import (
 	"github.com/gpuaas/gpuaas/cli/sshconfig"
 	"github.com/gpuaas/gpuaas/cli/token"
 	"github.com/gpuaas/gpuaas/cli/tui"
+	"github.com/gpuaas/gpuaas/cli/volume"
 	"github.com/gpuaas/gpuaas/cli/watch"
 )
 
@@ -125,6 +126,7 @@ func addCommands(root *cobra.Command, f *cmdutil.Factory) {
 		job.NewCmdRun(f, nil),
 		job.NewCmdJob(f),
 		billing.NewCmdBilling(f),
+		volume.NewCmdVolume(f),
 		cmdutil.LocalOnly(sshcmd.NewCmdSSH(f, nil), "runs OpenSSH on this machine"),
 		cmdutil.LocalOnly(sshconfig.NewCmdSSHConfig(f, nil), "writes OpenSSH's files on this machine"),
 		session.NewCmdSession(f),

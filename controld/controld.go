@@ -41,6 +41,7 @@ import (
 	"github.com/gpuaas/gpuaas/controld/payments"
 	"github.com/gpuaas/gpuaas/controld/store"
 	"github.com/gpuaas/gpuaas/controld/tasks"
+	"github.com/gpuaas/gpuaas/controld/volumes"
 	"github.com/gpuaas/gpuaas/internal/bus"
 	"github.com/gpuaas/gpuaas/internal/obs"
 )
@@ -374,7 +375,7 @@ func (s *Server) now() time.Time { return s.cfg.Now().UTC() }
 // handlers.
 func taskSettlers(cfg HostsConfig) (tasks.Settlers, error) {
 	return tasks.JoinSettlers(alloc.Settlers(faults.ProvisionVerdict), node.Settlers(cfg.AutoApproveSlots),
-		jobs.Settlers(jobsConfig))
+		jobs.Settlers(jobsConfig), volumes.Settlers())
 }
 
 // Pool is controld's database pool (for seeding and tests).

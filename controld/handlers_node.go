@@ -9,6 +9,7 @@ import (
 	"github.com/gpuaas/gpuaas/controld/mutate"
 	"github.com/gpuaas/gpuaas/controld/node"
 	"github.com/gpuaas/gpuaas/controld/outbox"
+	"github.com/gpuaas/gpuaas/controld/volumes"
 	"github.com/gpuaas/gpuaas/internal/api"
 )
 
@@ -39,7 +40,13 @@ func (s *Server) nodeList(ctx context.Context, _ *call, _ api.Empty) (*api.NodeL
 }
 
 func (s *Server) nodeGet(ctx context.Context, c *call, req api.NodeRef) (*api.NodeDetail, error) {
-	return pointer(node.Get(ctx, s.pool, req.Node))
+	d, err := node.Get(ctx, s.pool, req.Node)
+	if err != nil {
+		return nil, err
+	}
+	// What operators must know before draining or repairing it.
+	d.Volumes, err = volumes.OnNode(ctx, s.pool, d.Node.ID)
+	return &d, err
 }
 
 func (s *Server) slotsApprove(_ context.Context, c *call, req api.SlotsApproveRequest) (work[api.NodeDetail], error) {

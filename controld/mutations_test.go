@@ -192,6 +192,21 @@ func TestEveryMutationWritesOneAuditRowAndOneEvent(t *testing.T) {
 			got: func(t *testing.T, resp json.RawMessage) { allocID = decoded[api.Allocation](t, resp).ID }},
 		{name: "alloc.create no capacity", c: bob, endpoint: api.EndpointAllocCreate, req: api.AllocCreateRequest{SKU: "h100-slice", GPUs: 1}, want: api.ErrNoCapacity},
 		{name: "alloc.create unknown field", c: bob, endpoint: api.EndpointAllocCreate, req: map[string]any{"sku": "h200-slice", "gpus": 1, "gpu": 2}, want: api.ErrInvalidArgument},
+		{name: "volume.create", c: bob, endpoint: api.EndpointVolumeCreate, req: api.VolumeCreateRequest{Project: controldtest.ProjectName, Name: "data", Size: "1G", Node: "sim-h100-1"}},
+		{name: "volume.create name in use", c: bob, endpoint: api.EndpointVolumeCreate, req: api.VolumeCreateRequest{Project: controldtest.ProjectName, Name: "data", Size: "1G", Node: "sim-h100-1"}, want: api.ErrConflict},
+		{name: "volume.create bad size", c: bob, endpoint: api.EndpointVolumeCreate, req: api.VolumeCreateRequest{Project: controldtest.ProjectName, Name: "other", Size: "1.5X"}, want: api.ErrInvalidArgument},
+		{name: "volume.create by a stranger", c: operator, endpoint: api.EndpointVolumeCreate, req: api.VolumeCreateRequest{Project: controldtest.ProjectName, Name: "other", Size: "1G"}, want: api.ErrForbidden},
+		{name: "volume.resize while creating", c: bob, endpoint: api.EndpointVolumeResize, req: api.VolumeResizeRequest{Project: controldtest.ProjectName, Volume: "data", Size: "2G"}, want: api.ErrConflict},
+		{name: "volume.resize", c: bob, endpoint: api.EndpointVolumeResize, req: api.VolumeResizeRequest{Project: controldtest.ProjectName, Volume: "data", Size: "2G"},
+			setup: func(t *testing.T) {
+				settleVolume(t, env, "data", api.TaskVolumeCreate, api.VolumeTaskResult{SizeBytes: 1 << 30})
+			}},
+		{name: "volume.rm while resizing", c: bob, endpoint: api.EndpointVolumeRemove, req: api.VolumeRef{Project: controldtest.ProjectName, Volume: "data"}, want: api.ErrConflict},
+		{name: "volume.rm", c: bob, endpoint: api.EndpointVolumeRemove, req: api.VolumeRef{Project: controldtest.ProjectName, Volume: "data"},
+			setup: func(t *testing.T) {
+				settleVolume(t, env, "data", api.TaskVolumeResize, api.VolumeTaskResult{SizeBytes: 2 << 30})
+			}},
+		{name: "volume.rm unknown", c: bob, endpoint: api.EndpointVolumeRemove, req: api.VolumeRef{Project: controldtest.ProjectName, Volume: "ghost"}, want: api.ErrNotFound},
 		{name: "session.start", c: gateway, endpoint: api.EndpointSessionStart,
 			req: func() any { return api.SessionStartRequest{UserID: env.Admin.ID, AllocationID: allocID, Kind: "shell"} },
 			got: func(t *testing.T, resp json.RawMessage) { terminalID = decoded[api.TerminalSession](t, resp).ID }},

@@ -74,6 +74,8 @@ var owners = map[string]string{
 
 	// Jobs (migration 0024).
 	"jobs": "jobs",
+	// Persistent volumes (docs/volumes.md).
+	"volumes": "volumes",
 }
 
 // foreignReads are the reads of a table outside its owner that are

@@ -37,6 +37,9 @@ type CreateOptions struct {
 	// it is active.
 	CancelOnTimeout bool
 	DryRun          bool
+	// Volumes are the project's volumes to mount (--volume NAME[:/path]).
+	Volumes     []api.VolumeMount
+	volumeFlags []string
 }
 
 // NewCmdCreate builds `gpuaas alloc create`; runF replaces createRun in tests.
@@ -94,6 +97,9 @@ Retrying with the same --idempotency-key never allocates twice.`,
 			if opts.CancelOnTimeout && !opts.Wait {
 				return cmdutil.FlagErrorf("--cancel-on-timeout needs --wait (and --timeout)")
 			}
+			if err := parseVolumeFlags(opts); err != nil {
+				return err
+			}
 			if runF != nil {
 				return runF(c.Context(), opts)
 			}
@@ -110,6 +116,7 @@ Retrying with the same --idempotency-key never allocates twice.`,
 	cmd.Flags().DurationVar(&opts.Timeout, "timeout", 30*time.Minute, "With --wait: how long to wait")
 	cmd.Flags().BoolVar(&opts.CancelOnTimeout, "cancel-on-timeout", false, "With --wait: release the request if it is not active when --timeout passes")
 	cmd.Flags().BoolVar(&opts.DryRun, "dry-run", false, "Report price, fit and balance runway; create nothing")
+	cmd.Flags().StringArrayVar(&opts.volumeFlags, "volume", nil, "Mount a volume of the project, NAME[:/path] (default /data/NAME; bare metal; repeatable)")
 	cmdutil.AddJSONFlags(cmd, &opts.Exporter, createFields())
 	return cmd
 }
@@ -126,7 +133,7 @@ func createRun(ctx context.Context, opts *CreateOptions) error {
 		}
 	}
 	req := api.AllocCreateRequest{SKU: opts.SKU, GPUs: gpus, Queue: opts.Queue,
-		IdleReleaseAfter: opts.IdleReleaseAfter, MaxDuration: opts.MaxDuration}
+		IdleReleaseAfter: opts.IdleReleaseAfter, MaxDuration: opts.MaxDuration, Volumes: opts.Volumes}
 	if opts.DryRun {
 		return quoteRun(ctx, opts, client, req)
 	}

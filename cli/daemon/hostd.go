@@ -217,5 +217,6 @@ func hostEnv(ctx context.Context, opts *HostdOptions, log *slog.Logger) (*tasks.
 	env := &tasks.Env{Hypervisor: hv, Users: host.PosixUsers{Tenancy: tenancy}, Runner: host.ExecRunner{},
 		Topology: topology.Real(), StateDir: opts.StateDir, ImageDir: opts.ImageDir, Log: log,
 		KernelLog: xid.DevKmsg, KernelBoot: xid.BootTime(time.Now())}
+	env.Volumes = nodeVolumes(opts.StateDir, log)
 	return env, term.SystemAccounts{Tenancy: tenancy}, func() { _ = hv.Close() }, nil
 }

@@ -83,6 +83,10 @@ func printNodeDetail(ios *cmdutil.IOStreams, now time.Time, d *api.NodeDetail) e
 		for _, b := range blockers(d.Node) {
 			fmt.Fprintf(ios.Out, "%s %s\n", cs(ios).Red("blocker:"), b)
 		}
+		for _, v := range d.Volumes {
+			fmt.Fprintf(ios.Out, "volume: %s (%s) of project %s, %s, %s\n", v.Name, v.ID, v.ProjectID,
+				api.FormatVolumeSize(v.SizeBytes), volumeWhere(v.AllocationID, v.State))
+		}
 		fmt.Fprintln(ios.Out)
 		if len(d.Slots) == 0 {
 			fmt.Fprintln(ios.ErrOut, "No slots discovered yet")
@@ -131,4 +135,12 @@ func slotStateColor(cs cmdutil.ColorScheme, state string) func(string) string {
 		return cs.Gray
 	}
 	return func(s string) string { return s }
+}
+
+// volumeWhere is "attached to ID" for an attached volume, else its state.
+func volumeWhere(allocationID, state string) string {
+	if allocationID != "" {
+		return "attached to " + allocationID
+	}
+	return state
 }

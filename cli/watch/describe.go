@@ -99,6 +99,13 @@ var describers = map[string]func(api.Event) string{
 		}
 		return s + ", at the cap: " + b.Action
 	}),
+	api.EventVolume: decoded(func(v api.Volume) string {
+		s := fmt.Sprintf("volume %s (%s on %s) %s", v.Name, api.FormatVolumeSize(v.SizeBytes), v.Node, v.State)
+		if v.Reason != "" {
+			s += " (" + v.Reason + ")"
+		}
+		return s
+	}),
 	api.EventSessionRevoked: decoded(func(r api.SessionRevoked) string {
 		return fmt.Sprintf("%d session(s) ended (%s)", len(r.SessionIDs), r.Reason)
 	}),

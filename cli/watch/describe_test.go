@@ -74,6 +74,8 @@ var samples = map[string]sample{
 	api.EventsGap: {api.EventsGapData{After: 4, First: 10, Missed: 5}, "events after #4 were dropped"},
 	api.EventJobState: {api.Job{ID: "j-1", AllocationID: "a-1", State: api.JobFailed, ExitCode: &exitSeven, Reason: "run exited with 7"},
 		"job j-1 on a-1 failed, exit 7 (run exited with 7)"},
+	api.EventVolume: {api.Volume{Name: "data", SizeBytes: 1 << 30, Node: "gpu-01", State: api.VolumeReady},
+		"volume data (1G on gpu-01) ready"},
 }
 
 var exitSeven = 7

@@ -16,6 +16,7 @@ import (
 	"github.com/gpuaas/gpuaas/controld/project"
 	"github.com/gpuaas/gpuaas/controld/sched"
 	"github.com/gpuaas/gpuaas/controld/tasks"
+	"github.com/gpuaas/gpuaas/controld/volumes"
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/ids"
 )
@@ -51,12 +52,16 @@ func Create(ctx context.Context, tx pgx.Tx, actor Actor, req api.AllocCreateRequ
 		AddMinorPerHour: funds.NewMinorPerHour, Currency: sku.Currency, SKU: sku.ID, GPUs: req.GPUs}); err != nil {
 		return api.Allocation{}, eff, err
 	}
+	claim, err := claimVolumes(ctx, tx, p.ID, sku, req)
+	if err != nil {
+		return api.Allocation{}, eff, err
+	}
 	a, err := insertRequested(ctx, tx, p, sku, actor, req.GPUs, now)
 	if err != nil {
 		return api.Allocation{}, eff, err
 	}
 	from := a.State
-	placed, err := place(ctx, tx, &a, sku, actor.UserID, now)
+	placed, err := placeWith(ctx, tx, &a, sku, actor.UserID, claim, now)
 	switch {
 	case err != nil:
 		return api.Allocation{}, eff, err
@@ -86,6 +91,13 @@ func Create(ctx context.Context, tx pgx.Tx, actor Actor, req api.AllocCreateRequ
 	eff.Audit = audit.Entry{Action: "alloc.create", TargetType: "allocation", TargetID: a.ID, ProjectID: a.ProjectID,
 		Detail: map[string]any{"sku": a.SKU, "gpus": a.GPUs, "queued": a.Queued, "node_id": a.NodeID}}
 	eff.Events = []outbox.Event{ev}
+	if placed {
+		attached, err := volumes.Attach(ctx, tx, claim, a.ID, now)
+		if err != nil {
+			return api.Allocation{}, eff, err
+		}
+		eff.Events = append(eff.Events, attached...)
+	}
 	return a, eff, nil
 }
 
@@ -137,8 +149,16 @@ func insertRequested(ctx context.Context, tx pgx.Tx, p api.Project, sku api.SKU,
 // moves it to provisioning and queues the provisioning task. It reports
 // false (and changes nothing) when there is no capacity.
 func place(ctx context.Context, tx pgx.Tx, a *api.Allocation, sku api.SKU, actor string, now time.Time) (bool, error) {
-	pl, err := sched.Place(ctx, tx, sched.Request{AllocationID: a.ID, Shape: sku.Shape, GPUModel: sku.GPUModel, GPUs: a.GPUs})
-	if sched.IsNoCapacity(err) {
+	return placeWith(ctx, tx, a, sku, actor, volumes.Claim{}, now)
+}
+
+// placeWith is place on the node of the claimed volumes, when there are
+// any, which the provisioning mounts; no capacity there is an error that
+// says why, not a request to queue (volumes.go).
+func placeWith(ctx context.Context, tx pgx.Tx, a *api.Allocation, sku api.SKU, actor string, claim volumes.Claim, now time.Time) (bool, error) {
+	pl, err := sched.Place(ctx, tx, sched.Request{AllocationID: a.ID, Shape: sku.Shape, GPUModel: sku.GPUModel, GPUs: a.GPUs,
+		NodeID: claim.NodeID})
+	if sched.IsNoCapacity(err) && claim.NodeID == "" {
 		return false, nil
 	}
 	if err != nil {
@@ -159,7 +179,8 @@ func place(ctx context.Context, tx pgx.Tx, a *api.Allocation, sku api.SKU, actor
 		return false, err
 	}
 	task := sched.ProvisionTask(a.Shape, pl.NodeID, sched.Environment{AllocationID: a.ID, UserID: a.UserID,
-		Slots: pl.Slots, VCPUs: sku.VCPUsPerGPU * a.GPUs, MemoryMiB: sku.MemoryMiBPerGPU * a.GPUs, Image: sku.Image})
+		Slots: pl.Slots, VCPUs: sku.VCPUsPerGPU * a.GPUs, MemoryMiB: sku.MemoryMiBPerGPU * a.GPUs, Image: sku.Image,
+		Volumes: claim.Attachments})
 	if _, err := tasks.QueueEnqueue(ctx, b, task, now); err != nil {
 		return false, err
 	}

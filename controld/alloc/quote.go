@@ -33,6 +33,12 @@ func Quote(ctx context.Context, db TxBeginner, actor Actor, req api.AllocCreateR
 	if err != nil {
 		return api.AllocQuote{}, err
 	}
+	// Volumes decide the node, as in Create (volumes.go); a refusal
+	// there is the quote's answer.
+	claim, err := claimVolumes(ctx, tx, p.ID, sku, req)
+	if err != nil {
+		return api.AllocQuote{}, err
+	}
 	q := api.AllocQuote{ProjectID: p.ID, SKU: sku.ID, Shape: sku.Shape, GPUs: req.GPUs,
 		PricePerHourMinor: sku.PricePerGPUHourMinor * int64(req.GPUs), Currency: sku.Currency}
 	// Placement reserves slots for an allocation row (a foreign key), so
@@ -41,11 +47,12 @@ func Quote(ctx context.Context, db TxBeginner, actor Actor, req api.AllocCreateR
 	if err != nil {
 		return api.AllocQuote{}, err
 	}
-	pl, err := sched.Place(ctx, tx, sched.Request{AllocationID: a.ID, Shape: sku.Shape, GPUModel: sku.GPUModel, GPUs: a.GPUs})
+	pl, err := sched.Place(ctx, tx, sched.Request{AllocationID: a.ID, Shape: sku.Shape, GPUModel: sku.GPUModel, GPUs: a.GPUs,
+		NodeID: claim.NodeID})
 	switch {
 	case err == nil:
 		q.Fits, q.NodeID = true, pl.NodeID
-	case !sched.IsNoCapacity(err):
+	case !sched.IsNoCapacity(err) || claim.NodeID != "":
 		return api.AllocQuote{}, err
 	case req.Queue:
 		// FIFO per SKU: behind every request of the SKU already waiting.

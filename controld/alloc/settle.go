@@ -7,6 +7,7 @@ import (
 
 	"github.com/gpuaas/gpuaas/controld/outbox"
 	"github.com/gpuaas/gpuaas/controld/tasks"
+	"github.com/gpuaas/gpuaas/controld/volumes"
 	"github.com/gpuaas/gpuaas/internal/api"
 )
 
@@ -56,5 +57,11 @@ func settleRelease(ctx context.Context, tx pgx.Tx, o tasks.Outcome) (tasks.Effec
 		return tasks.Effect{}, nil
 	}
 	events, freed, err := ReleaseDone(ctx, tx, o.AllocationID, o.Result.Status, o.Reason(), o.Now)
+	if err == nil && o.Result.Status == api.TaskSucceeded {
+		// The node unmounted them before removing the user: they stay.
+		var detached []outbox.Event
+		detached, err = volumes.Detach(ctx, tx, o.AllocationID, o.Now)
+		events = append(events, detached...)
+	}
 	return tasks.Effect{Events: events, SlotsFreed: freed}, err
 }

@@ -30,6 +30,9 @@ type Request struct {
 	Shape        string
 	GPUModel     string
 	GPUs         int
+	// NodeID, when set, is the only node the request may go to: where
+	// the volumes it mounts are (pinned.go).
+	NodeID string
 }
 
 // Placement is where a request went.
@@ -50,6 +53,9 @@ type candidatePage func(ctx context.Context, q store.Querier, r node.Room, limit
 func Place(ctx context.Context, tx pgx.Tx, r Request) (Placement, error) {
 	if r.GPUs <= 0 {
 		return Placement{}, api.Errorf(api.CodeInvalidArgument, "gpus must be positive")
+	}
+	if r.NodeID != "" {
+		return placeOn(ctx, tx, r)
 	}
 	// Each kind of candidate, best first: claimed (a candidate no
 	// concurrent placement holds, so they spread over the fleet instead of

@@ -17,6 +17,8 @@ type Environment struct {
 	VCPUs     int
 	MemoryMiB int
 	Image     api.VMImage
+	// Volumes are mounted for the allocation's user (bare metal).
+	Volumes []api.VolumeAttachment
 }
 
 // ProvisionTask is the task that makes the environment of an allocation
@@ -26,7 +28,7 @@ func ProvisionTask(shape, nodeID string, e Environment) tasks.Task {
 	if shape == api.ShapeBaremetal {
 		t.Type = api.TaskProvisionUser
 		t.Params = api.UserProvisionParams{AllocationID: e.AllocationID, UserID: e.UserID,
-			PosixUser: api.PosixUser(e.AllocationID)}
+			PosixUser: api.PosixUser(e.AllocationID), Volumes: e.Volumes}
 		return t
 	}
 	t.Type = api.TaskVMProvision

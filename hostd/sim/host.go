@@ -215,6 +215,8 @@ func (h *Host) Env(nodeID string, log *slog.Logger) *tasks.Env {
 		KernelBoot: h.boot,
 		GPUCheck:   h,
 		Envs:       h.jobEnvs(log),
+		Volumes:    h.volumeStore(log),
+		VolumeRoot: h.volumeRoot(),
 		Now:        time.Now,
 		Log:        log,
 	}

@@ -30,6 +30,20 @@ func deprovisionUser(ctx context.Context, env *Env, p api.UserDeprovisionParams,
 	if err != nil {
 		return nil, err
 	}
+	// Volumes mounted for the user go before its removal scrubs the
+	// node (volume_attach.go); a phase only when there are some.
+	mounted, merr := mountedFor(ctx, env, p.PosixUser)
+	if merr != nil || len(mounted) > 0 {
+		err = ph.Run(ctx, PhaseVolumeDetach, func(ctx context.Context) error {
+			if merr != nil {
+				return merr
+			}
+			return detachVolumes(ctx, env, p.PosixUser, mounted)
+		}, nil)
+		if err != nil {
+			return nil, err
+		}
+	}
 	err = ph.Run(ctx, PhaseUserDelete, func(ctx context.Context) error {
 		removed, err := env.Users.Delete(ctx, p.PosixUser)
 		if err != nil {

@@ -52,6 +52,9 @@ func New(cfg Config) Registry {
 		api.TaskJobStart:         Typed(jobStart),
 		api.TaskJobWait:          Typed(jobWait),
 		api.TaskJobStop:          Typed(jobStop),
+		api.TaskVolumeCreate:     Typed(volumeCreate),
+		api.TaskVolumeResize:     Typed(volumeResize),
+		api.TaskVolumeDelete:     Typed(volumeDelete),
 	}
 }
 

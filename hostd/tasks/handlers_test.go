@@ -127,7 +127,8 @@ func exists(p string) bool {
 func TestDefault(t *testing.T) {
 	want := []string{api.TaskHealthProbe, api.TaskTopologyDiscover, api.TaskVMProvision, api.TaskVMRelease,
 		api.TaskProvisionUser, api.TaskDeprovisionUser,
-		api.TaskJobStart, api.TaskJobWait, api.TaskJobStop}
+		api.TaskJobStart, api.TaskJobWait, api.TaskJobStop,
+		api.TaskVolumeCreate, api.TaskVolumeResize, api.TaskVolumeDelete}
 	got := slices.Sorted(maps.Keys(tasks.Default()))
 	slices.Sort(want)
 	if !slices.Equal(got, want) {

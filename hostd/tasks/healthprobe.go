@@ -30,6 +30,10 @@ type HealthReport struct {
 	Fabric      FabricHealth `json:"fabric"`
 	// Problems are facts that stop the host serving any shape.
 	Problems []string `json:"problems,omitempty"`
+	// VolumeFreeBytes is the room the node has for new volumes
+	// (controld/volumes admits sizes by it); absent on a node that keeps
+	// none.
+	VolumeFreeBytes *int64 `json:"volume_free_bytes,omitempty"`
 }
 
 // VFIOHealth is the state of the VFIO stack.
@@ -133,6 +137,7 @@ func ProbeHealth(env *Env) (HealthReport, error) {
 	if r.GPUs.Count == 0 {
 		r.Problems = append(r.Problems, "no NVIDIA GPU found")
 	}
+	r.VolumeFreeBytes = volumeFree(env)
 	return r, nil
 }
 

@@ -54,6 +54,14 @@ func provisionUser(ctx context.Context, env *Env, p api.UserProvisionParams, rep
 	if err != nil {
 		return nil, err
 	}
+	if len(p.Volumes) > 0 {
+		err = ph.Run(ctx, PhaseVolumeAttach, func(ctx context.Context) error {
+			return attachVolumes(ctx, env, p.PosixUser, p.Volumes)
+		}, func(ctx context.Context) error { return undoAttach(ctx, env, p.PosixUser) })
+		if err != nil {
+			return nil, err
+		}
+	}
 	return res, nil
 }
 

@@ -13,6 +13,7 @@ import (
 
 	"github.com/gpuaas/gpuaas/hostd/host"
 	"github.com/gpuaas/gpuaas/hostd/topology"
+	"github.com/gpuaas/gpuaas/hostd/volume"
 )
 
 // Env is everything a handler may touch. Handlers reach the machine only
@@ -46,6 +47,11 @@ type Env struct {
 	Envs EnvOpener
 	Now  func() time.Time
 	Log  *slog.Logger
+	// Volumes are the node's persistent volumes (hostd/volume); nil on
+	// a node that keeps none. VolumeRoot is prefixed to the paths they
+	// are mounted at ("" on a real node; a sim host's own directory).
+	Volumes    volume.Store
+	VolumeRoot string
 }
 
 // Reporter receives a task's progress, phase by phase.

@@ -44,6 +44,8 @@ type UserProvisionParams struct {
 	UserID       string   `json:"user_id"`
 	PosixUser    string   `json:"posix_user"`
 	SSHKeys      []string `json:"ssh_keys,omitempty"`
+	// Volumes are mounted for the user (volumes.go).
+	Volumes []VolumeAttachment `json:"volumes,omitempty"`
 }
 
 // UserDeprovisionParams are the params of allocation.deprovision_user.

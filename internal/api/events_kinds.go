@@ -36,5 +36,6 @@ var EventKinds = []string{
 	EventAuthLogin, EventSSHCertIssue, EventSSHCA,
 	EventToken,
 	EventJobState,
+	EventVolume,
 	EventsGap,
 }

@@ -224,6 +224,8 @@ type NodeRef struct {
 type NodeDetail struct {
 	Node  Node   `json:"node"`
 	Slots []Slot `json:"slots"`
+	// Volumes are the volumes the node holds (node.get only).
+	Volumes []Volume `json:"volumes,omitempty"`
 }
 
 // SlotsApproveRequest approves pending slots of a node; no ids means all.
@@ -294,6 +296,9 @@ type AllocCreateRequest struct {
 	// "" none). See idle.go.
 	IdleReleaseAfter string `json:"idle_release_after,omitempty"`
 	MaxDuration      string `json:"max_duration,omitempty"`
+	// Volumes are mounted in the allocation (volumes.go): the allocation
+	// is placed on their node.
+	Volumes []VolumeMount `json:"volumes,omitempty"`
 }
 
 // AllocQuote is the answer of alloc.quote (`gpuaas alloc create

@@ -1,0 +1,113 @@
+package e2e
+
+import (
+	"io/fs"
+	"os"
+	"os/user"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/gpuaas/gpuaas/internal/api"
+)
+
+// TestVolumeOutlivesAllocations is docs/volumes.md's acceptance on bare
+// metal, with `gpuaas dev` run as root (real POSIX users, real ext4
+// volumes) and OpenSSH through the gateway: a 1 GiB volume mounted at
+// /data in one allocation holds a 100 MB file written over ssh; writing
+// past its size fails inside the allocation; after the release a new
+// allocation (a new user, another uid) with the same volume reads the
+// same sha256 and writes there. While attached the volume is refused to
+// a second allocation and to rm; after the release rm deletes it and
+// its image is gone from the node.
+func TestVolumeOutlivesAllocations(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("real volumes and isolated sim users need `gpuaas dev` to run as root")
+	}
+	data, cfg := tempDir(t, "gpuaas-e2e-data-"), tempDir(t, "gpuaas-e2e-cfg-")
+	pwFile := writeFile(t, cfg, "pw", devPassword+"\n")
+	dev := startDev(t, data, cfg, "--password-file", pwFile)
+	if r := dev.gpuaas(t, devPassword, "login", "--password-stdin"); r.code != 0 {
+		t.Fatalf("login: exit %d %s", r.code, r.stderr)
+	}
+	sshConfig := filepath.Join(cfg, "ssh", "dev", "config")
+	ssh := func(alloc, script string) (string, int) {
+		t.Helper()
+		out, code := openssh(t, "ssh", "-F", sshConfig, alloc+"@localhost", script)
+		return strings.TrimSpace(out), code
+	}
+	mustSSH := func(alloc, script string) string {
+		t.Helper()
+		out, code := ssh(alloc, script)
+		if code != 0 {
+			t.Fatalf("ssh %s %q: exit %d %s", alloc, script, code, out)
+		}
+		return out
+	}
+	gpuaas := func(args ...string) string {
+		t.Helper()
+		r := dev.gpuaas(t, "", args...)
+		if r.code != 0 {
+			t.Fatalf("gpuaas %v: exit %d\n%s\n%s", args, r.code, r.stdout, r.stderr)
+		}
+		return strings.TrimSpace(r.stdout)
+	}
+
+	for _, size := range []string{"0", "-1G", "1.5X"} {
+		if r := dev.gpuaas(t, "", "volume", "create", "bad", "--size", size); r.code != 2 || !strings.Contains(r.stderr, "size") {
+			t.Errorf("volume create --size %s: exit %d %s; want a usage error naming the size", size, r.code, r.stderr)
+		}
+	}
+	volID := gpuaas("volume", "create", "data", "--size", "1G", "--node", "sim-metal-2", "--wait", "--json", "id", "--jq", ".id")
+	if r := dev.gpuaas(t, "", "volume", "create", "data", "--size", "1G", "--node", "sim-metal-2"); r.code != 8 {
+		t.Errorf("a second volume named data: exit %d %s; want 8 (conflict)", r.code, r.stderr)
+	}
+	create := func() string {
+		t.Helper()
+		return gpuaas("alloc", "create", "--sku", "h100-baremetal", "--volume", "data:/data", "--wait", "--json", "id", "--jq", ".id")
+	}
+
+	a := create()
+	sum := mustSSH(a, "head -c 104857600 /dev/urandom > ~/data/big && cd ~/data && sha256sum big")
+	out, _ := ssh(a, "dd if=/dev/zero of=$HOME/data/fill bs=1M count=1100 2>&1; rm -f $HOME/data/fill")
+	if !strings.Contains(out, "No space left on device") {
+		t.Errorf("writing 1100 MiB into the 1 GiB volume:\n%s\nwant No space left on device", out)
+	}
+	if r := dev.gpuaas(t, "", "alloc", "create", "--sku", "h100-baremetal", "--volume", "data"); r.code != 8 || !strings.Contains(r.stderr, a) {
+		t.Errorf("a second allocation with the attached volume: exit %d %s; want 8 naming %s", r.code, r.stderr, a)
+	}
+	if r := dev.gpuaas(t, "", "volume", "rm", "data", "--yes"); r.code != 8 || !strings.Contains(r.stderr, "attached") {
+		t.Errorf("volume rm while attached: exit %d %s; want 8 (conflict)", r.code, r.stderr)
+	}
+	uidA := mustSSH(a, "id -u")
+	gpuaas("alloc", "release", a, "--yes", "--wait")
+	if st := gpuaas("volume", "get", "data", "--json", "state", "--jq", ".state"); st != api.VolumeReady {
+		t.Fatalf("volume after the release: %s; want ready", st)
+	}
+
+	b := create()
+	got := mustSSH(b, "cd ~/data && sha256sum big && echo more >> big && echo new > new && id -u && stat -c %u big new")
+	lines := strings.Split(got, "\n")
+	if len(lines) != 4 || lines[0] != sum {
+		t.Fatalf("the next allocation read:\n%s\nwant the checksum %q first", got, sum)
+	}
+	u, err := user.Lookup(api.PosixUser(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lines[1] == uidA || lines[1] != u.Uid || lines[2] != u.Uid || lines[3] != u.Uid {
+		t.Errorf("uids %v (A was %s); want the new user's %s everywhere", lines[1:], uidA, u.Uid)
+	}
+	gpuaas("alloc", "release", b, "--yes", "--wait")
+	gpuaas("volume", "rm", "data", "--yes", "--wait")
+	var images []string
+	_ = filepath.WalkDir(data, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && strings.HasPrefix(d.Name(), volID) {
+			images = append(images, p)
+		}
+		return nil
+	})
+	if len(images) != 0 {
+		t.Errorf("the deleted volume's image is still on the node: %v", images)
+	}
+}

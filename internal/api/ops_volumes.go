@@ -1,0 +1,30 @@
+package api
+
+// Endpoints of volumes (docs/volumes.md). Each is declared here once: its
+// name (Subject(name) is its subject; audit rows and logs name it so)
+// and its descriptor, with its request and response types, access level
+// and kind (endpoint.go, docs/decisions/0013-endpoint-descriptors.md).
+const (
+	EndpointVolumeCreate = "volume.create"
+	EndpointVolumeGet    = "volume.get"
+	EndpointVolumeList   = "volume.list"
+	EndpointVolumeResize = "volume.resize"
+	EndpointVolumeRemove = "volume.rm"
+)
+
+var (
+	// OpVolumeCreate is volume.create: makes a persistent volume of a
+	// project on a node (members; the node is asked to make it, the
+	// volume is ready when it has).
+	OpVolumeCreate = NewMutation[VolumeCreateRequest, Volume](EndpointVolumeCreate, LoggedIn)
+	// OpVolumeGet is volume.get: returns a volume of a project.
+	OpVolumeGet = NewQuery[VolumeRef, Volume](EndpointVolumeGet, LoggedIn)
+	// OpVolumeList is volume.list: lists a project's volumes.
+	OpVolumeList = NewQuery[VolumeListRequest, VolumeList](EndpointVolumeList, LoggedIn)
+	// OpVolumeResize is volume.resize: grows a volume (members; never
+	// smaller).
+	OpVolumeResize = NewMutation[VolumeResizeRequest, Volume](EndpointVolumeResize, LoggedIn)
+	// OpVolumeRemove is volume.rm: deletes a volume and its data
+	// (members; refused while attached).
+	OpVolumeRemove = NewMutation[VolumeRef, Volume](EndpointVolumeRemove, LoggedIn)
+)

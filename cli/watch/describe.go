@@ -48,9 +48,8 @@ var describers = map[string]func(api.Event) string{
 		return fmt.Sprintf("project %s: idle allocations released after %v", p.Project,
 			time.Duration(p.IdleReleaseAfterSeconds)*time.Second)
 	}),
-	api.EventImage: decoded(func(i api.Image) string { return "image " + i.Name + ": " + i.StateLine() }),
-	api.EventNode:  nodeChanged,
-	api.EventUser:  decoded(func(u api.User) string { return "user " + u.Email + " (" + u.Role + ")" }),
+	api.EventNode: nodeChanged,
+	api.EventUser: decoded(func(u api.User) string { return "user " + u.Email + " (" + u.Role + ")" }),
 	api.EventBusIdentity: decoded(func(b api.BusIdentity) string {
 		return "bus identity " + b.Name + " (" + b.Kind + ") added"
 	}),
@@ -61,6 +60,7 @@ var describers = map[string]func(api.Event) string{
 		}
 		return "bus identity revoked: " + strings.Join(names, ", ")
 	}),
+	api.EventImage: decoded(func(i api.Image) string { return "image " + i.Name + ": " + i.StateLine() }),
 	api.EventTopup: decoded(func(p struct {
 		AmountMinor int64  `json:"amount_minor"`
 		Currency    string `json:"currency"`

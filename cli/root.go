@@ -16,6 +16,7 @@ import (
 	"github.com/gpuaas/gpuaas/cli/catalog"
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
 	contextcmd "github.com/gpuaas/gpuaas/cli/context"
+	"github.com/gpuaas/gpuaas/cli/image"
 	"github.com/gpuaas/gpuaas/cli/node"
 	"github.com/gpuaas/gpuaas/cli/ops"
 	"github.com/gpuaas/gpuaas/cli/project"
@@ -118,6 +119,7 @@ func addCommands(root *cobra.Command, f *cmdutil.Factory) {
 		auth.NewCmdWhoami(f, nil),
 		project.NewCmdProject(f),
 		catalog.NewCmdCatalog(f),
+		image.NewCmdImage(f),
 		alloc.NewCmdAlloc(f),
 		billing.NewCmdBilling(f),
 		cmdutil.LocalOnly(sshcmd.NewCmdSSH(f, nil), "runs OpenSSH on this machine"),

@@ -69,6 +69,7 @@ var samples = map[string]sample{
 	api.EventSSHCertIssue: {map[string]any{"key": "SHA256:abc", "valid_before": sampleTime},
 		"SSH certificate for SHA256:abc until 2026-11-28T19:00:00Z"},
 	api.EventSSHCA: {api.CAKey{CA: "user", ID: "SHA256:def", Active: true}, "user CA key SHA256:def active"},
+	api.EventImage: {api.Image{Name: "tiny", Lifecycle: "promoted", Trust: "revoked", TrustReason: "CVE-1"}, "image tiny: promoted, revoked (CVE-1)"},
 	api.EventsGap:  {api.EventsGapData{After: 4, First: 10, Missed: 5}, "events after #4 were dropped"},
 }
 

@@ -225,3 +225,41 @@ func TestImagePublishRefusals(t *testing.T) {
 		t.Fatalf("images after refusals: %d", n)
 	}
 }
+
+func TestSeedImage(t *testing.T) {
+	t.Parallel()
+	e := newImageEnv(t)
+	ctx := t.Context()
+	ref, img := e.push(t, "gpuaas/stock", "stock")
+	admin, err := e.admin.Whoami(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := e.env.Server.SeedImage(ctx, "stock", ref, admin.User.ID)
+	if err != nil || got.Lifecycle != api.ImagePromoted || got.Trust != api.TrustVerified || got.Ref != ref {
+		t.Fatalf("seed: %+v, %v", got, err)
+	}
+	if !listed(t, e.bob, "stock") {
+		t.Fatal("bob does not list the seeded image")
+	}
+	// Seeded again (the next start), an operator's change stays.
+	if _, err := e.admin.ImageDeprecate(ctx, api.ImageChangeRequest{Image: "stock"}); err != nil {
+		t.Fatal(err)
+	}
+	if again, err := e.env.Server.SeedImage(ctx, "stock", ref, admin.User.ID); err != nil || again.ID != got.ID || again.Lifecycle != api.ImageDeprecated {
+		t.Fatalf("seed again: %+v, %v", again, err)
+	}
+	// An image that fails verification is not seeded.
+	layers, _ := img.Layers()
+	ld, _ := layers[0].Digest()
+	path, _ := e.srv.BlobPath(ld.String())
+	if err := os.WriteFile(path, []byte("not the layer"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if bad, err := e.env.Server.SeedImage(ctx, "stock2", ref, admin.User.ID); err == nil || !strings.Contains(err.Error(), "size mismatch") {
+		t.Fatalf("seed of a bad image: %+v, %v; want a size mismatch", bad, err)
+	}
+	if n := count(t, e.env, `SELECT count(*) FROM images WHERE name = 'stock2'`); n != 0 {
+		t.Fatalf("rows of the bad seed: %d", n)
+	}
+}

@@ -177,3 +177,14 @@ func TestReadArchiveDocker(t *testing.T) {
 		t.Fatalf("digest: got %s; want %s", d, want)
 	}
 }
+
+// TestTinyIsReproducible: the same files make the same digest, which
+// `gpuaas dev` relies on across restarts of its registry.
+func TestTinyIsReproducible(t *testing.T) {
+	a, b := tiny(t, "same"), tiny(t, "same")
+	da, _ := a.Digest()
+	db, _ := b.Digest()
+	if da != db {
+		t.Fatalf("digests: %s and %s", da, db)
+	}
+}

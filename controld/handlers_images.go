@@ -34,8 +34,19 @@ func (s *Server) imagesEndpoints() []endpointDef {
 	}
 }
 
+// platformRole is the caller's platform role as the catalog honours it: a
+// session delegated through the SSH gateway acts as a user, as it is
+// refused ops.* and operator endpoints (delegatedRefused).
+func platformRole(c *call) string {
+	if c.principal.Delegated {
+		return api.RoleUser
+	}
+	return c.principal.Role
+}
+
 func isOperator(c *call) bool {
-	return c.principal.Role == api.RoleOperator || c.principal.Role == api.RoleAdmin
+	r := platformRole(c)
+	return r == api.RoleOperator || r == api.RoleAdmin
 }
 
 // imageProjectID is the project whose own images a name refers to: the
@@ -54,7 +65,7 @@ func (s *Server) imageProjectID(ctx context.Context, q store.Querier, c *call, n
 
 // imageActor is the caller as images.Decide sees them for img.
 func imageActor(ctx context.Context, q store.Querier, c *call, img api.Image) (images.Actor, error) {
-	who := images.Actor{PlatformRole: c.principal.Role}
+	who := images.Actor{PlatformRole: platformRole(c)}
 	if img.ProjectID == "" {
 		return who, nil
 	}
@@ -62,7 +73,7 @@ func imageActor(ctx context.Context, q store.Querier, c *call, img api.Image) (i
 	if err != nil {
 		return who, err
 	}
-	who.Access = project.AccessFor(role, c.principal.Role)
+	who.Access = project.AccessFor(role, who.PlatformRole)
 	return who, nil
 }
 
@@ -99,7 +110,7 @@ func (s *Server) imageList(ctx context.Context, c *call, req api.ImageListReques
 			return nil, err
 		}
 		if ref != "" {
-			p, err := project.Authorize(ctx, s.pool, ref, c.principal.UserID, c.principal.Role, project.AccessRead)
+			p, err := project.Authorize(ctx, s.pool, ref, c.principal.UserID, platformRole(c), project.AccessRead)
 			if err != nil {
 				return nil, err
 			}
@@ -138,7 +149,7 @@ func (s *Server) imagePublishTarget(ctx context.Context, q store.Querier, c *cal
 			return img, api.Errorf(api.CodeInvalidArgument, "publish into which project?").
 				WithHint("pass -p/--project, or --platform (operators)")
 		}
-		p, err := project.Authorize(ctx, q, ref, c.principal.UserID, c.principal.Role, project.AccessRead)
+		p, err := project.Authorize(ctx, q, ref, c.principal.UserID, platformRole(c), project.AccessRead)
 		if err != nil {
 			return img, err
 		}

@@ -263,3 +263,36 @@ func TestSeedImage(t *testing.T) {
 		t.Fatalf("rows of the bad seed: %d", n)
 	}
 }
+
+// TestImageDelegatedSessionHasNoOperatorPower: a session delegated
+// through the SSH gateway acts as a user (as for ops.* endpoints), so an
+// admin's cannot publish, promote or revoke platform images, nor list them
+// all; their own session can.
+func TestImageDelegatedSessionHasNoOperatorPower(t *testing.T) {
+	t.Parallel()
+	e := newImageEnv(t)
+	ctx := t.Context()
+	gw, _ := e.env.Gateway(t, "gw-1")
+	delegated := e.env.Client(mustUserToken(t, gw, e.env.Admin.ID, userCert(t, e.admin)))
+	ref, _ := e.push(t, "gpuaas/tiny", "tiny")
+	_, err := delegated.ImagePublish(ctx, api.ImagePublishRequest{Name: "tiny", Ref: ref, Platform: true})
+	wantErr(t, "delegated publish", err, api.ErrForbidden)
+	if _, err := e.admin.ImagePublish(ctx, api.ImagePublishRequest{Name: "tiny", Ref: ref, Platform: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.admin.ImageVerify(ctx, api.ImageChangeRequest{Image: "tiny"}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = delegated.ImagePromote(ctx, api.ImageChangeRequest{Image: "tiny"})
+	wantErr(t, "delegated promote of an image users do not see", err, api.ErrNotFound)
+	_, err = delegated.ImageList(ctx, api.ImageListRequest{All: true})
+	wantErr(t, "delegated list --all", err, api.ErrForbidden)
+	if _, err := e.admin.ImagePromote(ctx, api.ImageChangeRequest{Image: "tiny"}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = delegated.ImageRevoke(ctx, api.ImageChangeRequest{Image: "tiny", Reason: "x"})
+	wantErr(t, "delegated revoke", err, api.ErrForbidden)
+	if got, err := e.admin.ImageGet(ctx, api.ImageRef{Image: "tiny"}); err != nil || got.Trust != api.TrustVerified {
+		t.Fatalf("after the refusals: %+v, %v", got, err)
+	}
+}

@@ -178,6 +178,12 @@ func (s *Server) imagePublish(ctx context.Context, c *call, req api.ImagePublish
 	if _, err := s.imagePublishTarget(ctx, s.pool, c, req); err != nil {
 		return nil, err
 	}
+	if !req.Platform {
+		// What a user names, controld fetches: only from its registry.
+		if err := s.registry.InRegistry(req.Ref); err != nil {
+			return nil, err
+		}
+	}
 	// The one time a tag is read: what it names now is what is stored.
 	repo, digest, err := s.registry.Resolve(ctx, req.Ref)
 	if err != nil {

@@ -296,3 +296,25 @@ func TestImageDelegatedSessionHasNoOperatorPower(t *testing.T) {
 		t.Fatalf("after the refusals: %+v, %v", got, err)
 	}
 }
+
+// TestImageProjectRefsStayInTheRegistry: a project's image comes from the
+// registry controld is configured with; a ref elsewhere would have
+// controld fetch whatever address a user names (its network, its
+// metadata services). Operators may name another for platform images.
+func TestImageProjectRefsStayInTheRegistry(t *testing.T) {
+	t.Parallel()
+	e := newImageEnv(t)
+	ctx := t.Context()
+	other := "127.0.0.2:1/x@sha256:" + strings.Repeat("a", 64)
+	before := countEffects(t, e.env)
+	for _, ref := range []string{other, "169.254.169.254/latest:meta"} {
+		_, err := e.bob.ImagePublish(ctx, api.ImagePublishRequest{Name: "elsewhere", Ref: ref})
+		wantErr(t, "bob publishes "+ref, err, api.ErrInvalidArgument)
+	}
+	if after := countEffects(t, e.env); after != before {
+		t.Fatalf("rows after refusals: got %+v; want %+v", after, before)
+	}
+	if img, err := e.admin.ImagePublish(ctx, api.ImagePublishRequest{Name: "elsewhere", Ref: other, Platform: true}); err != nil || img.Ref != other {
+		t.Fatalf("an operator's platform image elsewhere: %+v, %v", img, err)
+	}
+}

@@ -126,3 +126,22 @@ func (c *Client) Resolve(ctx context.Context, ref string) (repo, digest string, 
 	}
 	return repo, desc.Digest.String(), nil
 }
+
+// InRegistry refuses a reference outside the configured registry (and
+// every reference when none is): what a user names, controld fetches, so
+// users name only images of the platform's registry.
+func (c *Client) InRegistry(ref string) error {
+	r, err := c.Parse(ref)
+	if err != nil {
+		return err
+	}
+	if c.addr == "" {
+		return api.Errorf(api.CodeInvalidArgument, "no registry is configured for project images").
+			WithHint("ask an operator to configure controld's --registry")
+	}
+	if got := r.Context().RegistryStr(); got != c.addr {
+		return api.Errorf(api.CodeInvalidArgument, "ref %q is in registry %s: a project's images come from %s", ref, got, c.addr).
+			WithHint("push the image there (`gpuaas image import`), or ask an operator to publish it for the platform")
+	}
+	return nil
+}

@@ -17,6 +17,7 @@ import (
 	"github.com/gpuaas/gpuaas/cli/catalog"
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
 	contextcmd "github.com/gpuaas/gpuaas/cli/context"
+	"github.com/gpuaas/gpuaas/cli/image"
 	"github.com/gpuaas/gpuaas/cli/job"
 	"github.com/gpuaas/gpuaas/cli/node"
 	"github.com/gpuaas/gpuaas/cli/ops"
@@ -122,6 +123,7 @@ func addCommands(root *cobra.Command, f *cmdutil.Factory) {
 		auth.NewCmdWhoami(f, nil),
 		project.NewCmdProject(f),
 		catalog.NewCmdCatalog(f),
+		image.NewCmdImage(f),
 		alloc.NewCmdAlloc(f),
 		job.NewCmdRun(f, nil),
 		job.NewCmdJob(f),

@@ -44,6 +44,7 @@ import (
 	"github.com/gpuaas/gpuaas/controld/volumes"
 	"github.com/gpuaas/gpuaas/internal/bus"
 	"github.com/gpuaas/gpuaas/internal/obs"
+	"github.com/gpuaas/gpuaas/internal/registry"
 )
 
 // Config configures controld.
@@ -142,7 +143,14 @@ type Config struct {
 	// Partition tunes how a replica that cannot reach Postgres or NATS
 	// stops serving, and the singletons' leases (serving.go).
 	Partition PartitionTuning
+	// Registry is the OCI registry images are verified against and
+	// imported into (internal/registry, docs/images.md).
+	Registry RegistryConfig
 }
+
+// RegistryConfig is registry.Settings, by the name controld's callers
+// know it.
+type RegistryConfig = registry.Settings
 
 // DefaultDrainTimeout is Config.DrainTimeout's default.
 const DefaultDrainTimeout = 20 * time.Second
@@ -279,6 +287,8 @@ type Server struct {
 	entered atomic.Int64
 	// gate is whether this replica serves, and its leases (serving.go).
 	gate *servingGate
+	// registry speaks to Config.Registry (handlers_images.go).
+	registry *registry.Client
 }
 
 // New connects to the database, applies migrations and prepares the
@@ -298,6 +308,10 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, pool: pool, sem: make(chan struct{}, cfg.MaxInflight),
 		ready: make(chan struct{}), kick: make(chan struct{}, 1)}
+	if s.registry, err = registry.New(cfg.Registry); err != nil {
+		pool.Close()
+		return nil, err
+	}
 	if err := s.init(ctx); err != nil {
 		pool.Close()
 		return nil, err

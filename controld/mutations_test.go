@@ -68,7 +68,7 @@ func mutationEnv(t *testing.T) (*controldtest.Env, *testidp.IdP) {
 		Stripe: payments.Settings{APIBase: testutil.StripeMock(t), SecretKey: "sk_test_controld",
 			WebhookSecret: testWebhookSecret, SuccessURL: "http://127.0.0.1/done", CancelURL: "http://127.0.0.1/cancelled"},
 		OIDC:    identity.OIDCConfig{Issuer: idp.URL, ClientID: testidp.DefaultClientID},
-		Billing: controld.BillingConfig{Window: time.Hour}})
+		Billing: controld.BillingConfig{Window: time.Hour}, Registry: testRegistry(t)})
 	return env, idp
 }
 
@@ -307,6 +307,28 @@ func TestEveryMutationWritesOneAuditRowAndOneEvent(t *testing.T) {
 		{name: "billing.budget_clear", c: admin, endpoint: api.EndpointBillingBudgetClear, req: api.BudgetClearRequest{Project: controldtest.ProjectName}},
 		{name: "billing.budget_clear again", c: admin, endpoint: api.EndpointBillingBudgetClear, req: api.BudgetClearRequest{Project: controldtest.ProjectName}, want: api.ErrNotFound},
 		{name: "admin.credit without a reason", c: admin, endpoint: api.EndpointAdminCredit, req: api.CreditRequest{Project: controldtest.ProjectName, AmountMinor: 250}, want: api.ErrInvalidArgument},
+
+		{name: "image.publish", c: admin, endpoint: api.EndpointImagePublish, req: func() any {
+			return api.ImagePublishRequest{Name: "tiny", Ref: pushTestImage(t, admin, "tiny"), Platform: true}
+		}},
+		{name: "image.publish same name", c: admin, endpoint: api.EndpointImagePublish, req: func() any {
+			return api.ImagePublishRequest{Name: "tiny", Ref: pushTestImage(t, admin, "tiny"), Platform: true}
+		}, want: api.ErrConflict},
+		{name: "image.publish on the platform by a user", c: imageUser(t, env, "ivy1@example.test"), endpoint: api.EndpointImagePublish, req: func() any {
+			return api.ImagePublishRequest{Name: "bobs", Ref: pushTestImage(t, admin, "ivy"), Platform: true}
+		}, want: api.ErrForbidden},
+		{name: "image.verify by a user", c: imageUser(t, env, "ivy2@example.test"), endpoint: api.EndpointImageVerify, req: api.ImageChangeRequest{Image: "tiny"}, want: api.ErrNotFound},
+		{name: "image.verify", c: operator, endpoint: api.EndpointImageVerify, req: api.ImageChangeRequest{Image: "tiny"}},
+		{name: "image.promote", c: operator, endpoint: api.EndpointImagePromote, req: api.ImageChangeRequest{Image: "tiny"}},
+		{name: "image.promote again", c: admin, endpoint: api.EndpointImagePromote, req: api.ImageChangeRequest{Image: "tiny"}, want: api.ErrConflict},
+		{name: "image.promote by a user", c: imageUser(t, env, "ivy3@example.test"), endpoint: api.EndpointImagePromote, req: api.ImageChangeRequest{Image: "tiny"}, want: api.ErrForbidden},
+		{name: "image.deprecate", c: admin, endpoint: api.EndpointImageDeprecate, req: api.ImageChangeRequest{Image: "tiny"}},
+		{name: "image.deprecate again", c: admin, endpoint: api.EndpointImageDeprecate, req: api.ImageChangeRequest{Image: "tiny"}, want: api.ErrConflict},
+		{name: "image.revoke without a reason", c: admin, endpoint: api.EndpointImageRevoke, req: api.ImageChangeRequest{Image: "tiny"}, want: api.ErrInvalidArgument},
+		{name: "image.revoke", c: admin, endpoint: api.EndpointImageRevoke, req: api.ImageChangeRequest{Image: "tiny", Reason: "test"}},
+		{name: "image.retire", c: admin, endpoint: api.EndpointImageRetire, req: api.ImageChangeRequest{Image: "tiny"}},
+		{name: "image.retire again", c: admin, endpoint: api.EndpointImageRetire, req: api.ImageChangeRequest{Image: "tiny"}, want: api.ErrConflict},
+		{name: "image.retire unknown", c: admin, endpoint: api.EndpointImageRetire, req: api.ImageChangeRequest{Image: "ghost"}, want: api.ErrNotFound},
 	}
 	// Mutations with more than one event: disabling a user with a live
 	// session also says which sessions ended.

@@ -26,6 +26,8 @@ var owners = map[string]string{
 
 	"skus": "catalog",
 
+	"images": "images", // the image catalog (migration 0026)
+
 	"nodes":             "node",
 	"slots":             "node",
 	"enrollment_tokens": "node",

@@ -70,6 +70,9 @@ type ControldOptions struct {
 	DrainTimeout time.Duration
 	// Settings are --config and --print-config.
 	Settings settingsFlags
+	// Registry and RegistryCredentials are the OCI registry images are
+	// verified against (registry.Settings, docs/images.md).
+	Registry, RegistryCredentials string
 }
 
 // controldSettings are controld's settings beyond its flags: the
@@ -189,6 +192,8 @@ GPUAAS_SMTP_PASSWORD.
 	fl.DurationVar(&opts.DrainTimeout, "drain-timeout", controld.DefaultDrainTimeout,
 		"On SIGTERM, how long requests and node results in flight may take to finish before controld exits")
 	addMetricsFlag(fl, &opts.MetricsAddr)
+	fl.StringVar(&opts.Registry, "registry", "", "OCI registry (host:port) images are verified against and imported into (docs/images.md)")
+	fl.StringVar(&opts.RegistryCredentials, "registry-credentials", "", `The registry's credentials: a JSON file {"username": …, "password": …}`)
 	opts.Settings.register(fl)
 	cmd.AddCommand(NewCmdControldInitDB(f, nil))
 	return cmd
@@ -243,5 +248,6 @@ func controldConfig(opts *ControldOptions, conns controlplane.Conns, keys *bus.K
 		Stripe: payments.Settings{APIBase: opts.StripeAPI, SecretKey: os.Getenv("GPUAAS_STRIPE_SECRET_KEY"),
 			WebhookSecret: os.Getenv("GPUAAS_STRIPE_WEBHOOK_SECRET"), SuccessURL: opts.StripeSuccessURL, CancelURL: opts.StripeCancelURL},
 		HTTPAddr: opts.HTTPAddr, StreamReplicas: opts.StreamReplicas, Streams: opts.Streams, MetricsAddr: opts.MetricsAddr,
-		DrainTimeout: opts.DrainTimeout}
+		DrainTimeout: opts.DrainTimeout,
+		Registry:     controld.RegistryConfig{Addr: opts.Registry, CredentialsFile: opts.RegistryCredentials}}
 }

@@ -60,6 +60,7 @@ var describers = map[string]func(api.Event) string{
 		}
 		return "bus identity revoked: " + strings.Join(names, ", ")
 	}),
+	api.EventImage: decoded(func(i api.Image) string { return "image " + i.Name + ": " + i.StateLine() }),
 	api.EventTopup: decoded(func(p struct {
 		AmountMinor int64  `json:"amount_minor"`
 		Currency    string `json:"currency"`

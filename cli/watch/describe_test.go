@@ -76,6 +76,7 @@ var samples = map[string]sample{
 		"job j-1 on a-1 failed, exit 7 (run exited with 7)"},
 	api.EventVolume: {api.Volume{Name: "data", SizeBytes: 1 << 30, Node: "gpu-01", State: api.VolumeReady},
 		"volume data (1G on gpu-01) ready"},
+	api.EventImage: {api.Image{Name: "tiny", Lifecycle: "promoted", Trust: "revoked", TrustReason: "CVE-1"}, "image tiny: promoted, revoked (CVE-1)"},
 }
 
 var exitSeven = 7

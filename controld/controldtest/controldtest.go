@@ -59,6 +59,8 @@ type Options struct {
 	Billing controld.BillingConfig
 	// Idle tunes idle release (minimum period, warning lead).
 	Idle controld.IdleConfig
+	// Registry is the OCI registry controld verifies images against.
+	Registry controld.RegistryConfig
 
 	// APIRateLimit is passed to controld; left zero, tests are not
 	// throttled (controld's own default is 50 requests/s in bursts of 200,
@@ -161,7 +163,8 @@ func startControld(t testing.TB, b *testutil.Bus, dsn string, opts Options) *con
 		SSHCertTTL: opts.SSHCertTTL, GatewayAddr: opts.GatewayAddr, Billing: opts.Billing, Idle: opts.Idle,
 		Stripe: opts.Stripe, HTTPAddr: opts.HTTPAddr, APIRateLimit: opts.APIRateLimit,
 		PreLoginRateLimit: opts.PreLoginRateLimit, PreLoginSourceRateLimit: opts.PreLoginSourceRateLimit, Streams: opts.Streams,
-		MetricsAddr: opts.MetricsAddr, OutboxMaxAttempts: opts.OutboxMaxAttempts, Partition: opts.Partition}})
+		MetricsAddr: opts.MetricsAddr, OutboxMaxAttempts: opts.OutboxMaxAttempts, Partition: opts.Partition,
+		Registry: opts.Registry}})
 	if err != nil {
 		t.Fatalf("controld: %v", err)
 	}

@@ -37,5 +37,6 @@ var EventKinds = []string{
 	EventToken,
 	EventJobState,
 	EventVolume,
+	EventImage,
 	EventsGap,
 }

@@ -77,6 +77,9 @@ type Env struct {
 	PasswordGenerated bool
 	// Hosts are the names of the simulated hosts, all ready.
 	Hosts []string
+	// RegistryAddr is the OCI registry on loopback controld verifies
+	// images against (images.go).
+	RegistryAddr string
 
 	cfg Config
 	pg  *pgserver.Server // nil with Config.DatabaseURL
@@ -159,10 +162,16 @@ func Start(ctx context.Context, cfg Config) (_ *Env, err error) {
 	// before (a second close does nothing).
 	e.onClose("", func() error { _ = gatewayLn.Close(); return nil })
 	e.GatewayAddr = gatewayAddr
+	if err := e.startRegistry(); err != nil {
+		return nil, err
+	}
 	if err := e.startControld(ctx, dsn); err != nil {
 		return nil, err
 	}
 	if err := e.seed(ctx); err != nil {
+		return nil, err
+	}
+	if err := e.seedImages(ctx); err != nil {
 		return nil, err
 	}
 	if e.fleet, err = startSimHosts(ctx, e.Controld, e.Admin.ID, e.NATSURL, cfg); err != nil {
@@ -260,7 +269,8 @@ func (e *Env) startControld(ctx context.Context, dsn string) error {
 			Hosts:   controld.HostsConfig{HeartbeatInterval: time.Second, AutoApproveSlots: true},
 			Billing: controld.BillingConfig{Window: e.cfg.BillingWindow},
 			Idle:    controld.IdleConfig{MinPeriod: e.cfg.IdleMinPeriod, Interval: time.Second},
-			Stripe:  stripe, HTTPAddr: httpAddr, MetricsAddr: "127.0.0.1:0", StreamReplicas: streamReplicas}
+			Stripe:  stripe, HTTPAddr: httpAddr, MetricsAddr: "127.0.0.1:0", StreamReplicas: streamReplicas,
+			Registry: controld.RegistryConfig{Addr: e.RegistryAddr}}
 		if i > 0 {
 			// Stripe's webhooks go to the first replica's HTTP server.
 			cc.HTTPAddr = ""

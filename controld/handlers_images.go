@@ -1,0 +1,292 @@
+package controld
+
+import (
+	"context"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/gpuaas/gpuaas/controld/audit"
+	"github.com/gpuaas/gpuaas/controld/images"
+	"github.com/gpuaas/gpuaas/controld/mutate"
+	"github.com/gpuaas/gpuaas/controld/outbox"
+	"github.com/gpuaas/gpuaas/controld/project"
+	"github.com/gpuaas/gpuaas/controld/store"
+	"github.com/gpuaas/gpuaas/internal/api"
+)
+
+// imagesEndpoints are the image catalog's (controld/images,
+// docs/images.md). Who may make which move is images.Decide's; registry
+// work (resolving a tag, verifying) happens before the mutation's
+// transaction, once the caller was found allowed, and its result is
+// recorded inside it after the decision is taken again on the locked row.
+func (s *Server) imagesEndpoints() []endpointDef {
+	return []endpointDef{
+		query(s, api.OpImageList, s.imageList),
+		query(s, api.OpImageGet, s.imageGet),
+		query(s, api.OpImageRegistry, s.imageRegistry),
+		mutation(s, api.OpImagePublish, s.imagePublish),
+		mutation(s, api.OpImageVerify, s.imageVerify),
+		mutation(s, api.OpImagePromote, s.imageChange(images.ActPromote, api.EndpointImagePromote)),
+		mutation(s, api.OpImageDeprecate, s.imageChange(images.ActDeprecate, api.EndpointImageDeprecate)),
+		mutation(s, api.OpImageRetire, s.imageChange(images.ActRetire, api.EndpointImageRetire)),
+		mutation(s, api.OpImageRevoke, s.imageChange(images.ActRevoke, api.EndpointImageRevoke)),
+	}
+}
+
+// platformRole is the caller's platform role as the catalog honours it: a
+// session delegated through the SSH gateway acts as a user, as it is
+// refused ops.* and operator endpoints (delegatedRefused).
+func platformRole(c *call) string {
+	if c.principal.Delegated {
+		return api.RoleUser
+	}
+	return c.principal.Role
+}
+
+func isOperator(c *call) bool {
+	r := platformRole(c)
+	return r == api.RoleOperator || r == api.RoleAdmin
+}
+
+// imageProjectID is the project whose own images a name refers to: the
+// one named, else the caller's (the header, their default); "" for none.
+func (s *Server) imageProjectID(ctx context.Context, q store.Querier, c *call, named string) (string, error) {
+	ref, err := s.projectRef(ctx, c, named)
+	if err != nil || ref == "" {
+		return "", err
+	}
+	p, err := project.Resolve(ctx, q, ref)
+	if err != nil {
+		return "", err
+	}
+	return p.ID, nil
+}
+
+// imageActor is the caller as images.Decide sees them for img.
+func imageActor(ctx context.Context, q store.Querier, c *call, img api.Image) (images.Actor, error) {
+	who := images.Actor{PlatformRole: platformRole(c)}
+	if img.ProjectID == "" {
+		return who, nil
+	}
+	role, err := project.RoleOf(ctx, q, img.ProjectID, c.principal.UserID)
+	if err != nil {
+		return who, err
+	}
+	who.Access = project.AccessFor(role, who.PlatformRole)
+	return who, nil
+}
+
+// findImage returns the image ref names that the caller may see (else
+// not_found, as for an image that does not exist), and the caller as
+// Decide sees them.
+func (s *Server) findImage(ctx context.Context, q store.Querier, c *call, ref, named string, lock bool) (api.Image, images.Actor, error) {
+	pid, err := s.imageProjectID(ctx, q, c, named)
+	if err != nil {
+		return api.Image{}, images.Actor{}, err
+	}
+	img, err := images.Find(ctx, q, strings.TrimSpace(ref), pid, lock)
+	if err != nil {
+		return api.Image{}, images.Actor{}, err
+	}
+	who, err := imageActor(ctx, q, c, img)
+	if err != nil {
+		return api.Image{}, images.Actor{}, err
+	}
+	if !images.Visible(img, who) {
+		return api.Image{}, images.Actor{}, api.Errorf(api.CodeNotFound, "no image %s", ref).WithHint("see `gpuaas image list`")
+	}
+	return img, who, nil
+}
+
+func (s *Server) imageList(ctx context.Context, c *call, req api.ImageListRequest) (*api.ImageListResponse, error) {
+	if req.All && !isOperator(c) {
+		return nil, api.Errorf(api.CodeForbidden, "only operators and admins list every image").WithHint("drop --all")
+	}
+	pid := ""
+	if !req.All {
+		ref, err := s.projectRef(ctx, c, req.Project)
+		if err != nil {
+			return nil, err
+		}
+		if ref != "" {
+			p, err := project.Authorize(ctx, s.pool, ref, c.principal.UserID, platformRole(c), project.AccessRead)
+			if err != nil {
+				return nil, err
+			}
+			pid = p.ID
+		}
+	}
+	out, err := images.List(ctx, s.pool, pid, req.All)
+	if err != nil {
+		return nil, err
+	}
+	return &api.ImageListResponse{Images: out}, nil
+}
+
+func (s *Server) imageGet(ctx context.Context, c *call, req api.ImageRef) (*api.Image, error) {
+	img, _, err := s.findImage(ctx, s.pool, c, req.Image, req.Project, false)
+	if err != nil {
+		return nil, err
+	}
+	return &img, nil
+}
+
+func (s *Server) imageRegistry(_ context.Context, _ *call, _ api.Empty) (*api.ImageRegistryResponse, error) {
+	return &api.ImageRegistryResponse{Registry: s.registry.Addr()}, nil
+}
+
+// imagePublishTarget is the image a publish would add, for Decide: the
+// platform's, or the project's (resolved and the caller's role read).
+func (s *Server) imagePublishTarget(ctx context.Context, q store.Querier, c *call, req api.ImagePublishRequest) (api.Image, error) {
+	img := api.Image{Name: req.Name, Scope: api.ImageScopePlatform}
+	if !req.Platform {
+		ref, err := s.projectRef(ctx, c, req.Project)
+		if err != nil {
+			return img, err
+		}
+		if ref == "" {
+			return img, api.Errorf(api.CodeInvalidArgument, "publish into which project?").
+				WithHint("pass -p/--project, or --platform (operators)")
+		}
+		p, err := project.Authorize(ctx, q, ref, c.principal.UserID, platformRole(c), project.AccessRead)
+		if err != nil {
+			return img, err
+		}
+		img.Scope, img.ProjectID, img.Project = api.ImageScopeProject, p.ID, p.Name
+	}
+	who, err := imageActor(ctx, q, c, img)
+	if err != nil {
+		return img, err
+	}
+	_, err = images.Decide(img, images.ActPublish, who)
+	return img, err
+}
+
+func (s *Server) imagePublish(ctx context.Context, c *call, req api.ImagePublishRequest) (work[api.Image], error) {
+	req.Name = strings.TrimSpace(req.Name)
+	if err := images.ValidateName(req.Name); err != nil {
+		return nil, err
+	}
+	if strings.TrimSpace(req.Ref) == "" {
+		return nil, api.Errorf(api.CodeInvalidArgument, "no ref given").WithHint("give --ref REPOSITORY@sha256:…")
+	}
+	if req.Platform && req.Project != "" {
+		return nil, api.Errorf(api.CodeInvalidArgument, "an image is the platform's or a project's, not both").
+			WithHint("drop --platform or --project")
+	}
+	if _, err := s.imagePublishTarget(ctx, s.pool, c, req); err != nil {
+		return nil, err
+	}
+	if !req.Platform {
+		// What a user names, controld fetches: only from its registry.
+		if err := s.registry.InRegistry(req.Ref); err != nil {
+			return nil, err
+		}
+	}
+	// The one time a tag is read: what it names now is what is stored.
+	repo, digest, err := s.registry.Resolve(ctx, req.Ref)
+	if err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context, tx pgx.Tx) (*api.Image, mutate.Effect, error) {
+		target, err := s.imagePublishTarget(ctx, tx, c, req)
+		if err != nil {
+			return nil, mutate.Effect{}, err
+		}
+		src := ""
+		if !strings.Contains(req.Ref, "@") {
+			src = strings.TrimSpace(req.Ref)
+		}
+		img, err := images.Publish(ctx, tx, images.New{Name: req.Name, ProjectID: target.ProjectID, Repository: repo,
+			Digest: digest, Source: src, By: c.principal.UserID}, s.now())
+		if err != nil {
+			return nil, mutate.Effect{}, err
+		}
+		eff, err := imageEffect(ctx, tx, api.EndpointImagePublish, img, map[string]any{"ref": img.Ref, "source": src})
+		return &img, eff, err
+	}, nil
+}
+
+func (s *Server) imageVerify(ctx context.Context, c *call, req api.ImageChangeRequest) (work[api.Image], error) {
+	img, who, err := s.findImage(ctx, s.pool, c, req.Image, req.Project, false)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := images.Decide(img, images.ActVerify, who); err != nil {
+		return nil, err
+	}
+	chk, err := s.registry.Verify(ctx, img.Ref)
+	if err != nil {
+		return nil, api.Errorf(api.CodeUnavailable, "verify %s: %v", img.Name, err).
+			WithHint("nothing was recorded; check the registry is reachable and retry")
+	}
+	return func(ctx context.Context, tx pgx.Tx) (*api.Image, mutate.Effect, error) {
+		cur, who, err := s.findImage(ctx, tx, c, img.ID, req.Project, true)
+		if err != nil {
+			return nil, mutate.Effect{}, err
+		}
+		if _, err := images.Decide(cur, images.ActVerify, who); err != nil {
+			return nil, mutate.Effect{}, err
+		}
+		out, err := images.RecordCheck(ctx, tx, cur.ID, images.Check{OK: chk.OK, Reason: chk.Reason,
+			Platform: chk.Platform, SizeBytes: chk.SizeBytes, Layers: chk.Layers}, s.now())
+		if err != nil {
+			return nil, mutate.Effect{}, err
+		}
+		eff, err := imageEffect(ctx, tx, api.EndpointImageVerify, out,
+			map[string]any{"from": cur.Trust, "to": out.Trust, "reason": out.TrustReason})
+		return &out, eff, err
+	}, nil
+}
+
+// imageChange is the handler of a move made by a decision alone: promote,
+// deprecate, retire, revoke.
+func (s *Server) imageChange(action images.Action, endpoint string) func(context.Context, *call, api.ImageChangeRequest) (work[api.Image], error) {
+	return func(_ context.Context, c *call, req api.ImageChangeRequest) (work[api.Image], error) {
+		req.Reason = strings.TrimSpace(req.Reason)
+		if len(req.Reason) > 500 {
+			return nil, api.Errorf(api.CodeInvalidArgument, "reason: at most 500 characters")
+		}
+		if action == images.ActRevoke && req.Reason == "" {
+			return nil, api.Errorf(api.CodeInvalidArgument, "a revoke needs a reason").WithHint("give --reason \"…\"")
+		}
+		return func(ctx context.Context, tx pgx.Tx) (*api.Image, mutate.Effect, error) {
+			cur, who, err := s.findImage(ctx, tx, c, req.Image, req.Project, true)
+			if err != nil {
+				return nil, mutate.Effect{}, err
+			}
+			m, err := images.Decide(cur, action, who)
+			if err != nil {
+				return nil, mutate.Effect{}, err
+			}
+			reason := ""
+			if action == images.ActRevoke {
+				reason = req.Reason
+			}
+			out, err := images.Apply(ctx, tx, cur.ID, m, reason, s.now())
+			if err != nil {
+				return nil, mutate.Effect{}, err
+			}
+			eff, err := imageEffect(ctx, tx, endpoint, out, map[string]any{
+				"lifecycle": []string{cur.Lifecycle, out.Lifecycle}, "trust": []string{cur.Trust, out.Trust}, "reason": req.Reason})
+			return &out, eff, err
+		}, nil
+	}
+}
+
+// imageEffect is an image change's audit row and its one event, told to
+// the members of a project-private image's project.
+func imageEffect(ctx context.Context, q store.Querier, endpoint string, img api.Image, detail map[string]any) (mutate.Effect, error) {
+	var users []string
+	if img.ProjectID != "" {
+		var err error
+		if users, err = project.MemberIDs(ctx, q, img.ProjectID); err != nil {
+			return mutate.Effect{}, err
+		}
+	}
+	return mutate.Effect{
+		Audit:  audit.Entry{Action: endpoint, TargetType: "image", TargetID: img.ID, ProjectID: img.ProjectID, Detail: detail},
+		Events: []outbox.Event{{Kind: api.EventImage, Subject: img.ID, ProjectID: img.ProjectID, Users: users, Payload: img}},
+	}, nil
+}

@@ -1,0 +1,52 @@
+package devenv
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+
+	"github.com/gpuaas/gpuaas/internal/registry"
+)
+
+// StockImage is the image `gpuaas dev` seeds, verified and promoted: a
+// one-layer image made in Go (no registry on the internet is reachable).
+const StockImage = "tiny"
+
+// stockImageFiles are its files; the same bytes on every start give the
+// same digest, so the catalog's entry stays valid across restarts of the
+// registry, which forgets its manifests.
+var stockImageFiles = map[string]string{
+	"etc/os-release": "ID=gpuaas-tiny\nNAME=\"gpuaas tiny\"\nPRETTY_NAME=\"gpuaas tiny (dev stock image)\"\n",
+	"hello":          "#!/bin/sh\necho hello from the gpuaas tiny image\n",
+}
+
+// startRegistry runs an OCI registry on loopback (go-containerregistry's
+// in-process one, blobs under the data directory) for controld.
+func (e *Env) startRegistry() error {
+	srv, err := registry.Serve("127.0.0.1:0", filepath.Join(e.cfg.DataDir, "registry"))
+	if err != nil {
+		return err
+	}
+	e.onClose("registry", srv.Close)
+	e.RegistryAddr = srv.Addr()
+	return nil
+}
+
+// seedImages pushes the stock image and makes it a verified, promoted
+// platform image.
+func (e *Env) seedImages(ctx context.Context) error {
+	img, err := registry.Tiny(stockImageFiles)
+	if err != nil {
+		return err
+	}
+	reg, err := registry.New(registry.Settings{Addr: e.RegistryAddr})
+	if err != nil {
+		return err
+	}
+	ref, err := reg.Push(ctx, "gpuaas/"+StockImage, img)
+	if err != nil {
+		return fmt.Errorf("seed images: %w", err)
+	}
+	_, err = e.Controld.SeedImage(ctx, StockImage, ref, e.Admin.ID)
+	return err
+}

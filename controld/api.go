@@ -284,5 +284,6 @@ func (s *Server) endpoints() []endpointDef {
 	return slices.Concat(s.identityEndpoints(), s.projectEndpoints(), s.catalogEndpoints(), s.nodeEndpoints(),
 		s.allocEndpoints(), s.paymentsEndpoints(), s.billingEndpoints(), s.caEndpoints(), s.gateEndpoints(),
 		s.sessionsEndpoints(), s.busEndpoints(), s.outboxEndpoints(), s.eventsEndpoints(),
-		s.idleEndpoints(), s.budgetEndpoints())
+		s.idleEndpoints(), s.budgetEndpoints(),
+		s.webhookEndpoints())
 }

@@ -40,6 +40,7 @@ import (
 	"github.com/gpuaas/gpuaas/controld/payments"
 	"github.com/gpuaas/gpuaas/controld/store"
 	"github.com/gpuaas/gpuaas/controld/tasks"
+	"github.com/gpuaas/gpuaas/controld/webhooks"
 	"github.com/gpuaas/gpuaas/internal/bus"
 	"github.com/gpuaas/gpuaas/internal/obs"
 )
@@ -140,6 +141,9 @@ type Config struct {
 	// Partition tunes how a replica that cannot reach Postgres or NATS
 	// stops serving, and the singletons' leases (serving.go).
 	Partition PartitionTuning
+	// Webhooks tune webhook deliveries: where they may go (by default
+	// public https addresses only) and how they are retried.
+	Webhooks webhooks.Settings
 }
 
 // DefaultDrainTimeout is Config.DrainTimeout's default.
@@ -154,6 +158,10 @@ type BillingConfig = billing.Settings
 
 // IdleConfig is idle.Settings, by the name controld's callers know it.
 type IdleConfig = idle.Settings
+
+// WebhookConfig is webhooks.Settings, by the name controld's callers know
+// it.
+type WebhookConfig = webhooks.Settings
 
 // SMTPConfig is billing.SMTP: a relay for billing emails.
 type SMTPConfig = billing.SMTP
@@ -218,6 +226,9 @@ func (c *Config) CheckAndSetDefaults() error {
 		return err
 	}
 	if err := c.Idle.CheckAndSetDefaults(); err != nil {
+		return err
+	}
+	if err := c.Webhooks.CheckAndSetDefaults(); err != nil {
 		return err
 	}
 	if err := c.Partition.CheckAndSetDefaults(); err != nil {
@@ -413,6 +424,11 @@ func (s *Server) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	sender, err := webhooks.NewSender(webhooks.SenderConfig{Settings: s.cfg.Webhooks, Pool: s.pool, Now: s.cfg.Now,
+		Log: s.cfg.Log})
+	if err != nil {
+		return err
+	}
 	// The metrics server outlives the drain, so it can be watched; its
 	// failure stops controld as a loop's does.
 	obsCtx, stopObs := context.WithCancel(context.WithoutCancel(ctx))
@@ -463,6 +479,12 @@ func (s *Server) Run(ctx context.Context) error {
 		})
 	})
 	g.Go(func() error { return s.supervise(gctx, "queue placement", s.queueLoop) })
+	g.Go(func() error {
+		return s.supervise(gctx, "webhook intake", func(ctx context.Context) error {
+			return webhooks.Ingest(ctx, s.pool, s.js, s.cfg.Now, s.cfg.Log, sender.Kick)
+		})
+	})
+	g.Go(func() error { return s.supervise(gctx, "webhook deliveries", sender.Run) })
 	g.Go(func() error {
 		return s.supervise(gctx, "node service", s.receivingReports(func(ctx context.Context) error { return s.hosts.Run(ctx, hard) }))
 	})

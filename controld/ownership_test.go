@@ -70,6 +70,10 @@ var owners = map[string]string{
 
 	// Singleton and report-receiver leases (migration 0021).
 	"leases": "lease",
+
+	// Webhooks and their deliveries (docs/webhooks.md).
+	"webhooks":           "webhooks",
+	"webhook_deliveries": "webhooks",
 }
 
 // foreignReads are the reads of a table outside its owner that are

@@ -110,6 +110,9 @@ type Options struct {
 	// cannot reach Postgres or NATS stops serving; lease TTLs).
 	Partition controld.PartitionTuning
 
+	// Webhooks is passed to controld (where deliveries may go, retries).
+	Webhooks controld.WebhookConfig
+
 	// PlainBus runs NATS without the trust model (no accounts, no
 	// callout: anyone may do anything), only as the baseline of the
 	// callout's benchmarks.
@@ -161,7 +164,8 @@ func startControld(t testing.TB, b *testutil.Bus, dsn string, opts Options) *con
 		SSHCertTTL: opts.SSHCertTTL, GatewayAddr: opts.GatewayAddr, Billing: opts.Billing, Idle: opts.Idle,
 		Stripe: opts.Stripe, HTTPAddr: opts.HTTPAddr, APIRateLimit: opts.APIRateLimit,
 		PreLoginRateLimit: opts.PreLoginRateLimit, PreLoginSourceRateLimit: opts.PreLoginSourceRateLimit, Streams: opts.Streams,
-		MetricsAddr: opts.MetricsAddr, OutboxMaxAttempts: opts.OutboxMaxAttempts, Partition: opts.Partition}})
+		MetricsAddr: opts.MetricsAddr, OutboxMaxAttempts: opts.OutboxMaxAttempts, Partition: opts.Partition,
+		Webhooks: opts.Webhooks}})
 	if err != nil {
 		t.Fatalf("controld: %v", err)
 	}

@@ -34,5 +34,6 @@ var EventKinds = []string{
 	EventBillingLowBalance, EventBillingDepleted, EventBillingBudget, EventBillingBudgetChanged,
 	EventSessionRevoked, EventSessionStart, EventSessionEnd, EventSessionInterrupt,
 	EventAuthLogin, EventSSHCertIssue, EventSSHCA,
+	EventWebhook, EventWebhookDelivery,
 	EventsGap,
 }

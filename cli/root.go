@@ -24,6 +24,7 @@ import (
 	"github.com/gpuaas/gpuaas/cli/sshconfig"
 	"github.com/gpuaas/gpuaas/cli/tui"
 	"github.com/gpuaas/gpuaas/cli/watch"
+	"github.com/gpuaas/gpuaas/cli/webhook"
 )
 
 // Command groups in the root help.
@@ -120,6 +121,7 @@ func addCommands(root *cobra.Command, f *cmdutil.Factory) {
 		catalog.NewCmdCatalog(f),
 		alloc.NewCmdAlloc(f),
 		billing.NewCmdBilling(f),
+		webhook.NewCmdWebhook(f),
 		cmdutil.LocalOnly(sshcmd.NewCmdSSH(f, nil), "runs OpenSSH on this machine"),
 		cmdutil.LocalOnly(sshconfig.NewCmdSSHConfig(f, nil), "writes OpenSSH's files on this machine"),
 		session.NewCmdSession(f),

@@ -16,6 +16,7 @@ import (
 	"github.com/gpuaas/gpuaas/controld/controldtest"
 	"github.com/gpuaas/gpuaas/controld/webhooks"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/obs/obstest"
 	"github.com/gpuaas/gpuaas/internal/testutil"
 )
 
@@ -66,7 +67,7 @@ func (r *receiver) deliveries() []delivered {
 // webhookEnv is a controld whose deliveries may reach the loopback
 // receiver (an operator's AllowPrivate) and trust its certificate.
 func webhookEnv(t *testing.T, r *receiver) *controldtest.Env {
-	return controldtest.Start(t, controldtest.Options{Webhooks: controld.WebhookConfig{
+	return controldtest.Start(t, controldtest.Options{MetricsAddr: "127.0.0.1:0", Webhooks: controld.WebhookConfig{
 		Policy: webhooks.Policy{AllowPrivate: true}, RootCAs: certPool(r.srv),
 		Backoff: 50 * time.Millisecond, MaxBackoff: 100 * time.Millisecond, MaxAttempts: 3, Interval: 50 * time.Millisecond}})
 }
@@ -150,6 +151,9 @@ func TestWebhookRetriesThenDeadThenRetryDeliversOnce(t *testing.T) {
 	}
 	if n := len(r.deliveries()); n != 3 {
 		t.Fatalf("receiver saw %d attempts; want 3", n)
+	}
+	if got := obstest.Scrape(t, env.Server.MetricsURL()).Value("gpuaas_webhook_deliveries", "state", "dead"); got != 1 {
+		t.Fatalf("gpuaas_webhook_deliveries{state=dead}: got %v; want 1", got)
 	}
 	r.set(w.Secret, http.StatusOK)
 	if _, err := admin.WebhookRetry(ctx, api.WebhookDeliveryRef{ID: d.ID}); err != nil {

@@ -92,3 +92,19 @@ func Retry(ctx context.Context, q store.Querier, id string, now time.Time) (api.
 	}
 	return d, nil
 }
+
+// Counts returns how many deliveries are pending and dead, by state.
+func Counts(ctx context.Context, q store.Querier) (map[string]int, error) {
+	rows, err := q.Query(ctx, `SELECT state, count(*) FROM webhook_deliveries WHERE state <> 'delivered' GROUP BY state`)
+	if err != nil {
+		return nil, fmt.Errorf("count deliveries: %w", err)
+	}
+	out := map[string]int{}
+	var state string
+	var n int
+	_, err = pgx.ForEachRow(rows, []any{&state, &n}, func() error { out[state] = n; return nil })
+	if err != nil {
+		return nil, fmt.Errorf("count deliveries: %w", err)
+	}
+	return out, nil
+}

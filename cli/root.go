@@ -29,6 +29,7 @@ import (
 	"github.com/gpuaas/gpuaas/cli/tui"
 	"github.com/gpuaas/gpuaas/cli/volume"
 	"github.com/gpuaas/gpuaas/cli/watch"
+	"github.com/gpuaas/gpuaas/cli/webhook"
 )
 
 // Command groups in the root help.
@@ -129,6 +130,7 @@ func addCommands(root *cobra.Command, f *cmdutil.Factory) {
 		job.NewCmdJob(f),
 		billing.NewCmdBilling(f),
 		volume.NewCmdVolume(f),
+		webhook.NewCmdWebhook(f),
 		cmdutil.LocalOnly(sshcmd.NewCmdSSH(f, nil), "runs OpenSSH on this machine"),
 		cmdutil.LocalOnly(sshconfig.NewCmdSSHConfig(f, nil), "writes OpenSSH's files on this machine"),
 		session.NewCmdSession(f),

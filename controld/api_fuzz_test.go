@@ -23,6 +23,11 @@ import (
 // name of their type; TestRequestTypesCoverDecodes keeps the table in
 // step with the handlers.
 var requestTypes = map[string]func() any{
+	"api.WebhookAddRequest":        func() any { return new(api.WebhookAddRequest) },
+	"api.WebhookDeliveriesRequest": func() any { return new(api.WebhookDeliveriesRequest) },
+	"api.WebhookDeliveryRef":       func() any { return new(api.WebhookDeliveryRef) },
+	"api.WebhookListRequest":       func() any { return new(api.WebhookListRequest) },
+	"api.WebhookRef":               func() any { return new(api.WebhookRef) },
 	"api.AddMemberRequest":         func() any { return new(api.AddMemberRequest) },
 	"api.AllocCreateRequest":       func() any { return new(api.AllocCreateRequest) },
 	"api.AllocListRequest":         func() any { return new(api.AllocListRequest) },

@@ -42,6 +42,7 @@ import (
 	"github.com/gpuaas/gpuaas/controld/store"
 	"github.com/gpuaas/gpuaas/controld/tasks"
 	"github.com/gpuaas/gpuaas/controld/volumes"
+	"github.com/gpuaas/gpuaas/controld/webhooks"
 	"github.com/gpuaas/gpuaas/internal/bus"
 	"github.com/gpuaas/gpuaas/internal/obs"
 	"github.com/gpuaas/gpuaas/internal/registry"
@@ -146,6 +147,9 @@ type Config struct {
 	// Registry is the OCI registry images are verified against and
 	// imported into (internal/registry, docs/images.md).
 	Registry RegistryConfig
+	// Webhooks tune webhook deliveries: where they may go (by default
+	// public https addresses only) and how they are retried.
+	Webhooks webhooks.Settings
 }
 
 // RegistryConfig is registry.Settings, by the name controld's callers
@@ -164,6 +168,10 @@ type BillingConfig = billing.Settings
 
 // IdleConfig is idle.Settings, by the name controld's callers know it.
 type IdleConfig = idle.Settings
+
+// WebhookConfig is webhooks.Settings, by the name controld's callers know
+// it.
+type WebhookConfig = webhooks.Settings
 
 // SMTPConfig is billing.SMTP: a relay for billing emails.
 type SMTPConfig = billing.SMTP
@@ -228,6 +236,9 @@ func (c *Config) CheckAndSetDefaults() error {
 		return err
 	}
 	if err := c.Idle.CheckAndSetDefaults(); err != nil {
+		return err
+	}
+	if err := c.Webhooks.CheckAndSetDefaults(); err != nil {
 		return err
 	}
 	if err := c.Partition.CheckAndSetDefaults(); err != nil {
@@ -430,6 +441,11 @@ func (s *Server) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	sender, err := webhooks.NewSender(webhooks.SenderConfig{Settings: s.cfg.Webhooks, Pool: s.pool, Now: s.cfg.Now,
+		Log: s.cfg.Log})
+	if err != nil {
+		return err
+	}
 	// The metrics server outlives the drain, so it can be watched; its
 	// failure stops controld as a loop's does.
 	obsCtx, stopObs := context.WithCancel(context.WithoutCancel(ctx))
@@ -480,6 +496,12 @@ func (s *Server) Run(ctx context.Context) error {
 		})
 	})
 	g.Go(func() error { return s.supervise(gctx, "queue placement", s.queueLoop) })
+	g.Go(func() error {
+		return s.supervise(gctx, "webhook intake", func(ctx context.Context) error {
+			return webhooks.Ingest(ctx, s.pool, s.js, s.cfg.Now, s.cfg.Log, sender.Kick)
+		})
+	})
+	g.Go(func() error { return s.supervise(gctx, "webhook deliveries", sender.Run) })
 	g.Go(func() error {
 		return s.supervise(gctx, "node service", s.receivingReports(func(ctx context.Context) error { return s.hosts.Run(ctx, hard) }))
 	})

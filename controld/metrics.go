@@ -16,6 +16,7 @@ import (
 	"github.com/gpuaas/gpuaas/controld/outbox"
 	"github.com/gpuaas/gpuaas/controld/store"
 	"github.com/gpuaas/gpuaas/controld/tasks"
+	"github.com/gpuaas/gpuaas/controld/webhooks"
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/obs"
 )
@@ -97,13 +98,16 @@ var (
 	lagDesc   = prometheus.NewDesc(obs.Namespace+"_billing_accrual_lag_seconds",
 		"Longest time since a running allocation was last charged; above the window plus a tick, accrual is behind.", nil, nil)
 	relayDesc = prometheus.NewDesc(obs.Namespace+"_outbox_relay_held", "1 while some replica holds the outbox relay's lease.", nil, nil)
+	hookDesc  = prometheus.NewDesc(obs.Namespace+"_webhook_deliveries",
+		"Webhook deliveries not delivered: pending (being tried) and dead (attempts ran out: `gpuaas webhook deliveries --state dead`).",
+		[]string{"state"}, nil)
 )
 
 // dbCollector reads its gauges from Postgres at scrape time.
 type dbCollector struct{ s *Server }
 
 func (c *dbCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{outboxDesc, tasksDesc, nodesDesc, lagDesc, relayDesc} {
+	for _, d := range []*prometheus.Desc{outboxDesc, tasksDesc, nodesDesc, lagDesc, relayDesc, hookDesc} {
 		ch <- d
 	}
 }
@@ -125,6 +129,8 @@ func (c *dbCollector) Collect(ch chan<- prometheus.Metric) {
 	} else {
 		ch <- prometheus.MustNewConstMetric(lagDesc, prometheus.GaugeValue, lag.Seconds())
 	}
+	collectStates(ch, hookDesc, []string{api.DeliveryPending, api.DeliveryDead},
+		func() (map[string]int, error) { return webhooks.Counts(ctx, pool) })
 	if epoch, err := outbox.RelayHolder(ctx, pool); err != nil {
 		ch <- prometheus.NewInvalidMetric(relayDesc, err)
 	} else {

@@ -26,7 +26,7 @@ var controldFamilies = []string{
 	"gpuaas_nodes", "gpuaas_billing_accrual_lag_seconds", "gpuaas_billing_window_seconds",
 	"gpuaas_nats_reconnects_total", "gpuaas_nats_connected", "go_goroutines", "process_resident_memory_bytes",
 	"gpuaas_api_replies_refused_total", "gpuaas_jetstream_stream_bytes", "gpuaas_jetstream_stream_max_bytes",
-	"gpuaas_jetstream_stream_messages",
+	"gpuaas_jetstream_stream_messages", "gpuaas_webhook_deliveries",
 }
 
 // TestMetricsMove scrapes controld's /metrics with Prometheus's parser:

@@ -128,7 +128,7 @@ func TestEveryMutationWritesOneAuditRowAndOneEvent(t *testing.T) {
 	admin := env.Client(env.AdminToken)
 	bob := env.Client(bobToken)
 	anon := env.AnonClient()
-	var allocID, inviteCode, terminalID, topupID, tokenID string
+	var allocID, inviteCode, terminalID, topupID, tokenID, webhookID, deliveryID string
 	var jobID string
 	dave, _ := env.AddUser(t, "dave@example.test", api.RoleUser) // a user with a live session
 	gateway, gatewayKey := env.Gateway(t, "gw-1")
@@ -306,6 +306,30 @@ func TestEveryMutationWritesOneAuditRowAndOneEvent(t *testing.T) {
 		{name: "billing.budget_set by an operator", c: operator, endpoint: api.EndpointBillingBudgetSet, req: api.BudgetSetRequest{Project: controldtest.ProjectName, BurnCapMinorPerHour: 100}, want: api.ErrForbidden},
 		{name: "billing.budget_clear", c: admin, endpoint: api.EndpointBillingBudgetClear, req: api.BudgetClearRequest{Project: controldtest.ProjectName}},
 		{name: "billing.budget_clear again", c: admin, endpoint: api.EndpointBillingBudgetClear, req: api.BudgetClearRequest{Project: controldtest.ProjectName}, want: api.ErrNotFound},
+		{name: "webhook.add", c: admin, endpoint: api.EndpointWebhookAdd,
+			req: api.WebhookAddRequest{Project: controldtest.ProjectName, URL: "https://hooks.example.com/gpuaas", Events: []string{api.EventAllocState}},
+			got: func(t *testing.T, resp json.RawMessage) { webhookID = decoded[api.Webhook](t, resp).ID }},
+		{name: "webhook.add plain http", c: admin, endpoint: api.EndpointWebhookAdd,
+			req: api.WebhookAddRequest{Project: controldtest.ProjectName, URL: "http://hooks.example.com/gpuaas", Events: []string{api.EventAllocState}}, want: api.ErrInvalidArgument},
+		{name: "webhook.add loopback", c: admin, endpoint: api.EndpointWebhookAdd,
+			req: api.WebhookAddRequest{Project: controldtest.ProjectName, URL: "https://127.0.0.1:8443/", Events: []string{api.EventAllocState}}, want: api.ErrInvalidArgument},
+		{name: "webhook.add unknown event", c: admin, endpoint: api.EndpointWebhookAdd,
+			req: api.WebhookAddRequest{Project: controldtest.ProjectName, URL: "https://hooks.example.com/gpuaas", Events: []string{"alloc.exploded"}}, want: api.ErrInvalidArgument},
+		{name: "webhook.add by an operator", c: operator, endpoint: api.EndpointWebhookAdd,
+			req: api.WebhookAddRequest{Project: controldtest.ProjectName, URL: "https://hooks.example.com/gpuaas", Events: []string{api.EventAllocState}}, want: api.ErrForbidden},
+		{name: "webhook.test", c: admin, endpoint: api.EndpointWebhookTest, req: func() any { return api.WebhookRef{ID: webhookID} },
+			got: func(t *testing.T, resp json.RawMessage) { deliveryID = decoded[api.WebhookDelivery](t, resp).ID }},
+		{name: "webhook.test by an operator", c: operator, endpoint: api.EndpointWebhookTest, req: func() any { return api.WebhookRef{ID: webhookID} }, want: api.ErrForbidden},
+		{name: "webhook.retry not dead", c: admin, endpoint: api.EndpointWebhookRetry, req: func() any { return api.WebhookDeliveryRef{ID: deliveryID} }, want: api.ErrConflict},
+		{name: "webhook.retry", c: admin, endpoint: api.EndpointWebhookRetry, req: func() any { return api.WebhookDeliveryRef{ID: deliveryID} },
+			setup: func(t *testing.T) {
+				if _, err := env.Server.Pool().Exec(ctx, `UPDATE webhook_deliveries SET state = 'dead' WHERE id = $1`, deliveryID); err != nil {
+					t.Fatal(err)
+				}
+			}},
+		{name: "webhook.rm by an operator", c: operator, endpoint: api.EndpointWebhookRemove, req: func() any { return api.WebhookRef{ID: webhookID} }, want: api.ErrForbidden},
+		{name: "webhook.rm", c: admin, endpoint: api.EndpointWebhookRemove, req: func() any { return api.WebhookRef{ID: webhookID} }},
+		{name: "webhook.rm again", c: admin, endpoint: api.EndpointWebhookRemove, req: func() any { return api.WebhookRef{ID: webhookID} }, want: api.ErrNotFound},
 		{name: "admin.credit without a reason", c: admin, endpoint: api.EndpointAdminCredit, req: api.CreditRequest{Project: controldtest.ProjectName, AmountMinor: 250}, want: api.ErrInvalidArgument},
 
 		{name: "image.publish", c: admin, endpoint: api.EndpointImagePublish, req: func() any {

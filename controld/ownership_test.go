@@ -78,6 +78,9 @@ var owners = map[string]string{
 	"jobs": "jobs",
 	// Persistent volumes (docs/volumes.md).
 	"volumes": "volumes",
+	// Webhooks and their deliveries (docs/webhooks.md).
+	"webhooks":           "webhooks",
+	"webhook_deliveries": "webhooks",
 }
 
 // foreignReads are the reads of a table outside its owner that are

@@ -68,6 +68,11 @@ type ControldOptions struct {
 	MetricsAddr string
 	// DrainTimeout bounds the graceful stop on SIGTERM.
 	DrainTimeout time.Duration
+	// Webhooks: where deliveries may go (docs/webhooks.md).
+	WebhookAllowPrivate bool
+	WebhookDeny         []string
+	WebhookMaxAttempts  int
+	WebhookCAFile       string
 	// Settings are --config and --print-config.
 	Settings settingsFlags
 	// Registry and RegistryCredentials are the OCI registry images are
@@ -149,6 +154,12 @@ GPUAAS_SMTP_PASSWORD.
 			if opts.DrainTimeout <= 0 {
 				return cmdutil.FlagErrorf("--drain-timeout must be positive, got %s", opts.DrainTimeout)
 			}
+			if opts.WebhookMaxAttempts < 1 {
+				return cmdutil.FlagErrorf("--webhook-max-attempts must be at least 1, got %d", opts.WebhookMaxAttempts)
+			}
+			if _, err := webhookDeny(opts.WebhookDeny); err != nil {
+				return err
+			}
 			if (opts.OIDCIssuer == "") != (opts.OIDCClientID == "") {
 				return cmdutil.FlagErrorf("--oidc-issuer and --oidc-client-id go together")
 			}
@@ -191,6 +202,11 @@ GPUAAS_SMTP_PASSWORD.
 	fl.DurationVar(&opts.Streams.RecordingsMaxAge, "recordings-max-age", 90*24*time.Hour, "How long terminal recordings are kept (they cannot be deleted before)")
 	fl.DurationVar(&opts.DrainTimeout, "drain-timeout", controld.DefaultDrainTimeout,
 		"On SIGTERM, how long requests and node results in flight may take to finish before controld exits")
+	fl.BoolVar(&opts.WebhookAllowPrivate, "webhook-allow-private", false,
+		"Let webhook deliveries reach loopback, private and link-local addresses and this machine's own (receivers inside your network)")
+	fl.StringSliceVar(&opts.WebhookDeny, "webhook-deny", nil, "Networks (CIDR) webhook deliveries never reach, whatever else allows them")
+	fl.IntVar(&opts.WebhookMaxAttempts, "webhook-max-attempts", 12, "Attempts of a webhook delivery (backoff doubling from 10s to 1h) before it is dead")
+	fl.StringVar(&opts.WebhookCAFile, "webhook-ca-file", "", "PEM certificates that verify webhook receivers instead of the system's roots")
 	addMetricsFlag(fl, &opts.MetricsAddr)
 	fl.StringVar(&opts.Registry, "registry", "", "OCI registry (host:port) images are verified against and imported into (docs/images.md)")
 	fl.StringVar(&opts.RegistryCredentials, "registry-credentials", "", `The registry's credentials: a JSON file {"username": …, "password": …}`)
@@ -222,7 +238,11 @@ func controldRun(ctx context.Context, opts *ControldOptions) error {
 			return cmdutil.FlagErrorf("--ca-key-file must hold exactly 32 bytes, has %d (head -c 32 /dev/urandom > FILE)", len(kek))
 		}
 	}
-	srv, err := controld.New(ctx, controldConfig(opts, conns, keys, kek, log))
+	cfg := controldConfig(opts, conns, keys, kek, log)
+	if cfg.Webhooks, err = webhookSettings(opts); err != nil {
+		return err
+	}
+	srv, err := controld.New(ctx, cfg)
 	if err != nil {
 		return roleSetupHint(err)
 	}

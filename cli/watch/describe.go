@@ -107,6 +107,15 @@ var describers = map[string]func(api.Event) string{
 		}
 		return s
 	}),
+	api.EventWebhook: decoded(func(w api.Webhook) string {
+		if w.RemovedAt != nil {
+			return fmt.Sprintf("webhook %s to %s removed", w.ID, w.URL)
+		}
+		return fmt.Sprintf("webhook %s to %s added for %s", w.ID, w.URL, strings.Join(w.Events, ", "))
+	}),
+	api.EventWebhookDelivery: decoded(func(d api.WebhookDelivery) string {
+		return fmt.Sprintf("webhook delivery %s (%s) to %s queued", d.ID, d.EventKind, d.WebhookID)
+	}),
 	api.EventSessionRevoked: decoded(func(r api.SessionRevoked) string {
 		return fmt.Sprintf("%d session(s) ended (%s)", len(r.SessionIDs), r.Reason)
 	}),

@@ -112,6 +112,9 @@ type Options struct {
 	// cannot reach Postgres or NATS stops serving; lease TTLs).
 	Partition controld.PartitionTuning
 
+	// Webhooks is passed to controld (where deliveries may go, retries).
+	Webhooks controld.WebhookConfig
+
 	// PlainBus runs NATS without the trust model (no accounts, no
 	// callout: anyone may do anything), only as the baseline of the
 	// callout's benchmarks.
@@ -164,7 +167,8 @@ func startControld(t testing.TB, b *testutil.Bus, dsn string, opts Options) *con
 		Stripe: opts.Stripe, HTTPAddr: opts.HTTPAddr, APIRateLimit: opts.APIRateLimit,
 		PreLoginRateLimit: opts.PreLoginRateLimit, PreLoginSourceRateLimit: opts.PreLoginSourceRateLimit, Streams: opts.Streams,
 		MetricsAddr: opts.MetricsAddr, OutboxMaxAttempts: opts.OutboxMaxAttempts, Partition: opts.Partition,
-		Registry: opts.Registry}})
+		Registry: opts.Registry,
+		Webhooks: opts.Webhooks}})
 	if err != nil {
 		t.Fatalf("controld: %v", err)
 	}

@@ -38,5 +38,6 @@ var EventKinds = []string{
 	EventJobState,
 	EventVolume,
 	EventImage,
+	EventWebhook, EventWebhookDelivery,
 	EventsGap,
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/gpuaas/gpuaas/controld"
 	"github.com/gpuaas/gpuaas/controld/catalog"
 	"github.com/gpuaas/gpuaas/controld/identity"
+	"github.com/gpuaas/gpuaas/controld/webhooks"
 	"github.com/gpuaas/gpuaas/hostd/sim"
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/bus"
@@ -270,7 +271,10 @@ func (e *Env) startControld(ctx context.Context, dsn string) error {
 			Billing: controld.BillingConfig{Window: e.cfg.BillingWindow},
 			Idle:    controld.IdleConfig{MinPeriod: e.cfg.IdleMinPeriod, Interval: time.Second},
 			Stripe:  stripe, HTTPAddr: httpAddr, MetricsAddr: "127.0.0.1:0", StreamReplicas: streamReplicas,
-			Registry: controld.RegistryConfig{Addr: e.RegistryAddr}}
+			Registry: controld.RegistryConfig{Addr: e.RegistryAddr},
+			// Webhook receivers in dev run on this machine (docs/webhooks.md).
+			Webhooks: controld.WebhookConfig{Policy: webhooks.Policy{AllowPrivate: true, AllowHTTPLoopback: true},
+				Backoff: time.Second, MaxBackoff: 10 * time.Second, MaxAttempts: 5}}
 		if i > 0 {
 			// Stripe's webhooks go to the first replica's HTTP server.
 			cc.HTTPAddr = ""

@@ -12,10 +12,16 @@ import (
 )
 
 // Cluster watch tuning: a probe every ClusterProbeInterval, each waiting
-// at most as long; ClusterProbeFailures in a row move the connection.
+// at most as long; ClusterProbeFailures in a row move the connection. When
+// the server it moved to has no meta leader either (the whole cluster is
+// electing one, or lost its majority), each further move waits for twice
+// as many failed probes, up to ClusterMaxProbeFailures: a move drops the
+// requests in flight on the connection, and moving between servers that
+// all lack a leader gains nothing.
 const (
-	ClusterProbeInterval = 2 * time.Second
-	ClusterProbeFailures = 2
+	ClusterProbeInterval    = 2 * time.Second
+	ClusterProbeFailures    = 2
+	ClusterMaxProbeFailures = 32
 )
 
 // jsClusterNotAvailable is JetStream's error code for "no meta leader":
@@ -36,7 +42,7 @@ const jsClusterNotAvailable = 10008
 func WatchCluster(ctx context.Context, nc *nats.Conn, log *slog.Logger) error {
 	t := time.NewTicker(ClusterProbeInterval)
 	defer t.Stop()
-	failures := 0
+	var hops hopPolicy
 	warned := false
 	for {
 		select {
@@ -45,21 +51,16 @@ func WatchCluster(ctx context.Context, nc *nats.Conn, log *slog.Logger) error {
 		case <-t.C:
 		}
 		if !nc.IsConnected() {
-			failures = 0
+			hops.failures = 0
 			continue
 		}
 		err := probeCluster(ctx, nc)
 		if ctx.Err() != nil {
 			return nil
 		}
-		if err == nil {
-			failures = 0
+		if !hops.observe(err) {
 			continue
 		}
-		if failures++; failures < ClusterProbeFailures {
-			continue
-		}
-		failures = 0
 		if len(nc.Servers()) < 2 {
 			// The servers it discovered were dropped from its pool when its
 			// server lost their routes: only URLs it was given stay.
@@ -71,11 +72,36 @@ func WatchCluster(ctx context.Context, nc *nats.Conn, log *slog.Logger) error {
 			continue
 		}
 		log.Warn("nats server lost its cluster; moving to another", "conn", nc.Opts.Name,
-			"server", nc.ConnectedUrlRedacted(), "err", err)
+			"server", nc.ConnectedUrlRedacted(), "err", err, "next_move_after_failed_probes", hops.needed)
 		if err := nc.ForceReconnect(); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
 			log.Warn("nats reconnect", "conn", nc.Opts.Name, "err", err)
 		}
 	}
+}
+
+// hopPolicy decides when failed probes move the connection: after
+// ClusterProbeFailures in a row; after a move that a success has not
+// followed, twice as many as before, up to ClusterMaxProbeFailures. A
+// success starts over.
+type hopPolicy struct {
+	failures int
+	needed   int // 0: ClusterProbeFailures
+}
+
+// observe records a probe's outcome and reports whether to move now.
+func (h *hopPolicy) observe(err error) bool {
+	if h.needed == 0 {
+		h.needed = ClusterProbeFailures
+	}
+	if err == nil {
+		h.failures, h.needed = 0, ClusterProbeFailures
+		return false
+	}
+	if h.failures++; h.failures < h.needed {
+		return false
+	}
+	h.failures, h.needed = 0, min(h.needed*2, ClusterMaxProbeFailures)
+	return true
 }
 
 // errClusterLost is a server's answer that it has no JetStream meta

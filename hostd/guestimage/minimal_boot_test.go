@@ -136,7 +136,8 @@ ethernets:
 
 // bootMinimal defines and starts a minimal guest on network lan at
 // address .n and waits until it is ready; cleanup destroys it.
-func bootMinimal(t *testing.T, ctx context.Context, h *libvirt.Hypervisor, img guestimage.Image, kvm bool, network string, ip, gw string) *testGuest {
+// afterStart, when set, runs once the domain has started.
+func bootMinimal(t *testing.T, ctx context.Context, h *libvirt.Hypervisor, img guestimage.Image, kvm bool, network string, ip, gw string, afterStart func(*testGuest)) *testGuest {
 	t.Helper()
 	dir := worldDir(t)
 	g := &testGuest{name: "gpuaas-kvmtest-" + randHex(4), ip: ip, dir: dir}
@@ -175,6 +176,9 @@ func bootMinimal(t *testing.T, ctx context.Context, h *libvirt.Hypervisor, img g
 	if err := h.Start(ctx, g.name); err != nil {
 		t.Fatalf("start: %v", err)
 	}
+	if afterStart != nil {
+		afterStart(g)
+	}
 	waitBanner(t, ctx, ip, 2*time.Minute)
 	g.booted = time.Since(start)
 	marker := waitMarker(t, ctx, func(cmd string) (string, error) { return g.ssh(ctx, cmd) }, time.Minute)
@@ -209,7 +213,7 @@ func TestMinimalGuestBoot(t *testing.T) {
 	t.Cleanup(func() { h.Close() })
 	lan := newTestNetwork(t)
 
-	g := bootMinimal(t, ctx, h, img.Image, kvm, lan.name, lan.host(10), lan.host(1))
+	g := bootMinimal(t, ctx, h, img.Image, kvm, lan.name, lan.host(10), lan.host(1), nil)
 	t.Logf("minimal guest (%s): sshd banner %.1fs after start, slice-ready marker at %.1fs", wantVirt, g.booted.Seconds(), g.ready.Seconds())
 
 	kernel := strings.TrimPrefix(filepath.Base(img.Manifest.Packages[slices.IndexFunc(img.Manifest.Packages, func(p string) bool {

@@ -25,7 +25,7 @@ import (
 
 // requireGuests fails the test when something a real boot of the minimal
 // image needs is missing; -short skips it instead.
-func requireGuests(t *testing.T) {
+func requireGuests(t testing.TB) {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("boots a guest; skipped with -short")
@@ -49,7 +49,7 @@ func requireGuests(t *testing.T) {
 }
 
 // buildMinimal builds or reuses the machine's cached minimal image.
-func buildMinimal(t *testing.T, ctx context.Context) guestimage.Result {
+func buildMinimal(t testing.TB, ctx context.Context) guestimage.Result {
 	t.Helper()
 	var log strings.Builder
 	res, err := guestimage.BuildMinimal(ctx, guestimage.Config{Log: &log})
@@ -74,7 +74,7 @@ type kvmProbe struct {
 }
 
 // kvmRunsKernelOnce is kvmRunsKernel, asked once per kernel in a test run.
-func kvmRunsKernelOnce(t *testing.T, ctx context.Context, img guestimage.Image) bool {
+func kvmRunsKernelOnce(t testing.TB, ctx context.Context, img guestimage.Image) bool {
 	p, _ := kvmProbeOnce.LoadOrStore(img.Kernel, &kvmProbe{})
 	probe := p.(*kvmProbe)
 	probe.once.Do(func() { probe.ok = kvmRunsKernel(t, ctx, img) })
@@ -134,10 +134,17 @@ ethernets:
 	}
 }
 
-// bootMinimal defines and starts a minimal guest on network lan at
-// address .n and waits until it is ready; cleanup destroys it.
+// bootMinimal defines and starts a minimal guest (1 vCPU, 384 MiB) on
+// network at ip and waits until it is ready; cleanup destroys it.
 // afterStart, when set, runs once the domain has started.
-func bootMinimal(t *testing.T, ctx context.Context, h *libvirt.Hypervisor, img guestimage.Image, kvm bool, network string, ip, gw string, afterStart func(*testGuest)) *testGuest {
+func bootMinimal(t testing.TB, ctx context.Context, h *libvirt.Hypervisor, img guestimage.Image, kvm bool, network string, ip, gw string, afterStart func(*testGuest)) *testGuest {
+	t.Helper()
+	return bootGuest(t, ctx, h, img, kvm, 1, 384, network, ip, gw, afterStart)
+}
+
+// bootGuest boots img (either image: they share the seed and markers)
+// with vcpus and mem MiB, as bootMinimal does.
+func bootGuest(t testing.TB, ctx context.Context, h *libvirt.Hypervisor, img guestimage.Image, kvm bool, vcpus, mem int, network string, ip, gw string, afterStart func(*testGuest)) *testGuest {
 	t.Helper()
 	dir := worldDir(t)
 	g := &testGuest{name: "gpuaas-kvmtest-" + randHex(4), ip: ip, dir: dir}
@@ -151,7 +158,7 @@ func bootMinimal(t *testing.T, ctx context.Context, h *libvirt.Hypervisor, img g
 		t.Fatal(err)
 	}
 	spec := host.DomainSpec{
-		Name: g.name, VCPUs: 1, MemoryMiB: 384, NUMANode: -1,
+		Name: g.name, VCPUs: vcpus, MemoryMiB: mem, NUMANode: -1,
 		Disks:   []host.Disk{{Source: overlay, Target: "vda"}},
 		SeedISO: seed,
 		Kernel:  img.Kernel, Initrd: img.Initrd, Cmdline: img.Manifest.Cmdline,
@@ -179,9 +186,9 @@ func bootMinimal(t *testing.T, ctx context.Context, h *libvirt.Hypervisor, img g
 	if afterStart != nil {
 		afterStart(g)
 	}
-	waitBanner(t, ctx, ip, 2*time.Minute)
+	waitBanner(t, ctx, ip, 6*time.Minute)
 	g.booted = time.Since(start)
-	marker := waitMarker(t, ctx, func(cmd string) (string, error) { return g.ssh(ctx, cmd) }, time.Minute)
+	marker := waitMarker(t, ctx, func(cmd string) (string, error) { return g.ssh(ctx, cmd) }, 6*time.Minute)
 	g.ready = time.Since(start)
 	if want := "ok: no GPUs expected (instance " + g.name + ")"; marker != want {
 		t.Errorf("slice-ready marker %q; want %q", marker, want)

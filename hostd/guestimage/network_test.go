@@ -24,7 +24,7 @@ type testNetwork struct {
 func (n testNetwork) host(i int) string { return fmt.Sprintf("%s%d", n.prefix, i) }
 
 // freeTestPrefix is a "10.213.N." no route on this host uses.
-func freeTestPrefix(t *testing.T) string {
+func freeTestPrefix(t testing.TB) string {
 	t.Helper()
 	routes, err := exec.Command("ip", "-4", "route").CombinedOutput()
 	if err != nil {
@@ -42,7 +42,7 @@ func freeTestPrefix(t *testing.T) string {
 
 // newTestNetwork creates the network in a 10.213.N.0/24 no route on this
 // host uses, and destroys it at cleanup.
-func newTestNetwork(t *testing.T) testNetwork {
+func newTestNetwork(t testing.TB) testNetwork {
 	t.Helper()
 	suffix := randHex(4)
 	n := testNetwork{name: "gpuaas-test-" + suffix, prefix: freeTestPrefix(t)}

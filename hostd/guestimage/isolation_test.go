@@ -203,7 +203,7 @@ func TestSliceIsolation(t *testing.T) {
 		if err := h.Destroy(ctx, g.name); err != nil {
 			t.Fatal(err)
 		}
-		if err := fw.RemovePort(ctx, ports[g.name].Dev); err != nil {
+		if err := fw.RemoveMAC(ctx, g.mac); err != nil { // the vnet device is gone
 			t.Fatal(err)
 		}
 		if err := h.Undefine(ctx, g.name); err != nil {

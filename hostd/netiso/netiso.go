@@ -178,6 +178,28 @@ func (f *Firewall) RemovePort(ctx context.Context, dev string) error {
 	return f.nft(ctx, script.String())
 }
 
+// RemoveMAC removes the port and entries of the NIC with MAC mac: what a
+// release calls, when the domain (and with it the vnet device's name) may
+// already be gone. None is fine.
+func (f *Firewall) RemoveMAC(ctx context.Context, mac string) error {
+	hw, err := net.ParseMAC(mac)
+	if err != nil {
+		return fmt.Errorf("%w: MAC %q", ErrInvalidPort, mac)
+	}
+	ports, err := f.Ports(ctx)
+	if err != nil {
+		return err
+	}
+	for _, p := range ports {
+		if p.MAC == hw.String() {
+			if err := f.RemovePort(ctx, p.Dev); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
 // Ports lists the entries, sorted by device; none when the table is
 // missing.
 func (f *Firewall) Ports(ctx context.Context) ([]Port, error) {

@@ -98,6 +98,18 @@ func TestFirewallEntries(t *testing.T) {
 			t.Errorf("table has no %q:\n%s", w, rules)
 		}
 	}
+	if err := f.RemoveMAC(ctx, "52:54:00:aa:bb:02"); err != nil { // b's, spelt in lower case
+		t.Fatal(err)
+	}
+	if got, _ := f.Ports(ctx); len(got) != 0 {
+		t.Errorf("Ports after RemoveMAC(%s) = %v; want none", b.MAC, got)
+	}
+	if names, _ := f.PortNames(ctx); len(names) != 0 {
+		t.Errorf("PortNames after RemoveMAC(%s) = %v; want none", b.MAC, names)
+	}
+	if err := f.RemoveMAC(ctx, "not-a-mac"); !errors.Is(err, ErrInvalidPort) {
+		t.Errorf("RemoveMAC(not-a-mac) = %v; want ErrInvalidPort", err)
+	}
 	if err := f.Remove(ctx); err != nil {
 		t.Fatal(err)
 	}

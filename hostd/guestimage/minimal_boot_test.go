@@ -85,6 +85,7 @@ func kvmRunsKernelOnce(t testing.TB, ctx context.Context, img guestimage.Image) 
 type testGuest struct {
 	name, ip, mac string
 	key           string // the renter's private key file
+	hostdKey      string // the key standing for hostd's per-VM key
 	dir           string
 	booted        time.Duration // define+start to SSH banner
 	ready         time.Duration // to the slice-ready marker
@@ -151,7 +152,8 @@ func bootGuest(t testing.TB, ctx context.Context, h *libvirt.Hypervisor, img gue
 	g.mac = "52:54:00:" + randHex(1) + ":" + randHex(1) + ":" + randHex(1)
 	var pub string
 	g.key, pub = newKey(t, dir)
-	_, hostdPub := newKey(t, t.TempDir())
+	var hostdPub string
+	g.hostdKey, hostdPub = newKey(t, t.TempDir())
 	overlay, seed := filepath.Join(dir, "overlay.qcow2"), filepath.Join(dir, "seed.iso")
 	run(t, "qemu-img", "create", "-q", "-f", "qcow2", "-F", "qcow2", "-b", img.Disk, overlay)
 	if err := guestimage.WriteSeedISO(ctx, seed, seedFor(g.name, g.mac, ip, gw, pub, hostdPub)); err != nil {
@@ -242,6 +244,9 @@ func TestMinimalGuestBoot(t *testing.T) {
 		if got != c.want {
 			t.Errorf("ssh %s = %q; want %q", c.cmd, got, c.want)
 		}
+	}
+	if out, err := sshRun(ctx, g.hostdKey, "renter@"+g.ip, "id -un"); err != nil || out != "renter" {
+		t.Errorf("ssh with hostd's per-VM key = %q, %v; want renter", out, err)
 	}
 	if out, err := g.ssh(ctx, "ip -4 -o addr show dev mgmt0"); err != nil || !strings.Contains(out, lan.host(10)+"/24") {
 		t.Errorf("mgmt0 = %q, %v; want the seed's address %s/24 on the NIC the seed's MAC names", out, err, lan.host(10))

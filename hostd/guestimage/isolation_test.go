@@ -87,14 +87,14 @@ func TestSliceIsolation(t *testing.T) {
 	prefix := freeTestPrefix(t)
 	gw := prefix + "1"
 	spec := libvirt.NetworkSpec{Name: "gpuaas-test-" + suffix, Bridge: "gpt-" + suffix, Gateway: netip.MustParsePrefix(gw + "/24")}
-	if err := h.EnsureNetwork(ctx, spec); err != nil {
-		t.Fatalf("ensure network: %v", err)
-	}
-	t.Cleanup(func() {
+	t.Cleanup(func() { // also after a failed EnsureNetwork that defined it
 		if err := h.RemoveNetwork(context.Background(), spec.Name); err != nil {
 			t.Errorf("remove network: %v", err)
 		}
 	})
+	if err := h.EnsureNetwork(ctx, spec); err != nil {
+		t.Fatalf("ensure network: %v", err)
+	}
 	if err := h.EnsureNetwork(ctx, spec); err != nil { // hostd restarting
 		t.Fatalf("ensure network again: %v", err)
 	}

@@ -123,6 +123,10 @@ func TestSliceIsolation(t *testing.T) {
 		if err != nil {
 			t.Fatalf("interface of %s: %v", g.name, err)
 		}
+		// hostd/tasks finds the tap by libvirt's 0xfe MAC (no libvirt call).
+		if tap, err := netiso.TapDevice("/sys/class/net", g.mac); err != nil || tap != dev {
+			t.Errorf("TapDevice(%s) = %q, %v; want libvirt's %s", g.mac, tap, err, dev)
+		}
 		p := netiso.Port{Dev: dev, MAC: g.mac, IP: netip.MustParseAddr(g.ip)}
 		if err := fw.AddPort(ctx, p); err != nil {
 			t.Fatalf("add port %v: %v", p, err)

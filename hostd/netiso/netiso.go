@@ -33,7 +33,9 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -306,4 +308,27 @@ func (f *Firewall) nftOut(ctx context.Context, args ...string) ([]byte, error) {
 		return nil, fmt.Errorf("nft %s: %w: %s", strings.Join(args, " "), err, bytes.TrimSpace(stderr.Bytes()))
 	}
 	return out, nil
+}
+
+// TapDevice finds the host side of a guest NIC in sysClassNet
+// (/sys/class/net): libvirt gives a guest's tap device the guest's MAC
+// with the first octet 0xfe, so that the bridge never takes the guest's
+// own address.
+func TapDevice(sysClassNet, guestMAC string) (string, error) {
+	hw, err := net.ParseMAC(guestMAC)
+	if err != nil || len(hw) != 6 {
+		return "", fmt.Errorf("%w: MAC %q", ErrInvalidPort, guestMAC)
+	}
+	tap := append(net.HardwareAddr{0xfe}, hw[1:]...).String()
+	entries, err := os.ReadDir(sysClassNet)
+	if err != nil {
+		return "", fmt.Errorf("netiso: list interfaces: %w", err)
+	}
+	for _, e := range entries {
+		b, err := os.ReadFile(filepath.Join(sysClassNet, e.Name(), "address"))
+		if err == nil && strings.EqualFold(strings.TrimSpace(string(b)), tap) {
+			return e.Name(), nil
+		}
+	}
+	return "", fmt.Errorf("netiso: no interface with MAC %s (the tap of the guest NIC %s) in %s", tap, hw, sysClassNet)
 }

@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -118,5 +119,28 @@ func TestFirewallEntries(t *testing.T) {
 	}
 	if ports, err := f.Ports(ctx); err != nil || len(ports) != 0 {
 		t.Errorf("Ports after Remove = %v, %v; want none", ports, err)
+	}
+}
+
+// TestTapDevice: the tap is the interface whose MAC is the guest's with
+// the first octet 0xfe (TestSliceIsolation checks it against libvirt).
+func TestTapDevice(t *testing.T) {
+	sys := t.TempDir()
+	for dev, mac := range map[string]string{"eth0": "52:54:00:12:34:56", "vnet3": "fe:54:00:12:34:56", "vnet4": "fe:54:00:12:34:57"} {
+		if err := os.MkdirAll(filepath.Join(sys, dev), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(sys, dev, "address"), []byte(mac+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, err := TapDevice(sys, "52:54:00:12:34:56"); err != nil || got != "vnet3" {
+		t.Errorf("TapDevice = %q, %v; want vnet3", got, err)
+	}
+	if _, err := TapDevice(sys, "52:54:00:12:34:58"); err == nil {
+		t.Errorf("TapDevice of a MAC without a tap: no error")
+	}
+	if _, err := TapDevice(sys, "zz"); !errors.Is(err, ErrInvalidPort) {
+		t.Errorf("TapDevice(zz) = %v; want ErrInvalidPort", err)
 	}
 }

@@ -41,6 +41,9 @@ type Env struct {
 	// GPUCheck answers the pre-handout GPU check (gpucheck.go); nil:
 	// every GPU passes.
 	GPUCheck GPUChecker
+	// SliceNet is the slices' isolated network and nft table (vmnet.go);
+	// nil: libvirt's "default" network, no table (the sim).
+	SliceNet *SliceNet
 	Now      func() time.Time
 	Log      *slog.Logger
 }

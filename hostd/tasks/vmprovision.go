@@ -121,6 +121,14 @@ func (c Config) vmProvision(ctx context.Context, env *Env, p api.VMProvisionPara
 	err = ph.Run(ctx, PhaseReadiness, func(ctx context.Context) error {
 		a, err := c.waitReady(ctx, env, name, p.Slots[0].IP)
 		addr = a
+		// A guest booted from a guest image (hostd/guestimage) promises the
+		// marker: ready only once its driver check passed (vmready.go).
+		// The sim's guests (an Addresser: SSH servers on loopback) boot
+		// no image and write none.
+		if _, sim := env.Hypervisor.(Addresser); err != nil || boot == nil || sim {
+			return err
+		}
+		_, err = c.waitMarker(ctx, addr, p.PosixUser, paths.VMKey)
 		return err
 	}, nil)
 	if err != nil {

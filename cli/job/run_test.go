@@ -58,7 +58,7 @@ func TestReadJob(t *testing.T) {
 	ok := write("ok.yaml", "name: t\nresources: {allocation: a-1}\nenv: {B: 2, A: x}\nsetup: make\nrun: exit 7\ntimeout: 1500ms\nrelease: keep\n")
 	ios, _, _, _ := cmdtest.Streams(false)
 	got, sku, err := readJob(ios, ok)
-	if err != nil || sku != (api.AllocCreateRequest{}) {
+	if err != nil || !reflect.DeepEqual(sku, api.AllocCreateRequest{}) {
 		t.Fatal(err, sku)
 	}
 	want := api.JobCreateRequest{AllocationID: "a-1", Name: "t", Setup: "make", Run: "exit 7", TimeoutSeconds: 2, Release: "keep",
@@ -87,7 +87,7 @@ func TestReadJob(t *testing.T) {
 	}
 	// A SKU to rent: the job request names no allocation yet.
 	got, sku, err = readJob(ios, write("sku.yaml", "resources: {sku: h100-baremetal, gpus: 8}\nrun: x\n"))
-	if err != nil || got.AllocationID != "" || sku != (api.AllocCreateRequest{SKU: "h100-baremetal", GPUs: 8}) {
+	if err != nil || got.AllocationID != "" || !reflect.DeepEqual(sku, api.AllocCreateRequest{SKU: "h100-baremetal", GPUs: 8}) {
 		t.Errorf("sku: got %+v %+v, %v", got, sku, err)
 	}
 }

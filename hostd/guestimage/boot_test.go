@@ -63,7 +63,7 @@ func requireKVM(t *testing.T) {
 }
 
 // buildImage builds or reuses the machine's cached image.
-func buildImage(t *testing.T, ctx context.Context) guestimage.Result {
+func buildImage(t testing.TB, ctx context.Context) guestimage.Result {
 	t.Helper()
 	var log strings.Builder
 	res, err := guestimage.Build(ctx, guestimage.Config{Log: &log})
@@ -285,7 +285,7 @@ func TestVerifyRefusesCorruptBuiltImage(t *testing.T) {
 // through the code under test) and reports whether the kernel proper
 // starts, i.e. prints its version on the serial port within 30 seconds;
 // under KVM that takes well under a second.
-func kvmRunsKernel(t *testing.T, ctx context.Context, img guestimage.Image) bool {
+func kvmRunsKernel(t testing.TB, ctx context.Context, img guestimage.Image) bool {
 	t.Helper()
 	serial := filepath.Join(t.TempDir(), "serial.log")
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
@@ -314,7 +314,7 @@ func kvmRunsKernel(t *testing.T, ctx context.Context, img guestimage.Image) bool
 }
 
 // waitBanner polls ip:22 until sshd sends its banner.
-func waitBanner(t *testing.T, ctx context.Context, ip string, limit time.Duration) {
+func waitBanner(t testing.TB, ctx context.Context, ip string, limit time.Duration) {
 	t.Helper()
 	deadline := time.Now().Add(limit)
 	var last error
@@ -337,7 +337,7 @@ func waitBanner(t *testing.T, ctx context.Context, ip string, limit time.Duratio
 
 // waitMarker polls over SSH until the guest has written its readiness
 // marker; a failed-marker ends the wait at once.
-func waitMarker(t *testing.T, ctx context.Context, ssh func(string) (string, error), limit time.Duration) string {
+func waitMarker(t testing.TB, ctx context.Context, ssh func(string) (string, error), limit time.Duration) string {
 	t.Helper()
 	deadline := time.Now().Add(limit)
 	probe := fmt.Sprintf("if [ -f %[1]s ]; then echo ready; cat %[1]s; elif [ -f %[2]s ]; then echo failed; cat %[2]s; else echo waiting; fi",
@@ -387,7 +387,7 @@ func sshRun(ctx context.Context, key, target, cmd string) (string, error) {
 	return strings.TrimSpace(string(out)), nil
 }
 
-func run(t *testing.T, name string, args ...string) string {
+func run(t testing.TB, name string, args ...string) string {
 	t.Helper()
 	out, err := exec.Command(name, args...).CombinedOutput()
 	if err != nil {
@@ -406,7 +406,7 @@ func randHex(n int) string {
 
 // worldDir is a temporary directory QEMU, running as libvirt-qemu, can
 // reach: t.TempDir's are root's alone.
-func worldDir(t *testing.T) string {
+func worldDir(t testing.TB) string {
 	t.Helper()
 	dir := t.TempDir()
 	for _, d := range []string{dir, filepath.Dir(dir)} {
@@ -419,7 +419,7 @@ func worldDir(t *testing.T) string {
 
 // newKey writes an ed25519 key for the OpenSSH client and returns its
 // path and authorized_keys line.
-func newKey(t *testing.T, dir string) (string, string) {
+func newKey(t testing.TB, dir string) (string, string) {
 	t.Helper()
 	pub, priv, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {

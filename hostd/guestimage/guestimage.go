@@ -16,6 +16,12 @@
 // unit runs the driver check and writes ReadyMarker when it passed or
 // FailedMarker with the reason when it did not. hostd sees a slice as
 // ready when sshd answers and ReadyMarker exists.
+//
+// A second image, the minimal test image (BuildMinimal, minimal.go),
+// keeps the same contract without cloud-init: the same kernel, and an
+// initramfs of busybox and dropbear whose /init reads the same seed and
+// writes the same markers. It is built without root and boots to SSH in
+// seconds under TCG; tests and `gpuaas dev` use it, renters never do.
 package guestimage
 
 // Guest paths and seed keys: the readiness contract between the image

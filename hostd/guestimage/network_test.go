@@ -23,26 +23,29 @@ type testNetwork struct {
 // host returns the guest address .n in the network.
 func (n testNetwork) host(i int) string { return fmt.Sprintf("%s%d", n.prefix, i) }
 
-// newTestNetwork creates the network in a 10.213.N.0/24 no route on this
-// host uses, and destroys it at cleanup.
-func newTestNetwork(t *testing.T) testNetwork {
+// freeTestPrefix is a "10.213.N." no route on this host uses.
+func freeTestPrefix(t testing.TB) string {
 	t.Helper()
 	routes, err := exec.Command("ip", "-4", "route").CombinedOutput()
 	if err != nil {
 		t.Fatalf("ip -4 route: %v\n%s", err, routes)
 	}
-	suffix := randHex(4)
-	n := testNetwork{name: "gpuaas-test-" + suffix}
 	for range 50 {
 		prefix := fmt.Sprintf("10.213.%d.", 1+rand.IntN(254))
 		if !strings.Contains(string(routes), prefix) {
-			n.prefix = prefix
-			break
+			return prefix
 		}
 	}
-	if n.prefix == "" {
-		t.Fatal("no free 10.213.N.0/24 for a test network")
-	}
+	t.Fatal("no free 10.213.N.0/24 for a test network")
+	return ""
+}
+
+// newTestNetwork creates the network in a 10.213.N.0/24 no route on this
+// host uses, and destroys it at cleanup.
+func newTestNetwork(t testing.TB) testNetwork {
+	t.Helper()
+	suffix := randHex(4)
+	n := testNetwork{name: "gpuaas-test-" + suffix, prefix: freeTestPrefix(t)}
 	xml := fmt.Sprintf(`<network>
   <name>%s</name>
   <forward mode="open"/>

@@ -52,6 +52,9 @@ type Env struct {
 	// are mounted at ("" on a real node; a sim host's own directory).
 	Volumes    volume.Store
 	VolumeRoot string
+	// SliceNet is the slices' isolated network and nft table (vmnet.go);
+	// nil: libvirt's "default" network, no table (the sim).
+	SliceNet *SliceNet
 }
 
 // Reporter receives a task's progress, phase by phase.

@@ -110,7 +110,8 @@ func (c Config) vmProvision(ctx context.Context, env *Env, p api.VMProvisionPara
 	err = ph.Run(ctx, PhaseDefineStart, func(ctx context.Context) error {
 		return defineStart(ctx, env, p, base, boot, paths)
 	}, func(ctx context.Context) error {
-		return errors.Join(teardownDomain(ctx, env, name), removeIfExists(paths.Overlay))
+		return errors.Join(teardownDomain(ctx, env, name), releaseSlicePort(ctx, env, p.Slots[0].MAC),
+			removeIfExists(paths.Overlay))
 	})
 	if err != nil {
 		return nil, err
@@ -120,6 +121,14 @@ func (c Config) vmProvision(ctx context.Context, env *Env, p api.VMProvisionPara
 	err = ph.Run(ctx, PhaseReadiness, func(ctx context.Context) error {
 		a, err := c.waitReady(ctx, env, name, p.Slots[0].IP)
 		addr = a
+		// A guest booted from a guest image (hostd/guestimage) promises the
+		// marker: ready only once its driver check passed (vmready.go).
+		// The sim's guests (an Addresser: SSH servers on loopback) boot
+		// no image and write none.
+		if _, sim := env.Hypervisor.(Addresser); err != nil || boot == nil || sim {
+			return err
+		}
+		_, err = c.waitMarker(ctx, addr, p.PosixUser, paths.VMKey)
 		return err
 	}, nil)
 	if err != nil {
@@ -242,7 +251,12 @@ func defineStart(ctx context.Context, env *Env, p api.VMProvisionParams, base st
 	if err := env.Hypervisor.Define(ctx, spec); err != nil {
 		return err
 	}
-	return env.Hypervisor.Start(ctx, spec.Name)
+	if err := env.Hypervisor.Start(ctx, spec.Name); err != nil {
+		return err
+	}
+	// The tap exists once the domain runs; until its port is pinned the
+	// network's port isolation alone keeps the VM apart.
+	return registerSlicePort(ctx, env, spec.MAC, p.Slots[0].IP)
 }
 
 // domainSpec is the VM: pinned to the slots' NUMA node when they share
@@ -260,7 +274,7 @@ func domainSpec(env *Env, p api.VMProvisionParams, paths SlicePaths) (host.Domai
 	spec := host.DomainSpec{
 		Name: p.AllocationID, VCPUs: p.VCPUs, MemoryMiB: p.MemoryMiB, NUMANode: p.Slots[0].NUMANode,
 		Disks:   []host.Disk{{Source: overlay, Target: "vda"}},
-		SeedISO: seed, MAC: strings.ToLower(p.Slots[0].MAC), Network: "default",
+		SeedISO: seed, MAC: strings.ToLower(p.Slots[0].MAC), Network: sliceNetwork(env),
 	}
 	for _, s := range p.Slots {
 		if s.NUMANode != spec.NUMANode || s.NUMANode < 0 {

@@ -119,10 +119,14 @@ func (c Config) vmRelease(ctx context.Context, env *Env, p api.VMReleaseParams, 
 		}
 	}
 
-	err = ph.Run(ctx, PhaseReleaseLeases, func(context.Context) error {
+	err = ph.Run(ctx, PhaseReleaseLeases, func(ctx context.Context) error {
 		// The lease goes last: while anything else is left, the devices
 		// stay guarded.
-		return errors.Join(os.RemoveAll(paths.SeedDir), removeIfExists(paths.VMKey),
+		var unpin error
+		if len(p.Slots) > 0 {
+			unpin = releaseSlicePort(ctx, env, p.Slots[0].MAC)
+		}
+		return errors.Join(unpin, os.RemoveAll(paths.SeedDir), removeIfExists(paths.VMKey),
 			removeIfExists(paths.VMKeyPub), removeIfExists(paths.Overlay),
 			hostenv.ForgetVM(env.StateDir, name), removeLease(paths.Lease))
 	}, nil)

@@ -1,0 +1,163 @@
+package tasks
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	mrand "math/rand/v2"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gpuaas/gpuaas/hostd/guestimage"
+	"github.com/gpuaas/gpuaas/hostd/host"
+	"github.com/gpuaas/gpuaas/hostd/libvirt"
+	"github.com/gpuaas/gpuaas/internal/api"
+)
+
+// TestWaitMarkerRealGuest boots the minimal test image (hostd/guestimage)
+// through libvirt with the seed hostd writes (seedFiles, makeVMKey) and
+// checks readiness by marker: ready with the driver check's text; a guest
+// whose driver check fails is ErrDriverCheck with the reason at once; a
+// key the guest does not know is ErrNotReady at the deadline with the
+// last answer. Guests run under TCG (correct everywhere, the subject is
+// the marker, not the hypervisor).
+func TestWaitMarkerRealGuest(t *testing.T) {
+	if testing.Short() {
+		t.Skip("boots guests; skipped with -short")
+	}
+	if os.Geteuid() != 0 {
+		t.Fatal("boots guests through qemu:///system and needs root (scripts/deps test), or go test -short")
+	}
+	for _, tool := range []string{"qemu-system-x86_64", "qemu-img", "genisoimage"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Fatalf("%s is missing (scripts/deps test), or go test -short", tool)
+		}
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
+	defer cancel()
+	img, err := guestimage.BuildMinimal(ctx, guestimage.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := libvirt.New(ctx, libvirt.Config{URI: "qemu:///system"})
+	if err != nil {
+		t.Fatalf("libvirt: %v", err)
+	}
+	t.Cleanup(func() { h.Close() })
+	suffix := randHex(t, 4)
+	prefix := freePrefix(t)
+	netName := "gpuaas-test-" + suffix
+	t.Cleanup(func() { _ = h.RemoveNetwork(context.Background(), netName) })
+	if err := h.EnsureNetwork(ctx, libvirt.NetworkSpec{Name: netName, Bridge: "gpt-" + suffix,
+		Gateway: netip.MustParsePrefix(prefix + "1/24")}); err != nil {
+		t.Fatal(err)
+	}
+
+	// boot starts a minimal guest with hostd's seed for alloc; extraMeta
+	// is appended to its meta-data.
+	boot := func(alloc, ip, extraMeta string) SlicePaths {
+		dir := t.TempDir()
+		for _, d := range []string{dir, filepath.Dir(dir)} { // QEMU runs as libvirt-qemu
+			if err := os.Chmod(d, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+		paths := PathsFor(dir, alloc)
+		mac := fmt.Sprintf("52:54:00:%s:%s:%s", randHex(t, 1), randHex(t, 1), randHex(t, 1))
+		p := api.VMProvisionParams{AllocationID: alloc, PosixUser: "renter", Slots: []api.Slot{{MAC: mac, IP: ip + "/24"}}}
+		vmKey, err := makeVMKey(paths, alloc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		user, meta, network, err := seedFiles(p, []string{vmKey})
+		if err != nil {
+			t.Fatal(err)
+		}
+		iso := filepath.Join(dir, "seed.iso")
+		if err := guestimage.WriteSeedISO(ctx, iso, guestimage.SeedFiles{UserData: user,
+			MetaData: append(meta, extraMeta...), NetworkConfig: network}); err != nil {
+			t.Fatal(err)
+		}
+		overlay := filepath.Join(dir, "overlay.qcow2")
+		if out, err := exec.Command("qemu-img", "create", "-q", "-f", "qcow2", "-F", "qcow2", "-b", img.Disk, overlay).CombinedOutput(); err != nil {
+			t.Fatalf("qemu-img: %v\n%s", err, out)
+		}
+		spec := host.DomainSpec{Name: alloc, VCPUs: 1, MemoryMiB: 384, NUMANode: -1,
+			Disks: []host.Disk{{Source: overlay, Target: "vda"}}, SeedISO: iso,
+			Kernel: img.Kernel, Initrd: img.Initrd, Cmdline: img.Manifest.Cmdline, MAC: mac, Network: netName, Emulate: true}
+		t.Cleanup(func() {
+			_ = h.Destroy(context.Background(), alloc)
+			_ = h.Undefine(context.Background(), alloc)
+		})
+		if err := h.Define(ctx, spec); err != nil {
+			t.Fatal(err)
+		}
+		if err := h.Start(ctx, alloc); err != nil {
+			t.Fatal(err)
+		}
+		return paths
+	}
+	c := Config{ReadinessTimeout: 3 * time.Minute, PollInterval: 250 * time.Millisecond}
+
+	alloc := "gpuaas-kvmtest-" + randHex(t, 4)
+	paths := boot(alloc, prefix+"10", "")
+	start := time.Now()
+	marker, err := c.waitMarker(ctx, prefix+"10:22", "renter", paths.VMKey)
+	if err != nil {
+		t.Fatalf("waitMarker: %v", err)
+	}
+	if want := "ok: no GPUs expected (instance " + alloc + ")"; marker != want {
+		t.Errorf("marker = %q; want %q", marker, want)
+	}
+	t.Logf("minimal guest with hostd's seed ready (marker read) %.1fs after start", time.Since(start).Seconds())
+
+	// A key the guest does not know: the deadline, with why.
+	short := Config{ReadinessTimeout: 2 * time.Second, PollInterval: 250 * time.Millisecond}
+	otherPaths := PathsFor(t.TempDir(), "other")
+	if _, err := makeVMKey(otherPaths, "other"); err != nil {
+		t.Fatal(err)
+	}
+	_, err = short.waitMarker(ctx, prefix+"10:22", "renter", otherPaths.VMKey)
+	if !errors.Is(err, ErrNotReady) || !strings.Contains(err.Error(), "unable to authenticate") {
+		t.Errorf("waitMarker with a key the guest lacks = %v; want ErrNotReady naming the refused login", err)
+	}
+
+	// The driver check fails: at once, with the guest's reason.
+	failed := "gpuaas-kvmtest-" + randHex(t, 4)
+	fpaths := boot(failed, prefix+"11", guestimage.MetaDriverCheck+": fail\n")
+	_, err = c.waitMarker(ctx, prefix+"11:22", "renter", fpaths.VMKey)
+	if !errors.Is(err, ErrDriverCheck) || !strings.Contains(err.Error(), "forced to fail by the seed") {
+		t.Errorf("waitMarker on a failed driver check = %v; want ErrDriverCheck with the guest's reason", err)
+	}
+}
+
+func randHex(t *testing.T, n int) string {
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	return hex.EncodeToString(b)
+}
+
+// freePrefix is a "10.213.N." no route on this host uses.
+func freePrefix(t *testing.T) string {
+	routes, err := exec.Command("ip", "-4", "route").CombinedOutput()
+	if err != nil {
+		t.Fatalf("ip -4 route: %v\n%s", err, routes)
+	}
+	for range 50 {
+		p := fmt.Sprintf("10.213.%d.", 1+mrand.IntN(254))
+		if !strings.Contains(string(routes), p) {
+			return p
+		}
+	}
+	t.Fatal("no free 10.213.N.0/24")
+	return ""
+}

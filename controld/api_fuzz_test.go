@@ -23,6 +23,17 @@ import (
 // name of their type; TestRequestTypesCoverDecodes keeps the table in
 // step with the handlers.
 var requestTypes = map[string]func() any{
+	"api.ImageChangeRequest":       func() any { return new(api.ImageChangeRequest) },
+	"api.ImageListRequest":         func() any { return new(api.ImageListRequest) },
+	"api.ImagePublishRequest":      func() any { return new(api.ImagePublishRequest) },
+	"api.ImageRef":                 func() any { return new(api.ImageRef) },
+	"api.JobCreateRequest":         func() any { return new(api.JobCreateRequest) },
+	"api.JobListRequest":           func() any { return new(api.JobListRequest) },
+	"api.JobRef":                   func() any { return new(api.JobRef) },
+	"api.VolumeCreateRequest":      func() any { return new(api.VolumeCreateRequest) },
+	"api.VolumeListRequest":        func() any { return new(api.VolumeListRequest) },
+	"api.VolumeRef":                func() any { return new(api.VolumeRef) },
+	"api.VolumeResizeRequest":      func() any { return new(api.VolumeResizeRequest) },
 	"api.WebhookAddRequest":        func() any { return new(api.WebhookAddRequest) },
 	"api.WebhookDeliveriesRequest": func() any { return new(api.WebhookDeliveriesRequest) },
 	"api.WebhookDeliveryRef":       func() any { return new(api.WebhookDeliveryRef) },

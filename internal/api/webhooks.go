@@ -23,6 +23,7 @@ var WebhookEvents = []string{
 	EventBillingLowBalance, EventBillingDepleted, EventBillingBudget, EventBillingBudgetChanged,
 	EventTopup, EventRefund, EventAdjustment,
 	EventProject, EventProjectPolicy, EventWebhook,
+	EventJobState, EventVolume, EventImage,
 }
 
 // Delivery states: pending until the receiver answers 2xx (delivered) or

@@ -276,3 +276,23 @@ func TestTokenConnectionsAreLiveSessions(t *testing.T) {
 		t.Errorf("revoked token: got %+v, %v; want ended, revoked", ended, err)
 	}
 }
+
+// TestTokenNotMintedByADelegatedSession: a session the gateway opened for a
+// certificate (commands over SSH without the user's own token) cannot
+// create a token, even in a project the user owns: it mints no
+// credentials.
+func TestTokenNotMintedByADelegatedSession(t *testing.T) {
+	t.Parallel()
+	env := controldtest.Start(t, controldtest.Options{NoNodes: true, SSHCertTTL: time.Hour})
+	ctx := t.Context()
+	alice, owner := tokenOwner(t, env)
+	delegated := mustUserToken(t, gatewayClient(t, env), alice.ID, userCert(t, owner))
+	_, err := env.Client(delegated, api.WithProject("alpha")).TokenCreate(ctx,
+		api.TokenCreateRequest{Name: "ci", Role: api.ProjectViewer, TTL: "1d"})
+	if !errors.Is(err, api.ErrForbidden) {
+		t.Errorf("token create by a delegated session: got %v; want forbidden", err)
+	}
+	if n := count(t, env, `SELECT count(*) FROM api_tokens`); n != 0 {
+		t.Errorf("tokens: got %d; want 0", n)
+	}
+}

@@ -296,3 +296,37 @@ func TestTokenNotMintedByADelegatedSession(t *testing.T) {
 		t.Errorf("tokens: got %d; want 0", n)
 	}
 }
+
+// TestTokenEndsWithItsCreatorsAccount: disabling the person who made a
+// token stops the token too (checked when its check is not cached: the
+// cache is off here), and only a project's owners list its tokens.
+func TestTokenEndsWithItsCreatorsAccount(t *testing.T) {
+	t.Parallel()
+	env := controldtest.Start(t, controldtest.Options{SessionCacheTTL: -1})
+	ctx := t.Context()
+	alice, owner := tokenOwner(t, env)
+	tok, err := owner.TokenCreate(ctx, api.TokenCreateRequest{Name: "ci", Role: api.ProjectViewer, TTL: "1d"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := env.Client(tok.Secret, api.WithProject(""))
+	if _, err := c.TokenList(ctx, api.TokenListRequest{}); !errors.Is(err, api.ErrForbidden) {
+		t.Errorf("token list by the token: got %v; want forbidden", err)
+	}
+	bob, bobToken := env.AddUser(t, "bob@example.test", api.RoleUser)
+	if _, err := owner.ProjectAddMember(ctx, api.AddMemberRequest{Project: "alpha", Email: bob.Email, Role: api.ProjectMember}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := env.Client(bobToken, api.WithProject("alpha")).TokenList(ctx, api.TokenListRequest{}); !errors.Is(err, api.ErrForbidden) {
+		t.Errorf("token list by a member: got %v; want forbidden", err)
+	}
+	if _, err := c.AllocList(ctx, api.AllocListRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := env.Client(env.AdminToken).AdminUserDisable(ctx, alice.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.AllocList(ctx, api.AllocListRequest{}); !errors.Is(err, api.ErrUnauthenticated) {
+		t.Errorf("token of a disabled creator: got %v; want unauthenticated", err)
+	}
+}

@@ -330,3 +330,35 @@ func TestTokenEndsWithItsCreatorsAccount(t *testing.T) {
 		t.Errorf("token of a disabled creator: got %v; want unauthenticated", err)
 	}
 }
+
+// TestTokenOfADisabledCreatorIsRefusedAtOnce: with the check cached, the
+// token's next request after its creator is disabled is refused, and the
+// bus registry takes its connections for ended.
+func TestTokenOfADisabledCreatorIsRefusedAtOnce(t *testing.T) {
+	t.Parallel()
+	env := controldtest.Start(t, controldtest.Options{SessionCacheTTL: time.Hour})
+	ctx := t.Context()
+	alice, owner := tokenOwner(t, env)
+	tok, err := owner.TokenCreate(ctx, api.TokenCreateRequest{Name: "ci", Role: api.ProjectViewer, TTL: "1d"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := env.Client(tok.Secret, api.WithProject(""))
+	for range 2 {
+		if _, err := c.AllocList(ctx, api.AllocListRequest{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := env.Client(env.AdminToken).AdminUserDisable(ctx, alice.ID); err != nil {
+		t.Fatal(err)
+	}
+	// The notification reaches the cache at commit, asynchronously: poll.
+	testutil.EventuallyWithin(t, 10*time.Second, "the token to be refused", func() bool {
+		_, err := c.AllocList(ctx, api.AllocListRequest{})
+		return errors.Is(err, api.ErrUnauthenticated)
+	})
+	ref := []api.GateSession{{SessionID: tok.Token.ID, UserID: tok.Token.ID}}
+	if ended, err := identity.SessionsEnded(ctx, env.Server.Pool(), ref, time.Now()); err != nil || len(ended) != 1 {
+		t.Errorf("token of a disabled creator: got ended %+v, %v; want ended", ended, err)
+	}
+}

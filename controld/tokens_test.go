@@ -276,3 +276,89 @@ func TestTokenConnectionsAreLiveSessions(t *testing.T) {
 		t.Errorf("revoked token: got %+v, %v; want ended, revoked", ended, err)
 	}
 }
+
+// TestTokenNotMintedByADelegatedSession: a session the gateway opened for a
+// certificate (commands over SSH without the user's own token) cannot
+// create a token, even in a project the user owns: it mints no
+// credentials.
+func TestTokenNotMintedByADelegatedSession(t *testing.T) {
+	t.Parallel()
+	env := controldtest.Start(t, controldtest.Options{NoNodes: true, SSHCertTTL: time.Hour})
+	ctx := t.Context()
+	alice, owner := tokenOwner(t, env)
+	delegated := mustUserToken(t, gatewayClient(t, env), alice.ID, userCert(t, owner))
+	_, err := env.Client(delegated, api.WithProject("alpha")).TokenCreate(ctx,
+		api.TokenCreateRequest{Name: "ci", Role: api.ProjectViewer, TTL: "1d"})
+	if !errors.Is(err, api.ErrForbidden) {
+		t.Errorf("token create by a delegated session: got %v; want forbidden", err)
+	}
+	if n := count(t, env, `SELECT count(*) FROM api_tokens`); n != 0 {
+		t.Errorf("tokens: got %d; want 0", n)
+	}
+}
+
+// TestTokenEndsWithItsCreatorsAccount: disabling the person who made a
+// token stops the token too (checked when its check is not cached: the
+// cache is off here), and only a project's owners list its tokens.
+func TestTokenEndsWithItsCreatorsAccount(t *testing.T) {
+	t.Parallel()
+	env := controldtest.Start(t, controldtest.Options{SessionCacheTTL: -1})
+	ctx := t.Context()
+	alice, owner := tokenOwner(t, env)
+	tok, err := owner.TokenCreate(ctx, api.TokenCreateRequest{Name: "ci", Role: api.ProjectViewer, TTL: "1d"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := env.Client(tok.Secret, api.WithProject(""))
+	if _, err := c.TokenList(ctx, api.TokenListRequest{}); !errors.Is(err, api.ErrForbidden) {
+		t.Errorf("token list by the token: got %v; want forbidden", err)
+	}
+	bob, bobToken := env.AddUser(t, "bob@example.test", api.RoleUser)
+	if _, err := owner.ProjectAddMember(ctx, api.AddMemberRequest{Project: "alpha", Email: bob.Email, Role: api.ProjectMember}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := env.Client(bobToken, api.WithProject("alpha")).TokenList(ctx, api.TokenListRequest{}); !errors.Is(err, api.ErrForbidden) {
+		t.Errorf("token list by a member: got %v; want forbidden", err)
+	}
+	if _, err := c.AllocList(ctx, api.AllocListRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := env.Client(env.AdminToken).AdminUserDisable(ctx, alice.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.AllocList(ctx, api.AllocListRequest{}); !errors.Is(err, api.ErrUnauthenticated) {
+		t.Errorf("token of a disabled creator: got %v; want unauthenticated", err)
+	}
+}
+
+// TestTokenOfADisabledCreatorIsRefusedAtOnce: with the check cached, the
+// token's next request after its creator is disabled is refused, and the
+// bus registry takes its connections for ended.
+func TestTokenOfADisabledCreatorIsRefusedAtOnce(t *testing.T) {
+	t.Parallel()
+	env := controldtest.Start(t, controldtest.Options{SessionCacheTTL: time.Hour})
+	ctx := t.Context()
+	alice, owner := tokenOwner(t, env)
+	tok, err := owner.TokenCreate(ctx, api.TokenCreateRequest{Name: "ci", Role: api.ProjectViewer, TTL: "1d"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := env.Client(tok.Secret, api.WithProject(""))
+	for range 2 {
+		if _, err := c.AllocList(ctx, api.AllocListRequest{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := env.Client(env.AdminToken).AdminUserDisable(ctx, alice.ID); err != nil {
+		t.Fatal(err)
+	}
+	// The notification reaches the cache at commit, asynchronously: poll.
+	testutil.EventuallyWithin(t, 10*time.Second, "the token to be refused", func() bool {
+		_, err := c.AllocList(ctx, api.AllocListRequest{})
+		return errors.Is(err, api.ErrUnauthenticated)
+	})
+	ref := []api.GateSession{{SessionID: tok.Token.ID, UserID: tok.Token.ID}}
+	if ended, err := identity.SessionsEnded(ctx, env.Server.Pool(), ref, time.Now()); err != nil || len(ended) != 1 {
+		t.Errorf("token of a disabled creator: got ended %+v, %v; want ended", ended, err)
+	}
+}

@@ -25,10 +25,12 @@ func SessionsEnded(ctx context.Context, q store.Querier, refs []api.GateSession,
 		ids[i] = r.SessionID
 	}
 	// A token's connections name the token as their session, and its
-	// principal is the token itself (docs/tokens.md).
+	// principal is the token itself; it ends with its creator's account
+	// too (docs/tokens.md).
 	rows, err := q.Query(ctx, `SELECT id, user_id, revoked_at IS NOT NULL, expires_at, delegated
 		FROM sessions WHERE id = ANY($1)
-		UNION ALL SELECT id, id, revoked_at IS NOT NULL, expires_at, false FROM api_tokens WHERE id = ANY($1)`, ids)
+		UNION ALL SELECT t.id, t.id, t.revoked_at IS NOT NULL OR c.disabled_at IS NOT NULL, t.expires_at, false
+		FROM api_tokens t JOIN users c ON c.id = t.created_by WHERE t.id = ANY($1)`, ids)
 	if err != nil {
 		return nil, fmt.Errorf("check sessions: %w", err)
 	}

@@ -196,3 +196,14 @@ func (s *Service) authenticateMachineToken(ctx context.Context, q store.Querier,
 	s.cache.put(epoch, raw, p, expires)
 	return p, nil
 }
+
+// notifyTokensOf drops the tokens userID made from every replica's cache
+// at commit (RunRevocations), as their sessions are: Disable calls it, and
+// the tokens' next requests are checked against the disabled creator.
+func notifyTokensOf(ctx context.Context, q store.Querier, userID string) error {
+	if _, err := q.Exec(ctx, `SELECT pg_notify('`+RevokedChannel+`', id) FROM api_tokens
+		WHERE created_by = $1 AND revoked_at IS NULL`, userID); err != nil {
+		return fmt.Errorf("tokens of %s: %w", userID, err)
+	}
+	return nil
+}

@@ -156,6 +156,9 @@ func Disable(ctx context.Context, q store.Querier, ref, actorID string, now time
 	if err != nil {
 		return u, nil, err
 	}
+	if err := notifyTokensOf(ctx, q, u.ID); err != nil {
+		return u, nil, err
+	}
 	// A disabled user's invite must not let them back in.
 	if _, err := q.Exec(ctx, `DELETE FROM user_invites WHERE user_id = $1`, u.ID); err != nil {
 		return u, nil, fmt.Errorf("drop invite of %s: %w", u.ID, err)

@@ -48,6 +48,24 @@ var tokenEndpoints = map[string]bool{
 	api.EndpointBillingBudgetGet: true,
 	api.EndpointSessionList:      true,
 	api.EndpointSessionGet:       true,
+	// A pipeline's work: jobs, volumes, images to publish and check,
+	// webhooks to read (adding one is a project owner's: tokens never are).
+	api.EndpointJobCreate:         true,
+	api.EndpointJobGet:            true,
+	api.EndpointJobList:           true,
+	api.EndpointJobCancel:         true,
+	api.EndpointVolumeCreate:      true,
+	api.EndpointVolumeGet:         true,
+	api.EndpointVolumeList:        true,
+	api.EndpointVolumeResize:      true,
+	api.EndpointVolumeRemove:      true,
+	api.EndpointImageList:         true,
+	api.EndpointImageGet:          true,
+	api.EndpointImageRegistry:     true,
+	api.EndpointImagePublish:      true,
+	api.EndpointImageVerify:       true,
+	api.EndpointWebhookList:       true,
+	api.EndpointWebhookDeliveries: true,
 }
 
 // errTokenRefused refuses a token what only a person's session may do.

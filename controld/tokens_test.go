@@ -73,6 +73,21 @@ func TestTokenActsWithItsRoleInItsProject(t *testing.T) {
 	if _, err := v.AllocList(ctx, api.AllocListRequest{}); err != nil {
 		t.Errorf("viewer token alloc list: %v", err)
 	}
+	// A pipeline's reads of jobs, volumes, images and webhooks are a
+	// token's too (tokenEndpoints); creating a webhook is an owner's.
+	for name, call := range map[string]func() error{
+		"job list":     func() error { _, err := v.JobList(ctx, api.JobListRequest{}); return err },
+		"volume list":  func() error { _, err := v.VolumeList(ctx, api.VolumeListRequest{}); return err },
+		"image list":   func() error { _, err := v.ImageList(ctx, api.ImageListRequest{}); return err },
+		"webhook list": func() error { _, err := v.WebhookList(ctx, api.WebhookListRequest{}); return err },
+	} {
+		if err := call(); err != nil {
+			t.Errorf("viewer token %s: %v", name, err)
+		}
+	}
+	if _, err := v.WebhookAdd(ctx, api.WebhookAddRequest{URL: "https://hooks.example.com/x", Events: []string{api.EventAllocState}}); !errors.Is(err, api.ErrForbidden) {
+		t.Errorf("viewer token webhook add: got %v; want forbidden", err)
+	}
 	if _, err := v.AllocCreate(ctx, api.AllocCreateRequest{SKU: "h200-slice", GPUs: 1}); !errors.Is(err, api.ErrForbidden) {
 		t.Errorf("viewer token alloc create: got %v; want forbidden", err)
 	}

@@ -24,9 +24,9 @@ import (
 // prints hello (the end of its output, once it ended: not streamed yet)
 // and exits 0; a setup that fails ends the job at setup with its code and
 // its output; `release: on-exit` leaves the allocation
-// released with reason "job finished", `keep` leaves it active; a
-// detached job is followed again with `job wait`, and `job cancel` ends
-// it; `ssh gpuaas-dev run -f - < job.yaml` works with only OpenSSH;
+// released with reason "job finished", `keep` leaves it active; a job
+// past its timeout exits 125 with the reason; a detached job is followed
+// again with `job wait`, and `job cancel` ends it; `ssh gpuaas-dev run -f - < job.yaml` works with only OpenSSH;
 // resources.sku rents the allocation and releases it after; bad job.yaml
 // and an unknown SKU are refused naming the field, before anything is
 // created.
@@ -82,6 +82,12 @@ func TestJobsInDev(t *testing.T) {
 		t.Fatalf("release: keep left the allocation %s; want active", alloc.State)
 	}
 
+	// A job longer than its timeout ends with the timeout reason and the
+	// platform's exit code.
+	if r := dev.gpuaas(t, spec("sleep 60", "keep", "timeout: 1s\n"), "run", "-f", "-"); r.code != 125 || !strings.Contains(r.stderr, "timeout") {
+		t.Errorf("run past its timeout: exit %d %q; want 125 with the timeout reason", r.code, r.stderr)
+	}
+
 	// Detached, followed again, cancelled.
 	r := dev.gpuaas(t, spec("sleep 300", "keep"), "run", "-f", "-", "--detach")
 	id := strings.TrimSpace(r.stdout)
@@ -123,8 +129,8 @@ func TestJobsInDev(t *testing.T) {
 	if alloc.Reason != api.JobReleaseReason {
 		t.Errorf("released with reason %q; want %q", alloc.Reason, api.JobReleaseReason)
 	}
-	if n := jobs(); n != 6 {
-		t.Errorf("job list shows %d jobs; want 6", n)
+	if n := jobs(); n != 7 {
+		t.Errorf("job list shows %d jobs; want 7", n)
 	}
 
 	// resources.sku rents the allocation, runs the job on it and (on-exit)

@@ -3,6 +3,7 @@ package job
 import (
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
@@ -52,6 +53,12 @@ func printJob(ios *cmdutil.IOStreams, j *api.Job) error {
 	}
 	if j.EndedAt != nil {
 		fmt.Fprintf(w, "  ended       %s\n", j.EndedAt.UTC().Format(time.RFC3339))
+	}
+	if j.OutputBytes > 0 {
+		fmt.Fprintf(w, "output (last %d of %d bytes):\n%s", len(j.Output), j.OutputBytes, cmdutil.SafeLines(j.Output))
+		if !strings.HasSuffix(j.Output, "\n") {
+			fmt.Fprintln(w)
+		}
 	}
 	return nil
 }

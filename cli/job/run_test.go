@@ -104,6 +104,7 @@ func TestJobExit(t *testing.T) {
 		{"setup exit 3", api.Job{State: api.JobFailed, Phase: "setup", ExitCode: code(3)}, 3},
 		{"lost", api.Job{State: api.JobLost, Reason: "hostd stopped"}, cmdutil.ExitJobPlatformFailure},
 		{"timeout", api.Job{State: api.JobFailed, ExitCode: code(143), Signal: "SIGTERM", Reason: "timeout: ran longer than 1s"}, cmdutil.ExitJobPlatformFailure},
+		{"timeout, exited 0 on SIGTERM", api.Job{State: api.JobFailed, ExitCode: code(0), Reason: "timeout: ran longer than 1s"}, cmdutil.ExitJobPlatformFailure},
 		{"cancelled", api.Job{State: api.JobCancelled, ExitCode: code(143), Signal: "SIGTERM", Reason: "cancelled"}, 143},
 		{"cancelled, exited 0", api.Job{State: api.JobCancelled, ExitCode: code(0), Reason: "cancelled"}, cmdutil.ExitError},
 		{"cancelled before it started", api.Job{State: api.JobCancelled, Reason: "cancelled before it started"}, cmdutil.ExitError},

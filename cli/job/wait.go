@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -108,7 +109,7 @@ func jobExit(j *api.Job) error {
 	case j.State == api.JobLost, j.ExitCode == nil:
 		return &cmdutil.CodedError{Code: cmdutil.ExitJobPlatformFailure,
 			Err: fmt.Errorf("job %s %s: %s", j.ID, j.State, j.Reason)}
-	case j.State == api.JobFailed && j.Signal != "" && j.Reason != "" && isTimeout(j.Reason):
+	case j.State == api.JobFailed && strings.HasPrefix(j.Reason, api.JobReasonTimeout+":"):
 		return &cmdutil.CodedError{Code: cmdutil.ExitJobPlatformFailure, Err: fmt.Errorf("job %s failed: %s", j.ID, j.Reason)}
 	}
 	code := *j.ExitCode
@@ -117,8 +118,6 @@ func jobExit(j *api.Job) error {
 	}
 	return &cmdutil.CodedError{Code: code, Err: fmt.Errorf("job %s %s: %s", j.ID, j.State, j.Reason)}
 }
-
-func isTimeout(reason string) bool { return len(reason) >= 8 && reason[:8] == "timeout:" }
 
 // printOutput prints the end of an ended job's output on stdout, saying
 // on stderr when its start is not kept (until logs are: docs/jobs.md).

@@ -132,7 +132,7 @@ func ended(ctx context.Context, tx pgx.Tx, j row, rep api.JobReport, now time.Ti
 			j.Reason = "cancelled"
 		}
 	case rep.TimedOut:
-		j.State, j.Reason = api.JobFailed, fmt.Sprintf("timeout: ran longer than %s", time.Duration(j.spec.Timeout)*time.Second)
+		j.State, j.Reason = api.JobFailed, fmt.Sprintf("%s: ran longer than %s", api.JobReasonTimeout, time.Duration(j.spec.Timeout)*time.Second)
 	case rep.ExitCode == 0 && rep.Signal == "":
 		j.State = api.JobSucceeded
 	default:

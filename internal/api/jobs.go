@@ -35,6 +35,10 @@ const (
 	JobPhaseRun   = "run"
 )
 
+// JobReasonTimeout starts the reason of a job its timeout ended
+// ("timeout: ran longer than 1h0m0s"): the platform ended it.
+const JobReasonTimeout = "timeout"
+
 // JobReleaseReason is the reason an allocation released because its job
 // ended gets (release: on-exit, on-success).
 const JobReleaseReason = "job finished"

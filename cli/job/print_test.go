@@ -1,0 +1,31 @@
+package job
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gpuaas/gpuaas/cli/cmdutil/cmdtest"
+	"github.com/gpuaas/gpuaas/internal/api"
+)
+
+func TestPrintJob(t *testing.T) {
+	seven := 7
+	ios, _, out, _ := cmdtest.Streams(true)
+	j := &api.Job{ID: "j-1", AllocationID: "a-1", NodeID: "n-1", State: api.JobFailed, Phase: api.JobPhaseRun, ExitCode: &seven,
+		Reason: "run exited with 7", Release: "keep", CreatedAt: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC),
+		Output: "step 1\n\x1b[31mred\x1b[0m", OutputBytes: 4096}
+	if err := printJob(ios, j); err != nil {
+		t.Fatal(err)
+	}
+	got := out.String()
+	for _, want := range []string{"job j-1: failed", "exit code   7", "reason      run exited with 7",
+		"output (last 19 of 4096 bytes):\nstep 1\n"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("output %q lacks %q", got, want)
+		}
+	}
+	if strings.Contains(got, "\x1b") {
+		t.Errorf("output %q passes an escape sequence to the terminal", got)
+	}
+}

@@ -166,7 +166,16 @@ func bootGuest(t testing.TB, ctx context.Context, h *libvirt.Hypervisor, img gue
 		Kernel:  img.Kernel, Initrd: img.Initrd, Cmdline: img.Manifest.Cmdline,
 		MAC: g.mac, Network: network,
 		Emulate: !kvm,
+		// What the guest said, for a failure's report.
+		SerialLog: filepath.Join(dir, "serial.log"),
 	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			if b, err := os.ReadFile(spec.SerialLog); err == nil {
+				t.Logf("%s's serial console ends:\n%s", g.name, tail(string(b), 3000))
+			}
+		}
+	})
 	if kvm {
 		if cpuinfo, err := os.ReadFile("/proc/cpuinfo"); err == nil {
 			spec.DisableCPUFeatures = libvirt.CPUQuirks(cpuinfo)

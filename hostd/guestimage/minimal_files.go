@@ -237,8 +237,11 @@ sleep 3600
 
 // inittab is busybox init's: dropbear in the foreground (-F), host keys
 // made on first connection (-R), no password logins (-s), no root logins
-// (-w); the power-button watcher.
-const minimalInittab = `::respawn:/usr/sbin/dropbear -F -E -R -s -w -p 22
+// (-w), logging to syslog (none here), not to the serial console: a line
+// per connection on an emulated UART slows every login under TCG, and
+// the console is what a readiness failure quotes; the power-button
+// watcher.
+const minimalInittab = `::respawn:/usr/sbin/dropbear -F -R -s -w -p 22
 ::respawn:/usr/lib/gpuaas/power-button
 ::shutdown:/bin/sync
 `

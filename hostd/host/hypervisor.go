@@ -65,6 +65,9 @@ type DomainSpec struct {
 	// MAC of the VM's management NIC on Network.
 	MAC     string
 	Network string
+	// SerialLog, when set, is a file the serial console's output is also
+	// written to: what a guest said before it failed to become ready.
+	SerialLog string
 }
 
 // Hypervisor is what the slice tasks need of libvirt; the sim implements

@@ -182,7 +182,15 @@ type pciAddressXML struct {
 
 type consoleXML struct {
 	Type   string           `xml:"type,attr"`
+	Log    *chardevLogXML   `xml:"log"`
 	Target consoleTargetXML `xml:"target"`
+}
+
+// chardevLogXML copies a character device's output to a file
+// (https://libvirt.org/formatdomain.html#consoles-serial-parallel-channel-devices).
+type chardevLogXML struct {
+	File   string `xml:"file,attr"`
+	Append string `xml:"append,attr"`
 }
 
 type consoleTargetXML struct {
@@ -298,6 +306,9 @@ func DomainXML(spec host.DomainSpec) ([]byte, error) {
 	// The console is reached through the gateway, so: a serial PTY and no
 	// graphics at all.
 	dev.Serial = consoleXML{Type: "pty", Target: consoleTargetXML{Port: 0}}
+	if spec.SerialLog != "" {
+		dev.Serial.Log = &chardevLogXML{File: spec.SerialLog, Append: "off"}
+	}
 	dev.Console = consoleXML{Type: "pty", Target: consoleTargetXML{Type: "serial", Port: 0}}
 	dev.Video = videoXML{Model: modelXML{Type: "none"}}
 	// VFIO pins all guest memory, so a balloon could never give any back.

@@ -180,6 +180,11 @@ func validateSpec(spec host.DomainSpec) error {
 	} else if spec.Initrd != "" || spec.Cmdline != "" {
 		return fmt.Errorf("%w: initrd or kernel command line given without a kernel", host.ErrInvalidSpec)
 	}
+	if spec.SerialLog != "" {
+		if err := validatePath("serial log", spec.SerialLog); err != nil {
+			return err
+		}
+	}
 	for _, f := range spec.DisableCPUFeatures {
 		if !cpuFeatureRE.MatchString(f) {
 			return fmt.Errorf("%w: cpu feature %q", host.ErrInvalidSpec, f)

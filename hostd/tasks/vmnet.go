@@ -3,6 +3,7 @@ package tasks
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 
 	"github.com/gpuaas/gpuaas/hostd/netiso"
 )
@@ -28,6 +29,10 @@ type SlicePorts interface {
 	AddPort(ctx context.Context, p netiso.Port) error
 	RemoveMAC(ctx context.Context, mac string) error
 }
+
+// serialLogPath is where a guest's serial console is logged: in its seed
+// directory, which release and a failed provisioning remove.
+func serialLogPath(paths SlicePaths) string { return filepath.Join(paths.SeedDir, "serial.log") }
 
 // sliceNetwork is the libvirt network a slice VM's NIC joins.
 func sliceNetwork(env *Env) string {

@@ -128,7 +128,7 @@ func (c Config) vmProvision(ctx context.Context, env *Env, p api.VMProvisionPara
 		if _, sim := env.Hypervisor.(Addresser); err != nil || boot == nil || sim {
 			return err
 		}
-		_, err = c.waitMarker(ctx, addr, p.PosixUser, paths.VMKey)
+		_, err = c.waitMarker(ctx, addr, p.PosixUser, paths.VMKey, serialLogPath(paths))
 		return err
 	}, nil)
 	if err != nil {
@@ -247,6 +247,9 @@ func defineStart(ctx context.Context, env *Env, p api.VMProvisionParams, base st
 	}
 	if boot != nil {
 		spec.Kernel, spec.Initrd, spec.Cmdline = boot.Kernel, boot.Initrd, boot.Manifest.Cmdline
+		if spec.SerialLog, err = filepath.Abs(serialLogPath(paths)); err != nil {
+			return err
+		}
 	}
 	if err := env.Hypervisor.Define(ctx, spec); err != nil {
 		return err

@@ -63,8 +63,9 @@ func guestMarker(ctx context.Context, addr, user string, key gossh.Signer) (stat
 
 // waitMarker polls the guest's marker with hostd's per-VM key until it
 // says ready, failing at once when the guest's driver check failed, and
-// with ErrNotReady and the last answer at the readiness deadline.
-func (c Config) waitMarker(ctx context.Context, addr, user, keyPath string) (string, error) {
+// with ErrNotReady, the last answer and the end of the guest's serial log
+// (serialLog; none when empty) at the readiness deadline.
+func (c Config) waitMarker(ctx context.Context, addr, user, keyPath, serialLog string) (string, error) {
 	pemBytes, err := os.ReadFile(keyPath)
 	if err != nil {
 		return "", fmt.Errorf("vm key: %w", err)
@@ -92,7 +93,27 @@ func (c Config) waitMarker(ctx context.Context, addr, user, keyPath string) (str
 		return false, nil
 	})
 	if err != nil && ctx.Err() != nil && !errors.Is(err, ErrDriverCheck) {
-		return "", fmt.Errorf("%w: no %s within %s: %s", ErrNotReady, guestimage.ReadyMarker, c.ReadinessTimeout, last)
+		return "", fmt.Errorf("%w: no %s within %s: %s%s", ErrNotReady, guestimage.ReadyMarker, c.ReadinessTimeout, last, serialTail(serialLog))
 	}
 	return marker, err
+}
+
+// serialTailBytes is how much of the serial log a readiness failure
+// quotes.
+const serialTailBytes = 1500
+
+// serialTail is "; the guest's serial log ends: ..." with the last
+// serialTailBytes of the log, or "" without one.
+func serialTail(path string) string {
+	if path == "" {
+		return ""
+	}
+	b, err := os.ReadFile(path)
+	if err != nil || len(bytes.TrimSpace(b)) == 0 {
+		return ""
+	}
+	if len(b) > serialTailBytes {
+		b = b[len(b)-serialTailBytes:]
+	}
+	return "; the guest's serial log ends:\n" + strings.TrimSpace(strings.ReplaceAll(string(b), "\r", ""))
 }

@@ -25,8 +25,8 @@ import (
 // through libvirt with the seed hostd writes (seedFiles, makeVMKey) and
 // checks readiness by marker: ready with the driver check's text; a guest
 // whose driver check fails is ErrDriverCheck with the reason at once; a
-// key the guest does not know is ErrNotReady at the deadline with the
-// last answer. Guests run under TCG (correct everywhere, the subject is
+// guest that cannot read its seed is ErrNotReady at the deadline, quoting
+// its serial log. Guests run under TCG (correct everywhere, the subject is
 // the marker, not the hypervisor).
 func TestWaitMarkerRealGuest(t *testing.T) {
 	if testing.Short() {
@@ -62,7 +62,7 @@ func TestWaitMarkerRealGuest(t *testing.T) {
 
 	// boot starts a minimal guest with hostd's seed for alloc; extraMeta
 	// is appended to its meta-data.
-	boot := func(alloc, ip, extraMeta string) SlicePaths {
+	boot := func(alloc, ip, extraMeta, volid string) SlicePaths {
 		dir := t.TempDir()
 		for _, d := range []string{dir, filepath.Dir(dir)} { // QEMU runs as libvirt-qemu
 			if err := os.Chmod(d, 0o755); err != nil {
@@ -85,13 +85,29 @@ func TestWaitMarkerRealGuest(t *testing.T) {
 			MetaData: append(meta, extraMeta...), NetworkConfig: network}); err != nil {
 			t.Fatal(err)
 		}
+		if volid != "cidata" { // a seed the guest cannot find: relabel it
+			stage := t.TempDir()
+			for name, data := range map[string][]byte{"user-data": user, "meta-data": meta, "network-config": network} {
+				if err := os.WriteFile(filepath.Join(stage, name), data, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if out, err := exec.Command("genisoimage", "-quiet", "-output", iso, "-volid", volid, "-joliet", "-rock",
+				filepath.Join(stage, "user-data"), filepath.Join(stage, "network-config")).CombinedOutput(); err != nil {
+				t.Fatalf("genisoimage: %v\n%s", err, out)
+			}
+		}
 		overlay := filepath.Join(dir, "overlay.qcow2")
 		if out, err := exec.Command("qemu-img", "create", "-q", "-f", "qcow2", "-F", "qcow2", "-b", img.Disk, overlay).CombinedOutput(); err != nil {
 			t.Fatalf("qemu-img: %v\n%s", err, out)
 		}
 		spec := host.DomainSpec{Name: alloc, VCPUs: 1, MemoryMiB: 384, NUMANode: -1,
 			Disks: []host.Disk{{Source: overlay, Target: "vda"}}, SeedISO: iso,
-			Kernel: img.Kernel, Initrd: img.Initrd, Cmdline: img.Manifest.Cmdline, MAC: mac, Network: netName, Emulate: true}
+			Kernel: img.Kernel, Initrd: img.Initrd, Cmdline: img.Manifest.Cmdline, MAC: mac, Network: netName, Emulate: true,
+			SerialLog: serialLogPath(paths)}
+		if err := os.MkdirAll(paths.SeedDir, 0o700); err != nil {
+			t.Fatal(err)
+		}
 		t.Cleanup(func() {
 			_ = h.Destroy(context.Background(), alloc)
 			_ = h.Undefine(context.Background(), alloc)
@@ -107,9 +123,9 @@ func TestWaitMarkerRealGuest(t *testing.T) {
 	c := Config{ReadinessTimeout: 3 * time.Minute, PollInterval: 250 * time.Millisecond}
 
 	alloc := "gpuaas-kvmtest-" + randHex(t, 4)
-	paths := boot(alloc, prefix+"10", "")
+	paths := boot(alloc, prefix+"10", "", "cidata")
 	start := time.Now()
-	marker, err := c.waitMarker(ctx, prefix+"10:22", "renter", paths.VMKey)
+	marker, err := c.waitMarker(ctx, prefix+"10:22", "renter", paths.VMKey, serialLogPath(paths))
 	if err != nil {
 		t.Fatalf("waitMarker: %v", err)
 	}
@@ -118,23 +134,25 @@ func TestWaitMarkerRealGuest(t *testing.T) {
 	}
 	t.Logf("minimal guest with hostd's seed ready (marker read) %.1fs after start", time.Since(start).Seconds())
 
-	// A key the guest does not know: the deadline, with why.
-	short := Config{ReadinessTimeout: 2 * time.Second, PollInterval: 250 * time.Millisecond}
-	otherPaths := PathsFor(t.TempDir(), "other")
-	if _, err := makeVMKey(otherPaths, "other"); err != nil {
-		t.Fatal(err)
-	}
-	_, err = short.waitMarker(ctx, prefix+"10:22", "renter", otherPaths.VMKey)
-	if !errors.Is(err, ErrNotReady) || !strings.Contains(err.Error(), "unable to authenticate") {
-		t.Errorf("waitMarker with a key the guest lacks = %v; want ErrNotReady naming the refused login", err)
-	}
-
 	// The driver check fails: at once, with the guest's reason.
 	failed := "gpuaas-kvmtest-" + randHex(t, 4)
-	fpaths := boot(failed, prefix+"11", guestimage.MetaDriverCheck+": fail\n")
-	_, err = c.waitMarker(ctx, prefix+"11:22", "renter", fpaths.VMKey)
+	fpaths := boot(failed, prefix+"11", guestimage.MetaDriverCheck+": fail\n", "cidata")
+	_, err = c.waitMarker(ctx, prefix+"11:22", "renter", fpaths.VMKey, serialLogPath(fpaths))
 	if !errors.Is(err, ErrDriverCheck) || !strings.Contains(err.Error(), "forced to fail by the seed") {
 		t.Errorf("waitMarker on a failed driver check = %v; want ErrDriverCheck with the guest's reason", err)
+	}
+	if err := h.Destroy(ctx, failed); err != nil {
+		t.Fatal(err)
+	}
+
+	// A seed the guest cannot read (no cidata label): no user, no key, no
+	// marker; the deadline's reason quotes the guest's serial log.
+	lost := "gpuaas-kvmtest-" + randHex(t, 4)
+	lpaths := boot(lost, prefix+"12", "", "notcidata")
+	slow := Config{ReadinessTimeout: 90 * time.Second, PollInterval: time.Second}
+	_, err = slow.waitMarker(ctx, prefix+"12:22", "renter", lpaths.VMKey, serialLogPath(lpaths))
+	if !errors.Is(err, ErrNotReady) || !strings.Contains(err.Error(), "serial log ends") || !strings.Contains(err.Error(), "no NoCloud seed") {
+		t.Errorf("waitMarker on a guest without its seed = %v; want ErrNotReady quoting the serial log's 'no NoCloud seed'", err)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"os/exec"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -284,7 +285,7 @@ func TestWizard(t *testing.T) {
 	}
 	drain(t, m, press(m, "enter"))
 	want := api.AllocCreateRequest{SKU: "h200-slice", GPUs: 2, Project: "dev"}
-	if len(b.created) != 1 || b.created[0] != want {
+	if len(b.created) != 1 || !reflect.DeepEqual(b.created[0], want) {
 		t.Fatalf("created %+v; want %+v", b.created, want)
 	}
 	if m.mode != modeNormal || m.selectedID() != "a-new000000001" || !strings.Contains(m.flash, "created a-new000000001") {

@@ -22,6 +22,8 @@ import (
 
 	"github.com/spf13/pflag"
 	"go.yaml.in/yaml/v3"
+
+	"github.com/gpuaas/gpuaas/internal/suggest"
 )
 
 // Spec is what a daemon's settings are beyond its flags.
@@ -197,7 +199,7 @@ func (s *Settings) notSetting(name string) bool {
 func (s *Settings) suggest(name string) string {
 	var near []string
 	s.flags.VisitAll(func(f *pflag.Flag) {
-		if !s.notSetting(f.Name) && distance(name, f.Name) <= 2 {
+		if !s.notSetting(f.Name) && suggest.Distance(name, f.Name) <= 2 {
 			near = append(near, f.Name)
 		}
 	})
@@ -222,27 +224,6 @@ func kindName(n *yaml.Node) string {
 		return "an alias"
 	}
 	return "a document"
-}
-
-// distance is the Levenshtein distance of a and b.
-func distance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur := make([]int, len(b)+1)
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev = cur
-	}
-	return prev[len(b)]
 }
 
 func sortedKeys(m map[string]string) []string {

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/gpuaas/gpuaas/internal/suggest"
 )
 
 // keys are the keys of each mapping of job.yaml ("" is the top level),
@@ -81,7 +83,7 @@ func (p *parser) fields(prefix string, n *yaml.Node, set func(key, field string,
 		if prefix == "env" {
 			known = nil // any variable name; checked later
 		} else if !slices.Contains(known, k.Value) {
-			return p.fail(field, k, "unknown key in %s%s (keys: %s)", what, suggest(k.Value, known), strings.Join(known, ", "))
+			return p.fail(field, k, "unknown key in %s%s (keys: %s)", what, didYouMean(k.Value, known), strings.Join(known, ", "))
 		}
 		if seen[k.Value] {
 			return p.fail(field, k, "key given twice")
@@ -230,11 +232,11 @@ func describe(v *yaml.Node) string {
 	return kindName(v)
 }
 
-// suggest names the known key a mistyped one may have meant.
-func suggest(key string, known []string) string {
+// didYouMean names the known key a mistyped one may have meant.
+func didYouMean(key string, known []string) string {
 	best, bestD := "", 3
 	for _, k := range known {
-		if d := distance(key, k); d < bestD {
+		if d := suggest.Distance(key, k); d < bestD {
 			best, bestD = k, d
 		}
 	}
@@ -242,25 +244,4 @@ func suggest(key string, known []string) string {
 		return ""
 	}
 	return fmt.Sprintf(" (did you mean %q?)", best)
-}
-
-// distance is the Levenshtein distance of a and b.
-func distance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur := make([]int, len(b)+1)
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev = cur
-	}
-	return prev[len(b)]
 }

@@ -31,7 +31,7 @@ func Closest(word string, candidates []string) []string {
 		if l == w {
 			return nil
 		}
-		d := distance(w, l)
+		d := Distance(w, l)
 		lfirst, _, _ := strings.Cut(l, "-")
 		switch {
 		case d <= max(2, max(len(w), len(l))/3):
@@ -71,8 +71,8 @@ func DidYouMean(word string, candidates []string) string {
 	return "; did you mean " + strings.Join(c[:min(2, len(c))], " or ") + "?"
 }
 
-// distance is the Levenshtein distance of a and b (bytes).
-func distance(a, b string) int {
+// Distance is the Levenshtein distance of a and b (bytes).
+func Distance(a, b string) int {
 	prev := make([]int, len(b)+1)
 	cur := make([]int, len(b)+1)
 	for j := range prev {

@@ -11,7 +11,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/gpuaas/gpuaas/hostd/term/ptyctl"
+	"github.com/gpuaas/gpuaas/hostd/env/ptyctl"
 	"github.com/gpuaas/gpuaas/internal/sshwire"
 )
 

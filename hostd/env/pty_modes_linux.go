@@ -7,7 +7,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/gpuaas/gpuaas/hostd/term/ptyctl"
+	"github.com/gpuaas/gpuaas/hostd/env/ptyctl"
 	"github.com/gpuaas/gpuaas/internal/sshwire"
 )
 

@@ -27,7 +27,7 @@ import (
 
 	"github.com/gpuaas/gpuaas/hostd/host"
 	"github.com/gpuaas/gpuaas/hostd/term"
-	"github.com/gpuaas/gpuaas/hostd/term/ptyctl"
+	"github.com/gpuaas/gpuaas/hostd/env/ptyctl"
 	"github.com/gpuaas/gpuaas/internal/fsutil"
 	"github.com/gpuaas/gpuaas/internal/sshwire"
 )

@@ -1,6 +1,6 @@
-// Package ptyctl opens and controls the pseudo-terminals that hostd's
-// terminal server (hostd/term) and the sim guests (hostd/sim) run PTY
-// sessions on: a pair whose master can be closed under a pending Read,
+// Package ptyctl opens and controls the pseudo-terminals that the
+// allocations' environments (hostd/env) and the sim guests (hostd/sim) run
+// PTY sessions on: a pair whose master can be closed under a pending Read,
 // its window size, and its foreground process group (where a signal from
 // the client goes, as a key press would).
 package ptyctl

@@ -205,6 +205,7 @@ func hostEnv(ctx context.Context, opts *HostdOptions, log *slog.Logger) (*tasks.
 		devenv.LogIsolation(log, isolate)
 		opts.Faults.apply(h)
 		env := h.Env("", log)
+		opts.Collectors = append(opts.Collectors, countHardStops(env))
 		return env, h.Users.Accounts(), func() { _ = h.Close() }, nil
 	}
 	hv, err := libvirt.New(ctx, libvirt.Config{URI: opts.LibvirtURI, Log: log})
@@ -218,5 +219,6 @@ func hostEnv(ctx context.Context, opts *HostdOptions, log *slog.Logger) (*tasks.
 		Topology: topology.Real(), StateDir: opts.StateDir, ImageDir: opts.ImageDir, Log: log,
 		KernelLog: xid.DevKmsg, KernelBoot: xid.BootTime(time.Now())}
 	env.Volumes = nodeVolumes(opts.StateDir, log)
+	opts.Collectors = append(opts.Collectors, countHardStops(env))
 	return env, term.SystemAccounts{Tenancy: tenancy}, func() { _ = hv.Close() }, nil
 }

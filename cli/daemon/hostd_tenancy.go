@@ -4,6 +4,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/gpuaas/gpuaas/hostd/host"
+	"github.com/gpuaas/gpuaas/hostd/tasks"
 	"github.com/gpuaas/gpuaas/internal/obs"
 )
 
@@ -20,4 +21,13 @@ func tenancyMetrics(t *host.Tenancy) []prometheus.Collector {
 		limit.Set(float64(t.Cgroups.MemoryMax()))
 	}
 	return []prometheus.Collector{on, limit}
+}
+
+// countHardStops counts the guests env's releases had to destroy after
+// their graceful timeout (tasks.Env.HardStop): a guest that ignores ACPI.
+func countHardStops(env *tasks.Env) prometheus.Collector {
+	c := prometheus.NewCounter(prometheus.CounterOpts{Namespace: obs.Namespace, Subsystem: "hostd", Name: "vm_hard_stops_total",
+		Help: "Slice VMs a release destroyed because they did not power off within the graceful timeout (hostd logs each)."})
+	env.HardStop = c.Inc
+	return c
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
 	"github.com/gpuaas/gpuaas/cli/cmdutil/cmdtest"
 	"github.com/gpuaas/gpuaas/hostd/host"
+	"github.com/gpuaas/gpuaas/hostd/tasks"
 )
 
 // TestHostdTenantMemoryReserve: --tenant-memory-reserve, from the flag
@@ -135,4 +136,22 @@ func gauges(t *testing.T, cs []prometheus.Collector) map[string]float64 {
 		}
 	}
 	return out
+}
+
+// TestHardStopsCounted: each guest a release destroyed adds one to
+// gpuaas_hostd_vm_hard_stops_total, through the env's HardStop.
+func TestHardStopsCounted(t *testing.T) {
+	env := &tasks.Env{}
+	c := countHardStops(env)
+	env.HardStop()
+	env.HardStop()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(c)
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(mfs) != 1 || mfs[0].GetName() != "gpuaas_hostd_vm_hard_stops_total" || mfs[0].GetMetric()[0].GetCounter().GetValue() != 2 {
+		t.Fatalf("got %v; want gpuaas_hostd_vm_hard_stops_total 2", mfs)
+	}
 }

@@ -55,6 +55,10 @@ type Env struct {
 	// SliceNet is the slices' isolated network and nft table (vmnet.go);
 	// nil: libvirt's "default" network, no table (the sim).
 	SliceNet *SliceNet
+	// HardStop, when set, is called each time a release had to destroy a
+	// guest that did not power off within its graceful timeout (hostd
+	// counts them: gpuaas_hostd_vm_hard_stops_total).
+	HardStop func()
 }
 
 // Reporter receives a task's progress, phase by phase.

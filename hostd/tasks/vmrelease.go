@@ -75,6 +75,9 @@ func (c Config) vmRelease(ctx context.Context, env *Env, p api.VMReleaseParams, 
 
 	if state != host.DomainNotFound && state != host.DomainShutoff {
 		res.HardStopped = true
+		if env.HardStop != nil {
+			env.HardStop()
+		}
 		err = ph.Run(ctx, PhaseDestroy, func(ctx context.Context) error {
 			if err := env.Hypervisor.Destroy(ctx, name); err != nil && !errors.Is(err, host.ErrDomainNotFound) {
 				return err

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -105,12 +106,17 @@ func TestVMReleaseShutdown(t *testing.T) {
 				t.Fatal(err)
 			}
 			h.Hypervisor.SetShutdownDelay(tt.delay)
+			var hardStops atomic.Int32
+			env.HardStop = func() { hardStops.Add(1) }
 			out, rec, err := run(t, env, api.TaskVMRelease, api.VMReleaseParams{AllocationID: "a-stop", Slots: s[:1], ShutdownTimeout: tt.timeout})
 			if err != nil {
 				t.Fatal(err)
 			}
 			if r := out.(tasks.VMReleaseResult); r.HardStopped != tt.wantDestroy {
 				t.Errorf("hard stopped = %v; want %v", r.HardStopped, tt.wantDestroy)
+			}
+			if got, want := hardStops.Load() == 1, tt.wantDestroy; got != want || hardStops.Load() > 1 {
+				t.Errorf("hard stops counted: %d; want one when destroyed (%v)", hardStops.Load(), tt.wantDestroy)
 			}
 			if got := slices.Contains(rec.phases(api.PhaseDone), tasks.PhaseDestroy); got != tt.wantDestroy {
 				t.Errorf("destroy phase ran = %v; want %v", got, tt.wantDestroy)

@@ -8,8 +8,6 @@ import (
 	"os"
 	"strings"
 	"sync"
-
-	"golang.org/x/sys/unix"
 )
 
 // Create implements Store: the image is preallocated (fallocate), so the
@@ -62,7 +60,7 @@ func (s *Images) makeImage(ctx context.Context, path string, size int64) error {
 	if err != nil {
 		return err
 	}
-	err = unix.Fallocate(int(f.Fd()), 0, 0, size)
+	err = allocate(f, 0, size)
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
@@ -159,7 +157,7 @@ func extend(path string, old, size int64) error {
 	if err != nil {
 		return err
 	}
-	err = unix.Fallocate(int(f.Fd()), 0, old, size-old)
+	err = allocate(f, old, size-old)
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
@@ -241,9 +239,8 @@ func (s *Images) stat(id string) (Info, error) {
 		}
 		if len(points) > 0 {
 			info.MountPoint = points[0]
-			var st unix.Statfs_t
-			if err := unix.Statfs(info.MountPoint, &st); err == nil {
-				info.Used = int64(st.Blocks-st.Bfree) * st.Bsize
+			if used, _, err := fsSpace(info.MountPoint); err == nil {
+				info.Used = used
 			}
 			break
 		}
@@ -254,11 +251,11 @@ func (s *Images) stat(id string) (Info, error) {
 // Free implements Store: the room left on the filesystem of Dir for
 // unprivileged writers, so volumes never take the reserve root keeps.
 func (s *Images) Free(context.Context) (int64, error) {
-	var st unix.Statfs_t
-	if err := unix.Statfs(s.cfg.Dir, &st); err != nil {
+	_, avail, err := fsSpace(s.cfg.Dir)
+	if err != nil {
 		return 0, fmt.Errorf("free space of %s: %w", s.cfg.Dir, err)
 	}
-	return int64(st.Bavail) * st.Bsize, nil
+	return avail, nil
 }
 
 func notFound(err error) error {

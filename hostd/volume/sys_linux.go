@@ -1,0 +1,24 @@
+package volume
+
+import (
+	"os"
+
+	"golang.org/x/sys/unix"
+)
+
+// allocate reserves n bytes of f from off on (fallocate(2), mode 0): the
+// blocks are the node's promise to the volume.
+func allocate(f *os.File, off, n int64) error {
+	return unix.Fallocate(int(f.Fd()), 0, off, n)
+}
+
+// fsSpace is what the filesystem holding path has in use and free for
+// unprivileged writers, in bytes.
+func fsSpace(path string) (used, avail int64, err error) {
+	var st unix.Statfs_t
+	if err := unix.Statfs(path, &st); err != nil {
+		return 0, 0, err
+	}
+	bs := int64(st.Bsize)
+	return int64(st.Blocks-st.Bfree) * bs, int64(st.Bavail) * bs, nil
+}

@@ -25,9 +25,9 @@ import (
 	"go.yaml.in/yaml/v3"
 	gossh "golang.org/x/crypto/ssh"
 
+	"github.com/gpuaas/gpuaas/hostd/env/ptyctl"
 	"github.com/gpuaas/gpuaas/hostd/host"
 	"github.com/gpuaas/gpuaas/hostd/term"
-	"github.com/gpuaas/gpuaas/hostd/env/ptyctl"
 	"github.com/gpuaas/gpuaas/internal/fsutil"
 	"github.com/gpuaas/gpuaas/internal/sshwire"
 )

@@ -94,6 +94,7 @@ var foreignReads = map[string]string{
 	"idle reads allocation_transitions": "the same read's active-since time, as alloc.ActiveUnder tells it",
 	"audit reads users":                 "audit rows are listed with their actor's email, or a token's name: one lookup per row, for display (docs/audit.md)",
 	"identity reads projects":           "a token is listed with its project's name: one join, for display (docs/tokens.md)",
+	"images reads projects":             "an image is listed with its project's name: one join, for display (docs/images.md)",
 }
 
 // notScanned are packages under controld whose SQL is not controld's own.

@@ -58,6 +58,9 @@ func Ingest(ctx context.Context, pool *pgxpool.Pool, js jetstream.JetStream, now
 		}
 		ev.Seq = meta.Sequence.Stream
 		n, err := enqueueEvent(ctx, pool, ev, now())
+		if err != nil && ctx.Err() != nil {
+			return // stopping: the event is not acked, so JetStream hands it out again
+		}
 		if err != nil {
 			log.Warn("webhooks: queue deliveries; retrying", "event", ev.ID, "err", err)
 			_ = m.NakWithDelay(time.Second)

@@ -58,6 +58,9 @@ func (p Policy) CheckURL(raw string) error {
 	if len(raw) > 2048 {
 		return api.Errorf(api.CodeInvalidArgument, "the URL is longer than 2048 characters")
 	}
+	if err := api.CheckText("the URL", raw); err != nil {
+		return err
+	}
 	u, err := url.Parse(raw)
 	if err != nil || !u.IsAbs() || u.Host == "" {
 		return api.Errorf(api.CodeInvalidArgument, "%q is not an absolute URL", raw).

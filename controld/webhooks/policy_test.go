@@ -44,9 +44,11 @@ func TestCheckURL(t *testing.T) {
 		{"https://203.0.113.7/hook", prod, false}, // the machine's own
 		{"https://127.0.0.1:8443/hook", dev, true},
 		{"http://127.0.0.1:8080/hook", dev, true},
-		{"http://10.0.0.1:8080/hook", dev, false},  // http only to loopback
-		{"http://localhost:8080/hook", dev, false}, // a literal loopback only
-		{"https://0.0.0.0/hook", dev, false},       // never unspecified
+		{"http://10.0.0.1:8080/hook", dev, false},          // http only to loopback
+		{"http://localhost:8080/hook", dev, false},         // a literal loopback only
+		{"https://0.0.0.0/hook", dev, false},               // never unspecified
+		{"https://hooks.example.com/\u202ex", prod, false}, // shown to members: no bidi override
+		{"https://hooks.example.com/\x1b[2J", prod, false},
 	} {
 		err := tt.policy.CheckURL(tt.url)
 		if (err == nil) != tt.ok {

@@ -15,6 +15,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/gpuaas/gpuaas/internal/api"
 )
 
 // Settings tune deliveries: where they may go and how they are retried
@@ -206,7 +208,8 @@ func (s *Sender) send(ctx context.Context, c claimed) (int, error) {
 	defer resp.Body.Close()
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return resp.StatusCode, fmt.Errorf("receiver answered %s", resp.Status)
+		// The code only: the reason phrase is the receiver's text.
+		return resp.StatusCode, fmt.Errorf("receiver answered %d %s", resp.StatusCode, http.StatusText(resp.StatusCode))
 	}
 	return resp.StatusCode, nil
 }
@@ -220,10 +223,7 @@ func (s *Sender) record(ctx context.Context, c claimed, status int, sendErr erro
 			last_status = $3, last_error = '' WHERE id = $1 AND state = 'pending'`, c.id, now, status)
 		return err
 	}
-	msg := sendErr.Error()
-	if len(msg) > 500 {
-		msg = msg[:500]
-	}
+	msg := attemptError(sendErr)
 	if c.attempt >= s.cfg.MaxAttempts {
 		s.cfg.Log.Warn("webhooks: delivery dead", "delivery", c.id, "webhook", c.webhookID, "attempts", c.attempt, "err", msg)
 		_, err := s.cfg.Pool.Exec(ctx, `UPDATE webhook_deliveries SET state = 'dead', last_status = $2, last_error = $3
@@ -233,6 +233,17 @@ func (s *Sender) record(ctx context.Context, c claimed, status int, sendErr erro
 	_, err := s.cfg.Pool.Exec(ctx, `UPDATE webhook_deliveries SET next_attempt_at = $2, last_status = $3, last_error = $4
 		WHERE id = $1 AND state = 'pending'`, c.id, now.Add(s.backoff(c.attempt)), status, msg)
 	return err
+}
+
+// attemptError is a failed attempt's error as deliveries list it: at most
+// 500 bytes, fit for a terminal — a network error can quote what the
+// receiver sent (a certificate's names), which project members then read.
+func attemptError(err error) string {
+	msg := err.Error()
+	if len(msg) > 500 {
+		msg = msg[:500]
+	}
+	return api.SanitizeText(msg)
 }
 
 // backoff is the wait after the attempt-th failed attempt.

@@ -51,3 +51,13 @@ func TestBackoffDoublesUpToTheCap(t *testing.T) {
 		}
 	}
 }
+
+func TestAttemptErrorIsFitForATerminal(t *testing.T) {
+	got := attemptError(errors.New("tls: certificate is valid for \x1b]0;pwned\x07evil.test, not hooks.example.com"))
+	if strings.ContainsAny(got, "\x1b\x07") || !strings.Contains(got, `\x1b`) {
+		t.Errorf("attemptError kept control characters: %q", got)
+	}
+	if got := attemptError(errors.New(strings.Repeat("e", 900))); len(got) != 500 {
+		t.Errorf("long error: %d bytes; want 500", len(got))
+	}
+}

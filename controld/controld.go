@@ -33,6 +33,7 @@ import (
 	"github.com/gpuaas/gpuaas/controld/hosts"
 	"github.com/gpuaas/gpuaas/controld/identity"
 	"github.com/gpuaas/gpuaas/controld/idle"
+	"github.com/gpuaas/gpuaas/controld/images"
 	"github.com/gpuaas/gpuaas/controld/jobs"
 	"github.com/gpuaas/gpuaas/controld/lease"
 	"github.com/gpuaas/gpuaas/controld/mutate"
@@ -147,6 +148,9 @@ type Config struct {
 	// Registry is the OCI registry images are verified against and
 	// imported into (internal/registry, docs/images.md).
 	Registry RegistryConfig
+	// ImageVerifyTimeout bounds one background verification of an image
+	// (images.Verifier): every layer is read; 30 min by default.
+	ImageVerifyTimeout time.Duration
 	// Webhooks tune webhook deliveries: where they may go (by default
 	// public https addresses only) and how they are retried.
 	Webhooks webhooks.Settings
@@ -441,6 +445,15 @@ func (s *Server) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	verifier, err := images.NewVerifier(images.VerifierConfig{Pool: s.pool, Now: s.cfg.Now, Log: s.cfg.Log,
+		Timeout: s.cfg.ImageVerifyTimeout, Record: recordVerification(s.now),
+		Check: func(ctx context.Context, ref string) (images.Check, error) {
+			c, err := s.registry.Verify(ctx, ref)
+			return images.Check(c), err
+		}})
+	if err != nil {
+		return err
+	}
 	sender, err := webhooks.NewSender(webhooks.SenderConfig{Settings: s.cfg.Webhooks, Pool: s.pool, Now: s.cfg.Now,
 		Log: s.cfg.Log})
 	if err != nil {
@@ -502,6 +515,7 @@ func (s *Server) Run(ctx context.Context) error {
 		})
 	})
 	g.Go(func() error { return s.supervise(gctx, "webhook deliveries", sender.Run) })
+	g.Go(func() error { return s.supervise(gctx, "image verifier", verifier.Run) })
 	g.Go(func() error {
 		return s.supervise(gctx, "node service", s.receivingReports(func(ctx context.Context) error { return s.hosts.Run(ctx, hard) }))
 	})

@@ -3,6 +3,7 @@ package controld
 import (
 	"context"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -13,13 +14,15 @@ import (
 	"github.com/gpuaas/gpuaas/controld/project"
 	"github.com/gpuaas/gpuaas/controld/store"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/corrid"
 )
 
 // imagesEndpoints are the image catalog's (controld/images,
-// docs/images.md). Who may make which move is images.Decide's; registry
-// work (resolving a tag, verifying) happens before the mutation's
-// transaction, once the caller was found allowed, and its result is
-// recorded inside it after the decision is taken again on the locked row.
+// docs/images.md). Who may make which move is images.Decide's; resolving
+// a tag happens before the mutation's transaction, once the caller was
+// found allowed, and its result is recorded inside it after the decision
+// is taken again on the locked row. Verifying runs in the background
+// (images.Verifier), queued by image.verify.
 func (s *Server) imagesEndpoints() []endpointDef {
 	return []endpointDef{
 		query(s, api.OpImageList, s.imageList),
@@ -208,36 +211,49 @@ func (s *Server) imagePublish(ctx context.Context, c *call, req api.ImagePublish
 	}, nil
 }
 
-func (s *Server) imageVerify(ctx context.Context, c *call, req api.ImageChangeRequest) (work[api.Image], error) {
-	img, who, err := s.findImage(ctx, s.pool, c, req.Image, req.Project, false)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := images.Decide(img, images.ActVerify, who); err != nil {
-		return nil, err
-	}
-	chk, err := s.registry.Verify(ctx, img.Ref)
-	if err != nil {
-		return nil, api.Errorf(api.CodeUnavailable, "verify %s: %v", img.Name, err).
-			WithHint("nothing was recorded; check the registry is reachable and retry")
-	}
+// imageVerify queues a verification (images.RequestVerify): a replica's
+// verifier fetches the image without this request's deadline, a
+// multi-gigabyte image included, and records the result
+// (recordVerification); the answer carries the pending request.
+func (s *Server) imageVerify(_ context.Context, c *call, req api.ImageChangeRequest) (work[api.Image], error) {
 	return func(ctx context.Context, tx pgx.Tx) (*api.Image, mutate.Effect, error) {
-		cur, who, err := s.findImage(ctx, tx, c, img.ID, req.Project, true)
+		cur, who, err := s.findImage(ctx, tx, c, req.Image, req.Project, true)
 		if err != nil {
 			return nil, mutate.Effect{}, err
 		}
 		if _, err := images.Decide(cur, images.ActVerify, who); err != nil {
 			return nil, mutate.Effect{}, err
 		}
-		out, err := images.RecordCheck(ctx, tx, cur.ID, images.Check{OK: chk.OK, Reason: chk.Reason,
-			Platform: chk.Platform, SizeBytes: chk.SizeBytes, Layers: chk.Layers}, s.now())
+		out, err := images.RequestVerify(ctx, tx, cur.ID, c.principal.UserID, s.now())
 		if err != nil {
 			return nil, mutate.Effect{}, err
 		}
 		eff, err := imageEffect(ctx, tx, api.EndpointImageVerify, out,
-			map[string]any{"from": cur.Trust, "to": out.Trust, "reason": out.TrustReason})
+			map[string]any{"queued": cur.Verification == nil, "trust": cur.Trust})
 		return &out, eff, err
 	}, nil
+}
+
+// recordVerification writes the audit row and the event of a finished
+// verification (images.Verifier's Record), as its asker's act.
+func recordVerification(now func() time.Time) func(context.Context, pgx.Tx, api.Image, api.Image, images.Claim, images.Outcome) error {
+	return func(ctx context.Context, tx pgx.Tx, before, after api.Image, c images.Claim, o images.Outcome) error {
+		eff, err := imageEffect(ctx, tx, api.EndpointImageVerify, after, map[string]any{"outcome": o,
+			"from": before.Trust, "to": after.Trust, "reason": after.TrustReason, "attempts": c.Attempt})
+		if err != nil {
+			return err
+		}
+		at := now()
+		if err := audit.Write(ctx, tx, audit.Meta{At: at, ActorID: c.RequestedBy, CorrelationID: corrid.New()}, eff.Audit); err != nil {
+			return err
+		}
+		for _, ev := range eff.Events {
+			if _, err := outbox.Enqueue(ctx, tx, at, ev); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 }
 
 // imageChange is the handler of a move made by a decision alone: promote,

@@ -5,6 +5,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -58,6 +59,39 @@ func (e *imageEnv) push(t *testing.T, repo, content string) (string, v1.Image) {
 	return ref, img
 }
 
+// verify queues a verification of name as c and waits until a verifier
+// recorded it, returning the image as it then is.
+func verify(t *testing.T, c *api.Client, name string) (*api.Image, error) {
+	t.Helper()
+	img, err := c.ImageVerify(t.Context(), api.ImageChangeRequest{Image: name})
+	if err != nil {
+		return img, err
+	}
+	if img.Verification == nil {
+		t.Fatalf("verify %s: answered %+v; want a queued verification", name, img)
+	}
+	return waitImage(t, c, img.ID, func(i *api.Image) bool { return i.Verification == nil }), nil
+}
+
+// waitImage polls the image id as c sees it until done holds.
+func waitImage(t *testing.T, c *api.Client, id string, done func(*api.Image) bool) *api.Image {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		img, err := c.ImageGet(t.Context(), api.ImageRef{Image: id})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if done(img) {
+			return img
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("image %s: still %+v (verification %+v)", id, img, img.Verification)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 func wantErr(t *testing.T, what string, err, want error) {
 	t.Helper()
 	if !errors.Is(err, want) {
@@ -99,7 +133,7 @@ func TestImagePlatformLifecycle(t *testing.T) {
 	wantErr(t, "bob's get", err, api.ErrNotFound)
 	_, err = e.admin.ImagePromote(ctx, api.ImageChangeRequest{Image: "tiny"})
 	wantErr(t, "promote unverified", err, api.ErrConflict)
-	if img, err = e.admin.ImageVerify(ctx, api.ImageChangeRequest{Image: "tiny"}); err != nil || img.Trust != api.TrustVerified ||
+	if img, err = verify(t, e.admin, "tiny"); err != nil || img.Trust != api.TrustVerified ||
 		img.Platform != api.ImagePlatform || img.Layers != 1 {
 		t.Fatalf("verify: %+v, %v", img, err)
 	}
@@ -146,7 +180,7 @@ func TestImageProjectOwnersPromote(t *testing.T) {
 	}
 	_, err = e.bob.ImagePublish(ctx, api.ImagePublishRequest{Name: "tool2", Ref: ref, Platform: true})
 	wantErr(t, "bob publishes on the platform", err, api.ErrForbidden)
-	if img, err = e.bob.ImageVerify(ctx, api.ImageChangeRequest{Image: "tool"}); err != nil || img.Trust != api.TrustVerified {
+	if img, err = verify(t, e.bob, "tool"); err != nil || img.Trust != api.TrustVerified {
 		t.Fatalf("bob verifies: %+v, %v", img, err)
 	}
 	_, err = e.bob.ImagePromote(ctx, api.ImageChangeRequest{Image: "tool"})
@@ -180,20 +214,33 @@ func TestImageVerifyRecordsTheReason(t *testing.T) {
 	if err := os.WriteFile(path, data, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	got, err := e.admin.ImageVerify(ctx, api.ImageChangeRequest{Image: "bad"})
+	got, err := verify(t, e.admin, "bad")
 	if err != nil || got.Trust != api.TrustFailedVerification || got.Lifecycle != api.ImagePublished ||
 		!strings.Contains(got.TrustReason, "layer 1 ("+ld.String()+"): digest mismatch") {
 		t.Fatalf("verify: %+v, %v", got, err)
 	}
 	_, err = e.admin.ImagePromote(ctx, api.ImageChangeRequest{Image: "bad"})
 	wantErr(t, "promote a failed image", err, api.ErrConflict)
-	// With the registry gone the check does not happen: nothing recorded.
+	// With the registry gone the check cannot run: the request stays
+	// queued with the registry's error, the trust as it was, and the only
+	// rows written are the request's own (its audit row and event).
 	before := countEffects(t, e.env)
 	e.srv.Close()
-	_, err = e.admin.ImageVerify(ctx, api.ImageChangeRequest{Image: "bad"})
-	wantErr(t, "verify without the registry", err, api.ErrUnavailable)
-	if after := countEffects(t, e.env); after != before {
-		t.Fatalf("rows after a verify that could not happen: got %+v; want %+v", after, before)
+	queued, err := e.admin.ImageVerify(ctx, api.ImageChangeRequest{Image: "bad"})
+	if err != nil || queued.Verification == nil {
+		t.Fatalf("verify without the registry: %+v, %v; want it queued", queued, err)
+	}
+	deferred := waitImage(t, e.admin, queued.ID, func(i *api.Image) bool {
+		return i.Verification != nil && i.Verification.LastError != ""
+	})
+	if deferred.Trust != api.TrustFailedVerification || deferred.Verification.Attempts < 1 ||
+		!deferred.Verification.NextAttemptAt.After(deferred.Verification.RequestedAt) {
+		t.Fatalf("deferred: %+v, %+v", deferred, deferred.Verification)
+	}
+	after := countEffects(t, e.env)
+	if want := (effects{audit: before.audit + 1, outbox: before.outbox + 1, keys: before.keys + 1,
+		allocations: before.allocations}); after != want {
+		t.Fatalf("rows after a verify that could not run: got %+v; want %+v", after, want)
 	}
 }
 
@@ -280,7 +327,7 @@ func TestImageDelegatedSessionHasNoOperatorPower(t *testing.T) {
 	if _, err := e.admin.ImagePublish(ctx, api.ImagePublishRequest{Name: "tiny", Ref: ref, Platform: true}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.admin.ImageVerify(ctx, api.ImageChangeRequest{Image: "tiny"}); err != nil {
+	if _, err := verify(t, e.admin, "tiny"); err != nil {
 		t.Fatal(err)
 	}
 	_, err = delegated.ImagePromote(ctx, api.ImageChangeRequest{Image: "tiny"})

@@ -110,6 +110,30 @@ func checkEffects(t *testing.T, env *controldtest.Env, endpoint, key string, err
 	}
 }
 
+// waitVerificationRecorded waits until the verifier recorded the queued
+// verification of the image named, checks that it wrote one audit row of
+// its own and one event, and returns the rows counted then, less those.
+func waitVerificationRecorded(t *testing.T, env *controldtest.Env, image string, after effects) effects {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for count(t, env, `SELECT count(*) FROM images WHERE name = $1 AND verify_requested_at IS NOT NULL`, image) != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the verification of %s was not recorded", image)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	now := countEffects(t, env)
+	if own := count(t, env, `SELECT count(*) FROM audit_logs WHERE action = $1 AND coalesce(idempotency_key, '') = ''
+		AND detail->>'outcome' = 'recorded'`, api.EndpointImageVerify); own != 1 || now.audit != after.audit+1 ||
+		now.outbox != after.outbox+1 {
+		t.Fatalf("the verifier's record: %d audit rows of its own, rows %+v after the request's %+v; want 1, one more audit row and event",
+			own, now, after)
+	}
+	now.audit--
+	now.outbox--
+	return now
+}
+
 // TestEveryMutationWritesOneAuditRowAndOneEvent runs every mutating
 // endpoint the server registers, once successfully and in ways that fail,
 // and checks the rows each call leaves. A new mutation fails this test
@@ -381,6 +405,13 @@ func TestEveryMutationWritesOneAuditRowAndOneEvent(t *testing.T) {
 			}
 			if st.endpoint == api.EndpointAllocCreate && err == nil {
 				before.allocations++
+			}
+			if st.endpoint == api.EndpointImageVerify && err == nil {
+				// The verification runs after the request, in a
+				// verifier, whose record is its own audit row and event
+				// (no idempotency key): wait for it, then count the
+				// request's rows alone.
+				after = waitVerificationRecorded(t, env, req.(api.ImageChangeRequest).Image, after)
 			}
 			if after.allocations != before.allocations {
 				t.Fatalf("allocations after: got %d; want %d", after.allocations, before.allocations)

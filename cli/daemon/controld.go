@@ -78,6 +78,8 @@ type ControldOptions struct {
 	// Registry and RegistryCredentials are the OCI registry images are
 	// verified against (registry.Settings, docs/images.md).
 	Registry, RegistryCredentials string
+	// ImageVerifyTimeout bounds one background verification of an image.
+	ImageVerifyTimeout time.Duration
 }
 
 // controldSettings are controld's settings beyond its flags: the
@@ -154,6 +156,9 @@ GPUAAS_SMTP_PASSWORD.
 			if opts.DrainTimeout <= 0 {
 				return cmdutil.FlagErrorf("--drain-timeout must be positive, got %s", opts.DrainTimeout)
 			}
+			if opts.ImageVerifyTimeout <= 0 {
+				return cmdutil.FlagErrorf("--image-verify-timeout must be positive, got %s", opts.ImageVerifyTimeout)
+			}
 			if opts.WebhookMaxAttempts < 1 {
 				return cmdutil.FlagErrorf("--webhook-max-attempts must be at least 1, got %d", opts.WebhookMaxAttempts)
 			}
@@ -210,6 +215,7 @@ GPUAAS_SMTP_PASSWORD.
 	addMetricsFlag(fl, &opts.MetricsAddr)
 	fl.StringVar(&opts.Registry, "registry", "", "OCI registry (host:port) images are verified against and imported into (docs/images.md)")
 	fl.StringVar(&opts.RegistryCredentials, "registry-credentials", "", `The registry's credentials: a JSON file {"username": …, "password": …}`)
+	fl.DurationVar(&opts.ImageVerifyTimeout, "image-verify-timeout", 30*time.Minute, "Longest time one verification of an image (every layer read from the registry) may take")
 	opts.Settings.register(fl)
 	cmd.AddCommand(NewCmdControldInitDB(f, nil))
 	return cmd
@@ -268,6 +274,7 @@ func controldConfig(opts *ControldOptions, conns controlplane.Conns, keys *bus.K
 		Stripe: payments.Settings{APIBase: opts.StripeAPI, SecretKey: os.Getenv("GPUAAS_STRIPE_SECRET_KEY"),
 			WebhookSecret: os.Getenv("GPUAAS_STRIPE_WEBHOOK_SECRET"), SuccessURL: opts.StripeSuccessURL, CancelURL: opts.StripeCancelURL},
 		HTTPAddr: opts.HTTPAddr, StreamReplicas: opts.StreamReplicas, Streams: opts.Streams, MetricsAddr: opts.MetricsAddr,
-		DrainTimeout: opts.DrainTimeout,
-		Registry:     controld.RegistryConfig{Addr: opts.Registry, CredentialsFile: opts.RegistryCredentials}}
+		DrainTimeout:       opts.DrainTimeout,
+		Registry:           controld.RegistryConfig{Addr: opts.Registry, CredentialsFile: opts.RegistryCredentials},
+		ImageVerifyTimeout: opts.ImageVerifyTimeout}
 }

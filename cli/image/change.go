@@ -20,6 +20,8 @@ type ChangeOptions struct {
 
 	Image  string
 	Reason string
+	// NoWait (verify) returns once the verification is queued.
+	NoWait bool
 }
 
 // changeCmd is the command of one such verb: use and help, and the call

@@ -55,6 +55,16 @@ func printImage(ios *cmdutil.IOStreams, now time.Time, img api.Image) error {
 		trust += " (" + img.TrustReason + ")"
 	}
 	fmt.Fprintf(out, "trust:      %s\n", trust)
+	if v := img.Verification; v != nil {
+		line := "queued " + cmdutil.FormatTime(ios, now, v.RequestedAt)
+		if v.Attempts > 0 {
+			line += fmt.Sprintf(", %d attempts", v.Attempts)
+		}
+		if v.LastError != "" {
+			line += ", last: " + v.LastError + "; next " + cmdutil.FormatTime(ios, now, v.NextAttemptAt)
+		}
+		fmt.Fprintf(out, "verifying:  %s\n", line)
+	}
 	if img.VerifiedAt != nil {
 		fmt.Fprintf(out, "checked:    %s: %s, %d layers, %s\n", cmdutil.FormatTime(ios, now, *img.VerifiedAt),
 			img.Platform, img.Layers, size(img.SizeBytes))

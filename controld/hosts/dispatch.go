@@ -9,9 +9,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/nats-io/nats.go"
 
+	"github.com/gpuaas/gpuaas/controld/store"
 	"github.com/gpuaas/gpuaas/controld/tasks"
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/corrid"
@@ -37,15 +37,15 @@ const claimBatch = 64
 // before ctx ended is delivered and its answers recorded, rather than left
 // dispatched until redeliverAfter.
 func (d *Service) dispatchLoop(ctx, hard context.Context) error {
-	l := &taskListener{d: d, notified: make(chan struct{}, 1)}
-	defer l.close(ctx)
+	l := &store.Listener{Name: "dispatcher", Pool: d.cfg.Pool, Channel: tasks.Channel, Log: d.cfg.Log}
+	defer l.Close(ctx)
 	tick := time.NewTicker(500 * time.Millisecond)
 	defer tick.Stop()
 	// Deadlines are minutes: they are checked on the ticks, not between a
 	// task's notification and its delivery.
 	expireDue := true
 	for {
-		l.ensure(ctx)
+		l.Ensure(ctx)
 		if expireDue {
 			if err := d.expire(ctx); err != nil && ctx.Err() == nil {
 				d.cfg.Log.Warn("expire tasks", "err", err)
@@ -66,87 +66,10 @@ func (d *Service) dispatchLoop(ctx, hard context.Context) error {
 			return nil
 		case <-tick.C:
 			expireDue = true
-		case <-l.notified:
+		case <-l.Notified():
 		case <-d.wake:
 		}
 	}
-}
-
-// taskListener is the dispatcher's LISTEN connection: its own, not the
-// pool's, and made again after Postgres ended it.
-type taskListener struct {
-	d        *Service
-	notified chan struct{}
-	conn     *pgx.Conn
-	lost     chan struct{} // closed when conn stops receiving
-	down     time.Time     // when listening stopped; zero while listening or before the first
-}
-
-// ensure listens, unless it already does; a failure is logged once per
-// outage (the ticker keeps dispatching meanwhile).
-func (l *taskListener) ensure(ctx context.Context) {
-	if l.conn != nil {
-		select {
-		case <-l.lost:
-			l.close(ctx)
-			if ctx.Err() != nil {
-				return
-			}
-			l.down = time.Now()
-			l.d.cfg.Log.Warn("dispatcher: task notifications lost; polling until Postgres listens again")
-		default:
-			return
-		}
-	}
-	if err := l.listen(ctx); err != nil {
-		if ctx.Err() == nil && l.down.IsZero() {
-			l.down = time.Now()
-			l.d.cfg.Log.Warn("dispatcher: cannot listen for task notifications; polling until it can", "err", err)
-		}
-		return
-	}
-	if !l.down.IsZero() {
-		l.d.cfg.Log.Info("dispatcher: listening for task notifications again", "outage", time.Since(l.down).Round(time.Millisecond))
-		l.down = time.Time{}
-	}
-}
-
-func (l *taskListener) listen(ctx context.Context) error {
-	pc, err := l.d.cfg.Pool.Acquire(ctx)
-	if err != nil {
-		return fmt.Errorf("dispatcher: %w", err)
-	}
-	conn := pc.Hijack()
-	if _, err := conn.Exec(ctx, "LISTEN "+tasks.Channel); err != nil {
-		_ = conn.Close(context.WithoutCancel(ctx))
-		return fmt.Errorf("dispatcher listen: %w", err)
-	}
-	lost := make(chan struct{})
-	go func() {
-		defer close(lost)
-		for {
-			if _, err := conn.WaitForNotification(ctx); err != nil {
-				return
-			}
-			select {
-			case l.notified <- struct{}{}:
-			default:
-			}
-		}
-	}()
-	l.conn, l.lost = conn, lost
-	return nil
-}
-
-// close ends the LISTEN connection once its reader has stopped (the
-// connection was lost, or ctx ended): pgx connections are not shared.
-func (l *taskListener) close(ctx context.Context) {
-	if l.conn == nil {
-		return
-	}
-	<-l.lost
-	_ = l.conn.Close(context.WithoutCancel(ctx))
-	l.conn, l.lost = nil, nil
 }
 
 // dispatchOnce claims a batch of due tasks and delivers them concurrently,

@@ -65,15 +65,23 @@ func Publish(ctx context.Context, q store.Querier, n New, now time.Time) (api.Im
 // selectSQL reads images with their project's name.
 const selectSQL = `SELECT i.id, i.name, coalesce(i.project_id, ''), coalesce(p.name, ''), i.repository, i.digest,
 	i.source, i.lifecycle, i.trust, i.trust_reason, i.platform, i.size_bytes, i.layers, i.verified_at,
-	i.published_by, i.created_at, i.updated_at
+	i.published_by, i.created_at, i.updated_at,
+	i.verify_requested_at, i.verify_attempts, i.verify_error, i.verify_due_at
 	FROM images i LEFT JOIN projects p ON p.id = i.project_id `
 
 func scan(row pgx.CollectableRow) (api.Image, error) {
 	var img api.Image
 	var repo string
+	var requested, due *time.Time
+	var v api.ImageVerification
 	err := row.Scan(&img.ID, &img.Name, &img.ProjectID, &img.Project, &repo, &img.Digest,
 		&img.Source, &img.Lifecycle, &img.Trust, &img.TrustReason, &img.Platform, &img.SizeBytes, &img.Layers,
-		&img.VerifiedAt, &img.PublishedBy, &img.CreatedAt, &img.UpdatedAt)
+		&img.VerifiedAt, &img.PublishedBy, &img.CreatedAt, &img.UpdatedAt,
+		&requested, &v.Attempts, &v.LastError, &due)
+	if requested != nil && due != nil {
+		v.RequestedAt, v.NextAttemptAt = *requested, *due
+		img.Verification = &v
+	}
 	img.Ref = repo + "@" + img.Digest
 	img.Scope = api.ImageScopePlatform
 	if img.ProjectID != "" {
@@ -169,9 +177,10 @@ type Check struct {
 }
 
 // RecordCheck records a verification of the image id: its trust becomes
-// verified or failed_verification with the reason, its lifecycle stays.
+// verified or failed_verification with the reason, its lifecycle stays,
+// and the pending request (if any) is done.
 func RecordCheck(ctx context.Context, q store.Querier, id string, c Check, now time.Time) (api.Image, error) {
-	_, err := q.Exec(ctx, `UPDATE images SET trust = $2, trust_reason = $3, platform = $4, size_bytes = $5,
+	_, err := q.Exec(ctx, clearVerifySQL+`, trust = $2, trust_reason = $3, platform = $4, size_bytes = $5,
 		layers = $6, verified_at = $7, updated_at = $7 WHERE id = $1`,
 		id, Verified(c.OK), c.Reason, c.Platform, c.SizeBytes, c.Layers, now.UTC())
 	if err != nil {

@@ -60,6 +60,20 @@ type Image struct {
 	PublishedBy string     `json:"published_by,omitempty"`
 	CreatedAt   time.Time  `json:"created_at"`
 	UpdatedAt   time.Time  `json:"updated_at"`
+	// Verification is the verification asked for and not yet recorded
+	// (image.verify queues one; a controld replica runs it); nil when
+	// none is pending.
+	Verification *ImageVerification `json:"verification,omitempty"`
+}
+
+// ImageVerification is a pending verification of an image: when it was
+// asked for, how many attempts began, and the registry error that
+// deferred the last one to NextAttemptAt ("" before any failed).
+type ImageVerification struct {
+	RequestedAt   time.Time `json:"requested_at"`
+	Attempts      int       `json:"attempts"`
+	LastError     string    `json:"last_error,omitempty"`
+	NextAttemptAt time.Time `json:"next_attempt_at"`
 }
 
 // ImageListRequest lists images. Project names the project whose own
@@ -157,6 +171,9 @@ func (i Image) StateLine() string {
 	s := i.Lifecycle + ", " + i.Trust
 	if i.TrustReason != "" {
 		s += " (" + i.TrustReason + ")"
+	}
+	if i.Verification != nil {
+		s += ", verification queued"
 	}
 	return s
 }

@@ -41,8 +41,11 @@ var (
 	// OpImageRevoke is image.revoke: revokes an image's trust for good (no
 	// new workload may use it).
 	OpImageRevoke = NewMutation[ImageChangeRequest, Image](EndpointImageRevoke, LoggedIn)
-	// OpImageVerify is image.verify: fetches the image's manifest, config
-	// and layers by digest from the registry, checks platform, sizes and
-	// digests, and records the result and its reason.
+	// OpImageVerify is image.verify: queues a verification (answered at
+	// once, with Image.Verification set); a controld replica then fetches
+	// the image's manifest, config and layers by digest from the
+	// registry, checks platform, sizes and digests, and records the
+	// result and its reason. A registry that cannot be reached is retried
+	// with backoff, its error shown on the image.
 	OpImageVerify = NewMutation[ImageChangeRequest, Image](EndpointImageVerify, LoggedIn)
 )

@@ -119,7 +119,27 @@ func (s *Server) projectMembers(ctx context.Context, c *call, req api.ProjectRef
 	if err != nil {
 		return nil, err
 	}
+	if ms, err = s.liveMembers(ctx, p.ID, ms); err != nil {
+		return nil, err
+	}
 	return &api.MembersResponse{Project: p, Members: ms}, nil
+}
+
+// liveMembers drops from ms the tokens that can no longer act (revoked or
+// expired): their principals stay members, so that what they did keeps
+// its actor, but they have no access to list.
+func (s *Server) liveMembers(ctx context.Context, projectID string, ms []api.Member) ([]api.Member, error) {
+	live, err := s.identity.LiveTokenIDs(ctx, s.pool, projectID, s.now())
+	if err != nil {
+		return nil, err
+	}
+	out := ms[:0]
+	for _, m := range ms {
+		if m.Kind != api.MemberToken || live[m.UserID] {
+			out = append(out, m)
+		}
+	}
+	return out, nil
 }
 
 func (s *Server) projectAddMember(ctx context.Context, c *call, req api.AddMemberRequest) (work[api.MembersResponse], error) {

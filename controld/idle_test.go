@@ -372,6 +372,11 @@ func TestIdleWarningEmailed(t *testing.T) {
 		Billing: controld.BillingConfig{SMTP: controld.SMTPConfig{Addr: sink.Addr(), From: "gpuaas@example.test"}},
 		Idle:    controld.IdleConfig{MinPeriod: time.Minute, WarnAhead: 2 * time.Minute, Interval: time.Hour}})
 	e := &billingEnv{Env: env, clock: clock}
+	// A machine token of the project is told (an event) but takes no mail.
+	if _, err := e.Client(e.AdminToken).TokenCreate(t.Context(), api.TokenCreateRequest{Name: "ci", Role: api.ProjectViewer,
+		TTL: "1d"}); err != nil {
+		t.Fatal(err)
+	}
 	a := e.createActive(t, e.Client(e.AdminToken), api.AllocCreateRequest{IdleReleaseAfter: "10m"})
 	e.clock.Advance(8 * time.Minute)
 	if res := e.idleTick(t); res.Warned != 1 {

@@ -377,3 +377,56 @@ func TestTokenOfADisabledCreatorIsRefusedAtOnce(t *testing.T) {
 		t.Errorf("token of a disabled creator: got ended %+v, %v; want ended", ended, err)
 	}
 }
+
+// TestProjectMembersListTokensWhileTheyAct: a token is listed among its
+// project's members (kind token) while it can act; revoked or expired, it
+// is not, though its principal stays a member (the actor of what it did).
+func TestProjectMembersListTokensWhileTheyAct(t *testing.T) {
+	t.Parallel()
+	clock := testutil.NewClock(time.Now().UTC().Truncate(time.Second))
+	env := controldtest.Start(t, controldtest.Options{Now: clock.Now})
+	ctx := t.Context()
+	_, owner := tokenOwner(t, env)
+	kinds := func() map[string]string {
+		t.Helper()
+		out, err := owner.ProjectMembers(ctx, "alpha")
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]string{}
+		for _, m := range out.Members {
+			got[m.UserID] = m.Kind
+		}
+		return got
+	}
+	short, err := owner.TokenCreate(ctx, api.TokenCreateRequest{Name: "short", Role: api.ProjectViewer, TTL: "1h"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	long, err := owner.TokenCreate(ctx, api.TokenCreateRequest{Name: "long", Role: api.ProjectMember, TTL: "30d"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := kinds(); got[short.Token.ID] != api.MemberToken || got[long.Token.ID] != api.MemberToken || len(got) != 3 {
+		t.Fatalf("members with two live tokens: %v", got)
+	}
+	if _, err := owner.TokenRevoke(ctx, api.TokenRevokeRequest{Token: "long"}); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(2 * time.Hour)
+	got := kinds()
+	if _, ok := got[long.Token.ID]; ok {
+		t.Errorf("a revoked token is listed: %v", got)
+	}
+	if _, ok := got[short.Token.ID]; ok {
+		t.Errorf("an expired token is listed: %v", got)
+	}
+	if len(got) != 1 {
+		t.Errorf("members: %v; want the owner alone", got)
+	}
+	for id, kind := range got {
+		if kind != api.MemberUser {
+			t.Errorf("member %s: kind %q; want %q", id, kind, api.MemberUser)
+		}
+	}
+}

@@ -76,9 +76,12 @@ func evaluate(ctx context.Context, tx pgx.Tx, defaultThreshold int64, grace time
 			return nil, err
 		}
 		users := make([]string, len(members))
-		emails := make([]string, len(members))
+		var emails []string
 		for i, m := range members {
-			users[i], emails[i] = m.UserID, m.Email
+			users[i] = m.UserID
+			if m.Mailable() {
+				emails = append(emails, m.Email)
+			}
 		}
 		bal := api.FormatMoney(a.balance, a.currency)
 		if low && !a.warned {

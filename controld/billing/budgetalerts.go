@@ -90,7 +90,7 @@ func tellBudgetCrossing(ctx context.Context, tx pgx.Tx, b Budget, percent int, n
 	whose := "project " + name + "'s"
 	for i, m := range members {
 		users[i] = m.UserID
-		if b.UserID == "" || m.UserID == b.UserID || m.Role == api.ProjectOwner {
+		if m.Mailable() && (b.UserID == "" || m.UserID == b.UserID || m.Role == api.ProjectOwner) {
 			emails = append(emails, m.Email)
 		}
 		if m.UserID == b.UserID {

@@ -207,3 +207,22 @@ func notifyTokensOf(ctx context.Context, q store.Querier, userID string) error {
 	}
 	return nil
 }
+
+// LiveTokenIDs are the ids of projectID's tokens that can act at now:
+// neither revoked nor expired.
+func (s *Service) LiveTokenIDs(ctx context.Context, q store.Querier, projectID string, now time.Time) (map[string]bool, error) {
+	rows, err := q.Query(ctx, `SELECT id FROM api_tokens WHERE project_id = $1 AND revoked_at IS NULL AND expires_at > $2`,
+		projectID, now.UTC())
+	if err != nil {
+		return nil, fmt.Errorf("live tokens of %s: %w", projectID, err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("live tokens of %s: %w", projectID, err)
+	}
+	live := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		live[id] = true
+	}
+	return live, nil
+}

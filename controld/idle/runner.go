@@ -255,7 +255,9 @@ func (r *Runner) warn(ctx context.Context, tx pgx.Tx, a alloc.Active, n api.Allo
 		n.Deadline.Format("15:04 UTC")), body: "Allocation " + a.ID + ": " + n.Message + ".\n"}
 	for i, mem := range members {
 		users[i] = mem.UserID
-		m.to = append(m.to, mem.Email)
+		if mem.Mailable() {
+			m.to = append(m.to, mem.Email)
+		}
 	}
 	if _, err := outbox.Enqueue(ctx, tx, now, outbox.Event{Kind: api.EventAllocNotice, Subject: a.ID,
 		ProjectID: a.ProjectID, Users: users, Payload: n}); err != nil {

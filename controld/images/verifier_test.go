@@ -39,7 +39,6 @@ func (r *records) of(id string) ([]images.Outcome, int) {
 	return append([]images.Outcome(nil), r.outcomes[id]...), r.checks[id]
 }
 
-
 // runVerifier runs a verifier checking against the real registry client
 // (counting its checks by reference) until the test ends.
 func runVerifier(t *testing.T, pool *pgxpool.Pool, rec *records, refs map[string]string) {

@@ -234,16 +234,19 @@ func ListForUser(ctx context.Context, q store.Querier, userID string) ([]api.Pro
 	return out, nil
 }
 
-// Members lists a project's members.
+// Members lists a project's members, machine tokens' principals
+// included (Kind MemberToken), whether or not they can still act.
 func Members(ctx context.Context, q store.Querier, projectID string) ([]api.Member, error) {
-	rows, err := q.Query(ctx, `SELECT m.user_id, u.email, m.role, m.added_at FROM project_members m
+	rows, err := q.Query(ctx, `SELECT m.user_id, u.email, m.role, m.added_at,
+		CASE WHEN u.provider = 'token' THEN '`+api.MemberToken+`' ELSE '`+api.MemberUser+`' END
+		FROM project_members m
 		JOIN users u ON u.id = m.user_id WHERE m.project_id = $1 ORDER BY m.added_at, u.email`, projectID)
 	if err != nil {
 		return nil, fmt.Errorf("list members: %w", err)
 	}
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (api.Member, error) {
 		var m api.Member
-		return m, r.Scan(&m.UserID, &m.Email, &m.Role, &m.AddedAt)
+		return m, r.Scan(&m.UserID, &m.Email, &m.Role, &m.AddedAt, &m.Kind)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("list members: %w", err)

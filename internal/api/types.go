@@ -108,7 +108,20 @@ type Member struct {
 	Email   string    `json:"email"`
 	Role    string    `json:"role"`
 	AddedAt time.Time `json:"added_at"`
+	// Kind is MemberUser, or MemberToken for a machine token (listed
+	// while it can act: until it is revoked or expires).
+	Kind string `json:"kind"`
 }
+
+// Mailable reports whether m is a person mail may be sent to: a machine
+// token's principal has an address of TokenDomain, which takes no mail.
+func (m Member) Mailable() bool { return m.Kind != MemberToken }
+
+// Member kinds.
+const (
+	MemberUser  = "user"
+	MemberToken = "token"
+)
 
 // MembersResponse lists a project's members.
 type MembersResponse struct {

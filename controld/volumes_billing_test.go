@@ -1,6 +1,8 @@
 package controld_test
 
 import (
+	"crypto/ed25519"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"strings"
@@ -8,12 +10,14 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/nats-io/nats.go"
 
 	"github.com/gpuaas/gpuaas/controld"
 	"github.com/gpuaas/gpuaas/controld/alloc"
 	"github.com/gpuaas/gpuaas/controld/tasks"
 	"github.com/gpuaas/gpuaas/controld/volumes"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/signing"
 )
 
 // settleVolumeAt is settleVolume on the billing clock (the meter starts
@@ -121,5 +125,63 @@ func TestDepletedProjectKeepsVolumes(t *testing.T) {
 	b, err := c.AllocCreate(ctx, withVolume)
 	if err != nil || !strings.HasPrefix(b.ID, "a-") {
 		t.Fatalf("a new allocation with the volume once funded: %+v, %v", b, err)
+	}
+}
+
+// TestHeartbeatWithoutVolumeFailsIt: a node's signed heartbeat whose
+// health lists its volumes, without one it should hold, fails that volume
+// (with the reason), stops charging it and tells the project (its event
+// in the outbox); the balance's storage burn goes to zero.
+func TestHeartbeatWithoutVolumeFailsIt(t *testing.T) {
+	t.Parallel()
+	e := startBilling(t, controld.BillingConfig{Window: time.Minute})
+	ctx := t.Context()
+	c := e.Client(e.AdminToken)
+	v, err := c.VolumeCreate(ctx, api.VolumeCreateRequest{Name: "data", Size: "1000G", Node: "sim-h100-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.settleVolumeAt(t, v, api.TaskVolumeCreate)
+	pub, key, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Server.Pool().Exec(ctx, `UPDATE nodes SET public_key = $2 WHERE id = $1`, v.NodeID, []byte(pub)); err != nil {
+		t.Fatal(err)
+	}
+	nc := e.Bus.Connect(t, nats.CustomInboxPrefix(api.InboxPrefix(v.NodeID)))
+	var seq uint64
+	heartbeat := func(health string) {
+		t.Helper()
+		e.clock.Advance(5 * time.Minute)
+		seq++
+		hb := api.Heartbeat{NodeID: v.NodeID, At: e.clock.Now(), Health: json.RawMessage(health)}
+		hb.ReportStamp = api.ReportStamp{Kind: api.HostHeartbeat, Seq: seq, SentAt: e.clock.Now()}
+		env, err := signing.Seal(key, hb)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := json.Marshal(env)
+		reply, err := nc.Request(api.HostCtlSubject(v.NodeID, api.HostHeartbeat), body, 10*time.Second)
+		if err != nil || !strings.Contains(string(reply.Data), `"ok":true`) {
+			t.Fatalf("heartbeat: %v %s; want acknowledged", err, reply.Data)
+		}
+	}
+	heartbeat(`{"volume_free_bytes": 1000000000000, "volumes": ["` + v.ID + `"]}`)
+	if got, _ := c.VolumeGet(ctx, api.VolumeRef{Volume: "data"}); got.State != api.VolumeReady {
+		t.Fatalf("volume after a heartbeat listing it: %s; want ready", got.State)
+	}
+	events := count(t, e.Env, `SELECT count(*) FROM outbox_events WHERE kind = $1 AND subject = $2`, api.EventVolume, v.ID)
+	heartbeat(`{"volume_free_bytes": 1000000000000, "volumes": []}`)
+	got, err := c.VolumeGet(ctx, api.VolumeRef{Volume: "data"})
+	if err != nil || got.State != api.VolumeFailed || !strings.Contains(got.Reason, "reported it missing") {
+		t.Fatalf("volume after a heartbeat without it: %+v, %v; want failed, saying why", got, err)
+	}
+	if n := count(t, e.Env, `SELECT count(*) FROM outbox_events WHERE kind = $1 AND subject = $2`, api.EventVolume, v.ID); n != events+1 {
+		t.Errorf("volume events %d; want one more than %d", n, events)
+	}
+	bal, err := c.BillingBalance(ctx, api.BillingRequest{})
+	if err != nil || bal.RunningVolumes != 0 || bal.StorageBurnMinorPerHour != 0 {
+		t.Fatalf("balance %+v, %v; want the lost volume no longer charged", bal, err)
 	}
 }

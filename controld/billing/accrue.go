@@ -24,7 +24,10 @@ var accrualBatchMeters = 50_000
 // record every due window in one statement, and COPY the ledger entries,
 // chained here (EntryHash), in one more. The database checks the chains of
 // the COPY once for the whole statement (ledger_entries_check, migration
-// 0016), so no entry can be booked off its account's chain.
+// 0016), so no entry can be booked off its account's chain. Volumes'
+// running segments are charged in the same batches, after the
+// allocations' meters, their storage entries in the same COPY
+// (volumemeter.go, docs/decisions/0024-volume-meters.md).
 func Accrue(ctx context.Context, tx pgx.Tx, upTo, now time.Time) (AccrualResult, error) {
 	var r AccrualResult
 	// Hashes cover created_at in microseconds, as the database stores it.

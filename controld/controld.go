@@ -372,7 +372,7 @@ func (s *Server) init(ctx context.Context) error {
 		ReplyRefused: func(reason string) { s.metrics.repliesRefused.WithLabelValues(reason).Inc() }, TaskKey: taskKey,
 		SlotsFreed: s.kickQueue, GPUActive: s.gpuActive, TicketCAKeys: s.ticketCAKeys, Now: s.cfg.Now, Log: s.cfg.Log,
 		TaskSettled: func(typ, status string, took time.Duration) { s.metrics.observeTask(typ, status, took) },
-		Settlers:    settlers, Nodes: node.Reports{Pool: s.pool, SlotSubnet: s.cfg.Hosts.SlotSubnet},
+		Settlers:    settlers, Nodes: inventoryReports{node.Reports{Pool: s.pool, SlotSubnet: s.cfg.Hosts.SlotSubnet}},
 		Faults: faults.Applier{Pool: s.pool, Log: s.cfg.Log}, ProgressEvents: alloc.ProgressEvents}); err != nil {
 		return err
 	}

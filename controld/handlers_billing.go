@@ -132,7 +132,8 @@ func (s *Server) billingBalance(ctx context.Context, c *call, req api.BillingReq
 	}
 	out := api.BillingBalance{ProjectID: p.ID, Project: p.Name, BalanceMinor: a.BalanceMinor, Currency: a.Currency,
 		LowBalanceThresholdMinor: a.LowBalanceThresholdMinor, LowBalance: a.LowBalance, DepletedAt: a.DepletedAt,
-		BurnRateMinorPerHour: a.BurnRateMinorPerHour, RunningAllocations: a.RunningMeters}
+		BurnRateMinorPerHour: a.BurnRateMinorPerHour, RunningAllocations: a.RunningMeters,
+		StorageBurnMinorPerHour: a.StorageBurnMinorPerHour, RunningVolumes: a.RunningVolumes}
 	if a.DepletedAt != nil {
 		ends := a.DepletedAt.Add(s.cfg.Billing.Grace)
 		out.GraceEndsAt = &ends
@@ -162,6 +163,9 @@ func (s *Server) billingLedger(ctx context.Context, c *call, req api.BillingLedg
 }
 
 func (s *Server) billingUsage(ctx context.Context, c *call, req api.BillingUsageRequest) (*api.BillingUsageResponse, error) {
+	if req.Volumes {
+		return s.billingVolumeUsage(ctx, c, req)
+	}
 	out := api.BillingUsageResponse{Usage: []api.AllocationUsage{}, Currency: billing.DefaultCurrency}
 	var us []billing.Usage
 	if req.Allocation != "" {

@@ -59,6 +59,7 @@ var tokenEndpoints = map[string]bool{
 	api.EndpointVolumeList:        true,
 	api.EndpointVolumeResize:      true,
 	api.EndpointVolumeRemove:      true,
+	api.EndpointVolumeQuote:       true,
 	api.EndpointImageList:         true,
 	api.EndpointImageGet:          true,
 	api.EndpointImageRegistry:     true,

@@ -23,7 +23,34 @@ func (s *Server) volumeEndpoints() []endpointDef {
 		query(s, api.OpVolumeList, s.volumeList),
 		mutation(s, api.OpVolumeResize, s.volumeResize),
 		mutation(s, api.OpVolumeRemove, s.volumeRemove),
+		query(s, api.OpVolumeQuote, s.volumeQuote),
 	}
+}
+
+// volumeQuote is `volume create --dry-run`: the create's checks and its
+// price, with the member's right to create, changing nothing.
+func (s *Server) volumeQuote(ctx context.Context, c *call, req api.VolumeCreateRequest) (*api.VolumeQuote, error) {
+	if err := api.CheckVolumeName(req.Name); err != nil {
+		return nil, err
+	}
+	size, err := api.ParseVolumeSize(req.Size)
+	if err != nil {
+		return nil, err
+	}
+	ref, err := s.projectRef(ctx, c, req.Project)
+	if err != nil {
+		return nil, err
+	}
+	p, err := project.Authorize(ctx, s.pool, ref, c.principal.UserID, c.principal.Role, project.AccessWrite)
+	if err != nil {
+		return nil, err
+	}
+	q, err := volumes.Quote(ctx, s.pool, volumes.CreateArgs{ProjectID: p.ID, Name: req.Name, SizeBytes: size,
+		Node: strings.TrimSpace(req.Node), ActorID: c.principal.UserID})
+	if err != nil {
+		return nil, err
+	}
+	return &q, nil
 }
 
 func (s *Server) volumeCreate(ctx context.Context, c *call, req api.VolumeCreateRequest) (work[api.Volume], error) {

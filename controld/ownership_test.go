@@ -81,6 +81,10 @@ var owners = map[string]string{
 	// Webhooks and their deliveries (docs/webhooks.md).
 	"webhooks":           "webhooks",
 	"webhook_deliveries": "webhooks",
+	// Volume billing (migration 0032, docs/decisions/0024-volume-meters.md).
+	"volume_meters":  "billing",
+	"volume_charges": "billing",
+	"volume_prices":  "catalog",
 }
 
 // foreignReads are the reads of a table outside its owner that are

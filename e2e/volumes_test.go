@@ -1,12 +1,14 @@
 package e2e
 
 import (
+	"encoding/json"
 	"io/fs"
 	"os"
 	"os/user"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gpuaas/gpuaas/internal/api"
 )
@@ -109,5 +111,67 @@ func TestVolumeOutlivesAllocations(t *testing.T) {
 	})
 	if len(images) != 0 {
 		t.Errorf("the deleted volume's image is still on the node: %v", images)
+	}
+}
+
+// TestVolumeBilledByGiBHour is docs/volumes.md's billing in `gpuaas dev`
+// (as root, real volumes): `volume create --dry-run` prices a volume and
+// makes nothing; a ready 1 GiB volume's GiB-hours show in `billing usage
+// --volume`, window by window, at its size; `billing balance` counts it
+// in the burn; `volume rm` stops it.
+func TestVolumeBilledByGiBHour(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("real volumes need `gpuaas dev` to run as root")
+	}
+	data, cfg := tempDir(t, "gpuaas-e2e-data-"), tempDir(t, "gpuaas-e2e-cfg-")
+	pwFile := writeFile(t, cfg, "pw", devPassword+"\n")
+	dev := startDev(t, data, cfg, "--password-file", pwFile)
+	if r := dev.gpuaas(t, devPassword, "login", "--password-stdin"); r.code != 0 {
+		t.Fatalf("login: exit %d %s", r.code, r.stderr)
+	}
+	gpuaas := func(args ...string) string {
+		t.Helper()
+		r := dev.gpuaas(t, "", args...)
+		if r.code != 0 {
+			t.Fatalf("gpuaas %v: exit %d\n%s\n%s", args, r.code, r.stdout, r.stderr)
+		}
+		return strings.TrimSpace(r.stdout)
+	}
+	// 1 TiB at $0.10 per GiB-month: $102.40 a month.
+	if q := gpuaas("volume", "create", "big", "--size", "1T", "--node", "sim-metal-2", "--dry-run", "--json",
+		"price_per_month_minor", "--jq", ".price_per_month_minor"); q != "10240" {
+		t.Errorf("dry run price per month %q; want 10240", q)
+	}
+	if out := gpuaas("volume", "list", "--json", "name", "--jq", ".[].name"); out != "" {
+		t.Fatalf("the dry run made volumes: %q", out)
+	}
+	volID := gpuaas("volume", "create", "data", "--size", "1G", "--node", "sim-metal-2", "--wait", "--json", "id", "--jq", ".id")
+	if n := gpuaas("billing", "balance", "--json", "running_volumes", "--jq", ".running_volumes"); n != "1" {
+		t.Errorf("running volumes %q; want 1", n)
+	}
+	// Two billing windows (10 s in `gpuaas dev`) of the volume.
+	var windows []api.VolumeUsageWindow
+	deadline := time.Now().Add(2 * time.Minute)
+	for len(windows) < 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("no two charged windows of %s in 2 minutes", volID)
+		}
+		time.Sleep(time.Second) // waiting for billing windows to pass, not for readiness
+		var us []api.VolumeUsage
+		if err := json.Unmarshal([]byte(gpuaas("billing", "usage", "--volume", "--json")), &us); err != nil {
+			t.Fatal(err)
+		}
+		if len(us) == 1 && us[0].VolumeID == volID {
+			windows = us[0].Windows
+		}
+	}
+	for _, w := range windows {
+		if want := float64(w.Seconds) / 3600; w.SizeBytes != 1<<30 || w.GiBHours < want-1e-9 || w.GiBHours > want+1e-9 {
+			t.Errorf("window %+v; want 1 GiB for %f GiB-hours", w, want)
+		}
+	}
+	gpuaas("volume", "rm", "data", "--yes")
+	if running := gpuaas("billing", "usage", "--volume", "--json", "running", "--jq", ".[0].running"); running != "false" {
+		t.Errorf("after rm the volume is still charged (running %s)", running)
 	}
 }

@@ -74,7 +74,11 @@ func printBalance(ios *cmdutil.IOStreams, now time.Time, b *api.BillingBalance) 
 	}
 	fmt.Fprintf(ios.Out, "%s  %s\n", cs.Bold(b.Project), color(api.FormatMoney(b.BalanceMinor, b.Currency)))
 	t := cmdutil.NewTablePrinter(ios)
-	t.AddRow("  running", fmt.Sprintf("%d allocations, %s/hour", b.RunningAllocations, api.FormatMoney(b.BurnRateMinorPerHour, b.Currency)))
+	running := fmt.Sprintf("%d allocations", b.RunningAllocations)
+	if b.RunningVolumes > 0 { // their storage is in the burn (docs/volumes.md)
+		running += fmt.Sprintf(" and %d volumes (storage %s/hour)", b.RunningVolumes, api.FormatMoney(b.StorageBurnMinorPerHour, b.Currency))
+	}
+	t.AddRow("  running", fmt.Sprintf("%s, %s/hour", running, api.FormatMoney(b.BurnRateMinorPerHour, b.Currency)))
 	if b.BurnRateMinorPerHour > 0 && b.BalanceMinor > 0 {
 		left := time.Duration(float64(b.BalanceMinor) / float64(b.BurnRateMinorPerHour) * float64(time.Hour))
 		t.AddRow("  lasts", "about "+fuzzytime.Duration(left))

@@ -19,23 +19,38 @@ type UsageOptions struct {
 	Exporter cmdutil.Exporter
 
 	Allocation string
+	Volume     bool
+	Windows    int
 }
 
 // NewCmdUsage builds `gpuaas billing usage`; runF replaces usageRun in tests.
 func NewCmdUsage(f *cmdutil.Factory, runF func(context.Context, *UsageOptions) error) *cobra.Command {
 	opts := &UsageOptions{IO: f.IOStreams, Client: f.Client, Now: f.Now}
 	cmd := &cobra.Command{
-		Use:   "usage [--alloc ID]",
-		Short: "Show what each allocation has cost, or one allocation's charged windows",
+		Use:   "usage [--alloc ID | --volume]",
+		Short: "Show what each allocation has cost, or one allocation's charged windows, or the volumes' storage",
 		Long: `Show what each allocation of the project has cost while active, most
 recent first; with --alloc, that allocation's charged windows. Time is
 counted in whole seconds and an allocation's total is
-price × GPUs × seconds / 3600, rounded down once.` +
+price × GPUs × seconds / 3600, rounded down once.
+
+With --volume, each volume's storage: its GiB-hours of provisioned size
+and their cost, then its latest charged windows (--windows, default 60),
+each with its size and GiB-hours. A volume costs
+price per GiB-month × GiB × seconds / (730 × 3600), rounded down once
+per size it had (docs/volumes.md).` +
 			cmdutil.PipedHelp("allocation", "sku", "gpus", "started (RFC 3339)", "active (a Go duration; \"(running)\" while it runs)",
 				"cost (minor units: cents)") +
-			" With --alloc, the columns are: start, end (local time, 2006-01-02 15:04:05), seconds, cost (minor units: cents).",
+			" With --alloc, the columns are: start, end (local time, 2006-01-02 15:04:05), seconds, cost (minor units: cents)." +
+			" With --volume, one row per window: volume, name, start, end (RFC 3339), seconds, size (bytes), GiB-hours, cost (minor units: cents).",
 		Args: cmdutil.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
+			if opts.Volume && opts.Allocation != "" {
+				return cmdutil.FlagErrorf("--volume and --alloc cannot be used together")
+			}
+			if opts.Windows < 0 || opts.Windows > 10000 {
+				return cmdutil.FlagErrorf("--windows must be within 0..10000")
+			}
 			if runF != nil {
 				return runF(c.Context(), opts)
 			}
@@ -43,7 +58,9 @@ price × GPUs × seconds / 3600, rounded down once.` +
 		},
 	}
 	cmd.Flags().StringVar(&opts.Allocation, "alloc", "", "Only this allocation, window by window")
-	cmdutil.AddJSONFlags(cmd, &opts.Exporter, cmdutil.FieldsOf(api.AllocationUsage{}))
+	cmd.Flags().BoolVar(&opts.Volume, "volume", false, "The volumes' storage: GiB-hours per volume and per window")
+	cmd.Flags().IntVar(&opts.Windows, "windows", 0, "With --volume, how many of each volume's latest windows to show (default 60)")
+	cmdutil.AddJSONFlags(cmd, &opts.Exporter, usageFields())
 	return cmd
 }
 
@@ -52,9 +69,16 @@ func usageRun(ctx context.Context, opts *UsageOptions) error {
 	if err != nil {
 		return err
 	}
-	resp, err := client.BillingUsage(ctx, api.BillingUsageRequest{Allocation: opts.Allocation})
+	resp, err := client.BillingUsage(ctx, api.BillingUsageRequest{Allocation: opts.Allocation, Volumes: opts.Volume,
+		Windows: opts.Windows})
 	if err != nil {
 		return err
+	}
+	if opts.Volume {
+		if opts.Exporter != nil {
+			return opts.Exporter.Write(ctx, opts.IO, resp.Volumes)
+		}
+		return printVolumeUsage(opts.IO, resp)
 	}
 	if opts.Exporter != nil {
 		return opts.Exporter.Write(ctx, opts.IO, resp.Usage)

@@ -19,6 +19,8 @@ func TestNewCmdCreate(t *testing.T) {
 		{name: "size", args: []string{"data", "--size", "100G"}, want: CreateOptions{Name: "data", Size: "100G"}},
 		{name: "node and wait", args: []string{"data", "--size", "1T", "--node", "gpu-07", "--wait"},
 			want: CreateOptions{Name: "data", Size: "1T", Node: "gpu-07", Wait: true}},
+		{name: "dry run", args: []string{"data", "--size", "100G", "--dry-run"}, want: CreateOptions{Name: "data", Size: "100G", DryRun: true}},
+		{name: "dry run and wait", args: []string{"data", "--size", "100G", "--dry-run", "--wait"}, wantErr: true},
 		{name: "no size", args: []string{"data"}, wantErr: true},
 		{name: "zero", args: []string{"data", "--size", "0"}, wantErr: true},
 		{name: "negative", args: []string{"data", "--size", "-1G"}, wantErr: true},
@@ -42,7 +44,7 @@ func TestNewCmdCreate(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got.Name != tt.want.Name || got.Size != tt.want.Size || got.Node != tt.want.Node || got.Wait != tt.want.Wait {
+			if got.Name != tt.want.Name || got.Size != tt.want.Size || got.Node != tt.want.Node || got.Wait != tt.want.Wait || got.DryRun != tt.want.DryRun {
 				t.Errorf("got %+v; want %+v", *got, tt.want)
 			}
 		})

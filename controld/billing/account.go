@@ -18,9 +18,13 @@ type Account struct {
 	LowBalanceThresholdMinor int64
 	LowBalance               bool
 	DepletedAt               *time.Time
-	// BurnRateMinorPerHour is what the running meters cost per hour.
-	BurnRateMinorPerHour int64
-	RunningMeters        int
+	// BurnRateMinorPerHour is what the running meters cost per hour: the
+	// allocations' and the volumes' (StorageBurnMinorPerHour, rounded down
+	// once for all the volumes).
+	BurnRateMinorPerHour    int64
+	StorageBurnMinorPerHour int64
+	RunningMeters           int // allocations
+	RunningVolumes          int
 }
 
 // AccountOf reads a project's account; a project that never had an entry
@@ -40,20 +44,24 @@ func QueueAccountOf(b *pgx.Batch, dst *Account, projectID string, defaultThresho
 	}
 }
 
-const accountSQL = `SELECT coalesce((SELECT sum(amount_minor) FROM ledger_entries WHERE project_id = $1), 0)::bigint,
+var accountSQL = `SELECT coalesce((SELECT sum(amount_minor) FROM ledger_entries WHERE project_id = $1), 0)::bigint,
 		coalesce(a.currency, 'usd'), a.low_balance_threshold_minor, a.depleted_at,
 		(SELECT coalesce(sum(m.price_per_gpu_hour_minor * m.gpus), 0)::bigint FROM billing_meters m
 			WHERE m.project_id = $1 AND m.stopped_at IS NULL),
-		(SELECT count(*) FROM billing_meters m WHERE m.project_id = $1 AND m.stopped_at IS NULL)
+		(SELECT count(*) FROM billing_meters m WHERE m.project_id = $1 AND m.stopped_at IS NULL),
+		` + storageBurnSQL + `,
+		(SELECT count(*) FROM volume_meters m WHERE m.project_id = $1 AND m.stopped_at IS NULL)
 		FROM (SELECT 1) one LEFT JOIN billing_accounts a ON a.project_id = $1`
 
 func scanAccount(row pgx.Row, projectID string, defaultThreshold int64) (Account, error) {
 	a := Account{ProjectID: projectID, Currency: DefaultCurrency, LowBalanceThresholdMinor: defaultThreshold}
 	var threshold *int64
-	err := row.Scan(&a.BalanceMinor, &a.Currency, &threshold, &a.DepletedAt, &a.BurnRateMinorPerHour, &a.RunningMeters)
+	err := row.Scan(&a.BalanceMinor, &a.Currency, &threshold, &a.DepletedAt, &a.BurnRateMinorPerHour, &a.RunningMeters,
+		&a.StorageBurnMinorPerHour, &a.RunningVolumes)
 	if err != nil {
 		return a, fmt.Errorf("account of %s: %w", projectID, err)
 	}
+	a.BurnRateMinorPerHour += a.StorageBurnMinorPerHour
 	if threshold != nil {
 		a.LowBalanceThresholdMinor = *threshold
 	}

@@ -24,7 +24,10 @@ var accrualBatchMeters = 50_000
 // record every due window in one statement, and COPY the ledger entries,
 // chained here (EntryHash), in one more. The database checks the chains of
 // the COPY once for the whole statement (ledger_entries_check, migration
-// 0016), so no entry can be booked off its account's chain.
+// 0016), so no entry can be booked off its account's chain. Volumes'
+// running segments are charged in the same batches, after the
+// allocations' meters, their storage entries in the same COPY
+// (volumemeter.go, docs/decisions/0024-volume-meters.md).
 func Accrue(ctx context.Context, tx pgx.Tx, upTo, now time.Time) (AccrualResult, error) {
 	var r AccrualResult
 	// Hashes cover created_at in microseconds, as the database stores it.
@@ -72,7 +75,11 @@ func indexLookupsOnly(ctx context.Context, tx pgx.Tx) (restore func() error, err
 // accrualBatches groups the projects with running meters, in project
 // order, into batches of at most accrualBatchMeters meters.
 func accrualBatches(ctx context.Context, tx pgx.Tx) ([][]string, error) {
-	rows, err := tx.Query(ctx, `SELECT project_id, count(*) FROM billing_meters WHERE stopped_at IS NULL
+	// Running volume segments count as meters (volumemeter.go).
+	rows, err := tx.Query(ctx, `SELECT project_id, sum(n)::bigint FROM (
+			SELECT project_id, count(*) AS n FROM billing_meters WHERE stopped_at IS NULL GROUP BY project_id
+			UNION ALL
+			SELECT project_id, count(*) FROM volume_meters WHERE stopped_at IS NULL GROUP BY project_id) m
 		GROUP BY project_id ORDER BY project_id`)
 	if err != nil {
 		return nil, fmt.Errorf("accrue usage: running meters: %w", err)
@@ -205,6 +212,9 @@ func accrueBatch(ctx context.Context, tx pgx.Tx, projects []string, upTo, now ti
 	})
 	if err != nil {
 		return r, fmt.Errorf("accrue usage: %w", err)
+	}
+	if entries, err = appendVolumeEntries(ctx, tx, entries, &r, projects, upTo, now); err != nil {
+		return r, err
 	}
 	if len(entries) == 0 {
 		return r, nil

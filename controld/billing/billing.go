@@ -27,7 +27,7 @@ const (
 // Valid reports whether k is a known kind.
 func (k Kind) Valid() bool {
 	switch k {
-	case KindTopup, KindUsage, KindRefund, KindAdjustment:
+	case KindTopup, KindUsage, KindRefund, KindAdjustment, KindStorage:
 		return true
 	}
 	return false

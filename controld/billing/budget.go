@@ -249,12 +249,15 @@ func spendOf(ctx context.Context, q Querier, b *Budget, now time.Time) error {
 		}
 		b.PeriodStart, b.PeriodEnd, since = start, end, start
 	}
-	var charged, accrued int64
-	if err := q.QueryRow(ctx, spendSQL, b.ProjectID, b.UserID, since, now).Scan(&charged, &accrued, &b.BurnMinorPerHour); err != nil {
+	var charged, accrued, storageCharged, storageAccrued, storageBurn int64
+	if err := q.QueryRow(ctx, spendSQL+storageSpendSQL, b.ProjectID, b.UserID, since, now).Scan(&charged, &accrued,
+		&b.BurnMinorPerHour, &storageCharged, &storageAccrued, &storageBurn); err != nil {
 		return fmt.Errorf("spend of budget %s/%s: %w", b.ProjectID, b.UserID, err)
 	}
+	// Volumes count (volumemeter.go): a budget caps what the scope spends.
+	b.BurnMinorPerHour += storageBurn
 	if b.Period != "" {
-		b.SpentMinor = charged + accrued
+		b.SpentMinor = charged + accrued + storageCharged + storageAccrued
 	}
 	return nil
 }

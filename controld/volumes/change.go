@@ -91,6 +91,11 @@ func Remove(ctx context.Context, tx pgx.Tx, projectID, ref string, now time.Time
 	if _, err = update(ctx, tx, v.ID, `state = 'deleting', reason = ''`, now); err != nil {
 		return api.Volume{}, nil, err
 	}
+	// Charging stops at the removal request, as an allocation's at its
+	// release request: what the node does after is not the user's.
+	if err := stopMeter(ctx, tx, v.ID, now); err != nil {
+		return api.Volume{}, nil, err
+	}
 	if v, err = enqueue(ctx, tx, v.ID, api.TaskVolumeDelete, 0, now); err != nil {
 		return api.Volume{}, nil, err
 	}

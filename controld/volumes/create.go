@@ -32,22 +32,7 @@ type CreateArgs struct {
 // use in the project is a conflict; a size over the node's room for
 // volumes is no_capacity, with the room there is.
 func Create(ctx context.Context, tx pgx.Tx, a CreateArgs, now time.Time) (api.Volume, []outbox.Event, error) {
-	if err := api.CheckVolumeName(a.Name); err != nil {
-		return api.Volume{}, nil, err
-	}
-	if a.SizeBytes < api.VolumeMinBytes || a.SizeBytes > api.VolumeMaxBytes || a.SizeBytes%(1<<20) != 0 {
-		return api.Volume{}, nil, api.Errorf(api.CodeInvalidArgument, "size %d bytes: want a whole number of MiB from %s to %s",
-			a.SizeBytes, api.FormatVolumeSize(api.VolumeMinBytes), api.FormatVolumeSize(api.VolumeMaxBytes))
-	}
-	var taken bool
-	if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM volumes WHERE project_id = $1 AND name = $2 AND state <> 'deleted')`,
-		a.ProjectID, a.Name).Scan(&taken); err != nil {
-		return api.Volume{}, nil, fmt.Errorf("create volume: %w", err)
-	}
-	if taken {
-		return api.Volume{}, nil, nameTaken(a.Name)
-	}
-	n, err := pickNode(ctx, tx, a.Node, a.SizeBytes)
+	n, err := checkCreate(ctx, tx, a)
 	if err != nil {
 		return api.Volume{}, nil, err
 	}
@@ -67,6 +52,27 @@ func Create(ctx context.Context, tx pgx.Tx, a CreateArgs, now time.Time) (api.Vo
 	}
 	ev, err := event(ctx, tx, v)
 	return v, []outbox.Event{ev}, err
+}
+
+// checkCreate checks a create (name, size, name free, node and its
+// room) and returns the node the volume would live on.
+func checkCreate(ctx context.Context, q store.Querier, a CreateArgs) (api.Node, error) {
+	if err := api.CheckVolumeName(a.Name); err != nil {
+		return api.Node{}, err
+	}
+	if a.SizeBytes < api.VolumeMinBytes || a.SizeBytes > api.VolumeMaxBytes || a.SizeBytes%(1<<20) != 0 {
+		return api.Node{}, api.Errorf(api.CodeInvalidArgument, "size %d bytes: want a whole number of MiB from %s to %s",
+			a.SizeBytes, api.FormatVolumeSize(api.VolumeMinBytes), api.FormatVolumeSize(api.VolumeMaxBytes))
+	}
+	var taken bool
+	if err := q.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM volumes WHERE project_id = $1 AND name = $2 AND state <> 'deleted')`,
+		a.ProjectID, a.Name).Scan(&taken); err != nil {
+		return api.Node{}, fmt.Errorf("create volume: %w", err)
+	}
+	if taken {
+		return api.Node{}, nameTaken(a.Name)
+	}
+	return pickNode(ctx, q, a.Node, a.SizeBytes)
 }
 
 func nameTaken(name string) error {

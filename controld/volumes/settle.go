@@ -29,6 +29,14 @@ func Settlers() tasks.Settlers {
 // it is in state want (any, for ""), and returns its event; a result of
 // an older task of the volume changes nothing.
 func settled(ctx context.Context, tx pgx.Tx, o tasks.Outcome, want, set string, args ...any) (tasks.Effect, error) {
+	return settledThen(ctx, tx, o, want, nil, set, args...)
+}
+
+// settledThen is settled that also runs then on the volume as it is
+// after (billing: its meter starts, or a resized one is charged at the
+// new size), in tx.
+func settledThen(ctx context.Context, tx pgx.Tx, o tasks.Outcome, want string, then func(api.Volume) error,
+	set string, args ...any) (tasks.Effect, error) {
 	var id, state string
 	err := tx.QueryRow(ctx, `SELECT id, state FROM volumes WHERE task_id = $1 AND node_id = $2 FOR UPDATE`,
 		o.TaskID, o.NodeID).Scan(&id, &state)
@@ -45,6 +53,11 @@ func settled(ctx context.Context, tx pgx.Tx, o tasks.Outcome, want, set string, 
 	if err != nil {
 		return tasks.Effect{}, err
 	}
+	if then != nil {
+		if err := then(v); err != nil {
+			return tasks.Effect{}, err
+		}
+	}
 	ev, err := event(ctx, tx, v)
 	if err != nil {
 		return tasks.Effect{}, err
@@ -54,7 +67,9 @@ func settled(ctx context.Context, tx pgx.Tx, o tasks.Outcome, want, set string, 
 
 func settleCreate(ctx context.Context, tx pgx.Tx, o tasks.Outcome) (tasks.Effect, error) {
 	if o.Result.Status == api.TaskSucceeded {
-		return settled(ctx, tx, o, api.VolumeCreating, `state = 'ready', reason = ''`)
+		return settledThen(ctx, tx, o, api.VolumeCreating, func(v api.Volume) error {
+			return startMeter(ctx, tx, v, o.Now)
+		}, `state = 'ready', reason = ''`)
 	}
 	return settled(ctx, tx, o, api.VolumeCreating, `state = 'failed', reason = $2`, "create: "+o.Reason())
 }
@@ -65,7 +80,9 @@ func settleResize(ctx context.Context, tx pgx.Tx, o tasks.Outcome) (tasks.Effect
 		if err := json.Unmarshal(o.Result.Result, &r); err != nil || r.SizeBytes <= 0 {
 			return tasks.Effect{}, fmt.Errorf("settle %s: malformed result %s", o.Type, o.Result.Result)
 		}
-		return settled(ctx, tx, o, "", `size_bytes = greatest(size_bytes, $2), resizing_to = NULL, reason = ''`, r.SizeBytes)
+		return settledThen(ctx, tx, o, "", func(v api.Volume) error {
+			return resizeMeter(ctx, tx, v, o.Now)
+		}, `size_bytes = greatest(size_bytes, $2), resizing_to = NULL, reason = ''`, r.SizeBytes)
 	}
 	return settled(ctx, tx, o, "", `resizing_to = NULL, reason = $2`, "resize: "+o.Reason())
 }

@@ -34,6 +34,9 @@ type HealthReport struct {
 	// (controld/volumes admits sizes by it); absent on a node that keeps
 	// none.
 	VolumeFreeBytes *int64 `json:"volume_free_bytes,omitempty"`
+	// Volumes are the ids of the volumes the node holds; absent when it
+	// keeps none or could not list them (volume_inventory.go).
+	Volumes *[]string `json:"volumes,omitempty"`
 }
 
 // VFIOHealth is the state of the VFIO stack.
@@ -138,6 +141,7 @@ func ProbeHealth(env *Env) (HealthReport, error) {
 		r.Problems = append(r.Problems, "no NVIDIA GPU found")
 	}
 	r.VolumeFreeBytes = volumeFree(env)
+	r.Volumes = volumeIDs(env)
 	return r, nil
 }
 

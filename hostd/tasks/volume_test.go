@@ -39,6 +39,9 @@ func TestVolumeTasks(t *testing.T) {
 	if err != nil || probe.VolumeFreeBytes == nil {
 		t.Fatalf("health probe: %+v, %v; want the room for volumes", probe, err)
 	}
+	if probe.Volumes == nil || len(*probe.Volumes) != 1 || (*probe.Volumes)[0] != "vol-t1" {
+		t.Fatalf("health probe's volumes %v; want vol-t1", probe.Volumes)
+	}
 	res, _, err = run(t, env, api.TaskVolumeResize, api.VolumeTaskParams{VolumeID: "vol-t1", SizeBytes: 48 << 20})
 	if err != nil {
 		t.Fatal(err)

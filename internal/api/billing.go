@@ -45,9 +45,12 @@ type BillingBalance struct {
 	// project's allocations are released if it is not topped up.
 	DepletedAt  *time.Time `json:"depleted_at,omitempty"`
 	GraceEndsAt *time.Time `json:"grace_ends_at,omitempty"`
-	// BurnRateMinorPerHour is what the running allocations cost per hour.
-	BurnRateMinorPerHour int64 `json:"burn_rate_minor_per_hour"`
-	RunningAllocations   int   `json:"running_allocations"`
+	// BurnRateMinorPerHour is what the running allocations and volumes
+	// cost per hour; StorageBurnMinorPerHour the volumes' part of it.
+	BurnRateMinorPerHour    int64 `json:"burn_rate_minor_per_hour"`
+	StorageBurnMinorPerHour int64 `json:"storage_burn_minor_per_hour"`
+	RunningAllocations      int   `json:"running_allocations"`
+	RunningVolumes          int   `json:"running_volumes"`
 }
 
 // LedgerEntry is one booking in a project's ledger.
@@ -83,6 +86,40 @@ type BillingLedgerResponse struct {
 type BillingUsageRequest struct {
 	Project    string `json:"project,omitempty"`
 	Allocation string `json:"allocation,omitempty"`
+	// Volumes asks for the project's volumes' storage instead, each with
+	// its latest Windows windows (default 60, at most 10000).
+	Volumes bool `json:"volumes,omitempty"`
+	Windows int  `json:"windows,omitempty"`
+}
+
+// VolumeUsage is what a volume has been charged for its provisioned
+// size, by the GiB-hour (docs/volumes.md, "Billing").
+type VolumeUsage struct {
+	VolumeID string `json:"volume_id"`
+	Name     string `json:"name"`
+	// SizeBytes and PricePerGiBMonthMinor are those of its latest segment
+	// (a resize starts a new one).
+	SizeBytes             int64      `json:"size_bytes"`
+	PricePerGiBMonthMinor int64      `json:"price_per_gib_month_minor"`
+	Currency              string     `json:"currency"`
+	StartedAt             time.Time  `json:"started_at"`
+	StoppedAt             *time.Time `json:"stopped_at,omitempty"`
+	Running               bool       `json:"running"`
+	Seconds               int64      `json:"seconds"`
+	GiBHours              float64    `json:"gib_hours"`
+	AmountMinor           int64      `json:"amount_minor"`
+	// Windows are its latest charged windows, oldest first.
+	Windows []VolumeUsageWindow `json:"windows,omitempty"`
+}
+
+// VolumeUsageWindow is one charged window of a volume.
+type VolumeUsageWindow struct {
+	Start       time.Time `json:"start"`
+	End         time.Time `json:"end"`
+	Seconds     int64     `json:"seconds"`
+	SizeBytes   int64     `json:"size_bytes"`
+	GiBHours    float64   `json:"gib_hours"`
+	AmountMinor int64     `json:"amount_minor"`
 }
 
 // AllocationUsage is what an allocation has been charged while active.
@@ -111,6 +148,7 @@ type UsageWindow struct {
 type BillingUsageResponse struct {
 	ProjectID  string            `json:"project_id"`
 	Usage      []AllocationUsage `json:"usage"`
+	Volumes    []VolumeUsage     `json:"volumes,omitempty"` // with Volumes
 	TotalMinor int64             `json:"total_minor"`
 	Currency   string            `json:"currency"`
 }

@@ -10,6 +10,7 @@ const (
 	EndpointVolumeList   = "volume.list"
 	EndpointVolumeResize = "volume.resize"
 	EndpointVolumeRemove = "volume.rm"
+	EndpointVolumeQuote  = "volume.quote"
 )
 
 var (
@@ -27,4 +28,8 @@ var (
 	// OpVolumeRemove is volume.rm: deletes a volume and its data
 	// (members; refused while attached).
 	OpVolumeRemove = NewMutation[VolumeRef, Volume](EndpointVolumeRemove, LoggedIn)
+	// OpVolumeQuote is volume.quote: checks a volume.create as it would
+	// be checked (name, size, the node's room) without making anything,
+	// and prices it per month and per hour (`volume create --dry-run`).
+	OpVolumeQuote = NewQuery[VolumeCreateRequest, VolumeQuote](EndpointVolumeQuote, LoggedIn)
 )

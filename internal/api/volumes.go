@@ -69,6 +69,21 @@ type VolumeCreateRequest struct {
 	Node string `json:"node,omitempty"`
 }
 
+// VolumeQuote is what a volume.create would make and what it would cost
+// (docs/volumes.md, "Billing"): the size's price per GiB-month (730 hours)
+// now, a month of it (rounded down, as charged), and an hour (exact; each
+// window is charged rounded down, never drifting).
+type VolumeQuote struct {
+	Name                  string  `json:"name"`
+	SizeBytes             int64   `json:"size_bytes"`
+	NodeID                string  `json:"node_id"`
+	Node                  string  `json:"node"`
+	PricePerGiBMonthMinor int64   `json:"price_per_gib_month_minor"`
+	PricePerMonthMinor    int64   `json:"price_per_month_minor"`
+	PricePerHourMinor     float64 `json:"price_per_hour_minor"`
+	Currency              string  `json:"currency"`
+}
+
 // VolumeRef names a volume of a project, by name or id.
 type VolumeRef struct {
 	Project string `json:"project,omitempty"`
@@ -256,4 +271,9 @@ func ParseVolumeMount(s string) (VolumeMount, error) {
 		}
 	}
 	return VolumeMount{Volume: name, Path: path}, nil
+}
+
+// VolumeQuote checks and prices a volume.create without making it.
+func (c *Client) VolumeQuote(ctx context.Context, req VolumeCreateRequest) (*VolumeQuote, error) {
+	return Do(ctx, c, OpVolumeQuote, req)
 }

@@ -52,7 +52,14 @@ func follow(t *testing.T, c *api.Client, id string, after int64, cursor uint64, 
 	for time.Now().Before(deadline) {
 		p, err := c.JobLogs(context.Background(), api.JobLogsRequest{ID: id, After: after, Cursor: cursor, Limit: 7, Wait: 2 * time.Second})
 		if err != nil {
-			t.Fatalf("job.logs: %v", err)
+			// No controld for a while (restarting): try again from the
+			// last line seen, as the CLI does.
+			if code := api.CodeOf(err); code == api.CodeUnavailable || code == api.CodeInternal {
+				time.Sleep(100 * time.Millisecond)
+				continue
+			}
+			t.Errorf("job.logs: %v", err)
+			return lines, live, after, cursor
 		}
 		lines = append(lines, p.Lines...)
 		live = live || (len(p.Lines) > 0 && !api.JobFinal(p.State))
@@ -61,8 +68,8 @@ func follow(t *testing.T, c *api.Client, id string, after int64, cursor uint64, 
 			return lines, live, after, cursor
 		}
 	}
-	t.Fatalf("following %s: still not ended after a minute (%d lines)", id, len(lines))
-	return nil, false, 0, 0
+	t.Errorf("following %s: still not ended after a minute (%d lines)", id, len(lines))
+	return lines, live, after, cursor
 }
 
 // TestJobLogsFollowedLiveAcrossAReconnect: a job prints a counter on
@@ -129,6 +136,31 @@ func TestJobLogsFollowedLiveAcrossAReconnect(t *testing.T) {
 			t.Errorf("job.logs %+v: %v; want invalid_argument", req, err)
 		}
 	}
+}
+
+// TestJobLogsFollowSurvivesAControldRestart: controld is restarted
+// while a job's log is followed; the follower goes on from the last line
+// it saw, with every line once, in order.
+func TestJobLogsFollowSurvivesAControldRestart(t *testing.T) {
+	t.Parallel()
+	env, admin, allocID := jobLogFleet(t, 0)
+	ctx := context.Background()
+	j, err := admin.JobCreate(ctx, api.JobCreateRequest{AllocationID: allocID,
+		Run: `i=1; while [ $i -le 40 ]; do echo "out $i"; echo "err $i" >&2; sleep 0.1; i=$((i+1)); done`})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, _, after, cursor := follow(t, admin, j.ID, 0, 0, func(l []api.LogLine) bool { return len(l) >= 10 })
+	followed := make(chan []api.LogLine)
+	go func() {
+		rest, _, _, _ := follow(t, admin, j.ID, after, cursor, nil)
+		followed <- rest
+	}()
+	env.Restart(t, nil)
+	if got, err := admin.JobGet(ctx, j.ID); err != nil || api.JobFinal(got.State) {
+		t.Fatalf("job %+v, %v after the restart; want it still running (restarted mid-follow)", got, err)
+	}
+	checkJobLog(t, append(first, <-followed...), 40)
 }
 
 // checkJobLog fails unless lines are 1..2n without a gap, the counter's

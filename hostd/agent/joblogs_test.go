@@ -12,6 +12,7 @@ import (
 	"github.com/gpuaas/gpuaas/controld"
 	"github.com/gpuaas/gpuaas/controld/controldtest"
 	"github.com/gpuaas/gpuaas/hostd/agent"
+	hostenv "github.com/gpuaas/gpuaas/hostd/env"
 	"github.com/gpuaas/gpuaas/hostd/tasks"
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/logstream"
@@ -21,7 +22,7 @@ import (
 // jobLogFleet is a real controld (job logs bounded at jobLogBound) and
 // one agent running jobs as this process's user, with an active
 // allocation of the admin's project.
-func jobLogFleet(t *testing.T, jobLogBound int64) (*controldtest.Env, *api.Client, string) {
+func jobLogFleet(t testing.TB, jobLogBound int64) (*controldtest.Env, *api.Client, string) {
 	t.Helper()
 	env := controldtest.Start(t, controldtest.Options{NoNodes: true,
 		Hosts:   controld.HostsConfig{HeartbeatInterval: 200 * time.Millisecond, AutoApproveSlots: true},
@@ -33,7 +34,7 @@ func jobLogFleet(t *testing.T, jobLogBound int64) (*controldtest.Env, *api.Clien
 	}
 	dir := t.TempDir()
 	a := startAgent(t, env, dir, enroll(t, admin, "node-logs"), reg, func(c *agent.Config) {
-		c.Env = &tasks.Env{Envs: newSelfEnvs(t, dir)}
+		c.Env = &tasks.Env{Envs: selfEnvsTB(t, dir)}
 	})
 	readyNode(t, admin, a.NodeID())
 	al, err := admin.AllocCreate(context.Background(), api.AllocCreateRequest{SKU: "h200-slice", GPUs: 4})
@@ -42,6 +43,16 @@ func jobLogFleet(t *testing.T, jobLogBound int64) (*controldtest.Env, *api.Clien
 	}
 	waitAlloc(t, admin, al.ID, api.AllocActive)
 	return env, admin, al.ID
+}
+
+// selfEnvs is newSelfEnvs for benchmarks too.
+func selfEnvsTB(t testing.TB, dir string) *selfEnvs {
+	t.Helper()
+	f, err := hostenv.NewFactory(hostenv.Config{StateDir: dir, Accounts: noAccounts{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &selfEnvs{f: f}
 }
 
 // follow reads a job's log as `gpuaas job logs -f` does, from after,

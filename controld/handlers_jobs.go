@@ -17,6 +17,7 @@ func (s *Server) jobsEndpoints() []endpointDef {
 		query(s, api.OpJobGet, s.jobGet),
 		query(s, api.OpJobList, s.jobList),
 		mutation(s, api.OpJobCancel, s.jobCancel),
+		query(s, api.OpJobLogs, s.jobLogs), // handlers_logs.go
 	}
 }
 
@@ -28,7 +29,7 @@ func (s *Server) jobCreate(_ context.Context, c *call, req api.JobCreateRequest)
 		return nil, err
 	}
 	return func(ctx context.Context, tx pgx.Tx) (*api.Job, mutate.Effect, error) {
-		j, eff, err := jobs.Create(ctx, tx, c.actor(), req, jobsConfig, s.now())
+		j, eff, err := jobs.Create(ctx, tx, c.actor(), req, s.jobsConfig(), s.now())
 		return &j, eff, err
 	}, nil
 }

@@ -54,6 +54,7 @@ var tokenEndpoints = map[string]bool{
 	api.EndpointJobGet:            true,
 	api.EndpointJobList:           true,
 	api.EndpointJobCancel:         true,
+	api.EndpointJobLogs:           true,
 	api.EndpointVolumeCreate:      true,
 	api.EndpointVolumeGet:         true,
 	api.EndpointVolumeList:        true,

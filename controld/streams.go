@@ -11,6 +11,7 @@ import (
 
 	"github.com/gpuaas/gpuaas/controld/outbox"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/logstream"
 	"github.com/gpuaas/gpuaas/internal/obs"
 	"github.com/gpuaas/gpuaas/internal/recstore"
 )
@@ -32,6 +33,14 @@ type StreamLimits struct {
 	// says so in its log), never old ones dropped early.
 	RecordingsMaxBytes int64
 	RecordingsMaxAge   time.Duration
+	// LogsMaxBytes and LogsMaxAge bound the LOGS stream of jobs' output
+	// (defaults 4 GiB, 7 days: logs stay readable after their
+	// allocation is released until then); the oldest go first.
+	// JobLogMaxBytes bounds one job's log (default 64 MiB), cut by hostd
+	// with a marker line (docs/decisions/0022-logs-in-jetstream.md).
+	LogsMaxBytes   int64
+	LogsMaxAge     time.Duration
+	JobLogMaxBytes int64
 }
 
 // CheckAndSetDefaults fills defaults and refuses negative limits.
@@ -39,7 +48,7 @@ func (l *StreamLimits) CheckAndSetDefaults() error {
 	for _, d := range []struct {
 		v   *int64
 		def int64
-	}{{&l.EventsMaxBytes, 1 << 30}, {&l.RecordingsMaxBytes, 10 << 30}} {
+	}{{&l.EventsMaxBytes, 1 << 30}, {&l.RecordingsMaxBytes, 10 << 30}, {&l.LogsMaxBytes, 4 << 30}, {&l.JobLogMaxBytes, 64 << 20}} {
 		if *d.v == 0 {
 			*d.v = d.def
 		}
@@ -50,7 +59,7 @@ func (l *StreamLimits) CheckAndSetDefaults() error {
 	for _, d := range []struct {
 		v   *time.Duration
 		def time.Duration
-	}{{&l.EventsMaxAge, 7 * 24 * time.Hour}, {&l.RecordingsMaxAge, 90 * 24 * time.Hour}} {
+	}{{&l.EventsMaxAge, 7 * 24 * time.Hour}, {&l.RecordingsMaxAge, 90 * 24 * time.Hour}, {&l.LogsMaxAge, 7 * 24 * time.Hour}} {
 		if *d.v == 0 {
 			*d.v = d.def
 		}
@@ -71,6 +80,9 @@ func (s *Server) ensureStreams(ctx context.Context) error {
 	if _, err := s.js.CreateOrUpdateStream(ctx, recstore.StreamConfig(s.cfg.StreamReplicas,
 		l.RecordingsMaxBytes, l.RecordingsMaxAge)); err != nil {
 		return fmt.Errorf("recordings stream %s: %w", recstore.Stream, err)
+	}
+	if err := s.ensureLogStream(ctx); err != nil { // handlers_logs.go
+		return err
 	}
 	return s.limitLegacyRecordings(ctx)
 }
@@ -119,7 +131,7 @@ func (c *streamCollector) Describe(ch chan<- *prometheus.Desc) {
 func (c *streamCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), dbCollectTimeout)
 	defer cancel()
-	for _, name := range []string{api.EventStreamName, recstore.Stream, "KV_" + outbox.HeadsBucket} {
+	for _, name := range []string{api.EventStreamName, recstore.Stream, "KV_" + outbox.HeadsBucket, logstream.Stream} {
 		st, err := c.s.js.Stream(ctx, name)
 		var info *jetstream.StreamInfo
 		if err == nil {

@@ -19,6 +19,7 @@ func NewCmdJob(f *cmdutil.Factory) *cobra.Command {
 		NewCmdGet(f, nil),
 		NewCmdWait(f, nil),
 		NewCmdCancel(f, nil),
+		NewCmdLogs(f, nil),
 	)
 	return cmd
 }

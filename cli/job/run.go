@@ -36,7 +36,9 @@ it from standard input) run on the allocation it names, as your user there,
 supervised by the node, so the job goes on if this command is interrupted.
 The job's id is printed on standard error; ` + "`gpuaas job wait ID`" + ` follows it again.
 
-Without --detach, wait for the job to end and exit with its own exit code.
+Without --detach, print the job's output as it runs (its standard output
+here on standard output, its standard error on standard error; see
+` + "`gpuaas job logs`" + `), then exit with its own exit code.
 When the platform ended it (lost, its timeout), exit 125
 (job_platform_failure) with the reason. With --detach, print the job id on
 standard output and return at once.
@@ -47,9 +49,7 @@ With resources.sku, an allocation of that SKU is rented first: its price
 is printed, and it is created (with a key derived from --idempotency-key,
 so a retry reuses it) and waited for; release: on-exit (the default)
 releases it when the job ends. resources.allocation runs on one you have.
-Not built yet, and refused: image, workdir, secret: values, retries.
-The job's output is not streamed yet: once it ended, its last 16 KiB are
-printed on standard output.`,
+Not built yet, and refused: image, workdir, secret: values, retries.`,
 		Args: cmdutil.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			if opts.File == "" {
@@ -102,8 +102,7 @@ func runRun(ctx context.Context, opts *RunOptions) error {
 		return err
 	}
 	fmt.Fprintf(opts.IO.ErrOut, "job %s started on %s; `gpuaas job wait %s` follows it again\n", j.ID, j.AllocationID, j.ID)
-	_, err = waitJob(ctx, opts.IO, client, j.ID, 0)
-	return err
+	return streamJob(ctx, opts.IO, client, j.ID)
 }
 
 // readJob reads and checks job.yaml and makes the job.create request

@@ -120,7 +120,8 @@ func Create(ctx context.Context, tx pgx.Tx, actor alloc.Actor, req api.JobCreate
 // startParams are job.start's params: the environment as NAME=value.
 func startParams(jobID, allocID string, sp spec, cfg Config) api.JobStartParams {
 	p := api.JobStartParams{JobID: jobID, AllocationID: allocID, PosixUser: api.PosixUser(allocID),
-		Setup: sp.Setup, Run: sp.Run, Timeout: time.Duration(sp.Timeout) * time.Second, Wait: cfg.StartWait}
+		Setup: sp.Setup, Run: sp.Run, Timeout: time.Duration(sp.Timeout) * time.Second, Wait: cfg.StartWait,
+		LogMaxBytes: cfg.LogMaxBytes}
 	for k, v := range sp.Env {
 		p.Env = append(p.Env, k+"="+v)
 	}

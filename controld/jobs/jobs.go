@@ -47,6 +47,9 @@ type Config struct {
 	// StopGrace is how long job.stop waits after SIGTERM before SIGKILL
 	// (default 10s).
 	StopGrace time.Duration
+	// LogMaxBytes bounds each job's log in the LOGS stream, enforced by
+	// hostd where it reads the output (0: hostd's default, 64 MiB).
+	LogMaxBytes int64
 }
 
 func (c Config) withDefaults() Config {

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/gpuaas/gpuaas/hostd/tasks"
@@ -267,6 +268,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		a.verifier.Keys = append(a.verifier.Keys, ed25519.PublicKey(k))
 	}
 	a.cfg.Env.NodeID, a.cfg.Env.NodeName = a.id.NodeID, a.id.Name
+	a.cfg.Env.Logs, _ = jetstream.New(nc) // jobs' output to LOGS (hostd/tasks/joblog.go)
 	if a.cfg.Terminal != nil {
 		a.cfg.Terminal.SetNode(a.id.NodeID, a.id.Shape)
 	}

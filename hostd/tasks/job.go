@@ -8,6 +8,7 @@ import (
 	hostenv "github.com/gpuaas/gpuaas/hostd/env"
 	"github.com/gpuaas/gpuaas/hostd/host"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/logstream"
 )
 
 // maxJobWait bounds one job.start or job.wait task's wait, well inside
@@ -37,7 +38,7 @@ func jobStart(ctx context.Context, env *Env, p api.JobStartParams, _ Reporter) (
 		if err != nil {
 			return nil, fmt.Errorf("job %s: open the allocation's environment: %w", p.JobID, err)
 		}
-		if j = sup.start(e, p, env.now); j == nil {
+		if j = sup.start(e, p, func() *logstream.Pump { return openJobLog(env, p) }, env.now); j == nil {
 			_ = e.Close()
 			now := env.now()
 			return api.JobReport{JobID: p.JobID, Ended: true, Cancelled: true, EndedAt: &now,

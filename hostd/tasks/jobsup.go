@@ -10,6 +10,7 @@ import (
 
 	hostenv "github.com/gpuaas/gpuaas/hostd/env"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/logstream"
 )
 
 // EnvOpener opens an allocation's environment: hostd/env's Factory. Jobs
@@ -67,7 +68,8 @@ type runningJob struct {
 	id      string
 	started time.Time
 	output  tailBuffer
-	done    chan struct{} // closed when report is final
+	logs    *logstream.Pump // nil: no log stream (joblog.go)
+	done    chan struct{}   // closed when report is final
 	// mu protects the following.
 	mu        sync.Mutex
 	phase     string
@@ -79,7 +81,7 @@ type runningJob struct {
 
 // start starts a job unless it runs already (a job.start delivered again
 // is not a second job); nil when it was stopped before it started.
-func (s *jobSupervisor) start(e hostenv.Environment, p api.JobStartParams, now func() time.Time) *runningJob {
+func (s *jobSupervisor) start(e hostenv.Environment, p api.JobStartParams, logs func() *logstream.Pump, now func() time.Time) *runningJob {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if j, ok := s.jobs[p.JobID]; ok {
@@ -88,7 +90,7 @@ func (s *jobSupervisor) start(e hostenv.Environment, p api.JobStartParams, now f
 	if s.stopped[p.JobID] {
 		return nil
 	}
-	j := &runningJob{id: p.JobID, started: now(), done: make(chan struct{})}
+	j := &runningJob{id: p.JobID, started: now(), logs: logs(), done: make(chan struct{})}
 	s.jobs[p.JobID] = j
 	go j.run(e, p, now)
 	return j
@@ -132,6 +134,7 @@ func (j *runningJob) run(e hostenv.Environment, p api.JobStartParams, now func()
 			break
 		}
 	}
+	j.closeLog()
 	end := now()
 	rep.EndedAt = &end
 	rep.Output, rep.OutputBytes = j.output.text()
@@ -148,7 +151,7 @@ func (j *runningJob) phase1(e hostenv.Environment, name, script string, env []st
 		j.mu.Unlock()
 		return hostenv.ExitStatus{Code: 255}, fmt.Errorf("the job was stopped before %s", name)
 	}
-	proc, err := e.Exec(context.Background(), hostenv.ExecSpec{Command: script, Env: env, Stdout: &j.output, Stderr: &j.output})
+	proc, err := e.Exec(context.Background(), hostenv.ExecSpec{Command: script, Env: env, Stdout: j.stdout(), Stderr: j.stderr()})
 	if err == nil {
 		j.phase, j.proc = name, proc
 	}

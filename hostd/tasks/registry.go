@@ -14,6 +14,7 @@ import (
 	"github.com/gpuaas/gpuaas/hostd/host"
 	"github.com/gpuaas/gpuaas/hostd/topology"
 	"github.com/gpuaas/gpuaas/hostd/volume"
+	"github.com/gpuaas/gpuaas/internal/logstream"
 )
 
 // Env is everything a handler may touch. Handlers reach the machine only
@@ -45,6 +46,9 @@ type Env struct {
 	// Envs opens allocations' environments, where jobs run (job.go);
 	// nil: this hostd runs no jobs.
 	Envs EnvOpener
+	// Logs publishes jobs' output to the LOGS stream (joblog.go); the
+	// agent sets it from its connection. nil: no logs are kept.
+	Logs logstream.Publisher
 	Now  func() time.Time
 	Log  *slog.Logger
 	// Volumes are the node's persistent volumes (hostd/volume); nil on

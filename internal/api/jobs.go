@@ -116,6 +116,9 @@ type JobStartParams struct {
 	Env          []string      `json:"env,omitempty"` // NAME=value
 	Timeout      time.Duration `json:"timeout,omitempty"`
 	Wait         time.Duration `json:"wait"`
+	// LogMaxBytes bounds the job's log kept in JetStream (0: hostd's
+	// default); past it a marker line says the log was cut.
+	LogMaxBytes int64 `json:"log_max_bytes,omitempty"`
 }
 
 // JobWaitParams are the params of job.wait: report within Wait whether

@@ -7,6 +7,7 @@ const (
 	EndpointJobGet    = "job.get"
 	EndpointJobList   = "job.list"
 	EndpointJobCancel = "job.cancel"
+	EndpointJobLogs   = "job.logs"
 )
 
 var (
@@ -21,4 +22,9 @@ var (
 	// OpJobCancel is job.cancel: ends a running job (SIGTERM, then
 	// SIGKILL after a grace period).
 	OpJobCancel = NewMutation[JobRef, Job](EndpointJobCancel, LoggedIn)
+	// OpJobLogs is job.logs: a page of a job's stdout and stderr, numbered
+	// lines with their times, after the lines already seen; with wait, it
+	// waits for a first line while the job runs (follow: repeat the call).
+	// A project viewer may read it; users never read JetStream themselves.
+	OpJobLogs = NewQuery[JobLogsRequest, JobLogsResponse](EndpointJobLogs, LoggedIn)
 )

@@ -1,0 +1,122 @@
+package logstream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Query asks for a page of a source's lines.
+type Query struct {
+	Subject string
+	// After skips lines numbered up to it (what the reader has seen).
+	After int64
+	// Cursor is the stream sequence of the last batch read (Page.Cursor):
+	// reading resumes after it. 0 reads from the start (or Since).
+	Cursor uint64
+	// Since skips lines written before it.
+	Since time.Time
+	// Limit is the lines wanted: whole batches are returned, so a page
+	// may hold up to MaxBatchLines-1 more.
+	Limit int
+	// Wait is how long to wait for a first batch when none is there yet.
+	Wait time.Duration
+}
+
+// Page is what Read found.
+type Page struct {
+	Lines []Line
+	// Cursor is the stream sequence of the last batch read: the next
+	// Query's Cursor.
+	Cursor uint64
+	// CaughtUp says no batch was left after Cursor when Read ended.
+	CaughtUp bool
+	after    int64 // the last line number taken
+}
+
+// fetchBatches is how many messages one pull asks for.
+const fetchBatches = 32
+
+// Read returns the lines of q.Subject after q.Cursor and q.After, through
+// an ordered consumer that lives as long as the call.
+func Read(ctx context.Context, js jetstream.JetStream, q Query) (Page, error) {
+	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{q.Subject}, InactiveThreshold: 30 * time.Second}
+	switch {
+	case q.Cursor > 0:
+		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, q.Cursor+1
+	case !q.Since.IsZero():
+		// A batch is published after its lines are written: start a
+		// batch early, the lines' own times decide.
+		start := q.Since.Add(-time.Minute)
+		cfg.DeliverPolicy, cfg.OptStartTime = jetstream.DeliverByStartTimePolicy, &start
+	}
+	cons, err := js.OrderedConsumer(ctx, Stream, cfg)
+	if err != nil {
+		return Page{}, fmt.Errorf("read logs %s: %w", q.Subject, err)
+	}
+	page := Page{Cursor: q.Cursor, after: q.After}
+	if q.Wait > 0 {
+		n, err := page.fetch(cons, q, 1, jetstream.FetchMaxWait(q.Wait))
+		if err != nil {
+			return Page{}, err
+		}
+		if n == 0 {
+			page.CaughtUp = true
+			return page, nil
+		}
+	}
+	for len(page.Lines) < max(q.Limit, 1) {
+		n, err := page.fetch(cons, q, fetchBatches)
+		if err != nil {
+			return Page{}, err
+		}
+		if n < fetchBatches {
+			page.CaughtUp = true
+			break
+		}
+	}
+	return page, nil
+}
+
+// fetch pulls up to n batches (at once unless opts say to wait) into p.
+func (p *Page) fetch(cons jetstream.Consumer, q Query, n int, opts ...jetstream.FetchOpt) (int, error) {
+	var b jetstream.MessageBatch
+	var err error
+	if len(opts) == 0 {
+		b, err = cons.FetchNoWait(n)
+	} else {
+		b, err = cons.Fetch(n, opts...)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("read logs %s: %w", q.Subject, err)
+	}
+	got := 0
+	for m := range b.Messages() {
+		got++
+		md, err := m.Metadata()
+		if err != nil {
+			return got, fmt.Errorf("read logs %s: %w", q.Subject, err)
+		}
+		p.Cursor = md.Sequence.Stream
+		lines, err := decode(m.Data())
+		if err != nil {
+			continue // not ours to fail on: a node wrote it, skip it
+		}
+		for _, l := range lines {
+			// A batch stored twice (beyond the duplicate window) is
+			// seen once: line numbers only grow.
+			if l.Seq <= p.after || (!q.Since.IsZero() && l.Time.Before(q.Since)) {
+				continue
+			}
+			p.after = l.Seq
+			p.Lines = append(p.Lines, l)
+		}
+	}
+	if err := b.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) && !errors.Is(err, context.DeadlineExceeded) {
+		return got, fmt.Errorf("read logs %s: %w", q.Subject, err)
+	}
+	return got, nil
+}

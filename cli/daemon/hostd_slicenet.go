@@ -1,26 +1,23 @@
 package daemon
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
 	"net/netip"
-	"os"
-	"os/exec"
-	"path/filepath"
 
 	"github.com/spf13/pflag"
 
 	"github.com/gpuaas/gpuaas/hostd/libvirt"
-	"github.com/gpuaas/gpuaas/hostd/netiso"
+	"github.com/gpuaas/gpuaas/hostd/slicehost"
 	"github.com/gpuaas/gpuaas/hostd/tasks"
 	"github.com/gpuaas/gpuaas/internal/api"
 )
 
 // sliceFlags are how a real hostd runs slice guests (docs/slices.md): its
-// own isolated libvirt network and nftables table, made or found at start,
-// and the node's declarations (emulated guests, no passthrough).
+// own isolated libvirt network and nftables table, made or found at start
+// (hostd/slicehost), and the node's declarations (emulated guests, no
+// passthrough).
 type sliceFlags struct {
 	Network     string
 	Bridge      string
@@ -53,81 +50,30 @@ func (s *sliceFlags) register(fl *pflag.FlagSet) {
 		"Pass the slots' GPUs, VFs and NVMe namespaces through; false declares a node with no passthrough devices")
 }
 
-// gateway is the host's address on the slice bridge: the subnet's first
-// address, with its prefix length.
-func (s *sliceFlags) gateway() (netip.Prefix, error) {
-	p, err := netip.ParsePrefix(s.Subnet)
-	if err != nil || !p.Addr().Is4() {
-		return netip.Prefix{}, fmt.Errorf("--slice-subnet %q: want an IPv4 network such as %s", s.Subnet, api.DefaultSlotSubnet)
-	}
-	p = p.Masked()
-	return netip.PrefixFrom(p.Addr().Next(), p.Bits()), nil
-}
-
 // check validates the flags before anything starts.
 func (s *sliceFlags) check() error {
 	if s.Network == "" {
 		return nil
 	}
-	_, err := s.gateway()
+	_, err := s.config()
 	return err
 }
 
-// sliceHost sets up what slice guests need on a real host: the isolated
-// network (hostd/libvirt EnsureNetwork) and the nftables bridge table
-// (hostd/netiso Install). What fails becomes a blocker the node reports
-// in its topology, and vm_provision refuses while any stands; hostd keeps
-// running (its other tasks, and a later restart, need it).
+// config is the flags as hostd/slicehost's Config.
+func (s *sliceFlags) config() (slicehost.Config, error) {
+	subnet, err := netip.ParsePrefix(s.Subnet)
+	if err == nil {
+		_, err = slicehost.Gateway(subnet)
+	}
+	if err != nil {
+		return slicehost.Config{}, fmt.Errorf("--slice-subnet %q: want an IPv4 network such as %s", s.Subnet, api.DefaultSlotSubnet)
+	}
+	return slicehost.Config{Network: s.Network, Bridge: s.Bridge, Subnet: subnet, Emulate: s.Emulate,
+		Passthrough: s.Passthrough, Table: s.table, SysClassNet: s.SysClassNet}, nil
+}
+
+// sliceHost sets up the slices' network and table (hostd/slicehost).
 func (s *sliceFlags) sliceHost(ctx context.Context, hv *libvirt.Hypervisor, log *slog.Logger) (*tasks.SliceNet, *tasks.SliceHost) {
-	sh := &tasks.SliceHost{Emulate: s.Emulate}
-	if !s.Passthrough {
-		sh.NoPassthrough = "the node declares no passthrough devices (--passthrough=false)"
-	}
-	if s.Network == "" {
-		sh.Blockers = append(sh.Blockers, api.Blocker{Code: tasks.BlockerSliceNetwork,
-			Message: "no slice network (--slice-network is empty): this node cannot run slice VMs"})
-		return nil, sh
-	}
-	block := func(code api.BlockerCode, device, msg string) {
-		log.Error("slice host", "blocker", code, "err", msg)
-		sh.Blockers = append(sh.Blockers, api.Blocker{Code: code, Device: device, Message: msg})
-	}
-	nft, err := exec.LookPath("nft")
-	if err != nil {
-		block(api.BlockerCommandMissing, "nft", "nft is not on PATH (apt-get install nftables): slices' bridge ports cannot be pinned")
-	}
-	gw, _ := s.gateway() // checked by check
-	err = hv.EnsureNetwork(ctx, libvirt.NetworkSpec{Name: s.Network, Bridge: s.Bridge, Gateway: gw})
-	if err != nil {
-		block(tasks.BlockerSliceNetwork, s.Network, fmt.Sprintf("libvirt network %s: %v", s.Network, err))
-		return nil, sh
-	}
-	dir := s.SysClassNet
-	if dir == "" {
-		dir = "/sys/class/net"
-	}
-	bridge, err := hv.NetworkBridge(ctx, s.Network)
-	if err == nil {
-		if _, err = os.Stat(filepath.Join(dir, bridge, "bridge")); err != nil {
-			err = fmt.Errorf("%s is not a bridge here (is the bridge kernel module loaded? modprobe bridge): %w", bridge, err)
-		}
-	}
-	if err != nil {
-		block(tasks.BlockerSliceNetwork, s.Network, fmt.Sprintf("libvirt network %s: %v", s.Network, err))
-		return nil, sh
-	}
-	if nft == "" {
-		return nil, sh
-	}
-	fw, err := netiso.New(netiso.Config{NFT: nft, Table: s.table})
-	if err == nil {
-		err = fw.Install(ctx)
-	}
-	if err != nil {
-		block(tasks.BlockerSliceNetwork, "nftables", fmt.Sprintf("nftables bridge table: %v", err))
-		return nil, sh
-	}
-	log.Info("slice network ready", "network", s.Network, "bridge", bridge, "gateway", gw, "table", cmp.Or(s.table, netiso.DefaultTable),
-		"emulate", s.Emulate, "passthrough", s.Passthrough)
-	return &tasks.SliceNet{Network: s.Network, Ports: fw, SysClassNet: s.SysClassNet}, sh
+	cfg, _ := s.config() // checked by check; an empty network is Setup's blocker
+	return slicehost.Setup(ctx, hv, cfg, log)
 }

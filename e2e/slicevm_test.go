@@ -18,7 +18,7 @@ import (
 // boots a real guest (the minimal image, under TCG) through libvirtd, and
 // `ssh <alloc>@localhost` lands inside it: detect-virt says qemu, the
 // kernel is the guest's, the user is the renter's, and 50 MB go in and out
-// by scp byte for byte. A second slice on the same host cannot reach the
+// by scp byte for byte, and a job runs inside the guest. A second slice on the same host cannot reach the
 // first (the isolated network and the nft table) while both reach their
 // gateway. Release leaves no domain in `virsh list --all`.
 func TestSliceVM(t *testing.T) {
@@ -101,6 +101,13 @@ func TestSliceVM(t *testing.T) {
 	sameFile(t, blob, back)
 	t.Logf("scp of 50 MB into the guest and back: %.1fs", time.Since(start).Seconds())
 	_ = in(a, "rm -f blob")
+
+	// Jobs run inside the guest (hostd/env's VM environment over SSH with
+	// the per-VM key), not on the host.
+	job := writeFile(t, cfg, "job.yaml", "resources:\n  allocation: "+a+"\nrun: \"detect-virt; id -un\"\nrelease: keep\n")
+	if r := dev.gpuaas(t, "", "run", "-f", job); r.code != 0 || !strings.Contains(r.stdout, "qemu\n"+api.PosixUser(a)) {
+		t.Errorf("a job on the slice: exit %d, stdout %q; want qemu and the renter's user from inside the guest\n%s", r.code, r.stdout, r.stderr)
+	}
 
 	// A second slice on the same host: the two guests cannot reach each
 	// other; each reaches the host (its gateway).

@@ -83,7 +83,9 @@ func (f *simFleet) start(ctx context.Context, i int, srv *controld.Server, admin
 		if err := openStateDir(cfg.DataDir, dir); err != nil {
 			return err
 		}
-		vm.use(env)
+		if err := vm.use(env, h.Users.Accounts()); err != nil {
+			return err
+		}
 	}
 	// A fresh loopback port each start: the heartbeat reports it.
 	ts, err := StartTerminal(TerminalConfig{Listen: "127.0.0.1:0",

@@ -14,6 +14,7 @@ import (
 
 	"github.com/gpuaas/gpuaas/controld/catalog"
 	"github.com/gpuaas/gpuaas/controld/store"
+	hostenv "github.com/gpuaas/gpuaas/hostd/env"
 	"github.com/gpuaas/gpuaas/hostd/guestimage"
 	"github.com/gpuaas/gpuaas/hostd/host"
 	"github.com/gpuaas/gpuaas/hostd/libvirt"
@@ -161,10 +162,18 @@ func catalogFor(v *vmHost) []api.SKU {
 // libvirt, the guests' disks and seeds are made by the real tools (which
 // the seed's choice looks for on this machine's PATH), and the rest (GPU
 // telemetry, volumes) stays simulated.
-func (v *vmHost) use(env *tasks.Env) {
+// Jobs run inside the guests: hostd/env's VM environment, over SSH with
+// the per-VM key, as on a real node (cli/daemon jobEnvs).
+func (v *vmHost) use(env *tasks.Env, accounts hostenv.Accounts) error {
 	env.Hypervisor, env.SliceNet, env.SliceHost, env.ImageDir = v.hv, v.net, v.slice, v.imageDir
 	env.Runner = guestTools{sim: env.Runner}
 	env.Topology.LookPath = exec.LookPath
+	f, err := hostenv.NewFactory(hostenv.Config{StateDir: env.StateDir, Accounts: accounts, Hypervisor: v.hv, Log: env.Log})
+	if err != nil {
+		return fmt.Errorf("job environments of the VM host: %w", err)
+	}
+	env.Envs = f
+	return nil
 }
 
 // guestTools runs the tools that make a real guest's overlay and seed on

@@ -45,6 +45,8 @@ type DevOptions struct {
 	// Started, when set, is called with the platform once everything
 	// serves (tests that stop parts of it).
 	Started func(*devenv.Env)
+	// VM is --vm and --vm-image (dev_vm.go).
+	VM devVMFlags
 	devenv.Config
 }
 
@@ -127,6 +129,9 @@ It has no TLS in dev, so it listens on loopback (--host).`,
 			if opts.StripeAPI != "" && devenv.CheckStripeAPI(opts.StripeAPI) != nil {
 				return cmdutil.FlagErrorf("--stripe-api must be an http(s) URL such as http://127.0.0.1:12111, got %q", opts.StripeAPI)
 			}
+			if err := opts.VM.apply(&opts.Config, c.Flags().Changed("vm-image")); err != nil {
+				return cmdutil.FlagErrorf("%v", err)
+			}
 			if runF != nil {
 				return runF(c.Context(), opts)
 			}
@@ -143,6 +148,7 @@ It has no TLS in dev, so it listens on loopback (--host).`,
 	fl.StringVar(&opts.LogLevel, "log-level", "info", "Log level: debug, info, warn, error")
 	fl.DurationVar(&opts.SessionTTL, "session-ttl", 12*time.Hour, "Lifetime of session tokens")
 	fl.IntVar(&opts.Hosts, "hosts", 2, "Simulated GPU hosts to run: slice and bare-metal hosts, alternately")
+	opts.VM.register(fl)
 	fl.IntVar(&opts.SSHPort, "ssh-port", 2222, "Port of the SSH gateway on loopback (0 picks a free one)")
 	fl.DurationVar(&opts.BillingWindow, "billing-window", 10*time.Second, "How often active allocations are charged")
 	fl.DurationVar(&opts.IdleMinPeriod, "idle-min-period", devenv.DefaultIdleMinPeriod, "Shortest --idle-release-after or --max-duration users may set")

@@ -26,6 +26,7 @@ func printBanner(opts *DevOptions, env *devenv.Env, isolated bool) {
 	fmt.Fprintln(w, describe("project", DevProject))
 	fmt.Fprintln(w, describe("hosts", fmt.Sprintf("%d simulated (gpuaas node list)", opts.Hosts)))
 	fmt.Fprintln(w, describe("ssh", "gateway on "+env.GatewayAddr))
+	printVMBanner(w, opts.Config)
 	fmt.Fprintln(w, describe("nats", "auth callout on: every connection needs a session token or a registered key"))
 	if c := env.NATSCluster; c != nil {
 		for i := range c.Len() {

@@ -42,6 +42,9 @@ type HostdOptions struct {
 	// TenantMemoryReserve is the memory bare-metal tenants' cgroups leave
 	// to the platform; 0: host.DefaultMemoryReserve.
 	TenantMemoryReserve byteSize
+	// Slices are the slice guests' network and the node's declarations
+	// (hostd_slicenet.go).
+	Slices sliceFlags
 	agent.Config
 }
 
@@ -121,6 +124,9 @@ GPUAAS_NATS_CERT and GPUAAS_NATS_KEY stand in for the flags.
 			if opts.GPUActiveThreshold <= 0 || opts.GPUActiveThreshold > 100 {
 				return cmdutil.FlagErrorf("--gpu-active-threshold must be a percentage above 0, got %v", opts.GPUActiveThreshold)
 			}
+			if err := opts.Slices.check(); err != nil {
+				return cmdutil.FlagErrorf("%v", err)
+			}
 			if runF != nil {
 				return runF(c.Context(), opts)
 			}
@@ -146,6 +152,7 @@ GPUAAS_NATS_CERT and GPUAAS_NATS_KEY stand in for the flags.
 		"GPU utilisation (percent) at or above which a GPU counts as active for idle detection")
 	fl.Var(&opts.TenantMemoryReserve, "tenant-memory-reserve",
 		"Memory bare-metal tenants' cgroups leave to hostd and the platform, e.g. 2GiB; 0: the larger of 1GiB and 5% of the node's memory")
+	opts.Slices.register(fl)
 	addMetricsFlag(fl, &opts.MetricsAddr)
 	opts.Settings.register(fl)
 	return cmd
@@ -160,8 +167,16 @@ func hostdRun(ctx context.Context, opts *HostdOptions) error {
 	if opts.Sim != "" && isolateSim() {
 		mode = 0o711 // parents too: the sim's users pass through to their homes
 	}
+	if opts.Sim == "" {
+		mode = 0o711 // QEMU (libvirt's own user) reaches the overlays and seeds below
+	}
 	if err := os.MkdirAll(opts.StateDir, mode); err != nil {
 		return fmt.Errorf("state dir: %w", err)
+	}
+	if opts.Sim == "" {
+		if err := os.Chmod(opts.StateDir, mode); err != nil {
+			return fmt.Errorf("state dir: %w", err)
+		}
 	}
 	env, accounts, closeEnv, err := hostEnv(ctx, opts, log)
 	if err != nil {
@@ -210,7 +225,8 @@ func hostEnv(ctx context.Context, opts *HostdOptions, log *slog.Logger) (*tasks.
 	}
 	hv, err := libvirt.New(ctx, libvirt.Config{URI: opts.LibvirtURI, Log: log})
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, fmt.Errorf("libvirt %s at %s: %w (is libvirtd running? systemctl start libvirtd)",
+			opts.LibvirtURI, libvirt.DefaultSocket, err)
 	}
 	// uids never reused, private /tmp, a cgroup per allocation, scrubbed release
 	tenancy := host.NodeTenancy(opts.StateDir, host.CgroupConfig{MemoryReserve: int64(opts.TenantMemoryReserve)}, log)
@@ -219,6 +235,7 @@ func hostEnv(ctx context.Context, opts *HostdOptions, log *slog.Logger) (*tasks.
 		Topology: topology.Real(), StateDir: opts.StateDir, ImageDir: opts.ImageDir, Log: log,
 		KernelLog: xid.DevKmsg, KernelBoot: xid.BootTime(time.Now())}
 	env.Volumes = nodeVolumes(opts.StateDir, log)
+	env.SliceNet, env.SliceHost = opts.Slices.sliceHost(ctx, hv, log)
 	opts.Collectors = append(opts.Collectors, countHardStops(env))
 	return env, term.SystemAccounts{Tenancy: tenancy}, func() { _ = hv.Close() }, nil
 }

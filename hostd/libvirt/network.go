@@ -218,3 +218,28 @@ func (h *Hypervisor) InterfaceDevice(ctx context.Context, domain, mac string) (s
 	})
 	return dev, err
 }
+
+// NetworkBridge is the bridge device of the running network name (which
+// may have been made by another than hostd, with another bridge name).
+func (h *Hypervisor) NetworkBridge(ctx context.Context, name string) (string, error) {
+	var bridge string
+	err := h.do(ctx, "bridge of", name, func(lv *golibvirt.Libvirt) error {
+		net, err := lv.NetworkLookupByName(name)
+		if err != nil {
+			return err
+		}
+		desc, err := lv.NetworkGetXMLDesc(net, 0)
+		if err != nil {
+			return err
+		}
+		var n networkXML
+		if err := xml.Unmarshal([]byte(desc), &n); err != nil {
+			return fmt.Errorf("read network XML: %w", err)
+		}
+		if bridge = n.Bridge.Name; bridge == "" {
+			return fmt.Errorf("network %s has no bridge", name)
+		}
+		return nil
+	})
+	return bridge, err
+}

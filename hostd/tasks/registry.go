@@ -59,6 +59,9 @@ type Env struct {
 	// SliceNet is the slices' isolated network and nft table (vmnet.go);
 	// nil: libvirt's "default" network, no table (the sim).
 	SliceNet *SliceNet
+	// SliceHost says how real slice guests run here (vmhost.go): emulated,
+	// without passthrough, what the node lacks; nil: KVM and passthrough.
+	SliceHost *SliceHost
 	// HardStop, when set, is called each time a release had to destroy a
 	// guest that did not power off within its graceful timeout (hostd
 	// counts them: gpuaas_hostd_vm_hard_stops_total).

@@ -183,7 +183,7 @@ func writeSeed(ctx context.Context, env *Env, p api.VMProvisionParams, keys []st
 	if err := os.RemoveAll(paths.SeedDir); err != nil {
 		return err
 	}
-	if err := os.MkdirAll(paths.SeedDir, 0o700); err != nil {
+	if err := guestDirs(filepath.Dir(paths.SeedDir), paths.SeedDir); err != nil {
 		return err
 	}
 	vmKey, err := makeVMKey(paths, p.AllocationID)
@@ -201,6 +201,14 @@ func writeSeed(ctx context.Context, env *Env, p api.VMProvisionParams, keys []st
 		}
 	}
 	in := func(name string) string { return filepath.Join(paths.SeedDir, name) }
+	// Topology discovery accepts either tool (hostd/topology's seedTools).
+	if env.Topology.LookPath != nil {
+		if _, err := env.Topology.LookPath("cloud-localds"); err != nil {
+			_, err = env.Runner.Run(ctx, "genisoimage", "-quiet", "-output", paths.SeedISO, "-volid", "cidata",
+				"-joliet", "-rock", in("user-data"), in("meta-data"), in("network-config"))
+			return err
+		}
+	}
 	_, err = env.Runner.Run(ctx, "cloud-localds", paths.SeedISO, in("user-data"), in("meta-data"),
 		"--network-config", in("network-config"))
 	return err

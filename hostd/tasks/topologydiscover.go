@@ -27,6 +27,7 @@ func topologyDiscover(ctx context.Context, env *Env, p api.TopologyDiscoverParam
 	err := NewPhased(env, rep).Run(ctx, PhaseDiscover, func(context.Context) error {
 		var err error
 		res, err = topology.Discover(env.Topology, opts)
+		res.Blockers = append(res.Blockers, sliceHostBlockers(env, p.Shape)...)
 		return err
 	}, nil)
 	if err != nil {

@@ -42,6 +42,9 @@ func (c Config) vmProvision(ctx context.Context, env *Env, p api.VMProvisionPara
 	if err != nil {
 		return nil, err
 	}
+	if err := sliceHostReady(env); err != nil {
+		return nil, err
+	}
 	paths := PathsFor(env.StateDir, p.AllocationID)
 	name := p.AllocationID
 	ph := NewPhased(env, rep)
@@ -64,16 +67,20 @@ func (c Config) vmProvision(ctx context.Context, env *Env, p api.VMProvisionPara
 		return nil, err
 	}
 
-	err = ph.Run(ctx, PhaseVFIOCheck, func(context.Context) error {
-		bad, err := notVFIOBound(env, p.Slots)
-		if err != nil {
-			return err
-		}
-		if len(bad) > 0 {
-			return fmt.Errorf("%w: %s", ErrNotVFIOBound, strings.Join(bad, ", "))
-		}
-		return nil
-	}, nil)
+	if noPassthrough(env) != "" {
+		skipPhase(rep, PhaseVFIOCheck, noPassthrough(env))
+	} else {
+		err = ph.Run(ctx, PhaseVFIOCheck, func(context.Context) error {
+			bad, err := notVFIOBound(env, p.Slots)
+			if err != nil {
+				return err
+			}
+			if len(bad) > 0 {
+				return fmt.Errorf("%w: %s", ErrNotVFIOBound, strings.Join(bad, ", "))
+			}
+			return nil
+		}, nil)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -231,7 +238,7 @@ func defineStart(ctx context.Context, env *Env, p api.VMProvisionParams, base st
 	if err := teardownDomain(ctx, env, p.AllocationID); err != nil {
 		return fmt.Errorf("remove leftover domain: %w", err)
 	}
-	if err := os.MkdirAll(filepath.Dir(paths.Overlay), 0o700); err != nil {
+	if err := guestDirs(filepath.Dir(paths.Overlay)); err != nil {
 		return err
 	}
 	base, err := filepath.Abs(base)
@@ -280,7 +287,10 @@ func domainSpec(env *Env, p api.VMProvisionParams, paths SlicePaths) (host.Domai
 		SeedISO: seed, MAC: strings.ToLower(p.Slots[0].MAC), Network: sliceNetwork(env),
 	}
 	for _, s := range p.Slots {
-		if s.NUMANode != spec.NUMANode || s.NUMANode < 0 {
+		// Without passthrough the slots' NUMA node says nothing of the
+		// guest's devices (and a simulated topology's CPUs are not this
+		// machine's): no pinning.
+		if s.NUMANode != spec.NUMANode || s.NUMANode < 0 || noPassthrough(env) != "" {
 			spec.NUMANode = -1
 		}
 	}
@@ -290,6 +300,11 @@ func domainSpec(env *Env, p api.VMProvisionParams, paths SlicePaths) (host.Domai
 			return host.DomainSpec{}, fmt.Errorf("CPUs of NUMA node %d: %w", spec.NUMANode, err)
 		}
 		spec.CPUSet = strings.TrimSpace(string(b))
+	}
+	spec.Emulate = emulated(env)
+	if noPassthrough(env) != "" {
+		// No device of the slots is handed to the guest (vmhost.go).
+		return spec, nil
 	}
 	for _, d := range passthroughDevices(p.Slots) {
 		spec.HostDevs = append(spec.HostDevs, host.PCIAddress(d))

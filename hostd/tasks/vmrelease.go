@@ -99,14 +99,24 @@ func (c Config) vmRelease(ctx context.Context, env *Env, p api.VMReleaseParams, 
 		return nil, err
 	}
 
-	err = ph.Run(ctx, PhaseRebind, func(context.Context) error {
-		res.NotVFIOBound = rebindReport(env, p.Slots)
-		if len(res.NotVFIOBound) > 0 {
-			env.Log.Warn("devices not bound to vfio-pci after release", "allocation", name,
-				"devices", strings.Join(res.NotVFIOBound, ", "))
+	// A node without passthrough handed the guest no device: nothing to
+	// rebind or wipe (vmhost.go).
+	if why := noPassthrough(env); why != "" {
+		skipPhase(rep, PhaseRebind, why)
+		if p.Wipe {
+			skipPhase(rep, PhaseWipe, why)
 		}
-		return nil
-	}, nil)
+		p.Wipe = false
+	} else {
+		err = ph.Run(ctx, PhaseRebind, func(context.Context) error {
+			res.NotVFIOBound = rebindReport(env, p.Slots)
+			if len(res.NotVFIOBound) > 0 {
+				env.Log.Warn("devices not bound to vfio-pci after release", "allocation", name,
+					"devices", strings.Join(res.NotVFIOBound, ", "))
+			}
+			return nil
+		}, nil)
+	}
 	if err != nil {
 		return nil, err
 	}

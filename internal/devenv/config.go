@@ -100,6 +100,10 @@ type Config struct {
 	// accounts (sim.Options.SystemUsers), so renters' sessions are
 	// isolated from this process. It needs root.
 	SystemUsers bool
+	// VM, when set, makes the first slice host boot real guests through
+	// libvirtd, from this guest image: VMImageMinimal or VMImageDebian
+	// (vmhost.go). Needs root, libvirt and QEMU; guests run under TCG.
+	VM string
 
 	// Commands and TUI are the gateway's command mode (see
 	// sshgate.Config); nil leaves it off.
@@ -132,6 +136,9 @@ func (c *Config) CheckAndSetDefaults() error {
 	}
 	if c.Hosts < 0 || c.Hosts > MaxHosts {
 		return fmt.Errorf("devenv: Hosts must be 0-%d, got %d", MaxHosts, c.Hosts)
+	}
+	if err := checkVM(c); err != nil {
+		return err
 	}
 	for _, p := range []struct {
 		name string

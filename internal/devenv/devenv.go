@@ -23,7 +23,6 @@ import (
 	"time"
 
 	"github.com/gpuaas/gpuaas/controld"
-	"github.com/gpuaas/gpuaas/controld/catalog"
 	"github.com/gpuaas/gpuaas/controld/identity"
 	"github.com/gpuaas/gpuaas/controld/webhooks"
 	"github.com/gpuaas/gpuaas/hostd/sim"
@@ -88,6 +87,7 @@ type Env struct {
 	// replicas are every controld replica, ctl first.
 	replicas []*controlplane.Controld
 	fleet    *simFleet
+	vm       *vmHost // gpuaas dev --vm (vmhost.go); nil: sim guests
 	gw       *gateway
 	// closers stop what Start started, run last first by Close.
 	closers []closer
@@ -169,13 +169,24 @@ func Start(ctx context.Context, cfg Config) (_ *Env, err error) {
 	if err := e.startControld(ctx, dsn); err != nil {
 		return nil, err
 	}
+	if cfg.VM != "" { // gpuaas dev --vm (vmhost.go)
+		if e.vm, err = startVMHost(ctx, cfg); err != nil {
+			return nil, err
+		}
+		e.onClose("libvirt", e.vm.hv.Close)
+	}
 	if err := e.seed(ctx); err != nil {
 		return nil, err
+	}
+	if e.vm != nil {
+		if err := e.vm.checkCatalog(ctx, e.Controld.Pool()); err != nil {
+			return nil, err
+		}
 	}
 	if err := e.seedImages(ctx); err != nil {
 		return nil, err
 	}
-	if e.fleet, err = startSimHosts(ctx, e.Controld, e.Admin.ID, e.NATSURL, cfg); err != nil {
+	if e.fleet, err = startSimHosts(ctx, e.Controld, e.Admin.ID, e.NATSURL, cfg, e.vm); err != nil {
 		return nil, err
 	}
 	e.onClose("sim hosts", func() error { e.fleet.stop(); return nil })
@@ -313,7 +324,7 @@ func (e *Env) seed(ctx context.Context) error {
 	if password == "" {
 		password, generated = newPassword(), true
 	}
-	res, err := e.Controld.ApplySeed(ctx, controld.Seed{Catalog: catalog.Defaults, AdminEmail: AdminEmail,
+	res, err := e.Controld.ApplySeed(ctx, controld.Seed{Catalog: catalogFor(e.vm), AdminEmail: AdminEmail,
 		AdminPassword: password, Project: Project, InitialCreditMinor: CreditMinor})
 	if err != nil {
 		return err

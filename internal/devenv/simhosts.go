@@ -45,11 +45,11 @@ func SimHostSpec(i int) (name, shape string, profile sim.Profile) {
 
 // startSimHosts starts cfg.Hosts sim hostds. A host that has no identity
 // yet is enrolled with a fresh token, as an operator would.
-func startSimHosts(ctx context.Context, srv *controld.Server, adminID, natsURL string, cfg Config) (*simFleet, error) {
+func startSimHosts(ctx context.Context, srv *controld.Server, adminID, natsURL string, cfg Config, vm *vmHost) (*simFleet, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	f := &simFleet{cancel: cancel, failed: make(chan error, cfg.Hosts)}
 	for i := range cfg.Hosts {
-		if err := f.start(ctx, i, srv, adminID, natsURL, cfg); err != nil {
+		if err := f.start(ctx, i, srv, adminID, natsURL, cfg, vm); err != nil {
 			f.stop()
 			return nil, err
 		}
@@ -58,7 +58,7 @@ func startSimHosts(ctx context.Context, srv *controld.Server, adminID, natsURL s
 }
 
 // start starts the i-th host.
-func (f *simFleet) start(ctx context.Context, i int, srv *controld.Server, adminID, natsURL string, cfg Config) error {
+func (f *simFleet) start(ctx context.Context, i int, srv *controld.Server, adminID, natsURL string, cfg Config, vm *vmHost) error {
 	name, shape, profile := SimHostSpec(i)
 	dir := filepath.Join(cfg.DataDir, "hosts", name)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -78,14 +78,23 @@ func (f *simFleet) start(ctx context.Context, i int, srv *controld.Server, admin
 	}
 	f.hosts = append(f.hosts, h)
 	hlog := cfg.Log.With("host", name)
+	env := h.Env("", hlog)
+	if vm != nil && i == 0 { // gpuaas dev --vm: real guests (vmhost.go)
+		if err := openStateDir(cfg.DataDir, dir); err != nil {
+			return err
+		}
+		if err := vm.use(env, h.Users.Accounts()); err != nil {
+			return err
+		}
+	}
 	// A fresh loopback port each start: the heartbeat reports it.
 	ts, err := StartTerminal(TerminalConfig{Listen: "127.0.0.1:0",
-		Config: term.Config{StateDir: dir, Accounts: h.Users.Accounts(), Hypervisor: h.Hypervisor, Log: hlog}})
+		Config: term.Config{StateDir: dir, Accounts: h.Users.Accounts(), Hypervisor: env.Hypervisor, Log: hlog}})
 	if err != nil {
 		return err
 	}
 	f.terminals = append(f.terminals, ts)
-	acfg := agent.Config{Server: natsURL, StateDir: dir, Token: token, Env: h.Env("", hlog),
+	acfg := agent.Config{Server: natsURL, StateDir: dir, Token: token, Env: env,
 		Handlers: tasks.Default(), Hostname: name, Log: hlog}
 	ts.Attach(&acfg)
 	a, err := agent.New(acfg)

@@ -1,8 +1,10 @@
 package tasks_test
 
 import (
+	"bufio"
 	"context"
 	"errors"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -92,15 +94,48 @@ func wlStatus(t *testing.T, env *tasks.Env, alloc, id string) api.WorkloadReport
 // it while B's workload runs on.
 func TestWorkloadLifecycleWithRealPodman(t *testing.T) {
 	_, env := podmanHost(t)
-	ref := workloadtest.Push(t, workloadtest.Registry(t), "test/wlapp", nil)
+	reg := workloadtest.Registry(t)
+	ref := workloadtest.Push(t, reg, "test/wlapp", nil)
+	// An image that runs as a non-root user (as many do: USER 1000): on
+	// the node its processes run as one of the allocation's subordinate
+	// uids, which ending the allocation user's own processes misses.
+	refUser := workloadtest.PushAs(t, reg, "test/wlapp-user", "1000", nil)
 	pid := strconv.Itoa(os.Getpid())
 	allocA, allocB := "a-wla"+pid, "a-wlb"+pid
 	a, b := provisionTenant(t, env, allocA), provisionTenant(t, env, allocB)
-	start := func(alloc, id string, cmd ...string) api.WorkloadReport {
+	// Workloads take stopDelay to stop after SIGTERM, longer than the
+	// release's own SIGTERM-then-SIGKILL of a user's processes
+	// (host.PosixUsers.KillWait's 2s), shorter than a workload's grace.
+	const stopDelay = 3 * time.Second
+	// Workloads say on this listener when SIGTERM reaches them (wlapp's
+	// NOTIFY, through the host network).
+	notify, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer notify.Close()
+	terms := make(chan string, 16)
+	go func() {
+		for {
+			c, err := notify.Accept()
+			if err != nil {
+				return
+			}
+			line, _ := bufio.NewReader(c).ReadString('\n')
+			c.Close()
+			terms <- strings.TrimSpace(line)
+		}
+	}()
+	startImage := func(alloc, id, image string, cmd ...string) api.WorkloadReport {
 		t.Helper()
 		out, _, err := run(t, env, api.TaskWorkloadStart, api.WorkloadStartParams{WorkloadID: id, AllocationID: alloc,
-			PosixUser: api.PosixUser(alloc), Image: ref, Command: cmd, Env: []string{"GREETING=hi"}})
+			PosixUser: api.PosixUser(alloc), Image: image, Command: cmd,
+			Env: []string{"GREETING=" + id, "NOTIFY=" + notify.Addr().String(), "STOP_DELAY=" + stopDelay.String()}})
 		return wlReport(t, out, err)
+	}
+	start := func(alloc, id string, cmd ...string) api.WorkloadReport {
+		t.Helper()
+		return startImage(alloc, id, ref, cmd...)
 	}
 
 	r := start(allocA, "w-serve", workloadtest.App, "serve")
@@ -115,7 +150,7 @@ func TestWorkloadLifecycleWithRealPodman(t *testing.T) {
 		r = wlStatus(t, env, allocA, "w-serve")
 		return len(r.LastLines) > 0
 	})
-	if !strings.Contains(strings.Join(r.LastLines, "\n"), "serving as uid 0, GREETING=hi") {
+	if !strings.Contains(strings.Join(r.LastLines, "\n"), "serving as uid 0, GREETING=w-serve") {
 		t.Errorf("last lines %q; want the app's greeting", r.LastLines)
 	}
 	labels := asTenant(t, env, allocA, "ps", "--format", "{{.Names}} {{.Labels}}")
@@ -151,11 +186,38 @@ func TestWorkloadLifecycleWithRealPodman(t *testing.T) {
 	if r = wlReport(t, out, err); r.State != api.ContainerExited || r.ExitCode != 0 || !strings.Contains(strings.Join(r.LastLines, "\n"), "got SIGTERM") {
 		t.Errorf("stopped: %+v; want exited 0 after SIGTERM", r)
 	}
-	start(allocA, "w-files", workloadtest.App, "files")
+	select {
+	case got := <-terms:
+		if got != "SIGTERM w-serve" {
+			t.Errorf("notified %q; want w-serve's SIGTERM", got)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("w-serve said nothing of SIGTERM")
+	}
+	if r = startImage(allocA, "w-user", refUser, workloadtest.App, "serve"); r.State != api.ContainerRunning {
+		t.Fatalf("USER 1000 image: %+v; want running", r)
+	}
+	// Container uid 0 is the user's own uid, 1… are its range's from the
+	// first: uid 1000 is first+999.
+	first := subUIDFirst(t, a.name)
+	if procs := processesIn(t, first+999, first+1000); procs == "" {
+		t.Fatalf("no process of the USER 1000 container as subordinate uid %d", first+999)
+	}
 
-	// Release A: nothing of it remains; B runs on.
+	// Release A: its running workload is stopped with its grace (podman
+	// stop), not killed with the user's processes; then nothing of A
+	// remains; B runs on.
 	if _, _, err := run(t, env, api.TaskDeprovisionUser, api.UserDeprovisionParams{AllocationID: allocA, PosixUser: a.name}); err != nil {
 		t.Fatal(err)
+	}
+	select {
+	case got := <-terms:
+		if got != "SIGTERM w-user" {
+			t.Errorf("notified %q at release; want w-user's SIGTERM", got)
+		}
+	case <-time.After(10 * time.Second):
+		// Its connection is accepted before podman sees it exit.
+		t.Errorf("releasing A did not give its workload its grace to stop after SIGTERM")
 	}
 	if has, err := (workload.SubIDs{}).Has(a.name); err != nil || has {
 		t.Errorf("A's subordinate ids after release: %v, %v; want none", has, err)
@@ -167,10 +229,53 @@ func TestWorkloadLifecycleWithRealPodman(t *testing.T) {
 	if procs := processesOf(t, a.uid); procs != "" {
 		t.Errorf("processes of A after release:\n%s", procs)
 	}
+	if procs := processesIn(t, first, first+workload.SubIDSize); procs != "" {
+		t.Errorf("processes of A's subordinate uids after release:\n%s", procs)
+	}
 	if r = wlStatus(t, env, allocB, "w-b"); r.State != api.ContainerRunning {
 		t.Errorf("B's workload after A's release: %+v; want running", r)
 	}
 	_ = b
+}
+
+// subUIDFirst is the first uid of user's subordinate range.
+func subUIDFirst(t *testing.T, user string) int {
+	t.Helper()
+	data, err := os.ReadFile("/etc/subuid")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if f := strings.Split(line, ":"); len(f) == 3 && f[0] == user {
+			n, err := strconv.Atoi(f[1])
+			if err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+	}
+	t.Fatalf("no subordinate uids of %s", user)
+	return 0
+}
+
+// processesIn lists the node's processes whose uid is in [from, to).
+func processesIn(t *testing.T, from, to int) string {
+	t.Helper()
+	out, err := exec.Command("ps", "-e", "-o", "uid=,pid=,args=").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var in []string
+	for _, line := range strings.Split(string(out), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 0 {
+			continue
+		}
+		if uid, err := strconv.Atoi(f[0]); err == nil && uid >= from && uid < to {
+			in = append(in, line)
+		}
+	}
+	return strings.Join(in, "\n")
 }
 
 // processesOf lists the node's processes running as uid.

@@ -12,6 +12,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+
 	"github.com/gpuaas/gpuaas/internal/registry"
 )
 
@@ -73,6 +75,13 @@ func Registry(t testing.TB) *registry.Server {
 // returns its REGISTRY/REPOSITORY@sha256:… reference.
 func Push(t testing.TB, srv *registry.Server, repo string, extra map[string]string) string {
 	t.Helper()
+	return PushAs(t, srv, repo, "", extra)
+}
+
+// PushAs is Push of an image whose config runs it as user (USER in a
+// Dockerfile; "" is root).
+func PushAs(t testing.TB, srv *registry.Server, repo, user string, extra map[string]string) string {
+	t.Helper()
 	files := map[string]string{"bin/wlapp": string(build(t)),
 		"etc/os-release": "ID=wlapp\n"}
 	for k, v := range extra {
@@ -81,6 +90,17 @@ func Push(t testing.TB, srv *registry.Server, repo string, extra map[string]stri
 	img, err := registry.Tiny(files)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if user != "" {
+		cf, err := img.ConfigFile()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cf = cf.DeepCopy()
+		cf.Config.User = user
+		if img, err = mutate.ConfigFile(img, cf); err != nil {
+			t.Fatal(err)
+		}
 	}
 	c, err := registry.New(registry.Settings{Addr: srv.Addr()})
 	if err != nil {

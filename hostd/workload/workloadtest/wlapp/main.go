@@ -1,15 +1,18 @@
 // Command wlapp is the program of the test workloads' image
 // (workloadtest.Image): "serve" prints a line and runs until SIGTERM,
 // "exit N" prints three lines and exits N, "files" writes a file owned by
-// a non-root container user and then serves.
+// a non-root container user and then serves. After SIGTERM it waits
+// STOP_DELAY and then says so to NOTIFY (host:port) when set.
 package main
 
 import (
 	"fmt"
+	"net"
 	"os"
 	"os/signal"
 	"strconv"
 	"syscall"
+	"time"
 )
 
 func main() {
@@ -39,4 +42,17 @@ func main() {
 	fmt.Printf("serving as uid %d, GREETING=%s\n", os.Getuid(), os.Getenv("GREETING"))
 	<-term
 	fmt.Println("got SIGTERM")
+	// STOP_DELAY: a workload that takes its time to stop (flushing,
+	// checkpointing), as long as its grace allows.
+	if d, err := time.ParseDuration(os.Getenv("STOP_DELAY")); err == nil {
+		time.Sleep(d)
+	}
+	// NOTIFY=host:port: tell a listener there (the test, through the host
+	// network) that SIGTERM came.
+	if addr := os.Getenv("NOTIFY"); addr != "" {
+		if c, err := net.Dial("tcp", addr); err == nil {
+			fmt.Fprintln(c, "SIGTERM", os.Getenv("GREETING"))
+			c.Close()
+		}
+	}
 }

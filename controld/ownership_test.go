@@ -81,6 +81,8 @@ var owners = map[string]string{
 	// Webhooks and their deliveries (docs/webhooks.md).
 	"webhooks":           "webhooks",
 	"webhook_deliveries": "webhooks",
+	// Workloads on allocations (docs/apps.md).
+	"workloads": "workloads",
 }
 
 // foreignReads are the reads of a table outside its owner that are

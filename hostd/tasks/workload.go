@@ -150,12 +150,35 @@ func workloadStatus(ctx context.Context, env *Env, p api.WorkloadStatusParams, _
 		return nil, err
 	}
 	defer done()
-	r, err := pm.Status(ctx, p.WorkloadID, min(max(p.Lines, 0), 1000))
+	lines := min(max(p.Lines, 0), 1000)
+	// A long poll: the container's state every second (podman inspect)
+	// until it ends or the wait is over.
+	wait := min(max(p.Wait, 0), maxJobWait)
+	wctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	running := func() (bool, error) {
+		c, found, err := pm.Inspect(ctx, workload.ContainerName(p.WorkloadID))
+		return found && c.State.Status == "running", err
+	}
+	if wait > 0 {
+		err := poll(wctx, workloadPollInterval, func() (bool, error) {
+			r, err := running()
+			return !r, err
+		})
+		if err != nil && wctx.Err() == nil {
+			return nil, fmt.Errorf("workload %s: %w", p.WorkloadID, err)
+		}
+	}
+	r, err := pm.Status(ctx, p.WorkloadID, lines)
 	if err != nil {
 		return nil, fmt.Errorf("workload %s: %w", p.WorkloadID, err)
 	}
 	return r, nil
 }
+
+// workloadPollInterval is how often workload.status looks at a running
+// container while it waits for it to end.
+const workloadPollInterval = time.Second
 
 // releaseWorkloads is the release path's part for workloads: a user that
 // ran any (it has a subordinate id range) has its containers stopped and

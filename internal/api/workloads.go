@@ -55,6 +55,9 @@ type WorkloadStatusParams struct {
 	PosixUser    string `json:"posix_user"`
 	// Lines is how many of the last log lines to report; 0 is 20.
 	Lines int `json:"lines,omitempty"`
+	// Wait is how long to wait for a running container to end before
+	// reporting that it runs (a long poll, as job.wait's).
+	Wait time.Duration `json:"wait,omitempty"`
 }
 
 // WorkloadReport is what the workload tasks report: the container's state

@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/gpuaas/gpuaas/controld/alloc"
 	"github.com/gpuaas/gpuaas/controld/outbox"
 	"github.com/gpuaas/gpuaas/controld/project"
 	"github.com/gpuaas/gpuaas/controld/tasks"
@@ -56,7 +57,15 @@ func settleReport(ctx context.Context, tx pgx.Tx, o tasks.Outcome, cfg Config) (
 		return tasks.Effect{}, nil
 	}
 	var rep api.WorkloadReport
+	released, err := allocationGone(ctx, tx, w.AllocationID)
+	if err != nil {
+		return tasks.Effect{}, err
+	}
 	switch {
+	case released && (o.Result.Status != api.TaskSucceeded || json.Unmarshal(o.Result.Result, &rep) != nil || rep.State == api.ContainerMissing):
+		// Its release removed the container (and the user) on the node.
+		w.Stopping = true
+		return end(ctx, tx, w, nil, "its allocation was released", o.Now)
 	case o.Result.Status != api.TaskSucceeded:
 		what := "follow"
 		if o.Type == api.TaskWorkloadStart {
@@ -145,7 +154,7 @@ func end(ctx context.Context, tx pgx.Tx, w row, rep *api.WorkloadReport, reason 
 	switch {
 	case w.Stopping:
 		w.State = api.WorkloadStopped
-		if w.Reason == "" || rep != nil {
+		if w.Reason == "" {
 			w.Reason = "stopped"
 		}
 	case w.ExitCode != nil && *w.ExitCode == 0:
@@ -166,6 +175,19 @@ func end(ctx context.Context, tx pgx.Tx, w row, rep *api.WorkloadReport, reason 
 		return tasks.Effect{}, fmt.Errorf("workload %s ended: %w", w.ID, err)
 	}
 	return told(ctx, tx, w.Workload)
+}
+
+// systemActor reads allocations for the settlers.
+var systemActor = alloc.Actor{UserID: "system:workloads", Role: api.RoleOperator}
+
+// allocationGone reports whether the workload's allocation is no longer
+// active (released, releasing or failed): its workloads went with it.
+func allocationGone(ctx context.Context, tx pgx.Tx, allocID string) (bool, error) {
+	a, err := alloc.Get(ctx, tx, systemActor, allocID)
+	if err != nil {
+		return false, fmt.Errorf("allocation of workload: %w", err)
+	}
+	return a.State != api.AllocActive, nil
 }
 
 // cleanLines keeps what Postgres text takes of a node's report of lines:

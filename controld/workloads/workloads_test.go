@@ -206,3 +206,22 @@ func TestStopAndRm(t *testing.T) {
 		t.Errorf("app ps --all: %d; want 2", len(all))
 	}
 }
+
+// TestReleasedAllocationStopsItsWorkloads: once the allocation is
+// released, a status the node cannot answer (the user is gone) ends the
+// workload as stopped with the reason, not failed.
+func TestReleasedAllocationStopsItsWorkloads(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	wl, _ := w.run(t, w.bob, api.AppRunRequest{Image: "tiny", AllocationID: w.allocID})
+	taskID, typ, _ := w.currentTask(t, wl.ID)
+	w.settle(t, taskID, typ, reported(t, api.WorkloadReport{WorkloadID: wl.ID, State: api.ContainerRunning}))
+	if _, err := w.pool.Exec(context.Background(), `UPDATE allocations SET state = 'released' WHERE id = $1`, w.allocID); err != nil {
+		t.Fatal(err)
+	}
+	statusID, typ, _ := w.currentTask(t, wl.ID)
+	w.settle(t, statusID, typ, api.TaskResult{Status: api.TaskFailed, Error: "open the allocation's environment: no such user"})
+	if got := w.get(t, wl.ID); got.State != api.WorkloadStopped || got.Reason != "its allocation was released" || got.ExitCode != nil {
+		t.Errorf("after release: %+v; want stopped with the reason", got)
+	}
+}

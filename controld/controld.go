@@ -44,6 +44,7 @@ import (
 	"github.com/gpuaas/gpuaas/controld/tasks"
 	"github.com/gpuaas/gpuaas/controld/volumes"
 	"github.com/gpuaas/gpuaas/controld/webhooks"
+	"github.com/gpuaas/gpuaas/controld/workloads"
 	"github.com/gpuaas/gpuaas/internal/bus"
 	"github.com/gpuaas/gpuaas/internal/obs"
 	"github.com/gpuaas/gpuaas/internal/registry"
@@ -404,7 +405,8 @@ func (s *Server) now() time.Time { return s.cfg.Now().UTC() }
 // handlers.
 func taskSettlers(cfg HostsConfig) (tasks.Settlers, error) {
 	return tasks.JoinSettlers(alloc.Settlers(faults.ProvisionVerdict), node.Settlers(cfg.AutoApproveSlots),
-		jobs.Settlers(jobsConfig), volumes.Settlers())
+		jobs.Settlers(jobsConfig), volumes.Settlers(),
+		workloads.Settlers(workloadsConfig))
 }
 
 // Pool is controld's database pool (for seeding and tests).

@@ -68,6 +68,13 @@ var tokenEndpoints = map[string]bool{
 	api.EndpointImageVerify:       true,
 	api.EndpointWebhookList:       true,
 	api.EndpointWebhookDeliveries: true,
+	// Apps: a pipeline runs and follows its project's workloads.
+	api.EndpointAppRun:  true,
+	api.EndpointAppPs:   true,
+	api.EndpointAppGet:  true,
+	api.EndpointAppStop: true,
+	api.EndpointAppRm:   true,
+	api.EndpointAppLogs: true,
 }
 
 // errTokenRefused refuses a token what only a person's session may do.

@@ -154,6 +154,7 @@ func TestEveryMutationWritesOneAuditRowAndOneEvent(t *testing.T) {
 	anon := env.AnonClient()
 	var allocID, inviteCode, terminalID, topupID, tokenID, webhookID, deliveryID string
 	var jobID string
+	var appAllocID, workloadID string
 	dave, _ := env.AddUser(t, "dave@example.test", api.RoleUser) // a user with a live session
 	gateway, gatewayKey := env.Gateway(t, "gw-1")
 	// The gateway logs in (gate.login) on its first call: before counting.
@@ -370,6 +371,25 @@ func TestEveryMutationWritesOneAuditRowAndOneEvent(t *testing.T) {
 		{name: "image.promote", c: operator, endpoint: api.EndpointImagePromote, req: api.ImageChangeRequest{Image: "tiny"}},
 		{name: "image.promote again", c: admin, endpoint: api.EndpointImagePromote, req: api.ImageChangeRequest{Image: "tiny"}, want: api.ErrConflict},
 		{name: "image.promote by a user", c: imageUser(t, env, "ivy3@example.test"), endpoint: api.EndpointImagePromote, req: api.ImageChangeRequest{Image: "tiny"}, want: api.ErrForbidden},
+		{name: "app.run", c: admin, endpoint: api.EndpointAppRun, req: func() any {
+			// A bare-metal allocation, made active by hand: no hostd here provisions it.
+			a, err := admin.AllocCreate(ctx, api.AllocCreateRequest{SKU: "h100-baremetal", GPUs: 8})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := env.Server.Pool().Exec(ctx, `UPDATE allocations SET state = 'active' WHERE id = $1`, a.ID); err != nil {
+				t.Fatal(err)
+			}
+			appAllocID = a.ID
+			return api.AppRunRequest{Image: "tiny", AllocationID: a.ID, Name: "web"}
+		}, got: func(t *testing.T, resp json.RawMessage) { workloadID = decoded[api.Workload](t, resp).ID }},
+		{name: "app.run name in use", c: admin, endpoint: api.EndpointAppRun, req: func() any { return api.AppRunRequest{Image: "tiny", AllocationID: appAllocID, Name: "web"} }, want: api.ErrConflict},
+		{name: "app.run unknown image", c: admin, endpoint: api.EndpointAppRun, req: func() any { return api.AppRunRequest{Image: "ghost", AllocationID: appAllocID} }, want: api.ErrNotFound},
+		{name: "app.run no image", c: admin, endpoint: api.EndpointAppRun, req: func() any { return api.AppRunRequest{AllocationID: appAllocID} }, want: api.ErrInvalidArgument},
+		{name: "app.stop", c: admin, endpoint: api.EndpointAppStop, req: func() any { return api.WorkloadRef{ID: workloadID} }},
+		{name: "app.stop again", c: admin, endpoint: api.EndpointAppStop, req: func() any { return api.WorkloadRef{ID: workloadID} }, want: api.ErrConflict},
+		{name: "app.rm", c: admin, endpoint: api.EndpointAppRm, req: func() any { return api.WorkloadRef{ID: workloadID} }},
+		{name: "app.rm again", c: admin, endpoint: api.EndpointAppRm, req: func() any { return api.WorkloadRef{ID: workloadID} }, want: api.ErrConflict},
 		{name: "image.deprecate", c: admin, endpoint: api.EndpointImageDeprecate, req: api.ImageChangeRequest{Image: "tiny"}},
 		{name: "image.deprecate again", c: admin, endpoint: api.EndpointImageDeprecate, req: api.ImageChangeRequest{Image: "tiny"}, want: api.ErrConflict},
 		{name: "image.revoke without a reason", c: admin, endpoint: api.EndpointImageRevoke, req: api.ImageChangeRequest{Image: "tiny"}, want: api.ErrInvalidArgument},

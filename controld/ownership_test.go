@@ -85,6 +85,8 @@ var owners = map[string]string{
 	"volume_meters":  "billing",
 	"volume_charges": "billing",
 	"volume_prices":  "catalog",
+	// Workloads on allocations (docs/apps.md).
+	"workloads": "workloads",
 }
 
 // foreignReads are the reads of a table outside its owner that are

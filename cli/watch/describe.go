@@ -152,8 +152,9 @@ var describers = map[string]func(api.Event) string{
 		}
 		return k.CA + " CA key " + k.ID + " " + state
 	}),
-	api.EventJobState: decoded(jobLine),
-	api.EventsGap:     decoded(func(g api.EventsGapData) string { return g.String() }),
+	api.EventJobState:      decoded(jobLine),
+	api.EventWorkloadState: decoded(workloadLine),
+	api.EventsGap:          decoded(func(g api.EventsGapData) string { return g.String() }),
 }
 
 // decoded makes a describer of f over the event's payload as T; a payload

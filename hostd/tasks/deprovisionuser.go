@@ -25,6 +25,9 @@ func deprovisionUser(ctx context.Context, env *Env, p api.UserDeprovisionParams,
 		if res.Existed, err = env.Users.Exists(ctx, p.PosixUser); err != nil || !res.Existed {
 			return err
 		}
+		if err := releaseWorkloads(ctx, env, p.AllocationID, p.PosixUser); err != nil {
+			return err
+		}
 		return env.Users.KillProcesses(ctx, p.PosixUser)
 	}, nil)
 	if err != nil {

@@ -55,6 +55,9 @@ func New(cfg Config) Registry {
 		api.TaskVolumeCreate:     Typed(volumeCreate),
 		api.TaskVolumeResize:     Typed(volumeResize),
 		api.TaskVolumeDelete:     Typed(volumeDelete),
+		api.TaskWorkloadStart:    Typed(workloadStart),
+		api.TaskWorkloadStop:     Typed(workloadStop),
+		api.TaskWorkloadStatus:   Typed(workloadStatus),
 	}
 }
 

@@ -93,6 +93,11 @@ const (
 	TaskJobStart = "job.start"
 	TaskJobWait  = "job.wait"
 	TaskJobStop  = "job.stop"
+	// Workloads (docs/apps.md): node tasks too, run as the allocation's
+	// user with rootless podman.
+	TaskWorkloadStart  = "workload.start"
+	TaskWorkloadStop   = "workload.stop"
+	TaskWorkloadStatus = "workload.status"
 )
 
 // Operations an allocation's tasks carry out: what `alloc create --wait`

@@ -36,6 +36,7 @@ var EventKinds = []string{
 	EventAuthLogin, EventSSHCertIssue, EventSSHCA,
 	EventToken,
 	EventJobState,
+	EventWorkloadState,
 	EventVolume,
 	EventImage,
 	EventWebhook, EventWebhookDelivery,

@@ -1,0 +1,69 @@
+package controld
+
+import (
+	"context"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/gpuaas/gpuaas/controld/mutate"
+	"github.com/gpuaas/gpuaas/controld/workloads"
+	"github.com/gpuaas/gpuaas/internal/api"
+)
+
+// appsEndpoints are workloads' (controld/workloads, docs/apps.md).
+func (s *Server) appsEndpoints() []endpointDef {
+	return []endpointDef{
+		mutation(s, api.OpAppRun, s.appRun),
+		query(s, api.OpAppPs, s.appPs),
+		query(s, api.OpAppGet, s.appGet),
+		mutation(s, api.OpAppStop, s.appStop),
+		mutation(s, api.OpAppRm, s.appRm),
+		query(s, api.OpAppLogs, s.appLogs),
+	}
+}
+
+// workloadsConfig is how controld follows workloads: the defaults.
+var workloadsConfig = workloads.Config{}
+
+func (s *Server) appRun(_ context.Context, c *call, req api.AppRunRequest) (work[api.Workload], error) {
+	if err := workloads.Check(&req); err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context, tx pgx.Tx) (*api.Workload, mutate.Effect, error) {
+		w, eff, err := workloads.Run(ctx, tx, c.actor(), req, s.now())
+		return &w, eff, err
+	}, nil
+}
+
+func (s *Server) appPs(ctx context.Context, c *call, req api.AppPsRequest) (*api.AppPsResponse, error) {
+	if req.Project == "" && req.AllocationID == "" {
+		req.Project = c.project
+	}
+	list, err := workloads.List(ctx, s.pool, c.actor(), req)
+	if err != nil {
+		return nil, err
+	}
+	return &api.AppPsResponse{Workloads: list}, nil
+}
+
+func (s *Server) appGet(ctx context.Context, c *call, req api.WorkloadRef) (*api.Workload, error) {
+	return pointer(workloads.Get(ctx, s.pool, c.actor(), req.ID))
+}
+
+func (s *Server) appStop(_ context.Context, c *call, req api.WorkloadRef) (work[api.Workload], error) {
+	return func(ctx context.Context, tx pgx.Tx) (*api.Workload, mutate.Effect, error) {
+		w, eff, err := workloads.Stop(ctx, tx, c.actor(), req.ID, workloadsConfig, s.now())
+		return &w, eff, err
+	}, nil
+}
+
+func (s *Server) appRm(_ context.Context, c *call, req api.WorkloadRef) (work[api.Workload], error) {
+	return func(ctx context.Context, tx pgx.Tx) (*api.Workload, mutate.Effect, error) {
+		w, eff, err := workloads.Rm(ctx, tx, c.actor(), req.ID, workloadsConfig, s.now())
+		return &w, eff, err
+	}, nil
+}
+
+func (s *Server) appLogs(ctx context.Context, c *call, req api.WorkloadRef) (*api.AppLogsResponse, error) {
+	return pointer(workloads.Logs(ctx, s.pool, c.actor(), req.ID))
+}

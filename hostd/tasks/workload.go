@@ -1,0 +1,204 @@
+package tasks
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"time"
+
+	hostenv "github.com/gpuaas/gpuaas/hostd/env"
+	"github.com/gpuaas/gpuaas/hostd/host"
+	"github.com/gpuaas/gpuaas/hostd/workload"
+	"github.com/gpuaas/gpuaas/internal/api"
+)
+
+// Phases of workload.start (docs/apps.md).
+const (
+	PhaseWorkloadPull   = "workload_pull"
+	PhaseWorkloadSubIDs = "workload_subids"
+	PhaseWorkloadRun    = "workload_run"
+)
+
+// workloadStopGrace is the grace of a release's stop of the user's
+// containers.
+const workloadStopGrace = 10 * time.Second
+
+// caches holds each node's image cache by its directory: a handler's Env
+// is copied per task, the cache (and its per-digest locks) is the node's.
+var caches sync.Map // dir → *workload.Cache
+
+func (e *Env) imageCache() *workload.Cache {
+	dir := filepath.Join(e.StateDir, "workload-images")
+	c, _ := caches.LoadOrStore(dir, &workload.Cache{Dir: dir})
+	return c.(*workload.Cache)
+}
+
+func (e *Env) subIDs() workload.SubIDs { return workload.SubIDs{Runner: host.ExecRunner{}} }
+
+// openPodman opens the allocation's environment for rootless podman.
+func openPodman(ctx context.Context, env *Env, allocID, user, workloadID string) (workload.Podman, func(), error) {
+	if err := checkAllocationID(allocID); err != nil {
+		return workload.Podman{}, nil, err
+	}
+	if err := host.CheckUserName(user); err != nil {
+		return workload.Podman{}, nil, fmt.Errorf("%w: %w", ErrInvalidParams, err)
+	}
+	if err := workload.CheckID(workloadID); err != nil {
+		return workload.Podman{}, nil, fmt.Errorf("%w: %w", ErrInvalidParams, err)
+	}
+	if env.Envs == nil {
+		return workload.Podman{}, nil, fmt.Errorf("workload %s: this hostd runs no workloads (no environments)", workloadID)
+	}
+	e, err := env.Envs.Open(ctx, hostenv.Alloc{ID: allocID, PosixUser: user})
+	if err != nil {
+		return workload.Podman{}, nil, fmt.Errorf("workload %s: open the allocation's environment: %w", workloadID, err)
+	}
+	pm, err := workload.Open(e)
+	if err != nil {
+		_ = e.Close()
+		return workload.Podman{}, nil, fmt.Errorf("workload %s: %w", workloadID, err)
+	}
+	return pm, func() { _ = e.Close() }, nil
+}
+
+// workloadStart pulls the image by digest into the node's cache (once per
+// node), gives the user a subordinate id range (once per allocation),
+// loads the image into the user's storage and runs the container, then
+// reports its state. Delivered again, it starts nothing twice.
+func workloadStart(ctx context.Context, env *Env, p api.WorkloadStartParams, rep Reporter) (any, error) {
+	if _, err := workload.ParseRef(p.Image); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidParams, err)
+	}
+	pm, done, err := openPodman(ctx, env, p.AllocationID, p.PosixUser, p.WorkloadID)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	var entry workload.Entry
+	var pulled bool
+	ph := NewPhased(env, rep)
+	err = ph.Run(ctx, PhaseWorkloadPull, func(ctx context.Context) error {
+		entry, pulled, err = env.imageCache().Ensure(ctx, p.Image)
+		return err
+	}, nil)
+	if err != nil {
+		return nil, err
+	}
+	err = ph.Run(ctx, PhaseWorkloadSubIDs, func(ctx context.Context) error {
+		_, err := env.subIDs().Ensure(ctx, p.PosixUser)
+		return err
+	}, nil)
+	if err != nil {
+		return nil, err
+	}
+	err = ph.Run(ctx, PhaseWorkloadRun, func(ctx context.Context) error {
+		_, err := pm.Start(ctx, workload.Spec{WorkloadID: p.WorkloadID, AllocationID: p.AllocationID,
+			Image: entry, Command: p.Command, Env: p.Env})
+		return err
+	}, nil)
+	if err != nil {
+		return nil, err
+	}
+	env.Log.Info("workload started", "workload", p.WorkloadID, "allocation", p.AllocationID,
+		"image", entry.Digest, "pulled", pulled)
+	r, err := pm.Status(ctx, p.WorkloadID, 0)
+	if err != nil {
+		return nil, fmt.Errorf("workload %s: status: %w", p.WorkloadID, err)
+	}
+	r.Pulled = pulled
+	return r, nil
+}
+
+// workloadStop stops the workload's container (SIGTERM, SIGKILL after
+// Grace), removes it when asked, and reports its state.
+func workloadStop(ctx context.Context, env *Env, p api.WorkloadStopParams, _ Reporter) (any, error) {
+	pm, done, err := openPodman(ctx, env, p.AllocationID, p.PosixUser, p.WorkloadID)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	r, err := pm.Status(ctx, p.WorkloadID, 0)
+	if err != nil {
+		return nil, fmt.Errorf("workload %s: %w", p.WorkloadID, err)
+	}
+	if r.State == api.ContainerMissing {
+		return r, nil
+	}
+	if err := pm.Stop(ctx, p.WorkloadID, p.Grace, p.Remove); err != nil {
+		return nil, fmt.Errorf("workload %s: %w", p.WorkloadID, err)
+	}
+	if p.Remove {
+		// What it was when it ended, its container gone.
+		after, err := pm.Status(ctx, p.WorkloadID, 0)
+		if err != nil {
+			return nil, fmt.Errorf("workload %s: %w", p.WorkloadID, err)
+		}
+		return after, nil
+	}
+	if r, err = pm.Status(ctx, p.WorkloadID, 0); err != nil {
+		return nil, fmt.Errorf("workload %s: %w", p.WorkloadID, err)
+	}
+	return r, nil
+}
+
+// workloadStatus reports the workload's container: state, exit code and
+// its last log lines.
+func workloadStatus(ctx context.Context, env *Env, p api.WorkloadStatusParams, _ Reporter) (any, error) {
+	pm, done, err := openPodman(ctx, env, p.AllocationID, p.PosixUser, p.WorkloadID)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	lines := min(max(p.Lines, 0), 1000)
+	// A long poll: the container's state every second (podman inspect)
+	// until it ends or the wait is over.
+	wait := min(max(p.Wait, 0), maxJobWait)
+	wctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	running := func() (bool, error) {
+		c, found, err := pm.Inspect(ctx, workload.ContainerName(p.WorkloadID))
+		return found && c.State.Status == "running", err
+	}
+	if wait > 0 {
+		err := poll(wctx, workloadPollInterval, func() (bool, error) {
+			r, err := running()
+			return !r, err
+		})
+		if err != nil && wctx.Err() == nil {
+			return nil, fmt.Errorf("workload %s: %w", p.WorkloadID, err)
+		}
+	}
+	r, err := pm.Status(ctx, p.WorkloadID, lines)
+	if err != nil {
+		return nil, fmt.Errorf("workload %s: %w", p.WorkloadID, err)
+	}
+	return r, nil
+}
+
+// workloadPollInterval is how often workload.status looks at a running
+// container while it waits for it to end.
+const workloadPollInterval = time.Second
+
+// releaseWorkloads is the release path's part for workloads: a user that
+// ran any (it has a subordinate id range) has its containers stopped and
+// removed, its podman storage reset and its range removed, before its
+// processes are killed and the account deleted (deprovisionuser.go).
+func releaseWorkloads(ctx context.Context, env *Env, allocID, user string) error {
+	ids := env.subIDs()
+	has, err := ids.Has(user)
+	if err != nil || !has || env.Envs == nil {
+		return err
+	}
+	e, err := env.Envs.Open(ctx, hostenv.Alloc{ID: allocID, PosixUser: user})
+	if err != nil {
+		return fmt.Errorf("release workloads of %s: %w", user, err)
+	}
+	defer e.Close()
+	if pm, err := workload.Open(e); err == nil {
+		if err := pm.RemoveAll(ctx, workloadStopGrace); err != nil {
+			return fmt.Errorf("release workloads of %s: %w", user, err)
+		}
+	}
+	return ids.Release(ctx, user)
+}

@@ -1,0 +1,183 @@
+package workload
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gpuaas/gpuaas/internal/api"
+)
+
+// Spec is a workload to run.
+type Spec struct {
+	WorkloadID, AllocationID string
+	Image                    Entry
+	// Command replaces the image's entrypoint and command when not empty.
+	Command []string
+	Env     []string // NAME=value
+}
+
+var (
+	workloadIDRE = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
+	envRE        = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*=`)
+)
+
+// CheckID refuses a workload id that cannot name a container.
+func CheckID(id string) error {
+	if !workloadIDRE.MatchString(id) {
+		return api.Errorf(api.CodeInvalidArgument, "workload id %q: want [a-z0-9][a-z0-9-]{0,62}", id)
+	}
+	return nil
+}
+
+// ContainerName is the container of workload id.
+func ContainerName(id string) string { return "gpuaas-" + id }
+
+// logMaxSize bounds a container's log file on the node (podman's
+// k8s-file driver rotates it).
+const logMaxSize = "8mb"
+
+// Start loads the image into the user's storage unless it has it, and
+// runs the workload's container unless it exists already (a start
+// delivered again is not a second container).
+func (p Podman) Start(ctx context.Context, s Spec) (loaded bool, err error) {
+	if err := CheckID(s.WorkloadID); err != nil {
+		return false, err
+	}
+	for _, e := range s.Env {
+		if !envRE.MatchString(e) {
+			return false, api.Errorf(api.CodeInvalidArgument, "env %q: want NAME=value", e)
+		}
+	}
+	name := ContainerName(s.WorkloadID)
+	if _, found, err := p.Inspect(ctx, name); err != nil || found {
+		return false, err
+	}
+	id := strings.TrimPrefix(s.Image.Config, "sha256:")
+	has, err := p.ImageExists(ctx, id)
+	if err != nil {
+		return false, err
+	}
+	if !has {
+		if err := p.Load(ctx, s.Image); err != nil {
+			return false, err
+		}
+		loaded = true
+	}
+	nofile, nproc, err := p.HardLimits(ctx)
+	if err != nil {
+		return loaded, err
+	}
+	args := []string{"run", "--detach", "--name", name,
+		"--label", LabelAllocation + "=" + s.AllocationID, "--label", LabelWorkload + "=" + s.WorkloadID,
+		"--network", "host",
+		"--ulimit", fmt.Sprintf("nofile=%d:%d", nofile, nofile), "--ulimit", fmt.Sprintf("nproc=%d:%d", nproc, nproc),
+		"--log-driver", "k8s-file", "--log-opt", "max-size=" + logMaxSize}
+	for _, e := range s.Env {
+		args = append(args, "--env", e)
+	}
+	var cmd []string
+	if len(s.Command) > 0 {
+		ep, _ := json.Marshal(s.Command[:1])
+		args = append(args, "--entrypoint", string(ep))
+		cmd = s.Command[1:]
+	}
+	args = append(append(args, id), cmd...)
+	r, err := p.Run(ctx, nil, args...)
+	if err != nil {
+		return loaded, err
+	}
+	if err := r.Err("run " + s.WorkloadID); err != nil {
+		// A container podman created but could not start is removed, so
+		// that a retry starts afresh.
+		_, _ = p.Run(context.WithoutCancel(ctx), nil, "rm", "--force", "--ignore", name)
+		return loaded, err
+	}
+	return loaded, nil
+}
+
+// Status reports the workload's container: its state, exit code and last
+// lines lines of its log.
+func (p Podman) Status(ctx context.Context, workloadID string, lines int) (api.WorkloadReport, error) {
+	if err := CheckID(workloadID); err != nil {
+		return api.WorkloadReport{}, err
+	}
+	name := ContainerName(workloadID)
+	rep := api.WorkloadReport{WorkloadID: workloadID, Container: name, State: api.ContainerMissing}
+	c, found, err := p.Inspect(ctx, name)
+	if err != nil || !found {
+		return rep, err
+	}
+	rep.ImageConfig = "sha256:" + strings.TrimPrefix(c.Image, "sha256:")
+	switch c.State.Status {
+	case "running", "paused", "stopping":
+		rep.State = api.ContainerRunning
+	case "exited", "stopped":
+		rep.State = api.ContainerExited
+		rep.ExitCode = c.State.ExitCode
+	default: // created, configured, initialized
+		rep.State = api.ContainerCreated
+	}
+	rep.OOMKilled = c.State.OOMKilled
+	if t := c.State.StartedAt; !t.IsZero() {
+		rep.StartedAt = &t
+	}
+	if t := c.State.FinishedAt; !t.IsZero() && rep.State == api.ContainerExited {
+		rep.FinishedAt = &t
+	}
+	if lines <= 0 {
+		lines = 20
+	}
+	rep.LastLines, err = p.LastLines(ctx, name, lines)
+	return rep, err
+}
+
+// Stop sends SIGTERM to the container's main process and SIGKILL after
+// grace (podman stop); remove also removes the container. A container
+// that is not there is not an error.
+func (p Podman) Stop(ctx context.Context, workloadID string, grace time.Duration, remove bool) error {
+	if err := CheckID(workloadID); err != nil {
+		return err
+	}
+	name := ContainerName(workloadID)
+	secs := strconv.Itoa(int((max(grace, 0) + time.Second - 1) / time.Second))
+	r, err := p.Run(ctx, nil, "stop", "--ignore", "--time", secs, name)
+	if err != nil {
+		return err
+	}
+	if err := r.Err("stop " + workloadID); err != nil {
+		return err
+	}
+	if !remove {
+		return nil
+	}
+	r, err = p.Run(ctx, nil, "rm", "--force", "--ignore", name)
+	if err != nil {
+		return err
+	}
+	return r.Err("remove " + workloadID)
+}
+
+// RemoveAll stops and removes every container of the user and then all
+// of its podman storage (images, containers, volumes: `podman system
+// reset`), at release: files of its containers can belong to its
+// subordinate ids, which deleting the user would not find.
+func (p Podman) RemoveAll(ctx context.Context, grace time.Duration) error {
+	secs := strconv.Itoa(int((max(grace, 0) + time.Second - 1) / time.Second))
+	r, err := p.Run(ctx, nil, "rm", "--all", "--force", "--time", secs)
+	if err != nil {
+		return err
+	}
+	if err := r.Err("remove containers"); err != nil {
+		return err
+	}
+	r, err = p.Run(ctx, nil, "system", "reset", "--force")
+	if err != nil {
+		return err
+	}
+	return r.Err("reset storage")
+}

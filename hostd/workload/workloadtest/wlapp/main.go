@@ -1,0 +1,58 @@
+// Command wlapp is the program of the test workloads' image
+// (workloadtest.Image): "serve" prints a line and runs until SIGTERM,
+// "exit N" prints three lines and exits N, "files" writes a file owned by
+// a non-root container user and then serves. After SIGTERM it waits
+// STOP_DELAY and then says so to NOTIFY (host:port) when set.
+package main
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"os/signal"
+	"strconv"
+	"syscall"
+	"time"
+)
+
+func main() {
+	if len(os.Args) < 2 {
+		fmt.Println("usage: wlapp serve|exit N|files")
+		os.Exit(2)
+	}
+	switch os.Args[1] {
+	case "exit":
+		code, _ := strconv.Atoi(os.Args[2])
+		for i := 1; i <= 3; i++ {
+			fmt.Printf("line %d of a workload that exits %d\n", i, code)
+		}
+		os.Exit(code)
+	case "files":
+		if err := os.WriteFile("/owned", []byte("x"), 0o600); err != nil {
+			fmt.Println(err)
+			os.Exit(1)
+		}
+		if err := os.Chown("/owned", 1000, 1000); err != nil {
+			fmt.Println(err)
+			os.Exit(1)
+		}
+	}
+	term := make(chan os.Signal, 1)
+	signal.Notify(term, syscall.SIGTERM)
+	fmt.Printf("serving as uid %d, GREETING=%s\n", os.Getuid(), os.Getenv("GREETING"))
+	<-term
+	fmt.Println("got SIGTERM")
+	// STOP_DELAY: a workload that takes its time to stop (flushing,
+	// checkpointing), as long as its grace allows.
+	if d, err := time.ParseDuration(os.Getenv("STOP_DELAY")); err == nil {
+		time.Sleep(d)
+	}
+	// NOTIFY=host:port: tell a listener there (the test, through the host
+	// network) that SIGTERM came.
+	if addr := os.Getenv("NOTIFY"); addr != "" {
+		if c, err := net.Dial("tcp", addr); err == nil {
+			fmt.Fprintln(c, "SIGTERM", os.Getenv("GREETING"))
+			c.Close()
+		}
+	}
+}

@@ -1,0 +1,115 @@
+package api
+
+import (
+	"context"
+	"time"
+)
+
+// EventWorkloadState tells a workload's project members it changed
+// state; the Data is the Workload.
+const EventWorkloadState = "workload.state"
+
+// WorkloadFinal reports whether a workload's state is one it never leaves.
+func WorkloadFinal(state string) bool { return state == WorkloadStopped || state == WorkloadFailed }
+
+// Workload is an image run as a container on an allocation
+// (docs/apps.md).
+type Workload struct {
+	ID           string   `json:"id"`
+	ProjectID    string   `json:"project_id"`
+	UserID       string   `json:"user_id"`
+	AllocationID string   `json:"allocation_id"`
+	NodeID       string   `json:"node_id"`
+	Name         string   `json:"name"`
+	Image        string   `json:"image"`
+	ImageID      string   `json:"image_id"`
+	Digest       string   `json:"digest"`
+	Command      []string `json:"command,omitempty"`
+	EnvNames     []string `json:"env_names,omitempty"`
+	State        string   `json:"state"`
+	// Stopping: a stop was asked for and the node has not reported yet.
+	Stopping   bool       `json:"stopping,omitempty"`
+	ExitCode   *int       `json:"exit_code,omitempty"`
+	Reason     string     `json:"reason,omitempty"`
+	Pulled     bool       `json:"pulled,omitempty"`
+	LastLines  []string   `json:"last_lines,omitempty"`
+	CreatedAt  time.Time  `json:"created_at"`
+	StartedAt  *time.Time `json:"started_at,omitempty"`
+	EndedAt    *time.Time `json:"ended_at,omitempty"`
+	RemovedAt  *time.Time `json:"removed_at,omitempty"`
+	ReportedAt *time.Time `json:"reported_at,omitempty"`
+}
+
+// AppRunRequest runs Image (a catalog name or id, promoted and verified:
+// the project's own or the platform's) on an active allocation. Name is
+// unique on the allocation among workloads not removed (default: the
+// image's name). Command, when given, replaces the image's entrypoint
+// and command.
+type AppRunRequest struct {
+	Image        string            `json:"image"`
+	AllocationID string            `json:"allocation_id"`
+	Name         string            `json:"name,omitempty"`
+	Command      []string          `json:"command,omitempty"`
+	Env          map[string]string `json:"env,omitempty"`
+}
+
+// WorkloadRef names a workload.
+type WorkloadRef struct {
+	ID string `json:"id"`
+}
+
+// AppPsRequest lists workloads: a project's (default: the caller's
+// own), an allocation's; All includes removed ones.
+type AppPsRequest struct {
+	Project      string `json:"project,omitempty"`
+	AllocationID string `json:"allocation_id,omitempty"`
+	All          bool   `json:"all,omitempty"`
+}
+
+// AppPsResponse is app.ps's answer.
+type AppPsResponse struct {
+	Workloads []Workload `json:"workloads"`
+}
+
+// AppLogsResponse is app.logs's answer: the last lines the node reported
+// (at start, at each status report and at stop) and when.
+type AppLogsResponse struct {
+	ID         string     `json:"id"`
+	Lines      []string   `json:"lines"`
+	ReportedAt *time.Time `json:"reported_at,omitempty"`
+}
+
+// AppRun runs a catalog image on an active allocation.
+func (c *Client) AppRun(ctx context.Context, req AppRunRequest, opts ...CallOption) (*Workload, error) {
+	return Do(ctx, c, OpAppRun, req, opts...)
+}
+
+// AppPs lists workloads.
+func (c *Client) AppPs(ctx context.Context, req AppPsRequest, opts ...CallOption) (*AppPsResponse, error) {
+	return Do(ctx, c, OpAppPs, req, opts...)
+}
+
+// AppGet returns one workload.
+func (c *Client) AppGet(ctx context.Context, id string, opts ...CallOption) (*Workload, error) {
+	return Do(ctx, c, OpAppGet, WorkloadRef{ID: id}, opts...)
+}
+
+// AppStop stops a workload.
+func (c *Client) AppStop(ctx context.Context, id string, opts ...CallOption) (*Workload, error) {
+	return Do(ctx, c, OpAppStop, WorkloadRef{ID: id}, opts...)
+}
+
+// AppRm removes a workload (stopping it first).
+func (c *Client) AppRm(ctx context.Context, id string, opts ...CallOption) (*Workload, error) {
+	return Do(ctx, c, OpAppRm, WorkloadRef{ID: id}, opts...)
+}
+
+// AppLogs returns a workload's last reported lines.
+func (c *Client) AppLogs(ctx context.Context, id string, opts ...CallOption) (*AppLogsResponse, error) {
+	return Do(ctx, c, OpAppLogs, WorkloadRef{ID: id}, opts...)
+}
+
+// RunsWorkloads reports whether allocations of shape run workloads yet:
+// bare metal, as the allocation's user with rootless podman; a slice's
+// would run inside its VM, which is not built (docs/apps.md).
+func RunsWorkloads(shape string) bool { return shape == ShapeBaremetal }

@@ -288,5 +288,6 @@ func (s *Server) endpoints() []endpointDef {
 		s.allocEndpoints(), s.paymentsEndpoints(), s.billingEndpoints(), s.caEndpoints(), s.gateEndpoints(),
 		s.sessionsEndpoints(), s.busEndpoints(), s.outboxEndpoints(), s.eventsEndpoints(),
 		s.idleEndpoints(), s.budgetEndpoints(),
-		s.tokensEndpoints(), s.auditEndpoints(), s.jobsEndpoints(), s.volumeEndpoints(), s.imagesEndpoints(), s.webhookEndpoints())
+		s.tokensEndpoints(), s.auditEndpoints(), s.jobsEndpoints(), s.volumeEndpoints(), s.imagesEndpoints(), s.webhookEndpoints(),
+		s.exposeEndpoints())
 }

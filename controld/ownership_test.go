@@ -81,6 +81,8 @@ var owners = map[string]string{
 	// Webhooks and their deliveries (docs/webhooks.md).
 	"webhooks":           "webhooks",
 	"webhook_deliveries": "webhooks",
+	// Ports served over HTTPS (docs/expose.md).
+	"exposures": "exposures",
 }
 
 // foreignReads are the reads of a table outside its owner that are

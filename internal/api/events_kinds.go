@@ -39,5 +39,6 @@ var EventKinds = []string{
 	EventVolume,
 	EventImage,
 	EventWebhook, EventWebhookDelivery,
+	EventExposure,
 	EventsGap,
 }

@@ -24,6 +24,7 @@ func (s *Server) exposeEndpoints() []endpointDef {
 		mutation(s, api.OpExposeCreate, s.exposeCreate),
 		query(s, api.OpExposeList, s.exposeList),
 		mutation(s, api.OpExposeRemove, s.exposeRemove),
+		query(s, api.OpGateAuthorizeHTTP, s.gateAuthorizeHTTP),
 	}
 }
 

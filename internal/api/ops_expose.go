@@ -8,6 +8,9 @@ const (
 	EndpointExposeCreate = "expose.create"
 	EndpointExposeList   = "expose.list"
 	EndpointExposeRemove = "expose.rm"
+	// EndpointGateAuthorizeHTTP is the HTTPS front's authorization of a
+	// request for an exposure.
+	EndpointGateAuthorizeHTTP = "gate.authorize_http"
 )
 
 var (
@@ -21,6 +24,13 @@ var (
 	// OpExposeRemove is expose.rm: its creator or a project owner ends an
 	// exposure; its URL stops answering.
 	OpExposeRemove = NewMutation[ExposeRemoveRequest, Exposure](EndpointExposeRemove, LoggedIn)
+	// OpGateAuthorizeHTTP is gate.authorize_http: the gateway asks whether a
+	// request for an exposure's host name may pass with the caller's
+	// credential (a session or machine token, the login a front cookie is
+	// bound to, or none for public exposures), with the same rules and
+	// revocation as SSH, and for a ticket to dial the allocation's node
+	// (gateway principals only; the bearer travels to controld alone).
+	OpGateAuthorizeHTTP = NewQuery[GateAuthorizeHTTPRequest, GateAuthorizeHTTPResponse](EndpointGateAuthorizeHTTP, GatewayOnly)
 )
 
 // ExposeCreate serves a port of an allocation over HTTPS.
@@ -36,4 +46,9 @@ func (c *Client) ExposeList(ctx context.Context, req ExposeListRequest) (*Exposu
 // ExposeRemove ends an exposure.
 func (c *Client) ExposeRemove(ctx context.Context, req ExposeRemoveRequest, opts ...CallOption) (*Exposure, error) {
 	return Do(ctx, c, OpExposeRemove, req, opts...)
+}
+
+// GateAuthorizeHTTP asks controld for the verdict on an HTTPS request.
+func (c *Client) GateAuthorizeHTTP(ctx context.Context, req GateAuthorizeHTTPRequest) (*GateAuthorizeHTTPResponse, error) {
+	return Do(ctx, c, OpGateAuthorizeHTTP, req)
 }

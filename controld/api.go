@@ -289,5 +289,6 @@ func (s *Server) endpoints() []endpointDef {
 		s.sessionsEndpoints(), s.busEndpoints(), s.outboxEndpoints(), s.eventsEndpoints(),
 		s.idleEndpoints(), s.budgetEndpoints(),
 		s.tokensEndpoints(), s.auditEndpoints(), s.jobsEndpoints(), s.volumeEndpoints(), s.imagesEndpoints(), s.webhookEndpoints(),
-		s.appsEndpoints())
+		s.appsEndpoints(),
+		s.exposeEndpoints())
 }

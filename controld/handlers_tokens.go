@@ -75,6 +75,10 @@ var tokenEndpoints = map[string]bool{
 	api.EndpointAppStop: true,
 	api.EndpointAppRm:   true,
 	api.EndpointAppLogs: true,
+	// A pipeline serves a port it started (a model server under test).
+	api.EndpointExposeCreate: true,
+	api.EndpointExposeList:   true,
+	api.EndpointExposeRemove: true,
 }
 
 // errTokenRefused refuses a token what only a person's session may do.

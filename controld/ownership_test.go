@@ -87,6 +87,8 @@ var owners = map[string]string{
 	"volume_prices":  "catalog",
 	// Workloads on allocations (docs/apps.md).
 	"workloads": "workloads",
+	// Ports served over HTTPS (docs/expose.md).
+	"exposures": "exposures",
 }
 
 // foreignReads are the reads of a table outside its owner that are

@@ -129,6 +129,10 @@ type Config struct {
 	// the spool for the next start. Default: DefaultShutdownGrace.
 	ShutdownGrace time.Duration
 
+	// HTTPS is the HTTPS front's (https.go); off when HTTPS.Listen is
+	// empty.
+	HTTPS HTTPS
+
 	// Now is the clock certificates are checked against. Default: time.Now.
 	Now func() time.Time
 	// Log receives the gateway's logs. Default: discard.
@@ -195,7 +199,7 @@ func (c *Config) CheckAndSetDefaults() error {
 	if c.Log == nil {
 		c.Log = slog.New(slog.DiscardHandler)
 	}
-	return nil
+	return c.HTTPS.checkAndSetDefaults()
 }
 
 // defaultPrincipal is the host name users most likely dial.

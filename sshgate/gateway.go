@@ -49,6 +49,7 @@ type Gateway struct {
 	hostCert *hostCert
 
 	metrics *gateMetrics
+	https   httpsFront // the HTTPS front, when configured (https.go)
 	// obs serves /healthz, /readyz and /metrics when Config.MetricsAddr
 	// is set (metrics.go).
 	obs *obs.Server
@@ -158,6 +159,12 @@ func (g *Gateway) run(ctx context.Context, ln net.Listener) error {
 			return fmt.Errorf("listen %s: %w", g.cfg.Listen, err)
 		}
 	}
+	stopHTTPS, err := g.serveHTTPS(ctx)
+	if err != nil {
+		_ = ln.Close()
+		return err
+	}
+	defer stopHTTPS()
 	g.mu.Lock()
 	g.srv, g.addr, g.hostCert = srv, ln.Addr(), hc
 	g.mu.Unlock()

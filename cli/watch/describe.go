@@ -116,6 +116,12 @@ var describers = map[string]func(api.Event) string{
 	api.EventWebhookDelivery: decoded(func(d api.WebhookDelivery) string {
 		return fmt.Sprintf("webhook delivery %s (%s) to %s queued", d.ID, d.EventKind, d.WebhookID)
 	}),
+	api.EventExposure: decoded(func(e api.Exposure) string {
+		if e.RemovedAt != nil {
+			return fmt.Sprintf("exposure %s (port %d of %s) ended (%s)", e.ID, e.Port, e.AllocationID, e.Ended)
+		}
+		return fmt.Sprintf("port %d of %s exposed to %s until %s", e.Port, e.AllocationID, e.Share, e.ExpiresAt.Format(time.RFC3339))
+	}),
 	api.EventSessionRevoked: decoded(func(r api.SessionRevoked) string {
 		return fmt.Sprintf("%d session(s) ended (%s)", len(r.SessionIDs), r.Reason)
 	}),

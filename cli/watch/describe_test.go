@@ -57,6 +57,8 @@ var samples = map[string]sample{
 		Period: api.BudgetMonth, Action: api.BudgetRefuse}, "budget at 80%: $80.00 of $100.00 this month"},
 	api.EventBillingBudgetChanged: {api.Budget{Project: "vision", Period: api.BudgetMonth, AmountMinor: 10000,
 		Currency: "usd", Action: api.BudgetRelease}, "budget of project vision: $100.00 per month, at the cap: release"},
+	api.EventExposure: {api.Exposure{ID: "ex-1", AllocationID: "a-1", Port: 8888, Share: api.ShareMe, ExpiresAt: sampleTime},
+		"port 8888 of a-1 exposed to me until 2026-11-28T19:00:00Z"},
 	api.EventWebhook: {api.Webhook{ID: "wh-1", URL: "https://hooks.example.com/x", Events: []string{"alloc.state", "alloc.notice"}},
 		"webhook wh-1 to https://hooks.example.com/x added for alloc.state, alloc.notice"},
 	api.EventWebhookDelivery: {api.WebhookDelivery{ID: "whd-1", WebhookID: "wh-1", EventKind: "webhook.test"},

@@ -5,6 +5,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/gpuaas/gpuaas/controld/exposures"
 	"github.com/gpuaas/gpuaas/controld/outbox"
 	"github.com/gpuaas/gpuaas/controld/tasks"
 	"github.com/gpuaas/gpuaas/controld/volumes"
@@ -57,6 +58,11 @@ func settleRelease(ctx context.Context, tx pgx.Tx, o tasks.Outcome) (tasks.Effec
 		return tasks.Effect{}, nil
 	}
 	events, freed, err := ReleaseDone(ctx, tx, o.AllocationID, o.Result.Status, o.Reason(), o.Now)
+	if err == nil { // a released allocation's ports are no longer served (docs/expose.md)
+		var ended []outbox.Event
+		ended, err = exposures.Released(ctx, tx, o.AllocationID, o.Now)
+		events = append(events, ended...)
+	}
 	if err == nil && o.Result.Status == api.TaskSucceeded {
 		// The node unmounted them before removing the user: they stay.
 		var detached []outbox.Event

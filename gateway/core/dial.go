@@ -27,6 +27,10 @@ type Grant struct {
 	// Certificate is the user certificate the front authenticated the
 	// user with, authorized_keys format, for controld to verify again.
 	Certificate string
+	// HTTP, set by the HTTPS front instead of Certificate, has controld
+	// decide on an exposure's host name and a request's credential
+	// (gate.authorize_http); UserID is then informational.
+	HTTP *HTTPGrant
 }
 
 // Link is an authorized connection to an allocation's node: the gateway
@@ -66,12 +70,18 @@ func (c *Core) Authorize(ctx context.Context, g Grant) (*Link, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ticket key: %w", err)
 	}
-	auth, err := c.cfg.Client.GateAuthorize(ctx, api.GateAuthorizeRequest{
-		AllocationID: alloc,
-		UserID:       g.UserID,
-		TicketKey:    strings.TrimSpace(string(gossh.MarshalAuthorizedKey(key.PublicKey()))),
-		Certificate:  g.Certificate,
-	})
+	ticketKey := strings.TrimSpace(string(gossh.MarshalAuthorizedKey(key.PublicKey())))
+	var auth *api.GateAuthorizeResponse
+	if g.HTTP != nil {
+		auth, err = c.authorizeHTTP(ctx, g, ticketKey)
+	} else {
+		auth, err = c.cfg.Client.GateAuthorize(ctx, api.GateAuthorizeRequest{
+			AllocationID: alloc,
+			UserID:       g.UserID,
+			TicketKey:    ticketKey,
+			Certificate:  g.Certificate,
+		})
+	}
 	if err != nil {
 		return nil, fmt.Errorf("authorize %s: %w", alloc, err)
 	}

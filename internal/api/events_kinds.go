@@ -40,5 +40,6 @@ var EventKinds = []string{
 	EventVolume,
 	EventImage,
 	EventWebhook, EventWebhookDelivery,
+	EventExposure,
 	EventsGap,
 }

@@ -1,0 +1,190 @@
+package controld
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"golang.org/x/crypto/ssh"
+
+	"github.com/gpuaas/gpuaas/controld/alloc"
+	"github.com/gpuaas/gpuaas/controld/audit"
+	"github.com/gpuaas/gpuaas/controld/exposures"
+	"github.com/gpuaas/gpuaas/controld/identity"
+	"github.com/gpuaas/gpuaas/controld/node"
+	"github.com/gpuaas/gpuaas/controld/project"
+	"github.com/gpuaas/gpuaas/controld/store"
+	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/sshcert"
+)
+
+// gateAuthorizeHTTP is the HTTPS front's question about a request for an
+// exposure (docs/expose.md): the verdict, and with a ticket key a ticket
+// for the allocation's node, as gate.authorize gives the SSH front. The
+// rules are SSH's: the caller's login must be live (logout and a disabled
+// account end it), the allocation active, and the caller its exposure's
+// creator (share me) or an owner or member of its project (share
+// project); platform roles widen nothing. Public exposures need no
+// credential. Verdicts are answers, not errors, so the front can tell a
+// login page from 403, 404 and 410; only a ticket is audited (the
+// verdicts the front refreshes every few seconds are not).
+func (s *Server) gateAuthorizeHTTP(ctx context.Context, c *call, req api.GateAuthorizeHTTPRequest) (*api.GateAuthorizeHTTPResponse, error) {
+	allocID, port, ok := api.ParseExposureHost(strings.ToLower(strings.TrimSpace(req.Host)))
+	if !ok {
+		return nil, api.Errorf(api.CodeInvalidArgument, "host: %q is not <port>-<allocation>", req.Host)
+	}
+	if (req.SessionID == "") != (req.UserID == "") {
+		return nil, api.Errorf(api.CodeInvalidArgument, "session_id and user_id go together")
+	}
+	var key ssh.PublicKey
+	if req.TicketKey != "" {
+		var err error
+		if key, _, _, _, err = ssh.ParseAuthorizedKey([]byte(req.TicketKey)); err != nil {
+			return nil, api.Errorf(api.CodeInvalidArgument, "ticket_key is not an SSH public key: %v", err)
+		}
+	}
+	v, a, err := s.httpVerdict(ctx, s.pool, allocID, port, req)
+	if err != nil || v.Verdict != api.VerdictAllow || key == nil {
+		return v, err
+	}
+	return audited(ctx, s, c, func(ctx context.Context, tx pgx.Tx, e *audit.Entry) (*api.GateAuthorizeHTTPResponse, error) {
+		detail := map[string]any{"user_id": v.UserID, "session_id": v.SessionID, "exposure_id": v.Exposure.ID,
+			"ticket_key": ssh.FingerprintSHA256(key)}
+		*e = audit.Entry{Action: api.EndpointGateAuthorizeHTTP, TargetType: "allocation", TargetID: a.ID,
+			ProjectID: a.ProjectID, Detail: detail}
+		auth, err := s.nodeTicket(ctx, tx, a, key, "ticket http "+v.UserID+" "+a.ID+"@"+a.NodeID)
+		if err != nil {
+			return nil, err
+		}
+		detail["node_id"], detail["valid_before"] = a.NodeID, auth.ValidBefore
+		v.Auth = auth
+		return v, nil
+	})
+}
+
+// httpVerdict decides gate.authorize_http's request for port of allocID,
+// and returns the allocation when allowed.
+func (s *Server) httpVerdict(ctx context.Context, q store.Batcher, allocID string, port int, req api.GateAuthorizeHTTPRequest) (*api.GateAuthorizeHTTPResponse, api.Allocation, error) {
+	now := s.now()
+	v := &api.GateAuthorizeHTTPResponse{CacheUntil: now.Add(api.MaxHTTPVerdictCache)}
+	deny := func(verdict, reason string, args ...any) (*api.GateAuthorizeHTTPResponse, api.Allocation, error) {
+		v.Verdict, v.Reason = verdict, fmt.Sprintf(reason, args...)
+		return v, api.Allocation{}, nil
+	}
+	e, found, err := exposures.ByHost(ctx, q, allocID, port)
+	if err != nil {
+		return nil, api.Allocation{}, err
+	}
+	if !found {
+		return deny(api.VerdictNotFound, "port %d of %s is not exposed", port, allocID)
+	}
+	v.Exposure = &e
+	switch {
+	case e.RemovedAt != nil:
+		return deny(api.VerdictGone, "this exposure ended (%s)", e.Ended)
+	case !now.Before(e.ExpiresAt):
+		return deny(api.VerdictGone, "this exposure expired at %s", e.ExpiresAt.Format("2006-01-02 15:04:05 MST"))
+	}
+	if e.ExpiresAt.Before(v.CacheUntil) {
+		v.CacheUntil = e.ExpiresAt
+	}
+	// The platform's view of the allocation: who may see it is decided
+	// below, by the exposure's share.
+	a, err := alloc.Get(ctx, q, alloc.Actor{Role: api.RoleAdmin}, allocID)
+	if err != nil {
+		if api.CodeOf(err) == api.CodeNotFound {
+			return deny(api.VerdictGone, "allocation %s is gone", allocID)
+		}
+		return nil, api.Allocation{}, err
+	}
+	if a.State != api.AllocActive {
+		return deny(api.VerdictGone, "allocation %s is %s", a.ID, a.State)
+	}
+	if e.Share == api.SharePublic {
+		v.Verdict = api.VerdictAllow
+		return v, a, nil
+	}
+	userID, sessionID, why, err := s.httpCaller(ctx, q, req)
+	if err != nil {
+		return nil, api.Allocation{}, err
+	}
+	if why != "" {
+		return deny(api.VerdictLogin, "%s", why)
+	}
+	v.UserID, v.SessionID = userID, sessionID
+	if userID != e.CreatedBy {
+		if e.Share == api.ShareMe {
+			return deny(api.VerdictForbidden, "this exposure is shared with its creator only")
+		}
+		role, err := project.RoleOf(ctx, q, e.ProjectID, userID)
+		if err != nil {
+			return nil, api.Allocation{}, err
+		}
+		if role != api.ProjectOwner && role != api.ProjectMember {
+			return deny(api.VerdictForbidden, "this exposure is shared with its project's owners and members")
+		}
+	}
+	v.Verdict = api.VerdictAllow
+	return v, a, nil
+}
+
+// httpCaller is the login a request comes with: its bearer (a session or
+// machine token) or the login session its cookie is bound to. why says
+// what is missing or ended when there is none.
+func (s *Server) httpCaller(ctx context.Context, q store.Querier, req api.GateAuthorizeHTTPRequest) (userID, sessionID, why string, err error) {
+	switch {
+	case req.Bearer != "":
+		p, err := s.identity.Authenticate(ctx, q, "Bearer "+req.Bearer)
+		if err != nil {
+			var ae *api.Error
+			if errors.As(err, &ae) && ae.Code == api.CodeUnauthenticated {
+				return "", "", ae.Message, nil
+			}
+			return "", "", "", err
+		}
+		sid := p.SessionID
+		if p.TokenID != "" {
+			sid = p.TokenID
+		}
+		return p.UserID, sid, "", nil
+	case req.SessionID != "":
+		ended, err := identity.SessionsEnded(ctx, q, []api.GateSession{{SessionID: req.SessionID, UserID: req.UserID}}, s.now())
+		if err != nil {
+			return "", "", "", err
+		}
+		if len(ended) > 0 {
+			return "", "", "your login ended (" + ended[0].Reason + ")", nil
+		}
+		return req.UserID, req.SessionID, "", nil
+	}
+	return "", "", "this exposure needs a login", nil
+}
+
+// nodeTicket signs a one-minute ticket for key to reach allocation a's
+// node, and says where the node's terminal server is: the part of
+// gate.authorize's answer the core dials with.
+func (s *Server) nodeTicket(ctx context.Context, tx pgx.Tx, a api.Allocation, key ssh.PublicKey, keyID string) (*api.GateAuthorizeResponse, error) {
+	addr, hostKey, err := node.Terminal(ctx, tx, a.NodeID)
+	if err != nil {
+		return nil, err
+	}
+	if addr == "" || hostKey == "" {
+		return nil, api.Errorf(api.CodeUnavailable, "the node of allocation %s serves no terminal", a.ID).
+			WithHint("an operator should check the node's hostd")
+	}
+	ic, err := s.cas.Authority(ctx, tx, api.CAInternal)
+	if err != nil {
+		return nil, err
+	}
+	posix := api.PosixUser(a.ID)
+	cert, err := ic.SignTicket(key, sshcert.Ticket{Node: a.NodeID, Allocation: a.ID, PosixUser: posix,
+		KeyID: keyID, TTL: sshcert.DefaultTicketTTL}, s.now())
+	if err != nil {
+		return nil, certError(err)
+	}
+	t := marshalCert(cert)
+	return &api.GateAuthorizeResponse{AllocationID: a.ID, NodeID: a.NodeID, Shape: a.Shape, PosixUser: posix,
+		TerminalAddr: addr, TerminalHostKey: hostKey, Ticket: t.Certificate, ValidBefore: t.ValidBefore}, nil
+}

@@ -1,0 +1,171 @@
+package httpfront
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"strings"
+	"time"
+
+	"github.com/gpuaas/gpuaas/internal/api"
+)
+
+// Server is the HTTPS front.
+type Server struct {
+	cfg      Config
+	proxy    *httputil.ReverseProxy
+	verdicts *verdictCache
+	limits   *limiters
+	metrics  *Metrics
+	srv      *http.Server
+}
+
+// New makes a front from cfg.
+func New(cfg Config) (*Server, error) {
+	if err := cfg.CheckAndSetDefaults(); err != nil {
+		return nil, err
+	}
+	s := &Server{cfg: cfg, verdicts: newVerdictCache(cfg.Now), metrics: newMetrics(),
+		limits: newLimiters(cfg.RatePerExposure, cfg.RatePerSource, cfg.Burst, cfg.Now)}
+	s.proxy = &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			rq := requestOf(pr.In.Context())
+			pr.Out.URL.Scheme, pr.Out.URL.Host = "http", rq.label
+			pr.Out.Host = pr.In.Host
+			pr.SetXForwarded()
+			// The caller's credential is the platform's, never the
+			// renter's server's.
+			pr.Out.Header.Del("Authorization")
+			dropFrontCookie(pr.Out)
+		},
+		Transport:     s.transport(),
+		FlushInterval: -1, // server-sent events and long polls pass as written
+		ErrorHandler:  s.proxyError,
+		ErrorLog:      nil,
+	}
+	tlsCfg := cfg.TLS.Clone()
+	if len(tlsCfg.NextProtos) == 0 {
+		tlsCfg.NextProtos = []string{"h2", "http/1.1"}
+	}
+	s.srv = &http.Server{Handler: s, TLSConfig: tlsCfg, ReadHeaderTimeout: 10 * time.Second}
+	return s, nil
+}
+
+// Metrics are the front's per-exposure counters.
+func (s *Server) Metrics() *Metrics { return s.metrics }
+
+// Serve serves HTTPS on ln until Shutdown.
+func (s *Server) Serve(ln net.Listener) error {
+	err := s.srv.ServeTLS(ln, "", "")
+	if errors.Is(err, http.ErrServerClosed) {
+		return nil
+	}
+	return err
+}
+
+// Shutdown stops accepting and waits for requests in flight (WebSockets
+// and streams are closed).
+func (s *Server) Shutdown(ctx context.Context) error { return s.srv.Shutdown(ctx) }
+
+// request is what the front learned of a request before proxying it.
+type request struct {
+	label, alloc string
+	port         uint16
+	cred         credential
+}
+
+type requestKey struct{}
+
+func requestOf(ctx context.Context) *request {
+	rq, _ := ctx.Value(requestKey{}).(*request)
+	return rq
+}
+
+// label is the exposure label of host ("<port>-<allocation>") when host
+// is a name directly under the apps domain.
+func (s *Server) label(host string) (string, bool) {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	host = strings.ToLower(strings.TrimSuffix(host, "."))
+	label, ok := strings.CutSuffix(host, "."+s.cfg.Domain)
+	if !ok || label == "" || strings.Contains(label, ".") {
+		return "", false
+	}
+	return label, true
+}
+
+// ServeHTTP routes a request by its host name to its exposure, decides it
+// and proxies it.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	label, ok := s.label(r.Host)
+	if !ok {
+		page(w, http.StatusNotFound, "Not an exposure", fmt.Sprintf("%s is not a name this gateway serves.", r.Host))
+		return
+	}
+	alloc, port, ok := api.ParseExposureHost(label)
+	if !ok {
+		page(w, http.StatusNotFound, "Not an exposure", "Exposure names are <port>-<allocation>.")
+		return
+	}
+	if !s.limits.allow(label, sourceOf(r)) {
+		s.metrics.of(label).limited.Add(1)
+		w.Header().Set("Retry-After", "1")
+		page(w, http.StatusTooManyRequests, "Too many requests", "Slow down and try again in a moment.")
+		return
+	}
+	rq := &request{label: label, alloc: alloc, port: uint16(port), cred: s.credentialOf(r, label)}
+	v, err := s.verdict(r.Context(), rq)
+	if err != nil {
+		s.cfg.Log.Warn("https verdict", "host", label, "err", err)
+		page(w, http.StatusBadGateway, "The platform did not answer", "Try again in a moment.")
+		return
+	}
+	if v.Verdict != api.VerdictAllow {
+		verdictPage(w, v.Verdict, v.Reason, label)
+		return
+	}
+	s.serveAllowed(w, r, rq, v)
+}
+
+// serveAllowed proxies an allowed request: tracked as the allocation's
+// activity, ended with its login, counted in the exposure's metrics.
+func (s *Server) serveAllowed(w http.ResponseWriter, r *http.Request, rq *request, v *api.GateAuthorizeHTTPResponse) {
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	if v.SessionID != "" {
+		remove := s.cfg.Core.AddLogin(&requestLogin{ref: api.GateSession{SessionID: v.SessionID, UserID: v.UserID},
+			end: func(string) { s.verdicts.dropSession(v.SessionID); cancel() }})
+		defer remove()
+	}
+	tracked := s.cfg.Core.Track(rq.alloc, nil)
+	defer tracked.Close()
+	m := s.metrics.of(rq.label)
+	m.requests.Add(1)
+	cw := &countingWriter{ResponseWriter: w, n: &m.bytesOut}
+	if r.Body != nil && r.Body != http.NoBody {
+		r.Body = &countingBody{ReadCloser: r.Body, n: &m.bytesIn}
+	}
+	s.proxy.ServeHTTP(cw, r.WithContext(context.WithValue(ctx, requestKey{}, rq)))
+}
+
+// requestLogin is a request in flight as the core's revocation sees it.
+type requestLogin struct {
+	ref api.GateSession
+	end func(reason string)
+}
+
+func (l *requestLogin) Ref() api.GateSession { return l.ref }
+func (l *requestLogin) End(reason string)    { l.end(reason) }
+
+// sourceOf is the client address a request came from.
+func sourceOf(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}

@@ -81,7 +81,7 @@ var owners = map[string]string{
 	// Webhooks and their deliveries (docs/webhooks.md).
 	"webhooks":           "webhooks",
 	"webhook_deliveries": "webhooks",
-	// Volume billing (migration 0032, docs/decisions/0024-volume-meters.md).
+	// Volume billing (migration 0030, docs/decisions/0024-volume-meters.md).
 	"volume_meters":  "billing",
 	"volume_charges": "billing",
 	"volume_prices":  "catalog",

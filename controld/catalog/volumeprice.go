@@ -12,7 +12,7 @@ import (
 )
 
 // DefaultVolumePricePerGiBMonthMinor is the price of a GiB of volume for
-// a month (730 hours) that fresh installs start with (migration 0032):
+// a month (730 hours) that fresh installs start with (migration 0030):
 // $0.10, what RunPod asks for a volume disk. Operators change it in
 // volume_prices (docs/volumes.md, "Billing").
 const DefaultVolumePricePerGiBMonthMinor = 10

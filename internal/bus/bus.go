@@ -40,6 +40,10 @@ type Config struct {
 	// Cluster, when Name is set, makes the server one of a cluster
 	// (JetStream clustered: streams may have replicas).
 	Cluster ClusterConfig
+	// MaxStore is what JetStream may keep on disk, which every stream's
+	// byte limit is reserved against when the stream is made; 0 leaves
+	// nats-server's default (75% of the disk's free space at start).
+	MaxStore int64
 }
 
 // ClusterConfig joins a server to a cluster through routes.
@@ -128,6 +132,9 @@ func serverOptions(cfg Config) (*server.Options, error) {
 	opts.Port = cfg.Port
 	opts.JetStream = true
 	opts.StoreDir = cfg.StoreDir
+	if cfg.MaxStore > 0 {
+		opts.JetStreamMaxStore = cfg.MaxStore
+	}
 	opts.NoSigs = true
 	opts.NoLog = true
 	if err := clusterOptions(opts, cfg); err != nil {

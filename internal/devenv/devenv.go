@@ -35,6 +35,12 @@ import (
 // stopTimeout bounds stopping PostgreSQL in Close.
 const stopTimeout = 30 * time.Second
 
+// devStreams bound dev's JetStream streams to what a laptop spares: the
+// daemons' defaults (1 GiB of events, 10 GiB of recordings, 4 GiB of
+// logs) are reserved on disk when the streams are made, and refused by a
+// disk with less than about 20 GB free.
+var devStreams = controld.StreamLimits{EventsMaxBytes: 256 << 20, RecordingsMaxBytes: 1 << 30, LogsMaxBytes: 512 << 20}
+
 // Env is a running platform.
 type Env struct {
 	// NATSURL is the embedded NATS server's client URL; with
@@ -283,6 +289,7 @@ func (e *Env) startControld(ctx context.Context, dsn string) error {
 			Idle:    controld.IdleConfig{MinPeriod: e.cfg.IdleMinPeriod, Interval: time.Second},
 			Stripe:  stripe, HTTPAddr: httpAddr, MetricsAddr: "127.0.0.1:0", StreamReplicas: streamReplicas,
 			Registry: controld.RegistryConfig{Addr: e.RegistryAddr},
+			Streams:  devStreams,
 			// Webhook receivers in dev run on this machine (docs/webhooks.md).
 			Webhooks: controld.WebhookConfig{Policy: webhooks.Policy{AllowPrivate: true, AllowHTTPLoopback: true},
 				Backoff: time.Second, MaxBackoff: 10 * time.Second, MaxAttempts: 5}}

@@ -39,6 +39,13 @@ func NATS(t testing.TB) *Bus {
 	return startBus(t, TLSFiles{})
 }
 
+// TestMaxStore is the JetStream store test servers declare: the streams'
+// byte limits (EVENTS, recordings, LOGS: gigabytes each by default) are
+// reserved against it when made, while tests write megabytes. Left to
+// nats-server's default (75% of the free disk) the reservations fail on a
+// machine whose disk is fuller, whatever the test does.
+const TestMaxStore = 1 << 40
+
 func startBus(t testing.TB, files TLSFiles) *Bus {
 	t.Helper()
 	keys, err := bus.GenerateKeys()
@@ -46,7 +53,7 @@ func startBus(t testing.TB, files TLSFiles) *Bus {
 		t.Fatalf("nats keys: %v", err)
 	}
 	auth := keys.Public()
-	cfg := bus.Config{StoreDir: t.TempDir(), Auth: &auth,
+	cfg := bus.Config{StoreDir: t.TempDir(), Auth: &auth, MaxStore: TestMaxStore,
 		TLS: bus.ServerTLS{CertFile: files.CertFile, KeyFile: files.KeyFile}}
 	srv, err := bus.Start(cfg)
 	if err != nil {
@@ -96,7 +103,7 @@ func (b *Bus) Restart() error {
 // measured against.
 func PlainNATS(t testing.TB) *Bus {
 	t.Helper()
-	srv, err := bus.Start(bus.Config{StoreDir: t.TempDir()})
+	srv, err := bus.Start(bus.Config{StoreDir: t.TempDir(), MaxStore: TestMaxStore})
 	if err != nil {
 		t.Fatalf("start nats: %v", err)
 	}

@@ -72,7 +72,9 @@ func (l *Listener) listen(ctx context.Context) error {
 		return fmt.Errorf("%s: %w", l.Name, err)
 	}
 	conn := pc.Hijack()
-	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{l.Channel}.Sanitize()); err != nil {
+	// Channel is one of our constants, a plain identifier: the
+	// statement's text is what pg_stat_activity shows of the listener.
+	if _, err := conn.Exec(ctx, "LISTEN "+l.Channel); err != nil {
 		_ = conn.Close(context.WithoutCancel(ctx))
 		return fmt.Errorf("%s listen: %w", l.Name, err)
 	}

@@ -70,6 +70,17 @@ func runVerifier(t *testing.T, pool *pgxpool.Pool, rec *records, refs map[string
 	})
 }
 
+// serveRegistry starts an in-process registry on loopback for the test.
+func serveRegistry(t *testing.T) *registry.Server {
+	t.Helper()
+	srv, err := registry.Serve("127.0.0.1:0", t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Close() })
+	return srv
+}
+
 // freeAddr is a loopback address nothing listens on (yet).
 func freeAddr(t *testing.T) string {
 	t.Helper()
@@ -172,11 +183,7 @@ func TestVerifierRetriesUntilTheRegistryAnswers(t *testing.T) {
 func TestVerifiersCheckEachRequestOnce(t *testing.T) {
 	t.Parallel()
 	pool := newPool(t)
-	srv, err := registry.Serve("127.0.0.1:0", t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = srv.Close() })
+	srv := serveRegistry(t)
 	rec := newRecords()
 	refs := map[string]string{}
 	var all []api.Image
@@ -203,11 +210,7 @@ func TestVerifiersCheckEachRequestOnce(t *testing.T) {
 func TestVerifierRetakesAnAbandonedClaim(t *testing.T) {
 	t.Parallel()
 	pool := newPool(t)
-	srv, err := registry.Serve("127.0.0.1:0", t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = srv.Close() })
+	srv := serveRegistry(t)
 	img, _, push := queued(t, pool, srv.Addr(), "orphan")
 	push()
 	now := time.Now()
@@ -230,11 +233,7 @@ func TestVerifierRetakesAnAbandonedClaim(t *testing.T) {
 func TestVerifierDropsARevokedImage(t *testing.T) {
 	t.Parallel()
 	pool := newPool(t)
-	srv, err := registry.Serve("127.0.0.1:0", t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = srv.Close() })
+	srv := serveRegistry(t)
 	img, _, push := queued(t, pool, srv.Addr(), "gone")
 	push()
 	m, err := images.Decide(img, images.ActRevoke, images.Actor{PlatformRole: api.RoleAdmin})

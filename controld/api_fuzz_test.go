@@ -36,6 +36,7 @@ var requestTypes = map[string]func() any{
 	"api.ImagePublishRequest":      func() any { return new(api.ImagePublishRequest) },
 	"api.ImageRef":                 func() any { return new(api.ImageRef) },
 	"api.JobCreateRequest":         func() any { return new(api.JobCreateRequest) },
+	"api.JobLogsRequest":           func() any { return new(api.JobLogsRequest) },
 	"api.JobListRequest":           func() any { return new(api.JobListRequest) },
 	"api.JobRef":                   func() any { return new(api.JobRef) },
 	"api.VolumeCreateRequest":      func() any { return new(api.VolumeCreateRequest) },

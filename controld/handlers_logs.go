@@ -74,7 +74,11 @@ func (s *Server) jobLogs(ctx context.Context, c *call, req api.JobLogsRequest) (
 }
 
 func (s *Server) readJobLog(ctx context.Context, j api.Job, req api.JobLogsRequest, wait time.Duration) (logstream.Page, error) {
-	if j.NodeID == "" {
+	if j.NodeID == "" { // not placed: nothing to read yet; wait as a read would
+		select {
+		case <-ctx.Done():
+		case <-time.After(wait):
+		}
 		return logstream.Page{Cursor: req.Cursor, CaughtUp: true}, nil
 	}
 	page, err := logstream.Read(ctx, s.js, logstream.Query{Subject: logstream.Subject(j.NodeID, logstream.KindJob, j.ID),

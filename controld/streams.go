@@ -34,7 +34,7 @@ type StreamLimits struct {
 	RecordingsMaxBytes int64
 	RecordingsMaxAge   time.Duration
 	// LogsMaxBytes and LogsMaxAge bound the LOGS stream of jobs' output
-	// (defaults 4 GiB, 7 days: logs stay readable after their
+	// (defaults 1 GiB, 7 days: logs stay readable after their
 	// allocation is released until then); the oldest go first.
 	// JobLogMaxBytes bounds one job's log (default 64 MiB), cut by hostd
 	// with a marker line (docs/decisions/0022-logs-in-jetstream.md).
@@ -48,7 +48,7 @@ func (l *StreamLimits) CheckAndSetDefaults() error {
 	for _, d := range []struct {
 		v   *int64
 		def int64
-	}{{&l.EventsMaxBytes, 1 << 30}, {&l.RecordingsMaxBytes, 10 << 30}, {&l.LogsMaxBytes, 4 << 30}, {&l.JobLogMaxBytes, 64 << 20}} {
+	}{{&l.EventsMaxBytes, 1 << 30}, {&l.RecordingsMaxBytes, 10 << 30}, {&l.LogsMaxBytes, 1 << 30}, {&l.JobLogMaxBytes, 64 << 20}} {
 		if *d.v == 0 {
 			*d.v = d.def
 		}

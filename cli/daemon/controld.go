@@ -205,7 +205,7 @@ GPUAAS_SMTP_PASSWORD.
 	fl.DurationVar(&opts.Streams.EventsMaxAge, "events-max-age", 7*24*time.Hour, "How long the EVENTS stream keeps events (how long a client may be away and still catch up)")
 	fl.Int64Var(&opts.Streams.RecordingsMaxBytes, "recordings-max-bytes", 10<<30, "Bytes the recordings stream keeps at most (when full, new recordings are refused)")
 	fl.DurationVar(&opts.Streams.RecordingsMaxAge, "recordings-max-age", 90*24*time.Hour, "How long terminal recordings are kept (they cannot be deleted before)")
-	fl.Int64Var(&opts.Streams.LogsMaxBytes, "logs-max-bytes", 4<<30, "Bytes the LOGS stream of jobs' output keeps at most (the oldest logs go first)")
+	fl.Int64Var(&opts.Streams.LogsMaxBytes, "logs-max-bytes", 1<<30, "Bytes the LOGS stream of jobs' output keeps at most (the oldest logs go first)")
 	fl.DurationVar(&opts.Streams.LogsMaxAge, "logs-max-age", 7*24*time.Hour, "How long jobs' logs are kept (they outlive their allocation until then)")
 	fl.Int64Var(&opts.Streams.JobLogMaxBytes, "job-log-max-bytes", 64<<20, "Bytes of one job's output kept in its log (past it, a marker line says it was cut)")
 	fl.DurationVar(&opts.DrainTimeout, "drain-timeout", controld.DefaultDrainTimeout,

@@ -100,6 +100,9 @@ func followLogs(ctx context.Context, client *api.Client, req api.JobLogsRequest,
 	if follow {
 		req.Wait = api.JobLogsMaxWait
 	}
+	if req.Limit == 0 {
+		req.Limit = 1000
+	}
 	retry, failing := time.Duration(0), time.Time{}
 	for {
 		p, err := client.JobLogs(ctx, req)
@@ -127,6 +130,13 @@ func followLogs(ctx context.Context, client *api.Client, req api.JobLogsRequest,
 		req.After, req.Cursor = p.After, p.Cursor
 		if p.Ended || (!follow && len(p.Lines) == 0) {
 			return p.State, nil
+		}
+		if follow && len(p.Lines) > 0 && len(p.Lines) < req.Limit {
+			select {
+			case <-ctx.Done():
+				return p.State, ctx.Err()
+			case <-time.After(api.JobLogsFollowPace):
+			}
 		}
 	}
 }

@@ -12,7 +12,7 @@ import (
 
 // BenchmarkJobLogLatency measures a line printed by a job → the same
 // line read by a follower of `gpuaas job logs -f` (job.logs with wait, as
-// the CLI calls it), with a real controld and agent on one machine: the
+// the CLI calls it, paced as it is), with a real controld and agent on one machine: the
 // line's time is taken by hostd when the job wrote it, the follower's
 // when its page arrives (one clock). The job prints a line every 50 ms,
 // b.N lines; p50 and p99 in ms.
@@ -40,6 +40,9 @@ func BenchmarkJobLogLatency(b *testing.B) {
 		req.After, req.Cursor = p.After, p.Cursor
 		if p.Ended {
 			break
+		}
+		if len(p.Lines) > 0 {
+			time.Sleep(api.JobLogsFollowPace) // as the CLI paces itself
 		}
 	}
 	b.StopTimer()

@@ -25,6 +25,11 @@ const (
 	// inside a call attempt (DefaultAttemptTimeout), so following is a
 	// loop of short calls that resumes anywhere, on any replica.
 	JobLogsMaxWait = 2500 * time.Millisecond
+	// JobLogsFollowPace is how long a follower waits after a page that
+	// had lines before asking again, so that lines gather into pages: a
+	// job printing a line every millisecond costs a follower at most 20
+	// calls a second, well under the per-user API rate limit.
+	JobLogsFollowPace = 50 * time.Millisecond
 )
 
 // JobLogsRequest asks for a page of a job's log (job.logs): the lines

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
 	"sync"
@@ -113,10 +114,10 @@ func NewPump(cfg PumpConfig) (*Pump, error) {
 }
 
 // Stdout is the writer for the source's standard output.
-func (p *Pump) Stdout() *lineWriter { return p.stdout }
+func (p *Pump) Stdout() io.Writer { return p.stdout }
 
 // Stderr is the writer for the source's standard error.
-func (p *Pump) Stderr() *lineWriter { return p.stderr }
+func (p *Pump) Stderr() io.Writer { return p.stderr }
 
 // add takes one line of output (text without its newline; size counts
 // it) under the bounds.

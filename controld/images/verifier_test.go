@@ -2,6 +2,7 @@ package images_test
 
 import (
 	"context"
+	"io"
 	"net"
 	"sync"
 	"testing"
@@ -151,7 +152,12 @@ func TestVerifierRetriesUntilTheRegistryAnswers(t *testing.T) {
 	t.Parallel()
 	pool := newPool(t)
 	addr := freeAddr(t)
-	img, _, push := queued(t, pool, addr, "late")
+	img, _, _ := queued(t, pool, addr, "late")
+	// The registry holding the image listens elsewhere; addr, where the
+	// image's reference points, refuses connections until it forwards
+	// there (the registry coming back with the image already in it).
+	srv := serveRegistry(t)
+	pushTo(t, srv.Addr(), "late")
 	rec := newRecords()
 	runVerifier(t, pool, rec, map[string]string{img.Ref: img.ID})
 	deferred := waitFor(t, pool, img.ID, func(i api.Image) bool {
@@ -163,12 +169,7 @@ func TestVerifierRetriesUntilTheRegistryAnswers(t *testing.T) {
 	if out, _ := rec.of(img.ID); len(out) != 0 {
 		t.Fatalf("recorded %v while the registry was down", out)
 	}
-	srv, err := registry.Serve(addr, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = srv.Close() })
-	push()
+	forward(t, addr, srv.Addr())
 	done := waitFor(t, pool, img.ID, func(i api.Image) bool { return i.Verification == nil })
 	if done.Trust != api.TrustVerified || done.Layers != 1 || done.Platform != api.ImagePlatform {
 		t.Fatalf("after the registry came back: %+v", done)
@@ -176,6 +177,50 @@ func TestVerifierRetriesUntilTheRegistryAnswers(t *testing.T) {
 	if out, _ := rec.of(img.ID); len(out) != 1 || out[0] != images.Recorded {
 		t.Fatalf("outcomes: %v; want one recorded", out)
 	}
+}
+
+// pushTo pushes queued's image of name to the registry at addr.
+func pushTo(t *testing.T, addr, name string) {
+	t.Helper()
+	img, err := registry.Tiny(map[string]string{"bin/" + name: name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, err := registry.New(registry.Settings{Addr: addr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.Push(t.Context(), name, img); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// forward listens on addr and relays each connection to target.
+func forward(t *testing.T, addr, target string) {
+	t.Helper()
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				u, err := net.Dial("tcp", target)
+				if err != nil {
+					return
+				}
+				defer u.Close()
+				go func() { _, _ = io.Copy(u, c) }()
+				_, _ = io.Copy(c, u)
+			}()
+		}
+	}()
 }
 
 // TestVerifiersCheckEachRequestOnce: two verifiers (two replicas) share

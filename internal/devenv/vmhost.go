@@ -83,7 +83,7 @@ func startVMHost(ctx context.Context, cfg Config) (*vmHost, error) {
 	switch cfg.VM {
 	case VMImageDebian:
 		img, err = guestimage.Build(ctx, gcfg)
-		v.vcpus, v.memMiB = 2, 1024
+		v.vcpus, v.memMiB = 1, 1024 // 1 vCPU: under TCG on a loaded machine a second one slows the boot
 	default:
 		img, err = guestimage.BuildMinimal(ctx, gcfg)
 		v.vcpus, v.memMiB = 1, 384

@@ -32,7 +32,7 @@ import (
 // VM images `gpuaas dev --vm-image` accepts.
 const (
 	VMImageMinimal = "minimal" // hostd/guestimage BuildMinimal: ~4-30 s to ready under TCG
-	VMImageDebian  = "debian"  // hostd/guestimage Build: the production image, minutes under TCG
+	VMImageDebian  = "debian"  // hostd/guestimage Build: the production image, ~4 min under TCG
 )
 
 // Dev's slice network: its own, apart from a node's (gpuaas-slices) and

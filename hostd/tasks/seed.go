@@ -136,10 +136,13 @@ func seedFiles(p api.VMProvisionParams, keys []string) (userData, meta, network 
 	}
 	gw := ipnet.Masked().Addr().Next() // the host's bridge, subnet+1
 	network, err = yaml.Marshal(networkConfig{Version: 2, Ethernets: map[string]ethernet{"mgmt": {
-		Match:       macMatch{MACAddress: strings.ToLower(first.MAC)},
-		SetName:     "mgmt0",
-		Addresses:   []string{ipnet.String()},
-		Routes:      []route{{To: "default", Via: gw.String()}},
+		Match:     macMatch{MACAddress: strings.ToLower(first.MAC)},
+		SetName:   "mgmt0",
+		Addresses: []string{ipnet.String()},
+		// 0.0.0.0/0, not "default": the production image's cloud-init
+		// (Debian 12's 22.4) refuses "default" ("Address default is not a
+		// valid ip address") and the guest comes up without a network.
+		Routes:      []route{{To: "0.0.0.0/0", Via: gw.String()}},
 		Nameservers: &nameservers{Addresses: []string{gw.String()}},
 	}}})
 	if err != nil {

@@ -32,7 +32,7 @@ import (
 // VM images `gpuaas dev --vm-image` accepts.
 const (
 	VMImageMinimal = "minimal" // hostd/guestimage BuildMinimal: ~4-30 s to ready under TCG
-	VMImageDebian  = "debian"  // hostd/guestimage Build: the production image, minutes under TCG
+	VMImageDebian  = "debian"  // hostd/guestimage Build: the production image, ~4 min under TCG
 )
 
 // Dev's slice network: its own, apart from a node's (gpuaas-slices) and
@@ -83,7 +83,7 @@ func startVMHost(ctx context.Context, cfg Config) (*vmHost, error) {
 	switch cfg.VM {
 	case VMImageDebian:
 		img, err = guestimage.Build(ctx, gcfg)
-		v.vcpus, v.memMiB = 2, 1024
+		v.vcpus, v.memMiB = 1, 1024 // 1 vCPU: under TCG on a loaded machine a second one slows the boot
 	default:
 		img, err = guestimage.BuildMinimal(ctx, gcfg)
 		v.vcpus, v.memMiB = 1, 384

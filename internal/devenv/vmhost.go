@@ -149,7 +149,7 @@ func catalogFor(v *vmHost) []api.SKU {
 		return skus
 	}
 	for i, s := range skus {
-		if s.Shape == api.ShapeGPUSlice && s.GPUModel == "H200" {
+		if !s.WholeNode() && s.GPUModel == "H200" {
 			s.VCPUsPerGPU, s.MemoryMiBPerGPU, s.Image = v.vcpus, v.memMiB, v.image
 			s.Description += " (gpuaas dev --vm: a real guest, emulated)"
 			skus[i] = s

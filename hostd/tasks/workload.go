@@ -200,5 +200,10 @@ func releaseWorkloads(ctx context.Context, env *Env, allocID, user string) error
 			return fmt.Errorf("release workloads of %s: %w", user, err)
 		}
 	}
+	// usermod changes no range of a user with processes (a podman of a
+	// workload.status, its pause process): they end first.
+	if err := env.Users.KillProcesses(ctx, user); err != nil {
+		return fmt.Errorf("release workloads of %s: %w", user, err)
+	}
 	return ids.Release(ctx, user)
 }

@@ -1,10 +1,13 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -186,3 +189,102 @@ func readFile(t *testing.T, path string) string {
 }
 
 func jsonOf(s string, v any) error { return json.Unmarshal([]byte(s), v) }
+
+// BenchmarkAppRunCached is `app run` → running with the image already in
+// the node's cache and the user's storage (bench/goals.json): each op
+// runs a new workload of the same digest on one active bare-metal
+// allocation, timed from the request until app.get says running; it is
+// stopped and removed untimed.
+func BenchmarkAppRunCached(b *testing.B) {
+	if os.Geteuid() != 0 {
+		b.Skip("workloads run as the sim's system users, which need root")
+	}
+	if _, err := exec.LookPath("podman"); err != nil {
+		b.Skip("no podman")
+	}
+	data, cfg := tempDirTB(b, "gpuaas-bench-data-"), tempDirTB(b, "gpuaas-bench-cfg-")
+	pw := filepath.Join(cfg, "pw")
+	if err := os.WriteFile(pw, []byte(devPassword+"\n"), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	dev := startDevBin(b, binary, data, cfg, "--password-file", pw, "--log-level", "warn")
+	if r := dev.gpuaas(b, devPassword+"\n", "login", "--password-stdin"); r.code != 0 {
+		b.Fatalf("login exited %d: %s", r.code, r.stderr)
+	}
+	file := filepath.Join(cfg, "wl.tar")
+	tag, _ := name.NewTag("e2e/wl:latest")
+	if err := tarball.WriteToFile(file, tag, workloadtest.Image(b, "", nil)); err != nil {
+		b.Fatal(err)
+	}
+	for _, args := range [][]string{{"image", "import", "wl", file}, {"image", "verify", "wl"}, {"image", "promote", "wl"}} {
+		if r := dev.gpuaas(b, "", args...); r.code != 0 {
+			b.Fatalf("%v: exit %d %s", args, r.code, r.stderr)
+		}
+	}
+	client := benchClient(b, cfg)
+	ctx := context.Background()
+	a, err := client.AllocCreate(ctx, api.AllocCreateRequest{SKU: "h100-baremetal", GPUs: 8})
+	if err != nil {
+		b.Fatal(err)
+	}
+	until := func(what string, done func() bool) {
+		for deadline := time.Now().Add(2 * time.Minute); !done(); time.Sleep(20 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				b.Fatalf("waited 2m for %s", what)
+			}
+		}
+	}
+	until("the allocation to be active", func() bool {
+		got, err := client.AllocGet(ctx, a.ID)
+		return err == nil && got.State == api.AllocActive
+	})
+	run := func(i int) (time.Duration, *api.Workload) {
+		start := time.Now()
+		w, err := client.AppRun(ctx, api.AppRunRequest{Image: "wl", AllocationID: a.ID, Name: fmt.Sprintf("b%d", i),
+			Command: []string{workloadtest.App, "serve"}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		until("the workload to run", func() bool {
+			got, err := client.AppGet(ctx, w.ID)
+			if err == nil && api.WorkloadFinal(got.State) {
+				b.Fatalf("workload %s ended: %s", got.ID, got.Reason)
+			}
+			w = got
+			return err == nil && got.State == api.WorkloadRunning
+		})
+		return time.Since(start), w
+	}
+	remove := func(w *api.Workload) {
+		if _, err := client.AppRm(ctx, w.ID); err != nil {
+			b.Fatal(err)
+		}
+		until("the workload to stop", func() bool {
+			got, err := client.AppGet(ctx, w.ID)
+			return err == nil && api.WorkloadFinal(got.State)
+		})
+	}
+	first, w := run(-1) // pulls into the node's cache and the user's storage
+	if !w.Pulled {
+		b.Fatalf("the first run did not pull: %+v", w)
+	}
+	remove(w)
+	var took []time.Duration
+	b.ResetTimer()
+	for i := range b.N {
+		d, w := run(i)
+		took = append(took, d)
+		b.StopTimer()
+		if w.Pulled {
+			b.Fatalf("run %d pulled again", i)
+		}
+		remove(w)
+		b.StartTimer()
+	}
+	b.StopTimer()
+	slices.Sort(took)
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+	b.ReportMetric(ms(took[len(took)/2]), "p50-ms")
+	b.ReportMetric(ms(took[len(took)*99/100]), "p99-ms")
+	b.ReportMetric(ms(first), "first-run-ms")
+}

@@ -25,7 +25,7 @@ func NewCmdLogs(f *cmdutil.Factory, runF func(context.Context, *LogsOptions) err
 		Use:   "logs ID",
 		Short: "Print the last lines of a workload's output",
 		Long: `Print the last lines of a workload's output (standard output and error) as
-its node last reported them: when it started, every 30 seconds while it runs,
+its node last reported them: soon after it started, every 30 seconds while it runs,
 and when it ended.`,
 		Args: cmdutil.ExactArgs(1, "a workload ID"),
 		RunE: func(c *cobra.Command, args []string) error {

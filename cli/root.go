@@ -11,6 +11,7 @@ import (
 
 	"github.com/gpuaas/gpuaas/cli/admin"
 	"github.com/gpuaas/gpuaas/cli/alloc"
+	"github.com/gpuaas/gpuaas/cli/app"
 	"github.com/gpuaas/gpuaas/cli/audit"
 	"github.com/gpuaas/gpuaas/cli/auth"
 	"github.com/gpuaas/gpuaas/cli/billing"
@@ -125,6 +126,7 @@ func addCommands(root *cobra.Command, f *cmdutil.Factory) {
 		project.NewCmdProject(f),
 		catalog.NewCmdCatalog(f),
 		image.NewCmdImage(f),
+		app.NewCmdApp(f),
 		alloc.NewCmdAlloc(f),
 		job.NewCmdRun(f, nil),
 		job.NewCmdJob(f),

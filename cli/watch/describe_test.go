@@ -83,7 +83,11 @@ var samples = map[string]sample{
 	api.EventVolume: {api.Volume{Name: "data", SizeBytes: 1 << 30, Node: "gpu-01", State: api.VolumeReady},
 		"volume data (1G on gpu-01) ready"},
 	api.EventImage: {api.Image{Name: "tiny", Lifecycle: "promoted", Trust: "revoked", TrustReason: "CVE-1"}, "image tiny: promoted, revoked (CVE-1)"},
+	api.EventWorkloadState: {api.Workload{ID: "w-1", Name: "web", Image: "tiny", AllocationID: "a-1", State: api.WorkloadFailed,
+		ExitCode: &exitOne, Reason: "exited with 1"}, "workload w-1 (web, tiny) on a-1 failed, exit 1 (exited with 1)"},
 }
+
+var exitOne = 1
 
 var exitSeven = 7
 

@@ -32,6 +32,9 @@ func Settlers(cfg Config) tasks.Settlers {
 	}
 }
 
+// firstWait is the wait of the first workload.status after the start.
+const firstWait = 2 * time.Second
+
 // linesMax bounds the last lines kept of a workload.
 const linesMax = 16 << 10
 
@@ -109,9 +112,15 @@ func settleStop(ctx context.Context, tx pgx.Tx, o tasks.Outcome) (tasks.Effect, 
 // running records that the workload runs (or is starting: created, not
 // started yet) and queues the workload.status that follows it.
 func running(ctx context.Context, tx pgx.Tx, w row, rep api.WorkloadReport, cfg Config, now time.Time) (tasks.Effect, error) {
+	// The first status comes soon (start reports no lines, to be running
+	// sooner): the workload's first lines, or its early exit.
+	wait := cfg.Wait
+	if w.State != api.WorkloadRunning {
+		wait = min(wait, firstWait)
+	}
 	taskID, err := tasks.Enqueue(ctx, tx, tasks.Task{NodeID: w.NodeID, Type: api.TaskWorkloadStatus,
 		Params: api.WorkloadStatusParams{WorkloadID: w.ID, AllocationID: w.AllocationID,
-			PosixUser: api.PosixUser(w.AllocationID), Wait: cfg.Wait}}, now)
+			PosixUser: api.PosixUser(w.AllocationID), Wait: wait}}, now)
 	if err != nil {
 		return tasks.Effect{}, err
 	}

@@ -36,7 +36,8 @@ const IDPrefix = "w"
 type Config struct {
 	// Wait is how long one workload.status waits for a running container
 	// to end before reporting it still runs (default 30s: its last lines
-	// in `app logs` are at most that old).
+	// in `app logs` are at most that old; the first status after the
+	// start waits 2s at most).
 	Wait time.Duration
 	// StopGrace is how long workload.stop waits after SIGTERM before
 	// SIGKILL (default 10s, podman's own).

@@ -102,7 +102,13 @@ func workloadStart(ctx context.Context, env *Env, p api.WorkloadStartParams, rep
 	}
 	env.Log.Info("workload started", "workload", p.WorkloadID, "allocation", p.AllocationID,
 		"image", entry.Digest, "pulled", pulled)
-	r, err := pm.Status(ctx, p.WorkloadID, 0)
+	// Its state only: its first lines come with the workload.status that
+	// follows (one podman less on the way to running).
+	r, err := pm.Status(ctx, p.WorkloadID, -1)
+	if err == nil && r.State == api.ContainerExited {
+		// Ended already: this report is its last, with its lines.
+		r, err = pm.Status(ctx, p.WorkloadID, 0)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("workload %s: status: %w", p.WorkloadID, err)
 	}
@@ -199,6 +205,11 @@ func releaseWorkloads(ctx context.Context, env *Env, allocID, user string) error
 		if err := pm.RemoveAll(ctx, workloadStopGrace); err != nil {
 			return fmt.Errorf("release workloads of %s: %w", user, err)
 		}
+	}
+	// usermod changes no range of a user with processes (a podman of a
+	// workload.status, its pause process): they end first.
+	if err := env.Users.KillProcesses(ctx, user); err != nil {
+		return fmt.Errorf("release workloads of %s: %w", user, err)
 	}
 	return ids.Release(ctx, user)
 }

@@ -207,9 +207,22 @@ func TestWorkloadLifecycleWithRealPodman(t *testing.T) {
 	// Release A: its running workload is stopped with its grace (podman
 	// stop), not killed with the user's processes; then nothing of A
 	// remains; B runs on.
-	if _, _, err := run(t, env, api.TaskDeprovisionUser, api.UserDeprovisionParams{AllocationID: allocA, PosixUser: a.name}); err != nil {
+	// A podman of A's still runs at release (as a workload.status's
+	// inspect may): usermod refuses to change the ranges of a user with
+	// processes, so the release ends them first.
+	ea, err := env.Envs.Open(context.Background(), hostenv.Alloc{ID: allocA, PosixUser: a.name})
+	if err != nil {
 		t.Fatal(err)
 	}
+	events, err := ea.Exec(context.Background(), hostenv.ExecSpec{Argv: []string{"podman", "events"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := run(t, env, api.TaskDeprovisionUser, api.UserDeprovisionParams{AllocationID: allocA, PosixUser: a.name}); err != nil {
+		events.Signal(9)
+		t.Fatal(err)
+	}
+	events.Wait() // the release ended it; reaped here, its parent
 	select {
 	case got := <-terms:
 		if got != "SIGTERM w-user" {

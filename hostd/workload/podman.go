@@ -92,20 +92,42 @@ func (p Podman) shell(ctx context.Context, stdin io.Reader, command string) (Res
 	return Result{Code: code, Stdout: out.String(), Stderr: errb.String()}, nil
 }
 
-// HardLimits are the user's hard RLIMIT_NOFILE and RLIMIT_NPROC: podman
-// may not raise a container's above them, so they are what it is given.
-func (p Podman) HardLimits(ctx context.Context) (nofile, nproc uint64, err error) {
-	r, err := p.shell(ctx, nil, "ulimit -Hn; ulimit -Hu")
+// limits are the user's hard RLIMIT_NOFILE and RLIMIT_NPROC (podman may
+// not raise a container's above them, so they are what it is given) and
+// whether its storage has the image.
+type limits struct {
+	nofile, nproc uint64
+	hasImage      bool
+}
+
+// prepare reads the limits and looks for image id in one shell.
+func (p Podman) prepare(ctx context.Context, id string) (limits, error) {
+	r, err := p.shell(ctx, nil, "ulimit -Hn; ulimit -Hu; podman --runtime runc image exists "+quoteArgs([]string{id})+"; echo $?")
 	if err != nil {
-		return 0, 0, err
+		return limits{}, err
 	}
-	if err := r.Err("ulimit"); err != nil {
-		return 0, 0, err
+	if err := r.Err("prepare"); err != nil {
+		return limits{}, err
 	}
 	f := strings.Fields(r.Stdout)
-	if len(f) != 2 {
-		return 0, 0, fmt.Errorf("ulimit: unexpected output %q", r.Stdout)
+	if len(f) != 3 {
+		return limits{}, fmt.Errorf("prepare: unexpected output %q (%s)", r.Stdout, strings.TrimSpace(r.Stderr))
 	}
+	nofile, nproc, err := parseLimits(f[0], f[1])
+	if err != nil {
+		return limits{}, err
+	}
+	switch f[2] {
+	case "0":
+		return limits{nofile, nproc, true}, nil
+	case "1":
+		return limits{nofile, nproc, false}, nil
+	}
+	return limits{}, fmt.Errorf("image exists %s: podman exited %s: %s", id, f[2], strings.TrimSpace(r.Stderr))
+}
+
+func parseLimits(n, u string) (nofile, nproc uint64, err error) {
+	f := []string{n, u}
 	parse := func(s string) (uint64, error) {
 		if s == "unlimited" {
 			return 1 << 20, nil

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"testing"
 
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 
 	"github.com/gpuaas/gpuaas/internal/registry"
@@ -82,6 +83,21 @@ func Push(t testing.TB, srv *registry.Server, repo string, extra map[string]stri
 // Dockerfile; "" is root).
 func PushAs(t testing.TB, srv *registry.Server, repo, user string, extra map[string]string) string {
 	t.Helper()
+	img := Image(t, user, extra)
+	c, err := registry.New(registry.Settings{Addr: srv.Addr()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref, err := c.Push(context.Background(), repo, img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ref
+}
+
+// Image is the wlapp image (plus extra files), run as user ("" is root).
+func Image(t testing.TB, user string, extra map[string]string) v1.Image {
+	t.Helper()
 	files := map[string]string{"bin/wlapp": string(build(t)),
 		"etc/os-release": "ID=wlapp\n"}
 	for k, v := range extra {
@@ -102,13 +118,5 @@ func PushAs(t testing.TB, srv *registry.Server, repo, user string, extra map[str
 			t.Fatal(err)
 		}
 	}
-	c, err := registry.New(registry.Settings{Addr: srv.Addr()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ref, err := c.Push(context.Background(), repo, img)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ref
+	return img
 }

@@ -1,0 +1,158 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gpuaas/gpuaas/cli/cmdutil"
+	"github.com/gpuaas/gpuaas/internal/api"
+)
+
+// RunOptions are the inputs of `gpuaas app run`.
+type RunOptions struct {
+	IO       *cmdutil.IOStreams
+	Client   func() (*api.Client, error)
+	Exporter cmdutil.Exporter
+
+	Image      string
+	Allocation string
+	Name       string
+	Command    []string
+	Env        map[string]string
+	Detach     bool
+	Timeout    time.Duration
+}
+
+// NewCmdRun builds `gpuaas app run`; runF replaces runRun in tests.
+func NewCmdRun(f *cmdutil.Factory, runF func(context.Context, *RunOptions) error) *cobra.Command {
+	opts := &RunOptions{IO: f.IOStreams, Client: f.Client}
+	var env []string
+	cmd := &cobra.Command{
+		Use:   "run IMAGE --alloc ID [--name NAME] [-e NAME=VALUE]... [-- COMMAND ARGS...]",
+		Short: "Run a catalog image as a container on an allocation",
+		Long: `Run IMAGE, a catalog image (its name or id; promoted and verified, your
+project's own or the platform's), as a container on the bare-metal allocation
+--alloc, as the allocation's user with rootless podman. The node pulls the
+image by digest once and keeps it; later runs of the same digest there skip
+the pull. After --, COMMAND and its arguments replace the image's entrypoint
+and command. Environment values are never shown again, only their names.
+
+Without --detach, wait until the workload runs (or ended: exit 1 when it
+failed) and print it; with --detach, print its id at once.`,
+		Example: `  gpuaas app run tiny --alloc a-123
+  gpuaas app run tiny --alloc a-123 --name web -e PORT=8080 -- /bin/httpd -f -p 8080`,
+		Args: func(c *cobra.Command, args []string) error {
+			dash := c.ArgsLenAtDash()
+			if (dash < 0 && len(args) != 1) || dash > 1 || (dash == 0) {
+				return cmdutil.FlagErrorf("give one IMAGE (see `gpuaas image list`), then -- and a command if you want one")
+			}
+			return nil
+		},
+		RunE: func(c *cobra.Command, args []string) error {
+			opts.Image = args[0]
+			if dash := c.ArgsLenAtDash(); dash == 1 {
+				opts.Command = args[1:]
+				if len(opts.Command) == 0 {
+					return cmdutil.FlagErrorf("nothing after --: give a command, or leave -- out")
+				}
+			}
+			if opts.Allocation == "" {
+				return cmdutil.FlagErrorf("--alloc is required: the allocation to run on")
+			}
+			if opts.Timeout < 0 {
+				return cmdutil.FlagErrorf("invalid --timeout %s: want a positive duration", opts.Timeout)
+			}
+			for _, e := range env {
+				k, v, ok := strings.Cut(e, "=")
+				if !ok || k == "" {
+					return cmdutil.FlagErrorf("invalid -e %q: want NAME=VALUE", e)
+				}
+				if opts.Env == nil {
+					opts.Env = map[string]string{}
+				}
+				opts.Env[k] = v
+			}
+			if runF != nil {
+				return runF(c.Context(), opts)
+			}
+			return runRun(c.Context(), opts)
+		},
+	}
+	cmd.Flags().StringVar(&opts.Allocation, "alloc", "", "The allocation to run on (required)")
+	cmd.Flags().StringVar(&opts.Name, "name", "", "The workload's name, unique on the allocation (default: the image's)")
+	cmd.Flags().StringArrayVarP(&env, "env", "e", nil, "Set NAME=VALUE in the container (repeatable)")
+	cmd.Flags().BoolVarP(&opts.Detach, "detach", "d", false, "Print the workload's id and return at once")
+	cmd.Flags().DurationVar(&opts.Timeout, "timeout", 5*time.Minute, "Give up waiting after this long (exit 21)")
+	cmdutil.AddJSONFlags(cmd, &opts.Exporter, cmdutil.FieldsOf(api.Workload{}))
+	return cmd
+}
+
+func runRun(ctx context.Context, opts *RunOptions) error {
+	client, err := opts.Client()
+	if err != nil {
+		return err
+	}
+	w, err := client.AppRun(ctx, api.AppRunRequest{Image: opts.Image, AllocationID: opts.Allocation, Name: opts.Name,
+		Command: opts.Command, Env: opts.Env})
+	if err != nil {
+		return err
+	}
+	if opts.Detach {
+		if opts.Exporter != nil {
+			return opts.Exporter.Write(ctx, opts.IO, w)
+		}
+		fmt.Fprintln(opts.IO.Out, w.ID)
+		return nil
+	}
+	fmt.Fprintf(opts.IO.ErrOut, "workload %s (%s) on %s: %s\n", w.ID, w.Name, w.AllocationID, w.State)
+	w, err = waitStarted(ctx, client, w.ID, opts.Timeout)
+	if err != nil {
+		return err
+	}
+	if opts.Exporter != nil {
+		err = opts.Exporter.Write(ctx, opts.IO, w)
+	} else {
+		err = printWorkload(opts.IO, w)
+	}
+	if err == nil && w.State == api.WorkloadFailed {
+		return &cmdutil.CodedError{Code: cmdutil.ExitError, Err: fmt.Errorf("workload %s failed: %s", w.ID, api.SanitizeText(w.Reason))}
+	}
+	return err
+}
+
+// pollInterval is how often a wait reads the workload again.
+const pollInterval = 250 * time.Millisecond
+
+// waitStarted follows a workload until it runs or ended.
+func waitStarted(ctx context.Context, client *api.Client, id string, timeout time.Duration) (*api.Workload, error) {
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
+	t := time.NewTicker(pollInterval)
+	defer t.Stop()
+	state := api.WorkloadPending
+	for {
+		w, err := client.AppGet(ctx, id)
+		if err != nil {
+			if ctx.Err() == context.DeadlineExceeded {
+				return nil, &cmdutil.CodedError{Code: cmdutil.ExitWaitTimeout, Err: fmt.Errorf("workload %s: still %s after %s", id, state, timeout)}
+			}
+			return nil, err
+		}
+		state = w.State
+		if w.State == api.WorkloadRunning || api.WorkloadFinal(w.State) {
+			return w, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, &cmdutil.CodedError{Code: cmdutil.ExitWaitTimeout, Err: fmt.Errorf("workload %s: still %s after %s", id, state, timeout)}
+		case <-t.C:
+		}
+	}
+}

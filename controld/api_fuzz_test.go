@@ -23,20 +23,16 @@ import (
 // name of their type; TestRequestTypesCoverDecodes keeps the table in
 // step with the handlers.
 var requestTypes = map[string]func() any{
-	"api.AppPsRequest":             func() any { return new(api.AppPsRequest) },
-	"api.AppRunRequest":            func() any { return new(api.AppRunRequest) },
 	"api.ExposeCreateRequest":      func() any { return new(api.ExposeCreateRequest) },
 	"api.ExposeListRequest":        func() any { return new(api.ExposeListRequest) },
 	"api.ExposeRemoveRequest":      func() any { return new(api.ExposeRemoveRequest) },
 	"api.GateAuthorizeHTTPRequest": func() any { return new(api.GateAuthorizeHTTPRequest) },
 	"api.JobLogsRequest":           func() any { return new(api.JobLogsRequest) },
-	"api.WorkloadRef":              func() any { return new(api.WorkloadRef) },
 	"api.ImageChangeRequest":       func() any { return new(api.ImageChangeRequest) },
 	"api.ImageListRequest":         func() any { return new(api.ImageListRequest) },
 	"api.ImagePublishRequest":      func() any { return new(api.ImagePublishRequest) },
 	"api.ImageRef":                 func() any { return new(api.ImageRef) },
 	"api.JobCreateRequest":         func() any { return new(api.JobCreateRequest) },
-	"api.JobLogsRequest":           func() any { return new(api.JobLogsRequest) },
 	"api.JobListRequest":           func() any { return new(api.JobListRequest) },
 	"api.JobRef":                   func() any { return new(api.JobRef) },
 	"api.AppRunRequest":            func() any { return new(api.AppRunRequest) },

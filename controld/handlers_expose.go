@@ -25,6 +25,8 @@ func (s *Server) exposeEndpoints() []endpointDef {
 		query(s, api.OpExposeList, s.exposeList),
 		mutation(s, api.OpExposeRemove, s.exposeRemove),
 		query(s, api.OpGateAuthorizeHTTP, s.gateAuthorizeHTTP),
+		query(s, api.OpExposeLink, s.exposeLink),
+		query(s, api.OpGateRedeemLink, s.gateRedeemLink),
 	}
 }
 

@@ -82,7 +82,8 @@ var owners = map[string]string{
 	"webhooks":           "webhooks",
 	"webhook_deliveries": "webhooks",
 	// Ports served over HTTPS (docs/expose.md).
-	"exposures": "exposures",
+	"exposures":      "exposures",
+	"exposure_links": "exposures",
 }
 
 // foreignReads are the reads of a table outside its owner that are

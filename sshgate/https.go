@@ -70,7 +70,7 @@ func (g *Gateway) serveHTTPS(ctx context.Context) (stop func(), err error) {
 	if h.Listen == "" {
 		return func() {}, nil
 	}
-	front, err := httpfront.New(httpfront.Config{Core: g.core, Verdicts: g.cfg.Client, Domain: h.Domain, TLS: h.TLS,
+	front, err := httpfront.New(httpfront.Config{Core: g.core, Verdicts: g.cfg.Client, Links: g.cfg.Client, Domain: h.Domain, TLS: h.TLS,
 		CookieKey: h.CookieKey, Now: g.cfg.Now, Log: g.log.With("front", "https")})
 	if err != nil {
 		return nil, err

@@ -17,6 +17,9 @@ import (
 type HTTPS struct {
 	// Listen is the TCP address to serve HTTPS on, e.g. ":443".
 	Listen string
+	// Listener, when set, is served instead of listening on Listen (a
+	// caller that publishes the address first holds the port this way).
+	Listener net.Listener
 	// Domain is the apps domain ("localhost" in `gpuaas dev`).
 	Domain string
 	// CertFile and KeyFile are a PEM certificate for *.Domain and its key;
@@ -30,6 +33,9 @@ type HTTPS struct {
 
 // checkAndSetDefaults loads the certificate when the front is on.
 func (h *HTTPS) checkAndSetDefaults() error {
+	if h.Listen == "" && h.Listener != nil {
+		h.Listen = h.Listener.Addr().String()
+	}
 	if h.Listen == "" {
 		return nil
 	}
@@ -78,9 +84,11 @@ func (g *Gateway) serveHTTPS(ctx context.Context) (stop func(), err error) {
 	if err := g.metrics.reg.Register(front.Metrics()); err != nil {
 		return nil, fmt.Errorf("https metrics: %w", err)
 	}
-	ln, err := net.Listen("tcp", h.Listen)
-	if err != nil {
-		return nil, fmt.Errorf("listen https %s: %w", h.Listen, err)
+	ln := h.Listener
+	if ln == nil {
+		if ln, err = net.Listen("tcp", h.Listen); err != nil {
+			return nil, fmt.Errorf("listen https %s: %w", h.Listen, err)
+		}
 	}
 	g.https.mu.Lock()
 	g.https.addr, g.https.front = ln.Addr(), front

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/time/rate"
+
 	"github.com/gpuaas/gpuaas/gateway/httpfront"
 )
 
@@ -29,6 +31,10 @@ type HTTPS struct {
 	// CookieKey signs the front's login cookies; random per start when
 	// empty.
 	CookieKey []byte
+	// RatePerExposure, RatePerSource (requests a second) and Burst bound
+	// requests (defaults: gateway/httpfront's).
+	RatePerExposure, RatePerSource float64
+	Burst                          int
 }
 
 // checkAndSetDefaults loads the certificate when the front is on.
@@ -77,7 +83,8 @@ func (g *Gateway) serveHTTPS(ctx context.Context) (stop func(), err error) {
 		return func() {}, nil
 	}
 	front, err := httpfront.New(httpfront.Config{Core: g.core, Verdicts: g.cfg.Client, Links: g.cfg.Client, Domain: h.Domain, TLS: h.TLS,
-		CookieKey: h.CookieKey, Now: g.cfg.Now, Log: g.log.With("front", "https")})
+		CookieKey: h.CookieKey, RatePerExposure: rate.Limit(h.RatePerExposure), RatePerSource: rate.Limit(h.RatePerSource),
+		Burst: h.Burst, Now: g.cfg.Now, Log: g.log.With("front", "https")})
 	if err != nil {
 		return nil, err
 	}

@@ -70,7 +70,7 @@ func renterServer(t *testing.T) (port uint16, gotFirst chan struct{}) {
 
 // frontClient is a browser-like client of the front: it trusts the dev CA
 // and reaches every *.localhost name at the front's address.
-func frontClient(t *testing.T, ca *httpfront.DevCA, addr string, h2 bool) *http.Client {
+func frontClient(t testing.TB, ca *httpfront.DevCA, addr string, h2 bool) *http.Client {
 	t.Helper()
 	pool := x509.NewCertPool()
 	if !pool.AppendCertsFromPEM(ca.CertPEM) {

@@ -18,9 +18,11 @@ import (
 	"github.com/gpuaas/gpuaas/cli/catalog"
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
 	contextcmd "github.com/gpuaas/gpuaas/cli/context"
+	"github.com/gpuaas/gpuaas/cli/expose"
 	"github.com/gpuaas/gpuaas/cli/image"
 	"github.com/gpuaas/gpuaas/cli/job"
 	"github.com/gpuaas/gpuaas/cli/node"
+	"github.com/gpuaas/gpuaas/cli/open"
 	"github.com/gpuaas/gpuaas/cli/ops"
 	"github.com/gpuaas/gpuaas/cli/project"
 	"github.com/gpuaas/gpuaas/cli/session"
@@ -133,6 +135,8 @@ func addCommands(root *cobra.Command, f *cmdutil.Factory) {
 		billing.NewCmdBilling(f),
 		volume.NewCmdVolume(f),
 		webhook.NewCmdWebhook(f),
+		expose.NewCmdExpose(f),
+		cmdutil.LocalOnly(open.NewCmdOpen(f, nil), "opens a browser on this machine"),
 		cmdutil.LocalOnly(sshcmd.NewCmdSSH(f, nil), "runs OpenSSH on this machine"),
 		cmdutil.LocalOnly(sshconfig.NewCmdSSHConfig(f, nil), "writes OpenSSH's files on this machine"),
 		session.NewCmdSession(f),

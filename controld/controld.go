@@ -102,6 +102,10 @@ type Config struct {
 	// GatewayAddr is where users ssh to ("host:port"), told to clients by
 	// ssh.cas; empty when unknown.
 	GatewayAddr string
+	// AppsURL is the URL pattern of exposures, "*" standing for their host
+	// label ("https://*.apps.example.com", "https://*.localhost:8443" in
+	// gpuaas dev); empty: replies carry the label alone (docs/expose.md).
+	AppsURL string
 	// CAKeyEncryptionKey, when set (32 random bytes), seals the SSH CA
 	// private keys at rest (see controld/ca).
 	CAKeyEncryptionKey []byte

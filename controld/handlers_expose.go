@@ -25,6 +25,8 @@ func (s *Server) exposeEndpoints() []endpointDef {
 		query(s, api.OpExposeList, s.exposeList),
 		mutation(s, api.OpExposeRemove, s.exposeRemove),
 		query(s, api.OpGateAuthorizeHTTP, s.gateAuthorizeHTTP),
+		query(s, api.OpExposeLink, s.exposeLink),
+		query(s, api.OpGateRedeemLink, s.gateRedeemLink),
 	}
 }
 
@@ -65,6 +67,7 @@ func (s *Server) exposeCreate(_ context.Context, c *call, req api.ExposeCreateRe
 		if err != nil {
 			return nil, mutate.Effect{}, err
 		}
+		e.URL = s.exposureURL(e.Host)
 		eff, err := exposureEffect(ctx, tx, api.EndpointExposeCreate, e)
 		return &e, eff, err
 	}, nil
@@ -96,6 +99,9 @@ func (s *Server) exposeList(ctx context.Context, c *call, req api.ExposeListRequ
 	if es == nil {
 		es = []api.Exposure{}
 	}
+	for i := range es {
+		es[i].URL = s.exposureURL(es[i].Host)
+	}
 	return &api.ExposureList{Exposures: es}, nil
 }
 
@@ -118,6 +124,7 @@ func (s *Server) exposeRemove(ctx context.Context, c *call, req api.ExposeRemove
 		if err != nil {
 			return nil, mutate.Effect{}, err
 		}
+		e.URL = s.exposureURL(e.Host)
 		eff, err := exposureEffect(ctx, tx, api.EndpointExposeRemove, e)
 		return &e, eff, err
 	}, nil
@@ -164,4 +171,13 @@ func exposureEffect(ctx context.Context, tx pgx.Tx, action string, e api.Exposur
 				"expires_at": e.ExpiresAt, "name": e.Name}},
 		Events: []outbox.Event{ev},
 	}, nil
+}
+
+// exposureURL is where the exposure with host label is served
+// (Config.AppsURL); "" when controld does not know.
+func (s *Server) exposureURL(label string) string {
+	if s.cfg.AppsURL == "" {
+		return ""
+	}
+	return strings.Replace(s.cfg.AppsURL, "*", label, 1)
 }

@@ -88,7 +88,8 @@ var owners = map[string]string{
 	// Workloads on allocations (docs/apps.md).
 	"workloads": "workloads",
 	// Ports served over HTTPS (docs/expose.md).
-	"exposures": "exposures",
+	"exposures":      "exposures",
+	"exposure_links": "exposures",
 }
 
 // foreignReads are the reads of a table outside its owner that are

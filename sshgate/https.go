@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/time/rate"
+
 	"github.com/gpuaas/gpuaas/gateway/httpfront"
 )
 
@@ -17,6 +19,9 @@ import (
 type HTTPS struct {
 	// Listen is the TCP address to serve HTTPS on, e.g. ":443".
 	Listen string
+	// Listener, when set, is served instead of listening on Listen (a
+	// caller that publishes the address first holds the port this way).
+	Listener net.Listener
 	// Domain is the apps domain ("localhost" in `gpuaas dev`).
 	Domain string
 	// CertFile and KeyFile are a PEM certificate for *.Domain and its key;
@@ -26,10 +31,17 @@ type HTTPS struct {
 	// CookieKey signs the front's login cookies; random per start when
 	// empty.
 	CookieKey []byte
+	// RatePerExposure, RatePerSource (requests a second) and Burst bound
+	// requests (defaults: gateway/httpfront's).
+	RatePerExposure, RatePerSource float64
+	Burst                          int
 }
 
 // checkAndSetDefaults loads the certificate when the front is on.
 func (h *HTTPS) checkAndSetDefaults() error {
+	if h.Listen == "" && h.Listener != nil {
+		h.Listen = h.Listener.Addr().String()
+	}
 	if h.Listen == "" {
 		return nil
 	}
@@ -70,17 +82,20 @@ func (g *Gateway) serveHTTPS(ctx context.Context) (stop func(), err error) {
 	if h.Listen == "" {
 		return func() {}, nil
 	}
-	front, err := httpfront.New(httpfront.Config{Core: g.core, Verdicts: g.cfg.Client, Domain: h.Domain, TLS: h.TLS,
-		CookieKey: h.CookieKey, Now: g.cfg.Now, Log: g.log.With("front", "https")})
+	front, err := httpfront.New(httpfront.Config{Core: g.core, Verdicts: g.cfg.Client, Links: g.cfg.Client, Domain: h.Domain, TLS: h.TLS,
+		CookieKey: h.CookieKey, RatePerExposure: rate.Limit(h.RatePerExposure), RatePerSource: rate.Limit(h.RatePerSource),
+		Burst: h.Burst, Now: g.cfg.Now, Log: g.log.With("front", "https")})
 	if err != nil {
 		return nil, err
 	}
 	if err := g.metrics.reg.Register(front.Metrics()); err != nil {
 		return nil, fmt.Errorf("https metrics: %w", err)
 	}
-	ln, err := net.Listen("tcp", h.Listen)
-	if err != nil {
-		return nil, fmt.Errorf("listen https %s: %w", h.Listen, err)
+	ln := h.Listener
+	if ln == nil {
+		if ln, err = net.Listen("tcp", h.Listen); err != nil {
+			return nil, fmt.Errorf("listen https %s: %w", h.Listen, err)
+		}
 	}
 	g.https.mu.Lock()
 	g.https.addr, g.https.front = ln.Addr(), front

@@ -5,10 +5,12 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/http/cookiejar"
 	"strings"
 	"testing"
 	"time"
@@ -68,7 +70,7 @@ func renterServer(t *testing.T) (port uint16, gotFirst chan struct{}) {
 
 // frontClient is a browser-like client of the front: it trusts the dev CA
 // and reaches every *.localhost name at the front's address.
-func frontClient(t *testing.T, ca *httpfront.DevCA, addr string, h2 bool) *http.Client {
+func frontClient(t testing.TB, ca *httpfront.DevCA, addr string, h2 bool) *http.Client {
 	t.Helper()
 	pool := x509.NewCertPool()
 	if !pool.AppendCertsFromPEM(ca.CertPEM) {
@@ -199,6 +201,50 @@ func TestHTTPSFront(t *testing.T) {
 	if m := e.gw.httpsMetrics(ex.Host); m.Requests() < 3 || m.BytesOut() == 0 {
 		t.Errorf("metrics of %s: %d requests, %d bytes out; want them counted", ex.Host, m.Requests(), m.BytesOut())
 	}
+
+	t.Run("one-time link", func(t *testing.T) {
+		link, err := u.client.ExposeLink(ctx, api.ExposeLinkRequest{Host: ex.Host, Path: "/notebook/tree?x=1"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		jar, _ := cookiejar.New(nil)
+		browser := &http.Client{Transport: h2.Transport, Jar: jar}
+		url := base + api.LinkPath + "?code=" + link.Code
+		resp, body := get(t, browser, url, "")
+		if resp.StatusCode != http.StatusOK || body != `hello /notebook/tree auth="" cookie=true` {
+			t.Fatalf("through the link: got %s %q; want the page the link names", resp.Status, body)
+		}
+		var front *http.Cookie
+		for _, c := range resp.Request.Response.Cookies() { // the redirect's Set-Cookie
+			if c.Name == httpfront.CookieName {
+				front = c
+			}
+		}
+		if front == nil || !front.Secure || !front.HttpOnly || front.SameSite != http.SameSiteLaxMode || front.Domain != "" || front.Path != "/" {
+			t.Fatalf("front cookie: got %+v; want host-only, Secure, HttpOnly, SameSite, Path=/", front)
+		}
+		if resp, body := get(t, browser, base+"/again", ""); resp.StatusCode != http.StatusOK || body != `hello /again auth="" cookie=true` {
+			t.Fatalf("with the cookie: got %s %q; want 200 and the front cookie kept from the renter", resp.Status, body)
+		}
+		if resp, _ := get(t, frontClient(t, ca, addr, true), url, ""); resp.StatusCode != http.StatusNotFound {
+			t.Fatalf("the link a second time: got %s; want 404", resp.Status)
+		}
+		second, err := u.client.ExposeLink(ctx, api.ExposeLinkRequest{Host: ex.Host})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp, _ := get(t, h2, "https://"+api.ExposureHost(alloc, 1999)+".localhost"+api.LinkPath+"?code="+second.Code, ""); resp.StatusCode != http.StatusNotFound {
+			t.Fatalf("a link on another exposure's host: got %s; want 404", resp.Status)
+		}
+		for _, bad := range []string{"//evil.example/", "https://evil.example/", "/\\evil.example"} {
+			if _, err := u.client.ExposeLink(ctx, api.ExposeLinkRequest{Host: ex.Host, Path: bad}); !errors.Is(err, api.ErrInvalidArgument) {
+				t.Errorf("a link to %q: got %v; want invalid argument", bad, err)
+			}
+		}
+		if _, err := other.client.ExposeLink(ctx, api.ExposeLinkRequest{Host: ex.Host}); !errors.Is(err, api.ErrForbidden) {
+			t.Errorf("another user's link: got %v; want forbidden", err)
+		}
+	})
 
 	t.Run("logout ends access", func(t *testing.T) {
 		second := e.newLogin(u)

@@ -34,6 +34,7 @@ type ControldOptions struct {
 	SeedCatalog  bool
 	LogLevel     string
 	GatewayAddr  string
+	AppsURL      string
 	CAKeyFile    string
 	SSHCertTTL   time.Duration
 
@@ -194,6 +195,7 @@ GPUAAS_SMTP_PASSWORD.
 	fl.BoolVar(&opts.SeedCatalog, "seed-catalog", true, "Add the default SKUs that do not exist yet")
 	fl.StringVar(&opts.LogLevel, "log-level", "info", "Log level: debug, info, warn, error")
 	fl.StringVar(&opts.GatewayAddr, "gateway-addr", "", "Where users ssh to (host:port), told to clients by ssh.cas")
+	fl.StringVar(&opts.AppsURL, "apps-url", "", "URL pattern of exposures, * for their <port>-<alloc> label (e.g. https://*.apps.example.com), as the gateway's --https-domain serves them")
 	fl.StringVar(&opts.CAKeyFile, "ca-key-file", "", "File with 32 random bytes that seal the SSH CA keys in Postgres")
 	fl.DurationVar(&opts.SSHCertTTL, "ssh-cert-ttl", 12*time.Hour, "Longest life of a user SSH certificate (never past the session)")
 	fl.StringVar(&opts.StripeAPI, "stripe-api", payments.DefaultAPIBase, "Stripe API base URL")
@@ -273,7 +275,7 @@ func controldConfig(opts *ControldOptions, conns controlplane.Conns, keys *bus.K
 		Billing: controld.BillingConfig{MinRunway: opts.MinRunway, SMTP: controld.SMTPConfig{Addr: opts.SMTPAddr,
 			From: opts.SMTPFrom, Username: opts.SMTPUsername, Password: os.Getenv("GPUAAS_SMTP_PASSWORD")}},
 		Idle:        controld.IdleConfig{MinPeriod: opts.IdleMinPeriod, WarnAhead: opts.IdleWarnAhead},
-		GatewayAddr: opts.GatewayAddr, CAKeyEncryptionKey: kek, SSHCertTTL: opts.SSHCertTTL,
+		GatewayAddr: opts.GatewayAddr, AppsURL: opts.AppsURL, CAKeyEncryptionKey: kek, SSHCertTTL: opts.SSHCertTTL,
 		Stripe: payments.Settings{APIBase: opts.StripeAPI, SecretKey: os.Getenv("GPUAAS_STRIPE_SECRET_KEY"),
 			WebhookSecret: os.Getenv("GPUAAS_STRIPE_WEBHOOK_SECRET"), SuccessURL: opts.StripeSuccessURL, CancelURL: opts.StripeCancelURL},
 		HTTPAddr: opts.HTTPAddr, StreamReplicas: opts.StreamReplicas, Streams: opts.Streams, MetricsAddr: opts.MetricsAddr,

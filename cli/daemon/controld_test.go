@@ -25,7 +25,7 @@ func TestControldFlagsReachConfig(t *testing.T) {
 	cmd := NewCmdControld(cmdtest.Factory(ios), func(_ context.Context, o *ControldOptions) error { got = o; return nil })
 	cmd.SetArgs([]string{"--database-url", "postgres://db/x", "--nats-keys", "/k", "--api-rate", "7", "--api-burst", "9",
 		"--oidc-issuer", "https://idp.test", "--oidc-client-id", "cli", "--oidc-max-token-age", "90s",
-		"--session-ttl", "2h", "--ssh-cert-ttl", "1h", "--gateway-addr", "gw.test:22", "--http-addr", "127.0.0.1:0",
+		"--session-ttl", "2h", "--ssh-cert-ttl", "1h", "--gateway-addr", "gw.test:22", "--apps-url", "https://*.apps.test", "--http-addr", "127.0.0.1:0",
 		"--min-runway", "25m", "--jetstream-replicas", "3", "--metrics-addr", "127.0.0.1:9464",
 		"--drain-timeout", "7s", "--smtp-addr", "mail.test:587", "--smtp-from", "gpuaas@example.test", "--smtp-username", "relay"})
 	cmd.SetOut(ios.Out)
@@ -47,6 +47,7 @@ func TestControldFlagsReachConfig(t *testing.T) {
 		{"session ttl", cfg.Identity.SessionTTL, 2 * time.Hour},
 		{"ssh cert ttl", cfg.SSHCertTTL, time.Hour},
 		{"gateway", cfg.GatewayAddr, "gw.test:22"},
+		{"apps url", cfg.AppsURL, "https://*.apps.test"},
 		{"http", cfg.HTTPAddr, "127.0.0.1:0"},
 		{"min runway", cfg.Billing.MinRunway, 25 * time.Minute},
 		{"jetstream replicas", cfg.StreamReplicas, 3},

@@ -105,6 +105,9 @@ It has no TLS in dev, so it listens on loopback (--host).`,
 			if opts.SSHPort < 0 || opts.SSHPort > 65535 {
 				return cmdutil.FlagErrorf("--ssh-port must be 0-65535")
 			}
+			if opts.HTTPSPort < 0 || opts.HTTPSPort > 65535 {
+				return cmdutil.FlagErrorf("--https-port must be 0-65535")
+			}
 			if opts.IdleMinPeriod < time.Second {
 				return cmdutil.FlagErrorf("--idle-min-period must be at least 1s")
 			}
@@ -150,6 +153,7 @@ It has no TLS in dev, so it listens on loopback (--host).`,
 	fl.IntVar(&opts.Hosts, "hosts", 2, "Simulated GPU hosts to run: slice and bare-metal hosts, alternately")
 	opts.VM.register(fl)
 	fl.IntVar(&opts.SSHPort, "ssh-port", 2222, "Port of the SSH gateway on loopback (0 picks a free one)")
+	fl.IntVar(&opts.HTTPSPort, "https-port", 0, "Port of the gateway's HTTPS front for exposures on loopback (0 picks a free one)")
 	fl.DurationVar(&opts.BillingWindow, "billing-window", 10*time.Second, "How often active allocations are charged")
 	fl.DurationVar(&opts.IdleMinPeriod, "idle-min-period", devenv.DefaultIdleMinPeriod, "Shortest --idle-release-after or --max-duration users may set")
 	fl.StringVar(&opts.StripeAPI, "stripe-api", "", "Enable top-ups against this Stripe API, e.g. stripe-mock at http://127.0.0.1:12111 (key: $GPUAAS_STRIPE_SECRET_KEY, default a test key)")

@@ -100,6 +100,9 @@ GPUAAS_NATS_CERT and GPUAAS_NATS_KEY stand in for the flags.
 			if err := sshgate.CheckNodeTransport(opts.Config.NodeTransport); err != nil {
 				return cmdutil.FlagErrorf("--node-transport: %v", err)
 			}
+			if err := checkHTTPSFlags(&opts.Config.HTTPS); err != nil {
+				return err
+			}
 			if runF != nil {
 				return runF(c.Context(), opts)
 			}
@@ -122,6 +125,7 @@ GPUAAS_NATS_CERT and GPUAAS_NATS_KEY stand in for the flags.
 	fl.IntVar(&opts.Config.ConnLimit.MaxOpen, "conn-max-open", sshgate.DefaultConnMaxOpen, "Connections one client address may hold open")
 	fl.StringVar(&opts.LogLevel, "log-level", "info", "Log level: debug, info, warn, error")
 	addMetricsFlag(fl, &opts.MetricsAddr)
+	addHTTPSFlags(fl, &opts.Config.HTTPS)
 	opts.Settings.register(fl)
 	return cmd
 }

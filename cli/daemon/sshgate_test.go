@@ -38,6 +38,12 @@ func TestNewCmdSSHGate(t *testing.T) {
 			wantOpts: func(o *SSHGateOptions) bool { return o.Config.NodeTransport == "ssh" }},
 		{name: "unknown node transport", args: []string{"--node-transport", "tls"}, env: "/env.nk", wantErr: true},
 		{name: "arguments refused", args: []string{"extra"}, env: "/env.nk", wantErr: true},
+		{name: "https front", args: []string{"--https-listen", ":8443", "--https-domain", "apps.example.test", "--https-cert", "/c.pem", "--https-key", "/k.pem"},
+			env: "/env.nk", wantKey: "/env.nk", wantOpts: func(o *SSHGateOptions) bool {
+				h := o.Config.HTTPS
+				return h.Listen == ":8443" && h.Domain == "apps.example.test" && h.CertFile == "/c.pem" && h.KeyFile == "/k.pem"
+			}},
+		{name: "https front without a certificate", args: []string{"--https-listen", ":8443", "--https-domain", "apps.example.test"}, env: "/env.nk", wantErr: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -25,10 +25,12 @@ const (
 	DefaultCookieTTL = 12 * time.Hour
 )
 
-// Config is the front's. Core, Verdicts, Domain and TLS are required.
+// Config is the front's. Core, Verdicts, Links, Domain and TLS are required.
 type Config struct {
 	Core     Core
 	Verdicts Verdicts
+	// Links redeems one-time links (required).
+	Links Links
 	// Domain is the apps domain: exposures are served at
 	// <port>-<allocation>.<Domain> ("localhost" in `gpuaas dev`).
 	Domain string
@@ -54,6 +56,8 @@ func (c *Config) CheckAndSetDefaults() error {
 		return fmt.Errorf("%w: Core is required", ErrConfig)
 	case c.Verdicts == nil:
 		return fmt.Errorf("%w: Verdicts is required", ErrConfig)
+	case c.Links == nil:
+		return fmt.Errorf("%w: Links is required", ErrConfig)
 	case c.TLS == nil:
 		return fmt.Errorf("%w: TLS is required", ErrConfig)
 	}

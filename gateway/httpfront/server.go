@@ -111,6 +111,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		page(w, http.StatusNotFound, "Not an exposure", "Exposure names are <port>-<allocation>.")
 		return
 	}
+	if r.URL.Path == api.LinkPath {
+		s.redeemLink(w, r, label)
+		return
+	}
 	if !s.limits.allow(label, sourceOf(r)) {
 		s.metrics.of(label).limited.Add(1)
 		w.Header().Set("Retry-After", "1")

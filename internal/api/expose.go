@@ -41,7 +41,9 @@ type Exposure struct {
 	Name         string `json:"name,omitempty"`
 	// Host is the first label of the exposure's host name:
 	// "<port>-<allocation>".
-	Host      string     `json:"host"`
+	Host string `json:"host"`
+	// URL is where it is served, when controld knows its apps domain.
+	URL       string     `json:"url,omitempty"`
 	ExpiresAt time.Time  `json:"expires_at"`
 	CreatedBy string     `json:"created_by"`
 	CreatedAt time.Time  `json:"created_at"`

@@ -57,3 +57,40 @@ type GateAuthorizeHTTPResponse struct {
 	// answer to a request with TicketKey.
 	Auth *GateAuthorizeResponse `json:"auth,omitempty"`
 }
+
+// LinkTTL is how long a one-time link may wait to be opened.
+const LinkTTL = time.Minute
+
+// LinkPath is the path on an exposure's host that redeems a one-time link
+// (?code=...).
+const LinkPath = "/.gpuaas/login"
+
+// ExposeLinkRequest asks for a one-time link into the exposure Host
+// ("<port>-<allocation>") that lands on Path ("/" when empty; a path on
+// the exposure's own host, never another site).
+type ExposeLinkRequest struct {
+	Host string `json:"host"`
+	Path string `json:"path,omitempty"`
+}
+
+// ExposeLinkResponse is the code to open as
+// https://<host>.<apps domain>/.gpuaas/login?code=<Code> before ExpiresAt.
+type ExposeLinkResponse struct {
+	Code      string    `json:"code"`
+	ExpiresAt time.Time `json:"expires_at"`
+}
+
+// GateRedeemLinkRequest redeems a one-time link's code on the exposure
+// Host it was opened on.
+type GateRedeemLinkRequest struct {
+	Host string `json:"host"`
+	Code string `json:"code"`
+}
+
+// GateRedeemLinkResponse is the login the front's cookie is bound to, and
+// where to go.
+type GateRedeemLinkResponse struct {
+	UserID    string `json:"user_id"`
+	SessionID string `json:"session_id"`
+	Path      string `json:"path"`
+}

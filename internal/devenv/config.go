@@ -75,6 +75,10 @@ type Config struct {
 	// SSHPort is where the SSH gateway listens on loopback (0: any free
 	// port).
 	SSHPort int
+	// HTTPSPort is where the gateway's HTTPS front listens on loopback,
+	// serving exposures at https://<port>-<allocation>.localhost:HTTPSPort
+	// (0: any free port).
+	HTTPSPort int
 
 	// AdminPassword, when set, is the admin's password: set at the first
 	// start and again at every later one. Empty: the first start
@@ -143,7 +147,7 @@ func (c *Config) CheckAndSetDefaults() error {
 	for _, p := range []struct {
 		name string
 		port int
-	}{{"NATSPort", c.NATSPort}, {"SSHPort", c.SSHPort}, {"HTTPPort", c.HTTPPort}} {
+	}{{"NATSPort", c.NATSPort}, {"SSHPort", c.SSHPort}, {"HTTPPort", c.HTTPPort}, {"HTTPSPort", c.HTTPSPort}} {
 		if p.port < 0 || p.port > 65535 {
 			return fmt.Errorf("devenv: %s must be 0-65535, got %d", p.name, p.port)
 		}

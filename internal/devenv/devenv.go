@@ -52,6 +52,11 @@ type Env struct {
 	// GatewayAddr is the SSH gateway's address as users dial it
 	// (localhost:port, the name its host certificate carries).
 	GatewayAddr string
+	// AppsURL is the URL pattern of exposures ("https://*.localhost:PORT")
+	// and DevCAFile the dev CA's certificate that makes them trusted
+	// (https.go).
+	AppsURL, DevCAFile string
+	https              httpsSettings
 	// WebhookURL is controld's Stripe webhook endpoint, with
 	// Config.StripeAPI (on loopback only).
 	WebhookURL string
@@ -169,6 +174,9 @@ func Start(ctx context.Context, cfg Config) (_ *Env, err error) {
 	// before (a second close does nothing).
 	e.onClose("", func() error { _ = gatewayLn.Close(); return nil })
 	e.GatewayAddr = gatewayAddr
+	if err := e.prepareHTTPS(); err != nil {
+		return nil, err
+	}
 	if err := e.startRegistry(); err != nil {
 		return nil, err
 	}
@@ -200,7 +208,7 @@ func Start(ctx context.Context, cfg Config) (_ *Env, err error) {
 		return nil, err
 	}
 	e.Hosts = e.fleet.names
-	if e.gw, err = startGateway(ctx, e.Controld, e.Admin.ID, e.NATSURL, gatewayLn, e.GatewayAddr, cfg); err != nil {
+	if e.gw, err = startGateway(ctx, e.Controld, e.Admin.ID, e.NATSURL, gatewayLn, e.GatewayAddr, cfg, e.https); err != nil {
 		return nil, err
 	}
 	e.onClose("ssh gateway", func() error { e.gw.stop(); return nil })
@@ -283,7 +291,7 @@ func (e *Env) startControld(ctx context.Context, dsn string) error {
 	for i := range replicas {
 		cc := controld.Config{
 			DatabaseURL: dsn, Log: e.cfg.Log,
-			Identity: identity.Settings{SessionTTL: e.cfg.SessionTTL, OIDC: e.cfg.OIDC}, GatewayAddr: e.GatewayAddr,
+			Identity: identity.Settings{SessionTTL: e.cfg.SessionTTL, OIDC: e.cfg.OIDC}, GatewayAddr: e.GatewayAddr, AppsURL: e.AppsURL,
 			Hosts:   controld.HostsConfig{HeartbeatInterval: time.Second, AutoApproveSlots: true},
 			Billing: controld.BillingConfig{Window: e.cfg.BillingWindow},
 			Idle:    controld.IdleConfig{MinPeriod: e.cfg.IdleMinPeriod, Interval: time.Second},

@@ -54,7 +54,7 @@ type gateway struct {
 
 // startGateway runs sshgate with its own key, registered as an operator
 // would with `gpuaas ops nats-identity add`, serving on ln (addr).
-func startGateway(ctx context.Context, srv *controld.Server, adminID, natsURL string, ln net.Listener, addr string, cfg Config) (*gateway, error) {
+func startGateway(ctx context.Context, srv *controld.Server, adminID, natsURL string, ln net.Listener, addr string, cfg Config, https sshgate.HTTPS) (*gateway, error) {
 	key, err := loadOrCreateNkey(filepath.Join(cfg.DataDir, "sshgate", "gateway.nk"))
 	if err != nil {
 		return nil, fmt.Errorf("ssh gateway key: %w", err)
@@ -86,6 +86,7 @@ func startGateway(ctx context.Context, srv *controld.Server, adminID, natsURL st
 		TUI:                    cfg.TUI,
 		Log:                    cfg.Log, // the gateway names itself
 		MetricsAddr:            "127.0.0.1:0",
+		HTTPS:                  https,
 	})
 	if err != nil {
 		nc.Close()

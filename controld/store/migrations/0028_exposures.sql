@@ -20,3 +20,19 @@ CREATE TABLE exposures (
 -- One live exposure per port of an allocation (one host name, one route).
 CREATE UNIQUE INDEX exposures_port ON exposures (allocation_id, port) WHERE removed_at IS NULL;
 CREATE INDEX exposures_project ON exposures (project_id) WHERE removed_at IS NULL;
+
+-- One-time links into an exposure for a browser (expose.link, redeemed by
+-- the gateway's front with gate.redeem_link): a code, stored hashed, that
+-- sets the front's cookie bound to the login that minted it, then goes to
+-- path on the exposure's own host.
+CREATE TABLE exposure_links (
+    code_hash   bytea PRIMARY KEY,
+    exposure_id text NOT NULL REFERENCES exposures (id),
+    user_id     text NOT NULL REFERENCES users (id),
+    session_id  text NOT NULL,
+    path        text NOT NULL CHECK (path LIKE '/%'),
+    created_at  timestamptz NOT NULL,
+    expires_at  timestamptz NOT NULL,
+    used_at     timestamptz
+);
+CREATE INDEX exposure_links_expiry ON exposure_links (expires_at);

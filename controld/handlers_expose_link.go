@@ -1,0 +1,65 @@
+package controld
+
+import (
+	"context"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/gpuaas/gpuaas/controld/audit"
+	"github.com/gpuaas/gpuaas/controld/exposures"
+	"github.com/gpuaas/gpuaas/internal/api"
+)
+
+// exposeLink mints a one-time link for a browser into an exposure the
+// caller may open now (the verdict gate.authorize_http would give their
+// session). It is bound to the caller's login: the front's cookie ends
+// with it. Machine tokens get none (tokenEndpoints): a browser is a
+// person's. Audited as the credential it is.
+func (s *Server) exposeLink(ctx context.Context, c *call, req api.ExposeLinkRequest) (*api.ExposeLinkResponse, error) {
+	allocID, port, ok := api.ParseExposureHost(strings.ToLower(strings.TrimSpace(req.Host)))
+	if !ok {
+		return nil, api.Errorf(api.CodeInvalidArgument, "host: %q is not <port>-<allocation>", req.Host).
+			WithHint("give the exposure's URL, as `gpuaas expose list` shows it")
+	}
+	path, err := exposures.CheckLinkPath(req.Path)
+	if err != nil {
+		return nil, err
+	}
+	v, _, err := s.httpVerdict(ctx, s.pool, allocID, port, api.GateAuthorizeHTTPRequest{Host: req.Host,
+		SessionID: c.principal.SessionID, UserID: c.principal.UserID})
+	if err != nil {
+		return nil, err
+	}
+	switch v.Verdict {
+	case api.VerdictAllow:
+	case api.VerdictNotFound, api.VerdictGone:
+		return nil, api.Errorf(api.CodeNotFound, "%s", v.Reason).WithHint("see `gpuaas expose list`")
+	default:
+		return nil, api.Errorf(api.CodeForbidden, "%s", v.Reason)
+	}
+	return audited(ctx, s, c, func(ctx context.Context, tx pgx.Tx, e *audit.Entry) (*api.ExposeLinkResponse, error) {
+		*e = audit.Entry{Action: api.EndpointExposeLink, TargetType: "exposure", TargetID: v.Exposure.ID,
+			ProjectID: v.Exposure.ProjectID, Detail: map[string]any{"session_id": c.principal.SessionID, "path": path}}
+		resp, err := exposures.MintLink(ctx, tx, *v.Exposure, c.principal.UserID, c.principal.SessionID, path, s.now())
+		return &resp, err
+	})
+}
+
+// gateRedeemLink is the front redeeming a link's code, once.
+func (s *Server) gateRedeemLink(ctx context.Context, _ *call, req api.GateRedeemLinkRequest) (*api.GateRedeemLinkResponse, error) {
+	allocID, port, ok := api.ParseExposureHost(strings.ToLower(strings.TrimSpace(req.Host)))
+	if !ok || req.Code == "" {
+		return nil, api.Errorf(api.CodeInvalidArgument, "host and code are required")
+	}
+	var resp api.GateRedeemLinkResponse
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var err error
+		resp, err = exposures.RedeemLink(ctx, tx, allocID, port, req.Code, s.now())
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &resp, nil
+}

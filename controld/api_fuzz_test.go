@@ -48,11 +48,7 @@ var requestTypes = map[string]func() any{
 	"api.WebhookListRequest":       func() any { return new(api.WebhookListRequest) },
 	"api.WebhookRef":               func() any { return new(api.WebhookRef) },
 	// Exposures (docs/expose.md).
-	"api.ExposeCreateRequest":      func() any { return new(api.ExposeCreateRequest) },
-	"api.ExposeListRequest":        func() any { return new(api.ExposeListRequest) },
-	"api.ExposeRemoveRequest":      func() any { return new(api.ExposeRemoveRequest) },
 	"api.ExposeLinkRequest":        func() any { return new(api.ExposeLinkRequest) },
-	"api.GateAuthorizeHTTPRequest": func() any { return new(api.GateAuthorizeHTTPRequest) },
 	"api.GateRedeemLinkRequest":    func() any { return new(api.GateRedeemLinkRequest) },
 	"api.AddMemberRequest":         func() any { return new(api.AddMemberRequest) },
 	"api.AllocCreateRequest":       func() any { return new(api.AllocCreateRequest) },

@@ -13,6 +13,7 @@ import (
 	"github.com/gpuaas/gpuaas/controld/outbox"
 	"github.com/gpuaas/gpuaas/controld/project"
 	"github.com/gpuaas/gpuaas/controld/store"
+	"github.com/gpuaas/gpuaas/controld/workloads"
 	"github.com/gpuaas/gpuaas/internal/api"
 )
 
@@ -33,8 +34,8 @@ func (s *Server) exposeEndpoints() []endpointDef {
 func (s *Server) exposeCreate(_ context.Context, c *call, req api.ExposeCreateRequest) (work[api.Exposure], error) {
 	req.Allocation, req.Name = strings.TrimSpace(req.Allocation), strings.TrimSpace(req.Name)
 	if req.Allocation == "" {
-		return nil, api.Errorf(api.CodeInvalidArgument, "allocation: which allocation? give its id").
-			WithHint("see `gpuaas alloc list`")
+		return nil, api.Errorf(api.CodeInvalidArgument, "allocation: which allocation or workload? give its id").
+			WithHint("see `gpuaas alloc list` or `gpuaas app ps`")
 	}
 	if err := api.CheckExposePort(req.Port); err != nil {
 		return nil, err
@@ -51,7 +52,11 @@ func (s *Server) exposeCreate(_ context.Context, c *call, req api.ExposeCreateRe
 		return nil, err
 	}
 	return func(ctx context.Context, tx pgx.Tx) (*api.Exposure, mutate.Effect, error) {
-		a, err := alloc.Get(ctx, tx, c.actor(), req.Allocation)
+		allocID, err := exposedAllocation(ctx, tx, c, req.Allocation)
+		if err != nil {
+			return nil, mutate.Effect{}, err
+		}
+		a, err := alloc.Get(ctx, tx, c.actor(), allocID)
 		if err != nil {
 			return nil, mutate.Effect{}, err
 		}
@@ -71,6 +76,24 @@ func (s *Server) exposeCreate(_ context.Context, c *call, req api.ExposeCreateRe
 		eff, err := exposureEffect(ctx, tx, api.EndpointExposeCreate, e)
 		return &e, eff, err
 	}, nil
+}
+
+// exposedAllocation is the allocation whose port ref names: ref itself,
+// or a workload's allocation (its containers share the allocation's
+// network: docs/apps.md), while the workload has not ended.
+func exposedAllocation(ctx context.Context, tx pgx.Tx, c *call, ref string) (string, error) {
+	if !strings.HasPrefix(ref, workloads.IDPrefix+"-") {
+		return ref, nil
+	}
+	w, err := workloads.Get(ctx, tx, c.actor(), ref)
+	if err != nil {
+		return "", err
+	}
+	if w.RemovedAt != nil || api.WorkloadFinal(w.State) {
+		return "", api.Errorf(api.CodeConflict, "workload %s is %s: nothing of it listens", w.ID, w.State).
+			WithHint("start it again with `gpuaas app run`")
+	}
+	return w.AllocationID, nil
 }
 
 func (s *Server) exposeList(ctx context.Context, c *call, req api.ExposeListRequest) (*api.ExposureList, error) {

@@ -36,12 +36,14 @@ func NewCmdCreate(f *cmdutil.Factory, runF func(context.Context, *CreateOptions)
 		opts.Launch = nil
 	}
 	cmd := &cobra.Command{
-		Use:   "expose ALLOC PORT [--share me|project|public] [--ttl 2h] [--name N] [--open]",
-		Short: "Serve a port of an allocation over HTTPS",
+		Use:   "expose ALLOC|WORKLOAD PORT [--share me|project|public] [--ttl 2h] [--name N] [--open]",
+		Short: "Serve a port of an allocation (or of a workload) over HTTPS",
 		Long: `Serve PORT of an allocation (something listening on localhost:PORT in it: a
 notebook, a model server) at https://<port>-<alloc>.<apps domain>, through the
 gateway: HTTP/1.1 and HTTP/2, WebSockets and streamed responses. Nothing is
-opened on the node; the gateway reaches the port as ssh -L does.
+opened on the node; the gateway reaches the port as ssh -L does. A workload's
+id (w-…, gpuaas app ps) names the allocation it runs on: its containers
+listen on the allocation's network.
 
 Who may open it (--share): me (you; the default), project (the project's
 owners and members) or public (anyone with the URL, no login). me and project
@@ -52,7 +54,7 @@ your browser's access. Ports 1024–65535.`,
 		Example: `  gpuaas expose a-7k2mzq4xv9cd 8888 --open
   gpuaas expose a-7k2mzq4xv9cd 8000 --share project --ttl 8h --name llm
   gpuaas expose a-7k2mzq4xv9cd 8080 --share public --ttl 30m`,
-		Args: cmdutil.ExactArgs(2, "an allocation id and a port"),
+		Args: cmdutil.ExactArgs(2, "an allocation or workload id and a port"),
 		RunE: func(c *cobra.Command, args []string) error {
 			opts.Request.Allocation = args[0]
 			port, err := strconv.Atoi(args[1])

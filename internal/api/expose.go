@@ -74,6 +74,8 @@ func ParseExposureHost(label string) (allocation string, port int, ok bool) {
 
 // ExposeCreateRequest asks to serve Port of Allocation over HTTPS to
 // Share, for TTL ("2h", "30m", "7d"; DefaultExposeTTL when empty).
+// Allocation may name a workload (w-…) instead: the port of its
+// allocation, where its containers listen, while it has not ended.
 type ExposeCreateRequest struct {
 	Allocation string `json:"allocation"`
 	Port       int    `json:"port"`

@@ -5,6 +5,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/gpuaas/gpuaas/controld/images"
 	"github.com/gpuaas/gpuaas/controld/mutate"
 	"github.com/gpuaas/gpuaas/controld/workloads"
 	"github.com/gpuaas/gpuaas/internal/api"
@@ -43,11 +44,42 @@ func (s *Server) appPs(ctx context.Context, c *call, req api.AppPsRequest) (*api
 	if err != nil {
 		return nil, err
 	}
+	if err := s.withImageTrust(ctx, list); err != nil {
+		return nil, err
+	}
 	return &api.AppPsResponse{Workloads: list}, nil
 }
 
 func (s *Server) appGet(ctx context.Context, c *call, req api.WorkloadRef) (*api.Workload, error) {
-	return pointer(workloads.Get(ctx, s.pool, c.actor(), req.ID))
+	w, err := workloads.Get(ctx, s.pool, c.actor(), req.ID)
+	if err != nil {
+		return nil, err
+	}
+	one := []api.Workload{w}
+	if err := s.withImageTrust(ctx, one); err != nil {
+		return nil, err
+	}
+	return &one[0], nil
+}
+
+// withImageTrust tells each workload of list its image's trust now, so
+// that one running an image revoked since says so (images owns the trust).
+func (s *Server) withImageTrust(ctx context.Context, list []api.Workload) error {
+	if len(list) == 0 {
+		return nil
+	}
+	ids := make([]string, len(list))
+	for i, w := range list {
+		ids[i] = w.ImageID
+	}
+	trust, err := images.Trusts(ctx, s.pool, ids)
+	if err != nil {
+		return err
+	}
+	for i := range list {
+		list[i].ImageTrust = trust[list[i].ImageID]
+	}
+	return nil
 }
 
 func (s *Server) appStop(_ context.Context, c *call, req api.WorkloadRef) (work[api.Workload], error) {

@@ -20,10 +20,14 @@ func exitText(w api.Workload) string {
 }
 
 func stateText(w api.Workload) string {
+	s := w.State
 	if w.Stopping {
-		return w.State + " (stopping)"
+		s += " (stopping)"
 	}
-	return w.State
+	if w.ImageTrust != "" && w.ImageTrust != api.TrustVerified && !api.WorkloadFinal(w.State) {
+		s += " (image " + w.ImageTrust + ")"
+	}
+	return s
 }
 
 func printWorkloads(ios *cmdutil.IOStreams, list []api.Workload) error {

@@ -188,3 +188,20 @@ func RecordCheck(ctx context.Context, q store.Querier, id string, c Check, now t
 	}
 	return byID(ctx, q, id, false)
 }
+
+// Trusts returns the trust of each image of ids that exists, by id.
+func Trusts(ctx context.Context, q store.Querier, ids []string) (map[string]string, error) {
+	rows, err := q.Query(ctx, `SELECT id, trust FROM images WHERE id = ANY($1)`, ids)
+	if err != nil {
+		return nil, fmt.Errorf("trust of images: %w", err)
+	}
+	out := make(map[string]string, len(ids))
+	var id, trust string
+	if _, err := pgx.ForEachRow(rows, []any{&id, &trust}, func() error {
+		out[id] = trust
+		return nil
+	}); err != nil {
+		return nil, fmt.Errorf("trust of images: %w", err)
+	}
+	return out, nil
+}

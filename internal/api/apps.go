@@ -38,6 +38,10 @@ type Workload struct {
 	EndedAt    *time.Time `json:"ended_at,omitempty"`
 	RemovedAt  *time.Time `json:"removed_at,omitempty"`
 	ReportedAt *time.Time `json:"reported_at,omitempty"`
+	// ImageTrust is the image's trust now (not when the workload
+	// started): a running workload of an image revoked since keeps
+	// running, and says so.
+	ImageTrust string `json:"image_trust,omitempty"`
 }
 
 // AppRunRequest runs Image (a catalog name or id, promoted and verified:

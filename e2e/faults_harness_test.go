@@ -87,6 +87,12 @@ func startFaultClusterWith(t *testing.T, replicas, natsServers int) *faultCluste
 	return startFaultClusterConf(t, replicas, natsServers, "")
 }
 
+// testMaxFileStore is the JetStream store the tests' nats-servers declare:
+// controld reserves its streams' byte limits (gigabytes by default) there
+// when it makes them; left to nats-server's default (75% of the disk's
+// free space) that fails on a fuller disk whatever the test writes.
+const testMaxFileStore = "1TB"
+
 // startFaultClusterConf is startFaultClusterWith with natsConf added to
 // every nats-server's configuration.
 func startFaultClusterConf(t *testing.T, replicas, natsServers int, natsConf string) *faultCluster {
@@ -121,8 +127,8 @@ func startFaultClusterConf(t *testing.T, replicas, natsServers int, natsConf str
 		routes = append(routes, fmt.Sprintf("\"nats-route://127.0.0.1:%d\"", ports[3*i+2]))
 	}
 	for i := range natsServers {
-		conf := fmt.Sprintf("server_name: nats-%d\nlisten: \"127.0.0.1:%d\"\nhttp: \"127.0.0.1:%d\"\njetstream {\n  store_dir: %q\n}\n",
-			i+1, ports[3*i], ports[3*i+1], filepath.Join(c.root, fmt.Sprintf("jetstream-%d", i+1)))
+		conf := fmt.Sprintf("server_name: nats-%d\nlisten: \"127.0.0.1:%d\"\nhttp: \"127.0.0.1:%d\"\njetstream {\n  store_dir: %q\n  max_file_store: %s\n}\n",
+			i+1, ports[3*i], ports[3*i+1], filepath.Join(c.root, fmt.Sprintf("jetstream-%d", i+1)), testMaxFileStore)
 		if natsServers > 1 {
 			conf += fmt.Sprintf("cluster {\n  name: gpuaas-faults\n  listen: \"127.0.0.1:%d\"\n  routes: [ %s ]\n}\n", ports[3*i+2], strings.Join(routes, ", "))
 		}

@@ -151,7 +151,7 @@ func (c *partitionCluster) startNATS() {
 		name := fmt.Sprintf("nats-%d", i+1)
 		ip := c.net.nodes[name].ip
 		conf := fmt.Sprintf("server_name: %s\nlisten: \"%s:4222\"\nhttp: \"%s:8222\"\nping_interval: \"2s\"\nping_max: 2\n"+
-			"jetstream {\n  store_dir: %q\n}\ncluster {\n  name: gpuaas-partition\n  listen: \"%s:6222\"\n  routes: [ %s ]\n}\n"+
+			"jetstream {\n  store_dir: %q\n  max_file_store: "+testMaxFileStore+"\n}\ncluster {\n  name: gpuaas-partition\n  listen: \"%s:6222\"\n  routes: [ %s ]\n}\n"+
 			"include ./gpuaas-auth.conf\n", name, ip, ip, filepath.Join(c.root, "jetstream-"+name), ip, strings.Join(routes, ", "))
 		file := writeFile(t, c.keys, name+".conf", conf)
 		c.nats = append(c.nats, natsServer{conf: file, health: "http://" + ip + ":8222/healthz", url: c.natsURLs[i]})

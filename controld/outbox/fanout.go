@@ -86,7 +86,11 @@ func Fanout(ctx context.Context, js jetstream.JetStream, nc *nats.Conn, log *slo
 		}
 		copies, err := userCopies(ctx, heads, ev, data)
 		if err != nil {
-			log.Warn("fanout: record users' last event; retrying", "event", ev.ID, "err", err)
+			// Stopping mid-event is not a fault: the event is handed out
+			// again (to this replica's successor) and nothing is lost.
+			if ctx.Err() == nil {
+				log.Warn("fanout: record users' last event; retrying", "event", ev.ID, "err", err)
+			}
 			_ = m.Nak()
 			return
 		}

@@ -31,6 +31,7 @@ var shapeFiles = map[string]string{
 	"hostd/topology/system.go":   "a slice node's prerequisites (IOMMU, VFIO)",
 	"hostd/tasks/gpucheck.go":    "the pre-handout GPU check discovers the node as bare metal",
 	"hostd/tasks/healthprobe.go": "the guest health probe discovers a VM's topology",
+	"hostd/tasks/vmhost.go":      "a slice node's start-up blockers (network, nft) belong to its slice topology",
 	// The sim builds nodes of a shape, as an operator installs one.
 	"hostd/sim/profiles.go": "sim node profiles are of a shape",
 	"hostd/sim/host.go":     "a sim host of a shape gets a hypervisor or users",

@@ -126,11 +126,7 @@ func load(ctx context.Context, q store.Querier, id string, lock bool) (row, erro
 // authorize checks the actor may act (want) on the job's project; a job
 // of a project they cannot see is not found.
 func authorize(ctx context.Context, q store.Querier, actor alloc.Actor, j row, want project.Access) error {
-	_, err := project.Authorize(ctx, q, j.ProjectID, actor.UserID, actor.Role, want)
-	if api.CodeOf(err) == api.CodeNotFound {
-		return notFound(j.ID)
-	}
-	return err
+	return project.AuthorizeResource(ctx, q, j.ProjectID, actor.UserID, actor.Role, want, notFound(j.ID))
 }
 
 // Get returns a job the actor may see.

@@ -97,6 +97,18 @@ const (
 	AccessAdmin                   // owner: manage members
 )
 
+// AuthorizeResource is Authorize for something of project projectID
+// (a job, a workload): a caller who may not see the project may not learn
+// the thing exists either, so that refusal is notFound (the thing's own
+// "not found" error); any other refusal is Authorize's.
+func AuthorizeResource(ctx context.Context, q store.Querier, projectID, userID, platformRole string, want Access, notFound error) error {
+	_, err := Authorize(ctx, q, projectID, userID, platformRole, want)
+	if api.CodeOf(err) == api.CodeNotFound {
+		return notFound
+	}
+	return err
+}
+
 // Authorize resolves ref and checks that the caller has at least want.
 // Platform operators and admins may read every project; admins may do
 // everything. Non-members learn nothing more than "not found".

@@ -120,11 +120,7 @@ func load(ctx context.Context, q store.Querier, id string, lock bool) (row, erro
 // authorize checks the actor may act (want) on the workload's project; a
 // workload of a project they cannot see is not found.
 func authorize(ctx context.Context, q store.Querier, actor alloc.Actor, w row, want project.Access) error {
-	_, err := project.Authorize(ctx, q, w.ProjectID, actor.UserID, actor.Role, want)
-	if api.CodeOf(err) == api.CodeNotFound {
-		return notFound(w.ID)
-	}
-	return err
+	return project.AuthorizeResource(ctx, q, w.ProjectID, actor.UserID, actor.Role, want, notFound(w.ID))
 }
 
 // Get returns a workload the actor may see.

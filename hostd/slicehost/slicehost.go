@@ -40,7 +40,14 @@ type Config struct {
 	// SysClassNet is where bridges and taps are looked up;
 	// /sys/class/net when empty.
 	SysClassNet string
+	// LookPath finds the programs the node needs (nft, dnsmasq);
+	// exec.LookPath when nil.
+	LookPath func(string) (string, error)
 }
+
+// dnsmasqAt is where Debian's dnsmasq-base puts dnsmasq: libvirtd finds it
+// there whatever hostd's PATH is.
+const dnsmasqAt = "/usr/sbin/dnsmasq"
 
 // Gateway is the host's address on the slice bridge: the subnet's first
 // address, with its prefix length.
@@ -70,9 +77,28 @@ func Setup(ctx context.Context, hv *libvirt.Hypervisor, cfg Config, log *slog.Lo
 		block(tasks.BlockerSliceNetwork, "", "no slice network (--slice-network is empty): this node cannot run slice VMs")
 		return nil, sh
 	}
-	nft, err := exec.LookPath("nft")
+	lookPath := cfg.LookPath
+	if lookPath == nil {
+		lookPath = func(name string) (string, error) {
+			p, err := exec.LookPath(name)
+			if err != nil && name == "dnsmasq" {
+				if _, serr := os.Stat(dnsmasqAt); serr == nil {
+					return dnsmasqAt, nil
+				}
+			}
+			return p, err
+		}
+	}
+	nft, err := lookPath("nft")
 	if err != nil {
 		block(api.BlockerCommandMissing, "nft", "nft is not on PATH (apt-get install nftables): slices' bridge ports cannot be pinned")
+	}
+	// The slice network runs no dnsmasq, but libvirtd 9.0 without the
+	// binary segfaults at start-up reloading an active network: a restarted
+	// libvirtd would never come back while slices run.
+	if _, err := lookPath("dnsmasq"); err != nil {
+		block(api.BlockerCommandMissing, "dnsmasq", "dnsmasq is not installed (apt-get install dnsmasq-base): "+
+			"libvirtd cannot restart while the slice network is active without it")
 	}
 	gw, err := Gateway(cfg.Subnet)
 	if err == nil {

@@ -47,7 +47,15 @@ type ACMEConfig struct {
 	// RenewalWindowRatio is the part of a certificate's life left when it
 	// is renewed (certmagic's default, 1/3, when zero).
 	RenewalWindowRatio float64
-	Log                *slog.Logger
+	// RenewCheckInterval is certmagic's maintenance period (default 10
+	// minutes); a certificate with less than five of them left is renewed
+	// at its next handshake whatever the ratio (short-lived certificates
+	// in tests want a short one).
+	RenewCheckInterval time.Duration
+	// IgnoreARI renews by RenewalWindowRatio alone, ignoring the renewal
+	// window the CA suggests (ACME Renewal Information, RFC 9773).
+	IgnoreARI bool
+	Log       *slog.Logger
 }
 
 // ACME obtains and renews the front's certificates.
@@ -103,13 +111,15 @@ func NewACME(c ACMEConfig) (*ACME, error) {
 	a := &ACME{cfg: c}
 	zl := zapToSlog(c.Log)
 	a.cache = certmagic.NewCache(certmagic.CacheOptions{
-		GetConfigForCert: func(certmagic.Certificate) (*certmagic.Config, error) { return a.magic, nil },
-		Logger:           zl,
+		GetConfigForCert:   func(certmagic.Certificate) (*certmagic.Config, error) { return a.magic, nil },
+		RenewCheckInterval: c.RenewCheckInterval,
+		Logger:             zl,
 	})
 	a.magic = certmagic.New(a.cache, certmagic.Config{
 		Storage:            &certmagic.FileStorage{Path: c.Dir},
 		OnDemand:           &certmagic.OnDemandConfig{DecisionFunc: a.decide},
 		RenewalWindowRatio: c.RenewalWindowRatio,
+		DisableARI:         c.IgnoreARI,
 		Logger:             zl,
 	})
 	issuer := certmagic.NewACMEIssuer(a.magic, certmagic.ACMEIssuer{

@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"fmt"
 	"net"
+	"strings"
 
 	"github.com/gpuaas/gpuaas/gateway/httpfront"
 )
@@ -14,6 +15,9 @@ func (h *HTTPS) checkACMEAndCookieKey() error {
 	if h.ACME.CA != "" {
 		if h.CertFile != "" || h.KeyFile != "" {
 			return fmt.Errorf("sshgate config: %w: HTTPS takes ACME or CertFile and KeyFile, not both", ErrConfig)
+		}
+		if !strings.HasPrefix(h.ACME.CA, "https://") {
+			return fmt.Errorf("sshgate config: %w: HTTPS ACME CA %q is not an https URL", ErrConfig, h.ACME.CA)
 		}
 		if h.ACME.Dir == "" {
 			return fmt.Errorf("sshgate config: %w: HTTPS ACME needs a storage directory", ErrConfig)

@@ -1,6 +1,8 @@
 package daemon
 
 import (
+	"strings"
+
 	"github.com/spf13/pflag"
 
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
@@ -35,6 +37,8 @@ func checkHTTPSFlags(h *sshgate.HTTPS) error {
 		return cmdutil.FlagErrorf("--https-acme-ca and --https-cert/--https-key are alternatives: give one")
 	case !acme && (h.CertFile == "" || h.KeyFile == ""):
 		return cmdutil.FlagErrorf("--https-listen needs --https-cert and --https-key, or --https-acme-ca")
+	case acme && !strings.HasPrefix(h.ACME.CA, "https://"):
+		return cmdutil.FlagErrorf("--https-acme-ca: %q is not an https URL (an ACME directory, e.g. https://acme-v02.api.letsencrypt.org/directory)", h.ACME.CA)
 	case acme && h.ACME.Dir == "":
 		return cmdutil.FlagErrorf("--https-acme-ca needs --https-acme-dir")
 	}

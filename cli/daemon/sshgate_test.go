@@ -53,6 +53,8 @@ func TestNewCmdSSHGate(t *testing.T) {
 			}},
 		{name: "https front with acme and a certificate", args: []string{"--https-listen", ":443", "--https-domain", "apps.example.test",
 			"--https-acme-ca", "https://acme.example.test/dir", "--https-cert", "/c.pem", "--https-key", "/k.pem"}, env: "/env.nk", wantErr: true},
+		{name: "https front with an acme ca that is not https", args: []string{"--https-listen", ":443", "--https-domain", "apps.example.test",
+			"--https-acme-ca", "http://acme.example.test/dir"}, env: "/env.nk", wantErr: true},
 		{name: "https front with acme and no storage", args: []string{"--https-listen", ":443", "--https-domain", "apps.example.test",
 			"--https-acme-ca", "https://acme.example.test/dir", "--https-acme-dir", ""}, env: "/env.nk", wantErr: true},
 	}

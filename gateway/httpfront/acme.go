@@ -164,7 +164,7 @@ func (a *ACME) decide(ctx context.Context, name string) error {
 		return fmt.Errorf("ask about %s: %w", name, err)
 	}
 	if v.Verdict != api.VerdictAllow && v.Verdict != api.VerdictLogin {
-		a.cfg.Log.Info("acme: no certificate", "name", name, "verdict", v.Verdict)
+		a.cfg.Log.Debug("acme: no certificate", "name", name, "verdict", v.Verdict)
 		return fmt.Errorf("%s: %s", name, v.Verdict)
 	}
 	return nil

@@ -100,8 +100,8 @@ func TestHTTPSFrontACME(t *testing.T) {
 	}
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK || !strings.HasPrefix(string(body), "hello /notebook") {
-		t.Fatalf("through the ACME certificate: got %s %q; want the renter's page", resp.Status, body)
+	if resp.StatusCode != http.StatusOK || !strings.HasPrefix(string(body), "hello /notebook") || resp.ProtoMajor != 2 {
+		t.Fatalf("through the ACME certificate: got %s %s %q; want the renter's page over HTTP/2", resp.Proto, resp.Status, body)
 	}
 
 	t.Run("no certificate for a name that is not a live exposure", func(t *testing.T) {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"fmt"
 	"io/fs"
@@ -33,7 +34,8 @@ import (
 func TestJobSecretsInDev(t *testing.T) {
 	data, cfg := tempDir(t, "gpuaas-e2e-data-"), tempDir(t, "gpuaas-e2e-cfg-")
 	pwFile := writeFile(t, cfg, "pw", devPassword+"\n")
-	dev := startDev(t, data, cfg, "--password-file", pwFile)
+	// At debug, so that every line the platform may write is searched.
+	dev := startDev(t, data, cfg, "--password-file", pwFile, "--log-level", "debug")
 	if r := dev.gpuaas(t, devPassword+"\n", "login", "--password-stdin"); r.code != 0 {
 		t.Fatalf("login exited %d: %s", r.code, r.stderr)
 	}
@@ -42,9 +44,11 @@ func TestJobSecretsInDev(t *testing.T) {
 		t.Fatal(err)
 	}
 	value := "sv-" + hex.EncodeToString(raw)
+	// The API carries the value as base64 (JSON of []byte): look for both.
+	b64 := base64.StdEncoding.EncodeToString([]byte(value))
 	seen := func(where, text string) {
 		t.Helper()
-		if strings.Contains(text, value) {
+		if strings.Contains(text, value) || strings.Contains(text, b64) {
 			t.Errorf("the secret's value appears in %s", where)
 		}
 	}
@@ -104,12 +108,14 @@ func TestJobSecretsInDev(t *testing.T) {
 	}
 	defer func() { _ = conn.Close(context.Background()) }()
 	for _, table := range []string{"audit_logs", "outbox_events", "jobs", "node_tasks", "project_secrets", "idempotency_keys"} {
-		var n int
-		if err := conn.QueryRow(t.Context(), `SELECT count(*) FROM `+table+` x WHERE x::text LIKE '%' || $1 || '%'`, value).Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		if n != 0 {
-			t.Errorf("%d rows of %s hold the secret's value", n, table)
+		for _, form := range []string{value, b64} {
+			var n int
+			if err := conn.QueryRow(t.Context(), `SELECT count(*) FROM `+table+` x WHERE x::text LIKE '%' || $1 || '%'`, form).Scan(&n); err != nil {
+				t.Fatal(err)
+			}
+			if n != 0 {
+				t.Errorf("%d rows of %s hold the secret's value (as %q)", n, table, form)
+			}
 		}
 	}
 	var sealedTasks int
@@ -126,7 +132,7 @@ func TestJobSecretsInDev(t *testing.T) {
 			taskRecords++
 		}
 		b, err := os.ReadFile(path)
-		if err == nil && bytes.Contains(b, []byte(value)) {
+		if err == nil && (bytes.Contains(b, []byte(value)) || bytes.Contains(b, []byte(b64))) {
 			t.Errorf("the secret's value is in %s", path)
 		}
 		return nil

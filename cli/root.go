@@ -25,6 +25,7 @@ import (
 	"github.com/gpuaas/gpuaas/cli/open"
 	"github.com/gpuaas/gpuaas/cli/ops"
 	"github.com/gpuaas/gpuaas/cli/project"
+	"github.com/gpuaas/gpuaas/cli/secret"
 	"github.com/gpuaas/gpuaas/cli/session"
 	sshcmd "github.com/gpuaas/gpuaas/cli/ssh"
 	"github.com/gpuaas/gpuaas/cli/sshconfig"
@@ -136,6 +137,7 @@ func addCommands(root *cobra.Command, f *cmdutil.Factory) {
 		volume.NewCmdVolume(f),
 		webhook.NewCmdWebhook(f),
 		expose.NewCmdExpose(f),
+		secret.NewCmdSecret(f),
 		cmdutil.LocalOnly(open.NewCmdOpen(f, nil), "opens a browser on this machine"),
 		cmdutil.LocalOnly(sshcmd.NewCmdSSH(f, nil), "runs OpenSSH on this machine"),
 		cmdutil.LocalOnly(sshconfig.NewCmdSSHConfig(f, nil), "writes OpenSSH's files on this machine"),

@@ -290,5 +290,6 @@ func (s *Server) endpoints() []endpointDef {
 		s.idleEndpoints(), s.budgetEndpoints(),
 		s.tokensEndpoints(), s.auditEndpoints(), s.jobsEndpoints(), s.volumeEndpoints(), s.imagesEndpoints(), s.webhookEndpoints(),
 		s.appsEndpoints(),
-		s.exposeEndpoints())
+		s.exposeEndpoints(),
+		s.secretEndpoints())
 }

@@ -40,6 +40,7 @@ import (
 	"github.com/gpuaas/gpuaas/controld/node"
 	"github.com/gpuaas/gpuaas/controld/outbox"
 	"github.com/gpuaas/gpuaas/controld/payments"
+	"github.com/gpuaas/gpuaas/controld/secrets"
 	"github.com/gpuaas/gpuaas/controld/store"
 	"github.com/gpuaas/gpuaas/controld/tasks"
 	"github.com/gpuaas/gpuaas/controld/volumes"
@@ -109,6 +110,10 @@ type Config struct {
 	// CAKeyEncryptionKey, when set (32 random bytes), seals the SSH CA
 	// private keys at rest (see controld/ca).
 	CAKeyEncryptionKey []byte
+	// SecretsKey seals project secrets at rest (controld/secrets, from
+	// --secrets-key-file); nil: secret.set and jobs naming secrets are
+	// refused as unavailable.
+	SecretsKey *secrets.Key
 	// DatabaseRole is the role controld's pool acts as (SET ROLE on every
 	// connection; default store.AppRole, which may only read and append to
 	// the ledger). Migrations run as the role DatabaseURL logs in as.

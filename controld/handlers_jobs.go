@@ -29,7 +29,9 @@ func (s *Server) jobCreate(_ context.Context, c *call, req api.JobCreateRequest)
 		return nil, err
 	}
 	return func(ctx context.Context, tx pgx.Tx) (*api.Job, mutate.Effect, error) {
-		j, eff, err := jobs.Create(ctx, tx, c.actor(), req, s.jobsConfig(), s.now())
+		cfg := s.jobsConfig()
+		cfg.Secrets = s.cfg.SecretsKey // secret: values (docs/jobs.md "Secrets")
+		j, eff, err := jobs.Create(ctx, tx, c.actor(), req, cfg, s.now())
 		return &j, eff, err
 	}, nil
 }

@@ -55,6 +55,7 @@ var tokenEndpoints = map[string]bool{
 	api.EndpointJobList:           true,
 	api.EndpointJobCancel:         true,
 	api.EndpointJobLogs:           true,
+	api.EndpointSecretList:        true, // names only: a pipeline checks what its jobs name
 	api.EndpointVolumeCreate:      true,
 	api.EndpointVolumeGet:         true,
 	api.EndpointVolumeList:        true,

@@ -90,6 +90,8 @@ var owners = map[string]string{
 	// Ports served over HTTPS (docs/expose.md).
 	"exposures":      "exposures",
 	"exposure_links": "exposures",
+	// Project secrets, sealed (docs/jobs.md "Secrets").
+	"project_secrets": "secrets",
 }
 
 // foreignReads are the reads of a table outside its owner that are

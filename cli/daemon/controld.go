@@ -15,6 +15,7 @@ import (
 	"github.com/gpuaas/gpuaas/controld/identity"
 	"github.com/gpuaas/gpuaas/controld/idle"
 	"github.com/gpuaas/gpuaas/controld/payments"
+	"github.com/gpuaas/gpuaas/controld/secrets"
 	"github.com/gpuaas/gpuaas/internal/bus"
 	"github.com/gpuaas/gpuaas/internal/daemonconfig"
 	"github.com/gpuaas/gpuaas/internal/devenv/controlplane"
@@ -37,6 +38,9 @@ type ControldOptions struct {
 	AppsURL      string
 	CAKeyFile    string
 	SSHCertTTL   time.Duration
+
+	// SecretsKeyFile seals project secrets (controld/secrets.LoadKeyFile).
+	SecretsKeyFile string
 
 	// Stripe (top-ups and refunds): the secrets come from the environment
 	// (GPUAAS_STRIPE_SECRET_KEY, GPUAAS_STRIPE_WEBHOOK_SECRET), never argv.
@@ -197,6 +201,7 @@ GPUAAS_SMTP_PASSWORD.
 	fl.StringVar(&opts.GatewayAddr, "gateway-addr", "", "Where users ssh to (host:port), told to clients by ssh.cas")
 	fl.StringVar(&opts.AppsURL, "apps-url", "", "URL pattern of exposures, * for their <port>-<alloc> label (e.g. https://*.apps.example.com), as the gateway's --https-domain serves them")
 	fl.StringVar(&opts.CAKeyFile, "ca-key-file", "", "File with 32 random bytes that seal the SSH CA keys in Postgres")
+	fl.StringVar(&opts.SecretsKeyFile, "secrets-key-file", "", "File (0600) with 32 random bytes, raw, base64 or hex, that seal project secrets in Postgres; without it secret set and jobs naming secrets are refused")
 	fl.DurationVar(&opts.SSHCertTTL, "ssh-cert-ttl", 12*time.Hour, "Longest life of a user SSH certificate (never past the session)")
 	fl.StringVar(&opts.StripeAPI, "stripe-api", payments.DefaultAPIBase, "Stripe API base URL")
 	fl.StringVar(&opts.StripeSuccessURL, "stripe-success-url", "", "Where Stripe Checkout sends the browser after a paid top-up")
@@ -250,6 +255,11 @@ func controldRun(ctx context.Context, opts *ControldOptions) error {
 		}
 	}
 	cfg := controldConfig(opts, conns, keys, kek, log)
+	if opts.SecretsKeyFile != "" {
+		if cfg.SecretsKey, err = secrets.LoadKeyFile(opts.SecretsKeyFile); err != nil {
+			return cmdutil.FlagErrorf("--secrets-key-file: %v", err)
+		}
+	}
 	if cfg.Webhooks, err = webhookSettings(opts); err != nil {
 		return err
 	}

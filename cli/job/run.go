@@ -49,7 +49,10 @@ With resources.sku, an allocation of that SKU is rented first: its price
 is printed, and it is created (with a key derived from --idempotency-key,
 so a retry reuses it) and waited for; release: on-exit (the default)
 releases it when the job ends. resources.allocation runs on one you have.
-Not built yet, and refused: image, workdir, secret: values, retries.`,
+An env value secret:NAME is the project secret NAME (` + "`gpuaas secret set`" + `),
+delivered to the job's node only: a missing one is refused before any
+allocation is rented.
+Not built yet, and refused: image, workdir, retries.`,
 		Args: cmdutil.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			if opts.File == "" {
@@ -82,6 +85,9 @@ func runRun(ctx context.Context, opts *RunOptions) error {
 	}
 	rented := ""
 	if req.AllocationID == "" {
+		if err := checkSecretsExist(ctx, client, req.Secrets); err != nil {
+			return err
+		}
 		if req.AllocationID, err = rent(ctx, opts.IO, client, sku, key); err != nil {
 			return err
 		}
@@ -132,8 +138,6 @@ func readJob(ios *cmdutil.IOStreams, file string) (req api.JobCreateRequest, sku
 		return req, sku, notYet("workdir", "copy files with scp or sftp before the job")
 	case s.Retries != 0:
 		return req, sku, notYet("retries", "a job the platform lost is not started again")
-	case len(s.SecretNames()) > 0:
-		return req, sku, notYet("env", "secret: values need project secrets")
 	}
 	if s.Resources.SKU != "" {
 		sku = api.AllocCreateRequest{SKU: s.Resources.SKU, GPUs: s.Resources.GPUs}
@@ -143,6 +147,13 @@ func readJob(ios *cmdutil.IOStreams, file string) (req api.JobCreateRequest, sku
 	if len(s.Env) > 0 {
 		req.Env = map[string]string{}
 		for _, v := range s.Env {
+			if v.Secret != "" {
+				if req.Secrets == nil {
+					req.Secrets = map[string]string{}
+				}
+				req.Secrets[v.Name] = v.Secret
+				continue
+			}
 			req.Env[v.Name] = v.Value
 		}
 	}

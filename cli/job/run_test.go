@@ -71,11 +71,16 @@ func TestReadJob(t *testing.T) {
 		{"missing run", "resources: {allocation: a-1}\n", "run: required"},
 		{"image", "resources: {allocation: a-1}\nimage: debian\nrun: x\n", "image: not supported yet"},
 		{"workdir", "resources: {allocation: a-1}\nworkdir: .\nrun: x\n", "workdir: not supported yet"},
-		{"secret", "resources: {allocation: a-1}\nenv: {T: 'secret:t'}\nrun: x\n", "env: not supported yet"},
 		{"retries", "resources: {allocation: a-1}\nretries: 2\nrun: x\n", "retries: not supported yet"},
 	} {
 		_, _, err := readJob(ios, write(tt.name+".yaml", tt.text))
 		cmdtest.WantUsageError(t, err, tt.want)
+	}
+	// secret: values name project secrets: sent as names, never as values.
+	got, _, err = readJob(ios, write("secret.yaml", "resources: {allocation: a-1}\nenv: {T: 'secret:hf-token', A: x}\nrun: x\n"))
+	if err != nil || !reflect.DeepEqual(got.Secrets, map[string]string{"T": "hf-token"}) ||
+		!reflect.DeepEqual(got.Env, map[string]string{"A": "x"}) {
+		t.Errorf("secret: got %+v, %v; want Secrets T=hf-token and Env A=x", got, err)
 	}
 	_, _, err = readJob(ios, filepath.Join(dir, "missing.yaml"))
 	cmdtest.WantUsageError(t, err, "read ")

@@ -122,6 +122,12 @@ var describers = map[string]func(api.Event) string{
 		}
 		return fmt.Sprintf("port %d of %s exposed to %s until %s", e.Port, e.AllocationID, e.Share, e.ExpiresAt.Format(time.RFC3339))
 	}),
+	api.EventSecret: decoded(func(s api.Secret) string {
+		if s.RemovedAt != nil {
+			return fmt.Sprintf("secret %s removed", s.Name)
+		}
+		return fmt.Sprintf("secret %s set (%d bytes, digest %s)", s.Name, s.Size, s.Digest)
+	}),
 	api.EventSessionRevoked: decoded(func(r api.SessionRevoked) string {
 		return fmt.Sprintf("%d session(s) ended (%s)", len(r.SessionIDs), r.Reason)
 	}),

@@ -59,6 +59,8 @@ var samples = map[string]sample{
 		Currency: "usd", Action: api.BudgetRelease}, "budget of project vision: $100.00 per month, at the cap: release"},
 	api.EventExposure: {api.Exposure{ID: "ex-1", AllocationID: "a-1", Port: 8888, Share: api.ShareMe, ExpiresAt: sampleTime},
 		"port 8888 of a-1 exposed to me until 2026-11-28T19:00:00Z"},
+	api.EventSecret: {api.Secret{Name: "hf-token", Size: 37, Digest: "0a1b2c3d4e5f6a7b"},
+		"secret hf-token set (37 bytes, digest 0a1b2c3d4e5f6a7b)"},
 	api.EventWebhook: {api.Webhook{ID: "wh-1", URL: "https://hooks.example.com/x", Events: []string{"alloc.state", "alloc.notice"}},
 		"webhook wh-1 to https://hooks.example.com/x added for alloc.state, alloc.notice"},
 	api.EventWebhookDelivery: {api.WebhookDelivery{ID: "whd-1", WebhookID: "wh-1", EventKind: "webhook.test"},

@@ -21,6 +21,7 @@ import (
 	"github.com/gpuaas/gpuaas/controld/identity"
 	"github.com/gpuaas/gpuaas/controld/node"
 	"github.com/gpuaas/gpuaas/controld/payments"
+	"github.com/gpuaas/gpuaas/controld/secrets"
 	"github.com/gpuaas/gpuaas/controld/store"
 	"github.com/gpuaas/gpuaas/hostd/sim"
 	"github.com/gpuaas/gpuaas/internal/api"
@@ -41,6 +42,9 @@ const (
 
 // Options adjust an environment.
 type Options struct {
+	// SecretsKey seals project secrets (default: a random key of the
+	// test's, shared by its replicas).
+	SecretsKey *secrets.Key
 	// Nodes to register with approved slots (default: DefaultNodes()).
 	Nodes []node.Spec
 	// NoNodes registers none.
@@ -167,7 +171,7 @@ func startControld(t testing.TB, b *testutil.Bus, dsn string, opts Options) *con
 		Stripe: opts.Stripe, HTTPAddr: opts.HTTPAddr, APIRateLimit: opts.APIRateLimit,
 		PreLoginRateLimit: opts.PreLoginRateLimit, PreLoginSourceRateLimit: opts.PreLoginSourceRateLimit, Streams: opts.Streams,
 		MetricsAddr: opts.MetricsAddr, OutboxMaxAttempts: opts.OutboxMaxAttempts, Partition: opts.Partition,
-		Registry: opts.Registry,
+		Registry: opts.Registry, SecretsKey: opts.SecretsKey,
 		Webhooks: opts.Webhooks}})
 	if err != nil {
 		t.Fatalf("controld: %v", err)
@@ -248,6 +252,9 @@ func Start(t testing.TB, opts Options) *Env {
 	dsn := opts.DSN
 	if dsn == "" {
 		dsn = testutil.Postgres(t, Template)
+	}
+	if opts.SecretsKey == nil {
+		opts.SecretsKey = RandomSecretsKey(t)
 	}
 	var b *testutil.Bus
 	if opts.PlainBus {

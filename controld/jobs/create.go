@@ -47,8 +47,11 @@ func Check(req *api.JobCreateRequest) error {
 		return bad("name", "%q: 1-63 lowercase letters, digits, '.', '_' or '-'", req.Name)
 	case req.TimeoutSeconds < 0 || time.Duration(req.TimeoutSeconds)*time.Second > jobspec.MaxTimeout:
 		return bad("timeout_seconds", "%d: want 0 (none) to %d", req.TimeoutSeconds, int64(jobspec.MaxTimeout/time.Second))
-	case len(req.Env) > jobspec.MaxEnv:
-		return bad("env", "%d variables; at most %d", len(req.Env), jobspec.MaxEnv)
+	case len(req.Env)+len(req.Secrets) > jobspec.MaxEnv:
+		return bad("env", "%d variables; at most %d", len(req.Env)+len(req.Secrets), jobspec.MaxEnv)
+	}
+	if err := checkSecrets(req); err != nil {
+		return err
 	}
 	switch req.Release {
 	case "":
@@ -81,21 +84,26 @@ func Create(ctx context.Context, tx pgx.Tx, actor alloc.Actor, req api.JobCreate
 	if err != nil {
 		return api.Job{}, mutate.Effect{}, err
 	}
-	if _, err := project.Authorize(ctx, tx, a.ProjectID, actor.UserID, actor.Role, project.AccessWrite); err != nil {
+	p, err := project.Authorize(ctx, tx, a.ProjectID, actor.UserID, actor.Role, project.AccessWrite)
+	if err != nil {
 		return api.Job{}, mutate.Effect{}, err
 	}
 	if a.State != api.AllocActive {
 		return api.Job{}, mutate.Effect{}, api.Errorf(api.CodeConflict, "allocation %s is %s: a job runs on an active allocation", a.ID, a.State).
 			WithHint("wait for it with `gpuaas alloc create --wait`, or see `gpuaas alloc get " + a.ID + "`")
 	}
-	sp := spec{Setup: req.Setup, Run: req.Run, Env: req.Env, Timeout: req.TimeoutSeconds}
+	sp := spec{Setup: req.Setup, Run: req.Run, Env: req.Env, Secrets: req.Secrets, Timeout: req.TimeoutSeconds}
 	raw, err := json.Marshal(sp)
 	if err != nil {
 		return api.Job{}, mutate.Effect{}, fmt.Errorf("job spec: %w", err)
 	}
+	params := startParams("", a.ID, sp, cfg)
+	if params.SealedEnv, err = sealSecrets(ctx, tx, cfg.Secrets, p, a.NodeID, req.Secrets); err != nil {
+		return api.Job{}, mutate.Effect{}, err
+	}
 	id := ids.New(IDPrefix)
-	taskID, err := tasks.Enqueue(ctx, tx, tasks.Task{NodeID: a.NodeID, Type: api.TaskJobStart,
-		Params: startParams(id, a.ID, sp, cfg)}, now)
+	params.JobID = id
+	taskID, err := tasks.Enqueue(ctx, tx, tasks.Task{NodeID: a.NodeID, Type: api.TaskJobStart, Params: params}, now)
 	if err != nil {
 		return api.Job{}, mutate.Effect{}, err
 	}

@@ -22,8 +22,10 @@ import (
 	"github.com/gpuaas/gpuaas/controld/mutate"
 	"github.com/gpuaas/gpuaas/controld/outbox"
 	"github.com/gpuaas/gpuaas/controld/project"
+	"github.com/gpuaas/gpuaas/controld/secrets"
 	"github.com/gpuaas/gpuaas/controld/store"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/jobspec"
 )
 
 // SystemActor is who releases a job's allocation when the job ends.
@@ -50,6 +52,9 @@ type Config struct {
 	// LogMaxBytes bounds each job's log in the LOGS stream, enforced by
 	// hostd where it reads the output (0: hostd's default, 64 MiB).
 	LogMaxBytes int64
+	// Secrets opens the project secrets a job's env names (nil: a job
+	// naming one is refused as unavailable).
+	Secrets *secrets.Key
 }
 
 func (c Config) withDefaults() Config {
@@ -67,9 +72,12 @@ func (c Config) withDefaults() Config {
 
 // spec is what the jobs row keeps of a job's request (its spec column).
 type spec struct {
-	Setup   string            `json:"setup,omitempty"`
-	Run     string            `json:"run"`
-	Env     map[string]string `json:"env,omitempty"`
+	Setup string            `json:"setup,omitempty"`
+	Run   string            `json:"run"`
+	Env   map[string]string `json:"env,omitempty"`
+	// Secrets are the env variables set from project secrets: their
+	// names only, the values are never stored with the job.
+	Secrets map[string]string `json:"secrets,omitempty"`
 	Timeout int64             `json:"timeout_seconds,omitempty"`
 }
 
@@ -97,6 +105,13 @@ func scan(r pgx.Row) (row, error) {
 	j.TimeoutSeconds = j.spec.Timeout
 	for k := range j.spec.Env {
 		j.EnvNames = append(j.EnvNames, k)
+	}
+	for k, name := range j.spec.Secrets {
+		j.EnvNames = append(j.EnvNames, k)
+		if j.EnvSecrets == nil {
+			j.EnvSecrets = map[string]string{}
+		}
+		j.EnvSecrets[k] = jobspec.SecretPrefix + name
 	}
 	slices.Sort(j.EnvNames)
 	j.Cancelling = j.Cancelling && !api.JobFinal(j.State)

@@ -23,6 +23,7 @@ import (
 	"github.com/gpuaas/gpuaas/hostd/tasks"
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/bus"
+	"github.com/gpuaas/gpuaas/internal/nodeseal"
 	"github.com/gpuaas/gpuaas/internal/obs"
 	"github.com/gpuaas/gpuaas/internal/signing"
 )
@@ -269,6 +270,8 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	a.cfg.Env.NodeID, a.cfg.Env.NodeName = a.id.NodeID, a.id.Name
 	a.cfg.Env.Logs, _ = jetstream.New(nc) // jobs' output to LOGS (hostd/tasks/joblog.go)
+	// What controld seals to this node: jobs' secret env (hostd/tasks/jobsecrets.go).
+	a.cfg.Env.Sealed, _ = nodeseal.NewOpener(a.id.Seed)
 	if a.cfg.Terminal != nil {
 		a.cfg.Terminal.SetNode(a.id.NodeID, a.id.Shape)
 	}

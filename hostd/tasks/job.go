@@ -34,6 +34,10 @@ func jobStart(ctx context.Context, env *Env, p api.JobStartParams, _ Reporter) (
 	sup := supervisorFor(env.Envs)
 	j := sup.get(p.JobID)
 	if j == nil {
+		var err error
+		if p.Env, err = openSecretEnv(env, p); err != nil {
+			return nil, err
+		}
 		e, err := env.Envs.Open(ctx, hostenv.Alloc{ID: p.AllocationID, PosixUser: p.PosixUser})
 		if err != nil {
 			return nil, fmt.Errorf("job %s: open the allocation's environment: %w", p.JobID, err)

@@ -15,6 +15,7 @@ import (
 	"github.com/gpuaas/gpuaas/hostd/topology"
 	"github.com/gpuaas/gpuaas/hostd/volume"
 	"github.com/gpuaas/gpuaas/internal/logstream"
+	"github.com/gpuaas/gpuaas/internal/nodeseal"
 )
 
 // Env is everything a handler may touch. Handlers reach the machine only
@@ -66,6 +67,11 @@ type Env struct {
 	// guest that did not power off within its graceful timeout (hostd
 	// counts them: gpuaas_hostd_vm_hard_stops_total).
 	HardStop func()
+
+	// Sealed opens what controld sealed to this node (a job's secret
+	// env, internal/nodeseal); the agent sets it from the node's key.
+	// nil: a job with secrets fails to start.
+	Sealed *nodeseal.Opener
 }
 
 // Reporter receives a task's progress, phase by phase.

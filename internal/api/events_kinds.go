@@ -41,5 +41,6 @@ var EventKinds = []string{
 	EventImage,
 	EventWebhook, EventWebhookDelivery,
 	EventExposure,
+	EventSecret,
 	EventsGap,
 }

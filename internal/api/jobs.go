@@ -44,8 +44,8 @@ const JobReasonTimeout = "timeout"
 const JobReleaseReason = "job finished"
 
 // JobCreateRequest starts a job on an active allocation (job.create).
-// Env holds values only: a job.yaml's secret references are resolved
-// before (docs/jobs.md).
+// Env holds values; Secrets the env variables a job.yaml gives as
+// secret:NAME (docs/jobs.md "Secrets").
 type JobCreateRequest struct {
 	AllocationID string            `json:"allocation_id"`
 	Name         string            `json:"name,omitempty"`
@@ -56,6 +56,12 @@ type JobCreateRequest struct {
 	TimeoutSeconds int64 `json:"timeout_seconds,omitempty"`
 	// Release is on-exit (default), keep or on-success.
 	Release string `json:"release,omitempty"`
+
+	// Secrets maps env variables to the names of project secrets,
+	// resolved by controld in the allocation's project when the job
+	// starts and sealed to its node; the values are never stored with
+	// the job.
+	Secrets map[string]string `json:"secrets,omitempty"`
 }
 
 // Job is a job as job.get and job.list show it. Env values are never
@@ -84,6 +90,10 @@ type Job struct {
 	CreatedAt   time.Time  `json:"created_at"`
 	StartedAt   *time.Time `json:"started_at,omitempty"`
 	EndedAt     *time.Time `json:"ended_at,omitempty"`
+
+	// EnvSecrets are the env variables set from project secrets, each
+	// as "secret:NAME" (the value is never shown).
+	EnvSecrets map[string]string `json:"env_secrets,omitempty"`
 }
 
 // JobRef names a job.
@@ -119,6 +129,11 @@ type JobStartParams struct {
 	// LogMaxBytes bounds the job's log kept in JetStream (0: hostd's
 	// default); past it a marker line says the log was cut.
 	LogMaxBytes int64 `json:"log_max_bytes,omitempty"`
+
+	// SealedEnv is more of Env (a JSON list of NAME=value) sealed to the
+	// node's key (internal/nodeseal): the job's secret values, which only
+	// this node's hostd can open.
+	SealedEnv []byte `json:"sealed_env,omitempty"`
 }
 
 // JobWaitParams are the params of job.wait: report within Wait whether

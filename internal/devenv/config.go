@@ -40,6 +40,11 @@ const DefaultStripeSecretKey = "sk_test_gpuaasdev"
 // none.
 const WebhookSecretFile = "stripe-webhook-secret"
 
+// SecretsKeyFile is the file in the data directory holding the key that
+// seals project secrets (controld --secrets-key-file; made on first
+// start, 0600).
+const SecretsKeyFile = "secrets.key"
+
 // Defaults filled in by CheckAndSetDefaults.
 const (
 	DefaultSessionTTL    = 12 * time.Hour

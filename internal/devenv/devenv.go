@@ -24,6 +24,7 @@ import (
 
 	"github.com/gpuaas/gpuaas/controld"
 	"github.com/gpuaas/gpuaas/controld/identity"
+	"github.com/gpuaas/gpuaas/controld/secrets"
 	"github.com/gpuaas/gpuaas/controld/webhooks"
 	"github.com/gpuaas/gpuaas/hostd/sim"
 	"github.com/gpuaas/gpuaas/internal/api"
@@ -284,6 +285,12 @@ func (e *Env) startControld(ctx context.Context, dsn string) error {
 	if err != nil {
 		return err
 	}
+	// Project secrets are sealed with a key of the data dir's own
+	// (secrets.key, 0600, made on first start: docs/operators.md).
+	secretsKey, err := secrets.WriteKeyFile(filepath.Join(e.cfg.DataDir, SecretsKeyFile))
+	if err != nil {
+		return err
+	}
 	replicas, streamReplicas := 1, 1
 	if e.cfg.Cluster {
 		replicas, streamReplicas = ControldReplicas, ClusterServers
@@ -297,7 +304,7 @@ func (e *Env) startControld(ctx context.Context, dsn string) error {
 			Idle:    controld.IdleConfig{MinPeriod: e.cfg.IdleMinPeriod, Interval: time.Second},
 			Stripe:  stripe, HTTPAddr: httpAddr, MetricsAddr: "127.0.0.1:0", StreamReplicas: streamReplicas,
 			Registry: controld.RegistryConfig{Addr: e.RegistryAddr},
-			Streams:  devStreams,
+			Streams:  devStreams, SecretsKey: secretsKey,
 			// Webhook receivers in dev run on this machine (docs/webhooks.md).
 			Webhooks: controld.WebhookConfig{Policy: webhooks.Policy{AllowPrivate: true, AllowHTTPLoopback: true},
 				Backoff: time.Second, MaxBackoff: 10 * time.Second, MaxAttempts: 5}}

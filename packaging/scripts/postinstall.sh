@@ -7,6 +7,11 @@ set -e
 if [ ! -e /etc/gpuaas/controld-ca.key ]; then
 	(umask 077 && head -c 32 /dev/urandom > /etc/gpuaas/controld-ca.key)
 fi
+# The key that seals project secrets (docs/jobs.md "Secrets"): the same,
+# made once, never replaced (docs/operators.md says how to rotate it).
+if [ ! -e /etc/gpuaas/secrets.key ]; then
+	(umask 077 && head -c 32 /dev/urandom > /etc/gpuaas/secrets.key)
+fi
 
 if [ -d /run/systemd/system ] && command -v systemctl >/dev/null 2>&1; then
 	systemctl daemon-reload || true

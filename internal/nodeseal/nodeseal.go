@@ -6,7 +6,8 @@
 //
 // The node's Ed25519 key is used as the X25519 key of the same point
 // (RFC 7748's birational map, as libsodium's
-// crypto_sign_ed25519_pk_to_curve25519 does), and values are sealed with
+// crypto_sign_ed25519_pk_to_curve25519 does, through
+// filippo.io/edwards25519), and values are sealed with
 // NaCl's anonymous box (an ephemeral sender key, X25519 + XSalsa20-Poly1305).
 package nodeseal
 
@@ -17,40 +18,31 @@ import (
 	"crypto/sha512"
 	"errors"
 	"fmt"
-	"math/big"
 
+	"filippo.io/edwards25519"
 	"golang.org/x/crypto/nacl/box"
 )
 
 // ErrOpen is returned for a sealed value this key cannot open.
 var ErrOpen = errors.New("nodeseal: cannot open: sealed to another node or damaged")
 
-// p is 2^255 - 19, the field of Curve25519 and Ed25519.
-var p = new(big.Int).Sub(new(big.Int).Lsh(big.NewInt(1), 255), big.NewInt(19))
-
-// curvePublic is the X25519 public key of an Ed25519 public key:
-// u = (1 + y) / (1 - y) mod p.
+// curvePublic is the X25519 public key of an Ed25519 public key: the
+// Montgomery u-coordinate of the same point, u = (1 + y) / (1 - y).
+// filippo.io/edwards25519 decodes the point (refusing what is not one) and
+// maps it.
 func curvePublic(pub ed25519.PublicKey) (*[32]byte, error) {
 	if len(pub) != ed25519.PublicKeySize {
 		return nil, fmt.Errorf("nodeseal: public key of %d bytes, want %d", len(pub), ed25519.PublicKeySize)
 	}
-	le := make([]byte, 32)
-	copy(le, pub)
-	le[31] &= 0x7f // the sign of x
-	y := new(big.Int).SetBytes(reverse(le))
-	if y.Cmp(p) >= 0 {
-		return nil, errors.New("nodeseal: not an Ed25519 public key")
+	pt, err := new(edwards25519.Point).SetBytes(pub)
+	if err != nil {
+		return nil, fmt.Errorf("nodeseal: not an Ed25519 public key: %w", err)
 	}
-	one := big.NewInt(1)
-	den := new(big.Int).Mod(new(big.Int).Sub(one, y), p)
-	if den.Sign() == 0 {
+	if pt.Equal(edwards25519.NewIdentityPoint()) == 1 {
 		return nil, errors.New("nodeseal: not an Ed25519 public key (identity point)")
 	}
-	u := new(big.Int).Mul(new(big.Int).Add(one, y), new(big.Int).ModInverse(den, p))
-	u.Mod(u, p)
 	var out [32]byte
-	b := u.FillBytes(make([]byte, 32))
-	copy(out[:], reverse(b))
+	copy(out[:], pt.BytesMontgomery())
 	return &out, nil
 }
 
@@ -67,14 +59,6 @@ func curvePrivate(seed []byte) (*[32]byte, error) {
 	k[31] &= 127
 	k[31] |= 64
 	return &k, nil
-}
-
-func reverse(b []byte) []byte {
-	out := make([]byte, len(b))
-	for i := range b {
-		out[len(b)-1-i] = b[i]
-	}
-	return out
 }
 
 // Seal seals msg to the node whose Ed25519 public key is pub.

@@ -211,7 +211,7 @@ const simNvidiaSMI = "/usr/bin/nvidia-smi"
 
 const simNvidiaSMIScript = `#!/bin/sh
 # nvidia-smi: SIMULATED (gpuaas minimal test image only; no GPU, no driver).
-md=/run/gpuaas/meta-data.flat
+md=${GPUAAS_META:-/run/gpuaas/meta-data.flat}
 k=` + MetaSimGPUUUIDs + `
 case "$1" in
 -L | --list-gpus) ;;

@@ -15,8 +15,8 @@ const devSliceTable = "gpuaas_dev_slices"
 // isolationControl is TestSliceVM's control step, as hostd/guestimage's
 // TestSliceIsolation has: with both isolation layers switched off (dev's
 // nft bridge table removed, the guests' bridge ports no longer isolated)
-// the probes that failed from guest A to guest B at ipB (ping, TCP to its
-// sshd) succeed, so their failure was the isolation's doing and not a
+// the probes from guest A to guest B at ipB (ping, arping, TCP to its sshd)
+// succeed, so their failure was the isolation's doing and not a
 // broken probe; with both layers back they fail again. inA runs a command
 // in guest A and returns its exit status.
 func isolationControl(t *testing.T, inA func(cmd string) int, ipB string) {
@@ -55,7 +55,10 @@ func isolationControl(t *testing.T, inA func(cmd string) int, ipB string) {
 		}
 	}
 	defer restore()
-	probes := map[string]string{"ping": "sudo ping -c 1 -W 3 " + ipB, "tcp": "nc -w 3 " + ipB + " 22 </dev/null"}
+	// hostd/guestimage's probes (isolation_test.go): the TCP one passes
+	// only when B's sshd banner comes back.
+	probes := map[string]string{"ping": "sudo ping -c 1 -W 3 " + ipB, "arping": "sudo arping -c 1 -w 2 -I mgmt0 " + ipB,
+		"tcp": "sleep 2 | nc -w 3 " + ipB + " 22 | head -c 4 | grep -q SSH-"}
 
 	if err := fw.Remove(ctx); err != nil {
 		t.Fatal(err)

@@ -19,7 +19,7 @@ import (
 // allocEndpoints are allocations (controld/alloc).
 func (s *Server) allocEndpoints() []endpointDef {
 	return []endpointDef{
-		refusalAuditedMutation(s, api.OpAllocCreate, s.allocCreate, s.auditAllocRefusal),
+		refusalAuditedMutation(s, api.OpAllocCreate, s.allocCreate, s.auditFundsRefusal("alloc.create_refused")),
 		query(s, api.OpAllocGet, s.allocGet),
 		query(s, api.OpAllocList, s.allocList),
 		mutation(s, api.OpAllocRelease, s.allocRelease),
@@ -60,27 +60,30 @@ func (s *Server) allocCreate(ctx context.Context, c *call, req api.AllocCreateRe
 	}, nil
 }
 
-// auditAllocRefusal records a create refused for insufficient funds, in a
-// write of its own (the create's transaction was rolled back): who tried
-// to rent what, and the balance and burn that fell short.
-func (s *Server) auditAllocRefusal(ctx context.Context, c *call, err error) {
-	var funds *alloc.InsufficientFundsError
-	var over *alloc.BudgetExceededError
-	var entry audit.Entry
-	switch {
-	case errors.As(err, &funds):
-		entry = audit.Entry{Action: "alloc.create_refused", TargetType: "project", TargetID: funds.Funds.ProjectID,
-			ProjectID: funds.Funds.ProjectID, Detail: funds.AuditDetail()}
-	case errors.As(err, &over):
-		entry = audit.Entry{Action: "alloc.create_refused", TargetType: "project", TargetID: over.Req.ProjectID,
-			ProjectID: over.Req.ProjectID, Detail: over.AuditDetail()}
-	default:
-		return
-	}
-	meta := audit.Meta{At: s.now(), ActorID: c.principal.UserID, CorrelationID: c.corr,
-		IdempotencyKey: c.req.Headers().Get(api.HeaderIdempotencyKey)}
-	if werr := audit.Write(context.WithoutCancel(ctx), s.pool, meta, entry); werr != nil {
-		c.log.Warn("audit refused create", "err", werr)
+// auditFundsRefusal records a create refused for insufficient funds or
+// over a budget, as action (alloc.create_refused, volume.create_refused),
+// in a write of its own (the create's transaction was rolled back): who
+// tried to rent what, and the balance and burn that fell short.
+func (s *Server) auditFundsRefusal(action string) func(ctx context.Context, c *call, err error) {
+	return func(ctx context.Context, c *call, err error) {
+		var funds *alloc.InsufficientFundsError
+		var over *alloc.BudgetExceededError
+		var entry audit.Entry
+		switch {
+		case errors.As(err, &funds):
+			entry = audit.Entry{Action: action, TargetType: "project", TargetID: funds.Funds.ProjectID,
+				ProjectID: funds.Funds.ProjectID, Detail: funds.AuditDetail()}
+		case errors.As(err, &over):
+			entry = audit.Entry{Action: action, TargetType: "project", TargetID: over.Req.ProjectID,
+				ProjectID: over.Req.ProjectID, Detail: over.AuditDetail()}
+		default:
+			return
+		}
+		meta := audit.Meta{At: s.now(), ActorID: c.principal.UserID, CorrelationID: c.corr,
+			IdempotencyKey: c.req.Headers().Get(api.HeaderIdempotencyKey)}
+		if werr := audit.Write(context.WithoutCancel(ctx), s.pool, meta, entry); werr != nil {
+			c.log.Warn("audit refused create", "action", action, "err", werr)
+		}
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/gpuaas/gpuaas/controld/alloc"
 	"github.com/gpuaas/gpuaas/controld/audit"
 	"github.com/gpuaas/gpuaas/controld/mutate"
 	"github.com/gpuaas/gpuaas/controld/outbox"
@@ -18,10 +19,10 @@ import (
 // docs/volumes.md): members make, grow and remove them, viewers read.
 func (s *Server) volumeEndpoints() []endpointDef {
 	return []endpointDef{
-		mutation(s, api.OpVolumeCreate, s.volumeCreate),
+		refusalAuditedMutation(s, api.OpVolumeCreate, s.volumeCreate, s.auditFundsRefusal("volume.create_refused")),
 		query(s, api.OpVolumeGet, s.volumeGet),
 		query(s, api.OpVolumeList, s.volumeList),
-		mutation(s, api.OpVolumeResize, s.volumeResize),
+		refusalAuditedMutation(s, api.OpVolumeResize, s.volumeResize, s.auditFundsRefusal("volume.resize_refused")),
 		mutation(s, api.OpVolumeRemove, s.volumeRemove),
 		query(s, api.OpVolumeQuote, s.volumeQuote),
 	}
@@ -70,6 +71,9 @@ func (s *Server) volumeCreate(ctx context.Context, c *call, req api.VolumeCreate
 		if err != nil {
 			return nil, mutate.Effect{}, err
 		}
+		if err := s.requireVolumeFunds(ctx, tx, p, c.principal.UserID, size); err != nil {
+			return nil, mutate.Effect{}, err
+		}
 		v, evs, err := volumes.Create(ctx, tx, volumes.CreateArgs{ProjectID: p.ID, Name: req.Name, SizeBytes: size,
 			Node: strings.TrimSpace(req.Node), ActorID: c.principal.UserID}, s.now())
 		if err != nil {
@@ -95,6 +99,11 @@ func (s *Server) volumeResize(ctx context.Context, c *call, req api.VolumeResize
 		p, err := project.Authorize(ctx, tx, ref, c.principal.UserID, c.principal.Role, project.AccessWrite)
 		if err != nil {
 			return nil, mutate.Effect{}, err
+		}
+		if cur, err := volumes.Get(ctx, tx, p.ID, req.Volume); err == nil && size > cur.SizeBytes {
+			if err := s.requireVolumeFunds(ctx, tx, p, c.principal.UserID, size-cur.SizeBytes); err != nil {
+				return nil, mutate.Effect{}, err
+			}
 		}
 		v, evs, err := volumes.Resize(ctx, tx, p.ID, req.Volume, size, s.now())
 		if err != nil {
@@ -157,4 +166,17 @@ func (s *Server) volumeList(ctx context.Context, c *call, req api.VolumeListRequ
 		return nil, err
 	}
 	return &api.VolumeList{Volumes: vs}, nil
+}
+
+// requireVolumeFunds refuses a volume (or a volume's growth) of size bytes
+// the project cannot pay for, as an allocation is refused: its balance
+// must last the minimum runway at its burn with the volume's, within the
+// budgets binding the user (alloc.RequireFunds; docs/volumes.md).
+func (s *Server) requireVolumeFunds(ctx context.Context, tx pgx.Tx, p api.Project, userID string, size int64) error {
+	perHour, currency, err := volumes.HourlyMinor(ctx, tx, size)
+	if err != nil {
+		return err
+	}
+	return alloc.RequireFunds(ctx, tx, alloc.Charge{ProjectID: p.ID, ProjectName: p.Name, UserID: userID,
+		AddMinorPerHour: perHour, Currency: currency, What: "this volume"}, s.allocRules(), s.now())
 }

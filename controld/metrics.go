@@ -96,7 +96,7 @@ var (
 		[]string{"state"}, nil)
 	nodesDesc = prometheus.NewDesc(obs.Namespace+"_nodes", "Nodes by state.", []string{"state"}, nil)
 	lagDesc   = prometheus.NewDesc(obs.Namespace+"_billing_accrual_lag_seconds",
-		"Longest time since a running allocation was last charged; above the window plus a tick, accrual is behind.", nil, nil)
+		"Longest time since a running meter (an allocation's or a volume's) was last charged; above the window plus a tick, accrual is behind.", nil, nil)
 	relayDesc = prometheus.NewDesc(obs.Namespace+"_outbox_relay_held", "1 while some replica holds the outbox relay's lease.", nil, nil)
 	hookDesc  = prometheus.NewDesc(obs.Namespace+"_webhook_deliveries",
 		"Webhook deliveries not delivered: pending (being tried) and dead (attempts ran out: `gpuaas webhook deliveries --state dead`).",

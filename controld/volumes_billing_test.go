@@ -52,14 +52,15 @@ func TestDepletedProjectKeepsVolumes(t *testing.T) {
 	e := startBilling(t, controld.BillingConfig{Window: time.Minute, Grace: grace})
 	ctx := t.Context()
 	c := e.Client(e.AdminToken)
+	// 8 × 220 = 1760/h and 1000 GiB at $0.10/GiB-month (13/h): the
+	// volume's create needs 10 minutes of its 14/h (13.7 rounded up), 3,
+	// and the allocation's 10 minutes of both, 296.
+	e.credit(t, 300)
 	v, err := c.VolumeCreate(ctx, api.VolumeCreateRequest{Name: "data", Size: "1000G", Node: "sim-h100-1"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	e.settleVolumeAt(t, v, api.TaskVolumeCreate)
-	// 8 × 220 = 1760/h and 1000 GiB at $0.10/GiB-month (13/h): a create
-	// needs 10 minutes of that, 296.
-	e.credit(t, 300)
 	withVolume := api.AllocCreateRequest{SKU: "h100-baremetal", GPUs: 8, Volumes: []api.VolumeMount{{Volume: "data"}}}
 	a, err := c.AllocCreate(ctx, withVolume)
 	if err != nil {
@@ -137,6 +138,7 @@ func TestHeartbeatWithoutVolumeFailsIt(t *testing.T) {
 	e := startBilling(t, controld.BillingConfig{Window: time.Minute})
 	ctx := t.Context()
 	c := e.Client(e.AdminToken)
+	e.credit(t, 3)
 	v, err := c.VolumeCreate(ctx, api.VolumeCreateRequest{Name: "data", Size: "1000G", Node: "sim-h100-1"})
 	if err != nil {
 		t.Fatal(err)

@@ -31,6 +31,13 @@ type HTTPS struct {
 	// CookieKey signs the front's login cookies; random per start when
 	// empty.
 	CookieKey []byte
+	// CookieKeyFile, when set, holds CookieKey (0600; replicas given the
+	// same file accept each other's cookies).
+	CookieKeyFile string
+	// ACME, when its CA is set, obtains a certificate per exposure name
+	// instead of CertFile and KeyFile (gateway/httpfront's ACMEConfig:
+	// CA, Email, CARootFile and Dir are the operator's).
+	ACME httpfront.ACMEConfig
 	// RatePerExposure, RatePerSource (requests a second) and Burst bound
 	// requests (defaults: gateway/httpfront's).
 	RatePerExposure, RatePerSource float64
@@ -48,7 +55,10 @@ func (h *HTTPS) checkAndSetDefaults() error {
 	if h.Domain == "" {
 		return fmt.Errorf("sshgate config: %w: HTTPS.Domain is required with HTTPS.Listen", ErrConfig)
 	}
-	if h.TLS == nil {
+	if err := h.checkACMEAndCookieKey(); err != nil {
+		return err
+	}
+	if h.TLS == nil && h.ACME.CA == "" {
 		if h.CertFile == "" || h.KeyFile == "" {
 			return fmt.Errorf("sshgate config: %w: HTTPS needs CertFile and KeyFile (a certificate for *.%s)", ErrConfig, h.Domain)
 		}
@@ -82,20 +92,29 @@ func (g *Gateway) serveHTTPS(ctx context.Context) (stop func(), err error) {
 	if h.Listen == "" {
 		return func() {}, nil
 	}
-	front, err := httpfront.New(httpfront.Config{Core: g.core, Verdicts: g.cfg.Client, Links: g.cfg.Client, Domain: h.Domain, TLS: h.TLS,
-		CookieKey: h.CookieKey, RatePerExposure: rate.Limit(h.RatePerExposure), RatePerSource: rate.Limit(h.RatePerSource),
-		Burst: h.Burst, Now: g.cfg.Now, Log: g.log.With("front", "https")})
-	if err != nil {
-		return nil, err
-	}
-	if err := g.metrics.reg.Register(front.Metrics()); err != nil {
-		return nil, fmt.Errorf("https metrics: %w", err)
-	}
 	ln := h.Listener
 	if ln == nil {
 		if ln, err = net.Listen("tcp", h.Listen); err != nil {
 			return nil, fmt.Errorf("listen https %s: %w", h.Listen, err)
 		}
+	}
+	tlsCfg, stopACME, err := g.httpsTLS(ln)
+	if err != nil {
+		ln.Close()
+		return nil, err
+	}
+	front, err := httpfront.New(httpfront.Config{Core: g.core, Verdicts: g.cfg.Client, Links: g.cfg.Client, Domain: h.Domain, TLS: tlsCfg,
+		CookieKey: h.CookieKey, RatePerExposure: rate.Limit(h.RatePerExposure), RatePerSource: rate.Limit(h.RatePerSource),
+		Burst: h.Burst, Now: g.cfg.Now, Log: g.log.With("front", "https")})
+	if err != nil {
+		stopACME()
+		ln.Close()
+		return nil, err
+	}
+	if err := g.metrics.reg.Register(front.Metrics()); err != nil {
+		stopACME()
+		ln.Close()
+		return nil, fmt.Errorf("https metrics: %w", err)
 	}
 	g.https.mu.Lock()
 	g.https.addr, g.https.front = ln.Addr(), front
@@ -112,6 +131,7 @@ func (g *Gateway) serveHTTPS(ctx context.Context) (stop func(), err error) {
 		if err := <-served; err != nil {
 			g.log.Warn("serve https", "err", err)
 		}
+		stopACME()
 	}, nil
 }
 

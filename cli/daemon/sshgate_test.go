@@ -44,6 +44,19 @@ func TestNewCmdSSHGate(t *testing.T) {
 				return h.Listen == ":8443" && h.Domain == "apps.example.test" && h.CertFile == "/c.pem" && h.KeyFile == "/k.pem"
 			}},
 		{name: "https front without a certificate", args: []string{"--https-listen", ":8443", "--https-domain", "apps.example.test"}, env: "/env.nk", wantErr: true},
+		{name: "https front with acme", args: []string{"--https-listen", ":443", "--https-domain", "apps.example.test", "--https-acme-ca", "https://acme.example.test/dir",
+			"--https-acme-email", "ops@example.test", "--https-acme-ca-root", "/root.pem", "--https-cookie-key-file", "/cookie.key"},
+			env: "/env.nk", wantKey: "/env.nk", wantOpts: func(o *SSHGateOptions) bool {
+				h := o.Config.HTTPS
+				return h.ACME.CA == "https://acme.example.test/dir" && h.ACME.Email == "ops@example.test" && h.ACME.CARootFile == "/root.pem" &&
+					h.ACME.Dir == "/var/lib/gpuaas/sshgate/acme" && h.CookieKeyFile == "/cookie.key" && h.CertFile == ""
+			}},
+		{name: "https front with acme and a certificate", args: []string{"--https-listen", ":443", "--https-domain", "apps.example.test",
+			"--https-acme-ca", "https://acme.example.test/dir", "--https-cert", "/c.pem", "--https-key", "/k.pem"}, env: "/env.nk", wantErr: true},
+		{name: "https front with an acme ca that is not https", args: []string{"--https-listen", ":443", "--https-domain", "apps.example.test",
+			"--https-acme-ca", "http://acme.example.test/dir"}, env: "/env.nk", wantErr: true},
+		{name: "https front with acme and no storage", args: []string{"--https-listen", ":443", "--https-domain", "apps.example.test",
+			"--https-acme-ca", "https://acme.example.test/dir", "--https-acme-dir", ""}, env: "/env.nk", wantErr: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -1,6 +1,7 @@
 package alloc
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"time"
@@ -24,6 +25,9 @@ type BudgetRequest struct {
 	// being placed): the scope's burn counts it, so the burn cap adds
 	// nothing more for it.
 	Placed bool
+	// What names what is asked for in a refusal; "this allocation" when
+	// empty (RequireFunds: "this volume").
+	What string
 }
 
 // CheckBudgets refuses, with budget_exceeded (*BudgetExceededError), an
@@ -117,9 +121,9 @@ func newBudgetExceeded(b billing.Budget, r BudgetRequest, burnCap bool, running 
 	}
 	var msg string
 	if !burnCap {
-		msg = fmt.Sprintf("budget exceeded: %s is %s per %s, %s is spent (%.0f%%) and this allocation's first hour costs %s; "+
+		msg = fmt.Sprintf("budget exceeded: %s is %s per %s, %s is spent (%.0f%%) and %s's first hour costs %s; "+
 			"the %s resets %s", which, money(b.AmountMinor), b.Period, money(b.SpentMinor), b.Percent(),
-			money(r.AddMinorPerHour), b.Period, b.PeriodEnd.UTC().Format("2006-01-02 15:04 UTC"))
+			cmp.Or(r.What, "this allocation"), money(r.AddMinorPerHour), b.Period, b.PeriodEnd.UTC().Format("2006-01-02 15:04 UTC"))
 	} else {
 		msg = fmt.Sprintf("budget exceeded: %s caps the burn at %s/h; %s/h already running + %s/h for this one",
 			which, money(b.BurnCapMinorPerHour), money(running), money(r.AddMinorPerHour))

@@ -356,3 +356,28 @@ func TestVolumeAccrualLooksUpLastWindowByIndex(t *testing.T) {
 		}
 	}
 }
+
+// TestAccrualLagCountsVolumes: a running volume meter nobody charged
+// makes the lag (the GpuaasAccrualLag alert's metric) grow like an
+// allocation's would, and charging it brings the lag back under a window.
+func TestAccrualLagCountsVolumes(t *testing.T) {
+	f := newFixture(t)
+	p := f.project(t)
+	start := time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC)
+	f.volume(t, p, 10*gib, 10, start)
+	now := start.Add(3 * time.Hour)
+	lag, err := billing.AccrualLag(context.Background(), f.app, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lag != 3*time.Hour {
+		t.Fatalf("lag with a volume never charged: %s; want 3h0m0s", lag)
+	}
+	accrue(t, f.app, now)
+	if lag, err = billing.AccrualLag(context.Background(), f.app, now); err != nil {
+		t.Fatal(err)
+	}
+	if lag > time.Minute {
+		t.Errorf("lag after charging up to now: %s; want at most a window", lag)
+	}
+}

@@ -2,6 +2,7 @@ package volumes
 
 import (
 	"context"
+	"math"
 
 	"github.com/gpuaas/gpuaas/controld/billing"
 	"github.com/gpuaas/gpuaas/controld/catalog"
@@ -32,4 +33,16 @@ func VolumePrices(pricePerGiBMonthMinor, size int64) (perMonthMinor int64, perHo
 	gib := float64(size) / (1 << 30)
 	// size is at most 16 TiB, the price a few hundred: no overflow.
 	return pricePerGiBMonthMinor * (size >> 20) / 1024, float64(pricePerGiBMonthMinor) * gib / 730
+}
+
+// HourlyMinor is what size bytes add to a project's burn per hour at the
+// catalog's price now, rounded up (a funds check errs on the safe side),
+// and the price's currency.
+func HourlyMinor(ctx context.Context, q store.Querier, size int64) (int64, string, error) {
+	price, err := catalog.VolumePrice(ctx, q, billing.DefaultCurrency)
+	if err != nil {
+		return 0, "", err
+	}
+	_, perHour := VolumePrices(price, size)
+	return int64(math.Ceil(perHour)), billing.DefaultCurrency, nil
 }

@@ -36,8 +36,10 @@ type Config struct {
 	Domain string
 	// TLS serves the names under Domain (a certificate for *.Domain).
 	TLS *tls.Config
-	// CookieKey signs front cookies (HMAC-SHA256); a random key when
-	// empty, so cookies do not survive a restart.
+	// CookieKey signs front cookies (HMAC-SHA256): replicas that share it
+	// accept each other's cookies (LoadCookieKey reads it from a file). A
+	// random key when empty, so cookies do not survive a restart nor pass
+	// from one replica to another.
 	CookieKey []byte
 	CookieTTL time.Duration
 	// RatePerExposure and RatePerSource bound requests a second to one
@@ -68,6 +70,8 @@ func (c *Config) CheckAndSetDefaults() error {
 	if len(c.CookieKey) == 0 {
 		c.CookieKey = make([]byte, 32)
 		_, _ = rand.Read(c.CookieKey)
+	} else if err := checkCookieKey(c.CookieKey); err != nil {
+		return err
 	}
 	if c.CookieTTL <= 0 {
 		c.CookieTTL = DefaultCookieTTL

@@ -1,7 +1,9 @@
 package httpfront
 
 import (
+	"bufio"
 	"io"
+	"net"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -30,7 +32,8 @@ func (c *Counters) Requests() int64 { return c.requests.Load() }
 // Limited is how many requests the rate limit refused.
 func (c *Counters) Limited() int64 { return c.limited.Load() }
 
-// BytesIn and BytesOut are request and response body bytes.
+// BytesIn and BytesOut are request and response body bytes, and the
+// bytes of upgraded connections (WebSockets) from and to the client.
 func (c *Counters) BytesIn() int64  { return c.bytesIn.Load() }
 func (c *Counters) BytesOut() int64 { return c.bytesOut.Load() }
 
@@ -53,7 +56,7 @@ func (m *Metrics) of(label string) *Counters {
 var (
 	descRequests = prometheus.NewDesc(obs.Namespace+"_https_requests_total", "Requests proxied to an exposure.", []string{"exposure"}, nil)
 	descLimited  = prometheus.NewDesc(obs.Namespace+"_https_requests_limited_total", "Requests to an exposure refused by the rate limit.", []string{"exposure"}, nil)
-	descBytes    = prometheus.NewDesc(obs.Namespace+"_https_bytes_total", "Body bytes through an exposure, by direction (in: requests, out: responses).", []string{"exposure", "direction"}, nil)
+	descBytes    = prometheus.NewDesc(obs.Namespace+"_https_bytes_total", "Body bytes through an exposure, with upgraded connections' (WebSockets), by direction (in: from clients, out: to clients).", []string{"exposure", "direction"}, nil)
 )
 
 // Describe implements prometheus.Collector.
@@ -76,10 +79,41 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 }
 
 // countingWriter counts response bytes; it keeps the writer's Flusher
-// and Hijacker (streams and WebSockets) through Unwrap.
+// (streams) and, through Unwrap, the rest of http.ResponseController's
+// reach. An upgraded connection it hands over (Hijack) counts both ways.
 type countingWriter struct {
 	http.ResponseWriter
-	n *atomic.Int64
+	n, in *atomic.Int64
+}
+
+// Hijack takes over the connection of a request whose response upgrades
+// it (a WebSocket): the proxy copies both ways on it from then on, past
+// Write and the request body, so the connection itself counts.
+func (w *countingWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	conn, brw, err := http.NewResponseController(w.ResponseWriter).Hijack()
+	if err != nil {
+		return nil, nil, err
+	}
+	return &countingConn{Conn: conn, in: w.in, out: w.n}, brw, nil
+}
+
+// countingConn counts an upgraded connection's bytes: read from the
+// client (in) and written to it (out).
+type countingConn struct {
+	net.Conn
+	in, out *atomic.Int64
+}
+
+func (c *countingConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	c.in.Add(int64(n))
+	return n, err
+}
+
+func (c *countingConn) Write(p []byte) (int, error) {
+	n, err := c.Conn.Write(p)
+	c.out.Add(int64(n))
+	return n, err
 }
 
 func (w *countingWriter) Write(b []byte) (int, error) {

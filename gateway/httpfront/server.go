@@ -149,7 +149,7 @@ func (s *Server) serveAllowed(w http.ResponseWriter, r *http.Request, rq *reques
 	defer tracked.Close()
 	m := s.metrics.of(rq.label)
 	m.requests.Add(1)
-	cw := &countingWriter{ResponseWriter: w, n: &m.bytesOut}
+	cw := &countingWriter{ResponseWriter: w, n: &m.bytesOut, in: &m.bytesIn}
 	if r.Body != nil && r.Body != http.NoBody {
 		r.Body = &countingBody{ReadCloser: r.Body, n: &m.bytesIn}
 	}

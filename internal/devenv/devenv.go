@@ -187,7 +187,7 @@ func Start(ctx context.Context, cfg Config) (_ *Env, err error) {
 		if e.vm, err = startVMHost(ctx, cfg); err != nil {
 			return nil, err
 		}
-		e.onClose("libvirt", e.vm.hv.Close)
+		e.onClose("libvirt", e.vm.close)
 	}
 	if err := e.seed(ctx); err != nil {
 		return nil, err

@@ -46,12 +46,20 @@ const (
 // vmHost is what the VM slice host runs on.
 type vmHost struct {
 	hv       *libvirt.Hypervisor
+	unlock   func() // the machine's dev --vm lock (vmlock.go)
 	net      *tasks.SliceNet
 	slice    *tasks.SliceHost
 	imageDir string
 	image    api.VMImage
 	vcpus    int
 	memMiB   int
+}
+
+// close disconnects from libvirtd and lets another dev --vm start.
+func (v *vmHost) close() error {
+	err := v.hv.Close()
+	v.unlock()
+	return err
 }
 
 // checkVM validates Config.VM.
@@ -73,11 +81,20 @@ func checkVM(c *Config) error {
 // startVMHost finds libvirtd (or starts it, as root), builds or finds the
 // guest image, and sets up the slice network and nft table.
 func startVMHost(ctx context.Context, cfg Config) (*vmHost, error) {
-	hv, err := connectLibvirt(ctx, cfg.Log)
+	lockPath := vmLockPath
+	if _, err := os.Stat(filepath.Dir(lockPath)); err != nil {
+		lockPath = filepath.Join(os.TempDir(), filepath.Base(lockPath))
+	}
+	unlock, err := lockVM(lockPath, cfg.DataDir)
 	if err != nil {
 		return nil, err
 	}
-	v := &vmHost{hv: hv}
+	hv, err := connectLibvirt(ctx, cfg.Log)
+	if err != nil {
+		unlock()
+		return nil, err
+	}
+	v := &vmHost{hv: hv, unlock: unlock}
 	gcfg := guestimage.Config{}
 	var img guestimage.Result
 	switch cfg.VM {
@@ -89,7 +106,7 @@ func startVMHost(ctx context.Context, cfg Config) (*vmHost, error) {
 		v.vcpus, v.memMiB = 1, 384
 	}
 	if err != nil {
-		_ = hv.Close()
+		v.close()
 		return nil, fmt.Errorf("guest image %s: %w", cfg.VM, err)
 	}
 	cfg.Log.Info("guest image", "image", cfg.VM, "dir", img.Dir, "cached", img.Cached, "took", img.Took.Round(time.Millisecond))
@@ -97,7 +114,7 @@ func startVMHost(ctx context.Context, cfg Config) (*vmHost, error) {
 	v.net, v.slice = slicehost.Setup(ctx, hv, slicehost.Config{Network: devSliceNetwork, Bridge: devSliceBridge,
 		Subnet: netip.MustParsePrefix(api.DefaultSlotSubnet), Emulate: true, Table: devSliceTable}, cfg.Log)
 	if v.net == nil {
-		_ = hv.Close()
+		v.close()
 		return nil, fmt.Errorf("slice network for real guests: %s", v.slice.Blockers[0].Message)
 	}
 	v.slice.NoPassthrough = "gpuaas dev --vm: the slice host's GPUs are simulated"

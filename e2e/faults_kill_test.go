@@ -35,7 +35,8 @@ func instantHost(slots int) tasks.Registry {
 			r := api.TopologyResult{HostName: env.NodeName, GPUs: []api.GPUInfo{{PCI: "0000:18:00.0", Model: "H200"}}}
 			for i := range slots {
 				r.CandidateSlots = append(r.CandidateSlots, api.CandidateSlot{Index: i, GPUPCI: fmt.Sprintf("0000:%02x:%02x.0", 0x18+i/8, i%8),
-					NUMANode: i % 2, MAC: fmt.Sprintf("02:00:00:00:%02x:%02x", i/256, i%256), IP: fmt.Sprintf("10.77.%d.%d", 1+i/200, 10+i%200)})
+					NUMANode: i % 2, MAC: fmt.Sprintf("02:00:00:00:%02x:%02x", i/256, i%256), IP: fmt.Sprintf("10.77.%d.%d", 1+i/200, 10+i%200),
+					GPUUUID: fmt.Sprintf("GPU-%08x-0000-0000-0000-000000000000", i)})
 			}
 			return r, nil
 		},
@@ -44,7 +45,13 @@ func instantHost(slots int) tasks.Registry {
 			if err := ph.Run(ctx, "define_start", func(context.Context) error { return nil }, nil); err != nil {
 				return nil, err
 			}
-			return api.VMProvisionResult{Domain: p.AllocationID, Address: "127.0.0.1:22"}, nil
+			// The stand-in guest's driver check lists the slots' GPUs
+			// (controld checks them before active: docs/slices.md).
+			check := &api.DriverCheck{Passed: true, Message: "ok: stand-in host"}
+			for _, s := range p.Slots {
+				check.UUIDs = append(check.UUIDs, s.GPUUUID)
+			}
+			return api.VMProvisionResult{Domain: p.AllocationID, Address: "127.0.0.1:22", DriverCheck: check}, nil
 		}),
 		api.TaskVMRelease: func(context.Context, *tasks.Env, json.RawMessage, tasks.Reporter) (any, error) {
 			return nil, nil

@@ -69,6 +69,16 @@ func TestSliceVM(t *testing.T) {
 	}
 
 	a := create()
+	// The driver check passed before the slice went active (docs/slices.md,
+	// "Driver check"): the test image's simulated nvidia-smi listed the
+	// slot's GPU, marked simulated, which dev's test node may report.
+	if r := dev.gpuaas(t, "", "alloc", "get", a, "--json", "reason", "--jq", ".reason"); r.code != 0 ||
+		!strings.Contains(r.stdout, "driver check passed: 1 GPU(s) "+api.SimGPUUUIDPrefix) || !strings.Contains(r.stdout, "simulated, test node") {
+		t.Errorf("alloc get %s: exit %d, reason %q; want the driver check passed with a simulated GPU\n%s", a, r.code, r.stdout, r.stderr)
+	}
+	if got := in(a, "nvidia-smi -L"); !strings.HasPrefix(got, "GPU 0: ") || !strings.Contains(got, "(UUID: "+api.SimGPUUUIDPrefix) {
+		t.Errorf("nvidia-smi -L in the guest = %q; want one simulated GPU", got)
+	}
 	hostKernel, err := exec.Command("uname", "-r").Output()
 	if err != nil {
 		t.Fatal(err)
@@ -138,6 +148,10 @@ func TestSliceVM(t *testing.T) {
 			t.Errorf("guest %s reached guest %s's sshd (%s:22): %s", p[0], p[1], p[2], out)
 		}
 	}
+	isolationControl(t, func(cmd string) int { // slicevm_control_test.go
+		_, code := openssh(t, "ssh", "-F", sshConfig, a+"@localhost", cmd)
+		return code
+	}, ipB)
 
 	for _, id := range []string{a, b} {
 		if r := dev.gpuaas(t, "", "alloc", "release", id, "--wait"); r.code != 0 {

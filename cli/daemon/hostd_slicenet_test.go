@@ -127,7 +127,7 @@ func TestHostdSliceVMRealGuest(t *testing.T) {
 	mac := fmt.Sprintf("52:54:00:%02x:%02x:%02x", rand.IntN(256), rand.IntN(256), rand.IntN(256))
 	// GPU, VF and namespace this machine lacks: a node without passthrough.
 	slot := api.Slot{ID: "sl-1", GPUPCI: "0000:17:00.0", FabricVF: "0000:18:00.1", NVMe: "/dev/disk/by-id/nvme-missing",
-		NUMANode: 0, MAC: mac, IP: ip.String()}
+		NUMANode: 0, MAC: mac, IP: ip.String(), GPUUUID: realGuestGPU}
 	p := api.VMProvisionParams{AllocationID: alloc, UserID: "u-1", PosixUser: "renter", Slots: []api.Slot{slot},
 		VCPUs: 1, MemoryMiB: 384, Image: api.VMImage{Name: filepath.Base(img.Dir), SHA256: img.Manifest.Disk.SHA256}}
 	t.Cleanup(func() {
@@ -145,6 +145,7 @@ func TestHostdSliceVMRealGuest(t *testing.T) {
 	if r := res.(api.VMProvisionResult); r.Address != ip.Addr().String()+":22" {
 		t.Errorf("address = %q; want the slot's", r.Address)
 	}
+	checkRealGuestDriver(t, res.(api.VMProvisionResult).DriverCheck) // hostd_drivercheck_test.go
 	if !slices.Contains(rep.lines, tasks.PhaseVFIOCheck+" "+api.PhaseDone+" skipped: "+sh.NoPassthrough) {
 		t.Errorf("the VFIO check's skip and reason are not recorded:\n%s", strings.Join(rep.lines, "\n"))
 	}

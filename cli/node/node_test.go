@@ -19,7 +19,7 @@ func testDetail() *api.NodeDetail {
 			SlotsTotal: 2, SlotsFree: 1, SlotsPending: 1, SlotsQuarantined: 1, TasksOpen: 2, LastHeartbeat: &heartbeat, CreatedAt: now.Add(-24 * time.Hour),
 			Health: json.RawMessage(`{"topology":{"blockers":[{"code":"kvm_missing","message":"no /dev/kvm","device":"/dev/kvm"}]}}`)},
 		Slots: []api.Slot{
-			{ID: "s-0", NodeID: "n-1", Index: 0, GPUPCI: "0000:17:00.0", NVMe: "nvme0", FabricVF: "0000:3b:00.2", NUMANode: 0, State: api.SlotFree},
+			{ID: "s-0", NodeID: "n-1", Index: 0, GPUPCI: "0000:17:00.0", GPUUUID: "GPU-5a1e", NVMe: "nvme0", FabricVF: "0000:3b:00.2", NUMANode: 0, State: api.SlotFree},
 			{ID: "s-1", NodeID: "n-1", Index: 1, GPUPCI: "0000:18:00.0", NUMANode: 1, State: api.SlotReserved, AllocationID: "a-1",
 				Quarantine: &api.SlotQuarantine{At: now.Add(-2 * time.Hour), Reason: "xid 79", By: "system:health"}},
 		},
@@ -69,11 +69,11 @@ func TestPrintNodeDetail(t *testing.T) {
 			"gpu-01  n-1  gpu_slice  H100  ready  1     1     1        1            2      1h ago\n" +
 			"blocker: kvm_missing: no /dev/kvm (/dev/kvm)\n" +
 			"\n" +
-			"SLOT  INDEX  STATE     NUMA  GPU PCI       NVME   FABRIC VF     ALLOCATION  QUARANTINE\n" +
-			"s-0   0      free      0     0000:17:00.0  nvme0  0000:3b:00.2\n" +
+			"SLOT  INDEX  STATE     NUMA  GPU PCI       NVME   FABRIC VF     ALLOCATION  QUARANTINE                         GPU UUID\n" +
+			"s-0   0      free      0     0000:17:00.0  nvme0  0000:3b:00.2                                                 GPU-5a1e\n" +
 			"s-1   1      reserved  1     0000:18:00.0                       a-1         xid 79 (by system:health, 2h ago)\n"},
-		{"piped: slots only", false, "s-0\t0\tfree\t0\t0000:17:00.0\tnvme0\t0000:3b:00.2\t\t\n" +
-			"s-1\t1\treserved\t1\t0000:18:00.0\t\t\ta-1\txid 79 (by system:health, 2030-01-10T10:00:00Z)\n"},
+		{"piped: slots only", false, "s-0\t0\tfree\t0\t0000:17:00.0\tnvme0\t0000:3b:00.2\t\t\tGPU-5a1e\n" +
+			"s-1\t1\treserved\t1\t0000:18:00.0\t\t\ta-1\txid 79 (by system:health, 2030-01-10T10:00:00Z)\t\n"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

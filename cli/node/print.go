@@ -95,7 +95,7 @@ func printNodeDetail(ios *cmdutil.IOStreams, now time.Time, d *api.NodeDetail) e
 	}
 	cs := ios.ColorScheme()
 	t := cmdutil.NewTablePrinter(ios)
-	t.AddHeader("slot", "index", "state", "numa", "gpu pci", "nvme", "fabric vf", "allocation", "quarantine")
+	t.AddHeader("slot", "index", "state", "numa", "gpu pci", "nvme", "fabric vf", "allocation", "quarantine", "gpu uuid")
 	for _, s := range d.Slots {
 		t.AddField(s.ID)
 		t.AddField(strconv.Itoa(s.Index))
@@ -110,6 +110,7 @@ func printNodeDetail(ios *cmdutil.IOStreams, now time.Time, d *api.NodeDetail) e
 			q = s.Quarantine.Reason + " (by " + s.Quarantine.By + ", " + cmdutil.FormatTime(ios, now, s.Quarantine.At) + ")"
 		}
 		t.AddField(q, cmdutil.WithColor(cs.Red))
+		t.AddField(s.GPUUUID) // what the driver check compares with (docs/slices.md)
 		t.EndRow()
 	}
 	return t.Render()

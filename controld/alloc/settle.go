@@ -43,6 +43,10 @@ func settleProvision(ctx context.Context, tx pgx.Tx, o tasks.Outcome, verdict Pr
 			return tasks.Effect{}, err
 		}
 	}
+	status, reason, err := settleDriverCheck(ctx, tx, o, status, reason)
+	if err != nil {
+		return tasks.Effect{}, err
+	}
 	if o.AllocationID != "" {
 		done, err := ProvisionDone(ctx, tx, o.AllocationID, status, reason, o.Now)
 		if err != nil {

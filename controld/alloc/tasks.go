@@ -33,7 +33,11 @@ func ProvisionDone(ctx context.Context, tx pgx.Tx, allocationID, status, reason 
 	}
 	from := a.State
 	if status == api.TaskSucceeded {
-		err = transition(ctx, tx, &a, api.AllocActive, "provisioned", HostActor, now)
+		why := "provisioned"
+		if reason != "" { // what the driver check passed (drivercheck.go)
+			why = reason
+		}
+		err = transition(ctx, tx, &a, api.AllocActive, why, HostActor, now)
 	} else {
 		if reason == "" {
 			reason = "provisioning " + status

@@ -25,17 +25,23 @@ func ApplyDiscovery(ctx context.Context, q store.Querier, nodeID string, r api.T
 	seen := map[string]bool{}
 	for _, c := range r.CandidateSlots {
 		seen[c.GPUPCI] = true
-		tag, err := q.Exec(ctx, `UPDATE slots SET nvme=$3, fabric_vf=$4, numa_node=$5, mac=$6, ip=$7
-			WHERE node_id=$1 AND gpu_pci=$2 AND state='pending'`, nodeID, c.GPUPCI, c.NVMe, c.FabricVF, c.NUMANode, c.MAC, c.IP)
+		tag, err := q.Exec(ctx, `UPDATE slots SET nvme=$3, fabric_vf=$4, numa_node=$5, mac=$6, ip=$7, gpu_uuid=$8
+			WHERE node_id=$1 AND gpu_pci=$2 AND state='pending'`, nodeID, c.GPUPCI, c.NVMe, c.FabricVF, c.NUMANode, c.MAC, c.IP, c.GPUUUID)
 		if err != nil {
 			return fmt.Errorf("update slot %s: %w", c.GPUPCI, err)
 		}
 		if tag.RowsAffected() > 0 {
 			continue
 		}
-		if _, err := q.Exec(ctx, `INSERT INTO slots (id, node_id, idx, gpu_pci, nvme, fabric_vf, numa_node, mac, ip, state)
-			SELECT $1, $2, coalesce(max(idx) + 1, 0), $3, $4, $5, $6, $7, $8, 'pending' FROM slots WHERE node_id = $2
-			ON CONFLICT DO NOTHING`, ids.New(ids.Slot), nodeID, c.GPUPCI, c.NVMe, c.FabricVF, c.NUMANode, c.MAC, c.IP); err != nil {
+		if known, err := fillGPUUUID(ctx, q, nodeID, c); err != nil || known {
+			if err != nil {
+				return err
+			}
+			continue
+		}
+		if _, err := q.Exec(ctx, `INSERT INTO slots (id, node_id, idx, gpu_pci, nvme, fabric_vf, numa_node, mac, ip, state, gpu_uuid)
+			SELECT $1, $2, coalesce(max(idx) + 1, 0), $3, $4, $5, $6, $7, $8, 'pending', $9 FROM slots WHERE node_id = $2
+			ON CONFLICT DO NOTHING`, ids.New(ids.Slot), nodeID, c.GPUPCI, c.NVMe, c.FabricVF, c.NUMANode, c.MAC, c.IP, c.GPUUUID); err != nil {
 			return fmt.Errorf("add slot %s: %w", c.GPUPCI, err)
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"encoding/base32"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -64,12 +65,12 @@ func CreateEnrollToken(ctx context.Context, tx pgx.Tx, req api.EnrollTokenReques
 	token := enrollTokenPrefix + strings.ToLower(tokenEncoding.EncodeToString(raw[:]))
 	id := ids.New("e")
 	exp := now.Add(EnrollTokenTTL)
-	if _, err := tx.Exec(ctx, `INSERT INTO enrollment_tokens (id, node_name, shape, token_hash, created_by, created_at, expires_at)
-		VALUES ($1,$2,$3,$4,$5,$6,$7)`, id, req.Name, req.Shape, hashToken(token), actor, now, exp); err != nil {
+	if _, err := tx.Exec(ctx, `INSERT INTO enrollment_tokens (id, node_name, shape, token_hash, created_by, created_at, expires_at, test_node)
+		VALUES ($1,$2,$3,$4,$5,$6,$7,$8)`, id, req.Name, req.Shape, hashToken(token), actor, now, exp, req.Test); err != nil {
 		return api.EnrollTokenResponse{}, eff, fmt.Errorf("store enrollment token: %w", err)
 	}
 	eff.Audit = audit.Entry{Action: "node.enroll_token", TargetType: "enrollment", TargetID: id,
-		Detail: map[string]string{"name": req.Name, "shape": req.Shape}}
+		Detail: map[string]string{"name": req.Name, "shape": req.Shape, "test": strconv.FormatBool(req.Test)}}
 	eff.Events = []outbox.Event{{Kind: api.EventNode, Subject: id, Users: []string{actor},
 		Payload: map[string]string{"enrollment": id, "name": req.Name}}}
 	return api.EnrollTokenResponse{Name: req.Name, Shape: req.Shape, Token: token, ExpiresAt: exp}, eff, nil
@@ -102,8 +103,9 @@ func Enroll(ctx context.Context, tx pgx.Tx, req api.EnrollRequest, subnet string
 	var n Enrolled
 	var expires time.Time
 	var used *time.Time
-	err := tx.QueryRow(ctx, `SELECT id, node_name, shape, expires_at, used_at FROM enrollment_tokens
-		WHERE token_hash = $1 FOR UPDATE`, hashToken(req.Token)).Scan(&tokID, &n.Name, &n.Shape, &expires, &used)
+	var test bool
+	err := tx.QueryRow(ctx, `SELECT id, node_name, shape, expires_at, used_at, test_node FROM enrollment_tokens
+		WHERE token_hash = $1 FOR UPDATE`, hashToken(req.Token)).Scan(&tokID, &n.Name, &n.Shape, &expires, &used, &test)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return Enrolled{}, api.Errorf(api.CodeUnauthenticated, "unknown enrollment token").
@@ -118,9 +120,9 @@ func Enroll(ctx context.Context, tx pgx.Tx, req api.EnrollRequest, subnet string
 	}
 	n.ID = ids.New(ids.Node)
 	if _, err := tx.Exec(ctx, `INSERT INTO nodes (id, name, shape, gpu_model, state, created_at, updated_at,
-		public_key, terminal_addr, terminal_host_key, hostd_version, last_heartbeat_at)
-		VALUES ($1,$2,$3,'','enrolled',$4,$4,$5,$6,$7,$8,$4)`,
-		n.ID, n.Name, n.Shape, now, []byte(req.PublicKey), req.TerminalAddr, req.TerminalHostKey, req.Version); err != nil {
+		public_key, terminal_addr, terminal_host_key, hostd_version, last_heartbeat_at, test_node)
+		VALUES ($1,$2,$3,'','enrolled',$4,$4,$5,$6,$7,$8,$4,$9)`,
+		n.ID, n.Name, n.Shape, now, []byte(req.PublicKey), req.TerminalAddr, req.TerminalHostKey, req.Version, test); err != nil {
 		return Enrolled{}, fmt.Errorf("create node: %w", err)
 	}
 	if _, err := tx.Exec(ctx, `UPDATE enrollment_tokens SET used_at = $2, node_id = $3 WHERE id = $1`, tokID, now, n.ID); err != nil {

@@ -130,14 +130,14 @@ func Get(ctx context.Context, q store.Querier, ref string) (api.NodeDetail, erro
 
 // slotColumns are the columns scanSlot reads.
 const slotColumns = `id, node_id, idx, gpu_pci, nvme, fabric_vf, numa_node, mac, ip, state, coalesce(allocation_id, ''),
-	quarantined_at, quarantine_reason, quarantined_by`
+	quarantined_at, quarantine_reason, quarantined_by, gpu_uuid`
 
 func scanSlot(r pgx.CollectableRow) (api.Slot, error) {
 	var s api.Slot
 	var qAt *time.Time
 	var qReason, qBy string
 	err := r.Scan(&s.ID, &s.NodeID, &s.Index, &s.GPUPCI, &s.NVMe, &s.FabricVF, &s.NUMANode, &s.MAC, &s.IP, &s.State, &s.AllocationID,
-		&qAt, &qReason, &qBy)
+		&qAt, &qReason, &qBy, &s.GPUUUID)
 	if qAt != nil {
 		s.Quarantine = &api.SlotQuarantine{At: qAt.UTC(), Reason: qReason, By: qBy}
 	}

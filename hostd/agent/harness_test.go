@@ -60,7 +60,8 @@ func (f *fakeHost) registry() tasks.Registry {
 			r := api.TopologyResult{HostName: env.NodeName, GPUs: []api.GPUInfo{{PCI: "0000:18:00.0", Model: "H200"}}}
 			for i := range 8 {
 				r.CandidateSlots = append(r.CandidateSlots, api.CandidateSlot{Index: i, GPUPCI: fmt.Sprintf("0000:%02x:00.0", 0x18+i*0x10),
-					NUMANode: i / 4, MAC: fmt.Sprintf("02:00:00:00:00:%02x", i), IP: fmt.Sprintf("10.77.1.%d", 10+i)})
+					NUMANode: i / 4, MAC: fmt.Sprintf("02:00:00:00:00:%02x", i), IP: fmt.Sprintf("10.77.1.%d", 10+i),
+					GPUUUID: fmt.Sprintf("GPU-%08x-0000-0000-0000-000000000000", i)})
 			}
 			return r, nil
 		},
@@ -87,7 +88,13 @@ func (f *fakeHost) registry() tasks.Registry {
 			if err != nil {
 				return nil, err
 			}
-			return api.VMProvisionResult{Domain: p.AllocationID, Address: "127.0.0.1:22"}, nil
+			// The stand-in guest's driver check lists the slots' GPUs
+			// (controld checks them before active: docs/slices.md).
+			check := &api.DriverCheck{Passed: true, Message: "ok: stand-in host"}
+			for _, s := range p.Slots {
+				check.UUIDs = append(check.UUIDs, s.GPUUUID)
+			}
+			return api.VMProvisionResult{Domain: p.AllocationID, Address: "127.0.0.1:22", DriverCheck: check}, nil
 		}),
 		api.TaskVMRelease: func(ctx context.Context, _ *tasks.Env, _ json.RawMessage, _ tasks.Reporter) (any, error) {
 			note(api.TaskVMRelease)

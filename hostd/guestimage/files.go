@@ -33,7 +33,7 @@ type guestFile struct {
 const driverCheckScript = `#!/usr/bin/python3
 # gpuaas-driver-check: does this slice see the GPUs its seed promises?
 # Exit 0 and "ok ..." when it does; exit 1 and the reason when not.
-import json, shutil, subprocess, sys
+import json, re, shutil, subprocess, sys
 
 def meta():
     # An argument names the instance data to read instead (tests).
@@ -77,6 +77,10 @@ if got != want:
     print("expected %d GPUs, nvidia-smi -L lists %d" % (want, got))
     sys.exit(1)
 print("ok: %d GPUs (instance %s)" % (got, md["instance-id"]))
+# One "uuid: GPU-..." line per GPU listed: controld compares them with the
+# slots' (docs/slices.md, "Driver check").
+for m in re.finditer(r"^GPU \d+:.*\(UUID: (GPU-[^)]*)\)", r.stdout, re.M):
+    print("uuid: " + m.group(1))
 `
 
 // sliceReadyScript runs the driver check and writes the marker hostd

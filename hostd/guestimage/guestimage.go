@@ -41,6 +41,16 @@ const (
 	// MetaDriverCheck set to "fail" in the meta-data makes the driver
 	// check fail (tests of the fail-closed path).
 	MetaDriverCheck = "gpuaas-driver-check"
+	// MetaSimGPUUUIDs in the meta-data lists, space-separated, the GPU
+	// UUIDs the test image's simulated nvidia-smi reports (with
+	// SimUUIDPrefix). hostd writes it only on a node that declares no
+	// passthrough; the production image ignores it.
+	MetaSimGPUUUIDs = "gpuaas-sim-gpu-uuids"
+	// SimUUIDPrefix is api.SimGPUUUIDPrefix (this package imports no api).
+	SimUUIDPrefix = "GPU-SIM-"
+	// DriverCheckUUIDPrefix starts each line of a passed driver check's
+	// marker that names a GPU nvidia-smi -L listed: "uuid: GPU-...".
+	DriverCheckUUIDPrefix = "uuid: "
 )
 
 // File names in an image directory.

@@ -63,6 +63,7 @@ func minimalFiles() []guestFile {
 		{"/init", 0o755, minimalInit},
 		{minimalSeedAwk, 0o644, seedYAMLAwk},
 		{minimalDriverCheck, 0o755, minimalDriverCheckScript},
+		{simNvidiaSMI, 0o755, simNvidiaSMIScript},
 		{DetectVirt, 0o755, detectVirtScript},
 		{"/usr/bin/sudo", 0o755, sudoScript},
 		{"/usr/lib/gpuaas/power-button", 0o755, powerButtonScript},

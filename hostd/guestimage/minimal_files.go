@@ -194,6 +194,42 @@ if [ "$got" -ne "$want" ]; then
 	exit 1
 fi
 echo "ok: $got GPUs (instance $id)"
+# One "uuid: GPU-..." line per GPU listed: controld compares them with the
+# slots' (docs/slices.md, "Driver check").
+echo "$list" | sed -n 's/^GPU [0-9]*:.*(UUID: \(GPU-[^)]*\)).*$/uuid: \1/p'
+`
+
+// simNvidiaSMI is the test image's simulated nvidia-smi, at
+// /usr/bin/nvidia-smi in the minimal guest only (the production image
+// has none: its check needs the real driver). It answers -L with the
+// UUIDs the seed's meta-data lists under MetaSimGPUUUIDs, marked as
+// simulated (api.SimGPUUUIDPrefix), and "No devices were found" (exit 6,
+// as nvidia-smi) when the seed lists none. hostd seeds them only on a
+// node that declares no passthrough, and controld accepts simulated
+// UUIDs only from a test node.
+const simNvidiaSMI = "/usr/bin/nvidia-smi"
+
+const simNvidiaSMIScript = `#!/bin/sh
+# nvidia-smi: SIMULATED (gpuaas minimal test image only; no GPU, no driver).
+md=${GPUAAS_META:-/run/gpuaas/meta-data.flat}
+k=` + MetaSimGPUUUIDs + `
+case "$1" in
+-L | --list-gpus) ;;
+*)
+	echo "simulated nvidia-smi: only -L is answered" >&2
+	exit 2
+	;;
+esac
+uuids=$(awk -F '\t' -v k="$k" '$1 == k { print substr($0, length(k) + 2); exit }' "$md" 2>/dev/null)
+if [ -z "$uuids" ]; then
+	echo "No devices were found"
+	exit 6
+fi
+i=0
+for u in $uuids; do
+	echo "GPU $i: Simulated NVIDIA GPU (UUID: ` + SimUUIDPrefix + `${u#GPU-})"
+	i=$((i + 1))
+done
 `
 
 // detectVirtScript answers as systemd-detect-virt does for the two

@@ -119,6 +119,9 @@ func NewHostWith(stateDir string, p Profile, nodeName string, o Options) (*Host,
 	}
 	runner := NewRunner()
 	runner.setGPUs(GPUStateDir(stateDir), tree, p)
+	if err := runner.writeGPUInventory(stateDir); err != nil { // inventory.go
+		return nil, err
+	}
 	smiDir, err := makeSMIDirs(stateDir)
 	if err != nil {
 		return nil, fmt.Errorf("sim host: %w", err)

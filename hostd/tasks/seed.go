@@ -16,6 +16,7 @@ import (
 	"go.yaml.in/yaml/v3"
 	gossh "golang.org/x/crypto/ssh"
 
+	"github.com/gpuaas/gpuaas/hostd/guestimage"
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/fsutil"
 )
@@ -151,6 +152,49 @@ func seedFiles(p api.VMProvisionParams, keys []string) (userData, meta, network 
 	return userData, meta, network, nil
 }
 
+// driverCheckMeta is the meta-data the guest's driver check reads
+// (hostd/guestimage): how many GPUs it must list and, on a node without
+// passthrough (sim), the UUIDs the test image's simulated nvidia-smi
+// reports. A slot whose UUID the inventory lacks is seeded as none, so
+// the guest's check fails closed.
+func driverCheckMeta(p api.VMProvisionParams, sim bool) ([]byte, error) {
+	m := map[string]any{guestimage.MetaGPUs: len(p.Slots)}
+	if sim {
+		var uuids []string
+		for _, s := range p.Slots {
+			if s.GPUUUID != "" {
+				uuids = append(uuids, s.GPUUUID)
+			}
+		}
+		if len(uuids) > 0 {
+			m[guestimage.MetaSimGPUUUIDs] = strings.Join(uuids, " ")
+		}
+	}
+	return yaml.Marshal(m)
+}
+
+// checkGPUUUID accepts "" (unknown) or GPU- followed by letters, digits
+// and dashes, as nvidia-smi prints them: a UUID goes into the seed.
+func checkGPUUUID(u string) error {
+	if u == "" {
+		return nil
+	}
+	rest, ok := strings.CutPrefix(u, "GPU-")
+	if !ok || rest == "" || len(u) > 80 || !validUUIDChars(rest) {
+		return fmt.Errorf("%w: GPU UUID %q", ErrInvalidParams, u)
+	}
+	return nil
+}
+
+func validUUIDChars(s string) bool {
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-') {
+			return false
+		}
+	}
+	return true
+}
+
 // makeVMKey writes a fresh ed25519 key pair for hostd's hops into the VM
 // and returns the public half as an authorized_keys line.
 func makeVMKey(paths SlicePaths, alloc string) (string, error) {
@@ -197,6 +241,11 @@ func writeSeed(ctx context.Context, env *Env, p api.VMProvisionParams, keys []st
 	if err != nil {
 		return err
 	}
+	extra, err := driverCheckMeta(p, noPassthrough(env) != "")
+	if err != nil {
+		return err
+	}
+	meta = append(meta, extra...)
 	files := map[string][]byte{"user-data": userData, "meta-data": meta, "network-config": network}
 	for name, data := range files {
 		if err := fsutil.WriteFile(filepath.Join(paths.SeedDir, name), data, 0o600, fsutil.Synced); err != nil {

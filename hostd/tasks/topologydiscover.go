@@ -24,10 +24,13 @@ func topologyDiscover(ctx context.Context, env *Env, p api.TopologyDiscoverParam
 		opts.Subnet = subnet
 	}
 	var res api.TopologyResult
-	err := NewPhased(env, rep).Run(ctx, PhaseDiscover, func(context.Context) error {
+	err := NewPhased(env, rep).Run(ctx, PhaseDiscover, func(ctx context.Context) error {
 		var err error
 		res, err = topology.Discover(env.Topology, opts)
 		res.Blockers = append(res.Blockers, sliceHostBlockers(env, p.Shape)...)
+		if err == nil {
+			err = addGPUUUIDs(ctx, env, &res) // gpuinventory.go
+		}
 		return err
 	}, nil)
 	if err != nil {

@@ -125,23 +125,37 @@ func (c Config) vmProvision(ctx context.Context, env *Env, p api.VMProvisionPara
 	}
 
 	var addr string
+	var check *api.DriverCheck
 	err = ph.Run(ctx, PhaseReadiness, func(ctx context.Context) error {
 		a, err := c.waitReady(ctx, env, name, p.Slots[0].IP)
 		addr = a
-		// A guest booted from a guest image (hostd/guestimage) promises the
-		// marker: ready only once its driver check passed (vmready.go).
-		// The sim's guests (an Addresser: SSH servers on loopback) boot
-		// no image and write none.
-		if _, sim := env.Hypervisor.(Addresser); err != nil || boot == nil || sim {
+		if err != nil {
 			return err
 		}
-		_, err = c.waitMarker(ctx, addr, p.PosixUser, paths.VMKey, serialLogPath(paths))
+		// The sim's guests (an Addresser: SSH servers on loopback) boot
+		// no image and write no marker: hostd runs their nvidia-smi -L
+		// itself (drivercheck.go).
+		if _, sim := env.Hypervisor.(Addresser); sim {
+			check, err = simGuestDriverCheck(ctx, addr, p.PosixUser, paths.VMKey)
+			return err
+		}
+		// A guest booted from a guest image (hostd/guestimage) promises the
+		// marker: ready only once its driver check passed (vmready.go),
+		// with the GPUs it listed. Any other guest reports no check, and
+		// controld refuses it (fail closed).
+		if boot == nil {
+			return nil
+		}
+		marker, err := c.waitMarker(ctx, addr, p.PosixUser, paths.VMKey, serialLogPath(paths))
+		if err == nil {
+			check = parseDriverMarker(marker)
+		}
 		return err
 	}, nil)
 	if err != nil {
 		return nil, err
 	}
-	return api.VMProvisionResult{Domain: name, Address: addr}, nil
+	return api.VMProvisionResult{Domain: name, Address: addr, DriverCheck: check}, nil
 }
 
 // checkProvision validates the params and returns the renter's keys in
@@ -158,6 +172,11 @@ func checkProvision(p api.VMProvisionParams) ([]string, error) {
 	}
 	if err := checkSlots(p.Slots); err != nil {
 		return nil, err
+	}
+	for i, s := range p.Slots {
+		if err := checkGPUUUID(s.GPUUUID); err != nil {
+			return nil, fmt.Errorf("slot %d: %w", i, err)
+		}
 	}
 	if err := checkMAC(p.Slots[0].MAC); err != nil {
 		return nil, err

@@ -366,6 +366,7 @@ func TestVMProvisionInvalidParams(t *testing.T) {
 		{"image path", func(p *api.VMProvisionParams) { p.Image.Name = "../../etc/passwd" }},
 		{"key with options", func(p *api.VMProvisionParams) { p.SSHKeys = []string{"not a key"} }},
 		{"no vCPUs", func(p *api.VMProvisionParams) { p.VCPUs = 0 }},
+		{"GPU UUID that is not one", func(p *api.VMProvisionParams) { p.Slots[0].GPUUUID = "GPU-x\ngpuaas-driver-check: fail" }},
 	}
 	for _, tt := range tests {
 		p := provisionParams(h, "a-bad", s[:1])

@@ -28,10 +28,21 @@ var markerProbe = fmt.Sprintf("if [ -f %[1]s ]; then echo ready; cat %[1]s; elif
 // readiness marker: "ready" or "failed" with the marker's text, or
 // "waiting".
 func guestMarker(ctx context.Context, addr, user string, key gossh.Signer) (state, text string, err error) {
+	out, err := guestRun(ctx, addr, user, key, markerProbe)
+	if err != nil {
+		return "", "", fmt.Errorf("read the readiness marker: %w", err)
+	}
+	state, text, _ = strings.Cut(strings.TrimSpace(out), "\n")
+	return state, strings.TrimSpace(text), nil
+}
+
+// guestRun logs into the guest at addr as user with key, runs cmd and
+// returns its standard output.
+func guestRun(ctx context.Context, addr, user string, key gossh.Signer, cmd string) (string, error) {
 	d := net.Dialer{Timeout: 5 * time.Second}
 	nc, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
-		return "", "", err
+		return "", err
 	}
 	defer nc.Close()
 	_ = nc.SetDeadline(time.Now().Add(20 * time.Second))
@@ -43,22 +54,21 @@ func guestMarker(ctx context.Context, addr, user string, key gossh.Signer) (stat
 		HostKeyCallback: gossh.InsecureIgnoreHostKey(), //nolint:gosec // see above
 	})
 	if err != nil {
-		return "", "", err
+		return "", err
 	}
 	client := gossh.NewClient(cc, chans, reqs)
 	defer client.Close()
 	s, err := client.NewSession()
 	if err != nil {
-		return "", "", err
+		return "", err
 	}
 	defer s.Close()
 	var out bytes.Buffer
 	s.Stdout = &out
-	if err := s.Run(markerProbe); err != nil {
-		return "", "", fmt.Errorf("read the readiness marker: %w", err)
+	if err := s.Run(cmd); err != nil {
+		return "", err
 	}
-	state, text, _ = strings.Cut(strings.TrimSpace(out.String()), "\n")
-	return state, strings.TrimSpace(text), nil
+	return out.String(), nil
 }
 
 // waitMarker polls the guest's marker with hostd's per-VM key until it
@@ -66,13 +76,9 @@ func guestMarker(ctx context.Context, addr, user string, key gossh.Signer) (stat
 // with ErrNotReady, the last answer and the end of the guest's serial log
 // (serialLog; none when empty) at the readiness deadline.
 func (c Config) waitMarker(ctx context.Context, addr, user, keyPath, serialLog string) (string, error) {
-	pemBytes, err := os.ReadFile(keyPath)
+	key, err := loadVMKey(keyPath)
 	if err != nil {
-		return "", fmt.Errorf("vm key: %w", err)
-	}
-	key, err := gossh.ParsePrivateKey(pemBytes)
-	if err != nil {
-		return "", fmt.Errorf("vm key: %w", err)
+		return "", err
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.ReadinessTimeout)
 	defer cancel()

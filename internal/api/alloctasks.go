@@ -24,6 +24,9 @@ type VMProvisionParams struct {
 type VMProvisionResult struct {
 	Domain  string `json:"domain"`
 	Address string `json:"address"` // host:port of the VM's sshd
+	// DriverCheck is what the guest's driver check found; controld fails
+	// the allocation when it is absent (fail closed).
+	DriverCheck *DriverCheck `json:"driver_check,omitempty"`
 }
 
 // VMReleaseParams are the params of slice.vm_release. Cleanup marks the

@@ -59,6 +59,9 @@ type EnrollResponse struct {
 type EnrollTokenRequest struct {
 	Name  string `json:"name"`
 	Shape string `json:"shape"`
+	// Test enrolls a test node, whose slices may report simulated GPUs
+	// (DriverCheck); only `gpuaas dev` sets it.
+	Test bool `json:"test,omitempty"`
 }
 
 // EnrollTokenResponse carries the token; it is shown once.

@@ -109,8 +109,11 @@ type Prerequisites struct {
 // namespace and a fabric VF on the GPU's NUMA node, and the management
 // NIC's MAC and IP of the VM that gets it.
 type CandidateSlot struct {
-	Index    int    `json:"index"`
-	GPUPCI   string `json:"gpu_pci"`
+	Index  int    `json:"index"`
+	GPUPCI string `json:"gpu_pci"`
+	// GPUUUID is the GPU's UUID from the node's inventory (hostd's
+	// gpuinventory.go); "" when unknown.
+	GPUUUID  string `json:"gpu_uuid,omitempty"`
 	NVMe     string `json:"nvme,omitempty"` // /dev/disk/by-id path
 	FabricVF string `json:"fabric_vf,omitempty"`
 	NUMANode int    `json:"numa_node"`

@@ -208,10 +208,14 @@ type Node struct {
 
 // Slot is one GPU of a node with what travels with it.
 type Slot struct {
-	ID           string `json:"id"`
-	NodeID       string `json:"node_id"`
-	Index        int    `json:"index"`
-	GPUPCI       string `json:"gpu_pci"`
+	ID     string `json:"id"`
+	NodeID string `json:"node_id"`
+	Index  int    `json:"index"`
+	GPUPCI string `json:"gpu_pci"`
+	// GPUUUID is the GPU's UUID as topology discovery recorded it ("" when
+	// the node's inventory does not know it); the driver check compares
+	// the guest's with it (DriverCheck).
+	GPUUUID      string `json:"gpu_uuid,omitempty"`
 	NVMe         string `json:"nvme,omitempty"`
 	FabricVF     string `json:"fabric_vf,omitempty"`
 	NUMANode     int    `json:"numa_node"`

@@ -66,7 +66,7 @@ func (f *simFleet) start(ctx context.Context, i int, srv *controld.Server, admin
 	}
 	token := ""
 	if _, err := os.Stat(filepath.Join(dir, "identity.json")); errors.Is(err, os.ErrNotExist) {
-		tok, err := srv.IssueEnrollToken(ctx, api.EnrollTokenRequest{Name: name, Shape: shape}, adminID)
+		tok, err := srv.IssueEnrollToken(ctx, api.EnrollTokenRequest{Name: name, Shape: shape, Test: true}, adminID) // test nodes: docs/slices.md, "Driver check"
 		if err != nil {
 			return fmt.Errorf("enroll %s: %w (its state in %s is gone; start over with --reset)", name, err, dir)
 		}

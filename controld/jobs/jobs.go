@@ -71,6 +71,7 @@ type spec struct {
 	Run     string            `json:"run"`
 	Env     map[string]string `json:"env,omitempty"`
 	Timeout int64             `json:"timeout_seconds,omitempty"`
+	Workdir string            `json:"workdir,omitempty"`
 }
 
 const jobColumns = `SELECT id, project_id, user_id, allocation_id, node_id, name, state, phase, exit_code, signal,
@@ -94,7 +95,7 @@ func scan(r pgx.Row) (row, error) {
 	if err := json.Unmarshal(raw, &j.spec); err != nil {
 		return j, fmt.Errorf("job %s spec: %w", j.ID, err)
 	}
-	j.TimeoutSeconds = j.spec.Timeout
+	j.TimeoutSeconds, j.Workdir = j.spec.Timeout, j.spec.Workdir
 	for k := range j.spec.Env {
 		j.EnvNames = append(j.EnvNames, k)
 	}

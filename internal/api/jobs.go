@@ -33,6 +33,9 @@ const EventJobState = "job.state"
 const (
 	JobPhaseSetup = "setup"
 	JobPhaseRun   = "run"
+	// JobPhaseWorkdir is the check that the job's workdir is there,
+	// before setup.
+	JobPhaseWorkdir = "workdir"
 )
 
 // JobReasonTimeout starts the reason of a job its timeout ended
@@ -56,6 +59,11 @@ type JobCreateRequest struct {
 	TimeoutSeconds int64 `json:"timeout_seconds,omitempty"`
 	// Release is on-exit (default), keep or on-success.
 	Release string `json:"release,omitempty"`
+	// Workdir is the directory setup and run start in, relative to the
+	// renter's home (or absolute); empty is the home. `gpuaas run`
+	// uploads a job.yaml's workdir and names it here
+	// (docs/decisions/0027-workdir-upload.md).
+	Workdir string `json:"workdir,omitempty"`
 }
 
 // Job is a job as job.get and job.list show it. Env values are never
@@ -75,6 +83,7 @@ type Job struct {
 	Release        string   `json:"release"`
 	TimeoutSeconds int64    `json:"timeout_seconds,omitempty"`
 	EnvNames       []string `json:"env_names,omitempty"`
+	Workdir        string   `json:"workdir,omitempty"`
 	Cancelling     bool     `json:"cancelling,omitempty"`
 	// Output is the end of the job's output once it ended (at most
 	// 16 KiB; job.get only, until logs are kept: docs/jobs.md), and
@@ -119,6 +128,10 @@ type JobStartParams struct {
 	// LogMaxBytes bounds the job's log kept in JetStream (0: hostd's
 	// default); past it a marker line says the log was cut.
 	LogMaxBytes int64 `json:"log_max_bytes,omitempty"`
+	// Workdir is where setup and run start (JobCreateRequest.Workdir); a
+	// job whose workdir is not a directory on the node fails at phase
+	// JobPhaseWorkdir before anything runs.
+	Workdir string `json:"workdir,omitempty"`
 }
 
 // JobWaitParams are the params of job.wait: report within Wait whether

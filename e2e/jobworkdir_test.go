@@ -1,0 +1,130 @@
+package e2e
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/gpuaas/gpuaas/internal/api"
+)
+
+// TestJobWorkdirInDev is the workdir point of jobs' acceptance with the
+// built binary and `gpuaas dev`: a 30 MB directory with a .gitignore'd
+// 100 MB file (random bytes made here) is uploaded by `gpuaas run` to
+// the allocation it rents, after the price and once the allocation is
+// active; only what is not ignored arrives (nor .git, nor what a nested
+// .gitignore or the .gpuaasignore leave out); the job starts in it and
+// prints the sha256 of every file it sees, which match the local ones.
+// A workdir that does not exist is refused naming the field, before
+// anything is created or charged (no allocation, no ledger row).
+func TestJobWorkdirInDev(t *testing.T) {
+	data, cfg := tempDir(t, "gpuaas-e2e-data-"), tempDir(t, "gpuaas-e2e-cfg-")
+	pwFile := writeFile(t, cfg, "pw", devPassword+"\n")
+	dev := startDev(t, data, cfg, "--password-file", pwFile)
+	if r := dev.gpuaas(t, devPassword+"\n", "login", "--password-stdin"); r.code != 0 {
+		t.Fatalf("login exited %d: %s", r.code, r.stderr)
+	}
+	top := t.TempDir()
+	proj := filepath.Join(top, "proj")
+	rng := rand.New(rand.NewChaCha8([32]byte{7}))
+	random := func(n int) string {
+		b := make([]byte, n)
+		for i := range b {
+			b[i] = byte(rng.Uint32())
+		}
+		return string(b)
+	}
+	sent := map[string]string{ // what must arrive
+		".gitignore":       "big.bin\n*.ckpt\n",
+		".gpuaasignore":    "notes/\n",
+		"data/.gitignore":  "scratch/\n!keep.ckpt\n",
+		"data/part-0":      random(10 << 20),
+		"data/part-1":      random(10 << 20),
+		"data/part-2":      random(10 << 20),
+		"data/keep.ckpt":   "kept by the nested negation\n",
+		"src/train.sh":     "echo training\n",
+		"src/nested/x.txt": "x\n",
+	}
+	left := map[string]string{ // what must not
+		"big.bin":           random(100 << 20),
+		"model.ckpt":        "ignored by pattern\n",
+		"data/scratch/tmp":  "ignored by the nested .gitignore\n",
+		"notes/todo.txt":    "ignored by .gpuaasignore\n",
+		".git/HEAD":         "ref: refs/heads/main\n",
+		".git/objects/pack": "never sent\n",
+	}
+	for _, files := range []map[string]string{sent, left} {
+		for rel, content := range files {
+			p := filepath.Join(proj, filepath.FromSlash(rel))
+			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	var want []string
+	for rel, content := range sent {
+		sum := sha256.Sum256([]byte(content))
+		want = append(want, hex.EncodeToString(sum[:])+"  ./"+rel)
+	}
+	slices.Sort(want)
+
+	var allocsBefore []api.Allocation
+	dev.gpuaasJSON(t, &allocsBefore, "alloc", "list", "--all", "--json")
+	ledgerBefore := len(dev.ledger(t))
+
+	// A workdir that does not exist: refused naming the field, nothing
+	// created or charged.
+	missing := writeFile(t, top, "missing.yaml", "resources: {sku: h100-baremetal, gpus: 8}\nworkdir: nope\nrun: ls\n")
+	if r := dev.gpuaas(t, "", "run", "-f", missing); r.code != 2 || !strings.Contains(r.stderr, "workdir: "+filepath.Join(top, "nope")+" does not exist") {
+		t.Errorf("run with a missing workdir: exit %d %q; want 2 naming workdir", r.code, r.stderr)
+	}
+	var allocs []api.Allocation
+	dev.gpuaasJSON(t, &allocs, "alloc", "list", "--all", "--json")
+	if len(allocs) != len(allocsBefore) || len(dev.ledger(t)) != ledgerBefore {
+		t.Fatalf("after the refused run: %d allocations, %d ledger rows; want %d and %d",
+			len(allocs), len(dev.ledger(t)), len(allocsBefore), ledgerBefore)
+	}
+
+	// The acceptance case: rent, upload, run in the uploaded directory.
+	job := writeFile(t, top, "job.yaml", `resources: {sku: h100-baremetal, gpus: 8}
+workdir: proj
+setup: test -f src/train.sh
+run: find . -type f | LC_ALL=C sort | xargs sha256sum
+`)
+	r := dev.gpuaas(t, "", "run", "-f", job)
+	if r.code != 0 {
+		t.Fatalf("run with a workdir: exit %d\nstdout %q\nstderr %s", r.code, r.stdout, r.stderr)
+	}
+	got := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	slices.Sort(got)
+	if !slices.Equal(got, want) {
+		t.Errorf("the job saw (sha256, path):\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	// The order of events: the price, the allocation active, the upload, the job.
+	order := []string{"per hour", ": active", "uploading workdir " + proj, "workdir unpacked and checked", "job j-"}
+	at := 0
+	for _, s := range order {
+		i := strings.Index(r.stderr[at:], s)
+		if i < 0 {
+			t.Fatalf("stderr lacks %q after position %d (want, in order, %q):\n%s", s, at, order, r.stderr)
+		}
+		at += i
+	}
+	if !strings.Contains(r.stderr, fmt.Sprintf("%d files", len(sent))) {
+		t.Errorf("stderr %q; want the upload's %d files", r.stderr, len(sent))
+	}
+	var list []api.Job
+	dev.gpuaasJSON(t, &list, "job", "list", "--json")
+	if len(list) != 1 || !strings.HasPrefix(list[0].Workdir, ".gpuaas/workdirs/w-") || list[0].State != api.JobSucceeded {
+		t.Fatalf("jobs %+v; want one succeeded in .gpuaas/workdirs/w-…", list)
+	}
+}

@@ -128,3 +128,50 @@ run: find . -type f | LC_ALL=C sort | xargs sha256sum
 		t.Fatalf("jobs %+v; want one succeeded in .gpuaas/workdirs/w-…", list)
 	}
 }
+
+// TestJobWorkdirOnASlice: on a slice (`gpuaas dev --vm`, the minimal
+// guest under TCG, busybox's tar and sha256sum), the workdir lands
+// inside the guest, checked there, and the job starts in it: it prints
+// detect-virt's answer and the sha256 of what it sees, which are the
+// files not ignored.
+func TestJobWorkdirOnASlice(t *testing.T) {
+	if testing.Short() {
+		t.Skip("boots a real guest; skipped with -short")
+	}
+	if os.Geteuid() != 0 {
+		t.Fatal("gpuaas dev --vm needs root (libvirtd's qemu:///system), or go test -short")
+	}
+	data, cfg := tempDir(t, "gpuaas-e2e-data-"), tempDir(t, "gpuaas-e2e-cfg-")
+	pwFile := writeFile(t, cfg, "pw", devPassword+"\n")
+	dev := startDev(t, data, cfg, "--password-file", pwFile, "--vm", "--http-port", "0")
+	if r := dev.gpuaas(t, devPassword, "login", "--password-stdin"); r.code != 0 {
+		t.Fatalf("login: exit %d %s", r.code, r.stderr)
+	}
+	r := dev.gpuaas(t, "", "alloc", "create", "--sku", "h200-slice", "--gpus", "1", "--wait", "--json", "id", "--jq", ".id")
+	a := strings.TrimSpace(r.stdout)
+	if r.code != 0 || a == "" {
+		t.Fatalf("alloc create: exit %d %q\n%s", r.code, r.stdout, r.stderr)
+	}
+	proj := filepath.Join(t.TempDir(), "proj")
+	files := map[string]string{".gitignore": "*.bin\n", "run.sh": "echo in the guest\n", "sub/data.txt": "rows\n", "big.bin": "ignored\n"}
+	for rel, content := range files {
+		p := filepath.Join(proj, filepath.FromSlash(rel))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := []string{"qemu"}
+	for _, rel := range []string{".gitignore", "run.sh", "sub/data.txt"} {
+		sum := sha256.Sum256([]byte(files[rel]))
+		want = append(want, hex.EncodeToString(sum[:])+"  ./"+rel)
+	}
+	job := writeFile(t, filepath.Dir(proj), "job.yaml", "resources:\n  allocation: "+a+
+		"\nworkdir: proj\nrun: \"detect-virt; find . -type f | LC_ALL=C sort | xargs sha256sum\"\nrelease: keep\n")
+	r = dev.gpuaas(t, "", "run", "-f", job)
+	if got := strings.Split(strings.TrimSpace(r.stdout), "\n"); r.code != 0 || !slices.Equal(got, want) {
+		t.Errorf("a job with a workdir on the slice: exit %d, stdout %q; want %q\n%s", r.code, got, want, r.stderr)
+	}
+}

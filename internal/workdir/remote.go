@@ -33,11 +33,12 @@ func RemoteScript(name string) (string, error) {
 	}
 	return fmt.Sprintf(`set -u
 umask 077
-cd || exit %[2]d
+fail() { echo "gpuaas: $1" >&2; exit %[2]d; }
+cd || fail "cannot enter the home directory"
 d=%[1]s/%[3]s
 if [ -d "$d" ]; then cat >/dev/null; echo "gpuaas: workdir ~/$d is there already (same files)" >&2; exit 0; fi
 t="$d.part.$$"
-mkdir -p %[1]s && rm -rf -- "$t" && mkdir -- "$t" || exit %[2]d
+mkdir -p %[1]s && rm -rf -- "$t" && mkdir -- "$t" || fail "cannot make the upload's directory under ~/%[1]s"
 if ! (cd -- "$t" && tar -xf -); then
   rm -rf -- "$t"; echo "gpuaas: upload incomplete: the stream ended early or is damaged (tar failed)" >&2; exit %[4]d
 fi
@@ -48,7 +49,7 @@ if ! (cd -- "$t" && sha256sum -c %[7]s >check.out 2>&1); then
   grep -v ': OK$' "$t/check.out" | head -n 20 >&2
   rm -rf -- "$t"; echo "gpuaas: upload damaged: a file's sha256 differs from the manifest" >&2; exit %[6]d
 fi
-mkdir -p -- "$t/%[8]s" && mv -- "$t/%[8]s" "$d" && rm -rf -- "$t" || exit %[2]d
+mkdir -p -- "$t/%[8]s" && mv -- "$t/%[8]s" "$d" && rm -rf -- "$t" || fail "cannot move the upload to ~/$d"
 echo "gpuaas: workdir unpacked and checked in ~/$d" >&2
 `, Dir, ExitUnpackSetup, name, ExitTarFailed, ExitNoManifest, ExitBadSum, ManifestName, FilesDir), nil
 }

@@ -168,3 +168,12 @@ func TestRemoteScriptRefusesABadName(t *testing.T) {
 		}
 	}
 }
+
+func TestRemoteScriptSaysWhyItCannotUnpack(t *testing.T) {
+	s, name := stream(t, workdirFixture(t))
+	home := t.TempDir()
+	mkfiles(t, home, map[string]string{".gpuaas/workdirs": "a file where the directory goes"})
+	if code, stderr := receive(t, home, name, s); code != ExitUnpackSetup || !strings.Contains(stderr, "gpuaas: cannot make the upload's directory") {
+		t.Errorf("exit %d %q; want %d saying it cannot make the directory", code, stderr, ExitUnpackSetup)
+	}
+}

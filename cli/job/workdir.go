@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -137,7 +138,7 @@ func sshUpload(ctx context.Context, opts *RunOptions, allocID, script string, u 
 
 // lineTail copies to w and keeps the last bytes written in tail.
 type lineTail struct {
-	w    interface{ Write([]byte) (int, error) }
+	w    io.Writer
 	tail *bytes.Buffer
 }
 

@@ -10,8 +10,10 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/testutil"
 )
 
 // TestJobWorkdirInDev is the workdir point of jobs' acceptance with the
@@ -127,6 +129,40 @@ run: find . -type f | LC_ALL=C sort | xargs sha256sum
 	if len(list) != 1 || !strings.HasPrefix(list[0].Workdir, ".gpuaas/workdirs/w-") || list[0].State != api.JobSucceeded {
 		t.Fatalf("jobs %+v; want one succeeded in .gpuaas/workdirs/w-…", list)
 	}
+
+	// On an allocation of one's own: an upload the node refuses (a file
+	// where its directory goes) exits 125 with the node's reason and
+	// creates no job; --detach returns once the upload is checked and the
+	// job started, and `job wait` follows it.
+	testutil.EventuallyWithin(t, 2*time.Minute, "the rented allocation to be released (its node free again)", func() bool {
+		var rented api.Allocation
+		dev.gpuaasJSON(t, &rented, "alloc", "get", list[0].AllocationID, "--json")
+		return rented.State == api.AllocReleased
+	})
+	a := dev.createActive(t, "--sku", "h100-baremetal", "--gpus", "8")
+	if r := dev.gpuaas(t, "", "ssh", a.ID, "--", "mkdir -p .gpuaas && touch .gpuaas/workdirs"); r.code != 0 {
+		t.Fatalf("ssh: exit %d %s", r.code, r.stderr)
+	}
+	onA := writeFile(t, top, "on-a.yaml", "resources: {allocation: "+a.ID+"}\nworkdir: proj\nrun: cat src/train.sh\nrelease: keep\n")
+	if r := dev.gpuaas(t, "", "run", "-f", onA); r.code != 125 || !strings.Contains(r.stderr, "cannot make the upload's directory") ||
+		!strings.Contains(r.stderr, "nothing ran") {
+		t.Errorf("run with an upload the node refuses: exit %d %q; want 125 with the node's reason", r.code, r.stderr)
+	}
+	dev.gpuaasJSON(t, &list, "job", "list", "--json")
+	if len(list) != 1 {
+		t.Fatalf("%d jobs after a refused upload; want 1 (none created)", len(list))
+	}
+	if r := dev.gpuaas(t, "", "ssh", a.ID, "--", "rm .gpuaas/workdirs"); r.code != 0 {
+		t.Fatalf("ssh: exit %d %s", r.code, r.stderr)
+	}
+	r = dev.gpuaas(t, "", "run", "-f", onA, "--detach")
+	id := strings.TrimSpace(r.stdout)
+	if r.code != 0 || !strings.HasPrefix(id, "j-") || !strings.Contains(r.stderr, "workdir unpacked and checked") {
+		t.Fatalf("run --detach with a workdir: exit %d %q %q; want the job id after the upload", r.code, r.stdout, r.stderr)
+	}
+	if r := dev.gpuaas(t, "", "job", "wait", id); r.code != 0 || !strings.Contains(r.stdout+r.stderr, "echo training") {
+		t.Errorf("job wait: exit %d %q %q; want 0 with src/train.sh's content", r.code, r.stdout, r.stderr)
+	}
 }
 
 // TestJobWorkdirOnASlice: on a slice (`gpuaas dev --vm`, the minimal
@@ -147,11 +183,30 @@ func TestJobWorkdirOnASlice(t *testing.T) {
 	if r := dev.gpuaas(t, devPassword, "login", "--password-stdin"); r.code != 0 {
 		t.Fatalf("login: exit %d %s", r.code, r.stderr)
 	}
-	r := dev.gpuaas(t, "", "alloc", "create", "--sku", "h200-slice", "--gpus", "1", "--wait", "--json", "id", "--jq", ".id")
+	// Without --wait: a guest under TCG on a loaded machine may take longer
+	// to boot than one CLI call's minute here.
+	r := dev.gpuaas(t, "", "alloc", "create", "--sku", "h200-slice", "--gpus", "1", "--json", "id", "--jq", ".id")
 	a := strings.TrimSpace(r.stdout)
 	if r.code != 0 || a == "" {
 		t.Fatalf("alloc create: exit %d %q\n%s", r.code, r.stdout, r.stderr)
 	}
+	// Released before gpuaas dev stops, so that no guest outlives the test.
+	t.Cleanup(func() {
+		dev.gpuaas(t, "", "alloc", "release", a)
+		testutil.EventuallyWithin(t, 3*time.Minute, "the slice to be released", func() bool {
+			var got api.Allocation
+			dev.gpuaasJSON(t, &got, "alloc", "get", a, "--json")
+			return got.State == api.AllocReleased || got.State == api.AllocFailed
+		})
+	})
+	testutil.EventuallyWithin(t, 5*time.Minute, "the slice to be active", func() bool {
+		var got api.Allocation
+		dev.gpuaasJSON(t, &got, "alloc", "get", a, "--json")
+		if got.State == api.AllocFailed {
+			t.Fatalf("slice %s failed: %s", a, got.Reason)
+		}
+		return got.State == api.AllocActive
+	})
 	proj := filepath.Join(t.TempDir(), "proj")
 	files := map[string]string{".gitignore": "*.bin\n", "run.sh": "echo in the guest\n", "sub/data.txt": "rows\n", "big.bin": "ignored\n"}
 	for rel, content := range files {

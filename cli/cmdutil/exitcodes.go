@@ -67,7 +67,7 @@ var ExitCodes = []ExitCode{
 	{ExitBudgetExceeded, string(api.CodeBudgetExceeded), "a budget of the project or of you in it would be exceeded (`gpuaas billing budget get`)"},
 	{ExitAllocFailed, "alloc_failed", "the allocation waited on failed (--wait); the reason is printed"},
 	{ExitWaitTimeout, "wait_timeout", "the wait ran out of time before the allocation got there"},
-	{ExitJobPlatformFailure, "job_platform_failure", "a job followed by `gpuaas run` or `job wait` was ended by the platform (lost, timeout), not by its own exit; the reason is printed. Otherwise those commands exit with the job's own code"},
+	{ExitJobPlatformFailure, "job_platform_failure", "a job followed by `gpuaas run` or `job wait` was ended by the platform (lost, timeout, its workdir upload failed), not by its own exit; the reason is printed. Otherwise those commands exit with the job's own code"},
 	{ExitInterrupted, "interrupted", "interrupted by Ctrl-C (SIGINT) or SIGTERM"},
 }
 

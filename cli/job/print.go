@@ -46,6 +46,9 @@ func printJob(ios *cmdutil.IOStreams, j *api.Job) error {
 	if j.Reason != "" {
 		fmt.Fprintf(w, "  reason      %s\n", cmdutil.SafeLines(j.Reason))
 	}
+	if j.Workdir != "" {
+		fmt.Fprintf(w, "  workdir     %s\n", cmdutil.SafeLines(j.Workdir))
+	}
 	fmt.Fprintf(w, "  release     %s\n", j.Release)
 	fmt.Fprintf(w, "  created     %s\n", j.CreatedAt.UTC().Format(time.RFC3339))
 	if j.StartedAt != nil {

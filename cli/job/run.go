@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
+	"github.com/gpuaas/gpuaas/cli/sshconfig"
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/jobspec"
 )
@@ -23,11 +24,21 @@ type RunOptions struct {
 	File           string
 	Detach         bool
 	IdempotencyKey string
+
+	// SSH reaches the allocation to upload a workdir (workdir.go).
+	SSH sshconfig.Env
+	// LocalFiles is set when the CLI runs on the user's machine, not
+	// served over SSH by the gateway: only then is there a workdir to
+	// upload.
+	LocalFiles bool
+	// Upload sends a workdir's stream to the allocation (sshUpload).
+	Upload func(ctx context.Context, opts *RunOptions, allocID, script string, u *upload) error
 }
 
 // NewCmdRun builds `gpuaas run`; runF replaces runRun in tests.
 func NewCmdRun(f *cmdutil.Factory, runF func(context.Context, *RunOptions) error) *cobra.Command {
-	opts := &RunOptions{IO: f.IOStreams, Client: f.Client}
+	opts := &RunOptions{IO: f.IOStreams, Client: f.Client,
+		SSH: sshconfig.EnvOf(f), LocalFiles: f.Env == nil, Upload: sshUpload} // f.Env is set only over SSH
 	cmd := &cobra.Command{
 		Use:   "run -f job.yaml",
 		Short: "Run a job (job.yaml) on an allocation and exit with its exit code",
@@ -52,7 +63,12 @@ releases it when the job ends. resources.allocation runs on one you have.
 An env value secret:NAME is the project secret NAME (` + "`gpuaas secret set`" + `),
 delivered to the job's node only: a missing one is refused before any
 allocation is rented.
-Not built yet, and refused: image, workdir, retries.`,
+With workdir (relative to job.yaml), the directory is uploaded to the
+allocation over SSH (as ` + "`gpuaas ssh`" + `) once it is active, without what
+its .gitignore and .gpuaasignore files ignore (.git is never sent), and
+checked file by file (sha256) there; setup and run start in it. An upload
+that fails exits 125 before the job starts.
+Not built yet, and refused: image, retries.`,
 		Args: cmdutil.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			if opts.File == "" {
@@ -75,6 +91,10 @@ func runRun(ctx context.Context, opts *RunOptions) error {
 	if err != nil {
 		return err
 	}
+	up, err := scanWorkdir(opts, req.Workdir) // refused before anything is created or charged
+	if err != nil {
+		return err
+	}
 	client, err := opts.Client()
 	if err != nil {
 		return err
@@ -93,12 +113,18 @@ func runRun(ctx context.Context, opts *RunOptions) error {
 		}
 		rented = req.AllocationID
 	}
-	j, err := client.JobCreate(ctx, req, api.WithIdempotencyKey(key))
+	if up != nil {
+		req.Workdir, err = up.send(ctx, opts, req.AllocationID, key)
+	}
+	var j *api.Job
+	if err == nil {
+		j, err = client.JobCreate(ctx, req, api.WithIdempotencyKey(key))
+	}
 	if err != nil {
 		if rented != "" {
 			// The allocation was for this job only: give it back.
 			if _, rerr := client.AllocRelease(ctx, api.AllocReleaseRequest{ID: rented}); rerr == nil {
-				fmt.Fprintf(opts.IO.ErrOut, "allocation %s released: the job could not be created\n", rented)
+				fmt.Fprintf(opts.IO.ErrOut, "allocation %s released: the job could not be started\n", rented)
 			}
 		}
 		return err
@@ -134,8 +160,6 @@ func readJob(ios *cmdutil.IOStreams, file string) (req api.JobCreateRequest, sku
 	switch {
 	case s.Image != "":
 		return req, sku, notYet("image", "jobs run in the allocation's own environment")
-	case s.Workdir != "":
-		return req, sku, notYet("workdir", "copy files with scp or sftp before the job")
 	case s.Retries != 0:
 		return req, sku, notYet("retries", "a job the platform lost is not started again")
 	}
@@ -143,7 +167,8 @@ func readJob(ios *cmdutil.IOStreams, file string) (req api.JobCreateRequest, sku
 		sku = api.AllocCreateRequest{SKU: s.Resources.SKU, GPUs: s.Resources.GPUs}
 	}
 	req = api.JobCreateRequest{AllocationID: s.Resources.Allocation, Name: s.Name, Setup: s.Setup, Run: s.Run,
-		TimeoutSeconds: int64((s.Timeout + time.Second - 1) / time.Second), Release: s.Release}
+		TimeoutSeconds: int64((s.Timeout + time.Second - 1) / time.Second), Release: s.Release,
+		Workdir: s.Workdir} // the local directory until runRun uploads it (workdir.go)
 	if len(s.Env) > 0 {
 		req.Env = map[string]string{}
 		for _, v := range s.Env {

@@ -70,7 +70,6 @@ func TestReadJob(t *testing.T) {
 		{"unknown key", "resources: {allocation: a-1}\nrun: x\nrn: y\n", "line 3: rn: unknown key"},
 		{"missing run", "resources: {allocation: a-1}\n", "run: required"},
 		{"image", "resources: {allocation: a-1}\nimage: debian\nrun: x\n", "image: not supported yet"},
-		{"workdir", "resources: {allocation: a-1}\nworkdir: .\nrun: x\n", "workdir: not supported yet"},
 		{"retries", "resources: {allocation: a-1}\nretries: 2\nrun: x\n", "retries: not supported yet"},
 	} {
 		_, _, err := readJob(ios, write(tt.name+".yaml", tt.text))
@@ -113,6 +112,7 @@ func TestJobExit(t *testing.T) {
 		{"cancelled", api.Job{State: api.JobCancelled, ExitCode: code(143), Signal: "SIGTERM", Reason: "cancelled"}, 143},
 		{"cancelled, exited 0", api.Job{State: api.JobCancelled, ExitCode: code(0), Reason: "cancelled"}, cmdutil.ExitError},
 		{"cancelled before it started", api.Job{State: api.JobCancelled, Reason: "cancelled before it started"}, cmdutil.ExitError},
+		{"workdir not on the node", api.Job{State: api.JobFailed, Phase: api.JobPhaseWorkdir, Reason: "workdir: ~/x is not a directory on the node"}, cmdutil.ExitJobPlatformFailure},
 	} {
 		err := jobExit(&tt.j)
 		if got := cmdutil.ExitCodeOf(err); got != tt.want {

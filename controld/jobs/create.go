@@ -53,6 +53,9 @@ func Check(req *api.JobCreateRequest) error {
 	if err := checkSecrets(req); err != nil {
 		return err
 	}
+	if err := checkWorkdir(req.Workdir); err != nil {
+		return err
+	}
 	switch req.Release {
 	case "":
 		req.Release = jobspec.ReleaseOnExit
@@ -92,7 +95,7 @@ func Create(ctx context.Context, tx pgx.Tx, actor alloc.Actor, req api.JobCreate
 		return api.Job{}, mutate.Effect{}, api.Errorf(api.CodeConflict, "allocation %s is %s: a job runs on an active allocation", a.ID, a.State).
 			WithHint("wait for it with `gpuaas alloc create --wait`, or see `gpuaas alloc get " + a.ID + "`")
 	}
-	sp := spec{Setup: req.Setup, Run: req.Run, Env: req.Env, Secrets: req.Secrets, Timeout: req.TimeoutSeconds}
+	sp := spec{Setup: req.Setup, Run: req.Run, Env: req.Env, Secrets: req.Secrets, Timeout: req.TimeoutSeconds, Workdir: req.Workdir}
 	raw, err := json.Marshal(sp)
 	if err != nil {
 		return api.Job{}, mutate.Effect{}, fmt.Errorf("job spec: %w", err)
@@ -129,7 +132,7 @@ func Create(ctx context.Context, tx pgx.Tx, actor alloc.Actor, req api.JobCreate
 func startParams(jobID, allocID string, sp spec, cfg Config) api.JobStartParams {
 	p := api.JobStartParams{JobID: jobID, AllocationID: allocID, PosixUser: api.PosixUser(allocID),
 		Setup: sp.Setup, Run: sp.Run, Timeout: time.Duration(sp.Timeout) * time.Second, Wait: cfg.StartWait,
-		LogMaxBytes: cfg.LogMaxBytes}
+		LogMaxBytes: cfg.LogMaxBytes, Workdir: sp.Workdir}
 	for k, v := range sp.Env {
 		p.Env = append(p.Env, k+"="+v)
 	}

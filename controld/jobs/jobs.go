@@ -79,6 +79,7 @@ type spec struct {
 	// names only, the values are never stored with the job.
 	Secrets map[string]string `json:"secrets,omitempty"`
 	Timeout int64             `json:"timeout_seconds,omitempty"`
+	Workdir string            `json:"workdir,omitempty"`
 }
 
 const jobColumns = `SELECT id, project_id, user_id, allocation_id, node_id, name, state, phase, exit_code, signal,
@@ -102,7 +103,7 @@ func scan(r pgx.Row) (row, error) {
 	if err := json.Unmarshal(raw, &j.spec); err != nil {
 		return j, fmt.Errorf("job %s spec: %w", j.ID, err)
 	}
-	j.TimeoutSeconds = j.spec.Timeout
+	j.TimeoutSeconds, j.Workdir = j.spec.Timeout, j.spec.Workdir
 	for k := range j.spec.Env {
 		j.EnvNames = append(j.EnvNames, k)
 	}

@@ -116,12 +116,16 @@ func (j *runningJob) run(e hostenv.Environment, p api.JobStartParams, now func()
 	}
 	started := j.started
 	rep := api.JobReport{JobID: j.id, Ended: true, StartedAt: &started}
-	for _, ph := range []struct{ name, script string }{{api.JobPhaseSetup, p.Setup}, {api.JobPhaseRun, p.Run}} {
+	phases := []struct{ name, script string }{{api.JobPhaseSetup, p.Setup}, {api.JobPhaseRun, p.Run}}
+	if p.Workdir != "" && !j.enterWorkdir(e, p, timeout, &rep) {
+		phases = nil // jobworkdir.go
+	}
+	for _, ph := range phases {
 		if ph.script == "" {
 			continue
 		}
 		rep.Phase = ph.name
-		st, err := j.phase1(e, ph.name, ph.script, p.Env, timeout)
+		st, err := j.phase1(e, ph.name, inWorkdir(p.Workdir, ph.script), p.Env, timeout)
 		if err != nil {
 			rep.ExitCode, rep.Reason = 255, fmt.Sprintf("%s: cannot start: %v", ph.name, err)
 			break

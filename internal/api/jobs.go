@@ -33,6 +33,9 @@ const EventJobState = "job.state"
 const (
 	JobPhaseSetup = "setup"
 	JobPhaseRun   = "run"
+	// JobPhaseWorkdir is the check that the job's workdir is there,
+	// before setup.
+	JobPhaseWorkdir = "workdir"
 )
 
 // JobReasonTimeout starts the reason of a job its timeout ended
@@ -62,6 +65,11 @@ type JobCreateRequest struct {
 	// starts and sealed to its node; the values are never stored with
 	// the job.
 	Secrets map[string]string `json:"secrets,omitempty"`
+	// Workdir is the directory setup and run start in, relative to the
+	// renter's home (or absolute); empty is the home. `gpuaas run`
+	// uploads a job.yaml's workdir and names it here
+	// (docs/decisions/0027-workdir-upload.md).
+	Workdir string `json:"workdir,omitempty"`
 }
 
 // Job is a job as job.get and job.list show it. Env values are never
@@ -81,6 +89,7 @@ type Job struct {
 	Release        string   `json:"release"`
 	TimeoutSeconds int64    `json:"timeout_seconds,omitempty"`
 	EnvNames       []string `json:"env_names,omitempty"`
+	Workdir        string   `json:"workdir,omitempty"`
 	Cancelling     bool     `json:"cancelling,omitempty"`
 	// Output is the end of the job's output once it ended (at most
 	// 16 KiB; job.get only, until logs are kept: docs/jobs.md), and
@@ -134,6 +143,10 @@ type JobStartParams struct {
 	// node's key (internal/nodeseal): the job's secret values, which only
 	// this node's hostd can open.
 	SealedEnv []byte `json:"sealed_env,omitempty"`
+	// Workdir is where setup and run start (JobCreateRequest.Workdir); a
+	// job whose workdir is not a directory on the node fails at phase
+	// JobPhaseWorkdir before anything runs.
+	Workdir string `json:"workdir,omitempty"`
 }
 
 // JobWaitParams are the params of job.wait: report within Wait whether

@@ -9,6 +9,7 @@ import (
 	"github.com/gpuaas/gpuaas/controld/mutate"
 	"github.com/gpuaas/gpuaas/controld/workloads"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/logstream"
 )
 
 // appsEndpoints are workloads' (controld/workloads, docs/apps.md).
@@ -26,12 +27,20 @@ func (s *Server) appsEndpoints() []endpointDef {
 // workloadsConfig is how controld follows workloads: the defaults.
 var workloadsConfig = workloads.Config{}
 
+// workloadsConfig is workloadsConfig with this server's bound of a
+// workload's log: the same as a job's (--job-log-max-bytes).
+func (s *Server) workloadsConfig() workloads.Config {
+	c := workloadsConfig
+	c.LogMaxBytes = s.cfg.Streams.JobLogMaxBytes
+	return c
+}
+
 func (s *Server) appRun(_ context.Context, c *call, req api.AppRunRequest) (work[api.Workload], error) {
 	if err := workloads.Check(&req); err != nil {
 		return nil, err
 	}
 	return func(ctx context.Context, tx pgx.Tx) (*api.Workload, mutate.Effect, error) {
-		w, eff, err := workloads.Run(ctx, tx, c.actor(), req, s.now())
+		w, eff, err := workloads.Run(ctx, tx, c.actor(), req, s.workloadsConfig(), s.now())
 		return &w, eff, err
 	}, nil
 }
@@ -96,6 +105,25 @@ func (s *Server) appRm(_ context.Context, c *call, req api.WorkloadRef) (work[ap
 	}, nil
 }
 
-func (s *Server) appLogs(ctx context.Context, c *call, req api.WorkloadRef) (*api.AppLogsResponse, error) {
-	return pointer(workloads.Logs(ctx, s.pool, c.actor(), req.ID))
+// appLogs reads a workload's log from LOGS as jobLogs reads a job's
+// (handlers_logs.go): authorized as app.get, long-poll, stateless.
+func (s *Server) appLogs(ctx context.Context, c *call, req api.AppLogsRequest) (*api.AppLogsResponse, error) {
+	if err := api.CheckLogsPage(req.After, req.Limit, req.Wait); err != nil {
+		return nil, err
+	}
+	if req.Limit == 0 {
+		req.Limit = 1000
+	}
+	var w api.Workload
+	page, ended, err := logstream.Poll(ctx, s.js, logstream.Query{After: req.After, Cursor: req.Cursor, Since: req.Since,
+		Limit: req.Limit}, req.Wait, func(ctx context.Context) (subject string, ended bool, err error) {
+		w, subject, ended, err = workloads.LogSource(ctx, s.pool, c.actor(), req.ID)
+		return subject, ended, err
+	})
+	if err != nil {
+		return nil, logsError("workload", req.ID, err)
+	}
+	r := &api.AppLogsResponse{Cursor: page.Cursor, State: w.State, Ended: ended}
+	r.Lines, r.After = logLines(page, req.After)
+	return r, nil
 }

@@ -269,6 +269,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	a.cfg.Env.NodeID, a.cfg.Env.NodeName = a.id.NodeID, a.id.Name
 	a.cfg.Env.Logs, _ = jetstream.New(nc) // jobs' output to LOGS (hostd/tasks/joblog.go)
+	defer tasks.FollowWorkloadLogs(a.cfg.Env)() // workloads' output to LOGS, re-attached (hostd/tasks/workloadlog.go)
 	if a.cfg.Terminal != nil {
 		a.cfg.Terminal.SetNode(a.id.NodeID, a.id.Shape)
 	}

@@ -268,8 +268,9 @@ func (a *Agent) Run(ctx context.Context) error {
 		a.verifier.Keys = append(a.verifier.Keys, ed25519.PublicKey(k))
 	}
 	a.cfg.Env.NodeID, a.cfg.Env.NodeName = a.id.NodeID, a.id.Name
-	a.cfg.Env.Logs, _ = jetstream.New(nc)       // jobs' output to LOGS (hostd/tasks/joblog.go)
-	defer tasks.FollowWorkloadLogs(a.cfg.Env)() // workloads' output to LOGS, re-attached (hostd/tasks/workloadlog.go)
+	a.cfg.Env.Logs, _ = jetstream.New(nc) // jobs' output to LOGS (hostd/tasks/joblog.go)
+	// Workloads' output to LOGS, re-attached (hostd/tasks/workloadlog.go).
+	defer tasks.FollowWorkloadLogs(a.cfg.Env)()
 	if a.cfg.Terminal != nil {
 		a.cfg.Terminal.SetNode(a.id.NodeID, a.id.Shape)
 	}

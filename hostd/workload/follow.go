@@ -96,6 +96,9 @@ func (lf *LogFollower) Run(ctx context.Context) error {
 	defer func() { _ = f.Close() }()
 	ended := false
 	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		if err := r.readFrom(f); err != nil {
 			return err
 		}

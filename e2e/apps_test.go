@@ -138,6 +138,12 @@ func TestAppsInDev(t *testing.T) {
 		dev.gpuaasJSON(t, &w, "app", "get", web.ID, "--json")
 		return w.State == api.WorkloadStopped
 	})
+	// Its whole log, followed to its end: from the first line to the one
+	// it printed after SIGTERM (app logs -f returns once it ended).
+	if r := dev.gpuaas(t, "", "app", "logs", "-f", web.ID); r.code != 0 || !strings.Contains(r.stdout, "GREETING=hi") ||
+		!strings.Contains(r.stdout, "got SIGTERM") {
+		t.Errorf("app logs -f of the stopped workload: exit %d %q %q", r.code, r.stdout, r.stderr)
+	}
 
 	// A running workload at release: nothing of the user stays.
 	r = dev.gpuaas(t, "", "app", "run", "wl", "--alloc", a.ID, "--name", "last", "--json", "--", workloadtest.App, "serve")

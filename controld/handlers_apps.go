@@ -9,7 +9,6 @@ import (
 	"github.com/gpuaas/gpuaas/controld/mutate"
 	"github.com/gpuaas/gpuaas/controld/workloads"
 	"github.com/gpuaas/gpuaas/internal/api"
-	"github.com/gpuaas/gpuaas/internal/logstream"
 )
 
 // appsEndpoints are workloads' (controld/workloads, docs/apps.md).
@@ -108,22 +107,14 @@ func (s *Server) appRm(_ context.Context, c *call, req api.WorkloadRef) (work[ap
 // appLogs reads a workload's log from LOGS as jobLogs reads a job's
 // (handlers_logs.go): authorized as app.get, long-poll, stateless.
 func (s *Server) appLogs(ctx context.Context, c *call, req api.AppLogsRequest) (*api.AppLogsResponse, error) {
-	if err := api.CheckLogsPage(req.After, req.Limit, req.Wait); err != nil {
-		return nil, err
-	}
-	if req.Limit == 0 {
-		req.Limit = 1000
-	}
 	var w api.Workload
-	page, ended, err := logstream.Poll(ctx, s.js, logstream.Query{After: req.After, Cursor: req.Cursor, Since: req.Since,
-		Limit: req.Limit}, req.Wait, func(ctx context.Context) (subject string, ended bool, err error) {
+	r, err := s.readLogs(ctx, "workload", api.JobLogsRequest(req), func(ctx context.Context) (subject string, ended bool, err error) {
 		w, subject, ended, err = workloads.LogSource(ctx, s.pool, c.actor(), req.ID)
 		return subject, ended, err
 	})
 	if err != nil {
-		return nil, logsError("workload", req.ID, err)
+		return nil, err
 	}
-	r := &api.AppLogsResponse{Cursor: page.Cursor, State: w.State, Ended: ended}
-	r.Lines, r.After = logLines(page, req.After)
-	return r, nil
+	r.State = w.State
+	return (*api.AppLogsResponse)(r), nil
 }

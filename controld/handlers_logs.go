@@ -34,15 +34,8 @@ func (s *Server) jobsConfig() jobs.Config {
 }
 
 func (s *Server) jobLogs(ctx context.Context, c *call, req api.JobLogsRequest) (*api.JobLogsResponse, error) {
-	if err := api.CheckLogsPage(req.After, req.Limit, req.Wait); err != nil {
-		return nil, err
-	}
-	if req.Limit == 0 {
-		req.Limit = 1000
-	}
 	var j api.Job
-	page, ended, err := logstream.Poll(ctx, s.js, logstream.Query{After: req.After, Cursor: req.Cursor, Since: req.Since,
-		Limit: req.Limit}, req.Wait, func(ctx context.Context) (string, bool, error) {
+	r, err := s.readLogs(ctx, "job", req, func(ctx context.Context) (string, bool, error) {
 		// The job's state is read before its lines: a job seen ended
 		// has published every line it will (hostd/tasks/joblog.go).
 		var err error
@@ -52,23 +45,33 @@ func (s *Server) jobLogs(ctx context.Context, c *call, req api.JobLogsRequest) (
 		return logstream.Subject(j.NodeID, logstream.KindJob, j.ID), api.JobFinal(j.State), nil
 	})
 	if err != nil {
-		return nil, logsError("job", req.ID, err)
+		return nil, err
 	}
-	return jobLogsResponse(j, req, page, ended), nil
+	r.State = j.State
+	return r, nil
 }
 
-// logsError answers what the LOGS stream could not give as unavailable.
-func logsError(kind, id string, err error) error {
+// readLogs answers one call of a log API (job.logs, app.logs) with the
+// page src's lines give, long-polling up to req.Wait
+// (logstream.Poll); the caller sets its State.
+func (s *Server) readLogs(ctx context.Context, kind string, req api.JobLogsRequest, src logstream.Source) (*api.JobLogsResponse, error) {
+	if err := api.CheckLogsPage(req.After, req.Limit, req.Wait); err != nil {
+		return nil, err
+	}
+	if req.Limit == 0 {
+		req.Limit = 1000
+	}
+	page, ended, err := logstream.Poll(ctx, s.js, logstream.Query{After: req.After, Cursor: req.Cursor, Since: req.Since,
+		Limit: req.Limit}, req.Wait, src)
 	if errors.Is(err, logstream.ErrUnavailable) {
-		return api.Errorf(api.CodeUnavailable, "%s %s logs: %v", kind, id, err)
+		return nil, api.Errorf(api.CodeUnavailable, "%s %s logs: %v", kind, req.ID, err)
 	}
-	return err
-}
-
-func jobLogsResponse(j api.Job, req api.JobLogsRequest, page logstream.Page, ended bool) *api.JobLogsResponse {
-	r := &api.JobLogsResponse{After: req.After, Cursor: page.Cursor, State: j.State, Ended: ended}
+	if err != nil {
+		return nil, err
+	}
+	r := &api.JobLogsResponse{Cursor: page.Cursor, Ended: ended}
 	r.Lines, r.After = logLines(page, req.After)
-	return r
+	return r, nil
 }
 
 // logLines are a page's lines for the API, and the last line number in

@@ -35,10 +35,12 @@ type wlLogSet struct {
 	m  map[string]*wlLog
 }
 
-// wlLog is one workload's follower; done is closed when it stopped.
+// wlLog is one workload's follower; done is closed when it stopped, and
+// cancel stops it.
 type wlLog struct {
 	allocID string
 	done    chan struct{}
+	cancel  context.CancelFunc
 }
 
 // workloadLogs is this node's set of followers; nil when it keeps no
@@ -116,7 +118,8 @@ func (s *wlLogSet) follow(env *Env, st workload.LogState) *wlLog {
 	if w, ok := s.m[st.WorkloadID]; ok {
 		return w
 	}
-	w := &wlLog{allocID: st.AllocationID, done: make(chan struct{})}
+	ctx, cancel := context.WithCancel(s.ctx)
+	w := &wlLog{allocID: st.AllocationID, done: make(chan struct{}), cancel: cancel}
 	s.m[st.WorkloadID] = w
 	if st.Done || s.ctx.Err() != nil {
 		close(w.done)
@@ -126,7 +129,7 @@ func (s *wlLogSet) follow(env *Env, st workload.LogState) *wlLog {
 	go func() {
 		defer s.wg.Done()
 		defer close(w.done)
-		if err := s.run(env, st); err != nil && s.ctx.Err() == nil {
+		if err := s.run(ctx, env, st); err != nil && ctx.Err() == nil {
 			env.Log.Warn("workload log", "workload", st.WorkloadID, "err", err)
 		}
 	}()
@@ -134,7 +137,9 @@ func (s *wlLogSet) follow(env *Env, st workload.LogState) *wlLog {
 }
 
 // forget waits (bounded) for the followers of allocation allocID to end,
-// and removes their state: the release removed their containers.
+// stops those that did not, and removes their state: the release removed
+// their containers, and no podman of theirs may run as the user once its
+// processes are ended (usermod refuses a user with processes).
 func (s *wlLogSet) forget(allocID string) {
 	s.mu.Lock()
 	var ids []string
@@ -147,15 +152,18 @@ func (s *wlLogSet) forget(allocID string) {
 	s.mu.Unlock()
 	for _, w := range ws {
 		awaitWorkloadLog(w)
+		w.cancel()
+		<-w.done
 	}
 	for _, id := range ids {
+		// Its follower stays in s.m, ended: a workload.status that comes
+		// after the release starts no other.
 		_ = s.states.Remove(id)
 	}
 }
 
 // run follows one workload's log to its end (or until hostd stops).
-func (s *wlLogSet) run(env *Env, st workload.LogState) error {
-	ctx := s.ctx
+func (s *wlLogSet) run(ctx context.Context, env *Env, st workload.LogState) error {
 	e, err := env.Envs.Open(ctx, hostenv.Alloc{ID: st.AllocationID, PosixUser: st.PosixUser})
 	if err != nil {
 		return err
@@ -222,17 +230,23 @@ func (s *wlLogSet) run(env *Env, st workload.LogState) error {
 }
 
 // watchEnd is closed once the container is no longer running: podman wait
-// as its user, again while inspect says it runs (a wait killed early).
+// as its user, again while inspect says it runs (a wait killed early). An
+// inspect that fails three times running (the user's storage reset at
+// release) counts as the end: the follower then reads the file to its end.
 func watchEnd(ctx context.Context, pm workload.Podman, name string) <-chan struct{} {
 	ended := make(chan struct{})
 	go func() {
+		failed := 0
 		for {
 			_ = pm.Wait(ctx, name)
 			if ctx.Err() != nil {
 				return
 			}
 			c, found, err := pm.Inspect(ctx, name)
-			if err == nil && (!found || (c.State.Status != "running" && c.State.Status != "paused")) {
+			if err != nil {
+				failed++
+			}
+			if failed >= 3 || (err == nil && (!found || (c.State.Status != "running" && c.State.Status != "paused"))) {
 				close(ended)
 				return
 			}

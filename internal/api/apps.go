@@ -79,26 +79,13 @@ type AppPsResponse struct {
 // JobLogsRequest does of a job's: the lines after After, from Cursor,
 // written at or after Since; Wait, while the workload runs, waits for a
 // first line (at most JobLogsMaxWait).
-type AppLogsRequest struct {
-	ID     string        `json:"id"`
-	After  int64         `json:"after,omitempty"`
-	Cursor uint64        `json:"cursor,omitempty"`
-	Since  time.Time     `json:"since,omitzero"`
-	Limit  int           `json:"limit,omitempty"`
-	Wait   time.Duration `json:"wait,omitempty"`
-}
+type AppLogsRequest JobLogsRequest
 
 // AppLogsResponse is a page of a workload's log (its container's stdout
 // and stderr, numbered from 1 across hostd restarts): After and Cursor go
 // in the next request; Ended says the workload had ended and this page
 // holds its last line.
-type AppLogsResponse struct {
-	Lines  []LogLine `json:"lines"`
-	After  int64     `json:"after"`
-	Cursor uint64    `json:"cursor"`
-	State  string    `json:"state"`
-	Ended  bool      `json:"ended"`
-}
+type AppLogsResponse JobLogsResponse
 
 // AppRun runs a catalog image on an active allocation.
 func (c *Client) AppRun(ctx context.Context, req AppRunRequest, opts ...CallOption) (*Workload, error) {

@@ -108,4 +108,23 @@ func TestWorkloadLogSurvivesAHostdRestart(t *testing.T) {
 			t.Fatalf("line %d: %+v; want %q on %s numbered %d", i, l, fmt.Sprintf("n %d", i+1), stream, i+1)
 		}
 	}
+
+	// Released while a workload runs: its last lines (after SIGTERM) are
+	// in LOGS, and no process of the user is left to stop its removal
+	// (usermod refuses a user with processes).
+	out, _, err = run(t, env, api.TaskWorkloadStart, api.WorkloadStartParams{WorkloadID: "w-serve", AllocationID: alloc,
+		PosixUser: api.PosixUser(alloc), Image: ref, Command: []string{workloadtest.App, "serve"}})
+	if r := wlReport(t, out, err); r.State != api.ContainerRunning {
+		t.Fatalf("start: %+v; want running", r)
+	}
+	testutil.Eventually(t, "the server's first line", func() bool {
+		return len(readWorkloadLog(t, js, env.NodeID, "w-serve")) == 1
+	})
+	if _, _, err := run(t, env, api.TaskDeprovisionUser, api.UserDeprovisionParams{AllocationID: alloc,
+		PosixUser: api.PosixUser(alloc)}); err != nil {
+		t.Fatalf("release with a workload followed: %v", err)
+	}
+	if got := readWorkloadLog(t, js, env.NodeID, "w-serve"); len(got) != 2 || got[1].Text != "got SIGTERM" {
+		t.Fatalf("released workload's log: %+v; want its first line and the one after SIGTERM", got)
+	}
 }

@@ -269,8 +269,6 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	a.cfg.Env.NodeID, a.cfg.Env.NodeName = a.id.NodeID, a.id.Name
 	a.cfg.Env.Logs, _ = jetstream.New(nc) // jobs' output to LOGS (hostd/tasks/joblog.go)
-	// Workloads' output to LOGS, re-attached (hostd/tasks/workloadlog.go).
-	defer tasks.FollowWorkloadLogs(a.cfg.Env)()
 	if a.cfg.Terminal != nil {
 		a.cfg.Terminal.SetNode(a.id.NodeID, a.id.Shape)
 	}
@@ -281,6 +279,8 @@ func (a *Agent) Run(ctx context.Context) error {
 		return err
 	}
 	a.recoverInterrupted()
+	// Workloads' output to LOGS, re-attached (hostd/tasks/workloadlog.go).
+	defer tasks.FollowWorkloadLogs(a.cfg.Env)()
 	sub, err := nc.Subscribe(api.HostTaskSubject(a.id.NodeID), a.onTask)
 	if err != nil {
 		return fmt.Errorf("subscribe tasks: %w", err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -229,9 +230,18 @@ func releaseWorkloads(ctx context.Context, env *Env, allocID, user string) error
 		s.forget(allocID) // their last lines, before the user's processes end
 	}
 	// usermod changes no range of a user with processes (a podman of a
-	// workload.status, its pause process): they end first.
-	if err := env.Users.KillProcesses(ctx, user); err != nil {
-		return fmt.Errorf("release workloads of %s: %w", user, err)
+	// workload.status, its pause process): they end first. A podman that
+	// starts after that (a workload.status poll in flight starts a new
+	// rootless pause process) makes usermod refuse: they end again, and
+	// the release (which skips ranges already gone) is tried again.
+	for attempt := 1; ; attempt++ {
+		if err := env.Users.KillProcesses(ctx, user); err != nil {
+			return fmt.Errorf("release workloads of %s: %w", user, err)
+		}
+		err := ids.Release(ctx, user)
+		if err == nil || attempt == 3 || !strings.Contains(err.Error(), "currently used by process") {
+			return err
+		}
+		env.Log.Info("release workloads: the user had a process again; ending it", "user", user, "err", err)
 	}
-	return ids.Release(ctx, user)
 }

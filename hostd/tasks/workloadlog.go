@@ -204,8 +204,12 @@ func (s *wlLogSet) run(ctx context.Context, env *Env, st workload.LogState) erro
 	if st.Checkpoint == nil {
 		save(logstream.Checkpoint{Next: 1}) // followed: a restart re-attaches
 	}
-	lf := &workload.LogFollower{Path: c.HostConfig.LogConfig.Path, UID: acct.Credential.Uid, Pump: pump,
-		Ended: watchEnd(ctx, pm, name)}
+	// The watch ends with this follower: no podman of it runs as the user
+	// once it is done (a release ends the user's processes next).
+	wctx, wcancel := context.WithCancel(ctx)
+	ended, watched := watchEnd(wctx, pm, name)
+	defer func() { wcancel(); <-watched }()
+	lf := &workload.LogFollower{Path: c.HostConfig.LogConfig.Path, UID: acct.Credential.Uid, Pump: pump, Ended: ended}
 	if st.Checkpoint != nil {
 		lf.From = st.Checkpoint.Pos
 	}
@@ -233,9 +237,10 @@ func (s *wlLogSet) run(ctx context.Context, env *Env, st workload.LogState) erro
 // as its user, again while inspect says it runs (a wait killed early). An
 // inspect that fails three times running (the user's storage reset at
 // release) counts as the end: the follower then reads the file to its end.
-func watchEnd(ctx context.Context, pm workload.Podman, name string) <-chan struct{} {
-	ended := make(chan struct{})
+func watchEnd(ctx context.Context, pm workload.Podman, name string) (ended, stopped <-chan struct{}) {
+	end, stop := make(chan struct{}), make(chan struct{})
 	go func() {
+		defer close(stop)
 		failed := 0
 		for {
 			_ = pm.Wait(ctx, name)
@@ -247,7 +252,7 @@ func watchEnd(ctx context.Context, pm workload.Podman, name string) <-chan struc
 				failed++
 			}
 			if failed >= 3 || (err == nil && (!found || (c.State.Status != "running" && c.State.Status != "paused"))) {
-				close(ended)
+				close(end)
 				return
 			}
 			select {
@@ -257,5 +262,5 @@ func watchEnd(ctx context.Context, pm workload.Podman, name string) <-chan struc
 			}
 		}
 	}()
-	return ended
+	return end, stop
 }

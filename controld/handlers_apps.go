@@ -26,12 +26,20 @@ func (s *Server) appsEndpoints() []endpointDef {
 // workloadsConfig is how controld follows workloads: the defaults.
 var workloadsConfig = workloads.Config{}
 
+// workloadsConfig is workloadsConfig with this server's bound of a
+// workload's log: the same as a job's (--job-log-max-bytes).
+func (s *Server) workloadsConfig() workloads.Config {
+	c := workloadsConfig
+	c.LogMaxBytes = s.cfg.Streams.JobLogMaxBytes
+	return c
+}
+
 func (s *Server) appRun(_ context.Context, c *call, req api.AppRunRequest) (work[api.Workload], error) {
 	if err := workloads.Check(&req); err != nil {
 		return nil, err
 	}
 	return func(ctx context.Context, tx pgx.Tx) (*api.Workload, mutate.Effect, error) {
-		w, eff, err := workloads.Run(ctx, tx, c.actor(), req, s.now())
+		w, eff, err := workloads.Run(ctx, tx, c.actor(), req, s.workloadsConfig(), s.now())
 		return &w, eff, err
 	}, nil
 }
@@ -96,6 +104,17 @@ func (s *Server) appRm(_ context.Context, c *call, req api.WorkloadRef) (work[ap
 	}, nil
 }
 
-func (s *Server) appLogs(ctx context.Context, c *call, req api.WorkloadRef) (*api.AppLogsResponse, error) {
-	return pointer(workloads.Logs(ctx, s.pool, c.actor(), req.ID))
+// appLogs reads a workload's log from LOGS as jobLogs reads a job's
+// (handlers_logs.go): authorized as app.get, long-poll, stateless.
+func (s *Server) appLogs(ctx context.Context, c *call, req api.AppLogsRequest) (*api.AppLogsResponse, error) {
+	var w api.Workload
+	r, err := s.readLogs(ctx, "workload", api.JobLogsRequest(req), func(ctx context.Context) (subject string, ended bool, err error) {
+		w, subject, ended, err = workloads.LogSource(ctx, s.pool, c.actor(), req.ID)
+		return subject, ended, err
+	})
+	if err != nil {
+		return nil, err
+	}
+	r.State = w.State
+	return (*api.AppLogsResponse)(r), nil
 }

@@ -2,8 +2,8 @@ package controld
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"time"
 
 	"github.com/gpuaas/gpuaas/controld/jobs"
 	"github.com/gpuaas/gpuaas/internal/api"
@@ -33,68 +33,54 @@ func (s *Server) jobsConfig() jobs.Config {
 	return c
 }
 
-// logWaitSlice is how often a waiting job.logs looks again whether the
-// job ended (its last line is published before hostd reports the end).
-const logWaitSlice = 500 * time.Millisecond
-
 func (s *Server) jobLogs(ctx context.Context, c *call, req api.JobLogsRequest) (*api.JobLogsResponse, error) {
-	switch {
-	case req.After < 0:
-		return nil, api.Errorf(api.CodeInvalidArgument, "after must be 0 or more, got %d", req.After)
-	case req.Limit < 0 || req.Limit > api.JobLogsMaxLimit:
-		return nil, api.Errorf(api.CodeInvalidArgument, "limit must be 0 to %d, got %d", api.JobLogsMaxLimit, req.Limit)
-	case req.Wait < 0 || req.Wait > api.JobLogsMaxWait:
-		return nil, api.Errorf(api.CodeInvalidArgument, "wait must be 0 to %s, got %s", api.JobLogsMaxWait, req.Wait)
+	var j api.Job
+	r, err := s.readLogs(ctx, "job", req, func(ctx context.Context) (string, bool, error) {
+		// The job's state is read before its lines: a job seen ended
+		// has published every line it will (hostd/tasks/joblog.go).
+		var err error
+		if j, err = jobs.Get(ctx, s.pool, c.actor(), req.ID); err != nil || j.NodeID == "" {
+			return "", api.JobFinal(j.State), err
+		}
+		return logstream.Subject(j.NodeID, logstream.KindJob, j.ID), api.JobFinal(j.State), nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	r.State = j.State
+	return r, nil
+}
+
+// readLogs answers one call of a log API (job.logs, app.logs) with the
+// page src's lines give, long-polling up to req.Wait
+// (logstream.Poll); the caller sets its State.
+func (s *Server) readLogs(ctx context.Context, kind string, req api.JobLogsRequest, src logstream.Source) (*api.JobLogsResponse, error) {
+	if err := api.CheckLogsPage(req.After, req.Limit, req.Wait); err != nil {
+		return nil, err
 	}
 	if req.Limit == 0 {
 		req.Limit = 1000
 	}
-	deadline := time.Now().Add(req.Wait)
-	for {
-		// The job's state is read before its lines: a job seen ended
-		// has published every line it will (hostd/tasks/joblog.go).
-		j, err := jobs.Get(ctx, s.pool, c.actor(), req.ID)
-		if err != nil {
-			return nil, err
-		}
-		ended := api.JobFinal(j.State)
-		wait := min(time.Until(deadline), logWaitSlice)
-		if ended || wait <= 0 {
-			wait = 0
-		}
-		page, err := s.readJobLog(ctx, j, req, wait)
-		if err != nil {
-			return nil, err
-		}
-		if len(page.Lines) > 0 || ended || wait == 0 {
-			return jobLogsResponse(j, req, page, ended), nil
-		}
-		req.Cursor = page.Cursor
+	page, ended, err := logstream.Poll(ctx, s.js, logstream.Query{After: req.After, Cursor: req.Cursor, Since: req.Since,
+		Limit: req.Limit}, req.Wait, src)
+	if errors.Is(err, logstream.ErrUnavailable) {
+		return nil, api.Errorf(api.CodeUnavailable, "%s %s logs: %v", kind, req.ID, err)
 	}
-}
-
-func (s *Server) readJobLog(ctx context.Context, j api.Job, req api.JobLogsRequest, wait time.Duration) (logstream.Page, error) {
-	if j.NodeID == "" { // not placed: nothing to read yet; wait as a read would
-		select {
-		case <-ctx.Done():
-		case <-time.After(wait):
-		}
-		return logstream.Page{Cursor: req.Cursor, CaughtUp: true}, nil
-	}
-	page, err := logstream.Read(ctx, s.js, logstream.Query{Subject: logstream.Subject(j.NodeID, logstream.KindJob, j.ID),
-		After: req.After, Cursor: req.Cursor, Since: req.Since, Limit: req.Limit, Wait: wait})
 	if err != nil {
-		return page, api.Errorf(api.CodeUnavailable, "job %s logs: %v", j.ID, err)
+		return nil, err
 	}
-	return page, nil
+	r := &api.JobLogsResponse{Cursor: page.Cursor, Ended: ended}
+	r.Lines, r.After = logLines(page, req.After)
+	return r, nil
 }
 
-func jobLogsResponse(j api.Job, req api.JobLogsRequest, page logstream.Page, ended bool) *api.JobLogsResponse {
-	r := &api.JobLogsResponse{Lines: make([]api.LogLine, 0, len(page.Lines)), After: req.After, Cursor: page.Cursor,
-		State: j.State, Ended: ended && page.CaughtUp}
+// logLines are a page's lines for the API, and the last line number in
+// it (after when none).
+func logLines(page logstream.Page, after int64) ([]api.LogLine, int64) {
+	out := make([]api.LogLine, 0, len(page.Lines))
 	for _, l := range page.Lines {
-		r.Lines = append(r.Lines, api.LogLine{Seq: l.Seq, Time: l.Time, Stream: l.Stream, Text: l.Text})
-		r.After = l.Seq
+		out = append(out, api.LogLine{Seq: l.Seq, Time: l.Time, Stream: l.Stream, Text: l.Text})
+		after = l.Seq
 	}
-	return r
+	return out, after
 }

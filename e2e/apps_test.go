@@ -138,6 +138,37 @@ func TestAppsInDev(t *testing.T) {
 		dev.gpuaasJSON(t, &w, "app", "get", web.ID, "--json")
 		return w.State == api.WorkloadStopped
 	})
+	// Its whole log, followed to its end: from the first line to the one
+	// it printed after SIGTERM (app logs -f returns once it ended).
+	if r := dev.gpuaas(t, "", "app", "logs", "-f", web.ID); r.code != 0 || !strings.Contains(r.stdout, "GREETING=hi") ||
+		!strings.Contains(r.stdout, "got SIGTERM") {
+		t.Errorf("app logs -f of the stopped workload: exit %d %q %q", r.code, r.stdout, r.stderr)
+	}
+
+	// A counter followed live with app logs -f: every line once, in
+	// order, on its stream, and -f returns at the workload's end.
+	r = dev.gpuaas(t, "", "app", "run", "wl", "--alloc", a.ID, "--name", "count", "-d", "--", workloadtest.App, "count", "60", "50ms")
+	if r.code != 0 {
+		t.Fatalf("app run count: exit %d %s", r.code, r.stderr)
+	}
+	r = dev.gpuaas(t, "", "app", "logs", "-f", strings.TrimSpace(r.stdout), "--json", "seq,stream,text")
+	if r.code != 0 {
+		t.Fatalf("app logs -f of the counter: exit %d %s", r.code, r.stderr)
+	}
+	dec := json.NewDecoder(strings.NewReader(r.stdout))
+	for i := 1; i <= 60; i++ {
+		var l api.LogLine
+		stream := api.LogStdout
+		if i%4 == 0 {
+			stream = api.LogStderr
+		}
+		if err := dec.Decode(&l); err != nil || l.Seq != int64(i) || l.Text != fmt.Sprintf("n %d", i) || l.Stream != stream {
+			t.Fatalf("line %d of the counter: %+v, %v; want n %d on %s (output %q)", i, l, err, i, stream, r.stdout)
+		}
+	}
+	if dec.More() {
+		t.Errorf("more than 60 lines: %q", r.stdout)
+	}
 
 	// A running workload at release: nothing of the user stays.
 	r = dev.gpuaas(t, "", "app", "run", "wl", "--alloc", a.ID, "--name", "last", "--json", "--", workloadtest.App, "serve")

@@ -41,8 +41,10 @@ image by digest once and keeps it; later runs of the same digest there skip
 the pull. After --, COMMAND and its arguments replace the image's entrypoint
 and command. Environment values are never shown again, only their names.
 
-Without --detach, wait until the workload runs (or ended: exit 1 when it
-failed) and print it; with --detach, print its id at once.`,
+Without --detach, print the container's output as it comes while waiting
+until the workload runs (or, once it ended, until its last line: exit 1 when
+it failed), then print the workload (` + "`gpuaas app logs -f ID`" + ` follows the rest);
+with --detach, print its id at once.`,
 		Example: `  gpuaas app run tiny --alloc a-123
   gpuaas app run tiny --alloc a-123 --name web -e PORT=8080 -- /bin/httpd -f -p 8080`,
 		Args: func(c *cobra.Command, args []string) error {
@@ -109,7 +111,7 @@ func runRun(ctx context.Context, opts *RunOptions) error {
 		return nil
 	}
 	fmt.Fprintf(opts.IO.ErrOut, "workload %s (%s) on %s: %s\n", w.ID, w.Name, w.AllocationID, w.State)
-	w, err = waitStarted(ctx, client, w.ID, opts.Timeout)
+	w, err = streamStarted(ctx, opts.IO, opts.Exporter != nil, client, w.ID, opts.Timeout)
 	if err != nil {
 		return err
 	}
@@ -124,35 +126,33 @@ func runRun(ctx context.Context, opts *RunOptions) error {
 	return err
 }
 
-// pollInterval is how often a wait reads the workload again.
-const pollInterval = 250 * time.Millisecond
-
-// waitStarted follows a workload until it runs or ended.
-func waitStarted(ctx context.Context, client *api.Client, id string, timeout time.Duration) (*api.Workload, error) {
+// streamStarted prints the workload's output as it comes (app.logs,
+// followed) until it runs, or, once it ended, until its last line: then
+// it returns the workload as it is.
+func streamStarted(ctx context.Context, ios *cmdutil.IOStreams, toErr bool, client *api.Client, id string, timeout time.Duration) (*api.Workload, error) {
+	wctx := ctx
 	if timeout > 0 {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, timeout)
+		wctx, cancel = context.WithTimeout(ctx, timeout)
 		defer cancel()
 	}
-	t := time.NewTicker(pollInterval)
-	defer t.Stop()
-	state := api.WorkloadPending
-	for {
-		w, err := client.AppGet(ctx, id)
-		if err != nil {
-			if ctx.Err() == context.DeadlineExceeded {
-				return nil, &cmdutil.CodedError{Code: cmdutil.ExitWaitTimeout, Err: fmt.Errorf("workload %s: still %s after %s", id, state, timeout)}
-			}
-			return nil, err
-		}
-		state = w.State
-		if w.State == api.WorkloadRunning || api.WorkloadFinal(w.State) {
-			return w, nil
-		}
-		select {
-		case <-ctx.Done():
-			return nil, &cmdutil.CodedError{Code: cmdutil.ExitWaitTimeout, Err: fmt.Errorf("workload %s: still %s after %s", id, state, timeout)}
-		case <-t.C:
-		}
+	out := ios
+	if toErr { // stdout is for the workload's JSON
+		c := *ios
+		c.Out = ios.ErrOut
+		out = &c
 	}
+	state := api.WorkloadPending
+	print := func(l api.LogLine) error { return cmdutil.PrintLogLine(ctx, out, nil, l) }
+	_, err := cmdutil.FollowLogs(wctx, appLogs(client, id), cmdutil.LogRequest{}, true, print, func(s string) bool {
+		state = s
+		return s == api.WorkloadRunning
+	})
+	if err != nil {
+		if wctx.Err() == context.DeadlineExceeded && ctx.Err() == nil {
+			return nil, &cmdutil.CodedError{Code: cmdutil.ExitWaitTimeout, Err: fmt.Errorf("workload %s: still %s after %s", id, state, timeout)}
+		}
+		return nil, err
+	}
+	return client.AppGet(ctx, id)
 }

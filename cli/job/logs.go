@@ -2,9 +2,6 @@ package job
 
 import (
 	"context"
-	"fmt"
-	"io"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -66,19 +63,8 @@ object per line: seq, time, stream, text.`,
 	return cmd
 }
 
-// parseSince reads --since: a time (RFC 3339) or a duration back from now.
-func parseSince(s string, now time.Time) (time.Time, error) {
-	if s == "" {
-		return time.Time{}, nil
-	}
-	if d, err := time.ParseDuration(s); err == nil && d > 0 {
-		return now.Add(-d), nil
-	}
-	if t, err := time.Parse(time.RFC3339, s); err == nil {
-		return t, nil
-	}
-	return time.Time{}, cmdutil.FlagErrorf("invalid --since %q: want a duration back (10m, 2h) or a time (2026-03-01T12:00:00Z)", s)
-}
+// parseSince reads --since (cmdutil.ParseLogSince).
+func parseSince(s string, now time.Time) (time.Time, error) { return cmdutil.ParseLogSince(s, now) }
 
 func logsRun(ctx context.Context, opts *LogsOptions) error {
 	client, err := opts.Client()
@@ -91,91 +77,26 @@ func logsRun(ctx context.Context, opts *LogsOptions) error {
 	return err
 }
 
-// followLogs prints a job's log from req on: the pages there are now, or,
-// with follow, until the job ended and its last line was printed. A call
-// that fails for want of a controld (a replica restarting, the
-// connection back) is tried again from the last line printed. It returns
-// the job's state as the last page saw it.
+// followLogs prints a job's log from req on (cmdutil.FollowLogs): the
+// pages there are now, or, with follow, until the job ended and its last
+// line was printed. It returns the job's state as the last page saw it.
 func followLogs(ctx context.Context, client *api.Client, req api.JobLogsRequest, follow bool, print func(api.LogLine) error) (string, error) {
-	if follow {
-		req.Wait = api.JobLogsMaxWait
-	}
-	if req.Limit == 0 {
-		req.Limit = 1000
-	}
-	retry, failing := time.Duration(0), time.Time{}
-	for {
-		p, err := client.JobLogs(ctx, req)
+	fetch := func(ctx context.Context, r cmdutil.LogRequest) (cmdutil.LogPage, error) {
+		p, err := client.JobLogs(ctx, api.JobLogsRequest{ID: req.ID, After: r.After, Cursor: r.Cursor, Since: r.Since,
+			Limit: r.Limit, Wait: r.Wait})
 		if err != nil {
-			if failing.IsZero() {
-				failing = time.Now()
-			}
-			if !follow || !transient(err) || ctx.Err() != nil || time.Since(failing) > giveUpAfter {
-				return "", err
-			}
-			retry = min(max(2*retry, 250*time.Millisecond), 5*time.Second)
-			select {
-			case <-ctx.Done():
-				return "", ctx.Err()
-			case <-time.After(retry):
-			}
-			continue
+			return cmdutil.LogPage{}, err
 		}
-		retry, failing = 0, time.Time{}
-		for _, l := range p.Lines {
-			if err := print(l); err != nil {
-				return p.State, err
-			}
-		}
-		req.After, req.Cursor = p.After, p.Cursor
-		if p.Ended || (!follow && len(p.Lines) == 0) {
-			return p.State, nil
-		}
-		if follow && len(p.Lines) > 0 && len(p.Lines) < req.Limit {
-			select {
-			case <-ctx.Done():
-				return p.State, ctx.Err()
-			case <-time.After(api.JobLogsFollowPace):
-			}
-		}
+		return cmdutil.LogPage{Lines: p.Lines, After: p.After, Cursor: p.Cursor, State: p.State, Ended: p.Ended}, nil
 	}
+	return cmdutil.FollowLogs(ctx, fetch, cmdutil.LogRequest{After: req.After, Cursor: req.Cursor, Since: req.Since,
+		Limit: req.Limit}, follow, print, nil)
 }
 
-// transient reports whether a call failed for want of a controld (no
-// responders and timeouts come back as internal), not because of what it
-// asked.
-func transient(err error) bool {
-	switch api.CodeOf(err) {
-	case api.CodeUnavailable, api.CodeInternal, api.CodeRateLimited:
-		return true
-	}
-	return false
-}
-
-// giveUpAfter is how long following tries again without an answer.
-const giveUpAfter = 2 * time.Minute
-
-// printLogLine prints one line: as JSON through the exporter, or its text
-// (made safe for a terminal) on stdout or stderr as the job wrote it.
+// printLogLine prints one line (cmdutil.PrintLogLine).
 func printLogLine(ctx context.Context, ios *cmdutil.IOStreams, exp cmdutil.Exporter, l api.LogLine) error {
-	if exp != nil {
-		return exp.Write(ctx, ios, l)
-	}
-	var w io.Writer = ios.Out
-	if l.Stream != api.LogStdout {
-		w = ios.ErrOut
-	}
-	_, err := fmt.Fprintln(w, safeLine(l.Text))
-	return err
+	return cmdutil.PrintLogLine(ctx, ios, exp, l)
 }
 
-// safeLine is a line of output fit for a terminal: its tabs kept, every
-// other control character shown escaped (api.SanitizeText), since whoever
-// reads a project's job log may not be who wrote it.
-func safeLine(s string) string {
-	parts := strings.Split(s, "\t")
-	for i, p := range parts {
-		parts[i] = api.SanitizeText(p)
-	}
-	return strings.Join(parts, "\t")
-}
+// safeLine is a line fit for a terminal (cmdutil.SafeLogLine).
+func safeLine(s string) string { return cmdutil.SafeLogLine(s) }

@@ -134,7 +134,7 @@ func (w *world) run(t *testing.T, actor alloc.Actor, req api.AppRunRequest) (api
 	var wl api.Workload
 	err := w.tx(t, func(tx pgx.Tx) error {
 		var err error
-		wl, _, err = workloads.Run(context.Background(), tx, actor, req, t0)
+		wl, _, err = workloads.Run(context.Background(), tx, actor, req, workloads.Config{}, t0)
 		return err
 	})
 	return wl, err

@@ -102,7 +102,7 @@ func usable(img api.Image, projectID string) error {
 // Run starts a workload on an active allocation the actor may write to:
 // the row (pending) and its workload.start task, in the caller's
 // transaction. Nothing is written on a refusal.
-func Run(ctx context.Context, tx pgx.Tx, actor alloc.Actor, req api.AppRunRequest, now time.Time) (api.Workload, mutate.Effect, error) {
+func Run(ctx context.Context, tx pgx.Tx, actor alloc.Actor, req api.AppRunRequest, cfg Config, now time.Time) (api.Workload, mutate.Effect, error) {
 	if err := Check(&req); err != nil {
 		return api.Workload{}, mutate.Effect{}, err
 	}
@@ -150,7 +150,7 @@ func Run(ctx context.Context, tx pgx.Tx, actor alloc.Actor, req api.AppRunReques
 		return api.Workload{}, mutate.Effect{}, fmt.Errorf("insert workload: %w", err)
 	}
 	taskID, err := tasks.Enqueue(ctx, tx, tasks.Task{NodeID: a.NodeID, Type: api.TaskWorkloadStart,
-		Params: startParams(id, a.ID, img.Ref, sp)}, now)
+		Params: startParams(id, a.ID, img.Ref, sp, cfg)}, now)
 	if err != nil {
 		return api.Workload{}, mutate.Effect{}, err
 	}
@@ -166,9 +166,9 @@ func Run(ctx context.Context, tx pgx.Tx, actor alloc.Actor, req api.AppRunReques
 }
 
 // startParams are workload.start's params: the environment as NAME=value.
-func startParams(id, allocID, ref string, sp spec) api.WorkloadStartParams {
+func startParams(id, allocID, ref string, sp spec, cfg Config) api.WorkloadStartParams {
 	p := api.WorkloadStartParams{WorkloadID: id, AllocationID: allocID, PosixUser: api.PosixUser(allocID),
-		Image: ref, Command: sp.Command}
+		Image: ref, Command: sp.Command, LogMaxBytes: cfg.LogMaxBytes}
 	for k, v := range sp.Env {
 		p.Env = append(p.Env, k+"="+v)
 	}

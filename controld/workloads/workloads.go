@@ -26,6 +26,7 @@ import (
 	"github.com/gpuaas/gpuaas/controld/project"
 	"github.com/gpuaas/gpuaas/controld/store"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/logstream"
 )
 
 // IDPrefix starts every workload id ("w-…").
@@ -42,6 +43,10 @@ type Config struct {
 	// StopGrace is how long workload.stop waits after SIGTERM before
 	// SIGKILL (default 10s, podman's own).
 	StopGrace time.Duration
+	// LogMaxBytes bounds what the node keeps of one workload's output in
+	// LOGS (0: hostd's default, logstream.DefaultMaxBytes), as
+	// StreamLimits.JobLogMaxBytes does a job's.
+	LogMaxBytes int64
 }
 
 func (c Config) withDefaults() Config {
@@ -192,16 +197,19 @@ func stateEvent(w api.Workload, users []string) outbox.Event {
 	return outbox.Event{Kind: api.EventWorkloadState, Subject: w.ID, ProjectID: w.ProjectID, Users: users, Payload: w}
 }
 
-// Logs returns the last lines of the workload's output its node
-// reported, and when.
-func Logs(ctx context.Context, q store.Querier, actor alloc.Actor, id string) (api.AppLogsResponse, error) {
+// LogSource says where a workload the actor may see keeps its log (the
+// LOGS subject its node publishes it on; "" before it is placed) and
+// whether it has ended: read before its lines, a workload seen ended has
+// published every line it will (hostd reports the end after its last
+// lines: docs/decisions/0026-workload-logs-across-restarts.md).
+func LogSource(ctx context.Context, q store.Querier, actor alloc.Actor, id string) (api.Workload, string, bool, error) {
 	w, err := Get(ctx, q, actor, id)
 	if err != nil {
-		return api.AppLogsResponse{}, err
+		return w, "", false, err
 	}
-	lines := w.LastLines
-	if lines == nil {
-		lines = []string{}
+	ended := api.WorkloadFinal(w.State)
+	if w.NodeID == "" || logstream.CheckToken("node", w.NodeID) != nil || logstream.CheckToken("workload", w.ID) != nil {
+		return w, "", ended, nil
 	}
-	return api.AppLogsResponse{ID: w.ID, Lines: lines, ReportedAt: w.ReportedAt}, nil
+	return w, logstream.Subject(w.NodeID, logstream.KindWorkload, w.ID), ended, nil
 }

@@ -282,6 +282,8 @@ func (a *Agent) Run(ctx context.Context) error {
 		return err
 	}
 	a.recoverInterrupted()
+	// Workloads' output to LOGS, re-attached (hostd/tasks/workloadlog.go).
+	defer tasks.FollowWorkloadLogs(a.cfg.Env)()
 	sub, err := nc.Subscribe(api.HostTaskSubject(a.id.NodeID), a.onTask)
 	if err != nil {
 		return fmt.Errorf("subscribe tasks: %w", err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -102,11 +103,15 @@ func workloadStart(ctx context.Context, env *Env, p api.WorkloadStartParams, rep
 	}
 	env.Log.Info("workload started", "workload", p.WorkloadID, "allocation", p.AllocationID,
 		"image", entry.Digest, "pulled", pulled)
+	lg := ensureWorkloadLog(env, workload.LogState{WorkloadID: p.WorkloadID, AllocationID: p.AllocationID,
+		PosixUser: p.PosixUser, MaxBytes: p.LogMaxBytes})
 	// Its state only: its first lines come with the workload.status that
 	// follows (one podman less on the way to running).
 	r, err := pm.Status(ctx, p.WorkloadID, -1)
 	if err == nil && r.State == api.ContainerExited {
-		// Ended already: this report is its last, with its lines.
+		// Ended already: this report is its last, with its lines, after
+		// they are in LOGS.
+		awaitWorkloadLog(lg)
 		r, err = pm.Status(ctx, p.WorkloadID, 0)
 	}
 	if err != nil {
@@ -131,10 +136,18 @@ func workloadStop(ctx context.Context, env *Env, p api.WorkloadStopParams, _ Rep
 	if r.State == api.ContainerMissing {
 		return r, nil
 	}
-	if err := pm.Stop(ctx, p.WorkloadID, p.Grace, p.Remove); err != nil {
+	lg := ensureWorkloadLog(env, workload.LogState{WorkloadID: p.WorkloadID, AllocationID: p.AllocationID,
+		PosixUser: p.PosixUser})
+	if err := pm.Stop(ctx, p.WorkloadID, p.Grace, false); err != nil {
 		return nil, fmt.Errorf("workload %s: %w", p.WorkloadID, err)
 	}
+	// Its last lines reach LOGS before its log file goes with it and
+	// before its end is reported.
+	awaitWorkloadLog(lg)
 	if p.Remove {
+		if err := pm.Stop(ctx, p.WorkloadID, 0, true); err != nil {
+			return nil, fmt.Errorf("workload %s: %w", p.WorkloadID, err)
+		}
 		// What it was when it ended, its container gone.
 		after, err := pm.Status(ctx, p.WorkloadID, 0)
 		if err != nil {
@@ -175,9 +188,16 @@ func workloadStatus(ctx context.Context, env *Env, p api.WorkloadStatusParams, _
 			return nil, fmt.Errorf("workload %s: %w", p.WorkloadID, err)
 		}
 	}
+	// Followed from here too: a hostd started since its workload.start
+	// re-attached from its state file, or reads it now.
+	lg := ensureWorkloadLog(env, workload.LogState{WorkloadID: p.WorkloadID, AllocationID: p.AllocationID,
+		PosixUser: p.PosixUser})
 	r, err := pm.Status(ctx, p.WorkloadID, lines)
 	if err != nil {
 		return nil, fmt.Errorf("workload %s: %w", p.WorkloadID, err)
+	}
+	if r.State == api.ContainerExited || r.State == api.ContainerMissing {
+		awaitWorkloadLog(lg) // its end is reported after its last lines
 	}
 	return r, nil
 }
@@ -206,10 +226,22 @@ func releaseWorkloads(ctx context.Context, env *Env, allocID, user string) error
 			return fmt.Errorf("release workloads of %s: %w", user, err)
 		}
 	}
-	// usermod changes no range of a user with processes (a podman of a
-	// workload.status, its pause process): they end first.
-	if err := env.Users.KillProcesses(ctx, user); err != nil {
-		return fmt.Errorf("release workloads of %s: %w", user, err)
+	if s := env.workloadLogs(); s != nil {
+		s.forget(allocID) // their last lines, before the user's processes end
 	}
-	return ids.Release(ctx, user)
+	// usermod changes no range of a user with processes (a podman of a
+	// workload.status, its pause process): they end first. A podman that
+	// starts after that (a workload.status poll in flight starts a new
+	// rootless pause process) makes usermod refuse: they end again, and
+	// the release (which skips ranges already gone) is tried again.
+	for attempt := 1; ; attempt++ {
+		if err := env.Users.KillProcesses(ctx, user); err != nil {
+			return fmt.Errorf("release workloads of %s: %w", user, err)
+		}
+		err := ids.Release(ctx, user)
+		if err == nil || attempt == 3 || !strings.Contains(err.Error(), "currently used by process") {
+			return err
+		}
+		env.Log.Info("release workloads: the user had a process again; ending it", "user", user, "err", err)
+	}
 }

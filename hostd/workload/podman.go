@@ -192,6 +192,12 @@ type Container struct {
 	Config struct {
 		Labels map[string]string `json:"Labels"`
 	} `json:"Config"`
+	HostConfig struct {
+		LogConfig struct {
+			Type string `json:"Type"`
+			Path string `json:"Path"`
+		} `json:"LogConfig"`
+	} `json:"HostConfig"`
 }
 
 // Inspect returns the container named name; found is false when there

@@ -75,13 +75,17 @@ type AppPsResponse struct {
 	Workloads []Workload `json:"workloads"`
 }
 
-// AppLogsResponse is app.logs's answer: the last lines the node reported
-// (at start, at each status report and at stop) and when.
-type AppLogsResponse struct {
-	ID         string     `json:"id"`
-	Lines      []string   `json:"lines"`
-	ReportedAt *time.Time `json:"reported_at,omitempty"`
-}
+// AppLogsRequest asks for a page of a workload's log (app.logs), as
+// JobLogsRequest does of a job's: the lines after After, from Cursor,
+// written at or after Since; Wait, while the workload runs, waits for a
+// first line (at most JobLogsMaxWait).
+type AppLogsRequest JobLogsRequest
+
+// AppLogsResponse is a page of a workload's log (its container's stdout
+// and stderr, numbered from 1 across hostd restarts): After and Cursor go
+// in the next request; Ended says the workload had ended and this page
+// holds its last line.
+type AppLogsResponse JobLogsResponse
 
 // AppRun runs a catalog image on an active allocation.
 func (c *Client) AppRun(ctx context.Context, req AppRunRequest, opts ...CallOption) (*Workload, error) {
@@ -108,9 +112,9 @@ func (c *Client) AppRm(ctx context.Context, id string, opts ...CallOption) (*Wor
 	return Do(ctx, c, OpAppRm, WorkloadRef{ID: id}, opts...)
 }
 
-// AppLogs returns a workload's last reported lines.
-func (c *Client) AppLogs(ctx context.Context, id string, opts ...CallOption) (*AppLogsResponse, error) {
-	return Do(ctx, c, OpAppLogs, WorkloadRef{ID: id}, opts...)
+// AppLogs reads a page of a workload's log.
+func (c *Client) AppLogs(ctx context.Context, req AppLogsRequest, opts ...CallOption) (*AppLogsResponse, error) {
+	return Do(ctx, c, OpAppLogs, req, opts...)
 }
 
 // RunsWorkloads reports whether allocations of shape run workloads yet:

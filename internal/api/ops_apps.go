@@ -27,7 +27,8 @@ var (
 	// OpAppRm is app.rm: stops a workload if it runs and removes its
 	// container; its name is free again.
 	OpAppRm = NewMutation[WorkloadRef, Workload](EndpointAppRm, LoggedIn)
-	// OpAppLogs is app.logs: the last lines of a workload's output the node
-	// reported.
-	OpAppLogs = NewQuery[WorkloadRef, AppLogsResponse](EndpointAppLogs, LoggedIn)
+	// OpAppLogs is app.logs: a page of a workload's stdout and stderr,
+	// numbered lines from the LOGS stream, as job.logs (authorized as
+	// app.get; long-poll with wait).
+	OpAppLogs = NewQuery[AppLogsRequest, AppLogsResponse](EndpointAppLogs, LoggedIn)
 )

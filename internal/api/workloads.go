@@ -35,6 +35,9 @@ type WorkloadStartParams struct {
 	// Command replaces the image's entrypoint and command when set.
 	Command []string `json:"command,omitempty"`
 	Env     []string `json:"env,omitempty"` // NAME=value
+	// LogMaxBytes bounds what is kept of the container's output in LOGS
+	// (0: hostd's default).
+	LogMaxBytes int64 `json:"log_max_bytes,omitempty"`
 }
 
 // WorkloadStopParams are the params of workload.stop: SIGTERM to the

@@ -60,6 +60,9 @@ type Line struct {
 	Time   time.Time `json:"t"`
 	Stream string    `json:"s"`
 	Text   string    `json:"x"`
+	// ck, on a line added with its source's position, is where to resume
+	// once it is published (resume.go); never sent.
+	ck *Checkpoint
 }
 
 // batch is one message on a log subject: consecutive lines of a source.

@@ -51,6 +51,16 @@ type PumpConfig struct {
 	// PublishTimeout bounds one (default 5s).
 	Retry, PublishTimeout time.Duration
 	Now                   func() time.Time
+	// Resume, when set, continues a source another pump published part
+	// of (a hostd restarted while a container ran): line numbers go on
+	// from Resume.Next and the bound counts what was kept before
+	// (docs/decisions/0026-workload-logs-across-restarts.md).
+	Resume *Checkpoint
+	// OnSent, when set, is told each new resume point: after a batch is
+	// acknowledged, and when the pump is idle with its source's position
+	// advanced (lines past the bound). It is called from one goroutine,
+	// in order.
+	OnSent func(Checkpoint)
 }
 
 // Stats say what a Pump did.
@@ -85,6 +95,9 @@ type Pump struct {
 	dropB    int64
 	closing  bool
 	stats    Stats
+	pos      Position // the source's position after the last line added with one
+	posAt    int64    // how many positions were added; ckAt: as of the last checkpoint told
+	ckAt     int64
 }
 
 // NewPump starts a pump; Close ends it.
@@ -108,6 +121,9 @@ func NewPump(cfg PumpConfig) (*Pump, error) {
 		cfg.Now = time.Now
 	}
 	p := &Pump{cfg: cfg, next: 1, wake: make(chan struct{}, 1), done: make(chan struct{}), stop: make(chan struct{})}
+	if r := cfg.Resume; r != nil {
+		p.next, p.kept, p.cut, p.cutBytes, p.pos = max(r.Next, 1), r.Kept, r.Cut, r.CutBytes, r.Pos
+	}
 	p.stdout, p.stderr = &lineWriter{p: p, stream: Stdout}, &lineWriter{p: p, stream: Stderr}
 	go p.run()
 	return p, nil
@@ -121,10 +137,20 @@ func (p *Pump) Stderr() io.Writer { return p.stderr }
 
 // add takes one line of output (text without its newline; size counts
 // it) under the bounds.
-func (p *Pump) add(stream, text string, size int64) {
+func (p *Pump) add(stream, text string, size int64) { p.addAt(time.Time{}, stream, text, size, nil) }
+
+// addAt is add with the line's time (zero: now) and the source's position
+// after it (nil: not a point to resume from).
+func (p *Pump) addAt(t time.Time, stream, text string, size int64, pos *Position) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	now := p.cfg.Now()
+	if !t.IsZero() {
+		now = t
+	}
+	if pos != nil {
+		defer func() { p.pos = *pos; p.posAt++ }()
+	}
 	if p.kept+size > p.cfg.MaxBytes {
 		if !p.cut {
 			p.cut = true
@@ -141,7 +167,11 @@ func (p *Pump) add(stream, text string, size int64) {
 		return
 	}
 	p.dropMarker(now)
-	p.enqueue(Line{Time: now, Stream: stream, Text: strings.ToValidUTF8(text, "\uFFFD")})
+	l := Line{Time: now, Stream: stream, Text: strings.ToValidUTF8(text, "\uFFFD")}
+	if pos != nil {
+		l.ck = &Checkpoint{Pos: *pos, Kept: p.kept, Cut: p.cut, CutBytes: p.cutBytes, at: p.posAt + 1}
+	}
+	p.enqueue(l)
 }
 
 // dropMarker marks, where they were, the lines dropped since the last one.
@@ -190,16 +220,24 @@ func (p *Pump) take() ([]Line, bool) {
 	return append([]Line(nil), p.queue[:p.numbered]...), false
 }
 
-// sent removes the batch in flight.
-func (p *Pump) sent() {
+// sent removes the batch in flight and returns the last resume point in
+// it, if any.
+func (p *Pump) sent() *Checkpoint {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	var ck *Checkpoint
 	for _, l := range p.queue[:p.numbered] {
 		p.queued -= int64(len(l.Text)) + 1
+		if l.ck != nil {
+			c := *l.ck
+			c.Next = l.Seq + 1
+			ck = &c
+		}
 	}
 	p.stats.Lines += int64(p.numbered)
 	p.queue = append(p.queue[:0], p.queue[p.numbered:]...)
 	p.numbered = 0
+	return ck
 }
 
 func (p *Pump) run() {
@@ -210,6 +248,7 @@ func (p *Pump) run() {
 			return
 		}
 		if lines == nil {
+			p.idleCheckpoint()
 			select {
 			case <-p.wake:
 			case <-p.stop:
@@ -228,7 +267,12 @@ func (p *Pump) run() {
 			}
 			continue
 		}
-		p.sent()
+		if ck := p.sent(); ck != nil && p.cfg.OnSent != nil {
+			p.cfg.OnSent(*ck)
+			p.mu.Lock()
+			p.ckAt = max(p.ckAt, ck.at)
+			p.mu.Unlock()
+		}
 	}
 }
 

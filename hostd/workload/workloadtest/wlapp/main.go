@@ -2,7 +2,9 @@
 // (workloadtest.Image): "serve" prints a line and runs until SIGTERM,
 // "exit N" prints three lines and exits N, "files" writes a file owned by
 // a non-root container user and then serves. After SIGTERM it waits
-// STOP_DELAY and then says so to NOTIFY (host:port) when set.
+// STOP_DELAY and then says so to NOTIFY (host:port) when set. "count N D"
+// prints a counter, "n 1" to "n N", one line every D (every 4th on
+// standard error), and exits 0.
 package main
 
 import (
@@ -27,6 +29,18 @@ func main() {
 			fmt.Printf("line %d of a workload that exits %d\n", i, code)
 		}
 		os.Exit(code)
+	case "count":
+		n, _ := strconv.Atoi(os.Args[2])
+		d, _ := time.ParseDuration(os.Args[3])
+		for i := 1; i <= n; i++ {
+			w := os.Stdout
+			if i%4 == 0 {
+				w = os.Stderr
+			}
+			fmt.Fprintf(w, "n %d\n", i)
+			time.Sleep(d)
+		}
+		os.Exit(0)
 	case "files":
 		if err := os.WriteFile("/owned", []byte("x"), 0o600); err != nil {
 			fmt.Println(err)

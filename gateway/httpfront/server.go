@@ -43,6 +43,7 @@ func New(cfg Config) (*Server, error) {
 		},
 		Transport:     s.transport(),
 		FlushInterval: -1, // server-sent events and long polls pass as written
+		BufferPool:    newBufferPool(),
 		ErrorHandler:  s.proxyError,
 		ErrorLog:      nil,
 	}

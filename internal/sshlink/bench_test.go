@@ -1,6 +1,7 @@
 package sshlink
 
 import (
+	"fmt"
 	"io"
 	"testing"
 
@@ -12,7 +13,12 @@ const benchSize = 256 << 20
 // benchCopy writes benchSize bytes into w in 32 KiB writes (like io.Copy)
 // while the peer drains the channel, b.N times.
 func benchCopy(b *testing.B, open func() (io.WriteCloser, error), drained <-chan int64) {
-	buf := make([]byte, 32<<10)
+	benchCopySize(b, 32<<10, open, drained)
+}
+
+// benchCopySize is benchCopy in writes of size bytes.
+func benchCopySize(b *testing.B, size int, open func() (io.WriteCloser, error), drained <-chan int64) {
+	buf := make([]byte, size)
 	b.SetBytes(benchSize)
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -65,6 +71,28 @@ func BenchmarkLinkThroughput(b *testing.B) {
 		go gossh.DiscardRequests(reqs)
 		return chanCloser{ch}, nil
 	}, drained)
+}
+
+// BenchmarkLinkWriteSize moves data over a link channel in writes of
+// io.Copy's 32 KiB and of one frame's payload (maxData, 64 KiB): what a
+// copy's buffer size costs per byte on the link (a frame, a TLS write and
+// one system call per write, a window adjust per 1 MiB read either way).
+func BenchmarkLinkWriteSize(b *testing.B) {
+	for _, size := range []int{32 << 10, maxData} {
+		b.Run(fmt.Sprintf("write=%dKiB", size>>10), func(b *testing.B) {
+			cl, sv := pair(b)
+			drained := make(chan int64, 1)
+			go drain(sv.chans, drained)
+			benchCopySize(b, size, func() (io.WriteCloser, error) {
+				ch, reqs, err := cl.c.OpenChannel("session", nil)
+				if err != nil {
+					return nil, err
+				}
+				go gossh.DiscardRequests(reqs)
+				return chanCloser{ch}, nil
+			}, drained)
+		})
+	}
 }
 
 func BenchmarkSSHChannelThroughput(b *testing.B) {

@@ -33,7 +33,8 @@ func (r *sizedReader) Read(p []byte) (int, error) {
 // (BenchmarkIdleSessions: io.Copy held 32 KiB per direction per session);
 // a burst gets a full one, given back when the burst is over.
 func TestCopyIdleHoldsSmallBuffer(t *testing.T) {
-	burst := bytes.Repeat([]byte("x"), 100<<10)
+	// The burst: its first KiB, three full big reads, a short one.
+	burst := bytes.Repeat([]byte("x"), 3*copyBuffer+4<<10)
 	r := &sizedReader{chunks: [][]byte{[]byte("$ "), burst, []byte("ls\r\n")}}
 	var out bytes.Buffer
 	n, err := Copy(&out, r)

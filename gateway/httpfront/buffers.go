@@ -13,14 +13,15 @@ import "sync"
 // made them per 32 KiB or less (the Transport's 4 KiB reader split reads
 // further). While little arrives, reads stay small and each is still
 // flushed at once (server-sent events, streamed tokens).
+//
+// http.Transport's own reader and writer on a node stream stay at their
+// 4 KiB: they live as long as the stream, and an upgraded connection
+// (an idle WebSocket) keeps its stream for hours; 64 KiB ones showed no
+// throughput gain on a loaded machine (bench/README).
 const (
 	// copyBufferSize is ReverseProxy's copy buffer, pooled: held only
 	// while a body is copied.
 	copyBufferSize = 256 << 10
-	// streamBufferSize is http.Transport's reader and writer on a node
-	// stream, held per kept-alive stream (MaxIdleConnsPerHost of them per
-	// exposure at most).
-	streamBufferSize = 64 << 10
 )
 
 // bufferPool is ReverseProxy's httputil.BufferPool: copyBufferSize

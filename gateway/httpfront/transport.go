@@ -32,8 +32,6 @@ func (s *Server) transport() *http.Transport {
 			}
 			return &streamConn{ReadWriteCloser: rw, label: rq.label}, nil
 		},
-		ReadBufferSize:        streamBufferSize,
-		WriteBufferSize:       streamBufferSize,
 		MaxIdleConnsPerHost:   16,
 		IdleConnTimeout:       30 * time.Second,
 		ResponseHeaderTimeout: 0, // a model server may think for long

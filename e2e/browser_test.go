@@ -76,6 +76,9 @@ func evalPromise[T any](ctx context.Context, js string) (T, error) {
 // event while the server still holds its stream open (a buffering proxy
 // shows nothing); after `gpuaas logout` the page's next request is
 // refused within 5 s, and after release the URL answers 410 or 404.
+// A second user of the project (share me) cannot mint a link, and their
+// own browser, which has none of the first one's cookies, gets the login
+// page and, with their login as the bearer, the 403 page.
 func TestExposeInBrowser(t *testing.T) {
 	script, err := os.ReadFile(filepath.Join("testdata", "renter_server.py"))
 	if err != nil {
@@ -155,6 +158,8 @@ func TestExposeInBrowser(t *testing.T) {
 	if released, err := evalPromise[string](ctx, `fetch("/release").then((r) => r.text())`); err != nil || released != "released" {
 		t.Fatalf("release the stream: %q, %v", released, err)
 	}
+
+	secondUserRefused(t, dev, ctx, url)
 
 	status := func() int {
 		t.Helper()

@@ -75,7 +75,11 @@ func evalPromise[T any](ctx context.Context, js string) (T, error) {
 // login cookie set, echoes a WebSocket message and receives a server-sent
 // event while the server still holds its stream open (a buffering proxy
 // shows nothing); after `gpuaas logout` the page's next request is
-// refused within 5 s, and after release the URL answers 410 or 404.
+// refused within 5 s, and after release the URL answers 410 or 404 with
+// a page saying the exposure ended.
+// A second user of the project (share me) cannot mint a link, and their
+// own browser, which has none of the first one's cookies, gets the login
+// page and, with their login as the bearer, the 403 page.
 func TestExposeInBrowser(t *testing.T) {
 	script, err := os.ReadFile(filepath.Join("testdata", "renter_server.py"))
 	if err != nil {
@@ -156,6 +160,8 @@ func TestExposeInBrowser(t *testing.T) {
 		t.Fatalf("release the stream: %q, %v", released, err)
 	}
 
+	secondUserRefused(t, dev, ctx, url)
+
 	status := func() int {
 		t.Helper()
 		code, err := evalPromise[int](ctx, `fetch("/", {cache: "no-store"}).then((r) => r.status)`)
@@ -178,4 +184,17 @@ func TestExposeInBrowser(t *testing.T) {
 		code := status()
 		return code == 410 || code == 404
 	})
+	// What the person sees there: a page saying the exposure ended.
+	nctx, cancel = context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	var heading, body string
+	if err := chromedp.Do(nctx, chromedp.Navigate(url+"/")); err != nil {
+		t.Fatalf("open %s after release: %v", url, err)
+	}
+	if heading, err = chromedp.Run(nctx, chromedp.Text(chromedp.CSS("h1"))); err == nil {
+		body, err = chromedp.Run(nctx, chromedp.Text(chromedp.CSS("body")))
+	}
+	if err != nil || (heading != "This exposure has ended" && heading != "No such exposure") || !strings.Contains(body, a.ID) {
+		t.Fatalf("the page after release: %q / %q, %v; want \"This exposure has ended\" (or \"No such exposure\") naming %s", heading, body, err, a.ID)
+	}
 }

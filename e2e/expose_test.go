@@ -33,7 +33,9 @@ func curlStatus(t *testing.T, caFile, url string, args ...string) int {
 // built binary's `gpuaas dev`, with curl as the client over TLS verified
 // against the dev CA: a python3 server started over ssh in a bare-metal
 // allocation is exposed to its owner (200 with the owner's token, 401
-// without); `gpuaas open` gives a one-time link whose cookie opens it;
+// without); a port outside 1–65535 and a TTL of 0 or over the maximum
+// are refused with the reason and create nothing; `gpuaas open` gives a
+// one-time link whose cookie opens it;
 // removal answers 410; a public exposure with --ttl 10s opens without a
 // login and then stops; after `gpuaas logout` the cookie is refused
 // within 5 s; after release the URL answers 410.
@@ -99,6 +101,25 @@ func TestExposeHTTPS(t *testing.T) {
 	}
 	if got := curlStatus(t, caFile, url+"/"); got != 401 {
 		t.Fatalf("no login: got %d; want 401", got)
+	}
+	// Bad input is refused with the reason and creates nothing: by the
+	// CLI (usage, exit 2) before the request, else by the server
+	// (invalid argument, exit 7).
+	for _, bad := range []struct {
+		args   []string
+		reason string
+	}{
+		{[]string{"expose", a.ID, "0"}, "port"},
+		{[]string{"expose", a.ID, "70000"}, "port"},
+		{[]string{"expose", a.ID, fmt.Sprint(port + 1), "--ttl", "0"}, "ttl"},
+		{[]string{"expose", a.ID, fmt.Sprint(port + 1), "--ttl", "31d"}, "ttl"},
+	} {
+		if r := dev.gpuaas(t, "", bad.args...); (r.code != 2 && r.code != 7) || !strings.Contains(strings.ToLower(r.stderr), bad.reason) {
+			t.Errorf("gpuaas %s: exit %d, stderr %q; want 2 or 7 and the reason (%s)", strings.Join(bad.args, " "), r.code, r.stderr, bad.reason)
+		}
+	}
+	if n := strings.TrimSpace(run("expose", "list", "--alloc", a.ID, "--json", "id", "--jq", "length").stdout); n != "1" {
+		t.Fatalf("exposures after the refused ones: %s; want 1", n)
 	}
 
 	jar := filepath.Join(tempDir(t, "gpuaas-e2e-jar-"), "cookies")

@@ -15,6 +15,9 @@ func TestMain(m *testing.M) {
 	if spec := os.Getenv(idleClientsEnv); spec != "" {
 		os.Exit(idleClientsMain(spec))
 	}
+	if addr := os.Getenv(wsClientsEnv); addr != "" {
+		os.Exit(wsClientsMain(addr))
+	}
 	if spec := os.Getenv(crashGatewayEnv); spec != "" {
 		os.Exit(crashGatewayMain(spec))
 	}

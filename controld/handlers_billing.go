@@ -166,6 +166,9 @@ func (s *Server) billingUsage(ctx context.Context, c *call, req api.BillingUsage
 	if req.Volumes {
 		return s.billingVolumeUsage(ctx, c, req)
 	}
+	if req.Jobs || req.Job != "" {
+		return s.billingJobUsage(ctx, c, req)
+	}
 	out := api.BillingUsageResponse{Usage: []api.AllocationUsage{}, Currency: billing.DefaultCurrency}
 	var us []billing.Usage
 	if req.Allocation != "" {

@@ -32,7 +32,8 @@ func NewCmdLogs(f *cmdutil.Factory, runF func(context.Context, *LogsOptions) err
 		Long: `Show a job's output, line by line: what it wrote on standard output here on
 standard output, what it wrote on standard error on standard error, and
 gpuaas' own marker lines (a bound cut the log, lines were dropped while the
-node could not reach the bus) on standard error.
+node could not publish them as fast as they came, or could not reach the
+bus) on standard error.
 
 With -f, follow the log while the job runs and return once it ended and its
 last line was shown; a dropped connection is resumed after the last line

@@ -2,6 +2,7 @@ package job
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -13,7 +14,11 @@ import (
 // price first (alloc.quote: an unknown SKU or too little money is refused
 // before anything is created), then alloc.create with a key derived from
 // the run's (a retry of the run reuses it), then a wait until it is
-// active. An allocation that fails ends the run with ExitAllocFailed.
+// active. With req.Queue, a request that cannot be placed now waits in
+// line, and the wait prints its place whenever it changes (runqueue.go).
+// An allocation that fails ends the run with ExitAllocFailed; a wait
+// that is interrupted (Ctrl-C) releases the allocation, since no job was
+// started on it (giveBack).
 func rent(ctx context.Context, ios *cmdutil.IOStreams, client *api.Client, req api.AllocCreateRequest, key string) (string, error) {
 	q, err := client.AllocQuote(ctx, req)
 	if err != nil {
@@ -28,9 +33,9 @@ func rent(ctx context.Context, ios *cmdutil.IOStreams, client *api.Client, req a
 	defer t.Stop()
 	shown := ""
 	for {
-		if a.State != shown {
-			fmt.Fprintf(ios.ErrOut, "allocation %s: %s\n", a.ID, a.State)
-			shown = a.State
+		if s := waitState(a); s != shown {
+			fmt.Fprintf(ios.ErrOut, "allocation %s: %s\n", a.ID, s)
+			shown = s
 		}
 		switch a.State {
 		case api.AllocActive:
@@ -41,11 +46,17 @@ func rent(ctx context.Context, ios *cmdutil.IOStreams, client *api.Client, req a
 		}
 		select {
 		case <-ctx.Done():
+			giveBack(ctx, ios, client, a.ID)
 			return "", ctx.Err()
 		case <-t.C:
 		}
-		if a, err = client.AllocGet(ctx, a.ID); err != nil {
+		now, err := client.AllocGet(ctx, a.ID)
+		if err != nil {
+			if errors.Is(err, context.Canceled) {
+				giveBack(ctx, ios, client, a.ID)
+			}
 			return "", err
 		}
+		a = now
 	}
 }

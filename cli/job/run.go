@@ -24,6 +24,9 @@ type RunOptions struct {
 	File           string
 	Detach         bool
 	IdempotencyKey string
+	// Queue waits in line for capacity when resources.sku cannot be
+	// placed now (runqueue.go).
+	Queue bool
 
 	// SSH reaches the allocation to upload a workdir (workdir.go).
 	SSH sshconfig.Env
@@ -68,11 +71,22 @@ allocation over SSH (as ` + "`gpuaas ssh`" + `) once it is active, without what
 its .gitignore and .gpuaasignore files ignore (.git is never sent), and
 checked file by file (sha256) there; setup and run start in it. An upload
 that fails exits 125 before the job starts.
+With --queue and resources.sku, a request that cannot be placed now waits
+in line (as ` + "`gpuaas alloc create --queue`" + `) instead of failing with
+no_capacity (exit 9): the price line is printed first, then the place in
+line whenever it changes, and the job goes on as above once the allocation
+is active. Interrupting the wait (Ctrl-C) releases the request: it leaves
+the line and nothing is charged. --queue cannot be used with --detach (the
+job would have to start by itself once placed, which is not built) nor
+with resources.allocation.
 Not built yet, and refused: image, retries.`,
 		Args: cmdutil.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			if opts.File == "" {
 				return cmdutil.FlagErrorf("-f/--file is required: the job.yaml to run (- for standard input)")
+			}
+			if opts.Queue && opts.Detach {
+				return cmdutil.FlagErrorf("--queue cannot be used with --detach: a queued job does not start by itself; run it attached, or rent with `gpuaas alloc create --queue` and run on that allocation")
 			}
 			if runF != nil {
 				return runF(c.Context(), opts)
@@ -82,6 +96,7 @@ Not built yet, and refused: image, retries.`,
 	}
 	cmd.Flags().StringVarP(&opts.File, "file", "f", "", "The job.yaml to run (- reads standard input)")
 	cmd.Flags().BoolVarP(&opts.Detach, "detach", "d", false, "Print the job id and return without waiting")
+	cmd.Flags().BoolVar(&opts.Queue, "queue", false, "With resources.sku: wait in line for capacity instead of failing")
 	cmd.Flags().StringVar(&opts.IdempotencyKey, "idempotency-key", "", "Key that makes retries safe (default: random)")
 	return cmd
 }
@@ -90,6 +105,12 @@ func runRun(ctx context.Context, opts *RunOptions) error {
 	req, sku, err := readJob(opts.IO, opts.File)
 	if err != nil {
 		return err
+	}
+	if opts.Queue {
+		if sku.SKU == "" {
+			return cmdutil.FlagErrorWrap(&jobspec.Error{Field: "resources", Reason: "--queue needs resources.sku: an allocation named by resources.allocation is not waited for"})
+		}
+		sku.Queue = true
 	}
 	up, err := scanWorkdir(opts, req.Workdir) // refused before anything is created or charged
 	if err != nil {

@@ -23,6 +23,8 @@ func TestNewCmdRun(t *testing.T) {
 		{name: "file", args: []string{"-f", "job.yaml"}, want: RunOptions{File: "job.yaml"}},
 		{name: "stdin, detached, keyed", args: []string{"-f", "-", "--detach", "--idempotency-key", "k1"},
 			want: RunOptions{File: "-", Detach: true, IdempotencyKey: "k1"}},
+		{name: "queued", args: []string{"-f", "job.yaml", "--queue"}, want: RunOptions{File: "job.yaml", Queue: true}},
+		{name: "queued and detached", args: []string{"-f", "job.yaml", "--queue", "--detach"}, wantErr: "--queue cannot be used with --detach"},
 		{name: "no file", args: nil, wantErr: "-f/--file is required"},
 		{name: "an argument", args: []string{"-f", "x", "extra"}, wantErr: "unexpected argument"},
 	}
@@ -39,7 +41,8 @@ func TestNewCmdRun(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got.File != tt.want.File || got.Detach != tt.want.Detach || got.IdempotencyKey != tt.want.IdempotencyKey {
+			if got.File != tt.want.File || got.Detach != tt.want.Detach || got.IdempotencyKey != tt.want.IdempotencyKey ||
+				got.Queue != tt.want.Queue {
 				t.Errorf("got %+v; want %+v", *got, tt.want)
 			}
 		})

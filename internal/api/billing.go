@@ -90,6 +90,33 @@ type BillingUsageRequest struct {
 	// its latest Windows windows (default 60, at most 10000).
 	Volumes bool `json:"volumes,omitempty"`
 	Windows int  `json:"windows,omitempty"`
+	// Jobs asks for what each job cost instead (Job: only that one): the
+	// charge of its allocation over the job's running time (JobUsage).
+	Jobs bool   `json:"jobs,omitempty"`
+	Job  string `json:"job,omitempty"`
+}
+
+// JobUsage is what a job cost: the charged windows of the allocation it
+// ran on, over the part of each that the job ran in (from its start to
+// its end, or to now while it runs), pro rata by the second and rounded
+// down once (docs/jobs.md, "Cost"). The time its allocation was
+// provisioning, or active before or after it, is the allocation's
+// (AllocationAmountMinor, `billing usage --alloc`), not the job's.
+type JobUsage struct {
+	JobID        string     `json:"job_id"`
+	Name         string     `json:"name,omitempty"`
+	State        string     `json:"state"`
+	AllocationID string     `json:"allocation_id"`
+	SKU          string     `json:"sku,omitempty"`
+	GPUs         int        `json:"gpus,omitempty"`
+	StartedAt    *time.Time `json:"started_at,omitempty"`
+	EndedAt      *time.Time `json:"ended_at,omitempty"`
+	// Seconds is the job's charged running time; AmountMinor its cost.
+	Seconds     int64  `json:"seconds"`
+	AmountMinor int64  `json:"amount_minor"`
+	Currency    string `json:"currency"`
+	// AllocationAmountMinor is its allocation's whole charge so far.
+	AllocationAmountMinor int64 `json:"allocation_amount_minor"`
 }
 
 // VolumeUsage is what a volume has been charged for its provisioned
@@ -149,6 +176,7 @@ type BillingUsageResponse struct {
 	ProjectID  string            `json:"project_id"`
 	Usage      []AllocationUsage `json:"usage"`
 	Volumes    []VolumeUsage     `json:"volumes,omitempty"` // with Volumes
+	Jobs       []JobUsage        `json:"jobs,omitempty"`    // with Jobs
 	TotalMinor int64             `json:"total_minor"`
 	Currency   string            `json:"currency"`
 }

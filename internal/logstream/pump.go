@@ -180,7 +180,7 @@ func (p *Pump) dropMarker(now time.Time) {
 		return
 	}
 	p.enqueue(Line{Time: now, Stream: Marker, Text: fmt.Sprintf(
-		"[gpuaas] %d lines (%d bytes) of output dropped here: the node could not reach the bus and its buffer of %d bytes was full",
+		"[gpuaas] %d lines (%d bytes) of output dropped here: they came faster than the node could publish them (or the bus was unreachable) and its buffer of %d bytes was full",
 		p.dropN, p.dropB, p.cfg.BufferBytes)})
 	p.stats.Dropped += p.dropN
 	p.dropN, p.dropB = 0, 0

@@ -23,6 +23,10 @@ import (
 // name of their type; TestRequestTypesCoverDecodes keeps the table in
 // step with the handlers.
 var requestTypes = map[string]func() any{
+	"api.AppLogsRequest":           func() any { return new(api.AppLogsRequest) },
+	"api.SecretListRequest":        func() any { return new(api.SecretListRequest) },
+	"api.SecretRemoveRequest":      func() any { return new(api.SecretRemoveRequest) },
+	"api.SecretSetRequest":         func() any { return new(api.SecretSetRequest) },
 	"api.ExposeCreateRequest":      func() any { return new(api.ExposeCreateRequest) },
 	"api.ExposeListRequest":        func() any { return new(api.ExposeListRequest) },
 	"api.ExposeRemoveRequest":      func() any { return new(api.ExposeRemoveRequest) },

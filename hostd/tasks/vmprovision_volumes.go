@@ -130,3 +130,17 @@ func returnVolumesPhase(ctx context.Context, env *Env, ph *Phased, alloc string,
 		return err
 	}, nil)
 }
+
+// sliceVolumes says whether this node's slices can take volumes: it
+// keeps volumes it can lend, and its slices are real VMs (the sim's
+// guests, Addressers, are SSH servers on loopback with no disk to mount)
+// on a slice host nothing blocks.
+func sliceVolumes(env *Env) bool {
+	if _, err := lender(env); err != nil || env.Hypervisor == nil || env.SliceHost == nil {
+		return false
+	}
+	if _, sim := env.Hypervisor.(Addresser); sim {
+		return false
+	}
+	return sliceHostReady(env) == nil
+}

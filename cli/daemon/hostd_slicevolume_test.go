@@ -80,6 +80,10 @@ func TestHostdSliceVolumeRealGuest(t *testing.T) {
 		ImageDir: filepath.Dir(img.Dir), Log: log, Now: time.Now, SliceNet: sn, SliceHost: sh, Volumes: store}
 	reg := tasks.New(tasks.Config{ReadinessTimeout: 5 * time.Minute, PollInterval: 250 * time.Millisecond,
 		ShutdownTimeout: 60 * time.Second})
+	// The health probe tells controld this node's slices take volumes.
+	if r, err := tasks.ProbeHealth(env); err != nil || !r.SliceVolumes {
+		t.Errorf("health probe of a real slice host with volumes: slice_volumes = %v, %v; want true", r.SliceVolumes, err)
+	}
 	ip := netip.PrefixFrom(subnet.Addr().Next().Next(), subnet.Bits())
 	attach := []api.VolumeAttachment{{VolumeID: vol, Name: "data", Path: "/data/data"}}
 

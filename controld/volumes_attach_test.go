@@ -70,7 +70,7 @@ func TestAllocCreateWithVolume(t *testing.T) {
 		want error
 		says string
 	}{
-		{"slice", api.AllocCreateRequest{Project: p, SKU: "h200-slice", GPUs: 1, Volumes: metal.Volumes}, api.ErrInvalidArgument, "bare-metal"},
+		{"slice", api.AllocCreateRequest{Project: p, SKU: "h200-slice", GPUs: 1, Volumes: metal.Volumes}, api.ErrInvalidArgument, "cannot hand a volume to a slice"},
 		{"queued", api.AllocCreateRequest{Project: p, SKU: "h100-baremetal", GPUs: 8, Queue: true, Volumes: metal.Volumes}, api.ErrInvalidArgument, "--queue"},
 		{"unknown volume", api.AllocCreateRequest{Project: p, SKU: "h100-baremetal", GPUs: 8, Volumes: []api.VolumeMount{{Volume: "ghost"}}}, api.ErrNotFound, "ghost"},
 		{"bad path", api.AllocCreateRequest{Project: p, SKU: "h100-baremetal", GPUs: 8, Volumes: []api.VolumeMount{{Volume: "data", Path: "/etc"}}}, api.ErrInvalidArgument, "mount path"},

@@ -10,14 +10,14 @@ import (
 )
 
 // placeOn reserves r on node r.NodeID only: an allocation that mounts
-// volumes goes to the node they are on (docs/volumes.md). Volumes attach
-// to bare-metal allocations (a whole node); a slice would need them as
-// disks of its VM, which is not built. No capacity names the node and
-// why.
+// volumes goes to the node they are on (docs/volumes.md). Bare metal
+// takes the whole node; a slice (whose VM gets the volumes as disks,
+// docs/decisions/0030-volumes-in-slices.md) takes its GPUs there from
+// the NUMA nodes with the most free slots first. No capacity names the
+// node and why.
 func placeOn(ctx context.Context, tx pgx.Tx, r Request) (Placement, error) {
-	if r.Shape != api.ShapeBaremetal {
-		return Placement{}, api.Errorf(api.CodeInvalidArgument, "volumes attach to bare-metal allocations only (a %s SKU asked)", r.Shape).
-			WithHint("pick a bare-metal SKU (`gpuaas catalog list`)")
+	if r.Shape != api.ShapeBaremetal && r.Shape != api.ShapeGPUSlice {
+		return Placement{}, api.Errorf(api.CodeInvalidArgument, "unknown shape %q", r.Shape)
 	}
 	d, err := node.Get(ctx, tx, r.NodeID)
 	if err != nil {
@@ -31,9 +31,14 @@ func placeOn(ctx context.Context, tx pgx.Tx, r Request) (Placement, error) {
 	case n.State != api.NodeReady:
 		return Placement{}, api.Errorf(api.CodeNoCapacity, "the volumes are on node %s, which is %s", n.Name, n.State)
 	}
-	slots, ok, err := node.Reserve(ctx, tx, r.AllocationID, node.Candidate{NodeID: n.ID, NUMA: -1, Whole: true}, r.GPUs)
+	whole := r.Shape == api.ShapeBaremetal
+	slots, ok, err := node.Reserve(ctx, tx, r.AllocationID, node.Candidate{NodeID: n.ID, NUMA: -1, Whole: whole}, r.GPUs)
 	if err != nil {
 		return Placement{}, err
+	}
+	if !ok && !whole {
+		return Placement{}, api.Errorf(api.CodeNoCapacity, "the volumes are on node %s, which has not %d free slots", n.Name, r.GPUs).
+			WithHint("release an allocation there, wait for one to end, or ask for fewer GPUs")
 	}
 	if !ok {
 		return Placement{}, api.Errorf(api.CodeNoCapacity, "the volumes are on node %s, which is in use", n.Name).

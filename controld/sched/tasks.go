@@ -17,7 +17,8 @@ type Environment struct {
 	VCPUs     int
 	MemoryMiB int
 	Image     api.VMImage
-	// Volumes are mounted for the allocation's user (bare metal).
+	// Volumes are mounted for the allocation's user (bare metal) or
+	// handed to its VM as disks (slices).
 	Volumes []api.VolumeAttachment
 }
 
@@ -33,7 +34,8 @@ func ProvisionTask(shape, nodeID string, e Environment) tasks.Task {
 	}
 	t.Type = api.TaskVMProvision
 	t.Params = api.VMProvisionParams{AllocationID: e.AllocationID, UserID: e.UserID,
-		PosixUser: api.PosixUser(e.AllocationID), Slots: e.Slots, VCPUs: e.VCPUs, MemoryMiB: e.MemoryMiB, Image: e.Image}
+		PosixUser: api.PosixUser(e.AllocationID), Slots: e.Slots, VCPUs: e.VCPUs, MemoryMiB: e.MemoryMiB, Image: e.Image,
+		Volumes: e.Volumes}
 	return t
 }
 

@@ -93,6 +93,9 @@ mkdir -p -m 0755 /run/gpuaas
 out=$(` + DriverCheck + ` 2>&1)
 rc=$?
 if [ $rc -eq 0 ]; then marker=` + ReadyMarker + `; else marker=` + FailedMarker + `; fi
+# A volume cloud-init could not mount (the seed's runcmd wrote it) fails
+# the slice: the renter's data would be missing at its path.
+if [ -s ` + VolumesFailed + ` ]; then marker=` + FailedMarker + `; out="$(cat ` + VolumesFailed + `) $out"; fi
 printf '%s\n' "$out" >"$marker.tmp" && chmod 0644 "$marker.tmp" && mv "$marker.tmp" "$marker"
 echo "gpuaas-slice-ready: $(basename "$marker"): $out" >/dev/console 2>/dev/null || true
 exit 0

@@ -46,6 +46,17 @@ const (
 	// SimUUIDPrefix). hostd writes it only on a node that declares no
 	// passthrough; the production image ignores it.
 	MetaSimGPUUUIDs = "gpuaas-sim-gpu-uuids"
+	// MetaVolumes in the meta-data lists, space-separated, the slice's
+	// volumes, each "<serial>:<path>": the virtio disk whose serial is the volume id is
+	// mounted at the path, its root owned by the renter (the first user
+	// of user-data) — docs/decisions/0030-volumes-in-slices.md. The
+	// production image mounts them through cloud-init's mounts (the
+	// user-data hostd writes); the minimal image's /init reads this key.
+	MetaVolumes = "gpuaas-volumes"
+	// VolumesFailed is where the production image's cloud-init records a
+	// volume it could not mount; the readiness check then fails the slice
+	// with it.
+	VolumesFailed = "/run/gpuaas/volumes-failed"
 	// SimUUIDPrefix is api.SimGPUUUIDPrefix (this package imports no api).
 	SimUUIDPrefix = "GPU-SIM-"
 	// DriverCheckUUIDPrefix starts each line of a passed driver check's

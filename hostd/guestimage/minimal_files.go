@@ -109,6 +109,32 @@ while :; do
 	uid=$((uid + 1))
 done
 
+# Volumes: each "serial:path" (space-separated) of meta-data's ` + MetaVolumes + ` is the virtio disk
+# with that serial (/sys/block/vdX/serial; no udev here for /dev/disk/by-id),
+# an ext4 the host made: mounted at path, its files given to the renter (the
+# first user) when another uid owns its root. A volume that cannot be mounted
+# fails the slice (the failed marker names it) rather than leaving an empty
+# directory where the renter's data should be.
+volfail=
+ruid=$(awk -F: -v u="$(get user-data users.0.name)" '$1 == u { print $3 }' /etc/passwd)
+for v in $(get meta-data ` + MetaVolumes + `); do
+	serial=${v%%:*}
+	path=${v#*:}
+	dev=
+	i=0
+	while [ -z "$dev" ] && [ $i -lt 100 ]; do
+		for f in /sys/block/vd*/serial; do
+			if [ "$(cat "$f" 2>/dev/null)" = "$serial" ]; then d=${f%/serial}; dev=/dev/${d##*/}; fi
+		done
+		[ -n "$dev" ] || { sleep 0.1; i=$((i + 1)); }
+	done
+	if [ -z "$dev" ]; then volfail="$volfail volume $serial: no disk with serial $serial;"; continue; fi
+	mkdir -p "$path"
+	if ! mount -t ext4 -o nodev,nosuid "$dev" "$path"; then volfail="$volfail volume $serial: mount $dev at $path failed;"; continue; fi
+	if [ -n "$ruid" ] && [ "$(ls -dn "$path" | awk '{ print $3 }')" != "$ruid" ]; then chown -R "$ruid:$ruid" "$path"; fi
+	log "volume $serial on $dev at $path"
+done
+
 # Network: each ethernets entry matched by MAC, renamed, its static
 # addresses and routes. No DHCP: addresses come from the seed.
 ip link set lo up
@@ -140,6 +166,7 @@ done
 # The driver check, then the marker hostd waits for.
 out=$(` + minimalDriverCheck + ` 2>&1)
 if [ $? -eq 0 ]; then marker=` + ReadyMarker + `; else marker=` + FailedMarker + `; fi
+if [ -n "$volfail" ]; then marker=` + FailedMarker + `; out="$volfail $out"; fi
 printf '%s\n' "$out" >"$marker.tmp" && chmod 0644 "$marker.tmp" && mv "$marker.tmp" "$marker"
 echo "gpuaas-slice-ready: $(basename "$marker"): $out" >/dev/console
 
@@ -280,4 +307,5 @@ sleep 3600
 const minimalInittab = `::respawn:/usr/sbin/dropbear -F -R -s -w -p 22
 ::respawn:/usr/lib/gpuaas/power-button
 ::shutdown:/bin/sync
+::shutdown:/bin/umount -a -r
 `

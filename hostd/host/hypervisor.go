@@ -31,6 +31,10 @@ type Disk struct {
 	// Raw disks are passed as-is; otherwise qcow2.
 	Raw      bool
 	ReadOnly bool
+	// Serial, when set, is the disk's virtio serial (at most 20 bytes,
+	// virtio-blk's VIRTIO_BLK_ID_BYTES): the guest finds the disk as
+	// /dev/disk/by-id/virtio-<serial> or /sys/block/vdX/serial.
+	Serial string
 }
 
 // DomainSpec is everything needed to define a slice VM.

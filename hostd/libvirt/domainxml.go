@@ -123,6 +123,7 @@ type diskXML struct {
 	Source   diskSourceXML `xml:"source"`
 	Target   diskTargetXML `xml:"target"`
 	ReadOnly *empty        `xml:"readonly"`
+	Serial   string        `xml:"serial,omitempty"`
 }
 
 type diskDriverXML struct {
@@ -375,5 +376,6 @@ func diskElement(disk host.Disk) diskXML {
 	if disk.ReadOnly {
 		x.ReadOnly = &empty{}
 	}
+	x.Serial = disk.Serial
 	return x
 }

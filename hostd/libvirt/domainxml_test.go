@@ -93,6 +93,19 @@ var goldenSpecs = []struct {
 			Network:            "default",
 		},
 	},
+	{
+		// A slice with a volume: its image file raw, with the volume id as
+		// serial so the guest finds it (docs/decisions/0030).
+		name: "slice-volume",
+		spec: host.DomainSpec{
+			Name: "alloc-vol01", VCPUs: 1, MemoryMiB: 512, NUMANode: -1,
+			Disks: []host.Disk{{Source: "/var/lib/gpuaas/slices/alloc-vol01/overlay.qcow2", Target: "vda"},
+				{Source: "/var/lib/gpuaas/volumes/vol-7k2m9x4q1c.img", Target: "vdb", Raw: true, Serial: "vol-7k2m9x4q1c"}},
+			SeedISO: "/var/lib/gpuaas/slices/alloc-vol01/seed.iso",
+			MAC:     "52:54:00:6b:76:02",
+			Network: "default",
+		},
+	},
 }
 
 func TestDomainXMLGolden(t *testing.T) {
@@ -155,6 +168,12 @@ func TestDomainXMLInvalid(t *testing.T) {
 		{"disk no target", func(s *host.DomainSpec) { s.Disks = []host.Disk{{Source: "/dev/nvme0n1"}} }},
 		{"disk target twice", func(s *host.DomainSpec) {
 			s.Disks = []host.Disk{{Source: "/dev/nvme0n1", Target: "vda"}, {Source: "/dev/nvme1n1", Target: "vda"}}
+		}},
+		{"disk serial over 20 bytes", func(s *host.DomainSpec) {
+			s.Disks = []host.Disk{{Source: "/v/vol-1.img", Target: "vdb", Raw: true, Serial: "vol-0123456789abcdefg"}}
+		}},
+		{"disk serial with slash", func(s *host.DomainSpec) {
+			s.Disks = []host.Disk{{Source: "/v/vol-1.img", Target: "vdb", Raw: true, Serial: "vol/1"}}
 		}},
 		{"seed iso relative", func(s *host.DomainSpec) { s.SeedISO = "seed.iso" }},
 		{"kernel relative", func(s *host.DomainSpec) { s.Kernel = "vmlinuz" }},

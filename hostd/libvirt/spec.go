@@ -90,6 +90,9 @@ func parseCPU(s string) (int, error) {
 var (
 	uuidRE       = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
 	diskTargetRE = regexp.MustCompile(`^vd[a-z]{1,2}$`)
+	// diskSerialRE is a disk serial: virtio-blk keeps 20 bytes, and the
+	// serial is a file name in the guest's /dev/disk/by-id.
+	diskSerialRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9-]{0,19}$`)
 	cpuFeatureRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,63}$`)
 )
 
@@ -162,6 +165,9 @@ func validateSpec(spec host.DomainSpec) error {
 			return fmt.Errorf("%w: disk target %q used twice", host.ErrInvalidSpec, d.Target)
 		}
 		targets[d.Target] = true
+		if d.Serial != "" && !diskSerialRE.MatchString(d.Serial) {
+			return fmt.Errorf("%w: disk serial %q: want 1 to 20 letters, digits and '-'", host.ErrInvalidSpec, d.Serial)
+		}
 	}
 	if spec.SeedISO != "" {
 		if err := validatePath("seed iso", spec.SeedISO); err != nil {

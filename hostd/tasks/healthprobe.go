@@ -37,6 +37,10 @@ type HealthReport struct {
 	// Volumes are the ids of the volumes the node holds; absent when it
 	// keeps none or could not list them (volume_inventory.go).
 	Volumes *[]string `json:"volumes,omitempty"`
+	// SliceVolumes says the node's slices are real VMs that take volumes
+	// as disks (vmprovision_volumes.go); controld refuses a slice with a
+	// volume on a node that does not say so.
+	SliceVolumes bool `json:"slice_volumes,omitempty"`
 }
 
 // VFIOHealth is the state of the VFIO stack.
@@ -142,6 +146,7 @@ func ProbeHealth(env *Env) (HealthReport, error) {
 	}
 	r.VolumeFreeBytes = volumeFree(env)
 	r.Volumes = volumeIDs(env)
+	r.SliceVolumes = sliceVolumes(env)
 	return r, nil
 }
 

@@ -28,6 +28,9 @@ type cloudConfig struct {
 	Users       []cloudUser `yaml:"users"`
 	SSHPwauth   bool        `yaml:"ssh_pwauth"`
 	DisableRoot bool        `yaml:"disable_root"`
+	// Mounts and Runcmd mount the slice's volumes (seed_volumes.go).
+	Mounts [][]string `yaml:"mounts,omitempty"`
+	Runcmd [][]string `yaml:"runcmd,omitempty"`
 }
 
 type cloudUser struct {
@@ -42,6 +45,8 @@ type cloudUser struct {
 type metaData struct {
 	InstanceID    string `yaml:"instance-id"`
 	LocalHostname string `yaml:"local-hostname"`
+	// Volumes is guestimage.MetaVolumes (seed_volumes.go).
+	Volumes string `yaml:"gpuaas-volumes,omitempty"`
 }
 
 type networkConfig struct {
@@ -120,13 +125,15 @@ func seedFiles(p api.VMProvisionParams, keys []string) (userData, meta, network 
 		}},
 		DisableRoot: true,
 	}
+	cc.Mounts, cc.Runcmd = volumeCloudConfig(p.PosixUser, p.Volumes)
 	body, err := yaml.Marshal(cc)
 	if err != nil {
 		return nil, nil, nil, err
 	}
 	userData = append([]byte("#cloud-config\n"), body...)
 
-	if meta, err = yaml.Marshal(metaData{InstanceID: p.AllocationID, LocalHostname: p.AllocationID}); err != nil {
+	if meta, err = yaml.Marshal(metaData{InstanceID: p.AllocationID, LocalHostname: p.AllocationID,
+		Volumes: volumeMeta(p.Volumes)}); err != nil {
 		return nil, nil, nil, err
 	}
 

@@ -105,6 +105,20 @@ func (c Config) vmProvision(ctx context.Context, env *Env, p api.VMProvisionPara
 		return nil, err
 	}
 
+	var lent []lentVolume
+	if len(p.Volumes) > 0 {
+		err = ph.Run(ctx, PhaseVolumeLend, func(ctx context.Context) error {
+			lent, err = lendVolumes(ctx, env, name, p.Volumes)
+			return err
+		}, func(ctx context.Context) error {
+			_, err := returnVolumes(ctx, env, name)
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+
 	err = ph.Run(ctx, PhaseSeed, func(ctx context.Context) error {
 		return writeSeed(ctx, env, p, keys, paths)
 	}, func(context.Context) error {
@@ -115,7 +129,7 @@ func (c Config) vmProvision(ctx context.Context, env *Env, p api.VMProvisionPara
 	}
 
 	err = ph.Run(ctx, PhaseDefineStart, func(ctx context.Context) error {
-		return defineStart(ctx, env, p, base, boot, paths)
+		return defineStart(ctx, env, p, base, boot, paths, lent)
 	}, func(ctx context.Context) error {
 		return errors.Join(teardownDomain(ctx, env, name), releaseSlicePort(ctx, env, p.Slots[0].MAC),
 			removeIfExists(paths.Overlay))
@@ -190,6 +204,9 @@ func checkProvision(p api.VMProvisionParams) ([]string, error) {
 	if !imageNameRE.MatchString(p.Image.Name) {
 		return nil, fmt.Errorf("%w: image name %q", ErrInvalidParams, p.Image.Name)
 	}
+	if err := checkVMVolumes(p.Volumes); err != nil {
+		return nil, err
+	}
 	return normalizeKeys(p.SSHKeys)
 }
 
@@ -253,7 +270,7 @@ func (r ctxReader) Read(p []byte) (int, error) {
 
 // defineStart makes the boot overlay and defines and starts the domain.
 // A domain of the same name left by an interrupted attempt goes first.
-func defineStart(ctx context.Context, env *Env, p api.VMProvisionParams, base string, boot *guestimage.Image, paths SlicePaths) error {
+func defineStart(ctx context.Context, env *Env, p api.VMProvisionParams, base string, boot *guestimage.Image, paths SlicePaths, lent []lentVolume) error {
 	if err := teardownDomain(ctx, env, p.AllocationID); err != nil {
 		return fmt.Errorf("remove leftover domain: %w", err)
 	}
@@ -271,6 +288,7 @@ func defineStart(ctx context.Context, env *Env, p api.VMProvisionParams, base st
 	if err != nil {
 		return err
 	}
+	spec.Disks = append(spec.Disks, volumeDisks(lent, len(spec.Disks))...)
 	if boot != nil {
 		spec.Kernel, spec.Initrd, spec.Cmdline = boot.Kernel, boot.Initrd, boot.Manifest.Cmdline
 		if spec.SerialLog, err = filepath.Abs(serialLogPath(paths)); err != nil {

@@ -39,6 +39,9 @@ type VMReleaseResult struct {
 	NotVFIOBound []string `json:"not_vfio_bound,omitempty"`
 	// Wiped lists the NVMe namespaces discarded.
 	Wiped []string `json:"wiped,omitempty"`
+	// VolumesReturned lists the volumes the VM had as disks, handed back
+	// to the node once the domain was gone (vmprovision_volumes.go).
+	VolumesReturned []string `json:"volumes_returned,omitempty"`
 }
 
 // vmRelease stops and removes a slice VM and everything provisioning made
@@ -96,6 +99,12 @@ func (c Config) vmRelease(ctx context.Context, env *Env, p api.VMReleaseParams, 
 		return nil
 	}, nil)
 	if err != nil {
+		return nil, err
+	}
+
+	// The domain is gone: its guest has no volume mounted any more, and
+	// the host may check or mount them again.
+	if err := returnVolumesPhase(ctx, env, ph, name, &res); err != nil {
 		return nil, err
 	}
 

@@ -177,6 +177,9 @@ func (s *Images) Delete(ctx context.Context, id string) error {
 	}
 	unlock := s.locks.lock(id)
 	defer unlock()
+	if err := s.refuseLent(id); err != nil { // a guest has it (lend.go)
+		return fmt.Errorf("delete volume %s: %w", id, err)
+	}
 	img := s.image(id)
 	loops, err := loopsOf(img)
 	if err != nil {

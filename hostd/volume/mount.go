@@ -30,6 +30,9 @@ func (s *Images) Mount(ctx context.Context, id, target string, uid, gid int) (In
 	if err != nil {
 		return Info{}, fmt.Errorf("mount volume %s: %w", id, err)
 	}
+	if err := s.refuseLent(id); err != nil { // a guest has it (lend.go)
+		return Info{}, fmt.Errorf("mount volume %s: %w", id, err)
+	}
 	switch info.MountPoint {
 	case "":
 	case target:

@@ -18,6 +18,9 @@ type VMProvisionParams struct {
 	MemoryMiB    int      `json:"memory_mib"`
 	Image        VMImage  `json:"image"`
 	SSHKeys      []string `json:"ssh_keys,omitempty"`
+	// Volumes are handed to the VM as disks, which its guest mounts at
+	// their paths (docs/decisions/0030-volumes-in-slices.md).
+	Volumes []VolumeAttachment `json:"volumes,omitempty"`
 }
 
 // VMProvisionResult is what slice.vm_provision reports.

@@ -197,7 +197,7 @@ func (s *Images) Delete(ctx context.Context, id string) error {
 			return fmt.Errorf("delete volume %s: %w", id, err)
 		}
 	}
-	for _, p := range []string{img + ".new", img} {
+	for _, p := range []string{img + ".new", s.guestMarker(id), img} {
 		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return fmt.Errorf("delete volume %s: %w", id, err)
 		}

@@ -39,6 +39,17 @@ var _ Lender = (*Images)(nil)
 
 func (s *Images) marker(id string) string { return s.image(id) + ".lent" }
 
+// guestMarker marks a volume a slice VM wrote as a raw disk since the
+// host last checked it in full: <id>.img.guest.
+func (s *Images) guestMarker(id string) string { return s.image(id) + ".guest" }
+
+// guestWritten reports whether volume id was returned by a slice VM and
+// not checked in full since.
+func (s *Images) guestWritten(id string) bool {
+	_, err := os.Lstat(s.guestMarker(id))
+	return err == nil
+}
+
 // lentTo is the allocation volume id is lent to, "" when none.
 func (s *Images) lentTo(id string) (string, error) {
 	b, err := os.ReadFile(s.marker(id))
@@ -108,6 +119,13 @@ func (s *Images) Return(_ context.Context, id, alloc string) error {
 	holder, err := s.lentTo(id)
 	if err != nil || holder != alloc {
 		return err
+	}
+	// The guest had the raw disk: the filesystem is the tenant's work now,
+	// superblock included, and a "clean" flag proves nothing. The next
+	// host mount checks it in full first (Mount, guestWritten); the mark
+	// is written before the loan's ends, so a crash between leaves both.
+	if err := fsutil.WriteFile(s.guestMarker(id), []byte(alloc+"\n"), 0o600, fsutil.Synced); err != nil {
+		return fmt.Errorf("return volume %s: %w", id, err)
 	}
 	if err := os.Remove(s.marker(id)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("return volume %s: %w", id, err)

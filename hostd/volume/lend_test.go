@@ -3,6 +3,7 @@ package volume
 import (
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -83,5 +84,53 @@ func TestLendLocksTheVolume(t *testing.T) {
 		if _, err := s.Lend(ctx, other, bad); !errors.Is(err, ErrInvalid) {
 			t.Errorf("Lend to allocation %q = %v; want ErrInvalid", bad, err)
 		}
+	}
+}
+
+// TestReturnedVolumeIsCheckedInFull: a slice VM had the raw disk, so what
+// it returns is the tenant's filesystem, superblock and "clean" flag
+// included. The host's next mount checks it in full (e2fsck -f) before
+// its kernel parses it: a wrong free-blocks count left under a clean flag
+// — which e2fsck -p alone skips — is found and repaired. Later mounts go
+// back to the quick check.
+func TestReturnedVolumeIsCheckedInFull(t *testing.T) {
+	s, base := newStore(t)
+	ctx := t.Context()
+	const id = "vol-guest1"
+	if _, err := s.Create(ctx, id, MinSize); err != nil {
+		t.Fatal(err)
+	}
+	img, err := s.Lend(ctx, id, "a-one")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// What a guest (root in its VM, with the raw disk) can write: here a
+	// superblock whose counts lie while its state says clean.
+	if out, err := exec.Command("debugfs", "-w", "-R", "ssv free_blocks_count 7", img).CombinedOutput(); err != nil {
+		t.Fatalf("debugfs: %v\n%s", err, out)
+	}
+	if err := s.Return(ctx, id, "a-one"); err != nil {
+		t.Fatal(err)
+	}
+	mnt := filepath.Join(base, "mnt")
+	info, err := s.Mount(ctx, id, mnt, 1234, 1234)
+	if err != nil {
+		t.Fatalf("Mount after the guest: %v", err)
+	}
+	if !info.Repaired {
+		t.Error("the mount after a guest's loan did not find the lying superblock: no full check")
+	}
+	if err := s.Unmount(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	info, err = s.Mount(ctx, id, mnt, 1234, 1234)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Repaired {
+		t.Error("a second mount repaired something: the first full check did not fix it")
+	}
+	if err := s.Unmount(ctx, id); err != nil {
+		t.Fatal(err)
 	}
 }

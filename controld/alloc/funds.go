@@ -191,7 +191,13 @@ func queueLockFunds(b *pgx.Batch, projectID string) {
 	}
 }
 
-const lockFundsSQL = `SELECT pg_advisory_xact_lock(hashtextextended('alloc.funds:' || $1, 0))`
+// lockFundsSQL takes the lock and, for the rest of the transaction, ends
+// the session if it is left idle 10 s (instead of store's 30 s): a
+// replica paused or cut off while holding a project's funds lock would
+// otherwise keep every create of that project waiting — each holding a
+// pool connection the other replica's requests then lack — for 30 s.
+const lockFundsSQL = `SELECT set_config('idle_in_transaction_session_timeout', '10s', true),
+		pg_advisory_xact_lock(hashtextextended('alloc.funds:' || $1, 0))`
 
 // InsufficientFundsError refuses an allocation the project's balance does
 // not cover for the minimum runway. It is the catalog's

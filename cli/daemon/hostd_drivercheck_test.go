@@ -16,13 +16,11 @@ import (
 
 	"github.com/gpuaas/gpuaas/controld/alloc"
 	"github.com/gpuaas/gpuaas/controld/node"
-	"github.com/gpuaas/gpuaas/hostd/guestimage"
 	"github.com/gpuaas/gpuaas/hostd/host"
 	"github.com/gpuaas/gpuaas/hostd/netiso"
 	"github.com/gpuaas/gpuaas/hostd/tasks"
 	"github.com/gpuaas/gpuaas/hostd/topology"
 	"github.com/gpuaas/gpuaas/internal/api"
-	"github.com/gpuaas/gpuaas/internal/testutil"
 )
 
 // realGuestGPU is the GPU UUID TestHostdSliceVMRealGuest's slot carries:
@@ -62,36 +60,9 @@ func TestHostdSliceVMRealGuestNoGPUs(t *testing.T) {
 	hv := realGuestHost(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 15*time.Minute)
 	defer cancel()
-	img, err := guestimage.BuildMinimal(ctx, guestimage.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	suffix := fmt.Sprintf("%06x", rand.IntN(1<<24))
-	subnet := freeSlotSubnet(t)
-	table := "gpuaas_test_" + suffix
-	flags := sliceFlags{Network: "gpuaas-test-" + suffix, Bridge: "gpt-" + suffix, Subnet: subnet.String(),
-		Emulate: true, Passthrough: false, table: table}
-	t.Cleanup(func() {
-		_ = hv.RemoveNetwork(context.Background(), flags.Network)
-		if fw, err := netiso.New(netiso.Config{Table: table}); err == nil {
-			_ = fw.Remove(context.Background())
-		}
-	})
-	log := testutil.Logger(t)
-	sn, sh := flags.sliceHost(ctx, hv, log)
-	if sn == nil || len(sh.Blockers) > 0 {
-		t.Fatalf("slice host not set up: %+v", sh.Blockers)
-	}
-	parent := t.TempDir()
-	state := filepath.Join(parent, "hostd")
-	for _, d := range []string{filepath.Dir(parent), parent} {
-		if err := os.Chmod(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := os.Mkdir(state, 0o711); err != nil {
-		t.Fatal(err)
-	}
+	rs := startRealSliceHost(ctx, t, hv)
+	img, sn, sh, log, subnet, table := rs.img, rs.net, rs.host, rs.log, rs.subnet, rs.table
+	state := rs.stateDir(t)
 	env := &tasks.Env{NodeName: "node-nogpu", Hypervisor: hv, Runner: host.ExecRunner{}, Topology: topology.Real(), StateDir: state,
 		ImageDir: filepath.Dir(img.Dir), Log: log, Now: time.Now, SliceNet: sn, SliceHost: sh}
 	const readiness = 5 * time.Minute
@@ -109,7 +80,7 @@ func TestHostdSliceVMRealGuestNoGPUs(t *testing.T) {
 	})
 	rep := &progress{}
 	start := time.Now()
-	_, err = reg[api.TaskVMProvision](ctx, env, mustJSON(t, p), rep)
+	_, err := reg[api.TaskVMProvision](ctx, env, mustJSON(t, p), rep)
 	took := time.Since(start)
 	var pe *tasks.PhaseError
 	if !errors.Is(err, tasks.ErrDriverCheck) || !errors.As(err, &pe) || pe.Phase != tasks.PhaseReadiness {

@@ -15,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpuaas/gpuaas/hostd/guestimage"
 	"github.com/gpuaas/gpuaas/hostd/host"
 	"github.com/gpuaas/gpuaas/hostd/libvirt"
 	"github.com/gpuaas/gpuaas/hostd/netiso"
@@ -82,42 +81,13 @@ func TestHostdSliceVMRealGuest(t *testing.T) {
 	hv := realGuestHost(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 15*time.Minute)
 	defer cancel()
-	img, err := guestimage.BuildMinimal(ctx, guestimage.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	suffix := fmt.Sprintf("%06x", rand.IntN(1<<24))
-	subnet := freeSlotSubnet(t)
-	table := "gpuaas_test_" + suffix
-	flags := sliceFlags{Network: "gpuaas-test-" + suffix, Bridge: "gpt-" + suffix, Subnet: subnet.String(),
-		Emulate: true, Passthrough: false, table: table}
-	t.Cleanup(func() {
-		_ = hv.RemoveNetwork(context.Background(), flags.Network)
-		if fw, err := netiso.New(netiso.Config{Table: table}); err == nil {
-			_ = fw.Remove(context.Background())
-		}
-	})
-	log := testutil.Logger(t)
-	sn, sh := flags.sliceHost(ctx, hv, log)
-	if sn == nil || len(sh.Blockers) > 0 {
-		t.Fatalf("slice host not set up: %+v", sh.Blockers)
-	}
+	rs := startRealSliceHost(ctx, t, hv)
+	img, sn, sh, log, subnet, table := rs.img, rs.net, rs.host, rs.log, rs.subnet, rs.table
 	if !sh.Emulate || sh.NoPassthrough == "" {
 		t.Fatalf("slice host %+v: want emulated, no passthrough", sh)
 	}
 
-	// hostdRun makes the state dir 0711 on a real host, below /var/lib
-	// (0755); the test's temporary parents stand for /var/lib.
-	parent := t.TempDir()
-	state := filepath.Join(parent, "hostd")
-	for _, d := range []string{filepath.Dir(parent), parent} {
-		if err := os.Chmod(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := os.Mkdir(state, 0o711); err != nil {
-		t.Fatal(err)
-	}
+	state := rs.stateDir(t)
 	env := &tasks.Env{NodeName: "node-blocked", Hypervisor: hv, Runner: host.ExecRunner{}, Topology: topology.Real(), StateDir: state,
 		ImageDir: filepath.Dir(img.Dir), Log: log, Now: time.Now, SliceNet: sn, SliceHost: sh}
 	reg := tasks.New(tasks.Config{ReadinessTimeout: 5 * time.Minute, PollInterval: 250 * time.Millisecond,

@@ -16,14 +16,11 @@ import (
 
 	gossh "golang.org/x/crypto/ssh"
 
-	"github.com/gpuaas/gpuaas/hostd/guestimage"
 	"github.com/gpuaas/gpuaas/hostd/host"
-	"github.com/gpuaas/gpuaas/hostd/netiso"
 	"github.com/gpuaas/gpuaas/hostd/tasks"
 	"github.com/gpuaas/gpuaas/hostd/topology"
 	"github.com/gpuaas/gpuaas/hostd/volume"
 	"github.com/gpuaas/gpuaas/internal/api"
-	"github.com/gpuaas/gpuaas/internal/testutil"
 )
 
 // TestHostdSliceVolumeRealGuest is a volume in a slice on a real libvirtd
@@ -38,36 +35,9 @@ func TestHostdSliceVolumeRealGuest(t *testing.T) {
 	hv := realGuestHost(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 15*time.Minute)
 	defer cancel()
-	img, err := guestimage.BuildMinimal(ctx, guestimage.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	suffix := fmt.Sprintf("%06x", rand.IntN(1<<24))
-	subnet := freeSlotSubnet(t)
-	table := "gpuaas_test_" + suffix
-	flags := sliceFlags{Network: "gpuaas-test-" + suffix, Bridge: "gpt-" + suffix, Subnet: subnet.String(),
-		Emulate: true, Passthrough: false, table: table}
-	t.Cleanup(func() {
-		_ = hv.RemoveNetwork(context.Background(), flags.Network)
-		if fw, err := netiso.New(netiso.Config{Table: table}); err == nil {
-			_ = fw.Remove(context.Background())
-		}
-	})
-	log := testutil.Logger(t)
-	sn, sh := flags.sliceHost(ctx, hv, log)
-	if sn == nil || len(sh.Blockers) > 0 {
-		t.Fatalf("slice host not set up: %+v", sh.Blockers)
-	}
-	parent := t.TempDir()
-	state := filepath.Join(parent, "hostd")
-	for _, d := range []string{filepath.Dir(parent), parent} {
-		if err := os.Chmod(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := os.Mkdir(state, 0o711); err != nil {
-		t.Fatal(err)
-	}
+	rs := startRealSliceHost(ctx, t, hv)
+	img, sn, sh, log, suffix, subnet := rs.img, rs.net, rs.host, rs.log, rs.suffix, rs.subnet
+	state := rs.stateDir(t)
 	store, err := volume.New(volume.Config{Dir: filepath.Join(state, "volumes"), Log: log})
 	if err != nil {
 		t.Fatal(err)
@@ -149,7 +119,7 @@ func TestHostdSliceVolumeRealGuest(t *testing.T) {
 	if !strings.Contains(string(desc), "<serial>"+vol+"</serial>") || !strings.Contains(string(desc), vol+".img") {
 		t.Errorf("the domain has no disk of the volume's image with its serial:\n%s", desc)
 	}
-	if _, err := store.Mount(ctx, vol, filepath.Join(parent, "hostmnt"), 4321, 4321); !errors.Is(err, volume.ErrLent) {
+	if _, err := store.Mount(ctx, vol, filepath.Join(filepath.Dir(state), "hostmnt"), 4321, 4321); !errors.Is(err, volume.ErrLent) {
 		t.Errorf("the host mounted a volume a guest has: %v; want ErrLent", err)
 	}
 	content := "written in " + first + " " + suffix
@@ -167,7 +137,7 @@ func TestHostdSliceVolumeRealGuest(t *testing.T) {
 
 	// The host may mount it again: the data is there; mounted for another
 	// uid, as a bare-metal allocation would.
-	hostMnt := filepath.Join(parent, "hostmnt")
+	hostMnt := filepath.Join(filepath.Dir(state), "hostmnt")
 	if _, err := store.Mount(ctx, vol, hostMnt, 4321, 4321); err != nil {
 		t.Fatalf("host mount after release: %v", err)
 	}

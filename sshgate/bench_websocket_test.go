@@ -86,6 +86,7 @@ func BenchmarkIdleWebSockets(b *testing.B) {
 		runtime.ReadMemStats(&before)
 		rssBefore := rssOf(b, "self")
 		g0 := runtime.NumGoroutine()
+		node0 := nodeGoroutines()
 
 		start := time.Now()
 		c.do(b, fmt.Sprintf("open %s %d", host, n), "ready")
@@ -97,6 +98,7 @@ func BenchmarkIdleWebSockets(b *testing.B) {
 		rssDuring := rssOf(b, "self")
 		gPeak := runtime.NumGoroutine()
 		byComponent := goroutinesByComponent()
+		nodePeak := nodeGoroutines()
 		if *wsHeapProfile != "" {
 			writeHeapProfile(b, *wsHeapProfile)
 		}
@@ -122,6 +124,7 @@ func BenchmarkIdleWebSockets(b *testing.B) {
 		b.ReportMetric(per(during.HeapInuse, before.HeapInuse), "heap-KiB/conn")
 		b.ReportMetric(per(during.StackInuse, before.StackInuse), "stack-KiB/conn")
 		b.ReportMetric(float64(gPeak-g0)/float64(n), "goroutines/conn")
+		b.ReportMetric(float64(nodePeak-node0)/float64(n), "node-goroutines/conn")
 		b.ReportMetric(back.Seconds(), "s-to-baseline")
 		b.ReportMetric(float64(g0), "goroutines-before")
 		b.ReportMetric(float64(gAfter), "goroutines-after")
@@ -129,6 +132,22 @@ func BenchmarkIdleWebSockets(b *testing.B) {
 			n, opened.Round(time.Millisecond), baseline, g0, gPeak, gAfter, back.Round(time.Millisecond), byComponent)
 	}
 	c.quit(b)
+}
+
+// nodeGoroutines counts the goroutines of the test node's side (its SSH
+// server and direct-tcpip relays), which run in this process but would
+// run on the node: the rest of goroutines/conn is the gateway's.
+func nodeGoroutines() int {
+	n := 0
+	for _, g := range goroutineStacks() {
+		// The front copies with httputil, so every Splice here is the
+		// node's relay.
+		if strings.Contains(g, "gliderlabs/ssh.") || strings.Contains(g, "sshgate.directTCPIP") ||
+			strings.Contains(g, "sshwire.Splice") || strings.Contains(g, "sshwire.AcceptAndSplice") {
+			n++
+		}
+	}
+	return n
 }
 
 // wsClients is the running clients' process.

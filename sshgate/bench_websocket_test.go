@@ -37,7 +37,9 @@ const fdsPerWebSocket = 4
 // socket echoes one message first (upgraded through the front, not merely
 // connected). After every client drops (no close frame), the goroutines
 // must come back to where they were (give or take a few of the process's
-// own) within a minute.
+// own) within a minute: the sockets' streams end at once, their pooled
+// links to the node 15 s later (core.DefaultLinkIdle), which s-to-baseline
+// includes.
 //
 // This process runs controld, the gateway (front, core, node link) and the
 // test node's side of the link; the clients and the renter's server run in

@@ -3,13 +3,20 @@ package sshgate
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"net"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	gossh "golang.org/x/crypto/ssh"
+
 	"github.com/gpuaas/gpuaas/gateway/core"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/sshtest"
 	"github.com/gpuaas/gpuaas/internal/testutil"
 )
 
@@ -247,4 +254,66 @@ func TestPooledLinkLimits(t *testing.T) {
 	}
 	open[0].Close()
 	openEcho(t, c, g, port)
+}
+
+// TestPooledLinkRealTerminal: hostd's own terminal server, reached over
+// the gateway link (TransportLink), serves streams opened at once as
+// channels of one pooled link, each its own TCP connection on the node,
+// and takes them back as they close.
+func TestPooledLinkRealTerminal(t *testing.T) {
+	t.Parallel()
+	s := startRealStack(t, nil)
+	owner := s.login(s.admin, s.env.Admin.ID)
+	metal := s.createAlloc(s.admin, "h100-baremetal", 8)
+	echo := sshtest.ListenEcho(t) // bare metal: the node's loopback is this machine's
+	_, p, err := net.SplitHostPort(echo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	port, err := strconv.Atoi(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := s.gw.core
+	g := core.Grant{AllocationID: metal.ID, UserID: owner.id,
+		Certificate: strings.TrimSpace(string(gossh.MarshalAuthorizedKey(owner.cert)))}
+	before := c.LinkStats("").Dialled
+
+	const n = 12
+	streams := make([]io.ReadWriteCloser, n)
+	errs := make(chan error, n)
+	for i := range n {
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			var err error
+			streams[i], err = c.OpenPort(ctx, g, uint16(port))
+			errs <- err
+		}()
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			t.Fatalf("open port %d: %v", port, err)
+		}
+	}
+	for i, st := range streams {
+		msg := fmt.Sprintf("stream %02d", i)
+		if _, err := io.WriteString(st, msg); err != nil {
+			t.Fatal(err)
+		}
+		got := make([]byte, len(msg))
+		if _, err := io.ReadFull(st, got); err != nil || string(got) != msg {
+			t.Fatalf("echo on stream %d: %q, %v", i, got, err)
+		}
+	}
+	if d := c.LinkStats("").Dialled - before; d != 1 {
+		t.Errorf("%d streams opened at once dialled %d links; want 1", n, d)
+	}
+	if st := c.LinkStats(metal.ID); st.Open != 1 || st.Channels != n {
+		t.Errorf("pool: %+v; want 1 link with %d channels", st, n)
+	}
+	for _, st := range streams {
+		st.Close()
+	}
+	testutil.Eventually(t, "every channel given back", func() bool { return c.LinkStats(metal.ID).Channels == 0 })
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -15,6 +16,7 @@ import (
 	gossh "golang.org/x/crypto/ssh"
 
 	"github.com/gpuaas/gpuaas/gateway/core"
+	"github.com/gpuaas/gpuaas/gateway/httpfront"
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/sshtest"
 	"github.com/gpuaas/gpuaas/internal/testutil"
@@ -316,4 +318,52 @@ func TestPooledLinkRealTerminal(t *testing.T) {
 		st.Close()
 	}
 	testutil.Eventually(t, "every channel given back", func() bool { return c.LinkStats(metal.ID).Channels == 0 })
+}
+
+// TestHTTPSFrontTooManyStreams: when an allocation's links are full, a
+// request that needs a new stream gets 503 and a page saying so (not "nothing
+// answers on this port"); once a stream closes, requests pass again.
+func TestHTTPSFrontTooManyStreams(t *testing.T) {
+	t.Parallel()
+	ca, err := httpfront.LoadOrCreateDevCA(t.TempDir(), time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newEnv(t, envOptions{config: func(c *Config) {
+		c.HTTPS = HTTPS{Listen: "127.0.0.1:0", Domain: "localhost", TLS: ca.TLSConfig("localhost", time.Now)}
+	}})
+	e.gw.core.SetLinkLimits(core.LinkLimits{ChannelsPerLink: 1, LinksPerAllocation: 1})
+	u := e.newUser()
+	alloc := e.addAlloc(u)
+	port, _ := renterServer(t)
+	ctx := t.Context()
+	ex, err := u.client.ExposeCreate(ctx, api.ExposeCreateRequest{Allocation: alloc, Port: int(port), Share: api.ShareMe})
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := "https://" + ex.Host + ".localhost"
+	// The upgraded connection holds the allocation's only stream.
+	ws := frontClient(t, ca, e.gw.HTTPSAddr().String(), false)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url+"/ws", nil)
+	req.Header.Set("Authorization", "Bearer "+u.token)
+	req.Header.Set("Connection", "Upgrade")
+	req.Header.Set("Upgrade", "echo")
+	resp, err := ws.Transport.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusSwitchingProtocols {
+		t.Fatalf("got %s; want 101", resp.Status)
+	}
+
+	c := frontClient(t, ca, e.gw.HTTPSAddr().String(), false)
+	got, body := get(t, c, url+"/", u.token)
+	if got.StatusCode != http.StatusServiceUnavailable || !strings.Contains(body, "Too many connections") {
+		t.Fatalf("a request past the limits: %s %q; want 503 and the page", got.Status, body)
+	}
+	resp.Body.Close()
+	testutil.Eventually(t, "the socket's stream given back", func() bool { return e.gw.core.LinkStats(alloc).Channels == 0 })
+	if got, body := get(t, c, url+"/", u.token); got.StatusCode != http.StatusOK {
+		t.Fatalf("after the socket closed: %s %q; want 200", got.Status, body)
+	}
 }

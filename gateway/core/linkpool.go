@@ -164,13 +164,13 @@ type pooledLink struct {
 	conn        gossh.Conn
 	limits      LinkLimits
 	usableUntil time.Time // no new channels from then on
-	removeLogin func()    // set once, before the link is shared
 
 	// protected by p.mu
-	chans   int
-	idle    *time.Timer
-	dead    bool // retired: out of byKey, closed or about to be
-	removed bool // removeLogin called
+	removeLogin func() // set once, as the link is pooled
+	chans       int
+	idle        *time.Timer
+	dead        bool // retired: out of byKey, closed or about to be
+	removed     bool // shut ran: the login registration removed (or to be)
 }
 
 func (p *linkPool) limitsLocked() LinkLimits {
@@ -181,7 +181,7 @@ func (p *linkPool) limitsLocked() LinkLimits {
 	return *p.limits
 }
 
-// acquire returns a link for d's key with a channel reserved on it: a
+// acquireLink returns a link for d's key with a channel reserved on it: a
 // pooled one still usable at now, or one dialled with d's ticket (fresh).
 // Release the channel with release.
 func (c *Core) acquireLink(ctx context.Context, g Grant, d *decision) (pl *pooledLink, fresh bool, err error) {
@@ -195,6 +195,7 @@ func (c *Core) acquireLink(ctx context.Context, g Grant, d *decision) (pl *poole
 		var found *pooledLink
 		for _, l := range p.byKey[key] {
 			switch {
+			case l.dead:
 			case !now.Before(l.usableUntil):
 				if l.chans == 0 {
 					spent = append(spent, l)
@@ -258,6 +259,13 @@ func (c *Core) acquireLink(ctx context.Context, g Grant, d *decision) (pl *poole
 			p.mu.Unlock()
 			return nil, false, err
 		}
+		if pl.dead {
+			// Its login ended, or the node closed it, before it was
+			// pooled: retired already, never to be shared.
+			p.mu.Unlock()
+			pl.shut()
+			return nil, false, fmt.Errorf("open %s: the link to node %s ended as it opened", key.alloc, key.node)
+		}
 		p.byKey[key] = append(p.byKey[key], pl)
 		p.mu.Unlock()
 		return pl, true, nil
@@ -282,7 +290,14 @@ func (c *Core) poolLink(link *Link, key linkKey, d *decision, lim LinkLimits, no
 		}
 	}()
 	if key.login.SessionID != "" {
-		pl.removeLogin = c.AddLogin(pl)
+		remove := c.AddLogin(pl)
+		p.mu.Lock()
+		pl.removeLogin = remove
+		shut := pl.removed // its login ended already
+		p.mu.Unlock()
+		if shut {
+			remove()
+		}
 	}
 	go func() {
 		_ = link.Conn.Wait()

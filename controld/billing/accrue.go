@@ -24,7 +24,9 @@ var accrualBatchMeters = 50_000
 // record every due window in one statement, and COPY the ledger entries,
 // chained here (EntryHash), in one more. The database checks the chains of
 // the COPY once for the whole statement (ledger_entries_check, migration
-// 0016), so no entry can be booked off its account's chain. Volumes'
+// 0016), so no entry can be booked off its account's chain; nothing
+// runs once per row (migration 0034: the charges' meters are checked once
+// per statement too, docs/decisions/0038-set-based-ledger.md). Volumes'
 // running segments are charged in the same batches, after the
 // allocations' meters, their storage entries in the same COPY
 // (volumemeter.go, docs/decisions/0024-volume-meters.md).

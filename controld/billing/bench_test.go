@@ -1,12 +1,9 @@
 package billing_test
 
 import (
-	"context"
 	"fmt"
 	"testing"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/gpuaas/gpuaas/controld/billing"
 )
@@ -20,10 +17,17 @@ const benchAllocationsPerProject = 100
 // ledger entries for every one of them — against the baseline of COPYing
 // as many rows of the ledger's shape into a table without triggers or
 // indexes, in the same run, for 100,000 and 1,000,000 allocations (the
-// latter skipped under -short). The accrual sub-benchmark reports its
-// time as a multiple of the COPY's (x-copy):
+// latter skipped under -short). A second baseline (indexed-copy) COPYs
+// them into a table with the ledger's indexes, checks and the foreign key
+// to projects it had until migration 0034. The accrual sub-benchmark
+// reports its time as a multiple of each (x-copy, x-indexed-copy) and
+// the database's CPU time per window (server-cpu-ms, from the backend's
+// /proc stat: less moved by the machine's load than the wall clock):
 //
 //	go test -run '^$' -bench AccrualWindow -benchtime 3x ./controld/billing/
+//
+// BenchmarkAccrualAlternated (accrual_bench_test.go) runs the same
+// three alternately and reports medians.
 func BenchmarkAccrualWindow(b *testing.B) {
 	for _, n := range []int{100_000, 1_000_000} {
 		b.Run(fmt.Sprintf("allocs=%d", n), func(b *testing.B) {
@@ -36,73 +40,65 @@ func BenchmarkAccrualWindow(b *testing.B) {
 }
 
 func benchAccrualWindow(b *testing.B, allocations int) {
-	f := newFixture(b)
-	ctx := context.Background()
-	projects := allocations / benchAllocationsPerProject
-	start := time.Date(2026, 9, 1, 0, 0, 0, 0, time.UTC)
-	for _, q := range []struct {
-		sql  string
-		args []any
-	}{
-		{`INSERT INTO projects (id, name, created_by, created_at)
-			SELECT 'bp' || g, 'bench-' || g, $1, now() FROM generate_series(1, ` + fmt.Sprint(projects) + `) g`, []any{f.userID}},
-		{`INSERT INTO allocations (id, project_id, user_id, sku_id, shape, gpus, state, created_at, updated_at)
-			SELECT 'ba' || g, 'bp' || (g % ` + fmt.Sprint(projects) + ` + 1), $1, 'h200-slice', 'gpu_slice', 1, 'active', $2, $2
-			FROM generate_series(1, ` + fmt.Sprint(allocations) + `) g`, []any{f.userID, start}},
-		{`INSERT INTO billing_meters (allocation_id, project_id, sku_id, gpus, price_per_gpu_hour_minor, currency, started_at)
-			SELECT id, project_id, sku_id, gpus, 350, 'usd', $1 FROM allocations WHERE id LIKE 'ba%'`, []any{start}},
-		{`CREATE TABLE bench_copy (LIKE ledger_entries INCLUDING DEFAULTS)`, nil},
-		{`ANALYZE`, nil},
-	} {
-		if _, err := f.owner.Exec(ctx, q.sql, q.args...); err != nil {
-			b.Fatalf("setup: %v", err)
-		}
-	}
+	f, projects, start := benchFleet(b, allocations)
 
 	var copyPerOp float64 // seconds
 	b.Run("copy-baseline", func(b *testing.B) {
-		rows := make([][]any, allocations)
-		for i := range rows {
-			rows[i] = []any{fmt.Sprintf("bp%d", i%projects+1), int64(i + 1), "usage", fmt.Sprintf("ref-%d", i),
-				int64(-5), "usd", "bench", billing.SystemActor, start, "", ""}
-		}
-		cols := []string{"project_id", "seq", "kind", "reference", "amount_minor", "currency", "memo", "actor_id",
-			"created_at", "prev_hash", "hash"}
+		rows := benchBareRows(allocations, projects, start)
+		var cpu time.Duration
 		for b.Loop() {
-			n, err := f.owner.CopyFrom(ctx, pgx.Identifier{"bench_copy"}, cols, pgx.CopyFromRows(rows))
-			if err != nil || n != int64(allocations) {
-				b.Fatalf("copy: %d rows, %v", n, err)
-			}
+			cpu += benchCopy(b, f, "bench_copy", ledgerCopyColumns, rows)
 		}
 		copyPerOp = b.Elapsed().Seconds() / float64(b.N)
 		b.ReportMetric(float64(allocations*b.N)/b.Elapsed().Seconds(), "rows/s")
+		reportServerCPU(b, cpu)
+	})
+
+	var indexedPerOp float64 // seconds
+	b.Run("indexed-copy", func(b *testing.B) {
+		var cpu time.Duration
+		round := 0
+		for b.Loop() {
+			b.StopTimer()
+			rows := benchLedgerRows(allocations, projects, round, start)
+			round++
+			b.StartTimer()
+			cpu += benchCopy(b, f, "bench_copy_idx", ledgerCopyColumns, rows)
+		}
+		indexedPerOp = b.Elapsed().Seconds() / float64(b.N)
+		reportServerCPU(b, cpu)
 	})
 
 	b.Run("accrual", func(b *testing.B) {
 		window := 0
+		var cpu time.Duration
 		for b.Loop() {
 			window++
-			upTo := start.Add(time.Duration(window) * time.Minute)
-			var r billing.AccrualResult
-			err := pgx.BeginFunc(ctx, f.app, func(tx pgx.Tx) (err error) {
-				r, err = billing.Accrue(ctx, tx, upTo, upTo)
-				return err
-			})
-			if err != nil {
-				b.Fatal(err)
-			}
-			if r.Windows != int64(allocations) || r.Entries != int64(allocations) {
-				b.Fatalf("window %d charged %+v; want %d windows and entries", window, r, allocations)
-			}
+			cpu += benchAccrue(b, f, start, window, allocations)
 		}
 		perOp := b.Elapsed().Seconds() / float64(b.N)
 		b.ReportMetric(float64(allocations)/perOp, "allocs/s")
 		if copyPerOp > 0 {
 			b.ReportMetric(perOp/copyPerOp, "x-copy")
 		}
+		if indexedPerOp > 0 {
+			b.ReportMetric(perOp/indexedPerOp, "x-indexed-copy")
+		}
+		reportServerCPU(b, cpu)
 	})
 
 	if checks := mustVerify(b, f.app); len(checks) != projects {
 		b.Errorf("verified %d accounts; want %d", len(checks), projects)
 	}
+}
+
+// benchBareRows are the rows of the bare COPY baseline: the ledger's
+// columns, no hashes.
+func benchBareRows(allocations, projects int, start time.Time) [][]any {
+	rows := make([][]any, allocations)
+	for i := range rows {
+		rows[i] = []any{fmt.Sprintf("bp%d", i%projects+1), int64(i + 1), "usage", fmt.Sprintf("ref-%d", i),
+			int64(-5), "usd", "bench", billing.SystemActor, start, "", ""}
+	}
+	return rows
 }

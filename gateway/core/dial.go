@@ -75,17 +75,12 @@ func (c *Core) Authorize(ctx context.Context, g Grant) (*Link, error) {
 	if g.HTTP != nil {
 		auth, err = c.authorizeHTTP(ctx, g, ticketKey)
 	} else {
-		auth, err = c.cfg.Client.GateAuthorize(ctx, api.GateAuthorizeRequest{
-			AllocationID: alloc,
-			UserID:       g.UserID,
-			TicketKey:    ticketKey,
-			Certificate:  g.Certificate,
-		})
+		auth, err = c.cfg.Client.GateAuthorize(ctx, authorizeRequest(g, ticketKey))
 	}
 	if err != nil {
 		return nil, fmt.Errorf("authorize %s: %w", alloc, err)
 	}
-	if auth.AllocationID != alloc {
+	if !answersFor(auth, alloc) {
 		return nil, fmt.Errorf("authorize %s: controld answered for %q", alloc, auth.AllocationID)
 	}
 	ticket, err := ParseTicket(auth.Ticket, key.PublicKey())

@@ -151,7 +151,8 @@ func TestWorkloadSessionsRunInTheContainer(t *testing.T) {
 
 	c := dial(wlA)
 	if out, errOut, code := run(c, "cat /etc/os-release", "", false); code != 0 || out != osRelease {
-		t.Errorf("os-release in the workload: exit %d %q %q; want the image's", code, out, errOut)
+		// What follows assumes the sessions run in the container.
+		t.Fatalf("os-release in the workload: exit %d %q %q; want the image's", code, out, errOut)
 	}
 	out, _, code := run(c, "id -u; cat /proc/self/uid_map", "", false)
 	if f := strings.Fields(out); code != 0 || len(f) < 4 || f[0] != "0" || f[1] != "0" || f[2] != renter.Uid || f[3] != "1" {

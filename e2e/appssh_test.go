@@ -30,7 +30,9 @@ const appsshOSRelease = "ID=appssh\nPRETTY_NAME=\"gpuaas appssh test image\"\n"
 // container root mapped to the allocation's POSIX user), its exit status
 // and stdin pass through, a terminal when asked; sftp is refused in
 // words; a user outside the project gets the refusal of an unknown
-// workload; a stopped workload is refused naming its state.
+// workload; a workload of an image revoked since keeps running, marked in
+// `app ps`; a stopped workload is refused naming its state; `billing
+// usage --workload` shows its GPU-seconds.
 func TestSSHIntoWorkloadInDev(t *testing.T) {
 	needPodman(t)
 	busybox, err := os.ReadFile("/bin/busybox")
@@ -134,6 +136,21 @@ func TestSSHIntoWorkloadInDev(t *testing.T) {
 		t.Errorf("an unknown workload: exit %d %q; eve's: exit %d %q; want the same refusal", codeGhost, outGhost, codeEve, outEve)
 	}
 
+	// Revoked while it runs: it keeps running, app ps marks it, it can
+	// still be entered, and no new workload runs the image.
+	if r := dev.gpuaas(t, "", "image", "revoke", "shell", "--reason", "test"); r.code != 0 {
+		t.Fatalf("image revoke: exit %d %s", r.code, r.stderr)
+	}
+	if r := dev.gpuaas(t, "", "app", "ps"); r.code != 0 || !strings.Contains(r.stdout, wl.ID+"\tbox\tshell\trunning (image revoked)\t") {
+		t.Errorf("app ps after the revocation: exit %d %q; want box marked", r.code, r.stdout)
+	}
+	if out, code := ssh("", at, "cat /etc/os-release"); code != 0 || out != appsshOSRelease {
+		t.Errorf("ssh into the running workload of a revoked image: exit %d %q", code, out)
+	}
+	if r := dev.gpuaas(t, "", "app", "run", "shell", "--alloc", a.ID, "--name", "again"); r.code != 7 || !strings.Contains(r.stderr, "revoked") {
+		t.Errorf("app run of the revoked image: exit %d %q; want 7 naming the revocation", r.code, r.stderr)
+	}
+
 	// Stopped: refused naming the state.
 	if r := dev.gpuaas(t, "", "app", "stop", wl.ID); r.code != 0 {
 		t.Fatalf("app stop: exit %d %s", r.code, r.stderr)
@@ -145,6 +162,18 @@ func TestSSHIntoWorkloadInDev(t *testing.T) {
 	})
 	if out, code := ssh("", at, "id"); code != 255 || !strings.Contains(out, "is stopped, not running") {
 		t.Errorf("ssh into the stopped workload: exit %d %q; want refused naming its state", code, out)
+	}
+
+	// Metering: its running time × the allocation's 8 GPUs, and a share of
+	// the allocation's charge no larger than the charge itself.
+	var usage []api.WorkloadUsage
+	dev.gpuaasJSON(t, &usage, "billing", "usage", "--workload", wl.ID, "--json")
+	if len(usage) != 1 || usage[0].WorkloadID != wl.ID || usage[0].Seconds <= 0 || usage[0].GPUs != 8 ||
+		usage[0].GPUSeconds != 8*usage[0].Seconds || usage[0].AmountMinor > usage[0].AllocationAmountMinor {
+		t.Errorf("billing usage --workload: %+v; want its running time × 8 GPUs", usage)
+	}
+	if r := dev.gpuaas(t, "", "billing", "usage", "--workload"); r.code != 0 || !strings.Contains(r.stdout, wl.ID+"\tbox\tstopped\t"+a.ID+"\t") {
+		t.Errorf("billing usage --workload (piped): exit %d %q", r.code, r.stdout)
 	}
 }
 

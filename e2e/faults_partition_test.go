@@ -227,18 +227,21 @@ type partitionLoad struct {
 	errs   errorKinds
 	halt   atomic.Bool
 	wg     sync.WaitGroup
-	// mu protects keys (create key → allocation) and seen (event
-	// sequence → times the watcher saw it).
+	// mu protects keys (create key → allocation), seen (event
+	// sequence → times the watcher saw it) and copies (the ids and kinds
+	// of what it saw under a sequence, to tell a repeat's cause).
 	mu      sync.Mutex
 	keys    map[string]string
 	seen    map[uint64]int
+	copies  map[uint64][]string
+	refills []string
 	from    uint64 // the stream position before the load
 	watcher *api.Client
 	cancel  context.CancelFunc
 }
 
 func startPartitionLoad(t *testing.T, c *partitionCluster) *partitionLoad {
-	w := &partitionLoad{t: t, keys: map[string]string{}, seen: map[uint64]int{}, watcher: c.client(0)}
+	w := &partitionLoad{t: t, keys: map[string]string{}, seen: map[uint64]int{}, copies: map[uint64][]string{}, watcher: c.client(0)}
 	who, err := w.watcher.Whoami(t.Context())
 	if err != nil {
 		t.Fatal(err)
@@ -250,7 +253,11 @@ func startPartitionLoad(t *testing.T, c *partitionCluster) *partitionLoad {
 	w.from = pos.Next
 	ctx, cancel := context.WithCancel(context.Background())
 	w.cancel = cancel
-	events, err := w.watcher.SubscribeEvents(ctx, who.User.ID)
+	events, err := w.watcher.SubscribeEvents(ctx, who.User.ID, api.OnRefill(func(r api.EventsRefill) {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		w.refills = append(w.refills, fmt.Sprintf("%s after %d: %d at %s", r.Cause, r.After, r.Events, time.Now().Format("15:04:05.000")))
+	}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -259,6 +266,7 @@ func startPartitionLoad(t *testing.T, c *partitionCluster) *partitionLoad {
 			if ev.Seq != 0 {
 				w.mu.Lock()
 				w.seen[ev.Seq]++
+				w.copies[ev.Seq] = append(w.copies[ev.Seq], fmt.Sprintf("id %d %s prev %d at %s", ev.ID, ev.Kind, ev.Prev, time.Now().Format("15:04:05.000")))
 				w.mu.Unlock()
 			}
 		}
@@ -378,12 +386,15 @@ func (c *partitionCluster) checkInvariants(db *pgx.Conn, admin *api.Client, w *p
 			missing = append(missing, seq)
 		}
 		if w.seen[seq] > 1 {
-			repeats++
+			if repeats++; repeats <= 5 {
+				t.Logf("seq %d seen %d times: %s", seq, w.seen[seq], strings.Join(w.copies[seq], "; "))
+			}
 		}
 	}
 	t.Logf("load: %d create+release cycles, %d creates → %d allocations; client-visible errors (retried) %s", w.cycles.Load(), creates, len(ids), w.errs.String())
 	t.Logf("ledger verify: %s; events: %d expected, %d missing, %d repeats", verify, len(want), len(missing), repeats)
 	if len(missing) != 0 || repeats != 0 {
+		t.Logf("the watcher's read-backs: %s", strings.Join(w.refills, "; "))
 		t.Errorf("the watcher missed events %v and saw %d twice; want every event once", missing, repeats)
 	}
 }

@@ -37,7 +37,9 @@ const fdsPerWebSocket = 4
 // socket echoes one message first (upgraded through the front, not merely
 // connected). After every client drops (no close frame), the goroutines
 // must come back to where they were (give or take a few of the process's
-// own) within a minute.
+// own) within a minute: the sockets' streams end at once, their pooled
+// links to the node 15 s later (core.DefaultLinkIdle), which s-to-baseline
+// includes.
 //
 // This process runs controld, the gateway (front, core, node link) and the
 // test node's side of the link; the clients and the renter's server run in
@@ -86,6 +88,7 @@ func BenchmarkIdleWebSockets(b *testing.B) {
 		runtime.ReadMemStats(&before)
 		rssBefore := rssOf(b, "self")
 		g0 := runtime.NumGoroutine()
+		node0 := nodeGoroutines()
 
 		start := time.Now()
 		c.do(b, fmt.Sprintf("open %s %d", host, n), "ready")
@@ -97,6 +100,7 @@ func BenchmarkIdleWebSockets(b *testing.B) {
 		rssDuring := rssOf(b, "self")
 		gPeak := runtime.NumGoroutine()
 		byComponent := goroutinesByComponent()
+		nodePeak := nodeGoroutines()
 		if *wsHeapProfile != "" {
 			writeHeapProfile(b, *wsHeapProfile)
 		}
@@ -122,6 +126,7 @@ func BenchmarkIdleWebSockets(b *testing.B) {
 		b.ReportMetric(per(during.HeapInuse, before.HeapInuse), "heap-KiB/conn")
 		b.ReportMetric(per(during.StackInuse, before.StackInuse), "stack-KiB/conn")
 		b.ReportMetric(float64(gPeak-g0)/float64(n), "goroutines/conn")
+		b.ReportMetric(float64(nodePeak-node0)/float64(n), "node-goroutines/conn")
 		b.ReportMetric(back.Seconds(), "s-to-baseline")
 		b.ReportMetric(float64(g0), "goroutines-before")
 		b.ReportMetric(float64(gAfter), "goroutines-after")
@@ -129,6 +134,22 @@ func BenchmarkIdleWebSockets(b *testing.B) {
 			n, opened.Round(time.Millisecond), baseline, g0, gPeak, gAfter, back.Round(time.Millisecond), byComponent)
 	}
 	c.quit(b)
+}
+
+// nodeGoroutines counts the goroutines of the test node's side (its SSH
+// server and direct-tcpip relays), which run in this process but would
+// run on the node: the rest of goroutines/conn is the gateway's.
+func nodeGoroutines() int {
+	n := 0
+	for _, g := range goroutineStacks() {
+		// The front copies with httputil, so every Splice here is the
+		// node's relay.
+		if strings.Contains(g, "gliderlabs/ssh.") || strings.Contains(g, "sshgate.directTCPIP") ||
+			strings.Contains(g, "sshwire.Splice") || strings.Contains(g, "sshwire.AcceptAndSplice") {
+			n++
+		}
+	}
+	return n
 }
 
 // wsClients is the running clients' process.

@@ -123,6 +123,9 @@ type Core struct {
 	// logins indexes the fronts' open connections by login, for
 	// revocation (revoke.go).
 	logins logins
+	// links pools the links OpenPort's streams are channels of
+	// (linkpool.go).
+	links linkPool
 
 	// mu protects recordings.
 	mu         sync.Mutex

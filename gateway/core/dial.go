@@ -53,15 +53,27 @@ type Link struct {
 // the node's terminal server as the allocation's POSIX user: the gateway
 // certificate first, then the ticket, the terminal's host key pinned.
 func (c *Core) Authorize(ctx context.Context, g Grant) (*Link, error) {
-	alloc := g.AllocationID
-	gatewaySigner, err := c.creds.current(c.cfg.Now())
+	d, err := c.decide(ctx, g)
 	if err != nil {
-		return nil, fmt.Errorf("open %s: %w", alloc, err)
+		return nil, err
 	}
-	ts := c.trust.get()
-	if ts == nil {
-		return nil, fmt.Errorf("open %s: %w", alloc, ErrNoTrust)
-	}
+	return c.dialNode(ctx, g, d)
+}
+
+// decision is controld's answer to a grant: where the node is, and the
+// ticket (for a key made for it alone) that lets one link in.
+type decision struct {
+	auth   *api.GateAuthorizeResponse
+	ticket *gossh.Certificate
+	signer gossh.Signer // the ticket with its key
+	// login is the login controld allowed, when the grant names one
+	// (zero for a public exposure's anonymous request).
+	login api.GateSession
+}
+
+// decide asks controld for g's verdict and a ticket for a fresh key.
+func (c *Core) decide(ctx context.Context, g Grant) (*decision, error) {
+	alloc := g.AllocationID
 	_, priv, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
 		return nil, fmt.Errorf("ticket key: %w", err)
@@ -72,9 +84,11 @@ func (c *Core) Authorize(ctx context.Context, g Grant) (*Link, error) {
 	}
 	ticketKey := strings.TrimSpace(string(gossh.MarshalAuthorizedKey(key.PublicKey())))
 	var auth *api.GateAuthorizeResponse
+	var login api.GateSession
 	if g.HTTP != nil {
-		auth, err = c.authorizeHTTP(ctx, g, ticketKey)
+		auth, login, err = c.authorizeHTTP(ctx, g, ticketKey)
 	} else {
+		login = certLogin(g)
 		auth, err = c.cfg.Client.GateAuthorize(ctx, authorizeRequest(g, ticketKey))
 	}
 	if err != nil {
@@ -91,18 +105,31 @@ func (c *Core) Authorize(ctx context.Context, g Grant) (*Link, error) {
 	if err != nil {
 		return nil, fmt.Errorf("authorize %s: ticket: %w", alloc, err)
 	}
+	return &decision{auth: auth, ticket: ticket, signer: ticketSigner, login: login}, nil
+}
 
+// dialNode dials the node of decision d with its ticket.
+func (c *Core) dialNode(ctx context.Context, g Grant, d *decision) (*Link, error) {
+	alloc, auth := g.AllocationID, d.auth
+	gatewaySigner, err := c.creds.current(c.cfg.Now())
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", alloc, err)
+	}
+	ts := c.trust.get()
+	if ts == nil {
+		return nil, fmt.Errorf("open %s: %w", alloc, ErrNoTrust)
+	}
 	dialCtx, cancel := context.WithTimeout(ctx, c.cfg.DialTimeout)
 	defer cancel()
-	var d net.Dialer
-	conn, err := d.DialContext(dialCtx, "tcp", auth.TerminalAddr)
+	var dl net.Dialer
+	conn, err := dl.DialContext(dialCtx, "tcp", auth.TerminalAddr)
 	if err != nil {
 		return nil, fmt.Errorf("dial node %s at %s: %w", auth.NodeID, auth.TerminalAddr, err)
 	}
 	// The handshake gets the same deadline as the dial.
 	deadline, _ := dialCtx.Deadline()
 	_ = conn.SetDeadline(deadline)
-	cc, chans, reqs, err := c.handshakeNode(conn, auth, ts, gatewaySigner, ticketSigner, time.Until(deadline))
+	cc, chans, reqs, err := c.handshakeNode(conn, auth, ts, gatewaySigner, d.signer, time.Until(deadline))
 	if err != nil {
 		conn.Close()
 		return nil, fmt.Errorf("%s to node %s at %s: %w", c.cfg.NodeTransport, auth.NodeID, auth.TerminalAddr, err)

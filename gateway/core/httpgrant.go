@@ -37,18 +37,19 @@ func (d *HTTPDenied) Error() string { return d.Verdict + ": " + d.Reason }
 func (d *HTTPDenied) Unwrap() error { return ErrHTTPDenied }
 
 // authorizeHTTP asks gate.authorize_http for g's verdict with a ticket for
-// ticketKey, and returns the gate.authorize-shaped answer the dial needs.
-func (c *Core) authorizeHTTP(ctx context.Context, g Grant, ticketKey string) (*api.GateAuthorizeResponse, error) {
+// ticketKey, and returns the gate.authorize-shaped answer the dial needs
+// and the login controld allowed (zero for an anonymous request).
+func (c *Core) authorizeHTTP(ctx context.Context, g Grant, ticketKey string) (*api.GateAuthorizeResponse, api.GateSession, error) {
 	v, err := c.cfg.Client.GateAuthorizeHTTP(ctx, api.GateAuthorizeHTTPRequest{Host: g.HTTP.Host,
 		Bearer: g.HTTP.Bearer, SessionID: g.HTTP.SessionID, UserID: g.HTTP.UserID, TicketKey: ticketKey})
 	if err != nil {
-		return nil, err
+		return nil, api.GateSession{}, err
 	}
 	if v.Verdict != api.VerdictAllow {
-		return nil, &HTTPDenied{Verdict: v.Verdict, Reason: v.Reason}
+		return nil, api.GateSession{}, &HTTPDenied{Verdict: v.Verdict, Reason: v.Reason}
 	}
 	if v.Auth == nil {
-		return nil, fmt.Errorf("controld allowed %s without a ticket", g.HTTP.Host)
+		return nil, api.GateSession{}, fmt.Errorf("controld allowed %s without a ticket", g.HTTP.Host)
 	}
-	return v.Auth, nil
+	return v.Auth, api.GateSession{SessionID: v.SessionID, UserID: v.UserID}, nil
 }

@@ -45,6 +45,9 @@ func (s *Server) proxyError(w http.ResponseWriter, r *http.Request, err error) {
 	switch {
 	case errors.As(err, &denied):
 		verdictPage(w, denied.Verdict, denied.Reason, requestOf(r.Context()).label)
+	case errors.Is(err, core.ErrTooManyStreams):
+		page(w, http.StatusServiceUnavailable, "Too many connections",
+			fmt.Sprintf("%s has as many open connections through the gateway as it may; close some (tabs, sockets) and try again.", requestOf(r.Context()).alloc))
 	case errors.Is(err, context.Canceled):
 		// The client went away, or its login ended mid-request.
 		w.WriteHeader(http.StatusServiceUnavailable)

@@ -163,6 +163,9 @@ func (s *Server) billingLedger(ctx context.Context, c *call, req api.BillingLedg
 }
 
 func (s *Server) billingUsage(ctx context.Context, c *call, req api.BillingUsageRequest) (*api.BillingUsageResponse, error) {
+	if req.Workloads || req.Workload != "" { // handlers_billing_workloads.go
+		return s.billingWorkloadUsage(ctx, c, req)
+	}
 	if req.Volumes {
 		return s.billingVolumeUsage(ctx, c, req)
 	}

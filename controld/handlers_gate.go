@@ -42,8 +42,8 @@ func (s *Server) gateEndpoints() []endpointDef {
 // allocation's creator or an owner or member of its project (viewers may
 // look, not log in); platform roles give no shell on customers' nodes.
 func (s *Server) gateAuthorize(ctx context.Context, c *call, req api.GateAuthorizeRequest) (*api.GateAuthorizeResponse, error) {
-	if req.AllocationID == "" || req.UserID == "" {
-		return nil, api.Errorf(api.CodeInvalidArgument, "allocation_id and user_id are required")
+	if err := checkGateTarget(req); err != nil {
+		return nil, err
 	}
 	key, _, _, _, err := ssh.ParseAuthorizedKey([]byte(req.TicketKey))
 	if err != nil {
@@ -57,6 +57,9 @@ func (s *Server) gateAuthorize(ctx context.Context, c *call, req api.GateAuthori
 		detail := map[string]any{"user_id": req.UserID, "ticket_key": ssh.FingerprintSHA256(key),
 			"certificate": ssh.FingerprintSHA256(userCert)}
 		*e = audit.Entry{Action: "gate.authorize", TargetType: "allocation", TargetID: req.AllocationID, Detail: detail}
+		if req.WorkloadID != "" { // ssh <workload-id>@gateway: gate_workload.go
+			e.TargetType, e.TargetID = "workload", req.WorkloadID
+		}
 		id, err := s.verifyGateCert(ctx, tx, userCert, req.UserID)
 		detail["session_id"] = id.SessionID
 		if err != nil {
@@ -69,8 +72,12 @@ func (s *Server) gateAuthorize(ctx context.Context, c *call, req api.GateAuthori
 		if u.Provider == api.ProviderService {
 			return nil, api.Errorf(api.CodeForbidden, "%s is a service principal", u.Email)
 		}
+		allocID, err := gateWorkloadTarget(ctx, tx, req, u.ID, detail)
+		if err != nil {
+			return nil, err
+		}
 		// The user's own view: their platform role does not widen it.
-		a, err := alloc.Get(ctx, tx, alloc.Actor{UserID: u.ID, Role: api.RoleUser}, req.AllocationID)
+		a, err := alloc.Get(ctx, tx, alloc.Actor{UserID: u.ID, Role: api.RoleUser}, allocID)
 		if err != nil {
 			return nil, err
 		}
@@ -100,7 +107,7 @@ func (s *Server) gateAuthorize(ctx context.Context, c *call, req api.GateAuthori
 			return nil, err
 		}
 		posix := api.PosixUser(a.ID)
-		cert, err := ic.SignTicket(key, sshcert.Ticket{Node: a.NodeID, Allocation: a.ID, PosixUser: posix,
+		cert, err := ic.SignTicket(key, sshcert.Ticket{Node: a.NodeID, Allocation: a.ID, PosixUser: posix, Workload: req.WorkloadID,
 			KeyID: "ticket " + u.ID + " " + a.ID + "@" + a.NodeID, TTL: sshcert.DefaultTicketTTL}, s.now())
 		if err != nil {
 			return nil, certError(err)
@@ -111,7 +118,7 @@ func (s *Server) gateAuthorize(ctx context.Context, c *call, req api.GateAuthori
 		if err != nil {
 			return nil, err
 		}
-		return &api.GateAuthorizeResponse{AllocationID: a.ID, NodeID: a.NodeID, Shape: a.Shape, PosixUser: posix,
+		return &api.GateAuthorizeResponse{AllocationID: a.ID, WorkloadID: req.WorkloadID, NodeID: a.NodeID, Shape: a.Shape, PosixUser: posix,
 			TerminalAddr: addr, TerminalHostKey: hostKey, Ticket: t.Certificate, ValidBefore: t.ValidBefore,
 			Banner: banner}, nil
 	})

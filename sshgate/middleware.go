@@ -153,6 +153,8 @@ func (g *Gateway) dispatch(s ssh.Session) {
 	switch user := s.User(); {
 	case ids.Valid(ids.Allocation, user):
 		g.proxySession(s, id)
+	case isWorkloadUser(user): // ssh <workload-id>@gateway: workload.go
+		g.workloadSession(s, id, user)
 	case strings.HasPrefix(user, ids.Allocation+"-"):
 		// Meant as an allocation, mistyped: running commands instead
 		// would only confuse.

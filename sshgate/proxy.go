@@ -51,6 +51,7 @@ func (g *Gateway) proxySession(s ssh.Session, id sshcert.Identity) {
 		fail(s, publicError(err))
 		return
 	}
+	alloc = up.Auth.AllocationID // a workload's (workload.go): activity, index
 	// Notices go to shells and exec sessions, never into an sftp stream.
 	var noticeTo core.Notifier // a nil interface for sftp, not a nil pointer
 	if kind != api.SessionSFTP {

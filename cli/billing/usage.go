@@ -24,13 +24,16 @@ type UsageOptions struct {
 	// Job and JobID: `--job [ID]` (usage_job.go).
 	Job   bool
 	JobID string
+	// Workload and WorkloadID: `--workload [ID]` (usage_workload.go).
+	Workload   bool
+	WorkloadID string
 }
 
 // NewCmdUsage builds `gpuaas billing usage`; runF replaces usageRun in tests.
 func NewCmdUsage(f *cmdutil.Factory, runF func(context.Context, *UsageOptions) error) *cobra.Command {
 	opts := &UsageOptions{IO: f.IOStreams, Client: f.Client, Now: f.Now}
 	cmd := &cobra.Command{
-		Use:   "usage [--alloc ID | --volume | --job [ID]]",
+		Use:   "usage [--alloc ID | --volume | --job [ID] | --workload [ID]]",
 		Short: "Show what each allocation has cost, or one allocation's charged windows, or the volumes' storage",
 		Long: `Show what each allocation of the project has cost while active, most
 recent first; with --alloc, that allocation's charged windows. Time is
@@ -42,17 +45,18 @@ and their cost, then its latest charged windows (--windows, default 60),
 each with its size and GiB-hours. A volume costs
 price per GiB-month × GiB × seconds / (730 × 3600), rounded down once
 per size it had (docs/volumes.md).
-` + jobUsageHelp + `` +
+` + jobUsageHelp + `
+` + workloadUsageHelp + `` +
 			cmdutil.PipedHelp("allocation", "sku", "gpus", "started (RFC 3339)", "active (a Go duration; \"(running)\" while it runs)",
 				"cost (minor units: cents)") +
 			" With --alloc, the columns are: start, end (local time, 2006-01-02 15:04:05), seconds, cost (minor units: cents)." +
 			" With --volume, one row per window: volume, name, start, end (RFC 3339), seconds, size (bytes), GiB-hours, cost (minor units: cents).",
-		Args: jobUsageArgs(opts),
+		Args: workloadUsageArgs(opts, jobUsageArgs(opts)),
 		RunE: func(c *cobra.Command, args []string) error {
 			if err := checkJobUsage(opts); err != nil {
 				return err
 			}
-			if len(args) == 1 {
+			if len(args) == 1 && !opts.Workload {
 				opts.JobID = args[0]
 			}
 			if opts.Volume && opts.Allocation != "" {
@@ -71,7 +75,8 @@ per size it had (docs/volumes.md).
 	cmd.Flags().BoolVar(&opts.Volume, "volume", false, "The volumes' storage: GiB-hours per volume and per window")
 	cmd.Flags().IntVar(&opts.Windows, "windows", 0, "With --volume, how many of each volume's latest windows to show (default 60)")
 	cmd.Flags().BoolVar(&opts.Job, "job", false, "What each job cost (or job ID's): its allocation's charge over the job's running time")
-	cmdutil.AddJSONFlags(cmd, &opts.Exporter, withJobUsageFields(usageFields()))
+	cmd.Flags().BoolVar(&opts.Workload, "workload", false, "What each workload used (or workload ID): GPU-seconds and its share of its allocation's charge")
+	cmdutil.AddJSONFlags(cmd, &opts.Exporter, withWorkloadUsageFields(withJobUsageFields(usageFields())))
 	return cmd
 }
 
@@ -81,9 +86,12 @@ func usageRun(ctx context.Context, opts *UsageOptions) error {
 		return err
 	}
 	resp, err := client.BillingUsage(ctx, api.BillingUsageRequest{Allocation: opts.Allocation, Volumes: opts.Volume,
-		Windows: opts.Windows, Jobs: opts.Job, Job: opts.JobID})
+		Windows: opts.Windows, Jobs: opts.Job, Job: opts.JobID, Workloads: opts.Workload, Workload: opts.WorkloadID})
 	if err != nil {
 		return err
+	}
+	if opts.Workload {
+		return writeWorkloadUsage(ctx, opts, resp)
 	}
 	if opts.Job {
 		return writeJobUsage(ctx, opts, resp)

@@ -89,17 +89,12 @@ func (c *Core) decide(ctx context.Context, g Grant) (*decision, error) {
 		auth, login, err = c.authorizeHTTP(ctx, g, ticketKey)
 	} else {
 		login = certLogin(g)
-		auth, err = c.cfg.Client.GateAuthorize(ctx, api.GateAuthorizeRequest{
-			AllocationID: alloc,
-			UserID:       g.UserID,
-			TicketKey:    ticketKey,
-			Certificate:  g.Certificate,
-		})
+		auth, err = c.cfg.Client.GateAuthorize(ctx, authorizeRequest(g, ticketKey))
 	}
 	if err != nil {
 		return nil, fmt.Errorf("authorize %s: %w", alloc, err)
 	}
-	if auth.AllocationID != alloc {
+	if !answersFor(auth, alloc) {
 		return nil, fmt.Errorf("authorize %s: controld answered for %q", alloc, auth.AllocationID)
 	}
 	ticket, err := ParseTicket(auth.Ticket, key.PublicKey())

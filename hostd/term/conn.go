@@ -137,7 +137,7 @@ func (s *Server) resolve(ctx context.Context, t sshcert.Ticket, c *conn, sc goss
 	if err != nil {
 		return nil, err
 	}
-	if hop, ok := e.(env.Hopper); ok {
+	if hop, ok := e.(env.Hopper); ok && t.Workload == "" {
 		return &hopTarget{s: s, c: c, hop: hop, env: e, ticket: t, ctx: ctx, sc: sc}, nil
 	}
 	acct, ok := env.AccountOf(e)
@@ -145,7 +145,11 @@ func (s *Server) resolve(ctx context.Context, t sshcert.Ticket, c *conn, sc goss
 		_ = e.Close()
 		return nil, fmt.Errorf("%w: %s: an environment hostd can neither hop into nor run processes for", ErrNotProvisioned, t.Allocation)
 	}
-	return &execTarget{s: s, c: c, env: e, acct: acct, ctx: ctx, sc: sc}, nil
+	x := &execTarget{s: s, c: c, env: e, acct: acct, ctx: ctx, sc: sc}
+	if t.Workload != "" { // ssh <workload-id>@gateway: workload.go
+		return workloadTarget(x, t.Workload)
+	}
+	return x, nil
 }
 
 func (s *Server) handleSession(_ *ssh.Server, sc *gossh.ServerConn, nc gossh.NewChannel, ctx ssh.Context) {

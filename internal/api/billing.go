@@ -94,6 +94,10 @@ type BillingUsageRequest struct {
 	// charge of its allocation over the job's running time (JobUsage).
 	Jobs bool   `json:"jobs,omitempty"`
 	Job  string `json:"job,omitempty"`
+	// Workloads asks for each workload's GPU-seconds and share of its
+	// allocation's charge instead (Workload: only that one): WorkloadUsage.
+	Workloads bool   `json:"workloads,omitempty"`
+	Workload  string `json:"workload,omitempty"`
 }
 
 // JobUsage is what a job cost: the charged windows of the allocation it
@@ -175,8 +179,9 @@ type UsageWindow struct {
 type BillingUsageResponse struct {
 	ProjectID  string            `json:"project_id"`
 	Usage      []AllocationUsage `json:"usage"`
-	Volumes    []VolumeUsage     `json:"volumes,omitempty"` // with Volumes
-	Jobs       []JobUsage        `json:"jobs,omitempty"`    // with Jobs
+	Volumes    []VolumeUsage     `json:"volumes,omitempty"`   // with Volumes
+	Jobs       []JobUsage        `json:"jobs,omitempty"`      // with Jobs
+	Workloads  []WorkloadUsage   `json:"workloads,omitempty"` // with Workloads
 	TotalMinor int64             `json:"total_minor"`
 	Currency   string            `json:"currency"`
 }

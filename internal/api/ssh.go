@@ -59,14 +59,20 @@ type TrustBundle struct {
 // names has ended.
 type GateAuthorizeRequest struct {
 	AllocationID string `json:"allocation_id"`
-	UserID       string `json:"user_id"`
-	TicketKey    string `json:"ticket_key"`  // authorized_keys format
-	Certificate  string `json:"certificate"` // authorized_keys format
+	// WorkloadID, instead of AllocationID, asks for a running workload's
+	// container on its allocation (ssh <workload-id>@gateway, docs/apps.md).
+	WorkloadID  string `json:"workload_id,omitempty"`
+	UserID      string `json:"user_id"`
+	TicketKey   string `json:"ticket_key"`  // authorized_keys format
+	Certificate string `json:"certificate"` // authorized_keys format
 }
 
 // GateAuthorizeResponse says where to go and with what.
 type GateAuthorizeResponse struct {
 	AllocationID string `json:"allocation_id"`
+	// WorkloadID is the workload asked for, whose container the ticket's
+	// sessions run in; "" for the allocation itself.
+	WorkloadID   string `json:"workload_id,omitempty"`
 	NodeID       string `json:"node_id"`
 	Shape        string `json:"shape"`
 	PosixUser    string `json:"posix_user"`

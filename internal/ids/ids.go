@@ -20,6 +20,8 @@ const (
 	Slot       = "sl"
 	Allocation = "a"
 	Task       = "t"
+	// Workload is a workload's (controld/workloads.IDPrefix).
+	Workload = "w"
 )
 
 // New returns prefix-<12 random base32 characters> (60 bits).

@@ -34,6 +34,9 @@ const (
 	OptionNode       = "gpuaas-node"
 	OptionAllocation = "gpuaas-allocation"
 	OptionPosixUser  = "gpuaas-posix-user"
+	// OptionWorkload, optional, names the workload whose container every
+	// session of the ticket runs in (docs/apps.md, "ssh into a workload").
+	OptionWorkload = "gpuaas-workload"
 )
 
 // Extensions granted to user certificates and tickets, as OpenSSH names
@@ -156,6 +159,9 @@ type Ticket struct {
 	Node       string `json:"node"`
 	Allocation string `json:"allocation"`
 	PosixUser  string `json:"posix_user"`
+	// Workload, when set, is the workload (on that allocation) whose
+	// container the sessions run in (OptionWorkload).
+	Workload string `json:"workload,omitempty"`
 	// KeyID is recorded as the key id, for hostd's logs (say, the user id and
 	// the gateway session). Empty means "ticket <allocation>@<node>".
 	KeyID string `json:"key_id"`
@@ -179,6 +185,9 @@ func (a *Authority) SignTicket(pub ssh.PublicKey, t Ticket, now time.Time) (*ssh
 	}
 	if !validName(t.Node) || !validName(t.Allocation) || !validName(t.PosixUser) {
 		return nil, fmt.Errorf("sign ticket %+v: %w: node, allocation and POSIX user are required", t, ErrInvalidRequest)
+	}
+	if t.Workload != "" && !validName(t.Workload) {
+		return nil, fmt.Errorf("sign ticket %+v: %w: bad workload", t, ErrInvalidRequest)
 	}
 	ttl := t.TTL
 	if ttl == 0 {
@@ -204,6 +213,9 @@ func (a *Authority) SignTicket(pub ssh.PublicKey, t Ticket, now time.Time) (*ssh
 			},
 			Extensions: standardExtensions(),
 		},
+	}
+	if t.Workload != "" {
+		cert.CriticalOptions[OptionWorkload] = t.Workload
 	}
 	if err := a.sign(cert, now.Add(-TicketSkew), now.Add(ttl), now); err != nil {
 		return nil, fmt.Errorf("sign ticket for %s: %w", t.Allocation, err)

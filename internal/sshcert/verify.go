@@ -66,7 +66,7 @@ func VerifyUser(trusted []ssh.PublicKey, key ssh.PublicKey, wantPrincipal string
 
 // VerifyTicket checks that key is a ticket from one of trusted (the internal
 // CA) for this node, valid at now: a user certificate with exactly the three
-// gpuaas critical options, non-empty, whose one principal is the POSIX user,
+// gpuaas critical options (and OptionWorkload, optional), non-empty, whose one principal is the POSIX user,
 // and whose window is no longer than MaxTicketTTL+TicketSkew. Replay (the
 // same serial twice) is for hostd to refuse; the serial is returned.
 func VerifyTicket(trusted []ssh.PublicKey, key ssh.PublicKey, node string, now time.Time) (Ticket, error) {
@@ -76,7 +76,7 @@ func VerifyTicket(trusted []ssh.PublicKey, key ssh.PublicKey, node string, now t
 	}
 	known := []string{OptionNode, OptionAllocation, OptionPosixUser}
 	for opt := range cert.CriticalOptions {
-		if !slices.Contains(known, opt) {
+		if !slices.Contains(known, opt) && opt != OptionWorkload {
 			return Ticket{}, fmt.Errorf("verify ticket %q: %w: unknown %q", cert.KeyId, ErrCriticalOption, opt)
 		}
 	}
@@ -89,6 +89,7 @@ func VerifyTicket(trusted []ssh.PublicKey, key ssh.PublicKey, node string, now t
 		Node:        cert.CriticalOptions[OptionNode],
 		Allocation:  cert.CriticalOptions[OptionAllocation],
 		PosixUser:   cert.CriticalOptions[OptionPosixUser],
+		Workload:    cert.CriticalOptions[OptionWorkload],
 		KeyID:       cert.KeyId,
 		Serial:      cert.Serial,
 		ValidAfter:  time.Unix(int64(cert.ValidAfter), 0).UTC(),
@@ -102,6 +103,12 @@ func VerifyTicket(trusted []ssh.PublicKey, key ssh.PublicKey, node string, now t
 	}
 	if window := t.ValidBefore.Sub(t.ValidAfter); window > MaxTicketTTL+TicketSkew {
 		return Ticket{}, fmt.Errorf("verify ticket %q: %w: valid for %s", cert.KeyId, ErrValidity, window)
+	}
+	if _, ok := cert.CriticalOptions[OptionWorkload]; ok {
+		if !validName(t.Workload) {
+			return Ticket{}, fmt.Errorf("verify ticket %q: %w: %s empty", cert.KeyId, ErrCriticalOption, OptionWorkload)
+		}
+		known = append(known, OptionWorkload)
 	}
 	if err := recheck(cert, t.PosixUser, known, now); err != nil {
 		return Ticket{}, fmt.Errorf("verify ticket %q: %w", cert.KeyId, err)

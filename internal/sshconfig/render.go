@@ -106,7 +106,7 @@ type Params struct {
 // CommandUser, so `ssh gpuaas-dev` gets the dashboard and
 // `ssh gpuaas-dev alloc list` runs a command, while
 // `ssh <alloc-id>@gpuaas-dev` opens an allocation. The Match block applies
-// to allocation ids and CommandUser only (`ssh gpuaas@<gateway host>`, what
+// to allocation ids, workload ids and CommandUser only (`ssh gpuaas@<gateway host>`, what
 // the gateway's messages show), so plain `ssh <gateway host>` (often
 // localhost) is left alone.
 func RenderConfig(p Params) ([]byte, error) {
@@ -137,7 +137,7 @@ func RenderConfig(p Params) ([]byte, error) {
 	fmt.Fprintf(&b, "    User %s\n", CommandUser)
 	writeCommon(&b, p.Gateway.Port, paths)
 
-	fmt.Fprintf(&b, "\nMatch host %s user %s,%s\n", p.Gateway.Host, AllocPattern, CommandUser)
+	fmt.Fprintf(&b, "\nMatch host %s user %s,%s,%s\n", p.Gateway.Host, AllocPattern, WorkloadPattern, CommandUser)
 	writeCommon(&b, p.Gateway.Port, paths)
 	return b.Bytes(), nil
 }

@@ -1,0 +1,74 @@
+package controld
+
+import (
+	"context"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/gpuaas/gpuaas/controld/billing"
+	"github.com/gpuaas/gpuaas/controld/workloads"
+	"github.com/gpuaas/gpuaas/internal/api"
+)
+
+// billingWorkloadUsage is `billing usage --workload [ID]`: each workload
+// of the project (or the one named), newest first, with its running time,
+// GPU-seconds and share of its allocation's charged windows
+// (billing.WorkloadShare; docs/apps.md, "Metering"), read in one
+// snapshot. A workload that never ran used nothing.
+func (s *Server) billingWorkloadUsage(ctx context.Context, c *call, req api.BillingUsageRequest) (*api.BillingUsageResponse, error) {
+	if req.Allocation != "" || req.Volumes || req.Jobs || req.Job != "" {
+		return nil, api.Errorf(api.CodeInvalidArgument, "usage of workloads is asked for apart from an allocation's, the volumes' or the jobs'").
+			WithHint("drop --alloc, --volume or --job")
+	}
+	out := api.BillingUsageResponse{Usage: []api.AllocationUsage{}, Workloads: []api.WorkloadUsage{}, Currency: billing.DefaultCurrency}
+	var ws []api.Workload
+	if req.Workload != "" {
+		w, err := workloads.Get(ctx, s.pool, c.actor(), req.Workload)
+		if err != nil {
+			return nil, err
+		}
+		ws, out.ProjectID = []api.Workload{w}, w.ProjectID
+	} else {
+		p, err := s.billingProject(ctx, c, req.Project)
+		if err != nil {
+			return nil, err
+		}
+		out.ProjectID = p.ID
+		// Removed ones too: what they used was used.
+		if ws, err = workloads.List(ctx, s.pool, c.actor(), api.AppPsRequest{Project: p.ID, All: true}); err != nil {
+			return nil, err
+		}
+	}
+	usages := map[string]*billing.Usage{}
+	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly},
+		func(tx pgx.Tx) error {
+			for _, w := range ws {
+				if _, seen := usages[w.AllocationID]; seen || w.StartedAt == nil {
+					continue
+				}
+				u, metered, err := billing.AllocationWindows(ctx, tx, w.AllocationID)
+				if err != nil {
+					return err
+				}
+				if metered {
+					usages[w.AllocationID] = &u
+				}
+			}
+			return nil
+		})
+	if err != nil {
+		return nil, err
+	}
+	now := s.cfg.Now()
+	for _, w := range ws {
+		wu := api.WorkloadUsage{WorkloadID: w.ID, Name: w.Name, State: w.State, AllocationID: w.AllocationID, Image: w.Image,
+			StartedAt: w.StartedAt, EndedAt: w.EndedAt, Currency: billing.DefaultCurrency}
+		if u := usages[w.AllocationID]; u != nil && w.StartedAt != nil {
+			wu.SKU, wu.GPUs, wu.Currency, wu.AllocationAmountMinor = u.SKU, u.GPUs, u.Currency, u.AmountMinor
+			wu.Seconds, wu.GPUSeconds, wu.AmountMinor = billing.WorkloadShare(*u, *w.StartedAt, w.EndedAt, now)
+		}
+		out.Workloads = append(out.Workloads, wu)
+		out.TotalMinor += wu.AmountMinor
+	}
+	return &out, nil
+}

@@ -82,8 +82,14 @@ type spec struct {
 	Workdir string            `json:"workdir,omitempty"`
 }
 
-const jobColumns = `SELECT id, project_id, user_id, allocation_id, node_id, name, state, phase, exit_code, signal,
-	reason, release, spec, cancel_requested, created_at, started_at, ended_at, task_id FROM jobs`
+// jobColumns reads a job; a queued one's place in line is its
+// allocation's (as alloc.get counts it: the requests of its SKU queued
+// before it, plus one).
+const jobColumns = `SELECT id, project_id, user_id, allocation_id, coalesce(node_id, ''), name, state, phase, exit_code, signal,
+	reason, release, spec, cancel_requested, created_at, started_at, ended_at, task_id,
+	CASE WHEN state = 'queued' THEN coalesce((SELECT CASE WHEN a.queued THEN (SELECT count(*) + 1 FROM allocations o
+		WHERE o.queued AND o.sku_id = a.sku_id AND (o.created_at, o.id) < (a.created_at, a.id)) ELSE 0 END
+		FROM allocations a WHERE a.id = jobs.allocation_id), 0) ELSE 0 END FROM jobs`
 
 // row is a job as read, with what the API does not show.
 type row struct {
@@ -96,7 +102,8 @@ func scan(r pgx.Row) (row, error) {
 	var j row
 	var raw []byte
 	err := r.Scan(&j.ID, &j.ProjectID, &j.UserID, &j.AllocationID, &j.NodeID, &j.Name, &j.State, &j.Phase, &j.ExitCode,
-		&j.Signal, &j.Reason, &j.Release, &raw, &j.Cancelling, &j.CreatedAt, &j.StartedAt, &j.EndedAt, &j.taskID)
+		&j.Signal, &j.Reason, &j.Release, &raw, &j.Cancelling, &j.CreatedAt, &j.StartedAt, &j.EndedAt, &j.taskID,
+		&j.QueuePosition)
 	if err != nil {
 		return j, err
 	}

@@ -1,0 +1,178 @@
+package jobs_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/gpuaas/gpuaas/controld/jobs"
+	"github.com/gpuaas/gpuaas/controld/storetest"
+	"github.com/gpuaas/gpuaas/internal/api"
+)
+
+// queuedAlloc is an allocation of bob's waiting in line for capacity.
+func (w *world) queuedAlloc(t *testing.T) string {
+	t.Helper()
+	a := storetest.Allocation(t, w.pool, api.Allocation{ProjectID: w.project, UserID: w.bob.UserID, SKU: "h100-baremetal",
+		Shape: api.ShapeBaremetal, GPUs: 8, State: api.AllocRequested, Queued: true})
+	return a.ID
+}
+
+// setAlloc moves an allocation to state, on node n-1, as its owner would.
+func (w *world) setAlloc(t *testing.T, id, state, reason string) {
+	t.Helper()
+	if _, err := w.pool.Exec(context.Background(), `UPDATE allocations SET state = $2, reason = $3, node_id = 'n-1',
+		queued = false, version = version + 1 WHERE id = $1`, id, state, reason); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (w *world) advance(t *testing.T, allocID string) {
+	t.Helper()
+	if err := jobs.AdvanceAllocation(context.Background(), w.pool, allocID, jobs.Config{}, t0); err != nil {
+		t.Fatalf("advance %s: %v", allocID, err)
+	}
+}
+
+func (w *world) job(t *testing.T, id string) api.Job {
+	t.Helper()
+	j, err := jobs.Get(context.Background(), w.pool, w.bob, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return j
+}
+
+// TestQueuedJobStartsOnceWhenItsAllocationIsActive: job.create with
+// queue on an allocation in line makes a queued job with no node, no task
+// and its place; Advance leaves it while the allocation waits or
+// provisions, starts it (one job.start on the node) once it is active,
+// and never a second time however often it runs again.
+func TestQueuedJobStartsOnceWhenItsAllocationIsActive(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	ahead, queued := w.queuedAlloc(t), w.queuedAlloc(t)
+	if _, err := w.create(t, api.JobCreateRequest{AllocationID: queued, Run: "true"}); api.CodeOf(err) != api.CodeConflict {
+		t.Fatalf("without queue: %v; want conflict", err)
+	}
+	j, err := w.create(t, api.JobCreateRequest{AllocationID: queued, Run: "exit 3", Queue: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j.State != api.JobQueued || j.NodeID != "" || j.QueuePosition != 2 {
+		t.Fatalf("created %+v; want queued, no node, 2nd in line", j)
+	}
+	if n := w.count(t, `SELECT count(*) FROM node_tasks`); n != 0 {
+		t.Errorf("%d node tasks for a queued job; want 0", n)
+	}
+	if _, err := w.create(t, api.JobCreateRequest{AllocationID: queued, Run: "true", Queue: true}); api.CodeOf(err) != api.CodeConflict {
+		t.Errorf("a second job queued on the same allocation: %v; want conflict", err)
+	}
+	list, err := jobs.List(context.Background(), w.pool, w.bob, api.JobListRequest{})
+	if err != nil || len(list) != 1 || list[0].QueuePosition != 2 {
+		t.Fatalf("list: %v %+v; want the job, 2nd in line", err, list)
+	}
+	w.setAlloc(t, ahead, api.AllocProvisioning, "") // the one ahead is placed: ours moves up
+	if got := w.job(t, j.ID); got.QueuePosition != 1 {
+		t.Errorf("after the one ahead was placed: place %d; want 1", got.QueuePosition)
+	}
+	w.advance(t, queued)
+	w.setAlloc(t, queued, api.AllocProvisioning, "")
+	w.advance(t, queued)
+	if got := w.job(t, j.ID); got.State != api.JobQueued || got.QueuePosition != 0 {
+		t.Fatalf("allocation provisioning: %+v; want queued, placed (no place in line)", got)
+	}
+	w.setAlloc(t, queued, api.AllocActive, "provisioned")
+	for range 3 {
+		w.advance(t, queued)
+	}
+	if err := jobs.CatchUp(context.Background(), w.pool, jobs.Config{}, func() time.Time { return t0 }); err != nil {
+		t.Fatal(err)
+	}
+	got := w.job(t, j.ID)
+	if got.State != api.JobStarting || got.NodeID != "n-1" {
+		t.Fatalf("allocation active: %+v; want starting on n-1", got)
+	}
+	if _, typ := w.currentTask(t, j.ID); typ != api.TaskJobStart {
+		t.Errorf("task %s; want %s", typ, api.TaskJobStart)
+	}
+	if n := w.count(t, `SELECT count(*) FROM node_tasks WHERE type = $1 AND node_id = 'n-1'`, api.TaskJobStart); n != 1 {
+		t.Errorf("%d job.start tasks; want exactly 1", n)
+	}
+	if n := w.count(t, `SELECT count(*) FROM audit_logs WHERE action = 'job.start_queued' AND target_id = $1`, j.ID); n != 1 {
+		t.Errorf("%d job.start_queued audit rows; want 1", n)
+	}
+}
+
+// TestQueuedJobEndsWhenItsAllocationIsGivenUp: an allocation that failed
+// (e.g. left the line unfunded) fails its queued job, one released
+// (cancelled by its owner) cancels it; neither ever started.
+func TestQueuedJobEndsWhenItsAllocationIsGivenUp(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	for _, tc := range []struct{ allocState, jobState, text string }{
+		{api.AllocFailed, api.JobFailed, "failed before the job started: project cannot pay"},
+		{api.AllocReleased, api.JobCancelled, "was released before the job started: left the line"},
+	} {
+		a := w.queuedAlloc(t)
+		j, err := w.create(t, api.JobCreateRequest{AllocationID: a, Run: "true", Queue: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		reason := map[string]string{api.AllocFailed: "project cannot pay", api.AllocReleased: "left the line"}[tc.allocState]
+		w.setAlloc(t, a, tc.allocState, reason)
+		w.advance(t, a)
+		got := w.job(t, j.ID)
+		if got.State != tc.jobState || !strings.Contains(got.Reason, tc.text) || got.ExitCode != nil || got.EndedAt == nil {
+			t.Errorf("allocation %s: job %+v; want %s with %q, no exit code", tc.allocState, got, tc.jobState, tc.text)
+		}
+	}
+	if n := w.count(t, `SELECT count(*) FROM node_tasks`); n != 0 {
+		t.Errorf("%d node tasks; want 0", n)
+	}
+}
+
+// TestCancelQueuedJobReleasesItsAllocation: job.cancel of a queued job
+// cancels it at once and gives its allocation back (it leaves the line,
+// never charged); with release: keep the allocation stays in line.
+func TestCancelQueuedJobReleasesItsAllocation(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	for _, release := range []string{"on-exit", "keep"} {
+		a := w.queuedAlloc(t)
+		j, err := w.create(t, api.JobCreateRequest{AllocationID: a, Run: "true", Queue: true, Release: release})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got api.Job
+		err = w.tx(t, func(tx pgx.Tx) error {
+			var err error
+			got, _, err = jobs.Cancel(context.Background(), tx, w.bob, j.ID, jobs.Config{}, t0)
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.State != api.JobCancelled || !strings.Contains(got.Reason, "before it started") || got.EndedAt == nil {
+			t.Errorf("%s: cancelled %+v; want cancelled before it started", release, got)
+		}
+		var state string
+		var queued bool
+		if err := w.pool.QueryRow(context.Background(), `SELECT state, queued FROM allocations WHERE id = $1`, a).Scan(&state, &queued); err != nil {
+			t.Fatal(err)
+		}
+		want := map[string]string{"on-exit": api.AllocReleased, "keep": api.AllocRequested}[release]
+		if state != want {
+			t.Errorf("%s: allocation %s; want %s", release, state, want)
+		}
+		if n := w.count(t, `SELECT count(*) FROM usage_charges WHERE allocation_id = $1`, a); n != 0 {
+			t.Errorf("%s: %d meters; want none (never charged)", release, n)
+		}
+	}
+	if n := w.count(t, `SELECT count(*) FROM node_tasks`); n != 0 {
+		t.Errorf("%d node tasks; want 0 (nothing reached a node)", n)
+	}
+}

@@ -39,9 +39,9 @@ func startGpuaas(t *testing.T, dev *devProc, args ...string) *runProc {
 // a workdir cannot be queued detached (exit 2, nothing created); job
 // cancel of the 2nd takes it out of the line (its allocation released,
 // never placed nor charged); `job wait` on the 1st waits while it is
-// queued, and once the host is freed the job starts by itself — no
-// client is attached — and job wait exits with its exit code (6) and
-// prints its output; its allocation is released (release: on-exit).
+// queued (as does job logs -f), and once the host is freed the job starts
+// by itself — no client is attached — and job wait exits with its exit
+// code (6) and prints its output, job logs -f prints it and ends; its allocation is released (release: on-exit).
 func TestRunQueueDetached(t *testing.T) {
 	data, cfg := tempDir(t, "gpuaas-e2e-data-"), tempDir(t, "gpuaas-e2e-cfg-")
 	pwFile := writeFile(t, cfg, "pw", devPassword+"\n")
@@ -88,8 +88,10 @@ func TestRunQueueDetached(t *testing.T) {
 		}
 	}
 
-	// job wait on a queued job waits; it is what follows the job.
+	// job wait and job logs -f on a queued job wait; they are what
+	// follows the job.
 	wait := startGpuaas(t, dev, "job", "wait", first)
+	logs := startGpuaas(t, dev, "job", "logs", "-f", first)
 	testutil.EventuallyWithin(t, 30*time.Second, "job wait to show the queued job", func() bool {
 		return strings.Contains(wait.stderr.String(), "job "+first+": queued, 1st in line")
 	})
@@ -115,6 +117,9 @@ func TestRunQueueDetached(t *testing.T) {
 	}
 	if code := wait.exit(t, 3*time.Minute); code != 6 || !strings.Contains(wait.stdout.String(), "ran-by-itself") {
 		t.Errorf("job wait on the queued job: exit %d, stdout %q\n%s\nwant 6 and its output", code, wait.stdout.String(), wait.stderr.String())
+	}
+	if code := logs.exit(t, time.Minute); code != 0 || !strings.Contains(logs.stdout.String(), "ran-by-itself") {
+		t.Errorf("job logs -f on the queued job: exit %d, stdout %q\n%s\nwant 0 and its output", code, logs.stdout.String(), logs.stderr.String())
 	}
 	var j1 api.Job
 	dev.gpuaasJSON(t, &j1, "job", "get", first, "--json")

@@ -93,9 +93,11 @@ func Create(ctx context.Context, tx pgx.Tx, actor alloc.Actor, req api.JobCreate
 	}
 	// Its state under a share lock: an activation waits for this
 	// transaction, so it cannot pass a job created queued (queue.go).
-	if a.State, err = lockAllocation(ctx, tx, a.ID); err != nil {
+	h, err := alloc.HoldState(ctx, tx, a.ID)
+	if err != nil {
 		return api.Job{}, mutate.Effect{}, err
 	}
+	a.State, a.NodeID = h.State, h.NodeID
 	sp := spec{Setup: req.Setup, Run: req.Run, Env: req.Env, Secrets: req.Secrets, Timeout: req.TimeoutSeconds, Workdir: req.Workdir}
 	raw, err := json.Marshal(sp)
 	if err != nil {
@@ -143,8 +145,12 @@ func insert(ctx context.Context, tx pgx.Tx, actor alloc.Actor, req api.JobCreate
 	if err != nil {
 		return api.Job{}, mutate.Effect{}, err
 	}
+	list := []api.Job{j.Job}
+	if err := placeInLine(ctx, tx, list); err != nil {
+		return api.Job{}, mutate.Effect{}, err
+	}
 	eff, err := effect(ctx, tx, "job.create", j.Job, map[string]any{"release": j.Release, "env_names": j.EnvNames})
-	return j.Job, eff, err
+	return list[0], eff, err
 }
 
 // startParams are job.start's params: the environment as NAME=value.

@@ -82,14 +82,8 @@ type spec struct {
 	Workdir string            `json:"workdir,omitempty"`
 }
 
-// jobColumns reads a job; a queued one's place in line is its
-// allocation's (as alloc.get counts it: the requests of its SKU queued
-// before it, plus one).
 const jobColumns = `SELECT id, project_id, user_id, allocation_id, coalesce(node_id, ''), name, state, phase, exit_code, signal,
-	reason, release, spec, cancel_requested, created_at, started_at, ended_at, task_id,
-	CASE WHEN state = 'queued' THEN coalesce((SELECT CASE WHEN a.queued THEN (SELECT count(*) + 1 FROM allocations o
-		WHERE o.queued AND o.sku_id = a.sku_id AND (o.created_at, o.id) < (a.created_at, a.id)) ELSE 0 END
-		FROM allocations a WHERE a.id = jobs.allocation_id), 0) ELSE 0 END FROM jobs`
+	reason, release, spec, cancel_requested, created_at, started_at, ended_at, task_id FROM jobs`
 
 // row is a job as read, with what the API does not show.
 type row struct {
@@ -102,8 +96,7 @@ func scan(r pgx.Row) (row, error) {
 	var j row
 	var raw []byte
 	err := r.Scan(&j.ID, &j.ProjectID, &j.UserID, &j.AllocationID, &j.NodeID, &j.Name, &j.State, &j.Phase, &j.ExitCode,
-		&j.Signal, &j.Reason, &j.Release, &raw, &j.Cancelling, &j.CreatedAt, &j.StartedAt, &j.EndedAt, &j.taskID,
-		&j.QueuePosition)
+		&j.Signal, &j.Reason, &j.Release, &raw, &j.Cancelling, &j.CreatedAt, &j.StartedAt, &j.EndedAt, &j.taskID)
 	if err != nil {
 		return j, err
 	}
@@ -161,6 +154,11 @@ func Get(ctx context.Context, q store.Querier, actor alloc.Actor, id string) (ap
 	if err := authorize(ctx, q, actor, j, project.AccessRead); err != nil {
 		return api.Job{}, err
 	}
+	list := []api.Job{j.Job}
+	if err := placeInLine(ctx, q, list); err != nil {
+		return api.Job{}, err
+	}
+	j.Job = list[0]
 	// The output only here: lists and events stay small.
 	if err := q.QueryRow(ctx, `SELECT output, output_bytes FROM jobs WHERE id = $1`, id).Scan(&j.Output, &j.OutputBytes); err != nil {
 		return api.Job{}, fmt.Errorf("job %s output: %w", id, err)
@@ -199,7 +197,10 @@ func List(ctx context.Context, q store.Querier, actor alloc.Actor, req api.JobLi
 		}
 		out = append(out, j.Job)
 	}
-	return out, rows.Err()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list jobs: %w", err)
+	}
+	return out, placeInLine(ctx, q, out)
 }
 
 // effect audits a change of a job and tells its project's members.

@@ -33,14 +33,28 @@ import (
 // allocation as it is now, so an event seen twice, late or out of order
 // changes nothing more than once.
 
-// lockAllocation reads an allocation's state under a share lock: a
-// transition of it (which updates the row) waits for this transaction.
-func lockAllocation(ctx context.Context, q store.Querier, id string) (string, error) {
-	var state string
-	if err := q.QueryRow(ctx, `SELECT state FROM allocations WHERE id = $1 FOR SHARE`, id).Scan(&state); err != nil {
-		return "", fmt.Errorf("lock allocation %s: %w", id, err)
+// placeInLine sets the place in line of the queued jobs among list: their
+// allocations' (alloc.QueuePositions).
+func placeInLine(ctx context.Context, q store.Querier, list []api.Job) error {
+	var ids []string
+	for _, j := range list {
+		if j.State == api.JobQueued {
+			ids = append(ids, j.AllocationID)
+		}
 	}
-	return state, nil
+	if len(ids) == 0 {
+		return nil
+	}
+	pos, err := alloc.QueuePositions(ctx, q, ids)
+	if err != nil {
+		return err
+	}
+	for i := range list {
+		if list[i].State == api.JobQueued {
+			list[i].QueuePosition = pos[list[i].AllocationID]
+		}
+	}
+	return nil
 }
 
 // createQueued creates a job queued on an allocation that is not active
@@ -69,11 +83,11 @@ func Advance(ctx context.Context, tx pgx.Tx, allocID string, cfg Config, now tim
 	if err != nil {
 		return nil, fmt.Errorf("queued job of %s: %w", allocID, err)
 	}
-	var state, node, reason string
-	if err := tx.QueryRow(ctx, `SELECT state, coalesce(node_id, ''), reason FROM allocations WHERE id = $1 FOR SHARE`,
-		allocID).Scan(&state, &node, &reason); err != nil {
-		return nil, fmt.Errorf("allocation %s of job %s: %w", allocID, j.ID, err)
+	h, err := alloc.HoldState(ctx, tx, allocID)
+	if err != nil {
+		return nil, err
 	}
+	state, node, reason := h.State, h.NodeID, h.Reason
 	switch state {
 	case api.AllocRequested, api.AllocProvisioning:
 		return nil, nil

@@ -2,6 +2,7 @@ package jobs_test
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/gpuaas/gpuaas/controld/jobs"
 	"github.com/gpuaas/gpuaas/controld/storetest"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/nodeseal"
 )
 
 // queuedAlloc is an allocation of bob's waiting in line for capacity.
@@ -174,5 +176,73 @@ func TestCancelQueuedJobReleasesItsAllocation(t *testing.T) {
 	}
 	if n := w.count(t, `SELECT count(*) FROM node_tasks`); n != 0 {
 		t.Errorf("%d node tasks; want 0 (nothing reached a node)", n)
+	}
+}
+
+// TestQueuedJobSealsSecretsWhenItStarts: a queued job's secret: values
+// are checked at create (a missing one refused, nothing written) and
+// sealed to the node only when the job starts; one removed meanwhile
+// fails the job with the reason and releases its allocation (on-exit),
+// with no job.start.
+func TestQueuedJobSealsSecretsWhenItStarts(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	priv, k, value := withSecret(t, w, "hf-token")
+	cfg := jobs.Config{Secrets: k}
+	a := w.queuedAlloc(t)
+	if _, err := w.createWith(t, api.JobCreateRequest{AllocationID: a, Run: "true", Queue: true,
+		Secrets: map[string]string{"T": "nope"}}, k); api.CodeOf(err) != api.CodeInvalidArgument {
+		t.Fatalf("queued job naming a missing secret: %v; want invalid_argument", err)
+	}
+	j, err := w.createWith(t, api.JobCreateRequest{AllocationID: a, Run: "true", Queue: true,
+		Secrets: map[string]string{"HF_TOKEN": "hf-token"}}, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.setAlloc(t, a, api.AllocActive, "provisioned")
+	if err := jobs.AdvanceAllocation(context.Background(), w.pool, a, cfg, t0); err != nil {
+		t.Fatal(err)
+	}
+	var raw []byte
+	if err := w.pool.QueryRow(context.Background(), `SELECT t.params FROM node_tasks t JOIN jobs j ON j.task_id = t.id WHERE j.id = $1`,
+		j.ID).Scan(&raw); err != nil {
+		t.Fatal(err)
+	}
+	var p api.JobStartParams
+	if err := json.Unmarshal(raw, &p); err != nil {
+		t.Fatal(err)
+	}
+	o, err := nodeseal.NewOpener(priv.Seed())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if opened, err := o.Open(p.SealedEnv); err != nil || string(opened) != `["HF_TOKEN=`+value+`"]` {
+		t.Fatalf("the node opens %q, %v; want HF_TOKEN=<value>", opened, err)
+	}
+
+	// A secret removed while the job waited.
+	b := w.queuedAlloc(t)
+	j2, err := w.createWith(t, api.JobCreateRequest{AllocationID: b, Run: "true", Queue: true,
+		Secrets: map[string]string{"HF_TOKEN": "hf-token"}}, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.pool.Exec(context.Background(), `DELETE FROM project_secrets`); err != nil {
+		t.Fatal(err)
+	}
+	w.setAlloc(t, b, api.AllocActive, "provisioned")
+	if err := jobs.AdvanceAllocation(context.Background(), w.pool, b, cfg, t0); err != nil {
+		t.Fatal(err)
+	}
+	got := w.job(t, j2.ID)
+	if got.State != api.JobFailed || !strings.Contains(got.Reason, "could not be started") || !strings.Contains(got.Reason, "hf-token") {
+		t.Errorf("job whose secret went: %+v; want failed naming the secret", got)
+	}
+	var state string
+	if err := w.pool.QueryRow(context.Background(), `SELECT state FROM allocations WHERE id = $1`, b).Scan(&state); err != nil || state != api.AllocReleasing {
+		t.Errorf("its allocation: %s, %v; want releasing (on-exit)", state, err)
+	}
+	if n := w.count(t, `SELECT count(*) FROM node_tasks WHERE params->>'job_id' = $1`, j2.ID); n != 0 {
+		t.Errorf("%d tasks for it; want 0", n)
 	}
 }

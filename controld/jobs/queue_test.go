@@ -13,6 +13,7 @@ import (
 	"github.com/gpuaas/gpuaas/controld/storetest"
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/nodeseal"
+	"github.com/gpuaas/gpuaas/internal/testutil"
 )
 
 // queuedAlloc is an allocation of bob's waiting in line for capacity.
@@ -244,5 +245,50 @@ func TestQueuedJobSealsSecretsWhenItStarts(t *testing.T) {
 	}
 	if n := w.count(t, `SELECT count(*) FROM node_tasks WHERE params->>'job_id' = $1`, j2.ID); n != 0 {
 		t.Errorf("%d tasks for it; want 0", n)
+	}
+}
+
+// TestActivationWaitsForAQueuedJobsCreate: job.create holds its
+// allocation's row (share lock) until it commits, so an activation that
+// comes meanwhile waits, and its alloc.state event (written with it) is
+// after the job exists: the job cannot be left queued on an active
+// allocation with the event already seen.
+func TestActivationWaitsForAQueuedJobsCreate(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	ctx := context.Background()
+	a := w.queuedAlloc(t)
+	tx, err := w.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	j, _, err := jobs.Create(ctx, tx, w.bob, api.JobCreateRequest{AllocationID: a, Run: "true", Queue: true}, jobs.Config{}, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	activated := make(chan error, 1)
+	go func() {
+		_, err := w.pool.Exec(ctx, `UPDATE allocations SET state = 'active', node_id = 'n-1', queued = false WHERE id = $1`, a)
+		activated <- err
+	}()
+	testutil.Eventually(t, "the activation to wait for the create", func() bool {
+		select {
+		case err := <-activated:
+			t.Fatalf("the activation went through while job.create was open (%v)", err)
+		default:
+		}
+		return w.count(t, `SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'
+			AND query LIKE 'UPDATE allocations SET state = ''active''%'`) == 1
+	})
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-activated; err != nil {
+		t.Fatal(err)
+	}
+	w.advance(t, a) // as the activation's event does
+	if got := w.job(t, j.ID); got.State != api.JobStarting {
+		t.Errorf("job %s; want starting", got.State)
 	}
 }

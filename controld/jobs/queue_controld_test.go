@@ -29,7 +29,7 @@ type queueEnv struct {
 	pool *pgxpool.Pool
 }
 
-func startQueueEnv(t *testing.T) *queueEnv {
+func startQueueEnv(t testing.TB) *queueEnv {
 	t.Helper()
 	env := controldtest.Start(t, controldtest.Options{Nodes: []node.Spec{controldtest.BaremetalNode("bm-1", "H100")}})
 	pool, err := store.Open(context.Background(), env.DSN, 4)
@@ -41,7 +41,7 @@ func startQueueEnv(t *testing.T) *queueEnv {
 }
 
 // inTx runs fn and enqueues its events in one transaction.
-func (e *queueEnv) inTx(t *testing.T, fn func(ctx context.Context, tx pgx.Tx) ([]outbox.Event, error)) {
+func (e *queueEnv) inTx(t testing.TB, fn func(ctx context.Context, tx pgx.Tx) ([]outbox.Event, error)) {
 	t.Helper()
 	ctx := context.Background()
 	err := pgx.BeginFunc(ctx, e.pool, func(tx pgx.Tx) error {
@@ -62,21 +62,28 @@ func (e *queueEnv) inTx(t *testing.T, fn func(ctx context.Context, tx pgx.Tx) ([
 }
 
 // provisioned applies a successful provisioning report of allocation id.
-func (e *queueEnv) provisioned(t *testing.T, id string) {
+func (e *queueEnv) provisioned(t testing.TB, id string) {
 	t.Helper()
 	e.inTx(t, func(ctx context.Context, tx pgx.Tx) ([]outbox.Event, error) {
 		return alloc.ProvisionDone(ctx, tx, id, api.TaskSucceeded, "", time.Now())
 	})
 }
 
-// freeAndPlace applies the node's report that allocation id (releasing)
-// is cleaned up, then places the line as the queue loop does.
-func (e *queueEnv) freeAndPlace(t *testing.T, id string) {
+// freed applies the node's report that allocation id (releasing) is
+// cleaned up.
+func (e *queueEnv) freed(t testing.TB, id string) {
 	t.Helper()
 	e.inTx(t, func(ctx context.Context, tx pgx.Tx) ([]outbox.Event, error) {
 		events, _, err := alloc.ReleaseDone(ctx, tx, id, api.TaskSucceeded, "", time.Now())
 		return events, err
 	})
+}
+
+// freeAndPlace frees allocation id (freed), then places the line as the
+// queue loop does.
+func (e *queueEnv) freeAndPlace(t testing.TB, id string) {
+	t.Helper()
+	e.freed(t, id)
 	// controld's queue loop may place it first.
 	if _, err := alloc.PlaceQueued(context.Background(), e.pool, alloc.Rules{}, time.Now); err != nil {
 		t.Fatalf("place queued: %v", err)
@@ -85,7 +92,7 @@ func (e *queueEnv) freeAndPlace(t *testing.T, id string) {
 
 // fillAndQueue takes the node with an active allocation and queues n
 // more behind it, each with a job queued on it.
-func (e *queueEnv) fillAndQueue(t *testing.T, n int) (first string, queued []string, jobIDs []string) {
+func (e *queueEnv) fillAndQueue(t testing.TB, n int) (first string, queued []string, jobIDs []string) {
 	t.Helper()
 	ctx := context.Background()
 	a, err := e.c.AllocCreate(ctx, api.AllocCreateRequest{SKU: "h100-baremetal", GPUs: 8})
@@ -111,7 +118,7 @@ func (e *queueEnv) fillAndQueue(t *testing.T, n int) (first string, queued []str
 }
 
 // waitJob waits for the job to reach state.
-func (e *queueEnv) waitJob(t *testing.T, id, state string) api.Job {
+func (e *queueEnv) waitJob(t testing.TB, id, state string) api.Job {
 	t.Helper()
 	var j *api.Job
 	testutil.Eventually(t, "job "+id+" "+state, func() bool {
@@ -123,7 +130,7 @@ func (e *queueEnv) waitJob(t *testing.T, id, state string) api.Job {
 }
 
 // startTasks counts the job.start tasks of a job.
-func (e *queueEnv) startTasks(t *testing.T, jobID string) int {
+func (e *queueEnv) startTasks(t testing.TB, jobID string) int {
 	t.Helper()
 	var n int
 	if err := e.pool.QueryRow(context.Background(), `SELECT count(*) FROM node_tasks WHERE type = $1

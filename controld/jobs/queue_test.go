@@ -61,6 +61,14 @@ func TestQueuedJobStartsOnceWhenItsAllocationIsActive(t *testing.T) {
 	if _, err := w.create(t, api.JobCreateRequest{AllocationID: queued, Run: "true"}); api.CodeOf(err) != api.CodeConflict {
 		t.Fatalf("without queue: %v; want conflict", err)
 	}
+	released := w.queuedAlloc(t)
+	w.setAlloc(t, released, api.AllocReleased, "gone")
+	if _, err := w.create(t, api.JobCreateRequest{AllocationID: released, Run: "true", Queue: true}); api.CodeOf(err) != api.CodeConflict {
+		t.Fatalf("queued on a released allocation: %v; want conflict", err)
+	}
+	if now, err := w.create(t, api.JobCreateRequest{AllocationID: w.allocID, Run: "true", Queue: true}); err != nil || now.State != api.JobStarting {
+		t.Fatalf("queue on an active allocation: %+v, %v; want starting at once", now, err)
+	}
 	j, err := w.create(t, api.JobCreateRequest{AllocationID: queued, Run: "exit 3", Queue: true})
 	if err != nil {
 		t.Fatal(err)
@@ -68,13 +76,13 @@ func TestQueuedJobStartsOnceWhenItsAllocationIsActive(t *testing.T) {
 	if j.State != api.JobQueued || j.NodeID != "" || j.QueuePosition != 2 {
 		t.Fatalf("created %+v; want queued, no node, 2nd in line", j)
 	}
-	if n := w.count(t, `SELECT count(*) FROM node_tasks`); n != 0 {
+	if n := w.count(t, `SELECT count(*) FROM node_tasks WHERE params->>'job_id' = $1`, j.ID); n != 0 {
 		t.Errorf("%d node tasks for a queued job; want 0", n)
 	}
 	if _, err := w.create(t, api.JobCreateRequest{AllocationID: queued, Run: "true", Queue: true}); api.CodeOf(err) != api.CodeConflict {
 		t.Errorf("a second job queued on the same allocation: %v; want conflict", err)
 	}
-	list, err := jobs.List(context.Background(), w.pool, w.bob, api.JobListRequest{})
+	list, err := jobs.List(context.Background(), w.pool, w.bob, api.JobListRequest{AllocationID: queued})
 	if err != nil || len(list) != 1 || list[0].QueuePosition != 2 {
 		t.Fatalf("list: %v %+v; want the job, 2nd in line", err, list)
 	}
@@ -102,7 +110,7 @@ func TestQueuedJobStartsOnceWhenItsAllocationIsActive(t *testing.T) {
 	if _, typ := w.currentTask(t, j.ID); typ != api.TaskJobStart {
 		t.Errorf("task %s; want %s", typ, api.TaskJobStart)
 	}
-	if n := w.count(t, `SELECT count(*) FROM node_tasks WHERE type = $1 AND node_id = 'n-1'`, api.TaskJobStart); n != 1 {
+	if n := w.count(t, `SELECT count(*) FROM node_tasks WHERE type = $1 AND params->>'job_id' = $2`, api.TaskJobStart, j.ID); n != 1 {
 		t.Errorf("%d job.start tasks; want exactly 1", n)
 	}
 	if n := w.count(t, `SELECT count(*) FROM audit_logs WHERE action = 'job.start_queued' AND target_id = $1`, j.ID); n != 1 {

@@ -520,6 +520,7 @@ func (s *Server) Run(ctx context.Context) error {
 		})
 	})
 	g.Go(func() error { return s.supervise(gctx, "queue placement", s.queueLoop) })
+	g.Go(func() error { return s.supervise(gctx, "job queue", s.runJobQueue) }) // handlers_jobs_queue.go
 	g.Go(func() error {
 		return s.supervise(gctx, "webhook intake", func(ctx context.Context) error {
 			return webhooks.Ingest(ctx, s.pool, s.js, s.cfg.Now, s.cfg.Log, sender.Kick)

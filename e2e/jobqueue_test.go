@@ -79,8 +79,8 @@ func (p *runProc) queuedAt(t *testing.T, place string) string {
 // the host is free the second is placed, runs its job (its output, its
 // exit code 5) and releases its allocation (release: on-exit). Without
 // --queue the same run fails with no_capacity (exit 9) and creates
-// nothing; --queue with --detach, or with resources.allocation, is
-// refused (exit 2).
+// nothing; --queue with resources.allocation is refused (exit 2).
+// (--queue --detach: jobqueue2_test.go.)
 func TestRunQueue(t *testing.T) {
 	data, cfg := tempDir(t, "gpuaas-e2e-data-"), tempDir(t, "gpuaas-e2e-cfg-")
 	pwFile := writeFile(t, cfg, "pw", devPassword+"\n")
@@ -99,9 +99,6 @@ func TestRunQueue(t *testing.T) {
 	// Refusals: nothing created.
 	if r := dev.gpuaas(t, "", "run", "-f", job); r.code != 9 || !strings.Contains(r.stderr, "no_capacity") && !strings.Contains(r.stderr, "capacity") {
 		t.Errorf("run without --queue on a full SKU: exit %d %q; want 9 (no_capacity)", r.code, r.stderr)
-	}
-	if r := dev.gpuaas(t, "", "run", "-f", job, "--queue", "--detach"); r.code != 2 || !strings.Contains(r.stderr, "--queue cannot be used with --detach") {
-		t.Errorf("run --queue --detach: exit %d %q; want 2, refused", r.code, r.stderr)
 	}
 	onAlloc := writeFile(t, cfg, "on.yaml", "resources: {allocation: "+node.ID+"}\nrun: exit 0\n")
 	if r := dev.gpuaas(t, "", "run", "-f", onAlloc, "--queue"); r.code != 2 || !strings.Contains(r.stderr, "resources: --queue needs resources.sku") {

@@ -26,7 +26,10 @@ func NewCmdCancel(f *cmdutil.Factory, runF func(context.Context, *CancelOptions)
 		Use:   "cancel ID",
 		Short: "End a running job",
 		Long: `End a running job: its processes get SIGTERM, then SIGKILL after a grace
-period, and the job becomes cancelled (follow it with ` + "`gpuaas job wait ID`" + `).`,
+period, and the job becomes cancelled (follow it with ` + "`gpuaas job wait ID`" + `).
+A queued job (run --queue --detach) is cancelled at once and its
+allocation released (it leaves the line; nothing was charged), unless its
+release is keep.`,
 		Args: cmdutil.ExactArgs(1, "a job ID"),
 		RunE: func(c *cobra.Command, args []string) error {
 			opts.ID = args[0]
@@ -47,6 +50,10 @@ func cancelRun(ctx context.Context, opts *CancelOptions) error {
 	j, err := client.JobCancel(ctx, opts.ID)
 	if err != nil {
 		return err
+	}
+	if j.State == api.JobCancelled { // it was queued: it never started
+		fmt.Fprintf(opts.IO.ErrOut, "job %s: cancelled before it started (its allocation %s left the line unless release: keep)\n", j.ID, j.AllocationID)
+		return nil
 	}
 	fmt.Fprintf(opts.IO.ErrOut, "job %s: cancelling (SIGTERM, then SIGKILL)\n", j.ID)
 	return nil

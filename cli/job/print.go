@@ -11,7 +11,7 @@ import (
 )
 
 // listPiped are the list's columns as --help documents them piped.
-var listPiped = []string{"id", "state", "exit code", "allocation", "name", "created (RFC 3339)", "reason"}
+var listPiped = []string{"id", "state (queued:N is Nth in line)", "exit code", "allocation", "name", "created (RFC 3339)", "reason"}
 
 func exitText(j api.Job) string {
 	if j.ExitCode == nil {
@@ -20,11 +20,21 @@ func exitText(j api.Job) string {
 	return strconv.Itoa(*j.ExitCode)
 }
 
+// listState is the list's state cell: a queued job's place in line
+// after its state ("queued:2" is 2nd in line), one word so piped rows keep
+// their columns.
+func listState(j api.Job) string {
+	if j.State == api.JobQueued && j.QueuePosition > 0 {
+		return fmt.Sprintf("%s:%d", j.State, j.QueuePosition)
+	}
+	return j.State
+}
+
 func printJobs(ios *cmdutil.IOStreams, list []api.Job) error {
 	tp := cmdutil.NewTablePrinter(ios)
 	tp.AddHeader("ID", "STATE", "EXIT", "ALLOCATION", "NAME", "CREATED", "REASON")
 	for _, j := range list {
-		tp.AddRow(j.ID, j.State, exitText(j), j.AllocationID, j.Name, j.CreatedAt.UTC().Format(time.RFC3339), j.Reason)
+		tp.AddRow(j.ID, listState(j), exitText(j), j.AllocationID, j.Name, j.CreatedAt.UTC().Format(time.RFC3339), j.Reason)
 	}
 	return tp.Render()
 }
@@ -32,7 +42,11 @@ func printJobs(ios *cmdutil.IOStreams, list []api.Job) error {
 func printJob(ios *cmdutil.IOStreams, j *api.Job) error {
 	w := ios.Out
 	fmt.Fprintf(w, "job %s: %s\n", j.ID, j.State)
-	fmt.Fprintf(w, "  allocation  %s (node %s)\n", j.AllocationID, j.NodeID)
+	if j.State == api.JobQueued {
+		fmt.Fprintf(w, "  allocation  %s (%s)\n", j.AllocationID, strings.TrimPrefix(jobState(j, ""), "queued, "))
+	} else {
+		fmt.Fprintf(w, "  allocation  %s (node %s)\n", j.AllocationID, j.NodeID)
+	}
 	if j.Name != "" {
 		fmt.Fprintf(w, "  name        %s\n", j.Name)
 	}

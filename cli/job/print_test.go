@@ -29,3 +29,27 @@ func TestPrintJob(t *testing.T) {
 		t.Errorf("output %q passes an escape sequence to the terminal", got)
 	}
 }
+
+// TestQueuedJobShowsItsPlace: a queued job's place in line in the list's
+// state cell (one word), in job get and in job wait's state line.
+func TestQueuedJobShowsItsPlace(t *testing.T) {
+	j := api.Job{ID: "j-1", AllocationID: "a-1", State: api.JobQueued, QueuePosition: 2, Release: "on-exit"}
+	if got := listState(j); got != "queued:2" {
+		t.Errorf("list state %q; want queued:2", got)
+	}
+	if got := jobState(&j, "h100-baremetal"); got != "queued, 2nd in line for h100-baremetal" {
+		t.Errorf("state %q", got)
+	}
+	placed := j
+	placed.QueuePosition = 0
+	if got := listState(placed); got != "queued" {
+		t.Errorf("placed: list state %q; want queued", got)
+	}
+	ios, _, out, _ := cmdtest.Streams(true)
+	if err := printJob(ios, &j); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "allocation  a-1 (2nd in line)") {
+		t.Errorf("job get: %q; want its place", out.String())
+	}
+}

@@ -20,12 +20,7 @@ import (
 // that is interrupted (Ctrl-C) releases the allocation, since no job was
 // started on it (giveBack).
 func rent(ctx context.Context, ios *cmdutil.IOStreams, client *api.Client, req api.AllocCreateRequest, key string) (string, error) {
-	q, err := client.AllocQuote(ctx, req)
-	if err != nil {
-		return "", fmt.Errorf("resources: %w", err)
-	}
-	fmt.Fprintf(ios.ErrOut, "renting %s (%d GPU(s)) at %s per hour\n", q.SKU, q.GPUs, api.FormatMoney(q.PricePerHourMinor, q.Currency))
-	a, err := client.AllocCreate(ctx, req, api.WithIdempotencyKey(key+":alloc"))
+	a, err := request(ctx, ios, client, req, key)
 	if err != nil {
 		return "", err
 	}
@@ -59,4 +54,17 @@ func rent(ctx context.Context, ios *cmdutil.IOStreams, client *api.Client, req a
 		}
 		a = now
 	}
+}
+
+// request prints the price of the allocation a job.yaml's resources.sku
+// asks for (alloc.quote: an unknown SKU or too little money is refused
+// before anything is created) and creates it with a key derived from
+// the run's.
+func request(ctx context.Context, ios *cmdutil.IOStreams, client *api.Client, req api.AllocCreateRequest, key string) (*api.Allocation, error) {
+	q, err := client.AllocQuote(ctx, req)
+	if err != nil {
+		return nil, fmt.Errorf("resources: %w", err)
+	}
+	fmt.Fprintf(ios.ErrOut, "renting %s (%d GPU(s)) at %s per hour\n", q.SKU, q.GPUs, api.FormatMoney(q.PricePerHourMinor, q.Currency))
+	return client.AllocCreate(ctx, req, api.WithIdempotencyKey(key+":alloc"))
 }

@@ -76,17 +76,20 @@ in line (as ` + "`gpuaas alloc create --queue`" + `) instead of failing with
 no_capacity (exit 9): the price line is printed first, then the place in
 line whenever it changes, and the job goes on as above once the allocation
 is active. Interrupting the wait (Ctrl-C) releases the request: it leaves
-the line and nothing is charged. --queue cannot be used with --detach (the
-job would have to start by itself once placed, which is not built) nor
-with resources.allocation.
+the line and nothing is charged. With --queue --detach, run returns at
+once: the job is created queued on the allocation request (its id on
+standard output, its place in line on standard error) and starts by
+itself once the allocation is placed and active; ` + "`gpuaas job list`" + ` shows
+its place, ` + "`gpuaas job wait`" + ` follows it, ` + "`gpuaas job cancel`" + ` takes it out of
+the line (the allocation is released, nothing is charged). A workdir
+cannot be queued detached (it is uploaded from here once the allocation
+is active, and nobody is here then): run attached, or fetch the files in
+setup. --queue cannot be used with resources.allocation.
 Not built yet, and refused: image, retries.`,
 		Args: cmdutil.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			if opts.File == "" {
 				return cmdutil.FlagErrorf("-f/--file is required: the job.yaml to run (- for standard input)")
-			}
-			if opts.Queue && opts.Detach {
-				return cmdutil.FlagErrorf("--queue cannot be used with --detach: a queued job does not start by itself; run it attached, or rent with `gpuaas alloc create --queue` and run on that allocation")
 			}
 			if runF != nil {
 				return runF(c.Context(), opts)
@@ -112,6 +115,11 @@ func runRun(ctx context.Context, opts *RunOptions) error {
 		}
 		sku.Queue = true
 	}
+	if opts.Queue && opts.Detach && req.Workdir != "" {
+		return cmdutil.FlagErrorWrap(&jobspec.Error{Field: "workdir", Reason: "cannot be used with --queue --detach: " +
+			"the directory is uploaded from this machine once the allocation is active, and nothing is here to upload it then; " +
+			"run with --queue without --detach (the upload follows the placement), or fetch the files in setup"})
+	}
 	up, err := scanWorkdir(opts, req.Workdir) // refused before anything is created or charged
 	if err != nil {
 		return err
@@ -128,6 +136,9 @@ func runRun(ctx context.Context, opts *RunOptions) error {
 	if req.AllocationID == "" {
 		if err := checkSecretsExist(ctx, client, req.Secrets); err != nil {
 			return err
+		}
+		if opts.Queue && opts.Detach {
+			return runQueuedDetached(ctx, opts.IO, client, req, sku, key)
 		}
 		if req.AllocationID, err = rent(ctx, opts.IO, client, sku, key); err != nil {
 			return err

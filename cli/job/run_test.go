@@ -24,7 +24,8 @@ func TestNewCmdRun(t *testing.T) {
 		{name: "stdin, detached, keyed", args: []string{"-f", "-", "--detach", "--idempotency-key", "k1"},
 			want: RunOptions{File: "-", Detach: true, IdempotencyKey: "k1"}},
 		{name: "queued", args: []string{"-f", "job.yaml", "--queue"}, want: RunOptions{File: "job.yaml", Queue: true}},
-		{name: "queued and detached", args: []string{"-f", "job.yaml", "--queue", "--detach"}, wantErr: "--queue cannot be used with --detach"},
+		{name: "queued and detached", args: []string{"-f", "job.yaml", "--queue", "--detach"},
+			want: RunOptions{File: "job.yaml", Queue: true, Detach: true}},
 		{name: "no file", args: nil, wantErr: "-f/--file is required"},
 		{name: "an argument", args: []string{"-f", "x", "extra"}, wantErr: "unexpected argument"},
 	}

@@ -34,6 +34,8 @@ func NewCmdWait(f *cmdutil.Factory, runF func(context.Context, *WaitOptions) err
 		Long: `Wait for a job to end, then exit with the job's own exit code (0 when it
 succeeded). When the platform ended it (lost, or its timeout), exit 125
 (job_platform_failure, see ` + "`gpuaas help exit-codes`" + `) and print the reason.
+A queued job (run --queue --detach) is waited for too: its place in line
+is printed whenever it changes.
 The end of the job's output (its last 16 KiB) is printed on standard output.`,
 		Args: cmdutil.ExactArgs(1, "a job ID"),
 		RunE: func(c *cobra.Command, args []string) error {
@@ -80,9 +82,9 @@ func waitJob(ctx context.Context, ios *cmdutil.IOStreams, client *api.Client, id
 			}
 			return nil, err
 		}
-		if j.State != shown {
-			fmt.Fprintf(ios.ErrOut, "job %s: %s\n", j.ID, j.State)
-			shown = j.State
+		if st := jobState(j, ""); st != shown {
+			fmt.Fprintf(ios.ErrOut, "job %s: %s\n", j.ID, st)
+			shown = st
 		}
 		if api.JobFinal(j.State) {
 			printOutput(ios, j)

@@ -16,7 +16,8 @@ import (
 
 // Cancel asks the job's node to end it (job.stop: SIGTERM, SIGKILL after
 // Config.StopGrace); the job becomes cancelled when hostd reports it
-// ended. A job that ended already is a conflict; cancelling twice is
+// ended. A queued job is cancelled at once and its allocation given back
+// (cancelQueued). A job that ended already is a conflict; cancelling twice is
 // accepted once (the second is a conflict too: it is cancelling).
 func Cancel(ctx context.Context, tx pgx.Tx, actor alloc.Actor, id string, cfg Config, now time.Time) (api.Job, mutate.Effect, error) {
 	cfg = cfg.withDefaults()
@@ -32,6 +33,9 @@ func Cancel(ctx context.Context, tx pgx.Tx, actor alloc.Actor, id string, cfg Co
 		return api.Job{}, mutate.Effect{}, api.Errorf(api.CodeConflict, "job %s is %s already", j.ID, j.State)
 	case j.Cancelling:
 		return api.Job{}, mutate.Effect{}, api.Errorf(api.CodeConflict, "job %s is being cancelled already", j.ID)
+	}
+	if j.State == api.JobQueued {
+		return cancelQueued(ctx, tx, actor, j, now)
 	}
 	if _, err := tasks.Enqueue(ctx, tx, tasks.Task{NodeID: j.NodeID, Type: api.TaskJobStop,
 		Params: api.JobStopParams{JobID: j.ID, Grace: cfg.StopGrace}}, now); err != nil {

@@ -91,14 +91,24 @@ func Create(ctx context.Context, tx pgx.Tx, actor alloc.Actor, req api.JobCreate
 	if err != nil {
 		return api.Job{}, mutate.Effect{}, err
 	}
-	if a.State != api.AllocActive {
-		return api.Job{}, mutate.Effect{}, api.Errorf(api.CodeConflict, "allocation %s is %s: a job runs on an active allocation", a.ID, a.State).
-			WithHint("wait for it with `gpuaas alloc create --wait`, or see `gpuaas alloc get " + a.ID + "`")
+	// Its state under a share lock: an activation waits for this
+	// transaction, so it cannot pass a job created queued (queue.go).
+	h, err := alloc.HoldState(ctx, tx, a.ID)
+	if err != nil {
+		return api.Job{}, mutate.Effect{}, err
 	}
+	a.State, a.NodeID = h.State, h.NodeID
 	sp := spec{Setup: req.Setup, Run: req.Run, Env: req.Env, Secrets: req.Secrets, Timeout: req.TimeoutSeconds, Workdir: req.Workdir}
 	raw, err := json.Marshal(sp)
 	if err != nil {
 		return api.Job{}, mutate.Effect{}, fmt.Errorf("job spec: %w", err)
+	}
+	if a.State != api.AllocActive {
+		if !req.Queue || (a.State != api.AllocRequested && a.State != api.AllocProvisioning) {
+			return api.Job{}, mutate.Effect{}, api.Errorf(api.CodeConflict, "allocation %s is %s: a job runs on an active allocation", a.ID, a.State).
+				WithHint("wait for it with `gpuaas alloc create --wait`, queue the job on it (queue: true), or see `gpuaas alloc get " + a.ID + "`")
+		}
+		return createQueued(ctx, tx, actor, req, p, a, raw, cfg, now)
 	}
 	params := startParams("", a.ID, sp, cfg)
 	if params.SealedEnv, err = sealSecrets(ctx, tx, cfg.Secrets, p, a.NodeID, req.Secrets); err != nil {
@@ -110,9 +120,20 @@ func Create(ctx context.Context, tx pgx.Tx, actor alloc.Actor, req api.JobCreate
 	if err != nil {
 		return api.Job{}, mutate.Effect{}, err
 	}
-	_, err = tx.Exec(ctx, `INSERT INTO jobs (id, project_id, user_id, allocation_id, node_id, name, spec, release, state,
-		task_id, created_at, updated_at) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,'starting',$9,$10,$10)`,
-		id, a.ProjectID, actor.UserID, a.ID, a.NodeID, req.Name, raw, req.Release, taskID, now)
+	return insert(ctx, tx, actor, req, a, raw, api.JobStarting, taskID, id, now)
+}
+
+// insert writes the job's row (node and task: none while queued) and
+// returns it with its effect.
+func insert(ctx context.Context, tx pgx.Tx, actor alloc.Actor, req api.JobCreateRequest, a api.Allocation, raw []byte,
+	state, taskID, id string, now time.Time) (api.Job, mutate.Effect, error) {
+	var node *string
+	if state != api.JobQueued {
+		node = &a.NodeID
+	}
+	_, err := tx.Exec(ctx, `INSERT INTO jobs (id, project_id, user_id, allocation_id, node_id, name, spec, release, state,
+		task_id, created_at, updated_at) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$11)`,
+		id, a.ProjectID, actor.UserID, a.ID, node, req.Name, raw, req.Release, state, taskID, now)
 	if pe := (*pgconn.PgError)(nil); asPgError(err, &pe) && pe.ConstraintName == "jobs_one_open_per_allocation" {
 		return api.Job{}, mutate.Effect{}, api.Errorf(api.CodeConflict, "allocation %s runs a job already: one job at a time", a.ID).
 			WithHint("see `gpuaas job list`")
@@ -124,8 +145,12 @@ func Create(ctx context.Context, tx pgx.Tx, actor alloc.Actor, req api.JobCreate
 	if err != nil {
 		return api.Job{}, mutate.Effect{}, err
 	}
+	list := []api.Job{j.Job}
+	if err := placeInLine(ctx, tx, list); err != nil {
+		return api.Job{}, mutate.Effect{}, err
+	}
 	eff, err := effect(ctx, tx, "job.create", j.Job, map[string]any{"release": j.Release, "env_names": j.EnvNames})
-	return j.Job, eff, err
+	return list[0], eff, err
 }
 
 // startParams are job.start's params: the environment as NAME=value.

@@ -82,7 +82,7 @@ type spec struct {
 	Workdir string            `json:"workdir,omitempty"`
 }
 
-const jobColumns = `SELECT id, project_id, user_id, allocation_id, node_id, name, state, phase, exit_code, signal,
+const jobColumns = `SELECT id, project_id, user_id, allocation_id, coalesce(node_id, ''), name, state, phase, exit_code, signal,
 	reason, release, spec, cancel_requested, created_at, started_at, ended_at, task_id FROM jobs`
 
 // row is a job as read, with what the API does not show.
@@ -154,6 +154,11 @@ func Get(ctx context.Context, q store.Querier, actor alloc.Actor, id string) (ap
 	if err := authorize(ctx, q, actor, j, project.AccessRead); err != nil {
 		return api.Job{}, err
 	}
+	list := []api.Job{j.Job}
+	if err := placeInLine(ctx, q, list); err != nil {
+		return api.Job{}, err
+	}
+	j.Job = list[0]
 	// The output only here: lists and events stay small.
 	if err := q.QueryRow(ctx, `SELECT output, output_bytes FROM jobs WHERE id = $1`, id).Scan(&j.Output, &j.OutputBytes); err != nil {
 		return api.Job{}, fmt.Errorf("job %s output: %w", id, err)
@@ -192,7 +197,10 @@ func List(ctx context.Context, q store.Querier, actor alloc.Actor, req api.JobLi
 		}
 		out = append(out, j.Job)
 	}
-	return out, rows.Err()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list jobs: %w", err)
+	}
+	return out, placeInLine(ctx, q, out)
 }
 
 // effect audits a change of a job and tells its project's members.

@@ -15,7 +15,6 @@ import (
 	"github.com/gpuaas/gpuaas/controld/project"
 	"github.com/gpuaas/gpuaas/controld/tasks"
 	"github.com/gpuaas/gpuaas/internal/api"
-	"github.com/gpuaas/gpuaas/internal/jobspec"
 )
 
 // Settlers apply what hostd reports of jobs: job.start and job.wait move
@@ -157,21 +156,20 @@ func ended(ctx context.Context, tx pgx.Tx, j row, rep api.JobReport, now time.Ti
 	if err != nil {
 		return eff, err
 	}
-	release := j.Release == jobspec.ReleaseOnExit || (j.Release == jobspec.ReleaseOnSuccess && j.State == api.JobSucceeded)
-	if !release {
+	if !releases(j.Release, j.State) {
 		return eff, nil
 	}
-	events, err := releaseAllocation(ctx, tx, j.AllocationID, now)
+	events, err := releaseAllocation(ctx, tx, j.AllocationID, api.JobReleaseReason, now)
 	eff.Events = append(eff.Events, events...)
 	return eff, err
 }
 
 // releaseAllocation releases the job's allocation, as the platform, with
-// the reason api.JobReleaseReason. One someone released meanwhile is
-// left as it is.
-func releaseAllocation(ctx context.Context, tx pgx.Tx, allocID string, now time.Time) ([]outbox.Event, error) {
+// the reason (api.JobReleaseReason when the job ended). One someone
+// released meanwhile is left as it is.
+func releaseAllocation(ctx context.Context, tx pgx.Tx, allocID, reason string, now time.Time) ([]outbox.Event, error) {
 	actor := alloc.Actor{UserID: SystemActor, Role: api.RoleOperator}
-	_, eff, err := alloc.Release(ctx, tx, actor, api.AllocReleaseRequest{ID: allocID, Reason: api.JobReleaseReason}, now)
+	_, eff, err := alloc.Release(ctx, tx, actor, api.AllocReleaseRequest{ID: allocID, Reason: reason}, now)
 	if api.CodeOf(err) == api.CodeConflict {
 		return nil, nil
 	}

@@ -5,9 +5,12 @@ import (
 	"time"
 )
 
-// Job states (docs/jobs.md): starting until hostd reports the process
-// started, running until it ends; then one of the four final states.
+// Job states (docs/jobs.md): queued while its allocation waits for
+// capacity (JobCreateRequest.Queue), starting until hostd reports the
+// process started, running until it ends; then one of the four final
+// states.
 const (
+	JobQueued    = "queued"
 	JobStarting  = "starting"
 	JobRunning   = "running"
 	JobSucceeded = "succeeded" // exit code 0
@@ -70,6 +73,12 @@ type JobCreateRequest struct {
 	// uploads a job.yaml's workdir and names it here
 	// (docs/decisions/0027-workdir-upload.md).
 	Workdir string `json:"workdir,omitempty"`
+
+	// Queue accepts an allocation that is not active yet (queued for
+	// capacity or provisioning): the job is created queued and controld
+	// starts it when the allocation becomes active, or ends it when the
+	// allocation is given up (docs/jobs.md "Waiting for capacity").
+	Queue bool `json:"queue,omitempty"`
 }
 
 // Job is a job as job.get and job.list show it. Env values are never
@@ -103,6 +112,11 @@ type Job struct {
 	// EnvSecrets are the env variables set from project secrets, each
 	// as "secret:NAME" (the value is never shown).
 	EnvSecrets map[string]string `json:"env_secrets,omitempty"`
+
+	// QueuePosition is a queued job's place in line: its allocation's
+	// among the requests of its SKU waiting for capacity (1 is next); 0
+	// once the allocation is placed, or for a job that is not queued.
+	QueuePosition int `json:"queue_position,omitempty"`
 }
 
 // JobRef names a job.

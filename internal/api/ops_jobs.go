@@ -12,7 +12,9 @@ const (
 
 var (
 	// OpJobCreate is job.create: starts a job (setup, then run) on an
-	// active allocation, as its user, supervised by the node's hostd.
+	// active allocation, as its user, supervised by the node's hostd; with
+	// queue, on one in line or provisioning it is queued and starts when
+	// the allocation is active.
 	OpJobCreate = NewMutation[JobCreateRequest, Job](EndpointJobCreate, LoggedIn)
 	// OpJobGet is job.get: returns one job, its state, exit code and
 	// reason.
@@ -20,7 +22,8 @@ var (
 	// OpJobList is job.list: lists the caller's jobs, or a project's.
 	OpJobList = NewQuery[JobListRequest, JobListResponse](EndpointJobList, LoggedIn)
 	// OpJobCancel is job.cancel: ends a running job (SIGTERM, then
-	// SIGKILL after a grace period).
+	// SIGKILL after a grace period); a queued one at once, its allocation
+	// released unless its release is keep.
 	OpJobCancel = NewMutation[JobRef, Job](EndpointJobCancel, LoggedIn)
 	// OpJobLogs is job.logs: a page of a job's stdout and stderr, numbered
 	// lines with their times, after the lines already seen; with wait, it

@@ -1,6 +1,7 @@
 package sshgate
 
 import (
+	"bytes"
 	"context"
 	"io"
 	"log/slog"
@@ -10,6 +11,7 @@ import (
 	"os"
 	"runtime/pprof"
 	"slices"
+	"strconv"
 	"syscall"
 	"testing"
 	"time"
@@ -54,6 +56,10 @@ func newHTTPSBench(b *testing.B, size int) *httpsBench {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/big", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write(zeros) })
 	mux.HandleFunc("/small", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok") })
+	mux.HandleFunc("/sink", func(w http.ResponseWriter, r *http.Request) {
+		n, _ := io.Copy(io.Discard, r.Body)
+		_, _ = io.WriteString(w, strconv.FormatInt(n, 10))
+	})
 	var plain, withTLS *httptest.Server
 	part("renter", func() {
 		plain = httptest.NewServer(mux)
@@ -125,12 +131,60 @@ func cpuTime(b *testing.B) time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// leg is one way of fetching the body, with what each transfer took.
+// leg is one way of moving the body, with what each transfer took.
 type leg struct {
 	name     string
-	c        *http.Client
-	url      string
-	mbs, cpu []float64 // MB/s, CPU-s per GiB
+	move     func() int64 // one transfer; the bytes moved
+	mbs, cpu []float64    // MB/s, CPU-s per GiB
+}
+
+func getLeg(b *testing.B, name string, c *http.Client, url string) *leg {
+	return &leg{name: name, move: func() int64 { return fetch(b, c, url) }}
+}
+
+// runLegs runs one transfer per leg per op, the order rotating, and
+// reports each leg's median MB/s and CPU-s/GiB; BENCH_HTTPS_LEG=NAME runs
+// that leg alone (to profile it). It returns the legs run.
+func runLegs(b *testing.B, legs []*leg) []*leg {
+	if only := os.Getenv("BENCH_HTTPS_LEG"); only != "" {
+		legs = slices.DeleteFunc(legs, func(l *leg) bool { return l.name != only })
+	}
+	pprof.SetGoroutineLabels(pprof.WithLabels(context.Background(), pprof.Labels("part", "client")))
+	defer pprof.SetGoroutineLabels(context.Background())
+	for _, l := range legs {
+		l.move() // connections made, the verdict cached
+	}
+	op := 0
+	for b.Loop() {
+		for i := range legs {
+			l := legs[(op+i)%len(legs)]
+			cpu0, t0 := cpuTime(b), time.Now()
+			n := l.move()
+			wall, cpu := time.Since(t0), cpuTime(b)-cpu0
+			l.mbs = append(l.mbs, float64(n)/1e6/wall.Seconds())
+			l.cpu = append(l.cpu, cpu.Seconds()*float64(1<<30)/float64(n))
+		}
+		op++
+	}
+	for _, l := range legs {
+		b.ReportMetric(median(l.mbs), l.name+"-MB/s")
+		b.ReportMetric(median(l.cpu), l.name+"-cpu-s/GiB")
+	}
+	return legs
+}
+
+// reportRatio reports the median of the per-op ratios of legs a and b's
+// MB/s as unit, when both ran.
+func reportRatio(tb *testing.B, legs []*leg, a, b, unit string) {
+	i, j := slices.IndexFunc(legs, func(l *leg) bool { return l.name == a }), slices.IndexFunc(legs, func(l *leg) bool { return l.name == b })
+	if i < 0 || j < 0 {
+		return
+	}
+	rs := make([]float64, len(legs[i].mbs))
+	for k := range rs {
+		rs[k] = legs[i].mbs[k] / legs[j].mbs[k]
+	}
+	tb.ReportMetric(median(rs), unit)
 }
 
 // BenchmarkHTTPSThroughput moves 64 MiB responses over four legs in one
@@ -153,42 +207,37 @@ func BenchmarkHTTPSThroughput(b *testing.B) {
 	const size = 64 << 20
 	h := newHTTPSBench(b, size)
 	b.Logf("node transport: %s", h.via)
-	legs := []*leg{{name: "front", c: h.front, url: h.url + "/big"}, {name: "direct", c: h.direct, url: h.directURL + "/big"},
-		{name: "direct-tls", c: h.directTLS, url: h.directTLSURL + "/big"}, {name: "front-h2", c: h.frontH2, url: h.url + "/big"}}
-	if only := os.Getenv("BENCH_HTTPS_LEG"); only != "" { // one leg alone, to profile it
-		legs = slices.DeleteFunc(legs, func(l *leg) bool { return l.name != only })
+	legs := runLegs(b, []*leg{getLeg(b, "front", h.front, h.url+"/big"), getLeg(b, "direct", h.direct, h.directURL+"/big"),
+		getLeg(b, "direct-tls", h.directTLS, h.directTLSURL+"/big"), getLeg(b, "front-h2", h.frontH2, h.url+"/big")})
+	reportRatio(b, legs, "front", "direct", "front/direct")
+	reportRatio(b, legs, "front", "direct-tls", "front/direct-tls")
+}
+
+// BenchmarkHTTPSUpload moves 64 MiB request bodies (POST, with a
+// Content-Length) the other way over the same legs as
+// BenchmarkHTTPSThroughput, to a handler that reads and discards them.
+func BenchmarkHTTPSUpload(b *testing.B) {
+	const size = 64 << 20
+	h := newHTTPSBench(b, 0)
+	body := make([]byte, size)
+	post := func(name string, c *http.Client, url string) *leg {
+		return &leg{name: name, move: func() int64 {
+			resp, err := c.Post(url, "application/octet-stream", bytes.NewReader(body))
+			if err != nil {
+				b.Fatal(err)
+			}
+			got, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK || string(got) != strconv.Itoa(size) {
+				b.Fatalf("POST %s: %s, %q; want %d bytes read", url, resp.Status, got, size)
+			}
+			return size
+		}}
 	}
-	pprof.SetGoroutineLabels(pprof.WithLabels(context.Background(), pprof.Labels("part", "client")))
-	defer pprof.SetGoroutineLabels(context.Background())
-	for _, l := range legs {
-		fetch(b, l.c, l.url) // connections made, the verdict cached
-	}
-	var vsDirect, vsTLS []float64
-	full := len(legs) == 4
-	op := 0
-	for b.Loop() {
-		for i := range legs {
-			l := legs[(op+i)%len(legs)]
-			cpu0, t0 := cpuTime(b), time.Now()
-			n := fetch(b, l.c, l.url)
-			wall, cpu := time.Since(t0), cpuTime(b)-cpu0
-			l.mbs = append(l.mbs, float64(n)/1e6/wall.Seconds())
-			l.cpu = append(l.cpu, cpu.Seconds()*float64(1<<30)/float64(n))
-		}
-		if full {
-			vsDirect = append(vsDirect, legs[0].mbs[op]/legs[1].mbs[op])
-			vsTLS = append(vsTLS, legs[0].mbs[op]/legs[2].mbs[op])
-		}
-		op++
-	}
-	for _, l := range legs {
-		b.ReportMetric(median(l.mbs), l.name+"-MB/s")
-		b.ReportMetric(median(l.cpu), l.name+"-cpu-s/GiB")
-	}
-	if full {
-		b.ReportMetric(median(vsDirect), "front/direct")
-		b.ReportMetric(median(vsTLS), "front/direct-tls")
-	}
+	legs := runLegs(b, []*leg{post("front", h.front, h.url+"/sink"), post("direct", h.direct, h.directURL+"/sink"),
+		post("direct-tls", h.directTLS, h.directTLSURL+"/sink"), post("front-h2", h.frontH2, h.url+"/sink")})
+	reportRatio(b, legs, "front", "direct", "front/direct")
+	reportRatio(b, legs, "front", "direct-tls", "front/direct-tls")
 }
 
 func median(xs []float64) float64 {

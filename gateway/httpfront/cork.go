@@ -130,14 +130,16 @@ type corkedWriter struct {
 	rc *http.ResponseController
 }
 
-func (w *corkedWriter) Write(p []byte) (int, error) {
+func (w *corkedWriter) Write(p []byte) (n int, err error) {
 	w.cc.begin()
-	n, err := w.ResponseWriter.Write(p)
+	defer func() { // also when the write panics (http.ErrAbortHandler): never left gathering
+		if ferr := w.cc.flush(); err == nil {
+			err = ferr
+		}
+	}()
+	n, err = w.ResponseWriter.Write(p)
 	if err == nil {
 		err = w.rc.Flush()
-	}
-	if ferr := w.cc.flush(); err == nil {
-		err = ferr
 	}
 	return n, err
 }

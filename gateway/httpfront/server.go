@@ -51,7 +51,8 @@ func New(cfg Config) (*Server, error) {
 	if len(tlsCfg.NextProtos) == 0 {
 		tlsCfg.NextProtos = []string{"h2", "http/1.1"}
 	}
-	s.srv = &http.Server{Handler: s, TLSConfig: tlsCfg, ReadHeaderTimeout: 10 * time.Second}
+	s.srv = &http.Server{Handler: s, TLSConfig: tlsCfg, ReadHeaderTimeout: 10 * time.Second,
+		ConnContext: corkContext} // cork.go
 	return s, nil
 }
 
@@ -60,7 +61,7 @@ func (s *Server) Metrics() *Metrics { return s.metrics }
 
 // Serve serves HTTPS on ln until Shutdown.
 func (s *Server) Serve(ln net.Listener) error {
-	err := s.srv.ServeTLS(ln, "", "")
+	err := s.srv.ServeTLS(corkListener{ln}, "", "")
 	if errors.Is(err, http.ErrServerClosed) {
 		return nil
 	}
@@ -154,7 +155,7 @@ func (s *Server) serveAllowed(w http.ResponseWriter, r *http.Request, rq *reques
 	if r.Body != nil && r.Body != http.NoBody {
 		r.Body = &countingBody{ReadCloser: r.Body, n: &m.bytesIn}
 	}
-	s.proxy.ServeHTTP(cw, r.WithContext(context.WithValue(ctx, requestKey{}, rq)))
+	s.proxy.ServeHTTP(corkWriter(cw, r), r.WithContext(context.WithValue(ctx, requestKey{}, rq)))
 }
 
 // requestLogin is a request in flight as the core's revocation sees it.

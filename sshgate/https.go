@@ -131,6 +131,9 @@ func (g *Gateway) serveHTTPS(ctx context.Context) (stop func(), err error) {
 		if err := <-served; err != nil {
 			g.log.Warn("serve https", "err", err)
 		}
+		// Upgraded connections outlive Shutdown; their pooled links end
+		// them here rather than at the links' idle close.
+		g.core.CloseLinks()
 		stopACME()
 	}, nil
 }

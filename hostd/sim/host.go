@@ -122,6 +122,9 @@ func NewHostWith(stateDir string, p Profile, nodeName string, o Options) (*Host,
 	if err := runner.writeGPUInventory(stateDir); err != nil { // inventory.go
 		return nil, err
 	}
+	if err := runner.writeGPUDevices(tree, p); err != nil { // gpudev.go
+		return nil, fmt.Errorf("sim host: %w", err)
+	}
 	smiDir, err := makeSMIDirs(stateDir)
 	if err != nil {
 		return nil, fmt.Errorf("sim host: %w", err)
@@ -220,6 +223,7 @@ func (h *Host) Env(nodeID string, log *slog.Logger) *tasks.Env {
 		Envs:       h.jobEnvs(log),
 		Volumes:    h.volumeStore(log),
 		VolumeRoot: h.volumeRoot(),
+		DeviceRoot: filepath.Join(h.StateDir, "sim", "tree"),
 		Now:        time.Now,
 		Log:        log,
 	}

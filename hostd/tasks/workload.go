@@ -96,7 +96,7 @@ func workloadStart(ctx context.Context, env *Env, p api.WorkloadStartParams, rep
 	var devices []string
 	err = ph.Run(ctx, PhaseWorkloadRun, func(ctx context.Context) error {
 		// Its allocation's GPUs only, through a CDI spec (hostd/workload, cdi.go).
-		if devices, err = workload.PrepareGPUs(env.DeviceRoot, workload.CDIDir, p.AllocationID, p.GPUs); err != nil {
+		if devices, err = workload.PrepareGPUs(env.DeviceRoot, workload.CDIDir, p.AllocationID, p.GPUs, workload.SpecDirs); err != nil {
 			return err
 		}
 		_, err := pm.Start(ctx, workload.Spec{WorkloadID: p.WorkloadID, AllocationID: p.AllocationID,

@@ -235,8 +235,11 @@ func RemoveCDISpec(dir, allocID string) error {
 // PrepareGPUs writes allocation allocID's spec into dir for the GPUs of
 // want (none: every GPU on the node's driver) found under root, and
 // returns the CDI device names to run its container with. A node without
-// GPUs gets no spec and no device.
-func PrepareGPUs(root, dir, allocID string, want []string) ([]string, error) {
+// GPUs gets no spec and no device. On a real node (root "/") whose
+// NVIDIA container toolkit wrote a spec of its GPUs into one of
+// nvidiaDirs, NVIDIA's devices for them are used instead (cdi_nvidia.go),
+// and hostd writes none.
+func PrepareGPUs(root, dir, allocID string, want []string, nvidiaDirs []string) ([]string, error) {
 	if root == "" {
 		root = "/"
 	}
@@ -251,6 +254,17 @@ func PrepareGPUs(root, dir, allocID string, want []string) ([]string, error) {
 	}
 	if len(gpus) == 0 {
 		return nil, RemoveCDISpec(dir, allocID)
+	}
+	if root == "/" {
+		// A sim's GPUs are never the machine's: only a real node's are
+		// in NVIDIA's spec.
+		names, found, err := nvidiaNames(nvidiaDirs, gpus)
+		if err != nil {
+			return nil, err
+		}
+		if found {
+			return names, RemoveCDISpec(dir, allocID)
+		}
 	}
 	spec, names, err := GPUSpec(root, allocID, gpus)
 	if err != nil {

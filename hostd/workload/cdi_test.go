@@ -69,7 +69,7 @@ func TestNodeGPUsReadsTheDriversRecords(t *testing.T) {
 func TestPrepareGPUsWritesOnlyTheAllocationsGPUs(t *testing.T) {
 	root := gpuTree(t, map[string]int{"0000:18:00.0": 0, "0000:2a:00.0": 1, "0000:3a:00.0": 2}, "nvidiactl", "nvidia-uvm")
 	dir := t.TempDir()
-	names, err := PrepareGPUs(root, dir, "a-1", []string{"0000:3A:00.0", "GPU-0"})
+	names, err := PrepareGPUs(root, dir, "a-1", []string{"0000:3A:00.0", "GPU-0"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +97,7 @@ func TestPrepareGPUsWritesOnlyTheAllocationsGPUs(t *testing.T) {
 		t.Errorf("common nodes %v; want %v (nvidia-uvm-tools is absent)", common, want)
 	}
 
-	all, err := PrepareGPUs(root, dir, "a-2", nil)
+	all, err := PrepareGPUs(root, dir, "a-2", nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,10 +105,10 @@ func TestPrepareGPUsWritesOnlyTheAllocationsGPUs(t *testing.T) {
 		t.Errorf("none asked: %v; want every GPU %v", all, want)
 	}
 
-	if _, err := PrepareGPUs(root, dir, "a-1", []string{"0000:ee:00.0"}); err == nil || !strings.Contains(err.Error(), "0000:ee:00.0") {
+	if _, err := PrepareGPUs(root, dir, "a-1", []string{"0000:ee:00.0"}, nil); err == nil || !strings.Contains(err.Error(), "0000:ee:00.0") {
 		t.Errorf("a GPU not on the node: %v; want refused naming it", err)
 	}
-	names, err = PrepareGPUs(t.TempDir(), dir, "a-1", nil)
+	names, err = PrepareGPUs(t.TempDir(), dir, "a-1", nil, nil)
 	if err != nil || names != nil {
 		t.Fatalf("no GPUs: %v, %v", names, err)
 	}
@@ -128,4 +128,70 @@ func readSpec(t *testing.T, path string) CDISpec {
 		t.Fatal(err)
 	}
 	return s
+}
+
+// nvidiaCTKSpec is a spec as `nvidia-ctk cdi generate` writes it (index
+// names, an "all" device, common edits), for four GPUs.
+const nvidiaCTKSpec = `---
+cdiVersion: 0.5.0
+kind: nvidia.com/gpu
+devices:
+- name: "0"
+  containerEdits:
+    deviceNodes:
+    - path: /dev/nvidia0
+- name: "1"
+  containerEdits:
+    deviceNodes:
+    - path: /dev/nvidia1
+- name: "3"
+  containerEdits:
+    deviceNodes:
+    - path: /dev/nvidia3
+- name: all
+  containerEdits:
+    deviceNodes:
+    - path: /dev/nvidia0
+    - path: /dev/nvidia1
+    - path: /dev/nvidia3
+containerEdits:
+  deviceNodes:
+  - path: /dev/nvidiactl
+  mounts:
+  - hostPath: /usr/lib/x86_64-linux-gnu/libcuda.so.535.104.05
+    containerPath: /usr/lib/x86_64-linux-gnu/libcuda.so.535.104.05
+    options: [ro, nosuid, nodev, bind]
+`
+
+// TestNVIDIASpecNamesTheAllocationsGPUs: where NVIDIA's toolkit wrote a
+// spec, each GPU is its device whose only node is /dev/nvidia<minor>
+// (never "all"); a GPU the spec lacks means hostd's own spec; other
+// vendors' specs, hostd's own and unreadable files are passed over; a
+// sim's GPUs never take NVIDIA's names.
+func TestNVIDIASpecNamesTheAllocationsGPUs(t *testing.T) {
+	dir := t.TempDir()
+	for name, text := range map[string]string{
+		"nvidia.yaml":     nvidiaCTKSpec,
+		"other.json":      `{"cdiVersion":"0.5.0","kind":"example.com/fpga","devices":[{"name":"0","containerEdits":{"deviceNodes":[{"path":"/dev/nvidia0"}]}}]}`,
+		"gpuaas-a-9.json": `{"cdiVersion":"0.5.0","kind":"nvidia.com/gpu","devices":[{"name":"x","containerEdits":{"deviceNodes":[{"path":"/dev/nvidia2"}]}}]}`,
+		"broken.yaml":     "kind: [",
+		"README":          "not a spec",
+	} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dirs := []string{filepath.Join(dir, "absent"), dir}
+	names, found, err := nvidiaNames(dirs, []GPUDevice{{Minor: 3}, {Minor: 0}})
+	if err != nil || !found || !slices.Equal(names, []string{"nvidia.com/gpu=3", "nvidia.com/gpu=0"}) {
+		t.Errorf("got %v %v %v; want nvidia.com/gpu=3 and =0", names, found, err)
+	}
+	if names, found, err := nvidiaNames(dirs, []GPUDevice{{Minor: 1}, {Minor: 2}}); err != nil || found {
+		t.Errorf("a GPU the spec lacks: %v %v %v; want not found", names, found, err)
+	}
+	root := gpuTree(t, map[string]int{"0000:18:00.0": 0})
+	got, err := PrepareGPUs(root, t.TempDir(), "a-1", nil, dirs)
+	if err != nil || !slices.Equal(got, []string{"gpuaas.io/gpu=a-1-0"}) {
+		t.Errorf("a sim's GPU: %v %v; want hostd's own device", got, err)
+	}
 }

@@ -1,6 +1,8 @@
 package sim
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -22,6 +24,11 @@ import (
 // character devices with the driver's numbers (major 195) when the sim
 // may make them (root), else empty files: a container is given them by
 // bind mount either way, and nothing opens them (no driver answers).
+//
+// As root the nodes themselves are in /run/gpuaas-sim/<host>/dev/ and the
+// tree's dev/ names them by symlink: a tenant's rootless podman must
+// reach a node to bind-mount it, and a sim's state directory is often
+// below /tmp, which a tenant's sessions see as their own private /tmp.
 
 // nvidiaMajor is the NVIDIA driver's character device major; nvidiactl
 // is its minor 255. nvidia-uvm's major is dynamic on a real host.
@@ -38,7 +45,7 @@ const (
 // driver numbers them. Written at every start (trees of older sims lack
 // them); the tree is made traversable, so that a tenant's rootless
 // podman can bind-mount a node (nothing in the tree is secret).
-func (r *Runner) writeGPUDevices(tree string, p Profile) error {
+func (r *Runner) writeGPUDevices(tree, nodes string, p Profile) error {
 	r.mu.Lock()
 	gpus := r.gpus
 	r.mu.Unlock()
@@ -49,11 +56,34 @@ func (r *Runner) writeGPUDevices(tree string, p Profile) error {
 	if err := os.MkdirAll(dev, 0o755); err != nil {
 		return fmt.Errorf("gpu devices: %w", err)
 	}
+	if err := os.RemoveAll(nodes); err != nil {
+		return fmt.Errorf("gpu devices: %w", err)
+	}
+	if err := os.MkdirAll(nodes, 0o755); err != nil {
+		if !errors.Is(err, os.ErrPermission) {
+			return fmt.Errorf("gpu devices: %w", err)
+		}
+		nodes = dev // not root: the nodes in the tree
+	}
+	// mkNode makes node name in nodes, named in the tree's dev/.
+	mkNode := func(name string, major, minor int) error {
+		at := filepath.Join(nodes, name)
+		if err := mkCharDev(at, major, minor); err != nil {
+			return err
+		}
+		if nodes == dev {
+			return nil
+		}
+		if err := os.Symlink(at, filepath.Join(dev, name)); err != nil {
+			return fmt.Errorf("gpu devices: %w", err)
+		}
+		return nil
+	}
 	procDir := filepath.Join(tree, filepath.FromSlash(gpuProcSubdir))
 	if err := os.RemoveAll(procDir); err != nil {
 		return fmt.Errorf("gpu devices: %w", err)
 	}
-	old, _ := filepath.Glob(filepath.Join(dev, "nvidia[0-9]*"))
+	old, _ := filepath.Glob(filepath.Join(dev, "nvidia*"))
 	for _, f := range old {
 		if err := os.Remove(f); err != nil {
 			return fmt.Errorf("gpu devices: %w", err)
@@ -68,7 +98,7 @@ func (r *Runner) writeGPUDevices(tree string, p Profile) error {
 		if driver[g.pci] != "nvidia" {
 			continue
 		}
-		if err := mkCharDev(filepath.Join(dev, fmt.Sprintf("nvidia%d", minor)), nvidiaMajor, minor); err != nil {
+		if err := mkNode(fmt.Sprintf("nvidia%d", minor), nvidiaMajor, minor); err != nil {
 			return err
 		}
 		info := fmt.Sprintf("Model: \t\t NVIDIA %s\nGPU UUID: \t %s\nBus Type: \t PCIe\nBus Location: \t %s\nDevice Minor: \t %d\nGPU Excluded: \t No\n",
@@ -90,11 +120,7 @@ func (r *Runner) writeGPUDevices(tree string, p Profile) error {
 		major, minor int
 	}{{"nvidiactl", nvidiaMajor, nvidiaCtl}, {"nvidia-uvm", nvidiaUVMSim, 0}, {"nvidia-uvm-tools", nvidiaUVMSim, 1}}
 	for _, c := range ctl {
-		p := filepath.Join(dev, c.name)
-		if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return fmt.Errorf("gpu devices: %w", err)
-		}
-		if err := mkCharDev(p, c.major, c.minor); err != nil {
+		if err := mkNode(c.name, c.major, c.minor); err != nil {
 			return err
 		}
 	}
@@ -116,4 +142,12 @@ func mkCharDev(path string, major, minor int) error {
 		return fmt.Errorf("gpu devices: %w", err)
 	}
 	return nil
+}
+
+// gpuNodeDir is where the sim host under stateDir keeps its device nodes
+// (as root): dev/ in its own directory under /run, the one its volumes
+// are mounted in (volumes.go: traversable by its users).
+func gpuNodeDir(stateDir string) string {
+	sum := sha256.Sum256([]byte(stateDir))
+	return filepath.Join("/run/gpuaas-sim", hex.EncodeToString(sum[:6]), "dev")
 }

@@ -122,7 +122,7 @@ func NewHostWith(stateDir string, p Profile, nodeName string, o Options) (*Host,
 	if err := runner.writeGPUInventory(stateDir); err != nil { // inventory.go
 		return nil, err
 	}
-	if err := runner.writeGPUDevices(tree, p); err != nil { // gpudev.go
+	if err := runner.writeGPUDevices(tree, gpuNodeDir(stateDir), p); err != nil { // gpudev.go
 		return nil, fmt.Errorf("sim host: %w", err)
 	}
 	smiDir, err := makeSMIDirs(stateDir)
@@ -232,4 +232,6 @@ func (h *Host) Env(nodeID string, log *slog.Logger) *tasks.Env {
 // Close stops the guests' SSH servers, the domains staying recorded as
 // they are (see Hypervisor.Close), and parks system users (see
 // systemUsers.park).
-func (h *Host) Close() error { return errors.Join(h.Hypervisor.Close(), h.Users.Close()) }
+func (h *Host) Close() error {
+	return errors.Join(h.Hypervisor.Close(), h.Users.Close(), os.RemoveAll(gpuNodeDir(h.StateDir)))
+}

@@ -68,11 +68,15 @@ func TestContainerGetsExactlyItsAllocationsGPUs(t *testing.T) {
 		if !slices.Equal(got, c.want) {
 			t.Errorf("%s: GPU nodes mounted in the container %v; want %v", c.id, got, c.want)
 		}
-		// Each /dev/nvidiaN is the host's node N (the sim tree's), not
-		// another GPU's.
+		// Each /dev/nvidiaN is the host's node N (the one the sim tree's
+		// dev/nvidiaN names), not another GPU's.
 		for dst, src := range sources {
-			if !strings.HasSuffix(src, "/sim/tree"+dst) {
-				t.Errorf("%s: %s is mounted from %s; want the sim tree's %s", c.id, dst, src, dst)
+			node, err := filepath.EvalSymlinks(filepath.Join(h.StateDir, "sim", "tree", dst))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := filepath.Base(filepath.Dir(node)) + "/" + filepath.Base(node); !strings.HasSuffix(src, "/"+want) {
+				t.Errorf("%s: %s is mounted from %s; want %s", c.id, dst, src, node)
 			}
 		}
 	}

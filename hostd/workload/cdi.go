@@ -164,11 +164,12 @@ var controlNodes = []string{"nvidiactl", "nvidia-uvm", "nvidia-uvm-tools"}
 func GPUSpec(root, allocID string, gpus []GPUDevice) (CDISpec, []string, error) {
 	spec := CDISpec{Version: cdiVersion, Kind: CDIKind}
 	edit := func(name string) (CDIEdits, error) {
-		host := filepath.Join(root, "dev", name)
-		ctr := "/dev/" + name
-		if _, err := os.Stat(host); err != nil {
+		// The node itself: a sim's tree names its nodes by symlink.
+		host, err := filepath.EvalSymlinks(filepath.Join(root, "dev", name))
+		if err != nil {
 			return CDIEdits{}, fmt.Errorf("gpu device node: %w", err)
 		}
+		ctr := "/dev/" + name
 		if host == ctr {
 			return CDIEdits{DeviceNodes: []CDIDeviceNode{{Path: ctr}}}, nil
 		}

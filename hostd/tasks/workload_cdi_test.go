@@ -9,9 +9,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gpuaas/gpuaas/hostd/sim"
 	"github.com/gpuaas/gpuaas/hostd/workload"
 	"github.com/gpuaas/gpuaas/hostd/workload/workloadtest"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/testutil"
 )
 
 // TestContainerGetsExactlyItsAllocationsGPUs runs two tenants' workloads
@@ -178,4 +180,43 @@ func mountedGPUNodes(t *testing.T, pid string) ([]string, map[string]string) {
 		t.Errorf("a node mounted twice: %v", out)
 	}
 	return out, src
+}
+
+// TestGPUsReachATenantWhoseTmpIsPrivate: a sim host whose state directory
+// is below /tmp (as `gpuaas dev`'s data directory often is) still gives a
+// container its GPUs. A tenant's sessions have a private /tmp, so its
+// rootless podman cannot reach a node kept in the sim's tree there; the
+// sim keeps its nodes in /run (regression: TestAppsInDev failed with
+// "stat …/sim/tree/dev/nvidia-uvm: no such file or directory").
+func TestGPUsReachATenantWhoseTmpIsPrivate(t *testing.T) {
+	podmanHost(t) // skips where workloads cannot run
+	parent, err := os.MkdirTemp("/tmp", "gpuaas-tasks-wltmp-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(parent) })
+	if err := os.Chmod(parent, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	h, err := sim.NewHostWith(filepath.Join(parent, "state"), sim.H100Baremetal8(), "sim-wltmp", sim.Options{SystemUsers: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = h.Close() })
+	env := h.Env("n-test", testutil.Logger(t))
+	reg := workloadtest.Registry(t)
+	ref := workloadtest.Push(t, reg, "test/wlapp", nil)
+	pid := strconv.Itoa(os.Getpid())
+	alloc, id := "a-gpt"+pid, "w-gpt"+pid
+	provisionTenant(t, env, alloc)
+	out, _, err := run(t, env, api.TaskWorkloadStart, api.WorkloadStartParams{WorkloadID: id, AllocationID: alloc,
+		PosixUser: api.PosixUser(alloc), Image: ref, Command: []string{workloadtest.App, "serve"}})
+	r := wlReport(t, out, err)
+	if r.State != api.ContainerRunning || len(r.Devices) != len(h.Profile.GPUs) {
+		t.Fatalf("state %s, devices %v; want running with the node's %d GPUs", r.State, r.Devices, len(h.Profile.GPUs))
+	}
+	pidOut := strings.TrimSpace(asTenant(t, env, alloc, "container", "inspect", "--format", "{{.State.Pid}}", workload.ContainerName(id)))
+	if got, _ := mountedGPUNodes(t, pidOut); !slices.Contains(got, "/dev/nvidia7") || !slices.Contains(got, "/dev/nvidiactl") {
+		t.Errorf("GPU nodes in the container: %v; want the node's eight and nvidiactl", got)
+	}
 }

@@ -3,7 +3,6 @@ package e2e
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -65,12 +64,27 @@ func TestJupyterInDev(t *testing.T) {
 
 	// The container shares the node's network: a port of its own.
 	port, token := freePort(t), "e2e-token-"+strconv.Itoa(freePort(t))
-	var nb api.Workload
+	// Detached, then polled: the first start on the node pulls and loads
+	// ~400 MB, longer than one gpuaas command may take here.
+	started := time.Now()
 	r := dev.gpuaas(t, "", "app", "run", "jupyter", "--alloc", a.ID, "--name", "nb", "-e", "PORT="+strconv.Itoa(port),
-		"-e", "JUPYTER_TOKEN="+token, "--json")
-	if err := json.Unmarshal([]byte(r.stdout), &nb); err != nil || r.code != 0 || nb.State != api.WorkloadRunning {
-		t.Fatalf("app run jupyter: exit %d %v %q %s; want running", r.code, err, r.stdout, r.stderr)
+		"-e", "JUPYTER_TOKEN="+token, "-d")
+	id := strings.TrimSpace(r.stdout)
+	if r.code != 0 || id == "" {
+		t.Fatalf("app run jupyter -d: exit %d %q %s", r.code, r.stdout, r.stderr)
 	}
+	var nb api.Workload
+	for deadline := time.Now().Add(5 * time.Minute); ; time.Sleep(time.Second) {
+		dev.gpuaasJSON(t, &nb, "app", "get", id, "--json")
+		if nb.State == api.WorkloadRunning || nb.State == api.WorkloadFailed || nb.State == api.WorkloadStopped || time.Now().After(deadline) {
+			break
+		}
+	}
+	if nb.State != api.WorkloadRunning {
+		t.Fatalf("app run jupyter: %s (%s); want running", nb.State, nb.Reason)
+	}
+	t.Logf("app run jupyter → running in %s (pulled: %v)", time.Since(started).Round(time.Second), nb.Pulled)
+	running := time.Now()
 
 	// ssh -L through the allocation to the notebook's port.
 	local := freePort(t)
@@ -107,6 +121,7 @@ func TestJupyterInDev(t *testing.T) {
 		t.Fatalf("through ssh -L: status %d, page %.300q; want the notebook's home page\nssh: %s\napp logs: %s %s",
 			status, body, sshOut.String(), logs.stdout, logs.stderr)
 	}
+	t.Logf("running → the notebook's page through ssh -L in %s", time.Since(running).Round(time.Second))
 	if r := dev.gpuaas(t, "", "app", "logs", nb.ID); !strings.Contains(r.stdout+r.stderr, "Jupyter Notebook 6.4") {
 		t.Errorf("app logs: %q %q; want the server's lines", r.stdout, r.stderr)
 	}

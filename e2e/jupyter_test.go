@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -84,6 +86,12 @@ func TestJupyterInDev(t *testing.T) {
 		t.Fatalf("app run jupyter: %s (%s); want running", nb.State, nb.Reason)
 	}
 	t.Logf("app run jupyter → running in %s (pulled: %v)", time.Since(started).Round(time.Second), nb.Pulled)
+	// The notebook's container has the allocation's GPUs, all eight of
+	// the bare-metal node's, and the driver's control nodes (docs/apps.md,
+	// "GPUs"): its mounts as the kernel shows them.
+	if got := notebookGPUNodes(t, port); len(got) != 11 || !slices.Contains(got, "/dev/nvidia7") || !slices.Contains(got, "/dev/nvidiactl") {
+		t.Errorf("GPU nodes in the notebook's container: %v; want /dev/nvidia0-7, nvidiactl, nvidia-uvm, nvidia-uvm-tools", got)
+	}
 	running := time.Now()
 
 	// ssh -L through the allocation to the notebook's port.
@@ -125,4 +133,32 @@ func TestJupyterInDev(t *testing.T) {
 	if r := dev.gpuaas(t, "", "app", "logs", nb.ID); !strings.Contains(r.stdout+r.stderr, "Jupyter Notebook 6.4") {
 		t.Errorf("app logs: %q %q; want the server's lines", r.stdout, r.stderr)
 	}
+}
+
+// notebookGPUNodes finds the notebook listening on port (its command line
+// says --port=PORT) and returns the /dev/nvidia* mounted in its mount
+// namespace, sorted.
+func notebookGPUNodes(t *testing.T, port int) []string {
+	t.Helper()
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, p := range procs {
+		b, err := os.ReadFile(p)
+		if err != nil || !bytes.Contains(b, []byte("jupyter-notebook")) || !bytes.Contains(b, []byte("--port="+strconv.Itoa(port)+"\x00")) {
+			continue
+		}
+		mi, err := os.ReadFile(filepath.Join(filepath.Dir(p), "mountinfo"))
+		if err != nil {
+			continue
+		}
+		var nodes []string
+		for _, line := range strings.Split(string(mi), "\n") {
+			if f := strings.Fields(line); len(f) > 4 && strings.HasPrefix(f[4], "/dev/nvidia") {
+				nodes = append(nodes, f[4])
+			}
+		}
+		slices.Sort(nodes)
+		return nodes
+	}
+	t.Fatalf("no jupyter-notebook process with --port=%d", port)
+	return nil
 }

@@ -19,6 +19,7 @@ type RunOptions struct {
 	Exporter cmdutil.Exporter
 
 	Image      string
+	File       string // an app manifest (app.yaml), instead of Image
 	Allocation string
 	Name       string
 	Command    []string
@@ -32,7 +33,7 @@ func NewCmdRun(f *cmdutil.Factory, runF func(context.Context, *RunOptions) error
 	opts := &RunOptions{IO: f.IOStreams, Client: f.Client}
 	var env []string
 	cmd := &cobra.Command{
-		Use:   "run IMAGE --alloc ID [--name NAME] [-e NAME=VALUE]... [-- COMMAND ARGS...]",
+		Use:   "run {IMAGE | -f app.yaml} --alloc ID [--name NAME] [-e NAME=VALUE]... [-- COMMAND ARGS...]",
 		Short: "Run a catalog image as a container on an allocation",
 		Long: `Run IMAGE, a catalog image (its name or id; promoted and verified, your
 project's own or the platform's), as a container on the bare-metal allocation
@@ -41,21 +42,38 @@ image by digest once and keeps it; later runs of the same digest there skip
 the pull. After --, COMMAND and its arguments replace the image's entrypoint
 and command. Environment values are never shown again, only their names.
 
+With -f, the app manifest app.yaml (docs/apps.md) gives the image (a catalog
+name, or REPOSITORY@sha256:… of a catalog image), the name, the command and
+its args, and the environment (-e adds to it and wins); its ports are where
+the app listens on the allocation (reach them with ssh -L). A manifest is
+read strictly: an unknown key, a tag without a digest, a port outside
+1024-65535 is refused naming the field, and nothing is sent; so are fields
+app run does not honour yet (a GPU count, shm_size, readiness, mounts).
+
 Without --detach, print the container's output as it comes while waiting
 until the workload runs (or, once it ended, until its last line: exit 1 when
 it failed), then print the workload (` + "`gpuaas app logs -f ID`" + ` follows the rest);
 with --detach, print its id at once.`,
 		Example: `  gpuaas app run tiny --alloc a-123
-  gpuaas app run tiny --alloc a-123 --name web -e PORT=8080 -- /bin/httpd -f -p 8080`,
+  gpuaas app run tiny --alloc a-123 --name web -e PORT=8080 -- /bin/httpd -f -p 8080
+  gpuaas app run -f app.yaml --alloc a-123`,
 		Args: func(c *cobra.Command, args []string) error {
 			dash := c.ArgsLenAtDash()
+			if opts.File != "" {
+				if len(args) > 0 {
+					return cmdutil.FlagErrorf("give either IMAGE or -f app.yaml, and the command in the manifest")
+				}
+				return nil
+			}
 			if (dash < 0 && len(args) != 1) || dash > 1 || (dash == 0) {
 				return cmdutil.FlagErrorf("give one IMAGE (see `gpuaas image list`), then -- and a command if you want one")
 			}
 			return nil
 		},
 		RunE: func(c *cobra.Command, args []string) error {
-			opts.Image = args[0]
+			if opts.File == "" {
+				opts.Image = args[0]
+			}
 			if dash := c.ArgsLenAtDash(); dash == 1 {
 				opts.Command = args[1:]
 				if len(opts.Command) == 0 {
@@ -78,12 +96,32 @@ with --detach, print its id at once.`,
 				}
 				opts.Env[k] = v
 			}
+			if opts.File != "" {
+				// Read before anything is sent: a refused manifest
+				// changes nothing.
+				req, _, err := manifestRequest(opts.File)
+				if err != nil {
+					return err
+				}
+				opts.Image, opts.Command = req.Image, req.Command
+				if opts.Name == "" {
+					opts.Name = req.Name
+				}
+				for k, v := range opts.Env {
+					if req.Env == nil {
+						req.Env = map[string]string{}
+					}
+					req.Env[k] = v
+				}
+				opts.Env = req.Env
+			}
 			if runF != nil {
 				return runF(c.Context(), opts)
 			}
 			return runRun(c.Context(), opts)
 		},
 	}
+	cmd.Flags().StringVarP(&opts.File, "file", "f", "", "Run the app manifest `app.yaml` (docs/apps.md)")
 	cmd.Flags().StringVar(&opts.Allocation, "alloc", "", "The allocation to run on (required)")
 	cmd.Flags().StringVar(&opts.Name, "name", "", "The workload's name, unique on the allocation (default: the image's)")
 	cmd.Flags().StringArrayVarP(&env, "env", "e", nil, "Set NAME=VALUE in the container (repeatable)")
@@ -97,6 +135,11 @@ func runRun(ctx context.Context, opts *RunOptions) error {
 	client, err := opts.Client()
 	if err != nil {
 		return err
+	}
+	if strings.Contains(opts.Image, "@sha256:") { // a manifest's pinned reference
+		if opts.Image, err = catalogImage(ctx, client, opts.Image); err != nil {
+			return err
+		}
 	}
 	w, err := client.AppRun(ctx, api.AppRunRequest{Image: opts.Image, AllocationID: opts.Allocation, Name: opts.Name,
 		Command: opts.Command, Env: opts.Env})

@@ -122,6 +122,9 @@ func NewHostWith(stateDir string, p Profile, nodeName string, o Options) (*Host,
 	if err := runner.writeGPUInventory(stateDir); err != nil { // inventory.go
 		return nil, err
 	}
+	if err := runner.writeGPUDevices(tree, gpuNodeDir(stateDir), p); err != nil { // gpudev.go
+		return nil, fmt.Errorf("sim host: %w", err)
+	}
 	smiDir, err := makeSMIDirs(stateDir)
 	if err != nil {
 		return nil, fmt.Errorf("sim host: %w", err)
@@ -220,6 +223,7 @@ func (h *Host) Env(nodeID string, log *slog.Logger) *tasks.Env {
 		Envs:       h.jobEnvs(log),
 		Volumes:    h.volumeStore(log),
 		VolumeRoot: h.volumeRoot(),
+		DeviceRoot: filepath.Join(h.StateDir, "sim", "tree"),
 		Now:        time.Now,
 		Log:        log,
 	}
@@ -228,4 +232,6 @@ func (h *Host) Env(nodeID string, log *slog.Logger) *tasks.Env {
 // Close stops the guests' SSH servers, the domains staying recorded as
 // they are (see Hypervisor.Close), and parks system users (see
 // systemUsers.park).
-func (h *Host) Close() error { return errors.Join(h.Hypervisor.Close(), h.Users.Close()) }
+func (h *Host) Close() error {
+	return errors.Join(h.Hypervisor.Close(), h.Users.Close(), os.RemoveAll(gpuNodeDir(h.StateDir)))
+}

@@ -57,6 +57,10 @@ type Env struct {
 	// are mounted at ("" on a real node; a sim host's own directory).
 	Volumes    volume.Store
 	VolumeRoot string
+	// DeviceRoot holds the GPUs' device nodes and the driver's records
+	// (dev/nvidia*, proc/driver/nvidia): "" is "/", a real node; a sim
+	// host's tree (hostd/sim, gpudev.go).
+	DeviceRoot string
 	// SliceNet is the slices' isolated network and nft table (vmnet.go);
 	// nil: libvirt's "default" network, no table (the sim).
 	SliceNet *SliceNet

@@ -93,9 +93,14 @@ func workloadStart(ctx context.Context, env *Env, p api.WorkloadStartParams, rep
 	if err != nil {
 		return nil, err
 	}
+	var devices []string
 	err = ph.Run(ctx, PhaseWorkloadRun, func(ctx context.Context) error {
+		// Its allocation's GPUs only, through a CDI spec (hostd/workload, cdi.go).
+		if devices, err = workload.PrepareGPUs(env.DeviceRoot, workload.CDIDir, p.AllocationID, p.GPUs, workload.SpecDirs); err != nil {
+			return err
+		}
 		_, err := pm.Start(ctx, workload.Spec{WorkloadID: p.WorkloadID, AllocationID: p.AllocationID,
-			Image: entry, Command: p.Command, Env: p.Env})
+			Image: entry, Command: p.Command, Env: p.Env, Devices: devices})
 		return err
 	}, nil)
 	if err != nil {
@@ -118,6 +123,7 @@ func workloadStart(ctx context.Context, env *Env, p api.WorkloadStartParams, rep
 		return nil, fmt.Errorf("workload %s: status: %w", p.WorkloadID, err)
 	}
 	r.Pulled = pulled
+	r.Devices = devices
 	return r, nil
 }
 
@@ -228,6 +234,9 @@ func releaseWorkloads(ctx context.Context, env *Env, allocID, user string) error
 	}
 	if s := env.workloadLogs(); s != nil {
 		s.forget(allocID) // their last lines, before the user's processes end
+	}
+	if err := workload.RemoveCDISpec(workload.CDIDir, allocID); err != nil {
+		return fmt.Errorf("release workloads of %s: %w", user, err)
 	}
 	// usermod changes no range of a user with processes (a podman of a
 	// workload.status, its pause process): they end first. A podman that

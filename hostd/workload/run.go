@@ -19,6 +19,9 @@ type Spec struct {
 	// Command replaces the image's entrypoint and command when not empty.
 	Command []string
 	Env     []string // NAME=value
+	// Devices are CDI device names (KIND=NAME) the container gets: its
+	// allocation's GPUs (cdi.go).
+	Devices []string
 }
 
 var (
@@ -75,6 +78,9 @@ func (p Podman) Start(ctx context.Context, s Spec) (loaded bool, err error) {
 		"--log-driver", "k8s-file", "--log-opt", "max-size=" + logMaxSize}
 	for _, e := range s.Env {
 		args = append(args, "--env", e)
+	}
+	for _, d := range s.Devices {
+		args = append(args, "--device", d)
 	}
 	var cmd []string
 	if len(s.Command) > 0 {

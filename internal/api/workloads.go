@@ -35,6 +35,11 @@ type WorkloadStartParams struct {
 	// Command replaces the image's entrypoint and command when set.
 	Command []string `json:"command,omitempty"`
 	Env     []string `json:"env,omitempty"` // NAME=value
+	// GPUs are the allocation's GPUs on the node (PCI addresses or
+	// UUIDs), the container's GPUs; none: every GPU on the node's driver
+	// (a bare-metal allocation is the whole node). They reach it through
+	// a CDI spec hostd writes for the allocation (docs/apps.md, "GPUs").
+	GPUs []string `json:"gpus,omitempty"`
 	// LogMaxBytes bounds what is kept of the container's output in LOGS
 	// (0: hostd's default).
 	LogMaxBytes int64 `json:"log_max_bytes,omitempty"`
@@ -79,6 +84,9 @@ type WorkloadReport struct {
 	LastLines   []string   `json:"last_lines,omitempty"`
 	Reason      string     `json:"reason,omitempty"`
 	ImageConfig string     `json:"image_config,omitempty"`
+	// Devices are the CDI devices (KIND=NAME) the container was run with:
+	// its GPUs.
+	Devices []string `json:"devices,omitempty"`
 }
 
 // Failed reports whether the container ended with a non-zero exit code.

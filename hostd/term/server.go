@@ -94,6 +94,7 @@ import (
 
 	"github.com/gpuaas/gpuaas/hostd/env"
 	"github.com/gpuaas/gpuaas/hostd/host"
+	"github.com/gpuaas/gpuaas/hostd/volume"
 	"github.com/gpuaas/gpuaas/internal/sshlink"
 	"github.com/gpuaas/gpuaas/internal/sshwire"
 )
@@ -123,6 +124,14 @@ type Config struct {
 	// HandshakeTimeout bounds a connection's SSH handshake and
 	// authentication (default 30s); an established connection has none.
 	HandshakeTimeout time.Duration
+	// Volumes are the node's volumes, served to volume tickets (volume.go);
+	// nil: volume tickets are refused. VolumeSFTP is the command (and its
+	// first arguments) that serves sftp on one (hostd/volsftp; default
+	// this executable's `hostd volume-sftp`); VolumeSessionMax bounds a
+	// volume session (default DefaultVolumeSessionMax).
+	Volumes          volume.Store
+	VolumeSFTP       []string
+	VolumeSessionMax time.Duration
 	Now              func() time.Time
 	Log              *slog.Logger
 }
@@ -149,6 +158,16 @@ func (c *Config) CheckAndSetDefaults() error {
 	}
 	if c.SFTPServer == "" {
 		c.SFTPServer = FindSFTPServer()
+	}
+	if c.VolumeSessionMax <= 0 {
+		c.VolumeSessionMax = DefaultVolumeSessionMax
+	}
+	if len(c.VolumeSFTP) == 0 {
+		exe, err := os.Executable()
+		if err != nil {
+			return fmt.Errorf("terminal: %w", err)
+		}
+		c.VolumeSFTP = []string{exe, "hostd", "volume-sftp"}
 	}
 	return nil
 }

@@ -2,8 +2,8 @@ package daemon
 
 import (
 	"fmt"
-	"io"
 	"github.com/spf13/cobra"
+	"io"
 
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
 	"github.com/gpuaas/gpuaas/hostd/volsftp"

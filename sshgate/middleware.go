@@ -11,6 +11,7 @@ import (
 	"github.com/charmbracelet/wish"
 	"github.com/charmbracelet/wish/recover"
 
+	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/corrid"
 	"github.com/gpuaas/gpuaas/internal/ids"
 	"github.com/gpuaas/gpuaas/internal/sshcert"
@@ -153,6 +154,8 @@ func (g *Gateway) dispatch(s ssh.Session) {
 	switch user := s.User(); {
 	case ids.Valid(ids.Allocation, user):
 		g.proxySession(s, id)
+	case api.IsVolumeID(user): // sftp to a volume, no allocation: volume.go
+		g.volumeSession(s, id)
 	case strings.HasPrefix(user, ids.Allocation+"-"):
 		// Meant as an allocation, mistyped: running commands instead
 		// would only confuse.

@@ -25,6 +25,7 @@ no allocation has them.`,
 		NewCmdGet(f, nil),
 		NewCmdResize(f, nil),
 		NewCmdRemove(f, nil),
+		cmdutil.LocalOnly(NewCmdCp(f, nil), "runs OpenSSH's sftp on this machine"),
 	)
 	return cmd
 }

@@ -18,6 +18,7 @@ import (
 	gossh "golang.org/x/crypto/ssh"
 
 	"github.com/gpuaas/gpuaas/hostd/volsftp"
+	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/sshcert"
 	"github.com/gpuaas/gpuaas/internal/sshlink"
 	"github.com/gpuaas/gpuaas/internal/sshwire"
@@ -44,11 +45,11 @@ import (
 // VolumeIDPrefix starts every volume id: a ticket for an "allocation"
 // with it names a volume (controld/volumes issues ids "vol-…"; allocation
 // ids are "a-…").
-const VolumeIDPrefix = "vol-"
+const VolumeIDPrefix = api.VolumeIDPrefix
 
 // DefaultVolumeSessionMax is how long a volume session may last; controld
 // treats a hold older than that (plus a margin) as over.
-const DefaultVolumeSessionMax = 12 * time.Hour
+const DefaultVolumeSessionMax = api.VolumeSessionMax
 
 // Session uids are drawn from [volumeUIDBase, volumeUIDBase+volumeUIDSpan):
 // far above any account's, and checked against the accounts anyway.

@@ -201,6 +201,8 @@ type Server struct {
 	replay *replaySet
 	links  linkSet
 	envs   *env.Factory // the allocations' environments
+	// volumesBusy holds the ids of volumes a session has mounted (volume.go).
+	volumesBusy sync.Map
 
 	// mu protects the following.
 	mu      sync.Mutex

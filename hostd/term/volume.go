@@ -108,11 +108,16 @@ func (t *volumeTarget) session(nc gossh.NewChannel) {
 	}
 }
 
-// claim marks the target busy: one sftp session at a time mounts it.
+// claim marks the target busy: one sftp session at a time mounts a
+// volume, on this connection and (should controld ever let two tickets
+// through) on the node.
 func (t *volumeTarget) claim() bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.busy {
+		return false
+	}
+	if _, taken := t.s.volumesBusy.LoadOrStore(t.volume, struct{}{}); taken {
 		return false
 	}
 	t.busy = true
@@ -130,6 +135,7 @@ func (t *volumeTarget) serveSFTP(ch gossh.Channel) {
 	log.Info("volume session ended", "exit_status", code)
 	t.mu.Lock()
 	t.busy = false
+	t.s.volumesBusy.Delete(t.volume)
 	t.mu.Unlock()
 }
 

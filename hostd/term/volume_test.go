@@ -222,6 +222,17 @@ func TestVolumeSessionServesOnlySFTP(t *testing.T) {
 		t.Error("a second sftp session at once was granted; want one mount at a time")
 	}
 	_ = s.Close()
+	// Another connection, another ticket for the same volume (controld
+	// never mints one while a session holds it): refused by the node too.
+	c2 := h.client()
+	s2, err := c2.NewSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s2.RequestSubsystem("sftp"); err == nil {
+		t.Error("a second connection's sftp on a mounted volume was granted; want one session per volume on the node")
+	}
+	_ = s2.Close()
 	if err := wait(); err != nil {
 		t.Fatal(err)
 	}

@@ -105,6 +105,33 @@ func TestVolumeSFTPWithoutAllocation(t *testing.T) {
 	}
 	ready()
 
+	// scp (the sftp protocol, OpenSSH ≥ 9) and volume sync.
+	if out, code := openssh(t, "scp", "-F", sshConfig, up, vol+"@localhost:/scp.bin"); code != 0 {
+		t.Errorf("scp to the volume: exit %d %s", code, out)
+	}
+	ready()
+	tree := filepath.Join(work, "tree")
+	writeFile(t, work, "tree-a", "a")
+	if err := os.MkdirAll(filepath.Join(tree, "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, tree, "one", "1")
+	writeFile(t, filepath.Join(tree, "sub"), "two", "2")
+	if r := dev.gpuaas(t, "", "volume", "sync", tree, "data:/tree"); r.code != 0 || !strings.Contains(r.stderr, "2 copied") {
+		t.Errorf("volume sync up: exit %d %s", r.code, r.stderr)
+	}
+	ready()
+	if r := dev.gpuaas(t, "", "volume", "sync", tree, "data:/tree"); r.code != 0 || !strings.Contains(r.stderr, "0 copied") || !strings.Contains(r.stderr, "2 already the same") {
+		t.Errorf("volume sync again: exit %d %s; want nothing copied", r.code, r.stderr)
+	}
+	ready()
+	if out, code := sftp("get /tree/sub/two " + filepath.Join(work, "two") + "\n"); code != 0 {
+		t.Errorf("get a synced file: exit %d %s", code, out)
+	} else if b, _ := os.ReadFile(filepath.Join(work, "two")); string(b) != "2" {
+		t.Errorf("synced file reads %q; want 2", b)
+	}
+	ready()
+
 	// No allocation was made and nothing was billed for GPUs.
 	var allocs []api.Allocation
 	dev.gpuaasJSON(t, &allocs, "alloc", "list", "--all", "--json")

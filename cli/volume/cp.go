@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -164,17 +165,32 @@ func SFTPArgv(sftpPath, configFile, alias, volumeID, batch string) []string {
 	return []string{sftpPath, "-F", configFile, "-b", batch, volumeID + "@" + alias}
 }
 
-// Batch is the sftp batch that copies src to dst: put when uploading,
-// get otherwise, -R for a directory.
+// Batch is the sftp batch that copies src to dst: put when uploading
+// (after making dst's parent directories on the volume: "-mkdir", whose
+// failure for one that exists is ignored), get otherwise, -R for a
+// directory.
 func Batch(upload, recursive bool, src, dst string) string {
+	var b strings.Builder
 	verb := "get"
 	if upload {
 		verb = "put"
+		dir := path.Dir(path.Clean("/" + dst))
+		if strings.HasSuffix(dst, "/") {
+			dir = path.Clean("/" + dst)
+		}
+		var parents []string
+		for ; dir != "/" && dir != "."; dir = path.Dir(dir) {
+			parents = append([]string{dir}, parents...)
+		}
+		for _, d := range parents {
+			fmt.Fprintf(&b, "-mkdir %s\n", quote(d))
+		}
 	}
 	if recursive {
 		verb += " -R"
 	}
-	return fmt.Sprintf("%s %s %s\n", verb, quote(src), quote(dst))
+	fmt.Fprintf(&b, "%s %s %s\n", verb, quote(src), quote(dst))
+	return b.String()
 }
 
 // quote writes s as one word of sftp's batch language.

@@ -59,6 +59,8 @@ func TestBatchQuotesEachPathAsOneWord(t *testing.T) {
 		src, dst, want    string
 	}{
 		{true, false, "a b", "/x", "put \"a b\" \"/x\"\n"},
+		{true, false, "f", "/m/n/f", "-mkdir \"/m\"\n-mkdir \"/m/n\"\nput \"f\" \"/m/n/f\"\n"},
+		{true, true, "d", "/m/", "-mkdir \"/m\"\nput -R \"d\" \"/m/\"\n"},
 		{false, true, `/d"q`, `c:\w`, "get -R \"/d\\\"q\" \"c:\\\\w\"\n"},
 	}
 	for _, tt := range tests {

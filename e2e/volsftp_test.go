@@ -138,10 +138,10 @@ func TestVolumeSFTPWithoutAllocation(t *testing.T) {
 	if len(allocs) != 0 {
 		t.Fatalf("allocations after the sftp sessions: %+v; want none", allocs)
 	}
-	var usage api.BillingUsageResponse
+	var usage []api.AllocationUsage
 	dev.gpuaasJSON(t, &usage, "billing", "usage", "--json")
-	if len(usage.Usage) != 0 {
-		t.Fatalf("GPU usage after the sftp sessions: %+v; want none", usage.Usage)
+	if len(usage) != 0 {
+		t.Fatalf("GPU usage after the sftp sessions: %+v; want none", usage)
 	}
 
 	// Refusals, with the reason.

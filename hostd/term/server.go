@@ -75,6 +75,8 @@
 //     sshd, which applies its own policy.
 //   - The VM hop authenticates with the per-VM key as the POSIX user and
 //     pins the VM's host key on first use (see vmHostKeyCallback).
+//   - A ticket whose allocation is a volume id ("vol-…") opens that volume
+//     with sftp alone, chrooted as a fresh unprivileged uid (volume.go).
 package term
 
 import (

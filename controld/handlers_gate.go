@@ -53,6 +53,9 @@ func (s *Server) gateAuthorize(ctx context.Context, c *call, req api.GateAuthori
 	if err != nil {
 		return nil, err
 	}
+	if api.IsVolumeID(req.AllocationID) { // sftp to a volume, no allocation: handlers_volsession.go
+		return s.gateAuthorizeVolume(ctx, c, req, key, userCert)
+	}
 	return audited(ctx, s, c, func(ctx context.Context, tx pgx.Tx, e *audit.Entry) (*api.GateAuthorizeResponse, error) {
 		detail := map[string]any{"user_id": req.UserID, "ticket_key": ssh.FingerprintSHA256(key),
 			"certificate": ssh.FingerprintSHA256(userCert)}

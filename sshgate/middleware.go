@@ -11,6 +11,7 @@ import (
 	"github.com/charmbracelet/wish"
 	"github.com/charmbracelet/wish/recover"
 
+	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/corrid"
 	"github.com/gpuaas/gpuaas/internal/ids"
 	"github.com/gpuaas/gpuaas/internal/sshcert"
@@ -155,6 +156,8 @@ func (g *Gateway) dispatch(s ssh.Session) {
 		g.proxySession(s, id)
 	case isWorkloadUser(user): // ssh <workload-id>@gateway: workload.go
 		g.workloadSession(s, id, user)
+	case api.IsVolumeID(user): // sftp to a volume, no allocation: volume.go
+		g.volumeSession(s, id)
 	case strings.HasPrefix(user, ids.Allocation+"-"):
 		// Meant as an allocation, mistyped: running commands instead
 		// would only confuse.

@@ -155,6 +155,7 @@ GPUAAS_NATS_CERT and GPUAAS_NATS_KEY stand in for the flags.
 	opts.Slices.register(fl)
 	addMetricsFlag(fl, &opts.MetricsAddr)
 	opts.Settings.register(fl)
+	cmd.AddCommand(newCmdVolumeSFTP(f)) // hidden: hostd's own sftp process for volume sessions
 	return cmd
 }
 
@@ -188,7 +189,7 @@ func hostdRun(ctx context.Context, opts *HostdOptions) error {
 	env.Envs = jobEnvs(opts.StateDir, accounts, env.Hypervisor, log)
 	if opts.TerminalListen != "" {
 		t, err := devenv.StartTerminal(devenv.TerminalConfig{Listen: opts.TerminalListen, Advertise: opts.TerminalAddr,
-			Config: term.Config{StateDir: opts.StateDir, Accounts: accounts, Hypervisor: env.Hypervisor, Log: log}})
+			Config: term.Config{StateDir: opts.StateDir, Accounts: accounts, Hypervisor: env.Hypervisor, Volumes: env.Volumes, Log: log}})
 		if err != nil {
 			return err
 		}

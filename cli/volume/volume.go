@@ -25,6 +25,8 @@ no allocation has them.`,
 		NewCmdGet(f, nil),
 		NewCmdResize(f, nil),
 		NewCmdRemove(f, nil),
+		cmdutil.LocalOnly(NewCmdCp(f, nil), "runs OpenSSH's sftp on this machine"),
+		cmdutil.LocalOnly(NewCmdSync(f, nil), "runs OpenSSH on this machine"),
 	)
 	return cmd
 }

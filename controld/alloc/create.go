@@ -52,7 +52,7 @@ func Create(ctx context.Context, tx pgx.Tx, actor Actor, req api.AllocCreateRequ
 		AddMinorPerHour: funds.NewMinorPerHour, Currency: sku.Currency, SKU: sku.ID, GPUs: req.GPUs}); err != nil {
 		return api.Allocation{}, eff, err
 	}
-	claim, err := claimVolumes(ctx, tx, p.ID, sku, req)
+	claim, err := claimVolumes(ctx, tx, p.ID, sku, req, now)
 	if err != nil {
 		return api.Allocation{}, eff, err
 	}

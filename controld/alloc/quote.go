@@ -35,7 +35,7 @@ func Quote(ctx context.Context, db TxBeginner, actor Actor, req api.AllocCreateR
 	}
 	// Volumes decide the node, as in Create (volumes.go); a refusal
 	// there is the quote's answer.
-	claim, err := claimVolumes(ctx, tx, p.ID, sku, req)
+	claim, err := claimVolumes(ctx, tx, p.ID, sku, req, now)
 	if err != nil {
 		return api.AllocQuote{}, err
 	}

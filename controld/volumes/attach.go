@@ -26,7 +26,7 @@ type Claim struct {
 // attached to another allocation, being made, removed or failed), all on
 // one node, no volume or path twice, no path inside another. Nothing is
 // changed until Attach.
-func Reserve(ctx context.Context, tx pgx.Tx, projectID string, mounts []api.VolumeMount) (Claim, error) {
+func Reserve(ctx context.Context, tx pgx.Tx, projectID string, mounts []api.VolumeMount, now time.Time) (Claim, error) {
 	var c Claim
 	seen := map[string]bool{}
 	for _, m := range mounts {
@@ -34,9 +34,13 @@ func Reserve(ctx context.Context, tx pgx.Tx, projectID string, mounts []api.Volu
 		if err != nil {
 			return Claim{}, err
 		}
-		switch v.State {
-		case api.VolumeReady:
-		case api.VolumeAttached:
+		switch {
+		case v.State == api.VolumeReady:
+		case v.State == api.VolumeAttached && sessionOver(v, now):
+			// A session whose gateway never said it ended (volsession.go).
+		case v.State == api.VolumeAttached && v.Session != nil:
+			return Claim{}, sessionConflict(v)
+		case v.State == api.VolumeAttached:
 			return Claim{}, api.Errorf(api.CodeConflict, "volume %s is attached to allocation %s", v.Name, v.AllocationID).
 				WithHint("a volume is in one allocation at a time: release " + v.AllocationID + " first")
 		default:
@@ -80,7 +84,8 @@ func nested(a, b string) bool {
 func Attach(ctx context.Context, tx pgx.Tx, c Claim, allocationID string, now time.Time) ([]outbox.Event, error) {
 	var evs []outbox.Event
 	for _, a := range c.Attachments {
-		v, err := update(ctx, tx, a.VolumeID, `state = 'attached', allocation_id = $2, mount_path = $3, reason = ''`, now,
+		v, err := update(ctx, tx, a.VolumeID, `state = 'attached', allocation_id = $2, mount_path = $3, reason = '',
+			session_key = NULL, session_by = NULL, session_at = NULL`, now,
 			allocationID, a.Path)
 		if err != nil {
 			return nil, fmt.Errorf("attach volume: %w", err)

@@ -78,6 +78,8 @@ func Remove(ctx context.Context, tx pgx.Tx, projectID, ref string, now time.Time
 		return api.Volume{}, nil, err
 	}
 	switch {
+	case v.State == api.VolumeAttached && v.Session != nil:
+		return api.Volume{}, nil, sessionConflict(v)
 	case v.State == api.VolumeAttached:
 		return api.Volume{}, nil, api.Errorf(api.CodeConflict, "volume %s is attached to allocation %s", v.Name, v.AllocationID).
 			WithHint("release the allocation first (`gpuaas alloc release " + v.AllocationID + "`): the volume stays")

@@ -49,6 +49,7 @@ func CheckInventory(ctx context.Context, tx pgx.Tx, nodeID string, health json.R
 	var evs []outbox.Event
 	for _, id := range lost {
 		v, err := update(ctx, tx, id, `state = 'failed', allocation_id = NULL, mount_path = '', resizing_to = NULL,
+			session_key = NULL, session_by = NULL, session_at = NULL,
 			reason = 'lost: its node reported it missing at ' || to_char($2::timestamptz AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"')
 				|| ' (the image is gone from the node''s data disk); it is no longer charged'`, now, now)
 		if err != nil {

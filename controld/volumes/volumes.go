@@ -28,13 +28,22 @@ func NewID() string { return ids.New(idPrefix) }
 
 // columns are what scan reads.
 const columns = `id, project_id, name, node_id, node_name, size_bytes, coalesce(resizing_to, 0), state, reason,
-	coalesce(allocation_id, ''), mount_path, created_by, created_at, updated_at`
+	coalesce(allocation_id, ''), mount_path, coalesce(session_by, ''), session_at, created_by, created_at, updated_at`
 
-func scan(r pgx.CollectableRow) (api.Volume, error) {
+func scan(r pgx.CollectableRow) (api.Volume, error) { return scanWith(r) }
+
+// scanWith scans columns and then extra.
+func scanWith(r pgx.CollectableRow, extra ...any) (api.Volume, error) {
 	var v api.Volume
-	err := r.Scan(&v.ID, &v.ProjectID, &v.Name, &v.NodeID, &v.Node, &v.SizeBytes, &v.ResizingTo, &v.State, &v.Reason,
-		&v.AllocationID, &v.MountPath, &v.CreatedBy, &v.CreatedAt, &v.UpdatedAt)
+	var sessionUser string
+	var sessionAt *time.Time
+	dst := append([]any{&v.ID, &v.ProjectID, &v.Name, &v.NodeID, &v.Node, &v.SizeBytes, &v.ResizingTo, &v.State, &v.Reason,
+		&v.AllocationID, &v.MountPath, &sessionUser, &sessionAt, &v.CreatedBy, &v.CreatedAt, &v.UpdatedAt}, extra...)
+	err := r.Scan(dst...)
 	v.CreatedAt, v.UpdatedAt = v.CreatedAt.UTC(), v.UpdatedAt.UTC()
+	if sessionAt != nil {
+		v.Session = &api.VolumeSession{UserID: sessionUser, Since: sessionAt.UTC()}
+	}
 	return v, err
 }
 

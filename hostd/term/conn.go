@@ -132,6 +132,9 @@ func (c *conn) resolveTarget(ctx context.Context, sc gossh.Conn) error {
 // sshd: env.Hopper), and otherwise served here with its processes run by
 // the environment (bare metal).
 func (s *Server) resolve(ctx context.Context, t sshcert.Ticket, c *conn, sc gossh.Conn) (target, error) {
+	if isVolumeTicket(t) { // a volume, no allocation (volume.go)
+		return s.resolveVolume(ctx, t)
+	}
 	_, shape, _ := s.state()
 	e, err := s.envs.Open(ctx, env.Alloc{ID: t.Allocation, PosixUser: t.PosixUser, Shape: shape})
 	if err != nil {

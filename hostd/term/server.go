@@ -75,6 +75,8 @@
 //     sshd, which applies its own policy.
 //   - The VM hop authenticates with the per-VM key as the POSIX user and
 //     pins the VM's host key on first use (see vmHostKeyCallback).
+//   - A ticket whose allocation is a volume id ("vol-…") opens that volume
+//     with sftp alone, chrooted as a fresh unprivileged uid (volume.go).
 package term
 
 import (
@@ -94,6 +96,7 @@ import (
 
 	"github.com/gpuaas/gpuaas/hostd/env"
 	"github.com/gpuaas/gpuaas/hostd/host"
+	"github.com/gpuaas/gpuaas/hostd/volume"
 	"github.com/gpuaas/gpuaas/internal/sshlink"
 	"github.com/gpuaas/gpuaas/internal/sshwire"
 )
@@ -123,6 +126,14 @@ type Config struct {
 	// HandshakeTimeout bounds a connection's SSH handshake and
 	// authentication (default 30s); an established connection has none.
 	HandshakeTimeout time.Duration
+	// Volumes are the node's volumes, served to volume tickets (volume.go);
+	// nil: volume tickets are refused. VolumeSFTP is the command (and its
+	// first arguments) that serves sftp on one (hostd/volsftp; default
+	// this executable's `hostd volume-sftp`); VolumeSessionMax bounds a
+	// volume session (default DefaultVolumeSessionMax).
+	Volumes          volume.Store
+	VolumeSFTP       []string
+	VolumeSessionMax time.Duration
 	Now              func() time.Time
 	Log              *slog.Logger
 }
@@ -149,6 +160,16 @@ func (c *Config) CheckAndSetDefaults() error {
 	}
 	if c.SFTPServer == "" {
 		c.SFTPServer = FindSFTPServer()
+	}
+	if c.VolumeSessionMax <= 0 {
+		c.VolumeSessionMax = DefaultVolumeSessionMax
+	}
+	if len(c.VolumeSFTP) == 0 {
+		exe, err := os.Executable()
+		if err != nil {
+			return fmt.Errorf("terminal: %w", err)
+		}
+		c.VolumeSFTP = []string{exe, "hostd", "volume-sftp"}
 	}
 	return nil
 }
@@ -182,6 +203,8 @@ type Server struct {
 	replay *replaySet
 	links  linkSet
 	envs   *env.Factory // the allocations' environments
+	// volumesBusy holds the ids of volumes a session has mounted (volume.go).
+	volumesBusy sync.Map
 
 	// mu protects the following.
 	mu      sync.Mutex

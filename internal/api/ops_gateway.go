@@ -14,6 +14,7 @@ const (
 	EndpointGateLogin        = "gate.login"
 	EndpointGateSessions     = "gate.sessions"
 	EndpointGateUserToken    = "gate.user_token"
+	EndpointGateVolumeEnd    = "gate.volume_end"
 	EndpointSessionEnd       = "session.end"
 	EndpointSessionInterrupt = "session.interrupt"
 	EndpointSessionStart     = "session.start"
@@ -45,6 +46,10 @@ var (
 	// client authenticated to the gateway with for a short-lived, delegated
 	// session token acting as that user (gateway principals only).
 	OpGateUserToken = NewQuery[GateUserTokenRequest, GateUserTokenResponse](EndpointGateUserToken, GatewayOnly)
+	// OpGateVolumeEnd is gate.volume_end: ends the hold gate.authorize put
+	// on a volume for an sftp session, once the session's link to the node
+	// is closed (gateway principals only; audited as volume.session_end).
+	OpGateVolumeEnd = NewQuery[GateVolumeEndRequest, GateVolumeEndResponse](EndpointGateVolumeEnd, GatewayOnly)
 	// OpSessionEnd is session.end: records how a terminal session ended
 	// (gateway only).
 	OpSessionEnd = NewMutation[SessionEndRequest, TerminalSession](EndpointSessionEnd, GatewayOnly)

@@ -83,3 +83,9 @@ func (c *Client) CARetire(ctx context.Context, req CARotateRequest, opts ...Call
 func (c *Client) CAList(ctx context.Context, req CAListRequest) (*CAListResponse, error) {
 	return Do(ctx, c, OpCAList, req)
 }
+
+// GateVolumeEnd ends the hold gate.authorize put on a volume for a
+// session (gateway principals only).
+func (c *Client) GateVolumeEnd(ctx context.Context, req GateVolumeEndRequest) (*GateVolumeEndResponse, error) {
+	return Do(ctx, c, OpGateVolumeEnd, req)
+}

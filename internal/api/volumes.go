@@ -49,11 +49,14 @@ type Volume struct {
 	Reason string `json:"reason,omitempty"`
 	// AllocationID is the allocation it is attached to, and MountPath
 	// where it is mounted there.
-	AllocationID string    `json:"allocation_id,omitempty"`
-	MountPath    string    `json:"mount_path,omitempty"`
-	CreatedBy    string    `json:"created_by"`
-	CreatedAt    time.Time `json:"created_at"`
-	UpdatedAt    time.Time `json:"updated_at"`
+	AllocationID string `json:"allocation_id,omitempty"`
+	MountPath    string `json:"mount_path,omitempty"`
+	// Session is the sftp session that has it attached instead of an
+	// allocation (volsession.go).
+	Session   *VolumeSession `json:"session,omitempty"`
+	CreatedBy string         `json:"created_by"`
+	CreatedAt time.Time      `json:"created_at"`
+	UpdatedAt time.Time      `json:"updated_at"`
 }
 
 // VolumeCreateRequest makes a volume in a project.

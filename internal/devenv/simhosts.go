@@ -89,7 +89,7 @@ func (f *simFleet) start(ctx context.Context, i int, srv *controld.Server, admin
 	}
 	// A fresh loopback port each start: the heartbeat reports it.
 	ts, err := StartTerminal(TerminalConfig{Listen: "127.0.0.1:0",
-		Config: term.Config{StateDir: dir, Accounts: h.Users.Accounts(), Hypervisor: env.Hypervisor, Log: hlog}})
+		Config: term.Config{StateDir: dir, Accounts: h.Users.Accounts(), Hypervisor: env.Hypervisor, Volumes: env.Volumes, Log: hlog}})
 	if err != nil {
 		return err
 	}

@@ -28,6 +28,10 @@ const CommandUser = "gpuaas"
 // AllocPattern matches allocation ids as SSH user names.
 const AllocPattern = ids.Allocation + "-*"
 
+// VolumePattern matches volume ids as SSH user names: `sftp <volume-id>@<gateway host>`
+// (docs/volumes.md, "Data without a GPU").
+const VolumePattern = "vol-*"
+
 // DefaultPort is the SSH port assumed when a gateway address has none.
 const DefaultPort = 22
 
@@ -137,7 +141,7 @@ func RenderConfig(p Params) ([]byte, error) {
 	fmt.Fprintf(&b, "    User %s\n", CommandUser)
 	writeCommon(&b, p.Gateway.Port, paths)
 
-	fmt.Fprintf(&b, "\nMatch host %s user %s,%s,%s\n", p.Gateway.Host, AllocPattern, WorkloadPattern, CommandUser)
+	fmt.Fprintf(&b, "\nMatch host %s user %s,%s,%s,%s\n", p.Gateway.Host, AllocPattern, WorkloadPattern, VolumePattern, CommandUser)
 	writeCommon(&b, p.Gateway.Port, paths)
 	return b.Bytes(), nil
 }

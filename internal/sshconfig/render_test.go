@@ -91,7 +91,7 @@ func TestRenderConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	blocks := parseConfig(t, b)
-	wantHeaders := []string{"host gpuaas-dev", "match host localhost user a-*,w-*,gpuaas"}
+	wantHeaders := []string{"host gpuaas-dev", "match host localhost user a-*,w-*,vol-*,gpuaas"}
 	if len(blocks) != len(wantHeaders) {
 		t.Fatalf("got %d blocks; want %d:\n%s", len(blocks), len(wantHeaders), b)
 	}

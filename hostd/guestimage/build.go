@@ -54,6 +54,10 @@ type Config struct {
 	Suite    string
 	Mirror   string
 	DiskSize string
+	// NVIDIADriver builds the production image's driver variant: Debian's
+	// NVIDIA driver (non-free) with its module built by DKMS for the
+	// image's kernel (nvidia.go). DiskSize defaults to NVIDIADiskSize.
+	NVIDIADriver bool
 	// Force rebuilds even when the cache has the image.
 	Force bool
 	// Log receives the tools' output; discarded when nil.
@@ -85,6 +89,9 @@ func (c *Config) CheckAndSetDefaults() error {
 	}
 	if c.DiskSize == "" {
 		c.DiskSize = DefaultDiskSize
+		if c.NVIDIADriver {
+			c.DiskSize = NVIDIADiskSize
+		}
 	}
 	if c.Log == nil {
 		c.Log = io.Discard
@@ -112,6 +119,10 @@ func (c *Config) Key() string {
 	h := sha256.New()
 	fmt.Fprintf(h, "gpuaas guest image v%s\n%s\n%s\n%s\n%s\n", builderVersion, c.Suite, c.Mirror, c.DiskSize, KernelCmdline)
 	fmt.Fprintf(h, "%q\n", Packages)
+	if c.NVIDIADriver {
+		// Only the variant's key changes: the plain image stays cached.
+		fmt.Fprintf(h, "nvidia %q %s\n", NVIDIAPackages, NVIDIAComponents)
+	}
 	for _, f := range guestFiles {
 		fmt.Fprintf(h, "%s %o %d\n%s", f.path, f.mode, len(f.content), f.content)
 	}
@@ -142,17 +153,23 @@ func Build(ctx context.Context, cfg Config) (Result, error) {
 	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
 		return Result{}, fmt.Errorf("build image: %w", err)
 	}
-	unlock, err := lockDir(filepath.Dir(dir))
-	if err != nil {
-		if cfg.Geteuid() != 0 {
-			return Result{}, fmt.Errorf("%w (%v)", ErrNotRoot, err)
+	// Reusing a cached image takes no lock, so it never waits for another
+	// image's cold build; building takes it and verifies again under it
+	// (another build may just have made this image).
+	img, verr := Verify(dir)
+	unlock, err := func() {}, error(nil)
+	if verr != nil || cfg.Force {
+		if unlock, err = lockDir(filepath.Dir(dir)); err != nil {
+			if cfg.Geteuid() != 0 {
+				return Result{}, fmt.Errorf("%w (%v)", ErrNotRoot, err)
+			}
+			return Result{}, fmt.Errorf("build image: %w", err)
 		}
-		return Result{}, fmt.Errorf("build image: %w", err)
+		img, verr = Verify(dir)
 	}
 	defer unlock()
 
 	res := Result{}
-	img, verr := Verify(dir)
 	if verr == nil && !cfg.Force {
 		res.Image, res.Cached = img, true
 	} else {
@@ -248,6 +265,12 @@ func build(ctx context.Context, cfg *Config, dir string) (Image, error) {
 		}
 		return Image{}, err
 	}
+	var driver string
+	if cfg.NVIDIADriver {
+		if driver, err = installNVIDIA(ctx, cfg, root); err != nil {
+			return Image{}, err
+		}
+	}
 	if err := customize(ctx, cfg, root); err != nil {
 		return Image{}, err
 	}
@@ -271,7 +294,7 @@ func build(ctx context.Context, cfg *Config, dir string) (Image, error) {
 	}
 	m := Manifest{
 		Key: cfg.Key(), Suite: cfg.Suite, Mirror: cfg.Mirror, Packages: Packages, Cmdline: KernelCmdline,
-		Built: cfg.Now().UTC(), BuildSeconds: cfg.Now().Sub(start).Seconds(),
+		Built: cfg.Now().UTC(), BuildSeconds: cfg.Now().Sub(start).Seconds(), Driver: driver,
 		Disk: File{Name: DiskFile}, Kernel: File{Name: KernelFile}, Initrd: File{Name: InitrdFile},
 	}
 	if err := WriteManifest(work, &m); err != nil {

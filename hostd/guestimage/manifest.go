@@ -26,9 +26,12 @@ type Manifest struct {
 	Built    time.Time `json:"built"`
 	// BuildSeconds is how long the cold build took.
 	BuildSeconds float64 `json:"build_seconds"`
-	Disk         File    `json:"disk"`
-	Kernel       File    `json:"kernel"`
-	Initrd       File    `json:"initrd"`
+	// Driver names the GPU driver built into the image (the NVIDIA
+	// variant: package version, module path, kernel); empty without one.
+	Driver string `json:"driver,omitempty"`
+	Disk   File   `json:"disk"`
+	Kernel File   `json:"kernel"`
+	Initrd File   `json:"initrd"`
 }
 
 // File is one file of an image, by name relative to the image directory.

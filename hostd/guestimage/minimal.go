@@ -108,14 +108,18 @@ func BuildMinimal(ctx context.Context, cfg Config) (Result, error) {
 	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
 		return Result{}, fmt.Errorf("build minimal image: %w", err)
 	}
-	unlock, err := lockDir(filepath.Dir(dir))
-	if err != nil {
-		return Result{}, fmt.Errorf("build minimal image: %w", err)
+	// A cached image is reused without the build lock (as Build does).
+	img, verr := Verify(dir)
+	unlock, err := func() {}, error(nil)
+	if verr != nil || cfg.Force {
+		if unlock, err = lockDir(filepath.Dir(dir)); err != nil {
+			return Result{}, fmt.Errorf("build minimal image: %w", err)
+		}
+		img, verr = Verify(dir)
 	}
 	defer unlock()
 
 	res := Result{}
-	img, verr := Verify(dir)
 	if verr == nil && !cfg.Force {
 		res.Image, res.Cached = img, true
 	} else {

@@ -60,7 +60,7 @@ type EnrollTokenRequest struct {
 	Name  string `json:"name"`
 	Shape string `json:"shape"`
 	// Test enrolls a test node, whose slices may report simulated GPUs
-	// (DriverCheck); only `gpuaas dev` sets it.
+	// (DriverCheck): `gpuaas node enroll --test-node`, and `gpuaas dev`.
 	Test bool `json:"test,omitempty"`
 }
 

@@ -53,10 +53,14 @@ type vmHost struct {
 	image    api.VMImage
 	vcpus    int
 	memMiB   int
+	log      *slog.Logger // set once dev's network is up: close clears its guests (vmstale.go)
 }
 
 // close disconnects from libvirtd and lets another dev --vm start.
 func (v *vmHost) close() error {
+	if v.log != nil {
+		v.clearOnStop(v.log)
+	}
 	err := v.hv.Close()
 	v.unlock()
 	return err
@@ -118,6 +122,11 @@ func startVMHost(ctx context.Context, cfg Config) (*vmHost, error) {
 		return nil, fmt.Errorf("slice network for real guests: %s", v.slice.Blockers[0].Message)
 	}
 	v.slice.NoPassthrough = "gpuaas dev --vm: the slice host's GPUs are simulated"
+	if err := v.clearStale(ctx, cfg.Log); err != nil { // what a crashed dev left (vmstale.go)
+		v.close()
+		return nil, err
+	}
+	v.log = cfg.Log
 	return v, nil
 }
 

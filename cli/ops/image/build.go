@@ -20,6 +20,8 @@ type BuildOptions struct {
 	Mirror   string
 	Force    bool
 	Verbose  bool
+	// NVIDIA builds the variant with Debian's NVIDIA driver (DKMS).
+	NVIDIA bool
 }
 
 // NewCmdBuild builds `gpuaas ops image build`; runF replaces buildRun in tests.
@@ -43,9 +45,17 @@ whose files do not match it.
 Images are cached by their inputs under --cache-dir/images (and packages
 under --cache-dir/apt): a second build with the same inputs reuses the image
 unless --force is given. Building needs root (debootstrap, chroot) and the
-debootstrap, e2fsprogs and qemu-utils packages.`,
-		Example: `  sudo gpuaas ops image build --out /var/lib/gpuaas/images/slice`,
-		Args:    cmdutil.NoArgs,
+debootstrap, e2fsprogs and qemu-utils packages.
+
+--nvidia builds the variant GPU slices need: Debian's NVIDIA driver from the
+mirror's non-free component (nvidia-kernel-dkms, nvidia-smi,
+firmware-nvidia-gsp), its kernel module built by DKMS for the image's own
+kernel, on a ` + guestimage.NVIDIADiskSize + ` disk. It is cached apart from the plain image; a cold
+build takes many minutes (the module is compiled). The manifest's "driver"
+names the driver and the module.`,
+		Example: `  sudo gpuaas ops image build --out /var/lib/gpuaas/images/slice
+  sudo gpuaas ops image build --nvidia --out /var/lib/gpuaas/images/slice-nvidia`,
+		Args: cmdutil.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			if opts.Out == "" {
 				return cmdutil.FlagErrorf("--out is required")
@@ -60,6 +70,7 @@ debootstrap, e2fsprogs and qemu-utils packages.`,
 	cmd.Flags().StringVar(&opts.CacheDir, "cache-dir", guestimage.DefaultCacheDir, "Cache of packages and built images")
 	cmd.Flags().StringVar(&opts.Suite, "suite", guestimage.DefaultSuite, "Debian suite to install")
 	cmd.Flags().StringVar(&opts.Mirror, "mirror", guestimage.DefaultMirror, "Debian mirror debootstrap installs from")
+	cmd.Flags().BoolVar(&opts.NVIDIA, "nvidia", false, "Build the variant with Debian's NVIDIA driver (module built by DKMS for the image's kernel)")
 	cmd.Flags().BoolVar(&opts.Force, "force", false, "Rebuild even when the cache has the image")
 	cmd.Flags().BoolVarP(&opts.Verbose, "verbose", "v", false, "Show debootstrap's and the other tools' output")
 	return cmd
@@ -73,7 +84,7 @@ func buildRun(ctx context.Context, opts *BuildOptions) error {
 	fmt.Fprintf(opts.IO.ErrOut, "building the guest image (debootstrap %s; minutes when cold)...\n", opts.Suite)
 	res, err := guestimage.Build(ctx, guestimage.Config{
 		Out: opts.Out, CacheDir: opts.CacheDir, Suite: opts.Suite, Mirror: opts.Mirror,
-		Force: opts.Force, Log: log,
+		Force: opts.Force, Log: log, NVIDIADriver: opts.NVIDIA,
 	})
 	if err != nil {
 		return err
@@ -83,6 +94,9 @@ func buildRun(ctx context.Context, opts *BuildOptions) error {
 		how = "reused the cached image"
 	}
 	fmt.Fprintf(opts.IO.ErrOut, "%s in %.1fs\n", how, res.Took.Seconds())
+	if res.Manifest.Driver != "" {
+		fmt.Fprintf(opts.IO.ErrOut, "driver: %s\n", res.Manifest.Driver)
+	}
 	m := res.Manifest
 	fmt.Fprintf(opts.IO.Out, "%s\n", res.Dir)
 	for _, f := range []guestimage.File{m.Disk, m.Kernel, m.Initrd} {

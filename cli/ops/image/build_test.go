@@ -17,8 +17,8 @@ func TestNewCmdBuild(t *testing.T) {
 	}{
 		{"defaults", []string{"--out", "/tmp/img"}, BuildOptions{Out: "/tmp/img", CacheDir: guestimage.DefaultCacheDir,
 			Suite: guestimage.DefaultSuite, Mirror: guestimage.DefaultMirror}},
-		{"all", []string{"--out", "d", "--cache-dir", "/c", "--suite", "trixie", "--mirror", "http://m/debian", "--force", "-v"},
-			BuildOptions{Out: "d", CacheDir: "/c", Suite: "trixie", Mirror: "http://m/debian", Force: true, Verbose: true}},
+		{"all", []string{"--out", "d", "--cache-dir", "/c", "--suite", "trixie", "--mirror", "http://m/debian", "--force", "-v", "--nvidia"},
+			BuildOptions{Out: "d", CacheDir: "/c", Suite: "trixie", Mirror: "http://m/debian", Force: true, Verbose: true, NVIDIA: true}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

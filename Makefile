@@ -29,8 +29,10 @@ dev: deps-dev build
 ## with the faultinject tag (hostd's --fail-phase/--delay-phase, test
 ## equipment release builds leave out); the second run tests the tagged
 ## code itself. FAULT_PKGS are the packages with faultinject files.
+## -timeout 80m: e2e is the longest package (about 40 min on a quiet
+## 2-core machine, an hour loaded); CI's whole budget is 90 min.
 test: deps-test
-	$(GO) test -race -count=1 -timeout 60m ./...
+	$(GO) test -race -count=1 -timeout 80m ./...
 	$(GO) test -race -count=1 -tags faultinject $(FAULT_PKGS)
 
 test-short:

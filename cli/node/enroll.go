@@ -3,6 +3,8 @@ package node
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -53,9 +55,9 @@ again under another name). Only gpu_slice nodes have the driver check.`,
 			if !api.KnownShape(opts.Shape) {
 				return cmdutil.FlagErrorf("--shape must be %s, got %q", api.ShapeList(), opts.Shape)
 			}
-			if opts.TestNode && opts.Shape != api.ShapeGPUSlice {
+			if opts.TestNode && !api.DriverChecked(opts.Shape) {
 				return cmdutil.FlagErrorf("--test-node is for %s nodes (the slice guests' driver check), not --shape %s",
-					api.ShapeGPUSlice, opts.Shape)
+					strings.Join(slices.DeleteFunc(api.Shapes(), func(s string) bool { return !api.DriverChecked(s) }), " or "), opts.Shape)
 			}
 			if runF != nil {
 				return runF(c.Context(), opts)

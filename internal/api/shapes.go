@@ -16,6 +16,11 @@ func KnownShape(shape string) bool { return shape == ShapeGPUSlice || shape == S
 // baremetal".
 func ShapeList() string { return strings.Join(Shapes(), " or ") }
 
+// DriverChecked reports whether nodes of shape have their GPUs' driver
+// checked before an allocation goes active (slice guests; bare metal is the
+// node's own driver), which is what a test node relaxes.
+func DriverChecked(shape string) bool { return shape == ShapeGPUSlice }
+
 // ShortShape names a shape in a few letters for tables: "slice", "metal".
 func ShortShape(shape string) string {
 	if shape == ShapeBaremetal {

@@ -124,13 +124,17 @@ func takeUpgrade(res *http.Response) error {
 		return nil // the proxy's own path reports it
 	}
 	res.Body = http.NoBody // the proxy closes it after an error: back is the copy's now
-	if !rq.up.take(conn, back) {
+	// The copy keeps up only: rq.w leads to net/http's connection and its
+	// buffered reader and writer, which are free once the handler returns.
+	w, up := rq.w, rq.up
+	rq.w = nil
+	if !up.take(conn, back) {
 		_ = conn.Close()
 		_ = back.Close()
 		return errUpgraded
 	}
 	// As httputil writes it: the writer's headers and the backend's.
-	h := rq.w.Header()
+	h := w.Header()
 	for k, vv := range res.Header {
 		for _, v := range vv {
 			h.Add(k, v)
@@ -151,17 +155,17 @@ func takeUpgrade(res *http.Response) error {
 		}
 	}
 	if err != nil {
-		rq.up.closeConns()
-		rq.up.finish()
+		up.closeConns()
+		up.finish()
 		return errUpgraded
 	}
 	var left atomic.Int32
 	left.Store(2)
 	copyHalf := func(dst io.Writer, src io.Reader) {
 		_, _ = io.Copy(dst, src) // countingConn's WriteTo/ReadFrom (upgrade.go)
-		rq.up.closeConns()       // either way ending ends both, as in httputil
+		up.closeConns()          // either way ending ends both, as in httputil
 		if left.Add(-1) == 0 {
-			rq.up.finish()
+			up.finish()
 		}
 	}
 	go copyHalf(back, conn)

@@ -26,7 +26,13 @@ const wsGUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 // per line: "open HOST N" opens N WebSockets through the front at addr
 // to HOST, each echoing one message, and prints "ready"; "close" closes
 // every TCP connection (no close frame) and prints "closed"; EOF exits.
+//
+// A value starting with wsNodePrefix runs the node's process instead
+// (wsNodeMain).
 func wsClientsMain(addr string) int {
+	if node, ok := strings.CutPrefix(addr, wsNodePrefix); ok {
+		return wsNodeMain(node)
+	}
 	fail := func(err error) int { fmt.Fprintln(os.Stderr, "websocket clients:", err); return 1 }
 	in := bufio.NewScanner(os.Stdin)
 	if !in.Scan() {

@@ -26,8 +26,9 @@ var idleWebSockets = flag.Int("idle-websockets", 1000, "concurrent idle WebSocke
 var wsHeapProfile = flag.String("ws-heapprofile", "", "write a heap profile with every idle WebSocket open to this file")
 
 // fdsPerWebSocket is about how many files one idle WebSocket keeps open
-// in the benchmark's process (the client's TLS connection to the front,
-// the node side's connection to the renter's port).
+// in one process (the child processes inherit the limit): in the node's,
+// its connection to the renter's port; in the clients', the client's
+// connection and the renter's.
 const fdsPerWebSocket = 4
 
 // BenchmarkIdleWebSockets holds -idle-websockets (1,000) concurrent idle
@@ -41,10 +42,15 @@ const fdsPerWebSocket = 4
 // links to the node 15 s later (core.DefaultLinkIdle), which s-to-baseline
 // includes.
 //
-// This process runs controld, the gateway (front, core, node link) and the
-// test node's side of the link; the clients and the renter's server run in
-// a child process (this test binary again, see wsClientsMain), so their
-// memory is not counted. Goal: bench/goals.json.
+// This process runs controld and the gateway (front, core, node links):
+// its figures (rss-KiB/conn, heap-KiB/conn, stack-KiB/conn,
+// goroutines/conn) are the gateway's. The node's side of the link (the
+// test node's SSH server and direct-tcpip relays, which run on the node in
+// production) runs in a child process of its own (wsNodeMain), measured
+// there: node-rss-KiB/conn, node-heap-KiB/conn, node-stack-KiB/conn,
+// node-goroutines/conn. The clients and the renter's server run in
+// another child (wsClientsMain), not counted. Goal: bench/goals.json (the
+// gateway's RSS).
 //
 //	go test -run '^$' -bench IdleWebSockets -benchtime=1x ./sshgate/
 func BenchmarkIdleWebSockets(b *testing.B) {
@@ -65,6 +71,7 @@ func BenchmarkIdleWebSockets(b *testing.B) {
 		c.HTTPS = HTTPS{Listen: "127.0.0.1:0", Domain: "localhost", TLS: ca.TLSConfig("localhost", time.Now),
 			RatePerExposure: 1e6, RatePerSource: 1e6, Burst: 1e6}
 	}})
+	node := startWSNode(b, e)
 	u := e.newUser()
 	alloc := e.addAlloc(u)
 
@@ -88,7 +95,8 @@ func BenchmarkIdleWebSockets(b *testing.B) {
 		runtime.ReadMemStats(&before)
 		rssBefore := rssOf(b, "self")
 		g0 := runtime.NumGoroutine()
-		node0 := nodeGoroutines()
+		node0 := node.stats(b)
+		local0 := nodeGoroutines()
 
 		start := time.Now()
 		c.do(b, fmt.Sprintf("open %s %d", host, n), "ready")
@@ -100,7 +108,13 @@ func BenchmarkIdleWebSockets(b *testing.B) {
 		rssDuring := rssOf(b, "self")
 		gPeak := runtime.NumGoroutine()
 		byComponent := goroutinesByComponent()
-		nodePeak := nodeGoroutines()
+		nodePeak := node.stats(b)
+		if local := nodeGoroutines() - local0; local > 0 {
+			b.Fatalf("%d goroutines of a node's side in the gateway's process; want its streams in the node process", local)
+		}
+		if nodePeak.goroutines < node0.goroutines+uint64(n) {
+			b.Fatalf("node process: %d goroutines with %d WebSockets, %d before; want a relay per socket there", nodePeak.goroutines, n, node0.goroutines)
+		}
 		if *wsHeapProfile != "" {
 			writeHeapProfile(b, *wsHeapProfile)
 		}
@@ -126,7 +140,10 @@ func BenchmarkIdleWebSockets(b *testing.B) {
 		b.ReportMetric(per(during.HeapInuse, before.HeapInuse), "heap-KiB/conn")
 		b.ReportMetric(per(during.StackInuse, before.StackInuse), "stack-KiB/conn")
 		b.ReportMetric(float64(gPeak-g0)/float64(n), "goroutines/conn")
-		b.ReportMetric(float64(nodePeak-node0)/float64(n), "node-goroutines/conn")
+		b.ReportMetric(per(nodePeak.rss, node0.rss), "node-rss-KiB/conn")
+		b.ReportMetric(per(nodePeak.heap, node0.heap), "node-heap-KiB/conn")
+		b.ReportMetric(per(nodePeak.stack, node0.stack), "node-stack-KiB/conn")
+		b.ReportMetric((float64(nodePeak.goroutines)-float64(node0.goroutines))/float64(n), "node-goroutines/conn")
 		b.ReportMetric(back.Seconds(), "s-to-baseline")
 		b.ReportMetric(float64(g0), "goroutines-before")
 		b.ReportMetric(float64(gAfter), "goroutines-after")
@@ -134,11 +151,13 @@ func BenchmarkIdleWebSockets(b *testing.B) {
 			n, opened.Round(time.Millisecond), baseline, g0, gPeak, gAfter, back.Round(time.Millisecond), byComponent)
 	}
 	c.quit(b)
+	node.quit(b)
 }
 
-// nodeGoroutines counts the goroutines of the test node's side (its SSH
-// server and direct-tcpip relays), which run in this process but would
-// run on the node: the rest of goroutines/conn is the gateway's.
+// nodeGoroutines counts the goroutines of a test node's side (its SSH
+// server and direct-tcpip relays) in this process: env's own test node,
+// which the benchmark does not use, so none of them may come with the
+// sockets.
 func nodeGoroutines() int {
 	n := 0
 	for _, g := range goroutineStacks() {

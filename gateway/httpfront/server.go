@@ -45,7 +45,9 @@ func New(cfg Config) (*Server, error) {
 		FlushInterval: -1, // server-sent events and long polls pass as written
 		BufferPool:    newBufferPool(),
 		ErrorHandler:  s.proxyError,
-		ErrorLog:      nil,
+		// Upgraded connections are copied without the handler (upgrade_hijack.go).
+		ModifyResponse: takeUpgrade,
+		ErrorLog:       nil,
 	}
 	tlsCfg := cfg.TLS.Clone()
 	if len(tlsCfg.NextProtos) == 0 {
@@ -77,6 +79,10 @@ type request struct {
 	label, alloc string
 	port         uint16
 	cred         credential
+	// w and up are the request's writer and registrations, for an upgrade
+	// taken over (upgrade_hijack.go).
+	w  http.ResponseWriter
+	up *upgradeScope
 }
 
 type requestKey struct{}
@@ -141,21 +147,23 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // activity, ended with its login, counted in the exposure's metrics.
 func (s *Server) serveAllowed(w http.ResponseWriter, r *http.Request, rq *request, v *api.GateAuthorizeHTTPResponse) {
 	ctx, cancel := context.WithCancel(r.Context())
-	defer cancel()
+	// Released when the handler returns, or when an upgraded connection
+	// taken over ends (upgrade_hijack.go).
+	up := newUpgradeScope(cancel)
+	defer up.release()
 	if v.SessionID != "" {
-		remove := s.cfg.Core.AddLogin(&requestLogin{ref: api.GateSession{SessionID: v.SessionID, UserID: v.UserID},
-			end: func(string) { s.verdicts.dropSession(v.SessionID); cancel() }})
-		defer remove()
+		up.onDone(s.cfg.Core.AddLogin(&requestLogin{ref: api.GateSession{SessionID: v.SessionID, UserID: v.UserID},
+			end: func(string) { s.verdicts.dropSession(v.SessionID); up.end() }}))
 	}
-	tracked := s.cfg.Core.Track(rq.alloc, nil)
-	defer tracked.Close()
+	up.onDone(s.cfg.Core.Track(rq.alloc, nil).Close)
 	m := s.metrics.of(rq.label)
 	m.requests.Add(1)
 	cw := &countingWriter{ResponseWriter: w, n: &m.bytesOut, in: &m.bytesIn}
 	if r.Body != nil && r.Body != http.NoBody {
 		r.Body = &countingBody{ReadCloser: r.Body, n: &m.bytesIn}
 	}
-	s.proxy.ServeHTTP(corkWriter(cw, r), r.WithContext(context.WithValue(ctx, requestKey{}, rq)))
+	rq.w, rq.up = corkWriter(cw, r), up
+	s.proxy.ServeHTTP(rq.w, r.WithContext(context.WithValue(ctx, requestKey{}, rq)))
 }
 
 // requestLogin is a request in flight as the core's revocation sees it.

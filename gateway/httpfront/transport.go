@@ -43,6 +43,7 @@ func (s *Server) transport() *http.Transport {
 func (s *Server) proxyError(w http.ResponseWriter, r *http.Request, err error) {
 	var denied *core.HTTPDenied
 	switch {
+	case errors.Is(err, errUpgraded): // answered by the upgrade's 101
 	case errors.As(err, &denied):
 		verdictPage(w, denied.Verdict, denied.Reason, requestOf(r.Context()).label)
 	case errors.Is(err, core.ErrTooManyStreams):

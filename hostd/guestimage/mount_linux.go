@@ -29,3 +29,9 @@ func unmountUnder(dir string) error {
 	}
 	return nil
 }
+
+// mountProc mounts a proc filesystem at dir (a build chroot's /proc).
+func mountProc(dir string) error { return syscall.Mount("proc", dir, "proc", 0, "") }
+
+// unmountDetach detaches the mount at dir.
+func unmountDetach(dir string) { _ = syscall.Unmount(dir, syscall.MNT_DETACH) }

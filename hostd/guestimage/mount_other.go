@@ -9,3 +9,7 @@ import "errors"
 func unmountUnder(string) error {
 	return errors.New("guest images are built on Linux")
 }
+
+func mountProc(string) error { return errors.New("guest images are built on Linux") }
+
+func unmountDetach(string) {}

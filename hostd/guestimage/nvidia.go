@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-	"syscall"
 )
 
 // The production image's NVIDIA driver variant (Config.NVIDIADriver):
@@ -83,10 +82,10 @@ func installNVIDIA(ctx context.Context, cfg *Config, root string) (string, error
 	// unmounted its own. build's deferred unmountUnder detaches it if this
 	// returns early.
 	proc := filepath.Join(root, "proc")
-	if err := syscall.Mount("proc", proc, "proc", 0, ""); err != nil {
+	if err := mountProc(proc); err != nil {
 		return "", fmt.Errorf("nvidia driver: mount proc: %w", err)
 	}
-	defer syscall.Unmount(proc, syscall.MNT_DETACH)
+	defer unmountDetach(proc)
 
 	pkgs := append([]string{"linux-headers-" + kver}, NVIDIAPackages...)
 	steps := [][]string{

@@ -191,9 +191,10 @@ func TestExposeACMEInDev(t *testing.T) {
 	pwFile := writeFile(t, cfg, "pw", devPassword+"\n")
 	dev := startDev(t, data, cfg, "--password-file", pwFile, "--https-port", strconv.Itoa(httpsPort),
 		"--https-acme-ca", pebble.Directory, "--https-acme-ca-root", pebble.CAFile)
-	if !strings.Contains(dev.stderr.String(), "certificates from "+pebble.Directory) {
-		t.Fatalf("the banner does not say where certificates come from:\n%s", dev.stderr.String())
-	}
+	// The banner's lines follow its first one, which startDev waits for.
+	testutil.Eventually(t, "the banner to say where certificates come from", func() bool {
+		return strings.Contains(dev.stderr.String(), "certificates from "+pebble.Directory)
+	})
 	run := func(args ...string) result {
 		t.Helper()
 		r := dev.gpuaas(t, "", args...)

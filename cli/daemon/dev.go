@@ -129,6 +129,12 @@ It has no TLS in dev, so it listens on loopback (--host).`,
 			if (opts.OIDC.Issuer == "") != (opts.OIDC.ClientID == "") {
 				return cmdutil.FlagErrorf("--oidc-issuer and --oidc-client-id go together")
 			}
+			if opts.HTTPSACMECA != "" && !strings.HasPrefix(opts.HTTPSACMECA, "https://") {
+				return cmdutil.FlagErrorf("--https-acme-ca must be an https URL (an ACME directory), got %q", opts.HTTPSACMECA)
+			}
+			if opts.HTTPSACMECARoot != "" && opts.HTTPSACMECA == "" {
+				return cmdutil.FlagErrorf("--https-acme-ca-root needs --https-acme-ca")
+			}
 			if opts.StripeAPI != "" && devenv.CheckStripeAPI(opts.StripeAPI) != nil {
 				return cmdutil.FlagErrorf("--stripe-api must be an http(s) URL such as http://127.0.0.1:12111, got %q", opts.StripeAPI)
 			}
@@ -160,6 +166,9 @@ It has no TLS in dev, so it listens on loopback (--host).`,
 	fl.IntVar(&opts.HTTPPort, "http-port", 8787, "With --stripe-api: port of controld's HTTP server (Stripe webhooks) on loopback (0 picks a free one)")
 	fl.StringVar(&opts.OIDC.Issuer, "oidc-issuer", "", "Also accept logins through this OIDC issuer `URL` (gpuaas login then uses its device flow)")
 	fl.StringVar(&opts.OIDC.ClientID, "oidc-client-id", "", "The public OIDC client `id` that gpuaas login uses with --oidc-issuer")
+	fl.StringVar(&opts.HTTPSACMECA, "https-acme-ca", "", "Obtain exposures' certificates from this ACME directory `URL` (TLS-ALPN-01 on --https-port) instead of the dev CA, e.g. a local Pebble")
+	fl.StringVar(&opts.HTTPSACMECARoot, "https-acme-ca-root", "", "PEM `file` of roots to trust for --https-acme-ca's own HTTPS endpoint")
+	fl.StringVar(&opts.WebhookCAFile, "webhook-ca-file", "", "PEM `file` of certificates that verify webhook receivers instead of the system's roots (an HTTPS receiver with its own CA)")
 	return cmd
 }
 

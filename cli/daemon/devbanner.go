@@ -29,7 +29,11 @@ func printBanner(opts *DevOptions, env *devenv.Env, isolated bool) {
 	fmt.Fprintln(w, describe("ssh", "gateway on "+env.GatewayAddr))
 	printVMBanner(w, opts.Config)
 	fmt.Fprintln(w, describe("https", "exposures at "+strings.Replace(env.AppsURL, "*", "<port>-<alloc>", 1)+" (gpuaas expose)"))
-	fmt.Fprintln(w, describe("", "trust its dev CA: sudo cp "+env.DevCAFile+" /usr/local/share/ca-certificates/gpuaas-dev.crt && sudo update-ca-certificates"))
+	if env.DevCAFile != "" {
+		fmt.Fprintln(w, describe("", "trust its dev CA: sudo cp "+env.DevCAFile+" /usr/local/share/ca-certificates/gpuaas-dev.crt && sudo update-ca-certificates"))
+	} else {
+		fmt.Fprintln(w, describe("", "certificates from "+opts.HTTPSACMECA))
+	}
 	fmt.Fprintln(w, describe("nats", "auth callout on: every connection needs a session token or a registered key"))
 	if c := env.NATSCluster; c != nil {
 		for i := range c.Len() {

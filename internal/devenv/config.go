@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/url"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/gpuaas/gpuaas/controld/identity"
@@ -84,6 +85,17 @@ type Config struct {
 	// serving exposures at https://<port>-<allocation>.localhost:HTTPSPort
 	// (0: any free port).
 	HTTPSPort int
+	// HTTPSACMECA, when set, is an ACME directory (https) the HTTPS front
+	// obtains a certificate per exposure name from, at its first
+	// handshake, by TLS-ALPN-01 on HTTPSPort, instead of the dev CA;
+	// HTTPSACMECARoot is a PEM file of roots for that CA's own endpoint
+	// (a test CA such as Pebble's). Kept in DataDir/https-acme
+	// (docs/expose.md).
+	HTTPSACMECA, HTTPSACMECARoot string
+	// WebhookCAFile, when set, holds PEM certificates that verify webhook
+	// receivers instead of the system's roots: an HTTPS receiver on this
+	// machine with a CA of its own (docs/webhooks.md).
+	WebhookCAFile string
 
 	// AdminPassword, when set, is the admin's password: set at the first
 	// start and again at every later one. Empty: the first start
@@ -167,6 +179,12 @@ func (c *Config) CheckAndSetDefaults() error {
 		if err := CheckStripeAPI(c.StripeAPI); err != nil {
 			return fmt.Errorf("devenv: StripeAPI: %w", err)
 		}
+	}
+	if c.HTTPSACMECA != "" && !strings.HasPrefix(c.HTTPSACMECA, "https://") {
+		return fmt.Errorf("devenv: HTTPSACMECA %q is not an https URL (an ACME directory)", c.HTTPSACMECA)
+	}
+	if c.HTTPSACMECARoot != "" && c.HTTPSACMECA == "" {
+		return errors.New("devenv: HTTPSACMECARoot needs HTTPSACMECA")
 	}
 	if c.NATSHost == "" {
 		c.NATSHost = "127.0.0.1"

@@ -291,6 +291,10 @@ func (e *Env) startControld(ctx context.Context, dsn string) error {
 	if err != nil {
 		return err
 	}
+	webhookCAs, err := webhookRoots(e.cfg.WebhookCAFile)
+	if err != nil {
+		return err
+	}
 	replicas, streamReplicas := 1, 1
 	if e.cfg.Cluster {
 		replicas, streamReplicas = ControldReplicas, ClusterServers
@@ -307,7 +311,7 @@ func (e *Env) startControld(ctx context.Context, dsn string) error {
 			Streams:  devStreams, SecretsKey: secretsKey,
 			// Webhook receivers in dev run on this machine (docs/webhooks.md).
 			Webhooks: controld.WebhookConfig{Policy: webhooks.Policy{AllowPrivate: true, AllowHTTPLoopback: true},
-				Backoff: time.Second, MaxBackoff: 10 * time.Second, MaxAttempts: 5}}
+				Backoff: time.Second, MaxBackoff: 10 * time.Second, MaxAttempts: 5, RootCAs: webhookCAs}}
 		if i > 0 {
 			// Stripe's webhooks go to the first replica's HTTP server.
 			cc.HTTPAddr = ""

@@ -1,8 +1,10 @@
 package devenv
 
 import (
+	"crypto/x509"
 	"fmt"
 	"net"
+	"os"
 	"path/filepath"
 	"strconv"
 	"time"
@@ -33,7 +35,31 @@ func (e *Env) prepareHTTPS() error {
 	e.AppsURL = fmt.Sprintf("https://*.%s:%d", DevDomain, port)
 	e.DevCAFile = ca.CertFile
 	e.https = sshgate.HTTPS{Listener: ln, Domain: DevDomain, TLS: ca.TLSConfig(DevDomain, time.Now)}
+	if e.cfg.HTTPSACMECA != "" {
+		// Certificates from an ACME CA instead (the gateway's
+		// --https-acme-ca, docs/expose.md): the dev CA is not used.
+		e.https.TLS, e.DevCAFile = nil, ""
+		e.https.ACME = httpfront.ACMEConfig{CA: e.cfg.HTTPSACMECA, CARootFile: e.cfg.HTTPSACMECARoot,
+			Dir: filepath.Join(e.cfg.DataDir, "https-acme")}
+	}
 	return nil
+}
+
+// webhookRoots are the roots verifying webhook receivers: those of
+// Config.WebhookCAFile, or nil for the system's.
+func webhookRoots(file string) (*x509.CertPool, error) {
+	if file == "" {
+		return nil, nil
+	}
+	pem, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("webhook CA file: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("webhook CA file: %s holds no PEM certificate", file)
+	}
+	return pool, nil
 }
 
 // httpsSettings are the gateway's HTTPS front settings devenv passes on.

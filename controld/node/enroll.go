@@ -49,10 +49,6 @@ func CreateEnrollToken(ctx context.Context, tx pgx.Tx, req api.EnrollTokenReques
 		return api.EnrollTokenResponse{}, eff, api.Errorf(api.CodeInvalidArgument, "unknown shape %q", req.Shape).
 			WithHint("use gpu_slice or baremetal")
 	}
-	if req.Test && !api.DriverChecked(req.Shape) {
-		return api.EnrollTokenResponse{}, eff, api.Errorf(api.CodeInvalidArgument,
-			"test: only nodes whose guests' GPU driver is checked can be test nodes, not shape %s", req.Shape)
-	}
 	if !validNodeName(req.Name) {
 		return api.EnrollTokenResponse{}, eff, api.Errorf(api.CodeInvalidArgument, "%q is not a valid node name", req.Name).
 			WithHint("use 1–63 lower-case letters, digits, dots and dashes")

@@ -12,8 +12,8 @@ import (
 	"github.com/gpuaas/gpuaas/internal/api"
 )
 
-// TestEnrollTokenRefusals: an unknown shape, a bad node name or a test
-// node of a shape without a driver check is invalid_argument, a name already enrolled a conflict; none stores a
+// TestEnrollTokenRefusals: an unknown shape or a bad node name is
+// invalid_argument, a name already enrolled a conflict; none stores a
 // token.
 func TestEnrollTokenRefusals(t *testing.T) {
 	pool := newPool(t)
@@ -30,7 +30,6 @@ func TestEnrollTokenRefusals(t *testing.T) {
 		{"leading dash", api.EnrollTokenRequest{Name: "-gpu"}, api.CodeInvalidArgument},
 		{"too long", api.EnrollTokenRequest{Name: strings.Repeat("a", 64)}, api.CodeInvalidArgument},
 		{"enrolled already", api.EnrollTokenRequest{Name: "gpu-1"}, api.CodeConflict},
-		{"test bare metal", api.EnrollTokenRequest{Name: "gpu-2", Shape: api.ShapeBaremetal, Test: true}, api.CodeInvalidArgument},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := inTx(pool, func(tx pgx.Tx) error {

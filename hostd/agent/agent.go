@@ -281,6 +281,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	if a.seq, err = openSequencer(a.cfg.StateDir, a.now()); err != nil {
 		return err
 	}
+	// The fault watch wraps Env's GPU check: before anything reads Env
+	// (recovered tasks, the task subscription, workload followers).
+	faultLoops := a.startFaultWatch()
 	a.recoverInterrupted()
 	// Workloads' output to LOGS, re-attached (hostd/tasks/workloadlog.go).
 	defer tasks.FollowWorkloadLogs(a.cfg.Env)()
@@ -311,7 +314,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	loopCtx, stopLoops := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopLoops()
 	var loops sync.WaitGroup
-	run := append([]func(context.Context){a.resultLoop, a.heartbeatLoop, a.pullLoop}, a.startFaultWatch()...)
+	run := append([]func(context.Context){a.resultLoop, a.heartbeatLoop, a.pullLoop}, faultLoops...)
 	if a.cfg.Terminal != nil {
 		run = append(run, a.casLoop)
 	}

@@ -47,7 +47,7 @@ func (s *Server) volumeQuote(ctx context.Context, c *call, req api.VolumeCreateR
 	if err != nil {
 		return nil, err
 	}
-	q, err := volumes.Quote(ctx, s.pool, volumes.CreateArgs{ProjectID: p.ID, Name: req.Name, SizeBytes: size,
+	q, err := s.quoteVolume(ctx, p, c.principal.UserID, volumes.CreateArgs{ProjectID: p.ID, Name: req.Name, SizeBytes: size,
 		Node: strings.TrimSpace(req.Node), ActorID: c.principal.UserID})
 	if err != nil {
 		return nil, err

@@ -31,6 +31,11 @@ func (r inventoryReports) Heartbeat(ctx context.Context, nodeID string, hb api.H
 		if err != nil {
 			return err
 		}
+		ended, err := endLostSessions(ctx, tx, nodeID, hb.Health, now)
+		if err != nil {
+			return err
+		}
+		evs = append(evs, ended...)
 		for _, ev := range evs {
 			if _, err := outbox.Enqueue(ctx, tx, now, ev); err != nil {
 				return err

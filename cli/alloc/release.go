@@ -84,6 +84,7 @@ func releaseRun(ctx context.Context, opts *ReleaseOptions) error {
 	if err != nil {
 		return err
 	}
+	stay := volumesStaying(ctx, client, opts.ID)
 	key := mutationKey(opts.IdempotencyKey)
 	a, err := client.AllocRelease(ctx, api.AllocReleaseRequest{ID: opts.ID, Force: opts.Force, Reason: opts.Reason},
 		api.WithIdempotencyKey(key))
@@ -94,6 +95,9 @@ func releaseRun(ctx context.Context, opts *ReleaseOptions) error {
 		// Nothing was left to release (the platform's cleanup has it);
 		// there is no release to wait for either.
 		fmt.Fprintln(opts.IO.ErrOut, cmdutil.SafeLines(a.Note))
+	}
+	if stay != "" && a.Note == "" {
+		fmt.Fprintln(opts.IO.ErrOut, stay)
 	}
 	if opts.Wait && a.Note == "" {
 		if a, err = waitForOperation(ctx, opts.IO, client, a.ID, opts.Timeout, api.AllocReleased); err != nil {

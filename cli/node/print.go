@@ -85,7 +85,7 @@ func printNodeDetail(ios *cmdutil.IOStreams, now time.Time, d *api.NodeDetail) e
 		}
 		for _, v := range d.Volumes {
 			fmt.Fprintf(ios.Out, "volume: %s (%s) of project %s, %s, %s\n", v.Name, v.ID, v.ProjectID,
-				api.FormatVolumeSize(v.SizeBytes), volumeWhere(v.AllocationID, v.State))
+				api.FormatVolumeSize(v.SizeBytes), volumeWhere(v))
 		}
 		fmt.Fprintln(ios.Out)
 		if len(d.Slots) == 0 {
@@ -138,10 +138,11 @@ func slotStateColor(cs cmdutil.ColorScheme, state string) func(string) string {
 	return func(s string) string { return s }
 }
 
-// volumeWhere is "attached to ID" for an attached volume, else its state.
-func volumeWhere(allocationID, state string) string {
-	if allocationID != "" {
-		return "attached to " + allocationID
+// volumeWhere is how an attached volume holds the node (an allocation or
+// an sftp session, volumeHold), else its state.
+func volumeWhere(v api.Volume) string {
+	if h := volumeHold(v); h != "" {
+		return h
 	}
-	return state
+	return v.State
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/gpuaas/gpuaas/controld/mutate"
 	"github.com/gpuaas/gpuaas/controld/outbox"
 	"github.com/gpuaas/gpuaas/controld/project"
+	"github.com/gpuaas/gpuaas/controld/volumes"
 	"github.com/gpuaas/gpuaas/internal/api"
 )
 
@@ -246,6 +247,11 @@ type mail struct {
 // to send once committed.
 func (r *Runner) warn(ctx context.Context, tx pgx.Tx, a alloc.Active, n api.AllocNotice, now time.Time) (mail, error) {
 	n.AllocationID = a.ID
+	stay, err := volumes.StayNote(ctx, tx, a.ID) // the volumes that stay (docs/volumes.md)
+	if err != nil {
+		return mail{}, err
+	}
+	n.Message += stay
 	members, err := project.Members(ctx, tx, a.ProjectID)
 	if err != nil {
 		return mail{}, err

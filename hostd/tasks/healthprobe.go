@@ -37,6 +37,9 @@ type HealthReport struct {
 	// Volumes are the ids of the volumes the node holds; absent when it
 	// keeps none or could not list them (volume_inventory.go).
 	Volumes *[]string `json:"volumes,omitempty"`
+	// VolumeSessions are the ids of the volumes mounted for an sftp
+	// session now (volume.InSession); absent as Volumes is.
+	VolumeSessions *[]string `json:"volume_sessions,omitempty"`
 	// SliceVolumes says the node's slices are real VMs that take volumes
 	// as disks (vmprovision_volumes.go); controld refuses a slice with a
 	// volume on a node that does not say so.
@@ -145,7 +148,7 @@ func ProbeHealth(env *Env) (HealthReport, error) {
 		r.Problems = append(r.Problems, "no NVIDIA GPU found")
 	}
 	r.VolumeFreeBytes = volumeFree(env)
-	r.Volumes = volumeIDs(env)
+	r.Volumes, r.VolumeSessions = volumeInventory(env)
 	r.SliceVolumes = sliceVolumes(env)
 	return r, nil
 }

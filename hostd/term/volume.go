@@ -18,6 +18,7 @@ import (
 	gossh "golang.org/x/crypto/ssh"
 
 	"github.com/gpuaas/gpuaas/hostd/volsftp"
+	"github.com/gpuaas/gpuaas/hostd/volume"
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/sshcert"
 	"github.com/gpuaas/gpuaas/internal/sshlink"
@@ -141,7 +142,7 @@ func (t *volumeTarget) serveSFTP(ch gossh.Channel) {
 
 func (t *volumeTarget) runSFTP(ch gossh.Channel) int {
 	log := t.s.cfg.Log.With("volume", t.volume)
-	dir := filepath.Join(t.s.cfg.StateDir, "volume-sessions")
+	dir := filepath.Dir(volume.SessionDir(t.s.cfg.StateDir, t.volume))
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		log.Error("volume session", "err", err)
 		return 1

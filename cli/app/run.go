@@ -24,6 +24,7 @@ type RunOptions struct {
 	Name       string
 	Command    []string
 	Env        map[string]string
+	GPUs       int // how many of the allocation's GPUs; 0: all
 	Detach     bool
 	Timeout    time.Duration
 }
@@ -48,7 +49,11 @@ its args, and the environment (-e adds to it and wins); its ports are where
 the app listens on the allocation (reach them with ssh -L). A manifest is
 read strictly: an unknown key, a tag without a digest, a port outside
 1024-65535 is refused naming the field, and nothing is sent; so are fields
-app run does not honour yet (a GPU count, shm_size, readiness, mounts).
+app run does not honour yet (shm_size, readiness, mounts).
+
+The container gets the allocation's GPUs, all of them, or its first N with
+--gpus N (or the manifest's gpus: N; --gpus wins); more than it has is
+refused naming gpus.
 
 Without --detach, print the container's output as it comes while waiting
 until the workload runs (or, once it ended, until its last line: exit 1 when
@@ -83,6 +88,9 @@ with --detach, print its id at once.`,
 			if opts.Allocation == "" {
 				return cmdutil.FlagErrorf("--alloc is required: the allocation to run on")
 			}
+			if c.Flags().Changed("gpus") && opts.GPUs < 1 {
+				return cmdutil.FlagErrorf("invalid --gpus %d: want at least 1 (leave it out for all of the allocation's)", opts.GPUs)
+			}
 			if opts.Timeout < 0 {
 				return cmdutil.FlagErrorf("invalid --timeout %s: want a positive duration", opts.Timeout)
 			}
@@ -104,6 +112,9 @@ with --detach, print its id at once.`,
 					return err
 				}
 				opts.Image, opts.Command = req.Image, req.Command
+				if !c.Flags().Changed("gpus") {
+					opts.GPUs = req.GPUs
+				}
 				if opts.Name == "" {
 					opts.Name = req.Name
 				}
@@ -125,6 +136,7 @@ with --detach, print its id at once.`,
 	cmd.Flags().StringVar(&opts.Allocation, "alloc", "", "The allocation to run on (required)")
 	cmd.Flags().StringVar(&opts.Name, "name", "", "The workload's name, unique on the allocation (default: the image's)")
 	cmd.Flags().StringArrayVarP(&env, "env", "e", nil, "Set NAME=VALUE in the container (repeatable)")
+	cmd.Flags().IntVar(&opts.GPUs, "gpus", 0, "Give the container the allocation's first N GPUs (default: all)")
 	cmd.Flags().BoolVarP(&opts.Detach, "detach", "d", false, "Print the workload's id and return at once")
 	cmd.Flags().DurationVar(&opts.Timeout, "timeout", 5*time.Minute, "Give up waiting after this long (exit 21)")
 	cmdutil.AddJSONFlags(cmd, &opts.Exporter, cmdutil.FieldsOf(api.Workload{}))
@@ -142,7 +154,7 @@ func runRun(ctx context.Context, opts *RunOptions) error {
 		}
 	}
 	w, err := client.AppRun(ctx, api.AppRunRequest{Image: opts.Image, AllocationID: opts.Allocation, Name: opts.Name,
-		Command: opts.Command, Env: opts.Env})
+		Command: opts.Command, Env: opts.Env, GPUs: opts.GPUs})
 	if err != nil {
 		return err
 	}

@@ -119,6 +119,21 @@ func TestManifestGPUCount(t *testing.T) {
 	cmdtest.WantUsageError(t, cmdtest.Execute(NewCmdRun(f, capture), "tiny", "--alloc", "a-1", "--gpus", "0"), "--gpus")
 }
 
+// TestRunAllocOrSKU: app run needs exactly one of --alloc and --sku;
+// with --sku, --gpus is the size to rent and reaches the options.
+func TestRunAllocOrSKU(t *testing.T) {
+	ios, _, _, _ := cmdtest.Streams(false)
+	f := cmdtest.Factory(ios)
+	var got *RunOptions
+	capture := func(_ context.Context, o *RunOptions) error { got = o; return nil }
+	cmdtest.WantUsageError(t, cmdtest.Execute(NewCmdRun(f, capture), "tiny"), "--sku")
+	cmdtest.WantUsageError(t, cmdtest.Execute(NewCmdRun(f, capture), "tiny", "--alloc", "a-1", "--sku", "h100-baremetal"), "not both")
+	if err := cmdtest.Execute(NewCmdRun(f, capture), "tiny", "--sku", "h100-baremetal", "--gpus", "8"); err != nil ||
+		got.SKU != "h100-baremetal" || got.GPUs != 8 || got.Allocation != "" {
+		t.Errorf("--sku: %+v, %v", got, err)
+	}
+}
+
 func TestManifestRequestWithAPinnedImage(t *testing.T) {
 	ref := "registry.example.com/apps/web@" + testDigest
 	req, _, err := manifestRequest(writeManifest(t, "name: web\nimage: "+ref+"\n"))

@@ -9,7 +9,9 @@ import (
 )
 
 // StockImage is the image `gpuaas dev` seeds, verified and promoted: a
-// one-layer image made in Go (no registry on the internet is reachable).
+// one-layer image made in Go (no registry on the internet is reachable),
+// with busybox's shell and applets when busybox-static is installed
+// (tinyimage.go).
 const StockImage = "tiny"
 
 // stockImageFiles are its files; the same bytes on every start give the
@@ -35,7 +37,7 @@ func (e *Env) startRegistry() error {
 // seedImages pushes the stock image and makes it a verified, promoted
 // platform image.
 func (e *Env) seedImages(ctx context.Context) error {
-	img, err := registry.Tiny(stockImageFiles)
+	img, err := stockImage(BusyboxPath)
 	if err != nil {
 		return err
 	}

@@ -49,6 +49,16 @@ func (e *Env) seedImages(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("seed images: %w", err)
 	}
+	// A data directory seeded before tiny had a shell names the files-only
+	// digest: push it too, so that entry (which SeedImage keeps) still
+	// pulls after a restart (the registry forgets its manifests).
+	legacy, err := registry.Tiny(stockImageFiles)
+	if err != nil {
+		return err
+	}
+	if _, err := reg.Push(ctx, "gpuaas/"+StockImage, legacy); err != nil {
+		return fmt.Errorf("seed images: %w", err)
+	}
 	_, err = e.Controld.SeedImage(ctx, StockImage, ref, e.Admin.ID)
 	return err
 }

@@ -94,8 +94,11 @@ with --detach, print its id at once.`,
 					return cmdutil.FlagErrorf("nothing after --: give a command, or leave -- out")
 				}
 			}
-			if (opts.Allocation == "") == (opts.SKU == "") {
-				return cmdutil.FlagErrorf("give --alloc (the allocation to run on) or --sku (rent one first), not both")
+			switch {
+			case opts.Allocation == "" && opts.SKU == "":
+				return cmdutil.FlagErrorf("--alloc ID (the allocation to run on) or --sku SKU (rent one first) is required")
+			case opts.Allocation != "" && opts.SKU != "":
+				return cmdutil.FlagErrorf("--alloc and --sku together: give one, not both")
 			}
 			if c.Flags().Changed("gpus") && opts.GPUs < 1 {
 				return cmdutil.FlagErrorf("invalid --gpus %d: want at least 1 (leave it out for all of the allocation's)", opts.GPUs)

@@ -62,6 +62,9 @@ func TestJupyterInDev(t *testing.T) {
 	if r := dev.gpuaas(t, "", "image", "list"); r.code != 0 || !strings.Contains(r.stdout, "jupyter") {
 		t.Fatalf("image list: exit %d %q; want jupyter", r.code, r.stdout)
 	}
+	if r := dev.gpuaas(t, "", "app", "list"); r.code != 0 || !strings.Contains("\n"+r.stdout, "\njupyter\t") { // the apps a renter can run
+		t.Errorf("app list: exit %d %q; want jupyter", r.code, r.stdout)
+	}
 	a := dev.createActive(t, "--sku", "h100-baremetal", "--gpus", "8")
 
 	// The container shares the node's network: a port of its own.

@@ -18,6 +18,7 @@ allocation, as the allocation's user with rootless podman, and follow, stop
 and remove them (docs/apps.md).`,
 	}
 	cmd.AddCommand(
+		NewCmdList(f, nil),
 		NewCmdRun(f, nil),
 		NewCmdPs(f, nil),
 		NewCmdGet(f, nil),

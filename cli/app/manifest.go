@@ -11,7 +11,7 @@ import (
 
 // manifestRequest reads the app manifest at path (internal/appspec:
 // strict, every refusal names the field) into what `app run` sends:
-// image, name, command (command then args) and environment. Fields a
+// image, name, command (command then args), environment and GPU count. Fields a
 // workload does not honour yet are refused, naming them, rather than
 // ignored; ports are where the app listens on the allocation's loopback
 // (host networking) and need nothing more. Nothing is sent on a refusal.
@@ -25,8 +25,8 @@ func manifestRequest(path string) (api.AppRunRequest, appspec.App, error) {
 			WithHint("leave it out; see docs/apps.md, \"Manifests\"")
 	}
 	switch {
-	case app.GPUs != appspec.GPUsAll:
-		return api.AppRunRequest{}, app, notYet("gpus", "a count (a workload gets every GPU of its allocation)")
+	case app.GPUs == 0:
+		return api.AppRunRequest{}, app, notYet("gpus", "0 (a workload gets at least one of its allocation's GPUs: all, or a count from 1)")
 	case app.ShmBytes != 0:
 		return api.AppRunRequest{}, app, notYet("shm_size", "a shared-memory size")
 	case app.Readiness != nil:
@@ -37,6 +37,9 @@ func manifestRequest(path string) (api.AppRunRequest, appspec.App, error) {
 		return api.AppRunRequest{}, app, notYet("args", "args without a command (the image's entrypoint with other arguments)")
 	}
 	req := api.AppRunRequest{Image: app.Image, Name: app.Name, Env: maps.Clone(app.Env)}
+	if app.GPUs != appspec.GPUsAll { // a count: the allocation's first N (controld checks it)
+		req.GPUs = app.GPUs
+	}
 	if len(app.Command) > 0 {
 		req.Command = append(append([]string{}, app.Command...), app.Args...)
 	}

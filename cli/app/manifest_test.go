@@ -74,7 +74,7 @@ func TestRunRefusesABadManifest(t *testing.T) {
 		{"tag without digest", "name: web\nimage: registry.example.com/web:latest\n", "image"},
 		{"port 80", base + "ports:\n  - {name: web, port: 80}\n", "ports[0].port"},
 		{"no image", "name: web\n", "image"},
-		{"gpu count", base + "gpus: 2\n", "gpus"},
+		{"no GPU", base + "gpus: 0\n", "gpus"},
 		{"shm size", base + "shm_size: 1Gi\n", "shm_size"},
 		{"readiness", base + "ports:\n  - {name: web, port: 8080}\nreadiness: {port: web}\n", "readiness"},
 		{"mounts", base + "mounts:\n  - {volume: data, path: /data}\n", "mounts"},
@@ -96,6 +96,41 @@ func TestRunRefusesABadManifest(t *testing.T) {
 	err := cmdtest.Execute(NewCmdRun(f, func(context.Context, *RunOptions) error { return nil }), "-f", filepath.Join(t.TempDir(), "none.yaml"), "--alloc", "a-1")
 	if err == nil || !strings.Contains(err.Error(), "none.yaml") {
 		t.Errorf("a missing manifest: %v", err)
+	}
+}
+
+// TestManifestGPUCount: a manifest's GPU count reaches the request (the
+// allocation's first N, checked by controld); "all" sends none; --gpus wins.
+func TestManifestGPUCount(t *testing.T) {
+	ios, _, _, _ := cmdtest.Streams(false)
+	f := cmdtest.Factory(ios)
+	var got *RunOptions
+	capture := func(_ context.Context, o *RunOptions) error { got = o; return nil }
+	base := "name: web\nimage: tiny\n"
+	if err := cmdtest.Execute(NewCmdRun(f, capture), "-f", writeManifest(t, base+"gpus: 2\n"), "--alloc", "a-1"); err != nil || got.GPUs != 2 {
+		t.Errorf("gpus: 2 → %+v, %v", got, err)
+	}
+	if err := cmdtest.Execute(NewCmdRun(f, capture), "-f", writeManifest(t, base+"gpus: all\n"), "--alloc", "a-1"); err != nil || got.GPUs != 0 {
+		t.Errorf("gpus: all → %+v, %v", got, err)
+	}
+	if err := cmdtest.Execute(NewCmdRun(f, capture), "-f", writeManifest(t, base+"gpus: 2\n"), "--alloc", "a-1", "--gpus", "1"); err != nil || got.GPUs != 1 {
+		t.Errorf("--gpus 1 over the manifest's 2 → %+v, %v", got, err)
+	}
+	cmdtest.WantUsageError(t, cmdtest.Execute(NewCmdRun(f, capture), "tiny", "--alloc", "a-1", "--gpus", "0"), "--gpus")
+}
+
+// TestRunAllocOrSKU: app run needs exactly one of --alloc and --sku;
+// with --sku, --gpus is the size to rent and reaches the options.
+func TestRunAllocOrSKU(t *testing.T) {
+	ios, _, _, _ := cmdtest.Streams(false)
+	f := cmdtest.Factory(ios)
+	var got *RunOptions
+	capture := func(_ context.Context, o *RunOptions) error { got = o; return nil }
+	cmdtest.WantUsageError(t, cmdtest.Execute(NewCmdRun(f, capture), "tiny"), "--sku")
+	cmdtest.WantUsageError(t, cmdtest.Execute(NewCmdRun(f, capture), "tiny", "--alloc", "a-1", "--sku", "h100-baremetal"), "not both")
+	if err := cmdtest.Execute(NewCmdRun(f, capture), "tiny", "--sku", "h100-baremetal", "--gpus", "8"); err != nil ||
+		got.SKU != "h100-baremetal" || got.GPUs != 8 || got.Allocation != "" {
+		t.Errorf("--sku: %+v, %v", got, err)
 	}
 }
 

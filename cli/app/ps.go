@@ -23,9 +23,8 @@ type PsOptions struct {
 func NewCmdPs(f *cmdutil.Factory, runF func(context.Context, *PsOptions) error) *cobra.Command {
 	opts := &PsOptions{IO: f.IOStreams, Client: f.Client}
 	cmd := &cobra.Command{
-		Use:     "ps",
-		Aliases: []string{"list", "ls"},
-		Short:   "List workloads, newest first",
+		Use:   "ps",
+		Short: "List workloads, newest first",
 		Long: `List your project's workloads (or one allocation's with --alloc), newest
 first, with their state and exit code; removed ones only with --all.` + cmdutil.PipedHelp(psPiped...),
 		Args: cmdutil.NoArgs,

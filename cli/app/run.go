@@ -21,9 +21,11 @@ type RunOptions struct {
 	Image      string
 	File       string // an app manifest (app.yaml), instead of Image
 	Allocation string
+	SKU        string // rent an allocation of this SKU first, instead of Allocation
 	Name       string
 	Command    []string
 	Env        map[string]string
+	GPUs       int // with Allocation, how many of its GPUs (0: all); with SKU, the allocation's size
 	Detach     bool
 	Timeout    time.Duration
 }
@@ -33,7 +35,7 @@ func NewCmdRun(f *cmdutil.Factory, runF func(context.Context, *RunOptions) error
 	opts := &RunOptions{IO: f.IOStreams, Client: f.Client}
 	var env []string
 	cmd := &cobra.Command{
-		Use:   "run {IMAGE | -f app.yaml} --alloc ID [--name NAME] [-e NAME=VALUE]... [-- COMMAND ARGS...]",
+		Use:   "run {IMAGE | -f app.yaml} {--alloc ID | --sku SKU} [--gpus N] [--name NAME] [-e NAME=VALUE]... [-- COMMAND ARGS...]",
 		Short: "Run a catalog image as a container on an allocation",
 		Long: `Run IMAGE, a catalog image (its name or id; promoted and verified, your
 project's own or the platform's), as a container on the bare-metal allocation
@@ -48,7 +50,18 @@ its args, and the environment (-e adds to it and wins); its ports are where
 the app listens on the allocation (reach them with ssh -L). A manifest is
 read strictly: an unknown key, a tag without a digest, a port outside
 1024-65535 is refused naming the field, and nothing is sent; so are fields
-app run does not honour yet (a GPU count, shm_size, readiness, mounts).
+app run does not honour yet (shm_size, readiness, mounts).
+
+The container gets the allocation's GPUs, all of them, or its first N with
+--gpus N (or the manifest's gpus: N; --gpus wins); more than it has is
+refused naming gpus.
+
+With --sku instead of --alloc, an allocation of that SKU (--gpus GPUs, or
+the manifest's gpus: N, or the SKU's one size) is rented first, as job run
+rents one: its price line, then a wait until it is active (Ctrl-C releases
+it); the container gets all of its GPUs. If the workload cannot be created
+the allocation is released at once; otherwise it is yours: it stays, and is
+charged, until ` + "`gpuaas alloc release ID`" + `, which stops and removes its workloads.
 
 Without --detach, print the container's output as it comes while waiting
 until the workload runs (or, once it ended, until its last line: exit 1 when
@@ -56,7 +69,8 @@ it failed), then print the workload (` + "`gpuaas app logs -f ID`" + ` follows t
 with --detach, print its id at once.`,
 		Example: `  gpuaas app run tiny --alloc a-123
   gpuaas app run tiny --alloc a-123 --name web -e PORT=8080 -- /bin/httpd -f -p 8080
-  gpuaas app run -f app.yaml --alloc a-123`,
+  gpuaas app run -f app.yaml --alloc a-123
+  gpuaas app run jupyter --sku h100-baremetal -d`,
 		Args: func(c *cobra.Command, args []string) error {
 			dash := c.ArgsLenAtDash()
 			if opts.File != "" {
@@ -80,8 +94,14 @@ with --detach, print its id at once.`,
 					return cmdutil.FlagErrorf("nothing after --: give a command, or leave -- out")
 				}
 			}
-			if opts.Allocation == "" {
-				return cmdutil.FlagErrorf("--alloc is required: the allocation to run on")
+			switch {
+			case opts.Allocation == "" && opts.SKU == "":
+				return cmdutil.FlagErrorf("--alloc ID (the allocation to run on) or --sku SKU (rent one first) is required")
+			case opts.Allocation != "" && opts.SKU != "":
+				return cmdutil.FlagErrorf("--alloc and --sku together: give one, not both")
+			}
+			if c.Flags().Changed("gpus") && opts.GPUs < 1 {
+				return cmdutil.FlagErrorf("invalid --gpus %d: want at least 1 (leave it out for all of the allocation's)", opts.GPUs)
 			}
 			if opts.Timeout < 0 {
 				return cmdutil.FlagErrorf("invalid --timeout %s: want a positive duration", opts.Timeout)
@@ -104,6 +124,9 @@ with --detach, print its id at once.`,
 					return err
 				}
 				opts.Image, opts.Command = req.Image, req.Command
+				if !c.Flags().Changed("gpus") { // with --sku, the size to rent
+					opts.GPUs = req.GPUs
+				}
 				if opts.Name == "" {
 					opts.Name = req.Name
 				}
@@ -122,9 +145,11 @@ with --detach, print its id at once.`,
 		},
 	}
 	cmd.Flags().StringVarP(&opts.File, "file", "f", "", "Run the app manifest `app.yaml` (docs/apps.md)")
-	cmd.Flags().StringVar(&opts.Allocation, "alloc", "", "The allocation to run on (required)")
+	cmd.Flags().StringVar(&opts.Allocation, "alloc", "", "The allocation to run on")
+	cmd.Flags().StringVar(&opts.SKU, "sku", "", "Rent an allocation of this `SKU` first and run on it (gpuaas catalog lists them)")
 	cmd.Flags().StringVar(&opts.Name, "name", "", "The workload's name, unique on the allocation (default: the image's)")
 	cmd.Flags().StringArrayVarP(&env, "env", "e", nil, "Set NAME=VALUE in the container (repeatable)")
+	cmd.Flags().IntVar(&opts.GPUs, "gpus", 0, "With --alloc: the container gets its first N GPUs (default: all); with --sku: the GPUs to rent")
 	cmd.Flags().BoolVarP(&opts.Detach, "detach", "d", false, "Print the workload's id and return at once")
 	cmd.Flags().DurationVar(&opts.Timeout, "timeout", 5*time.Minute, "Give up waiting after this long (exit 21)")
 	cmdutil.AddJSONFlags(cmd, &opts.Exporter, cmdutil.FieldsOf(api.Workload{}))
@@ -141,10 +166,21 @@ func runRun(ctx context.Context, opts *RunOptions) error {
 			return err
 		}
 	}
+	gpus, release := opts.GPUs, func() {}
+	if opts.SKU != "" {
+		if opts.Allocation, release, err = rentForApp(ctx, opts, client); err != nil {
+			return err
+		}
+		gpus = 0 // all of the allocation rented for it
+	}
 	w, err := client.AppRun(ctx, api.AppRunRequest{Image: opts.Image, AllocationID: opts.Allocation, Name: opts.Name,
-		Command: opts.Command, Env: opts.Env})
+		Command: opts.Command, Env: opts.Env, GPUs: gpus})
 	if err != nil {
+		release()
 		return err
+	}
+	if opts.SKU != "" {
+		rentedNote(opts.IO, opts.Allocation)
 	}
 	if opts.Detach {
 		if opts.Exporter != nil {

@@ -53,6 +53,9 @@ func Check(req *api.AppRunRequest) error {
 	case len(req.Env) > MaxEnv:
 		return bad("env", "%d variables; at most %d", len(req.Env), MaxEnv)
 	}
+	if err := checkGPUs(req); err != nil {
+		return err
+	}
 	n := 0
 	for i, a := range req.Command {
 		n += len(a)
@@ -128,6 +131,10 @@ func Run(ctx context.Context, tx pgx.Tx, actor alloc.Actor, req api.AppRunReques
 	if err := usable(img, a.ProjectID); err != nil {
 		return api.Workload{}, mutate.Effect{}, err
 	}
+	gpus, err := allocationGPUs(ctx, tx, a.ID, req.GPUs)
+	if err != nil {
+		return api.Workload{}, mutate.Effect{}, err
+	}
 	if req.Name == "" {
 		req.Name = img.Name
 	}
@@ -150,7 +157,7 @@ func Run(ctx context.Context, tx pgx.Tx, actor alloc.Actor, req api.AppRunReques
 		return api.Workload{}, mutate.Effect{}, fmt.Errorf("insert workload: %w", err)
 	}
 	taskID, err := tasks.Enqueue(ctx, tx, tasks.Task{NodeID: a.NodeID, Type: api.TaskWorkloadStart,
-		Params: startParams(id, a.ID, img.Ref, sp, cfg)}, now)
+		Params: startParams(id, a.ID, img.Ref, sp, gpus, cfg)}, now)
 	if err != nil {
 		return api.Workload{}, mutate.Effect{}, err
 	}
@@ -166,9 +173,9 @@ func Run(ctx context.Context, tx pgx.Tx, actor alloc.Actor, req api.AppRunReques
 }
 
 // startParams are workload.start's params: the environment as NAME=value.
-func startParams(id, allocID, ref string, sp spec, cfg Config) api.WorkloadStartParams {
+func startParams(id, allocID, ref string, sp spec, gpus []string, cfg Config) api.WorkloadStartParams {
 	p := api.WorkloadStartParams{WorkloadID: id, AllocationID: allocID, PosixUser: api.PosixUser(allocID),
-		Image: ref, Command: sp.Command, LogMaxBytes: cfg.LogMaxBytes}
+		Image: ref, Command: sp.Command, GPUs: gpus, LogMaxBytes: cfg.LogMaxBytes}
 	for k, v := range sp.Env {
 		p.Env = append(p.Env, k+"="+v)
 	}

@@ -48,13 +48,15 @@ type Workload struct {
 // the project's own or the platform's) on an active allocation. Name is
 // unique on the allocation among workloads not removed (default: the
 // image's name). Command, when given, replaces the image's entrypoint
-// and command.
+// and command. GPUs is how many of the allocation's GPUs the container
+// gets, its first in slot order (0: all of them; docs/apps.md, "GPUs").
 type AppRunRequest struct {
 	Image        string            `json:"image"`
 	AllocationID string            `json:"allocation_id"`
 	Name         string            `json:"name,omitempty"`
 	Command      []string          `json:"command,omitempty"`
 	Env          map[string]string `json:"env,omitempty"`
+	GPUs         int               `json:"gpus,omitempty"`
 }
 
 // WorkloadRef names a workload.

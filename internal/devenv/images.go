@@ -9,7 +9,9 @@ import (
 )
 
 // StockImage is the image `gpuaas dev` seeds, verified and promoted: a
-// one-layer image made in Go (no registry on the internet is reachable).
+// one-layer image made in Go (no registry on the internet is reachable),
+// with busybox's shell and applets when busybox-static is installed
+// (tinyimage.go).
 const StockImage = "tiny"
 
 // stockImageFiles are its files; the same bytes on every start give the
@@ -35,7 +37,7 @@ func (e *Env) startRegistry() error {
 // seedImages pushes the stock image and makes it a verified, promoted
 // platform image.
 func (e *Env) seedImages(ctx context.Context) error {
-	img, err := registry.Tiny(stockImageFiles)
+	img, err := stockImage(BusyboxPath)
 	if err != nil {
 		return err
 	}
@@ -45,6 +47,16 @@ func (e *Env) seedImages(ctx context.Context) error {
 	}
 	ref, err := reg.Push(ctx, "gpuaas/"+StockImage, img)
 	if err != nil {
+		return fmt.Errorf("seed images: %w", err)
+	}
+	// A data directory seeded before tiny had a shell names the files-only
+	// digest: push it too, so that entry (which SeedImage keeps) still
+	// pulls after a restart (the registry forgets its manifests).
+	legacy, err := registry.Tiny(stockImageFiles)
+	if err != nil {
+		return err
+	}
+	if _, err := reg.Push(ctx, "gpuaas/"+StockImage, legacy); err != nil {
 		return fmt.Errorf("seed images: %w", err)
 	}
 	_, err = e.Controld.SeedImage(ctx, StockImage, ref, e.Admin.ID)

@@ -26,3 +26,17 @@ func AllocationsOfGPUs(ctx context.Context, q store.Querier, nodeID string, pcis
 	}
 	return out, nil
 }
+
+// GPUsOfAllocation returns the PCI addresses of the GPUs whose slots are
+// reserved for allocation allocID, in slot order.
+func GPUsOfAllocation(ctx context.Context, q store.Querier, allocID string) ([]string, error) {
+	rows, err := q.Query(ctx, `SELECT gpu_pci FROM slots WHERE allocation_id = $1 AND state = 'reserved' ORDER BY idx`, allocID)
+	if err != nil {
+		return nil, fmt.Errorf("GPUs of %s: %w", allocID, err)
+	}
+	pcis, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("GPUs of %s: %w", allocID, err)
+	}
+	return pcis, nil
+}

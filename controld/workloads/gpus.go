@@ -6,6 +6,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/gpuaas/gpuaas/controld/node"
 	"github.com/gpuaas/gpuaas/internal/api"
 )
 
@@ -16,11 +17,7 @@ import (
 // shared by several allocations a container never sees another's. More
 // than the allocation has is refused naming the field.
 func allocationGPUs(ctx context.Context, q pgx.Tx, allocID string, want int) ([]string, error) {
-	rows, err := q.Query(ctx, `SELECT gpu_pci FROM slots WHERE allocation_id = $1 AND state = 'reserved' ORDER BY idx`, allocID)
-	if err != nil {
-		return nil, fmt.Errorf("allocation %s gpus: %w", allocID, err)
-	}
-	pcis, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	pcis, err := node.GPUsOfAllocation(ctx, q, allocID)
 	if err != nil {
 		return nil, fmt.Errorf("allocation %s gpus: %w", allocID, err)
 	}

@@ -42,7 +42,10 @@ func (g *Gateway) httpsTLS(ln net.Listener) (cfg *tls.Config, stop func(), err e
 		return h.TLS, func() {}, nil
 	}
 	a := h.ACME
-	a.Domain, a.Verdicts, a.Addr = h.Domain, g.cfg.Client, ln.Addr()
+	a.Domain, a.Addr = h.Domain, ln.Addr()
+	if a.Verdicts == nil {
+		a.Verdicts = g.cfg.Client
+	}
 	if a.Log == nil {
 		a.Log = g.log.With("front", "https")
 	}

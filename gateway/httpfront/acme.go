@@ -55,7 +55,17 @@ type ACMEConfig struct {
 	// IgnoreARI renews by RenewalWindowRatio alone, ignoring the renewal
 	// window the CA suggests (ACME Renewal Information, RFC 9773).
 	IgnoreARI bool
-	Log       *slog.Logger
+	// AskRate and AskBurst bound how often controld is asked about names
+	// without a certificate (DefaultACMEAskRate, DefaultACMEAskBurst when
+	// zero); RefusedFor is how long a name controld refused is refused
+	// without asking again (DefaultACMERefusedFor when zero).
+	AskRate    float64
+	AskBurst   int
+	RefusedFor time.Duration
+	// Now is the clock of the refused names and the rate (time.Now when
+	// nil).
+	Now func() time.Time
+	Log *slog.Logger
 }
 
 // ACME obtains and renews the front's certificates.
@@ -63,6 +73,7 @@ type ACME struct {
 	cfg   ACMEConfig
 	cache *certmagic.Cache
 	magic *certmagic.Config
+	guard *acmeGuard
 }
 
 // NewACME sets up certificate management; nothing is obtained before a
@@ -86,6 +97,18 @@ func NewACME(c ACMEConfig) (*ACME, error) {
 	if c.Log == nil {
 		c.Log = slog.Default()
 	}
+	if c.AskRate == 0 {
+		c.AskRate = DefaultACMEAskRate
+	}
+	if c.AskBurst == 0 {
+		c.AskBurst = DefaultACMEAskBurst
+	}
+	if c.RefusedFor == 0 {
+		c.RefusedFor = DefaultACMERefusedFor
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
 	host, portStr, err := net.SplitHostPort(c.Addr.String())
 	if err != nil {
 		return nil, fmt.Errorf("acme listener address: %w", err)
@@ -108,7 +131,7 @@ func NewACME(c ACMEConfig) (*ACME, error) {
 	if err := os.MkdirAll(c.Dir, 0o700); err != nil {
 		return nil, fmt.Errorf("acme storage: %w", err)
 	}
-	a := &ACME{cfg: c}
+	a := &ACME{cfg: c, guard: newACMEGuard(c.Now, c.AskRate, c.AskBurst, c.RefusedFor)}
 	zl := zapToSlog(c.Log)
 	a.cache = certmagic.NewCache(certmagic.CacheOptions{
 		GetConfigForCert:   func(certmagic.Certificate) (*certmagic.Config, error) { return a.magic, nil },
@@ -156,6 +179,9 @@ func (a *ACME) decide(ctx context.Context, name string) error {
 	if _, _, ok := api.ParseExposureHost(label); !ok {
 		return fmt.Errorf("%s is not an exposure name", name)
 	}
+	if ok, why := a.guard.mayAsk(label); !ok {
+		return fmt.Errorf("%s: not asked (%s)", name, why)
+	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	// No credential: a live exposure answers allow (public) or login.
@@ -165,6 +191,7 @@ func (a *ACME) decide(ctx context.Context, name string) error {
 	}
 	if v.Verdict != api.VerdictAllow && v.Verdict != api.VerdictLogin {
 		a.cfg.Log.Debug("acme: no certificate", "name", name, "verdict", v.Verdict)
+		a.guard.refuse(label)
 		return fmt.Errorf("%s: %s", name, v.Verdict)
 	}
 	return nil

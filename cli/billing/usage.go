@@ -76,7 +76,7 @@ per size it had (docs/volumes.md).
 	cmd.Flags().IntVar(&opts.Windows, "windows", 0, "With --volume, how many of each volume's latest windows to show (default 60)")
 	cmd.Flags().BoolVar(&opts.Job, "job", false, "What each job cost (or job ID's): its allocation's charge over the job's running time")
 	cmd.Flags().BoolVar(&opts.Workload, "workload", false, "What each workload used (or workload ID): GPU-seconds and its share of its allocation's charge")
-	cmdutil.AddJSONFlags(cmd, &opts.Exporter, withWorkloadUsageFields(withJobUsageFields(usageFields())))
+	cmdutil.AddJSONFlags(cmd, &opts.Exporter, usageFields())
 	return cmd
 }
 

@@ -3,7 +3,6 @@ package billing
 import (
 	"context"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -52,16 +51,6 @@ func checkJobUsage(opts *UsageOptions) error {
 		return cmdutil.FlagErrorf("--job cannot be used with --alloc or --volume")
 	}
 	return nil
-}
-
-// withJobUsageFields adds api.JobUsage's JSON fields to fields.
-func withJobUsageFields(fields []string) []string {
-	for _, f := range cmdutil.FieldsOf(api.JobUsage{}) {
-		if !slices.Contains(fields, f) {
-			fields = append(fields, f)
-		}
-	}
-	return fields
 }
 
 // writeJobUsage prints `billing usage --job`: with --json the jobs'

@@ -10,13 +10,15 @@ import (
 	"github.com/gpuaas/gpuaas/internal/api"
 )
 
-// usageFields are the JSON fields of `billing usage`: an allocation's,
-// and with --volume a volume's.
+// usageFields are the JSON fields of `billing usage`: an allocation's, and
+// with --volume, --job or --workload a volume's, job's or workload's.
 func usageFields() []string {
-	fields := cmdutil.FieldsOf(api.AllocationUsage{})
-	for _, f := range cmdutil.FieldsOf(api.VolumeUsage{}) {
-		if !slices.Contains(fields, f) {
-			fields = append(fields, f)
+	var fields []string
+	for _, row := range []any{api.AllocationUsage{}, api.VolumeUsage{}, api.JobUsage{}, api.WorkloadUsage{}} {
+		for _, f := range cmdutil.FieldsOf(row) {
+			if !slices.Contains(fields, f) {
+				fields = append(fields, f)
+			}
 		}
 	}
 	return fields

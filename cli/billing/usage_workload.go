@@ -3,7 +3,6 @@ package billing
 import (
 	"context"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -45,16 +44,6 @@ func workloadUsageArgs(opts *UsageOptions, next cobra.PositionalArgs) cobra.Posi
 		}
 		return nil
 	}
-}
-
-// withWorkloadUsageFields adds api.WorkloadUsage's JSON fields to fields.
-func withWorkloadUsageFields(fields []string) []string {
-	for _, f := range cmdutil.FieldsOf(api.WorkloadUsage{}) {
-		if !slices.Contains(fields, f) {
-			fields = append(fields, f)
-		}
-	}
-	return fields
 }
 
 // writeWorkloadUsage prints `billing usage --workload`: with --json the

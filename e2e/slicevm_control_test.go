@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"os/exec"
+	"strings"
 	"testing"
 
 	"github.com/gpuaas/gpuaas/hostd/netiso"
@@ -17,9 +18,11 @@ const devSliceTable = "gpuaas_dev_slices"
 // nft bridge table removed, the guests' bridge ports no longer isolated)
 // the probes from guest A to guest B at ipB (ping, arping, TCP to its sshd)
 // succeed, so their failure was the isolation's doing and not a
-// broken probe; with both layers back they fail again. inA runs a command
-// in guest A and returns its exit status.
-func isolationControl(t *testing.T, inA func(cmd string) int, ipB string) {
+// broken probe; with both layers back they fail again. The same for a ping
+// from A to its gateway gw with a source address the seed did not give A
+// (spoofed): dropped by the nft layer, passing without it. inA runs a
+// command in guest A and returns its exit status.
+func isolationControl(t *testing.T, inA func(cmd string) int, ipB, gw string) {
 	t.Helper()
 	ctx := context.Background()
 	fw, err := netiso.New(netiso.Config{Table: devSliceTable})
@@ -58,7 +61,7 @@ func isolationControl(t *testing.T, inA func(cmd string) int, ipB string) {
 	// hostd/guestimage's probes (isolation_test.go): the TCP one passes
 	// only when B's sshd banner comes back.
 	probes := map[string]string{"ping": "sudo ping -c 1 -W 3 " + ipB, "arping": "sudo arping -c 1 -w 2 -I mgmt0 " + ipB,
-		"tcp": "sleep 2 | nc -w 3 " + ipB + " 22 | head -c 4 | grep -q SSH-"}
+		"tcp": "sleep 2 | nc -w 3 " + ipB + " 22 | head -c 4 | grep -q SSH-", "spoofed source": spoofedPing(gw)}
 
 	if err := fw.Remove(ctx); err != nil {
 		t.Fatal(err)
@@ -75,4 +78,13 @@ func isolationControl(t *testing.T, inA func(cmd string) int, ipB string) {
 			t.Errorf("isolation restored: probe %s from A to %s passed; want it blocked", name, ipB)
 		}
 	}
+}
+
+// spoofedPing is a guest command that pings gw from an address on the
+// slot network no slot is given (the network's .250), then drops it again;
+// its exit status is the ping's.
+func spoofedPing(gw string) string {
+	spoof := gw[:strings.LastIndex(gw, ".")] + ".250"
+	return "sudo ip addr add " + spoof + "/32 dev mgmt0; ping -c 1 -W 3 -I " + spoof + " " + gw +
+		"; rc=$?; sudo ip addr del " + spoof + "/32 dev mgmt0; exit $rc"
 }

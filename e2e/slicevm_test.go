@@ -151,7 +151,7 @@ func TestSliceVM(t *testing.T) {
 	isolationControl(t, func(cmd string) int { // slicevm_control_test.go
 		_, code := openssh(t, "ssh", "-F", sshConfig, a+"@localhost", cmd)
 		return code
-	}, ipB)
+	}, ipB, gw)
 
 	for _, id := range []string{a, b} {
 		if r := dev.gpuaas(t, "", "alloc", "release", id, "--wait"); r.code != 0 {

@@ -45,6 +45,9 @@ type HostdOptions struct {
 	// Slices are the slice guests' network and the node's declarations
 	// (hostd_slicenet.go).
 	Slices sliceFlags
+	// Images are workloads' registry credentials and the image cache's
+	// bound (hostd_images.go).
+	Images imageFlags
 	agent.Config
 }
 
@@ -127,6 +130,9 @@ GPUAAS_NATS_CERT and GPUAAS_NATS_KEY stand in for the flags.
 			if err := opts.Slices.check(); err != nil {
 				return cmdutil.FlagErrorf("%v", err)
 			}
+			if err := opts.Images.check(); err != nil {
+				return cmdutil.FlagErrorf("%v", err)
+			}
 			if runF != nil {
 				return runF(c.Context(), opts)
 			}
@@ -153,6 +159,7 @@ GPUAAS_NATS_CERT and GPUAAS_NATS_KEY stand in for the flags.
 	fl.Var(&opts.TenantMemoryReserve, "tenant-memory-reserve",
 		"Memory bare-metal tenants' cgroups leave to hostd and the platform, e.g. 2GiB; 0: the larger of 1GiB and 5% of the node's memory")
 	opts.Slices.register(fl)
+	opts.Images.register(fl)
 	addMetricsFlag(fl, &opts.MetricsAddr)
 	opts.Settings.register(fl)
 	cmd.AddCommand(newCmdVolumeSFTP(f)) // hidden: hostd's own sftp process for volume sessions
@@ -184,6 +191,9 @@ func hostdRun(ctx context.Context, opts *HostdOptions) error {
 		return err
 	}
 	defer closeEnv()
+	if env.ImageCache, err = opts.Images.cache(opts.StateDir, log); err != nil {
+		return err
+	}
 	cfg := opts.Config
 	cfg.Server, cfg.TLS, cfg.Env, cfg.Handlers, cfg.Log = opts.NATS.URL, opts.NATS.tls(), env, tasks.Default(), log
 	env.Envs = jobEnvs(opts.StateDir, accounts, env.Hypervisor, log)

@@ -14,6 +14,7 @@ import (
 	"github.com/gpuaas/gpuaas/hostd/host"
 	"github.com/gpuaas/gpuaas/hostd/topology"
 	"github.com/gpuaas/gpuaas/hostd/volume"
+	"github.com/gpuaas/gpuaas/hostd/workload"
 	"github.com/gpuaas/gpuaas/internal/logstream"
 	"github.com/gpuaas/gpuaas/internal/nodeseal"
 )
@@ -44,6 +45,10 @@ type Env struct {
 	// GPUCheck answers the pre-handout GPU check (gpucheck.go); nil:
 	// every GPU passes.
 	GPUCheck GPUChecker
+	// ImageCache is the node's cache of workloads' images, with the
+	// registry's credentials and its bound (hostd/workload); nil: one
+	// under StateDir bounded by DefaultImageCacheBytes, no credentials.
+	ImageCache *workload.Cache
 	// Envs opens allocations' environments, where jobs run (job.go);
 	// nil: this hostd runs no jobs.
 	Envs EnvOpener

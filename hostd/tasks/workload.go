@@ -29,9 +29,16 @@ const workloadStopGrace = 10 * time.Second
 // is copied per task, the cache (and its per-digest locks) is the node's.
 var caches sync.Map // dir → *workload.Cache
 
+// DefaultImageCacheBytes bounds a node's image cache when hostd is given
+// none (Env.ImageCache nil; `gpuaas hostd --image-cache-size`).
+const DefaultImageCacheBytes = 50 << 30
+
 func (e *Env) imageCache() *workload.Cache {
+	if e.ImageCache != nil {
+		return e.ImageCache
+	}
 	dir := filepath.Join(e.StateDir, "workload-images")
-	c, _ := caches.LoadOrStore(dir, &workload.Cache{Dir: dir})
+	c, _ := caches.LoadOrStore(dir, &workload.Cache{Dir: dir, MaxBytes: DefaultImageCacheBytes, Log: e.Log})
 	return c.(*workload.Cache)
 }
 

@@ -11,10 +11,12 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
@@ -51,9 +53,18 @@ type Cache struct {
 	// Options are passed to every registry request (credentials,
 	// transport); the context is added per pull.
 	Options []remote.Option
+	// MaxBytes bounds the cache: after each pull the least recently used
+	// images are evicted until it holds at most this much (Prune); 0: no
+	// bound.
+	MaxBytes int64
+	// Now is the clock of last uses (nil: time.Now); Log, when set, gets
+	// a line per pull that evicted images.
+	Now func() time.Time
+	Log *slog.Logger
 
 	mu    sync.Mutex
 	locks map[string]*sync.Mutex
+	uses  map[string]int // archives being read, by digest hex
 }
 
 // Entry is an image in the cache.
@@ -63,6 +74,8 @@ type Entry struct {
 	// Digest is the manifest's digest, Config the config's: podman's
 	// image ID is Config's hex.
 	Digest, Config string
+
+	cache *Cache // whose lock Archive holds while it reads Dir
 }
 
 func (c *Cache) lock(digest string) func() {
@@ -93,6 +106,7 @@ func (c *Cache) Ensure(ctx context.Context, ref string) (e Entry, pulled bool, e
 	dir := filepath.Join(c.Dir, "sha256-"+h)
 	defer c.lock(h)()
 	if e, err := c.entry(dir, d.DigestStr()); err == nil {
+		c.touch(dir)
 		return e, false, nil
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return Entry{}, false, err
@@ -119,8 +133,15 @@ func (c *Cache) Ensure(ctx context.Context, ref string) (e Entry, pulled bool, e
 	if err := os.Rename(tmp, dir); err != nil {
 		return Entry{}, false, fmt.Errorf("pull %s: %w", ref, err)
 	}
-	e, err = c.entry(dir, d.DigestStr())
-	return e, err == nil, err
+	c.touch(dir)
+	if e, err = c.entry(dir, d.DigestStr()); err != nil {
+		return Entry{}, false, err
+	}
+	if evicted, held, err := c.Prune(h); c.Log != nil && (len(evicted) > 0 || err != nil) {
+		c.Log.Info("image cache over its bound: evicted the least recently used", "pulled", d.DigestStr(),
+			"evicted", evicted, "held_bytes", held, "max_bytes", c.MaxBytes, "err", err)
+	}
+	return e, true, nil
 }
 
 // entry reads a cached layout; fs.ErrNotExist when there is none.
@@ -148,12 +169,15 @@ func (c *Cache) entry(dir, digest string) (Entry, error) {
 	if err != nil {
 		return Entry{}, fmt.Errorf("image cache %s: %w", dir, err)
 	}
-	return Entry{Dir: dir, Digest: digest, Config: cfg.String()}, nil
+	return Entry{Dir: dir, Digest: digest, Config: cfg.String(), cache: c}, nil
 }
 
 // Archive writes the entry as an OCI archive (a tar of its layout), what
 // `podman load` reads from its standard input.
 func (e Entry) Archive(w io.Writer) error {
+	if e.cache != nil {
+		defer e.cache.use(strings.TrimPrefix(e.Digest, "sha256:"))() // not evicted while read
+	}
 	tw := tar.NewWriter(w)
 	err := filepath.WalkDir(e.Dir, func(path string, de fs.DirEntry, err error) error {
 		if err != nil {

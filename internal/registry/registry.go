@@ -77,6 +77,12 @@ func (k keychain) Resolve(r authn.Resource) (authn.Authenticator, error) {
 	return authn.Anonymous, nil
 }
 
+// PullOptions are the options for pulls outside this package (hostd's
+// image cache): the credentials go to the configured registry only.
+func (c *Client) PullOptions() []remote.Option {
+	return []remote.Option{remote.WithAuthFromKeychain(keychain{c})}
+}
+
 func (c *Client) options(ctx context.Context) []remote.Option {
 	return []remote.Option{remote.WithContext(ctx), remote.WithAuthFromKeychain(keychain{c})}
 }

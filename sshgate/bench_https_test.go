@@ -86,11 +86,17 @@ func newHTTPSBench(b *testing.B, size int) *httpsBench {
 // `gpuaas dev` does. Rate limits are the front's protection, not what is
 // measured.
 func startHTTPSGateway(s *realStack, ca *httpfront.DevCA) *Gateway {
+	return startHTTPSGatewayOn(s, ca, "127.0.0.1:0")
+}
+
+// startHTTPSGatewayOn is startHTTPSGateway with the HTTPS front listening
+// on listen.
+func startHTTPSGatewayOn(s *realStack, ca *httpfront.DevCA, listen string) *Gateway {
 	b := s.t
 	gwClient, gwKey := s.env.Gateway(b, "gw-https")
 	gw, err := New(Config{Listen: "127.0.0.1:0", HostKey: sshtest.NewKey(b), Client: gwClient, GatewayKey: gwKey,
 		RecordingDir: b.TempDir(), Name: "gw-https", NodeTransport: TransportLink, Log: s.log,
-		HTTPS: HTTPS{Listen: "127.0.0.1:0", Domain: "localhost", TLS: ca.TLSConfig("localhost", time.Now),
+		HTTPS: HTTPS{Listen: listen, Domain: "localhost", TLS: ca.TLSConfig("localhost", time.Now),
 			RatePerExposure: 1e6, RatePerSource: 1e6, Burst: 1e6}})
 	if err != nil {
 		b.Fatal(err)

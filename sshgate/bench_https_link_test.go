@@ -116,8 +116,8 @@ func (l *benchLink) client(b *testing.B, ca *httpfront.DevCA, addr string) *http
 	return &http.Client{Transport: tr, Timeout: time.Minute}
 }
 
-// BenchmarkHTTPSThroughputLink is BenchmarkHTTPSThroughput's front and
-// direct legs over a client link of a given rate (a veth pair shaped with
+// BenchmarkHTTPSThroughputLink is BenchmarkHTTPSThroughput's front,
+// direct and direct-tls legs over a client link of a given rate (a veth pair shaped with
 // tc tbf into a network namespace the client dials from), as a renter's
 // browser or script reaches the gateway from outside; the gateway–node
 // link stays unshaped, as in a data centre. It shows whether the front
@@ -152,6 +152,17 @@ func BenchmarkHTTPSThroughputLink(b *testing.B) {
 			onLink.Listener = ln
 			onLink.Start()
 			b.Cleanup(onLink.Close)
+			onLinkTLS := httptest.NewUnstartedServer(mux)
+			if onLinkTLS.Listener, err = net.Listen("tcp", link.HostIP+":0"); err != nil {
+				b.Fatal(err)
+			}
+			onLinkTLS.EnableHTTP2 = false
+			onLinkTLS.StartTLS()
+			b.Cleanup(onLinkTLS.Close)
+			directTLS := link.client(b, nil, "")
+			tc := onLinkTLS.Client().Transport.(*http.Transport).TLSClientConfig.Clone()
+			tc.ServerName = "example.com" // httptest's certificate names it and 127.0.0.1, not the link's address
+			directTLS.Transport.(*http.Transport).TLSClientConfig = tc
 			port := plain.Listener.Addr().(*net.TCPAddr).Port
 			ex, err := s.admin.ExposeCreate(b.Context(), api.ExposeCreateRequest{Allocation: alloc.ID, Port: port, Share: api.SharePublic, TTL: "1h"})
 			if err != nil {
@@ -160,8 +171,9 @@ func BenchmarkHTTPSThroughputLink(b *testing.B) {
 			front := link.client(b, ca, gw.HTTPSAddr().String())
 			direct := link.client(b, nil, "")
 			legs := runLegs(b, []*leg{getLeg(b, "front", front, "https://"+ex.Host+".localhost/big"),
-				getLeg(b, "direct", direct, onLink.URL+"/big")})
+				getLeg(b, "direct", direct, onLink.URL+"/big"), getLeg(b, "direct-tls", directTLS, onLinkTLS.URL+"/big")})
 			reportRatio(b, legs, "front", "direct", "front/direct")
+			reportRatio(b, legs, "front", "direct-tls", "front/direct-tls")
 		})
 	}
 }

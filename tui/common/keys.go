@@ -8,6 +8,7 @@ type KeyMap struct {
 	Detail, Back                            key.Binding
 	Create, Release, SSH, Refresh, All      key.Binding
 	Filter, Command, Help, Nodes, Quit      key.Binding
+	Jobs, App                               key.Binding
 }
 
 // DefaultKeys is the dashboard's key map.
@@ -25,7 +26,9 @@ func DefaultKeys() *KeyMap {
 		Release:  key.NewBinding(key.WithKeys("x", "delete"), key.WithHelp("x", "release")),
 		SSH:      key.NewBinding(key.WithKeys("s"), key.WithHelp("s", "ssh")),
 		Refresh:  key.NewBinding(key.WithKeys("r", "ctrl+r"), key.WithHelp("r", "refresh")),
-		All:      key.NewBinding(key.WithKeys("a"), key.WithHelp("a", "all/recent")),
+		All:      key.NewBinding(key.WithKeys("A"), key.WithHelp("A", "all/recent")),
+		App:      key.NewBinding(key.WithKeys("a"), key.WithHelp("a", "run an app")),
+		Jobs:     key.NewBinding(key.WithKeys("J"), key.WithHelp("J", "allocs/jobs")),
 		Filter:   key.NewBinding(key.WithKeys("/"), key.WithHelp("/", "filter")),
 		Command:  key.NewBinding(key.WithKeys(":"), key.WithHelp(":", "command")),
 		Help:     key.NewBinding(key.WithKeys("?"), key.WithHelp("?", "help")),
@@ -43,6 +46,6 @@ func (k *KeyMap) Short() []key.Binding {
 func (k *KeyMap) Full() []key.Binding {
 	return []key.Binding{
 		k.Up, k.Down, k.PageUp, k.PageDown, k.Top, k.Bottom, k.Detail, k.Back,
-		k.Create, k.Release, k.SSH, k.Refresh, k.All, k.Filter, k.Command, k.Nodes, k.Help, k.Quit,
+		k.Create, k.Release, k.SSH, k.App, k.Refresh, k.All, k.Filter, k.Command, k.Jobs, k.Nodes, k.Help, k.Quit,
 	}
 }

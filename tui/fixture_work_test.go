@@ -125,7 +125,8 @@ func (b *fixtureBackend) appendLog(id string, n int) {
 }
 
 // logPage is a page of the lines after req.After (b.mu held).
-func (b *fixtureBackend) logPage(req api.JobLogsRequest) (*api.JobLogsResponse, error) {	i := slices.IndexFunc(b.work.jobs, func(j api.Job) bool { return j.ID == req.ID })
+func (b *fixtureBackend) logPage(req api.JobLogsRequest) (*api.JobLogsResponse, error) {
+	i := slices.IndexFunc(b.work.jobs, func(j api.Job) bool { return j.ID == req.ID })
 	if i < 0 {
 		return nil, api.Errorf(api.CodeNotFound, "no job %s", req.ID)
 	}

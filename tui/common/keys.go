@@ -42,10 +42,15 @@ func (k *KeyMap) Short() []key.Binding {
 	return []key.Binding{k.Create, k.Release, k.SSH, k.Detail, k.Filter, k.Command, k.Help, k.Quit}
 }
 
-// Full is every binding, in the help screen's order.
+// Full is every binding, in the help screen's order; the movement keys
+// in pairs, so that the screen fits 80×24.
 func (k *KeyMap) Full() []key.Binding {
+	pair := func(a, b key.Binding, keys, desc string) key.Binding {
+		return key.NewBinding(key.WithKeys(append(a.Keys(), b.Keys()...)...), key.WithHelp(keys, desc))
+	}
 	return []key.Binding{
-		k.Up, k.Down, k.PageUp, k.PageDown, k.Top, k.Bottom, k.Detail, k.Back,
+		pair(k.Up, k.Down, "↑↓ kj", "up, down"), pair(k.PageUp, k.PageDown, "pg↑↓", "page up, down"),
+		pair(k.Top, k.Bottom, "g G", "first, last"), k.Detail, k.Back,
 		k.Create, k.Release, k.SSH, k.App, k.Refresh, k.All, k.Filter, k.Command, k.Jobs, k.Nodes, k.Help, k.Quit,
 	}
 }

@@ -129,6 +129,12 @@ func TestJobLogFollowsUntilTheJobEnds(t *testing.T) {
 	if want := []int64{0, 12, 15}; !slices.Equal(afters, want) {
 		t.Fatalf("reads asked for the lines after %v; want %v", afters, want)
 	}
+	// No polling: every read after the first waits on the server for lines.
+	for i, r := range b.work.logReqs[1:] {
+		if r.Wait != api.JobLogsMaxWait {
+			t.Fatalf("read %d waits %v on the server; want %v", i+2, r.Wait, api.JobLogsMaxWait)
+		}
+	}
 }
 
 // TestJobLogIsBoundedAndClosing stops it: a log longer than the view

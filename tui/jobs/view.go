@@ -77,6 +77,9 @@ func (m *Model) logView() string {
 		status = "loading…"
 	}
 	title += st.Dim.Render(" · " + status)
+	if j.Reason != "" {
+		title += " " + common.Text(j.Reason)
+	}
 	if l.cut > 0 {
 		title += st.Dim.Render(fmt.Sprintf(" · last %d lines (%d before)", len(l.lines), l.cut))
 	}

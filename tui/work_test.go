@@ -321,3 +321,20 @@ func TestAppRunRefusalsShowInTheStatusBar(t *testing.T) {
 		t.Fatalf("esc: mode %d; want normal", m.mode)
 	}
 }
+
+// TestLateWorkAnswerForAnotherAllocationIsDropped: the jobs and workloads
+// of an allocation the cursor left while they were read do not replace
+// those of the one selected now.
+func TestLateWorkAnswerForAnotherAllocationIsDropped(t *testing.T) {
+	m := newTestModel(t, newWorkBackend())
+	press(m, "j")
+	late := m.pane.LoadWork("a-actv00000002")
+	drain(t, m, press(m, "enter", "j")) // a-metl00000003's details
+	if len(m.pane.Workloads()) != 1 {
+		t.Fatalf("a-metl00000003's details list %d workloads; want 1", len(m.pane.Workloads()))
+	}
+	m.Update(late())
+	if v := m.View(); !strings.Contains(v, "w-jupy00000001") || strings.Contains(v, "j-runn00000003") {
+		t.Fatalf("a late answer about a-actv00000002 replaced a-metl00000003's jobs and workloads:\n%s", v)
+	}
+}

@@ -55,10 +55,12 @@ func (m *Model) LoadWork(id string) tea.Cmd {
 	}
 }
 
-// setWork takes a WorkMsg: what an event brought since is kept when the
-// read is older (an event's version of a row wins over a list's only when
-// it is further along: see newerJob).
+// setWork takes a WorkMsg about the allocation selected; one about
+// another (the cursor moved on while it was read) is dropped.
 func (m *Model) setWork(msg WorkMsg) {
+	if sel, ok := m.sel.Selected(); !ok || sel.ID != msg.AllocID {
+		return // a late answer about an allocation no longer shown
+	}
 	if msg.Err != nil {
 		if m.work.allocID != msg.AllocID {
 			m.work = work{allocID: msg.AllocID}

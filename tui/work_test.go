@@ -170,13 +170,16 @@ func TestJobLogIsBoundedAndClosingStopsIt(t *testing.T) {
 	}
 }
 
-func jobEvent(t *testing.T, j api.Job) eventMsg {
+func jobEvent(t *testing.T, j api.Job) eventMsg { return eventMsg{ev: jobEventData(t, j)} }
+
+// jobEventData is the job.state event of j.
+func jobEventData(t testing.TB, j api.Job) api.Event {
 	t.Helper()
 	data, err := json.Marshal(j)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return eventMsg{ev: api.Event{Kind: api.EventJobState, Subject: j.ID, Data: data}}
+	return api.Event{Kind: api.EventJobState, Subject: j.ID, Data: data}
 }
 
 func workloadEvent(t *testing.T, w api.Workload) eventMsg {

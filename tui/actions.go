@@ -7,6 +7,8 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/tui/apps"
+	"github.com/gpuaas/gpuaas/tui/common"
 )
 
 // openDetail reads the selection's details when the pane is open.
@@ -16,7 +18,13 @@ func (m *Model) openDetail() tea.Cmd {
 		return nil
 	}
 	m.pane.Show(a.ID)
-	return m.pane.Load(a.ID)
+	return m.loadPane(a.ID)
+}
+
+// loadPane reads what the detail pane shows of id: its details and
+// timeline, its jobs and workloads.
+func (m *Model) loadPane(id string) tea.Cmd {
+	return tea.Batch(m.pane.Load(id), m.pane.LoadWork(id))
 }
 
 // showNodes switches to the nodes view, for operators.
@@ -95,4 +103,51 @@ func (m *Model) startSSH(id string) tea.Cmd {
 		cmd, err := fn(ctx, id)
 		return sshReadyMsg{id, cmd, err}
 	}
+}
+
+// showJobs switches to the jobs view and lists the project's jobs.
+func (m *Model) showJobs() tea.Cmd {
+	m.view = viewJobs
+	m.setDetailOpen(false)
+	return m.jobs.Load()
+}
+
+// openApps opens the app picker for id (default: the selection), which
+// must be active; controld refuses what else it cannot run on (a slice,
+// for now), and the status bar says why.
+func (m *Model) openApps(id string) tea.Cmd {
+	if id == "" {
+		a, ok := m.selected()
+		if !ok {
+			m.setError(errors.New("no allocation selected"))
+			return nil
+		}
+		if a.State != api.AllocActive {
+			m.setError(fmt.Errorf("%s is %s; an app runs on an active allocation", a.ID, a.State))
+			return nil
+		}
+		id = a.ID
+	}
+	m.view = viewAllocs
+	m.mode = modeApps
+	return m.apps.Open(id)
+}
+
+// ran handles app.run's answer: an error in the status bar, a workload
+// in the detail pane (events keep it current from there).
+func (m *Model) ran(msg apps.RanMsg) tea.Cmd {
+	if msg.Err != nil {
+		m.setError(fmt.Errorf("app run %s on %s: %w", msg.Image, msg.AllocID, msg.Err))
+		return nil
+	}
+	w := msg.Workload
+	m.setFlash(fmt.Sprintf("workload %s (%s) on %s: %s", w.ID, common.Text(w.Name), w.AllocationID, w.State))
+	m.pane.UpsertWorkload(*w)
+	if a, ok := m.selected(); ok && a.ID == w.AllocationID {
+		if !m.detailOpen {
+			m.setDetailOpen(true)
+			return m.openDetail()
+		}
+	}
+	return nil
 }

@@ -13,9 +13,11 @@ import (
 var commands = []help.Command{
 	{Name: "allocs", Help: "the allocations view"},
 	{Name: "nodes", Help: "the nodes view (operators)"},
+	{Name: "jobs", Help: "the project's jobs; enter: log"},
 	{Name: "create", Help: "the create wizard"},
 	{Name: "release [ID]", Help: "release the selection (or ID)"},
 	{Name: "ssh [ID]", Help: "shell on the selection (or ID)"},
+	{Name: "app [ID]", Help: "run an app on the selection"},
 	{Name: "filter TEXT", Help: "only matching rows (none: all)"},
 	{Name: "all", Help: "also released and failed ones"},
 	{Name: "recent", Help: "live and recently finished ones"},
@@ -45,6 +47,10 @@ func (m *Model) runCommand(line string) tea.Cmd {
 		return m.askRelease(arg)
 	case "ssh":
 		return m.startSSH(arg)
+	case "jobs", "job":
+		return m.showJobs()
+	case "app", "apps":
+		return m.openApps(arg)
 	case "filter":
 		m.table.SetFilter(arg)
 		return nil

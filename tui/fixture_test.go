@@ -36,6 +36,8 @@ type fixtureBackend struct {
 	// top answers AllocTop by allocation id; none: ErrUnsupported (and
 	// the call is not recorded, so tests of other calls see no change).
 	top map[string]*api.AllocTopResponse
+	// What runs on allocations (fixture_work_test.go).
+	work fixtureWork
 }
 
 func (b *fixtureBackend) record(call string) {

@@ -3,6 +3,7 @@ package tui
 import (
 	"bytes"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -18,6 +19,7 @@ func TestGolden(t *testing.T) {
 		name string
 		keys []string
 		wait string // text the frame shows once the keys took effect
+		work bool   // jobs, workloads and apps in the fixture (fixture_work_test.go)
 	}{
 		{name: "allocs"},
 		{name: "detail", keys: []string{"j", "enter"}, wait: "readiness"},
@@ -26,16 +28,30 @@ func TestGolden(t *testing.T) {
 		{name: "release", keys: []string{"j", "x"}, wait: "(y/n)"},
 		{name: "nodes", keys: []string{"tab"}, wait: "slice-2"},
 		{name: "help", keys: []string{"?"}, wait: "Commands (after :)"},
+		{name: "detail_jobs", keys: []string{"j", "enter"}, wait: "j-queu00000004", work: true},
+		{name: "detail_workloads", keys: []string{"j", "j", "enter"}, wait: "w-jupy00000001", work: true},
+		{name: "jobs", keys: []string{"J"}, wait: "j-done00000001", work: true},
+		{name: "joblog", keys: []string{"J", "wait:j-done00000001", "j", "j", "enter"}, wait: "ended", work: true},
+		{name: "apps", keys: []string{"j", "j", "a"}, wait: "sha256:2222", work: true},
+		{name: "appconfirm", keys: []string{"j", "j", "a", "wait:sha256:2222", "j", "enter"}, wait: "(y/n)", work: true},
 	}
 	for _, size := range [][2]int{{80, 24}, {120, 40}} {
 		for _, sc := range scenarios {
 			t.Run(fmt.Sprintf("%s_%dx%d", sc.name, size[0], size[1]), func(t *testing.T) {
-				m := New(Options{Backend: newFixtureBackend(), Context: t.Context(), Now: func() time.Time { return t0 },
+				b := newFixtureBackend()
+				if sc.work {
+					b = newWorkBackend()
+				}
+				m := New(Options{Backend: b, Context: t.Context(), Now: func() time.Time { return t0 },
 					Project: "dev", Refresh: time.Hour})
 				tm := teatest.NewTestModel(t, m, teatest.WithInitialTermSize(size[0], size[1]))
 				// Loaded, and the event subscription open ("live"), before any key.
 				waitFor(t, tm, "a-fail00000004", "live")
 				for _, k := range sc.keys {
+					if text, ok := strings.CutPrefix(k, "wait:"); ok { // what the next keys need on screen first
+						waitFor(t, tm, text)
+						continue
+					}
 					tm.Send(keyMsg(k))
 				}
 				if len(sc.keys) > 0 {

@@ -19,6 +19,10 @@ func (m *Model) handleKey(k tea.KeyMsg) tea.Cmd {
 		return m.keyConfirm(k)
 	case modeWizard:
 		return m.keyWizard(k)
+	case modeApps:
+		return m.keyApps(k)
+	case modeAppConfirm:
+		return m.keyAppConfirm(k)
 	case modeHelp:
 		if k.Type == tea.KeyCtrlC {
 			return tea.Quit
@@ -26,8 +30,13 @@ func (m *Model) handleKey(k tea.KeyMsg) tea.Cmd {
 		m.mode = modeNormal // any key closes help
 		return nil
 	}
-	if m.view == viewNodes {
+	switch m.view {
+	case viewNodes:
 		if cmd, ok := m.keyNodes(k); ok {
+			return cmd
+		}
+	case viewJobs:
+		if cmd, ok := m.keyJobs(k); ok {
 			return cmd
 		}
 	}
@@ -59,6 +68,12 @@ func (m *Model) keyNormal(k tea.KeyMsg) tea.Cmd {
 		return m.showNodes()
 	case key.Matches(k, keys.Refresh):
 		return m.refreshAll()
+	case key.Matches(k, keys.Jobs):
+		if m.view == viewJobs {
+			m.view = viewAllocs
+			return nil
+		}
+		return m.showJobs()
 	case m.view != viewAllocs:
 		return nil
 	case key.Matches(k, keys.Up, keys.Down, keys.PageUp, keys.PageDown, keys.Top, keys.Bottom):
@@ -84,6 +99,8 @@ func (m *Model) keyNormal(k tea.KeyMsg) tea.Cmd {
 		return m.askRelease("")
 	case key.Matches(k, keys.SSH):
 		return m.startSSH("")
+	case key.Matches(k, keys.App):
+		return m.openApps("")
 	}
 	return nil
 }

@@ -1,13 +1,14 @@
 // Package tui is `gpuaas tui`: a Bubble Tea dashboard of the caller's
 // allocations with live status from events, a detail pane, a create
 // wizard, release with confirmation, ssh into an allocation, balance and
-// burn rate, and a nodes view for operators. The same model is served on
+// burn rate, the jobs and workloads on allocations (a jobs view with
+// their logs, an app picker), and a nodes view for operators. The same model is served on
 // the terminal and over the SSH gateway (`ssh -t gateway`, ServeSSH).
 //
 // Model is the root: it holds what the views share (who is signed in,
 // the catalog, the balance, the mode keys go to), loads it from the
 // Backend, routes messages and keys to one component per view
-// (allocs, detail, wizard, nodes, help, cmdline), and lays them out
+// (allocs, detail, wizard, jobs, apps, nodes, help, cmdline), and lays them out
 // between the title line, the status bar and the bottom line. The
 // components implement common.Component and embed common.Common.
 package tui
@@ -23,11 +24,13 @@ import (
 
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/tui/allocs"
+	"github.com/gpuaas/gpuaas/tui/apps"
 	"github.com/gpuaas/gpuaas/tui/backend"
 	"github.com/gpuaas/gpuaas/tui/cmdline"
 	"github.com/gpuaas/gpuaas/tui/common"
 	"github.com/gpuaas/gpuaas/tui/detail"
 	"github.com/gpuaas/gpuaas/tui/help"
+	"github.com/gpuaas/gpuaas/tui/jobs"
 	"github.com/gpuaas/gpuaas/tui/nodes"
 	"github.com/gpuaas/gpuaas/tui/wizard"
 )
@@ -79,6 +82,7 @@ type view int
 const (
 	viewAllocs view = iota
 	viewNodes
+	viewJobs
 )
 
 // mode is what keys go to.
@@ -91,6 +95,8 @@ const (
 	modeConfirm      // y/n to release confirmID
 	modeWizard
 	modeHelp
+	modeApps       // picking an app to run on the selection (a)
+	modeAppConfirm // y/n to run appImage on the picker's allocation
 )
 
 // Model is the dashboard's state. Only Update changes it.
@@ -114,6 +120,7 @@ type Model struct {
 	balanceErr error
 	detailOpen bool
 	confirmID  string
+	appImage   string
 
 	flash    string
 	flashErr bool
@@ -124,6 +131,8 @@ type Model struct {
 	pane   *detail.Model
 	wizard *wizard.Model
 	nodes  *nodes.Model
+	jobs   *jobs.Model
+	apps   *apps.Model
 	help   *help.Model
 	input  *cmdline.Model // the / and : line
 }
@@ -157,6 +166,9 @@ func New(o Options) *Model {
 	m.pane = detail.New(o.Context, c, o.Backend, m.table, o.SSHCommand)
 	m.wizard = wizard.New(o.Context, c, o.Backend)
 	m.nodes = nodes.New(o.Context, c, o.Backend)
+	m.jobs = jobs.New(o.Context, c, o.Backend)
+	m.jobs.SetProject(o.Project)
+	m.apps = apps.New(o.Context, c, o.Backend)
 	m.help = help.New(c, commands)
 	m.input = cmdline.New(c)
 	m.layout()
@@ -175,8 +187,11 @@ func (m *Model) selectedID() string { return m.table.SelectedID() }
 
 // page is the component of the view on screen, for its key hints.
 func (m *Model) page() common.Component {
-	if m.view == viewNodes {
+	switch m.view {
+	case viewNodes:
 		return m.nodes
+	case viewJobs:
+		return m.jobs
 	}
 	return m.table
 }

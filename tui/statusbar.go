@@ -22,8 +22,11 @@ func (m *Model) renderTitle(width int) string {
 		left += st.Dim.Render(" · project ") + common.Text(m.project)
 	}
 	right := "allocations"
-	if m.view == viewNodes {
+	switch m.view {
+	case viewNodes:
 		right = "nodes"
+	case viewJobs:
+		right = "jobs"
 	}
 	if f := m.table.Filter(); f != "" && m.view == viewAllocs {
 		right = "/" + f + "  " + right
@@ -93,6 +96,10 @@ func (m *Model) renderBottom(width int) string {
 		return st.FlashErr.Render(fmt.Sprintf("Release %s? Its VM or user is removed and its GPUs wiped. (y/n)", m.confirmID))
 	case m.mode == modeWizard:
 		return st.Dim.Render(common.Fit(strings.Join(hints(m.wizard.ShortHelp(), plain), " · "), width, false))
+	case m.mode == modeAppConfirm:
+		return st.Flash.Render(common.Fit(fmt.Sprintf("Run %s on %s? (y/n)", common.Text(m.appImage), m.apps.AllocID()), width, false))
+	case m.mode == modeApps && m.flash == "":
+		return st.Dim.Render(common.Fit(strings.Join(hints(m.apps.ShortHelp(), plain), " · "), width, false))
 	case m.flash != "":
 		if m.flashErr {
 			return st.FlashErr.Render(common.Fit(m.flash, width, false))

@@ -7,7 +7,9 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/tui/apps"
 	"github.com/gpuaas/gpuaas/tui/detail"
+	"github.com/gpuaas/gpuaas/tui/jobs"
 	"github.com/gpuaas/gpuaas/tui/nodes"
 	"github.com/gpuaas/gpuaas/tui/wizard"
 )
@@ -36,6 +38,7 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		case len(msg.who.Projects) > 0:
 			m.project = msg.who.Projects[0].Name
 		}
+		m.jobs.SetProject(m.project)
 		if m.events {
 			return m, nil
 		}
@@ -52,6 +55,20 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 			m.upsert(*msg.Alloc)
 		}
 		return m, nil
+	case detail.WorkMsg:
+		m.pane.Update(msg)
+		return m, nil
+	case jobs.LoadedMsg:
+		m.jobs.Update(msg)
+		return m, nil
+	case jobs.LogsMsg:
+		_, cmd := m.jobs.Update(msg)
+		return m, cmd
+	case apps.LoadedMsg:
+		m.apps.Update(msg)
+		return m, nil
+	case apps.RanMsg:
+		return m, m.ran(msg)
 	case catalogMsg:
 		if msg.err == nil {
 			m.setCatalog(msg.skus)
@@ -115,13 +132,16 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 // refreshAll re-reads what is on screen.
 func (m *Model) refreshAll() tea.Cmd {
 	cmds := []tea.Cmd{m.loadAllocs(), m.loadBalance()}
-	if m.view == viewNodes {
+	switch m.view {
+	case viewNodes:
 		cmds = append(cmds, m.nodes.Load())
-	} else {
+	case viewJobs:
+		cmds = append(cmds, m.jobs.Load())
+	default:
 		cmds = append(cmds, m.loadTops())
 	}
 	if a, ok := m.selected(); ok && m.detailOpen {
-		cmds = append(cmds, m.pane.Load(a.ID))
+		cmds = append(cmds, m.loadPane(a.ID))
 	}
 	if len(m.skus) == 0 {
 		cmds = append(cmds, m.loadCatalog())
@@ -130,7 +150,9 @@ func (m *Model) refreshAll() tea.Cmd {
 }
 
 // applyEvent updates the row an alloc.state event is about, and re-reads
-// its timeline when its details are open (on alloc.progress too).
+// its timeline when its details are open (on alloc.progress too); a
+// job.state or workload.state event updates its row in the jobs view and
+// the detail pane as it is, with no read.
 func (m *Model) applyEvent(ev api.Event) tea.Cmd {
 	switch ev.Kind {
 	case api.EventAllocState:
@@ -152,6 +174,19 @@ func (m *Model) applyEvent(ev api.Event) tea.Cmd {
 		if m.view == viewNodes {
 			return m.nodes.Load()
 		}
+	case api.EventJobState:
+		var j api.Job
+		if err := json.Unmarshal(ev.Data, &j); err != nil || j.ID == "" {
+			return nil
+		}
+		m.pane.UpsertJob(j)
+		m.jobs.Upsert(j)
+	case api.EventWorkloadState:
+		var w api.Workload
+		if err := json.Unmarshal(ev.Data, &w); err != nil || w.ID == "" {
+			return nil
+		}
+		m.pane.UpsertWorkload(w)
 	case api.EventsGap:
 		// Events the stream no longer held are lost for good (events
 		// missed while disconnected are resent): re-read all they may
@@ -159,10 +194,13 @@ func (m *Model) applyEvent(ev api.Event) tea.Cmd {
 		m.setFlash("some events were dropped by the event stream's retention; reloaded")
 		cmds := []tea.Cmd{m.loadAllocs()}
 		if a, ok := m.selected(); ok && m.detailOpen {
-			cmds = append(cmds, m.pane.Load(a.ID))
+			cmds = append(cmds, m.loadPane(a.ID))
 		}
-		if m.view == viewNodes {
+		switch m.view {
+		case viewNodes:
 			cmds = append(cmds, m.nodes.Load())
+		case viewJobs:
+			cmds = append(cmds, m.jobs.Load())
 		}
 		return tea.Batch(cmds...)
 	}

@@ -98,9 +98,9 @@ func TestRecentAndAll(t *testing.T) {
 	if m.table.Shown() != 4 {
 		t.Fatalf("got %d rows; want 4 (the old released one hidden, the recent failure shown)", m.table.Shown())
 	}
-	press(m, "a")
+	press(m, "A")
 	if m.table.Shown() != 5 {
-		t.Fatalf("after a: %d rows; want all 5", m.table.Shown())
+		t.Fatalf("after A: %d rows; want all 5", m.table.Shown())
 	}
 	press(m, ":")
 	typeText(m, "recent")

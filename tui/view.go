@@ -20,6 +20,10 @@ func (m *Model) View() string {
 		main = m.help.View()
 	case m.mode == modeWizard:
 		main = m.wizard.View()
+	case m.mode == modeApps || m.mode == modeAppConfirm:
+		main = m.apps.View()
+	case m.view == viewJobs:
+		main = m.jobs.View()
 	case m.view == viewNodes:
 		main = m.nodes.View()
 	default:
@@ -49,6 +53,8 @@ func (m *Model) layout() {
 	m.table.SetSize(w, m.tableHeight())
 	m.pane.SetSize(w, m.paneHeight())
 	m.nodes.SetSize(w, mainH-1) // the header
+	m.jobs.SetSize(w, mainH)
+	m.apps.SetSize(w, mainH)
 	m.help.SetSize(w, mainH)
 	m.wizard.SetSize(w, mainH)
 	m.input.SetSize(w, 1)

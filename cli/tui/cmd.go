@@ -30,11 +30,14 @@ func NewCmdTUI(f *cmdutil.Factory) *cobra.Command {
 		Short: "Open the terminal dashboard",
 		Long: `Open the terminal dashboard: your allocations with live status, the
 details of the selected one (provisioning timeline, cost so far, how to
-ssh in), a wizard to create one, release with confirmation, and ssh into
-the selected allocation. Operators also get a nodes view.
+ssh in, its jobs and workloads), a wizard to create one, release with
+confirmation, ssh into the selected allocation, run an app from the catalog
+on it, and a jobs view with each job's log, followed live. Operators also
+get a nodes view (docs/tui.md).
 
-Keys: c create, x release, s ssh, enter details, / filter, : command line
-(:nodes, :allocs, :q), ? help, q quit.
+Keys: c create, x release, s ssh, a run an app, enter details, J jobs,
+A all/recent, / filter, : command line (:jobs, :nodes, :allocs, :q), ? help,
+q quit.
 
 The same dashboard is what ` + "`ssh gpuaas-<context>`" + ` shows, through the SSH
 gateway, once ` + "`gpuaas ssh-config`" + ` has written the OpenSSH config.`,

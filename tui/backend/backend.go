@@ -34,6 +34,9 @@ type Backend interface {
 	AllocTop(ctx context.Context, id string) (*api.AllocTopResponse, error)
 	// Events delivers the events fanned out to userID until ctx ends.
 	Events(ctx context.Context, userID string) (<-chan api.Event, error)
+
+	// Jobs and workloads (work.go).
+	Work
 }
 
 // Verdict is controld's answer to a dry-run create (alloc.quote): the

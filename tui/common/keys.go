@@ -8,6 +8,7 @@ type KeyMap struct {
 	Detail, Back                            key.Binding
 	Create, Release, SSH, Refresh, All      key.Binding
 	Filter, Command, Help, Nodes, Quit      key.Binding
+	Jobs, App                               key.Binding
 }
 
 // DefaultKeys is the dashboard's key map.
@@ -25,7 +26,9 @@ func DefaultKeys() *KeyMap {
 		Release:  key.NewBinding(key.WithKeys("x", "delete"), key.WithHelp("x", "release")),
 		SSH:      key.NewBinding(key.WithKeys("s"), key.WithHelp("s", "ssh")),
 		Refresh:  key.NewBinding(key.WithKeys("r", "ctrl+r"), key.WithHelp("r", "refresh")),
-		All:      key.NewBinding(key.WithKeys("a"), key.WithHelp("a", "all/recent")),
+		All:      key.NewBinding(key.WithKeys("A"), key.WithHelp("A", "all/recent")),
+		App:      key.NewBinding(key.WithKeys("a"), key.WithHelp("a", "run an app")),
+		Jobs:     key.NewBinding(key.WithKeys("J"), key.WithHelp("J", "allocs/jobs")),
 		Filter:   key.NewBinding(key.WithKeys("/"), key.WithHelp("/", "filter")),
 		Command:  key.NewBinding(key.WithKeys(":"), key.WithHelp(":", "command")),
 		Help:     key.NewBinding(key.WithKeys("?"), key.WithHelp("?", "help")),
@@ -39,10 +42,15 @@ func (k *KeyMap) Short() []key.Binding {
 	return []key.Binding{k.Create, k.Release, k.SSH, k.Detail, k.Filter, k.Command, k.Help, k.Quit}
 }
 
-// Full is every binding, in the help screen's order.
+// Full is every binding, in the help screen's order; the movement keys
+// in pairs, so that the screen fits 80×24.
 func (k *KeyMap) Full() []key.Binding {
+	pair := func(a, b key.Binding, keys, desc string) key.Binding {
+		return key.NewBinding(key.WithKeys(append(a.Keys(), b.Keys()...)...), key.WithHelp(keys, desc))
+	}
 	return []key.Binding{
-		k.Up, k.Down, k.PageUp, k.PageDown, k.Top, k.Bottom, k.Detail, k.Back,
-		k.Create, k.Release, k.SSH, k.Refresh, k.All, k.Filter, k.Command, k.Nodes, k.Help, k.Quit,
+		pair(k.Up, k.Down, "↑↓ kj", "up, down"), pair(k.PageUp, k.PageDown, "pg↑↓", "page up, down"),
+		pair(k.Top, k.Bottom, "g G", "first, last"), k.Detail, k.Back,
+		k.Create, k.Release, k.SSH, k.App, k.Refresh, k.All, k.Filter, k.Command, k.Jobs, k.Nodes, k.Help, k.Quit,
 	}
 }

@@ -27,9 +27,11 @@ type Selection interface {
 }
 
 // Getter is what the pane asks of controld: one allocation with its
-// timeline.
+// timeline, and what runs on it (work.go).
 type Getter interface {
 	GetAlloc(ctx context.Context, id string) (*api.Allocation, error)
+	ListJobs(ctx context.Context, req api.JobListRequest) ([]api.Job, error)
+	ListWorkloads(ctx context.Context, allocID string) ([]api.Workload, error)
 }
 
 // LoadedMsg is the answer to Load.
@@ -50,6 +52,7 @@ type Model struct {
 
 	alloc *api.Allocation // the selected allocation with its timeline
 	err   error
+	work  work // its jobs and workloads
 }
 
 var _ common.Component = (*Model)(nil)
@@ -68,6 +71,9 @@ func New(ctx context.Context, c common.Common, g Getter, sel Selection, sshLine 
 // what the pane shows (a lower version, or as many steps or fewer of the
 // same version) is dropped, so a phase once shown stays shown.
 func (m *Model) Update(msg tea.Msg) (common.Component, tea.Cmd) {
+	if msg, ok := msg.(WorkMsg); ok {
+		m.setWork(msg)
+	}
 	if msg, ok := msg.(LoadedMsg); ok {
 		if msg.Err == nil && stale(m.alloc, msg.Alloc) {
 			return m, nil
@@ -102,6 +108,9 @@ func (m *Model) Alloc() *api.Allocation { return m.alloc }
 func (m *Model) Show(id string) {
 	if m.alloc == nil || m.alloc.ID != id {
 		m.alloc, m.err = nil, nil
+	}
+	if m.work.allocID != id {
+		m.work = work{}
 	}
 }
 
@@ -178,6 +187,7 @@ func (m *Model) render(w, h int) string {
 		add("node", where)
 	}
 	add("project", a.ProjectID+st.Dim.Render("  created "+fuzzytime.Ago(now, a.CreatedAt)))
+	lines = append(lines, m.workLines(a.ID, w)...)
 	op := operation(a.State)
 	lines = append(lines, st.PaneTitle.Render("timeline")+st.Dim.Render(" · "+op))
 	switch {

@@ -44,7 +44,7 @@ func allocGetSizes(b *testing.B, env *controldtest.Env, id string) (req, reply i
 
 func benchAllocation(b *testing.B) (*controldtest.Env, *api.Allocation) {
 	b.Helper()
-	env := controldtest.Start(b, controldtest.Options{})
+	env := controldtest.Start(b, controldtest.Options{Log: benchLogger(b)})
 	a, err := env.Client(env.AdminToken).AllocCreate(context.Background(), api.AllocCreateRequest{SKU: "h200-slice", GPUs: 2})
 	if err != nil {
 		b.Fatal(err)

@@ -2,6 +2,7 @@ package controld_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"strconv"
 	"strings"
@@ -96,4 +97,37 @@ func backendCPU(b *testing.B, pool *pgxpool.Pool) map[int]time.Duration {
 		b.Fatalf("backends: %v", err)
 	}
 	return out
+}
+
+// BenchmarkAllocGetTaskHistory is BenchmarkAllocGet with other
+// allocations' finished tasks in node_tasks: the read's timeline query
+// (tasks.QueueTimeline) filters node_tasks by allocation_id, which has no
+// index, so its cost grows with the whole table's size rather than the
+// allocation's own tasks (bench/README.md, "alloc.get's CPU").
+func BenchmarkAllocGetTaskHistory(b *testing.B) {
+	for _, n := range []int{0, 100_000} {
+		b.Run(fmt.Sprintf("tasks=%d", n), func(b *testing.B) {
+			env, a := benchAllocation(b)
+			pool := env.Server.Pool()
+			ctx := context.Background()
+			if _, err := pool.Exec(ctx, `INSERT INTO node_tasks (id, node_id, type, state, created_at, updated_at)
+				SELECT 'tk-history-' || g, $1, 'release', 'succeeded', now(), now() FROM generate_series(1, $2::int) g`,
+				a.NodeID, n); err != nil {
+				b.Fatalf("insert tasks: %v", err)
+			}
+			if _, err := pool.Exec(ctx, `ANALYZE node_tasks`); err != nil {
+				b.Fatal(err)
+			}
+			c := env.Client(env.AdminToken)
+			b.ReportAllocs()
+			cpu := startCPU(b, pool)
+			b.ResetTimer()
+			for b.Loop() {
+				if _, err := c.AllocGet(ctx, a.ID); err != nil {
+					b.Fatal(err)
+				}
+			}
+			cpu.report(b)
+		})
+	}
 }

@@ -17,8 +17,8 @@ import (
 // (client, embedded NATS server and controld: getrusage) and, when pool is
 // set, that of the Postgres backends serving the benchmark's database (read
 // from /proc, so Linux only; skipped elsewhere). Wall time on a shared
-// machine moves with the load; CPU per op moves much less
-// (bench/README.md, "alloc.get's CPU").
+// machine moves with the load; CPU per op moves less, though under heavy
+// load it moves too (bench/README.md, "alloc.get's CPU").
 type cpuMeter struct {
 	pool    *pgxpool.Pool
 	self    time.Duration

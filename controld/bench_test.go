@@ -44,7 +44,7 @@ func allocGetSizes(b *testing.B, env *controldtest.Env, id string) (req, reply i
 
 func benchAllocation(b *testing.B) (*controldtest.Env, *api.Allocation) {
 	b.Helper()
-	env := controldtest.Start(b, controldtest.Options{})
+	env := controldtest.Start(b, controldtest.Options{Log: benchLogger(b)})
 	a, err := env.Client(env.AdminToken).AllocCreate(context.Background(), api.AllocCreateRequest{SKU: "h200-slice", GPUs: 2})
 	if err != nil {
 		b.Fatal(err)
@@ -60,12 +60,14 @@ func BenchmarkAllocGet(b *testing.B) {
 	req, reply := allocGetSizes(b, env, a.ID)
 	ctx := context.Background()
 	b.ReportAllocs()
+	cpu := startCPU(b, env.Server.Pool())
 	b.ResetTimer()
 	for b.Loop() {
 		if _, err := c.AllocGet(ctx, a.ID); err != nil {
 			b.Fatal(err)
 		}
 	}
+	cpu.report(b)
 	b.ReportMetric(float64(req), "req-bytes")
 	b.ReportMetric(float64(reply), "reply-bytes")
 }
@@ -122,6 +124,7 @@ func BenchmarkNATSEcho(b *testing.B) {
 	body := make([]byte, reqSize)
 	ctx := context.Background()
 	b.ReportAllocs()
+	cpu := startCPU(b, nil)
 	b.ResetTimer()
 	for b.Loop() {
 		msg := nats.NewMsg("bench.echo")
@@ -135,6 +138,7 @@ func BenchmarkNATSEcho(b *testing.B) {
 			b.Fatalf("echo: %v", err)
 		}
 	}
+	cpu.report(b)
 	b.ReportMetric(float64(reqSize), "req-bytes")
 	b.ReportMetric(float64(replySize), "reply-bytes")
 }

@@ -20,7 +20,7 @@ func (s *Server) newCall(req micro.Request, endpoint string) *call {
 	sent := req.Headers().Get(api.HeaderCorrelationID)
 	corr, replaced := corrid.Sanitize(sent)
 	c := &call{req: req, project: req.Headers().Get(api.HeaderProject), corr: corr,
-		log: s.cfg.Log.With(corrid.Key, corr), sourceOf: s.sourceLookup(req)}
+		log: corrLogger(s.cfg.Log, corr), sourceOf: s.sourceLookup(req)}
 	if replaced {
 		c.log.Warn("correlation id replaced: not 1-64 letters, digits or -_.:", "endpoint", endpoint, "sent_len", len(sent))
 	}

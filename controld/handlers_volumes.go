@@ -25,7 +25,8 @@ func (s *Server) volumeEndpoints() []endpointDef {
 		refusalAuditedMutation(s, api.OpVolumeResize, s.volumeResize, s.auditFundsRefusal("volume.resize_refused")),
 		mutation(s, api.OpVolumeRemove, s.volumeRemove),
 		query(s, api.OpVolumeQuote, s.volumeQuote),
-		query(s, api.OpGateVolumeEnd, s.gateVolumeEnd), // sftp to a volume: handlers_volsession.go
+		query(s, api.OpGateVolumeEnd, s.gateVolumeEnd),                // sftp to a volume: handlers_volsession.go
+		mutation(s, api.OpAdminVolumePriceSet, s.adminVolumePriceSet), // handlers_volumeprice.go
 	}
 }
 

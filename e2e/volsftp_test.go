@@ -132,6 +132,36 @@ func TestVolumeSFTPWithoutAllocation(t *testing.T) {
 	}
 	ready()
 
+	// sync --delete: a file gone locally goes from the volume, after the
+	// listing; without a terminal it needs --yes (decision 0049).
+	if err := os.Remove(filepath.Join(tree, "sub", "two")); err != nil {
+		t.Fatal(err)
+	}
+	if r := dev.gpuaas(t, "", "volume", "sync", "--delete", tree, "data:/tree"); r.code != 2 || !strings.Contains(r.stderr, "  sub/two\n") || !strings.Contains(r.stderr, "--yes") {
+		t.Errorf("volume sync --delete piped without --yes: exit %d %s; want a usage error listing sub/two", r.code, r.stderr)
+	}
+	ready()
+	if r := dev.gpuaas(t, "", "volume", "sync", "--delete", "--yes", tree, "data:/tree"); r.code != 0 || !strings.Contains(r.stderr, "1 deleted") {
+		t.Errorf("volume sync --delete --yes: exit %d %s; want 1 deleted", r.code, r.stderr)
+	}
+	ready()
+	if out, code := sftp("get /tree/sub/two " + filepath.Join(work, "two-again") + "\n"); code == 0 {
+		t.Errorf("get a file sync --delete deleted: exit 0 %s; want it gone", out)
+	}
+	ready()
+
+	// Each sftp session is in `session list`, naming the volume, ended.
+	var sessions []api.TerminalSession
+	dev.gpuaasJSON(t, &sessions, "session", "list", "--volume", vol, "--json")
+	if len(sessions) < 5 {
+		t.Errorf("session list --volume %s: %d sessions; want every sftp session so far", vol, len(sessions))
+	}
+	for _, s := range sessions {
+		if s.VolumeID != vol || s.AllocationID != "" || s.Kind != api.SessionSFTP || s.State != api.SessionEnded || s.EndedAt == nil {
+			t.Errorf("volume session %+v; want an ended sftp session to %s", s, vol)
+		}
+	}
+
 	// No allocation was made and nothing was billed for GPUs.
 	var allocs []api.Allocation
 	dev.gpuaasJSON(t, &allocs, "alloc", "list", "--all", "--json")

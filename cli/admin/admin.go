@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpuaas/gpuaas/cli/admin/user"
+	"github.com/gpuaas/gpuaas/cli/admin/volumeprice"
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
 )
 
@@ -21,6 +22,7 @@ func NewCmdAdmin(f *cmdutil.Factory) *cobra.Command {
 		NewCmdBootstrap(f, nil),
 		NewCmdRefund(f, nil),
 		NewCmdCredit(f, nil),
+		volumeprice.NewCmdVolumePrice(f),
 	)
 	return cmd
 }

@@ -19,7 +19,8 @@ type ListOptions struct {
 	Now      func() time.Time
 	Exporter cmdutil.Exporter
 
-	AllocID string
+	AllocID  string
+	VolumeID string
 }
 
 // NewCmdList builds `gpuaas session list`; runF replaces listRun in tests.
@@ -35,10 +36,17 @@ with ` + "`gpuaas session play ID`" + `.
 
 A session is running, ended, or interrupted: the gateway serving it
 stopped without ending it (a crash), and ended it when it started again,
-keeping what it had recorded.` +
-			cmdutil.PipedHelp("id", "alloc", "kind", "state", "started (RFC 3339)", "duration", "bytes", "exit", "recorded"),
+keeping what it had recorded.
+
+An sftp session to a volume (` + "`sftp <volume-id>@gateway`" + `, ` + "`gpuaas volume cp`" + `
+and ` + "`volume sync`" + `) is listed with the volume's id where the others have an
+allocation's; it ends interrupted when it was ended for it (the node
+reported it gone, or it was taken over after 12 hours). Its bytes are not
+counted (0).` +
+			cmdutil.PipedHelp("id", "alloc (or volume)", "kind", "state", "started (RFC 3339)", "duration", "bytes", "exit", "recorded"),
 		Example: `  gpuaas session list
   gpuaas session list --alloc a-7k2m9x4q1c
+  gpuaas session list --volume vol-7k2m9x4q1c
   gpuaas session list --json id,exit_status`,
 		Args: cmdutil.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
@@ -49,6 +57,7 @@ keeping what it had recorded.` +
 		},
 	}
 	cmd.Flags().StringVar(&opts.AllocID, "alloc", "", "Only sessions on this allocation `ID`")
+	cmd.Flags().StringVar(&opts.VolumeID, "volume", "", "Only sftp sessions to this volume `ID`")
 	cmdutil.AddJSONFlags(cmd, &opts.Exporter, cmdutil.FieldsOf(api.TerminalSession{}))
 	return cmd
 }
@@ -58,7 +67,7 @@ func listRun(ctx context.Context, opts *ListOptions) error {
 	if err != nil {
 		return err
 	}
-	resp, err := client.SessionList(ctx, api.SessionListRequest{AllocationID: opts.AllocID})
+	resp, err := client.SessionList(ctx, api.SessionListRequest{AllocationID: opts.AllocID, VolumeID: opts.VolumeID})
 	if err != nil {
 		return err
 	}
@@ -80,7 +89,11 @@ func printSessions(ios *cmdutil.IOStreams, now time.Time, sessions []api.Termina
 	t.AddHeader(listHeader...)
 	for _, s := range sessions {
 		t.AddField(s.ID)
-		t.AddField(s.AllocationID)
+		if s.VolumeID != "" {
+			t.AddField(s.VolumeID)
+		} else {
+			t.AddField(s.AllocationID)
+		}
 		t.AddField(s.Kind)
 		switch s.State {
 		case api.SessionRunning:

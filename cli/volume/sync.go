@@ -22,6 +22,9 @@ type SyncOptions struct {
 	// LookPath finds the ssh program (exec.LookPath).
 	LookPath func(file string) (string, error)
 	Src, Dst string
+	// Delete removes from DST what SRC lacks (asked first on a terminal
+	// unless Yes).
+	Delete, Yes bool
 }
 
 // NewCmdSync builds `gpuaas volume sync`; runF replaces syncRun in tests.
@@ -33,13 +36,19 @@ func NewCmdSync(f *cmdutil.Factory, runF func(context.Context, *SyncOptions) err
 		Long: `Make DST hold SRC's files: one is VOLUME:DIR (VOLUME a name or an id), the
 other a local directory. A file is copied when DST lacks it or has it with
 another size or modification time (which the copy then takes); files already
-the same are left alone, nothing is deleted, and symbolic links are skipped
-(and counted). Like ` + "`volume cp`" + `, it goes through the gateway to a volume no
+the same are left alone, and symbolic links are skipped (and counted),
+as is a place where DST has a symbolic link: sync never writes through a
+link. With --delete, what DST has and SRC lacks is deleted first (and an
+entry of another kind than SRC's: a directory where SRC has a file);
+the list is shown, and on a terminal you are asked to confirm unless
+--yes is given; without a terminal --delete needs --yes. Links are
+deleted as links, never followed out of the tree. Like ` + "`volume cp`" + `, it goes through the gateway to a volume no
 allocation has, with sftp (OpenSSH's ssh runs the sftp subsystem with the
 config ` + "`gpuaas ssh-config`" + ` writes); rsync cannot be used: it needs a process of
 its own on the volume's side, which a volume session never runs.`,
 		Example: `  gpuaas volume sync ./dataset data:/dataset
-  gpuaas volume sync data:/checkpoints ./checkpoints`,
+  gpuaas volume sync data:/checkpoints ./checkpoints
+  gpuaas volume sync --delete ./dataset data:/dataset`,
 		Args: cmdutil.ExactArgs(2, "SRC and DST"),
 		RunE: func(c *cobra.Command, args []string) error {
 			opts.Src, opts.Dst = args[0], args[1]
@@ -52,6 +61,8 @@ its own on the volume's side, which a volume session never runs.`,
 			return syncRun(c.Context(), opts)
 		},
 	}
+	cmd.Flags().BoolVar(&opts.Delete, "delete", false, "Delete what DST has and SRC lacks (lists it and asks first)")
+	cmd.Flags().BoolVarP(&opts.Yes, "yes", "y", false, "With --delete: do not ask")
 	return cmd
 }
 
@@ -94,24 +105,54 @@ func syncRun(ctx context.Context, opts *SyncOptions) error {
 	if !upload {
 		src, dst = dst, src
 	}
-	st, err := Sync(src, paths[0], dst, paths[1])
+	st, err := syncDelete(ctx, opts, src, paths[0], dst, paths[1])
 	_ = client.Close()
 	if werr := cmd.Wait(); err == nil && werr != nil {
 		err = fmt.Errorf("ssh: %w", werr)
 	}
-	fmt.Fprintf(opts.IO.ErrOut, "%d copied (%d bytes), %d already the same, %d links skipped\n", st.Copied, st.Bytes, st.Same, st.Links)
+	if st != nil {
+		fmt.Fprintf(opts.IO.ErrOut, "%d copied (%d bytes), %d already the same, %d links skipped", st.Copied, st.Bytes, st.Same, st.Links)
+		if opts.Delete {
+			fmt.Fprintf(opts.IO.ErrOut, ", %d deleted", st.Deleted)
+		}
+		fmt.Fprintln(opts.IO.ErrOut)
+	}
 	return err
+}
+
+// syncDelete is Sync, preceded with --delete by the listing, the
+// confirmation and the deletion of what DST has and SRC lacks. Refused or
+// cancelled, it returns nil stats: nothing was copied or deleted.
+func syncDelete(ctx context.Context, opts *SyncOptions, src tree, srcDir string, dst tree, dstDir string) (*SyncStats, error) {
+	var deleted int
+	if opts.Delete {
+		extras, err := Extras(src, srcDir, dst, dstDir)
+		if err != nil {
+			return nil, err
+		}
+		if err := confirmDeletes(ctx, opts.IO, opts.Dst, extras, opts.Yes); err != nil {
+			return nil, err
+		}
+		if deleted, err = DeleteExtras(dst, dstDir, extras); err != nil {
+			return &SyncStats{Deleted: deleted}, err
+		}
+	}
+	st, err := Sync(src, srcDir, dst, dstDir)
+	st.Deleted = deleted
+	return &st, err
 }
 
 // SyncStats counts what Sync did.
 type SyncStats struct {
-	Copied, Same, Links int
-	Bytes               int64
+	Copied, Same, Links, Deleted int
+	Bytes                        int64
 }
 
 // Sync copies each regular file under srcDir in src to the same place
 // under dstDir in dst when dst lacks it or differs in size or
-// modification time (to the second), giving the copy src's time.
+// modification time (to the second), giving the copy src's time. Where
+// dst has a symbolic link, nothing is written through it (it is counted
+// with the links skipped): a link out of the tree leads nowhere.
 func Sync(src tree, srcDir string, dst tree, dstDir string) (SyncStats, error) {
 	var st SyncStats
 	if err := dst.mkdirAll(dstDir); err != nil {
@@ -124,11 +165,20 @@ func Sync(src tree, srcDir string, dst tree, dstDir string) (SyncStats, error) {
 			st.Links++
 			return nil
 		case fi.IsDir():
+			if have, err := dst.stat(to); err == nil && have.Mode()&fs.ModeSymlink != 0 {
+				st.Links++
+				return fs.SkipDir
+			}
 			return dst.mkdirAll(to)
 		case !fi.Mode().IsRegular():
 			return nil
 		}
-		if have, err := dst.stat(to); err == nil && have.Mode().IsRegular() && have.Size() == fi.Size() &&
+		have, err := dst.stat(to)
+		if err == nil && have.Mode()&fs.ModeSymlink != 0 {
+			st.Links++
+			return nil
+		}
+		if err == nil && have.Mode().IsRegular() && have.Size() == fi.Size() &&
 			have.ModTime().Unix() == fi.ModTime().Unix() {
 			st.Same++
 			return nil

@@ -1,6 +1,7 @@
 package volume
 
 import (
+	"errors"
 	"io"
 	"io/fs"
 	"os"
@@ -15,13 +16,17 @@ import (
 // sftp. Paths use '/'.
 type tree interface {
 	// walk calls fn for everything under root (not root itself) with its
-	// path relative to root, links not followed.
+	// path relative to root, links not followed; fn returning fs.SkipDir
+	// for a directory skips what it holds.
 	walk(root string, fn func(rel string, fi fs.FileInfo) error) error
 	stat(p string) (fs.FileInfo, error)
 	open(p string) (io.ReadCloser, error)
 	create(p string) (io.WriteCloser, error)
 	mkdirAll(p string) error
 	chtimes(p string, t time.Time) error
+	// remove removes a file, a link (not what it points to) or an empty
+	// directory.
+	remove(p string) error
 }
 
 // localTree is this machine's filesystem.
@@ -49,6 +54,7 @@ func (localTree) open(p string) (io.ReadCloser, error)    { return os.Open(p) }
 func (localTree) create(p string) (io.WriteCloser, error) { return os.Create(p) }
 func (localTree) mkdirAll(p string) error                 { return os.MkdirAll(p, 0o755) }
 func (localTree) chtimes(p string, t time.Time) error     { return os.Chtimes(p, t, t) }
+func (localTree) remove(p string) error                   { return os.Remove(p) }
 
 // remoteTree is a volume over sftp.
 type remoteTree struct{ c *sftp.Client }
@@ -66,7 +72,12 @@ func (r remoteTree) walk(root string, fn func(string, fs.FileInfo) error) error 
 		if err != nil {
 			return err
 		}
-		if err := fn(filepath.ToSlash(rel), w.Stat()); err != nil {
+		err = fn(filepath.ToSlash(rel), w.Stat())
+		if errors.Is(err, fs.SkipDir) && w.Stat().IsDir() {
+			w.SkipDir()
+			continue
+		}
+		if err != nil {
 			return err
 		}
 	}
@@ -80,3 +91,4 @@ func (r remoteTree) open(p string) (io.ReadCloser, error) {
 func (r remoteTree) create(p string) (io.WriteCloser, error) { return r.c.Create(p) }
 func (r remoteTree) mkdirAll(p string) error                 { return r.c.MkdirAll(p) }
 func (r remoteTree) chtimes(p string, t time.Time) error     { return r.c.Chtimes(p, t, t) }
+func (r remoteTree) remove(p string) error                   { return r.c.Remove(p) }

@@ -107,6 +107,9 @@ var describers = map[string]func(api.Event) string{
 		}
 		return s
 	}),
+	api.EventVolumePrice: decoded(func(p api.VolumePrice) string {
+		return fmt.Sprintf("volume price %s per GiB-month (was %s)", api.FormatMoney(p.PricePerGiBMonthMinor, p.Currency), api.FormatMoney(p.PreviousMinor, p.Currency))
+	}),
 	api.EventWebhook: decoded(func(w api.Webhook) string {
 		if w.RemovedAt != nil {
 			return fmt.Sprintf("webhook %s to %s removed", w.ID, w.URL)

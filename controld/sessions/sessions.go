@@ -32,13 +32,14 @@ const (
 )
 
 // returned lists the columns scan reads.
-const returned = `id, user_id, allocation_id, kind, command, started_at, ended_at, bytes, exit_status, state, recording, gateway`
+const returned = `id, user_id, coalesce(allocation_id, ''), coalesce(volume_id, ''), kind, command, started_at, ended_at, bytes,
+	exit_status, state, recording, gateway`
 
 const columns = `SELECT ` + returned + ` FROM terminal_sessions`
 
 func scan(r pgx.CollectableRow) (api.TerminalSession, error) {
 	var s api.TerminalSession
-	err := r.Scan(&s.ID, &s.UserID, &s.AllocationID, &s.Kind, &s.Command, &s.StartedAt, &s.EndedAt, &s.Bytes,
+	err := r.Scan(&s.ID, &s.UserID, &s.AllocationID, &s.VolumeID, &s.Kind, &s.Command, &s.StartedAt, &s.EndedAt, &s.Bytes,
 		&s.ExitStatus, &s.State, &s.Recording, &s.Gateway)
 	return s, err
 }
@@ -185,14 +186,15 @@ func Get(ctx context.Context, q store.Querier, v Viewer, id string) (api.Termina
 }
 
 // List returns the sessions the viewer may see, newest first, optionally
-// of one allocation.
+// of one allocation or one volume.
 func List(ctx context.Context, q store.Querier, v Viewer, req api.SessionListRequest) ([]api.TerminalSession, error) {
 	user := v.UserID
 	if v.Operator {
 		user = ""
 	}
 	rows, err := q.Query(ctx, columns+` WHERE ($1 = '' OR user_id = $1) AND ($2 = '' OR allocation_id = $2)
-		ORDER BY started_at DESC, id LIMIT $3`, user, req.AllocationID, ListLimit)
+		AND ($4 = '' OR volume_id = $4)
+		ORDER BY started_at DESC, id LIMIT $3`, user, req.AllocationID, ListLimit, req.VolumeID)
 	if err != nil {
 		return nil, fmt.Errorf("list sessions: %w", err)
 	}

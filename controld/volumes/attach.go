@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/gpuaas/gpuaas/controld/outbox"
+	"github.com/gpuaas/gpuaas/controld/sessions"
 	"github.com/gpuaas/gpuaas/internal/api"
 )
 
@@ -89,6 +90,10 @@ func Attach(ctx context.Context, tx pgx.Tx, c Claim, allocationID string, now ti
 			allocationID, a.Path)
 		if err != nil {
 			return nil, fmt.Errorf("attach volume: %w", err)
+		}
+		// A session hold past its lease was taken over: its row ends.
+		if _, err := sessions.EndVolume(ctx, tx, v.ID, true, now); err != nil {
+			return nil, err
 		}
 		ev, err := event(ctx, tx, v)
 		if err != nil {

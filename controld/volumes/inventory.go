@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/gpuaas/gpuaas/controld/outbox"
+	"github.com/gpuaas/gpuaas/controld/sessions"
 )
 
 // InventoryGrace is how long a volume must have been unchanged before a
@@ -56,6 +57,9 @@ func CheckInventory(ctx context.Context, tx pgx.Tx, nodeID string, health json.R
 			return nil, err
 		}
 		if err := stopMeter(ctx, tx, id, now); err != nil {
+			return nil, err
+		}
+		if _, err := sessions.EndVolume(ctx, tx, id, true, now); err != nil {
 			return nil, err
 		}
 		ev, err := event(ctx, tx, v)

@@ -73,7 +73,7 @@ func EndLostSessions(ctx context.Context, tx pgx.Tx, nodeID string, health json.
 		return nil, fmt.Errorf("check volume sessions of node %s: %w", nodeID, err)
 	}
 	for i, l := range lost {
-		_, evs, released, err := EndSession(ctx, tx, l.Volume.ID, l.Key, now)
+		_, evs, released, err := endSession(ctx, tx, l.Volume.ID, l.Key, true, now)
 		if err != nil {
 			return nil, err
 		}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/gpuaas/gpuaas/controld/outbox"
 	"github.com/gpuaas/gpuaas/controld/project"
+	"github.com/gpuaas/gpuaas/controld/sessions"
 	"github.com/gpuaas/gpuaas/internal/api"
 )
 
@@ -90,6 +91,10 @@ func OpenSession(ctx context.Context, tx pgx.Tx, id, userID, key string, now tim
 	if err != nil {
 		return api.Volume{}, nil, fmt.Errorf("open volume session: %w", err)
 	}
+	// Listed by `gpuaas session list`; a hold taken over ends its row.
+	if _, err := sessions.StartVolume(ctx, tx, v.ID, userID, now); err != nil {
+		return api.Volume{}, nil, err
+	}
 	ev, err := event(ctx, tx, v)
 	if err != nil {
 		return api.Volume{}, nil, err
@@ -101,6 +106,12 @@ func OpenSession(ctx context.Context, tx pgx.Tx, id, userID, key string, now tim
 // holds it (ready again, with its event); otherwise it changes nothing
 // and says so (an end told twice, or after the hold was taken over).
 func EndSession(ctx context.Context, tx pgx.Tx, id, key string, now time.Time) (api.Volume, []outbox.Event, bool, error) {
+	return endSession(ctx, tx, id, key, false, now)
+}
+
+// endSession is EndSession; interrupted marks the session's row
+// interrupted (ended for it) rather than ended (its gateway said so).
+func endSession(ctx context.Context, tx pgx.Tx, id, key string, interrupted bool, now time.Time) (api.Volume, []outbox.Event, bool, error) {
 	rows, err := tx.Query(ctx, `UPDATE volumes SET state = 'ready', session_key = NULL, session_by = NULL, session_at = NULL,
 		updated_at = $3 WHERE id = $1 AND session_key = $2 RETURNING `+columns, id, key, now)
 	if err != nil {
@@ -112,6 +123,9 @@ func EndSession(ctx context.Context, tx pgx.Tx, id, key string, now time.Time) (
 	}
 	if err != nil {
 		return api.Volume{}, nil, false, fmt.Errorf("end volume session: %w", err)
+	}
+	if _, err := sessions.EndVolume(ctx, tx, v.ID, interrupted, now); err != nil {
+		return api.Volume{}, nil, false, err
 	}
 	ev, err := event(ctx, tx, v)
 	if err != nil {

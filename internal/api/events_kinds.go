@@ -38,6 +38,7 @@ var EventKinds = []string{
 	EventJobState,
 	EventWorkloadState,
 	EventVolume,
+	EventVolumePrice,
 	EventImage,
 	EventWebhook, EventWebhookDelivery,
 	EventExposure,

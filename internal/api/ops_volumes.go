@@ -11,6 +11,9 @@ const (
 	EndpointVolumeResize = "volume.resize"
 	EndpointVolumeRemove = "volume.rm"
 	EndpointVolumeQuote  = "volume.quote"
+	// EndpointAdminVolumePriceSet is an admin's verb on the catalog's
+	// volume price (volumeprice.go).
+	EndpointAdminVolumePriceSet = "admin.volume_price_set"
 )
 
 var (
@@ -32,4 +35,9 @@ var (
 	// be checked (name, size, the node's room) without making anything,
 	// and prices it per month and per hour (`volume create --dry-run`).
 	OpVolumeQuote = NewQuery[VolumeCreateRequest, VolumeQuote](EndpointVolumeQuote, LoggedIn)
+	// OpAdminVolumePriceSet is admin.volume_price_set: sets the price of
+	// a GiB of volume for a month of 730 hours (admins; audited, with a
+	// volume.price event; volumes being charged keep their price until
+	// resized; `gpuaas admin volume-price set`).
+	OpAdminVolumePriceSet = NewMutation[VolumePriceSetRequest, VolumePrice](EndpointAdminVolumePriceSet, AdminOnly)
 )

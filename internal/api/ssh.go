@@ -161,15 +161,20 @@ const (
 
 // TerminalSession is one recorded SSH session.
 type TerminalSession struct {
-	ID           string     `json:"id"`
-	UserID       string     `json:"user_id"`
-	AllocationID string     `json:"allocation_id"`
-	Kind         string     `json:"kind"` // shell, exec, sftp, forward
-	Command      string     `json:"command,omitempty"`
-	StartedAt    time.Time  `json:"started_at"`
-	EndedAt      *time.Time `json:"ended_at,omitempty"`
-	Bytes        int64      `json:"bytes"`
-	ExitStatus   *int       `json:"exit_status,omitempty"`
+	ID     string `json:"id"`
+	UserID string `json:"user_id"`
+	// AllocationID is the allocation the session reached; empty for a
+	// volume's sftp session, which names VolumeID instead.
+	AllocationID string `json:"allocation_id"`
+	// VolumeID is the volume of an sftp session to a volume
+	// (`sftp <volume-id>@gateway`, docs/volumes.md).
+	VolumeID   string     `json:"volume_id,omitempty"`
+	Kind       string     `json:"kind"` // shell, exec, sftp, forward
+	Command    string     `json:"command,omitempty"`
+	StartedAt  time.Time  `json:"started_at"`
+	EndedAt    *time.Time `json:"ended_at,omitempty"`
+	Bytes      int64      `json:"bytes"`
+	ExitStatus *int       `json:"exit_status,omitempty"`
 	// State is SessionRunning, SessionEnded or SessionInterrupted.
 	State string `json:"state"`
 	// Recording names the asciicast object in the recordings bucket;
@@ -224,6 +229,7 @@ type SessionRef struct {
 // SessionListRequest filters sessions.
 type SessionListRequest struct {
 	AllocationID string `json:"allocation_id,omitempty"`
+	VolumeID     string `json:"volume_id,omitempty"`
 }
 
 // SessionListResponse lists sessions, newest first.

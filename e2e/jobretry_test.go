@@ -21,6 +21,9 @@ import (
 // own exit code, 4 — `job wait` exits 4. `job logs` numbers every line
 // once across both attempts, with the attempt marker exactly once between
 // attempt 1's counter and attempt 2's lines; `job get` says attempt 2.
+// A job without retries on the same node ends lost with the reason
+// (`job wait` exits 125) and its allocation is released "job finished"
+// (decision 0015: no silent hang).
 func TestJobRetriedAfterHostdKilled(t *testing.T) {
 	data, cfg := tempDir(t, "gpuaas-e2e-data-"), tempDir(t, "gpuaas-e2e-cfg-")
 	pwFile := writeFile(t, cfg, "pw", devPassword+"\n")
@@ -75,7 +78,19 @@ run: |
 		}
 		return lines
 	}
+	// Beside it, on the same node, a job without retries: it is lost.
+	r = dev.gpuaas(t, "resources: {sku: h200-slice, gpus: 4}\nrun: while true; do echo tick; sleep 0.2; done\n",
+		"run", "-f", "-", "--detach")
+	lostID := strings.TrimSpace(r.stdout)
+	if r.code != 0 || !strings.HasPrefix(lostID, "j-") {
+		t.Fatalf("run --detach (no retries): exit %d %q %s", r.code, r.stdout, r.stderr)
+	}
 	testutil.EventuallyWithin(t, 2*time.Minute, "attempt 1 to count to 5", func() bool { return len(logs()) >= 5 })
+	testutil.EventuallyWithin(t, time.Minute, "the job without retries to run", func() bool {
+		var j api.Job
+		dev.gpuaasJSON(t, &j, "job", "get", lostID, "--json", "state")
+		return j.State == api.JobRunning
+	})
 	if err := hostd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
@@ -94,6 +109,21 @@ run: |
 	if r := dev.gpuaas(t, "", "job", "wait", id); r.code != 4 {
 		t.Errorf("job wait: exit %d %s; want 4, attempt 2's code", r.code, r.stderr)
 	}
+	// The job without retries ended lost with the reason, job wait says
+	// so with the platform's code, and its allocation was released.
+	if r := dev.gpuaas(t, "", "job", "wait", lostID); r.code != 125 || !strings.Contains(r.stderr, "hostd stopped") {
+		t.Errorf("job wait of the job without retries: exit %d %q; want 125 with the reason", r.code, r.stderr)
+	}
+	var lost api.Job
+	dev.gpuaasJSON(t, &lost, "job", "get", lostID, "--json", "state,attempt,allocation_id,reason")
+	if lost.State != api.JobLost || lost.Attempt != 1 {
+		t.Errorf("job without retries: %+v; want lost at attempt 1", lost)
+	}
+	testutil.EventuallyWithin(t, time.Minute, "the lost job's allocation to be released", func() bool {
+		var a api.Allocation
+		dev.gpuaasJSON(t, &a, "alloc", "get", lost.AllocationID, "--json", "state,reason")
+		return a.State == api.AllocReleased && a.Reason == api.JobReleaseReason
+	})
 	lines := logs()
 	markers, count, second := 0, 0, -1
 	for i, l := range lines {

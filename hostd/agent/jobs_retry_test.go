@@ -3,6 +3,7 @@ package agent_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -46,9 +47,11 @@ func TestLostJobRetriedAfterHostdRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitAlloc(t, admin, al.ID, api.AllocActive)
-	ran := filepath.Join(t.TempDir(), "ran")
+	tmp := t.TempDir()
+	ran, goOn := filepath.Join(tmp, "ran"), filepath.Join(tmp, "go-on")
 	j, err := admin.JobCreate(ctx, api.JobCreateRequest{AllocationID: al.ID, Retries: 1,
-		Run: fmt.Sprintf(`if [ -e %[1]s ]; then echo second; exit 3; fi; touch %[1]s; echo first; sleep 30`, ran)})
+		Run: fmt.Sprintf(`if [ -e %[1]s ]; then while [ ! -e %[2]s ]; do sleep 0.05; done; echo second; exit 3; fi
+touch %[1]s; echo first; sleep 30`, ran, goOn)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,12 +65,27 @@ func TestLostJobRetriedAfterHostdRestart(t *testing.T) {
 	a.stop()
 	startAgent(t, env, dir, "", reg, withJobs)
 	var got *api.Job
+	testutil.EventuallyWithin(t, time.Minute, "attempt 2 to run", func() bool {
+		got, err = admin.JobGet(ctx, j.ID)
+		return err == nil && got.Attempt == 2 && got.State == api.JobRunning
+	})
+	// controld restarts while attempt 2 runs: the new one follows it
+	// and starts no other attempt.
+	env.Restart(t, nil)
+	if err := os.WriteFile(goOn, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	testutil.EventuallyWithin(t, time.Minute, "attempt 2 to end", func() bool {
 		got, err = admin.JobGet(ctx, j.ID)
 		return err == nil && api.JobFinal(got.State)
 	})
 	if got.State != api.JobFailed || got.Attempt != 2 || got.ExitCode == nil || *got.ExitCode != 3 {
 		t.Fatalf("job %+v; want failed with exit 3 at attempt 2", got)
+	}
+	var starts int
+	if err := env.Server.Pool().QueryRow(ctx, `SELECT count(*) FROM node_tasks WHERE type = $1 AND params->>'job_id' = $2`,
+		api.TaskJobStart, j.ID).Scan(&starts); err != nil || starts != 2 {
+		t.Errorf("%d job.start tasks (%v); want 2, one per attempt", starts, err)
 	}
 	p, err := admin.JobLogs(ctx, api.JobLogsRequest{ID: j.ID, Limit: 100})
 	if err != nil {

@@ -10,7 +10,9 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/gpuaas/gpuaas/controld/jobs"
+	"github.com/gpuaas/gpuaas/controld/tasks"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/nodeseal"
 )
 
 // startParamsOf reads the params of a job.start task.
@@ -205,5 +207,52 @@ func TestCreateRefusesBadRetries(t *testing.T) {
 	}
 	if n := w.count(t, `SELECT count(*) FROM jobs`); n != 0 {
 		t.Errorf("%d jobs written; want 0", n)
+	}
+}
+
+// TestRetrySealsSecretsToTheNodeAgain: attempt 2 of a job naming a
+// project secret gets it sealed to the node again (with controld's key:
+// the settlers are built with the server's jobs config); without the
+// key the job cannot be started again and ends lost, saying so.
+func TestRetrySealsSecretsToTheNodeAgain(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	priv, k, value := withSecret(t, w, "hf-token")
+	settleWith := func(cfg jobs.Config, jobID string) {
+		t.Helper()
+		task, typ := w.currentTask(t, jobID)
+		if err := w.tx(t, func(tx pgx.Tx) error {
+			_, err := jobs.Settlers(cfg)[typ](context.Background(), tx,
+				tasks.Outcome{TaskID: task, NodeID: "n-1", Type: typ, Result: interrupted, Now: t0.Add(time.Minute)})
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	j, err := w.createWith(t, api.JobCreateRequest{AllocationID: w.allocID, Run: "x", Retries: 1,
+		Secrets: map[string]string{"HF_TOKEN": "hf-token"}}, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	settleWith(jobs.Config{Secrets: k}, j.ID)
+	task, _ := w.currentTask(t, j.ID)
+	p := w.startParamsOf(t, task)
+	o, err := nodeseal.NewOpener(priv.Seed())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if opened, err := o.Open(p.SealedEnv); p.Attempt != 2 || err != nil || string(opened) != `["HF_TOKEN=`+value+`"]` {
+		t.Fatalf("attempt %d: the node opens %q, %v; want attempt 2 with HF_TOKEN=<value>", p.Attempt, opened, err)
+	}
+
+	other := w.allocation(t, api.AllocActive)
+	j2, err := w.createWith(t, api.JobCreateRequest{AllocationID: other, Run: "x", Retries: 1,
+		Secrets: map[string]string{"HF_TOKEN": "hf-token"}}, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	settleWith(jobs.Config{}, j2.ID)
+	if got := w.job(t, j2.ID); got.State != api.JobLost || !strings.Contains(got.Reason, "not retried: the job could not be started again") {
+		t.Errorf("retry without the secrets key: %+v; want lost, not retried, with the reason", got)
 	}
 }

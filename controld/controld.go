@@ -378,6 +378,7 @@ func (s *Server) init(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	s.withJobRetries(settlers)
 	if s.hosts, err = hosts.New(hosts.Config{Tuning: s.cfg.Hosts, Pool: s.pool, NATS: s.cfg.NATS, Serve: s.cfg.APINATS,
 		ReplyRefused: func(reason string) { s.metrics.repliesRefused.WithLabelValues(reason).Inc() }, TaskKey: taskKey,
 		SlotsFreed: s.kickQueue, GPUActive: s.gpuActive, TicketCAKeys: s.ticketCAKeys, Now: s.cfg.Now, Log: s.cfg.Log,

@@ -53,6 +53,9 @@ func printJob(ios *cmdutil.IOStreams, j *api.Job) error {
 	if j.Phase != "" {
 		fmt.Fprintf(w, "  phase       %s\n", j.Phase)
 	}
+	if j.Retries > 0 || j.Attempt > 1 {
+		fmt.Fprintf(w, "  attempt     %d of at most %d (retries: %d, after a platform failure only)\n", j.Attempt, j.Retries+1, j.Retries)
+	}
 	fmt.Fprintf(w, "  exit code   %s\n", exitText(*j))
 	if j.Signal != "" {
 		fmt.Fprintf(w, "  signal      %s\n", j.Signal)

@@ -53,3 +53,24 @@ func TestQueuedJobShowsItsPlace(t *testing.T) {
 		t.Errorf("job get: %q; want its place", out.String())
 	}
 }
+
+// TestPrintJobAttempt: job get shows which attempt a job with retries
+// is at, and nothing about attempts for a job without.
+func TestPrintJobAttempt(t *testing.T) {
+	ios, _, out, _ := cmdtest.Streams(true)
+	j := &api.Job{ID: "j-1", AllocationID: "a-1", NodeID: "n-1", State: api.JobStarting, Attempt: 2, Retries: 2,
+		Reason: "attempt 1 lost: hostd stopped", Release: "on-exit"}
+	if err := printJob(ios, j); err != nil {
+		t.Fatal(err)
+	}
+	if want := "attempt     2 of at most 3 (retries: 2"; !strings.Contains(out.String(), want) {
+		t.Errorf("job get %q lacks %q", out.String(), want)
+	}
+	ios, _, out, _ = cmdtest.Streams(true)
+	if err := printJob(ios, &api.Job{ID: "j-2", State: api.JobRunning, Attempt: 1, Release: "on-exit"}); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(out.String(), "attempt") {
+		t.Errorf("job get of a job without retries %q mentions attempts", out.String())
+	}
+}

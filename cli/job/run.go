@@ -85,7 +85,13 @@ the line (the allocation is released, nothing is charged). A workdir
 cannot be queued detached (it is uploaded from here once the allocation
 is active, and nobody is here then): run attached, or fetch the files in
 setup. --queue cannot be used with resources.allocation.
-Not built yet, and refused: image, retries.`,
+A job with retries: N that the platform loses (hostd restarted and could
+not re-attach it, or its node stopped answering) is started again on its
+allocation, at most N times; run and job wait follow every attempt and
+exit with the last one's code, and its log goes on with a line
+"--- attempt N (reason) ---". Never after the job's own exit, a timeout
+or a cancel.
+Not built yet, and refused: image.`,
 		Args: cmdutil.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			if opts.File == "" {
@@ -189,18 +195,15 @@ func readJob(ios *cmdutil.IOStreams, file string) (req api.JobCreateRequest, sku
 	notYet := func(field, why string) error {
 		return cmdutil.FlagErrorWrap(&jobspec.Error{Field: field, Reason: "not supported yet: " + why})
 	}
-	switch {
-	case s.Image != "":
+	if s.Image != "" {
 		return req, sku, notYet("image", "jobs run in the allocation's own environment")
-	case s.Retries != 0:
-		return req, sku, notYet("retries", "a job the platform lost is not started again")
 	}
 	if s.Resources.SKU != "" {
 		sku = api.AllocCreateRequest{SKU: s.Resources.SKU, GPUs: s.Resources.GPUs}
 	}
 	req = api.JobCreateRequest{AllocationID: s.Resources.Allocation, Name: s.Name, Setup: s.Setup, Run: s.Run,
 		TimeoutSeconds: int64((s.Timeout + time.Second - 1) / time.Second), Release: s.Release,
-		Workdir: s.Workdir} // the local directory until runRun uploads it (workdir.go)
+		Workdir: s.Workdir, Retries: s.Retries} // the local directory until runRun uploads it (workdir.go)
 	if len(s.Env) > 0 {
 		req.Env = map[string]string{}
 		for _, v := range s.Env {

@@ -59,13 +59,13 @@ func TestReadJob(t *testing.T) {
 		}
 		return p
 	}
-	ok := write("ok.yaml", "name: t\nresources: {allocation: a-1}\nenv: {B: 2, A: x}\nsetup: make\nrun: exit 7\ntimeout: 1500ms\nrelease: keep\n")
+	ok := write("ok.yaml", "name: t\nresources: {allocation: a-1}\nenv: {B: 2, A: x}\nsetup: make\nrun: exit 7\ntimeout: 1500ms\nrelease: keep\nretries: 2\n")
 	ios, _, _, _ := cmdtest.Streams(false)
 	got, sku, err := readJob(ios, ok)
 	if err != nil || !reflect.DeepEqual(sku, api.AllocCreateRequest{}) {
 		t.Fatal(err, sku)
 	}
-	want := api.JobCreateRequest{AllocationID: "a-1", Name: "t", Setup: "make", Run: "exit 7", TimeoutSeconds: 2, Release: "keep",
+	want := api.JobCreateRequest{AllocationID: "a-1", Name: "t", Setup: "make", Run: "exit 7", TimeoutSeconds: 2, Release: "keep", Retries: 2,
 		Env: map[string]string{"A": "x", "B": "2"}}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("got %+v; want %+v", got, want)
@@ -74,7 +74,7 @@ func TestReadJob(t *testing.T) {
 		{"unknown key", "resources: {allocation: a-1}\nrun: x\nrn: y\n", "line 3: rn: unknown key"},
 		{"missing run", "resources: {allocation: a-1}\n", "run: required"},
 		{"image", "resources: {allocation: a-1}\nimage: debian\nrun: x\n", "image: not supported yet"},
-		{"retries", "resources: {allocation: a-1}\nretries: 2\nrun: x\n", "retries: not supported yet"},
+		{"retries", "resources: {allocation: a-1}\nretries: 11\nrun: x\n", "retries: 11: want 0 to 10"},
 	} {
 		_, _, err := readJob(ios, write(tt.name+".yaml", tt.text))
 		cmdtest.WantUsageError(t, err, tt.want)

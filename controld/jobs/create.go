@@ -47,6 +47,8 @@ func Check(req *api.JobCreateRequest) error {
 		return bad("name", "%q: 1-63 lowercase letters, digits, '.', '_' or '-'", req.Name)
 	case req.TimeoutSeconds < 0 || time.Duration(req.TimeoutSeconds)*time.Second > jobspec.MaxTimeout:
 		return bad("timeout_seconds", "%d: want 0 (none) to %d", req.TimeoutSeconds, int64(jobspec.MaxTimeout/time.Second))
+	case req.Retries < 0 || req.Retries > jobspec.MaxRetries:
+		return bad("retries", "%d: want 0 to %d", req.Retries, jobspec.MaxRetries)
 	case len(req.Env)+len(req.Secrets) > jobspec.MaxEnv:
 		return bad("env", "%d variables; at most %d", len(req.Env)+len(req.Secrets), jobspec.MaxEnv)
 	}
@@ -132,8 +134,8 @@ func insert(ctx context.Context, tx pgx.Tx, actor alloc.Actor, req api.JobCreate
 		node = &a.NodeID
 	}
 	_, err := tx.Exec(ctx, `INSERT INTO jobs (id, project_id, user_id, allocation_id, node_id, name, spec, release, state,
-		task_id, created_at, updated_at) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$11)`,
-		id, a.ProjectID, actor.UserID, a.ID, node, req.Name, raw, req.Release, state, taskID, now)
+		task_id, created_at, updated_at, retries) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$11,$12)`,
+		id, a.ProjectID, actor.UserID, a.ID, node, req.Name, raw, req.Release, state, taskID, now, req.Retries)
 	if pe := (*pgconn.PgError)(nil); asPgError(err, &pe) && pe.ConstraintName == "jobs_one_open_per_allocation" {
 		return api.Job{}, mutate.Effect{}, api.Errorf(api.CodeConflict, "allocation %s runs a job already: one job at a time", a.ID).
 			WithHint("see `gpuaas job list`")
@@ -149,7 +151,8 @@ func insert(ctx context.Context, tx pgx.Tx, actor alloc.Actor, req api.JobCreate
 	if err := placeInLine(ctx, tx, list); err != nil {
 		return api.Job{}, mutate.Effect{}, err
 	}
-	eff, err := effect(ctx, tx, "job.create", j.Job, map[string]any{"release": j.Release, "env_names": j.EnvNames})
+	eff, err := effect(ctx, tx, "job.create", j.Job, map[string]any{"release": j.Release, "env_names": j.EnvNames,
+		"retries": j.Retries})
 	return list[0], eff, err
 }
 

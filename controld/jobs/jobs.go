@@ -55,6 +55,10 @@ type Config struct {
 	// Secrets opens the project secrets a job's env names (nil: a job
 	// naming one is refused as unavailable).
 	Secrets *secrets.Key
+	// LogNext returns the number of the line after the last one the LOGS
+	// stream holds of a job's log subject (1 when none): where a retried
+	// job's log goes on (retry.go). nil: a retry numbers from 1.
+	LogNext func(ctx context.Context, subject string) (int64, error)
 }
 
 func (c Config) withDefaults() Config {
@@ -83,7 +87,7 @@ type spec struct {
 }
 
 const jobColumns = `SELECT id, project_id, user_id, allocation_id, coalesce(node_id, ''), name, state, phase, exit_code, signal,
-	reason, release, spec, cancel_requested, created_at, started_at, ended_at, task_id FROM jobs`
+	reason, release, spec, cancel_requested, created_at, started_at, ended_at, task_id, attempt, retries FROM jobs`
 
 // row is a job as read, with what the API does not show.
 type row struct {
@@ -96,7 +100,8 @@ func scan(r pgx.Row) (row, error) {
 	var j row
 	var raw []byte
 	err := r.Scan(&j.ID, &j.ProjectID, &j.UserID, &j.AllocationID, &j.NodeID, &j.Name, &j.State, &j.Phase, &j.ExitCode,
-		&j.Signal, &j.Reason, &j.Release, &raw, &j.Cancelling, &j.CreatedAt, &j.StartedAt, &j.EndedAt, &j.taskID)
+		&j.Signal, &j.Reason, &j.Release, &raw, &j.Cancelling, &j.CreatedAt, &j.StartedAt, &j.EndedAt, &j.taskID,
+		&j.Attempt, &j.Retries)
 	if err != nil {
 		return j, err
 	}

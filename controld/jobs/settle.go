@@ -63,6 +63,15 @@ func settleReport(ctx context.Context, tx pgx.Tx, o tasks.Outcome, cfg Config) (
 	if !rep.Ended {
 		return running(ctx, tx, j, rep, cfg, o.Now)
 	}
+	if rep.Unknown && !j.Cancelling && j.Attempt <= j.Retries {
+		eff, notRetried, err := retry(ctx, tx, j, rep.Reason, cfg, o.Now)
+		if err != nil || notRetried == "" {
+			return eff, err
+		}
+		rep.Reason += "; " + notRetried
+	} else if rep.Unknown && j.Retries > 0 && !j.Cancelling {
+		rep.Reason += fmt.Sprintf("; not retried: attempt %d of %d, its retries (%d) are used up", j.Attempt, j.Retries+1, j.Retries)
+	}
 	return ended(ctx, tx, j, rep, o.Now)
 }
 

@@ -2,6 +2,7 @@ package tasks
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"time"
 
@@ -22,11 +23,20 @@ func openJobLog(env *Env, p api.JobStartParams) *logstream.Pump {
 	if env.Logs == nil || logstream.CheckToken("node", env.NodeID) != nil || logstream.CheckToken("job", p.JobID) != nil {
 		return nil
 	}
-	pump, err := logstream.NewPump(logstream.PumpConfig{Publisher: env.Logs,
+	cfg := logstream.PumpConfig{Publisher: env.Logs,
 		Subject: logstream.Subject(env.NodeID, logstream.KindJob, p.JobID), ID: p.JobID,
-		MaxBytes: p.LogMaxBytes, Now: env.now})
+		MaxBytes: p.LogMaxBytes, Now: env.now}
+	if p.Attempt > 1 && p.LogNext > 0 {
+		// A retry: its lines go on after the lost attempt's
+		// (docs/jobs.md "Retries").
+		cfg.Resume = &logstream.Checkpoint{Next: p.LogNext}
+	}
+	pump, err := logstream.NewPump(cfg)
 	if err != nil {
 		return nil
+	}
+	if p.Attempt > 1 {
+		pump.Mark(AttemptMarker(p.Attempt, p.AttemptReason))
 	}
 	return pump
 }
@@ -55,4 +65,10 @@ func (j *runningJob) closeLog() logstream.Stats {
 	ctx, cancel := context.WithTimeout(context.Background(), logFlushTimeout)
 	defer cancel()
 	return j.logs.Close(ctx)
+}
+
+// AttemptMarker is the log line that starts attempt n of a retried job,
+// after the lines of the attempt the platform lost (reason).
+func AttemptMarker(n int, reason string) string {
+	return fmt.Sprintf("--- attempt %d (%s) ---", n, reason)
 }

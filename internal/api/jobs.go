@@ -79,6 +79,12 @@ type JobCreateRequest struct {
 	// starts it when the allocation becomes active, or ends it when the
 	// allocation is given up (docs/jobs.md "Waiting for capacity").
 	Queue bool `json:"queue,omitempty"`
+
+	// Retries is how many times a job the platform lost (JobLost: hostd
+	// restarted and could not re-attach it, or the node stopped
+	// answering) is started again on its allocation, 0 to 10; never after
+	// the job's own exit, a timeout or a cancel (docs/jobs.md "Retries").
+	Retries int `json:"retries,omitempty"`
 }
 
 // Job is a job as job.get and job.list show it. Env values are never
@@ -117,6 +123,12 @@ type Job struct {
 	// among the requests of its SKU waiting for capacity (1 is next); 0
 	// once the allocation is placed, or for a job that is not queued.
 	QueuePosition int `json:"queue_position,omitempty"`
+
+	// Attempt counts the job's starts from 1: a lost job retried
+	// (Retries) is started again as attempt 2, and so on.
+	Attempt int `json:"attempt"`
+	// Retries is how many retries the job may have in all.
+	Retries int `json:"retries,omitempty"`
 }
 
 // JobRef names a job.
@@ -161,6 +173,14 @@ type JobStartParams struct {
 	// job whose workdir is not a directory on the node fails at phase
 	// JobPhaseWorkdir before anything runs.
 	Workdir string `json:"workdir,omitempty"`
+
+	// Attempt is the job's attempt (1 when 0); from the second, hostd
+	// numbers its log lines from LogNext (the line after the last one
+	// the lost attempt published) and writes first a marker line
+	// "--- attempt N (AttemptReason) ---".
+	Attempt       int    `json:"attempt,omitempty"`
+	AttemptReason string `json:"attempt_reason,omitempty"`
+	LogNext       int64  `json:"log_next,omitempty"`
 }
 
 // JobWaitParams are the params of job.wait: report within Wait whether

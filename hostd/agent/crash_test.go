@@ -7,6 +7,8 @@ import (
 	"context"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -162,4 +164,24 @@ func (c *childAgent) waitKilled(t *testing.T) {
 	case <-time.After(60 * time.Second):
 		t.Fatalf("child hostd did not reach its crash point; its log:\n%s", c.stderr)
 	}
+}
+
+// countRuns counts the lines of dir/runs.log with typ whose params
+// contain tag.
+func countRuns(t testing.TB, dir, typ, tag string) int {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, runsFile))
+	if os.IsNotExist(err) {
+		return 0
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, typ+" ") && strings.Contains(line, tag) {
+			n++
+		}
+	}
+	return n
 }

@@ -7,8 +7,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strings"
-	"testing"
 	"time"
 
 	"github.com/gpuaas/gpuaas/hostd/agent"
@@ -48,26 +46,6 @@ func countingRegistry(dir string) tasks.Registry {
 		}
 	}
 	return reg
-}
-
-// countRuns counts the lines of dir/runs.log with typ whose params
-// contain tag.
-func countRuns(t testing.TB, dir, typ, tag string) int {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join(dir, runsFile))
-	if os.IsNotExist(err) {
-		return 0
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := 0
-	for _, line := range strings.Split(string(b), "\n") {
-		if strings.HasPrefix(line, typ+" ") && strings.Contains(line, tag) {
-			n++
-		}
-	}
-	return n
 }
 
 // runChildAgent is the child's main: an enrolled agent on the state

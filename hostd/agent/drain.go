@@ -19,7 +19,8 @@ import (
 //     is never lost.
 //   - Finished results are sent until controld acknowledged each, within
 //     the same deadline; unacknowledged ones are on disk and sent after
-//     the restart. Heartbeats go on meanwhile.
+//     the restart (a read-only task's is not: controld sends that task
+//     again and it runs again, taskpath.go). Heartbeats go on meanwhile.
 func (a *Agent) drain(sub *nats.Subscription, abandon context.CancelFunc) {
 	start := time.Now()
 	a.drainingOnce.Do(func() { close(a.draining) })

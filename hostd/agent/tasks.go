@@ -18,7 +18,8 @@ import (
 
 // onTask answers a delivery: refused (nothing runs) for an envelope that
 // fails verification, duplicate for a task id already seen, accepted —
-// after the id is persisted — for a new task, which then runs. The reply
+// the id in memory; start writes it before a handler that changes the
+// host runs (taskpath.go) — for a new task, which then runs. The reply
 // is sealed with the node's key and names the task, the node and the
 // delivery (api.TaskReply), so controld can tell it from one published by
 // anyone else in this node's name.

@@ -8,6 +8,7 @@ export PATH := $(PATH):/usr/local/go/bin:$(HOME)/go/bin
 # DEV_FLAGS: flags for `gpuaas dev`, e.g. make dev DEV_FLAGS='--hosts 3 --reset'.
 DEV_FLAGS ?=
 FAULT_PKGS = ./cli/daemon/
+FAULT_PKGS += ./hostd/agent/
 
 .PHONY: build dev deps-dev deps-test deps-bench test test-short vet lint fmt-check bench generate fuzz
 

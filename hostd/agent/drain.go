@@ -16,10 +16,11 @@ import (
 //   - Running tasks get until Config.DrainTimeout to finish (their context
 //     is not Run's). One still running then is abandoned: its record stays
 //     unfinished on disk and the next start reports it interrupted, so it
-//     is never lost.
+//     is never lost (a read-only task has none: controld sends it again).
 //   - Finished results are sent until controld acknowledged each, within
 //     the same deadline; unacknowledged ones are on disk and sent after
-//     the restart. Heartbeats go on meanwhile.
+//     the restart (a read-only task's is not: controld sends that task
+//     again and it runs again, taskpath.go). Heartbeats go on meanwhile.
 func (a *Agent) drain(sub *nats.Subscription, abandon context.CancelFunc) {
 	start := time.Now()
 	a.drainingOnce.Do(func() { close(a.draining) })

@@ -79,6 +79,7 @@ func (a *Agent) sendResults(ctx context.Context) bool {
 			continue
 		}
 		log.Debug("result delivered", "status", res.Status)
+		a.crashAt(CrashAfterReport)
 		a.update(res.TaskID, false, func(r *record) { r.Acked = true })
 	}
 	return all

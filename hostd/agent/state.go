@@ -42,6 +42,10 @@ type record struct {
 	AcceptedAt time.Time          `json:"accepted_at"`
 	Result     *api.TaskResult    `json:"result,omitempty"`
 	Acked      bool               `json:"acked,omitempty"`
+	// lazy: the record is kept in memory only until controld acknowledged
+	// its result, then written once, not durably (a read-only task type:
+	// readOnlyTask; docs/decisions/0043-task-path.md).
+	lazy bool
 }
 
 // Record states.

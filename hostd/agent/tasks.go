@@ -18,7 +18,8 @@ import (
 
 // onTask answers a delivery: refused (nothing runs) for an envelope that
 // fails verification, duplicate for a task id already seen, accepted —
-// after the id is persisted — for a new task, which then runs. The reply
+// the id in memory; start writes it before a handler that changes the
+// host runs (taskpath.go) — for a new task, which then runs. The reply
 // is sealed with the node's key and names the task, the node and the
 // delivery (api.TaskReply), so controld can tell it from one published by
 // anyone else in this node's name.
@@ -53,7 +54,7 @@ func envelopeTaskID(env signing.Envelope) string {
 	return t.ID
 }
 
-// admit verifies an envelope and records its task id. Once the agent
+// admit verifies an envelope and records its task id in memory. Once the agent
 // drains it admits nothing and the reply's status is empty: the task was
 // not seen, controld delivers it again (to the restarted agent). A task
 // admitted to run is counted in a.running here, under a.mu, so the drain
@@ -74,21 +75,26 @@ func (a *Agent) admit(env signing.Envelope) (signing.Task, api.TaskReply, bool) 
 		log.Debug("task delivered again", "state", r.State)
 		return task, api.TaskReply{Status: api.TaskDuplicate, State: r.State}, false
 	}
-	r := &record{ID: task.ID, Type: task.Type, Corr: task.Corr, State: stateAccepted, AcceptedAt: a.now()}
-	if err := saveRecord(a.cfg.StateDir, r, true); err != nil {
-		log.Error("cannot persist task; refusing it", "err", err)
-		return task, api.TaskReply{Status: api.TaskRefused, Reason: "hostd cannot persist the task: " + err.Error()}, false
-	}
-	a.records[task.ID] = r
+	// The accepted record is in memory only: start writes it, for the
+	// types that need it, before the handler runs (taskpath.go,
+	// docs/decisions/0043-task-path.md).
+	a.records[task.ID] = &record{ID: task.ID, Type: task.Type, Corr: task.Corr, State: stateAccepted,
+		AcceptedAt: a.now(), lazy: readOnlyTask(task.Type)}
 	log.Info("task accepted", "type", task.Type)
 	a.running.Add(1)
 	return task, api.TaskReply{Status: api.TaskAccepted}, true
 }
 
-// start runs an admitted task (counted in a.running by admit).
+// start runs an admitted task (counted in a.running by admit), once its
+// accepted record is written (persistAccepted).
 func (a *Agent) start(t signing.Task) {
+	a.crashAt(CrashAfterAccept)
 	go func() {
 		defer a.running.Done()
+		if !a.persistAccepted(t) {
+			return
+		}
+		a.crashAt(CrashAfterRecord)
 		a.runTask(a.ctx, t)
 	}()
 }
@@ -124,7 +130,8 @@ func (r reporter) Progress(phase, status string, elapsed time.Duration, message 
 	_ = r.a.nc.Publish(api.HostCtlSubject(r.a.id.NodeID, api.HostProgress), b)
 }
 
-// update changes a task record and writes it; durable as for saveRecord.
+// update changes a task record and writes it (a lazy one only once
+// acknowledged); durable as for saveRecord.
 func (a *Agent) update(id string, durable bool, fn func(*record)) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -133,6 +140,9 @@ func (a *Agent) update(id string, durable bool, fn func(*record)) {
 		return
 	}
 	fn(r)
+	if r.lazy && !r.Acked {
+		return
+	}
 	if err := saveRecord(a.cfg.StateDir, r, durable); err != nil {
 		a.taskLog(id, r.Corr).Error("persist task record", "err", err)
 	}
@@ -219,6 +229,7 @@ func (a *Agent) finish(id string, res api.TaskResult) {
 		res.Phases = r.Phases
 		r.State, r.Result = stateDone, &res
 	})
+	a.crashAt(CrashAfterResult)
 	a.kick(a.resend)
 	a.kick(a.guestKick)
 }

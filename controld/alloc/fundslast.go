@@ -47,18 +47,22 @@ const othersProvisioningSQL = `SELECT coalesce(sum(s.price_per_gpu_hour_minor * 
 		FROM allocations a JOIN skus s ON s.id = a.sku_id
 		WHERE a.project_id = $1 AND a.state = 'provisioning' AND a.id <> $2`
 
-// final is the check as mutate.Effect.Final: the lock, the account, the
-// other provisioning allocations and the budgets binding the creator,
+// final is the check as mutate.Effect.Final: the lock, the other
+// provisioning allocations, the account and the budgets binding the creator,
 // queued in b in that order; check decides once they are back.
 func (c *fundsCheck) final(b *pgx.Batch) func(ctx context.Context, tx pgx.Tx) error {
 	queueLockFunds(b, c.projectID)
-	billing.QueueAccountOf(b, &c.acct, c.projectID, 0)
+	// The provisioning allocations before the account: each statement
+	// reads a snapshot of its own, and an allocation turning active in
+	// between (provisioning -> a running meter, in one commit) is then
+	// counted twice rather than not at all.
 	b.Queue(othersProvisioningSQL, c.projectID, c.allocID).QueryRow(func(r pgx.Row) error {
 		if err := r.Scan(&c.provisioning); err != nil {
 			return fmt.Errorf("provisioning of %s: %w", c.projectID, err)
 		}
 		return nil
 	})
+	billing.QueueAccountOf(b, &c.acct, c.projectID, 0)
 	billing.QueueBudgetsFor(b, &c.budgets, c.projectID, c.userID)
 	return c.check
 }

@@ -64,7 +64,7 @@ func (f *fixture) create(ctx context.Context, pool *pgxpool.Pool, req api.AllocC
 
 // TestCreateTakesTheFundsLockInItsLastRoundTrip: the project's funds
 // lock is taken in the create's final round trip — first, then the
-// account, the other provisioning allocations and the budgets, then the
+// other provisioning allocations, the account and the budgets, then the
 // audit (whose chain locks the project's stream: funds before audit, as
 // every other taker of the funds lock), outbox and idempotency rows — and
 // nowhere before,
@@ -94,7 +94,7 @@ func TestCreateTakesTheFundsLockInItsLastRoundTrip(t *testing.T) {
 		t.Fatalf("the funds lock in round trips %v of %d (the last %q); want it once, in the one before COMMIT", locked, n, log.trips[n-1])
 	}
 	last := log.trips[n-2]
-	want := []string{"alloc.funds", "ledger_entries", "a.id <> $2", "budget",
+	want := []string{"alloc.funds", "a.id <> $2", "ledger_entries", "budget",
 		"INSERT INTO audit_logs", "INSERT INTO outbox", "INSERT INTO idempotency_keys"}
 	at := 0
 	for _, sql := range last {

@@ -131,3 +131,39 @@ func TestCreateRefusesForFundsBeforeCapacity(t *testing.T) {
 		t.Fatalf("allocations and idempotency keys left behind: %d (%v); want none", rows, err)
 	}
 }
+
+// TestFundsCheckReadsOnlyProvisioningAllocations: the sum the funds check
+// runs under the lock reads the project's provisioning allocations through
+// allocations_provisioning_idx (migration 0037), not its whole history
+// through allocations_project_idx: with 3,000 released allocations and one
+// provisioning, the plan is an index scan of the partial index.
+func TestFundsCheckReadsOnlyProvisioningAllocations(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := t.Context()
+	if _, err := f.pool.Exec(ctx, `INSERT INTO allocations (id, project_id, user_id, sku_id, shape, gpus, state, version, queued,
+		created_at, updated_at) SELECT 'a-old-' || g, $1, $2, 'h200-slice', 'gpu_slice', 1, 'released', 3, false, now(), now()
+		FROM generate_series(1, 3000) g`, f.project, f.userID); err != nil {
+		t.Fatal(err)
+	}
+	a := f.insertAlloc(t, api.AllocProvisioning, 2, false)
+	if _, err := f.pool.Exec(ctx, `ANALYZE allocations`); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := f.pool.Query(ctx, `EXPLAIN `+othersProvisioningSQL, f.project, "a-new")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan := strings.Join(lines, "\n")
+	if !strings.Contains(plan, "allocations_provisioning_idx") {
+		t.Errorf("the funds check's sum does not use allocations_provisioning_idx:\n%s", plan)
+	}
+	var burn int64
+	if err := f.pool.QueryRow(ctx, othersProvisioningSQL, f.project, "a-new").Scan(&burn); err != nil || burn != 350 {
+		t.Errorf("provisioning burn besides a new one: %d (%v); want 350 (%s alone)", burn, err, a.ID)
+	}
+}

@@ -6,9 +6,9 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/gpuaas/gpuaas/controld/audit"
-	"github.com/gpuaas/gpuaas/controld/billing"
 	"github.com/gpuaas/gpuaas/controld/catalog"
 	"github.com/gpuaas/gpuaas/controld/mutate"
 	"github.com/gpuaas/gpuaas/controld/node"
@@ -28,47 +28,31 @@ import (
 // budget of the project or of the actor in it, with budget_exceeded
 // (*BudgetExceededError, see CheckBudgets), likewise. When
 // nothing fits, it fails with no_capacity and changes nothing, unless
-// req.Queue asks to wait in the SKU's FIFO queue. A placed allocation is
+// req.Queue asks to wait in the SKU's FIFO queue; insufficient_funds and
+// budget_exceeded come first when they apply too. A placed allocation is
 // provisioning, with its provisioning task queued for the node.
+//
+// The funds and budgets are checked last, under the project's funds lock
+// held from the transaction's final round trip to its COMMIT: Create
+// places first and returns the check as the effect's Final, which
+// mutate.Runner queues ahead of the audit, outbox and idempotency rows
+// in that round trip (fundslast.go; docs/decisions/0042-funds-lock-last.md).
+// A caller running Create outside mutate.Runner must run eff.Final itself.
 func Create(ctx context.Context, tx pgx.Tx, actor Actor, req api.AllocCreateRequest, rules Rules, now time.Time) (api.Allocation, mutate.Effect, error) {
 	var eff mutate.Effect
 	p, sku, err := checkCreate(ctx, tx, actor, req)
 	if err != nil {
 		return api.Allocation{}, eff, err
 	}
-	funds, err := lockedFundsFor(ctx, tx, p.ID, actor.UserID, sku.PricePerGPUHourMinor*int64(req.GPUs), rules)
+	fc := &fundsCheck{projectID: p.ID, projectName: p.Name, userID: actor.UserID, sku: sku, gpus: req.GPUs, rules: rules, now: now}
+	var members []string
+	a, placed, claim, err := insertAndPlace(ctx, tx, p, sku, actor, req, now, &members)
 	if err != nil {
-		return api.Allocation{}, eff, err
+		return api.Allocation{}, eff, fc.refusalOrder(ctx, tx, err)
 	}
-	if !funds.Enough() {
-		return api.Allocation{}, eff, newInsufficientFunds(funds, rules, sku.Currency, p.Name, sku.ID, req.GPUs)
-	}
-	// The budgets came with the funds (one round trip); their spend is
-	// read only when there are any.
-	if err := billing.WithSpend(ctx, tx, funds.budgets, now); err != nil {
-		return api.Allocation{}, eff, err
-	}
-	if err := checkBudgets(ctx, tx, funds.budgets, BudgetRequest{ProjectID: p.ID, ProjectName: p.Name, UserID: actor.UserID,
-		AddMinorPerHour: funds.NewMinorPerHour, Currency: sku.Currency, SKU: sku.ID, GPUs: req.GPUs}); err != nil {
-		return api.Allocation{}, eff, err
-	}
-	claim, err := claimVolumes(ctx, tx, p.ID, sku, req, now)
-	if err != nil {
-		return api.Allocation{}, eff, err
-	}
-	a, err := insertRequested(ctx, tx, p, sku, actor, req.GPUs, now)
-	if err != nil {
-		return api.Allocation{}, eff, err
-	}
-	from := a.State
-	placed, err := placeWith(ctx, tx, &a, sku, actor.UserID, claim, now)
-	switch {
-	case err != nil:
-		return api.Allocation{}, eff, err
-	case !placed && !req.Queue:
-		return api.Allocation{}, eff, api.Errorf(api.CodeNoCapacity, "no capacity for %d × %s right now", a.GPUs, sku.ID).
-			WithHint("add --queue to wait in line for capacity, or pick another SKU (`gpuaas catalog list`)")
-	case !placed:
+	fc.allocID, fc.placed = a.ID, placed
+	from := api.AllocRequested
+	if !placed {
 		if _, err := tx.Exec(ctx, `UPDATE allocations SET queued = true WHERE id = $1`, a.ID); err != nil {
 			return api.Allocation{}, eff, fmt.Errorf("queue allocation: %w", err)
 		}
@@ -84,10 +68,7 @@ func Create(ctx context.Context, tx pgx.Tx, actor Actor, req api.AllocCreateRequ
 				"(`gpuaas catalog list --available` shows what can be rented now; `gpuaas alloc release %s` cancels it)", a.GPUs, sku.ID, a.ID)
 		}
 	}
-	ev, err := stateEvent(ctx, tx, a, from)
-	if err != nil {
-		return api.Allocation{}, eff, err
-	}
+	ev := eventTo(members, a, from)
 	eff.Audit = audit.Entry{Action: "alloc.create", TargetType: "allocation", TargetID: a.ID, ProjectID: a.ProjectID,
 		Detail: map[string]any{"sku": a.SKU, "gpus": a.GPUs, "queued": a.Queued, "node_id": a.NodeID}}
 	eff.Events = []outbox.Event{ev}
@@ -98,7 +79,30 @@ func Create(ctx context.Context, tx pgx.Tx, actor Actor, req api.AllocCreateRequ
 		}
 		eff.Events = append(eff.Events, attached...)
 	}
+	eff.Final = fc.final
 	return a, eff, nil
+}
+
+// insertAndPlace claims the volumes req mounts, inserts the allocation
+// and places it; placed is false when nothing fits and req.Queue asks to
+// wait (no_capacity otherwise).
+func insertAndPlace(ctx context.Context, tx pgx.Tx, p api.Project, sku api.SKU, actor Actor, req api.AllocCreateRequest,
+	now time.Time, members *[]string) (a api.Allocation, placed bool, claim volumes.Claim, err error) {
+	if claim, err = claimVolumes(ctx, tx, p.ID, sku, req, now); err != nil {
+		return a, false, claim, err
+	}
+	if a, err = insertRequested(ctx, tx, p, sku, actor, req.GPUs, now, members); err != nil {
+		return a, false, claim, err
+	}
+	placed, err = placeWith(ctx, tx, &a, sku, actor.UserID, claim, now)
+	switch {
+	case err != nil:
+		return a, false, claim, err
+	case !placed && !req.Queue:
+		return a, false, claim, api.Errorf(api.CodeNoCapacity, "no capacity for %d × %s right now", a.GPUs, sku.ID).
+			WithHint("add --queue to wait in line for capacity, or pick another SKU (`gpuaas catalog list`)")
+	}
+	return a, placed, claim, nil
 }
 
 // checkCreate is the validation Create and Quote share: a SKU on offer in
@@ -132,14 +136,29 @@ func checkCreate(ctx context.Context, tx pgx.Tx, actor Actor, req api.AllocCreat
 	return p, sku, nil
 }
 
-// insertRequested inserts a new allocation in state requested.
-func insertRequested(ctx context.Context, tx pgx.Tx, p api.Project, sku api.SKU, actor Actor, gpus int, now time.Time) (api.Allocation, error) {
+// insertRequested inserts a new allocation in state requested. With
+// members non-nil, the ids of the project's members (whom its state
+// events go to, stateEvent) are read in the same round trip.
+func insertRequested(ctx context.Context, tx pgx.Tx, p api.Project, sku api.SKU, actor Actor, gpus int, now time.Time,
+	members *[]string) (api.Allocation, error) {
 	a := api.Allocation{
 		ID: ids.New(ids.Allocation), ProjectID: p.ID, UserID: actor.UserID, SKU: sku.ID, Shape: sku.Shape,
 		GPUs: gpus, State: api.AllocRequested, Version: 1, Slots: []api.Slot{}, CreatedAt: now, UpdatedAt: now,
 	}
-	if _, err := tx.Exec(ctx, `INSERT INTO allocations (id, project_id, user_id, sku_id, shape, gpus, state, version, queued, created_at, updated_at)
-		VALUES ($1,$2,$3,$4,$5,$6,'requested',1,false,$7,$7)`, a.ID, a.ProjectID, a.UserID, a.SKU, a.Shape, a.GPUs, now); err != nil {
+	b := &pgx.Batch{}
+	b.Queue(`INSERT INTO allocations (id, project_id, user_id, sku_id, shape, gpus, state, version, queued, created_at, updated_at)
+		VALUES ($1,$2,$3,$4,$5,$6,'requested',1,false,$7,$7)`, a.ID, a.ProjectID, a.UserID, a.SKU, a.Shape, a.GPUs, now).
+		Exec(func(pgconn.CommandTag) error { return nil })
+	if members != nil {
+		// project.MemberIDs's read, queued (alloc reads project_members:
+		// controld/ownership_test.go).
+		b.Queue(`SELECT user_id FROM project_members WHERE project_id=$1 ORDER BY user_id`, p.ID).Query(func(rows pgx.Rows) error {
+			ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+			*members = ids
+			return err
+		})
+	}
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
 		return api.Allocation{}, fmt.Errorf("insert allocation: %w", err)
 	}
 	return a, nil
@@ -190,4 +209,13 @@ func placeWith(ctx context.Context, tx pgx.Tx, a *api.Allocation, sku api.SKU, a
 	a.NodeID, a.Slots = pl.NodeID, pl.Slots
 	transitioned(a, to, reason, now)
 	return true, meter(ctx, tx, a, from, to, now)
+}
+
+// eventTo is stateEvent with the project's member ids already read
+// (users): the event Create's transition sends.
+func eventTo(users []string, a api.Allocation, from string) outbox.Event {
+	return outbox.Event{
+		Kind: api.EventAllocState, Subject: a.ID, ProjectID: a.ProjectID, Users: users,
+		Payload: api.AllocStateChange{From: from, To: a.State, Reason: a.Reason, Allocation: a},
+	}
 }

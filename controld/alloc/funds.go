@@ -174,7 +174,10 @@ func fundsOf(projectID string, balance, running, addMinorPerHour int64, rules Ru
 // lockFunds serializes the funds checks of one project until tx ends: two
 // creates racing in one project would each see the balance without the
 // other's allocation and both pass. The second waits, then counts the
-// first (placed allocations are part of the burn).
+// first (placed allocations are part of the burn). Create takes it in its
+// final round trip (fundslast.go), the queue's placer and RequireFunds
+// before their writes; all of them before the audit row, whose chain
+// locks the project's stream (docs/decisions/0042-funds-lock-last.md).
 func lockFunds(ctx context.Context, tx pgx.Tx, projectID string) error {
 	if _, err := tx.Exec(ctx, lockFundsSQL, projectID); err != nil {
 		return fmt.Errorf("lock funds of %s: %w", projectID, err)

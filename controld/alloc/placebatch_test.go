@@ -133,52 +133,6 @@ func (f *fixture) tracedPool(t *testing.T, log *tripLog) *pgxpool.Pool {
 	return pool
 }
 
-// TestCreateLocksFundsAndReadsMoneyInOneRoundTrip is the regression test
-// of creates with fewer round trips (bench/README.md) for the funds
-// check: the project's funds lock, its account and its provisioning
-// allocations go in one batch, the lock first, where they were three
-// statements on their own. The budgets binding the creator (docs/budgets.md)
-// come in the same batch: without budgets a create costs no round trip
-// more.
-func TestCreateLocksFundsAndReadsMoneyInOneRoundTrip(t *testing.T) {
-	t.Parallel()
-	f := newFixture(t)
-	ctx := t.Context()
-	if _, err := f.pool.Exec(ctx, `INSERT INTO nodes (id, name, shape, gpu_model, state, created_at, updated_at)
-		VALUES ('n-1', 'n1', 'gpu_slice', 'H200', 'ready', now(), now())`); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.pool.Exec(ctx, `INSERT INTO slots (id, node_id, idx, gpu_pci, numa_node, state)
-		SELECT 'sl-' || i, 'n-1', i, format('0000:%s:00.0', to_hex(24 + 16 * i)), i / 4, 'free' FROM generate_series(0, 7) i`); err != nil {
-		t.Fatal(err)
-	}
-	var log tripLog
-	pool := f.tracedPool(t, &log)
-	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		// Rules{}: no minimum runway, so the empty balance is enough.
-		_, _, err := Create(ctx, tx, Actor{UserID: f.userID, Role: api.RoleUser},
-			api.AllocCreateRequest{Project: f.project, SKU: "h200-slice", GPUs: 1}, Rules{}, time.Now().UTC())
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var funds [][]string
-	for _, trip := range log.trips {
-		for _, sql := range trip {
-			if strings.Contains(sql, "alloc.funds") || strings.Contains(sql, "ledger_entries") || strings.Contains(sql, "state = 'provisioning'") ||
-				strings.Contains(sql, "FROM budgets") || strings.Contains(sql, "usage_charges") {
-				funds = append(funds, trip)
-				break
-			}
-		}
-	}
-	if len(funds) != 1 || len(funds[0]) != 4 || !strings.Contains(funds[0][0], "alloc.funds") {
-		t.Errorf("round trips holding the funds lock and reads: got %d (%q); want 1 of 4 statements, the lock first", len(funds), funds)
-	}
-	t.Logf("create: %d round trips in all (BEGIN and COMMIT included)", len(log.trips))
-}
-
 // TestGetReadsOthersInItsOneBatch is the regression test of alloc.get's
 // second round trip (the idle policy was read on its own after the
 // allocation's batch, 7.0× the NATS echo where one batch is the goal):

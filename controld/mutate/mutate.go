@@ -47,6 +47,15 @@ type Effect struct {
 	// Events are enqueued in the same transaction. A mutation normally has
 	// exactly one.
 	Events []outbox.Event
+	// Final, when set, queues the mutation's last checks in the round
+	// trip that writes its audit, outbox and idempotency rows, ahead of
+	// them, and returns what to decide once that round trip is back (nil:
+	// nothing more); an error from either rolls the whole mutation back.
+	// A lock taken there is held only until the COMMIT that follows
+	// (alloc.Create's funds lock, docs/decisions/0042-funds-lock-last.md).
+	// It comes before the audit row because the audit chain's lock on the
+	// project's stream (migration 0023) is every mutation's last lock.
+	Final func(b *pgx.Batch) (check func(ctx context.Context, tx pgx.Tx) error)
 }
 
 // Func performs the change inside tx and returns the response body.
@@ -174,6 +183,10 @@ func (r *Runner) record(ctx context.Context, tx pgx.Tx, req Request, hash, resp 
 	// round trip, in this order (the order of the single statements
 	// before); each owner package queues its own statement.
 	b := &pgx.Batch{}
+	var check func(ctx context.Context, tx pgx.Tx) error
+	if eff.Final != nil {
+		check = eff.Final(b)
+	}
 	if err := audit.QueueWrite(b, meta, eff.Audit); err != nil {
 		return err
 	}
@@ -198,7 +211,10 @@ func (r *Runner) record(ctx context.Context, tx pgx.Tx, req Request, hash, resp 
 			}
 			return nil
 		}
-	return tx.SendBatch(ctx, b).Close()
+	if err := tx.SendBatch(ctx, b).Close(); err != nil || check == nil {
+		return err
+	}
+	return check(ctx, tx)
 }
 
 // Prune deletes the idempotency records of mutations made before cutoff:

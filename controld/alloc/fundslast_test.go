@@ -134,7 +134,7 @@ func TestCreateRefusesForFundsBeforeCapacity(t *testing.T) {
 
 // TestFundsCheckReadsOnlyProvisioningAllocations: the sum the funds check
 // runs under the lock reads the project's provisioning allocations through
-// allocations_provisioning_idx (migration 0037), not its whole history
+// allocations_provisioning_idx (migration 0040), not its whole history
 // through allocations_project_idx: with 3,000 released allocations and one
 // provisioning, the plan is an index scan of the partial index.
 func TestFundsCheckReadsOnlyProvisioningAllocations(t *testing.T) {

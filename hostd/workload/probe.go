@@ -2,10 +2,12 @@ package workload
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"strconv"
 	"time"
 
@@ -43,8 +45,8 @@ func Probe(ctx context.Context, dial Dialer, p api.WorkloadProbe) error {
 		},
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
-	url := "http://127.0.0.1:" + strconv.Itoa(p.Port) + p.HTTPPath
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	target := "http://127.0.0.1:" + strconv.Itoa(p.Port) + p.HTTPPath
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
 	if err != nil {
 		return fmt.Errorf("GET %s: %w", p.HTTPPath, err)
 	}
@@ -63,10 +65,9 @@ func Probe(ctx context.Context, dial Dialer, p api.WorkloadProbe) error {
 // unwrapURL drops net/http's `Get "URL": ` prefix: the probe's error
 // names the path and port already.
 func unwrapURL(err error) error {
-	if u, ok := err.(interface{ Unwrap() error }); ok {
-		if inner := u.Unwrap(); inner != nil {
-			return inner
-		}
+	var ue *url.Error
+	if errors.As(err, &ue) && ue.Err != nil {
+		return ue.Err
 	}
 	return err
 }

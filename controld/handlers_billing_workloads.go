@@ -64,8 +64,8 @@ func (s *Server) billingWorkloadUsage(ctx context.Context, c *call, req api.Bill
 		wu := api.WorkloadUsage{WorkloadID: w.ID, Name: w.Name, State: w.State, AllocationID: w.AllocationID, Image: w.Image,
 			StartedAt: w.StartedAt, EndedAt: w.EndedAt, Currency: billing.DefaultCurrency}
 		if u := usages[w.AllocationID]; u != nil && w.StartedAt != nil {
-			wu.SKU, wu.GPUs, wu.Currency, wu.AllocationAmountMinor = u.SKU, u.GPUs, u.Currency, u.AmountMinor
-			wu.Seconds, wu.GPUSeconds, wu.AmountMinor = billing.WorkloadShare(*u, *w.StartedAt, w.EndedAt, now)
+			wu.SKU, wu.GPUs, wu.Currency, wu.AllocationAmountMinor = u.SKU, w.GPUs, u.Currency, u.AmountMinor
+			wu.Seconds, wu.GPUSeconds, wu.AmountMinor = billing.WorkloadShare(*u, w.GPUs, *w.StartedAt, w.EndedAt, now)
 		}
 		out.Workloads = append(out.Workloads, wu)
 		out.TotalMinor += wu.AmountMinor

@@ -11,9 +11,9 @@ import (
 
 // manifestRequest reads the app manifest at path (internal/appspec:
 // strict, every refusal names the field) into what `app run` sends:
-// image, name, command (command then args), environment and GPU count. Fields a
-// workload does not honour yet are refused, naming them, rather than
-// ignored; ports are where the app listens on the allocation's loopback
+// image, name, command (command then args), environment, GPU count (0:
+// none), shared-memory size and readiness probe. Fields a workload does
+// not honour yet (mounts) are refused, naming them, rather than ignored; ports are where the app listens on the allocation's loopback
 // (host networking) and need nothing more. Nothing is sent on a refusal.
 func manifestRequest(path string) (api.AppRunRequest, appspec.App, error) {
 	app, err := appspec.ParseFile(path)
@@ -25,18 +25,13 @@ func manifestRequest(path string) (api.AppRunRequest, appspec.App, error) {
 			WithHint("leave it out; see docs/apps.md, \"Manifests\"")
 	}
 	switch {
-	case app.GPUs == 0:
-		return api.AppRunRequest{}, app, notYet("gpus", "0 (a workload gets at least one of its allocation's GPUs: all, or a count from 1)")
-	case app.ShmBytes != 0:
-		return api.AppRunRequest{}, app, notYet("shm_size", "a shared-memory size")
-	case app.Readiness != nil:
-		return api.AppRunRequest{}, app, notYet("readiness", "a readiness probe")
 	case len(app.Mounts) > 0:
 		return api.AppRunRequest{}, app, notYet("mounts", "a volume mount")
 	case len(app.Args) > 0 && len(app.Command) == 0:
 		return api.AppRunRequest{}, app, notYet("args", "args without a command (the image's entrypoint with other arguments)")
 	}
-	req := api.AppRunRequest{Image: app.Image, Name: app.Name, Env: maps.Clone(app.Env)}
+	req := api.AppRunRequest{Image: app.Image, Name: app.Name, Env: maps.Clone(app.Env), ShmBytes: app.ShmBytes,
+		Readiness: manifestProbe(app.Readiness), NoGPUs: app.GPUs == 0}
 	if app.GPUs != appspec.GPUsAll { // a count: the allocation's first N (controld checks it)
 		req.GPUs = app.GPUs
 	}

@@ -74,10 +74,9 @@ func TestRunRefusesABadManifest(t *testing.T) {
 		{"tag without digest", "name: web\nimage: registry.example.com/web:latest\n", "image"},
 		{"port 80", base + "ports:\n  - {name: web, port: 80}\n", "ports[0].port"},
 		{"no image", "name: web\n", "image"},
-		{"no GPU", base + "gpus: 0\n", "gpus"},
-		{"shm size", base + "shm_size: 1Gi\n", "shm_size"},
-		{"readiness", base + "ports:\n  - {name: web, port: 8080}\nreadiness: {port: web}\n", "readiness"},
 		{"mounts", base + "mounts:\n  - {volume: data, path: /data}\n", "mounts"},
+		{"readiness without http or tcp", base + "ports:\n  - {name: web, port: 8080}\nreadiness: {port: web}\n", "readiness: give one of http"},
+		{"readiness deadline 0", base + "readiness: {port: 8080, tcp: true, start_deadline: 0s}\n", "readiness.start_deadline"},
 		{"args alone", "name: web\nimage: tiny\nargs: [serve]\n", "args"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -116,7 +115,8 @@ func TestManifestGPUCount(t *testing.T) {
 	if err := cmdtest.Execute(NewCmdRun(f, capture), "-f", writeManifest(t, base+"gpus: 2\n"), "--alloc", "a-1", "--gpus", "1"); err != nil || got.GPUs != 1 {
 		t.Errorf("--gpus 1 over the manifest's 2 → %+v, %v", got, err)
 	}
-	cmdtest.WantUsageError(t, cmdtest.Execute(NewCmdRun(f, capture), "tiny", "--alloc", "a-1", "--gpus", "0"), "--gpus")
+	cmdtest.WantUsageError(t, cmdtest.Execute(NewCmdRun(f, capture), "tiny", "--alloc", "a-1", "--gpus", "-1"), "--gpus")
+	cmdtest.WantUsageError(t, cmdtest.Execute(NewCmdRun(f, capture), "tiny", "--sku", "h100-baremetal", "--gpus", "0"), "--gpus")
 }
 
 // TestRunAllocOrSKU: app run needs exactly one of --alloc and --sku;

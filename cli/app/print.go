@@ -49,6 +49,10 @@ func printWorkload(ios *cmdutil.IOStreams, w *api.Workload) error {
 	if len(w.Command) > 0 {
 		fmt.Fprintf(out, "  command     %s\n", api.SanitizeText(fmt.Sprintf("%q", w.Command)))
 	}
+	fmt.Fprintf(out, "  gpus        %d\n", w.GPUs)
+	if p := w.Readiness; p != nil {
+		fmt.Fprintf(out, "  readiness   %s\n", probeText(*p, w.ReadyAt))
+	}
 	fmt.Fprintf(out, "  exit code   %s\n", exitText(*w))
 	if w.Reason != "" {
 		fmt.Fprintf(out, "  reason      %s\n", cmdutil.SafeLines(w.Reason))
@@ -75,4 +79,17 @@ func printLines(ios *cmdutil.IOStreams, lines []string) {
 	for _, l := range lines {
 		fmt.Fprintln(ios.Out, api.SanitizeText(l))
 	}
+}
+
+// probeText is a probe as app get shows it, and when it passed.
+func probeText(p api.WorkloadProbe, readyAt *time.Time) string {
+	s := fmt.Sprintf("tcp port %d", p.Port)
+	if p.HTTPPath != "" {
+		s = fmt.Sprintf("GET %s on port %d", api.SanitizeText(p.HTTPPath), p.Port)
+	}
+	s += fmt.Sprintf(", start deadline %s", p.StartDeadline)
+	if readyAt != nil {
+		s += ", ready " + readyAt.UTC().Format(time.RFC3339)
+	}
+	return s
 }

@@ -25,7 +25,10 @@ type RunOptions struct {
 	Name       string
 	Command    []string
 	Env        map[string]string
-	GPUs       int // with Allocation, how many of its GPUs (0: all); with SKU, the allocation's size
+	GPUs       int   // with Allocation, how many of its GPUs (0: all); with SKU, the allocation's size
+	NoGPUs     bool  // the container gets no GPU (--gpus 0, a manifest's gpus: 0)
+	ShmBytes   int64 // /dev/shm's size (a manifest's shm_size)
+	Readiness  *api.WorkloadProbe
 	Detach     bool
 	Timeout    time.Duration
 }
@@ -34,8 +37,9 @@ type RunOptions struct {
 func NewCmdRun(f *cmdutil.Factory, runF func(context.Context, *RunOptions) error) *cobra.Command {
 	opts := &RunOptions{IO: f.IOStreams, Client: f.Client}
 	var env []string
+	var ready readyFlags
 	cmd := &cobra.Command{
-		Use:   "run {IMAGE | -f app.yaml} {--alloc ID | --sku SKU} [--gpus N] [--name NAME] [-e NAME=VALUE]... [-- COMMAND ARGS...]",
+		Use:   "run {IMAGE | -f app.yaml} {--alloc ID | --sku SKU} [--gpus N] [--ready-http PORT/PATH | --ready-tcp PORT] [--name NAME] [-e NAME=VALUE]... [-- COMMAND ARGS...]",
 		Short: "Run a catalog image as a container on an allocation",
 		Long: `Run IMAGE, a catalog image (its name or id; promoted and verified, your
 project's own or the platform's), as a container on the bare-metal allocation
@@ -46,15 +50,24 @@ and command. Environment values are never shown again, only their names.
 
 With -f, the app manifest app.yaml (docs/apps.md) gives the image (a catalog
 name, or REPOSITORY@sha256:… of a catalog image), the name, the command and
-its args, and the environment (-e adds to it and wins); its ports are where
-the app listens on the allocation (reach them with ssh -L). A manifest is
-read strictly: an unknown key, a tag without a digest, a port outside
-1024-65535 is refused naming the field, and nothing is sent; so are fields
-app run does not honour yet (shm_size, readiness, mounts).
+its args, the environment (-e adds to it and wins), the GPU count, the
+shared-memory size and the readiness probe; its ports are where the app
+listens on the allocation (reach them with ssh -L). A manifest is read
+strictly: an unknown key, a tag without a digest, a port outside 1024-65535
+is refused naming the field, and nothing is sent; so are mounts, which
+app run does not honour yet.
 
-The container gets the allocation's GPUs, all of them, or its first N with
---gpus N (or the manifest's gpus: N; --gpus wins); more than it has is
-refused naming gpus.
+The container gets the allocation's GPUs, all of them, its first N with
+--gpus N, or none with --gpus 0 (or the manifest's gpus: N; --gpus wins);
+more than it has is refused naming gpus. Its GPU-seconds are its own GPUs
+× its running time.
+
+With a readiness probe (--ready-http PORT/PATH: an HTTP GET answering 2xx
+or 3xx; --ready-tcp PORT: a TCP connect; or the manifest's readiness), made
+by the node on the allocation's loopback, the workload stays starting until
+the probe passes, then runs; not ready --start-deadline (default 5m) after
+its container started, it is failed with the probe's last error and its
+last lines, and its container is stopped.
 
 With --sku instead of --alloc, an allocation of that SKU (--gpus GPUs, or
 the manifest's gpus: N, or the SKU's one size) is rented first, as job run
@@ -64,12 +77,13 @@ the allocation is released at once; otherwise it is yours: it stays, and is
 charged, until ` + "`gpuaas alloc release ID`" + `, which stops and removes its workloads.
 
 Without --detach, print the container's output as it comes while waiting
-until the workload runs (or, once it ended, until its last line: exit 1 when
+until the workload runs (is ready, with a probe) (or, once it ended, until its last line: exit 1 when
 it failed), then print the workload (` + "`gpuaas app logs -f ID`" + ` follows the rest);
 with --detach, print its id at once.`,
 		Example: `  gpuaas app run tiny --alloc a-123
   gpuaas app run tiny --alloc a-123 --name web -e PORT=8080 -- /bin/httpd -f -p 8080
   gpuaas app run -f app.yaml --alloc a-123
+  gpuaas app run tiny --alloc a-123 --ready-http 8080/healthz --start-deadline 2m -- /bin/httpd -f -p 8080
   gpuaas app run jupyter --sku h100-baremetal -d`,
 		Args: func(c *cobra.Command, args []string) error {
 			dash := c.ArgsLenAtDash()
@@ -100,9 +114,10 @@ with --detach, print its id at once.`,
 			case opts.Allocation != "" && opts.SKU != "":
 				return cmdutil.FlagErrorf("--alloc and --sku together: give one, not both")
 			}
-			if c.Flags().Changed("gpus") && opts.GPUs < 1 {
-				return cmdutil.FlagErrorf("invalid --gpus %d: want at least 1 (leave it out for all of the allocation's)", opts.GPUs)
+			if c.Flags().Changed("gpus") && (opts.GPUs < 0 || (opts.GPUs == 0 && opts.SKU != "")) {
+				return cmdutil.FlagErrorf("invalid --gpus %d: want 0 (none, with --alloc) or more (leave it out for all of the allocation's)", opts.GPUs)
 			}
+			opts.NoGPUs = c.Flags().Changed("gpus") && opts.GPUs == 0
 			if opts.Timeout < 0 {
 				return cmdutil.FlagErrorf("invalid --timeout %s: want a positive duration", opts.Timeout)
 			}
@@ -124,8 +139,9 @@ with --detach, print its id at once.`,
 					return err
 				}
 				opts.Image, opts.Command = req.Image, req.Command
+				opts.ShmBytes, opts.Readiness = req.ShmBytes, req.Readiness
 				if !c.Flags().Changed("gpus") { // with --sku, the size to rent
-					opts.GPUs = req.GPUs
+					opts.GPUs, opts.NoGPUs = req.GPUs, req.NoGPUs
 				}
 				if opts.Name == "" {
 					opts.Name = req.Name
@@ -137,6 +153,9 @@ with --detach, print its id at once.`,
 					req.Env[k] = v
 				}
 				opts.Env = req.Env
+			}
+			if err := ready.apply(c, opts); err != nil {
+				return err
 			}
 			if runF != nil {
 				return runF(c.Context(), opts)
@@ -150,6 +169,7 @@ with --detach, print its id at once.`,
 	cmd.Flags().StringVar(&opts.Name, "name", "", "The workload's name, unique on the allocation (default: the image's)")
 	cmd.Flags().StringArrayVarP(&env, "env", "e", nil, "Set NAME=VALUE in the container (repeatable)")
 	cmd.Flags().IntVar(&opts.GPUs, "gpus", 0, "With --alloc: the container gets its first N GPUs (default: all); with --sku: the GPUs to rent")
+	ready.add(cmd)
 	cmd.Flags().BoolVarP(&opts.Detach, "detach", "d", false, "Print the workload's id and return at once")
 	cmd.Flags().DurationVar(&opts.Timeout, "timeout", 5*time.Minute, "Give up waiting after this long (exit 21)")
 	cmdutil.AddJSONFlags(cmd, &opts.Exporter, cmdutil.FieldsOf(api.Workload{}))
@@ -174,7 +194,7 @@ func runRun(ctx context.Context, opts *RunOptions) error {
 		gpus = 0 // all of the allocation rented for it
 	}
 	w, err := client.AppRun(ctx, api.AppRunRequest{Image: opts.Image, AllocationID: opts.Allocation, Name: opts.Name,
-		Command: opts.Command, Env: opts.Env, GPUs: gpus})
+		Command: opts.Command, Env: opts.Env, GPUs: gpus, NoGPUs: opts.NoGPUs, ShmBytes: opts.ShmBytes, Readiness: opts.Readiness})
 	if err != nil {
 		release()
 		return err
@@ -189,7 +209,7 @@ func runRun(ctx context.Context, opts *RunOptions) error {
 		fmt.Fprintln(opts.IO.Out, w.ID)
 		return nil
 	}
-	fmt.Fprintf(opts.IO.ErrOut, "workload %s (%s) on %s: %s\n", w.ID, w.Name, w.AllocationID, w.State)
+	fmt.Fprintf(opts.IO.ErrOut, "workload %s (%s) on %s: %s%s\n", w.ID, w.Name, w.AllocationID, w.State, readyNote(opts))
 	w, err = streamStarted(ctx, opts.IO, opts.Exporter != nil, client, w.ID, opts.Timeout)
 	if err != nil {
 		return err

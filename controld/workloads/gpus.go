@@ -32,8 +32,30 @@ func allocationGPUs(ctx context.Context, q pgx.Tx, allocID string, want int) ([]
 
 // checkGPUs refuses a GPU count that can never be met.
 func checkGPUs(req *api.AppRunRequest) error {
-	if req.GPUs < 0 {
+	switch {
+	case req.GPUs < 0:
 		return bad("gpus", "%d; a count of at least 1, or none for all of the allocation's", req.GPUs)
+	case req.NoGPUs && req.GPUs > 0:
+		return bad("gpus", "%d with no_gpus: give one or the other", req.GPUs)
 	}
 	return nil
+}
+
+// workloadGPUs are the GPUs workload.start names (allocationGPUs) and how
+// many the container has, which its GPU-seconds count (docs/apps.md,
+// "Metering"): none with NoGPUs; all of the allocation's when its slots
+// name none (hostd then gives every GPU of the node, a bare-metal
+// allocation's).
+func workloadGPUs(ctx context.Context, q pgx.Tx, a api.Allocation, req api.AppRunRequest) ([]string, int, error) {
+	if req.NoGPUs {
+		return nil, 0, nil
+	}
+	gpus, err := allocationGPUs(ctx, q, a.ID, req.GPUs)
+	if err != nil {
+		return nil, 0, err
+	}
+	if len(gpus) == 0 {
+		return nil, a.GPUs, nil
+	}
+	return gpus, len(gpus), nil
 }

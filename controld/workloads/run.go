@@ -56,6 +56,9 @@ func Check(req *api.AppRunRequest) error {
 	if err := checkGPUs(req); err != nil {
 		return err
 	}
+	if err := checkReadiness(req); err != nil {
+		return err
+	}
 	n := 0
 	for i, a := range req.Command {
 		n += len(a)
@@ -131,14 +134,14 @@ func Run(ctx context.Context, tx pgx.Tx, actor alloc.Actor, req api.AppRunReques
 	if err := usable(img, a.ProjectID); err != nil {
 		return api.Workload{}, mutate.Effect{}, err
 	}
-	gpus, err := allocationGPUs(ctx, tx, a.ID, req.GPUs)
+	gpus, count, err := workloadGPUs(ctx, tx, a, req)
 	if err != nil {
 		return api.Workload{}, mutate.Effect{}, err
 	}
 	if req.Name == "" {
 		req.Name = img.Name
 	}
-	sp := spec{Command: req.Command, Env: req.Env}
+	sp := spec{Command: req.Command, Env: req.Env, Readiness: req.Readiness, NoGPUs: req.NoGPUs, ShmBytes: req.ShmBytes}
 	raw, err := json.Marshal(sp)
 	if err != nil {
 		return api.Workload{}, mutate.Effect{}, fmt.Errorf("workload spec: %w", err)
@@ -146,8 +149,8 @@ func Run(ctx context.Context, tx pgx.Tx, actor alloc.Actor, req api.AppRunReques
 	id := ids.New(IDPrefix)
 	// The row first: a name in use refuses before a task is queued.
 	_, err = tx.Exec(ctx, `INSERT INTO workloads (id, project_id, user_id, allocation_id, node_id, name, image_id, image_name,
-		image_ref, digest, spec, state, created_at, updated_at) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,'pending',$12,$12)`,
-		id, a.ProjectID, actor.UserID, a.ID, a.NodeID, req.Name, img.ID, img.Name, img.Ref, img.Digest, raw, now)
+		image_ref, digest, spec, state, created_at, updated_at, gpus) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,'pending',$12,$12,$13)`,
+		id, a.ProjectID, actor.UserID, a.ID, a.NodeID, req.Name, img.ID, img.Name, img.Ref, img.Digest, raw, now, count)
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) && pe.ConstraintName == "workloads_name_per_allocation" {
 		return api.Workload{}, mutate.Effect{}, api.Errorf(api.CodeConflict, "name %q is in use on allocation %s", req.Name, a.ID).
@@ -175,7 +178,7 @@ func Run(ctx context.Context, tx pgx.Tx, actor alloc.Actor, req api.AppRunReques
 // startParams are workload.start's params: the environment as NAME=value.
 func startParams(id, allocID, ref string, sp spec, gpus []string, cfg Config) api.WorkloadStartParams {
 	p := api.WorkloadStartParams{WorkloadID: id, AllocationID: allocID, PosixUser: api.PosixUser(allocID),
-		Image: ref, Command: sp.Command, GPUs: gpus, LogMaxBytes: cfg.LogMaxBytes}
+		Image: ref, Command: sp.Command, GPUs: gpus, LogMaxBytes: cfg.LogMaxBytes, NoGPUs: sp.NoGPUs, ShmBytes: sp.ShmBytes}
 	for k, v := range sp.Env {
 		p.Env = append(p.Env, k+"="+v)
 	}

@@ -110,31 +110,39 @@ func settleStop(ctx context.Context, tx pgx.Tx, o tasks.Outcome) (tasks.Effect, 
 }
 
 // running records that the workload runs (or is starting: created, not
-// started yet) and queues the workload.status that follows it.
+// started yet, or its readiness probe has not passed: ready.go) and
+// queues the workload.status that follows it.
 func running(ctx context.Context, tx pgx.Tx, w row, rep api.WorkloadReport, cfg Config, now time.Time) (tasks.Effect, error) {
 	// The first status comes soon (start reports no lines, to be running
 	// sooner): the workload's first lines, or its early exit.
 	wait := cfg.Wait
-	if w.State != api.WorkloadRunning {
+	if w.State != api.WorkloadRunning && w.State != api.WorkloadStarting {
 		wait = min(wait, firstWait)
+	}
+	rd := readiness(w, rep, wait, now)
+	if rd.late {
+		return notReady(ctx, tx, w, rep, cfg, now)
 	}
 	taskID, err := tasks.Enqueue(ctx, tx, tasks.Task{NodeID: w.NodeID, Type: api.TaskWorkloadStatus,
 		Params: api.WorkloadStatusParams{WorkloadID: w.ID, AllocationID: w.AllocationID,
-			PosixUser: api.PosixUser(w.AllocationID), Wait: wait}}, now)
+			PosixUser: api.PosixUser(w.AllocationID), Wait: rd.wait, Probe: rd.probe}}, now)
 	if err != nil {
 		return tasks.Effect{}, err
 	}
 	from := w.State
 	w.State = api.WorkloadRunning
-	if rep.State == api.ContainerCreated {
+	if rep.State == api.ContainerCreated || !rd.ready {
 		w.State = api.WorkloadStarting
 	}
 	if w.StartedAt == nil {
 		w.StartedAt = rep.StartedAt
 	}
+	if rd.ready && w.spec.Readiness != nil && w.ReadyAt == nil && rep.State == api.ContainerRunning {
+		w.ReadyAt = &now
+	}
 	if _, err := tx.Exec(ctx, `UPDATE workloads SET state = $2, started_at = $3, task_id = $4, pulled = $5,
-		last_lines = $6, reported_at = $7, updated_at = $7 WHERE id = $1`,
-		w.ID, w.State, w.StartedAt, taskID, w.Pulled, cleanLines(rep.LastLines), now); err != nil {
+		last_lines = $6, reported_at = $7, updated_at = $7, ready_by = $8, ready_at = $9 WHERE id = $1`,
+		w.ID, w.State, w.StartedAt, taskID, w.Pulled, cleanLines(rep.LastLines), now, rd.readyBy, w.ReadyAt); err != nil {
 		return tasks.Effect{}, fmt.Errorf("workload %s running: %w", w.ID, err)
 	}
 	if from == w.State {

@@ -63,11 +63,15 @@ func (c Config) withDefaults() Config {
 type spec struct {
 	Command []string          `json:"command,omitempty"`
 	Env     map[string]string `json:"env,omitempty"`
+	// Readiness is its probe (ready.go); NoGPUs and ShmBytes as asked.
+	Readiness *api.WorkloadProbe `json:"readiness,omitempty"`
+	NoGPUs    bool               `json:"no_gpus,omitempty"`
+	ShmBytes  int64              `json:"shm_bytes,omitempty"`
 }
 
 const columns = `SELECT id, project_id, user_id, allocation_id, node_id, name, image_name, image_id, image_ref, digest,
 	spec, state, exit_code, reason, pulled, last_lines, reported_at, stop_requested, created_at, started_at, ended_at,
-	removed_at, task_id FROM workloads`
+	removed_at, task_id, gpus, ready_by, ready_at FROM workloads`
 
 // row is a workload as read, with what the API does not show.
 type row struct {
@@ -75,6 +79,8 @@ type row struct {
 	spec     spec
 	imageRef string
 	taskID   string
+	// readyBy is when a probe not passed by then fails it (ready.go).
+	readyBy *time.Time
 }
 
 func scan(r pgx.Row) (row, error) {
@@ -83,14 +89,14 @@ func scan(r pgx.Row) (row, error) {
 	var lines string
 	err := r.Scan(&w.ID, &w.ProjectID, &w.UserID, &w.AllocationID, &w.NodeID, &w.Name, &w.Image, &w.ImageID,
 		&w.imageRef, &w.Digest, &raw, &w.State, &w.ExitCode, &w.Reason, &w.Pulled, &lines, &w.ReportedAt,
-		&w.Stopping, &w.CreatedAt, &w.StartedAt, &w.EndedAt, &w.RemovedAt, &w.taskID)
+		&w.Stopping, &w.CreatedAt, &w.StartedAt, &w.EndedAt, &w.RemovedAt, &w.taskID, &w.GPUs, &w.readyBy, &w.ReadyAt)
 	if err != nil {
 		return w, err
 	}
 	if err := json.Unmarshal(raw, &w.spec); err != nil {
 		return w, fmt.Errorf("workload %s spec: %w", w.ID, err)
 	}
-	w.Command = w.spec.Command
+	w.Command, w.Readiness = w.spec.Command, w.spec.Readiness
 	for k := range w.spec.Env {
 		w.EnvNames = append(w.EnvNames, k)
 	}

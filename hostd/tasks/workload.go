@@ -103,11 +103,11 @@ func workloadStart(ctx context.Context, env *Env, p api.WorkloadStartParams, rep
 	var devices []string
 	err = ph.Run(ctx, PhaseWorkloadRun, func(ctx context.Context) error {
 		// Its allocation's GPUs only, through a CDI spec (hostd/workload, cdi.go).
-		if devices, err = workload.PrepareGPUs(env.DeviceRoot, workload.CDIDir, p.AllocationID, p.GPUs, workload.SpecDirs); err != nil {
+		if devices, err = workloadDevices(env, p); err != nil {
 			return err
 		}
 		_, err := pm.Start(ctx, workload.Spec{WorkloadID: p.WorkloadID, AllocationID: p.AllocationID,
-			Image: entry, Command: p.Command, Env: p.Env, Devices: devices})
+			Image: entry, Command: p.Command, Env: p.Env, Devices: devices, ShmBytes: p.ShmBytes})
 		return err
 	}, nil)
 	if err != nil {
@@ -182,6 +182,9 @@ func workloadStatus(ctx context.Context, env *Env, p api.WorkloadStatusParams, _
 		return nil, err
 	}
 	defer done()
+	if p.Probe != nil {
+		return workloadProbeStatus(ctx, env, pm, p)
+	}
 	lines := min(max(p.Lines, 0), 1000)
 	// A long poll: the container's state every second (podman inspect)
 	// until it ends or the wait is over.

@@ -22,6 +22,8 @@ type Spec struct {
 	// Devices are CDI device names (KIND=NAME) the container gets: its
 	// allocation's GPUs (cdi.go).
 	Devices []string
+	// ShmBytes is /dev/shm's size (0: podman's default, 64 MiB).
+	ShmBytes int64
 }
 
 var (
@@ -81,6 +83,9 @@ func (p Podman) Start(ctx context.Context, s Spec) (loaded bool, err error) {
 	}
 	for _, d := range s.Devices {
 		args = append(args, "--device", d)
+	}
+	if s.ShmBytes > 0 {
+		args = append(args, "--shm-size", strconv.FormatInt(s.ShmBytes, 10)+"b")
 	}
 	var cmd []string
 	if len(s.Command) > 0 {

@@ -38,6 +38,12 @@ type Workload struct {
 	EndedAt    *time.Time `json:"ended_at,omitempty"`
 	RemovedAt  *time.Time `json:"removed_at,omitempty"`
 	ReportedAt *time.Time `json:"reported_at,omitempty"`
+	// GPUs is how many GPUs its container has (0: none); its GPU-seconds
+	// are these × its running time.
+	GPUs int `json:"gpus"`
+	// Readiness is its probe, when it has one; ReadyAt when it passed.
+	Readiness *WorkloadProbe `json:"readiness,omitempty"`
+	ReadyAt   *time.Time     `json:"ready_at,omitempty"`
 	// ImageTrust is the image's trust now (not when the workload
 	// started): a running workload of an image revoked since keeps
 	// running, and says so.
@@ -57,6 +63,15 @@ type AppRunRequest struct {
 	Command      []string          `json:"command,omitempty"`
 	Env          map[string]string `json:"env,omitempty"`
 	GPUs         int               `json:"gpus,omitempty"`
+	// NoGPUs runs the container without GPU devices (a manifest's gpus:
+	// 0); GPUs is then 0.
+	NoGPUs bool `json:"no_gpus,omitempty"`
+	// ShmBytes is /dev/shm's size in the container (0: podman's default).
+	ShmBytes int64 `json:"shm_bytes,omitempty"`
+	// Readiness, when set, keeps the workload starting until its probe
+	// passes, and fails it when it does not within its deadline
+	// (docs/apps.md, "Readiness").
+	Readiness *WorkloadProbe `json:"readiness,omitempty"`
 }
 
 // WorkloadRef names a workload.

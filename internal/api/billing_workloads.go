@@ -10,17 +10,18 @@ import "time"
 // is a share, never a second charge: the allocation is charged as it
 // would be without the workload (AllocationAmountMinor).
 type WorkloadUsage struct {
-	WorkloadID   string     `json:"workload_id"`
-	Name         string     `json:"name,omitempty"`
-	State        string     `json:"state"`
-	AllocationID string     `json:"allocation_id"`
-	Image        string     `json:"image,omitempty"`
-	SKU          string     `json:"sku,omitempty"`
-	GPUs         int        `json:"gpus,omitempty"`
-	StartedAt    *time.Time `json:"started_at,omitempty"`
-	EndedAt      *time.Time `json:"ended_at,omitempty"`
+	WorkloadID   string `json:"workload_id"`
+	Name         string `json:"name,omitempty"`
+	State        string `json:"state"`
+	AllocationID string `json:"allocation_id"`
+	Image        string `json:"image,omitempty"`
+	SKU          string `json:"sku,omitempty"`
+	// GPUs is the workload's own (its container's), not its allocation's.
+	GPUs      int        `json:"gpus"`
+	StartedAt *time.Time `json:"started_at,omitempty"`
+	EndedAt   *time.Time `json:"ended_at,omitempty"`
 	// Seconds is its running time in whole seconds; GPUSeconds that time
-	// × the allocation's GPUs.
+	// × its GPUs.
 	Seconds    int64 `json:"seconds"`
 	GPUSeconds int64 `json:"gpu_seconds"`
 	// AmountMinor is its share of the allocation's charged windows.

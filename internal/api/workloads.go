@@ -43,6 +43,29 @@ type WorkloadStartParams struct {
 	// LogMaxBytes bounds what is kept of the container's output in LOGS
 	// (0: hostd's default).
 	LogMaxBytes int64 `json:"log_max_bytes,omitempty"`
+	// NoGPUs runs the container without GPU devices (no CDI device is
+	// passed; GPUs is then empty and does not mean "every GPU").
+	NoGPUs bool `json:"no_gpus,omitempty"`
+	// ShmBytes is /dev/shm's size (podman --shm-size; 0: its default).
+	ShmBytes int64 `json:"shm_bytes,omitempty"`
+}
+
+// Bounds of a readiness probe's start deadline (docs/apps.md,
+// "Readiness").
+const (
+	MinStartDeadline = time.Second
+	MaxStartDeadline = time.Hour
+)
+
+// WorkloadProbe is a workload's readiness probe: an HTTP GET of HTTPPath
+// on Port of the allocation's loopback answering 2xx or 3xx, or (no
+// HTTPPath) a TCP connect to it, made by hostd through the allocation's
+// environment. Not ready within StartDeadline of its container running,
+// the workload fails.
+type WorkloadProbe struct {
+	Port          int           `json:"port"`
+	HTTPPath      string        `json:"http_path,omitempty"`
+	StartDeadline time.Duration `json:"start_deadline"`
 }
 
 // WorkloadStopParams are the params of workload.stop: SIGTERM to the
@@ -66,6 +89,9 @@ type WorkloadStatusParams struct {
 	// Wait is how long to wait for a running container to end before
 	// reporting that it runs (a long poll, as job.wait's).
 	Wait time.Duration `json:"wait,omitempty"`
+	// Probe, when set, is probed while the container runs, until it
+	// passes or the wait is over; the report says Ready or why not.
+	Probe *WorkloadProbe `json:"probe,omitempty"`
 }
 
 // WorkloadReport is what the workload tasks report: the container's state
@@ -87,6 +113,10 @@ type WorkloadReport struct {
 	// Devices are the CDI devices (KIND=NAME) the container was run with:
 	// its GPUs.
 	Devices []string `json:"devices,omitempty"`
+	// Ready: the status's probe passed; ProbeError is its last error
+	// when it did not.
+	Ready      bool   `json:"ready,omitempty"`
+	ProbeError string `json:"probe_error,omitempty"`
 }
 
 // Failed reports whether the container ended with a non-zero exit code.

@@ -55,11 +55,12 @@ type Port struct {
 }
 
 // Probe says when the app is ready: an HTTP GET of Path on Port answering
-// 2xx or 3xx, or (no Path) a TCP connection to Port; not ready within
-// StartDeadline, the workload fails.
+// 2xx or 3xx, or (no Path) a TCP connection to Port, made from hostd on
+// the allocation's loopback; not ready within StartDeadline of its
+// container's start, the workload fails (docs/apps.md, "Readiness").
 type Probe struct {
-	Port          string // the name of one of App.Ports
-	Path          string
+	Port          int
+	Path          string // empty: a TCP connect
 	StartDeadline time.Duration
 }
 

@@ -27,7 +27,7 @@ ports:
   - {name: metrics, port: 9100, protocol: tcp}
 gpus: 2
 shm_size: 8Gi
-readiness: {port: web, http_path: /api, start_deadline: 2m}
+readiness: {port: web, http: /api, start_deadline: 2m}
 mounts:
   - {volume: datasets, path: /data, read_only: true}
 `))
@@ -39,7 +39,7 @@ mounts:
 		Env:   map[string]string{"JUPYTER_TOKEN": "", "THREADS": "4"},
 		Ports: []appspec.Port{{Name: "web", Port: 8888, Protocol: "http"}, {Name: "metrics", Port: 9100, Protocol: "tcp"}},
 		GPUs:  2, ShmBytes: 8 << 30,
-		Readiness: &appspec.Probe{Port: "web", Path: "/api", StartDeadline: 2 * time.Minute},
+		Readiness: &appspec.Probe{Port: 8888, Path: "/api", StartDeadline: 2 * time.Minute},
 		Mounts:    []appspec.Mount{{Volume: "datasets", Path: "/data", ReadOnly: true}}}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("got %+v\nwant %+v", got, want)
@@ -50,7 +50,7 @@ mounts:
 }
 
 func TestParseDefaults(t *testing.T) {
-	got, err := appspec.Parse([]byte("name: web\nimage: tiny\nports: [{name: http, port: 8080}]\nreadiness: {port: http}\n"))
+	got, err := appspec.Parse([]byte("name: web\nimage: tiny\nports: [{name: http, port: 8080}]\nreadiness: {port: 8080, tcp: true}\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,9 +79,21 @@ func TestParseRefusals(t *testing.T) {
 		{"no name", "image: tiny\n", "name: required"},
 		{"no image", "name: web\n", "image: required"},
 		{"bad name", "name: Web App\nimage: tiny\n", "name: \"Web App\""},
-		{"probe of an unknown port", base + "readiness: {port: web}\n", "readiness.port: \"web\" is not the name of one of ports"},
-		{"http path on a tcp port", base + "ports: [{name: a, port: 8080, protocol: tcp}]\nreadiness: {port: a, http_path: /}\n", "readiness.http_path: port a is tcp"},
-		{"deadline", base + "ports: [{name: a, port: 8080}]\nreadiness: {port: a, start_deadline: 2d}\n", "readiness.start_deadline"},
+		{"probe of an unknown port", base + "readiness: {port: web, tcp: true}\n", "readiness.port: \"web\" is neither a port number nor the name of one of ports"},
+		{"probe port 80", base + "readiness: {port: 80, tcp: true}\n", "readiness.port: 80 is outside 1024-65535"},
+		{"probe port 65536", base + "readiness: {port: 65536, http: /}\n", "readiness.port: 65536 is outside"},
+		{"probe port not a number", base + "readiness: {port: 80.5, tcp: true}\n", "readiness.port: \"80.5\" is not a whole number"},
+		{"probe without a port", base + "readiness: {tcp: true}\n", "readiness.port: required"},
+		{"probe neither http nor tcp", base + "readiness: {port: 8080}\n", "readiness: give one of http"},
+		{"probe both http and tcp", base + "readiness: {port: 8080, http: /, tcp: true}\n", "readiness: give one of http"},
+		{"probe tcp false", base + "readiness: {port: 8080, tcp: false}\n", "readiness.tcp: \"false\": want true"},
+		{"probe http without a slash", base + "readiness: {port: 8080, http: health}\n", "readiness.http: \"health\""},
+		{"unknown key in the probe", base + "readiness: {port: 8080, tcp: true, path: /}\n", "readiness.path: unknown key"},
+		{"old http_path key", base + "readiness: {port: 8080, http_path: /}\n", "readiness.http_path: unknown key"},
+		{"http on a tcp port", base + "ports: [{name: a, port: 8080, protocol: tcp}]\nreadiness: {port: a, http: /}\n", "readiness.http: port 8080 is tcp"},
+		{"deadline not a duration", base + "readiness: {port: 8080, tcp: true, start_deadline: 2d}\n", "readiness.start_deadline: \"2d\""},
+		{"deadline 0", base + "readiness: {port: 8080, tcp: true, start_deadline: 0s}\n", "readiness.start_deadline: \"0s\": want a duration from 1s to 1h"},
+		{"deadline over the max", base + "readiness: {port: 8080, tcp: true, start_deadline: 61m}\n", "readiness.start_deadline: \"61m\": want a duration from 1s to 1h"},
 		{"gpus", base + "gpus: some\n", "gpus: \"some\" is not a whole number"},
 		{"too many gpus", base + "gpus: 100\n", "gpus: 100"},
 		{"shm", base + "shm_size: 8GB\n", "shm_size: \"8GB\""},

@@ -7,7 +7,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	"go.yaml.in/yaml/v3"
@@ -241,40 +240,6 @@ func (p *parser) shm(n *yaml.Node) int64 {
 		return 0
 	}
 	return v * mult
-}
-
-func (p *parser) probe(n *yaml.Node, ports []Port) *Probe {
-	if n == nil || p.err != nil {
-		return nil
-	}
-	f := p.fields(n, "readiness", []string{"port", "http_path", "start_deadline"}, []string{"port"})
-	pr := &Probe{Port: p.scalar(f["port"], "readiness.port"), StartDeadline: DefaultStartDeadline}
-	if p.err != nil {
-		return nil
-	}
-	i := slices.IndexFunc(ports, func(pt Port) bool { return pt.Name == pr.Port })
-	if i < 0 {
-		p.fail(f["port"], "readiness.port", "%q is not the name of one of ports", pr.Port)
-		return nil
-	}
-	if f["http_path"] != nil {
-		pr.Path = p.scalar(f["http_path"], "readiness.http_path")
-		switch {
-		case !strings.HasPrefix(pr.Path, "/"):
-			p.fail(f["http_path"], "readiness.http_path", "%q: want a path starting with /", pr.Path)
-		case ports[i].Protocol != ProtoHTTP:
-			p.fail(f["http_path"], "readiness.http_path", "port %s is tcp: probe it without a path", pr.Port)
-		}
-	}
-	if f["start_deadline"] != nil {
-		s := p.scalar(f["start_deadline"], "readiness.start_deadline")
-		d, err := time.ParseDuration(s)
-		if p.err == nil && (err != nil || d < time.Second || d > time.Hour) {
-			p.fail(f["start_deadline"], "readiness.start_deadline", "%q: want a duration from 1s to 1h, such as 5m", s)
-		}
-		pr.StartDeadline = d
-	}
-	return pr
 }
 
 func (p *parser) mounts(n *yaml.Node) []Mount {

@@ -4,12 +4,15 @@
 // a non-root container user and then serves. After SIGTERM it waits
 // STOP_DELAY and then says so to NOTIFY (host:port) when set. "count N D"
 // prints a counter, "n 1" to "n N", one line every D (every 4th on
-// standard error), and exits 0.
+// standard error), and exits 0. "http PORT D" serves HTTP on loopback
+// port PORT after D (GET /ready answers 200, anything else 404) until
+// SIGTERM.
 package main
 
 import (
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"strconv"
@@ -41,6 +44,19 @@ func main() {
 			time.Sleep(d)
 		}
 		os.Exit(0)
+	case "http":
+		d, _ := time.ParseDuration(os.Args[3])
+		fmt.Printf("listening on port %s in %s\n", os.Args[2], d)
+		time.Sleep(d)
+		ln, err := net.Listen("tcp", "127.0.0.1:"+os.Args[2])
+		if err != nil {
+			fmt.Println(err)
+			os.Exit(1)
+		}
+		mux := http.NewServeMux()
+		mux.HandleFunc("GET /ready", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ready") })
+		go func() { _ = http.Serve(ln, mux) }()
+		fmt.Println("listening")
 	case "files":
 		if err := os.WriteFile("/owned", []byte("x"), 0o600); err != nil {
 			fmt.Println(err)

@@ -2,6 +2,7 @@ package tasks
 
 import (
 	"context"
+	"strconv"
 	"time"
 
 	hostenv "github.com/gpuaas/gpuaas/hostd/env"
@@ -59,10 +60,11 @@ const guestReleaseTimeout = 30 * time.Second
 
 // releaseGuestWorkloads is slice.vm_release's part for workloads, before
 // the guest is shut down: the user's containers are stopped (SIGTERM,
-// then SIGKILL after workloadStopGrace) and removed in the guest, and
-// their logs followed to their last lines, which reach LOGS; a user that
-// never ran podman in the guest is left alone. Best effort: the VM's
-// power-off ends whatever is left.
+// then SIGKILL after workloadStopGrace), their logs followed to their
+// last lines, which reach LOGS (read in the guest by path: before the
+// containers and their log files are removed), and then removed; a user
+// that never ran podman in the guest is left alone. Best effort: the
+// VM's power-off ends whatever is left.
 func releaseGuestWorkloads(ctx context.Context, env *Env, allocID string) {
 	if env.Envs == nil {
 		return
@@ -78,10 +80,14 @@ func releaseGuestWorkloads(ctx context.Context, env *Env, allocID string) {
 	if err != nil || !workload.InGuest(e) {
 		return
 	}
-	if err := pm.RemoveGuestContainers(ctx, workloadStopGrace); err != nil {
-		env.Log.Warn("release: the guest's containers were not removed; its power-off ends them", "allocation", allocID, "err", err)
-	}
+	err = pm.GuestContainers(ctx, "stop", "--all", "--time", strconv.Itoa(int(workloadStopGrace/time.Second)))
 	if s := env.workloadLogs(); s != nil {
 		s.forget(allocID)
+	}
+	if err == nil {
+		err = pm.GuestContainers(ctx, "rm", "--all", "--force")
+	}
+	if err != nil {
+		env.Log.Warn("release: the guest's containers were not removed; its power-off ends them", "allocation", allocID, "err", err)
 	}
 }

@@ -5,9 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
-	"time"
 
 	hostenv "github.com/gpuaas/gpuaas/hostd/env"
 )
@@ -154,14 +152,13 @@ func parseLimit(s string) (uint64, error) {
 	return n, err
 }
 
-// RemoveGuestContainers stops and removes every container of the guest's
-// user (podman rm --all, SIGKILL after grace), when it ever ran podman
-// there: a guest's storage goes with its disk, so it is not reset.
-func (p Podman) RemoveGuestContainers(ctx context.Context, grace time.Duration) error {
-	secs := strconv.Itoa(int((max(grace, 0) + time.Second - 1) / time.Second))
-	r, err := p.shell(ctx, nil, `if [ -d "$HOME/.local/share/containers" ]; then exec podman --runtime runc rm --all --force --time `+secs+`; fi`)
+// GuestContainers runs podman args (stop --all, rm --all) for every
+// container of the guest's user, when it ever ran podman there: a
+// guest's storage goes with its disk, so it is not reset.
+func (p Podman) GuestContainers(ctx context.Context, args ...string) error {
+	r, err := p.shell(ctx, nil, `if [ -d "$HOME/.local/share/containers" ]; then exec podman --runtime runc `+quoteArgs(args)+`; fi`)
 	if err != nil {
 		return err
 	}
-	return r.Err("remove containers")
+	return r.Err(strings.Join(args, " "))
 }

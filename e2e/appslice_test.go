@@ -3,6 +3,7 @@ package e2e
 import (
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -52,6 +53,21 @@ func TestAppOnASliceInDev(t *testing.T) {
 	}
 	if out, code := ssh(at, "ls /dev"); code != 0 || !strings.Contains(out, "nvidia0") || strings.Contains(out, "nvidia1") {
 		t.Errorf("ls /dev in the slice's workload: exit %d %q; want nvidia0 only", code, out)
+	}
+	// Container root is the guest's user (rootless podman in the guest);
+	// the sim's guest user is an account of this machine.
+	guest, err := user.Lookup(api.PosixUser(a.ID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, code := ssh(at, "id -u; cat /proc/self/uid_map")
+	if lines := strings.Split(strings.TrimSpace(out), "\n"); code != 0 || len(lines) < 2 || lines[0] != "0" ||
+		strings.Join(strings.Fields(lines[1]), " ") != "0 "+guest.Uid+" 1" {
+		t.Errorf("id -u and uid_map in the slice's workload: exit %d %q; want 0, mapped to the guest user's uid %s", code, out, guest.Uid)
+	}
+	// A remote forward would listen on the node, not in the guest: refused.
+	if _, code := ssh("-o", "ExitOnForwardFailure=yes", "-R", "127.0.0.1:0:127.0.0.1:9", at, "true"); code != 255 {
+		t.Errorf("ssh -R into the slice's workload: exit %d; want 255 (refused)", code)
 	}
 	testutil.EventuallyWithin(t, time.Minute, "the workload's line in app logs", func() bool {
 		r := dev.gpuaas(t, "", "app", "logs", wl.ID)

@@ -1,6 +1,7 @@
 package workloads_test
 
 import (
+	"context"
 	"encoding/json"
 	"slices"
 	"testing"
@@ -43,5 +44,29 @@ func TestRunOnASlice(t *testing.T) {
 	}
 	if _, err := w.run(t, w.bob, api.AppRunRequest{Image: "tiny", AllocationID: slice, GPUs: 3}); api.CodeOf(err) != api.CodeInvalidArgument {
 		t.Errorf("3 GPUs of a 2-GPU slice: %v; want invalid argument", err)
+	}
+}
+
+// TestReleaseStopsAWorkloadSeenExited: a slice's release stops its
+// containers in the guest before removing them, so a status in between
+// reports the container exited (SIGKILL: 137): once the allocation is
+// going, that ends the workload as stopped by the release, not failed.
+func TestReleaseStopsAWorkloadSeenExited(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	slice := w.allocation(t, api.AllocActive, api.ShapeGPUSlice)
+	wl, err := w.run(t, w.bob, api.AppRunRequest{Image: "tiny", AllocationID: slice})
+	if err != nil {
+		t.Fatal(err)
+	}
+	taskID, typ, _ := w.currentTask(t, wl.ID)
+	w.settle(t, taskID, typ, reported(t, api.WorkloadReport{WorkloadID: wl.ID, State: api.ContainerRunning}))
+	if _, err := w.pool.Exec(context.Background(), `UPDATE allocations SET state = 'releasing' WHERE id = $1`, slice); err != nil {
+		t.Fatal(err)
+	}
+	statusID, typ, _ := w.currentTask(t, wl.ID)
+	w.settle(t, statusID, typ, reported(t, api.WorkloadReport{WorkloadID: wl.ID, State: api.ContainerExited, ExitCode: 137}))
+	if got := w.get(t, wl.ID); got.State != api.WorkloadStopped || got.Reason != "its allocation was released" {
+		t.Errorf("after the release stopped it: %+v; want stopped with the reason", got)
 	}
 }

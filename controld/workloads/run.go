@@ -124,7 +124,7 @@ func Run(ctx context.Context, tx pgx.Tx, actor alloc.Actor, req api.AppRunReques
 			WithHint("wait for it with `gpuaas alloc create --wait`, or see `gpuaas alloc get " + a.ID + "`")
 	}
 	if !api.RunsWorkloads(a.Shape) {
-		return api.Workload{}, mutate.Effect{}, api.Errorf(api.CodeInvalidArgument, "allocation %s is a %s: workloads run on bare-metal allocations for now", a.ID, a.Shape).
+		return api.Workload{}, mutate.Effect{}, api.Errorf(api.CodeInvalidArgument, "allocation %s is a %s: workloads run on bare-metal and slice allocations", a.ID, a.Shape).
 			WithHint("see docs/apps.md")
 	}
 	img, err := images.Find(ctx, tx, req.Image, a.ProjectID, false)

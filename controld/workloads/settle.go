@@ -65,8 +65,11 @@ func settleReport(ctx context.Context, tx pgx.Tx, o tasks.Outcome, cfg Config) (
 		return tasks.Effect{}, err
 	}
 	switch {
-	case released && (o.Result.Status != api.TaskSucceeded || json.Unmarshal(o.Result.Result, &rep) != nil || rep.State == api.ContainerMissing):
-		// Its release removed the container (and the user) on the node.
+	case released && (o.Result.Status != api.TaskSucceeded || json.Unmarshal(o.Result.Result, &rep) != nil ||
+		rep.State == api.ContainerMissing || rep.State == api.ContainerExited):
+		// Its release removed the container (and the user) on the node,
+		// or stopped it first (a slice's guest: slice.vm_release) and a
+		// status saw it exited in between.
 		w.Stopping = true
 		return end(ctx, tx, w, nil, "its allocation was released", o.Now)
 	case o.Result.Status != api.TaskSucceeded:

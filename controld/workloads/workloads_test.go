@@ -54,7 +54,7 @@ func TestRunRefusals(t *testing.T) {
 		t.Fatal(err)
 	}
 	released := w.allocation(t, api.AllocReleased, api.ShapeBaremetal)
-	slice := w.allocation(t, api.AllocActive, api.ShapeGPUSlice)
+	releasedSlice := w.allocation(t, api.AllocReleased, api.ShapeGPUSlice)
 	for _, tt := range []struct {
 		name string
 		req  api.AppRunRequest
@@ -74,7 +74,7 @@ func TestRunRefusals(t *testing.T) {
 		{"retired", api.AppRunRequest{Image: "old", AllocationID: w.allocID}, api.CodeInvalidArgument, "retired"},
 		{"name in use", api.AppRunRequest{Image: "tiny", AllocationID: w.allocID, Name: "web"}, api.CodeConflict, "in use"},
 		{"released allocation", api.AppRunRequest{Image: "tiny", AllocationID: released}, api.CodeConflict, "released"},
-		{"slice allocation", api.AppRunRequest{Image: "tiny", AllocationID: slice}, api.CodeInvalidArgument, "bare-metal"},
+		{"released slice", api.AppRunRequest{Image: "tiny", AllocationID: releasedSlice}, api.CodeConflict, "released"},
 	} {
 		before := w.count(t, `SELECT count(*) FROM workloads`) + w.count(t, `SELECT count(*) FROM node_tasks`)
 		_, err := w.run(t, w.bob, tt.req)

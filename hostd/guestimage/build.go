@@ -37,6 +37,10 @@ var Packages = []string{
 	// debootstrap's resolver does not follow virtual packages: cloud-init's
 	// python3-cryptography needs python3-cffi-backend's.
 	"python3-cffi-backend",
+	// A slice's workloads: rootless podman as the guest's user, with runc
+	// (crun refuses hybrid cgroups) and newuidmap/newgidmap (docs/apps.md,
+	// "Slices").
+	"podman", "runc", "uidmap",
 }
 
 // builderVersion changes when Build changes in a way that makes an old

@@ -18,6 +18,12 @@ system_info:
 	{DriverCheck, 0o755, driverCheckScript},
 	{"/usr/local/sbin/gpuaas-slice-ready", 0o755, sliceReadyScript},
 	{"/etc/systemd/system/gpuaas-slice-ready.service", 0o644, sliceReadyUnit},
+	// Present, so that useradd (cloud-init's) gives the renter's user a
+	// subordinate id range for rootless podman (shadow allocates one only
+	// where the files exist); no user has one at build time.
+	{"/etc/subuid", 0o644, ""},
+	{"/etc/subgid", 0o644, ""},
+	{GuestCDI, 0o755, guestCDIScript}, // cdi.go
 }
 
 type guestFile struct {
@@ -93,6 +99,8 @@ mkdir -p -m 0755 /run/gpuaas
 out=$(` + DriverCheck + ` 2>&1)
 rc=$?
 if [ $rc -eq 0 ]; then marker=` + ReadyMarker + `; else marker=` + FailedMarker + `; fi
+# The GPUs the check saw, as a CDI spec for the renter's podman (cdi.go).
+` + GuestCDI + ` >/dev/console 2>&1 || true
 # A volume cloud-init could not mount (the seed's runcmd wrote it) fails
 # the slice: the renter's data would be missing at its path.
 if [ -s ` + VolumesFailed + ` ]; then marker=` + FailedMarker + `; out="$(cat ` + VolumesFailed + `) $out"; fi

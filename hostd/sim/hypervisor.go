@@ -349,6 +349,10 @@ func (h *Hypervisor) boot(d *domain) error {
 	if err != nil {
 		return err
 	}
+	if err := h.bootGuestWorkloads(spec, v.users); err != nil { // vmworkloads.go
+		v.stop()
+		return err
+	}
 	d.vm = v
 	d.rec.GuestUsers = v.users
 	d.gen++
@@ -363,6 +367,7 @@ func (h *Hypervisor) halt(d *domain) error {
 	}
 	if d.vm != nil {
 		d.vm.stop()
+		_ = h.haltGuestWorkloads(d.rec.Spec.Name, d.vm.users) // vmworkloads.go
 		if h.guests != nil {
 			// The guest is off: its users' processes go, and their
 			// accounts until it boots again.

@@ -65,6 +65,9 @@ func (c Config) vmRelease(ctx context.Context, env *Env, p api.VMReleaseParams, 
 		timeout = c.ShutdownTimeout
 	}
 
+	if !p.Cleanup {
+		releaseGuestWorkloads(ctx, env, name) // workload_guest.go
+	}
 	var state host.DomainState
 	err := ph.Run(ctx, PhaseShutdown, func(ctx context.Context) error {
 		var err error

@@ -44,7 +44,8 @@ func (e *Env) imageCache() *workload.Cache {
 
 func (e *Env) subIDs() workload.SubIDs { return workload.SubIDs{Runner: host.ExecRunner{}} }
 
-// openPodman opens the allocation's environment for rootless podman.
+// openPodman opens the allocation's environment for rootless podman: the
+// user's account on the node, or a slice's guest (workload_guest.go).
 func openPodman(ctx context.Context, env *Env, allocID, user, workloadID string) (workload.Podman, func(), error) {
 	if err := checkAllocationID(allocID); err != nil {
 		return workload.Podman{}, nil, err
@@ -94,8 +95,7 @@ func workloadStart(ctx context.Context, env *Env, p api.WorkloadStartParams, rep
 		return nil, err
 	}
 	err = ph.Run(ctx, PhaseWorkloadSubIDs, func(ctx context.Context) error {
-		_, err := env.subIDs().Ensure(ctx, p.PosixUser)
-		return err
+		return workloadSubIDs(ctx, env, pm, p.PosixUser)
 	}, nil)
 	if err != nil {
 		return nil, err
@@ -103,7 +103,7 @@ func workloadStart(ctx context.Context, env *Env, p api.WorkloadStartParams, rep
 	var devices []string
 	err = ph.Run(ctx, PhaseWorkloadRun, func(ctx context.Context) error {
 		// Its allocation's GPUs only, through a CDI spec (hostd/workload, cdi.go).
-		if devices, err = workloadDevices(env, p); err != nil {
+		if devices, err = workloadDevices(ctx, env, pm, p); err != nil {
 			return err
 		}
 		_, err := pm.Start(ctx, workload.Spec{WorkloadID: p.WorkloadID, AllocationID: p.AllocationID,

@@ -173,9 +173,9 @@ func (s *wlLogSet) run(ctx context.Context, env *Env, st workload.LogState) erro
 	if err != nil {
 		return err
 	}
-	acct, ok := hostenv.AccountOf(e)
-	if !ok || acct.Credential == nil {
-		return workload.ErrNotTenant
+	files, uid, err := workloadLogFiles(ctx, pm) // workload_guest.go
+	if err != nil {
+		return err
 	}
 	name := workload.ContainerName(st.WorkloadID)
 	c, found, err := pm.Inspect(ctx, name)
@@ -209,7 +209,10 @@ func (s *wlLogSet) run(ctx context.Context, env *Env, st workload.LogState) erro
 	wctx, wcancel := context.WithCancel(ctx)
 	ended, watched := watchEnd(wctx, pm, name)
 	defer func() { wcancel(); <-watched }()
-	lf := &workload.LogFollower{Path: c.HostConfig.LogConfig.Path, UID: acct.Credential.Uid, Pump: pump, Ended: ended}
+	lf := &workload.LogFollower{Path: c.HostConfig.LogConfig.Path, UID: uid, Pump: pump, Ended: ended, Files: files}
+	if files != nil {
+		lf.Poll = guestLogPoll
+	}
 	if st.Checkpoint != nil {
 		lf.From = st.Checkpoint.Pos
 	}

@@ -11,14 +11,14 @@ import (
 // workloadDevices are the CDI devices of the workload's container: its
 // allocation's GPUs (hostd/workload, cdi.go), or none when it asked for
 // none (a manifest's gpus: 0; docs/apps.md, "GPUs").
-func workloadDevices(env *Env, p api.WorkloadStartParams) ([]string, error) {
+func workloadDevices(ctx context.Context, env *Env, pm workload.Podman, p api.WorkloadStartParams) ([]string, error) {
 	if p.NoGPUs {
 		if len(p.GPUs) > 0 {
 			return nil, fmt.Errorf("%w: no_gpus with gpus %v", ErrInvalidParams, p.GPUs)
 		}
 		return nil, nil
 	}
-	return workload.PrepareGPUs(env.DeviceRoot, workload.CDIDir, p.AllocationID, p.GPUs, workload.SpecDirs)
+	return workloadGPUs(ctx, env, pm, p.AllocationID, p.GPUs) // workload_guest.go: a slice's from its guest
 }
 
 // workloadProbeStatus is workload.status for a workload that is not

@@ -144,6 +144,9 @@ func (s *Server) resolve(ctx context.Context, t sshcert.Ticket, c *conn, sc goss
 		return &hopTarget{s: s, c: c, hop: hop, env: e, ticket: t, ctx: ctx, sc: sc}, nil
 	}
 	acct, ok := env.AccountOf(e)
+	if _, hop := e.(env.Hopper); hop && !ok && t.Workload != "" { // a slice's workload: workload_guest.go
+		return s.guestWorkloadTarget(ctx, c, sc, e, t.PosixUser, t.Workload)
+	}
 	if !ok {
 		_ = e.Close()
 		return nil, fmt.Errorf("%w: %s: an environment hostd can neither hop into nor run processes for", ErrNotProvisioned, t.Allocation)

@@ -37,6 +37,48 @@ type LogFollower struct {
 	Ended <-chan struct{}
 	// Poll is how often the file is looked at for more (default 100ms).
 	Poll time.Duration
+	// Files is where the file is read: the node's (nil), or a guest's
+	// through its environment (GuestLogFiles).
+	Files LogFiles
+}
+
+// LogFiles opens and looks at a container's log file where it is.
+type LogFiles interface {
+	// Open opens path, refusing anything but a regular file of uid that
+	// is not a symbolic link, and returns its inode.
+	Open(path string, uid uint32) (LogFile, uint64, error)
+	// Inode is path's inode now (0 when it is gone).
+	Inode(path string) uint64
+}
+
+// LogFile is an open log file.
+type LogFile interface {
+	io.ReaderAt
+	Size() (int64, error)
+	Close() error
+}
+
+// nodeFiles are the node's files, read by hostd.
+type nodeFiles struct{}
+
+func (nodeFiles) Open(path string, uid uint32) (LogFile, uint64, error) {
+	f, ino, err := openLog(path, uid)
+	if err != nil {
+		return nil, 0, err
+	}
+	return nodeFile{f}, ino, nil
+}
+
+func (nodeFiles) Inode(path string) uint64 { return inode(path) }
+
+type nodeFile struct{ *os.File }
+
+func (f nodeFile) Size() (int64, error) {
+	st, err := f.Stat()
+	if err != nil {
+		return 0, err
+	}
+	return st.Size(), nil
 }
 
 // ErrNotOwned refuses a log file that is not a regular file of the user.
@@ -78,7 +120,11 @@ func (lf *LogFollower) Run(ctx context.Context) error {
 	if poll <= 0 {
 		poll = 100 * time.Millisecond
 	}
-	f, ino, err := openLog(lf.Path, lf.UID)
+	files := lf.Files
+	if files == nil {
+		files = nodeFiles{}
+	}
+	f, ino, err := files.Open(lf.Path, lf.UID)
 	if err != nil {
 		return err
 	}
@@ -87,7 +133,7 @@ func (lf *LogFollower) Run(ctx context.Context) error {
 	case lf.From.File != 0 && lf.From.File != ino:
 		lf.Pump.Mark("the container's log file was rotated while hostd was not reading it: output written between may be missing here")
 	case lf.From.File == ino:
-		if st, err := f.Stat(); err == nil && st.Size() < lf.From.Offset {
+		if size, err := f.Size(); err == nil && size < lf.From.Offset {
 			lf.Pump.Mark("the container's log file is shorter than where hostd stopped reading it: output may be missing here")
 		} else {
 			r.off = lf.From.Offset
@@ -102,9 +148,9 @@ func (lf *LogFollower) Run(ctx context.Context) error {
 		if err := r.readFrom(f); err != nil {
 			return err
 		}
-		if now := inode(lf.Path); now != 0 && now != ino {
+		if now := files.Inode(lf.Path); now != 0 && now != ino {
 			// Rotated: what the old file still had was read above.
-			nf, nino, err := openLog(lf.Path, lf.UID)
+			nf, nino, err := files.Open(lf.Path, lf.UID)
 			if err != nil {
 				return err
 			}
@@ -153,7 +199,7 @@ func (r *recordReader) flush() {
 }
 
 // readFrom reads f from r.off+len(r.buf) to its end.
-func (r *recordReader) readFrom(f *os.File) error {
+func (r *recordReader) readFrom(f io.ReaderAt) error {
 	if r.chunk == nil {
 		r.chunk = make([]byte, 64<<10)
 	}

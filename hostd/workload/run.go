@@ -66,6 +66,11 @@ func (p Podman) Start(ctx context.Context, s Spec) (loaded bool, err error) {
 	if err != nil {
 		return false, err
 	}
+	if InGuest(p.Env) {
+		if lim, err = p.guestLimits(ctx, lim); err != nil { // guest.go
+			return false, err
+		}
+	}
 	if !lim.hasImage {
 		if err := p.Load(ctx, s.Image); err != nil {
 			return false, err

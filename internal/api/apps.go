@@ -134,7 +134,7 @@ func (c *Client) AppLogs(ctx context.Context, req AppLogsRequest, opts ...CallOp
 	return Do(ctx, c, OpAppLogs, req, opts...)
 }
 
-// RunsWorkloads reports whether allocations of shape run workloads yet:
-// bare metal, as the allocation's user with rootless podman; a slice's
-// would run inside its VM, which is not built (docs/apps.md).
-func RunsWorkloads(shape string) bool { return shape == ShapeBaremetal }
+// RunsWorkloads reports whether allocations of shape run workloads: bare
+// metal, as the allocation's user with rootless podman on the node, and
+// slices, the same inside the slice's guest (docs/apps.md, "Slices").
+func RunsWorkloads(shape string) bool { return shape == ShapeBaremetal || shape == ShapeGPUSlice }

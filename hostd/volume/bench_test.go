@@ -91,10 +91,11 @@ func BenchmarkVolumeAttach(b *testing.B) {
 // BenchmarkVolumeThroughput writes then reads 256 MiB sequentially with
 // O_DIRECT (1 MiB blocks) in a mounted volume and in a file beside its
 // image on the node's disk: one op is both, alternately, so the two see
-// the same load. The loop device reads and writes its image through the
-// node's page cache, so the image's cached pages are dropped
-// (posix_fadvise DONTNEED, after the fsync) before the volume's read:
-// both reads come from the disk.
+// the same load. The loop device has direct I/O on (attach.go), so the
+// image has no pages of its own in the node's page cache; they are
+// dropped all the same (posix_fadvise DONTNEED, after the fsync) before
+// the volume's read, so that both reads come from the disk even where
+// the kernel refused direct I/O to the loop device.
 func BenchmarkVolumeThroughput(b *testing.B) {
 	s, base := benchStore(b)
 	ctx := context.Background()

@@ -80,7 +80,7 @@ func (s *Images) Mount(ctx context.Context, id, target string, uid, gid int) (In
 	if err := makeMountPoint(target); err != nil {
 		return Info{}, fmt.Errorf("mount volume %s: %w", id, err)
 	}
-	if _, err := s.cfg.Runner.Run(ctx, "mount", "-t", "ext4", "-o", "loop,nodev,nosuid", img, target); err != nil {
+	if err := s.mountLoop(ctx, img, target); err != nil { // attach.go
 		return Info{}, fmt.Errorf("mount volume %s: %w", id, err)
 	}
 	info.MountPoint = target

@@ -23,7 +23,7 @@ import (
 // name of their type; TestRequestTypesCoverDecodes keeps the table in
 // step with the handlers.
 var requestTypes = map[string]func() any{
-	"api.VolumePriceSetRequest": func() any { return new(api.VolumePriceSetRequest) },
+	"api.VolumePriceSetRequest":    func() any { return new(api.VolumePriceSetRequest) },
 	"api.GateVolumeEndRequest":     func() any { return new(api.GateVolumeEndRequest) },
 	"api.AppLogsRequest":           func() any { return new(api.AppLogsRequest) },
 	"api.SecretListRequest":        func() any { return new(api.SecretListRequest) },

@@ -1,10 +1,12 @@
 package sshgate
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
+	"io"
 	"log/slog"
 	"math/rand/v2"
 	"net"
@@ -14,6 +16,7 @@ import (
 	"os/exec"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -32,7 +35,7 @@ type benchLink struct {
 	HostIP, PeerIP string
 }
 
-func newBenchLink(b *testing.B, rate string) *benchLink {
+func newBenchLink(b testing.TB, rate string) *benchLink {
 	b.Helper()
 	if os.Geteuid() != 0 {
 		b.Skip("a shaped link needs root (a network namespace and tc)")
@@ -75,28 +78,45 @@ func newBenchLink(b *testing.B, rate string) *benchLink {
 	return &benchLink{ns: ns, HostIP: subnet + "1", PeerIP: subnet + "2"}
 }
 
-// dial opens a TCP connection to addr from inside the link's namespace: a
-// goroutine on its own thread joins the namespace, makes the socket and
-// ends (its thread, left in the namespace, is thrown away by the runtime);
-// the socket stays in the namespace whichever thread uses it.
-func (l *benchLink) dial(ctx context.Context, network, addr string) (net.Conn, error) {
-	type result struct {
-		c   net.Conn
-		err error
-	}
-	ch := make(chan result, 1)
-	go func() {
-		runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
-		if err := unix.Setns(int(l.ns.Fd()), unix.CLONE_NEWNET); err != nil {
-			ch <- result{nil, fmt.Errorf("setns: %w", err)}
-			return
-		}
+// dial opens a TCP connection to addr from inside the link's namespace
+// (the socket stays in the namespace whichever thread uses it).
+func (l *benchLink) dial(ctx context.Context, network, addr string) (c net.Conn, err error) {
+	err = inNetns(l.ns, func() error {
 		var d net.Dialer
-		c, err := d.DialContext(ctx, network, addr)
-		ch <- result{c, err}
-	}()
-	r := <-ch
-	return r.c, r.err
+		c, err = d.DialContext(ctx, network, addr)
+		return err
+	})
+	return c, err
+}
+
+// inNetns runs fn on this goroutine's thread moved into the network
+// namespace ns, and moves the thread back before unlocking it. The thread
+// must not end in the namespace instead (a goroutine that exits locked
+// takes its thread with it): a child started from that thread with
+// Pdeathsig gets its signal when the thread, not the process, ends —
+// testutil's PostgreSQL cluster (pgserver asks for SIGINT, a fast
+// shutdown) then dies mid-benchmark, and the front's verdict fails with
+// 57P01 as a 502 (prctl(2), PR_SET_PDEATHSIG; bench/README.md).
+func inNetns(ns *os.File, fn func() error) error {
+	runtime.LockOSThread()
+	home, err := os.Open("/proc/thread-self/ns/net")
+	if err != nil {
+		runtime.UnlockOSThread()
+		return fmt.Errorf("own netns: %w", err)
+	}
+	defer home.Close()
+	if err := unix.Setns(int(ns.Fd()), unix.CLONE_NEWNET); err != nil {
+		runtime.UnlockOSThread()
+		return fmt.Errorf("setns: %w", err)
+	}
+	ferr := fn()
+	if err := unix.Setns(int(home.Fd()), unix.CLONE_NEWNET); err != nil {
+		// Left locked: the thread ends with its goroutine rather than
+		// serve others from inside the namespace.
+		return fmt.Errorf("setns back: %w", err)
+	}
+	runtime.UnlockOSThread()
+	return ferr
 }
 
 // client is an HTTP/1.1 client on the link; with ca, one that trusts it
@@ -116,6 +136,34 @@ func (l *benchLink) client(b *testing.B, ca *httpfront.DevCA, addr string) *http
 	return &http.Client{Transport: tr, Timeout: time.Minute}
 }
 
+// failureLog is the stack's logger for a benchmark: lines at info and
+// above are kept and written to b's log only if it fails (a 502 from
+// the front is explained by the gateway's "https proxy" line), so a
+// passing run's output stays the figures.
+func failureLog(b *testing.B) *slog.Logger {
+	var mu sync.Mutex
+	var buf bytes.Buffer
+	b.Cleanup(func() {
+		if b.Failed() {
+			mu.Lock()
+			defer mu.Unlock()
+			b.Logf("stack's log (info and above):\n%s", buf.String())
+		}
+	})
+	return slog.New(slog.NewTextHandler(lockedWriter{&mu, &buf}, &slog.HandlerOptions{Level: slog.LevelInfo}))
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
 // BenchmarkHTTPSThroughputLink is BenchmarkHTTPSThroughput's front,
 // direct and direct-tls legs over a client link of a given rate (a veth pair shaped with
 // tc tbf into a network namespace the client dials from), as a renter's
@@ -133,7 +181,7 @@ func BenchmarkHTTPSThroughputLink(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			s := startRealStack(b, slog.New(slog.DiscardHandler))
+			s := startRealStack(b, failureLog(b))
 			gw := startHTTPSGatewayOn(s, ca, link.HostIP+":0")
 			alloc := s.createAlloc(s.admin, "h100-baremetal", 8)
 			zeros := make([]byte, size)

@@ -203,6 +203,8 @@ ethernets:
 		}
 	}
 
+	checkGuestPodman(t, ctx, key, "renter@"+ip) // podman_boot_test.go
+
 	// ACPI shutdown, destroy if the guest ignores it.
 	stop := time.Now()
 	if err := h.Shutdown(ctx, name); err != nil {

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -37,11 +38,14 @@ var Packages = []string{
 	// debootstrap's resolver does not follow virtual packages: cloud-init's
 	// python3-cryptography needs python3-cffi-backend's.
 	"python3-cffi-backend",
-	// A slice's workloads: rootless podman as the guest's user, with runc
-	// (crun refuses hybrid cgroups) and newuidmap/newgidmap (docs/apps.md,
-	// "Slices").
-	"podman", "runc", "uidmap",
 }
+
+// RuntimePackages run a slice's workloads: rootless podman as the guest's
+// user, with runc (crun refuses hybrid cgroups) and newuidmap/newgidmap
+// (docs/apps.md, "Slices"). They are installed with apt in the tree after
+// debootstrap: debootstrap's own configure stage fails on podman's
+// golang-github-containers-common (its base-stage ordering).
+var RuntimePackages = []string{"podman", "runc", "uidmap"}
 
 // builderVersion changes when Build changes in a way that makes an old
 // image stale; it is part of the cache key.
@@ -123,6 +127,7 @@ func (c *Config) Key() string {
 	h := sha256.New()
 	fmt.Fprintf(h, "gpuaas guest image v%s\n%s\n%s\n%s\n%s\n", builderVersion, c.Suite, c.Mirror, c.DiskSize, KernelCmdline)
 	fmt.Fprintf(h, "%q\n", Packages)
+	fmt.Fprintf(h, "runtime %q\n", RuntimePackages)
 	if c.NVIDIADriver {
 		// Only the variant's key changes: the plain image stays cached.
 		fmt.Fprintf(h, "nvidia %q %s\n", NVIDIAPackages, NVIDIAComponents)
@@ -269,6 +274,10 @@ func build(ctx context.Context, cfg *Config, dir string) (Image, error) {
 		}
 		return Image{}, err
 	}
+	if err := chrootApt(ctx, cfg, root, "main", [][]string{{"apt-get", "update"},
+		append([]string{"apt-get", "install", "-y", "--no-install-recommends"}, RuntimePackages...)}); err != nil {
+		return Image{}, fmt.Errorf("workload runtime: %w", err)
+	}
 	var driver string
 	if cfg.NVIDIADriver {
 		if driver, err = installNVIDIA(ctx, cfg, root); err != nil {
@@ -297,7 +306,7 @@ func build(ctx context.Context, cfg *Config, dir string) (Image, error) {
 		return Image{}, fmt.Errorf("build image: %w", err)
 	}
 	m := Manifest{
-		Key: cfg.Key(), Suite: cfg.Suite, Mirror: cfg.Mirror, Packages: Packages, Cmdline: KernelCmdline,
+		Key: cfg.Key(), Suite: cfg.Suite, Mirror: cfg.Mirror, Packages: append(slices.Clone(Packages), RuntimePackages...), Cmdline: KernelCmdline,
 		Built: cfg.Now().UTC(), BuildSeconds: cfg.Now().Sub(start).Seconds(), Driver: driver,
 		Disk: File{Name: DiskFile}, Kernel: File{Name: KernelFile}, Initrd: File{Name: InitrdFile},
 	}

@@ -47,46 +47,6 @@ func installNVIDIA(ctx context.Context, cfg *Config, root string) (string, error
 	if err != nil {
 		return "", fmt.Errorf("nvidia driver: %w", err)
 	}
-	sources := fmt.Sprintf("deb %s %s %s\n", cfg.Mirror, cfg.Suite, NVIDIAComponents)
-	if err := os.WriteFile(filepath.Join(root, "etc/apt/sources.list"), []byte(sources), 0o644); err != nil {
-		return "", fmt.Errorf("nvidia driver: %w", err)
-	}
-	// apt in the chroot resolves the mirror with the host's resolver; the
-	// tree's own resolv.conf comes back afterwards.
-	resolv := filepath.Join(root, "etc/resolv.conf")
-	link, lerr := os.Readlink(resolv)
-	saved, serr := os.ReadFile(resolv)
-	if host, err := os.ReadFile("/etc/resolv.conf"); err == nil {
-		_ = os.Remove(resolv)
-		if err := os.WriteFile(resolv, host, 0o644); err != nil {
-			return "", fmt.Errorf("nvidia driver: %w", err)
-		}
-		defer func() {
-			_ = os.Remove(resolv)
-			if lerr == nil {
-				_ = os.Symlink(link, resolv)
-			} else if serr == nil {
-				_ = os.WriteFile(resolv, saved, 0o644)
-			}
-		}()
-	}
-	aptCache := filepath.Join(cfg.CacheDir, "apt")
-	archives := filepath.Join(root, "var/cache/apt/archives")
-	if err := os.MkdirAll(filepath.Join(archives, "partial"), 0o755); err != nil {
-		return "", fmt.Errorf("nvidia driver: %w", err)
-	}
-	if err := linkDebs(aptCache, archives); err != nil {
-		return "", fmt.Errorf("nvidia driver: %w", err)
-	}
-	// The packages' scripts (DKMS's make, ldconfig) want /proc; debootstrap
-	// unmounted its own. build's deferred unmountUnder detaches it if this
-	// returns early.
-	proc := filepath.Join(root, "proc")
-	if err := mountProc(proc); err != nil {
-		return "", fmt.Errorf("nvidia driver: mount proc: %w", err)
-	}
-	defer unmountDetach(proc)
-
 	pkgs := append([]string{"linux-headers-" + kver}, NVIDIAPackages...)
 	steps := [][]string{
 		{"apt-get", "update"},
@@ -96,12 +56,7 @@ func installNVIDIA(ctx context.Context, cfg *Config, root string) (string, error
 		// the image's kernel explicitly; it is a no-op when already built.
 		{"dkms", "autoinstall", "-k", kver},
 	}
-	for _, s := range steps {
-		if err := runTool(ctx, cfg.Log, "chroot", append([]string{root}, s...)...); err != nil {
-			return "", fmt.Errorf("nvidia driver: %w", err)
-		}
-	}
-	if err := linkDebs(archives, aptCache); err != nil {
+	if err := chrootApt(ctx, cfg, root, NVIDIAComponents, steps); err != nil {
 		return "", fmt.Errorf("nvidia driver: %w", err)
 	}
 	mod, err := findNVIDIAModule(root, kver)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -208,4 +209,67 @@ func (g *gateway) kill(t *testing.T) {
 		t.Fatal(err)
 	}
 	<-g.done
+}
+
+// TestJobLogCutAtTheBoundInDev: a job printing 80 MB through `gpuaas dev`
+// (whose controld keeps the default bound of one job's log, 64 MiB,
+// --job-log-max-bytes) ends 0 with its log cut at the bound: its lines up to the bound, in
+// order (gaps only where a marker says lines were dropped), numbered once,
+// then the cut marker naming the bound, and a marker counting the bytes
+// not kept.
+func TestJobLogCutAtTheBoundInDev(t *testing.T) {
+	data, cfg := tempDir(t, "gpuaas-e2e-data-"), tempDir(t, "gpuaas-e2e-cfg-")
+	pwFile := writeFile(t, cfg, "pw", devPassword+"\n")
+	dev := startDev(t, data, cfg, "--password-file", pwFile, "--log-level", "warn")
+	if r := dev.gpuaas(t, devPassword+"\n", "login", "--password-stdin"); r.code != 0 {
+		t.Fatalf("login exited %d: %s", r.code, r.stderr)
+	}
+	a := dev.createActive(t, "--sku", "h100-baremetal", "--gpus", "8")
+	const bound, lines = 64 << 20, 20000 // 20000 lines of 4 KB: 80 MB
+	run := fmt.Sprintf(`l=$(head -c 3990 /dev/zero | tr '\0' x); i=1; while [ $i -le %d ]; do printf '%%05d %%s\n' $i "$l"; i=$((i+1)); done`, lines)
+	r := dev.gpuaas(t, fmt.Sprintf("resources:\n  allocation: %s\nrun: %q\nrelease: keep\n", a.ID, run), "run", "-f", "-", "--detach")
+	id := strings.TrimSpace(r.stdout)
+	if r.code != 0 || !strings.HasPrefix(id, "j-") {
+		t.Fatalf("run --detach: exit %d %q %q; want a job id", r.code, r.stdout, r.stderr)
+	}
+	w := dev.start(t, "", "job", "wait", id)
+	if code := w.wait(t); code != 0 {
+		t.Fatalf("job wait: exit %d %q; want 0", code, w.stderr.String())
+	}
+	// 3997 bytes a line: the bound keeps the first 16790 or so. Lines the
+	// node could not publish as fast as the job printed them are dropped
+	// with a marker where they were (docs/jobs.md "Logs"): counted against
+	// the bound all the same.
+	all := dev.logLines(t, "job", "logs", id, "--json")
+	checkSeqs(t, all, 0, len(all))
+	if len(all) < 3 {
+		t.Fatalf("%d lines; want the job's lines, then the markers", len(all))
+	}
+	var kept int64
+	gap := false // a drop marker since the last line of the job's
+	last := 0    // index of the job's last line
+	for i, l := range all {
+		if l.Stream != api.LogStdout {
+			gap = gap || strings.Contains(l.Text, "of output dropped here")
+			continue
+		}
+		n, err := strconv.ParseInt(strings.SplitN(l.Text, " ", 2)[0], 10, 64)
+		if err != nil || n <= kept || (n != kept+1 && !gap) {
+			t.Fatalf("line %d: %.20q after the job's line %d; want the next, or a later one after a drop marker, ", l.Seq, l.Text, kept)
+		}
+		kept, gap, last = n, false, i
+	}
+	// After the job's last line kept: the cut marker (a drop marker may
+	// follow it), and last the count of bytes not kept.
+	markers := all[last+1:]
+	cutAt := slices.IndexFunc(markers, func(l api.LogLine) bool {
+		return l.Stream == api.LogMarker && strings.Contains(l.Text, fmt.Sprintf("output cut: this log reached its bound of %d bytes", bound))
+	})
+	if end := all[len(all)-1]; cutAt < 0 || end.Stream != api.LogMarker ||
+		!strings.Contains(end.Text, fmt.Sprintf("past the bound of %d bytes were not kept", bound)) {
+		t.Fatalf("lines after the job's last: %+v; want the cut marker and, last, the count of bytes not kept", markers)
+	}
+	if kept*3996 > bound || kept*3997 < bound-8192 || kept >= lines {
+		t.Fatalf("%d lines kept (%d bytes); want the job's output cut at the bound of %d bytes", kept, kept*3997, bound)
+	}
 }

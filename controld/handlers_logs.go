@@ -69,7 +69,7 @@ func (s *Server) readLogs(ctx context.Context, kind string, req api.JobLogsReque
 	if err != nil {
 		return nil, err
 	}
-	r := &api.JobLogsResponse{Cursor: page.Cursor, Ended: ended}
+	r := &api.JobLogsResponse{Cursor: page.Cursor, Ended: ended, More: !page.CaughtUp}
 	r.Lines, r.After = logLines(page, req.After)
 	return r, nil
 }

@@ -84,6 +84,6 @@ func appLogs(client *api.Client, id string) cmdutil.LogFetch {
 		if err != nil {
 			return cmdutil.LogPage{}, err
 		}
-		return cmdutil.LogPage{Lines: p.Lines, After: p.After, Cursor: p.Cursor, State: p.State, Ended: p.Ended}, nil
+		return cmdutil.LogPage{Lines: p.Lines, After: p.After, Cursor: p.Cursor, State: p.State, Ended: p.Ended, More: p.More}, nil
 	}
 }

@@ -21,6 +21,9 @@ type LogPage struct {
 	Cursor uint64
 	State  string
 	Ended  bool
+	// More: the page stopped before the end of what is stored (it may
+	// hold no line); reading on from Cursor gets the rest.
+	More bool
 }
 
 // LogRequest asks for a page: the lines after After from Cursor, written
@@ -74,7 +77,7 @@ func FollowLogs(ctx context.Context, fetch LogFetch, req LogRequest, follow bool
 			}
 		}
 		req.After, req.Cursor = p.After, p.Cursor
-		if p.Ended || (!follow && len(p.Lines) == 0) || (stop != nil && stop(p.State)) {
+		if p.Ended || (!follow && len(p.Lines) == 0 && !p.More) || (stop != nil && stop(p.State)) {
 			return p.State, nil
 		}
 		if follow && len(p.Lines) > 0 && len(p.Lines) < req.Limit {

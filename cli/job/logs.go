@@ -88,7 +88,7 @@ func followLogs(ctx context.Context, client *api.Client, req api.JobLogsRequest,
 		if err != nil {
 			return cmdutil.LogPage{}, err
 		}
-		return cmdutil.LogPage{Lines: p.Lines, After: p.After, Cursor: p.Cursor, State: p.State, Ended: p.Ended}, nil
+		return cmdutil.LogPage{Lines: p.Lines, After: p.After, Cursor: p.Cursor, State: p.State, Ended: p.Ended, More: p.More}, nil
 	}
 	return cmdutil.FollowLogs(ctx, fetch, cmdutil.LogRequest{After: req.After, Cursor: req.Cursor, Since: req.Since,
 		Limit: req.Limit}, follow, print, nil)

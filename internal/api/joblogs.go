@@ -67,6 +67,11 @@ type JobLogsResponse struct {
 	// had ended and this page holds its last line: following is done.
 	State string `json:"state"`
 	Ended bool   `json:"ended"`
+	// More says the read stopped before the end of what is stored: a page
+	// may then hold no line (a long log skipped up to After without a
+	// Cursor, a bounded amount a call) and the next request from Cursor
+	// reads on.
+	More bool `json:"more,omitempty"`
 }
 
 // JobLogs reads a page of a job's log.

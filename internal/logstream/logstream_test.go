@@ -221,3 +221,52 @@ func TestPumpCountsWhatTheBusDownDropped(t *testing.T) {
 		t.Fatalf("first %q, last %q; want before, after", lines[0].Text, lines[len(lines)-1].Text)
 	}
 }
+
+// TestReadBoundsItsScan: reading a long log from a line near its end
+// without a cursor (job logs --after N) looks at no more than ScanLimit
+// batches a call: the page comes back empty, not caught up, with a
+// cursor that reads on; following the cursors reaches the lines after N,
+// none lost or repeated. Without the bound one call decoded the whole log
+// up to N (a 64 MiB log timed out the CLI).
+func TestReadBoundsItsScan(t *testing.T) {
+	t.Parallel()
+	_, js := logBus(t, logstream.Limits{})
+	p := newPump(t, js, "j-scan", logstream.PumpConfig{})
+	line := strings.Repeat("x", 2000)
+	for i := range 1000 {
+		fmt.Fprintf(p.Stdout(), "%d %s\n", i+1, line)
+	}
+	p.Close(context.Background())
+	subject := logstream.Subject("n-1", logstream.KindJob, "j-scan")
+	q := logstream.Query{Subject: subject, After: 995, Limit: 100, ScanLimit: 3}
+	var got []logstream.Line
+	calls, empty := 0, 0
+	for {
+		page, err := logstream.Read(context.Background(), js, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		calls++
+		if len(page.Lines) == 0 && !page.CaughtUp {
+			empty++
+			if page.Cursor <= q.Cursor {
+				t.Fatalf("an empty page did not move the cursor (%d → %d)", q.Cursor, page.Cursor)
+			}
+		}
+		got = append(got, page.Lines...)
+		if len(page.Lines) > 0 {
+			q.After = page.Lines[len(page.Lines)-1].Seq
+		}
+		q.Cursor = page.Cursor
+		if page.CaughtUp || calls > 1000 {
+			break
+		}
+	}
+	if empty == 0 {
+		t.Errorf("%d calls, none stopped at the scan limit: the log had fewer than 3 batches or the bound is not applied", calls)
+	}
+	if len(got) != 5 || got[0].Seq != 996 || got[4].Seq != 1000 || !strings.HasPrefix(got[0].Text, "996 ") {
+		t.Fatalf("after 995: got %d lines (first %+v); want 996..1000", len(got), got)
+	}
+	t.Logf("%d calls, %d empty pages at 3 batches a call", calls, empty)
+}

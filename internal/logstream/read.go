@@ -24,7 +24,16 @@ type Query struct {
 	Limit int
 	// Wait is how long to wait for a first batch when none is there yet.
 	Wait time.Duration
+	// ScanLimit bounds the batches one Read looks at before it has a line
+	// to return (0: DefaultScanLimit): skipping a long log up to After
+	// without a Cursor ends with an empty page whose Cursor reads on
+	// (CaughtUp false), not with a call that outlives its caller.
+	ScanLimit int
 }
+
+// DefaultScanLimit is Query.ScanLimit's default: with lines of a few
+// hundred bytes a few MB of log a call.
+const DefaultScanLimit = 256
 
 // Page is what Read found.
 type Page struct {
@@ -68,12 +77,24 @@ func Read(ctx context.Context, js jetstream.JetStream, q Query) (Page, error) {
 			return page, nil
 		}
 	}
-	for len(page.Lines) < max(q.Limit, 1) {
-		n, err := page.fetch(cons, q, fetchBatches)
+	limit := q.ScanLimit
+	if limit <= 0 {
+		limit = DefaultScanLimit
+	}
+	for scanned := 0; len(page.Lines) < max(q.Limit, 1); {
+		ask := fetchBatches
+		if len(page.Lines) == 0 {
+			if scanned >= limit {
+				return page, nil // more to read from page.Cursor: CaughtUp false
+			}
+			ask = min(ask, limit-scanned)
+		}
+		n, err := page.fetch(cons, q, ask)
 		if err != nil {
 			return Page{}, err
 		}
-		if n < fetchBatches {
+		scanned += n
+		if n < ask {
 			page.CaughtUp = true
 			break
 		}

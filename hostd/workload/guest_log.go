@@ -6,6 +6,7 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // GuestLogFiles reads a guest container's log file inside the guest, as
@@ -26,7 +27,7 @@ var _ LogFiles = GuestLogFiles{}
 // user (uid is not used: the guest's shell checks ownership with -O).
 func (g GuestLogFiles) Open(path string, _ uint32) (LogFile, uint64, error) {
 	q := quoteArgs([]string{path})
-	r, err := g.Podman.shell(g.Ctx, nil, "if [ -f "+q+" ] && [ ! -L "+q+" ] && [ -O "+q+" ]; then stat -c %i -- "+q+"; else echo no; fi")
+	r, err := g.read(nil, "if [ -f "+q+" ] && [ ! -L "+q+" ] && [ -O "+q+" ]; then stat -c %i -- "+q+"; else echo no; fi")
 	if err != nil {
 		return nil, 0, fmt.Errorf("log %s: %w", path, err)
 	}
@@ -46,7 +47,7 @@ func (g GuestLogFiles) Open(path string, _ uint32) (LogFile, uint64, error) {
 
 // Inode implements LogFiles.
 func (g GuestLogFiles) Inode(path string) uint64 {
-	r, err := g.Podman.shell(g.Ctx, nil, "stat -c %i -- "+quoteArgs([]string{path})+" 2>/dev/null || echo 0")
+	r, err := g.read(nil, "stat -c %i -- "+quoteArgs([]string{path})+" 2>/dev/null || echo 0")
 	if err != nil {
 		return 0
 	}
@@ -69,7 +70,7 @@ func (f *guestLogFile) same() string {
 // has fewer than len(p) bytes from off (or is no longer at its path).
 func (f *guestLogFile) ReadAt(p []byte, off int64) (int, error) {
 	q := quoteArgs([]string{f.path})
-	r, err := f.g.Podman.shell(f.g.Ctx, nil, "if "+f.same()+"; then tail -c +"+strconv.FormatInt(off+1, 10)+" -- "+q+
+	r, err := f.g.read(nil, "if "+f.same()+"; then tail -c +"+strconv.FormatInt(off+1, 10)+" -- "+q+
 		" | head -c "+strconv.Itoa(min(len(p), maxOutput))+"; fi")
 	if err != nil {
 		return 0, err
@@ -86,7 +87,7 @@ func (f *guestLogFile) ReadAt(p []byte, off int64) (int, error) {
 
 // Size implements LogFile.
 func (f *guestLogFile) Size() (int64, error) {
-	r, err := f.g.Podman.shell(f.g.Ctx, nil, "stat -c %s -- "+quoteArgs([]string{f.path}))
+	r, err := f.g.read(nil, "stat -c %s -- "+quoteArgs([]string{f.path}))
 	if err != nil {
 		return 0, err
 	}
@@ -98,3 +99,16 @@ func (f *guestLogFile) Size() (int64, error) {
 
 // Close implements LogFile.
 func (f *guestLogFile) Close() error { return nil }
+
+// guestReadTimeout bounds one read of a guest's log file: the guest is
+// the renter's, and a guest that answers with endless output (or none)
+// must not hold the follower's goroutine beyond it.
+var guestReadTimeout = 30 * time.Second
+
+// read runs one command of the log reader in the guest under
+// guestReadTimeout (Podman.shell keeps at most maxOutput of its output).
+func (g GuestLogFiles) read(stdin io.Reader, command string) (Result, error) {
+	ctx, cancel := context.WithTimeout(g.Ctx, guestReadTimeout)
+	defer cancel()
+	return g.Podman.shell(ctx, stdin, command)
+}

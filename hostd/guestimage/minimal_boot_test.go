@@ -126,7 +126,7 @@ ethernets:
         addresses:
             - %s/24
         routes:
-            - to: default
+            - to: 0.0.0.0/0
               via: %s
         nameservers:
             addresses:

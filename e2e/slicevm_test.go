@@ -83,15 +83,21 @@ func TestSliceVM(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := in(a, "detect-virt"); got != "qemu" {
-		t.Errorf("detect-virt in the guest = %q; want qemu", got)
+	// Each slice's ssh lands in its own guest: the hypervisor, the guest's
+	// kernel, the renter's user.
+	inGuest := func(id string) {
+		t.Helper()
+		if got := in(id, "detect-virt"); got != "qemu" {
+			t.Errorf("detect-virt in %s's guest = %q; want qemu", id, got)
+		}
+		if got := in(id, "uname -r"); got == strings.TrimSpace(string(hostKernel)) || !strings.HasSuffix(got, "-cloud-amd64") {
+			t.Errorf("uname -r in %s's guest = %q; want the guest image's Debian cloud kernel, not the host's %q", id, got, hostKernel)
+		}
+		if got := in(id, "id -un"); got != api.PosixUser(id) {
+			t.Errorf("id -un in %s's guest = %q; want the renter's %q", id, got, api.PosixUser(id))
+		}
 	}
-	if got := in(a, "uname -r"); got == strings.TrimSpace(string(hostKernel)) || !strings.HasSuffix(got, "-cloud-amd64") {
-		t.Errorf("uname -r in the guest = %q; want the guest image's Debian cloud kernel, not the host's %q", got, hostKernel)
-	}
-	if got := in(a, "id -un"); got != api.PosixUser(a) {
-		t.Errorf("id -un in the guest = %q; want the renter's %q", got, api.PosixUser(a))
-	}
+	inGuest(a)
 
 	blob := filepath.Join(tempDir(t, "gpuaas-e2e-blob-"), "blob")
 	f, err := os.Create(blob)
@@ -124,6 +130,7 @@ func TestSliceVM(t *testing.T) {
 	// A second slice on the same host: the two guests cannot reach each
 	// other; each reaches the host (its gateway).
 	b := create()
+	inGuest(b)
 	ipOf := func(id string) string {
 		addr := in(id, "ip -4 -o addr show mgmt0")
 		for _, f := range strings.Fields(addr) {

@@ -79,7 +79,15 @@ type Entry struct {
 }
 
 func (c *Cache) lock(digest string) func() {
+	l := c.mutex(digest)
+	l.Lock()
+	return l.Unlock
+}
+
+// mutex is digest's lock, made at its first use.
+func (c *Cache) mutex(digest string) *sync.Mutex {
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	if c.locks == nil {
 		c.locks = map[string]*sync.Mutex{}
 	}
@@ -88,9 +96,7 @@ func (c *Cache) lock(digest string) func() {
 		l = &sync.Mutex{}
 		c.locks[digest] = l
 	}
-	c.mu.Unlock()
-	l.Lock()
-	return l.Unlock
+	return l
 }
 
 // Ensure makes the image ref present in the cache, pulling it from its

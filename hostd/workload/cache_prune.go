@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 )
 
@@ -50,14 +49,11 @@ func (c *Cache) now() time.Time {
 func (c *Cache) Prune(keep string) (evicted []string, held int64, err error) {
 	keep = strings.TrimPrefix(keep, "sha256:")
 	all, err := c.list()
-	if err != nil || c.MaxBytes <= 0 {
-		for _, e := range all {
-			held += e.size
-		}
-		return nil, held, err
-	}
 	for _, e := range all {
 		held += e.size
+	}
+	if err != nil || c.MaxBytes <= 0 {
+		return nil, held, err
 	}
 	slices.SortFunc(all, func(a, b cached) int { return a.used.Compare(b.used) })
 	now := c.now()
@@ -153,16 +149,7 @@ func dirSize(dir string) (int64, error) {
 
 // tryLock takes hex's lock unless someone holds it.
 func (c *Cache) tryLock(hex string) (func(), bool) {
-	c.mu.Lock()
-	if c.locks == nil {
-		c.locks = map[string]*sync.Mutex{}
-	}
-	l, ok := c.locks[hex]
-	if !ok {
-		l = &sync.Mutex{}
-		c.locks[hex] = l
-	}
-	c.mu.Unlock()
+	l := c.mutex(hex)
 	if !l.TryLock() {
 		return nil, false
 	}

@@ -28,13 +28,7 @@ func TestHostdGPUFlags(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ios, _, _, _ := cmdutil.Test()
-			var got *HostdOptions
-			cmd := NewCmdHostd(cmdtest.Factory(ios), func(_ context.Context, o *HostdOptions) error { got = o; return nil })
-			cmd.SetArgs(tt.args)
-			cmd.SetOut(ios.Out)
-			cmd.SetErr(ios.ErrOut)
-			err := cmd.Execute()
+			got, err := parseHostd(tt.args)
 			if tt.wantErr != "" {
 				if got != nil || cmdutil.ExitCodeOf(err) != cmdutil.ExitUsage || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Errorf("got %v; want a usage error %q", err, tt.wantErr)
@@ -49,4 +43,17 @@ func TestHostdGPUFlags(t *testing.T) {
 			}
 		})
 	}
+}
+
+// parseHostd runs `gpuaas hostd ARGS` up to its run function and returns
+// the options it would run with (nil when the flags were refused).
+func parseHostd(args []string) (*HostdOptions, error) {
+	ios, _, _, _ := cmdutil.Test()
+	var got *HostdOptions
+	cmd := NewCmdHostd(cmdtest.Factory(ios), func(_ context.Context, o *HostdOptions) error { got = o; return nil })
+	cmd.SetArgs(args)
+	cmd.SetOut(ios.Out)
+	cmd.SetErr(ios.ErrOut)
+	err := cmd.Execute()
+	return got, err
 }

@@ -1,7 +1,6 @@
 package daemon
 
 import (
-	"context"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -12,7 +11,6 @@ import (
 	"testing"
 
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
-	"github.com/gpuaas/gpuaas/cli/cmdutil/cmdtest"
 	"github.com/gpuaas/gpuaas/hostd/tasks"
 	"github.com/gpuaas/gpuaas/internal/registry"
 	"github.com/gpuaas/gpuaas/internal/testutil"
@@ -36,13 +34,7 @@ func TestHostdImageFlags(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ios, _, _, _ := cmdutil.Test()
-			var got *HostdOptions
-			cmd := NewCmdHostd(cmdtest.Factory(ios), func(_ context.Context, o *HostdOptions) error { got = o; return nil })
-			cmd.SetArgs(tt.args)
-			cmd.SetOut(ios.Out)
-			cmd.SetErr(ios.ErrOut)
-			err := cmd.Execute()
+			got, err := parseHostd(tt.args)
 			if tt.wantErr != "" {
 				if got != nil || cmdutil.ExitCodeOf(err) != cmdutil.ExitUsage || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Errorf("got %v; want a usage error %q", err, tt.wantErr)

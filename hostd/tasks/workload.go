@@ -2,6 +2,7 @@ package tasks
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -237,13 +238,19 @@ func releaseWorkloads(ctx context.Context, env *Env, allocID, user string) error
 		return fmt.Errorf("release workloads of %s: %w", user, err)
 	}
 	defer e.Close()
-	if pm, err := workload.Open(e); err == nil {
-		if err := pm.RemoveAll(ctx, workloadStopGrace); err != nil {
+	pm, perr := workload.Open(e)
+	if perr == nil {
+		if err := pm.RemoveContainers(ctx, workloadStopGrace); err != nil {
 			return fmt.Errorf("release workloads of %s: %w", user, err)
 		}
 	}
 	if s := env.workloadLogs(); s != nil {
 		s.forget(allocID) // their last lines, before the user's processes end
+	}
+	if perr == nil {
+		if err := resetWorkloadStorage(ctx, env, pm, user); err != nil {
+			return fmt.Errorf("release workloads of %s: %w", user, err)
+		}
 	}
 	if err := workload.RemoveCDISpec(workload.CDIDir, allocID); err != nil {
 		return fmt.Errorf("release workloads of %s: %w", user, err)
@@ -262,5 +269,24 @@ func releaseWorkloads(ctx context.Context, env *Env, allocID, user string) error
 			return err
 		}
 		env.Log.Info("release workloads: the user had a process again; ending it", "user", user, "err", err)
+	}
+}
+
+// resetWorkloadStorage resets the user's podman storage with none of its
+// processes running: a podman still at work (a log follower's, a status
+// poll's, the rootless pause process) writes under the directories the
+// reset unlinks. One that starts meanwhile (a workload.status poll in
+// flight) makes the reset find them busy: they end again and the reset
+// is tried again.
+func resetWorkloadStorage(ctx context.Context, env *Env, pm workload.Podman, user string) error {
+	for attempt := 1; ; attempt++ {
+		if err := env.Users.KillProcesses(ctx, user); err != nil {
+			return err
+		}
+		err := pm.ResetStorage(ctx)
+		if err == nil || attempt == 3 || !errors.Is(err, workload.ErrStorageBusy) {
+			return err
+		}
+		env.Log.Info("release workloads: the user's podman storage was in use; ending its processes again", "user", user, "err", err)
 	}
 }

@@ -91,7 +91,9 @@ func TestWorkloadSessionsRunInTheContainer(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() {
-			_ = workload.Podman{Env: e}.RemoveAll(context.Background(), 0)
+			pm := workload.Podman{Env: e}
+			_ = pm.RemoveContainers(context.Background(), 0)
+			_ = pm.ResetStorage(context.Background())
 			_ = e.Close()
 			_ = subids.Release(context.Background(), name)
 		})

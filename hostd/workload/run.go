@@ -3,6 +3,7 @@ package workload
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"regexp"
 	"strconv"
@@ -182,22 +183,38 @@ func (p Podman) Stop(ctx context.Context, workloadID string, grace time.Duration
 	return r.Err("remove " + workloadID)
 }
 
-// RemoveAll stops and removes every container of the user and then all
-// of its podman storage (images, containers, volumes: `podman system
-// reset`), at release: files of its containers can belong to its
-// subordinate ids, which deleting the user would not find.
-func (p Podman) RemoveAll(ctx context.Context, grace time.Duration) error {
+// RemoveContainers stops and removes every container of the user, each
+// with grace to end after SIGTERM, at release.
+func (p Podman) RemoveContainers(ctx context.Context, grace time.Duration) error {
 	secs := strconv.Itoa(int((max(grace, 0) + time.Second - 1) / time.Second))
 	r, err := p.Run(ctx, nil, "rm", "--all", "--force", "--time", secs)
 	if err != nil {
 		return err
 	}
-	if err := r.Err("remove containers"); err != nil {
-		return err
-	}
-	r, err = p.Run(ctx, nil, "system", "reset", "--force")
+	return r.Err("remove containers")
+}
+
+// ResetStorage removes all of the user's podman storage (images,
+// containers, volumes: `podman system reset`), at release: files of its
+// containers can belong to its subordinate ids, which deleting the user
+// would not find. Nothing else of the user's may run meanwhile: another
+// podman (a log follower, a status poll, the rootless pause process)
+// creates files under the directories the reset unlinks, and the reset
+// fails with "directory not empty" (ErrStorageBusy).
+func (p Podman) ResetStorage(ctx context.Context) error {
+	r, err := p.Run(ctx, nil, "system", "reset", "--force")
 	if err != nil {
 		return err
 	}
-	return r.Err("reset storage")
+	if err := r.Err("reset storage"); err != nil {
+		if strings.Contains(err.Error(), "directory not empty") {
+			return fmt.Errorf("%w: %w", ErrStorageBusy, err)
+		}
+		return err
+	}
+	return nil
 }
+
+// ErrStorageBusy is a storage reset that found files created while it
+// ran: another process of the user's was using its podman storage.
+var ErrStorageBusy = errors.New("podman storage in use")

@@ -107,11 +107,14 @@ func cliCmd(args ...string) *exec.Cmd {
 	return cmd
 }
 
-// exitOf runs cmd and returns its exit code (-1 when it did not run),
-// stdout and stderr.
-func exitOf(cmd *exec.Cmd) (code int, stdout, stderr string) {
+// exitOf runs cmd, with stdin when given, and returns its exit code (-1
+// when it did not run), stdout and stderr.
+func exitOf(cmd *exec.Cmd, stdin ...string) (code int, stdout, stderr string) {
 	var out, errOut syncBuffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
+	if len(stdin) > 0 {
+		cmd.Stdin = strings.NewReader(stdin[0])
+	}
 	_ = cmd.Run()
 	if cmd.ProcessState == nil {
 		return -1, out.String(), errOut.String()

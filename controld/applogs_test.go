@@ -13,6 +13,40 @@ import (
 	"github.com/gpuaas/gpuaas/internal/logstream"
 )
 
+// tinyWorkload starts controld with the tiny image published, verified
+// and promoted, and runs it as a workload on an active bare-metal
+// allocation of the admin's.
+func tinyWorkload(t *testing.T) (*controldtest.Env, *api.Client, *api.Workload) {
+	t.Helper()
+	env := controldtest.Start(t, controldtest.Options{Registry: testRegistry(t)})
+	ctx := t.Context()
+	admin := env.UserClient(t, env.Admin.ID, env.AdminToken)
+	if _, err := admin.ImagePublish(ctx, api.ImagePublishRequest{Name: "tiny", Ref: pushTestImage(t, admin, "tiny"), Platform: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := verify(t, admin, "tiny"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.ImagePromote(ctx, api.ImageChangeRequest{Image: "tiny"}); err != nil {
+		t.Fatal(err)
+	}
+	a, err := admin.AllocCreate(ctx, api.AllocCreateRequest{SKU: "h100-baremetal", GPUs: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := env.Server.Pool().Exec(ctx, `UPDATE allocations SET state = 'active' WHERE id = $1`, a.ID); err != nil {
+		t.Fatal(err)
+	}
+	w, err := admin.AppRun(ctx, api.AppRunRequest{Image: "tiny", AllocationID: a.ID, Name: "web"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w.NodeID == "" {
+		t.Fatalf("workload %+v: no node", w)
+	}
+	return env, admin, w
+}
+
 // followApp reads a workload's log as `gpuaas app logs -f` does, from
 // after/cursor, a page of limit lines at a time, until stop says so or
 // the workload ended and its last line came.
@@ -43,32 +77,8 @@ func followApp(t *testing.T, c *api.Client, id string, after int64, cursor uint6
 // and bad input is refused by name.
 func TestAppLogsReadsTheWorkloadsLog(t *testing.T) {
 	t.Parallel()
-	env := controldtest.Start(t, controldtest.Options{Registry: testRegistry(t)})
+	env, admin, w := tinyWorkload(t)
 	ctx := t.Context()
-	admin := env.UserClient(t, env.Admin.ID, env.AdminToken)
-	if _, err := admin.ImagePublish(ctx, api.ImagePublishRequest{Name: "tiny", Ref: pushTestImage(t, admin, "tiny"), Platform: true}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := verify(t, admin, "tiny"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := admin.ImagePromote(ctx, api.ImageChangeRequest{Image: "tiny"}); err != nil {
-		t.Fatal(err)
-	}
-	a, err := admin.AllocCreate(ctx, api.AllocCreateRequest{SKU: "h100-baremetal", GPUs: 8})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := env.Server.Pool().Exec(ctx, `UPDATE allocations SET state = 'active' WHERE id = $1`, a.ID); err != nil {
-		t.Fatal(err)
-	}
-	w, err := admin.AppRun(ctx, api.AppRunRequest{Image: "tiny", AllocationID: a.ID, Name: "web"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if w.NodeID == "" {
-		t.Fatalf("workload %+v: no node", w)
-	}
 	// Nothing published yet: an empty page, not ended.
 	if p, err := admin.AppLogs(ctx, api.AppLogsRequest{ID: w.ID}); err != nil || len(p.Lines) != 0 || p.Ended {
 		t.Fatalf("before any line: %+v, %v; want an empty page, not ended", p, err)

@@ -62,7 +62,7 @@ func (s *Server) readLogs(ctx context.Context, kind string, req api.JobLogsReque
 		req.Limit = 1000
 	}
 	page, ended, err := logstream.Poll(ctx, s.js, logstream.Query{After: req.After, Cursor: req.Cursor, Since: req.Since,
-		Limit: req.Limit}, req.Wait, src)
+		Limit: req.Limit, MaxBytes: s.logPageBytes(), Cost: logLineCost}, req.Wait, src)
 	if errors.Is(err, logstream.ErrUnavailable) {
 		return nil, api.Errorf(api.CodeUnavailable, "%s %s logs: %v", kind, req.ID, err)
 	}
@@ -83,4 +83,23 @@ func logLines(page logstream.Page, after int64) ([]api.LogLine, int64) {
 		after = l.Seq
 	}
 	return out, after
+}
+
+// logReplyHeadroom is the room a page of log lines leaves in its reply
+// for the response's other fields and the API's envelope.
+const logReplyHeadroom = 64 << 10
+
+// logPageBytes bounds a page of log lines by what one reply may carry on
+// the API's connection (the server's max_payload: 1 MiB unless the
+// operator raised it).
+func (s *Server) logPageBytes() int {
+	limit := int(s.cfg.APINATS.MaxPayload())
+	return max(limit-logReplyHeadroom, limit/2)
+}
+
+// logLineCost is at least what a line adds to a reply encoded as JSON
+// (api.LogLine): its fields' names and numbers, its stream and its text
+// as encoding/json escapes them.
+func logLineCost(l logstream.Line) int {
+	return 128 + logstream.JSONBytes(l.Stream) + logstream.JSONBytes(l.Text)
 }

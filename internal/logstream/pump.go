@@ -205,10 +205,11 @@ func (p *Pump) take() ([]Line, bool) {
 		size := 0
 		for p.numbered < len(p.queue) && p.numbered < MaxBatchLines {
 			l := &p.queue[p.numbered]
-			if p.numbered > 0 && size+len(l.Text)+64 > MaxBatchBytes {
+			n := batchLineBytes(*l)
+			if p.numbered > 0 && size+n > MaxBatchBytes {
 				break
 			}
-			size += len(l.Text) + 64
+			size += n
 			l.Seq = p.next
 			p.next++
 			p.numbered++

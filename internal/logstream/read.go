@@ -29,6 +29,15 @@ type Query struct {
 	// without a Cursor ends with an empty page whose Cursor reads on
 	// (CaughtUp false), not with a call that outlives its caller.
 	ScanLimit int
+	// MaxBytes bounds the page by what its lines cost (Cost; 0: no
+	// bound): the page ends before the line that would pass it, at least
+	// one line taken, and its Cursor stays before that line's batch, so
+	// the next Query (with After) reads on from within it. A reply must
+	// fit in one NATS message.
+	MaxBytes int
+	// Cost is what a line adds to the page against MaxBytes (nil: the
+	// bytes of its text).
+	Cost func(Line) int
 }
 
 // DefaultScanLimit is Query.ScanLimit's default: with lines of a few
@@ -44,6 +53,8 @@ type Page struct {
 	// CaughtUp says no batch was left after Cursor when Read ended.
 	CaughtUp bool
 	after    int64 // the last line number taken
+	bytes    int   // the lines' cost so far (Query.Cost)
+	full     bool  // MaxBytes reached: a line was left for the next page
 }
 
 // fetchBatches is how many messages one pull asks for.
@@ -81,7 +92,7 @@ func Read(ctx context.Context, js jetstream.JetStream, q Query) (Page, error) {
 	if limit <= 0 {
 		limit = DefaultScanLimit
 	}
-	for scanned := 0; len(page.Lines) < max(q.Limit, 1); {
+	for scanned := 0; len(page.Lines) < max(q.Limit, 1) && !page.full; {
 		ask := fetchBatches
 		if len(page.Lines) == 0 {
 			if scanned >= limit {
@@ -94,7 +105,7 @@ func Read(ctx context.Context, js jetstream.JetStream, q Query) (Page, error) {
 			return Page{}, err
 		}
 		scanned += n
-		if n < ask {
+		if n < ask && !page.full {
 			page.CaughtUp = true
 			break
 		}
@@ -116,14 +127,17 @@ func (p *Page) fetch(cons jetstream.Consumer, q Query, n int, opts ...jetstream.
 	}
 	got := 0
 	for m := range b.Messages() {
+		if p.full {
+			continue // drained: the consumer ends with the call
+		}
 		got++
 		md, err := m.Metadata()
 		if err != nil {
 			return got, fmt.Errorf("read logs %s: %w", q.Subject, err)
 		}
-		p.Cursor = md.Sequence.Stream
 		lines, err := decode(m.Data())
 		if err != nil {
+			p.Cursor = md.Sequence.Stream
 			continue // not ours to fail on: a node wrote it, skip it
 		}
 		for _, l := range lines {
@@ -132,8 +146,22 @@ func (p *Page) fetch(cons jetstream.Consumer, q Query, n int, opts ...jetstream.
 			if l.Seq <= p.after || (!q.Since.IsZero() && l.Time.Before(q.Since)) {
 				continue
 			}
+			if q.MaxBytes > 0 {
+				c := len(l.Text)
+				if q.Cost != nil {
+					c = q.Cost(l)
+				}
+				if p.bytes+c > q.MaxBytes && len(p.Lines) > 0 {
+					p.full = true // this batch is read again from the Cursor before it
+					break
+				}
+				p.bytes += c
+			}
 			p.after = l.Seq
 			p.Lines = append(p.Lines, l)
+		}
+		if !p.full {
+			p.Cursor = md.Sequence.Stream
 		}
 	}
 	if err := b.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) && !errors.Is(err, context.DeadlineExceeded) {

@@ -117,6 +117,25 @@ func TestHostdSliceVMRealGuestHotAttach(t *testing.T) {
 	}
 	m := hostenv.Mount{Name: vol, Source: img, Path: "/data/hot"}
 
+	// Bad input is refused before anything is plugged.
+	for _, bad := range []hostenv.Mount{
+		{Name: vol, Source: img, Path: "/etc/hot"},
+		{Name: vol, Source: img, Path: "/data/../etc"},
+		{Name: "../" + vol, Source: img, Path: "/data/hot"},
+		{Name: "vol-a-serial-longer-than-20", Source: img, Path: "/data/hot"},
+		{Name: vol, Source: "volumes/x.img", Path: "/data/hot"},
+	} {
+		if err := e.Attach(ctx, bad); !errors.Is(err, hostenv.ErrInvalidSpec) {
+			t.Errorf("attach %+v: %v; want ErrInvalidSpec", bad, err)
+		}
+	}
+	if err := e.Detach(ctx, "vd*"); !errors.Is(err, hostenv.ErrInvalidSpec) {
+		t.Errorf("detach of a bad name: %v; want ErrInvalidSpec", err)
+	}
+	if x := dumpxml(); strings.Contains(x, serialTag) {
+		t.Errorf("a refused attach plugged the disk:\n%s", x)
+	}
+
 	// A failure half-way: a file of the renter's where the mount goes.
 	if out, err := run("sudo sh -c 'mkdir -p /data && echo mine >/data/hot'"); err != nil {
 		t.Fatalf("prepare: %v\n%s", err, out)

@@ -38,6 +38,15 @@ type DiskPlugger interface {
 	DetachDisk(ctx context.Context, name, serial string) error
 }
 
+// GuestMounter is implemented by hypervisors whose guests cannot mount a
+// disk themselves (the sim's: SSH servers of host accounts with no root
+// inside): the hypervisor mounts a plugged disk where the guest sees path,
+// owned by guestUser, and unmounts it (ErrVolumeBusy when in use).
+type GuestMounter interface {
+	MountInGuest(ctx context.Context, name, serial, path, guestUser string, readOnly bool) error
+	UnmountInGuest(ctx context.Context, name, serial string) error
+}
+
 // undoTimeout bounds the detach that undoes a failed attach, after the
 // caller's context may have ended.
 const undoTimeout = 2 * time.Minute
@@ -151,7 +160,12 @@ func (v *vmEnv) Attach(ctx context.Context, m Mount) error {
 	if m.ReadOnly {
 		ro = "ro"
 	}
-	if err := v.asRoot(ctx, guestAttachScript, m.Name, m.Path, v.user, ro); err != nil {
+	if gm, ok := p.(GuestMounter); ok {
+		err = gm.MountInGuest(ctx, v.alloc, m.Name, m.Path, v.user, m.ReadOnly)
+	} else {
+		err = v.asRoot(ctx, guestAttachScript, m.Name, m.Path, v.user, ro)
+	}
+	if err != nil {
 		err = fmt.Errorf("mount %s at %s in %s's VM: %w", m.Name, m.Path, v.alloc, err)
 		undo, cancel := context.WithTimeout(context.WithoutCancel(ctx), undoTimeout)
 		defer cancel()
@@ -174,7 +188,12 @@ func (v *vmEnv) Detach(ctx context.Context, name string) error {
 	if err != nil {
 		return fmt.Errorf("detach %s from %s's VM: %w", name, v.alloc, err)
 	}
-	if err := v.asRoot(ctx, guestDetachScript, name); err != nil {
+	if gm, ok := p.(GuestMounter); ok {
+		err = gm.UnmountInGuest(ctx, v.alloc, name)
+	} else {
+		err = v.asRoot(ctx, guestDetachScript, name)
+	}
+	if err != nil {
 		return fmt.Errorf("detach %s from %s's VM: %w", name, v.alloc, err)
 	}
 	if err := p.DetachDisk(ctx, v.alloc, name); err != nil {

@@ -124,6 +124,20 @@ func TestVMHotAttachSim(t *testing.T) {
 	if d := hv.Disks(alloc); len(d) != 0 {
 		t.Errorf("after detach disks %v are plugged", d)
 	}
+	// Read-only: the file is there, nothing can be written.
+	ro := hv.GuestPath(alloc, "/data/ro")
+	if err := e.Attach(ctx, env.Mount{Name: vol, Source: img, Path: "/data/ro", ReadOnly: true}); err != nil {
+		t.Fatalf("attach read-only: %v", err)
+	}
+	if out, err := run("cat " + ro + "/f"); err != nil || out != "sim-hot\n" {
+		t.Errorf("read-only volume reads %q, %v", out, err)
+	}
+	if out, err := run("echo x >" + ro + "/g"); err == nil {
+		t.Errorf("wrote on a read-only volume: %s", out)
+	}
+	if err := e.Detach(ctx, vol); err != nil {
+		t.Fatalf("detach read-only: %v", err)
+	}
 	if err := store.Return(ctx, vol, alloc); err != nil {
 		t.Fatal(err)
 	}

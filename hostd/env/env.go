@@ -127,6 +127,10 @@ type Mount struct {
 	Source string
 	// ReadOnly asks for a read-only attachment.
 	ReadOnly bool
+	// Path is where a VM mounts the device, an absolute path in the
+	// guest (api.CheckMountPath); Name is then the disk's serial, the
+	// volume id (vm_attach.go). Posix environments ignore it.
+	Path string
 }
 
 // Status is an environment's state.

@@ -150,16 +150,6 @@ func (v *vmEnv) DialLoopback(ctx context.Context, hostName string, port int) (ne
 	return nil, fmt.Errorf("dial loopback of %s's VM: %w", v.alloc, err)
 }
 
-// Attach implements Environment: not yet (a libvirt hot-plug will).
-func (v *vmEnv) Attach(context.Context, Mount) error {
-	return fmt.Errorf("attach to %s's VM: %w", v.alloc, ErrUnsupported)
-}
-
-// Detach implements Environment: not yet.
-func (v *vmEnv) Detach(context.Context, string) error {
-	return fmt.Errorf("detach from %s's VM: %w", v.alloc, ErrUnsupported)
-}
-
 // Status implements Environment: the VM's domain state; ready when it
 // runs and its key is there.
 func (v *vmEnv) Status(ctx context.Context) (Status, error) {

@@ -117,8 +117,8 @@ func TestVMDialLoopbackStatusAttach(t *testing.T) {
 	if st, err := e.Status(ctx); err != nil || st.Ready {
 		t.Errorf("destroyed VM: got %+v, %v; want not ready", st, err)
 	}
-	if err := e.Attach(ctx, env.Mount{Name: "data", Source: t.TempDir()}); !errors.Is(err, env.ErrUnsupported) {
-		t.Errorf("Attach: got %v; want ErrUnsupported", err)
+	if err := e.Attach(ctx, env.Mount{Name: "data", Source: t.TempDir()}); !errors.Is(err, env.ErrInvalidSpec) {
+		t.Errorf("Attach without a guest path: got %v; want ErrInvalidSpec", err)
 	}
 }
 

@@ -48,6 +48,8 @@ type Hypervisor struct {
 	smiFail  map[string]string
 	smiHang  map[string]bool
 	smiCalls map[string]int
+
+	plugged liveDisks // hot-plugged disks (vmdisks.go)
 }
 
 // domain is one defined domain.
@@ -366,6 +368,7 @@ func (h *Hypervisor) halt(d *domain) error {
 		d.stopping = nil
 	}
 	if d.vm != nil {
+		h.unplugAll(d.rec.Spec.Name) // vmdisks.go
 		d.vm.stop()
 		_ = h.haltGuestWorkloads(d.rec.Spec.Name, d.vm.users) // vmworkloads.go
 		if h.guests != nil {

@@ -8,9 +8,9 @@ import (
 	"testing"
 
 	"github.com/gpuaas/gpuaas/controld/images"
+	"github.com/gpuaas/gpuaas/controld/storetest"
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/ids"
-	"github.com/gpuaas/gpuaas/controld/storetest"
 )
 
 // image publishes an image named name (of project, "" for the

@@ -114,9 +114,9 @@ type Job struct {
 	Workdir        string   `json:"workdir,omitempty"`
 	// Image is the catalog name of the image the job runs in, ImageRef
 	// the digest reference it was resolved to; empty without one.
-	Image    string `json:"image,omitempty"`
-	ImageRef string `json:"image_ref,omitempty"`
-	Cancelling     bool     `json:"cancelling,omitempty"`
+	Image      string `json:"image,omitempty"`
+	ImageRef   string `json:"image_ref,omitempty"`
+	Cancelling bool   `json:"cancelling,omitempty"`
 	// Output is the end of the job's output once it ended (at most
 	// 16 KiB; job.get only, until logs are kept: docs/jobs.md), and
 	// OutputBytes how much it wrote in all.

@@ -29,7 +29,7 @@ func badImage(format string, args ...any) *api.Error {
 // jobs cannot run in a container.
 func resolveImage(ctx context.Context, tx pgx.Tx, a api.Allocation, ref string) (api.Image, error) {
 	ref = strings.TrimSpace(ref)
-	if a.Shape != api.ShapeBaremetal {
+	if !api.JobsRunInImages(a.Shape) {
 		return api.Image{}, badImage("allocation %s is a %s: a job with an image runs on a bare-metal allocation", a.ID, a.Shape).
 			WithHint("drop image: to run in the allocation's own environment, or rent a bare-metal SKU (docs/jobs.md \"Images\")")
 	}

@@ -3,6 +3,8 @@ package tasks_test
 import (
 	"context"
 	"os"
+	"os/user"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -12,6 +14,7 @@ import (
 	"github.com/gpuaas/gpuaas/hostd/workload/workloadtest"
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/registry"
+	"github.com/gpuaas/gpuaas/internal/testutil"
 )
 
 // tinyJobImage pushes an image like `gpuaas dev`'s stock one (busybox's
@@ -90,20 +93,14 @@ func TestJobInImageCancel(t *testing.T) {
 	user := api.PosixUser(alloc)
 	const secret = "s3cr3t-value-" + "4242"
 	p := api.JobStartParams{JobID: "j-imgstop", AllocationID: alloc, PosixUser: user, Wait: 0, Image: ref,
-		Env: []string{"TOKEN=" + secret}, Run: `trap 'echo got-term; exit 9' TERM; echo "token=${#TOKEN}"; while :; do sleep 1; done`}
+		Env: []string{"TOKEN=" + secret}, Run: `trap 'echo got-term; exit 9' TERM; echo "token=${#TOKEN}"; : > ~/running; while :; do sleep 1; done`}
 	out, _, err := run(t, env, api.TaskJobStart, p)
 	if r := jobReport(t, out, err); r.Ended {
 		t.Fatalf("start %+v; want running", r)
 	}
 	// Running: its container is there, in the renter's podman.
 	name := tasks.JobContainerName(p.JobID)
-	deadline := time.Now().Add(2 * time.Minute)
-	for !strings.Contains(asTenant(t, env, alloc, "ps", "--format", "{{.Names}}"), name) {
-		if time.Now().After(deadline) {
-			t.Fatalf("no container %s running", name)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	awaitRunning(t, env, alloc, name)
 	if insp := asTenant(t, env, alloc, "container", "inspect", name); strings.Contains(insp, secret) {
 		t.Errorf("podman inspect shows the secret value")
 	}
@@ -170,19 +167,13 @@ func TestJobInImageKillAfterGrace(t *testing.T) {
 	alloc := "a-jik" + strconv.Itoa(os.Getpid())
 	provisionTenant(t, env, alloc)
 	p := api.JobStartParams{JobID: "j-imgkill", AllocationID: alloc, PosixUser: api.PosixUser(alloc), Wait: 0, Image: ref,
-		Run: `trap '' TERM; echo ignoring; while :; do sleep 1; done`}
+		Run: `trap '' TERM; echo ignoring; : > ~/running; while :; do sleep 1; done`}
 	out, _, err := run(t, env, api.TaskJobStart, p)
 	if r := jobReport(t, out, err); r.Ended {
 		t.Fatalf("start %+v; want running", r)
 	}
 	name := tasks.JobContainerName(p.JobID)
-	deadline := time.Now().Add(2 * time.Minute)
-	for !strings.Contains(asTenant(t, env, alloc, "ps", "--format", "{{.Names}}"), name) {
-		if time.Now().After(deadline) {
-			t.Fatalf("no container %s running", name)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	awaitRunning(t, env, alloc, name)
 	if _, _, err := run(t, env, api.TaskJobStop, api.JobStopParams{JobID: p.JobID, Grace: time.Second}); err != nil {
 		t.Fatal(err)
 	}
@@ -192,5 +183,23 @@ func TestJobInImageKillAfterGrace(t *testing.T) {
 	}
 	if names := asTenant(t, env, alloc, "ps", "--all", "--format", "{{.Names}}"); strings.TrimSpace(names) != "" {
 		t.Errorf("containers after the kill: %q; want none", names)
+	}
+}
+
+// awaitRunning waits for the job in container name to have started its
+// run phase: its container is up and its script wrote ~/running (the
+// home is the container's too).
+func awaitRunning(t *testing.T, env *tasks.Env, alloc, name string) {
+	t.Helper()
+	u, err := user.Lookup(api.PosixUser(alloc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	testutil.EventuallyWithin(t, 2*time.Minute, "the job to run in "+name, func() bool {
+		_, err := os.Stat(filepath.Join(u.HomeDir, "running"))
+		return err == nil
+	})
+	if !strings.Contains(asTenant(t, env, alloc, "ps", "--format", "{{.Names}}"), name) {
+		t.Fatalf("no container %s running", name)
 	}
 }

@@ -91,7 +91,12 @@ allocation, at most N times; run and job wait follow every attempt and
 exit with the last one's code, and its log goes on with a line
 "--- attempt N (reason) ---". Never after the job's own exit, a timeout
 or a cancel.
-Not built yet, and refused: image.`,
+A job.yaml's image (a catalog name or id, or REPO@sha256:… of a catalog
+image) runs setup and run in a container of that image on a bare-metal
+allocation, as the renter, with the allocation's GPUs and the home (and
+so the workdir) at the same path; the image must be verified and
+promoted, and is checked before anything is rented (docs/jobs.md
+"Images").`,
 		Args: cmdutil.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			if opts.File == "" {
@@ -143,6 +148,9 @@ func runRun(ctx context.Context, opts *RunOptions) error {
 		if err := checkSecretsExist(ctx, client, req.Secrets); err != nil {
 			return err
 		}
+		if err := checkImageUsable(ctx, client, req.Image); err != nil {
+			return err
+		}
 		if opts.Queue && opts.Detach {
 			return runQueuedDetached(ctx, opts.IO, client, req, sku, key)
 		}
@@ -192,18 +200,12 @@ func readJob(ios *cmdutil.IOStreams, file string) (req api.JobCreateRequest, sku
 	if err != nil {
 		return req, sku, cmdutil.FlagErrorWrap(err)
 	}
-	notYet := func(field, why string) error {
-		return cmdutil.FlagErrorWrap(&jobspec.Error{Field: field, Reason: "not supported yet: " + why})
-	}
-	if s.Image != "" {
-		return req, sku, notYet("image", "jobs run in the allocation's own environment")
-	}
 	if s.Resources.SKU != "" {
 		sku = api.AllocCreateRequest{SKU: s.Resources.SKU, GPUs: s.Resources.GPUs}
 	}
 	req = api.JobCreateRequest{AllocationID: s.Resources.Allocation, Name: s.Name, Setup: s.Setup, Run: s.Run,
 		TimeoutSeconds: int64((s.Timeout + time.Second - 1) / time.Second), Release: s.Release,
-		Workdir: s.Workdir, Retries: s.Retries} // the local directory until runRun uploads it (workdir.go)
+		Workdir: s.Workdir, Retries: s.Retries, Image: s.Image} // the local directory until runRun uploads it (workdir.go)
 	if len(s.Env) > 0 {
 		req.Env = map[string]string{}
 		for _, v := range s.Env {

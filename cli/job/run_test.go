@@ -73,7 +73,6 @@ func TestReadJob(t *testing.T) {
 	for _, tt := range []struct{ name, text, want string }{
 		{"unknown key", "resources: {allocation: a-1}\nrun: x\nrn: y\n", "line 3: rn: unknown key"},
 		{"missing run", "resources: {allocation: a-1}\n", "run: required"},
-		{"image", "resources: {allocation: a-1}\nimage: debian\nrun: x\n", "image: not supported yet"},
 		{"retries", "resources: {allocation: a-1}\nretries: 11\nrun: x\n", "retries: 11: want 0 to 10"},
 	} {
 		_, _, err := readJob(ios, write(tt.name+".yaml", tt.text))
@@ -92,6 +91,10 @@ func TestReadJob(t *testing.T) {
 	in.WriteString("resources: {allocation: a-2}\nrun: echo hello\n")
 	if got, _, err := readJob(sin, "-"); err != nil || got.AllocationID != "a-2" || got.Run != "echo hello" {
 		t.Errorf("stdin: got %+v, %v", got, err)
+	}
+	// An image is passed on as written: controld resolves it.
+	if got, _, err := readJob(ios, write("image.yaml", "resources: {allocation: a-1}\nimage: tiny\nrun: x\n")); err != nil || got.Image != "tiny" {
+		t.Errorf("image: got %+v, %v; want Image tiny", got, err)
 	}
 	// A SKU to rent: the job request names no allocation yet.
 	got, sku, err = readJob(ios, write("sku.yaml", "resources: {sku: h100-baremetal, gpus: 8}\nrun: x\n"))

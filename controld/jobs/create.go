@@ -101,6 +101,13 @@ func Create(ctx context.Context, tx pgx.Tx, actor alloc.Actor, req api.JobCreate
 	}
 	a.State, a.NodeID = h.State, h.NodeID
 	sp := spec{Setup: req.Setup, Run: req.Run, Env: req.Env, Secrets: req.Secrets, Timeout: req.TimeoutSeconds, Workdir: req.Workdir}
+	if req.Image != "" {
+		img, err := resolveImage(ctx, tx, a, req.Image) // image.go
+		if err != nil {
+			return api.Job{}, mutate.Effect{}, err
+		}
+		sp.Image, sp.ImageName = img.Ref, img.Name
+	}
 	raw, err := json.Marshal(sp)
 	if err != nil {
 		return api.Job{}, mutate.Effect{}, fmt.Errorf("job spec: %w", err)
@@ -114,6 +121,9 @@ func Create(ctx context.Context, tx pgx.Tx, actor alloc.Actor, req api.JobCreate
 	}
 	params := startParams("", a.ID, sp, cfg)
 	if params.SealedEnv, err = sealSecrets(ctx, tx, cfg.Secrets, p, a.NodeID, req.Secrets); err != nil {
+		return api.Job{}, mutate.Effect{}, err
+	}
+	if params.GPUs, err = imageGPUs(ctx, tx, sp, a.ID); err != nil {
 		return api.Job{}, mutate.Effect{}, err
 	}
 	id := ids.New(IDPrefix)
@@ -160,7 +170,7 @@ func insert(ctx context.Context, tx pgx.Tx, actor alloc.Actor, req api.JobCreate
 func startParams(jobID, allocID string, sp spec, cfg Config) api.JobStartParams {
 	p := api.JobStartParams{JobID: jobID, AllocationID: allocID, PosixUser: api.PosixUser(allocID),
 		Setup: sp.Setup, Run: sp.Run, Timeout: time.Duration(sp.Timeout) * time.Second, Wait: cfg.StartWait,
-		LogMaxBytes: cfg.LogMaxBytes, Workdir: sp.Workdir}
+		LogMaxBytes: cfg.LogMaxBytes, Workdir: sp.Workdir, Image: sp.Image}
 	for k, v := range sp.Env {
 		p.Env = append(p.Env, k+"="+v)
 	}

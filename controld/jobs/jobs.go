@@ -84,6 +84,10 @@ type spec struct {
 	Secrets map[string]string `json:"secrets,omitempty"`
 	Timeout int64             `json:"timeout_seconds,omitempty"`
 	Workdir string            `json:"workdir,omitempty"`
+	// Image is the digest reference of the job's image, ImageName its
+	// catalog name (image.go); empty without one.
+	Image     string `json:"image,omitempty"`
+	ImageName string `json:"image_name,omitempty"`
 }
 
 const jobColumns = `SELECT id, project_id, user_id, allocation_id, coalesce(node_id, ''), name, state, phase, exit_code, signal,
@@ -109,6 +113,7 @@ func scan(r pgx.Row) (row, error) {
 		return j, fmt.Errorf("job %s spec: %w", j.ID, err)
 	}
 	j.TimeoutSeconds, j.Workdir = j.spec.Timeout, j.spec.Workdir
+	j.Image, j.ImageRef = j.spec.ImageName, j.spec.Image
 	for k := range j.spec.Env {
 		j.EnvNames = append(j.EnvNames, k)
 	}

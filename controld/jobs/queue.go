@@ -121,6 +121,9 @@ func startQueued(ctx context.Context, tx pgx.Tx, j row, node string, cfg Config,
 		released, err2 := releaseAllocation(ctx, tx, j.AllocationID, api.JobReleaseReason, now)
 		return append(events, released...), err2
 	}
+	if params.GPUs, err = imageGPUs(ctx, tx, j.spec, j.AllocationID); err != nil {
+		return nil, err
+	}
 	taskID, err := tasks.Enqueue(ctx, tx, tasks.Task{NodeID: node, Type: api.TaskJobStart, Params: params}, now)
 	if err != nil {
 		return nil, err

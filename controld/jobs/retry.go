@@ -51,6 +51,9 @@ func retry(ctx context.Context, tx pgx.Tx, j row, lost string, cfg Config, now t
 		}
 		return tasks.Effect{}, "not retried: the job could not be started again: " + err.Error(), nil
 	}
+	if params.GPUs, err = imageGPUs(ctx, tx, j.spec, j.AllocationID); err != nil {
+		return tasks.Effect{}, "", err
+	}
 	if cfg.LogNext != nil {
 		// The lost attempt publishes nothing more (its hostd is gone, or
 		// a hostd that still runs it re-attaches it instead: the

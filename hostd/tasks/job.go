@@ -42,6 +42,9 @@ func jobStart(ctx context.Context, env *Env, p api.JobStartParams, _ Reporter) (
 		if err != nil {
 			return nil, fmt.Errorf("job %s: open the allocation's environment: %w", p.JobID, err)
 		}
+		if p.Image != "" {
+			e = newJobImageEnv(env, e, p) // jobimage.go: its phases run in a container
+		}
 		if j = sup.start(e, p, func() *logstream.Pump { return openJobLog(env, p) }, env.now); j == nil {
 			_ = e.Close()
 			now := env.now()

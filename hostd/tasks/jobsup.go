@@ -117,7 +117,9 @@ func (j *runningJob) run(e hostenv.Environment, p api.JobStartParams, now func()
 	started := j.started
 	rep := api.JobReport{JobID: j.id, Ended: true, StartedAt: &started}
 	phases := []struct{ name, script string }{{api.JobPhaseSetup, p.Setup}, {api.JobPhaseRun, p.Run}}
-	if p.Workdir != "" && !j.enterWorkdir(e, p, timeout, &rep) {
+	if ie, ok := e.(*jobImageEnv); ok && !j.enterImage(ie, &rep) {
+		phases = nil // jobimage.go
+	} else if p.Workdir != "" && !j.enterWorkdir(e, p, timeout, &rep) {
 		phases = nil // jobworkdir.go
 	}
 	for _, ph := range phases {

@@ -39,6 +39,9 @@ const (
 	// JobPhaseWorkdir is the check that the job's workdir is there,
 	// before setup.
 	JobPhaseWorkdir = "workdir"
+	// JobPhaseImage is the preparation of a job's container (pull, load,
+	// create) when its job.yaml names an image, before the workdir check.
+	JobPhaseImage = "image"
 )
 
 // JobReasonTimeout starts the reason of a job its timeout ended
@@ -73,6 +76,10 @@ type JobCreateRequest struct {
 	// uploads a job.yaml's workdir and names it here
 	// (docs/decisions/0027-workdir-upload.md).
 	Workdir string `json:"workdir,omitempty"`
+	// Image names a catalog image (name or id) whose container setup and
+	// run run in (docs/jobs.md "Images"); empty runs them in the
+	// allocation's own environment.
+	Image string `json:"image,omitempty"`
 
 	// Queue accepts an allocation that is not active yet (queued for
 	// capacity or provisioning): the job is created queued and controld
@@ -105,7 +112,11 @@ type Job struct {
 	TimeoutSeconds int64    `json:"timeout_seconds,omitempty"`
 	EnvNames       []string `json:"env_names,omitempty"`
 	Workdir        string   `json:"workdir,omitempty"`
-	Cancelling     bool     `json:"cancelling,omitempty"`
+	// Image is the catalog name of the image the job runs in, ImageRef
+	// the digest reference it was resolved to; empty without one.
+	Image      string `json:"image,omitempty"`
+	ImageRef   string `json:"image_ref,omitempty"`
+	Cancelling bool   `json:"cancelling,omitempty"`
 	// Output is the end of the job's output once it ended (at most
 	// 16 KiB; job.get only, until logs are kept: docs/jobs.md), and
 	// OutputBytes how much it wrote in all.
@@ -173,6 +184,12 @@ type JobStartParams struct {
 	// job whose workdir is not a directory on the node fails at phase
 	// JobPhaseWorkdir before anything runs.
 	Workdir string `json:"workdir,omitempty"`
+	// Image is the digest reference (REPO@sha256:…) of the image whose
+	// container setup and run run in, as the renter (rootless podman);
+	// empty: in the allocation's own environment. GPUs are the
+	// allocation's GPUs that container gets (WorkloadStartParams.GPUs).
+	Image string   `json:"image,omitempty"`
+	GPUs  []string `json:"gpus,omitempty"`
 
 	// Attempt is the job's attempt (1 when 0); from the second, hostd
 	// numbers its log lines from LogNext (the line after the last one

@@ -32,3 +32,7 @@ func ShortShape(shape string) string {
 // WholeNode reports whether the SKU rents whole nodes (bare metal), whose
 // GPU count is the node's.
 func (s SKU) WholeNode() bool { return s.Shape == ShapeBaremetal }
+
+// JobsRunInImages reports whether a job on an allocation of shape may
+// name an image (docs/jobs.md "Images"): bare metal only, for now.
+func JobsRunInImages(shape string) bool { return shape == ShapeBaremetal }

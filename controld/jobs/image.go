@@ -1,0 +1,105 @@
+package jobs
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/gpuaas/gpuaas/controld/images"
+	"github.com/gpuaas/gpuaas/controld/node"
+	"github.com/gpuaas/gpuaas/internal/api"
+)
+
+// A job.yaml's image (docs/jobs.md "Images",
+// docs/decisions/0052-jobs-in-images.md) is resolved when the job is
+// created, as `app run` resolves its image: a catalog name or id, or a
+// digest reference a catalog image of the allocation's project (or the
+// platform's) has. The job keeps the image's digest reference: every
+// attempt runs the bytes that were checked.
+
+func badImage(format string, args ...any) *api.Error {
+	return api.Errorf(api.CodeInvalidArgument, "image: %s", fmt.Sprintf(format, args...))
+}
+
+// resolveImage returns the digest reference of the image ref names for a
+// job on allocation a, or refuses it naming the field: unknown, another
+// project's, revoked, not verified or not promoted, or an allocation whose
+// jobs cannot run in a container.
+func resolveImage(ctx context.Context, tx pgx.Tx, a api.Allocation, ref string) (api.Image, error) {
+	ref = strings.TrimSpace(ref)
+	if !api.JobsRunInImages(a.Shape) {
+		return api.Image{}, badImage("allocation %s is a %s: a job with an image runs on a bare-metal allocation", a.ID, a.Shape).
+			WithHint("drop image: to run in the allocation's own environment, or rent a bare-metal SKU (docs/jobs.md \"Images\")")
+	}
+	var img api.Image
+	var err error
+	if strings.Contains(ref, "@sha256:") {
+		img, err = byDigestRef(ctx, tx, ref, a.ProjectID)
+	} else {
+		img, err = images.Find(ctx, tx, ref, a.ProjectID, false)
+	}
+	if api.CodeOf(err) == api.CodeNotFound || api.CodeOf(err) == api.CodeInvalidArgument {
+		return api.Image{}, badImage("no image %q in project %s or the platform's catalog", ref, a.ProjectID).
+			WithHint("see `gpuaas image list`")
+	}
+	if err != nil {
+		return api.Image{}, err
+	}
+	if img.ProjectID != "" && img.ProjectID != a.ProjectID {
+		return api.Image{}, badImage("no image %q in project %s or the platform's catalog", ref, a.ProjectID).
+			WithHint("see `gpuaas image list`")
+	}
+	switch {
+	case img.Trust == api.TrustRevoked:
+		return api.Image{}, badImage("%s (%s) is revoked: no new job runs it", img.Name, img.ID).
+			WithHint("choose another image: `gpuaas image list`")
+	case img.Trust != api.TrustVerified:
+		return api.Image{}, badImage("%s (%s) is %s, not verified: a job runs only verified images", img.Name, img.ID, img.Trust).
+			WithHint("`gpuaas image verify " + img.Name + "`, then promote it")
+	case img.Lifecycle != api.ImagePromoted:
+		return api.Image{}, badImage("%s (%s) is %s, not promoted: a job runs only promoted images", img.Name, img.ID, img.Lifecycle).
+			WithHint("`gpuaas image promote " + img.Name + "`")
+	}
+	return img, nil
+}
+
+// byDigestRef is the catalog image of project (or the platform) whose
+// reference, or digest, is ref's.
+func byDigestRef(ctx context.Context, tx pgx.Tx, ref, projectID string) (api.Image, error) {
+	_, digest, _ := strings.Cut(ref, "@")
+	list, err := images.List(ctx, tx, projectID, true)
+	if err != nil {
+		return api.Image{}, err
+	}
+	var found *api.Image
+	for i, img := range list {
+		if img.ProjectID != "" && img.ProjectID != projectID {
+			continue
+		}
+		if img.Ref == ref {
+			return img, nil
+		}
+		if img.Digest == digest && found == nil {
+			found = &list[i]
+		}
+	}
+	if found == nil {
+		return api.Image{}, api.Errorf(api.CodeNotFound, "no image %s", ref)
+	}
+	return *found, nil
+}
+
+// imageGPUs are the GPUs a job's container gets: its allocation's, in
+// slot order (as an app's); none for a job without an image.
+func imageGPUs(ctx context.Context, tx pgx.Tx, sp spec, allocID string) ([]string, error) {
+	if sp.Image == "" {
+		return nil, nil
+	}
+	gpus, err := node.GPUsOfAllocation(ctx, tx, allocID)
+	if err != nil {
+		return nil, fmt.Errorf("allocation %s gpus: %w", allocID, err)
+	}
+	return gpus, nil
+}

@@ -1,0 +1,208 @@
+package tasks
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path"
+	"regexp"
+	"strings"
+	"sync"
+	"time"
+
+	hostenv "github.com/gpuaas/gpuaas/hostd/env"
+	"github.com/gpuaas/gpuaas/hostd/workload"
+	"github.com/gpuaas/gpuaas/internal/api"
+)
+
+// A job whose job.yaml names an image runs its phases inside one
+// container of that image (docs/decisions/0052-jobs-in-images.md): the
+// container is created when the job starts, as the renter (rootless
+// podman, as apps: hostd/workload), kept alive by a shell waiting on its
+// open stdin, and each phase (workdir check, setup, run) is a `podman
+// exec` in it, so setup's changes to the container's files are there for
+// run. The renter's home is bind-mounted at the same path and is the
+// container's working directory, so a workdir (relative to the home)
+// is the same path with or without an image. The container is removed
+// when the job ends.
+
+// jobImagePrepareTimeout bounds the pull, load and create of a job's
+// container.
+const jobImagePrepareTimeout = 30 * time.Minute
+
+// jobImageRemoveTimeout bounds the removal of a job's container.
+const jobImageRemoveTimeout = time.Minute
+
+// jobContainerRE is what a job id must be to name a container.
+var jobContainerRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$`)
+
+// JobContainerName is the container a job with an image runs in.
+func JobContainerName(jobID string) string { return "gpuaas-job-" + jobID }
+
+// LabelJob names the job a container runs.
+const LabelJob = "gpuaas.job"
+
+// jobImageEnv is the allocation's environment with Exec running each
+// command in the job's container. Everything else is the allocation's.
+type jobImageEnv struct {
+	hostenv.Environment
+	env  *Env
+	p    api.JobStartParams
+	name string
+	// mu protects the following.
+	mu      sync.Mutex
+	created bool
+}
+
+// newJobImageEnv wraps e for a job with an image; prepare makes its
+// container.
+func newJobImageEnv(env *Env, e hostenv.Environment, p api.JobStartParams) *jobImageEnv {
+	return &jobImageEnv{Environment: e, env: env, p: p, name: JobContainerName(p.JobID)}
+}
+
+// prepare pulls the image into the node's cache (by digest, once per
+// node), gives the user a subordinate id range, loads the image into the
+// user's storage and creates the job's container with the allocation's
+// GPUs (CDI, as apps).
+func (ie *jobImageEnv) prepare(ctx context.Context) error {
+	if _, err := workload.ParseRef(ie.p.Image); err != nil {
+		return err
+	}
+	if !jobContainerRE.MatchString(ie.p.JobID) {
+		return fmt.Errorf("job id %q cannot name a container", ie.p.JobID)
+	}
+	if workload.InGuest(ie.Environment) {
+		// controld refuses these (controld/jobs/image.go); a guest's
+		// limits and storage are the workload path's, not built for jobs.
+		return errors.New("a job with an image does not run in a slice's guest")
+	}
+	pm, err := workload.Open(ie.Environment)
+	if err != nil {
+		return err
+	}
+	entry, _, err := ie.env.imageCache().Ensure(ctx, ie.p.Image)
+	if err != nil {
+		return fmt.Errorf("pull %s: %w", ie.p.Image, err)
+	}
+	if err := workloadSubIDs(ctx, ie.env, pm, ie.p.PosixUser); err != nil {
+		return fmt.Errorf("subordinate ids: %w", err)
+	}
+	devices, err := workloadGPUs(ctx, ie.env, pm, ie.p.AllocationID, ie.p.GPUs)
+	if err != nil {
+		return fmt.Errorf("gpus: %w", err)
+	}
+	id := strings.TrimPrefix(entry.Config, "sha256:")
+	has, err := pm.ImageExists(ctx, id)
+	if err != nil {
+		return err
+	}
+	if !has {
+		if err := pm.Load(ctx, entry); err != nil {
+			return err
+		}
+	}
+	if err := ie.shell(ctx, ie.createCommand(id, devices)); err != nil {
+		return fmt.Errorf("create the job's container: %w", err)
+	}
+	ie.mu.Lock()
+	ie.created = true
+	ie.mu.Unlock()
+	ie.env.Log.Info("job container created", "job", ie.p.JobID, "image", entry.Digest, "gpus", len(devices))
+	return nil
+}
+
+// createCommand is the renter's shell command that creates and starts
+// the container: `--replace` ends one a job of the same id left (a retry
+// after hostd restarted). Its limits are the user's hard ones (podman
+// may not raise them, hostd/workload); its network the host's (as apps).
+func (ie *jobImageEnv) createCommand(imageID string, devices []string) string {
+	args := []string{"run", "--detach", "--interactive", "--replace", "--name", ie.name,
+		"--label", workload.LabelAllocation + "=" + ie.p.AllocationID, "--label", LabelJob + "=" + ie.p.JobID,
+		"--network", "host", "--log-driver", "none", "--entrypoint", `["/bin/sh"]`}
+	for _, d := range devices {
+		args = append(args, "--device", d)
+	}
+	mounts := `--volume "$HOME:$HOME" --workdir "$HOME" --env "HOME=$HOME"`
+	if w := ie.p.Workdir; strings.HasPrefix(w, "/") {
+		w = path.Clean(w)
+		mounts += " --volume " + shellWord(w+":"+w)
+	}
+	return `n=$(ulimit -Hn); u=$(ulimit -Hu); [ "$n" = unlimited ] && n=1048576; [ "$u" = unlimited ] && u=1048576; ` +
+		`exec podman --runtime runc ` + quoteAll(args) + ` --ulimit "nofile=$n:$n" --ulimit "nproc=$u:$u" ` +
+		mounts + " " + shellWord(imageID)
+}
+
+// Exec runs spec.Command in the job's container by /bin/sh. The job's
+// env reaches podman's own environment (as it reaches the job's process
+// without an image) and is named on its command line by name only
+// (`--env NAME`: podman takes the value from its environment), so no
+// value is in `ps`, nor in the container's configuration (`podman
+// inspect`): an exec session's env is its own.
+func (ie *jobImageEnv) Exec(ctx context.Context, spec hostenv.ExecSpec) (hostenv.Process, error) {
+	ie.mu.Lock()
+	created := ie.created
+	ie.mu.Unlock()
+	if !created {
+		return nil, errors.New("the job's container was not created")
+	}
+	args := []string{"exec"}
+	for _, kv := range spec.Env {
+		name, _, _ := strings.Cut(kv, "=")
+		args = append(args, "--env", name)
+	}
+	args = append(args, ie.name, "/bin/sh", "-c", spec.Command)
+	proc, err := ie.Environment.Exec(ctx, hostenv.ExecSpec{Command: "exec podman --runtime runc " + quoteAll(args),
+		Env: spec.Env, Stdin: spec.Stdin, Stdout: spec.Stdout, Stderr: spec.Stderr})
+	if err != nil {
+		return nil, err
+	}
+	return &jobImageProc{Process: proc, ie: ie}, nil
+}
+
+// Close removes the job's container (ending whatever still runs in it),
+// then closes the allocation's environment.
+func (ie *jobImageEnv) Close() error {
+	ie.mu.Lock()
+	created := ie.created
+	ie.mu.Unlock()
+	if created {
+		ctx, cancel := context.WithTimeout(context.Background(), jobImageRemoveTimeout)
+		r, err := workload.Podman{Env: ie.Environment}.Run(ctx, nil, "rm", "--force", "--ignore", "--time", "0", ie.name)
+		cancel()
+		if err == nil {
+			err = r.Err("remove " + ie.name)
+		}
+		if err != nil {
+			ie.env.Log.Warn("job container not removed; the allocation's release removes it", "job", ie.p.JobID, "err", err)
+		}
+	}
+	return ie.Environment.Close()
+}
+
+// quoteAll quotes each argument for the user's POSIX shell.
+func quoteAll(args []string) string {
+	q := make([]string, len(args))
+	for i, a := range args {
+		q[i] = shellWord(a)
+	}
+	return strings.Join(q, " ")
+}
+
+// enterImage prepares a job's container, as phase JobPhaseImage; when it
+// cannot, it fills rep with why and returns false: nothing of the job
+// ran, and the platform failed it (exit 125 for `gpuaas run`), as for a
+// missing workdir.
+func (j *runningJob) enterImage(ie *jobImageEnv, rep *api.JobReport) bool {
+	j.mu.Lock()
+	j.phase = api.JobPhaseImage
+	j.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), jobImagePrepareTimeout)
+	defer cancel()
+	err := ie.prepare(ctx)
+	if err == nil {
+		return true
+	}
+	rep.Phase, rep.ExitCode, rep.StartedAt = api.JobPhaseImage, 255, nil
+	rep.Reason = fmt.Sprintf("image: %v: nothing ran", err)
+	return false
+}

@@ -134,6 +134,9 @@ func runRun(ctx context.Context, opts *RunOptions) error {
 	if err != nil {
 		return err
 	}
+	if err := checkJobVolumes(ctx, client, req.AllocationID, sku.Volumes, opts.Queue); err != nil {
+		return err // volumes.go: before anything is created or started
+	}
 	key := opts.IdempotencyKey
 	if key == "" {
 		key = api.NewIdempotencyKey()
@@ -201,6 +204,7 @@ func readJob(ios *cmdutil.IOStreams, file string) (req api.JobCreateRequest, sku
 	if s.Resources.SKU != "" {
 		sku = api.AllocCreateRequest{SKU: s.Resources.SKU, GPUs: s.Resources.GPUs}
 	}
+	sku.Volumes = s.Volumes // attached at create with resources.sku, checked with resources.allocation (volumes.go)
 	req = api.JobCreateRequest{AllocationID: s.Resources.Allocation, Name: s.Name, Setup: s.Setup, Run: s.Run,
 		TimeoutSeconds: int64((s.Timeout + time.Second - 1) / time.Second), Release: s.Release,
 		Workdir: s.Workdir, Retries: s.Retries} // the local directory until runRun uploads it (workdir.go)

@@ -29,6 +29,7 @@ type RunOptions struct {
 	NoGPUs     bool  // the container gets no GPU (--gpus 0, a manifest's gpus: 0)
 	ShmBytes   int64 // /dev/shm's size (a manifest's shm_size)
 	Readiness  *api.WorkloadProbe
+	Mounts     []api.AppMount // a manifest's mounts (manifest.go)
 	Detach     bool
 	Timeout    time.Duration
 }
@@ -140,6 +141,7 @@ with --detach, print its id at once.`,
 				}
 				opts.Image, opts.Command = req.Image, req.Command
 				opts.ShmBytes, opts.Readiness = req.ShmBytes, req.Readiness
+				opts.Mounts = req.Mounts
 				if !c.Flags().Changed("gpus") { // with --sku, the size to rent
 					opts.GPUs, opts.NoGPUs = req.GPUs, req.NoGPUs
 				}
@@ -194,7 +196,8 @@ func runRun(ctx context.Context, opts *RunOptions) error {
 		gpus = 0 // all of the allocation rented for it
 	}
 	w, err := client.AppRun(ctx, api.AppRunRequest{Image: opts.Image, AllocationID: opts.Allocation, Name: opts.Name,
-		Command: opts.Command, Env: opts.Env, GPUs: gpus, NoGPUs: opts.NoGPUs, ShmBytes: opts.ShmBytes, Readiness: opts.Readiness})
+		Command: opts.Command, Env: opts.Env, GPUs: gpus, NoGPUs: opts.NoGPUs, ShmBytes: opts.ShmBytes, Readiness: opts.Readiness,
+		Mounts: opts.Mounts})
 	if err != nil {
 		release()
 		return err

@@ -55,8 +55,10 @@ its args, the environment (-e adds to it and wins), the GPU count, the
 shared-memory size and the readiness probe; its ports are where the app
 listens on the allocation (reach them with ssh -L). A manifest is read
 strictly: an unknown key, a tag without a digest, a port outside 1024-65535
-is refused naming the field, and nothing is sent; so are mounts, which
-app run does not honour yet.
+is refused naming the field, and nothing is sent. Its mounts bind volumes
+attached to the allocation into the container (read-only with read_only:
+true); a volume not attached to it is refused naming mounts[i].volume. With
+--sku, the allocation is rented with the mounts' volumes attached.
 
 The container gets the allocation's GPUs, all of them, its first N with
 --gpus N, or none with --gpus 0 (or the manifest's gpus: N; --gpus wins);

@@ -91,6 +91,10 @@ allocation, at most N times; run and job wait follow every attempt and
 exit with the last one's code, and its log goes on with a line
 "--- attempt N (reason) ---". Never after the job's own exit, a timeout
 or a cancel.
+volumes: [NAME[:/path], ...] mounts project volumes as alloc create --volume
+does: with resources.sku the allocation is created with them (on their
+node); with resources.allocation each must be attached to it at that path,
+else the run is refused naming it. --queue cannot be used with volumes.
 Not built yet, and refused: image.`,
 		Args: cmdutil.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {

@@ -27,7 +27,7 @@ func workloadMounts(ctx context.Context, tx pgx.Tx, a api.Allocation, req api.Ap
 	if len(req.Mounts) > api.MaxWorkloadMounts {
 		return nil, bad("mounts", "%d volumes; at most %d", len(req.Mounts), api.MaxWorkloadMounts)
 	}
-	if a.Shape != api.ShapeBaremetal {
+	if !api.BindsVolumes(a.Shape) {
 		return nil, bad("mounts", "allocation %s is a %s: volumes in containers are bound on bare-metal allocations only "+
 			"(in a slice, the guest mounts the volume at its path: run the container there with `podman run -v`)", a.ID, a.Shape)
 	}

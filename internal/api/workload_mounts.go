@@ -50,3 +50,8 @@ func CheckContainerPath(path string) error {
 	}
 	return nil
 }
+
+// BindsVolumes reports whether workloads on allocations of shape can bind
+// its volumes into their containers: bare metal, whose node mounts them
+// for the allocation's user (a slice's volumes are its VM's disks).
+func BindsVolumes(shape string) bool { return shape == ShapeBaremetal }

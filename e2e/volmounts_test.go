@@ -50,7 +50,7 @@ func TestVolumesInJobsAndApps(t *testing.T) {
 	}
 
 	// Job 1 writes, on an allocation rented with the volume; released on exit.
-	job := "resources: {sku: h100-baremetal}\nvolumes: [data:/data/x]\nrelease: on-exit\nrun: %s\n"
+	job := "resources: {sku: h100-baremetal, gpus: 8}\nvolumes: [data:/data/x]\nrelease: on-exit\nrun: %s\n"
 	r := dev.gpuaas(t, strings.Replace(job, "%s", "echo hi > ~/data/f; sha256sum ~/data/f", 1), "run", "-f", "-")
 	if r.code != 0 || !strings.Contains(r.stdout, "  ") {
 		t.Fatalf("job 1: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)

@@ -74,7 +74,7 @@ func TestRunRefusesABadManifest(t *testing.T) {
 		{"tag without digest", "name: web\nimage: registry.example.com/web:latest\n", "image"},
 		{"port 80", base + "ports:\n  - {name: web, port: 80}\n", "ports[0].port"},
 		{"no image", "name: web\n", "image"},
-		{"mounts", base + "mounts:\n  - {volume: data, path: /data}\n", "mounts"},
+		{"mounts on /proc", base + "mounts:\n  - {volume: data, path: /proc/x}\n", "mounts[0].path"},
 		{"readiness without http or tcp", base + "ports:\n  - {name: web, port: 8080}\nreadiness: {port: web}\n", "readiness: give one of http"},
 		{"readiness deadline 0", base + "readiness: {port: 8080, tcp: true, start_deadline: 0s}\n", "readiness.start_deadline"},
 		{"args alone", "name: web\nimage: tiny\nargs: [serve]\n", "args"},

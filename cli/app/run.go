@@ -29,6 +29,7 @@ type RunOptions struct {
 	NoGPUs     bool  // the container gets no GPU (--gpus 0, a manifest's gpus: 0)
 	ShmBytes   int64 // /dev/shm's size (a manifest's shm_size)
 	Readiness  *api.WorkloadProbe
+	Mounts     []api.AppMount // a manifest's mounts (manifest.go)
 	Detach     bool
 	Timeout    time.Duration
 }
@@ -54,8 +55,10 @@ its args, the environment (-e adds to it and wins), the GPU count, the
 shared-memory size and the readiness probe; its ports are where the app
 listens on the allocation (reach them with ssh -L). A manifest is read
 strictly: an unknown key, a tag without a digest, a port outside 1024-65535
-is refused naming the field, and nothing is sent; so are mounts, which
-app run does not honour yet.
+is refused naming the field, and nothing is sent. Its mounts bind volumes
+attached to the allocation into the container (read-only with read_only:
+true); a volume not attached to it is refused naming mounts[i].volume. With
+--sku, the allocation is rented with the mounts' volumes attached.
 
 The container gets the allocation's GPUs, all of them, its first N with
 --gpus N, or none with --gpus 0 (or the manifest's gpus: N; --gpus wins);
@@ -140,6 +143,7 @@ with --detach, print its id at once.`,
 				}
 				opts.Image, opts.Command = req.Image, req.Command
 				opts.ShmBytes, opts.Readiness = req.ShmBytes, req.Readiness
+				opts.Mounts = req.Mounts
 				if !c.Flags().Changed("gpus") { // with --sku, the size to rent
 					opts.GPUs, opts.NoGPUs = req.GPUs, req.NoGPUs
 				}
@@ -194,7 +198,8 @@ func runRun(ctx context.Context, opts *RunOptions) error {
 		gpus = 0 // all of the allocation rented for it
 	}
 	w, err := client.AppRun(ctx, api.AppRunRequest{Image: opts.Image, AllocationID: opts.Allocation, Name: opts.Name,
-		Command: opts.Command, Env: opts.Env, GPUs: gpus, NoGPUs: opts.NoGPUs, ShmBytes: opts.ShmBytes, Readiness: opts.Readiness})
+		Command: opts.Command, Env: opts.Env, GPUs: gpus, NoGPUs: opts.NoGPUs, ShmBytes: opts.ShmBytes, Readiness: opts.Readiness,
+		Mounts: opts.Mounts})
 	if err != nil {
 		release()
 		return err

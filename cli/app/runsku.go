@@ -29,7 +29,8 @@ func rentForApp(ctx context.Context, opts *RunOptions, client *api.Client) (stri
 			img.Name, img.ID, img.Lifecycle, img.Trust).WithHint("see `gpuaas app list`")
 	}
 	key := api.NewIdempotencyKey()
-	id, err := cmdutil.Rent(ctx, opts.IO, client, api.AllocCreateRequest{SKU: opts.SKU, GPUs: opts.GPUs}, key, "app")
+	id, err := cmdutil.Rent(ctx, opts.IO, client, api.AllocCreateRequest{SKU: opts.SKU, GPUs: opts.GPUs,
+		Volumes: rentVolumes(opts.Mounts)}, key, "app")
 	if err != nil {
 		return "", nil, err
 	}

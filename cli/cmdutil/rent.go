@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/gpuaas/gpuaas/internal/api"
@@ -65,7 +66,8 @@ func RentRequest(ctx context.Context, ios *IOStreams, client *api.Client, req ap
 	if err != nil {
 		return nil, fmt.Errorf("resources: %w", err)
 	}
-	fmt.Fprintf(ios.ErrOut, "renting %s (%d GPU(s)) at %s per hour\n", q.SKU, q.GPUs, api.FormatMoney(q.PricePerHourMinor, q.Currency))
+	fmt.Fprintf(ios.ErrOut, "renting %s (%d GPU(s)) at %s per hour%s\n", q.SKU, q.GPUs, api.FormatMoney(q.PricePerHourMinor, q.Currency),
+		volumesNode(req, q))
 	return client.AllocCreate(ctx, req, api.WithIdempotencyKey(key+":alloc"))
 }
 
@@ -111,4 +113,17 @@ func Ordinal(n int) string {
 		suffix = "rd"
 	}
 	return fmt.Sprintf("%d%s", n, suffix)
+}
+
+// volumesNode is what the price line adds for an allocation with volumes:
+// it is placed on their node (docs/volumes.md).
+func volumesNode(req api.AllocCreateRequest, q *api.AllocQuote) string {
+	if len(req.Volumes) == 0 || q.NodeID == "" {
+		return ""
+	}
+	names := make([]string, len(req.Volumes))
+	for i, m := range req.Volumes {
+		names[i] = m.Volume
+	}
+	return fmt.Sprintf(", on node %s: the node of volume %s", q.NodeID, strings.Join(names, ", "))
 }

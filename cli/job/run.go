@@ -96,7 +96,11 @@ image) runs setup and run in a container of that image on a bare-metal
 allocation, as the renter, with the allocation's GPUs and the home (and
 so the workdir) at the same path; the image must be verified and
 promoted, and is checked before anything is rented (docs/jobs.md
-"Images").`,
+"Images").
+volumes: [NAME[:/path], ...] mounts project volumes as alloc create --volume
+does: with resources.sku the allocation is created with them (on their
+node); with resources.allocation each must be attached to it at that path,
+else the run is refused naming it. --queue cannot be used with volumes.`,
 		Args: cmdutil.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			if opts.File == "" {
@@ -138,6 +142,9 @@ func runRun(ctx context.Context, opts *RunOptions) error {
 	client, err := opts.Client()
 	if err != nil {
 		return err
+	}
+	if err := checkJobVolumes(ctx, client, req.AllocationID, sku.Volumes, opts.Queue); err != nil {
+		return err // volumes.go: before anything is created or started
 	}
 	key := opts.IdempotencyKey
 	if key == "" {
@@ -203,6 +210,7 @@ func readJob(ios *cmdutil.IOStreams, file string) (req api.JobCreateRequest, sku
 	if s.Resources.SKU != "" {
 		sku = api.AllocCreateRequest{SKU: s.Resources.SKU, GPUs: s.Resources.GPUs}
 	}
+	sku.Volumes = s.Volumes // attached at create with resources.sku, checked with resources.allocation (volumes.go)
 	req = api.JobCreateRequest{AllocationID: s.Resources.Allocation, Name: s.Name, Setup: s.Setup, Run: s.Run,
 		TimeoutSeconds: int64((s.Timeout + time.Second - 1) / time.Second), Release: s.Release,
 		Workdir: s.Workdir, Retries: s.Retries, Image: s.Image} // the local directory until runRun uploads it (workdir.go)

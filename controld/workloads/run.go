@@ -138,10 +138,15 @@ func Run(ctx context.Context, tx pgx.Tx, actor alloc.Actor, req api.AppRunReques
 	if err != nil {
 		return api.Workload{}, mutate.Effect{}, err
 	}
+	mounts, err := workloadMounts(ctx, tx, a, req) // mounts.go
+	if err != nil {
+		return api.Workload{}, mutate.Effect{}, err
+	}
 	if req.Name == "" {
 		req.Name = img.Name
 	}
 	sp := spec{Command: req.Command, Env: req.Env, Readiness: req.Readiness, NoGPUs: req.NoGPUs, ShmBytes: req.ShmBytes}
+	sp.Mounts = mounts
 	raw, err := json.Marshal(sp)
 	if err != nil {
 		return api.Workload{}, mutate.Effect{}, fmt.Errorf("workload spec: %w", err)
@@ -179,6 +184,7 @@ func Run(ctx context.Context, tx pgx.Tx, actor alloc.Actor, req api.AppRunReques
 func startParams(id, allocID, ref string, sp spec, gpus []string, cfg Config) api.WorkloadStartParams {
 	p := api.WorkloadStartParams{WorkloadID: id, AllocationID: allocID, PosixUser: api.PosixUser(allocID),
 		Image: ref, Command: sp.Command, GPUs: gpus, LogMaxBytes: cfg.LogMaxBytes, NoGPUs: sp.NoGPUs, ShmBytes: sp.ShmBytes}
+	p.Mounts = sp.Mounts
 	for k, v := range sp.Env {
 		p.Env = append(p.Env, k+"="+v)
 	}

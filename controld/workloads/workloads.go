@@ -67,6 +67,8 @@ type spec struct {
 	Readiness *api.WorkloadProbe `json:"readiness,omitempty"`
 	NoGPUs    bool               `json:"no_gpus,omitempty"`
 	ShmBytes  int64              `json:"shm_bytes,omitempty"`
+	// Mounts are the allocation's volumes in the container (mounts.go).
+	Mounts []api.WorkloadMount `json:"mounts,omitempty"`
 }
 
 const columns = `SELECT id, project_id, user_id, allocation_id, node_id, name, image_name, image_id, image_ref, digest,

@@ -85,6 +85,10 @@ func workloadStart(ctx context.Context, env *Env, p api.WorkloadStartParams, rep
 		return nil, err
 	}
 	defer done()
+	binds, err := workloadBinds(ctx, env, pm, p) // workload_mounts.go: before anything is pulled
+	if err != nil {
+		return nil, err
+	}
 	var entry workload.Entry
 	var pulled bool
 	ph := NewPhased(env, rep)
@@ -108,7 +112,8 @@ func workloadStart(ctx context.Context, env *Env, p api.WorkloadStartParams, rep
 			return err
 		}
 		_, err := pm.Start(ctx, workload.Spec{WorkloadID: p.WorkloadID, AllocationID: p.AllocationID,
-			Image: entry, Command: p.Command, Env: p.Env, Devices: devices, ShmBytes: p.ShmBytes})
+			Image: entry, Command: p.Command, Env: p.Env, Devices: devices, ShmBytes: p.ShmBytes,
+			Mounts: binds})
 		return err
 	}, nil)
 	if err != nil {

@@ -25,6 +25,9 @@ type Spec struct {
 	Devices []string
 	// ShmBytes is /dev/shm's size (0: podman's default, 64 MiB).
 	ShmBytes int64
+	// Mounts are directories of the node bound into the container: the
+	// allocation's volumes (mounts.go).
+	Mounts []BindMount
 }
 
 var (
@@ -93,6 +96,11 @@ func (p Podman) Start(ctx context.Context, s Spec) (loaded bool, err error) {
 	if s.ShmBytes > 0 {
 		args = append(args, "--shm-size", strconv.FormatInt(s.ShmBytes, 10)+"b")
 	}
+	margs, err := mountArgs(s.Mounts) // mounts.go
+	if err != nil {
+		return false, err
+	}
+	args = append(args, margs...)
 	var cmd []string
 	if len(s.Command) > 0 {
 		ep, _ := json.Marshal(s.Command[:1])

@@ -72,6 +72,9 @@ type AppRunRequest struct {
 	// passes, and fails it when it does not within its deadline
 	// (docs/apps.md, "Readiness").
 	Readiness *WorkloadProbe `json:"readiness,omitempty"`
+	// Mounts are volumes attached to the allocation, bound into the
+	// container (workload_mounts.go).
+	Mounts []AppMount `json:"mounts,omitempty"`
 }
 
 // WorkloadRef names a workload.

@@ -48,6 +48,9 @@ type WorkloadStartParams struct {
 	NoGPUs bool `json:"no_gpus,omitempty"`
 	// ShmBytes is /dev/shm's size (podman --shm-size; 0: its default).
 	ShmBytes int64 `json:"shm_bytes,omitempty"`
+	// Mounts are the allocation's volumes bound into the container
+	// (workload_mounts.go; hostd/tasks/workload_mounts.go).
+	Mounts []WorkloadMount `json:"mounts,omitempty"`
 }
 
 // Bounds of a readiness probe's start deadline (docs/apps.md,

@@ -9,6 +9,8 @@ import (
 	"regexp"
 	"strings"
 	"time"
+
+	"github.com/gpuaas/gpuaas/internal/api"
 )
 
 // Release policies: what happens to the job's allocation when it ends.
@@ -60,6 +62,9 @@ type Spec struct {
 	Retries int
 	// Release is one of the Release* policies.
 	Release string
+	// Volumes are the project's volumes the job's allocation mounts
+	// (`alloc create --volume NAME[:/path]`'s syntax; volumes.go).
+	Volumes []api.VolumeMount
 }
 
 // Resources say where a job runs: an existing allocation, or a new one

@@ -125,6 +125,8 @@ func (p *parser) spec(root *yaml.Node) (*Spec, error) {
 			s.Retries, err = p.int(field, v)
 		case "release":
 			s.Release, err = p.str(field, v)
+		case "volumes":
+			s.Volumes, err = p.volumes(field, v)
 		}
 		return err
 	})

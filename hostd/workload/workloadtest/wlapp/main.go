@@ -6,7 +6,8 @@
 // prints a counter, "n 1" to "n N", one line every D (every 4th on
 // standard error), and exits 0. "http PORT D" serves HTTP on loopback
 // port PORT after D (GET /ready answers 200, anything else 404) until
-// SIGTERM.
+// SIGTERM. "write FILE TEXT" writes TEXT to FILE and "cat FILE" prints
+// FILE, then exit (1, with the error, when they cannot).
 package main
 
 import (
@@ -57,6 +58,21 @@ func main() {
 		mux.HandleFunc("GET /ready", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ready") })
 		go func() { _ = http.Serve(ln, mux) }()
 		fmt.Println("listening")
+	case "write": // write FILE TEXT: exits 1 saying why when it cannot
+		if err := os.WriteFile(os.Args[2], []byte(os.Args[3]), 0o644); err != nil {
+			fmt.Println(err)
+			os.Exit(1)
+		}
+		fmt.Println("wrote", os.Args[2])
+		os.Exit(0)
+	case "cat": // cat FILE: prints it
+		b, err := os.ReadFile(os.Args[2])
+		if err != nil {
+			fmt.Println(err)
+			os.Exit(1)
+		}
+		fmt.Printf("%s\n", b)
+		os.Exit(0)
 	case "files":
 		if err := os.WriteFile("/owned", []byte("x"), 0o600); err != nil {
 			fmt.Println(err)

@@ -70,4 +70,3 @@ func (e *Env) seedImages(ctx context.Context) error {
 // `gpuaas app list` offers it: the stock image as it is (its own
 // command), every GPU of the allocation (docs/apps.md, "Publishing apps").
 const stockAppManifest = "name: " + StockImage + "\nimage: " + StockImage + "\n"
-

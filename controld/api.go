@@ -290,6 +290,7 @@ func (s *Server) endpoints() []endpointDef {
 		s.idleEndpoints(), s.budgetEndpoints(),
 		s.tokensEndpoints(), s.auditEndpoints(), s.jobsEndpoints(), s.volumeEndpoints(), s.imagesEndpoints(), s.webhookEndpoints(),
 		s.appsEndpoints(),
+		s.appsCatalogEndpoints(),
 		s.exposeEndpoints(),
 		s.secretEndpoints())
 }

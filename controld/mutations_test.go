@@ -427,6 +427,14 @@ func TestEveryMutationWritesOneAuditRowAndOneEvent(t *testing.T) {
 		{name: "expose.create of a removed workload", c: admin, endpoint: api.EndpointExposeCreate, req: func() any {
 			return api.ExposeCreateRequest{Allocation: workloadID, Port: 9001}
 		}, want: api.ErrConflict},
+		{name: "app.publish", c: admin, endpoint: api.EndpointAppPublish, req: api.AppPublishRequest{Manifest: "name: hello\nimage: tiny\ncommand: [/hello]\n", Platform: true}},
+		{name: "app.publish same name", c: admin, endpoint: api.EndpointAppPublish, req: api.AppPublishRequest{Manifest: "name: hello\nimage: tiny\n", Platform: true}, want: api.ErrConflict},
+		{name: "app.publish port 80", c: admin, endpoint: api.EndpointAppPublish, req: api.AppPublishRequest{Manifest: "name: web80\nimage: tiny\nports: [{name: web, port: 80}]\n", Platform: true}, want: api.ErrInvalidArgument},
+		{name: "app.promote", c: admin, endpoint: api.EndpointAppPromote, req: api.AppRef{App: "hello"}},
+		{name: "app.promote by a user", c: imageUser(t, env, "ivy4@example.test"), endpoint: api.EndpointAppPromote, req: api.AppRef{App: "hello"}, want: api.ErrForbidden},
+		{name: "app.deprecate", c: admin, endpoint: api.EndpointAppDeprecate, req: api.AppRef{App: "hello"}},
+		{name: "app.retire", c: admin, endpoint: api.EndpointAppRetire, req: api.AppRef{App: "hello"}},
+		{name: "app.retire again", c: admin, endpoint: api.EndpointAppRetire, req: api.AppRef{App: "hello"}, want: api.ErrConflict},
 		{name: "image.deprecate", c: admin, endpoint: api.EndpointImageDeprecate, req: api.ImageChangeRequest{Image: "tiny"}},
 		{name: "image.deprecate again", c: admin, endpoint: api.EndpointImageDeprecate, req: api.ImageChangeRequest{Image: "tiny"}, want: api.ErrConflict},
 		{name: "image.revoke without a reason", c: admin, endpoint: api.EndpointImageRevoke, req: api.ImageChangeRequest{Image: "tiny"}, want: api.ErrInvalidArgument},

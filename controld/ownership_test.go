@@ -27,6 +27,7 @@ var owners = map[string]string{
 	"skus": "catalog",
 
 	"images": "images", // the image catalog (migration 0026)
+	"apps":   "apps",   // published apps (migration 0042)
 
 	"nodes":             "node",
 	"slots":             "node",
@@ -106,6 +107,7 @@ var foreignReads = map[string]string{
 	"audit reads users":                 "audit rows are listed with their actor's email, or a token's name: one lookup per row, for display (docs/audit.md)",
 	"identity reads projects":           "a token is listed with its project's name: one join, for display (docs/tokens.md)",
 	"images reads projects":             "an image is listed with its project's name: one join, for display (docs/images.md)",
+	"apps reads projects":               "an app is listed with its project's name: one join, for display (docs/apps.md)",
 	"alloc reads skus":                  "a create's funds check prices the project's provisioning allocations in the one statement it runs under the funds lock (docs/decisions/0042-funds-lock-last.md)",
 }
 

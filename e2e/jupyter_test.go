@@ -54,7 +54,10 @@ func TestJupyterInDev(t *testing.T) {
 	if r := dev.gpuaas(t, devPassword+"\n", "login", "--password-stdin"); r.code != 0 {
 		t.Fatalf("login exited %d: %s", r.code, r.stderr)
 	}
-	for _, args := range [][]string{{"image", "import", "jupyter", archive}, {"image", "verify", "jupyter"}, {"image", "promote", "jupyter"}} {
+	// Published as an app after its image (docs/apps.md, "Publishing apps").
+	manifest := writeFile(t, cfg, "jupyter.yaml", "name: jupyter\nimage: jupyter\n")
+	for _, args := range [][]string{{"image", "import", "jupyter", archive}, {"image", "verify", "jupyter"}, {"image", "promote", "jupyter"},
+		{"app", "publish", "-f", manifest}, {"app", "promote", "jupyter"}} {
 		if r := dev.gpuaas(t, "", args...); r.code != 0 {
 			t.Fatalf("%v: exit %d %s", args, r.code, r.stderr)
 		}

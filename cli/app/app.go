@@ -12,10 +12,11 @@ import (
 func NewCmdApp(f *cmdutil.Factory) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "app <command>",
-		Short: "Run catalog images as containers on your allocations",
-		Long: `Run catalog images (` + "`gpuaas image list`" + `) as containers on a bare-metal
-allocation, as the allocation's user with rootless podman, and follow, stop
-and remove them (docs/apps.md).`,
+		Short: "Publish apps and run them as containers on your allocations",
+		Long: `Publish app manifests (` + "`gpuaas app publish`" + `) of catalog images (` + "`gpuaas image list`" + `),
+run published apps and catalog images as containers on an allocation, as
+the allocation's user with rootless podman, and follow, stop and remove them
+(docs/apps.md).`,
 	}
 	cmd.AddCommand(
 		NewCmdList(f, nil),
@@ -25,6 +26,10 @@ and remove them (docs/apps.md).`,
 		NewCmdLogs(f, nil),
 		NewCmdStop(f, nil),
 		NewCmdRm(f, nil),
+		NewCmdPublish(f, nil),
+		NewCmdPromote(f, nil),
+		NewCmdDeprecate(f, nil),
+		NewCmdRetire(f, nil),
 	)
 	return cmd
 }

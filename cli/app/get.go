@@ -2,11 +2,13 @@ package app
 
 import (
 	"context"
+	"slices"
 
 	"github.com/spf13/cobra"
 
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/ids"
 )
 
 // GetOptions are the inputs of `gpuaas app get`.
@@ -22,13 +24,17 @@ type GetOptions struct {
 func NewCmdGet(f *cmdutil.Factory, runF func(context.Context, *GetOptions) error) *cobra.Command {
 	opts := &GetOptions{IO: f.IOStreams, Client: f.Client}
 	cmd := &cobra.Command{
-		Use:     "get ID",
+		Use:     "get {WORKLOAD-ID | APP}",
 		Aliases: []string{"view"},
-		Short:   "Show a workload",
-		Long: `Show a workload: its state, exit code and reason, its image by digest, its
-allocation, when it started and ended, and the last lines of its output the
-node reported.`,
-		Args: cmdutil.ExactArgs(1, "a workload ID"),
+		Short:   "Show a workload, or a published app",
+		Long: `Show a workload (its ID, w-…): its state, exit code and reason, its image by
+digest, its allocation, when it started and ended, and the last lines of its
+output the node reported.
+
+Given anything else, show the published app of that name or id: its
+lifecycle, its image and that image's trust (an app's trust is its image's),
+whether it runs now, and its manifest.`,
+		Args: cmdutil.ExactArgs(1, "a workload ID or an app name"),
 		RunE: func(c *cobra.Command, args []string) error {
 			opts.ID = args[0]
 			if runF != nil {
@@ -37,7 +43,13 @@ node reported.`,
 			return getRun(c.Context(), opts)
 		},
 	}
-	cmdutil.AddJSONFlags(cmd, &opts.Exporter, cmdutil.FieldsOf(api.Workload{}))
+	fields := cmdutil.FieldsOf(api.Workload{})
+	for _, f := range cmdutil.FieldsOf(api.App{}) {
+		if !slices.Contains(fields, f) {
+			fields = append(fields, f)
+		}
+	}
+	cmdutil.AddJSONFlags(cmd, &opts.Exporter, fields)
 	return cmd
 }
 
@@ -45,6 +57,16 @@ func getRun(ctx context.Context, opts *GetOptions) error {
 	client, err := opts.Client()
 	if err != nil {
 		return err
+	}
+	if !ids.Valid(ids.Workload, opts.ID) {
+		app, err := client.AppDescribe(ctx, api.AppRef{App: opts.ID})
+		if err != nil {
+			return err
+		}
+		if opts.Exporter != nil {
+			return opts.Exporter.Write(ctx, opts.IO, app)
+		}
+		return printApp(opts.IO, *app)
 	}
 	w, err := client.AppGet(ctx, opts.ID)
 	if err != nil {

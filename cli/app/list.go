@@ -3,7 +3,6 @@ package app
 import (
 	"context"
 	"fmt"
-	"strconv"
 
 	"github.com/spf13/cobra"
 
@@ -12,13 +11,15 @@ import (
 )
 
 // listPiped are app list's columns as --help documents them piped.
-var listPiped = []string{"name", "scope", "ref", "size (bytes)", "id"}
+var listPiped = []string{"name", "scope", "image", "ref", "lifecycle", "trust", "id"}
 
 // ListOptions are the inputs of `gpuaas app list`.
 type ListOptions struct {
 	IO       *cmdutil.IOStreams
 	Client   func() (*api.Client, error)
 	Exporter cmdutil.Exporter
+
+	All bool
 }
 
 // NewCmdList builds `gpuaas app list`; runF replaces listRun in tests.
@@ -28,10 +29,11 @@ func NewCmdList(f *cmdutil.Factory, runF func(context.Context, *ListOptions) err
 		Use:     "list",
 		Aliases: []string{"ls"},
 		Short:   "List the apps you can run",
-		Long: `List the apps you can run with ` + "`gpuaas app run NAME --alloc ID`" + `: the catalog's images
-a workload may run now, promoted and verified, the platform's and your
-project's own (` + "`gpuaas image list`" + ` shows every image and its state;
-` + "`gpuaas app ps`" + ` lists your running workloads).` + cmdutil.PipedHelp(listPiped...),
+		Long: `List the published apps you can run with ` + "`gpuaas app run NAME --alloc ID`" + `:
+promoted, their image promoted and verified, the platform's and your
+project's own (docs/apps.md, "Publishing apps"). With --all, every app you
+may see, whatever its states (operators: every app). ` + "`gpuaas image list`" + `
+shows the images; ` + "`gpuaas app ps`" + ` lists your workloads.` + cmdutil.PipedHelp(listPiped...),
 		Args: cmdutil.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			if runF != nil {
@@ -40,7 +42,8 @@ project's own (` + "`gpuaas image list`" + ` shows every image and its state;
 			return listRun(c.Context(), opts)
 		},
 	}
-	cmdutil.AddJSONFlags(cmd, &opts.Exporter, cmdutil.FieldsOf(api.Image{}))
+	cmd.Flags().BoolVar(&opts.All, "all", false, "Every app you may see, not only the runnable ones")
+	cmdutil.AddJSONFlags(cmd, &opts.Exporter, cmdutil.FieldsOf(api.App{}))
 	return cmd
 }
 
@@ -55,50 +58,25 @@ func listRun(ctx context.Context, opts *ListOptions) error {
 	if err != nil {
 		return err
 	}
-	resp, err := client.ImageList(ctx, api.ImageListRequest{})
+	resp, err := client.AppList(ctx, api.AppListRequest{All: opts.All})
 	if err != nil {
 		return err
 	}
-	apps := []api.Image{}
-	for _, img := range resp.Images {
-		if Runnable(img) {
-			apps = append(apps, img)
-		}
-	}
 	if opts.Exporter != nil {
-		return opts.Exporter.Write(ctx, opts.IO, apps)
+		return opts.Exporter.Write(ctx, opts.IO, resp.Apps)
 	}
-	if len(apps) == 0 && opts.IO.IsStdoutTTY() {
-		fmt.Fprintln(opts.IO.ErrOut, "No apps: an operator publishes, verifies and promotes images (`gpuaas image list`)")
+	if len(resp.Apps) == 0 && opts.IO.IsStdoutTTY() {
+		fmt.Fprintln(opts.IO.ErrOut, "No apps: operators and project owners publish them (`gpuaas app publish -f app.yaml`)")
 		return nil
 	}
 	tp := cmdutil.NewTablePrinter(opts.IO)
-	tp.AddHeader("NAME", "SCOPE", "REF", "SIZE", "ID")
-	for _, img := range apps {
-		scope := img.Scope
-		if img.Project != "" {
-			scope = img.Project
+	tp.AddHeader("NAME", "SCOPE", "IMAGE", "REF", "LIFECYCLE", "TRUST", "ID")
+	for _, a := range resp.Apps {
+		scope := a.Scope
+		if a.Project != "" {
+			scope = a.Project
 		}
-		size := strconv.FormatInt(img.SizeBytes, 10)
-		if opts.IO.IsStdoutTTY() {
-			size = humanSize(img.SizeBytes)
-		}
-		tp.AddRow(img.Name, scope, img.Ref, size, img.ID)
+		tp.AddRow(a.Name, scope, a.Image, a.Ref, a.Lifecycle, a.Trust, a.ID)
 	}
 	return tp.Render()
-}
-
-// humanSize is n bytes for a person, as `image list` prints them.
-func humanSize(n int64) string {
-	switch {
-	case n == 0:
-		return "-"
-	case n < 1<<10:
-		return fmt.Sprintf("%d B", n)
-	case n < 1<<20:
-		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
-	case n < 1<<30:
-		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
-	}
-	return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
 }

@@ -12,11 +12,12 @@ import (
 	"github.com/gpuaas/gpuaas/internal/registry"
 )
 
-// TestAppListShowsRunnableImages: against a real controld and registry,
-// `app list` shows the images a workload may run (promoted and verified)
-// and none of the others (published only, verified but not promoted,
+// TestAppListShowsRunnableApps: against a real controld and registry,
+// `app list` shows the published apps a workload may run (promoted, their
+// image promoted and verified) and none of the others (the app only
+// published; its image published only, verified but not promoted, or
 // revoked), piped and with --json; `app ps` is no longer `app list`.
-func TestAppListShowsRunnableImages(t *testing.T) {
+func TestAppListShowsRunnableApps(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts controld")
 	}
@@ -68,6 +69,11 @@ func TestAppListShowsRunnableImages(t *testing.T) {
 			fn func() error
 		}{
 			{promote, func() error { _, err := c.ImagePromote(t.Context(), api.ImageChangeRequest{Image: name}); return err }},
+			{true, func() error {
+				_, err := c.AppPublish(t.Context(), api.AppPublishRequest{Manifest: "name: " + name + "\nimage: " + name + "\n"})
+				return err
+			}},
+			{verify && name != "draft", func() error { _, err := c.AppPromote(t.Context(), api.AppRef{App: name}); return err }},
 			{revoke, func() error {
 				_, err := c.ImageRevoke(t.Context(), api.ImageChangeRequest{Image: name, Reason: "test"})
 				return err
@@ -85,6 +91,7 @@ func TestAppListShowsRunnableImages(t *testing.T) {
 	publish("fresh", false, false, false)
 	publish("checked", true, false, false)
 	publish("pulled", true, true, true)
+	publish("draft", true, true, false)
 
 	ios, _, out, _ := cmdtest.Streams(false)
 	f := cmdtest.Factory(ios)
@@ -95,7 +102,8 @@ func TestAppListShowsRunnableImages(t *testing.T) {
 	var names []string
 	for _, line := range strings.Split(strings.TrimSpace(out.String()), "\n") {
 		cols := strings.Split(line, "\t")
-		if len(cols) != len(listPiped) || !strings.Contains(cols[2], "@sha256:") || cols[4] == "" {
+		if len(cols) != len(listPiped) || cols[1] != controldtest.ProjectName || cols[2] != cols[0] || !strings.Contains(cols[3], "@sha256:") ||
+			cols[4] != api.ImagePromoted || cols[5] != api.TrustVerified || !strings.HasPrefix(cols[6], "app-") {
 			t.Errorf("piped line %q: want %d columns %v", line, len(listPiped), listPiped)
 		}
 		names = append(names, cols[0])
@@ -107,7 +115,7 @@ func TestAppListShowsRunnableImages(t *testing.T) {
 	if err := cmdtest.Execute(NewCmdApp(f), "list", "--json", "name,trust,lifecycle"); err != nil {
 		t.Fatal(err)
 	}
-	var apps []api.Image
+	var apps []api.App
 	if err := json.Unmarshal(out.Bytes(), &apps); err != nil {
 		t.Fatalf("--json: %v: %s", err, out)
 	}

@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
@@ -20,11 +21,18 @@ import (
 func rentForApp(ctx context.Context, opts *RunOptions, client *api.Client) (string, func(), error) {
 	// An image no workload may run is refused before anything is rented
 	// (controld checks it again at app.run).
-	img, err := client.ImageGet(ctx, api.ImageRef{Image: opts.Image})
-	if err != nil {
+	// A published app of that name wins over an image (docs/apps.md,
+	// "Publishing apps").
+	if app, err := client.AppDescribe(ctx, api.AppRef{App: opts.Image}); err == nil && app.Lifecycle != api.ImageRetired {
+		if !app.Runnable {
+			return "", nil, api.Errorf(api.CodeInvalidArgument, "app %s is %s, its image %s: a workload runs only promoted apps of promoted, verified images; nothing was rented",
+				app.Name, app.Lifecycle, app.Trust).WithHint("see `gpuaas app list`")
+		}
+	} else if err != nil && !errors.Is(err, api.ErrNotFound) {
 		return "", nil, err
-	}
-	if !Runnable(*img) {
+	} else if img, err := client.ImageGet(ctx, api.ImageRef{Image: opts.Image}); err != nil {
+		return "", nil, err
+	} else if !Runnable(*img) {
 		return "", nil, api.Errorf(api.CodeInvalidArgument, "image %s (%s) is %s and %s: a workload runs only promoted, verified images; nothing was rented",
 			img.Name, img.ID, img.Lifecycle, img.Trust).WithHint("see `gpuaas app list`")
 	}

@@ -61,6 +61,7 @@ var describers = map[string]func(api.Event) string{
 		return "bus identity revoked: " + strings.Join(names, ", ")
 	}),
 	api.EventImage: decoded(func(i api.Image) string { return "image " + i.Name + ": " + i.StateLine() }),
+	api.EventApp:   decoded(func(a api.App) string { return "app " + a.Name + ": " + a.Lifecycle + ", image " + a.Trust }),
 	api.EventTopup: decoded(func(p struct {
 		AmountMinor int64  `json:"amount_minor"`
 		Currency    string `json:"currency"`

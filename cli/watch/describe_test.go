@@ -85,6 +85,7 @@ var samples = map[string]sample{
 	api.EventVolume: {api.Volume{Name: "data", SizeBytes: 1 << 30, Node: "gpu-01", State: api.VolumeReady},
 		"volume data (1G on gpu-01) ready"},
 	api.EventImage: {api.Image{Name: "tiny", Lifecycle: "promoted", Trust: "revoked", TrustReason: "CVE-1"}, "image tiny: promoted, revoked (CVE-1)"},
+	api.EventApp:   {api.App{Name: "jupyter", Lifecycle: "promoted", Trust: "verified"}, "app jupyter: promoted, image verified"},
 	api.EventWorkloadState: {api.Workload{ID: "w-1", Name: "web", Image: "tiny", AllocationID: "a-1", State: api.WorkloadFailed,
 		ExitCode: &exitOne, Reason: "exited with 1"}, "workload w-1 (web, tiny) on a-1 failed, exit 1 (exited with 1)"},
 	api.EventVolumePrice: {api.VolumePrice{Currency: "usd", PricePerGiBMonthMinor: 12, PreviousMinor: 10}, "volume price $0.12 per GiB-month (was $0.10)"},

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/gpuaas/gpuaas/controld/alloc"
+	"github.com/gpuaas/gpuaas/controld/apps"
 	"github.com/gpuaas/gpuaas/controld/images"
 	"github.com/gpuaas/gpuaas/controld/mutate"
 	"github.com/gpuaas/gpuaas/controld/project"
@@ -126,6 +127,20 @@ func Run(ctx context.Context, tx pgx.Tx, actor alloc.Actor, req api.AppRunReques
 	if !api.RunsWorkloads(a.Shape) {
 		return api.Workload{}, mutate.Effect{}, api.Errorf(api.CodeInvalidArgument, "allocation %s is a %s: workloads run on bare-metal and slice allocations", a.ID, a.Shape).
 			WithHint("see docs/apps.md")
+	}
+	// A published app of that name wins over an image of it
+	// (docs/apps.md, "Publishing apps"): its stored manifest fills what
+	// the request leaves unset.
+	if app, ok, err := apps.ForRun(ctx, tx, req.Image, a.ProjectID); err != nil || ok {
+		if err == nil {
+			err = apps.Merge(&req, app)
+		}
+		if err == nil {
+			err = Check(&req)
+		}
+		if err != nil {
+			return api.Workload{}, mutate.Effect{}, err
+		}
 	}
 	img, err := images.Find(ctx, tx, req.Image, a.ProjectID, false)
 	if err != nil {

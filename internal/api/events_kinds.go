@@ -40,6 +40,7 @@ var EventKinds = []string{
 	EventVolume,
 	EventVolumePrice,
 	EventImage,
+	EventApp,
 	EventWebhook, EventWebhookDelivery,
 	EventExposure,
 	EventSecret,

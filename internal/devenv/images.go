@@ -59,6 +59,14 @@ func (e *Env) seedImages(ctx context.Context) error {
 	if _, err := reg.Push(ctx, "gpuaas/"+StockImage, legacy); err != nil {
 		return fmt.Errorf("seed images: %w", err)
 	}
-	_, err = e.Controld.SeedImage(ctx, StockImage, ref, e.Admin.ID)
+	if _, err = e.Controld.SeedImage(ctx, StockImage, ref, e.Admin.ID); err != nil {
+		return err
+	}
+	_, err = e.Controld.SeedApp(ctx, stockAppManifest, e.Admin.ID)
 	return err
 }
+
+// stockAppManifest is the app `gpuaas dev` publishes and promotes, so that
+// `gpuaas app list` offers it: the stock image as it is (its own
+// command), every GPU of the allocation (docs/apps.md, "Publishing apps").
+const stockAppManifest = "name: " + StockImage + "\nimage: " + StockImage + "\n"

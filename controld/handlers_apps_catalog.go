@@ -1,0 +1,215 @@
+package controld
+
+import (
+	"context"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/gpuaas/gpuaas/controld/apps"
+	"github.com/gpuaas/gpuaas/controld/audit"
+	"github.com/gpuaas/gpuaas/controld/images"
+	"github.com/gpuaas/gpuaas/controld/mutate"
+	"github.com/gpuaas/gpuaas/controld/outbox"
+	"github.com/gpuaas/gpuaas/controld/project"
+	"github.com/gpuaas/gpuaas/controld/store"
+	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/appspec"
+)
+
+// maxManifestBytes bounds an app manifest sent to app.publish.
+const maxManifestBytes = 64 << 10
+
+// appsCatalogEndpoints are published apps' (controld/apps, docs/apps.md,
+// "Publishing apps"). Who may make which move is apps.Decide's; the
+// manifest is parsed here, strictly, before anything is read.
+func (s *Server) appsCatalogEndpoints() []endpointDef {
+	return []endpointDef{
+		mutation(s, api.OpAppPublish, s.appPublish),
+		query(s, api.OpAppList, s.appList),
+		query(s, api.OpAppDescribe, s.appDescribe),
+		mutation(s, api.OpAppPromote, s.appChange(apps.ActPromote, api.EndpointAppPromote)),
+		mutation(s, api.OpAppDeprecate, s.appChange(apps.ActDeprecate, api.EndpointAppDeprecate)),
+		mutation(s, api.OpAppRetire, s.appChange(apps.ActRetire, api.EndpointAppRetire)),
+	}
+}
+
+// appActor is the caller as apps.Decide sees them for app.
+func appActor(ctx context.Context, q store.Querier, c *call, app api.App) (apps.Actor, error) {
+	who := apps.Actor{PlatformRole: platformRole(c)}
+	if app.ProjectID == "" {
+		return who, nil
+	}
+	role, err := project.RoleOf(ctx, q, app.ProjectID, c.principal.UserID)
+	if err != nil {
+		return who, err
+	}
+	who.Access = project.AccessFor(role, who.PlatformRole)
+	return who, nil
+}
+
+// findApp returns the app ref names that the caller may see (else
+// not_found, as for one that does not exist), and the caller as Decide
+// sees them.
+func (s *Server) findApp(ctx context.Context, q store.Querier, c *call, ref, named string, lock bool) (api.App, apps.Actor, error) {
+	pid, err := s.imageProjectID(ctx, q, c, named)
+	if err != nil {
+		return api.App{}, apps.Actor{}, err
+	}
+	app, err := apps.Find(ctx, q, strings.TrimSpace(ref), pid, lock)
+	if err != nil {
+		return api.App{}, apps.Actor{}, err
+	}
+	who, err := appActor(ctx, q, c, app)
+	if err != nil {
+		return api.App{}, apps.Actor{}, err
+	}
+	if !apps.Visible(app, who) {
+		return api.App{}, apps.Actor{}, api.Errorf(api.CodeNotFound, "no app %s", ref).WithHint("see `gpuaas app list`")
+	}
+	return app, who, nil
+}
+
+func (s *Server) appList(ctx context.Context, c *call, req api.AppListRequest) (*api.AppListResponse, error) {
+	pid := ""
+	ref, err := s.projectRef(ctx, c, req.Project)
+	if err != nil {
+		return nil, err
+	}
+	if ref != "" {
+		p, err := project.Authorize(ctx, s.pool, ref, c.principal.UserID, platformRole(c), project.AccessRead)
+		if err != nil {
+			return nil, err
+		}
+		pid = p.ID
+	}
+	// all lists every app the caller sees: operators every app, others
+	// the platform's promoted ones and their project's own.
+	out, err := apps.List(ctx, s.pool, pid, req.All && isOperator(c), !req.All)
+	if err != nil {
+		return nil, err
+	}
+	return &api.AppListResponse{Apps: out}, nil
+}
+
+func (s *Server) appDescribe(ctx context.Context, c *call, req api.AppRef) (*api.App, error) {
+	app, _, err := s.findApp(ctx, s.pool, c, req.App, req.Project, false)
+	if err != nil {
+		return nil, err
+	}
+	return &app, nil
+}
+
+// appPublishTarget is the app a publish would add, checked with Decide,
+// and its image (apps.Image), which the publisher must see.
+func (s *Server) appPublishTarget(ctx context.Context, q store.Querier, c *call, req api.AppPublishRequest, spec appspec.App) (api.App, api.Image, error) {
+	app := api.App{Name: spec.Name, Scope: api.ImageScopePlatform}
+	if !req.Platform {
+		ref, err := s.projectRef(ctx, c, req.Project)
+		if err != nil {
+			return app, api.Image{}, err
+		}
+		if ref == "" {
+			return app, api.Image{}, api.Errorf(api.CodeInvalidArgument, "publish into which project?").
+				WithHint("pass -p/--project, or --platform (operators)")
+		}
+		p, err := project.Authorize(ctx, q, ref, c.principal.UserID, platformRole(c), project.AccessRead)
+		if err != nil {
+			return app, api.Image{}, err
+		}
+		app.Scope, app.ProjectID, app.Project = api.ImageScopeProject, p.ID, p.Name
+	}
+	who, err := appActor(ctx, q, c, app)
+	if err != nil {
+		return app, api.Image{}, err
+	}
+	if _, err := apps.Decide(app, apps.ActPublish, who); err != nil {
+		return app, api.Image{}, err
+	}
+	img, err := apps.Image(ctx, q, spec.Image, app.ProjectID)
+	if err != nil {
+		return app, api.Image{}, err
+	}
+	iwho, err := imageActor(ctx, q, c, img)
+	if err != nil {
+		return app, api.Image{}, err
+	}
+	if !images.Visible(img, iwho) {
+		return app, api.Image{}, api.Errorf(api.CodeInvalidArgument, "app manifest: image: %s is not in the catalog (an app runs a catalog image)", spec.Image).
+			WithHint("see `gpuaas image list`")
+	}
+	return app, img, nil
+}
+
+func (s *Server) appPublish(ctx context.Context, c *call, req api.AppPublishRequest) (work[api.App], error) {
+	if len(req.Manifest) > maxManifestBytes {
+		return nil, api.Errorf(api.CodeInvalidArgument, "manifest: %d bytes; at most %d", len(req.Manifest), maxManifestBytes)
+	}
+	if req.Platform && req.Project != "" {
+		return nil, api.Errorf(api.CodeInvalidArgument, "an app is the platform's or a project's, not both").
+			WithHint("drop --platform or --project")
+	}
+	spec, err := appspec.Parse([]byte(req.Manifest))
+	if err != nil {
+		return nil, err
+	}
+	manifest, err := apps.Manifest(spec)
+	if err != nil {
+		return nil, err
+	}
+	if _, _, err := s.appPublishTarget(ctx, s.pool, c, req, spec); err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context, tx pgx.Tx) (*api.App, mutate.Effect, error) {
+		target, img, err := s.appPublishTarget(ctx, tx, c, req, spec)
+		if err != nil {
+			return nil, mutate.Effect{}, err
+		}
+		app, err := apps.Publish(ctx, tx, apps.New{Name: spec.Name, ProjectID: target.ProjectID, ImageID: img.ID,
+			Manifest: manifest, By: c.principal.UserID}, s.now())
+		if err != nil {
+			return nil, mutate.Effect{}, err
+		}
+		eff, err := appEffect(ctx, tx, api.EndpointAppPublish, app, map[string]any{"image": img.ID, "ref": img.Ref})
+		return &app, eff, err
+	}, nil
+}
+
+// appChange is the handler of a lifecycle move: promote, deprecate,
+// retire.
+func (s *Server) appChange(action apps.Action, endpoint string) func(context.Context, *call, api.AppRef) (work[api.App], error) {
+	return func(_ context.Context, c *call, req api.AppRef) (work[api.App], error) {
+		return func(ctx context.Context, tx pgx.Tx) (*api.App, mutate.Effect, error) {
+			cur, who, err := s.findApp(ctx, tx, c, req.App, req.Project, true)
+			if err != nil {
+				return nil, mutate.Effect{}, err
+			}
+			to, err := apps.Decide(cur, action, who)
+			if err != nil {
+				return nil, mutate.Effect{}, err
+			}
+			out, err := apps.Apply(ctx, tx, cur.ID, to, s.now())
+			if err != nil {
+				return nil, mutate.Effect{}, err
+			}
+			eff, err := appEffect(ctx, tx, endpoint, out, map[string]any{"lifecycle": []string{cur.Lifecycle, out.Lifecycle}})
+			return &out, eff, err
+		}, nil
+	}
+}
+
+// appEffect is an app change's audit row and its one event, told to the
+// members of a project's own app's project.
+func appEffect(ctx context.Context, q store.Querier, endpoint string, app api.App, detail map[string]any) (mutate.Effect, error) {
+	var users []string
+	if app.ProjectID != "" {
+		var err error
+		if users, err = project.MemberIDs(ctx, q, app.ProjectID); err != nil {
+			return mutate.Effect{}, err
+		}
+	}
+	return mutate.Effect{
+		Audit:  audit.Entry{Action: endpoint, TargetType: "app", TargetID: app.ID, ProjectID: app.ProjectID, Detail: detail},
+		Events: []outbox.Event{{Kind: api.EventApp, Subject: app.ID, ProjectID: app.ProjectID, Users: users, Payload: app}},
+	}, nil
+}

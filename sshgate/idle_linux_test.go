@@ -17,12 +17,12 @@ import (
 // maxIdleSessionGoroutines is how many goroutines an idle PTY shell
 // session holds, gateway, link and node together (decision 0054): six of
 // x/crypto/ssh and charmbracelet/ssh for the client's connection, the
-// link's reader on each side, three in the gateway (the session's own,
-// which copies stdout, its events, the node's channels) and four on the
-// node (the link, the session's requests, the PTY's output, the program's
-// exit). The client's stdin adds one each side while it is open; the
-// benchmark's clients send EOF at once, as here.
-const maxIdleSessionGoroutines = 15
+// link's reader on each side, two in the gateway (the session's own,
+// which copies stdout, and its events) and four on the node (the link, the
+// session's requests, the PTY's output, the program's exit). The client's
+// stdin adds one each side while it is open; the benchmark's clients send
+// EOF at once, as here.
+const maxIdleSessionGoroutines = 14
 
 // TestIdleSessionGoroutinesBounded holds idle PTY shells open through the
 // gateway to a bare-metal allocation (gateway and terminal server in this

@@ -113,3 +113,59 @@ func TestLinkNotifyStderrOnEnd(t *testing.T) {
 		})
 	}
 }
+
+// TestLinkNotifyIncoming: the callback comes once, when the peer first
+// opens a channel or sends a global request, or the link ends, and at
+// once when registered after that; what came before it is still queued.
+func TestLinkNotifyIncoming(t *testing.T) {
+	t.Run("channel open", func(t *testing.T) {
+		cl, sv := pair(t)
+		n := newNotifier()
+		cl.c.NotifyIncoming(n.f)
+		// A channel this side opens is not incoming.
+		acceptAll(sv, func(_ gossh.Channel, reqs <-chan *gossh.Request) { gossh.DiscardRequests(reqs) })
+		if _, _, err := cl.c.OpenChannel("session", nil); err != nil {
+			t.Fatal(err)
+		}
+		if k := n.calls.Load(); k != 0 {
+			t.Fatalf("notified %d times for an outgoing channel; want 0", k)
+		}
+		go func() { _, _, _ = sv.c.OpenChannel("session", []byte("from the server")) }()
+		within(t, n.c, "the notification of an incoming channel")
+		nc := within(t, cl.chans, "the queued channel")
+		if string(nc.ExtraData()) != "from the server" {
+			t.Fatalf("queued channel %q", nc.ExtraData())
+		}
+		_ = nc.Reject(gossh.Prohibited, "test")
+		go func() { _, _, _ = sv.c.OpenChannel("session", nil) }()
+		_ = within(t, cl.chans, "a second channel").Reject(gossh.Prohibited, "test")
+		if k := n.calls.Load(); k != 1 {
+			t.Fatalf("notified %d times; want 1", k)
+		}
+	})
+	t.Run("global request", func(t *testing.T) {
+		cl, sv := pair(t)
+		n := newNotifier()
+		sv.c.NotifyIncoming(n.f)
+		go func() { _, _, _ = cl.c.SendRequest("ping", false, nil) }()
+		within(t, n.c, "the notification of a global request")
+		if req := within(t, sv.reqs, "the queued request"); req.Type != "ping" {
+			t.Fatalf("request %q", req.Type)
+		}
+	})
+	t.Run("link end, then late", func(t *testing.T) {
+		cl, _ := pair(t)
+		n := newNotifier()
+		cl.c.NotifyIncoming(n.f)
+		_ = cl.c.Close()
+		within(t, n.c, "the notification at the link's end")
+		if _, ok := <-cl.chans; ok {
+			t.Fatal("incoming channels still open after the link's end")
+		}
+		late := newNotifier()
+		cl.c.NotifyIncoming(late.f)
+		if k := late.calls.Load(); k != 1 {
+			t.Fatalf("registered after the end: %d calls; want 1, at once", k)
+		}
+	})
+}

@@ -36,6 +36,10 @@ const fdsPerIdleSession = 5
 // taken with every session open.
 var idleHeapProfile = flag.String("idle-heapprofile", "", "write a heap profile with every idle session open to this file")
 
+// idleGoroutineProfile is where BenchmarkIdleSessions writes its goroutine
+// profile (debug=1: stacks counted by function) with every session open.
+var idleGoroutineProfile = flag.String("idle-goroutineprofile", "", "write a goroutine profile with every idle session open to this file")
+
 // BenchmarkIdleSessions holds -idle-sessions (1,000) concurrent idle PTY
 // shell sessions open through the gateway to a bare-metal allocation,
 // then drops every client TCP connection at once, without an SSH
@@ -67,17 +71,7 @@ func BenchmarkIdleSessions(b *testing.B) {
 			n, need, limit, (limit-1024)/fdsPerIdleSession)
 	}
 	s := startRealStack(b, slog.New(slog.DiscardHandler))
-	owner := s.login(s.admin, s.env.Admin.ID)
-	metal := s.createAlloc(s.admin, "h100-baremetal", 8)
-	spec := idleSpec{Addr: s.addr, User: metal.ID, Cert: string(gossh.MarshalAuthorizedKey(owner.cert))}
-	for _, k := range s.hostCA {
-		spec.HostCA = append(spec.HostCA, string(gossh.MarshalAuthorizedKey(k)))
-	}
-	pemBytes, err := sshcert.MarshalPrivateKey(owner.key, "bench", nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	spec.Key = string(pemBytes)
+	spec := newIdleSpec(b, s)
 
 	// Warm up: the first session starts what stays (connection pools,
 	// subscriptions), which is not the sessions'.
@@ -91,6 +85,7 @@ func BenchmarkIdleSessions(b *testing.B) {
 		runtime.GC()
 		runtime.ReadMemStats(&before)
 		rssBefore := rssOf(b, "self")
+		threadsBefore := statusField(b, "self", "Threads:")
 		g0 := runtime.NumGoroutine()
 
 		spec.N = n
@@ -103,11 +98,15 @@ func BenchmarkIdleSessions(b *testing.B) {
 		runtime.GC()
 		runtime.ReadMemStats(&during)
 		rssDuring := rssOf(b, "self")
+		threadsDuring := statusField(b, "self", "Threads:")
 		gPeak := runtime.NumGoroutine()
 		byComponent := goroutinesByComponent()
 		shells, shellRSS := children(b)
 		if *idleHeapProfile != "" {
-			writeHeapProfile(b, *idleHeapProfile)
+			writeProfile(b, "heap", *idleHeapProfile, 0)
+		}
+		if *idleGoroutineProfile != "" {
+			writeProfile(b, "goroutine", *idleGoroutineProfile, 1)
 		}
 
 		c.closeAll(b)
@@ -133,6 +132,7 @@ func BenchmarkIdleSessions(b *testing.B) {
 		b.ReportMetric(per(rssDuring, rssBefore), "rss-KiB/session")
 		b.ReportMetric(float64(shellRSS)/float64(max(shells, 1))/1024, "shell-rss-KiB/session")
 		b.ReportMetric(float64(gPeak-g0)/float64(n), "goroutines/session")
+		b.ReportMetric((float64(threadsDuring)-float64(threadsBefore))/float64(n), "threads/session")
 		b.ReportMetric(float64(g0), "goroutines-before")
 		b.ReportMetric(float64(gPeak), "goroutines-peak")
 		b.ReportMetric(float64(gAfter), "goroutines-after")
@@ -142,16 +142,34 @@ func BenchmarkIdleSessions(b *testing.B) {
 	}
 }
 
-func writeHeapProfile(b *testing.B, path string) {
+func writeProfile(b *testing.B, name, path string, debug int) {
 	b.Helper()
 	f, err := os.Create(path)
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer f.Close()
-	if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
+	if err := pprof.Lookup(name).WriteTo(f, debug); err != nil {
 		b.Fatal(err)
 	}
+}
+
+// newIdleSpec is the spec of idle PTY shells on a new bare-metal
+// allocation of s's admin.
+func newIdleSpec(t testing.TB, s *realStack) idleSpec {
+	t.Helper()
+	owner := s.login(s.admin, s.env.Admin.ID)
+	metal := s.createAlloc(s.admin, "h100-baremetal", 8)
+	spec := idleSpec{Addr: s.addr, User: metal.ID, Cert: string(gossh.MarshalAuthorizedKey(owner.cert))}
+	for _, k := range s.hostCA {
+		spec.HostCA = append(spec.HostCA, string(gossh.MarshalAuthorizedKey(k)))
+	}
+	pemBytes, err := sshcert.MarshalPrivateKey(owner.key, "bench", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec.Key = string(pemBytes)
+	return spec
 }
 
 // idleSpec tells the client process what to open.
@@ -173,7 +191,7 @@ type idleClients struct {
 
 // startIdleClients runs the clients and returns once every session has
 // its shell's first output.
-func startIdleClients(b *testing.B, spec idleSpec) *idleClients {
+func startIdleClients(b testing.TB, spec idleSpec) *idleClients {
 	b.Helper()
 	path := filepath.Join(b.TempDir(), "spec.json")
 	data, err := json.Marshal(spec)
@@ -205,7 +223,7 @@ func startIdleClients(b *testing.B, spec idleSpec) *idleClients {
 
 // closeAll has the client process drop every connection, and waits for it
 // to exit.
-func (c *idleClients) closeAll(b *testing.B) {
+func (c *idleClients) closeAll(b testing.TB) {
 	b.Helper()
 	if _, err := io.WriteString(c.in, "close\n"); err != nil {
 		b.Fatal(err)
@@ -217,7 +235,7 @@ func (c *idleClients) closeAll(b *testing.B) {
 	}
 }
 
-func (c *idleClients) expect(b *testing.B, want string) {
+func (c *idleClients) expect(b testing.TB, want string) {
 	b.Helper()
 	line, err := c.out.ReadString('\n')
 	if err != nil || strings.TrimSpace(line) != want {
@@ -227,7 +245,7 @@ func (c *idleClients) expect(b *testing.B, want string) {
 
 // settledGoroutines waits until the goroutine count holds still for a
 // second (the warm-up's sessions wound down) and returns it.
-func settledGoroutines(b *testing.B) int {
+func settledGoroutines(b testing.TB) int {
 	b.Helper()
 	deadline := time.Now().Add(time.Minute)
 	last, since := runtime.NumGoroutine(), time.Now()
@@ -295,19 +313,26 @@ func goroutineSummary() string {
 }
 
 // rssOf is the resident set of process pid ("self" for this one), in bytes.
-func rssOf(b *testing.B, pid string) uint64 {
+func rssOf(b testing.TB, pid string) uint64 {
+	b.Helper()
+	return statusField(b, pid, "VmRSS:") * 1024
+}
+
+// statusField is a number of /proc/pid/status (its kB unit dropped), 0
+// when the process is gone.
+func statusField(b testing.TB, pid, field string) uint64 {
 	b.Helper()
 	data, err := os.ReadFile("/proc/" + pid + "/status")
 	if err != nil {
 		return 0 // gone meanwhile
 	}
 	for _, line := range strings.Split(string(data), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			kb, err := strconv.ParseUint(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+		if v, ok := strings.CutPrefix(line, field); ok {
+			n, err := strconv.ParseUint(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
 			if err != nil {
-				b.Fatalf("VmRSS %q: %v", v, err)
+				b.Fatalf("%s %q: %v", field, v, err)
 			}
-			return kb * 1024
+			return n
 		}
 	}
 	return 0
@@ -315,7 +340,7 @@ func rssOf(b *testing.B, pid string) uint64 {
 
 // children counts this process's child processes other than the idle
 // clients (the sessions' shells) and sums their RSS.
-func children(b *testing.B) (n int, rss uint64) {
+func children(b testing.TB) (n int, rss uint64) {
 	b.Helper()
 	entries, err := os.ReadDir("/proc")
 	if err != nil {

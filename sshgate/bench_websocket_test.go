@@ -116,7 +116,7 @@ func BenchmarkIdleWebSockets(b *testing.B) {
 			b.Fatalf("node process: %d goroutines with %d WebSockets, %d before; want a relay per socket there", nodePeak.goroutines, n, node0.goroutines)
 		}
 		if *wsHeapProfile != "" {
-			writeHeapProfile(b, *wsHeapProfile)
+			writeProfile(b, "heap", *wsHeapProfile, 0)
 		}
 
 		c.do(b, "close", "closed")

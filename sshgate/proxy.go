@@ -164,14 +164,11 @@ func (g *Gateway) relay(s ssh.Session, id sshcert.Identity, up *upstream, pty ss
 
 	// sshwire.Copy: an idle session holds a small buffer each way, and a
 	// full one only while output flows (BenchmarkIdleSessions). stdout is
-	// copied by this goroutine itself.
-	stderrDone := make(chan struct{})
-	go func() {
-		defer close(stderrDone)
-		_, _ = sshwire.Copy(&clientWriter{w: s.Stderr(), n: &out, touched: touched, gone: closeNode}, node.Stderr())
-	}()
+	// copied by this goroutine itself; stderr by one started when it is
+	// first used (stderrRelay).
+	stderr := startStderrRelay(node, &clientWriter{w: s.Stderr(), n: &out, touched: touched, gone: closeNode})
 	_, _ = sshwire.Copy(&clientWriter{w: stdout, n: &out, touched: touched, gone: closeNode}, node)
-	<-stderrDone
+	stderr.wait()
 	ex := <-ev.exit // the node closed the channel: nothing more will come
 	close(done)
 	stopWatching()

@@ -69,32 +69,49 @@ func (g *Gateway) tcpipForward(ctx ssh.Context, _ *ssh.Server, req *gossh.Reques
 // request that could make the node open a channel. Its one goroutine (not
 // gossh.NewClient's three, one per kind and one waiting for the end:
 // BenchmarkIdleSessions) closes up.dead when the link ends, which is when
-// the library closes both channels.
+// the library closes both channels. On a link (sshlink's NotifyIncoming)
+// the goroutine starts only when the node first opens or asks something,
+// or the link ends: an idle session's link, where the node asks nothing,
+// holds none (decision 0054).
 func (g *Gateway) serveNodeChannels(ctx ssh.Context, id sshcert.Identity, up *upstream) {
+	serve := func() { go g.nodeChannels(ctx, id, up) }
+	if n, ok := up.Conn.(incomingNotifier); ok {
+		n.NotifyIncoming(serve)
+		return
+	}
+	serve()
+}
+
+// incomingNotifier is a connection that says when its incoming channels
+// and requests first need a reader (internal/sshlink's links).
+type incomingNotifier interface {
+	NotifyIncoming(f func())
+}
+
+// nodeChannels is serveNodeChannels' goroutine.
+func (g *Gateway) nodeChannels(ctx ssh.Context, id sshcert.Identity, up *upstream) {
+	defer close(up.dead)
 	client, _ := ctx.Value(ssh.ContextKeyConn).(gossh.Conn)
-	go func() {
-		defer close(up.dead)
-		chans, reqs := up.Chans, up.Reqs
-		for chans != nil || reqs != nil {
-			select {
-			case req, ok := <-reqs:
-				if !ok {
-					reqs = nil
-					continue
-				}
-				if req.WantReply {
-					_ = sshlink.Reply(req, false, nil)
-				}
-			case nc, ok := <-chans:
-				if !ok {
-					chans = nil
-					continue
-				}
-				g.nodeChannel(ctx, id, up, client, nc)
+	chans, reqs := up.Chans, up.Reqs
+	for chans != nil || reqs != nil {
+		select {
+		case req, ok := <-reqs:
+			if !ok {
+				reqs = nil
+				continue
 			}
+			if req.WantReply {
+				_ = sshlink.Reply(req, false, nil)
+			}
+		case nc, ok := <-chans:
+			if !ok {
+				chans = nil
+				continue
+			}
+			g.nodeChannel(ctx, id, up, client, nc)
 		}
-		_ = up.Conn.Wait()
-	}()
+	}
+	_ = up.Conn.Wait()
 }
 
 // nodeChannel serves one channel the node opened: a forwarded-tcpip

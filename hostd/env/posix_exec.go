@@ -148,6 +148,7 @@ func startPipes(cmd *exec.Cmd, spec ExecSpec) (Process, error) {
 				_ = stdin.Close()
 			}()
 		}
+		awaitExit(cmd.Process.Pid)
 		_ = cmd.Wait()
 	}
 	return pr, nil
@@ -196,6 +197,7 @@ func (p *posixEnv) startPTY(cmd *exec.Cmd, spec ExecSpec) (Process, error) {
 		if spec.Stdin != nil {
 			go func() { _, _ = copyPTY(ptmx, spec.Stdin) }()
 		}
+		awaitExit(cmd.Process.Pid)
 		_ = cmd.Wait()
 		select {
 		case <-out: // the last holder of the terminal closed it

@@ -167,11 +167,28 @@ func (s *Server) serveLink(nc net.Conn) {
 		return
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	// Two goroutines per link besides its reader (BenchmarkIdleSessions):
-	// this one for channels, one for global requests, which also ends the
-	// link's context (the reader closes reqs when the link ends).
-	go func() {
-		for req := range reqs {
+	defer func() {
+		cancel()
+		s.links.remove(lc)
+	}()
+	// One goroutine per link besides its reader, this one, for both its
+	// channels and its global requests (BenchmarkIdleSessions). The reader
+	// closes both Go channels when the link ends; each is serviced here
+	// without blocking on the other (a channel is served by its own
+	// goroutine; a request is a forward's bind or cancel).
+	for chans != nil || reqs != nil {
+		select {
+		case nch, ok := <-chans:
+			if !ok {
+				chans = nil
+				continue
+			}
+			go s.serveChannel(c, c.resolveTarget(ctx, lc), nch)
+		case req, ok := <-reqs:
+			if !ok {
+				reqs = nil
+				continue
+			}
 			ok, payload := false, []byte(nil)
 			if req.Type == sshwire.ForwardRequest || req.Type == sshwire.CancelForwardRequest {
 				ok, payload = s.forward(c, c.resolveTarget(ctx, lc), req)
@@ -180,11 +197,6 @@ func (s *Server) serveLink(nc net.Conn) {
 				_ = sshlink.Reply(req, ok, payload)
 			}
 		}
-		cancel()
-		s.links.remove(lc)
-	}()
-	for nch := range chans {
-		go s.serveChannel(c, c.resolveTarget(ctx, lc), nch)
 	}
 }
 

@@ -76,6 +76,9 @@ type channel struct {
 	remoteWin    uint32 // bytes we may still send
 	sentEOF      bool
 	sentClose    bool
+	// onStderr is called once, when the stderr stream first has something
+	// for Read (data or its end); see NotifyStderr.
+	onStderr func()
 
 	// sendMu is held while a frame of the channel is written, so that
 	// none follows its CLOSE: the peer forgets the channel once it has
@@ -115,27 +118,59 @@ func (ch *channel) opened(remoteID, win uint32, err error) error {
 // deliver queues a data payload read by the link's reader.
 func (ch *channel) deliver(cp *[]byte, n int, ext bool) error {
 	ch.mu.Lock()
-	defer ch.mu.Unlock()
 	if !ch.open || ch.eof {
+		ch.mu.Unlock()
 		chunkPool.Put(cp)
 		return protoErr("data on channel %d after EOF or before open", ch.localID)
 	}
 	if uint32(n) > ch.myWindow {
+		ch.mu.Unlock()
 		chunkPool.Put(cp)
 		return protoErr("peer exceeded window on channel %d", ch.localID)
 	}
 	ch.myWindow -= uint32(n)
 	if ch.sentClose {
+		ch.mu.Unlock()
 		chunkPool.Put(cp) // nobody reads any more
 		return nil
 	}
+	notify := func() {}
 	if ext {
 		ch.stderr.push(cp, n)
+		notify = ch.stderrReady()
 	} else {
 		ch.stdout.push(cp, n)
 	}
 	ch.cond.Broadcast()
+	ch.mu.Unlock()
+	notify()
 	return nil
+}
+
+// NotifyStderr has f called once, on the link's reader or here, as soon
+// as a Read of Stderr would not block: the peer sent extended data, EOF
+// or close, the link ended, or the channel was closed. f must not block
+// (it starts a goroutine). With it, a reader of Stderr is started only
+// for a stream that is used (BenchmarkIdleSessions: a PTY session's
+// stderr never is). SSH orders a channel's frames, so extended data the
+// peer sent before its EOF is signalled before Read sees that EOF.
+func (ch *channel) NotifyStderr(f func()) {
+	ch.mu.Lock()
+	ch.onStderr = f
+	call := ch.stderrReady()
+	ch.mu.Unlock()
+	call()
+}
+
+// stderrReady takes the NotifyStderr callback when a Read of Stderr
+// would not block, to be called without ch.mu held. Called with ch.mu.
+func (ch *channel) stderrReady() func() {
+	f := ch.onStderr
+	if f == nil || ch.stderr.empty() && !ch.eof && !ch.sentClose {
+		return func() {}
+	}
+	ch.onStderr = nil
+	return f
 }
 
 func (ch *channel) handleControl(typ byte, p []byte) error {
@@ -144,7 +179,9 @@ func (ch *channel) handleControl(typ byte, p []byte) error {
 		ch.mu.Lock()
 		ch.eof = true
 		ch.cond.Broadcast()
+		notify := ch.stderrReady()
 		ch.mu.Unlock()
+		notify()
 	case frameClose:
 		ch.mu.Lock()
 		if !ch.open {
@@ -156,7 +193,9 @@ func (ch *channel) handleControl(typ byte, p []byte) error {
 		send := !ch.sentClose
 		ch.sentClose = true
 		ch.cond.Broadcast()
+		notify := ch.stderrReady()
 		ch.mu.Unlock()
+		notify()
 		ch.c.removeChannel(ch.localID)
 		ch.markGone()
 		if send {
@@ -221,7 +260,9 @@ func (ch *channel) linkGone() {
 	ch.eof = true
 	ch.remoteClosed = true
 	ch.cond.Broadcast()
+	notify := ch.stderrReady()
 	ch.mu.Unlock()
+	notify()
 	ch.markGone()
 }
 
@@ -346,7 +387,9 @@ func (ch *channel) Close() error {
 	ch.stdout.release()
 	ch.stderr.release()
 	ch.cond.Broadcast()
+	notify := ch.stderrReady()
 	ch.mu.Unlock()
+	notify()
 	return ch.c.writeFrame(frameClose, ch.remoteID)
 }
 

@@ -33,6 +33,9 @@ type Conn struct {
 	// late counts frames of forgotten channels that were dropped.
 	late atomic.Int64
 	err  error
+	// onIncoming and incomingSeen: see NotifyIncoming.
+	onIncoming   func()
+	incomingSeen bool
 
 	incomingChans chan gossh.NewChannel
 	incomingReqs  chan *gossh.Request
@@ -168,6 +171,7 @@ func (c *Conn) readLoop() {
 	for _, ch := range chans {
 		ch.linkGone()
 	}
+	c.incoming()
 	close(c.incomingChans)
 	close(c.incomingReqs)
 	close(c.done)
@@ -197,6 +201,37 @@ func (c *Conn) readFrames() error {
 		if err := c.handleControl(typ, id, p); err != nil {
 			return err
 		}
+	}
+}
+
+// NotifyIncoming has f called once, from the link's reader or here, when
+// the incoming Go channels first need a reader: the peer opened a channel
+// or sent a global request, or the link ended (they are then closed). f
+// must not block (it starts the reader). An owner that serves them thus
+// holds no goroutine while the peer asks for nothing (sshgate's
+// BenchmarkIdleSessions: a node opens channels towards the gateway only
+// for -R and -A). Until f's reader runs, the Go channels buffer as before.
+func (c *Conn) NotifyIncoming(f func()) {
+	c.mu.Lock()
+	seen := c.incomingSeen
+	if !seen {
+		c.onIncoming = f
+	}
+	c.mu.Unlock()
+	if seen {
+		f()
+	}
+}
+
+// incoming is called by the reader before it first delivers to, or
+// closes, the incoming Go channels.
+func (c *Conn) incoming() {
+	c.mu.Lock()
+	f := c.onIncoming
+	c.onIncoming, c.incomingSeen = nil, true
+	c.mu.Unlock()
+	if f != nil {
+		f()
 	}
 }
 
@@ -277,6 +312,7 @@ func (c *Conn) handleControl(typ byte, id uint32, p []byte) error {
 			return protoErr("bad channel open")
 		}
 		nch := &newChannel{c: c, remoteID: id, remoteWin: win, typ: string(ctype), extra: append([]byte(nil), extra...)}
+		c.incoming()
 		select {
 		case c.incomingChans <- nch:
 		case <-c.closing:
@@ -341,6 +377,7 @@ func (c *Conn) handleControl(typ byte, id uint32, p []byte) error {
 				})
 			}
 		}
+		c.incoming()
 		select {
 		case c.incomingReqs <- req:
 		case <-c.closing:

@@ -144,6 +144,19 @@ func TestPublishedAppLifecycleAndRun(t *testing.T) {
 	if got := list(e.bob); len(got) != 0 {
 		t.Errorf("app list before promote: %v; want none", got)
 	}
+	a, err := e.admin.AllocCreate(ctx, api.AllocCreateRequest{SKU: "h100-baremetal", GPUs: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.env.Server.Pool().Exec(ctx, `UPDATE allocations SET state = 'active' WHERE id = $1`, a.ID); err != nil {
+		t.Fatal(err)
+	}
+	// Staged (published, not promoted), the app takes nothing from the
+	// image of its name: `app run tiny` runs the image as before.
+	if w, err := e.bob.AppRun(ctx, api.AppRunRequest{Image: "tiny", AllocationID: a.ID, Name: "staged"}); err != nil ||
+		slices.Equal(w.Command, []string{"/bin/httpd", "-f", "-p", "8080"}) || w.Digest != app.Digest {
+		t.Errorf("app run tiny while the app tiny is staged: %+v, %v; want the image tiny run as it is", w, err)
+	}
 	if _, err := e.bob.AppPromote(ctx, api.AppRef{App: "tiny"}); !errors.Is(err, api.ErrNotFound) {
 		t.Errorf("a member promotes an unpromoted platform app: %v; want not_found (not theirs to see)", err)
 	}
@@ -157,13 +170,6 @@ func TestPublishedAppLifecycleAndRun(t *testing.T) {
 		t.Errorf("app list after promote: %v; want tiny", got)
 	}
 
-	a, err := e.admin.AllocCreate(ctx, api.AllocCreateRequest{SKU: "h100-baremetal", GPUs: 8})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := e.env.Server.Pool().Exec(ctx, `UPDATE allocations SET state = 'active' WHERE id = $1`, a.ID); err != nil {
-		t.Fatal(err)
-	}
 	w, err := e.bob.AppRun(ctx, api.AppRunRequest{Image: "tiny", AllocationID: a.ID, Env: map[string]string{"EXTRA": "1"}})
 	if err != nil {
 		t.Fatal(err)
@@ -174,14 +180,18 @@ func TestPublishedAppLifecycleAndRun(t *testing.T) {
 	}
 
 	// A project's own app: its owner publishes and promotes, a member may not.
-	if _, err := e.carol.AppPublish(ctx, api.AppPublishRequest{Manifest: "name: notes\nimage: tiny\ncommand: [/hello]\n"}); err != nil {
+	notes, err := e.carol.AppPublish(ctx, api.AppPublishRequest{Manifest: "name: notes\nimage: tiny\ncommand: [/hello]\n"})
+	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := e.bob.AppPromote(ctx, api.AppRef{App: "notes"}); !errors.Is(err, api.ErrForbidden) {
 		t.Errorf("a member promotes the project's app: %v; want forbidden", err)
 	}
-	if _, err := e.bob.AppRun(ctx, api.AppRunRequest{Image: "notes", AllocationID: a.ID}); !errors.Is(err, api.ErrInvalidArgument) || !strings.Contains(err.Error(), "not promoted") {
-		t.Errorf("app run of a published, unpromoted app: %v; want refused, not promoted", err)
+	if _, err := e.bob.AppRun(ctx, api.AppRunRequest{Image: "notes", AllocationID: a.ID}); !errors.Is(err, api.ErrNotFound) {
+		t.Errorf("app run notes (an unpromoted app, no image of that name): %v; want not_found", err)
+	}
+	if _, err := e.bob.AppRun(ctx, api.AppRunRequest{Image: notes.ID, AllocationID: a.ID}); !errors.Is(err, api.ErrInvalidArgument) || !strings.Contains(err.Error(), "not promoted") {
+		t.Errorf("app run of a published, unpromoted app by its id: %v; want refused, not promoted", err)
 	}
 	if _, err := e.carol.AppPromote(ctx, api.AppRef{App: "notes"}); err != nil {
 		t.Fatal(err)

@@ -21,9 +21,9 @@ import (
 func rentForApp(ctx context.Context, opts *RunOptions, client *api.Client) (string, func(), error) {
 	// An image no workload may run is refused before anything is rented
 	// (controld checks it again at app.run).
-	// A published app of that name wins over an image (docs/apps.md,
+	// A promoted app of that name wins over an image (docs/apps.md,
 	// "Publishing apps").
-	if app, err := client.AppDescribe(ctx, api.AppRef{App: opts.Image}); err == nil && app.Lifecycle != api.ImageRetired {
+	if app, err := client.AppDescribe(ctx, api.AppRef{App: opts.Image}); err == nil && app.Lifecycle == api.ImagePromoted {
 		if !app.Runnable {
 			return "", nil, api.Errorf(api.CodeInvalidArgument, "app %s is %s, its image %s: a workload runs only promoted apps of promoted, verified images; nothing was rented",
 				app.Name, app.Lifecycle, app.Trust).WithHint("see `gpuaas app list`")

@@ -3,28 +3,42 @@ package apps
 import (
 	"context"
 	"errors"
+	"fmt"
 	"maps"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/gpuaas/gpuaas/controld/store"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/ids"
 )
 
 // ForRun returns the published app `app run NAME` names on an allocation
-// of projectID: the project's own app of that name, else the platform's,
-// retired ones left out (a retired app no longer takes its name from an
-// image's). ok is false when there is none: NAME is then an image.
+// of projectID: the project's own promoted app of that name, else the
+// platform's. Only a promoted app takes a name from an image of it: one
+// being staged (published), deprecated or retired does not, nor can a
+// platform app the renter cannot see stand in their way. ok is false when
+// there is none: NAME is then an image. An app named by its id is
+// returned whatever its state (Merge refuses one not promoted).
 func ForRun(ctx context.Context, q store.Querier, name, projectID string) (api.App, bool, error) {
-	app, err := Find(ctx, q, name, projectID, false)
-	if errors.Is(err, api.ErrNotFound) {
+	if ids.Valid(idPrefix, name) {
+		app, err := byID(ctx, q, name, false)
+		if errors.Is(err, api.ErrNotFound) || (err == nil && app.ProjectID != "" && app.ProjectID != projectID) {
+			return api.App{}, false, nil
+		}
+		return app, err == nil, err
+	}
+	var id string
+	err := q.QueryRow(ctx, `SELECT id FROM apps WHERE name = $1 AND lifecycle = 'promoted'
+		AND (project_id = $2 OR project_id IS NULL) ORDER BY project_id NULLS LAST LIMIT 1`, name, projectID).Scan(&id)
+	if errors.Is(err, pgx.ErrNoRows) {
 		return api.App{}, false, nil
 	}
 	if err != nil {
-		return api.App{}, false, err
+		return api.App{}, false, fmt.Errorf("find app %s: %w", name, err)
 	}
-	if app.Lifecycle == api.ImageRetired || (app.ProjectID != "" && app.ProjectID != projectID) {
-		return api.App{}, false, nil
-	}
-	return app, true, nil
+	app, err := byID(ctx, q, id, false)
+	return app, err == nil, err
 }
 
 // Merge makes req run app: its image (by id, so its digest), and each

@@ -101,7 +101,11 @@ func (ie *jobImageEnv) prepare(ctx context.Context) error {
 			return err
 		}
 	}
-	if err := ie.shell(ctx, ie.createCommand(id, devices)); err != nil {
+	binds, err := jobVolumeBinds(ctx, ie.env, ie.p.PosixUser)
+	if err != nil {
+		return fmt.Errorf("volumes: %w", err)
+	}
+	if err := ie.shell(ctx, ie.createCommand(id, devices, binds)); err != nil {
 		return fmt.Errorf("create the job's container: %w", err)
 	}
 	ie.mu.Lock()
@@ -114,14 +118,16 @@ func (ie *jobImageEnv) prepare(ctx context.Context) error {
 // createCommand is the renter's shell command that creates and starts
 // the container: `--replace` ends one a job of the same id left (a retry
 // after hostd restarted). Its limits are the user's hard ones (podman
-// may not raise them, hostd/workload); its network the host's (as apps).
-func (ie *jobImageEnv) createCommand(imageID string, devices []string) string {
+// may not raise them, hostd/workload); its network the host's (as apps);
+// binds are the allocation's volumes (jobVolumeBinds).
+func (ie *jobImageEnv) createCommand(imageID string, devices, binds []string) string {
 	args := []string{"run", "--detach", "--interactive", "--replace", "--name", ie.name,
 		"--label", workload.LabelAllocation + "=" + ie.p.AllocationID, "--label", LabelJob + "=" + ie.p.JobID,
 		"--network", "host", "--log-driver", "none", "--entrypoint", `["/bin/sh"]`}
 	for _, d := range devices {
 		args = append(args, "--device", d)
 	}
+	args = append(args, binds...)
 	mounts := `--volume "$HOME:$HOME" --workdir "$HOME" --env "HOME=$HOME"`
 	if w := ie.p.Workdir; strings.HasPrefix(w, "/") {
 		w = path.Clean(w)

@@ -17,12 +17,8 @@ import (
 // --count 1` prints one metrics line per GPU of the allocation, and a load
 // written into the sim host's knob file (as docs/gpu-telemetry.md tells) shows up.
 func TestAllocTopInDev(t *testing.T) {
-	data, cfg := tempDir(t, "gpuaas-e2e-data-"), tempDir(t, "gpuaas-e2e-cfg-")
-	pwFile := writeFile(t, cfg, "pw", devPassword+"\n")
-	dev := startDev(t, data, cfg, "--password-file", pwFile)
-	if r := dev.gpuaas(t, devPassword+"\n", "login", "--password-stdin"); r.code != 0 {
-		t.Fatalf("login exited %d: %s", r.code, r.stderr)
-	}
+	dev, _ := loggedInDev(t)
+	data := dev.dataDir
 	r := dev.gpuaas(t, "", "alloc", "create", "--sku", "h200-slice", "--gpus", "2", "--json")
 	var a api.Allocation
 	if err := json.Unmarshal([]byte(r.stdout), &a); err != nil || r.code != 0 {

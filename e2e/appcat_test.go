@@ -20,12 +20,7 @@ import (
 // image's; releasing the allocation stops the workload.
 func TestAppCatalogInDev(t *testing.T) {
 	needPodman(t)
-	data, cfg := tempDir(t, "gpuaas-e2e-data-"), tempDir(t, "gpuaas-e2e-cfg-")
-	pwFile := writeFile(t, cfg, "pw", devPassword+"\n")
-	dev := startDev(t, data, cfg, "--password-file", pwFile)
-	if r := dev.gpuaas(t, devPassword+"\n", "login", "--password-stdin"); r.code != 0 {
-		t.Fatalf("login exited %d: %s", r.code, r.stderr)
-	}
+	dev, cfg := loggedInDev(t)
 	if r := dev.gpuaas(t, "", "ssh-config"); r.code != 0 {
 		t.Fatalf("ssh-config: exit %d %s", r.code, r.stderr)
 	}

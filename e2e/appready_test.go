@@ -26,12 +26,7 @@ import (
 // are metered 0 and 2 GPU-seconds a second by `billing usage --workload`.
 func TestAppReadinessInDev(t *testing.T) {
 	needPodman(t)
-	data, cfg := tempDir(t, "gpuaas-e2e-data-"), tempDir(t, "gpuaas-e2e-cfg-")
-	pwFile := writeFile(t, cfg, "pw", devPassword+"\n")
-	dev := startDev(t, data, cfg, "--password-file", pwFile)
-	if r := dev.gpuaas(t, devPassword+"\n", "login", "--password-stdin"); r.code != 0 {
-		t.Fatalf("login exited %d: %s", r.code, r.stderr)
-	}
+	dev, _ := loggedInDev(t)
 	a := dev.createActive(t, "--sku", "h100-baremetal", "--gpus", "8")
 	archive := filepath.Join(t.TempDir(), "wl.tar")
 	tag, _ := name.NewTag("e2e/wl:latest")

@@ -45,12 +45,7 @@ func needPodman(t *testing.T) {
 // with nothing written.
 func TestAppsInDev(t *testing.T) {
 	needPodman(t)
-	data, cfg := tempDir(t, "gpuaas-e2e-data-"), tempDir(t, "gpuaas-e2e-cfg-")
-	pwFile := writeFile(t, cfg, "pw", devPassword+"\n")
-	dev := startDev(t, data, cfg, "--password-file", pwFile)
-	if r := dev.gpuaas(t, devPassword+"\n", "login", "--password-stdin"); r.code != 0 {
-		t.Fatalf("login exited %d: %s", r.code, r.stderr)
-	}
+	dev, _ := loggedInDev(t)
 	a := dev.createActive(t, "--sku", "h100-baremetal", "--gpus", "8")
 
 	// The test's image (a static program, docs/apps.md), imported into

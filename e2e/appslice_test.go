@@ -24,12 +24,7 @@ func TestAppOnASliceInDev(t *testing.T) {
 	if _, err := os.Stat("/bin/busybox"); err != nil {
 		t.Skipf("no busybox-static (the tiny image's shell): %v", err)
 	}
-	data, cfg := tempDir(t, "gpuaas-e2e-data-"), tempDir(t, "gpuaas-e2e-cfg-")
-	pwFile := writeFile(t, cfg, "pw", devPassword+"\n")
-	dev := startDev(t, data, cfg, "--password-file", pwFile)
-	if r := dev.gpuaas(t, devPassword+"\n", "login", "--password-stdin"); r.code != 0 {
-		t.Fatalf("login exited %d: %s", r.code, r.stderr)
-	}
+	dev, cfg := loggedInDev(t)
 	if r := dev.gpuaas(t, "", "ssh-config"); r.code != 0 {
 		t.Fatalf("ssh-config: exit %d %s", r.code, r.stderr)
 	}

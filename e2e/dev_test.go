@@ -104,12 +104,8 @@ func TestDevExpiredSession(t *testing.T) {
 // again on the same data directory: the allocation made before is still
 // there, and the admin password still works.
 func TestDevRestartReusesData(t *testing.T) {
-	data, cfg := tempDir(t, "gpuaas-e2e-data-"), tempDir(t, "gpuaas-e2e-cfg-")
-	pwFile := writeFile(t, cfg, "pw", devPassword+"\n")
-	dev := startDev(t, data, cfg, "--password-file", pwFile)
-	if r := dev.gpuaas(t, devPassword, "login", "--password-stdin"); r.code != 0 {
-		t.Fatalf("login: exit %d %s", r.code, r.stderr)
-	}
+	dev, cfg := loggedInDev(t)
+	data := dev.dataDir
 	r := dev.gpuaas(t, "", "alloc", "create", "--sku", "h100-baremetal", "--json", "id", "--jq", ".id")
 	id := strings.TrimSpace(r.stdout)
 	if r.code != 0 || id == "" {

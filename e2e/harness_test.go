@@ -65,6 +65,33 @@ func startDev(t *testing.T, dataDir, configDir string, args ...string) *devProc 
 	return startDevBin(t, binary, dataDir, configDir, args...)
 }
 
+// loggedInDev starts `gpuaas dev` (startDev with the dev password in a
+// file and args) in fresh data and config directories and logs the CLI in
+// as the dev admin; it returns the platform and its config directory.
+func loggedInDev(t *testing.T, args ...string) (*devProc, string) {
+	t.Helper()
+	data, cfg := tempDir(t, "gpuaas-e2e-data-"), tempDir(t, "gpuaas-e2e-cfg-")
+	pwFile := writeFile(t, cfg, "pw", devPassword+"\n")
+	dev := startDev(t, data, cfg, append([]string{"--password-file", pwFile}, args...)...)
+	if r := dev.gpuaas(t, devPassword+"\n", "login", "--password-stdin"); r.code != 0 {
+		t.Fatalf("login: exit %d %s", r.code, r.stderr)
+	}
+	return dev, cfg
+}
+
+// mustRun returns a function that runs the CLI with no input, fails the
+// test on a non-zero exit and returns its standard output, trimmed.
+func (p *devProc) mustRun(t testing.TB) func(args ...string) string {
+	return func(args ...string) string {
+		t.Helper()
+		r := p.gpuaas(t, "", args...)
+		if r.code != 0 {
+			t.Fatalf("gpuaas %v: exit %d\n%s\n%s", args, r.code, r.stdout, r.stderr)
+		}
+		return strings.TrimSpace(r.stdout)
+	}
+}
+
 // startDevBin is startDev with another gpuaas binary (benchmarks use one
 // built without -race); it stops the platform when tb ends.
 func startDevBin(t testing.TB, bin, dataDir, configDir string, args ...string) *devProc {

@@ -20,12 +20,7 @@ import (
 // the simulated hosts of `gpuaas dev`, a slice and a bare-metal allocation
 // reach active with per-phase timings, and releasing frees the slots.
 func TestDevProvisionsAndReleases(t *testing.T) {
-	data, cfg := tempDir(t, "gpuaas-e2e-data-"), tempDir(t, "gpuaas-e2e-cfg-")
-	pwFile := writeFile(t, cfg, "pw", devPassword+"\n")
-	dev := startDev(t, data, cfg, "--password-file", pwFile)
-	if r := dev.gpuaas(t, devPassword, "login", "--password-stdin"); r.code != 0 {
-		t.Fatalf("login: exit %d %s", r.code, r.stderr)
-	}
+	dev, _ := loggedInDev(t)
 
 	r := dev.gpuaas(t, "", "alloc", "create", "--sku", "h200-slice", "--gpus", "2", "--wait", "--json", "id,state")
 	if r.code != 0 {

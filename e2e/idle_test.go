@@ -23,12 +23,7 @@ func TestIdleReleaseInDev(t *testing.T) {
 	if _, err := exec.LookPath("ssh"); err != nil {
 		t.Fatalf("ssh is not installed (apt-get install openssh-client): %v", err)
 	}
-	data, cfg := tempDir(t, "gpuaas-e2e-data-"), tempDir(t, "gpuaas-e2e-cfg-")
-	pwFile := writeFile(t, cfg, "pw", devPassword+"\n")
-	dev := startDev(t, data, cfg, "--password-file", pwFile)
-	if r := dev.gpuaas(t, devPassword+"\n", "login", "--password-stdin"); r.code != 0 {
-		t.Fatalf("login exited %d: %s", r.code, r.stderr)
-	}
+	dev, cfg := loggedInDev(t)
 	if r := dev.gpuaas(t, "", "project", "set", "dev", "--idle-release-after", "5s"); r.code == 0 || !strings.Contains(r.stderr, "out of range") {
 		t.Fatalf("project set 5s: exit %d %s; want refused below dev's minimum", r.code, r.stderr)
 	}

@@ -37,12 +37,8 @@ func imageArchive(t *testing.T, dir, content string) (string, v1.Image) {
 // usable; a layer whose bytes no longer match its digest fails verify with
 // the reason; a revoke shows; bad input is refused.
 func TestImagesInDev(t *testing.T) {
-	data, cfg := tempDir(t, "gpuaas-e2e-data-"), tempDir(t, "gpuaas-e2e-cfg-")
-	pwFile := writeFile(t, cfg, "pw", devPassword+"\n")
-	dev := startDev(t, data, cfg, "--password-file", pwFile)
-	if r := dev.gpuaas(t, devPassword+"\n", "login", "--password-stdin"); r.code != 0 {
-		t.Fatalf("login: exit %d %s", r.code, r.stderr)
-	}
+	dev, _ := loggedInDev(t)
+	data := dev.dataDir
 	// ada, a member of the dev project (not an owner).
 	r := dev.gpuaas(t, "", "admin", "user", "add", "ada@example.com", "--json", "invite", "--jq", ".invite.code")
 	code := strings.TrimSpace(r.stdout)

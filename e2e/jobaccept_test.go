@@ -23,12 +23,7 @@ import (
 //     the grace period: `job wait` exits 137, the job is cancelled with
 //     signal SIGKILL.
 func TestJobAcceptanceInDev(t *testing.T) {
-	data, cfg := tempDir(t, "gpuaas-e2e-data-"), tempDir(t, "gpuaas-e2e-cfg-")
-	pwFile := writeFile(t, cfg, "pw", devPassword+"\n")
-	dev := startDev(t, data, cfg, "--password-file", pwFile)
-	if r := dev.gpuaas(t, devPassword+"\n", "login", "--password-stdin"); r.code != 0 {
-		t.Fatalf("login exited %d: %s", r.code, r.stderr)
-	}
+	dev, _ := loggedInDev(t)
 	a := dev.createActive(t, "--sku", "h100-baremetal", "--gpus", "8")
 	spec := func(run string) string {
 		return fmt.Sprintf("resources:\n  allocation: %s\nrun: %q\nrelease: keep\n", a.ID, run)
@@ -83,12 +78,7 @@ func TestJobAcceptanceInDev(t *testing.T) {
 // with the job's code and `job logs` shows every counter line once, in
 // order.
 func TestJobSurvivesSSHGateRestart(t *testing.T) {
-	data, cfg := tempDir(t, "gpuaas-e2e-data-"), tempDir(t, "gpuaas-e2e-cfg-")
-	pwFile := writeFile(t, cfg, "pw", devPassword+"\n")
-	dev := startDev(t, data, cfg, "--password-file", pwFile)
-	if r := dev.gpuaas(t, devPassword+"\n", "login", "--password-stdin"); r.code != 0 {
-		t.Fatalf("login exited %d: %s", r.code, r.stderr)
-	}
+	dev, cfg := loggedInDev(t)
 	a := dev.createActive(t, "--sku", "h100-baremetal", "--gpus", "8")
 	if r := dev.gpuaas(t, "", "ssh-config"); r.code != 0 {
 		t.Fatalf("ssh-config: exit %d %s", r.code, r.stderr)

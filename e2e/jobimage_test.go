@@ -16,12 +16,7 @@ import (
 // whether the job names an allocation or a SKU to rent.
 func TestJobInImageInDev(t *testing.T) {
 	needPodman(t)
-	data, cfg := tempDir(t, "gpuaas-e2e-data-"), tempDir(t, "gpuaas-e2e-cfg-")
-	pwFile := writeFile(t, cfg, "pw", devPassword+"\n")
-	dev := startDev(t, data, cfg, "--password-file", pwFile)
-	if r := dev.gpuaas(t, devPassword+"\n", "login", "--password-stdin"); r.code != 0 {
-		t.Fatalf("login exited %d: %s", r.code, r.stderr)
-	}
+	dev, _ := loggedInDev(t)
 	allocs := func() int {
 		var list []api.Allocation
 		dev.gpuaasJSON(t, &list, "alloc", "list", "--json")

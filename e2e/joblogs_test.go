@@ -19,12 +19,7 @@ import (
 // numbered once; a `job logs -f` killed mid-stream and started again
 // with --after the last line it printed misses and repeats nothing.
 func TestJobLogsInDev(t *testing.T) {
-	data, cfg := tempDir(t, "gpuaas-e2e-data-"), tempDir(t, "gpuaas-e2e-cfg-")
-	pwFile := writeFile(t, cfg, "pw", devPassword+"\n")
-	dev := startDev(t, data, cfg, "--password-file", pwFile)
-	if r := dev.gpuaas(t, devPassword+"\n", "login", "--password-stdin"); r.code != 0 {
-		t.Fatalf("login exited %d: %s", r.code, r.stderr)
-	}
+	dev, _ := loggedInDev(t)
 	a := dev.createActive(t, "--sku", "h100-baremetal", "--gpus", "8")
 	// The job prints two lines, pauses, then counts: the test sees the
 	// first lines while the job runs (job get says so).

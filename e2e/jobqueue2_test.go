@@ -43,12 +43,7 @@ func startGpuaas(t *testing.T, dev *devProc, args ...string) *runProc {
 // by itself — no client is attached — and job wait exits with its exit
 // code (6) and prints its output, job logs -f prints it and ends; its allocation is released (release: on-exit).
 func TestRunQueueDetached(t *testing.T) {
-	data, cfg := tempDir(t, "gpuaas-e2e-data-"), tempDir(t, "gpuaas-e2e-cfg-")
-	pwFile := writeFile(t, cfg, "pw", devPassword+"\n")
-	dev := startDev(t, data, cfg, "--password-file", pwFile)
-	if r := dev.gpuaas(t, devPassword+"\n", "login", "--password-stdin"); r.code != 0 {
-		t.Fatalf("login exited %d: %s", r.code, r.stderr)
-	}
+	dev, cfg := loggedInDev(t)
 	node := dev.createActive(t, "--sku", "h100-baremetal", "--gpus", "8")
 	job := writeFile(t, cfg, "job.yaml", "name: q1\nresources: {sku: h100-baremetal, gpus: 8}\nrun: echo ran-by-itself; exit 6\n")
 	allocs := func() int {

@@ -82,12 +82,7 @@ func (p *runProc) queuedAt(t *testing.T, place string) string {
 // nothing; --queue with resources.allocation is refused (exit 2).
 // (--queue --detach: jobqueue2_test.go.)
 func TestRunQueue(t *testing.T) {
-	data, cfg := tempDir(t, "gpuaas-e2e-data-"), tempDir(t, "gpuaas-e2e-cfg-")
-	pwFile := writeFile(t, cfg, "pw", devPassword+"\n")
-	dev := startDev(t, data, cfg, "--password-file", pwFile)
-	if r := dev.gpuaas(t, devPassword+"\n", "login", "--password-stdin"); r.code != 0 {
-		t.Fatalf("login exited %d: %s", r.code, r.stderr)
-	}
+	dev, cfg := loggedInDev(t)
 	node := dev.createActive(t, "--sku", "h100-baremetal", "--gpus", "8")
 	job := writeFile(t, cfg, "job.yaml", "name: queued\nresources: {sku: h100-baremetal, gpus: 8}\nrun: echo ran-after-waiting; exit 5\n")
 	allocs := func() int {

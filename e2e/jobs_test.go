@@ -31,12 +31,7 @@ import (
 // and an unknown SKU are refused naming the field, before anything is
 // created.
 func TestJobsInDev(t *testing.T) {
-	data, cfg := tempDir(t, "gpuaas-e2e-data-"), tempDir(t, "gpuaas-e2e-cfg-")
-	pwFile := writeFile(t, cfg, "pw", devPassword+"\n")
-	dev := startDev(t, data, cfg, "--password-file", pwFile)
-	if r := dev.gpuaas(t, devPassword+"\n", "login", "--password-stdin"); r.code != 0 {
-		t.Fatalf("login exited %d: %s", r.code, r.stderr)
-	}
+	dev, cfg := loggedInDev(t)
 	a := dev.createActive(t, "--sku", "h100-baremetal", "--gpus", "8")
 	spec := func(run, release string, extra ...string) string {
 		return fmt.Sprintf("resources:\n  allocation: %s\nrun: %q\nrelease: %s\n%s", a.ID, run, release, strings.Join(extra, ""))

@@ -26,12 +26,7 @@ import (
 // A workdir that does not exist is refused naming the field, before
 // anything is created or charged (no allocation, no ledger row).
 func TestJobWorkdirInDev(t *testing.T) {
-	data, cfg := tempDir(t, "gpuaas-e2e-data-"), tempDir(t, "gpuaas-e2e-cfg-")
-	pwFile := writeFile(t, cfg, "pw", devPassword+"\n")
-	dev := startDev(t, data, cfg, "--password-file", pwFile)
-	if r := dev.gpuaas(t, devPassword+"\n", "login", "--password-stdin"); r.code != 0 {
-		t.Fatalf("login exited %d: %s", r.code, r.stderr)
-	}
+	dev, _ := loggedInDev(t)
 	top := t.TempDir()
 	proj := filepath.Join(top, "proj")
 	rng := rand.New(rand.NewChaCha8([32]byte{7}))

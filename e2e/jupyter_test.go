@@ -48,12 +48,7 @@ func TestJupyterInDev(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	data, cfg := tempDir(t, "gpuaas-e2e-data-"), tempDir(t, "gpuaas-e2e-cfg-")
-	pwFile := writeFile(t, cfg, "pw", devPassword+"\n")
-	dev := startDev(t, data, cfg, "--password-file", pwFile)
-	if r := dev.gpuaas(t, devPassword+"\n", "login", "--password-stdin"); r.code != 0 {
-		t.Fatalf("login exited %d: %s", r.code, r.stderr)
-	}
+	dev, cfg := loggedInDev(t)
 	// Published as an app after its image (docs/apps.md, "Publishing apps").
 	manifest := writeFile(t, cfg, "jupyter.yaml", "name: jupyter\nimage: jupyter\n")
 	for _, args := range [][]string{{"image", "import", "jupyter", archive}, {"image", "verify", "jupyter"}, {"image", "promote", "jupyter"},

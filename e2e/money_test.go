@@ -24,12 +24,7 @@ import (
 //   - Ctrl-C during `alloc create --queue --wait` exits 130 and says the
 //     request is still queued and how to cancel it.
 func TestMoneyChecksBeforeRenting(t *testing.T) {
-	data, cfg := tempDir(t, "gpuaas-e2e-data-"), tempDir(t, "gpuaas-e2e-cfg-")
-	pwFile := writeFile(t, cfg, "pw", devPassword+"\n")
-	dev := startDev(t, data, cfg, "--password-file", pwFile)
-	if r := dev.gpuaas(t, devPassword, "login", "--password-stdin"); r.code != 0 {
-		t.Fatalf("login: exit %d %s", r.code, r.stderr)
-	}
+	dev, cfg := loggedInDev(t)
 	availability := func() map[string]api.SKUAvailability {
 		t.Helper()
 		var skus []api.SKU

@@ -13,12 +13,7 @@ import (
 // refused with the forbidden exit code and sees nothing; an unknown node
 // is not found.
 func TestNodeLogsInDev(t *testing.T) {
-	data, cfg := tempDir(t, "gpuaas-e2e-data-"), tempDir(t, "gpuaas-e2e-cfg-")
-	pwFile := writeFile(t, cfg, "pw", devPassword+"\n")
-	dev := startDev(t, data, cfg, "--password-file", pwFile)
-	if r := dev.gpuaas(t, devPassword+"\n", "login", "--password-stdin"); r.code != 0 {
-		t.Fatalf("admin login: exit %d %s", r.code, r.stderr)
-	}
+	dev, _ := loggedInDev(t)
 
 	r := dev.gpuaas(t, "", "node", "logs", "sim-slice-1", "--since", "5m")
 	if r.code != 0 || !strings.Contains(r.stdout, "hostd serving") {

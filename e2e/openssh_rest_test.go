@@ -23,12 +23,7 @@ import (
 // sessions are unprivileged sim users.
 func TestOpenSSHAgentAndRemoteForwardOnDev(t *testing.T) {
 	sshtest.NeedOpenSSH(t, "ssh")
-	data, cfg := tempDir(t, "gpuaas-e2e-data-"), tempDir(t, "gpuaas-e2e-cfg-")
-	pwFile := writeFile(t, cfg, "pw", devPassword+"\n")
-	dev := startDev(t, data, cfg, "--password-file", pwFile)
-	if r := dev.gpuaas(t, devPassword, "login", "--password-stdin"); r.code != 0 {
-		t.Fatalf("login: exit %d %s", r.code, r.stderr)
-	}
+	dev, cfg := loggedInDev(t)
 	sshConfig := filepath.Join(cfg, "ssh", "dev", "config")
 	sock, comment := sshtest.StartAgent(t)
 	echo := sshtest.ListenEcho(t)

@@ -18,12 +18,8 @@ import (
 // and `alloc get` gives the failure as the allocation's reason and lists
 // its notices.
 func TestDevQuickstartWatchNotices(t *testing.T) {
-	data, cfg := tempDir(t, "gpuaas-e2e-data-"), tempDir(t, "gpuaas-e2e-cfg-")
-	pwFile := writeFile(t, cfg, "pw", devPassword+"\n")
-	dev := startDev(t, data, cfg, "--password-file", pwFile)
-	if r := dev.gpuaas(t, devPassword, "login", "--password-stdin"); r.code != 0 {
-		t.Fatalf("login: exit %d %s", r.code, r.stderr)
-	}
+	dev, _ := loggedInDev(t)
+	data := dev.dataDir
 	watch := startLineWatch(t, dev)
 	a := dev.createActive(t, "--sku", "h200-slice", "--gpus", "2")
 	gpu := a.Slots[1].GPUPCI

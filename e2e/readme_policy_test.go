@@ -14,12 +14,7 @@ import (
 // exits 21 saying the request is still queued, where in line, and how to
 // cancel it; `alloc get` shows its place; --cancel-on-timeout releases it.
 func TestReadmeQueuedCreateTimesOut(t *testing.T) {
-	data, cfg := tempDir(t, "gpuaas-e2e-data-"), tempDir(t, "gpuaas-e2e-cfg-")
-	pwFile := writeFile(t, cfg, "pw", devPassword+"\n")
-	dev := startDev(t, data, cfg, "--password-file", pwFile)
-	if r := dev.gpuaas(t, devPassword+"\n", "login", "--password-stdin"); r.code != 0 {
-		t.Fatalf("login exited %d: %s", r.code, r.stderr)
-	}
+	dev, _ := loggedInDev(t)
 	dev.createID(t, "--sku", "h100-baremetal")
 	r := dev.gpuaas(t, "", "alloc", "create", "--sku", "h100-baremetal", "--queue", "--wait", "--timeout", "5s")
 	if r.code != 21 || !strings.Contains(r.stderr, "is still queued (1st in line for h100-baremetal)") ||
@@ -49,12 +44,7 @@ func TestReadmeQueuedCreateTimesOut(t *testing.T) {
 // will be warned and released, releases none at once, and they go a
 // period after the change (never in the second it was set).
 func TestReadmeIdlePolicySetWhileRunning(t *testing.T) {
-	data, cfg := tempDir(t, "gpuaas-e2e-data-"), tempDir(t, "gpuaas-e2e-cfg-")
-	pwFile := writeFile(t, cfg, "pw", devPassword+"\n")
-	dev := startDev(t, data, cfg, "--password-file", pwFile)
-	if r := dev.gpuaas(t, devPassword+"\n", "login", "--password-stdin"); r.code != 0 {
-		t.Fatalf("login exited %d: %s", r.code, r.stderr)
-	}
+	dev, _ := loggedInDev(t)
 	a1 := dev.createActive(t, "--sku", "h200-slice", "--gpus", "2")
 	a2 := dev.createActive(t, "--sku", "h200-slice", "--gpus", "2")
 	since := time.Now()

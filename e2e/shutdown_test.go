@@ -180,12 +180,7 @@ func lastLine(s string) string {
 // SIGINT: the open session is told and ssh exits 255, the process exits 0,
 // and the session is ended with its recording.
 func TestSSHGateSIGTERMEndsOpenSessions(t *testing.T) {
-	data, cfg := tempDir(t, "gpuaas-e2e-data-"), tempDir(t, "gpuaas-e2e-cfg-")
-	pwFile := writeFile(t, cfg, "pw", devPassword+"\n")
-	dev := startDev(t, data, cfg, "--password-file", pwFile)
-	if r := dev.gpuaas(t, devPassword, "login", "--password-stdin"); r.code != 0 {
-		t.Fatalf("login: exit %d %s", r.code, r.stderr)
-	}
+	dev, cfg := loggedInDev(t)
 	r := dev.gpuaas(t, "", "alloc", "create", "--sku", "h200-slice", "--gpus", "1", "--wait", "--json", "id", "--jq", ".id")
 	alloc := lastLine(r.stdout)
 	if r.code != 0 || alloc == "" {

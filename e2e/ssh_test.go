@@ -30,12 +30,7 @@ func TestOpenSSHThroughGateway(t *testing.T) {
 			t.Fatalf("%s is not installed (apt-get install openssh-client): %v", tool, err)
 		}
 	}
-	data, cfg := tempDir(t, "gpuaas-e2e-data-"), tempDir(t, "gpuaas-e2e-cfg-")
-	pwFile := writeFile(t, cfg, "pw", devPassword+"\n")
-	dev := startDev(t, data, cfg, "--password-file", pwFile)
-	if r := dev.gpuaas(t, devPassword, "login", "--password-stdin"); r.code != 0 {
-		t.Fatalf("login: exit %d %s", r.code, r.stderr)
-	}
+	dev, cfg := loggedInDev(t)
 	// The dev context knows its gateway, so login already wrote the config.
 	if _, err := os.Stat(filepath.Join(cfg, "ssh", "dev", "config")); err != nil {
 		t.Fatalf("login did not write the SSH config: %v", err)

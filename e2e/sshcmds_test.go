@@ -51,12 +51,7 @@ func TestCommandsOverSSHWorkLikeLocalOnes(t *testing.T) {
 	if _, err := exec.LookPath("ssh"); err != nil {
 		t.Fatalf("ssh is not installed (apt-get install openssh-client): %v", err)
 	}
-	data, cfg := tempDir(t, "gpuaas-e2e-data-"), tempDir(t, "gpuaas-e2e-cfg-")
-	pwFile := writeFile(t, cfg, "pw", devPassword+"\n")
-	dev := startDev(t, data, cfg, "--password-file", pwFile)
-	if r := dev.gpuaas(t, devPassword, "login", "--password-stdin"); r.code != 0 {
-		t.Fatalf("login: exit %d %s", r.code, r.stderr)
-	}
+	dev, cfg := loggedInDev(t)
 	if r := dev.gpuaas(t, "", "ssh-config"); r.code != 0 {
 		t.Fatalf("ssh-config: exit %d %s", r.code, r.stderr)
 	}

@@ -106,12 +106,7 @@ func rowOf(screen, id string) string {
 // wizard, see it go active, decline and then confirm its release, see it
 // released, and quit with status 0.
 func TestTUICreateAndRelease(t *testing.T) {
-	data, cfg := tempDir(t, "gpuaas-e2e-data-"), tempDir(t, "gpuaas-e2e-cfg-")
-	pwFile := writeFile(t, cfg, "pw", devPassword+"\n")
-	dev := startDev(t, data, cfg, "--password-file", pwFile)
-	if r := dev.gpuaas(t, devPassword+"\n", "login", "--password-stdin"); r.code != 0 {
-		t.Fatalf("login exited %d: %s", r.code, r.stderr)
-	}
+	dev, _ := loggedInDev(t)
 	p := startTUI(t, dev)
 
 	p.waitScreen("the empty dashboard with live events", func(s string) bool {

@@ -15,12 +15,7 @@ import (
 // lists allocations; once disabled, their stored token is refused and
 // their password too. Repeated failed logins end in exit code 11.
 func TestDevInviteAndDisable(t *testing.T) {
-	data, cfg := tempDir(t, "gpuaas-e2e-data-"), tempDir(t, "gpuaas-e2e-cfg-")
-	pwFile := writeFile(t, cfg, "pw", devPassword+"\n")
-	dev := startDev(t, data, cfg, "--password-file", pwFile)
-	if r := dev.gpuaas(t, devPassword+"\n", "login", "--password-stdin"); r.code != 0 {
-		t.Fatalf("admin login: exit %d %s", r.code, r.stderr)
-	}
+	dev, _ := loggedInDev(t)
 
 	r := dev.gpuaas(t, "", "admin", "user", "add", "ada@example.com", "--name", "Ada", "--json", "invite", "--jq", ".invite.code")
 	code := strings.TrimSpace(r.stdout)

@@ -25,20 +25,8 @@ import (
 // ~/NAME, so the jobs use the link; docs/volumes.md.)
 func TestVolumesInJobsAndApps(t *testing.T) {
 	needPodman(t)
-	data, cfg := tempDir(t, "gpuaas-e2e-data-"), tempDir(t, "gpuaas-e2e-cfg-")
-	pwFile := writeFile(t, cfg, "pw", devPassword+"\n")
-	dev := startDev(t, data, cfg, "--password-file", pwFile)
-	if r := dev.gpuaas(t, devPassword, "login", "--password-stdin"); r.code != 0 {
-		t.Fatalf("login: exit %d %s", r.code, r.stderr)
-	}
-	gpuaas := func(args ...string) string {
-		t.Helper()
-		r := dev.gpuaas(t, "", args...)
-		if r.code != 0 {
-			t.Fatalf("gpuaas %v: exit %d\n%s\n%s", args, r.code, r.stdout, r.stderr)
-		}
-		return strings.TrimSpace(r.stdout)
-	}
+	dev, cfg := loggedInDev(t)
+	gpuaas := dev.mustRun(t)
 	gpuaas("volume", "create", "data", "--size", "64M", "--node", "sim-metal-2", "--wait")
 	gpuaas("volume", "create", "other", "--size", "16M", "--node", "sim-metal-2", "--wait")
 	node := gpuaas("volume", "get", "data", "--json", "node_id", "--jq", ".node_id")

@@ -25,20 +25,8 @@ func TestVolumeSFTPWithoutAllocation(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("real volumes need `gpuaas dev` to run as root")
 	}
-	data, cfg := tempDir(t, "gpuaas-e2e-data-"), tempDir(t, "gpuaas-e2e-cfg-")
-	pwFile := writeFile(t, cfg, "pw", devPassword+"\n")
-	dev := startDev(t, data, cfg, "--password-file", pwFile)
-	if r := dev.gpuaas(t, devPassword, "login", "--password-stdin"); r.code != 0 {
-		t.Fatalf("login: exit %d %s", r.code, r.stderr)
-	}
-	gpuaas := func(args ...string) string {
-		t.Helper()
-		r := dev.gpuaas(t, "", args...)
-		if r.code != 0 {
-			t.Fatalf("gpuaas %v: exit %d\n%s\n%s", args, r.code, r.stdout, r.stderr)
-		}
-		return strings.TrimSpace(r.stdout)
-	}
+	dev, cfg := loggedInDev(t)
+	gpuaas := dev.mustRun(t)
 	gpuaas("ssh-config")
 	sshConfig := filepath.Join(cfg, "ssh", "dev", "config")
 	vol := gpuaas("volume", "create", "data", "--size", "64M", "--node", "sim-metal-2", "--wait", "--json", "id", "--jq", ".id")

@@ -26,12 +26,8 @@ func TestVolumeOutlivesAllocations(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("real volumes and isolated sim users need `gpuaas dev` to run as root")
 	}
-	data, cfg := tempDir(t, "gpuaas-e2e-data-"), tempDir(t, "gpuaas-e2e-cfg-")
-	pwFile := writeFile(t, cfg, "pw", devPassword+"\n")
-	dev := startDev(t, data, cfg, "--password-file", pwFile)
-	if r := dev.gpuaas(t, devPassword, "login", "--password-stdin"); r.code != 0 {
-		t.Fatalf("login: exit %d %s", r.code, r.stderr)
-	}
+	dev, cfg := loggedInDev(t)
+	data := dev.dataDir
 	sshConfig := filepath.Join(cfg, "ssh", "dev", "config")
 	ssh := func(alloc, script string) (string, int) {
 		t.Helper()
@@ -46,14 +42,7 @@ func TestVolumeOutlivesAllocations(t *testing.T) {
 		}
 		return out
 	}
-	gpuaas := func(args ...string) string {
-		t.Helper()
-		r := dev.gpuaas(t, "", args...)
-		if r.code != 0 {
-			t.Fatalf("gpuaas %v: exit %d\n%s\n%s", args, r.code, r.stdout, r.stderr)
-		}
-		return strings.TrimSpace(r.stdout)
-	}
+	gpuaas := dev.mustRun(t)
 
 	for _, size := range []string{"0", "-1G", "1.5X"} {
 		if r := dev.gpuaas(t, "", "volume", "create", "bad", "--size", size); r.code != 2 || !strings.Contains(r.stderr, "size") {
@@ -123,20 +112,8 @@ func TestVolumeBilledByGiBHour(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("real volumes need `gpuaas dev` to run as root")
 	}
-	data, cfg := tempDir(t, "gpuaas-e2e-data-"), tempDir(t, "gpuaas-e2e-cfg-")
-	pwFile := writeFile(t, cfg, "pw", devPassword+"\n")
-	dev := startDev(t, data, cfg, "--password-file", pwFile)
-	if r := dev.gpuaas(t, devPassword, "login", "--password-stdin"); r.code != 0 {
-		t.Fatalf("login: exit %d %s", r.code, r.stderr)
-	}
-	gpuaas := func(args ...string) string {
-		t.Helper()
-		r := dev.gpuaas(t, "", args...)
-		if r.code != 0 {
-			t.Fatalf("gpuaas %v: exit %d\n%s\n%s", args, r.code, r.stdout, r.stderr)
-		}
-		return strings.TrimSpace(r.stdout)
-	}
+	dev, _ := loggedInDev(t)
+	gpuaas := dev.mustRun(t)
 	// 5 GiB at $0.10 per GiB-month: 50 cents a month (within the room the
 	// machine's disk gives the sim node).
 	if q := gpuaas("volume", "create", "big", "--size", "5G", "--node", "sim-metal-2", "--dry-run", "--json",

@@ -12,12 +12,7 @@ import (
 // library's raw "nats: authorization violation" and a hint to wait for
 // the server.
 func TestWatchAfterLogoutSaysSessionEnded(t *testing.T) {
-	data, cfg := tempDir(t, "gpuaas-e2e-data-"), tempDir(t, "gpuaas-e2e-cfg-")
-	pwFile := writeFile(t, cfg, "pw", devPassword+"\n")
-	dev := startDev(t, data, cfg, "--password-file", pwFile)
-	if r := dev.gpuaas(t, devPassword, "login", "--password-stdin"); r.code != 0 {
-		t.Fatalf("login: exit %d %s", r.code, r.stderr)
-	}
+	dev, _ := loggedInDev(t)
 	w := dev.startWatch(t)
 	if r := dev.gpuaas(t, "", "logout"); r.code != 0 {
 		t.Fatalf("logout: exit %d %s", r.code, r.stderr)

@@ -55,12 +55,7 @@ func (h *hookReceiver) deliveries() []hookDelivery {
 // `webhook deliveries --state dead` lists it with the error, and once the
 // receiver is back `webhook retry` delivers it, once, with the same id.
 func TestWebhooksInDev(t *testing.T) {
-	data, cfg := tempDir(t, "gpuaas-e2e-data-"), tempDir(t, "gpuaas-e2e-cfg-")
-	pwFile := writeFile(t, cfg, "pw", devPassword+"\n")
-	dev := startDev(t, data, cfg, "--password-file", pwFile)
-	if r := dev.gpuaas(t, devPassword+"\n", "login", "--password-stdin"); r.code != 0 {
-		t.Fatalf("login exited %d: %s", r.code, r.stderr)
-	}
+	dev, _ := loggedInDev(t)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

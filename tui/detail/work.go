@@ -163,8 +163,9 @@ func JobLine(st *common.Styles, j api.Job) string {
 	return line
 }
 
-// WorkloadLine is one workload in a line: id, name, image, state, exit
-// code.
+// WorkloadLine is one workload in a line: id, name (the app's, for a
+// published app run by name), image, state, exit code, the image's trust
+// when it is no longer verified, and why it ended (the node's reason).
 func WorkloadLine(st *common.Styles, wl api.Workload) string {
 	state := common.WorkloadState(wl)
 	line := fmt.Sprintf("%s %s %s %s exit %s", wl.ID, common.Fit(common.Text(wl.Name), 10, false),
@@ -172,6 +173,9 @@ func WorkloadLine(st *common.Styles, wl api.Workload) string {
 		common.ExitText(wl.ExitCode))
 	if wl.ImageTrust != "" && wl.ImageTrust != api.TrustVerified {
 		line += st.Bad.Render(" image " + common.Text(wl.ImageTrust))
+	}
+	if wl.Reason != "" && api.WorkloadFinal(wl.State) {
+		line += " " + st.Dim.Render(common.Text(wl.Reason))
 	}
 	return line
 }

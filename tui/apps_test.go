@@ -109,8 +109,8 @@ func TestAppPickerWithNoApps(t *testing.T) {
 }
 
 // TestWorkloadRowSaysWhyItEnded: a workload.state event that ends a
-// workload shows in its row with its state, exit code and the node's
-// reason, with no read of controld.
+// workload shows in its row with its state, exit code, its app's ports
+// and the node's reason, with no read of controld.
 func TestWorkloadRowSaysWhyItEnded(t *testing.T) {
 	b := newWorkBackend()
 	m := newTestModel(t, b)
@@ -128,7 +128,7 @@ func TestWorkloadRowSaysWhyItEnded(t *testing.T) {
 		t.Fatalf("the pane does not list the workload:\n%s", v)
 	}
 	row, _, _ := strings.Cut(v[i:], "\n")
-	for _, want := range []string{"jupyter", "failed", "exit 125", "pull failed: digest mismatch"} {
+	for _, want := range []string{"jupyter", "failed", "exit 125", "ports 8888/http", "pull failed: digest mismatch"} {
 		if !strings.Contains(row, want) {
 			t.Fatalf("the workload's row %q does not say %q", row, want)
 		}
@@ -137,5 +137,35 @@ func TestWorkloadRowSaysWhyItEnded(t *testing.T) {
 	defer b.mu.Unlock()
 	if slices.ContainsFunc(b.calls, func(c string) bool { return strings.HasPrefix(c, "workloads ") }) {
 		t.Fatalf("the event led to reads %v; want none", b.calls)
+	}
+}
+
+// TestWorkloadRowShowsItsAppsPorts: a workload that runs a published app
+// as published (its name, image and command) shows the app's ports; one
+// run under another name, or with another command, shows none.
+func TestWorkloadRowShowsItsAppsPorts(t *testing.T) {
+	b := newWorkBackend()
+	renamed := fixtureWorkloads()[0]
+	renamed.ID, renamed.Name = "w-rena00000002", "lab2"
+	other := fixtureWorkloads()[0]
+	// notebook's name and image, not its command (/bin/httpd -f).
+	other.ID, other.Name, other.Image, other.ImageID, other.Command = "w-othr00000003", "notebook", "tiny", "i-tiny0000002", []string{"/bin/sh"}
+	b.work.workloads = append(b.work.workloads, renamed, other)
+	m := newTestModel(t, b)
+	m.Update(tea.WindowSizeMsg{Width: 160, Height: 40})
+	drain(t, m, press(m, "j", "j", "enter")) // a-metl00000003
+	rows := map[string]string{}
+	for _, l := range strings.Split(m.View(), "\n") {
+		if i := strings.Index(l, "w-"); i >= 0 {
+			rows[l[i:i+14]] = l
+		}
+	}
+	if !strings.Contains(rows["w-jupy00000001"], "ports 8888/http") {
+		t.Fatalf("jupyter's row %q does not show its ports\n%s", rows["w-jupy00000001"], m.View())
+	}
+	for _, id := range []string{"w-rena00000002", "w-othr00000003"} {
+		if r, ok := rows[id]; !ok || strings.Contains(r, "ports") {
+			t.Fatalf("%s's row %q: want it listed, with no ports", id, r)
+		}
 	}
 }

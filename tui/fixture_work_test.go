@@ -42,10 +42,12 @@ func fixtureJobs() []api.Job {
 	}
 }
 
-// fixtureWorkloads is one running workload on a-metl00000003.
+// fixtureWorkloads is one running workload on a-metl00000003: the
+// published app jupyter, run as published.
 func fixtureWorkloads() []api.Workload {
 	return []api.Workload{{ID: "w-jupy00000001", ProjectID: "p-ml", AllocationID: "a-metl00000003", NodeID: "n-metal0000001",
-		Name: "jupyter", Image: "jupyter", State: api.WorkloadRunning, CreatedAt: t0.Add(-time.Hour), StartedAt: timep(t0.Add(-time.Hour))}}
+		Name: "jupyter", Image: "jupyter", ImageID: "i-jupy0000001", Command: []string{"jupyter", "lab"}, State: api.WorkloadRunning,
+		CreatedAt: t0.Add(-time.Hour), StartedAt: timep(t0.Add(-time.Hour))}}
 }
 
 // fixtureApps are two published apps, as app.list answers them: the

@@ -43,7 +43,7 @@ const notebookManifest = "name: notebook\nimage: tiny\ncommand: [/bin/sleep]\nar
 // one; not an image without an app, an app only published, nor a
 // deprecated one); enter, y runs the app as `gpuaas app run notebook
 // --alloc ID` does, so the workload has the stored manifest's command,
-// environment and GPUs and shows in the details; after its image is
+// environment and GPUs and shows in the details with the app's port; after its image is
 // revoked, y again is refused, the status line says why, and nothing more
 // is started.
 func TestDashboardRunsPublishedAppsAgainstControld(t *testing.T) {
@@ -72,7 +72,7 @@ func TestDashboardRunsPublishedAppsAgainstControld(t *testing.T) {
 	}
 
 	m := New(Options{Backend: backend.New(env.UserClient(t, env.Admin.ID, env.AdminToken)), Context: ctx, Refresh: time.Hour})
-	tm := teatest.NewTestModel(t, m, teatest.WithInitialTermSize(120, 40))
+	tm := teatest.NewTestModel(t, m, teatest.WithInitialTermSize(160, 40))
 	scr := recordScreen(tm)
 	scr.wait(t, 0, a.ID, "live")
 	scr.wait(t, scr.press(tm, "enter"), "timeline")
@@ -100,7 +100,7 @@ func TestDashboardRunsPublishedAppsAgainstControld(t *testing.T) {
 		!slices.Equal(w.EnvNames, []string{"GREETING"}) || w.GPUs != 1 {
 		t.Fatalf("the workload %+v; want notebook's manifest: tiny, /bin/sleep 600, GREETING, 1 GPU", w)
 	}
-	scr.wait(t, 0, w.ID)
+	scr.wait(t, 0, w.ID, "ports 8080/http") // in the details: the app's port
 
 	// Its image revoked since: app.run refuses, the status line says so.
 	scr.wait(t, scr.press(tm, "a"), "8080/http")

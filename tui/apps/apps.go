@@ -7,7 +7,6 @@ package apps
 
 import (
 	"context"
-	"fmt"
 	"strings"
 
 	"github.com/charmbracelet/bubbles/key"
@@ -143,7 +142,7 @@ func (m *Model) View() string {
 		if app.Project != "" {
 			scope = app.Project
 		}
-		line := row(common.Text(app.Name), common.Text(scope), common.Text(app.Image), common.Text(app.Trust), ports(app.Manifest.Ports))
+		line := row(common.Text(app.Name), common.Text(scope), common.Text(app.Image), common.Text(app.Trust), common.PortsText(app.Manifest.Ports))
 		if i == m.cursor {
 			out = append(out, st.Selected.Render(common.Fit("› "+line, m.Width, false)))
 			continue
@@ -163,17 +162,4 @@ func (m *Model) View() string {
 func row(name, scope, image, trust, ports string) string {
 	return common.Fit(name, 16, false) + "  " + common.Fit(scope, 10, false) + "  " + common.Fit(image, 14, false) + "  " +
 		common.Fit(trust, 8, false) + "  " + ports
-}
-
-// ports is an app's ports as its manifest lists them (8888/http, …), or
-// "—" for none.
-func ports(ps []api.AppPort) string {
-	if len(ps) == 0 {
-		return "—"
-	}
-	var out []string
-	for _, p := range ps {
-		out = append(out, fmt.Sprintf("%d/%s", p.Port, common.Text(p.Protocol)))
-	}
-	return strings.Join(out, ",")
 }

@@ -113,9 +113,10 @@ func (m *Model) showJobs() tea.Cmd {
 }
 
 // openApps opens the app picker for id (default: the selection), which
-// must be active; controld refuses what else it cannot run on (a slice,
-// for now), and the status bar says why.
+// must be active, listing the apps its project may run; controld refuses
+// what else it cannot run on, and the status bar says why.
 func (m *Model) openApps(id string) tea.Cmd {
+	project := ""
 	if id == "" {
 		a, ok := m.selected()
 		if !ok {
@@ -128,16 +129,21 @@ func (m *Model) openApps(id string) tea.Cmd {
 		}
 		id = a.ID
 	}
+	for _, a := range m.table.Allocs() {
+		if a.ID == id {
+			project = a.ProjectID
+		}
+	}
 	m.view = viewAllocs
 	m.mode = modeApps
-	return m.apps.Open(id)
+	return m.apps.Open(id, project)
 }
 
 // ran handles app.run's answer: an error in the status bar, a workload
 // in the detail pane (events keep it current from there).
 func (m *Model) ran(msg apps.RanMsg) tea.Cmd {
 	if msg.Err != nil {
-		m.setError(fmt.Errorf("app run %s on %s: %w", msg.Image, msg.AllocID, msg.Err))
+		m.setError(fmt.Errorf("app run %s on %s: %w", common.Text(msg.App), msg.AllocID, msg.Err))
 		return nil
 	}
 	w := msg.Workload

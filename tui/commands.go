@@ -17,7 +17,7 @@ var commands = []help.Command{
 	{Name: "create", Help: "the create wizard"},
 	{Name: "release [ID]", Help: "release the selection (or ID)"},
 	{Name: "ssh [ID]", Help: "shell on the selection (or ID)"},
-	{Name: "app [ID]", Help: "run an app on the selection"},
+	{Name: "app [ID]", Help: "run a published app on the selection"},
 	{Name: "filter TEXT", Help: "only matching rows (none: all)"},
 	{Name: "all", Help: "also released and failed ones"},
 	{Name: "recent", Help: "live and recently finished ones"},

@@ -14,7 +14,8 @@ import (
 type fixtureWork struct {
 	jobs      []api.Job // newest first
 	workloads []api.Workload
-	apps      []api.Image
+	apps      []api.App
+	appsReqs  []string                 // the project of each ListApps
 	logs      map[string][]api.LogLine // by job id
 	runErr    error
 	more      chan struct{} // closed (and replaced) when a log grows
@@ -41,18 +42,26 @@ func fixtureJobs() []api.Job {
 	}
 }
 
-// fixtureWorkloads is one running workload on a-metl00000003.
+// fixtureWorkloads is one running workload on a-metl00000003: the
+// published app jupyter, run as published.
 func fixtureWorkloads() []api.Workload {
 	return []api.Workload{{ID: "w-jupy00000001", ProjectID: "p-ml", AllocationID: "a-metl00000003", NodeID: "n-metal0000001",
-		Name: "jupyter", Image: "jupyter", State: api.WorkloadRunning, CreatedAt: t0.Add(-time.Hour), StartedAt: timep(t0.Add(-time.Hour))}}
+		Name: "jupyter", Image: "jupyter", ImageID: "i-jupy0000001", Command: []string{"jupyter", "lab"}, State: api.WorkloadRunning,
+		CreatedAt: t0.Add(-time.Hour), StartedAt: timep(t0.Add(-time.Hour))}}
 }
 
-func fixtureApps() []api.Image {
-	return []api.Image{
-		{ID: "i-jupy0000001", Name: "jupyter", Scope: api.ImageScopePlatform, Ref: "registry.test/gpuaas/jupyter@sha256:1111",
-			Lifecycle: api.ImagePromoted, Trust: api.TrustVerified},
-		{ID: "i-tiny0000002", Name: "tiny", Scope: api.ImageScopePlatform, Ref: "registry.test/gpuaas/tiny@sha256:2222",
-			Lifecycle: api.ImagePromoted, Trust: api.TrustVerified},
+// fixtureApps are two published apps, as app.list answers them: the
+// platform's jupyter and p-ml's own notebook, on the image tiny.
+func fixtureApps() []api.App {
+	return []api.App{
+		{ID: "ap-jupy000001", Name: "jupyter", Scope: api.ImageScopePlatform, Lifecycle: api.ImagePromoted,
+			ImageID: "i-jupy0000001", Image: "jupyter", Ref: "registry.test/gpuaas/jupyter@sha256:1111",
+			ImageLifecycle: api.ImagePromoted, Trust: api.TrustVerified, Runnable: true,
+			Manifest: api.AppManifest{Command: []string{"jupyter", "lab"}, Ports: []api.AppPort{{Name: "lab", Port: 8888, Protocol: "http"}}, GPUs: api.AppGPUsAll}},
+		{ID: "ap-note000002", Name: "notebook", Scope: "project", ProjectID: "p-ml", Project: "ml", Lifecycle: api.ImagePromoted,
+			ImageID: "i-tiny0000002", Image: "tiny", Ref: "registry.test/gpuaas/tiny@sha256:2222",
+			ImageLifecycle: api.ImagePromoted, Trust: api.TrustVerified, Runnable: true,
+			Manifest: api.AppManifest{Command: []string{"/bin/httpd", "-f"}, Ports: []api.AppPort{{Name: "web", Port: 8080, Protocol: "http"}, {Name: "ssh", Port: 2222, Protocol: "tcp"}}, GPUs: 1}},
 	}
 }
 
@@ -163,11 +172,12 @@ func (b *fixtureBackend) ListWorkloads(_ context.Context, allocID string) ([]api
 	return out, nil
 }
 
-func (b *fixtureBackend) ListApps(context.Context) ([]api.Image, error) {
-	b.record("apps")
+func (b *fixtureBackend) ListApps(_ context.Context, project string) ([]api.App, error) {
+	b.record("apps " + project)
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return append([]api.Image(nil), b.work.apps...), nil
+	b.work.appsReqs = append(b.work.appsReqs, project)
+	return append([]api.App(nil), b.work.apps...), nil
 }
 
 func (b *fixtureBackend) RunApp(_ context.Context, req api.AppRunRequest) (*api.Workload, error) {
@@ -177,8 +187,14 @@ func (b *fixtureBackend) RunApp(_ context.Context, req api.AppRunRequest) (*api.
 	if b.work.runErr != nil {
 		return nil, b.work.runErr
 	}
+	// An app by its id runs under its name, on its image, as controld's
+	// app.run merges it (controld/apps.Merge).
+	name, image := req.Image, req.Image
+	if i := slices.IndexFunc(b.work.apps, func(a api.App) bool { return a.ID == req.Image }); i >= 0 {
+		name, image = b.work.apps[i].Name, b.work.apps[i].Image
+	}
 	w := api.Workload{ID: fmt.Sprintf("w-new%09d", len(b.work.ran)), ProjectID: "p-dev", AllocationID: req.AllocationID,
-		Name: req.Image, Image: req.Image, State: api.WorkloadPending, CreatedAt: t0}
+		Name: name, Image: image, State: api.WorkloadPending, CreatedAt: t0}
 	b.work.workloads = append(b.work.workloads, w)
 	return &w, nil
 }

@@ -32,8 +32,8 @@ func TestGolden(t *testing.T) {
 		{name: "detail_workloads", keys: []string{"j", "j", "enter"}, wait: "w-jupy00000001", work: true},
 		{name: "jobs", keys: []string{"J"}, wait: "j-done00000001", work: true},
 		{name: "joblog", keys: []string{"J", "wait:j-done00000001", "j", "j", "enter"}, wait: "ended", work: true},
-		{name: "apps", keys: []string{"j", "j", "a"}, wait: "sha256:2222", work: true},
-		{name: "appconfirm", keys: []string{"j", "j", "a", "wait:sha256:2222", "j", "enter"}, wait: "(y/n)", work: true},
+		{name: "apps", keys: []string{"j", "j", "a"}, wait: "2222/tcp", work: true},
+		{name: "appconfirm", keys: []string{"j", "j", "a", "wait:2222/tcp", "j", "enter"}, wait: "(y/n)", work: true},
 	}
 	for _, size := range [][2]int{{80, 24}, {120, 40}} {
 		for _, sc := range scenarios {

@@ -3,6 +3,8 @@ package tui
 import (
 	"github.com/charmbracelet/bubbles/key"
 	tea "github.com/charmbracelet/bubbletea"
+
+	"github.com/gpuaas/gpuaas/tui/common"
 )
 
 // keyJobs handles the keys of the jobs view: moving, enter to open a
@@ -34,12 +36,12 @@ func (m *Model) keyApps(k tea.KeyMsg) tea.Cmd {
 		m.mode = modeNormal
 		m.flash = ""
 	case key.Matches(k, keys.Detail):
-		img, ok := m.apps.Selected()
+		app, ok := m.apps.Selected()
 		if !ok {
 			return nil
 		}
 		m.flash = ""
-		m.appImage = img.Name
+		m.appChoice = app
 		m.mode = modeAppConfirm
 	default:
 		m.apps.Update(k)
@@ -47,14 +49,14 @@ func (m *Model) keyApps(k tea.KeyMsg) tea.Cmd {
 	return nil
 }
 
-// keyAppConfirm answers "Run IMAGE on ALLOC? (y/n)": y runs it through
+// keyAppConfirm answers "Run APP on ALLOC? (y/n)": y runs it through
 // app.run, n goes back to the picker.
 func (m *Model) keyAppConfirm(k tea.KeyMsg) tea.Cmd {
 	switch k.String() {
 	case "y", "Y":
 		m.mode = modeNormal
-		m.setFlash("starting " + m.appImage + " on " + m.apps.AllocID() + "…")
-		return m.apps.Run(m.appImage)
+		m.setFlash("starting " + common.Text(m.appChoice.Name) + " on " + m.apps.AllocID() + "…")
+		return m.apps.Run(m.appChoice)
 	case "n", "N", "esc", "q":
 		m.mode = modeApps
 	case "ctrl+c":

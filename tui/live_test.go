@@ -138,7 +138,7 @@ func (s *screen) press(tm *teatest.TestModel, k string) int {
 // over a real controld (Postgres, NATS with auth, the registry): a job
 // created on the allocation whose details are open shows up there through
 // its job.state event (the periodic refresh is an hour away); a → the
-// catalog's app → y creates the workload through app.run, and it shows in
+// published app → y creates the workload through app.run, and it shows in
 // the details; J lists the job and enter follows its log as the node
 // writes it.
 func TestDashboardRunsAppsAndShowsJobsAgainstControld(t *testing.T) {
@@ -151,6 +151,7 @@ func TestDashboardRunsAppsAndShowsJobsAgainstControld(t *testing.T) {
 	ctx := t.Context()
 	admin := env.UserClient(t, env.Admin.ID, env.AdminToken)
 	liveApp(t, admin, "tiny")
+	livePublish(t, admin, notebookManifest, true)
 	a, err := admin.AllocCreate(ctx, api.AllocCreateRequest{SKU: "h100-baremetal", GPUs: 8})
 	if err != nil {
 		t.Fatal(err)
@@ -172,12 +173,12 @@ func TestDashboardRunsAppsAndShowsJobsAgainstControld(t *testing.T) {
 	}
 	scr.wait(t, at, j.ID)
 
-	scr.wait(t, scr.press(tm, "a"), "Run an app on "+a.ID, "tiny")
-	scr.wait(t, scr.press(tm, "enter"), "Run tiny on "+a.ID+"? (y/n)")
+	scr.wait(t, scr.press(tm, "a"), "Run an app on "+a.ID, "notebook")
+	scr.wait(t, scr.press(tm, "enter"), "Run notebook on "+a.ID+"? (y/n)")
 	scr.wait(t, scr.press(tm, "y"), "workload w-")
 	ps, err := admin.AppPs(ctx, api.AppPsRequest{AllocationID: a.ID})
-	if err != nil || len(ps.Workloads) != 1 || ps.Workloads[0].Image != "tiny" {
-		t.Fatalf("app.ps after y: %+v, %v; want the one workload of tiny", ps, err)
+	if err != nil || len(ps.Workloads) != 1 || ps.Workloads[0].Name != "notebook" || ps.Workloads[0].Image != "tiny" {
+		t.Fatalf("app.ps after y: %+v, %v; want the one workload of notebook, on tiny", ps, err)
 	}
 	w := ps.Workloads[0]
 	scr.wait(t, 0, w.ID)

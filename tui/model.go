@@ -96,7 +96,7 @@ const (
 	modeWizard
 	modeHelp
 	modeApps       // picking an app to run on the selection (a)
-	modeAppConfirm // y/n to run appImage on the picker's allocation
+	modeAppConfirm // y/n to run appChoice on the picker's allocation
 )
 
 // Model is the dashboard's state. Only Update changes it.
@@ -120,7 +120,7 @@ type Model struct {
 	balanceErr error
 	detailOpen bool
 	confirmID  string
-	appImage   string
+	appChoice  api.App
 
 	flash    string
 	flashErr bool

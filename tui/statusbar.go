@@ -97,7 +97,7 @@ func (m *Model) renderBottom(width int) string {
 	case m.mode == modeWizard:
 		return st.Dim.Render(common.Fit(strings.Join(hints(m.wizard.ShortHelp(), plain), " · "), width, false))
 	case m.mode == modeAppConfirm:
-		return st.Flash.Render(common.Fit(fmt.Sprintf("Run %s on %s? (y/n)", common.Text(m.appImage), m.apps.AllocID()), width, false))
+		return st.Flash.Render(common.Fit(fmt.Sprintf("Run %s on %s? (y/n)", common.Text(m.appChoice.Name), m.apps.AllocID()), width, false))
 	case m.mode == modeApps && m.flash == "":
 		return st.Dim.Render(common.Fit(strings.Join(hints(m.apps.ShortHelp(), plain), " · "), width, false))
 	case m.flash != "":

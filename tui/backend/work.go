@@ -17,22 +17,19 @@ type Work interface {
 	JobLogs(ctx context.Context, req api.JobLogsRequest) (*api.JobLogsResponse, error)
 	// ListWorkloads lists allocID's workloads (removed ones left out).
 	ListWorkloads(ctx context.Context, allocID string) ([]api.Workload, error)
-	// ListApps lists the images a workload may run now: promoted and
-	// verified, as `gpuaas app list` shows them.
-	ListApps(ctx context.Context) ([]api.Image, error)
-	// RunApp runs an image on an allocation: app.run, the endpoint of
-	// `gpuaas app run`, with an idempotency key of its own.
+	// ListApps lists the published apps a workload of project (an id or
+	// a name; "": the caller's default) may run now: app.list, the call
+	// and rules of `gpuaas app list` — the platform's and the project's
+	// own, promoted, their image promoted and verified (docs/apps.md,
+	// "Publishing apps").
+	ListApps(ctx context.Context, project string) ([]api.App, error)
+	// RunApp runs an app or an image on an allocation: app.run, the
+	// endpoint of `gpuaas app run`, with an idempotency key of its own.
 	RunApp(ctx context.Context, req api.AppRunRequest) (*api.Workload, error)
 }
 
 // JobListLimit is how many jobs the jobs view lists (the newest).
 const JobListLimit = 200
-
-// Runnable reports whether a workload may run img: promoted and verified
-// (controld/workloads refuses any other; `gpuaas app list` lists these).
-func Runnable(img api.Image) bool {
-	return img.Lifecycle == api.ImagePromoted && img.Trust == api.TrustVerified
-}
 
 func (b *apiBackend) ListJobs(ctx context.Context, req api.JobListRequest) ([]api.Job, error) {
 	if req.Limit == 0 {
@@ -57,18 +54,12 @@ func (b *apiBackend) ListWorkloads(ctx context.Context, allocID string) ([]api.W
 	return resp.Workloads, nil
 }
 
-func (b *apiBackend) ListApps(ctx context.Context) ([]api.Image, error) {
-	resp, err := b.c.ImageList(ctx, api.ImageListRequest{})
+func (b *apiBackend) ListApps(ctx context.Context, project string) ([]api.App, error) {
+	resp, err := b.c.AppList(ctx, api.AppListRequest{Project: project})
 	if err != nil {
 		return nil, err
 	}
-	var apps []api.Image
-	for _, img := range resp.Images {
-		if Runnable(img) {
-			apps = append(apps, img)
-		}
-	}
-	return apps, nil
+	return resp.Apps, nil
 }
 
 func (b *apiBackend) RunApp(ctx context.Context, req api.AppRunRequest) (*api.Workload, error) {

@@ -2,6 +2,7 @@ package common
 
 import (
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/charmbracelet/lipgloss"
@@ -59,4 +60,17 @@ func (s *Styles) WorkState(state string) lipgloss.Style {
 		return s.Dim
 	}
 	return s.Warn
+}
+
+// PortsText is an app's ports as its manifest lists them (8888/http,
+// 2222/tcp), or "—" for none.
+func PortsText(ps []api.AppPort) string {
+	if len(ps) == 0 {
+		return "—"
+	}
+	out := make([]string, 0, len(ps))
+	for _, p := range ps {
+		out = append(out, strconv.Itoa(p.Port)+"/"+Text(p.Protocol))
+	}
+	return strings.Join(out, ",")
 }

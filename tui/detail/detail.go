@@ -32,6 +32,7 @@ type Getter interface {
 	GetAlloc(ctx context.Context, id string) (*api.Allocation, error)
 	ListJobs(ctx context.Context, req api.JobListRequest) ([]api.Job, error)
 	ListWorkloads(ctx context.Context, allocID string) ([]api.Workload, error)
+	ListApps(ctx context.Context, project string) ([]api.App, error)
 }
 
 // LoadedMsg is the answer to Load.

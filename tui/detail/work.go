@@ -20,11 +20,13 @@ import (
 // the jobs view (J) lists every job.
 const maxWorkRows = 3
 
-// WorkMsg is the answer to LoadWork: allocID's jobs and workloads.
+// WorkMsg is the answer to LoadWork: allocID's jobs and workloads, and
+// the published apps of its project (for their ports).
 type WorkMsg struct {
 	AllocID   string
 	Jobs      []api.Job
 	Workloads []api.Workload
+	Apps      []api.App
 	Err       error
 }
 
@@ -33,13 +35,21 @@ type work struct {
 	allocID   string
 	jobs      []api.Job      // newest first
 	workloads []api.Workload // oldest first, as app.ps lists them
+	apps      []api.App      // the project's runnable apps, for their ports
 	err       error
 	loaded    bool
 }
 
-// LoadWork reads id's jobs and workloads.
+// LoadWork reads id's jobs and workloads, and the apps its project may
+// run (app.list, as the picker reads them): a workload's row shows the
+// ports of the app it runs. Without them (an older controld, a failed
+// read) the rows show no ports; nothing else changes.
 func (m *Model) LoadWork(id string) tea.Cmd {
 	g, ctx := m.get, m.ctx
+	project := ""
+	if a, ok := m.sel.Selected(); ok && a.ID == id {
+		project = a.ProjectID
+	}
 	return func() tea.Msg {
 		jobs, err := backend.Call(ctx, func(ctx context.Context) ([]api.Job, error) {
 			return g.ListJobs(ctx, api.JobListRequest{AllocationID: id})
@@ -51,7 +61,8 @@ func (m *Model) LoadWork(id string) tea.Cmd {
 		if err != nil {
 			return WorkMsg{AllocID: id, Jobs: jobs, Err: fmt.Errorf("workloads: %w", err)}
 		}
-		return WorkMsg{AllocID: id, Jobs: jobs, Workloads: wls}
+		apps, _ := backend.Call(ctx, func(ctx context.Context) ([]api.App, error) { return g.ListApps(ctx, project) })
+		return WorkMsg{AllocID: id, Jobs: jobs, Workloads: wls, Apps: apps}
 	}
 }
 
@@ -68,7 +79,7 @@ func (m *Model) setWork(msg WorkMsg) {
 		m.work.err = msg.Err
 		return
 	}
-	m.work = work{allocID: msg.AllocID, jobs: msg.Jobs, workloads: msg.Workloads, loaded: true}
+	m.work = work{allocID: msg.AllocID, jobs: msg.Jobs, workloads: msg.Workloads, apps: msg.Apps, loaded: true}
 }
 
 // Jobs are the jobs of the allocation shown, newest first.
@@ -138,7 +149,7 @@ func (m *Model) workLines(id string, w int) []string {
 		}
 		out = append(out, title)
 		for _, wl := range m.work.workloads[max(0, n-maxWorkRows):] {
-			out = append(out, common.Fit(WorkloadLine(st, wl), w, false))
+			out = append(out, common.Fit(WorkloadLine(st, wl, appOf(m.work.apps, wl)), w, false))
 		}
 	}
 	return out
@@ -163,15 +174,37 @@ func JobLine(st *common.Styles, j api.Job) string {
 	return line
 }
 
-// WorkloadLine is one workload in a line: id, name, image, state, exit
-// code.
-func WorkloadLine(st *common.Styles, wl api.Workload) string {
+// appOf is the published app wl runs as published, if apps holds it: of
+// its name, on its image, with its command (a workload records no ports,
+// docs/tui.md; a run that changed the name, image or command is not the
+// app's, and shows none).
+func appOf(apps []api.App, wl api.Workload) *api.App {
+	for i, a := range apps {
+		cmd := append(append([]string{}, a.Manifest.Command...), a.Manifest.Args...)
+		if a.Name == wl.Name && a.ImageID == wl.ImageID && slices.Equal(cmd, wl.Command) {
+			return &apps[i]
+		}
+	}
+	return nil
+}
+
+// WorkloadLine is one workload in a line: id, name (the app's, for a
+// published app run by name), image, state, exit code, the ports of app
+// (the published app it runs; nil: none known), the image's trust when
+// it is no longer verified, and why it ended (the node's reason).
+func WorkloadLine(st *common.Styles, wl api.Workload, app *api.App) string {
 	state := common.WorkloadState(wl)
 	line := fmt.Sprintf("%s %s %s %s exit %s", wl.ID, common.Fit(common.Text(wl.Name), 10, false),
 		common.Fit(common.Text(wl.Image), 10, false), st.WorkState(wl.State).Render(common.Fit(state, 8, false)),
 		common.ExitText(wl.ExitCode))
+	if app != nil && len(app.Manifest.Ports) > 0 {
+		line += " ports " + common.PortsText(app.Manifest.Ports)
+	}
 	if wl.ImageTrust != "" && wl.ImageTrust != api.TrustVerified {
 		line += st.Bad.Render(" image " + common.Text(wl.ImageTrust))
+	}
+	if wl.Reason != "" && api.WorkloadFinal(wl.State) {
+		line += " " + st.Dim.Render(common.Text(wl.Reason))
 	}
 	return line
 }

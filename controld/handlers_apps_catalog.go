@@ -2,7 +2,6 @@ package controld
 
 import (
 	"context"
-	"strings"
 
 	"github.com/jackc/pgx/v5"
 
@@ -34,42 +33,6 @@ func (s *Server) appsCatalogEndpoints() []endpointDef {
 	}
 }
 
-// appActor is the caller as apps.Decide sees them for app.
-func appActor(ctx context.Context, q store.Querier, c *call, app api.App) (apps.Actor, error) {
-	who := apps.Actor{PlatformRole: platformRole(c)}
-	if app.ProjectID == "" {
-		return who, nil
-	}
-	role, err := project.RoleOf(ctx, q, app.ProjectID, c.principal.UserID)
-	if err != nil {
-		return who, err
-	}
-	who.Access = project.AccessFor(role, who.PlatformRole)
-	return who, nil
-}
-
-// findApp returns the app ref names that the caller may see (else
-// not_found, as for one that does not exist), and the caller as Decide
-// sees them.
-func (s *Server) findApp(ctx context.Context, q store.Querier, c *call, ref, named string, lock bool) (api.App, apps.Actor, error) {
-	pid, err := s.imageProjectID(ctx, q, c, named)
-	if err != nil {
-		return api.App{}, apps.Actor{}, err
-	}
-	app, err := apps.Find(ctx, q, strings.TrimSpace(ref), pid, lock)
-	if err != nil {
-		return api.App{}, apps.Actor{}, err
-	}
-	who, err := appActor(ctx, q, c, app)
-	if err != nil {
-		return api.App{}, apps.Actor{}, err
-	}
-	if !apps.Visible(app, who) {
-		return api.App{}, apps.Actor{}, api.Errorf(api.CodeNotFound, "no app %s", ref).WithHint("see `gpuaas app list`")
-	}
-	return app, who, nil
-}
-
 func (s *Server) appList(ctx context.Context, c *call, req api.AppListRequest) (*api.AppListResponse, error) {
 	pid := ""
 	ref, err := s.projectRef(ctx, c, req.Project)
@@ -93,7 +56,7 @@ func (s *Server) appList(ctx context.Context, c *call, req api.AppListRequest) (
 }
 
 func (s *Server) appDescribe(ctx context.Context, c *call, req api.AppRef) (*api.App, error) {
-	app, _, err := s.findApp(ctx, s.pool, c, req.App, req.Project, false)
+	app, _, err := findEntry(ctx, s, s.pool, c, appKind, catalogRef{req.App, req.Project, req.Platform}, false)
 	if err != nil {
 		return nil, err
 	}
@@ -119,7 +82,7 @@ func (s *Server) appPublishTarget(ctx context.Context, q store.Querier, c *call,
 		}
 		app.Scope, app.ProjectID, app.Project = api.ImageScopeProject, p.ID, p.Name
 	}
-	who, err := appActor(ctx, q, c, app)
+	who, err := catalogActor(ctx, q, c, app.ProjectID)
 	if err != nil {
 		return app, api.Image{}, err
 	}
@@ -130,7 +93,7 @@ func (s *Server) appPublishTarget(ctx context.Context, q store.Querier, c *call,
 	if err != nil {
 		return app, api.Image{}, err
 	}
-	iwho, err := imageActor(ctx, q, c, img)
+	iwho, err := catalogActor(ctx, q, c, img.ProjectID)
 	if err != nil {
 		return app, api.Image{}, err
 	}
@@ -151,6 +114,9 @@ func (s *Server) appPublish(ctx context.Context, c *call, req api.AppPublishRequ
 	}
 	spec, err := appspec.Parse([]byte(req.Manifest))
 	if err != nil {
+		return nil, err
+	}
+	if err := apps.ValidateName(spec.Name); err != nil {
 		return nil, err
 	}
 	manifest, err := apps.Manifest(spec)
@@ -180,7 +146,7 @@ func (s *Server) appPublish(ctx context.Context, c *call, req api.AppPublishRequ
 func (s *Server) appChange(action apps.Action, endpoint string) func(context.Context, *call, api.AppRef) (work[api.App], error) {
 	return func(_ context.Context, c *call, req api.AppRef) (work[api.App], error) {
 		return func(ctx context.Context, tx pgx.Tx) (*api.App, mutate.Effect, error) {
-			cur, who, err := s.findApp(ctx, tx, c, req.App, req.Project, true)
+			cur, who, err := findEntry(ctx, s, tx, c, appKind, catalogRef{req.App, req.Project, req.Platform}, true)
 			if err != nil {
 				return nil, mutate.Effect{}, err
 			}

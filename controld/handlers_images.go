@@ -66,42 +66,6 @@ func (s *Server) imageProjectID(ctx context.Context, q store.Querier, c *call, n
 	return p.ID, nil
 }
 
-// imageActor is the caller as images.Decide sees them for img.
-func imageActor(ctx context.Context, q store.Querier, c *call, img api.Image) (images.Actor, error) {
-	who := images.Actor{PlatformRole: platformRole(c)}
-	if img.ProjectID == "" {
-		return who, nil
-	}
-	role, err := project.RoleOf(ctx, q, img.ProjectID, c.principal.UserID)
-	if err != nil {
-		return who, err
-	}
-	who.Access = project.AccessFor(role, who.PlatformRole)
-	return who, nil
-}
-
-// findImage returns the image ref names that the caller may see (else
-// not_found, as for an image that does not exist), and the caller as
-// Decide sees them.
-func (s *Server) findImage(ctx context.Context, q store.Querier, c *call, ref, named string, lock bool) (api.Image, images.Actor, error) {
-	pid, err := s.imageProjectID(ctx, q, c, named)
-	if err != nil {
-		return api.Image{}, images.Actor{}, err
-	}
-	img, err := images.Find(ctx, q, strings.TrimSpace(ref), pid, lock)
-	if err != nil {
-		return api.Image{}, images.Actor{}, err
-	}
-	who, err := imageActor(ctx, q, c, img)
-	if err != nil {
-		return api.Image{}, images.Actor{}, err
-	}
-	if !images.Visible(img, who) {
-		return api.Image{}, images.Actor{}, api.Errorf(api.CodeNotFound, "no image %s", ref).WithHint("see `gpuaas image list`")
-	}
-	return img, who, nil
-}
-
 func (s *Server) imageList(ctx context.Context, c *call, req api.ImageListRequest) (*api.ImageListResponse, error) {
 	if req.All && !isOperator(c) {
 		return nil, api.Errorf(api.CodeForbidden, "only operators and admins list every image").WithHint("drop --all")
@@ -128,7 +92,7 @@ func (s *Server) imageList(ctx context.Context, c *call, req api.ImageListReques
 }
 
 func (s *Server) imageGet(ctx context.Context, c *call, req api.ImageRef) (*api.Image, error) {
-	img, _, err := s.findImage(ctx, s.pool, c, req.Image, req.Project, false)
+	img, _, err := findEntry(ctx, s, s.pool, c, imageKind, catalogRef{req.Image, req.Project, req.Platform}, false)
 	if err != nil {
 		return nil, err
 	}
@@ -158,7 +122,7 @@ func (s *Server) imagePublishTarget(ctx context.Context, q store.Querier, c *cal
 		}
 		img.Scope, img.ProjectID, img.Project = api.ImageScopeProject, p.ID, p.Name
 	}
-	who, err := imageActor(ctx, q, c, img)
+	who, err := catalogActor(ctx, q, c, img.ProjectID)
 	if err != nil {
 		return img, err
 	}
@@ -217,7 +181,7 @@ func (s *Server) imagePublish(ctx context.Context, c *call, req api.ImagePublish
 // (recordVerification); the answer carries the pending request.
 func (s *Server) imageVerify(_ context.Context, c *call, req api.ImageChangeRequest) (work[api.Image], error) {
 	return func(ctx context.Context, tx pgx.Tx) (*api.Image, mutate.Effect, error) {
-		cur, who, err := s.findImage(ctx, tx, c, req.Image, req.Project, true)
+		cur, who, err := findEntry(ctx, s, tx, c, imageKind, catalogRef{req.Image, req.Project, req.Platform}, true)
 		if err != nil {
 			return nil, mutate.Effect{}, err
 		}
@@ -268,7 +232,7 @@ func (s *Server) imageChange(action images.Action, endpoint string) func(context
 			return nil, api.Errorf(api.CodeInvalidArgument, "a revoke needs a reason").WithHint("give --reason \"…\"")
 		}
 		return func(ctx context.Context, tx pgx.Tx) (*api.Image, mutate.Effect, error) {
-			cur, who, err := s.findImage(ctx, tx, c, req.Image, req.Project, true)
+			cur, who, err := findEntry(ctx, s, tx, c, imageKind, catalogRef{req.Image, req.Project, req.Platform}, true)
 			if err != nil {
 				return nil, mutate.Effect{}, err
 			}

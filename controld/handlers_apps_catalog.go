@@ -6,10 +6,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/gpuaas/gpuaas/controld/apps"
-	"github.com/gpuaas/gpuaas/controld/audit"
 	"github.com/gpuaas/gpuaas/controld/images"
 	"github.com/gpuaas/gpuaas/controld/mutate"
-	"github.com/gpuaas/gpuaas/controld/outbox"
 	"github.com/gpuaas/gpuaas/controld/project"
 	"github.com/gpuaas/gpuaas/controld/store"
 	"github.com/gpuaas/gpuaas/internal/api"
@@ -66,21 +64,10 @@ func (s *Server) appDescribe(ctx context.Context, c *call, req api.AppRef) (*api
 // appPublishTarget is the app a publish would add, checked with Decide,
 // and its image (apps.Image), which the publisher must see.
 func (s *Server) appPublishTarget(ctx context.Context, q store.Querier, c *call, req api.AppPublishRequest, spec appspec.App) (api.App, api.Image, error) {
-	app := api.App{Name: spec.Name, Scope: api.ImageScopePlatform}
-	if !req.Platform {
-		ref, err := s.projectRef(ctx, c, req.Project)
-		if err != nil {
-			return app, api.Image{}, err
-		}
-		if ref == "" {
-			return app, api.Image{}, api.Errorf(api.CodeInvalidArgument, "publish into which project?").
-				WithHint("pass -p/--project, or --platform (operators)")
-		}
-		p, err := project.Authorize(ctx, q, ref, c.principal.UserID, platformRole(c), project.AccessRead)
-		if err != nil {
-			return app, api.Image{}, err
-		}
-		app.Scope, app.ProjectID, app.Project = api.ImageScopeProject, p.ID, p.Name
+	app := api.App{Name: spec.Name}
+	var err error
+	if app.Scope, app.ProjectID, app.Project, err = s.publishScope(ctx, q, c, req.Project, req.Platform); err != nil {
+		return app, api.Image{}, err
 	}
 	who, err := catalogActor(ctx, q, c, app.ProjectID)
 	if err != nil {
@@ -167,15 +154,5 @@ func (s *Server) appChange(action apps.Action, endpoint string) func(context.Con
 // appEffect is an app change's audit row and its one event, told to the
 // members of a project's own app's project.
 func appEffect(ctx context.Context, q store.Querier, endpoint string, app api.App, detail map[string]any) (mutate.Effect, error) {
-	var users []string
-	if app.ProjectID != "" {
-		var err error
-		if users, err = project.MemberIDs(ctx, q, app.ProjectID); err != nil {
-			return mutate.Effect{}, err
-		}
-	}
-	return mutate.Effect{
-		Audit:  audit.Entry{Action: endpoint, TargetType: "app", TargetID: app.ID, ProjectID: app.ProjectID, Detail: detail},
-		Events: []outbox.Event{{Kind: api.EventApp, Subject: app.ID, ProjectID: app.ProjectID, Users: users, Payload: app}},
-	}, nil
+	return catalogEffect(ctx, q, endpoint, "app", api.EventApp, app.ID, app.ProjectID, app, detail)
 }

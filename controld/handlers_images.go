@@ -106,21 +106,10 @@ func (s *Server) imageRegistry(_ context.Context, _ *call, _ api.Empty) (*api.Im
 // imagePublishTarget is the image a publish would add, for Decide: the
 // platform's, or the project's (resolved and the caller's role read).
 func (s *Server) imagePublishTarget(ctx context.Context, q store.Querier, c *call, req api.ImagePublishRequest) (api.Image, error) {
-	img := api.Image{Name: req.Name, Scope: api.ImageScopePlatform}
-	if !req.Platform {
-		ref, err := s.projectRef(ctx, c, req.Project)
-		if err != nil {
-			return img, err
-		}
-		if ref == "" {
-			return img, api.Errorf(api.CodeInvalidArgument, "publish into which project?").
-				WithHint("pass -p/--project, or --platform (operators)")
-		}
-		p, err := project.Authorize(ctx, q, ref, c.principal.UserID, platformRole(c), project.AccessRead)
-		if err != nil {
-			return img, err
-		}
-		img.Scope, img.ProjectID, img.Project = api.ImageScopeProject, p.ID, p.Name
+	img := api.Image{Name: req.Name}
+	var err error
+	if img.Scope, img.ProjectID, img.Project, err = s.publishScope(ctx, q, c, req.Project, req.Platform); err != nil {
+		return img, err
 	}
 	who, err := catalogActor(ctx, q, c, img.ProjectID)
 	if err != nil {
@@ -258,15 +247,5 @@ func (s *Server) imageChange(action images.Action, endpoint string) func(context
 // imageEffect is an image change's audit row and its one event, told to
 // the members of a project-private image's project.
 func imageEffect(ctx context.Context, q store.Querier, endpoint string, img api.Image, detail map[string]any) (mutate.Effect, error) {
-	var users []string
-	if img.ProjectID != "" {
-		var err error
-		if users, err = project.MemberIDs(ctx, q, img.ProjectID); err != nil {
-			return mutate.Effect{}, err
-		}
-	}
-	return mutate.Effect{
-		Audit:  audit.Entry{Action: endpoint, TargetType: "image", TargetID: img.ID, ProjectID: img.ProjectID, Detail: detail},
-		Events: []outbox.Event{{Kind: api.EventImage, Subject: img.ID, ProjectID: img.ProjectID, Users: users, Payload: img}},
-	}, nil
+	return catalogEffect(ctx, q, endpoint, "image", api.EventImage, img.ID, img.ProjectID, img, detail)
 }

@@ -6,7 +6,10 @@ import (
 	"strings"
 
 	"github.com/gpuaas/gpuaas/controld/apps"
+	"github.com/gpuaas/gpuaas/controld/audit"
 	"github.com/gpuaas/gpuaas/controld/images"
+	"github.com/gpuaas/gpuaas/controld/mutate"
+	"github.com/gpuaas/gpuaas/controld/outbox"
 	"github.com/gpuaas/gpuaas/controld/project"
 	"github.com/gpuaas/gpuaas/controld/store"
 	"github.com/gpuaas/gpuaas/internal/api"
@@ -113,4 +116,44 @@ func findEntry[T any](ctx context.Context, s *Server, q store.Querier, c *call, 
 	return zero, images.Actor{}, api.Errorf(api.CodeInvalidArgument,
 		"%s is both a platform %s and an %s of project %s: say --platform or --project", ref, k.catalog.Noun, k.catalog.Noun, pname).
 		WithHint("add --platform for the platform's, or -p " + pname + " for the project's")
+}
+
+// publishScope is the scope a publish adds its entry to: the platform's
+// with platform, else the project named (the header, the caller's
+// default), which the caller must be able to read; who may publish there
+// is Decide's.
+func (s *Server) publishScope(ctx context.Context, q store.Querier, c *call, named string, platform bool) (scope, projectID, projectName string, err error) {
+	if platform {
+		return api.ImageScopePlatform, "", "", nil
+	}
+	ref, err := s.projectRef(ctx, c, named)
+	if err != nil {
+		return "", "", "", err
+	}
+	if ref == "" {
+		return "", "", "", api.Errorf(api.CodeInvalidArgument, "publish into which project?").
+			WithHint("pass -p/--project, or --platform (operators)")
+	}
+	p, err := project.Authorize(ctx, q, ref, c.principal.UserID, platformRole(c), project.AccessRead)
+	if err != nil {
+		return "", "", "", err
+	}
+	return api.ImageScopeProject, p.ID, p.Name, nil
+}
+
+// catalogEffect is a catalog change's audit row and its one event, told
+// to the members of the entry's project when it is a project's own.
+func catalogEffect(ctx context.Context, q store.Querier, endpoint, targetType, kind, id, projectID string, payload any,
+	detail map[string]any) (mutate.Effect, error) {
+	var users []string
+	if projectID != "" {
+		var err error
+		if users, err = project.MemberIDs(ctx, q, projectID); err != nil {
+			return mutate.Effect{}, err
+		}
+	}
+	return mutate.Effect{
+		Audit:  audit.Entry{Action: endpoint, TargetType: targetType, TargetID: id, ProjectID: projectID, Detail: detail},
+		Events: []outbox.Event{{Kind: kind, Subject: id, ProjectID: projectID, Users: users, Payload: payload}},
+	}, nil
 }

@@ -144,7 +144,7 @@ func byID(ctx context.Context, q store.Querier, id string, lock bool) (api.App, 
 }
 
 // Apps is the published apps' catalog: looked up as images are.
-var Apps = images.Catalog{Table: "apps", Noun: "app", IDPrefix: idPrefix}
+var Apps = images.Catalog{ByName: `SELECT id FROM apps WHERE name = $1`, Noun: "app", IDPrefix: idPrefix}
 
 func notFound(ref string) error { return Apps.NotFound(ref) }
 

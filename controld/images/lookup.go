@@ -16,8 +16,11 @@ import (
 // what looking an entry up by id or by name needs of the table; a name is
 // unique within a scope (the tables' unique indexes), not across them.
 type Catalog struct {
-	// Table has id, name and project_id (NULL: the platform's) columns.
-	Table string
+	// ByName is its owner's query of the ids of a name ($1) in its table,
+	// which has a project_id column (NULL: the platform's): written in the
+	// owning package, so that the table's reads stay its owner's
+	// (controld's ownership tests read it there). The scopes are added here.
+	ByName string
 	// Noun names an entry in messages and its commands ("image", "app").
 	Noun string
 	// IDPrefix starts every id of the table (internal/ids).
@@ -25,7 +28,7 @@ type Catalog struct {
 }
 
 // Images is the image catalog.
-var Images = Catalog{Table: "images", Noun: "image", IDPrefix: idPrefix}
+var Images = Catalog{ByName: `SELECT id FROM images WHERE name = $1`, Noun: "image", IDPrefix: idPrefix}
 
 // Where is the scopes a name is looked up in: ProjectID's own entries
 // ("" for none), and the platform's when Platform. All (WithDigest only)
@@ -53,9 +56,8 @@ func (c Catalog) IDs(ctx context.Context, q store.Querier, ref string, where Whe
 	if ids.Valid(c.IDPrefix, ref) {
 		return []string{ref}, nil
 	}
-	// The table name is one of this program's constants, never input.
-	rows, err := q.Query(ctx, `SELECT id FROM `+c.Table+` WHERE name = $1
-		AND ((project_id = $2 AND $2 <> '') OR (project_id IS NULL AND $3))
+	// ByName is one of this program's constants, never input.
+	rows, err := q.Query(ctx, c.ByName+` AND ((project_id = $2 AND $2 <> '') OR (project_id IS NULL AND $3))
 		ORDER BY project_id NULLS LAST`, ref, where.ProjectID, where.Platform)
 	if err != nil {
 		return nil, fmt.Errorf("find %s %s: %w", c.Noun, ref, err)

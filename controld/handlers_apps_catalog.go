@@ -2,15 +2,12 @@ package controld
 
 import (
 	"context"
-	"strings"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/gpuaas/gpuaas/controld/apps"
-	"github.com/gpuaas/gpuaas/controld/audit"
 	"github.com/gpuaas/gpuaas/controld/images"
 	"github.com/gpuaas/gpuaas/controld/mutate"
-	"github.com/gpuaas/gpuaas/controld/outbox"
 	"github.com/gpuaas/gpuaas/controld/project"
 	"github.com/gpuaas/gpuaas/controld/store"
 	"github.com/gpuaas/gpuaas/internal/api"
@@ -32,42 +29,6 @@ func (s *Server) appsCatalogEndpoints() []endpointDef {
 		mutation(s, api.OpAppDeprecate, s.appChange(apps.ActDeprecate, api.EndpointAppDeprecate)),
 		mutation(s, api.OpAppRetire, s.appChange(apps.ActRetire, api.EndpointAppRetire)),
 	}
-}
-
-// appActor is the caller as apps.Decide sees them for app.
-func appActor(ctx context.Context, q store.Querier, c *call, app api.App) (apps.Actor, error) {
-	who := apps.Actor{PlatformRole: platformRole(c)}
-	if app.ProjectID == "" {
-		return who, nil
-	}
-	role, err := project.RoleOf(ctx, q, app.ProjectID, c.principal.UserID)
-	if err != nil {
-		return who, err
-	}
-	who.Access = project.AccessFor(role, who.PlatformRole)
-	return who, nil
-}
-
-// findApp returns the app ref names that the caller may see (else
-// not_found, as for one that does not exist), and the caller as Decide
-// sees them.
-func (s *Server) findApp(ctx context.Context, q store.Querier, c *call, ref, named string, lock bool) (api.App, apps.Actor, error) {
-	pid, err := s.imageProjectID(ctx, q, c, named)
-	if err != nil {
-		return api.App{}, apps.Actor{}, err
-	}
-	app, err := apps.Find(ctx, q, strings.TrimSpace(ref), pid, lock)
-	if err != nil {
-		return api.App{}, apps.Actor{}, err
-	}
-	who, err := appActor(ctx, q, c, app)
-	if err != nil {
-		return api.App{}, apps.Actor{}, err
-	}
-	if !apps.Visible(app, who) {
-		return api.App{}, apps.Actor{}, api.Errorf(api.CodeNotFound, "no app %s", ref).WithHint("see `gpuaas app list`")
-	}
-	return app, who, nil
 }
 
 func (s *Server) appList(ctx context.Context, c *call, req api.AppListRequest) (*api.AppListResponse, error) {
@@ -93,7 +54,7 @@ func (s *Server) appList(ctx context.Context, c *call, req api.AppListRequest) (
 }
 
 func (s *Server) appDescribe(ctx context.Context, c *call, req api.AppRef) (*api.App, error) {
-	app, _, err := s.findApp(ctx, s.pool, c, req.App, req.Project, false)
+	app, _, err := findEntry(ctx, s, s.pool, c, appKind, catalogRef{req.App, req.Project, req.Platform}, false)
 	if err != nil {
 		return nil, err
 	}
@@ -103,23 +64,12 @@ func (s *Server) appDescribe(ctx context.Context, c *call, req api.AppRef) (*api
 // appPublishTarget is the app a publish would add, checked with Decide,
 // and its image (apps.Image), which the publisher must see.
 func (s *Server) appPublishTarget(ctx context.Context, q store.Querier, c *call, req api.AppPublishRequest, spec appspec.App) (api.App, api.Image, error) {
-	app := api.App{Name: spec.Name, Scope: api.ImageScopePlatform}
-	if !req.Platform {
-		ref, err := s.projectRef(ctx, c, req.Project)
-		if err != nil {
-			return app, api.Image{}, err
-		}
-		if ref == "" {
-			return app, api.Image{}, api.Errorf(api.CodeInvalidArgument, "publish into which project?").
-				WithHint("pass -p/--project, or --platform (operators)")
-		}
-		p, err := project.Authorize(ctx, q, ref, c.principal.UserID, platformRole(c), project.AccessRead)
-		if err != nil {
-			return app, api.Image{}, err
-		}
-		app.Scope, app.ProjectID, app.Project = api.ImageScopeProject, p.ID, p.Name
+	app := api.App{Name: spec.Name}
+	var err error
+	if app.Scope, app.ProjectID, app.Project, err = s.publishScope(ctx, q, c, req.Project, req.Platform); err != nil {
+		return app, api.Image{}, err
 	}
-	who, err := appActor(ctx, q, c, app)
+	who, err := catalogActor(ctx, q, c, app.ProjectID)
 	if err != nil {
 		return app, api.Image{}, err
 	}
@@ -130,7 +80,7 @@ func (s *Server) appPublishTarget(ctx context.Context, q store.Querier, c *call,
 	if err != nil {
 		return app, api.Image{}, err
 	}
-	iwho, err := imageActor(ctx, q, c, img)
+	iwho, err := catalogActor(ctx, q, c, img.ProjectID)
 	if err != nil {
 		return app, api.Image{}, err
 	}
@@ -151,6 +101,9 @@ func (s *Server) appPublish(ctx context.Context, c *call, req api.AppPublishRequ
 	}
 	spec, err := appspec.Parse([]byte(req.Manifest))
 	if err != nil {
+		return nil, err
+	}
+	if err := apps.ValidateName(spec.Name); err != nil {
 		return nil, err
 	}
 	manifest, err := apps.Manifest(spec)
@@ -180,7 +133,7 @@ func (s *Server) appPublish(ctx context.Context, c *call, req api.AppPublishRequ
 func (s *Server) appChange(action apps.Action, endpoint string) func(context.Context, *call, api.AppRef) (work[api.App], error) {
 	return func(_ context.Context, c *call, req api.AppRef) (work[api.App], error) {
 		return func(ctx context.Context, tx pgx.Tx) (*api.App, mutate.Effect, error) {
-			cur, who, err := s.findApp(ctx, tx, c, req.App, req.Project, true)
+			cur, who, err := findEntry(ctx, s, tx, c, appKind, catalogRef{req.App, req.Project, req.Platform}, true)
 			if err != nil {
 				return nil, mutate.Effect{}, err
 			}
@@ -201,15 +154,5 @@ func (s *Server) appChange(action apps.Action, endpoint string) func(context.Con
 // appEffect is an app change's audit row and its one event, told to the
 // members of a project's own app's project.
 func appEffect(ctx context.Context, q store.Querier, endpoint string, app api.App, detail map[string]any) (mutate.Effect, error) {
-	var users []string
-	if app.ProjectID != "" {
-		var err error
-		if users, err = project.MemberIDs(ctx, q, app.ProjectID); err != nil {
-			return mutate.Effect{}, err
-		}
-	}
-	return mutate.Effect{
-		Audit:  audit.Entry{Action: endpoint, TargetType: "app", TargetID: app.ID, ProjectID: app.ProjectID, Detail: detail},
-		Events: []outbox.Event{{Kind: api.EventApp, Subject: app.ID, ProjectID: app.ProjectID, Users: users, Payload: app}},
-	}, nil
+	return catalogEffect(ctx, q, endpoint, "app", api.EventApp, app.ID, app.ProjectID, app, detail)
 }

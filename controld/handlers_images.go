@@ -66,42 +66,6 @@ func (s *Server) imageProjectID(ctx context.Context, q store.Querier, c *call, n
 	return p.ID, nil
 }
 
-// imageActor is the caller as images.Decide sees them for img.
-func imageActor(ctx context.Context, q store.Querier, c *call, img api.Image) (images.Actor, error) {
-	who := images.Actor{PlatformRole: platformRole(c)}
-	if img.ProjectID == "" {
-		return who, nil
-	}
-	role, err := project.RoleOf(ctx, q, img.ProjectID, c.principal.UserID)
-	if err != nil {
-		return who, err
-	}
-	who.Access = project.AccessFor(role, who.PlatformRole)
-	return who, nil
-}
-
-// findImage returns the image ref names that the caller may see (else
-// not_found, as for an image that does not exist), and the caller as
-// Decide sees them.
-func (s *Server) findImage(ctx context.Context, q store.Querier, c *call, ref, named string, lock bool) (api.Image, images.Actor, error) {
-	pid, err := s.imageProjectID(ctx, q, c, named)
-	if err != nil {
-		return api.Image{}, images.Actor{}, err
-	}
-	img, err := images.Find(ctx, q, strings.TrimSpace(ref), pid, lock)
-	if err != nil {
-		return api.Image{}, images.Actor{}, err
-	}
-	who, err := imageActor(ctx, q, c, img)
-	if err != nil {
-		return api.Image{}, images.Actor{}, err
-	}
-	if !images.Visible(img, who) {
-		return api.Image{}, images.Actor{}, api.Errorf(api.CodeNotFound, "no image %s", ref).WithHint("see `gpuaas image list`")
-	}
-	return img, who, nil
-}
-
 func (s *Server) imageList(ctx context.Context, c *call, req api.ImageListRequest) (*api.ImageListResponse, error) {
 	if req.All && !isOperator(c) {
 		return nil, api.Errorf(api.CodeForbidden, "only operators and admins list every image").WithHint("drop --all")
@@ -128,7 +92,7 @@ func (s *Server) imageList(ctx context.Context, c *call, req api.ImageListReques
 }
 
 func (s *Server) imageGet(ctx context.Context, c *call, req api.ImageRef) (*api.Image, error) {
-	img, _, err := s.findImage(ctx, s.pool, c, req.Image, req.Project, false)
+	img, _, err := findEntry(ctx, s, s.pool, c, imageKind, catalogRef{req.Image, req.Project, req.Platform}, false)
 	if err != nil {
 		return nil, err
 	}
@@ -142,23 +106,12 @@ func (s *Server) imageRegistry(_ context.Context, _ *call, _ api.Empty) (*api.Im
 // imagePublishTarget is the image a publish would add, for Decide: the
 // platform's, or the project's (resolved and the caller's role read).
 func (s *Server) imagePublishTarget(ctx context.Context, q store.Querier, c *call, req api.ImagePublishRequest) (api.Image, error) {
-	img := api.Image{Name: req.Name, Scope: api.ImageScopePlatform}
-	if !req.Platform {
-		ref, err := s.projectRef(ctx, c, req.Project)
-		if err != nil {
-			return img, err
-		}
-		if ref == "" {
-			return img, api.Errorf(api.CodeInvalidArgument, "publish into which project?").
-				WithHint("pass -p/--project, or --platform (operators)")
-		}
-		p, err := project.Authorize(ctx, q, ref, c.principal.UserID, platformRole(c), project.AccessRead)
-		if err != nil {
-			return img, err
-		}
-		img.Scope, img.ProjectID, img.Project = api.ImageScopeProject, p.ID, p.Name
+	img := api.Image{Name: req.Name}
+	var err error
+	if img.Scope, img.ProjectID, img.Project, err = s.publishScope(ctx, q, c, req.Project, req.Platform); err != nil {
+		return img, err
 	}
-	who, err := imageActor(ctx, q, c, img)
+	who, err := catalogActor(ctx, q, c, img.ProjectID)
 	if err != nil {
 		return img, err
 	}
@@ -217,7 +170,7 @@ func (s *Server) imagePublish(ctx context.Context, c *call, req api.ImagePublish
 // (recordVerification); the answer carries the pending request.
 func (s *Server) imageVerify(_ context.Context, c *call, req api.ImageChangeRequest) (work[api.Image], error) {
 	return func(ctx context.Context, tx pgx.Tx) (*api.Image, mutate.Effect, error) {
-		cur, who, err := s.findImage(ctx, tx, c, req.Image, req.Project, true)
+		cur, who, err := findEntry(ctx, s, tx, c, imageKind, catalogRef{req.Image, req.Project, req.Platform}, true)
 		if err != nil {
 			return nil, mutate.Effect{}, err
 		}
@@ -268,7 +221,7 @@ func (s *Server) imageChange(action images.Action, endpoint string) func(context
 			return nil, api.Errorf(api.CodeInvalidArgument, "a revoke needs a reason").WithHint("give --reason \"…\"")
 		}
 		return func(ctx context.Context, tx pgx.Tx) (*api.Image, mutate.Effect, error) {
-			cur, who, err := s.findImage(ctx, tx, c, req.Image, req.Project, true)
+			cur, who, err := findEntry(ctx, s, tx, c, imageKind, catalogRef{req.Image, req.Project, req.Platform}, true)
 			if err != nil {
 				return nil, mutate.Effect{}, err
 			}
@@ -294,15 +247,5 @@ func (s *Server) imageChange(action images.Action, endpoint string) func(context
 // imageEffect is an image change's audit row and its one event, told to
 // the members of a project-private image's project.
 func imageEffect(ctx context.Context, q store.Querier, endpoint string, img api.Image, detail map[string]any) (mutate.Effect, error) {
-	var users []string
-	if img.ProjectID != "" {
-		var err error
-		if users, err = project.MemberIDs(ctx, q, img.ProjectID); err != nil {
-			return mutate.Effect{}, err
-		}
-	}
-	return mutate.Effect{
-		Audit:  audit.Entry{Action: endpoint, TargetType: "image", TargetID: img.ID, ProjectID: img.ProjectID, Detail: detail},
-		Events: []outbox.Event{{Kind: api.EventImage, Subject: img.ID, ProjectID: img.ProjectID, Users: users, Payload: img}},
-	}, nil
+	return catalogEffect(ctx, q, endpoint, "image", api.EventImage, img.ID, img.ProjectID, img, detail)
 }

@@ -18,6 +18,10 @@ type GetOptions struct {
 	Exporter cmdutil.Exporter
 
 	ID string
+	// Project (-p/--project) and Platform (--platform) say where an app's
+	// name is looked up (scopeHelp).
+	Project  string
+	Platform bool
 }
 
 // NewCmdGet builds `gpuaas app get`; runF replaces getRun in tests.
@@ -33,16 +37,23 @@ output the node reported.
 
 Given anything else, show the published app of that name or id: its
 lifecycle, its image and that image's trust (an app's trust is its image's),
-whether it runs now, and its manifest.`,
+whether it runs now, and its manifest.
+
+` + scopeHelp,
 		Args: cmdutil.ExactArgs(1, "a workload ID or an app name"),
 		RunE: func(c *cobra.Command, args []string) error {
 			opts.ID = args[0]
+			opts.Project = f.Flags.Project
+			if err := checkScope(opts.Project, opts.Platform); err != nil {
+				return err
+			}
 			if runF != nil {
 				return runF(c.Context(), opts)
 			}
 			return getRun(c.Context(), opts)
 		},
 	}
+	cmd.Flags().BoolVar(&opts.Platform, "platform", false, "The platform's app of that name, not your project's")
 	fields := cmdutil.FieldsOf(api.Workload{})
 	for _, f := range cmdutil.FieldsOf(api.App{}) {
 		if !slices.Contains(fields, f) {
@@ -59,7 +70,7 @@ func getRun(ctx context.Context, opts *GetOptions) error {
 		return err
 	}
 	if !ids.Valid(ids.Workload, opts.ID) {
-		app, err := client.AppDescribe(ctx, api.AppRef{App: opts.ID})
+		app, err := client.AppDescribe(ctx, api.AppRef{App: opts.ID, Project: opts.Project, Platform: opts.Platform})
 		if err != nil {
 			return err
 		}

@@ -39,7 +39,14 @@ The app is your project's own (-p/--project; its owners publish); operators
 publish for every project with --platform. controld reads the manifest
 strictly: an unknown key, a tag without a digest, a port outside 1024-65535,
 an image not in the catalog or another project's, a name already published
-are refused naming the field, and nothing is stored.`,
+or shaped like an id (w-…, app-…, img-…) are refused naming the field, and
+nothing is stored.
+
+The manifest's env is public: everyone who can see the app reads it (app get,
+app list --json; every user, for a promoted platform app). Never put a token,
+password or key there: keep secrets in project secrets (gpuaas secret set),
+which a job names as env: {VAR: secret:NAME}; a workload cannot name one yet
+(docs/apps.md, "Publishing apps").`,
 		Example: `  gpuaas app publish -f jupyter.yaml --platform
   gpuaas app publish -f app.yaml -p research`,
 		Args: cmdutil.NoArgs,

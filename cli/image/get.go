@@ -18,6 +18,10 @@ type GetOptions struct {
 	Exporter cmdutil.Exporter
 
 	Image string
+	// Project (-p/--project) and Platform (--platform) say where the name
+	// is looked up (scopeHelp).
+	Project  string
+	Platform bool
 }
 
 // NewCmdGet builds `gpuaas image get`; runF replaces getRun in tests.
@@ -26,15 +30,21 @@ func NewCmdGet(f *cmdutil.Factory, runF func(context.Context, *GetOptions) error
 	cmd := &cobra.Command{
 		Use:   "get IMAGE",
 		Short: "Show an image: its digest, lifecycle and trust, and why",
+		Long:  "Show an image: its digest, lifecycle and trust, and why.\n\n" + scopeHelp,
 		Args:  cmdutil.ExactArgs(1, "an image name or ID"),
 		RunE: func(c *cobra.Command, args []string) error {
 			opts.Image = args[0]
+			opts.Project = f.Flags.Project
+			if err := checkScope(opts.Project, opts.Platform); err != nil {
+				return err
+			}
 			if runF != nil {
 				return runF(c.Context(), opts)
 			}
 			return getRun(c.Context(), opts)
 		},
 	}
+	cmd.Flags().BoolVar(&opts.Platform, "platform", false, "The platform's image of that name, not your project's")
 	cmdutil.AddJSONFlags(cmd, &opts.Exporter, cmdutil.FieldsOf(api.Image{}))
 	return cmd
 }
@@ -44,7 +54,7 @@ func getRun(ctx context.Context, opts *GetOptions) error {
 	if err != nil {
 		return err
 	}
-	img, err := client.ImageGet(ctx, api.ImageRef{Image: opts.Image})
+	img, err := client.ImageGet(ctx, api.ImageRef{Image: opts.Image, Project: opts.Project, Platform: opts.Platform})
 	if err != nil {
 		return err
 	}

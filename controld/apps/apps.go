@@ -10,7 +10,6 @@ package apps
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
@@ -25,6 +24,21 @@ import (
 // idPrefix starts every app id ("app-7k2m9x4q1c").
 const idPrefix = "app"
 
+// ValidateName refuses a name an app cannot have: one the catalog cannot
+// hold, and one shaped like an id of any kind (internal/ids.Shaped), as
+// `app get` takes a workload id or an app name and `app promote` an app
+// id or name (docs/apps.md, "Names").
+func ValidateName(name string) error {
+	if images.ValidateName(name) != nil {
+		return api.Errorf(api.CodeInvalidArgument, "name: %q: use 1-63 lower-case letters, digits, '.', '_' or '-'", name)
+	}
+	if ids.Shaped(name) {
+		return api.Errorf(api.CodeInvalidArgument, "name: %q has the shape of an id (like w-…, app-…, img-…): an app's name must not", name).
+			WithHint("choose a name that is not a prefix, '-' and 12 letters and digits")
+	}
+	return nil
+}
+
 // New is an app to publish: ProjectID "" is a platform app.
 type New struct {
 	Name, ProjectID, ImageID, By string
@@ -34,8 +48,8 @@ type New struct {
 // Publish stores n, published. A name the platform (or the project)
 // already has, retired or not, is refused.
 func Publish(ctx context.Context, q store.Querier, n New, now time.Time) (api.App, error) {
-	if err := images.ValidateName(n.Name); err != nil {
-		return api.App{}, api.Errorf(api.CodeInvalidArgument, "name: %q: use 1-63 lower-case letters, digits, '.', '_' or '-'", n.Name)
+	if err := ValidateName(n.Name); err != nil {
+		return api.App{}, err
 	}
 	raw, err := json.Marshal(n.Manifest)
 	if err != nil {
@@ -129,30 +143,26 @@ func byID(ctx context.Context, q store.Querier, id string, lock bool) (api.App, 
 	return out[0], nil
 }
 
-func notFound(ref string) error {
-	return api.Errorf(api.CodeNotFound, "no app %s", ref).WithHint("see `gpuaas app list`")
+// Apps is the published apps' catalog: looked up as images are.
+var Apps = images.Catalog{ByName: `SELECT id FROM apps WHERE name = $1`, Noun: "app", IDPrefix: idPrefix}
+
+func notFound(ref string) error { return Apps.NotFound(ref) }
+
+// ByID returns the app id, locking its row with lock (a change follows
+// in the transaction).
+func ByID(ctx context.Context, q store.Querier, id string, lock bool) (api.App, error) {
+	return byID(ctx, q, id, lock)
 }
 
 // Find returns the app ref names, by id, or by name: projectID's own app
 // of that name first, then the platform's. lock takes the row for the
 // rest of the transaction (a change follows).
 func Find(ctx context.Context, q store.Querier, ref, projectID string, lock bool) (api.App, error) {
-	if ref == "" {
-		return api.App{}, api.Errorf(api.CodeInvalidArgument, "which app? give its name or id")
-	}
-	if ids.Valid(idPrefix, ref) {
-		return byID(ctx, q, ref, lock)
-	}
-	var id string
-	err := q.QueryRow(ctx, `SELECT id FROM apps WHERE name = $1 AND (project_id = $2 OR project_id IS NULL)
-		ORDER BY project_id NULLS LAST LIMIT 1`, ref, projectID).Scan(&id)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return api.App{}, notFound(ref)
-	}
+	found, err := Apps.IDs(ctx, q, ref, images.Where{ProjectID: projectID, Platform: true})
 	if err != nil {
-		return api.App{}, fmt.Errorf("find app %s: %w", ref, err)
+		return api.App{}, err
 	}
-	return byID(ctx, q, id, lock)
+	return byID(ctx, q, found[0], lock)
 }
 
 // List returns the apps a caller sees: with all, every app; otherwise

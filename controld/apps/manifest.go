@@ -44,9 +44,12 @@ func Manifest(a appspec.App) (api.AppManifest, error) {
 // Image is the catalog image a manifest's image names for an app of
 // projectID ("" for the platform's): a catalog name (the project's own
 // first, then the platform's), an image id, or REPOSITORY@sha256:… of a
-// catalog image. An image that is not in the catalog, or is another
-// project's own (or any project's, for a platform app), is refused naming
-// the field. Whether the publisher may see it is the caller's check.
+// catalog image. For a project's app, an image that is not in the
+// catalog and another project's own are refused alike, naming the field:
+// one answer, so that a reference does not tell whether another project
+// holds that image. For a platform app (its publisher is an operator,
+// who sees every image), a project's image is refused as such. Whether
+// the publisher may see the image is the caller's check.
 func Image(ctx context.Context, q store.Querier, ref, projectID string) (api.Image, error) {
 	var img api.Image
 	var err error
@@ -55,28 +58,32 @@ func Image(ctx context.Context, q store.Querier, ref, projectID string) (api.Ima
 	} else {
 		img, err = images.Find(ctx, q, ref, projectID, false)
 	}
-	if errors.Is(err, api.ErrNotFound) {
-		return api.Image{}, invalid("image", "%s is not in the catalog (an app runs a catalog image)", ref).
-			WithHint("publish the image first (`gpuaas image publish`), or name one of `gpuaas image list`")
-	}
-	if err != nil {
+	switch {
+	case errors.Is(err, api.ErrNotFound):
+		return api.Image{}, notInCatalog(ref)
+	case err != nil:
 		return api.Image{}, err
-	}
-	if img.ProjectID != "" && img.ProjectID != projectID {
-		what := "another project's own image"
-		if projectID == "" {
-			what = "a project's own image: a platform app runs a platform image"
-		}
-		return api.Image{}, invalid("image", "%s is %s", ref, what)
+	case img.ProjectID != "" && projectID == "":
+		return api.Image{}, invalid("image", "%s is a project's own image: a platform app runs a platform image", ref)
+	case img.ProjectID != "" && img.ProjectID != projectID:
+		return api.Image{}, notInCatalog(ref)
 	}
 	return img, nil
 }
 
+// notInCatalog is the one answer for a reference to no image the app's
+// scope may run.
+func notInCatalog(ref string) error {
+	return invalid("image", "%s is not in the catalog (an app runs a catalog image)", ref).
+		WithHint("publish the image first (`gpuaas image publish`), or name one of `gpuaas image list`")
+}
+
 // byRef is the catalog image REPOSITORY@digest names: the one with that
 // repository (the project's own first, then the platform's), else one of
-// that digest; another project's image is returned for Image to refuse.
+// that digest. For a project's app only its own and the platform's are
+// read; for a platform app every image, for Image to refuse a project's.
 func byRef(ctx context.Context, q store.Querier, repo, digest, projectID string) (api.Image, error) {
-	list, err := images.WithDigest(ctx, q, digest)
+	list, err := images.WithDigest(ctx, q, digest, images.Where{ProjectID: projectID, Platform: true, All: projectID == ""})
 	if err != nil {
 		return api.Image{}, err
 	}

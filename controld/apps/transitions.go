@@ -1,6 +1,7 @@
 package apps
 
 import (
+	"github.com/gpuaas/gpuaas/controld/images"
 	"github.com/gpuaas/gpuaas/controld/project"
 	"github.com/gpuaas/gpuaas/internal/api"
 )
@@ -17,22 +18,16 @@ const (
 )
 
 // Actor is who asks: their platform role, and their access in the app's
-// project (for a project's own app; project.AccessFor of their role).
-type Actor struct {
-	PlatformRole string
-	Access       project.Access
-}
-
-func (a Actor) operator() bool {
-	return a.PlatformRole == api.RoleOperator || a.PlatformRole == api.RoleAdmin
-}
+// project (for a project's own app); the image catalog's, as both
+// catalogs see a caller alike.
+type Actor = images.Actor
 
 // Visible reports whether the actor may see app at all: operators every
 // app, a project's members (any role) its own, everyone the platform's
 // promoted apps.
 func Visible(app api.App, who Actor) bool {
 	switch {
-	case who.operator():
+	case who.Operator():
 		return true
 	case app.Scope == api.ImageScopeProject:
 		return who.Access >= project.AccessRead
@@ -47,7 +42,7 @@ func Visible(app api.App, who Actor) bool {
 // what a project offers is its owners' call.
 func Allowed(app api.App, action Action, who Actor) error {
 	if app.Scope == api.ImageScopePlatform {
-		if !who.operator() {
+		if !who.Operator() {
 			return api.Errorf(api.CodeForbidden, "only operators and admins may %s platform app %s", action, app.Name)
 		}
 		return nil

@@ -29,10 +29,15 @@ func ByIDs(ctx context.Context, q store.Querier, ids []string) (map[string]api.I
 	return out, nil
 }
 
-// WithDigest returns every image whose digest is digest, platform images
-// first: the candidates for a reference REPOSITORY@digest.
-func WithDigest(ctx context.Context, q store.Querier, digest string) ([]api.Image, error) {
-	rows, err := q.Query(ctx, selectSQL+`WHERE i.digest = $1 ORDER BY i.project_id NULLS FIRST, i.created_at`, digest)
+// WithDigest returns the images whose digest is digest among where's
+// (the project's own, the platform's; every image's with All), platform
+// images first: the
+// candidates for a reference REPOSITORY@digest. Another project's image
+// is not read at all, so a reference to it answers as one to no image.
+func WithDigest(ctx context.Context, q store.Querier, digest string, where Where) ([]api.Image, error) {
+	rows, err := q.Query(ctx, selectSQL+`WHERE i.digest = $1
+		AND ((i.project_id = $2 AND $2 <> '') OR (i.project_id IS NULL AND $3) OR $4)
+		ORDER BY i.project_id NULLS FIRST, i.created_at`, digest, where.ProjectID, where.Platform, where.All)
 	if err != nil {
 		return nil, fmt.Errorf("images of %s: %w", digest, err)
 	}

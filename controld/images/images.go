@@ -109,30 +109,17 @@ func byID(ctx context.Context, q store.Querier, id string, lock bool) (api.Image
 	return img, nil
 }
 
-func notFound(ref string) error {
-	return api.Errorf(api.CodeNotFound, "no image %s", ref).WithHint("see `gpuaas image list`")
-}
+func notFound(ref string) error { return Images.NotFound(ref) }
 
 // Find returns the image ref names, by id, or by name: projectID's own
 // image of that name first, then the platform's. lock takes the row for
 // the rest of the transaction (a change follows).
 func Find(ctx context.Context, q store.Querier, ref, projectID string, lock bool) (api.Image, error) {
-	if ref == "" {
-		return api.Image{}, api.Errorf(api.CodeInvalidArgument, "which image? give its name or id")
-	}
-	if ids.Valid(idPrefix, ref) {
-		return byID(ctx, q, ref, lock)
-	}
-	var id string
-	err := q.QueryRow(ctx, `SELECT id FROM images WHERE name = $1 AND (project_id = $2 OR project_id IS NULL)
-		ORDER BY project_id NULLS LAST LIMIT 1`, ref, projectID).Scan(&id)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return api.Image{}, notFound(ref)
-	}
+	found, err := Images.IDs(ctx, q, ref, Where{ProjectID: projectID, Platform: true})
 	if err != nil {
-		return api.Image{}, fmt.Errorf("find image %s: %w", ref, err)
+		return api.Image{}, err
 	}
-	return byID(ctx, q, id, lock)
+	return byID(ctx, q, found[0], lock)
 }
 
 // List returns the images a caller sees: with all, every image;

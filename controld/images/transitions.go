@@ -19,15 +19,16 @@ const (
 	ActRevoke    Action = "revoke"
 )
 
-// Actor is who asks: their platform role, and their access in the image's
-// project (for a project-private image; project.AccessFor of their role).
+// Actor is who asks: their platform role, and their access in the
+// entry's project (for a project's own image or app; project.AccessFor of
+// their role). controld/apps decides with it too.
 type Actor struct {
 	PlatformRole string
 	Access       project.Access
 }
 
-// operator reports whether the actor runs the platform.
-func (a Actor) operator() bool {
+// Operator reports whether the actor runs the platform.
+func (a Actor) Operator() bool {
 	return a.PlatformRole == api.RoleOperator || a.PlatformRole == api.RoleAdmin
 }
 
@@ -42,7 +43,7 @@ type Move struct {
 // promoted and verified images.
 func Visible(img api.Image, who Actor) bool {
 	switch {
-	case who.operator():
+	case who.Operator():
 		return true
 	case img.Scope == api.ImageScopeProject:
 		return who.Access >= project.AccessRead
@@ -57,13 +58,13 @@ func Visible(img api.Image, who Actor) bool {
 // revoke it. Operators may revoke any image: trust is the platform's call.
 func Allowed(img api.Image, action Action, who Actor) error {
 	if img.Scope == api.ImageScopePlatform {
-		if !who.operator() {
+		if !who.Operator() {
 			return api.Errorf(api.CodeForbidden, "only operators and admins may %s platform image %s", action, img.Name)
 		}
 		return nil
 	}
 	switch {
-	case action == ActRevoke && who.operator():
+	case action == ActRevoke && who.Operator():
 		return nil
 	case action == ActPublish || action == ActVerify:
 		if who.Access >= project.AccessWrite {

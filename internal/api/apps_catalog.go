@@ -87,11 +87,14 @@ type AppListResponse struct {
 	Apps []App `json:"apps"`
 }
 
-// AppRef names one published app: its id, or its name (the project's own
-// app of that name first, then the platform's).
+// AppRef names one published app: its id, or its name, looked up in
+// Project, or among the platform's with Platform; with neither, in the
+// caller's project and the platform's, and a name in both is refused
+// naming both (docs/apps.md, "Publishing apps").
 type AppRef struct {
-	App     string `json:"app"`
-	Project string `json:"project,omitempty"`
+	App      string `json:"app"`
+	Project  string `json:"project,omitempty"`
+	Platform bool   `json:"platform,omitempty"`
 }
 
 // AppPublish publishes an app manifest.

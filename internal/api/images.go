@@ -89,11 +89,14 @@ type ImageListResponse struct {
 	Images []Image `json:"images"`
 }
 
-// ImageRef names one image: its id, or its name (the project's own image
-// of that name first, then the platform's).
+// ImageRef names one image: its id, or its name, looked up in Project,
+// or among the platform's with Platform; with neither, in the caller's
+// project and the platform's, and a name in both is refused naming both
+// (docs/images.md, "Commands").
 type ImageRef struct {
-	Image   string `json:"image"`
-	Project string `json:"project,omitempty"`
+	Image    string `json:"image"`
+	Project  string `json:"project,omitempty"`
+	Platform bool   `json:"platform,omitempty"`
 }
 
 // ImagePublishRequest adds an image. Ref is REPOSITORY@sha256:… or
@@ -106,12 +109,13 @@ type ImagePublishRequest struct {
 	Platform bool   `json:"platform,omitempty"`
 }
 
-// ImageChangeRequest moves an image in one of its state machines; Reason
-// is recorded with a revoke (and shown).
+// ImageChangeRequest moves an image in one of its state machines (named
+// as ImageRef names it); Reason is recorded with a revoke (and shown).
 type ImageChangeRequest struct {
-	Image   string `json:"image"`
-	Project string `json:"project,omitempty"`
-	Reason  string `json:"reason,omitempty"`
+	Image    string `json:"image"`
+	Project  string `json:"project,omitempty"`
+	Platform bool   `json:"platform,omitempty"`
+	Reason   string `json:"reason,omitempty"`
 }
 
 // ImageRegistryResponse names the registry controld is configured with

@@ -44,3 +44,15 @@ func Valid(prefix, s string) bool {
 	}
 	return true
 }
+
+// Shaped reports whether s has the shape of an id of any kind, known
+// prefixes and ones yet to come: 1-5 lower-case letters, '-', then 12 id
+// characters ("w-7k2m9x4q1c", "img-7k2m9x4q1c"). A name shaped so is
+// refused where a command takes a name or an id (docs/apps.md, "Names").
+func Shaped(s string) bool {
+	prefix, _, ok := strings.Cut(s, "-")
+	if !ok || len(prefix) == 0 || len(prefix) > 5 || strings.Trim(prefix, "abcdefghijklmnopqrstuvwxyz") != "" {
+		return false
+	}
+	return Valid(prefix, s)
+}

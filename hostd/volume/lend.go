@@ -37,11 +37,11 @@ type Lender interface {
 
 var _ Lender = (*Images)(nil)
 
-func (s *Images) marker(id string) string { return s.image(id) + ".lent" }
+func (s *Images) marker(id string) string { return s.base(id) + ".lent" }
 
 // guestMarker marks a volume a slice VM wrote as a raw disk since the
 // host last checked it in full: <id>.img.guest.
-func (s *Images) guestMarker(id string) string { return s.image(id) + ".guest" }
+func (s *Images) guestMarker(id string) string { return s.base(id) + ".guest" }
 
 // guestWritten reports whether volume id was returned by a slice VM and
 // not checked in full since.
@@ -72,7 +72,7 @@ func (s *Images) Lend(ctx context.Context, id, alloc string) (string, error) {
 	}
 	unlock := s.locks.lock(id)
 	defer unlock()
-	info, err := s.stat(id)
+	info, err := s.stat(ctx, id)
 	if err != nil {
 		return "", fmt.Errorf("lend volume %s: %w", id, err)
 	}
@@ -88,13 +88,13 @@ func (s *Images) Lend(ctx context.Context, id, alloc string) (string, error) {
 		return "", fmt.Errorf("lend volume %s: %w at %s on the host", id, ErrMounted, info.MountPoint)
 	}
 	img := s.image(id)
-	if err := s.detachLoops(ctx, img); err != nil {
+	if err := s.detachStale(ctx, id); err != nil {
 		return "", fmt.Errorf("lend volume %s: %w", id, err)
 	}
 	if err := s.check(ctx, img, false); err != nil && !errors.Is(err, errRepaired) {
 		return "", fmt.Errorf("lend volume %s: %w", id, err)
 	}
-	if err := s.growFS(ctx, img); err != nil {
+	if err := s.growFS(ctx, id); err != nil {
 		return "", fmt.Errorf("lend volume %s: %w", id, err)
 	}
 	// QEMU runs as its own user (libvirt's DAC driver gives it the image

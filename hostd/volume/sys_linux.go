@@ -1,6 +1,7 @@
 package volume
 
 import (
+	"fmt"
 	"os"
 
 	"golang.org/x/sys/unix"
@@ -21,4 +22,14 @@ func fsSpace(path string) (used, avail int64, err error) {
 	}
 	bs := int64(st.Bsize)
 	return int64(st.Blocks-st.Bfree) * bs, int64(st.Bavail) * bs, nil
+}
+
+// blockDevNumber is dev's device number as mountinfo writes it
+// ("253:3"), or "" when dev is no block device.
+func blockDevNumber(dev string) string {
+	var st unix.Stat_t
+	if err := unix.Stat(dev, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFBLK {
+		return ""
+	}
+	return fmt.Sprintf("%d:%d", unix.Major(st.Rdev), unix.Minor(st.Rdev))
 }

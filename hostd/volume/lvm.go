@@ -39,17 +39,35 @@ func (b *lvm) name(id string) string { return lvPrefix + id }
 
 func (b *lvm) path(id string) string { return "/dev/" + b.vg + "/" + b.name(id) }
 
-// lvm runs an LVM command whose report is bytes without units.
-func (b *lvm) report(ctx context.Context, cmd string, args ...string) ([][]string, error) {
-	args = append([]string{"--noheadings", "--nosuffix", "--units", "b", "--separator", ","}, args...)
+// report runs an LVM reporting command (lvs, vgs) for fields, in bytes
+// without units, and returns its rows. The output is combined with
+// stderr, where LVM writes its warnings (a file descriptor it inherited,
+// say): rows are the lines of LVM2_FIELD=value pairs alone (lvm(8)
+// --nameprefixes), in the order of fields.
+func (b *lvm) report(ctx context.Context, cmd string, fields []string, args ...string) ([][]string, error) {
+	args = append([]string{"--noheadings", "--nosuffix", "--units", "b", "--nameprefixes", "--unquoted",
+		"-o", strings.Join(fields, ",")}, args...)
 	out, err := b.runner.Run(ctx, cmd, args...)
 	if err != nil {
 		return nil, err
 	}
 	var rows [][]string
 	for _, l := range strings.Split(string(out), "\n") {
-		if l = strings.TrimSpace(l); l != "" {
-			rows = append(rows, strings.Split(l, ","))
+		kv := strings.Fields(l)
+		if len(kv) != len(fields) {
+			continue
+		}
+		row := make([]string, len(fields))
+		for i, f := range fields {
+			v, ok := strings.CutPrefix(kv[i], "LVM2_"+strings.ToUpper(f)+"=")
+			if !ok {
+				row = nil
+				break
+			}
+			row[i] = v
+		}
+		if row != nil {
+			rows = append(rows, row)
 		}
 	}
 	return rows, nil
@@ -57,7 +75,7 @@ func (b *lvm) report(ctx context.Context, cmd string, args ...string) ([][]strin
 
 // lvs is the group's LVs of the store, by name, with their sizes.
 func (b *lvm) lvs(ctx context.Context) (map[string]int64, error) {
-	rows, err := b.report(ctx, "lvs", "-o", "lv_name,lv_size", b.vg)
+	rows, err := b.report(ctx, "lvs", []string{"lv_name", "lv_size"}, b.vg)
 	if err != nil {
 		return nil, fmt.Errorf("list logical volumes of %s: %w", b.vg, err)
 	}
@@ -96,7 +114,7 @@ func (b *lvm) size(ctx context.Context, id string) (int64, error) {
 
 // group is the volume group's free bytes and extent size.
 func (b *lvm) group(ctx context.Context) (free, extent int64, err error) {
-	rows, err := b.report(ctx, "vgs", "-o", "vg_free,vg_extent_size", b.vg)
+	rows, err := b.report(ctx, "vgs", []string{"vg_free", "vg_extent_size"}, b.vg)
 	if err != nil {
 		return 0, 0, fmt.Errorf("volume group %s: %w", b.vg, err)
 	}

@@ -47,7 +47,7 @@ func TestLVMStoreSeesOnlyItsOwnVolumes(t *testing.T) {
 	// it inherits; hostd's parent may leave it some. The store reads its
 	// reports through such warnings.
 	t.Setenv("LVM_SUPPRESS_FD_WARNINGS", "") // restored after the test
-	os.Unsetenv("LVM_SUPPRESS_FD_WARNINGS")    // LVM asks only whether it is set
+	os.Unsetenv("LVM_SUPPRESS_FD_WARNINGS")  // LVM asks only whether it is set
 	leak, err := os.Open(os.DevNull)
 	if err != nil {
 		t.Fatal(err)

@@ -58,7 +58,7 @@ func newStoreOn(t testing.TB, kind string) (*Images, string) {
 	cfg := Config{Dir: filepath.Join(base, "volumes"), Log: testutil.Logger(t)}
 	if kind == backendLVM {
 		requireDeviceMapper(t)
-		cfg.VolumeGroup = testVG(t, 1<<30)
+		cfg.VolumeGroup = testVG(t, testVGSize)
 	}
 	s, err := New(cfg)
 	if err != nil {
@@ -94,6 +94,10 @@ func requireLVM(t testing.TB) {
 		t.Skip("lvm2 is not installed (scripts/deps test installs it)")
 	}
 }
+
+// testVGSize is the size of a store test's volume group: room for the
+// benchmark's 1 GiB volume; its file is sparse.
+const testVGSize = 2 << 30
 
 // testVG makes a volume group of size bytes for the test, on a loop
 // device over a sparse file (no spare disk here), direct I/O on as a

@@ -24,12 +24,15 @@ type lvm struct {
 	runner host.Runner
 }
 
-// lvPrefix starts the name of every LV the store makes.
-const lvPrefix = "gpuaas_"
+// lvPrefix starts the name of every volume's LV. No "_": LVM refuses
+// names with its reserved parts ("_rimage", "_tmeta", …), and an id (no
+// "_" either) then never makes one.
+const lvPrefix = "gpuaas-"
 
-// newSuffix ends an LV being made: renamed when its filesystem is
-// complete, so a crash leaves no half-made volume (an id never has "_").
-const newSuffix = "_new"
+// newPrefix starts the name of an LV being made, renamed lvPrefix+id when
+// its filesystem is complete, so a crash leaves no half-made volume; it
+// is not lvPrefix, so ids never lists one.
+const newPrefix = "gpuaasnew-"
 
 // vgPattern is what Config.VolumeGroup may be: LVM's name characters
 // (lvm(8), "Valid names"), not starting with a hyphen.
@@ -73,7 +76,8 @@ func (b *lvm) report(ctx context.Context, cmd string, fields []string, args ...s
 	return rows, nil
 }
 
-// lvs is the group's LVs of the store, by name, with their sizes.
+// lvs is the group's LVs of the store (volumes and volumes being made),
+// by name, with their sizes.
 func (b *lvm) lvs(ctx context.Context) (map[string]int64, error) {
 	rows, err := b.report(ctx, "lvs", []string{"lv_name", "lv_size"}, b.vg)
 	if err != nil {
@@ -81,7 +85,7 @@ func (b *lvm) lvs(ctx context.Context) (map[string]int64, error) {
 	}
 	out := map[string]int64{}
 	for _, r := range rows {
-		if len(r) != 2 || !strings.HasPrefix(r[0], lvPrefix) {
+		if len(r) != 2 || !strings.HasPrefix(r[0], lvPrefix) && !strings.HasPrefix(r[0], newPrefix) {
 			continue
 		}
 		n, err := strconv.ParseInt(r[1], 10, 64)
@@ -147,7 +151,7 @@ func (b *lvm) rounded(ctx context.Context, size int64) (int64, error) {
 // preallocation: nothing else in the group can take them) under a
 // temporary name, makes the filesystem, and renames it.
 func (b *lvm) make(ctx context.Context, id string, size int64) error {
-	tmp := b.name(id) + newSuffix
+	tmp := newPrefix + id
 	if err := b.removeLV(ctx, tmp); err != nil { // a crash's leftover
 		return err
 	}
@@ -172,7 +176,7 @@ func (b *lvm) extend(ctx context.Context, id string, _, size int64) error {
 }
 
 func (b *lvm) remove(ctx context.Context, id string) error {
-	return errors.Join(b.removeLV(ctx, b.name(id)+newSuffix), b.removeLV(ctx, b.name(id)))
+	return errors.Join(b.removeLV(ctx, newPrefix+id), b.removeLV(ctx, b.name(id)))
 }
 
 // removeLV zeroes LV name's blocks and removes it; a missing LV is not
@@ -208,7 +212,7 @@ func (b *lvm) ids(ctx context.Context) ([]string, error) {
 	}
 	var out []string
 	for name := range all {
-		if id := strings.TrimPrefix(name, lvPrefix); CheckID(id) == nil {
+		if id, ok := strings.CutPrefix(name, lvPrefix); ok && CheckID(id) == nil {
 			out = append(out, id)
 		}
 	}

@@ -74,8 +74,14 @@ func TestLVMStoreSeesOnlyItsOwnVolumes(t *testing.T) {
 	if free != want || free > 256*MiB-32*MiB {
 		t.Fatalf("Free = %d; want vgs's %d, below the group's 256 MiB less the operator's 32", free, want)
 	}
+	// A volume a crash left half made is not a volume either.
+	mustRun(t, "lvcreate", "--driverloaded", "n", "--yes", "--activate", "n", "--zero", "n",
+		"--wipesignatures", "n", "--size", "4m", "--name", newPrefix+"vol-half", s.cfg.VolumeGroup)
 	if got, err := s.List(ctx); err != nil || len(got) != 0 {
 		t.Fatalf("List = %v, %v; want no volume (the operator's LV is not one)", got, err)
+	}
+	if got, err := s.b.ids(ctx); err != nil || len(got) != 0 {
+		t.Fatalf("ids = %v, %v; want none (neither the operator's LV nor one half made)", got, err)
 	}
 	if got, err := s.b.rounded(ctx, 17*MiB); err != nil || got != 20*MiB {
 		t.Fatalf("17 MiB rounded to %d, %v; want 20 MiB (whole 4 MiB extents)", got, err)
@@ -84,8 +90,8 @@ func TestLVMStoreSeesOnlyItsOwnVolumes(t *testing.T) {
 		t.Fatalf("Create past the group's free space: %v; want ErrNoSpace", err)
 	}
 	out := mustRun(t, "lvs", "--noheadings", "-o", "lv_name", s.cfg.VolumeGroup)
-	if strings.TrimSpace(out) != "scratch" {
-		t.Fatalf("LVs after a refused Create: %q; want the operator's alone", out)
+	if got := strings.Fields(out); len(got) != 2 {
+		t.Fatalf("LVs after a refused Create: %q; want the two made above alone", out)
 	}
 	if _, err := s.Stat(ctx, "vol-big"); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("Stat of a volume never made: %v; want ErrNotFound", err)

@@ -12,11 +12,12 @@ import (
 )
 
 // Lending a volume to a slice VM (docs/decisions/0030-volumes-in-slices.md):
-// the image file becomes a raw virtio disk of the guest, which mounts it
-// itself. While it is lent the host never mounts it (Mount refuses with
-// ErrLent), never deletes it, and never lends it to a second guest: a
-// marker file <id>.lent next to the image names the allocation, so the
-// lock outlives a hostd restart.
+// the image file (or the LV's device node, decision 0063) becomes a raw
+// virtio disk of the guest, which mounts it itself. While it is lent the
+// host never mounts it (Mount refuses with ErrLent), never deletes it,
+// and never lends it to a second guest: a marker file Dir/<id>.img.lent,
+// whatever the backend, names the allocation, so the lock outlives a
+// hostd restart.
 
 // ErrLent: Mount, Delete or Lend of a volume a slice VM has as a disk.
 var ErrLent = errors.New("volume: attached to a slice VM")

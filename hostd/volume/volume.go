@@ -53,7 +53,8 @@ type Store interface {
 // Info is a volume's state on the node.
 type Info struct {
 	ID string `json:"id"`
-	// Size is the image's size: the filesystem's hard limit, in bytes.
+	// Size is the image's or the LV's size: the filesystem's hard limit,
+	// in bytes (an LV's is rounded up to whole extents).
 	Size int64 `json:"size"`
 	// FSSize is the filesystem's size; below Size after a Grow the
 	// kernel could not apply online, until the next Mount grows it.

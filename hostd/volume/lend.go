@@ -26,7 +26,7 @@ var ErrLent = errors.New("volume: attached to a slice VM")
 type Lender interface {
 	// Lend checks volume id's filesystem (e2fsck -p: a previous guest's
 	// unclean stop is replayed here, not in the next guest) and marks it
-	// lent to allocation alloc; it returns the image file for the VM.
+	// lent to allocation alloc; it returns the image file or LV device for the VM.
 	// Lending again to the same allocation is a retry.
 	Lend(ctx context.Context, id, alloc string) (string, error)
 	// Return ends a loan of allocation alloc, once its VM has stopped; a

@@ -75,14 +75,13 @@ func newStoreOn(t testing.TB, kind string) (*Images, string) {
 }
 
 // requireDeviceMapper skips a test of LVs where they cannot be activated:
-// a kernel without device-mapper (/proc/misc has no device-mapper line),
+// a kernel without device-mapper (deviceMapper),
 // as this project's sandboxes have.
 func requireDeviceMapper(t testing.TB) {
 	t.Helper()
 	requireLVM(t)
-	b, err := os.ReadFile("/proc/misc")
-	if err != nil || !strings.Contains(string(b), "device-mapper") {
-		t.Skip("this kernel has no device-mapper: logical volumes cannot be activated here")
+	if err := deviceMapper(); err != nil {
+		t.Skipf("logical volumes cannot be activated here: %v", err)
 	}
 }
 

@@ -106,9 +106,27 @@ func newStoreMetadataOnly(t *testing.T) (*Images, string) {
 		t.Skip("no losetup")
 	}
 	base := t.TempDir()
-	s, err := New(Config{Dir: filepath.Join(base, "volumes"), VolumeGroup: testVG(t, 256*MiB), Log: testutil.Logger(t)})
-	if err != nil {
+	// Made by hand, not by New: New refuses a kernel without
+	// device-mapper, and this store is for the metadata alone.
+	cfg := Config{Dir: filepath.Join(base, "volumes"), VolumeGroup: testVG(t, 256*MiB), Log: testutil.Logger(t)}
+	if err := cfg.CheckAndSetDefaults(); err != nil {
 		t.Fatal(err)
 	}
-	return s, base
+	return &Images{cfg: cfg, b: &lvm{vg: cfg.VolumeGroup, runner: cfg.Runner}}, base
+}
+
+// TestNewRefusesLVMWithoutDeviceMapper: on a kernel without
+// device-mapper LVM still reads a group, but no LV can be activated;
+// hostd --volume-group stops at start saying so, instead of failing
+// every volume task.
+func TestNewRefusesLVMWithoutDeviceMapper(t *testing.T) {
+	requireLVM(t)
+	if deviceMapper() == nil {
+		t.Skip("this kernel has device-mapper")
+	}
+	vg := testVG(t, 64*MiB)
+	_, err := New(Config{Dir: filepath.Join(t.TempDir(), "volumes"), VolumeGroup: vg, Log: testutil.Logger(t)})
+	if !errors.Is(err, errors.ErrUnsupported) || !strings.Contains(err.Error(), "device-mapper") {
+		t.Fatalf("New with group %s on a kernel without device-mapper: %v; want ErrUnsupported naming device-mapper", vg, err)
+	}
 }

@@ -20,3 +20,8 @@ func fsSpace(string) (used, avail int64, err error) {
 
 // blockDevNumber finds no device numbers off Linux.
 func blockDevNumber(string) string { return "" }
+
+// deviceMapper is Linux's.
+func deviceMapper() error {
+	return fmt.Errorf("logical volumes: %w", errors.ErrUnsupported)
+}

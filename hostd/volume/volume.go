@@ -138,6 +138,11 @@ func New(cfg Config) (*Images, error) {
 	}
 	s := &Images{cfg: cfg, b: &files{dir: cfg.Dir, runner: cfg.Runner}}
 	if cfg.VolumeGroup != "" {
+		// LVM reads a group's metadata without device-mapper, but no LV
+		// can be activated: refused here rather than at every Create.
+		if err := deviceMapper(); err != nil {
+			return nil, fmt.Errorf("volume store: volume group %s: %w", cfg.VolumeGroup, err)
+		}
 		lv := &lvm{vg: cfg.VolumeGroup, runner: cfg.Runner}
 		if _, err := lv.free(context.Background()); err != nil {
 			return nil, fmt.Errorf("volume store: %w", err)

@@ -48,6 +48,10 @@ type HostdOptions struct {
 	// Images are workloads' registry credentials and the image cache's
 	// bound (hostd_images.go).
 	Images imageFlags
+	// VolumeGroup, when set, is the LVM volume group the node's volumes
+	// are logical volumes of, instead of image files under the state
+	// directory (hostd_volumes.go).
+	VolumeGroup string
 	agent.Config
 }
 
@@ -133,6 +137,9 @@ GPUAAS_NATS_CERT and GPUAAS_NATS_KEY stand in for the flags.
 			if err := opts.Images.check(); err != nil {
 				return cmdutil.FlagErrorf("%v", err)
 			}
+			if opts.VolumeGroup != "" && opts.Sim != "" {
+				return cmdutil.FlagErrorf("--volume-group is for real hosts; a --sim host keeps image files")
+			}
 			if runF != nil {
 				return runF(c.Context(), opts)
 			}
@@ -160,6 +167,8 @@ GPUAAS_NATS_CERT and GPUAAS_NATS_KEY stand in for the flags.
 		"Memory bare-metal tenants' cgroups leave to hostd and the platform, e.g. 2GiB; 0: the larger of 1GiB and 5% of the node's memory")
 	opts.Slices.register(fl)
 	opts.Images.register(fl)
+	fl.StringVar(&opts.VolumeGroup, "volume-group", "",
+		"LVM volume group the node's volumes are logical volumes of (real hosts); empty: ext4 image files under --state-dir")
 	addMetricsFlag(fl, &opts.MetricsAddr)
 	opts.Settings.register(fl)
 	cmd.AddCommand(newCmdVolumeSFTP(f)) // hidden: hostd's own sftp process for volume sessions
@@ -245,7 +254,10 @@ func hostEnv(ctx context.Context, opts *HostdOptions, log *slog.Logger) (*tasks.
 	env := &tasks.Env{Hypervisor: hv, Users: host.PosixUsers{Tenancy: tenancy}, Runner: host.ExecRunner{},
 		Topology: topology.Real(), StateDir: opts.StateDir, ImageDir: opts.ImageDir, Log: log,
 		KernelLog: xid.DevKmsg, KernelBoot: xid.BootTime(time.Now())}
-	env.Volumes = nodeVolumes(opts.StateDir, log)
+	if env.Volumes, err = nodeVolumes(opts.StateDir, opts.VolumeGroup, log); err != nil {
+		_ = hv.Close()
+		return nil, nil, nil, err
+	}
 	env.SliceNet, env.SliceHost = opts.Slices.sliceHost(ctx, hv, log)
 	opts.Collectors = append(opts.Collectors, countHardStops(env))
 	return env, term.SystemAccounts{Tenancy: tenancy}, func() { _ = hv.Close() }, nil

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/gpuaas/gpuaas/hostd/host"
 )
 
 // attachLoop binds img to a free loop device with direct I/O on and
@@ -16,8 +18,8 @@ import (
 // "Throughput"). losetup turns direct I/O off again when the kernel
 // refuses it (a backing filesystem without O_DIRECT); the volume still
 // works, buffered.
-func (s *Images) attachLoop(ctx context.Context, img string) (string, error) {
-	out, err := s.cfg.Runner.Run(ctx, "losetup", "--find", "--show", "--direct-io=on", img)
+func attachLoop(ctx context.Context, r host.Runner, img string) (string, error) {
+	out, err := r.Run(ctx, "losetup", "--find", "--show", "--direct-io=on", img)
 	if err != nil {
 		return "", fmt.Errorf("attach loop device: %w", err)
 	}
@@ -30,17 +32,17 @@ func (s *Images) attachLoop(ctx context.Context, img string) (string, error) {
 	return "", fmt.Errorf("attach loop device: losetup printed %q", strings.TrimSpace(string(out)))
 }
 
-// mountLoop mounts img at target through a loop device of its own
-// (attachLoop), nodev,nosuid; the device is detached again when the
-// mount fails. Unmount detaches it (detachLoops), as mount's own
-// autoclear did for "-o loop".
-func (s *Images) mountLoop(ctx context.Context, img, target string) error {
-	dev, err := s.attachLoop(ctx, img)
+// mountDevice mounts volume id at target through a device the backend
+// attaches (a loop device of its own, or the LV), nodev,nosuid; the
+// device is let go again when the mount fails. Unmount lets it go
+// (detachStale), as mount's own autoclear did for "-o loop".
+func (s *Images) mountDevice(ctx context.Context, id, target string) error {
+	dev, err := s.b.attach(ctx, id)
 	if err != nil {
 		return err
 	}
 	if _, err := s.cfg.Runner.Run(ctx, "mount", "-t", "ext4", "-o", "nodev,nosuid", dev, target); err != nil {
-		if _, derr := s.cfg.Runner.Run(ctx, "losetup", "-d", dev); derr != nil {
+		if derr := s.b.detach(ctx, id, dev); derr != nil {
 			err = errors.Join(err, derr)
 		}
 		return err

@@ -4,12 +4,16 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/gpuaas/gpuaas/hostd/host"
 )
 
 // benchStore is newStore for a benchmark.
@@ -90,18 +94,45 @@ func BenchmarkVolumeAttach(b *testing.B) {
 
 // BenchmarkVolumeThroughput writes then reads 256 MiB sequentially with
 // O_DIRECT (1 MiB blocks) in a mounted 1 GiB volume (the acceptance's
-// size) and in a file beside its image on the node's disk: one op is
-// both, the one going first alternating from op to op, so the two see
-// the same load and neither always follows the other's writeback. The
-// loop device has direct I/O on (attach.go), so the image has no pages
-// of its own in the node's page cache; they are dropped all the same
-// (posix_fadvise DONTNEED, after the fsync) before the volume's read, so
-// that both reads come from the disk even where the kernel refused
-// direct I/O to the loop device.
+// size) and in a file on "the node's disk directly": one op is both, the
+// one going first alternating from op to op, so the two see the same load
+// and neither always follows the other's writeback. Sub-benchmarks by
+// backend (docs/decisions/0063-volumes-on-lvm.md):
+//
+//   - backend=image: the volume is an image file on a loop device with
+//     direct I/O on (attach.go); the disk is a file beside the image. The
+//     image has no pages of its own in the node's page cache; they are
+//     dropped all the same (posix_fadvise DONTNEED, after the fsync)
+//     before the volume's read, so that both reads come from the disk
+//     even where the kernel refused direct I/O to the loop device.
+//   - backend=lvm: the volume is an LV of a volume group whose one
+//     physical volume is a loop device (direct I/O on) over a sparse file
+//     — no spare disk in a sandbox; the disk is a plain ext4 filesystem
+//     on a second loop device of the same kind (same backing filesystem,
+//     same size, direct I/O on, the same mkfs options). The ratio is what
+//     being a volume costs over the disk the group lives on. Skipped
+//     where the kernel has no device-mapper.
 func BenchmarkVolumeThroughput(b *testing.B) {
-	s, base := benchStore(b)
+	b.Run("backend=image", func(b *testing.B) {
+		s, base := benchStore(b)
+		target := mountBenchVolume(b, s, base)
+		dropImage := func() { dropPages(b, s.image("vol-tput")) }
+		volumeThroughput(b, filepath.Join(target, "seq"), dropImage, filepath.Join(base, "seq"), func() {})
+	})
+	b.Run("backend=lvm", func(b *testing.B) {
+		s, base := newStoreOn(b, backendLVM)
+		target := mountBenchVolume(b, s, base)
+		disk := plainDisk(b, base, testVGSize)
+		pvFile := testPVFile(b, s.cfg.VolumeGroup)
+		drop := func() { dropPages(b, pvFile) }
+		volumeThroughput(b, filepath.Join(target, "seq"), drop, filepath.Join(disk, "seq"),
+			func() { dropPages(b, filepath.Join(base, "disk.img")) })
+	})
+}
+
+// mountBenchVolume creates and mounts the bench's 1 GiB volume.
+func mountBenchVolume(b *testing.B, s *Images, base string) string {
 	ctx := context.Background()
-	const size = 256 << 20
 	if _, err := s.Create(ctx, "vol-tput", 1<<30); err != nil {
 		b.Fatal(err)
 	}
@@ -109,30 +140,75 @@ func BenchmarkVolumeThroughput(b *testing.B) {
 	if _, err := s.Mount(ctx, "vol-tput", target, 61811, 61811); err != nil {
 		b.Fatal(err)
 	}
-	b.Cleanup(func() { _ = s.Unmount(ctx, "vol-tput") })
+	b.Cleanup(func() { _ = s.Unmount(ctx, "vol-tput"); _ = s.Delete(ctx, "vol-tput") })
+	return target
+}
+
+// plainDisk mounts an ext4 filesystem made as a volume's is, on a loop
+// device (direct I/O on) over a sparse file of size bytes in base: the
+// LVM bench's disk, of the same kind as its volume group's.
+func plainDisk(b *testing.B, base string, size int64) string {
+	file := filepath.Join(base, "disk.img")
+	f, err := os.Create(file)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := f.Truncate(size); err != nil {
+		b.Fatal(err)
+	}
+	f.Close()
+	dev := strings.TrimSpace(mustRun(b, "losetup", "--find", "--show", "--direct-io=on", file))
+	b.Cleanup(func() { _, _ = exec.Command("losetup", "-d", dev).CombinedOutput() })
+	if err := mkfs(context.Background(), host.ExecRunner{}, dev); err != nil {
+		b.Fatal(err)
+	}
+	mnt := filepath.Join(base, "disk")
+	if err := os.MkdirAll(mnt, 0o755); err != nil {
+		b.Fatal(err)
+	}
+	mustRun(b, "mount", "-t", "ext4", dev, mnt)
+	b.Cleanup(func() { _, _ = exec.Command("umount", mnt).CombinedOutput() })
+	return mnt
+}
+
+// testPVFile is the backing file of test volume group vg's loop device.
+func testPVFile(b *testing.B, vg string) string {
+	out, err := os.ReadFile("/sys/block/" + filepath.Base(testPV[vg]) + "/loop/backing_file")
+	if err != nil {
+		b.Fatal(err)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// dropPages drops file's pages from the node's page cache.
+func dropPages(b *testing.B, file string) {
+	f, err := os.Open(file)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	if err := unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// volumeThroughput is one BenchmarkVolumeThroughput: each op writes and
+// reads inVolume and onDisk, the first alternating, the before funcs run
+// (untimed) before each side's read.
+func volumeThroughput(b *testing.B, inVolume string, beforeVolume func(), onDisk string, beforeDisk func()) {
+	const size = 256 << 20
 	buf := aligned(1<<20, 4096)
 	for i := range buf {
 		buf[i] = byte(i * 7)
-	}
-	inVolume, onDisk := filepath.Join(target, "seq"), filepath.Join(base, "seq")
-	dropImage := func() {
-		f, err := os.Open(s.image("vol-tput"))
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer f.Close()
-		if err := unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED); err != nil {
-			b.Fatal(err)
-		}
 	}
 	var t [2][2]time.Duration // [volume, disk][write, read]
 	b.ResetTimer()
 	for i := 0; b.Loop(); i++ {
 		for j := range 2 {
 			k := (i + j) % 2 // 0: the volume, 1: the disk
-			p, before := onDisk, func() {}
+			p, before := onDisk, beforeDisk
 			if k == 0 {
-				p, before = inVolume, dropImage
+				p, before = inVolume, beforeVolume
 			}
 			w, r := sequential(b, p, buf, size, before)
 			t[k][0] += w

@@ -12,23 +12,24 @@ import (
 // large one does (mke2fs.conf would give it 1 KiB blocks for good, even
 // after Grow), and keeps them when grown.
 func TestVolumesHave4KiBBlocks(t *testing.T) {
-	s, _ := newStore(t)
-	ctx := context.Background()
-	for _, size := range []int64{MinSize, 320 * MiB, 1024 * MiB} {
-		id := fmt.Sprintf("vol-bs%d", size/MiB)
-		if _, err := s.Create(ctx, id, size); err != nil {
+	eachBackend(t, func(t *testing.T, s *Images, _ string) {
+		ctx := context.Background()
+		for _, size := range []int64{MinSize, 320 * MiB, 1024 * MiB} {
+			id := fmt.Sprintf("vol-bs%d", size/MiB)
+			if _, err := s.Create(ctx, id, size); err != nil {
+				t.Fatal(err)
+			}
+			if got := blockSize(t, s.image(id)); got != 4096 {
+				t.Errorf("%s (%d MiB): block size %d; want 4096", id, size/MiB, got)
+			}
+		}
+		if _, err := s.Grow(ctx, "vol-bs16", 64*MiB); err != nil {
 			t.Fatal(err)
 		}
-		if got := blockSize(t, s.image(id)); got != 4096 {
-			t.Errorf("%s (%d MiB): block size %d; want 4096", id, size/MiB, got)
+		if got := blockSize(t, s.image("vol-bs16")); got != 4096 {
+			t.Errorf("vol-bs16 grown to 64 MiB: block size %d; want 4096", got)
 		}
-	}
-	if _, err := s.Grow(ctx, "vol-bs16", 64*MiB); err != nil {
-		t.Fatal(err)
-	}
-	if got := blockSize(t, s.image("vol-bs16")); got != 4096 {
-		t.Errorf("vol-bs16 grown to 64 MiB: block size %d; want 4096", got)
-	}
+	})
 }
 
 // blockSize is the ext4 block size in img's superblock (s_log_block_size

@@ -6,15 +6,12 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"strings"
 	"sync"
 )
 
-// Create implements Store: the image is preallocated (fallocate), so the
-// node's disk has promised the volume its whole size and writes inside
-// it can never fill the node's disk; mkfs.ext4 with no reserved blocks
-// (-m 0: the renter gets the whole size) and no discard (it would punch
-// the preallocation out again).
+// Create implements Store: the backend makes the volume's storage, its
+// whole size promised (a preallocated image, or an LV's extents), with an
+// empty ext4 filesystem in it.
 func (s *Images) Create(ctx context.Context, id string, size int64) (Info, error) {
 	if err := CheckID(id); err != nil {
 		return Info{}, err
@@ -24,62 +21,37 @@ func (s *Images) Create(ctx context.Context, id string, size int64) (Info, error
 	}
 	unlock := s.locks.lock(id)
 	defer unlock()
-	img := s.image(id)
-	if fi, err := os.Stat(img); err == nil {
-		if fi.Size() != size {
-			return Info{}, fmt.Errorf("create volume %s: %w (%d bytes, asked %d)", id, ErrExists, fi.Size(), size)
+	switch have, err := s.b.size(ctx, id); {
+	case err == nil:
+		want, err := s.b.rounded(ctx, size)
+		if err != nil {
+			return Info{}, fmt.Errorf("create volume %s: %w", id, err)
 		}
-		return s.stat(id)
+		if have != want {
+			return Info{}, fmt.Errorf("create volume %s: %w (%d bytes, asked %d)", id, ErrExists, have, size)
+		}
+		return s.stat(ctx, id)
+	case !errors.Is(err, ErrNotFound):
+		return Info{}, fmt.Errorf("create volume %s: %w", id, err)
 	}
-	free, err := s.Free(ctx)
+	free, err := s.b.free(ctx)
 	if err != nil {
 		return Info{}, fmt.Errorf("create volume %s: %w", id, err)
 	}
 	if size > free {
 		return Info{}, fmt.Errorf("create volume %s: %w: %d bytes asked, %d free", id, ErrNoSpace, size, free)
 	}
-	// The image is made under a temporary name and renamed when its
-	// filesystem is complete: a crash leaves no half-made volume.
-	tmp := img + ".new"
-	if err := s.makeImage(ctx, tmp, size); err != nil {
-		_ = os.Remove(tmp)
-		return Info{}, fmt.Errorf("create volume %s: %w", id, err)
-	}
-	if err := os.Rename(tmp, img); err != nil {
-		_ = os.Remove(tmp)
+	if err := s.b.make(ctx, id, size); err != nil {
 		return Info{}, fmt.Errorf("create volume %s: %w", id, err)
 	}
 	s.cfg.Log.Info("volume created", "volume", id, "size", size)
-	return s.stat(id)
+	return s.stat(ctx, id)
 }
 
-// makeImage writes a preallocated file of size bytes at path with an
-// empty ext4 filesystem in it.
-func (s *Images) makeImage(ctx context.Context, path string, size int64) error {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		return err
-	}
-	err = allocate(f, 0, size)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("preallocate %d bytes: %w", size, err)
-	}
-	// 4 KiB blocks whatever the size: mke2fs.conf's "small" and "floppy"
-	// types give a filesystem under 512 MiB 1 KiB blocks, which it keeps
-	// when grown, and every 1 MiB write becomes 1,024 blocks to allocate
-	// and map (mke2fs(8) -b, mke2fs.conf(5)).
-	_, err = s.cfg.Runner.Run(ctx, "mkfs.ext4", "-q", "-F", "-m", "0", "-b", "4096",
-		"-E", "nodiscard,lazy_itable_init=1,lazy_journal_init=1", path)
-	return err
-}
-
-// Grow implements Store: the image is extended (and preallocated), then
-// the filesystem: online through the loop device when mounted (the loop
-// device told the new capacity first), offline after a forced e2fsck
-// otherwise, as resize2fs requires.
+// Grow implements Store: the storage is extended, then the filesystem:
+// online through the mounted device when mounted (the device told the
+// new capacity first), offline after a forced e2fsck otherwise, as
+// resize2fs requires.
 func (s *Images) Grow(ctx context.Context, id string, size int64) (Info, error) {
 	if err := CheckID(id); err != nil {
 		return Info{}, err
@@ -89,63 +61,86 @@ func (s *Images) Grow(ctx context.Context, id string, size int64) (Info, error) 
 	}
 	unlock := s.locks.lock(id)
 	defer unlock()
-	img := s.image(id)
-	fi, err := os.Stat(img)
+	old, err := s.b.size(ctx, id)
 	if err != nil {
-		return Info{}, fmt.Errorf("grow volume %s: %w", id, notFound(err))
+		return Info{}, fmt.Errorf("grow volume %s: %w", id, err)
+	}
+	want, err := s.b.rounded(ctx, size)
+	if err != nil {
+		return Info{}, fmt.Errorf("grow volume %s: %w", id, err)
 	}
 	switch {
-	case size < fi.Size():
-		return Info{}, fmt.Errorf("grow volume %s: %w: %d bytes now, asked %d", id, ErrShrink, fi.Size(), size)
-	case size == fi.Size():
-		return s.stat(id)
+	case want < old:
+		return Info{}, fmt.Errorf("grow volume %s: %w: %d bytes now, asked %d", id, ErrShrink, old, size)
+	case want == old:
+		return s.stat(ctx, id)
 	}
-	free, err := s.Free(ctx)
+	free, err := s.b.free(ctx)
 	if err != nil {
 		return Info{}, fmt.Errorf("grow volume %s: %w", id, err)
 	}
-	if more := size - fi.Size(); more > free {
+	if more := size - old; more > free {
 		return Info{}, fmt.Errorf("grow volume %s: %w: %d more bytes asked, %d free", id, ErrNoSpace, more, free)
 	}
-	if err := extend(img, fi.Size(), size); err != nil {
+	if err := s.b.extend(ctx, id, old, size); err != nil {
 		return Info{}, fmt.Errorf("grow volume %s: %w", id, err)
 	}
-	loops, err := loopsOf(img)
+	dev, _, err := s.mounted(id)
 	if err != nil {
 		return Info{}, fmt.Errorf("grow volume %s: %w", id, err)
 	}
-	if len(loops) > 0 {
-		// Online: the loop device learns its new capacity, then the
-		// mounted filesystem grows. Where the kernel refuses (resize2fs
-		// needs CAP_SYS_RESOURCE for the ioctl), the image has its size
-		// and Mount grows the filesystem the next time.
-		dev := loops[0]
-		_, err := s.cfg.Runner.Run(ctx, "losetup", "--set-capacity", dev)
+	if dev != "" {
+		// Online: the device learns its new capacity, then the mounted
+		// filesystem grows. Where the kernel refuses (resize2fs needs
+		// CAP_SYS_RESOURCE for the ioctl), the storage has its size and
+		// Mount grows the filesystem the next time.
+		err := s.b.refresh(ctx, dev)
 		if err == nil {
 			_, err = s.cfg.Runner.Run(ctx, "resize2fs", dev)
 		}
 		if err != nil {
 			s.cfg.Log.Warn("volume grown offline at next mount: online resize failed", "volume", id, "err", err)
 		}
-	} else if err := s.growFS(ctx, img); err != nil {
+	} else if err := s.growFS(ctx, id); err != nil {
 		return Info{}, fmt.Errorf("grow volume %s: %w", id, err)
 	}
-	s.cfg.Log.Info("volume grown", "volume", id, "from", fi.Size(), "size", size)
-	return s.stat(id)
+	s.cfg.Log.Info("volume grown", "volume", id, "from", old, "size", size)
+	return s.stat(ctx, id)
 }
 
-// growFS grows the unmounted filesystem of img to the image's size,
-// when it is smaller: after a forced check, as resize2fs(8) requires.
-func (s *Images) growFS(ctx context.Context, img string) error {
+// mounted is the device of volume id that is mounted, and where; "" when
+// none is.
+func (s *Images) mounted(id string) (dev, point string, err error) {
+	devs, err := s.b.devices(id)
+	if err != nil {
+		return "", "", err
+	}
+	for _, d := range devs {
+		points, err := mountsOf(d)
+		if err != nil {
+			return "", "", err
+		}
+		if len(points) > 0 {
+			return d, points[0], nil
+		}
+	}
+	return "", "", nil
+}
+
+// growFS grows the unmounted filesystem of volume id to the volume's
+// size, when it is smaller: after a forced check, as resize2fs(8)
+// requires.
+func (s *Images) growFS(ctx context.Context, id string) error {
+	img := s.image(id)
 	sb, err := readSuperblock(img)
 	if err != nil {
 		return err
 	}
-	fi, err := os.Stat(img)
+	size, err := s.b.size(ctx, id)
 	if err != nil {
 		return err
 	}
-	if sb.size >= fi.Size() {
+	if sb.size >= size {
 		return nil
 	}
 	if err := s.check(ctx, img, true); err != nil && !errors.Is(err, errRepaired) {
@@ -155,26 +150,8 @@ func (s *Images) growFS(ctx context.Context, img string) error {
 	return err
 }
 
-// extend preallocates path from old to size bytes.
-func extend(path string, old, size int64) error {
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
-	if err != nil {
-		return err
-	}
-	err = allocate(f, old, size-old)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("preallocate to %d bytes: %w", size, err)
-	}
-	return nil
-}
-
-// Delete implements Store: the image is removed, which gives its blocks
-// back to the node's filesystem (and, through it, discards them on the
-// disk where that filesystem discards); loop devices left on it by a
-// crash are detached first.
+// Delete implements Store: the backend removes the volume and gives its
+// blocks back, discarded; devices left on it by a crash are let go first.
 func (s *Images) Delete(ctx context.Context, id string) error {
 	if err := CheckID(id); err != nil {
 		return err
@@ -184,86 +161,61 @@ func (s *Images) Delete(ctx context.Context, id string) error {
 	if err := s.refuseLent(id); err != nil { // a guest has it (lend.go)
 		return fmt.Errorf("delete volume %s: %w", id, err)
 	}
-	img := s.image(id)
-	loops, err := loopsOf(img)
-	if err != nil {
+	if err := s.detachStale(ctx, id); err != nil {
 		return fmt.Errorf("delete volume %s: %w", id, err)
 	}
-	for _, dev := range loops {
-		points, err := mountsOf(dev)
-		if err != nil {
-			return fmt.Errorf("delete volume %s: %w", id, err)
-		}
-		if len(points) > 0 {
-			return fmt.Errorf("delete volume %s: %w at %s", id, ErrMounted, points[0])
-		}
-		if _, err := s.cfg.Runner.Run(ctx, "losetup", "-d", dev); err != nil {
-			return fmt.Errorf("delete volume %s: %w", id, err)
-		}
+	if err := s.b.remove(ctx, id); err != nil {
+		return fmt.Errorf("delete volume %s: %w", id, err)
 	}
-	for _, p := range []string{img + ".new", s.guestMarker(id), img} {
-		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("delete volume %s: %w", id, err)
-		}
+	if err := os.Remove(s.guestMarker(id)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("delete volume %s: %w", id, err)
 	}
 	s.cfg.Log.Info("volume deleted", "volume", id)
 	return nil
 }
 
 // Stat implements Store.
-func (s *Images) Stat(_ context.Context, id string) (Info, error) {
+func (s *Images) Stat(ctx context.Context, id string) (Info, error) {
 	if err := CheckID(id); err != nil {
 		return Info{}, err
 	}
-	return s.stat(id)
+	return s.stat(ctx, id)
 }
 
-func (s *Images) stat(id string) (Info, error) {
-	img := s.image(id)
-	fi, err := os.Stat(img)
+func (s *Images) stat(ctx context.Context, id string) (Info, error) {
+	size, err := s.b.size(ctx, id)
 	if err != nil {
-		return Info{}, fmt.Errorf("stat volume %s: %w", id, notFound(err))
+		return Info{}, fmt.Errorf("stat volume %s: %w", id, err)
 	}
-	info := Info{ID: id, Size: fi.Size()}
-	loops, err := loopsOf(img)
+	info := Info{ID: id, Size: size}
+	devs, err := s.b.devices(id)
 	if err != nil {
 		return info, fmt.Errorf("stat volume %s: %w", id, err)
 	}
-	// A mounted filesystem's current superblock is the loop device's.
-	sbOf := img
-	if len(loops) > 0 {
-		sbOf = loops[0]
+	// A mounted filesystem's current superblock is its device's.
+	sbOf := s.image(id)
+	if len(devs) > 0 {
+		sbOf = devs[0]
 	}
 	sb, err := readSuperblock(sbOf)
 	if err != nil {
 		return info, fmt.Errorf("stat volume %s: %w", id, err)
 	}
 	info.FSSize = sb.size
-	for _, dev := range loops {
-		points, err := mountsOf(dev)
-		if err != nil {
-			return info, fmt.Errorf("stat volume %s: %w", id, err)
-		}
-		if len(points) > 0 {
-			info.MountPoint = points[0]
-			if used, _, err := fsSpace(info.MountPoint); err == nil {
-				info.Used = used
-			}
-			break
+	_, info.MountPoint, err = s.mounted(id)
+	if err != nil {
+		return info, fmt.Errorf("stat volume %s: %w", id, err)
+	}
+	if info.MountPoint != "" {
+		if used, _, err := fsSpace(info.MountPoint); err == nil {
+			info.Used = used
 		}
 	}
 	return info, nil
 }
 
-// Free implements Store: the room left on the filesystem of Dir for
-// unprivileged writers, so volumes never take the reserve root keeps.
-func (s *Images) Free(context.Context) (int64, error) {
-	_, avail, err := fsSpace(s.cfg.Dir)
-	if err != nil {
-		return 0, fmt.Errorf("free space of %s: %w", s.cfg.Dir, err)
-	}
-	return avail, nil
-}
+// Free implements Store.
+func (s *Images) Free(ctx context.Context) (int64, error) { return s.b.free(ctx) }
 
 func notFound(err error) error {
 	if errors.Is(err, fs.ErrNotExist) {
@@ -295,18 +247,14 @@ func (k *keyedMutex) lock(key string) func() {
 }
 
 // List implements Store.
-func (s *Images) List(context.Context) ([]Info, error) {
-	ents, err := os.ReadDir(s.cfg.Dir)
+func (s *Images) List(ctx context.Context) ([]Info, error) {
+	ids, err := s.b.ids(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("list volumes: %w", err)
 	}
 	var out []Info
-	for _, e := range ents {
-		id, ok := strings.CutSuffix(e.Name(), ".img")
-		if !ok || CheckID(id) != nil {
-			continue // a .new being made, or not ours
-		}
-		info, err := s.stat(id)
+	for _, id := range ids {
+		info, err := s.stat(ctx, id)
 		if errors.Is(err, ErrNotFound) {
 			continue // deleted meanwhile
 		}

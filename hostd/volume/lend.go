@@ -12,11 +12,12 @@ import (
 )
 
 // Lending a volume to a slice VM (docs/decisions/0030-volumes-in-slices.md):
-// the image file becomes a raw virtio disk of the guest, which mounts it
-// itself. While it is lent the host never mounts it (Mount refuses with
-// ErrLent), never deletes it, and never lends it to a second guest: a
-// marker file <id>.lent next to the image names the allocation, so the
-// lock outlives a hostd restart.
+// the image file (or the LV's device node, decision 0063) becomes a raw
+// virtio disk of the guest, which mounts it itself. While it is lent the
+// host never mounts it (Mount refuses with ErrLent), never deletes it,
+// and never lends it to a second guest: a marker file Dir/<id>.img.lent,
+// whatever the backend, names the allocation, so the lock outlives a
+// hostd restart.
 
 // ErrLent: Mount, Delete or Lend of a volume a slice VM has as a disk.
 var ErrLent = errors.New("volume: attached to a slice VM")
@@ -25,7 +26,7 @@ var ErrLent = errors.New("volume: attached to a slice VM")
 type Lender interface {
 	// Lend checks volume id's filesystem (e2fsck -p: a previous guest's
 	// unclean stop is replayed here, not in the next guest) and marks it
-	// lent to allocation alloc; it returns the image file for the VM.
+	// lent to allocation alloc; it returns the image file or LV device for the VM.
 	// Lending again to the same allocation is a retry.
 	Lend(ctx context.Context, id, alloc string) (string, error)
 	// Return ends a loan of allocation alloc, once its VM has stopped; a
@@ -37,11 +38,11 @@ type Lender interface {
 
 var _ Lender = (*Images)(nil)
 
-func (s *Images) marker(id string) string { return s.image(id) + ".lent" }
+func (s *Images) marker(id string) string { return s.base(id) + ".lent" }
 
 // guestMarker marks a volume a slice VM wrote as a raw disk since the
 // host last checked it in full: <id>.img.guest.
-func (s *Images) guestMarker(id string) string { return s.image(id) + ".guest" }
+func (s *Images) guestMarker(id string) string { return s.base(id) + ".guest" }
 
 // guestWritten reports whether volume id was returned by a slice VM and
 // not checked in full since.
@@ -72,7 +73,7 @@ func (s *Images) Lend(ctx context.Context, id, alloc string) (string, error) {
 	}
 	unlock := s.locks.lock(id)
 	defer unlock()
-	info, err := s.stat(id)
+	info, err := s.stat(ctx, id)
 	if err != nil {
 		return "", fmt.Errorf("lend volume %s: %w", id, err)
 	}
@@ -88,13 +89,13 @@ func (s *Images) Lend(ctx context.Context, id, alloc string) (string, error) {
 		return "", fmt.Errorf("lend volume %s: %w at %s on the host", id, ErrMounted, info.MountPoint)
 	}
 	img := s.image(id)
-	if err := s.detachLoops(ctx, img); err != nil {
+	if err := s.detachStale(ctx, id); err != nil {
 		return "", fmt.Errorf("lend volume %s: %w", id, err)
 	}
 	if err := s.check(ctx, img, false); err != nil && !errors.Is(err, errRepaired) {
 		return "", fmt.Errorf("lend volume %s: %w", id, err)
 	}
-	if err := s.growFS(ctx, img); err != nil {
+	if err := s.growFS(ctx, id); err != nil {
 		return "", fmt.Errorf("lend volume %s: %w", id, err)
 	}
 	// QEMU runs as its own user (libvirt's DAC driver gives it the image

@@ -43,8 +43,12 @@ func loopsOf(img string) ([]string, error) {
 }
 
 // mountsOf lists where dev is mounted, from /proc/self/mountinfo
-// (proc(5)): the mount source follows the " - " separator and the type.
+// (proc(5)): the mount source follows the " - " separator and the type;
+// the third field is the device number, which finds an LV's mounts
+// whatever name mount(8) gave its device (/dev/mapper/vg-lv for
+// /dev/vg/lv).
 func mountsOf(dev string) ([]string, error) {
+	num := blockDevNumber(dev)
 	f, err := os.Open("/proc/self/mountinfo")
 	if err != nil {
 		return nil, err
@@ -55,7 +59,7 @@ func mountsOf(dev string) ([]string, error) {
 	for sc.Scan() {
 		pre, post, ok := strings.Cut(sc.Text(), " - ")
 		a, b := strings.Fields(pre), strings.Fields(post)
-		if !ok || len(a) < 5 || len(b) < 2 || b[1] != dev {
+		if !ok || len(a) < 5 || len(b) < 2 || (b[1] != dev && (num == "" || a[2] != num)) {
 			continue
 		}
 		out = append(out, unescape(a[4]))

@@ -26,7 +26,7 @@ func (s *Images) Mount(ctx context.Context, id, target string, uid, gid int) (In
 	}
 	unlock := s.locks.lock(id)
 	defer unlock()
-	info, err := s.stat(id)
+	info, err := s.stat(ctx, id)
 	if err != nil {
 		return Info{}, fmt.Errorf("mount volume %s: %w", id, err)
 	}
@@ -46,7 +46,7 @@ func (s *Images) Mount(ctx context.Context, id, target string, uid, gid int) (In
 		return Info{}, fmt.Errorf("mount volume %s at %s: %w at %s", id, target, ErrMounted, info.MountPoint)
 	}
 	img := s.image(id)
-	if err := s.detachLoops(ctx, img); err != nil {
+	if err := s.detachStale(ctx, id); err != nil {
 		return Info{}, fmt.Errorf("mount volume %s: %w", id, err)
 	}
 	// e2fsck -p replays a journal with exit status 0, so the superblock
@@ -68,7 +68,7 @@ func (s *Images) Mount(ctx context.Context, id, target string, uid, gid int) (In
 			return Info{}, fmt.Errorf("mount volume %s: %w", id, err)
 		}
 	}
-	if err := s.growFS(ctx, img); err != nil {
+	if err := s.growFS(ctx, id); err != nil {
 		return Info{}, fmt.Errorf("mount volume %s: %w", id, err)
 	}
 	if info.FSSize < info.Size {
@@ -80,7 +80,7 @@ func (s *Images) Mount(ctx context.Context, id, target string, uid, gid int) (In
 	if err := makeMountPoint(target); err != nil {
 		return Info{}, fmt.Errorf("mount volume %s: %w", id, err)
 	}
-	if err := s.mountLoop(ctx, img, target); err != nil { // attach.go
+	if err := s.mountDevice(ctx, id, target); err != nil { // attach.go
 		return Info{}, fmt.Errorf("mount volume %s: %w", id, err)
 	}
 	info.MountPoint = target
@@ -122,12 +122,11 @@ func (s *Images) Unmount(ctx context.Context, id string) error {
 }
 
 func (s *Images) unmount(ctx context.Context, id string) error {
-	img := s.image(id)
-	loops, err := loopsOf(img)
+	devs, err := s.b.devices(id)
 	if err != nil {
 		return fmt.Errorf("unmount volume %s: %w", id, err)
 	}
-	for _, dev := range loops {
+	for _, dev := range devs {
 		points, err := mountsOf(dev)
 		if err != nil {
 			return fmt.Errorf("unmount volume %s: %w", id, err)
@@ -140,21 +139,22 @@ func (s *Images) unmount(ctx context.Context, id string) error {
 			_ = os.Remove(p)
 		}
 	}
-	if err := s.detachLoops(ctx, img); err != nil {
+	if err := s.detachStale(ctx, id); err != nil {
 		return fmt.Errorf("unmount volume %s: %w", id, err)
 	}
 	s.cfg.Log.Info("volume unmounted", "volume", id)
 	return nil
 }
 
-// detachLoops detaches the loop devices of img that nothing mounts
-// (mount's own are cleared when unmounted; these are left by a crash).
-func (s *Images) detachLoops(ctx context.Context, img string) error {
-	loops, err := loopsOf(img)
+// detachStale lets go of the devices of volume id, refusing when one is
+// mounted (mount's own are let go when unmounted; loop devices found here
+// are left by a crash).
+func (s *Images) detachStale(ctx context.Context, id string) error {
+	devs, err := s.b.devices(id)
 	if err != nil {
 		return err
 	}
-	for _, dev := range loops {
+	for _, dev := range devs {
 		points, err := mountsOf(dev)
 		if err != nil {
 			return err
@@ -162,11 +162,8 @@ func (s *Images) detachLoops(ctx context.Context, img string) error {
 		if len(points) > 0 {
 			return fmt.Errorf("%w: %s at %s", ErrMounted, dev, points[0])
 		}
-		if _, err := s.cfg.Runner.Run(ctx, "losetup", "-d", dev); err != nil {
-			// An autoclear loop device may have gone between the two.
-			if still, lerr := loopsOf(img); lerr != nil || contains(still, dev) {
-				return err
-			}
+		if err := s.b.detach(ctx, id, dev); err != nil {
+			return err
 		}
 	}
 	return nil

@@ -17,3 +17,11 @@ func allocate(*os.File, int64, int64) error {
 func fsSpace(string) (used, avail int64, err error) {
 	return 0, 0, fmt.Errorf("filesystem space: %w", errors.ErrUnsupported)
 }
+
+// blockDevNumber finds no device numbers off Linux.
+func blockDevNumber(string) string { return "" }
+
+// deviceMapper is Linux's.
+func deviceMapper() error {
+	return fmt.Errorf("logical volumes: %w", errors.ErrUnsupported)
+}

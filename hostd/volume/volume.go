@@ -1,13 +1,15 @@
 // Package volume keeps a node's persistent volumes: data that outlives
 // the allocations it is attached to (docs/volumes.md). A volume is an
-// ext4 filesystem in a preallocated image file under the node's data
-// directory, loop-mounted where an allocation uses it; the image's size
-// is the volume's hard limit
-// (docs/decisions/0016-volumes-ext4-images.md says why not LVM).
+// ext4 filesystem whose container is its hard limit: by default a
+// preallocated image file under the node's data directory, loop-mounted
+// where an allocation uses it (docs/decisions/0016-volumes-ext4-images.md);
+// on a node whose operator names an LVM volume group, a linear logical
+// volume of that group, mounted directly
+// (docs/decisions/0063-volumes-on-lvm.md).
 //
 // Store is what hostd's volume tasks and the provision/release paths
-// need; Images is the implementation, used on real nodes and, as root,
-// by the sim.
+// need; Images is the implementation over either backend, used on real
+// nodes and, as root, by the sim.
 package volume
 
 import (
@@ -51,7 +53,8 @@ type Store interface {
 // Info is a volume's state on the node.
 type Info struct {
 	ID string `json:"id"`
-	// Size is the image's size: the filesystem's hard limit, in bytes.
+	// Size is the image's or the LV's size: the filesystem's hard limit,
+	// in bytes (an LV's is rounded up to whole extents).
 	Size int64 `json:"size"`
 	// FSSize is the filesystem's size; below Size after a Grow the
 	// kernel could not apply online, until the next Mount grows it.
@@ -82,10 +85,15 @@ const (
 
 // Config configures Images.
 type Config struct {
-	// Dir holds the images (Dir/<id>.img). Required; made if missing.
+	// Dir holds the images (Dir/<id>.img) and, whatever the backend, the
+	// marks of volumes lent to slice VMs. Required; made if missing.
 	Dir string
-	// Runner runs mkfs.ext4, e2fsck, resize2fs, mount and losetup
-	// (default host.ExecRunner).
+	// VolumeGroup, when set, is the LVM volume group the volumes are
+	// logical volumes of, instead of image files in Dir (lvm.go). The
+	// group must exist; hostd never makes or changes one.
+	VolumeGroup string
+	// Runner runs mkfs.ext4, e2fsck, resize2fs, mount, losetup and the
+	// LVM commands (default host.ExecRunner).
 	Runner host.Runner
 	Log    *slog.Logger
 }
@@ -94,6 +102,9 @@ type Config struct {
 func (c *Config) CheckAndSetDefaults() error {
 	if c.Dir == "" || !filepath.IsAbs(c.Dir) {
 		return errors.New("volume store: Dir must be an absolute path")
+	}
+	if c.VolumeGroup != "" && !vgPattern.MatchString(c.VolumeGroup) {
+		return fmt.Errorf("volume store: %q is not a volume group name", c.VolumeGroup)
 	}
 	if c.Runner == nil {
 		c.Runner = host.ExecRunner{}
@@ -104,16 +115,20 @@ func (c *Config) CheckAndSetDefaults() error {
 	return nil
 }
 
-// Images is a Store of ext4 image files.
+// Images is a Store of ext4 filesystems, each in an image file or, with
+// Config.VolumeGroup, in a logical volume (the name predates the LVM
+// backend).
 type Images struct {
 	cfg Config
+	b   backend
 	// locks serialises operations per volume.
 	locks keyedMutex
 }
 
 var _ Store = (*Images)(nil)
 
-// New returns the volumes kept in cfg.Dir.
+// New returns the volumes kept in cfg.Dir, or in cfg.VolumeGroup when
+// set: a group LVM does not know is refused here, at hostd's start.
 func New(cfg Config) (*Images, error) {
 	if err := cfg.CheckAndSetDefaults(); err != nil {
 		return nil, err
@@ -121,7 +136,20 @@ func New(cfg Config) (*Images, error) {
 	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
 		return nil, fmt.Errorf("volume store: %w", err)
 	}
-	return &Images{cfg: cfg}, nil
+	s := &Images{cfg: cfg, b: &files{dir: cfg.Dir, runner: cfg.Runner}}
+	if cfg.VolumeGroup != "" {
+		// LVM reads a group's metadata without device-mapper, but no LV
+		// can be activated: refused here rather than at every Create.
+		if err := deviceMapper(); err != nil {
+			return nil, fmt.Errorf("volume store: volume group %s: %w", cfg.VolumeGroup, err)
+		}
+		lv := &lvm{vg: cfg.VolumeGroup, runner: cfg.Runner}
+		if _, err := lv.free(context.Background()); err != nil {
+			return nil, fmt.Errorf("volume store: %w", err)
+		}
+		s.b = lv
+	}
+	return s, nil
 }
 
 // idPattern is what a volume id may be: controld's "vol-" ids, and
@@ -150,5 +178,10 @@ func CheckSize(size int64) error {
 	return nil
 }
 
-// image is volume id's image file.
-func (s *Images) image(id string) string { return filepath.Join(s.cfg.Dir, id+".img") }
+// image is what holds volume id's filesystem: its image file, or its
+// logical volume's device node.
+func (s *Images) image(id string) string { return s.b.path(id) }
+
+// base is the prefix of volume id's marks in Dir, whatever the backend
+// (lend.go): Dir/<id>.img, the image backend's names.
+func (s *Images) base(id string) string { return filepath.Join(s.cfg.Dir, id+".img") }

@@ -167,3 +167,41 @@ func TestPublishRefOfAnotherProjectsImageAnswersAsNobodys(t *testing.T) {
 		t.Errorf("image publish: another project's reference answers %+v; one nobody holds %+v", theirs, nobodys)
 	}
 }
+
+// TestRunOrderResolvesAsARun: the CLI's check before it rents for a run
+// (api.AppRef.RunOrder, api.ImageRef.RunOrder) is answered as app.run
+// resolves the name, not refused for a name in both scopes: the promoted
+// app, the project's first; the project's image.
+func TestRunOrderResolvesAsARun(t *testing.T) {
+	t.Parallel()
+	e := newAppsEnv(t)
+	ctx := t.Context()
+	platform, err := e.admin.AppPublish(ctx, api.AppPublishRequest{Manifest: "name: nb\nimage: tiny\n", Platform: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	own, err := e.carol.AppPublish(ctx, api.AppPublishRequest{Manifest: "name: nb\nimage: tiny\n"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	op := e.env.Client(e.env.AdminToken, api.WithProject(controldtest.ProjectName))
+	if got, err := op.AppDescribe(ctx, api.AppRef{App: "nb", RunOrder: true}); err != nil || got.ID != own.ID {
+		t.Fatalf("nb in run order, neither promoted: %+v, %v; want the project's %s", got, err, own.ID)
+	}
+	if _, err := op.AppPromote(ctx, api.AppRef{App: "nb", Platform: true}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := op.AppDescribe(ctx, api.AppRef{App: "nb", RunOrder: true}); err != nil || got.ID != platform.ID {
+		t.Fatalf("nb in run order, the platform's promoted: %+v, %v; want it, %s", got, err, platform.ID)
+	}
+	if _, err := op.AppPromote(ctx, api.AppRef{App: "nb", Project: controldtest.ProjectName}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := op.AppDescribe(ctx, api.AppRef{App: "nb", RunOrder: true}); err != nil || got.ID != own.ID {
+		t.Fatalf("nb in run order, both promoted: %+v, %v; want the project's %s", got, err, own.ID)
+	}
+	// Without RunOrder the name is still refused.
+	if _, err := op.AppDescribe(ctx, api.AppRef{App: "nb"}); !errors.Is(err, api.ErrInvalidArgument) {
+		t.Fatalf("nb without run order: %v; want invalid_argument", err)
+	}
+}

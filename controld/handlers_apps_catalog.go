@@ -54,7 +54,7 @@ func (s *Server) appList(ctx context.Context, c *call, req api.AppListRequest) (
 }
 
 func (s *Server) appDescribe(ctx context.Context, c *call, req api.AppRef) (*api.App, error) {
-	app, _, err := findEntry(ctx, s, s.pool, c, appKind, catalogRef{req.App, req.Project, req.Platform}, false)
+	app, _, err := findEntry(ctx, s, s.pool, c, appKind, catalogRef{req.App, req.Project, req.Platform, req.RunOrder}, false)
 	if err != nil {
 		return nil, err
 	}
@@ -133,7 +133,7 @@ func (s *Server) appPublish(ctx context.Context, c *call, req api.AppPublishRequ
 func (s *Server) appChange(action apps.Action, endpoint string) func(context.Context, *call, api.AppRef) (work[api.App], error) {
 	return func(_ context.Context, c *call, req api.AppRef) (work[api.App], error) {
 		return func(ctx context.Context, tx pgx.Tx) (*api.App, mutate.Effect, error) {
-			cur, who, err := findEntry(ctx, s, tx, c, appKind, catalogRef{req.App, req.Project, req.Platform}, true)
+			cur, who, err := findEntry(ctx, s, tx, c, appKind, catalogRef{req.App, req.Project, req.Platform, false}, true)
 			if err != nil {
 				return nil, mutate.Effect{}, err
 			}

@@ -38,21 +38,27 @@ type catalogKind[T any] struct {
 	// scope is the entry's project's id and name ("" for the platform's).
 	scope   func(T) (id, name string)
 	visible func(T, images.Actor) bool
+	// runs, when set, is whether a run takes the entry by its name: a
+	// run passes over an entry that does not (controld/apps.ForRun takes
+	// only promoted apps).
+	runs func(T) bool
 }
 
 var (
 	imageKind = catalogKind[api.Image]{catalog: images.Images, byID: images.ByID, visible: images.Visible,
 		scope: func(i api.Image) (string, string) { return i.ProjectID, i.Project }}
 	appKind = catalogKind[api.App]{catalog: apps.Apps, byID: apps.ByID, visible: apps.Visible,
-		scope: func(a api.App) (string, string) { return a.ProjectID, a.Project }}
+		scope: func(a api.App) (string, string) { return a.ProjectID, a.Project },
+		runs:  func(a api.App) bool { return a.Lifecycle == api.ImagePromoted }}
 )
 
 // catalogRef is how a request names an entry: ref, its id or name;
 // project, the project named (-p/--project); platform, the platform's
-// (--platform).
+// (--platform); runOrder, a name seen in both scopes is the project's, as
+// a run resolves it (api.AppRef.RunOrder), not refused.
 type catalogRef struct {
-	ref, project string
-	platform     bool
+	ref, project       string
+	platform, runOrder bool
 }
 
 // findEntry returns the entry r names that the caller may see (else
@@ -108,6 +114,14 @@ func findEntry[T any](ctx context.Context, s *Server, q store.Querier, c *call, 
 	case 0:
 		return zero, images.Actor{}, k.catalog.NotFound(ref)
 	case 1:
+		return seen[0], actors[0], nil
+	}
+	if r.runOrder {
+		for i, e := range seen {
+			if k.runs == nil || k.runs(e) {
+				return e, actors[i], nil
+			}
+		}
 		return seen[0], actors[0], nil
 	}
 	// IDs returns the project's entry first, the platform's second (both

@@ -92,7 +92,7 @@ func (s *Server) imageList(ctx context.Context, c *call, req api.ImageListReques
 }
 
 func (s *Server) imageGet(ctx context.Context, c *call, req api.ImageRef) (*api.Image, error) {
-	img, _, err := findEntry(ctx, s, s.pool, c, imageKind, catalogRef{req.Image, req.Project, req.Platform}, false)
+	img, _, err := findEntry(ctx, s, s.pool, c, imageKind, catalogRef{req.Image, req.Project, req.Platform, req.RunOrder}, false)
 	if err != nil {
 		return nil, err
 	}
@@ -170,7 +170,7 @@ func (s *Server) imagePublish(ctx context.Context, c *call, req api.ImagePublish
 // (recordVerification); the answer carries the pending request.
 func (s *Server) imageVerify(_ context.Context, c *call, req api.ImageChangeRequest) (work[api.Image], error) {
 	return func(ctx context.Context, tx pgx.Tx) (*api.Image, mutate.Effect, error) {
-		cur, who, err := findEntry(ctx, s, tx, c, imageKind, catalogRef{req.Image, req.Project, req.Platform}, true)
+		cur, who, err := findEntry(ctx, s, tx, c, imageKind, catalogRef{req.Image, req.Project, req.Platform, false}, true)
 		if err != nil {
 			return nil, mutate.Effect{}, err
 		}
@@ -221,7 +221,7 @@ func (s *Server) imageChange(action images.Action, endpoint string) func(context
 			return nil, api.Errorf(api.CodeInvalidArgument, "a revoke needs a reason").WithHint("give --reason \"…\"")
 		}
 		return func(ctx context.Context, tx pgx.Tx) (*api.Image, mutate.Effect, error) {
-			cur, who, err := findEntry(ctx, s, tx, c, imageKind, catalogRef{req.Image, req.Project, req.Platform}, true)
+			cur, who, err := findEntry(ctx, s, tx, c, imageKind, catalogRef{req.Image, req.Project, req.Platform, false}, true)
 			if err != nil {
 				return nil, mutate.Effect{}, err
 			}

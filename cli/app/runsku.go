@@ -23,14 +23,14 @@ func rentForApp(ctx context.Context, opts *RunOptions, client *api.Client) (stri
 	// (controld checks it again at app.run).
 	// A promoted app of that name wins over an image (docs/apps.md,
 	// "Publishing apps").
-	if app, err := client.AppDescribe(ctx, api.AppRef{App: opts.Image}); err == nil && app.Lifecycle == api.ImagePromoted {
+	if app, err := client.AppDescribe(ctx, api.AppRef{App: opts.Image, RunOrder: true}); err == nil && app.Lifecycle == api.ImagePromoted {
 		if !app.Runnable {
 			return "", nil, api.Errorf(api.CodeInvalidArgument, "app %s is %s, its image %s: a workload runs only promoted apps of promoted, verified images; nothing was rented",
 				app.Name, app.Lifecycle, app.Trust).WithHint("see `gpuaas app list`")
 		}
 	} else if err != nil && !errors.Is(err, api.ErrNotFound) {
 		return "", nil, err
-	} else if img, err := client.ImageGet(ctx, api.ImageRef{Image: opts.Image}); err != nil {
+	} else if img, err := client.ImageGet(ctx, api.ImageRef{Image: opts.Image, RunOrder: true}); err != nil {
 		return "", nil, err
 	} else if !Runnable(*img) {
 		return "", nil, api.Errorf(api.CodeInvalidArgument, "image %s (%s) is %s and %s: a workload runs only promoted, verified images; nothing was rented",

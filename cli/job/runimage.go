@@ -21,7 +21,7 @@ func checkImageUsable(ctx context.Context, client *api.Client, ref string) error
 	if strings.Contains(ref, "@sha256:") {
 		img, err = byDigestRef(ctx, client, ref)
 	} else {
-		img, err = client.ImageGet(ctx, api.ImageRef{Image: ref})
+		img, err = client.ImageGet(ctx, api.ImageRef{Image: ref, RunOrder: true})
 	}
 	switch api.CodeOf(err) {
 	case api.CodeForbidden:

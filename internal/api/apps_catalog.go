@@ -95,6 +95,10 @@ type AppRef struct {
 	App      string `json:"app"`
 	Project  string `json:"project,omitempty"`
 	Platform bool   `json:"platform,omitempty"`
+	// RunOrder resolves a name as a run does, the caller's project's
+	// entry first, then the platform's, instead of refusing a name seen
+	// in both: the CLI's check before it rents for a run.
+	RunOrder bool `json:"run_order,omitempty"`
 }
 
 // AppPublish publishes an app manifest.

@@ -97,6 +97,10 @@ type ImageRef struct {
 	Image    string `json:"image"`
 	Project  string `json:"project,omitempty"`
 	Platform bool   `json:"platform,omitempty"`
+	// RunOrder resolves a name as a run does, the caller's project's
+	// entry first, then the platform's, instead of refusing a name seen
+	// in both: the CLI's check before it rents for a run.
+	RunOrder bool `json:"run_order,omitempty"`
 }
 
 // ImagePublishRequest adds an image. Ref is REPOSITORY@sha256:… or

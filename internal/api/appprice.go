@@ -11,22 +11,6 @@ import (
 // it is run and is charged it, through its allocation, for its running
 // time, on top of the allocation's own price.
 
-// Endpoints of app prices, declared here once (endpoint.go).
-const (
-	EndpointAdminAppPriceSet  = "admin.app_price_set"
-	EndpointAdminAppPriceList = "admin.app_price_list"
-)
-
-var (
-	// OpAdminAppPriceSet is admin.app_price_set: sets a platform app's own
-	// price per hour (operators and admins; audited, with an app.price
-	// event; running workloads keep the price they started with).
-	OpAdminAppPriceSet = NewMutation[AppPriceSetRequest, AppPrice](EndpointAdminAppPriceSet, OperatorOnly)
-	// OpAdminAppPriceList is admin.app_price_list: every platform app
-	// with its price per hour (operators and admins).
-	OpAdminAppPriceList = NewQuery[AppPriceListRequest, AppPriceList](EndpointAdminAppPriceList, OperatorOnly)
-)
-
 // EventAppPrice tells that an app's price changed; the Data is an
 // AppPrice (told to no user: an operator's change of the catalog).
 const EventAppPrice = "app.price"

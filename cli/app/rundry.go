@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/gpuaas/gpuaas/cli/cmdutil"
 	"github.com/gpuaas/gpuaas/internal/api"
 )
 
@@ -53,7 +54,7 @@ func quoteRun(ctx context.Context, opts *RunOptions, client *api.Client) error {
 	}
 	q.PricePerHourMinor = q.AllocationPricePerHourMinor + q.AppPricePerHourMinor
 	if opts.Exporter != nil {
-		return opts.Exporter.Write(ctx, opts.IO, q)
+		return cmdutil.Narrowed(opts.Exporter, cmdutil.FieldsOf(RunQuote{})).Write(ctx, opts.IO, q)
 	}
 	_, err = fmt.Fprintln(opts.IO.Out, quoteLine(q))
 	return err

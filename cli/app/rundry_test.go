@@ -117,8 +117,8 @@ func TestRunDryRunShowsTheAppPrice(t *testing.T) {
 	out, err := run("jup", "--sku", "h100-baremetal", "--gpus", "8", "--dry-run", "--json")
 	var q RunQuote
 	if err != nil || json.Unmarshal([]byte(out), &q) != nil || q.AllocationPricePerHourMinor != 1760 ||
-		q.AppPricePerHourMinor != 150 || q.PricePerHourMinor != 1910 || q.App != "jup" {
-		t.Errorf("dry run --json: %q, %v; want 1760 + 150 = 1910", out, err)
+		q.AppPricePerHourMinor != 150 || q.PricePerHourMinor != 1910 || q.App != "jup" || strings.Contains(out, "exit_code") {
+		t.Errorf("dry run --json: %q, %v; want 1760 + 150 = 1910, the quote's fields only", out, err)
 	}
 	if out, err := run("tiny", "--sku", "h100-baremetal", "--gpus", "8", "--dry-run"); err != nil || strings.Contains(out, "app") {
 		t.Errorf("dry run of an image: %q, %v; want no app part", out, err)

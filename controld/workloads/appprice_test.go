@@ -77,7 +77,7 @@ func (w *world) appBooked(t *testing.T, id string) (sum int64, n int) {
 // price change after the start leaves the running workload's rate; the
 // workload's end stops its meter with its last window; the allocation's
 // release stops the meters of the workloads still running (charged
-// through it, never beyond); the burn counts running app meters; a
+// through it, never beyond); the burn and budgets count app meters; a
 // project's own app has no price and its workloads no meter.
 func TestAppPriceChargedThroughTheAllocation(t *testing.T) {
 	t.Parallel()
@@ -118,6 +118,19 @@ func TestAppPriceChargedThroughTheAllocation(t *testing.T) {
 	acct, err := billing.AccountOf(ctx, w.pool, w.project, 0)
 	if err != nil || acct.AppBurnMinorPerHour != 360 || acct.BurnRateMinorPerHour != 220*8+360 {
 		t.Errorf("burn while it runs: %+v, %v; want 360 of app in %d", acct, err, 220*8+360)
+	}
+	// Budgets count it: spent today 616 of the allocation + 120 of the
+	// app (both charged up to 21 m), burning 1760 + 360 an hour.
+	at := t0.Add(21 * time.Minute)
+	if err := w.tx(t, func(tx pgx.Tx) error {
+		_, err := billing.SetBudget(ctx, tx, billing.Budget{ProjectID: w.project, Period: api.BudgetDay, AmountMinor: 100_000}, "test", at)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if bs, err := billing.Budgets(ctx, w.pool, w.project, at); err != nil || len(bs) != 1 || bs[0].SpentMinor != 616+120 ||
+		bs[0].BurnMinorPerHour != 1760+360 {
+		t.Errorf("budget: %+v, %v; want spent 736, burn 2120", bs, err)
 	}
 
 	// It exits at 26 m: its meter stops with its last window (1500 s: 150).

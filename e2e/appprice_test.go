@@ -12,7 +12,7 @@ import (
 // TestAppPriceInDev (docs/apps.md, "Prices"): through the built binary
 // and `gpuaas dev` with real podman: the admin sets the stock app's price
 // per hour; `app run tiny --sku … --dry-run` shows it in the price line
-// and rents nothing; a workload of it is charged the app's price for its
+// and rents nothing, `--alloc … --dry-run` too, with the allocation's id; a workload of it is charged the app's price for its
 // running time (`billing usage --workload`'s app_amount_minor, within a
 // cent a second of its running time at $36.00/h), apart from the
 // allocation's own charge; after the allocation's release the app charge
@@ -56,6 +56,11 @@ func TestAppPriceInDev(t *testing.T) {
 	})
 	if wl.State != api.WorkloadRunning || wl.AppPricePerHourMinor != 3600 {
 		t.Fatalf("workload %+v; want running at the app's 3600 an hour", wl)
+	}
+	// On the allocation: its id, the price its meter runs at, the app's.
+	if r := dev.gpuaas(t, "", "app", "run", "tiny", "--alloc", wl.AllocationID, "--dry-run"); r.code != 0 ||
+		!strings.HasPrefix(r.stdout, wl.AllocationID+" h100-baremetal (8 GPU(s)) $") || !strings.Contains(r.stdout, " + app tiny $36.00/h = $") {
+		t.Errorf("app run --alloc --dry-run: exit %d %q %q", r.code, r.stdout, r.stderr)
 	}
 	usage := func() api.WorkloadUsage {
 		t.Helper()

@@ -291,6 +291,7 @@ func (s *Server) endpoints() []endpointDef {
 		s.tokensEndpoints(), s.auditEndpoints(), s.jobsEndpoints(), s.volumeEndpoints(), s.imagesEndpoints(), s.webhookEndpoints(),
 		s.appsEndpoints(),
 		s.appsCatalogEndpoints(),
+		s.appPriceEndpoints(), // handlers_appprice.go
 		s.exposeEndpoints(),
 		s.secretEndpoints())
 }

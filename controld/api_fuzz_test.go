@@ -24,6 +24,8 @@ import (
 // step with the handlers.
 var requestTypes = map[string]func() any{
 	"api.VolumePriceSetRequest":    func() any { return new(api.VolumePriceSetRequest) },
+	"api.AppPriceSetRequest":       func() any { return new(api.AppPriceSetRequest) },
+	"api.AppPriceListRequest":      func() any { return new(api.AppPriceListRequest) },
 	"api.GateVolumeEndRequest":     func() any { return new(api.GateVolumeEndRequest) },
 	"api.AppLogsRequest":           func() any { return new(api.AppLogsRequest) },
 	"api.SecretListRequest":        func() any { return new(api.SecretListRequest) },

@@ -13,8 +13,9 @@ import (
 // billingWorkloadUsage is `billing usage --workload [ID]`: each workload
 // of the project (or the one named), newest first, with its running time,
 // GPU-seconds and share of its allocation's charged windows
-// (billing.WorkloadShare; docs/apps.md, "Metering"), read in one
-// snapshot. A workload that never ran used nothing.
+// (billing.WorkloadShare; docs/apps.md, "Metering"), and what its app's
+// own price has been charged (billing.AppCharges; "Prices"), read in one
+// snapshot. The total is the shares and the app charges. A workload that never ran used nothing.
 func (s *Server) billingWorkloadUsage(ctx context.Context, c *call, req api.BillingUsageRequest) (*api.BillingUsageResponse, error) {
 	if req.Allocation != "" || req.Volumes || req.Jobs || req.Job != "" {
 		return nil, api.Errorf(api.CodeInvalidArgument, "usage of workloads is asked for apart from an allocation's, the volumes' or the jobs'").
@@ -40,6 +41,7 @@ func (s *Server) billingWorkloadUsage(ctx context.Context, c *call, req api.Bill
 		}
 	}
 	usages := map[string]*billing.Usage{}
+	var apps map[string]billing.AppCharge
 	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly},
 		func(tx pgx.Tx) error {
 			for _, w := range ws {
@@ -54,7 +56,13 @@ func (s *Server) billingWorkloadUsage(ctx context.Context, c *call, req api.Bill
 					usages[w.AllocationID] = &u
 				}
 			}
-			return nil
+			ids := make([]string, len(ws))
+			for i, w := range ws {
+				ids[i] = w.ID
+			}
+			var err error
+			apps, err = billing.AppCharges(ctx, tx, ids)
+			return err
 		})
 	if err != nil {
 		return nil, err
@@ -67,8 +75,13 @@ func (s *Server) billingWorkloadUsage(ctx context.Context, c *call, req api.Bill
 			wu.SKU, wu.GPUs, wu.Currency, wu.AllocationAmountMinor = u.SKU, w.GPUs, u.Currency, u.AmountMinor
 			wu.Seconds, wu.GPUSeconds, wu.AmountMinor = billing.WorkloadShare(*u, w.GPUs, *w.StartedAt, w.EndedAt, now)
 		}
+		// An app's own price is charged apart (docs/apps.md, "Prices").
+		wu.AppPricePerHourMinor = w.AppPricePerHourMinor
+		if a, ok := apps[w.ID]; ok {
+			wu.AppAmountMinor = a.AmountMinor
+		}
 		out.Workloads = append(out.Workloads, wu)
-		out.TotalMinor += wu.AmountMinor
+		out.TotalMinor += wu.AmountMinor + wu.AppAmountMinor
 	}
 	return &out, nil
 }

@@ -86,6 +86,9 @@ var owners = map[string]string{
 	"volume_meters":  "billing",
 	"volume_charges": "billing",
 	"volume_prices":  "catalog",
+	// Apps' own prices (migration 0043, docs/decisions/0059-app-prices.md).
+	"app_meters":  "billing",
+	"app_charges": "billing",
 	// Workloads on allocations (docs/apps.md).
 	"workloads": "workloads",
 	// Ports served over HTTPS (docs/expose.md).

@@ -6,6 +6,7 @@ package admin
 import (
 	"github.com/spf13/cobra"
 
+	"github.com/gpuaas/gpuaas/cli/admin/appprice"
 	"github.com/gpuaas/gpuaas/cli/admin/user"
 	"github.com/gpuaas/gpuaas/cli/admin/volumeprice"
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
@@ -23,6 +24,7 @@ func NewCmdAdmin(f *cmdutil.Factory) *cobra.Command {
 		NewCmdRefund(f, nil),
 		NewCmdCredit(f, nil),
 		volumeprice.NewCmdVolumePrice(f),
+		appprice.NewCmdAppPrice(f),
 	)
 	return cmd
 }

@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -32,6 +33,7 @@ type RunOptions struct {
 	Mounts     []api.AppMount // a manifest's mounts (manifest.go)
 	Detach     bool
 	Timeout    time.Duration
+	DryRun     bool // print the price line (rundry.go), create nothing
 }
 
 // NewCmdRun builds `gpuaas app run`; runF replaces runRun in tests.
@@ -82,12 +84,20 @@ charged, until ` + "`gpuaas alloc release ID`" + `, which stops and removes its 
 Without --detach, print the container's output as it comes while waiting
 until the workload runs (is ready, with a probe) (or, once it ended, until its last line: exit 1 when
 it failed), then print the workload (` + "`gpuaas app logs -f ID`" + ` follows the rest);
-with --detach, print its id at once.`,
+with --detach, print its id at once.
+
+With --dry-run, print the price per hour and create nothing: the
+allocation's (what --alloc is charged, or what --sku would rent) plus the
+app's own price per hour, which operators set on platform apps
+(docs/apps.md, "Prices"), as "SKU (N GPU(s)) $X/h + app NAME $Y/h = $Z/h";
+--json gives the numbers (allocation_price_per_hour_minor,
+app_price_per_hour_minor, price_per_hour_minor).`,
 		Example: `  gpuaas app run tiny --alloc a-123
   gpuaas app run tiny --alloc a-123 --name web -e PORT=8080 -- /bin/httpd -f -p 8080
   gpuaas app run -f app.yaml --alloc a-123
   gpuaas app run tiny --alloc a-123 --ready-http 8080/healthz --start-deadline 2m -- /bin/httpd -f -p 8080
-  gpuaas app run jupyter --sku h100-baremetal -d`,
+  gpuaas app run jupyter --sku h100-baremetal -d
+  gpuaas app run jupyter --alloc a-123 --dry-run`,
 		Args: func(c *cobra.Command, args []string) error {
 			dash := c.ArgsLenAtDash()
 			if opts.File != "" {
@@ -175,9 +185,22 @@ with --detach, print its id at once.`,
 	cmd.Flags().IntVar(&opts.GPUs, "gpus", 0, "With --alloc: the container gets its first N GPUs (default: all); with --sku: the GPUs to rent")
 	ready.add(cmd)
 	cmd.Flags().BoolVarP(&opts.Detach, "detach", "d", false, "Print the workload's id and return at once")
+	cmd.Flags().BoolVar(&opts.DryRun, "dry-run", false, "Print the price per hour (the allocation's + the app's own); create nothing")
 	cmd.Flags().DurationVar(&opts.Timeout, "timeout", 5*time.Minute, "Give up waiting after this long (exit 21)")
-	cmdutil.AddJSONFlags(cmd, &opts.Exporter, cmdutil.FieldsOf(api.Workload{}))
+	cmdutil.AddJSONFlags(cmd, &opts.Exporter, runFields())
 	return cmd
+}
+
+// runFields are the workload's JSON fields, then those only --dry-run's
+// RunQuote has.
+func runFields() []string {
+	fields := cmdutil.FieldsOf(api.Workload{})
+	for _, f := range cmdutil.FieldsOf(RunQuote{}) {
+		if !slices.Contains(fields, f) {
+			fields = append(fields, f)
+		}
+	}
+	return fields
 }
 
 func runRun(ctx context.Context, opts *RunOptions) error {
@@ -189,6 +212,9 @@ func runRun(ctx context.Context, opts *RunOptions) error {
 		if opts.Image, err = catalogImage(ctx, client, opts.Image); err != nil {
 			return err
 		}
+	}
+	if opts.DryRun {
+		return quoteRun(ctx, opts, client)
 	}
 	gpus, release := opts.GPUs, func() {}
 	if opts.SKU != "" {

@@ -20,9 +20,12 @@ end (to now while it runs), its GPU-seconds (that time × its allocation's
 GPUs), and its share of the allocation's charge over that time, counted
 as a job's (pro rata by the second, rounded down once). A workload is
 never charged on its own: the allocation's charge is the same with or
-without it (docs/apps.md, "Metering"). Piped, its columns are: workload,
-name, state, allocation, started (RFC 3339, empty if it never ran),
-seconds, GPU-seconds, share (minor units: cents).`
+without it (docs/apps.md, "Metering"). A workload of an app with a price
+of its own (set by operators, docs/apps.md "Prices") is charged that
+price for its running time on top: the app column, a ledger entry of
+kind app; the total counts shares and app charges. Piped, its columns
+are: workload, name, state, allocation, started (RFC 3339, empty if it
+never ran), seconds, GPU-seconds, share, app (minor units: cents).`
 
 // workloadUsageArgs allows the workload id of `--workload ID` and, without
 // --workload, what next allows.
@@ -62,7 +65,7 @@ func writeWorkloadUsage(ctx context.Context, opts *UsageOptions, resp *api.Billi
 		return nil
 	}
 	t := cmdutil.NewTablePrinter(ios)
-	t.AddHeader("workload", "name", "state", "allocation", "started", "ran", "gpu-seconds", "share")
+	t.AddHeader("workload", "name", "state", "allocation", "started", "ran", "gpu-seconds", "share", "app")
 	for _, w := range resp.Workloads {
 		started := ""
 		if w.StartedAt != nil {
@@ -76,7 +79,7 @@ func writeWorkloadUsage(ctx context.Context, opts *UsageOptions, resp *api.Billi
 			ran = (time.Duration(w.Seconds) * time.Second).String()
 		}
 		t.AddRow(w.WorkloadID, w.Name, w.State, w.AllocationID, started, ran, fmt.Sprint(w.GPUSeconds),
-			money(ios, w.AmountMinor, w.Currency))
+			money(ios, w.AmountMinor, w.Currency), money(ios, w.AppAmountMinor, w.Currency))
 	}
 	if err := t.Render(); err != nil {
 		return err

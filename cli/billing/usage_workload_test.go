@@ -52,9 +52,10 @@ func TestUsageWorkloadFlags(t *testing.T) {
 // total) and the piped rows (seconds, GPU-seconds, minor units).
 func TestWriteWorkloadUsage(t *testing.T) {
 	started := time.Date(2026, 7, 1, 12, 10, 0, 0, time.UTC)
-	resp := &api.BillingUsageResponse{Currency: "usd", TotalMinor: 586, Workloads: []api.WorkloadUsage{
+	resp := &api.BillingUsageResponse{Currency: "usd", TotalMinor: 636, Workloads: []api.WorkloadUsage{
 		{WorkloadID: "w-0123456789ab", Name: "web", State: api.WorkloadStopped, AllocationID: "a-0123456789ab",
-			StartedAt: &started, Seconds: 1200, GPUSeconds: 9600, AmountMinor: 586, Currency: "usd"},
+			StartedAt: &started, Seconds: 1200, GPUSeconds: 9600, AmountMinor: 586, Currency: "usd",
+			AppPricePerHourMinor: 150, AppAmountMinor: 50},
 		{WorkloadID: "w-0123456789ac", Name: "never", State: api.WorkloadPending, AllocationID: "a-0123456789ab", Currency: "usd"},
 	}}
 	for _, tty := range []bool{true, false} {
@@ -65,10 +66,10 @@ func TestWriteWorkloadUsage(t *testing.T) {
 		if err := writeWorkloadUsage(t.Context(), opts, resp); err != nil {
 			t.Fatal(err)
 		}
-		want := []string{"w-0123456789ab\tweb\tstopped\ta-0123456789ab\t2026-07-01T12:10:00Z\t1200\t9600\t586\n",
-			"w-0123456789ac\tnever\tpending\ta-0123456789ab\t\t0\t0\t0\n"}
+		want := []string{"w-0123456789ab\tweb\tstopped\ta-0123456789ab\t2026-07-01T12:10:00Z\t1200\t9600\t586\t50\n",
+			"w-0123456789ac\tnever\tpending\ta-0123456789ab\t\t0\t0\t0\t0\n"}
 		if tty {
-			want = []string{"WORKLOAD", "GPU-SECONDS", "20m0s", "9600", "$5.86", "total $5.86\n"}
+			want = []string{"WORKLOAD", "GPU-SECONDS", "20m0s", "9600", "$5.86", "APP", "$0.50", "total $6.36\n"}
 		}
 		for _, w := range want {
 			if !strings.Contains(out.String(), w) {

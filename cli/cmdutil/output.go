@@ -202,3 +202,21 @@ func (v *fieldsValue) selected() []string {
 	}
 	return v.value
 }
+
+// Narrowed returns e selecting only those of its fields that are in keep:
+// for a command with two outputs (`app run` and its --dry-run quote)
+// whose --json accepts the fields of both, each output shows its own.
+func Narrowed(e Exporter, keep []string) Exporter {
+	je, ok := e.(*jsonExporter)
+	if !ok {
+		return e
+	}
+	c := *je
+	c.fields = nil
+	for _, f := range je.fields {
+		if slices.Contains(keep, f) {
+			c.fields = append(c.fields, f)
+		}
+	}
+	return &c
+}

@@ -111,6 +111,9 @@ var describers = map[string]func(api.Event) string{
 	api.EventVolumePrice: decoded(func(p api.VolumePrice) string {
 		return fmt.Sprintf("volume price %s per GiB-month (was %s)", api.FormatMoney(p.PricePerGiBMonthMinor, p.Currency), api.FormatMoney(p.PreviousMinor, p.Currency))
 	}),
+	api.EventAppPrice: decoded(func(p api.AppPrice) string {
+		return fmt.Sprintf("app %s costs %s an hour of its own (was %s)", p.App, api.FormatMoney(p.PricePerHourMinor, p.Currency), api.FormatMoney(p.PreviousMinor, p.Currency))
+	}),
 	api.EventWebhook: decoded(func(w api.Webhook) string {
 		if w.RemovedAt != nil {
 			return fmt.Sprintf("webhook %s to %s removed", w.ID, w.URL)

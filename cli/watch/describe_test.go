@@ -89,6 +89,7 @@ var samples = map[string]sample{
 	api.EventWorkloadState: {api.Workload{ID: "w-1", Name: "web", Image: "tiny", AllocationID: "a-1", State: api.WorkloadFailed,
 		ExitCode: &exitOne, Reason: "exited with 1"}, "workload w-1 (web, tiny) on a-1 failed, exit 1 (exited with 1)"},
 	api.EventVolumePrice: {api.VolumePrice{Currency: "usd", PricePerGiBMonthMinor: 12, PreviousMinor: 10}, "volume price $0.12 per GiB-month (was $0.10)"},
+	api.EventAppPrice:    {api.AppPrice{App: "jupyter", Currency: "usd", PricePerHourMinor: 50}, "app jupyter costs $0.50 an hour of its own (was $0.00)"},
 }
 
 var exitOne = 1

@@ -74,14 +74,14 @@ func Publish(ctx context.Context, q store.Querier, n New, now time.Time) (api.Ap
 }
 
 const selectSQL = `SELECT a.id, a.name, coalesce(a.project_id, ''), coalesce(p.name, ''), a.image_id, a.manifest,
-	a.lifecycle, a.published_by, a.created_at, a.updated_at
+	a.lifecycle, a.published_by, a.created_at, a.updated_at, a.price_per_hour_minor
 	FROM apps a LEFT JOIN projects p ON p.id = a.project_id `
 
 func scan(row pgx.CollectableRow) (api.App, error) {
 	var app api.App
 	var raw []byte
 	if err := row.Scan(&app.ID, &app.Name, &app.ProjectID, &app.Project, &app.ImageID, &raw,
-		&app.Lifecycle, &app.PublishedBy, &app.CreatedAt, &app.UpdatedAt); err != nil {
+		&app.Lifecycle, &app.PublishedBy, &app.CreatedAt, &app.UpdatedAt, &app.PricePerHourMinor); err != nil {
 		return app, err
 	}
 	app.Scope = api.ImageScopePlatform

@@ -19,10 +19,12 @@ type Account struct {
 	LowBalance               bool
 	DepletedAt               *time.Time
 	// BurnRateMinorPerHour is what the running meters cost per hour: the
-	// allocations' and the volumes' (StorageBurnMinorPerHour, rounded down
-	// once for all the volumes).
+	// allocations', the volumes' (StorageBurnMinorPerHour, rounded down
+	// once for all the volumes) and the running workloads' apps' own
+	// prices (AppBurnMinorPerHour, appmeter.go).
 	BurnRateMinorPerHour    int64
 	StorageBurnMinorPerHour int64
+	AppBurnMinorPerHour     int64
 	RunningMeters           int // allocations
 	RunningVolumes          int
 }
@@ -50,18 +52,19 @@ var accountSQL = `SELECT coalesce((SELECT sum(amount_minor) FROM ledger_entries 
 			WHERE m.project_id = $1 AND m.stopped_at IS NULL),
 		(SELECT count(*) FROM billing_meters m WHERE m.project_id = $1 AND m.stopped_at IS NULL),
 		` + storageBurnSQL + `,
-		(SELECT count(*) FROM volume_meters m WHERE m.project_id = $1 AND m.stopped_at IS NULL)
+		(SELECT count(*) FROM volume_meters m WHERE m.project_id = $1 AND m.stopped_at IS NULL),
+		` + appBurnSQL + `
 		FROM (SELECT 1) one LEFT JOIN billing_accounts a ON a.project_id = $1`
 
 func scanAccount(row pgx.Row, projectID string, defaultThreshold int64) (Account, error) {
 	a := Account{ProjectID: projectID, Currency: DefaultCurrency, LowBalanceThresholdMinor: defaultThreshold}
 	var threshold *int64
 	err := row.Scan(&a.BalanceMinor, &a.Currency, &threshold, &a.DepletedAt, &a.BurnRateMinorPerHour, &a.RunningMeters,
-		&a.StorageBurnMinorPerHour, &a.RunningVolumes)
+		&a.StorageBurnMinorPerHour, &a.RunningVolumes, &a.AppBurnMinorPerHour)
 	if err != nil {
 		return a, fmt.Errorf("account of %s: %w", projectID, err)
 	}
-	a.BurnRateMinorPerHour += a.StorageBurnMinorPerHour
+	a.BurnRateMinorPerHour += a.StorageBurnMinorPerHour + a.AppBurnMinorPerHour
 	if threshold != nil {
 		a.LowBalanceThresholdMinor = *threshold
 	}

@@ -77,11 +77,14 @@ func indexLookupsOnly(ctx context.Context, tx pgx.Tx) (restore func() error, err
 // accrualBatches groups the projects with running meters, in project
 // order, into batches of at most accrualBatchMeters meters.
 func accrualBatches(ctx context.Context, tx pgx.Tx) ([][]string, error) {
-	// Running volume segments count as meters (volumemeter.go).
+	// Running volume segments and app meters count as meters
+	// (volumemeter.go, appmeter.go).
 	rows, err := tx.Query(ctx, `SELECT project_id, sum(n)::bigint FROM (
 			SELECT project_id, count(*) AS n FROM billing_meters WHERE stopped_at IS NULL GROUP BY project_id
 			UNION ALL
-			SELECT project_id, count(*) FROM volume_meters WHERE stopped_at IS NULL GROUP BY project_id) m
+			SELECT project_id, count(*) FROM volume_meters WHERE stopped_at IS NULL GROUP BY project_id
+			UNION ALL
+			SELECT project_id, count(*) FROM app_meters WHERE stopped_at IS NULL GROUP BY project_id) m
 		GROUP BY project_id ORDER BY project_id`)
 	if err != nil {
 		return nil, fmt.Errorf("accrue usage: running meters: %w", err)
@@ -216,6 +219,9 @@ func accrueBatch(ctx context.Context, tx pgx.Tx, projects []string, upTo, now ti
 		return r, fmt.Errorf("accrue usage: %w", err)
 	}
 	if entries, err = appendVolumeEntries(ctx, tx, entries, &r, projects, upTo, now); err != nil {
+		return r, err
+	}
+	if entries, err = appendAppEntries(ctx, tx, entries, &r, projects, upTo, now); err != nil {
 		return r, err
 	}
 	if len(entries) == 0 {

@@ -27,7 +27,7 @@ const (
 // Valid reports whether k is a known kind.
 func (k Kind) Valid() bool {
 	switch k {
-	case KindTopup, KindUsage, KindRefund, KindAdjustment, KindStorage:
+	case KindTopup, KindUsage, KindRefund, KindAdjustment, KindStorage, KindApp:
 		return true
 	}
 	return false

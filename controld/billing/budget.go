@@ -249,15 +249,16 @@ func spendOf(ctx context.Context, q Querier, b *Budget, now time.Time) error {
 		}
 		b.PeriodStart, b.PeriodEnd, since = start, end, start
 	}
-	var charged, accrued, storageCharged, storageAccrued, storageBurn int64
-	if err := q.QueryRow(ctx, spendSQL+storageSpendSQL, b.ProjectID, b.UserID, since, now).Scan(&charged, &accrued,
-		&b.BurnMinorPerHour, &storageCharged, &storageAccrued, &storageBurn); err != nil {
+	var charged, accrued, storageCharged, storageAccrued, storageBurn, appCharged, appAccrued, appBurn int64
+	if err := q.QueryRow(ctx, spendSQL+storageSpendSQL+appSpendSQL, b.ProjectID, b.UserID, since, now).Scan(&charged, &accrued,
+		&b.BurnMinorPerHour, &storageCharged, &storageAccrued, &storageBurn, &appCharged, &appAccrued, &appBurn); err != nil {
 		return fmt.Errorf("spend of budget %s/%s: %w", b.ProjectID, b.UserID, err)
 	}
 	// Volumes count (volumemeter.go): a budget caps what the scope spends.
-	b.BurnMinorPerHour += storageBurn
+	// So do apps' own prices (appmeter.go).
+	b.BurnMinorPerHour += storageBurn + appBurn
 	if b.Period != "" {
-		b.SpentMinor = charged + accrued + storageCharged + storageAccrued
+		b.SpentMinor = charged + accrued + storageCharged + storageAccrued + appCharged + appAccrued
 	}
 	return nil
 }

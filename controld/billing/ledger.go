@@ -37,7 +37,7 @@ func checkEntry(e Entry) error {
 	case e.CreatedAt.IsZero():
 		return fmt.Errorf("%w: no time", ErrInvalidEntry)
 	case e.Kind == KindTopup && e.AmountMinor <= 0,
-		(e.Kind == KindUsage || e.Kind == KindRefund || e.Kind == KindStorage) && e.AmountMinor >= 0,
+		(e.Kind == KindUsage || e.Kind == KindRefund || e.Kind == KindStorage || e.Kind == KindApp) && e.AmountMinor >= 0,
 		e.Kind == KindAdjustment && e.AmountMinor == 0:
 		return fmt.Errorf("%w: amount %d does not fit a %s", ErrInvalidEntry, e.AmountMinor, e.Kind)
 	}

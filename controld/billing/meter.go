@@ -63,6 +63,11 @@ func StopMeter(ctx context.Context, tx pgx.Tx, allocationID string, at time.Time
 			return Usage{}, fmt.Errorf("charge final window of %s: %w", allocationID, err)
 		}
 	}
+	// Its workloads' app meters stop with it (appmeter.go): an app is
+	// charged through its allocation, never beyond it.
+	if err := stopAppMeters(ctx, tx, "allocation_id", allocationID, at); err != nil {
+		return Usage{}, err
+	}
 	u, _, err := AllocationUsage(ctx, tx, allocationID)
 	return u, err
 }

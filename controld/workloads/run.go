@@ -131,9 +131,14 @@ func Run(ctx context.Context, tx pgx.Tx, actor alloc.Actor, req api.AppRunReques
 	// A published app of that name wins over an image of it
 	// (docs/apps.md, "Publishing apps"): its stored manifest fills what
 	// the request leaves unset.
+	// Its own price per hour is copied onto the row (docs/apps.md,
+	// "Prices"): a later change of it does not re-price this workload.
+	var appID string
+	var appPrice int64
 	if app, ok, err := apps.ForRun(ctx, tx, req.Image, a.ProjectID); err != nil || ok {
 		if err == nil {
 			err = apps.Merge(&req, app)
+			appID, appPrice = app.ID, app.PricePerHourMinor
 		}
 		if err == nil {
 			err = Check(&req)
@@ -169,8 +174,9 @@ func Run(ctx context.Context, tx pgx.Tx, actor alloc.Actor, req api.AppRunReques
 	id := ids.New(IDPrefix)
 	// The row first: a name in use refuses before a task is queued.
 	_, err = tx.Exec(ctx, `INSERT INTO workloads (id, project_id, user_id, allocation_id, node_id, name, image_id, image_name,
-		image_ref, digest, spec, state, created_at, updated_at, gpus) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,'pending',$12,$12,$13)`,
-		id, a.ProjectID, actor.UserID, a.ID, a.NodeID, req.Name, img.ID, img.Name, img.Ref, img.Digest, raw, now, count)
+		image_ref, digest, spec, state, created_at, updated_at, gpus, app_id, app_price_per_hour_minor)
+		VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,'pending',$12,$12,$13,$14,$15)`,
+		id, a.ProjectID, actor.UserID, a.ID, a.NodeID, req.Name, img.ID, img.Name, img.Ref, img.Digest, raw, now, count, appID, appPrice)
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) && pe.ConstraintName == "workloads_name_per_allocation" {
 		return api.Workload{}, mutate.Effect{}, api.Errorf(api.CodeConflict, "name %q is in use on allocation %s", req.Name, a.ID).

@@ -148,6 +148,9 @@ func running(ctx context.Context, tx pgx.Tx, w row, rep api.WorkloadReport, cfg 
 		w.ID, w.State, w.StartedAt, taskID, w.Pulled, cleanLines(rep.LastLines), now, rd.readyBy, w.ReadyAt); err != nil {
 		return tasks.Effect{}, fmt.Errorf("workload %s running: %w", w.ID, err)
 	}
+	if err := meterApp(ctx, tx, w, now); err != nil {
+		return tasks.Effect{}, err
+	}
 	if from == w.State {
 		return tasks.Effect{}, nil
 	}
@@ -193,6 +196,9 @@ func end(ctx context.Context, tx pgx.Tx, w row, rep *api.WorkloadReport, reason 
 		task_id = '', pulled = $7, last_lines = $8, reported_at = $9, updated_at = $9 WHERE id = $1`,
 		w.ID, w.State, w.ExitCode, w.Reason, w.StartedAt, w.EndedAt, w.Pulled, lines, now); err != nil {
 		return tasks.Effect{}, fmt.Errorf("workload %s ended: %w", w.ID, err)
+	}
+	if err := meterApp(ctx, tx, w, now); err != nil {
+		return tasks.Effect{}, err
 	}
 	return told(ctx, tx, w.Workload)
 }

@@ -73,7 +73,7 @@ type spec struct {
 
 const columns = `SELECT id, project_id, user_id, allocation_id, node_id, name, image_name, image_id, image_ref, digest,
 	spec, state, exit_code, reason, pulled, last_lines, reported_at, stop_requested, created_at, started_at, ended_at,
-	removed_at, task_id, gpus, ready_by, ready_at FROM workloads`
+	removed_at, task_id, gpus, ready_by, ready_at, app_id, app_price_per_hour_minor FROM workloads`
 
 // row is a workload as read, with what the API does not show.
 type row struct {
@@ -91,7 +91,7 @@ func scan(r pgx.Row) (row, error) {
 	var lines string
 	err := r.Scan(&w.ID, &w.ProjectID, &w.UserID, &w.AllocationID, &w.NodeID, &w.Name, &w.Image, &w.ImageID,
 		&w.imageRef, &w.Digest, &raw, &w.State, &w.ExitCode, &w.Reason, &w.Pulled, &lines, &w.ReportedAt,
-		&w.Stopping, &w.CreatedAt, &w.StartedAt, &w.EndedAt, &w.RemovedAt, &w.taskID, &w.GPUs, &w.readyBy, &w.ReadyAt)
+		&w.Stopping, &w.CreatedAt, &w.StartedAt, &w.EndedAt, &w.RemovedAt, &w.taskID, &w.GPUs, &w.readyBy, &w.ReadyAt, &w.AppID, &w.AppPricePerHourMinor)
 	if err != nil {
 		return w, err
 	}

@@ -48,6 +48,12 @@ type Workload struct {
 	// started): a running workload of an image revoked since keeps
 	// running, and says so.
 	ImageTrust string `json:"image_trust,omitempty"`
+	// AppID is the published app it runs ("" for an image run as is);
+	// AppPricePerHourMinor is that app's own price per hour when it was
+	// run, charged for its running time on top of its allocation's
+	// (docs/apps.md, "Prices").
+	AppID                string `json:"app_id,omitempty"`
+	AppPricePerHourMinor int64  `json:"app_price_per_hour_minor,omitempty"`
 }
 
 // AppRunRequest runs Image (a catalog name or id, promoted and verified:

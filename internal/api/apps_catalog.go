@@ -33,10 +33,14 @@ type App struct {
 	Manifest       AppManifest `json:"manifest"`
 	// Runnable: promoted, its image promoted and verified; `app run
 	// NAME` runs it.
-	Runnable    bool      `json:"runnable"`
-	PublishedBy string    `json:"published_by"`
-	CreatedAt   time.Time `json:"created_at"`
-	UpdatedAt   time.Time `json:"updated_at"`
+	Runnable bool `json:"runnable"`
+	// PricePerHourMinor is the app's own price per hour, on top of its
+	// allocation's (platform apps only, set by operators: docs/apps.md,
+	// "Prices"); in the platform's currency.
+	PricePerHourMinor int64     `json:"price_per_hour_minor"`
+	PublishedBy       string    `json:"published_by"`
+	CreatedAt         time.Time `json:"created_at"`
+	UpdatedAt         time.Time `json:"updated_at"`
 }
 
 // AppManifest is what a published app runs, from its app.yaml

@@ -29,4 +29,10 @@ type WorkloadUsage struct {
 	Currency    string `json:"currency"`
 	// AllocationAmountMinor is its allocation's whole charge so far.
 	AllocationAmountMinor int64 `json:"allocation_amount_minor"`
+	// AppPricePerHourMinor is the app's own price per hour it runs at
+	// (fixed when it was run; docs/apps.md, "Prices"), AppAmountMinor what
+	// that price has been charged for it so far: ledger entries of kind
+	// app, on top of the allocation's charge (never part of it).
+	AppPricePerHourMinor int64 `json:"app_price_per_hour_minor"`
+	AppAmountMinor       int64 `json:"app_amount_minor"`
 }

@@ -39,6 +39,7 @@ var EventKinds = []string{
 	EventWorkloadState,
 	EventVolume,
 	EventVolumePrice,
+	EventAppPrice,
 	EventImage,
 	EventApp,
 	EventWebhook, EventWebhookDelivery,

@@ -1,0 +1,108 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/gpuaas/gpuaas/cli/cmdutil"
+	"github.com/gpuaas/gpuaas/internal/api"
+)
+
+// RunQuote is what `app run --dry-run` reports: the allocation's price
+// per hour (the one --alloc runs at, or what --sku would rent), the app's
+// own price per hour on top (docs/apps.md, "Prices"; 0 for an image or a
+// project's app) and the two together.
+type RunQuote struct {
+	AllocationID                string `json:"allocation_id,omitempty"`
+	SKU                         string `json:"sku"`
+	GPUs                        int    `json:"gpus"`
+	AllocationPricePerHourMinor int64  `json:"allocation_price_per_hour_minor"`
+	App                         string `json:"app,omitempty"`
+	AppPricePerHourMinor        int64  `json:"app_price_per_hour_minor"`
+	PricePerHourMinor           int64  `json:"price_per_hour_minor"`
+	Currency                    string `json:"currency"`
+}
+
+// quoteRun is `app run --dry-run`: the price line, creating nothing. An
+// app (or image) no workload may run is refused as the run would refuse
+// it; an allocation not metered yet is priced at its SKU's price now.
+func quoteRun(ctx context.Context, opts *RunOptions, client *api.Client) error {
+	q := RunQuote{Currency: "usd"}
+	app, err := client.AppDescribe(ctx, api.AppRef{App: opts.Image})
+	switch {
+	case err == nil && app.Lifecycle == api.ImagePromoted:
+		if !app.Runnable {
+			return api.Errorf(api.CodeInvalidArgument, "app %s is %s, its image %s: a workload runs only promoted apps of promoted, verified images",
+				app.Name, app.Lifecycle, app.Trust).WithHint("see `gpuaas app list`")
+		}
+		q.App, q.AppPricePerHourMinor = app.Name, app.PricePerHourMinor
+	case err != nil && !errors.Is(err, api.ErrNotFound):
+		return err
+	default:
+		img, err := client.ImageGet(ctx, api.ImageRef{Image: opts.Image})
+		if err != nil {
+			return err
+		}
+		if !Runnable(*img) {
+			return api.Errorf(api.CodeInvalidArgument, "image %s (%s) is %s and %s: a workload runs only promoted, verified images",
+				img.Name, img.ID, img.Lifecycle, img.Trust).WithHint("see `gpuaas app list`")
+		}
+	}
+	if err := quoteAllocation(ctx, opts, client, &q); err != nil {
+		return err
+	}
+	q.PricePerHourMinor = q.AllocationPricePerHourMinor + q.AppPricePerHourMinor
+	if opts.Exporter != nil {
+		return cmdutil.Narrowed(opts.Exporter, cmdutil.FieldsOf(RunQuote{})).Write(ctx, opts.IO, q)
+	}
+	_, err = fmt.Fprintln(opts.IO.Out, quoteLine(q))
+	return err
+}
+
+// quoteAllocation fills q's allocation part: with --alloc the price its
+// meter runs at (its SKU's price now if it is not active yet), with --sku
+// what alloc.quote prices the rent at.
+func quoteAllocation(ctx context.Context, opts *RunOptions, client *api.Client, q *RunQuote) error {
+	if opts.SKU != "" {
+		aq, err := client.AllocQuote(ctx, api.AllocCreateRequest{SKU: opts.SKU, GPUs: opts.GPUs, Volumes: rentVolumes(opts.Mounts)})
+		if err != nil {
+			return fmt.Errorf("resources: %w", err)
+		}
+		q.SKU, q.GPUs, q.AllocationPricePerHourMinor, q.Currency = aq.SKU, aq.GPUs, aq.PricePerHourMinor, aq.Currency
+		return nil
+	}
+	a, err := client.AllocGet(ctx, opts.Allocation)
+	if err != nil {
+		return err
+	}
+	q.AllocationID, q.SKU, q.GPUs = a.ID, a.SKU, a.GPUs
+	u, err := client.BillingUsage(ctx, api.BillingUsageRequest{Allocation: a.ID})
+	if err == nil && len(u.Usage) == 1 {
+		q.AllocationPricePerHourMinor = u.Usage[0].PricePerGPUHourMinor * int64(u.Usage[0].GPUs)
+		q.Currency = u.Usage[0].Currency
+		return nil
+	}
+	if err != nil && !errors.Is(err, api.ErrNotFound) {
+		return err
+	}
+	aq, err := client.AllocQuote(ctx, api.AllocCreateRequest{SKU: a.SKU, GPUs: a.GPUs})
+	if err != nil {
+		return err
+	}
+	q.AllocationPricePerHourMinor, q.Currency = aq.PricePerHourMinor, aq.Currency
+	return nil
+}
+
+// quoteLine is the price line: "h100-baremetal (8 GPUs) $X/h + app
+// jupyter $Y/h = $Z/h", the app part only for an app with a price.
+func quoteLine(q RunQuote) string {
+	s := fmt.Sprintf("%s (%d GPU(s)) %s/h", q.SKU, q.GPUs, api.FormatMoney(q.AllocationPricePerHourMinor, q.Currency))
+	if q.AllocationID != "" {
+		s = q.AllocationID + " " + s
+	}
+	if q.App != "" {
+		s += fmt.Sprintf(" + app %s %s/h", q.App, api.FormatMoney(q.AppPricePerHourMinor, q.Currency))
+	}
+	return s + fmt.Sprintf(" = %s/h", api.FormatMoney(q.PricePerHourMinor, q.Currency))
+}

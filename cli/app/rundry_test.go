@@ -1,0 +1,130 @@
+package app
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gpuaas/gpuaas/cli/admin/appprice"
+	"github.com/gpuaas/gpuaas/cli/cmdutil"
+	"github.com/gpuaas/gpuaas/cli/cmdutil/cmdtest"
+	"github.com/gpuaas/gpuaas/controld/controldtest"
+	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/registry"
+)
+
+func TestQuoteLine(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		q    RunQuote
+		want string
+	}{
+		{name: "an app with a price", q: RunQuote{SKU: "h100-baremetal", GPUs: 8, AllocationPricePerHourMinor: 1760, App: "jupyter",
+			AppPricePerHourMinor: 50, PricePerHourMinor: 1810, Currency: "usd"},
+			want: "h100-baremetal (8 GPU(s)) $17.60/h + app jupyter $0.50/h = $18.10/h"},
+		{name: "on an allocation", q: RunQuote{AllocationID: "a-1", SKU: "h100-baremetal", GPUs: 8, AllocationPricePerHourMinor: 1760,
+			App: "jupyter", PricePerHourMinor: 1760, Currency: "usd"},
+			want: "a-1 h100-baremetal (8 GPU(s)) $17.60/h + app jupyter $0.00/h = $17.60/h"},
+		{name: "an image", q: RunQuote{SKU: "h100-baremetal", GPUs: 1, AllocationPricePerHourMinor: 220, PricePerHourMinor: 220, Currency: "usd"},
+			want: "h100-baremetal (1 GPU(s)) $2.20/h = $2.20/h"},
+	} {
+		if got := quoteLine(tt.q); got != tt.want {
+			t.Errorf("%s: got %q; want %q", tt.name, got, tt.want)
+		}
+	}
+}
+
+// TestRunDryRunShowsTheAppPrice: an operator's `admin app-price set`
+// shows in `app run NAME --sku … --dry-run`'s price line and JSON (a real
+// controld and registry), and nothing is rented.
+func TestRunDryRunShowsTheAppPrice(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts controld")
+	}
+	srv, err := registry.Serve("127.0.0.1:0", t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	reg, err := registry.New(registry.Settings{Addr: srv.Addr()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := controldtest.Start(t, controldtest.Options{Registry: registry.Settings{Addr: srv.Addr()}})
+	ctx := t.Context()
+	c := env.Client(env.AdminToken, api.WithProject(controldtest.ProjectName))
+	img, err := registry.Tiny(map[string]string{"bin/hello": "hello"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref, err := reg.Push(ctx, "gpuaas/tiny", img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.ImagePublish(ctx, api.ImagePublishRequest{Name: "tiny", Ref: ref, Platform: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.ImageVerify(ctx, api.ImageChangeRequest{Image: "tiny"}); err != nil {
+		t.Fatal(err)
+	}
+	// Verification runs in the background: wait for it.
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		i, err := c.ImageGet(ctx, api.ImageRef{Image: "tiny"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i.Trust == api.TrustVerified {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("image tiny still %s", i.Trust)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if _, err := c.ImagePromote(ctx, api.ImageChangeRequest{Image: "tiny"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.AppPublish(ctx, api.AppPublishRequest{Manifest: "name: jup\nimage: tiny\n", Platform: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.AppPromote(ctx, api.AppRef{App: "jup"}); err != nil {
+		t.Fatal(err)
+	}
+	run := func(args ...string) (string, error) {
+		t.Helper()
+		ios, _, out, _ := cmdutil.Test()
+		f := &cmdutil.Factory{IOStreams: ios, Client: func() (*api.Client, error) { return c, nil }}
+		cmd := NewCmdRun(f, nil)
+		if args[0] == "admin" {
+			cmd = appprice.NewCmdSet(f, nil)
+			args = args[1:]
+		}
+		err := cmdtest.Execute(cmd, args...)
+		return out.String(), err
+	}
+	const want = "h100-baremetal (8 GPU(s)) $17.60/h + app jup $0.00/h = $17.60/h\n"
+	if out, err := run("jup", "--sku", "h100-baremetal", "--gpus", "8", "--dry-run"); err != nil || out != want {
+		t.Errorf("dry run before a price: %q, %v; want %q", out, err, want)
+	}
+	if _, err := run("admin", "jup", "1.50"); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := run("jup", "--sku", "h100-baremetal", "--gpus", "8", "--dry-run"); err != nil ||
+		out != "h100-baremetal (8 GPU(s)) $17.60/h + app jup $1.50/h = $19.10/h\n" {
+		t.Errorf("dry run: %q, %v", out, err)
+	}
+	out, err := run("jup", "--sku", "h100-baremetal", "--gpus", "8", "--dry-run", "--json")
+	var q RunQuote
+	if err != nil || json.Unmarshal([]byte(out), &q) != nil || q.AllocationPricePerHourMinor != 1760 ||
+		q.AppPricePerHourMinor != 150 || q.PricePerHourMinor != 1910 || q.App != "jup" || strings.Contains(out, "exit_code") {
+		t.Errorf("dry run --json: %q, %v; want 1760 + 150 = 1910, the quote's fields only", out, err)
+	}
+	if out, err := run("tiny", "--sku", "h100-baremetal", "--gpus", "8", "--dry-run"); err != nil || strings.Contains(out, "app") {
+		t.Errorf("dry run of an image: %q, %v; want no app part", out, err)
+	}
+	allocs, err := c.AllocList(ctx, api.AllocListRequest{})
+	if err != nil || len(allocs.Allocations) != 0 {
+		t.Errorf("allocations after dry runs: %+v, %v; want none", allocs, err)
+	}
+}

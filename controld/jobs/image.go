@@ -51,16 +51,8 @@ func resolveImage(ctx context.Context, tx pgx.Tx, a api.Allocation, ref string) 
 		return api.Image{}, badImage("no image %q in project %s or the platform's catalog", ref, a.ProjectID).
 			WithHint("see `gpuaas image list`")
 	}
-	switch {
-	case img.Trust == api.TrustRevoked:
-		return api.Image{}, badImage("%s (%s) is revoked: no new job runs it", img.Name, img.ID).
-			WithHint("choose another image: `gpuaas image list`")
-	case img.Trust != api.TrustVerified:
-		return api.Image{}, badImage("%s (%s) is %s, not verified: a job runs only verified images", img.Name, img.ID, img.Trust).
-			WithHint("`gpuaas image verify " + img.Name + "`, then promote it")
-	case img.Lifecycle != api.ImagePromoted:
-		return api.Image{}, badImage("%s (%s) is %s, not promoted: a job runs only promoted images", img.Name, img.ID, img.Lifecycle).
-			WithHint("`gpuaas image promote " + img.Name + "`")
+	if err := img.RunRefusal("job"); err != nil {
+		return api.Image{}, err
 	}
 	return img, nil
 }

@@ -57,6 +57,27 @@ func resolveImage(ctx context.Context, tx pgx.Tx, a api.Allocation, ref string) 
 	return img, nil
 }
 
+// recheckImage refuses, when a queued job (docs/decisions/0034-job-queue.md)
+// or a retry (docs/decisions/0045-job-retries.md) is about to be given
+// its job.start, an image that may no longer run: revoked, failed
+// verification or retired since the job was created. The refusal is
+// job.create's (api.Image.RunRefusal); a job without an image passes.
+// An error that is not an *api.Error is the store's.
+func recheckImage(ctx context.Context, tx pgx.Tx, j row) error {
+	if j.spec.Image == "" {
+		return nil
+	}
+	img, err := byDigestRef(ctx, tx, j.spec.Image, j.ProjectID)
+	if api.CodeOf(err) == api.CodeNotFound {
+		return badImage("no image %q in project %s or the platform's catalog", j.spec.ImageName, j.ProjectID).
+			WithHint("see `gpuaas image list`")
+	}
+	if err != nil {
+		return err
+	}
+	return img.RunRefusal("job")
+}
+
 // byDigestRef is the catalog image of project (or the platform) whose
 // reference, or digest, is ref's.
 func byDigestRef(ctx context.Context, tx pgx.Tx, ref, projectID string) (api.Image, error) {

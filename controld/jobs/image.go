@@ -57,7 +57,7 @@ func resolveImage(ctx context.Context, tx pgx.Tx, a api.Allocation, ref string) 
 	return img, nil
 }
 
-// recheckImage refuses, when a queued job (docs/decisions/0034-job-queue.md)
+// recheckImage refuses, when a queued job (docs/decisions/0034-queued-jobs-start-themselves.md)
 // or a retry (docs/decisions/0045-job-retries.md) is about to be given
 // its job.start, an image that may no longer run: revoked, failed
 // verification or retired since the job was created. The refusal is

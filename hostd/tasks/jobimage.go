@@ -50,8 +50,9 @@ type jobImageEnv struct {
 	p    api.JobStartParams
 	name string
 	// mu protects the following.
-	mu      sync.Mutex
-	created bool
+	mu       sync.Mutex
+	created  bool
+	recorded bool // jobimage_restart.go
 }
 
 // newJobImageEnv wraps e for a job with an image; prepare makes its
@@ -105,6 +106,15 @@ func (ie *jobImageEnv) prepare(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("volumes: %w", err)
 	}
+	// Recorded first: a hostd that stops from here on finds it when it
+	// starts again (jobimage_restart.go).
+	if err := recordJobContainer(ie.env, jobContainerRecord{JobID: ie.p.JobID, AllocationID: ie.p.AllocationID,
+		PosixUser: ie.p.PosixUser}); err != nil {
+		return err
+	}
+	ie.mu.Lock()
+	ie.recorded = true
+	ie.mu.Unlock()
 	if err := ie.shell(ctx, ie.createCommand(id, devices, binds)); err != nil {
 		return fmt.Errorf("create the job's container: %w", err)
 	}
@@ -169,9 +179,9 @@ func (ie *jobImageEnv) Exec(ctx context.Context, spec hostenv.ExecSpec) (hostenv
 // then closes the allocation's environment.
 func (ie *jobImageEnv) Close() error {
 	ie.mu.Lock()
-	created := ie.created
+	created, recorded := ie.created, ie.recorded
 	ie.mu.Unlock()
-	if created {
+	if created || recorded {
 		ctx, cancel := context.WithTimeout(context.Background(), jobImageRemoveTimeout)
 		r, err := workload.Podman{Env: ie.Environment}.Run(ctx, nil, "rm", "--force", "--ignore", "--time", "0", ie.name)
 		cancel()
@@ -179,7 +189,9 @@ func (ie *jobImageEnv) Close() error {
 			err = r.Err("remove " + ie.name)
 		}
 		if err != nil {
-			ie.env.Log.Warn("job container not removed; the allocation's release removes it", "job", ie.p.JobID, "err", err)
+			ie.env.Log.Warn("job container not removed; the allocation's release or hostd's next start removes it", "job", ie.p.JobID, "err", err)
+		} else {
+			forgetJobContainer(ie.env, ie.p.JobID)
 		}
 	}
 	return ie.Environment.Close()
@@ -197,18 +209,33 @@ func quoteAll(args []string) string {
 // enterImage prepares a job's container, as phase JobPhaseImage; when it
 // cannot, it fills rep with why and returns false: nothing of the job
 // ran, and the platform failed it (exit 125 for `gpuaas run`), as for a
-// missing workdir.
+// missing workdir. A job stopped meanwhile (job.stop, jobsup.go) ends its
+// preparation through the context: the pull or load is abandoned, no
+// phase runs, and the job is reported cancelled with nothing run.
 func (j *runningJob) enterImage(ie *jobImageEnv, rep *api.JobReport) bool {
-	j.mu.Lock()
-	j.phase = api.JobPhaseImage
-	j.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), jobImagePrepareTimeout)
 	defer cancel()
-	err := ie.prepare(ctx)
-	if err == nil {
+	j.mu.Lock()
+	j.phase = api.JobPhaseImage
+	stopped := j.cancelled
+	j.stopPrepare = cancel
+	j.mu.Unlock()
+	var err error
+	if !stopped {
+		err = ie.prepare(ctx)
+	}
+	j.mu.Lock()
+	j.stopPrepare = nil
+	stopped = j.cancelled
+	j.mu.Unlock()
+	if err == nil && !stopped {
 		return true
 	}
 	rep.Phase, rep.ExitCode, rep.StartedAt = api.JobPhaseImage, 255, nil
+	if stopped {
+		rep.Reason = "cancelled while its image was prepared: nothing ran"
+		return false
+	}
 	rep.Reason = fmt.Sprintf("image: %v: nothing ran", err)
 	return false
 }

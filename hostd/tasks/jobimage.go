@@ -92,19 +92,13 @@ func (ie *jobImageEnv) prepare(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("gpus: %w", err)
 	}
-	id := strings.TrimPrefix(entry.Config, "sha256:")
-	has, err := pm.ImageExists(ctx, id)
-	if err != nil {
-		return err
-	}
-	if !has {
-		if err := pm.Load(ctx, entry); err != nil {
-			return err
-		}
-	}
 	binds, err := jobVolumeBinds(ctx, ie.env, ie.p.PosixUser)
 	if err != nil {
 		return fmt.Errorf("volumes: %w", err)
+	}
+	if w := ie.p.Workdir; strings.HasPrefix(w, "/") {
+		w = path.Clean(w)
+		binds = append(binds, workload.BindMount{Source: w, Target: w})
 	}
 	// Recorded first: a hostd that stops from here on finds it when it
 	// starts again (jobimage_restart.go).
@@ -115,7 +109,14 @@ func (ie *jobImageEnv) prepare(ctx context.Context) error {
 	ie.mu.Lock()
 	ie.recorded = true
 	ie.mu.Unlock()
-	if err := ie.shell(ctx, ie.createCommand(id, devices, binds)); err != nil {
+	// The container is made as an app's (hostd/workload decides podman's
+	// flags: runtime, host network, the user's hard limits, CDI devices,
+	// binds), with what a job needs: its init a shell on an open stdin,
+	// `--replace` of one a previous attempt left (a retry after hostd
+	// restarted), no log of its own, the home as its working directory.
+	if _, err := pm.Start(ctx, workload.Spec{Name: ie.name, AllocationID: ie.p.AllocationID, Image: entry,
+		Command: []string{"/bin/sh"}, Devices: devices, Mounts: binds, Labels: []string{LabelJob + "=" + ie.p.JobID},
+		Interactive: true, Replace: true, NoLog: true, HomeWorkdir: true}); err != nil {
 		return fmt.Errorf("create the job's container: %w", err)
 	}
 	ie.mu.Lock()
@@ -123,29 +124,6 @@ func (ie *jobImageEnv) prepare(ctx context.Context) error {
 	ie.mu.Unlock()
 	ie.env.Log.Info("job container created", "job", ie.p.JobID, "image", entry.Digest, "gpus", len(devices))
 	return nil
-}
-
-// createCommand is the renter's shell command that creates and starts
-// the container: `--replace` ends one a job of the same id left (a retry
-// after hostd restarted). Its limits are the user's hard ones (podman
-// may not raise them, hostd/workload); its network the host's (as apps);
-// binds are the allocation's volumes (jobVolumeBinds).
-func (ie *jobImageEnv) createCommand(imageID string, devices, binds []string) string {
-	args := []string{"run", "--detach", "--interactive", "--replace", "--name", ie.name,
-		"--label", workload.LabelAllocation + "=" + ie.p.AllocationID, "--label", LabelJob + "=" + ie.p.JobID,
-		"--network", "host", "--log-driver", "none", "--entrypoint", `["/bin/sh"]`}
-	for _, d := range devices {
-		args = append(args, "--device", d)
-	}
-	args = append(args, binds...)
-	mounts := `--volume "$HOME:$HOME" --workdir "$HOME" --env "HOME=$HOME"`
-	if w := ie.p.Workdir; strings.HasPrefix(w, "/") {
-		w = path.Clean(w)
-		mounts += " --volume " + shellWord(w+":"+w)
-	}
-	return `n=$(ulimit -Hn); u=$(ulimit -Hu); [ "$n" = unlimited ] && n=1048576; [ "$u" = unlimited ] && u=1048576; ` +
-		`exec podman --runtime runc ` + quoteAll(args) + ` --ulimit "nofile=$n:$n" --ulimit "nproc=$u:$u" ` +
-		mounts + " " + shellWord(imageID)
 }
 
 // Exec runs spec.Command in the job's container by /bin/sh. The job's

@@ -48,9 +48,9 @@ shows the images; ` + "`gpuaas app ps`" + ` lists your workloads.` + cmdutil.Pip
 }
 
 // Runnable reports whether a workload may run img: promoted and verified
-// (controld/workloads refuses any other).
+// (api.Image.RunRefusal, which controld/workloads refuses any other by).
 func Runnable(img api.Image) bool {
-	return img.Lifecycle == api.ImagePromoted && img.Trust == api.TrustVerified
+	return img.RunRefusal("workload") == nil
 }
 
 func listRun(ctx context.Context, opts *ListOptions) error {

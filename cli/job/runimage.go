@@ -33,18 +33,7 @@ func checkImageUsable(ctx context.Context, client *api.Client, ref string) error
 	if err != nil {
 		return err
 	}
-	switch {
-	case img.Trust == api.TrustRevoked:
-		return api.Errorf(api.CodeInvalidArgument, "image: %s (%s) is revoked: no new job runs it", img.Name, img.ID).
-			WithHint("choose another image: `gpuaas image list`")
-	case img.Trust != api.TrustVerified:
-		return api.Errorf(api.CodeInvalidArgument, "image: %s (%s) is %s, not verified: a job runs only verified images", img.Name, img.ID, img.Trust).
-			WithHint("`gpuaas image verify " + img.Name + "`, then promote it")
-	case img.Lifecycle != api.ImagePromoted:
-		return api.Errorf(api.CodeInvalidArgument, "image: %s (%s) is %s, not promoted: a job runs only promoted images", img.Name, img.ID, img.Lifecycle).
-			WithHint("`gpuaas image promote " + img.Name + "`")
-	}
-	return nil
+	return img.RunRefusal("job")
 }
 
 // byDigestRef is the image of the caller's catalog whose reference, or

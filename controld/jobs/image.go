@@ -51,18 +51,31 @@ func resolveImage(ctx context.Context, tx pgx.Tx, a api.Allocation, ref string) 
 		return api.Image{}, badImage("no image %q in project %s or the platform's catalog", ref, a.ProjectID).
 			WithHint("see `gpuaas image list`")
 	}
-	switch {
-	case img.Trust == api.TrustRevoked:
-		return api.Image{}, badImage("%s (%s) is revoked: no new job runs it", img.Name, img.ID).
-			WithHint("choose another image: `gpuaas image list`")
-	case img.Trust != api.TrustVerified:
-		return api.Image{}, badImage("%s (%s) is %s, not verified: a job runs only verified images", img.Name, img.ID, img.Trust).
-			WithHint("`gpuaas image verify " + img.Name + "`, then promote it")
-	case img.Lifecycle != api.ImagePromoted:
-		return api.Image{}, badImage("%s (%s) is %s, not promoted: a job runs only promoted images", img.Name, img.ID, img.Lifecycle).
-			WithHint("`gpuaas image promote " + img.Name + "`")
+	if err := img.RunRefusal("job"); err != nil {
+		return api.Image{}, err
 	}
 	return img, nil
+}
+
+// recheckImage refuses, when a queued job (docs/decisions/0034-queued-jobs-start-themselves.md)
+// or a retry (docs/decisions/0045-job-retries.md) is about to be given
+// its job.start, an image that may no longer run: revoked, failed
+// verification or retired since the job was created. The refusal is
+// job.create's (api.Image.RunRefusal); a job without an image passes.
+// An error that is not an *api.Error is the store's.
+func recheckImage(ctx context.Context, tx pgx.Tx, j row) error {
+	if j.spec.Image == "" {
+		return nil
+	}
+	img, err := byDigestRef(ctx, tx, j.spec.Image, j.ProjectID)
+	if api.CodeOf(err) == api.CodeNotFound {
+		return badImage("no image %q in project %s or the platform's catalog", j.spec.ImageName, j.ProjectID).
+			WithHint("see `gpuaas image list`")
+	}
+	if err != nil {
+		return err
+	}
+	return img.RunRefusal("job")
 }
 
 // byDigestRef is the catalog image of project (or the platform) whose

@@ -102,24 +102,26 @@ func Advance(ctx context.Context, tx pgx.Tx, allocID string, cfg Config, now tim
 
 // startQueued starts a queued job on its allocation, now active on node:
 // its secrets sealed to that node, a job.start task, the job starting.
-// A job that cannot be started (a secret removed meanwhile) fails with
+// A job that cannot be started (its image revoked or retired, a secret
+// removed meanwhile) fails with
 // the reason, and its allocation is released as its policy says.
 func startQueued(ctx context.Context, tx pgx.Tx, j row, node string, cfg Config, now time.Time) ([]outbox.Event, error) {
 	p, err := project.Resolve(ctx, tx, j.ProjectID)
 	if err != nil {
 		return nil, err
 	}
+	if err := recheckImage(ctx, tx, j); err != nil { // image.go
+		if api.CodeOf(err) == api.CodeInternal {
+			return nil, err
+		}
+		return failQueued(ctx, tx, j, err, now)
+	}
 	params := startParams(j.ID, j.AllocationID, j.spec, cfg)
 	if params.SealedEnv, err = sealSecrets(ctx, tx, cfg.Secrets, p, node, j.spec.Secrets); err != nil {
 		if api.CodeOf(err) == api.CodeInternal {
 			return nil, err
 		}
-		events, err2 := endQueued(ctx, tx, j, api.JobFailed, "the job could not be started: "+err.Error(), now)
-		if err2 != nil || !releases(j.Release, api.JobFailed) {
-			return events, err2
-		}
-		released, err2 := releaseAllocation(ctx, tx, j.AllocationID, api.JobReleaseReason, now)
-		return append(events, released...), err2
+		return failQueued(ctx, tx, j, err, now)
 	}
 	if params.GPUs, err = imageGPUs(ctx, tx, j.spec, j.AllocationID); err != nil {
 		return nil, err
@@ -134,6 +136,17 @@ func startQueued(ctx context.Context, tx pgx.Tx, j row, node string, cfg Config,
 	}
 	j.State, j.NodeID, j.QueuePosition = api.JobStarting, node, 0
 	return systemChange(ctx, tx, "job.start_queued", j.Job, now)
+}
+
+// failQueued fails a queued job that cannot be started, saying why
+// (refused), and releases its allocation as its policy says.
+func failQueued(ctx context.Context, tx pgx.Tx, j row, refused error, now time.Time) ([]outbox.Event, error) {
+	events, err := endQueued(ctx, tx, j, api.JobFailed, "the job could not be started: "+refused.Error(), now)
+	if err != nil || !releases(j.Release, api.JobFailed) {
+		return events, err
+	}
+	released, err := releaseAllocation(ctx, tx, j.AllocationID, api.JobReleaseReason, now)
+	return append(events, released...), err
 }
 
 // endQueued ends a job that never started (state failed or cancelled,

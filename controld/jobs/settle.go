@@ -64,6 +64,17 @@ func settleReport(ctx context.Context, tx pgx.Tx, o tasks.Outcome, cfg Config) (
 		return running(ctx, tx, j, rep, cfg, o.Now)
 	}
 	if rep.Unknown && !j.Cancelling && j.Attempt <= j.Retries {
+		if refused := recheckImage(ctx, tx, j); refused != nil { // image.go
+			if api.CodeOf(refused) == api.CodeInternal {
+				return tasks.Effect{}, refused
+			}
+			// Failed, not lost: the platform refuses the retry, as
+			// job.create would refuse the job now. The code selects
+			// failed in ended; with no StartedAt it is not recorded.
+			rep = api.JobReport{Ended: true, ExitCode: 255,
+				Reason: rep.Reason + "; not retried: " + refused.Error()}
+			return ended(ctx, tx, j, rep, o.Now)
+		}
 		eff, notRetried, err := retry(ctx, tx, j, rep.Reason, cfg, o.Now)
 		if err != nil || notRetried == "" {
 			return eff, err

@@ -92,18 +92,7 @@ func usable(img api.Image, projectID string) error {
 		return api.Errorf(api.CodeNotFound, "no image %s in the allocation's project", img.ID).
 			WithHint("see `gpuaas image list`")
 	}
-	switch {
-	case img.Trust == api.TrustRevoked:
-		return api.Errorf(api.CodeInvalidArgument, "image %s (%s) is revoked: no new workload runs it", img.Name, img.ID).
-			WithHint("choose another image: `gpuaas image list`")
-	case img.Trust != api.TrustVerified:
-		return api.Errorf(api.CodeInvalidArgument, "image %s (%s) is %s, not verified: a workload runs only verified images", img.Name, img.ID, img.Trust).
-			WithHint("`gpuaas image verify " + img.Name + "`, then promote it")
-	case img.Lifecycle != api.ImagePromoted:
-		return api.Errorf(api.CodeInvalidArgument, "image %s (%s) is %s, not promoted: a workload runs only promoted images", img.Name, img.ID, img.Lifecycle).
-			WithHint("`gpuaas image promote " + img.Name + "`")
-	}
-	return nil
+	return img.RunRefusal("workload")
 }
 
 // Run starts a workload on an active allocation the actor may write to:

@@ -285,6 +285,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	// (recovered tasks, the task subscription, workload followers).
 	faultLoops := a.startFaultWatch()
 	a.recoverInterrupted()
+	// Jobs' containers a previous run left: stopped before a task can
+	// start one again (hostd/tasks/jobimage_restart.go).
+	tasks.StopJobContainers(ctx, a.cfg.Env)
 	// Workloads' output to LOGS, re-attached (hostd/tasks/workloadlog.go).
 	defer tasks.FollowWorkloadLogs(a.cfg.Env)()
 	sub, err := nc.Subscribe(api.HostTaskSubject(a.id.NodeID), a.onTask)

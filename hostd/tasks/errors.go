@@ -19,4 +19,7 @@ var (
 	ErrImageChecksum = errors.New("base image checksum mismatch")
 	// ErrNotReady is returned when a VM's sshd does not answer in time.
 	ErrNotReady = errors.New("vm not ready")
+	// ErrWorkloadStopped ends a workload.start when a workload.stop came
+	// before its container was made (workload_starting.go).
+	ErrWorkloadStopped = errors.New("the workload was stopped before its container was made")
 )

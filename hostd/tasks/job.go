@@ -60,8 +60,14 @@ func jobStart(ctx context.Context, env *Env, p api.JobStartParams, _ Reporter) (
 // does not know (it restarted since starting it) is reported unknown.
 func jobWait(ctx context.Context, env *Env, p api.JobWaitParams, _ Reporter) (any, error) {
 	var j *runningJob
+	reaped := false
 	if env.Envs != nil {
-		j = supervisorFor(env.Envs).get(p.JobID)
+		sup := supervisorFor(env.Envs)
+		j, reaped = sup.get(p.JobID), sup.stoppedAtStart(p.JobID)
+	}
+	if j == nil && reaped {
+		return api.JobReport{JobID: p.JobID, Ended: true, Unknown: true, Reason: "hostd restarted while the job ran; " +
+			"its container was stopped when hostd started again (a job in an image is not re-attached)"}, nil
 	}
 	if j == nil {
 		return api.JobReport{JobID: p.JobID, Ended: true, Unknown: true,

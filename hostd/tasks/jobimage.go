@@ -50,8 +50,9 @@ type jobImageEnv struct {
 	p    api.JobStartParams
 	name string
 	// mu protects the following.
-	mu      sync.Mutex
-	created bool
+	mu       sync.Mutex
+	created  bool
+	recorded bool // jobimage_restart.go
 }
 
 // newJobImageEnv wraps e for a job with an image; prepare makes its
@@ -91,21 +92,31 @@ func (ie *jobImageEnv) prepare(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("gpus: %w", err)
 	}
-	id := strings.TrimPrefix(entry.Config, "sha256:")
-	has, err := pm.ImageExists(ctx, id)
-	if err != nil {
-		return err
-	}
-	if !has {
-		if err := pm.Load(ctx, entry); err != nil {
-			return err
-		}
-	}
 	binds, err := jobVolumeBinds(ctx, ie.env, ie.p.PosixUser)
 	if err != nil {
 		return fmt.Errorf("volumes: %w", err)
 	}
-	if err := ie.shell(ctx, ie.createCommand(id, devices, binds)); err != nil {
+	if w := ie.p.Workdir; strings.HasPrefix(w, "/") {
+		w = path.Clean(w)
+		binds = append(binds, workload.BindMount{Source: w, Target: w})
+	}
+	// Recorded first: a hostd that stops from here on finds it when it
+	// starts again (jobimage_restart.go).
+	if err := recordJobContainer(ie.env, jobContainerRecord{JobID: ie.p.JobID, AllocationID: ie.p.AllocationID,
+		PosixUser: ie.p.PosixUser}); err != nil {
+		return err
+	}
+	ie.mu.Lock()
+	ie.recorded = true
+	ie.mu.Unlock()
+	// The container is made as an app's (hostd/workload decides podman's
+	// flags: runtime, host network, the user's hard limits, CDI devices,
+	// binds), with what a job needs: its init a shell on an open stdin,
+	// `--replace` of one a previous attempt left (a retry after hostd
+	// restarted), no log of its own, the home as its working directory.
+	if _, err := pm.Start(ctx, workload.Spec{Name: ie.name, AllocationID: ie.p.AllocationID, Image: entry,
+		Command: []string{"/bin/sh"}, Devices: devices, Mounts: binds, Labels: []string{LabelJob + "=" + ie.p.JobID},
+		Interactive: true, Replace: true, NoLog: true, HomeWorkdir: true}); err != nil {
 		return fmt.Errorf("create the job's container: %w", err)
 	}
 	ie.mu.Lock()
@@ -113,29 +124,6 @@ func (ie *jobImageEnv) prepare(ctx context.Context) error {
 	ie.mu.Unlock()
 	ie.env.Log.Info("job container created", "job", ie.p.JobID, "image", entry.Digest, "gpus", len(devices))
 	return nil
-}
-
-// createCommand is the renter's shell command that creates and starts
-// the container: `--replace` ends one a job of the same id left (a retry
-// after hostd restarted). Its limits are the user's hard ones (podman
-// may not raise them, hostd/workload); its network the host's (as apps);
-// binds are the allocation's volumes (jobVolumeBinds).
-func (ie *jobImageEnv) createCommand(imageID string, devices, binds []string) string {
-	args := []string{"run", "--detach", "--interactive", "--replace", "--name", ie.name,
-		"--label", workload.LabelAllocation + "=" + ie.p.AllocationID, "--label", LabelJob + "=" + ie.p.JobID,
-		"--network", "host", "--log-driver", "none", "--entrypoint", `["/bin/sh"]`}
-	for _, d := range devices {
-		args = append(args, "--device", d)
-	}
-	args = append(args, binds...)
-	mounts := `--volume "$HOME:$HOME" --workdir "$HOME" --env "HOME=$HOME"`
-	if w := ie.p.Workdir; strings.HasPrefix(w, "/") {
-		w = path.Clean(w)
-		mounts += " --volume " + shellWord(w+":"+w)
-	}
-	return `n=$(ulimit -Hn); u=$(ulimit -Hu); [ "$n" = unlimited ] && n=1048576; [ "$u" = unlimited ] && u=1048576; ` +
-		`exec podman --runtime runc ` + quoteAll(args) + ` --ulimit "nofile=$n:$n" --ulimit "nproc=$u:$u" ` +
-		mounts + " " + shellWord(imageID)
 }
 
 // Exec runs spec.Command in the job's container by /bin/sh. The job's
@@ -169,9 +157,9 @@ func (ie *jobImageEnv) Exec(ctx context.Context, spec hostenv.ExecSpec) (hostenv
 // then closes the allocation's environment.
 func (ie *jobImageEnv) Close() error {
 	ie.mu.Lock()
-	created := ie.created
+	created, recorded := ie.created, ie.recorded
 	ie.mu.Unlock()
-	if created {
+	if created || recorded {
 		ctx, cancel := context.WithTimeout(context.Background(), jobImageRemoveTimeout)
 		r, err := workload.Podman{Env: ie.Environment}.Run(ctx, nil, "rm", "--force", "--ignore", "--time", "0", ie.name)
 		cancel()
@@ -179,7 +167,9 @@ func (ie *jobImageEnv) Close() error {
 			err = r.Err("remove " + ie.name)
 		}
 		if err != nil {
-			ie.env.Log.Warn("job container not removed; the allocation's release removes it", "job", ie.p.JobID, "err", err)
+			ie.env.Log.Warn("job container not removed; the allocation's release or hostd's next start removes it", "job", ie.p.JobID, "err", err)
+		} else {
+			forgetJobContainer(ie.env, ie.p.JobID)
 		}
 	}
 	return ie.Environment.Close()
@@ -197,18 +187,33 @@ func quoteAll(args []string) string {
 // enterImage prepares a job's container, as phase JobPhaseImage; when it
 // cannot, it fills rep with why and returns false: nothing of the job
 // ran, and the platform failed it (exit 125 for `gpuaas run`), as for a
-// missing workdir.
+// missing workdir. A job stopped meanwhile (job.stop, jobsup.go) ends its
+// preparation through the context: the pull or load is abandoned, no
+// phase runs, and the job is reported cancelled with nothing run.
 func (j *runningJob) enterImage(ie *jobImageEnv, rep *api.JobReport) bool {
-	j.mu.Lock()
-	j.phase = api.JobPhaseImage
-	j.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), jobImagePrepareTimeout)
 	defer cancel()
-	err := ie.prepare(ctx)
-	if err == nil {
+	j.mu.Lock()
+	j.phase = api.JobPhaseImage
+	stopped := j.cancelled
+	j.stopPrepare = cancel
+	j.mu.Unlock()
+	var err error
+	if !stopped {
+		err = ie.prepare(ctx)
+	}
+	j.mu.Lock()
+	j.stopPrepare = nil
+	stopped = j.cancelled
+	j.mu.Unlock()
+	if err == nil && !stopped {
 		return true
 	}
 	rep.Phase, rep.ExitCode, rep.StartedAt = api.JobPhaseImage, 255, nil
+	if stopped {
+		rep.Reason = "cancelled while its image was prepared: nothing ran"
+		return false
+	}
 	rep.Reason = fmt.Sprintf("image: %v: nothing ran", err)
 	return false
 }

@@ -7,14 +7,14 @@ import (
 	"github.com/gpuaas/gpuaas/hostd/workload"
 )
 
-// jobVolumeBinds are podman's flags binding each volume mounted for the
+// jobVolumeBinds are the bind mounts of each volume mounted for the
 // allocation's user into a job's container at the same path as on the
 // node (docs/jobs.md, "Images"): a job in an image reads and writes its
 // volumes where it would without one — at their paths and through the
 // ~/NAME links in the home, which the container shares. Without them a
 // write under a volume's path lands in the container's own layer and
 // goes with it at the job's end.
-func jobVolumeBinds(ctx context.Context, env *Env, posixUser string) ([]string, error) {
+func jobVolumeBinds(ctx context.Context, env *Env, posixUser string) ([]workload.BindMount, error) {
 	ids, err := mountedFor(ctx, env, posixUser)
 	if err != nil || len(ids) == 0 {
 		return nil, err
@@ -30,5 +30,5 @@ func jobVolumeBinds(ctx context.Context, env *Env, posixUser string) ([]string, 
 		}
 		binds = append(binds, workload.BindMount{Source: info.MountPoint, Target: info.MountPoint})
 	}
-	return workload.MountArgs(binds)
+	return binds, nil
 }

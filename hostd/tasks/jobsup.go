@@ -44,6 +44,27 @@ type jobSupervisor struct {
 	// and job.start are node tasks, delivered in no set order): their
 	// job.start does not start them.
 	stopped map[string]bool
+	// reaped are jobs whose container a previous hostd left and this one
+	// removed when it started (jobimage_restart.go).
+	reaped map[string]bool
+}
+
+// markStoppedAtStart records that job id's container, left by a previous
+// hostd, was removed when this one started.
+func (s *jobSupervisor) markStoppedAtStart(id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.reaped == nil {
+		s.reaped = map[string]bool{}
+	}
+	s.reaped[id] = true
+}
+
+// stoppedAtStart reports whether markStoppedAtStart recorded id.
+func (s *jobSupervisor) stoppedAtStart(id string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.reaped[id]
 }
 
 // getOrForbid returns a job started here; for one not started, it
@@ -77,6 +98,9 @@ type runningJob struct {
 	cancelled bool
 	timedOut  bool
 	report    api.JobReport
+	// stopPrepare ends the preparation of the job's container (its
+	// image's pull and load, jobimage.go) while it runs; nil otherwise.
+	stopPrepare context.CancelFunc
 }
 
 // start starts a job unless it runs already (a job.start delivered again
@@ -193,8 +217,11 @@ func (j *runningJob) stop(grace time.Duration) bool {
 	default:
 	}
 	j.mu.Lock()
-	proc := j.proc
+	proc, stopPrepare := j.proc, j.stopPrepare
 	j.mu.Unlock()
+	if stopPrepare != nil {
+		stopPrepare() // a pull in progress ends; no container is made
+	}
 	if proc == nil || !proc.Signal(syscall.SIGTERM) {
 		return true
 	}

@@ -85,6 +85,8 @@ func workloadStart(ctx context.Context, env *Env, p api.WorkloadStartParams, rep
 		return nil, err
 	}
 	defer done()
+	ctx, starting, ended := beginWorkloadStart(ctx, env, p.WorkloadID) // workload_starting.go
+	defer ended()
 	binds, err := workloadBinds(ctx, env, pm, p) // workload_mounts.go: before anything is pulled
 	if err != nil {
 		return nil, err
@@ -110,6 +112,9 @@ func workloadStart(ctx context.Context, env *Env, p api.WorkloadStartParams, rep
 		// Its allocation's GPUs only, through a CDI spec (hostd/workload, cdi.go).
 		if devices, err = workloadDevices(ctx, env, pm, p); err != nil {
 			return err
+		}
+		if !starting.create() {
+			return ErrWorkloadStopped
 		}
 		_, err := pm.Start(ctx, workload.Spec{WorkloadID: p.WorkloadID, AllocationID: p.AllocationID,
 			Image: entry, Command: p.Command, Env: p.Env, Devices: devices, ShmBytes: p.ShmBytes,
@@ -153,7 +158,14 @@ func workloadStop(ctx context.Context, env *Env, p api.WorkloadStopParams, _ Rep
 		return nil, fmt.Errorf("workload %s: %w", p.WorkloadID, err)
 	}
 	if r.State == api.ContainerMissing {
-		return r, nil
+		// Its start may still pull: it ends, making no container, or,
+		// making it already, is waited for (workload_starting.go).
+		if !stopWorkloadStart(ctx, env, p.WorkloadID) {
+			return r, nil
+		}
+		if r, err = pm.Status(ctx, p.WorkloadID, 0); err != nil || r.State == api.ContainerMissing {
+			return r, err
+		}
 	}
 	lg := ensureWorkloadLog(env, workload.LogState{WorkloadID: p.WorkloadID, AllocationID: p.AllocationID,
 		PosixUser: p.PosixUser})

@@ -35,8 +35,3 @@ func mountArgs(ms []BindMount) ([]string, error) {
 	}
 	return args, nil
 }
-
-// MountArgs are podman's --mount flags for ms, checked as mountArgs
-// checks them: for a container started by other means than Start (a
-// job's, hostd/tasks/jobimage.go).
-func MountArgs(ms []BindMount) ([]string, error) { return mountArgs(ms) }

@@ -98,30 +98,33 @@ func (p Podman) shell(ctx context.Context, stdin io.Reader, command string) (Res
 type limits struct {
 	nofile, nproc uint64
 	hasImage      bool
+	home          string // the user's $HOME (Spec.HomeWorkdir)
 }
 
 // prepare reads the limits and looks for image id in one shell.
 func (p Podman) prepare(ctx context.Context, id string) (limits, error) {
-	r, err := p.shell(ctx, nil, "ulimit -Hn; ulimit -Hu; podman --runtime runc image exists "+quoteArgs([]string{id})+"; echo $?")
+	r, err := p.shell(ctx, nil, "ulimit -Hn; ulimit -Hu; podman --runtime runc image exists "+quoteArgs([]string{id})+"; echo $?; printf '%s\\n' \"$HOME\"")
 	if err != nil {
 		return limits{}, err
 	}
 	if err := r.Err("prepare"); err != nil {
 		return limits{}, err
 	}
-	f := strings.Fields(r.Stdout)
-	if len(f) != 3 {
+	lines := strings.Split(strings.TrimSuffix(r.Stdout, "\n"), "\n")
+	if len(lines) != 4 {
 		return limits{}, fmt.Errorf("prepare: unexpected output %q (%s)", r.Stdout, strings.TrimSpace(r.Stderr))
 	}
+	f := []string{strings.TrimSpace(lines[0]), strings.TrimSpace(lines[1]), strings.TrimSpace(lines[2])}
+	home := lines[3]
 	nofile, nproc, err := parseLimits(f[0], f[1])
 	if err != nil {
 		return limits{}, err
 	}
 	switch f[2] {
 	case "0":
-		return limits{nofile, nproc, true}, nil
+		return limits{nofile, nproc, true, home}, nil
 	case "1":
-		return limits{nofile, nproc, false}, nil
+		return limits{nofile, nproc, false, home}, nil
 	}
 	return limits{}, fmt.Errorf("image exists %s: podman exited %s: %s", id, f[2], strings.TrimSpace(r.Stderr))
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -28,7 +29,34 @@ type Spec struct {
 	// Mounts are directories of the node bound into the container: the
 	// allocation's volumes (mounts.go).
 	Mounts []BindMount
+
+	// What a job's container needs (hostd/tasks/jobimage.go,
+	// docs/decisions/0052-jobs-in-images.md); an app's leaves them unset.
+
+	// Name is the container's name; "" is ContainerName(WorkloadID).
+	Name string
+	// Labels are more labels, NAME=value (a job's: its id).
+	Labels []string
+	// Interactive keeps the container's stdin open: a job's init, a
+	// shell, waits on it while its phases run as execs.
+	Interactive bool
+	// Replace ends and replaces a container of the same name (a job's
+	// retry after hostd restarted) instead of taking it for this one.
+	Replace bool
+	// NoLog: the container keeps no log of its own (a job's output is
+	// its execs', read by hostd).
+	NoLog bool
+	// HomeWorkdir binds the user's home at the same path and makes it the
+	// working directory and HOME.
+	HomeWorkdir bool
 }
+
+// labelRE is what a Spec's Labels must be: a dotted name, a value of
+// one line.
+var labelRE = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]*=[^\n\x00]*$`)
+
+// containerNameRE is what a Spec's Name must be.
+var containerNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$`)
 
 var (
 	workloadIDRE = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
@@ -54,15 +82,26 @@ const logMaxSize = "8mb"
 // runs the workload's container unless it exists already (a start
 // delivered again is not a second container).
 func (p Podman) Start(ctx context.Context, s Spec) (loaded bool, err error) {
-	if err := CheckID(s.WorkloadID); err != nil {
-		return false, err
+	name := s.Name
+	switch {
+	case name == "":
+		if err := CheckID(s.WorkloadID); err != nil {
+			return false, err
+		}
+		name = ContainerName(s.WorkloadID)
+	case !containerNameRE.MatchString(name):
+		return false, api.Errorf(api.CodeInvalidArgument, "container name %q: want [A-Za-z0-9][A-Za-z0-9_.-]{0,127}", name)
 	}
 	for _, e := range s.Env {
 		if !envRE.MatchString(e) {
 			return false, api.Errorf(api.CodeInvalidArgument, "env %q: want NAME=value", e)
 		}
 	}
-	name := ContainerName(s.WorkloadID)
+	for _, l := range s.Labels {
+		if !labelRE.MatchString(l) {
+			return false, api.Errorf(api.CodeInvalidArgument, "label %q: want name=value", l)
+		}
+	}
 	id := strings.TrimPrefix(s.Image.Config, "sha256:")
 	// One shell for the limits and whether the user has the image: each
 	// podman started costs (BenchmarkAppRunCached).
@@ -82,11 +121,33 @@ func (p Podman) Start(ctx context.Context, s Spec) (loaded bool, err error) {
 		loaded = true
 	}
 	nofile, nproc := lim.nofile, lim.nproc
-	args := []string{"run", "--detach", "--name", name,
-		"--label", LabelAllocation + "=" + s.AllocationID, "--label", LabelWorkload + "=" + s.WorkloadID,
-		"--network", "host",
-		"--ulimit", fmt.Sprintf("nofile=%d:%d", nofile, nofile), "--ulimit", fmt.Sprintf("nproc=%d:%d", nproc, nproc),
-		"--log-driver", "k8s-file", "--log-opt", "max-size=" + logMaxSize}
+	args := []string{"run", "--detach", "--name", name, "--label", LabelAllocation + "=" + s.AllocationID}
+	if s.WorkloadID != "" {
+		args = append(args, "--label", LabelWorkload+"="+s.WorkloadID)
+	}
+	for _, l := range s.Labels {
+		args = append(args, "--label", l)
+	}
+	args = append(args, "--network", "host",
+		"--ulimit", fmt.Sprintf("nofile=%d:%d", nofile, nofile), "--ulimit", fmt.Sprintf("nproc=%d:%d", nproc, nproc))
+	if s.NoLog {
+		args = append(args, "--log-driver", "none")
+	} else {
+		args = append(args, "--log-driver", "k8s-file", "--log-opt", "max-size="+logMaxSize)
+	}
+	if s.Interactive {
+		args = append(args, "--interactive")
+	}
+	if s.Replace {
+		args = append(args, "--replace")
+	}
+	if s.HomeWorkdir {
+		home := lim.home
+		if !filepath.IsAbs(home) || filepath.Clean(home) != home || strings.ContainsAny(home, ":,\n") {
+			return loaded, fmt.Errorf("run %s: the user's home %q cannot be bound", name, home)
+		}
+		args = append(args, "--volume", home+":"+home, "--workdir", home, "--env", "HOME="+home)
+	}
 	for _, e := range s.Env {
 		args = append(args, "--env", e)
 	}
@@ -117,7 +178,7 @@ func (p Podman) Start(ctx context.Context, s Spec) (loaded bool, err error) {
 		// second container).
 		return loaded, nil
 	}
-	if err := r.Err("run " + s.WorkloadID); err != nil {
+	if err := r.Err("run " + name); err != nil {
 		// A container podman created but could not start is removed, so
 		// that a retry starts afresh.
 		_, _ = p.Run(context.WithoutCancel(ctx), nil, "rm", "--force", "--ignore", name)

@@ -173,6 +173,33 @@ func (c *Client) ImageRevoke(ctx context.Context, req ImageChangeRequest, opts .
 	return Do(ctx, c, OpImageRevoke, req, opts...)
 }
 
+// RunRefusal is why no new what ("job", "workload") may run the image,
+// or nil when one may: it is verified and promoted. A revoked image is
+// refused first, then one not verified, then one not promoted, each with
+// the hint that helps. A job's refusal names its job.yaml field
+// ("image: …", docs/jobs.md "Images"); a workload's names the image
+// ("image …", docs/apps.md). controld checks it when a job or workload is
+// submitted and again when a queued or retried job is started; the CLI
+// checks it before renting.
+func (i Image) RunRefusal(what string) error {
+	lead := "image "
+	if what == "job" {
+		lead = "image: "
+	}
+	switch {
+	case i.Trust == TrustRevoked:
+		return Errorf(CodeInvalidArgument, "%s%s (%s) is revoked: no new %s runs it", lead, i.Name, i.ID, what).
+			WithHint("choose another image: `gpuaas image list`")
+	case i.Trust != TrustVerified:
+		return Errorf(CodeInvalidArgument, "%s%s (%s) is %s, not verified: a %s runs only verified images", lead, i.Name, i.ID, i.Trust, what).
+			WithHint("`gpuaas image verify " + i.Name + "`, then promote it")
+	case i.Lifecycle != ImagePromoted:
+		return Errorf(CodeInvalidArgument, "%s%s (%s) is %s, not promoted: a %s runs only promoted images", lead, i.Name, i.ID, i.Lifecycle, what).
+			WithHint("`gpuaas image promote " + i.Name + "`")
+	}
+	return nil
+}
+
 // StateLine is the image's two states in words, with the trust's reason
 // ("promoted, failed_verification (layer 1: digest mismatch)").
 func (i Image) StateLine() string {

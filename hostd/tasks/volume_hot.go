@@ -148,7 +148,11 @@ func detachBare(ctx context.Context, env *Env, p api.VolumeHotParams) error {
 	}
 	acct := f.POSIX(hostenv.Account{Name: p.PosixUser, Home: ids.home,
 		Credential: &syscall.Credential{Uid: uint32(ids.uid), Gid: uint32(ids.gid)}})
-	return acct.Detach(ctx, p.Volume.Name)
+	// No link is success: a retry, or the user removed it.
+	if err := acct.Detach(ctx, p.Volume.Name); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	return nil
 }
 
 // hotUndoTimeout bounds the undo of a failed attach, after the task's

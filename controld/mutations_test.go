@@ -283,7 +283,9 @@ func TestEveryMutationWritesOneAuditRowAndOneEvent(t *testing.T) {
 		// Hot attach (handlers_volattach.go): a volume into the running
 		// slice, on its node, whose health says its slices take volumes.
 		{name: "volume.attach", c: bob, endpoint: api.EndpointVolumeAttach,
-			req: func() any { return api.VolumeAttachRequest{Project: controldtest.ProjectName, Volume: "hot", Allocation: allocID} },
+			req: func() any {
+				return api.VolumeAttachRequest{Project: controldtest.ProjectName, Volume: "hot", Allocation: allocID}
+			},
 			setup: func(t *testing.T) {
 				var nodeID string
 				if err := env.Server.Pool().QueryRow(ctx, `SELECT node_id FROM allocations WHERE id = $1`, allocID).Scan(&nodeID); err != nil {
@@ -298,13 +300,15 @@ func TestEveryMutationWritesOneAuditRowAndOneEvent(t *testing.T) {
 				settleVolume(t, env, "hot", api.TaskVolumeCreate, api.VolumeTaskResult{SizeBytes: 1 << 30})
 			}},
 		{name: "volume.attach again", c: bob, endpoint: api.EndpointVolumeAttach,
-			req: func() any { return api.VolumeAttachRequest{Project: controldtest.ProjectName, Volume: "hot", Allocation: allocID} }, want: api.ErrConflict},
+			req: func() any {
+				return api.VolumeAttachRequest{Project: controldtest.ProjectName, Volume: "hot", Allocation: allocID}
+			}, want: api.ErrConflict},
 		{name: "volume.attach no allocation", c: bob, endpoint: api.EndpointVolumeAttach,
 			req: api.VolumeAttachRequest{Project: controldtest.ProjectName, Volume: "hot"}, want: api.ErrInvalidArgument},
 		{name: "volume.detach while attaching", c: bob, endpoint: api.EndpointVolumeDetach,
 			req: api.VolumeDetachRequest{Project: controldtest.ProjectName, Volume: "hot"}, want: api.ErrConflict},
 		{name: "volume.detach", c: bob, endpoint: api.EndpointVolumeDetach,
-			req: api.VolumeDetachRequest{Project: controldtest.ProjectName, Volume: "hot"},
+			req:   api.VolumeDetachRequest{Project: controldtest.ProjectName, Volume: "hot"},
 			setup: func(t *testing.T) { settleVolume(t, env, "hot", api.TaskVolumeAttach, api.VolumeTaskResult{}) }},
 		{name: "volume.detach again", c: bob, endpoint: api.EndpointVolumeDetach,
 			req: api.VolumeDetachRequest{Project: controldtest.ProjectName, Volume: "hot"}, want: api.ErrConflict},

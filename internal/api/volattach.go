@@ -15,24 +15,6 @@ const (
 	VolumeDetaching = "detaching"
 )
 
-// Endpoints of hot attach.
-const (
-	EndpointVolumeAttach = "volume.attach"
-	EndpointVolumeDetach = "volume.detach"
-)
-
-var (
-	// OpVolumeAttach is volume.attach: attaches a ready volume to a
-	// running allocation of the project on the volume's node (members;
-	// the volume is attaching until the node has mounted it).
-	OpVolumeAttach = NewMutation[VolumeAttachRequest, Volume](EndpointVolumeAttach, LoggedIn)
-	// OpVolumeDetach is volume.detach: takes a volume out of the
-	// running allocation that has it, keeping the allocation (members;
-	// detaching until the node has unmounted it; a volume in use stays
-	// attached).
-	OpVolumeDetach = NewMutation[VolumeDetachRequest, Volume](EndpointVolumeDetach, LoggedIn)
-)
-
 // Task types of hot attach, run by the allocation's node
 // (hostd/tasks/volume_hot.go) and settled by controld/volumes.
 const (

@@ -63,8 +63,8 @@ func TestVolumeAttachRunning(t *testing.T) {
 	nodeA := gpuaas("alloc", "get", a, "--json", "node_id", "--jq", ".node_id")
 	gpuaas("volume", "create", "data", "--size", "64M", "--node", nodeA, "--wait")
 
-	if r := dev.gpuaas(t, "", "volume", "attach", "data", "--alloc", a, "--path", "/etc/x"); r.code != 2 || !strings.Contains(r.stderr, "/etc/x") {
-		t.Errorf("attach at /etc/x: exit %d %s; want 2 naming the path", r.code, r.stderr)
+	if r := dev.gpuaas(t, "", "volume", "attach", "data", "--alloc", a, "--path", "/etc/x"); r.code != 7 || !strings.Contains(r.stderr, "/etc/x") {
+		t.Errorf("attach at /etc/x: exit %d %s; want 7 (invalid_argument) naming the path", r.code, r.stderr)
 	}
 	gpuaas("volume", "attach", "data", "--alloc", a)
 	if got := gpuaas("volume", "get", "data", "--json", "state,allocation_id", "--jq", `.state + " " + .allocation_id`); got != api.VolumeAttached+" "+a {

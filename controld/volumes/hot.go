@@ -66,7 +66,7 @@ func AttachRunning(ctx context.Context, tx pgx.Tx, a HotAttachArgs, now time.Tim
 		return api.Volume{}, nil, api.Errorf(api.CodeInvalidArgument, "volume %s is on node %s and allocation %s is not: a volume is attached on its own node",
 			v.Name, v.Node, al.ID)
 	}
-	if al.Shape == api.ShapeGPUSlice {
+	if api.VolumeAsDisk(al.Shape) {
 		if err := CheckSliceNode(ctx, tx, al.NodeID); err != nil {
 			return api.Volume{}, nil, err
 		}

@@ -53,6 +53,8 @@ var requestTypes = map[string]func() any{
 	"api.VolumeListRequest":        func() any { return new(api.VolumeListRequest) },
 	"api.VolumeRef":                func() any { return new(api.VolumeRef) },
 	"api.VolumeResizeRequest":      func() any { return new(api.VolumeResizeRequest) },
+	"api.VolumeAttachRequest":      func() any { return new(api.VolumeAttachRequest) },
+	"api.VolumeDetachRequest":      func() any { return new(api.VolumeDetachRequest) },
 	"api.WebhookAddRequest":        func() any { return new(api.WebhookAddRequest) },
 	"api.WebhookDeliveriesRequest": func() any { return new(api.WebhookDeliveriesRequest) },
 	"api.WebhookDeliveryRef":       func() any { return new(api.WebhookDeliveryRef) },

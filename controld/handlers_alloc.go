@@ -13,6 +13,7 @@ import (
 	"github.com/gpuaas/gpuaas/controld/idle"
 	"github.com/gpuaas/gpuaas/controld/mutate"
 	"github.com/gpuaas/gpuaas/controld/outbox"
+	"github.com/gpuaas/gpuaas/controld/volumes"
 	"github.com/gpuaas/gpuaas/internal/api"
 )
 
@@ -129,14 +130,16 @@ func (s *Server) allocGet(ctx context.Context, c *call, req api.AllocRef) (*api.
 	// stays one round trip (bench/README.md, "What bounds the unmet goals").
 	var policy *api.AllocPolicy
 	var notices []api.AllocNotice
+	var vols []api.AllocVolume
 	a, err := alloc.GetWithTimeline(ctx, s.pool, c.actor(), req.ID, func(b *pgx.Batch) {
 		idle.QueuePolicy(b, &policy, req.ID)
 		outbox.QueueNotices(b, &notices, req.ID)
+		volumes.QueueOfAllocation(b, &vols, req.ID)
 	})
 	if err != nil {
 		return nil, err
 	}
-	a.Policy, a.Notices = policy, notices
+	a.Policy, a.Notices, a.Volumes = policy, notices, vols
 	return &a, nil
 }
 

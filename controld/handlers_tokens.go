@@ -61,6 +61,8 @@ var tokenEndpoints = map[string]bool{
 	api.EndpointVolumeList:        true,
 	api.EndpointVolumeResize:      true,
 	api.EndpointVolumeRemove:      true,
+	api.EndpointVolumeAttach:      true,
+	api.EndpointVolumeDetach:      true,
 	api.EndpointVolumeQuote:       true,
 	api.EndpointImageList:         true,
 	api.EndpointImageGet:          true,

@@ -24,6 +24,8 @@ func (s *Server) volumeEndpoints() []endpointDef {
 		query(s, api.OpVolumeList, s.volumeList),
 		refusalAuditedMutation(s, api.OpVolumeResize, s.volumeResize, s.auditFundsRefusal("volume.resize_refused")),
 		mutation(s, api.OpVolumeRemove, s.volumeRemove),
+		refusalAuditedMutation(s, api.OpVolumeAttach, s.volumeAttach, s.auditFundsRefusal("volume.attach_refused")), // handlers_volattach.go
+		mutation(s, api.OpVolumeDetach, s.volumeDetach),
 		query(s, api.OpVolumeQuote, s.volumeQuote),
 		query(s, api.OpGateVolumeEnd, s.gateVolumeEnd),                // sftp to a volume: handlers_volsession.go
 		mutation(s, api.OpAdminVolumePriceSet, s.adminVolumePriceSet), // handlers_volumeprice.go

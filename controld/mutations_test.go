@@ -280,6 +280,38 @@ func TestEveryMutationWritesOneAuditRowAndOneEvent(t *testing.T) {
 		{name: "secret.set bad name", c: bob, endpoint: api.EndpointSecretSet, req: api.SecretSetRequest{Project: controldtest.ProjectName, Name: "HF_TOKEN", Value: []byte("v")}, want: api.ErrInvalidArgument},
 		{name: "secret.rm", c: bob, endpoint: api.EndpointSecretRemove, req: api.SecretRemoveRequest{Project: controldtest.ProjectName, Name: "hf-token"}},
 		{name: "secret.rm again", c: bob, endpoint: api.EndpointSecretRemove, req: api.SecretRemoveRequest{Project: controldtest.ProjectName, Name: "hf-token"}, want: api.ErrNotFound},
+		// Hot attach (handlers_volattach.go): a volume into the running
+		// slice, on its node, whose health says its slices take volumes.
+		{name: "volume.attach", c: bob, endpoint: api.EndpointVolumeAttach,
+			req: func() any {
+				return api.VolumeAttachRequest{Project: controldtest.ProjectName, Volume: "hot", Allocation: allocID}
+			},
+			setup: func(t *testing.T) {
+				var nodeID string
+				if err := env.Server.Pool().QueryRow(ctx, `SELECT node_id FROM allocations WHERE id = $1`, allocID).Scan(&nodeID); err != nil {
+					t.Fatal(err)
+				}
+				if err := node.SetHealth(ctx, env.Server.Pool(), nodeID, json.RawMessage(`{"slice_volumes":true,"volume_free_bytes":107374182400}`), "", "", time.Now()); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := bob.VolumeCreate(ctx, api.VolumeCreateRequest{Project: controldtest.ProjectName, Name: "hot", Size: "1G", Node: nodeID}); err != nil {
+					t.Fatal(err)
+				}
+				settleVolume(t, env, "hot", api.TaskVolumeCreate, api.VolumeTaskResult{SizeBytes: 1 << 30})
+			}},
+		{name: "volume.attach again", c: bob, endpoint: api.EndpointVolumeAttach,
+			req: func() any {
+				return api.VolumeAttachRequest{Project: controldtest.ProjectName, Volume: "hot", Allocation: allocID}
+			}, want: api.ErrConflict},
+		{name: "volume.attach no allocation", c: bob, endpoint: api.EndpointVolumeAttach,
+			req: api.VolumeAttachRequest{Project: controldtest.ProjectName, Volume: "hot"}, want: api.ErrInvalidArgument},
+		{name: "volume.detach while attaching", c: bob, endpoint: api.EndpointVolumeDetach,
+			req: api.VolumeDetachRequest{Project: controldtest.ProjectName, Volume: "hot"}, want: api.ErrConflict},
+		{name: "volume.detach", c: bob, endpoint: api.EndpointVolumeDetach,
+			req:   api.VolumeDetachRequest{Project: controldtest.ProjectName, Volume: "hot"},
+			setup: func(t *testing.T) { settleVolume(t, env, "hot", api.TaskVolumeAttach, api.VolumeTaskResult{}) }},
+		{name: "volume.detach again", c: bob, endpoint: api.EndpointVolumeDetach,
+			req: api.VolumeDetachRequest{Project: controldtest.ProjectName, Volume: "hot"}, want: api.ErrConflict},
 		{name: "alloc.release", c: bob, endpoint: api.EndpointAllocRelease, req: func() any { return api.AllocReleaseRequest{ID: allocID} }},
 		{name: "alloc.release again", c: bob, endpoint: api.EndpointAllocRelease, req: func() any { return api.AllocReleaseRequest{ID: allocID} }, want: api.ErrConflict},
 		{name: "auth.ssh_cert", c: bob, endpoint: api.EndpointSSHCert, req: api.SSHCertRequest{PublicKey: sshPublicKey(t)}},

@@ -83,6 +83,9 @@ func printAllocation(ios *cmdutil.IOStreams, now time.Time, a *api.Allocation) e
 		t.AddRow("  cost", describeCost(a.Usage))
 	}
 	addPolicyRows(t, a.Policy)
+	for _, v := range a.Volumes {
+		t.AddRow("  volume", fmt.Sprintf("%s at %s (%s)", v.Name, v.Path, v.State))
+	}
 	if err := t.Render(); err != nil {
 		return err
 	}

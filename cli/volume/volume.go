@@ -15,8 +15,9 @@ func NewCmdVolume(f *cmdutil.Factory) *cobra.Command {
 		Short: "Keep data on a node between allocations: persistent volumes",
 		Long: `A volume is a filesystem of a fixed size on one node that belongs to a
 project and outlives allocations: create it, attach it when you create an
-allocation (alloc create --volume NAME), release the allocation, and the
-data stays for the next one. Volumes only grow, and are removed only when
+allocation (alloc create --volume NAME) or to one already running
+(volume attach), release it or detach the volume, and the data stays for
+the next one. Volumes only grow, and are removed only when
 no allocation has them.`,
 	}
 	cmd.AddCommand(
@@ -25,6 +26,8 @@ no allocation has them.`,
 		NewCmdGet(f, nil),
 		NewCmdResize(f, nil),
 		NewCmdRemove(f, nil),
+		NewCmdAttach(f, nil),
+		NewCmdDetach(f, nil),
 		cmdutil.LocalOnly(NewCmdCp(f, nil), "runs OpenSSH's sftp on this machine"),
 		cmdutil.LocalOnly(NewCmdSync(f, nil), "runs OpenSSH on this machine"),
 	)

@@ -44,6 +44,8 @@ func Reserve(ctx context.Context, tx pgx.Tx, projectID string, mounts []api.Volu
 		case v.State == api.VolumeAttached:
 			return Claim{}, api.Errorf(api.CodeConflict, "volume %s is attached to allocation %s", v.Name, v.AllocationID).
 				WithHint("a volume is in one allocation at a time: release " + v.AllocationID + " first")
+		case v.AllocationID != "":
+			return Claim{}, api.Errorf(api.CodeConflict, "volume %s is %s allocation %s", v.Name, heldWord(v.State), v.AllocationID)
 		default:
 			return Claim{}, api.Errorf(api.CodeConflict, "volume %s is %s: only a ready volume is attached", v.Name, v.State)
 		}

@@ -16,12 +16,16 @@ import (
 // Settlers apply the outcomes of the volume tasks: a made volume is
 // ready, one the node could not make is failed with the reason; a grown
 // one has its new size (a failed resize keeps the old, with the reason);
-// a removed one is deleted, one the node could not remove is failed.
+// a removed one is deleted, one the node could not remove is failed; a
+// volume plugged into or taken out of a running allocation is attached
+// or ready, or back as it was with the reason (hot.go).
 func Settlers() tasks.Settlers {
 	return tasks.Settlers{
 		api.TaskVolumeCreate: settleCreate,
 		api.TaskVolumeResize: settleResize,
 		api.TaskVolumeDelete: settleDelete,
+		api.TaskVolumeAttach: settleAttach, // hot.go
+		api.TaskVolumeDetach: settleDetach,
 	}
 }
 

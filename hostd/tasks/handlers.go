@@ -55,6 +55,8 @@ func New(cfg Config) Registry {
 		api.TaskVolumeCreate:     Typed(volumeCreate),
 		api.TaskVolumeResize:     Typed(volumeResize),
 		api.TaskVolumeDelete:     Typed(volumeDelete),
+		api.TaskVolumeAttach:     Typed(volumeHotAttach), // volume_hot.go
+		api.TaskVolumeDetach:     Typed(volumeHotDetach),
 		api.TaskWorkloadStart:    Typed(workloadStart),
 		api.TaskWorkloadStop:     Typed(workloadStop),
 		api.TaskWorkloadStatus:   Typed(workloadStatus),

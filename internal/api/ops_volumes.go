@@ -11,6 +11,8 @@ const (
 	EndpointVolumeResize = "volume.resize"
 	EndpointVolumeRemove = "volume.rm"
 	EndpointVolumeQuote  = "volume.quote"
+	EndpointVolumeAttach = "volume.attach"
+	EndpointVolumeDetach = "volume.detach"
 	// EndpointAdminVolumePriceSet is an admin's verb on the catalog's
 	// volume price (volumeprice.go).
 	EndpointAdminVolumePriceSet = "admin.volume_price_set"
@@ -35,6 +37,15 @@ var (
 	// be checked (name, size, the node's room) without making anything,
 	// and prices it per month and per hour (`volume create --dry-run`).
 	OpVolumeQuote = NewQuery[VolumeCreateRequest, VolumeQuote](EndpointVolumeQuote, LoggedIn)
+	// OpVolumeAttach is volume.attach: attaches a ready volume to a
+	// running allocation of the project on the volume's node (members;
+	// the volume is attaching until the node has mounted it).
+	OpVolumeAttach = NewMutation[VolumeAttachRequest, Volume](EndpointVolumeAttach, LoggedIn)
+	// OpVolumeDetach is volume.detach: takes a volume out of the
+	// running allocation that has it, keeping the allocation (members;
+	// detaching until the node has unmounted it; a volume in use stays
+	// attached).
+	OpVolumeDetach = NewMutation[VolumeDetachRequest, Volume](EndpointVolumeDetach, LoggedIn)
 	// OpAdminVolumePriceSet is admin.volume_price_set: sets the price of
 	// a GiB of volume for a month of 730 hours (admins; audited, with a
 	// volume.price event; volumes being charged keep their price until

@@ -36,3 +36,8 @@ func (s SKU) WholeNode() bool { return s.Shape == ShapeBaremetal }
 // JobsRunInImages reports whether a job on an allocation of shape may
 // name an image (docs/jobs.md "Images"): bare metal only, for now.
 func JobsRunInImages(shape string) bool { return shape == ShapeBaremetal }
+
+// VolumeAsDisk reports whether a volume reaches an allocation of shape as
+// a disk of its VM (docs/decisions/0030-volumes-in-slices.md), whose node
+// must say its slices take volumes; otherwise the node mounts it.
+func VolumeAsDisk(shape string) bool { return shape == ShapeGPUSlice }

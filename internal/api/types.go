@@ -299,6 +299,9 @@ type Allocation struct {
 	// idle and duration warnings, budget warnings (alloc.get only; the
 	// alloc.notice events it was sent).
 	Notices []AllocNotice `json:"notices,omitempty"`
+	// Volumes are the volumes it has, by path, with their state
+	// (attaching, attached, detaching; alloc.get only).
+	Volumes []AllocVolume `json:"volumes,omitempty"`
 }
 
 // AllocCreateRequest asks for an allocation. Project defaults to the

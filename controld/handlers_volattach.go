@@ -1,0 +1,83 @@
+package controld
+
+import (
+	"context"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/gpuaas/gpuaas/controld/alloc"
+	"github.com/gpuaas/gpuaas/controld/mutate"
+	"github.com/gpuaas/gpuaas/controld/project"
+	"github.com/gpuaas/gpuaas/controld/volumes"
+	"github.com/gpuaas/gpuaas/internal/api"
+)
+
+// volumeAttach is `gpuaas volume attach NAME --alloc ID [--path P]`: a
+// ready volume into a running allocation of its project on its node
+// (controld/volumes hot.go; docs/volumes.md, "Attaching to a running
+// allocation"). A depleted project is refused as at create.
+func (s *Server) volumeAttach(ctx context.Context, c *call, req api.VolumeAttachRequest) (work[api.Volume], error) {
+	if strings.TrimSpace(req.Volume) == "" {
+		return nil, api.Errorf(api.CodeInvalidArgument, "which volume? name one").WithHint("see `gpuaas volume list`")
+	}
+	allocID := strings.TrimSpace(req.Allocation)
+	if allocID == "" {
+		return nil, api.Errorf(api.CodeInvalidArgument, "which allocation? give --alloc ID").WithHint("see `gpuaas alloc list`")
+	}
+	ref, err := s.projectRef(ctx, c, req.Project)
+	if err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context, tx pgx.Tx) (*api.Volume, mutate.Effect, error) {
+		p, err := project.Authorize(ctx, tx, ref, c.principal.UserID, c.principal.Role, project.AccessWrite)
+		if err != nil {
+			return nil, mutate.Effect{}, err
+		}
+		al, err := alloc.LockInProject(ctx, tx, p.ID, allocID)
+		if err != nil {
+			return nil, mutate.Effect{}, err
+		}
+		// The volume is charged already: its project must still cover
+		// the minimum runway at its burn, as an alloc create with it.
+		if err := s.requireVolumeFunds(ctx, tx, p, c.principal.UserID, 0); err != nil {
+			return nil, mutate.Effect{}, err
+		}
+		v, evs, err := volumes.AttachRunning(ctx, tx, volumes.HotAttachArgs{ProjectID: p.ID, Volume: req.Volume,
+			Alloc: al, Path: req.Path}, s.now())
+		if err != nil {
+			return nil, mutate.Effect{}, err
+		}
+		eff := volumeEffect(api.EndpointVolumeAttach, v, evs)
+		d := eff.Audit.Detail.(map[string]any)
+		d["allocation_id"], d["mount_path"] = v.AllocationID, v.MountPath
+		return &v, eff, nil
+	}, nil
+}
+
+// volumeDetach is `gpuaas volume detach NAME [--alloc ID]`: the volume
+// out of the running allocation that has it, the allocation kept.
+func (s *Server) volumeDetach(ctx context.Context, c *call, req api.VolumeDetachRequest) (work[api.Volume], error) {
+	if strings.TrimSpace(req.Volume) == "" {
+		return nil, api.Errorf(api.CodeInvalidArgument, "which volume? name one").WithHint("see `gpuaas volume list`")
+	}
+	ref, err := s.projectRef(ctx, c, req.Project)
+	if err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context, tx pgx.Tx) (*api.Volume, mutate.Effect, error) {
+		p, err := project.Authorize(ctx, tx, ref, c.principal.UserID, c.principal.Role, project.AccessWrite)
+		if err != nil {
+			return nil, mutate.Effect{}, err
+		}
+		v, evs, err := volumes.DetachRunning(ctx, tx, p.ID, req.Volume, strings.TrimSpace(req.Allocation),
+			func(id string) (api.Allocation, error) { return alloc.LockInProject(ctx, tx, p.ID, id) }, s.now())
+		if err != nil {
+			return nil, mutate.Effect{}, err
+		}
+		eff := volumeEffect(api.EndpointVolumeDetach, v, evs)
+		d := eff.Audit.Detail.(map[string]any)
+		d["allocation_id"], d["mount_path"] = v.AllocationID, v.MountPath
+		return &v, eff, nil
+	}, nil
+}

@@ -38,7 +38,12 @@ func (s *Images) Create(ctx context.Context, id string, size int64) (Info, error
 	if err != nil {
 		return Info{}, fmt.Errorf("create volume %s: %w", id, err)
 	}
-	if size > free {
+	// What the backend takes: an LV whole extents.
+	want, err := s.b.rounded(ctx, size)
+	if err != nil {
+		return Info{}, fmt.Errorf("create volume %s: %w", id, err)
+	}
+	if want > free {
 		return Info{}, fmt.Errorf("create volume %s: %w: %d bytes asked, %d free", id, ErrNoSpace, size, free)
 	}
 	if err := s.b.make(ctx, id, size); err != nil {
@@ -61,6 +66,11 @@ func (s *Images) Grow(ctx context.Context, id string, size int64) (Info, error) 
 	}
 	unlock := s.locks.lock(id)
 	defer unlock()
+	// A slice's guest has the filesystem mounted: the host resizing it
+	// under the guest (e2fsck -f, resize2fs) would corrupt it.
+	if err := s.refuseLent(id); err != nil {
+		return Info{}, fmt.Errorf("grow volume %s: %w", id, err)
+	}
 	old, err := s.b.size(ctx, id)
 	if err != nil {
 		return Info{}, fmt.Errorf("grow volume %s: %w", id, err)
@@ -79,7 +89,7 @@ func (s *Images) Grow(ctx context.Context, id string, size int64) (Info, error) 
 	if err != nil {
 		return Info{}, fmt.Errorf("grow volume %s: %w", id, err)
 	}
-	if more := size - old; more > free {
+	if more := want - old; more > free {
 		return Info{}, fmt.Errorf("grow volume %s: %w: %d more bytes asked, %d free", id, ErrNoSpace, more, free)
 	}
 	if err := s.b.extend(ctx, id, old, size); err != nil {

@@ -47,6 +47,9 @@ func TestLendLocksTheVolume(t *testing.T) {
 		if err := restarted.Delete(ctx, id); !errors.Is(err, ErrLent) {
 			t.Errorf("Delete of a lent volume = %v; want ErrLent", err)
 		}
+		if _, err := restarted.Grow(ctx, id, 2*MinSize); !errors.Is(err, ErrLent) {
+			t.Errorf("Grow of a lent volume = %v; want ErrLent (the guest has its filesystem mounted)", err)
+		}
 		if _, err := restarted.Lend(ctx, id, "a-two"); !errors.Is(err, ErrLent) {
 			t.Errorf("Lend to a second allocation = %v; want ErrLent", err)
 		}
@@ -135,4 +138,43 @@ func TestReturnedVolumeIsCheckedInFull(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
+}
+
+// TestStoreKeepsItsBackend: a store started on another backend than the
+// one holding the node's volumes is refused (it would report none of
+// them, and controld would mark every one lost); an empty directory may
+// change backend.
+func TestStoreKeepsItsBackend(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := New(Config{Dir: dir}); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, backendFile)); err != nil || string(b) != "images\n" {
+		t.Fatalf("backend record = %q, %v; want images", b, err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, backendFile), []byte("lvm:vg0\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := New(Config{Dir: dir}); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("image store on a node whose volumes are in vg0 = %v; want ErrInvalid", err)
+	}
+	s := &Images{cfg: Config{Dir: dir, VolumeGroup: "vg0"}}
+	if err := os.WriteFile(filepath.Join(dir, "vol-a.img"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, backendFile), []byte("images\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.keepBackend(); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("lvm store over image volumes = %v; want ErrInvalid", err)
+	}
+	if err := os.Remove(filepath.Join(dir, "vol-a.img")); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.keepBackend(); err != nil {
+		t.Fatalf("lvm store over an empty image directory = %v; want it taken", err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, backendFile)); string(b) != "lvm:vg0\n" {
+		t.Fatalf("backend record = %q; want lvm:vg0", b)
+	}
 }

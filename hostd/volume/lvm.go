@@ -160,7 +160,13 @@ func (b *lvm) make(ctx context.Context, id string, size int64) error {
 		"--name", tmp, b.vg); err != nil {
 		return err
 	}
-	err := mkfs(ctx, b.runner, "/dev/"+b.vg+"/"+tmp)
+	// lvcreate --zero clears the first 4 KiB only: the extents may hold a
+	// removed LV's blocks (an operator's, or a volume removed by hand), and
+	// a slice's guest reads the whole disk.
+	_, err := b.runner.Run(ctx, "blkdiscard", "--zeroout", "/dev/"+b.vg+"/"+tmp)
+	if err == nil {
+		err = mkfs(ctx, b.runner, "/dev/"+b.vg+"/"+tmp)
+	}
 	if err == nil {
 		_, err = b.runner.Run(ctx, "lvrename", b.vg, tmp, b.name(id))
 	}
@@ -170,9 +176,40 @@ func (b *lvm) make(ctx context.Context, id string, size int64) error {
 	return nil
 }
 
-func (b *lvm) extend(ctx context.Context, id string, _, size int64) error {
-	_, err := b.runner.Run(ctx, "lvextend", "--size", strconv.FormatInt(size, 10)+"b", b.vg+"/"+b.name(id))
+// extend grows the LV to size and zeroes the extents it gained, as make
+// zeroes a new LV's (lvextend writes nothing on them).
+func (b *lvm) extend(ctx context.Context, id string, old, size int64) error {
+	if _, err := b.runner.Run(ctx, "lvextend", "--size", strconv.FormatInt(size, 10)+"b", b.vg+"/"+b.name(id)); err != nil {
+		return err
+	}
+	now, err := b.size(ctx, id)
+	if err != nil {
+		return err
+	}
+	if now <= old {
+		return nil
+	}
+	_, err = b.runner.Run(ctx, "blkdiscard", "--zeroout", "--offset", strconv.FormatInt(old, 10),
+		"--length", strconv.FormatInt(now-old, 10), b.path(id))
 	return err
+}
+
+// sweep removes what a crash left of a create (LVs named newPrefix+id):
+// at the store's start no create runs, and a leftover's extents would
+// otherwise count as taken in every free-space check.
+func (b *lvm) sweep(ctx context.Context) error {
+	all, err := b.lvs(ctx)
+	if err != nil {
+		return err
+	}
+	for name := range all {
+		if strings.HasPrefix(name, newPrefix) {
+			if err := b.removeLV(ctx, name); err != nil {
+				return fmt.Errorf("remove a create's leftover %s: %w", name, err)
+			}
+		}
+	}
+	return nil
 }
 
 func (b *lvm) remove(ctx context.Context, id string) error {

@@ -16,12 +16,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"regexp"
+	"strings"
 
 	"github.com/gpuaas/gpuaas/hostd/host"
+	"github.com/gpuaas/gpuaas/internal/fsutil"
 )
 
 // Store is a node's volumes; hostd/tasks uses it so a test or the sim
@@ -147,9 +150,48 @@ func New(cfg Config) (*Images, error) {
 		if _, err := lv.free(context.Background()); err != nil {
 			return nil, fmt.Errorf("volume store: %w", err)
 		}
+		if err := lv.sweep(context.Background()); err != nil {
+			return nil, fmt.Errorf("volume store: %w", err)
+		}
 		s.b = lv
 	}
+	if err := s.keepBackend(); err != nil {
+		return nil, fmt.Errorf("volume store: %w", err)
+	}
 	return s, nil
+}
+
+// backendFile records in Dir which backend holds the node's volumes: a
+// store started on the other one would report none of them, and controld
+// would mark every one lost (docs/decisions/0063-volumes-on-lvm.md).
+const backendFile = "backend"
+
+// keepBackend refuses to start the store on another backend than the
+// one that holds the node's volumes, and records this one's name.
+func (s *Images) keepBackend() error {
+	want := "images"
+	if s.cfg.VolumeGroup != "" {
+		want = "lvm:" + s.cfg.VolumeGroup
+	}
+	p := filepath.Join(s.cfg.Dir, backendFile)
+	had, err := os.ReadFile(p)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		had = []byte("images") // before the record: image files only
+	case err != nil:
+		return err
+	}
+	if have := strings.TrimSpace(string(had)); have != want {
+		imgs, _ := filepath.Glob(filepath.Join(s.cfg.Dir, "*.img"))
+		if have != "images" || len(imgs) > 0 {
+			return fmt.Errorf("%w: this node's volumes are on %s, not %s: start hostd as before, or move them first (when none is left, remove %s)",
+				ErrInvalid, have, want, p)
+		}
+	}
+	if have, _ := os.ReadFile(p); strings.TrimSpace(string(have)) == want {
+		return nil
+	}
+	return fsutil.WriteFile(p, []byte(want+"\n"), 0o600, fsutil.Durable)
 }
 
 // idPattern is what a volume id may be: controld's "vol-" ids, and

@@ -205,3 +205,23 @@ func TestRunOrderResolvesAsARun(t *testing.T) {
 		t.Fatalf("nb without run order: %v; want invalid_argument", err)
 	}
 }
+
+// TestNamedProjectLeaksNothing: `image get X -p P` by a caller who is not
+// a member of P answers as for a project that does not exist.
+func TestNamedProjectLeaksNothing(t *testing.T) {
+	t.Parallel()
+	e := newImageEnv(t)
+	ctx := t.Context()
+	_, daveToken := e.env.AddUser(t, "dave@example.test", api.RoleUser)
+	if _, err := e.env.Client(daveToken).ProjectCreate(ctx, api.ProjectCreateRequest{Name: "daves"}); err != nil {
+		t.Fatal(err)
+	}
+	_, there := e.bob.ImageGet(ctx, api.ImageRef{Image: "tool", Project: "daves"})
+	_, nowhere := e.bob.ImageGet(ctx, api.ImageRef{Image: "tool", Project: "nosuch"})
+	if !errors.Is(there, api.ErrNotFound) || !errors.Is(nowhere, api.ErrNotFound) {
+		t.Fatalf("another's project: %v; no project: %v; want not_found both", there, nowhere)
+	}
+	if strings.ReplaceAll(there.Error(), "daves", "P") != strings.ReplaceAll(nowhere.Error(), "nosuch", "P") {
+		t.Fatalf("another's project answers %q, a missing one %q: want the same", there, nowhere)
+	}
+}

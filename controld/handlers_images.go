@@ -59,7 +59,16 @@ func (s *Server) imageProjectID(ctx context.Context, q store.Querier, c *call, n
 	if err != nil || ref == "" {
 		return "", err
 	}
-	p, err := project.Resolve(ctx, q, ref)
+	if named == "" {
+		p, err := project.Resolve(ctx, q, ref)
+		if err != nil {
+			return "", err
+		}
+		return p.ID, nil
+	}
+	// A project named with -p is one the caller may read: a non-member
+	// learns nothing more than "not found", whether it exists or not.
+	p, err := project.Authorize(ctx, q, ref, c.principal.UserID, platformRole(c), project.AccessRead)
 	if err != nil {
 		return "", err
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/gpuaas/gpuaas/controld/controldtest"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/ids"
 )
 
 // appsEnv is imageEnv with a promoted, verified platform image tiny; carol,
@@ -189,6 +190,12 @@ func TestPublishedAppLifecycleAndRun(t *testing.T) {
 	}
 	if _, err := e.bob.AppRun(ctx, api.AppRunRequest{Image: "notes", AllocationID: a.ID}); !errors.Is(err, api.ErrNotFound) {
 		t.Errorf("app run notes (an unpromoted app, no image of that name): %v; want not_found", err)
+	}
+	// An app's id names that app only: one that is no app here is not
+	// looked up as an image's name.
+	if _, err := e.bob.AppRun(ctx, api.AppRunRequest{Image: ids.New("app"), AllocationID: a.ID}); !errors.Is(err, api.ErrNotFound) ||
+		!strings.Contains(err.Error(), "no app app-") {
+		t.Errorf("app run of an app id that is no app: %v; want not_found, no app", err)
 	}
 	if _, err := e.bob.AppRun(ctx, api.AppRunRequest{Image: notes.ID, AllocationID: a.ID}); !errors.Is(err, api.ErrInvalidArgument) || !strings.Contains(err.Error(), "not promoted") {
 		t.Errorf("app run of a published, unpromoted app by its id: %v; want refused, not promoted", err)

@@ -24,7 +24,9 @@ func ForRun(ctx context.Context, q store.Querier, name, projectID string) (api.A
 	if ids.Valid(idPrefix, name) {
 		app, err := byID(ctx, q, name, false)
 		if errors.Is(err, api.ErrNotFound) || (err == nil && app.ProjectID != "" && app.ProjectID != projectID) {
-			return api.App{}, false, nil
+			// An app's id names that app only, never an image that
+			// happens to be called so; another project's is none.
+			return api.App{}, false, api.Errorf(api.CodeNotFound, "no app %s", name).WithHint("see `gpuaas app list`")
 		}
 		return app, err == nil, err
 	}

@@ -85,8 +85,7 @@ func (s *Server) appPublishTarget(ctx context.Context, q store.Querier, c *call,
 		return app, api.Image{}, err
 	}
 	if !images.Visible(img, iwho) {
-		return app, api.Image{}, api.Errorf(api.CodeInvalidArgument, "app manifest: image: %s is not in the catalog (an app runs a catalog image)", spec.Image).
-			WithHint("see `gpuaas image list`")
+		return app, api.Image{}, apps.NotInCatalog(spec.Image)
 	}
 	return app, img, nil
 }

@@ -60,20 +60,20 @@ func Image(ctx context.Context, q store.Querier, ref, projectID string) (api.Ima
 	}
 	switch {
 	case errors.Is(err, api.ErrNotFound):
-		return api.Image{}, notInCatalog(ref)
+		return api.Image{}, NotInCatalog(ref)
 	case err != nil:
 		return api.Image{}, err
 	case img.ProjectID != "" && projectID == "":
 		return api.Image{}, invalid("image", "%s is a project's own image: a platform app runs a platform image", ref)
 	case img.ProjectID != "" && img.ProjectID != projectID:
-		return api.Image{}, notInCatalog(ref)
+		return api.Image{}, NotInCatalog(ref)
 	}
 	return img, nil
 }
 
-// notInCatalog is the one answer for a reference to no image the app's
-// scope may run.
-func notInCatalog(ref string) error {
+// NotInCatalog is the one answer for a reference to no image the app's
+// scope may run, or one the publisher may not see.
+func NotInCatalog(ref string) error {
 	return invalid("image", "%s is not in the catalog (an app runs a catalog image)", ref).
 		WithHint("publish the image first (`gpuaas image publish`), or name one of `gpuaas image list`")
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/gpuaas/gpuaas/controld/project"
 	"github.com/gpuaas/gpuaas/controld/volumes"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/gateproto"
 )
 
 // volumeEndpoints are projects' persistent volumes (controld/volumes,
@@ -25,7 +26,7 @@ func (s *Server) volumeEndpoints() []endpointDef {
 		refusalAuditedMutation(s, api.OpVolumeResize, s.volumeResize, s.auditFundsRefusal("volume.resize_refused")),
 		mutation(s, api.OpVolumeRemove, s.volumeRemove),
 		query(s, api.OpVolumeQuote, s.volumeQuote),
-		query(s, api.OpGateVolumeEnd, s.gateVolumeEnd),                // sftp to a volume: handlers_volsession.go
+		query(s, gateproto.OpGateVolumeEnd, s.gateVolumeEnd),          // sftp to a volume: handlers_volsession.go
 		mutation(s, api.OpAdminVolumePriceSet, s.adminVolumePriceSet), // handlers_volumeprice.go
 	}
 }

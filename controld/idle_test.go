@@ -17,6 +17,7 @@ import (
 	"github.com/gpuaas/gpuaas/controld/controldtest"
 	"github.com/gpuaas/gpuaas/controld/idle"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/gateproto"
 	"github.com/gpuaas/gpuaas/internal/signing"
 	"github.com/gpuaas/gpuaas/internal/testutil"
 )
@@ -39,7 +40,7 @@ func startIdle(t *testing.T) *billingEnv {
 func idleGateway(t *testing.T, e *billingEnv) *api.Client {
 	t.Helper()
 	gw := e.GatewayClient(t, "gw-idle")
-	if _, err := gw.GateSessions(t.Context(), api.GateSessionsRequest{}); err != nil {
+	if _, err := gateproto.GateSessions(t.Context(), gw, gateproto.GateSessionsRequest{}); err != nil {
 		t.Fatal(err)
 	}
 	return gw
@@ -183,7 +184,7 @@ func TestIdleActivityCancelsWarning(t *testing.T) {
 	if res := e.idleTick(t); res.Warned != 1 {
 		t.Fatalf("tick at 8m: %+v; want one warning", res)
 	}
-	r, err := gw.GateActivity(ctx, api.GateActivityRequest{LastActive: map[string]time.Time{a.ID: e.clock.Now(), "a-nonexistent": e.clock.Now()}})
+	r, err := gateproto.GateActivity(ctx, gw, gateproto.GateActivityRequest{LastActive: map[string]time.Time{a.ID: e.clock.Now(), "a-nonexistent": e.clock.Now()}})
 	if err != nil || r.Recorded != 1 {
 		t.Fatalf("gate.activity: %+v, %v; want one recorded", r, err)
 	}
@@ -312,7 +313,7 @@ func TestGateActivityRefusesNonGateway(t *testing.T) {
 	t.Parallel()
 	e := startIdle(t)
 	a := e.createActive(t, e.Client(e.AdminToken), api.AllocCreateRequest{IdleReleaseAfter: "10m"})
-	_, err := e.Client(e.AdminToken).GateActivity(t.Context(), api.GateActivityRequest{LastActive: map[string]time.Time{a.ID: e.clock.Now()}})
+	_, err := gateproto.GateActivity(t.Context(), e.Client(e.AdminToken), gateproto.GateActivityRequest{LastActive: map[string]time.Time{a.ID: e.clock.Now()}})
 	if !errors.Is(err, api.ErrForbidden) {
 		t.Fatalf("gate.activity as an admin: %v; want forbidden", err)
 	}

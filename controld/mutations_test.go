@@ -24,6 +24,7 @@ import (
 	"github.com/gpuaas/gpuaas/controld/payments"
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/bus"
+	"github.com/gpuaas/gpuaas/internal/gateproto"
 	"github.com/gpuaas/gpuaas/internal/testidp"
 	"github.com/gpuaas/gpuaas/internal/testutil"
 )
@@ -48,10 +49,10 @@ var eventsOf = map[string]struct {
 	n   int
 	why string
 }{
-	api.EndpointGateLogin:    {0, "a gateway's own service session concerns no user: it is audited, nobody is told"},
-	api.EndpointBillingTopup: {0, "a checkout session changes no balance: the credit, when Stripe reports it paid, is the event"},
-	api.EndpointOutboxRetry:  {0, "a retry re-queues an existing event row: that event, once published, is the news"},
-	api.EndpointOutboxDrop:   {0, "a drop gives up on an existing event row, which stays (dropped): nobody is told"},
+	gateproto.EndpointGateLogin: {0, "a gateway's own service session concerns no user: it is audited, nobody is told"},
+	api.EndpointBillingTopup:    {0, "a checkout session changes no balance: the credit, when Stripe reports it paid, is the event"},
+	api.EndpointOutboxRetry:     {0, "a retry re-queues an existing event row: that event, once published, is the news"},
+	api.EndpointOutboxDrop:      {0, "a drop gives up on an existing event row, which stays (dropped): nobody is told"},
 }
 
 // refusalsAudited are the mutations whose refusals are audited too, in a
@@ -159,7 +160,7 @@ func TestEveryMutationWritesOneAuditRowAndOneEvent(t *testing.T) {
 	dave, _ := env.AddUser(t, "dave@example.test", api.RoleUser) // a user with a live session
 	gateway, gatewayKey := env.Gateway(t, "gw-1")
 	// The gateway logs in (gate.login) on its first call: before counting.
-	if _, err := gateway.GateSessions(ctx, api.GateSessionsRequest{}); err != nil {
+	if _, err := gateproto.GateSessions(ctx, gateway, gateproto.GateSessionsRequest{}); err != nil {
 		t.Fatal(err)
 	}
 	userCA, err := admin.CAList(ctx, api.CAListRequest{CA: api.CAUser})
@@ -233,20 +234,24 @@ func TestEveryMutationWritesOneAuditRowAndOneEvent(t *testing.T) {
 				settleVolume(t, env, "data", api.TaskVolumeResize, api.VolumeTaskResult{SizeBytes: 2 << 30})
 			}},
 		{name: "volume.rm unknown", c: bob, endpoint: api.EndpointVolumeRemove, req: api.VolumeRef{Project: controldtest.ProjectName, Volume: "ghost"}, want: api.ErrNotFound},
-		{name: "session.start", c: gateway, endpoint: api.EndpointSessionStart,
-			req: func() any { return api.SessionStartRequest{UserID: env.Admin.ID, AllocationID: allocID, Kind: "shell"} },
-			got: func(t *testing.T, resp json.RawMessage) { terminalID = decoded[api.TerminalSession](t, resp).ID }},
-		{name: "session.start unknown kind", c: gateway, endpoint: api.EndpointSessionStart,
+		{name: "session.start", c: gateway, endpoint: gateproto.EndpointSessionStart,
 			req: func() any {
-				return api.SessionStartRequest{UserID: env.Admin.ID, AllocationID: allocID, Kind: "telnet"}
+				return gateproto.SessionStartRequest{UserID: env.Admin.ID, AllocationID: allocID, Kind: "shell"}
+			},
+			got: func(t *testing.T, resp json.RawMessage) { terminalID = decoded[api.TerminalSession](t, resp).ID }},
+		{name: "session.start unknown kind", c: gateway, endpoint: gateproto.EndpointSessionStart,
+			req: func() any {
+				return gateproto.SessionStartRequest{UserID: env.Admin.ID, AllocationID: allocID, Kind: "telnet"}
 			}, want: api.ErrInvalidArgument},
-		{name: "session.start by a user", c: bob, endpoint: api.EndpointSessionStart,
-			req: func() any { return api.SessionStartRequest{UserID: env.Admin.ID, AllocationID: allocID, Kind: "shell"} }, want: api.ErrForbidden},
-		{name: "session.end", c: gateway, endpoint: api.EndpointSessionEnd, req: func() any { return api.SessionEndRequest{ID: terminalID, Bytes: 42} }},
-		{name: "session.interrupt", c: gateway, endpoint: api.EndpointSessionInterrupt, req: api.SessionInterruptRequest{Gateway: "gw-1"}},
-		{name: "session.interrupt no gateway", c: gateway, endpoint: api.EndpointSessionInterrupt, req: api.SessionInterruptRequest{}, want: api.ErrInvalidArgument},
-		{name: "session.interrupt by a user", c: bob, endpoint: api.EndpointSessionInterrupt, req: api.SessionInterruptRequest{Gateway: "gw-1"}, want: api.ErrForbidden},
-		{name: "session.end negative bytes", c: gateway, endpoint: api.EndpointSessionEnd, req: func() any { return api.SessionEndRequest{ID: terminalID, Bytes: -1} }, want: api.ErrInvalidArgument},
+		{name: "session.start by a user", c: bob, endpoint: gateproto.EndpointSessionStart,
+			req: func() any {
+				return gateproto.SessionStartRequest{UserID: env.Admin.ID, AllocationID: allocID, Kind: "shell"}
+			}, want: api.ErrForbidden},
+		{name: "session.end", c: gateway, endpoint: gateproto.EndpointSessionEnd, req: func() any { return gateproto.SessionEndRequest{ID: terminalID, Bytes: 42} }},
+		{name: "session.interrupt", c: gateway, endpoint: gateproto.EndpointSessionInterrupt, req: gateproto.SessionInterruptRequest{Gateway: "gw-1"}},
+		{name: "session.interrupt no gateway", c: gateway, endpoint: gateproto.EndpointSessionInterrupt, req: gateproto.SessionInterruptRequest{}, want: api.ErrInvalidArgument},
+		{name: "session.interrupt by a user", c: bob, endpoint: gateproto.EndpointSessionInterrupt, req: gateproto.SessionInterruptRequest{Gateway: "gw-1"}, want: api.ErrForbidden},
+		{name: "session.end negative bytes", c: gateway, endpoint: gateproto.EndpointSessionEnd, req: func() any { return gateproto.SessionEndRequest{ID: terminalID, Bytes: -1} }, want: api.ErrInvalidArgument},
 		{name: "job.create", c: bob, endpoint: api.EndpointJobCreate, req: func() any {
 			// No hostd in this test provisions it: the allocation is made active by hand.
 			if _, err := env.Server.Pool().Exec(ctx, `UPDATE allocations SET state = 'active' WHERE id = $1`, allocID); err != nil {
@@ -293,8 +298,8 @@ func TestEveryMutationWritesOneAuditRowAndOneEvent(t *testing.T) {
 				return api.ExchangeRequest{IDToken: idToken(t, idp.Key, testidp.KeyID, idp.Claims(time.Now(), "ann", nil))}
 			}},
 		{name: "auth.exchange forged token", c: anon, endpoint: api.EndpointAuthExchange, req: api.ExchangeRequest{IDToken: "not.a.token"}, want: api.ErrUnauthenticated},
-		{name: "gate.login", c: anon, endpoint: api.EndpointGateLogin, req: func() any { return gateLogin(t, gatewayKey, nil) }},
-		{name: "gate.login forged signature", c: anon, endpoint: api.EndpointGateLogin,
+		{name: "gate.login", c: anon, endpoint: gateproto.EndpointGateLogin, req: func() any { return gateLogin(t, gatewayKey, nil) }},
+		{name: "gate.login forged signature", c: anon, endpoint: gateproto.EndpointGateLogin,
 			req: func() any { return gateLogin(t, gatewayKey, []byte("forged")) }, want: api.ErrUnauthenticated},
 
 		{name: "admin.user_add", c: admin, endpoint: api.EndpointAdminUserAdd, req: api.UserAddRequest{Email: "carol@example.test", Role: api.RoleOperator}},
@@ -507,7 +512,7 @@ func TestEveryMutationRefusedWritesNothing(t *testing.T) {
 	env, _ := mutationEnv(t)
 	ctx := t.Context()
 	gateway := env.GatewayClient(t, "gw-1")
-	if _, err := gateway.GateSessions(ctx, api.GateSessionsRequest{}); err != nil { // its gate.login, before counting
+	if _, err := gateproto.GateSessions(ctx, gateway, gateproto.GateSessionsRequest{}); err != nil { // its gate.login, before counting
 		t.Fatal(err)
 	}
 	for name, ep := range mutations(env) {
@@ -617,7 +622,7 @@ func newNKey(t *testing.T) (nkeys.KeyPair, string) {
 
 // gateLogin is the login assertion a gateway signs with its key (or
 // carrying sig instead, when set).
-func gateLogin(t *testing.T, key ed25519.PrivateKey, sig []byte) api.GateLoginRequest {
+func gateLogin(t *testing.T, key ed25519.PrivateKey, sig []byte) gateproto.GateLoginRequest {
 	t.Helper()
 	kp, err := bus.KeyFromEd25519Seed(key.Seed())
 	if err != nil {
@@ -629,9 +634,9 @@ func gateLogin(t *testing.T, key ed25519.PrivateKey, sig []byte) api.GateLoginRe
 	}
 	var nonce [16]byte
 	_, _ = rand.Read(nonce[:])
-	req := api.GateLoginRequest{PublicKey: pub, IssuedAt: time.Now().UTC(), Nonce: hex.EncodeToString(nonce[:])}
+	req := gateproto.GateLoginRequest{PublicKey: pub, IssuedAt: time.Now().UTC(), Nonce: hex.EncodeToString(nonce[:])}
 	if req.Signature = sig; sig == nil {
-		if req.Signature, err = kp.Sign(api.GateLoginMessage(req.PublicKey, req.IssuedAt, req.Nonce)); err != nil {
+		if req.Signature, err = kp.Sign(gateproto.GateLoginMessage(req.PublicKey, req.IssuedAt, req.Nonce)); err != nil {
 			t.Fatal(err)
 		}
 	}

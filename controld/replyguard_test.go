@@ -14,6 +14,7 @@ import (
 
 	"github.com/gpuaas/gpuaas/controld/controldtest"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/gateproto"
 	"github.com/gpuaas/gpuaas/internal/recstore"
 	"github.com/gpuaas/gpuaas/internal/testutil"
 )
@@ -30,8 +31,8 @@ func replyTargets(victimUID string) []string {
 		api.UserInboxPrefix(victimUID) + ".deputy.1",
 		api.HostTaskSubject("n-deputy"),
 		api.HostCtlSubject("n-deputy", api.HostResult),
-		api.GateNoticeSubject,
-		api.GateRevokedSubject,
+		gateproto.GateNoticeSubject,
+		gateproto.GateRevokedSubject,
 		api.EventSubject("deputy"),
 		"$JS.API.STREAM.PURGE." + api.EventStreamName,
 		"$JS.API.STREAM.DELETE." + api.EventStreamName,

@@ -19,6 +19,7 @@ import (
 	"github.com/gpuaas/gpuaas/controld/identity"
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/bus"
+	"github.com/gpuaas/gpuaas/internal/gateproto"
 	"github.com/gpuaas/gpuaas/internal/recstore"
 	"github.com/gpuaas/gpuaas/internal/testutil"
 )
@@ -105,14 +106,14 @@ func TestUserPermissions(t *testing.T) {
 
 	for _, subj := range []string{">", "gpuaas.>", api.SubjectPrefix + ".>", api.SubjectPrefix + ".auth.login",
 		api.UserInboxPrefix(bob.ID) + ".>", "gpuaas.user." + bob.ID + ".>", "gpuaas.user.*.evt.>", "gpuaas.host.>",
-		"gpuaas.ctl.>", "gpuaas.evt.>", "gpuaas.gate.>", api.GateNoticeSubject, "$JS.API.>", "$O.>", "_INBOX.>", "$SYS.REQ.USER.AUTH"} {
+		"gpuaas.ctl.>", "gpuaas.evt.>", "gpuaas.gate.>", gateproto.GateNoticeSubject, "$JS.API.>", "$O.>", "_INBOX.>", "$SYS.REQ.USER.AUTH"} {
 		a.refusedSub(t, subj, "")
 	}
 	a.refusedSub(t, api.SubjectPrefix+".>", "q") // cannot answer the API in any queue group
 	a.refusedSub(t, api.SubjectPrefix+".auth.login", "q")
 	for _, subj := range []string{"gpuaas.evt.alloc.state", "gpuaas.user." + bob.ID + ".evt.alloc.state",
 		"gpuaas.user." + alice.ID + ".evt.alloc.state", "gpuaas.host.n-1.task", "gpuaas.ctl.host.n-1.heartbeat",
-		"gpuaas.ctl.enroll", api.GateRevokedSubject, api.GateNoticeSubject, "$JS.API.STREAM.INFO.EVENTS", "$SYS.REQ.USER.AUTH"} {
+		"gpuaas.ctl.enroll", gateproto.GateRevokedSubject, gateproto.GateNoticeSubject, "$JS.API.STREAM.INFO.EVENTS", "$SYS.REQ.USER.AUTH"} {
 		a.refusedPub(t, subj, []byte(`{"kind":"alloc.state","data":{"forged":true}}`))
 	}
 
@@ -395,7 +396,7 @@ func TestGatewayPermissions(t *testing.T) {
 	for _, subj := range []string{"gpuaas.user.u-1.evt.alloc.state", "gpuaas.host.n-1.task", "$JS.API.STREAM.INFO.EVENTS",
 		"$JS.API.STREAM.DELETE." + recstore.Stream, "$JS.API.STREAM.PURGE." + recstore.Stream,
 		"$JS.API.STREAM.MSG.DELETE." + recstore.Stream, "gpuaas.rec.ts-1.meta", "$O." + api.RecordingsBucket + ".M.x",
-		api.GateRevokedSubject, api.GateNoticeSubject} {
+		gateproto.GateRevokedSubject, gateproto.GateNoticeSubject} {
 		g.refusedPub(t, subj, []byte("{}"))
 	}
 }
@@ -492,7 +493,7 @@ func TestNodeAndEnrollmentRepliesOnlyToTheirInbox(t *testing.T) {
 	nodeID, key := enrolledNode(t, env, "h1")
 	other, _ := enrolledNode(t, env, "h2")
 	targets := []string{"gpuaas.host." + other + ".deputy", api.InboxPrefix(other) + ".x", api.EventSubject("deputy"),
-		api.GateRevokedSubject, "$JS.API.STREAM.PURGE." + api.EventStreamName}
+		gateproto.GateRevokedSubject, "$JS.API.STREAM.PURGE." + api.EventStreamName}
 	var mu sync.Mutex
 	var seen []string
 	for _, subj := range targets {
@@ -553,7 +554,7 @@ func TestAPIConnectionPublishesOnlyToInboxes(t *testing.T) {
 	p := mustDial(t, env.NATSURL, bus.WithKey(env.Bus.Keys.API))
 	for _, subj := range []string{api.UserEventSubject("u-1", "alloc.state"), api.EventSubject("alloc.state"),
 		"$JS.API.STREAM.PURGE." + api.EventStreamName, "gpuaas.rec.ts-1.meta", "gpuaas.rec.ts-1.c.0", "gpuaas.host.n-1.task",
-		api.HostCtlSubject("n-1", api.HostResult), api.GateNoticeSubject, api.GateRevokedSubject,
+		api.HostCtlSubject("n-1", api.HostResult), gateproto.GateNoticeSubject, gateproto.GateRevokedSubject,
 		api.ControldInboxPrefix + ".x", api.ControldAPIInboxPrefix + ".x", api.Subject(api.EndpointAuthLogin),
 		"$SYS.REQ.USER.AUTH", "$JS.API.STREAM.INFO." + api.EventStreamName} {
 		p.refusedPub(t, subj, []byte("{}"))

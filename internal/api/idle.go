@@ -77,23 +77,7 @@ type AllocPolicy struct {
 	MaxDurationAt *time.Time `json:"max_duration_at,omitempty"`
 }
 
-// GateActivityRequest is a gateway's report of the last channel data of
-// each allocation seen since its previous report.
-type GateActivityRequest struct {
-	LastActive map[string]time.Time `json:"last_active"`
-}
-
-// GateActivityResponse says how many allocations the report moved.
-type GateActivityResponse struct {
-	Recorded int `json:"recorded"`
-}
-
 // ProjectSetPolicy sets a project's idle policy.
 func (c *Client) ProjectSetPolicy(ctx context.Context, req ProjectPolicyRequest, opts ...CallOption) (*ProjectPolicy, error) {
 	return Do(ctx, c, OpProjectPolicy, req, opts...)
-}
-
-// GateActivity reports allocation activity (gateways only).
-func (c *Client) GateActivity(ctx context.Context, req GateActivityRequest) (*GateActivityResponse, error) {
-	return Do(ctx, c, OpGateActivity, req)
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/bus"
 	"github.com/gpuaas/gpuaas/internal/gateproto"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 	"github.com/gpuaas/gpuaas/internal/testidp"
 	"github.com/gpuaas/gpuaas/internal/testutil"
 )
@@ -226,12 +227,12 @@ func TestEveryMutationWritesOneAuditRowAndOneEvent(t *testing.T) {
 		{name: "volume.resize while creating", c: bob, endpoint: api.EndpointVolumeResize, req: api.VolumeResizeRequest{Project: controldtest.ProjectName, Volume: "data", Size: "2G"}, want: api.ErrConflict},
 		{name: "volume.resize", c: bob, endpoint: api.EndpointVolumeResize, req: api.VolumeResizeRequest{Project: controldtest.ProjectName, Volume: "data", Size: "2G"},
 			setup: func(t *testing.T) {
-				settleVolume(t, env, "data", api.TaskVolumeCreate, api.VolumeTaskResult{SizeBytes: 1 << 30})
+				settleVolume(t, env, "data", api.TaskVolumeCreate, hostproto.VolumeTaskResult{SizeBytes: 1 << 30})
 			}},
 		{name: "volume.rm while resizing", c: bob, endpoint: api.EndpointVolumeRemove, req: api.VolumeRef{Project: controldtest.ProjectName, Volume: "data"}, want: api.ErrConflict},
 		{name: "volume.rm", c: bob, endpoint: api.EndpointVolumeRemove, req: api.VolumeRef{Project: controldtest.ProjectName, Volume: "data"},
 			setup: func(t *testing.T) {
-				settleVolume(t, env, "data", api.TaskVolumeResize, api.VolumeTaskResult{SizeBytes: 2 << 30})
+				settleVolume(t, env, "data", api.TaskVolumeResize, hostproto.VolumeTaskResult{SizeBytes: 2 << 30})
 			}},
 		{name: "volume.rm unknown", c: bob, endpoint: api.EndpointVolumeRemove, req: api.VolumeRef{Project: controldtest.ProjectName, Volume: "ghost"}, want: api.ErrNotFound},
 		{name: "session.start", c: gateway, endpoint: gateproto.EndpointSessionStart,

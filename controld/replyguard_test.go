@@ -15,6 +15,7 @@ import (
 	"github.com/gpuaas/gpuaas/controld/controldtest"
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/gateproto"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 	"github.com/gpuaas/gpuaas/internal/recstore"
 	"github.com/gpuaas/gpuaas/internal/testutil"
 )
@@ -29,8 +30,8 @@ func replyTargets(victimUID string) []string {
 	return []string{
 		api.UserEventSubject(victimUID, "deputy"),
 		api.UserInboxPrefix(victimUID) + ".deputy.1",
-		api.HostTaskSubject("n-deputy"),
-		api.HostCtlSubject("n-deputy", api.HostResult),
+		hostproto.MsgTask.SubjectOf("n-deputy"),
+		hostproto.MsgResult.SubjectOf("n-deputy"),
 		gateproto.GateNoticeSubject,
 		gateproto.GateRevokedSubject,
 		api.EventSubject("deputy"),

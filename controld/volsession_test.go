@@ -9,6 +9,7 @@ import (
 	"github.com/gpuaas/gpuaas/controld/controldtest"
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/gateproto"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 	"github.com/gpuaas/gpuaas/internal/sshcert"
 )
 
@@ -75,7 +76,7 @@ func TestVolumeSession(t *testing.T) {
 		}
 	}
 	refused("being made", env.Admin.ID, v.ID, api.ErrConflict, "creating")
-	settleVolume(t, env, "data", api.TaskVolumeCreate, api.VolumeTaskResult{VolumeID: v.ID, SizeBytes: 1 << 30})
+	settleVolume(t, env, "data", api.TaskVolumeCreate, hostproto.VolumeTaskResult{VolumeID: v.ID, SizeBytes: 1 << 30})
 
 	allocs, usage := count(t, env, `SELECT count(*) FROM allocations`), count(t, env, `SELECT count(*) FROM ledger_entries WHERE kind <> 'storage'`)
 	refused("viewer", viewer.ID, v.ID, api.ErrForbidden, "viewer")

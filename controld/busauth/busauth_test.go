@@ -20,6 +20,7 @@ import (
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/bus"
 	"github.com/gpuaas/gpuaas/internal/gateproto"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 	"github.com/gpuaas/gpuaas/internal/recstore"
 	"github.com/gpuaas/gpuaas/internal/testutil"
 )
@@ -266,32 +267,32 @@ func TestHostPermissions(t *testing.T) {
 		"gpuaas.user.*.>", "gpuaas.ctl.>", api.InboxPrefix(other) + ".>", "_INBOX.>", "gpuaas.gate.>"} {
 		n.refusedSub(t, subj, "")
 	}
-	for _, subj := range []string{api.HostCtlSubject(other, api.HostHeartbeat), api.Subject(api.EndpointAllocList),
+	for _, subj := range []string{hostproto.MsgHeartbeat.SubjectOf(other), api.Subject(api.EndpointAllocList),
 		"gpuaas.user.u-1.evt.alloc.state", "gpuaas.evt.node.changed", "gpuaas.host." + other + ".task", "$JS.API.INFO"} {
 		n.refusedPub(t, subj, []byte("{}"))
 	}
 	// Its own subjects work: a heartbeat request is answered (refused
 	// for its bad envelope, but answered on the node's inbox).
-	err := api.NewClient(n.nc).Request(t.Context(), api.HostCtlSubject(nodeID, api.HostHeartbeat), map[string]string{}, nil)
+	err := api.NewClient(n.nc).Request(t.Context(), hostproto.MsgHeartbeat.SubjectOf(nodeID), map[string]string{}, nil)
 	if err == nil || strings.Contains(err.Error(), "no responders") || strings.Contains(err.Error(), "timed out") {
 		t.Fatalf("a heartbeat on the node's own subject got %v; want controld's answer", err)
 	}
 	// An unknown key with no token is just a client before login.
 	k, _ := newKey(t)
 	anon := mustDial(t, env.NATSURL, keyOpts(t, k)...)
-	anon.refusedPub(t, api.HostCtlSubject(nodeID, api.HostHeartbeat), []byte("{}"))
-	anon.refusedPub(t, api.SubjectEnroll, []byte("{}"))
+	anon.refusedPub(t, hostproto.MsgHeartbeat.SubjectOf(nodeID), []byte("{}"))
+	anon.refusedPub(t, hostproto.SubjectEnroll, []byte("{}"))
 	// A key with an enrollment token may enroll and do nothing else; a
 	// bad token is told so by the enrollment itself.
 	ek, _ := newKey(t)
 	enr := mustDial(t, env.NATSURL, append(keyOpts(t, ek), nats.Token("gpe_notavalidtoken"))...)
-	err = keyClient(t, enr, ek).Request(t.Context(), api.SubjectEnroll, api.EnrollRequest{Token: "gpe_notavalidtoken",
+	err = keyClient(t, enr, ek).Request(t.Context(), hostproto.SubjectEnroll, hostproto.EnrollRequest{Token: "gpe_notavalidtoken",
 		PublicKey: make([]byte, 32)}, nil)
 	if err == nil || !strings.Contains(err.Error(), "unknown enrollment token") {
 		t.Fatalf("enrolling with a bad token got %v; want unknown enrollment token", err)
 	}
 	enr.refusedPub(t, api.Subject(api.EndpointAuthLogin), []byte("{}"))
-	enr.refusedPub(t, api.HostCtlSubject(nodeID, api.HostHeartbeat), []byte("{}"))
+	enr.refusedPub(t, hostproto.MsgHeartbeat.SubjectOf(nodeID), []byte("{}"))
 	enr.refusedSub(t, "gpuaas.host.>", "")
 }
 
@@ -510,28 +511,28 @@ func TestNodeAndEnrollmentRepliesOnlyToTheirInbox(t *testing.T) {
 	ek, _ := newKey(t)
 	enr := mustDial(t, env.NATSURL, append(keyOpts(t, ek), nats.Token("gpe_notavalidtoken"))...)
 	for _, target := range targets {
-		if err := n.nc.PublishRequest(api.HostCtlSubject(nodeID, api.HostHeartbeat), target, []byte("{}")); err != nil {
+		if err := n.nc.PublishRequest(hostproto.MsgHeartbeat.SubjectOf(nodeID), target, []byte("{}")); err != nil {
 			t.Fatal(err)
 		}
-		if err := enr.nc.PublishRequest(api.SubjectEnroll, target, []byte(`{"token":"gpe_notavalidtoken"}`)); err != nil {
+		if err := enr.nc.PublishRequest(hostproto.SubjectEnroll, target, []byte(`{"token":"gpe_notavalidtoken"}`)); err != nil {
 			t.Fatal(err)
 		}
 	}
 	_ = n.nc.Flush()
 	_ = enr.nc.Flush()
 	// Requests on their own inboxes are still answered, after the others.
-	err := api.NewClient(n.nc).Request(t.Context(), api.HostCtlSubject(nodeID, api.HostHeartbeat), map[string]string{}, nil)
+	err := api.NewClient(n.nc).Request(t.Context(), hostproto.MsgHeartbeat.SubjectOf(nodeID), map[string]string{}, nil)
 	if err == nil || strings.Contains(err.Error(), "timed out") {
 		t.Fatalf("a heartbeat on the node's own inbox got %v; want controld's answer", err)
 	}
-	err = keyClient(t, enr, ek).Request(t.Context(), api.SubjectEnroll, api.EnrollRequest{Token: "gpe_notavalidtoken",
+	err = keyClient(t, enr, ek).Request(t.Context(), hostproto.SubjectEnroll, hostproto.EnrollRequest{Token: "gpe_notavalidtoken",
 		PublicKey: make([]byte, 32)}, nil)
 	if err == nil || !strings.Contains(err.Error(), "unknown enrollment token") {
 		t.Fatalf("enrolling with its proof got %v; want unknown enrollment token", err)
 	}
 	// Without the proof, on its own inbox: dropped too.
-	if err := api.NewClient(enr.nc, api.WithTimeout(time.Second)).Request(t.Context(), api.SubjectEnroll,
-		api.EnrollRequest{Token: "gpe_notavalidtoken", PublicKey: make([]byte, 32)}, nil); err == nil ||
+	if err := api.NewClient(enr.nc, api.WithTimeout(time.Second)).Request(t.Context(), hostproto.SubjectEnroll,
+		hostproto.EnrollRequest{Token: "gpe_notavalidtoken", PublicKey: make([]byte, 32)}, nil); err == nil ||
 		!strings.Contains(err.Error(), "timed out") {
 		t.Fatalf("enrolling without the key's proof got %v; want no answer", err)
 	}
@@ -554,7 +555,7 @@ func TestAPIConnectionPublishesOnlyToInboxes(t *testing.T) {
 	p := mustDial(t, env.NATSURL, bus.WithKey(env.Bus.Keys.API))
 	for _, subj := range []string{api.UserEventSubject("u-1", "alloc.state"), api.EventSubject("alloc.state"),
 		"$JS.API.STREAM.PURGE." + api.EventStreamName, "gpuaas.rec.ts-1.meta", "gpuaas.rec.ts-1.c.0", "gpuaas.host.n-1.task",
-		api.HostCtlSubject("n-1", api.HostResult), gateproto.GateNoticeSubject, gateproto.GateRevokedSubject,
+		hostproto.MsgResult.SubjectOf("n-1"), gateproto.GateNoticeSubject, gateproto.GateRevokedSubject,
 		api.ControldInboxPrefix + ".x", api.ControldAPIInboxPrefix + ".x", api.Subject(api.EndpointAuthLogin),
 		"$SYS.REQ.USER.AUTH", "$JS.API.STREAM.INFO." + api.EventStreamName} {
 		p.refusedPub(t, subj, []byte("{}"))

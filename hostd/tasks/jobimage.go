@@ -13,6 +13,7 @@ import (
 	hostenv "github.com/gpuaas/gpuaas/hostd/env"
 	"github.com/gpuaas/gpuaas/hostd/workload"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 )
 
 // A job whose job.yaml names an image runs its phases inside one
@@ -47,7 +48,7 @@ const LabelJob = "gpuaas.job"
 type jobImageEnv struct {
 	hostenv.Environment
 	env  *Env
-	p    api.JobStartParams
+	p    hostproto.JobStartParams
 	name string
 	// mu protects the following.
 	mu      sync.Mutex
@@ -56,7 +57,7 @@ type jobImageEnv struct {
 
 // newJobImageEnv wraps e for a job with an image; prepare makes its
 // container.
-func newJobImageEnv(env *Env, e hostenv.Environment, p api.JobStartParams) *jobImageEnv {
+func newJobImageEnv(env *Env, e hostenv.Environment, p hostproto.JobStartParams) *jobImageEnv {
 	return &jobImageEnv{Environment: e, env: env, p: p, name: JobContainerName(p.JobID)}
 }
 
@@ -198,7 +199,7 @@ func quoteAll(args []string) string {
 // cannot, it fills rep with why and returns false: nothing of the job
 // ran, and the platform failed it (exit 125 for `gpuaas run`), as for a
 // missing workdir.
-func (j *runningJob) enterImage(ie *jobImageEnv, rep *api.JobReport) bool {
+func (j *runningJob) enterImage(ie *jobImageEnv, rep *hostproto.JobReport) bool {
 	j.mu.Lock()
 	j.phase = api.JobPhaseImage
 	j.mu.Unlock()

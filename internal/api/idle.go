@@ -10,7 +10,7 @@ import (
 // overrides it at create, and may set a maximum duration. Activity is
 // measured at the gateway — channel data of any SSH session, sftp/scp
 // subsystem or port forward of the allocation — and on its GPUs (hostd's
-// Heartbeat.GPUActive). SSH keep-alives (global and channel requests
+// hostproto.Heartbeat.GPUActive). SSH keep-alives (global and channel requests
 // without channel data) are not activity. An allocation idle for its
 // period is warned (EventAllocNotice, NoticeIdleWarning, in its open
 // sessions too) and then released by system:idle with reason "idle"; one

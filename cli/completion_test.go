@@ -14,6 +14,7 @@ import (
 	"github.com/gpuaas/gpuaas/controld/controldtest"
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/clientconfig"
+	"github.com/gpuaas/gpuaas/internal/gateproto"
 	"github.com/gpuaas/gpuaas/internal/sshkeys/sshkeystest"
 	"github.com/gpuaas/gpuaas/internal/testutil"
 )
@@ -86,7 +87,7 @@ func TestShellCompletionFromServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	gw, _ := env.Gateway(t, "gw-complete")
-	sess, err := gw.SessionStart(ctx, api.SessionStartRequest{UserID: env.Admin.ID, AllocationID: a.ID,
+	sess, err := gateproto.SessionStart(ctx, gw, gateproto.SessionStartRequest{UserID: env.Admin.ID, AllocationID: a.ID,
 		Kind: api.SessionShell, Gateway: "gw-complete"})
 	if err != nil {
 		t.Fatal(err)

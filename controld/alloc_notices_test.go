@@ -7,6 +7,7 @@ import (
 
 	"github.com/gpuaas/gpuaas/controld"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 )
 
 // TestAllocGetShowsNotices: alloc.get returns the allocation's notices —
@@ -28,7 +29,7 @@ func TestAllocGetShowsNotices(t *testing.T) {
 	}
 	e.clock.Advance(time.Minute)
 	gpu := a.Slots[1].GPUPCI
-	e.applyFault(t, a.NodeID, api.GPUFault{NodeID: a.NodeID, GPU: gpu, XID: 79, At: e.clock.Now(),
+	e.applyFault(t, a.NodeID, hostproto.GPUFault{NodeID: a.NodeID, GPU: gpu, XID: 79, At: e.clock.Now(),
 		Message: "NVRM: Xid (PCI:" + gpu[:10] + "): 79, GPU has fallen off the bus."})
 
 	got, err = c.AllocGet(t.Context(), a.ID)

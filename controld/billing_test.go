@@ -16,6 +16,7 @@ import (
 	"github.com/gpuaas/gpuaas/controld/billing"
 	"github.com/gpuaas/gpuaas/controld/controldtest"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 	"github.com/gpuaas/gpuaas/internal/testutil"
 )
 
@@ -58,7 +59,7 @@ func (e *billingEnv) activate(t *testing.T, c *api.Client, sku string, gpus int)
 		t.Fatal(err)
 	}
 	err = pgx.BeginFunc(ctx, e.Server.Pool(), func(tx pgx.Tx) error {
-		_, err := alloc.ProvisionDone(ctx, tx, a.ID, api.TaskSucceeded, "", e.clock.Now())
+		_, err := alloc.ProvisionDone(ctx, tx, a.ID, hostproto.TaskSucceeded, "", e.clock.Now())
 		return err
 	})
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/gpuaas/gpuaas/controld/controldtest"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/gateproto"
 	"github.com/gpuaas/gpuaas/internal/sshcert"
 )
 
@@ -160,7 +161,7 @@ func TestCAStagedRotation(t *testing.T) {
 	hostCert := func() ssh.PublicKey {
 		t.Helper()
 		_, line := newSSHKey(t)
-		resp, err := gw.GateHostCert(ctx, api.GateHostCertRequest{PublicKey: line, Principals: []string{"localhost"}})
+		resp, err := gateproto.GateHostCert(ctx, gw, gateproto.GateHostCertRequest{PublicKey: line, Principals: []string{"localhost"}})
 		if err != nil {
 			t.Fatal(err)
 		}

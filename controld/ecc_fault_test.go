@@ -13,6 +13,7 @@ import (
 
 	"github.com/gpuaas/gpuaas/controld"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 	"github.com/gpuaas/gpuaas/internal/signing"
 )
 
@@ -30,7 +31,7 @@ func TestECCFaultQuarantinesWithItsCount(t *testing.T) {
 	e.clock.Advance(10 * time.Minute)
 	e.tick(t)
 	gpu := a.Slots[0].GPUPCI
-	f := api.GPUFault{NodeID: a.NodeID, GPU: gpu, FaultKind: api.GPUFaultECC, ECCUncorrected: 3,
+	f := hostproto.GPUFault{NodeID: a.NodeID, GPU: gpu, FaultKind: hostproto.GPUFaultECC, ECCUncorrected: 3,
 		At: e.clock.Now().Add(-5 * time.Minute), Message: "uncorrected volatile ECC errors rose from 0 to 3"}
 	out := e.applyFault(t, a.NodeID, f)
 	if out.Duplicate || out.Slot.Quarantine == nil || out.Slot.Quarantine.Reason != "ecc uncorrected 3" || out.AllocationID != a.ID {
@@ -41,13 +42,13 @@ func TestECCFaultQuarantinesWithItsCount(t *testing.T) {
 	}
 	var detail map[string]any
 	if err := e.Server.Pool().QueryRow(ctx, `SELECT detail FROM audit_logs WHERE action = 'node.gpu_fault'`).Scan(&detail); err != nil ||
-		detail["kind"] != api.GPUFaultECC || detail["ecc_uncorrected"] != float64(3) || detail["xid"] != nil {
+		detail["kind"] != hostproto.GPUFaultECC || detail["ecc_uncorrected"] != float64(3) || detail["xid"] != nil {
 		t.Errorf("audit detail %v, %v; want kind ecc, ecc_uncorrected 3, no xid", detail, err)
 	}
 	if again := e.applyFault(t, a.NodeID, f); !again.Duplicate {
 		t.Errorf("resent ECC fault: got %+v; want a duplicate", again)
 	}
-	x := api.GPUFault{NodeID: a.NodeID, GPU: gpu, XID: 48, At: f.At}
+	x := hostproto.GPUFault{NodeID: a.NodeID, GPU: gpu, XID: 48, At: f.At}
 	if out := e.applyFault(t, a.NodeID, x); out.Duplicate {
 		t.Errorf("an XID at the time of the ECC fault: got a duplicate; want its own fault")
 	}
@@ -80,26 +81,26 @@ func TestFaultReportRefusesMixedKinds(t *testing.T) {
 	gpu := d.Slots[0].GPUPCI
 	tests := []struct {
 		name  string
-		fault api.GPUFault
+		fault hostproto.GPUFault
 	}{
-		{name: "ecc without a count", fault: api.GPUFault{GPU: gpu, FaultKind: api.GPUFaultECC}},
-		{name: "ecc with an xid", fault: api.GPUFault{GPU: gpu, FaultKind: api.GPUFaultECC, ECCUncorrected: 2, XID: 79}},
-		{name: "ecc count out of range", fault: api.GPUFault{GPU: gpu, FaultKind: api.GPUFaultECC, ECCUncorrected: math.MaxInt64 + 1}},
-		{name: "xid with an ecc count", fault: api.GPUFault{GPU: gpu, XID: 79, ECCUncorrected: 2}},
-		{name: "unknown kind", fault: api.GPUFault{GPU: gpu, FaultKind: "thermal", XID: 79}},
-		{name: "no gpu", fault: api.GPUFault{FaultKind: api.GPUFaultECC, ECCUncorrected: 2}},
+		{name: "ecc without a count", fault: hostproto.GPUFault{GPU: gpu, FaultKind: hostproto.GPUFaultECC}},
+		{name: "ecc with an xid", fault: hostproto.GPUFault{GPU: gpu, FaultKind: hostproto.GPUFaultECC, ECCUncorrected: 2, XID: 79}},
+		{name: "ecc count out of range", fault: hostproto.GPUFault{GPU: gpu, FaultKind: hostproto.GPUFaultECC, ECCUncorrected: math.MaxInt64 + 1}},
+		{name: "xid with an ecc count", fault: hostproto.GPUFault{GPU: gpu, XID: 79, ECCUncorrected: 2}},
+		{name: "unknown kind", fault: hostproto.GPUFault{GPU: gpu, FaultKind: "thermal", XID: 79}},
+		{name: "no gpu", fault: hostproto.GPUFault{FaultKind: hostproto.GPUFaultECC, ECCUncorrected: 2}},
 	}
 	for i, tt := range tests {
 		now := e.clock.Now()
 		f := tt.fault
 		f.NodeID, f.At = d.Node.ID, now
-		f.ReportStamp = api.ReportStamp{Kind: api.HostFault, Seq: uint64(i + 1), SentAt: now}
+		f.ReportStamp = hostproto.ReportStamp{Kind: hostproto.HostFault, Seq: uint64(i + 1), SentAt: now}
 		env, err := signing.Seal(key, f)
 		if err != nil {
 			t.Fatal(err)
 		}
 		body, _ := json.Marshal(env)
-		reply, err := nc.Request(api.HostCtlSubject(d.Node.ID, api.HostFault), body, 10*time.Second)
+		reply, err := nc.Request(hostproto.MsgFault.SubjectOf(d.Node.ID), body, 10*time.Second)
 		if err != nil || !strings.Contains(string(reply.Data), string(api.CodeInvalidArgument)) {
 			t.Errorf("%s: got %v %s; want invalid_argument", tt.name, err, reply.Data)
 		}

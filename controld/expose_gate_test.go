@@ -7,6 +7,7 @@ import (
 
 	"github.com/gpuaas/gpuaas/controld/controldtest"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/gateproto"
 	"github.com/gpuaas/gpuaas/internal/sshcert"
 	"github.com/gpuaas/gpuaas/internal/testutil"
 )
@@ -55,9 +56,9 @@ func TestGateAuthorizeHTTP(t *testing.T) {
 		t.Fatal(err)
 	}
 	gw := gatewayClient(t, env)
-	verdict := func(t *testing.T, req api.GateAuthorizeHTTPRequest) *api.GateAuthorizeHTTPResponse {
+	verdict := func(t *testing.T, req gateproto.GateAuthorizeHTTPRequest) *gateproto.GateAuthorizeHTTPResponse {
 		t.Helper()
-		v, err := gw.GateAuthorizeHTTP(ctx, req)
+		v, err := gateproto.GateAuthorizeHTTP(ctx, gw, req)
 		if err != nil {
 			t.Fatalf("gate.authorize_http %+v: %v", req, err)
 		}
@@ -66,21 +67,21 @@ func TestGateAuthorizeHTTP(t *testing.T) {
 
 	tests := []struct {
 		name string
-		req  api.GateAuthorizeHTTPRequest
+		req  gateproto.GateAuthorizeHTTPRequest
 		want string
 	}{
-		{"me: its creator", api.GateAuthorizeHTTPRequest{Host: mine.Host, Bearer: memberToken}, api.VerdictAllow},
-		{"me: its creator's cookie", api.GateAuthorizeHTTPRequest{Host: mine.Host, SessionID: login.SessionID, UserID: member.ID}, api.VerdictAllow},
-		{"me: a project owner", api.GateAuthorizeHTTPRequest{Host: mine.Host, Bearer: env.AdminToken}, api.VerdictForbidden},
-		{"me: nobody", api.GateAuthorizeHTTPRequest{Host: mine.Host}, api.VerdictLogin},
-		{"me: a forged bearer", api.GateAuthorizeHTTPRequest{Host: mine.Host, Bearer: "not.a.token"}, api.VerdictLogin},
-		{"me: a cookie naming another's session", api.GateAuthorizeHTTPRequest{Host: mine.Host, SessionID: login.SessionID, UserID: env.Admin.ID}, api.VerdictLogin},
-		{"project: a member", api.GateAuthorizeHTTPRequest{Host: shared.Host, Bearer: memberToken}, api.VerdictAllow},
-		{"project: a member token", api.GateAuthorizeHTTPRequest{Host: shared.Host, Bearer: tok.Secret}, api.VerdictAllow},
-		{"project: a viewer", api.GateAuthorizeHTTPRequest{Host: shared.Host, Bearer: viewerToken}, api.VerdictForbidden},
-		{"project: a stranger", api.GateAuthorizeHTTPRequest{Host: shared.Host, Bearer: strangerToken}, api.VerdictForbidden},
-		{"public: nobody", api.GateAuthorizeHTTPRequest{Host: public.Host}, api.VerdictAllow},
-		{"never exposed", api.GateAuthorizeHTTPRequest{Host: api.ExposureHost(a.ID, 9999), Bearer: memberToken}, api.VerdictNotFound},
+		{"me: its creator", gateproto.GateAuthorizeHTTPRequest{Host: mine.Host, Bearer: memberToken}, gateproto.VerdictAllow},
+		{"me: its creator's cookie", gateproto.GateAuthorizeHTTPRequest{Host: mine.Host, SessionID: login.SessionID, UserID: member.ID}, gateproto.VerdictAllow},
+		{"me: a project owner", gateproto.GateAuthorizeHTTPRequest{Host: mine.Host, Bearer: env.AdminToken}, gateproto.VerdictForbidden},
+		{"me: nobody", gateproto.GateAuthorizeHTTPRequest{Host: mine.Host}, gateproto.VerdictLogin},
+		{"me: a forged bearer", gateproto.GateAuthorizeHTTPRequest{Host: mine.Host, Bearer: "not.a.token"}, gateproto.VerdictLogin},
+		{"me: a cookie naming another's session", gateproto.GateAuthorizeHTTPRequest{Host: mine.Host, SessionID: login.SessionID, UserID: env.Admin.ID}, gateproto.VerdictLogin},
+		{"project: a member", gateproto.GateAuthorizeHTTPRequest{Host: shared.Host, Bearer: memberToken}, gateproto.VerdictAllow},
+		{"project: a member token", gateproto.GateAuthorizeHTTPRequest{Host: shared.Host, Bearer: tok.Secret}, gateproto.VerdictAllow},
+		{"project: a viewer", gateproto.GateAuthorizeHTTPRequest{Host: shared.Host, Bearer: viewerToken}, gateproto.VerdictForbidden},
+		{"project: a stranger", gateproto.GateAuthorizeHTTPRequest{Host: shared.Host, Bearer: strangerToken}, gateproto.VerdictForbidden},
+		{"public: nobody", gateproto.GateAuthorizeHTTPRequest{Host: public.Host}, gateproto.VerdictAllow},
+		{"never exposed", gateproto.GateAuthorizeHTTPRequest{Host: api.ExposureHost(a.ID, 9999), Bearer: memberToken}, gateproto.VerdictNotFound},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -88,16 +89,16 @@ func TestGateAuthorizeHTTP(t *testing.T) {
 			if v.Verdict != tt.want {
 				t.Fatalf("got %s (%s); want %s", v.Verdict, v.Reason, tt.want)
 			}
-			if d := time.Until(v.CacheUntil); d > api.MaxHTTPVerdictCache {
-				t.Errorf("cache for %s; want at most %s", d, api.MaxHTTPVerdictCache)
+			if d := time.Until(v.CacheUntil); d > gateproto.MaxHTTPVerdictCache {
+				t.Errorf("cache for %s; want at most %s", d, gateproto.MaxHTTPVerdictCache)
 			}
 		})
 	}
 
 	t.Run("ticket", func(t *testing.T) {
 		key, line := newSSHKey(t)
-		v := verdict(t, api.GateAuthorizeHTTPRequest{Host: mine.Host, Bearer: memberToken, TicketKey: line})
-		if v.Verdict != api.VerdictAllow || v.Auth == nil || v.UserID != member.ID || v.SessionID != login.SessionID {
+		v := verdict(t, gateproto.GateAuthorizeHTTPRequest{Host: mine.Host, Bearer: memberToken, TicketKey: line})
+		if v.Verdict != gateproto.VerdictAllow || v.Auth == nil || v.UserID != member.ID || v.SessionID != login.SessionID {
 			t.Fatalf("got %+v; want allowed for %s with a ticket", v, member.ID)
 		}
 		cert := parseCert(t, v.Auth.Ticket)
@@ -115,27 +116,27 @@ func TestGateAuthorizeHTTP(t *testing.T) {
 		if n := count(t, env, `SELECT count(*) FROM audit_logs WHERE action = 'gate.authorize_http' AND target_id = $1`, a.ID); n != 1 {
 			t.Errorf("audit rows of tickets: got %d; want 1", n)
 		}
-		denied := verdict(t, api.GateAuthorizeHTTPRequest{Host: mine.Host, Bearer: env.AdminToken, TicketKey: line})
-		if denied.Verdict != api.VerdictForbidden || denied.Auth != nil {
+		denied := verdict(t, gateproto.GateAuthorizeHTTPRequest{Host: mine.Host, Bearer: env.AdminToken, TicketKey: line})
+		if denied.Verdict != gateproto.VerdictForbidden || denied.Auth != nil {
 			t.Fatalf("a denied request with a ticket key: got %+v; want forbidden, no ticket", denied)
 		}
 	})
 
 	t.Run("refused requests", func(t *testing.T) {
-		for _, req := range []api.GateAuthorizeHTTPRequest{{Host: "nonsense"}, {Host: "80-" + a.ID},
+		for _, req := range []gateproto.GateAuthorizeHTTPRequest{{Host: "nonsense"}, {Host: "80-" + a.ID},
 			{Host: mine.Host, SessionID: login.SessionID}, {Host: mine.Host, Bearer: memberToken, TicketKey: "nope"}} {
-			if _, err := gw.GateAuthorizeHTTP(ctx, req); !errors.Is(err, api.ErrInvalidArgument) {
+			if _, err := gateproto.GateAuthorizeHTTP(ctx, gw, req); !errors.Is(err, api.ErrInvalidArgument) {
 				t.Errorf("%+v: got %v; want invalid argument", req, err)
 			}
 		}
-		if _, err := mc.GateAuthorizeHTTP(ctx, api.GateAuthorizeHTTPRequest{Host: mine.Host, Bearer: memberToken}); !errors.Is(err, api.ErrForbidden) {
+		if _, err := gateproto.GateAuthorizeHTTP(ctx, mc, gateproto.GateAuthorizeHTTPRequest{Host: mine.Host, Bearer: memberToken}); !errors.Is(err, api.ErrForbidden) {
 			t.Errorf("a user asking: got %v; want forbidden", err)
 		}
 	})
 
 	// Endings, in turn: each refuses within 5 s, the acceptance's bound
 	// (controld's session cache is dropped on revocation; polled).
-	ended := func(t *testing.T, req api.GateAuthorizeHTTPRequest, want string) {
+	ended := func(t *testing.T, req gateproto.GateAuthorizeHTTPRequest, want string) {
 		t.Helper()
 		testutil.EventuallyWithin(t, 5*time.Second, "verdict "+want, func() bool { return verdict(t, req).Verdict == want })
 	}
@@ -143,34 +144,34 @@ func TestGateAuthorizeHTTP(t *testing.T) {
 		if _, err := admin.ExposeRemove(ctx, api.ExposeRemoveRequest{Exposure: public.ID}); err != nil {
 			t.Fatal(err)
 		}
-		ended(t, api.GateAuthorizeHTTPRequest{Host: public.Host}, api.VerdictGone)
+		ended(t, gateproto.GateAuthorizeHTTPRequest{Host: public.Host}, gateproto.VerdictGone)
 	})
 	t.Run("expired", func(t *testing.T) {
 		again := expose(admin, 8891, api.SharePublic)
 		if _, err := env.Server.Pool().Exec(ctx, `UPDATE exposures SET expires_at = now() - interval '1s' WHERE id = $1`, again.ID); err != nil {
 			t.Fatal(err)
 		}
-		ended(t, api.GateAuthorizeHTTPRequest{Host: again.Host}, api.VerdictGone)
+		ended(t, gateproto.GateAuthorizeHTTPRequest{Host: again.Host}, gateproto.VerdictGone)
 	})
 	t.Run("logout", func(t *testing.T) {
 		if _, err := mc.Logout(ctx); err != nil {
 			t.Fatal(err)
 		}
-		ended(t, api.GateAuthorizeHTTPRequest{Host: mine.Host, Bearer: memberToken}, api.VerdictLogin)
-		ended(t, api.GateAuthorizeHTTPRequest{Host: mine.Host, SessionID: login.SessionID, UserID: member.ID}, api.VerdictLogin)
+		ended(t, gateproto.GateAuthorizeHTTPRequest{Host: mine.Host, Bearer: memberToken}, gateproto.VerdictLogin)
+		ended(t, gateproto.GateAuthorizeHTTPRequest{Host: mine.Host, SessionID: login.SessionID, UserID: member.ID}, gateproto.VerdictLogin)
 	})
 	t.Run("disabled", func(t *testing.T) {
 		again := env.Login(t, member.Email, "another good password")
-		if v := verdict(t, api.GateAuthorizeHTTPRequest{Host: shared.Host, Bearer: again}); v.Verdict != api.VerdictAllow {
+		if v := verdict(t, gateproto.GateAuthorizeHTTPRequest{Host: shared.Host, Bearer: again}); v.Verdict != gateproto.VerdictAllow {
 			t.Fatalf("a new login: got %s; want allow", v.Verdict)
 		}
 		if _, err := admin.AdminUserDisable(ctx, member.Email); err != nil {
 			t.Fatal(err)
 		}
-		ended(t, api.GateAuthorizeHTTPRequest{Host: shared.Host, Bearer: again}, api.VerdictLogin)
+		ended(t, gateproto.GateAuthorizeHTTPRequest{Host: shared.Host, Bearer: again}, gateproto.VerdictLogin)
 	})
 	t.Run("released", func(t *testing.T) {
 		setAllocState(t, env, a.ID, api.AllocReleasing)
-		ended(t, api.GateAuthorizeHTTPRequest{Host: shared.Host, Bearer: env.AdminToken}, api.VerdictGone)
+		ended(t, gateproto.GateAuthorizeHTTPRequest{Host: shared.Host, Bearer: env.AdminToken}, gateproto.VerdictGone)
 	})
 }

@@ -14,9 +14,10 @@ import (
 	"github.com/gpuaas/gpuaas/controld/billing"
 	"github.com/gpuaas/gpuaas/controld/faults"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 )
 
-func (e *billingEnv) applyFault(t *testing.T, nodeID string, f api.GPUFault) faults.Outcome {
+func (e *billingEnv) applyFault(t *testing.T, nodeID string, f hostproto.GPUFault) faults.Outcome {
 	t.Helper()
 	var out faults.Outcome
 	err := pgx.BeginFunc(t.Context(), e.Server.Pool(), func(tx pgx.Tx) error {
@@ -57,7 +58,7 @@ func TestGPUFaultQuarantinesNotifiesAndCredits(t *testing.T) {
 	}
 	e.clock.Advance(7 * time.Second) // the report comes a little later
 	gpu := a.Slots[1].GPUPCI
-	f := api.GPUFault{NodeID: a.NodeID, GPU: gpu, XID: 79, At: faultAt,
+	f := hostproto.GPUFault{NodeID: a.NodeID, GPU: gpu, XID: 79, At: faultAt,
 		Message: "NVRM: Xid (PCI:" + gpu[:10] + "): 79, pid=1, name=python3, GPU has fallen off the bus."}
 	events := count(t, e.Env, `SELECT count(*) FROM outbox_events`)
 	out := e.applyFault(t, a.NodeID, f)
@@ -153,12 +154,12 @@ func TestGPUFaultOnAFreeSlot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := e.applyFault(t, d.Node.ID, api.GPUFault{GPU: d.Slots[3].GPUPCI, XID: 48, At: e.clock.Now()})
+	out := e.applyFault(t, d.Node.ID, hostproto.GPUFault{GPU: d.Slots[3].GPUPCI, XID: 48, At: e.clock.Now()})
 	if out.AllocationID != "" || out.Credit.Booked || out.Slot.Quarantine == nil || out.Slot.Index != 3 {
 		t.Fatalf("got %+v; want slot 3 quarantined, nothing else", out)
 	}
 	err = pgx.BeginFunc(t.Context(), e.Server.Pool(), func(tx pgx.Tx) error {
-		_, err := faults.ApplyFault(t.Context(), tx, d.Node.ID, api.GPUFault{GPU: "0000:ff:00.0", XID: 79, At: e.clock.Now()}, e.clock.Now())
+		_, err := faults.ApplyFault(t.Context(), tx, d.Node.ID, hostproto.GPUFault{GPU: "0000:ff:00.0", XID: 79, At: e.clock.Now()}, e.clock.Now())
 		return err
 	})
 	if !errors.Is(err, api.ErrNotFound) {
@@ -181,7 +182,7 @@ func TestGPUFaultDuringProvisioningFailsIt(t *testing.T) {
 		var status, reason string
 		err := pgx.BeginFunc(ctx, e.Server.Pool(), func(tx pgx.Tx) error {
 			var err error
-			status, reason, err = faults.ProvisionOutcome(ctx, tx, id, api.TaskSucceeded, "")
+			status, reason, err = faults.ProvisionOutcome(ctx, tx, id, hostproto.TaskSucceeded, "")
 			return err
 		})
 		if err != nil {
@@ -196,12 +197,12 @@ func TestGPUFaultDuringProvisioningFailsIt(t *testing.T) {
 	if _, err := c.NodeQuarantine(ctx, api.NodeQuarantineRequest{Node: a.NodeID, GPU: a.Slots[0].GPUPCI, Reason: "operator"}); err != nil {
 		t.Fatal(err)
 	}
-	if status, _ := outcome(a.ID); status != api.TaskSucceeded {
+	if status, _ := outcome(a.ID); status != hostproto.TaskSucceeded {
 		t.Errorf("with an operator's quarantine: got %s; want succeeded", status)
 	}
-	e.applyFault(t, a.NodeID, api.GPUFault{GPU: a.Slots[1].GPUPCI, XID: 79, At: e.clock.Now()})
+	e.applyFault(t, a.NodeID, hostproto.GPUFault{GPU: a.Slots[1].GPUPCI, XID: 79, At: e.clock.Now()})
 	status, reason := outcome(a.ID)
-	if status != api.TaskFailed || !strings.Contains(reason, a.Slots[1].GPUPCI) || !strings.Contains(reason, "xid 79") {
+	if status != hostproto.TaskFailed || !strings.Contains(reason, a.Slots[1].GPUPCI) || !strings.Contains(reason, "xid 79") {
 		t.Errorf("after a GPU fault: got %s %q; want failed, naming the GPU and the XID", status, reason)
 	}
 }

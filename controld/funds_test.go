@@ -13,6 +13,7 @@ import (
 	"github.com/gpuaas/gpuaas/controld/alloc"
 	"github.com/gpuaas/gpuaas/controld/controldtest"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 	"github.com/gpuaas/gpuaas/internal/testutil"
 )
 
@@ -181,7 +182,7 @@ func TestDryRunRunwayCountsRunningAllocations(t *testing.T) {
 	}
 	// Active, as a successful provisioning report makes it: metered.
 	if err := pgx.BeginFunc(ctx, env.Server.Pool(), func(tx pgx.Tx) error {
-		_, err := alloc.ProvisionDone(ctx, tx, running.ID, api.TaskSucceeded, "", time.Now())
+		_, err := alloc.ProvisionDone(ctx, tx, running.ID, hostproto.TaskSucceeded, "", time.Now())
 		return err
 	}); err != nil {
 		t.Fatal(err)

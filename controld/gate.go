@@ -16,6 +16,7 @@ import (
 	"github.com/gpuaas/gpuaas/controld/store"
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/bus"
+	"github.com/gpuaas/gpuaas/internal/gateproto"
 	"github.com/gpuaas/gpuaas/internal/sshcert"
 )
 
@@ -26,7 +27,7 @@ import (
 // that session is live: not logged out, not disabled, not expired. The
 // gateway also asks, in one batch, about the sessions of its open
 // connections (gate.sessions), and is told at once of revocations on
-// api.GateRevokedSubject (see outbox.Fanout).
+// gateproto.GateRevokedSubject (see outbox.Fanout).
 
 // reloginHint is what a user whose certificate no longer counts should do
 // (the message says "run `gpuaas login`" already: the gateway shows users
@@ -62,7 +63,7 @@ func (s *Server) verifyGateCert(ctx context.Context, q store.Querier, key ssh.Pu
 		return id, api.Errorf(api.CodeForbidden, "this SSH certificate names no login session (it was issued before logins were tied to certificates); run `gpuaas login`").
 			WithHint(reloginHint)
 	}
-	ended, err := identity.SessionsEnded(ctx, q, []api.GateSession{{SessionID: id.SessionID, UserID: userID}}, s.now())
+	ended, err := identity.SessionsEnded(ctx, q, []gateproto.GateSession{{SessionID: id.SessionID, UserID: userID}}, s.now())
 	if err != nil {
 		return id, err
 	}
@@ -76,9 +77,9 @@ func (s *Server) verifyGateCert(ctx context.Context, q store.Querier, key ssh.Pu
 func loginEndedError(reason string) *api.Error {
 	msg := "this login was ended (logged out / disabled)"
 	switch reason {
-	case api.SessionEndedExpired:
+	case gateproto.SessionEndedExpired:
 		msg = "this login has expired"
-	case api.SessionEndedUnknown:
+	case gateproto.SessionEndedUnknown:
 		msg = "this login is not known to the server"
 	}
 	return api.Errorf(api.CodeForbidden, "%s; run `gpuaas login`", msg).WithHint(reloginHint)
@@ -142,7 +143,7 @@ func (s *Server) registeredGateway(ctx context.Context, tx pgx.Tx, c *call, key 
 	return id, nil
 }
 
-func (s *Server) checkGateLogin(req api.GateLoginRequest) error {
+func (s *Server) checkGateLogin(req gateproto.GateLoginRequest) error {
 	if len(req.Nonce) < 16 {
 		return api.Errorf(api.CodeInvalidArgument, "nonce must have at least 16 characters")
 	}
@@ -154,7 +155,7 @@ func (s *Server) checkGateLogin(req api.GateLoginRequest) error {
 	if err != nil || !api.CanonicalUserKey(req.PublicKey) {
 		return api.Errorf(api.CodeInvalidArgument, "public_key is not an nkey user key")
 	}
-	if kp.Verify(api.GateLoginMessage(req.PublicKey, req.IssuedAt, req.Nonce), req.Signature) != nil {
+	if kp.Verify(gateproto.GateLoginMessage(req.PublicKey, req.IssuedAt, req.Nonce), req.Signature) != nil {
 		return api.Errorf(api.CodeUnauthenticated, "bad signature on the login assertion")
 	}
 	return nil

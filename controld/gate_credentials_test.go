@@ -13,6 +13,7 @@ import (
 	"github.com/gpuaas/gpuaas/controld/controldtest"
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/bus"
+	"github.com/gpuaas/gpuaas/internal/gateproto"
 	"github.com/gpuaas/gpuaas/internal/sshcert"
 )
 
@@ -66,7 +67,7 @@ func TestGateCredentials(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp, err := gw.GateCredentials(ctx, api.GateCredentialsRequest{PublicKey: own})
+	resp, err := gateproto.GateCredentials(ctx, gw, gateproto.GateCredentialsRequest{PublicKey: own})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,14 +99,14 @@ func TestGateCredentials(t *testing.T) {
 		{"not a key", gw, "nope", api.ErrInvalidArgument},
 		{"a certificate", gw, string(ssh.MarshalAuthorizedKey(cert)), api.ErrInvalidArgument},
 	} {
-		if _, err := tt.c.GateCredentials(ctx, api.GateCredentialsRequest{PublicKey: tt.key}); !errors.Is(err, tt.want) {
+		if _, err := gateproto.GateCredentials(ctx, tt.c, gateproto.GateCredentialsRequest{PublicKey: tt.key}); !errors.Is(err, tt.want) {
 			t.Errorf("%s: got %v; want %v", tt.name, err, tt.want)
 		}
 	}
 	if _, err := admin.BusIdentityRevoke(ctx, api.BusIdentityRevokeRequest{PublicKey: ownNK}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := gw.GateCredentials(ctx, api.GateCredentialsRequest{PublicKey: own}); !errors.Is(err, api.ErrForbidden) {
+	if _, err := gateproto.GateCredentials(ctx, gw, gateproto.GateCredentialsRequest{PublicKey: own}); !errors.Is(err, api.ErrForbidden) {
 		t.Errorf("revoked key: got %v; want forbidden", err)
 	}
 

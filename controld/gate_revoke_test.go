@@ -11,6 +11,7 @@ import (
 
 	"github.com/gpuaas/gpuaas/controld/controldtest"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/gateproto"
 	"github.com/gpuaas/gpuaas/internal/sshcert"
 )
 
@@ -74,11 +75,11 @@ func TestGateRefusesEndedLogins(t *testing.T) {
 
 	authorize := func(cert string) error {
 		_, line := newSSHKey(t)
-		_, err := gw.GateAuthorize(ctx, api.GateAuthorizeRequest{AllocationID: a.ID, UserID: bob.ID, TicketKey: line, Certificate: cert})
+		_, err := gateproto.GateAuthorize(ctx, gw, gateproto.GateAuthorizeRequest{AllocationID: a.ID, UserID: bob.ID, TicketKey: line, Certificate: cert})
 		return err
 	}
 	userToken := func(cert string) error {
-		_, err := gw.GateUserToken(ctx, api.GateUserTokenRequest{UserID: bob.ID, Certificate: cert})
+		_, err := gateproto.GateUserToken(ctx, gw, gateproto.GateUserTokenRequest{UserID: bob.ID, Certificate: cert})
 		return err
 	}
 	for _, cert := range []string{laptop, desktop, expiring} {
@@ -152,12 +153,12 @@ func TestGateSessions(t *testing.T) {
 	expired := sessionOf(t, userCert(t, env.Client(env.Login(t, bob.Email, "another good password"))))
 	expireSession(t, env, expired)
 	adminLive := sessionOf(t, userCert(t, env.Client(env.AdminToken)))
-	delegated, err := gw.GateUserToken(ctx, api.GateUserTokenRequest{UserID: bob.ID, Certificate: userCert(t, env.Client(bobToken))})
+	delegated, err := gateproto.GateUserToken(ctx, gw, gateproto.GateUserTokenRequest{UserID: bob.ID, Certificate: userCert(t, env.Client(bobToken))})
 	if err != nil {
 		t.Fatal(err)
 	}
 
-	req := api.GateSessionsRequest{Sessions: []api.GateSession{
+	req := gateproto.GateSessionsRequest{Sessions: []gateproto.GateSession{
 		{SessionID: live, UserID: bob.ID},
 		{SessionID: revoked, UserID: bob.ID},
 		{SessionID: expired, UserID: bob.ID},
@@ -166,16 +167,16 @@ func TestGateSessions(t *testing.T) {
 		{SessionID: adminLive, UserID: env.Admin.ID},
 		{SessionID: delegated.SessionID, UserID: bob.ID}, // never a certificate's
 	}}
-	resp, err := gw.GateSessions(ctx, req)
+	resp, err := gateproto.GateSessions(ctx, gw, req)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []api.GateSessionEnded{
-		{GateSession: req.Sessions[1], Reason: api.SessionEndedRevoked},
-		{GateSession: req.Sessions[2], Reason: api.SessionEndedExpired},
-		{GateSession: req.Sessions[3], Reason: api.SessionEndedUnknown},
-		{GateSession: req.Sessions[4], Reason: api.SessionEndedUnknown},
-		{GateSession: req.Sessions[6], Reason: api.SessionEndedUnknown},
+	want := []gateproto.GateSessionEnded{
+		{GateSession: req.Sessions[1], Reason: gateproto.SessionEndedRevoked},
+		{GateSession: req.Sessions[2], Reason: gateproto.SessionEndedExpired},
+		{GateSession: req.Sessions[3], Reason: gateproto.SessionEndedUnknown},
+		{GateSession: req.Sessions[4], Reason: gateproto.SessionEndedUnknown},
+		{GateSession: req.Sessions[6], Reason: gateproto.SessionEndedUnknown},
 	}
 	if len(resp.Ended) != len(want) {
 		t.Fatalf("got %+v; want %+v", resp.Ended, want)
@@ -186,27 +187,27 @@ func TestGateSessions(t *testing.T) {
 		}
 	}
 
-	if resp, err := gw.GateSessions(ctx, api.GateSessionsRequest{}); err != nil || len(resp.Ended) != 0 {
+	if resp, err := gateproto.GateSessions(ctx, gw, gateproto.GateSessionsRequest{}); err != nil || len(resp.Ended) != 0 {
 		t.Errorf("no sessions: got %+v, %v; want none ended", resp, err)
 	}
-	tooMany := make([]api.GateSession, api.MaxGateSessions+1)
+	tooMany := make([]gateproto.GateSession, gateproto.MaxGateSessions+1)
 	for i := range tooMany {
-		tooMany[i] = api.GateSession{SessionID: live, UserID: bob.ID}
+		tooMany[i] = gateproto.GateSession{SessionID: live, UserID: bob.ID}
 	}
 	refusals := []struct {
 		name string
 		c    *api.Client
-		req  api.GateSessionsRequest
+		req  gateproto.GateSessionsRequest
 		want error
 	}{
-		{"too many", gw, api.GateSessionsRequest{Sessions: tooMany}, api.ErrInvalidArgument},
-		{"no session id", gw, api.GateSessionsRequest{Sessions: []api.GateSession{{UserID: bob.ID}}}, api.ErrInvalidArgument},
+		{"too many", gw, gateproto.GateSessionsRequest{Sessions: tooMany}, api.ErrInvalidArgument},
+		{"no session id", gw, gateproto.GateSessionsRequest{Sessions: []gateproto.GateSession{{UserID: bob.ID}}}, api.ErrInvalidArgument},
 		{"not the gateway", env.Client(env.AdminToken), req, api.ErrForbidden},
 		{"the user", env.Client(bobToken), req, api.ErrForbidden},
 	}
 	for _, tt := range refusals {
 		t.Run(tt.name, func(t *testing.T) {
-			if _, err := tt.c.GateSessions(ctx, tt.req); !errors.Is(err, tt.want) {
+			if _, err := gateproto.GateSessions(ctx, tt.c, tt.req); !errors.Is(err, tt.want) {
 				t.Fatalf("got %v; want %v", err, tt.want)
 			}
 		})

@@ -7,6 +7,7 @@ import (
 
 	"github.com/gpuaas/gpuaas/controld/controldtest"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/gateproto"
 	"github.com/gpuaas/gpuaas/internal/sshcert"
 )
 
@@ -88,7 +89,7 @@ func TestGateAuthorize(t *testing.T) {
 			if !ok {
 				presented = certs[env.Admin.ID]
 			}
-			resp, err := tt.c.GateAuthorize(ctx, api.GateAuthorizeRequest{AllocationID: tt.allocs, UserID: tt.user, TicketKey: line,
+			resp, err := gateproto.GateAuthorize(ctx, tt.c, gateproto.GateAuthorizeRequest{AllocationID: tt.allocs, UserID: tt.user, TicketKey: line,
 				Certificate: presented})
 			if !errors.Is(err, tt.want) {
 				t.Fatalf("got %v; want %v", err, tt.want)
@@ -127,15 +128,15 @@ func TestGateAuthorize(t *testing.T) {
 	}
 
 	_, line := newSSHKey(t)
-	if _, err := gw.GateAuthorize(ctx, api.GateAuthorizeRequest{AllocationID: a.ID, UserID: env.Admin.ID, TicketKey: "nope",
+	if _, err := gateproto.GateAuthorize(ctx, gw, gateproto.GateAuthorizeRequest{AllocationID: a.ID, UserID: env.Admin.ID, TicketKey: "nope",
 		Certificate: certs[env.Admin.ID]}); !errors.Is(err, api.ErrInvalidArgument) {
 		t.Errorf("bad ticket key got %v; want invalid argument", err)
 	}
-	if _, err := gw.GateAuthorize(ctx, api.GateAuthorizeRequest{AllocationID: a.ID, UserID: env.Admin.ID, TicketKey: line}); !errors.Is(err, api.ErrInvalidArgument) {
+	if _, err := gateproto.GateAuthorize(ctx, gw, gateproto.GateAuthorizeRequest{AllocationID: a.ID, UserID: env.Admin.ID, TicketKey: line}); !errors.Is(err, api.ErrInvalidArgument) {
 		t.Errorf("no certificate got %v; want invalid argument", err)
 	}
 	setAllocState(t, env, a.ID, api.AllocReleased)
-	if _, err := gw.GateAuthorize(ctx, api.GateAuthorizeRequest{AllocationID: a.ID, UserID: env.Admin.ID, TicketKey: line,
+	if _, err := gateproto.GateAuthorize(ctx, gw, gateproto.GateAuthorizeRequest{AllocationID: a.ID, UserID: env.Admin.ID, TicketKey: line,
 		Certificate: certs[env.Admin.ID]}); !errors.Is(err, api.ErrConflict) {
 		t.Errorf("released allocation got %v; want conflict", err)
 	}
@@ -160,7 +161,7 @@ func TestGateAuthorizeNoTerminal(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, line := newSSHKey(t)
-	_, err := gatewayClient(t, env).GateAuthorize(ctx, api.GateAuthorizeRequest{AllocationID: a.ID, UserID: env.Admin.ID, TicketKey: line,
+	_, err := gateproto.GateAuthorize(ctx, gatewayClient(t, env), gateproto.GateAuthorizeRequest{AllocationID: a.ID, UserID: env.Admin.ID, TicketKey: line,
 		Certificate: userCert(t, env.Client(env.AdminToken))})
 	if !errors.Is(err, api.ErrUnavailable) {
 		t.Errorf("got %v; want unavailable", err)
@@ -173,7 +174,7 @@ func TestGateHostCert(t *testing.T) {
 	ctx := t.Context()
 	gw := gatewayClient(t, env)
 	_, line := newSSHKey(t)
-	resp, err := gw.GateHostCert(ctx, api.GateHostCertRequest{PublicKey: line, Principals: []string{"localhost", "gw.example.test"}})
+	resp, err := gateproto.GateHostCert(ctx, gw, gateproto.GateHostCertRequest{PublicKey: line, Principals: []string{"localhost", "gw.example.test"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -191,10 +192,10 @@ func TestGateHostCert(t *testing.T) {
 	if d := time.Until(resp.ValidBefore); d < 29*24*time.Hour || d > 30*24*time.Hour {
 		t.Errorf("valid for %s; want 30 days", d)
 	}
-	if _, err := env.Client(env.AdminToken).GateHostCert(ctx, api.GateHostCertRequest{PublicKey: line, Principals: []string{"x"}}); !errors.Is(err, api.ErrForbidden) {
+	if _, err := gateproto.GateHostCert(ctx, env.Client(env.AdminToken), gateproto.GateHostCertRequest{PublicKey: line, Principals: []string{"x"}}); !errors.Is(err, api.ErrForbidden) {
 		t.Errorf("admin got %v; want forbidden", err)
 	}
-	if _, err := gw.GateHostCert(ctx, api.GateHostCertRequest{PublicKey: line}); !errors.Is(err, api.ErrInvalidArgument) {
+	if _, err := gateproto.GateHostCert(ctx, gw, gateproto.GateHostCertRequest{PublicKey: line}); !errors.Is(err, api.ErrInvalidArgument) {
 		t.Errorf("no principals got %v; want invalid argument", err)
 	}
 }

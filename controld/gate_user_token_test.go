@@ -12,6 +12,7 @@ import (
 
 	"github.com/gpuaas/gpuaas/controld/controldtest"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/gateproto"
 	"github.com/gpuaas/gpuaas/internal/sshcert"
 )
 
@@ -43,7 +44,7 @@ func TestGateUserToken(t *testing.T) {
 
 	cert := userCert(t, env.Client(bobToken))
 	before := time.Now()
-	resp, err := gw.GateUserToken(ctx, api.GateUserTokenRequest{UserID: bob.ID, Certificate: cert})
+	resp, err := gateproto.GateUserToken(ctx, gw, gateproto.GateUserTokenRequest{UserID: bob.ID, Certificate: cert})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,7 +140,7 @@ func TestGateUserToken(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if _, err := tt.c.GateUserToken(ctx, api.GateUserTokenRequest{UserID: tt.user, Certificate: tt.cert}); !errors.Is(err, tt.want) {
+			if _, err := gateproto.GateUserToken(ctx, tt.c, gateproto.GateUserTokenRequest{UserID: tt.user, Certificate: tt.cert}); !errors.Is(err, tt.want) {
 				t.Fatalf("got %v; want %v", err, tt.want)
 			}
 		})
@@ -148,7 +149,7 @@ func TestGateUserToken(t *testing.T) {
 
 func mustUserToken(t *testing.T, gw *api.Client, userID, cert string) string {
 	t.Helper()
-	resp, err := gw.GateUserToken(t.Context(), api.GateUserTokenRequest{UserID: userID, Certificate: cert})
+	resp, err := gateproto.GateUserToken(t.Context(), gw, gateproto.GateUserTokenRequest{UserID: userID, Certificate: cert})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,7 +164,7 @@ func TestGateUserTokenCertBound(t *testing.T) {
 	ctx := t.Context()
 	bob, bobToken := env.AddUser(t, "bob@example.test", api.RoleUser)
 	cert := userCert(t, env.Client(bobToken))
-	resp, err := gatewayClient(t, env).GateUserToken(ctx, api.GateUserTokenRequest{UserID: bob.ID, Certificate: cert})
+	resp, err := gateproto.GateUserToken(ctx, gatewayClient(t, env), gateproto.GateUserTokenRequest{UserID: bob.ID, Certificate: cert})
 	if err != nil {
 		t.Fatal(err)
 	}

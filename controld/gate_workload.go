@@ -7,11 +7,12 @@ import (
 
 	"github.com/gpuaas/gpuaas/controld/workloads"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/gateproto"
 )
 
 // checkGateTarget refuses a gate.authorize that names neither or both of
 // an allocation and a workload.
-func checkGateTarget(req api.GateAuthorizeRequest) error {
+func checkGateTarget(req gateproto.GateAuthorizeRequest) error {
 	if req.UserID == "" || (req.AllocationID == "") == (req.WorkloadID == "") {
 		return api.Errorf(api.CodeInvalidArgument, "user_id and one of allocation_id and workload_id are required")
 	}
@@ -23,7 +24,7 @@ func checkGateTarget(req api.GateAuthorizeRequest) error {
 // the allocation's own rules (the user's role in the project, the
 // allocation active), and records it in the audit detail. For an
 // allocation target it returns req.AllocationID unchanged.
-func gateWorkloadTarget(ctx context.Context, tx pgx.Tx, req api.GateAuthorizeRequest, userID string, detail map[string]any) (string, error) {
+func gateWorkloadTarget(ctx context.Context, tx pgx.Tx, req gateproto.GateAuthorizeRequest, userID string, detail map[string]any) (string, error) {
 	if req.WorkloadID == "" {
 		return req.AllocationID, nil
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/gpuaas/gpuaas/controld/controldtest"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/gateproto"
 	"github.com/gpuaas/gpuaas/internal/sshcert"
 )
 
@@ -71,9 +72,9 @@ func TestGateAuthorizeWorkload(t *testing.T) {
 		t.Fatal(err)
 	}
 	internal := trusted(t, cas.Internal)
-	authorize := func(user, workloadID, allocID string) (*api.GateAuthorizeResponse, error) {
+	authorize := func(user, workloadID, allocID string) (*gateproto.GateAuthorizeResponse, error) {
 		_, line := newSSHKey(t)
-		return gw.GateAuthorize(ctx, api.GateAuthorizeRequest{WorkloadID: workloadID, AllocationID: allocID, UserID: user,
+		return gateproto.GateAuthorize(ctx, gw, gateproto.GateAuthorizeRequest{WorkloadID: workloadID, AllocationID: allocID, UserID: user,
 			TicketKey: line, Certificate: certs[user]})
 	}
 
@@ -114,10 +115,10 @@ func TestGateAuthorizeWorkload(t *testing.T) {
 			t.Errorf("unknown %q: %q; the stranger's: %q; want the same", id, got, stranger1)
 		}
 	}
-	for _, req := range []api.GateAuthorizeRequest{{UserID: member.ID}, {UserID: member.ID, AllocationID: a.ID, WorkloadID: w.ID}} {
+	for _, req := range []gateproto.GateAuthorizeRequest{{UserID: member.ID}, {UserID: member.ID, AllocationID: a.ID, WorkloadID: w.ID}} {
 		_, line := newSSHKey(t)
 		req.TicketKey, req.Certificate = line, certs[member.ID]
-		if _, err := gw.GateAuthorize(ctx, req); !errors.Is(err, api.ErrInvalidArgument) {
+		if _, err := gateproto.GateAuthorize(ctx, gw, req); !errors.Is(err, api.ErrInvalidArgument) {
 			t.Errorf("%+v: %v; want invalid argument", req, err)
 		}
 	}

@@ -2,7 +2,6 @@ package controld
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/gpuaas/gpuaas/controld/alloc"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 )
 
 // allocTopTimeout bounds the wait for a node's answer, like
@@ -19,7 +19,7 @@ import (
 const allocTopTimeout = 3 * time.Second
 
 // allocTop asks the allocation's node for the latest telemetry of the
-// allocation's GPUs, and only those, over api.HostTopSubject, which only
+// allocation's GPUs, and only those, over hostproto.MsgTop, which only
 // that node's hostd may subscribe to. Whoever may get the allocation may
 // read it.
 func (s *Server) allocTop(ctx context.Context, c *call, req api.AllocRef) (*api.AllocTopResponse, error) {
@@ -39,23 +39,15 @@ func (s *Server) allocTop(ctx context.Context, c *call, req api.AllocRef) (*api.
 		pcis = append(pcis, sl.GPUPCI)
 	}
 	slices.Sort(pcis)
-	body, err := json.Marshal(api.HostTopRequest{PCIs: pcis})
-	if err != nil {
-		return nil, err
-	}
 	ctx, cancel := context.WithTimeout(ctx, allocTopTimeout)
 	defer cancel()
-	msg, err := s.cfg.NATS.RequestWithContext(ctx, api.HostTopSubject(a.NodeID), body)
+	hresp, err := hostproto.Ask(ctx, s.cfg.NATS, hostproto.MsgTop, a.NodeID, hostproto.HostTopRequest{PCIs: pcis})
 	if errors.Is(err, nats.ErrNoResponders) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) {
 		return nil, api.Errorf(api.CodeUnavailable, "the node of allocation %s is not answering", a.ID).
 			WithHint("try again shortly; if it persists, tell an operator")
 	}
 	if err != nil {
 		return nil, fmt.Errorf("ask node %s for GPU telemetry: %w", a.NodeID, err)
-	}
-	var hresp api.HostTopResponse
-	if err := json.Unmarshal(msg.Data, &hresp); err != nil {
-		return nil, fmt.Errorf("node %s GPU telemetry: %w", a.NodeID, err)
 	}
 	resp := api.AllocTopResponse{AllocationID: a.ID, GPUs: []api.GPUSample{}}
 	// Keep only what was asked for, numbered by position in the

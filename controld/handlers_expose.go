@@ -15,6 +15,7 @@ import (
 	"github.com/gpuaas/gpuaas/controld/store"
 	"github.com/gpuaas/gpuaas/controld/workloads"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/gateproto"
 )
 
 // exposeEndpoints are exposures' (controld/exposures, docs/expose.md):
@@ -25,9 +26,9 @@ func (s *Server) exposeEndpoints() []endpointDef {
 		mutation(s, api.OpExposeCreate, s.exposeCreate),
 		query(s, api.OpExposeList, s.exposeList),
 		mutation(s, api.OpExposeRemove, s.exposeRemove),
-		query(s, api.OpGateAuthorizeHTTP, s.gateAuthorizeHTTP),
+		query(s, gateproto.OpGateAuthorizeHTTP, s.gateAuthorizeHTTP),
 		query(s, api.OpExposeLink, s.exposeLink),
-		query(s, api.OpGateRedeemLink, s.gateRedeemLink),
+		query(s, gateproto.OpGateRedeemLink, s.gateRedeemLink),
 	}
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/gpuaas/gpuaas/controld/project"
 	"github.com/gpuaas/gpuaas/controld/store"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/gateproto"
 	"github.com/gpuaas/gpuaas/internal/sshcert"
 )
 
@@ -30,7 +31,7 @@ import (
 // credential. Verdicts are answers, not errors, so the front can tell a
 // login page from 403, 404 and 410; only a ticket is audited (the
 // verdicts the front refreshes every few seconds are not).
-func (s *Server) gateAuthorizeHTTP(ctx context.Context, c *call, req api.GateAuthorizeHTTPRequest) (*api.GateAuthorizeHTTPResponse, error) {
+func (s *Server) gateAuthorizeHTTP(ctx context.Context, c *call, req gateproto.GateAuthorizeHTTPRequest) (*gateproto.GateAuthorizeHTTPResponse, error) {
 	allocID, port, ok := api.ParseExposureHost(strings.ToLower(strings.TrimSpace(req.Host)))
 	if !ok {
 		return nil, api.Errorf(api.CodeInvalidArgument, "host: %q is not <port>-<allocation>", req.Host)
@@ -46,13 +47,13 @@ func (s *Server) gateAuthorizeHTTP(ctx context.Context, c *call, req api.GateAut
 		}
 	}
 	v, a, err := s.httpVerdict(ctx, s.pool, allocID, port, req)
-	if err != nil || v.Verdict != api.VerdictAllow || key == nil {
+	if err != nil || v.Verdict != gateproto.VerdictAllow || key == nil {
 		return v, err
 	}
-	return audited(ctx, s, c, func(ctx context.Context, tx pgx.Tx, e *audit.Entry) (*api.GateAuthorizeHTTPResponse, error) {
+	return audited(ctx, s, c, func(ctx context.Context, tx pgx.Tx, e *audit.Entry) (*gateproto.GateAuthorizeHTTPResponse, error) {
 		detail := map[string]any{"user_id": v.UserID, "session_id": v.SessionID, "exposure_id": v.Exposure.ID,
 			"ticket_key": ssh.FingerprintSHA256(key)}
-		*e = audit.Entry{Action: api.EndpointGateAuthorizeHTTP, TargetType: "allocation", TargetID: a.ID,
+		*e = audit.Entry{Action: gateproto.EndpointGateAuthorizeHTTP, TargetType: "allocation", TargetID: a.ID,
 			ProjectID: a.ProjectID, Detail: detail}
 		auth, err := s.nodeTicket(ctx, tx, a, key, "ticket http "+v.UserID+" "+a.ID+"@"+a.NodeID)
 		if err != nil {
@@ -66,10 +67,10 @@ func (s *Server) gateAuthorizeHTTP(ctx context.Context, c *call, req api.GateAut
 
 // httpVerdict decides gate.authorize_http's request for port of allocID,
 // and returns the allocation when allowed.
-func (s *Server) httpVerdict(ctx context.Context, q store.Batcher, allocID string, port int, req api.GateAuthorizeHTTPRequest) (*api.GateAuthorizeHTTPResponse, api.Allocation, error) {
+func (s *Server) httpVerdict(ctx context.Context, q store.Batcher, allocID string, port int, req gateproto.GateAuthorizeHTTPRequest) (*gateproto.GateAuthorizeHTTPResponse, api.Allocation, error) {
 	now := s.now()
-	v := &api.GateAuthorizeHTTPResponse{CacheUntil: now.Add(api.MaxHTTPVerdictCache)}
-	deny := func(verdict, reason string, args ...any) (*api.GateAuthorizeHTTPResponse, api.Allocation, error) {
+	v := &gateproto.GateAuthorizeHTTPResponse{CacheUntil: now.Add(gateproto.MaxHTTPVerdictCache)}
+	deny := func(verdict, reason string, args ...any) (*gateproto.GateAuthorizeHTTPResponse, api.Allocation, error) {
 		v.Verdict, v.Reason = verdict, fmt.Sprintf(reason, args...)
 		return v, api.Allocation{}, nil
 	}
@@ -78,14 +79,14 @@ func (s *Server) httpVerdict(ctx context.Context, q store.Batcher, allocID strin
 		return nil, api.Allocation{}, err
 	}
 	if !found {
-		return deny(api.VerdictNotFound, "port %d of %s is not exposed", port, allocID)
+		return deny(gateproto.VerdictNotFound, "port %d of %s is not exposed", port, allocID)
 	}
 	v.Exposure = &e
 	switch {
 	case e.RemovedAt != nil:
-		return deny(api.VerdictGone, "this exposure ended (%s)", e.Ended)
+		return deny(gateproto.VerdictGone, "this exposure ended (%s)", e.Ended)
 	case !now.Before(e.ExpiresAt):
-		return deny(api.VerdictGone, "this exposure expired at %s", e.ExpiresAt.Format("2006-01-02 15:04:05 MST"))
+		return deny(gateproto.VerdictGone, "this exposure expired at %s", e.ExpiresAt.Format("2006-01-02 15:04:05 MST"))
 	}
 	if e.ExpiresAt.Before(v.CacheUntil) {
 		v.CacheUntil = e.ExpiresAt
@@ -95,15 +96,15 @@ func (s *Server) httpVerdict(ctx context.Context, q store.Batcher, allocID strin
 	a, err := alloc.Get(ctx, q, alloc.Actor{Role: api.RoleAdmin}, allocID)
 	if err != nil {
 		if api.CodeOf(err) == api.CodeNotFound {
-			return deny(api.VerdictGone, "allocation %s is gone", allocID)
+			return deny(gateproto.VerdictGone, "allocation %s is gone", allocID)
 		}
 		return nil, api.Allocation{}, err
 	}
 	if a.State != api.AllocActive {
-		return deny(api.VerdictGone, "allocation %s is %s", a.ID, a.State)
+		return deny(gateproto.VerdictGone, "allocation %s is %s", a.ID, a.State)
 	}
 	if e.Share == api.SharePublic {
-		v.Verdict = api.VerdictAllow
+		v.Verdict = gateproto.VerdictAllow
 		return v, a, nil
 	}
 	userID, sessionID, why, err := s.httpCaller(ctx, q, req)
@@ -111,29 +112,29 @@ func (s *Server) httpVerdict(ctx context.Context, q store.Batcher, allocID strin
 		return nil, api.Allocation{}, err
 	}
 	if why != "" {
-		return deny(api.VerdictLogin, "%s", why)
+		return deny(gateproto.VerdictLogin, "%s", why)
 	}
 	v.UserID, v.SessionID = userID, sessionID
 	if userID != e.CreatedBy {
 		if e.Share == api.ShareMe {
-			return deny(api.VerdictForbidden, "this exposure is shared with its creator only")
+			return deny(gateproto.VerdictForbidden, "this exposure is shared with its creator only")
 		}
 		role, err := project.RoleOf(ctx, q, e.ProjectID, userID)
 		if err != nil {
 			return nil, api.Allocation{}, err
 		}
 		if role != api.ProjectOwner && role != api.ProjectMember {
-			return deny(api.VerdictForbidden, "this exposure is shared with its project's owners and members")
+			return deny(gateproto.VerdictForbidden, "this exposure is shared with its project's owners and members")
 		}
 	}
-	v.Verdict = api.VerdictAllow
+	v.Verdict = gateproto.VerdictAllow
 	return v, a, nil
 }
 
 // httpCaller is the login a request comes with: its bearer (a session or
 // machine token) or the login session its cookie is bound to. why says
 // what is missing or ended when there is none.
-func (s *Server) httpCaller(ctx context.Context, q store.Querier, req api.GateAuthorizeHTTPRequest) (userID, sessionID, why string, err error) {
+func (s *Server) httpCaller(ctx context.Context, q store.Querier, req gateproto.GateAuthorizeHTTPRequest) (userID, sessionID, why string, err error) {
 	switch {
 	case req.Bearer != "":
 		p, err := s.identity.Authenticate(ctx, q, "Bearer "+req.Bearer)
@@ -150,7 +151,7 @@ func (s *Server) httpCaller(ctx context.Context, q store.Querier, req api.GateAu
 		}
 		return p.UserID, sid, "", nil
 	case req.SessionID != "":
-		ended, err := identity.SessionsEnded(ctx, q, []api.GateSession{{SessionID: req.SessionID, UserID: req.UserID}}, s.now())
+		ended, err := identity.SessionsEnded(ctx, q, []gateproto.GateSession{{SessionID: req.SessionID, UserID: req.UserID}}, s.now())
 		if err != nil {
 			return "", "", "", err
 		}
@@ -165,7 +166,7 @@ func (s *Server) httpCaller(ctx context.Context, q store.Querier, req api.GateAu
 // nodeTicket signs a one-minute ticket for key to reach allocation a's
 // node, and says where the node's terminal server is: the part of
 // gate.authorize's answer the core dials with.
-func (s *Server) nodeTicket(ctx context.Context, tx pgx.Tx, a api.Allocation, key ssh.PublicKey, keyID string) (*api.GateAuthorizeResponse, error) {
+func (s *Server) nodeTicket(ctx context.Context, tx pgx.Tx, a api.Allocation, key ssh.PublicKey, keyID string) (*gateproto.GateAuthorizeResponse, error) {
 	addr, hostKey, err := node.Terminal(ctx, tx, a.NodeID)
 	if err != nil {
 		return nil, err
@@ -185,6 +186,6 @@ func (s *Server) nodeTicket(ctx context.Context, tx pgx.Tx, a api.Allocation, ke
 		return nil, certError(err)
 	}
 	t := marshalCert(cert)
-	return &api.GateAuthorizeResponse{AllocationID: a.ID, NodeID: a.NodeID, Shape: a.Shape, PosixUser: posix,
+	return &gateproto.GateAuthorizeResponse{AllocationID: a.ID, NodeID: a.NodeID, Shape: a.Shape, PosixUser: posix,
 		TerminalAddr: addr, TerminalHostKey: hostKey, Ticket: t.Certificate, ValidBefore: t.ValidBefore}, nil
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/gpuaas/gpuaas/controld/audit"
 	"github.com/gpuaas/gpuaas/controld/exposures"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/gateproto"
 )
 
 // exposeLink mints a one-time link for a browser into an exposure the
@@ -26,14 +27,14 @@ func (s *Server) exposeLink(ctx context.Context, c *call, req api.ExposeLinkRequ
 	if err != nil {
 		return nil, err
 	}
-	v, _, err := s.httpVerdict(ctx, s.pool, allocID, port, api.GateAuthorizeHTTPRequest{Host: req.Host,
+	v, _, err := s.httpVerdict(ctx, s.pool, allocID, port, gateproto.GateAuthorizeHTTPRequest{Host: req.Host,
 		SessionID: c.principal.SessionID, UserID: c.principal.UserID})
 	if err != nil {
 		return nil, err
 	}
 	switch v.Verdict {
-	case api.VerdictAllow:
-	case api.VerdictNotFound, api.VerdictGone:
+	case gateproto.VerdictAllow:
+	case gateproto.VerdictNotFound, gateproto.VerdictGone:
 		return nil, api.Errorf(api.CodeNotFound, "%s", v.Reason).WithHint("see `gpuaas expose list`")
 	default:
 		return nil, api.Errorf(api.CodeForbidden, "%s", v.Reason)
@@ -47,12 +48,12 @@ func (s *Server) exposeLink(ctx context.Context, c *call, req api.ExposeLinkRequ
 }
 
 // gateRedeemLink is the front redeeming a link's code, once.
-func (s *Server) gateRedeemLink(ctx context.Context, _ *call, req api.GateRedeemLinkRequest) (*api.GateRedeemLinkResponse, error) {
+func (s *Server) gateRedeemLink(ctx context.Context, _ *call, req gateproto.GateRedeemLinkRequest) (*gateproto.GateRedeemLinkResponse, error) {
 	allocID, port, ok := api.ParseExposureHost(strings.ToLower(strings.TrimSpace(req.Host)))
 	if !ok || req.Code == "" {
 		return nil, api.Errorf(api.CodeInvalidArgument, "host and code are required")
 	}
-	var resp api.GateRedeemLinkResponse
+	var resp gateproto.GateRedeemLinkResponse
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		var err error
 		resp, err = exposures.RedeemLink(ctx, tx, allocID, port, req.Code, s.now())

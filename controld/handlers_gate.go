@@ -16,6 +16,7 @@ import (
 	"github.com/gpuaas/gpuaas/controld/node"
 	"github.com/gpuaas/gpuaas/controld/project"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/gateproto"
 	"github.com/gpuaas/gpuaas/internal/sshcert"
 )
 
@@ -27,11 +28,11 @@ import (
 func (s *Server) gateEndpoints() []endpointDef {
 	return []endpointDef{
 		s.gateLogin(),
-		query(s, api.OpGateAuthorize, s.gateAuthorize),
-		query(s, api.OpGateHostCert, s.gateHostCert),
-		query(s, api.OpGateUserToken, s.gateUserToken),
-		query(s, api.OpGateSessions, s.gateSessions),
-		query(s, api.OpGateCredentials, s.gateCredentials),
+		query(s, gateproto.OpGateAuthorize, s.gateAuthorize),
+		query(s, gateproto.OpGateHostCert, s.gateHostCert),
+		query(s, gateproto.OpGateUserToken, s.gateUserToken),
+		query(s, gateproto.OpGateSessions, s.gateSessions),
+		query(s, gateproto.OpGateCredentials, s.gateCredentials),
 	}
 }
 
@@ -41,7 +42,7 @@ func (s *Server) gateEndpoints() []endpointDef {
 // and tells it where the node's terminal server is. The user must be the
 // allocation's creator or an owner or member of its project (viewers may
 // look, not log in); platform roles give no shell on customers' nodes.
-func (s *Server) gateAuthorize(ctx context.Context, c *call, req api.GateAuthorizeRequest) (*api.GateAuthorizeResponse, error) {
+func (s *Server) gateAuthorize(ctx context.Context, c *call, req gateproto.GateAuthorizeRequest) (*gateproto.GateAuthorizeResponse, error) {
 	if err := checkGateTarget(req); err != nil {
 		return nil, err
 	}
@@ -56,7 +57,7 @@ func (s *Server) gateAuthorize(ctx context.Context, c *call, req api.GateAuthori
 	if api.IsVolumeID(req.AllocationID) { // sftp to a volume, no allocation: handlers_volsession.go
 		return s.gateAuthorizeVolume(ctx, c, req, key, userCert)
 	}
-	return audited(ctx, s, c, func(ctx context.Context, tx pgx.Tx, e *audit.Entry) (*api.GateAuthorizeResponse, error) {
+	return audited(ctx, s, c, func(ctx context.Context, tx pgx.Tx, e *audit.Entry) (*gateproto.GateAuthorizeResponse, error) {
 		detail := map[string]any{"user_id": req.UserID, "ticket_key": ssh.FingerprintSHA256(key),
 			"certificate": ssh.FingerprintSHA256(userCert)}
 		*e = audit.Entry{Action: "gate.authorize", TargetType: "allocation", TargetID: req.AllocationID, Detail: detail}
@@ -121,7 +122,7 @@ func (s *Server) gateAuthorize(ctx context.Context, c *call, req api.GateAuthori
 		if err != nil {
 			return nil, err
 		}
-		return &api.GateAuthorizeResponse{AllocationID: a.ID, WorkloadID: req.WorkloadID, NodeID: a.NodeID, Shape: a.Shape, PosixUser: posix,
+		return &gateproto.GateAuthorizeResponse{AllocationID: a.ID, WorkloadID: req.WorkloadID, NodeID: a.NodeID, Shape: a.Shape, PosixUser: posix,
 			TerminalAddr: addr, TerminalHostKey: hostKey, Ticket: t.Certificate, ValidBefore: t.ValidBefore,
 			Banner: banner}, nil
 	})
@@ -136,7 +137,7 @@ func (s *Server) gateAuthorize(ctx context.Context, c *call, req api.GateAuthori
 // whichever is first, and is delegated: it mints no credentials and
 // reaches no ops.* or gate.* endpoint. The token is in the response only;
 // the audit row names the session, never the token.
-func (s *Server) gateUserToken(ctx context.Context, c *call, req api.GateUserTokenRequest) (*api.GateUserTokenResponse, error) {
+func (s *Server) gateUserToken(ctx context.Context, c *call, req gateproto.GateUserTokenRequest) (*gateproto.GateUserTokenResponse, error) {
 	if req.UserID == "" || req.Certificate == "" {
 		return nil, api.Errorf(api.CodeInvalidArgument, "user_id and certificate are required")
 	}
@@ -144,7 +145,7 @@ func (s *Server) gateUserToken(ctx context.Context, c *call, req api.GateUserTok
 	if err != nil {
 		return nil, api.Errorf(api.CodeInvalidArgument, "certificate is not an SSH certificate: %v", err)
 	}
-	return audited(ctx, s, c, func(ctx context.Context, tx pgx.Tx, e *audit.Entry) (*api.GateUserTokenResponse, error) {
+	return audited(ctx, s, c, func(ctx context.Context, tx pgx.Tx, e *audit.Entry) (*gateproto.GateUserTokenResponse, error) {
 		detail := map[string]any{"certificate": ssh.FingerprintSHA256(key)}
 		*e = audit.Entry{Action: "gate.user_token", TargetType: "user", TargetID: req.UserID, Detail: detail}
 		id, err := s.verifyGateCert(ctx, tx, key, req.UserID)
@@ -167,7 +168,7 @@ func (s *Server) gateUserToken(ctx context.Context, c *call, req api.GateUserTok
 }
 
 // gateHostCert signs the gateway's host key with the host CA.
-func (s *Server) gateHostCert(ctx context.Context, c *call, req api.GateHostCertRequest) (*api.SSHCertResponse, error) {
+func (s *Server) gateHostCert(ctx context.Context, c *call, req gateproto.GateHostCertRequest) (*api.SSHCertResponse, error) {
 	key, err := ca.ParseSubjectKey(req.PublicKey)
 	if err != nil {
 		return nil, err
@@ -197,12 +198,12 @@ func (s *Server) gateHostCert(ctx context.Context, c *call, req api.GateHostCert
 // which key may act as that gateway, so a stolen gateway token cannot have
 // a key of its own certified. Audited like every gate.* call, refusals
 // included.
-func (s *Server) gateCredentials(ctx context.Context, c *call, req api.GateCredentialsRequest) (*api.GateCredentialsResponse, error) {
+func (s *Server) gateCredentials(ctx context.Context, c *call, req gateproto.GateCredentialsRequest) (*gateproto.GateCredentialsResponse, error) {
 	key, err := ca.ParseSubjectKey(req.PublicKey)
 	if err != nil {
 		return nil, err
 	}
-	return audited(ctx, s, c, func(ctx context.Context, tx pgx.Tx, e *audit.Entry) (*api.GateCredentialsResponse, error) {
+	return audited(ctx, s, c, func(ctx context.Context, tx pgx.Tx, e *audit.Entry) (*gateproto.GateCredentialsResponse, error) {
 		detail := map[string]any{"key": ssh.FingerprintSHA256(key)}
 		*e = audit.Entry{Action: "gate.credentials", TargetType: "gateway_key", TargetID: ssh.FingerprintSHA256(key), Detail: detail}
 		reg, err := s.registeredGateway(ctx, tx, c, key)
@@ -220,7 +221,7 @@ func (s *Server) gateCredentials(ctx context.Context, c *call, req api.GateCrede
 		}
 		t := marshalCert(cert)
 		detail["serial"], detail["valid_before"], detail["ca_key"] = cert.Serial, t.ValidBefore, ssh.FingerprintSHA256(ic.Active())
-		return &api.GateCredentialsResponse{Name: reg.Name, Certificate: t.Certificate, ValidBefore: t.ValidBefore}, nil
+		return &gateproto.GateCredentialsResponse{Name: reg.Name, Certificate: t.Certificate, ValidBefore: t.ValidBefore}, nil
 	})
 }
 
@@ -229,7 +230,7 @@ func (s *Server) gateCredentials(ctx context.Context, c *call, req api.GateCrede
 // token: its seed stays on its machine and each token lives
 // GatewaySessionTTL.
 func (s *Server) gateLogin() endpointDef {
-	return custom(s, api.OpGateLogin, func(ctx context.Context, c *call, decode func() (api.GateLoginRequest, error)) ([]byte, error) {
+	return custom(s, gateproto.OpGateLogin, func(ctx context.Context, c *call, decode func() (gateproto.GateLoginRequest, error)) ([]byte, error) {
 		req, err := decode()
 		if err != nil {
 			return nil, err
@@ -238,7 +239,7 @@ func (s *Server) gateLogin() endpointDef {
 			return nil, err
 		}
 		key := c.req.Headers().Get(api.HeaderIdempotencyKey)
-		return s.mut.Run(ctx, mutate.Request{Endpoint: api.EndpointGateLogin, ActorID: "gateway:" + req.PublicKey,
+		return s.mut.Run(ctx, mutate.Request{Endpoint: gateproto.EndpointGateLogin, ActorID: "gateway:" + req.PublicKey,
 			Key: key, CorrelationID: c.corr, Fingerprint: c.req.Data(), NoReplay: true},
 			func(ctx context.Context, tx pgx.Tx) (any, mutate.Effect, error) {
 				id, err := busauth.LiveIdentity(ctx, tx, req.PublicKey)
@@ -254,7 +255,7 @@ func (s *Server) gateLogin() endpointDef {
 				if err != nil {
 					return nil, mutate.Effect{}, err
 				}
-				return resp, mutate.Effect{Audit: audit.Entry{Action: api.EndpointGateLogin, TargetType: "session",
+				return resp, mutate.Effect{Audit: audit.Entry{Action: gateproto.EndpointGateLogin, TargetType: "session",
 					TargetID: resp.SessionID, Detail: map[string]string{"key": req.PublicKey, "user_id": u.ID}}}, nil
 			})
 	})
@@ -263,9 +264,9 @@ func (s *Server) gateLogin() endpointDef {
 // gateSessions answers which of the gateway's sessions have ended. It is a
 // plain read, not audited: the gateway asks every half minute, and
 // nothing is minted.
-func (s *Server) gateSessions(ctx context.Context, c *call, req api.GateSessionsRequest) (*api.GateSessionsResponse, error) {
-	if len(req.Sessions) > api.MaxGateSessions {
-		return nil, api.Errorf(api.CodeInvalidArgument, "%d sessions in one request; at most %d", len(req.Sessions), api.MaxGateSessions)
+func (s *Server) gateSessions(ctx context.Context, c *call, req gateproto.GateSessionsRequest) (*gateproto.GateSessionsResponse, error) {
+	if len(req.Sessions) > gateproto.MaxGateSessions {
+		return nil, api.Errorf(api.CodeInvalidArgument, "%d sessions in one request; at most %d", len(req.Sessions), gateproto.MaxGateSessions)
 	}
 	for i, r := range req.Sessions {
 		if r.SessionID == "" || r.UserID == "" {
@@ -277,7 +278,7 @@ func (s *Server) gateSessions(ctx context.Context, c *call, req api.GateSessions
 		return nil, fmt.Errorf("gate sessions: %w", err)
 	}
 	if ended == nil {
-		ended = []api.GateSessionEnded{}
+		ended = []gateproto.GateSessionEnded{}
 	}
-	return &api.GateSessionsResponse{Ended: ended}, nil
+	return &gateproto.GateSessionsResponse{Ended: ended}, nil
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/gpuaas/gpuaas/controld/outbox"
 	"github.com/gpuaas/gpuaas/controld/project"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/gateproto"
 )
 
 // idleEndpoints are idle release's (controld/idle): a project's policy,
@@ -19,7 +20,7 @@ import (
 func (s *Server) idleEndpoints() []endpointDef {
 	return []endpointDef{
 		mutation(s, api.OpProjectPolicy, s.projectSetPolicy),
-		query(s, api.OpGateActivity, s.gateActivity),
+		query(s, gateproto.OpGateActivity, s.gateActivity),
 	}
 }
 
@@ -84,7 +85,7 @@ func (s *Server) allocCreatePolicy(req api.AllocCreateRequest) (idleSecs, maxSec
 // channel data of each allocation's sessions and forwards. It is
 // telemetry, like a node's heartbeat: not a mutation (no audit row, no
 // event, every 15 s from every gateway).
-func (s *Server) gateActivity(ctx context.Context, c *call, req api.GateActivityRequest) (*api.GateActivityResponse, error) {
+func (s *Server) gateActivity(ctx context.Context, c *call, req gateproto.GateActivityRequest) (*gateproto.GateActivityResponse, error) {
 	if len(req.LastActive) > 100_000 {
 		return nil, api.Errorf(api.CodeInvalidArgument, "at most 100000 allocations per report")
 	}
@@ -92,7 +93,7 @@ func (s *Server) gateActivity(ctx context.Context, c *call, req api.GateActivity
 	if err != nil {
 		return nil, err
 	}
-	return &api.GateActivityResponse{Recorded: n}, nil
+	return &gateproto.GateActivityResponse{Recorded: n}, nil
 }
 
 // gpuActive records a heartbeat's GPU activity (hosts.Config.GPUActive).

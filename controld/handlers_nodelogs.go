@@ -2,7 +2,6 @@ package controld
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/gpuaas/gpuaas/controld/node"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 )
 
 // nodeLogsTimeout bounds the wait for a node's answer: under the client's
@@ -19,9 +19,9 @@ import (
 const nodeLogsTimeout = 3 * time.Second
 
 // nodeLogs asks a node's hostd for its recent log records over
-// api.HostLogsSubject, which only that hostd may subscribe to.
+// hostproto.MsgLogs, which only that hostd may subscribe to.
 func (s *Server) nodeLogs(ctx context.Context, c *call, req api.NodeLogsRequest) (*api.NodeLogsResponse, error) {
-	hreq := api.HostLogsRequest{After: req.After, Limit: req.Limit}
+	hreq := hostproto.HostLogsRequest{After: req.After, Limit: req.Limit}
 	if req.Since != "" {
 		d, err := time.ParseDuration(req.Since)
 		if err != nil || d <= 0 {
@@ -37,13 +37,9 @@ func (s *Server) nodeLogs(ctx context.Context, c *call, req api.NodeLogsRequest)
 	if err != nil {
 		return nil, err
 	}
-	body, err := json.Marshal(hreq)
-	if err != nil {
-		return nil, err
-	}
 	ctx, cancel := context.WithTimeout(ctx, nodeLogsTimeout)
 	defer cancel()
-	msg, err := s.cfg.NATS.RequestWithContext(ctx, api.HostLogsSubject(d.Node.ID), body)
+	resp, err := hostproto.Ask(ctx, s.cfg.NATS, hostproto.MsgLogs, d.Node.ID, hreq)
 	if errors.Is(err, nats.ErrNoResponders) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) {
 		return nil, api.Errorf(api.CodeUnavailable, "node %s is not answering", d.Node.Name).
 			WithHint("check that its hostd is running and connected")
@@ -51,13 +47,9 @@ func (s *Server) nodeLogs(ctx context.Context, c *call, req api.NodeLogsRequest)
 	if err != nil {
 		return nil, fmt.Errorf("ask node %s for logs: %w", d.Node.ID, err)
 	}
-	var resp api.NodeLogsResponse
-	if err := json.Unmarshal(msg.Data, &resp); err != nil {
-		return nil, fmt.Errorf("node %s logs: %w", d.Node.ID, err)
-	}
 	resp.Node = d.Node.ID
 	if resp.Records == nil {
 		resp.Records = []api.LogRecord{}
 	}
-	return &resp, nil
+	return resp, nil
 }

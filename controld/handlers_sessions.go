@@ -15,6 +15,7 @@ import (
 	"github.com/gpuaas/gpuaas/controld/outbox"
 	"github.com/gpuaas/gpuaas/controld/sessions"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/gateproto"
 	"github.com/gpuaas/gpuaas/internal/recstore"
 )
 
@@ -22,16 +23,16 @@ import (
 // recordings (controld/sessions).
 func (s *Server) sessionsEndpoints() []endpointDef {
 	return []endpointDef{
-		mutation(s, api.OpSessionStart, s.sessionStart),
-		mutation(s, api.OpSessionEnd, s.sessionEnd),
-		mutation(s, api.OpSessionInterrupt, s.sessionInterrupt),
+		mutation(s, gateproto.OpSessionStart, s.sessionStart),
+		mutation(s, gateproto.OpSessionEnd, s.sessionEnd),
+		mutation(s, gateproto.OpSessionInterrupt, s.sessionInterrupt),
 		query(s, api.OpSessionList, s.sessionList),
 		query(s, api.OpSessionGet, s.sessionGet),
 		query(s, api.OpSessionRecording, s.sessionRecording),
 	}
 }
 
-func (s *Server) sessionStart(_ context.Context, c *call, req api.SessionStartRequest) (work[api.TerminalSession], error) {
+func (s *Server) sessionStart(_ context.Context, c *call, req gateproto.SessionStartRequest) (work[api.TerminalSession], error) {
 	if strings.TrimSpace(req.Gateway) == "" {
 		req.Gateway = c.principal.Email
 	}
@@ -44,7 +45,7 @@ func (s *Server) sessionStart(_ context.Context, c *call, req api.SessionStartRe
 	}, nil
 }
 
-func (s *Server) sessionEnd(ctx context.Context, c *call, req api.SessionEndRequest) (work[api.TerminalSession], error) {
+func (s *Server) sessionEnd(ctx context.Context, c *call, req gateproto.SessionEndRequest) (work[api.TerminalSession], error) {
 	if err := s.sealRecording(ctx, c, &req); err != nil {
 		return nil, err
 	}
@@ -57,8 +58,8 @@ func (s *Server) sessionEnd(ctx context.Context, c *call, req api.SessionEndRequ
 	}, nil
 }
 
-func (s *Server) sessionInterrupt(_ context.Context, c *call, req api.SessionInterruptRequest) (work[api.SessionInterruptResponse], error) {
-	return func(ctx context.Context, tx pgx.Tx) (*api.SessionInterruptResponse, mutate.Effect, error) {
+func (s *Server) sessionInterrupt(_ context.Context, c *call, req gateproto.SessionInterruptRequest) (work[gateproto.SessionInterruptResponse], error) {
+	return func(ctx context.Context, tx pgx.Tx) (*gateproto.SessionInterruptResponse, mutate.Effect, error) {
 		list, err := sessions.Interrupt(ctx, tx, req.Gateway, s.now())
 		if err != nil {
 			return nil, mutate.Effect{}, err
@@ -76,7 +77,7 @@ func (s *Server) sessionInterrupt(_ context.Context, c *call, req api.SessionInt
 			Audit:  audit.Entry{Action: "session.interrupt", TargetType: "gateway", TargetID: req.Gateway, Detail: detail},
 			Events: []outbox.Event{{Kind: "session.interrupt", Subject: req.Gateway, Payload: detail}},
 		}
-		return &api.SessionInterruptResponse{Sessions: list}, eff, nil
+		return &gateproto.SessionInterruptResponse{Sessions: list}, eff, nil
 	}, nil
 }
 
@@ -109,7 +110,7 @@ func (s *Server) sessionGet(ctx context.Context, c *call, req api.SessionRef) (*
 // (internal/recstore): a recording is named after its session, and only
 // chunks that are there and whole are sealed. A recording that cannot be
 // sealed is logged and left out: the session is still closed.
-func (s *Server) sealRecording(ctx context.Context, c *call, req *api.SessionEndRequest) error {
+func (s *Server) sealRecording(ctx context.Context, c *call, req *gateproto.SessionEndRequest) error {
 	if req.Recording == "" {
 		return nil
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/gpuaas/gpuaas/controld/outbox"
 	"github.com/gpuaas/gpuaas/controld/volumes"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/gateproto"
 	"github.com/gpuaas/gpuaas/internal/sshcert"
 )
 
@@ -23,8 +24,8 @@ import (
 // names the volume where an allocation would be; the node serves it with
 // sftp alone. Audited as volume.session_start (a refusal as
 // volume.session_start_refused). Nothing is billed: no allocation exists.
-func (s *Server) gateAuthorizeVolume(ctx context.Context, c *call, req api.GateAuthorizeRequest, key, userCert ssh.PublicKey) (*api.GateAuthorizeResponse, error) {
-	return audited(ctx, s, c, func(ctx context.Context, tx pgx.Tx, e *audit.Entry) (*api.GateAuthorizeResponse, error) {
+func (s *Server) gateAuthorizeVolume(ctx context.Context, c *call, req gateproto.GateAuthorizeRequest, key, userCert ssh.PublicKey) (*gateproto.GateAuthorizeResponse, error) {
+	return audited(ctx, s, c, func(ctx context.Context, tx pgx.Tx, e *audit.Entry) (*gateproto.GateAuthorizeResponse, error) {
 		detail := map[string]any{"user_id": req.UserID, "ticket_key": ssh.FingerprintSHA256(key),
 			"certificate": ssh.FingerprintSHA256(userCert)}
 		*e = audit.Entry{Action: "volume.session_start", TargetType: "volume", TargetID: req.AllocationID, Detail: detail}
@@ -80,7 +81,7 @@ func (s *Server) gateAuthorizeVolume(ctx context.Context, c *call, req api.GateA
 		}
 		t := marshalCert(cert)
 		detail["serial"], detail["valid_before"] = cert.Serial, t.ValidBefore
-		return &api.GateAuthorizeResponse{AllocationID: v.ID, NodeID: v.NodeID, PosixUser: posix,
+		return &gateproto.GateAuthorizeResponse{AllocationID: v.ID, NodeID: v.NodeID, PosixUser: posix,
 			TerminalAddr: addr, TerminalHostKey: hostKey, Ticket: t.Certificate, ValidBefore: t.ValidBefore}, nil
 	})
 }
@@ -90,7 +91,7 @@ func (s *Server) gateAuthorizeVolume(ctx context.Context, c *call, req api.GateA
 // before it ends the sftp channel), so the volume is ready again.
 // Audited as volume.session_end; ending a hold that is gone (told twice,
 // or taken over after its lease) changes nothing and says so.
-func (s *Server) gateVolumeEnd(ctx context.Context, c *call, req api.GateVolumeEndRequest) (*api.GateVolumeEndResponse, error) {
+func (s *Server) gateVolumeEnd(ctx context.Context, c *call, req gateproto.GateVolumeEndRequest) (*gateproto.GateVolumeEndResponse, error) {
 	if !api.IsVolumeID(req.VolumeID) {
 		return nil, api.Errorf(api.CodeInvalidArgument, "volume_id %q is not a volume id", req.VolumeID)
 	}
@@ -98,7 +99,7 @@ func (s *Server) gateVolumeEnd(ctx context.Context, c *call, req api.GateVolumeE
 	if err != nil {
 		return nil, api.Errorf(api.CodeInvalidArgument, "ticket_key is not an SSH public key: %v", err)
 	}
-	return audited(ctx, s, c, func(ctx context.Context, tx pgx.Tx, e *audit.Entry) (*api.GateVolumeEndResponse, error) {
+	return audited(ctx, s, c, func(ctx context.Context, tx pgx.Tx, e *audit.Entry) (*gateproto.GateVolumeEndResponse, error) {
 		detail := map[string]any{"ticket_key": ssh.FingerprintSHA256(key)}
 		*e = audit.Entry{Action: "volume.session_end", TargetType: "volume", TargetID: req.VolumeID, Detail: detail}
 		now := s.now()
@@ -115,6 +116,6 @@ func (s *Server) gateVolumeEnd(ctx context.Context, c *call, req api.GateVolumeE
 				return nil, err
 			}
 		}
-		return &api.GateVolumeEndResponse{Released: released}, nil
+		return &gateproto.GateVolumeEndResponse{Released: released}, nil
 	})
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/gpuaas/gpuaas/controld/project"
 	"github.com/gpuaas/gpuaas/controld/volumes"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/gateproto"
 )
 
 // volumeEndpoints are projects' persistent volumes (controld/volumes,
@@ -27,7 +28,7 @@ func (s *Server) volumeEndpoints() []endpointDef {
 		refusalAuditedMutation(s, api.OpVolumeAttach, s.volumeAttach, s.auditFundsRefusal("volume.attach_refused")), // handlers_volattach.go
 		mutation(s, api.OpVolumeDetach, s.volumeDetach),
 		query(s, api.OpVolumeQuote, s.volumeQuote),
-		query(s, api.OpGateVolumeEnd, s.gateVolumeEnd),                // sftp to a volume: handlers_volsession.go
+		query(s, gateproto.OpGateVolumeEnd, s.gateVolumeEnd),          // sftp to a volume: handlers_volsession.go
 		mutation(s, api.OpAdminVolumePriceSet, s.adminVolumePriceSet), // handlers_volumeprice.go
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/gpuaas/gpuaas/controld/controldtest"
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/bus"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 	"github.com/gpuaas/gpuaas/internal/signing"
 )
 
@@ -47,8 +48,8 @@ func TestNodeAsksForTicketCAs(t *testing.T) {
 		t.Fatal(err)
 	}
 	raw := api.NewClient(env.Bus.Connect(t, nats.CustomInboxPrefix(api.InboxPrefix(nkPub))), api.WithReplyProof(proof))
-	var enrolled api.EnrollResponse
-	if err := raw.Request(ctx, api.SubjectEnroll, api.EnrollRequest{Token: tok.Token, PublicKey: nodePub,
+	var enrolled hostproto.EnrollResponse
+	if err := raw.Request(ctx, hostproto.SubjectEnroll, hostproto.EnrollRequest{Token: tok.Token, PublicKey: nodePub,
 		Hostname: "gpu-77", TerminalAddr: "127.0.0.1:2022"}, &enrolled); err != nil {
 		t.Fatal(err)
 	}
@@ -60,8 +61,8 @@ func TestNodeAsksForTicketCAs(t *testing.T) {
 	var seq uint64
 	seal := func(key ed25519.PrivateKey, asNode, kind string, at time.Time) signing.Envelope {
 		seq++
-		env, err := signing.Seal(key, api.PullRequest{NodeID: asNode, At: at,
-			ReportStamp: api.ReportStamp{Kind: kind, Seq: seq, SentAt: at}})
+		env, err := signing.Seal(key, hostproto.PullRequest{NodeID: asNode, At: at,
+			ReportStamp: hostproto.ReportStamp{Kind: kind, Seq: seq, SentAt: at}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -69,10 +70,10 @@ func TestNodeAsksForTicketCAs(t *testing.T) {
 	}
 	send := func(env signing.Envelope) (*api.SSHCAsResponse, error) {
 		var out api.SSHCAsResponse
-		return &out, asNode.Request(ctx, api.HostCtlSubject(id, api.HostCAs), env, &out)
+		return &out, asNode.Request(ctx, hostproto.MsgCAs.SubjectOf(id), env, &out)
 	}
 	ask := func(key ed25519.PrivateKey, asNode string, at time.Time) (*api.SSHCAsResponse, error) {
-		return send(seal(key, asNode, api.HostCAs, at))
+		return send(seal(key, asNode, hostproto.HostCAs, at))
 	}
 
 	got, err := ask(nodeKey, id, time.Now())
@@ -94,7 +95,7 @@ func TestNodeAsksForTicketCAs(t *testing.T) {
 		t.Errorf("after rotation the node got %q, %v; want two keys", got.Internal, err)
 	}
 
-	answered := seal(nodeKey, id, api.HostCAs, time.Now())
+	answered := seal(nodeKey, id, hostproto.HostCAs, time.Now())
 	if _, err := send(answered); err != nil {
 		t.Fatal(err)
 	}
@@ -102,11 +103,11 @@ func TestNodeAsksForTicketCAs(t *testing.T) {
 		name string
 		env  signing.Envelope
 	}{
-		{"signed by another key", seal(otherKey, id, api.HostCAs, time.Now())},
-		{"for another node", seal(nodeKey, "n-000000000000", api.HostCAs, time.Now())},
-		{"stale", seal(nodeKey, id, api.HostCAs, time.Now().Add(-time.Hour))},
-		{"from the future", seal(nodeKey, id, api.HostCAs, time.Now().Add(time.Hour))},
-		{"stamped as another kind", seal(nodeKey, id, api.HostPull, time.Now())},
+		{"signed by another key", seal(otherKey, id, hostproto.HostCAs, time.Now())},
+		{"for another node", seal(nodeKey, "n-000000000000", hostproto.HostCAs, time.Now())},
+		{"stale", seal(nodeKey, id, hostproto.HostCAs, time.Now().Add(-time.Hour))},
+		{"from the future", seal(nodeKey, id, hostproto.HostCAs, time.Now().Add(time.Hour))},
+		{"stamped as another kind", seal(nodeKey, id, hostproto.HostPull, time.Now())},
 		{"replayed", answered},
 	}
 	for _, tt := range refused {
@@ -117,7 +118,7 @@ func TestNodeAsksForTicketCAs(t *testing.T) {
 		})
 	}
 	// An unstamped request (an older hostd) is refused too.
-	unstamped, err := signing.Seal(nodeKey, api.PullRequest{NodeID: id, At: time.Now()})
+	unstamped, err := signing.Seal(nodeKey, hostproto.PullRequest{NodeID: id, At: time.Now()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,8 @@ import (
 	"github.com/gpuaas/gpuaas/controld/controldtest"
 	"github.com/gpuaas/gpuaas/controld/idle"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/gateproto"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 	"github.com/gpuaas/gpuaas/internal/signing"
 	"github.com/gpuaas/gpuaas/internal/testutil"
 )
@@ -39,7 +41,7 @@ func startIdle(t *testing.T) *billingEnv {
 func idleGateway(t *testing.T, e *billingEnv) *api.Client {
 	t.Helper()
 	gw := e.GatewayClient(t, "gw-idle")
-	if _, err := gw.GateSessions(t.Context(), api.GateSessionsRequest{}); err != nil {
+	if _, err := gateproto.GateSessions(t.Context(), gw, gateproto.GateSessionsRequest{}); err != nil {
 		t.Fatal(err)
 	}
 	return gw
@@ -183,7 +185,7 @@ func TestIdleActivityCancelsWarning(t *testing.T) {
 	if res := e.idleTick(t); res.Warned != 1 {
 		t.Fatalf("tick at 8m: %+v; want one warning", res)
 	}
-	r, err := gw.GateActivity(ctx, api.GateActivityRequest{LastActive: map[string]time.Time{a.ID: e.clock.Now(), "a-nonexistent": e.clock.Now()}})
+	r, err := gateproto.GateActivity(ctx, gw, gateproto.GateActivityRequest{LastActive: map[string]time.Time{a.ID: e.clock.Now(), "a-nonexistent": e.clock.Now()}})
 	if err != nil || r.Recorded != 1 {
 		t.Fatalf("gate.activity: %+v, %v; want one recorded", r, err)
 	}
@@ -312,7 +314,7 @@ func TestGateActivityRefusesNonGateway(t *testing.T) {
 	t.Parallel()
 	e := startIdle(t)
 	a := e.createActive(t, e.Client(e.AdminToken), api.AllocCreateRequest{IdleReleaseAfter: "10m"})
-	_, err := e.Client(e.AdminToken).GateActivity(t.Context(), api.GateActivityRequest{LastActive: map[string]time.Time{a.ID: e.clock.Now()}})
+	_, err := gateproto.GateActivity(t.Context(), e.Client(e.AdminToken), gateproto.GateActivityRequest{LastActive: map[string]time.Time{a.ID: e.clock.Now()}})
 	if !errors.Is(err, api.ErrForbidden) {
 		t.Fatalf("gate.activity as an admin: %v; want forbidden", err)
 	}
@@ -328,7 +330,7 @@ func activateID(t *testing.T, e *billingEnv, id string) {
 	t.Helper()
 	ctx := t.Context()
 	err := pgx.BeginFunc(ctx, e.Server.Pool(), func(tx pgx.Tx) error {
-		_, err := alloc.ProvisionDone(ctx, tx, id, api.TaskSucceeded, "", e.clock.Now())
+		_, err := alloc.ProvisionDone(ctx, tx, id, hostproto.TaskSucceeded, "", e.clock.Now())
 		return err
 	})
 	if err != nil {
@@ -350,7 +352,7 @@ func TestReleasedAllocationKeepsWhyItWasReleased(t *testing.T) {
 		t.Fatalf("tick at the deadline: %+v; want one release", res)
 	}
 	err := pgx.BeginFunc(ctx, e.Server.Pool(), func(tx pgx.Tx) error {
-		_, _, err := alloc.ReleaseDone(ctx, tx, a.ID, api.TaskSucceeded, "", e.clock.Now())
+		_, _, err := alloc.ReleaseDone(ctx, tx, a.ID, hostproto.TaskSucceeded, "", e.clock.Now())
 		return err
 	})
 	if err != nil {
@@ -412,14 +414,14 @@ func TestHeartbeatGPUActivityCountsForIdle(t *testing.T) {
 	nc := e.Bus.Connect(t, nats.CustomInboxPrefix(api.InboxPrefix(a.NodeID)))
 	e.clock.Advance(9 * time.Minute)
 	busyAt := e.clock.Now()
-	hb := api.Heartbeat{NodeID: a.NodeID, At: busyAt, GPUActive: map[string]time.Time{a.Slots[0].GPUPCI: busyAt}}
-	hb.ReportStamp = api.ReportStamp{Kind: api.HostHeartbeat, Seq: 1, SentAt: busyAt}
+	hb := hostproto.Heartbeat{NodeID: a.NodeID, At: busyAt, GPUActive: map[string]time.Time{a.Slots[0].GPUPCI: busyAt}}
+	hb.ReportStamp = hostproto.ReportStamp{Kind: hostproto.HostHeartbeat, Seq: 1, SentAt: busyAt}
 	env, err := signing.Seal(key, hb)
 	if err != nil {
 		t.Fatal(err)
 	}
 	body, _ := json.Marshal(env)
-	reply, err := nc.Request(api.HostCtlSubject(a.NodeID, api.HostHeartbeat), body, 10*time.Second)
+	reply, err := nc.Request(hostproto.MsgHeartbeat.SubjectOf(a.NodeID), body, 10*time.Second)
 	if err != nil || !strings.Contains(string(reply.Data), `"ok":true`) {
 		t.Fatalf("heartbeat: %v %s; want acknowledged", err, reply.Data)
 	}

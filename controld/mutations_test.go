@@ -24,6 +24,8 @@ import (
 	"github.com/gpuaas/gpuaas/controld/payments"
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/bus"
+	"github.com/gpuaas/gpuaas/internal/gateproto"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 	"github.com/gpuaas/gpuaas/internal/testidp"
 	"github.com/gpuaas/gpuaas/internal/testutil"
 )
@@ -48,10 +50,10 @@ var eventsOf = map[string]struct {
 	n   int
 	why string
 }{
-	api.EndpointGateLogin:    {0, "a gateway's own service session concerns no user: it is audited, nobody is told"},
-	api.EndpointBillingTopup: {0, "a checkout session changes no balance: the credit, when Stripe reports it paid, is the event"},
-	api.EndpointOutboxRetry:  {0, "a retry re-queues an existing event row: that event, once published, is the news"},
-	api.EndpointOutboxDrop:   {0, "a drop gives up on an existing event row, which stays (dropped): nobody is told"},
+	gateproto.EndpointGateLogin: {0, "a gateway's own service session concerns no user: it is audited, nobody is told"},
+	api.EndpointBillingTopup:    {0, "a checkout session changes no balance: the credit, when Stripe reports it paid, is the event"},
+	api.EndpointOutboxRetry:     {0, "a retry re-queues an existing event row: that event, once published, is the news"},
+	api.EndpointOutboxDrop:      {0, "a drop gives up on an existing event row, which stays (dropped): nobody is told"},
 }
 
 // refusalsAudited are the mutations whose refusals are audited too, in a
@@ -159,7 +161,7 @@ func TestEveryMutationWritesOneAuditRowAndOneEvent(t *testing.T) {
 	dave, _ := env.AddUser(t, "dave@example.test", api.RoleUser) // a user with a live session
 	gateway, gatewayKey := env.Gateway(t, "gw-1")
 	// The gateway logs in (gate.login) on its first call: before counting.
-	if _, err := gateway.GateSessions(ctx, api.GateSessionsRequest{}); err != nil {
+	if _, err := gateproto.GateSessions(ctx, gateway, gateproto.GateSessionsRequest{}); err != nil {
 		t.Fatal(err)
 	}
 	userCA, err := admin.CAList(ctx, api.CAListRequest{CA: api.CAUser})
@@ -225,28 +227,32 @@ func TestEveryMutationWritesOneAuditRowAndOneEvent(t *testing.T) {
 		{name: "volume.resize while creating", c: bob, endpoint: api.EndpointVolumeResize, req: api.VolumeResizeRequest{Project: controldtest.ProjectName, Volume: "data", Size: "2G"}, want: api.ErrConflict},
 		{name: "volume.resize", c: bob, endpoint: api.EndpointVolumeResize, req: api.VolumeResizeRequest{Project: controldtest.ProjectName, Volume: "data", Size: "2G"},
 			setup: func(t *testing.T) {
-				settleVolume(t, env, "data", api.TaskVolumeCreate, api.VolumeTaskResult{SizeBytes: 1 << 30})
+				settleVolume(t, env, "data", api.TaskVolumeCreate, hostproto.VolumeTaskResult{SizeBytes: 1 << 30})
 			}},
 		{name: "volume.rm while resizing", c: bob, endpoint: api.EndpointVolumeRemove, req: api.VolumeRef{Project: controldtest.ProjectName, Volume: "data"}, want: api.ErrConflict},
 		{name: "volume.rm", c: bob, endpoint: api.EndpointVolumeRemove, req: api.VolumeRef{Project: controldtest.ProjectName, Volume: "data"},
 			setup: func(t *testing.T) {
-				settleVolume(t, env, "data", api.TaskVolumeResize, api.VolumeTaskResult{SizeBytes: 2 << 30})
+				settleVolume(t, env, "data", api.TaskVolumeResize, hostproto.VolumeTaskResult{SizeBytes: 2 << 30})
 			}},
 		{name: "volume.rm unknown", c: bob, endpoint: api.EndpointVolumeRemove, req: api.VolumeRef{Project: controldtest.ProjectName, Volume: "ghost"}, want: api.ErrNotFound},
-		{name: "session.start", c: gateway, endpoint: api.EndpointSessionStart,
-			req: func() any { return api.SessionStartRequest{UserID: env.Admin.ID, AllocationID: allocID, Kind: "shell"} },
-			got: func(t *testing.T, resp json.RawMessage) { terminalID = decoded[api.TerminalSession](t, resp).ID }},
-		{name: "session.start unknown kind", c: gateway, endpoint: api.EndpointSessionStart,
+		{name: "session.start", c: gateway, endpoint: gateproto.EndpointSessionStart,
 			req: func() any {
-				return api.SessionStartRequest{UserID: env.Admin.ID, AllocationID: allocID, Kind: "telnet"}
+				return gateproto.SessionStartRequest{UserID: env.Admin.ID, AllocationID: allocID, Kind: "shell"}
+			},
+			got: func(t *testing.T, resp json.RawMessage) { terminalID = decoded[api.TerminalSession](t, resp).ID }},
+		{name: "session.start unknown kind", c: gateway, endpoint: gateproto.EndpointSessionStart,
+			req: func() any {
+				return gateproto.SessionStartRequest{UserID: env.Admin.ID, AllocationID: allocID, Kind: "telnet"}
 			}, want: api.ErrInvalidArgument},
-		{name: "session.start by a user", c: bob, endpoint: api.EndpointSessionStart,
-			req: func() any { return api.SessionStartRequest{UserID: env.Admin.ID, AllocationID: allocID, Kind: "shell"} }, want: api.ErrForbidden},
-		{name: "session.end", c: gateway, endpoint: api.EndpointSessionEnd, req: func() any { return api.SessionEndRequest{ID: terminalID, Bytes: 42} }},
-		{name: "session.interrupt", c: gateway, endpoint: api.EndpointSessionInterrupt, req: api.SessionInterruptRequest{Gateway: "gw-1"}},
-		{name: "session.interrupt no gateway", c: gateway, endpoint: api.EndpointSessionInterrupt, req: api.SessionInterruptRequest{}, want: api.ErrInvalidArgument},
-		{name: "session.interrupt by a user", c: bob, endpoint: api.EndpointSessionInterrupt, req: api.SessionInterruptRequest{Gateway: "gw-1"}, want: api.ErrForbidden},
-		{name: "session.end negative bytes", c: gateway, endpoint: api.EndpointSessionEnd, req: func() any { return api.SessionEndRequest{ID: terminalID, Bytes: -1} }, want: api.ErrInvalidArgument},
+		{name: "session.start by a user", c: bob, endpoint: gateproto.EndpointSessionStart,
+			req: func() any {
+				return gateproto.SessionStartRequest{UserID: env.Admin.ID, AllocationID: allocID, Kind: "shell"}
+			}, want: api.ErrForbidden},
+		{name: "session.end", c: gateway, endpoint: gateproto.EndpointSessionEnd, req: func() any { return gateproto.SessionEndRequest{ID: terminalID, Bytes: 42} }},
+		{name: "session.interrupt", c: gateway, endpoint: gateproto.EndpointSessionInterrupt, req: gateproto.SessionInterruptRequest{Gateway: "gw-1"}},
+		{name: "session.interrupt no gateway", c: gateway, endpoint: gateproto.EndpointSessionInterrupt, req: gateproto.SessionInterruptRequest{}, want: api.ErrInvalidArgument},
+		{name: "session.interrupt by a user", c: bob, endpoint: gateproto.EndpointSessionInterrupt, req: gateproto.SessionInterruptRequest{Gateway: "gw-1"}, want: api.ErrForbidden},
+		{name: "session.end negative bytes", c: gateway, endpoint: gateproto.EndpointSessionEnd, req: func() any { return gateproto.SessionEndRequest{ID: terminalID, Bytes: -1} }, want: api.ErrInvalidArgument},
 		{name: "job.create", c: bob, endpoint: api.EndpointJobCreate, req: func() any {
 			// No hostd in this test provisions it: the allocation is made active by hand.
 			if _, err := env.Server.Pool().Exec(ctx, `UPDATE allocations SET state = 'active' WHERE id = $1`, allocID); err != nil {
@@ -297,7 +303,7 @@ func TestEveryMutationWritesOneAuditRowAndOneEvent(t *testing.T) {
 				if _, err := bob.VolumeCreate(ctx, api.VolumeCreateRequest{Project: controldtest.ProjectName, Name: "hot", Size: "1G", Node: nodeID}); err != nil {
 					t.Fatal(err)
 				}
-				settleVolume(t, env, "hot", api.TaskVolumeCreate, api.VolumeTaskResult{SizeBytes: 1 << 30})
+				settleVolume(t, env, "hot", api.TaskVolumeCreate, hostproto.VolumeTaskResult{SizeBytes: 1 << 30})
 			}},
 		{name: "volume.attach again", c: bob, endpoint: api.EndpointVolumeAttach,
 			req: func() any {
@@ -309,7 +315,7 @@ func TestEveryMutationWritesOneAuditRowAndOneEvent(t *testing.T) {
 			req: api.VolumeDetachRequest{Project: controldtest.ProjectName, Volume: "hot"}, want: api.ErrConflict},
 		{name: "volume.detach", c: bob, endpoint: api.EndpointVolumeDetach,
 			req:   api.VolumeDetachRequest{Project: controldtest.ProjectName, Volume: "hot"},
-			setup: func(t *testing.T) { settleVolume(t, env, "hot", api.TaskVolumeAttach, api.VolumeTaskResult{}) }},
+			setup: func(t *testing.T) { settleVolume(t, env, "hot", api.TaskVolumeAttach, hostproto.VolumeTaskResult{}) }},
 		{name: "volume.detach again", c: bob, endpoint: api.EndpointVolumeDetach,
 			req: api.VolumeDetachRequest{Project: controldtest.ProjectName, Volume: "hot"}, want: api.ErrConflict},
 		{name: "alloc.release", c: bob, endpoint: api.EndpointAllocRelease, req: func() any { return api.AllocReleaseRequest{ID: allocID} }},
@@ -325,8 +331,8 @@ func TestEveryMutationWritesOneAuditRowAndOneEvent(t *testing.T) {
 				return api.ExchangeRequest{IDToken: idToken(t, idp.Key, testidp.KeyID, idp.Claims(time.Now(), "ann", nil))}
 			}},
 		{name: "auth.exchange forged token", c: anon, endpoint: api.EndpointAuthExchange, req: api.ExchangeRequest{IDToken: "not.a.token"}, want: api.ErrUnauthenticated},
-		{name: "gate.login", c: anon, endpoint: api.EndpointGateLogin, req: func() any { return gateLogin(t, gatewayKey, nil) }},
-		{name: "gate.login forged signature", c: anon, endpoint: api.EndpointGateLogin,
+		{name: "gate.login", c: anon, endpoint: gateproto.EndpointGateLogin, req: func() any { return gateLogin(t, gatewayKey, nil) }},
+		{name: "gate.login forged signature", c: anon, endpoint: gateproto.EndpointGateLogin,
 			req: func() any { return gateLogin(t, gatewayKey, []byte("forged")) }, want: api.ErrUnauthenticated},
 
 		{name: "admin.user_add", c: admin, endpoint: api.EndpointAdminUserAdd, req: api.UserAddRequest{Email: "carol@example.test", Role: api.RoleOperator}},
@@ -542,7 +548,7 @@ func TestEveryMutationRefusedWritesNothing(t *testing.T) {
 	env, _ := mutationEnv(t)
 	ctx := t.Context()
 	gateway := env.GatewayClient(t, "gw-1")
-	if _, err := gateway.GateSessions(ctx, api.GateSessionsRequest{}); err != nil { // its gate.login, before counting
+	if _, err := gateproto.GateSessions(ctx, gateway, gateproto.GateSessionsRequest{}); err != nil { // its gate.login, before counting
 		t.Fatal(err)
 	}
 	for name, ep := range mutations(env) {
@@ -652,7 +658,7 @@ func newNKey(t *testing.T) (nkeys.KeyPair, string) {
 
 // gateLogin is the login assertion a gateway signs with its key (or
 // carrying sig instead, when set).
-func gateLogin(t *testing.T, key ed25519.PrivateKey, sig []byte) api.GateLoginRequest {
+func gateLogin(t *testing.T, key ed25519.PrivateKey, sig []byte) gateproto.GateLoginRequest {
 	t.Helper()
 	kp, err := bus.KeyFromEd25519Seed(key.Seed())
 	if err != nil {
@@ -664,9 +670,9 @@ func gateLogin(t *testing.T, key ed25519.PrivateKey, sig []byte) api.GateLoginRe
 	}
 	var nonce [16]byte
 	_, _ = rand.Read(nonce[:])
-	req := api.GateLoginRequest{PublicKey: pub, IssuedAt: time.Now().UTC(), Nonce: hex.EncodeToString(nonce[:])}
+	req := gateproto.GateLoginRequest{PublicKey: pub, IssuedAt: time.Now().UTC(), Nonce: hex.EncodeToString(nonce[:])}
 	if req.Signature = sig; sig == nil {
-		if req.Signature, err = kp.Sign(api.GateLoginMessage(req.PublicKey, req.IssuedAt, req.Nonce)); err != nil {
+		if req.Signature, err = kp.Sign(gateproto.GateLoginMessage(req.PublicKey, req.IssuedAt, req.Nonce)); err != nil {
 			t.Fatal(err)
 		}
 	}

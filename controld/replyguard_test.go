@@ -14,6 +14,8 @@ import (
 
 	"github.com/gpuaas/gpuaas/controld/controldtest"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/gateproto"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 	"github.com/gpuaas/gpuaas/internal/recstore"
 	"github.com/gpuaas/gpuaas/internal/testutil"
 )
@@ -28,10 +30,10 @@ func replyTargets(victimUID string) []string {
 	return []string{
 		api.UserEventSubject(victimUID, "deputy"),
 		api.UserInboxPrefix(victimUID) + ".deputy.1",
-		api.HostTaskSubject("n-deputy"),
-		api.HostCtlSubject("n-deputy", api.HostResult),
-		api.GateNoticeSubject,
-		api.GateRevokedSubject,
+		hostproto.MsgTask.SubjectOf("n-deputy"),
+		hostproto.MsgResult.SubjectOf("n-deputy"),
+		gateproto.GateNoticeSubject,
+		gateproto.GateRevokedSubject,
 		api.EventSubject("deputy"),
 		"$JS.API.STREAM.PURGE." + api.EventStreamName,
 		"$JS.API.STREAM.DELETE." + api.EventStreamName,

@@ -10,6 +10,7 @@ import (
 	"github.com/gpuaas/gpuaas/controld"
 	"github.com/gpuaas/gpuaas/controld/controldtest"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/gateproto"
 )
 
 func TestTerminalSessions(t *testing.T) {
@@ -26,7 +27,7 @@ func TestTerminalSessions(t *testing.T) {
 	bobc := env.Client(bobToken)
 	gw := gatewayClient(t, env)
 
-	shell, err := gw.SessionStart(ctx, api.SessionStartRequest{UserID: bob.ID, AllocationID: a.ID, Kind: api.SessionShell,
+	shell, err := gateproto.SessionStart(ctx, gw, gateproto.SessionStartRequest{UserID: bob.ID, AllocationID: a.ID, Kind: api.SessionShell,
 		Recording: "rec-1.cast", Gateway: "gw-1"})
 	if err != nil {
 		t.Fatal(err)
@@ -34,25 +35,25 @@ func TestTerminalSessions(t *testing.T) {
 	if shell.ID == "" || shell.UserID != bob.ID || shell.EndedAt != nil || shell.Gateway != "gw-1" {
 		t.Fatalf("start got %+v", shell)
 	}
-	exec, err := gw.SessionStart(ctx, api.SessionStartRequest{UserID: bob.ID, AllocationID: b.ID, Kind: api.SessionExec, Command: "echo hi; exit 3"})
+	exec, err := gateproto.SessionStart(ctx, gw, gateproto.SessionStartRequest{UserID: bob.ID, AllocationID: b.ID, Kind: api.SessionExec, Command: "echo hi; exit 3"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if exec.Gateway != "sshgate@service.gpuaas" {
 		t.Errorf("gateway defaults to %q; want the gateway principal", exec.Gateway)
 	}
-	if _, err := gw.SessionStart(ctx, api.SessionStartRequest{UserID: env.Admin.ID, AllocationID: a.ID, Kind: api.SessionSFTP}); err != nil {
+	if _, err := gateproto.SessionStart(ctx, gw, gateproto.SessionStartRequest{UserID: env.Admin.ID, AllocationID: a.ID, Kind: api.SessionSFTP}); err != nil {
 		t.Fatal(err)
 	}
 	three := 3
-	ended, err := gw.SessionEnd(ctx, api.SessionEndRequest{ID: exec.ID, Bytes: 3, ExitStatus: &three})
+	ended, err := gateproto.SessionEnd(ctx, gw, gateproto.SessionEndRequest{ID: exec.ID, Bytes: 3, ExitStatus: &three})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if ended.EndedAt == nil || ended.Bytes != 3 || ended.ExitStatus == nil || *ended.ExitStatus != 3 || ended.Command != "echo hi; exit 3" {
 		t.Fatalf("end got %+v", ended)
 	}
-	again, err := gw.SessionEnd(ctx, api.SessionEndRequest{ID: exec.ID, Bytes: 99})
+	again, err := gateproto.SessionEnd(ctx, gw, gateproto.SessionEndRequest{ID: exec.ID, Bytes: 99})
 	if err != nil || again.Bytes != 3 || !again.EndedAt.Equal(*ended.EndedAt) {
 		t.Errorf("ending twice got %+v, %v; want the first end unchanged", again, err)
 	}
@@ -103,26 +104,26 @@ func TestTerminalSessions(t *testing.T) {
 	bad := []struct {
 		name string
 		c    *api.Client
-		req  api.SessionStartRequest
+		req  gateproto.SessionStartRequest
 		want error
 	}{
-		{"unknown kind", gw, api.SessionStartRequest{UserID: bob.ID, AllocationID: a.ID, Kind: "x11"}, api.ErrInvalidArgument},
-		{"unknown allocation", gw, api.SessionStartRequest{UserID: bob.ID, AllocationID: "a-000000000000", Kind: api.SessionShell}, api.ErrNotFound},
-		{"no user", gw, api.SessionStartRequest{AllocationID: a.ID, Kind: api.SessionShell}, api.ErrInvalidArgument},
-		{"a user", bobc, api.SessionStartRequest{UserID: bob.ID, AllocationID: a.ID, Kind: api.SessionShell}, api.ErrForbidden},
-		{"an admin", admin, api.SessionStartRequest{UserID: bob.ID, AllocationID: a.ID, Kind: api.SessionShell}, api.ErrForbidden},
+		{"unknown kind", gw, gateproto.SessionStartRequest{UserID: bob.ID, AllocationID: a.ID, Kind: "x11"}, api.ErrInvalidArgument},
+		{"unknown allocation", gw, gateproto.SessionStartRequest{UserID: bob.ID, AllocationID: "a-000000000000", Kind: api.SessionShell}, api.ErrNotFound},
+		{"no user", gw, gateproto.SessionStartRequest{AllocationID: a.ID, Kind: api.SessionShell}, api.ErrInvalidArgument},
+		{"a user", bobc, gateproto.SessionStartRequest{UserID: bob.ID, AllocationID: a.ID, Kind: api.SessionShell}, api.ErrForbidden},
+		{"an admin", admin, gateproto.SessionStartRequest{UserID: bob.ID, AllocationID: a.ID, Kind: api.SessionShell}, api.ErrForbidden},
 	}
 	for _, tt := range bad {
 		t.Run(tt.name, func(t *testing.T) {
-			if _, err := tt.c.SessionStart(ctx, tt.req); !errors.Is(err, tt.want) {
+			if _, err := gateproto.SessionStart(ctx, tt.c, tt.req); !errors.Is(err, tt.want) {
 				t.Errorf("got %v; want %v", err, tt.want)
 			}
 		})
 	}
-	if _, err := gw.SessionEnd(ctx, api.SessionEndRequest{ID: "ts-000000000000"}); !errors.Is(err, api.ErrNotFound) {
+	if _, err := gateproto.SessionEnd(ctx, gw, gateproto.SessionEndRequest{ID: "ts-000000000000"}); !errors.Is(err, api.ErrNotFound) {
 		t.Errorf("ending an unknown session got %v; want not found", err)
 	}
-	if _, err := bobc.SessionEnd(ctx, api.SessionEndRequest{ID: shell.ID}); !errors.Is(err, api.ErrForbidden) {
+	if _, err := gateproto.SessionEnd(ctx, bobc, gateproto.SessionEndRequest{ID: shell.ID}); !errors.Is(err, api.ErrForbidden) {
 		t.Errorf("a user ending a session got %v; want forbidden", err)
 	}
 }
@@ -142,10 +143,10 @@ func TestGateLogin(t *testing.T) {
 	}
 	login := func(key nkeys.KeyPair, at time.Time) (*api.LoginResponse, error) {
 		pub, _ := key.PublicKey()
-		req := api.GateLoginRequest{PublicKey: pub, IssuedAt: at, Nonce: "0123456789abcdef"}
-		req.Signature, _ = key.Sign(api.GateLoginMessage(pub, at, req.Nonce))
+		req := gateproto.GateLoginRequest{PublicKey: pub, IssuedAt: at, Nonce: "0123456789abcdef"}
+		req.Signature, _ = key.Sign(gateproto.GateLoginMessage(pub, at, req.Nonce))
 		var out api.LoginResponse
-		return &out, env.Client("").Mutate(ctx, api.EndpointGateLogin, req, &out)
+		return &out, env.Client("").Mutate(ctx, gateproto.EndpointGateLogin, req, &out)
 	}
 	first, err := login(key, time.Now())
 	if err != nil {
@@ -167,11 +168,11 @@ func TestGateLogin(t *testing.T) {
 		t.Fatalf("whoami as the gateway got %+v, %v", who, err)
 	}
 	_, line := newSSHKey(t)
-	if _, err := gw.GateHostCert(ctx, api.GateHostCertRequest{PublicKey: line, Principals: []string{"localhost"}}); err != nil {
+	if _, err := gateproto.GateHostCert(ctx, gw, gateproto.GateHostCertRequest{PublicKey: line, Principals: []string{"localhost"}}); err != nil {
 		t.Errorf("gate.host_cert as the gateway: %v", err)
 	}
 	// The real path: the gateway's own connection and GatewayLogin.
-	if _, err := env.GatewayClient(t, "sshgate-2").GateHostCert(ctx, api.GateHostCertRequest{PublicKey: line,
+	if _, err := gateproto.GateHostCert(ctx, env.GatewayClient(t, "sshgate-2"), gateproto.GateHostCertRequest{PublicKey: line,
 		Principals: []string{"localhost"}}); err != nil {
 		t.Errorf("gate.host_cert through GatewayClient: %v", err)
 	}
@@ -212,9 +213,9 @@ func TestGateLogin(t *testing.T) {
 		{"assertion from the future", func() error { _, err := login(key, time.Now().Add(2*time.Minute)); return err }, api.ErrUnauthenticated},
 		{"signed by another key", func() error {
 			at := time.Now()
-			req := api.GateLoginRequest{PublicKey: pub, IssuedAt: at, Nonce: "0123456789abcdef"}
-			req.Signature, _ = stranger.Sign(api.GateLoginMessage(pub, at, req.Nonce))
-			return env.Client("").Mutate(ctx, api.EndpointGateLogin, req, nil)
+			req := gateproto.GateLoginRequest{PublicKey: pub, IssuedAt: at, Nonce: "0123456789abcdef"}
+			req.Signature, _ = stranger.Sign(gateproto.GateLoginMessage(pub, at, req.Nonce))
+			return env.Client("").Mutate(ctx, gateproto.EndpointGateLogin, req, nil)
 		}, api.ErrUnauthenticated},
 		{"gateway rotates a CA", func() error {
 			_, err := gw.CARotate(ctx, api.CARotateRequest{CA: api.CAUser})
@@ -246,7 +247,7 @@ func TestGateLogin(t *testing.T) {
 	}
 	var stored int
 	if err := env.Server.Pool().QueryRow(ctx, `SELECT count(*) FROM idempotency_keys WHERE endpoint = $1 AND response #>> '{}' LIKE '%token%'`,
-		api.EndpointGateLogin).Scan(&stored); err != nil || stored != 0 {
+		gateproto.EndpointGateLogin).Scan(&stored); err != nil || stored != 0 {
 		t.Errorf("%d stored responses hold a gateway token (%v); want none", stored, err)
 	}
 }
@@ -275,7 +276,7 @@ func TestSessionsLeftRunningByACrashedGatewayAreInterrupted(t *testing.T) {
 	gw := gatewayClient(t, env)
 	start := func(gateway string, kind string) api.TerminalSession {
 		t.Helper()
-		s, err := gw.SessionStart(ctx, api.SessionStartRequest{UserID: env.Admin.ID, AllocationID: a.ID, Kind: kind, Gateway: gateway})
+		s, err := gateproto.SessionStart(ctx, gw, gateproto.SessionStartRequest{UserID: env.Admin.ID, AllocationID: a.ID, Kind: kind, Gateway: gateway})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -287,16 +288,16 @@ func TestSessionsLeftRunningByACrashedGatewayAreInterrupted(t *testing.T) {
 	recorded, exec, ended := start("gw-1", api.SessionShell), start("gw-1", api.SessionExec), start("gw-1", api.SessionExec)
 	other := start("gw-2", api.SessionShell)
 	zero := 0
-	if s, err := gw.SessionEnd(ctx, api.SessionEndRequest{ID: ended.ID, ExitStatus: &zero}); err != nil || s.State != api.SessionEnded {
+	if s, err := gateproto.SessionEnd(ctx, gw, gateproto.SessionEndRequest{ID: ended.ID, ExitStatus: &zero}); err != nil || s.State != api.SessionEnded {
 		t.Fatalf("end got %+v, %v; want state %q", s, err, api.SessionEnded)
 	}
 
 	// The recording gw-1 found in its spool.
-	s, err := gw.SessionEnd(ctx, api.SessionEndRequest{ID: recorded.ID, Bytes: 12, Recording: recorded.ID, Interrupted: true})
+	s, err := gateproto.SessionEnd(ctx, gw, gateproto.SessionEndRequest{ID: recorded.ID, Bytes: 12, Recording: recorded.ID, Interrupted: true})
 	if err != nil || s.State != api.SessionInterrupted || s.EndedAt == nil || s.Recording != recorded.ID || s.Bytes != 12 {
 		t.Fatalf("end as interrupted got %+v, %v; want interrupted with its recording", s, err)
 	}
-	resp, err := gw.SessionInterrupt(ctx, api.SessionInterruptRequest{Gateway: "gw-1"})
+	resp, err := gateproto.SessionInterrupt(ctx, gw, gateproto.SessionInterruptRequest{Gateway: "gw-1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -320,16 +321,16 @@ func TestSessionsLeftRunningByACrashedGatewayAreInterrupted(t *testing.T) {
 	}
 	// Again: nothing left to interrupt, and an interrupted session does not
 	// end a second time.
-	if resp, err := gw.SessionInterrupt(ctx, api.SessionInterruptRequest{Gateway: "gw-1"}); err != nil || len(resp.Sessions) != 0 {
+	if resp, err := gateproto.SessionInterrupt(ctx, gw, gateproto.SessionInterruptRequest{Gateway: "gw-1"}); err != nil || len(resp.Sessions) != 0 {
 		t.Errorf("interrupt again got %+v, %v; want nothing", resp, err)
 	}
-	if s, err := gw.SessionEnd(ctx, api.SessionEndRequest{ID: exec.ID, Bytes: 5}); err != nil || s.State != api.SessionInterrupted || s.Bytes != 0 {
+	if s, err := gateproto.SessionEnd(ctx, gw, gateproto.SessionEndRequest{ID: exec.ID, Bytes: 5}); err != nil || s.State != api.SessionInterrupted || s.Bytes != 0 {
 		t.Errorf("ending an interrupted session got %+v, %v; want it unchanged", s, err)
 	}
-	if _, err := gw.SessionInterrupt(ctx, api.SessionInterruptRequest{}); !errors.Is(err, api.ErrInvalidArgument) {
+	if _, err := gateproto.SessionInterrupt(ctx, gw, gateproto.SessionInterruptRequest{}); !errors.Is(err, api.ErrInvalidArgument) {
 		t.Errorf("interrupt without a gateway: got %v; want invalid_argument", err)
 	}
-	if _, err := admin.SessionInterrupt(ctx, api.SessionInterruptRequest{Gateway: "gw-2"}); !errors.Is(err, api.ErrForbidden) {
+	if _, err := gateproto.SessionInterrupt(ctx, admin, gateproto.SessionInterruptRequest{Gateway: "gw-2"}); !errors.Is(err, api.ErrForbidden) {
 		t.Errorf("interrupt by an admin: got %v; want forbidden", err)
 	}
 }

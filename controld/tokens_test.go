@@ -8,6 +8,7 @@ import (
 	"github.com/gpuaas/gpuaas/controld/controldtest"
 	"github.com/gpuaas/gpuaas/controld/identity"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/gateproto"
 	"github.com/gpuaas/gpuaas/internal/testutil"
 )
 
@@ -279,7 +280,7 @@ func TestTokenConnectionsAreLiveSessions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ref := []api.GateSession{{SessionID: tok.Token.ID, UserID: tok.Token.ID}}
+	ref := []gateproto.GateSession{{SessionID: tok.Token.ID, UserID: tok.Token.ID}}
 	if ended, err := identity.SessionsEnded(ctx, env.Server.Pool(), ref, time.Now()); err != nil || len(ended) != 0 {
 		t.Errorf("live token: got ended %+v, %v; want none", ended, err)
 	}
@@ -287,7 +288,7 @@ func TestTokenConnectionsAreLiveSessions(t *testing.T) {
 		t.Fatal(err)
 	}
 	ended, err := identity.SessionsEnded(ctx, env.Server.Pool(), ref, time.Now())
-	if err != nil || len(ended) != 1 || ended[0].Reason != api.SessionEndedRevoked {
+	if err != nil || len(ended) != 1 || ended[0].Reason != gateproto.SessionEndedRevoked {
 		t.Errorf("revoked token: got %+v, %v; want ended, revoked", ended, err)
 	}
 }
@@ -372,7 +373,7 @@ func TestTokenOfADisabledCreatorIsRefusedAtOnce(t *testing.T) {
 		_, err := c.AllocList(ctx, api.AllocListRequest{})
 		return errors.Is(err, api.ErrUnauthenticated)
 	})
-	ref := []api.GateSession{{SessionID: tok.Token.ID, UserID: tok.Token.ID}}
+	ref := []gateproto.GateSession{{SessionID: tok.Token.ID, UserID: tok.Token.ID}}
 	if ended, err := identity.SessionsEnded(ctx, env.Server.Pool(), ref, time.Now()); err != nil || len(ended) != 1 {
 		t.Errorf("token of a disabled creator: got ended %+v, %v; want ended", ended, err)
 	}

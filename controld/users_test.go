@@ -12,6 +12,7 @@ import (
 
 	"github.com/gpuaas/gpuaas/controld/controldtest"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/gateproto"
 	"github.com/gpuaas/gpuaas/internal/testutil"
 )
 
@@ -244,7 +245,7 @@ func TestUserDisable(t *testing.T) {
 	if _, err := anon.Login(ctx, api.LoginRequest{Email: bob.Email, Password: pw}); !errors.Is(err, api.ErrForbidden) {
 		t.Fatalf("login of the disabled user: got %v; want forbidden", err)
 	}
-	if _, err := gw.GateUserToken(ctx, api.GateUserTokenRequest{UserID: bob.ID, Certificate: cert}); err == nil {
+	if _, err := gateproto.GateUserToken(ctx, gw, gateproto.GateUserTokenRequest{UserID: bob.ID, Certificate: cert}); err == nil {
 		t.Fatal("a delegated session for the disabled user was opened; want it refused")
 	}
 	before := tableDigest(t, env)

@@ -8,6 +8,8 @@ import (
 
 	"github.com/gpuaas/gpuaas/controld/controldtest"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/gateproto"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 	"github.com/gpuaas/gpuaas/internal/sshcert"
 )
 
@@ -50,9 +52,9 @@ func TestVolumeSession(t *testing.T) {
 		t.Fatal(err)
 	}
 	internal := trusted(t, cas.Internal)
-	open := func(user, vol string) (*api.GateAuthorizeResponse, string, error) {
+	open := func(user, vol string) (*gateproto.GateAuthorizeResponse, string, error) {
 		_, line := newSSHKey(t)
-		resp, err := gw.GateAuthorize(ctx, api.GateAuthorizeRequest{AllocationID: vol, UserID: user, TicketKey: line, Certificate: certs[user]})
+		resp, err := gateproto.GateAuthorize(ctx, gw, gateproto.GateAuthorizeRequest{AllocationID: vol, UserID: user, TicketKey: line, Certificate: certs[user]})
 		return resp, line, err
 	}
 	state := func() api.Volume {
@@ -74,7 +76,7 @@ func TestVolumeSession(t *testing.T) {
 		}
 	}
 	refused("being made", env.Admin.ID, v.ID, api.ErrConflict, "creating")
-	settleVolume(t, env, "data", api.TaskVolumeCreate, api.VolumeTaskResult{VolumeID: v.ID, SizeBytes: 1 << 30})
+	settleVolume(t, env, "data", api.TaskVolumeCreate, hostproto.VolumeTaskResult{VolumeID: v.ID, SizeBytes: 1 << 30})
 
 	allocs, usage := count(t, env, `SELECT count(*) FROM allocations`), count(t, env, `SELECT count(*) FROM ledger_entries WHERE kind <> 'storage'`)
 	refused("viewer", viewer.ID, v.ID, api.ErrForbidden, "viewer")
@@ -92,7 +94,7 @@ func TestVolumeSession(t *testing.T) {
 	if got := state(); got.State != api.VolumeAttached || got.Session == nil || got.Session.UserID != member.ID {
 		t.Fatalf("volume during the session: %+v; want attached to %s's session", got, member.ID)
 	}
-	if _, err := gw.GateAuthorize(ctx, api.GateAuthorizeRequest{AllocationID: v.ID, UserID: member.ID, TicketKey: key,
+	if _, err := gateproto.GateAuthorize(ctx, gw, gateproto.GateAuthorizeRequest{AllocationID: v.ID, UserID: member.ID, TicketKey: key,
 		Certificate: certs[member.ID]}); err != nil {
 		t.Fatalf("the same request again (a retry): %v; want the same session", err)
 	}
@@ -109,10 +111,10 @@ func TestVolumeSession(t *testing.T) {
 	}
 
 	_, otherKey := newSSHKey(t)
-	if r, err := gw.GateVolumeEnd(ctx, api.GateVolumeEndRequest{VolumeID: v.ID, TicketKey: otherKey}); err != nil || r.Released {
+	if r, err := gateproto.GateVolumeEnd(ctx, gw, gateproto.GateVolumeEndRequest{VolumeID: v.ID, TicketKey: otherKey}); err != nil || r.Released {
 		t.Fatalf("end with another session's key: %+v, %v; want nothing released", r, err)
 	}
-	if r, err := gw.GateVolumeEnd(ctx, api.GateVolumeEndRequest{VolumeID: v.ID, TicketKey: key}); err != nil || !r.Released {
+	if r, err := gateproto.GateVolumeEnd(ctx, gw, gateproto.GateVolumeEndRequest{VolumeID: v.ID, TicketKey: key}); err != nil || !r.Released {
 		t.Fatalf("end: %+v, %v; want released", r, err)
 	}
 	if got := state(); got.State != api.VolumeReady || got.Session != nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/gpuaas/gpuaas/controld/controldtest"
 	"github.com/gpuaas/gpuaas/controld/tasks"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 )
 
 // settleRelease applies a node's successful release of allocation id,
@@ -31,7 +32,7 @@ func settleRelease(t *testing.T, env *controldtest.Env, id string) {
 	}
 	defer tx.Rollback(ctx)
 	if _, err := alloc.Settlers(nil)[typ](ctx, tx, tasks.Outcome{TaskID: taskID, NodeID: nodeID, AllocationID: id, Type: typ,
-		Result: api.TaskResult{NodeID: nodeID, TaskID: taskID, Status: api.TaskSucceeded, Result: json.RawMessage(`{}`)},
+		Result: hostproto.TaskResult{NodeID: nodeID, TaskID: taskID, Status: hostproto.TaskSucceeded, Result: json.RawMessage(`{}`)},
 		Now:    time.Now()}); err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +61,7 @@ func TestAllocCreateWithVolume(t *testing.T) {
 	if _, err := c.AllocCreate(ctx, metal); !errors.Is(err, api.ErrConflict) || !strings.Contains(err.Error(), "creating") {
 		t.Fatalf("with a volume still being made: %v; want conflict", err)
 	}
-	settleVolume(t, env, "data", api.TaskVolumeCreate, api.VolumeTaskResult{VolumeID: v.ID, SizeBytes: 1 << 30})
+	settleVolume(t, env, "data", api.TaskVolumeCreate, hostproto.VolumeTaskResult{VolumeID: v.ID, SizeBytes: 1 << 30})
 
 	allocs := func() int { return count(t, env, `SELECT count(*) FROM allocations`) }
 	before := allocs()
@@ -112,7 +113,7 @@ func TestAllocCreateWithVolume(t *testing.T) {
 	if a.NodeID != v.NodeID {
 		t.Fatalf("placed on %s; want the volume's node %s", a.NodeID, v.NodeID)
 	}
-	var params api.UserProvisionParams
+	var params hostproto.UserProvisionParams
 	var raw []byte
 	if err := env.Server.Pool().QueryRow(ctx, `SELECT params FROM node_tasks WHERE allocation_id = $1 AND type = $2`,
 		a.ID, api.TaskProvisionUser).Scan(&raw); err != nil {

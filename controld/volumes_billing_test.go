@@ -17,6 +17,7 @@ import (
 	"github.com/gpuaas/gpuaas/controld/tasks"
 	"github.com/gpuaas/gpuaas/controld/volumes"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 	"github.com/gpuaas/gpuaas/internal/signing"
 )
 
@@ -30,10 +31,10 @@ func (e *billingEnv) settleVolumeAt(t *testing.T, v *api.Volume, typ string) {
 	if err := pool.QueryRow(ctx, `SELECT task_id, node_id FROM volumes WHERE id = $1`, v.ID).Scan(&taskID, &nodeID); err != nil {
 		t.Fatal(err)
 	}
-	raw, _ := json.Marshal(api.VolumeTaskResult{VolumeID: v.ID, SizeBytes: v.SizeBytes})
+	raw, _ := json.Marshal(hostproto.VolumeTaskResult{VolumeID: v.ID, SizeBytes: v.SizeBytes})
 	if err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		_, err := volumes.Settlers()[typ](ctx, tx, tasks.Outcome{TaskID: taskID, NodeID: nodeID, Type: typ, Now: e.clock.Now(),
-			Result: api.TaskResult{NodeID: nodeID, TaskID: taskID, Status: api.TaskSucceeded, Result: raw}})
+			Result: hostproto.TaskResult{NodeID: nodeID, TaskID: taskID, Status: hostproto.TaskSucceeded, Result: raw}})
 		return err
 	}); err != nil {
 		t.Fatal(err)
@@ -67,7 +68,7 @@ func TestDepletedProjectKeepsVolumes(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := pgx.BeginFunc(ctx, e.Server.Pool(), func(tx pgx.Tx) error {
-		_, err := alloc.ProvisionDone(ctx, tx, a.ID, api.TaskSucceeded, "", e.clock.Now())
+		_, err := alloc.ProvisionDone(ctx, tx, a.ID, hostproto.TaskSucceeded, "", e.clock.Now())
 		return err
 	}); err != nil {
 		t.Fatal(err)
@@ -157,14 +158,14 @@ func TestHeartbeatWithoutVolumeFailsIt(t *testing.T) {
 		t.Helper()
 		e.clock.Advance(5 * time.Minute)
 		seq++
-		hb := api.Heartbeat{NodeID: v.NodeID, At: e.clock.Now(), Health: json.RawMessage(health)}
-		hb.ReportStamp = api.ReportStamp{Kind: api.HostHeartbeat, Seq: seq, SentAt: e.clock.Now()}
+		hb := hostproto.Heartbeat{NodeID: v.NodeID, At: e.clock.Now(), Health: json.RawMessage(health)}
+		hb.ReportStamp = hostproto.ReportStamp{Kind: hostproto.HostHeartbeat, Seq: seq, SentAt: e.clock.Now()}
 		env, err := signing.Seal(key, hb)
 		if err != nil {
 			t.Fatal(err)
 		}
 		body, _ := json.Marshal(env)
-		reply, err := nc.Request(api.HostCtlSubject(v.NodeID, api.HostHeartbeat), body, 10*time.Second)
+		reply, err := nc.Request(hostproto.MsgHeartbeat.SubjectOf(v.NodeID), body, 10*time.Second)
 		if err != nil || !strings.Contains(string(reply.Data), `"ok":true`) {
 			t.Fatalf("heartbeat: %v %s; want acknowledged", err, reply.Data)
 		}

@@ -9,7 +9,7 @@ import (
 	"github.com/gpuaas/gpuaas/controld/node"
 	"github.com/gpuaas/gpuaas/controld/outbox"
 	"github.com/gpuaas/gpuaas/controld/volumes"
-	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 )
 
 // inventoryReports is node.Reports that also checks, with each
@@ -22,7 +22,7 @@ type inventoryReports struct {
 
 // Heartbeat records the heartbeat (node.Reports), then checks the
 // volumes its health lists, in a transaction of its own.
-func (r inventoryReports) Heartbeat(ctx context.Context, nodeID string, hb api.Heartbeat, now time.Time) error {
+func (r inventoryReports) Heartbeat(ctx context.Context, nodeID string, hb hostproto.Heartbeat, now time.Time) error {
 	if err := r.Reports.Heartbeat(ctx, nodeID, hb, now); err != nil || len(hb.Health) == 0 {
 		return err
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/gpuaas/gpuaas/controld/controldtest"
 	"github.com/gpuaas/gpuaas/controld/tasks"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 )
 
 // TestSliceWithVolume: a slice SKU with --volume (docs/decisions/0030)
@@ -32,7 +33,7 @@ func TestSliceWithVolume(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	settleVolume(t, env, "ckpt", api.TaskVolumeCreate, api.VolumeTaskResult{VolumeID: v.ID, SizeBytes: 1 << 30})
+	settleVolume(t, env, "ckpt", api.TaskVolumeCreate, hostproto.VolumeTaskResult{VolumeID: v.ID, SizeBytes: 1 << 30})
 	req := api.AllocCreateRequest{Project: p, SKU: "h200-slice", GPUs: 2, Volumes: []api.VolumeMount{{Volume: "ckpt"}}}
 	allocs := func() int { return count(t, env, `SELECT count(*) FROM allocations`) }
 	before := allocs()
@@ -70,7 +71,7 @@ func TestSliceWithVolume(t *testing.T) {
 		a.ID, api.TaskVMProvision).Scan(&raw); err != nil {
 		t.Fatal(err)
 	}
-	var params api.VMProvisionParams
+	var params hostproto.VMProvisionParams
 	if err := json.Unmarshal(raw, &params); err != nil || len(params.Volumes) != 1 ||
 		params.Volumes[0] != (api.VolumeAttachment{VolumeID: v.ID, Name: "ckpt", Path: "/data/ckpt"}) {
 		t.Fatalf("vm_provision params %s; want the volume at /data/ckpt", raw)
@@ -118,7 +119,7 @@ func settleVMRelease(t *testing.T, env *controldtest.Env, id string) {
 	}
 	defer tx.Rollback(ctx)
 	if _, err := alloc.Settlers(nil)[api.TaskVMRelease](ctx, tx, tasks.Outcome{TaskID: taskID, NodeID: nodeID, AllocationID: id,
-		Type: api.TaskVMRelease, Result: api.TaskResult{NodeID: nodeID, TaskID: taskID, Status: api.TaskSucceeded,
+		Type: api.TaskVMRelease, Result: hostproto.TaskResult{NodeID: nodeID, TaskID: taskID, Status: hostproto.TaskSucceeded,
 			Result: json.RawMessage(`{}`)}, Now: time.Now()}); err != nil {
 		t.Fatal(err)
 	}

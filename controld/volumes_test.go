@@ -12,12 +12,13 @@ import (
 	"github.com/gpuaas/gpuaas/controld/tasks"
 	"github.com/gpuaas/gpuaas/controld/volumes"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 )
 
 // settleVolume applies a node's successful result of the current task of
 // volume name (of the default project), as controld/hosts does when the
 // node reports it: a test without hostd stands in for the node.
-func settleVolume(t *testing.T, env *controldtest.Env, name, typ string, result api.VolumeTaskResult) {
+func settleVolume(t *testing.T, env *controldtest.Env, name, typ string, result hostproto.VolumeTaskResult) {
 	t.Helper()
 	ctx := context.Background()
 	pool := env.Server.Pool()
@@ -33,7 +34,7 @@ func settleVolume(t *testing.T, env *controldtest.Env, name, typ string, result 
 	}
 	defer tx.Rollback(ctx)
 	if _, err := volumes.Settlers()[typ](ctx, tx, tasks.Outcome{TaskID: taskID, NodeID: nodeID, Type: typ,
-		Result: api.TaskResult{NodeID: nodeID, TaskID: taskID, Status: api.TaskSucceeded, Result: raw}, Now: time.Now()}); err != nil {
+		Result: hostproto.TaskResult{NodeID: nodeID, TaskID: taskID, Status: hostproto.TaskSucceeded, Result: raw}, Now: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
 	if err := tx.Commit(ctx); err != nil {
@@ -82,7 +83,7 @@ func TestVolumeEndpoints(t *testing.T) {
 	if _, err := admin.VolumeCreate(ctx, api.VolumeCreateRequest{Project: p, Name: "data", Size: "2G", Node: "sim-h100-1"}); !errors.Is(err, api.ErrConflict) {
 		t.Fatalf("a second volume named data: %v; want conflict", err)
 	}
-	settleVolume(t, env, "data", api.TaskVolumeCreate, api.VolumeTaskResult{VolumeID: v.ID, SizeBytes: 1 << 30})
+	settleVolume(t, env, "data", api.TaskVolumeCreate, hostproto.VolumeTaskResult{VolumeID: v.ID, SizeBytes: 1 << 30})
 	if d, err := admin.NodeGet(ctx, "sim-h100-1"); err != nil || len(d.Volumes) != 1 || d.Volumes[0].ID != v.ID {
 		t.Fatalf("node get: %+v, %v; want the node's volume", d, err)
 	}
@@ -104,7 +105,7 @@ func TestVolumeEndpoints(t *testing.T) {
 	if v, err = admin.VolumeResize(ctx, api.VolumeResizeRequest{Project: p, Volume: "data", Size: "2G"}); err != nil || v.ResizingTo != 2<<30 {
 		t.Fatalf("resize: %+v, %v", v, err)
 	}
-	settleVolume(t, env, "data", api.TaskVolumeResize, api.VolumeTaskResult{VolumeID: v.ID, SizeBytes: 2 << 30})
+	settleVolume(t, env, "data", api.TaskVolumeResize, hostproto.VolumeTaskResult{VolumeID: v.ID, SizeBytes: 2 << 30})
 	if v, err = admin.VolumeRemove(ctx, api.VolumeRef{Project: p, Volume: "data"}); err != nil || v.State != api.VolumeDeleting || v.SizeBytes != 2<<30 {
 		t.Fatalf("remove: %+v, %v", v, err)
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/bus"
 	"github.com/gpuaas/gpuaas/internal/devenv/controlplane"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 )
 
 // instantHost is a task registry that provisions at once: the hosts of
@@ -40,7 +41,7 @@ func instantHost(slots int) tasks.Registry {
 			}
 			return r, nil
 		},
-		api.TaskVMProvision: tasks.Typed(func(ctx context.Context, env *tasks.Env, p api.VMProvisionParams, rep tasks.Reporter) (any, error) {
+		api.TaskVMProvision: tasks.Typed(func(ctx context.Context, env *tasks.Env, p hostproto.VMProvisionParams, rep tasks.Reporter) (any, error) {
 			ph := tasks.NewPhased(env, rep)
 			if err := ph.Run(ctx, "define_start", func(context.Context) error { return nil }, nil); err != nil {
 				return nil, err
@@ -51,7 +52,7 @@ func instantHost(slots int) tasks.Registry {
 			for _, s := range p.Slots {
 				check.UUIDs = append(check.UUIDs, s.GPUUUID)
 			}
-			return api.VMProvisionResult{Domain: p.AllocationID, Address: "127.0.0.1:22", DriverCheck: check}, nil
+			return hostproto.VMProvisionResult{Domain: p.AllocationID, Address: "127.0.0.1:22", DriverCheck: check}, nil
 		}),
 		api.TaskVMRelease: func(context.Context, *tasks.Env, json.RawMessage, tasks.Reporter) (any, error) {
 			return nil, nil

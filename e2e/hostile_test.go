@@ -17,6 +17,8 @@ import (
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/bus"
 	"github.com/gpuaas/gpuaas/internal/devenv/controlplane"
+	"github.com/gpuaas/gpuaas/internal/gateproto"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 	"github.com/gpuaas/gpuaas/internal/obs/obstest"
 	"github.com/gpuaas/gpuaas/internal/recstore"
 )
@@ -66,8 +68,8 @@ func TestHostileClientsCannotAimControld(t *testing.T) {
 	defer observer.Close()
 	targets := []string{
 		api.UserEventSubject(victim, "deputy"), api.UserInboxPrefix(victim) + ".deputy.1",
-		api.HostTaskSubject("n-deputy"), api.HostCtlSubject("n-deputy", api.HostResult),
-		api.GateNoticeSubject, api.GateRevokedSubject, api.EventSubject("deputy"),
+		hostproto.MsgTask.SubjectOf("n-deputy"), hostproto.MsgResult.SubjectOf("n-deputy"),
+		gateproto.GateNoticeSubject, gateproto.GateRevokedSubject, api.EventSubject("deputy"),
 		"$JS.API.STREAM.PURGE." + api.EventStreamName, "$JS.API.STREAM.DELETE." + recstore.Stream,
 		"$JS.API.STREAM.PURGE." + recstore.Stream, "gpuaas.rec.deputy.meta", "gpuaas.rec.deputy.c.0",
 		"$O." + api.RecordingsBucket + ".M.ZGVwdXR5", api.ControldInboxPrefix + ".deputy",

@@ -11,7 +11,7 @@ import (
 	gossh "golang.org/x/crypto/ssh"
 
 	"github.com/gpuaas/gpuaas/gateway/core"
-	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/gateproto"
 	"github.com/gpuaas/gpuaas/internal/sshtest"
 )
 
@@ -36,7 +36,7 @@ func BenchmarkThroughput(b *testing.B) {
 	b.Run("direct", func(b *testing.B) {
 		// A ticket from controld, as the gateway gets one.
 		k := sshtest.NewSigner(b)
-		auth, err := e.client.GateAuthorize(context.Background(), api.GateAuthorizeRequest{AllocationID: alloc, UserID: u.id,
+		auth, err := gateproto.GateAuthorize(context.Background(), e.client, gateproto.GateAuthorizeRequest{AllocationID: alloc, UserID: u.id,
 			TicketKey:   strings.TrimSpace(string(gossh.MarshalAuthorizedKey(k.PublicKey()))),
 			Certificate: strings.TrimSpace(string(gossh.MarshalAuthorizedKey(u.cert)))})
 		if err != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/clientconfig"
 	"github.com/gpuaas/gpuaas/internal/cmdmode"
+	"github.com/gpuaas/gpuaas/internal/gateproto"
 	"github.com/gpuaas/gpuaas/internal/sshcert"
 	"github.com/gpuaas/gpuaas/internal/sshconfig"
 )
@@ -164,7 +165,7 @@ func (g *Gateway) delegatedClient(s ssh.Session, id sshcert.Identity, project st
 	if key == nil || perms.Permissions == nil || !sshcert.FingerprintMatches(perms.Permissions, key) {
 		return nil, errActAsUserUnavailable
 	}
-	resp, err := g.cfg.Client.GateUserToken(s.Context(), api.GateUserTokenRequest{UserID: id.UserID,
+	resp, err := gateproto.GateUserToken(s.Context(), g.cfg.Client, gateproto.GateUserTokenRequest{UserID: id.UserID,
 		Certificate: strings.TrimSpace(string(gossh.MarshalAuthorizedKey(key)))})
 	if err != nil {
 		return nil, fmt.Errorf("get a session for your certificate: %w", err)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/gpuaas/gpuaas/gateway/core"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/gateproto"
 	"github.com/gpuaas/gpuaas/internal/sshcert"
 	"github.com/gpuaas/gpuaas/internal/sshtest"
 )
@@ -45,7 +46,7 @@ func TestStolenGatewayTokenOpensNoShell(t *testing.T) {
 	keyLine := strings.TrimSpace(string(gossh.MarshalAuthorizedKey(key.PublicKey())))
 	// A user's certificate is no secret: the attacker has a copy.
 	ownerCert := strings.TrimSpace(string(gossh.MarshalAuthorizedKey(owner.cert)))
-	auth, err := stolen.GateAuthorize(ctx, api.GateAuthorizeRequest{AllocationID: metal.ID, UserID: owner.id, TicketKey: keyLine,
+	auth, err := gateproto.GateAuthorize(ctx, stolen, gateproto.GateAuthorizeRequest{AllocationID: metal.ID, UserID: owner.id, TicketKey: keyLine,
 		Certificate: ownerCert})
 	if err != nil {
 		t.Fatal(err)
@@ -73,7 +74,7 @@ func TestStolenGatewayTokenOpensNoShell(t *testing.T) {
 	if err := direct(&gossh.ClientConfig{Auth: []gossh.AuthMethod{gossh.PublicKeys(ticket)}}); err != nil {
 		t.Fatalf("a valid ticket, no gateway certificate: %v; want refused", err)
 	}
-	if _, err := stolen.GateCredentials(ctx, api.GateCredentialsRequest{PublicKey: keyLine}); !errors.Is(err, api.ErrForbidden) {
+	if _, err := gateproto.GateCredentials(ctx, stolen, gateproto.GateCredentialsRequest{PublicKey: keyLine}); !errors.Is(err, api.ErrForbidden) {
 		t.Fatalf("gate.credentials for the attacker's key: got %v; want forbidden", err)
 	}
 	fakeCAKey, err := sshcert.GenerateKey()

@@ -15,6 +15,7 @@ import (
 
 	"github.com/gpuaas/gpuaas/gateway/core"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/gateproto"
 	"github.com/gpuaas/gpuaas/internal/sshcert"
 )
 
@@ -87,7 +88,7 @@ type hostCert struct {
 // principals, and checks that what came back is a host certificate for
 // this key.
 func requestHostCert(ctx context.Context, c *api.Client, key gossh.Signer, principals []string) (*hostCert, error) {
-	resp, err := c.GateHostCert(ctx, api.GateHostCertRequest{
+	resp, err := gateproto.GateHostCert(ctx, c, gateproto.GateHostCertRequest{
 		PublicKey:  strings.TrimSpace(string(gossh.MarshalAuthorizedKey(key.PublicKey()))),
 		Principals: principals,
 	})

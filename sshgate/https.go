@@ -11,6 +11,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/gpuaas/gpuaas/gateway/httpfront"
+	"github.com/gpuaas/gpuaas/internal/gateproto"
 )
 
 // HTTPS configures the gateway's HTTPS front (gateway/httpfront,
@@ -103,7 +104,7 @@ func (g *Gateway) serveHTTPS(ctx context.Context) (stop func(), err error) {
 		ln.Close()
 		return nil, err
 	}
-	front, err := httpfront.New(httpfront.Config{Core: g.core, Verdicts: g.cfg.Client, Links: g.cfg.Client, Domain: h.Domain, TLS: tlsCfg,
+	front, err := httpfront.New(httpfront.Config{Core: g.core, Verdicts: gateproto.Front{Client: g.cfg.Client}, Links: gateproto.Front{Client: g.cfg.Client}, Domain: h.Domain, TLS: tlsCfg,
 		CookieKey: h.CookieKey, RatePerExposure: rate.Limit(h.RatePerExposure), RatePerSource: rate.Limit(h.RatePerSource),
 		Burst: h.Burst, Now: g.cfg.Now, Log: g.log.With("front", "https")})
 	if err != nil {

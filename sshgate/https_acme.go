@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/gpuaas/gpuaas/gateway/httpfront"
+	"github.com/gpuaas/gpuaas/internal/gateproto"
 )
 
 // checkACMEAndCookieKey checks the HTTPS front's ACME settings (one
@@ -44,7 +45,7 @@ func (g *Gateway) httpsTLS(ln net.Listener) (cfg *tls.Config, stop func(), err e
 	a := h.ACME
 	a.Domain, a.Addr = h.Domain, ln.Addr()
 	if a.Verdicts == nil {
-		a.Verdicts = g.cfg.Client
+		a.Verdicts = gateproto.Front{Client: g.cfg.Client}
 	}
 	if a.Log == nil {
 		a.Log = g.log.With("front", "https")

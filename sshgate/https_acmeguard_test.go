@@ -12,6 +12,7 @@ import (
 
 	"github.com/gpuaas/gpuaas/gateway/httpfront"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/gateproto"
 	"github.com/gpuaas/gpuaas/internal/testutil"
 )
 
@@ -24,7 +25,7 @@ type countedVerdicts struct {
 	total atomic.Int64
 }
 
-func (c *countedVerdicts) GateAuthorizeHTTP(ctx context.Context, req api.GateAuthorizeHTTPRequest) (*api.GateAuthorizeHTTPResponse, error) {
+func (c *countedVerdicts) GateAuthorizeHTTP(ctx context.Context, req gateproto.GateAuthorizeHTTPRequest) (*gateproto.GateAuthorizeHTTPResponse, error) {
 	c.total.Add(1)
 	c.mu.Lock()
 	c.asked[req.Host]++
@@ -48,7 +49,7 @@ func TestACMEHandshakesForUnknownNamesAreBounded(t *testing.T) {
 	var counted *countedVerdicts
 	const burst, perSecond = 5, 1.0
 	e := newEnv(t, envOptions{config: func(c *Config) {
-		counted = &countedVerdicts{Verdicts: c.Client, asked: map[string]int{}}
+		counted = &countedVerdicts{Verdicts: gateproto.Front{Client: c.Client}, asked: map[string]int{}}
 		c.HTTPS = HTTPS{Listener: ln, Domain: acmeDomain, ACME: httpfront.ACMEConfig{CA: pebble.Directory,
 			CARootFile: pebble.CAFile, Dir: filepath.Join(t.TempDir(), "acme"), Verdicts: counted,
 			AskRate: perSecond, AskBurst: burst}}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/gpuaas/gpuaas/gateway/core"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/gateproto"
 )
 
 // TestCoreOpenPortHTTPGrant: the HTTPS front's grants — a request's bearer
@@ -46,8 +47,8 @@ func TestCoreOpenPortHTTPGrant(t *testing.T) {
 	for _, tt := range []struct {
 		name, bearer, want string
 	}{
-		{"another user", other.token, api.VerdictForbidden},
-		{"no login", "", api.VerdictLogin},
+		{"another user", other.token, gateproto.VerdictForbidden},
+		{"no login", "", gateproto.VerdictLogin},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			s, err := e.gw.core.OpenPort(ctx, grant(tt.bearer), port)

@@ -11,7 +11,7 @@ import (
 	"github.com/charmbracelet/ssh"
 	gossh "golang.org/x/crypto/ssh"
 
-	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/gateproto"
 	"github.com/gpuaas/gpuaas/internal/sshcert"
 )
 
@@ -55,8 +55,8 @@ type loginConn struct {
 }
 
 // Ref implements core.Login.
-func (lc *loginConn) Ref() api.GateSession {
-	return api.GateSession{SessionID: lc.sessionID, UserID: lc.userID}
+func (lc *loginConn) Ref() gateproto.GateSession {
+	return gateproto.GateSession{SessionID: lc.sessionID, UserID: lc.userID}
 }
 
 // End implements core.Login: the connection ends in the background.
@@ -154,7 +154,7 @@ func (g *Gateway) trackLogin(ctx ssh.Context, key gossh.PublicKey, perms *gossh.
 
 // errLoginEnded is what a session of an ended login is told.
 func errLoginEnded(reason string) error {
-	if reason == api.SessionEndedExpired {
+	if reason == gateproto.SessionEndedExpired {
 		return errors.New("your login has expired; run `gpuaas login`")
 	}
 	return errors.New("your login was ended (logged out / disabled); run `gpuaas login`")
@@ -179,7 +179,7 @@ func (g *Gateway) confirmLogin(ctx ssh.Context, id sshcert.Identity) error {
 	case confirmed:
 		return nil
 	}
-	reason, err := g.core.LoginEnded(ctx, api.GateSession{SessionID: id.SessionID, UserID: id.UserID})
+	reason, err := g.core.LoginEnded(ctx, gateproto.GateSession{SessionID: id.SessionID, UserID: id.UserID})
 	if err != nil {
 		g.log.Warn("cannot check a login; refusing the session", "user", id.UserID, "session", id.SessionID, "err", err)
 		return errors.New("cannot check your login right now; try again")

@@ -14,7 +14,7 @@ import (
 	gossh "golang.org/x/crypto/ssh"
 
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
-	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/gateproto"
 	"github.com/gpuaas/gpuaas/internal/sshcert"
 	"github.com/gpuaas/gpuaas/internal/sshtest"
 	"github.com/gpuaas/gpuaas/internal/testutil"
@@ -285,7 +285,7 @@ func TestRevocationMissedWhileDisconnected(t *testing.T) {
 	sh := openShell(t, e.dial(u, alloc))
 
 	announced := make(chan *nats.Msg, 1)
-	if _, err := e.ctl.NC.ChanSubscribe(api.GateRevokedSubject, announced); err != nil {
+	if _, err := e.ctl.NC.ChanSubscribe(gateproto.GateRevokedSubject, announced); err != nil {
 		t.Fatal(err)
 	}
 	if err := e.ctl.NC.Flush(); err != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/gpuaas/gpuaas/controld/tasks"
 	"github.com/gpuaas/gpuaas/controld/volumes"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 )
 
 // TestReleaseNamesVolumesThatStay: against a real controld, `alloc
@@ -35,8 +36,8 @@ func TestReleaseNamesVolumesThatStay(t *testing.T) {
 			return err
 		}
 		_, err := volumes.Settlers()[api.TaskVolumeCreate](ctx, tx, tasks.Outcome{TaskID: taskID, NodeID: nodeID,
-			Type: api.TaskVolumeCreate, Now: time.Now(), Result: api.TaskResult{NodeID: nodeID, TaskID: taskID,
-				Status: api.TaskSucceeded, Result: []byte(`{"volume_id":"` + v.ID + `","size_bytes":1073741824}`)}})
+			Type: api.TaskVolumeCreate, Now: time.Now(), Result: hostproto.TaskResult{NodeID: nodeID, TaskID: taskID,
+				Status: hostproto.TaskSucceeded, Result: []byte(`{"volume_id":"` + v.ID + `","size_bytes":1073741824}`)}})
 		return err
 	}); err != nil {
 		t.Fatal(err)

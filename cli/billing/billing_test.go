@@ -17,6 +17,7 @@ import (
 	"github.com/gpuaas/gpuaas/controld/billing"
 	"github.com/gpuaas/gpuaas/controld/controldtest"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 	"github.com/gpuaas/gpuaas/internal/testutil"
 )
 
@@ -54,7 +55,7 @@ func newEnv(t *testing.T) *env {
 	}
 	e.alloc = a.ID
 	err = pgx.BeginFunc(ctx, e.Server.Pool(), func(tx pgx.Tx) error {
-		_, err := alloc.ProvisionDone(ctx, tx, a.ID, api.TaskSucceeded, "", clock.Now())
+		_, err := alloc.ProvisionDone(ctx, tx, a.ID, hostproto.TaskSucceeded, "", clock.Now())
 		return err
 	})
 	if err != nil {

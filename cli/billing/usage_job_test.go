@@ -11,6 +11,7 @@ import (
 	"github.com/gpuaas/gpuaas/cli/cmdutil"
 	"github.com/gpuaas/gpuaas/controld/alloc"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 )
 
 // TestUsageJobAgainstControld: a job that ran 30 minutes on a 2-GPU
@@ -27,7 +28,7 @@ func TestUsageJobAgainstControld(t *testing.T) {
 	}
 	pool := e.Server.Pool()
 	if err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		_, err := alloc.ProvisionDone(ctx, tx, a.ID, api.TaskSucceeded, "", e.clock.Now())
+		_, err := alloc.ProvisionDone(ctx, tx, a.ID, hostproto.TaskSucceeded, "", e.clock.Now())
 		return err
 	}); err != nil {
 		t.Fatal(err)

@@ -14,6 +14,7 @@ import (
 	"github.com/gpuaas/gpuaas/controld/tasks"
 	"github.com/gpuaas/gpuaas/controld/volumes"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 )
 
 // TestUsageVolumeAgainstControld: a 73 GiB volume, ready for 90 minutes
@@ -34,11 +35,11 @@ func TestUsageVolumeAgainstControld(t *testing.T) {
 	if err := pool.QueryRow(ctx, `SELECT task_id, node_id FROM volumes WHERE id = $1`, v.ID).Scan(&taskID, &nodeID); err != nil {
 		t.Fatal(err)
 	}
-	raw, _ := json.Marshal(api.VolumeTaskResult{VolumeID: v.ID, SizeBytes: v.SizeBytes})
+	raw, _ := json.Marshal(hostproto.VolumeTaskResult{VolumeID: v.ID, SizeBytes: v.SizeBytes})
 	if err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		_, err := volumes.Settlers()[api.TaskVolumeCreate](ctx, tx, tasks.Outcome{TaskID: taskID, NodeID: nodeID,
 			Type: api.TaskVolumeCreate, Now: e.clock.Now(),
-			Result: api.TaskResult{NodeID: nodeID, TaskID: taskID, Status: api.TaskSucceeded, Result: raw}})
+			Result: hostproto.TaskResult{NodeID: nodeID, TaskID: taskID, Status: hostproto.TaskSucceeded, Result: raw}})
 		return err
 	}); err != nil {
 		t.Fatal(err)

@@ -21,6 +21,7 @@ import (
 	"github.com/gpuaas/gpuaas/hostd/tasks"
 	"github.com/gpuaas/gpuaas/hostd/topology"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 )
 
 // realGuestGPU is the GPU UUID TestHostdSliceVMRealGuest's slot carries:
@@ -72,7 +73,7 @@ func TestHostdSliceVMRealGuestNoGPUs(t *testing.T) {
 	ip := netip.PrefixFrom(subnet.Addr().Next().Next(), subnet.Bits())
 	mac := fmt.Sprintf("52:54:00:%02x:%02x:%02x", rand.IntN(256), rand.IntN(256), rand.IntN(256))
 	slot := api.Slot{ID: "sl-1", GPUPCI: "0000:17:00.0", NUMANode: 0, MAC: mac, IP: ip.String()} // no GPU UUID
-	p := api.VMProvisionParams{AllocationID: id, UserID: "u-1", PosixUser: "renter", Slots: []api.Slot{slot},
+	p := hostproto.VMProvisionParams{AllocationID: id, UserID: "u-1", PosixUser: "renter", Slots: []api.Slot{slot},
 		VCPUs: 1, MemoryMiB: 384, Image: api.VMImage{Name: filepath.Base(img.Dir), SHA256: img.Manifest.Disk.SHA256}}
 	t.Cleanup(func() {
 		_ = hv.Destroy(context.Background(), id)

@@ -18,6 +18,7 @@ import (
 	"github.com/gpuaas/gpuaas/hostd/tasks"
 	"github.com/gpuaas/gpuaas/hostd/topology"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 )
 
 // ignoreACPI makes the minimal guest deaf to the ACPI power button, as a
@@ -55,7 +56,7 @@ func TestHostdSliceVMRealGuestIgnoresACPI(t *testing.T) {
 	mac := fmt.Sprintf("52:54:00:%02x:%02x:%02x", rand.IntN(256), rand.IntN(256), rand.IntN(256))
 	slot := api.Slot{ID: "sl-1", GPUPCI: "0000:17:00.0", FabricVF: "0000:18:00.1", NVMe: "/dev/disk/by-id/nvme-missing",
 		NUMANode: 0, MAC: mac, IP: ip.String(), GPUUUID: realGuestGPU}
-	p := api.VMProvisionParams{AllocationID: alloc, UserID: "u-1", PosixUser: "renter", Slots: []api.Slot{slot},
+	p := hostproto.VMProvisionParams{AllocationID: alloc, UserID: "u-1", PosixUser: "renter", Slots: []api.Slot{slot},
 		VCPUs: 1, MemoryMiB: 384, Image: api.VMImage{Name: filepath.Base(img.Dir), SHA256: img.Manifest.Disk.SHA256}}
 	t.Cleanup(func() {
 		_ = hv.Destroy(context.Background(), alloc)
@@ -78,7 +79,7 @@ func TestHostdSliceVMRealGuestIgnoresACPI(t *testing.T) {
 
 	start := time.Now()
 	rel := &progress{}
-	res, err := reg[api.TaskVMRelease](ctx, env, mustJSON(t, api.VMReleaseParams{AllocationID: alloc,
+	res, err := reg[api.TaskVMRelease](ctx, env, mustJSON(t, hostproto.VMReleaseParams{AllocationID: alloc,
 		Slots: []api.Slot{slot}, Wipe: true}), rel)
 	if err != nil {
 		t.Fatalf("vm_release: %v\nprogress:\n%s", err, strings.Join(rel.lines, "\n"))

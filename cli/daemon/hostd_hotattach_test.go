@@ -23,6 +23,7 @@ import (
 	"github.com/gpuaas/gpuaas/hostd/topology"
 	"github.com/gpuaas/gpuaas/hostd/volume"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 )
 
 var _ hostenv.DiskPlugger = (*libvirt.Hypervisor)(nil)
@@ -68,7 +69,7 @@ func TestHostdSliceVMRealGuestHotAttach(t *testing.T) {
 	ip := netip.PrefixFrom(rs.subnet.Addr().Next().Next(), rs.subnet.Bits())
 	mac := fmt.Sprintf("52:54:00:%02x:%02x:%02x", rand.IntN(256), rand.IntN(256), rand.IntN(256))
 	slot := api.Slot{ID: "sl-1", GPUPCI: "0000:17:00.0", NUMANode: 0, MAC: mac, IP: ip.String(), GPUUUID: realGuestGPU}
-	p := api.VMProvisionParams{AllocationID: alloc, UserID: "u-1", PosixUser: "renter", Slots: []api.Slot{slot},
+	p := hostproto.VMProvisionParams{AllocationID: alloc, UserID: "u-1", PosixUser: "renter", Slots: []api.Slot{slot},
 		VCPUs: 1, MemoryMiB: 384, Image: api.VMImage{Name: filepath.Base(rs.img.Dir), SHA256: rs.img.Manifest.Disk.SHA256}}
 	rep := &progress{}
 	if _, err := reg[api.TaskVMProvision](ctx, tenv, mustJSON(t, p), rep); err != nil {

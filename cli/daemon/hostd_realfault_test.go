@@ -17,6 +17,7 @@ import (
 	"github.com/gpuaas/gpuaas/hostd/tasks"
 	"github.com/gpuaas/gpuaas/hostd/topology"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 )
 
 // TestHostdSliceVMRealGuestFailureLeavesNothing: on a real libvirtd with
@@ -39,7 +40,7 @@ func TestHostdSliceVMRealGuestFailureLeavesNothing(t *testing.T) {
 	mac := fmt.Sprintf("52:54:00:%02x:%02x:%02x", rand.IntN(256), rand.IntN(256), rand.IntN(256))
 	slot := api.Slot{ID: "sl-1", GPUPCI: "0000:17:00.0", FabricVF: "0000:18:00.1", NVMe: "/dev/disk/by-id/nvme-missing",
 		NUMANode: 0, MAC: mac, IP: ip.String(), GPUUUID: realGuestGPU}
-	p := api.VMProvisionParams{AllocationID: alloc, UserID: "u-1", PosixUser: "renter", Slots: []api.Slot{slot},
+	p := hostproto.VMProvisionParams{AllocationID: alloc, UserID: "u-1", PosixUser: "renter", Slots: []api.Slot{slot},
 		VCPUs: 1, MemoryMiB: 384, Image: api.VMImage{Name: filepath.Base(rs.img.Dir), SHA256: rs.img.Manifest.Disk.SHA256}}
 	t.Cleanup(func() {
 		_ = hv.Destroy(t.Context(), alloc)
@@ -89,7 +90,7 @@ func TestHostdSliceVMRealGuestFailureLeavesNothing(t *testing.T) {
 	if _, err := reg[api.TaskVMProvision](ctx, env, mustJSON(t, p), &progress{}); err != nil {
 		t.Fatalf("provisioning after the failures: %v", err)
 	}
-	if _, err := reg[api.TaskVMRelease](ctx, env, mustJSON(t, api.VMReleaseParams{AllocationID: alloc, Slots: []api.Slot{slot}, Wipe: true}), &progress{}); err != nil {
+	if _, err := reg[api.TaskVMRelease](ctx, env, mustJSON(t, hostproto.VMReleaseParams{AllocationID: alloc, Slots: []api.Slot{slot}, Wipe: true}), &progress{}); err != nil {
 		t.Fatalf("release: %v", err)
 	}
 	if got := left(); len(got) > 0 {

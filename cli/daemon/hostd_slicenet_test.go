@@ -21,6 +21,7 @@ import (
 	"github.com/gpuaas/gpuaas/hostd/tasks"
 	"github.com/gpuaas/gpuaas/hostd/topology"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 	"github.com/gpuaas/gpuaas/internal/testutil"
 )
 
@@ -98,7 +99,7 @@ func TestHostdSliceVMRealGuest(t *testing.T) {
 	// GPU, VF and namespace this machine lacks: a node without passthrough.
 	slot := api.Slot{ID: "sl-1", GPUPCI: "0000:17:00.0", FabricVF: "0000:18:00.1", NVMe: "/dev/disk/by-id/nvme-missing",
 		NUMANode: 0, MAC: mac, IP: ip.String(), GPUUUID: realGuestGPU}
-	p := api.VMProvisionParams{AllocationID: alloc, UserID: "u-1", PosixUser: "renter", Slots: []api.Slot{slot},
+	p := hostproto.VMProvisionParams{AllocationID: alloc, UserID: "u-1", PosixUser: "renter", Slots: []api.Slot{slot},
 		VCPUs: 1, MemoryMiB: 384, Image: api.VMImage{Name: filepath.Base(img.Dir), SHA256: img.Manifest.Disk.SHA256}}
 	t.Cleanup(func() {
 		_ = hv.Destroy(context.Background(), alloc)
@@ -112,10 +113,10 @@ func TestHostdSliceVMRealGuest(t *testing.T) {
 		t.Fatalf("vm_provision: %v\nprogress:\n%s", err, strings.Join(rep.lines, "\n"))
 	}
 	t.Logf("vm_provision → ready (marker read) in %.1fs under TCG", time.Since(start).Seconds())
-	if r := res.(api.VMProvisionResult); r.Address != ip.Addr().String()+":22" {
+	if r := res.(hostproto.VMProvisionResult); r.Address != ip.Addr().String()+":22" {
 		t.Errorf("address = %q; want the slot's", r.Address)
 	}
-	checkRealGuestDriver(t, res.(api.VMProvisionResult).DriverCheck) // hostd_drivercheck_test.go
+	checkRealGuestDriver(t, res.(hostproto.VMProvisionResult).DriverCheck) // hostd_drivercheck_test.go
 	if !slices.Contains(rep.lines, tasks.PhaseVFIOCheck+" "+api.PhaseDone+" skipped: "+sh.NoPassthrough) {
 		t.Errorf("the VFIO check's skip and reason are not recorded:\n%s", strings.Join(rep.lines, "\n"))
 	}
@@ -138,7 +139,7 @@ func TestHostdSliceVMRealGuest(t *testing.T) {
 	// Wipe as controld asks: the namespace was never handed out, so
 	// nothing is wiped (blkdiscard of a missing device would fail).
 	rel := &progress{}
-	res, err = reg[api.TaskVMRelease](ctx, env, mustJSON(t, api.VMReleaseParams{AllocationID: alloc,
+	res, err = reg[api.TaskVMRelease](ctx, env, mustJSON(t, hostproto.VMReleaseParams{AllocationID: alloc,
 		Slots: []api.Slot{slot}, Wipe: true}), rel)
 	if err != nil {
 		t.Fatalf("vm_release: %v\nprogress:\n%s", err, strings.Join(rel.lines, "\n"))
@@ -218,7 +219,7 @@ func TestHostdSliceHostBlockers(t *testing.T) {
 	env := &tasks.Env{NodeName: "node-blocked", Hypervisor: hv, Runner: host.ExecRunner{}, Topology: topology.Real(),
 		StateDir: state, ImageDir: t.TempDir(), Log: testutil.Logger(t), Now: time.Now, SliceHost: sh}
 	reg := tasks.New(tasks.Config{})
-	res, err := reg[api.TaskTopologyDiscover](ctx, env, mustJSON(t, api.TopologyDiscoverParams{Shape: api.ShapeGPUSlice}), &progress{})
+	res, err := reg[api.TaskTopologyDiscover](ctx, env, mustJSON(t, hostproto.TopologyDiscoverParams{Shape: api.ShapeGPUSlice}), &progress{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -231,7 +232,7 @@ func TestHostdSliceHostBlockers(t *testing.T) {
 	if found != len(sh.Blockers) {
 		t.Errorf("topology blockers = %+v; want hostd's %+v among them", res.(api.TopologyResult).Blockers, sh.Blockers)
 	}
-	p := api.VMProvisionParams{AllocationID: "a-blocked", PosixUser: "renter", VCPUs: 1, MemoryMiB: 384,
+	p := hostproto.VMProvisionParams{AllocationID: "a-blocked", PosixUser: "renter", VCPUs: 1, MemoryMiB: 384,
 		Slots: []api.Slot{{GPUPCI: "0000:17:00.0", MAC: "52:54:00:00:00:01", IP: netip.PrefixFrom(gw.Next(), subnet.Bits()).String()}},
 		Image: api.VMImage{Name: "minimal", SHA256: strings.Repeat("0", 64)}}
 	_, err = reg[api.TaskVMProvision](ctx, env, mustJSON(t, p), &progress{})

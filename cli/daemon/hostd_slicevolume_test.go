@@ -21,6 +21,7 @@ import (
 	"github.com/gpuaas/gpuaas/hostd/topology"
 	"github.com/gpuaas/gpuaas/hostd/volume"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 )
 
 // TestHostdSliceVolumeRealGuest is a volume in a slice on a real libvirtd
@@ -69,7 +70,7 @@ func TestHostdSliceVolumeRealGuest(t *testing.T) {
 		mac := fmt.Sprintf("52:54:00:%02x:%02x:%02x", rand.IntN(256), rand.IntN(256), rand.IntN(256))
 		slot := api.Slot{ID: "sl-1", GPUPCI: "0000:17:00.0", NUMANode: 0, MAC: mac, IP: ip.String(), GPUUUID: realGuestGPU}
 		slots[alloc] = slot
-		p := api.VMProvisionParams{AllocationID: alloc, UserID: "u-1", PosixUser: "renter", Slots: []api.Slot{slot},
+		p := hostproto.VMProvisionParams{AllocationID: alloc, UserID: "u-1", PosixUser: "renter", Slots: []api.Slot{slot},
 			VCPUs: 1, MemoryMiB: 384, Image: api.VMImage{Name: filepath.Base(img.Dir), SHA256: img.Manifest.Disk.SHA256},
 			Volumes: attach}
 		rep := &progress{}
@@ -91,12 +92,12 @@ func TestHostdSliceVolumeRealGuest(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return res.(api.VMProvisionResult).Address, key
+		return res.(hostproto.VMProvisionResult).Address, key
 	}
 	release := func(alloc string) {
 		t.Helper()
 		rel := &progress{}
-		res, err := reg[api.TaskVMRelease](ctx, env, mustJSON(t, api.VMReleaseParams{AllocationID: alloc,
+		res, err := reg[api.TaskVMRelease](ctx, env, mustJSON(t, hostproto.VMReleaseParams{AllocationID: alloc,
 			Slots: []api.Slot{slots[alloc]}}), rel)
 		if err != nil {
 			t.Fatalf("vm_release %s: %v\nprogress:\n%s", alloc, err, strings.Join(rel.lines, "\n"))

@@ -16,6 +16,7 @@ import (
 	"github.com/gpuaas/gpuaas/controld/controldtest"
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/bus"
+	"github.com/gpuaas/gpuaas/internal/gateproto"
 	"github.com/gpuaas/gpuaas/internal/testutil"
 )
 
@@ -112,7 +113,7 @@ func TestNATSIdentityLifecycle(t *testing.T) {
 	cmdtest.WantUsageError(t, cmdtest.Execute(NewCmdNATSIdentityAdd(f, nil), "--kind", "admin", "--name", "x", "--out", seedFile+"2"), "")
 
 	nc := testutil.Connect(t, env.NATSURL, bus.WithKey(key), nats.CustomInboxPrefix(api.InboxPrefix(pub)), nats.MaxReconnects(0))
-	login, err := api.NewGatewayLogin(nc, key, nil)
+	login, err := gateproto.NewGatewayLogin(nc, key, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/gpuaas/gpuaas/controld/node"
 	"github.com/gpuaas/gpuaas/controld/tasks"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 )
 
 // The driver check before billing (docs/slices.md, "Driver check";
@@ -29,22 +30,22 @@ const ReasonDriverCheck = "driver_check: "
 // the node and the verdict called a success: it returns the status and
 // reason ProvisionDone applies. Other outcomes pass unchanged.
 func settleDriverCheck(ctx context.Context, tx pgx.Tx, o tasks.Outcome, status, reason string) (string, string, error) {
-	if o.Type != api.TaskVMProvision || o.AllocationID == "" || status != api.TaskSucceeded {
+	if o.Type != api.TaskVMProvision || o.AllocationID == "" || status != hostproto.TaskSucceeded {
 		return status, reason, nil
 	}
 	inv, err := node.InventoryOf(ctx, tx, o.AllocationID)
 	if err != nil {
 		return "", "", err
 	}
-	var res api.VMProvisionResult
+	var res hostproto.VMProvisionResult
 	if len(o.Result.Result) > 0 {
 		if err := json.Unmarshal(o.Result.Result, &res); err != nil {
-			return api.TaskFailed, ReasonDriverCheck + "the node's result is not readable: " + err.Error(), nil
+			return hostproto.TaskFailed, ReasonDriverCheck + "the node's result is not readable: " + err.Error(), nil
 		}
 	}
 	passed, why := CheckDriver(res.DriverCheck, inv)
 	if !passed {
-		return api.TaskFailed, ReasonDriverCheck + why, nil
+		return hostproto.TaskFailed, ReasonDriverCheck + why, nil
 	}
 	return status, "provisioned; driver check passed: " + why, nil
 }

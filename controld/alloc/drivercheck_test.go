@@ -11,6 +11,7 @@ import (
 
 	"github.com/gpuaas/gpuaas/controld/tasks"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 	"github.com/gpuaas/gpuaas/internal/ids"
 )
 
@@ -45,14 +46,14 @@ func (f *fixture) sliceOnNode(t *testing.T, test bool, uuids ...string) api.Allo
 func (f *fixture) settle(t *testing.T, a api.Allocation, check *api.DriverCheck) {
 	t.Helper()
 	ctx := context.Background()
-	raw, err := json.Marshal(api.VMProvisionResult{Domain: a.ID, Address: "10.77.1.10:22", DriverCheck: check})
+	raw, err := json.Marshal(hostproto.VMProvisionResult{Domain: a.ID, Address: "10.77.1.10:22", DriverCheck: check})
 	if err != nil {
 		t.Fatal(err)
 	}
 	settle := Settlers(nil)[api.TaskVMProvision]
 	err = pgx.BeginFunc(ctx, f.pool, func(tx pgx.Tx) error {
 		_, err := settle(ctx, tx, tasks.Outcome{TaskID: ids.New("t"), AllocationID: a.ID, Type: api.TaskVMProvision,
-			Result: api.TaskResult{Status: api.TaskSucceeded, Result: raw}, Now: time.Now()})
+			Result: hostproto.TaskResult{Status: hostproto.TaskSucceeded, Result: raw}, Now: time.Now()})
 		return err
 	})
 	if err != nil {

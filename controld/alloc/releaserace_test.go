@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 )
 
 // TestReleaseRacingProvisioningToActiveIsAccepted: hostd's provisioning
@@ -24,7 +25,7 @@ func TestReleaseRacingProvisioningToActiveIsAccepted(t *testing.T) {
 		return err
 	}
 	provisioned := func(tx pgx.Tx, id string) error {
-		_, err := ProvisionDone(ctx, tx, id, api.TaskSucceeded, "", time.Now())
+		_, err := ProvisionDone(ctx, tx, id, hostproto.TaskSucceeded, "", time.Now())
 		return err
 	}
 	tests := []struct {

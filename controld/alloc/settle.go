@@ -10,6 +10,7 @@ import (
 	"github.com/gpuaas/gpuaas/controld/tasks"
 	"github.com/gpuaas/gpuaas/controld/volumes"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 )
 
 // ProvisionVerdict is controld/faults's say on a provisioning task's
@@ -67,7 +68,7 @@ func settleRelease(ctx context.Context, tx pgx.Tx, o tasks.Outcome) (tasks.Effec
 		ended, err = exposures.Released(ctx, tx, o.AllocationID, o.Now)
 		events = append(events, ended...)
 	}
-	if err == nil && o.Result.Status == api.TaskSucceeded {
+	if err == nil && o.Result.Status == hostproto.TaskSucceeded {
 		// The node unmounted them before removing the user: they stay.
 		var detached []outbox.Event
 		detached, err = volumes.Detach(ctx, tx, o.AllocationID, o.Now)

@@ -12,6 +12,7 @@ import (
 	"github.com/gpuaas/gpuaas/controld/project"
 	"github.com/gpuaas/gpuaas/controld/store"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 )
 
 // HostActor is the actor id recorded for changes driven by hostd results.
@@ -32,7 +33,7 @@ func ProvisionDone(ctx context.Context, tx pgx.Tx, allocationID, status, reason 
 		return nil, nil
 	}
 	from := a.State
-	if status == api.TaskSucceeded {
+	if status == hostproto.TaskSucceeded {
 		why := "provisioned"
 		if reason != "" { // what the driver check passed (drivercheck.go)
 			why = reason
@@ -67,7 +68,7 @@ func ReleaseDone(ctx context.Context, tx pgx.Tx, allocationID, status, reason st
 	}
 	from := a.State
 	freed := false
-	if status == api.TaskSucceeded {
+	if status == hostproto.TaskSucceeded {
 		if _, err := node.FreeSlots(ctx, tx, a.ID); err != nil {
 			return nil, false, err
 		}
@@ -112,7 +113,7 @@ func enqueueCleanup(ctx context.Context, tx pgx.Tx, a api.Allocation, now time.T
 // ProgressEvents are the events telling an allocation's project members
 // of phases its host reported, in the order given, for a task of type
 // taskType.
-func ProgressEvents(ctx context.Context, q store.Querier, allocationID, taskType string, phases []api.TaskProgress) ([]outbox.Event, error) {
+func ProgressEvents(ctx context.Context, q store.Querier, allocationID, taskType string, phases []hostproto.TaskProgress) ([]outbox.Event, error) {
 	// FOR SHARE orders these events with the allocation's own changes
 	// (a release requested meanwhile, say): a change either committed
 	// before, or waits for this transaction and takes later outbox ids, so

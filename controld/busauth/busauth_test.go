@@ -19,6 +19,8 @@ import (
 	"github.com/gpuaas/gpuaas/controld/identity"
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/bus"
+	"github.com/gpuaas/gpuaas/internal/gateproto"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 	"github.com/gpuaas/gpuaas/internal/recstore"
 	"github.com/gpuaas/gpuaas/internal/testutil"
 )
@@ -105,14 +107,14 @@ func TestUserPermissions(t *testing.T) {
 
 	for _, subj := range []string{">", "gpuaas.>", api.SubjectPrefix + ".>", api.SubjectPrefix + ".auth.login",
 		api.UserInboxPrefix(bob.ID) + ".>", "gpuaas.user." + bob.ID + ".>", "gpuaas.user.*.evt.>", "gpuaas.host.>",
-		"gpuaas.ctl.>", "gpuaas.evt.>", "gpuaas.gate.>", api.GateNoticeSubject, "$JS.API.>", "$O.>", "_INBOX.>", "$SYS.REQ.USER.AUTH"} {
+		"gpuaas.ctl.>", "gpuaas.evt.>", "gpuaas.gate.>", gateproto.GateNoticeSubject, "$JS.API.>", "$O.>", "_INBOX.>", "$SYS.REQ.USER.AUTH"} {
 		a.refusedSub(t, subj, "")
 	}
 	a.refusedSub(t, api.SubjectPrefix+".>", "q") // cannot answer the API in any queue group
 	a.refusedSub(t, api.SubjectPrefix+".auth.login", "q")
 	for _, subj := range []string{"gpuaas.evt.alloc.state", "gpuaas.user." + bob.ID + ".evt.alloc.state",
 		"gpuaas.user." + alice.ID + ".evt.alloc.state", "gpuaas.host.n-1.task", "gpuaas.ctl.host.n-1.heartbeat",
-		"gpuaas.ctl.enroll", api.GateRevokedSubject, api.GateNoticeSubject, "$JS.API.STREAM.INFO.EVENTS", "$SYS.REQ.USER.AUTH"} {
+		"gpuaas.ctl.enroll", gateproto.GateRevokedSubject, gateproto.GateNoticeSubject, "$JS.API.STREAM.INFO.EVENTS", "$SYS.REQ.USER.AUTH"} {
 		a.refusedPub(t, subj, []byte(`{"kind":"alloc.state","data":{"forged":true}}`))
 	}
 
@@ -265,32 +267,32 @@ func TestHostPermissions(t *testing.T) {
 		"gpuaas.user.*.>", "gpuaas.ctl.>", api.InboxPrefix(other) + ".>", "_INBOX.>", "gpuaas.gate.>"} {
 		n.refusedSub(t, subj, "")
 	}
-	for _, subj := range []string{api.HostCtlSubject(other, api.HostHeartbeat), api.Subject(api.EndpointAllocList),
+	for _, subj := range []string{hostproto.MsgHeartbeat.SubjectOf(other), api.Subject(api.EndpointAllocList),
 		"gpuaas.user.u-1.evt.alloc.state", "gpuaas.evt.node.changed", "gpuaas.host." + other + ".task", "$JS.API.INFO"} {
 		n.refusedPub(t, subj, []byte("{}"))
 	}
 	// Its own subjects work: a heartbeat request is answered (refused
 	// for its bad envelope, but answered on the node's inbox).
-	err := api.NewClient(n.nc).Request(t.Context(), api.HostCtlSubject(nodeID, api.HostHeartbeat), map[string]string{}, nil)
+	err := api.NewClient(n.nc).Request(t.Context(), hostproto.MsgHeartbeat.SubjectOf(nodeID), map[string]string{}, nil)
 	if err == nil || strings.Contains(err.Error(), "no responders") || strings.Contains(err.Error(), "timed out") {
 		t.Fatalf("a heartbeat on the node's own subject got %v; want controld's answer", err)
 	}
 	// An unknown key with no token is just a client before login.
 	k, _ := newKey(t)
 	anon := mustDial(t, env.NATSURL, keyOpts(t, k)...)
-	anon.refusedPub(t, api.HostCtlSubject(nodeID, api.HostHeartbeat), []byte("{}"))
-	anon.refusedPub(t, api.SubjectEnroll, []byte("{}"))
+	anon.refusedPub(t, hostproto.MsgHeartbeat.SubjectOf(nodeID), []byte("{}"))
+	anon.refusedPub(t, hostproto.SubjectEnroll, []byte("{}"))
 	// A key with an enrollment token may enroll and do nothing else; a
 	// bad token is told so by the enrollment itself.
 	ek, _ := newKey(t)
 	enr := mustDial(t, env.NATSURL, append(keyOpts(t, ek), nats.Token("gpe_notavalidtoken"))...)
-	err = keyClient(t, enr, ek).Request(t.Context(), api.SubjectEnroll, api.EnrollRequest{Token: "gpe_notavalidtoken",
+	err = keyClient(t, enr, ek).Request(t.Context(), hostproto.SubjectEnroll, hostproto.EnrollRequest{Token: "gpe_notavalidtoken",
 		PublicKey: make([]byte, 32)}, nil)
 	if err == nil || !strings.Contains(err.Error(), "unknown enrollment token") {
 		t.Fatalf("enrolling with a bad token got %v; want unknown enrollment token", err)
 	}
 	enr.refusedPub(t, api.Subject(api.EndpointAuthLogin), []byte("{}"))
-	enr.refusedPub(t, api.HostCtlSubject(nodeID, api.HostHeartbeat), []byte("{}"))
+	enr.refusedPub(t, hostproto.MsgHeartbeat.SubjectOf(nodeID), []byte("{}"))
 	enr.refusedSub(t, "gpuaas.host.>", "")
 }
 
@@ -395,7 +397,7 @@ func TestGatewayPermissions(t *testing.T) {
 	for _, subj := range []string{"gpuaas.user.u-1.evt.alloc.state", "gpuaas.host.n-1.task", "$JS.API.STREAM.INFO.EVENTS",
 		"$JS.API.STREAM.DELETE." + recstore.Stream, "$JS.API.STREAM.PURGE." + recstore.Stream,
 		"$JS.API.STREAM.MSG.DELETE." + recstore.Stream, "gpuaas.rec.ts-1.meta", "$O." + api.RecordingsBucket + ".M.x",
-		api.GateRevokedSubject, api.GateNoticeSubject} {
+		gateproto.GateRevokedSubject, gateproto.GateNoticeSubject} {
 		g.refusedPub(t, subj, []byte("{}"))
 	}
 }
@@ -492,7 +494,7 @@ func TestNodeAndEnrollmentRepliesOnlyToTheirInbox(t *testing.T) {
 	nodeID, key := enrolledNode(t, env, "h1")
 	other, _ := enrolledNode(t, env, "h2")
 	targets := []string{"gpuaas.host." + other + ".deputy", api.InboxPrefix(other) + ".x", api.EventSubject("deputy"),
-		api.GateRevokedSubject, "$JS.API.STREAM.PURGE." + api.EventStreamName}
+		gateproto.GateRevokedSubject, "$JS.API.STREAM.PURGE." + api.EventStreamName}
 	var mu sync.Mutex
 	var seen []string
 	for _, subj := range targets {
@@ -509,28 +511,28 @@ func TestNodeAndEnrollmentRepliesOnlyToTheirInbox(t *testing.T) {
 	ek, _ := newKey(t)
 	enr := mustDial(t, env.NATSURL, append(keyOpts(t, ek), nats.Token("gpe_notavalidtoken"))...)
 	for _, target := range targets {
-		if err := n.nc.PublishRequest(api.HostCtlSubject(nodeID, api.HostHeartbeat), target, []byte("{}")); err != nil {
+		if err := n.nc.PublishRequest(hostproto.MsgHeartbeat.SubjectOf(nodeID), target, []byte("{}")); err != nil {
 			t.Fatal(err)
 		}
-		if err := enr.nc.PublishRequest(api.SubjectEnroll, target, []byte(`{"token":"gpe_notavalidtoken"}`)); err != nil {
+		if err := enr.nc.PublishRequest(hostproto.SubjectEnroll, target, []byte(`{"token":"gpe_notavalidtoken"}`)); err != nil {
 			t.Fatal(err)
 		}
 	}
 	_ = n.nc.Flush()
 	_ = enr.nc.Flush()
 	// Requests on their own inboxes are still answered, after the others.
-	err := api.NewClient(n.nc).Request(t.Context(), api.HostCtlSubject(nodeID, api.HostHeartbeat), map[string]string{}, nil)
+	err := api.NewClient(n.nc).Request(t.Context(), hostproto.MsgHeartbeat.SubjectOf(nodeID), map[string]string{}, nil)
 	if err == nil || strings.Contains(err.Error(), "timed out") {
 		t.Fatalf("a heartbeat on the node's own inbox got %v; want controld's answer", err)
 	}
-	err = keyClient(t, enr, ek).Request(t.Context(), api.SubjectEnroll, api.EnrollRequest{Token: "gpe_notavalidtoken",
+	err = keyClient(t, enr, ek).Request(t.Context(), hostproto.SubjectEnroll, hostproto.EnrollRequest{Token: "gpe_notavalidtoken",
 		PublicKey: make([]byte, 32)}, nil)
 	if err == nil || !strings.Contains(err.Error(), "unknown enrollment token") {
 		t.Fatalf("enrolling with its proof got %v; want unknown enrollment token", err)
 	}
 	// Without the proof, on its own inbox: dropped too.
-	if err := api.NewClient(enr.nc, api.WithTimeout(time.Second)).Request(t.Context(), api.SubjectEnroll,
-		api.EnrollRequest{Token: "gpe_notavalidtoken", PublicKey: make([]byte, 32)}, nil); err == nil ||
+	if err := api.NewClient(enr.nc, api.WithTimeout(time.Second)).Request(t.Context(), hostproto.SubjectEnroll,
+		hostproto.EnrollRequest{Token: "gpe_notavalidtoken", PublicKey: make([]byte, 32)}, nil); err == nil ||
 		!strings.Contains(err.Error(), "timed out") {
 		t.Fatalf("enrolling without the key's proof got %v; want no answer", err)
 	}
@@ -553,7 +555,7 @@ func TestAPIConnectionPublishesOnlyToInboxes(t *testing.T) {
 	p := mustDial(t, env.NATSURL, bus.WithKey(env.Bus.Keys.API))
 	for _, subj := range []string{api.UserEventSubject("u-1", "alloc.state"), api.EventSubject("alloc.state"),
 		"$JS.API.STREAM.PURGE." + api.EventStreamName, "gpuaas.rec.ts-1.meta", "gpuaas.rec.ts-1.c.0", "gpuaas.host.n-1.task",
-		api.HostCtlSubject("n-1", api.HostResult), api.GateNoticeSubject, api.GateRevokedSubject,
+		hostproto.MsgResult.SubjectOf("n-1"), gateproto.GateNoticeSubject, gateproto.GateRevokedSubject,
 		api.ControldInboxPrefix + ".x", api.ControldAPIInboxPrefix + ".x", api.Subject(api.EndpointAuthLogin),
 		"$SYS.REQ.USER.AUTH", "$JS.API.STREAM.INFO." + api.EventStreamName} {
 		p.refusedPub(t, subj, []byte("{}"))

@@ -12,6 +12,7 @@ import (
 	"github.com/gpuaas/gpuaas/controld/node"
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/bus"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 	"github.com/gpuaas/gpuaas/internal/recstore"
 )
 
@@ -146,7 +147,7 @@ func (s *Service) preLoginGrant(key string) *grant {
 func (s *Service) enrollGrant(key string) *grant {
 	g := &grant{kind: KindEnroll, principal: key, connKey: key, account: bus.AppAccount,
 		expires: s.now().Add(node.EnrollTokenTTL)}
-	g.perms.Pub.Allow.Add(api.SubjectEnroll)
+	g.perms.Pub.Allow.Add(hostproto.SubjectEnroll)
 	g.perms.Sub.Allow.Add(api.InboxPrefix(key) + ".>")
 	return g
 }
@@ -156,8 +157,8 @@ func (s *Service) enrollGrant(key string) *grant {
 func (s *Service) nodeGrant(nodeID, key string) *grant {
 	g := &grant{kind: KindNode, principal: nodeID, connKey: key, account: bus.AppAccount,
 		expires: s.now().Add(s.cfg.ServiceTTL)}
-	g.perms.Pub.Allow.Add(api.HostCtlSubject(nodeID, ">"))
-	g.perms.Sub.Allow.Add("gpuaas.host."+nodeID+".>", api.InboxPrefix(nodeID)+".>")
+	g.perms.Pub.Allow.Add(hostproto.NodeReportsPermission(nodeID))
+	g.perms.Sub.Allow.Add(hostproto.NodeSubscribePermission(nodeID), api.InboxPrefix(nodeID)+".>")
 	// Replies to controld's task deliveries go to controld's inbox.
 	g.perms.Resp = &jwt.ResponsePermission{MaxMsgs: 1, Expires: time.Minute}
 	return g

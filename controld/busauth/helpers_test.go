@@ -16,6 +16,7 @@ import (
 	"github.com/gpuaas/gpuaas/controld/controldtest"
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/bus"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 	"github.com/gpuaas/gpuaas/internal/testutil"
 )
 
@@ -153,8 +154,8 @@ func enrolledNode(t *testing.T, env *controldtest.Env, name string) (string, nke
 		t.Fatal(err)
 	}
 	p := mustDial(t, env.NATSURL, append(keyOpts(t, key), nats.Token(tok.Token))...)
-	var resp api.EnrollResponse
-	if err := keyClient(t, p, key).Request(t.Context(), api.SubjectEnroll, api.EnrollRequest{Token: tok.Token, PublicKey: pub,
+	var resp hostproto.EnrollResponse
+	if err := keyClient(t, p, key).Request(t.Context(), hostproto.SubjectEnroll, hostproto.EnrollRequest{Token: tok.Token, PublicKey: pub,
 		Hostname: name, Version: "test"}, &resp); err != nil {
 		t.Fatalf("enroll: %v", err)
 	}

@@ -5,6 +5,7 @@ import (
 
 	"github.com/gpuaas/gpuaas/controld/controldtest"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 )
 
 // TestNodeLogsSubjectPermissions: a node's logs subject is reached only
@@ -14,7 +15,7 @@ import (
 // subscribe and answer: hostd/agent TestNodeLogs).
 func TestNodeLogsSubjectPermissions(t *testing.T) {
 	t.Parallel()
-	checkOnlyControldReachesNode(t, api.HostLogsSubject, []byte(`{}`))
+	checkOnlyControldReachesNode(t, hostproto.MsgLogs.SubjectOf, []byte(`{}`))
 }
 
 // TestNodeTopSubjectPermissions: a node's GPU telemetry subject is reached
@@ -24,7 +25,7 @@ func TestNodeLogsSubjectPermissions(t *testing.T) {
 // itself may subscribe and answer: hostd/agent TestAllocTop).
 func TestNodeTopSubjectPermissions(t *testing.T) {
 	t.Parallel()
-	checkOnlyControldReachesNode(t, api.HostTopSubject, []byte(`{"pcis":["0000:18:00.0"]}`))
+	checkOnlyControldReachesNode(t, hostproto.MsgTop.SubjectOf, []byte(`{"pcis":["0000:18:00.0"]}`))
 }
 
 // checkOnlyControldReachesNode enrolls two nodes and checks that a user,

@@ -15,6 +15,7 @@ import (
 	"github.com/gpuaas/gpuaas/controld/outbox"
 	"github.com/gpuaas/gpuaas/controld/store"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/gateproto"
 )
 
 // revokeConsumer is the durable consumer, shared by every replica, that
@@ -90,14 +91,14 @@ func (s *Service) writeRows(ctx context.Context, rows []connRow) {
 	servers, clients, kinds, principals := make([]string, n), make([]int64, n), make([]string, n), make([]string, n)
 	sessions, keys, sources := make([]*string, n), make([]*string, n), make([]string, n)
 	ats, expires := make([]time.Time, n), make([]time.Time, n)
-	var refs []api.GateSession
+	var refs []gateproto.GateSession
 	var registered []string
 	for i, r := range rows {
 		servers[i], clients[i], kinds[i], principals[i] = r.server, int64(r.client), r.g.kind, r.g.principal
 		sources[i], ats[i], expires[i] = r.g.source, r.at, r.g.expires
 		if r.g.sessionID != "" {
 			sessions[i] = &r.g.sessionID
-			refs = append(refs, api.GateSession{SessionID: r.g.sessionID, UserID: r.g.principal})
+			refs = append(refs, gateproto.GateSession{SessionID: r.g.sessionID, UserID: r.g.principal})
 		}
 		if r.g.connKey != "" {
 			keys[i] = &r.g.connKey

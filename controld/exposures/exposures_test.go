@@ -16,6 +16,7 @@ import (
 	"github.com/gpuaas/gpuaas/controld/storetest"
 	"github.com/gpuaas/gpuaas/controld/tasks"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 	"github.com/gpuaas/gpuaas/internal/ids"
 	"github.com/gpuaas/gpuaas/internal/testutil"
 )
@@ -156,7 +157,7 @@ func TestReleaseEndsExposures(t *testing.T) {
 	}
 	defer tx.Rollback(ctx)
 	eff, err := alloc.Settlers(nil)[api.TaskDeprovisionUser](ctx, tx, tasks.Outcome{TaskID: ids.New(ids.Task),
-		AllocationID: f.alloc, Type: api.TaskDeprovisionUser, Result: api.TaskResult{Status: api.TaskSucceeded},
+		AllocationID: f.alloc, Type: api.TaskDeprovisionUser, Result: hostproto.TaskResult{Status: hostproto.TaskSucceeded},
 		Now: f.now.Add(time.Minute)})
 	if err != nil {
 		t.Fatal(err)

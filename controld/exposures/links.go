@@ -14,6 +14,7 @@ import (
 
 	"github.com/gpuaas/gpuaas/controld/store"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/gateproto"
 )
 
 // CheckLinkPath checks a one-time link's landing path: a path on the
@@ -63,8 +64,8 @@ func MintLink(ctx context.Context, q store.Querier, e api.Exposure, userID, sess
 // RedeemLink uses a link's code once, on the exposure it was minted for
 // (allocation and port), before it expires; a code that is unknown, used,
 // expired or for another exposure is refused alike.
-func RedeemLink(ctx context.Context, q store.Querier, allocationID string, port int, code string, now time.Time) (api.GateRedeemLinkResponse, error) {
-	var r api.GateRedeemLinkResponse
+func RedeemLink(ctx context.Context, q store.Querier, allocationID string, port int, code string, now time.Time) (gateproto.GateRedeemLinkResponse, error) {
+	var r gateproto.GateRedeemLinkResponse
 	err := q.QueryRow(ctx, `UPDATE exposure_links l SET used_at = $4
 		FROM exposures e WHERE l.code_hash = $1 AND l.used_at IS NULL AND l.expires_at > $4
 		AND e.id = l.exposure_id AND e.allocation_id = $2 AND e.port = $3

@@ -20,6 +20,7 @@ import (
 	"github.com/gpuaas/gpuaas/controld/node"
 	"github.com/gpuaas/gpuaas/controld/outbox"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 )
 
 // Actor is who acts on GPU faults.
@@ -41,7 +42,7 @@ type Outcome struct {
 // and, when an allocation holds the slot, tells its project members and
 // credits it (billing.CreditFault). A GPU the node has no slot of is
 // not_found.
-func ApplyFault(ctx context.Context, tx pgx.Tx, nodeID string, f api.GPUFault, now time.Time) (Outcome, error) {
+func ApplyFault(ctx context.Context, tx pgx.Tx, nodeID string, f hostproto.GPUFault, now time.Time) (Outcome, error) {
 	now = now.UTC()
 	slot, found, err := node.SlotByGPU(ctx, tx, nodeID, f.GPU)
 	if err != nil {
@@ -111,16 +112,16 @@ func ApplyFault(ctx context.Context, tx pgx.Tx, nodeID string, f api.GPUFault, n
 
 // faultDetail adds what identifies f to an audit row's detail: its XID,
 // as before ECC faults, or its kind and ECC count.
-func faultDetail(detail map[string]any, f api.GPUFault) {
+func faultDetail(detail map[string]any, f hostproto.GPUFault) {
 	if f.IsECC() {
-		detail["kind"], detail["ecc_uncorrected"] = api.GPUFaultECC, f.ECCUncorrected
+		detail["kind"], detail["ecc_uncorrected"] = hostproto.GPUFaultECC, f.ECCUncorrected
 		return
 	}
 	detail["xid"] = f.XID
 }
 
 // failure says what failed, for the user's notice and the credit's memo.
-func failure(f api.GPUFault) string {
+func failure(f hostproto.GPUFault) string {
 	if f.IsECC() {
 		return fmt.Sprintf("uncorrected ECC errors, count %d", f.ECCUncorrected)
 	}
@@ -177,7 +178,7 @@ func CheckFailed(ctx context.Context, tx pgx.Tx, nodeID string, res api.GPUCheck
 // that the allocation never becomes active — and charged — on a broken
 // GPU. Other outcomes are returned as they are.
 func ProvisionOutcome(ctx context.Context, tx pgx.Tx, allocationID, status, reason string) (string, string, error) {
-	if status != api.TaskSucceeded || allocationID == "" {
+	if status != hostproto.TaskSucceeded || allocationID == "" {
 		return status, reason, nil
 	}
 	slots, err := node.Slots(ctx, tx, `allocation_id = $1 AND quarantined_by = $2`, allocationID, Actor)
@@ -185,6 +186,6 @@ func ProvisionOutcome(ctx context.Context, tx pgx.Tx, allocationID, status, reas
 		return status, reason, err
 	}
 	s := slots[0]
-	return api.TaskFailed, fmt.Sprintf("%s: GPU %s failed during provisioning (%s) and was quarantined",
+	return hostproto.TaskFailed, fmt.Sprintf("%s: GPU %s failed during provisioning (%s) and was quarantined",
 		api.PhaseGPUCheck, s.GPUPCI, s.Quarantine.Reason), nil
 }

@@ -13,9 +13,10 @@ import (
 	"github.com/gpuaas/gpuaas/controld/node"
 	"github.com/gpuaas/gpuaas/controld/tasks"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 )
 
-func (e *env) apply(t *testing.T, f api.GPUFault, now time.Time) (faults.Outcome, error) {
+func (e *env) apply(t *testing.T, f hostproto.GPUFault, now time.Time) (faults.Outcome, error) {
 	t.Helper()
 	var out faults.Outcome
 	err := e.inTx(func(tx pgx.Tx) error {
@@ -34,7 +35,7 @@ func (e *env) apply(t *testing.T, f api.GPUFault, now time.Time) (faults.Outcome
 func TestFaultOnAllocatedGPU(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
-	f := api.GPUFault{GPU: gpu(1), XID: 79, At: t0.Add(-time.Minute), Message: "fallen off the bus"}
+	f := hostproto.GPUFault{GPU: gpu(1), XID: 79, At: t0.Add(-time.Minute), Message: "fallen off the bus"}
 	out, err := e.apply(t, f, t0)
 	if err != nil {
 		t.Fatal(err)
@@ -83,7 +84,7 @@ func TestFaultOnAllocatedGPU(t *testing.T) {
 // node has no slot of is not_found and writes nothing.
 func TestFaultOnFreeGPUAndUnknownGPU(t *testing.T) {
 	e := newEnv(t)
-	out, err := e.apply(t, api.GPUFault{GPU: gpu(3), FaultKind: api.GPUFaultECC, ECCUncorrected: 3, At: t0}, t0)
+	out, err := e.apply(t, hostproto.GPUFault{GPU: gpu(3), FaultKind: hostproto.GPUFaultECC, ECCUncorrected: 3, At: t0}, t0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,7 +94,7 @@ func TestFaultOnFreeGPUAndUnknownGPU(t *testing.T) {
 	if got, want := e.rows(t), (rows{faults: 1, quarantined: 1, audit: 1, events: 1}); got != want {
 		t.Errorf("rows: got %+v; want %+v", got, want)
 	}
-	_, err = e.apply(t, api.GPUFault{GPU: "0000:ff:00.0", XID: 48, At: t0}, t0)
+	_, err = e.apply(t, hostproto.GPUFault{GPU: "0000:ff:00.0", XID: 48, At: t0}, t0)
 	wantCode(t, "fault of a GPU without a slot", err, api.CodeNotFound)
 	if got, want := e.rows(t), (rows{faults: 1, quarantined: 1, audit: 1, events: 1}); got != want {
 		t.Errorf("rows after the refusal: got %+v; want %+v unchanged", got, want)
@@ -108,7 +109,7 @@ func TestFaultOnFreeGPUAndUnknownGPU(t *testing.T) {
 func TestProvisionVerdict(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
-	verdict := func(r api.TaskResult) (string, string, int) {
+	verdict := func(r hostproto.TaskResult) (string, string, int) {
 		t.Helper()
 		var status, reason string
 		var events int
@@ -124,9 +125,9 @@ func TestProvisionVerdict(t *testing.T) {
 		return status, reason, events
 	}
 	check, _ := json.Marshal(api.GPUCheckResult{FailedGPUs: []string{gpu(0), "0000:ff:00.0"}, Reason: "gpu check failed: ecc"})
-	failed := api.TaskResult{Status: api.TaskFailed, Phase: api.PhaseGPUCheck, Error: "ecc", Result: check}
+	failed := hostproto.TaskResult{Status: hostproto.TaskFailed, Phase: api.PhaseGPUCheck, Error: "ecc", Result: check}
 	status, reason, events := verdict(failed)
-	if status != api.TaskFailed || reason != api.PhaseGPUCheck+": ecc" || events != 1 {
+	if status != hostproto.TaskFailed || reason != api.PhaseGPUCheck+": ecc" || events != 1 {
 		t.Errorf("failed check: got %s %q, %d events; want failed, its reason, one node event", status, reason, events)
 	}
 	slots, err := node.Slots(ctx, e.pool, `quarantined_at IS NOT NULL`)
@@ -144,9 +145,9 @@ func TestProvisionVerdict(t *testing.T) {
 		t.Errorf("audit rows after the repeat: got %d; want 1", n)
 	}
 	// GPU 0 was quarantined by the check (system:health): a success on it fails.
-	ok := api.TaskResult{Status: api.TaskSucceeded}
+	ok := hostproto.TaskResult{Status: hostproto.TaskSucceeded}
 	status, reason, _ = verdict(ok)
-	if status != api.TaskFailed || !strings.Contains(reason, gpu(0)) || !strings.HasPrefix(reason, api.PhaseGPUCheck+": ") {
+	if status != hostproto.TaskFailed || !strings.Contains(reason, gpu(0)) || !strings.HasPrefix(reason, api.PhaseGPUCheck+": ") {
 		t.Errorf("success on a faulted GPU: got %s %q; want failed naming %s", status, reason, gpu(0))
 	}
 	// An operator's quarantine is not a fault: the success stands.
@@ -156,7 +157,7 @@ func TestProvisionVerdict(t *testing.T) {
 	if _, _, err := node.Quarantine(ctx, e.pool, e.nodeID, node.SlotSelector{GPU: gpu(0)}, "maintenance", "u-op", t0); err != nil {
 		t.Fatal(err)
 	}
-	if status, reason, _ = verdict(ok); status != api.TaskSucceeded || reason != "" {
+	if status, reason, _ = verdict(ok); status != hostproto.TaskSucceeded || reason != "" {
 		t.Errorf("success on an operator-quarantined GPU: got %s %q; want succeeded", status, reason)
 	}
 }

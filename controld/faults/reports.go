@@ -5,10 +5,9 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-
-	"github.com/gpuaas/gpuaas/internal/api"
 )
 
 // Applier applies the GPU faults nodes report, each in a transaction of its
@@ -22,7 +21,7 @@ type Applier struct {
 
 // Apply applies fault f node nodeID reported, once: a fault applied before
 // is acknowledged without effect.
-func (h Applier) Apply(ctx context.Context, nodeID string, f api.GPUFault, now time.Time) error {
+func (h Applier) Apply(ctx context.Context, nodeID string, f hostproto.GPUFault, now time.Time) error {
 	var out Outcome
 	err := pgx.BeginFunc(ctx, h.Pool, func(tx pgx.Tx) error {
 		var err error

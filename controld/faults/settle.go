@@ -9,6 +9,7 @@ import (
 	"github.com/gpuaas/gpuaas/controld/outbox"
 	"github.com/gpuaas/gpuaas/controld/tasks"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 )
 
 // ProvisionVerdict is alloc.ProvisionVerdict: a provisioning whose
@@ -18,7 +19,7 @@ import (
 func ProvisionVerdict(ctx context.Context, tx pgx.Tx, o tasks.Outcome) (string, string, []outbox.Event, error) {
 	r := o.Result
 	var events []outbox.Event
-	if r.Status == api.TaskFailed && r.Phase == api.PhaseGPUCheck {
+	if r.Status == hostproto.TaskFailed && r.Phase == api.PhaseGPUCheck {
 		var check api.GPUCheckResult
 		if json.Unmarshal(r.Result, &check) == nil {
 			var err error

@@ -6,7 +6,7 @@ import (
 	"encoding/json"
 	"testing"
 
-	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 	"github.com/gpuaas/gpuaas/internal/signing"
 )
 
@@ -19,10 +19,10 @@ func BenchmarkTaskReply(b *testing.B) {
 		b.Fatal(err)
 	}
 	body := []byte(`{"payload":"eyJ0YXNrX2lkIjoidC0xIn0=","signature":"AAAA"}`)
-	digest := api.DeliveryDigest(body)
+	digest := hostproto.DeliveryDigest(body)
 	b.Run("seal", func(b *testing.B) {
 		for b.Loop() {
-			env, err := signing.Seal(priv, api.TaskReply{Status: api.TaskAccepted, TaskID: "t-1", NodeID: "n-1", Delivery: api.DeliveryDigest(body)})
+			env, err := signing.Seal(priv, hostproto.TaskReply{Status: hostproto.TaskAccepted, TaskID: "t-1", NodeID: "n-1", Delivery: hostproto.DeliveryDigest(body)})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -31,12 +31,12 @@ func BenchmarkTaskReply(b *testing.B) {
 			}
 		}
 	})
-	env, _ := signing.Seal(priv, api.TaskReply{Status: api.TaskAccepted, TaskID: "t-1", NodeID: "n-1", Delivery: digest})
+	env, _ := signing.Seal(priv, hostproto.TaskReply{Status: hostproto.TaskAccepted, TaskID: "t-1", NodeID: "n-1", Delivery: digest})
 	data, _ := json.Marshal(env)
 	b.Run("open", func(b *testing.B) {
 		for b.Loop() {
 			var e signing.Envelope
-			var r api.TaskReply
+			var r hostproto.TaskReply
 			if json.Unmarshal(data, &e) != nil || signing.Open(pub, e, &r) != nil || r.TaskID != "t-1" || string(r.Delivery) != string(digest) {
 				b.Fatal("reply does not open")
 			}

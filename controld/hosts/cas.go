@@ -12,7 +12,7 @@ import (
 // internal CA, every trusted key during a rotation). The request is signed
 // by the node like a pull, and single-use like every report; hostd asks at start and again from
 // time to time, so a rotation reaches it without a restart.
-func (d *Service) handleCAs(ctx context.Context, m *nats.Msg) (any, error) {
+func (d *Service) handleCAs(ctx context.Context, m *nats.Msg) (*api.SSHCAsResponse, error) {
 	var p pull
 	if _, err := d.openReport(ctx, m, &p); err != nil {
 		return nil, err
@@ -24,5 +24,5 @@ func (d *Service) handleCAs(ctx context.Context, m *nats.Msg) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return api.SSHCAsResponse{User: []string{}, Host: []string{}, Internal: keys}, nil
+	return &api.SSHCAsResponse{User: []string{}, Host: []string{}, Internal: keys}, nil
 }

@@ -13,8 +13,8 @@ import (
 
 	"github.com/gpuaas/gpuaas/controld/store"
 	"github.com/gpuaas/gpuaas/controld/tasks"
-	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/corrid"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 	"github.com/gpuaas/gpuaas/internal/signing"
 )
 
@@ -138,19 +138,19 @@ func (d *Service) deliver(ctx context.Context, c tasks.Claimed) error {
 		return errors.Join(fmt.Errorf("node did not take it: %w", err), uerr)
 	}
 	switch reply.Status {
-	case api.TaskAccepted, api.TaskDuplicate:
+	case hostproto.TaskAccepted, hostproto.TaskDuplicate:
 		log.Debug("node took task", "status", reply.Status)
 		return tasks.Accept(ctx, d.cfg.Pool, c.ID, d.now())
 	default:
 		log.Error("node refused task", "reason", reply.Reason)
-		return d.settle(ctx, c.NodeID, api.TaskResult{NodeID: c.NodeID, TaskID: c.ID, Status: api.TaskFailed,
+		return d.settle(ctx, c.NodeID, hostproto.TaskResult{NodeID: c.NodeID, TaskID: c.ID, Status: hostproto.TaskFailed,
 			Error: "refused by node: " + reply.Reason, At: d.now()})
 	}
 }
 
 // pending returns fresh envelopes for every unfinished task of a node.
-func (d *Service) pending(ctx context.Context, nodeID string) (api.PullResponse, error) {
-	out := api.PullResponse{Tasks: []api.SignedTask{}}
+func (d *Service) pending(ctx context.Context, nodeID string) (hostproto.PullResponse, error) {
+	out := hostproto.PullResponse{Tasks: []hostproto.SignedTask{}}
 	list, err := tasks.PendingFor(ctx, d.cfg.Pool, nodeID)
 	if err != nil {
 		return out, err
@@ -160,7 +160,7 @@ func (d *Service) pending(ctx context.Context, nodeID string) (api.PullResponse,
 		if err != nil {
 			return out, err
 		}
-		out.Tasks = append(out.Tasks, api.SignedTask{Payload: env.Payload, Signature: env.Signature})
+		out.Tasks = append(out.Tasks, hostproto.SignedTask{Payload: env.Payload, Signature: env.Signature})
 	}
 	return out, nil
 }
@@ -174,11 +174,11 @@ func (d *Service) expire(ctx context.Context) error {
 		return err
 	}
 	for _, o := range list {
-		status, msg := api.TaskFailed, "no node took the task within "+d.cfg.TaskDeadline.String()
+		status, msg := hostproto.TaskFailed, "no node took the task within "+d.cfg.TaskDeadline.String()
 		if o.State == "accepted" || o.State == "running" {
-			status, msg = api.TaskInterrupted, "the node did not finish the task within "+d.cfg.TaskDeadline.String()
+			status, msg = hostproto.TaskInterrupted, "the node did not finish the task within "+d.cfg.TaskDeadline.String()
 		}
-		if err := d.settle(ctx, o.NodeID, api.TaskResult{NodeID: o.NodeID, TaskID: o.ID, Status: status, Error: msg, At: now}); err != nil {
+		if err := d.settle(ctx, o.NodeID, hostproto.TaskResult{NodeID: o.NodeID, TaskID: o.ID, Status: status, Error: msg, At: now}); err != nil {
 			return err
 		}
 	}

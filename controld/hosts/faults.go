@@ -7,16 +7,17 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 )
 
-type gpuFault struct{ api.GPUFault }
+type gpuFault struct{ hostproto.GPUFault }
 
 func (f *gpuFault) node() string { return f.NodeID }
 
 // handleFault applies a GPU fault a node reports (Faults, controld/faults), once:
 // hostd resends a fault until it is acknowledged, and a resend is
 // acknowledged without effect.
-func (d *Service) handleFault(ctx context.Context, m *nats.Msg) (any, error) {
+func (d *Service) handleFault(ctx context.Context, m *nats.Msg) (*hostproto.HostAck, error) {
 	var f gpuFault
 	nodeID, err := d.openReport(ctx, m, &f)
 	if err != nil {
@@ -28,21 +29,21 @@ func (d *Service) handleFault(ctx context.Context, m *nats.Msg) (any, error) {
 	if err := d.cfg.Faults.Apply(ctx, nodeID, f.GPUFault, d.now()); err != nil {
 		return nil, err
 	}
-	return api.HostAck{OK: true}, nil
+	return &hostproto.HostAck{OK: true}, nil
 }
 
 // checkFault refuses a fault report that names no GPU or time, or that is
 // neither an XID (a code, no ECC count) nor an ECC fault (a count, no XID).
-func checkFault(f api.GPUFault) error {
+func checkFault(f hostproto.GPUFault) error {
 	if f.GPU == "" || f.At.IsZero() {
 		return api.Errorf(api.CodeInvalidArgument, "a fault report needs a GPU and a time")
 	}
 	switch f.FaultKind {
-	case "", api.GPUFaultXID:
+	case "", hostproto.GPUFaultXID:
 		if f.XID <= 0 || f.ECCUncorrected != 0 {
 			return api.Errorf(api.CodeInvalidArgument, "an XID fault report needs an XID and no ECC count")
 		}
-	case api.GPUFaultECC:
+	case hostproto.GPUFaultECC:
 		if f.XID != 0 || f.ECCUncorrected == 0 || f.ECCUncorrected > math.MaxInt64 {
 			return api.Errorf(api.CodeInvalidArgument, "an ECC fault report needs an ECC count and no XID")
 		}

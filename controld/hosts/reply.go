@@ -10,7 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/gpuaas/gpuaas/controld/tasks"
-	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 	"github.com/gpuaas/gpuaas/internal/signing"
 )
 
@@ -25,25 +25,25 @@ var ErrForeignReply = errors.New("task reply is not the node's answer to this de
 // forged "refused" published in the node's name neither fails the task
 // nor hides the real answer. No valid answer in time is a failed delivery,
 // retried with backoff like a node that did not answer.
-func (d *Service) request(ctx context.Context, c tasks.Claimed, body []byte) (api.TaskReply, error) {
+func (d *Service) request(ctx context.Context, c tasks.Claimed, body []byte) (hostproto.TaskReply, error) {
 	nc := d.cfg.NATS
 	inbox := nc.NewInbox()
 	sub, err := nc.SubscribeSync(inbox)
 	if err != nil {
-		return api.TaskReply{}, fmt.Errorf("reply inbox: %w", err)
+		return hostproto.TaskReply{}, fmt.Errorf("reply inbox: %w", err)
 	}
 	defer func() { _ = sub.Unsubscribe() }()
-	if err := nc.PublishRequest(api.HostTaskSubject(c.NodeID), inbox, body); err != nil {
-		return api.TaskReply{}, fmt.Errorf("deliver: %w", err)
+	if err := hostproto.Deliver(nc, c.NodeID, inbox, body); err != nil {
+		return hostproto.TaskReply{}, fmt.Errorf("deliver: %w", err)
 	}
-	digest := api.DeliveryDigest(body)
+	digest := hostproto.DeliveryDigest(body)
 	for {
 		msg, err := sub.NextMsgWithContext(ctx)
 		if err != nil {
-			return api.TaskReply{}, err
+			return hostproto.TaskReply{}, err
 		}
 		if len(msg.Data) == 0 && msg.Header.Get("Status") == "503" {
-			return api.TaskReply{}, nats.ErrNoResponders
+			return hostproto.TaskReply{}, nats.ErrNoResponders
 		}
 		reply, err := d.openReply(ctx, c, digest, msg.Data)
 		if err != nil {
@@ -57,26 +57,26 @@ func (d *Service) request(ctx context.Context, c tasks.Claimed, body []byte) (ap
 
 // openReply accepts a reply signed with the node's enrolled key, naming
 // the task, the node and the delivery (its digest) it answers.
-func (d *Service) openReply(ctx context.Context, c tasks.Claimed, digest, data []byte) (api.TaskReply, error) {
+func (d *Service) openReply(ctx context.Context, c tasks.Claimed, digest, data []byte) (hostproto.TaskReply, error) {
 	key, err := d.nodeKey(ctx, c.NodeID)
 	if err != nil {
-		return api.TaskReply{}, err
+		return hostproto.TaskReply{}, err
 	}
 	var env signing.Envelope
 	if err := json.Unmarshal(data, &env); err != nil || len(env.Payload) == 0 {
-		return api.TaskReply{}, fmt.Errorf("%w: not a signed reply", ErrForeignReply)
+		return hostproto.TaskReply{}, fmt.Errorf("%w: not a signed reply", ErrForeignReply)
 	}
-	var reply api.TaskReply
+	var reply hostproto.TaskReply
 	if err := signing.Open(key, env, &reply); err != nil {
-		return api.TaskReply{}, fmt.Errorf("%w: %v", ErrForeignReply, err)
+		return hostproto.TaskReply{}, fmt.Errorf("%w: %v", ErrForeignReply, err)
 	}
 	switch {
 	case reply.NodeID != c.NodeID:
-		return api.TaskReply{}, fmt.Errorf("%w: signed for node %q", ErrForeignReply, reply.NodeID)
+		return hostproto.TaskReply{}, fmt.Errorf("%w: signed for node %q", ErrForeignReply, reply.NodeID)
 	case reply.TaskID != c.ID:
-		return api.TaskReply{}, fmt.Errorf("%w: signed for task %q", ErrForeignReply, reply.TaskID)
+		return hostproto.TaskReply{}, fmt.Errorf("%w: signed for task %q", ErrForeignReply, reply.TaskID)
 	case !bytes.Equal(reply.Delivery, digest):
-		return api.TaskReply{}, fmt.Errorf("%w: signed for another delivery", ErrForeignReply)
+		return hostproto.TaskReply{}, fmt.Errorf("%w: signed for another delivery", ErrForeignReply)
 	}
 	return reply, nil
 }

@@ -4,6 +4,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 )
 
 // Reasons replyRefused gives (controld's gpuaas_api_replies_refused_total).
@@ -24,7 +25,7 @@ const (
 // it carries. A report sent without a reply is taken; it is answered to no
 // one.
 func replyRefused(m *nats.Msg) string {
-	if m.Subject == api.SubjectEnroll {
+	if m.Subject == hostproto.SubjectEnroll {
 		owner, ok := api.InboxOwner(m.Reply)
 		if !ok || !api.VerifyReplyProof(owner, m.Header.Get(api.HeaderReplyProof)) {
 			return RefusedEnrollProof

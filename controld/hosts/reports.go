@@ -13,6 +13,7 @@ import (
 	"github.com/gpuaas/gpuaas/controld/tasks"
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/corrid"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 	"github.com/gpuaas/gpuaas/internal/signing"
 )
 
@@ -40,7 +41,7 @@ func (d *Service) nodeKey(ctx context.Context, nodeID string) (ed25519.PublicKey
 // report is what every node report is: for a node, and stamped.
 type report interface {
 	node() string
-	Stamp() api.ReportStamp
+	Stamp() hostproto.ReportStamp
 }
 
 // openReport verifies a node report: signed with the key of the node its
@@ -86,23 +87,23 @@ func (d *Service) checkReport(ctx context.Context, m *nats.Msg, v report) (strin
 	return nodeID, nil
 }
 
-type heartbeat struct{ api.Heartbeat }
+type heartbeat struct{ hostproto.Heartbeat }
 
 func (h *heartbeat) node() string { return h.NodeID }
 
-type progress struct{ api.TaskProgress }
+type progress struct{ hostproto.TaskProgress }
 
 func (p *progress) node() string { return p.NodeID }
 
-type result struct{ api.TaskResult }
+type result struct{ hostproto.TaskResult }
 
 func (r *result) node() string { return r.NodeID }
 
-type pull struct{ api.PullRequest }
+type pull struct{ hostproto.PullRequest }
 
 func (p *pull) node() string { return p.NodeID }
 
-func (d *Service) handleHeartbeat(ctx context.Context, m *nats.Msg) (any, error) {
+func (d *Service) handleHeartbeat(ctx context.Context, m *nats.Msg) (*hostproto.HostAck, error) {
 	var hb heartbeat
 	nodeID, err := d.openReport(ctx, m, &hb)
 	if err != nil {
@@ -115,13 +116,13 @@ func (d *Service) handleHeartbeat(ctx context.Context, m *nats.Msg) (any, error)
 			d.cfg.Log.Warn("record GPU activity", "node", nodeID, "err", err)
 		}
 	}
-	return api.HostAck{OK: true}, d.cfg.Nodes.Heartbeat(ctx, nodeID, hb.Heartbeat, d.now())
+	return &hostproto.HostAck{OK: true}, d.cfg.Nodes.Heartbeat(ctx, nodeID, hb.Heartbeat, d.now())
 }
 
 // handleProgress records a phase of a running task and tells the
 // allocation's project members of the phases it makes publishable, in
 // order (tasks.RecordProgress).
-func (d *Service) handleProgress(ctx context.Context, m *nats.Msg) (any, error) {
+func (d *Service) handleProgress(ctx context.Context, m *nats.Msg) (*hostproto.HostAck, error) {
 	var p progress
 	nodeID, err := d.openReport(ctx, m, &p)
 	if err != nil {
@@ -135,7 +136,7 @@ func (d *Service) handleProgress(ctx context.Context, m *nats.Msg) (any, error) 
 		}
 		return d.enqueueProgress(ctx, tx, pr, now)
 	})
-	return api.HostAck{OK: err == nil}, err
+	return &hostproto.HostAck{OK: err == nil}, err
 }
 
 // enqueueProgress enqueues the alloc.progress events of pr's phases, in
@@ -160,30 +161,31 @@ func (d *Service) enqueueProgress(ctx context.Context, tx pgx.Tx, pr tasks.Progr
 // handleResult applies a task's result exactly once: a result for a task
 // already settled is acknowledged and ignored, so hostd may resend until
 // it hears back.
-func (d *Service) handleResult(ctx context.Context, m *nats.Msg) (any, error) {
+func (d *Service) handleResult(ctx context.Context, m *nats.Msg) (*hostproto.HostAck, error) {
 	var r result
 	nodeID, err := d.openReport(ctx, m, &r)
 	if err != nil {
 		return nil, err
 	}
 	switch r.Status {
-	case api.TaskSucceeded, api.TaskFailed, api.TaskInterrupted:
+	case hostproto.TaskSucceeded, hostproto.TaskFailed, hostproto.TaskInterrupted:
 	default:
 		return nil, api.Errorf(api.CodeInvalidArgument, "unknown task status %q", r.Status)
 	}
 	if err := d.settle(ctx, nodeID, r.TaskResult); err != nil {
 		return nil, err
 	}
-	return api.HostAck{OK: true}, nil
+	return &hostproto.HostAck{OK: true}, nil
 }
 
 // handlePull answers a (re)connecting node with every task it should be
 // working on, freshly signed; hostd drops the ones it already knows.
-func (d *Service) handlePull(ctx context.Context, m *nats.Msg) (any, error) {
+func (d *Service) handlePull(ctx context.Context, m *nats.Msg) (*hostproto.PullResponse, error) {
 	var p pull
 	nodeID, err := d.openReport(ctx, m, &p)
 	if err != nil {
 		return nil, err
 	}
-	return d.pending(ctx, nodeID)
+	resp, err := d.pending(ctx, nodeID)
+	return &resp, err
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/gpuaas/gpuaas/controld/store"
 	"github.com/gpuaas/gpuaas/controld/tasks"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 	"github.com/gpuaas/gpuaas/internal/signing"
 	"github.com/gpuaas/gpuaas/internal/testutil"
 )
@@ -25,11 +26,11 @@ var reportKinds = []struct {
 	kind string
 	make func() report
 }{
-	{api.HostHeartbeat, func() report { return new(heartbeat) }},
-	{api.HostProgress, func() report { return new(progress) }},
-	{api.HostResult, func() report { return new(result) }},
-	{api.HostPull, func() report { return new(pull) }},
-	{api.HostFault, func() report { return new(gpuFault) }},
+	{hostproto.HostHeartbeat, func() report { return new(heartbeat) }},
+	{hostproto.HostProgress, func() report { return new(progress) }},
+	{hostproto.HostResult, func() report { return new(result) }},
+	{hostproto.HostPull, func() report { return new(pull) }},
+	{hostproto.HostFault, func() report { return new(gpuFault) }},
 }
 
 // FuzzNodeMessages feeds controld's checks of what a node sends — its
@@ -63,22 +64,22 @@ func FuzzNodeMessages(f *testing.F) {
 	}
 	claimed := tasks.Claimed{ID: "t-1", NodeID: nodeID}
 	delivery := []byte(`{"payload":"e30=","signature":"AAAA"}`)
-	digest := api.DeliveryDigest(delivery)
+	digest := hostproto.DeliveryDigest(delivery)
 
-	stamp := func(kind string, seq uint64) api.ReportStamp {
-		return api.ReportStamp{Kind: kind, Seq: seq, SentAt: now.Add(-time.Second)}
+	stamp := func(kind string, seq uint64) hostproto.ReportStamp {
+		return hostproto.ReportStamp{Kind: kind, Seq: seq, SentAt: now.Add(-time.Second)}
 	}
 	seeds := []struct {
 		kind uint8
 		v    any
 	}{
-		{0, api.Heartbeat{ReportStamp: stamp(api.HostHeartbeat, 1), NodeID: nodeID, At: now, TerminalAddr: "10.0.0.5:2222",
+		{0, hostproto.Heartbeat{ReportStamp: stamp(hostproto.HostHeartbeat, 1), NodeID: nodeID, At: now, TerminalAddr: "10.0.0.5:2222",
 			GPUActive: map[string]time.Time{"0000:3b:00.0": now}}},
-		{1, api.TaskProgress{ReportStamp: stamp(api.HostProgress, 2), NodeID: nodeID, TaskID: "t-1", Phase: "seed", Status: api.PhaseDone}},
-		{2, api.TaskResult{ReportStamp: stamp(api.HostResult, 3), NodeID: nodeID, TaskID: "t-1", Status: api.TaskSucceeded, Result: json.RawMessage(`{"ok":true}`)}},
-		{3, api.PullRequest{ReportStamp: stamp(api.HostPull, 300), NodeID: nodeID, At: now}},
-		{4, api.GPUFault{ReportStamp: stamp(api.HostFault, 4), NodeID: nodeID, GPU: "0000:3b:00.0", XID: 79, At: now}},
-		{2, api.TaskReply{Status: api.TaskAccepted, TaskID: "t-1", NodeID: nodeID, Delivery: digest}},
+		{1, hostproto.TaskProgress{ReportStamp: stamp(hostproto.HostProgress, 2), NodeID: nodeID, TaskID: "t-1", Phase: "seed", Status: api.PhaseDone}},
+		{2, hostproto.TaskResult{ReportStamp: stamp(hostproto.HostResult, 3), NodeID: nodeID, TaskID: "t-1", Status: hostproto.TaskSucceeded, Result: json.RawMessage(`{"ok":true}`)}},
+		{3, hostproto.PullRequest{ReportStamp: stamp(hostproto.HostPull, 300), NodeID: nodeID, At: now}},
+		{4, hostproto.GPUFault{ReportStamp: stamp(hostproto.HostFault, 4), NodeID: nodeID, GPU: "0000:3b:00.0", XID: 79, At: now}},
+		{2, hostproto.TaskReply{Status: hostproto.TaskAccepted, TaskID: "t-1", NodeID: nodeID, Delivery: digest}},
 	}
 	for _, s := range seeds {
 		payload, err := json.Marshal(s.v)
@@ -97,19 +98,19 @@ func FuzzNodeMessages(f *testing.F) {
 	}
 
 	// The target's accepting path works: a heartbeat as hostd sends it.
-	hb, err := signing.Seal(nodeKey, api.Heartbeat{ReportStamp: stamp(api.HostHeartbeat, 5), NodeID: nodeID, At: now})
+	hb, err := signing.Seal(nodeKey, hostproto.Heartbeat{ReportStamp: stamp(hostproto.HostHeartbeat, 5), NodeID: nodeID, At: now})
 	if err != nil {
 		f.Fatal(err)
 	}
 	hbMsg, _ := json.Marshal(hb)
-	if _, err := d.checkReport(ctx, &nats.Msg{Subject: api.HostCtlSubject(nodeID, api.HostHeartbeat), Data: hbMsg}, new(heartbeat)); err != nil {
+	if _, err := d.checkReport(ctx, &nats.Msg{Subject: hostproto.MsgHeartbeat.SubjectOf(nodeID), Data: hbMsg}, new(heartbeat)); err != nil {
 		f.Fatalf("hostd's own heartbeat: %v", err)
 	}
 	accepted := map[uint64]bool{5: true} // sequence numbers of accepted reports, within the window
 	highest := uint64(5)
 	f.Fuzz(func(t *testing.T, kind uint8, msg, payload []byte) {
 		rk := reportKinds[int(kind)%len(reportKinds)]
-		subject := api.HostCtlSubject(nodeID, rk.kind)
+		subject := "gpuaas.ctl.host." + nodeID + "." + rk.kind // every kind, as a forger would
 		env, err := signing.Seal(nodeKey, json.RawMessage(payload))
 		if err != nil {
 			return // not JSON: the node would not have sent it

@@ -27,6 +27,7 @@ import (
 
 	"github.com/gpuaas/gpuaas/controld/tasks"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 )
 
 // Config configures the hosts service.
@@ -149,24 +150,23 @@ func (d *Service) Wake() {
 // ending abandons what is still in flight.
 func (d *Service) Run(ctx, hard context.Context) error {
 	const queue = "controld-hosts"
-	subs := []struct {
-		subject string
-		handle  func(ctx context.Context, m *nats.Msg) (any, error)
-	}{
-		{api.SubjectEnroll, d.handleEnroll},
-		{api.HostCtlWildcard(api.HostHeartbeat), d.handleHeartbeat},
-		{api.HostCtlWildcard(api.HostProgress), d.handleProgress},
-		{api.HostCtlWildcard(api.HostResult), d.handleResult},
-		{api.HostCtlWildcard(api.HostPull), d.handlePull},
-		{api.HostCtlWildcard(api.HostCAs), d.handleCAs},
-		{api.HostCtlWildcard(api.HostFault), d.handleFault}, // faults.go
+	// Each handler's reply type is checked against its message's
+	// declaration (internal/hostproto).
+	subs := []hostproto.Route{
+		hostproto.Serve(hostproto.MsgEnroll, d.handleEnroll),
+		hostproto.Serve(hostproto.MsgHeartbeat, d.handleHeartbeat),
+		hostproto.Serve(hostproto.MsgProgress, d.handleProgress),
+		hostproto.Serve(hostproto.MsgResult, d.handleResult),
+		hostproto.Serve(hostproto.MsgPull, d.handlePull),
+		hostproto.Serve(hostproto.MsgCAs, d.handleCAs),
+		hostproto.Serve(hostproto.MsgFault, d.handleFault), // faults.go
 	}
 	sem := make(chan struct{}, 64)
 	var inflight sync.WaitGroup
 	var active []*nats.Subscription
 	for _, s := range subs {
-		handle := s.handle
-		sub, err := d.cfg.Serve.QueueSubscribe(s.subject, queue, func(m *nats.Msg) {
+		handle := s.Handle
+		sub, err := d.cfg.Serve.QueueSubscribe(s.Subject, queue, func(m *nats.Msg) {
 			if reason := replyRefused(m); reason != "" {
 				d.cfg.ReplyRefused(reason)
 				return
@@ -193,7 +193,7 @@ func (d *Service) Run(ctx, hard context.Context) error {
 			for _, sub := range active {
 				_ = sub.Unsubscribe()
 			}
-			return fmt.Errorf("subscribe %s: %w", s.subject, err)
+			return fmt.Errorf("subscribe %s: %w", s.Subject, err)
 		}
 		active = append(active, sub)
 	}
@@ -267,14 +267,15 @@ func kindOf(subject string) string {
 	return parts[4]
 }
 
-func (d *Service) handleEnroll(ctx context.Context, m *nats.Msg) (any, error) {
-	var req api.EnrollRequest
+func (d *Service) handleEnroll(ctx context.Context, m *nats.Msg) (*hostproto.EnrollResponse, error) {
+	var req hostproto.EnrollRequest
 	if err := json.Unmarshal(m.Data, &req); err != nil {
 		return nil, api.Errorf(api.CodeInvalidArgument, "malformed enrollment request")
 	}
 	resp, err := d.enroll(ctx, req)
-	if err == nil {
-		d.Wake()
+	if err != nil {
+		return nil, err
 	}
-	return resp, err
+	d.Wake()
+	return &resp, nil
 }

@@ -9,8 +9,8 @@ import (
 	"github.com/gpuaas/gpuaas/controld/audit"
 	"github.com/gpuaas/gpuaas/controld/outbox"
 	"github.com/gpuaas/gpuaas/controld/tasks"
-	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/corrid"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 )
 
 // settle records a task's outcome and applies its effect in one
@@ -22,7 +22,7 @@ import (
 // result is still recorded, as the node reported it, so the node's resends
 // and the deadline sweep end; the audit row says nothing applied it
 // (settle_error), and it is logged as an error.
-func (d *Service) settle(ctx context.Context, nodeID string, r api.TaskResult) error {
+func (d *Service) settle(ctx context.Context, nodeID string, r hostproto.TaskResult) error {
 	now := d.now()
 	var eff tasks.Effect
 	var done *tasks.Settled

@@ -17,6 +17,7 @@ import (
 	"github.com/gpuaas/gpuaas/controld/store"
 	"github.com/gpuaas/gpuaas/controld/tasks"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 	"github.com/gpuaas/gpuaas/internal/ids"
 	"github.com/gpuaas/gpuaas/internal/testutil"
 )
@@ -93,7 +94,7 @@ func TestSettleUnknownTaskTypeIsRecordedAndVisible(t *testing.T) {
 	ctx := context.Background()
 	f := newSettleFixture(t, nil)
 	id := f.task(t, "test.unknown")
-	res := api.TaskResult{NodeID: f.nodeID, TaskID: id, Status: api.TaskSucceeded, At: time.Now()}
+	res := hostproto.TaskResult{NodeID: f.nodeID, TaskID: id, Status: hostproto.TaskSucceeded, At: time.Now()}
 	for range 2 {
 		if err := f.svc.settle(ctx, f.nodeID, res); err != nil {
 			t.Fatalf("settle: %v; want the result recorded", err)
@@ -103,8 +104,8 @@ func TestSettleUnknownTaskTypeIsRecordedAndVisible(t *testing.T) {
 	if err := f.pool.QueryRow(ctx, `SELECT state FROM node_tasks WHERE id = $1`, id).Scan(&state); err != nil {
 		t.Fatal(err)
 	}
-	if state != api.TaskSucceeded {
-		t.Errorf("task state %q; want %q", state, api.TaskSucceeded)
+	if state != hostproto.TaskSucceeded {
+		t.Errorf("task state %q; want %q", state, hostproto.TaskSucceeded)
 	}
 	rows := f.settleAudit(t, id)
 	if len(rows) != 1 {
@@ -132,7 +133,7 @@ func TestSettleAppliesTheRegisteredSettler(t *testing.T) {
 			Payload: map[string]string{"settled": o.TaskID}}}}, nil
 	}})
 	id := f.task(t, "test.custom")
-	res := api.TaskResult{NodeID: f.nodeID, TaskID: id, Status: api.TaskFailed, Phase: "boot", Error: "no disk",
+	res := hostproto.TaskResult{NodeID: f.nodeID, TaskID: id, Status: hostproto.TaskFailed, Phase: "boot", Error: "no disk",
 		Result: json.RawMessage(`{"x":1}`), At: time.Now()}
 	if err := f.svc.settle(ctx, f.nodeID, res); err != nil {
 		t.Fatal(err)
@@ -141,7 +142,7 @@ func TestSettleAppliesTheRegisteredSettler(t *testing.T) {
 		t.Fatalf("settler called %d times; want 1", len(seen))
 	}
 	if o := seen[0]; o.TaskID != id || o.NodeID != f.nodeID || o.Type != "test.custom" || o.AllocationID != "" ||
-		o.Result.Status != api.TaskFailed || o.Reason() != "boot: no disk" || o.Now.IsZero() {
+		o.Result.Status != hostproto.TaskFailed || o.Reason() != "boot: no disk" || o.Now.IsZero() {
 		t.Errorf("settler got %+v; want task %s of node %s, failed in boot", o, id, f.nodeID)
 	}
 	var events int
@@ -161,7 +162,7 @@ func TestSettleAppliesTheRegisteredSettler(t *testing.T) {
 
 	// A domain's settler: the health probe's stores the probe on the node.
 	probe := f.task(t, api.TaskHealthProbe)
-	if err := f.svc.settle(ctx, f.nodeID, api.TaskResult{NodeID: f.nodeID, TaskID: probe, Status: api.TaskSucceeded,
+	if err := f.svc.settle(ctx, f.nodeID, hostproto.TaskResult{NodeID: f.nodeID, TaskID: probe, Status: hostproto.TaskSucceeded,
 		Result: json.RawMessage(`{"kernel":"6.8"}`), At: time.Now()}); err != nil {
 		t.Fatal(err)
 	}

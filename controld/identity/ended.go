@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/gpuaas/gpuaas/controld/store"
-	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/gateproto"
 )
 
 // SessionsEnded returns those of refs whose session is no longer good for
@@ -16,7 +16,7 @@ import (
 // sessions). Delegated sessions never count as live here: a certificate
 // is only ever minted under a user's own login. One query, whatever the
 // number of refs.
-func SessionsEnded(ctx context.Context, q store.Querier, refs []api.GateSession, now time.Time) ([]api.GateSessionEnded, error) {
+func SessionsEnded(ctx context.Context, q store.Querier, refs []gateproto.GateSession, now time.Time) ([]gateproto.GateSessionEnded, error) {
 	if len(refs) == 0 {
 		return nil, nil
 	}
@@ -53,21 +53,21 @@ func SessionsEnded(ctx context.Context, q store.Querier, refs []api.GateSession,
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("check sessions: %w", err)
 	}
-	var ended []api.GateSessionEnded
+	var ended []gateproto.GateSessionEnded
 	for _, ref := range refs {
 		r, ok := found[ref.SessionID]
 		reason := ""
 		switch {
 		case !ok || r.user != ref.UserID || r.delegated:
-			reason = api.SessionEndedUnknown
+			reason = gateproto.SessionEndedUnknown
 		case r.revoked:
-			reason = api.SessionEndedRevoked
+			reason = gateproto.SessionEndedRevoked
 		case !now.Before(r.expires):
-			reason = api.SessionEndedExpired
+			reason = gateproto.SessionEndedExpired
 		default:
 			continue
 		}
-		ended = append(ended, api.GateSessionEnded{GateSession: ref, Reason: reason})
+		ended = append(ended, gateproto.GateSessionEnded{GateSession: ref, Reason: reason})
 	}
 	return ended, nil
 }

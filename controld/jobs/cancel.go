@@ -12,6 +12,7 @@ import (
 	"github.com/gpuaas/gpuaas/controld/project"
 	"github.com/gpuaas/gpuaas/controld/tasks"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 )
 
 // Cancel asks the job's node to end it (job.stop: SIGTERM, SIGKILL after
@@ -38,7 +39,7 @@ func Cancel(ctx context.Context, tx pgx.Tx, actor alloc.Actor, id string, cfg Co
 		return cancelQueued(ctx, tx, actor, j, now)
 	}
 	if _, err := tasks.Enqueue(ctx, tx, tasks.Task{NodeID: j.NodeID, Type: api.TaskJobStop,
-		Params: api.JobStopParams{JobID: j.ID, Grace: cfg.StopGrace}}, now); err != nil {
+		Params: hostproto.JobStopParams{JobID: j.ID, Grace: cfg.StopGrace}}, now); err != nil {
 		return api.Job{}, mutate.Effect{}, err
 	}
 	if _, err := tx.Exec(ctx, `UPDATE jobs SET cancel_requested = true, updated_at = $2 WHERE id = $1`, j.ID, now); err != nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/gpuaas/gpuaas/controld/project"
 	"github.com/gpuaas/gpuaas/controld/tasks"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 	"github.com/gpuaas/gpuaas/internal/ids"
 	"github.com/gpuaas/gpuaas/internal/jobspec"
 )
@@ -167,8 +168,8 @@ func insert(ctx context.Context, tx pgx.Tx, actor alloc.Actor, req api.JobCreate
 }
 
 // startParams are job.start's params: the environment as NAME=value.
-func startParams(jobID, allocID string, sp spec, cfg Config) api.JobStartParams {
-	p := api.JobStartParams{JobID: jobID, AllocationID: allocID, PosixUser: api.PosixUser(allocID),
+func startParams(jobID, allocID string, sp spec, cfg Config) hostproto.JobStartParams {
+	p := hostproto.JobStartParams{JobID: jobID, AllocationID: allocID, PosixUser: api.PosixUser(allocID),
 		Setup: sp.Setup, Run: sp.Run, Timeout: time.Duration(sp.Timeout) * time.Second, Wait: cfg.StartWait,
 		LogMaxBytes: cfg.LogMaxBytes, Workdir: sp.Workdir, Image: sp.Image}
 	for k, v := range sp.Env {

@@ -10,6 +10,7 @@ import (
 	"github.com/gpuaas/gpuaas/controld/images"
 	"github.com/gpuaas/gpuaas/controld/storetest"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 	"github.com/gpuaas/gpuaas/internal/ids"
 )
 
@@ -51,7 +52,7 @@ func TestCreateWithImage(t *testing.T) {
 		if err := w.pool.QueryRow(context.Background(), `SELECT params FROM node_tasks WHERE id = $1`, taskID).Scan(&raw); err != nil {
 			t.Fatal(err)
 		}
-		var p api.JobStartParams
+		var p hostproto.JobStartParams
 		if err := json.Unmarshal(raw, &p); err != nil {
 			t.Fatal(err)
 		}

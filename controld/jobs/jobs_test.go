@@ -10,6 +10,7 @@ import (
 
 	"github.com/gpuaas/gpuaas/controld/jobs"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 )
 
 func TestCreateQueuesJobStart(t *testing.T) {
@@ -86,7 +87,7 @@ func TestJobEndsWithItsExitCodeAndReleases(t *testing.T) {
 	task, typ := w.currentTask(t, j.ID)
 	start := t0.Add(time.Second)
 	// Still running after job.start's wait: a job.wait follows it.
-	w.settle(t, task, typ, reported(t, api.JobReport{JobID: j.ID, Phase: api.JobPhaseRun, StartedAt: &start}))
+	w.settle(t, task, typ, reported(t, hostproto.JobReport{JobID: j.ID, Phase: api.JobPhaseRun, StartedAt: &start}))
 	got, _ := jobs.Get(context.Background(), w.pool, w.bob, j.ID)
 	if got.State != api.JobRunning || got.StartedAt == nil {
 		t.Fatalf("after start: %+v; want running", got)
@@ -96,7 +97,7 @@ func TestJobEndsWithItsExitCodeAndReleases(t *testing.T) {
 		t.Fatalf("follow-up task %s; want %s", typ, api.TaskJobWait)
 	}
 	end := t0.Add(time.Minute)
-	eff := w.settle(t, task, typ, reported(t, api.JobReport{JobID: j.ID, Ended: true, Phase: api.JobPhaseRun, ExitCode: 7,
+	eff := w.settle(t, task, typ, reported(t, hostproto.JobReport{JobID: j.ID, Ended: true, Phase: api.JobPhaseRun, ExitCode: 7,
 		StartedAt: &start, EndedAt: &end, Output: "bye\x00", OutputBytes: 4}))
 	got, _ = jobs.Get(context.Background(), w.pool, w.bob, j.ID)
 	if got.State != api.JobFailed || got.ExitCode == nil || *got.ExitCode != 7 || got.EndedAt == nil {
@@ -120,7 +121,7 @@ func TestJobEndsWithItsExitCodeAndReleases(t *testing.T) {
 		t.Errorf("%d events; want the job's and the allocation's", len(eff.Events))
 	}
 	// A late report of the same task changes nothing.
-	w.settle(t, task, typ, reported(t, api.JobReport{JobID: j.ID, Ended: true, ExitCode: 0}))
+	w.settle(t, task, typ, reported(t, hostproto.JobReport{JobID: j.ID, Ended: true, ExitCode: 0}))
 	if again, _ := jobs.Get(context.Background(), w.pool, w.bob, j.ID); again.State != api.JobFailed {
 		t.Errorf("late report moved it to %s", again.State)
 	}
@@ -137,7 +138,7 @@ func TestJobLostWhenHostdRestarts(t *testing.T) {
 		t.Fatal(err)
 	}
 	task, typ := w.currentTask(t, j.ID)
-	w.settle(t, task, typ, api.TaskResult{Status: api.TaskInterrupted, Error: "hostd stopped while the task ran"})
+	w.settle(t, task, typ, hostproto.TaskResult{Status: hostproto.TaskInterrupted, Error: "hostd stopped while the task ran"})
 	got, _ := jobs.Get(context.Background(), w.pool, w.bob, j.ID)
 	if got.State != api.JobLost || !strings.Contains(got.Reason, "hostd stopped") || got.ExitCode != nil {
 		t.Fatalf("got %+v; want lost with the reason, no exit code", got)
@@ -169,7 +170,7 @@ func TestKeepLeavesTheAllocationAndCancel(t *testing.T) {
 		t.Errorf("%d job.stop tasks; want 1", n)
 	}
 	task, typ := w.currentTask(t, j.ID)
-	w.settle(t, task, typ, reported(t, api.JobReport{JobID: j.ID, Ended: true, Phase: api.JobPhaseRun, ExitCode: 143, Signal: "SIGTERM", Cancelled: true}))
+	w.settle(t, task, typ, reported(t, hostproto.JobReport{JobID: j.ID, Ended: true, Phase: api.JobPhaseRun, ExitCode: 143, Signal: "SIGTERM", Cancelled: true}))
 	got, _ := jobs.Get(context.Background(), w.pool, w.bob, j.ID)
 	if got.State != api.JobCancelled {
 		t.Errorf("got %s; want cancelled", got.State)

@@ -17,6 +17,7 @@ import (
 	"github.com/gpuaas/gpuaas/controld/storetest"
 	"github.com/gpuaas/gpuaas/controld/tasks"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 	"github.com/gpuaas/gpuaas/internal/ids"
 	"github.com/gpuaas/gpuaas/internal/testutil"
 )
@@ -117,7 +118,7 @@ func (w *world) currentTask(t *testing.T, jobID string) (id, typ string) {
 }
 
 // settle applies a result of task taskID as controld/hosts would.
-func (w *world) settle(t *testing.T, taskID, typ string, res api.TaskResult) tasks.Effect {
+func (w *world) settle(t *testing.T, taskID, typ string, res hostproto.TaskResult) tasks.Effect {
 	t.Helper()
 	var eff tasks.Effect
 	err := w.tx(t, func(tx pgx.Tx) error {
@@ -132,11 +133,11 @@ func (w *world) settle(t *testing.T, taskID, typ string, res api.TaskResult) tas
 	return eff
 }
 
-func reported(t *testing.T, r api.JobReport) api.TaskResult {
+func reported(t *testing.T, r hostproto.JobReport) hostproto.TaskResult {
 	t.Helper()
 	b, err := json.Marshal(r)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return api.TaskResult{Status: api.TaskSucceeded, Result: b}
+	return hostproto.TaskResult{Status: hostproto.TaskSucceeded, Result: b}
 }

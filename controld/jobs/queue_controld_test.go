@@ -15,6 +15,7 @@ import (
 	"github.com/gpuaas/gpuaas/controld/outbox"
 	"github.com/gpuaas/gpuaas/controld/store"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 	"github.com/gpuaas/gpuaas/internal/testutil"
 )
 
@@ -65,7 +66,7 @@ func (e *queueEnv) inTx(t testing.TB, fn func(ctx context.Context, tx pgx.Tx) ([
 func (e *queueEnv) provisioned(t testing.TB, id string) {
 	t.Helper()
 	e.inTx(t, func(ctx context.Context, tx pgx.Tx) ([]outbox.Event, error) {
-		return alloc.ProvisionDone(ctx, tx, id, api.TaskSucceeded, "", time.Now())
+		return alloc.ProvisionDone(ctx, tx, id, hostproto.TaskSucceeded, "", time.Now())
 	})
 }
 
@@ -74,7 +75,7 @@ func (e *queueEnv) provisioned(t testing.TB, id string) {
 func (e *queueEnv) freed(t testing.TB, id string) {
 	t.Helper()
 	e.inTx(t, func(ctx context.Context, tx pgx.Tx) ([]outbox.Event, error) {
-		events, _, err := alloc.ReleaseDone(ctx, tx, id, api.TaskSucceeded, "", time.Now())
+		events, _, err := alloc.ReleaseDone(ctx, tx, id, hostproto.TaskSucceeded, "", time.Now())
 		return events, err
 	})
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/gpuaas/gpuaas/controld/jobs"
 	"github.com/gpuaas/gpuaas/controld/storetest"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 	"github.com/gpuaas/gpuaas/internal/nodeseal"
 	"github.com/gpuaas/gpuaas/internal/testutil"
 )
@@ -217,7 +218,7 @@ func TestQueuedJobSealsSecretsWhenItStarts(t *testing.T) {
 		j.ID).Scan(&raw); err != nil {
 		t.Fatal(err)
 	}
-	var p api.JobStartParams
+	var p hostproto.JobStartParams
 	if err := json.Unmarshal(raw, &p); err != nil {
 		t.Fatal(err)
 	}

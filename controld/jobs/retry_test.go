@@ -12,17 +12,18 @@ import (
 	"github.com/gpuaas/gpuaas/controld/jobs"
 	"github.com/gpuaas/gpuaas/controld/tasks"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 	"github.com/gpuaas/gpuaas/internal/nodeseal"
 )
 
 // startParamsOf reads the params of a job.start task.
-func (w *world) startParamsOf(t *testing.T, taskID string) api.JobStartParams {
+func (w *world) startParamsOf(t *testing.T, taskID string) hostproto.JobStartParams {
 	t.Helper()
 	var raw []byte
 	if err := w.pool.QueryRow(context.Background(), `SELECT params FROM node_tasks WHERE id = $1`, taskID).Scan(&raw); err != nil {
 		t.Fatal(err)
 	}
-	var p api.JobStartParams
+	var p hostproto.JobStartParams
 	if err := json.Unmarshal(raw, &p); err != nil {
 		t.Fatal(err)
 	}
@@ -38,7 +39,7 @@ func (w *world) allocState(t *testing.T, id string) string {
 	return state
 }
 
-var interrupted = api.TaskResult{Status: api.TaskInterrupted, Error: "hostd stopped while the task ran"}
+var interrupted = hostproto.TaskResult{Status: hostproto.TaskInterrupted, Error: "hostd stopped while the task ran"}
 
 // TestLostJobIsRetriedOnItsAllocation: a job with retries: 1 that hostd
 // loses (its job.wait interrupted by a restart) is started again on its
@@ -57,7 +58,7 @@ func TestLostJobIsRetriedOnItsAllocation(t *testing.T) {
 	}
 	task, typ := w.currentTask(t, j.ID)
 	start := t0.Add(time.Second)
-	w.settle(t, task, typ, reported(t, api.JobReport{JobID: j.ID, Phase: api.JobPhaseRun, StartedAt: &start}))
+	w.settle(t, task, typ, reported(t, hostproto.JobReport{JobID: j.ID, Phase: api.JobPhaseRun, StartedAt: &start}))
 	wait, typ := w.currentTask(t, j.ID)
 	eff := w.settle(t, wait, typ, interrupted)
 	got := w.job(t, j.ID)
@@ -93,7 +94,7 @@ func TestLostJobIsRetriedOnItsAllocation(t *testing.T) {
 		t.Errorf("after the repeat: %+v; want attempt 2 starting", again)
 	}
 	end := t0.Add(time.Minute)
-	w.settle(t, retryTask, api.TaskJobStart, reported(t, api.JobReport{JobID: j.ID, Ended: true, Phase: api.JobPhaseRun,
+	w.settle(t, retryTask, api.TaskJobStart, reported(t, hostproto.JobReport{JobID: j.ID, Ended: true, Phase: api.JobPhaseRun,
 		ExitCode: 0, StartedAt: &start, EndedAt: &end}))
 	done := w.job(t, j.ID)
 	if done.State != api.JobSucceeded || done.Attempt != 2 || done.ExitCode == nil || *done.ExitCode != 0 || done.Reason != "" {
@@ -137,7 +138,7 @@ func TestRetriesExhaustedEndsLost(t *testing.T) {
 func TestOnlyLostJobsAreRetried(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
-	ended := func(rep api.JobReport, cancel bool) api.Job {
+	ended := func(rep hostproto.JobReport, cancel bool) api.Job {
 		t.Helper()
 		a := w.allocation(t, api.AllocActive)
 		j, err := w.create(t, api.JobCreateRequest{AllocationID: a, Run: "x", Retries: 3, Release: "keep"})
@@ -159,15 +160,15 @@ func TestOnlyLostJobsAreRetried(t *testing.T) {
 	}
 	start := t0
 	for name, tt := range map[string]struct {
-		rep    api.JobReport
+		rep    hostproto.JobReport
 		cancel bool
 		state  string
 	}{
-		"exit 7":  {api.JobReport{Phase: api.JobPhaseRun, ExitCode: 7, StartedAt: &start}, false, api.JobFailed},
-		"timeout": {api.JobReport{Phase: api.JobPhaseRun, ExitCode: 143, Signal: "SIGTERM", TimedOut: true, StartedAt: &start}, false, api.JobFailed},
-		"cancel":  {api.JobReport{Phase: api.JobPhaseRun, ExitCode: 143, Signal: "SIGTERM", Cancelled: true, StartedAt: &start}, true, api.JobCancelled},
+		"exit 7":  {hostproto.JobReport{Phase: api.JobPhaseRun, ExitCode: 7, StartedAt: &start}, false, api.JobFailed},
+		"timeout": {hostproto.JobReport{Phase: api.JobPhaseRun, ExitCode: 143, Signal: "SIGTERM", TimedOut: true, StartedAt: &start}, false, api.JobFailed},
+		"cancel":  {hostproto.JobReport{Phase: api.JobPhaseRun, ExitCode: 143, Signal: "SIGTERM", Cancelled: true, StartedAt: &start}, true, api.JobCancelled},
 		// Lost while being cancelled: the user asked it to end.
-		"lost while cancelling": {api.JobReport{Unknown: true, Reason: "hostd does not know the job"}, true, api.JobLost},
+		"lost while cancelling": {hostproto.JobReport{Unknown: true, Reason: "hostd does not know the job"}, true, api.JobLost},
 	} {
 		got := ended(tt.rep, tt.cancel)
 		if got.State != tt.state || got.Attempt != 1 {
@@ -187,7 +188,7 @@ func TestOnlyLostJobsAreRetried(t *testing.T) {
 		t.Fatal(err)
 	}
 	task, typ := w.currentTask(t, j.ID)
-	w.settle(t, task, typ, api.TaskResult{Status: api.TaskFailed, Error: "no node took the task within 15m0s"})
+	w.settle(t, task, typ, hostproto.TaskResult{Status: hostproto.TaskFailed, Error: "no node took the task within 15m0s"})
 	got := w.job(t, j.ID)
 	if got.State != api.JobLost || got.Attempt != 1 || !strings.Contains(got.Reason, "not retried: allocation "+a+" is failed") {
 		t.Errorf("lost on a failed allocation: %+v; want lost, not retried, with the reason", got)

@@ -14,6 +14,7 @@ import (
 	"github.com/gpuaas/gpuaas/controld/jobs"
 	"github.com/gpuaas/gpuaas/controld/secrets"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 	"github.com/gpuaas/gpuaas/internal/ids"
 	"github.com/gpuaas/gpuaas/internal/nodeseal"
 )
@@ -82,7 +83,7 @@ func TestCreateSealsSecretsToTheNode(t *testing.T) {
 		j.ID).Scan(&raw); err != nil {
 		t.Fatal(err)
 	}
-	var p api.JobStartParams
+	var p hostproto.JobStartParams
 	if err := json.Unmarshal(raw, &p); err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/gpuaas/gpuaas/controld/project"
 	"github.com/gpuaas/gpuaas/controld/tasks"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 )
 
 // Settlers apply what hostd reports of jobs: job.start and job.wait move
@@ -53,12 +54,12 @@ func settleReport(ctx context.Context, tx pgx.Tx, o tasks.Outcome, cfg Config) (
 	if api.JobFinal(j.State) {
 		return tasks.Effect{}, nil
 	}
-	var rep api.JobReport
+	var rep hostproto.JobReport
 	switch {
-	case o.Result.Status != api.TaskSucceeded:
-		rep = api.JobReport{Ended: true, Unknown: true, Reason: lostReason(o)}
+	case o.Result.Status != hostproto.TaskSucceeded:
+		rep = hostproto.JobReport{Ended: true, Unknown: true, Reason: lostReason(o)}
 	case json.Unmarshal(o.Result.Result, &rep) != nil || rep.JobID != j.ID:
-		rep = api.JobReport{Ended: true, Unknown: true, Reason: "hostd's report of the job is unreadable"}
+		rep = hostproto.JobReport{Ended: true, Unknown: true, Reason: "hostd's report of the job is unreadable"}
 	}
 	if !rep.Ended {
 		return running(ctx, tx, j, rep, cfg, o.Now)
@@ -71,7 +72,7 @@ func settleReport(ctx context.Context, tx pgx.Tx, o tasks.Outcome, cfg Config) (
 			// Failed, not lost: the platform refuses the retry, as
 			// job.create would refuse the job now. The code selects
 			// failed in ended; with no StartedAt it is not recorded.
-			rep = api.JobReport{Ended: true, ExitCode: 255,
+			rep = hostproto.JobReport{Ended: true, ExitCode: 255,
 				Reason: rep.Reason + "; not retried: " + refused.Error()}
 			return ended(ctx, tx, j, rep, o.Now)
 		}
@@ -99,10 +100,10 @@ func cleanOutput(s string) string {
 const outputMax = 16 << 10
 
 func lostReason(o tasks.Outcome) string {
-	if o.Result.Status == api.TaskInterrupted {
+	if o.Result.Status == hostproto.TaskInterrupted {
 		return "hostd stopped while the job ran (" + o.Reason() + "); the job was not re-attached"
 	}
-	if o.Type == api.TaskJobStart && o.Result.Status == api.TaskFailed {
+	if o.Type == api.TaskJobStart && o.Result.Status == hostproto.TaskFailed {
 		return "the node could not start the job: " + o.Reason()
 	}
 	return "the node could not follow the job: " + o.Reason()
@@ -110,9 +111,9 @@ func lostReason(o tasks.Outcome) string {
 
 // running records that the job runs and queues the job.wait that
 // follows it.
-func running(ctx context.Context, tx pgx.Tx, j row, rep api.JobReport, cfg Config, now time.Time) (tasks.Effect, error) {
+func running(ctx context.Context, tx pgx.Tx, j row, rep hostproto.JobReport, cfg Config, now time.Time) (tasks.Effect, error) {
 	taskID, err := tasks.Enqueue(ctx, tx, tasks.Task{NodeID: j.NodeID, Type: api.TaskJobWait,
-		Params: api.JobWaitParams{JobID: j.ID, Wait: cfg.Wait}}, now)
+		Params: hostproto.JobWaitParams{JobID: j.ID, Wait: cfg.Wait}}, now)
 	if err != nil {
 		return tasks.Effect{}, err
 	}
@@ -133,7 +134,7 @@ func running(ctx context.Context, tx pgx.Tx, j row, rep api.JobReport, cfg Confi
 
 // ended records how the job ended and releases its allocation as its
 // policy says.
-func ended(ctx context.Context, tx pgx.Tx, j row, rep api.JobReport, now time.Time) (tasks.Effect, error) {
+func ended(ctx context.Context, tx pgx.Tx, j row, rep hostproto.JobReport, now time.Time) (tasks.Effect, error) {
 	j.EndedAt = rep.EndedAt
 	if j.EndedAt == nil {
 		j.EndedAt = &now

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 )
 
 // TestCreateCarriesTheWorkdir: job.create's workdir is shown by job.get
@@ -38,7 +39,7 @@ func TestCreateCarriesTheWorkdir(t *testing.T) {
 		WHERE j.id = $1`, j.ID).Scan(&raw); err != nil {
 		t.Fatal(err)
 	}
-	var p api.JobStartParams
+	var p hostproto.JobStartParams
 	if err := json.Unmarshal(raw, &p); err != nil {
 		t.Fatal(err)
 	}

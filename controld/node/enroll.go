@@ -18,6 +18,7 @@ import (
 	"github.com/gpuaas/gpuaas/controld/outbox"
 	"github.com/gpuaas/gpuaas/controld/tasks"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 	"github.com/gpuaas/gpuaas/internal/ids"
 )
 
@@ -98,7 +99,7 @@ type Enrolled struct {
 // exist, be unused and unexpired; it is spent in the same transaction
 // that creates the node, so a second use fails. The node is then asked to
 // report its health and discover its topology (candidate slots on subnet).
-func Enroll(ctx context.Context, tx pgx.Tx, req api.EnrollRequest, subnet string, now time.Time) (Enrolled, error) {
+func Enroll(ctx context.Context, tx pgx.Tx, req hostproto.EnrollRequest, subnet string, now time.Time) (Enrolled, error) {
 	var tokID string
 	var n Enrolled
 	var expires time.Time
@@ -130,7 +131,7 @@ func Enroll(ctx context.Context, tx pgx.Tx, req api.EnrollRequest, subnet string
 	}
 	for _, t := range []tasks.Task{
 		{NodeID: n.ID, Type: api.TaskHealthProbe},
-		{NodeID: n.ID, Type: api.TaskTopologyDiscover, Params: api.TopologyDiscoverParams{Shape: n.Shape, Subnet: subnet}},
+		{NodeID: n.ID, Type: api.TaskTopologyDiscover, Params: hostproto.TopologyDiscoverParams{Shape: n.Shape, Subnet: subnet}},
 	} {
 		if _, err := tasks.Enqueue(ctx, tx, t, now); err != nil {
 			return Enrolled{}, err

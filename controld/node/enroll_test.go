@@ -10,6 +10,7 @@ import (
 
 	"github.com/gpuaas/gpuaas/controld/node"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 )
 
 // TestEnrollTokenRefusals: an unknown shape or a bad node name is
@@ -78,7 +79,7 @@ func TestEnrollOnce(t *testing.T) {
 		var n node.Enrolled
 		err := inTx(pool, func(tx pgx.Tx) error {
 			var err error
-			n, err = node.Enroll(ctx, tx, api.EnrollRequest{Token: token, PublicKey: []byte("key-" + token), Version: "1"}, "10.0.0.0/24", at)
+			n, err = node.Enroll(ctx, tx, hostproto.EnrollRequest{Token: token, PublicKey: []byte("key-" + token), Version: "1"}, "10.0.0.0/24", at)
 			return err
 		})
 		return n, err

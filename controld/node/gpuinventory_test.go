@@ -8,6 +8,7 @@ import (
 
 	"github.com/gpuaas/gpuaas/controld/node"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 )
 
 // TestDiscoveryRecordsGPUUUIDs: topology discovery stores each slot's
@@ -81,7 +82,7 @@ func TestEnrollTestNode(t *testing.T) {
 		var enrolled node.Enrolled
 		if err := inTx(pool, func(tx pgx.Tx) error {
 			var err error
-			enrolled, err = node.Enroll(ctx, tx, api.EnrollRequest{Token: tok.Token, PublicKey: []byte("pk-" + name)}, "", t0)
+			enrolled, err = node.Enroll(ctx, tx, hostproto.EnrollRequest{Token: tok.Token, PublicKey: []byte("pk-" + name)}, "", t0)
 			return err
 		}); err != nil {
 			t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/gpuaas/gpuaas/controld/store"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 )
 
 // HealthActor is who quarantines a slot on a GPU fault report.
@@ -162,10 +163,10 @@ func SlotByGPU(ctx context.Context, q store.Querier, nodeID, gpu string) (api.Sl
 // RecordFault records a GPU fault a node reported, once: inserted is
 // false when the same fault (node, GPU, kind, XID, time) was recorded
 // before, and then nothing is written.
-func RecordFault(ctx context.Context, q store.Querier, nodeID string, f api.GPUFault, allocationID string, now time.Time) (inserted bool, err error) {
-	kind := api.GPUFaultXID
+func RecordFault(ctx context.Context, q store.Querier, nodeID string, f hostproto.GPUFault, allocationID string, now time.Time) (inserted bool, err error) {
+	kind := hostproto.GPUFaultXID
 	if f.IsECC() {
-		kind = api.GPUFaultECC
+		kind = hostproto.GPUFaultECC
 	}
 	tag, err := q.Exec(ctx, `INSERT INTO gpu_faults (node_id, gpu_pci, kind, xid, ecc_uncorrected, at, message, allocation_id, received_at)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT DO NOTHING`,

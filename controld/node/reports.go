@@ -11,6 +11,7 @@ import (
 	"github.com/gpuaas/gpuaas/controld/audit"
 	"github.com/gpuaas/gpuaas/controld/outbox"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 )
 
 // Reports applies what nodes send besides task results: enrollments and
@@ -26,11 +27,11 @@ type Reports struct {
 // Enroll registers a node with a one-time token (Enroll), audits it and
 // tells operators, in one transaction. The answer names the node; the
 // caller adds what the node is to trust.
-func (r Reports) Enroll(ctx context.Context, req api.EnrollRequest, now time.Time) (api.EnrollResponse, error) {
+func (r Reports) Enroll(ctx context.Context, req hostproto.EnrollRequest, now time.Time) (hostproto.EnrollResponse, error) {
 	if len(req.PublicKey) != ed25519.PublicKeySize {
-		return api.EnrollResponse{}, api.Errorf(api.CodeInvalidArgument, "public_key must be an Ed25519 key")
+		return hostproto.EnrollResponse{}, api.Errorf(api.CodeInvalidArgument, "public_key must be an Ed25519 key")
 	}
-	var resp api.EnrollResponse
+	var resp hostproto.EnrollResponse
 	err := pgx.BeginFunc(ctx, r.Pool, func(tx pgx.Tx) error {
 		n, err := Enroll(ctx, tx, req, r.SlotSubnet, now)
 		if err != nil {
@@ -44,7 +45,7 @@ func (r Reports) Enroll(ctx context.Context, req api.EnrollRequest, now time.Tim
 			Payload: map[string]string{"node_id": n.ID, "name": n.Name, "state": api.NodeEnrolled}}); err != nil {
 			return err
 		}
-		resp = api.EnrollResponse{NodeID: n.ID, Name: n.Name, Shape: n.Shape}
+		resp = hostproto.EnrollResponse{NodeID: n.ID, Name: n.Name, Shape: n.Shape}
 		return nil
 	})
 	return resp, err
@@ -57,6 +58,6 @@ func (r Reports) PublicKey(ctx context.Context, nodeID string) (ed25519.PublicKe
 
 // Heartbeat records a node's heartbeat: its health and terminal server
 // (SetHealth).
-func (r Reports) Heartbeat(ctx context.Context, nodeID string, hb api.Heartbeat, now time.Time) error {
+func (r Reports) Heartbeat(ctx context.Context, nodeID string, hb hostproto.Heartbeat, now time.Time) error {
 	return SetHealth(ctx, r.Pool, nodeID, hb.Health, hb.TerminalAddr, hb.TerminalHostKey, now)
 }

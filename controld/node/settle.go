@@ -9,6 +9,7 @@ import (
 	"github.com/gpuaas/gpuaas/controld/outbox"
 	"github.com/gpuaas/gpuaas/controld/tasks"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 )
 
 // Settlers apply the outcomes of the tasks enrollment queues for a node:
@@ -25,7 +26,7 @@ func Settlers(autoApprove bool) tasks.Settlers {
 }
 
 func settleDiscovery(ctx context.Context, tx pgx.Tx, o tasks.Outcome, autoApprove bool) (tasks.Effect, error) {
-	if o.Result.Status != api.TaskSucceeded {
+	if o.Result.Status != hostproto.TaskSucceeded {
 		return tasks.Effect{}, nil
 	}
 	var topo api.TopologyResult
@@ -40,7 +41,7 @@ func settleDiscovery(ctx context.Context, tx pgx.Tx, o tasks.Outcome, autoApprov
 }
 
 func settleHealthProbe(ctx context.Context, tx pgx.Tx, o tasks.Outcome) (tasks.Effect, error) {
-	if o.Result.Status != api.TaskSucceeded {
+	if o.Result.Status != hostproto.TaskSucceeded {
 		return tasks.Effect{}, nil
 	}
 	return tasks.Effect{}, SetHealth(ctx, tx, o.NodeID, o.Result.Result, "", "", o.Now)

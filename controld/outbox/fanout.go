@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/gateproto"
 )
 
 // fanoutConsumer is the durable consumer shared by every controld replica.
@@ -44,11 +45,11 @@ const gateFlushTimeout = 5 * time.Second
 // an earlier one, and a nak'd event is sent again before any after it.
 // The relay puts a subject's events in the stream in order (RunOnce).
 //
-// An alloc.notice event also goes, whole, to api.GateNoticeSubject, where
+// An alloc.notice event also goes, whole, to gateproto.GateNoticeSubject, where
 // every sshgate writes its message into the allocation's open sessions.
 //
 // A session.revoked event also goes, as its api.SessionRevoked body, to
-// api.GateRevokedSubject, where every sshgate listens to end the SSH
+// gateproto.GateRevokedSubject, where every sshgate listens to end the SSH
 // sessions of those logins. That one is flushed to the server before the
 // event is acked, so a revocation is not lost to a connection dropping
 // with the publish still buffered; a failed publish or flush naks the
@@ -112,7 +113,7 @@ func Fanout(ctx context.Context, js jetstream.JetStream, nc *nats.Conn, log *slo
 		}
 		if ev.Kind == api.EventAllocNotice {
 			// The gateways write it into the allocation's open sessions.
-			if err := publishGate(nc, api.GateNoticeSubject, data); err != nil {
+			if err := publishGate(nc, gateproto.GateNoticeSubject, data); err != nil {
 				log.Warn("fanout: hand a notice to the gateways; retrying", "event", ev.ID, "err", err)
 				_ = m.Nak()
 				return
@@ -180,7 +181,7 @@ func publishRevoked(nc *nats.Conn, ev api.Event) error {
 	if err != nil {
 		return err
 	}
-	if err := nc.Publish(api.GateRevokedSubject, data); err != nil {
+	if err := nc.Publish(gateproto.GateRevokedSubject, data); err != nil {
 		return err
 	}
 	return nc.FlushTimeout(gateFlushTimeout)

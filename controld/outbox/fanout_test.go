@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/gateproto"
 	"github.com/gpuaas/gpuaas/internal/testutil"
 )
 
@@ -95,7 +96,7 @@ func TestFanoutTellsGatewaysOfRevocations(t *testing.T) {
 	ctx := t.Context()
 	watcher := f.bus.Connect(t)
 	gate := make(chan *nats.Msg, 8)
-	if _, err := watcher.ChanSubscribe(api.GateRevokedSubject, gate); err != nil {
+	if _, err := watcher.ChanSubscribe(gateproto.GateRevokedSubject, gate); err != nil {
 		t.Fatal(err)
 	}
 	user := make(chan *nats.Msg, 8)

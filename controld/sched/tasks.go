@@ -3,6 +3,7 @@ package sched
 import (
 	"github.com/gpuaas/gpuaas/controld/tasks"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 )
 
 // Environment is what an allocation's environment on its node is made
@@ -28,12 +29,12 @@ func ProvisionTask(shape, nodeID string, e Environment) tasks.Task {
 	t := tasks.Task{NodeID: nodeID, AllocationID: e.AllocationID}
 	if shape == api.ShapeBaremetal {
 		t.Type = api.TaskProvisionUser
-		t.Params = api.UserProvisionParams{AllocationID: e.AllocationID, UserID: e.UserID,
+		t.Params = hostproto.UserProvisionParams{AllocationID: e.AllocationID, UserID: e.UserID,
 			PosixUser: api.PosixUser(e.AllocationID), Volumes: e.Volumes}
 		return t
 	}
 	t.Type = api.TaskVMProvision
-	t.Params = api.VMProvisionParams{AllocationID: e.AllocationID, UserID: e.UserID,
+	t.Params = hostproto.VMProvisionParams{AllocationID: e.AllocationID, UserID: e.UserID,
 		PosixUser: api.PosixUser(e.AllocationID), Slots: e.Slots, VCPUs: e.VCPUs, MemoryMiB: e.MemoryMiB, Image: e.Image,
 		Volumes: e.Volumes}
 	return t
@@ -46,10 +47,10 @@ func ReleaseTask(a api.Allocation, cleanup bool) tasks.Task {
 	t := tasks.Task{NodeID: a.NodeID, AllocationID: a.ID}
 	if a.Shape == api.ShapeBaremetal {
 		t.Type = api.TaskDeprovisionUser
-		t.Params = api.UserDeprovisionParams{AllocationID: a.ID, PosixUser: api.PosixUser(a.ID), Cleanup: cleanup}
+		t.Params = hostproto.UserDeprovisionParams{AllocationID: a.ID, PosixUser: api.PosixUser(a.ID), Cleanup: cleanup}
 		return t
 	}
 	t.Type = api.TaskVMRelease
-	t.Params = api.VMReleaseParams{AllocationID: a.ID, Slots: a.Slots, Cleanup: cleanup}
+	t.Params = hostproto.VMReleaseParams{AllocationID: a.ID, Slots: a.Slots, Cleanup: cleanup}
 	return t
 }

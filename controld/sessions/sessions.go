@@ -16,6 +16,7 @@ import (
 
 	"github.com/gpuaas/gpuaas/controld/store"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/gateproto"
 	"github.com/gpuaas/gpuaas/internal/ids"
 )
 
@@ -60,7 +61,7 @@ func checkText(field, v string, max int) error {
 }
 
 // Start indexes a new session; req.Gateway names the instance serving it.
-func Start(ctx context.Context, q store.Querier, req api.SessionStartRequest, now time.Time) (api.TerminalSession, error) {
+func Start(ctx context.Context, q store.Querier, req gateproto.SessionStartRequest, now time.Time) (api.TerminalSession, error) {
 	if req.UserID == "" || req.AllocationID == "" {
 		return api.TerminalSession{}, api.Errorf(api.CodeInvalidArgument, "user_id and allocation_id are required")
 	}
@@ -93,7 +94,7 @@ func Start(ctx context.Context, q store.Querier, req api.SessionStartRequest, no
 // End records how a session ended: SessionEnded, or SessionInterrupted
 // with req.Interrupted. Ending it again returns it unchanged, so a gateway
 // that lost the first answer may simply repeat itself.
-func End(ctx context.Context, q store.Querier, req api.SessionEndRequest, now time.Time) (api.TerminalSession, error) {
+func End(ctx context.Context, q store.Querier, req gateproto.SessionEndRequest, now time.Time) (api.TerminalSession, error) {
 	if req.Bytes < 0 {
 		return api.TerminalSession{}, api.Errorf(api.CodeInvalidArgument, "bytes must not be negative")
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/gpuaas/gpuaas/controld/sessions"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/gateproto"
 	"github.com/gpuaas/gpuaas/internal/ids"
 )
 
@@ -16,21 +17,21 @@ import (
 // writes a row.
 func TestStartRefusals(t *testing.T) {
 	w := newWorld(t)
-	ok := api.SessionStartRequest{UserID: w.alice, AllocationID: w.aliceAlloc, Kind: api.SessionShell, Gateway: "gw-1"}
+	ok := gateproto.SessionStartRequest{UserID: w.alice, AllocationID: w.aliceAlloc, Kind: api.SessionShell, Gateway: "gw-1"}
 	for _, tc := range []struct {
 		name string
-		edit func(r *api.SessionStartRequest)
+		edit func(r *gateproto.SessionStartRequest)
 		want api.Code
 	}{
-		{"no user", func(r *api.SessionStartRequest) { r.UserID = "" }, api.CodeInvalidArgument},
-		{"no allocation", func(r *api.SessionStartRequest) { r.AllocationID = "" }, api.CodeInvalidArgument},
-		{"unknown kind", func(r *api.SessionStartRequest) { r.Kind = "telnet" }, api.CodeInvalidArgument},
-		{"command too long", func(r *api.SessionStartRequest) { r.Command = strings.Repeat("x", sessions.MaxCommand+1) }, api.CodeInvalidArgument},
-		{"command not UTF-8", func(r *api.SessionStartRequest) { r.Command = "ls \xff" }, api.CodeInvalidArgument},
-		{"recording too long", func(r *api.SessionStartRequest) { r.Recording = strings.Repeat("r", sessions.MaxRecording+1) }, api.CodeInvalidArgument},
-		{"gateway too long", func(r *api.SessionStartRequest) { r.Gateway = strings.Repeat("g", sessions.MaxGateway+1) }, api.CodeInvalidArgument},
-		{"unknown user", func(r *api.SessionStartRequest) { r.UserID = ids.New(ids.User) }, api.CodeNotFound},
-		{"unknown allocation", func(r *api.SessionStartRequest) { r.AllocationID = ids.New(ids.Allocation) }, api.CodeNotFound},
+		{"no user", func(r *gateproto.SessionStartRequest) { r.UserID = "" }, api.CodeInvalidArgument},
+		{"no allocation", func(r *gateproto.SessionStartRequest) { r.AllocationID = "" }, api.CodeInvalidArgument},
+		{"unknown kind", func(r *gateproto.SessionStartRequest) { r.Kind = "telnet" }, api.CodeInvalidArgument},
+		{"command too long", func(r *gateproto.SessionStartRequest) { r.Command = strings.Repeat("x", sessions.MaxCommand+1) }, api.CodeInvalidArgument},
+		{"command not UTF-8", func(r *gateproto.SessionStartRequest) { r.Command = "ls \xff" }, api.CodeInvalidArgument},
+		{"recording too long", func(r *gateproto.SessionStartRequest) { r.Recording = strings.Repeat("r", sessions.MaxRecording+1) }, api.CodeInvalidArgument},
+		{"gateway too long", func(r *gateproto.SessionStartRequest) { r.Gateway = strings.Repeat("g", sessions.MaxGateway+1) }, api.CodeInvalidArgument},
+		{"unknown user", func(r *gateproto.SessionStartRequest) { r.UserID = ids.New(ids.User) }, api.CodeNotFound},
+		{"unknown allocation", func(r *gateproto.SessionStartRequest) { r.AllocationID = ids.New(ids.Allocation) }, api.CodeNotFound},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := ok
@@ -56,7 +57,7 @@ func TestStartRefusals(t *testing.T) {
 func TestEndOnce(t *testing.T) {
 	w := newWorld(t)
 	ctx := context.Background()
-	s, err := sessions.Start(ctx, w.pool, api.SessionStartRequest{UserID: w.alice, AllocationID: w.aliceAlloc,
+	s, err := sessions.Start(ctx, w.pool, gateproto.SessionStartRequest{UserID: w.alice, AllocationID: w.aliceAlloc,
 		Kind: api.SessionShell, Recording: "rec-1", Gateway: "gw-1"}, t0)
 	if err != nil {
 		t.Fatal(err)
@@ -66,7 +67,7 @@ func TestEndOnce(t *testing.T) {
 	}
 	code := 3
 	t1 := t0.Add(time.Minute)
-	ended, err := sessions.End(ctx, w.pool, api.SessionEndRequest{ID: s.ID, Bytes: 42, ExitStatus: &code}, t1)
+	ended, err := sessions.End(ctx, w.pool, gateproto.SessionEndRequest{ID: s.ID, Bytes: 42, ExitStatus: &code}, t1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +75,7 @@ func TestEndOnce(t *testing.T) {
 		ended.EndedAt == nil || !ended.EndedAt.Equal(t1) || ended.Recording != "rec-1" {
 		t.Errorf("ended: got %+v; want ended at %v, 42 bytes, exit 3, recording rec-1", ended, t1)
 	}
-	again, err := sessions.End(ctx, w.pool, api.SessionEndRequest{ID: s.ID, Bytes: 99, Recording: "rec-2", Interrupted: true},
+	again, err := sessions.End(ctx, w.pool, gateproto.SessionEndRequest{ID: s.ID, Bytes: 99, Recording: "rec-2", Interrupted: true},
 		t1.Add(time.Hour))
 	if err != nil {
 		t.Fatal(err)
@@ -82,9 +83,9 @@ func TestEndOnce(t *testing.T) {
 	if again.State != api.SessionEnded || again.Bytes != 42 || !again.EndedAt.Equal(t1) || again.Recording != "rec-1" {
 		t.Errorf("ended again: got %+v; want the first end unchanged", again)
 	}
-	_, err = sessions.End(ctx, w.pool, api.SessionEndRequest{ID: "ts-nope"}, t1)
+	_, err = sessions.End(ctx, w.pool, gateproto.SessionEndRequest{ID: "ts-nope"}, t1)
 	wantCode(t, "end an unknown session", err, api.CodeNotFound)
-	_, err = sessions.End(ctx, w.pool, api.SessionEndRequest{ID: s.ID, Bytes: -1}, t1)
+	_, err = sessions.End(ctx, w.pool, gateproto.SessionEndRequest{ID: s.ID, Bytes: -1}, t1)
 	wantCode(t, "negative bytes", err, api.CodeInvalidArgument)
 }
 
@@ -94,7 +95,7 @@ func TestInterruptOnlyThatGatewaysRunning(t *testing.T) {
 	w := newWorld(t)
 	ctx := context.Background()
 	start := func(gw string) api.TerminalSession {
-		s, err := sessions.Start(ctx, w.pool, api.SessionStartRequest{UserID: w.alice, AllocationID: w.aliceAlloc,
+		s, err := sessions.Start(ctx, w.pool, gateproto.SessionStartRequest{UserID: w.alice, AllocationID: w.aliceAlloc,
 			Kind: api.SessionExec, Command: "true", Gateway: gw}, t0)
 		if err != nil {
 			t.Fatal(err)
@@ -102,7 +103,7 @@ func TestInterruptOnlyThatGatewaysRunning(t *testing.T) {
 		return s
 	}
 	running, done, other := start("gw-1"), start("gw-1"), start("gw-2")
-	if _, err := sessions.End(ctx, w.pool, api.SessionEndRequest{ID: done.ID}, t0.Add(time.Second)); err != nil {
+	if _, err := sessions.End(ctx, w.pool, gateproto.SessionEndRequest{ID: done.ID}, t0.Add(time.Second)); err != nil {
 		t.Fatal(err)
 	}
 	t1 := t0.Add(time.Hour)
@@ -129,11 +130,11 @@ func TestInterruptOnlyThatGatewaysRunning(t *testing.T) {
 func TestViewersSeeTheirOwn(t *testing.T) {
 	w := newWorld(t)
 	ctx := context.Background()
-	mine, err := sessions.Start(ctx, w.pool, api.SessionStartRequest{UserID: w.alice, AllocationID: w.aliceAlloc, Kind: api.SessionShell}, t0)
+	mine, err := sessions.Start(ctx, w.pool, gateproto.SessionStartRequest{UserID: w.alice, AllocationID: w.aliceAlloc, Kind: api.SessionShell}, t0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	theirs, err := sessions.Start(ctx, w.pool, api.SessionStartRequest{UserID: w.bob, AllocationID: w.bobAlloc, Kind: api.SessionShell},
+	theirs, err := sessions.Start(ctx, w.pool, gateproto.SessionStartRequest{UserID: w.bob, AllocationID: w.bobAlloc, Kind: api.SessionShell},
 		t0.Add(time.Second))
 	if err != nil {
 		t.Fatal(err)

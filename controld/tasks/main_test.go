@@ -13,6 +13,7 @@ import (
 	"github.com/gpuaas/gpuaas/controld/store"
 	"github.com/gpuaas/gpuaas/controld/storetest"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 	"github.com/gpuaas/gpuaas/internal/ids"
 	"github.com/gpuaas/gpuaas/internal/testutil"
 )
@@ -72,7 +73,7 @@ func (f *fixture) task(t *testing.T, typ string, offset time.Duration) string {
 
 // report records a live progress report in its own transaction and
 // returns the phases it made publishable, as "phase/status" strings.
-func (f *fixture) report(t *testing.T, p api.TaskProgress) ([]string, error) {
+func (f *fixture) report(t *testing.T, p hostproto.TaskProgress) ([]string, error) {
 	t.Helper()
 	var out []string
 	err := pgx.BeginFunc(context.Background(), f.pool, func(tx pgx.Tx) error {
@@ -87,7 +88,7 @@ func (f *fixture) report(t *testing.T, p api.TaskProgress) ([]string, error) {
 
 // settle applies a result in its own transaction and returns the phases
 // it made publishable.
-func (f *fixture) settle(t *testing.T, r api.TaskResult) []string {
+func (f *fixture) settle(t *testing.T, r hostproto.TaskResult) []string {
 	t.Helper()
 	var out []string
 	err := pgx.BeginFunc(context.Background(), f.pool, func(tx pgx.Tx) error {

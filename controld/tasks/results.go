@@ -10,6 +10,7 @@ import (
 
 	"github.com/gpuaas/gpuaas/controld/store"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 )
 
 // locked is a task read under its row lock, for a report about it.
@@ -42,7 +43,7 @@ func lock(ctx context.Context, tx pgx.Tx, nodeID, taskID, op string) (locked, er
 type Progress struct {
 	Type         string
 	AllocationID string // "" for none
-	Publish      []api.TaskProgress
+	Publish      []hostproto.TaskProgress
 	// Corr is the task's correlation id ("" for none), for the log lines
 	// and events about it.
 	Corr string
@@ -55,7 +56,7 @@ type Progress struct {
 // order hostd numbered them however reports race each other. A late
 // report of a task already settled is not recorded: the result's log
 // published its phases.
-func RecordProgress(ctx context.Context, tx pgx.Tx, nodeID string, p api.TaskProgress, now time.Time) (Progress, error) {
+func RecordProgress(ctx context.Context, tx pgx.Tx, nodeID string, p hostproto.TaskProgress, now time.Time) (Progress, error) {
 	if p.PhaseSeq < 1 {
 		return Progress{}, api.Errorf(api.CodeInvalidArgument, "progress of %s without a phase number", p.TaskID)
 	}
@@ -91,7 +92,7 @@ func RecordProgress(ctx context.Context, tx pgx.Tx, nodeID string, p api.TaskPro
 }
 
 // progress is the Progress of l's task publishing phases.
-func (l locked) progress(phases []api.TaskProgress) Progress {
+func (l locked) progress(phases []hostproto.TaskProgress) Progress {
 	out := Progress{Type: l.typ, Publish: phases, Corr: l.corr}
 	if l.allocID != nil {
 		out.AllocationID = *l.allocID
@@ -101,14 +102,14 @@ func (l locked) progress(phases []api.TaskProgress) Progress {
 
 // unpublished returns the recorded phases of a task numbered above
 // published, in order.
-func unpublished(ctx context.Context, tx pgx.Tx, taskID string, published int) ([]api.TaskProgress, error) {
+func unpublished(ctx context.Context, tx pgx.Tx, taskID string, published int) ([]hostproto.TaskProgress, error) {
 	rows, err := tx.Query(ctx, `SELECT seq, at, phase, status, elapsed_ms, message FROM node_task_events
 		WHERE task_id = $1 AND seq > $2 ORDER BY seq`, taskID, published)
 	if err != nil {
 		return nil, fmt.Errorf("unpublished phases: %w", err)
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (api.TaskProgress, error) {
-		p := api.TaskProgress{TaskID: taskID}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (hostproto.TaskProgress, error) {
+		p := hostproto.TaskProgress{TaskID: taskID}
 		return p, r.Scan(&p.PhaseSeq, &p.At, &p.Phase, &p.Status, &p.ElapsedMS, &p.Message)
 	})
 	if err != nil {
@@ -134,7 +135,7 @@ type Settled struct {
 // is applied in one statement (settleSQL: lock, read the unpublished
 // phases, record the outcome); one with a log locks the task first, so
 // its log replaces the timeline only of a task not settled yet.
-func Settle(ctx context.Context, tx pgx.Tx, nodeID string, r api.TaskResult, now time.Time) (Settled, bool, error) {
+func Settle(ctx context.Context, tx pgx.Tx, nodeID string, r hostproto.TaskResult, now time.Time) (Settled, bool, error) {
 	if len(r.Phases) > 0 {
 		l, err := lock(ctx, tx, nodeID, r.TaskID, "settle "+r.TaskID)
 		if err != nil {
@@ -186,9 +187,9 @@ func Settle(ctx context.Context, tx pgx.Tx, nodeID string, r api.TaskResult, now
 	}
 	// Whatever was recorded and not published goes out now, gaps and all:
 	// no report can fill a gap once the task is settled.
-	due := make([]api.TaskProgress, len(seqs))
+	due := make([]hostproto.TaskProgress, len(seqs))
 	for i := range seqs {
-		due[i] = api.TaskProgress{TaskID: r.TaskID, PhaseSeq: seqs[i], At: ats[i], Phase: phases[i],
+		due[i] = hostproto.TaskProgress{TaskID: r.TaskID, PhaseSeq: seqs[i], At: ats[i], Phase: phases[i],
 			Status: stats[i], ElapsedMS: elapsed[i], Message: msgs[i]}
 	}
 	return Settled{Progress: l.progress(due), Took: now.Sub(created)}, true, nil
@@ -229,13 +230,13 @@ const settleSQL = `WITH cur AS (
 	FROM cur, due, fresh`
 
 // finished are the states Finished reports settled, for SQL.
-const finished = `('` + api.TaskSucceeded + `', '` + api.TaskFailed + `', '` + api.TaskInterrupted + `', 'expired')`
+const finished = `('` + hostproto.TaskSucceeded + `', '` + hostproto.TaskFailed + `', '` + hostproto.TaskInterrupted + `', 'expired')`
 
 // recordPhases makes the result's progress log the task's timeline; live
 // reports that raced the result, or were lost, are replaced by it. A log
 // entry without a number (hostd before phase numbers) takes its place in
 // the log.
-func recordPhases(ctx context.Context, tx pgx.Tx, r api.TaskResult) error {
+func recordPhases(ctx context.Context, tx pgx.Tx, r hostproto.TaskResult) error {
 	if len(r.Phases) == 0 {
 		return nil
 	}

@@ -10,15 +10,16 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 )
 
 // phaseLog is a task's phases as hostd numbers them: "lease/started" is
 // phase 1, and so on.
-func phaseLog(taskID string, at time.Time, phases ...string) []api.TaskProgress {
-	out := make([]api.TaskProgress, 0, len(phases))
+func phaseLog(taskID string, at time.Time, phases ...string) []hostproto.TaskProgress {
+	out := make([]hostproto.TaskProgress, 0, len(phases))
 	for i, ps := range phases {
 		phase, status, _ := strings.Cut(ps, "/")
-		out = append(out, api.TaskProgress{TaskID: taskID, PhaseSeq: i + 1, Phase: phase, Status: status,
+		out = append(out, hostproto.TaskProgress{TaskID: taskID, PhaseSeq: i + 1, Phase: phase, Status: status,
 			At: at.Add(time.Duration(i) * time.Millisecond)})
 	}
 	return out
@@ -46,7 +47,7 @@ func TestLateProgressOfSettledTaskPublishedFromResultLog(t *testing.T) {
 	if got, err := f.report(t, log[3]); err != nil || len(got) != 0 {
 		t.Fatalf("report of phase 4 before 3 published %v, %v; want nothing yet", got, err)
 	}
-	got := f.settle(t, api.TaskResult{TaskID: id, Status: api.TaskSucceeded, Phases: log})
+	got := f.settle(t, hostproto.TaskResult{TaskID: id, Status: hostproto.TaskSucceeded, Phases: log})
 	if want := provisionPhases[2:]; strings.Join(got, " ") != strings.Join(want, " ") {
 		t.Fatalf("settle published %v; want %v", got, want)
 	}
@@ -119,7 +120,7 @@ func TestProgressReportsRacingPublishedInOrder(t *testing.T) {
 		t.Fatalf("after the refused report: %d phases recorded, %d published; want 4, 4", n, published)
 	}
 	// The result's log has nothing new: settling publishes nothing more.
-	if got := f.settle(t, api.TaskResult{TaskID: id, Status: api.TaskSucceeded, Phases: log}); len(got) != 0 {
+	if got := f.settle(t, hostproto.TaskResult{TaskID: id, Status: hostproto.TaskSucceeded, Phases: log}); len(got) != 0 {
 		t.Fatalf("settle published %v again; want nothing", got)
 	}
 }
@@ -157,7 +158,7 @@ func TestSettleWaitingOnProgressPublishesItsPhases(t *testing.T) {
 	go func() {
 		var out settled
 		out.err = pgx.BeginFunc(ctx, f.pool, func(tx pgx.Tx) error {
-			s, ok, err := Settle(ctx, tx, f.nodeID, api.TaskResult{TaskID: id, Status: api.TaskSucceeded}, f.now)
+			s, ok, err := Settle(ctx, tx, f.nodeID, hostproto.TaskResult{TaskID: id, Status: hostproto.TaskSucceeded}, f.now)
 			if err == nil && !ok {
 				err = errors.New("result not applied")
 			}

@@ -8,7 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/gpuaas/gpuaas/controld/outbox"
-	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 )
 
 // Settler applies the outcome of one task type, in the transaction that
@@ -28,7 +28,7 @@ type Outcome struct {
 	Type         string
 	// Result is the node's report (or controld's, for a task refused or
 	// past its deadline).
-	Result api.TaskResult
+	Result hostproto.TaskResult
 	// Now is when the result is applied.
 	Now time.Time
 }

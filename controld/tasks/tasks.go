@@ -14,8 +14,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/gpuaas/gpuaas/controld/store"
-	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/corrid"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 	"github.com/gpuaas/gpuaas/internal/ids"
 )
 
@@ -39,7 +39,7 @@ const unfinished = `('pending', 'dispatched', 'accepted', 'running')`
 // any, was applied and a late report of it is ignored.
 func Finished(state string) bool {
 	switch state {
-	case api.TaskSucceeded, api.TaskFailed, api.TaskInterrupted, "expired":
+	case hostproto.TaskSucceeded, hostproto.TaskFailed, hostproto.TaskInterrupted, "expired":
 		return true
 	}
 	return false

@@ -11,6 +11,7 @@ import (
 	"github.com/gpuaas/gpuaas/controld/outbox"
 	"github.com/gpuaas/gpuaas/controld/tasks"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 )
 
 // enqueue asks the volume's node to run task typ on it and records the
@@ -21,7 +22,7 @@ func enqueue(ctx context.Context, tx pgx.Tx, id, typ string, size int64, now tim
 		return api.Volume{}, fmt.Errorf("%s: %w", typ, err)
 	}
 	taskID, err := tasks.Enqueue(ctx, tx, tasks.Task{NodeID: nodeID, Type: typ,
-		Params: api.VolumeTaskParams{VolumeID: id, SizeBytes: size}}, now)
+		Params: hostproto.VolumeTaskParams{VolumeID: id, SizeBytes: size}}, now)
 	if err != nil {
 		return api.Volume{}, err
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/gpuaas/gpuaas/controld/sessions"
 	"github.com/gpuaas/gpuaas/controld/tasks"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 )
 
 // Attaching a volume to a running allocation and detaching it without a
@@ -191,7 +192,7 @@ func enqueueHot(ctx context.Context, tx pgx.Tx, v api.Volume, al api.Allocation,
 }
 
 func settleAttach(ctx context.Context, tx pgx.Tx, o tasks.Outcome) (tasks.Effect, error) {
-	if o.Result.Status == api.TaskSucceeded {
+	if o.Result.Status == hostproto.TaskSucceeded {
 		return settled(ctx, tx, o, api.VolumeAttaching, `state = 'attached', reason = ''`)
 	}
 	return settled(ctx, tx, o, api.VolumeAttaching, `state = 'ready', allocation_id = NULL, mount_path = '', reason = $2`,
@@ -199,7 +200,7 @@ func settleAttach(ctx context.Context, tx pgx.Tx, o tasks.Outcome) (tasks.Effect
 }
 
 func settleDetach(ctx context.Context, tx pgx.Tx, o tasks.Outcome) (tasks.Effect, error) {
-	if o.Result.Status == api.TaskSucceeded {
+	if o.Result.Status == hostproto.TaskSucceeded {
 		return settled(ctx, tx, o, api.VolumeDetaching, `state = 'ready', allocation_id = NULL, mount_path = '', reason = ''`)
 	}
 	return settled(ctx, tx, o, api.VolumeDetaching, `state = 'attached', reason = $2`, "detach: "+o.Reason())

@@ -14,6 +14,7 @@ import (
 	"github.com/gpuaas/gpuaas/controld/tasks"
 	"github.com/gpuaas/gpuaas/controld/volumes"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 	"github.com/gpuaas/gpuaas/internal/ids"
 )
 
@@ -52,7 +53,7 @@ func (h hot) ready(t *testing.T, name, nodeName string) api.Volume {
 		t.Fatal(err)
 	}
 	if v.NodeID == h.node.ID {
-		h.settle(t, v, api.TaskVolumeCreate, api.TaskSucceeded, api.VolumeTaskResult{VolumeID: v.ID, SizeBytes: gib})
+		h.settle(t, v, api.TaskVolumeCreate, hostproto.TaskSucceeded, hostproto.VolumeTaskResult{VolumeID: v.ID, SizeBytes: gib})
 	} else if _, err := h.pool.Exec(context.Background(), `UPDATE volumes SET state = 'ready' WHERE id = $1`, v.ID); err != nil {
 		t.Fatal(err) // settle reports as the fixture's node
 	}
@@ -152,7 +153,7 @@ func TestHotAttachDetach(t *testing.T) {
 	if _, err := h.attach(t, h.project, v.ID, a.ID, "/workspace/d"); err != nil {
 		t.Fatal(err)
 	}
-	h.settle(t, v, api.TaskVolumeAttach, api.TaskSucceeded, api.VolumeTaskResult{VolumeID: v.ID})
+	h.settle(t, v, api.TaskVolumeAttach, hostproto.TaskSucceeded, hostproto.VolumeTaskResult{VolumeID: v.ID})
 	if got := h.get(t, v.ID); got.State != api.VolumeAttached || got.AllocationID != a.ID || got.MountPath != "/workspace/d" || got.Reason != "" {
 		t.Fatalf("after the node attached it: %+v", got)
 	}
@@ -179,7 +180,7 @@ func TestHotAttachDetach(t *testing.T) {
 	if _, err = h.detach(t, "data", ""); err != nil {
 		t.Fatal(err)
 	}
-	h.settle(t, v, api.TaskVolumeDetach, api.TaskSucceeded, api.VolumeTaskResult{VolumeID: v.ID})
+	h.settle(t, v, api.TaskVolumeDetach, hostproto.TaskSucceeded, hostproto.VolumeTaskResult{VolumeID: v.ID})
 	if got := h.get(t, v.ID); got.State != api.VolumeReady || got.AllocationID != "" || got.MountPath != "" {
 		t.Fatalf("after the node detached it: %+v; want ready", got)
 	}
@@ -216,7 +217,7 @@ func TestHotAttachRefusals(t *testing.T) {
 	if _, err := h.attach(t, h.project, held.ID, holder.ID, ""); err != nil {
 		t.Fatal(err)
 	}
-	h.settle(t, held, api.TaskVolumeAttach, api.TaskSucceeded, api.VolumeTaskResult{VolumeID: held.ID})
+	h.settle(t, held, api.TaskVolumeAttach, hostproto.TaskSucceeded, hostproto.VolumeTaskResult{VolumeID: held.ID})
 	// A volume of run's at /data/used: paths at, inside and above it are taken.
 	used := h.ready(t, "used", "bm-1")
 	if _, err := h.attach(t, h.project, used.ID, run.ID, "/data/used"); err != nil {
@@ -295,5 +296,5 @@ func TestHotAttachRefusals(t *testing.T) {
 // tasksOutcome is a node's failed result of task taskID of type typ.
 func tasksOutcome(f *fixture, taskID, typ, phase, msg string) tasks.Outcome {
 	return tasks.Outcome{TaskID: taskID, NodeID: f.node.ID, Type: typ, Now: f.now.Add(time.Second),
-		Result: api.TaskResult{NodeID: f.node.ID, TaskID: taskID, Status: api.TaskFailed, Phase: phase, Error: msg}}
+		Result: hostproto.TaskResult{NodeID: f.node.ID, TaskID: taskID, Status: hostproto.TaskFailed, Phase: phase, Error: msg}}
 }

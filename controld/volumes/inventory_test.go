@@ -12,6 +12,7 @@ import (
 	"github.com/gpuaas/gpuaas/controld/billing"
 	"github.com/gpuaas/gpuaas/controld/volumes"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 )
 
 // TestNodeBackWithoutVolumeFailsIt: a node whose report no longer lists
@@ -29,7 +30,7 @@ func TestNodeBackWithoutVolumeFailsIt(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		f.settleAt(t, v, api.TaskVolumeCreate, api.VolumeTaskResult{VolumeID: v.ID, SizeBytes: gib}, at)
+		f.settleAt(t, v, api.TaskVolumeCreate, hostproto.VolumeTaskResult{VolumeID: v.ID, SizeBytes: gib}, at)
 		return v
 	}
 	lost, kept := newVolume("lost", ready), newVolume("kept", ready)

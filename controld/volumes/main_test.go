@@ -18,6 +18,7 @@ import (
 	"github.com/gpuaas/gpuaas/controld/volumes"
 	"github.com/gpuaas/gpuaas/hostd/sim"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 	"github.com/gpuaas/gpuaas/internal/ids"
 	"github.com/gpuaas/gpuaas/internal/testutil"
 )
@@ -107,8 +108,8 @@ func (f *fixture) settle(t *testing.T, v api.Volume, typ, status string, result 
 func (f *fixture) settleTask(t *testing.T, taskID, typ, status string, result any) tasks.Effect {
 	t.Helper()
 	raw, _ := json.Marshal(result)
-	r := api.TaskResult{NodeID: f.node.ID, TaskID: taskID, Status: status, Result: raw}
-	if status != api.TaskSucceeded {
+	r := hostproto.TaskResult{NodeID: f.node.ID, TaskID: taskID, Status: status, Result: raw}
+	if status != hostproto.TaskSucceeded {
 		r.Error, r.Phase = "no space left", "volume_create"
 	}
 	var eff tasks.Effect

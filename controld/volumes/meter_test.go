@@ -12,11 +12,12 @@ import (
 	"github.com/gpuaas/gpuaas/controld/tasks"
 	"github.com/gpuaas/gpuaas/controld/volumes"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 )
 
 // settleAt applies the node's successful result of the volume's current
 // task at now.
-func (f *fixture) settleAt(t *testing.T, v api.Volume, typ string, result api.VolumeTaskResult, now time.Time) {
+func (f *fixture) settleAt(t *testing.T, v api.Volume, typ string, result hostproto.VolumeTaskResult, now time.Time) {
 	t.Helper()
 	var taskID string
 	if err := f.pool.QueryRow(context.Background(), `SELECT task_id FROM volumes WHERE id = $1`, v.ID).Scan(&taskID); err != nil {
@@ -25,7 +26,7 @@ func (f *fixture) settleAt(t *testing.T, v api.Volume, typ string, result api.Vo
 	raw, _ := json.Marshal(result)
 	if err := f.in(t, func(tx pgx.Tx) error {
 		_, err := volumes.Settlers()[typ](context.Background(), tx, tasks.Outcome{TaskID: taskID, NodeID: f.node.ID, Type: typ,
-			Result: api.TaskResult{NodeID: f.node.ID, TaskID: taskID, Status: api.TaskSucceeded, Result: raw}, Now: now})
+			Result: hostproto.TaskResult{NodeID: f.node.ID, TaskID: taskID, Status: hostproto.TaskSucceeded, Result: raw}, Now: now})
 		return err
 	}); err != nil {
 		t.Fatal(err)
@@ -77,7 +78,7 @@ func TestVolumeMeterFollowsTheVolume(t *testing.T) {
 		t.Fatalf("segments of a volume being made: %+v; want none", segs)
 	}
 	ready := f.now.Add(time.Minute).Truncate(time.Microsecond)
-	f.settleAt(t, v, api.TaskVolumeCreate, api.VolumeTaskResult{VolumeID: v.ID, SizeBytes: 10 * gib}, ready)
+	f.settleAt(t, v, api.TaskVolumeCreate, hostproto.VolumeTaskResult{VolumeID: v.ID, SizeBytes: 10 * gib}, ready)
 	segs := f.segments(t, v.ID)
 	if len(segs) != 1 || segs[0].size != 10*gib || !segs[0].start.Equal(ready) || segs[0].stopped || segs[0].priceGiBMonthMin != 10 {
 		t.Fatalf("segments once ready: %+v; want 10 GiB at 10 from %v", segs, ready)
@@ -89,7 +90,7 @@ func TestVolumeMeterFollowsTheVolume(t *testing.T) {
 		t.Fatal(err)
 	}
 	grown := ready.Add(2 * time.Hour)
-	f.settleAt(t, v, api.TaskVolumeResize, api.VolumeTaskResult{VolumeID: v.ID, SizeBytes: 50 * gib}, grown)
+	f.settleAt(t, v, api.TaskVolumeResize, hostproto.VolumeTaskResult{VolumeID: v.ID, SizeBytes: 50 * gib}, grown)
 	segs = f.segments(t, v.ID)
 	if len(segs) != 2 || !segs[0].stopped || !segs[0].stop.Equal(grown) || segs[1].size != 50*gib || !segs[1].start.Equal(grown) || segs[1].stopped {
 		t.Fatalf("segments after the resize: %+v; want 10 GiB up to %v, then 50 GiB", segs, grown)

@@ -11,6 +11,7 @@ import (
 	"github.com/gpuaas/gpuaas/controld/sessions"
 	"github.com/gpuaas/gpuaas/controld/volumes"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 	"github.com/gpuaas/gpuaas/internal/ids"
 )
 
@@ -29,7 +30,7 @@ func TestVolumeSessionsAreListed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.settleAt(t, v, api.TaskVolumeCreate, api.VolumeTaskResult{VolumeID: v.ID, SizeBytes: gib}, t0)
+	f.settleAt(t, v, api.TaskVolumeCreate, hostproto.VolumeTaskResult{VolumeID: v.ID, SizeBytes: gib}, t0)
 	open := func(key string, at time.Time) {
 		t.Helper()
 		if err := f.in(t, func(tx pgx.Tx) error {

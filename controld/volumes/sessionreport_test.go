@@ -10,6 +10,7 @@ import (
 
 	"github.com/gpuaas/gpuaas/controld/volumes"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 )
 
 // TestNodeReportEndsLostSessions: a session hold older than the grace
@@ -28,7 +29,7 @@ func TestNodeReportEndsLostSessions(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		f.settleAt(t, v, api.TaskVolumeCreate, api.VolumeTaskResult{VolumeID: v.ID, SizeBytes: gib}, ready)
+		f.settleAt(t, v, api.TaskVolumeCreate, hostproto.VolumeTaskResult{VolumeID: v.ID, SizeBytes: gib}, ready)
 		if err := f.in(t, func(tx pgx.Tx) error {
 			_, _, err := volumes.OpenSession(ctx, tx, v.ID, f.user, "SHA256:"+name, since)
 			return err

@@ -11,6 +11,7 @@ import (
 	"github.com/gpuaas/gpuaas/controld/outbox"
 	"github.com/gpuaas/gpuaas/controld/tasks"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 )
 
 // Settlers apply the outcomes of the volume tasks: a made volume is
@@ -70,7 +71,7 @@ func settledThen(ctx context.Context, tx pgx.Tx, o tasks.Outcome, want string, t
 }
 
 func settleCreate(ctx context.Context, tx pgx.Tx, o tasks.Outcome) (tasks.Effect, error) {
-	if o.Result.Status == api.TaskSucceeded {
+	if o.Result.Status == hostproto.TaskSucceeded {
 		return settledThen(ctx, tx, o, api.VolumeCreating, func(v api.Volume) error {
 			return startMeter(ctx, tx, v, o.Now)
 		}, `state = 'ready', reason = ''`)
@@ -79,8 +80,8 @@ func settleCreate(ctx context.Context, tx pgx.Tx, o tasks.Outcome) (tasks.Effect
 }
 
 func settleResize(ctx context.Context, tx pgx.Tx, o tasks.Outcome) (tasks.Effect, error) {
-	if o.Result.Status == api.TaskSucceeded {
-		var r api.VolumeTaskResult
+	if o.Result.Status == hostproto.TaskSucceeded {
+		var r hostproto.VolumeTaskResult
 		if err := json.Unmarshal(o.Result.Result, &r); err != nil || r.SizeBytes <= 0 {
 			return tasks.Effect{}, fmt.Errorf("settle %s: malformed result %s", o.Type, o.Result.Result)
 		}
@@ -92,7 +93,7 @@ func settleResize(ctx context.Context, tx pgx.Tx, o tasks.Outcome) (tasks.Effect
 }
 
 func settleDelete(ctx context.Context, tx pgx.Tx, o tasks.Outcome) (tasks.Effect, error) {
-	if o.Result.Status == api.TaskSucceeded {
+	if o.Result.Status == hostproto.TaskSucceeded {
 		return settled(ctx, tx, o, api.VolumeDeleting, `state = 'deleted', deleted_at = $2`, o.Now)
 	}
 	return settled(ctx, tx, o, api.VolumeDeleting, `state = 'failed', reason = $2`, "delete: "+o.Reason())

@@ -9,6 +9,7 @@ import (
 
 	"github.com/gpuaas/gpuaas/controld/volumes"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 )
 
 // TestLifecycle: creating → ready (the node made it) → grown → deleting →
@@ -27,7 +28,7 @@ func TestLifecycle(t *testing.T) {
 		AND (params->>'size_bytes')::bigint = $4`, f.node.ID, api.TaskVolumeCreate, v.ID, gib); n != 1 {
 		t.Fatalf("volume.create tasks for the node: %d; want 1", n)
 	}
-	eff := f.settle(t, v, api.TaskVolumeCreate, api.TaskSucceeded, api.VolumeTaskResult{VolumeID: v.ID, SizeBytes: gib})
+	eff := f.settle(t, v, api.TaskVolumeCreate, hostproto.TaskSucceeded, hostproto.VolumeTaskResult{VolumeID: v.ID, SizeBytes: gib})
 	if len(eff.Events) != 1 || eff.Events[0].Kind != api.EventVolume {
 		t.Fatalf("settle create effect %+v; want one volume event", eff)
 	}
@@ -52,7 +53,7 @@ func TestLifecycle(t *testing.T) {
 		return err
 	})
 	wantCode(t, err, api.CodeConflict) // while resizing
-	f.settle(t, v, api.TaskVolumeResize, api.TaskSucceeded, api.VolumeTaskResult{VolumeID: v.ID, SizeBytes: 2 * gib})
+	f.settle(t, v, api.TaskVolumeResize, hostproto.TaskSucceeded, hostproto.VolumeTaskResult{VolumeID: v.ID, SizeBytes: 2 * gib})
 	if got := f.get(t, v.ID); got.SizeBytes != 2*gib || got.ResizingTo != 0 {
 		t.Fatalf("after the node grew it: %+v", got)
 	}
@@ -64,7 +65,7 @@ func TestLifecycle(t *testing.T) {
 	if err != nil || v.State != api.VolumeDeleting {
 		t.Fatalf("remove: %+v, %v", v, err)
 	}
-	f.settle(t, v, api.TaskVolumeDelete, api.TaskSucceeded, api.VolumeTaskResult{VolumeID: v.ID})
+	f.settle(t, v, api.TaskVolumeDelete, hostproto.TaskSucceeded, hostproto.VolumeTaskResult{VolumeID: v.ID})
 	if got := f.get(t, v.ID); got.State != api.VolumeDeleted {
 		t.Fatalf("after the node removed it: %s; want deleted", got.State)
 	}
@@ -145,7 +146,7 @@ func TestFailedTaskFailsTheVolumeAndLateResultsChangeNothing(t *testing.T) {
 	if err := f.pool.QueryRow(context.Background(), `SELECT task_id FROM volumes WHERE id = $1`, v.ID).Scan(&createTask); err != nil {
 		t.Fatal(err)
 	}
-	f.settle(t, v, api.TaskVolumeCreate, api.TaskFailed, nil)
+	f.settle(t, v, api.TaskVolumeCreate, hostproto.TaskFailed, nil)
 	got := f.get(t, v.ID)
 	if got.State != api.VolumeFailed || !strings.Contains(got.Reason, "no space left") {
 		t.Fatalf("after a failed create: %s (%s); want failed with the node's reason", got.State, got.Reason)
@@ -158,7 +159,7 @@ func TestFailedTaskFailsTheVolumeAndLateResultsChangeNothing(t *testing.T) {
 		t.Fatalf("remove a failed volume: %+v, %v", v, err)
 	}
 	// The create task's result again (a duplicate report): nothing.
-	if eff := f.settleTask(t, createTask, api.TaskVolumeCreate, api.TaskSucceeded, nil); len(eff.Events) != 0 {
+	if eff := f.settleTask(t, createTask, api.TaskVolumeCreate, hostproto.TaskSucceeded, nil); len(eff.Events) != 0 {
 		t.Fatalf("late result changed the volume: %+v", eff)
 	}
 	if got := f.get(t, v.ID); got.State != api.VolumeDeleting {

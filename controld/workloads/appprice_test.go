@@ -12,6 +12,7 @@ import (
 	"github.com/gpuaas/gpuaas/controld/apps"
 	"github.com/gpuaas/gpuaas/controld/billing"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 )
 
 // priceApp publishes and promotes the app name of image tiny (a platform
@@ -99,7 +100,7 @@ func TestAppPriceChargedThroughTheAllocation(t *testing.T) {
 	}
 	started := t0.Add(time.Minute)
 	taskID, typ, _ := w.currentTask(t, wl.ID)
-	w.settleAt(t, taskID, typ, reported(t, api.WorkloadReport{WorkloadID: wl.ID, State: api.ContainerRunning, StartedAt: &started}), started)
+	w.settleAt(t, taskID, typ, reported(t, hostproto.WorkloadReport{WorkloadID: wl.ID, State: api.ContainerRunning, StartedAt: &started}), started)
 	// The price changes after the start: the running workload keeps 360.
 	w.setPrice(t, "jup", 720)
 
@@ -136,7 +137,7 @@ func TestAppPriceChargedThroughTheAllocation(t *testing.T) {
 	// It exits at 26 m: its meter stops with its last window (1500 s: 150).
 	ended := t0.Add(26 * time.Minute)
 	statusID, typ, _ := w.currentTask(t, wl.ID)
-	w.settleAt(t, statusID, typ, reported(t, api.WorkloadReport{WorkloadID: wl.ID, State: api.ContainerExited, ExitCode: 0,
+	w.settleAt(t, statusID, typ, reported(t, hostproto.WorkloadReport{WorkloadID: wl.ID, State: api.ContainerExited, ExitCode: 0,
 		StartedAt: &started, FinishedAt: &ended}), ended.Add(time.Second))
 	if sum, _ := w.appBooked(t, wl.ID); sum != 150 {
 		t.Errorf("after its end: %d; want 150", sum)
@@ -154,7 +155,7 @@ func TestAppPriceChargedThroughTheAllocation(t *testing.T) {
 	}
 	from := t0.Add(31 * time.Minute)
 	taskID, typ, _ = w.currentTask(t, second.ID)
-	w.settleAt(t, taskID, typ, reported(t, api.WorkloadReport{WorkloadID: second.ID, State: api.ContainerRunning, StartedAt: &from}), from)
+	w.settleAt(t, taskID, typ, reported(t, hostproto.WorkloadReport{WorkloadID: second.ID, State: api.ContainerRunning, StartedAt: &from}), from)
 	if err := w.tx(t, func(tx pgx.Tx) error {
 		_, err := billing.StopMeter(ctx, tx, w.allocID, t0.Add(41*time.Minute))
 		return err

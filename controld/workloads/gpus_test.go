@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 	"github.com/gpuaas/gpuaas/internal/ids"
 )
 
@@ -33,7 +34,7 @@ func pci(idx int) string { return fmt.Sprintf("0000:%02x:00.0", idx+0x10) }
 func (w *world) startGPUs(t *testing.T, wl api.Workload) []string {
 	t.Helper()
 	_, _, raw := w.currentTask(t, wl.ID)
-	var p api.WorkloadStartParams
+	var p hostproto.WorkloadStartParams
 	if err := json.Unmarshal(raw, &p); err != nil {
 		t.Fatal(err)
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/gpuaas/gpuaas/controld/tasks"
 	"github.com/gpuaas/gpuaas/controld/workloads"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 	"github.com/gpuaas/gpuaas/internal/ids"
 	"github.com/gpuaas/gpuaas/internal/testutil"
 )
@@ -152,7 +153,7 @@ func (w *world) currentTask(t *testing.T, id string) (taskID, typ string, params
 }
 
 // settle applies a result of task taskID as controld/hosts would.
-func (w *world) settle(t *testing.T, taskID, typ string, res api.TaskResult) tasks.Effect {
+func (w *world) settle(t *testing.T, taskID, typ string, res hostproto.TaskResult) tasks.Effect {
 	t.Helper()
 	var eff tasks.Effect
 	err := w.tx(t, func(tx pgx.Tx) error {
@@ -167,13 +168,13 @@ func (w *world) settle(t *testing.T, taskID, typ string, res api.TaskResult) tas
 	return eff
 }
 
-func reported(t *testing.T, r api.WorkloadReport) api.TaskResult {
+func reported(t *testing.T, r hostproto.WorkloadReport) hostproto.TaskResult {
 	t.Helper()
 	b, err := json.Marshal(r)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return api.TaskResult{Status: api.TaskSucceeded, Result: b}
+	return hostproto.TaskResult{Status: hostproto.TaskSucceeded, Result: b}
 }
 
 func (w *world) get(t *testing.T, id string) api.Workload {

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 	"github.com/gpuaas/gpuaas/internal/ids"
 )
 
@@ -44,7 +45,7 @@ func TestRunWithMounts(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, typ, raw := w.currentTask(t, wl.ID)
-	var p api.WorkloadStartParams
+	var p hostproto.WorkloadStartParams
 	if err := json.Unmarshal(raw, &p); err != nil {
 		t.Fatal(err)
 	}

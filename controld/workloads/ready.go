@@ -10,6 +10,7 @@ import (
 
 	"github.com/gpuaas/gpuaas/controld/tasks"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 )
 
 // MaxShmBytes bounds a container's /dev/shm (internal/appspec's shm_size).
@@ -51,7 +52,7 @@ type readyStep struct {
 // report of its container running: now + its start deadline), and late
 // from then on. The next status waits at most until readyBy, so the
 // deadline is kept within a status's round trip.
-func readiness(w row, rep api.WorkloadReport, wait time.Duration, now time.Time) readyStep {
+func readiness(w row, rep hostproto.WorkloadReport, wait time.Duration, now time.Time) readyStep {
 	p := w.spec.Readiness
 	if p == nil || w.ReadyAt != nil || (rep.Ready && rep.State == api.ContainerRunning) {
 		return readyStep{ready: true, readyBy: w.readyBy, wait: wait}
@@ -75,7 +76,7 @@ func readiness(w row, rep api.WorkloadReport, wait time.Duration, now time.Time)
 // notReady fails a workload whose probe did not pass by its deadline,
 // with the probe's last error and the container's last lines, and asks
 // its node to stop the container (which `app rm` then removes).
-func notReady(ctx context.Context, tx pgx.Tx, w row, rep api.WorkloadReport, cfg Config, now time.Time) (tasks.Effect, error) {
+func notReady(ctx context.Context, tx pgx.Tx, w row, rep hostproto.WorkloadReport, cfg Config, now time.Time) (tasks.Effect, error) {
 	why := rep.ProbeError
 	if why == "" {
 		why = "its probe has not run yet"
@@ -87,7 +88,7 @@ func notReady(ctx context.Context, tx pgx.Tx, w row, rep api.WorkloadReport, cfg
 		return eff, err
 	}
 	if _, err := tasks.Enqueue(ctx, tx, tasks.Task{NodeID: w.NodeID, Type: api.TaskWorkloadStop,
-		Params: api.WorkloadStopParams{WorkloadID: w.ID, AllocationID: w.AllocationID, PosixUser: api.PosixUser(w.AllocationID),
+		Params: hostproto.WorkloadStopParams{WorkloadID: w.ID, AllocationID: w.AllocationID, PosixUser: api.PosixUser(w.AllocationID),
 			Grace: cfg.StopGrace}}, now); err != nil {
 		return eff, err
 	}

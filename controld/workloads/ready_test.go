@@ -12,11 +12,12 @@ import (
 	"github.com/gpuaas/gpuaas/controld/tasks"
 	"github.com/gpuaas/gpuaas/controld/workloads"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 )
 
 // settleAt applies a result of task taskID at now, as controld/hosts
 // would.
-func (w *world) settleAt(t *testing.T, taskID, typ string, res api.TaskResult, now time.Time) {
+func (w *world) settleAt(t *testing.T, taskID, typ string, res hostproto.TaskResult, now time.Time) {
 	t.Helper()
 	err := w.tx(t, func(tx pgx.Tx) error {
 		_, err := workloads.Settlers(workloads.Config{})[typ](context.Background(), tx,
@@ -29,10 +30,10 @@ func (w *world) settleAt(t *testing.T, taskID, typ string, res api.TaskResult, n
 }
 
 // statusParams is the workload.status that follows the workload now.
-func (w *world) statusParams(t *testing.T, id string) (string, api.WorkloadStatusParams) {
+func (w *world) statusParams(t *testing.T, id string) (string, hostproto.WorkloadStatusParams) {
 	t.Helper()
 	taskID, typ, raw := w.currentTask(t, id)
-	var p api.WorkloadStatusParams
+	var p hostproto.WorkloadStatusParams
 	if err := json.Unmarshal(raw, &p); err != nil || typ != api.TaskWorkloadStatus {
 		t.Fatalf("task %s %s: %v; want a workload.status", typ, raw, err)
 	}
@@ -53,8 +54,8 @@ func TestReadinessStateMachine(t *testing.T) {
 	w := newWorld(t)
 	probe := &api.WorkloadProbe{Port: 8080, HTTPPath: "/ready", StartDeadline: time.Minute}
 	t1 := t0.Add(time.Minute)
-	report := func(id, state string, ready bool, perr string, lines ...string) api.TaskResult {
-		return reported(t, api.WorkloadReport{WorkloadID: id, State: state, Ready: ready, ProbeError: perr, LastLines: lines})
+	report := func(id, state string, ready bool, perr string, lines ...string) hostproto.TaskResult {
+		return reported(t, hostproto.WorkloadReport{WorkloadID: id, State: state, Ready: ready, ProbeError: perr, LastLines: lines})
 	}
 
 	ok, err := w.run(t, w.bob, api.AppRunRequest{Image: "tiny", AllocationID: w.allocID, Name: "ok", Readiness: probe})
@@ -111,7 +112,7 @@ func TestReadinessStateMachine(t *testing.T) {
 		strings.Join(got.LastLines, "|") != "serving as uid 0|still loading" || got.EndedAt == nil || got.ExitCode != nil {
 		t.Errorf("at its deadline: %+v; want failed, the probe's error, its last lines", got)
 	}
-	var stop api.WorkloadStopParams
+	var stop hostproto.WorkloadStopParams
 	var raw []byte
 	if err := w.pool.QueryRow(context.Background(), `SELECT params FROM node_tasks WHERE type = $1 ORDER BY created_at DESC, id DESC LIMIT 1`,
 		api.TaskWorkloadStop).Scan(&raw); err != nil {
@@ -127,7 +128,7 @@ func TestReadinessStateMachine(t *testing.T) {
 		api.TaskWorkloadStop).Scan(&stopID); err != nil {
 		t.Fatal(err)
 	}
-	w.settleAt(t, stopID, api.TaskWorkloadStop, reported(t, api.WorkloadReport{WorkloadID: late.ID, State: api.ContainerExited, ExitCode: 143}), t1.Add(2*time.Minute))
+	w.settleAt(t, stopID, api.TaskWorkloadStop, reported(t, hostproto.WorkloadReport{WorkloadID: late.ID, State: api.ContainerExited, ExitCode: 143}), t1.Add(2*time.Minute))
 	if got := w.get(t, late.ID); got.State != api.WorkloadFailed || !strings.HasPrefix(got.Reason, "not ready after 1m0s") {
 		t.Errorf("after the stop's report: %s %q; want failed, not ready", got.State, got.Reason)
 	}
@@ -149,7 +150,7 @@ func TestRunRecordsTheWorkloadsGPUs(t *testing.T) {
 		t.Fatalf("no_gpus: %+v, %v; want 0 GPUs", none, err)
 	}
 	_, _, raw := w.currentTask(t, none.ID)
-	var p api.WorkloadStartParams
+	var p hostproto.WorkloadStartParams
 	if err := json.Unmarshal(raw, &p); err != nil || !p.NoGPUs || len(p.GPUs) != 0 || p.ShmBytes != 1<<30 {
 		t.Errorf("start of a workload without GPUs: %+v, %v; want no_gpus, 1Gi of shm", p, err)
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/gpuaas/gpuaas/controld/project"
 	"github.com/gpuaas/gpuaas/controld/tasks"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 	"github.com/gpuaas/gpuaas/internal/ids"
 )
 
@@ -191,8 +192,8 @@ func Run(ctx context.Context, tx pgx.Tx, actor alloc.Actor, req api.AppRunReques
 }
 
 // startParams are workload.start's params: the environment as NAME=value.
-func startParams(id, allocID, ref string, sp spec, gpus []string, cfg Config) api.WorkloadStartParams {
-	p := api.WorkloadStartParams{WorkloadID: id, AllocationID: allocID, PosixUser: api.PosixUser(allocID),
+func startParams(id, allocID, ref string, sp spec, gpus []string, cfg Config) hostproto.WorkloadStartParams {
+	p := hostproto.WorkloadStartParams{WorkloadID: id, AllocationID: allocID, PosixUser: api.PosixUser(allocID),
 		Image: ref, Command: sp.Command, GPUs: gpus, LogMaxBytes: cfg.LogMaxBytes, NoGPUs: sp.NoGPUs, ShmBytes: sp.ShmBytes}
 	p.Mounts = sp.Mounts
 	for k, v := range sp.Env {

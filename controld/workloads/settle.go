@@ -15,6 +15,7 @@ import (
 	"github.com/gpuaas/gpuaas/controld/project"
 	"github.com/gpuaas/gpuaas/controld/tasks"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 )
 
 // Settlers apply what hostd reports of workloads: workload.start and
@@ -59,20 +60,20 @@ func settleReport(ctx context.Context, tx pgx.Tx, o tasks.Outcome, cfg Config) (
 	if api.WorkloadFinal(w.State) {
 		return tasks.Effect{}, nil
 	}
-	var rep api.WorkloadReport
+	var rep hostproto.WorkloadReport
 	released, err := allocationGone(ctx, tx, w.AllocationID)
 	if err != nil {
 		return tasks.Effect{}, err
 	}
 	switch {
-	case released && (o.Result.Status != api.TaskSucceeded || json.Unmarshal(o.Result.Result, &rep) != nil ||
+	case released && (o.Result.Status != hostproto.TaskSucceeded || json.Unmarshal(o.Result.Result, &rep) != nil ||
 		rep.State == api.ContainerMissing || rep.State == api.ContainerExited):
 		// Its release removed the container (and the user) on the node,
 		// or stopped it first (a slice's guest: slice.vm_release) and a
 		// status saw it exited in between.
 		w.Stopping = true
 		return end(ctx, tx, w, nil, "its allocation was released", o.Now)
-	case o.Result.Status != api.TaskSucceeded:
+	case o.Result.Status != hostproto.TaskSucceeded:
 		what := "follow"
 		if o.Type == api.TaskWorkloadStart {
 			what = "start"
@@ -98,8 +99,8 @@ func settleReport(ctx context.Context, tx pgx.Tx, o tasks.Outcome, cfg Config) (
 // container that exited, or is gone, ends it as stopped. A failed stop
 // changes nothing: the status that follows the workload tells.
 func settleStop(ctx context.Context, tx pgx.Tx, o tasks.Outcome) (tasks.Effect, error) {
-	var rep api.WorkloadReport
-	if o.Result.Status != api.TaskSucceeded || json.Unmarshal(o.Result.Result, &rep) != nil || rep.WorkloadID == "" {
+	var rep hostproto.WorkloadReport
+	if o.Result.Status != hostproto.TaskSucceeded || json.Unmarshal(o.Result.Result, &rep) != nil || rep.WorkloadID == "" {
 		return tasks.Effect{}, nil
 	}
 	w, err := load(ctx, tx, rep.WorkloadID, true)
@@ -115,7 +116,7 @@ func settleStop(ctx context.Context, tx pgx.Tx, o tasks.Outcome) (tasks.Effect, 
 // running records that the workload runs (or is starting: created, not
 // started yet, or its readiness probe has not passed: ready.go) and
 // queues the workload.status that follows it.
-func running(ctx context.Context, tx pgx.Tx, w row, rep api.WorkloadReport, cfg Config, now time.Time) (tasks.Effect, error) {
+func running(ctx context.Context, tx pgx.Tx, w row, rep hostproto.WorkloadReport, cfg Config, now time.Time) (tasks.Effect, error) {
 	// The first status comes soon (start reports no lines, to be running
 	// sooner): the workload's first lines, or its early exit.
 	wait := cfg.Wait
@@ -127,7 +128,7 @@ func running(ctx context.Context, tx pgx.Tx, w row, rep api.WorkloadReport, cfg 
 		return notReady(ctx, tx, w, rep, cfg, now)
 	}
 	taskID, err := tasks.Enqueue(ctx, tx, tasks.Task{NodeID: w.NodeID, Type: api.TaskWorkloadStatus,
-		Params: api.WorkloadStatusParams{WorkloadID: w.ID, AllocationID: w.AllocationID,
+		Params: hostproto.WorkloadStatusParams{WorkloadID: w.ID, AllocationID: w.AllocationID,
 			PosixUser: api.PosixUser(w.AllocationID), Wait: rd.wait, Probe: rd.probe}}, now)
 	if err != nil {
 		return tasks.Effect{}, err
@@ -159,7 +160,7 @@ func running(ctx context.Context, tx pgx.Tx, w row, rep api.WorkloadReport, cfg 
 
 // end records how the workload ended: rep is the node's report (nil when
 // there is none), reason why when the report does not say.
-func end(ctx context.Context, tx pgx.Tx, w row, rep *api.WorkloadReport, reason string, now time.Time) (tasks.Effect, error) {
+func end(ctx context.Context, tx pgx.Tx, w row, rep *hostproto.WorkloadReport, reason string, now time.Time) (tasks.Effect, error) {
 	w.EndedAt, w.Reason = &now, reason
 	lines := strings.Join(w.LastLines, "\n")
 	switch {

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 )
 
 // TestRunOnASlice: a slice allocation runs workloads (inside its guest,
@@ -34,7 +35,7 @@ func TestRunOnASlice(t *testing.T) {
 			t.Fatalf("%s: %v", tt.name, err)
 		}
 		_, typ, raw := w.currentTask(t, wl.ID)
-		var p api.WorkloadStartParams
+		var p hostproto.WorkloadStartParams
 		if err := json.Unmarshal(raw, &p); err != nil {
 			t.Fatal(err)
 		}
@@ -60,12 +61,12 @@ func TestReleaseStopsAWorkloadSeenExited(t *testing.T) {
 		t.Fatal(err)
 	}
 	taskID, typ, _ := w.currentTask(t, wl.ID)
-	w.settle(t, taskID, typ, reported(t, api.WorkloadReport{WorkloadID: wl.ID, State: api.ContainerRunning}))
+	w.settle(t, taskID, typ, reported(t, hostproto.WorkloadReport{WorkloadID: wl.ID, State: api.ContainerRunning}))
 	if _, err := w.pool.Exec(context.Background(), `UPDATE allocations SET state = 'releasing' WHERE id = $1`, slice); err != nil {
 		t.Fatal(err)
 	}
 	statusID, typ, _ := w.currentTask(t, wl.ID)
-	w.settle(t, statusID, typ, reported(t, api.WorkloadReport{WorkloadID: wl.ID, State: api.ContainerExited, ExitCode: 137}))
+	w.settle(t, statusID, typ, reported(t, hostproto.WorkloadReport{WorkloadID: wl.ID, State: api.ContainerExited, ExitCode: 137}))
 	if got := w.get(t, wl.ID); got.State != api.WorkloadStopped || got.Reason != "its allocation was released" {
 		t.Errorf("after the release stopped it: %+v; want stopped with the reason", got)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/gpuaas/gpuaas/controld/project"
 	"github.com/gpuaas/gpuaas/controld/tasks"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 )
 
 // Stop asks the workload's node to stop it (workload.stop: SIGTERM,
@@ -74,7 +75,7 @@ func loadForChange(ctx context.Context, tx pgx.Tx, actor alloc.Actor, id string)
 func stopTask(ctx context.Context, tx pgx.Tx, w row, cfg Config, remove bool, now time.Time) error {
 	cfg = cfg.withDefaults()
 	if _, err := tasks.Enqueue(ctx, tx, tasks.Task{NodeID: w.NodeID, Type: api.TaskWorkloadStop,
-		Params: api.WorkloadStopParams{WorkloadID: w.ID, AllocationID: w.AllocationID, PosixUser: api.PosixUser(w.AllocationID),
+		Params: hostproto.WorkloadStopParams{WorkloadID: w.ID, AllocationID: w.AllocationID, PosixUser: api.PosixUser(w.AllocationID),
 			Grace: cfg.StopGrace, Remove: remove}}, now); err != nil {
 		return err
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/gpuaas/gpuaas/controld/workloads"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 )
 
 // TestRunQueuesStartByDigest: app.run writes a pending workload and a
@@ -30,7 +31,7 @@ func TestRunQueuesStartByDigest(t *testing.T) {
 		t.Errorf("workload %+v", wl)
 	}
 	_, typ, raw := w.currentTask(t, wl.ID)
-	var p api.WorkloadStartParams
+	var p hostproto.WorkloadStartParams
 	if err := json.Unmarshal(raw, &p); err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +105,7 @@ func TestSettleFollowsTheContainer(t *testing.T) {
 		t.Fatal(err)
 	}
 	taskID, typ, _ := w.currentTask(t, wl.ID)
-	eff := w.settle(t, taskID, typ, reported(t, api.WorkloadReport{WorkloadID: wl.ID, State: api.ContainerRunning, Pulled: true,
+	eff := w.settle(t, taskID, typ, reported(t, hostproto.WorkloadReport{WorkloadID: wl.ID, State: api.ContainerRunning, Pulled: true,
 		LastLines: []string{"ready"}}))
 	if got := w.get(t, wl.ID); got.State != api.WorkloadRunning || !got.Pulled || strings.Join(got.LastLines, "|") != "ready" {
 		t.Errorf("after start: %+v", got)
@@ -113,14 +114,14 @@ func TestSettleFollowsTheContainer(t *testing.T) {
 		t.Errorf("events %+v; want one state event", eff.Events)
 	}
 	statusID, typ, raw := w.currentTask(t, wl.ID)
-	var sp api.WorkloadStatusParams
+	var sp hostproto.WorkloadStatusParams
 	_ = json.Unmarshal(raw, &sp)
 	if typ != api.TaskWorkloadStatus || sp.Wait <= 0 || sp.WorkloadID != wl.ID {
 		t.Fatalf("follow-up task %s %+v; want a workload.status long poll", typ, sp)
 	}
 	// The start task settled again (a retry) changes nothing.
-	w.settle(t, taskID, api.TaskWorkloadStart, reported(t, api.WorkloadReport{WorkloadID: wl.ID, State: api.ContainerExited, ExitCode: 3}))
-	w.settle(t, statusID, typ, reported(t, api.WorkloadReport{WorkloadID: wl.ID, State: api.ContainerExited, ExitCode: 1,
+	w.settle(t, taskID, api.TaskWorkloadStart, reported(t, hostproto.WorkloadReport{WorkloadID: wl.ID, State: api.ContainerExited, ExitCode: 3}))
+	w.settle(t, statusID, typ, reported(t, hostproto.WorkloadReport{WorkloadID: wl.ID, State: api.ContainerExited, ExitCode: 1,
 		LastLines: []string{"line 1", "line 2"}}))
 	got := w.get(t, wl.ID)
 	if got.State != api.WorkloadFailed || got.ExitCode == nil || *got.ExitCode != 1 || got.Reason != "exited with 1" ||
@@ -130,14 +131,14 @@ func TestSettleFollowsTheContainer(t *testing.T) {
 
 	ok, _ := w.run(t, w.bob, api.AppRunRequest{Image: "tiny", AllocationID: w.allocID, Name: "b"})
 	taskID, typ, _ = w.currentTask(t, ok.ID)
-	w.settle(t, taskID, typ, reported(t, api.WorkloadReport{WorkloadID: ok.ID, State: api.ContainerExited, ExitCode: 0}))
+	w.settle(t, taskID, typ, reported(t, hostproto.WorkloadReport{WorkloadID: ok.ID, State: api.ContainerExited, ExitCode: 0}))
 	if got := w.get(t, ok.ID); got.State != api.WorkloadStopped || *got.ExitCode != 0 {
 		t.Errorf("after exit 0: %+v", got)
 	}
 
 	broken, _ := w.run(t, w.bob, api.AppRunRequest{Image: "tiny", AllocationID: w.allocID, Name: "c"})
 	taskID, typ, _ = w.currentTask(t, broken.ID)
-	w.settle(t, taskID, typ, api.TaskResult{Status: api.TaskFailed, Phase: "workload_pull", Error: "pull: manifest unknown"})
+	w.settle(t, taskID, typ, hostproto.TaskResult{Status: hostproto.TaskFailed, Phase: "workload_pull", Error: "pull: manifest unknown"})
 	if got := w.get(t, broken.ID); got.State != api.WorkloadFailed || got.ExitCode != nil ||
 		got.Reason != "the node could not start the workload: workload_pull: pull: manifest unknown" {
 		t.Errorf("after a failed start: %+v", got)
@@ -153,7 +154,7 @@ func TestStopAndRm(t *testing.T) {
 	ctx := context.Background()
 	wl, _ := w.run(t, w.bob, api.AppRunRequest{Image: "tiny", AllocationID: w.allocID, Name: "web"})
 	taskID, typ, _ := w.currentTask(t, wl.ID)
-	w.settle(t, taskID, typ, reported(t, api.WorkloadReport{WorkloadID: wl.ID, State: api.ContainerRunning}))
+	w.settle(t, taskID, typ, reported(t, hostproto.WorkloadReport{WorkloadID: wl.ID, State: api.ContainerRunning}))
 	stop := func(actorBob bool) error {
 		return w.tx(t, func(tx pgx.Tx) error {
 			actor := w.bob
@@ -180,7 +181,7 @@ func TestStopAndRm(t *testing.T) {
 	if err := w.pool.QueryRow(ctx, `SELECT id FROM node_tasks WHERE type = $1`, api.TaskWorkloadStop).Scan(&stopTask); err != nil {
 		t.Fatal(err)
 	}
-	w.settle(t, stopTask, api.TaskWorkloadStop, reported(t, api.WorkloadReport{WorkloadID: wl.ID, State: api.ContainerExited, ExitCode: 143,
+	w.settle(t, stopTask, api.TaskWorkloadStop, reported(t, hostproto.WorkloadReport{WorkloadID: wl.ID, State: api.ContainerExited, ExitCode: 143,
 		LastLines: []string{"got SIGTERM"}}))
 	if got := w.get(t, wl.ID); got.State != api.WorkloadStopped || got.Reason != "stopped" || *got.ExitCode != 143 || got.Stopping {
 		t.Errorf("after stop: %+v", got)
@@ -215,12 +216,12 @@ func TestReleasedAllocationStopsItsWorkloads(t *testing.T) {
 	w := newWorld(t)
 	wl, _ := w.run(t, w.bob, api.AppRunRequest{Image: "tiny", AllocationID: w.allocID})
 	taskID, typ, _ := w.currentTask(t, wl.ID)
-	w.settle(t, taskID, typ, reported(t, api.WorkloadReport{WorkloadID: wl.ID, State: api.ContainerRunning}))
+	w.settle(t, taskID, typ, reported(t, hostproto.WorkloadReport{WorkloadID: wl.ID, State: api.ContainerRunning}))
 	if _, err := w.pool.Exec(context.Background(), `UPDATE allocations SET state = 'released' WHERE id = $1`, w.allocID); err != nil {
 		t.Fatal(err)
 	}
 	statusID, typ, _ := w.currentTask(t, wl.ID)
-	w.settle(t, statusID, typ, api.TaskResult{Status: api.TaskFailed, Error: "open the allocation's environment: no such user"})
+	w.settle(t, statusID, typ, hostproto.TaskResult{Status: hostproto.TaskFailed, Error: "open the allocation's environment: no such user"})
 	if got := w.get(t, wl.ID); got.State != api.WorkloadStopped || got.Reason != "its allocation was released" || got.ExitCode != nil {
 		t.Errorf("after release: %+v; want stopped with the reason", got)
 	}

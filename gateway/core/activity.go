@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/gateproto"
 )
 
 // Activity and notices (idle release, docs/idle.md).
@@ -32,7 +33,7 @@ import (
 // so the last activity is known to within one interval.
 //
 // Notices: controld's fan-out hands each alloc.notice event to
-// api.GateNoticeSubject; the gateway hands "gpuaas: <message>" to every
+// gateproto.GateNoticeSubject; the gateway hands "gpuaas: <message>" to every
 // Notifier registered for the allocation (the SSH front registers its
 // open shell and exec sessions, which write it to stderr, never into an
 // sftp/scp data stream), once per event id.
@@ -233,7 +234,7 @@ func (c *Core) SendActivity(ctx context.Context) {
 	if len(m) == 0 {
 		return
 	}
-	if _, err := c.cfg.Client.GateActivity(ctx, api.GateActivityRequest{LastActive: m}); err != nil {
+	if _, err := gateproto.GateActivity(ctx, c.cfg.Client, gateproto.GateActivityRequest{LastActive: m}); err != nil {
 		c.activity.unsent(m)
 		if ctx.Err() == nil {
 			c.log.Warn("report allocation activity; retrying at the next report", "allocations", len(m), "err", err)
@@ -245,7 +246,7 @@ func (c *Core) SendActivity(ctx context.Context) {
 // allocation's Notifiers; the subscription is in place when it returns.
 func (c *Core) WatchNotices() (stop func(), err error) {
 	nc := c.cfg.Client.Conn()
-	sub, err := nc.Subscribe(api.GateNoticeSubject, func(m *nats.Msg) {
+	sub, err := nc.Subscribe(gateproto.GateNoticeSubject, func(m *nats.Msg) {
 		var ev api.Event
 		var n api.AllocNotice
 		if err := json.Unmarshal(m.Data, &ev); err != nil || ev.Kind != api.EventAllocNotice || json.Unmarshal(ev.Data, &n) != nil ||
@@ -259,11 +260,11 @@ func (c *Core) WatchNotices() (stop func(), err error) {
 		c.deliverNotice(n)
 	})
 	if err != nil {
-		return nil, fmt.Errorf("subscribe %s: %w", api.GateNoticeSubject, err)
+		return nil, fmt.Errorf("subscribe %s: %w", gateproto.GateNoticeSubject, err)
 	}
 	if err := nc.FlushTimeout(SubscribeTimeout); err != nil {
 		_ = sub.Unsubscribe()
-		return nil, fmt.Errorf("subscribe %s: %w", api.GateNoticeSubject, err)
+		return nil, fmt.Errorf("subscribe %s: %w", gateproto.GateNoticeSubject, err)
 	}
 	return func() { _ = sub.Unsubscribe() }, nil
 }

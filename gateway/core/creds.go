@@ -12,6 +12,7 @@ import (
 	gossh "golang.org/x/crypto/ssh"
 
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/gateproto"
 )
 
 // The gateway's own credential towards hostd. A node's terminal server
@@ -93,7 +94,7 @@ func (c *Core) GatewayCredential(now time.Time) (gossh.Signer, error) { return c
 // key and checks it certifies that key.
 func (c *Core) RenewGatewayCert(ctx context.Context) error {
 	creds := c.creds
-	resp, err := c.cfg.Client.GateCredentials(ctx, api.GateCredentialsRequest{PublicKey: creds.line})
+	resp, err := gateproto.GateCredentials(ctx, c.cfg.Client, gateproto.GateCredentialsRequest{PublicKey: creds.line})
 	if err != nil {
 		return fmt.Errorf("gateway certificate: %w", err)
 	}

@@ -13,7 +13,7 @@ import (
 
 	gossh "golang.org/x/crypto/ssh"
 
-	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/gateproto"
 	"github.com/gpuaas/gpuaas/internal/sshlink"
 )
 
@@ -39,7 +39,7 @@ type Grant struct {
 type Link struct {
 	// Auth is controld's answer: the node, its terminal address, the
 	// allocation's POSIX user, the banner for people.
-	Auth *api.GateAuthorizeResponse
+	Auth *gateproto.GateAuthorizeResponse
 	Conn gossh.Conn
 	// Chans and Reqs are what the node opens and asks; the owner of the
 	// link must serve them (or discard them with gossh.DiscardRequests and
@@ -63,12 +63,12 @@ func (c *Core) Authorize(ctx context.Context, g Grant) (*Link, error) {
 // decision is controld's answer to a grant: where the node is, and the
 // ticket (for a key made for it alone) that lets one link in.
 type decision struct {
-	auth   *api.GateAuthorizeResponse
+	auth   *gateproto.GateAuthorizeResponse
 	ticket *gossh.Certificate
 	signer gossh.Signer // the ticket with its key
 	// login is the login controld allowed, when the grant names one
 	// (zero for a public exposure's anonymous request).
-	login api.GateSession
+	login gateproto.GateSession
 }
 
 // decide asks controld for g's verdict and a ticket for a fresh key.
@@ -83,13 +83,13 @@ func (c *Core) decide(ctx context.Context, g Grant) (*decision, error) {
 		return nil, fmt.Errorf("ticket key: %w", err)
 	}
 	ticketKey := strings.TrimSpace(string(gossh.MarshalAuthorizedKey(key.PublicKey())))
-	var auth *api.GateAuthorizeResponse
-	var login api.GateSession
+	var auth *gateproto.GateAuthorizeResponse
+	var login gateproto.GateSession
 	if g.HTTP != nil {
 		auth, login, err = c.authorizeHTTP(ctx, g, ticketKey)
 	} else {
 		login = certLogin(g)
-		auth, err = c.cfg.Client.GateAuthorize(ctx, authorizeRequest(g, ticketKey))
+		auth, err = gateproto.GateAuthorize(ctx, c.cfg.Client, authorizeRequest(g, ticketKey))
 	}
 	if err != nil {
 		return nil, fmt.Errorf("authorize %s: %w", alloc, err)
@@ -143,7 +143,7 @@ func (c *Core) dialNode(ctx context.Context, g Grant, d *decision) (*Link, error
 // handshakeNode authenticates to the node's terminal server on conn over
 // the configured transport, within timeout: the gateway certificate, then
 // the ticket, the terminal's host key pinned either way.
-func (c *Core) handshakeNode(conn net.Conn, auth *api.GateAuthorizeResponse, ts *TrustSet, gateway, ticket gossh.Signer, timeout time.Duration) (gossh.Conn, <-chan gossh.NewChannel, <-chan *gossh.Request, error) {
+func (c *Core) handshakeNode(conn net.Conn, auth *gateproto.GateAuthorizeResponse, ts *TrustSet, gateway, ticket gossh.Signer, timeout time.Duration) (gossh.Conn, <-chan gossh.NewChannel, <-chan *gossh.Request, error) {
 	hostKey := HostdKeyCallback(auth, ts.Internal, c.cfg.Now)
 	if c.cfg.NodeTransport == TransportLink {
 		lc, chans, reqs, err := sshlink.Client(conn, auth.TerminalAddr, &sshlink.ClientConfig{

@@ -8,7 +8,7 @@ import (
 
 	gossh "golang.org/x/crypto/ssh"
 
-	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/gateproto"
 	"github.com/gpuaas/gpuaas/internal/sshcert"
 )
 
@@ -25,7 +25,7 @@ import (
 // first use. Only when controld has no key for the node does a host
 // certificate from the internal CA naming the node id do instead
 // (sshcert.VerifyHost); anything else is refused.
-func HostdKeyCallback(auth *api.GateAuthorizeResponse, internalCA []gossh.PublicKey, now func() time.Time) gossh.HostKeyCallback {
+func HostdKeyCallback(auth *gateproto.GateAuthorizeResponse, internalCA []gossh.PublicKey, now func() time.Time) gossh.HostKeyCallback {
 	return func(addr string, _ net.Addr, key gossh.PublicKey) error {
 		if auth.TerminalHostKey != "" {
 			want, _, _, _, err := gossh.ParseAuthorizedKey([]byte(auth.TerminalHostKey))

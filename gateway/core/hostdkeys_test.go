@@ -9,6 +9,7 @@ import (
 	gossh "golang.org/x/crypto/ssh"
 
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/gateproto"
 	"github.com/gpuaas/gpuaas/internal/ids"
 	"github.com/gpuaas/gpuaas/internal/sshcert"
 	"github.com/gpuaas/gpuaas/internal/sshtest"
@@ -39,7 +40,7 @@ func TestHostdKeyCallback(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			auth := &api.GateAuthorizeResponse{NodeID: nodeID, TerminalAddr: "127.0.0.1:2222"}
+			auth := &gateproto.GateAuthorizeResponse{NodeID: nodeID, TerminalAddr: "127.0.0.1:2222"}
 			if tt.reported != nil {
 				auth.TerminalHostKey = strings.TrimSpace(string(gossh.MarshalAuthorizedKey(tt.reported)))
 			}

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/gateproto"
 )
 
 // HTTPGrant is a grant the HTTPS front makes from a request rather than
@@ -39,17 +39,17 @@ func (d *HTTPDenied) Unwrap() error { return ErrHTTPDenied }
 // authorizeHTTP asks gate.authorize_http for g's verdict with a ticket for
 // ticketKey, and returns the gate.authorize-shaped answer the dial needs
 // and the login controld allowed (zero for an anonymous request).
-func (c *Core) authorizeHTTP(ctx context.Context, g Grant, ticketKey string) (*api.GateAuthorizeResponse, api.GateSession, error) {
-	v, err := c.cfg.Client.GateAuthorizeHTTP(ctx, api.GateAuthorizeHTTPRequest{Host: g.HTTP.Host,
+func (c *Core) authorizeHTTP(ctx context.Context, g Grant, ticketKey string) (*gateproto.GateAuthorizeResponse, gateproto.GateSession, error) {
+	v, err := gateproto.GateAuthorizeHTTP(ctx, c.cfg.Client, gateproto.GateAuthorizeHTTPRequest{Host: g.HTTP.Host,
 		Bearer: g.HTTP.Bearer, SessionID: g.HTTP.SessionID, UserID: g.HTTP.UserID, TicketKey: ticketKey})
 	if err != nil {
-		return nil, api.GateSession{}, err
+		return nil, gateproto.GateSession{}, err
 	}
-	if v.Verdict != api.VerdictAllow {
-		return nil, api.GateSession{}, &HTTPDenied{Verdict: v.Verdict, Reason: v.Reason}
+	if v.Verdict != gateproto.VerdictAllow {
+		return nil, gateproto.GateSession{}, &HTTPDenied{Verdict: v.Verdict, Reason: v.Reason}
 	}
 	if v.Auth == nil {
-		return nil, api.GateSession{}, fmt.Errorf("controld allowed %s without a ticket", g.HTTP.Host)
+		return nil, gateproto.GateSession{}, fmt.Errorf("controld allowed %s without a ticket", g.HTTP.Host)
 	}
-	return v.Auth, api.GateSession{SessionID: v.SessionID, UserID: v.UserID}, nil
+	return v.Auth, gateproto.GateSession{SessionID: v.SessionID, UserID: v.UserID}, nil
 }

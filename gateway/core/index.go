@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/gateproto"
 	"github.com/gpuaas/gpuaas/internal/recstore"
 )
 
@@ -52,7 +53,7 @@ func (c *Core) StartSession(ctx context.Context, userID, alloc, kind, command st
 	if len(command) > maxIndexedCommand {
 		command = command[:maxIndexedCommand] + "…"
 	}
-	ts, err := c.cfg.Client.SessionStart(ctx, api.SessionStartRequest{
+	ts, err := gateproto.SessionStart(ctx, c.cfg.Client, gateproto.SessionStartRequest{
 		UserID:       userID,
 		AllocationID: alloc,
 		Kind:         kind,
@@ -70,7 +71,7 @@ func (c *Core) StartSession(ctx context.Context, userID, alloc, kind, command st
 // status). A spooled recording stays in the spool until the entry is
 // closed: if that fails, the next start recovers both.
 func (c *Core) EndSession(ctx context.Context, sessionID string, rec *Recorder, bytes int64, exit *int) {
-	req := api.SessionEndRequest{ID: sessionID, Bytes: bytes, ExitStatus: exit}
+	req := gateproto.SessionEndRequest{ID: sessionID, Bytes: bytes, ExitStatus: exit}
 	ended := false
 	if rec != nil {
 		if chunks, err := c.upload(ctx, sessionID, rec); err != nil {
@@ -90,7 +91,7 @@ func (c *Core) EndSession(ctx context.Context, sessionID string, rec *Recorder, 
 	// same key.
 	key := api.WithIdempotencyKey("sshgate-session-end-" + sessionID)
 	for attempt, wait := 1, time.Second; ; attempt, wait = attempt+1, wait*2 {
-		_, err := c.cfg.Client.SessionEnd(ctx, req, key)
+		_, err := gateproto.SessionEnd(ctx, c.cfg.Client, req, key)
 		if err == nil {
 			ended = true
 			return
@@ -155,7 +156,7 @@ func (c *Core) RecoverInterrupted(ctx context.Context) {
 			c.recoverRecording(ctx, id)
 		}
 	}
-	resp, err := c.cfg.Client.SessionInterrupt(ctx, api.SessionInterruptRequest{Gateway: c.cfg.Name})
+	resp, err := gateproto.SessionInterrupt(ctx, c.cfg.Client, gateproto.SessionInterruptRequest{Gateway: c.cfg.Name})
 	if err != nil {
 		c.log.Error("mark the sessions the last run left running as interrupted", "gateway", c.cfg.Name, "err", err)
 		return
@@ -174,7 +175,7 @@ func (c *Core) recoverRecording(ctx context.Context, sessionID string) {
 		c.log.Error("recover a recording; leaving it in the spool", "session", sessionID, "err", err)
 		return
 	}
-	req := api.SessionEndRequest{ID: sessionID, Bytes: rec.Recorded(), Interrupted: true}
+	req := gateproto.SessionEndRequest{ID: sessionID, Bytes: rec.Recorded(), Interrupted: true}
 	chunks, err := c.upload(ctx, sessionID, rec)
 	if err != nil {
 		_ = rec.Close()
@@ -182,7 +183,7 @@ func (c *Core) recoverRecording(ctx context.Context, sessionID string) {
 		return
 	}
 	req.Recording, req.RecordingChunks = sessionID, chunks
-	_, err = c.cfg.Client.SessionEnd(ctx, req, api.WithIdempotencyKey("sshgate-session-recover-"+sessionID))
+	_, err = gateproto.SessionEnd(ctx, c.cfg.Client, req, api.WithIdempotencyKey("sshgate-session-recover-"+sessionID))
 	if err != nil && !errors.Is(err, api.ErrNotFound) {
 		_ = rec.Close()
 		c.log.Error("end a recovered session; leaving its recording in the spool", "session", sessionID, "err", err)

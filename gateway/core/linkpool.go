@@ -9,7 +9,7 @@ import (
 
 	gossh "golang.org/x/crypto/ssh"
 
-	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/gateproto"
 	"github.com/gpuaas/gpuaas/internal/sshcert"
 	"github.com/gpuaas/gpuaas/internal/sshlink"
 )
@@ -38,7 +38,7 @@ import (
 // where and as whom its node was reached, and the login controld allowed.
 type linkKey struct {
 	alloc, node, addr, hostKey, posixUser string
-	login                                 api.GateSession
+	login                                 gateproto.GateSession
 }
 
 func keyOf(d *decision) linkKey {
@@ -290,7 +290,7 @@ func (pl *pooledLink) shut() {
 }
 
 // Ref is the login the link was dialled for (Login).
-func (pl *pooledLink) Ref() api.GateSession { return pl.key.login }
+func (pl *pooledLink) Ref() gateproto.GateSession { return pl.key.login }
 
 // End closes the link because its login ended: every stream on it ends
 // (Login).
@@ -298,8 +298,8 @@ func (pl *pooledLink) End(string) { go pl.p.kill(pl) }
 
 // certLogin is the login a certificate grant names: its user and the
 // session its certificate carries (none for a certificate without one).
-func certLogin(g Grant) api.GateSession {
-	login := api.GateSession{UserID: g.UserID}
+func certLogin(g Grant) gateproto.GateSession {
+	login := gateproto.GateSession{UserID: g.UserID}
 	pub, _, _, _, err := gossh.ParseAuthorizedKey([]byte(g.Certificate))
 	if err != nil {
 		return login

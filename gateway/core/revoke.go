@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/gateproto"
 )
 
 // Revocation. A user's credential names the login session it was minted
@@ -19,7 +20,7 @@ import (
 //
 //   - the fronts register each authenticated connection as a Login
 //     (AddLogin) until it ends;
-//   - controld announces revocations on api.GateRevokedSubject, and every
+//   - controld announces revocations on gateproto.GateRevokedSubject, and every
 //     registered Login of a revoked session is told to End within moments;
 //   - a missed announcement (the gateway was reconnecting to NATS) and
 //     expiry, which is never announced, are caught by a batched re-check
@@ -36,7 +37,7 @@ const reconnectPoll = time.Second
 type Login interface {
 	// Ref is the login session and the user the connection's credential
 	// names.
-	Ref() api.GateSession
+	Ref() gateproto.GateSession
 	// End ends the connection because its login ended (reason: one of
 	// api.SessionEnded*), telling what it serves why. It must not block:
 	// the core calls it from its revocation loop.
@@ -78,12 +79,12 @@ func (c *Core) AddLogin(l Login) (remove func()) {
 
 // LoginRefs returns the distinct (session, user) pairs of the open
 // connections, only those of sessionIDs when it is not nil.
-func (c *Core) LoginRefs(sessionIDs []string) []api.GateSession {
+func (c *Core) LoginRefs(sessionIDs []string) []gateproto.GateSession {
 	l := &c.logins
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	var out []api.GateSession
-	seen := map[api.GateSession]bool{}
+	var out []gateproto.GateSession
+	seen := map[gateproto.GateSession]bool{}
 	collect := func(set map[Login]struct{}) {
 		for lc := range set {
 			ref := lc.Ref()
@@ -120,7 +121,7 @@ func (c *Core) Logins() []Login {
 }
 
 // matching returns the open connections of a session and user.
-func (c *Core) matching(ref api.GateSession) []Login {
+func (c *Core) matching(ref gateproto.GateSession) []Login {
 	l := &c.logins
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -135,8 +136,8 @@ func (c *Core) matching(ref api.GateSession) []Login {
 
 // LoginEnded asks controld whether the login ref names has ended: the
 // reason when it has, "" while it is live.
-func (c *Core) LoginEnded(ctx context.Context, ref api.GateSession) (string, error) {
-	resp, err := c.cfg.Client.GateSessions(ctx, api.GateSessionsRequest{Sessions: []api.GateSession{ref}})
+func (c *Core) LoginEnded(ctx context.Context, ref gateproto.GateSession) (string, error) {
+	resp, err := gateproto.GateSessions(ctx, c.cfg.Client, gateproto.GateSessionsRequest{Sessions: []gateproto.GateSession{ref}})
 	if err != nil {
 		return "", fmt.Errorf("check login %s: %w", ref.SessionID, err)
 	}
@@ -152,7 +153,7 @@ func (c *Core) LoginEnded(ctx context.Context, ref api.GateSession) (string, err
 func (c *Core) WatchRevocations(ctx context.Context, interval time.Duration) (stop func(), err error) {
 	nc := c.cfg.Client.Conn()
 	hints := make(chan []string, 64)
-	sub, err := nc.Subscribe(api.GateRevokedSubject, func(m *nats.Msg) {
+	sub, err := nc.Subscribe(gateproto.GateRevokedSubject, func(m *nats.Msg) {
 		var r api.SessionRevoked
 		if err := json.Unmarshal(m.Data, &r); err != nil || len(r.SessionIDs) == 0 {
 			c.log.Warn("undecodable revocation announcement", "err", err)
@@ -169,11 +170,11 @@ func (c *Core) WatchRevocations(ctx context.Context, interval time.Duration) (st
 		}
 	})
 	if err != nil {
-		return nil, fmt.Errorf("subscribe %s: %w", api.GateRevokedSubject, err)
+		return nil, fmt.Errorf("subscribe %s: %w", gateproto.GateRevokedSubject, err)
 	}
 	if err := nc.FlushTimeout(SubscribeTimeout); err != nil {
 		_ = sub.Unsubscribe()
-		return nil, fmt.Errorf("subscribe %s: %w", api.GateRevokedSubject, err)
+		return nil, fmt.Errorf("subscribe %s: %w", gateproto.GateRevokedSubject, err)
 	}
 	loopCtx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
@@ -222,9 +223,9 @@ func (c *Core) revocationLoop(ctx context.Context, nc *nats.Conn, hints <-chan [
 func (c *Core) checkLogins(ctx context.Context, sessionIDs []string) {
 	refs := c.LoginRefs(sessionIDs)
 	for len(refs) > 0 {
-		batch := refs[:min(len(refs), api.MaxGateSessions)]
+		batch := refs[:min(len(refs), gateproto.MaxGateSessions)]
 		refs = refs[len(batch):]
-		resp, err := c.cfg.Client.GateSessions(ctx, api.GateSessionsRequest{Sessions: batch})
+		resp, err := gateproto.GateSessions(ctx, c.cfg.Client, gateproto.GateSessionsRequest{Sessions: batch})
 		if err != nil {
 			if ctx.Err() == nil {
 				c.log.Warn("check open logins; retrying at the next check", "logins", len(batch), "err", err)

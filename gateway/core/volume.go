@@ -12,6 +12,7 @@ import (
 	gossh "golang.org/x/crypto/ssh"
 
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/gateproto"
 )
 
 // VolumeLink is an authorized link to a volume's node for one sftp
@@ -53,7 +54,7 @@ func (c *Core) OpenVolume(ctx context.Context, g Grant) (*VolumeLink, error) {
 		return nil, fmt.Errorf("ticket key: %w", err)
 	}
 	ticketKey := strings.TrimSpace(string(gossh.MarshalAuthorizedKey(key.PublicKey())))
-	auth, err := c.cfg.Client.GateAuthorize(ctx, api.GateAuthorizeRequest{AllocationID: vol, UserID: g.UserID,
+	auth, err := gateproto.GateAuthorize(ctx, c.cfg.Client, gateproto.GateAuthorizeRequest{AllocationID: vol, UserID: g.UserID,
 		TicketKey: ticketKey, Certificate: g.Certificate})
 	if err != nil {
 		return nil, fmt.Errorf("authorize %s: %w", vol, err)
@@ -70,7 +71,7 @@ func (c *Core) OpenVolume(ctx context.Context, g Grant) (*VolumeLink, error) {
 }
 
 // dialVolume checks controld's answer and dials the node with its ticket.
-func (c *Core) dialVolume(ctx context.Context, auth *api.GateAuthorizeResponse, ts *TrustSet, gatewaySigner, key gossh.Signer) (*Link, error) {
+func (c *Core) dialVolume(ctx context.Context, auth *gateproto.GateAuthorizeResponse, ts *TrustSet, gatewaySigner, key gossh.Signer) (*Link, error) {
 	if auth.AllocationID == "" || !api.IsVolumeID(auth.AllocationID) {
 		return nil, fmt.Errorf("authorize volume: controld answered for %q", auth.AllocationID)
 	}
@@ -110,7 +111,7 @@ func (l *VolumeLink) End() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), volumeEndTimeout)
 	defer cancel()
-	resp, err := l.c.cfg.Client.GateVolumeEnd(ctx, api.GateVolumeEndRequest{VolumeID: l.volume, TicketKey: l.ticketKey})
+	resp, err := gateproto.GateVolumeEnd(ctx, l.c.cfg.Client, gateproto.GateVolumeEndRequest{VolumeID: l.volume, TicketKey: l.ticketKey})
 	if err != nil {
 		l.c.log.Error("volume session end not recorded; the volume stays held until its lease ends", "volume", l.volume, "err", err)
 		return

@@ -1,7 +1,7 @@
 package core
 
 import (
-	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/gateproto"
 	"github.com/gpuaas/gpuaas/internal/ids"
 )
 
@@ -13,8 +13,8 @@ import (
 // workload and hostd runs the sessions in its container.
 
 // authorizeRequest is gate.authorize's request for a grant's target.
-func authorizeRequest(g Grant, ticketKey string) api.GateAuthorizeRequest {
-	req := api.GateAuthorizeRequest{AllocationID: g.AllocationID, UserID: g.UserID, TicketKey: ticketKey, Certificate: g.Certificate}
+func authorizeRequest(g Grant, ticketKey string) gateproto.GateAuthorizeRequest {
+	req := gateproto.GateAuthorizeRequest{AllocationID: g.AllocationID, UserID: g.UserID, TicketKey: ticketKey, Certificate: g.Certificate}
 	if ids.Valid(ids.Workload, g.AllocationID) {
 		req.AllocationID, req.WorkloadID = "", g.AllocationID
 	}
@@ -22,7 +22,7 @@ func authorizeRequest(g Grant, ticketKey string) api.GateAuthorizeRequest {
 }
 
 // answersFor reports whether controld's answer is for the target asked.
-func answersFor(auth *api.GateAuthorizeResponse, target string) bool {
+func answersFor(auth *gateproto.GateAuthorizeResponse, target string) bool {
 	if ids.Valid(ids.Workload, target) {
 		return auth.WorkloadID == target && auth.AllocationID != ""
 	}

@@ -3,7 +3,7 @@ package core
 import (
 	"testing"
 
-	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/gateproto"
 )
 
 // TestWorkloadTargets: a workload id in the SSH user name goes to
@@ -22,16 +22,16 @@ func TestWorkloadTargets(t *testing.T) {
 	for _, tt := range []struct {
 		name   string
 		target string
-		auth   api.GateAuthorizeResponse
+		auth   gateproto.GateAuthorizeResponse
 		want   bool
 	}{
-		{"workload", wl, api.GateAuthorizeResponse{AllocationID: alloc, WorkloadID: wl}, true},
-		{"workload answered as an allocation", wl, api.GateAuthorizeResponse{AllocationID: alloc}, false},
-		{"another workload", wl, api.GateAuthorizeResponse{AllocationID: alloc, WorkloadID: "w-000000000000"}, false},
-		{"workload without allocation", wl, api.GateAuthorizeResponse{WorkloadID: wl}, false},
-		{"allocation", alloc, api.GateAuthorizeResponse{AllocationID: alloc}, true},
-		{"allocation answered with a workload", alloc, api.GateAuthorizeResponse{AllocationID: alloc, WorkloadID: wl}, false},
-		{"another allocation", alloc, api.GateAuthorizeResponse{AllocationID: "a-000000000000"}, false},
+		{"workload", wl, gateproto.GateAuthorizeResponse{AllocationID: alloc, WorkloadID: wl}, true},
+		{"workload answered as an allocation", wl, gateproto.GateAuthorizeResponse{AllocationID: alloc}, false},
+		{"another workload", wl, gateproto.GateAuthorizeResponse{AllocationID: alloc, WorkloadID: "w-000000000000"}, false},
+		{"workload without allocation", wl, gateproto.GateAuthorizeResponse{WorkloadID: wl}, false},
+		{"allocation", alloc, gateproto.GateAuthorizeResponse{AllocationID: alloc}, true},
+		{"allocation answered with a workload", alloc, gateproto.GateAuthorizeResponse{AllocationID: alloc, WorkloadID: wl}, false},
+		{"another allocation", alloc, gateproto.GateAuthorizeResponse{AllocationID: "a-000000000000"}, false},
 	} {
 		if got := answersFor(&tt.auth, tt.target); got != tt.want {
 			t.Errorf("%s: got %v; want %v", tt.name, got, tt.want)

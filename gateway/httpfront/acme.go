@@ -16,6 +16,7 @@ import (
 	"github.com/mholt/acmez/v3"
 
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/gateproto"
 )
 
 // ACMEConfig makes the front obtain a certificate per exposure name from
@@ -185,11 +186,11 @@ func (a *ACME) decide(ctx context.Context, name string) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	// No credential: a live exposure answers allow (public) or login.
-	v, err := a.cfg.Verdicts.GateAuthorizeHTTP(ctx, api.GateAuthorizeHTTPRequest{Host: label})
+	v, err := a.cfg.Verdicts.GateAuthorizeHTTP(ctx, gateproto.GateAuthorizeHTTPRequest{Host: label})
 	if err != nil {
 		return fmt.Errorf("ask about %s: %w", name, err)
 	}
-	if v.Verdict != api.VerdictAllow && v.Verdict != api.VerdictLogin {
+	if v.Verdict != gateproto.VerdictAllow && v.Verdict != gateproto.VerdictLogin {
 		a.cfg.Log.Debug("acme: no certificate", "name", name, "verdict", v.Verdict)
 		a.guard.refuse(label)
 		return fmt.Errorf("%s: %s", name, v.Verdict)

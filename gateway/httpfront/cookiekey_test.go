@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/gpuaas/gpuaas/gateway/core"
-	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/gateproto"
 	"github.com/gpuaas/gpuaas/internal/testutil"
 )
 
@@ -19,7 +19,7 @@ import (
 // CheckAndSetDefaults, its cookie key from keyFile (none: random).
 func replica(t *testing.T, keyFile string, now func() time.Time) *Server {
 	t.Helper()
-	cfg := Config{Core: (*core.Core)(nil), Verdicts: (*api.Client)(nil), Links: (*api.Client)(nil),
+	cfg := Config{Core: (*core.Core)(nil), Verdicts: gateproto.Front{}, Links: gateproto.Front{},
 		Domain: "apps.example.test", TLS: &tls.Config{}, Now: now}
 	if keyFile != "" {
 		key, err := LoadCookieKey(keyFile)
@@ -100,7 +100,7 @@ func TestLoadCookieKeyRefuses(t *testing.T) {
 	if key, err := LoadCookieKey(writeKey(t, good+"\n", 0o400)); err != nil || string(key) != good {
 		t.Fatalf("a 0400 key file: got %q, %v; want the key without its newline", key, err)
 	}
-	cfg := Config{Core: (*core.Core)(nil), Verdicts: (*api.Client)(nil), Links: (*api.Client)(nil),
+	cfg := Config{Core: (*core.Core)(nil), Verdicts: gateproto.Front{}, Links: gateproto.Front{},
 		Domain: "apps.example.test", TLS: &tls.Config{}, CookieKey: []byte("short")}
 	if err := cfg.CheckAndSetDefaults(); !errors.Is(err, ErrConfig) {
 		t.Fatalf("a short CookieKey in Config: got %v; want a config error", err)

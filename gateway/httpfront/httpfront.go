@@ -19,7 +19,7 @@ import (
 	"io"
 
 	"github.com/gpuaas/gpuaas/gateway/core"
-	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/gateproto"
 )
 
 // Core is what the HTTPS front needs of the gateway core; *core.Core
@@ -44,9 +44,9 @@ type Core interface {
 var _ Core = (*core.Core)(nil)
 
 // Verdicts is how the front asks controld about a request;
-// *api.Client implements it.
+// gateproto.Front implements it.
 type Verdicts interface {
-	GateAuthorizeHTTP(ctx context.Context, req api.GateAuthorizeHTTPRequest) (*api.GateAuthorizeHTTPResponse, error)
+	GateAuthorizeHTTP(ctx context.Context, req gateproto.GateAuthorizeHTTPRequest) (*gateproto.GateAuthorizeHTTPResponse, error)
 }
 
-var _ Verdicts = (*api.Client)(nil)
+var _ Verdicts = gateproto.Front{}

@@ -6,15 +6,16 @@ import (
 	"net/http"
 
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/gateproto"
 )
 
-// Links is how the front redeems one-time links; *api.Client implements
+// Links is how the front redeems one-time links; gateproto.Front implements
 // it.
 type Links interface {
-	GateRedeemLink(ctx context.Context, req api.GateRedeemLinkRequest) (*api.GateRedeemLinkResponse, error)
+	GateRedeemLink(ctx context.Context, req gateproto.GateRedeemLinkRequest) (*gateproto.GateRedeemLinkResponse, error)
 }
 
-var _ Links = (*api.Client)(nil)
+var _ Links = gateproto.Front{}
 
 // redeemLink serves api.LinkPath: it redeems the code (once, for this
 // exposure only), sets the front's cookie bound to the login that minted
@@ -32,7 +33,7 @@ func (s *Server) redeemLink(w http.ResponseWriter, r *http.Request, label string
 		page(w, http.StatusBadRequest, "No code", "Run `gpuaas open URL` for a link.")
 		return
 	}
-	got, err := s.cfg.Links.GateRedeemLink(r.Context(), api.GateRedeemLinkRequest{Host: label, Code: code})
+	got, err := s.cfg.Links.GateRedeemLink(r.Context(), gateproto.GateRedeemLinkRequest{Host: label, Code: code})
 	if err != nil {
 		var ae *api.Error
 		if errors.As(err, &ae) && (ae.Code == api.CodeNotFound || ae.Code == api.CodeInvalidArgument) {

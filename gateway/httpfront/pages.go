@@ -5,7 +5,7 @@ import (
 	"html"
 	"net/http"
 
-	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/gateproto"
 )
 
 // page writes a short HTML page saying what happened.
@@ -23,14 +23,14 @@ func page(w http.ResponseWriter, status int, title, body string) {
 // 403, 404 or 410.
 func verdictPage(w http.ResponseWriter, verdict, reason, label string) {
 	switch verdict {
-	case api.VerdictLogin:
+	case gateproto.VerdictLogin:
 		page(w, http.StatusUnauthorized, "Log in to open this page",
 			reason+". Open it with `gpuaas open URL` (or send your token as Authorization: Bearer).")
-	case api.VerdictForbidden:
+	case gateproto.VerdictForbidden:
 		page(w, http.StatusForbidden, "Not shared with you", reason+".")
-	case api.VerdictGone:
+	case gateproto.VerdictGone:
 		page(w, http.StatusGone, "This exposure has ended", reason+". See `gpuaas expose list`.")
-	case api.VerdictNotFound:
+	case gateproto.VerdictNotFound:
 		page(w, http.StatusNotFound, "No such exposure", reason+".")
 	default:
 		page(w, http.StatusBadGateway, "Unexpected answer", "The platform answered "+verdict+" for "+label+".")

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/gateproto"
 )
 
 // Server is the HTTPS front.
@@ -136,7 +137,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		page(w, http.StatusBadGateway, "The platform did not answer", "Try again in a moment.")
 		return
 	}
-	if v.Verdict != api.VerdictAllow {
+	if v.Verdict != gateproto.VerdictAllow {
 		verdictPage(w, v.Verdict, v.Reason, label)
 		return
 	}
@@ -145,14 +146,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // serveAllowed proxies an allowed request: tracked as the allocation's
 // activity, ended with its login, counted in the exposure's metrics.
-func (s *Server) serveAllowed(w http.ResponseWriter, r *http.Request, rq *request, v *api.GateAuthorizeHTTPResponse) {
+func (s *Server) serveAllowed(w http.ResponseWriter, r *http.Request, rq *request, v *gateproto.GateAuthorizeHTTPResponse) {
 	ctx, cancel := context.WithCancel(r.Context())
 	// Released when the handler returns, or when an upgraded connection
 	// taken over ends (upgrade_hijack.go).
 	up := newUpgradeScope(cancel)
 	defer up.release()
 	if v.SessionID != "" {
-		up.onDone(s.cfg.Core.AddLogin(&requestLogin{ref: api.GateSession{SessionID: v.SessionID, UserID: v.UserID},
+		up.onDone(s.cfg.Core.AddLogin(&requestLogin{ref: gateproto.GateSession{SessionID: v.SessionID, UserID: v.UserID},
 			end: func(string) { s.verdicts.dropSession(v.SessionID); up.end() }}))
 	}
 	up.onDone(s.cfg.Core.Track(rq.alloc, nil).Close)
@@ -168,12 +169,12 @@ func (s *Server) serveAllowed(w http.ResponseWriter, r *http.Request, rq *reques
 
 // requestLogin is a request in flight as the core's revocation sees it.
 type requestLogin struct {
-	ref api.GateSession
+	ref gateproto.GateSession
 	end func(reason string)
 }
 
-func (l *requestLogin) Ref() api.GateSession { return l.ref }
-func (l *requestLogin) End(reason string)    { l.end(reason) }
+func (l *requestLogin) Ref() gateproto.GateSession { return l.ref }
+func (l *requestLogin) End(reason string)          { l.end(reason) }
 
 // sourceOf is the client address a request came from.
 func sourceOf(r *http.Request) string {

@@ -6,22 +6,22 @@ import (
 	"sync"
 	"time"
 
-	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/gateproto"
 )
 
 // verdictCache keeps controld's verdicts until their CacheUntil (at most
-// api.MaxHTTPVerdictCache): logout, a disabled account, a release or an
+// gateproto.MaxHTTPVerdictCache): logout, a disabled account, a release or an
 // expiry take effect within it, and at once for the requests of a login
 // the core's revocation ends (dropSession).
 type verdictCache struct {
 	now func() time.Time
 	// mu protects entries.
 	mu      sync.Mutex
-	entries map[[32]byte]*api.GateAuthorizeHTTPResponse
+	entries map[[32]byte]*gateproto.GateAuthorizeHTTPResponse
 }
 
 func newVerdictCache(now func() time.Time) *verdictCache {
-	return &verdictCache{now: now, entries: map[[32]byte]*api.GateAuthorizeHTTPResponse{}}
+	return &verdictCache{now: now, entries: map[[32]byte]*gateproto.GateAuthorizeHTTPResponse{}}
 }
 
 // key hashes the exposure and the credential: no bearer is kept as is.
@@ -29,7 +29,7 @@ func (rq *request) key() [32]byte {
 	return sha256.Sum256([]byte(rq.label + "\x00" + rq.cred.bearer + "\x00" + rq.cred.sessionID + "\x00" + rq.cred.userID))
 }
 
-func (c *verdictCache) get(k [32]byte) *api.GateAuthorizeHTTPResponse {
+func (c *verdictCache) get(k [32]byte) *gateproto.GateAuthorizeHTTPResponse {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	v := c.entries[k]
@@ -40,7 +40,7 @@ func (c *verdictCache) get(k [32]byte) *api.GateAuthorizeHTTPResponse {
 	return v
 }
 
-func (c *verdictCache) put(k [32]byte, v *api.GateAuthorizeHTTPResponse) {
+func (c *verdictCache) put(k [32]byte, v *gateproto.GateAuthorizeHTTPResponse) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := c.now()
@@ -51,7 +51,7 @@ func (c *verdictCache) put(k [32]byte, v *api.GateAuthorizeHTTPResponse) {
 			}
 		}
 	}
-	if max := now.Add(api.MaxHTTPVerdictCache); v.CacheUntil.After(max) {
+	if max := now.Add(gateproto.MaxHTTPVerdictCache); v.CacheUntil.After(max) {
 		v.CacheUntil = max
 	}
 	c.entries[k] = v
@@ -69,12 +69,12 @@ func (c *verdictCache) dropSession(sessionID string) {
 }
 
 // verdict is controld's verdict on rq, from the cache when fresh.
-func (s *Server) verdict(ctx context.Context, rq *request) (*api.GateAuthorizeHTTPResponse, error) {
+func (s *Server) verdict(ctx context.Context, rq *request) (*gateproto.GateAuthorizeHTTPResponse, error) {
 	k := rq.key()
 	if v := s.verdicts.get(k); v != nil {
 		return v, nil
 	}
-	v, err := s.cfg.Verdicts.GateAuthorizeHTTP(ctx, api.GateAuthorizeHTTPRequest{Host: rq.label,
+	v, err := s.cfg.Verdicts.GateAuthorizeHTTP(ctx, gateproto.GateAuthorizeHTTPRequest{Host: rq.label,
 		Bearer: rq.cred.bearer, SessionID: rq.cred.sessionID, UserID: rq.cred.userID})
 	if err != nil {
 		return nil, err

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 	"github.com/gpuaas/gpuaas/internal/signing"
 )
 
@@ -50,7 +51,7 @@ func BenchmarkAdmit(b *testing.B) {
 			b.ResetTimer()
 			for i := range b.N {
 				t, reply, run := a.admit(envs[i])
-				if reply.Status != api.TaskAccepted || !run {
+				if reply.Status != hostproto.TaskAccepted || !run {
 					b.Fatalf("admit: %+v", reply)
 				}
 				if durable {

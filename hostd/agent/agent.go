@@ -23,6 +23,7 @@ import (
 	"github.com/gpuaas/gpuaas/hostd/tasks"
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/bus"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 	"github.com/gpuaas/gpuaas/internal/nodeseal"
 	"github.com/gpuaas/gpuaas/internal/obs"
 	"github.com/gpuaas/gpuaas/internal/signing"
@@ -214,7 +215,7 @@ func New(cfg Config) (*Agent, error) {
 	}
 	a := &Agent{cfg: cfg, resend: make(chan struct{}, 1), reconnected: make(chan struct{}, 1), guestKick: make(chan struct{}, 1),
 		ready: make(chan struct{}), draining: make(chan struct{}),
-		faults: faultState{kick: make(chan struct{}, 1), pending: map[faultKey]api.GPUFault{}}}
+		faults: faultState{kick: make(chan struct{}, 1), pending: map[faultKey]hostproto.GPUFault{}}}
 	if err := a.listenMetrics(); err != nil {
 		return nil, err
 	}
@@ -290,17 +291,17 @@ func (a *Agent) Run(ctx context.Context) error {
 	tasks.StopJobContainers(ctx, a.cfg.Env)
 	// Workloads' output to LOGS, re-attached (hostd/tasks/workloadlog.go).
 	defer tasks.FollowWorkloadLogs(a.cfg.Env)()
-	sub, err := nc.Subscribe(api.HostTaskSubject(a.id.NodeID), a.onTask)
+	sub, err := nc.Subscribe(hostproto.MsgTask.SubjectOf(a.id.NodeID), a.onTask)
 	if err != nil {
 		return fmt.Errorf("subscribe tasks: %w", err)
 	}
 	defer func() { _ = sub.Unsubscribe() }()
-	logsSub, err := nc.Subscribe(api.HostLogsSubject(a.id.NodeID), a.onLogs)
+	logsSub, err := nc.Subscribe(hostproto.MsgLogs.SubjectOf(a.id.NodeID), a.onLogs)
 	if err != nil {
 		return fmt.Errorf("subscribe logs: %w", err)
 	}
 	defer func() { _ = logsSub.Unsubscribe() }()
-	topSub, err := nc.Subscribe(api.HostTopSubject(a.id.NodeID), a.onTop)
+	topSub, err := nc.Subscribe(hostproto.MsgTop.SubjectOf(a.id.NodeID), a.onTop)
 	if err != nil {
 		return fmt.Errorf("subscribe top: %w", err)
 	}
@@ -381,7 +382,7 @@ func (a *Agent) loadOrEnroll(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("enroll: %w", err)
 	}
-	req := api.EnrollRequest{Token: a.cfg.Token, PublicKey: pub, Hostname: a.cfg.Hostname, Version: Version,
+	req := hostproto.EnrollRequest{Token: a.cfg.Token, PublicKey: pub, Hostname: a.cfg.Hostname, Version: Version,
 		TerminalAddr: a.cfg.TerminalAddr, TerminalHostKey: a.cfg.TerminalHostKey}
 	resp, err := a.enrollWhenAnswered(ctx, api.NewClient(nc, api.WithReplyProof(proof)), req)
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/gpuaas/gpuaas/hostd/agent"
 	"github.com/gpuaas/gpuaas/hostd/tasks"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 	"github.com/gpuaas/gpuaas/internal/signing"
 	"github.com/gpuaas/gpuaas/internal/testutil"
 )
@@ -114,23 +115,23 @@ func TestEnvelopesRefused(t *testing.T) {
 		return e
 	}
 	nodeKey := nodePublicKey(t, env, a.NodeID())
-	deliver := func(e signing.Envelope) api.TaskReply {
+	deliver := func(e signing.Envelope) hostproto.TaskReply {
 		b, _ := json.Marshal(e)
-		m, err := env.NC.Request(api.HostTaskSubject(a.NodeID()), b, 5*time.Second)
+		m, err := env.NC.Request(hostproto.MsgTask.SubjectOf(a.NodeID()), b, 5*time.Second)
 		if err != nil {
 			t.Fatal(err)
 		}
 		// Every answer, refusals included, is the node's, signed, for
 		// this delivery.
 		var sealed signing.Envelope
-		var r api.TaskReply
+		var r hostproto.TaskReply
 		if err := json.Unmarshal(m.Data, &sealed); err != nil {
 			t.Fatal(err)
 		}
 		if err := signing.Open(nodeKey, sealed, &r); err != nil {
 			t.Fatalf("reply not signed by the node: %v", err)
 		}
-		if r.NodeID != a.NodeID() || !bytes.Equal(r.Delivery, api.DeliveryDigest(b)) {
+		if r.NodeID != a.NodeID() || !bytes.Equal(r.Delivery, hostproto.DeliveryDigest(b)) {
 			t.Fatalf("reply %+v does not name this node and delivery", r)
 		}
 		return r
@@ -157,22 +158,22 @@ func TestEnvelopesRefused(t *testing.T) {
 		{"bad signature", otherKey, "bad signature"},
 	} {
 		r := deliver(tt.env)
-		if r.Status != api.TaskRefused || !strings.Contains(r.Reason, tt.want) {
+		if r.Status != hostproto.TaskRefused || !strings.Contains(r.Reason, tt.want) {
 			t.Errorf("%s: got %+v; want refused (%s)", tt.name, r, tt.want)
 		}
 	}
 	good := seal(base)
-	if r := deliver(good); r.Status != api.TaskAccepted {
+	if r := deliver(good); r.Status != hostproto.TaskAccepted {
 		t.Fatalf("genuine envelope: got %+v; want accepted", r)
 	}
-	if r := deliver(good); r.Status != api.TaskDuplicate {
+	if r := deliver(good); r.Status != hostproto.TaskDuplicate {
 		t.Fatalf("replayed envelope: got %+v; want duplicate (not run)", r)
 	}
 	testutil.Eventually(t, "the genuine task to run", func() bool { return host.count(api.TaskHealthProbe) == before+1 })
 	// A restart keeps the seen-set: the replay is still not run.
 	a.stop()
 	b := startAgent(t, env, filepathOf(t, a), "", host.registry())
-	if r := deliver(good); r.Status != api.TaskDuplicate {
+	if r := deliver(good); r.Status != hostproto.TaskDuplicate {
 		t.Fatalf("replay after restart: got %+v; want duplicate", r)
 	}
 	_ = b

@@ -13,6 +13,7 @@ import (
 
 	"github.com/gpuaas/gpuaas/controld"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 	"github.com/gpuaas/gpuaas/internal/signing"
 	"github.com/gpuaas/gpuaas/internal/testutil"
 )
@@ -64,7 +65,7 @@ func TestForgedTaskRepliesIgnored(t *testing.T) {
 		t.Fatal(err)
 	}
 	body, _ := json.Marshal(expired)
-	captured, err := env.NC.Request(api.HostTaskSubject(nodeID), body, 5*time.Second)
+	captured, err := env.NC.Request(hostproto.MsgTask.SubjectOf(nodeID), body, 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,14 +80,14 @@ func TestForgedTaskRepliesIgnored(t *testing.T) {
 	attacker := env.Bus.Connect(t)
 	var mu sync.Mutex
 	answered := 0
-	_, err = attacker.Subscribe(api.HostTaskSubject(nodeID), func(m *nats.Msg) {
+	_, err = attacker.Subscribe(hostproto.MsgTask.SubjectOf(nodeID), func(m *nats.Msg) {
 		var delivered signing.Envelope
 		var task signing.Task
 		_ = json.Unmarshal(m.Data, &delivered)
 		_ = json.Unmarshal(delivered.Payload, &task)
-		unsigned, _ := json.Marshal(api.TaskReply{Status: api.TaskRefused, Reason: "forged", TaskID: task.ID, NodeID: nodeID})
-		own, _ := signing.Seal(attackerKey, api.TaskReply{Status: api.TaskRefused, Reason: "forged", TaskID: task.ID,
-			NodeID: nodeID, Delivery: api.DeliveryDigest(m.Data)})
+		unsigned, _ := json.Marshal(hostproto.TaskReply{Status: hostproto.TaskRefused, Reason: "forged", TaskID: task.ID, NodeID: nodeID})
+		own, _ := signing.Seal(attackerKey, hostproto.TaskReply{Status: hostproto.TaskRefused, Reason: "forged", TaskID: task.ID,
+			NodeID: nodeID, Delivery: hostproto.DeliveryDigest(m.Data)})
 		ownBody, _ := json.Marshal(own)
 		for _, b := range [][]byte{unsigned, ownBody, captured.Data} {
 			_ = m.Respond(b)
@@ -180,7 +181,7 @@ func TestReplayedHeartbeatRefused(t *testing.T) {
 	// The bus is locked down (controld/busauth): the attacker here holds
 	// controld's own identity, the most a bus compromise could give.
 	attacker := env.Bus.Connect(t)
-	beats := captureSubject(t, attacker, api.HostCtlSubject(nodeID, api.HostHeartbeat))
+	beats := captureSubject(t, attacker, hostproto.MsgHeartbeat.SubjectOf(nodeID))
 	readyNode(t, admin, nodeID)
 	testutil.Eventually(t, "a captured heartbeat", func() bool { return beats.first(func([]byte) bool { return true }) != nil })
 	a.stop()
@@ -196,7 +197,7 @@ func TestReplayedHeartbeatRefused(t *testing.T) {
 		// ends: fresh enough (seconds old), validly signed.
 		for ctx.Err() == nil {
 			for _, b := range replay {
-				_ = attacker.Publish(api.HostCtlSubject(nodeID, api.HostHeartbeat), b)
+				_ = attacker.Publish(hostproto.MsgHeartbeat.SubjectOf(nodeID), b)
 			}
 			select {
 			case <-ctx.Done():
@@ -227,8 +228,8 @@ func TestReplayedProgressAndResultRefused(t *testing.T) {
 	// The bus is locked down (controld/busauth): the attacker here holds
 	// controld's own identity, the most a bus compromise could give.
 	attacker := env.Bus.Connect(t)
-	progress := captureSubject(t, attacker, api.HostCtlSubject(nodeID, api.HostProgress))
-	results := captureSubject(t, attacker, api.HostCtlSubject(nodeID, api.HostResult))
+	progress := captureSubject(t, attacker, hostproto.MsgProgress.SubjectOf(nodeID))
+	results := captureSubject(t, attacker, hostproto.MsgResult.SubjectOf(nodeID))
 	ctx := context.Background()
 
 	al, err := admin.AllocCreate(ctx, api.AllocCreateRequest{SKU: "h200-slice", GPUs: 2})
@@ -239,7 +240,7 @@ func TestReplayedProgressAndResultRefused(t *testing.T) {
 	var taskID string
 	testutil.Eventually(t, "the provisioning task's lease/done progress", func() bool {
 		leaseDone = progress.first(func(b []byte) bool {
-			var p api.TaskProgress
+			var p hostproto.TaskProgress
 			if opened(b, &p) && p.Phase == "lease" && p.Status == api.PhaseDone {
 				taskID = p.TaskID
 				return true
@@ -258,7 +259,7 @@ func TestReplayedProgressAndResultRefused(t *testing.T) {
 	// The task waits in define_start: its progress so far is recorded.
 	testutil.Eventually(t, "define_start/started recorded", func() bool { return events() == 3 })
 	before := env.Server.HostRefusals().Reports
-	if err := attacker.Publish(api.HostCtlSubject(nodeID, api.HostProgress), leaseDone); err != nil {
+	if err := attacker.Publish(hostproto.MsgProgress.SubjectOf(nodeID), leaseDone); err != nil {
 		t.Fatal(err)
 	}
 	testutil.Eventually(t, "the replayed progress to be refused", func() bool { return env.Server.HostRefusals().Reports > before })
@@ -271,7 +272,7 @@ func TestReplayedProgressAndResultRefused(t *testing.T) {
 	var result []byte
 	testutil.Eventually(t, "a captured result", func() bool {
 		result = results.first(func(b []byte) bool {
-			var r api.TaskResult
+			var r hostproto.TaskResult
 			return opened(b, &r) && r.TaskID == taskID
 		})
 		return result != nil
@@ -279,7 +280,7 @@ func TestReplayedProgressAndResultRefused(t *testing.T) {
 	// Asked on the node's own inbox, where controld answers the node's
 	// reports: the replay is refused for what it is, not for its reply.
 	asNode := env.Bus.Connect(t, nats.CustomInboxPrefix(api.InboxPrefix(nodeID)))
-	m, err := asNode.Request(api.HostCtlSubject(nodeID, api.HostResult), result, 5*time.Second)
+	m, err := asNode.Request(hostproto.MsgResult.SubjectOf(nodeID), result, 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}

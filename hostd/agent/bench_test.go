@@ -14,6 +14,7 @@ import (
 	"github.com/gpuaas/gpuaas/hostd/sim"
 	hostdtasks "github.com/gpuaas/gpuaas/hostd/tasks"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 	"github.com/gpuaas/gpuaas/internal/testutil"
 )
 
@@ -42,7 +43,7 @@ func BenchmarkTaskRoundTrip(b *testing.B) {
 			if err := pool.QueryRow(ctx, `SELECT state FROM node_tasks WHERE id = $1`, id).Scan(&state); err != nil {
 				b.Fatal(err)
 			}
-			if state == api.TaskSucceeded {
+			if state == hostproto.TaskSucceeded {
 				break
 			}
 			time.Sleep(100 * time.Microsecond) // leave the CPU to controld and hostd

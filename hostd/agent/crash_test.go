@@ -18,6 +18,7 @@ import (
 	"github.com/gpuaas/gpuaas/controld/tasks"
 	"github.com/gpuaas/gpuaas/hostd/agent"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 	"github.com/gpuaas/gpuaas/internal/testutil"
 )
 
@@ -35,14 +36,14 @@ func TestTaskPathCrashes(t *testing.T) {
 		state     string
 		runs      int
 	}{
-		{api.TaskHealthProbe, agent.CrashAfterAccept, api.TaskSucceeded, 1},
-		{api.TaskHealthProbe, agent.CrashAfterRecord, api.TaskSucceeded, 1},
-		{api.TaskHealthProbe, agent.CrashAfterResult, api.TaskSucceeded, 2},
-		{api.TaskHealthProbe, agent.CrashAfterReport, api.TaskSucceeded, 1},
-		{api.TaskVMRelease, agent.CrashAfterAccept, api.TaskSucceeded, 1},
-		{api.TaskVMRelease, agent.CrashAfterRecord, api.TaskInterrupted, 0},
-		{api.TaskVMRelease, agent.CrashAfterResult, api.TaskSucceeded, 1},
-		{api.TaskVMRelease, agent.CrashAfterReport, api.TaskSucceeded, 1},
+		{api.TaskHealthProbe, agent.CrashAfterAccept, hostproto.TaskSucceeded, 1},
+		{api.TaskHealthProbe, agent.CrashAfterRecord, hostproto.TaskSucceeded, 1},
+		{api.TaskHealthProbe, agent.CrashAfterResult, hostproto.TaskSucceeded, 2},
+		{api.TaskHealthProbe, agent.CrashAfterReport, hostproto.TaskSucceeded, 1},
+		{api.TaskVMRelease, agent.CrashAfterAccept, hostproto.TaskSucceeded, 1},
+		{api.TaskVMRelease, agent.CrashAfterRecord, hostproto.TaskInterrupted, 0},
+		{api.TaskVMRelease, agent.CrashAfterResult, hostproto.TaskSucceeded, 1},
+		{api.TaskVMRelease, agent.CrashAfterReport, hostproto.TaskSucceeded, 1},
 	}
 	for _, tc := range cases {
 		t.Run(tc.typ+"/"+tc.step, func(t *testing.T) {
@@ -110,7 +111,7 @@ func TestTaskPathCrashes(t *testing.T) {
 			}
 			switch {
 			case tc.typ != api.TaskVMRelease:
-			case tc.state == api.TaskSucceeded:
+			case tc.state == hostproto.TaskSucceeded:
 				waitAlloc(t, admin, allocID, api.AllocReleased)
 			default:
 				waitAlloc(t, admin, allocID, api.AllocReleaseFailed)

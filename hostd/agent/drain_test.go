@@ -7,6 +7,7 @@ import (
 
 	"github.com/gpuaas/gpuaas/controld"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 	"github.com/gpuaas/gpuaas/internal/testutil"
 )
 
@@ -66,8 +67,8 @@ func TestSIGTERMDuringTaskReportsItsResult(t *testing.T) {
 		al.ID, api.TaskVMProvision).Scan(&state); err != nil {
 		t.Fatal(err)
 	}
-	if state != api.TaskSucceeded {
-		t.Fatalf("provisioning task: got %s; want %s", state, api.TaskSucceeded)
+	if state != hostproto.TaskSucceeded {
+		t.Fatalf("provisioning task: got %s; want %s", state, hostproto.TaskSucceeded)
 	}
 	if n := host.count(api.TaskVMProvision); n != 1 {
 		t.Fatalf("provisioning ran %d times; want 1", n)

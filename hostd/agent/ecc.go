@@ -4,10 +4,11 @@ import (
 	"fmt"
 
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 )
 
 // ECC watch: an increase of a GPU's uncorrected volatile ECC count between
-// two telemetry samples is a GPU fault (api.GPUFaultECC), reported like an
+// two telemetry samples is a GPU fault (hostproto.GPUFaultECC), reported like an
 // XID (faults.go). The first sample of a GPU after hostd starts sets its
 // baseline: a count already non-zero then is not a new fault (it may be
 // one controld was told of before the restart, and hostd cannot tell);
@@ -17,8 +18,8 @@ import (
 // eccIncreases returns the ECC faults of samples against base (each GPU's
 // last uncorrected count, by PCI) and moves base on. Samples without an
 // ECC count leave their GPU's baseline alone.
-func eccIncreases(base map[string]uint64, samples []api.GPUSample) []api.GPUFault {
-	var faults []api.GPUFault
+func eccIncreases(base map[string]uint64, samples []api.GPUSample) []hostproto.GPUFault {
+	var faults []hostproto.GPUFault
 	for _, s := range samples {
 		if s.ECCUncorrected == nil {
 			continue
@@ -29,7 +30,7 @@ func eccIncreases(base map[string]uint64, samples []api.GPUSample) []api.GPUFaul
 		if !seen || n <= prev {
 			continue
 		}
-		faults = append(faults, api.GPUFault{GPU: s.PCI, FaultKind: api.GPUFaultECC, ECCUncorrected: n, At: s.At,
+		faults = append(faults, hostproto.GPUFault{GPU: s.PCI, FaultKind: hostproto.GPUFaultECC, ECCUncorrected: n, At: s.At,
 			Message: fmt.Sprintf("uncorrected volatile ECC errors rose from %d to %d", prev, n)})
 	}
 	return faults

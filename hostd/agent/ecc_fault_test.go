@@ -12,6 +12,7 @@ import (
 	"github.com/gpuaas/gpuaas/hostd/sim"
 	hostdtasks "github.com/gpuaas/gpuaas/hostd/tasks"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 	"github.com/gpuaas/gpuaas/internal/testutil"
 )
 
@@ -71,7 +72,7 @@ func TestECCIncreaseQuarantinesNotifiesAndCredits(t *testing.T) {
 	var kind string
 	var eccCount int64
 	if err := f.env.Server.Pool().QueryRow(ctx, `SELECT at, kind, ecc_uncorrected FROM gpu_faults WHERE gpu_pci = $1`, gpu).
-		Scan(&faultAt, &kind, &eccCount); err != nil || kind != api.GPUFaultECC || eccCount != 3 {
+		Scan(&faultAt, &kind, &eccCount); err != nil || kind != hostproto.GPUFaultECC || eccCount != 3 {
 		t.Fatalf("fault recorded: %s %d, %v; want ecc 3", kind, eccCount, err)
 	}
 	u, _, err := billing.AllocationWindows(ctx, f.env.Server.Pool(), al.ID)

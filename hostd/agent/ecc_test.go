@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 )
 
 // TestECCIncreases: the first count of a GPU is its baseline (non-zero
@@ -45,7 +46,7 @@ func TestECCIncreases(t *testing.T) {
 		}
 		for i, w := range r.want {
 			g := got[i]
-			if g.GPU != w.gpu || g.FaultKind != api.GPUFaultECC || g.ECCUncorrected != w.n || !g.At.Equal(t0.Add(w.at)) ||
+			if g.GPU != w.gpu || g.FaultKind != hostproto.GPUFaultECC || g.ECCUncorrected != w.n || !g.At.Equal(t0.Add(w.at)) ||
 				g.XID != 0 || g.Message == "" || g.What() != fmt.Sprintf("ecc uncorrected %d", w.n) {
 				t.Errorf("%s: fault %d got %+v; want ECC fault of %s, count %d, at %v", r.name, i, g, w.gpu, w.n, w.at)
 			}

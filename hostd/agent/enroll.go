@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 )
 
 // enrollWaitMax caps the wait between enrollment attempts while no
@@ -21,14 +22,13 @@ const enrollWaitMax = 5 * time.Second
 // control plane waits for it instead of exiting. Any answer, error or not,
 // and a timeout (the request may have been applied) end the wait, as does
 // ctx.
-func (a *Agent) enrollWhenAnswered(ctx context.Context, c *api.Client, req api.EnrollRequest) (*api.EnrollResponse, error) {
+func (a *Agent) enrollWhenAnswered(ctx context.Context, c *api.Client, req hostproto.EnrollRequest) (*hostproto.EnrollResponse, error) {
 	wait := 200 * time.Millisecond
 	var logged time.Time
 	for {
-		var resp api.EnrollResponse
-		err := c.Request(ctx, api.SubjectEnroll, req, &resp)
+		resp, err := hostproto.Request(ctx, c, hostproto.MsgEnroll, "", req)
 		if err == nil {
-			return &resp, nil
+			return resp, nil
 		}
 		if !errors.Is(err, api.ErrNoResponders) || ctx.Err() != nil {
 			return nil, err

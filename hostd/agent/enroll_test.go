@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 	"github.com/gpuaas/gpuaas/internal/testutil"
 )
 
@@ -49,12 +50,12 @@ func TestEnrollWaitsForControldToServe(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	type result struct {
-		resp *api.EnrollResponse
+		resp *hostproto.EnrollResponse
 		err  error
 	}
 	done := make(chan result, 1)
 	go func() {
-		resp, err := a.enrollWhenAnswered(ctx, api.NewClient(b.Connect(t)), api.EnrollRequest{Token: "gpe_waiting"})
+		resp, err := a.enrollWhenAnswered(ctx, api.NewClient(b.Connect(t)), hostproto.EnrollRequest{Token: "gpe_waiting"})
 		done <- result{resp, err}
 	}()
 	select {
@@ -65,13 +66,13 @@ func TestEnrollWaitsForControldToServe(t *testing.T) {
 
 	var received atomic.Int32
 	nc := b.Connect(t)
-	if _, err := nc.QueueSubscribe(api.SubjectEnroll, "controld", func(m *nats.Msg) {
+	if _, err := nc.QueueSubscribe(hostproto.SubjectEnroll, "controld", func(m *nats.Msg) {
 		received.Add(1)
-		var req api.EnrollRequest
+		var req hostproto.EnrollRequest
 		if err := json.Unmarshal(m.Data, &req); err != nil || req.Token != "gpe_waiting" {
 			t.Errorf("enrollment request %s (%v); want the node's token", m.Data, err)
 		}
-		resp, _ := json.Marshal(api.EnrollResponse{NodeID: "n-waited", Name: "node-waited"})
+		resp, _ := json.Marshal(hostproto.EnrollResponse{NodeID: "n-waited", Name: "node-waited"})
 		_ = m.Respond(resp)
 	}); err != nil {
 		t.Fatal(err)

@@ -11,12 +11,13 @@ import (
 	"github.com/gpuaas/gpuaas/hostd/tasks"
 	"github.com/gpuaas/gpuaas/hostd/xid"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 )
 
 // GPU faults: the agent watches the kernel log (Env.KernelLog) for
 // hardware XIDs, and its GPU telemetry for increases of uncorrected ECC
 // counts (ecc.go), and reports each to controld as a signed fault report
-// (api.HostFault), keeping it until controld acknowledges it: a report
+// (hostproto.HostFault), keeping it until controld acknowledges it: a report
 // lost while disconnected is sent again, and controld acts on each fault
 // once. Until then the GPU also fails the pre-handout check (GPUFault);
 // once acknowledged, controld keeps its slot quarantined.
@@ -24,15 +25,15 @@ import (
 // faultKey is what makes a fault the same fault: controld's key too.
 type faultKey struct {
 	gpu  string
-	kind string // api.GPUFaultXID or api.GPUFaultECC
+	kind string // hostproto.GPUFaultXID or hostproto.GPUFaultECC
 	xid  int
 	at   time.Time
 }
 
-func keyOf(f api.GPUFault) faultKey {
-	kind := api.GPUFaultXID
+func keyOf(f hostproto.GPUFault) faultKey {
+	kind := hostproto.GPUFaultXID
 	if f.IsECC() {
-		kind = api.GPUFaultECC
+		kind = hostproto.GPUFaultECC
 	}
 	return faultKey{f.GPU, kind, f.XID, f.At}
 }
@@ -43,16 +44,16 @@ type faultState struct {
 	kick chan struct{}
 	// pending maps each unacknowledged fault to its report; guarded by
 	// Agent.mu.
-	pending map[faultKey]api.GPUFault
+	pending map[faultKey]hostproto.GPUFault
 }
 
 // noteFault records an XID the kernel log watcher found.
 func (a *Agent) noteFault(f xid.Fault) {
-	a.noteGPUFault(api.GPUFault{GPU: f.GPU, XID: f.XID, Message: f.Message, At: f.At})
+	a.noteGPUFault(hostproto.GPUFault{GPU: f.GPU, XID: f.XID, Message: f.Message, At: f.At})
 }
 
 // noteGPUFault records a fault and wakes the sender.
-func (a *Agent) noteGPUFault(f api.GPUFault) {
+func (a *Agent) noteGPUFault(f hostproto.GPUFault) {
 	if f.At.IsZero() { // a line without a time: now is when it was seen
 		f.At = a.now()
 	}
@@ -128,7 +129,7 @@ func (a *Agent) faultLoop(ctx context.Context) {
 // whether all went through.
 func (a *Agent) sendFaults(ctx context.Context) bool {
 	a.mu.Lock()
-	due := make([]api.GPUFault, 0, len(a.faults.pending))
+	due := make([]hostproto.GPUFault, 0, len(a.faults.pending))
 	for _, f := range a.faults.pending {
 		due = append(due, f)
 	}
@@ -136,15 +137,14 @@ func (a *Agent) sendFaults(ctx context.Context) bool {
 	sort.Slice(due, func(i, j int) bool { return due[i].At.Before(due[j].At) })
 	all := true
 	for _, f := range due {
-		env, err := a.seal(api.HostFault, &f.ReportStamp, &f)
+		env, err := sealReport(a, hostproto.MsgFault, &f.ReportStamp, &f)
 		if err != nil {
 			a.cfg.Log.Error("fault report not sent", "err", err)
 			all = false
 			continue
 		}
 		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		var ack api.HostAck
-		err = a.client.Request(rctx, api.HostCtlSubject(a.id.NodeID, api.HostFault), env, &ack)
+		_, err = hostproto.RequestSealed(rctx, a.client, hostproto.MsgFault, a.id.NodeID, env)
 		cancel()
 		if errors.Is(err, api.ErrNotFound) {
 			// controld knows no slot with this GPU: nothing will take it.

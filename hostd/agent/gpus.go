@@ -14,6 +14,7 @@ import (
 
 	"github.com/gpuaas/gpuaas/hostd/gpumon"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 	"github.com/gpuaas/gpuaas/internal/obs"
 )
 
@@ -61,7 +62,7 @@ func (g *gpuState) noteActive(samples []api.GPUSample, threshold float64) {
 // record keeps a successful read: the samples replace the previous ones
 // (a GPU gone from nvidia-smi is gone from the metrics too). It returns
 // the ECC faults the read shows (eccIncreases).
-func (g *gpuState) record(samples []api.GPUSample, threshold float64) []api.GPUFault {
+func (g *gpuState) record(samples []api.GPUSample, threshold float64) []hostproto.GPUFault {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.latest = make(map[string]api.GPUSample, len(samples))
@@ -223,8 +224,8 @@ func (a *Agent) sampleGPUs(ctx context.Context) {
 // to its top subject and only controld may publish there (busauth), so
 // the request needs no signature.
 func (a *Agent) onTop(m *nats.Msg) {
-	var req api.HostTopRequest
-	var resp api.HostTopResponse
+	var req hostproto.HostTopRequest
+	var resp hostproto.HostTopResponse
 	if err := json.Unmarshal(m.Data, &req); err != nil {
 		resp.Error = "bad request: " + err.Error()
 	} else {

@@ -9,7 +9,7 @@ import (
 	"github.com/gpuaas/gpuaas/hostd/agent"
 	"github.com/gpuaas/gpuaas/hostd/sim"
 	"github.com/gpuaas/gpuaas/hostd/tasks"
-	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 	"github.com/gpuaas/gpuaas/internal/obs/obstest"
 	"github.com/gpuaas/gpuaas/internal/testutil"
 )
@@ -26,13 +26,13 @@ func countMsg(ring *agent.LogRing, msg string) int {
 }
 
 // lastBeat decodes the newest captured heartbeat.
-func lastBeat(t *testing.T, c *capture) (api.Heartbeat, int) {
+func lastBeat(t *testing.T, c *capture) (hostproto.Heartbeat, int) {
 	t.Helper()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	var hb api.Heartbeat
+	var hb hostproto.Heartbeat
 	if len(c.msgs) == 0 || !opened(c.msgs[len(c.msgs)-1], &hb) {
-		return api.Heartbeat{}, len(c.msgs)
+		return hostproto.Heartbeat{}, len(c.msgs)
 	}
 	return hb, len(c.msgs)
 }
@@ -61,7 +61,7 @@ func TestGPUTelemetry(t *testing.T) {
 		c.LogRing = ring
 		c.Log = slog.New(ring.Handler(c.Log.Handler()))
 	})
-	beats := captureSubject(t, env.Bus.Connect(t), api.HostCtlSubject(a.NodeID(), api.HostHeartbeat))
+	beats := captureSubject(t, env.Bus.Connect(t), hostproto.MsgHeartbeat.SubjectOf(a.NodeID()))
 	url := a.MetricsURL()
 	busy, idle := h.Profile.GPUs[3].PCI, h.Profile.GPUs[0].PCI
 

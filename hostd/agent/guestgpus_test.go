@@ -15,6 +15,7 @@ import (
 	hostdtasks "github.com/gpuaas/gpuaas/hostd/tasks"
 	"github.com/gpuaas/gpuaas/hostd/term"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 	"github.com/gpuaas/gpuaas/internal/obs/obstest"
 	"github.com/gpuaas/gpuaas/internal/testutil"
 )
@@ -50,7 +51,7 @@ func TestAllocTopSliceGuestTelemetry(t *testing.T) {
 			c.GuestQueryTimeout = 2 * time.Second
 		})
 	readyNode(t, admin, a.NodeID())
-	beats := captureSubject(t, env.Bus.Connect(t), api.HostCtlSubject(a.NodeID(), api.HostHeartbeat))
+	beats := captureSubject(t, env.Bus.Connect(t), hostproto.MsgHeartbeat.SubjectOf(a.NodeID()))
 	ctx := context.Background()
 
 	// The host's own nvidia-smi sees none of the GPUs: what follows can

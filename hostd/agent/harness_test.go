@@ -16,6 +16,7 @@ import (
 	"github.com/gpuaas/gpuaas/hostd/agent"
 	"github.com/gpuaas/gpuaas/hostd/tasks"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 	"github.com/gpuaas/gpuaas/internal/testutil"
 )
 
@@ -65,7 +66,7 @@ func (f *fakeHost) registry() tasks.Registry {
 			}
 			return r, nil
 		},
-		api.TaskVMProvision: tasks.Typed(func(ctx context.Context, env *tasks.Env, p api.VMProvisionParams, rep tasks.Reporter) (any, error) {
+		api.TaskVMProvision: tasks.Typed(func(ctx context.Context, env *tasks.Env, p hostproto.VMProvisionParams, rep tasks.Reporter) (any, error) {
 			note(api.TaskVMProvision)
 			ph := tasks.NewPhased(env, rep)
 			if err := ph.Run(ctx, "lease", func(context.Context) error { return nil }, nil); err != nil {
@@ -94,7 +95,7 @@ func (f *fakeHost) registry() tasks.Registry {
 			for _, s := range p.Slots {
 				check.UUIDs = append(check.UUIDs, s.GPUUUID)
 			}
-			return api.VMProvisionResult{Domain: p.AllocationID, Address: "127.0.0.1:22", DriverCheck: check}, nil
+			return hostproto.VMProvisionResult{Domain: p.AllocationID, Address: "127.0.0.1:22", DriverCheck: check}, nil
 		}),
 		api.TaskVMRelease: func(ctx context.Context, _ *tasks.Env, _ json.RawMessage, _ tasks.Reporter) (any, error) {
 			note(api.TaskVMRelease)

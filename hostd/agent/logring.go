@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 )
 
 // replyHeadroom is the room left in a logs reply for controld's API
@@ -191,7 +192,7 @@ func (h *ringHandler) WithGroup(name string) slog.Handler {
 // node's own hostd may subscribe to its logs subject (busauth nodeGrant)
 // and only controld may publish there, so the request needs no signature.
 func (a *Agent) onLogs(m *nats.Msg) {
-	var req api.HostLogsRequest
+	var req hostproto.HostLogsRequest
 	resp := api.NodeLogsResponse{Node: a.id.NodeID, Records: []api.LogRecord{}}
 	if err := json.Unmarshal(m.Data, &req); err == nil {
 		if recs := a.cfg.LogRing.Query(req.After, req.SinceTime, req.Limit); recs != nil {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/gpuaas/gpuaas/hostd/tasks"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 	"github.com/gpuaas/gpuaas/internal/signing"
 )
 
@@ -40,7 +41,7 @@ func (a *Agent) resultLoop(ctx context.Context) {
 func (a *Agent) sendResults(ctx context.Context) bool {
 	a.mu.Lock()
 	type dueResult struct {
-		res  api.TaskResult
+		res  hostproto.TaskResult
 		corr string
 	}
 	var due []dueResult
@@ -55,15 +56,14 @@ func (a *Agent) sendResults(ctx context.Context) bool {
 		res, log := d.res, a.taskLog(d.res.TaskID, d.corr)
 		// Each send is a new report: a resend is stamped afresh, so
 		// controld takes it although it saw the first one.
-		env, err := a.seal(api.HostResult, &res.ReportStamp, &res)
+		env, err := sealReport(a, hostproto.MsgResult, &res.ReportStamp, &res)
 		if err != nil {
 			log.Error("result not sent", "err", err)
 			all = false
 			continue
 		}
 		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		var ack api.HostAck
-		err = a.client.Request(rctx, api.HostCtlSubject(a.id.NodeID, api.HostResult), env, &ack)
+		_, err = hostproto.RequestSealed(rctx, a.client, hostproto.MsgResult, a.id.NodeID, env)
 		cancel()
 		if errors.Is(err, api.ErrNotFound) {
 			// controld knows no such task (its database was reset): nothing
@@ -99,7 +99,7 @@ func (a *Agent) heartbeatLoop(ctx context.Context) {
 	defer t.Stop()
 	var lastHealth time.Time
 	for {
-		hb := api.Heartbeat{NodeID: a.id.NodeID, At: a.now(), TerminalAddr: a.cfg.TerminalAddr,
+		hb := hostproto.Heartbeat{NodeID: a.id.NodeID, At: a.now(), TerminalAddr: a.cfg.TerminalAddr,
 			TerminalHostKey: a.cfg.TerminalHostKey}
 		hb.GPUActive = a.gpus.active(hb.At)
 		if hb.At.Sub(lastHealth) >= healthEvery {
@@ -109,11 +109,10 @@ func (a *Agent) heartbeatLoop(ctx context.Context) {
 				}
 			}
 		}
-		if env, err := a.seal(api.HostHeartbeat, &hb.ReportStamp, &hb); err != nil {
+		if env, err := sealReport(a, hostproto.MsgHeartbeat, &hb.ReportStamp, &hb); err != nil {
 			a.cfg.Log.Error("heartbeat not sent", "err", err)
 		} else {
-			b, _ := json.Marshal(env)
-			_ = a.nc.Publish(api.HostCtlSubject(a.id.NodeID, api.HostHeartbeat), b)
+			_ = hostproto.Publish(a.nc, hostproto.MsgHeartbeat, a.id.NodeID, env)
 		}
 		select {
 		case <-ctx.Done():
@@ -148,15 +147,15 @@ func (a *Agent) pullLoop(ctx context.Context) {
 }
 
 func (a *Agent) pull(ctx context.Context) error {
-	req := api.PullRequest{NodeID: a.id.NodeID, At: a.now()}
-	env, err := a.seal(api.HostPull, &req.ReportStamp, &req)
+	req := hostproto.PullRequest{NodeID: a.id.NodeID, At: a.now()}
+	env, err := sealReport(a, hostproto.MsgPull, &req.ReportStamp, &req)
 	if err != nil {
 		return err
 	}
 	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	var resp api.PullResponse
-	if err := a.client.Request(rctx, api.HostCtlSubject(a.id.NodeID, api.HostPull), env, &resp); err != nil {
+	resp, err := hostproto.RequestSealed(rctx, a.client, hostproto.MsgPull, a.id.NodeID, env)
+	if err != nil {
 		return err
 	}
 	for _, st := range resp.Tasks {

@@ -10,6 +10,7 @@ import (
 	"github.com/gpuaas/gpuaas/hostd/agent"
 	"github.com/gpuaas/gpuaas/hostd/tasks"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 	"github.com/gpuaas/gpuaas/internal/obs"
 	"github.com/gpuaas/gpuaas/internal/obs/obstest"
 	"github.com/gpuaas/gpuaas/internal/testutil"
@@ -51,7 +52,7 @@ func TestMetrics(t *testing.T) {
 	}
 	waitAlloc(t, admin, al.ID, api.AllocActive)
 	hostd := obstest.Scrape(t, url)
-	if got := hostd.Value("gpuaas_hostd_task_duration_seconds", "type", api.TaskVMProvision, "status", api.TaskSucceeded); got != 1 {
+	if got := hostd.Value("gpuaas_hostd_task_duration_seconds", "type", api.TaskVMProvision, "status", hostproto.TaskSucceeded); got != 1 {
 		t.Errorf("hostd task_duration_seconds{vm_provision,succeeded} count: got %v; want 1", got)
 	}
 	if got := hostd.Value("gpuaas_hostd_tasks_running"); got != 0 {
@@ -65,6 +66,6 @@ func TestMetrics(t *testing.T) {
 	}
 	testutil.Eventually(t, "controld's task duration", func() bool {
 		return obstest.Scrape(t, env.Server.MetricsURL()).Value("gpuaas_tasks_duration_seconds",
-			"type", api.TaskVMProvision, "status", api.TaskSucceeded) == 1
+			"type", api.TaskVMProvision, "status", hostproto.TaskSucceeded) == 1
 	})
 }

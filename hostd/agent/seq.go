@@ -12,7 +12,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 	"github.com/gpuaas/gpuaas/internal/signing"
 )
 
@@ -25,7 +25,7 @@ const seqFile = "report_seq"
 // skips what was left of the block.
 const seqBlock = 1 << 16
 
-// sequencer hands out the report sequence numbers (api.ReportStamp.Seq):
+// sequencer hands out the report sequence numbers (hostproto.ReportStamp.Seq):
 // strictly increasing over the node's whole life, restarts included, so
 // controld can refuse any number it has already seen.
 //
@@ -99,13 +99,20 @@ func (s *sequencer) take() (uint64, error) {
 	return n, nil
 }
 
+// sealReport stamps report as a report of m (its kind) and seals it with
+// the node's key: the envelope's payload type is the one m declares.
+func sealReport[Req, Resp any](a *Agent, m hostproto.Message[Req, Resp], stamp *hostproto.ReportStamp, report *Req) (hostproto.Sealed[Req], error) {
+	env, err := a.seal(m.Spec().Kind, stamp, report)
+	return hostproto.Sealed[Req](env), err
+}
+
 // seal stamps a report of kind (setting *stamp, the report's own
 // ReportStamp) and seals report, a pointer to it, with the node's key.
-func (a *Agent) seal(kind string, stamp *api.ReportStamp, report any) (signing.Envelope, error) {
+func (a *Agent) seal(kind string, stamp *hostproto.ReportStamp, report any) (signing.Envelope, error) {
 	seq, err := a.seq.take()
 	if err != nil {
 		return signing.Envelope{}, fmt.Errorf("seal %s: %w", kind, err)
 	}
-	*stamp = api.ReportStamp{Kind: kind, Seq: seq, SentAt: a.now()}
+	*stamp = hostproto.ReportStamp{Kind: kind, Seq: seq, SentAt: a.now()}
 	return signing.Seal(a.key, report)
 }

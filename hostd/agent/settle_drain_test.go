@@ -13,6 +13,7 @@ import (
 	"github.com/gpuaas/gpuaas/controld/controldtest"
 	"github.com/gpuaas/gpuaas/controld/outbox"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 	"github.com/gpuaas/gpuaas/internal/testutil"
 )
 
@@ -88,8 +89,8 @@ func TestSIGTERMWhileSettlingAppliesTheResult(t *testing.T) {
 		WHERE t.allocation_id = $1 AND t.type = $2`, al.ID, api.TaskVMProvision).Scan(&task, &state); err != nil {
 		t.Fatal(err)
 	}
-	if task != api.TaskSucceeded || state != api.AllocActive {
-		t.Errorf("after the stop: task %s, allocation %s; want %s, %s", task, state, api.TaskSucceeded, api.AllocActive)
+	if task != hostproto.TaskSucceeded || state != api.AllocActive {
+		t.Errorf("after the stop: task %s, allocation %s; want %s, %s", task, state, hostproto.TaskSucceeded, api.AllocActive)
 	}
 	for _, line := range strings.Split(logs.String(), "\n") {
 		if strings.Contains(line, "context canceled") {

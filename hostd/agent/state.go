@@ -11,8 +11,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/fsutil"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 )
 
 // identity is what enrollment gave this node, kept in the state directory
@@ -33,15 +33,15 @@ const identityFile = "identity.json"
 // record is what hostd remembers of a task: the persisted seen-set (a task
 // id is run at most once) and the outbox of results not yet acknowledged.
 type record struct {
-	ID         string             `json:"id"`
-	Type       string             `json:"type"`
-	Corr       string             `json:"corr,omitempty"` // the task's correlation id, for log lines
-	State      string             `json:"state"`          // accepted, running, done
-	Phase      string             `json:"phase,omitempty"`
-	Phases     []api.TaskProgress `json:"phases,omitempty"`
-	AcceptedAt time.Time          `json:"accepted_at"`
-	Result     *api.TaskResult    `json:"result,omitempty"`
-	Acked      bool               `json:"acked,omitempty"`
+	ID         string                   `json:"id"`
+	Type       string                   `json:"type"`
+	Corr       string                   `json:"corr,omitempty"` // the task's correlation id, for log lines
+	State      string                   `json:"state"`          // accepted, running, done
+	Phase      string                   `json:"phase,omitempty"`
+	Phases     []hostproto.TaskProgress `json:"phases,omitempty"`
+	AcceptedAt time.Time                `json:"accepted_at"`
+	Result     *hostproto.TaskResult    `json:"result,omitempty"`
+	Acked      bool                     `json:"acked,omitempty"`
 	// lazy: the record is kept in memory only until controld acknowledged
 	// its result, then written once, not durably (a read-only task type:
 	// readOnlyTask; docs/decisions/0043-task-path.md).

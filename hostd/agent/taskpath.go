@@ -2,6 +2,7 @@ package agent
 
 import (
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 	"github.com/gpuaas/gpuaas/internal/signing"
 )
 
@@ -59,7 +60,7 @@ func (a *Agent) persistAccepted(t signing.Task) bool {
 	// Only this goroutine writes the record until its handler runs.
 	if err := saveRecord(a.cfg.StateDir, &copied, true); err != nil {
 		a.taskLog(t.ID, t.Corr).Error("cannot persist task; failing it", "err", err)
-		a.finish(t.ID, api.TaskResult{NodeID: a.id.NodeID, TaskID: t.ID, Status: api.TaskFailed,
+		a.finish(t.ID, hostproto.TaskResult{NodeID: a.id.NodeID, TaskID: t.ID, Status: hostproto.TaskFailed,
 			Error: "hostd cannot persist the task: " + err.Error()})
 		return false
 	}

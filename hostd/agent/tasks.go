@@ -13,6 +13,7 @@ import (
 	"github.com/gpuaas/gpuaas/hostd/tasks"
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/corrid"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 	"github.com/gpuaas/gpuaas/internal/signing"
 )
 
@@ -21,11 +22,11 @@ import (
 // the id in memory; start writes it before a handler that changes the
 // host runs (taskpath.go) — for a new task, which then runs. The reply
 // is sealed with the node's key and names the task, the node and the
-// delivery (api.TaskReply), so controld can tell it from one published by
+// delivery (hostproto.TaskReply), so controld can tell it from one published by
 // anyone else in this node's name.
 func (a *Agent) onTask(m *nats.Msg) {
 	var env signing.Envelope
-	reply := api.TaskReply{Status: api.TaskRefused, Reason: "malformed envelope"}
+	reply := hostproto.TaskReply{Status: hostproto.TaskRefused, Reason: "malformed envelope"}
 	var task signing.Task
 	var run bool
 	if err := json.Unmarshal(m.Data, &env); err == nil {
@@ -34,7 +35,7 @@ func (a *Agent) onTask(m *nats.Msg) {
 	if reply.Status == "" {
 		return // draining: unanswered, controld delivers it again
 	}
-	reply.TaskID, reply.NodeID, reply.Delivery = envelopeTaskID(env), a.id.NodeID, api.DeliveryDigest(m.Data)
+	reply.TaskID, reply.NodeID, reply.Delivery = envelopeTaskID(env), a.id.NodeID, hostproto.DeliveryDigest(m.Data)
 	if sealed, err := signing.Seal(a.key, reply); err == nil {
 		b, _ := json.Marshal(sealed)
 		_ = m.Respond(b)
@@ -59,21 +60,21 @@ func envelopeTaskID(env signing.Envelope) string {
 // not seen, controld delivers it again (to the restarted agent). A task
 // admitted to run is counted in a.running here, under a.mu, so the drain
 // never waits while one is still being added.
-func (a *Agent) admit(env signing.Envelope) (signing.Task, api.TaskReply, bool) {
+func (a *Agent) admit(env signing.Envelope) (signing.Task, hostproto.TaskReply, bool) {
 	task, err := a.verifier.Verify(env)
 	if err != nil {
 		a.cfg.Log.Warn("refused task envelope", "err", err)
-		return task, api.TaskReply{Status: api.TaskRefused, Reason: err.Error()}, false
+		return task, hostproto.TaskReply{Status: hostproto.TaskRefused, Reason: err.Error()}, false
 	}
 	log := a.taskLog(task.ID, task.Corr)
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.stopping {
-		return task, api.TaskReply{}, false
+		return task, hostproto.TaskReply{}, false
 	}
 	if r, ok := a.records[task.ID]; ok {
 		log.Debug("task delivered again", "state", r.State)
-		return task, api.TaskReply{Status: api.TaskDuplicate, State: r.State}, false
+		return task, hostproto.TaskReply{Status: hostproto.TaskDuplicate, State: r.State}, false
 	}
 	// The accepted record is in memory only: start writes it, for the
 	// types that need it, before the handler runs (taskpath.go,
@@ -82,7 +83,7 @@ func (a *Agent) admit(env signing.Envelope) (signing.Task, api.TaskReply, bool) 
 		AcceptedAt: a.now(), lazy: readOnlyTask(task.Type)}
 	log.Info("task accepted", "type", task.Type)
 	a.running.Add(1)
-	return task, api.TaskReply{Status: api.TaskAccepted}, true
+	return task, hostproto.TaskReply{Status: hostproto.TaskAccepted}, true
 }
 
 // start runs an admitted task (counted in a.running by admit), once its
@@ -108,7 +109,7 @@ type reporter struct {
 }
 
 func (r reporter) Progress(phase, status string, elapsed time.Duration, message string) {
-	p := api.TaskProgress{NodeID: r.a.id.NodeID, TaskID: r.task, Phase: phase,
+	p := hostproto.TaskProgress{NodeID: r.a.id.NodeID, TaskID: r.task, Phase: phase,
 		Status: status, ElapsedMS: elapsed.Milliseconds(), Message: message, At: r.a.now()}
 	// The phase's number is its place in the persisted log, so a report
 	// and the result's log agree on it, across restarts too.
@@ -121,13 +122,12 @@ func (r reporter) Progress(phase, status string, elapsed time.Duration, message 
 		return // no record: nothing to number it by
 	}
 	r.log.Debug("task phase", "phase", phase, "status", status, "elapsed", elapsed)
-	env, err := r.a.seal(api.HostProgress, &p.ReportStamp, &p)
+	env, err := sealReport(r.a, hostproto.MsgProgress, &p.ReportStamp, &p)
 	if err != nil {
 		r.log.Error("progress not sent", "err", err)
 		return
 	}
-	b, _ := json.Marshal(env)
-	_ = r.a.nc.Publish(api.HostCtlSubject(r.a.id.NodeID, api.HostProgress), b)
+	_ = hostproto.Publish(r.a.nc, hostproto.MsgProgress, r.a.id.NodeID, env)
 }
 
 // update changes a task record and writes it (a lazy one only once
@@ -153,7 +153,7 @@ func (a *Agent) update(id string, durable bool, fn func(*record)) {
 // unfinished on disk and is reported interrupted at the next start, with
 // its cleanup left to the release controld then queues.
 func (a *Agent) runTask(ctx context.Context, t signing.Task) {
-	res := api.TaskResult{NodeID: a.id.NodeID, TaskID: t.ID, Status: api.TaskSucceeded}
+	res := hostproto.TaskResult{NodeID: a.id.NodeID, TaskID: t.ID, Status: hostproto.TaskSucceeded}
 	ended := a.metrics.taskStarted(t.Type)
 	recorded := ""
 	defer func() { ended(recorded) }()
@@ -179,7 +179,7 @@ func (a *Agent) runTask(ctx context.Context, t signing.Task) {
 		return
 	}
 	if err != nil {
-		res.Status, res.Error = api.TaskFailed, err.Error()
+		res.Status, res.Error = hostproto.TaskFailed, err.Error()
 		var pe *tasks.PhaseError
 		if errors.As(err, &pe) {
 			res.Phase, res.Error = pe.Phase, pe.Err.Error()
@@ -192,7 +192,7 @@ func (a *Agent) runTask(ctx context.Context, t signing.Task) {
 		}
 	} else if out != nil {
 		if res.Result, err = json.Marshal(out); err != nil {
-			res.Status, res.Error = api.TaskFailed, "encode result: "+err.Error()
+			res.Status, res.Error = hostproto.TaskFailed, "encode result: "+err.Error()
 		}
 	}
 	a.finish(t.ID, res)
@@ -220,10 +220,10 @@ func runHandler(ctx context.Context, h tasks.Handler, env *tasks.Env, params jso
 	return h(ctx, env, params, rep)
 }
 
-func (a *Agent) finish(id string, res api.TaskResult) {
+func (a *Agent) finish(id string, res hostproto.TaskResult) {
 	res.At = a.now()
 	a.update(id, true, func(r *record) {
-		if res.Phase == "" && res.Status != api.TaskSucceeded {
+		if res.Phase == "" && res.Status != hostproto.TaskSucceeded {
 			res.Phase = r.Phase
 		}
 		res.Phases = r.Phases
@@ -242,7 +242,7 @@ func (a *Agent) recoverInterrupted() {
 			continue
 		}
 		a.taskLog(id, r.Corr).Warn("task interrupted by a restart", "type", r.Type, "phase", r.Phase)
-		a.finish(id, api.TaskResult{NodeID: a.id.NodeID, TaskID: id, Status: api.TaskInterrupted, Phase: r.Phase,
+		a.finish(id, hostproto.TaskResult{NodeID: a.id.NodeID, TaskID: id, Status: hostproto.TaskInterrupted, Phase: r.Phase,
 			Error: "hostd stopped while the task ran"})
 	}
 }

@@ -8,7 +8,7 @@ import (
 
 	gossh "golang.org/x/crypto/ssh"
 
-	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 	"github.com/gpuaas/gpuaas/internal/sshcert"
 )
 
@@ -49,15 +49,15 @@ func (a *Agent) casLoop(ctx context.Context) {
 // fetchCAs asks controld for the internal CA's keys (signed like a pull
 // request) and hands them to the terminal.
 func (a *Agent) fetchCAs(ctx context.Context) error {
-	req := api.PullRequest{NodeID: a.id.NodeID, At: a.now()}
-	env, err := a.seal(api.HostCAs, &req.ReportStamp, &req)
+	req := hostproto.PullRequest{NodeID: a.id.NodeID, At: a.now()}
+	env, err := sealReport(a, hostproto.MsgCAs, &req.ReportStamp, &req)
 	if err != nil {
 		return err
 	}
 	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	var resp api.SSHCAsResponse
-	if err := a.client.Request(rctx, api.HostCtlSubject(a.id.NodeID, api.HostCAs), env, &resp); err != nil {
+	resp, err := hostproto.RequestSealed(rctx, a.client, hostproto.MsgCAs, a.id.NodeID, env)
+	if err != nil {
 		return fmt.Errorf("ticket CA keys: %w", err)
 	}
 	keys, err := sshcert.ParseTrusted([]byte(strings.Join(resp.Internal, "\n")))

@@ -22,6 +22,7 @@ import (
 	"github.com/gpuaas/gpuaas/hostd/tasks"
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/bus"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 	"github.com/gpuaas/gpuaas/internal/signing"
 	"github.com/gpuaas/gpuaas/internal/testutil"
 )
@@ -106,9 +107,9 @@ func TestTerminalCAs(t *testing.T) {
 	answer := []string{oldKey} // nil: fail the request
 	heartbeatAddr := ""
 	failed := 0
-	_, err = nc.Subscribe(api.HostCtlSubject("n-7", api.HostCAs), func(m *nats.Msg) {
+	_, err = nc.Subscribe(hostproto.MsgCAs.SubjectOf("n-7"), func(m *nats.Msg) {
 		var env signing.Envelope
-		var req api.PullRequest
+		var req hostproto.PullRequest
 		if json.Unmarshal(m.Data, &env) != nil || signing.Open(pub, env, &req) != nil || req.NodeID != "n-7" {
 			t.Errorf("got a CA request not signed by the node: %s", m.Data)
 			return
@@ -130,9 +131,9 @@ func TestTerminalCAs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = nc.Subscribe(api.HostCtlSubject("n-7", api.HostHeartbeat), func(m *nats.Msg) {
+	_, err = nc.Subscribe(hostproto.MsgHeartbeat.SubjectOf("n-7"), func(m *nats.Msg) {
 		var env signing.Envelope
-		var hb api.Heartbeat
+		var hb hostproto.Heartbeat
 		if json.Unmarshal(m.Data, &env) == nil && signing.Open(pub, env, &hb) == nil {
 			mu.Lock()
 			heartbeatAddr = hb.TerminalAddr
@@ -142,8 +143,8 @@ func TestTerminalCAs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, _ = nc.Subscribe(api.HostCtlSubject("n-7", api.HostPull), func(m *nats.Msg) {
-		b, _ := json.Marshal(api.PullResponse{})
+	_, _ = nc.Subscribe(hostproto.MsgPull.SubjectOf("n-7"), func(m *nats.Msg) {
+		b, _ := json.Marshal(hostproto.PullResponse{})
 		_ = m.Respond(b)
 	})
 

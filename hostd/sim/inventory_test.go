@@ -12,6 +12,7 @@ import (
 	"github.com/gpuaas/gpuaas/hostd/host"
 	"github.com/gpuaas/gpuaas/hostd/tasks"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 )
 
 type noProgress struct{}
@@ -21,7 +22,7 @@ func (noProgress) Progress(string, string, time.Duration, string) {}
 // discover runs hostd's slice.topology_discover on h.
 func discover(t *testing.T, h *Host, shape string) api.TopologyResult {
 	t.Helper()
-	params, err := json.Marshal(api.TopologyDiscoverParams{Shape: shape})
+	params, err := json.Marshal(hostproto.TopologyDiscoverParams{Shape: shape})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/gpuaas/gpuaas/hostd/host"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 )
 
 // deprovisionUser ends the allocation user's processes and deletes the
@@ -14,11 +15,11 @@ import (
 // before the slots go back to the pool; the result counts what was
 // removed. A user that is not there is not an error: the task may be a
 // retry, or the cleanup of a provisioning that never created it.
-func deprovisionUser(ctx context.Context, env *Env, p api.UserDeprovisionParams, rep Reporter) (any, error) {
+func deprovisionUser(ctx context.Context, env *Env, p hostproto.UserDeprovisionParams, rep Reporter) (any, error) {
 	if err := host.CheckUserName(p.PosixUser); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidParams, err)
 	}
-	res := api.UserDeprovisionResult{PosixUser: p.PosixUser}
+	res := hostproto.UserDeprovisionResult{PosixUser: p.PosixUser}
 	ph := NewPhased(env, rep)
 	err := ph.Run(ctx, PhaseKillProcesses, func(ctx context.Context) error {
 		var err error

@@ -7,6 +7,7 @@ import (
 	"github.com/gpuaas/gpuaas/hostd/sim"
 	"github.com/gpuaas/gpuaas/hostd/tasks"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 )
 
 // TestVMProvisionReportsDriverCheck: a sim guest (which boots no image
@@ -16,7 +17,7 @@ import (
 func TestVMProvisionReportsDriverCheck(t *testing.T) {
 	t.Parallel()
 	h, env := simHost(t, sim.H200Slice8())
-	res, _, err := run(t, env, api.TaskTopologyDiscover, api.TopologyDiscoverParams{Shape: api.ShapeGPUSlice})
+	res, _, err := run(t, env, api.TaskTopologyDiscover, hostproto.TopologyDiscoverParams{Shape: api.ShapeGPUSlice})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -30,11 +31,11 @@ func TestVMProvisionReportsDriverCheck(t *testing.T) {
 	if err != nil {
 		t.Fatalf("vm_provision: %v (%v)", err, rec)
 	}
-	c := out.(api.VMProvisionResult).DriverCheck
+	c := out.(hostproto.VMProvisionResult).DriverCheck
 	if c == nil || !c.Passed || !slices.Equal(c.UUIDs, want) {
 		t.Errorf("driver check = %+v; want passed with %v", c, want)
 	}
-	if _, _, err := run(t, env, api.TaskVMRelease, api.VMReleaseParams{AllocationID: "a-check", Slots: s}); err != nil {
+	if _, _, err := run(t, env, api.TaskVMRelease, hostproto.VMReleaseParams{AllocationID: "a-check", Slots: s}); err != nil {
 		t.Fatal(err)
 	}
 }

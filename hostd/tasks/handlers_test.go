@@ -19,6 +19,7 @@ import (
 	"github.com/gpuaas/gpuaas/hostd/sim"
 	"github.com/gpuaas/gpuaas/hostd/tasks"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 	"github.com/gpuaas/gpuaas/internal/testutil"
 )
 
@@ -84,7 +85,7 @@ func run(t *testing.T, env *tasks.Env, taskType string, params any) (any, *recor
 // slots discovers the host's slots as controld would register them.
 func slots(t *testing.T, env *tasks.Env) []api.Slot {
 	t.Helper()
-	res, _, err := run(t, env, api.TaskTopologyDiscover, api.TopologyDiscoverParams{Shape: api.ShapeGPUSlice})
+	res, _, err := run(t, env, api.TaskTopologyDiscover, hostproto.TopologyDiscoverParams{Shape: api.ShapeGPUSlice})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -191,17 +192,17 @@ func TestTopologyDiscover(t *testing.T) {
 			t.Errorf("slot %d = %+v; want %+v", i, got[i], want[i])
 		}
 	}
-	res, _, err := run(t, env, api.TaskTopologyDiscover, api.TopologyDiscoverParams{Shape: api.ShapeGPUSlice, Subnet: "172.20.0.0/20"})
+	res, _, err := run(t, env, api.TaskTopologyDiscover, hostproto.TopologyDiscoverParams{Shape: api.ShapeGPUSlice, Subnet: "172.20.0.0/20"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if r := res.(api.TopologyResult); r.HostName != p.Name || r.CandidateSlots[0].IP != "172.20.1.10" {
 		t.Errorf("host %q, slot 0 IP %s; want %s, 172.20.1.10", r.HostName, r.CandidateSlots[0].IP, p.Name)
 	}
-	if _, _, err := run(t, env, api.TaskTopologyDiscover, api.TopologyDiscoverParams{Shape: api.ShapeGPUSlice, Subnet: "nope"}); !errors.Is(err, tasks.ErrInvalidParams) {
+	if _, _, err := run(t, env, api.TaskTopologyDiscover, hostproto.TopologyDiscoverParams{Shape: api.ShapeGPUSlice, Subnet: "nope"}); !errors.Is(err, tasks.ErrInvalidParams) {
 		t.Errorf("bad subnet: got %v; want ErrInvalidParams", err)
 	}
-	_, _, err = run(t, env, api.TaskTopologyDiscover, api.TopologyDiscoverParams{Shape: "vm"})
+	_, _, err = run(t, env, api.TaskTopologyDiscover, hostproto.TopologyDiscoverParams{Shape: "vm"})
 	wantPhaseError(t, err, tasks.PhaseDiscover)
 }
 

@@ -8,6 +8,7 @@ import (
 	hostenv "github.com/gpuaas/gpuaas/hostd/env"
 	"github.com/gpuaas/gpuaas/hostd/host"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 	"github.com/gpuaas/gpuaas/internal/logstream"
 )
 
@@ -18,7 +19,7 @@ const maxJobWait = 10 * time.Minute
 // jobStart starts a job through the allocation's environment, as its
 // user, supervised by hostd (jobsup.go), and reports within p.Wait
 // whether it ended (docs/jobs.md).
-func jobStart(ctx context.Context, env *Env, p api.JobStartParams, _ Reporter) (any, error) {
+func jobStart(ctx context.Context, env *Env, p hostproto.JobStartParams, _ Reporter) (any, error) {
 	if err := checkAllocationID(p.AllocationID); err != nil {
 		return nil, err
 	}
@@ -48,7 +49,7 @@ func jobStart(ctx context.Context, env *Env, p api.JobStartParams, _ Reporter) (
 		if j = sup.start(e, p, func() *logstream.Pump { return openJobLog(env, p) }, env.now); j == nil {
 			_ = e.Close()
 			now := env.now()
-			return api.JobReport{JobID: p.JobID, Ended: true, Cancelled: true, EndedAt: &now,
+			return hostproto.JobReport{JobID: p.JobID, Ended: true, Cancelled: true, EndedAt: &now,
 				Reason: "cancelled before it started"}, nil
 		}
 		env.Log.Info("job started", "job", p.JobID, "allocation", p.AllocationID)
@@ -58,7 +59,7 @@ func jobStart(ctx context.Context, env *Env, p api.JobStartParams, _ Reporter) (
 
 // jobWait reports within p.Wait whether a job ended; a job this hostd
 // does not know (it restarted since starting it) is reported unknown.
-func jobWait(ctx context.Context, env *Env, p api.JobWaitParams, _ Reporter) (any, error) {
+func jobWait(ctx context.Context, env *Env, p hostproto.JobWaitParams, _ Reporter) (any, error) {
 	var j *runningJob
 	reaped := false
 	if env.Envs != nil {
@@ -66,11 +67,11 @@ func jobWait(ctx context.Context, env *Env, p api.JobWaitParams, _ Reporter) (an
 		j, reaped = sup.get(p.JobID), sup.stoppedAtStart(p.JobID)
 	}
 	if j == nil && reaped {
-		return api.JobReport{JobID: p.JobID, Ended: true, Unknown: true, Reason: "hostd restarted while the job ran; " +
+		return hostproto.JobReport{JobID: p.JobID, Ended: true, Unknown: true, Reason: "hostd restarted while the job ran; " +
 			"its container was stopped when hostd started again (a job in an image is not re-attached)"}, nil
 	}
 	if j == nil {
-		return api.JobReport{JobID: p.JobID, Ended: true, Unknown: true,
+		return hostproto.JobReport{JobID: p.JobID, Ended: true, Unknown: true,
 			Reason: "hostd restarted while the job ran; the job was not re-attached"}, nil
 	}
 	return j.wait(ctx, min(max(p.Wait, time.Second), maxJobWait)), nil
@@ -78,7 +79,7 @@ func jobWait(ctx context.Context, env *Env, p api.JobWaitParams, _ Reporter) (an
 
 // jobStop ends a job: SIGTERM to its process group, SIGKILL after
 // p.Grace; the job's own report (job.wait) then says it was cancelled.
-func jobStop(_ context.Context, env *Env, p api.JobStopParams, _ Reporter) (any, error) {
+func jobStop(_ context.Context, env *Env, p hostproto.JobStopParams, _ Reporter) (any, error) {
 	if env.Envs == nil {
 		return api.JobStopReport{JobID: p.JobID}, nil
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/gpuaas/gpuaas/hostd/sim"
 	"github.com/gpuaas/gpuaas/hostd/tasks"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 	"github.com/gpuaas/gpuaas/internal/testutil"
 )
 
@@ -19,20 +20,20 @@ func jobHost(t *testing.T, alloc string) (*tasks.Env, string) {
 	t.Helper()
 	_, env := simHost(t, sim.H100Baremetal8())
 	user := api.PosixUser(alloc)
-	if _, _, err := run(t, env, api.TaskProvisionUser, api.UserProvisionParams{AllocationID: alloc, UserID: "u-1", PosixUser: user}); err != nil {
+	if _, _, err := run(t, env, api.TaskProvisionUser, hostproto.UserProvisionParams{AllocationID: alloc, UserID: "u-1", PosixUser: user}); err != nil {
 		t.Fatal(err)
 	}
 	return env, user
 }
 
-func jobReport(t *testing.T, out any, err error) api.JobReport {
+func jobReport(t *testing.T, out any, err error) hostproto.JobReport {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, ok := out.(api.JobReport)
+	r, ok := out.(hostproto.JobReport)
 	if !ok {
-		t.Fatalf("result %T; want api.JobReport", out)
+		t.Fatalf("result %T; want hostproto.JobReport", out)
 	}
 	return r
 }
@@ -44,14 +45,14 @@ func TestJobStartReportsExitCode(t *testing.T) {
 	marker := filepath.Join(t.TempDir(), "setup-ran")
 	tests := []struct {
 		name      string
-		p         api.JobStartParams
+		p         hostproto.JobStartParams
 		wantCode  int
 		wantPhase string
 	}{
-		{"exit 7", api.JobStartParams{Run: "exit 7"}, 7, api.JobPhaseRun},
-		{"succeeds with env", api.JobStartParams{Run: `test "$GREETING" = hello`, Env: []string{"GREETING=hello"}}, 0, api.JobPhaseRun},
-		{"setup fails", api.JobStartParams{Setup: "exit 3", Run: "exit 0"}, 3, api.JobPhaseSetup},
-		{"setup then run", api.JobStartParams{Setup: "touch " + marker, Run: "test -e " + marker}, 0, api.JobPhaseRun},
+		{"exit 7", hostproto.JobStartParams{Run: "exit 7"}, 7, api.JobPhaseRun},
+		{"succeeds with env", hostproto.JobStartParams{Run: `test "$GREETING" = hello`, Env: []string{"GREETING=hello"}}, 0, api.JobPhaseRun},
+		{"setup fails", hostproto.JobStartParams{Setup: "exit 3", Run: "exit 0"}, 3, api.JobPhaseSetup},
+		{"setup then run", hostproto.JobStartParams{Setup: "touch " + marker, Run: "test -e " + marker}, 0, api.JobPhaseRun},
 	}
 	for i, tt := range tests {
 		p := tt.p
@@ -69,7 +70,7 @@ func TestJobWaitFollowsALongJob(t *testing.T) {
 	const alloc = "a-job00000002"
 	env, user := jobHost(t, alloc)
 	release := filepath.Join(t.TempDir(), "go")
-	p := api.JobStartParams{JobID: "j-long", AllocationID: alloc, PosixUser: user, Wait: time.Second,
+	p := hostproto.JobStartParams{JobID: "j-long", AllocationID: alloc, PosixUser: user, Wait: time.Second,
 		Run: "while ! test -e " + release + "; do sleep 0.05; done; exit 5"}
 	out, _, err := run(t, env, api.TaskJobStart, p)
 	if r := jobReport(t, out, err); r.Ended || r.Phase != api.JobPhaseRun || r.StartedAt == nil {
@@ -83,7 +84,7 @@ func TestJobWaitFollowsALongJob(t *testing.T) {
 	if err := os.WriteFile(release, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	out, _, err = run(t, env, api.TaskJobWait, api.JobWaitParams{JobID: "j-long", Wait: time.Minute})
+	out, _, err = run(t, env, api.TaskJobWait, hostproto.JobWaitParams{JobID: "j-long", Wait: time.Minute})
 	if r := jobReport(t, out, err); !r.Ended || r.ExitCode != 5 {
 		t.Fatalf("wait %+v; want ended with 5", r)
 	}
@@ -93,16 +94,16 @@ func TestJobStopCancels(t *testing.T) {
 	t.Parallel()
 	const alloc = "a-job00000003"
 	env, user := jobHost(t, alloc)
-	p := api.JobStartParams{JobID: "j-stop", AllocationID: alloc, PosixUser: user, Wait: time.Second, Run: "sleep 300"}
+	p := hostproto.JobStartParams{JobID: "j-stop", AllocationID: alloc, PosixUser: user, Wait: time.Second, Run: "sleep 300"}
 	out, _, err := run(t, env, api.TaskJobStart, p)
 	if r := jobReport(t, out, err); r.Ended {
 		t.Fatalf("start %+v; want running", r)
 	}
-	out, _, err = run(t, env, api.TaskJobStop, api.JobStopParams{JobID: "j-stop", Grace: time.Second})
+	out, _, err = run(t, env, api.TaskJobStop, hostproto.JobStopParams{JobID: "j-stop", Grace: time.Second})
 	if err != nil || !out.(api.JobStopReport).Signaled {
 		t.Fatalf("stop: %v %+v; want signalled", err, out)
 	}
-	out, _, err = run(t, env, api.TaskJobWait, api.JobWaitParams{JobID: "j-stop", Wait: time.Minute})
+	out, _, err = run(t, env, api.TaskJobWait, hostproto.JobWaitParams{JobID: "j-stop", Wait: time.Minute})
 	if r := jobReport(t, out, err); !r.Ended || !r.Cancelled || r.Signal != "SIGTERM" {
 		t.Fatalf("wait %+v; want ended, cancelled by SIGTERM", r)
 	}
@@ -112,7 +113,7 @@ func TestJobTimeoutEndsIt(t *testing.T) {
 	t.Parallel()
 	const alloc = "a-job00000004"
 	env, user := jobHost(t, alloc)
-	p := api.JobStartParams{JobID: "j-timeout", AllocationID: alloc, PosixUser: user, Wait: time.Minute,
+	p := hostproto.JobStartParams{JobID: "j-timeout", AllocationID: alloc, PosixUser: user, Wait: time.Minute,
 		Run: "sleep 300", Timeout: 200 * time.Millisecond}
 	out, _, err := run(t, env, api.TaskJobStart, p)
 	if r := jobReport(t, out, err); !r.Ended || !r.TimedOut || r.Signal != "SIGTERM" {
@@ -130,16 +131,16 @@ func TestJobUnknownAfterRestart(t *testing.T) {
 	const alloc = "a-job00000007"
 	h, env := simHost(t, sim.H100Baremetal8())
 	user := api.PosixUser(alloc)
-	if _, _, err := run(t, env, api.TaskProvisionUser, api.UserProvisionParams{AllocationID: alloc, UserID: "u-1", PosixUser: user}); err != nil {
+	if _, _, err := run(t, env, api.TaskProvisionUser, hostproto.UserProvisionParams{AllocationID: alloc, UserID: "u-1", PosixUser: user}); err != nil {
 		t.Fatal(err)
 	}
-	out, _, err := run(t, env, api.TaskJobStart, api.JobStartParams{JobID: "j-before", AllocationID: alloc, PosixUser: user,
+	out, _, err := run(t, env, api.TaskJobStart, hostproto.JobStartParams{JobID: "j-before", AllocationID: alloc, PosixUser: user,
 		Wait: 0, Run: "sleep 2"})
 	if r := jobReport(t, out, err); r.Ended {
 		t.Fatalf("start %+v; want running", r)
 	}
 	restarted := h.Env("n-test", testutil.Logger(t))
-	out, _, err = run(t, restarted, api.TaskJobWait, api.JobWaitParams{JobID: "j-before", Wait: time.Second})
+	out, _, err = run(t, restarted, api.TaskJobWait, hostproto.JobWaitParams{JobID: "j-before", Wait: time.Second})
 	r := jobReport(t, out, err)
 	if !r.Ended || !r.Unknown || !strings.Contains(r.Reason, "restarted") {
 		t.Fatalf("got %+v; want unknown, with the reason", r)
@@ -149,7 +150,7 @@ func TestJobUnknownAfterRestart(t *testing.T) {
 func TestJobStartRefusesBadParams(t *testing.T) {
 	t.Parallel()
 	_, env := simHost(t, sim.H100Baremetal8())
-	for _, p := range []api.JobStartParams{
+	for _, p := range []hostproto.JobStartParams{
 		{JobID: "j-1", AllocationID: "a-job00000005", PosixUser: api.PosixUser("a-job00000005")},              // no run
 		{JobID: "j-1", AllocationID: "nope", PosixUser: "x", Run: "true"},                                     // bad allocation
 		{JobID: "j-1", AllocationID: "a-job00000005", PosixUser: "root;rm", Run: "true"},                      // bad user
@@ -167,12 +168,12 @@ func TestJobOutputTail(t *testing.T) {
 	t.Parallel()
 	const alloc = "a-job00000006"
 	env, user := jobHost(t, alloc)
-	out, _, err := run(t, env, api.TaskJobStart, api.JobStartParams{JobID: "j-out", AllocationID: alloc, PosixUser: user,
+	out, _, err := run(t, env, api.TaskJobStart, hostproto.JobStartParams{JobID: "j-out", AllocationID: alloc, PosixUser: user,
 		Wait: time.Minute, Run: "echo hello; echo oops >&2"})
 	if r := jobReport(t, out, err); r.Output != "hello\noops\n" || r.OutputBytes != 11 {
 		t.Errorf("got output %q (%d bytes); want hello and oops", r.Output, r.OutputBytes)
 	}
-	out, _, err = run(t, env, api.TaskJobStart, api.JobStartParams{JobID: "j-big", AllocationID: alloc, PosixUser: user,
+	out, _, err = run(t, env, api.TaskJobStart, hostproto.JobStartParams{JobID: "j-big", AllocationID: alloc, PosixUser: user,
 		Wait: time.Minute, Run: "head -c 40000 /dev/zero | tr '\\0' a; printf 'END\\0'"})
 	r := jobReport(t, out, err)
 	if len(r.Output) != 16<<10+2 || r.OutputBytes != 40004 || !strings.HasSuffix(r.Output, "END\uFFFD") {
@@ -188,16 +189,16 @@ func TestJobStopKillsAfterGrace(t *testing.T) {
 	const alloc = "a-job00000008"
 	env, user := jobHost(t, alloc)
 	// Wait lets the process start first: this is about SIGKILL.
-	p := api.JobStartParams{JobID: "j-stubborn", AllocationID: alloc, PosixUser: user, Wait: 300 * time.Millisecond,
+	p := hostproto.JobStartParams{JobID: "j-stubborn", AllocationID: alloc, PosixUser: user, Wait: 300 * time.Millisecond,
 		Run: "trap '' TERM; sleep 300"}
 	out, _, err := run(t, env, api.TaskJobStart, p)
 	if r := jobReport(t, out, err); r.Ended {
 		t.Fatalf("start %+v; want running", r)
 	}
-	if out, _, err := run(t, env, api.TaskJobStop, api.JobStopParams{JobID: "j-stubborn", Grace: 200 * time.Millisecond}); err != nil || !out.(api.JobStopReport).Signaled {
+	if out, _, err := run(t, env, api.TaskJobStop, hostproto.JobStopParams{JobID: "j-stubborn", Grace: 200 * time.Millisecond}); err != nil || !out.(api.JobStopReport).Signaled {
 		t.Fatalf("stop: %v %+v; want signalled", err, out)
 	}
-	out, _, err = run(t, env, api.TaskJobWait, api.JobWaitParams{JobID: "j-stubborn", Wait: time.Minute})
+	out, _, err = run(t, env, api.TaskJobWait, hostproto.JobWaitParams{JobID: "j-stubborn", Wait: time.Minute})
 	if r := jobReport(t, out, err); !r.Ended || !r.Cancelled || r.Signal != "SIGKILL" || r.ExitCode != 137 {
 		t.Fatalf("wait %+v; want cancelled by SIGKILL (137)", r)
 	}
@@ -210,16 +211,16 @@ func TestJobStopInSetupSkipsRun(t *testing.T) {
 	const alloc = "a-job00000009"
 	env, user := jobHost(t, alloc)
 	marker := filepath.Join(t.TempDir(), "ran")
-	p := api.JobStartParams{JobID: "j-early", AllocationID: alloc, PosixUser: user, Wait: 0,
+	p := hostproto.JobStartParams{JobID: "j-early", AllocationID: alloc, PosixUser: user, Wait: 0,
 		Setup: "sleep 0.3", Run: "touch " + marker}
 	out, _, err := run(t, env, api.TaskJobStart, p)
 	if r := jobReport(t, out, err); r.Ended {
 		t.Fatalf("start %+v; want running", r)
 	}
-	if out, _, err := run(t, env, api.TaskJobStop, api.JobStopParams{JobID: "j-early", Grace: time.Second}); err != nil || !out.(api.JobStopReport).Signaled {
+	if out, _, err := run(t, env, api.TaskJobStop, hostproto.JobStopParams{JobID: "j-early", Grace: time.Second}); err != nil || !out.(api.JobStopReport).Signaled {
 		t.Fatalf("stop: %v %+v; want the job stopped", err, out)
 	}
-	out, _, err = run(t, env, api.TaskJobWait, api.JobWaitParams{JobID: "j-early", Wait: time.Minute})
+	out, _, err = run(t, env, api.TaskJobWait, hostproto.JobWaitParams{JobID: "j-early", Wait: time.Minute})
 	if r := jobReport(t, out, err); !r.Ended || !r.Cancelled || r.Phase != api.JobPhaseSetup {
 		t.Fatalf("wait %+v; want cancelled in setup", r)
 	}
@@ -235,10 +236,10 @@ func TestJobStopBeforeStart(t *testing.T) {
 	const alloc = "a-job0000000a"
 	env, user := jobHost(t, alloc)
 	marker := filepath.Join(t.TempDir(), "ran")
-	if out, _, err := run(t, env, api.TaskJobStop, api.JobStopParams{JobID: "j-never", Grace: time.Second}); err != nil || !out.(api.JobStopReport).Signaled {
+	if out, _, err := run(t, env, api.TaskJobStop, hostproto.JobStopParams{JobID: "j-never", Grace: time.Second}); err != nil || !out.(api.JobStopReport).Signaled {
 		t.Fatalf("stop: %v %+v; want the job stopped", err, out)
 	}
-	out, _, err := run(t, env, api.TaskJobStart, api.JobStartParams{JobID: "j-never", AllocationID: alloc, PosixUser: user,
+	out, _, err := run(t, env, api.TaskJobStart, hostproto.JobStartParams{JobID: "j-never", AllocationID: alloc, PosixUser: user,
 		Wait: time.Second, Run: "touch " + marker})
 	if r := jobReport(t, out, err); !r.Ended || !r.Cancelled || r.StartedAt != nil {
 		t.Fatalf("start after stop: %+v; want cancelled, never started", r)

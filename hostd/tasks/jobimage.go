@@ -13,6 +13,7 @@ import (
 	hostenv "github.com/gpuaas/gpuaas/hostd/env"
 	"github.com/gpuaas/gpuaas/hostd/workload"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 )
 
 // A job whose job.yaml names an image runs its phases inside one
@@ -47,7 +48,7 @@ const LabelJob = "gpuaas.job"
 type jobImageEnv struct {
 	hostenv.Environment
 	env  *Env
-	p    api.JobStartParams
+	p    hostproto.JobStartParams
 	name string
 	// mu protects the following.
 	mu       sync.Mutex
@@ -57,7 +58,7 @@ type jobImageEnv struct {
 
 // newJobImageEnv wraps e for a job with an image; prepare makes its
 // container.
-func newJobImageEnv(env *Env, e hostenv.Environment, p api.JobStartParams) *jobImageEnv {
+func newJobImageEnv(env *Env, e hostenv.Environment, p hostproto.JobStartParams) *jobImageEnv {
 	return &jobImageEnv{Environment: e, env: env, p: p, name: JobContainerName(p.JobID)}
 }
 
@@ -190,7 +191,7 @@ func quoteAll(args []string) string {
 // missing workdir. A job stopped meanwhile (job.stop, jobsup.go) ends its
 // preparation through the context: the pull or load is abandoned, no
 // phase runs, and the job is reported cancelled with nothing run.
-func (j *runningJob) enterImage(ie *jobImageEnv, rep *api.JobReport) bool {
+func (j *runningJob) enterImage(ie *jobImageEnv, rep *hostproto.JobReport) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), jobImagePrepareTimeout)
 	defer cancel()
 	j.mu.Lock()

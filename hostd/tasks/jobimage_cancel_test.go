@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 )
 
 // stallingRegistry serves ref's registry through a proxy whose blob
@@ -58,7 +59,7 @@ func TestJobInImageCancelDuringPull(t *testing.T) {
 	ref, seen := stallingRegistry(t, tinyJobImage(t))
 	alloc := "a-jcp" + strconv.Itoa(os.Getpid())
 	provisionTenant(t, env, alloc)
-	p := api.JobStartParams{JobID: "j-imgpull", AllocationID: alloc, PosixUser: api.PosixUser(alloc), Wait: 0, Image: ref,
+	p := hostproto.JobStartParams{JobID: "j-imgpull", AllocationID: alloc, PosixUser: api.PosixUser(alloc), Wait: 0, Image: ref,
 		Run: "echo ran; : > ~/ran"}
 	out, _, err := run(t, env, api.TaskJobStart, p)
 	if r := jobReport(t, out, err); r.Ended {
@@ -69,12 +70,12 @@ func TestJobInImageCancelDuringPull(t *testing.T) {
 	case <-time.After(2 * time.Minute):
 		t.Fatal("the pull never reached the registry's blobs")
 	}
-	out, _, err = run(t, env, api.TaskJobStop, api.JobStopParams{JobID: p.JobID, Grace: 30 * time.Second})
+	out, _, err = run(t, env, api.TaskJobStop, hostproto.JobStopParams{JobID: p.JobID, Grace: 30 * time.Second})
 	if err != nil || !out.(api.JobStopReport).Signaled {
 		t.Fatalf("stop: %v %+v; want signalled", err, out)
 	}
 	// The registry never answers: only an abandoned pull lets it end.
-	out, _, err = run(t, env, api.TaskJobWait, api.JobWaitParams{JobID: p.JobID, Wait: 2 * time.Minute})
+	out, _, err = run(t, env, api.TaskJobWait, hostproto.JobWaitParams{JobID: p.JobID, Wait: 2 * time.Minute})
 	r := jobReport(t, out, err)
 	if !r.Ended || !r.Cancelled || r.Phase != api.JobPhaseImage || r.StartedAt != nil || strings.Contains(r.Output, "ran") ||
 		!strings.Contains(r.Reason, "cancelled while its image was prepared") {

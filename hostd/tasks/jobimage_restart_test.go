@@ -10,6 +10,7 @@ import (
 
 	"github.com/gpuaas/gpuaas/hostd/tasks"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 	"github.com/gpuaas/gpuaas/internal/testutil"
 )
 
@@ -24,7 +25,7 @@ func TestJobContainerStoppedWhenHostdRestarts(t *testing.T) {
 	ref := tinyJobImage(t)
 	alloc := "a-jrs" + strconv.Itoa(os.Getpid())
 	provisionTenant(t, env, alloc)
-	p := api.JobStartParams{JobID: "j-imgrestart", AllocationID: alloc, PosixUser: api.PosixUser(alloc), Wait: 0, Image: ref,
+	p := hostproto.JobStartParams{JobID: "j-imgrestart", AllocationID: alloc, PosixUser: api.PosixUser(alloc), Wait: 0, Image: ref,
 		Run: `: > ~/running; while :; do sleep 1; done`}
 	out, _, err := run(t, env, api.TaskJobStart, p)
 	if r := jobReport(t, out, err); r.Ended {
@@ -40,7 +41,7 @@ func TestJobContainerStoppedWhenHostdRestarts(t *testing.T) {
 	if names := asTenant(t, restarted, alloc, "ps", "--all", "--format", "{{.Names}}"); strings.TrimSpace(names) != "" {
 		t.Fatalf("containers after hostd restarted: %q; want none", names)
 	}
-	out, _, err = run(t, restarted, api.TaskJobWait, api.JobWaitParams{JobID: p.JobID, Wait: time.Second})
+	out, _, err = run(t, restarted, api.TaskJobWait, hostproto.JobWaitParams{JobID: p.JobID, Wait: time.Second})
 	r := jobReport(t, out, err)
 	if !r.Ended || !r.Unknown || !strings.Contains(r.Reason, "its container was stopped when hostd started again") {
 		t.Fatalf("wait after the restart: %+v; want unknown, its container stopped", r)

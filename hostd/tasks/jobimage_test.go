@@ -13,6 +13,7 @@ import (
 	"github.com/gpuaas/gpuaas/hostd/tasks"
 	"github.com/gpuaas/gpuaas/hostd/workload/workloadtest"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 	"github.com/gpuaas/gpuaas/internal/registry"
 	"github.com/gpuaas/gpuaas/internal/testutil"
 )
@@ -57,16 +58,16 @@ func TestJobInImage(t *testing.T) {
 	alloc := "a-jim" + strconv.Itoa(os.Getpid())
 	provisionTenant(t, env, alloc)
 	user := api.PosixUser(alloc)
-	start := func(p api.JobStartParams) api.JobReport {
+	start := func(p hostproto.JobStartParams) hostproto.JobReport {
 		t.Helper()
 		p.AllocationID, p.PosixUser, p.Wait = alloc, user, 5*time.Minute
 		out, _, err := run(t, env, api.TaskJobStart, p)
 		return jobReport(t, out, err)
 	}
-	if r := start(api.JobStartParams{JobID: "j-mkwd", Run: "mkdir -p ~/wd && echo from-the-home > ~/wd/f"}); r.ExitCode != 0 {
+	if r := start(hostproto.JobStartParams{JobID: "j-mkwd", Run: "mkdir -p ~/wd && echo from-the-home > ~/wd/f"}); r.ExitCode != 0 {
 		t.Fatalf("making the workdir: %+v", r)
 	}
-	r := start(api.JobStartParams{JobID: "j-img", Image: ref, Workdir: "wd", Env: []string{"GREETING=hello there"},
+	r := start(hostproto.JobStartParams{JobID: "j-img", Image: ref, Workdir: "wd", Env: []string{"GREETING=hello there"},
 		Setup: "echo from-setup > /setup-was-here",
 		Run:   `cat /etc/os-release; cat /setup-was-here; cat f; echo "greeting=$GREETING"; exit 7`})
 	if !r.Ended || r.ExitCode != 7 || r.Phase != api.JobPhaseRun || r.Signal != "" {
@@ -92,7 +93,7 @@ func TestJobInImageCancel(t *testing.T) {
 	provisionTenant(t, env, alloc)
 	user := api.PosixUser(alloc)
 	const secret = "s3cr3t-value-" + "4242"
-	p := api.JobStartParams{JobID: "j-imgstop", AllocationID: alloc, PosixUser: user, Wait: 0, Image: ref,
+	p := hostproto.JobStartParams{JobID: "j-imgstop", AllocationID: alloc, PosixUser: user, Wait: 0, Image: ref,
 		Env: []string{"TOKEN=" + secret}, Run: `trap 'echo got-term; exit 9' TERM; echo "token=${#TOKEN}"; : > ~/running; while :; do sleep 1; done`}
 	out, _, err := run(t, env, api.TaskJobStart, p)
 	if r := jobReport(t, out, err); r.Ended {
@@ -107,11 +108,11 @@ func TestJobInImageCancel(t *testing.T) {
 	if cmdlines := allCmdlines(t); strings.Contains(cmdlines, secret) {
 		t.Errorf("a command line holds the secret value")
 	}
-	out, _, err = run(t, env, api.TaskJobStop, api.JobStopParams{JobID: p.JobID, Grace: 30 * time.Second})
+	out, _, err = run(t, env, api.TaskJobStop, hostproto.JobStopParams{JobID: p.JobID, Grace: 30 * time.Second})
 	if err != nil || !out.(api.JobStopReport).Signaled {
 		t.Fatalf("stop: %v %+v; want signalled", err, out)
 	}
-	out, _, err = run(t, env, api.TaskJobWait, api.JobWaitParams{JobID: p.JobID, Wait: 2 * time.Minute})
+	out, _, err = run(t, env, api.TaskJobWait, hostproto.JobWaitParams{JobID: p.JobID, Wait: 2 * time.Minute})
 	r := jobReport(t, out, err)
 	if !r.Ended || !r.Cancelled || r.ExitCode != 9 || !strings.Contains(r.Output, "got-term") {
 		t.Fatalf("wait %+v; want ended, cancelled, its TERM trap's exit 9", r)
@@ -132,7 +133,7 @@ func TestJobInImageUnknownImage(t *testing.T) {
 	alloc := "a-jiu" + strconv.Itoa(os.Getpid())
 	provisionTenant(t, env, alloc)
 	ref := srv.Addr() + "/test/none@sha256:" + strings.Repeat("ab", 32)
-	out, _, err := run(t, env, api.TaskJobStart, api.JobStartParams{JobID: "j-imgbad", AllocationID: alloc,
+	out, _, err := run(t, env, api.TaskJobStart, hostproto.JobStartParams{JobID: "j-imgbad", AllocationID: alloc,
 		PosixUser: api.PosixUser(alloc), Wait: time.Minute, Image: ref, Run: "echo ran"})
 	r := jobReport(t, out, err)
 	if !r.Ended || r.Phase != api.JobPhaseImage || r.ExitCode != 255 || r.StartedAt != nil || strings.Contains(r.Output, "ran") {
@@ -166,7 +167,7 @@ func TestJobInImageKillAfterGrace(t *testing.T) {
 	ref := tinyJobImage(t)
 	alloc := "a-jik" + strconv.Itoa(os.Getpid())
 	provisionTenant(t, env, alloc)
-	p := api.JobStartParams{JobID: "j-imgkill", AllocationID: alloc, PosixUser: api.PosixUser(alloc), Wait: 0, Image: ref,
+	p := hostproto.JobStartParams{JobID: "j-imgkill", AllocationID: alloc, PosixUser: api.PosixUser(alloc), Wait: 0, Image: ref,
 		Run: `trap '' TERM; echo ignoring; : > ~/running; while :; do sleep 1; done`}
 	out, _, err := run(t, env, api.TaskJobStart, p)
 	if r := jobReport(t, out, err); r.Ended {
@@ -174,10 +175,10 @@ func TestJobInImageKillAfterGrace(t *testing.T) {
 	}
 	name := tasks.JobContainerName(p.JobID)
 	awaitRunning(t, env, alloc, name)
-	if _, _, err := run(t, env, api.TaskJobStop, api.JobStopParams{JobID: p.JobID, Grace: time.Second}); err != nil {
+	if _, _, err := run(t, env, api.TaskJobStop, hostproto.JobStopParams{JobID: p.JobID, Grace: time.Second}); err != nil {
 		t.Fatal(err)
 	}
-	out, _, err = run(t, env, api.TaskJobWait, api.JobWaitParams{JobID: p.JobID, Wait: 2 * time.Minute})
+	out, _, err = run(t, env, api.TaskJobWait, hostproto.JobWaitParams{JobID: p.JobID, Wait: 2 * time.Minute})
 	if r := jobReport(t, out, err); !r.Ended || !r.Cancelled || r.Signal != "SIGKILL" || r.ExitCode != 137 {
 		t.Fatalf("wait %+v; want ended, cancelled by SIGKILL", r)
 	}

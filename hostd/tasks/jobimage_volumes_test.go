@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 )
 
 // TestJobInImageWritesItsVolumes: a job in an image writes the
@@ -28,7 +29,7 @@ func TestJobInImageWritesItsVolumes(t *testing.T) {
 		}
 	})
 	ref := tinyJobImage(t)
-	if _, _, err := run(t, env, api.TaskVolumeCreate, api.VolumeTaskParams{VolumeID: "vol-jimg", SizeBytes: 64 << 20}); err != nil {
+	if _, _, err := run(t, env, api.TaskVolumeCreate, hostproto.VolumeTaskParams{VolumeID: "vol-jimg", SizeBytes: 64 << 20}); err != nil {
 		t.Fatal(err)
 	}
 	alloc := "a-jimv" + strconv.Itoa(os.Getpid())
@@ -36,7 +37,7 @@ func TestJobInImageWritesItsVolumes(t *testing.T) {
 	target := filepath.Join(env.VolumeRoot, "/data/ckpt")
 	a.run(t, "echo from-the-renter > "+target+"/seed")
 
-	out, _, err := run(t, env, api.TaskJobStart, api.JobStartParams{JobID: "j-imgvol", AllocationID: alloc, PosixUser: a.name,
+	out, _, err := run(t, env, api.TaskJobStart, hostproto.JobStartParams{JobID: "j-imgvol", AllocationID: alloc, PosixUser: a.name,
 		Wait: 5 * time.Minute, Image: ref,
 		Run: `cat ~/ckpt/seed && echo through-the-link > ~/ckpt/a && echo at-its-path > ` + target + `/b`})
 	if r := jobReport(t, out, err); !r.Ended || r.ExitCode != 0 || !strings.Contains(r.Output, "from-the-renter") {

@@ -6,7 +6,7 @@ import (
 	"io"
 	"time"
 
-	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 	"github.com/gpuaas/gpuaas/internal/logstream"
 )
 
@@ -19,7 +19,7 @@ const logFlushTimeout = 30 * time.Second
 // openJobLog starts the pump of a job's output to the LOGS stream; nil
 // when this hostd publishes no logs (Env.Logs unset) or the ids cannot be
 // subject tokens.
-func openJobLog(env *Env, p api.JobStartParams) *logstream.Pump {
+func openJobLog(env *Env, p hostproto.JobStartParams) *logstream.Pump {
 	if env.Logs == nil || logstream.CheckToken("node", env.NodeID) != nil || logstream.CheckToken("job", p.JobID) != nil {
 		return nil
 	}

@@ -6,7 +6,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 )
 
 // openSecretEnv is a job's environment with its secret values: p.Env
@@ -15,7 +15,7 @@ import (
 // live in the job's process environment only: the task's params are not
 // kept on disk (hostd/agent's task records hold no params), and no log
 // line or error names a value.
-func openSecretEnv(env *Env, p api.JobStartParams) ([]string, error) {
+func openSecretEnv(env *Env, p hostproto.JobStartParams) ([]string, error) {
 	if len(p.SealedEnv) == 0 {
 		return p.Env, nil
 	}

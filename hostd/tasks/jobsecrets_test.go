@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 	"github.com/gpuaas/gpuaas/internal/nodeseal"
 )
 
@@ -31,7 +32,7 @@ func TestJobStartOpensItsSealedEnv(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := api.JobStartParams{JobID: "j-sealed1", AllocationID: alloc, PosixUser: user, Wait: time.Minute,
+	p := hostproto.JobStartParams{JobID: "j-sealed1", AllocationID: alloc, PosixUser: user, Wait: time.Minute,
 		Run: `test "$TOKEN" = ` + value + ` && test "$PLAIN" = x`, Env: []string{"PLAIN=x"}, SealedEnv: sealed}
 	out, _, err := run(t, env, api.TaskJobStart, p)
 	if r := jobReport(t, out, err); !r.Ended || r.ExitCode != 0 {

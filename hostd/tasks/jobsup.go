@@ -10,6 +10,7 @@ import (
 
 	hostenv "github.com/gpuaas/gpuaas/hostd/env"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 	"github.com/gpuaas/gpuaas/internal/logstream"
 )
 
@@ -97,7 +98,7 @@ type runningJob struct {
 	proc      hostenv.Process
 	cancelled bool
 	timedOut  bool
-	report    api.JobReport
+	report    hostproto.JobReport
 	// stopPrepare ends the preparation of the job's container (its
 	// image's pull and load, jobimage.go) while it runs; nil otherwise.
 	stopPrepare context.CancelFunc
@@ -105,7 +106,7 @@ type runningJob struct {
 
 // start starts a job unless it runs already (a job.start delivered again
 // is not a second job); nil when it was stopped before it started.
-func (s *jobSupervisor) start(e hostenv.Environment, p api.JobStartParams, logs func() *logstream.Pump, now func() time.Time) *runningJob {
+func (s *jobSupervisor) start(e hostenv.Environment, p hostproto.JobStartParams, logs func() *logstream.Pump, now func() time.Time) *runningJob {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if j, ok := s.jobs[p.JobID]; ok {
@@ -129,7 +130,7 @@ func (s *jobSupervisor) get(id string) *runningJob {
 // run runs setup (when there is one) then run, each by the user's shell,
 // and records how the job ended. A timeout ends the current phase with
 // SIGTERM, then SIGKILL after stopGrace.
-func (j *runningJob) run(e hostenv.Environment, p api.JobStartParams, now func() time.Time) {
+func (j *runningJob) run(e hostenv.Environment, p hostproto.JobStartParams, now func() time.Time) {
 	defer close(j.done)
 	defer func() { _ = e.Close() }()
 	var timeout <-chan time.Time
@@ -139,7 +140,7 @@ func (j *runningJob) run(e hostenv.Environment, p api.JobStartParams, now func()
 		timeout = t.C
 	}
 	started := j.started
-	rep := api.JobReport{JobID: j.id, Ended: true, StartedAt: &started}
+	rep := hostproto.JobReport{JobID: j.id, Ended: true, StartedAt: &started}
 	phases := []struct{ name, script string }{{api.JobPhaseSetup, p.Setup}, {api.JobPhaseRun, p.Run}}
 	if ie, ok := e.(*jobImageEnv); ok && !j.enterImage(ie, &rep) {
 		phases = nil // jobimage.go
@@ -237,7 +238,7 @@ func (j *runningJob) stop(grace time.Duration) bool {
 
 // wait reports the job's end, or that it still runs once wait passed or
 // ctx ended.
-func (j *runningJob) wait(ctx context.Context, wait time.Duration) api.JobReport {
+func (j *runningJob) wait(ctx context.Context, wait time.Duration) hostproto.JobReport {
 	t := time.NewTimer(wait)
 	defer t.Stop()
 	select {
@@ -251,7 +252,7 @@ func (j *runningJob) wait(ctx context.Context, wait time.Duration) api.JobReport
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	started := j.started
-	return api.JobReport{JobID: j.id, Phase: j.phase, StartedAt: &started}
+	return hostproto.JobReport{JobID: j.id, Phase: j.phase, StartedAt: &started}
 }
 
 func signalName(s syscall.Signal) string {

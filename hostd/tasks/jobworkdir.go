@@ -7,6 +7,7 @@ import (
 
 	hostenv "github.com/gpuaas/gpuaas/hostd/env"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 )
 
 // A job with a workdir (docs/decisions/0027-workdir-upload.md) starts
@@ -20,7 +21,7 @@ import (
 // why and returns false. rep then has no StartedAt: nothing of the job
 // ran, and the platform, not the job, failed it (exit 125 for `gpuaas
 // run`).
-func (j *runningJob) enterWorkdir(e hostenv.Environment, p api.JobStartParams, timeout <-chan time.Time, rep *api.JobReport) bool {
+func (j *runningJob) enterWorkdir(e hostenv.Environment, p hostproto.JobStartParams, timeout <-chan time.Time, rep *hostproto.JobReport) bool {
 	st, err := j.phase1(e, api.JobPhaseWorkdir, "cd -- "+shellWord(p.Workdir), p.Env, timeout)
 	if err == nil && st.Code == 0 && st.Signal == 0 {
 		return true

@@ -6,7 +6,7 @@ import (
 
 	hostenv "github.com/gpuaas/gpuaas/hostd/env"
 	"github.com/gpuaas/gpuaas/hostd/host"
-	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 )
 
 // Phases of allocation.provision_user and allocation.deprovision_user.
@@ -17,7 +17,7 @@ const (
 )
 
 // UserResult is what allocation.provision_user reports
-// (allocation.deprovision_user reports an api.UserDeprovisionResult).
+// (allocation.deprovision_user reports an hostproto.UserDeprovisionResult).
 type UserResult struct {
 	PosixUser string `json:"posix_user"`
 	// Replaced is set when provisioning found the user left by an
@@ -29,7 +29,7 @@ type UserResult struct {
 // with the renter's keys. A user of that name can only be left from an
 // earlier attempt for the same allocation (the name derives from its id),
 // so it is removed and made afresh: its keys or home may be half-made.
-func provisionUser(ctx context.Context, env *Env, p api.UserProvisionParams, rep Reporter) (any, error) {
+func provisionUser(ctx context.Context, env *Env, p hostproto.UserProvisionParams, rep Reporter) (any, error) {
 	if err := checkAllocationID(p.AllocationID); err != nil {
 		return nil, err
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/gpuaas/gpuaas/hostd/guestimage"
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/fsutil"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 )
 
 // The cloud-init NoCloud seed of a slice VM (seed phase).
@@ -116,7 +117,7 @@ func slotNetwork(ip string) (netip.Prefix, error) {
 }
 
 // seedFiles are the contents of user-data, meta-data and network-config.
-func seedFiles(p api.VMProvisionParams, keys []string) (userData, meta, network []byte, err error) {
+func seedFiles(p hostproto.VMProvisionParams, keys []string) (userData, meta, network []byte, err error) {
 	cc := cloudConfig{
 		Hostname: p.AllocationID,
 		Users: []cloudUser{{
@@ -164,7 +165,7 @@ func seedFiles(p api.VMProvisionParams, keys []string) (userData, meta, network 
 // passthrough (sim), the UUIDs the test image's simulated nvidia-smi
 // reports. A slot whose UUID the inventory lacks is seeded as none, so
 // the guest's check fails closed.
-func driverCheckMeta(p api.VMProvisionParams, sim bool) ([]byte, error) {
+func driverCheckMeta(p hostproto.VMProvisionParams, sim bool) ([]byte, error) {
 	m := map[string]any{guestimage.MetaGPUs: len(p.Slots)}
 	if sim {
 		var uuids []string
@@ -233,7 +234,7 @@ func makeVMKey(paths SlicePaths, alloc string) (string, error) {
 
 // writeSeed makes the seed directory afresh (an interrupted attempt may
 // have left one), the VM key, the three seed files and seed.iso.
-func writeSeed(ctx context.Context, env *Env, p api.VMProvisionParams, keys []string, paths SlicePaths) error {
+func writeSeed(ctx context.Context, env *Env, p hostproto.VMProvisionParams, keys []string, paths SlicePaths) error {
 	if err := os.RemoveAll(paths.SeedDir); err != nil {
 		return err
 	}

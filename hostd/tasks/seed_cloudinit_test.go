@@ -9,6 +9,7 @@ import (
 
 	"github.com/gpuaas/gpuaas/hostd/guestimage"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 )
 
 // TestSeedNetworkConfigProductionCloudInit parses the network-config hostd
@@ -48,7 +49,7 @@ func TestSeedNetworkConfigProductionCloudInit(t *testing.T) {
 	if out, err := exec.Command("dpkg-deb", "-x", debs[len(debs)-1], root).CombinedOutput(); err != nil {
 		t.Fatalf("dpkg-deb: %v\n%s", err, out)
 	}
-	p := api.VMProvisionParams{AllocationID: "a-cloudinit", PosixUser: "renter",
+	p := hostproto.VMProvisionParams{AllocationID: "a-cloudinit", PosixUser: "renter",
 		Slots: []api.Slot{{MAC: "02:9b:0b:91:dd:db", IP: "10.77.1.10/16"}}}
 	_, _, network, err := seedFiles(p, []string{})
 	if err != nil {

@@ -9,13 +9,14 @@ import (
 
 	"github.com/gpuaas/gpuaas/hostd/guestimage"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 )
 
 // TestDriverCheckMeta: the seed always says how many GPUs the guest must
 // list; the UUIDs for the test image's simulated nvidia-smi are seeded
 // only on a node without passthrough, and only those the inventory knows.
 func TestDriverCheckMeta(t *testing.T) {
-	p := api.VMProvisionParams{Slots: []api.Slot{{GPUUUID: "GPU-a"}, {GPUUUID: "GPU-b"}, {}}}
+	p := hostproto.VMProvisionParams{Slots: []api.Slot{{GPUUUID: "GPU-a"}, {GPUUUID: "GPU-b"}, {}}}
 	for _, sim := range []bool{false, true} {
 		b, err := driverCheckMeta(p, sim)
 		if err != nil {

@@ -13,6 +13,7 @@ import (
 	gossh "golang.org/x/crypto/ssh"
 
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 )
 
 // FuzzSeed feeds slice.vm_provision params (the signed task's JSON, as
@@ -31,14 +32,14 @@ func FuzzSeed(f *testing.F) {
 		}
 		return strings.TrimSpace(string(gossh.MarshalAuthorizedKey(pub))) + comment
 	}
-	base := api.VMProvisionParams{AllocationID: "a-1f2e", UserID: "u-1", PosixUser: "gpu_a1f2e",
+	base := hostproto.VMProvisionParams{AllocationID: "a-1f2e", UserID: "u-1", PosixUser: "gpu_a1f2e",
 		Slots: []api.Slot{{GPUPCI: "0000:3b:00.0", NVMe: "/dev/nvme1n1", FabricVF: "0000:5e:00.2", MAC: "52:54:00:12:34:56", IP: "10.77.1.10"}},
 		VCPUs: 16, MemoryMiB: 65536, Image: api.VMImage{Name: "debian-12-gpu.qcow2", SHA256: strings.Repeat("ab", 32)},
 		SSHKeys: []string{keyLine(1, " alice@laptop"), keyLine(2, "")}}
 	if _, err := checkProvision(base); err != nil {
 		f.Fatalf("the base params are refused: %v", err)
 	}
-	add := func(mut func(*api.VMProvisionParams)) {
+	add := func(mut func(*hostproto.VMProvisionParams)) {
 		p := base
 		p.SSHKeys = append([]string(nil), base.SSHKeys...)
 		if mut != nil {
@@ -51,15 +52,20 @@ func FuzzSeed(f *testing.F) {
 		f.Add(b)
 	}
 	add(nil)
-	add(func(p *api.VMProvisionParams) { p.SSHKeys = []string{`command="id",no-pty ` + keyLine(3, " x\ty  z")} })
-	add(func(p *api.VMProvisionParams) { p.SSHKeys = []string{keyLine(4, "\nssh-ed25519 AAAA injected")} })
-	add(func(p *api.VMProvisionParams) { p.SSHKeys = []string{keyLine(5, " a: b\n- c"), "  "} })
-	add(func(p *api.VMProvisionParams) { p.Slots[0].IP = "10.77.1.10/24"; p.Slots[0].MAC = "52:54:00:AB:CD:EF" })
-	add(func(p *api.VMProvisionParams) { p.Slots[0].IP = "192.0.2.7" })
-	add(func(p *api.VMProvisionParams) { p.PosixUser = "root\nusers: []" })
+	add(func(p *hostproto.VMProvisionParams) {
+		p.SSHKeys = []string{`command="id",no-pty ` + keyLine(3, " x\ty  z")}
+	})
+	add(func(p *hostproto.VMProvisionParams) { p.SSHKeys = []string{keyLine(4, "\nssh-ed25519 AAAA injected")} })
+	add(func(p *hostproto.VMProvisionParams) { p.SSHKeys = []string{keyLine(5, " a: b\n- c"), "  "} })
+	add(func(p *hostproto.VMProvisionParams) {
+		p.Slots[0].IP = "10.77.1.10/24"
+		p.Slots[0].MAC = "52:54:00:AB:CD:EF"
+	})
+	add(func(p *hostproto.VMProvisionParams) { p.Slots[0].IP = "192.0.2.7" })
+	add(func(p *hostproto.VMProvisionParams) { p.PosixUser = "root\nusers: []" })
 
 	f.Fuzz(func(t *testing.T, raw []byte) {
-		var p api.VMProvisionParams
+		var p hostproto.VMProvisionParams
 		if json.Unmarshal(raw, &p) != nil {
 			return
 		}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/gpuaas/gpuaas/hostd/guestimage"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 )
 
 // TestSeedVolumes: the seed of a slice with volumes tells both guest
@@ -23,7 +24,7 @@ import (
 func TestSeedVolumes(t *testing.T) {
 	vols := []api.VolumeAttachment{{VolumeID: "vol-7k2m9x4q1c", Name: "data", Path: "/data/data"},
 		{VolumeID: "vol-88aa", Name: "ckpt", Path: "/checkpoints/run1"}}
-	p := api.VMProvisionParams{AllocationID: "a-seedvol", PosixUser: "renter",
+	p := hostproto.VMProvisionParams{AllocationID: "a-seedvol", PosixUser: "renter",
 		Slots: []api.Slot{{MAC: "02:9b:0b:91:dd:db", IP: "10.77.1.10/16"}}, Volumes: vols}
 	// A seed always has a key (hostd's own into the VM, at least).
 	userData, meta, _, err := seedFiles(p, []string{"ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIKq4Q2mZ5g1uS9ZpQe0b8Jrk0FQy7b2mB8L6WJxg0fWe gpuaas-hostd@a-seedvol"})
@@ -61,7 +62,7 @@ func TestSeedVolumes(t *testing.T) {
 		}
 	}
 
-	none, meta0, _, err := seedFiles(api.VMProvisionParams{AllocationID: "a-seedvol", PosixUser: "renter",
+	none, meta0, _, err := seedFiles(hostproto.VMProvisionParams{AllocationID: "a-seedvol", PosixUser: "renter",
 		Slots: p.Slots}, []string{})
 	if err != nil {
 		t.Fatal(err)

@@ -15,6 +15,7 @@ import (
 	"github.com/gpuaas/gpuaas/hostd/sim"
 	"github.com/gpuaas/gpuaas/hostd/tasks"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 	"github.com/gpuaas/gpuaas/internal/testutil"
 )
 
@@ -79,13 +80,13 @@ func TestBareMetalReleaseLeavesNothingForTheNextTenant(t *testing.T) {
 	crontab := spoolFile(t, "/var/spool/cron/crontabs", a.name, a.uid, "* * * * * cat /etc/shadow\n")
 	atJob := spoolFile(t, "/var/spool/cron/atjobs", "a00042"+a.name, a.uid, "#!/bin/sh\nid\n")
 
-	out, _, err := run(t, env, api.TaskDeprovisionUser, api.UserDeprovisionParams{AllocationID: allocA, PosixUser: a.name})
+	out, _, err := run(t, env, api.TaskDeprovisionUser, hostproto.UserDeprovisionParams{AllocationID: allocA, PosixUser: a.name})
 	if err != nil {
 		t.Fatal(err)
 	}
 	// 3 files outside; 2 files and the two directories of the private
 	// /tmp and /var/tmp. The session's segment went with its namespace.
-	r := out.(api.UserDeprovisionResult)
+	r := out.(hostproto.UserDeprovisionResult)
 	if want := (api.UserRemoved{Files: 7, IPC: 1, Jobs: 2}); !r.Existed || r.Removed == nil || *r.Removed != want {
 		t.Errorf("result %+v (removed %+v); want existed, removed %+v", r, r.Removed, want)
 	}
@@ -119,9 +120,9 @@ func provisionTenant(t *testing.T, env *tasks.Env, alloc string) simTenant {
 	t.Helper()
 	name := api.PosixUser(alloc)
 	t.Cleanup(func() {
-		_, _, _ = run(t, env, api.TaskDeprovisionUser, api.UserDeprovisionParams{AllocationID: alloc, PosixUser: name})
+		_, _, _ = run(t, env, api.TaskDeprovisionUser, hostproto.UserDeprovisionParams{AllocationID: alloc, PosixUser: name})
 	})
-	if _, _, err := run(t, env, api.TaskProvisionUser, api.UserProvisionParams{AllocationID: alloc, UserID: "u-1", PosixUser: name}); err != nil {
+	if _, _, err := run(t, env, api.TaskProvisionUser, hostproto.UserProvisionParams{AllocationID: alloc, UserID: "u-1", PosixUser: name}); err != nil {
 		t.Fatal(err)
 	}
 	u, err := user.Lookup(name)

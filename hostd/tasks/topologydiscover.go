@@ -7,6 +7,7 @@ import (
 
 	"github.com/gpuaas/gpuaas/hostd/topology"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 )
 
 // PhaseDiscover is the one phase of slice.topology_discover.
@@ -14,7 +15,7 @@ const PhaseDiscover = "discover"
 
 // topologyDiscover reports the host's hardware and the slots it proposes
 // for the shape; it never registers anything.
-func topologyDiscover(ctx context.Context, env *Env, p api.TopologyDiscoverParams, rep Reporter) (any, error) {
+func topologyDiscover(ctx context.Context, env *Env, p hostproto.TopologyDiscoverParams, rep Reporter) (any, error) {
 	opts := topology.Options{Shape: p.Shape, HostName: env.NodeName}
 	if p.Subnet != "" {
 		subnet, err := netip.ParsePrefix(p.Subnet)

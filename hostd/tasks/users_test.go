@@ -10,6 +10,7 @@ import (
 	"github.com/gpuaas/gpuaas/hostd/sim"
 	"github.com/gpuaas/gpuaas/hostd/tasks"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 )
 
 func TestProvisionUser(t *testing.T) {
@@ -19,7 +20,7 @@ func TestProvisionUser(t *testing.T) {
 	_, line := userKey(t)
 	const alloc = "a-bm000000001"
 	user := api.PosixUser(alloc)
-	p := api.UserProvisionParams{AllocationID: alloc, UserID: "u-1", PosixUser: user, SSHKeys: []string{line}}
+	p := hostproto.UserProvisionParams{AllocationID: alloc, UserID: "u-1", PosixUser: user, SSHKeys: []string{line}}
 	out, rec, err := run(t, env, api.TaskProvisionUser, p)
 	if err != nil {
 		t.Fatal(err)
@@ -48,12 +49,12 @@ func TestProvisionUser(t *testing.T) {
 		t.Errorf("authorized_keys = %q; want the new key only", b)
 	}
 
-	d := api.UserDeprovisionParams{AllocationID: alloc, PosixUser: user}
+	d := hostproto.UserDeprovisionParams{AllocationID: alloc, PosixUser: user}
 	out, rec, err = run(t, env, api.TaskDeprovisionUser, d)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r := out.(api.UserDeprovisionResult); !r.Existed {
+	if r := out.(hostproto.UserDeprovisionResult); !r.Existed {
 		t.Errorf("result = %+v", r)
 	}
 	if got := rec.phases(api.PhaseDone); !slices.Equal(got, []string{tasks.PhaseKillProcesses, tasks.PhaseUserDelete}) {
@@ -72,7 +73,7 @@ func TestProvisionUser(t *testing.T) {
 	if err != nil {
 		t.Fatalf("second deprovision: %v", err)
 	}
-	if r := out.(api.UserDeprovisionResult); r.Existed {
+	if r := out.(hostproto.UserDeprovisionResult); r.Existed {
 		t.Errorf("result = %+v", r)
 	}
 }
@@ -82,7 +83,7 @@ func TestProvisionUserFailure(t *testing.T) {
 	h, env := simHost(t, sim.H100Baremetal8())
 	h.Faults.Fail(tasks.PhaseUserCreate, "useradd: cannot lock /etc/passwd")
 	user := api.PosixUser("a-bmfail")
-	_, rec, err := run(t, env, api.TaskProvisionUser, api.UserProvisionParams{AllocationID: "a-bmfail", PosixUser: user})
+	_, rec, err := run(t, env, api.TaskProvisionUser, hostproto.UserProvisionParams{AllocationID: "a-bmfail", PosixUser: user})
 	pe := wantPhaseError(t, err, tasks.PhaseUserCreate)
 	if !errors.Is(pe, tasks.ErrInjected) {
 		t.Errorf("got %v", pe)
@@ -94,7 +95,7 @@ func TestProvisionUserFailure(t *testing.T) {
 		t.Errorf("cleanup = %v", got)
 	}
 
-	for _, p := range []api.UserProvisionParams{
+	for _, p := range []hostproto.UserProvisionParams{
 		{AllocationID: "a-x", PosixUser: "root:x"},
 		{AllocationID: "a-x", PosixUser: "gx", SSHKeys: []string{"ssh-ed25519 AAAA\nssh-rsa BBBB"}},
 		{AllocationID: "A/x", PosixUser: "gx"},
@@ -115,7 +116,7 @@ func TestProvisionUserGPUCheck(t *testing.T) {
 	user := api.PosixUser(alloc)
 	gpu := h.Profile.GPUs[5].PCI
 	h.FailGPUCheck(gpu, "xid 79")
-	p := api.UserProvisionParams{AllocationID: alloc, UserID: "u-1", PosixUser: user, SSHKeys: []string{line}}
+	p := hostproto.UserProvisionParams{AllocationID: alloc, UserID: "u-1", PosixUser: user, SSHKeys: []string{line}}
 	_, _, err := run(t, env, api.TaskProvisionUser, p)
 	var ge *tasks.GPUCheckError
 	if !errors.As(err, &ge) || !slices.Equal(ge.GPUs, []string{gpu}) {

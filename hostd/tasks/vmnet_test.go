@@ -16,6 +16,7 @@ import (
 	"github.com/gpuaas/gpuaas/hostd/sim"
 	"github.com/gpuaas/gpuaas/hostd/tasks"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 )
 
 // TestVMProvisionPinsSlicePort: with a SliceNet, a slice VM joins hostd's
@@ -69,7 +70,7 @@ func TestVMProvisionPinsSlicePort(t *testing.T) {
 	if got, err := fw.Ports(t.Context()); err != nil || len(got) != 1 || got[0] != want {
 		t.Fatalf("nft entries after provisioning = %v, %v; want [%v]", got, err, want)
 	}
-	if _, _, err := run(t, env, api.TaskVMRelease, api.VMReleaseParams{AllocationID: alloc, Slots: s[:2]}); err != nil {
+	if _, _, err := run(t, env, api.TaskVMRelease, hostproto.VMReleaseParams{AllocationID: alloc, Slots: s[:2]}); err != nil {
 		t.Fatal(err)
 	}
 	if got, err := fw.Ports(t.Context()); err != nil || len(got) != 0 {

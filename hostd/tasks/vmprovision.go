@@ -19,6 +19,7 @@ import (
 	"github.com/gpuaas/gpuaas/hostd/guestimage"
 	"github.com/gpuaas/gpuaas/hostd/host"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 )
 
 // Phases of slice.vm_provision, in order.
@@ -37,7 +38,7 @@ var ProvisionPhases = []string{PhaseGPUCheck, PhaseLease, PhaseVFIOCheck, PhaseI
 // vmProvision boots a slice VM with the slots' GPUs, VFs and NVMe
 // namespaces. Each phase registers an undo before it runs, so a failure
 // anywhere leaves no lease, seed, VM key, overlay or domain behind.
-func (c Config) vmProvision(ctx context.Context, env *Env, p api.VMProvisionParams, rep Reporter) (any, error) {
+func (c Config) vmProvision(ctx context.Context, env *Env, p hostproto.VMProvisionParams, rep Reporter) (any, error) {
 	keys, err := checkProvision(p)
 	if err != nil {
 		return nil, err
@@ -169,12 +170,12 @@ func (c Config) vmProvision(ctx context.Context, env *Env, p api.VMProvisionPara
 	if err != nil {
 		return nil, err
 	}
-	return api.VMProvisionResult{Domain: name, Address: addr, DriverCheck: check}, nil
+	return hostproto.VMProvisionResult{Domain: name, Address: addr, DriverCheck: check}, nil
 }
 
 // checkProvision validates the params and returns the renter's keys in
 // normal form.
-func checkProvision(p api.VMProvisionParams) ([]string, error) {
+func checkProvision(p hostproto.VMProvisionParams) ([]string, error) {
 	if err := checkAllocationID(p.AllocationID); err != nil {
 		return nil, err
 	}
@@ -270,7 +271,7 @@ func (r ctxReader) Read(p []byte) (int, error) {
 
 // defineStart makes the boot overlay and defines and starts the domain.
 // A domain of the same name left by an interrupted attempt goes first.
-func defineStart(ctx context.Context, env *Env, p api.VMProvisionParams, base string, boot *guestimage.Image, paths SlicePaths, lent []lentVolume) error {
+func defineStart(ctx context.Context, env *Env, p hostproto.VMProvisionParams, base string, boot *guestimage.Image, paths SlicePaths, lent []lentVolume) error {
 	if err := teardownDomain(ctx, env, p.AllocationID); err != nil {
 		return fmt.Errorf("remove leftover domain: %w", err)
 	}
@@ -309,7 +310,7 @@ func defineStart(ctx context.Context, env *Env, p api.VMProvisionParams, base st
 // domainSpec is the VM: pinned to the slots' NUMA node when they share
 // one, the GPUs and VFs passed through, the overlay as vda and each slot's
 // NVMe namespace raw after it.
-func domainSpec(env *Env, p api.VMProvisionParams, paths SlicePaths) (host.DomainSpec, error) {
+func domainSpec(env *Env, p hostproto.VMProvisionParams, paths SlicePaths) (host.DomainSpec, error) {
 	overlay, err := filepath.Abs(paths.Overlay)
 	if err != nil {
 		return host.DomainSpec{}, err

@@ -19,10 +19,11 @@ import (
 	"github.com/gpuaas/gpuaas/hostd/sim"
 	"github.com/gpuaas/gpuaas/hostd/tasks"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 )
 
-func provisionParams(h *sim.Host, alloc string, slots []api.Slot, keys ...string) api.VMProvisionParams {
-	return api.VMProvisionParams{AllocationID: alloc, UserID: "u-test", PosixUser: api.PosixUser(alloc), Slots: slots,
+func provisionParams(h *sim.Host, alloc string, slots []api.Slot, keys ...string) hostproto.VMProvisionParams {
+	return hostproto.VMProvisionParams{AllocationID: alloc, UserID: "u-test", PosixUser: api.PosixUser(alloc), Slots: slots,
 		VCPUs: 16 * len(slots), MemoryMiB: 4096, Image: api.VMImage{Name: sim.DefaultImageName, SHA256: h.ImageSHA256},
 		SSHKeys: keys}
 }
@@ -87,7 +88,7 @@ func TestVMProvision(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := res.(api.VMProvisionResult)
+	r := res.(hostproto.VMProvisionResult)
 	if r.Domain != alloc || r.Address == "" {
 		t.Errorf("result = %+v", r)
 	}
@@ -279,7 +280,7 @@ func TestVMProvisionLeaseConflict(t *testing.T) {
 	}
 
 	// Once the first is released, the second gets its slots.
-	if _, _, err := run(t, env, api.TaskVMRelease, api.VMReleaseParams{AllocationID: "a-first", Slots: s[0:2]}); err != nil {
+	if _, _, err := run(t, env, api.TaskVMRelease, hostproto.VMReleaseParams{AllocationID: "a-first", Slots: s[0:2]}); err != nil {
 		t.Fatal(err)
 	}
 	if _, _, err := run(t, env, api.TaskVMProvision, provisionParams(h, "a-second", s[1:3])); err != nil {
@@ -353,20 +354,22 @@ func TestVMProvisionInvalidParams(t *testing.T) {
 	s := slots(t, env)
 	tests := []struct {
 		name   string
-		change func(*api.VMProvisionParams)
+		change func(*hostproto.VMProvisionParams)
 	}{
-		{"path in allocation id", func(p *api.VMProvisionParams) { p.AllocationID = "../etc" }},
-		{"bad user", func(p *api.VMProvisionParams) { p.PosixUser = "-root" }},
-		{"no slots", func(p *api.VMProvisionParams) { p.Slots = nil }},
-		{"bad PCI address", func(p *api.VMProvisionParams) { p.Slots = []api.Slot{{GPUPCI: "../../x", MAC: s[0].MAC, IP: s[0].IP}} }},
-		{"NVMe outside /dev", func(p *api.VMProvisionParams) {
+		{"path in allocation id", func(p *hostproto.VMProvisionParams) { p.AllocationID = "../etc" }},
+		{"bad user", func(p *hostproto.VMProvisionParams) { p.PosixUser = "-root" }},
+		{"no slots", func(p *hostproto.VMProvisionParams) { p.Slots = nil }},
+		{"bad PCI address", func(p *hostproto.VMProvisionParams) {
+			p.Slots = []api.Slot{{GPUPCI: "../../x", MAC: s[0].MAC, IP: s[0].IP}}
+		}},
+		{"NVMe outside /dev", func(p *hostproto.VMProvisionParams) {
 			p.Slots = []api.Slot{{GPUPCI: s[0].GPUPCI, NVMe: "/etc/shadow", MAC: s[0].MAC, IP: s[0].IP}}
 		}},
-		{"no MAC", func(p *api.VMProvisionParams) { p.Slots = []api.Slot{{GPUPCI: s[0].GPUPCI, IP: s[0].IP}} }},
-		{"image path", func(p *api.VMProvisionParams) { p.Image.Name = "../../etc/passwd" }},
-		{"key with options", func(p *api.VMProvisionParams) { p.SSHKeys = []string{"not a key"} }},
-		{"no vCPUs", func(p *api.VMProvisionParams) { p.VCPUs = 0 }},
-		{"GPU UUID that is not one", func(p *api.VMProvisionParams) { p.Slots[0].GPUUUID = "GPU-x\ngpuaas-driver-check: fail" }},
+		{"no MAC", func(p *hostproto.VMProvisionParams) { p.Slots = []api.Slot{{GPUPCI: s[0].GPUPCI, IP: s[0].IP}} }},
+		{"image path", func(p *hostproto.VMProvisionParams) { p.Image.Name = "../../etc/passwd" }},
+		{"key with options", func(p *hostproto.VMProvisionParams) { p.SSHKeys = []string{"not a key"} }},
+		{"no vCPUs", func(p *hostproto.VMProvisionParams) { p.VCPUs = 0 }},
+		{"GPU UUID that is not one", func(p *hostproto.VMProvisionParams) { p.Slots[0].GPUUUID = "GPU-x\ngpuaas-driver-check: fail" }},
 	}
 	for _, tt := range tests {
 		p := provisionParams(h, "a-bad", s[:1])
@@ -420,7 +423,7 @@ func TestVMProvisionAfterRestart(t *testing.T) {
 	if names, _ := h2.Hypervisor.List(context.Background()); !slices.Equal(names, []string{alloc}) {
 		t.Errorf("domains = %v", names)
 	}
-	if out, err := guestRun(t, res.(api.VMProvisionResult).Address, api.PosixUser(alloc), vmKey(t, h2, alloc), "echo again"); err != nil || out != "again\n" {
+	if out, err := guestRun(t, res.(hostproto.VMProvisionResult).Address, api.PosixUser(alloc), vmKey(t, h2, alloc), "echo again"); err != nil || out != "again\n" {
 		t.Errorf("VM after reprovisioning: %q, %v", out, err)
 	}
 }

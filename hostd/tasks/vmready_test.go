@@ -19,6 +19,7 @@ import (
 	"github.com/gpuaas/gpuaas/hostd/host"
 	"github.com/gpuaas/gpuaas/hostd/libvirt"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 )
 
 // TestWaitMarkerRealGuest boots the minimal test image (hostd/guestimage)
@@ -71,7 +72,7 @@ func TestWaitMarkerRealGuest(t *testing.T) {
 		}
 		paths := PathsFor(dir, alloc)
 		mac := fmt.Sprintf("52:54:00:%s:%s:%s", randHex(t, 1), randHex(t, 1), randHex(t, 1))
-		p := api.VMProvisionParams{AllocationID: alloc, PosixUser: "renter", Slots: []api.Slot{{MAC: mac, IP: ip + "/24"}}}
+		p := hostproto.VMProvisionParams{AllocationID: alloc, PosixUser: "renter", Slots: []api.Slot{{MAC: mac, IP: ip + "/24"}}}
 		vmKey, err := makeVMKey(paths, alloc)
 		if err != nil {
 			t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 	hostenv "github.com/gpuaas/gpuaas/hostd/env"
 	"github.com/gpuaas/gpuaas/hostd/host"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 )
 
 // Phases of slice.vm_release, in order; destroy runs only when the guest
@@ -49,7 +50,7 @@ type VMReleaseResult struct {
 // idempotent and also serves as the cleanup after a failed or interrupted
 // provisioning (params.Cleanup); nothing missing is an error in either
 // case.
-func (c Config) vmRelease(ctx context.Context, env *Env, p api.VMReleaseParams, rep Reporter) (any, error) {
+func (c Config) vmRelease(ctx context.Context, env *Env, p hostproto.VMReleaseParams, rep Reporter) (any, error) {
 	if err := checkAllocationID(p.AllocationID); err != nil {
 		return nil, err
 	}

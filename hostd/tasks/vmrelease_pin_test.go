@@ -10,6 +10,7 @@ import (
 	hostenv "github.com/gpuaas/gpuaas/hostd/env"
 	"github.com/gpuaas/gpuaas/hostd/sim"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 )
 
 // TestVMReleaseForgetsPinnedHostKey: the host key the terminal pinned on
@@ -38,7 +39,7 @@ func TestVMReleaseForgetsPinnedHostKey(t *testing.T) {
 	if _, err := os.Stat(pin); err != nil {
 		t.Fatalf("no pinned host key after a hop: %v", err)
 	}
-	if _, _, err := run(t, env, api.TaskVMRelease, api.VMReleaseParams{AllocationID: alloc, Slots: s[:1]}); err != nil {
+	if _, _, err := run(t, env, api.TaskVMRelease, hostproto.VMReleaseParams{AllocationID: alloc, Slots: s[:1]}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(pin); !errors.Is(err, os.ErrNotExist) {

@@ -12,6 +12,7 @@ import (
 	"github.com/gpuaas/gpuaas/hostd/sim"
 	"github.com/gpuaas/gpuaas/hostd/tasks"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 )
 
 func TestVMRelease(t *testing.T) {
@@ -23,9 +24,9 @@ func TestVMRelease(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := res.(api.VMProvisionResult).Address
+	addr := res.(hostproto.VMProvisionResult).Address
 
-	rel := api.VMReleaseParams{AllocationID: alloc, Slots: s[:2], Wipe: true}
+	rel := hostproto.VMReleaseParams{AllocationID: alloc, Slots: s[:2], Wipe: true}
 	out, rec, err := run(t, env, api.TaskVMRelease, rel)
 	if err != nil {
 		t.Fatal(err)
@@ -77,7 +78,7 @@ func TestVMReleaseCleanupOfNothing(t *testing.T) {
 	t.Parallel()
 	_, env := simHost(t, sim.H200Slice8())
 	s := slots(t, env)
-	out, _, err := run(t, env, api.TaskVMRelease, api.VMReleaseParams{AllocationID: "a-never", Slots: s[:1], Cleanup: true, Wipe: true})
+	out, _, err := run(t, env, api.TaskVMRelease, hostproto.VMReleaseParams{AllocationID: "a-never", Slots: s[:1], Cleanup: true, Wipe: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +109,7 @@ func TestVMReleaseShutdown(t *testing.T) {
 			h.Hypervisor.SetShutdownDelay(tt.delay)
 			var hardStops atomic.Int32
 			env.HardStop = func() { hardStops.Add(1) }
-			out, rec, err := run(t, env, api.TaskVMRelease, api.VMReleaseParams{AllocationID: "a-stop", Slots: s[:1], ShutdownTimeout: tt.timeout})
+			out, rec, err := run(t, env, api.TaskVMRelease, hostproto.VMReleaseParams{AllocationID: "a-stop", Slots: s[:1], ShutdownTimeout: tt.timeout})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -136,7 +137,7 @@ func TestVMReleaseReportsUnboundDevices(t *testing.T) {
 		t.Fatal(err)
 	}
 	rebindTo(t, h, s[0].GPUPCI, "nouveau")
-	out, _, err := run(t, env, api.TaskVMRelease, api.VMReleaseParams{AllocationID: "a-unbound", Slots: s[:1]})
+	out, _, err := run(t, env, api.TaskVMRelease, hostproto.VMReleaseParams{AllocationID: "a-unbound", Slots: s[:1]})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,7 +155,7 @@ func TestVMReleaseWipeGuards(t *testing.T) {
 	if _, _, err := run(t, env, api.TaskVMProvision, provisionParams(h, "a-owner", s[:1])); err != nil {
 		t.Fatal(err)
 	}
-	_, _, err := run(t, env, api.TaskVMRelease, api.VMReleaseParams{AllocationID: "a-stale", Slots: s[:1], Wipe: true, Cleanup: true})
+	_, _, err := run(t, env, api.TaskVMRelease, hostproto.VMReleaseParams{AllocationID: "a-stale", Slots: s[:1], Wipe: true, Cleanup: true})
 	if pe := wantPhaseError(t, err, tasks.PhaseWipe); !errors.Is(pe, tasks.ErrDeviceLeased) {
 		t.Errorf("got %v; want ErrDeviceLeased", pe)
 	}
@@ -165,13 +166,13 @@ func TestVMReleaseWipeGuards(t *testing.T) {
 	}
 
 	h.Runner.FailCommand("blkdiscard", "BLKDISCARD ioctl failed: Input/output error")
-	_, _, err = run(t, env, api.TaskVMRelease, api.VMReleaseParams{AllocationID: "a-owner", Slots: s[:1], Wipe: true})
+	_, _, err = run(t, env, api.TaskVMRelease, hostproto.VMReleaseParams{AllocationID: "a-owner", Slots: s[:1], Wipe: true})
 	wantPhaseError(t, err, tasks.PhaseWipe)
 	if !exists(tasks.PathsFor(h.StateDir, "a-owner").Lease) {
 		t.Error("the lease went although the wipe failed")
 	}
 	h.Runner.ClearFailures()
-	if _, _, err := run(t, env, api.TaskVMRelease, api.VMReleaseParams{AllocationID: "a-owner", Slots: s[:1], Wipe: true}); err != nil {
+	if _, _, err := run(t, env, api.TaskVMRelease, hostproto.VMReleaseParams{AllocationID: "a-owner", Slots: s[:1], Wipe: true}); err != nil {
 		t.Fatalf("retried release: %v", err)
 	}
 	if got := leftovers(t, h, "a-owner"); len(got) != 0 {

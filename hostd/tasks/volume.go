@@ -6,7 +6,7 @@ import (
 	"fmt"
 
 	"github.com/gpuaas/gpuaas/hostd/volume"
-	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 )
 
 // Phases of the volume tasks.
@@ -21,7 +21,7 @@ const (
 var ErrNoVolumes = errors.New("this node keeps no volumes")
 
 // volumeStore is env's volume store, or ErrNoVolumes.
-func volumeStore(env *Env, p api.VolumeTaskParams) (volume.Store, error) {
+func volumeStore(env *Env, p hostproto.VolumeTaskParams) (volume.Store, error) {
 	if err := volume.CheckID(p.VolumeID); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidParams, err)
 	}
@@ -33,14 +33,14 @@ func volumeStore(env *Env, p api.VolumeTaskParams) (volume.Store, error) {
 
 // volumeResult is what a volume task reports: the volume's sizes and the
 // room left for volumes on the node.
-func volumeResult(ctx context.Context, s volume.Store, info volume.Info) (api.VolumeTaskResult, error) {
+func volumeResult(ctx context.Context, s volume.Store, info volume.Info) (hostproto.VolumeTaskResult, error) {
 	free, err := s.Free(ctx)
-	return api.VolumeTaskResult{VolumeID: info.ID, SizeBytes: info.Size, FSSize: info.FSSize, FreeBytes: free}, err
+	return hostproto.VolumeTaskResult{VolumeID: info.ID, SizeBytes: info.Size, FSSize: info.FSSize, FreeBytes: free}, err
 }
 
 // volumeCreate makes a volume (volume.Store.Create: a retried task finds
 // it made). A failure removes what was made.
-func volumeCreate(ctx context.Context, env *Env, p api.VolumeTaskParams, rep Reporter) (any, error) {
+func volumeCreate(ctx context.Context, env *Env, p hostproto.VolumeTaskParams, rep Reporter) (any, error) {
 	s, err := volumeStore(env, p)
 	if err != nil {
 		return nil, err
@@ -60,7 +60,7 @@ func volumeCreate(ctx context.Context, env *Env, p api.VolumeTaskParams, rep Rep
 }
 
 // volumeResize grows a volume, mounted or not.
-func volumeResize(ctx context.Context, env *Env, p api.VolumeTaskParams, rep Reporter) (any, error) {
+func volumeResize(ctx context.Context, env *Env, p hostproto.VolumeTaskParams, rep Reporter) (any, error) {
 	s, err := volumeStore(env, p)
 	if err != nil {
 		return nil, err
@@ -82,7 +82,7 @@ func volumeResize(ctx context.Context, env *Env, p api.VolumeTaskParams, rep Rep
 // volumeDelete removes a volume and its data; one that is not there is
 // not an error (a retry). A mounted one is refused: controld removes
 // only volumes no allocation has.
-func volumeDelete(ctx context.Context, env *Env, p api.VolumeTaskParams, rep Reporter) (any, error) {
+func volumeDelete(ctx context.Context, env *Env, p hostproto.VolumeTaskParams, rep Reporter) (any, error) {
 	s, err := volumeStore(env, p)
 	if err != nil {
 		return nil, err

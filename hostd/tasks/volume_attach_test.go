@@ -14,6 +14,7 @@ import (
 	"github.com/gpuaas/gpuaas/hostd/sim"
 	"github.com/gpuaas/gpuaas/hostd/tasks"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 	"github.com/gpuaas/gpuaas/internal/testutil"
 )
 
@@ -61,9 +62,9 @@ func provisionWith(t *testing.T, env *tasks.Env, alloc string, vols []api.Volume
 	t.Helper()
 	name := api.PosixUser(alloc)
 	t.Cleanup(func() {
-		_, _, _ = run(t, env, api.TaskDeprovisionUser, api.UserDeprovisionParams{AllocationID: alloc, PosixUser: name})
+		_, _, _ = run(t, env, api.TaskDeprovisionUser, hostproto.UserDeprovisionParams{AllocationID: alloc, PosixUser: name})
 	})
-	if _, _, err := run(t, env, api.TaskProvisionUser, api.UserProvisionParams{AllocationID: alloc, UserID: "u-1",
+	if _, _, err := run(t, env, api.TaskProvisionUser, hostproto.UserProvisionParams{AllocationID: alloc, UserID: "u-1",
 		PosixUser: name, Volumes: vols}); err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +83,7 @@ func provisionWith(t *testing.T, env *tasks.Env, alloc string, vols []api.Volume
 // and can write them.
 func TestReleaseDetachesVolumesBeforeTheScrub(t *testing.T) {
 	env := systemHost(t)
-	if _, _, err := run(t, env, api.TaskVolumeCreate, api.VolumeTaskParams{VolumeID: "vol-keep", SizeBytes: 64 << 20}); err != nil {
+	if _, _, err := run(t, env, api.TaskVolumeCreate, hostproto.VolumeTaskParams{VolumeID: "vol-keep", SizeBytes: 64 << 20}); err != nil {
 		t.Fatal(err)
 	}
 	vols := []api.VolumeAttachment{{VolumeID: "vol-keep", Name: "data", Path: "/data/data"}}
@@ -111,14 +112,14 @@ func TestReleaseDetachesVolumesBeforeTheScrub(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	res, _, err := run(t, env, api.TaskDeprovisionUser, api.UserDeprovisionParams{AllocationID: "a-vola" + pid, PosixUser: a.name})
+	res, _, err := run(t, env, api.TaskDeprovisionUser, hostproto.UserDeprovisionParams{AllocationID: "a-vola" + pid, PosixUser: a.name})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(leftover); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("the tenant's leftover after release: %v; want it removed", err)
 	}
-	if r := res.(api.UserDeprovisionResult); r.Removed == nil || r.Removed.Files == 0 {
+	if r := res.(hostproto.UserDeprovisionResult); r.Removed == nil || r.Removed.Files == 0 {
 		t.Fatalf("release result %+v; want the leftover counted", r)
 	}
 	info, err := env.Volumes.Stat(context.Background(), "vol-keep")
@@ -146,11 +147,11 @@ func TestReleaseDetachesVolumesBeforeTheScrub(t *testing.T) {
 // user, so that removal scrubs nothing of it.
 func TestProvisionUndoesItsMountsWhenAVolumeFails(t *testing.T) {
 	env := systemHost(t)
-	if _, _, err := run(t, env, api.TaskVolumeCreate, api.VolumeTaskParams{VolumeID: "vol-one", SizeBytes: 32 << 20}); err != nil {
+	if _, _, err := run(t, env, api.TaskVolumeCreate, hostproto.VolumeTaskParams{VolumeID: "vol-one", SizeBytes: 32 << 20}); err != nil {
 		t.Fatal(err)
 	}
 	alloc := "a-volu" + strconv.Itoa(os.Getpid())
-	_, _, err := run(t, env, api.TaskProvisionUser, api.UserProvisionParams{AllocationID: alloc, UserID: "u-1",
+	_, _, err := run(t, env, api.TaskProvisionUser, hostproto.UserProvisionParams{AllocationID: alloc, UserID: "u-1",
 		PosixUser: api.PosixUser(alloc), Volumes: []api.VolumeAttachment{
 			{VolumeID: "vol-one", Name: "one", Path: "/data/one"}, {VolumeID: "vol-missing", Name: "two", Path: "/data/two"}}})
 	var pe *tasks.PhaseError

@@ -15,6 +15,7 @@ import (
 	hostenv "github.com/gpuaas/gpuaas/hostd/env"
 	"github.com/gpuaas/gpuaas/hostd/volume"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 )
 
 // Attaching a volume to a running allocation and detaching it without a
@@ -70,7 +71,7 @@ func volumeHotAttach(ctx context.Context, env *Env, p api.VolumeHotParams, rep R
 	if err := NewPhased(env, rep).Run(ctx, PhaseVolumeAttach, do, nil); err != nil {
 		return nil, err
 	}
-	return api.VolumeTaskResult{VolumeID: p.Volume.VolumeID}, nil
+	return hostproto.VolumeTaskResult{VolumeID: p.Volume.VolumeID}, nil
 }
 
 // volumeHotDetach unmounts a volume from a running allocation; one in use
@@ -86,7 +87,7 @@ func volumeHotDetach(ctx context.Context, env *Env, p api.VolumeHotParams, rep R
 	if err := NewPhased(env, rep).Run(ctx, PhaseVolumeDetach, do, nil); err != nil {
 		return nil, err
 	}
-	return api.VolumeTaskResult{VolumeID: p.Volume.VolumeID}, nil
+	return hostproto.VolumeTaskResult{VolumeID: p.Volume.VolumeID}, nil
 }
 
 // attachBare mounts the volume for the allocation's user as provisioning

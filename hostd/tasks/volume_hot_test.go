@@ -15,6 +15,7 @@ import (
 
 	hostenv "github.com/gpuaas/gpuaas/hostd/env"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 )
 
 // TestHotAttachBareMetal: a volume attached to a running bare-metal
@@ -27,7 +28,7 @@ import (
 func TestHotAttachBareMetal(t *testing.T) {
 	env := systemHost(t)
 	pid := strconv.Itoa(os.Getpid())
-	if _, _, err := run(t, env, api.TaskVolumeCreate, api.VolumeTaskParams{VolumeID: "vol-hot" + pid, SizeBytes: 64 << 20}); err != nil {
+	if _, _, err := run(t, env, api.TaskVolumeCreate, hostproto.VolumeTaskParams{VolumeID: "vol-hot" + pid, SizeBytes: 64 << 20}); err != nil {
 		t.Fatal(err)
 	}
 	allocID := "a-hot" + pid

@@ -9,6 +9,7 @@ import (
 	"github.com/gpuaas/gpuaas/hostd/tasks"
 	"github.com/gpuaas/gpuaas/hostd/volume"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 )
 
 // TestVolumeTasks: create, resize and delete through the registry on a
@@ -23,16 +24,16 @@ func TestVolumeTasks(t *testing.T) {
 	if env.Volumes == nil {
 		t.Fatal("a sim host run as root keeps no volumes")
 	}
-	res, _, err := run(t, env, api.TaskVolumeCreate, api.VolumeTaskParams{VolumeID: "vol-t1", SizeBytes: 32 << 20})
+	res, _, err := run(t, env, api.TaskVolumeCreate, hostproto.VolumeTaskParams{VolumeID: "vol-t1", SizeBytes: 32 << 20})
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := res.(api.VolumeTaskResult)
+	r := res.(hostproto.VolumeTaskResult)
 	if r.VolumeID != "vol-t1" || r.SizeBytes != 32<<20 || r.FSSize != 32<<20 || r.FreeBytes <= 0 {
 		t.Fatalf("create result %+v", r)
 	}
 	// A retried create finds it made.
-	if _, _, err := run(t, env, api.TaskVolumeCreate, api.VolumeTaskParams{VolumeID: "vol-t1", SizeBytes: 32 << 20}); err != nil {
+	if _, _, err := run(t, env, api.TaskVolumeCreate, hostproto.VolumeTaskParams{VolumeID: "vol-t1", SizeBytes: 32 << 20}); err != nil {
 		t.Fatalf("retried create: %v", err)
 	}
 	probe, err := tasks.ProbeHealth(env)
@@ -42,25 +43,25 @@ func TestVolumeTasks(t *testing.T) {
 	if probe.Volumes == nil || len(*probe.Volumes) != 1 || (*probe.Volumes)[0] != "vol-t1" {
 		t.Fatalf("health probe's volumes %v; want vol-t1", probe.Volumes)
 	}
-	res, _, err = run(t, env, api.TaskVolumeResize, api.VolumeTaskParams{VolumeID: "vol-t1", SizeBytes: 48 << 20})
+	res, _, err = run(t, env, api.TaskVolumeResize, hostproto.VolumeTaskParams{VolumeID: "vol-t1", SizeBytes: 48 << 20})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r := res.(api.VolumeTaskResult); r.SizeBytes != 48<<20 || r.FSSize != 48<<20 {
+	if r := res.(hostproto.VolumeTaskResult); r.SizeBytes != 48<<20 || r.FSSize != 48<<20 {
 		t.Fatalf("resize result %+v; want 48 MiB", r)
 	}
-	_, _, err = run(t, env, api.TaskVolumeResize, api.VolumeTaskParams{VolumeID: "vol-t1", SizeBytes: 32 << 20})
+	_, _, err = run(t, env, api.TaskVolumeResize, hostproto.VolumeTaskParams{VolumeID: "vol-t1", SizeBytes: 32 << 20})
 	var pe *tasks.PhaseError
 	if !errors.Is(err, volume.ErrShrink) || !errors.As(err, &pe) || pe.Phase != tasks.PhaseVolumeResize {
 		t.Fatalf("shrink: %v; want ErrShrink in phase %s", err, tasks.PhaseVolumeResize)
 	}
-	if _, _, err := run(t, env, api.TaskVolumeDelete, api.VolumeTaskParams{VolumeID: "vol-t1"}); err != nil {
+	if _, _, err := run(t, env, api.TaskVolumeDelete, hostproto.VolumeTaskParams{VolumeID: "vol-t1"}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := env.Volumes.Stat(t.Context(), "vol-t1"); !errors.Is(err, volume.ErrNotFound) {
 		t.Fatalf("stat after delete: %v; want ErrNotFound", err)
 	}
-	if _, _, err := run(t, env, api.TaskVolumeDelete, api.VolumeTaskParams{VolumeID: "vol-t1"}); err != nil {
+	if _, _, err := run(t, env, api.TaskVolumeDelete, hostproto.VolumeTaskParams{VolumeID: "vol-t1"}); err != nil {
 		t.Fatalf("retried delete: %v", err)
 	}
 }
@@ -73,12 +74,12 @@ func TestVolumeTaskRefusals(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		typ  string
-		p    api.VolumeTaskParams
+		p    hostproto.VolumeTaskParams
 	}{
-		{"path as id", api.TaskVolumeCreate, api.VolumeTaskParams{VolumeID: "../etc", SizeBytes: 32 << 20}},
-		{"no id", api.TaskVolumeDelete, api.VolumeTaskParams{}},
-		{"zero size", api.TaskVolumeCreate, api.VolumeTaskParams{VolumeID: "vol-x", SizeBytes: 0}},
-		{"odd size", api.TaskVolumeResize, api.VolumeTaskParams{VolumeID: "vol-x", SizeBytes: 32<<20 + 1}},
+		{"path as id", api.TaskVolumeCreate, hostproto.VolumeTaskParams{VolumeID: "../etc", SizeBytes: 32 << 20}},
+		{"no id", api.TaskVolumeDelete, hostproto.VolumeTaskParams{}},
+		{"zero size", api.TaskVolumeCreate, hostproto.VolumeTaskParams{VolumeID: "vol-x", SizeBytes: 0}},
+		{"odd size", api.TaskVolumeResize, hostproto.VolumeTaskParams{VolumeID: "vol-x", SizeBytes: 32<<20 + 1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, rec, err := run(t, env, tc.typ, tc.p)
@@ -91,7 +92,7 @@ func TestVolumeTaskRefusals(t *testing.T) {
 		})
 	}
 	env.Volumes = nil
-	if _, _, err := run(t, env, api.TaskVolumeCreate, api.VolumeTaskParams{VolumeID: "vol-x", SizeBytes: 32 << 20}); !errors.Is(err, tasks.ErrNoVolumes) {
+	if _, _, err := run(t, env, api.TaskVolumeCreate, hostproto.VolumeTaskParams{VolumeID: "vol-x", SizeBytes: 32 << 20}); !errors.Is(err, tasks.ErrNoVolumes) {
 		t.Fatalf("create on a node without volumes: %v; want ErrNoVolumes", err)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/gpuaas/gpuaas/hostd/host"
 	"github.com/gpuaas/gpuaas/hostd/workload"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 )
 
 // Phases of workload.start (docs/apps.md).
@@ -76,7 +77,7 @@ func openPodman(ctx context.Context, env *Env, allocID, user, workloadID string)
 // node), gives the user a subordinate id range (once per allocation),
 // loads the image into the user's storage and runs the container, then
 // reports its state. Delivered again, it starts nothing twice.
-func workloadStart(ctx context.Context, env *Env, p api.WorkloadStartParams, rep Reporter) (any, error) {
+func workloadStart(ctx context.Context, env *Env, p hostproto.WorkloadStartParams, rep Reporter) (any, error) {
 	if _, err := workload.ParseRef(p.Image); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidParams, err)
 	}
@@ -147,7 +148,7 @@ func workloadStart(ctx context.Context, env *Env, p api.WorkloadStartParams, rep
 
 // workloadStop stops the workload's container (SIGTERM, SIGKILL after
 // Grace), removes it when asked, and reports its state.
-func workloadStop(ctx context.Context, env *Env, p api.WorkloadStopParams, _ Reporter) (any, error) {
+func workloadStop(ctx context.Context, env *Env, p hostproto.WorkloadStopParams, _ Reporter) (any, error) {
 	pm, done, err := openPodman(ctx, env, p.AllocationID, p.PosixUser, p.WorkloadID)
 	if err != nil {
 		return nil, err
@@ -194,7 +195,7 @@ func workloadStop(ctx context.Context, env *Env, p api.WorkloadStopParams, _ Rep
 
 // workloadStatus reports the workload's container: state, exit code and
 // its last log lines.
-func workloadStatus(ctx context.Context, env *Env, p api.WorkloadStatusParams, _ Reporter) (any, error) {
+func workloadStatus(ctx context.Context, env *Env, p hostproto.WorkloadStatusParams, _ Reporter) (any, error) {
 	pm, done, err := openPodman(ctx, env, p.AllocationID, p.PosixUser, p.WorkloadID)
 	if err != nil {
 		return nil, err

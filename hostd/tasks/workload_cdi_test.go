@@ -13,6 +13,7 @@ import (
 	"github.com/gpuaas/gpuaas/hostd/workload"
 	"github.com/gpuaas/gpuaas/hostd/workload/workloadtest"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 	"github.com/gpuaas/gpuaas/internal/testutil"
 )
 
@@ -50,7 +51,7 @@ func TestContainerGetsExactlyItsAllocationsGPUs(t *testing.T) {
 			[]string{"/dev/nvidia-uvm", "/dev/nvidia-uvm-tools", "/dev/nvidia5", "/dev/nvidiactl"}},
 	}
 	for _, c := range cases {
-		out, _, err := run(t, env, api.TaskWorkloadStart, api.WorkloadStartParams{WorkloadID: c.id, AllocationID: c.alloc,
+		out, _, err := run(t, env, api.TaskWorkloadStart, hostproto.WorkloadStartParams{WorkloadID: c.id, AllocationID: c.alloc,
 			PosixUser: api.PosixUser(c.alloc), Image: ref, GPUs: c.gpus, Command: []string{workloadtest.App, "serve"}})
 		r := wlReport(t, out, err)
 		if r.State != api.ContainerRunning {
@@ -85,7 +86,7 @@ func TestContainerGetsExactlyItsAllocationsGPUs(t *testing.T) {
 	if _, err := os.Stat(workload.CDISpecPath(workload.CDIDir, allocA)); err != nil {
 		t.Fatalf("A's CDI spec: %v", err)
 	}
-	if _, _, err := run(t, env, api.TaskDeprovisionUser, api.UserDeprovisionParams{AllocationID: allocA, PosixUser: a.name}); err != nil {
+	if _, _, err := run(t, env, api.TaskDeprovisionUser, hostproto.UserDeprovisionParams{AllocationID: allocA, PosixUser: a.name}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(workload.CDISpecPath(workload.CDIDir, allocA)); !os.IsNotExist(err) {
@@ -108,7 +109,7 @@ func TestWorkloadStartRefusesAGPUNotOnTheNode(t *testing.T) {
 	alloc := "a-gpx" + strconv.Itoa(os.Getpid())
 	provisionTenant(t, env, alloc)
 	id := "w-gpx" + strconv.Itoa(os.Getpid())
-	_, _, err := run(t, env, api.TaskWorkloadStart, api.WorkloadStartParams{WorkloadID: id, AllocationID: alloc,
+	_, _, err := run(t, env, api.TaskWorkloadStart, hostproto.WorkloadStartParams{WorkloadID: id, AllocationID: alloc,
 		PosixUser: api.PosixUser(alloc), Image: ref, GPUs: []string{"0000:ee:00.0"}})
 	if err == nil || !strings.Contains(err.Error(), "0000:ee:00.0") {
 		t.Fatalf("start with a GPU not on the node: %v; want refused naming it", err)
@@ -209,7 +210,7 @@ func TestGPUsReachATenantWhoseTmpIsPrivate(t *testing.T) {
 	pid := strconv.Itoa(os.Getpid())
 	alloc, id := "a-gpt"+pid, "w-gpt"+pid
 	provisionTenant(t, env, alloc)
-	out, _, err := run(t, env, api.TaskWorkloadStart, api.WorkloadStartParams{WorkloadID: id, AllocationID: alloc,
+	out, _, err := run(t, env, api.TaskWorkloadStart, hostproto.WorkloadStartParams{WorkloadID: id, AllocationID: alloc,
 		PosixUser: api.PosixUser(alloc), Image: ref, Command: []string{workloadtest.App, "serve"}})
 	r := wlReport(t, out, err)
 	if r.State != api.ContainerRunning || len(r.Devices) != len(h.Profile.GPUs) {

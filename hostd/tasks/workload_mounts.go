@@ -10,6 +10,7 @@ import (
 	"github.com/gpuaas/gpuaas/hostd/volume"
 	"github.com/gpuaas/gpuaas/hostd/workload"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 )
 
 // ErrVolumeNotAttached is a workload.start naming a volume that is not
@@ -25,7 +26,7 @@ var ErrVolumeNotAttached = errors.New("volume not attached to the allocation")
 // is mounted for someone else, refuses the start and nothing runs. In a
 // slice's guest the volume is the VM's disk, not a mount of the node:
 // refused (controld refuses it first).
-func workloadBinds(ctx context.Context, env *Env, pm workload.Podman, p api.WorkloadStartParams) ([]workload.BindMount, error) {
+func workloadBinds(ctx context.Context, env *Env, pm workload.Podman, p hostproto.WorkloadStartParams) ([]workload.BindMount, error) {
 	if len(p.Mounts) == 0 {
 		return nil, nil
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/gpuaas/gpuaas/hostd/tasks"
 	"github.com/gpuaas/gpuaas/hostd/workload/workloadtest"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 	"github.com/gpuaas/gpuaas/internal/testutil"
 )
 
@@ -36,7 +37,7 @@ func TestWorkloadMountsTheAllocationsVolume(t *testing.T) {
 	})
 	ref := workloadtest.Push(t, workloadtest.Registry(t), "test/wlapp", nil)
 	for _, id := range []string{"vol-wlmine", "vol-wltheirs", "vol-wlloose"} {
-		if _, _, err := run(t, env, api.TaskVolumeCreate, api.VolumeTaskParams{VolumeID: id, SizeBytes: 64 << 20}); err != nil {
+		if _, _, err := run(t, env, api.TaskVolumeCreate, hostproto.VolumeTaskParams{VolumeID: id, SizeBytes: 64 << 20}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -47,18 +48,18 @@ func TestWorkloadMountsTheAllocationsVolume(t *testing.T) {
 	target := filepath.Join(env.VolumeRoot, "/data/mine")
 	a.run(t, "echo from-the-renter > "+target+"/seed")
 
-	start := func(id string, mounts []api.WorkloadMount, cmd ...string) (api.WorkloadReport, error) {
+	start := func(id string, mounts []api.WorkloadMount, cmd ...string) (hostproto.WorkloadReport, error) {
 		t.Helper()
-		out, _, err := run(t, env, api.TaskWorkloadStart, api.WorkloadStartParams{WorkloadID: id, AllocationID: allocA,
+		out, _, err := run(t, env, api.TaskWorkloadStart, hostproto.WorkloadStartParams{WorkloadID: id, AllocationID: allocA,
 			PosixUser: a.name, Image: ref, Command: append([]string{workloadtest.App}, cmd...), NoGPUs: true, Mounts: mounts})
 		if err != nil {
-			return api.WorkloadReport{}, err
+			return hostproto.WorkloadReport{}, err
 		}
-		return out.(api.WorkloadReport), nil
+		return out.(hostproto.WorkloadReport), nil
 	}
-	ended := func(id string) api.WorkloadReport {
+	ended := func(id string) hostproto.WorkloadReport {
 		t.Helper()
-		var r api.WorkloadReport
+		var r hostproto.WorkloadReport
 		testutil.Eventually(t, id+" to exit", func() bool {
 			r = wlStatus(t, env, allocA, id)
 			return r.State == api.ContainerExited

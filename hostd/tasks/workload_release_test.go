@@ -11,6 +11,7 @@ import (
 
 	"github.com/gpuaas/gpuaas/hostd/workload/workloadtest"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 )
 
 // TestReleaseResetsStorageWithNothingOfTheUsersRunning releases an
@@ -25,7 +26,7 @@ func TestReleaseResetsStorageWithNothingOfTheUsersRunning(t *testing.T) {
 	ref := workloadtest.Push(t, reg, "test/wlapp", nil)
 	alloc := "a-wlrel" + strconv.Itoa(os.Getpid())
 	a := provisionTenant(t, env, alloc)
-	out, _, err := run(t, env, api.TaskWorkloadStart, api.WorkloadStartParams{WorkloadID: "w-rel", AllocationID: alloc,
+	out, _, err := run(t, env, api.TaskWorkloadStart, hostproto.WorkloadStartParams{WorkloadID: "w-rel", AllocationID: alloc,
 		PosixUser: a.name, Image: ref, Command: []string{workloadtest.App, "serve"}})
 	if r := wlReport(t, out, err); r.State != api.ContainerRunning {
 		t.Fatalf("start: %+v; want running", r)
@@ -52,7 +53,7 @@ wait`, graph)
 		<-done
 	})
 
-	if _, _, err := run(t, env, api.TaskDeprovisionUser, api.UserDeprovisionParams{AllocationID: alloc, PosixUser: a.name}); err != nil {
+	if _, _, err := run(t, env, api.TaskDeprovisionUser, hostproto.UserDeprovisionParams{AllocationID: alloc, PosixUser: a.name}); err != nil {
 		t.Fatalf("release with a process of the user's writing in its podman storage: %v", err)
 	}
 	if _, err := os.Stat(graph); !os.IsNotExist(err) {

@@ -19,6 +19,7 @@ import (
 	"github.com/gpuaas/gpuaas/hostd/workload"
 	"github.com/gpuaas/gpuaas/hostd/workload/workloadtest"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 	"github.com/gpuaas/gpuaas/internal/logstream"
 	"github.com/gpuaas/gpuaas/internal/testutil"
 )
@@ -57,7 +58,7 @@ func slicePodmanHost(t *testing.T) (*sim.Host, *tasks.Env) {
 func provisionSlice(t *testing.T, h *sim.Host, env *tasks.Env, alloc string, s []api.Slot) {
 	t.Helper()
 	t.Cleanup(func() {
-		_, _, _ = run(t, env, api.TaskVMRelease, api.VMReleaseParams{AllocationID: alloc, Slots: s})
+		_, _, _ = run(t, env, api.TaskVMRelease, hostproto.VMReleaseParams{AllocationID: alloc, Slots: s})
 	})
 	if _, rec, err := run(t, env, api.TaskVMProvision, provisionParams(h, alloc, s)); err != nil {
 		t.Fatalf("vm_provision %s: %v (%v)", alloc, err, rec)
@@ -95,13 +96,13 @@ func TestSliceWorkloadRunsInItsGuest(t *testing.T) {
 	provisionSlice(t, h, env, allocA, slotsA)
 	provisionSlice(t, h, env, allocB, slotsB)
 
-	start := func(alloc, id string, s []api.Slot, cmd ...string) api.WorkloadReport {
+	start := func(alloc, id string, s []api.Slot, cmd ...string) hostproto.WorkloadReport {
 		t.Helper()
 		var gpus []string
 		for _, x := range s {
 			gpus = append(gpus, x.GPUPCI)
 		}
-		out, _, err := run(t, env, api.TaskWorkloadStart, api.WorkloadStartParams{WorkloadID: id, AllocationID: alloc,
+		out, _, err := run(t, env, api.TaskWorkloadStart, hostproto.WorkloadStartParams{WorkloadID: id, AllocationID: alloc,
 			PosixUser: api.PosixUser(alloc), Image: ref, GPUs: gpus, Command: cmd})
 		return wlReport(t, out, err)
 	}
@@ -158,19 +159,19 @@ func TestSliceWorkloadRunsInItsGuest(t *testing.T) {
 	if r := start(allocA, idStop, nil, workloadtest.App, "serve"); r.State != api.ContainerRunning {
 		t.Fatalf("start: %+v; want running", r)
 	}
-	out, _, err := run(t, env, api.TaskWorkloadStop, api.WorkloadStopParams{WorkloadID: idStop, AllocationID: allocA,
+	out, _, err := run(t, env, api.TaskWorkloadStop, hostproto.WorkloadStopParams{WorkloadID: idStop, AllocationID: allocA,
 		PosixUser: api.PosixUser(allocA), Grace: 5 * time.Second})
 	if r := wlReport(t, out, err); r.State != api.ContainerExited || !slices.Contains(r.LastLines, "got SIGTERM") {
 		t.Errorf("stop: %+v; want exited after SIGTERM", r)
 	}
-	out, _, err = run(t, env, api.TaskWorkloadStop, api.WorkloadStopParams{WorkloadID: idStop, AllocationID: allocA,
+	out, _, err = run(t, env, api.TaskWorkloadStop, hostproto.WorkloadStopParams{WorkloadID: idStop, AllocationID: allocA,
 		PosixUser: api.PosixUser(allocA), Remove: true})
 	if r := wlReport(t, out, err); r.State != api.ContainerMissing {
 		t.Errorf("remove: %+v; want missing", r)
 	}
 
 	// Release A: its container's processes, spec and ranges go.
-	if _, _, err := run(t, env, api.TaskVMRelease, api.VMReleaseParams{AllocationID: allocA, Slots: slotsA}); err != nil {
+	if _, _, err := run(t, env, api.TaskVMRelease, hostproto.VMReleaseParams{AllocationID: allocA, Slots: slotsA}); err != nil {
 		t.Fatal(err)
 	}
 	// Stopped in the guest before its power-off: SIGTERM reached it and
@@ -212,7 +213,7 @@ func TestSliceWorkloadNeedsTheGuestsSubIDs(t *testing.T) {
 		api.PosixUser(alloc)).CombinedOutput(); err != nil {
 		t.Fatalf("usermod: %v: %s", err, out)
 	}
-	_, _, err := run(t, env, api.TaskWorkloadStart, api.WorkloadStartParams{WorkloadID: "w-sln", AllocationID: alloc,
+	_, _, err := run(t, env, api.TaskWorkloadStart, hostproto.WorkloadStartParams{WorkloadID: "w-sln", AllocationID: alloc,
 		PosixUser: api.PosixUser(alloc), Image: ref, GPUs: []string{s[0].GPUPCI}})
 	if err == nil || !strings.Contains(err.Error(), "subordinate id range") {
 		t.Fatalf("start in a guest without subordinate ids: %v; want refused naming them", err)

@@ -11,6 +11,7 @@ import (
 	"github.com/gpuaas/gpuaas/hostd/tasks"
 	"github.com/gpuaas/gpuaas/hostd/workload/workloadtest"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 )
 
 // TestWorkloadStopDuringPull: workload.stop (app stop) while the
@@ -25,7 +26,7 @@ func TestWorkloadStopDuringPull(t *testing.T) {
 	user := api.PosixUser(alloc)
 	started := make(chan error, 1)
 	go func() {
-		_, _, err := run(t, env, api.TaskWorkloadStart, api.WorkloadStartParams{WorkloadID: "w-pull", AllocationID: alloc,
+		_, _, err := run(t, env, api.TaskWorkloadStart, hostproto.WorkloadStartParams{WorkloadID: "w-pull", AllocationID: alloc,
 			PosixUser: user, Image: ref, Command: []string{workloadtest.App, "count", "1000", "1s"}})
 		started <- err
 	}()
@@ -34,7 +35,7 @@ func TestWorkloadStopDuringPull(t *testing.T) {
 	case <-time.After(2 * time.Minute):
 		t.Fatal("the pull never reached the registry's blobs")
 	}
-	out, _, err := run(t, env, api.TaskWorkloadStop, api.WorkloadStopParams{WorkloadID: "w-pull", AllocationID: alloc,
+	out, _, err := run(t, env, api.TaskWorkloadStop, hostproto.WorkloadStopParams{WorkloadID: "w-pull", AllocationID: alloc,
 		PosixUser: user, Grace: time.Second})
 	if r := wlReport(t, out, err); r.State != api.ContainerMissing {
 		t.Errorf("stop: %+v; want no container", r)

@@ -19,6 +19,7 @@ import (
 	"github.com/gpuaas/gpuaas/hostd/workload"
 	"github.com/gpuaas/gpuaas/hostd/workload/workloadtest"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 	"github.com/gpuaas/gpuaas/internal/testutil"
 )
 
@@ -67,21 +68,21 @@ func asTenant(t *testing.T, env *tasks.Env, alloc string, args ...string) string
 	return r.Stdout
 }
 
-func wlReport(t *testing.T, out any, err error) api.WorkloadReport {
+func wlReport(t *testing.T, out any, err error) hostproto.WorkloadReport {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, ok := out.(api.WorkloadReport)
+	r, ok := out.(hostproto.WorkloadReport)
 	if !ok {
-		t.Fatalf("result %T; want api.WorkloadReport", out)
+		t.Fatalf("result %T; want hostproto.WorkloadReport", out)
 	}
 	return r
 }
 
-func wlStatus(t *testing.T, env *tasks.Env, alloc, id string) api.WorkloadReport {
+func wlStatus(t *testing.T, env *tasks.Env, alloc, id string) hostproto.WorkloadReport {
 	t.Helper()
-	out, _, err := run(t, env, api.TaskWorkloadStatus, api.WorkloadStatusParams{WorkloadID: id, AllocationID: alloc, PosixUser: api.PosixUser(alloc)})
+	out, _, err := run(t, env, api.TaskWorkloadStatus, hostproto.WorkloadStatusParams{WorkloadID: id, AllocationID: alloc, PosixUser: api.PosixUser(alloc)})
 	return wlReport(t, out, err)
 }
 
@@ -126,14 +127,14 @@ func TestWorkloadLifecycleWithRealPodman(t *testing.T) {
 			terms <- strings.TrimSpace(line)
 		}
 	}()
-	startImage := func(alloc, id, image string, cmd ...string) api.WorkloadReport {
+	startImage := func(alloc, id, image string, cmd ...string) hostproto.WorkloadReport {
 		t.Helper()
-		out, _, err := run(t, env, api.TaskWorkloadStart, api.WorkloadStartParams{WorkloadID: id, AllocationID: alloc,
+		out, _, err := run(t, env, api.TaskWorkloadStart, hostproto.WorkloadStartParams{WorkloadID: id, AllocationID: alloc,
 			PosixUser: api.PosixUser(alloc), Image: image, Command: cmd,
 			Env: []string{"GREETING=" + id, "NOTIFY=" + notify.Addr().String(), "STOP_DELAY=" + stopDelay.String()}})
 		return wlReport(t, out, err)
 	}
-	start := func(alloc, id string, cmd ...string) api.WorkloadReport {
+	start := func(alloc, id string, cmd ...string) hostproto.WorkloadReport {
 		t.Helper()
 		return startImage(alloc, id, ref, cmd...)
 	}
@@ -181,7 +182,7 @@ func TestWorkloadLifecycleWithRealPodman(t *testing.T) {
 	}
 
 	// Stop: SIGTERM, the app ends by itself with 0.
-	out, _, err := run(t, env, api.TaskWorkloadStop, api.WorkloadStopParams{WorkloadID: "w-serve", AllocationID: allocA,
+	out, _, err := run(t, env, api.TaskWorkloadStop, hostproto.WorkloadStopParams{WorkloadID: "w-serve", AllocationID: allocA,
 		PosixUser: a.name, Grace: 10 * time.Second})
 	if r = wlReport(t, out, err); r.State != api.ContainerExited || r.ExitCode != 0 || !strings.Contains(strings.Join(r.LastLines, "\n"), "got SIGTERM") {
 		t.Errorf("stopped: %+v; want exited 0 after SIGTERM", r)
@@ -218,7 +219,7 @@ func TestWorkloadLifecycleWithRealPodman(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := run(t, env, api.TaskDeprovisionUser, api.UserDeprovisionParams{AllocationID: allocA, PosixUser: a.name}); err != nil {
+	if _, _, err := run(t, env, api.TaskDeprovisionUser, hostproto.UserDeprovisionParams{AllocationID: allocA, PosixUser: a.name}); err != nil {
 		events.Signal(9)
 		t.Fatal(err)
 	}
@@ -310,11 +311,11 @@ func TestWorkloadStartRefusals(t *testing.T) {
 	_, env := simHost(t, sim.H100Baremetal8())
 	const alloc = "a-wlref000001"
 	user := api.PosixUser(alloc)
-	if _, _, err := run(t, env, api.TaskProvisionUser, api.UserProvisionParams{AllocationID: alloc, UserID: "u-1", PosixUser: user}); err != nil {
+	if _, _, err := run(t, env, api.TaskProvisionUser, hostproto.UserProvisionParams{AllocationID: alloc, UserID: "u-1", PosixUser: user}); err != nil {
 		t.Fatal(err)
 	}
 	digest := "127.0.0.1:1/x/y@sha256:" + strings.Repeat("a", 64)
-	for _, p := range []api.WorkloadStartParams{
+	for _, p := range []hostproto.WorkloadStartParams{
 		{WorkloadID: "w-1", AllocationID: alloc, PosixUser: user, Image: "127.0.0.1:1/x/y:latest"},
 		{WorkloadID: "w-1", AllocationID: alloc, PosixUser: user, Image: "x/y"},
 		{WorkloadID: "W 1", AllocationID: alloc, PosixUser: user, Image: digest},
@@ -325,7 +326,7 @@ func TestWorkloadStartRefusals(t *testing.T) {
 			t.Errorf("%+v: %v; want ErrInvalidParams", p, err)
 		}
 	}
-	_, _, err := run(t, env, api.TaskWorkloadStart, api.WorkloadStartParams{WorkloadID: "w-1", AllocationID: alloc, PosixUser: user, Image: digest})
+	_, _, err := run(t, env, api.TaskWorkloadStart, hostproto.WorkloadStartParams{WorkloadID: "w-1", AllocationID: alloc, PosixUser: user, Image: digest})
 	if !errors.Is(err, workload.ErrNotTenant) {
 		t.Errorf("sandbox user: %v; want ErrNotTenant", err)
 	}

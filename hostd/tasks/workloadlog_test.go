@@ -14,6 +14,7 @@ import (
 	"github.com/gpuaas/gpuaas/hostd/tasks"
 	"github.com/gpuaas/gpuaas/hostd/workload/workloadtest"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 	"github.com/gpuaas/gpuaas/internal/logstream"
 	"github.com/gpuaas/gpuaas/internal/testutil"
 )
@@ -65,7 +66,7 @@ func TestWorkloadLogSurvivesAHostdRestart(t *testing.T) {
 	provisionTenant(t, env, alloc)
 	stop := tasks.FollowWorkloadLogs(env) // hostd starts
 	const lines = 150
-	out, _, err := run(t, env, api.TaskWorkloadStart, api.WorkloadStartParams{WorkloadID: "w-count", AllocationID: alloc,
+	out, _, err := run(t, env, api.TaskWorkloadStart, hostproto.WorkloadStartParams{WorkloadID: "w-count", AllocationID: alloc,
 		PosixUser: api.PosixUser(alloc), Image: ref, Command: []string{workloadtest.App, "count", strconv.Itoa(lines), "40ms"}})
 	if r := wlReport(t, out, err); r.State != api.ContainerRunning {
 		t.Fatalf("start: %+v; want running", r)
@@ -86,7 +87,7 @@ func TestWorkloadLogSurvivesAHostdRestart(t *testing.T) {
 	}
 	stop = tasks.FollowWorkloadLogs(env) // hostd starts again: re-attaches
 	defer stop()
-	var r api.WorkloadReport
+	var r hostproto.WorkloadReport
 	testutil.Eventually(t, "the container to end", func() bool {
 		r = wlStatus(t, env, alloc, "w-count")
 		return r.State == api.ContainerExited
@@ -112,7 +113,7 @@ func TestWorkloadLogSurvivesAHostdRestart(t *testing.T) {
 	// Released while a workload runs: its last lines (after SIGTERM) are
 	// in LOGS, and no process of the user is left to stop its removal
 	// (usermod refuses a user with processes).
-	out, _, err = run(t, env, api.TaskWorkloadStart, api.WorkloadStartParams{WorkloadID: "w-serve", AllocationID: alloc,
+	out, _, err = run(t, env, api.TaskWorkloadStart, hostproto.WorkloadStartParams{WorkloadID: "w-serve", AllocationID: alloc,
 		PosixUser: api.PosixUser(alloc), Image: ref, Command: []string{workloadtest.App, "serve"}})
 	if r := wlReport(t, out, err); r.State != api.ContainerRunning {
 		t.Fatalf("start: %+v; want running", r)
@@ -120,7 +121,7 @@ func TestWorkloadLogSurvivesAHostdRestart(t *testing.T) {
 	testutil.Eventually(t, "the server's first line", func() bool {
 		return len(readWorkloadLog(t, js, env.NodeID, "w-serve")) == 1
 	})
-	if _, _, err := run(t, env, api.TaskDeprovisionUser, api.UserDeprovisionParams{AllocationID: alloc,
+	if _, _, err := run(t, env, api.TaskDeprovisionUser, hostproto.UserDeprovisionParams{AllocationID: alloc,
 		PosixUser: api.PosixUser(alloc)}); err != nil {
 		t.Fatalf("release with a workload followed: %v", err)
 	}

@@ -6,12 +6,13 @@ import (
 
 	"github.com/gpuaas/gpuaas/hostd/workload"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 )
 
 // workloadDevices are the CDI devices of the workload's container: its
 // allocation's GPUs (hostd/workload, cdi.go), or none when it asked for
 // none (a manifest's gpus: 0; docs/apps.md, "GPUs").
-func workloadDevices(ctx context.Context, env *Env, pm workload.Podman, p api.WorkloadStartParams) ([]string, error) {
+func workloadDevices(ctx context.Context, env *Env, pm workload.Podman, p hostproto.WorkloadStartParams) ([]string, error) {
 	if p.NoGPUs {
 		if len(p.GPUs) > 0 {
 			return nil, fmt.Errorf("%w: no_gpus with gpus %v", ErrInvalidParams, p.GPUs)
@@ -27,7 +28,7 @@ func workloadDevices(ctx context.Context, env *Env, pm workload.Podman, p api.Wo
 // workloadPollInterval until it passes, the container stops running, or
 // the wait is over; then the container's state and last lines, Ready or
 // the probe's last error. controld keeps the deadline.
-func workloadProbeStatus(ctx context.Context, env *Env, pm workload.Podman, p api.WorkloadStatusParams) (any, error) {
+func workloadProbeStatus(ctx context.Context, env *Env, pm workload.Podman, p hostproto.WorkloadStatusParams) (any, error) {
 	if p.Probe.Port < 1 || p.Probe.Port > 65535 {
 		return nil, fmt.Errorf("%w: probe port %d", ErrInvalidParams, p.Probe.Port)
 	}

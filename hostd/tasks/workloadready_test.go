@@ -12,6 +12,7 @@ import (
 	"github.com/gpuaas/gpuaas/hostd/workload"
 	"github.com/gpuaas/gpuaas/hostd/workload/workloadtest"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 )
 
 // freePort is a loopback port nothing listens on now.
@@ -42,15 +43,15 @@ func TestWorkloadReadinessWithRealPodman(t *testing.T) {
 	user := api.PosixUser(alloc)
 	start := func(id string, cmd ...string) {
 		t.Helper()
-		out, _, err := run(t, env, api.TaskWorkloadStart, api.WorkloadStartParams{WorkloadID: id, AllocationID: alloc,
+		out, _, err := run(t, env, api.TaskWorkloadStart, hostproto.WorkloadStartParams{WorkloadID: id, AllocationID: alloc,
 			PosixUser: user, Image: ref, Command: append([]string{workloadtest.App}, cmd...)})
 		if r := wlReport(t, out, err); r.State != api.ContainerRunning {
 			t.Fatalf("%s: state %s; want running", id, r.State)
 		}
 	}
-	probe := func(id string, p api.WorkloadProbe, wait time.Duration) api.WorkloadReport {
+	probe := func(id string, p api.WorkloadProbe, wait time.Duration) hostproto.WorkloadReport {
 		t.Helper()
-		out, _, err := run(t, env, api.TaskWorkloadStatus, api.WorkloadStatusParams{WorkloadID: id, AllocationID: alloc,
+		out, _, err := run(t, env, api.TaskWorkloadStatus, hostproto.WorkloadStatusParams{WorkloadID: id, AllocationID: alloc,
 			PosixUser: user, Wait: wait, Probe: &p})
 		return wlReport(t, out, err)
 	}
@@ -106,7 +107,7 @@ func TestWorkloadWithoutGPUsAndShm(t *testing.T) {
 	pid := strconv.Itoa(os.Getpid())
 	alloc, id := "a-nogpu"+pid, "w-nogpu"+pid
 	provisionTenant(t, env, alloc)
-	out, _, err := run(t, env, api.TaskWorkloadStart, api.WorkloadStartParams{WorkloadID: id, AllocationID: alloc,
+	out, _, err := run(t, env, api.TaskWorkloadStart, hostproto.WorkloadStartParams{WorkloadID: id, AllocationID: alloc,
 		PosixUser: api.PosixUser(alloc), Image: ref, NoGPUs: true, ShmBytes: 96 << 20,
 		Command: []string{workloadtest.App, "serve"}})
 	r := wlReport(t, out, err)
@@ -124,7 +125,7 @@ func TestWorkloadWithoutGPUsAndShm(t *testing.T) {
 	if shm := strings.TrimSpace(asTenant(t, env, alloc, "container", "inspect", "--format", "{{.HostConfig.ShmSize}}", name)); shm != strconv.Itoa(96<<20) {
 		t.Errorf("shm size %s; want %d", shm, 96<<20)
 	}
-	if _, _, err := run(t, env, api.TaskWorkloadStart, api.WorkloadStartParams{WorkloadID: id + "b", AllocationID: alloc,
+	if _, _, err := run(t, env, api.TaskWorkloadStart, hostproto.WorkloadStartParams{WorkloadID: id + "b", AllocationID: alloc,
 		PosixUser: api.PosixUser(alloc), Image: ref, NoGPUs: true, GPUs: []string{"0000:18:00.0"}}); err == nil {
 		t.Error("no_gpus with gpus: accepted; want refused")
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 )
 
 // Spec is a workload to run.
@@ -189,12 +190,12 @@ func (p Podman) Start(ctx context.Context, s Spec) (loaded bool, err error) {
 
 // Status reports the workload's container: its state, exit code and last
 // lines lines of its log (none when lines is negative; 0 is 20).
-func (p Podman) Status(ctx context.Context, workloadID string, lines int) (api.WorkloadReport, error) {
+func (p Podman) Status(ctx context.Context, workloadID string, lines int) (hostproto.WorkloadReport, error) {
 	if err := CheckID(workloadID); err != nil {
-		return api.WorkloadReport{}, err
+		return hostproto.WorkloadReport{}, err
 	}
 	name := ContainerName(workloadID)
-	rep := api.WorkloadReport{WorkloadID: workloadID, Container: name, State: api.ContainerMissing}
+	rep := hostproto.WorkloadReport{WorkloadID: workloadID, Container: name, State: api.ContainerMissing}
 	c, found, err := p.Inspect(ctx, name)
 	if err != nil || !found {
 		return rep, err

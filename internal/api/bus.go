@@ -52,20 +52,6 @@ type BusIdentityRevokeResponse struct {
 	Revoked []BusIdentity `json:"revoked"`
 }
 
-// GateLoginRequest is a gateway's login assertion: its key signs
-// GateLoginMessage(PublicKey, IssuedAt, Nonce).
-type GateLoginRequest struct {
-	PublicKey string    `json:"public_key"`
-	IssuedAt  time.Time `json:"issued_at"`
-	Nonce     string    `json:"nonce"`
-	Signature []byte    `json:"signature"`
-}
-
-// GateLoginMessage is what a gateway signs to log in.
-func GateLoginMessage(publicKey string, issuedAt time.Time, nonce string) []byte {
-	return []byte("gpuaas gate.login\n" + publicKey + "\n" + issuedAt.UTC().Format(time.RFC3339Nano) + "\n" + nonce)
-}
-
 // BusIdentityAdd registers a NATS identity's public key (admins).
 func (c *Client) BusIdentityAdd(ctx context.Context, req BusIdentityAddRequest, opts ...CallOption) (*BusIdentity, error) {
 	return Do(ctx, c, OpBusIdentityAdd, req, opts...)

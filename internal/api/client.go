@@ -51,7 +51,7 @@ func WithToken(token string) ClientOption {
 }
 
 // WithTokenSource makes each call carry the token source returns (a
-// service's short-lived token it renews, see GatewayLogin).
+// service's short-lived token it renews, see gateproto.GatewayLogin).
 func WithTokenSource(source func(context.Context) (string, error)) ClientOption {
 	return func(c *Client) { c.tokens = source }
 }

@@ -56,7 +56,6 @@ func TestDeclarationsDecideRetries(t *testing.T) {
 		{name: "read", spec: OpAllocGet.Spec(), want: retryAlways},
 		{name: "mutation", spec: OpAllocCreate.Spec(), want: retryAlways},
 		{name: "login", spec: OpAuthLogin.Spec(), want: retryUndelivered},
-		{name: "gateway login", spec: OpGateLogin.Spec(), want: retryUndelivered},
 		{name: "enrollment token", spec: OpNodeEnroll.Spec(), want: retryUndelivered},
 	}
 	for _, tt := range tests {

@@ -70,7 +70,7 @@ func (c *Client) SubscribeEvents(ctx context.Context, userID string, opts ...Sub
 // EventSessionRevoked is emitted whenever sessions end before their
 // expiry: logout, an administrator disabling the user, or any other
 // revocation. controld closes the sessions' NATS connections on it and
-// sshgate ends their SSH sessions (see GateRevokedSubject).
+// sshgate ends their SSH sessions (see gateproto.GateRevokedSubject).
 const EventSessionRevoked = "session.revoked"
 
 // SessionRevoked is the payload of EventSessionRevoked.
@@ -81,14 +81,10 @@ type SessionRevoked struct {
 	Reason string `json:"reason"`
 }
 
-// GateRevokedSubject is where controld tells every sshgate which sessions
-// were revoked (a SessionRevoked body). Only controld may publish to it.
-const GateRevokedSubject = "gpuaas.gate.revoked"
-
 // EventAllocNotice is a message for the people using one allocation: an
 // idle warning, a budget warning, a quarantined GPU. It reaches them in
 // `watch` and the TUI like every event, and sshgate writes its Message
-// into every open session of the allocation (see GateNoticeSubject). The
+// into every open session of the allocation (see gateproto.GateNoticeSubject). The
 // event's Subject is the allocation id; its Data an AllocNotice.
 const EventAllocNotice = "alloc.notice"
 
@@ -113,9 +109,3 @@ type AllocNotice struct {
 	// At in a stream).
 	At time.Time `json:"at,omitzero"`
 }
-
-// GateNoticeSubject is where controld's event fan-out hands every
-// EventAllocNotice (an Event body) to the sshgates, which write its
-// message into the allocation's open sessions. Only controld may publish
-// to it; only gateways may subscribe.
-const GateNoticeSubject = "gpuaas.gate.notice"

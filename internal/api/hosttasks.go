@@ -2,15 +2,6 @@ package api
 
 // Wire types of the typed tasks controld sends to hostd (docs/architecture.md, "Flows").
 
-// TopologyDiscoverParams are the params of a slice.topology_discover task.
-type TopologyDiscoverParams struct {
-	// Shape is what the node is rented as: ShapeGPUSlice or ShapeBaremetal.
-	Shape string `json:"shape"`
-	// Subnet is the IPv4 network slot addresses are drawn from; empty means
-	// DefaultSlotSubnet.
-	Subnet string `json:"subnet,omitempty"`
-}
-
 // DefaultSlotSubnet is the slot network when a discovery names none.
 const DefaultSlotSubnet = "10.77.0.0/16"
 

@@ -10,7 +10,7 @@ import (
 // overrides it at create, and may set a maximum duration. Activity is
 // measured at the gateway — channel data of any SSH session, sftp/scp
 // subsystem or port forward of the allocation — and on its GPUs (hostd's
-// Heartbeat.GPUActive). SSH keep-alives (global and channel requests
+// hostproto.Heartbeat.GPUActive). SSH keep-alives (global and channel requests
 // without channel data) are not activity. An allocation idle for its
 // period is warned (EventAllocNotice, NoticeIdleWarning, in its open
 // sessions too) and then released by system:idle with reason "idle"; one
@@ -77,23 +77,7 @@ type AllocPolicy struct {
 	MaxDurationAt *time.Time `json:"max_duration_at,omitempty"`
 }
 
-// GateActivityRequest is a gateway's report of the last channel data of
-// each allocation seen since its previous report.
-type GateActivityRequest struct {
-	LastActive map[string]time.Time `json:"last_active"`
-}
-
-// GateActivityResponse says how many allocations the report moved.
-type GateActivityResponse struct {
-	Recorded int `json:"recorded"`
-}
-
 // ProjectSetPolicy sets a project's idle policy.
 func (c *Client) ProjectSetPolicy(ctx context.Context, req ProjectPolicyRequest, opts ...CallOption) (*ProjectPolicy, error) {
 	return Do(ctx, c, OpProjectPolicy, req, opts...)
-}
-
-// GateActivity reports allocation activity (gateways only).
-func (c *Client) GateActivity(ctx context.Context, req GateActivityRequest) (*GateActivityResponse, error) {
-	return Do(ctx, c, OpGateActivity, req)
 }

@@ -5,11 +5,6 @@ import (
 	"time"
 )
 
-// HostLogsSubject is where controld asks a node for its recent log
-// records (HostLogsRequest → NodeLogsResponse). Only the node's hostd
-// may subscribe to it, and users may not publish below gpuaas.host.
-func HostLogsSubject(nodeID string) string { return "gpuaas.host." + nodeID + ".logs" }
-
 // LogRecord is one structured log record kept by hostd.
 type LogRecord struct {
 	Seq   uint64            `json:"seq"` // monotonic per hostd process
@@ -30,13 +25,6 @@ type NodeLogsRequest struct {
 
 // MaxNodeLogsLimit bounds NodeLogsRequest.Limit (and is its default).
 const MaxNodeLogsLimit = 5000
-
-// HostLogsRequest is what controld sends on HostLogsSubject.
-type HostLogsRequest struct {
-	SinceTime time.Time `json:"since_time,omitzero"`
-	After     uint64    `json:"after,omitempty"`
-	Limit     int       `json:"limit,omitempty"`
-}
 
 // NodeLogsResponse lists log records, oldest first.
 type NodeLogsResponse struct {

@@ -5,11 +5,6 @@ import (
 	"time"
 )
 
-// HostTopSubject is where controld asks a node for the latest telemetry
-// of some of its GPUs (HostTopRequest → HostTopResponse). Only the node's
-// hostd may subscribe to it, and users may not publish below gpuaas.host.
-func HostTopSubject(nodeID string) string { return "gpuaas.host." + nodeID + ".top" }
-
 // GPUSample is one GPU's telemetry as hostd last read it (nvidia-smi). A
 // metric the GPU does not report ([N/A], [Not Supported]) is absent.
 type GPUSample struct {
@@ -30,19 +25,6 @@ type GPUSample struct {
 	// driver loaded.
 	ECCUncorrected *uint64   `json:"ecc_uncorrected,omitempty"`
 	At             time.Time `json:"at"`
-}
-
-// HostTopRequest is what controld sends on HostTopSubject: the GPUs asked
-// about, by PCI address.
-type HostTopRequest struct {
-	PCIs []string `json:"pcis"`
-}
-
-// HostTopResponse has the latest sample of each GPU asked about that
-// hostd has one for; Error says why there is none when telemetry fails.
-type HostTopResponse struct {
-	GPUs  []GPUSample `json:"gpus"`
-	Error string      `json:"error,omitempty"`
 }
 
 // AllocTopResponse is an allocation's GPU telemetry.

@@ -32,15 +32,3 @@ type VolumeSession struct {
 	UserID string    `json:"user_id"`
 	Since  time.Time `json:"since"`
 }
-
-// GateVolumeEndRequest ends the hold gate.authorize put on a volume for
-// the ticket key TicketKey (the same authorized_keys line).
-type GateVolumeEndRequest struct {
-	VolumeID  string `json:"volume_id"`
-	TicketKey string `json:"ticket_key"`
-}
-
-// GateVolumeEndResponse says whether the hold was still there to end.
-type GateVolumeEndResponse struct {
-	Released bool `json:"released"`
-}

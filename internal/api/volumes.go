@@ -173,25 +173,6 @@ const (
 	TaskVolumeDelete = "volume.delete"
 )
 
-// VolumeTaskParams are the params of the volume tasks: the volume and,
-// for create and resize, its size.
-type VolumeTaskParams struct {
-	VolumeID  string `json:"volume_id"`
-	SizeBytes int64  `json:"size_bytes,omitempty"`
-}
-
-// VolumeTaskResult is what the volume tasks report.
-type VolumeTaskResult struct {
-	VolumeID  string `json:"volume_id"`
-	SizeBytes int64  `json:"size_bytes,omitempty"`
-	// FSSize is the filesystem's size; below SizeBytes after a resize
-	// of a mounted volume the node could not grow online (it grows at
-	// the next attach).
-	FSSize int64 `json:"fs_size,omitempty"`
-	// FreeBytes is the room the node has left for volumes.
-	FreeBytes int64 `json:"free_bytes"`
-}
-
 // VolumeCreate makes a volume.
 func (c *Client) VolumeCreate(ctx context.Context, req VolumeCreateRequest, opts ...CallOption) (*Volume, error) {
 	return Do(ctx, c, OpVolumeCreate, req, opts...)

@@ -107,7 +107,7 @@ func firstTH(page []byte) string {
 // declared endpoint has no doc comment saying what it does.
 func TestAPIReferenceIsFresh(t *testing.T) {
 	repo := filepath.Join("..", "..")
-	docs, err := docgen.EndpointDocs(filepath.Join(repo, "internal", "api"))
+	docs, err := docgen.EndpointDocs(docgen.ProtocolDirs(repo)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,7 +127,7 @@ func TestAPIReferenceIsFresh(t *testing.T) {
 // TestAPIReferenceRefusesAnUndocumentedEndpoint: an endpoint whose
 // declaration has no comment fails generation, naming it.
 func TestAPIReferenceRefusesAnUndocumentedEndpoint(t *testing.T) {
-	docs, err := docgen.EndpointDocs(filepath.Join("..", "..", "internal", "api"))
+	docs, err := docgen.EndpointDocs(docgen.ProtocolDirs(filepath.Join("..", ".."))...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/gpuaas/gpuaas/controld"
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/bus"
+	"github.com/gpuaas/gpuaas/internal/gateproto"
 )
 
 // Config is a controld to run on a bus.
@@ -220,7 +221,7 @@ func GatewayOptions(key nkeys.KeyPair) ([]nats.Option, error) {
 // in to controld with the gateway's key for short-lived session tokens; no
 // long-lived token exists.
 func GatewayClient(nc *nats.Conn, key nkeys.KeyPair) (*api.Client, error) {
-	login, err := api.NewGatewayLogin(nc, key, nil)
+	login, err := gateproto.NewGatewayLogin(nc, key, nil)
 	if err != nil {
 		return nil, err
 	}

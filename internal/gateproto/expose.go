@@ -1,6 +1,10 @@
-package api
+package gateproto
 
-import "time"
+import (
+	"time"
+
+	"github.com/gpuaas/gpuaas/internal/api"
+)
 
 // Verdicts of gate.authorize_http: what the HTTPS front answers a request
 // for an exposure (docs/expose.md).
@@ -44,10 +48,10 @@ type GateAuthorizeHTTPRequest struct {
 // login the request was allowed on ("" for an anonymous request to a
 // public exposure): the front ends its streams when that login ends.
 type GateAuthorizeHTTPResponse struct {
-	Verdict  string    `json:"verdict"`
-	Reason   string    `json:"reason,omitempty"`
-	Exposure *Exposure `json:"exposure,omitempty"`
-	UserID   string    `json:"user_id,omitempty"`
+	Verdict  string        `json:"verdict"`
+	Reason   string        `json:"reason,omitempty"`
+	Exposure *api.Exposure `json:"exposure,omitempty"`
+	UserID   string        `json:"user_id,omitempty"`
 	// SessionID is the login session (or machine token) allowed.
 	SessionID string `json:"session_id,omitempty"`
 	// CacheUntil is the latest the front may reuse the verdict: at most
@@ -56,28 +60,6 @@ type GateAuthorizeHTTPResponse struct {
 	// Auth is where to dial the node and with what ticket: an allowed
 	// answer to a request with TicketKey.
 	Auth *GateAuthorizeResponse `json:"auth,omitempty"`
-}
-
-// LinkTTL is how long a one-time link may wait to be opened.
-const LinkTTL = time.Minute
-
-// LinkPath is the path on an exposure's host that redeems a one-time link
-// (?code=...).
-const LinkPath = "/.gpuaas/login"
-
-// ExposeLinkRequest asks for a one-time link into the exposure Host
-// ("<port>-<allocation>") that lands on Path ("/" when empty; a path on
-// the exposure's own host, never another site).
-type ExposeLinkRequest struct {
-	Host string `json:"host"`
-	Path string `json:"path,omitempty"`
-}
-
-// ExposeLinkResponse is the code to open as
-// https://<host>.<apps domain>/.gpuaas/login?code=<Code> before ExpiresAt.
-type ExposeLinkResponse struct {
-	Code      string    `json:"code"`
-	ExpiresAt time.Time `json:"expires_at"`
 }
 
 // GateRedeemLinkRequest redeems a one-time link's code on the exposure

@@ -1,4 +1,4 @@
-package api
+package gateproto
 
 import (
 	"context"
@@ -10,6 +10,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nkeys"
+
+	"github.com/gpuaas/gpuaas/internal/api"
 )
 
 // GatewayLogin keeps a gateway (sshgate) logged in to controld: it signs a
@@ -17,7 +19,7 @@ import (
 // short-lived session token before it ends. The key's seed never leaves
 // the gateway; no long-lived token exists.
 type GatewayLogin struct {
-	client *Client
+	client *api.Client
 	key    nkeys.KeyPair
 	pub    string
 	now    func() time.Time
@@ -39,11 +41,11 @@ func NewGatewayLogin(nc *nats.Conn, key nkeys.KeyPair, now func() time.Time) (*G
 	if now == nil {
 		now = time.Now
 	}
-	proof, err := ReplyProof(key)
+	proof, err := api.ReplyProof(key)
 	if err != nil {
 		return nil, err
 	}
-	return &GatewayLogin{client: NewClient(nc, WithReplyProof(proof)), key: key, pub: pub, now: now}, nil
+	return &GatewayLogin{client: api.NewClient(nc, api.WithReplyProof(proof)), key: key, pub: pub, now: now}, nil
 }
 
 // Token returns a session token valid for a while yet, logging in again
@@ -63,7 +65,7 @@ func (l *GatewayLogin) Token(ctx context.Context) (string, error) {
 		return "", fmt.Errorf("sign gateway login: %w", err)
 	}
 	req.Signature = sig
-	resp, err := Do(ctx, l.client, OpGateLogin, req)
+	resp, err := api.Do(ctx, l.client, OpGateLogin, req)
 	if err != nil {
 		if l.token != "" && now.Add(time.Minute).Before(l.expires) {
 			// Keep serving with the token we have while it lasts.
@@ -74,4 +76,18 @@ func (l *GatewayLogin) Token(ctx context.Context) (string, error) {
 	l.token, l.expires = resp.Token, resp.ExpiresAt
 	l.renewAt = now.Add(resp.ExpiresAt.Sub(now) * 2 / 3)
 	return l.token, nil
+}
+
+// GateLoginRequest is a gateway's login assertion: its key signs
+// GateLoginMessage(PublicKey, IssuedAt, Nonce).
+type GateLoginRequest struct {
+	PublicKey string    `json:"public_key"`
+	IssuedAt  time.Time `json:"issued_at"`
+	Nonce     string    `json:"nonce"`
+	Signature []byte    `json:"signature"`
+}
+
+// GateLoginMessage is what a gateway signs to log in.
+func GateLoginMessage(publicKey string, issuedAt time.Time, nonce string) []byte {
+	return []byte("gpuaas gate.login\n" + publicKey + "\n" + issuedAt.UTC().Format(time.RFC3339Nano) + "\n" + nonce)
 }

@@ -1,9 +1,6 @@
-package api
+package gateproto
 
-import (
-	"context"
-	"time"
-)
+import "time"
 
 // Gateway credentials: hostd's terminal server lets in only connections
 // that first authenticate with a gateway certificate (internal CA, see
@@ -23,9 +20,4 @@ type GateCredentialsResponse struct {
 	Name        string    `json:"name"`        // the key's registered name
 	Certificate string    `json:"certificate"` // authorized_keys format
 	ValidBefore time.Time `json:"valid_before"`
-}
-
-// GateCredentials asks for a gateway certificate (gateway only).
-func (c *Client) GateCredentials(ctx context.Context, req GateCredentialsRequest) (*GateCredentialsResponse, error) {
-	return Do(ctx, c, OpGateCredentials, req)
 }

@@ -50,7 +50,7 @@ func checkHotParams(p api.VolumeHotParams) error {
 	if err == nil && (p.AllocationID == "" || p.PosixUser == "") {
 		err = errors.New("allocation and user are required")
 	}
-	if err == nil && p.Shape == api.ShapeGPUSlice && len(v.VolumeID) > maxSerial {
+	if err == nil && api.VolumeAsDisk(p.Shape) && len(v.VolumeID) > maxSerial {
 		err = fmt.Errorf("volume id %q is longer than a disk serial (%d bytes)", v.VolumeID, maxSerial)
 	}
 	if err != nil {
@@ -65,7 +65,7 @@ func volumeHotAttach(ctx context.Context, env *Env, p api.VolumeHotParams, rep R
 		return nil, err
 	}
 	do := func(ctx context.Context) error { return attachBare(ctx, env, p) }
-	if p.Shape == api.ShapeGPUSlice {
+	if api.VolumeAsDisk(p.Shape) {
 		do = func(ctx context.Context) error { return attachSlice(ctx, env, p) }
 	}
 	if err := NewPhased(env, rep).Run(ctx, PhaseVolumeAttach, do, nil); err != nil {
@@ -81,7 +81,7 @@ func volumeHotDetach(ctx context.Context, env *Env, p api.VolumeHotParams, rep R
 		return nil, err
 	}
 	do := func(ctx context.Context) error { return detachBare(ctx, env, p) }
-	if p.Shape == api.ShapeGPUSlice {
+	if api.VolumeAsDisk(p.Shape) {
 		do = func(ctx context.Context) error { return detachSlice(ctx, env, p) }
 	}
 	if err := NewPhased(env, rep).Run(ctx, PhaseVolumeDetach, do, nil); err != nil {

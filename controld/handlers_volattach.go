@@ -7,9 +7,11 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/gpuaas/gpuaas/controld/alloc"
+	"github.com/gpuaas/gpuaas/controld/jobs"
 	"github.com/gpuaas/gpuaas/controld/mutate"
 	"github.com/gpuaas/gpuaas/controld/project"
 	"github.com/gpuaas/gpuaas/controld/volumes"
+	"github.com/gpuaas/gpuaas/controld/workloads"
 	"github.com/gpuaas/gpuaas/internal/api"
 )
 
@@ -75,9 +77,40 @@ func (s *Server) volumeDetach(ctx context.Context, c *call, req api.VolumeDetach
 		if err != nil {
 			return nil, mutate.Effect{}, err
 		}
+		// The volume's row is locked now (an app.run that mounts it
+		// waits, then sees it detaching): refusing here rolls the
+		// detach back.
+		if err := volumeInUse(ctx, tx, v); err != nil {
+			return nil, mutate.Effect{}, err
+		}
 		eff := volumeEffect(api.EndpointVolumeDetach, v, evs)
 		d := eff.Audit.Detail.(map[string]any)
 		d["allocation_id"], d["mount_path"] = v.AllocationID, v.MountPath
 		return &v, eff, nil
 	}, nil
+}
+
+// volumeInUse refuses the detach of v, naming the user, while a container
+// on its allocation holds it: a workload that has not ended and mounts it,
+// or a job in an image that has not ended (hostd binds every mounted
+// volume into it). The node's umount cannot see a container's bind mount,
+// which keeps the filesystem alive (docs/decisions/0064-volume-attach-running.md).
+func volumeInUse(ctx context.Context, tx pgx.Tx, v api.Volume) error {
+	w, err := workloads.MountingVolume(ctx, tx, v.AllocationID, v.ID)
+	if err != nil {
+		return err
+	}
+	if w != "" {
+		return api.Errorf(api.CodeConflict, "volume %s is mounted in workload %s on allocation %s", v.Name, w, v.AllocationID).
+			WithHint("stop it first: `gpuaas app stop " + w + "`")
+	}
+	j, err := jobs.RunningInImage(ctx, tx, v.AllocationID)
+	if err != nil {
+		return err
+	}
+	if j != "" {
+		return api.Errorf(api.CodeConflict, "volume %s is bound into job %s, which runs in an image on allocation %s", v.Name, j, v.AllocationID).
+			WithHint("wait for it to end, or `gpuaas job cancel " + j + "`")
+	}
+	return nil
 }

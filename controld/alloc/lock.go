@@ -2,6 +2,8 @@ package alloc
 
 import (
 	"context"
+	"errors"
+	"fmt"
 
 	"github.com/jackc/pgx/v5"
 
@@ -13,13 +15,18 @@ import (
 // hot.go) and returns it; one of another project is not found, as for an
 // id that does not exist. The allocation's lock is taken before its
 // volumes', as its release does.
+//
+// The project is in the locking query: an id of another project locks
+// nothing (a tenant cannot hold up another's release) and answers as a
+// missing one, in the same time.
 func LockInProject(ctx context.Context, tx pgx.Tx, projectID, id string) (api.Allocation, error) {
-	a, err := lockAndLoad(ctx, tx, id)
-	if err != nil {
-		return api.Allocation{}, err
-	}
-	if a.ProjectID != projectID {
+	var locked string
+	err := tx.QueryRow(ctx, `SELECT id FROM allocations WHERE id = $1 AND project_id = $2 FOR UPDATE`, id, projectID).Scan(&locked)
+	if errors.Is(err, pgx.ErrNoRows) {
 		return api.Allocation{}, notFound(id)
 	}
-	return a, nil
+	if err != nil {
+		return api.Allocation{}, fmt.Errorf("lock allocation: %w", err)
+	}
+	return load(ctx, tx, id)
 }

@@ -53,6 +53,13 @@ func Get(ctx context.Context, q store.Querier, projectID, ref string) (api.Volum
 	return get(ctx, q, projectID, ref, "")
 }
 
+// GetForShare is Get with the row share-locked for the transaction: a
+// workload that binds the volume (controld/workloads mounts.go) holds it
+// against a concurrent detach, which waits, then sees the workload.
+func GetForShare(ctx context.Context, tx pgx.Tx, projectID, ref string) (api.Volume, error) {
+	return get(ctx, tx, projectID, ref, " FOR SHARE")
+}
+
 // getForUpdate is Get with the row locked for the transaction.
 func getForUpdate(ctx context.Context, tx pgx.Tx, projectID, ref string) (api.Volume, error) {
 	return get(ctx, tx, projectID, ref, " FOR UPDATE")

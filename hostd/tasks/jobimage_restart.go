@@ -92,7 +92,8 @@ func StopJobContainers(ctx context.Context, env *Env) int {
 		return 0
 	}
 	users := map[string]jobContainerRecord{} // one record per user: its podman holds all its job containers
-	var jobs []string
+	type recorded struct{ file, jobID, user string }
+	var jobs []recorded
 	for _, e := range ents {
 		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
 		var r jobContainerRecord
@@ -108,22 +109,35 @@ func StopJobContainers(ctx context.Context, env *Env) int {
 			continue
 		}
 		users[r.PosixUser] = r
-		jobs = append(jobs, r.JobID)
+		jobs = append(jobs, recorded{file: e.Name(), jobID: r.JobID, user: r.PosixUser})
 	}
 	removed := 0
+	failed := map[string]bool{} // users whose containers may still run
 	for _, r := range users {
 		n, err := stopUserJobContainers(ctx, env, r)
 		removed += n
-		if err != nil {
-			// The user may be gone (its allocation released): so is
-			// its podman storage, and with it the containers.
-			env.Log.Warn("job containers: not stopped", "allocation", r.AllocationID, "err", err)
+		if err == nil {
+			continue
 		}
+		// A user that is gone (its allocation released) took its
+		// podman storage, and the containers, with it; one that is
+		// there keeps its records, so that the next start tries again
+		// (docs/decisions/0062-job-images-start-cancel-restart.md).
+		if _, lerr := lookupPosix(r.PosixUser); lerr == nil {
+			failed[r.PosixUser] = true
+		}
+		env.Log.Warn("job containers: not stopped", "allocation", r.AllocationID, "err", err, "kept", failed[r.PosixUser])
 	}
 	sup := supervisorFor(env.Envs)
-	for _, id := range jobs {
-		sup.markStoppedAtStart(id)
-		forgetJobContainer(env, id)
+	for _, j := range jobs {
+		if failed[j.user] {
+			continue
+		}
+		sup.markStoppedAtStart(j.jobID)
+		// By its file's name: what the record says may differ.
+		if err := os.Remove(filepath.Join(dir, j.file)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			env.Log.Warn("job container record not removed", "job", j.jobID, "err", err)
+		}
 	}
 	return removed
 }

@@ -134,6 +134,17 @@ func detachBare(ctx context.Context, env *Env, p api.VolumeHotParams) error {
 			return &busyError{name: p.Volume.Name, alloc: p.AllocationID, path: p.Volume.Path,
 				detail: "used by processes " + strings.Join(pids, ", ")}
 		}
+		dev, err := mountDevice(mp)
+		if err != nil {
+			return fmt.Errorf("detach volume: %w", err)
+		}
+		// A container's bind mount of it (volume_held.go): refused, the
+		// volume kept mounted.
+		group := peerGroup(dev, mp)
+		if pids := mountedElsewhere(dev, mp, group); len(pids) > 0 {
+			return &busyError{name: p.Volume.Name, alloc: p.AllocationID, path: p.Volume.Path,
+				detail: "mounted in the mount namespaces of processes " + strings.Join(pids, ", ")}
+		}
 		if err := env.Volumes.Unmount(ctx, p.Volume.VolumeID); err != nil {
 			// Something opened it between the look and umount(8),
 			// which refuses: the volume stays mounted.
@@ -142,6 +153,23 @@ func detachBare(ctx context.Context, env *Env, p api.VolumeHotParams) error {
 			}
 			return err
 		}
+		// A namespace that took a copy between the look and umount(8)
+		// keeps the filesystem alive: never reported detached while it
+		// does. It is not mounted again on the node (e2fsck would check a
+		// live filesystem); the retry looks again (heldMarker).
+		if pids := mountedElsewhere(dev, "", group); len(pids) > 0 {
+			if err := os.WriteFile(heldMarker(env, p.Volume.VolumeID), []byte(dev+" "+group+"\n"), 0o600); err != nil {
+				return fmt.Errorf("detach volume: %w", err)
+			}
+			return &busyError{name: p.Volume.Name, alloc: p.AllocationID, path: p.Volume.Path,
+				detail: "unmounted on the node, still mounted in the mount namespaces of processes " + strings.Join(pids, ", ")}
+		}
+	}
+	if err := checkHeldAfterUnmount(env, p.Volume.VolumeID, func(pids []string) error {
+		return &busyError{name: p.Volume.Name, alloc: p.AllocationID, path: p.Volume.Path,
+			detail: "unmounted on the node, still mounted in the mount namespaces of processes " + strings.Join(pids, ", ")}
+	}); err != nil {
+		return err
 	}
 	f, err := hostenv.NewFactory(hostenv.Config{StateDir: env.StateDir, Accounts: noAccounts{}})
 	if err != nil {

@@ -88,6 +88,9 @@ func workloadStart(ctx context.Context, env *Env, p hostproto.WorkloadStartParam
 	defer done()
 	ctx, starting, ended := beginWorkloadStart(ctx, env, p.WorkloadID) // workload_starting.go
 	defer ended()
+	if starting.stoppedFirst() {
+		return nil, ErrWorkloadStopped
+	}
 	binds, err := workloadBinds(ctx, env, pm, p) // workload_mounts.go: before anything is pulled
 	if err != nil {
 		return nil, err

@@ -12,6 +12,7 @@ import (
 
 	"github.com/gpuaas/gpuaas/hostd/tasks"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 	"github.com/gpuaas/gpuaas/internal/testutil"
 )
 
@@ -25,7 +26,7 @@ func TestJobContainerRecordKeptWhenStopFails(t *testing.T) {
 	ref := tinyJobImage(t)
 	alloc := "a-jrk" + strconv.Itoa(os.Getpid())
 	provisionTenant(t, env, alloc)
-	p := api.JobStartParams{JobID: "j-imgkeep", AllocationID: alloc, PosixUser: api.PosixUser(alloc), Wait: 0, Image: ref,
+	p := hostproto.JobStartParams{JobID: "j-imgkeep", AllocationID: alloc, PosixUser: api.PosixUser(alloc), Wait: 0, Image: ref,
 		Run: `: > ~/running; while :; do sleep 1; done`}
 	out, _, err := run(t, env, api.TaskJobStart, p)
 	if r := jobReport(t, out, err); r.Ended {

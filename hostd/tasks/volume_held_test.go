@@ -13,6 +13,7 @@ import (
 
 	hostenv "github.com/gpuaas/gpuaas/hostd/env"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 )
 
 // TestHotDetachRefusedWhileMountedInNamespace: a process in a mount
@@ -24,7 +25,7 @@ import (
 func TestHotDetachRefusedWhileMountedInNamespace(t *testing.T) {
 	env := systemHost(t)
 	pid := strconv.Itoa(os.Getpid())
-	if _, _, err := run(t, env, api.TaskVolumeCreate, api.VolumeTaskParams{VolumeID: "vol-held" + pid, SizeBytes: 64 << 20}); err != nil {
+	if _, _, err := run(t, env, api.TaskVolumeCreate, hostproto.VolumeTaskParams{VolumeID: "vol-held" + pid, SizeBytes: 64 << 20}); err != nil {
 		t.Fatal(err)
 	}
 	allocID := "a-held" + pid

@@ -11,6 +11,7 @@ import (
 	"github.com/gpuaas/gpuaas/hostd/tasks"
 	"github.com/gpuaas/gpuaas/hostd/workload/workloadtest"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/hostproto"
 )
 
 // TestWorkloadStopBeforeStart: a workload.stop handled before the
@@ -26,13 +27,13 @@ func TestWorkloadStopBeforeStart(t *testing.T) {
 	provisionTenant(t, env, alloc)
 	user := api.PosixUser(alloc)
 
-	out, _, err := run(t, env, api.TaskWorkloadStop, api.WorkloadStopParams{WorkloadID: "w-first", AllocationID: alloc,
+	out, _, err := run(t, env, api.TaskWorkloadStop, hostproto.WorkloadStopParams{WorkloadID: "w-first", AllocationID: alloc,
 		PosixUser: user, Grace: time.Second})
 	if r := wlReport(t, out, err); r.State != api.ContainerMissing {
 		t.Fatalf("stop before the start: %+v; want no container", r)
 	}
 	start := func(id string) error {
-		_, _, err := run(t, env, api.TaskWorkloadStart, api.WorkloadStartParams{WorkloadID: id, AllocationID: alloc,
+		_, _, err := run(t, env, api.TaskWorkloadStart, hostproto.WorkloadStartParams{WorkloadID: id, AllocationID: alloc,
 			PosixUser: user, Image: ref, Command: []string{workloadtest.App, "count", "1000", "1s"}})
 		return err
 	}

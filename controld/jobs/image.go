@@ -7,6 +7,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/gpuaas/gpuaas/controld/apps"
+	"github.com/gpuaas/gpuaas/controld/billing"
 	"github.com/gpuaas/gpuaas/controld/images"
 	"github.com/gpuaas/gpuaas/controld/node"
 	"github.com/gpuaas/gpuaas/internal/api"
@@ -54,7 +56,23 @@ func resolveImage(ctx context.Context, tx pgx.Tx, a api.Allocation, ref string) 
 	if err := img.RunRefusal("job"); err != nil {
 		return api.Image{}, err
 	}
+	if err := refusePriced(ctx, tx, img, ref); err != nil {
+		return api.Image{}, err
+	}
 	return img, nil
+}
+
+// refusePriced refuses an image whose digest is the image of a priced
+// platform app (docs/decisions/0059-app-prices.md): a job has no app
+// meter, so it would run the app's bytes without its price.
+func refusePriced(ctx context.Context, tx pgx.Tx, img api.Image, ref string) error {
+	app, ok, err := apps.PricedImage(ctx, tx, img.Digest)
+	if err != nil || !ok {
+		return err
+	}
+	return badImage("image %s is the image of app %s, priced %s/h: run it with `gpuaas app run %s`",
+		ref, app.Name, api.FormatMoney(app.PricePerHourMinor, billing.DefaultCurrency), app.Name).
+		WithHint("a job has no app meter; see docs/apps.md \"Prices\"")
 }
 
 // recheckImage refuses, when a queued job (docs/decisions/0034-queued-jobs-start-themselves.md)

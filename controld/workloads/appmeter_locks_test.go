@@ -270,3 +270,39 @@ func TestFaultCreditReturnsAppCharges(t *testing.T) {
 		t.Errorf("credit: %+v; want 883 (the allocation's 733 and the app's 150) over 4 windows", c)
 	}
 }
+
+// TestAppMeterKeyAndChargesChecked (migration 0045): an app meter's key
+// never changes, and a statement inserting an app charge that names no
+// meter is refused (checked once per statement, as usage charges are).
+func TestAppMeterKeyAndChargesChecked(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	ctx := context.Background()
+	allocID := w.meteredAllocation(t)
+	if err := w.tx(t, func(tx pgx.Tx) error {
+		return billing.StartAppMeter(ctx, tx, w.appMeter("w-key", allocID), t0)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	code := func(err error) string {
+		var pe *pgconn.PgError
+		if errors.As(err, &pe) {
+			return pe.Code
+		}
+		return ""
+	}
+	_, err := w.pool.Exec(ctx, `UPDATE app_meters SET workload_id = 'w-moved' WHERE workload_id = 'w-key'`)
+	if code(err) != "23001" {
+		t.Errorf("change of an app meter's key: %v; want restrict_violation", err)
+	}
+	_, err = w.pool.Exec(ctx, `INSERT INTO app_charges (workload_id, allocation_id, project_id, currency, window_start,
+		window_end, start_seconds, end_seconds, amount_minor, created_at)
+		VALUES ('w-key', $1, $2, 'usd', $3, $4, 0, 60, 6, $4), ('w-none', $1, $2, 'usd', $3, $4, 0, 60, 6, $4)`,
+		allocID, w.project, t0, t0.Add(time.Minute))
+	if code(err) != "23503" {
+		t.Errorf("charges naming no meter: %v; want foreign_key_violation", err)
+	}
+	if n := w.count(t, `SELECT count(*) FROM app_charges WHERE allocation_id = $1`, allocID); n != 0 {
+		t.Errorf("%d app charges after the refused statement; want 0", n)
+	}
+}

@@ -78,7 +78,8 @@ func refusePriced(ctx context.Context, tx pgx.Tx, img api.Image, ref string) err
 // recheckImage refuses, when a queued job (docs/decisions/0034-queued-jobs-start-themselves.md)
 // or a retry (docs/decisions/0045-job-retries.md) is about to be given
 // its job.start, an image that may no longer run: revoked, failed
-// verification or retired since the job was created. The refusal is
+// verification or retired since the job was created, or since then the
+// image of a priced platform app (refusePriced). The refusal is
 // job.create's (api.Image.RunRefusal); a job without an image passes.
 // An error that is not an *api.Error is the store's.
 func recheckImage(ctx context.Context, tx pgx.Tx, j row) error {
@@ -93,7 +94,12 @@ func recheckImage(ctx context.Context, tx pgx.Tx, j row) error {
 	if err != nil {
 		return err
 	}
-	return img.RunRefusal("job")
+	if err := img.RunRefusal("job"); err != nil {
+		return err
+	}
+	// An app priced on its image since the job was created: the job
+	// would run the app's bytes without its price.
+	return refusePriced(ctx, tx, img, j.spec.ImageName)
 }
 
 // byDigestRef is the catalog image of project (or the platform) whose

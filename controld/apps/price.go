@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/gpuaas/gpuaas/controld/images"
 	"github.com/gpuaas/gpuaas/controld/store"
 	"github.com/gpuaas/gpuaas/internal/api"
 )
@@ -72,4 +73,36 @@ func Prices(ctx context.Context, q store.Querier, currency string) ([]api.AppPri
 		return nil, fmt.Errorf("read app prices: %w", err)
 	}
 	return out, nil
+}
+
+// PricedImage returns the priced platform app whose image has digest —
+// promoted or deprecated, not retired — with the highest price, if any
+// (docs/apps.md, "Prices"; docs/decisions/0059-app-prices.md): the price
+// follows an app's image bytes, not the name it was run by, so running
+// its image directly, under a project app's name, or as another image of
+// the same digest costs the same. ok is false when no such app exists.
+func PricedImage(ctx context.Context, q store.Querier, digest string) (api.App, bool, error) {
+	imgs, err := images.WithDigest(ctx, q, digest, images.Where{All: true})
+	if err != nil {
+		return api.App{}, false, fmt.Errorf("priced app of %s: %w", digest, err)
+	}
+	if len(imgs) == 0 {
+		return api.App{}, false, nil
+	}
+	imageIDs := make([]string, len(imgs))
+	for i, img := range imgs {
+		imageIDs[i] = img.ID
+	}
+	var id string
+	err = q.QueryRow(ctx, `SELECT id FROM apps WHERE project_id IS NULL AND price_per_hour_minor > 0
+		AND lifecycle IN ('promoted', 'deprecated') AND image_id = ANY($1)
+		ORDER BY price_per_hour_minor DESC, id LIMIT 1`, imageIDs).Scan(&id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return api.App{}, false, nil
+	}
+	if err != nil {
+		return api.App{}, false, fmt.Errorf("priced app of %s: %w", digest, err)
+	}
+	app, err := byID(ctx, q, id, false)
+	return app, err == nil, err
 }

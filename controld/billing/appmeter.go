@@ -37,7 +37,10 @@ type AppMeter struct {
 // it started running). controld/workloads calls it, with the workload's
 // row locked, when it first reports a start time; a workload that has a
 // meter keeps it, and one whose allocation's meter is not running (never
-// active, or released) gets none.
+// active, or released) gets none. The allocation's meter row is locked
+// FOR SHARE: a release (StopMeter, which holds it FOR UPDATE) in flight is
+// waited for and its stop seen, so no meter starts on a released
+// allocation that the release's stopAppMeters could not see.
 func StartAppMeter(ctx context.Context, tx pgx.Tx, m AppMeter, at time.Time) error {
 	if m.PricePerHourMinor <= 0 {
 		return nil
@@ -46,6 +49,7 @@ func StartAppMeter(ctx context.Context, tx pgx.Tx, m AppMeter, at time.Time) err
 			price_per_hour_minor, currency, started_at)
 		SELECT $1, $2, $3, $4, $5, $6, $7, greatest($8::timestamptz, b.started_at)
 		FROM billing_meters b WHERE b.allocation_id = $2 AND b.stopped_at IS NULL
+		FOR SHARE OF b
 		ON CONFLICT (workload_id) DO NOTHING`,
 		m.WorkloadID, m.AllocationID, m.ProjectID, m.UserID, m.AppID, m.PricePerHourMinor, m.Currency, at)
 	if err != nil {
@@ -54,9 +58,10 @@ func StartAppMeter(ctx context.Context, tx pgx.Tx, m AppMeter, at time.Time) err
 	return nil
 }
 
-// StopAppMeter stops a workload's running app meter at `at` and charges
-// its final, partial window, in tx; a workload without one is left alone.
-func StopAppMeter(ctx context.Context, tx pgx.Tx, workloadID string, at time.Time) error {
+// StopAppMeter stops a workload's running app meter at `at` (its end)
+// and charges its final, partial window, dated now, in tx; a workload
+// without one is left alone.
+func StopAppMeter(ctx context.Context, tx pgx.Tx, workloadID string, at, now time.Time) error {
 	// As StopMeter: the lock makes a concurrent accrual skip the meter,
 	// or waits for the accrual that holds it.
 	err := tx.QueryRow(ctx, `SELECT workload_id FROM app_meters WHERE workload_id = $1 AND stopped_at IS NULL
@@ -67,20 +72,38 @@ func StopAppMeter(ctx context.Context, tx pgx.Tx, workloadID string, at time.Tim
 	if err != nil {
 		return fmt.Errorf("stop app meter of %s: %w", workloadID, err)
 	}
-	return stopAppMeters(ctx, tx, "workload_id", workloadID, at)
+	return stopAppMeters(ctx, tx, "workload_id", workloadID, at, now)
 }
 
 // stopAppMeters stops the running app meters whose column col (the
 // workload's or the allocation's id) is id at `at` and charges their
-// final windows.
-func stopAppMeters(ctx context.Context, tx pgx.Tx, col, id string, at time.Time) error {
+// final windows, dated now (a charge is booked when it is made: an end
+// reported late must not fall in an earlier budget period).
+func stopAppMeters(ctx context.Context, tx pgx.Tx, col, id string, at, now time.Time) error {
 	if _, err := tx.Exec(ctx, `UPDATE app_meters SET stopped_at = greatest($1::timestamptz, started_at)
 		WHERE stopped_at IS NULL AND `+col+` = $2`, at, id); err != nil {
 		return fmt.Errorf("stop app meters of %s: %w", id, err)
 	}
 	if err := tx.QueryRow(ctx, fmt.Sprintf(appChargeSQL, `m.`+col+` = $3 AND m.stopped_at = greatest($1::timestamptz, m.started_at)`),
-		at, at, id).Scan(new(int64), new(int64), new(int64)); err != nil {
+		at, now, id).Scan(new(int64), new(int64), new(int64)); err != nil {
 		return fmt.Errorf("charge final app windows of %s: %w", id, err)
+	}
+	return nil
+}
+
+// lockAppMeters locks the running app meters of an allocation, in
+// workload order (StopMeter, before it books anything): the order
+// StopAppMeter takes them in, meter then account, so a release and a
+// workload's end never wait on each other in a cycle.
+func lockAppMeters(ctx context.Context, tx pgx.Tx, allocationID string) error {
+	rows, err := tx.Query(ctx, `SELECT workload_id FROM app_meters WHERE allocation_id = $1 AND stopped_at IS NULL
+		ORDER BY workload_id FOR UPDATE`, allocationID)
+	if err != nil {
+		return fmt.Errorf("lock app meters of %s: %w", allocationID, err)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("lock app meters of %s: %w", allocationID, err)
 	}
 	return nil
 }

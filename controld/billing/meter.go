@@ -53,6 +53,12 @@ func StopMeter(ctx context.Context, tx pgx.Tx, allocationID string, at time.Time
 	if err != nil {
 		return Usage{}, fmt.Errorf("stop meter of %s: %w", allocationID, err)
 	}
+	// Then its workloads' running app meters, before anything is booked
+	// (the ledger's chain locks the account): StopAppMeter takes a
+	// meter, then the account, and so must this.
+	if err := lockAppMeters(ctx, tx, allocationID); err != nil {
+		return Usage{}, err
+	}
 	if stopped == nil {
 		if _, err := tx.Exec(ctx, `UPDATE billing_meters SET stopped_at = greatest($2::timestamptz, started_at)
 			WHERE allocation_id = $1`, allocationID, at); err != nil {
@@ -65,7 +71,7 @@ func StopMeter(ctx context.Context, tx pgx.Tx, allocationID string, at time.Time
 	}
 	// Its workloads' app meters stop with it (appmeter.go): an app is
 	// charged through its allocation, never beyond it.
-	if err := stopAppMeters(ctx, tx, "allocation_id", allocationID, at); err != nil {
+	if err := stopAppMeters(ctx, tx, "allocation_id", allocationID, at, at); err != nil {
 		return Usage{}, err
 	}
 	u, _, err := AllocationUsage(ctx, tx, allocationID)

@@ -7,6 +7,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/gpuaas/gpuaas/controld/apps"
+	"github.com/gpuaas/gpuaas/controld/billing"
 	"github.com/gpuaas/gpuaas/controld/images"
 	"github.com/gpuaas/gpuaas/controld/node"
 	"github.com/gpuaas/gpuaas/internal/api"
@@ -54,13 +56,30 @@ func resolveImage(ctx context.Context, tx pgx.Tx, a api.Allocation, ref string) 
 	if err := img.RunRefusal("job"); err != nil {
 		return api.Image{}, err
 	}
+	if err := refusePriced(ctx, tx, img, ref); err != nil {
+		return api.Image{}, err
+	}
 	return img, nil
+}
+
+// refusePriced refuses an image whose digest is the image of a priced
+// platform app (docs/decisions/0059-app-prices.md): a job has no app
+// meter, so it would run the app's bytes without its price.
+func refusePriced(ctx context.Context, tx pgx.Tx, img api.Image, ref string) error {
+	app, ok, err := apps.PricedImage(ctx, tx, img.Digest)
+	if err != nil || !ok {
+		return err
+	}
+	return badImage("image %s is the image of app %s, priced %s/h: run it with `gpuaas app run %s`",
+		ref, app.Name, api.FormatMoney(app.PricePerHourMinor, billing.DefaultCurrency), app.Name).
+		WithHint("a job has no app meter; see docs/apps.md \"Prices\"")
 }
 
 // recheckImage refuses, when a queued job (docs/decisions/0034-queued-jobs-start-themselves.md)
 // or a retry (docs/decisions/0045-job-retries.md) is about to be given
 // its job.start, an image that may no longer run: revoked, failed
-// verification or retired since the job was created. The refusal is
+// verification or retired since the job was created, or since then the
+// image of a priced platform app (refusePriced). The refusal is
 // job.create's (api.Image.RunRefusal); a job without an image passes.
 // An error that is not an *api.Error is the store's.
 func recheckImage(ctx context.Context, tx pgx.Tx, j row) error {
@@ -75,7 +94,12 @@ func recheckImage(ctx context.Context, tx pgx.Tx, j row) error {
 	if err != nil {
 		return err
 	}
-	return img.RunRefusal("job")
+	if err := img.RunRefusal("job"); err != nil {
+		return err
+	}
+	// An app priced on its image since the job was created: the job
+	// would run the app's bytes without its price.
+	return refusePriced(ctx, tx, img, j.spec.ImageName)
 }
 
 // byDigestRef is the catalog image of project (or the platform) whose

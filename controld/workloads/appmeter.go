@@ -28,7 +28,7 @@ func meterApp(ctx context.Context, tx pgx.Tx, w row, now time.Time) error {
 	if w.EndedAt == nil {
 		return nil
 	}
-	return billing.StopAppMeter(ctx, tx, w.ID, earlier(*w.EndedAt, now))
+	return billing.StopAppMeter(ctx, tx, w.ID, earlier(*w.EndedAt, now), now)
 }
 
 func earlier(a, b time.Time) time.Time {

@@ -144,6 +144,15 @@ func Run(ctx context.Context, tx pgx.Tx, actor alloc.Actor, req api.AppRunReques
 	if err := usable(img, a.ProjectID); err != nil {
 		return api.Workload{}, mutate.Effect{}, err
 	}
+	// The price follows the image's bytes, not the name it was run by
+	// (docs/decisions/0059-app-prices.md): the image of a priced
+	// platform app, run directly or under another app's name, carries
+	// that app's price (the highest such) and its id for the meter.
+	if priced, ok, err := apps.PricedImage(ctx, tx, img.Digest); err != nil {
+		return api.Workload{}, mutate.Effect{}, err
+	} else if ok && priced.PricePerHourMinor > appPrice {
+		appID, appPrice = priced.ID, priced.PricePerHourMinor
+	}
 	gpus, count, err := workloadGPUs(ctx, tx, a, req)
 	if err != nil {
 		return api.Workload{}, mutate.Effect{}, err

@@ -69,7 +69,9 @@ func TestGuestPTY(t *testing.T) {
 	if err := s.WindowChange(40, 100); err != nil {
 		t.Fatal(err)
 	}
-	_, _ = io.WriteString(stdin, "stty size; exit 6\n")
+	// The window change is a request of its own, which the guest may
+	// apply after the next line of input: wait for it there.
+	_, _ = io.WriteString(stdin, `until [ "$(stty size)" = "40 100" ]; do sleep 0.05; done; stty size; exit 6`+"\n")
 	sshtest.ReadUntil(t, stdout, "40 100")
 	_, _ = io.Copy(io.Discard, stdout)
 	var exit *gossh.ExitError

@@ -129,7 +129,7 @@ func TestDefault(t *testing.T) {
 	want := []string{api.TaskHealthProbe, api.TaskTopologyDiscover, api.TaskVMProvision, api.TaskVMRelease,
 		api.TaskProvisionUser, api.TaskDeprovisionUser,
 		api.TaskJobStart, api.TaskJobWait, api.TaskJobStop,
-		api.TaskVolumeCreate, api.TaskVolumeResize, api.TaskVolumeDelete,
+		api.TaskVolumeCreate, api.TaskVolumeResize, api.TaskVolumeDelete, api.TaskVolumeAttach, api.TaskVolumeDetach,
 		api.TaskWorkloadStart, api.TaskWorkloadStop, api.TaskWorkloadStatus}
 	got := slices.Sorted(maps.Keys(tasks.Default()))
 	slices.Sort(want)

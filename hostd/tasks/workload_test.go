@@ -275,7 +275,9 @@ func subUIDFirst(t *testing.T, user string) int {
 // processesIn lists the node's processes whose uid is in [from, to).
 func processesIn(t *testing.T, from, to int) string {
 	t.Helper()
-	out, err := exec.Command("ps", "-e", "-o", "uid=,pid=,args=").Output()
+	// A zombie (state Z) has ended: it holds nothing of the user's but its
+	// pid until its parent reaps it.
+	out, err := exec.Command("ps", "-e", "-o", "uid=,pid=,stat=,args=").Output()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -283,6 +285,9 @@ func processesIn(t *testing.T, from, to int) string {
 	for _, line := range strings.Split(string(out), "\n") {
 		f := strings.Fields(line)
 		if len(f) == 0 {
+			continue
+		}
+		if len(f) > 2 && strings.HasPrefix(f[2], "Z") {
 			continue
 		}
 		if uid, err := strconv.Atoi(f[0]); err == nil && uid >= from && uid < to {

@@ -297,15 +297,21 @@ func processesIn(t *testing.T, from, to int) string {
 	return strings.Join(in, "\n")
 }
 
-// processesOf lists the node's processes running as uid.
+// processesOf lists the node's processes running as uid, zombies left out.
 func processesOf(t *testing.T, uid int) string {
 	t.Helper()
-	out, err := exec.Command("ps", "-o", "pid,uid,args", "--no-headers", "-u", strconv.Itoa(uid)).Output()
+	out, err := exec.Command("ps", "-o", "pid,uid,stat,args", "--no-headers", "-u", strconv.Itoa(uid)).Output()
 	var ee *exec.ExitError
 	if err != nil && !(errors.As(err, &ee) && ee.ExitCode() == 1) {
 		t.Fatal(err)
 	}
-	return strings.TrimSpace(string(out))
+	var live []string
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		if f := strings.Fields(line); len(f) > 2 && !strings.HasPrefix(f[2], "Z") { // a zombie has ended (processesIn)
+			live = append(live, line)
+		}
+	}
+	return strings.Join(live, "\n")
 }
 
 // TestWorkloadStartRefusals: a tag without a digest and a bad workload id

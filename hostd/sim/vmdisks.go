@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/gpuaas/gpuaas/hostd/env"
 	"github.com/gpuaas/gpuaas/hostd/host"
 )
@@ -37,6 +39,12 @@ type liveDisks struct {
 	// disk is mounted.
 	disks  map[string]map[string]host.Disk
 	mounts map[string]map[string]string
+	// shared are the domains whose root is bound onto itself as a
+	// shared mount (sharedRoot), by domain: the root.
+	shared map[string]string
+	// held are disks unmounted in the guest whose filesystem another
+	// mount namespace still holds, by domain and serial: the device.
+	held map[string]map[string]string
 }
 
 // live is h's plugged disks.
@@ -46,6 +54,7 @@ func (h *Hypervisor) live() *liveDisks {
 	defer l.mu.Unlock()
 	if l.disks == nil {
 		l.disks, l.mounts = map[string]map[string]host.Disk{}, map[string]map[string]string{}
+		l.shared, l.held = map[string]string{}, map[string]map[string]string{}
 	}
 	return l
 }
@@ -105,6 +114,9 @@ func (h *Hypervisor) DetachDisk(_ context.Context, name, serial string) error {
 	if _, ok := l.mounts[name][serial]; ok {
 		return fmt.Errorf("detach disk %s from %s: still mounted in the guest", serial, name)
 	}
+	if _, ok := l.held[name][serial]; ok {
+		return fmt.Errorf("detach disk %s from %s: its filesystem is still mounted in another mount namespace", serial, name)
+	}
 	delete(l.disks[name], serial)
 	return nil
 }
@@ -133,6 +145,9 @@ func (h *Hypervisor) MountInGuest(ctx context.Context, name, serial, path, guest
 		return fmt.Errorf("mount %s in %s: no disk with serial %s", serial, name, serial)
 	}
 	target := h.GuestPath(name, path)
+	if err := h.sharedRoot(ctx, l, name); err != nil {
+		return fmt.Errorf("mount %s in %s: %w", serial, name, err)
+	}
 	if at, ok := l.mounts[name][serial]; ok {
 		if at == target {
 			return nil
@@ -193,7 +208,18 @@ func (h *Hypervisor) UnmountInGuest(ctx context.Context, name, serial string) er
 	defer l.mu.Unlock()
 	target, ok := l.mounts[name][serial]
 	if !ok {
+		// A retry after the filesystem outlived the umount elsewhere.
+		if dev, ok := l.held[name][serial]; ok {
+			if err := stillHeld(dev, l.disks[name][serial]); err != nil {
+				return err
+			}
+			delete(l.held[name], serial)
+		}
 		return nil
+	}
+	dev, err := deviceOf(target)
+	if err != nil {
+		return fmt.Errorf("umount %s: %w", target, err)
 	}
 	if out, err := exec.CommandContext(ctx, "umount", target).CombinedOutput(); err != nil {
 		msg := strings.TrimSpace(string(out))
@@ -203,7 +229,101 @@ func (h *Hypervisor) UnmountInGuest(ctx context.Context, name, serial string) er
 		return fmt.Errorf("umount %s: %w: %s", target, err, msg)
 	}
 	delete(l.mounts[name], serial)
+	// What a real guest's umount guarantees: the filesystem is shut
+	// down, its blocks on the image. A copy of the mount that outlived
+	// the umount (sharedRoot) would keep it live, and the image's next
+	// mount would read stale blocks: never reported as unplugged.
+	if err := stillHeld(dev, l.disks[name][serial]); err != nil {
+		if l.held[name] == nil {
+			l.held[name] = map[string]string{}
+		}
+		l.held[name][serial] = dev
+		return err
+	}
 	return nil
+}
+
+// stillHeld is env.ErrVolumeBusy until disk's filesystem on loop
+// device dev is shut down: the device (set to clear itself when its last
+// user closes it) lets go of the image only after the last mount of the
+// filesystem, in any namespace, is gone and its blocks are written — a
+// namespace's end and its mounts' release are not one step, so the mount
+// tables alone do not say it (one freed and reused for another file is
+// not the disk's).
+func stillHeld(dev string, disk host.Disk) error {
+	b, err := os.ReadFile("/sys/dev/block/" + dev + "/loop/backing_file")
+	if err != nil || strings.TrimSpace(string(b)) != disk.Source {
+		return nil
+	}
+	detail := "is being shut down"
+	if pids := mountedIn(dev); len(pids) > 0 {
+		detail = "is still mounted in the mount namespaces of processes " + strings.Join(pids, ", ")
+	}
+	return fmt.Errorf("%w: disk %s is unmounted in the guest and its filesystem %s", env.ErrVolumeBusy, disk.Serial, detail)
+}
+
+// sharedRoot binds domain name's root onto itself as a shared mount
+// (once; l.mu held). A mount namespace made while a disk is mounted in
+// the guest — rootless podman's pause process, any unshare(1) — copies
+// the mount: under a private parent (this machine's, and any host's
+// without systemd) the copy survives the guest's umount and keeps the
+// filesystem live with its dirty pages; under a shared one it is a slave
+// that the umount takes with it (mount_namespaces(7), "Shared subtrees").
+func (h *Hypervisor) sharedRoot(ctx context.Context, l *liveDisks, name string) error {
+	if _, ok := l.shared[name]; ok {
+		return nil
+	}
+	root := h.GuestPath(name, "/")
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		return err
+	}
+	if out, err := exec.CommandContext(ctx, "mount", "--bind", root, root).CombinedOutput(); err != nil {
+		return fmt.Errorf("bind the guest's root: %w: %s", err, strings.TrimSpace(string(out)))
+	}
+	if out, err := exec.CommandContext(ctx, "mount", "--make-shared", root).CombinedOutput(); err != nil {
+		_ = exec.Command("umount", "-l", root).Run()
+		return fmt.Errorf("share the guest's root: %w: %s", err, strings.TrimSpace(string(out)))
+	}
+	l.shared[name] = root
+	return nil
+}
+
+// deviceOf is the device ("major:minor", as mountinfo names it) of the
+// filesystem mounted at dir.
+func deviceOf(dir string) (string, error) {
+	var st unix.Stat_t
+	if err := unix.Stat(dir, &st); err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("%d:%d", unix.Major(st.Dev), unix.Minor(st.Dev)), nil //nolint:unconvert // Dev's width differs by platform
+}
+
+// mountedIn lists a process per mount namespace whose mount table has a
+// mount of device dev (proc(5), /proc/PID/mountinfo).
+func mountedIn(dev string) []string {
+	procs, _ := filepath.Glob("/proc/[0-9]*/mountinfo")
+	seen := map[string]bool{}
+	var out []string
+	for _, mi := range procs {
+		pd := filepath.Dir(mi)
+		ns, err := os.Readlink(pd + "/ns/mnt")
+		if err != nil || seen[ns] {
+			continue
+		}
+		seen[ns] = true
+		b, err := os.ReadFile(mi)
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			// ID parent major:minor root mount-point …
+			if f := strings.Fields(line); len(f) > 2 && f[2] == dev {
+				out = append(out, filepath.Base(pd))
+				break
+			}
+		}
+	}
+	return out
 }
 
 // unplugAll undoes domain name's mounts and plugs when it stops (a lazy
@@ -215,7 +335,12 @@ func (h *Hypervisor) unplugAll(name string) {
 	for _, target := range l.mounts[name] {
 		_ = exec.Command("umount", "-l", target).Run()
 	}
+	if root, ok := l.shared[name]; ok {
+		_ = exec.Command("umount", "-l", root).Run()
+		delete(l.shared, name)
+	}
 	delete(l.mounts, name)
+	delete(l.held, name)
 	delete(l.disks, name)
 }
 

@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/gpuaas/gpuaas/hostd/env"
+	"github.com/gpuaas/gpuaas/hostd/sim"
 	"github.com/gpuaas/gpuaas/hostd/volume"
 	"github.com/gpuaas/gpuaas/internal/testutil"
 )
@@ -36,19 +37,8 @@ func TestVMHotDetachWithNamespaceCopies(t *testing.T) {
 	}
 	e, hv, alloc := openVM(t)
 	ctx := context.Background()
-	t.Cleanup(func() { _ = hv.Destroy(ctx, alloc) })
-	store, err := volume.New(volume.Config{Dir: filepath.Join(t.TempDir(), "volumes"), Log: testutil.Logger(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
 	const vol = "vol-nscopy"
-	if _, err := store.Create(ctx, vol, 16*volume.MiB); err != nil {
-		t.Fatal(err)
-	}
-	img, err := store.Lend(ctx, vol, alloc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	store, img := lentVolume(t, hv, alloc, vol)
 	gp := hv.GuestPath(alloc, "/data/ns")
 	guestWrite := func(name, data string) {
 		t.Helper()
@@ -115,6 +105,28 @@ func TestVMHotDetachWithNamespaceCopies(t *testing.T) {
 			t.Errorf("on the image %s = %q, %v; want %q", name, b, err, want)
 		}
 	}
+}
+
+// lentVolume makes a 16 MiB volume vol in a store of its own and lends
+// it to running sim domain alloc, which is destroyed (losing its plugged
+// disks and mounts) when the test ends; it returns the store and the
+// image lent.
+func lentVolume(t *testing.T, hv *sim.Hypervisor, alloc, vol string) (*volume.Images, string) {
+	t.Helper()
+	ctx := context.Background()
+	t.Cleanup(func() { _ = hv.Destroy(ctx, alloc) })
+	store, err := volume.New(volume.Config{Dir: filepath.Join(t.TempDir(), "volumes"), Log: testutil.Logger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.Create(ctx, vol, 16*volume.MiB); err != nil {
+		t.Fatal(err)
+	}
+	img, err := store.Lend(ctx, vol, alloc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return store, img
 }
 
 // holdNamespace starts argv, which prints "ready" once its mount

@@ -13,7 +13,6 @@ import (
 	"testing"
 
 	"github.com/gpuaas/gpuaas/hostd/env"
-	"github.com/gpuaas/gpuaas/hostd/volume"
 	"github.com/gpuaas/gpuaas/internal/testutil"
 )
 
@@ -30,20 +29,8 @@ func TestVMHotAttachSim(t *testing.T) {
 	}
 	e, hv, alloc := openVM(t)
 	ctx := context.Background()
-	// A stopped domain loses its plugged disks and mounts.
-	t.Cleanup(func() { _ = hv.Destroy(ctx, alloc) })
-	store, err := volume.New(volume.Config{Dir: filepath.Join(t.TempDir(), "volumes"), Log: testutil.Logger(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
 	const vol = "vol-simhot"
-	if _, err := store.Create(ctx, vol, 16*volume.MiB); err != nil {
-		t.Fatal(err)
-	}
-	img, err := store.Lend(ctx, vol, alloc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	store, img := lentVolume(t, hv, alloc, vol) // destroyed at the end: it loses its plugged disks and mounts
 	run := func(cmd string) (string, error) {
 		t.Helper()
 		var out, errOut bytes.Buffer

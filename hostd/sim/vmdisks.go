@@ -215,6 +215,7 @@ func (h *Hypervisor) UnmountInGuest(ctx context.Context, name, serial string) er
 			}
 			delete(l.held[name], serial)
 		}
+		l.unshareRoot(name)
 		return nil
 	}
 	dev, err := deviceOf(target)
@@ -240,7 +241,21 @@ func (h *Hypervisor) UnmountInGuest(ctx context.Context, name, serial string) er
 		l.held[name][serial] = dev
 		return err
 	}
+	l.unshareRoot(name)
 	return nil
+}
+
+// unshareRoot undoes sharedRoot once domain name has no disk mounted or
+// held (l.mu held): a guest with nothing mounted leaves no mount behind.
+func (l *liveDisks) unshareRoot(name string) {
+	root, ok := l.shared[name]
+	if !ok || len(l.mounts[name]) > 0 || len(l.held[name]) > 0 {
+		return
+	}
+	if err := exec.Command("umount", root).Run(); err != nil {
+		return // busy (a process's cwd in the guest): kept shared until the domain stops
+	}
+	delete(l.shared, name)
 }
 
 // stillHeld is env.ErrVolumeBusy until disk's filesystem on loop

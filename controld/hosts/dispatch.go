@@ -2,7 +2,6 @@ package hosts
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -121,10 +120,9 @@ func (d *Service) deliver(ctx context.Context, c tasks.Claimed) error {
 		level = slog.LevelDebug // an offline node's task is retried every few seconds
 	}
 	log.Log(ctx, level, "dispatching task", "type", c.Type, "attempt", c.Attempts)
-	body, _ := json.Marshal(env)
 	rctx, cancel := context.WithTimeout(ctx, d.cfg.DeliveryTimeout)
 	defer cancel()
-	reply, err := d.request(rctx, c, body)
+	reply, err := d.request(rctx, c, hostproto.Sealed[signing.Task](env))
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil

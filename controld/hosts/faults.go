@@ -4,22 +4,21 @@ import (
 	"context"
 	"math"
 
-	"github.com/nats-io/nats.go"
-
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/hostproto"
 )
 
 type gpuFault struct{ hostproto.GPUFault }
 
-func (f *gpuFault) node() string { return f.NodeID }
+func (f *gpuFault) node() string                 { return f.NodeID }
+func (f *gpuFault) payload() *hostproto.GPUFault { return &f.GPUFault }
 
 // handleFault applies a GPU fault a node reports (Faults, controld/faults), once:
 // hostd resends a fault until it is acknowledged, and a resend is
 // acknowledged without effect.
-func (d *Service) handleFault(ctx context.Context, m *nats.Msg) (*hostproto.HostAck, error) {
+func (d *Service) handleFault(ctx context.Context, in hostproto.Inbound[hostproto.Sealed[hostproto.GPUFault], hostproto.HostAck]) (*hostproto.HostAck, error) {
 	var f gpuFault
-	nodeID, err := d.openReport(ctx, m, &f)
+	nodeID, err := openReport(ctx, d, in, &f)
 	if err != nil {
 		return nil, err
 	}

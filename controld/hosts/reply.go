@@ -3,11 +3,8 @@ package hosts
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-
-	"github.com/nats-io/nats.go"
 
 	"github.com/gpuaas/gpuaas/controld/tasks"
 	"github.com/gpuaas/gpuaas/internal/hostproto"
@@ -18,34 +15,25 @@ import (
 // signed answer to the delivery it was received for.
 var ErrForeignReply = errors.New("task reply is not the node's answer to this delivery")
 
-// request delivers a task envelope (body) to its node and returns the
-// node's answer. Every message on the reply inbox is checked (openReply);
-// one that is not the node's signed answer to this very delivery is
-// logged, counted and skipped, and the wait goes on until ctx ends, so a
-// forged "refused" published in the node's name neither fails the task
-// nor hides the real answer. No valid answer in time is a failed delivery,
-// retried with backoff like a node that did not answer.
-func (d *Service) request(ctx context.Context, c tasks.Claimed, body []byte) (hostproto.TaskReply, error) {
-	nc := d.cfg.NATS
-	inbox := nc.NewInbox()
-	sub, err := nc.SubscribeSync(inbox)
+// request delivers a task envelope to its node and returns the node's
+// answer. Every reply on the delivery's inbox is checked (openReply); one
+// that is not the node's signed answer to this very delivery is logged,
+// counted and skipped, and the wait goes on until ctx ends, so a forged
+// "refused" published in the node's name neither fails the task nor hides
+// the real answer. No valid answer in time is a failed delivery, retried
+// with backoff like a node that did not answer.
+func (d *Service) request(ctx context.Context, c tasks.Claimed, env hostproto.Sealed[signing.Task]) (hostproto.TaskReply, error) {
+	del, err := hostproto.Deliver(d.cfg.NATS, hostproto.MsgTask, c.NodeID, env)
 	if err != nil {
-		return hostproto.TaskReply{}, fmt.Errorf("reply inbox: %w", err)
+		return hostproto.TaskReply{}, err
 	}
-	defer func() { _ = sub.Unsubscribe() }()
-	if err := hostproto.Deliver(nc, c.NodeID, inbox, body); err != nil {
-		return hostproto.TaskReply{}, fmt.Errorf("deliver: %w", err)
-	}
-	digest := hostproto.DeliveryDigest(body)
+	defer del.Close()
 	for {
-		msg, err := sub.NextMsgWithContext(ctx)
-		if err != nil {
+		sealed, err := del.Next(ctx)
+		if err != nil && !errors.Is(err, hostproto.ErrMalformed) {
 			return hostproto.TaskReply{}, err
 		}
-		if len(msg.Data) == 0 && msg.Header.Get("Status") == "503" {
-			return hostproto.TaskReply{}, nats.ErrNoResponders
-		}
-		reply, err := d.openReply(ctx, c, digest, msg.Data)
+		reply, err := d.openReply(ctx, c, del.Digest(), sealed, err)
 		if err != nil {
 			d.refusals.taskReply.Add(1)
 			d.cfg.Log.Warn("task reply ignored", "task", c.ID, "node", c.NodeID, "err", err)
@@ -55,19 +43,19 @@ func (d *Service) request(ctx context.Context, c tasks.Claimed, body []byte) (ho
 	}
 }
 
-// openReply accepts a reply signed with the node's enrolled key, naming
-// the task, the node and the delivery (its digest) it answers.
-func (d *Service) openReply(ctx context.Context, c tasks.Claimed, digest, data []byte) (hostproto.TaskReply, error) {
+// openReply accepts a reply (sealed, as Delivery.Next decoded it; bad:
+// why it did not decode) signed with the node's enrolled key, naming the
+// task, the node and the delivery (its digest) it answers.
+func (d *Service) openReply(ctx context.Context, c tasks.Claimed, digest []byte, sealed hostproto.Sealed[hostproto.TaskReply], bad error) (hostproto.TaskReply, error) {
 	key, err := d.nodeKey(ctx, c.NodeID)
 	if err != nil {
 		return hostproto.TaskReply{}, err
 	}
-	var env signing.Envelope
-	if err := json.Unmarshal(data, &env); err != nil || len(env.Payload) == 0 {
+	if bad != nil || len(sealed.Payload) == 0 {
 		return hostproto.TaskReply{}, fmt.Errorf("%w: not a signed reply", ErrForeignReply)
 	}
 	var reply hostproto.TaskReply
-	if err := signing.Open(key, env, &reply); err != nil {
+	if err := hostproto.Open(key, sealed, &reply); err != nil {
 		return hostproto.TaskReply{}, fmt.Errorf("%w: %v", ErrForeignReply, err)
 	}
 	switch {

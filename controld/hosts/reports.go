@@ -3,18 +3,15 @@ package hosts
 import (
 	"context"
 	"crypto/ed25519"
-	"encoding/json"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/nats-io/nats.go"
 
 	"github.com/gpuaas/gpuaas/controld/outbox"
 	"github.com/gpuaas/gpuaas/controld/tasks"
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/corrid"
 	"github.com/gpuaas/gpuaas/internal/hostproto"
-	"github.com/gpuaas/gpuaas/internal/signing"
 )
 
 // nodeKey returns an enrolled node's public key.
@@ -44,31 +41,38 @@ type report interface {
 	Stamp() hostproto.ReportStamp
 }
 
-// openReport verifies a node report: signed with the key of the node its
-// subject names, speaking for that same node, stamped as the kind its
-// subject says, sent within ReportMaxAge of now, and with a sequence
-// number this node has not used before (claimSeq). Anything else is
-// refused and counted; a refused report has no effect.
-func (d *Service) openReport(ctx context.Context, m *nats.Msg, v report) (string, error) {
-	nodeID, err := d.checkReport(ctx, m, v)
+// sealedReport is a report opened from an envelope whose payload is an R,
+// the type its message declares.
+type sealedReport[R any] interface {
+	report
+	payload() *R
+}
+
+// openReport verifies a node report (in, as ServeSealed decoded it):
+// signed with the key of the node its subject names, speaking for that
+// same node, stamped as the kind its subject says, sent within
+// ReportMaxAge of now, and with a sequence number this node has not used
+// before (claimSeq). Anything else is refused and counted; a refused
+// report has no effect.
+func openReport[R, Resp any](ctx context.Context, d *Service, in hostproto.Inbound[hostproto.Sealed[R], Resp], v sealedReport[R]) (string, error) {
+	nodeID, err := checkReport(ctx, d, in, v)
 	if err != nil {
 		d.refusals.report.Add(1)
-		d.cfg.Log.Warn("node report refused", "subject", m.Subject, "err", err)
+		d.cfg.Log.Warn("node report refused", "subject", in.Subject, "err", err)
 	}
 	return nodeID, err
 }
 
-func (d *Service) checkReport(ctx context.Context, m *nats.Msg, v report) (string, error) {
-	nodeID, kind := nodeOf(m.Subject), kindOf(m.Subject)
+func checkReport[R, Resp any](ctx context.Context, d *Service, in hostproto.Inbound[hostproto.Sealed[R], Resp], v sealedReport[R]) (string, error) {
+	nodeID, kind := nodeOf(in.Subject), kindOf(in.Subject)
 	key, err := d.nodeKey(ctx, nodeID)
 	if err != nil {
 		return "", err
 	}
-	var env signing.Envelope
-	if err := json.Unmarshal(m.Data, &env); err != nil {
+	if in.Err != nil {
 		return "", api.Errorf(api.CodeInvalidArgument, "malformed report")
 	}
-	if err := signing.Open(key, env, v); err != nil {
+	if err := hostproto.Open(key, in.Body, v.payload()); err != nil {
 		return "", api.Errorf(api.CodeUnauthenticated, "report from %s: %v", nodeID, err)
 	}
 	if v.node() != nodeID {
@@ -89,23 +93,27 @@ func (d *Service) checkReport(ctx context.Context, m *nats.Msg, v report) (strin
 
 type heartbeat struct{ hostproto.Heartbeat }
 
-func (h *heartbeat) node() string { return h.NodeID }
+func (h *heartbeat) node() string                  { return h.NodeID }
+func (h *heartbeat) payload() *hostproto.Heartbeat { return &h.Heartbeat }
 
 type progress struct{ hostproto.TaskProgress }
 
-func (p *progress) node() string { return p.NodeID }
+func (p *progress) node() string                     { return p.NodeID }
+func (p *progress) payload() *hostproto.TaskProgress { return &p.TaskProgress }
 
 type result struct{ hostproto.TaskResult }
 
-func (r *result) node() string { return r.NodeID }
+func (r *result) node() string                   { return r.NodeID }
+func (r *result) payload() *hostproto.TaskResult { return &r.TaskResult }
 
 type pull struct{ hostproto.PullRequest }
 
-func (p *pull) node() string { return p.NodeID }
+func (p *pull) node() string                    { return p.NodeID }
+func (p *pull) payload() *hostproto.PullRequest { return &p.PullRequest }
 
-func (d *Service) handleHeartbeat(ctx context.Context, m *nats.Msg) (*hostproto.HostAck, error) {
+func (d *Service) handleHeartbeat(ctx context.Context, in hostproto.Inbound[hostproto.Sealed[hostproto.Heartbeat], hostproto.HostAck]) (*hostproto.HostAck, error) {
 	var hb heartbeat
-	nodeID, err := d.openReport(ctx, m, &hb)
+	nodeID, err := openReport(ctx, d, in, &hb)
 	if err != nil {
 		return nil, err
 	}
@@ -122,9 +130,9 @@ func (d *Service) handleHeartbeat(ctx context.Context, m *nats.Msg) (*hostproto.
 // handleProgress records a phase of a running task and tells the
 // allocation's project members of the phases it makes publishable, in
 // order (tasks.RecordProgress).
-func (d *Service) handleProgress(ctx context.Context, m *nats.Msg) (*hostproto.HostAck, error) {
+func (d *Service) handleProgress(ctx context.Context, in hostproto.Inbound[hostproto.Sealed[hostproto.TaskProgress], hostproto.HostAck]) (*hostproto.HostAck, error) {
 	var p progress
-	nodeID, err := d.openReport(ctx, m, &p)
+	nodeID, err := openReport(ctx, d, in, &p)
 	if err != nil {
 		return nil, err
 	}
@@ -161,9 +169,9 @@ func (d *Service) enqueueProgress(ctx context.Context, tx pgx.Tx, pr tasks.Progr
 // handleResult applies a task's result exactly once: a result for a task
 // already settled is acknowledged and ignored, so hostd may resend until
 // it hears back.
-func (d *Service) handleResult(ctx context.Context, m *nats.Msg) (*hostproto.HostAck, error) {
+func (d *Service) handleResult(ctx context.Context, in hostproto.Inbound[hostproto.Sealed[hostproto.TaskResult], hostproto.HostAck]) (*hostproto.HostAck, error) {
 	var r result
-	nodeID, err := d.openReport(ctx, m, &r)
+	nodeID, err := openReport(ctx, d, in, &r)
 	if err != nil {
 		return nil, err
 	}
@@ -180,9 +188,9 @@ func (d *Service) handleResult(ctx context.Context, m *nats.Msg) (*hostproto.Hos
 
 // handlePull answers a (re)connecting node with every task it should be
 // working on, freshly signed; hostd drops the ones it already knows.
-func (d *Service) handlePull(ctx context.Context, m *nats.Msg) (*hostproto.PullResponse, error) {
+func (d *Service) handlePull(ctx context.Context, in hostproto.Inbound[hostproto.Sealed[hostproto.PullRequest], hostproto.PullResponse]) (*hostproto.PullResponse, error) {
 	var p pull
-	nodeID, err := d.openReport(ctx, m, &p)
+	nodeID, err := openReport(ctx, d, in, &p)
 	if err != nil {
 		return nil, err
 	}

@@ -23,14 +23,30 @@ import (
 // reportKinds are the node reports checkReport opens, in the order the
 // fuzz input's kind byte picks them.
 var reportKinds = []struct {
-	kind string
-	make func() report
+	kind  string
+	check func(ctx context.Context, d *Service, m *nats.Msg) (string, report, error)
 }{
-	{hostproto.HostHeartbeat, func() report { return new(heartbeat) }},
-	{hostproto.HostProgress, func() report { return new(progress) }},
-	{hostproto.HostResult, func() report { return new(result) }},
-	{hostproto.HostPull, func() report { return new(pull) }},
-	{hostproto.HostFault, func() report { return new(gpuFault) }},
+	{hostproto.HostHeartbeat, checkAs(hostproto.MsgHeartbeat, func() sealedReport[hostproto.Heartbeat] { return new(heartbeat) })},
+	{hostproto.HostProgress, checkAs(hostproto.MsgProgress, func() sealedReport[hostproto.TaskProgress] { return new(progress) })},
+	{hostproto.HostResult, checkAs(hostproto.MsgResult, func() sealedReport[hostproto.TaskResult] { return new(result) })},
+	{hostproto.HostPull, checkAs(hostproto.MsgPull, func() sealedReport[hostproto.PullRequest] { return new(pull) })},
+	{hostproto.HostFault, checkAs(hostproto.MsgFault, func() sealedReport[hostproto.GPUFault] { return new(gpuFault) })},
+}
+
+// checkAs checks a message m as it arrives, decoded the way ServeSealed
+// decodes it, as a report of m's type.
+func checkAs[R, Resp any](m hostproto.Message[R, Resp], mk func() sealedReport[R]) func(context.Context, *Service, *nats.Msg) (string, report, error) {
+	return func(ctx context.Context, d *Service, msg *nats.Msg) (string, report, error) {
+		v := mk()
+		nodeID, err := checkReport(ctx, d, m.InboundSealed(msg), v)
+		return nodeID, v, err
+	}
+}
+
+// replyOf decodes a task reply as Delivery.Next does.
+func replyOf(data []byte) (hostproto.Sealed[hostproto.TaskReply], error) {
+	var env hostproto.Sealed[hostproto.TaskReply]
+	return env, json.Unmarshal(data, &env)
 }
 
 // FuzzNodeMessages feeds controld's checks of what a node sends — its
@@ -103,7 +119,7 @@ func FuzzNodeMessages(f *testing.F) {
 		f.Fatal(err)
 	}
 	hbMsg, _ := json.Marshal(hb)
-	if _, err := d.checkReport(ctx, &nats.Msg{Subject: hostproto.MsgHeartbeat.SubjectOf(nodeID), Data: hbMsg}, new(heartbeat)); err != nil {
+	if _, err := checkReport(ctx, d, hostproto.MsgHeartbeat.InboundSealed(&nats.Msg{Subject: hostproto.MsgHeartbeat.SubjectOf(nodeID), Data: hbMsg}), new(heartbeat)); err != nil {
 		f.Fatalf("hostd's own heartbeat: %v", err)
 	}
 	accepted := map[uint64]bool{5: true} // sequence numbers of accepted reports, within the window
@@ -120,8 +136,7 @@ func FuzzNodeMessages(f *testing.F) {
 			t.Fatal(err)
 		}
 		for _, data := range [][]byte{msg, fresh} {
-			v := rk.make()
-			got, err := d.checkReport(context.Background(), &nats.Msg{Subject: subject, Data: data}, v)
+			got, v, err := rk.check(context.Background(), d, &nats.Msg{Subject: subject, Data: data})
 			if err != nil {
 				var apiErr *api.Error
 				if got != "" || !errors.As(err, &apiErr) || (apiErr.Code != api.CodeUnauthenticated && apiErr.Code != api.CodeInvalidArgument) {
@@ -147,7 +162,8 @@ func FuzzNodeMessages(f *testing.F) {
 				}
 			}
 
-			reply, err := d.openReply(context.Background(), claimed, digest, data)
+			sealed, bad := replyOf(data)
+			reply, err := d.openReply(context.Background(), claimed, digest, sealed, bad)
 			if err != nil {
 				if reply.Status != "" || reply.TaskID != "" || reply.NodeID != "" || reply.Delivery != nil {
 					t.Fatalf("openReply: got %+v and %v", reply, err)

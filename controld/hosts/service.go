@@ -154,12 +154,12 @@ func (d *Service) Run(ctx, hard context.Context) error {
 	// declaration (internal/hostproto).
 	subs := []hostproto.Route{
 		hostproto.Serve(hostproto.MsgEnroll, d.handleEnroll),
-		hostproto.Serve(hostproto.MsgHeartbeat, d.handleHeartbeat),
-		hostproto.Serve(hostproto.MsgProgress, d.handleProgress),
-		hostproto.Serve(hostproto.MsgResult, d.handleResult),
-		hostproto.Serve(hostproto.MsgPull, d.handlePull),
-		hostproto.Serve(hostproto.MsgCAs, d.handleCAs),
-		hostproto.Serve(hostproto.MsgFault, d.handleFault), // faults.go
+		hostproto.ServeSealed(hostproto.MsgHeartbeat, d.handleHeartbeat),
+		hostproto.ServeSealed(hostproto.MsgProgress, d.handleProgress),
+		hostproto.ServeSealed(hostproto.MsgResult, d.handleResult),
+		hostproto.ServeSealed(hostproto.MsgPull, d.handlePull),
+		hostproto.ServeSealed(hostproto.MsgCAs, d.handleCAs),
+		hostproto.ServeSealed(hostproto.MsgFault, d.handleFault), // faults.go
 	}
 	sem := make(chan struct{}, 64)
 	var inflight sync.WaitGroup
@@ -267,12 +267,11 @@ func kindOf(subject string) string {
 	return parts[4]
 }
 
-func (d *Service) handleEnroll(ctx context.Context, m *nats.Msg) (*hostproto.EnrollResponse, error) {
-	var req hostproto.EnrollRequest
-	if err := json.Unmarshal(m.Data, &req); err != nil {
+func (d *Service) handleEnroll(ctx context.Context, in hostproto.Inbound[hostproto.EnrollRequest, hostproto.EnrollResponse]) (*hostproto.EnrollResponse, error) {
+	if in.Err != nil {
 		return nil, api.Errorf(api.CodeInvalidArgument, "malformed enrollment request")
 	}
-	resp, err := d.enroll(ctx, req)
+	resp, err := d.enroll(ctx, in.Body)
 	if err != nil {
 		return nil, err
 	}

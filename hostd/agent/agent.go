@@ -291,17 +291,17 @@ func (a *Agent) Run(ctx context.Context) error {
 	tasks.StopJobContainers(ctx, a.cfg.Env)
 	// Workloads' output to LOGS, re-attached (hostd/tasks/workloadlog.go).
 	defer tasks.FollowWorkloadLogs(a.cfg.Env)()
-	sub, err := nc.Subscribe(hostproto.MsgTask.SubjectOf(a.id.NodeID), a.onTask)
+	sub, err := hostproto.SubscribeSealed(nc, hostproto.MsgTask, a.id.NodeID, a.onTask)
 	if err != nil {
 		return fmt.Errorf("subscribe tasks: %w", err)
 	}
 	defer func() { _ = sub.Unsubscribe() }()
-	logsSub, err := nc.Subscribe(hostproto.MsgLogs.SubjectOf(a.id.NodeID), a.onLogs)
+	logsSub, err := hostproto.Subscribe(nc, hostproto.MsgLogs, a.id.NodeID, a.onLogs)
 	if err != nil {
 		return fmt.Errorf("subscribe logs: %w", err)
 	}
 	defer func() { _ = logsSub.Unsubscribe() }()
-	topSub, err := nc.Subscribe(hostproto.MsgTop.SubjectOf(a.id.NodeID), a.onTop)
+	topSub, err := hostproto.Subscribe(nc, hostproto.MsgTop, a.id.NodeID, a.onTop)
 	if err != nil {
 		return fmt.Errorf("subscribe top: %w", err)
 	}

@@ -2,14 +2,12 @@ package agent
 
 import (
 	"context"
-	"encoding/json"
 	"maps"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/gpuaas/gpuaas/hostd/gpumon"
@@ -223,23 +221,18 @@ func (a *Agent) sampleGPUs(ctx context.Context) {
 // GPUs asked for, and no others. Only the node's own hostd may subscribe
 // to its top subject and only controld may publish there (busauth), so
 // the request needs no signature.
-func (a *Agent) onTop(m *nats.Msg) {
-	var req hostproto.HostTopRequest
+func (a *Agent) onTop(in hostproto.Inbound[hostproto.HostTopRequest, hostproto.HostTopResponse]) {
 	var resp hostproto.HostTopResponse
-	if err := json.Unmarshal(m.Data, &req); err != nil {
-		resp.Error = "bad request: " + err.Error()
+	if in.Err != nil {
+		resp.Error = "bad request: " + in.Err.Error()
 	} else {
 		resp.GPUs = []api.GPUSample{}
-		if len(req.PCIs) > 0 {
-			resp.GPUs = a.gpus.samples(req.PCIs)
+		if len(in.Body.PCIs) > 0 {
+			resp.GPUs = a.gpus.samples(in.Body.PCIs)
 		}
-		resp.Error = a.gpus.problems(req.PCIs)
+		resp.Error = a.gpus.problems(in.Body.PCIs)
 	}
-	b, err := json.Marshal(resp)
-	if err != nil {
-		return
-	}
-	_ = m.Respond(b)
+	_ = in.Reply(&resp)
 }
 
 // gpuCollector exports the latest samples as Prometheus metrics, labelled

@@ -3,8 +3,6 @@ package agent
 import (
 	"encoding/json"
 
-	"github.com/nats-io/nats.go"
-
 	"context"
 	"log/slog"
 	"sync"
@@ -191,24 +189,25 @@ func (h *ringHandler) WithGroup(name string) slog.Handler {
 // onLogs answers controld's HostLogsRequest from the ring. Only the
 // node's own hostd may subscribe to its logs subject (busauth nodeGrant)
 // and only controld may publish there, so the request needs no signature.
-func (a *Agent) onLogs(m *nats.Msg) {
-	var req hostproto.HostLogsRequest
+func (a *Agent) onLogs(in hostproto.Inbound[hostproto.HostLogsRequest, api.NodeLogsResponse]) {
+	req := in.Body
 	resp := api.NodeLogsResponse{Node: a.id.NodeID, Records: []api.LogRecord{}}
-	if err := json.Unmarshal(m.Data, &req); err == nil {
+	if in.Err == nil {
 		if recs := a.cfg.LogRing.Query(req.After, req.SinceTime, req.Limit); recs != nil {
 			resp.Records = recs
 		}
 	}
 	// Keep what fits in one message, with room for controld's envelope
 	// around it: the newest records, or, when following (After), the
-	// oldest, so the next poll carries on from them.
+	// oldest, so the next poll carries on from them. The size is
+	// measured here; Reply encodes the same value again.
 	for {
 		b, err := json.Marshal(resp)
 		if err != nil {
 			return
 		}
 		if int64(len(b)) <= a.nc.MaxPayload()-replyHeadroom || len(resp.Records) <= 1 {
-			_ = m.Respond(b)
+			_ = in.Reply(&resp)
 			return
 		}
 		if half := len(resp.Records) / 2; req.After > 0 {

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/gpuaas/gpuaas/internal/hostproto"
-	"github.com/gpuaas/gpuaas/internal/signing"
 )
 
 // seqFile holds the ceiling of the report sequence numbers this node may
@@ -99,20 +98,16 @@ func (s *sequencer) take() (uint64, error) {
 	return n, nil
 }
 
-// sealReport stamps report as a report of m (its kind) and seals it with
-// the node's key: the envelope's payload type is the one m declares.
+// sealReport stamps report as a report of m (setting *stamp, the
+// report's own ReportStamp, to m's kind and the next sequence number) and
+// seals it with the node's key: the envelope's payload type is the one m
+// declares.
 func sealReport[Req, Resp any](a *Agent, m hostproto.Message[Req, Resp], stamp *hostproto.ReportStamp, report *Req) (hostproto.Sealed[Req], error) {
-	env, err := a.seal(m.Spec().Kind, stamp, report)
-	return hostproto.Sealed[Req](env), err
-}
-
-// seal stamps a report of kind (setting *stamp, the report's own
-// ReportStamp) and seals report, a pointer to it, with the node's key.
-func (a *Agent) seal(kind string, stamp *hostproto.ReportStamp, report any) (signing.Envelope, error) {
+	kind := m.Spec().Kind
 	seq, err := a.seq.take()
 	if err != nil {
-		return signing.Envelope{}, fmt.Errorf("seal %s: %w", kind, err)
+		return hostproto.Sealed[Req]{}, fmt.Errorf("seal %s: %w", kind, err)
 	}
 	*stamp = hostproto.ReportStamp{Kind: kind, Seq: seq, SentAt: a.now()}
-	return signing.Seal(a.key, report)
+	return hostproto.Seal(a.key, report)
 }

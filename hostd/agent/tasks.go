@@ -8,8 +8,6 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/nats-io/nats.go"
-
 	"github.com/gpuaas/gpuaas/hostd/tasks"
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/corrid"
@@ -22,37 +20,26 @@ import (
 // the id in memory; start writes it before a handler that changes the
 // host runs (taskpath.go) — for a new task, which then runs. The reply
 // is sealed with the node's key and names the task, the node and the
-// delivery (hostproto.TaskReply), so controld can tell it from one published by
+// delivery (hostproto.TaskReply, its Delivery the digest of the body
+// received), so controld can tell it from one published by
 // anyone else in this node's name.
-func (a *Agent) onTask(m *nats.Msg) {
-	var env signing.Envelope
+func (a *Agent) onTask(in hostproto.Inbound[hostproto.Sealed[signing.Task], hostproto.Sealed[hostproto.TaskReply]]) {
 	reply := hostproto.TaskReply{Status: hostproto.TaskRefused, Reason: "malformed envelope"}
 	var task signing.Task
 	var run bool
-	if err := json.Unmarshal(m.Data, &env); err == nil {
-		task, reply, run = a.admit(env)
+	if in.Err == nil {
+		task, reply, run = a.admit(signing.Envelope(in.Body))
 	}
 	if reply.Status == "" {
 		return // draining: unanswered, controld delivers it again
 	}
-	reply.TaskID, reply.NodeID, reply.Delivery = envelopeTaskID(env), a.id.NodeID, hostproto.DeliveryDigest(m.Data)
-	if sealed, err := signing.Seal(a.key, reply); err == nil {
-		b, _ := json.Marshal(sealed)
-		_ = m.Respond(b)
+	reply.TaskID, reply.NodeID, reply.Delivery = hostproto.TaskIDOf(in.Body), a.id.NodeID, in.Digest()
+	if sealed, err := hostproto.Seal(a.key, &reply); err == nil {
+		_ = in.Reply(&sealed)
 	}
 	if run {
 		a.start(task)
 	}
-}
-
-// envelopeTaskID reads the task id of an envelope, verified or not: a reply
-// echoes it so controld can match the reply to the task it delivered.
-func envelopeTaskID(env signing.Envelope) string {
-	var t struct {
-		ID string `json:"task_id"`
-	}
-	_ = json.Unmarshal(env.Payload, &t)
-	return t.ID
 }
 
 // admit verifies an envelope and records its task id in memory. Once the agent

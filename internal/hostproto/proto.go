@@ -5,9 +5,10 @@
 // value (the Msg… variables): its name, subject, request and response
 // types, which side sends it, whether its request is sealed with a key and
 // whether sending the same bytes again is allowed. Senders go through
-// Request, RequestSealed, Publish, Ask and Deliver, receivers subscribe
-// through Serve (controld) or a Message's SubjectOf (hostd), so both ends
-// are checked against the declaration by the compiler
+// Request, RequestSealed, Publish, Ask and Deliver, receivers get each
+// request decoded as declared through Serve and ServeSealed (controld) or
+// Subscribe and SubscribeSealed (hostd), so both ends are checked against
+// the declaration by the compiler
 // (docs/decisions/0065-one-wire-package-per-protocol.md).
 package hostproto
 
@@ -20,6 +21,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/signing"
 )
 
 // Sender is the side of the host protocol that sends a message.
@@ -64,8 +66,8 @@ type Spec struct {
 	// single-use (ReportStamp) and sealed afresh for every send;
 	// enrollment spends a one-time token.
 	Replay bool
-	// Request and Response are the Go types of the bodies (inside the
-	// envelope when Sealed).
+	// Request and Response are the Go types of the bodies (Request inside
+	// the envelope when Sealed; a sealed reply says so: Sealed[TaskReply]).
 	Request, Response reflect.Type
 
 	subject  func(nodeID string) string
@@ -145,10 +147,10 @@ var (
 	MsgCAs = report[PullRequest, api.SSHCAsResponse](HostCAs, false)
 	// MsgFault reports a GPU fault; resent until acknowledged.
 	MsgFault = report[GPUFault, HostAck](HostFault, false)
-	// MsgTask delivers a task envelope signed with a task key; hostd
-	// answers with a TaskReply sealed with the node's key (a SignedTask
-	// too), and answers a second delivery of the same task as a duplicate.
-	MsgTask = toNode[SignedTask, SignedTask]("task", true)
+	// MsgTask delivers a task sealed with a task key; hostd answers with
+	// a TaskReply sealed with the node's key, and answers a second
+	// delivery of the same task as a duplicate.
+	MsgTask = toNode[signing.Task, Sealed[TaskReply]]("task", true)
 	// MsgLogs asks a node for its recent log records.
 	MsgLogs = toNode[HostLogsRequest, api.NodeLogsResponse]("logs", false)
 	// MsgTop asks a node for its GPUs' telemetry.
@@ -219,13 +221,6 @@ func Ask[Req, Resp any](ctx context.Context, nc *nats.Conn, m Message[Req, Resp]
 	return out, nil
 }
 
-// Deliver publishes a signed task envelope (body, as signed) to node
-// nodeID with inbox for its replies: controld reads them itself, since
-// it must check each against the delivery's digest.
-func Deliver(nc *nats.Conn, nodeID, inbox string, body []byte) error {
-	return nc.PublishRequest(MsgTask.SubjectOf(nodeID), inbox, body)
-}
-
 // Route is one subscription of controld to a hostd message: the subject
 // matching every node's, and the handler, whose reply type the compiler
 // checked against the declaration.
@@ -235,9 +230,27 @@ type Route struct {
 	Handle  func(ctx context.Context, m *nats.Msg) (any, error)
 }
 
-// Serve pairs controld's handler of hostd's message m with m's subject
-// for every node.
-func Serve[Req, Resp any](m Message[Req, Resp], h func(ctx context.Context, msg *nats.Msg) (*Resp, error)) Route {
+// Serve pairs controld's handler of hostd's plain request m (enrollment)
+// with m's subject for every node; the handler gets each request decoded
+// as m declares.
+func Serve[Req, Resp any](m Message[Req, Resp], h func(ctx context.Context, in Inbound[Req, Resp]) (*Resp, error)) Route {
+	if m.spec.Sealed {
+		panic(fmt.Sprintf("hostproto: %s is sealed: ServeSealed", m.spec.Name))
+	}
+	return route(m, func(ctx context.Context, msg *nats.Msg) (*Resp, error) { return h(ctx, m.Inbound(msg)) })
+}
+
+// ServeSealed pairs controld's handler of hostd's sealed report m with
+// m's subject for every node; the handler gets each envelope decoded, to
+// open with the node's key.
+func ServeSealed[Req, Resp any](m Message[Req, Resp], h func(ctx context.Context, in Inbound[Sealed[Req], Resp]) (*Resp, error)) Route {
+	if !m.spec.Sealed {
+		panic(fmt.Sprintf("hostproto: %s is not sealed: Serve", m.spec.Name))
+	}
+	return route(m, func(ctx context.Context, msg *nats.Msg) (*Resp, error) { return h(ctx, m.InboundSealed(msg)) })
+}
+
+func route[Req, Resp any](m Message[Req, Resp], h func(ctx context.Context, msg *nats.Msg) (*Resp, error)) Route {
 	if m.spec.From != Hostd {
 		panic(fmt.Sprintf("hostproto: controld does not serve %s (sent by %s)", m.spec.Name, m.spec.From))
 	}

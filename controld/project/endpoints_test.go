@@ -104,7 +104,9 @@ func TestUseEndpoint(t *testing.T) {
 	second := s.create(t, "second", alice)
 	s.create(t, "bobs", bob)
 	use := endpointtest.Find(t, s.defs, api.EndpointProjectUse)
-	audits := func() int { return count(t, s.pool, `SELECT count(*) FROM audit_logs WHERE action = $1`, api.EndpointProjectUse) }
+	audits := func() int {
+		return count(t, s.pool, `SELECT count(*) FROM audit_logs WHERE action = $1`, api.EndpointProjectUse)
+	}
 	for _, tc := range []struct {
 		name, project string
 		want          api.Code

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"slices"
 	"strings"
 	"time"
 
@@ -273,25 +272,4 @@ func (s *Server) registerAPI() error {
 	}
 	s.apiSubs = s.cfg.APINATS.NumSubscriptions() - before
 	return nil
-}
-
-// endpointDef is one endpoint of the API as served: its declaration
-// (api.Endpoint: name, access level, kind) and its handler.
-type endpointDef struct {
-	spec    api.Spec
-	handler micro.Handler
-}
-
-// endpoints is the whole API: each domain's endpoints (handlers_*.go).
-func (s *Server) endpoints() []endpointDef {
-	return slices.Concat(s.identityEndpoints(), s.projectEndpoints(), s.catalogEndpoints(), s.nodeEndpoints(),
-		s.allocEndpoints(), s.paymentsEndpoints(), s.billingEndpoints(), s.caEndpoints(), s.gateEndpoints(),
-		s.sessionsEndpoints(), s.busEndpoints(), s.outboxEndpoints(), s.eventsEndpoints(),
-		s.idleEndpoints(), s.budgetEndpoints(),
-		s.tokensEndpoints(), s.auditEndpoints(), s.jobsEndpoints(), s.volumeEndpoints(), s.imagesEndpoints(), s.webhookEndpoints(),
-		s.appsEndpoints(),
-		s.appsCatalogEndpoints(),
-		s.appPriceEndpoints(), // handlers_appprice.go
-		s.exposeEndpoints(),
-		s.secretEndpoints())
 }

@@ -81,7 +81,7 @@ func (s *Server) EnsureBusIdentity(ctx context.Context, req api.BusIdentityAddRe
 		return api.BusIdentity{}, err
 	}
 	body, err := s.mut.Run(ctx, mutate.Request{Endpoint: api.EndpointBusIdentityAdd, ActorID: actorID,
-		Key: api.NewIdempotencyKey(), Fingerprint: []byte(req.PublicKey)}, s.addBusIdentity(req, actorID).untyped())
+		Key: api.NewIdempotencyKey(), Fingerprint: []byte(req.PublicKey)}, s.addBusIdentity(req, actorID).Untyped())
 	if err != nil {
 		return api.BusIdentity{}, err
 	}

@@ -3,12 +3,18 @@ package controld
 import (
 	"context"
 	"encoding/json"
-	"fmt"
+	"slices"
 
-	"github.com/jackc/pgx/v5"
-
+	"github.com/gpuaas/gpuaas/controld/audit/auditapi"
+	"github.com/gpuaas/gpuaas/controld/endpoint"
+	"github.com/gpuaas/gpuaas/controld/idle"
 	"github.com/gpuaas/gpuaas/controld/mutate"
+	"github.com/gpuaas/gpuaas/controld/node"
+	"github.com/gpuaas/gpuaas/controld/project"
+	"github.com/gpuaas/gpuaas/controld/sessions"
+	"github.com/gpuaas/gpuaas/controld/volumes"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/nats-io/nats.go/micro"
 )
 
 // Handlers are registered through the endpoint's declaration
@@ -17,9 +23,11 @@ import (
 // handler's request type (and, for reads, its response type) against the
 // declaration's.
 
-// query registers e's read handler: fn gets the decoded request.
+// query registers e's read handler: fn gets the decoded request. It is
+// the root's form of endpoint.Query, for the handlers that are still
+// methods of Server (they read the *call).
 func query[Req, Resp any](s *Server, e api.Endpoint[Req, Resp], fn func(context.Context, *call, Req) (*Resp, error)) endpointDef {
-	spec := mustKind(e.Spec(), api.Query)
+	spec := endpoint.MustKind(e.Spec(), api.Query)
 	return endpointDef{spec: spec, handler: s.endpoint(spec.Name, spec.Access, func(ctx context.Context, c *call) ([]byte, error) {
 		req, err := decodeRequest[Req](c)
 		if err != nil {
@@ -35,7 +43,8 @@ func query[Req, Resp any](s *Server, e api.Endpoint[Req, Resp], fn func(context.
 
 // mutation registers e's mutation handler: fn gets the decoded request
 // and returns the work to run in the mutation's transaction. Whether its
-// reply is kept for replay comes from e (api.NewSecretMutation).
+// reply is kept for replay comes from e (api.NewSecretMutation). It is
+// the root's form of endpoint.Mutation.
 func mutation[Req, Resp any](s *Server, e api.Endpoint[Req, Resp], fn func(context.Context, *call, Req) (work[Resp], error)) endpointDef {
 	return refusalAuditedMutation(s, e, fn, nil)
 }
@@ -46,10 +55,7 @@ func mutation[Req, Resp any](s *Server, e api.Endpoint[Req, Resp], fn func(conte
 // writes of their own.
 func refusalAuditedMutation[Req, Resp any](s *Server, e api.Endpoint[Req, Resp], fn func(context.Context, *call, Req) (work[Resp], error),
 	refused func(ctx context.Context, c *call, err error)) endpointDef {
-	spec := e.Spec()
-	if !spec.Mutates() {
-		panic(fmt.Sprintf("controld: %s is declared a %s, registered as a mutation", spec.Name, spec.Kind))
-	}
+	spec := endpoint.MustMutate(e.Spec())
 	return endpointDef{spec: spec, handler: s.mutationHandler(spec, func(ctx context.Context, c *call) (mutate.Func, error) {
 		req, err := decodeRequest[Req](c)
 		if err != nil {
@@ -59,18 +65,43 @@ func refusalAuditedMutation[Req, Resp any](s *Server, e api.Endpoint[Req, Resp],
 		if err != nil || w == nil {
 			return nil, err
 		}
-		return w.untyped(), nil
+		return w.Untyped(), nil
 	}, refused)}
 }
 
-// work is a mutation's work in its transaction (mutate.Func) with its
-// response's type.
-type work[Resp any] func(ctx context.Context, tx pgx.Tx) (*Resp, mutate.Effect, error)
-
-// untyped is w as mutate.Runner runs it.
-func (w work[Resp]) untyped() mutate.Func {
-	return func(ctx context.Context, tx pgx.Tx) (any, mutate.Effect, error) { return w(ctx, tx) }
+// serve registers an endpoint a domain package declared (endpoint.Def):
+// the same handler chain as query and mutation, with the request handed
+// over as an endpoint.Request.
+func (s *Server) serve(d endpoint.Def) endpointDef {
+	spec := d.Spec()
+	if d.IsMutation() {
+		return endpointDef{spec: spec, handler: s.mutationHandler(spec, func(ctx context.Context, c *call) (mutate.Func, error) {
+			return d.Prepare(ctx, c.request(), c.decode)
+		}, nil)}
+	}
+	return endpointDef{spec: spec, handler: s.endpoint(spec.Name, spec.Access, func(ctx context.Context, c *call) ([]byte, error) {
+		resp, err := d.Read(ctx, c.request(), c.decode)
+		if err != nil {
+			return nil, err
+		}
+		return json.Marshal(resp)
+	})}
 }
+
+// serveAll is serve of each of defs.
+func (s *Server) serveAll(defs ...[]endpoint.Def) []endpointDef {
+	var out []endpointDef
+	for _, ds := range defs {
+		for _, d := range ds {
+			out = append(out, s.serve(d))
+		}
+	}
+	return out
+}
+
+// work is a mutation's work in its transaction with its response's type
+// (endpoint.Work).
+type work[Resp any] = endpoint.Work[Resp]
 
 // custom registers a handler that runs the whole request itself (the
 // logins: their refusals are audited and limited outside the mutation's
@@ -84,24 +115,8 @@ func custom[Req, Resp any](s *Server, e api.Endpoint[Req, Resp], fn func(ctx con
 	})}
 }
 
-// mustKind returns spec, or panics when it is not of kind: registering a
-// mutation as a read would skip its Idempotency-Key and audit.
-func mustKind(spec api.Spec, kind api.Kind) api.Spec {
-	if spec.Kind != kind {
-		panic(fmt.Sprintf("controld: %s is declared a %s, registered as a %s", spec.Name, spec.Kind, kind))
-	}
-	return spec
-}
-
-// decodeRequest reads the request body into a Req. An endpoint that takes
-// nothing (api.Empty) reads no body, as its handlers never did.
-func decodeRequest[Req any](c *call) (Req, error) {
-	var req Req
-	if _, none := any(req).(api.Empty); none {
-		return req, nil
-	}
-	return req, c.decode(&req)
-}
+// decodeRequest reads the request body into a Req (endpoint.Decode).
+func decodeRequest[Req any](c *call) (Req, error) { return endpoint.Decode[Req](c.decode) }
 
 // pointer is a handler's answer from a function that returns a value.
 func pointer[T any](v T, err error) (*T, error) { return &v, err }
@@ -110,4 +125,48 @@ func pointer[T any](v T, err error) (*T, error) { return &v, err }
 // value.
 func pointerEffect[T any](v T, eff mutate.Effect, err error) (*T, mutate.Effect, error) {
 	return &v, eff, err
+}
+
+// endpointDef is one endpoint of the API as served: its declaration
+// (api.Endpoint: name, access level, kind) and its handler.
+type endpointDef struct {
+	spec    api.Spec
+	handler micro.Handler
+}
+
+// endpoints is the whole API: each domain's endpoints (handlers_*.go).
+func (s *Server) endpoints() []endpointDef {
+	return slices.Concat(s.identityEndpoints(), s.catalogEndpoints(),
+		s.allocEndpoints(), s.paymentsEndpoints(), s.billingEndpoints(), s.caEndpoints(), s.gateEndpoints(),
+		s.busEndpoints(), s.outboxEndpoints(), s.eventsEndpoints(), s.budgetEndpoints(),
+		s.tokensEndpoints(), s.jobsEndpoints(), s.volumeEndpoints(), s.imagesEndpoints(), s.webhookEndpoints(),
+		s.appsEndpoints(),
+		s.appsCatalogEndpoints(),
+		s.appPriceEndpoints(), // handlers_appprice.go
+		s.exposeEndpoints(),
+		s.secretEndpoints(),
+		s.domainEndpoints())
+}
+
+// domainEndpoints are the endpoints the domain packages declare
+// themselves (controld/endpoint, docs/decisions/0069-domain-endpoints.md),
+// each given what it needs of the server.
+func (s *Server) domainEndpoints() []endpointDef {
+	return s.serveAll(
+		project.Endpoints(project.Deps{DB: s.pool, Tokens: s.identity, Now: s.now}),
+		sessions.Endpoints(sessions.Deps{DB: s.pool, JS: s.js, Now: s.now}),
+		idle.Endpoints(idle.Deps{DB: s.pool, Settings: s.cfg.Idle, Now: s.now}),
+		auditapi.Endpoints(auditapi.Deps{DB: s.pool, Now: s.now}),
+		node.Endpoints(node.Deps{DB: s.pool, NATS: s.cfg.NATS, Volumes: volumes.OnNode, Kick: s.kickQueue, Now: s.now}),
+	)
+}
+
+// projectRef is the project a request acts in (project.Ref).
+func (s *Server) projectRef(ctx context.Context, c *call, named string) (string, error) {
+	return project.Ref(ctx, s.pool, c.request(), named)
+}
+
+// request is c as a domain's handler sees it (endpoint.Request).
+func (c *call) request() *endpoint.Request {
+	return &endpoint.Request{Principal: c.principal, Project: c.project, Corr: c.corr, Log: c.log, SourceOf: c.sourceOf}
 }

@@ -1,4 +1,4 @@
-package controld
+package sessions
 
 import (
 	"context"
@@ -6,38 +6,52 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/gpuaas/gpuaas/controld/audit"
+	"github.com/gpuaas/gpuaas/controld/endpoint"
 	"github.com/gpuaas/gpuaas/controld/mutate"
 	"github.com/gpuaas/gpuaas/controld/outbox"
-	"github.com/gpuaas/gpuaas/controld/sessions"
+	"github.com/gpuaas/gpuaas/controld/store"
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/gateproto"
 	"github.com/gpuaas/gpuaas/internal/recstore"
 )
 
-// sessionsEndpoints are terminal sessions through the gateway and their
-// recordings (controld/sessions).
-func (s *Server) sessionsEndpoints() []endpointDef {
-	return []endpointDef{
-		mutation(s, gateproto.OpSessionStart, s.sessionStart),
-		mutation(s, gateproto.OpSessionEnd, s.sessionEnd),
-		mutation(s, gateproto.OpSessionInterrupt, s.sessionInterrupt),
-		query(s, api.OpSessionList, s.sessionList),
-		query(s, api.OpSessionGet, s.sessionGet),
-		query(s, api.OpSessionRecording, s.sessionRecording),
+// Deps are what terminal sessions' endpoints need of the server.
+type Deps struct {
+	// DB serves the reads outside a mutation's transaction.
+	DB store.Querier
+	// JS holds the recordings (internal/recstore).
+	JS  jetstream.JetStream
+	Now func() time.Time
+}
+
+// Endpoints are terminal sessions through the gateway and their
+// recordings (docs/decisions/0069-domain-endpoints.md).
+func Endpoints(d Deps) []endpoint.Def {
+	h := handlers{d}
+	return []endpoint.Def{
+		endpoint.Mutation(gateproto.OpSessionStart, h.start),
+		endpoint.Mutation(gateproto.OpSessionEnd, h.end),
+		endpoint.Mutation(gateproto.OpSessionInterrupt, h.interrupt),
+		endpoint.Query(api.OpSessionList, h.list),
+		endpoint.Query(api.OpSessionGet, h.get),
+		endpoint.Query(api.OpSessionRecording, h.recording),
 	}
 }
 
-func (s *Server) sessionStart(_ context.Context, c *call, req gateproto.SessionStartRequest) (work[api.TerminalSession], error) {
+type handlers struct{ Deps }
+
+func (h handlers) start(_ context.Context, r *endpoint.Request, req gateproto.SessionStartRequest) (endpoint.Work[api.TerminalSession], error) {
 	if strings.TrimSpace(req.Gateway) == "" {
-		req.Gateway = c.principal.Email
+		req.Gateway = r.Principal.Email
 	}
 	return func(ctx context.Context, tx pgx.Tx) (*api.TerminalSession, mutate.Effect, error) {
-		ts, err := sessions.Start(ctx, tx, req, s.now())
+		ts, err := Start(ctx, tx, req, h.Now())
 		if err != nil {
 			return nil, mutate.Effect{}, err
 		}
@@ -45,12 +59,12 @@ func (s *Server) sessionStart(_ context.Context, c *call, req gateproto.SessionS
 	}, nil
 }
 
-func (s *Server) sessionEnd(ctx context.Context, c *call, req gateproto.SessionEndRequest) (work[api.TerminalSession], error) {
-	if err := s.sealRecording(ctx, c, &req); err != nil {
+func (h handlers) end(ctx context.Context, r *endpoint.Request, req gateproto.SessionEndRequest) (endpoint.Work[api.TerminalSession], error) {
+	if err := h.sealRecording(ctx, r, &req); err != nil {
 		return nil, err
 	}
 	return func(ctx context.Context, tx pgx.Tx) (*api.TerminalSession, mutate.Effect, error) {
-		ts, err := sessions.End(ctx, tx, req, s.now())
+		ts, err := End(ctx, tx, req, h.Now())
 		if err != nil {
 			return nil, mutate.Effect{}, err
 		}
@@ -58,9 +72,9 @@ func (s *Server) sessionEnd(ctx context.Context, c *call, req gateproto.SessionE
 	}, nil
 }
 
-func (s *Server) sessionInterrupt(_ context.Context, c *call, req gateproto.SessionInterruptRequest) (work[gateproto.SessionInterruptResponse], error) {
+func (h handlers) interrupt(_ context.Context, r *endpoint.Request, req gateproto.SessionInterruptRequest) (endpoint.Work[gateproto.SessionInterruptResponse], error) {
 	return func(ctx context.Context, tx pgx.Tx) (*gateproto.SessionInterruptResponse, mutate.Effect, error) {
-		list, err := sessions.Interrupt(ctx, tx, req.Gateway, s.now())
+		list, err := Interrupt(ctx, tx, req.Gateway, h.Now())
 		if err != nil {
 			return nil, mutate.Effect{}, err
 		}
@@ -90,27 +104,27 @@ func sessionEffect(kind string, ts api.TerminalSession) mutate.Effect {
 	}
 }
 
-func (s *Server) viewer(c *call) sessions.Viewer {
-	return sessions.Viewer{UserID: c.principal.UserID, Operator: c.principal.IsOperator()}
+func viewerOf(r *endpoint.Request) Viewer {
+	return Viewer{UserID: r.Principal.UserID, Operator: r.Principal.IsOperator()}
 }
 
-func (s *Server) sessionList(ctx context.Context, c *call, req api.SessionListRequest) (*api.SessionListResponse, error) {
-	list, err := sessions.List(ctx, s.pool, s.viewer(c), req)
+func (h handlers) list(ctx context.Context, r *endpoint.Request, req api.SessionListRequest) (*api.SessionListResponse, error) {
+	list, err := List(ctx, h.DB, viewerOf(r), req)
 	if err != nil {
 		return nil, err
 	}
 	return &api.SessionListResponse{Sessions: list}, nil
 }
 
-func (s *Server) sessionGet(ctx context.Context, c *call, req api.SessionRef) (*api.TerminalSession, error) {
-	return pointer(sessions.Get(ctx, s.pool, s.viewer(c), req.ID))
+func (h handlers) get(ctx context.Context, r *endpoint.Request, req api.SessionRef) (*api.TerminalSession, error) {
+	return endpoint.Pointer(Get(ctx, h.DB, viewerOf(r), req.ID))
 }
 
 // sealRecording seals the recording the gateway wrote of the session
 // (internal/recstore): a recording is named after its session, and only
 // chunks that are there and whole are sealed. A recording that cannot be
 // sealed is logged and left out: the session is still closed.
-func (s *Server) sealRecording(ctx context.Context, c *call, req *gateproto.SessionEndRequest) error {
+func (h handlers) sealRecording(ctx context.Context, r *endpoint.Request, req *gateproto.SessionEndRequest) error {
 	if req.Recording == "" {
 		return nil
 	}
@@ -120,32 +134,32 @@ func (s *Server) sealRecording(ctx context.Context, c *call, req *gateproto.Sess
 	if req.RecordingChunks == 0 {
 		return nil // an older gateway's, in the object store bucket
 	}
-	if _, err := recstore.Seal(ctx, s.js, req.Recording, req.RecordingChunks, s.now()); err != nil {
-		c.log.Error("seal recording; the session ends without it", "session", req.ID, "err", err)
+	if _, err := recstore.Seal(ctx, h.JS, req.Recording, req.RecordingChunks, h.Now()); err != nil {
+		r.Log.Error("seal recording; the session ends without it", "session", req.ID, "err", err)
 		req.Recording, req.RecordingChunks = "", 0
 	}
 	return nil
 }
 
-// sessionRecording serves a chunk of a recording to whoever may see the
-// session (sessions.Get decides): users never touch JetStream themselves.
-func (s *Server) sessionRecording(ctx context.Context, c *call, req api.RecordingRequest) (*api.RecordingChunk, error) {
+// recording serves a chunk of a recording to whoever may see the
+// session (Get decides): users never touch JetStream themselves.
+func (h handlers) recording(ctx context.Context, r *endpoint.Request, req api.RecordingRequest) (*api.RecordingChunk, error) {
 	if req.Offset < 0 {
 		return nil, api.Errorf(api.CodeInvalidArgument, "offset must not be negative")
 	}
 	if req.Limit <= 0 || req.Limit > api.RecordingChunkMax {
 		req.Limit = api.RecordingChunkMax
 	}
-	sess, err := sessions.Get(ctx, s.pool, s.viewer(c), req.ID)
+	sess, err := Get(ctx, h.DB, viewerOf(r), req.ID)
 	if err != nil {
 		return nil, err
 	}
 	if sess.Recording == "" {
 		return nil, api.Errorf(api.CodeNotFound, "session %s has no recording: only sessions with a terminal are recorded", req.ID)
 	}
-	meta, err := recstore.Open(ctx, s.js, sess.Recording)
+	meta, err := recstore.Open(ctx, h.JS, sess.Recording)
 	if errors.Is(err, recstore.ErrNotFound) {
-		return s.legacyRecording(ctx, sess.Recording, req)
+		return h.legacyRecording(ctx, sess.Recording, req)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("recording %s: %w", sess.Recording, err)
@@ -153,7 +167,7 @@ func (s *Server) sessionRecording(ctx context.Context, c *call, req api.Recordin
 	if req.Offset > meta.Size {
 		return nil, api.Errorf(api.CodeInvalidArgument, "offset %d is past the recording's end (%d bytes)", req.Offset, meta.Size)
 	}
-	buf, err := recstore.ReadAt(ctx, s.js, meta, req.Offset, req.Limit)
+	buf, err := recstore.ReadAt(ctx, h.JS, meta, req.Offset, req.Limit)
 	if err != nil {
 		return nil, err
 	}
@@ -162,8 +176,8 @@ func (s *Server) sessionRecording(ctx context.Context, c *call, req api.Recordin
 
 // legacyRecording serves a chunk of a recording made before recordings
 // were sealed (the object store bucket).
-func (s *Server) legacyRecording(ctx context.Context, name string, req api.RecordingRequest) (*api.RecordingChunk, error) {
-	store, err := s.js.ObjectStore(ctx, api.RecordingsBucket)
+func (h handlers) legacyRecording(ctx context.Context, name string, req api.RecordingRequest) (*api.RecordingChunk, error) {
+	store, err := h.JS.ObjectStore(ctx, api.RecordingsBucket)
 	if errors.Is(err, jetstream.ErrBucketNotFound) || errors.Is(err, jetstream.ErrStreamNotFound) {
 		return nil, api.Errorf(api.CodeNotFound, "recording %s is not in the store", name)
 	}

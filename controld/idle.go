@@ -1,0 +1,40 @@
+package controld
+
+import (
+	"context"
+	"time"
+
+	"github.com/gpuaas/gpuaas/controld/idle"
+	"github.com/gpuaas/gpuaas/internal/api"
+)
+
+// newIdleRunner is idle release's singleton loop (controld/idle); its
+// endpoints are idle.Endpoints.
+func (s *Server) newIdleRunner() (*idle.Runner, error) {
+	return idle.NewRunner(idle.Config{Settings: s.cfg.Idle, Pool: s.pool, Mutations: s.mut, Released: s.kickQueue,
+		Mailer: s.billing.Config().Mailer,
+		Now:    s.cfg.Now, Log: s.cfg.Log.With("loop", "idle")})
+}
+
+// IdleTick runs the idle evaluator once now (for tests).
+func (s *Server) IdleTick(ctx context.Context) (idle.TickResult, error) {
+	return s.idle.Tick(ctx)
+}
+
+// allocCreatePolicy reads the idle period and maximum duration of a
+// create, before anything is written.
+func (s *Server) allocCreatePolicy(req api.AllocCreateRequest) (idleSecs, maxSecs *int64, err error) {
+	if idleSecs, err = idle.ParsePeriod("idle-release-after", req.IdleReleaseAfter, s.cfg.Idle.MinPeriod, true); err != nil {
+		return nil, nil, err
+	}
+	if maxSecs, err = idle.ParsePeriod("max-duration", req.MaxDuration, s.cfg.Idle.MinPeriod, false); err != nil {
+		return nil, nil, err
+	}
+	return idleSecs, maxSecs, nil
+}
+
+// gpuActive records a heartbeat's GPU activity (hosts.Config.GPUActive).
+func (s *Server) gpuActive(ctx context.Context, nodeID string, active map[string]time.Time) error {
+	_, err := idle.RecordGPUActivity(ctx, s.pool, nodeID, active, s.now())
+	return err
+}

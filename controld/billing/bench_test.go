@@ -19,10 +19,16 @@ const benchAllocationsPerProject = 100
 // indexes, in the same run, for 100,000 and 1,000,000 allocations (the
 // latter skipped under -short). A second baseline (indexed-copy) COPYs
 // them into a table with the ledger's indexes, checks and the foreign key
-// to projects it had until migration 0034. The accrual sub-benchmark
-// reports its time as a multiple of each (x-copy, x-indexed-copy) and
-// the database's CPU time per window (server-cpu-ms, from the backend's
-// /proc stat: less moved by the machine's load than the wall clock):
+// to projects it had until migration 0034. A third (floor-copy, at
+// 100,000 allocations only) COPYs the two sets of rows an accrual window
+// must write, its ledger entries and its usage windows, into tables with
+// the indexes, checks and foreign keys of ledger_entries and usage_charges
+// and no triggers: the cost of the writes themselves, whatever chains or
+// checks them (docs/decisions/0068-ledger-batch-chain.md). The accrual
+// sub-benchmark reports its time as a multiple of each (x-copy,
+// x-indexed-copy, x-floor-copy) and the database's CPU time per window
+// (server-cpu-ms, from the backend's /proc stat: less moved by the
+// machine's load than the wall clock):
 //
 //	go test -run '^$' -bench AccrualWindow -benchtime 3x ./controld/billing/
 //
@@ -69,6 +75,28 @@ func benchAccrualWindow(b *testing.B, allocations int) {
 		reportServerCPU(b, cpu)
 	})
 
+	var floorPerOp float64 // seconds
+	b.Run("floor-copy", func(b *testing.B) {
+		if allocations > 100_000 {
+			// The 1M window's goal is its own time; its floor would add
+			// two indexed COPYs of 1M rows to every make bench.
+			b.Skip("the floor is measured at 100,000 allocations")
+		}
+		var cpu time.Duration
+		round := 0
+		for b.Loop() {
+			b.StopTimer()
+			ledger := benchLedgerRows(allocations, projects, round, start)
+			usage := benchUsageRows(allocations, round, start)
+			round++
+			b.StartTimer()
+			cpu += benchCopy(b, f, "bench_floor_ledger", ledgerCopyColumns, ledger)
+			cpu += benchCopy(b, f, "bench_floor_usage", usageCopyColumns, usage)
+		}
+		floorPerOp = b.Elapsed().Seconds() / float64(b.N)
+		reportServerCPU(b, cpu)
+	})
+
 	b.Run("accrual", func(b *testing.B) {
 		window := 0
 		var cpu time.Duration
@@ -83,6 +111,9 @@ func benchAccrualWindow(b *testing.B, allocations int) {
 		}
 		if indexedPerOp > 0 {
 			b.ReportMetric(perOp/indexedPerOp, "x-indexed-copy")
+		}
+		if floorPerOp > 0 {
+			b.ReportMetric(perOp/floorPerOp, "x-floor-copy")
 		}
 		reportServerCPU(b, cpu)
 	})

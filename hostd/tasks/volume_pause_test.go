@@ -3,7 +3,6 @@ package tasks_test
 import (
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -52,7 +51,6 @@ func TestDetachEndsTheUsersPodmanPause(t *testing.T) {
 	if env.Volumes == nil {
 		t.Skip("this sim host keeps no volumes")
 	}
-	t.Cleanup(func() { _ = exec.Command("umount", "-l", env.VolumeRoot).Run() })
 	t.Cleanup(func() {
 		vs, _ := env.Volumes.List(context.Background())
 		for _, v := range vs {

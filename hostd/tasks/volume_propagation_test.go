@@ -307,3 +307,33 @@ func TestDetachNeverEndsAnotherUsersNamespace(t *testing.T) {
 		t.Fatalf("detach once the other namespace is gone: %v", err)
 	}
 }
+
+// TestShareVolumeRootsIsIdempotent: hostd's start makes the volume root
+// a shared mount (bound onto itself) once; a second start (a restart)
+// adds no second mount.
+func TestShareVolumeRootsIsIdempotent(t *testing.T) {
+	env := systemHost(t)
+	mountsAtRoot := func() []string {
+		b, err := os.ReadFile("/proc/self/mountinfo")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, l := range strings.Split(string(b), "\n") {
+			if f := strings.Fields(l); len(f) > 6 && f[4] == env.VolumeRoot {
+				out = append(out, l)
+			}
+		}
+		return out
+	}
+	if got := mountsAtRoot(); len(got) != 0 {
+		t.Fatalf("the volume root is a mount point before hostd starts: %q", got)
+	}
+	for range 2 {
+		tasks.ShareVolumeRoots(context.Background(), env)
+		got := mountsAtRoot()
+		if len(got) != 1 || !strings.Contains(got[0], " shared:") {
+			t.Fatalf("mounts at the volume root after a start: %q; want one, shared", got)
+		}
+	}
+}

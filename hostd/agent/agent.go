@@ -289,6 +289,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	// Jobs' containers a previous run left: stopped before a task can
 	// start one again (hostd/tasks/jobimage_restart.go).
 	tasks.StopJobContainers(ctx, a.cfg.Env)
+	// Volume mount roots shared, so that copies of volumes follow their
+	// unmount (docs/decisions/0066-volume-mount-propagation.md).
+	tasks.ShareVolumeRoots(ctx, a.cfg.Env)
 	// Workloads' output to LOGS, re-attached (hostd/tasks/workloadlog.go).
 	defer tasks.FollowWorkloadLogs(a.cfg.Env)()
 	sub, err := hostproto.SubscribeSealed(nc, hostproto.MsgTask, a.id.NodeID, a.onTask)

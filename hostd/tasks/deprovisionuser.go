@@ -2,6 +2,7 @@ package tasks
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/gpuaas/gpuaas/hostd/host"
@@ -36,13 +37,20 @@ func deprovisionUser(ctx context.Context, env *Env, p hostproto.UserDeprovisionP
 	}
 	// Volumes mounted for the user go before its removal scrubs the
 	// node (volume_attach.go); a phase only when there are some.
+	// One still mounted in another namespace after its unmount (this
+	// release's or an earlier detach's) fails the phase, to be retried
+	// (docs/decisions/0066-volume-mount-propagation.md).
 	mounted, merr := mountedFor(ctx, env, p.PosixUser)
-	if merr != nil || len(mounted) > 0 {
+	held, herr := heldOf(env, p.PosixUser)
+	if merr != nil || herr != nil || len(mounted) > 0 || len(held) > 0 {
 		err = ph.Run(ctx, PhaseVolumeDetach, func(ctx context.Context) error {
-			if merr != nil {
-				return merr
+			if err := errors.Join(merr, herr); err != nil {
+				return err
 			}
-			return detachVolumes(ctx, env, p.PosixUser, mounted)
+			if err := detachVolumes(ctx, env, p.PosixUser, mounted); err != nil {
+				return err
+			}
+			return checkHeldOf(env, p.PosixUser)
 		}, nil)
 		if err != nil {
 			return nil, err

@@ -82,6 +82,17 @@ func attachVolumes(ctx context.Context, env *Env, posixUser string, vols []api.V
 	acct := f.POSIX(hostenv.Account{Name: posixUser, Home: ids.home,
 		Credential: &syscall.Credential{Uid: uint32(ids.uid), Gid: uint32(ids.gid)}})
 	for _, v := range vols {
+		// A filesystem an earlier unmount left alive in another
+		// namespace is not mounted a second time (two instances of one
+		// ext4 overwrite each other); once let go its marker goes
+		// (volume_held.go).
+		if err := checkHeldAfterUnmount(env, v.VolumeID, func(hs []nsHolder) error {
+			return fmt.Errorf("attach volume %s: %w: still mounted in the mount namespaces of processes %s since it was unmounted here",
+				v.VolumeID, hostenv.ErrVolumeBusy, holderPids(hs))
+		}); err != nil {
+			return err
+		}
+		shareVolumeRoot(env, v.Path)
 		target := volumeTarget(env, v.Path)
 		if _, err := env.Volumes.Mount(ctx, v.VolumeID, target, ids.uid, ids.gid); err != nil {
 			return err
@@ -134,17 +145,50 @@ func mountedFor(ctx context.Context, env *Env, posixUser string) ([]string, erro
 }
 
 // detachVolumes unmounts the volumes ids, whatever controld asked for,
-// so that no volume is left where the user's removal scrubs.
+// so that no volume is left where the user's removal scrubs. One whose
+// filesystem is still mounted in another namespace after it is marked
+// held and the whole reported busy (hostenv.ErrVolumeBusy), to be
+// retried: never released as ready while it lives elsewhere
+// (docs/decisions/0066-volume-mount-propagation.md).
 func detachVolumes(ctx context.Context, env *Env, posixUser string, ids []string) error {
+	var held []error
 	for _, id := range ids {
+		var rec *heldRecord
+		if info, err := env.Volumes.Stat(ctx, id); err == nil && info.MountPoint != "" {
+			if dev, err := mountDevice(info.MountPoint); err == nil {
+				rec = &heldRecord{Dev: dev, Identity: deviceIdentity(dev), User: posixUser}
+			}
+		}
 		if err := env.Volumes.Unmount(ctx, id); err != nil {
 			return err
+		}
+		if rec != nil {
+			if err := afterUnmount(env, id, *rec); err != nil {
+				held = append(held, err)
+			}
 		}
 	}
 	if len(ids) > 0 {
 		env.Log.Info("volumes detached before the user's removal", "user", posixUser, "volumes", ids)
 	}
-	return nil
+	return errors.Join(held...)
+}
+
+// checkHeldOf reports busy while a volume an earlier unmount for
+// posixUser left alive in another namespace still is; markers of those
+// let go are removed.
+func checkHeldOf(env *Env, posixUser string) error {
+	ids, err := heldOf(env, posixUser)
+	if err != nil {
+		return fmt.Errorf("volumes of %s: %w", posixUser, err)
+	}
+	var held []error
+	for _, id := range ids {
+		held = append(held, checkHeldAfterUnmount(env, id, func(hs []nsHolder) error {
+			return &heldError{volumeID: id, pids: holderPids(hs)}
+		}))
+	}
+	return errors.Join(held...)
 }
 
 // noAccounts is the Accounts of a Factory used only for POSIX, whose

@@ -47,6 +47,9 @@ func systemHost(t *testing.T) *tasks.Env {
 	if env.Volumes == nil {
 		t.Fatal("sim host as root keeps no volumes")
 	}
+	// The volume root hostd made a shared mount (volume_share.go), let
+	// go after the volumes.
+	t.Cleanup(func() { _ = exec.Command("umount", "-l", env.VolumeRoot).Run() })
 	t.Cleanup(func() {
 		vs, _ := env.Volumes.List(context.Background())
 		for _, v := range vs {

@@ -2,6 +2,7 @@ package tasks
 
 import (
 	"bufio"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -10,6 +11,7 @@ import (
 	"strings"
 	"syscall"
 
+	hostenv "github.com/gpuaas/gpuaas/hostd/env"
 	"golang.org/x/sys/unix"
 )
 
@@ -18,7 +20,9 @@ import (
 // processesUsing misses them, and the host's umount succeeds while the
 // bind mount keeps the filesystem alive (docs/decisions/0064-volume-attach-running.md).
 // What is looked for instead is the filesystem's device in the mount
-// table of every mount namespace (proc(5), /proc/PID/mountinfo).
+// table of every mount namespace (proc(5), /proc/PID/mountinfo), and
+// after the umount every copy still there is a holder, whatever its
+// propagation tags (docs/decisions/0066-volume-mount-propagation.md).
 
 // mountDevice returns the device ("major:minor", as mountinfo names it) of
 // the filesystem mounted at mp.
@@ -35,35 +39,80 @@ func mountDevice(mp string) (string, error) {
 	return fmt.Sprintf("%d:%d", unix.Major(dev), unix.Minor(dev)), nil
 }
 
-// mountedElsewhere lists the processes (one a mount namespace) whose
-// mount table has a mount of device dev other than hostd's own mount of it
-// at mp (mp "" counts every mount): a container's bind mount, a namespace
-// that copied the host's mounts, or a bind mount on the host. A copy that
-// is a peer or a slave of peer group group (hostd's mount's "shared:N",
-// "" for none) is not counted: the node's umount propagates to it.
-func mountedElsewhere(dev, mp, group string) []string {
+// deviceIdentity names what device dev ("major:minor") is now: a loop
+// device's backing file, a device-mapper device's (an LVM volume's) uuid,
+// "" for anything else or a device gone (sysfs-block(5)). A device number
+// is reused once let go; this says whether it is still the volume's.
+func deviceIdentity(dev string) string {
+	base := filepath.Join("/sys/dev/block", dev)
+	if b, err := os.ReadFile(filepath.Join(base, "loop", "backing_file")); err == nil {
+		return "loop:" + strings.TrimSpace(string(b))
+	}
+	if b, err := os.ReadFile(filepath.Join(base, "dm", "uuid")); err == nil && strings.TrimSpace(string(b)) != "" {
+		return "dm:" + strings.TrimSpace(string(b))
+	}
+	return ""
+}
+
+// nsHolder is a mount namespace other than hostd's mount that has a
+// volume's filesystem mounted, with the processes in it.
+type nsHolder struct {
+	ns   string
+	pids []string
+}
+
+// holderPids names one process of each holder (what a busy detach
+// reports).
+func holderPids(hs []nsHolder) string {
+	out := make([]string, 0, len(hs))
+	for _, h := range hs {
+		out = append(out, h.pids[0])
+	}
+	return strings.Join(out, ", ")
+}
+
+// mountedElsewhere lists the mount namespaces whose mount table has a
+// mount of device dev other than hostd's own mount of it at mp (mp ""
+// counts every mount): a container's bind mount, a namespace that copied
+// the host's mounts, or a bind mount on the host. With group (hostd's
+// mount's peer group, "shared:N") a copy that is a peer or a slave of it
+// in a namespace of hostd's own user namespace is not counted: the node's
+// umount propagates to it. A copy in another user namespace is locked
+// there and counted (docs/decisions/0066-volume-mount-propagation.md).
+// After the umount group is "": every copy left is a holder.
+func mountedElsewhere(dev, mp, group string) []nsHolder {
 	self, _ := os.Readlink("/proc/self/ns/mnt")
+	selfUser, _ := os.Readlink("/proc/self/ns/user")
 	procs, _ := filepath.Glob("/proc/[0-9]*")
-	seen := map[string]bool{}
-	var out []string
+	byNS := map[string][]string{}
+	var order []string
 	for _, pd := range procs {
 		pid := filepath.Base(pd)
 		if _, err := strconv.Atoi(pid); err != nil {
 			continue
 		}
 		ns, err := os.Readlink(pd + "/ns/mnt")
-		if err != nil || seen[ns] {
-			continue // gone, or its namespace read already
+		if err != nil {
+			continue // gone, a zombie, or a kernel thread
 		}
-		seen[ns] = true
+		if _, ok := byNS[ns]; !ok {
+			order = append(order, ns)
+		}
+		byNS[ns] = append(byNS[ns], pid)
+	}
+	var out []nsHolder
+	for _, ns := range order {
+		pids := byNS[ns]
+		pd := "/proc/" + pids[0]
+		userNS, _ := os.Readlink(pd + "/ns/user")
 		for _, m := range mountsOfDevice(pd+"/mountinfo", dev) {
 			if ns == self && m.point == mp {
 				continue
 			}
-			if group != "" && (m.tags["shared:"+group] || m.tags["master:"+group]) {
+			if group != "" && userNS == selfUser && (m.tags["shared:"+group] || m.tags["master:"+group]) {
 				continue
 			}
-			out = append(out, pid)
+			out = append(out, nsHolder{ns: ns, pids: pids})
 			break
 		}
 	}
@@ -95,6 +144,16 @@ type mountEntry struct {
 
 // mountsOfDevice returns the mounts of dev in mountinfo file.
 func mountsOfDevice(file, dev string) []mountEntry {
+	return readMountinfo(file, func(fs []string) bool { return fs[2] == dev })
+}
+
+// mountsAt returns the mounts at point in mountinfo file, the last one
+// (on top) last.
+func mountsAt(file, point string) []mountEntry {
+	return readMountinfo(file, func(fs []string) bool { return unescapeMount(fs[4]) == point })
+}
+
+func readMountinfo(file string, match func(fields []string) bool) []mountEntry {
 	f, err := os.Open(file)
 	if err != nil {
 		return nil
@@ -106,7 +165,7 @@ func mountsOfDevice(file, dev string) []mountEntry {
 	for sc.Scan() {
 		// ID parent major:minor root mount-point options [optional...] - fstype source super-options
 		fs := strings.Fields(sc.Text())
-		if len(fs) < 7 || fs[2] != dev {
+		if len(fs) < 7 || !match(fs) {
 			continue
 		}
 		m := mountEntry{point: unescapeMount(fs[4]), tags: map[string]bool{}}
@@ -140,31 +199,121 @@ func unescapeMount(s string) string {
 	return b.String()
 }
 
-// heldMarker is where a detach that unmounted the volume on the node but
-// found it still mounted in another namespace keeps its device, so that
-// the retry (the volume no longer mounted on the node) looks again
-// instead of reporting it detached.
+// heldMarker is where an unmount (a detach's or a release's) that found
+// the volume's filesystem still mounted in another namespace keeps what
+// identifies it, so that the retry (the volume no longer mounted on the
+// node) looks again instead of reporting it detached, and an attach
+// does not mount a second instance of it.
 func heldMarker(env *Env, volumeID string) string {
 	return filepath.Join(env.StateDir, "volume-held-"+volumeID)
 }
 
-// checkHeldAfterUnmount reports busy while a detach's earlier unmount
-// left the volume's filesystem mounted in another namespace; clear, the
-// marker goes.
-func checkHeldAfterUnmount(env *Env, volumeID string, busy func(pids []string) error) error {
+// heldRecord is a heldMarker's content: the device the filesystem was
+// on, what that device was then (deviceIdentity: the same number may be
+// another volume's later), and the user it was mounted for.
+type heldRecord struct {
+	Dev      string `json:"dev"`
+	Identity string `json:"identity"`
+	User     string `json:"user"`
+}
+
+// markHeld records that volumeID's filesystem on dev outlived its unmount.
+func markHeld(env *Env, volumeID string, rec heldRecord) error {
+	b, err := json.Marshal(rec)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(heldMarker(env, volumeID), append(b, '\n'), 0o600)
+}
+
+// readHeld reads volumeID's marker; ok is false when there is none.
+func readHeld(env *Env, volumeID string) (rec heldRecord, ok bool, err error) {
 	b, err := os.ReadFile(heldMarker(env, volumeID))
 	if errors.Is(err, os.ErrNotExist) {
-		return nil
+		return heldRecord{}, false, nil
 	}
 	if err != nil {
-		return fmt.Errorf("detach volume: %w", err)
+		return heldRecord{}, false, err
 	}
-	dev, group, _ := strings.Cut(strings.TrimSpace(string(b)), " ")
-	if pids := mountedElsewhere(dev, "", group); len(pids) > 0 {
-		return busy(pids)
+	if err := json.Unmarshal(b, &rec); err != nil {
+		// Written by an older hostd: "major:minor group", no identity.
+		dev, _, _ := strings.Cut(strings.TrimSpace(string(b)), " ")
+		rec = heldRecord{Dev: dev}
+	}
+	return rec, true, nil
+}
+
+// stillHeld lists the namespaces that still have the filesystem of rec
+// mounted: none once its device is let go or is another's now.
+func stillHeld(rec heldRecord) []nsHolder {
+	if rec.Dev == "" || (rec.Identity != "" && deviceIdentity(rec.Dev) != rec.Identity) {
+		return nil
+	}
+	return mountedElsewhere(rec.Dev, "", "")
+}
+
+// checkHeldAfterUnmount reports busy while an earlier unmount left the
+// volume's filesystem mounted in another namespace; clear, the marker
+// goes.
+func checkHeldAfterUnmount(env *Env, volumeID string, busy func(holders []nsHolder) error) error {
+	rec, ok, err := readHeld(env, volumeID)
+	if err != nil {
+		return fmt.Errorf("volume %s: %w", volumeID, err)
+	}
+	if !ok {
+		return nil
+	}
+	if hs := stillHeld(rec); len(hs) > 0 {
+		return busy(hs)
 	}
 	if err := os.Remove(heldMarker(env, volumeID)); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("detach volume: %w", err)
+		return fmt.Errorf("volume %s: %w", volumeID, err)
 	}
 	return nil
 }
+
+// heldOf lists the volumes whose marker names posixUser.
+func heldOf(env *Env, posixUser string) ([]string, error) {
+	names, err := filepath.Glob(filepath.Join(env.StateDir, "volume-held-*"))
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, n := range names {
+		id := strings.TrimPrefix(filepath.Base(n), "volume-held-")
+		rec, ok, err := readHeld(env, id)
+		if err != nil {
+			return nil, err
+		}
+		if ok && rec.User == posixUser {
+			out = append(out, id)
+		}
+	}
+	return out, nil
+}
+
+// afterUnmount looks for the filesystem of rec (unmounted on the node a
+// moment ago) in every mount namespace: one still has it, the volume is
+// marked held (heldMarker) and the unmount reported busy
+// (hostenv.ErrVolumeBusy), to be retried.
+func afterUnmount(env *Env, volumeID string, rec heldRecord) error {
+	hs := stillHeld(rec)
+	if len(hs) == 0 {
+		return nil
+	}
+	if err := markHeld(env, volumeID, rec); err != nil {
+		return fmt.Errorf("volume %s: %w", volumeID, err)
+	}
+	return &heldError{volumeID: volumeID, pids: holderPids(hs)}
+}
+
+// heldError is a volume unmounted on the node whose filesystem is still
+// mounted in other namespaces.
+type heldError struct{ volumeID, pids string }
+
+func (e *heldError) Error() string {
+	return fmt.Sprintf("volume %s is unmounted on the node, still mounted in the mount namespaces of processes %s", e.volumeID, e.pids)
+}
+
+// Unwrap makes it hostenv.ErrVolumeBusy.
+func (e *heldError) Unwrap() error { return hostenv.ErrVolumeBusy }

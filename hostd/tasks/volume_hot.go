@@ -138,12 +138,21 @@ func detachBare(ctx context.Context, env *Env, p api.VolumeHotParams) error {
 		if err != nil {
 			return fmt.Errorf("detach volume: %w", err)
 		}
-		// A container's bind mount of it (volume_held.go): refused, the
-		// volume kept mounted.
+		rec := heldRecord{Dev: dev, Identity: deviceIdentity(dev), User: p.PosixUser}
+		// A container's bind mount of it, a copy in a namespace of
+		// another user namespace (volume_held.go): refused, the volume
+		// kept mounted. The user's own podman pause process alone is
+		// ended, and the volume looked at again (volume_pause.go).
 		group := peerGroup(dev, mp)
-		if pids := mountedElsewhere(dev, mp, group); len(pids) > 0 {
+		hs := mountedElsewhere(dev, mp, group)
+		if len(hs) > 0 && endUserPause(hs, ids.uid, env.now) {
+			env.Log.Info("ended the user's podman pause process holding a volume", "user", p.PosixUser,
+				"volume", p.Volume.VolumeID, "pids", holderPids(hs))
+			hs = mountedElsewhere(dev, mp, group)
+		}
+		if len(hs) > 0 {
 			return &busyError{name: p.Volume.Name, alloc: p.AllocationID, path: p.Volume.Path,
-				detail: "mounted in the mount namespaces of processes " + strings.Join(pids, ", ")}
+				detail: "mounted in the mount namespaces of processes " + holderPids(hs)}
 		}
 		if err := env.Volumes.Unmount(ctx, p.Volume.VolumeID); err != nil {
 			// Something opened it between the look and umount(8),
@@ -153,21 +162,22 @@ func detachBare(ctx context.Context, env *Env, p api.VolumeHotParams) error {
 			}
 			return err
 		}
-		// A namespace that took a copy between the look and umount(8)
-		// keeps the filesystem alive: never reported detached while it
-		// does. It is not mounted again on the node (e2fsck would check a
-		// live filesystem); the retry looks again (heldMarker).
-		if pids := mountedElsewhere(dev, "", group); len(pids) > 0 {
-			if err := os.WriteFile(heldMarker(env, p.Volume.VolumeID), []byte(dev+" "+group+"\n"), 0o600); err != nil {
-				return fmt.Errorf("detach volume: %w", err)
+		// Every copy left after the umount keeps the filesystem alive,
+		// whatever its tags: never reported detached while one does. It
+		// is not mounted again on the node (e2fsck would check a live
+		// filesystem); the retry looks again (heldMarker).
+		if err := afterUnmount(env, p.Volume.VolumeID, rec); err != nil {
+			var he *heldError
+			if errors.As(err, &he) {
+				return &busyError{name: p.Volume.Name, alloc: p.AllocationID, path: p.Volume.Path,
+					detail: "unmounted on the node, still mounted in the mount namespaces of processes " + he.pids}
 			}
-			return &busyError{name: p.Volume.Name, alloc: p.AllocationID, path: p.Volume.Path,
-				detail: "unmounted on the node, still mounted in the mount namespaces of processes " + strings.Join(pids, ", ")}
+			return err
 		}
 	}
-	if err := checkHeldAfterUnmount(env, p.Volume.VolumeID, func(pids []string) error {
+	if err := checkHeldAfterUnmount(env, p.Volume.VolumeID, func(hs []nsHolder) error {
 		return &busyError{name: p.Volume.Name, alloc: p.AllocationID, path: p.Volume.Path,
-			detail: "unmounted on the node, still mounted in the mount namespaces of processes " + strings.Join(pids, ", ")}
+			detail: "unmounted on the node, still mounted in the mount namespaces of processes " + holderPids(hs)}
 	}); err != nil {
 		return err
 	}

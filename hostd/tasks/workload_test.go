@@ -49,7 +49,11 @@ func podmanHost(t *testing.T) (*sim.Host, *tasks.Env) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = h.Close() })
-	return h, h.Env("n-test", testutil.Logger(t))
+	env := h.Env("n-test", testutil.Logger(t))
+	// The volume root an attach made a shared mount (volume_share.go),
+	// let go after the test's volumes.
+	t.Cleanup(func() { _ = exec.Command("umount", "-l", env.VolumeRoot).Run() })
+	return h, env
 }
 
 // asTenant runs podman args as the allocation's user through its

@@ -1,0 +1,43 @@
+package tasks
+
+import (
+	"fmt"
+	"os"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// shareMountRoot makes root (made if missing) a shared mount, binding it
+// onto itself first when it is not a mount point (mount(8), "Shared
+// subtree operations"): a mount namespace made later copies a volume
+// mounted under it as a slave, and the node's umount of the volume then
+// removes that copy too. Idempotent; never undone
+// (docs/decisions/0066-volume-mount-propagation.md). A root that is not a
+// mount point but has mounts under it (volumes mounted by a hostd before
+// this one) is left as it is (errNotShared): binding it would stack a
+// second copy of each of them.
+func shareMountRoot(root string) error {
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		return fmt.Errorf("share %s: %w", root, err)
+	}
+	ms := mountsAt("/proc/self/mountinfo", root)
+	if len(ms) > 0 {
+		for t := range ms[len(ms)-1].tags {
+			if len(t) > 7 && t[:7] == "shared:" {
+				return nil
+			}
+		}
+	} else if under := readMountinfo("/proc/self/mountinfo", func(fs []string) bool {
+		return strings.HasPrefix(unescapeMount(fs[4]), root+"/")
+	}); len(under) > 0 {
+		return fmt.Errorf("share %s: %w (%s is mounted under it)", root, errNotShared, under[0].point)
+	} else if err := unix.Mount(root, root, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+		// Recursive: what is mounted under it stays in sight.
+		return fmt.Errorf("share %s: bind: %w", root, err)
+	}
+	if err := unix.Mount("", root, "", unix.MS_SHARED, ""); err != nil {
+		return fmt.Errorf("share %s: %w", root, err)
+	}
+	return nil
+}

@@ -159,13 +159,11 @@ func detachVolumes(ctx context.Context, env *Env, posixUser string, ids []string
 				rec = &heldRecord{Dev: dev, Identity: deviceIdentity(dev), User: posixUser}
 			}
 		}
-		if err := env.Volumes.Unmount(ctx, id); err != nil {
-			return err
-		}
-		if rec != nil {
-			if err := afterUnmount(env, id, *rec); err != nil {
-				held = append(held, err)
+		if err := unmountHeld(ctx, env, id, rec); err != nil {
+			if !errors.Is(err, hostenv.ErrVolumeBusy) {
+				return err
 			}
+			held = append(held, err)
 		}
 	}
 	if len(ids) > 0 {

@@ -2,6 +2,7 @@ package tasks
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"syscall"
 
 	hostenv "github.com/gpuaas/gpuaas/hostd/env"
+	"github.com/gpuaas/gpuaas/hostd/volume"
 	"golang.org/x/sys/unix"
 )
 
@@ -305,6 +307,29 @@ func afterUnmount(env *Env, volumeID string, rec heldRecord) error {
 		return fmt.Errorf("volume %s: %w", volumeID, err)
 	}
 	return &heldError{volumeID: volumeID, pids: holderPids(hs)}
+}
+
+// unmountHeld unmounts volume id on the node and looks again, as
+// afterUnmount does, with rec its device before (nil: it was not
+// mounted). The volume store refuses to let go of an image whose loop
+// device stays open (volume.ErrMounted): that is a filesystem live
+// elsewhere too, marked held when a mount table still shows it, and
+// busy either way — retried, never reported detached.
+func unmountHeld(ctx context.Context, env *Env, id string, rec *heldRecord) error {
+	err := env.Volumes.Unmount(ctx, id)
+	if err != nil && (rec == nil || !errors.Is(err, volume.ErrMounted)) {
+		return err
+	}
+	if rec == nil {
+		return nil
+	}
+	if herr := afterUnmount(env, id, *rec); herr != nil {
+		return herr
+	}
+	if err != nil {
+		return fmt.Errorf("%w: %w", hostenv.ErrVolumeBusy, err)
+	}
+	return nil
 }
 
 // heldError is a volume unmounted on the node whose filesystem is still

@@ -154,23 +154,21 @@ func detachBare(ctx context.Context, env *Env, p api.VolumeHotParams) error {
 			return &busyError{name: p.Volume.Name, alloc: p.AllocationID, path: p.Volume.Path,
 				detail: "mounted in the mount namespaces of processes " + holderPids(hs)}
 		}
-		if err := env.Volumes.Unmount(ctx, p.Volume.VolumeID); err != nil {
-			// Something opened it between the look and umount(8),
-			// which refuses: the volume stays mounted.
-			if strings.Contains(err.Error(), "busy") {
-				return &busyError{name: p.Volume.Name, alloc: p.AllocationID, path: p.Volume.Path, detail: err.Error()}
-			}
-			return err
-		}
 		// Every copy left after the umount keeps the filesystem alive,
 		// whatever its tags: never reported detached while one does. It
 		// is not mounted again on the node (e2fsck would check a live
 		// filesystem); the retry looks again (heldMarker).
-		if err := afterUnmount(env, p.Volume.VolumeID, rec); err != nil {
+		if err := unmountHeld(ctx, env, p.Volume.VolumeID, &rec); err != nil {
 			var he *heldError
-			if errors.As(err, &he) {
+			switch {
+			case errors.As(err, &he):
 				return &busyError{name: p.Volume.Name, alloc: p.AllocationID, path: p.Volume.Path,
 					detail: "unmounted on the node, still mounted in the mount namespaces of processes " + he.pids}
+			case errors.Is(err, hostenv.ErrVolumeBusy), strings.Contains(err.Error(), "busy"):
+				// Something opened it between the look and umount(8),
+				// which refuses (the volume stays mounted), or the image
+				// is still open elsewhere.
+				return &busyError{name: p.Volume.Name, alloc: p.AllocationID, path: p.Volume.Path, detail: err.Error()}
 			}
 			return err
 		}

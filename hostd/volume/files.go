@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/gpuaas/gpuaas/hostd/host"
 )
@@ -141,15 +142,44 @@ func (b *files) attach(ctx context.Context, id string) (string, error) {
 }
 
 // detach detaches the loop device; an autoclear one may have gone
-// meanwhile, which is not an error.
+// meanwhile, which is not an error. A device still open — its filesystem
+// mounted in another mount namespace, or one being torn down — is only
+// marked to clear itself by losetup -d (loop(4), LOOP_CLR_FD on an open
+// device), and holds the image until its last user closes it: detach
+// waits a little for that, then refuses (ErrMounted), so that nothing
+// checks, mounts, lends, grows or deletes an image whose filesystem is
+// still live.
 func (b *files) detach(ctx context.Context, id, dev string) error {
 	if _, err := b.runner.Run(ctx, "losetup", "-d", dev); err != nil {
 		if still, lerr := loopsOf(b.path(id)); lerr != nil || contains(still, dev) {
 			return err
 		}
 	}
-	return nil
+	for wait := time.Duration(0); ; wait += loopReleasePoll {
+		still, err := loopsOf(b.path(id))
+		if err != nil {
+			return err
+		}
+		if !contains(still, dev) {
+			return nil
+		}
+		if wait >= loopReleaseWait {
+			return fmt.Errorf("%w: %s still holds the image: its filesystem is mounted in another mount namespace", ErrMounted, dev)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(loopReleasePoll):
+		}
+	}
 }
+
+// How long detach waits for a loop device to let go of its image: a
+// mount namespace that just ended releases its mounts a moment later.
+const (
+	loopReleaseWait = 3 * time.Second
+	loopReleasePoll = 20 * time.Millisecond
+)
 
 func (b *files) refresh(ctx context.Context, dev string) error {
 	_, err := b.runner.Run(ctx, "losetup", "--set-capacity", dev)

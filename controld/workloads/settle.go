@@ -129,7 +129,7 @@ func stopStray(ctx context.Context, tx pgx.Tx, o tasks.Outcome, cfg Config) erro
 	}
 	if _, err := tasks.Enqueue(ctx, tx, tasks.Task{NodeID: w.NodeID, Type: api.TaskWorkloadStop,
 		Params: hostproto.WorkloadStopParams{WorkloadID: w.ID, AllocationID: w.AllocationID, PosixUser: api.PosixUser(w.AllocationID),
-			Grace: cfg.StopGrace, Remove: true}}, o.Now); err != nil {
+			Grace: cfg.StopGrace, Remove: true, RemoveImage: w.AppPricePerHourMinor > 0}}, o.Now); err != nil {
 		return err
 	}
 	return audit.Write(ctx, tx, audit.Meta{At: o.Now, ActorID: strayActor}, audit.Entry{Action: "app.stop", TargetType: "workload",
@@ -243,7 +243,29 @@ func end(ctx context.Context, tx pgx.Tx, w row, rep *hostproto.WorkloadReport, r
 	if err := meterApp(ctx, tx, w, now); err != nil {
 		return tasks.Effect{}, err
 	}
+	if err := removePriced(ctx, tx, w, now); err != nil {
+		return tasks.Effect{}, err
+	}
 	return told(ctx, tx, w.Workload)
+}
+
+// removePriced queues the removal of an ended priced workload's container
+// and of its image from the user's podman storage (docs/apps.md,
+// "Prices"): the image of a priced app stays on the node only while a
+// metered workload runs it, so the renter cannot run it by hand after.
+// A workload removed already (app rm asked for both) or on an allocation
+// released (its user and storage are gone) needs none.
+func removePriced(ctx context.Context, tx pgx.Tx, w row, now time.Time) error {
+	if w.AppPricePerHourMinor <= 0 || w.RemovedAt != nil {
+		return nil
+	}
+	if gone, err := allocationGone(ctx, tx, w.AllocationID); err != nil || gone {
+		return err
+	}
+	_, err := tasks.Enqueue(ctx, tx, tasks.Task{NodeID: w.NodeID, Type: api.TaskWorkloadStop,
+		Params: hostproto.WorkloadStopParams{WorkloadID: w.ID, AllocationID: w.AllocationID, PosixUser: api.PosixUser(w.AllocationID),
+			Remove: true, RemoveImage: true}}, now)
+	return err
 }
 
 // systemActor reads allocations for the settlers.

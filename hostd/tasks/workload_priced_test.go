@@ -15,7 +15,8 @@ import (
 // TestWorkloadRemoveTakesThePricedImage (docs/apps.md, "Prices"): a
 // workload.stop with remove and remove_image removes the container and
 // its image from the user's podman storage, so a priced app's image
-// cannot be run by hand after its workload; while another container of
+// cannot be run by hand after its workload, whatever name the renter gave
+// it; while another container of
 // the user still uses the image, the image stays (that one runs on).
 func TestWorkloadRemoveTakesThePricedImage(t *testing.T) {
 	_, env := podmanHost(t)
@@ -45,6 +46,8 @@ func TestWorkloadRemoveTakesThePricedImage(t *testing.T) {
 	if r := wlStatus(t, env, alloc, "w-p2"); r.State != api.ContainerRunning {
 		t.Errorf("w-p2 after w-p1's removal: %+v; want running", r)
 	}
+	// The renter's own name for it (`podman tag`) does not keep it.
+	asTenant(t, env, alloc, "tag", ref, "localhost/mine:copy")
 	remove("w-p2")
 	if imgs := strings.TrimSpace(asTenant(t, env, alloc, "images", "-q")); imgs != "" {
 		t.Errorf("the user's images after the last priced workload's removal: %q; want none", imgs)

@@ -253,10 +253,12 @@ func (p Podman) Stop(ctx context.Context, workloadID string, grace time.Duration
 	return r.Err("remove " + workloadID)
 }
 
-// RemoveImage removes image id (an image id or a reference) from the
-// user's storage; an image that is not there is no error. An image that a
-// container of the user still uses stays (inUse true): podman refuses it
-// without --force, which would remove that container too.
+// RemoveImage removes image id (an image id) from the user's storage,
+// with every name it has there (a tag the user added too); an image that
+// is not there is no error. An image that a container of the user still
+// uses stays (inUse true): --force would remove that container too, so it
+// is used only when podman refused for another reason (more than one
+// name), no container using it.
 func (p Podman) RemoveImage(ctx context.Context, id string) (inUse bool, err error) {
 	r, err := p.Run(ctx, nil, "rmi", "--ignore", id)
 	if err != nil {
@@ -264,6 +266,11 @@ func (p Podman) RemoveImage(ctx context.Context, id string) (inUse bool, err err
 	}
 	if r.Code != 0 && strings.Contains(r.Stderr, "in use") {
 		return true, nil
+	}
+	if r.Code != 0 {
+		if r, err = p.Run(ctx, nil, "rmi", "--ignore", "--force", id); err != nil {
+			return false, err
+		}
 	}
 	return false, r.Err("remove image " + id)
 }

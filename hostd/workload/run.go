@@ -254,11 +254,10 @@ func (p Podman) Stop(ctx context.Context, workloadID string, grace time.Duration
 }
 
 // RemoveImage removes image id (an image id) from the user's storage,
-// with every name it has there (a tag the user added too); an image that
-// is not there is no error. An image that a container of the user still
-// uses stays (inUse true): --force would remove that container too, so it
-// is used only when podman refused for another reason (more than one
-// name), no container using it.
+// with every name it has there (podman removes an image by id whatever
+// tags the user added); an image that is not there is no error. An image
+// that a container of the user still uses stays (inUse true): --force
+// would remove that container too.
 func (p Podman) RemoveImage(ctx context.Context, id string) (inUse bool, err error) {
 	r, err := p.Run(ctx, nil, "rmi", "--ignore", id)
 	if err != nil {
@@ -266,11 +265,6 @@ func (p Podman) RemoveImage(ctx context.Context, id string) (inUse bool, err err
 	}
 	if r.Code != 0 && strings.Contains(r.Stderr, "in use") {
 		return true, nil
-	}
-	if r.Code != 0 {
-		if r, err = p.Run(ctx, nil, "rmi", "--ignore", "--force", id); err != nil {
-			return false, err
-		}
 	}
 	return false, r.Err("remove image " + id)
 }

@@ -58,7 +58,32 @@ func (s *Server) appDescribe(ctx context.Context, c *call, req api.AppRef) (*api
 	if err != nil {
 		return nil, err
 	}
+	if req.RunOrder {
+		if app.RunPrice, err = runPrice(ctx, s.pool, app.Digest, &app); err != nil {
+			return nil, err
+		}
+	}
 	return &app, nil
+}
+
+// runPrice is the own price per hour a run of the image of digest (of
+// app own, nil for an image) carries, by workloads.Run's rule
+// (docs/decisions/0059-app-prices.md): own's price, unless the priced
+// platform app of the same image bytes (apps.PricedImage) costs more.
+// `app run --dry-run` quotes it, so the quote is what the run charges.
+func runPrice(ctx context.Context, q store.Querier, digest string, own *api.App) (*api.RunPrice, error) {
+	p := &api.RunPrice{}
+	if own != nil {
+		p = &api.RunPrice{App: own.Name, AppID: own.ID, PricePerHourMinor: own.PricePerHourMinor}
+	}
+	priced, ok, err := apps.PricedImage(ctx, q, digest)
+	if err != nil {
+		return nil, err
+	}
+	if ok && priced.PricePerHourMinor > p.PricePerHourMinor {
+		p = &api.RunPrice{App: priced.Name, AppID: priced.ID, PricePerHourMinor: priced.PricePerHourMinor}
+	}
+	return p, nil
 }
 
 // appPublishTarget is the app a publish would add, checked with Decide,

@@ -105,6 +105,11 @@ func (s *Server) imageGet(ctx context.Context, c *call, req api.ImageRef) (*api.
 	if err != nil {
 		return nil, err
 	}
+	if req.RunOrder { // the run's check: what it would be charged (runPrice)
+		if img.RunPrice, err = runPrice(ctx, s.pool, img.Digest, nil); err != nil {
+			return nil, err
+		}
+	}
 	return &img, nil
 }
 

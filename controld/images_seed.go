@@ -43,7 +43,7 @@ func (s *Server) SeedImage(ctx context.Context, name, ref, by string) (api.Image
 			return err
 		}
 		if _, err := images.RecordCheck(ctx, tx, img.ID, images.Check{OK: true, Platform: chk.Platform,
-			SizeBytes: chk.SizeBytes, Layers: chk.Layers}, s.now()); err != nil {
+			SizeBytes: chk.SizeBytes, Layers: chk.Layers, ConfigDigest: chk.ConfigDigest}, s.now()); err != nil {
 			return err
 		}
 		out, err = images.Apply(ctx, tx, img.ID, images.Move{Lifecycle: api.ImagePromoted, Trust: api.TrustVerified}, "", s.now())

@@ -12,7 +12,8 @@ import (
 // TestAppPriceFollowsTheImageInDev (docs/apps.md, "Prices";
 // docs/decisions/0059-app-prices.md): through the built binary and
 // `gpuaas dev` with real podman, running the priced stock app's image by
-// its id rather than the app's name still carries the app's price.
+// its id rather than the app's name still carries the app's price, and
+// its dry run quotes it.
 func TestAppPriceFollowsTheImageInDev(t *testing.T) {
 	needPodman(t)
 	data, cfg := tempDir(t, "gpuaas-e2e-data-"), tempDir(t, "gpuaas-e2e-cfg-")
@@ -34,6 +35,11 @@ func TestAppPriceFollowsTheImageInDev(t *testing.T) {
 	}
 	if imageID == "" {
 		t.Fatalf("no image tiny in %+v", imgs)
+	}
+	// The dry run quotes what the run charges: the app's price.
+	if r := dev.gpuaas(t, "", "app", "run", imageID, "--sku", "h100-baremetal", "--gpus", "8", "--dry-run"); r.code != 0 ||
+		!strings.Contains(r.stdout, " + app tiny $36.00/h = $") {
+		t.Errorf("app run %s --dry-run: exit %d %q %q; want the app tiny's price", imageID, r.code, r.stdout, r.stderr)
 	}
 	r := dev.gpuaas(t, "", "app", "run", imageID, "--sku", "h100-baremetal", "--gpus", "8", "--name", "byimage", "-d", "--", "/bin/sleep", "600")
 	id := strings.TrimSpace(r.stdout)

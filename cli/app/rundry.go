@@ -11,8 +11,11 @@ import (
 
 // RunQuote is what `app run --dry-run` reports: the allocation's price
 // per hour (the one --alloc runs at, or what --sku would rent), the app's
-// own price per hour on top (docs/apps.md, "Prices"; 0 for an image or a
-// project's app) and the two together.
+// own price per hour on top and the two together. The app's price is the
+// server's rule (docs/apps.md, "Prices"): app.describe and image.get with
+// run_order return what the run charges (api.RunPrice), so running a
+// priced app's image directly, or under a project app of its name,
+// quotes that app's price.
 type RunQuote struct {
 	AllocationID                string `json:"allocation_id,omitempty"`
 	SKU                         string `json:"sku"`
@@ -29,18 +32,19 @@ type RunQuote struct {
 // it; an allocation not metered yet is priced at its SKU's price now.
 func quoteRun(ctx context.Context, opts *RunOptions, client *api.Client) error {
 	q := RunQuote{Currency: "usd"}
-	app, err := client.AppDescribe(ctx, api.AppRef{App: opts.Image})
+	app, err := client.AppDescribe(ctx, api.AppRef{App: opts.Image, RunOrder: true})
 	switch {
 	case err == nil && app.Lifecycle == api.ImagePromoted:
 		if !app.Runnable {
 			return api.Errorf(api.CodeInvalidArgument, "app %s is %s, its image %s: a workload runs only promoted apps of promoted, verified images",
 				app.Name, app.Lifecycle, app.Trust).WithHint("see `gpuaas app list`")
 		}
-		q.App, q.AppPricePerHourMinor = app.Name, app.PricePerHourMinor
+		q.App = app.Name
+		quoteApp(&q, app.RunPrice)
 	case err != nil && !errors.Is(err, api.ErrNotFound):
 		return err
 	default:
-		img, err := client.ImageGet(ctx, api.ImageRef{Image: opts.Image})
+		img, err := client.ImageGet(ctx, api.ImageRef{Image: opts.Image, RunOrder: true})
 		if err != nil {
 			return err
 		}
@@ -48,6 +52,7 @@ func quoteRun(ctx context.Context, opts *RunOptions, client *api.Client) error {
 			return api.Errorf(api.CodeInvalidArgument, "image %s (%s) is %s and %s: a workload runs only promoted, verified images",
 				img.Name, img.ID, img.Lifecycle, img.Trust).WithHint("see `gpuaas app list`")
 		}
+		quoteApp(&q, img.RunPrice)
 	}
 	if err := quoteAllocation(ctx, opts, client, &q); err != nil {
 		return err
@@ -58,6 +63,19 @@ func quoteRun(ctx context.Context, opts *RunOptions, client *api.Client) error {
 	}
 	_, err = fmt.Fprintln(opts.IO.Out, quoteLine(q))
 	return err
+}
+
+// quoteApp puts the run's own price (the server's: nil from a controld
+// that does not send it, then the quote keeps what it has) in q, naming the
+// app whose price it is.
+func quoteApp(q *RunQuote, p *api.RunPrice) {
+	if p == nil {
+		return
+	}
+	if p.App != "" {
+		q.App = p.App
+	}
+	q.AppPricePerHourMinor = p.PricePerHourMinor
 }
 
 // quoteAllocation fills q's allocation part: with --alloc the price its

@@ -120,8 +120,29 @@ func TestRunDryRunShowsTheAppPrice(t *testing.T) {
 		q.AppPricePerHourMinor != 150 || q.PricePerHourMinor != 1910 || q.App != "jup" || strings.Contains(out, "exit_code") {
 		t.Errorf("dry run --json: %q, %v; want 1760 + 150 = 1910, the quote's fields only", out, err)
 	}
+	// The run charges jup's price for its image however it is named
+	// (docs/decisions/0059-app-prices.md): the image itself, a project's
+	// app shadowing jup's name, a project's app of another name.
+	const priced = "h100-baremetal (8 GPU(s)) $17.60/h + app jup $1.50/h = $19.10/h\n"
+	if out, err := run("tiny", "--sku", "h100-baremetal", "--gpus", "8", "--dry-run"); err != nil || out != priced {
+		t.Errorf("dry run of jup's image: %q, %v; want %q", out, err, priced)
+	}
+	for _, name := range []string{"jup", "myjup"} {
+		if _, err := c.AppPublish(ctx, api.AppPublishRequest{Manifest: "name: " + name + "\nimage: tiny\n", Project: controldtest.ProjectName}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.AppPromote(ctx, api.AppRef{App: name, Project: controldtest.ProjectName}); err != nil {
+			t.Fatal(err)
+		}
+		if out, err := run(name, "--sku", "h100-baremetal", "--gpus", "8", "--dry-run"); err != nil || out != priced {
+			t.Errorf("dry run of project app %s of jup's image: %q, %v; want %q", name, out, err, priced)
+		}
+	}
+	if _, err := run("admin", "jup", "0"); err != nil {
+		t.Fatal(err)
+	}
 	if out, err := run("tiny", "--sku", "h100-baremetal", "--gpus", "8", "--dry-run"); err != nil || strings.Contains(out, "app") {
-		t.Errorf("dry run of an image: %q, %v; want no app part", out, err)
+		t.Errorf("dry run of an image no priced app has: %q, %v; want no app part", out, err)
 	}
 	allocs, err := c.AllocList(ctx, api.AllocListRequest{})
 	if err != nil || len(allocs.Allocations) != 0 {

@@ -80,18 +80,18 @@ func Prices(ctx context.Context, q store.Querier, currency string) ([]api.AppPri
 // (docs/apps.md, "Prices"; docs/decisions/0059-app-prices.md): the price
 // follows an app's image bytes, not the name it was run by, so running
 // its image directly, under a project app's name, or as another image of
-// the same digest costs the same. ok is false when no such app exists.
+// the same digest — or of the same config digest, recorded at verify: an
+// index's per-arch manifest, a re-pushed copy — costs the same. It does
+// not see bytes that never went through image verify (a renter's own
+// podman storage): docs/apps.md, "Prices", says what that leaves open.
+// ok is false when no such app exists.
 func PricedImage(ctx context.Context, q store.Querier, digest string) (api.App, bool, error) {
-	imgs, err := images.WithDigest(ctx, q, digest, images.Where{All: true})
+	imageIDs, err := images.SameBytes(ctx, q, digest)
 	if err != nil {
 		return api.App{}, false, fmt.Errorf("priced app of %s: %w", digest, err)
 	}
-	if len(imgs) == 0 {
+	if len(imageIDs) == 0 {
 		return api.App{}, false, nil
-	}
-	imageIDs := make([]string, len(imgs))
-	for i, img := range imgs {
-		imageIDs[i] = img.ID
 	}
 	var id string
 	err = q.QueryRow(ctx, `SELECT id FROM apps WHERE project_id IS NULL AND price_per_hour_minor > 0

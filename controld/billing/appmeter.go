@@ -40,7 +40,10 @@ type AppMeter struct {
 // active, or released) gets none. The allocation's meter row is locked
 // FOR SHARE: a release (StopMeter, which holds it FOR UPDATE) in flight is
 // waited for and its stop seen, so no meter starts on a released
-// allocation that the release's stopAppMeters could not see.
+// allocation that the release's stopAppMeters could not see. Once the
+// workload has a meter (every settle after its first running one) no row
+// is selected, so none is locked: a status does not lock the allocation's
+// meter, which the accrual would then skip.
 func StartAppMeter(ctx context.Context, tx pgx.Tx, m AppMeter, at time.Time) error {
 	if m.PricePerHourMinor <= 0 {
 		return nil
@@ -49,6 +52,7 @@ func StartAppMeter(ctx context.Context, tx pgx.Tx, m AppMeter, at time.Time) err
 			price_per_hour_minor, currency, started_at)
 		SELECT $1, $2, $3, $4, $5, $6, $7, greatest($8::timestamptz, b.started_at)
 		FROM billing_meters b WHERE b.allocation_id = $2 AND b.stopped_at IS NULL
+			AND NOT EXISTS (SELECT 1 FROM app_meters WHERE workload_id = $1)
 		FOR SHARE OF b
 		ON CONFLICT (workload_id) DO NOTHING`,
 		m.WorkloadID, m.AllocationID, m.ProjectID, m.UserID, m.AppID, m.PricePerHourMinor, m.Currency, at)

@@ -29,6 +29,25 @@ func ByIDs(ctx context.Context, q store.Querier, ids []string) (map[string]api.I
 	return out, nil
 }
 
+// SameBytes returns the ids of the images of digest and of those whose
+// config digest (recorded at verify) is that of an image of digest: the
+// images of the same bytes however their manifests were pushed or
+// indexed (docs/decisions/0059-app-prices.md). Both lookups use an index
+// (migration 0046).
+func SameBytes(ctx context.Context, q store.Querier, digest string) ([]string, error) {
+	rows, err := q.Query(ctx, `SELECT id FROM images WHERE digest = $1
+		UNION SELECT i.id FROM images d JOIN images i ON i.config_digest = d.config_digest
+		WHERE d.digest = $1 AND d.config_digest <> '' AND i.config_digest <> ''`, digest)
+	if err != nil {
+		return nil, fmt.Errorf("images of %s's bytes: %w", digest, err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("images of %s's bytes: %w", digest, err)
+	}
+	return ids, nil
+}
+
 // WithDigest returns the images whose digest is digest among where's
 // (the project's own, the platform's; every image's with All), platform
 // images first: the

@@ -161,6 +161,9 @@ type Check struct {
 	Platform  string
 	SizeBytes int64
 	Layers    int
+	// ConfigDigest is its config's digest, kept in images.config_digest
+	// (SameBytes).
+	ConfigDigest string
 }
 
 // RecordCheck records a verification of the image id: its trust becomes
@@ -168,8 +171,8 @@ type Check struct {
 // and the pending request (if any) is done.
 func RecordCheck(ctx context.Context, q store.Querier, id string, c Check, now time.Time) (api.Image, error) {
 	_, err := q.Exec(ctx, clearVerifySQL+`, trust = $2, trust_reason = $3, platform = $4, size_bytes = $5,
-		layers = $6, verified_at = $7, updated_at = $7 WHERE id = $1`,
-		id, Verified(c.OK), c.Reason, c.Platform, c.SizeBytes, c.Layers, now.UTC())
+		layers = $6, verified_at = $7, updated_at = $7, config_digest = $8 WHERE id = $1`,
+		id, Verified(c.OK), c.Reason, c.Platform, c.SizeBytes, c.Layers, now.UTC(), c.ConfigDigest)
 	if err != nil {
 		return api.Image{}, fmt.Errorf("record check of image %s: %w", id, err)
 	}

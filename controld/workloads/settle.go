@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/gpuaas/gpuaas/controld/alloc"
+	"github.com/gpuaas/gpuaas/controld/audit"
 	"github.com/gpuaas/gpuaas/controld/outbox"
 	"github.com/gpuaas/gpuaas/controld/project"
 	"github.com/gpuaas/gpuaas/controld/tasks"
@@ -51,14 +52,11 @@ const linesMax = 16 << 10
 //     is failed too, unless it was stopped.
 func settleReport(ctx context.Context, tx pgx.Tx, o tasks.Outcome, cfg Config) (tasks.Effect, error) {
 	w, err := scan(tx.QueryRow(ctx, columns+` WHERE task_id = $1 FOR UPDATE`, o.TaskID))
-	if errors.Is(err, pgx.ErrNoRows) {
-		return tasks.Effect{}, nil
+	if errors.Is(err, pgx.ErrNoRows) || (err == nil && api.WorkloadFinal(w.State)) {
+		return tasks.Effect{}, stopStray(ctx, tx, o, cfg)
 	}
 	if err != nil {
 		return tasks.Effect{}, fmt.Errorf("workload of task %s: %w", o.TaskID, err)
-	}
-	if api.WorkloadFinal(w.State) {
-		return tasks.Effect{}, nil
 	}
 	var rep hostproto.WorkloadReport
 	released, err := allocationGone(ctx, tx, w.AllocationID)
@@ -93,6 +91,50 @@ func settleReport(ctx context.Context, tx pgx.Tx, o tasks.Outcome, cfg Config) (
 	default:
 		return end(ctx, tx, w, &rep, "its container is gone from the node", o.Now)
 	}
+}
+
+// strayActor is who the audit names for a stop controld sends by itself.
+const strayActor = "system:workloads"
+
+// stopStray stops a container that runs for a workload already final
+// (docs/apps.md, "Prices"): a start report that no workload follows any
+// more — a stop that found no container (the start still making it, or
+// hostd restarted and forgot the stop) ended the workload, then the
+// container was made. Ending the workload again would not re-meter it, so
+// the container would run unmetered until its allocation's release: a
+// workload.stop with Remove is queued for it, audited as the system's. It
+// is bounded: a final workload is followed by no status task, so each
+// report of a start or status task in flight queues at most one stop, and
+// a stop of a container gone is a no-op on the node. The workload's row
+// is not changed.
+func stopStray(ctx context.Context, tx pgx.Tx, o tasks.Outcome, cfg Config) error {
+	var rep hostproto.WorkloadReport
+	if o.Result.Status != hostproto.TaskSucceeded || json.Unmarshal(o.Result.Result, &rep) != nil || rep.WorkloadID == "" ||
+		(rep.State != api.ContainerRunning && rep.State != api.ContainerCreated) {
+		return nil
+	}
+	w, err := load(ctx, tx, rep.WorkloadID, true)
+	if api.CodeOf(err) == api.CodeNotFound {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if !api.WorkloadFinal(w.State) || w.NodeID != o.NodeID {
+		return nil // followed by its own task, or another node's
+	}
+	// A released allocation's user, and its containers, are gone with it.
+	if gone, err := allocationGone(ctx, tx, w.AllocationID); err != nil || gone {
+		return err
+	}
+	if _, err := tasks.Enqueue(ctx, tx, tasks.Task{NodeID: w.NodeID, Type: api.TaskWorkloadStop,
+		Params: hostproto.WorkloadStopParams{WorkloadID: w.ID, AllocationID: w.AllocationID, PosixUser: api.PosixUser(w.AllocationID),
+			Grace: cfg.StopGrace, Remove: true, RemoveImage: w.AppPricePerHourMinor > 0}}, o.Now); err != nil {
+		return err
+	}
+	return audit.Write(ctx, tx, audit.Meta{At: o.Now, ActorID: strayActor}, audit.Entry{Action: "app.stop", TargetType: "workload",
+		TargetID: w.ID, ProjectID: w.ProjectID, Detail: map[string]any{"by": strayActor, "state": w.State, "container": rep.State,
+			"reason": "the node runs a container of a workload that ended"}})
 }
 
 // settleStop applies workload.stop's report to the workload it names: a
@@ -201,7 +243,29 @@ func end(ctx context.Context, tx pgx.Tx, w row, rep *hostproto.WorkloadReport, r
 	if err := meterApp(ctx, tx, w, now); err != nil {
 		return tasks.Effect{}, err
 	}
+	if err := removePriced(ctx, tx, w, now); err != nil {
+		return tasks.Effect{}, err
+	}
 	return told(ctx, tx, w.Workload)
+}
+
+// removePriced queues the removal of an ended priced workload's container
+// and of its image from the user's podman storage (docs/apps.md,
+// "Prices"): the image of a priced app stays on the node only while a
+// metered workload runs it, so the renter cannot run it by hand after.
+// A workload removed already (app rm asked for both) or on an allocation
+// released (its user and storage are gone) needs none.
+func removePriced(ctx context.Context, tx pgx.Tx, w row, now time.Time) error {
+	if w.AppPricePerHourMinor <= 0 || w.RemovedAt != nil {
+		return nil
+	}
+	if gone, err := allocationGone(ctx, tx, w.AllocationID); err != nil || gone {
+		return err
+	}
+	_, err := tasks.Enqueue(ctx, tx, tasks.Task{NodeID: w.NodeID, Type: api.TaskWorkloadStop,
+		Params: hostproto.WorkloadStopParams{WorkloadID: w.ID, AllocationID: w.AllocationID, PosixUser: api.PosixUser(w.AllocationID),
+			Remove: true, RemoveImage: true}}, now)
+	return err
 }
 
 // systemActor reads allocations for the settlers.

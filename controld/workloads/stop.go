@@ -76,7 +76,7 @@ func stopTask(ctx context.Context, tx pgx.Tx, w row, cfg Config, remove bool, no
 	cfg = cfg.withDefaults()
 	if _, err := tasks.Enqueue(ctx, tx, tasks.Task{NodeID: w.NodeID, Type: api.TaskWorkloadStop,
 		Params: hostproto.WorkloadStopParams{WorkloadID: w.ID, AllocationID: w.AllocationID, PosixUser: api.PosixUser(w.AllocationID),
-			Grace: cfg.StopGrace, Remove: remove}}, now); err != nil {
+			Grace: cfg.StopGrace, Remove: remove, RemoveImage: remove && w.AppPricePerHourMinor > 0}}, now); err != nil {
 		return err
 	}
 	if _, err := tx.Exec(ctx, `UPDATE workloads SET stop_requested = true, updated_at = $2 WHERE id = $1`, w.ID, now); err != nil {

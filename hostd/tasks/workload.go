@@ -180,8 +180,19 @@ func workloadStop(ctx context.Context, env *Env, p hostproto.WorkloadStopParams,
 	// before its end is reported.
 	awaitWorkloadLog(lg)
 	if p.Remove {
+		c, found, err := pm.Inspect(ctx, workload.ContainerName(p.WorkloadID))
+		if err != nil {
+			return nil, fmt.Errorf("workload %s: %w", p.WorkloadID, err)
+		}
 		if err := pm.Stop(ctx, p.WorkloadID, 0, true); err != nil {
 			return nil, fmt.Errorf("workload %s: %w", p.WorkloadID, err)
+		}
+		// A priced app's image goes with its container (docs/apps.md,
+		// "Prices"); one another container still uses stays.
+		if p.RemoveImage && found && c.Image != "" {
+			if _, err := pm.RemoveImage(ctx, c.Image); err != nil {
+				return nil, fmt.Errorf("workload %s: %w", p.WorkloadID, err)
+			}
 		}
 		// What it was when it ended, its container gone.
 		after, err := pm.Status(ctx, p.WorkloadID, 0)

@@ -253,6 +253,22 @@ func (p Podman) Stop(ctx context.Context, workloadID string, grace time.Duration
 	return r.Err("remove " + workloadID)
 }
 
+// RemoveImage removes image id (an image id) from the user's storage,
+// with every name it has there (podman removes an image by id whatever
+// tags the user added); an image that is not there is no error. An image
+// that a container of the user still uses stays (inUse true): --force
+// would remove that container too.
+func (p Podman) RemoveImage(ctx context.Context, id string) (inUse bool, err error) {
+	r, err := p.Run(ctx, nil, "rmi", "--ignore", id)
+	if err != nil {
+		return false, err
+	}
+	if r.Code != 0 && strings.Contains(r.Stderr, "in use") {
+		return true, nil
+	}
+	return false, r.Err("remove image " + id)
+}
+
 // RemoveContainers stops and removes every container of the user, each
 // with grace to end after SIGTERM, at release.
 func (p Podman) RemoveContainers(ctx context.Context, grace time.Duration) error {

@@ -37,10 +37,25 @@ type App struct {
 	// PricePerHourMinor is the app's own price per hour, on top of its
 	// allocation's (platform apps only, set by operators: docs/apps.md,
 	// "Prices"); in the platform's currency.
-	PricePerHourMinor int64     `json:"price_per_hour_minor"`
-	PublishedBy       string    `json:"published_by"`
-	CreatedAt         time.Time `json:"created_at"`
-	UpdatedAt         time.Time `json:"updated_at"`
+	PricePerHourMinor int64 `json:"price_per_hour_minor"`
+	// RunPrice is what a workload run of it is charged of its own, by
+	// the server's rule: filled by app.describe with run_order only.
+	RunPrice    *RunPrice `json:"run_price,omitempty"`
+	PublishedBy string    `json:"published_by"`
+	CreatedAt   time.Time `json:"created_at"`
+	UpdatedAt   time.Time `json:"updated_at"`
+}
+
+// RunPrice is the own price per hour a workload run of an app or image
+// would carry (docs/apps.md, "Prices"; docs/decisions/0059-app-prices.md):
+// the higher of the app's own price and that of the priced platform app
+// whose image has the same digest or config digest (controld/apps'
+// PricedImage), with the app whose price it is ("" and 0 when none is
+// priced). `app run --dry-run` quotes it; the run charges it.
+type RunPrice struct {
+	App               string `json:"app,omitempty"`
+	AppID             string `json:"app_id,omitempty"`
+	PricePerHourMinor int64  `json:"price_per_hour_minor"`
 }
 
 // AppManifest is what a published app runs, from its app.yaml

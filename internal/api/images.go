@@ -64,6 +64,10 @@ type Image struct {
 	// (image.verify queues one; a controld replica runs it); nil when
 	// none is pending.
 	Verification *ImageVerification `json:"verification,omitempty"`
+	// RunPrice is what a workload run of it is charged of its own (the
+	// priced platform app whose image has its digest): filled by
+	// image.get with run_order only.
+	RunPrice *RunPrice `json:"run_price,omitempty"`
 }
 
 // ImageVerification is a pending verification of an image: when it was

@@ -22,7 +22,8 @@ var (
 	// reason and last log lines.
 	OpAppGet = NewQuery[WorkloadRef, Workload](EndpointAppGet, LoggedIn)
 	// OpAppStop is app.stop: stops a workload (SIGTERM, then SIGKILL
-	// after a grace period); its container stays until app.rm or release.
+	// after a grace period); its container stays until app.rm or release
+	// (a priced app's goes with its image when it ended).
 	OpAppStop = NewMutation[WorkloadRef, Workload](EndpointAppStop, LoggedIn)
 	// OpAppRm is app.rm: stops a workload if it runs and removes its
 	// container; its name is free again.

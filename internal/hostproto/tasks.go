@@ -194,6 +194,11 @@ type WorkloadStopParams struct {
 	PosixUser    string        `json:"posix_user"`
 	Grace        time.Duration `json:"grace"`
 	Remove       bool          `json:"remove,omitempty"`
+	// RemoveImage, with Remove: the container's image leaves the user's
+	// podman storage too, unless another container of the user still
+	// uses it — a priced app's image, so that the renter cannot run it
+	// by hand unmetered after its workload (docs/apps.md, "Prices").
+	RemoveImage bool `json:"remove_image,omitempty"`
 }
 
 // WorkloadStatusParams are the params of workload.status.

@@ -71,6 +71,11 @@ func TestPushResolveVerify(t *testing.T) {
 	if err != nil || !chk.OK || chk.Platform != "linux/amd64" || chk.Layers != 1 || chk.SizeBytes <= 0 {
 		t.Fatalf("verify: %+v, %v", chk, err)
 	}
+	// The config's digest is recorded: an app's price follows it
+	// (docs/decisions/0059-app-prices.md).
+	if cfg, _ := img.ConfigName(); chk.ConfigDigest != cfg.String() {
+		t.Errorf("verify's config digest %q; want %s", chk.ConfigDigest, cfg)
+	}
 }
 
 // tamper rewrites the image's first layer in the registry's storage: the

@@ -23,6 +23,11 @@ type Check struct {
 	Platform  string
 	SizeBytes int64
 	Layers    int
+	// ConfigDigest is the digest of the image's config (of the
+	// linux/amd64 manifest of an index): the same for every manifest of
+	// the same image, whatever its manifest digest (an app's price
+	// follows it, docs/decisions/0059-app-prices.md).
+	ConfigDigest string
 }
 
 // Verify fetches the image ref (REPOSITORY@sha256:…) by digest — its
@@ -98,6 +103,7 @@ func (c *Client) checkImage(ctx context.Context, repo name.Repository, img v1.Im
 		return failed(chk, "config: %s", why), nil
 	}
 	chk.SizeBytes += m.Config.Size
+	chk.ConfigDigest = m.Config.Digest.String()
 	cf, err := img.ConfigFile()
 	if err != nil {
 		return failed(chk, "config: %v", err), nil

@@ -72,7 +72,8 @@ func TestVMHotDetachWithNamespaceCopies(t *testing.T) {
 	}
 
 	// A bind on top of the copy in its namespace survives the umount:
-	// busy, the disk stays plugged, until the holder is gone.
+	// busy, the disk stays plugged and is not mounted again, until the
+	// holder is gone.
 	attach()
 	holder := holdNamespace(t, []string{"unshare", "-m", "--propagation", "slave",
 		"sh", "-c", "mount --bind " + gp + " " + gp + " && echo ready && exec sleep 600"}, gp)
@@ -82,6 +83,9 @@ func TestVMHotDetachWithNamespaceCopies(t *testing.T) {
 	}
 	if d := hv.Disks(alloc); len(d) != 1 {
 		t.Errorf("a held filesystem's disk was unplugged: %v", d)
+	}
+	if err := e.Attach(ctx, env.Mount{Name: vol, Source: img, Path: "/data/ns"}); err == nil {
+		t.Error("attach again while the filesystem is held elsewhere succeeded: a second live ext4 on the image")
 	}
 	_ = syscall.Kill(holder, syscall.SIGKILL)
 	var derr error

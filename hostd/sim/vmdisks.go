@@ -145,23 +145,33 @@ func (h *Hypervisor) MountInGuest(ctx context.Context, name, serial, path, guest
 		return fmt.Errorf("mount %s in %s: no disk with serial %s", serial, name, serial)
 	}
 	target := h.GuestPath(name, path)
-	if err := h.sharedRoot(ctx, l, name); err != nil {
-		return fmt.Errorf("mount %s in %s: %w", serial, name, err)
-	}
 	if at, ok := l.mounts[name][serial]; ok {
 		if at == target {
 			return nil
 		}
 		return fmt.Errorf("mount %s in %s: already mounted at another path", serial, name)
 	}
+	// A disk whose last mount outlived its umount in another namespace
+	// is not mounted again: two live ext4 instances on one image.
+	if dev, ok := l.held[name][serial]; ok {
+		if err := stillHeld(dev, disk); err != nil {
+			return fmt.Errorf("mount %s in %s: %w", serial, name, err)
+		}
+		delete(l.held[name], serial)
+	}
+	if err := h.sharedRoot(ctx, l, name); err != nil {
+		return fmt.Errorf("mount %s in %s: %w", serial, name, err)
+	}
 	made, err := mkdirAll(target)
 	if err != nil {
+		l.unshareRoot(name)
 		return fmt.Errorf("mount %s in %s: %w", serial, name, err)
 	}
 	undo := func() {
 		if made != "" {
 			_ = os.RemoveAll(made)
 		}
+		l.unshareRoot(name)
 	}
 	opts := "nodev,nosuid"
 	if readOnly {
@@ -279,11 +289,14 @@ func stillHeld(dev string, disk host.Disk) error {
 
 // sharedRoot binds domain name's root onto itself as a shared mount
 // (once; l.mu held). A mount namespace made while a disk is mounted in
-// the guest — rootless podman's pause process, any unshare(1) — copies
-// the mount: under a private parent (this machine's, and any host's
-// without systemd) the copy survives the guest's umount and keeps the
-// filesystem live with its dirty pages; under a shared one it is a slave
-// that the umount takes with it (mount_namespaces(7), "Shared subtrees").
+// the guest — rootless podman's pause process, unshare(1) — copies the
+// mount: under a private parent (this machine's, and any host's without
+// systemd) the copy survives the guest's umount and keeps the filesystem
+// live with its dirty pages; under a shared one a namespace that keeps
+// it a slave (podman's, unshare --propagation slave) has the umount take
+// its copy too (mount_namespaces(7), "Shared subtrees"). One that makes
+// its copies private (unshare(1)'s default) still holds the filesystem:
+// the detach is busy until it ends (stillHeld).
 func (h *Hypervisor) sharedRoot(ctx context.Context, l *liveDisks, name string) error {
 	if _, ok := l.shared[name]; ok {
 		return nil

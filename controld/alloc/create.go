@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/gpuaas/gpuaas/controld/audit"
+	"github.com/gpuaas/gpuaas/controld/billing"
 	"github.com/gpuaas/gpuaas/controld/catalog"
 	"github.com/gpuaas/gpuaas/controld/mutate"
 	"github.com/gpuaas/gpuaas/controld/node"
@@ -46,11 +47,12 @@ func Create(ctx context.Context, tx pgx.Tx, actor Actor, req api.AllocCreateRequ
 	}
 	fc := &fundsCheck{projectID: p.ID, projectName: p.Name, userID: actor.UserID, sku: sku, gpus: req.GPUs, rules: rules, now: now}
 	var members []string
-	a, placed, claim, err := insertAndPlace(ctx, tx, p, sku, actor, req, now, &members)
+	var budgets []billing.Budget
+	a, placed, claim, err := insertAndPlace(ctx, tx, p, sku, actor, req, now, &members, &budgets)
 	if err != nil {
 		return api.Allocation{}, eff, fc.refusalOrder(ctx, tx, err)
 	}
-	fc.allocID, fc.placed = a.ID, placed
+	fc.allocID, fc.placed, fc.budgetsSeen = a.ID, placed, len(budgets) > 0
 	from := api.AllocRequested
 	if !placed {
 		if _, err := tx.Exec(ctx, `UPDATE allocations SET queued = true WHERE id = $1`, a.ID); err != nil {
@@ -87,11 +89,11 @@ func Create(ctx context.Context, tx pgx.Tx, actor Actor, req api.AllocCreateRequ
 // and places it; placed is false when nothing fits and req.Queue asks to
 // wait (no_capacity otherwise).
 func insertAndPlace(ctx context.Context, tx pgx.Tx, p api.Project, sku api.SKU, actor Actor, req api.AllocCreateRequest,
-	now time.Time, members *[]string) (a api.Allocation, placed bool, claim volumes.Claim, err error) {
+	now time.Time, members *[]string, budgets *[]billing.Budget) (a api.Allocation, placed bool, claim volumes.Claim, err error) {
 	if claim, err = claimVolumes(ctx, tx, p.ID, sku, req, now); err != nil {
 		return a, false, claim, err
 	}
-	if a, err = insertRequested(ctx, tx, p, sku, actor, req.GPUs, now, members); err != nil {
+	if a, err = insertRequested(ctx, tx, p, sku, actor, req.GPUs, now, members, budgets); err != nil {
 		return a, false, claim, err
 	}
 	placed, err = placeWith(ctx, tx, &a, sku, actor.UserID, claim, now)
@@ -138,9 +140,11 @@ func checkCreate(ctx context.Context, tx pgx.Tx, actor Actor, req api.AllocCreat
 
 // insertRequested inserts a new allocation in state requested. With
 // members non-nil, the ids of the project's members (whom its state
-// events go to, stateEvent) are read in the same round trip.
+// events go to, stateEvent) are read in the same round trip; with
+// budgets non-nil, the budgets binding the actor in the project (whether
+// the funds check must wait for a budget check, fundsCheck.final).
 func insertRequested(ctx context.Context, tx pgx.Tx, p api.Project, sku api.SKU, actor Actor, gpus int, now time.Time,
-	members *[]string) (api.Allocation, error) {
+	members *[]string, budgets *[]billing.Budget) (api.Allocation, error) {
 	a := api.Allocation{
 		ID: ids.New(ids.Allocation), ProjectID: p.ID, UserID: actor.UserID, SKU: sku.ID, Shape: sku.Shape,
 		GPUs: gpus, State: api.AllocRequested, Version: 1, Slots: []api.Slot{}, CreatedAt: now, UpdatedAt: now,
@@ -157,6 +161,9 @@ func insertRequested(ctx context.Context, tx pgx.Tx, p api.Project, sku api.SKU,
 			*members = ids
 			return err
 		})
+	}
+	if budgets != nil {
+		billing.QueueBudgetsFor(b, budgets, p.ID, actor.UserID)
 	}
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
 		return api.Allocation{}, fmt.Errorf("insert allocation: %w", err)

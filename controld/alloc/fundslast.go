@@ -2,10 +2,12 @@ package alloc
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/gpuaas/gpuaas/controld/billing"
 	"github.com/gpuaas/gpuaas/internal/api"
@@ -31,9 +33,15 @@ type fundsCheck struct {
 	rules   Rules
 	now     time.Time
 
+	// budgetsSeen says budgets bound the creator when the allocation
+	// was inserted: the final round trip reads them again, under the
+	// lock, and the COMMIT waits for their check.
+	budgetsSeen bool
+
 	// What the final round trip read.
 	acct         billing.Account
-	provisioning int64 // the other provisioning allocations' burn, per hour
+	provisioning int64  // the other provisioning allocations' burn, per hour
+	shortInDB    string // fundsCheckSQL's verdict: "true" when short
 	budgets      []billing.Budget
 }
 
@@ -47,35 +55,80 @@ const othersProvisioningSQL = `SELECT coalesce(sum(s.price_per_gpu_hour_minor * 
 		FROM allocations a JOIN skus s ON s.id = a.sku_id
 		WHERE a.project_id = $1 AND a.state = 'provisioning' AND a.id <> $2`
 
-// final is the check as mutate.Effect.Final: the lock, the other
-// provisioning allocations, the account and the budgets binding the creator,
-// queued in b in that order; check decides once they are back.
+// fundsCheckSQL is the funds check in one statement: the account
+// (billing's read, spliced in by billing.QueueAccountCheck), the other
+// provisioning allocations' burn, and whether the balance falls short of
+// the minimum runway ($4 seconds) with this allocation ($3 per hour)
+// added: fundsOf's rule, in the same integer arithmetic. The verdict is
+// kept in a transaction-local setting for fundsGuardSQL; the numbers come
+// back for the refusal's message. One statement, one snapshot: taken
+// after the lock (the statement before it in the pipeline) was granted,
+// so it counts every create of the project that committed before.
+const fundsCheckSQL = `SELECT a.*, o.minor, set_config('gpuaas.funds_short',
+		(a.balance < ((a.meters_burn + a.storage_burn + a.app_burn + o.minor + $3::bigint) * $4::bigint + 3599) / 3600)::text, true)
+		FROM (ACCOUNT) a, (` + othersProvisioningSQL + `) o(minor)`
+
+// fundsGuardSQL fails (division_by_zero) when fundsCheckSQL found the
+// balance short: the rest of the pipeline — the audit, outbox and
+// idempotency rows and the COMMIT — is then skipped and the transaction
+// rolled back, with no round trip to the client between the check and
+// the COMMIT.
+const fundsGuardSQL = `SELECT 1 / (NOT current_setting('gpuaas.funds_short')::bool)::int`
+
+// divisionByZero is the SQLSTATE fundsGuardSQL fails with when short.
+const divisionByZero = "22012"
+
+// final is the check as mutate.Effect.Final: the lock, then the funds
+// check as one statement and its guard, queued in b in that order
+// (docs/decisions/0067-create-lock-order.md). A creator bound by no
+// budget (read with the insert, insertRequested) needs nothing more: the
+// check is decided in the database and final returns nil, so mutate
+// sends the COMMIT in the same round trip. Otherwise the budgets binding
+// the creator are read under the lock too, and check decides them once
+// the round trip is back (the COMMIT then follows in a round trip of its
+// own).
 func (c *fundsCheck) final(b *pgx.Batch) func(ctx context.Context, tx pgx.Tx) error {
 	queueLockFunds(b, c.projectID)
-	// The provisioning allocations before the account: each statement
-	// reads a snapshot of its own, and an allocation turning active in
-	// between (provisioning -> a running meter, in one commit) is then
-	// counted twice rather than not at all.
-	b.Queue(othersProvisioningSQL, c.projectID, c.allocID).QueryRow(func(r pgx.Row) error {
-		if err := r.Scan(&c.provisioning); err != nil {
-			return fmt.Errorf("provisioning of %s: %w", c.projectID, err)
+	secs := int64((c.rules.MinRunway + time.Second - 1) / time.Second)
+	billing.QueueAccountCheck(b, &c.acct, fundsCheckSQL, []any{c.projectID, c.allocID, c.addMinorPerHour(), secs},
+		[]any{&c.provisioning, &c.shortInDB}, c.agree)
+	b.Queue(fundsGuardSQL).Fn = func(br pgx.BatchResults) error {
+		_, err := br.Exec()
+		var pgErr *pgconn.PgError
+		switch {
+		case errors.As(err, &pgErr) && pgErr.Code == divisionByZero:
+			return newInsufficientFunds(c.funds(), c.rules, c.sku.Currency, c.projectName, c.sku.ID, c.gpus)
+		case err != nil:
+			return fmt.Errorf("funds of %s: %w", c.projectID, err)
 		}
 		return nil
-	})
-	billing.QueueAccountOf(b, &c.acct, c.projectID, 0)
+	}
+	if !c.budgetsSeen {
+		return nil
+	}
 	billing.QueueBudgetsFor(b, &c.budgets, c.projectID, c.userID)
 	return c.check
 }
 
-// check refuses the create with insufficient_funds when the balance does
-// not last rules.MinRunway at the project's burn with it, and with
-// budget_exceeded over a budget binding the creator; the budgets' spend
-// is read only when there are any (under the lock, still held).
-func (c *fundsCheck) check(ctx context.Context, tx pgx.Tx) error {
-	f := fundsOf(c.projectID, c.acct.BalanceMinor, c.acct.BurnRateMinorPerHour+c.provisioning, c.addMinorPerHour(), c.rules)
-	if !f.Enough() {
-		return newInsufficientFunds(f, c.rules, c.sku.Currency, c.projectName, c.sku.ID, c.gpus)
+// funds is what the final round trip read, as fundsOf's Funds.
+func (c *fundsCheck) funds() Funds {
+	return fundsOf(c.projectID, c.acct.BalanceMinor, c.acct.BurnRateMinorPerHour+c.provisioning, c.addMinorPerHour(), c.rules)
+}
+
+// agree checks that the database's verdict is fundsOf's on the same
+// numbers: the rule is written twice (SQL for the check, Go for quotes
+// and the refusal's message), and a difference is a bug to stop at.
+func (c *fundsCheck) agree() error {
+	if short := !c.funds().Enough(); short != (c.shortInDB == "true") {
+		return fmt.Errorf("funds of %s: the database says short=%s, fundsOf %v on %+v", c.projectID, c.shortInDB, short, c.funds())
 	}
+	return nil
+}
+
+// check refuses the create with budget_exceeded over a budget binding
+// the creator; the budgets' spend is read under the lock, still held.
+// The funds were decided in the final round trip (fundsGuardSQL).
+func (c *fundsCheck) check(ctx context.Context, tx pgx.Tx) error {
 	if len(c.budgets) == 0 {
 		return nil
 	}

@@ -2,7 +2,9 @@ package alloc
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -63,49 +65,126 @@ func (f *fixture) create(ctx context.Context, pool *pgxpool.Pool, req api.AllocC
 }
 
 // TestCreateTakesTheFundsLockInItsLastRoundTrip: the project's funds
-// lock is taken in the create's final round trip — first, then the
-// other provisioning allocations, the account and the budgets, then the
-// audit (whose chain locks the project's stream: funds before audit, as
-// every other taker of the funds lock), outbox and idempotency rows — and
-// nowhere before,
-// so it is held until the COMMIT that follows only
-// (docs/decisions/0042-funds-lock-last.md). Before, the lock was taken
-// before placing and held across some ten round trips.
+// lock is taken in the create's final round trip — first, then the funds
+// check as one statement and its guard, then the audit (whose chain locks
+// the project's stream: funds before audit, as every other taker of the
+// funds lock), outbox and idempotency rows and, for a creator bound by no
+// budget, the COMMIT — and nowhere before, so no round trip to the client
+// falls between the lock and the COMMIT
+// (docs/decisions/0067-create-lock-order.md). Before, the COMMIT was a
+// round trip of its own (0042), and before that the lock was taken
+// before placing and held across some ten round trips. With a budget
+// binding the creator, the budgets are read in that round trip too and
+// the COMMIT follows in its own, once they are checked.
 func TestCreateTakesTheFundsLockInItsLastRoundTrip(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	f.addSlots(t, 8)
 	var log tripLog
 	pool := f.tracedPool(t, &log)
+	lockedIn := func() []int {
+		var locked []int
+		for i, trip := range log.trips {
+			for _, sql := range trip {
+				if strings.Contains(sql, "alloc.funds") {
+					locked = append(locked, i)
+				}
+			}
+		}
+		return locked
+	}
+	inOrder := func(trip []string, want ...string) bool {
+		at := 0
+		for _, sql := range trip {
+			if at < len(want) && strings.Contains(sql, want[at]) {
+				at++
+			}
+		}
+		return at == len(want) && strings.Contains(trip[0], "alloc.funds")
+	}
 	// Rules{}: no minimum runway, so the empty balance is enough.
 	if err := f.create(t.Context(), pool, api.AllocCreateRequest{SKU: "h200-slice", GPUs: 1}, Rules{}); err != nil {
 		t.Fatal(err)
 	}
-	var locked []int
-	for i, trip := range log.trips {
-		for _, sql := range trip {
-			if strings.Contains(sql, "alloc.funds") {
-				locked = append(locked, i)
-			}
-		}
+	n, locked := len(log.trips), lockedIn()
+	if len(locked) != 1 || locked[0] != n-1 {
+		t.Fatalf("the funds lock in round trips %v of %d; want it once, in the last", locked, n)
 	}
-	n := len(log.trips)
-	if len(locked) != 1 || locked[0] != n-2 || !strings.EqualFold(strings.TrimSpace(log.trips[n-1][0]), "commit") {
-		t.Fatalf("the funds lock in round trips %v of %d (the last %q); want it once, in the one before COMMIT", locked, n, log.trips[n-1])
+	if last := log.trips[n-1]; !inOrder(last, "alloc.funds", "gpuaas.funds_short", "current_setting('gpuaas.funds_short')",
+		"INSERT INTO audit_logs", "INSERT INTO outbox",
+		"INSERT INTO idempotency_keys", "COMMIT") || !strings.EqualFold(last[len(last)-1], "commit") {
+		t.Errorf("the last round trip: %q; want the lock, the check, its guard, the audit, outbox and idempotency rows "+
+			"and COMMIT, in that order", last)
 	}
-	last := log.trips[n-2]
-	want := []string{"alloc.funds", "a.id <> $2", "ledger_entries", "budget",
-		"INSERT INTO audit_logs", "INSERT INTO outbox", "INSERT INTO idempotency_keys"}
-	at := 0
-	for _, sql := range last {
-		if at < len(want) && strings.Contains(sql, want[at]) {
-			at++
-		}
+	if check := log.trips[n-1][1]; !strings.Contains(check, "a.id <> $2") || !strings.Contains(check, "ledger_entries") {
+		t.Errorf("the funds check %q does not read the other provisioning allocations and the ledger in one statement", check)
 	}
-	if at != len(want) || !strings.Contains(last[0], "alloc.funds") {
-		t.Errorf("the last round trip: %q; want, in order, %q, the lock first", last, want)
+	t.Logf("create without budgets: %d round trips in all (BEGIN and COMMIT included)", n)
+
+	err := pgx.BeginFunc(t.Context(), f.pool, func(tx pgx.Tx) error {
+		_, err := billing.SetBudget(t.Context(), tx, billing.Budget{ProjectID: f.project, BurnCapMinorPerHour: 100_000},
+			f.userID, time.Now())
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Logf("create: %d round trips in all (BEGIN and COMMIT included)", n)
+	log.mu.Lock()
+	log.trips = nil
+	log.mu.Unlock()
+	if err := f.create(t.Context(), pool, api.AllocCreateRequest{SKU: "h200-slice", GPUs: 1}, Rules{}); err != nil {
+		t.Fatal(err)
+	}
+	n, locked = len(log.trips), lockedIn()
+	// After it, the budget check's own reads (the spend, the scope's
+	// provisioning burn), then COMMIT on its own.
+	if len(locked) != 1 || locked[0] >= n-1 || !strings.EqualFold(strings.TrimSpace(log.trips[n-1][0]), "commit") {
+		t.Fatalf("with a budget, the funds lock in round trips %v of %d (the last %q); want it once, before a COMMIT of its own",
+			locked, n, log.trips[n-1])
+	}
+	if last := log.trips[locked[0]]; !inOrder(last, "alloc.funds", "gpuaas.funds_short", "current_setting('gpuaas.funds_short')",
+		"budget", "INSERT INTO audit_logs", "INSERT INTO outbox", "INSERT INTO idempotency_keys") {
+		t.Errorf("with a budget, the round trip of the lock: %q; want the lock, the check, its guard, the budgets, "+
+			"the audit, outbox and idempotency rows, in that order", last)
+	}
+	t.Logf("create with a budget: %d round trips in all", n)
+}
+
+// TestCreateRefusedByTheGuardSaysWhatItRead: a create with capacity and
+// too little money is refused in its final round trip by the database's
+// verdict (fundsGuardSQL), with the numbers the check read under the
+// lock — the running allocation and the new one — and leaves nothing
+// behind; the same create succeeds once the balance covers both.
+func TestCreateRefusedByTheGuardSaysWhatItRead(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := t.Context()
+	f.addSlots(t, 4)
+	rules := Rules{MinRunway: 10 * time.Minute}
+	req := api.AllocCreateRequest{SKU: "h200-slice", GPUs: 1}
+	f.credit(t, 59) // $3.50/h for 10 minutes: one allocation, not two
+	if err := f.create(ctx, f.pool, req, rules); err != nil {
+		t.Fatal(err)
+	}
+	err := f.create(ctx, f.pool, req, rules)
+	var short *InsufficientFundsError
+	if !errors.As(err, &short) {
+		t.Fatalf("second create: got %v; want *InsufficientFundsError", err)
+	}
+	want := Funds{ProjectID: f.project, BalanceMinor: 59, RunningMinorPerHour: 350, NewMinorPerHour: 350,
+		BurnMinorPerHour: 700, RunwaySeconds: 303, MinRunway: rules.MinRunway, NeededMinor: 117}
+	if got := short.Funds; !reflect.DeepEqual(got, want) {
+		t.Errorf("refusal's funds: got %+v; want %+v", got, want)
+	}
+	var allocs, keys int
+	if err := f.pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM allocations), (SELECT count(*) FROM idempotency_keys)`).
+		Scan(&allocs, &keys); err != nil || allocs != 1 || keys != 1 {
+		t.Fatalf("after the refusal: %d allocations, %d keys (%v); want the first create's only", allocs, keys, err)
+	}
+	f.credit(t, 117-59)
+	if err := f.create(ctx, f.pool, req, rules); err != nil {
+		t.Fatalf("with the balance covering both: %v", err)
+	}
 }
 
 // TestCreateRefusesForFundsBeforeCapacity: with the funds checked last,

@@ -6,6 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
+	"github.com/gpuaas/gpuaas/controld/billing"
 	"github.com/gpuaas/gpuaas/controld/store"
 	"github.com/gpuaas/gpuaas/internal/api"
 )
@@ -24,20 +27,52 @@ func TestCreateRace32OnFundsAndSlots(t *testing.T) {
 	for _, c := range []struct{ k, m int }{{10, 24}, {24, 10}, {16, 16}, {40, 40}} {
 		t.Run(fmt.Sprintf("k=%d,m=%d", c.k, c.m), func(t *testing.T) {
 			t.Parallel()
-			raceCreates(t, c.k, c.m)
+			raceCreates(t, c.k, c.m, false)
 		})
 	}
 }
 
-func raceCreates(t *testing.T, k, m int) {
+// TestCreateRace32OnBudgetAndSlots is TestCreateRace32OnFundsAndSlots
+// with the money plentiful and a project budget's burn cap allowing k
+// allocations: the path whose COMMIT waits for the budget check, under
+// the funds lock (docs/decisions/0067-create-lock-order.md). Exactly
+// min(k, m) are created, the rest refused with budget_exceeded or
+// no_capacity, and the burn stays within the cap.
+func TestCreateRace32OnBudgetAndSlots(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct{ k, m int }{{10, 24}, {24, 10}} {
+		t.Run(fmt.Sprintf("k=%d,m=%d", c.k, c.m), func(t *testing.T) {
+			t.Parallel()
+			raceCreates(t, c.k, c.m, true)
+		})
+	}
+}
+
+// raceCreates races 32 creates for k allocations' worth of funds (or,
+// with budget, of a budget's burn cap) and m free slots.
+func raceCreates(t *testing.T, k, m int, budget bool) {
 	const racers = 32
 	f := newFixture(t)
 	ctx := t.Context()
 	f.addSlots(t, m)
 	rules := Rules{MinRunway: 10 * time.Minute}
-	// n allocations at $3.50/h need ceil(350n/6) for 10 minutes: this
-	// balance covers k and not k+1.
-	f.credit(t, (350*int64(k)+5)/6)
+	refused := api.CodeInsufficientFunds
+	if budget {
+		refused = api.CodeBudgetExceeded
+		f.credit(t, 1_000_000)
+		err := pgx.BeginFunc(ctx, f.pool, func(tx pgx.Tx) error {
+			_, err := billing.SetBudget(ctx, tx, billing.Budget{ProjectID: f.project, BurnCapMinorPerHour: 350 * int64(k)},
+				f.userID, time.Now())
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	} else {
+		// n allocations at $3.50/h need ceil(350n/6) for 10 minutes: this
+		// balance covers k and not k+1.
+		f.credit(t, (350*int64(k)+5)/6)
+	}
 	pool, err := store.Open(ctx, f.dsn, racers+1)
 	if err != nil {
 		t.Fatal(err)
@@ -56,11 +91,11 @@ func raceCreates(t *testing.T, k, m int) {
 	counts := map[api.Code]int{}
 	for range racers {
 		switch err := <-errs; api.CodeOf(err) {
-		case api.CodeInsufficientFunds, api.CodeNoCapacity:
+		case refused, api.CodeNoCapacity:
 			counts[api.CodeOf(err)]++
 		default:
 			if err != nil {
-				t.Errorf("a racing create: %v; want success, insufficient_funds or no_capacity", err)
+				t.Errorf("a racing create: %v; want success, %s or no_capacity", err, refused)
 				continue
 			}
 			counts["created"]++
@@ -71,8 +106,8 @@ func raceCreates(t *testing.T, k, m int) {
 	if counts["created"] != want {
 		t.Errorf("created %d; want min(k, m, %d) = %d (%v)", counts["created"], racers, want, counts)
 	}
-	if k < m && k < racers && counts[api.CodeInsufficientFunds] == 0 {
-		t.Errorf("no create refused for funds with funds for %d of %d: %v", k, racers, counts)
+	if k < m && k < racers && counts[refused] == 0 {
+		t.Errorf("no create refused with %s with enough for %d of %d: %v", refused, k, racers, counts)
 	}
 	if m < k && m < racers && counts[api.CodeNoCapacity] == 0 {
 		t.Errorf("no create refused for capacity with slots for %d of %d: %v", m, racers, counts)

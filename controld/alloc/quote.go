@@ -43,7 +43,7 @@ func Quote(ctx context.Context, db TxBeginner, actor Actor, req api.AllocCreateR
 		PricePerHourMinor: sku.PricePerGPUHourMinor * int64(req.GPUs), Currency: sku.Currency}
 	// Placement reserves slots for an allocation row (a foreign key), so
 	// the row is inserted too; the rollback takes both away.
-	a, err := insertRequested(ctx, tx, p, sku, actor, req.GPUs, now, nil)
+	a, err := insertRequested(ctx, tx, p, sku, actor, req.GPUs, now, nil, nil)
 	if err != nil {
 		return api.AllocQuote{}, err
 	}

@@ -3,6 +3,7 @@ package billing
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -45,6 +46,36 @@ func QueueAccountOf(b *pgx.Batch, dst *Account, projectID string, defaultThresho
 		return err
 	}
 }
+
+// QueueAccountCheck queues, in b, AccountOf's read with more columns
+// computed from it in the same statement (one snapshot): sql is a
+// statement reading "FROM (ACCOUNT) a" where ACCOUNT is replaced by
+// AccountOf's read of project $1, whose columns are named balance,
+// currency, threshold, depleted_at, meters_burn, meters, storage_burn,
+// volumes, app_burn; a's columns come first, then the caller's, which
+// extra receives. alloc's funds check uses it to decide the check in
+// the database (docs/decisions/0067-create-lock-order.md).
+func QueueAccountCheck(b *pgx.Batch, dst *Account, sql string, args []any, extra []any, then func() error) {
+	sql = strings.Replace(sql, "(ACCOUNT) a", "("+accountSQL+") a(balance, currency, threshold, depleted_at, "+
+		"meters_burn, meters, storage_burn, volumes, app_burn)", 1)
+	projectID, _ := args[0].(string)
+	b.Queue(sql, args...).Fn = func(br pgx.BatchResults) error {
+		a, err := scanAccount(withExtra{br.QueryRow(), extra}, projectID, 0)
+		*dst = a
+		if err != nil {
+			return err
+		}
+		return then()
+	}
+}
+
+// withExtra scans a row's columns beyond the account's into extra.
+type withExtra struct {
+	row   pgx.Row
+	extra []any
+}
+
+func (w withExtra) Scan(dest ...any) error { return w.row.Scan(append(dest, w.extra...)...) }
 
 var accountSQL = `SELECT coalesce((SELECT sum(amount_minor) FROM ledger_entries WHERE project_id = $1), 0)::bigint,
 		coalesce(a.currency, 'usd'), a.low_balance_threshold_minor, a.depleted_at,

@@ -53,6 +53,9 @@ type Effect struct {
 	// nothing more); an error from either rolls the whole mutation back.
 	// A lock taken there is held only until the COMMIT that follows
 	// (alloc.Create's funds lock, docs/decisions/0042-funds-lock-last.md).
+	// When Final returns a nil check, that COMMIT is sent in the same
+	// round trip, after the idempotency record
+	// (docs/decisions/0067-create-lock-order.md).
 	// It comes before the audit row because the audit chain's lock on the
 	// project's stream (migration 0023) is every mutation's last lock.
 	Final func(b *pgx.Batch) (check func(ctx context.Context, tx pgx.Tx) error)
@@ -105,26 +108,46 @@ func (r *Runner) Run(ctx context.Context, req Request, fn Func) ([]byte, error) 
 		// never replayed, so the endpoint alone tells repeats apart.
 		hash = sha256.Sum256([]byte(req.Endpoint + "\n"))
 	}
-	var out []byte
-	err := pgx.BeginFunc(ctx, r.Pool, func(tx pgx.Tx) error {
-		stored, found, err := lockAndLookup(ctx, tx, req, hash[:])
-		if err != nil || found {
-			out = stored
-			return err
-		}
-		resp, eff, err := fn(ctx, tx)
-		if err != nil {
-			return err
-		}
-		if out, err = json.Marshal(resp); err != nil {
-			return fmt.Errorf("encode %s response: %w", req.Endpoint, err)
-		}
-		return r.record(ctx, tx, req, hash[:], out, eff)
-	})
+	conn, err := r.Pool.Acquire(ctx)
 	if err != nil {
 		return nil, err
 	}
+	// Released idle once committed or rolled back (a COMMIT sent in the
+	// final round trip leaves the connection idle as well).
+	defer conn.Release()
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out, committed, err := r.run(ctx, tx, req, hash[:], fn)
+	if err != nil {
+		_ = tx.Rollback(ctx) // the error said what went wrong; nothing committed
+		return nil, err
+	}
+	if !committed {
+		if err := tx.Commit(ctx); err != nil {
+			return nil, err
+		}
+	}
 	return out, nil
+}
+
+// run is Run's work inside tx; committed says the COMMIT went in the
+// final round trip (see Effect.Final).
+func (r *Runner) run(ctx context.Context, tx pgx.Tx, req Request, hash []byte, fn Func) (out []byte, committed bool, err error) {
+	stored, found, err := lockAndLookup(ctx, tx, req, hash)
+	if err != nil || found {
+		return stored, false, err
+	}
+	resp, eff, err := fn(ctx, tx)
+	if err != nil {
+		return nil, false, err
+	}
+	if out, err = json.Marshal(resp); err != nil {
+		return nil, false, fmt.Errorf("encode %s response: %w", req.Endpoint, err)
+	}
+	committed, err = r.record(ctx, tx, req, hash, out, eff)
+	return out, committed, err
 }
 
 // lockAndLookup takes the key's lock and reads its record in one round
@@ -173,9 +196,9 @@ func lockAndLookup(ctx context.Context, tx pgx.Tx, req Request, hash []byte) ([]
 	return resp, true, nil
 }
 
-func (r *Runner) record(ctx context.Context, tx pgx.Tx, req Request, hash, resp []byte, eff Effect) error {
+func (r *Runner) record(ctx context.Context, tx pgx.Tx, req Request, hash, resp []byte, eff Effect) (committed bool, err error) {
 	if eff.Audit.Action == "" {
-		return fmt.Errorf("record %s: %w", req.Endpoint, ErrNoAuditAction)
+		return false, fmt.Errorf("record %s: %w", req.Endpoint, ErrNoAuditAction)
 	}
 	now := r.Now()
 	meta := audit.Meta{At: now, ActorID: req.ActorID, CorrelationID: req.CorrelationID, IdempotencyKey: req.Key}
@@ -188,11 +211,11 @@ func (r *Runner) record(ctx context.Context, tx pgx.Tx, req Request, hash, resp 
 		check = eff.Final(b)
 	}
 	if err := audit.QueueWrite(b, meta, eff.Audit); err != nil {
-		return err
+		return false, err
 	}
 	for _, ev := range eff.Events {
 		if err := outbox.QueueEnqueue(ctx, b, now, ev); err != nil {
-			return err
+			return false, err
 		}
 	}
 	// The response is stored as a JSON string holding its exact bytes: a
@@ -211,10 +234,24 @@ func (r *Runner) record(ctx context.Context, tx pgx.Tx, req Request, hash, resp 
 			}
 			return nil
 		}
-	if err := tx.SendBatch(ctx, b).Close(); err != nil || check == nil {
-		return err
+	// A Final that leaves nothing to decide after the round trip lets
+	// the COMMIT go in it: a lock Final took is then released without a
+	// round trip to this process in between. A statement failing before
+	// it skips it (the server skips the rest of a pipeline after an
+	// error) and Run rolls back.
+	commitHere := eff.Final != nil && check == nil
+	if commitHere {
+		b.Queue(`COMMIT`).Fn = func(br pgx.BatchResults) error {
+			if _, err := br.Exec(); err != nil {
+				return fmt.Errorf("commit %s: %w", req.Endpoint, err)
+			}
+			return nil
+		}
 	}
-	return check(ctx, tx)
+	if err := tx.SendBatch(ctx, b).Close(); err != nil || check == nil {
+		return commitHere && err == nil, err
+	}
+	return false, check(ctx, tx)
 }
 
 // Prune deletes the idempotency records of mutations made before cutoff:

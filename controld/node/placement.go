@@ -8,6 +8,7 @@ import (
 	"slices"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/gpuaas/gpuaas/controld/store"
 	"github.com/gpuaas/gpuaas/internal/api"
@@ -180,27 +181,114 @@ var claimSQL = map[Kind]string{
 // count their reservations in the row rather than as deltas. It returns
 // the candidate tried, or found false when none is left past the ones in
 // tried; a failed attempt keeps no lock, on the row or on slots.
+//
+// It is one round trip when it succeeds or finds nothing (a savepoint,
+// the claim, the slots' locks and their update as one statement, a guard,
+// the reserved slots read back, the savepoint released: claimReserveSQL),
+// and two when the claimed candidate turned out short (the savepoint is
+// then rolled back, which releases what was locked).
 func ReserveClaimed(ctx context.Context, tx pgx.Tx, allocationID string, kind Kind, r Room, tried []Candidate) (slots []api.Slot, c Candidate, found, ok bool, err error) {
 	skip := make([]string, len(tried))
 	for i, t := range tried {
 		skip[i] = fmt.Sprintf("%s:%d", t.NodeID, t.NUMA)
 	}
-	sp, err := tx.Begin(ctx)
-	if err != nil {
-		return nil, c, false, false, fmt.Errorf("savepoint: %w", err)
-	}
-	defer func() { _ = sp.Rollback(ctx) }() // no-op after commit
 	c.Whole = kind == WholeNode
-	err = sp.QueryRow(ctx, claimSQL[kind], r.Shape, r.GPUModel, r.GPUs, skip).Scan(&c.NodeID, &c.NUMA)
-	if errors.Is(err, pgx.ErrNoRows) {
+	b := &pgx.Batch{}
+	b.Queue(`SAVEPOINT node_claim`)
+	b.Queue(`SELECT set_config('gpuaas.place_short', 'false', true)`)
+	b.Queue(claimReserveSQL[kind], r.Shape, r.GPUModel, r.GPUs, skip, allocationID).Fn = func(br pgx.BatchResults) error {
+		rows, err := br.Query()
+		if err != nil {
+			return fmt.Errorf("claim candidate: %w", err)
+		}
+		var short string
+		_, err = pgx.ForEachRow(rows, []any{&c.NodeID, &c.NUMA, &short}, func() error { found = true; return nil })
+		if err != nil {
+			return fmt.Errorf("claim candidate: %w", err)
+		}
+		return nil
+	}
+	b.Queue(placeShortGuardSQL).Fn = func(br pgx.BatchResults) error {
+		_, err := br.Exec()
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && pgErr.Code == "22012" { // division_by_zero: short
+			return errClaimShort
+		}
+		return err
+	}
+	b.Queue(`SELECT `+slotColumns+` FROM slots WHERE allocation_id = $1 AND state = 'reserved' ORDER BY node_id, idx`,
+		allocationID).Fn = func(br pgx.BatchResults) error {
+		rows, err := br.Query()
+		if err != nil {
+			return fmt.Errorf("reserve slots for %s: %w", allocationID, err)
+		}
+		slots, err = pgx.CollectRows(rows, scanSlot)
+		return err
+	}
+	b.Queue(`RELEASE SAVEPOINT node_claim`)
+	err = tx.SendBatch(ctx, b).Close()
+	switch {
+	case errors.Is(err, errClaimShort):
+		// The candidate had too few slots left: give back its row and
+		// the slots locked, as a rolled-back savepoint does.
+		// One simple-protocol string: a batch would be prepared first,
+		// which the aborted transaction refuses.
+		if _, err := tx.Exec(ctx, `ROLLBACK TO SAVEPOINT node_claim; RELEASE SAVEPOINT node_claim`); err != nil {
+			return nil, c, true, false, fmt.Errorf("roll back claim: %w", err)
+		}
+		return nil, c, true, false, nil
+	case err != nil:
+		return nil, c, false, false, err
+	case !found:
 		return nil, c, false, false, nil
+	case len(slots) != r.GPUs:
+		return nil, c, true, false, fmt.Errorf("reserve slots for %s: %d reserved, want %d", allocationID, len(slots), r.GPUs)
 	}
-	if err != nil {
-		return nil, c, false, false, fmt.Errorf("claim candidate: %w", err)
-	}
-	slots, ok, err = reserveIn(ctx, sp, allocationID, c, r.GPUs)
-	return slots, c, true, ok, err
+	return slots, c, true, true, nil
 }
+
+// errClaimShort is placeShortGuardSQL's refusal: the claimed candidate
+// had fewer free slots than asked for.
+var errClaimShort = errors.New("claimed candidate is short")
+
+// placeShortGuardSQL fails when claimReserveSQL claimed a candidate and
+// reserved nothing in it, so that the rest of the round trip (the read
+// back, the savepoint's release) is skipped and the savepoint can be
+// rolled back.
+const placeShortGuardSQL = `SELECT 1 / (NOT coalesce(current_setting('gpuaas.place_short', true), 'false')::bool)::int`
+
+// slotsToLock are, for each kind, the slots of the claimed candidate (g)
+// that a reservation takes, locked FOR UPDATE SKIP LOCKED: reserveIn's
+// queries with the candidate read from g.
+var slotsToLock = map[Kind]string{
+	NUMAGroup: `SELECT id FROM slots WHERE node_id = (SELECT node_id FROM g) AND numa_node = (SELECT numa_node FROM g)
+		AND state = 'free' AND quarantined_at IS NULL ORDER BY idx LIMIT $3 FOR UPDATE SKIP LOCKED`,
+	SpreadNode: `SELECT s.id FROM slots s
+		JOIN (SELECT numa_node, count(*) AS free FROM slots WHERE node_id = (SELECT node_id FROM g) AND state = 'free'
+		      AND quarantined_at IS NULL GROUP BY numa_node) f ON f.numa_node = s.numa_node
+		WHERE s.node_id = (SELECT node_id FROM g) AND s.state = 'free' AND s.quarantined_at IS NULL
+		ORDER BY f.free DESC, s.numa_node, s.idx LIMIT $3 FOR UPDATE OF s SKIP LOCKED`,
+	WholeNode: `SELECT id FROM slots WHERE node_id = (SELECT node_id FROM g) AND state = 'free'
+		AND NOT EXISTS (SELECT 1 FROM slots b WHERE b.node_id = (SELECT node_id FROM g)
+		                AND (b.state IN ('reserved', 'pending') OR b.quarantined_at IS NOT NULL))
+		ORDER BY idx FOR UPDATE SKIP LOCKED`,
+}
+
+// claimReserveSQL claims a candidate (claimSQL), locks the slots it
+// would take (slotsToLock) and, when there are $3 of them, reserves them
+// for allocation $5, in one statement; it returns the candidate claimed
+// (no row: none left) and sets gpuaas.place_short when it reserved
+// nothing there. All of it runs in a savepoint (ReserveClaimed).
+var claimReserveSQL = func() map[Kind]string {
+	m := map[Kind]string{}
+	for k, claim := range claimSQL {
+		m[k] = `WITH g AS (` + claim + `), s AS (` + slotsToLock[k] + `),
+		u AS (UPDATE slots SET state = 'reserved', allocation_id = $5
+		      WHERE id IN (SELECT id FROM s) AND (SELECT count(*) FROM s) = $3 RETURNING id)
+		SELECT g.node_id, g.numa_node, set_config('gpuaas.place_short', ((SELECT count(*) FROM u) = 0)::text, true) FROM g`
+	}
+	return m
+}()
 
 // reserveIn is Reserve inside savepoint sp, which it releases on
 // success.

@@ -105,9 +105,20 @@ func mountedElsewhere(dev, mp, group string) []nsHolder {
 	var out []nsHolder
 	for _, ns := range order {
 		pids := byNS[ns]
-		pd := "/proc/" + pids[0]
+		// The first process that can still be read: one that exits
+		// meanwhile must not hide its namespace's mounts.
+		pd, ms := "", []mountEntry(nil)
+		for _, pid := range pids {
+			if m, err := readMountsOfDevice("/proc/"+pid+"/mountinfo", dev); err == nil {
+				pd, ms = "/proc/"+pid, m
+				break
+			}
+		}
+		if pd == "" {
+			continue
+		}
 		userNS, _ := os.Readlink(pd + "/ns/user")
-		for _, m := range mountsOfDevice(pd+"/mountinfo", dev) {
+		for _, m := range ms {
 			if ns == self && m.point == mp {
 				continue
 			}
@@ -147,6 +158,17 @@ type mountEntry struct {
 // mountsOfDevice returns the mounts of dev in mountinfo file.
 func mountsOfDevice(file, dev string) []mountEntry {
 	return readMountinfo(file, func(fs []string) bool { return fs[2] == dev })
+}
+
+// readMountsOfDevice is mountsOfDevice that tells a mountinfo file it
+// cannot open (its process gone) from one without dev.
+func readMountsOfDevice(file, dev string) ([]mountEntry, error) {
+	f, err := os.Open(file)
+	if err != nil {
+		return nil, err
+	}
+	_ = f.Close()
+	return mountsOfDevice(file, dev), nil
 }
 
 // mountsAt returns the mounts at point in mountinfo file, the last one
@@ -251,7 +273,27 @@ func stillHeld(rec heldRecord) []nsHolder {
 	if rec.Dev == "" || (rec.Identity != "" && deviceIdentity(rec.Dev) != rec.Identity) {
 		return nil
 	}
-	return mountedElsewhere(rec.Dev, "", "")
+	hs := mountedElsewhere(rec.Dev, "", "")
+	if len(hs) == 0 && ext4Live(rec.Dev) {
+		// No process shows it (a namespace kept by a file descriptor
+		// alone, or one ending), yet the filesystem lives.
+		hs = []nsHolder{{ns: "", pids: []string{"none found (a mount namespace without processes, or one ending)"}}}
+	}
+	return hs
+}
+
+// ext4Live reports whether an ext4 filesystem on device dev
+// ("major:minor") is alive in any mount namespace: the kernel keeps
+// /sys/fs/ext4/<device> from its mount until its last mount anywhere is
+// gone (Documentation/ABI/testing/sysfs-fs-ext4) — what the mount tables
+// of processes cannot show for a namespace no process is in.
+func ext4Live(dev string) bool {
+	link, err := os.Readlink(filepath.Join("/sys/dev/block", dev))
+	if err != nil {
+		return false
+	}
+	_, err = os.Stat(filepath.Join("/sys/fs/ext4", filepath.Base(link)))
+	return err == nil
 }
 
 // checkHeldAfterUnmount reports busy while an earlier unmount left the
@@ -327,6 +369,11 @@ func unmountHeld(ctx context.Context, env *Env, id string, rec *heldRecord) erro
 		return herr
 	}
 	if err != nil {
+		// Held by something no check above names: marked all the same,
+		// so the retry does not take "not mounted" for detached.
+		if merr := markHeld(env, id, *rec); merr != nil {
+			return fmt.Errorf("volume %s: %w", id, merr)
+		}
 		return fmt.Errorf("%w: %w", hostenv.ErrVolumeBusy, err)
 	}
 	return nil

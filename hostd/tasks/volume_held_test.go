@@ -85,3 +85,74 @@ func TestHotDetachRefusedWhileMountedInNamespace(t *testing.T) {
 		t.Fatalf("after detach mounted at %q; want not mounted", mp)
 	}
 }
+
+// TestHotDetachSeesANamespaceWithoutProcesses: a mount namespace kept by
+// a bind of its nsfs file alone (no process in it) with the volume bound
+// elsewhere keeps the filesystem live; no process's mount table shows it.
+// The detach is busy, and stays busy on a retry (the volume no longer
+// mounted on the node), until that namespace is gone.
+func TestHotDetachSeesANamespaceWithoutProcesses(t *testing.T) {
+	env := systemHost(t)
+	pid := strconv.Itoa(os.Getpid())
+	if _, _, err := run(t, env, api.TaskVolumeCreate, hostproto.VolumeTaskParams{VolumeID: "vol-nsfs" + pid, SizeBytes: 64 << 20}); err != nil {
+		t.Fatal(err)
+	}
+	allocID := "a-nsfs" + pid
+	ten := provisionTenant(t, env, allocID)
+	p := api.VolumeHotParams{AllocationID: allocID, PosixUser: ten.name, Shape: api.ShapeBaremetal,
+		Volume: api.VolumeAttachment{VolumeID: "vol-nsfs" + pid, Name: "data", Path: "/data/data"}}
+	target := filepath.Join(env.VolumeRoot, "/data/data")
+	if _, _, err := run(t, env, api.TaskVolumeAttach, p); err != nil {
+		t.Fatal(err)
+	}
+	inner, pin := t.TempDir(), filepath.Join(t.TempDir(), "mnt-ns")
+	if err := os.WriteFile(pin, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	holder := exec.Command("unshare", "-m", "--propagation", "private", "sh", "-c",
+		"mount --bind "+target+" "+inner+" && cd / && echo ready && exec sleep 600")
+	holder.Dir = "/"
+	out, err := holder.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := holder.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = holder.Process.Kill(); _ = holder.Wait() })
+	buf := make([]byte, 6)
+	if n, err := out.Read(buf); err != nil || string(buf[:n]) != "ready\n" {
+		t.Fatalf("holder: %q, %v", buf[:n], err)
+	}
+	if b, err := exec.Command("mount", "--bind", "/proc/"+strconv.Itoa(holder.Process.Pid)+"/ns/mnt", pin).CombinedOutput(); err != nil {
+		t.Fatalf("pin the namespace: %v: %s", err, b)
+	}
+	unpinned := false
+	unpin := func() {
+		if !unpinned {
+			unpinned = true
+			_ = exec.Command("umount", pin).Run()
+		}
+	}
+	t.Cleanup(unpin)
+	_ = holder.Process.Kill()
+	_ = holder.Wait()
+
+	for i := range 2 {
+		if _, _, err := run(t, env, api.TaskVolumeDetach, p); !errors.Is(err, hostenv.ErrVolumeBusy) {
+			t.Fatalf("detach %d while a namespace without processes holds the filesystem: %v; want busy", i+1, err)
+		}
+	}
+	unpin()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		_, _, err := run(t, env, api.TaskVolumeDetach, p)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, hostenv.ErrVolumeBusy) || time.Now().After(deadline) {
+			t.Fatalf("detach once the namespace is gone: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}

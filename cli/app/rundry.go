@@ -32,7 +32,17 @@ type RunQuote struct {
 // it; an allocation not metered yet is priced at its SKU's price now.
 func quoteRun(ctx context.Context, opts *RunOptions, client *api.Client) error {
 	q := RunQuote{Currency: "usd"}
-	app, err := client.AppDescribe(ctx, api.AppRef{App: opts.Image, RunOrder: true})
+	// A run on an allocation names its app in the allocation's project
+	// (app.run), whatever the default project is: so does its quote.
+	var project string
+	if opts.Allocation != "" {
+		a, err := client.AllocGet(ctx, opts.Allocation)
+		if err != nil {
+			return err
+		}
+		project = a.ProjectID
+	}
+	app, err := client.AppDescribe(ctx, api.AppRef{App: opts.Image, RunOrder: true, Project: project})
 	switch {
 	case err == nil && app.Lifecycle == api.ImagePromoted:
 		if !app.Runnable {
@@ -44,7 +54,7 @@ func quoteRun(ctx context.Context, opts *RunOptions, client *api.Client) error {
 	case err != nil && !errors.Is(err, api.ErrNotFound):
 		return err
 	default:
-		img, err := client.ImageGet(ctx, api.ImageRef{Image: opts.Image, RunOrder: true})
+		img, err := client.ImageGet(ctx, api.ImageRef{Image: opts.Image, RunOrder: true, Project: project})
 		if err != nil {
 			return err
 		}

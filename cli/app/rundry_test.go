@@ -54,37 +54,7 @@ func TestRunDryRunShowsTheAppPrice(t *testing.T) {
 	env := controldtest.Start(t, controldtest.Options{Registry: registry.Settings{Addr: srv.Addr()}})
 	ctx := t.Context()
 	c := env.Client(env.AdminToken, api.WithProject(controldtest.ProjectName))
-	img, err := registry.Tiny(map[string]string{"bin/hello": "hello"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ref, err := reg.Push(ctx, "gpuaas/tiny", img)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.ImagePublish(ctx, api.ImagePublishRequest{Name: "tiny", Ref: ref, Platform: true}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.ImageVerify(ctx, api.ImageChangeRequest{Image: "tiny"}); err != nil {
-		t.Fatal(err)
-	}
-	// Verification runs in the background: wait for it.
-	for deadline := time.Now().Add(30 * time.Second); ; {
-		i, err := c.ImageGet(ctx, api.ImageRef{Image: "tiny"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if i.Trust == api.TrustVerified {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("image tiny still %s", i.Trust)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	if _, err := c.ImagePromote(ctx, api.ImageChangeRequest{Image: "tiny"}); err != nil {
-		t.Fatal(err)
-	}
+	pushVerified(t, c, reg, "tiny", map[string]string{"bin/hello": "hello"})
 	if _, err := c.AppPublish(ctx, api.AppPublishRequest{Manifest: "name: jup\nimage: tiny\n", Platform: true}); err != nil {
 		t.Fatal(err)
 	}
@@ -138,6 +108,30 @@ func TestRunDryRunShowsTheAppPrice(t *testing.T) {
 			t.Errorf("dry run of project app %s of jup's image: %q, %v; want %q", name, out, err, priced)
 		}
 	}
+	// On an allocation of another project the run names its app there:
+	// its own "nb" is jup's image; the default project's "nb", another
+	// image, costs nothing of its own. The quote is the run's.
+	if _, err := c.ProjectCreate(ctx, api.ProjectCreateRequest{Name: "other"}); err != nil {
+		t.Fatal(err)
+	}
+	free := pushVerified(t, c, reg, "tiny2", map[string]string{"bin/other": "other"})
+	for _, a := range []struct{ project, image string }{{controldtest.ProjectName, free}, {"other", "tiny"}} {
+		if _, err := c.AppPublish(ctx, api.AppPublishRequest{Manifest: "name: nb\nimage: " + a.image + "\n", Project: a.project}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.AppPromote(ctx, api.AppRef{App: "nb", Project: a.project}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	env.Credit(t, "other", 100000)
+	other, err := c.With(api.WithProject("other")).AllocCreate(ctx, api.AllocCreateRequest{SKU: "h100-baremetal", GPUs: 8, Queue: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := run("nb", "--alloc", other.ID, "--dry-run", "--json"); err != nil || json.Unmarshal([]byte(out), &q) != nil ||
+		q.AppPricePerHourMinor != 150 || q.App != "jup" {
+		t.Errorf("dry run of nb on an allocation of project other: %q, %v; want jup's $1.50/h, as the run charges", out, err)
+	}
 	if _, err := run("admin", "jup", "0"); err != nil {
 		t.Fatal(err)
 	}
@@ -148,4 +142,42 @@ func TestRunDryRunShowsTheAppPrice(t *testing.T) {
 	if err != nil || len(allocs.Allocations) != 0 {
 		t.Errorf("allocations after dry runs: %+v, %v; want none", allocs, err)
 	}
+}
+
+// pushVerified pushes a tiny image of files to reg and publishes it as
+// platform image name, verified and promoted; it returns name.
+func pushVerified(t *testing.T, c *api.Client, reg *registry.Client, name string, files map[string]string) string {
+	t.Helper()
+	ctx := t.Context()
+	img, err := registry.Tiny(files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref, err := reg.Push(ctx, "gpuaas/"+name, img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.ImagePublish(ctx, api.ImagePublishRequest{Name: name, Ref: ref, Platform: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.ImageVerify(ctx, api.ImageChangeRequest{Image: name}); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		i, err := c.ImageGet(ctx, api.ImageRef{Image: name})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i.Trust == api.TrustVerified {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("image %s still %s", name, i.Trust)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if _, err := c.ImagePromote(ctx, api.ImageChangeRequest{Image: name}); err != nil {
+		t.Fatal(err)
+	}
+	return name
 }

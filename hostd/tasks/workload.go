@@ -189,9 +189,11 @@ func workloadStop(ctx context.Context, env *Env, p hostproto.WorkloadStopParams,
 		}
 		// A priced app's image goes with its container (docs/apps.md,
 		// "Prices"); one another container still uses stays.
+		// A removal that fails (an image the renter committed on top of
+		// it) is logged: the stop, done, is still reported.
 		if p.RemoveImage && found && c.Image != "" {
 			if _, err := pm.RemoveImage(ctx, c.Image); err != nil {
-				return nil, fmt.Errorf("workload %s: %w", p.WorkloadID, err)
+				env.Log.Warn("priced image not removed", "workload", p.WorkloadID, "image", c.Image, "err", err)
 			}
 		}
 		// What it was when it ended, its container gone.

@@ -359,7 +359,7 @@ func (s *Server) init(ctx context.Context) error {
 	s.preLoginLimit = newUserLimiter(s.cfg.PreLoginRateLimit, s.cfg.Now)
 	s.preLoginSourceLimit = newUserLimiter(s.cfg.PreLoginSourceRateLimit, s.cfg.Now)
 	s.refusedLog = newUserLimiter(RateLimit{Rate: 1, Burst: 1}, s.cfg.Now)
-	s.mut = &mutate.Runner{Pool: s.pool, Now: s.now}
+	s.mut = &mutate.Runner{Pool: s.pool, Now: s.now, Log: s.cfg.Log}
 	taskKey, err := loadOrCreateKey(ctx, s.pool, taskKeyName)
 	if err != nil {
 		return err

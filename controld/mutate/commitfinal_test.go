@@ -2,6 +2,7 @@ package mutate_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -71,5 +72,27 @@ func TestRunCommitsInTheFinalRoundTrip(t *testing.T) {
 	}
 	if got, want := countRows(t, pool), (rows{audit: 2, outbox: 2, keys: 2}); got != want {
 		t.Errorf("rows after the next: got %+v; want %+v", got, want)
+	}
+
+	// A check in this process that fails on a result of the round trip
+	// whose COMMIT the server ran: committed, so the reply is the
+	// response, not an error a retry without a key would repeat.
+	req.Key = "k-client-check"
+	clientCheck := func(context.Context, pgx.Tx) (any, mutate.Effect, error) {
+		eff := effect("x")
+		eff.Final = func(b *pgx.Batch) func(context.Context, pgx.Tx) error {
+			b.Queue(`SELECT 1`).Fn = func(br pgx.BatchResults) error {
+				_, _ = br.Exec()
+				return errors.New("a client-side check that disagrees")
+			}
+			return nil
+		}
+		return "ok", eff, nil
+	}
+	if out, err := r.Run(t.Context(), req, clientCheck); err != nil || string(out) != `"ok"` {
+		t.Fatalf("a client-side check failing after the COMMIT ran: %q, %v; want the committed response", out, err)
+	}
+	if got, want := countRows(t, pool), (rows{audit: 3, outbox: 3, keys: 3}); got != want {
+		t.Errorf("rows after it: got %+v; want %+v", got, want)
 	}
 }

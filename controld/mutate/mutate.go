@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 	"unicode"
 
@@ -68,6 +69,9 @@ type Func func(ctx context.Context, tx pgx.Tx) (resp any, eff Effect, err error)
 type Runner struct {
 	Pool *pgxpool.Pool
 	Now  func() time.Time
+	// Log hears of a check in this process that failed on a final round
+	// trip the server had already committed (nil: nowhere).
+	Log *slog.Logger
 }
 
 // ValidateKey checks an Idempotency-Key at the edge.
@@ -242,13 +246,30 @@ func (r *Runner) record(ctx context.Context, tx pgx.Tx, req Request, hash, resp 
 	commitHere := eff.Final != nil && check == nil
 	if commitHere {
 		b.Queue(`COMMIT`).Fn = func(br pgx.BatchResults) error {
-			if _, err := br.Exec(); err != nil {
+			tag, err := br.Exec()
+			if err != nil {
 				return fmt.Errorf("commit %s: %w", req.Endpoint, err)
+			}
+			if tag.String() != "COMMIT" {
+				return fmt.Errorf("commit %s: the server answered %s", req.Endpoint, tag)
 			}
 			return nil
 		}
 	}
-	if err := tx.SendBatch(ctx, b).Close(); err != nil || check == nil {
+	err = tx.SendBatch(ctx, b).Close()
+	if err != nil && commitHere && tx.Conn().PgConn().TxStatus() == 'I' {
+		// The whole round trip was sent before any result was read: the
+		// server skips the rest of it only after an error of its own
+		// (leaving the transaction failed, 'E'). Idle, it ran the COMMIT:
+		// what failed is a check in this process of a result (a callback),
+		// and what was written stands — the reply is the response recorded
+		// with it, never an error a retry without a key would repeat.
+		if r.Log != nil {
+			r.Log.Error("a check failed after its mutation committed", "endpoint", req.Endpoint, "err", err)
+		}
+		return true, nil
+	}
+	if err != nil || check == nil {
 		return commitHere && err == nil, err
 	}
 	return false, check(ctx, tx)

@@ -323,7 +323,8 @@ func deviceOf(dir string) (string, error) {
 	if err := unix.Stat(dir, &st); err != nil {
 		return "", err
 	}
-	return fmt.Sprintf("%d:%d", unix.Major(st.Dev), unix.Minor(st.Dev)), nil //nolint:unconvert // Dev's width differs by platform
+	dev := uint64(st.Dev) //nolint:unconvert // Dev's type differs by platform
+	return fmt.Sprintf("%d:%d", unix.Major(dev), unix.Minor(dev)), nil
 }
 
 // mountedIn lists a process per mount namespace whose mount table has a

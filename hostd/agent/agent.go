@@ -292,6 +292,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	// Volume mount roots shared, so that copies of volumes follow their
 	// unmount (docs/decisions/0066-volume-mount-propagation.md).
 	tasks.ShareVolumeRoots(ctx, a.cfg.Env)
+	defer tasks.ReleaseVolumeRoots(a.cfg.Env)
 	// Workloads' output to LOGS, re-attached (hostd/tasks/workloadlog.go).
 	defer tasks.FollowWorkloadLogs(a.cfg.Env)()
 	sub, err := hostproto.SubscribeSealed(nc, hostproto.MsgTask, a.id.NodeID, a.onTask)

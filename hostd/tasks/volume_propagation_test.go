@@ -336,4 +336,9 @@ func TestShareVolumeRootsIsIdempotent(t *testing.T) {
 			t.Fatalf("mounts at the volume root after a start: %q; want one, shared", got)
 		}
 	}
+	// hostd stopping with no volume mounted leaves no mount behind.
+	tasks.ReleaseVolumeRoots(env)
+	if got := mountsAtRoot(); len(got) != 0 {
+		t.Fatalf("mounts at the volume root after hostd stopped: %q; want none", got)
+	}
 }

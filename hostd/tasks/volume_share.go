@@ -59,3 +59,15 @@ func ShareVolumeRoots(ctx context.Context, env *Env) {
 		shareVolumeRoot(env, v.MountPoint)
 	}
 }
+
+// ReleaseVolumeRoots undoes, when hostd stops, the binds ShareVolumeRoots
+// and attaches made of volume mount roots with nothing mounted under them
+// (docs/decisions/0066-volume-mount-propagation.md): a node, or a `gpuaas
+// dev` run, leaves no mount behind it; a root with a volume mounted stays.
+func ReleaseVolumeRoots(env *Env) {
+	for _, root := range boundRootList() {
+		if err := unshareMountRoot(root); err != nil {
+			env.Log.Warn("volume mount root left bound", "root", root, "err", err)
+		}
+	}
+}

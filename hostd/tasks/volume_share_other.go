@@ -8,3 +8,7 @@ import "errors"
 func shareMountRoot(root string) error {
 	return errors.New("share " + root + ": mount propagation is Linux's")
 }
+
+func unshareMountRoot(string) error { return nil }
+
+func boundRootList() []string { return nil }

@@ -33,16 +33,17 @@ type RunQuote struct {
 func quoteRun(ctx context.Context, opts *RunOptions, client *api.Client) error {
 	q := RunQuote{Currency: "usd"}
 	// A run on an allocation names its app in the allocation's project
-	// (app.run), whatever the default project is: so does its quote.
-	var project string
+	// (app.run), whatever the default project is: so does its quote —
+	// as the caller's project (the platform's apps still count), not as
+	// -p (that project's apps only).
 	if opts.Allocation != "" {
 		a, err := client.AllocGet(ctx, opts.Allocation)
 		if err != nil {
 			return err
 		}
-		project = a.ProjectID
+		client = client.With(api.WithProject(a.ProjectID))
 	}
-	app, err := client.AppDescribe(ctx, api.AppRef{App: opts.Image, RunOrder: true, Project: project})
+	app, err := client.AppDescribe(ctx, api.AppRef{App: opts.Image, RunOrder: true})
 	switch {
 	case err == nil && app.Lifecycle == api.ImagePromoted:
 		if !app.Runnable {
@@ -54,7 +55,7 @@ func quoteRun(ctx context.Context, opts *RunOptions, client *api.Client) error {
 	case err != nil && !errors.Is(err, api.ErrNotFound):
 		return err
 	default:
-		img, err := client.ImageGet(ctx, api.ImageRef{Image: opts.Image, RunOrder: true, Project: project})
+		img, err := client.ImageGet(ctx, api.ImageRef{Image: opts.Image, RunOrder: true})
 		if err != nil {
 			return err
 		}

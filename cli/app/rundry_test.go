@@ -132,6 +132,11 @@ func TestRunDryRunShowsTheAppPrice(t *testing.T) {
 		q.AppPricePerHourMinor != 150 || q.App != "jup" {
 		t.Errorf("dry run of nb on an allocation of project other: %q, %v; want jup's $1.50/h, as the run charges", out, err)
 	}
+	// The platform's apps still count there (its project is the caller's, not -p's).
+	if out, err := run("jup", "--alloc", other.ID, "--dry-run", "--json"); err != nil || json.Unmarshal([]byte(out), &q) != nil ||
+		q.AppPricePerHourMinor != 150 || q.App != "jup" {
+		t.Errorf("dry run of the platform's jup on an allocation of project other: %q, %v; want $1.50/h", out, err)
+	}
 	if _, err := run("admin", "jup", "0"); err != nil {
 		t.Fatal(err)
 	}

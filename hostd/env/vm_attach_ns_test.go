@@ -42,13 +42,13 @@ func TestVMHotDetachWithNamespaceCopies(t *testing.T) {
 	gp := hv.GuestPath(alloc, "/data/ns")
 	guestWrite := func(name, data string) {
 		t.Helper()
-		var out bytes.Buffer
-		pr, err := e.Exec(ctx, env.ExecSpec{Command: "echo " + data + " >" + gp + "/" + name, Stdout: &out, Stderr: &out})
+		var out, errOut bytes.Buffer // one each: stdout and stderr are copied concurrently
+		pr, err := e.Exec(ctx, env.ExecSpec{Command: "echo " + data + " >" + gp + "/" + name, Stdout: &out, Stderr: &errOut})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if st := pr.Wait(); st.Code != 0 {
-			t.Fatalf("guest write: %s", out.String())
+			t.Fatalf("guest write: %s%s", out.String(), errOut.String())
 		}
 	}
 	attach := func() {

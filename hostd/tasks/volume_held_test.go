@@ -1,7 +1,6 @@
 package tasks_test
 
 import (
-	"context"
 	"errors"
 	"os"
 	"os/exec"
@@ -13,7 +12,6 @@ import (
 
 	hostenv "github.com/gpuaas/gpuaas/hostd/env"
 	"github.com/gpuaas/gpuaas/internal/api"
-	"github.com/gpuaas/gpuaas/internal/hostproto"
 )
 
 // TestHotDetachRefusedWhileMountedInNamespace: a process in a mount
@@ -23,27 +21,8 @@ import (
 // mounted on the node; once it exits the detach unmounts the volume.
 // (docs/decisions/0064-volume-attach-running.md)
 func TestHotDetachRefusedWhileMountedInNamespace(t *testing.T) {
-	env := systemHost(t)
-	pid := strconv.Itoa(os.Getpid())
-	if _, _, err := run(t, env, api.TaskVolumeCreate, hostproto.VolumeTaskParams{VolumeID: "vol-held" + pid, SizeBytes: 64 << 20}); err != nil {
-		t.Fatal(err)
-	}
-	allocID := "a-held" + pid
-	ten := provisionTenant(t, env, allocID)
-	p := api.VolumeHotParams{AllocationID: allocID, PosixUser: ten.name, Shape: api.ShapeBaremetal,
-		Volume: api.VolumeAttachment{VolumeID: "vol-held" + pid, Name: "data", Path: "/data/data"}}
-	target := filepath.Join(env.VolumeRoot, "/data/data")
-	if _, _, err := run(t, env, api.TaskVolumeAttach, p); err != nil {
-		t.Fatal(err)
-	}
-	mounted := func() string {
-		t.Helper()
-		info, err := env.Volumes.Stat(context.Background(), p.Volume.VolumeID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return info.MountPoint
-	}
+	v := attachedVolume(t, systemHost(t), "held") // volume_propagation_test.go
+	env, p, target := v.env, v.p, v.target
 
 	// A private copy of the node's mounts, with a bind mount of the
 	// volume elsewhere in it, as podman gives a container (-v).
@@ -72,7 +51,7 @@ func TestHotDetachRefusedWhileMountedInNamespace(t *testing.T) {
 	if !errors.Is(err, hostenv.ErrVolumeBusy) || !strings.Contains(err.Error(), holderPid) {
 		t.Fatalf("detach while another namespace mounts it: %v; want busy naming process %s", err, holderPid)
 	}
-	if mp := mounted(); mp != target {
+	if mp := v.mountPoint(t); mp != target {
 		t.Fatalf("after a refused detach mounted at %q; want still %s", mp, target)
 	}
 
@@ -81,7 +60,7 @@ func TestHotDetachRefusedWhileMountedInNamespace(t *testing.T) {
 	if _, _, err := run(t, env, api.TaskVolumeDetach, p); err != nil {
 		t.Fatalf("detach once nothing holds it: %v", err)
 	}
-	if mp := mounted(); mp != "" {
+	if mp := v.mountPoint(t); mp != "" {
 		t.Fatalf("after detach mounted at %q; want not mounted", mp)
 	}
 }
@@ -92,19 +71,8 @@ func TestHotDetachRefusedWhileMountedInNamespace(t *testing.T) {
 // The detach is busy, and stays busy on a retry (the volume no longer
 // mounted on the node), until that namespace is gone.
 func TestHotDetachSeesANamespaceWithoutProcesses(t *testing.T) {
-	env := systemHost(t)
-	pid := strconv.Itoa(os.Getpid())
-	if _, _, err := run(t, env, api.TaskVolumeCreate, hostproto.VolumeTaskParams{VolumeID: "vol-nsfs" + pid, SizeBytes: 64 << 20}); err != nil {
-		t.Fatal(err)
-	}
-	allocID := "a-nsfs" + pid
-	ten := provisionTenant(t, env, allocID)
-	p := api.VolumeHotParams{AllocationID: allocID, PosixUser: ten.name, Shape: api.ShapeBaremetal,
-		Volume: api.VolumeAttachment{VolumeID: "vol-nsfs" + pid, Name: "data", Path: "/data/data"}}
-	target := filepath.Join(env.VolumeRoot, "/data/data")
-	if _, _, err := run(t, env, api.TaskVolumeAttach, p); err != nil {
-		t.Fatal(err)
-	}
+	v := attachedVolume(t, systemHost(t), "nsfs") // volume_propagation_test.go
+	env, p, target := v.env, v.p, v.target
 	inner, pin := t.TempDir(), filepath.Join(t.TempDir(), "mnt-ns")
 	if err := os.WriteFile(pin, nil, 0o600); err != nil {
 		t.Fatal(err)

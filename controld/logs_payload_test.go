@@ -49,10 +49,14 @@ func TestLogPagesFitOneMessage(t *testing.T) {
 	if maxPayload > 12<<20 {
 		t.Fatalf("the test's NATS server allows %d bytes a message; the log's ~24 MB must need several", maxPayload)
 	}
+	// A page is up to max_payload of JSON: under -race on a loaded
+	// machine it can take longer than the client's default attempt
+	// (retried, it only adds load). What is tested is the size.
+	slow := admin.With(api.WithAttemptTimeout(time.Minute), api.WithTimeout(3*time.Minute))
 	var lines []api.LogLine
 	after, cursor, pages := int64(0), uint64(0), 0
 	for len(lines) < n && pages < 2*n {
-		p, err := admin.AppLogs(ctx, api.AppLogsRequest{ID: w.ID, After: after, Cursor: cursor})
+		p, err := slow.AppLogs(ctx, api.AppLogsRequest{ID: w.ID, After: after, Cursor: cursor})
 		if err != nil {
 			t.Fatalf("app.logs after line %d (page %d): %v", after, pages+1, err)
 		}

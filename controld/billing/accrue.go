@@ -118,11 +118,13 @@ const seqConflictRetries = 3
 
 // accrueBatchRetrying runs accrueBatch in a savepoint and runs it again
 // (reading the chain heads again) when its COPY met an entry booked with
-// one of the seqs it chained: TestStopMeterRacesAccrual saw that about
-// once in 30 runs, a final window booked by a release racing the batch,
-// although the batch reads the heads under the accounts' locks; the
-// unique (project_id, seq) and the chain check keep the ledger right
-// either way, and a retry books the batch on the new head.
+// one of the seqs it chained. TestStopMeterRacesAccrual saw that about
+// once in 30 runs: a final window booked by a release racing the batch
+// while the batch had read the head of an account it had not locked (see
+// lockAccounts, which now reads only the heads of accounts it locked).
+// The retry stays as a second line: the unique (project_id, seq) and the
+// chain check keep the ledger right either way, and a retry books the
+// batch on the new head.
 func accrueBatchRetrying(ctx context.Context, tx pgx.Tx, projects []string, upTo, now time.Time) (AccrualResult, error) {
 	for attempt := 0; ; attempt++ {
 		sp, err := tx.Begin(ctx)
@@ -151,25 +153,39 @@ type chainHead struct {
 }
 
 // lockAccounts locks the accounts of projects, in project order (the
-// order every batch locks in), and returns the head of each one's chain,
-// read from the ledger itself once the locks are held (a statement of its
-// own: the locking statement's snapshot may predate the entries of the
-// transaction it waited for). Projects without an account are missing
-// from the map.
+// order every batch locks in), and returns the head of each account it
+// locked, read from the ledger itself once the locks are held (a statement
+// of its own: the locking statement's snapshot may predate the entries of
+// the transaction it waited for). Only the accounts the locking statement
+// returned are read: an account another transaction opened and committed
+// between the two statements was not locked (its row was not yet visible
+// to the first) and is missing from the map like one that does not exist,
+// so the caller opens and locks it (openAccounts) before chaining entries
+// onto it. Reading its head unlocked let a final window chained by the
+// row trigger take the same seq: a deadlock, the batch's COPY waiting on
+// that entry's transaction while it waited for the account.
 func lockAccounts(ctx context.Context, tx pgx.Tx, projects []string) (map[string]chainHead, error) {
-	if _, err := tx.Exec(ctx, `SELECT FROM billing_accounts WHERE project_id = ANY($1) ORDER BY project_id FOR UPDATE`,
-		projects); err != nil {
+	rows, err := tx.Query(ctx, `SELECT project_id FROM billing_accounts WHERE project_id = ANY($1)
+		ORDER BY project_id FOR UPDATE`, projects)
+	if err != nil {
 		return nil, fmt.Errorf("lock accounts: %w", err)
 	}
-	rows, err := tx.Query(ctx, `SELECT a.project_id, coalesce(l.seq, 0), coalesce(l.hash, '')
+	locked, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("lock accounts: %w", err)
+	}
+	heads := make(map[string]chainHead, len(locked))
+	if len(locked) == 0 {
+		return heads, nil
+	}
+	rows, err = tx.Query(ctx, `SELECT a.project_id, coalesce(l.seq, 0), coalesce(l.hash, '')
 		FROM billing_accounts a
 		LEFT JOIN LATERAL (SELECT e.seq, e.hash FROM ledger_entries e WHERE e.project_id = a.project_id
 			ORDER BY e.seq DESC LIMIT 1) l ON true
-		WHERE a.project_id = ANY($1)`, projects)
+		WHERE a.project_id = ANY($1)`, locked)
 	if err != nil {
 		return nil, fmt.Errorf("read chain heads: %w", err)
 	}
-	heads := make(map[string]chainHead, len(projects))
 	var project string
 	var h chainHead
 	_, err = pgx.ForEachRow(rows, []any{&project, &h.seq, &h.hash}, func() error {
@@ -267,11 +283,17 @@ func openAccounts(ctx context.Context, tx pgx.Tx, entries []Entry, heads map[str
 		ON CONFLICT (project_id) DO NOTHING`, projects, currencies, now); err != nil {
 		return fmt.Errorf("open accounts: %w", err)
 	}
+	// Each account is now this transaction's or committed (the insert
+	// waited for the one that opened it), so visible to the lock.
 	opened, err := lockAccounts(ctx, tx, projects)
 	if err != nil {
 		return err
 	}
-	for p, h := range opened {
+	for _, p := range projects {
+		h, ok := opened[p]
+		if !ok {
+			return fmt.Errorf("open accounts: the account of %s was not locked", p)
+		}
 		heads[p] = h
 	}
 	return nil

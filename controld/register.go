@@ -71,14 +71,23 @@ func refusalAuditedMutation[Req, Resp any](s *Server, e api.Endpoint[Req, Resp],
 }
 
 // serve registers an endpoint a domain package declared (endpoint.Def):
-// the same handler chain as query and mutation, with the request handed
-// over as an endpoint.Request.
+// the same handler chain as query, mutation, refusalAuditedMutation and
+// custom, with the request handed over as an endpoint.Request.
 func (s *Server) serve(d endpoint.Def) endpointDef {
 	spec := d.Spec()
+	if d.IsCustom() {
+		return endpointDef{spec: spec, handler: s.endpoint(spec.Name, spec.Access, func(ctx context.Context, c *call) ([]byte, error) {
+			return d.Serve(ctx, c.request(), c.decode)
+		})}
+	}
 	if d.IsMutation() {
+		var refused func(ctx context.Context, c *call, err error)
+		if d.HasRefusal() {
+			refused = func(ctx context.Context, c *call, err error) { d.Refused(ctx, c.request(), err) }
+		}
 		return endpointDef{spec: spec, handler: s.mutationHandler(spec, func(ctx context.Context, c *call) (mutate.Func, error) {
 			return d.Prepare(ctx, c.request(), c.decode)
-		}, nil)}
+		}, refused)}
 	}
 	return endpointDef{spec: spec, handler: s.endpoint(spec.Name, spec.Access, func(ctx context.Context, c *call) ([]byte, error) {
 		resp, err := d.Read(ctx, c.request(), c.decode)
@@ -170,5 +179,6 @@ func (s *Server) projectRef(ctx context.Context, c *call, named string) (string,
 
 // request is c as a domain's handler sees it (endpoint.Request).
 func (c *call) request() *endpoint.Request {
-	return &endpoint.Request{Principal: c.principal, Project: c.project, Corr: c.corr, Log: c.log, SourceOf: c.sourceOf}
+	return &endpoint.Request{Principal: c.principal, Project: c.project, Corr: c.corr, Log: c.log, SourceOf: c.sourceOf,
+		IdempotencyKey: c.req.Headers().Get(api.HeaderIdempotencyKey)}
 }

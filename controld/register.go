@@ -14,6 +14,7 @@ import (
 	"github.com/gpuaas/gpuaas/controld/project"
 	"github.com/gpuaas/gpuaas/controld/sessions"
 	"github.com/gpuaas/gpuaas/controld/volumes"
+	"github.com/gpuaas/gpuaas/controld/volumes/volumesapi"
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/nats-io/nats.go/micro"
 )
@@ -149,7 +150,7 @@ func (s *Server) endpoints() []endpointDef {
 	return slices.Concat(s.identityEndpoints(), s.catalogEndpoints(),
 		s.allocEndpoints(), s.paymentsEndpoints(), s.billingEndpoints(), s.caEndpoints(), s.gateEndpoints(),
 		s.busEndpoints(), s.outboxEndpoints(), s.eventsEndpoints(), s.budgetEndpoints(),
-		s.tokensEndpoints(), s.volumeEndpoints(), s.imagesEndpoints(), s.webhookEndpoints(),
+		s.tokensEndpoints(), s.imagesEndpoints(), s.webhookEndpoints(),
 		s.appsEndpoints(),
 		s.appsCatalogEndpoints(),
 		s.appPriceEndpoints(), // handlers_appprice.go
@@ -169,6 +170,8 @@ func (s *Server) domainEndpoints() []endpointDef {
 		auditapi.Endpoints(auditapi.Deps{DB: s.pool, Now: s.now}),
 		node.Endpoints(node.Deps{DB: s.pool, NATS: s.cfg.NATS, Volumes: volumes.OnNode, Kick: s.kickQueue, Now: s.now}),
 		jobs.Endpoints(jobs.Deps{DB: s.pool, Config: s.jobsConfig(), Logs: s.readLogs, Now: s.now}),
+		volumesapi.Endpoints(volumesapi.Deps{DB: s.pool, Rules: s.allocRules, FundsRefusal: s.fundsRefusal,
+			Audited: s.auditedTx, Now: s.now}),
 	)
 }
 

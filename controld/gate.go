@@ -12,6 +12,7 @@ import (
 
 	"github.com/gpuaas/gpuaas/controld/audit"
 	"github.com/gpuaas/gpuaas/controld/busauth"
+	"github.com/gpuaas/gpuaas/controld/endpoint"
 	"github.com/gpuaas/gpuaas/controld/identity"
 	"github.com/gpuaas/gpuaas/controld/store"
 	"github.com/gpuaas/gpuaas/internal/api"
@@ -92,12 +93,22 @@ func loginEndedError(reason string) *api.Error {
 // even when it refuses; a refusal is then audited on its own (the
 // transaction holding the attempt is rolled back).
 func audited[Resp any](ctx context.Context, s *Server, c *call, fn func(ctx context.Context, tx pgx.Tx, e *audit.Entry) (*Resp, error)) (*Resp, error) {
-	var e audit.Entry
 	var resp *Resp
-	meta := audit.Meta{ActorID: c.principal.UserID, CorrelationID: c.corr}
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err := s.auditedTx(ctx, c.request(), func(ctx context.Context, tx pgx.Tx, e *audit.Entry) error {
 		var err error
-		if resp, err = fn(ctx, tx, &e); err != nil {
+		resp, err = fn(ctx, tx, e)
+		return err
+	})
+	return resp, err
+}
+
+// auditedTx is audited for a handler that keeps its own answer (a domain's:
+// volumesapi.Audited).
+func (s *Server) auditedTx(ctx context.Context, r *endpoint.Request, fn func(ctx context.Context, tx pgx.Tx, e *audit.Entry) error) error {
+	var e audit.Entry
+	meta := audit.Meta{ActorID: r.Principal.UserID, CorrelationID: r.Corr}
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if err := fn(ctx, tx, &e); err != nil {
 			return err
 		}
 		meta.At = s.now()
@@ -112,7 +123,7 @@ func audited[Resp any](ctx context.Context, s *Server, c *call, fn func(ctx cont
 			s.cfg.Log.Warn("audit refusal", "action", e.Action, "err", werr)
 		}
 	}
-	return resp, err
+	return err
 }
 
 // registeredGateway is the live gateway identity whose key is key and

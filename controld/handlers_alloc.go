@@ -10,6 +10,7 @@ import (
 
 	"github.com/gpuaas/gpuaas/controld/alloc"
 	"github.com/gpuaas/gpuaas/controld/audit"
+	"github.com/gpuaas/gpuaas/controld/endpoint"
 	"github.com/gpuaas/gpuaas/controld/idle"
 	"github.com/gpuaas/gpuaas/controld/mutate"
 	"github.com/gpuaas/gpuaas/controld/outbox"
@@ -66,7 +67,14 @@ func (s *Server) allocCreate(ctx context.Context, c *call, req api.AllocCreateRe
 // in a write of its own (the create's transaction was rolled back): who
 // tried to rent what, and the balance and burn that fell short.
 func (s *Server) auditFundsRefusal(action string) func(ctx context.Context, c *call, err error) {
-	return func(ctx context.Context, c *call, err error) {
+	refused := s.fundsRefusal(action)
+	return func(ctx context.Context, c *call, err error) { refused(ctx, c.request(), err) }
+}
+
+// fundsRefusal is auditFundsRefusal as a domain's endpoints take it
+// (endpoint.RefusalAudited).
+func (s *Server) fundsRefusal(action string) endpoint.Refusal {
+	return func(ctx context.Context, r *endpoint.Request, err error) {
 		var funds *alloc.InsufficientFundsError
 		var over *alloc.BudgetExceededError
 		var entry audit.Entry
@@ -80,10 +88,10 @@ func (s *Server) auditFundsRefusal(action string) func(ctx context.Context, c *c
 		default:
 			return
 		}
-		meta := audit.Meta{At: s.now(), ActorID: c.principal.UserID, CorrelationID: c.corr,
-			IdempotencyKey: c.req.Headers().Get(api.HeaderIdempotencyKey)}
+		meta := audit.Meta{At: s.now(), ActorID: r.Principal.UserID, CorrelationID: r.Corr,
+			IdempotencyKey: r.IdempotencyKey}
 		if werr := audit.Write(context.WithoutCancel(ctx), s.pool, meta, entry); werr != nil {
-			c.log.Warn("audit refused create", "action", action, "err", werr)
+			r.Log.Warn("audit refused create", "action", action, "err", werr)
 		}
 	}
 }

@@ -16,7 +16,6 @@ import (
 // settler runs: it is set after the settlers are made).
 func (s *Server) withJobRetries(settlers tasks.Settlers) {
 	cfg := s.jobsConfig()
-	cfg.Secrets = s.cfg.SecretsKey
 	cfg.LogNext = func(ctx context.Context, subject string) (int64, error) {
 		return logstream.NextSeq(ctx, s.js, subject)
 	}

@@ -26,29 +26,13 @@ func (s *Server) ensureLogStream(ctx context.Context) error {
 	return nil
 }
 
-// jobsConfig is jobsConfig with this server's bound of a job's log.
+// jobsConfig is jobsConfig with this server's bound of a job's log and
+// its key to a job's secret: values (docs/jobs.md "Secrets").
 func (s *Server) jobsConfig() jobs.Config {
 	c := jobsConfig
 	c.LogMaxBytes = s.cfg.Streams.JobLogMaxBytes
+	c.Secrets = s.cfg.SecretsKey
 	return c
-}
-
-func (s *Server) jobLogs(ctx context.Context, c *call, req api.JobLogsRequest) (*api.JobLogsResponse, error) {
-	var j api.Job
-	r, err := s.readLogs(ctx, "job", req, func(ctx context.Context) (string, bool, error) {
-		// The job's state is read before its lines: a job seen ended
-		// has published every line it will (hostd/tasks/joblog.go).
-		var err error
-		if j, err = jobs.Get(ctx, s.pool, c.actor(), req.ID); err != nil || j.NodeID == "" {
-			return "", api.JobFinal(j.State), err
-		}
-		return logstream.Subject(j.NodeID, logstream.KindJob, j.ID), api.JobFinal(j.State), nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	r.State = j.State
-	return r, nil
 }
 
 // readLogs answers one call of a log API (job.logs, app.logs) with the

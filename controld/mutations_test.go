@@ -286,7 +286,7 @@ func TestEveryMutationWritesOneAuditRowAndOneEvent(t *testing.T) {
 		{name: "secret.set bad name", c: bob, endpoint: api.EndpointSecretSet, req: api.SecretSetRequest{Project: controldtest.ProjectName, Name: "HF_TOKEN", Value: []byte("v")}, want: api.ErrInvalidArgument},
 		{name: "secret.rm", c: bob, endpoint: api.EndpointSecretRemove, req: api.SecretRemoveRequest{Project: controldtest.ProjectName, Name: "hf-token"}},
 		{name: "secret.rm again", c: bob, endpoint: api.EndpointSecretRemove, req: api.SecretRemoveRequest{Project: controldtest.ProjectName, Name: "hf-token"}, want: api.ErrNotFound},
-		// Hot attach (handlers_volattach.go): a volume into the running
+		// Hot attach (controld/volumes/volumesapi endpoints_attach.go): a volume into the running
 		// slice, on its node, whose health says its slices take volumes.
 		{name: "volume.attach", c: bob, endpoint: api.EndpointVolumeAttach,
 			req: func() any {

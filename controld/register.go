@@ -8,11 +8,13 @@ import (
 	"github.com/gpuaas/gpuaas/controld/audit/auditapi"
 	"github.com/gpuaas/gpuaas/controld/endpoint"
 	"github.com/gpuaas/gpuaas/controld/idle"
+	"github.com/gpuaas/gpuaas/controld/jobs"
 	"github.com/gpuaas/gpuaas/controld/mutate"
 	"github.com/gpuaas/gpuaas/controld/node"
 	"github.com/gpuaas/gpuaas/controld/project"
 	"github.com/gpuaas/gpuaas/controld/sessions"
 	"github.com/gpuaas/gpuaas/controld/volumes"
+	"github.com/gpuaas/gpuaas/controld/volumes/volumesapi"
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/nats-io/nats.go/micro"
 )
@@ -70,14 +72,23 @@ func refusalAuditedMutation[Req, Resp any](s *Server, e api.Endpoint[Req, Resp],
 }
 
 // serve registers an endpoint a domain package declared (endpoint.Def):
-// the same handler chain as query and mutation, with the request handed
-// over as an endpoint.Request.
+// the same handler chain as query, mutation, refusalAuditedMutation and
+// custom, with the request handed over as an endpoint.Request.
 func (s *Server) serve(d endpoint.Def) endpointDef {
 	spec := d.Spec()
+	if d.IsCustom() {
+		return endpointDef{spec: spec, handler: s.endpoint(spec.Name, spec.Access, func(ctx context.Context, c *call) ([]byte, error) {
+			return d.Serve(ctx, c.request(), c.decode)
+		})}
+	}
 	if d.IsMutation() {
+		var refused func(ctx context.Context, c *call, err error)
+		if d.HasRefusal() {
+			refused = func(ctx context.Context, c *call, err error) { d.Refused(ctx, c.request(), err) }
+		}
 		return endpointDef{spec: spec, handler: s.mutationHandler(spec, func(ctx context.Context, c *call) (mutate.Func, error) {
 			return d.Prepare(ctx, c.request(), c.decode)
-		}, nil)}
+		}, refused)}
 	}
 	return endpointDef{spec: spec, handler: s.endpoint(spec.Name, spec.Access, func(ctx context.Context, c *call) ([]byte, error) {
 		resp, err := d.Read(ctx, c.request(), c.decode)
@@ -139,7 +150,7 @@ func (s *Server) endpoints() []endpointDef {
 	return slices.Concat(s.identityEndpoints(), s.catalogEndpoints(),
 		s.allocEndpoints(), s.paymentsEndpoints(), s.billingEndpoints(), s.caEndpoints(), s.gateEndpoints(),
 		s.busEndpoints(), s.outboxEndpoints(), s.eventsEndpoints(), s.budgetEndpoints(),
-		s.tokensEndpoints(), s.jobsEndpoints(), s.volumeEndpoints(), s.imagesEndpoints(), s.webhookEndpoints(),
+		s.tokensEndpoints(), s.imagesEndpoints(), s.webhookEndpoints(),
 		s.appsEndpoints(),
 		s.appsCatalogEndpoints(),
 		s.appPriceEndpoints(), // handlers_appprice.go
@@ -158,6 +169,9 @@ func (s *Server) domainEndpoints() []endpointDef {
 		idle.Endpoints(idle.Deps{DB: s.pool, Settings: s.cfg.Idle, Now: s.now}),
 		auditapi.Endpoints(auditapi.Deps{DB: s.pool, Now: s.now}),
 		node.Endpoints(node.Deps{DB: s.pool, NATS: s.cfg.NATS, Volumes: volumes.OnNode, Kick: s.kickQueue, Now: s.now}),
+		jobs.Endpoints(jobs.Deps{DB: s.pool, Config: s.jobsConfig(), Logs: s.readLogs, Now: s.now}),
+		volumesapi.Endpoints(volumesapi.Deps{DB: s.pool, Rules: s.allocRules, FundsRefusal: s.fundsRefusal,
+			Audited: s.auditedTx, Now: s.now}),
 	)
 }
 
@@ -168,5 +182,6 @@ func (s *Server) projectRef(ctx context.Context, c *call, named string) (string,
 
 // request is c as a domain's handler sees it (endpoint.Request).
 func (c *call) request() *endpoint.Request {
-	return &endpoint.Request{Principal: c.principal, Project: c.project, Corr: c.corr, Log: c.log, SourceOf: c.sourceOf}
+	return &endpoint.Request{Principal: c.principal, Project: c.project, Corr: c.corr, Log: c.log, SourceOf: c.sourceOf,
+		IdempotencyKey: c.req.Headers().Get(api.HeaderIdempotencyKey)}
 }

@@ -65,23 +65,25 @@ func TestVolumeCreateNeedsFunds(t *testing.T) {
 }
 
 // refusedNothing checks that a refused volume change wrote only its
-// refusal's audit row (action): no task, event or idempotency record, and
-// the project's volumes are wantVolumes, none growing.
+// refusal's audit row (action), which names the request's Idempotency-Key:
+// no task, event or idempotency record, and the project's volumes are
+// wantVolumes, none growing.
 func refusedNothing(t *testing.T, e *billingEnv, before map[string]string, action string, wantVolumes int) {
 	t.Helper()
 	after := dbSnapshot(t, e.Env)
 	after["audit_logs"], before["audit_logs"] = "", ""
 	sameSnapshot(t, "a refused "+action, before, after)
-	var volumes, growing, refusals int
+	var volumes, growing, refusals, keyless int
 	if err := e.Server.Pool().QueryRow(t.Context(), `SELECT (SELECT count(*) FROM volumes),
-		(SELECT count(*) FROM volumes WHERE resizing_to <> 0), (SELECT count(*) FROM audit_logs WHERE action = $1)`,
-		action).Scan(&volumes, &growing, &refusals); err != nil {
+		(SELECT count(*) FROM volumes WHERE resizing_to <> 0), (SELECT count(*) FROM audit_logs WHERE action = $1),
+		(SELECT count(*) FROM audit_logs WHERE action = $1 AND idempotency_key = '')`,
+		action).Scan(&volumes, &growing, &refusals, &keyless); err != nil {
 		t.Fatal(err)
 	}
 	if volumes != wantVolumes || growing != 0 {
 		t.Errorf("after a refused %s: %d volumes, %d growing; want %d, none growing", action, volumes, growing, wantVolumes)
 	}
-	if refusals == 0 {
-		t.Errorf("no %s audit row", action)
+	if refusals == 0 || keyless != 0 {
+		t.Errorf("%d %s audit rows, %d without the request's Idempotency-Key; want some, all with it", refusals, action, keyless)
 	}
 }

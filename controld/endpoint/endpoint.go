@@ -32,6 +32,9 @@ type Request struct {
 	// it on every line about the request.
 	Corr string
 	Log  *slog.Logger
+	// IdempotencyKey is a mutation's Idempotency-Key header ("" on a
+	// query); the server checks it before the handler runs.
+	IdempotencyKey string
 	// SourceOf looks the connection's address up (once); see Source.
 	SourceOf func() string
 }
@@ -65,14 +68,40 @@ type Def struct {
 	spec    api.Spec
 	read    func(ctx context.Context, r *Request, decode Decoder) (any, error)
 	prepare func(ctx context.Context, r *Request, decode Decoder) (mutate.Func, error)
+	refused Refusal
+	custom  func(ctx context.Context, r *Request, decode Decoder) ([]byte, error)
 }
+
+// Refusal is told a mutation's error after its transaction was rolled
+// back, and writes the audit rows it wants of the refusal in writes of
+// its own (a create refused for funds: docs/volumes.md).
+type Refusal func(ctx context.Context, r *Request, err error)
 
 // Spec is the endpoint's declaration: name, access level, kind.
 func (d Def) Spec() api.Spec { return d.spec }
 
 // IsMutation reports whether d is served as a mutation (Prepare), else as
-// a read (Read).
+// a read (Read) or, when IsCustom, by Serve.
 func (d Def) IsMutation() bool { return d.prepare != nil }
+
+// IsCustom reports whether d runs the whole request itself (Serve).
+func (d Def) IsCustom() bool { return d.custom != nil }
+
+// Refused is told every error of d's mutation after its transaction was
+// rolled back (RefusalAudited); nothing when d has no such rule.
+func (d Def) Refused(ctx context.Context, r *Request, err error) {
+	if d.refused != nil {
+		d.refused(ctx, r, err)
+	}
+}
+
+// HasRefusal reports whether d's refusals are told to a Refusal.
+func (d Def) HasRefusal() bool { return d.refused != nil }
+
+// Serve runs a custom endpoint's handler (Custom): its reply's body.
+func (d Def) Serve(ctx context.Context, r *Request, decode Decoder) ([]byte, error) {
+	return d.custom(ctx, r, decode)
+}
 
 // Read decodes a query's request and runs its handler; the answer is the
 // declaration's response type (the server marshals it).
@@ -117,6 +146,28 @@ func Mutation[Req, Resp any](e api.Endpoint[Req, Resp], fn func(context.Context,
 			return nil, err
 		}
 		return w.Untyped(), nil
+	}}
+}
+
+// RefusalAudited is Mutation whose refusals are audited too: refused is
+// told every error of its work in the mutation's transaction, after that
+// transaction was rolled back (the root's refusalAuditedMutation); fn's
+// own refusals, before any transaction, are not told.
+func RefusalAudited[Req, Resp any](e api.Endpoint[Req, Resp], fn func(context.Context, *Request, Req) (Work[Resp], error), refused Refusal) Def {
+	d := Mutation(e, fn)
+	d.refused = refused
+	return d
+}
+
+// Custom binds a handler that runs the whole request itself (the
+// logins: their refusals are audited and limited outside a mutation's
+// transaction): the server checks the access level and answers with the
+// body fn returns. It still takes its name, access level and kind from
+// e, and decode, called when fn wants the request, reads e's request
+// type.
+func Custom[Req, Resp any](e api.Endpoint[Req, Resp], fn func(ctx context.Context, r *Request, decode func() (Req, error)) ([]byte, error)) Def {
+	return Def{spec: e.Spec(), custom: func(ctx context.Context, r *Request, decode Decoder) ([]byte, error) {
+		return fn(ctx, r, func() (Req, error) { return Decode[Req](decode) })
 	}}
 }
 

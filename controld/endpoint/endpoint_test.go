@@ -75,3 +75,74 @@ func TestDecodeBeforeTheHandler(t *testing.T) {
 		t.Errorf("api.Empty: body read %d times, %v; want never", read, err)
 	}
 }
+
+// TestRefusalAuditedTellsItsRefusal: a RefusalAudited mutation is a
+// mutation whose Refused tells its Refusal the request and the error; a
+// plain Mutation's Refused tells no one.
+func TestRefusalAuditedTellsItsRefusal(t *testing.T) {
+	ctx := context.Background()
+	fn := func(context.Context, *endpoint.Request, api.VolumeCreateRequest) (endpoint.Work[api.Volume], error) {
+		return nil, nil
+	}
+	var told []string
+	d := endpoint.RefusalAudited(api.OpVolumeCreate, fn, func(_ context.Context, r *endpoint.Request, err error) {
+		told = append(told, r.IdempotencyKey+": "+err.Error())
+	})
+	if !d.IsMutation() || !d.HasRefusal() || d.IsCustom() || d.Spec().Name != api.EndpointVolumeCreate {
+		t.Fatalf("got mutation %v, refusal %v, custom %v, %s; want a mutation of %s with a refusal",
+			d.IsMutation(), d.HasRefusal(), d.IsCustom(), d.Spec().Name, api.EndpointVolumeCreate)
+	}
+	d.Refused(ctx, &endpoint.Request{IdempotencyKey: "k1"}, api.Errorf(api.CodeInsufficientFunds, "short"))
+	if len(told) != 1 || !strings.HasPrefix(told[0], "k1: ") || !strings.Contains(told[0], "short") {
+		t.Errorf("refusal told %q; want one line for k1 with the error", told)
+	}
+	plain := endpoint.Mutation(api.OpVolumeCreate, fn)
+	if plain.HasRefusal() {
+		t.Error("a plain mutation has a refusal")
+	}
+	plain.Refused(ctx, &endpoint.Request{}, api.Errorf(api.CodeInsufficientFunds, "short")) // must not panic
+	defer func() {
+		if r, _ := recover().(string); !strings.Contains(r, "registered as a mutation") {
+			t.Errorf("query as refusal-audited mutation: panic %q; want one saying it is registered as a mutation", r)
+		}
+	}()
+	endpoint.RefusalAudited(api.OpVolumeGet, func(context.Context, *endpoint.Request, api.VolumeRef) (endpoint.Work[api.Volume], error) {
+		return nil, nil
+	}, nil)
+}
+
+// TestCustomDecodesOnDemand: a Custom endpoint is neither a read nor a
+// mutation; its handler's reply is the body Serve returns, and the body
+// is read only when the handler asks, strictly (an unknown field is
+// invalid_argument).
+func TestCustomDecodesOnDemand(t *testing.T) {
+	ctx := context.Background()
+	var names []string
+	d := endpoint.Custom(api.OpProjectCreate, func(_ context.Context, r *endpoint.Request, decode func() (api.ProjectCreateRequest, error)) ([]byte, error) {
+		if r.Project == "nodecode" {
+			return []byte("skipped"), nil
+		}
+		req, err := decode()
+		if err != nil {
+			return nil, err
+		}
+		names = append(names, req.Name)
+		return []byte(req.Name), nil
+	})
+	if !d.IsCustom() || d.IsMutation() || d.Spec().Name != api.EndpointProjectCreate {
+		t.Fatalf("got custom %v, mutation %v, %s; want a custom %s", d.IsCustom(), d.IsMutation(), d.Spec().Name, api.EndpointProjectCreate)
+	}
+	if out, err := d.Serve(ctx, &endpoint.Request{}, endpointtest.Body(api.ProjectCreateRequest{Name: "alpha"})); err != nil || string(out) != "alpha" {
+		t.Errorf("serve: got %q, %v; want alpha", out, err)
+	}
+	read := 0
+	if out, err := d.Serve(ctx, &endpoint.Request{Project: "nodecode"}, func(any) error { read++; return nil }); err != nil || string(out) != "skipped" || read != 0 {
+		t.Errorf("serve without decode: got %q, %v, body read %d times; want skipped, never read", out, err, read)
+	}
+	if _, err := d.Serve(ctx, &endpoint.Request{}, endpointtest.Body(map[string]string{"name": "beta", "nmae": "typo"})); api.CodeOf(err) != api.CodeInvalidArgument {
+		t.Errorf("unknown field: got %v; want invalid_argument", err)
+	}
+	if len(names) != 1 || names[0] != "alpha" {
+		t.Errorf("handler decoded %q; want only alpha", names)
+	}
+}

@@ -70,8 +70,10 @@ func Read[Resp any](ctx context.Context, d endpoint.Def, r *endpoint.Request, re
 	return resp, nil
 }
 
-// Mutate runs mutation d with req through run under a fresh
-// Idempotency-Key and decodes its reply into a Resp.
+// Mutate runs mutation d with req through run under r's Idempotency-Key
+// (a fresh one when r has none) and decodes its reply into a Resp. An
+// error of the work is told to d's Refusal (endpoint.RefusalAudited) after
+// the transaction was rolled back, as the server does.
 func Mutate[Resp any](ctx context.Context, run *mutate.Runner, d endpoint.Def, r *endpoint.Request, req any) (*Resp, error) {
 	if !d.IsMutation() {
 		return nil, fmt.Errorf("%s is a query", d.Spec().Name)
@@ -89,9 +91,14 @@ func Mutate[Resp any](ctx context.Context, run *mutate.Runner, d endpoint.Def, r
 	if err != nil {
 		return nil, err
 	}
-	out, err := run.Run(ctx, mutate.Request{Endpoint: spec.Name, ActorID: actor, Key: ids.New("key"), CorrelationID: r.Corr,
+	keyed := *r
+	if keyed.IdempotencyKey == "" {
+		keyed.IdempotencyKey = ids.New("key")
+	}
+	out, err := run.Run(ctx, mutate.Request{Endpoint: spec.Name, ActorID: actor, Key: keyed.IdempotencyKey, CorrelationID: r.Corr,
 		Fingerprint: append([]byte(r.Project+"\n"), body...), NoReplay: !spec.Replayable()}, work)
 	if err != nil {
+		d.Refused(ctx, &keyed, err)
 		return nil, err
 	}
 	var resp Resp

@@ -1,4 +1,4 @@
-package controld
+package volumesapi
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"github.com/gpuaas/gpuaas/controld/audit"
 	"github.com/gpuaas/gpuaas/controld/billing"
 	"github.com/gpuaas/gpuaas/controld/catalog"
+	"github.com/gpuaas/gpuaas/controld/endpoint"
 	"github.com/gpuaas/gpuaas/controld/mutate"
 	"github.com/gpuaas/gpuaas/controld/outbox"
 	"github.com/gpuaas/gpuaas/internal/api"
@@ -22,7 +23,7 @@ import (
 // when the price does not change (the same request twice leaves one
 // price); volume.quote (`volume create --dry-run`) shows the new price at
 // once, and meters started from now on charge it.
-func (s *Server) adminVolumePriceSet(ctx context.Context, c *call, req api.VolumePriceSetRequest) (work[api.VolumePrice], error) {
+func (h handlers) adminVolumePriceSet(_ context.Context, _ *endpoint.Request, req api.VolumePriceSetRequest) (endpoint.Work[api.VolumePrice], error) {
 	currency := strings.ToLower(strings.TrimSpace(req.Currency))
 	if currency == "" {
 		currency = billing.DefaultCurrency
@@ -32,7 +33,7 @@ func (s *Server) adminVolumePriceSet(ctx context.Context, c *call, req api.Volum
 			WithHint("give the price in " + billing.DefaultCurrency + " (--currency " + billing.DefaultCurrency + ")")
 	}
 	return func(ctx context.Context, tx pgx.Tx) (*api.VolumePrice, mutate.Effect, error) {
-		p, err := catalog.ChangeVolumePrice(ctx, tx, currency, req.PricePerGiBMonthMinor, s.now())
+		p, err := catalog.ChangeVolumePrice(ctx, tx, currency, req.PricePerGiBMonthMinor, h.Now())
 		if err != nil {
 			return nil, mutate.Effect{}, err
 		}

@@ -232,3 +232,18 @@ func (s *Server) ledgerVerify(ctx context.Context, _ *call, _ api.Empty) (*api.L
 	}
 	return &out, nil
 }
+
+// releaseOverBudget releases the running allocations of a budget's scope
+// whose spend reached the cap with action release (releaseAll, reason
+// "budget"); raising or clearing the budget meanwhile stops the rest.
+func (s *Server) releaseOverBudget(ctx context.Context, projectID, userID string) (int, error) {
+	running, err := billing.RunningInScope(ctx, s.pool, projectID, userID)
+	if err != nil {
+		return 0, err
+	}
+	return s.releaseAll(ctx, running, platformRelease{key: "billing.budget:", fingerprint: projectID + "\n" + userID + "\n",
+		reason: "budget", auditAction: "billing.budget_release", what: "budget release",
+		stillDue: func(ctx context.Context, tx pgx.Tx) (bool, error) {
+			return billing.StillOverBudget(ctx, tx, projectID, userID, s.now())
+		}})
+}

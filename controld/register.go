@@ -139,7 +139,7 @@ type endpointDef struct {
 // endpoints is the whole API: each domain's endpoints (handlers_*.go).
 func (s *Server) endpoints() []endpointDef {
 	return slices.Concat(s.identityEndpoints(), s.catalogEndpoints(),
-		s.allocEndpoints(), s.paymentsEndpoints(), s.billingEndpoints(), s.caEndpoints(), s.gateEndpoints(),
+		s.allocEndpoints(), s.paymentsEndpoints(), s.caEndpoints(), s.gateEndpoints(),
 		s.busEndpoints(), s.outboxEndpoints(), s.eventsEndpoints(),
 		s.tokensEndpoints(), s.jobsEndpoints(), s.volumeEndpoints(), s.imagesEndpoints(), s.webhookEndpoints(),
 		s.appsEndpoints(),

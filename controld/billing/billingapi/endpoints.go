@@ -17,10 +17,10 @@ import (
 	"github.com/gpuaas/gpuaas/internal/api"
 )
 
-// DB is the database as the billing reads use it: queries, and the
-// read-only snapshots usage is read in.
+// DB is the database as the billing reads use it: queries and batches
+// (alloc.Get), and the read-only snapshots usage is read in.
 type DB interface {
-	store.Querier
+	store.Batcher
 	BeginTx(ctx context.Context, opts pgx.TxOptions) (pgx.Tx, error)
 }
 
@@ -39,6 +39,10 @@ type Deps struct {
 func Endpoints(d Deps) []endpoint.Def {
 	h := handlers{d}
 	return []endpoint.Def{
+		endpoint.Query(api.OpBillingBalance, h.billingBalance),
+		endpoint.Query(api.OpBillingLedger, h.billingLedger),
+		endpoint.Query(api.OpBillingUsage, h.billingUsage),
+		endpoint.Query(api.OpOpsLedgerVerify, h.ledgerVerify),
 		endpoint.Mutation(api.OpBillingBudgetSet, h.budgetSet),
 		endpoint.Query(api.OpBillingBudgetGet, h.budgetGet),
 		endpoint.Mutation(api.OpBillingBudgetClear, h.budgetClear),

@@ -12,12 +12,14 @@ import (
 	"github.com/gpuaas/gpuaas/internal/api"
 )
 
-// paymentsEndpoints are top-ups, refunds and credits (controld/payments).
+// paymentsEndpoints are top-ups and refunds (controld/payments; credits
+// are payments.Endpoints). They stay on the server because Stripe's
+// idempotency key is the caller's Idempotency-Key (requestKey), which
+// endpoint.Request does not carry.
 func (s *Server) paymentsEndpoints() []endpointDef {
 	return []endpointDef{
 		mutation(s, api.OpBillingTopup, s.billingTopup),
 		mutation(s, api.OpAdminRefund, s.adminRefund),
-		mutation(s, api.OpAdminCredit, s.adminCredit),
 	}
 }
 
@@ -74,25 +76,5 @@ func (s *Server) adminRefund(_ context.Context, c *call, req api.RefundRequest) 
 	return func(ctx context.Context, tx pgx.Tx) (*api.RefundResponse, mutate.Effect, error) {
 		return pointerEffect(s.payments.Refund(ctx, tx, payments.RefundInput{RefundRequest: req,
 			ActorID: c.principal.UserID, RequestKey: c.requestKey()}))
-	}, nil
-}
-
-// adminCredit records an operator's manual credit or debit with its
-// reason (admins).
-func (s *Server) adminCredit(ctx context.Context, c *call, req api.CreditRequest) (work[api.CreditResponse], error) {
-	ref, err := s.projectRef(ctx, c, req.Project)
-	if err != nil {
-		return nil, err
-	}
-	req.Project = ref
-	if err := payments.ValidateAdjustment(req); err != nil {
-		return nil, err
-	}
-	return func(ctx context.Context, tx pgx.Tx) (*api.CreditResponse, mutate.Effect, error) {
-		p, err := project.Resolve(ctx, tx, req.Project)
-		if err != nil {
-			return nil, mutate.Effect{}, err
-		}
-		return pointerEffect(s.payments.Adjust(ctx, tx, p.ID, c.principal.UserID, req))
 	}, nil
 }

@@ -6,11 +6,13 @@ import (
 	"slices"
 
 	"github.com/gpuaas/gpuaas/controld/audit/auditapi"
+	"github.com/gpuaas/gpuaas/controld/billing/billingapi"
 	"github.com/gpuaas/gpuaas/controld/endpoint"
 	"github.com/gpuaas/gpuaas/controld/idle"
 	"github.com/gpuaas/gpuaas/controld/jobs"
 	"github.com/gpuaas/gpuaas/controld/mutate"
 	"github.com/gpuaas/gpuaas/controld/node"
+	"github.com/gpuaas/gpuaas/controld/payments"
 	"github.com/gpuaas/gpuaas/controld/project"
 	"github.com/gpuaas/gpuaas/controld/sessions"
 	"github.com/gpuaas/gpuaas/controld/volumes"
@@ -148,8 +150,8 @@ type endpointDef struct {
 // endpoints is the whole API: each domain's endpoints (handlers_*.go).
 func (s *Server) endpoints() []endpointDef {
 	return slices.Concat(s.identityEndpoints(), s.catalogEndpoints(),
-		s.allocEndpoints(), s.paymentsEndpoints(), s.billingEndpoints(), s.caEndpoints(), s.gateEndpoints(),
-		s.busEndpoints(), s.outboxEndpoints(), s.eventsEndpoints(), s.budgetEndpoints(),
+		s.allocEndpoints(), s.paymentsEndpoints(), s.caEndpoints(), s.gateEndpoints(),
+		s.busEndpoints(), s.outboxEndpoints(), s.eventsEndpoints(),
 		s.tokensEndpoints(), s.imagesEndpoints(), s.webhookEndpoints(),
 		s.appsEndpoints(),
 		s.appsCatalogEndpoints(),
@@ -172,6 +174,8 @@ func (s *Server) domainEndpoints() []endpointDef {
 		jobs.Endpoints(jobs.Deps{DB: s.pool, Config: s.jobsConfig(), Logs: s.readLogs, Now: s.now}),
 		volumesapi.Endpoints(volumesapi.Deps{DB: s.pool, Rules: s.allocRules, FundsRefusal: s.fundsRefusal,
 			Audited: s.auditedTx, Now: s.now}),
+		payments.Endpoints(payments.Deps{DB: s.pool, Payments: s.payments}),
+		billingapi.Endpoints(billingapi.Deps{DB: s.pool, Settings: s.cfg.Billing, Now: s.now}),
 	)
 }
 

@@ -1,4 +1,4 @@
-package controld
+package billingapi
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/gpuaas/gpuaas/controld/billing"
+	"github.com/gpuaas/gpuaas/controld/endpoint"
 	"github.com/gpuaas/gpuaas/controld/workloads"
 	"github.com/gpuaas/gpuaas/internal/api"
 )
@@ -16,7 +17,7 @@ import (
 // (billing.WorkloadShare; docs/apps.md, "Metering"), and what its app's
 // own price has been charged (billing.AppCharges; "Prices"), read in one
 // snapshot. The total is the shares and the app charges. A workload that never ran used nothing.
-func (s *Server) billingWorkloadUsage(ctx context.Context, c *call, req api.BillingUsageRequest) (*api.BillingUsageResponse, error) {
+func (h handlers) billingWorkloadUsage(ctx context.Context, r *endpoint.Request, req api.BillingUsageRequest) (*api.BillingUsageResponse, error) {
 	if req.Allocation != "" || req.Volumes || req.Jobs || req.Job != "" {
 		return nil, api.Errorf(api.CodeInvalidArgument, "usage of workloads is asked for apart from an allocation's, the volumes' or the jobs'").
 			WithHint("drop --alloc, --volume or --job")
@@ -24,25 +25,25 @@ func (s *Server) billingWorkloadUsage(ctx context.Context, c *call, req api.Bill
 	out := api.BillingUsageResponse{Usage: []api.AllocationUsage{}, Workloads: []api.WorkloadUsage{}, Currency: billing.DefaultCurrency}
 	var ws []api.Workload
 	if req.Workload != "" {
-		w, err := workloads.Get(ctx, s.pool, c.actor(), req.Workload)
+		w, err := workloads.Get(ctx, h.DB, actorOf(r), req.Workload)
 		if err != nil {
 			return nil, err
 		}
 		ws, out.ProjectID = []api.Workload{w}, w.ProjectID
 	} else {
-		p, err := s.billingProject(ctx, c, req.Project)
+		p, err := Project(ctx, h.DB, r, req.Project)
 		if err != nil {
 			return nil, err
 		}
 		out.ProjectID = p.ID
 		// Removed ones too: what they used was used.
-		if ws, err = workloads.List(ctx, s.pool, c.actor(), api.AppPsRequest{Project: p.ID, All: true}); err != nil {
+		if ws, err = workloads.List(ctx, h.DB, actorOf(r), api.AppPsRequest{Project: p.ID, All: true}); err != nil {
 			return nil, err
 		}
 	}
 	usages := map[string]*billing.Usage{}
 	var apps map[string]billing.AppCharge
-	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly},
+	err := pgx.BeginTxFunc(ctx, h.DB, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly},
 		func(tx pgx.Tx) error {
 			for _, w := range ws {
 				if _, seen := usages[w.AllocationID]; seen || w.StartedAt == nil {
@@ -67,7 +68,7 @@ func (s *Server) billingWorkloadUsage(ctx context.Context, c *call, req api.Bill
 	if err != nil {
 		return nil, err
 	}
-	now := s.cfg.Now()
+	now := h.Now()
 	for _, w := range ws {
 		wu := api.WorkloadUsage{WorkloadID: w.ID, Name: w.Name, State: w.State, AllocationID: w.AllocationID, Image: w.Image,
 			StartedAt: w.StartedAt, EndedAt: w.EndedAt, Currency: billing.DefaultCurrency}

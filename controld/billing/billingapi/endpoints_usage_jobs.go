@@ -1,4 +1,4 @@
-package controld
+package billingapi
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/gpuaas/gpuaas/controld/billing"
+	"github.com/gpuaas/gpuaas/controld/endpoint"
 	"github.com/gpuaas/gpuaas/controld/jobs"
 	"github.com/gpuaas/gpuaas/internal/api"
 )
@@ -18,7 +19,7 @@ const maxJobUsage = 500
 // project (or the one named) cost, newest first — its allocation's charged
 // windows over the job's running time (billing.Share; docs/jobs.md,
 // "Cost"), read in one snapshot. A job that never started cost nothing.
-func (s *Server) billingJobUsage(ctx context.Context, c *call, req api.BillingUsageRequest) (*api.BillingUsageResponse, error) {
+func (h handlers) billingJobUsage(ctx context.Context, r *endpoint.Request, req api.BillingUsageRequest) (*api.BillingUsageResponse, error) {
 	switch {
 	case req.Allocation != "" || req.Volumes:
 		return nil, api.Errorf(api.CodeInvalidArgument, "usage of jobs is asked for apart from an allocation's or the volumes'").
@@ -29,22 +30,22 @@ func (s *Server) billingJobUsage(ctx context.Context, c *call, req api.BillingUs
 	var err error
 	if req.Job != "" {
 		var j api.Job
-		if j, err = jobs.Get(ctx, s.pool, c.actor(), req.Job); err != nil {
+		if j, err = jobs.Get(ctx, h.DB, actorOf(r), req.Job); err != nil {
 			return nil, err
 		}
 		js, out.ProjectID = []api.Job{j}, j.ProjectID
 	} else {
-		p, err := s.billingProject(ctx, c, req.Project)
+		p, err := Project(ctx, h.DB, r, req.Project)
 		if err != nil {
 			return nil, err
 		}
 		out.ProjectID = p.ID
-		if js, err = jobs.List(ctx, s.pool, c.actor(), api.JobListRequest{Project: p.ID, Limit: maxJobUsage}); err != nil {
+		if js, err = jobs.List(ctx, h.DB, actorOf(r), api.JobListRequest{Project: p.ID, Limit: maxJobUsage}); err != nil {
 			return nil, err
 		}
 	}
 	usages := map[string]*billing.Usage{}
-	err = pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly},
+	err = pgx.BeginTxFunc(ctx, h.DB, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly},
 		func(tx pgx.Tx) error {
 			for _, j := range js {
 				if _, seen := usages[j.AllocationID]; seen || j.StartedAt == nil {
@@ -63,7 +64,7 @@ func (s *Server) billingJobUsage(ctx context.Context, c *call, req api.BillingUs
 	if err != nil {
 		return nil, err
 	}
-	now := s.cfg.Now()
+	now := h.Now()
 	for _, j := range js {
 		ju := api.JobUsage{JobID: j.ID, Name: j.Name, State: j.State, AllocationID: j.AllocationID, StartedAt: j.StartedAt,
 			EndedAt: j.EndedAt, Currency: billing.DefaultCurrency}

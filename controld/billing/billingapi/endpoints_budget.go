@@ -1,4 +1,4 @@
-package controld
+package billingapi
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"github.com/gpuaas/gpuaas/controld/alloc"
 	"github.com/gpuaas/gpuaas/controld/audit"
 	"github.com/gpuaas/gpuaas/controld/billing"
+	"github.com/gpuaas/gpuaas/controld/endpoint"
 	"github.com/gpuaas/gpuaas/controld/identity"
 	"github.com/gpuaas/gpuaas/controld/mutate"
 	"github.com/gpuaas/gpuaas/controld/outbox"
@@ -16,17 +17,6 @@ import (
 	"github.com/gpuaas/gpuaas/controld/store"
 	"github.com/gpuaas/gpuaas/internal/api"
 )
-
-// budgetEndpoints are the budgets of projects and of users in them
-// (controld/billing, docs/budgets.md): owners and admins set and clear
-// them, members read them.
-func (s *Server) budgetEndpoints() []endpointDef {
-	return []endpointDef{
-		mutation(s, api.OpBillingBudgetSet, s.budgetSet),
-		query(s, api.OpBillingBudgetGet, s.budgetGet),
-		mutation(s, api.OpBillingBudgetClear, s.budgetClear),
-	}
-}
 
 // budgetUser resolves the user of a user budget (email or id), who must
 // be a member of the project; "" is the project's own budget.
@@ -56,8 +46,10 @@ func budgetUser(ctx context.Context, q store.Querier, projectID, ref string) (ap
 	return u, nil
 }
 
-func (s *Server) budgetSet(ctx context.Context, c *call, req api.BudgetSetRequest) (work[api.Budget], error) {
-	ref, err := s.projectRef(ctx, c, req.Project)
+// budgetSet sets a budget of a project or of a member (owners and
+// admins).
+func (h handlers) budgetSet(ctx context.Context, r *endpoint.Request, req api.BudgetSetRequest) (endpoint.Work[api.Budget], error) {
+	ref, err := project.Ref(ctx, h.DB, r, req.Project)
 	if err != nil {
 		return nil, err
 	}
@@ -70,7 +62,7 @@ func (s *Server) budgetSet(ctx context.Context, c *call, req api.BudgetSetReques
 		return nil, err
 	}
 	return func(ctx context.Context, tx pgx.Tx) (*api.Budget, mutate.Effect, error) {
-		p, err := project.Authorize(ctx, tx, ref, c.principal.UserID, c.principal.Role, project.AccessAdmin)
+		p, err := project.Authorize(ctx, tx, ref, r.Principal.UserID, r.Principal.Role, project.AccessAdmin)
 		if err != nil {
 			return nil, mutate.Effect{}, err
 		}
@@ -79,7 +71,7 @@ func (s *Server) budgetSet(ctx context.Context, c *call, req api.BudgetSetReques
 			return nil, mutate.Effect{}, err
 		}
 		b.ProjectID, b.UserID = p.ID, u.ID
-		set, err := billing.SetBudget(ctx, tx, b, c.principal.UserID, s.now())
+		set, err := billing.SetBudget(ctx, tx, b, r.Principal.UserID, h.Now())
 		if err != nil {
 			return nil, mutate.Effect{}, err
 		}
@@ -89,13 +81,14 @@ func (s *Server) budgetSet(ctx context.Context, c *call, req api.BudgetSetReques
 	}, nil
 }
 
-func (s *Server) budgetClear(ctx context.Context, c *call, req api.BudgetClearRequest) (work[api.Budget], error) {
-	ref, err := s.projectRef(ctx, c, req.Project)
+// budgetClear clears a budget, or one period of it (owners and admins).
+func (h handlers) budgetClear(ctx context.Context, r *endpoint.Request, req api.BudgetClearRequest) (endpoint.Work[api.Budget], error) {
+	ref, err := project.Ref(ctx, h.DB, r, req.Project)
 	if err != nil {
 		return nil, err
 	}
 	return func(ctx context.Context, tx pgx.Tx) (*api.Budget, mutate.Effect, error) {
-		p, err := project.Authorize(ctx, tx, ref, c.principal.UserID, c.principal.Role, project.AccessAdmin)
+		p, err := project.Authorize(ctx, tx, ref, r.Principal.UserID, r.Principal.Role, project.AccessAdmin)
 		if err != nil {
 			return nil, mutate.Effect{}, err
 		}
@@ -106,9 +99,9 @@ func (s *Server) budgetClear(ctx context.Context, c *call, req api.BudgetClearRe
 		var cleared billing.Budget
 		gone := true
 		if req.Period == "" {
-			cleared, err = billing.ClearBudget(ctx, tx, p.ID, u.ID, s.now())
+			cleared, err = billing.ClearBudget(ctx, tx, p.ID, u.ID, h.Now())
 		} else {
-			cleared, gone, err = billing.ClearBudgetPeriod(ctx, tx, p.ID, u.ID, req.Period, s.now())
+			cleared, gone, err = billing.ClearBudgetPeriod(ctx, tx, p.ID, u.ID, req.Period, h.Now())
 		}
 		if err != nil {
 			return nil, mutate.Effect{}, err
@@ -142,13 +135,14 @@ func budgetEffect(ctx context.Context, tx pgx.Tx, action string, b api.Budget) (
 	}, nil
 }
 
-func (s *Server) budgetGet(ctx context.Context, c *call, req api.BillingRequest) (*api.BudgetList, error) {
-	p, err := s.billingProject(ctx, c, req.Project)
+// budgetGet lists a project's budgets with their spend (members).
+func (h handlers) budgetGet(ctx context.Context, r *endpoint.Request, req api.BillingRequest) (*api.BudgetList, error) {
+	p, err := Project(ctx, h.DB, r, req.Project)
 	if err != nil {
 		return nil, err
 	}
-	now := s.now()
-	bs, err := billing.Budgets(ctx, s.pool, p.ID, now)
+	now := h.Now()
+	bs, err := billing.Budgets(ctx, h.DB, p.ID, now)
 	if err != nil {
 		return nil, err
 	}
@@ -156,7 +150,7 @@ func (s *Server) budgetGet(ctx context.Context, c *call, req api.BillingRequest)
 	for _, b := range bs {
 		email := ""
 		if b.UserID != "" {
-			if u, err := identity.UserByID(ctx, s.pool, b.UserID); err == nil {
+			if u, err := identity.UserByID(ctx, h.DB, b.UserID); err == nil {
 				email = u.Email
 			}
 		}
@@ -178,19 +172,4 @@ func budgetOf(b billing.Budget, p api.Project, email string) api.Budget {
 		}
 	}
 	return out
-}
-
-// releaseOverBudget releases the running allocations of a budget's scope
-// whose spend reached the cap with action release (releaseAll, reason
-// "budget"); raising or clearing the budget meanwhile stops the rest.
-func (s *Server) releaseOverBudget(ctx context.Context, projectID, userID string) (int, error) {
-	running, err := billing.RunningInScope(ctx, s.pool, projectID, userID)
-	if err != nil {
-		return 0, err
-	}
-	return s.releaseAll(ctx, running, platformRelease{key: "billing.budget:", fingerprint: projectID + "\n" + userID + "\n",
-		reason: "budget", auditAction: "billing.budget_release", what: "budget release",
-		stillDue: func(ctx context.Context, tx pgx.Tx) (bool, error) {
-			return billing.StillOverBudget(ctx, tx, projectID, userID, s.now())
-		}})
 }

@@ -1,4 +1,4 @@
-package controld
+package billingapi
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/gpuaas/gpuaas/controld/billing"
+	"github.com/gpuaas/gpuaas/controld/endpoint"
 	"github.com/gpuaas/gpuaas/controld/volumes"
 	"github.com/gpuaas/gpuaas/internal/api"
 )
@@ -19,7 +20,7 @@ const (
 // billingVolumeUsage is `billing usage --volume`: each volume of the
 // project with its GiB-hours and cost, and its latest windows, read in one
 // snapshot (the totals are what the windows add up to at that moment).
-func (s *Server) billingVolumeUsage(ctx context.Context, c *call, req api.BillingUsageRequest) (*api.BillingUsageResponse, error) {
+func (h handlers) billingVolumeUsage(ctx context.Context, r *endpoint.Request, req api.BillingUsageRequest) (*api.BillingUsageResponse, error) {
 	switch {
 	case req.Allocation != "":
 		return nil, api.Errorf(api.CodeInvalidArgument, "usage of volumes and of an allocation are asked for separately").
@@ -29,7 +30,7 @@ func (s *Server) billingVolumeUsage(ctx context.Context, c *call, req api.Billin
 	case req.Windows == 0:
 		req.Windows = defaultVolumeUsageWindows
 	}
-	p, err := s.billingProject(ctx, c, req.Project)
+	p, err := Project(ctx, h.DB, r, req.Project)
 	if err != nil {
 		return nil, err
 	}
@@ -37,7 +38,7 @@ func (s *Server) billingVolumeUsage(ctx context.Context, c *call, req api.Billin
 		Currency: billing.DefaultCurrency}
 	var us []billing.VolumeUsage
 	names := map[string]string{}
-	err = pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly},
+	err = pgx.BeginTxFunc(ctx, h.DB, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly},
 		func(tx pgx.Tx) error {
 			if us, err = billing.VolumeUsages(ctx, tx, p.ID, req.Windows); err != nil {
 				return err

@@ -1,0 +1,54 @@
+package payments
+
+import (
+	"context"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/gpuaas/gpuaas/controld/endpoint"
+	"github.com/gpuaas/gpuaas/controld/mutate"
+	"github.com/gpuaas/gpuaas/controld/project"
+	"github.com/gpuaas/gpuaas/controld/store"
+	"github.com/gpuaas/gpuaas/internal/api"
+)
+
+// Deps are what the payments endpoints need of the server.
+type Deps struct {
+	// DB serves the reads outside a mutation's transaction.
+	DB       store.Querier
+	Payments *Service
+}
+
+// Endpoints are the payments endpoints a domain handler serves
+// (docs/decisions/0069-domain-endpoints.md): an operator's manual credit.
+// Top-ups and refunds stay on the server for now: Stripe's idempotency
+// key is the caller's Idempotency-Key, which endpoint.Request does not
+// carry.
+func Endpoints(d Deps) []endpoint.Def {
+	h := handlers{d}
+	return []endpoint.Def{
+		endpoint.Mutation(api.OpAdminCredit, h.adminCredit),
+	}
+}
+
+type handlers struct{ Deps }
+
+// adminCredit records an operator's manual credit or debit with its
+// reason (admins).
+func (h handlers) adminCredit(ctx context.Context, r *endpoint.Request, req api.CreditRequest) (endpoint.Work[api.CreditResponse], error) {
+	ref, err := project.Ref(ctx, h.DB, r, req.Project)
+	if err != nil {
+		return nil, err
+	}
+	req.Project = ref
+	if err := ValidateAdjustment(req); err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context, tx pgx.Tx) (*api.CreditResponse, mutate.Effect, error) {
+		p, err := project.Resolve(ctx, tx, req.Project)
+		if err != nil {
+			return nil, mutate.Effect{}, err
+		}
+		return endpoint.PointerEffect(h.Payments.Adjust(ctx, tx, p.ID, r.Principal.UserID, req))
+	}, nil
+}

@@ -11,6 +11,7 @@ import (
 	"github.com/gpuaas/gpuaas/controld/mutate"
 	"github.com/gpuaas/gpuaas/controld/node"
 	"github.com/gpuaas/gpuaas/controld/project"
+	"github.com/gpuaas/gpuaas/controld/secrets"
 	"github.com/gpuaas/gpuaas/controld/sessions"
 	"github.com/gpuaas/gpuaas/controld/volumes"
 	"github.com/gpuaas/gpuaas/internal/api"
@@ -144,7 +145,6 @@ func (s *Server) endpoints() []endpointDef {
 		s.appsCatalogEndpoints(),
 		s.appPriceEndpoints(), // handlers_appprice.go
 		s.exposeEndpoints(),
-		s.secretEndpoints(),
 		s.domainEndpoints())
 }
 
@@ -158,6 +158,7 @@ func (s *Server) domainEndpoints() []endpointDef {
 		idle.Endpoints(idle.Deps{DB: s.pool, Settings: s.cfg.Idle, Now: s.now}),
 		auditapi.Endpoints(auditapi.Deps{DB: s.pool, Now: s.now}),
 		node.Endpoints(node.Deps{DB: s.pool, NATS: s.cfg.NATS, Volumes: volumes.OnNode, Kick: s.kickQueue, Now: s.now}),
+		secrets.Endpoints(secrets.Deps{DB: s.pool, Key: s.cfg.SecretsKey, Now: s.now}),
 	)
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/gpuaas/gpuaas/controld/secrets"
 	"github.com/gpuaas/gpuaas/controld/sessions"
 	"github.com/gpuaas/gpuaas/controld/volumes"
+	"github.com/gpuaas/gpuaas/controld/webhooks"
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/nats-io/nats.go/micro"
 )
@@ -140,7 +141,7 @@ func (s *Server) endpoints() []endpointDef {
 	return slices.Concat(s.identityEndpoints(), s.catalogEndpoints(),
 		s.allocEndpoints(), s.paymentsEndpoints(), s.billingEndpoints(), s.caEndpoints(), s.gateEndpoints(),
 		s.busEndpoints(), s.outboxEndpoints(), s.eventsEndpoints(), s.budgetEndpoints(),
-		s.tokensEndpoints(), s.jobsEndpoints(), s.volumeEndpoints(), s.imagesEndpoints(), s.webhookEndpoints(),
+		s.tokensEndpoints(), s.jobsEndpoints(), s.volumeEndpoints(), s.imagesEndpoints(),
 		s.appsEndpoints(),
 		s.appsCatalogEndpoints(),
 		s.appPriceEndpoints(), // handlers_appprice.go
@@ -159,6 +160,7 @@ func (s *Server) domainEndpoints() []endpointDef {
 		auditapi.Endpoints(auditapi.Deps{DB: s.pool, Now: s.now}),
 		node.Endpoints(node.Deps{DB: s.pool, NATS: s.cfg.NATS, Volumes: volumes.OnNode, Kick: s.kickQueue, Now: s.now}),
 		secrets.Endpoints(secrets.Deps{DB: s.pool, Key: s.cfg.SecretsKey, Now: s.now}),
+		webhooks.Endpoints(webhooks.Deps{DB: s.pool, Policy: s.cfg.Webhooks.Policy, Now: s.now}),
 	)
 }
 

@@ -7,6 +7,7 @@ import (
 
 	"github.com/gpuaas/gpuaas/controld/audit/auditapi"
 	"github.com/gpuaas/gpuaas/controld/endpoint"
+	"github.com/gpuaas/gpuaas/controld/exposures"
 	"github.com/gpuaas/gpuaas/controld/idle"
 	"github.com/gpuaas/gpuaas/controld/mutate"
 	"github.com/gpuaas/gpuaas/controld/node"
@@ -161,6 +162,7 @@ func (s *Server) domainEndpoints() []endpointDef {
 		node.Endpoints(node.Deps{DB: s.pool, NATS: s.cfg.NATS, Volumes: volumes.OnNode, Kick: s.kickQueue, Now: s.now}),
 		secrets.Endpoints(secrets.Deps{DB: s.pool, Key: s.cfg.SecretsKey, Now: s.now}),
 		webhooks.Endpoints(webhooks.Deps{DB: s.pool, Policy: s.cfg.Webhooks.Policy, Now: s.now}),
+		exposures.Endpoints(exposures.Deps{DB: s.pool, AppsURL: s.cfg.AppsURL, Allocation: exposedAllocation, Workload: exposedWorkload, Now: s.now}),
 	)
 }
 

@@ -6,11 +6,38 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/gpuaas/gpuaas/controld/alloc"
 	"github.com/gpuaas/gpuaas/controld/audit"
 	"github.com/gpuaas/gpuaas/controld/exposures"
+	"github.com/gpuaas/gpuaas/controld/identity"
+	"github.com/gpuaas/gpuaas/controld/store"
+	"github.com/gpuaas/gpuaas/controld/workloads"
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/gateproto"
 )
+
+// exposeEndpoints are the exposures' endpoints that stay on the server
+// (controld/exposures declares the others): both write their audit rows,
+// refusals included, outside a mutation (audited), and
+// gate.authorize_http signs node tickets with the server's CA.
+func (s *Server) exposeEndpoints() []endpointDef {
+	return []endpointDef{
+		query(s, gateproto.OpGateAuthorizeHTTP, s.gateAuthorizeHTTP),
+		query(s, api.OpExposeLink, s.exposeLink),
+	}
+}
+
+// exposedAllocation is alloc.Get as p sees allocation id
+// (exposures.Deps: alloc imports exposures).
+func exposedAllocation(ctx context.Context, q store.Batcher, p *identity.Principal, id string) (api.Allocation, error) {
+	return alloc.Get(ctx, q, alloc.Actor{UserID: p.UserID, Role: p.Role}, id)
+}
+
+// exposedWorkload is workloads.Get as p sees workload id
+// (exposures.Deps: workloads imports exposures).
+func exposedWorkload(ctx context.Context, q store.Querier, p *identity.Principal, id string) (api.Workload, error) {
+	return workloads.Get(ctx, q, alloc.Actor{UserID: p.UserID, Role: p.Role}, id)
+}
 
 // exposeLink mints a one-time link for a browser into an exposure the
 // caller may open now (the verdict gate.authorize_http would give their
@@ -45,22 +72,4 @@ func (s *Server) exposeLink(ctx context.Context, c *call, req api.ExposeLinkRequ
 		resp, err := exposures.MintLink(ctx, tx, *v.Exposure, c.principal.UserID, c.principal.SessionID, path, s.now())
 		return &resp, err
 	})
-}
-
-// gateRedeemLink is the front redeeming a link's code, once.
-func (s *Server) gateRedeemLink(ctx context.Context, _ *call, req gateproto.GateRedeemLinkRequest) (*gateproto.GateRedeemLinkResponse, error) {
-	allocID, port, ok := api.ParseExposureHost(strings.ToLower(strings.TrimSpace(req.Host)))
-	if !ok || req.Code == "" {
-		return nil, api.Errorf(api.CodeInvalidArgument, "host and code are required")
-	}
-	var resp gateproto.GateRedeemLinkResponse
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		var err error
-		resp, err = exposures.RedeemLink(ctx, tx, allocID, port, req.Code, s.now())
-		return err
-	})
-	if err != nil {
-		return nil, err
-	}
-	return &resp, nil
 }

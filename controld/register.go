@@ -8,15 +8,19 @@ import (
 	"github.com/gpuaas/gpuaas/controld/audit/auditapi"
 	"github.com/gpuaas/gpuaas/controld/billing/billingapi"
 	"github.com/gpuaas/gpuaas/controld/endpoint"
+	"github.com/gpuaas/gpuaas/controld/exposures"
+	"github.com/gpuaas/gpuaas/controld/identity/tokenapi"
 	"github.com/gpuaas/gpuaas/controld/idle"
 	"github.com/gpuaas/gpuaas/controld/jobs"
 	"github.com/gpuaas/gpuaas/controld/mutate"
 	"github.com/gpuaas/gpuaas/controld/node"
 	"github.com/gpuaas/gpuaas/controld/payments"
 	"github.com/gpuaas/gpuaas/controld/project"
+	"github.com/gpuaas/gpuaas/controld/secrets"
 	"github.com/gpuaas/gpuaas/controld/sessions"
 	"github.com/gpuaas/gpuaas/controld/volumes"
 	"github.com/gpuaas/gpuaas/controld/volumes/volumesapi"
+	"github.com/gpuaas/gpuaas/controld/webhooks"
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/nats-io/nats.go/micro"
 )
@@ -152,12 +156,11 @@ func (s *Server) endpoints() []endpointDef {
 	return slices.Concat(s.identityEndpoints(), s.catalogEndpoints(),
 		s.allocEndpoints(), s.paymentsEndpoints(), s.caEndpoints(), s.gateEndpoints(),
 		s.busEndpoints(), s.outboxEndpoints(), s.eventsEndpoints(),
-		s.tokensEndpoints(), s.imagesEndpoints(), s.webhookEndpoints(),
+		s.imagesEndpoints(),
 		s.appsEndpoints(),
 		s.appsCatalogEndpoints(),
 		s.appPriceEndpoints(), // handlers_appprice.go
 		s.exposeEndpoints(),
-		s.secretEndpoints(),
 		s.domainEndpoints())
 }
 
@@ -176,6 +179,10 @@ func (s *Server) domainEndpoints() []endpointDef {
 			Audited: s.auditedTx, Now: s.now}),
 		payments.Endpoints(payments.Deps{DB: s.pool, Payments: s.payments}),
 		billingapi.Endpoints(billingapi.Deps{DB: s.pool, Settings: s.cfg.Billing, Now: s.now}),
+		secrets.Endpoints(secrets.Deps{DB: s.pool, Key: s.cfg.SecretsKey, Now: s.now}),
+		webhooks.Endpoints(webhooks.Deps{DB: s.pool, Policy: s.cfg.Webhooks.Policy, Now: s.now}),
+		exposures.Endpoints(exposures.Deps{DB: s.pool, AppsURL: s.cfg.AppsURL, Allocation: exposedAllocation, Workload: exposedWorkload, Now: s.now}),
+		tokenapi.Endpoints(tokenapi.Deps{DB: s.pool, IDs: s.identity, Delegated: errDelegated, Now: s.now}),
 	)
 }
 

@@ -1,53 +1,66 @@
-package controld
+package webhooks
 
 import (
 	"context"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/gpuaas/gpuaas/controld/audit"
+	"github.com/gpuaas/gpuaas/controld/endpoint"
 	"github.com/gpuaas/gpuaas/controld/mutate"
 	"github.com/gpuaas/gpuaas/controld/outbox"
 	"github.com/gpuaas/gpuaas/controld/project"
 	"github.com/gpuaas/gpuaas/controld/store"
-	"github.com/gpuaas/gpuaas/controld/webhooks"
 	"github.com/gpuaas/gpuaas/internal/api"
 )
 
-// webhookEndpoints are a project's webhooks (controld/webhooks,
-// docs/webhooks.md): owners add, test and remove them and retry dead
-// deliveries; members list them and their deliveries.
-func (s *Server) webhookEndpoints() []endpointDef {
-	return []endpointDef{
-		mutation(s, api.OpWebhookAdd, s.webhookAdd),
-		query(s, api.OpWebhookList, s.webhookList),
-		mutation(s, api.OpWebhookRemove, s.webhookRemove),
-		mutation(s, api.OpWebhookTest, s.webhookTest),
-		query(s, api.OpWebhookDeliveries, s.webhookDeliveries),
-		mutation(s, api.OpWebhookRetry, s.webhookRetry),
+// Deps are what webhooks' endpoints need of the server.
+type Deps struct {
+	// DB serves the reads outside a mutation's transaction.
+	DB store.Querier
+	// Policy is where a webhook may deliver (Settings.Policy).
+	Policy Policy
+	Now    func() time.Time
+}
+
+// Endpoints are a project's webhooks (docs/webhooks.md,
+// docs/decisions/0069-domain-endpoints.md): owners add, test and remove
+// them and retry dead deliveries; members list them and their deliveries.
+func Endpoints(d Deps) []endpoint.Def {
+	h := handlers{d}
+	return []endpoint.Def{
+		endpoint.Mutation(api.OpWebhookAdd, h.add),
+		endpoint.Query(api.OpWebhookList, h.list),
+		endpoint.Mutation(api.OpWebhookRemove, h.remove),
+		endpoint.Mutation(api.OpWebhookTest, h.test),
+		endpoint.Query(api.OpWebhookDeliveries, h.deliveries),
+		endpoint.Mutation(api.OpWebhookRetry, h.retry),
 	}
 }
 
-func (s *Server) webhookAdd(ctx context.Context, c *call, req api.WebhookAddRequest) (work[api.Webhook], error) {
+type handlers struct{ Deps }
+
+func (h handlers) add(ctx context.Context, r *endpoint.Request, req api.WebhookAddRequest) (endpoint.Work[api.Webhook], error) {
 	req.URL = strings.TrimSpace(req.URL)
-	if err := s.cfg.Webhooks.Policy.CheckURL(req.URL); err != nil {
+	if err := h.Policy.CheckURL(req.URL); err != nil {
 		return nil, err
 	}
-	events, err := webhooks.CheckEvents(req.Events)
+	events, err := CheckEvents(req.Events)
 	if err != nil {
 		return nil, err
 	}
-	ref, err := s.projectRef(ctx, c, req.Project)
+	ref, err := project.Ref(ctx, h.DB, r, req.Project)
 	if err != nil {
 		return nil, err
 	}
 	return func(ctx context.Context, tx pgx.Tx) (*api.Webhook, mutate.Effect, error) {
-		p, err := project.Authorize(ctx, tx, ref, c.principal.UserID, c.principal.Role, project.AccessAdmin)
+		p, err := project.Authorize(ctx, tx, ref, r.Principal.UserID, r.Principal.Role, project.AccessAdmin)
 		if err != nil {
 			return nil, mutate.Effect{}, err
 		}
-		w, err := webhooks.Add(ctx, tx, p.ID, req.URL, events, c.principal.UserID, s.now())
+		w, err := Add(ctx, tx, p.ID, req.URL, events, r.Principal.UserID, h.Now())
 		if err != nil {
 			return nil, mutate.Effect{}, err
 		}
@@ -56,16 +69,16 @@ func (s *Server) webhookAdd(ctx context.Context, c *call, req api.WebhookAddRequ
 	}, nil
 }
 
-func (s *Server) webhookList(ctx context.Context, c *call, req api.WebhookListRequest) (*api.WebhookList, error) {
-	ref, err := s.projectRef(ctx, c, req.Project)
+func (h handlers) list(ctx context.Context, r *endpoint.Request, req api.WebhookListRequest) (*api.WebhookList, error) {
+	ref, err := project.Ref(ctx, h.DB, r, req.Project)
 	if err != nil {
 		return nil, err
 	}
-	p, err := project.Authorize(ctx, s.pool, ref, c.principal.UserID, c.principal.Role, project.AccessRead)
+	p, err := project.Authorize(ctx, h.DB, ref, r.Principal.UserID, r.Principal.Role, project.AccessRead)
 	if err != nil {
 		return nil, err
 	}
-	ws, err := webhooks.List(ctx, s.pool, p.ID)
+	ws, err := List(ctx, h.DB, p.ID)
 	if err != nil {
 		return nil, err
 	}
@@ -74,27 +87,27 @@ func (s *Server) webhookList(ctx context.Context, c *call, req api.WebhookListRe
 
 // ownedWebhook returns the webhook id names after checking the caller
 // administers its project.
-func ownedWebhook(ctx context.Context, q store.Querier, c *call, id string) (api.Webhook, error) {
+func ownedWebhook(ctx context.Context, q store.Querier, r *endpoint.Request, id string) (api.Webhook, error) {
 	if strings.TrimSpace(id) == "" {
 		return api.Webhook{}, api.Errorf(api.CodeInvalidArgument, "which webhook? give its id").
 			WithHint("see `gpuaas webhook list`")
 	}
-	w, err := webhooks.Get(ctx, q, id)
+	w, err := Get(ctx, q, id)
 	if err != nil {
 		return w, err
 	}
-	if _, err := project.Authorize(ctx, q, w.ProjectID, c.principal.UserID, c.principal.Role, project.AccessAdmin); err != nil {
+	if _, err := project.Authorize(ctx, q, w.ProjectID, r.Principal.UserID, r.Principal.Role, project.AccessAdmin); err != nil {
 		return api.Webhook{}, err
 	}
 	return w, nil
 }
 
-func (s *Server) webhookRemove(_ context.Context, c *call, req api.WebhookRef) (work[api.Webhook], error) {
+func (h handlers) remove(_ context.Context, r *endpoint.Request, req api.WebhookRef) (endpoint.Work[api.Webhook], error) {
 	return func(ctx context.Context, tx pgx.Tx) (*api.Webhook, mutate.Effect, error) {
-		if _, err := ownedWebhook(ctx, tx, c, req.ID); err != nil {
+		if _, err := ownedWebhook(ctx, tx, r, req.ID); err != nil {
 			return nil, mutate.Effect{}, err
 		}
-		w, err := webhooks.Remove(ctx, tx, req.ID, s.now())
+		w, err := Remove(ctx, tx, req.ID, h.Now())
 		if err != nil {
 			return nil, mutate.Effect{}, err
 		}
@@ -103,13 +116,13 @@ func (s *Server) webhookRemove(_ context.Context, c *call, req api.WebhookRef) (
 	}, nil
 }
 
-func (s *Server) webhookTest(_ context.Context, c *call, req api.WebhookRef) (work[api.WebhookDelivery], error) {
+func (h handlers) test(_ context.Context, r *endpoint.Request, req api.WebhookRef) (endpoint.Work[api.WebhookDelivery], error) {
 	return func(ctx context.Context, tx pgx.Tx) (*api.WebhookDelivery, mutate.Effect, error) {
-		w, err := ownedWebhook(ctx, tx, c, req.ID)
+		w, err := ownedWebhook(ctx, tx, r, req.ID)
 		if err != nil {
 			return nil, mutate.Effect{}, err
 		}
-		d, err := webhooks.EnqueueTest(ctx, tx, w, s.now())
+		d, err := EnqueueTest(ctx, tx, w, h.Now())
 		if err != nil {
 			return nil, mutate.Effect{}, err
 		}
@@ -118,46 +131,46 @@ func (s *Server) webhookTest(_ context.Context, c *call, req api.WebhookRef) (wo
 	}, nil
 }
 
-func (s *Server) webhookDeliveries(ctx context.Context, c *call, req api.WebhookDeliveriesRequest) (*api.WebhookDeliveryList, error) {
+func (h handlers) deliveries(ctx context.Context, r *endpoint.Request, req api.WebhookDeliveriesRequest) (*api.WebhookDeliveryList, error) {
 	projectID := ""
 	if req.Webhook != "" {
-		w, err := webhooks.Get(ctx, s.pool, req.Webhook)
+		w, err := Get(ctx, h.DB, req.Webhook)
 		if err != nil {
 			return nil, err
 		}
 		projectID = w.ProjectID
 	} else {
-		ref, err := s.projectRef(ctx, c, req.Project)
+		ref, err := project.Ref(ctx, h.DB, r, req.Project)
 		if err != nil {
 			return nil, err
 		}
 		projectID = ref
 	}
-	p, err := project.Authorize(ctx, s.pool, projectID, c.principal.UserID, c.principal.Role, project.AccessRead)
+	p, err := project.Authorize(ctx, h.DB, projectID, r.Principal.UserID, r.Principal.Role, project.AccessRead)
 	if err != nil {
 		return nil, err
 	}
-	ds, err := webhooks.Deliveries(ctx, s.pool, p.ID, req.Webhook, req.State, req.Limit)
+	ds, err := Deliveries(ctx, h.DB, p.ID, req.Webhook, req.State, req.Limit)
 	if err != nil {
 		return nil, err
 	}
 	return &api.WebhookDeliveryList{Deliveries: ds}, nil
 }
 
-func (s *Server) webhookRetry(_ context.Context, c *call, req api.WebhookDeliveryRef) (work[api.WebhookDelivery], error) {
+func (h handlers) retry(_ context.Context, r *endpoint.Request, req api.WebhookDeliveryRef) (endpoint.Work[api.WebhookDelivery], error) {
 	if strings.TrimSpace(req.ID) == "" {
 		return nil, api.Errorf(api.CodeInvalidArgument, "which delivery? give its id").
 			WithHint("see `gpuaas webhook deliveries --state dead`")
 	}
 	return func(ctx context.Context, tx pgx.Tx) (*api.WebhookDelivery, mutate.Effect, error) {
-		projectID, err := webhooks.DeliveryProject(ctx, tx, req.ID)
+		projectID, err := DeliveryProject(ctx, tx, req.ID)
 		if err != nil {
 			return nil, mutate.Effect{}, err
 		}
-		if _, err := project.Authorize(ctx, tx, projectID, c.principal.UserID, c.principal.Role, project.AccessAdmin); err != nil {
+		if _, err := project.Authorize(ctx, tx, projectID, r.Principal.UserID, r.Principal.Role, project.AccessAdmin); err != nil {
 			return nil, mutate.Effect{}, err
 		}
-		d, err := webhooks.Retry(ctx, tx, req.ID, s.now())
+		d, err := Retry(ctx, tx, req.ID, h.Now())
 		if err != nil {
 			return nil, mutate.Effect{}, err
 		}

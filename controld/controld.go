@@ -458,7 +458,7 @@ func (s *Server) Run(ctx context.Context) error {
 		return err
 	}
 	verifier, err := images.NewVerifier(images.VerifierConfig{Pool: s.pool, Now: s.cfg.Now, Log: s.cfg.Log,
-		Timeout: s.cfg.ImageVerifyTimeout, Record: recordVerification(s.now),
+		Timeout: s.cfg.ImageVerifyTimeout, Record: images.RecordVerification(s.now),
 		Check: func(ctx context.Context, ref string) (images.Check, error) {
 			c, err := s.registry.Verify(ctx, ref)
 			return images.Check(c), err

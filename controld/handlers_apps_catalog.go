@@ -38,7 +38,7 @@ func (s *Server) appList(ctx context.Context, c *call, req api.AppListRequest) (
 		return nil, err
 	}
 	if ref != "" {
-		p, err := project.Authorize(ctx, s.pool, ref, c.principal.UserID, platformRole(c), project.AccessRead)
+		p, err := project.Authorize(ctx, s.pool, ref, c.principal.UserID, images.PlatformRole(c.request()), project.AccessRead)
 		if err != nil {
 			return nil, err
 		}
@@ -46,7 +46,7 @@ func (s *Server) appList(ctx context.Context, c *call, req api.AppListRequest) (
 	}
 	// all lists every app the caller sees: operators every app, others
 	// the platform's promoted ones and their project's own.
-	out, err := apps.List(ctx, s.pool, pid, req.All && isOperator(c), !req.All)
+	out, err := apps.List(ctx, s.pool, pid, req.All && images.IsOperator(c.request()), !req.All)
 	if err != nil {
 		return nil, err
 	}
@@ -54,7 +54,7 @@ func (s *Server) appList(ctx context.Context, c *call, req api.AppListRequest) (
 }
 
 func (s *Server) appDescribe(ctx context.Context, c *call, req api.AppRef) (*api.App, error) {
-	app, _, err := findEntry(ctx, s, s.pool, c, appKind, catalogRef{req.App, req.Project, req.Platform, req.RunOrder}, false)
+	app, _, err := images.FindEntry(ctx, s.pool, c.request(), appKind, images.Ref{Ref: req.App, Project: req.Project, Platform: req.Platform, RunOrder: req.RunOrder}, false)
 	if err != nil {
 		return nil, err
 	}
@@ -91,10 +91,10 @@ func runPrice(ctx context.Context, q store.Querier, digest string, own *api.App)
 func (s *Server) appPublishTarget(ctx context.Context, q store.Querier, c *call, req api.AppPublishRequest, spec appspec.App) (api.App, api.Image, error) {
 	app := api.App{Name: spec.Name}
 	var err error
-	if app.Scope, app.ProjectID, app.Project, err = s.publishScope(ctx, q, c, req.Project, req.Platform); err != nil {
+	if app.Scope, app.ProjectID, app.Project, err = images.PublishScope(ctx, q, c.request(), req.Project, req.Platform); err != nil {
 		return app, api.Image{}, err
 	}
-	who, err := catalogActor(ctx, q, c, app.ProjectID)
+	who, err := images.CatalogActor(ctx, q, c.request(), app.ProjectID)
 	if err != nil {
 		return app, api.Image{}, err
 	}
@@ -105,7 +105,7 @@ func (s *Server) appPublishTarget(ctx context.Context, q store.Querier, c *call,
 	if err != nil {
 		return app, api.Image{}, err
 	}
-	iwho, err := catalogActor(ctx, q, c, img.ProjectID)
+	iwho, err := images.CatalogActor(ctx, q, c.request(), img.ProjectID)
 	if err != nil {
 		return app, api.Image{}, err
 	}
@@ -157,7 +157,7 @@ func (s *Server) appPublish(ctx context.Context, c *call, req api.AppPublishRequ
 func (s *Server) appChange(action apps.Action, endpoint string) func(context.Context, *call, api.AppRef) (work[api.App], error) {
 	return func(_ context.Context, c *call, req api.AppRef) (work[api.App], error) {
 		return func(ctx context.Context, tx pgx.Tx) (*api.App, mutate.Effect, error) {
-			cur, who, err := findEntry(ctx, s, tx, c, appKind, catalogRef{req.App, req.Project, req.Platform, false}, true)
+			cur, who, err := images.FindEntry(ctx, tx, c.request(), appKind, images.Ref{Ref: req.App, Project: req.Project, Platform: req.Platform}, true)
 			if err != nil {
 				return nil, mutate.Effect{}, err
 			}
@@ -178,5 +178,5 @@ func (s *Server) appChange(action apps.Action, endpoint string) func(context.Con
 // appEffect is an app change's audit row and its one event, told to the
 // members of a project's own app's project.
 func appEffect(ctx context.Context, q store.Querier, endpoint string, app api.App, detail map[string]any) (mutate.Effect, error) {
-	return catalogEffect(ctx, q, endpoint, "app", api.EventApp, app.ID, app.ProjectID, app, detail)
+	return images.CatalogEffect(ctx, q, endpoint, "app", api.EventApp, app.ID, app.ProjectID, app, detail)
 }

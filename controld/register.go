@@ -8,10 +8,12 @@ import (
 	"github.com/gpuaas/gpuaas/controld/audit/auditapi"
 	"github.com/gpuaas/gpuaas/controld/endpoint"
 	"github.com/gpuaas/gpuaas/controld/idle"
+	"github.com/gpuaas/gpuaas/controld/images"
 	"github.com/gpuaas/gpuaas/controld/mutate"
 	"github.com/gpuaas/gpuaas/controld/node"
 	"github.com/gpuaas/gpuaas/controld/project"
 	"github.com/gpuaas/gpuaas/controld/sessions"
+	"github.com/gpuaas/gpuaas/controld/store"
 	"github.com/gpuaas/gpuaas/controld/volumes"
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/nats-io/nats.go/micro"
@@ -139,7 +141,7 @@ func (s *Server) endpoints() []endpointDef {
 	return slices.Concat(s.identityEndpoints(), s.catalogEndpoints(),
 		s.allocEndpoints(), s.paymentsEndpoints(), s.billingEndpoints(), s.caEndpoints(), s.gateEndpoints(),
 		s.busEndpoints(), s.outboxEndpoints(), s.eventsEndpoints(), s.budgetEndpoints(),
-		s.tokensEndpoints(), s.jobsEndpoints(), s.volumeEndpoints(), s.imagesEndpoints(), s.webhookEndpoints(),
+		s.tokensEndpoints(), s.jobsEndpoints(), s.volumeEndpoints(), s.webhookEndpoints(),
 		s.appsEndpoints(),
 		s.appsCatalogEndpoints(),
 		s.appPriceEndpoints(), // handlers_appprice.go
@@ -158,6 +160,10 @@ func (s *Server) domainEndpoints() []endpointDef {
 		idle.Endpoints(idle.Deps{DB: s.pool, Settings: s.cfg.Idle, Now: s.now}),
 		auditapi.Endpoints(auditapi.Deps{DB: s.pool, Now: s.now}),
 		node.Endpoints(node.Deps{DB: s.pool, NATS: s.cfg.NATS, Volumes: volumes.OnNode, Kick: s.kickQueue, Now: s.now}),
+		images.Endpoints(images.Deps{DB: s.pool, Registry: s.registry, Now: s.now,
+			RunPrice: func(ctx context.Context, q store.Querier, digest string) (*api.RunPrice, error) {
+				return runPrice(ctx, q, digest, nil)
+			}}),
 	)
 }
 

@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"slices"
 
+	"github.com/gpuaas/gpuaas/controld/apps"
 	"github.com/gpuaas/gpuaas/controld/audit/auditapi"
+	"github.com/gpuaas/gpuaas/controld/billing"
 	"github.com/gpuaas/gpuaas/controld/endpoint"
 	"github.com/gpuaas/gpuaas/controld/idle"
 	"github.com/gpuaas/gpuaas/controld/images"
@@ -143,8 +145,6 @@ func (s *Server) endpoints() []endpointDef {
 		s.busEndpoints(), s.outboxEndpoints(), s.eventsEndpoints(), s.budgetEndpoints(),
 		s.tokensEndpoints(), s.jobsEndpoints(), s.volumeEndpoints(), s.webhookEndpoints(),
 		s.appsEndpoints(),
-		s.appsCatalogEndpoints(),
-		s.appPriceEndpoints(), // handlers_appprice.go
 		s.exposeEndpoints(),
 		s.secretEndpoints(),
 		s.domainEndpoints())
@@ -162,8 +162,9 @@ func (s *Server) domainEndpoints() []endpointDef {
 		node.Endpoints(node.Deps{DB: s.pool, NATS: s.cfg.NATS, Volumes: volumes.OnNode, Kick: s.kickQueue, Now: s.now}),
 		images.Endpoints(images.Deps{DB: s.pool, Registry: s.registry, Now: s.now,
 			RunPrice: func(ctx context.Context, q store.Querier, digest string) (*api.RunPrice, error) {
-				return runPrice(ctx, q, digest, nil)
+				return apps.RunPrice(ctx, q, digest, nil)
 			}}),
+		apps.Endpoints(apps.Deps{DB: s.pool, Currency: billing.DefaultCurrency, Now: s.now}),
 	)
 }
 

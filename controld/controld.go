@@ -416,7 +416,7 @@ func (s *Server) now() time.Time { return s.cfg.Now().UTC() }
 func taskSettlers(cfg HostsConfig) (tasks.Settlers, error) {
 	return tasks.JoinSettlers(alloc.Settlers(faults.ProvisionVerdict), node.Settlers(cfg.AutoApproveSlots),
 		jobs.Settlers(jobsConfig), volumes.Settlers(),
-		workloads.Settlers(workloadsConfig))
+		workloads.Settlers(workloads.Config{}))
 }
 
 // Pool is controld's database pool (for seeding and tests).

@@ -17,6 +17,7 @@ import (
 	"github.com/gpuaas/gpuaas/controld/sessions"
 	"github.com/gpuaas/gpuaas/controld/store"
 	"github.com/gpuaas/gpuaas/controld/volumes"
+	"github.com/gpuaas/gpuaas/controld/workloads"
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/nats-io/nats.go/micro"
 )
@@ -144,7 +145,6 @@ func (s *Server) endpoints() []endpointDef {
 		s.allocEndpoints(), s.paymentsEndpoints(), s.billingEndpoints(), s.caEndpoints(), s.gateEndpoints(),
 		s.busEndpoints(), s.outboxEndpoints(), s.eventsEndpoints(), s.budgetEndpoints(),
 		s.tokensEndpoints(), s.jobsEndpoints(), s.volumeEndpoints(), s.webhookEndpoints(),
-		s.appsEndpoints(),
 		s.exposeEndpoints(),
 		s.secretEndpoints(),
 		s.domainEndpoints())
@@ -165,6 +165,8 @@ func (s *Server) domainEndpoints() []endpointDef {
 				return apps.RunPrice(ctx, q, digest, nil)
 			}}),
 		apps.Endpoints(apps.Deps{DB: s.pool, Currency: billing.DefaultCurrency, Now: s.now}),
+		workloads.Endpoints(workloads.Deps{DB: s.pool, Logs: s.readLogs, Now: s.now,
+			Config: workloads.Config{LogMaxBytes: s.cfg.Streams.JobLogMaxBytes}}),
 	)
 }
 

@@ -312,7 +312,7 @@ type Server struct {
 	entered atomic.Int64
 	// gate is whether this replica serves, and its leases (serving.go).
 	gate *servingGate
-	// registry speaks to Config.Registry (handlers_images.go).
+	// registry speaks to Config.Registry (images.Endpoints, images_seed.go).
 	registry *registry.Client
 }
 

@@ -312,7 +312,7 @@ type Server struct {
 	entered atomic.Int64
 	// gate is whether this replica serves, and its leases (serving.go).
 	gate *servingGate
-	// registry speaks to Config.Registry (handlers_images.go).
+	// registry speaks to Config.Registry (images.Endpoints, images_seed.go).
 	registry *registry.Client
 }
 
@@ -416,7 +416,7 @@ func (s *Server) now() time.Time { return s.cfg.Now().UTC() }
 func taskSettlers(cfg HostsConfig) (tasks.Settlers, error) {
 	return tasks.JoinSettlers(alloc.Settlers(faults.ProvisionVerdict), node.Settlers(cfg.AutoApproveSlots),
 		jobs.Settlers(jobsConfig), volumes.Settlers(),
-		workloads.Settlers(workloadsConfig))
+		workloads.Settlers(workloads.Config{}))
 }
 
 // Pool is controld's database pool (for seeding and tests).
@@ -458,7 +458,7 @@ func (s *Server) Run(ctx context.Context) error {
 		return err
 	}
 	verifier, err := images.NewVerifier(images.VerifierConfig{Pool: s.pool, Now: s.cfg.Now, Log: s.cfg.Log,
-		Timeout: s.cfg.ImageVerifyTimeout, Record: recordVerification(s.now),
+		Timeout: s.cfg.ImageVerifyTimeout, Record: images.RecordVerification(s.now),
 		Check: func(ctx context.Context, ref string) (images.Check, error) {
 			c, err := s.registry.Verify(ctx, ref)
 			return images.Check(c), err

@@ -5,22 +5,27 @@ import (
 	"encoding/json"
 	"slices"
 
+	"github.com/gpuaas/gpuaas/controld/apps"
 	"github.com/gpuaas/gpuaas/controld/audit/auditapi"
 	"github.com/gpuaas/gpuaas/controld/billing/billingapi"
+	"github.com/gpuaas/gpuaas/controld/billing"
 	"github.com/gpuaas/gpuaas/controld/endpoint"
 	"github.com/gpuaas/gpuaas/controld/exposures"
 	"github.com/gpuaas/gpuaas/controld/identity/tokenapi"
 	"github.com/gpuaas/gpuaas/controld/idle"
 	"github.com/gpuaas/gpuaas/controld/jobs"
+	"github.com/gpuaas/gpuaas/controld/images"
 	"github.com/gpuaas/gpuaas/controld/mutate"
 	"github.com/gpuaas/gpuaas/controld/node"
 	"github.com/gpuaas/gpuaas/controld/payments"
 	"github.com/gpuaas/gpuaas/controld/project"
 	"github.com/gpuaas/gpuaas/controld/secrets"
 	"github.com/gpuaas/gpuaas/controld/sessions"
+	"github.com/gpuaas/gpuaas/controld/store"
 	"github.com/gpuaas/gpuaas/controld/volumes"
 	"github.com/gpuaas/gpuaas/controld/volumes/volumesapi"
 	"github.com/gpuaas/gpuaas/controld/webhooks"
+	"github.com/gpuaas/gpuaas/controld/workloads"
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/nats-io/nats.go/micro"
 )
@@ -156,10 +161,6 @@ func (s *Server) endpoints() []endpointDef {
 	return slices.Concat(s.identityEndpoints(), s.catalogEndpoints(),
 		s.allocEndpoints(), s.paymentsEndpoints(), s.caEndpoints(), s.gateEndpoints(),
 		s.busEndpoints(), s.outboxEndpoints(), s.eventsEndpoints(),
-		s.imagesEndpoints(),
-		s.appsEndpoints(),
-		s.appsCatalogEndpoints(),
-		s.appPriceEndpoints(), // handlers_appprice.go
 		s.exposeEndpoints(),
 		s.domainEndpoints())
 }
@@ -183,6 +184,13 @@ func (s *Server) domainEndpoints() []endpointDef {
 		webhooks.Endpoints(webhooks.Deps{DB: s.pool, Policy: s.cfg.Webhooks.Policy, Now: s.now}),
 		exposures.Endpoints(exposures.Deps{DB: s.pool, AppsURL: s.cfg.AppsURL, Allocation: exposedAllocation, Workload: exposedWorkload, Now: s.now}),
 		tokenapi.Endpoints(tokenapi.Deps{DB: s.pool, IDs: s.identity, Delegated: errDelegated, Now: s.now}),
+		images.Endpoints(images.Deps{DB: s.pool, Registry: s.registry, Now: s.now,
+			RunPrice: func(ctx context.Context, q store.Querier, digest string) (*api.RunPrice, error) {
+				return apps.RunPrice(ctx, q, digest, nil)
+			}}),
+		apps.Endpoints(apps.Deps{DB: s.pool, Currency: billing.DefaultCurrency, Now: s.now}),
+		workloads.Endpoints(workloads.Deps{DB: s.pool, Logs: s.readLogs, Now: s.now,
+			Config: workloads.Config{LogMaxBytes: s.cfg.Streams.JobLogMaxBytes}}),
 	)
 }
 

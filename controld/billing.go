@@ -9,7 +9,6 @@ import (
 
 	"github.com/gpuaas/gpuaas/controld/alloc"
 	"github.com/gpuaas/gpuaas/controld/billing"
-	"github.com/gpuaas/gpuaas/controld/billing/billingapi"
 	"github.com/gpuaas/gpuaas/controld/mutate"
 	"github.com/gpuaas/gpuaas/internal/api"
 )
@@ -98,12 +97,6 @@ func (s *Server) releaseDepleted(ctx context.Context, projectID string) (int, er
 		stillDue: func(ctx context.Context, tx pgx.Tx) (bool, error) {
 			return billing.StillDepleted(ctx, tx, projectID, s.cfg.Billing.Grace, s.now())
 		}})
-}
-
-// billingProject resolves the project of a read that billing's rules
-// govern and checks that the caller may read it (billingapi.Project).
-func (s *Server) billingProject(ctx context.Context, c *call, ref string) (api.Project, error) {
-	return billingapi.Project(ctx, s.pool, c.request(), ref)
 }
 
 // releaseOverBudget releases the running allocations of a budget's scope

@@ -136,10 +136,12 @@ func (l *limitedListener) release(host string) {
 	}
 }
 
-// refuse closes c, counts it, and logs at most one line a second.
+// refuse counts c, closes it, and logs at most one line a second. The
+// count comes first: a client that saw its connection closed then finds
+// it counted.
 func (l *limitedListener) refuse(c net.Conn, host, reason string) {
-	_ = c.Close()
 	l.refused.WithLabelValues(reason).Inc()
+	_ = c.Close()
 	now := l.now()
 	l.mu.Lock()
 	quiet := now.Sub(l.lastLog) < time.Second

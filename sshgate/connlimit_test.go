@@ -101,3 +101,72 @@ func TestConnLimitPerAddress(t *testing.T) {
 		}
 	}
 }
+
+// countingListener hands out connections that note, when closed, what
+// refused counted by then.
+type countingListener struct {
+	net.Listener
+	refused *prometheus.CounterVec
+	atClose chan float64
+}
+
+func (l countingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return countingConn{Conn: c, l: l}, nil
+}
+
+type countingConn struct {
+	net.Conn
+	l countingListener
+}
+
+func (c countingConn) Close() error {
+	var m dto.Metric
+	if err := c.l.refused.WithLabelValues("open").Write(&m); err == nil {
+		c.l.atClose <- m.GetCounter().GetValue()
+	}
+	return c.Conn.Close()
+}
+
+// TestRefusedIsCountedBeforeTheClose: TestConnLimitPerAddress once read
+// refused{limit=rate} as 0 right after its connection was refused — the
+// listener closed the connection and counted it after. A client that sees
+// its connection closed must find it counted.
+func TestRefusedIsCountedBeforeTheClose(t *testing.T) {
+	ip := nonLoopbackIP(t)
+	ln, err := net.Listen("tcp", net.JoinHostPort(ip.String(), "0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	refused := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "refused"}, []string{"limit"})
+	atClose := make(chan float64, 4)
+	clock := testutil.NewClock(time.Now())
+	limited := newLimitedListener(countingListener{Listener: ln, refused: refused, atClose: atClose},
+		ConnLimit{Rate: 1, Burst: 10, MaxOpen: 1}, clock.Now, refused, testutil.Logger(t))
+	go func() {
+		for {
+			if _, err := limited.Accept(); err != nil {
+				return
+			}
+		}
+	}()
+	for range 2 {
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+	}
+	select {
+	case n := <-atClose:
+		if n != 1 {
+			t.Fatalf("the refused connection was closed with refused{limit=open} at %v; want 1", n)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the second connection, over MaxOpen 1, was not refused")
+	}
+}

@@ -32,8 +32,9 @@ type Request struct {
 	// it on every line about the request.
 	Corr string
 	Log  *slog.Logger
-	// IdempotencyKey is a mutation's Idempotency-Key header ("" on a
-	// query); the server checks it before the handler runs.
+	// IdempotencyKey is the request's Idempotency-Key header as sent; a
+	// mutation's is checked by the server before the handler runs, a
+	// query's is never checked and no query handler reads it.
 	IdempotencyKey string
 	// SourceOf looks the connection's address up (once); see Source.
 	SourceOf func() string

@@ -55,8 +55,9 @@ deps-bench:
 
 ## bench: every benchmark of bench/goals.json, then one table of the goals
 ## (bench/README.md). BENCH_IDLE_SESSIONS=10000 for the idle-session goal's
-## own scale; BENCH_ONLY=REGEXP runs only the matching steps.
-bench: deps-bench
+## own scale; BENCH_ONLY=REGEXP runs only the matching steps. It needs what
+## the tests need too (a running libvirtd for the guest boot, podman for apps).
+bench: deps-test deps-bench
 	@./scripts/bench
 
 generate:

@@ -17,12 +17,10 @@ import (
 )
 
 // exposeEndpoints are the exposures' endpoints that stay on the server
-// (controld/exposures declares the others): both write their audit rows,
-// refusals included, outside a mutation (audited), and
-// gate.authorize_http signs node tickets with the server's CA.
+// (controld/exposures declares the others): expose.link writes its audit
+// row, refusals included, outside a mutation (gate.Deps.AuditedTx).
 func (s *Server) exposeEndpoints() []endpointDef {
 	return []endpointDef{
-		query(s, gateproto.OpGateAuthorizeHTTP, s.gateAuthorizeHTTP),
 		query(s, api.OpExposeLink, s.exposeLink),
 	}
 }
@@ -54,7 +52,7 @@ func (s *Server) exposeLink(ctx context.Context, c *call, req api.ExposeLinkRequ
 	if err != nil {
 		return nil, err
 	}
-	v, _, err := s.httpVerdict(ctx, s.pool, allocID, port, gateproto.GateAuthorizeHTTPRequest{Host: req.Host,
+	v, _, err := s.gateDeps().HTTPVerdict(ctx, s.pool, allocID, port, gateproto.GateAuthorizeHTTPRequest{Host: req.Host,
 		SessionID: c.principal.SessionID, UserID: c.principal.UserID})
 	if err != nil {
 		return nil, err
@@ -66,10 +64,13 @@ func (s *Server) exposeLink(ctx context.Context, c *call, req api.ExposeLinkRequ
 	default:
 		return nil, api.Errorf(api.CodeForbidden, "%s", v.Reason)
 	}
-	return audited(ctx, s, c, func(ctx context.Context, tx pgx.Tx, e *audit.Entry) (*api.ExposeLinkResponse, error) {
+	var resp api.ExposeLinkResponse
+	err = s.gateDeps().AuditedTx(ctx, c.request(), func(ctx context.Context, tx pgx.Tx, e *audit.Entry) error {
 		*e = audit.Entry{Action: api.EndpointExposeLink, TargetType: "exposure", TargetID: v.Exposure.ID,
 			ProjectID: v.Exposure.ProjectID, Detail: map[string]any{"session_id": c.principal.SessionID, "path": path}}
-		resp, err := exposures.MintLink(ctx, tx, *v.Exposure, c.principal.UserID, c.principal.SessionID, path, s.now())
-		return &resp, err
+		var err error
+		resp, err = exposures.MintLink(ctx, tx, *v.Exposure, c.principal.UserID, c.principal.SessionID, path, s.now())
+		return err
 	})
+	return &resp, err
 }

@@ -162,7 +162,6 @@ func (s *Server) endpoints() []endpointDef {
 	return slices.Concat(s.identityEndpoints(), s.catalogEndpoints(),
 		s.allocEndpoints(), s.paymentsEndpoints(), s.caEndpoints(), s.gateEndpoints(),
 		s.busEndpoints(), s.outboxEndpoints(), s.eventsEndpoints(),
-		s.exposeEndpoints(),
 		s.domainEndpoints())
 }
 
@@ -183,7 +182,8 @@ func (s *Server) domainEndpoints() []endpointDef {
 		billingapi.Endpoints(billingapi.Deps{DB: s.pool, Settings: s.cfg.Billing, Now: s.now}),
 		secrets.Endpoints(secrets.Deps{DB: s.pool, Key: s.cfg.SecretsKey, Now: s.now}),
 		webhooks.Endpoints(webhooks.Deps{DB: s.pool, Policy: s.cfg.Webhooks.Policy, Now: s.now}),
-		exposures.Endpoints(exposures.Deps{DB: s.pool, AppsURL: s.cfg.AppsURL, Allocation: exposedAllocation, Workload: exposedWorkload, Now: s.now}),
+		exposures.Endpoints(exposures.Deps{DB: s.pool, AppsURL: s.cfg.AppsURL, Allocation: exposedAllocation, Workload: exposedWorkload,
+			Verdict: s.gateDeps().HTTPVerdict, Audited: s.gateDeps().AuditedTx, Now: s.now}),
 		tokenapi.Endpoints(tokenapi.Deps{DB: s.pool, IDs: s.identity, Delegated: errDelegated, Now: s.now}),
 		images.Endpoints(images.Deps{DB: s.pool, Registry: s.registry, Now: s.now,
 			RunPrice: func(ctx context.Context, q store.Querier, digest string) (*api.RunPrice, error) {

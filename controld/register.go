@@ -11,6 +11,7 @@ import (
 	"github.com/gpuaas/gpuaas/controld/billing/billingapi"
 	"github.com/gpuaas/gpuaas/controld/endpoint"
 	"github.com/gpuaas/gpuaas/controld/exposures"
+	"github.com/gpuaas/gpuaas/controld/gate"
 	"github.com/gpuaas/gpuaas/controld/identity/tokenapi"
 	"github.com/gpuaas/gpuaas/controld/idle"
 	"github.com/gpuaas/gpuaas/controld/images"
@@ -161,7 +162,6 @@ func (s *Server) endpoints() []endpointDef {
 	return slices.Concat(s.identityEndpoints(), s.catalogEndpoints(),
 		s.allocEndpoints(), s.paymentsEndpoints(), s.caEndpoints(), s.gateEndpoints(),
 		s.busEndpoints(), s.outboxEndpoints(), s.eventsEndpoints(),
-		s.exposeEndpoints(),
 		s.domainEndpoints())
 }
 
@@ -177,12 +177,13 @@ func (s *Server) domainEndpoints() []endpointDef {
 		node.Endpoints(node.Deps{DB: s.pool, NATS: s.cfg.NATS, Volumes: volumes.OnNode, Kick: s.kickQueue, Now: s.now}),
 		jobs.Endpoints(jobs.Deps{DB: s.pool, Config: s.jobsConfig(), Logs: s.readLogs, Now: s.now}),
 		volumesapi.Endpoints(volumesapi.Deps{DB: s.pool, Rules: s.allocRules, FundsRefusal: s.fundsRefusal,
-			Audited: s.auditedTx, Now: s.now}),
+			Audited: s.gateDeps().AuditedTx, Now: s.now}),
 		payments.Endpoints(payments.Deps{DB: s.pool, Payments: s.payments}),
 		billingapi.Endpoints(billingapi.Deps{DB: s.pool, Settings: s.cfg.Billing, Now: s.now}),
 		secrets.Endpoints(secrets.Deps{DB: s.pool, Key: s.cfg.SecretsKey, Now: s.now}),
 		webhooks.Endpoints(webhooks.Deps{DB: s.pool, Policy: s.cfg.Webhooks.Policy, Now: s.now}),
-		exposures.Endpoints(exposures.Deps{DB: s.pool, AppsURL: s.cfg.AppsURL, Allocation: exposedAllocation, Workload: exposedWorkload, Now: s.now}),
+		exposures.Endpoints(exposures.Deps{DB: s.pool, AppsURL: s.cfg.AppsURL, Allocation: exposedAllocation, Workload: exposedWorkload,
+			Verdict: s.gateDeps().HTTPVerdict, Audited: s.gateDeps().AuditedTx, Now: s.now}),
 		tokenapi.Endpoints(tokenapi.Deps{DB: s.pool, IDs: s.identity, Delegated: errDelegated, Now: s.now}),
 		images.Endpoints(images.Deps{DB: s.pool, Registry: s.registry, Now: s.now,
 			RunPrice: func(ctx context.Context, q store.Querier, digest string) (*api.RunPrice, error) {
@@ -191,6 +192,7 @@ func (s *Server) domainEndpoints() []endpointDef {
 		apps.Endpoints(apps.Deps{DB: s.pool, Currency: billing.DefaultCurrency, Now: s.now}),
 		workloads.Endpoints(workloads.Deps{DB: s.pool, Logs: s.readLogs, Now: s.now,
 			Config: workloads.Config{LogMaxBytes: s.cfg.Streams.JobLogMaxBytes}}),
+		gate.Endpoints(s.gateDeps()),
 	)
 }
 

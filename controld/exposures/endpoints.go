@@ -38,16 +38,23 @@ type Deps struct {
 	Allocation func(ctx context.Context, q store.Batcher, p *identity.Principal, id string) (api.Allocation, error)
 	// Workload is workloads.Get as the caller p sees workload id.
 	Workload func(ctx context.Context, q store.Querier, p *identity.Principal, id string) (api.Workload, error)
-	Now      func() time.Time
+	// Verdict is gate.authorize_http's verdict on a request for port of
+	// allocation allocID (gate.Deps.HTTPVerdict: controld/gate imports
+	// this package); expose.link mints a link only where it allows.
+	Verdict func(ctx context.Context, q store.Batcher, allocID string, port int, req gateproto.GateAuthorizeHTTPRequest) (*gateproto.GateAuthorizeHTTPResponse, api.Allocation, error)
+	// Audited runs fn in a transaction that also writes the audit row fn
+	// fills, and audits a refusal in a write of its own
+	// (gate.Deps.AuditedTx): expose.link's link is a credential.
+	Audited func(ctx context.Context, r *endpoint.Request, fn func(ctx context.Context, tx pgx.Tx, e *audit.Entry) error) error
+	Now     func() time.Time
 }
 
 // Endpoints are exposures' (docs/expose.md,
 // docs/decisions/0069-domain-endpoints.md): owners and members serve an
-// allocation's ports over HTTPS, and end them; viewers list them; the
-// HTTPS front redeems one-time links. gate.authorize_http and expose.link
-// stay in controld's root: they write their audit rows, refusals
-// included, outside a mutation (the root's audited), and the first signs
-// node tickets with the server's CA.
+// allocation's ports over HTTPS, and end them; viewers list them; a
+// logged-in user mints a one-time link (endpoints_link.go), which the
+// HTTPS front redeems. gate.authorize_http, which signs node tickets, is
+// the gateway's (controld/gate).
 func Endpoints(d Deps) []endpoint.Def {
 	h := handlers{d}
 	return []endpoint.Def{
@@ -55,6 +62,7 @@ func Endpoints(d Deps) []endpoint.Def {
 		endpoint.Query(api.OpExposeList, h.list),
 		endpoint.Mutation(api.OpExposeRemove, h.remove),
 		endpoint.Query(gateproto.OpGateRedeemLink, h.redeemLink),
+		endpoint.Query(api.OpExposeLink, h.link),
 	}
 }
 

@@ -32,8 +32,8 @@ type DB interface {
 }
 
 // Audited runs a gateway query's fn in a transaction that also writes the
-// audit row fn fills, and audits a refusal on its own (the root's, shared
-// with gate.authorize: controld/gate.go).
+// audit row fn fills, and audits a refusal on its own (gate.Deps.AuditedTx,
+// shared with gate.authorize: controld/gate/audited.go).
 type Audited func(ctx context.Context, r *endpoint.Request, fn func(ctx context.Context, tx pgx.Tx, e *audit.Entry) error) error
 
 // Deps are what volumes' endpoints need of the server.

@@ -1,4 +1,4 @@
-package controld
+package gate
 
 import (
 	"context"
@@ -10,21 +10,21 @@ import (
 	"github.com/gpuaas/gpuaas/internal/gateproto"
 )
 
-// checkGateTarget refuses a gate.authorize that names neither or both of
+// checkTarget refuses a gate.authorize that names neither or both of
 // an allocation and a workload.
-func checkGateTarget(req gateproto.GateAuthorizeRequest) error {
+func checkTarget(req gateproto.GateAuthorizeRequest) error {
 	if req.UserID == "" || (req.AllocationID == "") == (req.WorkloadID == "") {
 		return api.Errorf(api.CodeInvalidArgument, "user_id and one of allocation_id and workload_id are required")
 	}
 	return nil
 }
 
-// gateWorkloadTarget resolves a workload target (ssh <workload-id>@gateway,
+// workloadTarget resolves a workload target (ssh <workload-id>@gateway,
 // docs/apps.md) to its allocation, which gate.authorize then checks with
 // the allocation's own rules (the user's role in the project, the
 // allocation active), and records it in the audit detail. For an
 // allocation target it returns req.AllocationID unchanged.
-func gateWorkloadTarget(ctx context.Context, tx pgx.Tx, req gateproto.GateAuthorizeRequest, userID string, detail map[string]any) (string, error) {
+func workloadTarget(ctx context.Context, tx pgx.Tx, req gateproto.GateAuthorizeRequest, userID string, detail map[string]any) (string, error) {
 	if req.WorkloadID == "" {
 		return req.AllocationID, nil
 	}

@@ -1,4 +1,4 @@
-package controld
+package gate
 
 import (
 	"context"
@@ -18,8 +18,8 @@ import (
 // creator, what is left of the tightest one and how long that lasts at
 // its scope's burn. It is computed with gate.authorize's answer, so it
 // costs the gateway no round trip of its own.
-func (s *Server) sessionBanner(ctx context.Context, q store.Querier, a api.Allocation) (string, error) {
-	now := s.now()
+func (h handlers) sessionBanner(ctx context.Context, q store.Querier, a api.Allocation) (string, error) {
+	now := h.Now()
 	cost, perHour, currency, ok, err := billing.RunningCost(ctx, q, a.ID, now)
 	if err != nil || !ok {
 		return "", err

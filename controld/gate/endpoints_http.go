@@ -1,4 +1,4 @@
-package controld
+package gate
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 
 	"github.com/gpuaas/gpuaas/controld/alloc"
 	"github.com/gpuaas/gpuaas/controld/audit"
+	"github.com/gpuaas/gpuaas/controld/endpoint"
 	"github.com/gpuaas/gpuaas/controld/exposures"
 	"github.com/gpuaas/gpuaas/controld/identity"
 	"github.com/gpuaas/gpuaas/controld/node"
@@ -21,7 +22,7 @@ import (
 	"github.com/gpuaas/gpuaas/internal/sshcert"
 )
 
-// gateAuthorizeHTTP is the HTTPS front's question about a request for an
+// authorizeHTTP is the HTTPS front's question about a request for an
 // exposure (docs/expose.md): the verdict, and with a ticket key a ticket
 // for the allocation's node, as gate.authorize gives the SSH front. The
 // rules are SSH's: the caller's login must be live (logout and a disabled
@@ -31,7 +32,7 @@ import (
 // credential. Verdicts are answers, not errors, so the front can tell a
 // login page from 403, 404 and 410; only a ticket is audited (the
 // verdicts the front refreshes every few seconds are not).
-func (s *Server) gateAuthorizeHTTP(ctx context.Context, c *call, req gateproto.GateAuthorizeHTTPRequest) (*gateproto.GateAuthorizeHTTPResponse, error) {
+func (h handlers) authorizeHTTP(ctx context.Context, r *endpoint.Request, req gateproto.GateAuthorizeHTTPRequest) (*gateproto.GateAuthorizeHTTPResponse, error) {
 	allocID, port, ok := api.ParseExposureHost(strings.ToLower(strings.TrimSpace(req.Host)))
 	if !ok {
 		return nil, api.Errorf(api.CodeInvalidArgument, "host: %q is not <port>-<allocation>", req.Host)
@@ -46,16 +47,16 @@ func (s *Server) gateAuthorizeHTTP(ctx context.Context, c *call, req gateproto.G
 			return nil, api.Errorf(api.CodeInvalidArgument, "ticket_key is not an SSH public key: %v", err)
 		}
 	}
-	v, a, err := s.httpVerdict(ctx, s.pool, allocID, port, req)
+	v, a, err := h.HTTPVerdict(ctx, h.DB, allocID, port, req)
 	if err != nil || v.Verdict != gateproto.VerdictAllow || key == nil {
 		return v, err
 	}
-	return audited(ctx, s, c, func(ctx context.Context, tx pgx.Tx, e *audit.Entry) (*gateproto.GateAuthorizeHTTPResponse, error) {
+	return audited(ctx, h.Deps, r, func(ctx context.Context, tx pgx.Tx, e *audit.Entry) (*gateproto.GateAuthorizeHTTPResponse, error) {
 		detail := map[string]any{"user_id": v.UserID, "session_id": v.SessionID, "exposure_id": v.Exposure.ID,
 			"ticket_key": ssh.FingerprintSHA256(key)}
 		*e = audit.Entry{Action: gateproto.EndpointGateAuthorizeHTTP, TargetType: "allocation", TargetID: a.ID,
 			ProjectID: a.ProjectID, Detail: detail}
-		auth, err := s.nodeTicket(ctx, tx, a, key, "ticket http "+v.UserID+" "+a.ID+"@"+a.NodeID)
+		auth, err := h.nodeTicket(ctx, tx, a, key, "ticket http "+v.UserID+" "+a.ID+"@"+a.NodeID)
 		if err != nil {
 			return nil, err
 		}
@@ -65,10 +66,11 @@ func (s *Server) gateAuthorizeHTTP(ctx context.Context, c *call, req gateproto.G
 	})
 }
 
-// httpVerdict decides gate.authorize_http's request for port of allocID,
-// and returns the allocation when allowed.
-func (s *Server) httpVerdict(ctx context.Context, q store.Batcher, allocID string, port int, req gateproto.GateAuthorizeHTTPRequest) (*gateproto.GateAuthorizeHTTPResponse, api.Allocation, error) {
-	now := s.now()
+// HTTPVerdict decides gate.authorize_http's request for port of allocID,
+// and returns the allocation when allowed (expose.link asks it too:
+// exposures.Deps).
+func (d Deps) HTTPVerdict(ctx context.Context, q store.Batcher, allocID string, port int, req gateproto.GateAuthorizeHTTPRequest) (*gateproto.GateAuthorizeHTTPResponse, api.Allocation, error) {
+	now := d.Now()
 	v := &gateproto.GateAuthorizeHTTPResponse{CacheUntil: now.Add(gateproto.MaxHTTPVerdictCache)}
 	deny := func(verdict, reason string, args ...any) (*gateproto.GateAuthorizeHTTPResponse, api.Allocation, error) {
 		v.Verdict, v.Reason = verdict, fmt.Sprintf(reason, args...)
@@ -107,7 +109,7 @@ func (s *Server) httpVerdict(ctx context.Context, q store.Batcher, allocID strin
 		v.Verdict = gateproto.VerdictAllow
 		return v, a, nil
 	}
-	userID, sessionID, why, err := s.httpCaller(ctx, q, req)
+	userID, sessionID, why, err := d.httpCaller(ctx, q, req)
 	if err != nil {
 		return nil, api.Allocation{}, err
 	}
@@ -134,10 +136,10 @@ func (s *Server) httpVerdict(ctx context.Context, q store.Batcher, allocID strin
 // httpCaller is the login a request comes with: its bearer (a session or
 // machine token) or the login session its cookie is bound to. why says
 // what is missing or ended when there is none.
-func (s *Server) httpCaller(ctx context.Context, q store.Querier, req gateproto.GateAuthorizeHTTPRequest) (userID, sessionID, why string, err error) {
+func (d Deps) httpCaller(ctx context.Context, q store.Querier, req gateproto.GateAuthorizeHTTPRequest) (userID, sessionID, why string, err error) {
 	switch {
 	case req.Bearer != "":
-		p, err := s.identity.Authenticate(ctx, q, "Bearer "+req.Bearer)
+		p, err := d.IDs.Authenticate(ctx, q, "Bearer "+req.Bearer)
 		if err != nil {
 			var ae *api.Error
 			if errors.As(err, &ae) && ae.Code == api.CodeUnauthenticated {
@@ -151,7 +153,7 @@ func (s *Server) httpCaller(ctx context.Context, q store.Querier, req gateproto.
 		}
 		return p.UserID, sid, "", nil
 	case req.SessionID != "":
-		ended, err := identity.SessionsEnded(ctx, q, []gateproto.GateSession{{SessionID: req.SessionID, UserID: req.UserID}}, s.now())
+		ended, err := identity.SessionsEnded(ctx, q, []gateproto.GateSession{{SessionID: req.SessionID, UserID: req.UserID}}, d.Now())
 		if err != nil {
 			return "", "", "", err
 		}
@@ -166,7 +168,7 @@ func (s *Server) httpCaller(ctx context.Context, q store.Querier, req gateproto.
 // nodeTicket signs a one-minute ticket for key to reach allocation a's
 // node, and says where the node's terminal server is: the part of
 // gate.authorize's answer the core dials with.
-func (s *Server) nodeTicket(ctx context.Context, tx pgx.Tx, a api.Allocation, key ssh.PublicKey, keyID string) (*gateproto.GateAuthorizeResponse, error) {
+func (h handlers) nodeTicket(ctx context.Context, tx pgx.Tx, a api.Allocation, key ssh.PublicKey, keyID string) (*gateproto.GateAuthorizeResponse, error) {
 	addr, hostKey, err := node.Terminal(ctx, tx, a.NodeID)
 	if err != nil {
 		return nil, err
@@ -175,17 +177,17 @@ func (s *Server) nodeTicket(ctx context.Context, tx pgx.Tx, a api.Allocation, ke
 		return nil, api.Errorf(api.CodeUnavailable, "the node of allocation %s serves no terminal", a.ID).
 			WithHint("an operator should check the node's hostd")
 	}
-	ic, err := s.cas.Authority(ctx, tx, api.CAInternal)
+	ic, err := h.CAs.Authority(ctx, tx, api.CAInternal)
 	if err != nil {
 		return nil, err
 	}
 	posix := api.PosixUser(a.ID)
 	cert, err := ic.SignTicket(key, sshcert.Ticket{Node: a.NodeID, Allocation: a.ID, PosixUser: posix,
-		KeyID: keyID, TTL: sshcert.DefaultTicketTTL}, s.now())
+		KeyID: keyID, TTL: sshcert.DefaultTicketTTL}, h.Now())
 	if err != nil {
-		return nil, certError(err)
+		return nil, h.CertError(err)
 	}
-	t := marshalCert(cert)
+	t := h.MarshalCert(cert)
 	return &gateproto.GateAuthorizeResponse{AllocationID: a.ID, NodeID: a.NodeID, Shape: a.Shape, PosixUser: posix,
 		TerminalAddr: addr, TerminalHostKey: hostKey, Ticket: t.Certificate, ValidBefore: t.ValidBefore}, nil
 }

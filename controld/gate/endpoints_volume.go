@@ -1,4 +1,4 @@
-package controld
+package gate
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/gpuaas/gpuaas/controld/audit"
+	"github.com/gpuaas/gpuaas/controld/endpoint"
 	"github.com/gpuaas/gpuaas/controld/identity"
 	"github.com/gpuaas/gpuaas/controld/node"
 	"github.com/gpuaas/gpuaas/controld/outbox"
@@ -16,7 +17,7 @@ import (
 	"github.com/gpuaas/gpuaas/internal/sshcert"
 )
 
-// gateAuthorizeVolume is gate.authorize for a volume id
+// authorizeVolume is gate.authorize for a volume id
 // (`sftp <volume-id>@gateway`, docs/volumes.md "Data without a GPU"): the
 // user certificate is checked as for an allocation, the volume is held
 // for the session (volumes.OpenSession: who may, and that nothing else
@@ -24,12 +25,12 @@ import (
 // names the volume where an allocation would be; the node serves it with
 // sftp alone. Audited as volume.session_start (a refusal as
 // volume.session_start_refused). Nothing is billed: no allocation exists.
-func (s *Server) gateAuthorizeVolume(ctx context.Context, c *call, req gateproto.GateAuthorizeRequest, key, userCert ssh.PublicKey) (*gateproto.GateAuthorizeResponse, error) {
-	return audited(ctx, s, c, func(ctx context.Context, tx pgx.Tx, e *audit.Entry) (*gateproto.GateAuthorizeResponse, error) {
+func (h handlers) authorizeVolume(ctx context.Context, r *endpoint.Request, req gateproto.GateAuthorizeRequest, key, userCert ssh.PublicKey) (*gateproto.GateAuthorizeResponse, error) {
+	return audited(ctx, h.Deps, r, func(ctx context.Context, tx pgx.Tx, e *audit.Entry) (*gateproto.GateAuthorizeResponse, error) {
 		detail := map[string]any{"user_id": req.UserID, "ticket_key": ssh.FingerprintSHA256(key),
 			"certificate": ssh.FingerprintSHA256(userCert)}
 		*e = audit.Entry{Action: "volume.session_start", TargetType: "volume", TargetID: req.AllocationID, Detail: detail}
-		id, err := s.verifyGateCert(ctx, tx, userCert, req.UserID)
+		id, err := h.verifyCert(ctx, tx, userCert, req.UserID)
 		detail["session_id"] = id.SessionID
 		if err != nil {
 			return nil, err
@@ -41,7 +42,7 @@ func (s *Server) gateAuthorizeVolume(ctx context.Context, c *call, req gateproto
 		if u.Provider == api.ProviderService {
 			return nil, api.Errorf(api.CodeForbidden, "%s is a service principal", u.Email)
 		}
-		now := s.now()
+		now := h.Now()
 		v, evs, err := volumes.OpenSession(ctx, tx, req.AllocationID, u.ID, ssh.FingerprintSHA256(key), now)
 		if err != nil {
 			return nil, err
@@ -64,7 +65,7 @@ func (s *Server) gateAuthorizeVolume(ctx context.Context, c *call, req gateproto
 			return nil, api.Errorf(api.CodeUnavailable, "volume %s's node %s serves no terminal", v.Name, v.Node).
 				WithHint("an operator should check the node's hostd")
 		}
-		ic, err := s.cas.Authority(ctx, tx, api.CAInternal)
+		ic, err := h.CAs.Authority(ctx, tx, api.CAInternal)
 		if err != nil {
 			return nil, err
 		}
@@ -72,14 +73,14 @@ func (s *Server) gateAuthorizeVolume(ctx context.Context, c *call, req gateproto
 		cert, err := ic.SignTicket(key, sshcert.Ticket{Node: v.NodeID, Allocation: v.ID, PosixUser: posix,
 			KeyID: "volume ticket " + u.ID + " " + v.ID + "@" + v.NodeID, TTL: sshcert.DefaultTicketTTL}, now)
 		if err != nil {
-			return nil, certError(err)
+			return nil, h.CertError(err)
 		}
 		for _, ev := range evs {
 			if _, err := outbox.Enqueue(ctx, tx, now, ev); err != nil {
 				return nil, err
 			}
 		}
-		t := marshalCert(cert)
+		t := h.MarshalCert(cert)
 		detail["serial"], detail["valid_before"] = cert.Serial, t.ValidBefore
 		return &gateproto.GateAuthorizeResponse{AllocationID: v.ID, NodeID: v.NodeID, PosixUser: posix,
 			TerminalAddr: addr, TerminalHostKey: hostKey, Ticket: t.Certificate, ValidBefore: t.ValidBefore}, nil

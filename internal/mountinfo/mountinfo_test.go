@@ -12,10 +12,8 @@ import (
 // ErrMalformed.
 func TestParseLine(t *testing.T) {
 	for _, tc := range []struct {
-		name string
-		line string
-		want Mount
-		err  bool
+		name, line string
+		want       Mount
 	}{
 		{name: "proc(5)'s example",
 			line: `36 35 98:0 /mnt1 /mnt2 rw,noatime master:1 - ext3 /dev/root rw,errors=continue`,
@@ -36,22 +34,21 @@ func TestParseLine(t *testing.T) {
 		{name: "no source or super options",
 			line: `50 30 0:40 / /x rw - tmpfs`,
 			want: Mount{ID: 50, Parent: 30, Device: "0:40", Root: "/", Point: "/x", Options: "rw", FSType: "tmpfs"}},
-		{name: "too few fields", line: `36 35 98:0 /mnt1 /mnt2`, err: true},
-		{name: "no separator", line: `36 35 98:0 /mnt1 /mnt2 rw,noatime master:1 ext3 /dev/root rw`, err: true},
-		{name: "nothing after the separator", line: `36 35 98:0 /mnt1 /mnt2 rw -`, err: true},
-		{name: "an id that is no number", line: `x 35 98:0 /mnt1 /mnt2 rw - ext3 /dev/root rw`, err: true},
-		{name: "a device without major:minor", line: `36 35 980 /mnt1 /mnt2 rw - ext3 /dev/root rw`, err: true},
-		{name: "empty", line: ``, err: true},
 	} {
-		got, err := ParseLine(tc.line)
-		if tc.err {
-			if !errors.Is(err, ErrMalformed) {
-				t.Errorf("%s: got %+v, %v; want ErrMalformed", tc.name, got, err)
-			}
-			continue
-		}
-		if err != nil || !reflect.DeepEqual(got, tc.want) {
+		if got, err := ParseLine(tc.line); err != nil || !reflect.DeepEqual(got, tc.want) {
 			t.Errorf("%s: got %+v, %v; want %+v", tc.name, got, err, tc.want)
+		}
+	}
+	for name, line := range map[string]string{
+		"too few fields":               `36 35 98:0 /mnt1 /mnt2`,
+		"no separator":                 `36 35 98:0 /mnt1 /mnt2 rw,noatime master:1 ext3 /dev/root rw`,
+		"nothing after the separator":  `36 35 98:0 /mnt1 /mnt2 rw -`,
+		"an id that is no number":      `x 35 98:0 /mnt1 /mnt2 rw - ext3 /dev/root rw`,
+		"a device without major:minor": `36 35 980 /mnt1 /mnt2 rw - ext3 /dev/root rw`,
+		"empty":                        ``,
+	} {
+		if got, err := ParseLine(line); !errors.Is(err, ErrMalformed) {
+			t.Errorf("%s: got %+v, %v; want ErrMalformed", name, got, err)
 		}
 	}
 }

@@ -11,29 +11,27 @@ import (
 	"github.com/gpuaas/gpuaas/controld/apps"
 	"github.com/gpuaas/gpuaas/controld/endpoint"
 	"github.com/gpuaas/gpuaas/controld/endpoint/endpointtest"
-	"github.com/gpuaas/gpuaas/controld/identity"
 	"github.com/gpuaas/gpuaas/controld/images"
-	"github.com/gpuaas/gpuaas/controld/mutate"
+	"github.com/gpuaas/gpuaas/controld/storetest"
 	"github.com/gpuaas/gpuaas/internal/api"
 )
 
 // served is a database with the app catalog's endpoints over it.
 type served struct {
 	pool *pgxpool.Pool
-	defs []endpoint.Def
-	run  *mutate.Runner
+	endpointtest.Harness
 }
 
 func serveApps(t *testing.T) *served {
 	t.Helper()
 	pool := newPool(t)
 	clock := func() time.Time { return t0 }
-	return &served{pool: pool, run: &mutate.Runner{Pool: pool, Now: clock},
-		defs: apps.Endpoints(apps.Deps{DB: pool, Currency: "usd", Now: clock})}
+	return &served{pool: pool, Harness: endpointtest.Serve(pool, clock,
+		apps.Endpoints(apps.Deps{DB: pool, Currency: "usd", Now: clock}))}
 }
 
 func caller(user, role string) *endpoint.Request {
-	return &endpoint.Request{Principal: &identity.Principal{UserID: user, Role: role}}
+	return endpointtest.As(user, role, "")
 }
 
 // platformApp publishes and promotes a platform app of a new platform
@@ -66,30 +64,30 @@ func TestPriceSetEndpointCurrency(t *testing.T) {
 	ctx := context.Background()
 	s := serveApps(t)
 	app := s.platformApp(t, "jup")
-	set := endpointtest.Find(t, s.defs, api.EndpointAdminAppPriceSet)
+	set := s.Find(t, api.EndpointAdminAppPriceSet)
 	admin := caller("u-1", api.RoleAdmin)
 	for _, bad := range []api.AppPriceSetRequest{{App: "jup", Currency: "eur", PricePerHourMinor: 10}, {App: " ", PricePerHourMinor: 10}} {
-		if _, err := endpointtest.Mutate[api.AppPrice](ctx, s.run, set, admin, bad); api.CodeOf(err) != api.CodeInvalidArgument {
+		if _, err := endpointtest.Mutate[api.AppPrice](ctx, s.Run, set, admin, bad); api.CodeOf(err) != api.CodeInvalidArgument {
 			t.Errorf("set %+v: got %v; want invalid_argument", bad, err)
 		}
 	}
-	if n := count(t, s.pool, `SELECT count(*) FROM audit_logs`) + count(t, s.pool, `SELECT count(*) FROM apps WHERE price_per_hour_minor > 0`); n != 0 {
+	if n := storetest.Count(t, s.pool, `SELECT count(*) FROM audit_logs`) + storetest.Count(t, s.pool, `SELECT count(*) FROM apps WHERE price_per_hour_minor > 0`); n != 0 {
 		t.Fatalf("refused sets wrote %d rows", n)
 	}
 	for i, req := range []api.AppPriceSetRequest{{App: "jup", PricePerHourMinor: 25}, {App: app.ID, Currency: " USD ", PricePerHourMinor: 25}} {
-		p, err := endpointtest.Mutate[api.AppPrice](ctx, s.run, set, admin, req)
+		p, err := endpointtest.Mutate[api.AppPrice](ctx, s.Run, set, admin, req)
 		if err != nil || p.PricePerHourMinor != 25 || p.AppID != app.ID || p.Changed != (i == 0) {
 			t.Fatalf("set %d: %+v, %v; want 25, changed %v", i, p, err, i == 0)
 		}
 	}
-	if n := count(t, s.pool, `SELECT count(*) FROM audit_logs WHERE action = $1 AND target_id = $2 AND detail->>'currency' = 'usd'`,
+	if n := storetest.Count(t, s.pool, `SELECT count(*) FROM audit_logs WHERE action = $1 AND target_id = $2 AND detail->>'currency' = 'usd'`,
 		api.EndpointAdminAppPriceSet, app.ID); n != 2 {
 		t.Errorf("audit rows of the sets in usd: %d; want 2", n)
 	}
-	if n := count(t, s.pool, `SELECT count(*) FROM outbox_events WHERE kind = $1 AND subject = $2`, api.EventAppPrice, app.ID); n != 2 {
+	if n := storetest.Count(t, s.pool, `SELECT count(*) FROM outbox_events WHERE kind = $1 AND subject = $2`, api.EventAppPrice, app.ID); n != 2 {
 		t.Errorf("app.price events: %d; want 2", n)
 	}
-	list, err := endpointtest.Read[api.AppPriceList](ctx, endpointtest.Find(t, s.defs, api.EndpointAdminAppPriceList), admin, api.AppPriceListRequest{})
+	list, err := endpointtest.Read[api.AppPriceList](ctx, s.Find(t, api.EndpointAdminAppPriceList), admin, api.AppPriceListRequest{})
 	if err != nil || len(list.Prices) != 1 || list.Prices[0].PricePerHourMinor != 25 {
 		t.Fatalf("price list: %+v, %v; want jup at 25", list, err)
 	}
@@ -107,29 +105,29 @@ func TestPublishEndpointRefusals(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	publish := endpointtest.Find(t, s.defs, api.EndpointAppPublish)
+	publish := s.Find(t, api.EndpointAppPublish)
 	ann := caller("u-1", api.RoleUser)
 	good := "name: web\nimage: tiny\n"
 	for name, req := range map[string]api.AppPublishRequest{
 		"oversized":   {Manifest: good + "# " + strings.Repeat("x", apps.MaxManifestBytes), Project: "research"},
 		"both scopes": {Manifest: good, Project: "research", Platform: true},
 	} {
-		if _, err := endpointtest.Mutate[api.App](ctx, s.run, publish, ann, req); api.CodeOf(err) != api.CodeInvalidArgument {
+		if _, err := endpointtest.Mutate[api.App](ctx, s.Run, publish, ann, req); api.CodeOf(err) != api.CodeInvalidArgument {
 			t.Errorf("%s: got %v; want invalid_argument", name, err)
 		}
 	}
-	if n := count(t, s.pool, `SELECT count(*) FROM apps`) + count(t, s.pool, `SELECT count(*) FROM audit_logs`); n != 0 {
+	if n := storetest.Count(t, s.pool, `SELECT count(*) FROM apps`) + storetest.Count(t, s.pool, `SELECT count(*) FROM audit_logs`); n != 0 {
 		t.Fatalf("refused publishes wrote %d rows", n)
 	}
-	app, err := endpointtest.Mutate[api.App](ctx, s.run, publish, ann, api.AppPublishRequest{Manifest: good, Project: "research"})
+	app, err := endpointtest.Mutate[api.App](ctx, s.Run, publish, ann, api.AppPublishRequest{Manifest: good, Project: "research"})
 	if err != nil || app.ProjectID != "p-1" || app.Lifecycle != api.ImagePublished {
 		t.Fatalf("publish: %+v, %v; want research's app, published", app, err)
 	}
-	if n := count(t, s.pool, `SELECT count(*) FROM audit_logs WHERE action = $1 AND target_id = $2 AND detail->>'image' = $3`,
+	if n := storetest.Count(t, s.pool, `SELECT count(*) FROM audit_logs WHERE action = $1 AND target_id = $2 AND detail->>'image' = $3`,
 		api.EndpointAppPublish, app.ID, img.ID); n != 1 {
 		t.Errorf("audit rows of the publish naming its image: %d; want 1", n)
 	}
-	if n := count(t, s.pool, `SELECT count(*) FROM outbox_events WHERE kind = $1 AND users @> ARRAY['u-1']::text[]`, api.EventApp); n != 1 {
+	if n := storetest.Count(t, s.pool, `SELECT count(*) FROM outbox_events WHERE kind = $1 AND users @> ARRAY['u-1']::text[]`, api.EventApp); n != 1 {
 		t.Errorf("app events told to the project's owner: %d; want 1", n)
 	}
 }
@@ -154,7 +152,7 @@ func TestDescribeQuotesThePricedPlatformApp(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	describe := endpointtest.Find(t, s.defs, api.EndpointAppDescribe)
+	describe := s.Find(t, api.EndpointAppDescribe)
 	ann := caller("u-1", api.RoleUser)
 	got, err := endpointtest.Read[api.App](ctx, describe, ann, api.AppRef{App: "mine", Project: "research", RunOrder: true})
 	if err != nil || got.ID != own.ID || got.RunPrice == nil || got.RunPrice.AppID != plat.ID || got.RunPrice.PricePerHourMinor != 40 {

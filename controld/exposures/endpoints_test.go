@@ -10,7 +10,6 @@ import (
 	"github.com/gpuaas/gpuaas/controld/endpoint/endpointtest"
 	"github.com/gpuaas/gpuaas/controld/exposures"
 	"github.com/gpuaas/gpuaas/controld/identity"
-	"github.com/gpuaas/gpuaas/controld/mutate"
 	"github.com/gpuaas/gpuaas/controld/store"
 	"github.com/gpuaas/gpuaas/controld/storetest"
 	"github.com/gpuaas/gpuaas/controld/workloads"
@@ -23,8 +22,7 @@ import (
 // lookups the server hands in, and users of each kind.
 type served struct {
 	*fixture
-	run                             *mutate.Runner
-	defs                            []endpoint.Def
+	endpointtest.Harness
 	member, other, viewer, outsider string
 }
 
@@ -32,14 +30,14 @@ func serve(t *testing.T) *served {
 	t.Helper()
 	f := newFixture(t)
 	clock := func() time.Time { return f.now }
-	s := &served{fixture: f, run: &mutate.Runner{Pool: f.pool, Now: clock},
-		defs: exposures.Endpoints(exposures.Deps{DB: f.pool, AppsURL: "https://*.apps.example.test", Now: clock,
+	s := &served{fixture: f, Harness: endpointtest.Serve(f.pool, clock,
+		exposures.Endpoints(exposures.Deps{DB: f.pool, AppsURL: "https://*.apps.example.test", Now: clock,
 			Allocation: func(ctx context.Context, q store.Batcher, p *identity.Principal, id string) (api.Allocation, error) {
 				return alloc.Get(ctx, q, alloc.Actor{UserID: p.UserID, Role: p.Role}, id)
 			},
 			Workload: func(ctx context.Context, q store.Querier, p *identity.Principal, id string) (api.Workload, error) {
 				return workloads.Get(ctx, q, alloc.Actor{UserID: p.UserID, Role: p.Role}, id)
-			}}),
+			}})),
 		member: ids.New(ids.User), other: ids.New(ids.User), viewer: ids.New(ids.User), outsider: ids.New(ids.User)}
 	for id, role := range map[string]string{s.member: api.ProjectMember, s.other: api.ProjectMember, s.viewer: api.ProjectViewer, s.outsider: ""} {
 		storetest.User(t, f.pool, id, id+"@example.test", f.now)
@@ -51,7 +49,7 @@ func serve(t *testing.T) *served {
 }
 
 func (s *served) as(user string) *endpoint.Request {
-	return &endpoint.Request{Principal: &identity.Principal{UserID: user, Role: api.RoleUser}, Project: s.project}
+	return endpointtest.User(user, s.project)
 }
 
 // written is every row an exposure endpoint may write.
@@ -73,10 +71,10 @@ func (s *served) written(t *testing.T) int {
 func TestExposeEndpointsWhoMayEnd(t *testing.T) {
 	ctx := context.Background()
 	s := serve(t)
-	create, list, remove := endpointtest.Find(t, s.defs, api.EndpointExposeCreate), endpointtest.Find(t, s.defs, api.EndpointExposeList),
-		endpointtest.Find(t, s.defs, api.EndpointExposeRemove)
+	create, list, remove := s.Find(t, api.EndpointExposeCreate), s.Find(t, api.EndpointExposeList),
+		s.Find(t, api.EndpointExposeRemove)
 	req := api.ExposeCreateRequest{Allocation: " " + s.alloc + " ", Port: 8888, Share: api.ShareProject, TTL: "2h", Name: "nb"}
-	e, err := endpointtest.Mutate[api.Exposure](ctx, s.run, create, s.as(s.member), req)
+	e, err := endpointtest.Mutate[api.Exposure](ctx, s.Run, create, s.as(s.member), req)
 	if err != nil {
 		t.Fatalf("member's expose: %v", err)
 	}
@@ -90,13 +88,13 @@ func TestExposeEndpointsWhoMayEnd(t *testing.T) {
 
 	before := s.written(t)
 	req.Port, req.Name = 9999, ""
-	if _, err := endpointtest.Mutate[api.Exposure](ctx, s.run, create, s.as(s.viewer), req); api.CodeOf(err) != api.CodeForbidden {
+	if _, err := endpointtest.Mutate[api.Exposure](ctx, s.Run, create, s.as(s.viewer), req); api.CodeOf(err) != api.CodeForbidden {
 		t.Errorf("viewer's expose: err = %v; want forbidden", err)
 	}
-	if _, err := endpointtest.Mutate[api.Exposure](ctx, s.run, remove, s.as(s.other), api.ExposeRemoveRequest{Exposure: e.ID}); api.CodeOf(err) != api.CodeForbidden {
+	if _, err := endpointtest.Mutate[api.Exposure](ctx, s.Run, remove, s.as(s.other), api.ExposeRemoveRequest{Exposure: e.ID}); api.CodeOf(err) != api.CodeForbidden {
 		t.Errorf("another member's rm: err = %v; want forbidden", err)
 	}
-	if _, err := endpointtest.Mutate[api.Exposure](ctx, s.run, remove, s.as(s.outsider), api.ExposeRemoveRequest{Exposure: e.ID}); api.CodeOf(err) != api.CodeNotFound {
+	if _, err := endpointtest.Mutate[api.Exposure](ctx, s.Run, remove, s.as(s.outsider), api.ExposeRemoveRequest{Exposure: e.ID}); api.CodeOf(err) != api.CodeNotFound {
 		t.Errorf("outsider's rm: err = %v; want not_found", err)
 	}
 	if _, err := endpointtest.Read[api.ExposureList](ctx, list, s.as(s.outsider), api.ExposeListRequest{Allocation: s.alloc}); api.CodeOf(err) != api.CodeNotFound {
@@ -105,7 +103,7 @@ func TestExposeEndpointsWhoMayEnd(t *testing.T) {
 	if after := s.written(t); after != before {
 		t.Fatalf("rows after the refusals: %d; want %d", after, before)
 	}
-	ended, err := endpointtest.Mutate[api.Exposure](ctx, s.run, remove, s.as(s.user), api.ExposeRemoveRequest{Exposure: "nb"})
+	ended, err := endpointtest.Mutate[api.Exposure](ctx, s.Run, remove, s.as(s.user), api.ExposeRemoveRequest{Exposure: "nb"})
 	if err != nil || ended.ID != e.ID || ended.RemovedAt == nil {
 		t.Fatalf("owner's rm by name: %+v, %v", ended, err)
 	}
@@ -118,7 +116,7 @@ func TestExposeEndpointsWhoMayEnd(t *testing.T) {
 func TestExposeCreateNeedsALiveTarget(t *testing.T) {
 	ctx := context.Background()
 	s := serve(t)
-	create := endpointtest.Find(t, s.defs, api.EndpointExposeCreate)
+	create := s.Find(t, api.EndpointExposeCreate)
 	pending := storetest.Allocation(t, s.pool, api.Allocation{ProjectID: s.project, UserID: s.user, SKU: "h100-baremetal",
 		Shape: api.ShapeBaremetal, GPUs: 8, State: api.AllocProvisioning}).ID
 	for name, tc := range map[string]struct {
@@ -131,7 +129,7 @@ func TestExposeCreateNeedsALiveTarget(t *testing.T) {
 		"not active":       {api.ExposeCreateRequest{Allocation: pending, Port: 8888}, api.CodeConflict},
 		"no such workload": {api.ExposeCreateRequest{Allocation: ids.New(ids.Workload), Port: 8888}, api.CodeNotFound},
 	} {
-		if _, err := endpointtest.Mutate[api.Exposure](ctx, s.run, create, s.as(s.user), tc.req); api.CodeOf(err) != tc.want {
+		if _, err := endpointtest.Mutate[api.Exposure](ctx, s.Run, create, s.as(s.user), tc.req); api.CodeOf(err) != tc.want {
 			t.Errorf("%s: err = %v; want %s", name, err, tc.want)
 		}
 	}
@@ -154,8 +152,8 @@ func TestRedeemLinkEndpoint(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	redeem := endpointtest.Find(t, s.defs, gateproto.EndpointGateRedeemLink)
-	gw := &endpoint.Request{Principal: &identity.Principal{UserID: "gw", Role: api.RoleGateway}}
+	redeem := s.Find(t, gateproto.EndpointGateRedeemLink)
+	gw := endpointtest.As("gw", api.RoleGateway, "")
 	if _, err := endpointtest.Read[gateproto.GateRedeemLinkResponse](ctx, redeem, gw, gateproto.GateRedeemLinkRequest{Host: e.Host}); api.CodeOf(err) != api.CodeInvalidArgument {
 		t.Fatalf("redeem without a code: err = %v; want invalid_argument", err)
 	}

@@ -10,9 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/gpuaas/gpuaas/controld/alloc"
-	"github.com/gpuaas/gpuaas/controld/catalog"
 	"github.com/gpuaas/gpuaas/controld/exposures"
-	"github.com/gpuaas/gpuaas/controld/store"
 	"github.com/gpuaas/gpuaas/controld/storetest"
 	"github.com/gpuaas/gpuaas/controld/tasks"
 	"github.com/gpuaas/gpuaas/internal/api"
@@ -23,7 +21,7 @@ import (
 
 func TestMain(m *testing.M) { os.Exit(testutil.Main(m)) }
 
-var pgTemplate = testutil.NewTemplate("exposures", store.Migrate)
+var pgTemplate = storetest.Template("exposures")
 
 // fixture is a database with a user owning a project with an active
 // allocation.
@@ -35,19 +33,12 @@ type fixture struct {
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
-	pool, err := store.Open(context.Background(), testutil.Postgres(t, pgTemplate), 4)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	pool := storetest.Open(t, pgTemplate, 4)
 	f := &fixture{pool: pool, user: ids.New(ids.User), project: ids.New(ids.Project),
 		now: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
-	if err := catalog.Seed(context.Background(), pool, catalog.Defaults); err != nil {
-		t.Fatal(err)
-	}
+	storetest.Catalog(t, pool)
 	storetest.User(t, pool, f.user, "ex@example.test", f.now)
-	storetest.Project(t, pool, f.project, "proj", f.user, f.now)
-	storetest.Member(t, pool, f.project, f.user, api.ProjectOwner, f.now)
+	storetest.OwnedProject(t, pool, f.project, "proj", f.user, f.now)
 	f.alloc = storetest.Allocation(t, pool, api.Allocation{ProjectID: f.project, UserID: f.user, SKU: "h100-baremetal",
 		Shape: api.ShapeBaremetal, GPUs: 8, State: api.AllocActive}).ID
 	return f

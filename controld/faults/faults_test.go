@@ -9,8 +9,10 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/gpuaas/gpuaas/controld/endpoint/endpointtest"
 	"github.com/gpuaas/gpuaas/controld/faults"
 	"github.com/gpuaas/gpuaas/controld/node"
+	"github.com/gpuaas/gpuaas/controld/storetest"
 	"github.com/gpuaas/gpuaas/controld/tasks"
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/hostproto"
@@ -95,7 +97,7 @@ func TestFaultOnFreeGPUAndUnknownGPU(t *testing.T) {
 		t.Errorf("rows: got %+v; want %+v", got, want)
 	}
 	_, err = e.apply(t, hostproto.GPUFault{GPU: "0000:ff:00.0", XID: 48, At: t0}, t0)
-	wantCode(t, "fault of a GPU without a slot", err, api.CodeNotFound)
+	endpointtest.WantCode(t, "fault of a GPU without a slot", err, api.CodeNotFound)
 	if got, want := e.rows(t), (rows{faults: 1, quarantined: 1, audit: 1, events: 1}); got != want {
 		t.Errorf("rows after the refusal: got %+v; want %+v unchanged", got, want)
 	}
@@ -164,9 +166,5 @@ func TestProvisionVerdict(t *testing.T) {
 
 func countWhere(t *testing.T, e *env, sql string, args ...any) int {
 	t.Helper()
-	var n int
-	if err := e.pool.QueryRow(context.Background(), sql, args...).Scan(&n); err != nil {
-		t.Fatalf("%s: %v", sql, err)
-	}
-	return n
+	return storetest.Count(t, e.pool, sql, args...)
 }

@@ -10,9 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/gpuaas/gpuaas/controld/catalog"
 	"github.com/gpuaas/gpuaas/controld/node"
-	"github.com/gpuaas/gpuaas/controld/store"
 	"github.com/gpuaas/gpuaas/controld/storetest"
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/ids"
@@ -21,7 +19,7 @@ import (
 
 func TestMain(m *testing.M) { os.Exit(testutil.Main(m)) }
 
-var pgTemplate = testutil.NewTemplate("faults", store.Migrate)
+var pgTemplate = storetest.Template("faults")
 
 // t0 is the tests' clock reading.
 var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
@@ -40,19 +38,12 @@ func gpu(i int) string { return fmt.Sprintf("0000:1%d:00.0", i) }
 func newEnv(t *testing.T) *env {
 	t.Helper()
 	ctx := context.Background()
-	pool, err := store.Open(ctx, testutil.Postgres(t, pgTemplate), 4)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	pool := storetest.Open(t, pgTemplate, 4)
 	e := &env{pool: pool, user: ids.New(ids.User)}
 	project := ids.New(ids.Project)
 	storetest.User(t, pool, e.user, "user@example.test", t0)
-	storetest.Project(t, pool, project, "proj", e.user, t0)
-	storetest.Member(t, pool, project, e.user, api.ProjectOwner, t0)
-	if err := catalog.Seed(ctx, pool, catalog.Defaults); err != nil {
-		t.Fatal(err)
-	}
+	storetest.OwnedProject(t, pool, project, "proj", e.user, t0)
+	storetest.Catalog(t, pool)
 	spec := node.Spec{Name: "gpu-1", Shape: api.ShapeGPUSlice, GPUModel: "H200"}
 	for i := range 4 {
 		spec.Slots = append(spec.Slots, node.SlotSpec{GPUPCI: gpu(i)})
@@ -93,11 +84,4 @@ func (e *env) rows(t *testing.T) rows {
 
 func (e *env) inTx(fn func(tx pgx.Tx) error) error {
 	return pgx.BeginFunc(context.Background(), e.pool, fn)
-}
-
-func wantCode(t *testing.T, what string, err error, code api.Code) {
-	t.Helper()
-	if got := api.CodeOf(err); got != code {
-		t.Errorf("%s: got error %v (code %q); want code %q", what, err, got, code)
-	}
 }

@@ -7,21 +7,19 @@ import (
 
 	"github.com/gpuaas/gpuaas/controld/endpoint"
 	"github.com/gpuaas/gpuaas/controld/endpoint/endpointtest"
-	"github.com/gpuaas/gpuaas/controld/identity"
 	"github.com/gpuaas/gpuaas/controld/idle"
-	"github.com/gpuaas/gpuaas/controld/mutate"
 	"github.com/gpuaas/gpuaas/controld/storetest"
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/gateproto"
 	"github.com/gpuaas/gpuaas/internal/ids"
 )
 
-func (e *env) endpoints() []endpoint.Def {
-	return idle.Endpoints(idle.Deps{DB: e.pool, Settings: e.settings, Now: e.clock.Now})
+func (e *env) endpoints() endpointtest.Harness {
+	return endpointtest.Serve(e.pool, e.clock.Now, idle.Endpoints(idle.Deps{DB: e.pool, Settings: e.settings, Now: e.clock.Now}))
 }
 
 func as(user string) *endpoint.Request {
-	return &endpoint.Request{Principal: &identity.Principal{UserID: user, Role: api.RoleUser}}
+	return endpointtest.User(user, "")
 }
 
 // TestSetPolicyEndpoint: project.policy refuses no period and one under
@@ -34,10 +32,10 @@ func TestSetPolicyEndpoint(t *testing.T) {
 	member := ids.New(ids.User)
 	storetest.User(t, e.pool, member, "member@example.test", t0)
 	storetest.Member(t, e.pool, e.project.ID, member, api.ProjectMember, t0)
-	run := &mutate.Runner{Pool: e.pool, Now: e.clock.Now}
-	set := endpointtest.Find(t, e.endpoints(), api.EndpointProjectPolicy)
+	h := e.endpoints()
+	set := h.Find(t, api.EndpointProjectPolicy)
 	policy := func(user, period string) error {
-		_, err := endpointtest.Mutate[api.ProjectPolicy](ctx, run, set, as(user),
+		_, err := endpointtest.Mutate[api.ProjectPolicy](ctx, h.Run, set, as(user),
 			api.ProjectPolicyRequest{Project: "proj", IdleReleaseAfter: period})
 		return err
 	}
@@ -50,7 +48,7 @@ func TestSetPolicyEndpoint(t *testing.T) {
 		{"not a duration", e.user, "soon", api.CodeInvalidArgument},
 		{"a member", member, "2h", api.CodeForbidden},
 	} {
-		wantCode(t, tc.name, policy(tc.user, tc.period), tc.want)
+		endpointtest.WantCode(t, tc.name, policy(tc.user, tc.period), tc.want)
 	}
 	if n := e.count(t, `SELECT count(*) FROM idle_project_policies`) + e.count(t, `SELECT count(*) FROM audit_logs`); n != 0 {
 		t.Fatalf("policies and audit rows after refusals: got %d; want 0", n)
@@ -86,15 +84,15 @@ func TestGateActivityEndpoint(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
 	id := e.active(t)
-	activity := endpointtest.Find(t, e.endpoints(), gateproto.EndpointGateActivity)
-	gw := &endpoint.Request{Principal: &identity.Principal{UserID: "gw", Role: api.RoleGateway}}
+	activity := e.endpoints().Find(t, gateproto.EndpointGateActivity)
+	gw := endpointtest.As("gw", api.RoleGateway, "")
 	// One over the bound, the real allocation among them.
 	big := map[string]time.Time{id: t0}
 	for len(big) <= idle.MaxActivityReport {
 		big[ids.New(ids.Allocation)] = t0
 	}
 	_, err := endpointtest.Read[gateproto.GateActivityResponse](ctx, activity, gw, gateproto.GateActivityRequest{LastActive: big})
-	wantCode(t, "report over the bound", err, api.CodeInvalidArgument)
+	endpointtest.WantCode(t, "report over the bound", err, api.CodeInvalidArgument)
 	if n := e.count(t, `SELECT count(*) FROM idle_allocations WHERE gate_active_at IS NOT NULL`); n != 0 {
 		t.Fatalf("activity after a refused report: got %d rows; want 0", n)
 	}

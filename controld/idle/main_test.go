@@ -9,10 +9,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/gpuaas/gpuaas/controld/catalog"
 	"github.com/gpuaas/gpuaas/controld/idle"
 	"github.com/gpuaas/gpuaas/controld/mutate"
-	"github.com/gpuaas/gpuaas/controld/store"
 	"github.com/gpuaas/gpuaas/controld/storetest"
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/ids"
@@ -21,7 +19,7 @@ import (
 
 func TestMain(m *testing.M) { os.Exit(testutil.Main(m)) }
 
-var pgTemplate = testutil.NewTemplate("idle", store.Migrate)
+var pgTemplate = storetest.Template("idle")
 
 // t0 is when the tests' allocations became active.
 var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
@@ -57,21 +55,14 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	ctx := context.Background()
-	pool, err := store.Open(ctx, testutil.Postgres(t, pgTemplate), 8)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	pool := storetest.Open(t, pgTemplate, 8)
 	e := &env{pool: pool, clock: &clock{now: t0}, user: ids.New(ids.User),
 		project: api.Project{ID: ids.New(ids.Project), Name: "proj"}}
 	storetest.User(t, pool, e.user, "user@example.test", t0)
-	storetest.Project(t, pool, e.project.ID, e.project.Name, e.user, t0)
-	storetest.Member(t, pool, e.project.ID, e.user, api.ProjectOwner, t0)
-	if err := catalog.Seed(ctx, pool, catalog.Defaults); err != nil {
-		t.Fatal(err)
-	}
+	storetest.OwnedProject(t, pool, e.project.ID, e.project.Name, e.user, t0)
+	storetest.Catalog(t, pool)
 	e.settings = idle.Settings{MinPeriod: time.Minute, WarnAhead: 10 * time.Minute}
+	var err error
 	e.runner, err = idle.NewRunner(idle.Config{Settings: e.settings, Pool: pool,
 		Mutations: &mutate.Runner{Pool: pool, Now: e.clock.Now}, Now: e.clock.Now})
 	if err != nil {
@@ -103,11 +94,7 @@ func (e *env) tick(t *testing.T, at time.Time) idle.TickResult {
 
 func (e *env) count(t *testing.T, sql string, args ...any) int {
 	t.Helper()
-	var n int
-	if err := e.pool.QueryRow(context.Background(), sql, args...).Scan(&n); err != nil {
-		t.Fatalf("%s: %v", sql, err)
-	}
-	return n
+	return storetest.Count(t, e.pool, sql, args...)
 }
 
 func (e *env) state(t *testing.T, allocID string) string {
@@ -117,11 +104,4 @@ func (e *env) state(t *testing.T, allocID string) string {
 		t.Fatal(err)
 	}
 	return s
-}
-
-func wantCode(t *testing.T, what string, err error, code api.Code) {
-	t.Helper()
-	if got := api.CodeOf(err); got != code {
-		t.Errorf("%s: got error %v (code %q); want code %q", what, err, got, code)
-	}
 }

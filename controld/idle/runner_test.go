@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/gpuaas/gpuaas/controld/endpoint/endpointtest"
 	"github.com/gpuaas/gpuaas/controld/idle"
 	"github.com/gpuaas/gpuaas/controld/singleton"
 	"github.com/gpuaas/gpuaas/internal/api"
@@ -208,7 +209,7 @@ func TestParsePeriod(t *testing.T) {
 		got, err := idle.ParsePeriod("idle period", tc.in, time.Minute, tc.off)
 		switch {
 		case tc.code != "":
-			wantCode(t, "ParsePeriod("+tc.in+")", err, tc.code)
+			endpointtest.WantCode(t, "ParsePeriod("+tc.in+")", err, tc.code)
 		case err != nil:
 			t.Errorf("ParsePeriod(%q): %v", tc.in, err)
 		case tc.want == -1 && got != nil:

@@ -10,9 +10,7 @@ import (
 
 	"github.com/gpuaas/gpuaas/controld/endpoint"
 	"github.com/gpuaas/gpuaas/controld/endpoint/endpointtest"
-	"github.com/gpuaas/gpuaas/controld/identity"
 	"github.com/gpuaas/gpuaas/controld/images"
-	"github.com/gpuaas/gpuaas/controld/mutate"
 	"github.com/gpuaas/gpuaas/controld/store"
 	"github.com/gpuaas/gpuaas/controld/storetest"
 	"github.com/gpuaas/gpuaas/internal/api"
@@ -21,8 +19,7 @@ import (
 // served is a database with the image catalog's endpoints over it.
 type served struct {
 	pool *pgxpool.Pool
-	defs []endpoint.Def
-	run  *mutate.Runner
+	endpointtest.Harness
 	// priced is the digests RunPrice was asked about.
 	priced []string
 }
@@ -31,26 +28,21 @@ func serveImages(t *testing.T) *served {
 	t.Helper()
 	s := &served{pool: newPool(t)}
 	clock := func() time.Time { return t0 }
-	s.run = &mutate.Runner{Pool: s.pool, Now: clock}
-	s.defs = images.Endpoints(images.Deps{DB: s.pool, Now: clock,
+	s.Harness = endpointtest.Serve(s.pool, clock, images.Endpoints(images.Deps{DB: s.pool, Now: clock,
 		RunPrice: func(_ context.Context, _ store.Querier, digest string) (*api.RunPrice, error) {
 			s.priced = append(s.priced, digest)
 			return &api.RunPrice{PricePerHourMinor: int64(len(s.priced))}, nil
-		}})
+		}}))
 	return s
 }
 
 func caller(user, role string) *endpoint.Request {
-	return &endpoint.Request{Principal: &identity.Principal{UserID: user, Role: role}}
+	return endpointtest.As(user, role, "")
 }
 
 func (s *served) count(t *testing.T, sql string, args ...any) int {
 	t.Helper()
-	var n int
-	if err := s.pool.QueryRow(context.Background(), sql, args...).Scan(&n); err != nil {
-		t.Fatalf("%s: %v", sql, err)
-	}
-	return n
+	return storetest.Count(t, s.pool, sql, args...)
 }
 
 // TestRevokeEndpointNeedsAReason: a revoke without a reason, or with one
@@ -66,10 +58,10 @@ func TestRevokeEndpointNeedsAReason(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	revoke := endpointtest.Find(t, s.defs, api.EndpointImageRevoke)
+	revoke := s.Find(t, api.EndpointImageRevoke)
 	ann := caller("u-1", api.RoleUser)
 	for _, reason := range []string{"", "   ", strings.Repeat("x", 501)} {
-		_, err := endpointtest.Mutate[api.Image](ctx, s.run, revoke, ann, api.ImageChangeRequest{Image: img.ID, Reason: reason})
+		_, err := endpointtest.Mutate[api.Image](ctx, s.Run, revoke, ann, api.ImageChangeRequest{Image: img.ID, Reason: reason})
 		if api.CodeOf(err) != api.CodeInvalidArgument {
 			t.Errorf("revoke with reason %.10q: got %v; want invalid_argument", reason, err)
 		}
@@ -81,7 +73,7 @@ func TestRevokeEndpointNeedsAReason(t *testing.T) {
 		t.Fatalf("after refusals: %+v, %v; want trust unverified", cur, err)
 	}
 
-	out, err := endpointtest.Mutate[api.Image](ctx, s.run, revoke, ann, api.ImageChangeRequest{Image: img.ID, Reason: " leaked key "})
+	out, err := endpointtest.Mutate[api.Image](ctx, s.Run, revoke, ann, api.ImageChangeRequest{Image: img.ID, Reason: " leaked key "})
 	if err != nil || out.Trust != api.TrustRevoked {
 		t.Fatalf("revoke: %+v, %v; want revoked", out, err)
 	}
@@ -105,7 +97,7 @@ func TestListAllNeedsAnOperator(t *testing.T) {
 	if _, err := images.Publish(ctx, s.pool, images.New{Name: "theirs", ProjectID: "p-2", Repository: "r/t", Digest: digestA, By: "u-1"}, t0); err != nil {
 		t.Fatal(err)
 	}
-	list := endpointtest.Find(t, s.defs, api.EndpointImageList)
+	list := s.Find(t, api.EndpointImageList)
 	delegated := caller("u-1", api.RoleAdmin)
 	delegated.Principal.Delegated = true
 	for name, r := range map[string]*endpoint.Request{"user": caller("u-1", api.RoleUser), "delegated admin": delegated} {
@@ -130,7 +122,7 @@ func TestGetQuotesTheRunPrice(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	get := endpointtest.Find(t, s.defs, api.EndpointImageGet)
+	get := s.Find(t, api.EndpointImageGet)
 	ann := caller("u-1", api.RoleUser)
 	out, err := endpointtest.Read[api.Image](ctx, get, ann, api.ImageRef{Image: "tiny", Project: "research"})
 	if err != nil || out.ID != img.ID || out.RunPrice != nil || len(s.priced) != 0 {
@@ -157,9 +149,9 @@ func TestVerifyEndpointQueues(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	verify := endpointtest.Find(t, s.defs, api.EndpointImageVerify)
+	verify := s.Find(t, api.EndpointImageVerify)
 	for i, queued := range []string{"true", "false"} {
-		out, err := endpointtest.Mutate[api.Image](ctx, s.run, verify, caller("u-1", api.RoleUser), api.ImageChangeRequest{Image: img.ID})
+		out, err := endpointtest.Mutate[api.Image](ctx, s.Run, verify, caller("u-1", api.RoleUser), api.ImageChangeRequest{Image: img.ID})
 		if err != nil || out.Verification == nil {
 			t.Fatalf("verify %d: %+v, %v; want a pending verification", i, out, err)
 		}

@@ -8,9 +8,7 @@ import (
 	"github.com/gpuaas/gpuaas/controld/alloc"
 	"github.com/gpuaas/gpuaas/controld/endpoint"
 	"github.com/gpuaas/gpuaas/controld/endpoint/endpointtest"
-	"github.com/gpuaas/gpuaas/controld/identity"
 	"github.com/gpuaas/gpuaas/controld/jobs"
-	"github.com/gpuaas/gpuaas/controld/mutate"
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/logstream"
 )
@@ -18,8 +16,7 @@ import (
 // served is w with jobs' endpoints over it, the clock at t0 plus an hour.
 type served struct {
 	*world
-	defs  []endpoint.Def
-	run   *mutate.Runner
+	endpointtest.Harness
 	clock time.Time
 }
 
@@ -28,13 +25,12 @@ func serveJobs(t *testing.T, cfg jobs.Config, logs jobs.LogReader) *served {
 	w := newWorld(t)
 	s := &served{world: w, clock: t0.Add(time.Hour)}
 	now := func() time.Time { return s.clock }
-	s.run = &mutate.Runner{Pool: w.pool, Now: now}
-	s.defs = jobs.Endpoints(jobs.Deps{DB: w.pool, Config: cfg, Logs: logs, Now: now})
+	s.Harness = endpointtest.Serve(w.pool, now, jobs.Endpoints(jobs.Deps{DB: w.pool, Config: cfg, Logs: logs, Now: now}))
 	return s
 }
 
 func as(a alloc.Actor, project string) *endpoint.Request {
-	return &endpoint.Request{Principal: &identity.Principal{UserID: a.UserID, Role: a.Role}, Project: project}
+	return endpointtest.As(a.UserID, a.Role, project)
 }
 
 // TestCreateEndpointUsesTheServersConfig: job.create starts the job with
@@ -44,7 +40,7 @@ func TestCreateEndpointUsesTheServersConfig(t *testing.T) {
 	t.Parallel()
 	s := serveJobs(t, jobs.Config{LogMaxBytes: 123456}, nil)
 	ctx := context.Background()
-	j, err := endpointtest.Mutate[api.Job](ctx, s.run, endpointtest.Find(t, s.defs, api.EndpointJobCreate), as(s.bob, ""),
+	j, err := endpointtest.Mutate[api.Job](ctx, s.Run, s.Find(t, api.EndpointJobCreate), as(s.bob, ""),
 		api.JobCreateRequest{AllocationID: s.allocID, Run: "true"})
 	if err != nil {
 		t.Fatal(err)
@@ -57,7 +53,7 @@ func TestCreateEndpointUsesTheServersConfig(t *testing.T) {
 		t.Errorf("%d job.create audit rows; want 1", n)
 	}
 	// A refusal of the request's own checks runs no transaction.
-	if _, err := endpointtest.Mutate[api.Job](ctx, s.run, endpointtest.Find(t, s.defs, api.EndpointJobCreate), as(s.bob, ""),
+	if _, err := endpointtest.Mutate[api.Job](ctx, s.Run, s.Find(t, api.EndpointJobCreate), as(s.bob, ""),
 		api.JobCreateRequest{AllocationID: s.allocID}); api.CodeOf(err) != api.CodeInvalidArgument {
 		t.Errorf("no run: got %v; want invalid_argument", err)
 	}
@@ -77,7 +73,7 @@ func TestListEndpointTakesTheProjectHeader(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	list := endpointtest.Find(t, s.defs, api.EndpointJobList)
+	list := s.Find(t, api.EndpointJobList)
 	got, err := endpointtest.Read[api.JobListResponse](ctx, list, as(s.bob, s.project), api.JobListRequest{})
 	if err != nil || len(got.Jobs) != 1 || got.Jobs[0].ID != j.ID {
 		t.Fatalf("bob's list in his project: got %+v, %v; want job %s", got, err, j.ID)
@@ -112,7 +108,7 @@ func TestLogsEndpointReadsTheJobFirst(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	logs := endpointtest.Find(t, s.defs, api.EndpointJobLogs)
+	logs := s.Find(t, api.EndpointJobLogs)
 	got, err := endpointtest.Read[api.JobLogsResponse](ctx, logs, as(s.bob, ""), api.JobLogsRequest{ID: j.ID})
 	if err != nil {
 		t.Fatal(err)

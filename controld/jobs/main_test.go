@@ -11,9 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/gpuaas/gpuaas/controld/alloc"
-	"github.com/gpuaas/gpuaas/controld/catalog"
 	"github.com/gpuaas/gpuaas/controld/jobs"
-	"github.com/gpuaas/gpuaas/controld/store"
 	"github.com/gpuaas/gpuaas/controld/storetest"
 	"github.com/gpuaas/gpuaas/controld/tasks"
 	"github.com/gpuaas/gpuaas/internal/api"
@@ -24,7 +22,7 @@ import (
 
 func TestMain(m *testing.M) { os.Exit(testutil.Main(m)) }
 
-var pgTemplate = testutil.NewTemplate("jobs", store.Migrate)
+var pgTemplate = storetest.Template("jobs")
 
 var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 
@@ -39,25 +37,14 @@ type world struct {
 
 func newWorld(t *testing.T) *world {
 	t.Helper()
-	ctx := context.Background()
-	pool, err := store.Open(ctx, testutil.Postgres(t, pgTemplate), 4)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	pool := storetest.Open(t, pgTemplate, 4)
 	w := &world{pool: pool, bob: alloc.Actor{UserID: ids.New(ids.User), Role: api.RoleUser},
 		alice: alloc.Actor{UserID: ids.New(ids.User), Role: api.RoleUser}, project: ids.New(ids.Project)}
 	storetest.User(t, pool, w.bob.UserID, "bob@example.test", t0)
 	storetest.User(t, pool, w.alice.UserID, "alice@example.test", t0)
-	storetest.Project(t, pool, w.project, "proj", w.bob.UserID, t0)
-	storetest.Member(t, pool, w.project, w.bob.UserID, api.ProjectOwner, t0)
-	if err := catalog.Seed(ctx, pool, catalog.Defaults); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := pool.Exec(ctx, `INSERT INTO nodes (id, name, shape, gpu_model, state, created_at, updated_at)
-		VALUES ('n-1', 'n1', 'baremetal', 'H100', 'ready', now(), now())`); err != nil {
-		t.Fatal(err)
-	}
+	storetest.OwnedProject(t, pool, w.project, "proj", w.bob.UserID, t0)
+	storetest.Catalog(t, pool)
+	storetest.Node(t, pool, "n-1", "n1", api.ShapeBaremetal, "H100")
 	w.allocID = w.allocation(t, api.AllocActive)
 	return w
 }
@@ -66,34 +53,19 @@ func (w *world) allocation(t *testing.T, state string) string {
 	t.Helper()
 	a := storetest.Allocation(t, w.pool, api.Allocation{ProjectID: w.project, UserID: w.bob.UserID, SKU: "h100-baremetal",
 		Shape: api.ShapeBaremetal, GPUs: 8, State: state})
-	if _, err := w.pool.Exec(context.Background(), `UPDATE allocations SET node_id = 'n-1' WHERE id = $1`, a.ID); err != nil {
-		t.Fatal(err)
-	}
+	storetest.OnNode(t, w.pool, a.ID, "n-1")
 	return a.ID
 }
 
 func (w *world) count(t *testing.T, sql string, args ...any) int {
 	t.Helper()
-	var n int
-	if err := w.pool.QueryRow(context.Background(), sql, args...).Scan(&n); err != nil {
-		t.Fatal(err)
-	}
-	return n
+	return storetest.Count(t, w.pool, sql, args...)
 }
 
 // tx runs fn in a transaction that commits when fn returns no error.
 func (w *world) tx(t *testing.T, fn func(tx pgx.Tx) error) error {
 	t.Helper()
-	ctx := context.Background()
-	tx, err := w.pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = tx.Rollback(ctx) }()
-	if err := fn(tx); err != nil {
-		return err
-	}
-	return tx.Commit(ctx)
+	return storetest.InTx(t, w.pool, fn)
 }
 
 func (w *world) create(t *testing.T, req api.JobCreateRequest) (api.Job, error) {

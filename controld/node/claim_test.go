@@ -7,6 +7,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/gpuaas/gpuaas/controld/node"
+	"github.com/gpuaas/gpuaas/controld/storetest"
 	"github.com/gpuaas/gpuaas/internal/api"
 )
 
@@ -63,7 +64,7 @@ func TestReserveClaimedShortGivesBackWhatItLocked(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := count(t, pool, `SELECT count(*) FROM slots WHERE state = 'reserved'`); got != 0 {
+	if got := storetest.Count(t, pool, `SELECT count(*) FROM slots WHERE state = 'reserved'`); got != 0 {
 		t.Errorf("reserved slots: %d; want 0", got)
 	}
 }

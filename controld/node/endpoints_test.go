@@ -10,11 +10,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go"
 
-	"github.com/gpuaas/gpuaas/controld/endpoint"
 	"github.com/gpuaas/gpuaas/controld/endpoint/endpointtest"
-	"github.com/gpuaas/gpuaas/controld/identity"
-	"github.com/gpuaas/gpuaas/controld/mutate"
 	"github.com/gpuaas/gpuaas/controld/node"
+	"github.com/gpuaas/gpuaas/controld/storetest"
 	"github.com/gpuaas/gpuaas/controld/volumes"
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/hostproto"
@@ -24,10 +22,9 @@ import (
 // ops is a database with node's endpoints over it, a real bus for the
 // nodes' hostd, and a count of the scheduler's wake-ups.
 type ops struct {
-	pool  *pgxpool.Pool
-	nc    *nats.Conn
-	defs  []endpoint.Def
-	run   *mutate.Runner
+	pool *pgxpool.Pool
+	nc   *nats.Conn
+	endpointtest.Harness
 	kicks atomic.Int32
 }
 
@@ -35,12 +32,11 @@ func newOps(t *testing.T) *ops {
 	t.Helper()
 	o := &ops{pool: newPool(t), nc: testutil.NATS(t).Connect(t)}
 	clock := func() time.Time { return t0 }
-	o.run = &mutate.Runner{Pool: o.pool, Now: clock}
-	o.defs = node.Endpoints(node.Deps{DB: o.pool, NATS: o.nc, Volumes: volumes.OnNode, Kick: func() { o.kicks.Add(1) }, Now: clock})
+	o.Harness = endpointtest.Serve(o.pool, clock, node.Endpoints(node.Deps{DB: o.pool, NATS: o.nc, Volumes: volumes.OnNode, Kick: func() { o.kicks.Add(1) }, Now: clock}))
 	return o
 }
 
-var operator = &endpoint.Request{Principal: &identity.Principal{UserID: "u-op", Role: api.RoleOperator}}
+var operator = endpointtest.As("u-op", api.RoleOperator, "")
 
 // TestLogsEndpoint: node.logs refuses a bad since or limit
 // (invalid_argument) and an unknown node (not_found) without asking
@@ -51,7 +47,7 @@ func TestLogsEndpoint(t *testing.T) {
 	o := newOps(t)
 	ctx := context.Background()
 	n := slicedNode(t, o.pool, "gpu-1", 1)
-	logs := endpointtest.Find(t, o.defs, api.EndpointNodeLogs)
+	logs := o.Find(t, api.EndpointNodeLogs)
 	ask := func(req api.NodeLogsRequest) (*api.NodeLogsResponse, error) {
 		return endpointtest.Read[api.NodeLogsResponse](ctx, logs, operator, req)
 	}
@@ -72,7 +68,7 @@ func TestLogsEndpoint(t *testing.T) {
 		{"unknown node", api.NodeLogsRequest{Node: "gpu-nope"}, api.CodeNotFound},
 	} {
 		_, err := ask(tc.req)
-		wantCode(t, tc.name, err, tc.want)
+		endpointtest.WantCode(t, tc.name, err, tc.want)
 	}
 	if err := o.nc.Flush(); err != nil {
 		t.Fatal(err)
@@ -85,7 +81,7 @@ func TestLogsEndpoint(t *testing.T) {
 	}
 
 	_, err = ask(api.NodeLogsRequest{Node: "gpu-1"})
-	wantCode(t, "no hostd", err, api.CodeUnavailable)
+	endpointtest.WantCode(t, "no hostd", err, api.CodeUnavailable)
 
 	seen := make(chan hostproto.HostLogsRequest, 1)
 	if _, err := o.nc.Subscribe(hostproto.MsgLogs.SubjectOf(n.ID), func(m *nats.Msg) {
@@ -116,39 +112,39 @@ func TestQuarantineEndpoints(t *testing.T) {
 	o := newOps(t)
 	ctx := context.Background()
 	slicedNode(t, o.pool, "gpu-1", 2)
-	quarantine := endpointtest.Find(t, o.defs, api.EndpointNodeQuarantine)
+	quarantine := o.Find(t, api.EndpointNodeQuarantine)
 	slot := 0
 	q := func(reason string) error {
-		_, err := endpointtest.Mutate[api.NodeDetail](ctx, o.run, quarantine, operator,
+		_, err := endpointtest.Mutate[api.NodeDetail](ctx, o.Run, quarantine, operator,
 			api.NodeQuarantineRequest{Node: "gpu-1", Slot: &slot, Reason: reason})
 		return err
 	}
 	audits := func(action string) int {
-		return count(t, o.pool, `SELECT count(*) FROM audit_logs WHERE action = $1`, action)
+		return storetest.Count(t, o.pool, `SELECT count(*) FROM audit_logs WHERE action = $1`, action)
 	}
-	wantCode(t, "no reason", q(" "), api.CodeInvalidArgument)
-	wantCode(t, "control characters", q("bad\x1b[2J"), api.CodeInvalidArgument)
+	endpointtest.WantCode(t, "no reason", q(" "), api.CodeInvalidArgument)
+	endpointtest.WantCode(t, "control characters", q("bad\x1b[2J"), api.CodeInvalidArgument)
 	if err := q("ECC errors"); err != nil {
 		t.Fatal(err)
 	}
-	wantCode(t, "quarantined again", q("still bad"), api.CodeConflict)
+	endpointtest.WantCode(t, "quarantined again", q("still bad"), api.CodeConflict)
 	if n := audits("node.quarantine"); n != 1 {
 		t.Errorf("quarantine audit rows: got %d; want 1", n)
 	}
-	if n := count(t, o.pool, `SELECT count(*) FROM slots WHERE quarantine_reason = 'ECC errors'`); n != 1 {
+	if n := storetest.Count(t, o.pool, `SELECT count(*) FROM slots WHERE quarantine_reason = 'ECC errors'`); n != 1 {
 		t.Errorf("slots quarantined for the first reason: got %d; want 1", n)
 	}
 	if k := o.kicks.Load(); k != 0 {
 		t.Errorf("scheduler woken by a quarantine: %d times; want 0", k)
 	}
-	if _, err := endpointtest.Mutate[api.NodeDetail](ctx, o.run, endpointtest.Find(t, o.defs, api.EndpointNodeClear), operator,
+	if _, err := endpointtest.Mutate[api.NodeDetail](ctx, o.Run, o.Find(t, api.EndpointNodeClear), operator,
 		api.NodeClearRequest{Node: "gpu-1", Slot: &slot}); err != nil {
 		t.Fatal(err)
 	}
 	if k, n := o.kicks.Load(), audits("node.clear"); k != 1 || n != 1 {
 		t.Errorf("after a clear: %d wake-ups, %d audit rows; want 1 and 1", k, n)
 	}
-	if _, err := endpointtest.Mutate[api.NodeDetail](ctx, o.run, endpointtest.Find(t, o.defs, api.EndpointSlotsApprove), operator,
+	if _, err := endpointtest.Mutate[api.NodeDetail](ctx, o.Run, o.Find(t, api.EndpointSlotsApprove), operator,
 		api.SlotsApproveRequest{Node: "gpu-1"}); err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,9 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/gpuaas/gpuaas/controld/endpoint/endpointtest"
 	"github.com/gpuaas/gpuaas/controld/node"
+	"github.com/gpuaas/gpuaas/controld/storetest"
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/hostproto"
 )
@@ -37,8 +39,8 @@ func TestEnrollTokenRefusals(t *testing.T) {
 				_, _, err := node.CreateEnrollToken(ctx, tx, tc.req, "u-op", t0)
 				return err
 			})
-			wantCode(t, tc.name, err, tc.want)
-			if n := count(t, pool, `SELECT count(*) FROM enrollment_tokens`); n != 0 {
+			endpointtest.WantCode(t, tc.name, err, tc.want)
+			if n := storetest.Count(t, pool, `SELECT count(*) FROM enrollment_tokens`); n != 0 {
 				t.Errorf("tokens after a refusal: got %d; want 0", n)
 			}
 		})
@@ -91,7 +93,7 @@ func TestEnrollOnce(t *testing.T) {
 	if n.Name != "gpu-1" || n.Shape != api.ShapeGPUSlice {
 		t.Errorf("enrolled: got %+v; want gpu-1, gpu_slice", n)
 	}
-	if c := count(t, pool, `SELECT count(*) FROM nodes WHERE id = $1 AND state = 'enrolled'`, n.ID); c != 1 {
+	if c := storetest.Count(t, pool, `SELECT count(*) FROM nodes WHERE id = $1 AND state = 'enrolled'`, n.ID); c != 1 {
 		t.Errorf("enrolled nodes: got %d; want 1", c)
 	}
 	var types []string
@@ -110,12 +112,12 @@ func TestEnrollOnce(t *testing.T) {
 		{"expired", expired.Token, t0.Add(node.EnrollTokenTTL)},
 	} {
 		_, err := enroll(tc.token, tc.at)
-		wantCode(t, tc.name, err, api.CodeUnauthenticated)
+		endpointtest.WantCode(t, tc.name, err, api.CodeUnauthenticated)
 	}
-	if c := count(t, pool, `SELECT count(*) FROM nodes`); c != 1 {
+	if c := storetest.Count(t, pool, `SELECT count(*) FROM nodes`); c != 1 {
 		t.Errorf("nodes after refused enrollments: got %d; want 1", c)
 	}
-	if c := count(t, pool, `SELECT count(*) FROM enrollment_tokens WHERE used_at IS NULL`); c != 1 {
+	if c := storetest.Count(t, pool, `SELECT count(*) FROM enrollment_tokens WHERE used_at IS NULL`); c != 1 {
 		t.Errorf("unspent tokens: got %d; want the expired one", c)
 	}
 }

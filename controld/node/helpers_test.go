@@ -10,9 +10,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/gpuaas/gpuaas/controld/node"
-	"github.com/gpuaas/gpuaas/controld/store"
+	"github.com/gpuaas/gpuaas/controld/storetest"
 	"github.com/gpuaas/gpuaas/internal/api"
-	"github.com/gpuaas/gpuaas/internal/testutil"
 )
 
 // t0 is the tests' clock reading.
@@ -20,11 +19,7 @@ var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 
 func newPool(t *testing.T) *pgxpool.Pool {
 	t.Helper()
-	pool, err := store.Open(context.Background(), testutil.Postgres(t, pgTemplate), 4)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	pool := storetest.Open(t, pgTemplate, 4)
 	return pool
 }
 
@@ -52,20 +47,4 @@ func gpu(i int) string { return fmt.Sprintf("0000:1%d:00.0", i) }
 // mutation does.
 func inTx(pool *pgxpool.Pool, fn func(tx pgx.Tx) error) error {
 	return pgx.BeginFunc(context.Background(), pool, fn)
-}
-
-func count(t *testing.T, pool *pgxpool.Pool, sql string, args ...any) int {
-	t.Helper()
-	var n int
-	if err := pool.QueryRow(context.Background(), sql, args...).Scan(&n); err != nil {
-		t.Fatalf("%s: %v", sql, err)
-	}
-	return n
-}
-
-func wantCode(t *testing.T, what string, err error, code api.Code) {
-	t.Helper()
-	if got := api.CodeOf(err); got != code {
-		t.Errorf("%s: got error %v (code %q); want code %q", what, err, got, code)
-	}
 }

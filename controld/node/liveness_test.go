@@ -11,24 +11,20 @@ import (
 
 	"github.com/gpuaas/gpuaas/controld/lease"
 	"github.com/gpuaas/gpuaas/controld/node"
-	"github.com/gpuaas/gpuaas/controld/store"
+	"github.com/gpuaas/gpuaas/controld/storetest"
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/testutil"
 )
 
 func TestMain(m *testing.M) { os.Exit(testutil.Main(m)) }
 
-var pgTemplate = testutil.NewTemplate("node", store.Migrate)
+var pgTemplate = storetest.Template("node")
 
 // fleet registers nodes heartbeating at the given ages before now.
 func fleet(t *testing.T, now time.Time, ages map[string]time.Duration) (*pgxpool.Pool, map[string]string) {
 	t.Helper()
 	ctx := context.Background()
-	pool, err := store.Open(ctx, testutil.Postgres(t, pgTemplate), 4)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	pool := storetest.Open(t, pgTemplate, 4)
 	ids := map[string]string{}
 	for name, age := range ages {
 		n, err := node.Register(ctx, pool, node.Spec{Name: name, Shape: api.ShapeGPUSlice, GPUModel: "H200"}, now)

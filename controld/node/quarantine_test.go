@@ -7,7 +7,9 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/gpuaas/gpuaas/controld/endpoint/endpointtest"
 	"github.com/gpuaas/gpuaas/controld/node"
+	"github.com/gpuaas/gpuaas/controld/storetest"
 	"github.com/gpuaas/gpuaas/internal/api"
 )
 
@@ -36,8 +38,8 @@ func TestQuarantineRefusals(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, _, err := node.Quarantine(context.Background(), pool, n.ID, tc.sel, tc.reason, "u-op", t0)
-			wantCode(t, tc.name, err, tc.want)
-			if c := count(t, pool, `SELECT count(*) FROM slots WHERE quarantined_at IS NOT NULL`); c != 0 {
+			endpointtest.WantCode(t, tc.name, err, tc.want)
+			if c := storetest.Count(t, pool, `SELECT count(*) FROM slots WHERE quarantined_at IS NOT NULL`); c != 0 {
 				t.Errorf("quarantined slots after a refusal: got %d; want 0", c)
 			}
 		})
@@ -93,9 +95,9 @@ func TestQuarantineKeepsASlotOutOfPlacement(t *testing.T) {
 		t.Errorf("candidates after clearing: got %d; want 1", c)
 	}
 	_, err = node.ClearQuarantine(ctx, pool, n.ID, node.SlotSelector{})
-	wantCode(t, "clear with nothing quarantined", err, api.CodeConflict)
+	endpointtest.WantCode(t, "clear with nothing quarantined", err, api.CodeConflict)
 	_, err = node.ClearQuarantine(ctx, pool, n.ID, node.SlotSelector{Index: &idx})
-	wantCode(t, "clear a slot not quarantined", err, api.CodeConflict)
+	endpointtest.WantCode(t, "clear a slot not quarantined", err, api.CodeConflict)
 }
 
 // TestApproveAndDrain: naming a slot that is not pending is
@@ -110,9 +112,9 @@ func TestApproveAndDrain(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = node.Register(ctx, pool, node.Spec{Name: "gpu-1", Shape: api.ShapeGPUSlice}, t0)
-	wantCode(t, "register a taken name", err, api.CodeConflict)
+	endpointtest.WantCode(t, "register a taken name", err, api.CodeConflict)
 	_, err = node.Register(ctx, pool, node.Spec{Name: "gpu-9", Shape: "container"}, t0)
-	wantCode(t, "register an unknown shape", err, api.CodeInvalidArgument)
+	endpointtest.WantCode(t, "register an unknown shape", err, api.CodeInvalidArgument)
 	slots, err := node.Slots(ctx, pool, `node_id = $1`, created.ID)
 	if err != nil || len(slots) != 2 {
 		t.Fatalf("slots: got %d, %v; want 2", len(slots), err)
@@ -123,8 +125,8 @@ func TestApproveAndDrain(t *testing.T) {
 		_, err := node.ApproveSlots(ctx, tx, created.ID, []string{slots[0].ID, "s-nope"})
 		return err
 	})
-	wantCode(t, "approve a slot that is not pending", err, api.CodeInvalidArgument)
-	if c := count(t, pool, `SELECT count(*) FROM slots WHERE state = 'free'`); c != 0 {
+	endpointtest.WantCode(t, "approve a slot that is not pending", err, api.CodeInvalidArgument)
+	if c := storetest.Count(t, pool, `SELECT count(*) FROM slots WHERE state = 'free'`); c != 0 {
 		t.Errorf("free slots after a refused approval: got %d; want 0", c)
 	}
 	if got, err := node.ApproveSlots(ctx, pool, created.ID, []string{slots[0].ID}); err != nil || got != 1 {
@@ -140,5 +142,5 @@ func TestApproveAndDrain(t *testing.T) {
 	if c, _ := node.NUMAGroupsWithRoom(ctx, pool, room, 10, 0); len(c) != 0 {
 		t.Errorf("candidates of a draining node: got %d; want 0", len(c))
 	}
-	wantCode(t, "drain again", node.Drain(ctx, pool, created.ID, t0), api.CodeConflict)
+	endpointtest.WantCode(t, "drain again", node.Drain(ctx, pool, created.ID, t0), api.CodeConflict)
 }

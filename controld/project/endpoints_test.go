@@ -13,8 +13,8 @@ import (
 	"github.com/gpuaas/gpuaas/controld/endpoint"
 	"github.com/gpuaas/gpuaas/controld/endpoint/endpointtest"
 	"github.com/gpuaas/gpuaas/controld/identity"
-	"github.com/gpuaas/gpuaas/controld/mutate"
 	"github.com/gpuaas/gpuaas/controld/project"
+	"github.com/gpuaas/gpuaas/controld/storetest"
 	"github.com/gpuaas/gpuaas/internal/api"
 )
 
@@ -22,8 +22,7 @@ import (
 type served struct {
 	pool *pgxpool.Pool
 	ids  *identity.Service
-	defs []endpoint.Def
-	run  *mutate.Runner
+	endpointtest.Harness
 }
 
 func serve(t *testing.T) *served {
@@ -38,17 +37,17 @@ func serve(t *testing.T) *served {
 		t.Fatal(err)
 	}
 	clock := func() time.Time { return now }
-	return &served{pool: pool, ids: ids, run: &mutate.Runner{Pool: pool, Now: clock},
-		defs: project.Endpoints(project.Deps{DB: pool, Tokens: ids, Now: clock})}
+	return &served{pool: pool, ids: ids, Harness: endpointtest.Serve(pool, clock,
+		project.Endpoints(project.Deps{DB: pool, Tokens: ids, Now: clock}))}
 }
 
 func as(user, role string) *endpoint.Request {
-	return &endpoint.Request{Principal: &identity.Principal{UserID: user, Role: role}}
+	return endpointtest.As(user, role, "")
 }
 
 func (s *served) create(t *testing.T, name, owner string) string {
 	t.Helper()
-	p, err := endpointtest.Mutate[api.Project](context.Background(), s.run, endpointtest.Find(t, s.defs, api.EndpointProjectCreate),
+	p, err := endpointtest.Mutate[api.Project](context.Background(), s.Run, s.Find(t, api.EndpointProjectCreate),
 		as(owner, api.RoleUser), api.ProjectCreateRequest{Name: name})
 	if err != nil {
 		t.Fatalf("create %s: %v", name, err)
@@ -88,7 +87,7 @@ func TestRefOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := project.Ref(ctx, s.pool, as(alice, api.RoleUser), "")
-	wantCode(t, "default left", err, api.CodeNotFound)
+	endpointtest.WantCode(t, "default left", err, api.CodeNotFound)
 }
 
 // TestUseEndpoint: project.use refuses no name (invalid_argument) and a
@@ -103,16 +102,16 @@ func TestUseEndpoint(t *testing.T) {
 	first := s.create(t, "first", alice)
 	second := s.create(t, "second", alice)
 	s.create(t, "bobs", bob)
-	use := endpointtest.Find(t, s.defs, api.EndpointProjectUse)
+	use := s.Find(t, api.EndpointProjectUse)
 	audits := func() int {
-		return count(t, s.pool, `SELECT count(*) FROM audit_logs WHERE action = $1`, api.EndpointProjectUse)
+		return storetest.Count(t, s.pool, `SELECT count(*) FROM audit_logs WHERE action = $1`, api.EndpointProjectUse)
 	}
 	for _, tc := range []struct {
 		name, project string
 		want          api.Code
 	}{{"no name", "  ", api.CodeInvalidArgument}, {"not a member", "bobs", api.CodeNotFound}} {
-		_, err := endpointtest.Mutate[api.Project](ctx, s.run, use, as(alice, api.RoleUser), api.ProjectUseRequest{Project: tc.project})
-		wantCode(t, tc.name, err, tc.want)
+		_, err := endpointtest.Mutate[api.Project](ctx, s.Run, use, as(alice, api.RoleUser), api.ProjectUseRequest{Project: tc.project})
+		endpointtest.WantCode(t, tc.name, err, tc.want)
 	}
 	if n := audits(); n != 0 {
 		t.Errorf("audit rows after refusals: got %d; want 0", n)
@@ -121,10 +120,10 @@ func TestUseEndpoint(t *testing.T) {
 		t.Errorf("default after refusals: got %s; want %s", def.ID, first)
 	}
 	// Admins too use only projects they are in: the role is not asked.
-	_, err := endpointtest.Mutate[api.Project](ctx, s.run, use, as(alice, api.RoleAdmin), api.ProjectUseRequest{Project: "bobs"})
-	wantCode(t, "admin, not a member", err, api.CodeNotFound)
+	_, err := endpointtest.Mutate[api.Project](ctx, s.Run, use, as(alice, api.RoleAdmin), api.ProjectUseRequest{Project: "bobs"})
+	endpointtest.WantCode(t, "admin, not a member", err, api.CodeNotFound)
 
-	p, err := endpointtest.Mutate[api.Project](ctx, s.run, use, as(alice, api.RoleUser), api.ProjectUseRequest{Project: " second "})
+	p, err := endpointtest.Mutate[api.Project](ctx, s.Run, use, as(alice, api.RoleUser), api.ProjectUseRequest{Project: " second "})
 	if err != nil || p.ID != second {
 		t.Fatalf("use second: got %+v, %v; want %s", p, err, second)
 	}
@@ -134,7 +133,7 @@ func TestUseEndpoint(t *testing.T) {
 	if n := audits(); n != 1 {
 		t.Errorf("audit rows: got %d; want 1", n)
 	}
-	if n := count(t, s.pool, `SELECT count(*) FROM outbox_events WHERE kind = $1 AND users = ARRAY[$2]::text[]`,
+	if n := storetest.Count(t, s.pool, `SELECT count(*) FROM outbox_events WHERE kind = $1 AND users = ARRAY[$2]::text[]`,
 		api.EventDefaultProject, alice); n != 1 {
 		t.Errorf("default-project events to alice alone: got %d; want 1", n)
 	}
@@ -154,22 +153,22 @@ func TestAddMemberEndpoint(t *testing.T) {
 	if err := project.SetMember(ctx, s.pool, p, member, api.ProjectMember, now); err != nil {
 		t.Fatal(err)
 	}
-	add := endpointtest.Find(t, s.defs, api.EndpointProjectAddMem)
+	add := s.Find(t, api.EndpointProjectAddMem)
 	inHeader := func(user string) *endpoint.Request { r := as(user, api.RoleUser); r.Project = "proj"; return r }
-	_, err := endpointtest.Mutate[api.MembersResponse](ctx, s.run, add, inHeader(member),
+	_, err := endpointtest.Mutate[api.MembersResponse](ctx, s.Run, add, inHeader(member),
 		api.AddMemberRequest{Email: "new@example.test", Role: api.ProjectMember})
-	wantCode(t, "a member adds", err, api.CodeForbidden)
-	_, err = endpointtest.Mutate[api.MembersResponse](ctx, s.run, add, inHeader(owner),
+	endpointtest.WantCode(t, "a member adds", err, api.CodeForbidden)
+	_, err = endpointtest.Mutate[api.MembersResponse](ctx, s.Run, add, inHeader(owner),
 		api.AddMemberRequest{Email: "nobody@example.test", Role: api.ProjectMember})
-	wantCode(t, "unknown email", err, api.CodeNotFound)
-	if n := count(t, s.pool, `SELECT count(*) FROM audit_logs WHERE action = 'project.set_member'`); n != 0 {
+	endpointtest.WantCode(t, "unknown email", err, api.CodeNotFound)
+	if n := storetest.Count(t, s.pool, `SELECT count(*) FROM audit_logs WHERE action = 'project.set_member'`); n != 0 {
 		t.Errorf("audit rows after refusals: got %d; want 0", n)
 	}
 	if role, _ := project.RoleOf(ctx, s.pool, p, newcomer); role != "" {
 		t.Errorf("newcomer's role after refusals: got %q; want none", role)
 	}
 
-	resp, err := endpointtest.Mutate[api.MembersResponse](ctx, s.run, add, inHeader(owner),
+	resp, err := endpointtest.Mutate[api.MembersResponse](ctx, s.Run, add, inHeader(owner),
 		api.AddMemberRequest{Email: "new@example.test", Role: api.ProjectViewer})
 	if err != nil {
 		t.Fatal(err)
@@ -180,7 +179,7 @@ func TestAddMemberEndpoint(t *testing.T) {
 	if role, _ := project.RoleOf(ctx, s.pool, p, newcomer); role != api.ProjectViewer {
 		t.Errorf("newcomer's role: got %q; want viewer", role)
 	}
-	if n := count(t, s.pool, `SELECT count(*) FROM outbox_events WHERE kind = $1 AND users @> ARRAY[$2, $3, $4]::text[]`,
+	if n := storetest.Count(t, s.pool, `SELECT count(*) FROM outbox_events WHERE kind = $1 AND users @> ARRAY[$2, $3, $4]::text[]`,
 		api.EventProject, owner, member, newcomer); n != 1 {
 		t.Errorf("events telling all three members: got %d; want 1", n)
 	}
@@ -210,7 +209,7 @@ func TestMembersHidesDeadTokens(t *testing.T) {
 	if _, err := s.ids.RevokeMachineToken(ctx, s.pool, tokens["revoked"], owner, now); err != nil {
 		t.Fatal(err)
 	}
-	resp, err := endpointtest.Read[api.MembersResponse](ctx, endpointtest.Find(t, s.defs, api.EndpointProjectMembers),
+	resp, err := endpointtest.Read[api.MembersResponse](ctx, s.Find(t, api.EndpointProjectMembers),
 		as(owner, api.RoleUser), api.ProjectRef{Project: "proj"})
 	if err != nil {
 		t.Fatal(err)

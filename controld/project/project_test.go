@@ -6,7 +6,9 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/gpuaas/gpuaas/controld/endpoint/endpointtest"
 	"github.com/gpuaas/gpuaas/controld/project"
+	"github.com/gpuaas/gpuaas/controld/storetest"
 	"github.com/gpuaas/gpuaas/internal/api"
 )
 
@@ -62,14 +64,14 @@ func TestCreateRefusals(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := inTx(t, pool, func(tx pgx.Tx) error { _, err := project.Create(ctx, tx, tc.project, other, now); return err })
-			wantCode(t, "create "+tc.project, err, tc.want)
-			if n := count(t, pool, `SELECT count(*) FROM projects`); n != 1 {
+			endpointtest.WantCode(t, "create "+tc.project, err, tc.want)
+			if n := storetest.Count(t, pool, `SELECT count(*) FROM projects`); n != 1 {
 				t.Errorf("projects after a refused create: got %d; want 1", n)
 			}
-			if n := count(t, pool, `SELECT count(*) FROM project_members WHERE user_id = $1`, other); n != 0 {
+			if n := storetest.Count(t, pool, `SELECT count(*) FROM project_members WHERE user_id = $1`, other); n != 0 {
 				t.Errorf("memberships of the refused creator: got %d; want 0", n)
 			}
-			if n := count(t, pool, `SELECT count(*) FROM default_projects WHERE user_id = $1`, other); n != 0 {
+			if n := storetest.Count(t, pool, `SELECT count(*) FROM default_projects WHERE user_id = $1`, other); n != 0 {
 				t.Errorf("default project of the refused creator: got %d rows; want 0", n)
 			}
 		})
@@ -139,15 +141,15 @@ func TestAuthorizeByRole(t *testing.T) {
 				case lv.want == ok && got.ID != p:
 					t.Errorf("%s, access %d on %s: got project %q; want %s", tc.who, lv.access, ref, got.ID, p)
 				case lv.want != ok:
-					wantCode(t, tc.who+" on "+ref, err, lv.want)
+					endpointtest.WantCode(t, tc.who+" on "+ref, err, lv.want)
 				}
 			}
 		}
 	}
 	_, err := project.Authorize(ctx, pool, "", owner, api.RoleUser, project.AccessRead)
-	wantCode(t, "empty reference", err, api.CodeInvalidArgument)
+	endpointtest.WantCode(t, "empty reference", err, api.CodeInvalidArgument)
 	_, err = project.Authorize(ctx, pool, "nope", owner, api.RoleUser, project.AccessRead)
-	wantCode(t, "unknown project", err, api.CodeNotFound)
+	endpointtest.WantCode(t, "unknown project", err, api.CodeNotFound)
 }
 
 // TestSetMemberKeepsAnOwner: the last owner cannot step down (conflict,
@@ -167,13 +169,13 @@ func TestSetMemberKeepsAnOwner(t *testing.T) {
 		t.Fatal(err)
 	}
 	err := inTx(t, pool, func(tx pgx.Tx) error { return project.SetMember(ctx, tx, p, owner, api.ProjectMember, now) })
-	wantCode(t, "last owner steps down", err, api.CodeConflict)
+	endpointtest.WantCode(t, "last owner steps down", err, api.CodeConflict)
 	if role, _ := project.RoleOf(ctx, pool, p, owner); role != api.ProjectOwner {
 		t.Errorf("last owner's role after a refused demotion: got %q; want owner", role)
 	}
 	err = inTx(t, pool, func(tx pgx.Tx) error { return project.SetMember(ctx, tx, p, second, "boss", now) })
-	wantCode(t, "unknown role", err, api.CodeInvalidArgument)
-	if n := count(t, pool, `SELECT count(*) FROM project_members WHERE user_id = $1`, second); n != 0 {
+	endpointtest.WantCode(t, "unknown role", err, api.CodeInvalidArgument)
+	if n := storetest.Count(t, pool, `SELECT count(*) FROM project_members WHERE user_id = $1`, second); n != 0 {
 		t.Errorf("memberships after an unknown role: got %d; want 0", n)
 	}
 	if err := project.SetMember(ctx, pool, p, second, api.ProjectOwner, now); err != nil {
@@ -189,5 +191,5 @@ func TestSetMemberKeepsAnOwner(t *testing.T) {
 		t.Errorf("former owner's role: got %q; want viewer", role)
 	}
 	err = inTx(t, pool, func(tx pgx.Tx) error { return project.SetMember(ctx, tx, p, second, api.ProjectViewer, now) })
-	wantCode(t, "new last owner steps down", err, api.CodeConflict)
+	endpointtest.WantCode(t, "new last owner steps down", err, api.CodeConflict)
 }

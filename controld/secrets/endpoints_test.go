@@ -10,7 +10,6 @@ import (
 
 	"github.com/gpuaas/gpuaas/controld/endpoint"
 	"github.com/gpuaas/gpuaas/controld/endpoint/endpointtest"
-	"github.com/gpuaas/gpuaas/controld/identity"
 	"github.com/gpuaas/gpuaas/controld/mutate"
 	"github.com/gpuaas/gpuaas/controld/secrets"
 	"github.com/gpuaas/gpuaas/controld/storetest"
@@ -20,7 +19,7 @@ import (
 
 // in is a request of user's acting in project (the Gpuaas-Project header).
 func in(user, project string) *endpoint.Request {
-	return &endpoint.Request{Principal: &identity.Principal{UserID: user, Role: api.RoleUser}, Project: project}
+	return endpointtest.User(user, project)
 }
 
 func rows(t *testing.T, w *world) int {
@@ -46,10 +45,10 @@ func TestSecretEndpointsByRole(t *testing.T) {
 	storetest.User(t, w.pool, outsider, "outsider@example.test", t0)
 	storetest.Member(t, w.pool, w.p1.ID, viewer, api.ProjectViewer, t0)
 	at := t0.Add(90 * time.Minute)
-	defs := secrets.Endpoints(secrets.Deps{DB: w.pool, Key: k, Now: func() time.Time { return at }})
-	run := &mutate.Runner{Pool: w.pool, Now: func() time.Time { return at }}
-	set, list, remove := endpointtest.Find(t, defs, api.EndpointSecretSet), endpointtest.Find(t, defs, api.EndpointSecretList),
-		endpointtest.Find(t, defs, api.EndpointSecretRemove)
+	clock := func() time.Time { return at }
+	h := endpointtest.Serve(w.pool, clock, secrets.Endpoints(secrets.Deps{DB: w.pool, Key: k, Now: clock}))
+	run := h.Run
+	set, list, remove := h.Find(t, api.EndpointSecretSet), h.Find(t, api.EndpointSecretList), h.Find(t, api.EndpointSecretRemove)
 
 	const value = "hf_the-value-nobody-reads-back"
 	s, err := endpointtest.Mutate[api.Secret](ctx, run, set, in(w.bob, w.p1.Name), api.SecretSetRequest{Name: " hf-token ", Value: []byte(value)})

@@ -14,7 +14,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/gpuaas/gpuaas/controld/secrets"
-	"github.com/gpuaas/gpuaas/controld/store"
 	"github.com/gpuaas/gpuaas/controld/storetest"
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/ids"
@@ -23,7 +22,7 @@ import (
 
 func TestMain(m *testing.M) { os.Exit(testutil.Main(m)) }
 
-var pgTemplate = testutil.NewTemplate("secrets", store.Migrate)
+var pgTemplate = storetest.Template("secrets")
 
 var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 
@@ -49,17 +48,12 @@ type world struct {
 
 func newWorld(t *testing.T) *world {
 	t.Helper()
-	pool, err := store.Open(context.Background(), testutil.Postgres(t, pgTemplate), 4)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	pool := storetest.Open(t, pgTemplate, 4)
 	w := &world{pool: pool, bob: ids.New(ids.User), p1: api.Project{ID: ids.New(ids.Project), Name: "one"},
 		p2: api.Project{ID: ids.New(ids.Project), Name: "two"}}
 	storetest.User(t, pool, w.bob, "bob@example.test", t0)
 	for _, p := range []api.Project{w.p1, w.p2} {
-		storetest.Project(t, pool, p.ID, p.Name, w.bob, t0)
-		storetest.Member(t, pool, p.ID, w.bob, api.ProjectOwner, t0)
+		storetest.OwnedProject(t, pool, p.ID, p.Name, w.bob, t0)
 	}
 	return w
 }

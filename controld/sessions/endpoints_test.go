@@ -16,6 +16,7 @@ import (
 	"github.com/gpuaas/gpuaas/controld/identity"
 	"github.com/gpuaas/gpuaas/controld/mutate"
 	"github.com/gpuaas/gpuaas/controld/sessions"
+	"github.com/gpuaas/gpuaas/controld/storetest"
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/gateproto"
 	"github.com/gpuaas/gpuaas/internal/recstore"
@@ -26,9 +27,8 @@ import (
 // stream on a real JetStream.
 type served struct {
 	*world
-	js   jetstream.JetStream
-	defs []endpoint.Def
-	run  *mutate.Runner
+	js jetstream.JetStream
+	endpointtest.Harness
 }
 
 func serve(t *testing.T) *served {
@@ -42,29 +42,25 @@ func serve(t *testing.T) *served {
 		t.Fatal(err)
 	}
 	clock := func() time.Time { return t0 }
-	return &served{world: w, js: js, run: &mutate.Runner{Pool: w.pool, Now: clock},
-		defs: sessions.Endpoints(sessions.Deps{DB: w.pool, JS: js, Now: clock})}
+	return &served{world: w, js: js, Harness: endpointtest.Serve(w.pool, clock,
+		sessions.Endpoints(sessions.Deps{DB: w.pool, JS: js, Now: clock}))}
 }
 
 var gateway = &endpoint.Request{Principal: &identity.Principal{UserID: "u-gw", Email: "gw-a@gateway.test", Role: api.RoleGateway},
 	Log: slog.New(slog.DiscardHandler)}
 
 func user(id string) *endpoint.Request {
-	return &endpoint.Request{Principal: &identity.Principal{UserID: id, Role: api.RoleUser}}
+	return endpointtest.User(id, "")
 }
 
 func (s *served) count(t *testing.T, sql string, args ...any) int {
 	t.Helper()
-	var n int
-	if err := s.pool.QueryRow(context.Background(), sql, args...).Scan(&n); err != nil {
-		t.Fatalf("%s: %v", sql, err)
-	}
-	return n
+	return storetest.Count(t, s.pool, sql, args...)
 }
 
 func (s *served) start(t *testing.T) api.TerminalSession {
 	t.Helper()
-	ts, err := endpointtest.Mutate[api.TerminalSession](context.Background(), s.run, endpointtest.Find(t, s.defs, gateproto.EndpointSessionStart),
+	ts, err := endpointtest.Mutate[api.TerminalSession](context.Background(), s.Run, s.Find(t, gateproto.EndpointSessionStart),
 		gateway, gateproto.SessionStartRequest{UserID: s.alice, AllocationID: s.aliceAlloc, Kind: api.SessionShell})
 	if err != nil {
 		t.Fatal(err)
@@ -74,7 +70,7 @@ func (s *served) start(t *testing.T) api.TerminalSession {
 
 func (s *served) end(t *testing.T, req gateproto.SessionEndRequest) (*api.TerminalSession, error) {
 	t.Helper()
-	return endpointtest.Mutate[api.TerminalSession](context.Background(), s.run, endpointtest.Find(t, s.defs, gateproto.EndpointSessionEnd),
+	return endpointtest.Mutate[api.TerminalSession](context.Background(), s.Run, s.Find(t, gateproto.EndpointSessionEnd),
 		gateway, req)
 }
 
@@ -106,7 +102,7 @@ func TestEndSealsTheRecording(t *testing.T) {
 	ctx := context.Background()
 	ts := s.start(t)
 	_, err := s.end(t, gateproto.SessionEndRequest{ID: ts.ID, Recording: "ts-other", RecordingChunks: 1})
-	wantCode(t, "recording of another name", err, api.CodeInvalidArgument)
+	endpointtest.WantCode(t, "recording of another name", err, api.CodeInvalidArgument)
 	if got, err := sessions.Get(ctx, s.pool, sessions.Viewer{Operator: true}, ts.ID); err != nil || got.State != api.SessionRunning {
 		t.Fatalf("after a refused end: got %+v, %v; want it running", got, err)
 	}
@@ -126,7 +122,7 @@ func TestEndSealsTheRecording(t *testing.T) {
 	if err != nil || ended.Recording != rec.ID {
 		t.Fatalf("end with a whole recording: got %+v, %v; want recording %s", ended, err, rec.ID)
 	}
-	read := endpointtest.Find(t, s.defs, api.EndpointSessionRecording)
+	read := s.Find(t, api.EndpointSessionRecording)
 	var got []byte
 	for off := int64(0); ; {
 		chunk, err := endpointtest.Read[api.RecordingChunk](ctx, read, user(s.alice), api.RecordingRequest{ID: rec.ID, Offset: off, Limit: 100_000})
@@ -154,7 +150,7 @@ func TestEndSealsTheRecording(t *testing.T) {
 		{"no recording", user(s.alice), api.RecordingRequest{ID: ts.ID}, api.CodeNotFound},
 	} {
 		_, err := endpointtest.Read[api.RecordingChunk](ctx, read, tc.r, tc.req)
-		wantCode(t, tc.name, err, tc.want)
+		endpointtest.WantCode(t, tc.name, err, tc.want)
 	}
 }
 
@@ -165,8 +161,8 @@ func TestInterruptEndpoint(t *testing.T) {
 	s := serve(t)
 	ctx := context.Background()
 	a, b := s.start(t), s.start(t)
-	interrupt := endpointtest.Find(t, s.defs, gateproto.EndpointSessionInterrupt)
-	resp, err := endpointtest.Mutate[gateproto.SessionInterruptResponse](ctx, s.run, interrupt, gateway,
+	interrupt := s.Find(t, gateproto.EndpointSessionInterrupt)
+	resp, err := endpointtest.Mutate[gateproto.SessionInterruptResponse](ctx, s.Run, interrupt, gateway,
 		gateproto.SessionInterruptRequest{Gateway: "gw-a@gateway.test"})
 	if err != nil || len(resp.Sessions) != 2 {
 		t.Fatalf("interrupt: got %+v, %v; want both sessions", resp, err)
@@ -188,7 +184,7 @@ func TestInterruptEndpoint(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	raw, err := s.run.Run(ctx, mutate.Request{Endpoint: gateproto.EndpointSessionInterrupt, ActorID: "u-gw", Key: "again"}, out)
+	raw, err := s.Run.Run(ctx, mutate.Request{Endpoint: gateproto.EndpointSessionInterrupt, ActorID: "u-gw", Key: "again"}, out)
 	if err != nil || !bytes.Contains(raw, []byte(`"sessions":[]`)) {
 		t.Errorf("interrupt with none running: got %s, %v; want an empty list", raw, err)
 	}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpuaas/gpuaas/controld/endpoint/endpointtest"
 	"github.com/gpuaas/gpuaas/controld/sessions"
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/gateproto"
@@ -37,7 +38,7 @@ func TestStartRefusals(t *testing.T) {
 			r := ok
 			tc.edit(&r)
 			_, err := sessions.Start(context.Background(), w.pool, r, t0)
-			wantCode(t, tc.name, err, tc.want)
+			endpointtest.WantCode(t, tc.name, err, tc.want)
 			if n := w.count(t); n != 0 {
 				t.Errorf("sessions after a refused start: got %d; want 0", n)
 			}
@@ -84,9 +85,9 @@ func TestEndOnce(t *testing.T) {
 		t.Errorf("ended again: got %+v; want the first end unchanged", again)
 	}
 	_, err = sessions.End(ctx, w.pool, gateproto.SessionEndRequest{ID: "ts-nope"}, t1)
-	wantCode(t, "end an unknown session", err, api.CodeNotFound)
+	endpointtest.WantCode(t, "end an unknown session", err, api.CodeNotFound)
 	_, err = sessions.End(ctx, w.pool, gateproto.SessionEndRequest{ID: s.ID, Bytes: -1}, t1)
-	wantCode(t, "negative bytes", err, api.CodeInvalidArgument)
+	endpointtest.WantCode(t, "negative bytes", err, api.CodeInvalidArgument)
 }
 
 // TestInterruptOnlyThatGatewaysRunning: a gateway starting up marks its
@@ -122,7 +123,7 @@ func TestInterruptOnlyThatGatewaysRunning(t *testing.T) {
 		}
 	}
 	_, err = sessions.Interrupt(ctx, w.pool, "", t1)
-	wantCode(t, "interrupt without a gateway", err, api.CodeInvalidArgument)
+	endpointtest.WantCode(t, "interrupt without a gateway", err, api.CodeInvalidArgument)
 }
 
 // TestViewersSeeTheirOwn: a user gets and lists only their own sessions
@@ -144,7 +145,7 @@ func TestViewersSeeTheirOwn(t *testing.T) {
 		t.Errorf("own session: %v", err)
 	}
 	_, err = sessions.Get(ctx, w.pool, alice, theirs.ID)
-	wantCode(t, "another user's session", err, api.CodeNotFound)
+	endpointtest.WantCode(t, "another user's session", err, api.CodeNotFound)
 	list := func(v sessions.Viewer, allocID string) []string {
 		got, err := sessions.List(ctx, w.pool, v, api.SessionListRequest{AllocationID: allocID})
 		if err != nil {

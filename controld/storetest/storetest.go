@@ -1,6 +1,9 @@
-// Package storetest inserts the rows the tests of controld's domain
-// packages need as fixtures — users, projects, members, allocations —
-// straight into a test database. It is for the packages below controld
+// Package storetest is the shared fixture of the tests of controld's
+// domain packages: a migrated database of the test's own (Template,
+// Open), the rows they need inserted straight into it — users, projects,
+// members, the catalog, nodes, allocations — and the reads and
+// transactions their checks make (Count, InTx). Each package keeps only
+// the seeding that is its own. It is for the packages below controld
 // that cannot use controldtest (which imports them); it is never linked
 // into the daemon, and the ownership test does not count its writes.
 package storetest

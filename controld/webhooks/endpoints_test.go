@@ -9,8 +9,6 @@ import (
 
 	"github.com/gpuaas/gpuaas/controld/endpoint"
 	"github.com/gpuaas/gpuaas/controld/endpoint/endpointtest"
-	"github.com/gpuaas/gpuaas/controld/identity"
-	"github.com/gpuaas/gpuaas/controld/mutate"
 	"github.com/gpuaas/gpuaas/controld/storetest"
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/ids"
@@ -22,8 +20,7 @@ type served struct {
 	pool                    *pgxpool.Pool
 	project                 string
 	owner, member, outsider string
-	run                     *mutate.Runner
-	defs                    []endpoint.Def
+	endpointtest.Harness
 }
 
 func serve(t *testing.T) *served {
@@ -35,22 +32,17 @@ func serve(t *testing.T) *served {
 	storetest.Member(t, pool, project, s.member, api.ProjectMember, t0)
 	storetest.User(t, pool, s.outsider, "outsider@example.test", t0)
 	clock := func() time.Time { return t0 }
-	s.run = &mutate.Runner{Pool: pool, Now: clock}
-	s.defs = Endpoints(Deps{DB: pool, Now: clock})
+	s.Harness = endpointtest.Serve(pool, clock, Endpoints(Deps{DB: pool, Now: clock}))
 	return s
 }
 
 func (s *served) as(user string) *endpoint.Request {
-	return &endpoint.Request{Principal: &identity.Principal{UserID: user, Role: api.RoleUser}, Project: s.project}
+	return endpointtest.User(user, s.project)
 }
 
 func (s *served) count(t *testing.T, sql string, args ...any) int {
 	t.Helper()
-	var n int
-	if err := s.pool.QueryRow(context.Background(), sql, args...).Scan(&n); err != nil {
-		t.Fatalf("%s: %v", sql, err)
-	}
-	return n
+	return storetest.Count(t, s.pool, sql, args...)
 }
 
 // written is every row a webhook endpoint may write.
@@ -67,10 +59,10 @@ func (s *served) written(t *testing.T) int {
 func TestWebhookEndpointsNeedTheProjectsAdmin(t *testing.T) {
 	ctx := context.Background()
 	s := serve(t)
-	add, list := endpointtest.Find(t, s.defs, api.EndpointWebhookAdd), endpointtest.Find(t, s.defs, api.EndpointWebhookList)
-	test, remove := endpointtest.Find(t, s.defs, api.EndpointWebhookTest), endpointtest.Find(t, s.defs, api.EndpointWebhookRemove)
+	add, list := s.Find(t, api.EndpointWebhookAdd), s.Find(t, api.EndpointWebhookList)
+	test, remove := s.Find(t, api.EndpointWebhookTest), s.Find(t, api.EndpointWebhookRemove)
 	req := api.WebhookAddRequest{URL: " https://hooks.example.com/gpuaas ", Events: []string{api.EventAllocState}}
-	w, err := endpointtest.Mutate[api.Webhook](ctx, s.run, add, s.as(s.owner), req)
+	w, err := endpointtest.Mutate[api.Webhook](ctx, s.Run, add, s.as(s.owner), req)
 	if err != nil || w.Secret == "" || w.URL != "https://hooks.example.com/gpuaas" || w.ProjectID != s.project {
 		t.Fatalf("owner's add: %+v, %v", w, err)
 	}
@@ -88,7 +80,7 @@ func TestWebhookEndpointsNeedTheProjectsAdmin(t *testing.T) {
 		"private":       {URL: "https://10.0.0.1/gpuaas", Events: req.Events},
 		"unknown event": {URL: req.URL, Events: []string{"no.such.event"}},
 	} {
-		if _, err := endpointtest.Mutate[api.Webhook](ctx, s.run, add, s.as(s.owner), bad); api.CodeOf(err) != api.CodeInvalidArgument {
+		if _, err := endpointtest.Mutate[api.Webhook](ctx, s.Run, add, s.as(s.owner), bad); api.CodeOf(err) != api.CodeInvalidArgument {
 			t.Errorf("add %s: err = %v; want invalid_argument", name, err)
 		}
 	}
@@ -96,17 +88,17 @@ func TestWebhookEndpointsNeedTheProjectsAdmin(t *testing.T) {
 	if err != nil || len(l.Webhooks) != 1 || l.Webhooks[0].ID != w.ID || l.Webhooks[0].Secret != "" {
 		t.Fatalf("member's list: %+v, %v; want %s without its secret", l, err, w.ID)
 	}
-	if _, err := endpointtest.Mutate[api.Webhook](ctx, s.run, add, s.as(s.member), req); api.CodeOf(err) != api.CodeForbidden {
+	if _, err := endpointtest.Mutate[api.Webhook](ctx, s.Run, add, s.as(s.member), req); api.CodeOf(err) != api.CodeForbidden {
 		t.Errorf("member's add: err = %v; want forbidden", err)
 	}
 	for _, d := range []endpoint.Def{test, remove} {
-		if _, err := endpointtest.Mutate[struct{}](ctx, s.run, d, s.as(s.member), api.WebhookRef{ID: w.ID}); api.CodeOf(err) != api.CodeForbidden {
+		if _, err := endpointtest.Mutate[struct{}](ctx, s.Run, d, s.as(s.member), api.WebhookRef{ID: w.ID}); api.CodeOf(err) != api.CodeForbidden {
 			t.Errorf("member's %s: err = %v; want forbidden", d.Spec().Name, err)
 		}
-		if _, err := endpointtest.Mutate[struct{}](ctx, s.run, d, s.as(s.outsider), api.WebhookRef{ID: w.ID}); api.CodeOf(err) != api.CodeNotFound {
+		if _, err := endpointtest.Mutate[struct{}](ctx, s.Run, d, s.as(s.outsider), api.WebhookRef{ID: w.ID}); api.CodeOf(err) != api.CodeNotFound {
 			t.Errorf("outsider's %s: err = %v; want not_found", d.Spec().Name, err)
 		}
-		if _, err := endpointtest.Mutate[struct{}](ctx, s.run, d, s.as(s.owner), api.WebhookRef{ID: " "}); api.CodeOf(err) != api.CodeInvalidArgument {
+		if _, err := endpointtest.Mutate[struct{}](ctx, s.Run, d, s.as(s.owner), api.WebhookRef{ID: " "}); api.CodeOf(err) != api.CodeInvalidArgument {
 			t.Errorf("%s without an id: err = %v; want invalid_argument", d.Spec().Name, err)
 		}
 	}
@@ -123,12 +115,12 @@ func TestWebhookEndpointsNeedTheProjectsAdmin(t *testing.T) {
 func TestDeliveryEndpoints(t *testing.T) {
 	ctx := context.Background()
 	s := serve(t)
-	w, err := endpointtest.Mutate[api.Webhook](ctx, s.run, endpointtest.Find(t, s.defs, api.EndpointWebhookAdd), s.as(s.owner),
+	w, err := endpointtest.Mutate[api.Webhook](ctx, s.Run, s.Find(t, api.EndpointWebhookAdd), s.as(s.owner),
 		api.WebhookAddRequest{URL: "https://hooks.example.com/x", Events: []string{api.EventAllocState}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := endpointtest.Mutate[api.WebhookDelivery](ctx, s.run, endpointtest.Find(t, s.defs, api.EndpointWebhookTest), s.as(s.owner), api.WebhookRef{ID: w.ID})
+	d, err := endpointtest.Mutate[api.WebhookDelivery](ctx, s.Run, s.Find(t, api.EndpointWebhookTest), s.as(s.owner), api.WebhookRef{ID: w.ID})
 	if err != nil || d.WebhookID != w.ID || d.EventKind != api.WebhookTestKind {
 		t.Fatalf("owner's test: %+v, %v", d, err)
 	}
@@ -136,27 +128,27 @@ func TestDeliveryEndpoints(t *testing.T) {
 		api.EventWebhookDelivery, w.ID, s.owner, s.member); n != 1 {
 		t.Fatalf("%d delivery events told to owner and member; want 1", n)
 	}
-	retry := endpointtest.Find(t, s.defs, api.EndpointWebhookRetry)
-	if _, err := endpointtest.Mutate[api.WebhookDelivery](ctx, s.run, retry, s.as(s.owner), api.WebhookDeliveryRef{ID: d.ID}); api.CodeOf(err) != api.CodeConflict {
+	retry := s.Find(t, api.EndpointWebhookRetry)
+	if _, err := endpointtest.Mutate[api.WebhookDelivery](ctx, s.Run, retry, s.as(s.owner), api.WebhookDeliveryRef{ID: d.ID}); api.CodeOf(err) != api.CodeConflict {
 		t.Fatalf("retry of a pending delivery: err = %v; want conflict", err)
 	}
 	if _, err := s.pool.Exec(ctx, `UPDATE webhook_deliveries SET state = 'dead', attempts = 12 WHERE id = $1`, d.ID); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := endpointtest.Mutate[api.WebhookDelivery](ctx, s.run, retry, s.as(s.member), api.WebhookDeliveryRef{ID: d.ID}); api.CodeOf(err) != api.CodeForbidden {
+	if _, err := endpointtest.Mutate[api.WebhookDelivery](ctx, s.Run, retry, s.as(s.member), api.WebhookDeliveryRef{ID: d.ID}); api.CodeOf(err) != api.CodeForbidden {
 		t.Fatalf("member's retry: err = %v; want forbidden", err)
 	}
-	if _, err := endpointtest.Mutate[api.WebhookDelivery](ctx, s.run, retry, s.as(s.owner), api.WebhookDeliveryRef{ID: ""}); api.CodeOf(err) != api.CodeInvalidArgument {
+	if _, err := endpointtest.Mutate[api.WebhookDelivery](ctx, s.Run, retry, s.as(s.owner), api.WebhookDeliveryRef{ID: ""}); api.CodeOf(err) != api.CodeInvalidArgument {
 		t.Fatalf("retry without an id: err = %v; want invalid_argument", err)
 	}
 	if s.count(t, `SELECT count(*) FROM webhook_deliveries WHERE state = 'dead'`) != 1 {
 		t.Fatal("a refused retry changed the delivery")
 	}
-	got, err := endpointtest.Mutate[api.WebhookDelivery](ctx, s.run, retry, s.as(s.owner), api.WebhookDeliveryRef{ID: d.ID})
+	got, err := endpointtest.Mutate[api.WebhookDelivery](ctx, s.Run, retry, s.as(s.owner), api.WebhookDeliveryRef{ID: d.ID})
 	if err != nil || got.State != api.DeliveryPending || got.Attempts != 0 {
 		t.Fatalf("owner's retry: %+v, %v; want pending, 0 attempts", got, err)
 	}
-	deliveries := endpointtest.Find(t, s.defs, api.EndpointWebhookDeliveries)
+	deliveries := s.Find(t, api.EndpointWebhookDeliveries)
 	l, err := endpointtest.Read[api.WebhookDeliveryList](ctx, deliveries, s.as(s.member), api.WebhookDeliveriesRequest{Webhook: w.ID})
 	if err != nil || len(l.Deliveries) != 1 || l.Deliveries[0].ID != d.ID {
 		t.Fatalf("member's deliveries: %+v, %v", l, err)

@@ -1,7 +1,6 @@
 package webhooks
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"os"
@@ -10,7 +9,6 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/gpuaas/gpuaas/controld/store"
 	"github.com/gpuaas/gpuaas/controld/storetest"
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/ids"
@@ -19,18 +17,14 @@ import (
 
 func TestMain(m *testing.M) { os.Exit(testutil.Main(m)) }
 
-var pgTemplate = testutil.NewTemplate("webhooks", store.Migrate)
+var pgTemplate = storetest.Template("webhooks")
 
 var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 
 // newProject is a database with one user owning one project.
 func newProject(t *testing.T) (*pgxpool.Pool, string, string) {
 	t.Helper()
-	pool, err := store.Open(context.Background(), testutil.Postgres(t, pgTemplate), 4)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	pool := storetest.Open(t, pgTemplate, 4)
 	user, project := ids.New(ids.User), ids.New(ids.Project)
 	storetest.User(t, pool, user, "owner@example.test", t0)
 	storetest.Project(t, pool, project, "proj", user, t0)

@@ -8,23 +8,20 @@ import (
 	"github.com/gpuaas/gpuaas/controld/alloc"
 	"github.com/gpuaas/gpuaas/controld/endpoint"
 	"github.com/gpuaas/gpuaas/controld/endpoint/endpointtest"
-	"github.com/gpuaas/gpuaas/controld/identity"
 	"github.com/gpuaas/gpuaas/controld/images"
-	"github.com/gpuaas/gpuaas/controld/mutate"
 	"github.com/gpuaas/gpuaas/controld/workloads"
 	"github.com/gpuaas/gpuaas/internal/api"
 )
 
 // endpoints are the workloads' endpoints over w's database, with the
 // server's log bound logMax.
-func (w *world) endpoints(logMax int64) ([]endpoint.Def, *mutate.Runner) {
+func (w *world) endpoints(logMax int64) endpointtest.Harness {
 	clock := func() time.Time { return t0 }
-	return workloads.Endpoints(workloads.Deps{DB: w.pool, Now: clock, Config: workloads.Config{LogMaxBytes: logMax}}),
-		&mutate.Runner{Pool: w.pool, Now: clock}
+	return endpointtest.Serve(w.pool, clock, workloads.Endpoints(workloads.Deps{DB: w.pool, Now: clock, Config: workloads.Config{LogMaxBytes: logMax}}))
 }
 
 func as(a alloc.Actor, header string) *endpoint.Request {
-	return &endpoint.Request{Principal: &identity.Principal{UserID: a.UserID, Role: a.Role}, Project: header}
+	return endpointtest.As(a.UserID, a.Role, header)
 }
 
 // TestRunEndpointBoundsTheLog: app.run starts the workload with the
@@ -33,8 +30,8 @@ func TestRunEndpointBoundsTheLog(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	w := newWorld(t)
-	defs, run := w.endpoints(12345)
-	wl, err := endpointtest.Mutate[api.Workload](ctx, run, endpointtest.Find(t, defs, api.EndpointAppRun), as(w.bob, ""),
+	h := w.endpoints(12345)
+	wl, err := endpointtest.Mutate[api.Workload](ctx, h.Run, h.Find(t, api.EndpointAppRun), as(w.bob, ""),
 		api.AppRunRequest{Image: "tiny", AllocationID: w.allocID, Name: "web"})
 	if err != nil {
 		t.Fatal(err)
@@ -55,13 +52,13 @@ func TestPsAndGetEndpoints(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	w := newWorld(t)
-	defs, run := w.endpoints(0)
-	wl, err := endpointtest.Mutate[api.Workload](ctx, run, endpointtest.Find(t, defs, api.EndpointAppRun), as(w.bob, ""),
+	h := w.endpoints(0)
+	wl, err := endpointtest.Mutate[api.Workload](ctx, h.Run, h.Find(t, api.EndpointAppRun), as(w.bob, ""),
 		api.AppRunRequest{Image: "mine", AllocationID: w.allocID, Name: "web"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ps := endpointtest.Find(t, defs, api.EndpointAppPs)
+	ps := h.Find(t, api.EndpointAppPs)
 	if _, err := endpointtest.Read[api.AppPsResponse](ctx, ps, as(w.alice, w.project), api.AppPsRequest{}); err == nil {
 		t.Errorf("alice lists bob's project through the header: want refused")
 	}
@@ -76,7 +73,7 @@ func TestPsAndGetEndpoints(t *testing.T) {
 	if err != nil || len(out.Workloads) != 1 || out.Workloads[0].ID != wl.ID || out.Workloads[0].ImageTrust != api.TrustRevoked {
 		t.Fatalf("bob's ps: %+v, %v; want his workload, its image revoked", out, err)
 	}
-	got, err := endpointtest.Read[api.Workload](ctx, endpointtest.Find(t, defs, api.EndpointAppGet), as(w.bob, ""), api.WorkloadRef{ID: wl.ID})
+	got, err := endpointtest.Read[api.Workload](ctx, h.Find(t, api.EndpointAppGet), as(w.bob, ""), api.WorkloadRef{ID: wl.ID})
 	if err != nil || got.ImageTrust != api.TrustRevoked {
 		t.Fatalf("get: %+v, %v; want its image revoked", got, err)
 	}

@@ -1,7 +1,6 @@
 package host
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
@@ -10,6 +9,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/gpuaas/gpuaas/internal/mountinfo"
 )
 
 // Finding hostd's own cgroups and making the allocations' parent below
@@ -29,19 +30,17 @@ type cgroupMount struct {
 	controllers []string
 }
 
-// cgroupMounts lists the cgroup filesystems in mountinfo.
-func cgroupMounts(mountinfo []byte) []cgroupMount {
+// cgroupMounts lists the cgroup filesystems in mount table mi.
+func cgroupMounts(mi []byte) []cgroupMount {
 	var out []cgroupMount
-	sc := bufio.NewScanner(bytes.NewReader(mountinfo))
-	for sc.Scan() {
-		pre, post, ok := strings.Cut(sc.Text(), " - ")
-		a, b := strings.Fields(pre), strings.Fields(post)
-		if !ok || len(a) < 5 || len(b) < 3 || (b[0] != "cgroup" && b[0] != "cgroup2") {
+	ms, _ := mountinfo.Parse(bytes.NewReader(mi))
+	for _, mnt := range ms {
+		if mnt.FSType != "cgroup" && mnt.FSType != "cgroup2" {
 			continue
 		}
-		m := cgroupMount{point: unescapeMount(a[4]), root: unescapeMount(a[3]), v2: b[0] == "cgroup2"}
+		m := cgroupMount{point: mnt.Point, root: mnt.Root, v2: mnt.FSType == "cgroup2"}
 		if !m.v2 {
-			for _, o := range strings.Split(b[2], ",") {
+			for _, o := range strings.Split(mnt.SuperOptions, ",") {
 				if o == "memory" || o == "pids" || o == "cpu" {
 					m.controllers = append(m.controllers, o)
 				}

@@ -1,14 +1,13 @@
 package host
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
-	"strconv"
 	"strings"
+
+	"github.com/gpuaas/gpuaas/internal/mountinfo"
 )
 
 // What a release removes beyond the account and its home: everything the
@@ -76,22 +75,15 @@ type mount struct {
 // localMounts lists one writable mount per local filesystem: the one of
 // its root where there is one (a bind mount shows only part of it).
 func localMounts() ([]mount, error) {
-	f, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
+	ms, err := mountinfo.Read("/proc/self/mountinfo")
+	if err != nil && ms == nil {
 		return nil, err
 	}
-	defer f.Close()
 	byDev := map[string]int{}
 	var out []mount
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		pre, post, ok := strings.Cut(sc.Text(), " - ")
-		a, b := strings.Fields(pre), strings.Fields(post)
-		if !ok || len(a) < 6 || len(b) < 1 {
-			continue
-		}
-		m := mount{dev: a[2], root: unescapeMount(a[3]), point: unescapeMount(a[4]), fstype: b[0]}
-		for _, o := range strings.Split(a[5], ",") {
+	for _, mi := range ms {
+		m := mount{dev: mi.Device, root: mi.Root, point: mi.Point, fstype: mi.FSType}
+		for _, o := range strings.Split(mi.Options, ",") {
 			m.readOnly = m.readOnly || o == "ro"
 		}
 		if !localFSTypes[m.fstype] || m.readOnly {
@@ -106,26 +98,7 @@ func localMounts() ([]mount, error) {
 		byDev[m.dev] = len(out)
 		out = append(out, m)
 	}
-	return out, sc.Err()
-}
-
-// unescapeMount undoes mountinfo's octal escapes (\040 for a space).
-func unescapeMount(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+4 <= len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
+	return out, err
 }
 
 // removeFiles walks every local filesystem, staying on it (find -xdev),

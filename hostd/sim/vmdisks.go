@@ -12,10 +12,9 @@ import (
 	"strings"
 	"sync"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/gpuaas/gpuaas/hostd/env"
 	"github.com/gpuaas/gpuaas/hostd/host"
+	"github.com/gpuaas/gpuaas/internal/mountinfo"
 )
 
 // Hot-plugged disks of sim guests (docs/decisions/0055-hot-attach.md). A
@@ -228,7 +227,7 @@ func (h *Hypervisor) UnmountInGuest(ctx context.Context, name, serial string) er
 		l.unshareRoot(name)
 		return nil
 	}
-	dev, err := deviceOf(target)
+	dev, err := mountinfo.DeviceOf(target)
 	if err != nil {
 		return fmt.Errorf("umount %s: %w", target, err)
 	}
@@ -316,17 +315,6 @@ func (h *Hypervisor) sharedRoot(ctx context.Context, l *liveDisks, name string) 
 	return nil
 }
 
-// deviceOf is the device ("major:minor", as mountinfo names it) of the
-// filesystem mounted at dir.
-func deviceOf(dir string) (string, error) {
-	var st unix.Stat_t
-	if err := unix.Stat(dir, &st); err != nil {
-		return "", err
-	}
-	dev := uint64(st.Dev) //nolint:unconvert // Dev's type differs by platform
-	return fmt.Sprintf("%d:%d", unix.Major(dev), unix.Minor(dev)), nil
-}
-
 // mountedIn lists a process per mount namespace whose mount table has a
 // mount of device dev (proc(5), /proc/PID/mountinfo).
 func mountedIn(dev string) []string {
@@ -340,16 +328,8 @@ func mountedIn(dev string) []string {
 			continue
 		}
 		seen[ns] = true
-		b, err := os.ReadFile(mi)
-		if err != nil {
-			continue
-		}
-		for _, line := range strings.Split(string(b), "\n") {
-			// ID parent major:minor root mount-point …
-			if f := strings.Fields(line); len(f) > 2 && f[2] == dev {
-				out = append(out, filepath.Base(pd))
-				break
-			}
+		if ms, err := mountinfo.Read(mi); err == nil && len(mountinfo.OfDevice(ms, dev)) > 0 {
+			out = append(out, filepath.Base(pd))
 		}
 	}
 	return out

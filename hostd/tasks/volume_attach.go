@@ -13,6 +13,7 @@ import (
 	hostenv "github.com/gpuaas/gpuaas/hostd/env"
 	"github.com/gpuaas/gpuaas/hostd/volume"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/mountinfo"
 )
 
 // Phases of a bare-metal allocation's volumes: mounted after its user is
@@ -155,7 +156,7 @@ func detachVolumes(ctx context.Context, env *Env, posixUser string, ids []string
 	for _, id := range ids {
 		var rec *heldRecord
 		if info, err := env.Volumes.Stat(ctx, id); err == nil && info.MountPoint != "" {
-			if dev, err := mountDevice(info.MountPoint); err == nil {
+			if dev, err := mountinfo.DeviceOf(info.MountPoint); err == nil {
 				rec = &heldRecord{Dev: dev, Identity: deviceIdentity(dev), User: posixUser}
 			}
 		}

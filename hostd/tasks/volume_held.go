@@ -1,7 +1,6 @@
 package tasks
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,11 +9,10 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 
 	hostenv "github.com/gpuaas/gpuaas/hostd/env"
 	"github.com/gpuaas/gpuaas/hostd/volume"
-	"golang.org/x/sys/unix"
+	"github.com/gpuaas/gpuaas/internal/mountinfo"
 )
 
 // A container binds a volume's mount point into a mount namespace of its
@@ -25,21 +23,6 @@ import (
 // table of every mount namespace (proc(5), /proc/PID/mountinfo), and
 // after the umount every copy still there is a holder, whatever its
 // propagation tags (docs/decisions/0066-volume-mount-propagation.md).
-
-// mountDevice returns the device ("major:minor", as mountinfo names it) of
-// the filesystem mounted at mp.
-func mountDevice(mp string) (string, error) {
-	fi, err := os.Stat(mp)
-	if err != nil {
-		return "", err
-	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	if !ok {
-		return "", fmt.Errorf("stat %s: no device", mp)
-	}
-	dev := uint64(st.Dev) //nolint:unconvert // Dev is uint32 on some platforms
-	return fmt.Sprintf("%d:%d", unix.Major(dev), unix.Minor(dev)), nil
-}
 
 // deviceIdentity names what device dev ("major:minor") is now: a loop
 // device's backing file, a device-mapper device's (an LVM volume's) uuid,
@@ -107,10 +90,10 @@ func mountedElsewhere(dev, mp, group string) []nsHolder {
 		pids := byNS[ns]
 		// The first process that can still be read: one that exits
 		// meanwhile must not hide its namespace's mounts.
-		pd, ms := "", []mountEntry(nil)
+		pd, ms := "", []mountinfo.Mount(nil)
 		for _, pid := range pids {
-			if m, err := readMountsOfDevice("/proc/"+pid+"/mountinfo", dev); err == nil {
-				pd, ms = "/proc/"+pid, m
+			if all, err := mountinfo.Read("/proc/" + pid + "/mountinfo"); err == nil {
+				pd, ms = "/proc/"+pid, mountinfo.OfDevice(all, dev)
 				break
 			}
 		}
@@ -119,10 +102,10 @@ func mountedElsewhere(dev, mp, group string) []nsHolder {
 		}
 		userNS, _ := os.Readlink(pd + "/ns/user")
 		for _, m := range ms {
-			if ns == self && m.point == mp {
+			if ns == self && m.Point == mp {
 				continue
 			}
-			if group != "" && userNS == selfUser && (m.tags["shared:"+group] || m.tags["master:"+group]) {
+			if group != "" && userNS == selfUser && (m.Shared() == group || m.Master() == group) {
 				continue
 			}
 			out = append(out, nsHolder{ns: ns, pids: pids})
@@ -135,92 +118,15 @@ func mountedElsewhere(dev, mp, group string) []nsHolder {
 // peerGroup returns the peer group N of hostd's own mount of dev at mp
 // ("shared:N" in /proc/self/mountinfo), "" when it is not shared.
 func peerGroup(dev, mp string) string {
-	for _, m := range mountsOfDevice("/proc/self/mountinfo", dev) {
-		if m.point != mp {
-			continue
-		}
-		for t := range m.tags {
-			if g, ok := strings.CutPrefix(t, "shared:"); ok {
+	ms, _ := mountinfo.Read("/proc/self/mountinfo")
+	for _, m := range mountinfo.OfDevice(ms, dev) {
+		if m.Point == mp {
+			if g := m.Shared(); g != "" {
 				return g
 			}
 		}
 	}
 	return ""
-}
-
-// mountEntry is a line of a mountinfo file: its mount point and optional
-// fields (propagation tags).
-type mountEntry struct {
-	point string
-	tags  map[string]bool
-}
-
-// mountsOfDevice returns the mounts of dev in mountinfo file.
-func mountsOfDevice(file, dev string) []mountEntry {
-	return readMountinfo(file, func(fs []string) bool { return fs[2] == dev })
-}
-
-// readMountsOfDevice is mountsOfDevice that tells a mountinfo file it
-// cannot open (its process gone) from one without dev.
-func readMountsOfDevice(file, dev string) ([]mountEntry, error) {
-	f, err := os.Open(file)
-	if err != nil {
-		return nil, err
-	}
-	_ = f.Close()
-	return mountsOfDevice(file, dev), nil
-}
-
-// mountsAt returns the mounts at point in mountinfo file, the last one
-// (on top) last.
-func mountsAt(file, point string) []mountEntry {
-	return readMountinfo(file, func(fs []string) bool { return unescapeMount(fs[4]) == point })
-}
-
-func readMountinfo(file string, match func(fields []string) bool) []mountEntry {
-	f, err := os.Open(file)
-	if err != nil {
-		return nil
-	}
-	defer f.Close()
-	var out []mountEntry
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
-	for sc.Scan() {
-		// ID parent major:minor root mount-point options [optional...] - fstype source super-options
-		fs := strings.Fields(sc.Text())
-		if len(fs) < 7 || !match(fs) {
-			continue
-		}
-		m := mountEntry{point: unescapeMount(fs[4]), tags: map[string]bool{}}
-		for _, t := range fs[6:] {
-			if t == "-" {
-				break
-			}
-			m.tags[t] = true
-		}
-		out = append(out, m)
-	}
-	return out
-}
-
-// unescapeMount undoes mountinfo's octal escapes (\040 for a space).
-func unescapeMount(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+4 <= len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
 
 // heldMarker is where an unmount (a detach's or a release's) that found

@@ -16,6 +16,7 @@ import (
 	"github.com/gpuaas/gpuaas/hostd/volume"
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/hostproto"
+	"github.com/gpuaas/gpuaas/internal/mountinfo"
 )
 
 // Attaching a volume to a running allocation and detaching it without a
@@ -134,7 +135,7 @@ func detachBare(ctx context.Context, env *Env, p api.VolumeHotParams) error {
 			return &busyError{name: p.Volume.Name, alloc: p.AllocationID, path: p.Volume.Path,
 				detail: "used by processes " + strings.Join(pids, ", ")}
 		}
-		dev, err := mountDevice(mp)
+		dev, err := mountinfo.DeviceOf(mp)
 		if err != nil {
 			return fmt.Errorf("detach volume: %w", err)
 		}

@@ -3,9 +3,9 @@ package tasks
 import (
 	"fmt"
 	"os"
-	"strings"
 	"sync"
 
+	"github.com/gpuaas/gpuaas/internal/mountinfo"
 	"golang.org/x/sys/unix"
 )
 
@@ -23,17 +23,13 @@ func shareMountRoot(root string) error {
 	if err := os.MkdirAll(root, 0o755); err != nil {
 		return fmt.Errorf("share %s: %w", root, err)
 	}
-	ms := mountsAt("/proc/self/mountinfo", root)
-	if len(ms) > 0 {
-		for t := range ms[len(ms)-1].tags {
-			if len(t) > 7 && t[:7] == "shared:" {
-				return nil
-			}
+	all, _ := mountinfo.Read("/proc/self/mountinfo")
+	if ms := mountinfo.At(all, root); len(ms) > 0 {
+		if ms[len(ms)-1].Shared() != "" {
+			return nil
 		}
-	} else if under := readMountinfo("/proc/self/mountinfo", func(fs []string) bool {
-		return strings.HasPrefix(unescapeMount(fs[4]), root+"/")
-	}); len(under) > 0 {
-		return fmt.Errorf("share %s: %w (%s is mounted under it)", root, errNotShared, under[0].point)
+	} else if under := mountinfo.Under(all, root); len(under) > 0 {
+		return fmt.Errorf("share %s: %w (%s is mounted under it)", root, errNotShared, under[0].Point)
 	} else if err := unix.Mount(root, root, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
 		// Recursive: what is mounted under it stays in sight.
 		return fmt.Errorf("share %s: bind: %w", root, err)
@@ -58,9 +54,7 @@ func unshareMountRoot(root string) error {
 	if _, ok := boundRoots.Load(root); !ok {
 		return nil
 	}
-	if under := readMountinfo("/proc/self/mountinfo", func(fs []string) bool {
-		return strings.HasPrefix(unescapeMount(fs[4]), root+"/")
-	}); len(under) > 0 {
+	if all, _ := mountinfo.Read("/proc/self/mountinfo"); len(mountinfo.Under(all, root)) > 0 {
 		return nil
 	}
 	if err := unix.Unmount(root, 0); err != nil {

@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/gpuaas/gpuaas/internal/mountinfo"
 	"github.com/gpuaas/gpuaas/internal/testutil"
 	"golang.org/x/sys/unix"
 )
@@ -183,7 +184,7 @@ func isMountPoint(t *testing.T, path string) bool {
 	}
 	for _, l := range strings.Split(string(b), "\n") {
 		f := strings.Fields(l)
-		if len(f) > 4 && unescape(f[4]) == path {
+		if len(f) > 4 && mountinfo.Unescape(f[4]) == path {
 			return true
 		}
 	}
@@ -199,7 +200,7 @@ func mountOptions(t *testing.T, path string) string {
 	}
 	for _, l := range strings.Split(string(b), "\n") {
 		f := strings.Fields(l)
-		if len(f) > 5 && unescape(f[4]) == path {
+		if len(f) > 5 && mountinfo.Unescape(f[4]) == path {
 			return f[5]
 		}
 	}

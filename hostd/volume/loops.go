@@ -1,13 +1,13 @@
 package volume
 
 import (
-	"bufio"
 	"errors"
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
+
+	"github.com/gpuaas/gpuaas/internal/mountinfo"
 )
 
 // loopsOf lists the loop devices (/dev/loopN) whose backing file is img,
@@ -49,39 +49,15 @@ func loopsOf(img string) ([]string, error) {
 // /dev/vg/lv).
 func mountsOf(dev string) ([]string, error) {
 	num := blockDevNumber(dev)
-	f, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
+	ms, err := mountinfo.Read("/proc/self/mountinfo")
+	if err != nil && ms == nil {
 		return nil, err
 	}
-	defer f.Close()
 	var out []string
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		pre, post, ok := strings.Cut(sc.Text(), " - ")
-		a, b := strings.Fields(pre), strings.Fields(post)
-		if !ok || len(a) < 5 || len(b) < 2 || (b[1] != dev && (num == "" || a[2] != num)) {
-			continue
+	for _, m := range ms {
+		if m.Source == dev || (num != "" && m.Device == num) {
+			out = append(out, m.Point)
 		}
-		out = append(out, unescape(a[4]))
 	}
-	return out, sc.Err()
-}
-
-// unescape undoes mountinfo's octal escapes (\040 for a space).
-func unescape(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+4 <= len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
+	return out, err
 }

@@ -14,7 +14,6 @@ import (
 	"github.com/gpuaas/gpuaas/controld/audit/auditapi"
 	"github.com/gpuaas/gpuaas/controld/endpoint"
 	"github.com/gpuaas/gpuaas/controld/endpoint/endpointtest"
-	"github.com/gpuaas/gpuaas/controld/identity"
 	"github.com/gpuaas/gpuaas/controld/project"
 	"github.com/gpuaas/gpuaas/controld/store"
 	"github.com/gpuaas/gpuaas/controld/storetest"
@@ -25,7 +24,7 @@ import (
 
 func TestMain(m *testing.M) { os.Exit(testutil.Main(m)) }
 
-var pgTemplate = testutil.NewTemplate("auditapi", store.Migrate)
+var pgTemplate = storetest.Template("auditapi")
 
 var now = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 
@@ -43,21 +42,13 @@ type world struct {
 func newWorld(t *testing.T) *world {
 	t.Helper()
 	ctx := context.Background()
-	pool, err := store.Open(ctx, testutil.Postgres(t, pgTemplate), 4)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	pool := storetest.Open(t, pgTemplate, 4)
 	w := &world{pool: pool, owner: ids.New(ids.User), member: ids.New(ids.User), admin: ids.New(ids.User), other: ids.New(ids.User),
 		proj: ids.New(ids.Project), otherProj: ids.New(ids.Project)}
-	for _, u := range []string{w.owner, w.member, w.admin, w.other} {
-		storetest.User(t, pool, u, u+"@example.test", now)
-	}
-	storetest.Project(t, pool, w.proj, "proj", w.owner, now)
-	storetest.Member(t, pool, w.proj, w.owner, api.ProjectOwner, now)
+	storetest.Users(t, pool, now, w.owner, w.member, w.admin, w.other)
+	storetest.OwnedProject(t, pool, w.proj, "proj", w.owner, now)
 	storetest.Member(t, pool, w.proj, w.member, api.ProjectMember, now)
-	storetest.Project(t, pool, w.otherProj, "other", w.other, now)
-	storetest.Member(t, pool, w.otherProj, w.other, api.ProjectOwner, now)
+	storetest.OwnedProject(t, pool, w.otherProj, "other", w.other, now)
 	if err := project.SetDefault(ctx, pool, w.owner, w.proj, now); err != nil {
 		t.Fatal(err)
 	}
@@ -82,20 +73,7 @@ func (w *world) list(t *testing.T, r *endpoint.Request, req api.AuditListRequest
 }
 
 func as(user, role string) *endpoint.Request {
-	return &endpoint.Request{Principal: &identity.Principal{UserID: user, Role: role}}
-}
-
-func wantCode(t *testing.T, what string, err error, code api.Code) {
-	t.Helper()
-	if code == "" {
-		if err != nil {
-			t.Errorf("%s: got error %v; want none", what, err)
-		}
-		return
-	}
-	if got := api.CodeOf(err); got != code {
-		t.Errorf("%s: got error %v (code %q); want code %q", what, err, got, code)
-	}
+	return endpointtest.As(user, role, "")
 }
 
 // TestListRefusesBadFilters: each filter out of bounds is
@@ -123,7 +101,7 @@ func TestListRefusesBadFilters(t *testing.T) {
 		{"at the limits", api.AuditListRequest{Project: "proj", Actor: long[:200], Limit: api.AuditPageMax}, ""},
 	} {
 		_, err := w.list(t, as(w.owner, api.RoleUser), tc.req)
-		wantCode(t, tc.name, err, tc.want)
+		endpointtest.WantCode(t, tc.name, err, tc.want)
 	}
 }
 
@@ -154,7 +132,7 @@ func TestListScope(t *testing.T) {
 	} {
 		tc.r.Project = tc.header
 		resp, err := w.list(t, tc.r, tc.req)
-		wantCode(t, tc.name, err, tc.want)
+		endpointtest.WantCode(t, tc.name, err, tc.want)
 		if err == nil && len(resp.Records) != tc.wantRows {
 			t.Errorf("%s: got %d records; want %d", tc.name, len(resp.Records), tc.wantRows)
 		}

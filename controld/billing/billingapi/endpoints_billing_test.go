@@ -38,7 +38,7 @@ func (f *fixture) book(t *testing.T, amounts ...int64) {
 func TestLedgerEndpointBoundsAndAccess(t *testing.T) {
 	f := newFixture(t, billing.Settings{})
 	f.book(t, 1000, -100, 50)
-	ledger := endpointtest.Find(t, f.defs, api.EndpointBillingLedger)
+	ledger := f.Find(t, api.EndpointBillingLedger)
 	read := func(r *endpoint.Request, req api.BillingLedgerRequest) (*api.BillingLedgerResponse, error) {
 		return endpointtest.Read[api.BillingLedgerResponse](context.Background(), ledger, r, req)
 	}
@@ -79,7 +79,7 @@ func TestLedgerEndpointBoundsAndAccess(t *testing.T) {
 func TestBalanceEndpointUsesTheSettings(t *testing.T) {
 	const grace = 90 * time.Minute
 	f := newFixture(t, billing.Settings{Grace: grace, LowBalanceThresholdMinor: 5000})
-	balance := endpointtest.Find(t, f.defs, api.EndpointBillingBalance)
+	balance := f.Find(t, api.EndpointBillingBalance)
 	f.book(t, 1000)
 	inHeader := as(f.bob)
 	inHeader.Project = f.projectID
@@ -115,7 +115,7 @@ func TestBalanceEndpointUsesTheSettings(t *testing.T) {
 // answers empty lists, not null.
 func TestUsageEndpointScopes(t *testing.T) {
 	f := newFixture(t, billing.Settings{})
-	usage := endpointtest.Find(t, f.defs, api.EndpointBillingUsage)
+	usage := f.Find(t, api.EndpointBillingUsage)
 	read := func(r *endpoint.Request, req api.BillingUsageRequest) (*api.BillingUsageResponse, error) {
 		return endpointtest.Read[api.BillingUsageResponse](context.Background(), usage, r, req)
 	}

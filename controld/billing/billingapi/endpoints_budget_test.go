@@ -12,8 +12,8 @@ import (
 
 func (f *fixture) budgetSet(t *testing.T, r *endpoint.Request, req api.BudgetSetRequest) (*api.Budget, error) {
 	t.Helper()
-	return endpointtest.Mutate[api.Budget](context.Background(), f.run,
-		endpointtest.Find(t, f.defs, api.EndpointBillingBudgetSet), r, req)
+	return endpointtest.Mutate[api.Budget](context.Background(), f.Run,
+		f.Find(t, api.EndpointBillingBudgetSet), r, req)
 }
 
 // TestBudgetSetRules: only the project's owner (or an admin) sets a
@@ -85,8 +85,8 @@ func TestBudgetClearPeriodKeepsTheBurnCap(t *testing.T) {
 		AmountMinor: 9_000, BurnCapMinorPerHour: 300, Action: api.BudgetRelease}); err != nil {
 		t.Fatal(err)
 	}
-	clear := endpointtest.Find(t, f.defs, api.EndpointBillingBudgetClear)
-	left, err := endpointtest.Mutate[api.Budget](ctx, f.run, clear, as(f.alice),
+	clear := f.Find(t, api.EndpointBillingBudgetClear)
+	left, err := endpointtest.Mutate[api.Budget](ctx, f.Run, clear, as(f.alice),
 		api.BudgetClearRequest{Project: f.project, User: f.bob, Period: api.BudgetDay})
 	if err != nil {
 		t.Fatalf("clear the day: %v", err)
@@ -95,7 +95,7 @@ func TestBudgetClearPeriodKeepsTheBurnCap(t *testing.T) {
 		t.Errorf("after clearing the day: got period %q amount %d burn cap %d action %q; want none, 0, 300, release",
 			left.Period, left.AmountMinor, left.BurnCapMinorPerHour, left.Action)
 	}
-	list, err := endpointtest.Read[api.BudgetList](ctx, endpointtest.Find(t, f.defs, api.EndpointBillingBudgetGet),
+	list, err := endpointtest.Read[api.BudgetList](ctx, f.Find(t, api.EndpointBillingBudgetGet),
 		as(f.bob), api.BillingRequest{Project: f.project})
 	if err != nil {
 		t.Fatalf("budget get as a member: %v", err)
@@ -104,11 +104,11 @@ func TestBudgetClearPeriodKeepsTheBurnCap(t *testing.T) {
 		list.Project != f.project {
 		t.Errorf("budget get: got %+v; want bob's burn cap of 300 in %s", list, f.project)
 	}
-	if _, err := endpointtest.Mutate[api.Budget](ctx, f.run, clear, as(f.bob),
+	if _, err := endpointtest.Mutate[api.Budget](ctx, f.Run, clear, as(f.bob),
 		api.BudgetClearRequest{Project: f.project, User: f.bob}); codeOf(err) != api.CodeForbidden {
 		t.Errorf("clear as a member: got %v; want forbidden", err)
 	}
-	if _, err := endpointtest.Mutate[api.Budget](ctx, f.run, clear, as(f.alice),
+	if _, err := endpointtest.Mutate[api.Budget](ctx, f.Run, clear, as(f.alice),
 		api.BudgetClearRequest{Project: f.project, User: f.bob}); err != nil {
 		t.Fatalf("clear: %v", err)
 	}

@@ -1,7 +1,6 @@
 package billingapi_test
 
 import (
-	"context"
 	"os"
 	"testing"
 	"time"
@@ -10,10 +9,8 @@ import (
 
 	"github.com/gpuaas/gpuaas/controld/billing"
 	"github.com/gpuaas/gpuaas/controld/billing/billingapi"
-	"github.com/gpuaas/gpuaas/controld/catalog"
 	"github.com/gpuaas/gpuaas/controld/endpoint"
-	"github.com/gpuaas/gpuaas/controld/identity"
-	"github.com/gpuaas/gpuaas/controld/mutate"
+	"github.com/gpuaas/gpuaas/controld/endpoint/endpointtest"
 	"github.com/gpuaas/gpuaas/controld/store"
 	"github.com/gpuaas/gpuaas/controld/storetest"
 	"github.com/gpuaas/gpuaas/internal/api"
@@ -23,7 +20,7 @@ import (
 
 func TestMain(m *testing.M) { os.Exit(testutil.Main(m)) }
 
-var pgTemplate = testutil.NewTemplate("billingapi", store.Migrate)
+var pgTemplate = storetest.Template("billingapi")
 
 // now is the tests' fixed clock reading.
 var now = time.Date(2031, 3, 10, 12, 0, 0, 0, time.UTC)
@@ -36,54 +33,33 @@ type fixture struct {
 	owner, app         *pgxpool.Pool
 	alice, bob, carol  string
 	projectID, project string
-	defs               []endpoint.Def
-	run                *mutate.Runner
+	endpointtest.Harness
 }
 
 func newFixture(t *testing.T, settings billing.Settings) *fixture {
 	t.Helper()
-	ctx := context.Background()
 	dsn := testutil.Postgres(t, pgTemplate)
-	owner, err := store.Open(ctx, dsn, 4)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(owner.Close)
-	app, err := store.OpenAs(ctx, dsn, 8, store.AppRole)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(app.Close)
-	if err := catalog.Seed(ctx, owner, catalog.Defaults); err != nil {
-		t.Fatal(err)
-	}
+	owner, app := storetest.Connect(t, dsn, 4, ""), storetest.Connect(t, dsn, 8, store.AppRole)
+	storetest.Catalog(t, owner)
 	f := &fixture{owner: owner, app: app, alice: ids.New(ids.User), bob: ids.New(ids.User), carol: ids.New(ids.User),
 		projectID: ids.New(ids.Project), project: "research"}
-	for _, u := range []string{f.alice, f.bob, f.carol} {
-		storetest.User(t, owner, u, u+"@example.test", now)
-	}
-	storetest.Project(t, owner, f.projectID, f.project, f.alice, now)
-	storetest.Member(t, owner, f.projectID, f.alice, api.ProjectOwner, now)
+	storetest.Users(t, owner, now, f.alice, f.bob, f.carol)
+	storetest.OwnedProject(t, owner, f.projectID, f.project, f.alice, now)
 	storetest.Member(t, owner, f.projectID, f.bob, api.ProjectMember, now)
 	clock := func() time.Time { return now }
-	f.run = &mutate.Runner{Pool: app, Now: clock}
-	f.defs = billingapi.Endpoints(billingapi.Deps{DB: app, Settings: settings, Now: clock})
+	f.Harness = endpointtest.Serve(app, clock, billingapi.Endpoints(billingapi.Deps{DB: app, Settings: settings, Now: clock}))
 	return f
 }
 
 // as is a request of user (platform role user) in no project header.
 func as(user string) *endpoint.Request {
-	return &endpoint.Request{Principal: &identity.Principal{UserID: user, Role: api.RoleUser}}
+	return endpointtest.User(user, "")
 }
 
 // count runs a count query as the schema's owner.
 func (f *fixture) count(t *testing.T, sql string, args ...any) int {
 	t.Helper()
-	var n int
-	if err := f.owner.QueryRow(context.Background(), sql, args...).Scan(&n); err != nil {
-		t.Fatalf("%s: %v", sql, err)
-	}
-	return n
+	return storetest.Count(t, f.owner, sql, args...)
 }
 
 func codeOf(err error) api.Code {

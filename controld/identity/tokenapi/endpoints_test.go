@@ -15,8 +15,6 @@ import (
 	"github.com/gpuaas/gpuaas/controld/endpoint/endpointtest"
 	"github.com/gpuaas/gpuaas/controld/identity"
 	"github.com/gpuaas/gpuaas/controld/identity/tokenapi"
-	"github.com/gpuaas/gpuaas/controld/mutate"
-	"github.com/gpuaas/gpuaas/controld/store"
 	"github.com/gpuaas/gpuaas/controld/storetest"
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/ids"
@@ -25,7 +23,7 @@ import (
 
 func TestMain(m *testing.M) { os.Exit(testutil.Main(m)) }
 
-var pgTemplate = testutil.NewTemplate("tokenapi", store.Migrate)
+var pgTemplate = storetest.Template("tokenapi")
 
 var now = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 
@@ -38,17 +36,12 @@ type served struct {
 	pool                 *pgxpool.Pool
 	owner, member, other string
 	one, two             string
-	run                  *mutate.Runner
-	defs                 []endpoint.Def
+	endpointtest.Harness
 }
 
 func serve(t *testing.T) *served {
 	t.Helper()
-	pool, err := store.Open(context.Background(), testutil.Postgres(t, pgTemplate), 4)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	pool := storetest.Open(t, pgTemplate, 4)
 	_, key, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
 		t.Fatal(err)
@@ -59,30 +52,22 @@ func serve(t *testing.T) *served {
 		t.Fatal(err)
 	}
 	s := &served{pool: pool, owner: ids.New(ids.User), member: ids.New(ids.User), other: ids.New(ids.User),
-		one: ids.New(ids.Project), two: ids.New(ids.Project), run: &mutate.Runner{Pool: pool, Now: clock},
-		defs: tokenapi.Endpoints(tokenapi.Deps{DB: pool, IDs: svc, Delegated: errDelegated, Now: clock})}
-	for _, u := range []string{s.owner, s.member, s.other} {
-		storetest.User(t, pool, u, u+"@example.test", now)
-	}
-	storetest.Project(t, pool, s.one, "one", s.owner, now)
-	storetest.Member(t, pool, s.one, s.owner, api.ProjectOwner, now)
+		one: ids.New(ids.Project), two: ids.New(ids.Project), Harness: endpointtest.Serve(pool, clock,
+			tokenapi.Endpoints(tokenapi.Deps{DB: pool, IDs: svc, Delegated: errDelegated, Now: clock}))}
+	storetest.Users(t, pool, now, s.owner, s.member, s.other)
+	storetest.OwnedProject(t, pool, s.one, "one", s.owner, now)
 	storetest.Member(t, pool, s.one, s.member, api.ProjectMember, now)
-	storetest.Project(t, pool, s.two, "two", s.other, now)
-	storetest.Member(t, pool, s.two, s.other, api.ProjectOwner, now)
+	storetest.OwnedProject(t, pool, s.two, "two", s.other, now)
 	return s
 }
 
 func as(user, project string) *endpoint.Request {
-	return &endpoint.Request{Principal: &identity.Principal{UserID: user, Role: api.RoleUser}, Project: project}
+	return endpointtest.User(user, project)
 }
 
 func (s *served) count(t *testing.T, sql string, args ...any) int {
 	t.Helper()
-	var n int
-	if err := s.pool.QueryRow(context.Background(), sql, args...).Scan(&n); err != nil {
-		t.Fatalf("%s: %v", sql, err)
-	}
-	return n
+	return storetest.Count(t, s.pool, sql, args...)
 }
 
 func (s *served) written(t *testing.T) int {
@@ -97,9 +82,9 @@ func (s *served) written(t *testing.T) int {
 func TestCreateTokenEndpoint(t *testing.T) {
 	ctx := context.Background()
 	s := serve(t)
-	create, list := endpointtest.Find(t, s.defs, api.EndpointTokenCreate), endpointtest.Find(t, s.defs, api.EndpointTokenList)
+	create, list := s.Find(t, api.EndpointTokenCreate), s.Find(t, api.EndpointTokenList)
 	req := api.TokenCreateRequest{Name: " ci ", Role: api.ProjectMember, TTL: "720h"}
-	got, err := endpointtest.Mutate[api.TokenCreateResponse](ctx, s.run, create, as(s.owner, "one"), req)
+	got, err := endpointtest.Mutate[api.TokenCreateResponse](ctx, s.Run, create, as(s.owner, "one"), req)
 	if err != nil || got.Secret == "" || got.Token.Name != "ci" || got.Token.ProjectID != s.one || !got.Token.ExpiresAt.Equal(now.Add(720*time.Hour)) {
 		t.Fatalf("owner's create: %+v, %v", got, err)
 	}
@@ -116,7 +101,7 @@ func TestCreateTokenEndpoint(t *testing.T) {
 	req.Name = "ci-2" // a name still free: each refusal below is its rule's
 	delegated := as(s.owner, "one")
 	delegated.Principal.Delegated = true
-	if _, err := endpointtest.Mutate[api.TokenCreateResponse](ctx, s.run, create, delegated, req); !errors.Is(err, errDelegated) {
+	if _, err := endpointtest.Mutate[api.TokenCreateResponse](ctx, s.Run, create, delegated, req); !errors.Is(err, errDelegated) {
 		t.Errorf("delegated session's create: err = %v; want the server's delegated refusal", err)
 	}
 	for name, tc := range map[string]struct {
@@ -129,7 +114,7 @@ func TestCreateTokenEndpoint(t *testing.T) {
 		"owner role": {as(s.owner, "one"), api.TokenCreateRequest{Name: "x", Role: api.ProjectOwner, TTL: "1h"}, api.CodeInvalidArgument},
 		"bad name":   {as(s.owner, "one"), api.TokenCreateRequest{Name: "No Spaces", Role: api.ProjectViewer, TTL: "1h"}, api.CodeInvalidArgument},
 	} {
-		if _, err := endpointtest.Mutate[api.TokenCreateResponse](ctx, s.run, create, tc.r, tc.req); api.CodeOf(err) != tc.want {
+		if _, err := endpointtest.Mutate[api.TokenCreateResponse](ctx, s.Run, create, tc.r, tc.req); api.CodeOf(err) != tc.want {
 			t.Errorf("%s: err = %v; want %s", name, err, tc.want)
 		}
 	}
@@ -152,27 +137,27 @@ func TestCreateTokenEndpoint(t *testing.T) {
 func TestRevokeTokenEndpoint(t *testing.T) {
 	ctx := context.Background()
 	s := serve(t)
-	create, revoke := endpointtest.Find(t, s.defs, api.EndpointTokenCreate), endpointtest.Find(t, s.defs, api.EndpointTokenRevoke)
-	tok, err := endpointtest.Mutate[api.TokenCreateResponse](ctx, s.run, create, as(s.owner, "one"),
+	create, revoke := s.Find(t, api.EndpointTokenCreate), s.Find(t, api.EndpointTokenRevoke)
+	tok, err := endpointtest.Mutate[api.TokenCreateResponse](ctx, s.Run, create, as(s.owner, "one"),
 		api.TokenCreateRequest{Name: "ci", Role: api.ProjectViewer, TTL: "1h"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	id := tok.Token.ID
-	if _, err := endpointtest.Mutate[api.Token](ctx, s.run, revoke, as(s.other, "two"), api.TokenRevokeRequest{Token: id}); api.CodeOf(err) != api.CodeNotFound ||
+	if _, err := endpointtest.Mutate[api.Token](ctx, s.Run, revoke, as(s.other, "two"), api.TokenRevokeRequest{Token: id}); api.CodeOf(err) != api.CodeNotFound ||
 		err.Error() != api.Errorf(api.CodeNotFound, "token %q not found", id).Error() {
 		t.Errorf("outsider's revoke by id: err = %v; want token not found", err)
 	}
-	if _, err := endpointtest.Mutate[api.Token](ctx, s.run, revoke, as(s.member, "one"), api.TokenRevokeRequest{Token: "ci"}); api.CodeOf(err) != api.CodeForbidden {
+	if _, err := endpointtest.Mutate[api.Token](ctx, s.Run, revoke, as(s.member, "one"), api.TokenRevokeRequest{Token: "ci"}); api.CodeOf(err) != api.CodeForbidden {
 		t.Errorf("member's revoke: err = %v; want forbidden", err)
 	}
-	if _, err := endpointtest.Mutate[api.Token](ctx, s.run, revoke, as(s.owner, "one"), api.TokenRevokeRequest{Token: " "}); api.CodeOf(err) != api.CodeInvalidArgument {
+	if _, err := endpointtest.Mutate[api.Token](ctx, s.Run, revoke, as(s.owner, "one"), api.TokenRevokeRequest{Token: " "}); api.CodeOf(err) != api.CodeInvalidArgument {
 		t.Errorf("revoke of no token: err = %v; want invalid_argument", err)
 	}
 	if n := s.count(t, `SELECT count(*) FROM audit_logs WHERE action = $1`, api.EndpointTokenRevoke); n != 0 {
 		t.Fatalf("%d revocations audited after the refusals; want 0", n)
 	}
-	got, err := endpointtest.Mutate[api.Token](ctx, s.run, revoke, as(s.owner, "one"), api.TokenRevokeRequest{Token: "ci"})
+	got, err := endpointtest.Mutate[api.Token](ctx, s.Run, revoke, as(s.owner, "one"), api.TokenRevokeRequest{Token: "ci"})
 	if err != nil || got.ID != id || got.RevokedAt == nil || !got.RevokedAt.Equal(now) {
 		t.Fatalf("owner's revoke by name: %+v, %v; want %s revoked at %s", got, err, id, now)
 	}

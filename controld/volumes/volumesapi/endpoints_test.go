@@ -17,9 +17,7 @@ import (
 	"github.com/gpuaas/gpuaas/controld/endpoint"
 	"github.com/gpuaas/gpuaas/controld/endpoint/endpointtest"
 	"github.com/gpuaas/gpuaas/controld/identity"
-	"github.com/gpuaas/gpuaas/controld/mutate"
 	"github.com/gpuaas/gpuaas/controld/node"
-	"github.com/gpuaas/gpuaas/controld/store"
 	"github.com/gpuaas/gpuaas/controld/storetest"
 	"github.com/gpuaas/gpuaas/controld/volumes"
 	"github.com/gpuaas/gpuaas/controld/volumes/volumesapi"
@@ -32,7 +30,7 @@ import (
 
 func TestMain(m *testing.M) { os.Exit(testutil.Main(m)) }
 
-var pgTemplate = testutil.NewTemplate("volumesapi", store.Migrate)
+var pgTemplate = storetest.Template("volumesapi")
 
 var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 
@@ -43,23 +41,18 @@ type served struct {
 	pool          *pgxpool.Pool
 	user, project string
 	node          api.Node
-	defs          []endpoint.Def
-	run           *mutate.Runner
-	told          []string
+	endpointtest.Harness
+	told []string
 }
 
 func serve(t *testing.T) *served {
 	t.Helper()
 	ctx := context.Background()
-	pool, err := store.Open(ctx, testutil.Postgres(t, pgTemplate), 4)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	pool := storetest.Open(t, pgTemplate, 4)
 	s := &served{pool: pool, user: ids.New(ids.User), project: ids.New(ids.Project)}
 	storetest.User(t, pool, s.user, "vol@example.test", t0)
-	storetest.Project(t, pool, s.project, "proj", s.user, t0)
-	storetest.Member(t, pool, s.project, s.user, api.ProjectOwner, t0)
+	storetest.OwnedProject(t, pool, s.project, "proj", s.user, t0)
+	var err error
 	if s.node, err = node.Register(ctx, pool, sim.BaremetalHost("bm-1", "H100"), t0); err != nil {
 		t.Fatal(err)
 	}
@@ -68,8 +61,7 @@ func serve(t *testing.T) *served {
 		t.Fatal(err)
 	}
 	now := func() time.Time { return t0 }
-	s.run = &mutate.Runner{Pool: pool, Now: now}
-	s.defs = volumesapi.Endpoints(volumesapi.Deps{DB: pool, Now: now,
+	s.Harness = endpointtest.Serve(pool, now, volumesapi.Endpoints(volumesapi.Deps{DB: pool, Now: now,
 		Rules: func() alloc.Rules { return alloc.Rules{MinRunway: 10 * time.Minute} },
 		FundsRefusal: func(action string) endpoint.Refusal {
 			return func(_ context.Context, r *endpoint.Request, err error) {
@@ -84,7 +76,7 @@ func serve(t *testing.T) *served {
 				}
 				return audit.Write(ctx, tx, audit.Meta{At: t0, ActorID: r.Principal.UserID}, e)
 			})
-		}})
+		}}))
 	return s
 }
 
@@ -95,11 +87,7 @@ func (s *served) as(key string) *endpoint.Request {
 
 func (s *served) count(t *testing.T, sql string, args ...any) int {
 	t.Helper()
-	var n int
-	if err := s.pool.QueryRow(context.Background(), sql, args...).Scan(&n); err != nil {
-		t.Fatal(err)
-	}
-	return n
+	return storetest.Count(t, s.pool, sql, args...)
 }
 
 // written counts the rows a request may leave behind.
@@ -117,17 +105,17 @@ func TestPriceSetEndpoint(t *testing.T) {
 	t.Parallel()
 	s := serve(t)
 	ctx := context.Background()
-	set := endpointtest.Find(t, s.defs, api.EndpointAdminVolumePriceSet)
-	admin := &endpoint.Request{Principal: &identity.Principal{UserID: s.user, Role: api.RoleAdmin}}
+	set := s.Find(t, api.EndpointAdminVolumePriceSet)
+	admin := endpointtest.As(s.user, api.RoleAdmin, "")
 	before := s.written(t)
-	if _, err := endpointtest.Mutate[api.VolumePrice](ctx, s.run, set, admin,
+	if _, err := endpointtest.Mutate[api.VolumePrice](ctx, s.Run, set, admin,
 		api.VolumePriceSetRequest{Currency: "EUR", PricePerGiBMonthMinor: 12}); api.CodeOf(err) != api.CodeInvalidArgument {
 		t.Errorf("eur: got %v; want invalid_argument", err)
 	}
 	if after := s.written(t); after != before {
 		t.Errorf("the refused price wrote %d rows", after-before)
 	}
-	p, err := endpointtest.Mutate[api.VolumePrice](ctx, s.run, set, admin, api.VolumePriceSetRequest{PricePerGiBMonthMinor: 12})
+	p, err := endpointtest.Mutate[api.VolumePrice](ctx, s.Run, set, admin, api.VolumePriceSetRequest{PricePerGiBMonthMinor: 12})
 	if err != nil || p.PricePerGiBMonthMinor != 12 || p.PreviousMinor != 10 || !p.Changed {
 		t.Fatalf("usd: got %+v, %v; want 12, previously 10, changed", p, err)
 	}
@@ -150,14 +138,14 @@ func TestCreateFundsRefusal(t *testing.T) {
 	ctx := context.Background()
 	req := api.VolumeCreateRequest{Name: "data", Size: "1000G", Node: "bm-1"}
 	before := s.written(t)
-	_, err := endpointtest.Mutate[api.Volume](ctx, s.run, endpointtest.Find(t, s.defs, api.EndpointVolumeCreate), s.as("k-create"), req)
+	_, err := endpointtest.Mutate[api.Volume](ctx, s.Run, s.Find(t, api.EndpointVolumeCreate), s.as("k-create"), req)
 	if api.CodeOf(err) != api.CodeInsufficientFunds {
 		t.Fatalf("create: got %v; want insufficient_funds", err)
 	}
 	if want := "volume.create_refused k-create insufficient_funds"; len(s.told) != 1 || s.told[0] != want {
 		t.Errorf("refusals told %q; want %q", s.told, want)
 	}
-	_, err = endpointtest.Read[api.VolumeQuote](ctx, endpointtest.Find(t, s.defs, api.EndpointVolumeQuote), s.as(""), req)
+	_, err = endpointtest.Read[api.VolumeQuote](ctx, s.Find(t, api.EndpointVolumeQuote), s.as(""), req)
 	if api.CodeOf(err) != api.CodeInsufficientFunds || !strings.Contains(err.Error(), "at $0.14/h") {
 		t.Errorf("quote: got %v; want insufficient_funds at the volume's $0.14/h", err)
 	}
@@ -178,8 +166,8 @@ func TestGateVolumeEndEndsItsOwnHold(t *testing.T) {
 	t.Parallel()
 	s := serve(t)
 	ctx := context.Background()
-	end := endpointtest.Find(t, s.defs, gateproto.EndpointGateVolumeEnd)
-	gw := &endpoint.Request{Principal: &identity.Principal{UserID: "gw", Role: api.RoleGateway}}
+	end := s.Find(t, gateproto.EndpointGateVolumeEnd)
+	gw := endpointtest.As("gw", api.RoleGateway, "")
 	key := "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl"
 	if _, err := endpointtest.Read[gateproto.GateVolumeEndResponse](ctx, end, gw,
 		gateproto.GateVolumeEndRequest{VolumeID: "a-123", TicketKey: key}); api.CodeOf(err) != api.CodeInvalidArgument {

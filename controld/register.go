@@ -11,6 +11,7 @@ import (
 	"github.com/gpuaas/gpuaas/controld/billing/billingapi"
 	"github.com/gpuaas/gpuaas/controld/endpoint"
 	"github.com/gpuaas/gpuaas/controld/exposures"
+	"github.com/gpuaas/gpuaas/controld/identity/identityapi"
 	"github.com/gpuaas/gpuaas/controld/identity/tokenapi"
 	"github.com/gpuaas/gpuaas/controld/idle"
 	"github.com/gpuaas/gpuaas/controld/images"
@@ -158,7 +159,7 @@ type endpointDef struct {
 
 // endpoints is the whole API: each domain's endpoints (handlers_*.go).
 func (s *Server) endpoints() []endpointDef {
-	return slices.Concat(s.identityEndpoints(), s.catalogEndpoints(),
+	return slices.Concat(s.catalogEndpoints(),
 		s.allocEndpoints(), s.paymentsEndpoints(), s.caEndpoints(), s.gateEndpoints(),
 		s.busEndpoints(), s.outboxEndpoints(), s.eventsEndpoints(),
 		s.exposeEndpoints(),
@@ -183,6 +184,7 @@ func (s *Server) domainEndpoints() []endpointDef {
 		secrets.Endpoints(secrets.Deps{DB: s.pool, Key: s.cfg.SecretsKey, Now: s.now}),
 		webhooks.Endpoints(webhooks.Deps{DB: s.pool, Policy: s.cfg.Webhooks.Policy, Now: s.now}),
 		exposures.Endpoints(exposures.Deps{DB: s.pool, AppsURL: s.cfg.AppsURL, Allocation: exposedAllocation, Workload: exposedWorkload, Now: s.now}),
+		identityapi.Endpoints(identityapi.Deps{DB: s.pool, IDs: s.identity, Mut: s.mut, Now: s.now}),
 		tokenapi.Endpoints(tokenapi.Deps{DB: s.pool, IDs: s.identity, Delegated: errDelegated, Now: s.now}),
 		images.Endpoints(images.Deps{DB: s.pool, Registry: s.registry, Now: s.now,
 			RunPrice: func(ctx context.Context, q store.Querier, digest string) (*api.RunPrice, error) {

@@ -9,6 +9,7 @@ import (
 	"github.com/gpuaas/gpuaas/controld/audit/auditapi"
 	"github.com/gpuaas/gpuaas/controld/billing"
 	"github.com/gpuaas/gpuaas/controld/billing/billingapi"
+	"github.com/gpuaas/gpuaas/controld/busauth"
 	"github.com/gpuaas/gpuaas/controld/ca"
 	"github.com/gpuaas/gpuaas/controld/endpoint"
 	"github.com/gpuaas/gpuaas/controld/exposures"
@@ -162,7 +163,7 @@ type endpointDef struct {
 func (s *Server) endpoints() []endpointDef {
 	return slices.Concat(s.catalogEndpoints(),
 		s.allocEndpoints(), s.paymentsEndpoints(), s.gateEndpoints(),
-		s.busEndpoints(), s.outboxEndpoints(), s.eventsEndpoints(),
+		s.outboxEndpoints(), s.eventsEndpoints(),
 		s.exposeEndpoints(),
 		s.domainEndpoints())
 }
@@ -187,6 +188,7 @@ func (s *Server) domainEndpoints() []endpointDef {
 		exposures.Endpoints(exposures.Deps{DB: s.pool, AppsURL: s.cfg.AppsURL, Allocation: exposedAllocation, Workload: exposedWorkload, Now: s.now}),
 		ca.Endpoints(ca.Deps{DB: s.pool, CAs: s.cas, CertTTL: s.cfg.SSHCertTTL, GatewayAddr: s.cfg.GatewayAddr,
 			TrustBundle: s.trustBundle, Delegated: errDelegated, Now: s.now}),
+		busauth.Endpoints(busauth.Deps{DB: s.pool, Now: s.now}),
 		identityapi.Endpoints(identityapi.Deps{DB: s.pool, IDs: s.identity, Mut: s.mut, Now: s.now}),
 		tokenapi.Endpoints(tokenapi.Deps{DB: s.pool, IDs: s.identity, Delegated: errDelegated, Now: s.now}),
 		images.Endpoints(images.Deps{DB: s.pool, Registry: s.registry, Now: s.now,

@@ -20,6 +20,7 @@ import (
 	"github.com/gpuaas/gpuaas/controld/jobs"
 	"github.com/gpuaas/gpuaas/controld/mutate"
 	"github.com/gpuaas/gpuaas/controld/node"
+	"github.com/gpuaas/gpuaas/controld/outbox/outboxapi"
 	"github.com/gpuaas/gpuaas/controld/payments"
 	"github.com/gpuaas/gpuaas/controld/project"
 	"github.com/gpuaas/gpuaas/controld/secrets"
@@ -143,9 +144,6 @@ func custom[Req, Resp any](s *Server, e api.Endpoint[Req, Resp], fn func(ctx con
 // decodeRequest reads the request body into a Req (endpoint.Decode).
 func decodeRequest[Req any](c *call) (Req, error) { return endpoint.Decode[Req](c.decode) }
 
-// pointer is a handler's answer from a function that returns a value.
-func pointer[T any](v T, err error) (*T, error) { return &v, err }
-
 // pointerEffect is a mutation's answer from a function that returns a
 // value.
 func pointerEffect[T any](v T, eff mutate.Effect, err error) (*T, mutate.Effect, error) {
@@ -163,7 +161,6 @@ type endpointDef struct {
 func (s *Server) endpoints() []endpointDef {
 	return slices.Concat(s.catalogEndpoints(),
 		s.allocEndpoints(), s.paymentsEndpoints(), s.gateEndpoints(),
-		s.outboxEndpoints(), s.eventsEndpoints(),
 		s.exposeEndpoints(),
 		s.domainEndpoints())
 }
@@ -189,6 +186,7 @@ func (s *Server) domainEndpoints() []endpointDef {
 		ca.Endpoints(ca.Deps{DB: s.pool, CAs: s.cas, CertTTL: s.cfg.SSHCertTTL, GatewayAddr: s.cfg.GatewayAddr,
 			TrustBundle: s.trustBundle, Delegated: errDelegated, Now: s.now}),
 		busauth.Endpoints(busauth.Deps{DB: s.pool, Now: s.now}),
+		outboxapi.Endpoints(outboxapi.Deps{DB: s.pool, JS: s.js, Now: s.now}),
 		identityapi.Endpoints(identityapi.Deps{DB: s.pool, IDs: s.identity, Mut: s.mut, Now: s.now}),
 		tokenapi.Endpoints(tokenapi.Deps{DB: s.pool, IDs: s.identity, Delegated: errDelegated, Now: s.now}),
 		images.Endpoints(images.Deps{DB: s.pool, Registry: s.registry, Now: s.now,

@@ -9,6 +9,7 @@ import (
 
 	"github.com/gpuaas/gpuaas/controld/audit"
 	"github.com/gpuaas/gpuaas/controld/identity"
+	"github.com/gpuaas/gpuaas/controld/identity/identityapi"
 	"github.com/gpuaas/gpuaas/controld/outbox"
 	"github.com/gpuaas/gpuaas/controld/store"
 	"github.com/gpuaas/gpuaas/internal/api"
@@ -99,7 +100,7 @@ func Bootstrap(ctx context.Context, cfg BootstrapConfig) (BootstrapResult, error
 			TargetType: "user", TargetID: u.ID, Detail: map[string]any{"email": u.Email, "invite_expires_at": inv.ExpiresAt}}); err != nil {
 			return err
 		}
-		if _, err := outbox.Enqueue(ctx, tx, now, userEvent(au)); err != nil {
+		if _, err := outbox.Enqueue(ctx, tx, now, identityapi.UserEvent(au)); err != nil {
 			return err
 		}
 		res = BootstrapResult{Admin: u, Invite: inv}

@@ -14,8 +14,7 @@ const GatewaySessionTTL = gate.SessionTTL
 // gateDeps are what the gateway's endpoints (controld/gate) need of the
 // server.
 func (s *Server) gateDeps() gate.Deps {
-	return gate.Deps{DB: s.pool, CAs: s.cas, IDs: s.identity, Runner: s.mut, MarshalCert: marshalCert,
-		CertError: certError, HostCertValidity: HostCertValidity, Log: s.cfg.Log, Now: s.now}
+	return gate.Deps{DB: s.pool, CAs: s.cas, IDs: s.identity, Runner: s.mut, Log: s.cfg.Log, Now: s.now}
 }
 
 // gateEndpoints is gate.login (gate.Deps.Login), which stays on the

@@ -9,15 +9,19 @@ import (
 	"github.com/gpuaas/gpuaas/controld/audit/auditapi"
 	"github.com/gpuaas/gpuaas/controld/billing"
 	"github.com/gpuaas/gpuaas/controld/billing/billingapi"
+	"github.com/gpuaas/gpuaas/controld/busauth"
+	"github.com/gpuaas/gpuaas/controld/ca"
 	"github.com/gpuaas/gpuaas/controld/endpoint"
 	"github.com/gpuaas/gpuaas/controld/exposures"
 	"github.com/gpuaas/gpuaas/controld/gate"
+	"github.com/gpuaas/gpuaas/controld/identity/identityapi"
 	"github.com/gpuaas/gpuaas/controld/identity/tokenapi"
 	"github.com/gpuaas/gpuaas/controld/idle"
 	"github.com/gpuaas/gpuaas/controld/images"
 	"github.com/gpuaas/gpuaas/controld/jobs"
 	"github.com/gpuaas/gpuaas/controld/mutate"
 	"github.com/gpuaas/gpuaas/controld/node"
+	"github.com/gpuaas/gpuaas/controld/outbox/outboxapi"
 	"github.com/gpuaas/gpuaas/controld/payments"
 	"github.com/gpuaas/gpuaas/controld/project"
 	"github.com/gpuaas/gpuaas/controld/secrets"
@@ -141,9 +145,6 @@ func custom[Req, Resp any](s *Server, e api.Endpoint[Req, Resp], fn func(ctx con
 // decodeRequest reads the request body into a Req (endpoint.Decode).
 func decodeRequest[Req any](c *call) (Req, error) { return endpoint.Decode[Req](c.decode) }
 
-// pointer is a handler's answer from a function that returns a value.
-func pointer[T any](v T, err error) (*T, error) { return &v, err }
-
 // pointerEffect is a mutation's answer from a function that returns a
 // value.
 func pointerEffect[T any](v T, eff mutate.Effect, err error) (*T, mutate.Effect, error) {
@@ -159,9 +160,8 @@ type endpointDef struct {
 
 // endpoints is the whole API: each domain's endpoints (handlers_*.go).
 func (s *Server) endpoints() []endpointDef {
-	return slices.Concat(s.identityEndpoints(), s.catalogEndpoints(),
-		s.allocEndpoints(), s.paymentsEndpoints(), s.caEndpoints(), s.gateEndpoints(),
-		s.busEndpoints(), s.outboxEndpoints(), s.eventsEndpoints(),
+	return slices.Concat(s.catalogEndpoints(),
+		s.allocEndpoints(), s.paymentsEndpoints(), s.gateEndpoints(),
 		s.domainEndpoints())
 }
 
@@ -184,6 +184,11 @@ func (s *Server) domainEndpoints() []endpointDef {
 		webhooks.Endpoints(webhooks.Deps{DB: s.pool, Policy: s.cfg.Webhooks.Policy, Now: s.now}),
 		exposures.Endpoints(exposures.Deps{DB: s.pool, AppsURL: s.cfg.AppsURL, Allocation: exposedAllocation, Workload: exposedWorkload,
 			Verdict: s.gateDeps().HTTPVerdict, Audited: s.gateDeps().AuditedTx, Now: s.now}),
+		ca.Endpoints(ca.Deps{DB: s.pool, CAs: s.cas, CertTTL: s.cfg.SSHCertTTL, GatewayAddr: s.cfg.GatewayAddr,
+			TrustBundle: s.trustBundle, Delegated: errDelegated, Now: s.now}),
+		busauth.Endpoints(busauth.Deps{DB: s.pool, Now: s.now}),
+		outboxapi.Endpoints(outboxapi.Deps{DB: s.pool, JS: s.js, Now: s.now}),
+		identityapi.Endpoints(identityapi.Deps{DB: s.pool, IDs: s.identity, Mut: s.mut, Now: s.now}),
 		tokenapi.Endpoints(tokenapi.Deps{DB: s.pool, IDs: s.identity, Delegated: errDelegated, Now: s.now}),
 		images.Endpoints(images.Deps{DB: s.pool, Registry: s.registry, Now: s.now,
 			RunPrice: func(ctx context.Context, q store.Querier, digest string) (*api.RunPrice, error) {

@@ -1,8 +1,6 @@
 package controld
 
 import (
-	"context"
-
 	"github.com/gpuaas/gpuaas/controld/identity"
 	"github.com/gpuaas/gpuaas/internal/api"
 )
@@ -79,17 +77,4 @@ func tokenRefused(p *identity.Principal, name string) error {
 		return nil
 	}
 	return errTokenRefused(name)
-}
-
-// tokenOf describes the token the caller is, for auth.whoami; nil for a
-// person's session.
-func (s *Server) tokenOf(ctx context.Context, c *call) (*api.Token, error) {
-	if c.principal.TokenID == "" {
-		return nil, nil
-	}
-	tok, err := s.identity.MachineToken(ctx, s.pool, c.principal.TokenID)
-	if err != nil {
-		return nil, err
-	}
-	return &tok, nil
 }

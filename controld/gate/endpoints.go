@@ -97,9 +97,9 @@ func (h handlers) authorize(ctx context.Context, r *endpoint.Request, req gatepr
 		cert, err := ic.SignTicket(key, sshcert.Ticket{Node: a.NodeID, Allocation: a.ID, PosixUser: posix, Workload: req.WorkloadID,
 			KeyID: "ticket " + u.ID + " " + a.ID + "@" + a.NodeID, TTL: sshcert.DefaultTicketTTL}, h.Now())
 		if err != nil {
-			return nil, h.CertError(err)
+			return nil, ca.CertError(err)
 		}
-		t := h.MarshalCert(cert)
+		t := ca.MarshalCert(cert)
 		detail["node_id"], detail["serial"], detail["valid_before"] = a.NodeID, cert.Serial, t.ValidBefore
 		banner, err := h.sessionBanner(ctx, tx, a)
 		if err != nil {
@@ -163,11 +163,11 @@ func (h handlers) hostCert(ctx context.Context, r *endpoint.Request, req gatepro
 		if err != nil {
 			return nil, err
 		}
-		cert, err := hc.SignHost(key, req.Principals, h.HostCertValidity, h.Now())
+		cert, err := hc.SignHost(key, req.Principals, ca.HostCertValidity, h.Now())
 		if err != nil {
-			return nil, h.CertError(err)
+			return nil, ca.CertError(err)
 		}
-		resp := h.MarshalCert(cert)
+		resp := ca.MarshalCert(cert)
 		detail["serial"], detail["valid_before"] = cert.Serial, resp.ValidBefore
 		return &resp, nil
 	})
@@ -200,9 +200,9 @@ func (h handlers) credentials(ctx context.Context, r *endpoint.Request, req gate
 		}
 		cert, err := ic.SignGateway(key, reg.Name, sshcert.DefaultGatewayTTL, h.Now())
 		if err != nil {
-			return nil, h.CertError(err)
+			return nil, ca.CertError(err)
 		}
-		t := h.MarshalCert(cert)
+		t := ca.MarshalCert(cert)
 		detail["serial"], detail["valid_before"], detail["ca_key"] = cert.Serial, t.ValidBefore, ssh.FingerprintSHA256(ic.Active())
 		return &gateproto.GateCredentialsResponse{Name: reg.Name, Certificate: t.Certificate, ValidBefore: t.ValidBefore}, nil
 	})

@@ -11,6 +11,7 @@ import (
 
 	"github.com/gpuaas/gpuaas/controld/alloc"
 	"github.com/gpuaas/gpuaas/controld/audit"
+	"github.com/gpuaas/gpuaas/controld/ca"
 	"github.com/gpuaas/gpuaas/controld/endpoint"
 	"github.com/gpuaas/gpuaas/controld/exposures"
 	"github.com/gpuaas/gpuaas/controld/identity"
@@ -185,9 +186,9 @@ func (h handlers) nodeTicket(ctx context.Context, tx pgx.Tx, a api.Allocation, k
 	cert, err := ic.SignTicket(key, sshcert.Ticket{Node: a.NodeID, Allocation: a.ID, PosixUser: posix,
 		KeyID: keyID, TTL: sshcert.DefaultTicketTTL}, h.Now())
 	if err != nil {
-		return nil, h.CertError(err)
+		return nil, ca.CertError(err)
 	}
-	t := h.MarshalCert(cert)
+	t := ca.MarshalCert(cert)
 	return &gateproto.GateAuthorizeResponse{AllocationID: a.ID, NodeID: a.NodeID, Shape: a.Shape, PosixUser: posix,
 		TerminalAddr: addr, TerminalHostKey: hostKey, Ticket: t.Certificate, ValidBefore: t.ValidBefore}, nil
 }

@@ -7,6 +7,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/gpuaas/gpuaas/controld/audit"
+	"github.com/gpuaas/gpuaas/controld/ca"
 	"github.com/gpuaas/gpuaas/controld/endpoint"
 	"github.com/gpuaas/gpuaas/controld/identity"
 	"github.com/gpuaas/gpuaas/controld/node"
@@ -73,14 +74,14 @@ func (h handlers) authorizeVolume(ctx context.Context, r *endpoint.Request, req 
 		cert, err := ic.SignTicket(key, sshcert.Ticket{Node: v.NodeID, Allocation: v.ID, PosixUser: posix,
 			KeyID: "volume ticket " + u.ID + " " + v.ID + "@" + v.NodeID, TTL: sshcert.DefaultTicketTTL}, now)
 		if err != nil {
-			return nil, h.CertError(err)
+			return nil, ca.CertError(err)
 		}
 		for _, ev := range evs {
 			if _, err := outbox.Enqueue(ctx, tx, now, ev); err != nil {
 				return nil, err
 			}
 		}
-		t := h.MarshalCert(cert)
+		t := ca.MarshalCert(cert)
 		detail["serial"], detail["valid_before"] = cert.Serial, t.ValidBefore
 		return &gateproto.GateAuthorizeResponse{AllocationID: v.ID, NodeID: v.NodeID, PosixUser: posix,
 			TerminalAddr: addr, TerminalHostKey: hostKey, Ticket: t.Certificate, ValidBefore: t.ValidBefore}, nil

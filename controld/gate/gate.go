@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"golang.org/x/crypto/ssh"
 
 	"github.com/gpuaas/gpuaas/controld/endpoint"
 	"github.com/gpuaas/gpuaas/controld/identity"
@@ -60,14 +59,6 @@ type Deps struct {
 	IDs Identity
 	// Runner runs gate.login's mutation (Login).
 	Runner *mutate.Runner
-	// MarshalCert is a signed certificate as the API answers it, and
-	// CertError what sshcert refuses to mint as an API error (the CA
-	// endpoints' own).
-	MarshalCert func(cert *ssh.Certificate) api.SSHCertResponse
-	CertError   func(err error) error
-	// HostCertValidity is how long the gateway's host certificate is
-	// valid (gate.host_cert).
-	HostCertValidity time.Duration
 	// Log is told of a refusal whose audit row could not be written.
 	Log *slog.Logger
 	Now func() time.Time

@@ -83,7 +83,6 @@ func newWorld(t *testing.T) *world {
 	w := &world{pool: pool, cas: cas, ids: svc, project: ids.New(ids.Project), node: "n-1",
 		terminalAddr: "10.0.0.7:2222", hostKey: publicKeyLine(t)}
 	w.deps = gate.Deps{DB: pool, CAs: cas, IDs: svc, Runner: &mutate.Runner{Pool: pool, Now: clock},
-		MarshalCert: marshalCert, CertError: func(err error) error { return err }, HostCertValidity: 30 * 24 * time.Hour,
 		Log: testutil.Logger(t), Now: clock}
 	w.defs = gate.Endpoints(w.deps)
 	var sess [3]string
@@ -118,13 +117,6 @@ func newWorld(t *testing.T) *world {
 	}
 	w.gateway = &endpoint.Request{Principal: &identity.Principal{UserID: gw.ID, Email: gw.Email, Role: api.RoleGateway}, Corr: "corr-1"}
 	return w
-}
-
-// marshalCert is the API's form of a certificate, as the server's CA
-// endpoints answer it.
-func marshalCert(cert *ssh.Certificate) api.SSHCertResponse {
-	return api.SSHCertResponse{Certificate: strings.TrimSpace(string(ssh.MarshalAuthorizedKey(cert))),
-		ValidBefore: time.Unix(int64(cert.ValidBefore), 0).UTC()}
 }
 
 // newKey is a fresh ed25519 key as a public key and its signer.

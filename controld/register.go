@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"slices"
 
+	"github.com/gpuaas/gpuaas/controld/alloc/allocapi"
 	"github.com/gpuaas/gpuaas/controld/apps"
 	"github.com/gpuaas/gpuaas/controld/audit/auditapi"
 	"github.com/gpuaas/gpuaas/controld/billing"
@@ -159,7 +160,7 @@ type endpointDef struct {
 // endpoints is the whole API: each domain's endpoints (handlers_*.go).
 func (s *Server) endpoints() []endpointDef {
 	return slices.Concat(s.identityEndpoints(), s.catalogEndpoints(),
-		s.allocEndpoints(), s.paymentsEndpoints(), s.caEndpoints(), s.gateEndpoints(),
+		s.paymentsEndpoints(), s.caEndpoints(), s.gateEndpoints(),
 		s.busEndpoints(), s.outboxEndpoints(), s.eventsEndpoints(),
 		s.exposeEndpoints(),
 		s.domainEndpoints())
@@ -176,6 +177,7 @@ func (s *Server) domainEndpoints() []endpointDef {
 		auditapi.Endpoints(auditapi.Deps{DB: s.pool, Now: s.now}),
 		node.Endpoints(node.Deps{DB: s.pool, NATS: s.cfg.NATS, Volumes: volumes.OnNode, Kick: s.kickQueue, Now: s.now}),
 		jobs.Endpoints(jobs.Deps{DB: s.pool, Config: s.jobsConfig(), Logs: s.readLogs, Now: s.now}),
+		allocapi.Endpoints(allocapi.Deps{DB: s.pool, Rules: s.allocRules, Idle: s.cfg.Idle, NATS: s.cfg.NATS, Kick: s.kickQueue, Now: s.now}),
 		volumesapi.Endpoints(volumesapi.Deps{DB: s.pool, Rules: s.allocRules, FundsRefusal: s.fundsRefusal,
 			Audited: s.auditedTx, Now: s.now}),
 		payments.Endpoints(payments.Deps{DB: s.pool, Payments: s.payments}),
@@ -197,6 +199,12 @@ func (s *Server) domainEndpoints() []endpointDef {
 // projectRef is the project a request acts in (project.Ref).
 func (s *Server) projectRef(ctx context.Context, c *call, named string) (string, error) {
 	return project.Ref(ctx, s.pool, c.request(), named)
+}
+
+// fundsRefusal audits a create refused for funds as action, in a write
+// of its own (allocapi.FundsRefusal, which alloc.create uses too).
+func (s *Server) fundsRefusal(action string) endpoint.Refusal {
+	return allocapi.FundsRefusal(s.pool, s.now, action)
 }
 
 // request is c as a domain's handler sees it (endpoint.Request).

@@ -144,12 +144,6 @@ func decodeRequest[Req any](c *call) (Req, error) { return endpoint.Decode[Req](
 // pointer is a handler's answer from a function that returns a value.
 func pointer[T any](v T, err error) (*T, error) { return &v, err }
 
-// pointerEffect is a mutation's answer from a function that returns a
-// value.
-func pointerEffect[T any](v T, eff mutate.Effect, err error) (*T, mutate.Effect, error) {
-	return &v, eff, err
-}
-
 // endpointDef is one endpoint of the API as served: its declaration
 // (api.Endpoint: name, access level, kind) and its handler.
 type endpointDef struct {
@@ -160,7 +154,7 @@ type endpointDef struct {
 // endpoints is the whole API: each domain's endpoints (handlers_*.go).
 func (s *Server) endpoints() []endpointDef {
 	return slices.Concat(s.identityEndpoints(), s.catalogEndpoints(),
-		s.paymentsEndpoints(), s.caEndpoints(), s.gateEndpoints(),
+		s.caEndpoints(), s.gateEndpoints(),
 		s.busEndpoints(), s.outboxEndpoints(), s.eventsEndpoints(),
 		s.exposeEndpoints(),
 		s.domainEndpoints())

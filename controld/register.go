@@ -10,6 +10,7 @@ import (
 	"github.com/gpuaas/gpuaas/controld/audit/auditapi"
 	"github.com/gpuaas/gpuaas/controld/billing"
 	"github.com/gpuaas/gpuaas/controld/billing/billingapi"
+	"github.com/gpuaas/gpuaas/controld/catalog"
 	"github.com/gpuaas/gpuaas/controld/endpoint"
 	"github.com/gpuaas/gpuaas/controld/exposures"
 	"github.com/gpuaas/gpuaas/controld/identity/tokenapi"
@@ -153,7 +154,7 @@ type endpointDef struct {
 
 // endpoints is the whole API: each domain's endpoints (handlers_*.go).
 func (s *Server) endpoints() []endpointDef {
-	return slices.Concat(s.identityEndpoints(), s.catalogEndpoints(),
+	return slices.Concat(s.identityEndpoints(),
 		s.caEndpoints(), s.gateEndpoints(),
 		s.busEndpoints(), s.outboxEndpoints(), s.eventsEndpoints(),
 		s.exposeEndpoints(),
@@ -171,6 +172,7 @@ func (s *Server) domainEndpoints() []endpointDef {
 		auditapi.Endpoints(auditapi.Deps{DB: s.pool, Now: s.now}),
 		node.Endpoints(node.Deps{DB: s.pool, NATS: s.cfg.NATS, Volumes: volumes.OnNode, Kick: s.kickQueue, Now: s.now}),
 		jobs.Endpoints(jobs.Deps{DB: s.pool, Config: s.jobsConfig(), Logs: s.readLogs, Now: s.now}),
+		catalog.Endpoints(catalog.Deps{DB: s.pool, Availability: node.Availability}),
 		allocapi.Endpoints(allocapi.Deps{DB: s.pool, Rules: s.allocRules, Idle: s.cfg.Idle, NATS: s.cfg.NATS, Kick: s.kickQueue, Now: s.now}),
 		volumesapi.Endpoints(volumesapi.Deps{DB: s.pool, Rules: s.allocRules, FundsRefusal: s.fundsRefusal,
 			Audited: s.auditedTx, Now: s.now}),

@@ -192,11 +192,6 @@ func (s *Server) domainEndpoints() []endpointDef {
 	)
 }
 
-// projectRef is the project a request acts in (project.Ref).
-func (s *Server) projectRef(ctx context.Context, c *call, named string) (string, error) {
-	return project.Ref(ctx, s.pool, c.request(), named)
-}
-
 // fundsRefusal audits a create refused for funds as action, in a write
 // of its own (allocapi.FundsRefusal, which alloc.create uses too).
 func (s *Server) fundsRefusal(action string) endpoint.Refusal {

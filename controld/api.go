@@ -13,7 +13,6 @@ import (
 
 	"github.com/nats-io/nats.go/micro"
 
-	"github.com/gpuaas/gpuaas/controld/alloc"
 	"github.com/gpuaas/gpuaas/controld/identity"
 	"github.com/gpuaas/gpuaas/controld/mutate"
 	"github.com/gpuaas/gpuaas/internal/api"
@@ -51,10 +50,6 @@ func (c *call) decode(v any) error {
 		return api.Errorf(api.CodeInvalidArgument, "malformed request body: more than one JSON value")
 	}
 	return nil
-}
-
-func (c *call) actor() alloc.Actor {
-	return alloc.Actor{UserID: c.principal.UserID, Role: c.principal.Role}
 }
 
 // mutationFunc validates a mutating request and returns the work to run in

@@ -13,11 +13,11 @@ import (
 // exposedAllocation is alloc.Get as p sees allocation id
 // (exposures.Deps: alloc imports exposures).
 func exposedAllocation(ctx context.Context, q store.Batcher, p *identity.Principal, id string) (api.Allocation, error) {
-	return alloc.Get(ctx, q, alloc.Actor{UserID: p.UserID, Role: p.Role}, id)
+	return alloc.Get(ctx, q, alloc.ActorOf(p), id)
 }
 
 // exposedWorkload is workloads.Get as p sees workload id
 // (exposures.Deps: workloads imports exposures).
 func exposedWorkload(ctx context.Context, q store.Querier, p *identity.Principal, id string) (api.Workload, error) {
-	return workloads.Get(ctx, q, alloc.Actor{UserID: p.UserID, Role: p.Role}, id)
+	return workloads.Get(ctx, q, alloc.ActorOf(p), id)
 }

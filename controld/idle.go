@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/gpuaas/gpuaas/controld/idle"
-	"github.com/gpuaas/gpuaas/internal/api"
 )
 
 // newIdleRunner is idle release's singleton loop (controld/idle); its
@@ -19,18 +18,6 @@ func (s *Server) newIdleRunner() (*idle.Runner, error) {
 // IdleTick runs the idle evaluator once now (for tests).
 func (s *Server) IdleTick(ctx context.Context) (idle.TickResult, error) {
 	return s.idle.Tick(ctx)
-}
-
-// allocCreatePolicy reads the idle period and maximum duration of a
-// create, before anything is written.
-func (s *Server) allocCreatePolicy(req api.AllocCreateRequest) (idleSecs, maxSecs *int64, err error) {
-	if idleSecs, err = idle.ParsePeriod("idle-release-after", req.IdleReleaseAfter, s.cfg.Idle.MinPeriod, true); err != nil {
-		return nil, nil, err
-	}
-	if maxSecs, err = idle.ParsePeriod("max-duration", req.MaxDuration, s.cfg.Idle.MinPeriod, false); err != nil {
-		return nil, nil, err
-	}
-	return idleSecs, maxSecs, nil
 }
 
 // gpuActive records a heartbeat's GPU activity (hosts.Config.GPUActive).

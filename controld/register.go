@@ -5,12 +5,14 @@ import (
 	"encoding/json"
 	"slices"
 
+	"github.com/gpuaas/gpuaas/controld/alloc/allocapi"
 	"github.com/gpuaas/gpuaas/controld/apps"
 	"github.com/gpuaas/gpuaas/controld/audit/auditapi"
 	"github.com/gpuaas/gpuaas/controld/billing"
 	"github.com/gpuaas/gpuaas/controld/billing/billingapi"
 	"github.com/gpuaas/gpuaas/controld/busauth"
 	"github.com/gpuaas/gpuaas/controld/ca"
+	"github.com/gpuaas/gpuaas/controld/catalog"
 	"github.com/gpuaas/gpuaas/controld/endpoint"
 	"github.com/gpuaas/gpuaas/controld/exposures"
 	"github.com/gpuaas/gpuaas/controld/gate"
@@ -145,12 +147,6 @@ func custom[Req, Resp any](s *Server, e api.Endpoint[Req, Resp], fn func(ctx con
 // decodeRequest reads the request body into a Req (endpoint.Decode).
 func decodeRequest[Req any](c *call) (Req, error) { return endpoint.Decode[Req](c.decode) }
 
-// pointerEffect is a mutation's answer from a function that returns a
-// value.
-func pointerEffect[T any](v T, eff mutate.Effect, err error) (*T, mutate.Effect, error) {
-	return &v, eff, err
-}
-
 // endpointDef is one endpoint of the API as served: its declaration
 // (api.Endpoint: name, access level, kind) and its handler.
 type endpointDef struct {
@@ -160,8 +156,7 @@ type endpointDef struct {
 
 // endpoints is the whole API: each domain's endpoints (handlers_*.go).
 func (s *Server) endpoints() []endpointDef {
-	return slices.Concat(s.catalogEndpoints(),
-		s.allocEndpoints(), s.paymentsEndpoints(), s.gateEndpoints(),
+	return slices.Concat(s.gateEndpoints(),
 		s.domainEndpoints())
 }
 
@@ -176,6 +171,8 @@ func (s *Server) domainEndpoints() []endpointDef {
 		auditapi.Endpoints(auditapi.Deps{DB: s.pool, Now: s.now}),
 		node.Endpoints(node.Deps{DB: s.pool, NATS: s.cfg.NATS, Volumes: volumes.OnNode, Kick: s.kickQueue, Now: s.now}),
 		jobs.Endpoints(jobs.Deps{DB: s.pool, Config: s.jobsConfig(), Logs: s.readLogs, Now: s.now}),
+		catalog.Endpoints(catalog.Deps{DB: s.pool, Availability: node.Availability}),
+		allocapi.Endpoints(allocapi.Deps{DB: s.pool, Rules: s.allocRules, Idle: s.cfg.Idle, NATS: s.cfg.NATS, Kick: s.kickQueue, Now: s.now}),
 		volumesapi.Endpoints(volumesapi.Deps{DB: s.pool, Rules: s.allocRules, FundsRefusal: s.fundsRefusal,
 			Audited: s.gateDeps().AuditedTx, Now: s.now}),
 		payments.Endpoints(payments.Deps{DB: s.pool, Payments: s.payments}),
@@ -201,9 +198,10 @@ func (s *Server) domainEndpoints() []endpointDef {
 	)
 }
 
-// projectRef is the project a request acts in (project.Ref).
-func (s *Server) projectRef(ctx context.Context, c *call, named string) (string, error) {
-	return project.Ref(ctx, s.pool, c.request(), named)
+// fundsRefusal audits a create refused for funds as action, in a write
+// of its own (allocapi.FundsRefusal, which alloc.create uses too).
+func (s *Server) fundsRefusal(action string) endpoint.Refusal {
+	return allocapi.FundsRefusal(s.pool, s.now, action)
 }
 
 // request is c as a domain's handler sees it (endpoint.Request).

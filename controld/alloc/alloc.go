@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/gpuaas/gpuaas/controld/billing"
+	"github.com/gpuaas/gpuaas/controld/identity"
 	"github.com/gpuaas/gpuaas/controld/node"
 	"github.com/gpuaas/gpuaas/controld/outbox"
 	"github.com/gpuaas/gpuaas/controld/project"
@@ -23,6 +24,12 @@ import (
 type Actor struct {
 	UserID string
 	Role   string // platform role
+}
+
+// ActorOf is the caller p as allocations, and the jobs, workloads and
+// usage on them, check access: its user and platform role.
+func ActorOf(p *identity.Principal) Actor {
+	return Actor{UserID: p.UserID, Role: p.Role}
 }
 
 func (a Actor) operator() bool { return a.Role == api.RoleOperator || a.Role == api.RoleAdmin }

@@ -15,9 +15,10 @@ import (
 )
 
 // LogReader answers one call of a log API with the page src's lines give,
-// long-polling up to req.Wait; kind names the log in errors ("job"). The
-// server's reads LOGS through its own JetStream connection
-// (docs/decisions/0022-logs-in-jetstream.md).
+// long-polling up to req.Wait; kind names the log in errors ("job",
+// "workload"). The server's reads LOGS through its own JetStream
+// connection (docs/decisions/0022-logs-in-jetstream.md); job.logs and
+// app.logs (workloads.Deps) share it.
 type LogReader func(ctx context.Context, kind string, req api.JobLogsRequest, src logstream.Source) (*api.JobLogsResponse, error)
 
 // Deps are what jobs' endpoints need of the server.
@@ -45,30 +46,25 @@ func Endpoints(d Deps) []endpoint.Def {
 
 type handlers struct{ Deps }
 
-// actorOf is the caller as jobs' rules see it.
-func actorOf(r *endpoint.Request) alloc.Actor {
-	return alloc.Actor{UserID: r.Principal.UserID, Role: r.Principal.Role}
-}
-
 func (h handlers) create(_ context.Context, r *endpoint.Request, req api.JobCreateRequest) (endpoint.Work[api.Job], error) {
 	if err := Check(&req); err != nil {
 		return nil, err
 	}
 	return func(ctx context.Context, tx pgx.Tx) (*api.Job, mutate.Effect, error) {
-		j, eff, err := Create(ctx, tx, actorOf(r), req, h.Config, h.Now())
+		j, eff, err := Create(ctx, tx, alloc.ActorOf(r.Principal), req, h.Config, h.Now())
 		return &j, eff, err
 	}, nil
 }
 
 func (h handlers) get(ctx context.Context, r *endpoint.Request, req api.JobRef) (*api.Job, error) {
-	return endpoint.Pointer(Get(ctx, h.DB, actorOf(r), req.ID))
+	return endpoint.Pointer(Get(ctx, h.DB, alloc.ActorOf(r.Principal), req.ID))
 }
 
 func (h handlers) list(ctx context.Context, r *endpoint.Request, req api.JobListRequest) (*api.JobListResponse, error) {
 	if req.Project == "" {
 		req.Project = r.Project
 	}
-	list, err := List(ctx, h.DB, actorOf(r), req)
+	list, err := List(ctx, h.DB, alloc.ActorOf(r.Principal), req)
 	if err != nil {
 		return nil, err
 	}
@@ -77,7 +73,7 @@ func (h handlers) list(ctx context.Context, r *endpoint.Request, req api.JobList
 
 func (h handlers) cancel(_ context.Context, r *endpoint.Request, req api.JobRef) (endpoint.Work[api.Job], error) {
 	return func(ctx context.Context, tx pgx.Tx) (*api.Job, mutate.Effect, error) {
-		j, eff, err := Cancel(ctx, tx, actorOf(r), req.ID, h.Config, h.Now())
+		j, eff, err := Cancel(ctx, tx, alloc.ActorOf(r.Principal), req.ID, h.Config, h.Now())
 		return &j, eff, err
 	}, nil
 }
@@ -88,7 +84,7 @@ func (h handlers) logs(ctx context.Context, r *endpoint.Request, req api.JobLogs
 	var j api.Job
 	resp, err := h.Logs(ctx, "job", req, func(ctx context.Context) (string, bool, error) {
 		var err error
-		if j, err = Get(ctx, h.DB, actorOf(r), req.ID); err != nil || j.NodeID == "" {
+		if j, err = Get(ctx, h.DB, alloc.ActorOf(r.Principal), req.ID); err != nil || j.NodeID == "" {
 			return "", api.JobFinal(j.State), err
 		}
 		return logstream.Subject(j.NodeID, logstream.KindJob, j.ID), api.JobFinal(j.State), nil

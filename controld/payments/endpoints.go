@@ -19,14 +19,14 @@ type Deps struct {
 	Payments *Service
 }
 
-// Endpoints are the payments endpoints a domain handler serves
-// (docs/decisions/0069-domain-endpoints.md): an operator's manual credit.
-// Top-ups and refunds stay on the server for now: Stripe's idempotency
-// key is the caller's Idempotency-Key, which endpoint.Request does not
-// carry.
+// Endpoints are the payments endpoints (docs/decisions/0069-domain-endpoints.md):
+// a member's top-up through Stripe, an admin's refund of one, and an
+// operator's manual credit.
 func Endpoints(d Deps) []endpoint.Def {
 	h := handlers{d}
 	return []endpoint.Def{
+		endpoint.Mutation(api.OpBillingTopup, h.billingTopup), // endpoints_topup.go
+		endpoint.Mutation(api.OpAdminRefund, h.adminRefund),
 		endpoint.Mutation(api.OpAdminCredit, h.adminCredit),
 	}
 }

@@ -9,17 +9,11 @@ import (
 	"github.com/gpuaas/gpuaas/controld/alloc"
 	"github.com/gpuaas/gpuaas/controld/endpoint"
 	"github.com/gpuaas/gpuaas/controld/images"
+	"github.com/gpuaas/gpuaas/controld/jobs"
 	"github.com/gpuaas/gpuaas/controld/mutate"
 	"github.com/gpuaas/gpuaas/controld/store"
 	"github.com/gpuaas/gpuaas/internal/api"
-	"github.com/gpuaas/gpuaas/internal/logstream"
 )
-
-// LogReader answers one call of a log API with the page src's lines
-// give, long-polling up to req.Wait; kind names what is read ("workload").
-// controld's root has the one reader job.logs shares (its JetStream
-// connection), so it is handed in.
-type LogReader func(ctx context.Context, kind string, req api.JobLogsRequest, src logstream.Source) (*api.JobLogsResponse, error)
 
 // Deps is what the workloads' endpoints use of the server.
 type Deps struct {
@@ -27,8 +21,11 @@ type Deps struct {
 	// Config is how controld follows workloads, with the server's bound
 	// of a workload's log (--job-log-max-bytes, as a job's).
 	Config Config
-	Logs   LogReader
-	Now    func() time.Time
+	// Logs reads a workload's log as job.logs reads a job's: controld's
+	// root has the one reader both share (its JetStream connection), so
+	// it is handed in.
+	Logs jobs.LogReader
+	Now  func() time.Time
 }
 
 // Endpoints are workloads' (docs/apps.md): running an app and following
@@ -47,17 +44,12 @@ func Endpoints(d Deps) []endpoint.Def {
 
 type handlers struct{ Deps }
 
-// actor is the caller as the workloads' functions authorize them.
-func actor(r *endpoint.Request) alloc.Actor {
-	return alloc.Actor{UserID: r.Principal.UserID, Role: r.Principal.Role}
-}
-
 func (h handlers) run(_ context.Context, r *endpoint.Request, req api.AppRunRequest) (endpoint.Work[api.Workload], error) {
 	if err := Check(&req); err != nil {
 		return nil, err
 	}
 	return func(ctx context.Context, tx pgx.Tx) (*api.Workload, mutate.Effect, error) {
-		w, eff, err := Run(ctx, tx, actor(r), req, h.Config, h.Now())
+		w, eff, err := Run(ctx, tx, alloc.ActorOf(r.Principal), req, h.Config, h.Now())
 		return &w, eff, err
 	}, nil
 }
@@ -66,7 +58,7 @@ func (h handlers) ps(ctx context.Context, r *endpoint.Request, req api.AppPsRequ
 	if req.Project == "" && req.AllocationID == "" {
 		req.Project = r.Project
 	}
-	list, err := List(ctx, h.DB, actor(r), req)
+	list, err := List(ctx, h.DB, alloc.ActorOf(r.Principal), req)
 	if err != nil {
 		return nil, err
 	}
@@ -77,7 +69,7 @@ func (h handlers) ps(ctx context.Context, r *endpoint.Request, req api.AppPsRequ
 }
 
 func (h handlers) get(ctx context.Context, r *endpoint.Request, req api.WorkloadRef) (*api.Workload, error) {
-	w, err := Get(ctx, h.DB, actor(r), req.ID)
+	w, err := Get(ctx, h.DB, alloc.ActorOf(r.Principal), req.ID)
 	if err != nil {
 		return nil, err
 	}
@@ -110,14 +102,14 @@ func (h handlers) withImageTrust(ctx context.Context, list []api.Workload) error
 
 func (h handlers) stop(_ context.Context, r *endpoint.Request, req api.WorkloadRef) (endpoint.Work[api.Workload], error) {
 	return func(ctx context.Context, tx pgx.Tx) (*api.Workload, mutate.Effect, error) {
-		w, eff, err := Stop(ctx, tx, actor(r), req.ID, h.Config, h.Now())
+		w, eff, err := Stop(ctx, tx, alloc.ActorOf(r.Principal), req.ID, h.Config, h.Now())
 		return &w, eff, err
 	}, nil
 }
 
 func (h handlers) rm(_ context.Context, r *endpoint.Request, req api.WorkloadRef) (endpoint.Work[api.Workload], error) {
 	return func(ctx context.Context, tx pgx.Tx) (*api.Workload, mutate.Effect, error) {
-		w, eff, err := Rm(ctx, tx, actor(r), req.ID, h.Config, h.Now())
+		w, eff, err := Rm(ctx, tx, alloc.ActorOf(r.Principal), req.ID, h.Config, h.Now())
 		return &w, eff, err
 	}, nil
 }
@@ -127,7 +119,7 @@ func (h handlers) rm(_ context.Context, r *endpoint.Request, req api.WorkloadRef
 func (h handlers) logs(ctx context.Context, r *endpoint.Request, req api.AppLogsRequest) (*api.AppLogsResponse, error) {
 	var w api.Workload
 	page, err := h.Logs(ctx, "workload", api.JobLogsRequest(req), func(ctx context.Context) (subject string, ended bool, err error) {
-		w, subject, ended, err = LogSource(ctx, h.DB, actor(r), req.ID)
+		w, subject, ended, err = LogSource(ctx, h.DB, alloc.ActorOf(r.Principal), req.ID)
 		return subject, ended, err
 	})
 	if err != nil {

@@ -11,11 +11,6 @@ import (
 	"github.com/gpuaas/gpuaas/internal/api"
 )
 
-// actorOf is the caller as allocations, jobs and workloads check access.
-func actorOf(r *endpoint.Request) alloc.Actor {
-	return alloc.Actor{UserID: r.Principal.UserID, Role: r.Principal.Role}
-}
-
 // billingBalance is a project's balance, burn rate and grace period
 // (members).
 func (h handlers) billingBalance(ctx context.Context, r *endpoint.Request, req api.BillingRequest) (*api.BillingBalance, error) {
@@ -75,7 +70,7 @@ func (h handlers) billingUsage(ctx context.Context, r *endpoint.Request, req api
 	out := api.BillingUsageResponse{Usage: []api.AllocationUsage{}, Currency: billing.DefaultCurrency}
 	var us []billing.Usage
 	if req.Allocation != "" {
-		a, err := alloc.Get(ctx, h.DB, actorOf(r), req.Allocation)
+		a, err := alloc.Get(ctx, h.DB, alloc.ActorOf(r.Principal), req.Allocation)
 		if err != nil {
 			return nil, err
 		}

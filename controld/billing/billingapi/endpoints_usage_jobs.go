@@ -5,6 +5,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/gpuaas/gpuaas/controld/alloc"
 	"github.com/gpuaas/gpuaas/controld/billing"
 	"github.com/gpuaas/gpuaas/controld/endpoint"
 	"github.com/gpuaas/gpuaas/controld/jobs"
@@ -30,7 +31,7 @@ func (h handlers) billingJobUsage(ctx context.Context, r *endpoint.Request, req 
 	var err error
 	if req.Job != "" {
 		var j api.Job
-		if j, err = jobs.Get(ctx, h.DB, actorOf(r), req.Job); err != nil {
+		if j, err = jobs.Get(ctx, h.DB, alloc.ActorOf(r.Principal), req.Job); err != nil {
 			return nil, err
 		}
 		js, out.ProjectID = []api.Job{j}, j.ProjectID
@@ -40,7 +41,7 @@ func (h handlers) billingJobUsage(ctx context.Context, r *endpoint.Request, req 
 			return nil, err
 		}
 		out.ProjectID = p.ID
-		if js, err = jobs.List(ctx, h.DB, actorOf(r), api.JobListRequest{Project: p.ID, Limit: maxJobUsage}); err != nil {
+		if js, err = jobs.List(ctx, h.DB, alloc.ActorOf(r.Principal), api.JobListRequest{Project: p.ID, Limit: maxJobUsage}); err != nil {
 			return nil, err
 		}
 	}

@@ -5,6 +5,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/gpuaas/gpuaas/controld/alloc"
 	"github.com/gpuaas/gpuaas/controld/billing"
 	"github.com/gpuaas/gpuaas/controld/endpoint"
 	"github.com/gpuaas/gpuaas/controld/workloads"
@@ -25,7 +26,7 @@ func (h handlers) billingWorkloadUsage(ctx context.Context, r *endpoint.Request,
 	out := api.BillingUsageResponse{Usage: []api.AllocationUsage{}, Workloads: []api.WorkloadUsage{}, Currency: billing.DefaultCurrency}
 	var ws []api.Workload
 	if req.Workload != "" {
-		w, err := workloads.Get(ctx, h.DB, actorOf(r), req.Workload)
+		w, err := workloads.Get(ctx, h.DB, alloc.ActorOf(r.Principal), req.Workload)
 		if err != nil {
 			return nil, err
 		}
@@ -37,7 +38,7 @@ func (h handlers) billingWorkloadUsage(ctx context.Context, r *endpoint.Request,
 		}
 		out.ProjectID = p.ID
 		// Removed ones too: what they used was used.
-		if ws, err = workloads.List(ctx, h.DB, actorOf(r), api.AppPsRequest{Project: p.ID, All: true}); err != nil {
+		if ws, err = workloads.List(ctx, h.DB, alloc.ActorOf(r.Principal), api.AppPsRequest{Project: p.ID, All: true}); err != nil {
 			return nil, err
 		}
 	}

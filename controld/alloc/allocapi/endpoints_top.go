@@ -1,4 +1,4 @@
-package controld
+package allocapi
 
 import (
 	"context"
@@ -10,20 +10,21 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/gpuaas/gpuaas/controld/alloc"
+	"github.com/gpuaas/gpuaas/controld/endpoint"
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/hostproto"
 )
 
-// allocTopTimeout bounds the wait for a node's answer, like
-// nodeLogsTimeout: a hung node is reported as such.
-const allocTopTimeout = 3 * time.Second
+// topTimeout bounds the wait for a node's answer, like node.logs's: a
+// hung node is reported as such.
+const topTimeout = 3 * time.Second
 
-// allocTop asks the allocation's node for the latest telemetry of the
+// top asks the allocation's node for the latest telemetry of the
 // allocation's GPUs, and only those, over hostproto.MsgTop, which only
-// that node's hostd may subscribe to. Whoever may get the allocation may
-// read it.
-func (s *Server) allocTop(ctx context.Context, c *call, req api.AllocRef) (*api.AllocTopResponse, error) {
-	a, err := alloc.Get(ctx, s.pool, c.actor(), req.ID)
+// that node's hostd may subscribe to (docs/gpu-telemetry.md). Whoever
+// may get the allocation may read it.
+func (h handlers) top(ctx context.Context, r *endpoint.Request, req api.AllocRef) (*api.AllocTopResponse, error) {
+	a, err := alloc.Get(ctx, h.DB, alloc.ActorOf(r.Principal), req.ID)
 	if err != nil {
 		return nil, err
 	}
@@ -39,9 +40,9 @@ func (s *Server) allocTop(ctx context.Context, c *call, req api.AllocRef) (*api.
 		pcis = append(pcis, sl.GPUPCI)
 	}
 	slices.Sort(pcis)
-	ctx, cancel := context.WithTimeout(ctx, allocTopTimeout)
+	ctx, cancel := context.WithTimeout(ctx, topTimeout)
 	defer cancel()
-	hresp, err := hostproto.Ask(ctx, s.cfg.NATS, hostproto.MsgTop, a.NodeID, hostproto.HostTopRequest{PCIs: pcis})
+	hresp, err := hostproto.Ask(ctx, h.NATS, hostproto.MsgTop, a.NodeID, hostproto.HostTopRequest{PCIs: pcis})
 	if errors.Is(err, nats.ErrNoResponders) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) {
 		return nil, api.Errorf(api.CodeUnavailable, "the node of allocation %s is not answering", a.ID).
 			WithHint("try again shortly; if it persists, tell an operator")

@@ -3,7 +3,6 @@ package controld
 import (
 	"context"
 	"encoding/json"
-	"slices"
 
 	"github.com/gpuaas/gpuaas/controld/alloc/allocapi"
 	"github.com/gpuaas/gpuaas/controld/apps"
@@ -37,61 +36,14 @@ import (
 	"github.com/nats-io/nats.go/micro"
 )
 
-// Handlers are registered through the endpoint's declaration
-// (api.Endpoint, docs/decisions/0013-endpoint-descriptors.md): its name,
-// access level and kind come from there, and the compiler checks the
-// handler's request type (and, for reads, its response type) against the
-// declaration's.
-
-// query registers e's read handler: fn gets the decoded request. It is
-// the root's form of endpoint.Query, for the handlers that are still
-// methods of Server (they read the *call).
-func query[Req, Resp any](s *Server, e api.Endpoint[Req, Resp], fn func(context.Context, *call, Req) (*Resp, error)) endpointDef {
-	spec := endpoint.MustKind(e.Spec(), api.Query)
-	return endpointDef{spec: spec, handler: s.endpoint(spec.Name, spec.Access, func(ctx context.Context, c *call) ([]byte, error) {
-		req, err := decodeRequest[Req](c)
-		if err != nil {
-			return nil, err
-		}
-		resp, err := fn(ctx, c, req)
-		if err != nil {
-			return nil, err
-		}
-		return json.Marshal(resp)
-	})}
-}
-
-// mutation registers e's mutation handler: fn gets the decoded request
-// and returns the work to run in the mutation's transaction. Whether its
-// reply is kept for replay comes from e (api.NewSecretMutation). It is
-// the root's form of endpoint.Mutation.
-func mutation[Req, Resp any](s *Server, e api.Endpoint[Req, Resp], fn func(context.Context, *call, Req) (work[Resp], error)) endpointDef {
-	return refusalAuditedMutation(s, e, fn, nil)
-}
-
-// refusalAuditedMutation is a mutation some of whose refusals are audited
-// too: refused is called with every error, after the mutation's
-// transaction was rolled back, and writes the audit rows it wants in
-// writes of their own.
-func refusalAuditedMutation[Req, Resp any](s *Server, e api.Endpoint[Req, Resp], fn func(context.Context, *call, Req) (work[Resp], error),
-	refused func(ctx context.Context, c *call, err error)) endpointDef {
-	spec := endpoint.MustMutate(e.Spec())
-	return endpointDef{spec: spec, handler: s.mutationHandler(spec, func(ctx context.Context, c *call) (mutate.Func, error) {
-		req, err := decodeRequest[Req](c)
-		if err != nil {
-			return nil, err
-		}
-		w, err := fn(ctx, c, req)
-		if err != nil || w == nil {
-			return nil, err
-		}
-		return w.Untyped(), nil
-	}, refused)}
-}
+// Every endpoint is declared by a domain package (endpoint.Def, from the
+// declaration api.Endpoint: docs/decisions/0013-endpoint-descriptors.md
+// and 0069-domain-endpoints.md); the server wraps each in its handler
+// chain (access, rate limits, idempotency, logging).
 
 // serve registers an endpoint a domain package declared (endpoint.Def):
-// the same handler chain as query, mutation, refusalAuditedMutation and
-// custom, with the request handed over as an endpoint.Request.
+// a read, a mutation (with its refusal audit, if any) or a custom
+// handler, with the request handed over as an endpoint.Request.
 func (s *Server) serve(d endpoint.Def) endpointDef {
 	spec := d.Spec()
 	if d.IsCustom() {
@@ -128,25 +80,6 @@ func (s *Server) serveAll(defs ...[]endpoint.Def) []endpointDef {
 	return out
 }
 
-// work is a mutation's work in its transaction with its response's type
-// (endpoint.Work).
-type work[Resp any] = endpoint.Work[Resp]
-
-// custom registers a handler that runs the whole request itself (the
-// logins: their refusals are audited and limited outside the mutation's
-// transaction); it still takes its name, access level and kind from e,
-// and decode, called when the handler wants the request, reads e's
-// request type.
-func custom[Req, Resp any](s *Server, e api.Endpoint[Req, Resp], fn func(ctx context.Context, c *call, decode func() (Req, error)) ([]byte, error)) endpointDef {
-	spec := e.Spec()
-	return endpointDef{spec: spec, handler: s.endpoint(spec.Name, spec.Access, func(ctx context.Context, c *call) ([]byte, error) {
-		return fn(ctx, c, func() (Req, error) { return decodeRequest[Req](c) })
-	})}
-}
-
-// decodeRequest reads the request body into a Req (endpoint.Decode).
-func decodeRequest[Req any](c *call) (Req, error) { return endpoint.Decode[Req](c.decode) }
-
 // endpointDef is one endpoint of the API as served: its declaration
 // (api.Endpoint: name, access level, kind) and its handler.
 type endpointDef struct {
@@ -154,16 +87,10 @@ type endpointDef struct {
 	handler micro.Handler
 }
 
-// endpoints is the whole API: each domain's endpoints (handlers_*.go).
-func (s *Server) endpoints() []endpointDef {
-	return slices.Concat(s.gateEndpoints(),
-		s.domainEndpoints())
-}
-
-// domainEndpoints are the endpoints the domain packages declare
+// endpoints is the whole API: the endpoints the domain packages declare
 // themselves (controld/endpoint, docs/decisions/0069-domain-endpoints.md),
 // each given what it needs of the server.
-func (s *Server) domainEndpoints() []endpointDef {
+func (s *Server) endpoints() []endpointDef {
 	return s.serveAll(
 		project.Endpoints(project.Deps{DB: s.pool, Tokens: s.identity, Now: s.now}),
 		sessions.Endpoints(sessions.Deps{DB: s.pool, JS: s.js, Now: s.now}),

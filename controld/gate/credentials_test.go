@@ -133,11 +133,7 @@ func TestLoginTakesASignedFreshAssertion(t *testing.T) {
 		return req
 	}
 	login := func(req gateproto.GateLoginRequest, key string) ([]byte, error) {
-		body, err := json.Marshal(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return w.deps.Login(ctx, &endpoint.Request{IdempotencyKey: key}, req, body)
+		return w.deps.Login(ctx, &endpoint.Request{IdempotencyKey: key}, req)
 	}
 	sessions := func() int {
 		var n int

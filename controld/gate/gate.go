@@ -79,6 +79,7 @@ func Endpoints(d Deps) []endpoint.Def {
 		endpoint.Query(gateproto.OpGateSessions, h.sessions),
 		endpoint.Query(gateproto.OpGateCredentials, h.credentials),
 		endpoint.Query(gateproto.OpGateAuthorizeHTTP, h.authorizeHTTP),
+		endpoint.Custom(gateproto.OpGateLogin, h.login),
 	}
 }
 

@@ -18,14 +18,15 @@ import (
 // Login is gate.login: it gives a registered gateway a short-lived
 // session token for an assertion signed with its key, so sshgate never
 // holds a long-lived token: its seed stays on its machine and each token
-// lives SessionTTL. body is the request as sent, the fingerprint of its
-// idempotency record; the answer is the reply's body.
-func (d Deps) Login(ctx context.Context, r *endpoint.Request, req gateproto.GateLoginRequest, body []byte) ([]byte, error) {
+// lives SessionTTL. The answer is the reply's body. A login is never
+// replayed (mutate.Request.NoReplay), so its idempotency record needs no
+// fingerprint.
+func (d Deps) Login(ctx context.Context, r *endpoint.Request, req gateproto.GateLoginRequest) ([]byte, error) {
 	if err := checkLogin(req, d.Now()); err != nil {
 		return nil, err
 	}
 	return d.Runner.Run(ctx, mutate.Request{Endpoint: gateproto.EndpointGateLogin, ActorID: "gateway:" + req.PublicKey,
-		Key: r.IdempotencyKey, CorrelationID: r.Corr, Fingerprint: body, NoReplay: true},
+		Key: r.IdempotencyKey, CorrelationID: r.Corr, NoReplay: true},
 		func(ctx context.Context, tx pgx.Tx) (any, mutate.Effect, error) {
 			id, err := busauth.LiveIdentity(ctx, tx, req.PublicKey)
 			if err != nil || id.Kind != api.BusIdentityGateway {
@@ -63,4 +64,13 @@ func checkLogin(req gateproto.GateLoginRequest, now time.Time) error {
 		return api.Errorf(api.CodeUnauthenticated, "bad signature on the login assertion")
 	}
 	return nil
+}
+
+// login is gate.login as served (Login, on the decoded request).
+func (h handlers) login(ctx context.Context, r *endpoint.Request, decode func() (gateproto.GateLoginRequest, error)) ([]byte, error) {
+	req, err := decode()
+	if err != nil {
+		return nil, err
+	}
+	return h.Login(ctx, r, req)
 }

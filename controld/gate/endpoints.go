@@ -12,7 +12,6 @@ import (
 	"github.com/gpuaas/gpuaas/controld/ca"
 	"github.com/gpuaas/gpuaas/controld/endpoint"
 	"github.com/gpuaas/gpuaas/controld/identity"
-	"github.com/gpuaas/gpuaas/controld/node"
 	"github.com/gpuaas/gpuaas/controld/project"
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/gateproto"
@@ -81,33 +80,15 @@ func (h handlers) authorize(ctx context.Context, r *endpoint.Request, req gatepr
 			return nil, api.Errorf(api.CodeConflict, "allocation %s is %s, not active", a.ID, a.State).
 				WithHint("see `gpuaas alloc get " + a.ID + "`")
 		}
-		addr, hostKey, err := node.Terminal(ctx, tx, a.NodeID)
+		auth, serial, err := h.nodeTicket(ctx, tx, a, key, "ticket "+u.ID+" "+a.ID+"@"+a.NodeID, req.WorkloadID)
 		if err != nil {
 			return nil, err
 		}
-		if addr == "" || hostKey == "" {
-			return nil, api.Errorf(api.CodeUnavailable, "the node of allocation %s serves no terminal", a.ID).
-				WithHint("an operator should check the node's hostd")
-		}
-		ic, err := h.CAs.Authority(ctx, tx, api.CAInternal)
-		if err != nil {
+		detail["node_id"], detail["serial"], detail["valid_before"] = a.NodeID, serial, auth.ValidBefore
+		if auth.Banner, err = h.sessionBanner(ctx, tx, a); err != nil {
 			return nil, err
 		}
-		posix := api.PosixUser(a.ID)
-		cert, err := ic.SignTicket(key, sshcert.Ticket{Node: a.NodeID, Allocation: a.ID, PosixUser: posix, Workload: req.WorkloadID,
-			KeyID: "ticket " + u.ID + " " + a.ID + "@" + a.NodeID, TTL: sshcert.DefaultTicketTTL}, h.Now())
-		if err != nil {
-			return nil, ca.CertError(err)
-		}
-		t := ca.MarshalCert(cert)
-		detail["node_id"], detail["serial"], detail["valid_before"] = a.NodeID, cert.Serial, t.ValidBefore
-		banner, err := h.sessionBanner(ctx, tx, a)
-		if err != nil {
-			return nil, err
-		}
-		return &gateproto.GateAuthorizeResponse{AllocationID: a.ID, WorkloadID: req.WorkloadID, NodeID: a.NodeID, Shape: a.Shape, PosixUser: posix,
-			TerminalAddr: addr, TerminalHostKey: hostKey, Ticket: t.Certificate, ValidBefore: t.ValidBefore,
-			Banner: banner}, nil
+		return auth, nil
 	})
 }
 

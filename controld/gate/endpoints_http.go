@@ -57,7 +57,7 @@ func (h handlers) authorizeHTTP(ctx context.Context, r *endpoint.Request, req ga
 			"ticket_key": ssh.FingerprintSHA256(key)}
 		*e = audit.Entry{Action: gateproto.EndpointGateAuthorizeHTTP, TargetType: "allocation", TargetID: a.ID,
 			ProjectID: a.ProjectID, Detail: detail}
-		auth, err := h.nodeTicket(ctx, tx, a, key, "ticket http "+v.UserID+" "+a.ID+"@"+a.NodeID)
+		auth, _, err := h.nodeTicket(ctx, tx, a, key, "ticket http "+v.UserID+" "+a.ID+"@"+a.NodeID, "")
 		if err != nil {
 			return nil, err
 		}
@@ -167,28 +167,31 @@ func (d Deps) httpCaller(ctx context.Context, q store.Querier, req gateproto.Gat
 }
 
 // nodeTicket signs a one-minute ticket for key to reach allocation a's
-// node, and says where the node's terminal server is: the part of
-// gate.authorize's answer the core dials with.
-func (h handlers) nodeTicket(ctx context.Context, tx pgx.Tx, a api.Allocation, key ssh.PublicKey, keyID string) (*gateproto.GateAuthorizeResponse, error) {
+// node (workloadID's container in it, when not ""), and says where the
+// node's terminal server is: the part of gate.authorize's and
+// gate.authorize_http's answers the core dials with. serial is the
+// ticket's, for the audit row.
+func (h handlers) nodeTicket(ctx context.Context, tx pgx.Tx, a api.Allocation, key ssh.PublicKey, keyID, workloadID string) (
+	auth *gateproto.GateAuthorizeResponse, serial uint64, err error) {
 	addr, hostKey, err := node.Terminal(ctx, tx, a.NodeID)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	if addr == "" || hostKey == "" {
-		return nil, api.Errorf(api.CodeUnavailable, "the node of allocation %s serves no terminal", a.ID).
+		return nil, 0, api.Errorf(api.CodeUnavailable, "the node of allocation %s serves no terminal", a.ID).
 			WithHint("an operator should check the node's hostd")
 	}
 	ic, err := h.CAs.Authority(ctx, tx, api.CAInternal)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	posix := api.PosixUser(a.ID)
-	cert, err := ic.SignTicket(key, sshcert.Ticket{Node: a.NodeID, Allocation: a.ID, PosixUser: posix,
+	cert, err := ic.SignTicket(key, sshcert.Ticket{Node: a.NodeID, Allocation: a.ID, PosixUser: posix, Workload: workloadID,
 		KeyID: keyID, TTL: sshcert.DefaultTicketTTL}, h.Now())
 	if err != nil {
-		return nil, ca.CertError(err)
+		return nil, 0, ca.CertError(err)
 	}
 	t := ca.MarshalCert(cert)
-	return &gateproto.GateAuthorizeResponse{AllocationID: a.ID, NodeID: a.NodeID, Shape: a.Shape, PosixUser: posix,
-		TerminalAddr: addr, TerminalHostKey: hostKey, Ticket: t.Certificate, ValidBefore: t.ValidBefore}, nil
+	return &gateproto.GateAuthorizeResponse{AllocationID: a.ID, WorkloadID: workloadID, NodeID: a.NodeID, Shape: a.Shape, PosixUser: posix,
+		TerminalAddr: addr, TerminalHostKey: hostKey, Ticket: t.Certificate, ValidBefore: t.ValidBefore}, cert.Serial, nil
 }

@@ -63,6 +63,12 @@ func TestAuthorizeNeedsALiveLogin(t *testing.T) {
 	if a := w.audits(t); !slices.Equal(a, []string{"gate.authorize " + w.alloc + " " + gw}) {
 		t.Fatalf("audit after the grant: %q", a)
 	}
+	// The grant's audit row names the ticket it signed.
+	var serial uint64
+	if err := w.pool.QueryRow(ctx, `SELECT (detail->>'serial')::numeric FROM audit_logs WHERE action = 'gate.authorize'`).Scan(&serial); err != nil ||
+		serial != ticket.(*ssh.Certificate).Serial {
+		t.Fatalf("audit serial %d, %v; want the ticket's %d", serial, err, ticket.(*ssh.Certificate).Serial)
+	}
 
 	if err := identity.Revoke(ctx, w.pool, w.ownerSess, now); err != nil {
 		t.Fatal(err)

@@ -14,11 +14,12 @@ import (
 	"github.com/gpuaas/gpuaas/controld/identity"
 	"github.com/gpuaas/gpuaas/controld/mutate"
 	"github.com/gpuaas/gpuaas/controld/store"
+	"github.com/gpuaas/gpuaas/controld/storetest"
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/testutil"
 )
 
-var pgTemplate = testutil.NewTemplate("busauth", store.Migrate)
+var pgTemplate = storetest.Template("busauth")
 
 var epoch = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 

@@ -28,7 +28,7 @@ import (
 
 func TestMain(m *testing.M) { os.Exit(testutil.Main(m)) }
 
-var pgTemplate = testutil.NewTemplate("gate", store.Migrate)
+var pgTemplate = storetest.Template("gate")
 
 // now is the injected clock's time.
 var now = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)

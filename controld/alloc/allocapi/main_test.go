@@ -32,7 +32,7 @@ func TestMain(m *testing.M) { os.Exit(testutil.Main(m)) }
 
 // pgTemplate is the migrated schema every test database here is cloned
 // from.
-var pgTemplate = testutil.NewTemplate("allocapi", store.Migrate)
+var pgTemplate = storetest.Template("allocapi")
 
 // t0 is the tests' clock reading.
 var t0 = time.Date(2031, 4, 1, 12, 0, 0, 0, time.UTC)

@@ -18,6 +18,7 @@ import (
 	"github.com/gpuaas/gpuaas/controld/identity/identityapi"
 	"github.com/gpuaas/gpuaas/controld/mutate"
 	"github.com/gpuaas/gpuaas/controld/store"
+	"github.com/gpuaas/gpuaas/controld/storetest"
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/ids"
 	"github.com/gpuaas/gpuaas/internal/testutil"
@@ -25,7 +26,7 @@ import (
 
 func TestMain(m *testing.M) { os.Exit(testutil.Main(m)) }
 
-var pgTemplate = testutil.NewTemplate("identityapi", store.Migrate)
+var pgTemplate = storetest.Template("identityapi")
 
 var now = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 

@@ -18,13 +18,14 @@ import (
 	"github.com/gpuaas/gpuaas/controld/outbox"
 	"github.com/gpuaas/gpuaas/controld/outbox/outboxapi"
 	"github.com/gpuaas/gpuaas/controld/store"
+	"github.com/gpuaas/gpuaas/controld/storetest"
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/testutil"
 )
 
 func TestMain(m *testing.M) { os.Exit(testutil.Main(m)) }
 
-var pgTemplate = testutil.NewTemplate("outboxapi", store.Migrate)
+var pgTemplate = storetest.Template("outboxapi")
 
 // now is years behind the wall clock, so that the database's now() and
 // the injected clock never agree by chance.

@@ -55,3 +55,31 @@ func TestDevVMFlags(t *testing.T) {
 		})
 	}
 }
+
+// writeCounter records each Write it gets.
+type writeCounter struct{ writes []string }
+
+func (w *writeCounter) Write(p []byte) (int, error) {
+	w.writes = append(w.writes, string(p))
+	return len(p), nil
+}
+
+// TestDevBannerIsOneWrite: the banner, the --vm lines included, reaches
+// stderr in one write, so a log line from another goroutine cannot land
+// inside it and whoever waits for "gpuaas dev is running" (the e2e harness,
+// a user's script) has the whole banner, the emulation warning with it.
+func TestDevBannerIsOneWrite(t *testing.T) {
+	w := &writeCounter{}
+	opts := &DevOptions{IO: &cmdutil.IOStreams{ErrOut: w}, Config: devenv.Config{DataDir: "/tmp/d", Hosts: 2}}
+	opts.Config.VM = devenv.VMImageMinimal
+	env := &devenv.Env{NATSURL: "nats://127.0.0.1:4222", GatewayAddr: "127.0.0.1:2222", AppsURL: "https://*.localhost"}
+	printBanner(opts, env, true)
+	if len(w.writes) != 1 {
+		t.Fatalf("the banner took %d writes; want 1", len(w.writes))
+	}
+	for _, want := range []string{"gpuaas dev is running", "EMULATED (TCG)", "not production timings", "Press Ctrl-C to stop."} {
+		if !strings.Contains(w.writes[0], want) {
+			t.Errorf("the banner lacks %q:\n%s", want, w.writes[0])
+		}
+	}
+}

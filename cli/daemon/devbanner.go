@@ -1,7 +1,9 @@
 package daemon
 
 import (
+	"bytes"
 	"fmt"
+	"io"
 	"net"
 	"strings"
 
@@ -9,9 +11,18 @@ import (
 )
 
 // printBanner tells the user what runs where and what to do next.
-// isolated says the sim hosts' sessions run as users of their own.
+// isolated says the sim hosts' sessions run as users of their own. The
+// banner goes out in one write, so the platform's log lines (written to the
+// same stream by other goroutines) never land inside it, and whoever waits
+// for its first line has all of it.
 func printBanner(opts *DevOptions, env *devenv.Env, isolated bool) {
-	w := opts.IO.ErrOut
+	var b bytes.Buffer
+	writeBanner(&b, opts, env, isolated)
+	_, _ = opts.IO.ErrOut.Write(b.Bytes())
+}
+
+// writeBanner writes printBanner's text to w.
+func writeBanner(w io.Writer, opts *DevOptions, env *devenv.Env, isolated bool) {
 	url := env.NATSURL
 	fmt.Fprintln(w, "\ngpuaas dev is running")
 	fmt.Fprintln(w, describe("server", url))

@@ -104,6 +104,10 @@ func (c *fundsCheck) final(b *pgx.Batch) func(ctx context.Context, tx pgx.Tx) er
 		return nil
 	}
 	if !c.budgetsSeen {
+		// None bound the creator at the insert; one set since (while
+		// this create waited for the lock, say) fails the round trip
+		// before its COMMIT, and the create runs again to check it.
+		billing.QueueNoBudgetsGuard(b, c.projectID, c.userID)
 		return nil
 	}
 	billing.QueueBudgetsFor(b, &c.budgets, c.projectID, c.userID)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/gpuaas/gpuaas/internal/api"
 )
@@ -177,9 +178,41 @@ func readBudgets(ctx context.Context, q Querier, clause string, now time.Time, a
 	return bs, WithSpend(ctx, q, bs, now)
 }
 
-// budgetsForSQL selects the budgets binding a user ($2) creating in a
-// project ($1).
-const budgetsForSQL = `WHERE b.project_id = $1 AND b.user_id IN ('', $2) ORDER BY b.user_id`
+// budgetsForWhere selects the budgets binding a user ($2) creating in a
+// project ($1); budgetsForSQL lists them, the project's first.
+const (
+	budgetsForWhere = `WHERE b.project_id = $1 AND b.user_id IN ('', $2)`
+	budgetsForSQL   = budgetsForWhere + ` ORDER BY b.user_id`
+)
+
+// divisionByZero is the SQLSTATE noBudgetsGuardSQL fails with.
+const divisionByZero = "22012"
+
+// noBudgetsGuardSQL fails (division_by_zero) when a budget binds the
+// user ($2) creating in the project ($1).
+const noBudgetsGuardSQL = `SELECT 1 / (NOT EXISTS (SELECT 1 FROM budgets b ` + budgetsForWhere + `))::int`
+
+// QueueNoBudgetsGuard queues in b a statement that fails with
+// ErrBudgetsAppeared when a budget binds userID creating in projectID:
+// for a caller that read none earlier in its transaction and decided to
+// check none, and that queues it in the round trip which commits. The
+// server skips the rest of that round trip after the failure (the
+// COMMIT with it), so a budget committed between the earlier read and
+// this statement's snapshot is never passed over; the caller runs again
+// and reads it.
+func QueueNoBudgetsGuard(b *pgx.Batch, projectID, userID string) {
+	b.Queue(noBudgetsGuardSQL, projectID, userID).Fn = func(br pgx.BatchResults) error {
+		_, err := br.Exec()
+		var pgErr *pgconn.PgError
+		switch {
+		case errors.As(err, &pgErr) && pgErr.Code == divisionByZero:
+			return fmt.Errorf("budgets of %s: %w", projectID, ErrBudgetsAppeared)
+		case err != nil:
+			return fmt.Errorf("budgets of %s: %w", projectID, err)
+		}
+		return nil
+	}
+}
 
 // QueueBudgetsFor queues BudgetsFor's read in b, without the spend (the
 // caller adds it with WithSpend when there are budgets at all), for a

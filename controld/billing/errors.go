@@ -1,6 +1,11 @@
 package billing
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+
+	"github.com/gpuaas/gpuaas/controld/mutate"
+)
 
 // Sentinel errors of the package.
 var (
@@ -11,4 +16,9 @@ var (
 	// ErrChainBroken is what Verify reports when an account's entries do
 	// not chain or do not add up.
 	ErrChainBroken = errors.New("ledger chain broken")
+	// ErrBudgetsAppeared is what QueueNoBudgetsGuard's statement reports:
+	// a budget binding the creator exists although none did when the
+	// caller decided it needed no budget check. It is mutate.ErrStale:
+	// mutate.Runner runs the mutation again, and the new run reads it.
+	ErrBudgetsAppeared = fmt.Errorf("budgets appeared: %w", mutate.ErrStale)
 )

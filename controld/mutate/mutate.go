@@ -65,6 +65,16 @@ type Effect struct {
 // Func performs the change inside tx and returns the response body.
 type Func func(ctx context.Context, tx pgx.Tx) (resp any, eff Effect, err error)
 
+// ErrStale is what a Func (or its Final) wraps when something it read in
+// its transaction changed before the commit, in a way the final round
+// trip's guard saw: Run rolls back and runs the Func again in a new
+// transaction, which reads the change. A Func that can return it must be
+// safe to run again (its effect is in tx alone).
+var ErrStale = errors.New("what the mutation read changed before its commit")
+
+// maxRuns bounds how often Run runs a Func that keeps finding ErrStale.
+const maxRuns = 3
+
 // Runner runs mutations against one database.
 type Runner struct {
 	Pool *pgxpool.Pool
@@ -100,7 +110,8 @@ func ValidateKey(endpoint, key string) error {
 // On success the effect, one audit row, the outbox rows and the
 // idempotency record commit together. On error nothing is written, so the
 // same key may be retried. An effect without an audit action is an error
-// (ErrNoAuditAction): nothing commits.
+// (ErrNoAuditAction): nothing commits. A run that ends in ErrStale is
+// rolled back and fn runs again, up to maxRuns times (then conflict).
 func (r *Runner) Run(ctx context.Context, req Request, fn Func) ([]byte, error) {
 	if err := ValidateKey(req.Endpoint, req.Key); err != nil {
 		return nil, err
@@ -119,11 +130,25 @@ func (r *Runner) Run(ctx context.Context, req Request, fn Func) ([]byte, error) 
 	// Released idle once committed or rolled back (a COMMIT sent in the
 	// final round trip leaves the connection idle as well).
 	defer conn.Release()
+	for runs := 1; ; runs++ {
+		out, err := r.runOnce(ctx, conn, req, hash[:], fn)
+		if !errors.Is(err, ErrStale) {
+			return out, err
+		}
+		if runs == maxRuns {
+			return nil, api.Errorf(api.CodeConflict, "%s: what it read kept changing while it ran (%d runs)", req.Endpoint, runs).
+				WithHint("retry it")
+		}
+	}
+}
+
+// runOnce is one run of fn in a transaction of its own on conn.
+func (r *Runner) runOnce(ctx context.Context, conn *pgxpool.Conn, req Request, hash []byte, fn Func) ([]byte, error) {
 	tx, err := conn.Begin(ctx)
 	if err != nil {
 		return nil, err
 	}
-	out, committed, err := r.run(ctx, tx, req, hash[:], fn)
+	out, committed, err := r.run(ctx, tx, req, hash, fn)
 	if err != nil {
 		_ = tx.Rollback(ctx) // the error said what went wrong; nothing committed
 		return nil, err

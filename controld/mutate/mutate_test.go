@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"errors"
+	"fmt"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -273,5 +274,55 @@ func TestRunNoReplay(t *testing.T) {
 	}
 	if got := countRows(t, pool); got != (rows{1, 1, 1}) {
 		t.Fatalf("got %+v; want one login's rows", got)
+	}
+}
+
+// TestRunRunsAStaleMutationAgain: a run whose final round trip finds that
+// what it read changed (its guard fails on the server, skipping the
+// COMMIT queued after it, and its callback says ErrStale) is rolled back
+// and run again in a new transaction; what the stale run wrote is gone
+// and the second run's reply and rows are what commit. A mutation that
+// stays stale is refused with conflict after maxRuns runs, and leaves
+// nothing.
+func TestRunRunsAStaleMutationAgain(t *testing.T) {
+	t.Parallel()
+	r, pool := newRunner(t)
+	ctx := t.Context()
+	run := func(key string, staleRuns int) (int, []byte, error) {
+		runs := 0
+		out, err := r.Run(ctx, mutate.Request{Endpoint: "test.do", ActorID: "u-1", Key: key, Fingerprint: []byte(`{}`)},
+			func(ctx context.Context, tx pgx.Tx) (any, mutate.Effect, error) {
+				runs++
+				if err := audit.Write(ctx, tx, audit.Meta{At: time.Now(), ActorID: "u-1"}, audit.Entry{Action: "half"}); err != nil {
+					return nil, mutate.Effect{}, err
+				}
+				eff := effect(key)
+				stale := runs <= staleRuns
+				eff.Final = func(b *pgx.Batch) func(context.Context, pgx.Tx) error {
+					b.Queue(`SELECT 1 / $1::int`, map[bool]int{true: 0, false: 1}[stale]).Fn = func(br pgx.BatchResults) error {
+						if _, err := br.Exec(); err != nil {
+							return fmt.Errorf("guard: %v: %w", err, mutate.ErrStale)
+						}
+						return nil
+					}
+					return nil
+				}
+				return fmt.Sprintf("run %d", runs), eff, nil
+			})
+		return runs, out, err
+	}
+	runs, out, err := run("k-once", 1)
+	if err != nil || runs != 2 || string(out) != `"run 2"` {
+		t.Fatalf("stale once: %d runs, %s, %v; want 2 runs answering \"run 2\"", runs, out, err)
+	}
+	if got := countRows(t, pool); got != (rows{audit: 2, outbox: 1, keys: 1}) {
+		t.Fatalf("stale once left %+v; want the second run's two audit rows, its event and its key", got)
+	}
+	runs, out, err = run("k-always", 100)
+	if api.CodeOf(err) != api.CodeConflict || runs != 3 || out != nil {
+		t.Fatalf("always stale: %d runs, %s, %v; want conflict after 3 runs", runs, out, err)
+	}
+	if got := countRows(t, pool); got != (rows{audit: 2, outbox: 1, keys: 1}) {
+		t.Fatalf("always stale left %+v; want nothing more than before", got)
 	}
 }

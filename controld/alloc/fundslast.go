@@ -121,7 +121,10 @@ func (c *fundsCheck) funds() Funds {
 
 // agree checks that the database's verdict is fundsOf's on the same
 // numbers: the rule is written twice (SQL for the check, Go for quotes
-// and the refusal's message), and a difference is a bug to stop at.
+// and the refusal's message), and a difference is a bug. The database's
+// verdict is the one that counts: when the COMMIT went in the same round
+// trip it has run by the time agree does, and mutate.Runner logs the
+// difference and answers with the committed reply.
 func (c *fundsCheck) agree() error {
 	if short := !c.funds().Enough(); short != (c.shortInDB == "true") {
 		return fmt.Errorf("funds of %s: the database says short=%s, fundsOf %v on %+v", c.projectID, c.shortInDB, short, c.funds())

@@ -3,6 +3,8 @@ package agent_test
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -156,8 +158,14 @@ func TestJobLogsFollowSurvivesAControldRestart(t *testing.T) {
 	t.Parallel()
 	env, admin, allocID := jobLogFleet(t, 0)
 	ctx := context.Background()
+	// The job prints half its lines, then waits for gate, which the test
+	// opens only after the restart: the job is still running whatever
+	// time the restart takes on a loaded machine.
+	gate := filepath.Join(t.TempDir(), "gate")
 	j, err := admin.JobCreate(ctx, api.JobCreateRequest{AllocationID: allocID,
-		Run: `i=1; while [ $i -le 40 ]; do echo "out $i"; echo "err $i" >&2; sleep 0.1; i=$((i+1)); done`})
+		Run: fmt.Sprintf(`i=1; while [ $i -le 40 ]; do
+			if [ $i -eq 21 ]; then while [ ! -e %s ]; do sleep 0.05; done; fi
+			echo "out $i"; echo "err $i" >&2; sleep 0.1; i=$((i+1)); done`, gate)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,6 +178,9 @@ func TestJobLogsFollowSurvivesAControldRestart(t *testing.T) {
 	env.Restart(t, nil)
 	if got, err := admin.JobGet(ctx, j.ID); err != nil || api.JobFinal(got.State) {
 		t.Fatalf("job %+v, %v after the restart; want it still running (restarted mid-follow)", got, err)
+	}
+	if err := os.WriteFile(gate, nil, 0o600); err != nil {
+		t.Fatal(err)
 	}
 	checkJobLog(t, append(first, <-followed...), 40)
 }

@@ -2,14 +2,13 @@ package alloc
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/gpuaas/gpuaas/controld/billing"
+	"github.com/gpuaas/gpuaas/controld/store"
 	"github.com/gpuaas/gpuaas/internal/api"
 )
 
@@ -75,9 +74,6 @@ const fundsCheckSQL = `SELECT a.*, o.minor, set_config('gpuaas.funds_short',
 // the COMMIT.
 const fundsGuardSQL = `SELECT 1 / (NOT current_setting('gpuaas.funds_short')::bool)::int`
 
-// divisionByZero is the SQLSTATE fundsGuardSQL fails with when short.
-const divisionByZero = "22012"
-
 // final is the check as mutate.Effect.Final: the lock, then the funds
 // check as one statement and its guard, queued in b in that order
 // (docs/decisions/0067-create-lock-order.md). A creator bound by no
@@ -94,9 +90,8 @@ func (c *fundsCheck) final(b *pgx.Batch) func(ctx context.Context, tx pgx.Tx) er
 		[]any{&c.provisioning, &c.shortInDB}, c.agree)
 	b.Queue(fundsGuardSQL).Fn = func(br pgx.BatchResults) error {
 		_, err := br.Exec()
-		var pgErr *pgconn.PgError
 		switch {
-		case errors.As(err, &pgErr) && pgErr.Code == divisionByZero:
+		case store.IsGuardFailure(err):
 			return newInsufficientFunds(c.funds(), c.rules, c.sku.Currency, c.projectName, c.sku.ID, c.gpus)
 		case err != nil:
 			return fmt.Errorf("funds of %s: %w", c.projectID, err)

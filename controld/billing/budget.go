@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/gpuaas/gpuaas/controld/store"
 	"github.com/gpuaas/gpuaas/internal/api"
 )
 
@@ -185,9 +185,6 @@ const (
 	budgetsForSQL   = budgetsForWhere + ` ORDER BY b.user_id`
 )
 
-// divisionByZero is the SQLSTATE noBudgetsGuardSQL fails with.
-const divisionByZero = "22012"
-
 // noBudgetsGuardSQL fails (division_by_zero) when a budget binds the
 // user ($2) creating in the project ($1).
 const noBudgetsGuardSQL = `SELECT 1 / (NOT EXISTS (SELECT 1 FROM budgets b ` + budgetsForWhere + `))::int`
@@ -203,9 +200,8 @@ const noBudgetsGuardSQL = `SELECT 1 / (NOT EXISTS (SELECT 1 FROM budgets b ` + b
 func QueueNoBudgetsGuard(b *pgx.Batch, projectID, userID string) {
 	b.Queue(noBudgetsGuardSQL, projectID, userID).Fn = func(br pgx.BatchResults) error {
 		_, err := br.Exec()
-		var pgErr *pgconn.PgError
 		switch {
-		case errors.As(err, &pgErr) && pgErr.Code == divisionByZero:
+		case store.IsGuardFailure(err):
 			return fmt.Errorf("budgets of %s: %w", projectID, ErrBudgetsAppeared)
 		case err != nil:
 			return fmt.Errorf("budgets of %s: %w", projectID, err)

@@ -297,9 +297,12 @@ func TestRunRunsAStaleMutationAgain(t *testing.T) {
 					return nil, mutate.Effect{}, err
 				}
 				eff := effect(key)
-				stale := runs <= staleRuns
+				divisor := 1 // the guard passes
+				if runs <= staleRuns {
+					divisor = 0 // the guard fails on the server
+				}
 				eff.Final = func(b *pgx.Batch) func(context.Context, pgx.Tx) error {
-					b.Queue(`SELECT 1 / $1::int`, map[bool]int{true: 0, false: 1}[stale]).Fn = func(br pgx.BatchResults) error {
+					b.Queue(`SELECT 1 / $1::int`, divisor).Fn = func(br pgx.BatchResults) error {
 						if _, err := br.Exec(); err != nil {
 							return fmt.Errorf("guard: %v: %w", err, mutate.ErrStale)
 						}

@@ -8,7 +8,6 @@ import (
 	"slices"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/gpuaas/gpuaas/controld/store"
 	"github.com/gpuaas/gpuaas/internal/api"
@@ -210,8 +209,7 @@ func ReserveClaimed(ctx context.Context, tx pgx.Tx, allocationID string, kind Ki
 	}
 	b.Queue(placeShortGuardSQL).Fn = func(br pgx.BatchResults) error {
 		_, err := br.Exec()
-		var pgErr *pgconn.PgError
-		if errors.As(err, &pgErr) && pgErr.Code == "22012" { // division_by_zero: short
+		if store.IsGuardFailure(err) { // short
 			return errClaimShort
 		}
 		return err

@@ -133,6 +133,15 @@ func InTx(ctx context.Context, pool *pgxpool.Pool, fn func(tx pgx.Tx) error) err
 	return pgx.BeginFunc(ctx, pool, fn)
 }
 
+// IsGuardFailure reports whether err is a guard statement's failure: a
+// "SELECT 1 / <condition>::int" queued in a pipeline fails with
+// division_by_zero (SQLSTATE 22012) when its condition is false, and the
+// server skips the rest of the pipeline, COMMIT included.
+func IsGuardFailure(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "22012"
+}
+
 // IsUniqueViolation reports whether err is a unique-constraint violation,
 // optionally of the named constraint.
 func IsUniqueViolation(err error, constraint string) bool {

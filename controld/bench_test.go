@@ -19,6 +19,7 @@ import (
 
 	"github.com/gpuaas/gpuaas/controld/controldtest"
 	"github.com/gpuaas/gpuaas/internal/api"
+	"github.com/gpuaas/gpuaas/internal/testutil"
 )
 
 // benchClients are the concurrency levels of the create benchmarks.
@@ -44,7 +45,7 @@ func allocGetSizes(b *testing.B, env *controldtest.Env, id string) (req, reply i
 
 func benchAllocation(b *testing.B) (*controldtest.Env, *api.Allocation) {
 	b.Helper()
-	env := controldtest.Start(b, controldtest.Options{Log: benchLogger(b)})
+	env := controldtest.Start(b, controldtest.Options{Log: testutil.BenchLogger(b)})
 	a, err := env.Client(env.AdminToken).AllocCreate(context.Background(), api.AllocCreateRequest{SKU: "h200-slice", GPUs: 2})
 	if err != nil {
 		b.Fatal(err)

@@ -25,7 +25,7 @@ func TestRunCommitsInTheFinalRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var trips roundTrips
+	var trips testutil.RoundTrips
 	cfg.ConnConfig.Tracer = &trips
 	cfg.MaxConns = 1 // every Run on the same connection
 	pool, err := pgxpool.NewWithConfig(t.Context(), cfg)
@@ -56,11 +56,11 @@ func TestRunCommitsInTheFinalRoundTrip(t *testing.T) {
 		t.Fatalf("after a failing Final statement: %+v; want nothing stored", got)
 	}
 
-	trips.n.Store(0)
+	trips.Reset()
 	if _, err := r.Run(t.Context(), req, withFinal(`SELECT 1`)); err != nil {
 		t.Fatalf("the same key again: %v", err)
 	}
-	if got, want := trips.n.Load(), int64(3); got != want {
+	if got, want := trips.Count(), int64(3); got != want {
 		t.Errorf("round trips with the COMMIT in the final one: got %d; want %d", got, want)
 	}
 	if got, want := countRows(t, pool), (rows{audit: 1, outbox: 1, keys: 1}); got != want {

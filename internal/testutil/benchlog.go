@@ -1,26 +1,24 @@
-package controld_test
+package testutil
 
 import (
 	"context"
 	"log/slog"
 	"os"
 	"testing"
-
-	"github.com/gpuaas/gpuaas/internal/testutil"
 )
 
-// benchLogger is controld's logger in the API benchmarks: through t.Log
-// like the tests', but at the daemon's default level (info, `--log-level`)
-// rather than debug, so that a read is measured as it runs in production,
-// where its request line is not written. BENCH_LOG_LEVEL=debug writes
-// every request's line, as the tests do.
-func benchLogger(b *testing.B) *slog.Logger {
-	b.Helper()
+// BenchLogger is a daemon's logger in a benchmark: through t.Log like
+// Logger, but at the daemons' default level (info, `--log-level`) rather
+// than debug, so that a request or a task is measured as it runs in
+// production, where its debug lines are not written. BENCH_LOG_LEVEL
+// (debug, info, warn, error) sets another level.
+func BenchLogger(t testing.TB) *slog.Logger {
+	t.Helper()
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(os.Getenv("BENCH_LOG_LEVEL"))); err != nil {
 		level = slog.LevelInfo
 	}
-	return slog.New(minLevel{Handler: testutil.Logger(b).Handler(), min: level})
+	return slog.New(minLevel{Handler: Logger(t).Handler(), min: level})
 }
 
 // minLevel is a handler that drops what is below min.

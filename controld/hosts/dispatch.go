@@ -50,12 +50,16 @@ func (d *Service) dispatchLoop(ctx, hard context.Context) error {
 				d.cfg.Log.Warn("expire tasks", "err", err)
 			}
 		}
+		// Again only after a full batch: a task queued or unblocked
+		// meanwhile has notified (tasks.Channel) or woken (Wake) this loop,
+		// and both are kept until the select below, so a partial batch
+		// needs no second, empty claim.
 		for {
 			n, err := d.dispatchOnce(ctx, hard)
 			if err != nil && ctx.Err() == nil {
 				d.cfg.Log.Warn("dispatch", "err", err)
 			}
-			if n == 0 || err != nil {
+			if n < claimBatch || err != nil {
 				break
 			}
 		}

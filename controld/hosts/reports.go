@@ -150,20 +150,26 @@ func (d *Service) handleProgress(ctx context.Context, in hostproto.Inbound[hostp
 // enqueueProgress enqueues the alloc.progress events of pr's phases, in
 // order.
 func (d *Service) enqueueProgress(ctx context.Context, tx pgx.Tx, pr tasks.Progress, now time.Time) error {
-	if pr.AllocationID == "" || len(pr.Publish) == 0 {
-		return nil
-	}
-	ctx = corrid.With(ctx, pr.Corr) // a task's progress is its request's
-	events, err := d.cfg.ProgressEvents(ctx, tx, pr.AllocationID, pr.Type, pr.Publish)
+	events, err := d.progressEvents(ctx, tx, pr)
 	if err != nil {
 		return err
 	}
+	ctx = corrid.With(ctx, pr.Corr) // a task's progress is its request's
 	for _, ev := range events {
 		if _, err := outbox.Enqueue(ctx, tx, now, ev); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// progressEvents returns the alloc.progress events of pr's phases, in
+// order: none for a task of no allocation.
+func (d *Service) progressEvents(ctx context.Context, tx pgx.Tx, pr tasks.Progress) ([]outbox.Event, error) {
+	if pr.AllocationID == "" || len(pr.Publish) == 0 {
+		return nil, nil
+	}
+	return d.cfg.ProgressEvents(corrid.With(ctx, pr.Corr), tx, pr.AllocationID, pr.Type, pr.Publish)
 }
 
 // handleResult applies a task's result exactly once: a result for a task

@@ -34,12 +34,18 @@ type settleFixture struct {
 
 func newSettleFixture(t *testing.T, extra tasks.Settlers) *settleFixture {
 	t.Helper()
-	ctx := context.Background()
-	pool, err := store.Open(ctx, testutil.Postgres(t, pgTemplate), 4)
+	pool, err := store.Open(context.Background(), testutil.Postgres(t, pgTemplate), 4)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
+	return newSettleFixtureOn(t, pool, extra)
+}
+
+// newSettleFixtureOn is newSettleFixture on a pool of the test's own.
+func newSettleFixtureOn(t *testing.T, pool *pgxpool.Pool, extra tasks.Settlers) *settleFixture {
+	t.Helper()
+	ctx := context.Background()
 	f := &settleFixture{pool: pool, nodeID: ids.New(ids.Node)}
 	if _, err := pool.Exec(ctx, `INSERT INTO nodes (id, name, shape, gpu_model, state, created_at, updated_at)
 		VALUES ($1, 'node-1', 'gpu_slice', 'H200', 'ready', $2, $2)`, f.nodeID, time.Now()); err != nil {

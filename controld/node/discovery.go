@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/gpuaas/gpuaas/controld/store"
 	"github.com/gpuaas/gpuaas/internal/api"
 	"github.com/gpuaas/gpuaas/internal/ids"
@@ -77,19 +79,31 @@ func ApplyDiscovery(ctx context.Context, q store.Querier, nodeID string, r api.T
 // hostd restarts); a node that was down comes back to what it was before
 // (ready, or enrolled when it never finished discovery).
 func SetHealth(ctx context.Context, q store.Querier, nodeID string, probe json.RawMessage, terminalAddr, terminalHostKey string, now time.Time) error {
-	_, err := q.Exec(ctx, `UPDATE nodes SET last_heartbeat_at = $2,
-		health = CASE WHEN $3::jsonb IS NULL THEN health ELSE health || jsonb_build_object('probe', $3::jsonb) END,
-		terminal_addr = CASE WHEN $4::text = '' THEN terminal_addr ELSE $4::text END,
-		terminal_host_key = CASE WHEN $5::text = '' THEN terminal_host_key ELSE $5::text END,
-		state = CASE WHEN state <> 'down' THEN state
-			WHEN EXISTS (SELECT 1 FROM slots s WHERE s.node_id = nodes.id AND s.state <> 'pending') THEN 'ready'
-			ELSE 'enrolled' END
-		WHERE id = $1`, nodeID, now, nullJSON(probe), terminalAddr, terminalHostKey)
-	if err != nil {
+	if _, err := q.Exec(ctx, setHealthSQL, nodeID, now, nullJSON(probe), terminalAddr, terminalHostKey); err != nil {
 		return fmt.Errorf("node health: %w", err)
 	}
 	return nil
 }
+
+// QueueSetHealth queues SetHealth's statement in b: a probe's outcome is
+// stored in the round trip that commits it (tasks.Effect.Final).
+func QueueSetHealth(b *pgx.Batch, nodeID string, probe json.RawMessage, now time.Time) {
+	b.Queue(setHealthSQL, nodeID, now, nullJSON(probe), "", "").Fn = func(br pgx.BatchResults) error {
+		if _, err := br.Exec(); err != nil {
+			return fmt.Errorf("node health: %w", err)
+		}
+		return nil
+	}
+}
+
+const setHealthSQL = `UPDATE nodes SET last_heartbeat_at = $2,
+	health = CASE WHEN $3::jsonb IS NULL THEN health ELSE health || jsonb_build_object('probe', $3::jsonb) END,
+	terminal_addr = CASE WHEN $4::text = '' THEN terminal_addr ELSE $4::text END,
+	terminal_host_key = CASE WHEN $5::text = '' THEN terminal_host_key ELSE $5::text END,
+	state = CASE WHEN state <> 'down' THEN state
+		WHEN EXISTS (SELECT 1 FROM slots s WHERE s.node_id = nodes.id AND s.state <> 'pending') THEN 'ready'
+		ELSE 'enrolled' END
+	WHERE id = $1`
 
 func nullJSON(b json.RawMessage) any {
 	if len(b) == 0 {

@@ -40,9 +40,11 @@ func settleDiscovery(ctx context.Context, tx pgx.Tx, o tasks.Outcome, autoApprov
 		Payload: map[string]any{"node_id": o.NodeID, "discovered": len(topo.CandidateSlots), "blockers": topo.Blockers}}}}, nil
 }
 
-func settleHealthProbe(ctx context.Context, tx pgx.Tx, o tasks.Outcome) (tasks.Effect, error) {
+// settleHealthProbe stores a probe's result on its node, in the round
+// trip that commits the outcome.
+func settleHealthProbe(_ context.Context, _ pgx.Tx, o tasks.Outcome) (tasks.Effect, error) {
 	if o.Result.Status != hostproto.TaskSucceeded {
 		return tasks.Effect{}, nil
 	}
-	return tasks.Effect{}, SetHealth(ctx, tx, o.NodeID, o.Result.Result, "", "", o.Now)
+	return tasks.Effect{Final: func(b *pgx.Batch) { QueueSetHealth(b, o.NodeID, o.Result.Result, o.Now) }}, nil
 }

@@ -48,6 +48,12 @@ type Effect struct {
 	Events []outbox.Event
 	// SlotsFreed: slots became free (the queued requests are retried).
 	SlotsFreed bool
+	// Final, when set, queues the settler's last statements in the round
+	// trip that writes the outcome's audit row and outbox rows and
+	// commits: statements whose results the settler need not read. One
+	// failing there rolls the whole outcome back, as any error of the
+	// settler does.
+	Final func(b *pgx.Batch)
 }
 
 // Settlers maps task types to the settlers that apply their outcomes, as

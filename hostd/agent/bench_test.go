@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/gpuaas/gpuaas/controld"
+	"github.com/gpuaas/gpuaas/controld/controldtest"
 	"github.com/gpuaas/gpuaas/controld/tasks"
 	"github.com/gpuaas/gpuaas/hostd/agent"
 	"github.com/gpuaas/gpuaas/hostd/sim"
@@ -24,9 +25,9 @@ import (
 // result, settle). Baseline: BenchmarkTaskEcho, a raw NATS request-reply
 // on the same server.
 func BenchmarkTaskRoundTrip(b *testing.B) {
-	env, admin := fleet(b, controld.HostsConfig{})
+	env, admin := benchFleet(b)
 	host := newFakeHost()
-	a := startAgent(b, env, b.TempDir(), enroll(b, admin, "bench-node"), host.registry())
+	a := startAgentLogging(b, env, b.TempDir(), enroll(b, admin, "bench-node"), host.registry(), testutil.BenchLogger(b))
 	readyNode(b, admin, a.NodeID())
 	ctx := context.Background()
 	pool := env.Server.Pool()
@@ -63,6 +64,17 @@ func BenchmarkTaskRoundTrip(b *testing.B) {
 		b.ReportMetric(toAccept, "dispatch→accepted-µs")
 		b.ReportMetric(toFinish, "dispatch→settled-µs")
 	}
+}
+
+// benchFleet is fleet for the task benchmarks: controld logs at the
+// daemon's default level (testutil.BenchLogger), so that a task is
+// measured with the lines production writes for it, not the tests' debug
+// lines.
+func benchFleet(b *testing.B) (*controldtest.Env, *api.Client) {
+	b.Helper()
+	env := controldtest.Start(b, controldtest.Options{NoNodes: true, Log: testutil.BenchLogger(b),
+		Hosts: controld.HostsConfig{HeartbeatInterval: 200 * time.Millisecond, AutoApproveSlots: true}})
+	return env, env.UserClient(b, env.Admin.ID, env.AdminToken)
 }
 
 // BenchmarkTaskEcho is the transport baseline: a request-reply echo of a

@@ -14,7 +14,7 @@ func TestRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
-	if got, want := lines[len(lines)-1], "0 of 31 goals met (25 not run)"; got != want {
+	if got, want := lines[len(lines)-1], "0 of 33 goals met (27 not run)"; got != want {
 		t.Fatalf("last line got %q; want %q\n%s", got, want, out.String())
 	}
 	for _, s := range []string{"< 5 p99-ms", "ratio ≤ 3 ", "< 60 s/op", "15.1×"} {

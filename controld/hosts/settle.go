@@ -9,6 +9,7 @@ import (
 
 	"github.com/gpuaas/gpuaas/controld/audit"
 	"github.com/gpuaas/gpuaas/controld/outbox"
+	"github.com/gpuaas/gpuaas/controld/store"
 	"github.com/gpuaas/gpuaas/controld/tasks"
 	"github.com/gpuaas/gpuaas/internal/corrid"
 	"github.com/gpuaas/gpuaas/internal/hostproto"
@@ -116,24 +117,11 @@ func (s *settling) run(ctx context.Context, tx pgx.Tx) (committed bool, err erro
 			return false, err
 		}
 	}
-	b.Queue(`COMMIT`).Fn = func(br pgx.BatchResults) error {
-		tag, err := br.Exec()
-		if err != nil {
-			return fmt.Errorf("commit task %s: %w", r.TaskID, err)
-		}
-		if tag.String() != "COMMIT" {
-			return fmt.Errorf("commit task %s: the server answered %s", r.TaskID, tag)
-		}
-		return nil
-	}
-	err = tx.SendBatch(ctx, b).Close()
-	if err != nil && tx.Conn().PgConn().TxStatus() == 'I' {
-		// The server skips the rest of a pipeline only after an error of
-		// its own, which leaves the transaction failed ('E'). Idle, it ran
-		// the COMMIT: what failed is a check in this process, and the
-		// outcome stands (as in mutate.Runner).
+	committed, err = store.CommitInBatch(ctx, tx, b, "task "+r.TaskID)
+	if err != nil && committed {
+		// The outcome stands (store.CommitInBatch).
 		s.d.cfg.Log.Error("a check failed after a task's outcome committed", "task", r.TaskID, "err", err)
 		return true, nil
 	}
-	return err == nil, err
+	return committed, err
 }

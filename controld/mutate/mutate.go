@@ -268,34 +268,21 @@ func (r *Runner) record(ctx context.Context, tx pgx.Tx, req Request, hash, resp 
 	// round trip to this process in between. A statement failing before
 	// it skips it (the server skips the rest of a pipeline after an
 	// error) and Run rolls back.
-	commitHere := eff.Final != nil && check == nil
-	if commitHere {
-		b.Queue(`COMMIT`).Fn = func(br pgx.BatchResults) error {
-			tag, err := br.Exec()
-			if err != nil {
-				return fmt.Errorf("commit %s: %w", req.Endpoint, err)
+	if eff.Final != nil && check == nil {
+		committed, err := store.CommitInBatch(ctx, tx, b, req.Endpoint)
+		if err != nil && committed {
+			// What was written stands: the reply is the response
+			// recorded with it, never an error a retry without a key
+			// would repeat.
+			if r.Log != nil {
+				r.Log.Error("a check failed after its mutation committed", "endpoint", req.Endpoint, "err", err)
 			}
-			if tag.String() != "COMMIT" {
-				return fmt.Errorf("commit %s: the server answered %s", req.Endpoint, tag)
-			}
-			return nil
+			return true, nil
 		}
+		return committed, err
 	}
-	err = tx.SendBatch(ctx, b).Close()
-	if err != nil && commitHere && tx.Conn().PgConn().TxStatus() == 'I' {
-		// The whole round trip was sent before any result was read: the
-		// server skips the rest of it only after an error of its own
-		// (leaving the transaction failed, 'E'). Idle, it ran the COMMIT:
-		// what failed is a check in this process of a result (a callback),
-		// and what was written stands — the reply is the response recorded
-		// with it, never an error a retry without a key would repeat.
-		if r.Log != nil {
-			r.Log.Error("a check failed after its mutation committed", "endpoint", req.Endpoint, "err", err)
-		}
-		return true, nil
-	}
-	if err != nil || check == nil {
-		return commitHere && err == nil, err
+	if err := tx.SendBatch(ctx, b).Close(); err != nil || check == nil {
+		return false, err
 	}
 	return false, check(ctx, tx)
 }

@@ -151,3 +151,26 @@ func IsUniqueViolation(err error, constraint string) bool {
 	}
 	return constraint == "" || pe.ConstraintName == constraint
 }
+
+// CommitInBatch queues COMMIT last in b and sends b in tx: the
+// transaction's last round trip (op names it in errors). A statement
+// failing on the server skips the rest of the pipeline, the COMMIT with
+// it, and leaves the transaction failed: committed is false and the
+// caller rolls back. The whole batch is sent before any result is read,
+// so an error with the connection idle afterwards is a check in this
+// process (a result's callback) that failed after the server committed:
+// committed is true, err says what failed, and what was written stands.
+func CommitInBatch(ctx context.Context, tx pgx.Tx, b *pgx.Batch, op string) (committed bool, err error) {
+	b.Queue(`COMMIT`).Fn = func(br pgx.BatchResults) error {
+		tag, err := br.Exec()
+		if err != nil {
+			return fmt.Errorf("commit %s: %w", op, err)
+		}
+		if tag.String() != "COMMIT" {
+			return fmt.Errorf("commit %s: the server answered %s", op, tag)
+		}
+		return nil
+	}
+	err = tx.SendBatch(ctx, b).Close()
+	return err == nil || tx.Conn().PgConn().TxStatus() == 'I', err
+}
